@@ -1,0 +1,97 @@
+/* cs-cli.c: castscope-cli entry point and subcommand dispatch. */
+#include "cs-config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <locale.h>
+
+#include "cs-cli.h"
+
+typedef struct
+{
+  const char       *name;    /* subcommand */
+  CsCliCommandFunc  func;
+  const char       *summary; /* one line for --help */
+} CsCliCommand;
+
+static const CsCliCommand commands[] = {
+  { "print",     cs_cli_cmd_print,     "print the trace(s) of a file back in Thunder's format" },
+  { "info",      cs_cli_cmd_info,      "summarise a trace file: statements, ops, dtypes, regions, casts" },
+  { "transform", cs_cli_cmd_transform, "run the pass pipeline under a cast policy and print traces" },
+  { "stats",     cs_cli_cmd_stats,     "casts, regions, matmuls, FLOPs, bytes and estimated time" },
+  { "diff",      cs_cli_cmd_diff,      "casts and regions that change between two cast policies" },
+  { "render",    cs_cli_cmd_render,    "draw a trace as a graph to SVG, PNG, PDF or DOT" },
+  { "run",       cs_cli_cmd_run,       "execute forward and backward on the CPU reference or the GPU" },
+  { "bench",     cs_cli_cmd_bench,     "run the benchmark workloads on the GPU" },
+};
+
+static void
+print_usage (FILE *out)
+{
+  fprintf (out, "Usage: castscope-cli COMMAND [OPTION...] FILE\n\n"
+                "Load Lightning Thunder traces, re-run Thunder's transforms under a cast policy,\n"
+                "draw and run them.\n\nCommands:\n");
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf (out, "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
+                "Exit status: 0 ok, 1 bad input or failed check, 2 usage error.\n");
+}
+
+gboolean
+cs_cli_parse_options (GOptionContext *ctx, int *argc, char ***argv)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!g_option_context_parse (ctx, argc, argv, &error))
+    {
+      fprintf (stderr, "castscope-cli %s: %s\nTry 'castscope-cli %s --help'.\n",
+               (*argv)[0], error->message, (*argv)[0]);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+cs_cli_error (const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "castscope-cli: %s\n", msg);
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "");
+  /* Numbers in traces are always printed the Python way. */
+  setlocale (LC_NUMERIC, "C");
+
+  if (argc < 2)
+    {
+      print_usage (stderr);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
+    {
+      print_usage (stdout);
+      return CS_CLI_EXIT_OK;
+    }
+  if (strcmp (argv[1], "--version") == 0)
+    {
+      printf ("castscope-cli %s\n", CS_VERSION);
+      return CS_CLI_EXIT_OK;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    if (strcmp (argv[1], commands[i].name) == 0)
+      {
+        g_set_prgname (commands[i].name);
+        return commands[i].func (argc - 1, argv + 1);
+      }
+  fprintf (stderr, "castscope-cli: unknown command '%s'\n\n", argv[1]);
+  print_usage (stderr);
+  return CS_CLI_EXIT_USAGE;
+}

@@ -1,0 +1,376 @@
+/* cs-ir.h: castscope's trace IR: values, proxies, bound symbols (statements) and traces.
+ *
+ * The model mirrors Thunder's TraceCtx / BoundSymbol / Proxy (thunder/core/trace.py,
+ * thunder/core/symbol.py, thunder/core/proxies.py) closely enough that a parsed trace prints
+ * back byte for byte (reference/thunder-traces.md section 1).
+ *
+ * Ownership: one #CsArena per trace owns every value, proxy, statement and string of that
+ * trace; they die with the trace.  Traces are reference counted.  A pass never mutates its
+ * input: it builds a new trace (cs_trace_copy() or cs_trace_new()) and returns it.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "cs-dtype.h"
+
+G_BEGIN_DECLS
+
+typedef struct _CsArena   CsArena;
+typedef struct _CsValue   CsValue;
+typedef struct _CsProxy   CsProxy;
+typedef struct _CsArg     CsArg;
+typedef struct _CsStmt    CsStmt;
+typedef struct _CsTrace   CsTrace;
+typedef struct _CsOp      CsOp;   /* defined in cs-ops.h */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arena                                                                                       */
+
+/**
+ * cs_arena_new:
+ *
+ * A bump allocator: blocks of 64 KiB (or larger for big requests); everything is freed at once
+ * by cs_arena_free().  Not thread-safe.
+ * Returns: (transfer full): a new arena
+ */
+CsArena    *cs_arena_new          (void);
+void        cs_arena_free         (CsArena *arena);
+/** Zeroed memory of @size bytes, aligned to 16 bytes; never NULL (aborts on OOM like g_malloc). */
+gpointer    cs_arena_alloc        (CsArena *arena, gsize size);
+char       *cs_arena_strdup       (CsArena *arena, const char *s);
+char       *cs_arena_strndup      (CsArena *arena, const char *s, gsize len);
+char       *cs_arena_printf       (CsArena *arena, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+/** Copies @n pointers into the arena (for turning a GPtrArray into a fixed array). */
+gpointer   *cs_arena_dup_ptrs     (CsArena *arena, gpointer const *ptrs, guint n);
+/** Total bytes handed out (for benchmarks and limits). */
+gsize       cs_arena_size_bytes   (CsArena *arena);
+
+#define CS_ARENA_NEW(arena, Type) ((Type *) cs_arena_alloc ((arena), sizeof (Type)))
+#define CS_ARENA_NEW_N(arena, Type, n) ((Type *) cs_arena_alloc ((arena), sizeof (Type) * (gsize) (n)))
+
+/* ------------------------------------------------------------------------------------------ */
+/* Proxies                                                                                     */
+
+typedef enum
+{
+  CS_PROXY_TENSOR,       /* TensorProxy: "cuda:0 bf16[8, 16]" */
+  CS_PROXY_NUMBER,       /* IntegerProxy / FloatProxy / ...: "int 3", "float ?" */
+  CS_PROXY_COLLECTION,   /* CollectionProxy: "Collection" (args, C0, saved_for_backward) */
+  CS_PROXY_OTHER,        /* "Any", "tuple", "<class 'torch.dtype'>", or never typed */
+} CsProxyKind;
+
+struct _CsProxy
+{
+  const char  *name;          /* Python identifier, unique within its trace */
+  CsProxyKind  kind;          /* tensor, number, collection or other */
+  CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
+  guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
+  int64_t     *shape;         /* tensors: rank extents, outermost first; -1 = symbolic dim */
+  CsDevice     device;        /* tensors: cpu / cuda:N / meta */
+  guint        typed : 1;     /* 1 when a type string was seen or set */
+  guint        future : 1;    /* 1 for "FUTURE cuda:0 ..." (distributed async) */
+  guint        requires_grad : 1; /* set by the grad pass for differentiable inputs */
+  guint        has_value : 1; /* numbers: value below is known (not "?") */
+  CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
+  const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.
+                                 The printer prints it verbatim when set (symbolic dims, etc.) */
+  guint32      id;            /* 1-based creation index within the trace; 0 = invalid */
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values (arguments, kwargs, targets, return values)                                          */
+
+typedef enum
+{
+  CS_VALUE_NONE,         /* None */
+  CS_VALUE_BOOL,         /* True / False */
+  CS_VALUE_INT,          /* Python int (fits int64) */
+  CS_VALUE_FLOAT,        /* Python float, float('inf'), -float('inf'), float('NaN') */
+  CS_VALUE_COMPLEX,      /* complex(re, im) */
+  CS_VALUE_STRING,       /* 'text' (Python repr) */
+  CS_VALUE_PROXY,        /* a reference to a proxy of the trace */
+  CS_VALUE_UNDERSCORE,   /* `_` in a target list (a literal or dropped output) */
+  CS_VALUE_NAME,         /* an identifier or dotted name that is not a proxy: torch.float32,
+                            _torch_memory_format_0, float (as a non-dtype), operator.add */
+  CS_VALUE_DTYPE,        /* dtypes.bfloat16, dtypes.float32_, bare `float` as a dtype */
+  CS_VALUE_ELLIPSIS,     /* ... */
+  CS_VALUE_TUPLE,        /* (a, b) / (a,) / () */
+  CS_VALUE_LIST,         /* [a, b] */
+  CS_VALUE_DICT,         /* {'k': v, ...}; items are key, value, key, value */
+  CS_VALUE_CALL,         /* DOTTED(args): devices.Device("cuda:0"), slice(None,-1,None), dataclass */
+  CS_VALUE_SUBSCRIPT,    /* prologue only: args[0], cache_info['x']; items[0] = object, items[1] = index */
+  CS_VALUE_ATTR,         /* prologue only: m.training (stored as NAME text "m.training" when
+                            the base is not a proxy; ATTR keeps the proxy link) */
+} CsValueKind;
+
+struct _CsArg
+{
+  const char *name;      /* keyword name, or NULL for a positional argument */
+  CsValue    *value;     /* never NULL */
+};
+
+struct _CsValue
+{
+  CsValueKind kind;
+  union
+  {
+    gboolean     b;      /* BOOL */
+    int64_t      i;      /* INT */
+    double       f;      /* FLOAT */
+    struct { double re, im; } c;     /* COMPLEX */
+    const char  *s;      /* STRING (unescaped content), NAME (identifier text) */
+    CsProxy     *proxy;  /* PROXY */
+    CsDtypeRef   dtype;  /* DTYPE */
+    struct
+    {
+      CsValue  **items;  /* TUPLE, LIST, DICT (k0, v0, k1, v1...), SUBSCRIPT (obj, index), ATTR (obj) */
+      guint      n;      /* number of items (for DICT: 2 * pairs) */
+    } seq;
+    struct
+    {
+      const char *callee; /* CALL: dotted callee text */
+      CsArg      *args;   /* CALL: arguments in printed order */
+      guint       n_args;
+    } call;
+  } u;
+  const char *raw;       /* as written, for INT/FLOAT/STRING/COMPLEX/CALL(slice) when the canonical
+                            printing would differ (e.g. `1e-05`, double-quoted strings); else NULL */
+  const char *attr;      /* ATTR: attribute name */
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statements (bound symbols and the other printed lines of a trace body)                      */
+
+typedef enum
+{
+  CS_STMT_CALL,          /* [targets = ] callee(args)  [# name: "type"]; a bound symbol */
+  CS_STMT_UNPACK,        /* a, b, = source  (prims.unpack_sequence printer) */
+  CS_STMT_ANNASSIGN,     /* prologue: name: "type" = expr */
+  CS_STMT_DEL,           /* del a, b */
+  CS_STMT_RETURN,        /* return [value] */
+  CS_STMT_COMMENT,       /* a comment line at statement level (see CsCommentKind) */
+  CS_STMT_BLANK,         /* an empty line inside the body */
+} CsStmtKind;
+
+typedef enum
+{
+  CS_COMMENT_OTHER,      /* any other comment text (kept verbatim) */
+  CS_COMMENT_INPUT,      /* input annotation: `# a: "cuda:0 bf16[8, 16]"`, `# _ (unused)`, `# t0` */
+  CS_COMMENT_SRCLOC,     /* source location: `# file.py:7: \tsource` */
+  CS_COMMENT_HEADER,     /* header line printed before a bound symbol */
+  CS_COMMENT_DETAIL,     /* unpack detail: `# C0: "Collection"`, `# None`, `# C1 (empty sequence)` */
+} CsCommentKind;
+
+typedef enum
+{
+  CS_TYPECOMMENT_NONE,   /* nothing after the call */
+  CS_TYPECOMMENT_FULL,   /* `  # t4: "cuda:0 f32[4]"` */
+  CS_TYPECOMMENT_NAME,   /* `  # t4` (docs that elide types) */
+} CsTypeCommentStyle;
+
+typedef enum
+{
+  CS_UNPACK_WRAP80,      /* current printer: wrapped with ` \` past 80 columns */
+  CS_UNPACK_ONE_PER_LINE,/* pre-2024 printer: `a, \` one element per line */
+} CsUnpackStyle;
+
+struct _CsStmt
+{
+  CsStmtKind          kind;
+  guint32             id;          /* unique within the trace, 1-based; stable under cs_trace_copy */
+  guint32             origin;      /* id of the statement of the initial trace it derives from; 0 = none */
+  guint32             line;        /* 1-based source line of the statement's first character; 0 = made by a pass */
+  guint32             col;         /* 1-based column */
+
+  /* CALL */
+  const CsOp         *op;          /* op-table entry; never NULL (unknown names get the opaque op) */
+  const char         *callee;      /* callee as printed: "ltorch.add", "nvFusion0", "torch.matmul" */
+  CsArg              *args;        /* arguments in printed order (positional, then keyword) */
+  guint               n_args;
+  CsValue            *out;         /* target tree (PROXY / UNDERSCORE / TUPLE / LIST), NULL for a bare call */
+  CsTypeCommentStyle  type_comment;/* how the trailing `# name: "type"` is printed */
+  const char         *type_comment_raw; /* when the trailing type string differs from the proxy's, as read */
+
+  /* UNPACK: targets are PROXY or UNDERSCORE values; source is a proxy name */
+  CsValue           **targets;
+  guint               n_targets;
+  CsProxy            *source;      /* UNPACK: the collection unpacked */
+  CsUnpackStyle       unpack_style;
+
+  /* ANNASSIGN: out = PROXY value, type from the proxy; value = the expression */
+  CsValue            *value;       /* ANNASSIGN expression; RETURN value (NULL for bare return) */
+
+  /* DEL */
+  CsProxy           **names;       /* DEL: deleted proxies */
+  guint               n_names;
+  guint               del_brackets : 1; /* 1 for the 2023 form `del [a, b]` */
+
+  /* COMMENT: text after "# " (without the leading indentation and "# ") */
+  CsCommentKind       comment_kind;
+  const char         *text;
+  CsProxy            *annotated;   /* INPUT/DETAIL comments: the proxy they name, if any */
+
+  /* Decomposition (subsymbols), printed as comments one level deeper.  For a fusion call these
+   * are the region's prims. */
+  CsStmt            **subs;
+  guint               n_subs;
+
+  /* Pass annotations (not printed in Thunder text; shown by the GUI and stats) */
+  const char         *why;         /* rule that made this statement (e.g. "autocast: downcast
+                                      matmul operand") or, for a fusion call, why the region ended */
+  guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Traces                                                                                      */
+
+typedef enum
+{
+  CS_PARAM_PLAIN,        /* name or name=default */
+  CS_PARAM_STAR,         /* *name, or a bare * when name is NULL */
+  CS_PARAM_DSTAR,        /* **name */
+} CsParamKind;
+
+typedef struct
+{
+  CsParamKind  kind;
+  const char  *name;     /* NULL only for a bare `*` */
+  CsValue     *dflt;     /* default value or NULL */
+} CsParam;
+
+struct _CsTrace
+{
+  gint          ref_count;     /* atomic */
+  CsArena      *arena;         /* owns everything below */
+
+  const char   *file;          /* file the trace was read from, or NULL */
+  const char  **leading;       /* comment lines before the trace that are not Thunder's
+                                  (e.g. "# source: ..."), full text including "# " */
+  guint         n_leading;
+  const char   *provenance;    /* text after "# Constructed by ", or NULL */
+  const char  **imports;       /* import lines, verbatim ("import torch") */
+  guint         n_imports;
+  gboolean      blank_after_imports; /* the empty line between imports and decorators */
+  const char  **decorators;    /* "@torch.no_grad()", "@no_autocast" ... verbatim */
+  guint         n_decorators;
+
+  gboolean      has_signature; /* FALSE: "# No signature available" */
+  const char   *name;          /* function name: computation, backward_fn, prologue ... */
+  CsParam      *params;
+  guint         n_params;
+
+  CsStmt      **stmts;         /* body, in order; the last CS_STMT_RETURN ends it */
+  guint         n_stmts;
+
+  GHashTable   *proxies;       /* name (const char *) -> CsProxy *, all proxies of the trace */
+  guint32       next_proxy_id; /* id for the next proxy */
+  guint32       next_stmt_id;  /* id for the next statement */
+  guint32       next_name;     /* counter for cs_trace_fresh_name() */
+
+  const char   *pass;          /* pipeline pass that made it ("parse", "autocast", "grad", ...) */
+  gboolean      backward_tags; /* statements carry BACKWARD tags (joint traces) */
+};
+
+/** A file may hold several traces (concatenated, or a printed Python list of traces). */
+typedef struct
+{
+  gint          ref_count;     /* atomic */
+  char         *path;          /* display name of the source ("-" for stdin) */
+  GPtrArray    *traces;        /* element-type CsTrace*, owned */
+  gboolean      is_list;       /* printed as a Python list `[...]` (reference 1.2m) */
+  GPtrArray    *separators;    /* char*: text between trace i and i+1 as read ("\n" or ",\n") */
+  char         *trailer;       /* text after the last trace (e.g. "]\n"), or NULL */
+} CsTraceList;
+
+/* ---- values ---- */
+
+CsValue    *cs_value_new_none     (CsArena *arena);
+CsValue    *cs_value_new_bool     (CsArena *arena, gboolean b);
+CsValue    *cs_value_new_int      (CsArena *arena, int64_t i);
+CsValue    *cs_value_new_float    (CsArena *arena, double f);
+CsValue    *cs_value_new_string   (CsArena *arena, const char *s);
+CsValue    *cs_value_new_name     (CsArena *arena, const char *name);
+CsValue    *cs_value_new_proxy    (CsArena *arena, CsProxy *proxy);
+CsValue    *cs_value_new_underscore (CsArena *arena);
+CsValue    *cs_value_new_dtype    (CsArena *arena, CsDtype dtype, gboolean weak);
+CsValue    *cs_value_new_seq      (CsArena *arena, CsValueKind kind, CsValue **items, guint n);
+/** A tuple or list of ints, e.g. a shape `(8, 16)` or dims `(0,)`. */
+CsValue    *cs_value_new_int_seq  (CsArena *arena, CsValueKind kind, const int64_t *v, guint n);
+CsValue    *cs_value_copy         (CsArena *arena, const CsValue *v, GHashTable *proxy_map);
+gboolean    cs_value_equal        (const CsValue *a, const CsValue *b);
+/** Reads an int tuple/list value into @out (up to @max); FALSE if @v is not a sequence of ints. */
+gboolean    cs_value_get_int_seq  (const CsValue *v, int64_t *out, guint max, guint *n_out);
+/** Appends every proxy referenced by @v (depth first) to @out (element-type CsProxy*). */
+void        cs_value_collect_proxies (const CsValue *v, GPtrArray *out);
+
+/* ---- proxies ---- */
+
+CsProxy    *cs_trace_lookup_proxy (CsTrace *trace, const char *name);
+/**
+ * cs_trace_add_proxy:
+ * Creates (or returns the existing) proxy @name in @trace, kind OTHER and untyped.
+ */
+CsProxy    *cs_trace_add_proxy    (CsTrace *trace, const char *name);
+/** Creates a new tensor proxy with a fresh name from @prefix (e.g. "t"). */
+CsProxy    *cs_trace_new_tensor   (CsTrace *trace, const char *prefix, CsDtype dtype,
+                                   const int64_t *shape, guint rank, const CsDevice *device);
+/** Sets the tensor type of @proxy (clears type_raw). */
+void        cs_proxy_set_tensor   (CsTrace *trace, CsProxy *proxy, CsDtype dtype,
+                                   const int64_t *shape, guint rank, const CsDevice *device);
+/** A name not used in @trace, "<prefix><n>" with the smallest free n from the trace counter. */
+const char *cs_trace_fresh_name   (CsTrace *trace, const char *prefix);
+/** Formats a proxy's type string as Thunder prints it: "cuda:0 bf16[8, 16]", "int 3", "Collection". */
+char       *cs_proxy_type_string  (const CsProxy *proxy);
+gboolean    cs_proxy_is_float_tensor (const CsProxy *proxy);
+
+/* ---- statements ---- */
+
+CsStmt     *cs_stmt_new           (CsTrace *trace, CsStmtKind kind);
+/** A CALL statement; @op may be NULL to look @callee up in the op table. */
+CsStmt     *cs_stmt_new_call      (CsTrace *trace, const CsOp *op, const char *callee,
+                                   CsValue *out, CsArg *args, guint n_args);
+/** The single output proxy of a CALL whose target is one proxy, else NULL. */
+CsProxy    *cs_stmt_get_output    (const CsStmt *stmt);
+/** Appends every output proxy of a CALL/UNPACK/ANNASSIGN to @out. */
+void        cs_stmt_collect_outputs (const CsStmt *stmt, GPtrArray *out);
+/** Appends every proxy read by the statement's arguments (not its subsymbols) to @out. */
+void        cs_stmt_collect_inputs  (const CsStmt *stmt, GPtrArray *out);
+/** Positional argument @i, or the keyword @kw, or NULL. */
+CsValue    *cs_stmt_get_arg       (const CsStmt *stmt, guint i, const char *kw);
+/** TRUE for statements that are bound symbols (CALL, UNPACK, ANNASSIGN, DEL, RETURN). */
+gboolean    cs_stmt_is_symbol     (const CsStmt *stmt);
+void        cs_stmt_set_subs      (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n);
+
+/* ---- traces ---- */
+
+/** A new empty trace named @name ("computation"), pass "@pass". */
+CsTrace    *cs_trace_new          (const char *name, const char *pass);
+CsTrace    *cs_trace_ref          (CsTrace *trace);
+void        cs_trace_unref        (CsTrace *trace);
+/**
+ * cs_trace_copy:
+ * Deep copy into a fresh arena: proxies, statements (ids and origins kept), header lines.
+ * Returns: (transfer full): the copy, with pass set to @pass (or kept when NULL)
+ */
+CsTrace    *cs_trace_copy         (const CsTrace *trace, const char *pass);
+/** Replaces the body with @stmts (statements must belong to @trace's arena). */
+void        cs_trace_set_stmts    (CsTrace *trace, CsStmt **stmts, guint n);
+/** The final RETURN statement or NULL. */
+CsStmt     *cs_trace_get_return   (const CsTrace *trace);
+/** Input proxies named by the signature (in order; `*args`/`**kwargs` included). */
+GPtrArray  *cs_trace_dup_inputs   (const CsTrace *trace);
+/** Copy a statement (and its subsymbols) from another trace into @dst, mapping proxies by name
+ *  through @proxy_map (src CsProxy* -> dst CsProxy*; missing ones are created by name). */
+CsStmt     *cs_stmt_copy_into     (CsTrace *dst, const CsStmt *stmt, GHashTable *proxy_map);
+
+CsTraceList *cs_trace_list_new    (const char *path);
+CsTraceList *cs_trace_list_ref    (CsTraceList *list);
+void         cs_trace_list_unref  (CsTraceList *list);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsTrace, cs_trace_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsTraceList, cs_trace_list_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsArena, cs_arena_free)
+
+G_END_DECLS
