@@ -1,0 +1,81 @@
+/* cs-grad.h: the grad transform (Thunder's "Grad transform pass"): one joint forward+backward
+ * trace built from VJP rules, with get_grad/put_grad semantics.
+ *
+ * Source: thunder/transforms/autodiff.py (grad_transform_on_trace), VJP rules in
+ * thunder/core/transforms.py and thunder/torch/__init__.py (_sum_grad);
+ * reference/thunder-traces.md sections 5.1 and 5.2.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-ir.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+#define CS_GRAD_ERROR (cs_grad_error_quark ())
+GQuark cs_grad_error_quark (void);
+
+typedef enum
+{
+  CS_GRAD_ERROR_NO_RULE,     /* a prim has no VJP rule, or a composite has no decomposition */
+  CS_GRAD_ERROR_BAD_TRACE,   /* no return, untyped tensor proxies, bad arguments of an op */
+  CS_GRAD_ERROR_SPEC,        /* CsGradSpec names an input the trace does not have */
+  CS_GRAD_ERROR_LIMIT,       /* decomposition too deep (a cycle) or rank over CS_MAX_DIMS */
+} CsGradError;
+
+/**
+ * CsGradSpec:
+ *
+ * Which inputs of the trace require grad.  Exactly one of the three ways is used: @none wins,
+ * then @names (when non-NULL), else @all_float.
+ */
+typedef struct
+{
+  gboolean            all_float; /* every floating tensor input requires grad (Thunder's default
+                                    for parameters and float inputs) */
+  const char * const *names;     /* or exactly these inputs (NULL-terminated); NULL = not used */
+  gboolean            none;      /* no input requires grad: the joint is the forward only */
+  const CsPolicy     *policy;    /* policy for decomposing ops without a VJP rule
+                                    (cs_decompose_stmt); NULL = Thunder's defaults */
+} CsGradSpec;
+
+/**
+ * cs_grad_joint:
+ * @initial: (transfer none): an initial (ltorch-level) trace, e.g. parsed from Thunder's first
+ *   trace or the output of the autocast pass
+ * @spec: (nullable): which inputs require grad; NULL = all floating inputs
+ * @error: return location for a #CS_GRAD_ERROR (or an error of cs_decompose_stmt)
+ *
+ * Thunder's "Grad transform pass": walks @initial in order; statements with no differentiable
+ * (floating tensor) argument are copied; statements with a VJP rule (prims, and the ltorch
+ * rules Thunder has: sum, silu, _softmax, log_softmax, embedding) are copied as the forward and
+ * their backward is queued; everything else is replaced by its decomposition (the parsed
+ * subsymbols, or cs_decompose_stmt) and retried.  At the return the queued backwards are emitted
+ * in reverse order: a gradient put twice on one proxy is accumulated with `ltorch.add`; the
+ * gradient of a forward output is read with `prims.get_grad` (a cotangent); a backward whose
+ * outputs got no gradient is skipped.  All get_grads are grouped where the backward begins, and
+ * dead code is removed.  Backward statements have stmt->backward = 1 and are written at ltorch
+ * level (ltorch.mul, ltorch.sum, ltorch.matmul ...) or as the prims Thunder's rules call
+ * (prims.transpose, prims.convert_element_type, prims.broadcast_in_dim ...), typed by the rule,
+ * so the later decompose pass gives them Thunder's casts.
+ *
+ * Shapes: static only (a symbolic dim -1 in an input gives CS_GRAD_ERROR_BAD_TRACE).
+ * Returns: (transfer full): the joint trace (pass "grad", name kept) whose return is
+ *   `{'output': (grad or None per flat arg), 'flat_args': [inputs], 'fw_flat_out': (outputs)}`,
+ *   or NULL with @error set
+ */
+CsTrace *cs_grad_joint (const CsTrace   *initial,
+                        const CsGradSpec *spec,
+                        GError          **error);
+
+/**
+ * cs_grad_has_rule:
+ * @op: an op-table entry (executor names are followed to their semantic op)
+ *
+ * Returns: TRUE when castscope has a VJP rule for @op itself (no decomposition needed)
+ */
+gboolean cs_grad_has_rule (const CsOp *op);
+
+G_END_DECLS
