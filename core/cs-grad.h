@@ -31,7 +31,8 @@ typedef enum
  * Which inputs of the trace require grad.  Exactly one of the three ways is used: @none wins,
  * then @names (when non-NULL), else @all_float.
  */
-typedef struct
+typedef struct _CsGradSpec CsGradSpec;
+struct _CsGradSpec
 {
   gboolean            all_float; /* every floating tensor input requires grad (Thunder's default
                                     for parameters and float inputs) */
@@ -39,7 +40,7 @@ typedef struct
   gboolean            none;      /* no input requires grad: the joint is the forward only */
   const CsPolicy     *policy;    /* policy for decomposing ops without a VJP rule
                                     (cs_decompose_stmt); NULL = Thunder's defaults */
-} CsGradSpec;
+};
 
 /**
  * cs_grad_joint:
