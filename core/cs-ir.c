@@ -1,0 +1,1142 @@
+/* cs-ir.c: castscope's trace IR (see cs-ir.h). */
+#include "cs-config.h"
+
+#include "cs-ir.h"
+#include "cs-ops.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arena                                                                                       */
+
+#define ARENA_BLOCK_BYTES (64 * 1024)
+#define ARENA_ALIGN 16
+
+typedef struct _ArenaBlock ArenaBlock;
+struct _ArenaBlock
+{
+  ArenaBlock *next;   /* previously filled block, or NULL */
+  gsize       size;   /* usable bytes in data */
+  gsize       used;   /* bytes handed out, multiple of ARENA_ALIGN */
+  /* data follows, aligned to ARENA_ALIGN */
+};
+
+struct _CsArena
+{
+  ArenaBlock *head;   /* block currently filled */
+  gsize       total;  /* bytes handed out */
+};
+
+#define BLOCK_HEADER ((sizeof (ArenaBlock) + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1))
+
+static ArenaBlock *
+arena_block_new (gsize size)
+{
+  ArenaBlock *b = g_malloc (BLOCK_HEADER + size);
+  b->next = NULL;
+  b->size = size;
+  b->used = 0;
+  return b;
+}
+
+/**
+ * cs_arena_new:
+ *
+ * See cs-ir.h.
+ * Returns: (transfer full): a new, empty arena
+ */
+CsArena *
+cs_arena_new (void)
+{
+  CsArena *a = g_new0 (CsArena, 1);
+  a->head = arena_block_new (ARENA_BLOCK_BYTES);
+  return a;
+}
+
+/** cs_arena_free: frees every block of @arena (NULL is allowed). */
+void
+cs_arena_free (CsArena *arena)
+{
+  ArenaBlock *b, *next;
+
+  if (arena == NULL)
+    return;
+  for (b = arena->head; b != NULL; b = next)
+    {
+      next = b->next;
+      g_free (b);
+    }
+  g_free (arena);
+}
+
+/**
+ * cs_arena_alloc:
+ * @arena: an arena
+ * @size: bytes wanted
+ *
+ * Returns: zeroed memory of @size bytes aligned to 16 bytes, owned by @arena
+ */
+gpointer
+cs_arena_alloc (CsArena *arena, gsize size)
+{
+  ArenaBlock *b = arena->head;
+  gsize rounded = (size + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1);
+  guint8 *p;
+
+  if (rounded == 0)
+    rounded = ARENA_ALIGN;
+  if (b->used + rounded > b->size)
+    {
+      ArenaBlock *nb;
+      if (rounded > ARENA_BLOCK_BYTES / 4)
+        {
+          /* A big request gets a block of its own behind the current one. */
+          nb = arena_block_new (rounded);
+          nb->next = b->next;
+          b->next = nb;
+          nb->used = rounded;
+          arena->total += rounded;
+          p = (guint8 *) nb + BLOCK_HEADER;
+          memset (p, 0, rounded);
+          return p;
+        }
+      nb = arena_block_new (ARENA_BLOCK_BYTES);
+      nb->next = b;
+      arena->head = b = nb;
+    }
+  p = (guint8 *) b + BLOCK_HEADER + b->used;
+  b->used += rounded;
+  arena->total += rounded;
+  memset (p, 0, rounded);
+  return p;
+}
+
+/** cs_arena_strndup: a NUL-terminated copy of the first @len bytes of @s in @arena. */
+char *
+cs_arena_strndup (CsArena *arena, const char *s, gsize len)
+{
+  char *d = cs_arena_alloc (arena, len + 1);
+  memcpy (d, s, len);
+  d[len] = '\0';
+  return d;
+}
+
+/** cs_arena_strdup: a copy of @s in @arena; NULL gives NULL. */
+char *
+cs_arena_strdup (CsArena *arena, const char *s)
+{
+  if (s == NULL)
+    return NULL;
+  return cs_arena_strndup (arena, s, strlen (s));
+}
+
+/** cs_arena_printf: a printf-formatted string in @arena. */
+char *
+cs_arena_printf (CsArena *arena, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *tmp = NULL;
+
+  va_start (ap, fmt);
+  tmp = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return cs_arena_strdup (arena, tmp);
+}
+
+/** cs_arena_dup_ptrs: copies @n pointers into @arena (NULL when @n is 0). */
+gpointer *
+cs_arena_dup_ptrs (CsArena *arena, gpointer const *ptrs, guint n)
+{
+  gpointer *d;
+
+  if (n == 0)
+    return NULL;
+  d = cs_arena_alloc (arena, sizeof (gpointer) * n);
+  memcpy (d, ptrs, sizeof (gpointer) * n);
+  return d;
+}
+
+/** cs_arena_size_bytes: bytes handed out so far. */
+gsize
+cs_arena_size_bytes (CsArena *arena)
+{
+  return arena->total;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values                                                                                      */
+
+static CsValue *
+value_new (CsArena *arena, CsValueKind kind)
+{
+  CsValue *v = CS_ARENA_NEW (arena, CsValue);
+  v->kind = kind;
+  return v;
+}
+
+/** cs_value_new_none: `None`. */
+CsValue *
+cs_value_new_none (CsArena *arena)
+{
+  return value_new (arena, CS_VALUE_NONE);
+}
+
+/** cs_value_new_bool: `True` / `False`. */
+CsValue *
+cs_value_new_bool (CsArena *arena, gboolean b)
+{
+  CsValue *v = value_new (arena, CS_VALUE_BOOL);
+  v->u.b = b ? TRUE : FALSE;
+  return v;
+}
+
+/** cs_value_new_int: a Python int. */
+CsValue *
+cs_value_new_int (CsArena *arena, int64_t i)
+{
+  CsValue *v = value_new (arena, CS_VALUE_INT);
+  v->u.i = i;
+  return v;
+}
+
+/** cs_value_new_float: a Python float (printed with Python's repr). */
+CsValue *
+cs_value_new_float (CsArena *arena, double f)
+{
+  CsValue *v = value_new (arena, CS_VALUE_FLOAT);
+  v->u.f = f;
+  return v;
+}
+
+/** cs_value_new_string: a Python str (content, unescaped). */
+CsValue *
+cs_value_new_string (CsArena *arena, const char *s)
+{
+  CsValue *v = value_new (arena, CS_VALUE_STRING);
+  v->u.s = cs_arena_strdup (arena, s);
+  return v;
+}
+
+/** cs_value_new_name: an identifier or dotted name that is not a proxy. */
+CsValue *
+cs_value_new_name (CsArena *arena, const char *name)
+{
+  CsValue *v = value_new (arena, CS_VALUE_NAME);
+  v->u.s = cs_arena_strdup (arena, name);
+  return v;
+}
+
+/** cs_value_new_proxy: a reference to @proxy (which must belong to the same trace). */
+CsValue *
+cs_value_new_proxy (CsArena *arena, CsProxy *proxy)
+{
+  CsValue *v = value_new (arena, CS_VALUE_PROXY);
+  v->u.proxy = proxy;
+  return v;
+}
+
+/** cs_value_new_underscore: `_` in a target list. */
+CsValue *
+cs_value_new_underscore (CsArena *arena)
+{
+  return value_new (arena, CS_VALUE_UNDERSCORE);
+}
+
+/** cs_value_new_dtype: `dtypes.<long name>`, with a trailing `_` when @weak. */
+CsValue *
+cs_value_new_dtype (CsArena *arena, CsDtype dtype, gboolean weak)
+{
+  CsValue *v = value_new (arena, CS_VALUE_DTYPE);
+  v->u.dtype.dtype = dtype;
+  v->u.dtype.weak = weak ? 1 : 0;
+  v->u.dtype.pytype = CS_PYTYPE_NONE;
+  return v;
+}
+
+/**
+ * cs_value_new_seq:
+ * @kind: CS_VALUE_TUPLE, CS_VALUE_LIST, CS_VALUE_DICT (k, v pairs), CS_VALUE_SUBSCRIPT
+ * @items: @n values (copied into the arena as an array; the values themselves are shared)
+ */
+CsValue *
+cs_value_new_seq (CsArena *arena, CsValueKind kind, CsValue **items, guint n)
+{
+  CsValue *v = value_new (arena, kind);
+  v->u.seq.items = (CsValue **) cs_arena_dup_ptrs (arena, (gpointer const *) items, n);
+  v->u.seq.n = n;
+  return v;
+}
+
+/** cs_value_new_int_seq: a tuple or list of ints (shapes, dims). */
+CsValue *
+cs_value_new_int_seq (CsArena *arena, CsValueKind kind, const int64_t *vals, guint n)
+{
+  CsValue *v = value_new (arena, kind);
+
+  v->u.seq.n = n;
+  if (n > 0)
+    {
+      v->u.seq.items = CS_ARENA_NEW_N (arena, CsValue *, n);
+      for (guint i = 0; i < n; i++)
+        v->u.seq.items[i] = cs_value_new_int (arena, vals[i]);
+    }
+  return v;
+}
+
+static gboolean
+value_has_items (CsValueKind kind)
+{
+  return kind == CS_VALUE_TUPLE || kind == CS_VALUE_LIST || kind == CS_VALUE_DICT
+         || kind == CS_VALUE_SUBSCRIPT || kind == CS_VALUE_ATTR;
+}
+
+static CsProxy *proxy_map_get (CsTrace *dst, GHashTable *map, CsProxy *p);
+
+/* Copies @v into @arena; proxies are translated through @map when @dst is given. */
+static CsValue *
+value_copy_full (CsArena *arena, CsTrace *dst, const CsValue *v, GHashTable *map)
+{
+  CsValue *c;
+
+  if (v == NULL)
+    return NULL;
+  c = value_new (arena, v->kind);
+  c->u = v->u;
+  c->raw = cs_arena_strdup (arena, v->raw);
+  c->attr = cs_arena_strdup (arena, v->attr);
+  switch (v->kind)
+    {
+    case CS_VALUE_STRING:
+    case CS_VALUE_NAME:
+      c->u.s = cs_arena_strdup (arena, v->u.s);
+      break;
+    case CS_VALUE_PROXY:
+      if (dst != NULL)
+        c->u.proxy = proxy_map_get (dst, map, v->u.proxy);
+      else if (map != NULL)
+        {
+          CsProxy *np = g_hash_table_lookup (map, v->u.proxy);
+          if (np != NULL)
+            c->u.proxy = np;
+        }
+      break;
+    case CS_VALUE_CALL:
+      c->u.call.callee = cs_arena_strdup (arena, v->u.call.callee);
+      c->u.call.n_args = v->u.call.n_args;
+      c->u.call.args = v->u.call.n_args ? CS_ARENA_NEW_N (arena, CsArg, v->u.call.n_args) : NULL;
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        {
+          c->u.call.args[i].name = cs_arena_strdup (arena, v->u.call.args[i].name);
+          c->u.call.args[i].value = value_copy_full (arena, dst, v->u.call.args[i].value, map);
+        }
+      break;
+    default:
+      if (value_has_items (v->kind))
+        {
+          c->u.seq.n = v->u.seq.n;
+          c->u.seq.items = v->u.seq.n ? CS_ARENA_NEW_N (arena, CsValue *, v->u.seq.n) : NULL;
+          for (guint i = 0; i < v->u.seq.n; i++)
+            c->u.seq.items[i] = value_copy_full (arena, dst, v->u.seq.items[i], map);
+        }
+      break;
+    }
+  return c;
+}
+
+/**
+ * cs_value_copy:
+ * @arena: destination arena
+ * @v: value to copy (may be NULL)
+ * @proxy_map: (nullable): old CsProxy* -> new CsProxy*; proxies not in the map are kept as is
+ *
+ * Returns: a deep copy of @v in @arena
+ */
+CsValue *
+cs_value_copy (CsArena *arena, const CsValue *v, GHashTable *proxy_map)
+{
+  return value_copy_full (arena, NULL, v, proxy_map);
+}
+
+/**
+ * cs_value_equal:
+ * Structural equality; proxies compare by name, floats by value (NaN equals NaN), the raw
+ * spelling is ignored.
+ */
+gboolean
+cs_value_equal (const CsValue *a, const CsValue *b)
+{
+  if (a == b)
+    return TRUE;
+  if (a == NULL || b == NULL || a->kind != b->kind)
+    return FALSE;
+  switch (a->kind)
+    {
+    case CS_VALUE_NONE:
+    case CS_VALUE_UNDERSCORE:
+    case CS_VALUE_ELLIPSIS:
+      return TRUE;
+    case CS_VALUE_BOOL:
+      return a->u.b == b->u.b;
+    case CS_VALUE_INT:
+      return a->u.i == b->u.i;
+    case CS_VALUE_FLOAT:
+      return a->u.f == b->u.f || (isnan (a->u.f) && isnan (b->u.f));
+    case CS_VALUE_COMPLEX:
+      return a->u.c.re == b->u.c.re && a->u.c.im == b->u.c.im;
+    case CS_VALUE_STRING:
+    case CS_VALUE_NAME:
+      return g_strcmp0 (a->u.s, b->u.s) == 0;
+    case CS_VALUE_PROXY:
+      return g_strcmp0 (a->u.proxy->name, b->u.proxy->name) == 0;
+    case CS_VALUE_DTYPE:
+      return a->u.dtype.dtype == b->u.dtype.dtype && a->u.dtype.weak == b->u.dtype.weak
+             && a->u.dtype.pytype == b->u.dtype.pytype;
+    case CS_VALUE_CALL:
+      if (g_strcmp0 (a->u.call.callee, b->u.call.callee) != 0 || a->u.call.n_args != b->u.call.n_args)
+        return FALSE;
+      for (guint i = 0; i < a->u.call.n_args; i++)
+        if (g_strcmp0 (a->u.call.args[i].name, b->u.call.args[i].name) != 0
+            || !cs_value_equal (a->u.call.args[i].value, b->u.call.args[i].value))
+          return FALSE;
+      return TRUE;
+    case CS_VALUE_ATTR:
+      if (g_strcmp0 (a->attr, b->attr) != 0)
+        return FALSE;
+      G_GNUC_FALLTHROUGH;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+      if (a->u.seq.n != b->u.seq.n)
+        return FALSE;
+      for (guint i = 0; i < a->u.seq.n; i++)
+        if (!cs_value_equal (a->u.seq.items[i], b->u.seq.items[i]))
+          return FALSE;
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+/**
+ * cs_value_get_int_seq:
+ * @v: a TUPLE or LIST of INT values (a single INT counts as a 1-sequence)
+ * @out: (out caller-allocates): at least @max slots
+ * @max: capacity of @out
+ * @n_out: (out): number of ints read
+ *
+ * Returns: %FALSE if @v is not such a sequence or longer than @max
+ */
+gboolean
+cs_value_get_int_seq (const CsValue *v, int64_t *out, guint max, guint *n_out)
+{
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_INT)
+    {
+      if (max < 1)
+        return FALSE;
+      out[0] = v->u.i;
+      *n_out = 1;
+      return TRUE;
+    }
+  if (v->kind != CS_VALUE_TUPLE && v->kind != CS_VALUE_LIST)
+    return FALSE;
+  if (v->u.seq.n > max)
+    return FALSE;
+  for (guint i = 0; i < v->u.seq.n; i++)
+    {
+      const CsValue *it = v->u.seq.items[i];
+      if (it->kind == CS_VALUE_INT)
+        out[i] = it->u.i;
+      else if (it->kind == CS_VALUE_PROXY && it->u.proxy->kind == CS_PROXY_NUMBER
+               && it->u.proxy->has_value && it->u.proxy->value != NULL
+               && it->u.proxy->value->kind == CS_VALUE_INT)
+        out[i] = it->u.proxy->value->u.i;
+      else
+        return FALSE;
+    }
+  *n_out = v->u.seq.n;
+  return TRUE;
+}
+
+/** cs_value_collect_proxies: appends every proxy referenced by @v (depth first) to @out. */
+void
+cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
+{
+  if (v == NULL)
+    return;
+  if (v->kind == CS_VALUE_PROXY)
+    g_ptr_array_add (out, v->u.proxy);
+  else if (v->kind == CS_VALUE_CALL)
+    {
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        cs_value_collect_proxies (v->u.call.args[i].value, out);
+    }
+  else if (value_has_items (v->kind))
+    {
+      for (guint i = 0; i < v->u.seq.n; i++)
+        cs_value_collect_proxies (v->u.seq.items[i], out);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Proxies                                                                                     */
+
+/** cs_trace_lookup_proxy: the proxy named @name, or NULL. */
+CsProxy *
+cs_trace_lookup_proxy (CsTrace *trace, const char *name)
+{
+  return g_hash_table_lookup (trace->proxies, name);
+}
+
+/** cs_trace_add_proxy: see cs-ir.h.  Returns: (transfer none) */
+CsProxy *
+cs_trace_add_proxy (CsTrace *trace, const char *name)
+{
+  CsProxy *p = g_hash_table_lookup (trace->proxies, name);
+
+  if (p != NULL)
+    return p;
+  p = CS_ARENA_NEW (trace->arena, CsProxy);
+  p->name = cs_arena_strdup (trace->arena, name);
+  p->kind = CS_PROXY_OTHER;
+  p->dtype = CS_DTYPE_F32;
+  p->id = ++trace->next_proxy_id;
+  g_hash_table_insert (trace->proxies, (gpointer) p->name, p);
+  return p;
+}
+
+/**
+ * cs_trace_fresh_name:
+ * @prefix: name prefix ("t" for tensors, as Thunder)
+ *
+ * Returns: (transfer none): "<prefix><n>" unused in @trace, n from the trace's counter
+ */
+const char *
+cs_trace_fresh_name (CsTrace *trace, const char *prefix)
+{
+  char buf[128];
+
+  for (;;)
+    {
+      g_snprintf (buf, sizeof buf, "%s%u", prefix, trace->next_name++);
+      if (!g_hash_table_contains (trace->proxies, buf))
+        return cs_arena_strdup (trace->arena, buf);
+    }
+}
+
+/** cs_proxy_set_tensor: makes @proxy a typed tensor (shape copied; type_raw cleared). */
+void
+cs_proxy_set_tensor (CsTrace *trace, CsProxy *proxy, CsDtype dtype, const int64_t *shape,
+                     guint rank, const CsDevice *device)
+{
+  g_return_if_fail (rank <= CS_MAX_DIMS);
+  proxy->kind = CS_PROXY_TENSOR;
+  proxy->dtype = dtype;
+  proxy->rank = rank;
+  proxy->shape = rank ? CS_ARENA_NEW_N (trace->arena, int64_t, rank) : NULL;
+  if (rank)
+    memcpy (proxy->shape, shape, sizeof (int64_t) * rank);
+  proxy->device = device ? *device : (CsDevice) { CS_DEVICE_CUDA, 0 };
+  proxy->typed = 1;
+  proxy->type_raw = NULL;
+}
+
+/**
+ * cs_trace_new_tensor:
+ * @prefix: name prefix ("t")
+ * @device: (nullable): device, cuda:0 when NULL
+ *
+ * Returns: (transfer none): a new typed tensor proxy with a fresh name
+ */
+CsProxy *
+cs_trace_new_tensor (CsTrace *trace, const char *prefix, CsDtype dtype, const int64_t *shape,
+                     guint rank, const CsDevice *device)
+{
+  CsProxy *p = cs_trace_add_proxy (trace, cs_trace_fresh_name (trace, prefix));
+  cs_proxy_set_tensor (trace, p, dtype, shape, rank, device);
+  return p;
+}
+
+/* Python's repr of a float: the shortest digit string that round-trips; fixed notation when
+ * the decimal exponent is in [-4, 16), else d.ddde[+-]XX, as Python's float_repr_style 'short'. */
+static void
+append_py_float (GString *out, double f)
+{
+  char ebuf[64], fbuf[400];
+  int p, exp10;
+  const char *e;
+
+  if (isnan (f))
+    {
+      g_string_append (out, "float('NaN')");
+      return;
+    }
+  if (isinf (f))
+    {
+      g_string_append (out, f > 0 ? "float('inf')" : "-float('inf')");
+      return;
+    }
+  for (p = 1; p <= 17; p++)
+    {
+      g_snprintf (ebuf, sizeof ebuf, "%.*e", p - 1, f);
+      if (g_ascii_strtod (ebuf, NULL) == f)
+        break;
+    }
+  e = strchr (ebuf, 'e');
+  exp10 = e ? atoi (e + 1) : 0;
+  if (exp10 >= -4 && exp10 < 16)
+    {
+      int decimals = p - 1 - exp10;
+      if (decimals < 0)
+        decimals = 0;
+      g_snprintf (fbuf, sizeof fbuf, "%.*f", decimals, f);
+      g_string_append (out, fbuf);
+      if (decimals == 0)
+        g_string_append (out, ".0");
+    }
+  else
+    g_string_append (out, ebuf);
+}
+
+/**
+ * cs_proxy_type_string:
+ * @proxy: a proxy
+ *
+ * The type string as Thunder prints it between quotes: "cuda:0 bf16[8, 16]", "cpu f32[]",
+ * "int 3", "float ?", "Collection".  Uses type_raw verbatim when set.
+ * Source: thunder/core/proxies.py `type_string`.
+ * Returns: (transfer full): the type string
+ */
+char *
+cs_proxy_type_string (const CsProxy *proxy)
+{
+  GString *s;
+
+  if (proxy->type_raw != NULL)
+    return g_strdup (proxy->type_raw);
+  s = g_string_new (NULL);
+  switch (proxy->kind)
+    {
+    case CS_PROXY_TENSOR:
+      {
+        g_autofree char *dev = cs_device_to_string (&proxy->device);
+        if (proxy->future)
+          g_string_append (s, "FUTURE ");
+        g_string_append_printf (s, "%s %s[", dev, cs_dtype_short_name (proxy->dtype));
+        for (guint i = 0; i < proxy->rank; i++)
+          {
+            if (i)
+              g_string_append (s, ", ");
+            if (proxy->shape[i] < 0)
+              g_string_append (s, "?");
+            else
+              g_string_append_printf (s, "%" G_GINT64_FORMAT, proxy->shape[i]);
+          }
+        g_string_append_c (s, ']');
+      }
+      break;
+    case CS_PROXY_NUMBER:
+      {
+        const char *tn = "int";
+        if (proxy->dtype == CS_DTYPE_B8)
+          tn = "bool";
+        else if (cs_dtype_is_float (proxy->dtype))
+          tn = "float";
+        else if (cs_dtype_kind (proxy->dtype) == CS_DTYPE_KIND_COMPLEX)
+          tn = "complex";
+        g_string_append_printf (s, "%s ", tn);
+        if (!proxy->has_value || proxy->value == NULL)
+          g_string_append_c (s, '?');
+        else if (proxy->value->kind == CS_VALUE_BOOL)
+          g_string_append (s, proxy->value->u.b ? "True" : "False");
+        else if (proxy->value->kind == CS_VALUE_INT)
+          g_string_append_printf (s, "%" G_GINT64_FORMAT, proxy->value->u.i);
+        else if (proxy->value->kind == CS_VALUE_FLOAT)
+          {
+            if (proxy->value->raw)
+              g_string_append (s, proxy->value->raw);
+            else
+              append_py_float (s, proxy->value->u.f);
+          }
+        else
+          g_string_append_c (s, '?');
+      }
+      break;
+    case CS_PROXY_COLLECTION:
+      g_string_append (s, "Collection");
+      break;
+    case CS_PROXY_OTHER:
+    default:
+      g_string_append (s, "Any");
+      break;
+    }
+  return g_string_free (s, FALSE);
+}
+
+/** cs_proxy_is_float_tensor: a typed tensor of a real floating dtype. */
+gboolean
+cs_proxy_is_float_tensor (const CsProxy *proxy)
+{
+  return proxy != NULL && proxy->kind == CS_PROXY_TENSOR && proxy->typed
+         && cs_dtype_is_float (proxy->dtype);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statements                                                                                  */
+
+/** cs_stmt_new: an empty statement of @kind with a fresh id, in @trace's arena. */
+CsStmt *
+cs_stmt_new (CsTrace *trace, CsStmtKind kind)
+{
+  CsStmt *s = CS_ARENA_NEW (trace->arena, CsStmt);
+  s->kind = kind;
+  s->id = ++trace->next_stmt_id;
+  s->op = cs_op_get (CS_OP_OPAQUE);
+  return s;
+}
+
+/**
+ * cs_stmt_new_call:
+ * @op: (nullable): the op entry; looked up from @callee when NULL
+ * @callee: (nullable): printed callee; the op's name when NULL
+ * @out: (nullable): target tree
+ * @args: (array length=n_args): arguments, copied (the values are shared)
+ *
+ * The trailing type comment is FULL when @out is a single proxy.
+ * Returns: (transfer none): the statement (owned by @trace's arena)
+ */
+CsStmt *
+cs_stmt_new_call (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
+                  CsArg *args, guint n_args)
+{
+  CsStmt *s = cs_stmt_new (trace, CS_STMT_CALL);
+
+  g_return_val_if_fail (op != NULL || callee != NULL, s);
+  s->op = op ? op : cs_op_lookup (callee);
+  s->callee = cs_arena_strdup (trace->arena, callee ? callee : s->op->name);
+  s->out = out;
+  s->n_args = n_args;
+  if (n_args)
+    {
+      s->args = CS_ARENA_NEW_N (trace->arena, CsArg, n_args);
+      memcpy (s->args, args, sizeof (CsArg) * n_args);
+    }
+  s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
+                                                                 : CS_TYPECOMMENT_NONE;
+  return s;
+}
+
+/** cs_stmt_get_output: the single output proxy of a CALL/ANNASSIGN, else NULL. */
+CsProxy *
+cs_stmt_get_output (const CsStmt *stmt)
+{
+  if ((stmt->kind == CS_STMT_CALL || stmt->kind == CS_STMT_ANNASSIGN)
+      && stmt->out != NULL && stmt->out->kind == CS_VALUE_PROXY)
+    return stmt->out->u.proxy;
+  return NULL;
+}
+
+/** cs_stmt_collect_outputs: appends the proxies bound by @stmt to @out. */
+void
+cs_stmt_collect_outputs (const CsStmt *stmt, GPtrArray *out)
+{
+  switch (stmt->kind)
+    {
+    case CS_STMT_CALL:
+    case CS_STMT_ANNASSIGN:
+      cs_value_collect_proxies (stmt->out, out);
+      break;
+    case CS_STMT_UNPACK:
+      for (guint i = 0; i < stmt->n_targets; i++)
+        cs_value_collect_proxies (stmt->targets[i], out);
+      break;
+    default:
+      break;
+    }
+}
+
+/** cs_stmt_collect_inputs: appends the proxies read by @stmt (not its subsymbols) to @out. */
+void
+cs_stmt_collect_inputs (const CsStmt *stmt, GPtrArray *out)
+{
+  switch (stmt->kind)
+    {
+    case CS_STMT_CALL:
+      for (guint i = 0; i < stmt->n_args; i++)
+        cs_value_collect_proxies (stmt->args[i].value, out);
+      break;
+    case CS_STMT_UNPACK:
+      if (stmt->source)
+        g_ptr_array_add (out, stmt->source);
+      break;
+    case CS_STMT_ANNASSIGN:
+    case CS_STMT_RETURN:
+      cs_value_collect_proxies (stmt->value, out);
+      break;
+    default:
+      break;
+    }
+}
+
+/**
+ * cs_stmt_get_arg:
+ * @i: positional index
+ * @kw: (nullable): keyword name to look for when there is no positional argument @i
+ *
+ * Returns: (transfer none) (nullable): the argument value
+ */
+CsValue *
+cs_stmt_get_arg (const CsStmt *stmt, guint i, const char *kw)
+{
+  guint pos = 0;
+
+  for (guint k = 0; k < stmt->n_args; k++)
+    {
+      if (stmt->args[k].name == NULL)
+        {
+          if (pos == i)
+            return stmt->args[k].value;
+          pos++;
+        }
+    }
+  if (kw != NULL)
+    for (guint k = 0; k < stmt->n_args; k++)
+      if (stmt->args[k].name != NULL && strcmp (stmt->args[k].name, kw) == 0)
+        return stmt->args[k].value;
+  return NULL;
+}
+
+/** cs_stmt_is_symbol: %TRUE for CALL, UNPACK, ANNASSIGN, DEL and RETURN. */
+gboolean
+cs_stmt_is_symbol (const CsStmt *stmt)
+{
+  return stmt->kind != CS_STMT_COMMENT && stmt->kind != CS_STMT_BLANK;
+}
+
+/** cs_stmt_set_subs: sets the subsymbols of @stmt (array copied into the arena). */
+void
+cs_stmt_set_subs (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n)
+{
+  stmt->subs = (CsStmt **) cs_arena_dup_ptrs (trace->arena, (gpointer const *) subs, n);
+  stmt->n_subs = n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Traces                                                                                      */
+
+/**
+ * cs_trace_new:
+ * @name: function name ("computation")
+ * @pass: (nullable): pass that makes it
+ *
+ * Returns: (transfer full): an empty trace with a signature and no statements
+ */
+CsTrace *
+cs_trace_new (const char *name, const char *pass)
+{
+  CsTrace *t = g_new0 (CsTrace, 1);
+
+  t->ref_count = 1;
+  t->arena = cs_arena_new ();
+  t->proxies = g_hash_table_new (g_str_hash, g_str_equal);
+  t->has_signature = name != NULL;
+  t->name = cs_arena_strdup (t->arena, name);
+  t->pass = cs_arena_strdup (t->arena, pass);
+  return t;
+}
+
+/** cs_trace_ref: Returns: (transfer full): @trace */
+CsTrace *
+cs_trace_ref (CsTrace *trace)
+{
+  g_return_val_if_fail (trace != NULL, NULL);
+  g_atomic_int_inc (&trace->ref_count);
+  return trace;
+}
+
+/** cs_trace_unref: drops a reference; frees the arena with the last one. */
+void
+cs_trace_unref (CsTrace *trace)
+{
+  if (trace == NULL)
+    return;
+  if (g_atomic_int_dec_and_test (&trace->ref_count))
+    {
+      g_hash_table_unref (trace->proxies);
+      cs_arena_free (trace->arena);
+      g_free (trace);
+    }
+}
+
+static const char **
+dup_strv (CsArena *arena, const char * const *v, guint n)
+{
+  const char **d;
+
+  if (n == 0)
+    return NULL;
+  d = CS_ARENA_NEW_N (arena, const char *, n);
+  for (guint i = 0; i < n; i++)
+    d[i] = cs_arena_strdup (arena, v[i]);
+  return d;
+}
+
+static CsProxy *
+proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
+{
+  CsProxy *np = CS_ARENA_NEW (dst->arena, CsProxy);
+
+  *np = *p;
+  np->name = cs_arena_strdup (dst->arena, p->name);
+  np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
+  if (p->rank)
+    {
+      np->shape = CS_ARENA_NEW_N (dst->arena, int64_t, p->rank);
+      memcpy (np->shape, p->shape, sizeof (int64_t) * p->rank);
+    }
+  np->value = value_copy_full (dst->arena, NULL, p->value, NULL);
+  g_hash_table_insert (dst->proxies, (gpointer) np->name, np);
+  if (map)
+    g_hash_table_insert (map, (gpointer) p, np);
+  return np;
+}
+
+/* The proxy of @dst that stands for @p (a proxy of another trace): from the map, else by
+ * name, else a clone of @p. */
+static CsProxy *
+proxy_map_get (CsTrace *dst, GHashTable *map, CsProxy *p)
+{
+  CsProxy *np;
+
+  if (p == NULL)
+    return NULL;
+  np = map ? g_hash_table_lookup (map, p) : NULL;
+  if (np != NULL)
+    return np;
+  np = g_hash_table_lookup (dst->proxies, p->name);
+  if (np == NULL)
+    {
+      np = proxy_clone (dst, p, NULL);
+      np->id = ++dst->next_proxy_id;
+    }
+  if (map)
+    g_hash_table_insert (map, p, np);
+  return np;
+}
+
+static CsStmt *
+stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
+{
+  CsArena *a = dst->arena;
+  CsStmt *c = CS_ARENA_NEW (a, CsStmt);
+
+  *c = *s;
+  if (keep_id)
+    {
+      if (c->id > dst->next_stmt_id)
+        dst->next_stmt_id = c->id;
+    }
+  else
+    c->id = ++dst->next_stmt_id;
+  if (c->origin == 0)
+    c->origin = s->origin ? s->origin : s->id;
+  c->callee = cs_arena_strdup (a, s->callee);
+  c->type_comment_raw = cs_arena_strdup (a, s->type_comment_raw);
+  c->text = cs_arena_strdup (a, s->text);
+  c->why = cs_arena_strdup (a, s->why);
+  if (s->n_args)
+    {
+      c->args = CS_ARENA_NEW_N (a, CsArg, s->n_args);
+      for (guint i = 0; i < s->n_args; i++)
+        {
+          c->args[i].name = cs_arena_strdup (a, s->args[i].name);
+          c->args[i].value = value_copy_full (a, dst, s->args[i].value, map);
+        }
+    }
+  c->out = value_copy_full (a, dst, s->out, map);
+  c->value = value_copy_full (a, dst, s->value, map);
+  if (s->n_targets)
+    {
+      c->targets = CS_ARENA_NEW_N (a, CsValue *, s->n_targets);
+      for (guint i = 0; i < s->n_targets; i++)
+        c->targets[i] = value_copy_full (a, dst, s->targets[i], map);
+    }
+  c->source = proxy_map_get (dst, map, s->source);
+  c->annotated = proxy_map_get (dst, map, s->annotated);
+  if (s->n_names)
+    {
+      c->names = CS_ARENA_NEW_N (a, CsProxy *, s->n_names);
+      for (guint i = 0; i < s->n_names; i++)
+        c->names[i] = proxy_map_get (dst, map, s->names[i]);
+    }
+  if (s->n_subs)
+    {
+      c->subs = CS_ARENA_NEW_N (a, CsStmt *, s->n_subs);
+      for (guint i = 0; i < s->n_subs; i++)
+        c->subs[i] = stmt_copy (dst, s->subs[i], map, keep_id);
+    }
+  return c;
+}
+
+/**
+ * cs_stmt_copy_into:
+ * @dst: destination trace
+ * @stmt: a statement of another trace (or of @dst)
+ * @proxy_map: (nullable): src proxy -> dst proxy; filled as proxies are created by name
+ *
+ * The copy gets fresh statement ids (its origin records where it came from).
+ * Returns: (transfer none): the copy, owned by @dst
+ */
+CsStmt *
+cs_stmt_copy_into (CsTrace *dst, const CsStmt *stmt, GHashTable *proxy_map)
+{
+  g_autoptr(GHashTable) local = NULL;
+
+  if (proxy_map == NULL)
+    proxy_map = local = g_hash_table_new (NULL, NULL);
+  return stmt_copy (dst, stmt, proxy_map, FALSE);
+}
+
+/**
+ * cs_trace_copy:
+ * @trace: the trace to copy
+ * @pass: (nullable): pass name of the copy
+ *
+ * Deep copy; statement ids, proxy ids and names are kept, so ids stay stable across passes.
+ * Returns: (transfer full): the copy
+ */
+CsTrace *
+cs_trace_copy (const CsTrace *trace, const char *pass)
+{
+  CsTrace *t = cs_trace_new (trace->name, pass ? pass : trace->pass);
+  g_autoptr(GHashTable) map = g_hash_table_new (NULL, NULL);
+  GHashTableIter it;
+  gpointer key, val;
+  CsArena *a = t->arena;
+
+  t->has_signature = trace->has_signature;
+  t->file = cs_arena_strdup (a, trace->file);
+  t->leading = dup_strv (a, trace->leading, trace->n_leading);
+  t->n_leading = trace->n_leading;
+  t->provenance = cs_arena_strdup (a, trace->provenance);
+  t->imports = dup_strv (a, trace->imports, trace->n_imports);
+  t->n_imports = trace->n_imports;
+  t->blank_after_imports = trace->blank_after_imports;
+  t->decorators = dup_strv (a, trace->decorators, trace->n_decorators);
+  t->n_decorators = trace->n_decorators;
+  t->next_proxy_id = trace->next_proxy_id;
+  t->next_name = trace->next_name;
+  t->backward_tags = trace->backward_tags;
+
+  g_hash_table_iter_init (&it, trace->proxies);
+  while (g_hash_table_iter_next (&it, &key, &val))
+    proxy_clone (t, val, map);
+
+  t->n_params = trace->n_params;
+  if (trace->n_params)
+    {
+      t->params = CS_ARENA_NEW_N (a, CsParam, trace->n_params);
+      for (guint i = 0; i < trace->n_params; i++)
+        {
+          t->params[i].kind = trace->params[i].kind;
+          t->params[i].name = cs_arena_strdup (a, trace->params[i].name);
+          t->params[i].dflt = value_copy_full (a, t, trace->params[i].dflt, map);
+        }
+    }
+  t->n_stmts = trace->n_stmts;
+  if (trace->n_stmts)
+    {
+      t->stmts = CS_ARENA_NEW_N (a, CsStmt *, trace->n_stmts);
+      for (guint i = 0; i < trace->n_stmts; i++)
+        t->stmts[i] = stmt_copy (t, trace->stmts[i], map, TRUE);
+    }
+  if (trace->next_stmt_id > t->next_stmt_id)
+    t->next_stmt_id = trace->next_stmt_id;
+  return t;
+}
+
+/** cs_trace_set_stmts: replaces the body (array copied; statements must be @trace's). */
+void
+cs_trace_set_stmts (CsTrace *trace, CsStmt **stmts, guint n)
+{
+  trace->stmts = (CsStmt **) cs_arena_dup_ptrs (trace->arena, (gpointer const *) stmts, n);
+  trace->n_stmts = n;
+}
+
+/** cs_trace_get_return: the last RETURN statement of the body, or NULL. */
+CsStmt *
+cs_trace_get_return (const CsTrace *trace)
+{
+  for (guint i = trace->n_stmts; i > 0; i--)
+    if (trace->stmts[i - 1]->kind == CS_STMT_RETURN)
+      return trace->stmts[i - 1];
+  return NULL;
+}
+
+/**
+ * cs_trace_dup_inputs:
+ * Returns: (transfer container) (element-type CsProxy): the proxies of the signature's
+ * parameters, in order
+ */
+GPtrArray *
+cs_trace_dup_inputs (const CsTrace *trace)
+{
+  GPtrArray *out = g_ptr_array_new ();
+
+  for (guint i = 0; i < trace->n_params; i++)
+    {
+      CsProxy *p;
+      if (trace->params[i].name == NULL)
+        continue;
+      p = g_hash_table_lookup (trace->proxies, trace->params[i].name);
+      if (p != NULL)
+        g_ptr_array_add (out, p);
+    }
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Trace lists                                                                                 */
+
+/** cs_trace_list_new: an empty list for @path.  Returns: (transfer full) */
+CsTraceList *
+cs_trace_list_new (const char *path)
+{
+  CsTraceList *l = g_new0 (CsTraceList, 1);
+
+  l->ref_count = 1;
+  l->path = g_strdup (path);
+  l->traces = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+  l->separators = g_ptr_array_new_with_free_func (g_free);
+  return l;
+}
+
+/** cs_trace_list_ref: Returns: (transfer full): @list */
+CsTraceList *
+cs_trace_list_ref (CsTraceList *list)
+{
+  g_atomic_int_inc (&list->ref_count);
+  return list;
+}
+
+/** cs_trace_list_unref: drops a reference. */
+void
+cs_trace_list_unref (CsTraceList *list)
+{
+  if (list == NULL)
+    return;
+  if (g_atomic_int_dec_and_test (&list->ref_count))
+    {
+      g_ptr_array_unref (list->traces);
+      g_ptr_array_unref (list->separators);
+      g_free (list->trailer);
+      g_free (list->path);
+      g_free (list);
+    }
+}

@@ -1,0 +1,194 @@
+/* test-core-dtype.c: dtypes, devices, op table and IR basics. */
+#include "cs-config.h"
+
+#include "cs-dtype.h"
+#include "cs-ir.h"
+#include "cs-ops.h"
+
+#include <string.h>
+
+static void
+test_short_names (void)
+{
+  /* Every short name Thunder prints (reference/thunder-traces.md 1.3) parses back. */
+  static const char * const names[] = { "b8", "ui8", "ui64", "i8", "i16", "i32", "i64", "bf16",
+                                        "f16", "f32", "f64", "f8_e5m2", "f8_e5m2fnuz",
+                                        "f8_e4m3fn", "f8_e4m3fnuz", "f8_e8m0fnu",
+                                        "f4_e2m1fn_x2", "c32", "c64", "c128" };
+  CsDtype d;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_assert_true (cs_dtype_from_short (names[i], strlen (names[i]), &d));
+      g_assert_cmpstr (cs_dtype_short_name (d), ==, names[i]);
+    }
+  g_assert_false (cs_dtype_from_short ("f31", 3, &d));
+  g_assert_false (cs_dtype_from_short ("bf1", 3, &d));
+}
+
+static void
+test_sizes_and_kinds (void)
+{
+  g_assert_cmpuint (cs_dtype_size_bytes (CS_DTYPE_BF16), ==, 2);
+  g_assert_cmpuint (cs_dtype_size_bytes (CS_DTYPE_F32), ==, 4);
+  g_assert_cmpuint (cs_dtype_size_bytes (CS_DTYPE_C128), ==, 16);
+  g_assert_cmpuint (cs_dtype_size_bytes (CS_DTYPE_F8_E4M3FN), ==, 1);
+  g_assert_true (cs_dtype_is_low_precision (CS_DTYPE_BF16));
+  g_assert_true (cs_dtype_is_low_precision (CS_DTYPE_F16));
+  g_assert_true (cs_dtype_is_low_precision (CS_DTYPE_F8_E5M2));
+  g_assert_true (cs_dtype_is_low_precision (CS_DTYPE_C32));
+  g_assert_false (cs_dtype_is_low_precision (CS_DTYPE_F32));
+  g_assert_false (cs_dtype_is_low_precision (CS_DTYPE_I16));
+  g_assert_true (cs_dtype_is_exact (CS_DTYPE_B8));
+  g_assert_true (cs_dtype_is_inexact (CS_DTYPE_C64));
+}
+
+static void
+test_long_names (void)
+{
+  CsDtype d;
+  gboolean weak = TRUE;
+
+  g_assert_true (cs_dtype_from_long ("bfloat16", 8, &d, &weak));
+  g_assert_cmpint (d, ==, CS_DTYPE_BF16);
+  g_assert_false (weak);
+  g_assert_true (cs_dtype_from_long ("float32_", 8, &d, &weak));
+  g_assert_cmpint (d, ==, CS_DTYPE_F32);
+  g_assert_true (weak);
+  g_assert_false (cs_dtype_from_long ("float", 5, &d, &weak));
+}
+
+static void
+test_devices (void)
+{
+  CsDevice dev;
+  g_autofree char *s = NULL;
+
+  g_assert_true (cs_device_parse ("cuda:3", 6, &dev));
+  g_assert_cmpint (dev.type, ==, CS_DEVICE_CUDA);
+  g_assert_cmpint (dev.index, ==, 3);
+  s = cs_device_to_string (&dev);
+  g_assert_cmpstr (s, ==, "cuda:3");
+  g_assert_true (cs_device_parse ("cpu", 3, &dev));
+  g_assert_cmpint (dev.type, ==, CS_DEVICE_CPU);
+  g_assert_false (cs_device_parse ("cuda:", 5, &dev));
+  g_assert_false (cs_device_parse ("cuda:x", 6, &dev));
+  g_assert_false (cs_device_parse ("gpu", 3, &dev));
+}
+
+static void
+test_op_lookup (void)
+{
+  const CsOp *op = cs_op_lookup ("prims.convert_element_type");
+
+  g_assert_cmpint (op->id, ==, CS_OP_PRIM_CONVERT_ELEMENT_TYPE);
+  g_assert_cmpint (op->category, ==, CS_OP_CAT_CAST);
+  g_assert_true (cs_op_has_tag (op, CS_OP_TAG_FUSIBLE));
+  g_assert_cmpstr (op->short_name, ==, "convert_element_type");
+
+  op = cs_op_lookup ("torch.matmul");
+  g_assert_cmpint (op->category, ==, CS_OP_CAT_MATMUL);
+  g_assert_cmpint (cs_op_semantic (op)->id, ==, CS_OP_LTORCH_MATMUL);
+
+  g_assert_true (cs_op_is_fusion (cs_op_lookup ("nvFusion12")));
+  g_assert_true (cs_op_is_fusion (cs_op_lookup ("TorchCompile0")));
+  g_assert_false (cs_op_is_fusion (cs_op_lookup ("nvFusion")));
+  g_assert_false (cs_op_is_fusion (cs_op_lookup ("nvFusion1x")));
+  g_assert_cmpint (cs_op_lookup ("apex.my_op")->id, ==, CS_OP_OPAQUE);
+  g_assert_false (cs_op_has_tag (cs_op_lookup ("prims.matmul"), CS_OP_TAG_FUSIBLE));
+  g_assert_true (cs_op_has_tag (cs_op_lookup ("prims.reshape"), CS_OP_TAG_SHAPE_OP));
+}
+
+static void
+test_type_string (void)
+{
+  g_autoptr(CsTrace) t = cs_trace_new ("computation", "test");
+  int64_t shape[] = { 8, 16 };
+  CsDevice dev = { CS_DEVICE_CUDA, 0 };
+  CsProxy *p = cs_trace_new_tensor (t, "t", CS_DTYPE_BF16, shape, 2, &dev);
+  CsProxy *n = cs_trace_add_proxy (t, "f3");
+  g_autofree char *s = cs_proxy_type_string (p);
+  g_autofree char *s0 = NULL;
+  g_autofree char *sn = NULL;
+
+  g_assert_cmpstr (p->name, ==, "t0");
+  g_assert_cmpstr (s, ==, "cuda:0 bf16[8, 16]");
+  cs_proxy_set_tensor (t, p, CS_DTYPE_F32, NULL, 0, NULL);
+  s0 = cs_proxy_type_string (p);
+  g_assert_cmpstr (s0, ==, "cuda:0 f32[]");
+  n->kind = CS_PROXY_NUMBER;
+  n->dtype = CS_DTYPE_F32;
+  n->has_value = 1;
+  n->value = cs_value_new_float (t->arena, 1e-05);
+  sn = cs_proxy_type_string (n);
+  g_assert_cmpstr (sn, ==, "float 1e-05");
+}
+
+static void
+test_float_repr (void)
+{
+  /* Python's repr(x) for each x, as CPython prints it. */
+  static const struct { double v; const char *repr; } cases[] = {
+    { 1e-05, "float 1e-05" }, { 4096.0, "float 4096.0" }, { 100000.0, "float 100000.0" },
+    { 0.5, "float 0.5" }, { 1e16, "float 1e+16" }, { 0.0001, "float 0.0001" },
+    { 0.08838834764831843, "float 0.08838834764831843" }, { -2.5, "float -2.5" },
+    { 1.1754943508222875e-38, "float 1.1754943508222875e-38" }, { 123456789012345.6, "float 123456789012345.6" },
+  };
+  g_autoptr(CsTrace) t = cs_trace_new ("computation", "test");
+  CsProxy *n = cs_trace_add_proxy (t, "f0");
+
+  n->kind = CS_PROXY_NUMBER;
+  n->dtype = CS_DTYPE_F32;
+  n->has_value = 1;
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *s = NULL;
+      n->value = cs_value_new_float (t->arena, cases[i].v);
+      s = cs_proxy_type_string (n);
+      g_assert_cmpstr (s, ==, cases[i].repr);
+    }
+}
+
+static void
+test_trace_copy (void)
+{
+  g_autoptr(CsTrace) t = cs_trace_new ("computation", "a");
+  g_autoptr(CsTrace) c = NULL;
+  int64_t shape[] = { 4 };
+  CsProxy *a = cs_trace_new_tensor (t, "t", CS_DTYPE_F32, shape, 1, NULL);
+  CsProxy *b = cs_trace_new_tensor (t, "t", CS_DTYPE_F32, shape, 1, NULL);
+  CsArg args[2] = { { NULL, cs_value_new_proxy (t->arena, a) },
+                    { NULL, cs_value_new_float (t->arena, 2.0) } };
+  CsStmt *s = cs_stmt_new_call (t, NULL, "prims.mul", cs_value_new_proxy (t->arena, b), args, 2);
+  CsStmt *stmts[1] = { s };
+  CsStmt *cs;
+
+  cs_trace_set_stmts (t, stmts, 1);
+  c = cs_trace_copy (t, "b");
+  g_assert_cmpstr (c->pass, ==, "b");
+  g_assert_cmpuint (c->n_stmts, ==, 1);
+  cs = c->stmts[0];
+  g_assert_true (cs != s);
+  g_assert_cmpuint (cs->id, ==, s->id);
+  g_assert_cmpint (cs->op->id, ==, CS_OP_PRIM_MUL);
+  /* The copy's proxies belong to the copy. */
+  g_assert_true (cs_stmt_get_output (cs) == cs_trace_lookup_proxy (c, "t1"));
+  g_assert_true (cs_stmt_get_output (cs) != b);
+  g_assert_true (cs->args[0].value->u.proxy == cs_trace_lookup_proxy (c, "t0"));
+  g_assert_cmpfloat (cs->args[1].value->u.f, ==, 2.0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/core/dtype/short-names", test_short_names);
+  g_test_add_func ("/core/dtype/sizes-kinds", test_sizes_and_kinds);
+  g_test_add_func ("/core/dtype/long-names", test_long_names);
+  g_test_add_func ("/core/dtype/devices", test_devices);
+  g_test_add_func ("/core/ops/lookup", test_op_lookup);
+  g_test_add_func ("/core/ir/type-string", test_type_string);
+  g_test_add_func ("/core/ir/float-repr", test_float_repr);
+  g_test_add_func ("/core/ir/trace-copy", test_trace_copy);
+  return g_test_run ();
+}
