@@ -1,0 +1,233 @@
+/* cs-layout.h: castscope's display list (a laid-out graph of one trace), the Graphviz layout
+ * that fills it off the caller's thread, hit testing and the overlays (selection, diff marks,
+ * one value per node or edge).
+ *
+ * Pipeline: cs_graph_build() (cs-graph.h) turns a trace into a #CsLayout with semantics but no
+ * geometry; cs_layout_new() / cs_layout_new_async() then write it as DOT, lay it out with
+ * Graphviz dot on the one Graphviz worker, copy every box, bézier and label position into the
+ * display list and free Graphviz's graph (recipes.md 2(a) "Snapshot, then drop Graphviz").
+ * The GTK thread never touches cgraph.
+ *
+ * Threading: a finished #CsLayout is immutable except for the overlay fields (`selected`,
+ * `mark`, `value`, `has_value` and the value scale), which only the thread that owns the layout
+ * (the GUI's main thread) may change through the cs_layout_set_* functions.  Reference counted.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "cs-ir.h"
+#include "cs-render-types.h"
+
+G_BEGIN_DECLS
+
+typedef enum
+{
+  CS_LAYOUT_NODE_OP,       /* a bound symbol (ltorch / torch / prim / opaque call) */
+  CS_LAYOUT_NODE_CAST,     /* convert_element_type, ltorch.to, .float() ...: small, filled with
+                              the target dtype's colour */
+  CS_LAYOUT_NODE_INPUT,    /* a trace input tensor (signature or unpacked from a collection) */
+  CS_LAYOUT_NODE_OUTPUT,   /* a tensor the trace returns */
+  CS_LAYOUT_NODE_REGION,   /* a collapsed fusion region (nvFusionK call drawn as one node) */
+} CsLayoutNodeKind;
+
+typedef enum
+{
+  CS_LAYOUT_BADGE_NONE,
+  CS_LAYOUT_BADGE_TENSOR_CORE, /* matmul/linear whose float operands are all bf16/f16 */
+  CS_LAYOUT_BADGE_F32,         /* matmul/linear with an f32/f64 operand: no tensor cores */
+} CsLayoutBadge;
+
+typedef enum
+{
+  CS_LAYOUT_MARK_NONE,
+  CS_LAYOUT_MARK_ADDED,    /* diff: cast absent from the other trace (this one is newer) */
+  CS_LAYOUT_MARK_REMOVED,  /* diff: cast absent from the other trace (this one is older) */
+  CS_LAYOUT_MARK_SPLIT,    /* diff: region whose statements lie in one region of the other
+                              trace together with statements of another region of this trace */
+  CS_LAYOUT_MARK_MERGED,   /* diff: region whose statements lie in several regions of the other */
+  CS_LAYOUT_MARK_NEW,      /* diff: region none of whose statements is fused in the other */
+} CsLayoutMark;
+
+typedef enum
+{
+  CS_LAYOUT_CLUSTER_REGION,   /* a fusion region (nvFusionK) drawn expanded */
+  CS_LAYOUT_CLUSTER_EXPANDED, /* an ltorch / torch statement drawn as its prims */
+} CsLayoutClusterKind;
+
+/** CsLayoutNode: one node of the display list. */
+typedef struct
+{
+  CsLayoutNodeKind  kind;
+  guint32           stmt_id;     /* CsStmt.id it came from (a subsymbol's own id when expanded);
+                                    0 for INPUT / OUTPUT nodes */
+  guint32           top_stmt_id; /* id of the top-level statement holding it (== stmt_id at top
+                                    level); 0 for INPUT / OUTPUT */
+  char             *name;        /* INPUT / OUTPUT: proxy name; else callee as printed */
+  char             *label;       /* text drawn, may hold '\n' */
+  char             *detail;      /* tooltip text: outputs with types, callee, inputs */
+  gboolean          has_dtype;   /* dtype below is meaningful */
+  CsDtype           dtype;       /* CAST: target dtype; else the first output's / proxy's dtype */
+  CsLayoutBadge     badge;       /* matmul / linear only */
+  gint              cluster;     /* innermost enclosing cluster index, -1 = none */
+  gboolean          expandable;  /* has subsymbols: can be drawn expanded */
+  gboolean          saved;       /* OUTPUT: returned as saved_for_backward (forward traces) */
+  CsRect            box;         /* pt, y up; node outline */
+  CsPoint           label_pos;   /* pt: centre of the label */
+  /* overlays */
+  gboolean          selected;
+  CsLayoutMark      mark;
+  gboolean          has_value;
+  double            value;       /* in the value scale's unit */
+} CsLayoutNode;
+
+/** CsLayoutEdge: one use of a tensor (producer -> consumer). */
+typedef struct
+{
+  guint             tail;        /* index of the producing node */
+  guint             head;        /* index of the consuming node */
+  char             *proxy;       /* tensor name */
+  gboolean          has_dtype;
+  CsDtype           dtype;       /* the tensor's dtype (colour) */
+  char             *label;       /* shape text "[8, 16]", or NULL */
+  CsPoint          *points;      /* pt: cubic bézier control points, 3k+1 of them; NULL before
+                                    layout */
+  guint             n_points;
+  gboolean          has_arrow;   /* an arrowhead from points[n_points-1] to arrow_tip */
+  CsPoint           arrow_tip;   /* pt */
+  gboolean          has_label_pos;
+  CsPoint           label_pos;   /* pt: centre of the label */
+  /* overlays */
+  gboolean          selected;
+  CsLayoutMark      mark;
+  gboolean          has_value;
+  double            value;
+} CsLayoutEdge;
+
+/** CsLayoutCluster: an expanded fusion region or an expanded statement. */
+typedef struct
+{
+  CsLayoutClusterKind kind;
+  guint32           stmt_id;     /* the nvFusionK call's / expanded statement's CsStmt.id */
+  char             *title;       /* "nvFusion0" or the callee */
+  char             *subtitle;    /* key stats: "5 ops · 1.0 KiB", or NULL */
+  guint             n_stmts;     /* region members (prims) */
+  guint64           bytes;       /* bytes: region inputs + outputs (tensor numel x size) */
+  gint              parent;      /* enclosing cluster index, -1 = top level */
+  CsRect            box;         /* pt, y up */
+  CsPoint           title_pos;   /* pt: centre of the title line(s) */
+  /* overlays */
+  gboolean          selected;
+  CsLayoutMark      mark;
+  gboolean          has_value;
+  double            value;
+} CsLayoutCluster;
+
+/** CsLayout: the display list.  Arrays are read-only for users; see the file comment. */
+typedef struct
+{
+  gint              ref_count;   /* atomic */
+  CsTrace          *trace;       /* the trace drawn (a reference), or NULL */
+  char             *title;       /* "computation (pass: parse)" */
+  CsLayoutNode     *nodes;
+  guint             n_nodes;
+  CsLayoutEdge     *edges;
+  guint             n_edges;
+  CsLayoutCluster  *clusters;
+  guint             n_clusters;
+  gboolean          laid_out;    /* geometry below is valid */
+  CsRect            bb;          /* pt, the whole drawing */
+  char            **notes;       /* NULL-terminated; messages for the user ("collapsed to regions
+                                    because ..."); never NULL after cs_graph_build() */
+  CsRenderDetail    detail;      /* the detail level actually used (never AUTO) */
+  guint             dtype_classes; /* bit (1 << CsPaletteClass) for each class drawn */
+  char             *font_family; /* font measured and drawn with */
+  double            font_size_pt;/* pt */
+  char             *dot;         /* the DOT text laid out (export "dot") */
+  double            layout_ms;   /* ms spent in Graphviz (parse + dot + snapshot) */
+  /* value overlay scale */
+  gboolean          has_scale;
+  char             *scale_title; /* "time (ms)", "max |error|" */
+  double            scale_min;   /* value drawn with cs_palette_scale_color (0) */
+  double            scale_max;   /* value drawn with cs_palette_scale_color (1) */
+} CsLayout;
+
+CsLayout *cs_layout_ref           (CsLayout *layout);
+void      cs_layout_unref         (CsLayout *layout);
+
+CsLayout *cs_layout_new           (CsTrace               *trace,
+                                   const CsRenderOptions *options,
+                                   GCancellable          *cancellable,
+                                   GError               **error);
+void      cs_layout_new_async     (CsTrace               *trace,
+                                   const CsRenderOptions *options,
+                                   GCancellable          *cancellable,
+                                   GAsyncReadyCallback    callback,
+                                   gpointer               user_data);
+CsLayout *cs_layout_new_finish    (GAsyncResult          *result,
+                                   GError               **error);
+gboolean  cs_layout_run_graphviz  (CsLayout              *layout,
+                                   GCancellable          *cancellable,
+                                   GError               **error);
+
+/* ---- hit testing and look-ups ---- */
+
+typedef enum
+{
+  CS_LAYOUT_HIT_NONE,
+  CS_LAYOUT_HIT_NODE,
+  CS_LAYOUT_HIT_EDGE,
+  CS_LAYOUT_HIT_CLUSTER,
+} CsLayoutHitKind;
+
+typedef struct
+{
+  CsLayoutHitKind   kind;
+  guint             index;       /* into nodes, edges or clusters */
+} CsLayoutHit;
+
+gboolean  cs_layout_hit_test      (const CsLayout *layout,
+                                   double          x_pt,
+                                   double          y_pt,
+                                   double          tolerance_pt,
+                                   CsLayoutHit    *hit);
+gint      cs_layout_find_node     (const CsLayout *layout,
+                                   guint32         stmt_id);
+gint      cs_layout_find_cluster  (const CsLayout *layout,
+                                   guint32         stmt_id);
+
+/* ---- overlays (owner thread only) ---- */
+
+void      cs_layout_set_selection (CsLayout          *layout,
+                                   const CsLayoutHit *hit);
+void      cs_layout_clear_values  (CsLayout          *layout);
+guint     cs_layout_set_stmt_value(CsLayout          *layout,
+                                   guint32            stmt_id,
+                                   double             value);
+guint     cs_layout_set_edge_value(CsLayout          *layout,
+                                   const char        *proxy,
+                                   double             value);
+void      cs_layout_set_value_scale (CsLayout        *layout,
+                                   const char        *title,
+                                   double             min,
+                                   double             max);
+
+/** CsLayoutDiffStats: what cs_layout_mark_diff() found. */
+typedef struct
+{
+  guint casts_added;     /* casts of this trace absent from the other (this = newer) */
+  guint casts_removed;   /* casts of this trace absent from the other (this = older) */
+  guint regions_split;
+  guint regions_merged;
+  guint regions_new;
+} CsLayoutDiffStats;
+
+void      cs_layout_clear_marks   (CsLayout          *layout);
+void      cs_layout_mark_diff     (CsLayout          *layout,
+                                   const CsTrace     *other,
+                                   gboolean           this_is_newer,
+                                   CsLayoutDiffStats *stats);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsLayout, cs_layout_unref)
+
+G_END_DECLS

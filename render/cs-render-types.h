@@ -1,0 +1,106 @@
+/* cs-render-types.h: types shared by every render/ header: geometry in Graphviz points, the
+ * CS_RENDER_ERROR domain and the render options.
+ *
+ * Coordinates: every position in a #CsLayout is in Graphviz points (1/72 in), origin at the
+ * bottom-left of the graph's bounding box, y pointing up (recipes.md 2(a) "Coordinates").  Only
+ * #CsView (cs-draw.h) turns them into device pixels, y down.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/** CsPoint: a point in Graphviz points, y up. */
+typedef struct
+{
+  double x;              /* pt */
+  double y;              /* pt, y up */
+} CsPoint;
+
+/** CsRect: an axis-aligned box in Graphviz points, y up; x0 <= x1 and y0 <= y1. */
+typedef struct
+{
+  double x0, y0;         /* pt, lower-left corner */
+  double x1, y1;         /* pt, upper-right corner */
+} CsRect;
+
+#define CS_RENDER_ERROR (cs_render_error_quark ())
+GQuark cs_render_error_quark (void);
+
+typedef enum
+{
+  CS_RENDER_ERROR_TRACE,     /* the trace cannot be drawn (no trace, no body) */
+  CS_RENDER_ERROR_LAYOUT,    /* Graphviz failed to read or lay out the graph (its message kept) */
+  CS_RENDER_ERROR_TOO_LARGE, /* past castscope's hard limits even at the coarsest detail */
+  CS_RENDER_ERROR_IO,        /* the output file could not be written */
+  CS_RENDER_ERROR_FORMAT,    /* unknown export format / file extension */
+} CsRenderError;
+
+/**
+ * CsRenderDetail:
+ *
+ * How much of a trace becomes nodes.  Per-statement overrides (cs_render_options_set_expanded())
+ * apply on top of the level.
+ */
+typedef enum
+{
+  CS_RENDER_DETAIL_AUTO,       /* STATEMENTS, or REGIONS when that would exceed max_nodes (a note
+                                  in the layout says so) */
+  CS_RENDER_DETAIL_STATEMENTS, /* one node per top-level bound symbol (ltorch / torch level);
+                                  fusion regions drawn as clusters of their prims */
+  CS_RENDER_DETAIL_PRIMS,      /* every statement expanded into its leaf prims (stmt->subs,
+                                  recursively); `castscope-cli render --expand` */
+  CS_RENDER_DETAIL_REGIONS,    /* fusion regions collapsed to one node each, statements collapsed */
+} CsRenderDetail;
+
+/** CsRenderExpand: a per-statement override of the detail level. */
+typedef enum
+{
+  CS_RENDER_EXPAND_DEFAULT,    /* follow the level */
+  CS_RENDER_EXPAND_ON,         /* draw the statement's subsymbols (region members / prims) */
+  CS_RENDER_EXPAND_OFF,        /* draw the statement as one node */
+} CsRenderExpand;
+
+/* A full statement-level layout above this many nodes switches AUTO to REGIONS.  Measured
+ * (tests/bench-render.c): see render/cs-layout.c for the numbers. */
+#define CS_RENDER_DEFAULT_MAX_NODES      2500
+/* Edge labels (shapes) are dropped above this many edges: each label is a virtual node for dot. */
+#define CS_RENDER_DEFAULT_MAX_EDGE_LABELS 400
+/* Hard limit: above this many nodes even at REGIONS detail, layout refuses (TOO_LARGE). */
+#define CS_RENDER_HARD_MAX_NODES         20000
+
+/**
+ * CsRenderOptions:
+ *
+ * What to draw.  Plain struct: initialise with cs_render_options_init(), release with
+ * cs_render_options_clear(); copy with cs_render_options_copy() (the async layout keeps a copy).
+ */
+typedef struct
+{
+  CsRenderDetail  detail;          /* level of detail, default AUTO */
+  GHashTable     *expand;          /* stmt id (GUINT_TO_POINTER) -> CsRenderExpand
+                                      (GINT_TO_POINTER); NULL = no overrides; owned */
+  guint           max_nodes;       /* AUTO threshold in nodes; 0 = CS_RENDER_DEFAULT_MAX_NODES */
+  guint           max_edge_labels; /* edges above which shape labels are dropped;
+                                      0 = CS_RENDER_DEFAULT_MAX_EDGE_LABELS */
+  gboolean        edge_labels;     /* label edges with the tensor shape (default TRUE) */
+  gboolean        node_shapes;     /* add the output type ("bf16[8, 16]") to node labels (FALSE) */
+  gboolean        bookkeeping;     /* draw unpack / del / clear_collection / checks (FALSE) */
+  char           *font_family;     /* Pango family used for measuring and drawing; owned;
+                                      NULL = "DejaVu Sans" */
+  double          font_size_pt;    /* node label size in pt; <= 0 = 10 */
+} CsRenderOptions;
+
+void     cs_render_options_init         (CsRenderOptions       *options);
+void     cs_render_options_clear        (CsRenderOptions       *options);
+void     cs_render_options_copy         (const CsRenderOptions *src,
+                                         CsRenderOptions       *dst);
+void     cs_render_options_set_expanded (CsRenderOptions       *options,
+                                         guint32                stmt_id,
+                                         CsRenderExpand         expand);
+CsRenderExpand cs_render_options_get_expanded (const CsRenderOptions *options,
+                                               guint32                stmt_id);
+
+G_END_DECLS
