@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# dev.sh: castscope's build helper.  The README's two quick-start commands:
+#
+#   ./dev.sh          install what is missing, build, open the bundled seed sample in the app
+#                     (with no display: render the sample's traces to out/ instead)
+#   ./dev.sh test     install what is missing, build, run every test: the normal build, the
+#                     AddressSanitizer + UndefinedBehaviorSanitizer build and a fuzz smoke run
+#
+# Other commands: ./dev.sh deps | build | asan | fuzz [SECONDS] | valgrind | gpu-bundle
+# Works on a fresh Debian 12 machine (apt-get, as root or through sudo).  The CUDA toolkit is
+# optional: kernels/ is built when meson finds it (GPU tests skip without a device).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here"
+
+BUILD=${CASTSCOPE_BUILD:-build}
+ASAN_BUILD=${CASTSCOPE_ASAN_BUILD:-build-asan}
+FUZZ_BUILD=${CASTSCOPE_FUZZ_BUILD:-build-fuzz}
+
+# Debian 12 packages castscope needs to build and test.
+PACKAGES=(
+  build-essential meson ninja-build pkg-config python3
+  libglib2.0-dev libjson-glib-dev libopenblas-dev
+  libgraphviz-dev libcairo2-dev libpango1.0-dev
+  libgtk-4-dev xvfb xauth
+  clang libclang-rt-14-dev
+)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  log "installing ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    log "configuring $BUILD"
+    meson setup "$BUILD" >/dev/null
+  fi
+  log "building $BUILD"
+  ninja -C "$BUILD" >/dev/null
+}
+
+build_asan() {
+  if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
+    log "configuring $ASAN_BUILD (AddressSanitizer + UndefinedBehaviorSanitizer)"
+    meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dbuildtype=debug \
+      -Db_lundef=true -Dcuda=disabled >/dev/null
+  fi
+  log "building $ASAN_BUILD"
+  ninja -C "$ASAN_BUILD" >/dev/null
+}
+
+# meson test; never stops the script (the summary decides the exit status).
+run_tests() {
+  local dir=$1; shift
+  log "testing $dir"
+  meson test -C "$dir" --print-errorlogs "$@" || true
+}
+
+# Prints 'N passed, N failed, N skipped' over the TAP subtests of every test log given, and
+# returns non-zero if anything failed.  A test executable that produced no TAP result at all
+# (a crash before its first subtest) counts as one failure.
+summary() {
+  python3 - "$@" <<'EOF'
+import json, re, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        print(f"missing test log {path}", file=sys.stderr)
+        failed += 1
+        continue
+    for line in lines:
+        t = json.loads(line)
+        out = t.get("stdout") or ""
+        ok = len(re.findall(r"^ok \d+.*$", out, re.M))
+        skip = len(re.findall(r"^ok \d+.*# SKIP", out, re.M))
+        bad = len(re.findall(r"^not ok \d+", out, re.M))
+        res = t.get("result")
+        if ok + bad == 0:
+            if res in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif res == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+            continue
+        passed += ok - skip
+        skipped += skip
+        failed += bad
+        if bad == 0 and res not in ("OK", "SKIP", "EXPECTEDFAIL"):
+            failed += 1   # crashed or timed out after its last subtest line
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+EOF
+}
+
+fuzz() {
+  local seconds=${1:-20}
+  if ! command -v clang >/dev/null; then
+    log "clang missing: no fuzz run"
+    return 0
+  fi
+  if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
+    log "configuring $FUZZ_BUILD (libFuzzer)"
+    CC=clang meson setup "$FUZZ_BUILD" -Dfuzz=true -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dbuildtype=debugoptimized -Dgui=disabled -Dcuda=disabled >/dev/null
+  fi
+  ninja -C "$FUZZ_BUILD" >/dev/null
+  if [ ! -d "$FUZZ_BUILD/tests/fuzz" ]; then
+    return 0
+  fi
+  for f in "$FUZZ_BUILD"/tests/fuzz/fuzz-*; do
+    [ -x "$f" ] || continue
+    log "fuzzing $(basename "$f") for ${seconds}s"
+    local corpus
+    corpus=$(mktemp -d)
+    cp data/*.txt "$corpus"/ 2>/dev/null || true
+    cp ../shared/traces/*.txt "$corpus"/ 2>/dev/null || true
+    "$f" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+      -print_final_stats=1 "$corpus" tests/fuzz/regressions 2>&1 | tail -n 12
+    rm -rf "$corpus"
+  done
+}
+
+main_job() {
+  local sample=data/seed_foo.txt
+  if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ -x "$BUILD/app/castscope" ]; then
+    log "opening $sample in castscope"
+    exec "$BUILD/app/castscope" "$sample"
+  fi
+  log "no display: rendering $sample to out/"
+  mkdir -p out
+  local cli="$BUILD/app/castscope-cli"
+  for trace in forward backward; do
+    for matmul in native upcast-f32; do
+      "$cli" render "$sample" --policy "matmul=$matmul" --trace "$trace" -o "out/seed_foo-$trace-$matmul.svg"
+      "$cli" render "$sample" --policy "matmul=$matmul" --trace "$trace" -o "out/seed_foo-$trace-$matmul.png"
+    done
+  done
+  "$cli" stats "$sample" > out/seed_foo-stats.txt
+  "$cli" diff "$sample" --policy matmul=native --vs matmul=upcast-f32 > out/seed_foo-diff.txt
+  ls -1 out/
+}
+
+cmd=${1:-run}
+case "$cmd" in
+  run)
+    deps; build; main_job ;;
+  test)
+    deps
+    build
+    run_tests "$BUILD"
+    build_asan
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      run_tests "$ASAN_BUILD" --no-suite gpu
+    fuzz "${CASTSCOPE_FUZZ_SECONDS:-20}"
+    summary "$BUILD/meson-logs/testlog.json" "$ASAN_BUILD/meson-logs/testlog.json"
+    ;;
+  deps) deps ;;
+  build) deps; build ;;
+  asan) deps; build_asan; run_tests "$ASAN_BUILD"; summary "$ASAN_BUILD/meson-logs/testlog.json" ;;
+  fuzz) deps; fuzz "${2:-600}" ;;
+  valgrind)
+    deps; build
+    if ! command -v valgrind >/dev/null; then apt-get install -y -qq valgrind >/dev/null; fi
+    G_SLICE=always-malloc G_DEBUG=gc-friendly meson test -C "$BUILD" --no-suite gui --no-suite gpu \
+      --wrapper 'valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --suppressions=tests/valgrind.supp' \
+      --timeout-multiplier 20 --print-errorlogs
+    ;;
+  gpu-bundle)
+    deps
+    meson setup build-gpu -Dcuda=enabled -Dgui=disabled >/dev/null 2>&1 || true
+    ninja -C build-gpu >/dev/null
+    ../shared/tools/gpu-bundle .gpu build-gpu/app/castscope-cli build-gpu/tests/test-* ;;
+  *)
+    echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle]" >&2
+    exit 2 ;;
+esac
