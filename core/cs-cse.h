@@ -1,0 +1,58 @@
+/* cs-cse.h: the clean-up passes the nvFuser executor runs after grouping (reference/
+ * thunder-traces.md 6.3 "Order of the whole pass", 7.1-7.3): remove_redundant_casts, common
+ * subexpression elimination and dead code elimination, at the top level and inside regions.
+ *
+ * Source: thunder/executors/nvfuserex_impl.py (`remove_redundant_casts`, the nvFuser `cse`,
+ * `update_fusion_call_ctx`), thunder/core/transform_common.py (`cse`, `cse_single_bsym`,
+ * `dce`).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-ir.h"
+
+G_BEGIN_DECLS
+
+/**
+ * cs_cse_remove_redundant_casts:
+ * @trace: (transfer none): a fused trace
+ *
+ * nvFuser's remove_redundant_casts: only float->float `prims.convert_element_type` on tensor
+ * proxies is considered.  A cast whose most original float source (looking through earlier
+ * casts) already has the target dtype is dropped and its output replaced by that source
+ * (bf16->f32->bf16 gives back the bf16 value; f32->bf16->f32 gives back the f32 value, dropping
+ * the bf16 rounding: a semantic change Thunder documents); any other cast is rewritten to read
+ * the most original source.  Runs once over the top-level statements (casts outside regions)
+ * and with fresh maps inside each region; replaced region outputs propagate to later
+ * statements; regions are then refreshed (inputs/outputs, dead prims).  A cast chain that
+ * crosses a region boundary is kept.
+ * Returns: (transfer full): the new trace (pass "remove-redundant-casts")
+ */
+CsTrace *cs_cse_remove_redundant_casts (const CsTrace *trace);
+
+/**
+ * cs_cse_trace:
+ * @trace: (transfer none): a fused trace
+ *
+ * Common subexpression elimination.  Key = (op, callee, arguments with proxies resolved,
+ * BACKWARD flag).  A statement whose key was seen earlier is dropped and its outputs mapped to
+ * the earlier outputs; later reads are rewritten (also inside subsymbols).  Top-level
+ * statements share one map; each region's prims get their own.  Never merged: RANDOM ops,
+ * attention, get_grad, statements without outputs and DONT_DCE statements.
+ * Returns: (transfer full): the new trace (pass "cse")
+ */
+CsTrace *cs_cse_trace                  (const CsTrace *trace);
+
+/**
+ * cs_cse_dce:
+ * @trace: (transfer none): a trace
+ *
+ * Dead code elimination: walking back from the return, a statement is kept when it is tagged
+ * DONT_DCE, is not a call (unpack, comment, return), or produces a proxy read later; a region
+ * keeps only the outputs read later and the prims they need, and loses inputs no longer read.
+ * Returns: (transfer full): the new trace (pass "dce")
+ */
+CsTrace *cs_cse_dce                    (const CsTrace *trace);
+
+G_END_DECLS

@@ -1,0 +1,65 @@
+/* cs-fuse-private.h: helpers shared by the pipeline passes (fuse, cse/dce/redundant casts,
+ * delete-last-used, stats, diff).  Internal to core/ (tests may include it).
+ *
+ * All helpers work on a trace the pass owns (a cs_trace_copy() of its input), so in-place
+ * edits never reach the input trace.  Values are rewritten copy-on-write because a pass
+ * cannot know whether two statements share a CsValue.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-ir.h"
+#include "cs-ops.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+/* Proxy map: CsProxy* -> CsProxy* (direct hash). */
+GHashTable *_cs_proxy_map_new        (void);
+/* Adds @from -> @to, resolving @to through the map first (so chains stay flat). */
+void        _cs_proxy_map_add        (GHashTable *map, CsProxy *from, CsProxy *to);
+CsProxy    *_cs_proxy_map_resolve    (GHashTable *map, CsProxy *p);
+
+/* Returns @v itself when no proxy in it is mapped, else a rewritten copy in @arena. */
+CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, GHashTable *map);
+/* Rewrites every proxy read by @stmt (args, return value, unpack source, del names and,
+ * recursively, the subsymbols' reads) through @map. */
+void        _cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
+
+/* Proxies read by the statement itself (args, RETURN value, UNPACK source, ANNASSIGN value);
+ * not its subsymbols, not DEL names.  Appended to @out, duplicates possible. */
+void        _cs_stmt_reads           (const CsStmt *stmt, GPtrArray *out);
+/* Proxies written (CALL targets, UNPACK targets, ANNASSIGN target). */
+void        _cs_stmt_writes          (const CsStmt *stmt, GPtrArray *out);
+
+/* Flattens @stmt to the statements nvFuser executes directly (prims; statements without
+ * subsymbols), depth first.  Subsymbols with origin 0 inherit @stmt's origin. */
+void        _cs_stmt_flatten         (CsStmt *stmt, GPtrArray *out);
+
+/* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
+ * @in and @to receive the input proxy and the target dtype. */
+gboolean    _cs_stmt_is_cast         (const CsStmt *stmt, CsProxy **in, CsDtype *to);
+/* TRUE for any cast statement (prims.convert_element_type, ltorch.to/float/...). */
+gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
+
+/* TRUE when @stmt is a region call (nvFusionK ...). */
+gboolean    _cs_stmt_is_region       (const CsStmt *stmt);
+
+/* NULL when nvFuser can execute @stmt under @policy, else a reason (static or in @buf). */
+const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy,
+                                      char *buf, gsize buf_len);
+
+/*
+ * Recomputes every region's outputs (produced inside, read later outside or returned),
+ * DCEs its subsymbols against them and recomputes its inputs (first appearance order); this
+ * is Thunder's `update_fusion_call_ctx` + `fuse` step 3.  When @dce_top is TRUE, top-level
+ * statements whose outputs are never read are dropped too (Thunder's `dce`).  One backward
+ * sweep; keeps the statement order.
+ */
+void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
+
+/* Number of region statements / the k-th region (in order). */
+guint       _cs_trace_count_regions  (const CsTrace *trace);
+
+G_END_DECLS

@@ -1,0 +1,101 @@
+/* cs-pipeline.h: the pass pipeline under a cast policy (DESIGN.md "The pipeline").
+ *
+ *   initial --autocast--> --grad--> --decompose--> --fuse--> --remove-redundant-casts-->
+ *   --cse--> --dce--> --split-forward/--split-backward--> --delete-last-used(-backward)
+ *
+ * Every pass returns a new trace and never mutates its input; the pipeline keeps every
+ * intermediate trace with its pass name (the GUI's pass slider, `castscope-cli transform
+ * --pass NAME`).  Mirrors thunder/__init__.py `apply_transforms_and_build_cache_entry`
+ * (reference/thunder-traces.md section 0) in the order the nvFuser executor runs its passes
+ * (section 6.3).
+ *
+ * An input trace that is already final (holds fusion regions, is a `backward_fn`, or was
+ * constructed by "Delete Last Used") is accepted as is: the pipeline then has the single pass
+ * "initial", and that trace is the forward (or the backward for a `backward_fn`).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-ir.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+typedef struct _CsPipeline CsPipeline;
+/* Declared in cs-grad.h (grad pass); only passed through here. */
+typedef struct _CsGradSpec CsGradSpec;
+
+#define CS_PIPELINE_ERROR (cs_pipeline_error_quark ())
+GQuark cs_pipeline_error_quark (void);
+
+typedef enum
+{
+  CS_PIPELINE_ERROR_INPUT,   /* the input trace cannot be transformed (no return, ...) */
+  CS_PIPELINE_ERROR_PASS,    /* a pass failed; the message names the pass and the statement */
+} CsPipelineError;
+
+/**
+ * cs_pipeline_run:
+ * @initial: (transfer none): the trace as parsed (Thunder's first computation trace)
+ * @policy: (nullable): the cast policy; NULL = Thunder's defaults
+ * @grad: (nullable): which inputs get gradients; NULL = the grad pass's default (every
+ *   floating-point tensor input), see cs-grad.h
+ * @error: return location for a #CS_PIPELINE_ERROR (or the failing pass's own domain)
+ *
+ * Runs every pass in order.  Units: none.  Errors: the first failing pass stops the pipeline;
+ * its error is returned with the pass name prefixed ("decompose: ...").
+ * Source: thunder/__init__.py, thunder/executors/nvfuserex_impl.py (fusion pass order).
+ * Returns: (transfer full): the pipeline, or NULL with @error set
+ */
+CsPipeline  *cs_pipeline_run          (const CsTrace     *initial,
+                                       const CsPolicy    *policy,
+                                       const CsGradSpec  *grad,
+                                       GError           **error);
+CsPipeline  *cs_pipeline_ref          (CsPipeline        *pipeline);
+void         cs_pipeline_unref        (CsPipeline        *pipeline);
+
+/** Number of traces kept (>= 1: "initial" is always the first). */
+guint        cs_pipeline_n_passes     (CsPipeline        *pipeline);
+/**
+ * cs_pipeline_pass_name:
+ * Returns: (transfer none): the name of pass @i: "initial", "autocast", "grad", "decompose",
+ * "fuse", "remove-redundant-casts", "cse", "dce", "split-forward", "split-backward",
+ * "delete-last-used", "delete-last-used-backward"; NULL when @i is out of range
+ */
+const char  *cs_pipeline_pass_name    (CsPipeline        *pipeline,
+                                       guint              i);
+/** Returns: (transfer none): the trace made by pass @i, or NULL when out of range. */
+CsTrace     *cs_pipeline_get_trace    (CsPipeline        *pipeline,
+                                       guint              i);
+/** Returns: (transfer none) (nullable): the trace of the pass named @name, or NULL. */
+CsTrace     *cs_pipeline_find_trace   (CsPipeline        *pipeline,
+                                       const char        *name);
+/** Returns: (transfer none): the final forward trace (with del statements). */
+CsTrace     *cs_pipeline_get_forward  (CsPipeline        *pipeline);
+/** Returns: (transfer none) (nullable): the final backward trace, NULL without grad. */
+CsTrace     *cs_pipeline_get_backward (CsPipeline        *pipeline);
+/** Returns: (transfer none) (nullable): the fused joint trace after CSE/DCE (before the
+ *  split), or NULL when the input was already final. */
+CsTrace     *cs_pipeline_get_joint    (CsPipeline        *pipeline);
+/** Returns: (transfer none): the policy the pipeline ran under. */
+const CsPolicy *cs_pipeline_get_policy (CsPipeline       *pipeline);
+/** TRUE when the input was already final and no pass ran. */
+gboolean     cs_pipeline_input_was_final (CsPipeline     *pipeline);
+/** Wall time of pass @i in nanoseconds (0 for "initial"). */
+gint64       cs_pipeline_pass_time_ns (CsPipeline        *pipeline,
+                                       guint              i);
+
+/**
+ * cs_trace_is_final:
+ * @trace: a trace
+ *
+ * TRUE when @trace already went through Thunder's execution transforms: it holds fusion
+ * region calls (nvFusionK, TorchCompileK, CUDAGraphK), is named `backward_fn`, or its
+ * provenance is "Delete Last Used".
+ */
+gboolean     cs_trace_is_final        (const CsTrace     *trace);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsPipeline, cs_pipeline_unref)
+
+G_END_DECLS

@@ -1,0 +1,130 @@
+/* test-core-policy.c: the cast policy struct and its key=value spelling (core/cs-policy.c). */
+#include "cs-config.h"
+
+#include <string.h>
+
+#include "cs-policy.h"
+
+/* Thunder's defaults (DESIGN.md table): native, f32, off, consecutive, off, off, remove. */
+static void
+test_defaults (void)
+{
+  CsPolicy p;
+
+  memset (&p, 0xff, sizeof p);
+  cs_policy_init_default (&p);
+  g_assert_cmpint (p.matmul, ==, CS_MATMUL_NATIVE);
+  g_assert_cmpint (p.elementwise, ==, CS_ELEMENTWISE_F32);
+  g_assert_cmpint (p.autocast, ==, CS_AUTOCAST_OFF);
+  g_assert_cmpint (p.fusion, ==, CS_FUSION_CONSECUTIVE);
+  g_assert_false (p.fuse_matmul);
+  g_assert_false (p.fuse_linear);
+  g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_REMOVE);
+  g_assert_false (p.allow_tf32);
+}
+
+static void
+test_set_each_key (void)
+{
+  CsPolicy p;
+  g_autoptr(GError) error = NULL;
+
+  cs_policy_init_default (&p);
+  g_assert_true (cs_policy_parse_assignment (&p, "matmul=upcast-f32", &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (p.matmul, ==, CS_MATMUL_UPCAST_F32);
+  g_assert_true (cs_policy_set (&p, "elementwise", "native", NULL));
+  g_assert_cmpint (p.elementwise, ==, CS_ELEMENTWISE_NATIVE);
+  g_assert_true (cs_policy_set (&p, "autocast", "f16", NULL));
+  g_assert_cmpint (p.autocast, ==, CS_AUTOCAST_F16);
+  g_assert_true (cs_policy_set (&p, "fusion", "dataflow", NULL));
+  g_assert_cmpint (p.fusion, ==, CS_FUSION_DATAFLOW);
+  g_assert_true (cs_policy_set (&p, "fuse-matmul", "on", NULL));
+  g_assert_true (p.fuse_matmul);
+  g_assert_true (cs_policy_set (&p, "fuse-linear", "true", NULL));
+  g_assert_true (p.fuse_linear);
+  g_assert_true (cs_policy_set (&p, "redundant-casts", "keep", NULL));
+  g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_KEEP);
+  g_assert_true (cs_policy_set (&p, "tf32", "on", NULL));
+  g_assert_true (p.allow_tf32);
+  g_assert_true (cs_policy_set (&p, "fuse-matmul", "off", NULL));
+  g_assert_false (p.fuse_matmul);
+}
+
+static void
+test_errors (void)
+{
+  CsPolicy p, before;
+  g_autoptr(GError) e1 = NULL;
+  g_autoptr(GError) e2 = NULL;
+  g_autoptr(GError) e3 = NULL;
+
+  cs_policy_init_default (&p);
+  before = p;
+  g_assert_false (cs_policy_parse_assignment (&p, "matmul=fp8", &e1));
+  g_assert_error (e1, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE);
+  /* the message lists the accepted values */
+  g_assert_nonnull (strstr (e1->message, "upcast-f32"));
+  g_assert_false (cs_policy_parse_assignment (&p, "precision=native", &e2));
+  g_assert_error (e2, CS_POLICY_ERROR, CS_POLICY_ERROR_KEY);
+  g_assert_nonnull (strstr (e2->message, "redundant-casts"));
+  g_assert_false (cs_policy_parse_assignment (&p, "matmul", &e3));
+  g_assert_error (e3, CS_POLICY_ERROR, CS_POLICY_ERROR_KEY);
+  g_assert_true (cs_policy_equal (&p, &before));
+}
+
+static void
+test_roundtrip_string (void)
+{
+  CsPolicy p, q;
+  g_autofree char *s = NULL;
+  g_auto(GStrv) parts = NULL;
+
+  cs_policy_init_default (&p);
+  g_assert_true (cs_policy_set (&p, "matmul", "upcast-f32", NULL));
+  g_assert_true (cs_policy_set (&p, "fusion", "off", NULL));
+  s = cs_policy_to_string (&p);
+  g_assert_cmpstr (s, ==, "matmul=upcast-f32 elementwise=f32 autocast=off fusion=off "
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off");
+  /* parsing the string back gives the same policy */
+  cs_policy_init_default (&q);
+  g_assert_false (cs_policy_equal (&p, &q));
+  parts = g_strsplit (s, " ", -1);
+  for (guint i = 0; parts[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (&q, parts[i], NULL));
+  g_assert_true (cs_policy_equal (&p, &q));
+}
+
+static void
+test_keys_values (void)
+{
+  guint n = 0;
+
+  for (; cs_policy_keys[n]; n++)
+    {
+      const char * const *vals = cs_policy_values (cs_policy_keys[n]);
+      CsPolicy p;
+      g_assert_nonnull (vals);
+      cs_policy_init_default (&p);
+      /* every listed value is accepted and read back */
+      for (guint v = 0; vals[v]; v++)
+        {
+          g_assert_true (cs_policy_set (&p, cs_policy_keys[n], vals[v], NULL));
+          g_assert_cmpstr (cs_policy_get (&p, cs_policy_keys[n]), ==, vals[v]);
+        }
+    }
+  g_assert_cmpuint (n, ==, 8);
+  g_assert_null (cs_policy_values ("nope"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/core/policy/defaults", test_defaults);
+  g_test_add_func ("/core/policy/set-each-key", test_set_each_key);
+  g_test_add_func ("/core/policy/errors", test_errors);
+  g_test_add_func ("/core/policy/roundtrip-string", test_roundtrip_string);
+  g_test_add_func ("/core/policy/keys-values", test_keys_values);
+  return g_test_run ();
+}
