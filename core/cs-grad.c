@@ -1,0 +1,1962 @@
+/* cs-grad.c: the grad transform (joint forward+backward trace) and its VJP rules.
+ *
+ * Source: thunder/transforms/autodiff.py (grad_transform_on_trace, _group_get_grad_bsyms),
+ * thunder/core/transforms.py (register_grad rules for prims, augmented_forward_impls /
+ * backward_impls, restore_reduced_dims, grad_chooser_backward), thunder/torch/__init__.py
+ * (_sum_grad); reference/thunder-traces.md 5.1, 5.2.
+ *
+ * How it works (mirrors AugmentedForwardProcessor):
+ * - the input trace is deep-copied; its statements are processed from a work queue;
+ * - a statement without a differentiable argument (no floating tensor) is copied as is;
+ * - a statement with a rule is copied (it is its own forward) and a VJP record is queued;
+ * - otherwise its decomposition (parsed subsymbols, else cs_decompose_stmt) goes to the front
+ *   of the queue;
+ * - at the return the records run in reverse: each reads its output gradients (accumulated
+ *   put_grads, or `prims.get_grad` for a forward output) and emits backward statements,
+ *   ending in put_grads that accumulate with `ltorch.add`.
+ */
+#include "cs-config.h"
+
+#include "cs-grad.h"
+
+#include "cs-ops.h"
+
+#include <math.h>
+#include <string.h>
+
+G_DEFINE_QUARK (cs-grad-error-quark, cs_grad_error)
+
+#define MAX_WORK_STEPS 2000000  /* statements processed before we call it a cycle */
+
+typedef struct
+{
+  CsOpId  rule;                /* semantic op id of the rule */
+  CsStmt *stmt;                /* the forward statement (in the joint trace) */
+} VjpRecord;
+
+typedef struct
+{
+  CsTrace        *t;           /* the joint trace being built (owns every statement) */
+  CsArena        *a;           /* t->arena */
+  const CsPolicy *policy;      /* decomposition policy */
+  GPtrArray      *fwd;         /* CsStmt*: forward statements, in order */
+  GArray         *records;     /* VjpRecord, in forward order */
+  GPtrArray      *bw;          /* CsStmt*: backward statements being emitted */
+  GHashTable     *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
+  GHashTable     *outputs;     /* CsProxy* set: proxies returned by the forward */
+  CsStmt         *ret;         /* the forward's RETURN */
+  GError         *error;       /* first error of a rule */
+} GradCtx;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers                                                                               */
+
+static const char *
+stmt_where (GradCtx *c, const CsStmt *s)
+{
+  const char *out = "?";
+  CsProxy *p = s ? cs_stmt_get_output (s) : NULL;
+
+  if (s != NULL && s->line > 0)
+    return cs_arena_printf (c->a, "%s:%u", c->t->file ? c->t->file : "line", s->line);
+  if (p != NULL)
+    out = p->name;
+  return cs_arena_printf (c->a, "statement producing %s", out);
+}
+
+static gboolean
+rule_fail (GradCtx *c, const CsStmt *s, const char *what)
+{
+  if (c->error == NULL)
+    g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE, "%s: %s: %s",
+                 stmt_where (c, s), s ? s->callee : "?", what);
+  return FALSE;
+}
+
+static CsValue *
+v_p (GradCtx *c, CsProxy *p)
+{
+  return cs_value_new_proxy (c->a, p);
+}
+
+static CsValue *
+v_f (GradCtx *c, double f)
+{
+  return cs_value_new_float (c->a, f);
+}
+
+static CsValue *
+v_i (GradCtx *c, int64_t i)
+{
+  return cs_value_new_int (c->a, i);
+}
+
+static CsValue *
+v_ints (GradCtx *c, const int64_t *v, guint n)
+{
+  return cs_value_new_int_seq (c->a, CS_VALUE_TUPLE, v, n);
+}
+
+static CsValue *
+v_device (GradCtx *c, const CsDevice *dev)
+{
+  CsValue *v = CS_ARENA_NEW (c->a, CsValue);
+  g_autofree char *s = cs_device_to_string (dev);
+
+  v->kind = CS_VALUE_CALL;
+  v->u.call.callee = "devices.Device";
+  v->u.call.args = CS_ARENA_NEW (c->a, CsArg);
+  v->u.call.args[0].value = cs_value_new_string (c->a, s);
+  v->u.call.n_args = 1;
+  return v;
+}
+
+static gboolean
+value_is_tensor (const CsValue *v)
+{
+  return v != NULL && v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR;
+}
+
+static CsProxy *
+value_tensor (const CsValue *v)
+{
+  return value_is_tensor (v) ? v->u.proxy : NULL;
+}
+
+/* A proxy that takes part in differentiation: a typed floating tensor (Thunder's
+ * _is_differentiable uses is_inexact_dtype). */
+static gboolean
+is_diff (const CsProxy *p)
+{
+  return p != NULL && p->kind == CS_PROXY_TENSOR && cs_dtype_is_inexact (p->dtype);
+}
+
+static gboolean
+value_number (const CsValue *v, double *out)
+{
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_INT: *out = (double) v->u.i; return TRUE;
+    case CS_VALUE_FLOAT: *out = v->u.f; return TRUE;
+    case CS_VALUE_BOOL: *out = v->u.b ? 1.0 : 0.0; return TRUE;
+    default: return FALSE;
+    }
+}
+
+static int64_t
+canon_dim (int64_t d, guint rank)
+{
+  return d < 0 ? d + (int64_t) rank : d;
+}
+
+/* Reads a dims argument: an int or a sequence of ints, canonicalised and sorted; None/absent
+ * means "all dims" when @none_is_all. */
+static gboolean
+read_dims (const CsValue *v, guint rank, gboolean none_is_all, gboolean dims[CS_MAX_DIMS])
+{
+  int64_t tmp[CS_MAX_DIMS];
+  guint n = 0;
+
+  memset (dims, 0, sizeof (gboolean) * CS_MAX_DIMS);
+  if (v == NULL || v->kind == CS_VALUE_NONE)
+    {
+      if (!none_is_all)
+        return FALSE;
+      for (guint i = 0; i < rank; i++)
+        dims[i] = TRUE;
+      return TRUE;
+    }
+  if (v->kind == CS_VALUE_INT)
+    {
+      tmp[0] = v->u.i;
+      n = 1;
+    }
+  else if (!cs_value_get_int_seq (v, tmp, CS_MAX_DIMS, &n))
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    {
+      int64_t d = canon_dim (tmp[i], rank);
+      if (d < 0 || d >= (int64_t) MAX (rank, 1))
+        return FALSE;
+      if (rank > 0)
+        dims[d] = TRUE;
+    }
+  return TRUE;
+}
+
+/* The kept (not reduced) dims of a reduction as a list, for broadcast_in_dim. */
+static guint
+kept_dims (const gboolean dims[CS_MAX_DIMS], guint rank, int64_t *out)
+{
+  guint n = 0;
+  for (guint i = 0; i < rank; i++)
+    if (!dims[i])
+      out[n++] = i;
+  return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Type rules for the statements the VJPs emit                                                 */
+
+typedef struct
+{
+  gboolean       tensor;       /* a tensor proxy */
+  CsDtype        dtype;        /* tensor dtype; numbers: B8, I64 or F64 */
+  guint          rank;
+  const int64_t *shape;
+  CsDevice       device;
+} OpInfo;
+
+static gboolean
+op_info (const CsValue *v, OpInfo *info)
+{
+  memset (info, 0, sizeof *info);
+  if (value_is_tensor (v))
+    {
+      CsProxy *p = v->u.proxy;
+      info->tensor = TRUE;
+      info->dtype = p->dtype;
+      info->rank = p->rank;
+      info->shape = p->shape;
+      info->device = p->device;
+      return TRUE;
+    }
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_BOOL: info->dtype = CS_DTYPE_B8; return TRUE;
+    case CS_VALUE_INT: info->dtype = CS_DTYPE_I64; return TRUE;
+    case CS_VALUE_FLOAT: info->dtype = CS_DTYPE_F64; return TRUE;
+    case CS_VALUE_PROXY:
+      if (v->u.proxy->kind == CS_PROXY_NUMBER)
+        {
+          info->dtype = v->u.proxy->dtype;
+          return TRUE;
+        }
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+static int
+float_order (CsDtype d)
+{
+  switch (d)
+    {
+    case CS_DTYPE_F64: return 4;
+    case CS_DTYPE_F32: return 3;
+    case CS_DTYPE_BF16:
+    case CS_DTYPE_F16: return 2;
+    default: return cs_dtype_is_float (d) ? 1 : 0;
+    }
+}
+
+/* Thunder's lattice restricted to what the backward formulas combine: strong tensors beat weak
+ * ones (Python numbers, 0-d tensors); floats beat ints beat bools; bf16 with f16 gives f32. */
+static CsDtype
+promote_pair (const OpInfo *x, const OpInfo *y)
+{
+  gboolean xs = x->tensor && x->rank > 0, ys = y->tensor && y->rank > 0;
+  gboolean xf = cs_dtype_is_inexact (x->dtype), yf = cs_dtype_is_inexact (y->dtype);
+
+  if (xs != ys)
+    {
+      const OpInfo *s = xs ? x : y, *w = xs ? y : x;
+      gboolean wf = xs ? yf : xf, sf = xs ? xf : yf;
+      if (sf || !wf)
+        return s->tensor && cs_dtype_kind (s->dtype) == CS_DTYPE_KIND_BOOL
+                 && cs_dtype_kind (w->dtype) == CS_DTYPE_KIND_INT && !w->tensor
+               ? CS_DTYPE_I64 : s->dtype;
+      return w->tensor ? w->dtype : CS_DTYPE_F32;
+    }
+  if (!x->tensor && !y->tensor)
+    return (xf || yf) ? CS_DTYPE_F32 : CS_DTYPE_I64;
+  if (x->dtype == y->dtype)
+    return x->dtype;
+  if (xf && yf)
+    {
+      int ox = float_order (x->dtype), oy = float_order (y->dtype);
+      if (ox == oy)
+        return CS_DTYPE_F32;
+      return ox > oy ? x->dtype : y->dtype;
+    }
+  if (xf)
+    return x->dtype;
+  if (yf)
+    return y->dtype;
+  if (cs_dtype_kind (x->dtype) == CS_DTYPE_KIND_BOOL)
+    return y->dtype;
+  if (cs_dtype_kind (y->dtype) == CS_DTYPE_KIND_BOOL)
+    return x->dtype;
+  return cs_dtype_size_bytes (x->dtype) >= cs_dtype_size_bytes (y->dtype) ? x->dtype : y->dtype;
+}
+
+static gboolean
+broadcast_shapes (const OpInfo *x, const OpInfo *y, int64_t *out, guint *rank)
+{
+  guint rx = x->tensor ? x->rank : 0, ry = y->tensor ? y->rank : 0;
+  guint r = MAX (rx, ry);
+
+  for (guint i = 0; i < r; i++)
+    {
+      int64_t dx = i < rx ? x->shape[rx - 1 - i] : 1;
+      int64_t dy = i < ry ? y->shape[ry - 1 - i] : 1;
+      if (dx != dy && dx != 1 && dy != 1)
+        return FALSE;
+      out[r - 1 - i] = dx == 1 ? dy : dx;
+    }
+  *rank = r;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Emitting backward statements                                                                */
+
+/* One backward CALL with a single new tensor output of the given type. */
+static CsProxy *
+emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint rank,
+            const CsDevice *dev, CsArg *args, guint n_args)
+{
+  CsProxy *out = cs_trace_new_tensor (c->t, "t", dtype, shape, rank, dev);
+  CsStmt *s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
+
+  s->backward = 1;
+  s->why = "grad: VJP rule";
+  g_ptr_array_add (c->bw, s);
+  return out;
+}
+
+#define ARGS(...) ((CsArg[]) { __VA_ARGS__ })
+#define NARGS(...) (sizeof ((CsArg[]) { __VA_ARGS__ }) / sizeof (CsArg))
+#define POS(v) { NULL, (v) }
+#define KW(k, v) { (k), (v) }
+
+/* Elementwise ltorch op on two operands (tensor proxies or numbers). */
+static CsProxy *
+ew2 (GradCtx *c, CsOpId id, CsValue *x, CsValue *y)
+{
+  OpInfo ix, iy;
+  int64_t shape[CS_MAX_DIMS];
+  guint rank = 0;
+  CsDtype dt;
+  const CsDevice *dev;
+
+  if (c->error)
+    return NULL;
+  if (!op_info (x, &ix) || !op_info (y, &iy) || !broadcast_shapes (&ix, &iy, shape, &rank))
+    {
+      g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                   "%s: operands of a backward formula do not broadcast", cs_op_get (id)->name);
+      return NULL;
+    }
+  dt = promote_pair (&ix, &iy);
+  if (id == CS_OP_LTORCH_TRUE_DIVIDE && !cs_dtype_is_inexact (dt))
+    dt = CS_DTYPE_F32;
+  if (id == CS_OP_LTORCH_EQ)
+    dt = CS_DTYPE_B8;
+  dev = ix.tensor ? &ix.device : &iy.device;
+  if (id == CS_OP_LTORCH_ADD || id == CS_OP_LTORCH_SUB)
+    return emit_typed (c, id, dt, shape, rank, dev,
+                       ARGS (POS (x), POS (y), KW ("alpha", v_i (c, 1))), 3);
+  return emit_typed (c, id, dt, shape, rank, dev, ARGS (POS (x), POS (y)), 2);
+}
+
+static CsProxy *
+mul (GradCtx *c, CsValue *x, CsValue *y)
+{
+  return ew2 (c, CS_OP_LTORCH_MUL, x, y);
+}
+
+static CsProxy *
+add (GradCtx *c, CsValue *x, CsValue *y)
+{
+  return ew2 (c, CS_OP_LTORCH_ADD, x, y);
+}
+
+static CsProxy *
+sub (GradCtx *c, CsValue *x, CsValue *y)
+{
+  return ew2 (c, CS_OP_LTORCH_SUB, x, y);
+}
+
+static CsProxy *
+divide (GradCtx *c, CsValue *x, CsValue *y)
+{
+  return ew2 (c, CS_OP_LTORCH_TRUE_DIVIDE, x, y);
+}
+
+/* Unary ltorch op with the input's type (float inputs). */
+static CsProxy *
+ew1 (GradCtx *c, CsOpId id, CsProxy *x)
+{
+  if (c->error)
+    return NULL;
+  return emit_typed (c, id, x->dtype, x->shape, x->rank, &x->device, ARGS (POS (v_p (c, x))), 1);
+}
+
+static CsProxy *
+neg (GradCtx *c, CsProxy *x)
+{
+  return ew1 (c, CS_OP_LTORCH_NEG, x);
+}
+
+static CsProxy *
+convert (GradCtx *c, CsProxy *x, CsDtype dtype)
+{
+  if (c->error)
+    return NULL;
+  return emit_typed (c, CS_OP_PRIM_CONVERT_ELEMENT_TYPE, dtype, x->shape, x->rank, &x->device,
+                     ARGS (POS (v_p (c, x)), POS (cs_value_new_dtype (c->a, dtype, FALSE))), 2);
+}
+
+/* prims.broadcast_in_dim(x, shape, bdims) */
+static CsProxy *
+bcast (GradCtx *c, CsProxy *x, const int64_t *shape, guint rank, const int64_t *bdims, guint nb)
+{
+  if (c->error)
+    return NULL;
+  return emit_typed (c, CS_OP_PRIM_BROADCAST_IN_DIM, x->dtype, shape, rank, &x->device,
+                     ARGS (POS (v_p (c, x)), POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST,
+                                                                        shape, rank)),
+                           POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, bdims, nb))), 3);
+}
+
+/* Thunder's restore_reduced_dims: unsqueeze the reduced dims of @x back and expand to @shape
+ * (one broadcast_in_dim, the composition of clang.unsqueeze and clang.expand). */
+static CsProxy *
+restore_dims (GradCtx *c, CsProxy *x, const gboolean dims[CS_MAX_DIMS], const int64_t *shape,
+              guint rank)
+{
+  int64_t kept[CS_MAX_DIMS];
+  guint nk = kept_dims (dims, rank, kept);
+
+  if (rank == 0)
+    return x;
+  return bcast (c, x, shape, rank, kept, nk);
+}
+
+/* ltorch.sum(x, dims, keepdim, dtype=None) */
+static CsProxy *
+lsum (GradCtx *c, CsProxy *x, const gboolean dims[CS_MAX_DIMS], gboolean keepdim)
+{
+  int64_t dl[CS_MAX_DIMS], shape[CS_MAX_DIMS];
+  guint nd = 0, r = 0;
+  CsDtype dt = x->dtype;
+
+  if (c->error)
+    return NULL;
+  for (guint i = 0; i < x->rank; i++)
+    {
+      if (dims[i])
+        {
+          dl[nd++] = i;
+          if (keepdim)
+            shape[r++] = 1;
+        }
+      else
+        shape[r++] = x->shape[i];
+    }
+  if (!cs_dtype_is_inexact (dt))
+    dt = CS_DTYPE_I64;   /* Thunder's sum promotes exact dtypes to int64 */
+  {
+    CsArg args[] = { POS (v_p (c, x)), POS (v_ints (c, dl, nd)),
+                     POS (cs_value_new_bool (c->a, keepdim)),
+                     KW ("dtype", cs_value_new_none (c->a)) };
+    return emit_typed (c, CS_OP_LTORCH_SUM, dt, shape, r, &x->device, args, G_N_ELEMENTS (args));
+  }
+}
+
+/* ltorch.reshape(x, shape) */
+static CsProxy *
+reshape (GradCtx *c, CsOpId id, CsProxy *x, const int64_t *shape, guint rank)
+{
+  CsArg args[2];
+
+  if (c->error)
+    return NULL;
+  args[0] = (CsArg) POS (v_p (c, x));
+  args[1] = (CsArg) POS (v_ints (c, shape, rank));
+  return emit_typed (c, id, x->dtype, shape, rank, &x->device, args, 2);
+}
+
+/* prims.transpose(x, perm) */
+static CsProxy *
+transpose (GradCtx *c, CsProxy *x, const int64_t *perm)
+{
+  int64_t shape[CS_MAX_DIMS];
+  CsArg args[2];
+
+  if (c->error)
+    return NULL;
+  for (guint i = 0; i < x->rank; i++)
+    shape[i] = x->shape[perm[i]];
+  args[0] = (CsArg) POS (v_p (c, x));
+  args[1] = (CsArg) POS (v_ints (c, perm, x->rank));
+  return emit_typed (c, CS_OP_PRIM_TRANSPOSE, x->dtype, shape, x->rank, &x->device, args, 2);
+}
+
+/* x.mT: swap the last two dims (prims.transpose) */
+static CsProxy *
+mT (GradCtx *c, CsProxy *x)
+{
+  int64_t perm[CS_MAX_DIMS];
+
+  if (c->error)
+    return NULL;
+  for (guint i = 0; i < x->rank; i++)
+    perm[i] = i;
+  if (x->rank >= 2)
+    {
+      perm[x->rank - 2] = x->rank - 1;
+      perm[x->rank - 1] = x->rank - 2;
+    }
+  return transpose (c, x, perm);
+}
+
+/* clang.unsqueeze(x, dim) as prims.broadcast_in_dim */
+static CsProxy *
+unsqueeze (GradCtx *c, CsProxy *x, int64_t dim)
+{
+  int64_t shape[CS_MAX_DIMS], bd[CS_MAX_DIMS];
+  guint r = x->rank + 1, k = 0, nb = 0;
+
+  if (c->error)
+    return NULL;
+  dim = canon_dim (dim, r);
+  for (guint i = 0; i < r; i++)
+    {
+      if ((int64_t) i == dim)
+        shape[i] = 1;
+      else
+        {
+          shape[i] = x->shape[k++];
+          bd[nb++] = i;
+        }
+    }
+  return bcast (c, x, shape, r, bd, nb);
+}
+
+/* prims.squeeze(x, dims) for size-1 dims */
+static CsProxy *
+squeeze (GradCtx *c, CsProxy *x, const gboolean dims[CS_MAX_DIMS])
+{
+  int64_t shape[CS_MAX_DIMS], dl[CS_MAX_DIMS];
+  guint r = 0, nd = 0;
+  CsArg args[2];
+
+  if (c->error)
+    return NULL;
+  for (guint i = 0; i < x->rank; i++)
+    {
+      if (dims[i] && x->shape[i] == 1)
+        dl[nd++] = i;
+      else
+        shape[r++] = x->shape[i];
+    }
+  if (nd == 0)
+    return x;
+  args[0] = (CsArg) POS (v_p (c, x));
+  args[1] = (CsArg) POS (v_ints (c, dl, nd));
+  return emit_typed (c, CS_OP_PRIM_SQUEEZE, x->dtype, shape, r, &x->device, args, 2);
+}
+
+/* ltorch.matmul(x, y) for the shapes the matmul/linear VJPs produce */
+static CsProxy *
+matmul (GradCtx *c, CsProxy *x, CsProxy *y)
+{
+  int64_t shape[CS_MAX_DIMS];
+  guint r;
+  CsArg args[2];
+
+  if (c->error)
+    return NULL;
+  if (x->rank < 2 || y->rank < 2 || x->shape[x->rank - 1] != y->shape[y->rank - 2])
+    {
+      g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                   "matmul backward: operands %s and %s do not multiply", x->name, y->name);
+      return NULL;
+    }
+  r = MAX (x->rank, y->rank);
+  for (guint i = 0; i + 2 < r; i++)
+    {
+      const CsProxy *big = x->rank >= y->rank ? x : y;
+      shape[i] = big->shape[i];
+    }
+  shape[r - 2] = x->shape[x->rank - 2];
+  shape[r - 1] = y->shape[y->rank - 1];
+  args[0] = (CsArg) POS (v_p (c, x));
+  args[1] = (CsArg) POS (v_p (c, y));
+  return emit_typed (c, CS_OP_LTORCH_MATMUL, x->dtype, shape, r, &x->device, args, 2);
+}
+
+/* ltorch.where(pred, x, y) keeping @like's dtype */
+static CsProxy *
+where (GradCtx *c, CsValue *pred, CsValue *x, CsValue *y, CsProxy *like)
+{
+  OpInfo ip, ix, iy, ixy;
+  int64_t s1[CS_MAX_DIMS], s2[CS_MAX_DIMS];
+  guint r1 = 0, r2 = 0;
+  CsArg args[3];
+
+  if (c->error)
+    return NULL;
+  if (!op_info (pred, &ip) || !op_info (x, &ix) || !op_info (y, &iy)
+      || !broadcast_shapes (&ix, &iy, s1, &r1))
+    return NULL;
+  ixy = (OpInfo) { TRUE, like->dtype, r1, s1, like->device };
+  if (!broadcast_shapes (&ip, &ixy, s2, &r2))
+    return NULL;
+  args[0] = (CsArg) POS (pred);
+  args[1] = (CsArg) POS (x);
+  args[2] = (CsArg) POS (y);
+  return emit_typed (c, CS_OP_LTORCH_WHERE, like->dtype, s2, r2, &like->device, args, 3);
+}
+
+/* prims.full(shape, 0, device=, dtype=) */
+static CsProxy *
+zeros (GradCtx *c, CsProxy *like)
+{
+  CsArg args[4];
+
+  if (c->error)
+    return NULL;
+  args[0] = (CsArg) POS (v_ints (c, like->shape, like->rank));
+  args[1] = (CsArg) POS (cs_dtype_is_inexact (like->dtype) ? v_f (c, 0.0) : v_i (c, 0));
+  args[2] = (CsArg) KW ("device", v_device (c, &like->device));
+  args[3] = (CsArg) KW ("dtype", cs_value_new_dtype (c->a, like->dtype, FALSE));
+  return emit_typed (c, CS_OP_PRIM_FULL, like->dtype, like->shape, like->rank, &like->device,
+                     args, 4);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* get_grad / put_grad                                                                         */
+
+static CsProxy *
+get_grad_stmt (GradCtx *c, CsProxy *p)
+{
+  CsArg args[1] = { POS (v_p (c, p)) };
+  CsProxy *g = emit_typed (c, CS_OP_PRIM_GET_GRAD, p->dtype, p->shape, p->rank, &p->device,
+                           args, 1);
+  return g;
+}
+
+/* The gradient of forward proxy @p: the accumulated one, a get_grad for a forward output,
+ * or NULL (no gradient reaches @p). */
+static CsProxy *
+grad_of (GradCtx *c, CsProxy *p)
+{
+  CsProxy *g = g_hash_table_lookup (c->grads, p);
+
+  if (g != NULL)
+    return g;
+  if (g_hash_table_contains (c->outputs, p))
+    {
+      g = get_grad_stmt (c, p);
+      g_hash_table_insert (c->grads, p, g);
+    }
+  return g;
+}
+
+/* prims.put_grad(x, g): accumulate @g into the gradient of @x (Thunder: ltorch.add). */
+static void
+put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
+{
+  CsProxy *x = value_tensor (xv);
+  CsProxy *cur;
+
+  if (c->error || g == NULL || !is_diff (x))
+    return;
+  if (x->rank != g->rank || memcmp (x->shape, g->shape, sizeof (int64_t) * x->rank) != 0)
+    {
+      g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                   "gradient %s of %s has the wrong shape (internal VJP rule error)",
+                   g->name, x->name);
+      return;
+    }
+  cur = g_hash_table_lookup (c->grads, x);
+  if (cur == NULL && g_hash_table_contains (c->outputs, x))
+    cur = get_grad_stmt (c, x);
+  if (cur != NULL)
+    g = add (c, v_p (c, cur), v_p (c, g));
+  g_hash_table_insert (c->grads, x, g);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* VJP rules                                                                                   */
+
+/* The ops castscope differentiates directly (Thunder's register_grad table for prims plus the
+ * ltorch rules and augmented-forward/backward pairs named in reference 5.1). */
+static gboolean
+rule_exists (CsOpId id)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
+    case CS_OP_PRIM_BROADCAST_IN_DIM:
+    case CS_OP_PRIM_RESHAPE:
+    case CS_OP_PRIM_TRANSPOSE:
+    case CS_OP_PRIM_SQUEEZE:
+    case CS_OP_PRIM_SLICE_PRIM:
+    case CS_OP_PRIM_CAT:
+    case CS_OP_PRIM_TAKE:
+    case CS_OP_PRIM_TAKE_ALONG_AXIS:
+    case CS_OP_PRIM_SHALLOW_COPY:
+    case CS_OP_PRIM_CLONE:
+    case CS_OP_PRIM_STRIDE_ORDER:
+    case CS_OP_PRIM_NEG:
+    case CS_OP_PRIM_EXP:
+    case CS_OP_PRIM_LOG:
+    case CS_OP_PRIM_TANH:
+    case CS_OP_PRIM_ERF:
+    case CS_OP_PRIM_RSQRT:
+    case CS_OP_PRIM_SQRT:
+    case CS_OP_PRIM_RECIPROCAL:
+    case CS_OP_PRIM_ADD:
+    case CS_OP_PRIM_SUB:
+    case CS_OP_PRIM_MUL:
+    case CS_OP_PRIM_DIV:
+    case CS_OP_PRIM_POW:
+    case CS_OP_PRIM_WHERE:
+    case CS_OP_PRIM_SUM:
+    case CS_OP_PRIM_AMAX:
+    case CS_OP_PRIM_VAR_MEAN:
+    case CS_OP_PRIM_MATMUL:
+    case CS_OP_PRIM_LINEAR:
+    case CS_OP_LTORCH_SUM:
+    case CS_OP_LTORCH_SILU:
+    case CS_OP_LTORCH_SOFTMAX:
+    case CS_OP_LTORCH_LOG_SOFTMAX:
+    case CS_OP_LTORCH_EMBEDDING:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+/* Ops that create no gradient association (Thunder: comparisons registered as themselves,
+ * nondifferentiable_vjp_symbols, argmax, shape). */
+static gboolean
+op_is_constant (CsOpId id)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_EQ: case CS_OP_PRIM_NE: case CS_OP_PRIM_GE: case CS_OP_PRIM_GT:
+    case CS_OP_PRIM_LE: case CS_OP_PRIM_LT:
+    case CS_OP_LTORCH_EQ: case CS_OP_LTORCH_NE: case CS_OP_LTORCH_GE: case CS_OP_LTORCH_GT:
+    case CS_OP_LTORCH_LE: case CS_OP_LTORCH_LT:
+    case CS_OP_PRIM_BITWISE_AND: case CS_OP_PRIM_BITWISE_OR: case CS_OP_PRIM_BITWISE_XOR:
+    case CS_OP_PRIM_BITWISE_NOT: case CS_OP_PRIM_SIGNBIT: case CS_OP_PRIM_FULL:
+    case CS_OP_PRIM_FLOOR: case CS_OP_PRIM_CEIL: case CS_OP_PRIM_ARGMAX: case CS_OP_PRIM_ARGMIN:
+    case CS_OP_PRIM_SHAPE: case CS_OP_PRIM_IOTA: case CS_OP_PRIM_ISFINITE:
+    case CS_OP_PRIM_GET_GRAD: case CS_OP_PRIM_PUT_GRAD:
+    case CS_OP_LTORCH_SIZE: case CS_OP_LTORCH_ZEROS: case CS_OP_LTORCH_ONES:
+    case CS_OP_LTORCH_FULL: case CS_OP_LTORCH_ZEROS_LIKE: case CS_OP_LTORCH_ONES_LIKE:
+    case CS_OP_LTORCH_FULL_LIKE: case CS_OP_LTORCH_ARANGE:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+/**
+ * cs_grad_has_rule:
+ * @op: an op-table entry (executor names are followed to their semantic op)
+ *
+ * Source: thunder/core/transforms.py `_grad_fn_map`, `augmented_forward_impls`.
+ * Returns: TRUE when castscope has a VJP rule for @op itself (no decomposition needed)
+ */
+gboolean
+cs_grad_has_rule (const CsOp *op)
+{
+  g_return_val_if_fail (op != NULL, FALSE);
+  return rule_exists (cs_op_semantic (op)->id);
+}
+
+static CsValue *
+arg (const CsStmt *s, guint i, const char *kw)
+{
+  return cs_stmt_get_arg (s, i, kw);
+}
+
+static void
+argsort (const int64_t *perm, guint n, int64_t *out)
+{
+  for (guint i = 0; i < n; i++)
+    out[perm[i]] = i;
+}
+
+/* broadcast_in_dim(a, shape, bdims): sum g over the broadcast dims, then unsqueeze a's size-1
+ * dims back (Thunder's _broadcast_in_dim_prim_grad). */
+static void
+vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  int64_t bd[CS_MAX_DIMS];
+  guint nb = 0;
+  gboolean is_bcast[CS_MAX_DIMS] = { 0 }, reduce[CS_MAX_DIMS] = { 0 };
+  gboolean any_reduce = FALSE;
+  int64_t non_unit[CS_MAX_DIMS];
+  guint nn = 0;
+
+  if (a == NULL)
+    return;
+  if (!cs_value_get_int_seq (arg (s, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nb)
+      || nb != a->rank)
+    {
+      rule_fail (c, s, "bad broadcast_dimensions");
+      return;
+    }
+  for (guint i = 0; i < nb; i++)
+    {
+      if (a->shape[i] == 1)
+        continue;
+      if (bd[i] < 0 || bd[i] >= (int64_t) g->rank)
+        {
+          rule_fail (c, s, "broadcast dimension out of range");
+          return;
+        }
+      is_bcast[bd[i]] = TRUE;
+      non_unit[nn++] = i;
+    }
+  for (guint i = 0; i < g->rank; i++)
+    if (!is_bcast[i])
+      reduce[i] = any_reduce = TRUE;
+  if (any_reduce)
+    g = lsum (c, g, reduce, FALSE);
+  if (g != NULL && nn != a->rank)
+    g = bcast (c, g, a->shape, a->rank, non_unit, nn);
+  put_grad (c, av, g);
+}
+
+static void
+vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], sd[CS_MAX_DIMS];
+  guint n1 = 0, n2 = 0, n3 = 0;
+  CsValue *cfg[CS_MAX_DIMS];
+  CsValue *sv = arg (s, 3, "strides");
+  CsArg args[3];
+  CsProxy *ga;
+
+  if (a == NULL)
+    return;
+  if (!cs_value_get_int_seq (arg (s, 1, "start_indices"), st, CS_MAX_DIMS, &n1)
+      || !cs_value_get_int_seq (arg (s, 2, "end_indices"), en, CS_MAX_DIMS, &n2)
+      || n1 != a->rank || n2 != a->rank)
+    {
+      rule_fail (c, s, "bad slice indices");
+      return;
+    }
+  if (sv == NULL || sv->kind == CS_VALUE_NONE)
+    for (guint i = 0; i < a->rank; i++)
+      sd[i] = 1;
+  else if (!cs_value_get_int_seq (sv, sd, CS_MAX_DIMS, &n3) || n3 != a->rank)
+    {
+      rule_fail (c, s, "bad slice strides");
+      return;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    {
+      int64_t lim = st[i] + (g->shape[i] == 0 ? 0 : 1 + (g->shape[i] - 1) * sd[i]);
+      int64_t trip[3] = { st[i], a->shape[i] - lim, sd[i] - 1 };
+      cfg[i] = v_ints (c, trip, 3);
+    }
+  args[0] = (CsArg) POS (v_p (c, g));
+  args[1] = (CsArg) POS (cs_dtype_is_inexact (g->dtype) ? v_f (c, 0.0) : v_i (c, 0));
+  args[2] = (CsArg) POS (cs_value_new_seq (c->a, CS_VALUE_TUPLE, cfg, a->rank));
+  ga = emit_typed (c, CS_OP_PRIM_PAD, g->dtype, a->shape, a->rank, &g->device, args, 3);
+  put_grad (c, av, ga);
+}
+
+static void
+vjp_cat (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *tv = arg (s, 0, "tensors");
+  CsValue *dv = arg (s, 1, "dim");
+  int64_t dim, start = 0;
+
+  if (tv == NULL || (tv->kind != CS_VALUE_LIST && tv->kind != CS_VALUE_TUPLE) || dv == NULL
+      || dv->kind != CS_VALUE_INT)
+    {
+      rule_fail (c, s, "bad cat arguments");
+      return;
+    }
+  dim = canon_dim (dv->u.i, g->rank);
+  for (guint k = 0; k < tv->u.seq.n; k++)
+    {
+      CsProxy *t = value_tensor (tv->u.seq.items[k]);
+      int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], sd[CS_MAX_DIMS];
+      CsArg args[4];
+      CsProxy *gs;
+
+      if (t == NULL || dim < 0 || dim >= (int64_t) t->rank)
+        {
+          rule_fail (c, s, "bad cat operand");
+          return;
+        }
+      for (guint i = 0; i < g->rank; i++)
+        {
+          st[i] = (int64_t) i == dim ? start : 0;
+          en[i] = (int64_t) i == dim ? start + t->shape[i] : g->shape[i];
+          sd[i] = 1;
+        }
+      start += t->shape[dim];
+      args[0] = (CsArg) POS (v_p (c, g));
+      args[1] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, st, g->rank));
+      args[2] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, en, g->rank));
+      args[3] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, sd, g->rank));
+      gs = emit_typed (c, CS_OP_PRIM_SLICE_PRIM, g->dtype, t->shape, t->rank, &g->device, args, 4);
+      put_grad (c, tv->u.seq.items[k], gs);
+    }
+}
+
+/* take / take_along_axis: zeros, then index_add / scatter_add of g */
+static void
+vjp_take (GradCtx *c, CsStmt *s, CsProxy *g, CsOpId scatter)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  CsValue *idx = arg (s, 1, "index");
+  CsValue *dim = arg (s, 2, "dim");
+  CsProxy *z;
+  CsArg args[4];
+
+  if (a == NULL || idx == NULL || dim == NULL)
+    {
+      rule_fail (c, s, "bad take arguments");
+      return;
+    }
+  z = zeros (c, a);
+  if (z == NULL)
+    return;
+  args[0] = (CsArg) POS (v_p (c, z));
+  args[1] = (CsArg) POS (idx);
+  args[2] = (CsArg) POS (v_p (c, g));
+  args[3] = (CsArg) POS (dim);
+  put_grad (c, av, emit_typed (c, scatter, a->dtype, a->shape, a->rank, &a->device, args, 4));
+}
+
+static void
+vjp_var_mean (GradCtx *c, CsStmt *s)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  CsProxy *v, *m, *gv, *gm, *total = NULL;
+  gboolean dims[CS_MAX_DIMS];
+  double corr = 0, n;
+  int64_t numel_m;
+
+  cs_stmt_collect_outputs (s, outs);
+  if (a == NULL || outs->len != 2 || !read_dims (arg (s, 1, "dims"), a->rank, TRUE, dims))
+    {
+      rule_fail (c, s, "bad var_mean arguments");
+      return;
+    }
+  value_number (arg (s, 2, "correction"), &corr);
+  v = outs->pdata[0];
+  m = outs->pdata[1];
+  /* a missing gradient is zero (Thunder writes ltorch.zeros; the term is dropped here) */
+  gv = grad_of (c, v);
+  gm = grad_of (c, m);
+  if (gv == NULL && gm == NULL)
+    return;
+  numel_m = cs_shape_numel (m->shape, m->rank);
+  n = numel_m > 0 ? (double) (cs_shape_numel (a->shape, a->rank) / numel_m) : 1.0;
+  if (gm != NULL)
+    total = mul (c, v_f (c, 1.0 / n), v_p (c, restore_dims (c, gm, dims, a->shape, a->rank)));
+  if (gv != NULL)
+    {
+      CsProxy *rgv = restore_dims (c, gv, dims, a->shape, a->rank);
+      CsProxy *rm = restore_dims (c, m, dims, a->shape, a->rank);
+      CsProxy *t1, *t2, *t3, *vg;
+      if (rgv == NULL || rm == NULL)
+        return;
+      t1 = mul (c, v_i (c, 2), v_p (c, rgv));
+      t2 = sub (c, av, v_p (c, rm));
+      if (t1 == NULL || t2 == NULL)
+        return;
+      t3 = mul (c, v_p (c, t1), v_p (c, t2));
+      if (t3 == NULL)
+        return;
+      vg = divide (c, v_p (c, t3), v_f (c, n - corr));
+      if (vg == NULL)
+        return;
+      total = total ? add (c, v_p (c, total), v_p (c, vg)) : vg;
+    }
+  put_grad (c, av, total);
+}
+
+static void
+vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a"), *bv = arg (s, 1, "b");
+  CsProxy *a = value_tensor (av), *b = value_tensor (bv);
+  gboolean d[CS_MAX_DIMS];
+
+  if (a == NULL || b == NULL)
+    {
+      rule_fail (c, s, "bad matmul operands");
+      return;
+    }
+  if (a->rank == 1 && b->rank == 1)
+    {
+      put_grad (c, av, mul (c, v_p (c, g), bv));
+      put_grad (c, bv, mul (c, v_p (c, g), av));
+    }
+  else if (b->rank == 1)
+    {
+      CsProxy *ga = matmul (c, unsqueeze (c, g, -1), mT (c, unsqueeze (c, b, -1)));
+      CsProxy *gb = matmul (c, mT (c, a), unsqueeze (c, g, -1));
+      if (c->error)
+        return;
+      memset (d, 0, sizeof d);
+      d[gb->rank - 1] = TRUE;
+      gb = squeeze (c, gb, d);
+      if (gb != NULL && gb->rank > 1)
+        {
+          memset (d, 0, sizeof d);
+          for (guint i = 0; i + 1 < gb->rank; i++)
+            d[i] = TRUE;
+          gb = lsum (c, gb, d, FALSE);
+        }
+      put_grad (c, av, ga);
+      put_grad (c, bv, gb);
+    }
+  else if (a->rank == 1)
+    {
+      CsProxy *ga = matmul (c, unsqueeze (c, g, -2), mT (c, b));
+      CsProxy *gb;
+      if (c->error)
+        return;
+      if (ga->rank > 2)
+        {
+          memset (d, 0, sizeof d);
+          for (guint i = 0; i + 2 < ga->rank; i++)
+            d[i] = TRUE;
+          ga = lsum (c, ga, d, FALSE);
+        }
+      memset (d, 0, sizeof d);
+      d[0] = TRUE;
+      ga = ga ? squeeze (c, ga, d) : NULL;
+      gb = matmul (c, mT (c, unsqueeze (c, a, -2)), unsqueeze (c, g, -2));
+      put_grad (c, av, ga);
+      put_grad (c, bv, gb);
+    }
+  else
+    {
+      CsProxy *ga = matmul (c, g, mT (c, b));
+      CsProxy *gb = matmul (c, mT (c, a), g);
+      if (c->error)
+        return;
+      if (gb->rank > b->rank)
+        {
+          /* N-D @ 2-D reaching the prim: sum the batch dims away */
+          memset (d, 0, sizeof d);
+          for (guint i = 0; i < gb->rank - b->rank; i++)
+            d[i] = TRUE;
+          gb = lsum (c, gb, d, FALSE);
+        }
+      put_grad (c, av, ga);
+      put_grad (c, bv, gb);
+    }
+}
+
+/* linear(a, w, bias): Thunder's _linear_prim_grad */
+static void
+vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a"), *wv = arg (s, 1, "w"), *biasv = arg (s, 2, "bias");
+  CsProxy *a = value_tensor (av), *w = value_tensor (wv), *bias = value_tensor (biasv);
+  int64_t N, K, M, sh[2];
+  CsProxy *ga, *gw;
+  gboolean d[CS_MAX_DIMS];
+
+  if (a == NULL || w == NULL || a->rank < 1 || g->rank < 1)
+    {
+      rule_fail (c, s, "bad linear operands");
+      return;
+    }
+  N = g->shape[g->rank - 1];
+  K = a->shape[a->rank - 1];
+  M = N > 0 ? cs_shape_numel (g->shape, g->rank) / N : 0;
+  sh[0] = M;
+  sh[1] = N;
+  ga = matmul (c, reshape (c, CS_OP_LTORCH_RESHAPE, g, sh, 2), w);
+  ga = ga ? reshape (c, CS_OP_LTORCH_RESHAPE, ga, a->shape, a->rank) : NULL;
+  if (a->rank == 1)
+    gw = matmul (c, mT (c, unsqueeze (c, g, -2)), unsqueeze (c, a, -2));
+  else
+    {
+      CsProxy *gt = mT (c, reshape (c, CS_OP_LTORCH_RESHAPE, g, sh, 2));
+      sh[1] = K;
+      gw = matmul (c, gt, reshape (c, CS_OP_LTORCH_RESHAPE, a, sh, 2));
+    }
+  put_grad (c, av, ga);
+  put_grad (c, wv, gw);
+  if (bias != NULL && !c->error)
+    {
+      CsProxy *gb = g;
+      if (g->rank > 1)
+        {
+          memset (d, 0, sizeof d);
+          for (guint i = 0; i + 1 < g->rank; i++)
+            d[i] = TRUE;
+          gb = lsum (c, g, d, FALSE);
+        }
+      put_grad (c, biasv, gb);
+    }
+}
+
+/* ltorch.sum(a, dim, keepdim, dtype=): Thunder's _sum_grad */
+static void
+vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  CsValue *dv = arg (s, 1, "dim"), *kv = arg (s, 2, "keepdim");
+  gboolean keep = kv != NULL && kv->kind == CS_VALUE_BOOL && kv->u.b;
+  gboolean dims[CS_MAX_DIMS];
+  int64_t all[CS_MAX_DIMS];
+  CsProxy *ga;
+
+  if (a == NULL || !read_dims (dv, a->rank, TRUE, dims))
+    {
+      rule_fail (c, s, "bad sum arguments");
+      return;
+    }
+  if (dv == NULL || dv->kind == CS_VALUE_NONE || keep)
+    {
+      /* expand(g, a.shape): g has a's rank (keepdim) or is 0-d (dim=None) */
+      guint n = 0;
+      if (g->rank == a->rank)
+        for (guint i = 0; i < a->rank; i++)
+          all[n++] = i;
+      ga = (g->rank == a->rank
+            && memcmp (g->shape, a->shape, sizeof (int64_t) * a->rank) == 0)
+           ? g : bcast (c, g, a->shape, a->rank, all, n);
+    }
+  else
+    ga = restore_dims (c, g, dims, a->shape, a->rank);
+  if (ga != NULL && ga->dtype != a->dtype)
+    ga = convert (c, ga, a->dtype);
+  put_grad (c, av, ga);
+}
+
+/* silu: g * s * (1 + a * (1 - s)), s = 1 / (1 + exp(-a)) (Thunder's _silu_grad) */
+static void
+vjp_silu (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  CsProxy *sig, *t;
+
+  if (a == NULL)
+    return;
+  t = ew1 (c, CS_OP_LTORCH_EXP, neg (c, a));
+  if (t == NULL)
+    return;
+  t = add (c, v_i (c, 1), v_p (c, t));
+  if (t == NULL)
+    return;
+  sig = divide (c, v_i (c, 1), v_p (c, t));
+  if (sig == NULL)
+    return;
+  {
+    CsProxy *gs = mul (c, v_p (c, g), v_p (c, sig));
+    CsProxy *one_m = sub (c, v_i (c, 1), v_p (c, sig));
+    CsProxy *am, *inner;
+    if (gs == NULL || one_m == NULL)
+      return;
+    am = mul (c, av, v_p (c, one_m));
+    if (am == NULL)
+      return;
+    inner = add (c, v_i (c, 1), v_p (c, am));
+    if (inner == NULL)
+      return;
+    put_grad (c, av, mul (c, v_p (c, gs), v_p (c, inner)));
+  }
+}
+
+/* softmax backward: out * (g - sum(out * g, dim, keepdim=True)), cast to the input dtype */
+static void
+vjp_softmax (GradCtx *c, CsStmt *s, CsProxy *g, gboolean log)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  CsProxy *out = cs_stmt_get_output (s);
+  gboolean dims[CS_MAX_DIMS];
+  CsProxy *t, *gi;
+
+  if (a == NULL || out == NULL || !read_dims (arg (s, 1, "dim"), a->rank, FALSE, dims))
+    {
+      rule_fail (c, s, "bad softmax arguments");
+      return;
+    }
+  if (log)
+    {
+      /* ltorch.log_softmax_backward(g, out, dim, dtype) = g - exp(out) * sum(g, dim, True) */
+      CsProxy *e = ew1 (c, CS_OP_LTORCH_EXP, out);
+      CsProxy *sg = lsum (c, g, dims, TRUE);
+      if (e == NULL || sg == NULL)
+        return;
+      t = mul (c, v_p (c, e), v_p (c, sg));
+      gi = t ? sub (c, v_p (c, g), v_p (c, t)) : NULL;
+    }
+  else
+    {
+      CsProxy *og = mul (c, v_p (c, out), v_p (c, g));
+      CsProxy *sm = og ? lsum (c, og, dims, TRUE) : NULL;
+      t = sm ? sub (c, v_p (c, g), v_p (c, sm)) : NULL;
+      gi = t ? mul (c, v_p (c, out), v_p (c, t)) : NULL;
+    }
+  if (gi != NULL && gi->dtype != a->dtype)
+    gi = convert (c, gi, a->dtype);
+  put_grad (c, av, gi);
+}
+
+/* embedding(idx, weight, ...): ltorch.embedding_backward(g, idx, num_weights, padding_idx,
+ * scale_grad_by_freq, sparse) (Thunder's _embedding_grad) */
+static void
+vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *iv = arg (s, 0, "a"), *wv = arg (s, 1, "weight");
+  CsValue *pv = arg (s, 2, "padding_idx"), *scv = arg (s, 5, "scale_grad_by_freq");
+  CsValue *spv = arg (s, 6, "sparse");
+  CsProxy *w = value_tensor (wv);
+  CsArg args[6];
+
+  if (w == NULL || iv == NULL || w->rank != 2)
+    {
+      rule_fail (c, s, "bad embedding arguments");
+      return;
+    }
+  args[0] = (CsArg) POS (v_p (c, g));
+  args[1] = (CsArg) POS (iv);
+  args[2] = (CsArg) POS (v_i (c, w->shape[0]));
+  args[3] = (CsArg) POS ((pv == NULL || pv->kind == CS_VALUE_NONE) ? v_i (c, -1) : pv);
+  args[4] = (CsArg) POS (scv ? scv : cs_value_new_bool (c->a, FALSE));
+  args[5] = (CsArg) POS (spv ? spv : cs_value_new_bool (c->a, FALSE));
+  put_grad (c, wv, emit_typed (c, CS_OP_LTORCH_EMBEDDING_BACKWARD, g->dtype, w->shape, 2,
+                               &g->device, args, 6));
+}
+
+static void
+run_rule (GradCtx *c, const VjpRecord *r)
+{
+  CsStmt *s = r->stmt;
+  CsProxy *out, *g;
+  CsValue *a0 = arg (s, 0, "a"), *a1 = arg (s, 1, "b");
+
+  if (r->rule == CS_OP_PRIM_VAR_MEAN)
+    {
+      vjp_var_mean (c, s);
+      return;
+    }
+  out = cs_stmt_get_output (s);
+  if (out == NULL)
+    {
+      rule_fail (c, s, "expected one output");
+      return;
+    }
+  /* Thunder skips a backward none of whose outputs has a gradient */
+  if (!g_hash_table_contains (c->grads, out) && !g_hash_table_contains (c->outputs, out))
+    return;
+  g = grad_of (c, out);
+  if (g == NULL)
+    return;
+
+  switch (r->rule)
+    {
+    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
+      if (value_tensor (a0) != NULL)
+        put_grad (c, a0, convert (c, g, value_tensor (a0)->dtype));
+      break;
+    case CS_OP_PRIM_BROADCAST_IN_DIM:
+      vjp_broadcast_in_dim (c, s, g);
+      break;
+    case CS_OP_PRIM_RESHAPE:
+      if (value_tensor (a0) != NULL)
+        put_grad (c, a0, reshape (c, CS_OP_PRIM_RESHAPE, g, value_tensor (a0)->shape,
+                                  value_tensor (a0)->rank));
+      break;
+    case CS_OP_PRIM_TRANSPOSE:
+      {
+        int64_t perm[CS_MAX_DIMS], inv[CS_MAX_DIMS];
+        guint n = 0;
+        if (!cs_value_get_int_seq (arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
+            || n != g->rank)
+          {
+            rule_fail (c, s, "bad permutation");
+            break;
+          }
+        argsort (perm, n, inv);
+        put_grad (c, a0, transpose (c, g, inv));
+      }
+      break;
+    case CS_OP_PRIM_SQUEEZE:
+      {
+        CsProxy *a = value_tensor (a0);
+        gboolean dims[CS_MAX_DIMS];
+        int64_t kept[CS_MAX_DIMS];
+        guint nk;
+        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+          {
+            rule_fail (c, s, "bad squeeze dims");
+            break;
+          }
+        nk = kept_dims (dims, a->rank, kept);
+        put_grad (c, a0, bcast (c, g, a->shape, a->rank, kept, nk));
+      }
+      break;
+    case CS_OP_PRIM_SLICE_PRIM:
+      vjp_slice (c, s, g);
+      break;
+    case CS_OP_PRIM_CAT:
+      vjp_cat (c, s, g);
+      break;
+    case CS_OP_PRIM_TAKE:
+      vjp_take (c, s, g, CS_OP_PRIM_INDEX_ADD);
+      break;
+    case CS_OP_PRIM_TAKE_ALONG_AXIS:
+      vjp_take (c, s, g, CS_OP_PRIM_SCATTER_ADD);
+      break;
+    case CS_OP_PRIM_SHALLOW_COPY:
+    case CS_OP_PRIM_CLONE:
+    case CS_OP_PRIM_STRIDE_ORDER:
+      put_grad (c, a0, g);
+      break;
+    case CS_OP_PRIM_NEG:
+      put_grad (c, a0, neg (c, g));
+      break;
+    case CS_OP_PRIM_EXP:
+      put_grad (c, a0, mul (c, v_p (c, g), v_p (c, out)));
+      break;
+    case CS_OP_PRIM_LOG:
+      put_grad (c, a0, divide (c, v_p (c, g), a0));
+      break;
+    case CS_OP_PRIM_TANH:
+      {
+        CsProxy *t = mul (c, v_p (c, out), v_p (c, out));
+        t = t ? sub (c, v_i (c, 1), v_p (c, t)) : NULL;
+        put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+      }
+      break;
+    case CS_OP_PRIM_ERF:
+      {
+        /* 2 / sqrt(pi) * exp(-(a ** 2)) * g */
+        CsProxy *t = ew2 (c, CS_OP_LTORCH_POW, a0, v_i (c, 2));
+        t = t ? neg (c, t) : NULL;
+        t = t ? ew1 (c, CS_OP_LTORCH_EXP, t) : NULL;
+        t = t ? mul (c, v_f (c, 2.0 / sqrt (G_PI)), v_p (c, t)) : NULL;
+        put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, g)) : NULL);
+      }
+      break;
+    case CS_OP_PRIM_RSQRT:
+      {
+        /* -0.5 * g * out ** 3.0 */
+        CsProxy *t1 = mul (c, v_f (c, -0.5), v_p (c, g));
+        CsProxy *t2 = ew2 (c, CS_OP_LTORCH_POW, v_p (c, out), v_f (c, 3.0));
+        put_grad (c, a0, (t1 && t2) ? mul (c, v_p (c, t1), v_p (c, t2)) : NULL);
+      }
+      break;
+    case CS_OP_PRIM_SQRT:
+      {
+        /* g / (2.0 * out) */
+        CsProxy *t = mul (c, v_f (c, 2.0), v_p (c, out));
+        put_grad (c, a0, t ? divide (c, v_p (c, g), v_p (c, t)) : NULL);
+      }
+      break;
+    case CS_OP_PRIM_RECIPROCAL:
+      {
+        /* -g * out * out */
+        CsProxy *t = neg (c, g);
+        t = t ? mul (c, v_p (c, t), v_p (c, out)) : NULL;
+        put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, out)) : NULL);
+      }
+      break;
+    case CS_OP_PRIM_ADD:
+      put_grad (c, a0, g);
+      put_grad (c, a1, g);
+      break;
+    case CS_OP_PRIM_SUB:
+      put_grad (c, a0, g);
+      if (is_diff (value_tensor (a1)))
+        put_grad (c, a1, neg (c, g));
+      break;
+    case CS_OP_PRIM_MUL:
+      if (is_diff (value_tensor (a0)))
+        put_grad (c, a0, mul (c, a1, v_p (c, g)));
+      if (is_diff (value_tensor (a1)))
+        put_grad (c, a1, mul (c, a0, v_p (c, g)));
+      break;
+    case CS_OP_PRIM_DIV:
+      if (is_diff (value_tensor (a0)))
+        put_grad (c, a0, divide (c, v_p (c, g), a1));
+      if (is_diff (value_tensor (a1)))
+        {
+          /* -g * ((a / b) / b) */
+          CsProxy *ng = neg (c, g);
+          CsProxy *t = divide (c, a0, a1);
+          t = t ? divide (c, v_p (c, t), a1) : NULL;
+          put_grad (c, a1, (ng && t) ? mul (c, v_p (c, ng), v_p (c, t)) : NULL);
+        }
+      break;
+    case CS_OP_PRIM_POW:
+      {
+        /* dx = g * y * x ** (y - 1); dy = g * out * log(x) */
+        double y;
+        if (is_diff (value_tensor (a0)))
+          {
+            CsProxy *gy = mul (c, v_p (c, g), a1);
+            CsProxy *p;
+            if (value_number (a1, &y) && a1->kind != CS_VALUE_PROXY)
+              p = ew2 (c, CS_OP_LTORCH_POW, a0,
+                       a1->kind == CS_VALUE_FLOAT ? v_f (c, y - 1.0) : v_i (c, (int64_t) y - 1));
+            else
+              {
+                CsProxy *ym1 = sub (c, a1, v_i (c, 1));
+                p = ym1 ? ew2 (c, CS_OP_LTORCH_POW, a0, v_p (c, ym1)) : NULL;
+              }
+            put_grad (c, a0, (gy && p) ? mul (c, v_p (c, gy), v_p (c, p)) : NULL);
+          }
+        if (is_diff (value_tensor (a1)))
+          {
+            CsProxy *go = mul (c, v_p (c, g), v_p (c, out));
+            CsProxy *lx = NULL;
+            if (value_tensor (a0) != NULL)
+              lx = ew1 (c, CS_OP_LTORCH_LOG, value_tensor (a0));
+            else if (value_number (a0, &y))
+              {
+                put_grad (c, a1, go ? mul (c, v_p (c, go), v_f (c, log (y))) : NULL);
+                break;
+              }
+            put_grad (c, a1, (go && lx) ? mul (c, v_p (c, go), v_p (c, lx)) : NULL);
+          }
+      }
+      break;
+    case CS_OP_PRIM_WHERE:
+      {
+        CsValue *pred = arg (s, 0, "pred"), *x = arg (s, 1, "a"), *y = arg (s, 2, "b");
+        if (is_diff (value_tensor (x)))
+          put_grad (c, x, where (c, pred, v_p (c, g), v_i (c, 0), g));
+        if (is_diff (value_tensor (y)))
+          put_grad (c, y, where (c, pred, v_i (c, 0), v_p (c, g), g));
+      }
+      break;
+    case CS_OP_PRIM_SUM:
+      {
+        CsProxy *a = value_tensor (a0);
+        gboolean dims[CS_MAX_DIMS];
+        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+          {
+            rule_fail (c, s, "bad sum dims");
+            break;
+          }
+        put_grad (c, a0, restore_dims (c, g, dims, a->shape, a->rank));
+      }
+      break;
+    case CS_OP_PRIM_AMAX:
+      {
+        /* grad_chooser_backward: g spread evenly over the positions of the maximum */
+        CsProxy *a = value_tensor (a0);
+        gboolean dims[CS_MAX_DIMS];
+        CsProxy *gr, *pr, *loc, *cnt, *t;
+        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+          {
+            rule_fail (c, s, "bad amax dims");
+            break;
+          }
+        gr = restore_dims (c, g, dims, a->shape, a->rank);
+        pr = restore_dims (c, out, dims, a->shape, a->rank);
+        if (gr == NULL || pr == NULL)
+          break;
+        loc = ew2 (c, CS_OP_LTORCH_EQ, a0, v_p (c, pr));
+        cnt = loc ? lsum (c, loc, dims, TRUE) : NULL;
+        t = loc ? mul (c, v_p (c, gr), v_p (c, loc)) : NULL;
+        t = (t && cnt) ? divide (c, v_p (c, t), v_p (c, cnt)) : NULL;
+        if (t != NULL && t->dtype != g->dtype)
+          t = convert (c, t, g->dtype);
+        put_grad (c, a0, t);
+      }
+      break;
+    case CS_OP_PRIM_MATMUL:
+      vjp_matmul (c, s, g);
+      break;
+    case CS_OP_PRIM_LINEAR:
+      vjp_linear (c, s, g);
+      break;
+    case CS_OP_LTORCH_SUM:
+      vjp_ltorch_sum (c, s, g);
+      break;
+    case CS_OP_LTORCH_SILU:
+      vjp_silu (c, s, g);
+      break;
+    case CS_OP_LTORCH_SOFTMAX:
+      vjp_softmax (c, s, g, FALSE);
+      break;
+    case CS_OP_LTORCH_LOG_SOFTMAX:
+      vjp_softmax (c, s, g, TRUE);
+      break;
+    case CS_OP_LTORCH_EMBEDDING:
+      vjp_embedding (c, s, g);
+      break;
+    default:
+      rule_fail (c, s, "internal: rule table out of sync");
+      break;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The pass                                                                                    */
+
+static gboolean
+is_constant_call (const CsStmt *s, CsOpId sem)
+{
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+  if (op_is_constant (sem))
+    return TRUE;
+  cs_stmt_collect_inputs (s, ins);
+  for (guint i = 0; i < ins->len; i++)
+    if (is_diff (ins->pdata[i]))
+      return FALSE;
+  return TRUE;
+}
+
+/* The statements @s stands for, one level down: Thunder's decomposition as recorded in the
+ * trace (the subsymbols printed as comments).  Returns FALSE when there is none. */
+static gboolean
+decomposition (GradCtx *c, CsStmt *s, GPtrArray *out)
+{
+  for (guint i = 0; i < s->n_subs; i++)
+    g_ptr_array_add (out, s->subs[i]);
+  return out->len > 0;
+}
+
+static gboolean
+outputs_typed (GradCtx *c, CsStmt *s, GError **error)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *p = outs->pdata[i];
+      if (p->kind != CS_PROXY_TENSOR || !p->typed)
+        {
+          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                       "%s: %s: output %s has no tensor type (the grad pass needs typed "
+                       "outputs; run the meta pass first)", stmt_where (c, s), s->callee, p->name);
+          return FALSE;
+        }
+      for (guint k = 0; k < p->rank; k++)
+        if (p->shape[k] < 0)
+          {
+            g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                         "%s: %s: output %s has a symbolic shape; the grad pass needs static "
+                         "shapes", stmt_where (c, s), s->callee, p->name);
+            return FALSE;
+          }
+    }
+  return TRUE;
+}
+
+static gboolean
+forward_walk (GradCtx *c, GQueue *work, GError **error)
+{
+  guint steps = 0;
+
+  while (!g_queue_is_empty (work))
+    {
+      CsStmt *s = g_queue_pop_head (work);
+      g_autoptr(GPtrArray) subs = NULL;
+      CsOpId sem;
+
+      if (++steps > MAX_WORK_STEPS)
+        {
+          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_LIMIT,
+                       "%s: decomposition does not terminate (more than %d statements)",
+                       stmt_where (c, s), MAX_WORK_STEPS);
+          return FALSE;
+        }
+      switch (s->kind)
+        {
+        case CS_STMT_RETURN:
+          if (c->ret == NULL)
+            c->ret = s;
+          continue;
+        case CS_STMT_DEL:
+          continue;
+        case CS_STMT_CALL:
+          break;
+        default:
+          if (c->ret == NULL)
+            g_ptr_array_add (c->fwd, s);
+          continue;
+        }
+      if (c->ret != NULL)
+        continue;   /* statements after the return are dead */
+      sem = cs_op_semantic (s->op)->id;
+      if (is_constant_call (s, sem))
+        {
+          g_ptr_array_add (c->fwd, s);
+          continue;
+        }
+      if (rule_exists (sem))
+        {
+          VjpRecord r = { sem, s };
+          if (!outputs_typed (c, s, error))
+            return FALSE;
+          g_ptr_array_add (c->fwd, s);
+          g_array_append_val (c->records, r);
+          continue;
+        }
+      if (cs_op_is_fusion (s->op))
+        {
+          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                       "%s: %s: the grad pass runs before fusion; this trace is already fused",
+                       stmt_where (c, s), s->callee);
+          return FALSE;
+        }
+      subs = g_ptr_array_new ();
+      if (!decomposition (c, s, subs))
+        {
+          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_NO_RULE,
+                       "%s: %s: no VJP rule and no decomposition (castscope differentiates "
+                       "prims and the ltorch ops Thunder has rules for; other ops need their "
+                       "subsymbols)", stmt_where (c, s), s->callee);
+          return FALSE;
+        }
+      for (guint i = subs->len; i > 0; i--)
+        g_queue_push_head (work, subs->pdata[i - 1]);
+    }
+  if (c->ret == NULL)
+    {
+      g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                   "%s: trace %s has no return statement", c->t->file ? c->t->file : "trace",
+                   c->t->name ? c->t->name : "?");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static CsValue *
+dict_get (const CsValue *d, const char *key)
+{
+  if (d == NULL || d->kind != CS_VALUE_DICT)
+    return NULL;
+  for (guint i = 0; i + 1 < d->u.seq.n; i += 2)
+    {
+      const CsValue *k = d->u.seq.items[i];
+      if (k->kind == CS_VALUE_STRING && g_strcmp0 (k->u.s, key) == 0)
+        return d->u.seq.items[i + 1];
+    }
+  return NULL;
+}
+
+/* Thunder's dce: keep what the return needs (walking backwards) plus comments, unpacks and
+ * DONT_DCE statements. */
+static GPtrArray *
+dce (GPtrArray *stmts)
+{
+  g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
+  g_autofree gboolean *keep = g_new0 (gboolean, stmts->len);
+  GPtrArray *out = g_ptr_array_new ();
+
+  for (guint i = stmts->len; i > 0; i--)
+    {
+      CsStmt *s = stmts->pdata[i - 1];
+      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+      gboolean k = FALSE;
+
+      switch (s->kind)
+        {
+        case CS_STMT_DEL:
+          k = FALSE;
+          break;
+        case CS_STMT_CALL:
+          cs_stmt_collect_outputs (s, outs);
+          for (guint j = 0; j < outs->len && !k; j++)
+            k = g_hash_table_contains (needed, outs->pdata[j]);
+          if (outs->len == 0)
+            k = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE;
+          break;
+        default:
+          k = TRUE;
+          break;
+        }
+      if (!k)
+        continue;
+      keep[i - 1] = TRUE;
+      cs_stmt_collect_inputs (s, ins);
+      for (guint j = 0; j < ins->len; j++)
+        g_hash_table_add (needed, ins->pdata[j]);
+    }
+  for (guint i = 0; i < stmts->len; i++)
+    if (keep[i])
+      g_ptr_array_add (out, stmts->pdata[i]);
+  return out;
+}
+
+/* Thunder's _group_get_grad_bsyms: every get_grad moves to where the first one is. */
+static GPtrArray *
+group_get_grads (GPtrArray *stmts)
+{
+  GPtrArray *out = g_ptr_array_new ();
+  guint first = G_MAXUINT;
+
+  for (guint i = 0; i < stmts->len && first == G_MAXUINT; i++)
+    {
+      CsStmt *s = stmts->pdata[i];
+      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
+        first = i;
+    }
+  for (guint i = 0; i < stmts->len; i++)
+    {
+      CsStmt *s = stmts->pdata[i];
+      if (i == first)
+        for (guint j = i; j < stmts->len; j++)
+          {
+            CsStmt *t = stmts->pdata[j];
+            if (t->kind == CS_STMT_CALL && t->op->id == CS_OP_PRIM_GET_GRAD)
+              g_ptr_array_add (out, t);
+          }
+      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
+        continue;
+      g_ptr_array_add (out, s);
+    }
+  return out;
+}
+
+static const char *
+import_module (const char *line)
+{
+  static char buf[256];
+  const char *p = line;
+  gsize n = 0;
+
+  if (g_str_has_prefix (p, "import "))
+    p += 7;
+  else if (g_str_has_prefix (p, "from "))
+    p += 5;
+  while (p[n] && p[n] != ' ' && n + 1 < sizeof buf)
+    n++;
+  memcpy (buf, p, n);
+  buf[n] = 0;
+  return buf;
+}
+
+static gint
+import_cmp (gconstpointer a, gconstpointer b)
+{
+  const char *la = *(const char **) a, *lb = *(const char **) b;
+  g_autofree char *ma = g_strdup (import_module (la));
+  return strcmp (ma, import_module (lb));
+}
+
+/* Adds the imports a trace with prims/dtypes/ltorch statements needs, sorted by module as
+ * TraceCtx.python does, the no_autocast import kept last. */
+static void
+ensure_imports (CsTrace *t)
+{
+  static const char * const wanted[] = {
+    "import thunder", "import thunder.core.dtypes as dtypes", "import thunder.core.prims as prims",
+    "import thunder.torch as ltorch", "import torch",
+  };
+  g_autoptr(GPtrArray) lines = g_ptr_array_new ();
+  const char *last = NULL;
+
+  for (guint i = 0; i < t->n_imports; i++)
+    {
+      if (strstr (t->imports[i], "no_autocast") != NULL)
+        last = t->imports[i];
+      else
+        g_ptr_array_add (lines, (gpointer) t->imports[i]);
+    }
+  for (guint w = 0; w < G_N_ELEMENTS (wanted); w++)
+    {
+      gboolean have = FALSE;
+      for (guint i = 0; i < lines->len && !have; i++)
+        have = strcmp (lines->pdata[i], wanted[w]) == 0;
+      if (!have)
+        g_ptr_array_add (lines, cs_arena_strdup (t->arena, wanted[w]));
+    }
+  g_ptr_array_sort (lines, import_cmp);
+  if (last != NULL)
+    g_ptr_array_add (lines, (gpointer) last);
+  t->imports = (const char **) cs_arena_dup_ptrs (t->arena, lines->pdata, lines->len);
+  t->n_imports = lines->len;
+}
+
+static gboolean
+mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GError **error)
+{
+  if (spec != NULL && spec->none)
+    return TRUE;
+  if (spec != NULL && spec->names != NULL)
+    {
+      for (guint k = 0; spec->names[k] != NULL; k++)
+        {
+          CsProxy *p = NULL;
+          for (guint i = 0; i < inputs->len && p == NULL; i++)
+            if (strcmp (((CsProxy *) inputs->pdata[i])->name, spec->names[k]) == 0)
+              p = inputs->pdata[i];
+          if (p == NULL)
+            {
+              g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_SPEC,
+                           "input '%s' requested for grad is not a parameter of %s",
+                           spec->names[k], c->t->name ? c->t->name : "the trace");
+              return FALSE;
+            }
+          if (!is_diff (p))
+            {
+              g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_SPEC,
+                           "input '%s' cannot require grad: it is not a floating-point tensor",
+                           spec->names[k]);
+              return FALSE;
+            }
+          p->requires_grad = 1;
+        }
+      return TRUE;
+    }
+  for (guint i = 0; i < inputs->len; i++)
+    {
+      CsProxy *p = inputs->pdata[i];
+      if (is_diff (p))
+        p->requires_grad = 1;
+    }
+  return TRUE;
+}
+
+/**
+ * cs_grad_joint:
+ * @initial: (transfer none): an initial (ltorch-level) trace
+ * @spec: (nullable): which inputs require grad; NULL = all floating inputs
+ * @error: return location for a #CS_GRAD_ERROR
+ *
+ * See cs-grad.h.  Source: thunder/transforms/autodiff.py grad_transform_on_trace.
+ * Returns: (transfer full): the joint trace, or NULL with @error set
+ */
+CsTrace *
+cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
+{
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(GPtrArray) inputs = NULL;
+  g_autoptr(GPtrArray) all = NULL;
+  g_autoptr(GPtrArray) live = NULL;
+  g_autoptr(GPtrArray) grouped = NULL;
+  g_autoptr(GQueue) work = g_queue_new ();
+  g_autoptr(GPtrArray) fwd = g_ptr_array_new ();
+  g_autoptr(GArray) records = g_array_new (FALSE, FALSE, sizeof (VjpRecord));
+  g_autoptr(GPtrArray) bw = g_ptr_array_new ();
+  g_autoptr(GHashTable) grads = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) outputs = g_hash_table_new (NULL, NULL);
+  g_autoptr(GPtrArray) outp = g_ptr_array_new ();
+  GradCtx c = { 0 };
+  CsValue *rv, *outv, *flat, *gtuple, *dict;
+  CsValue **gitems, *ditems[6];
+  CsStmt *ret;
+  CsPolicy dflt;
+
+  g_return_val_if_fail (initial != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  t = cs_trace_copy (initial, "grad");
+  c.t = t;
+  c.a = t->arena;
+  cs_policy_init_default (&dflt);
+  c.policy = (spec && spec->policy) ? spec->policy : &dflt;
+  c.fwd = fwd;
+  c.records = records;
+  c.bw = bw;
+  c.grads = grads;
+  c.outputs = outputs;
+
+  inputs = cs_trace_dup_inputs (t);
+  if (!mark_requires_grad (&c, inputs, spec, error))
+    return NULL;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    g_queue_push_tail (work, t->stmts[i]);
+  if (!forward_walk (&c, work, error))
+    return NULL;
+
+  /* the forward outputs */
+  rv = c.ret->value;
+  outv = dict_get (rv, "output");
+  if (outv == NULL)
+    outv = rv;
+  if (outv == NULL)
+    outv = cs_value_new_seq (c.a, CS_VALUE_TUPLE, NULL, 0);
+  else if (outv->kind != CS_VALUE_TUPLE)
+    outv = cs_value_new_seq (c.a, CS_VALUE_TUPLE, &outv, 1);
+  cs_value_collect_proxies (outv, outp);
+  for (guint i = 0; i < outp->len; i++)
+    g_hash_table_add (outputs, outp->pdata[i]);
+
+  flat = dict_get (rv, "flat_args");
+  if (flat == NULL)
+    {
+      CsValue **items = CS_ARENA_NEW_N (c.a, CsValue *, MAX (inputs->len, 1));
+      for (guint i = 0; i < inputs->len; i++)
+        items[i] = v_p (&c, inputs->pdata[i]);
+      flat = cs_value_new_seq (c.a, CS_VALUE_LIST, items, inputs->len);
+    }
+
+  /* the backward: records in reverse order */
+  if (!(spec != NULL && spec->none))
+    for (guint i = records->len; i > 0; i--)
+      {
+        run_rule (&c, &g_array_index (records, VjpRecord, i - 1));
+        if (c.error != NULL)
+          {
+            g_propagate_error (error, c.error);
+            return NULL;
+          }
+      }
+
+  /* return {'output': grads, 'flat_args': [...], 'fw_flat_out': outputs} */
+  gitems = CS_ARENA_NEW_N (c.a, CsValue *, MAX (flat->u.seq.n, 1));
+  for (guint i = 0; i < flat->u.seq.n; i++)
+    {
+      CsProxy *p = value_tensor (flat->u.seq.items[i]);
+      CsProxy *g = (p != NULL && p->requires_grad) ? g_hash_table_lookup (grads, p) : NULL;
+      gitems[i] = g ? v_p (&c, g) : cs_value_new_none (c.a);
+    }
+  gtuple = cs_value_new_seq (c.a, CS_VALUE_TUPLE, gitems, flat->u.seq.n);
+  ditems[0] = cs_value_new_string (c.a, "output");
+  ditems[1] = gtuple;
+  ditems[2] = cs_value_new_string (c.a, "flat_args");
+  ditems[3] = flat;
+  ditems[4] = cs_value_new_string (c.a, "fw_flat_out");
+  ditems[5] = outv;
+  dict = cs_value_new_seq (c.a, CS_VALUE_DICT, ditems, 6);
+  ret = cs_stmt_new (t, CS_STMT_RETURN);
+  ret->value = dict;
+  ret->origin = c.ret->origin ? c.ret->origin : c.ret->id;
+
+  all = g_ptr_array_new ();
+  for (guint i = 0; i < fwd->len; i++)
+    g_ptr_array_add (all, fwd->pdata[i]);
+  for (guint i = 0; i < bw->len; i++)
+    g_ptr_array_add (all, bw->pdata[i]);
+  g_ptr_array_add (all, ret);
+  live = dce (all);
+  grouped = group_get_grads (live);
+  cs_trace_set_stmts (t, (CsStmt **) grouped->pdata, grouped->len);
+
+  ensure_imports (t);
+  t->provenance = "Grad transform pass";
+  t->backward_tags = TRUE;
+  t->pass = "grad";
+  return g_steal_pointer (&t);
+}
