@@ -1,0 +1,311 @@
+/* cs-analysis.c: pipeline output arranged as forward/backward families (see cs-analysis.h). */
+#include "cs-config.h"
+
+#include "cs-analysis.h"
+
+#include <string.h>
+
+#include "cs-pipeline.h"
+
+typedef struct
+{
+  const char *name;       /* pass name (static or owned by the pipeline) */
+  CsTrace    *trace;      /* (owned ref) */
+} CsAnalysisPass;
+
+struct _CsAnalysis
+{
+  gint         ref_count;              /* atomic */
+  CsPolicy     policy;                 /* the policy the traces were made under */
+  CsPipeline  *forward_pipeline;       /* (nullable) pipeline over the file's first trace */
+  CsPipeline  *backward_pipeline;      /* (nullable) pipeline over a backward_fn of the file */
+  GArray      *passes[CS_N_FAMILIES];  /* element-type CsAnalysisPass, slider order */
+  char        *warning;                /* (nullable) a non-fatal note for the info bar */
+};
+
+static void
+pass_clear (gpointer data)
+{
+  CsAnalysisPass *pass = data;
+
+  g_clear_pointer (&pass->trace, cs_trace_unref);
+}
+
+static void
+add_pass (CsAnalysis *self, CsFamily family, const char *name, CsTrace *trace)
+{
+  CsAnalysisPass pass = { name, cs_trace_ref (trace) };
+
+  g_array_append_val (self->passes[family], pass);
+}
+
+/* Which families a pipeline pass belongs to.  Joint passes (before the split) are shown in
+ * both; split-forward and delete-last-used only in the forward view; *-backward only in the
+ * backward view (pass names from cs-pipeline.h). */
+static void
+pass_families (const char *name, gboolean *fwd, gboolean *bwd)
+{
+  gboolean is_bwd = g_str_has_suffix (name, "-backward");
+  gboolean is_fwd = !is_bwd && (g_str_has_prefix (name, "split-")
+                                || g_str_has_prefix (name, "delete-last-used"));
+
+  *fwd = !is_bwd;
+  *bwd = !is_fwd;
+}
+
+static gboolean
+trace_is_backward (const CsTrace *trace)
+{
+  return trace->name != NULL && strcmp (trace->name, "backward_fn") == 0;
+}
+
+/**
+ * cs_analysis_new_for_list:
+ * @list: (transfer none): the traces of a file (the first is the one transformed)
+ * @policy: the cast policy to run the pipeline under
+ * @error: return location for the pipeline's error
+ *
+ * Runs cs_pipeline_run() on the file's first trace under @policy and sorts its passes into the
+ * forward and backward families.  A file that already holds final traces (e.g. Thunder's
+ * printed forward followed by its `backward_fn`) is shown as is: the backward family then
+ * holds the file's `backward_fn`.  Thread-safe: reads @list only.
+ * Returns: (transfer full): the analysis, or NULL with @error set
+ */
+CsAnalysis *
+cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **error)
+{
+  g_autoptr(CsAnalysis) self = NULL;
+  CsTrace *first;
+  CsTrace *file_backward = NULL;
+
+  g_return_val_if_fail (list != NULL, NULL);
+  g_return_val_if_fail (policy != NULL, NULL);
+
+  if (list->traces->len == 0)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s: the file holds no trace",
+                   list->path ? list->path : "input");
+      return NULL;
+    }
+
+  self = g_new0 (CsAnalysis, 1);
+  self->ref_count = 1;
+  self->policy = *policy;
+  for (guint f = 0; f < CS_N_FAMILIES; f++)
+    {
+      self->passes[f] = g_array_new (FALSE, TRUE, sizeof (CsAnalysisPass));
+      g_array_set_clear_func (self->passes[f], pass_clear);
+    }
+
+  first = g_ptr_array_index (list->traces, 0);
+  for (guint i = 1; i < list->traces->len; i++)
+    if (trace_is_backward (g_ptr_array_index (list->traces, i)))
+      {
+        file_backward = g_ptr_array_index (list->traces, i);
+        break;
+      }
+
+  if (trace_is_backward (first))
+    {
+      /* A lone backward trace: nothing to run, show it in the backward view. */
+      file_backward = first;
+      first = NULL;
+    }
+
+  if (first != NULL)
+    {
+      guint n;
+
+      self->forward_pipeline = cs_pipeline_run (first, policy, NULL, error);
+      if (self->forward_pipeline == NULL)
+        return NULL;
+      n = cs_pipeline_n_passes (self->forward_pipeline);
+      for (guint i = 0; i < n; i++)
+        {
+          const char *name = cs_pipeline_pass_name (self->forward_pipeline, i);
+          CsTrace *trace = cs_pipeline_get_trace (self->forward_pipeline, i);
+          gboolean fwd, bwd;
+
+          pass_families (name, &fwd, &bwd);
+          if (fwd)
+            add_pass (self, CS_FAMILY_FORWARD, name, trace);
+          if (bwd && file_backward == NULL && !cs_pipeline_input_was_final (self->forward_pipeline))
+            add_pass (self, CS_FAMILY_BACKWARD, name, trace);
+        }
+      /* Without grad the backward family holds only joint passes: drop them. */
+      if (file_backward == NULL && cs_pipeline_get_backward (self->forward_pipeline) == NULL)
+        g_array_set_size (self->passes[CS_FAMILY_BACKWARD], 0);
+    }
+
+  if (file_backward != NULL)
+    {
+      /* The file's backward_fn: the pipeline accepts a final trace as is (pass "initial"). */
+      g_autoptr(GError) local_error = NULL;
+
+      self->backward_pipeline = cs_pipeline_run (file_backward, policy, NULL, &local_error);
+      if (self->backward_pipeline != NULL)
+        {
+          guint n = cs_pipeline_n_passes (self->backward_pipeline);
+
+          for (guint i = 0; i < n; i++)
+            add_pass (self, CS_FAMILY_BACKWARD, cs_pipeline_pass_name (self->backward_pipeline, i),
+                      cs_pipeline_get_trace (self->backward_pipeline, i));
+        }
+      else
+        {
+          add_pass (self, CS_FAMILY_BACKWARD, "as read", file_backward);
+          self->warning = g_strdup (local_error->message);
+        }
+    }
+
+  if (self->forward_pipeline != NULL && cs_pipeline_input_was_final (self->forward_pipeline)
+      && self->warning == NULL)
+    self->warning = g_strdup ("The trace is already final (fused or split): the cast policy "
+                              "cannot change it.  Open an initial trace to explore policies.");
+
+  return g_steal_pointer (&self);
+}
+
+CsAnalysis *
+cs_analysis_ref (CsAnalysis *analysis)
+{
+  g_return_val_if_fail (analysis != NULL, NULL);
+  g_atomic_int_inc (&analysis->ref_count);
+  return analysis;
+}
+
+void
+cs_analysis_unref (CsAnalysis *analysis)
+{
+  g_return_if_fail (analysis != NULL);
+  if (!g_atomic_int_dec_and_test (&analysis->ref_count))
+    return;
+  for (guint f = 0; f < CS_N_FAMILIES; f++)
+    g_clear_pointer (&analysis->passes[f], g_array_unref);
+  g_clear_pointer (&analysis->forward_pipeline, cs_pipeline_unref);
+  g_clear_pointer (&analysis->backward_pipeline, cs_pipeline_unref);
+  g_free (analysis->warning);
+  g_free (analysis);
+}
+
+/** Returns: (transfer none): the policy @analysis was made under. */
+const CsPolicy *
+cs_analysis_get_policy (CsAnalysis *analysis)
+{
+  return &analysis->policy;
+}
+
+/** Number of slider positions of @family (0 when the family is empty, e.g. no backward). */
+guint
+cs_analysis_n_passes (CsAnalysis *analysis, CsFamily family)
+{
+  g_return_val_if_fail (family < CS_N_FAMILIES, 0);
+  return analysis->passes[family]->len;
+}
+
+/** Returns: (transfer none) (nullable): the pass name at slider position @i of @family. */
+const char *
+cs_analysis_pass_name (CsAnalysis *analysis, CsFamily family, guint i)
+{
+  g_return_val_if_fail (family < CS_N_FAMILIES, NULL);
+  if (i >= analysis->passes[family]->len)
+    return NULL;
+  return g_array_index (analysis->passes[family], CsAnalysisPass, i).name;
+}
+
+/** Returns: (transfer none) (nullable): the trace at slider position @i of @family. */
+CsTrace *
+cs_analysis_get_trace (CsAnalysis *analysis, CsFamily family, guint i)
+{
+  g_return_val_if_fail (family < CS_N_FAMILIES, NULL);
+  if (i >= analysis->passes[family]->len)
+    return NULL;
+  return g_array_index (analysis->passes[family], CsAnalysisPass, i).trace;
+}
+
+/** Returns: (transfer none) (nullable): the last trace of @family (what runs). */
+CsTrace *
+cs_analysis_get_final (CsAnalysis *analysis, CsFamily family)
+{
+  guint n = cs_analysis_n_passes (analysis, family);
+
+  return n ? cs_analysis_get_trace (analysis, family, n - 1) : NULL;
+}
+
+/** Returns: (transfer none) (nullable): a note for the info bar (e.g. "already final"). */
+const char *
+cs_analysis_get_warning (CsAnalysis *analysis)
+{
+  return analysis->warning;
+}
+
+typedef struct
+{
+  CsTraceList *list;    /* (owned ref) */
+  CsPolicy     policy;
+} AnalysisJob;
+
+static void
+analysis_job_free (gpointer data)
+{
+  AnalysisJob *job = data;
+
+  g_clear_pointer (&job->list, cs_trace_list_unref);
+  g_free (job);
+}
+
+static void
+analysis_thread (GTask        *task,
+                 gpointer      source_object,
+                 gpointer      task_data,
+                 GCancellable *cancellable)
+{
+  AnalysisJob *job = task_data;
+  GError *error = NULL;
+  CsAnalysis *analysis = cs_analysis_new_for_list (job->list, &job->policy, &error);
+
+  if (analysis == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, analysis, (GDestroyNotify) cs_analysis_unref);
+}
+
+/**
+ * cs_analysis_new_async:
+ * @list: (transfer none): the file's traces (a reference is taken)
+ * @policy: the cast policy (copied)
+ * @cancellable: (nullable): cancels the delivery (the pipeline itself runs to its end)
+ * @callback: called on the calling thread's main context
+ * @user_data: data for @callback
+ *
+ * cs_analysis_new_for_list() on a worker thread (GTask), so the GTK thread never blocks on the
+ * pipeline.
+ */
+void
+cs_analysis_new_async (CsTraceList        *list,
+                       const CsPolicy     *policy,
+                       GCancellable       *cancellable,
+                       GAsyncReadyCallback callback,
+                       gpointer            user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+  AnalysisJob *job = g_new0 (AnalysisJob, 1);
+
+  job->list = cs_trace_list_ref (list);
+  job->policy = *policy;
+  g_task_set_source_tag (task, cs_analysis_new_async);
+  g_task_set_task_data (task, job, analysis_job_free);
+  g_task_set_return_on_cancel (task, TRUE);
+  g_task_run_in_thread (task, analysis_thread);
+}
+
+/**
+ * cs_analysis_new_finish:
+ * Returns: (transfer full): the analysis, or NULL with @error set (G_IO_ERROR_CANCELLED when
+ * cancelled)
+ */
+CsAnalysis *
+cs_analysis_new_finish (GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}

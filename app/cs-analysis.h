@@ -1,0 +1,55 @@
+/* cs-analysis.h: what the window shows for one file under one cast policy.
+ *
+ * A CsAnalysis is the pipeline's output arranged for the GUI: two "families" of traces (the
+ * forward view and the backward view), each an ordered list of (pass name, trace) for the pass
+ * slider.  Passes before the forward/backward split (the joint trace) belong to both families.
+ * It is immutable once built and reference counted, so a worker thread builds it and the GTK
+ * thread reads it.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "cs-ir.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+typedef enum
+{
+  CS_FAMILY_FORWARD,    /* computation: joint passes, then split-forward, delete-last-used */
+  CS_FAMILY_BACKWARD,   /* backward_fn: joint passes, then split-backward, ... -backward */
+  CS_N_FAMILIES
+} CsFamily;
+
+typedef struct _CsAnalysis CsAnalysis;
+
+CsAnalysis     *cs_analysis_new_for_list (CsTraceList    *list,
+                                          const CsPolicy *policy,
+                                          GError        **error);
+CsAnalysis     *cs_analysis_ref          (CsAnalysis     *analysis);
+void            cs_analysis_unref        (CsAnalysis     *analysis);
+const CsPolicy *cs_analysis_get_policy   (CsAnalysis     *analysis);
+guint           cs_analysis_n_passes     (CsAnalysis     *analysis,
+                                          CsFamily        family);
+const char     *cs_analysis_pass_name    (CsAnalysis     *analysis,
+                                          CsFamily        family,
+                                          guint           i);
+CsTrace        *cs_analysis_get_trace    (CsAnalysis     *analysis,
+                                          CsFamily        family,
+                                          guint           i);
+CsTrace        *cs_analysis_get_final    (CsAnalysis     *analysis,
+                                          CsFamily        family);
+const char     *cs_analysis_get_warning  (CsAnalysis     *analysis);
+
+void            cs_analysis_new_async    (CsTraceList        *list,
+                                          const CsPolicy     *policy,
+                                          GCancellable       *cancellable,
+                                          GAsyncReadyCallback callback,
+                                          gpointer            user_data);
+CsAnalysis     *cs_analysis_new_finish   (GAsyncResult       *result,
+                                          GError            **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsAnalysis, cs_analysis_unref)
+
+G_END_DECLS

@@ -1,0 +1,53 @@
+/* cs-graph-view.h: CsGraphView, the canvas that draws one trace as a graph.
+ *
+ * Nodes are the trace's top-level statements and are named by CsStmt.id (0 = none).  Layout
+ * runs off the GTK thread (render/); the widget draws the display list with render/'s cairo
+ * painter under its own view transform (pan, zoom), and hit-tests clicks against it.
+ */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "cs-ir.h"
+#include "cs-layout.h"
+
+G_BEGIN_DECLS
+
+#define CS_TYPE_GRAPH_VIEW (cs_graph_view_get_type ())
+
+G_DECLARE_FINAL_TYPE (CsGraphView, cs_graph_view, CS, GRAPH_VIEW, GtkWidget)
+
+GtkWidget  *cs_graph_view_new            (void);
+void        cs_graph_view_set_trace      (CsGraphView       *self,
+                                          CsTrace           *trace,
+                                          CsTrace           *diff_base);
+CsTrace    *cs_graph_view_get_trace      (CsGraphView       *self);
+void        cs_graph_view_set_diff_base  (CsGraphView       *self,
+                                          CsTrace           *diff_base);
+gboolean    cs_graph_view_get_diff_stats (CsGraphView       *self,
+                                          CsLayoutDiffStats *stats);
+void        cs_graph_view_set_values     (CsGraphView       *self,
+                                          GHashTable        *values,
+                                          GHashTable        *edge_values,
+                                          const char        *title);
+void        cs_graph_view_set_placeholder(CsGraphView       *self,
+                                          const char        *text);
+guint32     cs_graph_view_get_selected   (CsGraphView       *self);
+void        cs_graph_view_select         (CsGraphView       *self,
+                                          guint32            stmt_id,
+                                          gboolean           center);
+gboolean    cs_graph_view_move_selection (CsGraphView       *self,
+                                          GtkDirectionType   direction);
+void        cs_graph_view_zoom_by        (CsGraphView       *self,
+                                          double             factor);
+void        cs_graph_view_fit            (CsGraphView       *self);
+double      cs_graph_view_get_zoom       (CsGraphView       *self);
+gboolean    cs_graph_view_is_busy        (CsGraphView       *self);
+gboolean    cs_graph_view_export         (CsGraphView       *self,
+                                          const char        *path,
+                                          GError           **error);
+CsLayout   *cs_graph_view_get_layout     (CsGraphView       *self);
+guint       cs_graph_view_count_badges   (CsGraphView       *self,
+                                          gboolean           tensor_core);
+
+G_END_DECLS

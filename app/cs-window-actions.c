@@ -1,0 +1,436 @@
+/* cs-window-actions.c: CsWindow's actions (win.*), the cast-policy panel, find and export.
+ *
+ * Every cast-policy knob is a stateful action `win.policy-<key>` (string state, the value
+ * name of cs-policy.h), so the side panel's dropdowns, the Cast Policy menu and tests all
+ * change the policy the same way; the CLI spells the same keys and values (`--policy k=v`).
+ */
+#include "cs-config.h"
+
+#include "cs-window-private.h"
+
+#include <string.h>
+
+#include "cs-ops.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Policy knobs                                                                                */
+
+typedef struct
+{
+  const char *key;       /* a cs_policy_keys entry */
+  const char *label;     /* shown in the panel */
+  const char *tooltip;   /* what the knob changes (DESIGN.md "The cast policy") */
+} KnobLabel;
+
+static const KnobLabel knob_labels[] = {
+  { "matmul", "Matmul precision",
+    "native keeps matmul/linear in the operands' dtype (tensor cores); upcast-f32 converts the "
+    "operands to f32 and the result back (tensor cores idle)" },
+  { "elementwise", "Elementwise compute",
+    "f32: Thunder computes bf16/f16 elementwise math in f32 (the computation dtype); native: "
+    "in the operands' dtype" },
+  { "autocast", "Autocast",
+    "Thunder's autocast: downcast f32 operands of matmul, linear and sdpa to bf16 or f16" },
+  { "fusion", "Fusion",
+    "How fusion regions are grouped: consecutive (thunder.jit), dataflow (ThunderFX) or off" },
+  { "fuse-matmul", "Fuse matmul", "nvFuser takes matmul into its regions (nv_enable_matmul)" },
+  { "fuse-linear", "Fuse linear", "nvFuser takes linear into its regions (nv_enable_linear)" },
+  { "redundant-casts", "Redundant casts",
+    "remove: nvFuser drops the bf16 round trip between fused ops; keep: round after every op, "
+    "as eager PyTorch" },
+  { "tf32", "TF32", "f32 matmuls may use TF32 tensor cores (GPU run only)" },
+};
+
+static const KnobLabel *
+knob_label (const char *key)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (knob_labels); i++)
+    if (strcmp (knob_labels[i].key, key) == 0)
+      return &knob_labels[i];
+  return NULL;
+}
+
+static void
+update_policy_label (CsWindow *self)
+{
+  g_autofree char *text = cs_policy_to_string (&self->policy);
+
+  gtk_label_set_text (self->policy_label, text);
+}
+
+/* The panel and the menu follow the action states (set by either, or by a test). */
+void
+_cs_window_sync_policy (CsWindow *self)
+{
+  self->syncing = TRUE;
+  for (guint k = 0; k < self->n_policy_keys; k++)
+    {
+      const char *key = cs_policy_keys[k];
+      const char *value = cs_policy_get (&self->policy, key);
+      const char * const *values = cs_policy_values (key);
+
+      for (guint v = 0; values != NULL && values[v] != NULL; v++)
+        if (g_strcmp0 (values[v], value) == 0)
+          gtk_drop_down_set_selected (self->policy_dropdowns[k], v);
+    }
+  self->syncing = FALSE;
+  update_policy_label (self);
+}
+
+static void
+policy_change_state (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  const char *name = g_action_get_name (G_ACTION (action));
+  const char *key = name + strlen ("policy-");
+  const char *value = g_variant_get_string (state, NULL);
+  CsPolicy policy = self->policy;
+  g_autoptr(GError) error = NULL;
+
+  if (!cs_policy_set (&policy, key, value, &error))
+    {
+      cs_window_show_error (self, error->message);
+      _cs_window_sync_policy (self);
+      return;
+    }
+  g_simple_action_set_state (action, state);
+  if (cs_policy_equal (&policy, &self->policy))
+    return;
+  self->policy = policy;
+  _cs_window_sync_policy (self);
+  _cs_window_recompute (self);
+}
+
+static void
+policy_dropdown_notify_cb (GtkDropDown *dropdown, GParamSpec *pspec, CsWindow *self)
+{
+  const char *key = g_object_get_data (G_OBJECT (dropdown), "cs-policy-key");
+  const char * const *values = cs_policy_values (key);
+  guint selected = gtk_drop_down_get_selected (dropdown);
+  g_autofree char *action = NULL;
+
+  if (self->syncing || values == NULL || selected >= g_strv_length ((char **) values))
+    return;
+  action = g_strconcat ("policy-", key, NULL);
+  g_action_group_change_action_state (G_ACTION_GROUP (self), action,
+                                      g_variant_new_string (values[selected]));
+}
+
+/**
+ * _cs_window_init_policy_panel:
+ *
+ * Builds one labelled dropdown per cs_policy_keys entry (values from cs_policy_values) in the
+ * side panel, one stateful action per key, and the radio items of the Cast Policy menu.
+ */
+void
+_cs_window_init_policy_panel (CsWindow *self)
+{
+  guint n = g_strv_length ((char **) cs_policy_keys);
+
+  self->n_policy_keys = n;
+  self->policy_dropdowns = g_new0 (GtkDropDown *, n);
+  for (guint k = 0; k < n; k++)
+    {
+      const char *key = cs_policy_keys[k];
+      const char * const *values = cs_policy_values (key);
+      const KnobLabel *kl = knob_label (key);
+      g_autofree char *action_name = g_strconcat ("policy-", key, NULL);
+      g_autofree char *detailed = g_strconcat ("win.", action_name, NULL);
+      g_autoptr(GSimpleAction) action = NULL;
+      g_autoptr(GMenu) section = g_menu_new ();
+      GtkWidget *label;
+      GtkWidget *dropdown;
+
+      action = g_simple_action_new_stateful (action_name, G_VARIANT_TYPE_STRING,
+                                             g_variant_new_string (cs_policy_get (&self->policy, key)));
+      g_signal_connect (action, "change-state", G_CALLBACK (policy_change_state), self);
+      g_action_map_add_action (G_ACTION_MAP (self), G_ACTION (action));
+
+      label = gtk_label_new (kl ? kl->label : key);
+      gtk_label_set_xalign (GTK_LABEL (label), 0);
+      gtk_widget_set_hexpand (label, TRUE);
+      dropdown = gtk_drop_down_new_from_strings ((const char * const *) values);
+      gtk_widget_set_name (dropdown, key);
+      g_object_set_data_full (G_OBJECT (dropdown), "cs-policy-key", g_strdup (key), g_free);
+      if (kl != NULL)
+        {
+          gtk_widget_set_tooltip_text (label, kl->tooltip);
+          gtk_widget_set_tooltip_text (dropdown, kl->tooltip);
+        }
+      gtk_grid_attach (self->policy_grid, label, 0, (int) k, 1, 1);
+      gtk_grid_attach (self->policy_grid, dropdown, 1, (int) k, 1, 1);
+      self->policy_dropdowns[k] = GTK_DROP_DOWN (dropdown);
+      g_signal_connect (dropdown, "notify::selected", G_CALLBACK (policy_dropdown_notify_cb), self);
+
+      for (guint v = 0; values != NULL && values[v] != NULL; v++)
+        {
+          g_autoptr(GMenuItem) item = g_menu_item_new (values[v], NULL);
+
+          g_menu_item_set_action_and_target_value (item, detailed, g_variant_new_string (values[v]));
+          g_menu_append_item (section, item);
+        }
+      g_menu_append_submenu (self->policy_submenu, kl ? kl->label : key, G_MENU_MODEL (section));
+    }
+  _cs_window_sync_policy (self);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Find                                                                                        */
+
+static gboolean
+stmt_matches (const CsStmt *stmt, const char *needle)
+{
+  g_autoptr(GPtrArray) proxies = NULL;
+
+  if (stmt->kind == CS_STMT_CALL && stmt->callee != NULL && strstr (stmt->callee, needle) != NULL)
+    return TRUE;
+  proxies = g_ptr_array_new ();
+  cs_stmt_collect_inputs (stmt, proxies);
+  cs_stmt_collect_outputs (stmt, proxies);
+  for (guint i = 0; i < proxies->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (proxies, i);
+      if (strcmp (p->name, needle) == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/**
+ * _cs_window_find_next:
+ * @needle: an op name part ("matmul", "prims.add") or a tensor name ("t5")
+ * @restart: search from the first statement instead of after the last match
+ *
+ * Selects the next top-level statement whose callee contains @needle or that reads or writes
+ * the tensor named @needle; wraps around.  The status bar says when nothing matches.
+ */
+void
+_cs_window_find_next (CsWindow *self, const char *needle, gboolean restart)
+{
+  CsTrace *trace = _cs_window_get_shown_trace (self);
+  g_autoptr(GArray) matches = NULL;
+  guint32 next;
+  g_autofree char *msg = NULL;
+
+  if (trace == NULL || needle == NULL || needle[0] == '\0')
+    {
+      gtk_label_set_text (self->status_message, "");
+      return;
+    }
+  matches = g_array_new (FALSE, FALSE, sizeof (guint32));
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (stmt_matches (trace->stmts[i], needle))
+      g_array_append_val (matches, trace->stmts[i]->id);
+  if (matches->len == 0)
+    {
+      msg = g_strdup_printf ("No node matches “%s”", needle);
+      gtk_label_set_text (self->status_message, msg);
+      return;
+    }
+  next = g_array_index (matches, guint32, 0);
+  if (!restart)
+    for (guint i = 0; i < matches->len; i++)
+      if (g_array_index (matches, guint32, i) == self->search_last)
+        {
+          next = g_array_index (matches, guint32, (i + 1) % matches->len);
+          break;
+        }
+  self->search_last = next;
+  msg = g_strdup_printf ("%u node%s match “%s”", matches->len, matches->len == 1 ? "" : "s",
+                         needle);
+  gtk_label_set_text (self->status_message, msg);
+  _cs_window_select_stmt (self, next, TRUE);
+}
+
+void
+_cs_window_search_changed_cb (CsWindow *self, GtkSearchEntry *entry)
+{
+  _cs_window_find_next (self, gtk_editable_get_text (GTK_EDITABLE (entry)), TRUE);
+}
+
+void
+_cs_window_search_activate_cb (CsWindow *self, GtkSearchEntry *entry)
+{
+  _cs_window_find_next (self, gtk_editable_get_text (GTK_EDITABLE (entry)), FALSE);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Open and export (GtkFileChooserNative: GTK 4.8 has no GtkFileDialog)                        */
+
+static void
+open_response_cb (GtkNativeDialog *dialog, int response, CsWindow *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
+
+      if (file != NULL)
+        cs_window_open_file (self, file);
+    }
+  g_object_unref (dialog);
+}
+
+static void
+open_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  GtkFileChooserNative *dialog;
+  g_autoptr(GtkFileFilter) traces = gtk_file_filter_new ();
+  g_autoptr(GtkFileFilter) all = gtk_file_filter_new ();
+
+  dialog = gtk_file_chooser_native_new ("Open Trace", GTK_WINDOW (self),
+                                        GTK_FILE_CHOOSER_ACTION_OPEN, "_Open", "_Cancel");
+  gtk_file_filter_set_name (traces, "Thunder traces (*.txt, *.py)");
+  gtk_file_filter_add_pattern (traces, "*.txt");
+  gtk_file_filter_add_pattern (traces, "*.py");
+  gtk_file_filter_add_pattern (traces, "*.trace");
+  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), traces);
+  gtk_file_filter_set_name (all, "All files");
+  gtk_file_filter_add_pattern (all, "*");
+  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), all);
+  g_signal_connect (dialog, "response", G_CALLBACK (open_response_cb), self);
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
+}
+
+static void
+export_response_cb (GtkNativeDialog *dialog, int response, CsWindow *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
+      g_autofree char *path = file ? g_file_get_path (file) : NULL;
+      g_autoptr(GError) error = NULL;
+      CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+
+      if (path == NULL)
+        cs_window_show_error (self, "Export needs a local file");
+      else if (!cs_graph_view_export (view, path, &error))
+        cs_window_show_error (self, error->message);
+      else
+        {
+          g_autofree char *msg = g_strdup_printf ("Exported %s", path);
+          gtk_label_set_text (self->status_message, msg);
+        }
+    }
+  g_object_unref (dialog);
+}
+
+static void
+export_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  GtkFileChooserNative *dialog;
+  static const struct { const char *name; const char *pattern; } formats[] = {
+    { "SVG image", "*.svg" }, { "PNG image", "*.png" }, { "PDF document", "*.pdf" },
+  };
+
+  dialog = gtk_file_chooser_native_new ("Export View", GTK_WINDOW (self),
+                                        GTK_FILE_CHOOSER_ACTION_SAVE, "_Export", "_Cancel");
+  for (gsize i = 0; i < G_N_ELEMENTS (formats); i++)
+    {
+      g_autoptr(GtkFileFilter) filter = gtk_file_filter_new ();
+
+      gtk_file_filter_set_name (filter, formats[i].name);
+      gtk_file_filter_add_pattern (filter, formats[i].pattern);
+      gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
+    }
+  gtk_file_chooser_set_current_name (GTK_FILE_CHOOSER (dialog),
+                                     _cs_window_get_family (self) == CS_FAMILY_BACKWARD
+                                     ? "backward.svg" : "forward.svg");
+  g_signal_connect (dialog, "response", G_CALLBACK (export_response_cb), self);
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* View actions                                                                                */
+
+static CsGraphView *
+visible_view (CsWindow *self)
+{
+  return _cs_window_get_view (self, _cs_window_get_family (self));
+}
+
+static void
+find_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+
+  gtk_search_bar_set_search_mode (self->search_bar, TRUE);
+  gtk_widget_grab_focus (GTK_WIDGET (self->search_entry));
+}
+
+static void
+zoom_in_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  cs_graph_view_zoom_by (visible_view (CS_WINDOW (user_data)), 1.25);
+}
+
+static void
+zoom_out_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  cs_graph_view_zoom_by (visible_view (CS_WINDOW (user_data)), 0.8);
+}
+
+static void
+zoom_fit_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  cs_graph_view_fit (visible_view (CS_WINDOW (user_data)));
+}
+
+static void
+dismiss_diff_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+
+  g_clear_pointer (&self->previous, cs_analysis_unref);
+  gtk_info_bar_set_revealed (self->diff_bar, FALSE);
+  cs_graph_view_set_diff_base (self->forward_view, NULL);
+  cs_graph_view_set_diff_base (self->backward_view, NULL);
+}
+
+static void
+run_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  _cs_window_run (CS_WINDOW (user_data));
+}
+
+static void
+close_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  gtk_window_destroy (GTK_WINDOW (user_data));
+}
+
+static void
+show_family_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+
+  gtk_stack_set_visible_child_name (self->graph_stack, g_variant_get_string (param, NULL));
+}
+
+static const GActionEntry win_actions[] = {
+  { "open", open_activated, NULL, NULL, NULL },
+  { "export", export_activated, NULL, NULL, NULL },
+  { "find", find_activated, NULL, NULL, NULL },
+  { "run", run_activated, NULL, NULL, NULL },
+  { "zoom-in", zoom_in_activated, NULL, NULL, NULL },
+  { "zoom-out", zoom_out_activated, NULL, NULL, NULL },
+  { "zoom-fit", zoom_fit_activated, NULL, NULL, NULL },
+  { "dismiss-diff", dismiss_diff_activated, NULL, NULL, NULL },
+  { "close", close_activated, NULL, NULL, NULL },
+  { "show", show_family_activated, "s", NULL, NULL },
+};
+
+/**
+ * _cs_window_init_actions:
+ *
+ * Adds win.open, win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
+ * win.dismiss-diff, win.close and win.show("forward"|"backward").  Accelerators are set by
+ * CsApplication.
+ */
+void
+_cs_window_init_actions (CsWindow *self)
+{
+  g_action_map_add_action_entries (G_ACTION_MAP (self), win_actions, G_N_ELEMENTS (win_actions),
+                                   self);
+}

@@ -1,0 +1,111 @@
+/* cs-window-private.h: CsWindow internals shared by cs-window*.c and the GUI tests.
+ *
+ * Only app/cs-window*.c and tests/test-app-*.c include this header.
+ */
+#pragma once
+
+#include "cs-window.h"
+#include "cs-analysis.h"
+#include "cs-graph-view.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+/* A top-level statement's place in the trace text buffer (character offsets). */
+typedef struct
+{
+  guint32 stmt_id;     /* CsStmt.id of a top-level statement; never 0 */
+  int     start;       /* char offset of its first character */
+  int     end;         /* char offset one past its last line (subsymbol comments included) */
+} CsStmtRange;
+
+struct _CsWindow
+{
+  GtkApplicationWindow parent_instance;
+
+  /* template children */
+  GtkInfoBar        *error_bar;
+  GtkLabel          *error_label;
+  GtkInfoBar        *diff_bar;
+  GtkLabel          *diff_label;
+  GtkSearchBar      *search_bar;
+  GtkSearchEntry    *search_entry;
+  GtkGrid           *policy_grid;
+  GtkLabel          *policy_label;
+  GtkAdjustment     *pass_adjustment;
+  GtkScale          *pass_scale;
+  GtkLabel          *pass_label;
+  GtkStack          *graph_stack;
+  CsGraphView       *forward_view;
+  CsGraphView       *backward_view;
+  GtkSpinner        *busy_spinner;
+  GtkTextView       *trace_view;
+  GtkLabel          *details_label;
+  GtkLabel          *run_heading;
+  GtkProgressBar    *run_progress;
+  GtkGrid           *run_grid;
+  GtkLabel          *status_casts;
+  GtkLabel          *status_regions;
+  GtkLabel          *status_matmuls;
+  GtkLabel          *status_time;
+  GtkLabel          *status_message;
+  GMenu             *policy_submenu;
+
+  /* state */
+  GFile             *file;              /* (nullable) the open file */
+  CsTraceList       *traces;            /* (nullable) its parsed traces */
+  CsPolicy           policy;            /* the policy shown in the panel (and last requested) */
+  CsAnalysis        *analysis;          /* (nullable) the result shown */
+  CsAnalysis        *previous;          /* (nullable) result before the last policy change, for
+                                           the diff; cleared when the diff is dismissed */
+  GCancellable      *cancellable;       /* cancels the in-flight load/analysis */
+  guint              generation;        /* bumped per load/recompute; stale results are dropped */
+  guint              n_jobs;            /* loads/analyses/runs in flight */
+  guint              pass_index[CS_N_FAMILIES]; /* slider position per family */
+  gboolean           pass_at_end[CS_N_FAMILIES]; /* follow the last pass when results change */
+  GArray            *stmt_ranges;       /* element-type CsStmtRange, for the shown trace */
+  GtkTextTag        *selected_tag;      /* highlight of the selected statement */
+  GtkDropDown      **policy_dropdowns;  /* one per cs_policy_keys entry */
+  guint              n_policy_keys;
+  gboolean           syncing;           /* set while the window updates widgets itself */
+  guint32            search_last;       /* stmt id of the last find match */
+  char              *last_run_summary;  /* (nullable) one line about the last run */
+  GHashTable        *run_node_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
+                                                        time, ms) */
+  GHashTable        *run_edge_values[CS_N_FAMILIES]; /* (nullable) proxy name -> double* (error
+                                                        against f64) */
+  char              *run_title;         /* (nullable) colour-scale title of the run overlay */
+  GCancellable      *run_cancellable;   /* (nullable) the run in flight */
+};
+
+/* cs-window.c */
+CsFamily     _cs_window_get_family        (CsWindow   *self);
+CsGraphView *_cs_window_get_view          (CsWindow   *self,
+                                           CsFamily    family);
+CsTrace     *_cs_window_get_shown_trace   (CsWindow   *self);
+gboolean     _cs_window_is_busy           (CsWindow   *self);
+void         _cs_window_recompute         (CsWindow   *self);
+void         _cs_window_select_stmt       (CsWindow   *self,
+                                           guint32     stmt_id,
+                                           gboolean    scroll);
+char        *_cs_window_dup_trace_text    (CsWindow   *self);
+void         _cs_window_job_begin         (CsWindow   *self);
+void         _cs_window_job_end           (CsWindow   *self);
+
+/* cs-window-actions.c */
+void         _cs_window_init_actions      (CsWindow   *self);
+void         _cs_window_init_policy_panel (CsWindow   *self);
+void         _cs_window_sync_policy       (CsWindow   *self);
+void         _cs_window_find_next         (CsWindow   *self,
+                                           const char *needle,
+                                           gboolean    restart);
+void         _cs_window_search_changed_cb (CsWindow       *self,
+                                           GtkSearchEntry *entry);
+void         _cs_window_search_activate_cb (CsWindow       *self,
+                                            GtkSearchEntry *entry);
+
+/* cs-window-run.c */
+void         _cs_window_run               (CsWindow   *self);
+void         _cs_window_clear_run         (CsWindow   *self);
+
+G_END_DECLS

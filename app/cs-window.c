@@ -1,0 +1,944 @@
+/* cs-window.c: CsWindow, castscope's main window.
+ *
+ * Loading and analysis run on worker threads (GTask): the window parses the file, runs the
+ * pipeline under the policy of the side panel (cs-analysis.c), and shows one family of traces
+ * (forward or backward, the stack switcher) at one pass (the slider).  The graph (CsGraphView),
+ * the trace text and the details panel follow one selection: a statement id.
+ *
+ * Actions, the policy panel, find and export: cs-window-actions.c.  Run: cs-window-run.c.
+ */
+#include "cs-config.h"
+
+#include "cs-window-private.h"
+
+#include <string.h>
+
+#include "cs-ops.h"
+#include "cs-parse.h"
+#include "cs-print.h"
+
+G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
+
+static void update_shown (CsWindow *self);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Jobs and errors                                                                             */
+
+void
+_cs_window_job_begin (CsWindow *self)
+{
+  if (self->n_jobs++ == 0)
+    gtk_spinner_start (self->busy_spinner);
+}
+
+void
+_cs_window_job_end (CsWindow *self)
+{
+  g_return_if_fail (self->n_jobs > 0);
+  if (--self->n_jobs == 0)
+    gtk_spinner_stop (self->busy_spinner);
+}
+
+/**
+ * cs_window_show_error:
+ * @self: a #CsWindow
+ * @message: the message (plain text; file:line:col for parse errors)
+ *
+ * Shows @message in the error info bar at the top of the window until it is closed.  The
+ * window keeps whatever it showed before.
+ */
+void
+cs_window_show_error (CsWindow *self, const char *message)
+{
+  g_return_if_fail (CS_IS_WINDOW (self));
+
+  gtk_label_set_text (self->error_label, message);
+  gtk_info_bar_set_revealed (self->error_bar, TRUE);
+}
+
+static void
+error_bar_response_cb (CsWindow *self, int response)
+{
+  gtk_info_bar_set_revealed (self->error_bar, FALSE);
+}
+
+static void
+hide_error (CsWindow *self)
+{
+  gtk_info_bar_set_revealed (self->error_bar, FALSE);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Which trace is shown                                                                        */
+
+CsFamily
+_cs_window_get_family (CsWindow *self)
+{
+  const char *name = gtk_stack_get_visible_child_name (self->graph_stack);
+
+  return g_strcmp0 (name, "backward") == 0 ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD;
+}
+
+CsGraphView *
+_cs_window_get_view (CsWindow *self, CsFamily family)
+{
+  return family == CS_FAMILY_BACKWARD ? self->backward_view : self->forward_view;
+}
+
+static CsTrace *
+family_trace (CsWindow *self, CsAnalysis *analysis, CsFamily family)
+{
+  guint n;
+
+  if (analysis == NULL)
+    return NULL;
+  n = cs_analysis_n_passes (analysis, family);
+  if (n == 0)
+    return NULL;
+  return cs_analysis_get_trace (analysis, family, MIN (self->pass_index[family], n - 1));
+}
+
+/** The trace of the visible family at its slider position, or NULL. */
+CsTrace *
+_cs_window_get_shown_trace (CsWindow *self)
+{
+  return family_trace (self, self->analysis, _cs_window_get_family (self));
+}
+
+/* The trace of the previous result at the same pass, for the diff overlay. */
+static CsTrace *
+diff_base_for (CsWindow *self, CsFamily family)
+{
+  CsTrace *now;
+  guint n;
+
+  if (self->previous == NULL || self->analysis == NULL)
+    return NULL;
+  now = family_trace (self, self->analysis, family);
+  n = cs_analysis_n_passes (self->previous, family);
+  if (now == NULL || n == 0)
+    return NULL;
+  /* Match by pass name; fall back to the final trace. */
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (self->previous, family, i), now->pass) == 0)
+      return cs_analysis_get_trace (self->previous, family, i);
+  return cs_analysis_get_final (self->previous, family);
+}
+
+gboolean
+_cs_window_is_busy (CsWindow *self)
+{
+  return self->n_jobs > 0
+         || cs_graph_view_is_busy (self->forward_view)
+         || cs_graph_view_is_busy (self->backward_view);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Trace text                                                                                  */
+
+/* Prints @trace and records where each top-level statement lies in the text: each statement
+ * printed alone (cs_print_stmt_to at the body indent) is found, in order, in the whole text. */
+static char *
+print_with_ranges (const CsTrace *trace, GArray *ranges)
+{
+  g_autofree char *text = cs_print_trace (trace, CS_PRINT_DEFAULT);
+  const char *cursor = text;
+
+  g_array_set_size (ranges, 0);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *stmt = trace->stmts[i];
+      g_autoptr(GString) one = g_string_new (NULL);
+      const char *hit;
+      CsStmtRange range;
+
+      if (stmt->kind != CS_STMT_CALL && stmt->kind != CS_STMT_UNPACK
+          && stmt->kind != CS_STMT_RETURN && stmt->kind != CS_STMT_ANNASSIGN)
+        continue;
+      cs_print_stmt_to (one, stmt, 2, CS_PRINT_DEFAULT);
+      while (one->len > 0 && one->str[one->len - 1] == '\n')
+        g_string_truncate (one, one->len - 1);
+      if (one->len == 0)
+        continue;
+      hit = strstr (cursor, one->str);
+      if (hit == NULL)
+        continue;
+      range.stmt_id = stmt->id;
+      range.start = (int) g_utf8_pointer_to_offset (text, hit);
+      range.end = (int) g_utf8_pointer_to_offset (text, hit + one->len);
+      g_array_append_val (ranges, range);
+      cursor = hit + one->len;
+    }
+  return g_steal_pointer (&text);
+}
+
+static void
+update_text (CsWindow *self, CsTrace *trace)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
+  g_autofree char *text = NULL;
+
+  if (trace == NULL)
+    {
+      g_array_set_size (self->stmt_ranges, 0);
+      gtk_text_buffer_set_text (buffer, "", -1);
+      return;
+    }
+  text = print_with_ranges (trace, self->stmt_ranges);
+  gtk_text_buffer_set_text (buffer, text, -1);
+}
+
+/**
+ * _cs_window_dup_trace_text:
+ * Returns: (transfer full): the text of the trace view (for tests)
+ */
+char *
+_cs_window_dup_trace_text (CsWindow *self)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
+  GtkTextIter start, end;
+
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  return gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+}
+
+static const CsStmtRange *
+find_range (CsWindow *self, guint32 stmt_id)
+{
+  for (guint i = 0; i < self->stmt_ranges->len; i++)
+    {
+      const CsStmtRange *r = &g_array_index (self->stmt_ranges, CsStmtRange, i);
+      if (r->stmt_id == stmt_id)
+        return r;
+    }
+  return NULL;
+}
+
+static void
+highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
+  const CsStmtRange *range = find_range (self, stmt_id);
+  GtkTextIter start, end;
+
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  gtk_text_buffer_remove_tag (buffer, self->selected_tag, &start, &end);
+  if (range == NULL)
+    return;
+  gtk_text_buffer_get_iter_at_offset (buffer, &start, range->start);
+  gtk_text_buffer_get_iter_at_offset (buffer, &end, range->end);
+  gtk_text_buffer_apply_tag (buffer, self->selected_tag, &start, &end);
+  if (scroll)
+    {
+      GtkTextMark *mark = gtk_text_buffer_get_mark (buffer, "cs-selected");
+
+      if (mark == NULL)
+        mark = gtk_text_buffer_create_mark (buffer, "cs-selected", &start, TRUE);
+      else
+        gtk_text_buffer_move_mark (buffer, mark, &start);
+      gtk_text_view_scroll_to_mark (self->trace_view, mark, 0.1, FALSE, 0, 0);
+    }
+}
+
+static void
+text_click_released_cb (GtkGestureClick *gesture,
+                        int              n_press,
+                        double           x,
+                        double           y,
+                        CsWindow        *self)
+{
+  GtkTextIter iter;
+  int bx, by, offset;
+
+  gtk_text_view_window_to_buffer_coords (self->trace_view, GTK_TEXT_WINDOW_WIDGET,
+                                         (int) x, (int) y, &bx, &by);
+  if (!gtk_text_view_get_iter_at_location (self->trace_view, &iter, bx, by))
+    return;
+  offset = gtk_text_iter_get_offset (&iter);
+  for (guint i = 0; i < self->stmt_ranges->len; i++)
+    {
+      const CsStmtRange *r = &g_array_index (self->stmt_ranges, CsStmtRange, i);
+
+      if (offset >= r->start && offset <= r->end)
+        {
+          _cs_window_select_stmt (self, r->stmt_id, FALSE);
+          return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Details panel                                                                               */
+
+static void
+append_proxy_line (GString *out, const CsProxy *proxy)
+{
+  g_autofree char *type = cs_proxy_type_string (proxy);
+  g_autofree char *line = g_markup_printf_escaped ("  <tt>%s</tt>  %s\n", proxy->name,
+                                                   type ? type : "?");
+  g_string_append (out, line);
+}
+
+static const CsStmt *
+find_stmt (const CsTrace *trace, guint32 stmt_id)
+{
+  if (trace == NULL || stmt_id == 0)
+    return NULL;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (trace->stmts[i]->id == stmt_id)
+      return trace->stmts[i];
+  return NULL;
+}
+
+static void
+update_details (CsWindow *self, guint32 stmt_id)
+{
+  CsTrace *trace = _cs_window_get_shown_trace (self);
+  const CsStmt *stmt = find_stmt (trace, stmt_id);
+  g_autoptr(GString) out = NULL;
+  g_autoptr(GPtrArray) inputs = NULL;
+  g_autoptr(GPtrArray) outputs = NULL;
+  g_autofree char *head = NULL;
+
+  if (stmt == NULL)
+    {
+      gtk_label_set_text (self->details_label,
+                          "Select a node in the graph or a line of the trace.");
+      return;
+    }
+
+  out = g_string_new (NULL);
+  if (stmt->kind == CS_STMT_CALL)
+    {
+      const CsOp *sem = cs_op_semantic (stmt->op);
+
+      head = g_markup_printf_escaped ("<b><tt>%s</tt></b>\n%s", stmt->callee,
+                                      cs_op_category_name (stmt->op->category));
+      g_string_append (out, head);
+      if (sem != stmt->op)
+        {
+          g_autofree char *alias = g_markup_printf_escaped (" (implements <tt>%s</tt>)", sem->name);
+          g_string_append (out, alias);
+        }
+      g_string_append (out, "\n");
+    }
+  else
+    {
+      static const char *kinds[] = { "call", "unpack", "annotated assignment", "del", "return",
+                                     "comment", "blank" };
+      g_string_append_printf (out, "<b>%s</b>\n", kinds[stmt->kind]);
+    }
+  if (stmt->backward)
+    g_string_append (out, "<i>backward (tagged by the grad pass)</i>\n");
+
+  inputs = g_ptr_array_new ();
+  cs_stmt_collect_inputs (stmt, inputs);
+  if (inputs->len > 0)
+    {
+      g_string_append (out, "\n<b>Inputs</b>\n");
+      for (guint i = 0; i < inputs->len; i++)
+        append_proxy_line (out, g_ptr_array_index (inputs, i));
+    }
+  outputs = g_ptr_array_new ();
+  cs_stmt_collect_outputs (stmt, outputs);
+  if (outputs->len > 0)
+    {
+      g_string_append (out, "\n<b>Outputs</b>\n");
+      for (guint i = 0; i < outputs->len; i++)
+        append_proxy_line (out, g_ptr_array_index (outputs, i));
+    }
+  if (stmt->why != NULL)
+    {
+      g_autofree char *why = g_markup_printf_escaped ("\n<b>%s</b>\n%s\n",
+                                                      cs_op_is_fusion (stmt->op)
+                                                      ? "Why the region ended" : "Inserted by",
+                                                      stmt->why);
+      g_string_append (out, why);
+    }
+  if (stmt->n_subs > 0)
+    {
+      g_autoptr(GString) subs = g_string_new (NULL);
+      g_autofree char *esc = NULL;
+
+      for (guint i = 0; i < stmt->n_subs; i++)
+        cs_print_stmt_to (subs, stmt->subs[i], 0, CS_PRINT_NO_SUBS);
+      esc = g_markup_escape_text (subs->str, -1);
+      g_string_append_printf (out, "\n<b>%s</b> (%u)\n<tt><small>%s</small></tt>",
+                              cs_op_is_fusion (stmt->op) ? "Region" : "Decomposition",
+                              stmt->n_subs, esc);
+    }
+  gtk_label_set_markup (self->details_label, out->str);
+}
+
+/**
+ * _cs_window_select_stmt:
+ * @stmt_id: a top-level statement id of the shown trace, or 0 to clear
+ * @scroll: scroll the text view to it
+ *
+ * Selects one node everywhere: graph, text highlight, details.
+ */
+void
+_cs_window_select_stmt (CsWindow *self, guint32 stmt_id, gboolean scroll)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+
+  if (cs_graph_view_get_selected (view) != stmt_id)
+    cs_graph_view_select (view, stmt_id, TRUE);
+  highlight_text (self, stmt_id, TRUE);
+  update_details (self, stmt_id);
+}
+
+static void
+view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
+{
+  if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
+    return;
+  highlight_text (self, stmt_id, TRUE);
+  update_details (self, stmt_id);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status bar: counts read straight off the shown trace                                       */
+
+static gboolean
+stmt_is_cast (const CsStmt *stmt)
+{
+  return stmt->kind == CS_STMT_CALL && cs_op_semantic (stmt->op)->category == CS_OP_CAT_CAST;
+}
+
+static gboolean
+matmul_on_tensor_cores (const CsStmt *stmt, gboolean *is_matmul)
+{
+  g_autoptr(GPtrArray) inputs = NULL;
+  gboolean all_low = TRUE;
+  guint n_float = 0;
+
+  *is_matmul = stmt->kind == CS_STMT_CALL && cs_op_semantic (stmt->op)->category == CS_OP_CAT_MATMUL;
+  if (!*is_matmul)
+    return FALSE;
+  inputs = g_ptr_array_new ();
+  cs_stmt_collect_inputs (stmt, inputs);
+  for (guint i = 0; i < inputs->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (inputs, i);
+
+      if (p->kind != CS_PROXY_TENSOR || !cs_dtype_is_float (p->dtype))
+        continue;
+      n_float++;
+      if (p->dtype != CS_DTYPE_BF16 && p->dtype != CS_DTYPE_F16)
+        all_low = FALSE;
+    }
+  return n_float > 0 && all_low;
+}
+
+static void
+count_stmts (CsStmt **stmts, guint n, guint *casts, guint *regions, guint *tc, guint *matmuls)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *stmt = stmts[i];
+      gboolean is_matmul;
+
+      if (stmt->kind != CS_STMT_CALL)
+        continue;
+      if (cs_op_is_fusion (stmt->op))
+        {
+          (*regions)++;
+          count_stmts (stmt->subs, stmt->n_subs, casts, regions, tc, matmuls);
+          continue;
+        }
+      if (stmt_is_cast (stmt))
+        (*casts)++;
+      if (matmul_on_tensor_cores (stmt, &is_matmul))
+        (*tc)++;
+      if (is_matmul)
+        (*matmuls)++;
+    }
+}
+
+static void
+update_status (CsWindow *self)
+{
+  CsTrace *trace = _cs_window_get_shown_trace (self);
+  guint casts = 0, regions = 0, tc = 0, matmuls = 0;
+  g_autofree char *s_casts = NULL, *s_regions = NULL, *s_tc = NULL;
+
+  if (trace == NULL)
+    {
+      gtk_label_set_text (self->status_casts, "");
+      gtk_label_set_text (self->status_regions, "");
+      gtk_label_set_text (self->status_matmuls, "");
+      gtk_label_set_text (self->status_time, "");
+      return;
+    }
+  count_stmts (trace->stmts, trace->n_stmts, &casts, &regions, &tc, &matmuls);
+  s_casts = g_strdup_printf ("Casts: %u", casts);
+  s_regions = g_strdup_printf ("Fusion regions: %u", regions);
+  s_tc = g_strdup_printf ("Tensor-core matmuls: %u of %u", tc, matmuls);
+  gtk_label_set_text (self->status_casts, s_casts);
+  gtk_label_set_text (self->status_regions, s_regions);
+  gtk_label_set_text (self->status_matmuls, s_tc);
+  gtk_label_set_text (self->status_time, self->last_run_summary ? self->last_run_summary : "");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Showing an analysis                                                                         */
+
+static void
+update_pass_row (CsWindow *self)
+{
+  CsFamily family = _cs_window_get_family (self);
+  guint n = self->analysis ? cs_analysis_n_passes (self->analysis, family) : 0;
+  g_autofree char *label = NULL;
+
+  self->syncing = TRUE;
+  gtk_adjustment_configure (self->pass_adjustment,
+                            n ? MIN (self->pass_index[family], n - 1) : 0,
+                            0, n ? n - 1 : 0, 1, 1, 0);
+  self->syncing = FALSE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->pass_scale), n > 1);
+  if (n > 0)
+    {
+      guint i = MIN (self->pass_index[family], n - 1);
+      label = g_strdup_printf ("%u/%u %s", i + 1, n,
+                               cs_analysis_pass_name (self->analysis, family, i));
+    }
+  gtk_label_set_text (self->pass_label, label ? label : "");
+}
+
+/* Pushes the traces of the current result into both graph views, then refreshes the text,
+ * status and details of the visible one. */
+static void
+update_shown (CsWindow *self)
+{
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      CsGraphView *view = _cs_window_get_view (self, f);
+      CsTrace *trace = family_trace (self, self->analysis, f);
+
+      if (trace == NULL && self->analysis != NULL)
+        cs_graph_view_set_placeholder (view, f == CS_FAMILY_BACKWARD
+                                       ? "No backward trace: no input requires grad, or the "
+                                         "file holds a forward trace only."
+                                       : "No forward trace in this file.");
+      if (cs_graph_view_get_trace (view) != trace)
+        cs_graph_view_set_trace (view, trace, diff_base_for (self, f));
+      else
+        cs_graph_view_set_diff_base (view, diff_base_for (self, f));
+      cs_graph_view_set_values (view, self->run_node_values[f], self->run_edge_values[f],
+                                self->run_title);
+    }
+  update_pass_row (self);
+  update_text (self, _cs_window_get_shown_trace (self));
+  update_status (self);
+  {
+    guint32 sel = cs_graph_view_get_selected (_cs_window_get_view (self, _cs_window_get_family (self)));
+    highlight_text (self, sel, FALSE);
+    update_details (self, sel);
+  }
+}
+
+static void
+pass_value_changed_cb (GtkAdjustment *adj, CsWindow *self)
+{
+  CsFamily family = _cs_window_get_family (self);
+  guint n = self->analysis ? cs_analysis_n_passes (self->analysis, family) : 0;
+  guint i = (guint) (gtk_adjustment_get_value (adj) + 0.5);
+
+  if (self->syncing || n == 0)
+    return;
+  self->pass_index[family] = MIN (i, n - 1);
+  self->pass_at_end[family] = self->pass_index[family] == n - 1;
+  update_shown (self);
+}
+
+static void
+graph_stack_notify_cb (CsWindow *self, GParamSpec *pspec, GtkStack *stack)
+{
+  if (self->stmt_ranges == NULL)
+    return;
+  update_shown (self);
+}
+
+static void
+set_analysis (CsWindow *self, CsAnalysis *analysis)
+{
+  g_clear_pointer (&self->analysis, cs_analysis_unref);
+  self->analysis = analysis ? cs_analysis_ref (analysis) : NULL;
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      guint n = analysis ? cs_analysis_n_passes (analysis, f) : 0;
+
+      if (self->pass_at_end[f] || self->pass_index[f] >= n)
+        self->pass_index[f] = n ? n - 1 : 0;
+    }
+  update_shown (self);
+}
+
+/* ---- diff between the previous and the new result ---- */
+
+static void
+update_diff_bar (CsWindow *self)
+{
+  g_autoptr(GString) out = NULL;
+
+  if (self->previous == NULL || self->analysis == NULL)
+    {
+      gtk_info_bar_set_revealed (self->diff_bar, FALSE);
+      return;
+    }
+  out = g_string_new (NULL);
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      CsTrace *before = cs_analysis_get_final (self->previous, f);
+      CsTrace *after = cs_analysis_get_final (self->analysis, f);
+      guint c0 = 0, r0 = 0, t0 = 0, m0 = 0, c1 = 0, r1 = 0, t1 = 0, m1 = 0;
+
+      if (before == NULL || after == NULL)
+        continue;
+      count_stmts (before->stmts, before->n_stmts, &c0, &r0, &t0, &m0);
+      count_stmts (after->stmts, after->n_stmts, &c1, &r1, &t1, &m1);
+      g_string_append_printf (out, "%s<b>%s</b>: casts %u → %u (%+d), regions %u → %u (%+d), "
+                              "tensor-core matmuls %u → %u",
+                              out->len ? "\n" : "",
+                              f == CS_FAMILY_FORWARD ? "Forward" : "Backward",
+                              c0, c1, (int) c1 - (int) c0, r0, r1, (int) r1 - (int) r0, t0, t1);
+    }
+  g_string_append (out, "\n<small>Policy changed: the graph marks what the change added "
+                       "(green) and removed (red).</small>");
+  gtk_label_set_markup (self->diff_label, out->str);
+  gtk_info_bar_set_revealed (self->diff_bar, TRUE);
+}
+
+/* ---- loading ---- */
+
+typedef struct
+{
+  GFile       *file;      /* (owned) */
+  CsPolicy     policy;
+  CsTraceList *list;      /* (owned, nullable) parse result */
+  CsAnalysis  *analysis;  /* (owned, nullable) */
+  GError      *error;     /* the first error */
+  guint        generation;
+} LoadJob;
+
+static void
+load_job_free (gpointer data)
+{
+  LoadJob *job = data;
+
+  g_clear_object (&job->file);
+  g_clear_pointer (&job->list, cs_trace_list_unref);
+  g_clear_pointer (&job->analysis, cs_analysis_unref);
+  g_clear_error (&job->error);
+  g_free (job);
+}
+
+static void
+load_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  LoadJob *job = task_data;
+  g_autofree char *path = g_file_get_path (job->file);
+
+  if (path == NULL)
+    {
+      g_autofree char *uri = g_file_get_uri (job->file);
+      g_set_error (&job->error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   "%s: only local files can be opened", uri);
+    }
+  else
+    job->list = cs_parse_file (path, &job->error);
+  if (job->list != NULL)
+    job->analysis = cs_analysis_new_for_list (job->list, &job->policy, &job->error);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(CsWindow) self = user_data;
+  LoadJob *job = g_task_get_task_data (G_TASK (result));
+
+  _cs_window_job_end (self);
+  if (job->generation != self->generation)
+    return;
+
+  if (job->list == NULL)
+    {
+      cs_window_show_error (self, job->error->message);
+      return;
+    }
+
+  /* The file parsed: it is the window's file from now on, even if the pipeline failed. */
+  g_set_object (&self->file, job->file);
+  g_clear_pointer (&self->traces, cs_trace_list_unref);
+  self->traces = g_steal_pointer (&job->list);
+  g_clear_pointer (&self->previous, cs_analysis_unref);
+  gtk_info_bar_set_revealed (self->diff_bar, FALSE);
+  _cs_window_clear_run (self);
+  {
+    g_autofree char *base = g_file_get_basename (job->file);
+    g_autofree char *title = g_strdup_printf ("%s — castscope", base);
+    g_autofree char *uri = g_file_get_uri (job->file);
+
+    gtk_window_set_title (GTK_WINDOW (self), title);
+    gtk_recent_manager_add_item (gtk_recent_manager_get_default (), uri);
+  }
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    self->pass_at_end[f] = TRUE;
+  cs_graph_view_select (self->forward_view, 0, FALSE);
+  cs_graph_view_select (self->backward_view, 0, FALSE);
+
+  if (job->analysis == NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("The pipeline failed; showing the trace as read. %s",
+                                              job->error->message);
+      cs_window_show_error (self, msg);
+      set_analysis (self, NULL);
+      cs_graph_view_set_placeholder (self->forward_view, msg);
+      return;
+    }
+  if (cs_analysis_get_warning (job->analysis) != NULL)
+    cs_window_show_error (self, cs_analysis_get_warning (job->analysis));
+  else
+    hide_error (self);
+  set_analysis (self, job->analysis);
+  cs_graph_view_fit (self->forward_view);
+  cs_graph_view_fit (self->backward_view);
+}
+
+/**
+ * cs_window_open_file:
+ * @self: a #CsWindow
+ * @file: a local trace file
+ *
+ * Parses @file and runs the pipeline under the window's policy on a worker thread; on success
+ * the window shows it and adds it to the recent files.  Errors (unreadable file, parse error
+ * with file:line:col, pipeline error) are shown in the window's info bar; a parse error keeps
+ * the previous file on screen.
+ */
+void
+cs_window_open_file (CsWindow *self, GFile *file)
+{
+  g_autoptr(GTask) task = NULL;
+  LoadJob *job;
+
+  g_return_if_fail (CS_IS_WINDOW (self));
+  g_return_if_fail (G_IS_FILE (file));
+
+  g_cancellable_cancel (self->cancellable);
+  g_set_object (&self->cancellable, g_cancellable_new ());
+  g_object_unref (self->cancellable);
+
+  job = g_new0 (LoadJob, 1);
+  job->file = g_object_ref (file);
+  job->policy = self->policy;
+  job->generation = ++self->generation;
+  task = g_task_new (NULL, self->cancellable, load_done_cb, g_object_ref (self));
+  g_task_set_task_data (task, job, load_job_free);
+  _cs_window_job_begin (self);
+  g_task_run_in_thread (task, load_thread);
+}
+
+/* ---- recompute after a policy change ---- */
+
+typedef struct
+{
+  CsWindow *self;        /* (owned) */
+  guint     generation;
+} RecomputeData;
+
+static void
+recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RecomputeData *data = user_data;
+  g_autoptr(CsWindow) self = data->self;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsAnalysis) analysis = cs_analysis_new_finish (result, &error);
+  guint generation = data->generation;
+
+  g_free (data);
+  _cs_window_job_end (self);
+  if (generation != self->generation)
+    return;
+  if (analysis == NULL)
+    {
+      cs_window_show_error (self, error->message);
+      return;
+    }
+  hide_error (self);
+  /* The diff compares against the result shown before the first undismissed change. */
+  if (self->previous == NULL && self->analysis != NULL)
+    self->previous = cs_analysis_ref (self->analysis);
+  _cs_window_clear_run (self);
+  set_analysis (self, analysis);
+  update_diff_bar (self);
+}
+
+/**
+ * _cs_window_recompute:
+ *
+ * Re-runs the pipeline under self->policy on a worker thread; when it returns (and no newer
+ * request superseded it) the graphs, text and status update and the diff bar shows what
+ * changed against the previous result.
+ */
+void
+_cs_window_recompute (CsWindow *self)
+{
+  RecomputeData *data;
+
+  if (self->traces == NULL)
+    return;
+  g_cancellable_cancel (self->cancellable);
+  g_set_object (&self->cancellable, g_cancellable_new ());
+  g_object_unref (self->cancellable);
+
+  data = g_new0 (RecomputeData, 1);
+  data->self = g_object_ref (self);
+  data->generation = ++self->generation;
+  _cs_window_job_begin (self);
+  cs_analysis_new_async (self->traces, &self->policy, self->cancellable, recompute_done_cb, data);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Drag and drop                                                                               */
+
+static gboolean
+drop_cb (GtkDropTarget *target, const GValue *value, double x, double y, CsWindow *self)
+{
+  if (!G_VALUE_HOLDS (value, G_TYPE_FILE))
+    return FALSE;
+  cs_window_open_file (self, g_value_get_object (value));
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* GObject                                                                                     */
+
+static void
+cs_window_dispose (GObject *object)
+{
+  CsWindow *self = CS_WINDOW (object);
+
+  if (self->cancellable != NULL)
+    g_cancellable_cancel (self->cancellable);
+  gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
+  G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
+}
+
+static void
+cs_window_finalize (GObject *object)
+{
+  CsWindow *self = CS_WINDOW (object);
+
+  g_clear_object (&self->cancellable);
+  g_clear_object (&self->file);
+  g_clear_pointer (&self->traces, cs_trace_list_unref);
+  g_clear_pointer (&self->analysis, cs_analysis_unref);
+  g_clear_pointer (&self->previous, cs_analysis_unref);
+  g_clear_pointer (&self->stmt_ranges, g_array_unref);
+  g_clear_pointer (&self->policy_dropdowns, g_free);
+  g_clear_pointer (&self->last_run_summary, g_free);
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
+      g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
+    }
+  g_clear_pointer (&self->run_title, g_free);
+  g_clear_object (&self->run_cancellable);
+  G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
+}
+
+static void
+cs_window_class_init (CsWindowClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->dispose = cs_window_dispose;
+  object_class->finalize = cs_window_finalize;
+
+  g_type_ensure (CS_TYPE_GRAPH_VIEW);
+  gtk_widget_class_set_template_from_resource (widget_class, "/org/castscope/Castscope/cs-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, error_bar);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, error_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, diff_bar);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, diff_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, search_bar);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, search_entry);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_grid);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, pass_adjustment);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, pass_scale);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, pass_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, graph_stack);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, forward_view);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, backward_view);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, busy_spinner);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, trace_view);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, details_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, run_heading);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, run_progress);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, status_regions);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, status_matmuls);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, status_time);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, status_message);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_submenu);
+  gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
+  gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
+  gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
+  gtk_widget_class_bind_template_callback_full (widget_class, "search_changed_cb",
+                                                G_CALLBACK (_cs_window_search_changed_cb));
+  gtk_widget_class_bind_template_callback_full (widget_class, "search_activate_cb",
+                                                G_CALLBACK (_cs_window_search_activate_cb));
+}
+
+static void
+cs_window_init (CsWindow *self)
+{
+  GtkTextBuffer *buffer;
+  GtkGesture *click;
+  GtkDropTarget *drop;
+
+  self->stmt_ranges = g_array_new (FALSE, FALSE, sizeof (CsStmtRange));
+  cs_policy_init_default (&self->policy);
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    self->pass_at_end[f] = TRUE;
+
+  gtk_widget_init_template (GTK_WIDGET (self));
+
+  buffer = gtk_text_view_get_buffer (self->trace_view);
+  self->selected_tag = gtk_text_buffer_create_tag (buffer, "selected",
+                                                   "paragraph-background", "#fff0b3",
+                                                   NULL);
+  gtk_widget_add_css_class (GTK_WIDGET (self->trace_view), "trace-text");
+  click = gtk_gesture_click_new ();
+  g_signal_connect (click, "released", G_CALLBACK (text_click_released_cb), self);
+  gtk_widget_add_controller (GTK_WIDGET (self->trace_view), GTK_EVENT_CONTROLLER (click));
+
+  g_signal_connect (self->pass_adjustment, "value-changed", G_CALLBACK (pass_value_changed_cb), self);
+
+  gtk_search_bar_connect_entry (self->search_bar, GTK_EDITABLE (self->search_entry));
+
+  drop = gtk_drop_target_new (G_TYPE_FILE, GDK_ACTION_COPY);
+  g_signal_connect (drop, "drop", G_CALLBACK (drop_cb), self);
+  gtk_widget_add_controller (GTK_WIDGET (self), GTK_EVENT_CONTROLLER (drop));
+
+  _cs_window_init_actions (self);
+  _cs_window_init_policy_panel (self);
+  update_shown (self);
+}
+
+/**
+ * cs_window_new:
+ * @application: (nullable): the application; NULL for a window outside an application (tests)
+ *
+ * Returns: (transfer full): a new window showing nothing until cs_window_open_file()
+ */
+CsWindow *
+cs_window_new (CsApplication *application)
+{
+  return g_object_new (CS_TYPE_WINDOW, "application", application, NULL);
+}

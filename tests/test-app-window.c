@@ -1,0 +1,392 @@
+/* test-app-window.c: the castscope window under Xvfb (GSK_RENDERER=cairo, GTK_A11Y=none).
+ *
+ * Drives CsWindow the way a user does (the policy dropdown, window actions) and checks what
+ * the window shows: the trace text, the status bar, the graph's badges and the diff bar.
+ * Expected values are worked out by hand from the seed sample, Thunder's
+ * foo(a, b, w) = matmul(a + b, w) in bf16 (../shared/traces/seed_foo_fwd.txt):
+ *   - default policy: one matmul in the forward (bf16 x bf16: tensor cores) and two in the
+ *     backward (the VJP of matmul: grad_a = g @ w^T, grad_w = a^T @ g), all bf16;
+ *   - matmul=upcast-f32: every matmul gets f32 operands (no tensor-core badge, an f32 badge),
+ *     and the forward gains at least two casts that no pass can remove: w -> f32 (w is a
+ *     trace input) and the matmul's f32 result -> bf16 (the trace returns bf16).
+ * Screenshots go to $CS_SCREENSHOT_DIR (default: the test build folder).
+ */
+#include "cs-config.h"
+
+#include <string.h>
+
+#include <gtk/gtk.h>
+
+#include "cs-application.h"
+#include "cs-window-private.h"
+
+#define WAIT_TIMEOUT_S 120
+
+static gboolean
+timeout_cb (gpointer data)
+{
+  gboolean *flag = data;
+
+  *flag = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* Spins the main loop until the window has no job in flight and both views are laid out. */
+static void
+wait_idle (CsWindow *win)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add_seconds (WAIT_TIMEOUT_S, timeout_cb, &timed_out);
+
+  /* Let queued work start first (bounded: animations keep the context busy). */
+  for (int i = 0; i < 50 && g_main_context_iteration (NULL, FALSE); i++)
+    ;
+  while (!timed_out && _cs_window_is_busy (win))
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  g_assert_false (timed_out);
+  /* Two frames so that the graph is drawn with the new layout. */
+  for (int i = 0; i < 2; i++)
+    {
+      gboolean done = FALSE;
+      g_timeout_add (50, timeout_cb, &done);
+      while (!done)
+        g_main_context_iteration (NULL, TRUE);
+    }
+}
+
+static guint
+count_substr (const char *text, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *p = strstr (text, needle); p != NULL; p = strstr (p + 1, needle))
+    n++;
+  return n;
+}
+
+static char *
+screenshot_dir (void)
+{
+  const char *dir = g_getenv ("CS_SCREENSHOT_DIR");
+
+  if (dir != NULL && dir[0] != '\0')
+    return g_strdup (dir);
+  return g_build_filename (g_getenv ("G_TEST_BUILDDIR") ? g_getenv ("G_TEST_BUILDDIR") : ".",
+                           "screenshots", NULL);
+}
+
+/* Renders @widget with its own renderer into a PNG (reference/recipes.md 2(b)). */
+static void
+save_screenshot (GtkWidget *widget, const char *name)
+{
+  g_autofree char *dir = screenshot_dir ();
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_autoptr(GdkPaintable) paintable = gtk_widget_paintable_new (widget);
+  GtkSnapshot *snapshot = gtk_snapshot_new ();
+  int w = gtk_widget_get_width (widget);
+  int h = gtk_widget_get_height (widget);
+  g_autoptr(GskRenderNode) node = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  GskRenderer *renderer = gtk_native_get_renderer (gtk_widget_get_native (widget));
+
+  g_assert_cmpint (w, >, 0);
+  g_assert_cmpint (h, >, 0);
+  g_mkdir_with_parents (dir, 0755);
+  gdk_paintable_snapshot (paintable, snapshot, w, h);
+  node = gtk_snapshot_free_to_node (snapshot);
+  g_assert_nonnull (node);
+  texture = gsk_renderer_render_texture (renderer, node, &GRAPHENE_RECT_INIT (0, 0, w, h));
+  g_assert_true (gdk_texture_save_to_png (texture, path));
+  g_test_message ("screenshot: %s (%dx%d)", path, w, h);
+}
+
+static char *
+seed_path (void)
+{
+  return cs_application_dup_seed_path ();
+}
+
+typedef struct
+{
+  CsApplication *app;
+  CsWindow      *win;
+} Fixture;
+
+static void
+fixture_setup (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+
+  fx->app = cs_application_new (G_APPLICATION_NON_UNIQUE);
+  g_assert_true (g_application_register (G_APPLICATION (fx->app), NULL, &error));
+  g_assert_no_error (error);
+  fx->win = cs_window_new (fx->app);
+  gtk_window_set_default_size (GTK_WINDOW (fx->win), 1440, 880);
+  gtk_window_present (GTK_WINDOW (fx->win));
+}
+
+static void
+fixture_teardown (Fixture *fx, gconstpointer data)
+{
+  gtk_window_destroy (GTK_WINDOW (fx->win));
+  for (int i = 0; i < 50 && g_main_context_iteration (NULL, FALSE); i++)
+    ;
+  g_clear_object (&fx->app);
+}
+
+static gboolean
+open_seed (Fixture *fx)
+{
+  g_autofree char *seed = seed_path ();
+  g_autoptr(GFile) file = NULL;
+
+  if (seed == NULL)
+    {
+      g_test_skip ("data/seed_foo.txt not found");
+      return FALSE;
+    }
+  file = g_file_new_for_path (seed);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->analysis);
+  return TRUE;
+}
+
+static GtkDropDown *
+policy_dropdown (CsWindow *win, const char *key)
+{
+  for (guint k = 0; k < win->n_policy_keys; k++)
+    if (strcmp (cs_policy_keys[k], key) == 0)
+      return win->policy_dropdowns[k];
+  g_assert_not_reached ();
+  return NULL;
+}
+
+static guint
+value_index (const char *key, const char *value)
+{
+  const char * const *values = cs_policy_values (key);
+
+  for (guint i = 0; values[i] != NULL; i++)
+    if (strcmp (values[i], value) == 0)
+      return i;
+  g_assert_not_reached ();
+  return 0;
+}
+
+static void
+show_family (CsWindow *win, const char *name)
+{
+  g_action_group_activate_action (G_ACTION_GROUP (win), "show", g_variant_new_string (name));
+  wait_idle (win);
+}
+
+/* The acceptance test: matmul=upcast-f32 through the dropdown adds casts and turns the
+ * tensor-core badges into f32 badges, forward and backward; the diff bar says so. */
+static void
+test_matmul_upcast (Fixture *fx, gconstpointer data)
+{
+  CsGraphView *fwd = fx->win->forward_view;
+  CsGraphView *bwd = fx->win->backward_view;
+  g_autofree char *text_before = NULL;
+  g_autofree char *text_after = NULL;
+  g_autoptr(GVariant) state = NULL;
+  guint casts_before, casts_after;
+  CsLayoutDiffStats stats;
+
+  if (!open_seed (fx))
+    return;
+
+  /* Default policy. */
+  show_family (fx->win, "forward");
+  g_assert_cmpstr (cs_policy_get (&fx->win->policy, "matmul"), ==, "native");
+  text_before = _cs_window_dup_trace_text (fx->win);
+  casts_before = count_substr (text_before, "prims.convert_element_type(");
+  g_assert_cmpuint (cs_graph_view_count_badges (fwd, TRUE), ==, 1);
+  g_assert_cmpuint (cs_graph_view_count_badges (fwd, FALSE), ==, 0);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-default.png");
+
+  show_family (fx->win, "backward");
+  g_assert_cmpuint (cs_graph_view_count_badges (bwd, TRUE), ==, 2);
+  g_assert_cmpuint (cs_graph_view_count_badges (bwd, FALSE), ==, 0);
+  show_family (fx->win, "forward");
+
+  /* The user picks "upcast-f32" in the Matmul precision dropdown. */
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"),
+                              value_index ("matmul", "upcast-f32"));
+  state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "policy-matmul");
+  g_assert_cmpstr (g_variant_get_string (state, NULL), ==, "upcast-f32");
+  wait_idle (fx->win);
+
+  g_assert_cmpstr (cs_policy_get (cs_analysis_get_policy (fx->win->analysis), "matmul"), ==,
+                   "upcast-f32");
+  text_after = _cs_window_dup_trace_text (fx->win);
+  casts_after = count_substr (text_after, "prims.convert_element_type(");
+  g_test_message ("forward casts: %u -> %u", casts_before, casts_after);
+  g_assert_cmpuint (casts_after, >=, casts_before + 2);
+  g_assert_cmpuint (cs_graph_view_count_badges (fwd, TRUE), ==, 0);
+  g_assert_cmpuint (cs_graph_view_count_badges (fwd, FALSE), ==, 1);
+
+  /* The diff is shown until dismissed, and the graph marks the added casts. */
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  g_assert_true (cs_graph_view_get_diff_stats (fwd, &stats));
+  g_assert_cmpuint (stats.casts_added, >=, 2);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-upcast-diff.png");
+
+  show_family (fx->win, "backward");
+  g_assert_cmpuint (cs_graph_view_count_badges (bwd, TRUE), ==, 0);
+  g_assert_cmpuint (cs_graph_view_count_badges (bwd, FALSE), ==, 2);
+
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "dismiss-diff", NULL);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  g_assert_false (cs_graph_view_get_diff_stats (bwd, &stats));
+
+  /* Back to native through the action (the menu's radio item does this). */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  g_assert_cmpuint (gtk_drop_down_get_selected (policy_dropdown (fx->win, "matmul")), ==,
+                    value_index ("matmul", "native"));
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_count_badges (bwd, TRUE), ==, 2);
+}
+
+/* Selecting a node in the graph highlights its statement in the text, and the reverse. */
+static void
+test_selection_sync (Fixture *fx, gconstpointer data)
+{
+  CsTrace *trace;
+  const CsStmt *matmul = NULL;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  trace = _cs_window_get_shown_trace (fx->win);
+  g_assert_nonnull (trace);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (trace->stmts[i]->kind == CS_STMT_CALL && strstr (trace->stmts[i]->callee, "matmul"))
+      matmul = trace->stmts[i];
+  g_assert_nonnull (matmul);
+
+  /* Find by op name selects the matmul node. */
+  _cs_window_find_next (fx->win, "matmul", TRUE);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, matmul->id);
+  {
+    const char *details = gtk_label_get_text (fx->win->details_label);
+    g_assert_nonnull (strstr (details, matmul->callee));
+    g_assert_nonnull (strstr (details, "bf16[8, 16]"));
+  }
+  /* The highlighted text is the matmul's line. */
+  {
+    GtkTextBuffer *buffer = gtk_text_view_get_buffer (fx->win->trace_view);
+    GtkTextIter it;
+    g_autofree char *line = NULL;
+    GtkTextIter end;
+
+    gtk_text_buffer_get_start_iter (buffer, &it);
+    g_assert_true (gtk_text_iter_forward_to_tag_toggle (&it, fx->win->selected_tag));
+    end = it;
+    gtk_text_iter_forward_to_line_end (&end);
+    line = gtk_text_iter_get_text (&it, &end);
+    g_assert_nonnull (strstr (line, "matmul("));
+  }
+  /* Keyboard: Tab backward from the matmul reaches an earlier statement. */
+  g_assert_true (cs_graph_view_move_selection (fx->win->forward_view, GTK_DIR_TAB_BACKWARD));
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), <, matmul->id);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), !=, 0);
+}
+
+/* A file that is not a trace: the error bar names file:line, nothing crashes. */
+static void
+test_bad_file (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "bad.txt", NULL);
+  g_autoptr(GFile) file = NULL;
+  const char *msg;
+
+  g_assert_true (g_file_set_contents (path, "def computation(a):\n  t0 = ltorch.add(a,\n", -1, NULL));
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  msg = gtk_label_get_text (fx->win->error_label);
+  g_test_message ("error shown: %s", msg);
+  g_assert_nonnull (strstr (msg, "bad.txt:"));
+  g_assert_null (fx->win->traces);
+
+  /* A missing file too. */
+  {
+    g_autofree char *missing = g_build_filename (dir, "missing.txt", NULL);
+    g_autoptr(GFile) mfile = g_file_new_for_path (missing);
+
+    gtk_info_bar_set_revealed (fx->win->error_bar, FALSE);
+    cs_window_open_file (fx->win, mfile);
+    wait_idle (fx->win);
+    g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_nonnull (strstr (gtk_label_get_text (fx->win->error_label), "missing.txt"));
+  }
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* Export writes the current view through render/'s painter. */
+static void
+test_export (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+  const char *exts[] = { "svg", "png", "pdf" };
+
+  if (!open_seed (fx))
+    return;
+  for (gsize i = 0; i < G_N_ELEMENTS (exts); i++)
+    {
+      g_autofree char *name = g_strconcat ("forward.", exts[i], NULL);
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *contents = NULL;
+      gsize len = 0;
+      g_autoptr(GError) error = NULL;
+
+      g_assert_true (cs_graph_view_export (fx->win->forward_view, path, &error));
+      g_assert_no_error (error);
+      g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+      g_assert_cmpuint (len, >, 100);
+      if (i == 0)
+        g_assert_nonnull (strstr (contents, "<svg"));
+      else if (i == 1)
+        g_assert_cmpmem (contents, 4, "\x89PNG", 4);
+      else
+        g_assert_cmpmem (contents, 5, "%PDF-", 5);
+      g_unlink (path);
+    }
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = g_build_filename (dir, "forward.bmp", NULL);
+
+    g_assert_false (cs_graph_view_export (fx->win->forward_view, path, &error));
+    g_assert_nonnull (error);
+  }
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  gtk_disable_setlocale ();
+  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
+  /* Isolated XDG dirs: the recent-files list of the test never touches the user's. */
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  gtk_init ();
+
+  g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
+              fixture_teardown);
+  g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
+              fixture_teardown);
+  g_test_add ("/app/window/bad-file", Fixture, NULL, fixture_setup, test_bad_file,
+              fixture_teardown);
+  g_test_add ("/app/window/export", Fixture, NULL, fixture_setup, test_export,
+              fixture_teardown);
+  return g_test_run ();
+}
