@@ -728,7 +728,7 @@ rule_exists (CsOpId id)
     case CS_OP_PRIM_LINEAR:
     case CS_OP_LTORCH_SUM:
     case CS_OP_LTORCH_SILU:
-    case CS_OP_LTORCH_SOFTMAX:
+    case CS_OP_LTORCH__SOFTMAX:
     case CS_OP_LTORCH_LOG_SOFTMAX:
     case CS_OP_LTORCH_EMBEDDING:
       return TRUE;
@@ -1499,7 +1499,7 @@ run_rule (GradCtx *c, const VjpRecord *r)
     case CS_OP_LTORCH_SILU:
       vjp_silu (c, s, g);
       break;
-    case CS_OP_LTORCH_SOFTMAX:
+    case CS_OP_LTORCH__SOFTMAX:
       vjp_softmax (c, s, g, FALSE);
       break;
     case CS_OP_LTORCH_LOG_SOFTMAX:
