@@ -206,6 +206,9 @@ struct _CsStmt
   CsProxy           **names;       /* DEL: deleted proxies */
   guint               n_names;
   guint               del_brackets : 1; /* 1 for the 2023 form `del [a, b]` */
+  guint               return_bare : 1;  /* RETURN: value is a TUPLE of python_return's several args,
+                                           printed without parentheses (the forward's
+                                           `return {...}, ((saved), (others))`) */
 
   /* COMMENT: text after "# " (without the leading indentation and "# ") */
   CsCommentKind       comment_kind;

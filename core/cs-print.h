@@ -27,5 +27,11 @@ void   cs_print_value_to   (GString *out, const CsValue *value);
 void   cs_print_stmt_to    (GString *out, const CsStmt *stmt, guint indent, CsPrintFlags flags);
 /** A Python repr of @f (shortest round-trip: 1e-05, 4096.0, inf as float('inf')). */
 char  *cs_print_float      (double f);
+/** Appends Python's repr of @f (see cs_print_float). */
+void   cs_print_float_to   (GString *out, double f);
+/** Appends Python's repr of the str @s (single quotes unless @s holds ' and no "). */
+void   cs_print_py_string_to (GString *out, const char *s);
+/** Appends the type string of @proxy as printed between quotes (type_raw when set). */
+void   cs_print_type_to    (GString *out, const CsProxy *proxy);
 
 G_END_DECLS

@@ -1,0 +1,331 @@
+/* cs-compare.c: structural equality of traces.
+ *
+ * Used by the parser's round-trip tests (print then parse again gives the same trace) and by
+ * pass tests.  Statement ids, source lines and pass annotations are not compared: they are
+ * bookkeeping, not trace content.
+ */
+#include "cs-config.h"
+
+#include "cs-compare.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-print.h"
+
+static gboolean G_GNUC_PRINTF (2, 3)
+differ (GString *why, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (why == NULL)
+    return FALSE;
+  va_start (ap, fmt);
+  g_string_append_vprintf (why, fmt, ap);
+  va_end (ap);
+  return FALSE;
+}
+
+static char *
+value_text (const CsValue *v)
+{
+  GString *s = g_string_new (NULL);
+
+  if (v == NULL)
+    g_string_append (s, "(nothing)");
+  else
+    cs_print_value_to (s, v);
+  if (s->len > 80)
+    {
+      g_string_truncate (s, 77);
+      g_string_append (s, "...");
+    }
+  return g_string_free (s, FALSE);
+}
+
+/**
+ * cs_value_equal_strict:
+ * @a: (nullable): a value
+ * @b: (nullable): another value
+ *
+ * Like cs_value_equal() but the literal spelling (value->raw) must match too, and ATTR
+ * attributes and CALL callees are compared.
+ * Returns: %TRUE if equal
+ */
+gboolean
+cs_value_equal_strict (const CsValue *a, const CsValue *b)
+{
+  if (a == NULL || b == NULL)
+    return a == b;
+  if (a->kind != b->kind || g_strcmp0 (a->raw, b->raw) != 0)
+    return FALSE;
+  switch (a->kind)
+    {
+    case CS_VALUE_NONE:
+    case CS_VALUE_UNDERSCORE:
+    case CS_VALUE_ELLIPSIS:
+      return TRUE;
+    case CS_VALUE_BOOL:
+      return !a->u.b == !b->u.b;
+    case CS_VALUE_INT:
+      return a->u.i == b->u.i;
+    case CS_VALUE_FLOAT:
+      return a->u.f == b->u.f || (isnan (a->u.f) && isnan (b->u.f));
+    case CS_VALUE_COMPLEX:
+      return a->u.c.re == b->u.c.re && a->u.c.im == b->u.c.im;
+    case CS_VALUE_STRING:
+    case CS_VALUE_NAME:
+      return g_strcmp0 (a->u.s, b->u.s) == 0;
+    case CS_VALUE_PROXY:
+      return strcmp (a->u.proxy->name, b->u.proxy->name) == 0;
+    case CS_VALUE_DTYPE:
+      return a->u.dtype.dtype == b->u.dtype.dtype && a->u.dtype.weak == b->u.dtype.weak
+             && a->u.dtype.pytype == b->u.dtype.pytype;
+    case CS_VALUE_CALL:
+      if (g_strcmp0 (a->u.call.callee, b->u.call.callee) != 0 || a->u.call.n_args != b->u.call.n_args)
+        return FALSE;
+      for (guint i = 0; i < a->u.call.n_args; i++)
+        if (g_strcmp0 (a->u.call.args[i].name, b->u.call.args[i].name) != 0
+            || !cs_value_equal_strict (a->u.call.args[i].value, b->u.call.args[i].value))
+          return FALSE;
+      return TRUE;
+    case CS_VALUE_ATTR:
+      if (g_strcmp0 (a->attr, b->attr) != 0)
+        return FALSE;
+      G_GNUC_FALLTHROUGH;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+      if (a->u.seq.n != b->u.seq.n)
+        return FALSE;
+      for (guint i = 0; i < a->u.seq.n; i++)
+        if (!cs_value_equal_strict (a->u.seq.items[i], b->u.seq.items[i]))
+          return FALSE;
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static gboolean
+value_check (const CsValue *a, const CsValue *b, GString *why, const char *what)
+{
+  g_autofree char *ta = NULL, *tb = NULL;
+
+  if (cs_value_equal_strict (a, b))
+    return TRUE;
+  ta = value_text (a);
+  tb = value_text (b);
+  return differ (why, "%s differs: %s vs %s", what, ta, tb);
+}
+
+static const char *
+pname (const CsProxy *p)
+{
+  return p ? p->name : "(none)";
+}
+
+/**
+ * cs_stmt_equal:
+ * @a: a statement
+ * @b: another statement
+ * @why_not: (nullable): receives a description of the first difference
+ *
+ * Returns: %TRUE if @a and @b (with their subsymbols) are structurally equal
+ */
+gboolean
+cs_stmt_equal (const CsStmt *a, const CsStmt *b, GString *why)
+{
+  if (a->kind != b->kind)
+    return differ (why, "statement kinds differ (%d vs %d)", a->kind, b->kind);
+  switch (a->kind)
+    {
+    case CS_STMT_CALL:
+      if (g_strcmp0 (a->callee, b->callee) != 0)
+        return differ (why, "callee %s vs %s", a->callee, b->callee);
+      if (a->op != b->op)
+        return differ (why, "op entries differ for %s", a->callee);
+      if (a->n_args != b->n_args)
+        return differ (why, "%s: %u vs %u arguments", a->callee, a->n_args, b->n_args);
+      for (guint i = 0; i < a->n_args; i++)
+        {
+          char what[64];
+          if (g_strcmp0 (a->args[i].name, b->args[i].name) != 0)
+            return differ (why, "%s: argument %u keyword %s vs %s", a->callee, i,
+                           a->args[i].name ? a->args[i].name : "(positional)",
+                           b->args[i].name ? b->args[i].name : "(positional)");
+          g_snprintf (what, sizeof what, "argument %u", i);
+          if (!value_check (a->args[i].value, b->args[i].value, why, what))
+            return FALSE;
+        }
+      if (!value_check (a->out, b->out, why, "target"))
+        return FALSE;
+      if (a->type_comment != b->type_comment)
+        return differ (why, "type comment style %d vs %d", a->type_comment, b->type_comment);
+      if (g_strcmp0 (a->type_comment_raw, b->type_comment_raw) != 0)
+        return differ (why, "type comment \"%s\" vs \"%s\"", a->type_comment_raw ? a->type_comment_raw : "",
+                       b->type_comment_raw ? b->type_comment_raw : "");
+      break;
+    case CS_STMT_UNPACK:
+      if (g_strcmp0 (pname (a->source), pname (b->source)) != 0)
+        return differ (why, "unpack source %s vs %s", pname (a->source), pname (b->source));
+      if (a->n_targets != b->n_targets)
+        return differ (why, "unpack of %s: %u vs %u targets", pname (a->source), a->n_targets, b->n_targets);
+      for (guint i = 0; i < a->n_targets; i++)
+        if (!value_check (a->targets[i], b->targets[i], why, "unpack target"))
+          return FALSE;
+      if (a->n_targets > 0 && a->unpack_style != b->unpack_style)
+        return differ (why, "unpack style %d vs %d", a->unpack_style, b->unpack_style);
+      break;
+    case CS_STMT_ANNASSIGN:
+      if (!value_check (a->out, b->out, why, "annotated target")
+          || !value_check (a->value, b->value, why, "annotated value"))
+        return FALSE;
+      if (g_strcmp0 (a->type_comment_raw, b->type_comment_raw) != 0)
+        return differ (why, "annotation type differs");
+      break;
+    case CS_STMT_DEL:
+      if (a->n_names != b->n_names || a->del_brackets != b->del_brackets)
+        return differ (why, "del of %u vs %u names", a->n_names, b->n_names);
+      for (guint i = 0; i < a->n_names; i++)
+        if (strcmp (a->names[i]->name, b->names[i]->name) != 0)
+          return differ (why, "del %s vs %s", a->names[i]->name, b->names[i]->name);
+      break;
+    case CS_STMT_RETURN:
+      if (a->return_bare != b->return_bare)
+        return differ (why, "return value parenthesised differently");
+      if (!value_check (a->value, b->value, why, "return value"))
+        return FALSE;
+      break;
+    case CS_STMT_COMMENT:
+      if (a->comment_kind != b->comment_kind)
+        return differ (why, "comment kinds %d vs %d", a->comment_kind, b->comment_kind);
+      if (g_strcmp0 (a->text, b->text) != 0)
+        return differ (why, "comment \"%s\" vs \"%s\"", a->text ? a->text : "", b->text ? b->text : "");
+      if (g_strcmp0 (pname (a->annotated), pname (b->annotated)) != 0)
+        return differ (why, "comment names %s vs %s", pname (a->annotated), pname (b->annotated));
+      break;
+    case CS_STMT_BLANK:
+      if (g_strcmp0 (a->text, b->text) != 0)
+        return differ (why, "blank lines differ in whitespace");
+      break;
+    default:
+      break;
+    }
+  if (a->n_subs != b->n_subs)
+    return differ (why, "%u vs %u subsymbols", a->n_subs, b->n_subs);
+  for (guint i = 0; i < a->n_subs; i++)
+    if (!cs_stmt_equal (a->subs[i], b->subs[i], why))
+      {
+        if (why)
+          {
+            g_autofree char *where = g_strdup_printf ("subsymbol %u: ", i);
+            g_string_prepend (why, where);
+          }
+        return FALSE;
+      }
+  return TRUE;
+}
+
+static gboolean
+strv_equal (const char **a, guint na, const char **b, guint nb, GString *why, const char *what)
+{
+  if (na != nb)
+    return differ (why, "%u vs %u %s", na, nb, what);
+  for (guint i = 0; i < na; i++)
+    if (strcmp (a[i], b[i]) != 0)
+      return differ (why, "%s %u: \"%s\" vs \"%s\"", what, i, a[i], b[i]);
+  return TRUE;
+}
+
+static gboolean
+proxy_equal (const CsProxy *a, const CsProxy *b, GString *why)
+{
+  if (a->kind != b->kind || a->typed != b->typed || a->future != b->future
+      || g_strcmp0 (a->type_raw, b->type_raw) != 0)
+    return differ (why, "proxy %s: types differ", a->name);
+  if (a->kind == CS_PROXY_TENSOR && a->typed)
+    {
+      if (a->dtype != b->dtype || a->rank != b->rank || !cs_device_equal (&a->device, &b->device))
+        return differ (why, "proxy %s: tensor dtype, rank or device differ", a->name);
+      for (guint i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i])
+          return differ (why, "proxy %s: dim %u is %" G_GINT64_FORMAT " vs %" G_GINT64_FORMAT,
+                         a->name, i, a->shape[i], b->shape[i]);
+    }
+  if (a->kind == CS_PROXY_NUMBER)
+    {
+      if (a->dtype != b->dtype || a->has_value != b->has_value
+          || (a->has_value && !cs_value_equal_strict (a->value, b->value)))
+        return differ (why, "proxy %s: number type or value differ", a->name);
+    }
+  return TRUE;
+}
+
+/**
+ * cs_trace_equal:
+ * @a: a trace
+ * @b: another trace
+ * @why_not: (nullable): receives a description of the first difference
+ *
+ * See cs-compare.h.
+ * Returns: %TRUE if equal
+ */
+gboolean
+cs_trace_equal (const CsTrace *a, const CsTrace *b, GString *why)
+{
+  GHashTableIter it;
+  gpointer key, val;
+
+  g_return_val_if_fail (a != NULL && b != NULL, FALSE);
+  if (!strv_equal (a->leading, a->n_leading, b->leading, b->n_leading, why, "leading comment lines"))
+    return FALSE;
+  if (g_strcmp0 (a->provenance, b->provenance) != 0)
+    return differ (why, "provenance \"%s\" vs \"%s\"", a->provenance ? a->provenance : "",
+                   b->provenance ? b->provenance : "");
+  if (!strv_equal (a->imports, a->n_imports, b->imports, b->n_imports, why, "imports")
+      || !strv_equal (a->decorators, a->n_decorators, b->decorators, b->n_decorators, why, "decorators"))
+    return FALSE;
+  if (!a->blank_after_imports != !b->blank_after_imports)
+    return differ (why, "blank line after the imports differs");
+  if (!a->has_signature != !b->has_signature || g_strcmp0 (a->name, b->name) != 0)
+    return differ (why, "signature name %s vs %s", a->name ? a->name : "-", b->name ? b->name : "-");
+  if (a->n_params != b->n_params)
+    return differ (why, "%u vs %u parameters", a->n_params, b->n_params);
+  for (guint i = 0; i < a->n_params; i++)
+    if (a->params[i].kind != b->params[i].kind
+        || g_strcmp0 (a->params[i].name, b->params[i].name) != 0
+        || !cs_value_equal_strict (a->params[i].dflt, b->params[i].dflt))
+      return differ (why, "parameter %u differs", i);
+  if (a->n_stmts != b->n_stmts)
+    return differ (why, "%u vs %u statements", a->n_stmts, b->n_stmts);
+  for (guint i = 0; i < a->n_stmts; i++)
+    {
+      GString *sub = why ? g_string_new (NULL) : NULL;
+      if (!cs_stmt_equal (a->stmts[i], b->stmts[i], sub))
+        {
+          if (why)
+            {
+              g_string_append_printf (why, "statement %u (line %u vs %u): %s", i, a->stmts[i]->line,
+                                      b->stmts[i]->line, sub->str);
+              g_string_free (sub, TRUE);
+            }
+          return FALSE;
+        }
+      if (sub)
+        g_string_free (sub, TRUE);
+    }
+  if (g_hash_table_size (a->proxies) != g_hash_table_size (b->proxies))
+    return differ (why, "%u vs %u proxies", g_hash_table_size (a->proxies), g_hash_table_size (b->proxies));
+  g_hash_table_iter_init (&it, a->proxies);
+  while (g_hash_table_iter_next (&it, &key, &val))
+    {
+      const CsProxy *pb = g_hash_table_lookup (b->proxies, key);
+      if (pb == NULL)
+        return differ (why, "proxy %s missing in the second trace", (const char *) key);
+      if (!proxy_equal (val, pb, why))
+        return FALSE;
+    }
+  return TRUE;
+}
