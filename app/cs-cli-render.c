@@ -1,11 +1,206 @@
-/* cs-cli-render.c: `castscope-cli render` (not built yet). */
+/* cs-cli-render.c: `castscope-cli render FILE [--policy k=v ...] [--trace forward|backward]
+ * [--pass NAME] [--expand] -o out.svg|out.png|out.pdf|out.dot`.
+ *
+ * Without --policy / --pass / --trace / --grad the file's trace is drawn as it is; with any of
+ * them the pass pipeline runs and the chosen trace is drawn.  The picture comes from render/'s
+ * painter, the same one the GUI draws with.
+ */
 #include "cs-config.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "cs-cli.h"
+#include "cs-cli-policy.h"
+#include "cs-parse.h"
+#include "cs-render.h"
+
+static gboolean
+parse_detail (const char *text, CsRenderDetail *out)
+{
+  static const struct { const char *name; CsRenderDetail d; } names[] = {
+    { "auto", CS_RENDER_DETAIL_AUTO },
+    { "statements", CS_RENDER_DETAIL_STATEMENTS },
+    { "prims", CS_RENDER_DETAIL_PRIMS },
+    { "regions", CS_RENDER_DETAIL_REGIONS },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    if (strcmp (text, names[i].name) == 0)
+      {
+        *out = names[i].d;
+        return TRUE;
+      }
+  return FALSE;
+}
 
 int
 cs_cli_cmd_render (int argc, char **argv)
 {
-  cs_cli_error ("'render' is not available in this build yet");
-  return CS_CLI_EXIT_USAGE;
+  g_auto(GStrv) policy_args = NULL;
+  g_autofree char *grad = NULL;
+  g_autofree char *pass = NULL;
+  g_autofree char *which = NULL;
+  g_autofree char *output = NULL;
+  g_autofree char *detail_text = NULL;
+  g_autofree char *desc = NULL;
+  gboolean expand = FALSE, node_shapes = FALSE, no_edge_labels = FALSE, bookkeeping = FALSE;
+  gboolean no_legend = FALSE, verbose = FALSE;
+  gint index = 0, max_nodes = 0;
+  double scale = 1.5;
+  g_autoptr(GOptionContext) ctx = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(CsLayout) layout = NULL;
+  CsTrace *trace = NULL;
+  CsRenderOptions opts;
+  CsExportFormat format;
+  CsDrawFlags flags = CS_DRAW_DEFAULT;
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Output file: .svg, .png, .pdf or .dot (required)", "FILE" },
+    { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob and run the pipeline (repeatable)", "KEY=VALUE" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad (runs the pipeline): names, 'all' or 'none'", "A,B|all|none" },
+    { "trace", 't', 0, G_OPTION_ARG_STRING, &which, "Final trace to draw (runs the pipeline): forward (default) or backward", "forward|backward" },
+    { "pass", 0, 0, G_OPTION_ARG_STRING, &pass, "Draw the trace made by this pass (runs the pipeline)", "NAME" },
+    { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "expand", 'e', 0, G_OPTION_ARG_NONE, &expand, "Expand every statement into its prims (same as --detail prims)", NULL },
+    { "detail", 'd', 0, G_OPTION_ARG_STRING, &detail_text, "auto (default), statements, prims or regions", "LEVEL" },
+    { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "Node count above which 'auto' collapses fusion regions (default 2500)", "N" },
+    { "shapes", 0, 0, G_OPTION_ARG_NONE, &node_shapes, "Print the output type in node labels", NULL },
+    { "no-edge-labels", 0, 0, G_OPTION_ARG_NONE, &no_edge_labels, "Do not label edges with tensor shapes", NULL },
+    { "bookkeeping", 0, 0, G_OPTION_ARG_NONE, &bookkeeping, "Also draw unpacks, checks and other bookkeeping calls", NULL },
+    { "no-legend", 0, 0, G_OPTION_ARG_NONE, &no_legend, "Leave the dtype legend out", NULL },
+    { "scale", 's', 0, G_OPTION_ARG_DOUBLE, &scale, "PNG pixels per point (default 1.5)", "S" },
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Print node, edge and region counts and the layout time", NULL },
+    { NULL },
+  };
+
+  ctx = g_option_context_new ("FILE - draw a trace as a graph (dtype-coloured edges, fusion regions) to SVG, PNG, PDF or DOT");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  desc = cs_cli_policy_describe ();
+  g_option_context_set_description (ctx, desc);
+  if (!cs_cli_parse_options (ctx, &argc, &argv))
+    return CS_CLI_EXIT_USAGE;
+  if (argc != 2)
+    {
+      cs_cli_error ("render: expected one FILE (try --help)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (output == NULL)
+    {
+      cs_cli_error ("render: -o FILE is required (.svg, .png, .pdf or .dot)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (!cs_export_format_from_path (output, &format))
+    {
+      cs_cli_error ("render: cannot tell the format of '%s': use .svg, .png, .pdf or .dot", output);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (which && strcmp (which, "forward") != 0 && strcmp (which, "backward") != 0)
+    {
+      cs_cli_error ("render: --trace must be 'forward' or 'backward', not '%s'", which);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (index < 0 || max_nodes < 0 || !(scale > 0 && scale <= 16))
+    {
+      cs_cli_error ("render: --index and --max-nodes must be >= 0, --scale in (0, 16]");
+      return CS_CLI_EXIT_USAGE;
+    }
+  cs_render_options_init (&opts);
+  if (detail_text && !parse_detail (detail_text, &opts.detail))
+    {
+      cs_cli_error ("render: --detail must be auto, statements, prims or regions, not '%s'", detail_text);
+      cs_render_options_clear (&opts);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (expand)
+    opts.detail = CS_RENDER_DETAIL_PRIMS;
+  opts.max_nodes = (guint) max_nodes;
+  opts.node_shapes = node_shapes;
+  opts.edge_labels = !no_edge_labels;
+  opts.bookkeeping = bookkeeping;
+  if (no_legend)
+    flags &= ~CS_DRAW_LEGEND;
+
+  if (policy_args || grad || which || pass)
+    {
+      CsPolicy policy;
+
+      if (!cs_cli_policy_from_strv (policy_args, &policy, &error))
+        {
+          cs_cli_error ("render: %s", error->message);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_USAGE;
+        }
+      pl = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
+      if (pl == NULL)
+        {
+          cs_cli_error ("%s", error->message);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_INPUT;
+        }
+      if (pass)
+        {
+          trace = cs_pipeline_find_trace (pl, pass);
+          if (trace == NULL)
+            {
+              GString *names = g_string_new (NULL);
+              for (guint i = 0; i < cs_pipeline_n_passes (pl); i++)
+                g_string_append_printf (names, "%s%s", i ? ", " : "", cs_pipeline_pass_name (pl, i));
+              cs_cli_error ("render: no pass named '%s' ran (passes: %s)", pass, names->str);
+              g_string_free (names, TRUE);
+              cs_render_options_clear (&opts);
+              return CS_CLI_EXIT_USAGE;
+            }
+        }
+      else
+        trace = (which && strcmp (which, "backward") == 0) ? cs_pipeline_get_backward (pl)
+                                                          : cs_pipeline_get_forward (pl);
+      if (trace == NULL)
+        {
+          cs_cli_error ("render: there is no backward trace (nothing requires grad, or --grad none)");
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_INPUT;
+        }
+    }
+  else
+    {
+      list = cs_parse_file (argv[1], &error);
+      if (list == NULL)
+        {
+          cs_cli_error ("%s", error->message);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_INPUT;
+        }
+      if ((guint) index >= list->traces->len)
+        {
+          cs_cli_error ("render: %s holds %u trace(s); --index %d is out of range", argv[1],
+                        list->traces->len, index);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_USAGE;
+        }
+      trace = g_ptr_array_index (list->traces, index);
+    }
+
+  layout = cs_layout_new (trace, &opts, NULL, &error);
+  cs_render_options_clear (&opts);
+  if (layout == NULL)
+    {
+      cs_cli_error ("render: %s: %s", argv[1], error->message);
+      return CS_CLI_EXIT_INPUT;
+    }
+  for (guint i = 0; layout->notes[i]; i++)
+    fprintf (stderr, "castscope-cli render: note: %s\n", layout->notes[i]);
+  if (!cs_draw_export (layout, format, output, scale, flags, &error))
+    {
+      cs_cli_error ("render: %s", error->message);
+      return CS_CLI_EXIT_INPUT;
+    }
+  if (verbose)
+    printf ("%s: %u nodes, %u edges, %u clusters, layout %.1f ms, %.0f x %.0f pt -> %s\n",
+            layout->title, layout->n_nodes, layout->n_edges, layout->n_clusters,
+            layout->layout_ms, layout->bb.x1 - layout->bb.x0, layout->bb.y1 - layout->bb.y0,
+            output);
+  return CS_CLI_EXIT_OK;
 }

@@ -1,0 +1,1019 @@
+/* cs-graph.c: trace -> display-list semantics (nodes, tensor edges, clusters) -> DOT text.
+ *
+ * Node sizes are measured here with PangoCairo in the layout's font and passed to Graphviz as
+ * fixed sizes, so the boxes dot places are exactly the boxes the painter fills.
+ */
+#include "cs-config.h"
+
+#include "cs-graph.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <pango/pangocairo.h>
+
+#include "cs-ops.h"
+#include "cs-palette.h"
+
+#define DEFAULT_FONT "DejaVu Sans"
+#define PAD_X_PT       8.0   /* pt: label padding inside op nodes */
+#define PAD_Y_PT       4.0
+#define CAST_PAD_X_PT  5.0
+#define CAST_PAD_Y_PT  2.0
+#define BADGE_W_PT    26.0   /* pt: room for the "TC" / "f32" badge at the right of a node */
+#define MIN_NODE_W_PT 36.0
+
+typedef struct
+{
+  CsTrace               *trace;
+  const CsRenderOptions *options;
+  CsRenderDetail         detail;       /* never AUTO */
+  GArray                *nodes;        /* CsLayoutNode */
+  GArray                *edges;        /* CsLayoutEdge */
+  GArray                *clusters;     /* CsLayoutCluster */
+  GHashTable            *producer;     /* CsProxy* -> node index + 1 */
+  GHashTable            *outputs;      /* CsProxy* of OUTPUT nodes made */
+  PangoLayout           *measure;      /* NULL when only counting */
+  cairo_surface_t       *surface;
+  cairo_t               *cr;
+  gboolean               counting;     /* only count nodes (cs_graph_count_nodes) */
+  guint                  n_counted;
+} Builder;
+
+/* ---------------------------------------------------------------------------------------- */
+/* helpers                                                                                   */
+
+static gboolean
+proxy_is_drawn (const CsProxy *p)
+{
+  /* Tensors, and proxies never typed (docs that elide types: `# t4`). Numbers, collections
+   * and "Any" are not edges. */
+  return p != NULL && (p->kind == CS_PROXY_TENSOR || (p->kind == CS_PROXY_OTHER && !p->typed));
+}
+
+static guint64
+proxy_bytes (const CsProxy *p)
+{
+  int64_t numel;
+
+  if (p == NULL || p->kind != CS_PROXY_TENSOR || !p->typed)
+    return 0;
+  for (guint i = 0; i < p->rank; i++)
+    if (p->shape[i] < 0)
+      return 0;
+  numel = cs_shape_numel (p->shape, p->rank);
+  if (p->dtype == CS_DTYPE_F4_E2M1FN_X2)
+    return (guint64) numel;   /* two values per byte, extents count bytes */
+  return (guint64) numel * cs_dtype_size_bytes (p->dtype);
+}
+
+static char *
+shape_text (const CsProxy *p)
+{
+  GString *s;
+
+  if (p == NULL || p->kind != CS_PROXY_TENSOR || !p->typed)
+    return NULL;
+  s = g_string_new ("[");
+  for (guint i = 0; i < p->rank; i++)
+    {
+      if (i)
+        g_string_append (s, ", ");
+      if (p->shape[i] < 0)
+        g_string_append_c (s, '?');
+      else
+        g_string_append_printf (s, "%" G_GINT64_FORMAT, p->shape[i]);
+    }
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+/* "bf16[8, 16]" or "" */
+static char *
+type_short (const CsProxy *p)
+{
+  g_autofree char *shape = shape_text (p);
+
+  if (shape == NULL)
+    return g_strdup ("");
+  return g_strdup_printf ("%s%s", cs_dtype_short_name (p->dtype), shape);
+}
+
+/* Short label of a callee: the semantic op's short name ("torch.nn.functional.linear" ->
+ * "linear"), or the last dotted component for names the op table does not know. */
+static char *
+callee_short (const CsStmt *s)
+{
+  const CsOp *sem = cs_op_semantic (s->op);
+  const char *dot;
+
+  if (cs_op_is_fusion (s->op) || s->op->id == CS_OP_OPAQUE || sem == NULL || sem->short_name == NULL
+      || sem->short_name[0] == '\0')
+    {
+      const char *c = s->callee ? s->callee : "?";
+      dot = strrchr (c, '.');
+      return g_strdup (dot ? dot + 1 : c);
+    }
+  return g_strdup (sem->short_name);
+}
+
+static gboolean
+stmt_is_cast (const CsStmt *s)
+{
+  return s->op->category == CS_OP_CAT_CAST || cs_op_semantic (s->op)->category == CS_OP_CAT_CAST;
+}
+
+static gboolean
+stmt_is_matmul (const CsStmt *s)
+{
+  return s->op->category == CS_OP_CAT_MATMUL || cs_op_semantic (s->op)->category == CS_OP_CAT_MATMUL;
+}
+
+static GPtrArray *
+stmt_tensor_inputs (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) all = g_ptr_array_new ();
+  GPtrArray *out = g_ptr_array_new ();
+
+  cs_stmt_collect_inputs (s, all);
+  for (guint i = 0; i < all->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (all, i);
+      guint k;
+
+      if (!proxy_is_drawn (p))
+        continue;
+      for (k = 0; k < out->len; k++)
+        if (g_ptr_array_index (out, k) == p)
+          break;
+      if (k == out->len)
+        g_ptr_array_add (out, p);
+    }
+  return out;
+}
+
+static GPtrArray *
+stmt_tensor_outputs (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) all = g_ptr_array_new ();
+  GPtrArray *out = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (s, all);
+  for (guint i = 0; i < all->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (all, i);
+      guint k;
+
+      if (!proxy_is_drawn (p))
+        continue;
+      for (k = 0; k < out->len; k++)
+        if (g_ptr_array_index (out, k) == p)
+          break;
+      if (k == out->len)
+        g_ptr_array_add (out, p);
+    }
+  return out;
+}
+
+/* Badge of a matmul / linear: f32 (or f64) float operand -> warning; all float operands
+ * bf16 / f16 / fp8 -> tensor cores.  Source: DESIGN.md (tensor cores need low-precision
+ * operands; an upcast to f32 around the matmul turns them off). */
+static CsLayoutBadge
+matmul_badge (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
+  gboolean any_low = FALSE;
+
+  for (guint i = 0; i < ins->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (ins, i);
+
+      if (p->kind != CS_PROXY_TENSOR || !cs_dtype_is_float (p->dtype))
+        continue;
+      if (p->dtype == CS_DTYPE_F32 || p->dtype == CS_DTYPE_F64)
+        return CS_LAYOUT_BADGE_F32;
+      any_low = TRUE;
+    }
+  return any_low ? CS_LAYOUT_BADGE_TENSOR_CORE : CS_LAYOUT_BADGE_NONE;
+}
+
+/* A statement is hidden unless it is a call that reads or writes a drawn proxy (bookkeeping
+ * such as unpacks, del, checks, clear_mutable_collection and number arithmetic is hidden). */
+static gboolean
+stmt_is_drawn (Builder *b, const CsStmt *s)
+{
+  g_autoptr(GPtrArray) ins = NULL;
+  g_autoptr(GPtrArray) outs = NULL;
+
+  if (s->kind != CS_STMT_CALL)
+    return FALSE;
+  if (b->options->bookkeeping)
+    return TRUE;
+  if (s->op->category == CS_OP_CAT_BOOKKEEPING
+      || cs_op_semantic (s->op)->category == CS_OP_CAT_BOOKKEEPING)
+    return FALSE;
+  ins = stmt_tensor_inputs (s);
+  outs = stmt_tensor_outputs (s);
+  return ins->len > 0 || outs->len > 0;
+}
+
+static gboolean
+want_expand (Builder *b, const CsStmt *s)
+{
+  CsRenderExpand ov;
+
+  if (s->n_subs == 0)
+    return FALSE;
+  ov = cs_render_options_get_expanded (b->options, s->id);
+  if (ov == CS_RENDER_EXPAND_ON)
+    return TRUE;
+  if (ov == CS_RENDER_EXPAND_OFF)
+    return FALSE;
+  if (cs_op_is_fusion (s->op))
+    return b->detail != CS_RENDER_DETAIL_REGIONS;
+  return b->detail == CS_RENDER_DETAIL_PRIMS;
+}
+
+static void
+measure_text (Builder *b, const char *text, double size_pt, gboolean bold, double *w, double *h)
+{
+  PangoFontDescription *fd;
+  PangoRectangle logical;
+
+  if (b->measure == NULL)
+    {
+      *w = *h = 0;
+      return;
+    }
+  fd = pango_font_description_new ();
+  pango_font_description_set_family (fd, b->options->font_family ? b->options->font_family
+                                                                 : DEFAULT_FONT);
+  pango_font_description_set_absolute_size (fd, size_pt * PANGO_SCALE);
+  pango_font_description_set_weight (fd, bold ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
+  pango_layout_set_font_description (b->measure, fd);
+  pango_font_description_free (fd);
+  pango_layout_set_text (b->measure, text, -1);
+  pango_layout_get_extents (b->measure, NULL, &logical);
+  *w = (double) logical.width / PANGO_SCALE;
+  *h = (double) logical.height / PANGO_SCALE;
+}
+
+static double
+font_size (Builder *b)
+{
+  return b->options->font_size_pt > 0 ? b->options->font_size_pt : 10.0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* nodes and edges                                                                           */
+
+static guint
+add_node (Builder *b, CsLayoutNode *n)
+{
+  double w, h, fs = font_size (b);
+  double px = PAD_X_PT, py = PAD_Y_PT;
+
+  if (n->kind == CS_LAYOUT_NODE_CAST)
+    {
+      fs *= 0.85;
+      px = CAST_PAD_X_PT;
+      py = CAST_PAD_Y_PT;
+    }
+  measure_text (b, n->label, fs, n->kind == CS_LAYOUT_NODE_REGION, &w, &h);
+  w += 2 * px;
+  h += 2 * py;
+  if (n->badge != CS_LAYOUT_BADGE_NONE)
+    w += BADGE_W_PT;
+  if (n->kind != CS_LAYOUT_NODE_CAST && w < MIN_NODE_W_PT)
+    w = MIN_NODE_W_PT;
+  n->box = (CsRect) { 0, 0, ceil (w), ceil (h) };
+  g_array_append_val (b->nodes, *n);
+  b->n_counted++;
+  return b->nodes->len - 1;
+}
+
+static guint
+input_node (Builder *b, CsProxy *p)
+{
+  gpointer v = g_hash_table_lookup (b->producer, p);
+  CsLayoutNode n = { 0 };
+  g_autofree char *ts = NULL;
+  guint idx;
+
+  if (v != NULL)
+    return GPOINTER_TO_UINT (v) - 1;
+  ts = type_short (p);
+  n.kind = CS_LAYOUT_NODE_INPUT;
+  n.name = g_strdup (p->name);
+  n.label = ts[0] ? g_strdup_printf ("%s\n%s", p->name, ts) : g_strdup (p->name);
+  {
+    g_autofree char *full = cs_proxy_type_string (p);
+    n.detail = g_strdup_printf ("input %s: %s", p->name, full);
+  }
+  n.has_dtype = p->kind == CS_PROXY_TENSOR;
+  n.dtype = p->dtype;
+  n.cluster = -1;
+  idx = add_node (b, &n);
+  g_hash_table_insert (b->producer, p, GUINT_TO_POINTER (idx + 1));
+  return idx;
+}
+
+static void
+add_edge (Builder *b, guint tail, guint head, CsProxy *p)
+{
+  CsLayoutEdge e = { 0 };
+
+  e.tail = tail;
+  e.head = head;
+  e.proxy = g_strdup (p->name);
+  e.has_dtype = p->kind == CS_PROXY_TENSOR && p->typed;
+  e.dtype = p->dtype;
+  e.label = shape_text (p);
+  g_array_append_val (b->edges, e);
+}
+
+static char *
+stmt_detail (const CsStmt *s, GPtrArray *ins, GPtrArray *outs)
+{
+  GString *d = g_string_new (NULL);
+
+  for (guint i = 0; i < outs->len; i++)
+    g_string_append_printf (d, "%s%s", i ? ", " : "", ((CsProxy *) g_ptr_array_index (outs, i))->name);
+  if (outs->len)
+    g_string_append (d, " = ");
+  g_string_append_printf (d, "%s(", s->callee ? s->callee : "?");
+  for (guint i = 0; i < ins->len; i++)
+    g_string_append_printf (d, "%s%s", i ? ", " : "", ((CsProxy *) g_ptr_array_index (ins, i))->name);
+  g_string_append_c (d, ')');
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (outs, i);
+      g_autofree char *ts = cs_proxy_type_string (p);
+      g_string_append_printf (d, "\n%s: %s", p->name, ts);
+    }
+  if (s->why != NULL)
+    g_string_append_printf (d, "\n(%s)", s->why);
+  return g_string_free (d, FALSE);
+}
+
+static void
+stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
+{
+  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
+  g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
+  CsLayoutNode n = { 0 };
+  g_autofree char *name = callee_short (s);
+  CsProxy *first_out = outs->len ? g_ptr_array_index (outs, 0) : NULL;
+  guint idx;
+
+  n.stmt_id = s->id;
+  n.top_stmt_id = top_id;
+  n.name = g_strdup (s->callee ? s->callee : "?");
+  n.cluster = cluster;
+  n.expandable = s->n_subs > 0;
+  n.detail = stmt_detail (s, ins, outs);
+  if (first_out != NULL && first_out->kind == CS_PROXY_TENSOR)
+    {
+      n.has_dtype = TRUE;
+      n.dtype = first_out->dtype;
+    }
+  if (cs_op_is_fusion (s->op))
+    {
+      n.kind = CS_LAYOUT_NODE_REGION;
+      n.label = g_strdup_printf ("%s\n%u ops", s->callee, s->n_subs);
+    }
+  else if (stmt_is_cast (s) && n.has_dtype)
+    {
+      n.kind = CS_LAYOUT_NODE_CAST;
+      n.label = g_strdup_printf ("\u2192 %s", cs_dtype_short_name (n.dtype));
+    }
+  else
+    {
+      n.kind = CS_LAYOUT_NODE_OP;
+      if (stmt_is_matmul (s))
+        n.badge = matmul_badge (s);
+      if (b->options->node_shapes && first_out != NULL)
+        {
+          g_autofree char *ts = type_short (first_out);
+          n.label = g_strdup_printf ("%s\n%s", name, ts);
+        }
+      else
+        n.label = g_strdup (name);
+    }
+  /* edges from the producers of the inputs (before this node's outputs are registered, so an
+   * output that reuses an input name, as `[t32, t10] = nvFusion1(t32)`, keeps its producer) */
+  {
+    guint *tails = g_newa (guint, ins->len + 1);
+    for (guint i = 0; i < ins->len; i++)
+      tails[i] = input_node (b, g_ptr_array_index (ins, i));
+    idx = add_node (b, &n);
+    for (guint i = 0; i < ins->len; i++)
+      add_edge (b, tails[i], idx, g_ptr_array_index (ins, i));
+  }
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (outs, i);
+      gboolean is_input = FALSE;
+      for (guint k = 0; k < ins->len; k++)
+        if (g_ptr_array_index (ins, k) == p)
+          is_input = TRUE;
+      if (!is_input)
+        g_hash_table_insert (b->producer, p, GUINT_TO_POINTER (idx + 1));
+    }
+}
+
+/* Number of leaf nodes statement @s becomes when expanded (flattening nested expansions). */
+static guint
+count_leaves (Builder *b, const CsStmt *s)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < s->n_subs; i++)
+    {
+      const CsStmt *sub = s->subs[i];
+
+      if (!stmt_is_drawn (b, sub))
+        continue;
+      if (want_expand (b, sub))
+        n += count_leaves (b, sub);
+      else
+        n++;
+    }
+  return n;
+}
+
+static void emit_stmt (Builder *b, const CsStmt *s, gint cluster, guint32 top_id, gboolean flatten);
+
+static gint
+add_cluster (Builder *b, const CsStmt *s, gint parent)
+{
+  CsLayoutCluster c = { 0 };
+  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
+  g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
+
+  c.kind = cs_op_is_fusion (s->op) ? CS_LAYOUT_CLUSTER_REGION : CS_LAYOUT_CLUSTER_EXPANDED;
+  c.stmt_id = s->id;
+  c.parent = parent;
+  c.title = g_strdup (s->callee ? s->callee : "?");
+  for (guint i = 0; i < ins->len; i++)
+    c.bytes += proxy_bytes (g_ptr_array_index (ins, i));
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (outs, i);
+      gboolean dup = FALSE;
+      for (guint k = 0; k < ins->len; k++)
+        if (g_ptr_array_index (ins, k) == p)
+          dup = TRUE;
+      if (!dup)
+        c.bytes += proxy_bytes (p);
+    }
+  g_array_append_val (b->clusters, c);
+  return (gint) b->clusters->len - 1;
+}
+
+static void
+emit_children (Builder *b, const CsStmt *s, gint cluster, guint32 top_id, gboolean flatten)
+{
+  for (guint i = 0; i < s->n_subs; i++)
+    if (stmt_is_drawn (b, s->subs[i]))
+      emit_stmt (b, s->subs[i], cluster, top_id, flatten);
+}
+
+/* @flatten: we are inside an EXPANDED cluster: expanded members add their leaves to it. */
+static void
+emit_stmt (Builder *b, const CsStmt *s, gint cluster, guint32 top_id, gboolean flatten)
+{
+  if (!want_expand (b, s))
+    {
+      stmt_node (b, s, cluster, top_id);
+      return;
+    }
+  if (flatten && !cs_op_is_fusion (s->op))
+    {
+      emit_children (b, s, cluster, top_id, TRUE);
+      return;
+    }
+  if (!cs_op_is_fusion (s->op) && count_leaves (b, s) <= 1)
+    {
+      /* torch.matmul -> ltorch.matmul -> prims.matmul: no box around a single prim */
+      emit_children (b, s, cluster, top_id, TRUE);
+      return;
+    }
+  {
+    gint c = add_cluster (b, s, cluster);
+    guint before = b->nodes->len;
+    CsLayoutCluster *cl;
+
+    emit_children (b, s, c, top_id, !cs_op_is_fusion (s->op));
+    cl = &g_array_index (b->clusters, CsLayoutCluster, c);
+    for (guint i = before; i < b->nodes->len; i++)
+      if (g_array_index (b->nodes, CsLayoutNode, i).kind != CS_LAYOUT_NODE_INPUT)
+        cl->n_stmts++;
+    if (cl->kind == CS_LAYOUT_CLUSTER_REGION)
+      {
+        g_autofree char *sz = g_format_size_full (cl->bytes, G_FORMAT_SIZE_IEC_UNITS);
+        cl->subtitle = g_strdup_printf ("%u ops \u00b7 %s", cl->n_stmts, sz);
+      }
+    if (cl->n_stmts == 0)
+      {
+        /* nothing drawable inside (e.g. a region of number arithmetic): draw it as one node */
+        g_free (cl->title);
+        g_free (cl->subtitle);
+        g_array_set_size (b->clusters, b->clusters->len - 1);
+        stmt_node (b, s, cluster, top_id);
+      }
+  }
+}
+
+/* The forward return `{'output': ..., 'flat_args': [...], ...}, ((saved...), (...))`:
+ * flat_args re-returns the inputs (not drawn); proxies in the second part are
+ * saved_for_backward (reference/thunder-traces.md 5.3). */
+static void
+collect_returned (const CsValue *v, gboolean saved, GPtrArray *proxies, GArray *saved_flags)
+{
+  if (v == NULL)
+    return;
+  switch (v->kind)
+    {
+    case CS_VALUE_PROXY:
+      g_ptr_array_add (proxies, v->u.proxy);
+      g_array_append_val (saved_flags, saved);
+      break;
+    case CS_VALUE_DICT:
+      for (guint i = 0; i + 1 < v->u.seq.n; i += 2)
+        {
+          const CsValue *k = v->u.seq.items[i];
+          if (k->kind == CS_VALUE_STRING && g_strcmp0 (k->u.s, "flat_args") == 0)
+            continue;
+          collect_returned (v->u.seq.items[i + 1], saved, proxies, saved_flags);
+        }
+      break;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+      if (!saved && v->kind == CS_VALUE_TUPLE && v->u.seq.n == 2
+          && v->u.seq.items[0]->kind == CS_VALUE_DICT)
+        {
+          collect_returned (v->u.seq.items[0], FALSE, proxies, saved_flags);
+          collect_returned (v->u.seq.items[1], TRUE, proxies, saved_flags);
+          break;
+        }
+      for (guint i = 0; i < v->u.seq.n; i++)
+        collect_returned (v->u.seq.items[i], saved, proxies, saved_flags);
+      break;
+    default:
+      break;
+    }
+}
+
+static void
+emit_return (Builder *b, const CsStmt *ret)
+{
+  g_autoptr(GPtrArray) proxies = g_ptr_array_new ();
+  g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
+
+  collect_returned (ret->value, FALSE, proxies, saved);
+  for (guint i = 0; i < proxies->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (proxies, i);
+      CsLayoutNode n = { 0 };
+      g_autofree char *ts = NULL;
+      guint tail, idx;
+
+      if (!proxy_is_drawn (p) || g_hash_table_contains (b->outputs, p))
+        continue;
+      g_hash_table_add (b->outputs, p);
+      ts = type_short (p);
+      n.kind = CS_LAYOUT_NODE_OUTPUT;
+      n.saved = g_array_index (saved, gboolean, i);
+      n.name = g_strdup (p->name);
+      n.label = g_strdup_printf ("%s%s%s%s", n.saved ? "saved " : "", p->name, ts[0] ? "\n" : "", ts);
+      {
+        g_autofree char *full = cs_proxy_type_string (p);
+        n.detail = g_strdup_printf ("%s %s: %s", n.saved ? "saved for backward" : "output",
+                                    p->name, full);
+      }
+      n.has_dtype = p->kind == CS_PROXY_TENSOR;
+      n.dtype = p->dtype;
+      n.cluster = -1;
+      tail = input_node (b, p);
+      idx = add_node (b, &n);
+      add_edge (b, tail, idx, p);
+    }
+}
+
+static void
+free_node (CsLayoutNode *n)
+{
+  g_free (n->name);
+  g_free (n->label);
+  g_free (n->detail);
+}
+
+static void
+builder_free_arrays (Builder *b)
+{
+  for (guint i = 0; i < b->nodes->len; i++)
+    free_node (&g_array_index (b->nodes, CsLayoutNode, i));
+  for (guint i = 0; i < b->edges->len; i++)
+    {
+      CsLayoutEdge *e = &g_array_index (b->edges, CsLayoutEdge, i);
+      g_free (e->proxy);
+      g_free (e->label);
+    }
+  for (guint i = 0; i < b->clusters->len; i++)
+    {
+      CsLayoutCluster *c = &g_array_index (b->clusters, CsLayoutCluster, i);
+      g_free (c->title);
+      g_free (c->subtitle);
+    }
+  g_array_set_size (b->nodes, 0);
+  g_array_set_size (b->edges, 0);
+  g_array_set_size (b->clusters, 0);
+}
+
+static void
+builder_run (Builder *b)
+{
+  CsStmt *ret = NULL;
+
+  g_hash_table_remove_all (b->producer);
+  g_hash_table_remove_all (b->outputs);
+  b->n_counted = 0;
+  /* signature inputs first, in order, so they sit at the top-left */
+  {
+    g_autoptr(GPtrArray) ins = cs_trace_dup_inputs (b->trace);
+    for (guint i = 0; i < ins->len; i++)
+      {
+        CsProxy *p = g_ptr_array_index (ins, i);
+        if (proxy_is_drawn (p))
+          input_node (b, p);
+      }
+  }
+  for (guint i = 0; i < b->trace->n_stmts; i++)
+    {
+      const CsStmt *s = b->trace->stmts[i];
+
+      if (s->kind == CS_STMT_RETURN)
+        ret = (CsStmt *) s;
+      if (!stmt_is_drawn (b, s))
+        continue;
+      emit_stmt (b, s, -1, s->id, FALSE);
+    }
+  if (ret != NULL)
+    emit_return (b, ret);
+}
+
+static void
+builder_init (Builder *b, CsTrace *trace, const CsRenderOptions *options, gboolean measure)
+{
+  memset (b, 0, sizeof *b);
+  b->trace = trace;
+  b->options = options;
+  b->nodes = g_array_new (FALSE, TRUE, sizeof (CsLayoutNode));
+  b->edges = g_array_new (FALSE, TRUE, sizeof (CsLayoutEdge));
+  b->clusters = g_array_new (FALSE, TRUE, sizeof (CsLayoutCluster));
+  b->producer = g_hash_table_new (NULL, NULL);
+  b->outputs = g_hash_table_new (NULL, NULL);
+  if (measure)
+    {
+      cairo_font_options_t *fo = cairo_font_options_create ();
+      PangoContext *ctx;
+
+      b->surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, 1, 1);
+      b->cr = cairo_create (b->surface);
+      b->measure = pango_cairo_create_layout (b->cr);
+      /* unhinted metrics: the same widths at every zoom and in SVG / PDF */
+      cairo_font_options_set_hint_metrics (fo, CAIRO_HINT_METRICS_OFF);
+      cairo_font_options_set_hint_style (fo, CAIRO_HINT_STYLE_NONE);
+      ctx = pango_layout_get_context (b->measure);
+      pango_cairo_context_set_font_options (ctx, fo);
+      pango_layout_context_changed (b->measure);
+      cairo_font_options_destroy (fo);
+    }
+}
+
+static void
+builder_clear (Builder *b)
+{
+  builder_free_arrays (b);
+  g_array_unref (b->nodes);
+  g_array_unref (b->edges);
+  g_array_unref (b->clusters);
+  g_hash_table_unref (b->producer);
+  g_hash_table_unref (b->outputs);
+  g_clear_object (&b->measure);
+  g_clear_pointer (&b->cr, cairo_destroy);
+  g_clear_pointer (&b->surface, cairo_surface_destroy);
+}
+
+/**
+ * cs_graph_count_nodes:
+ * @trace: a trace
+ * @detail: a level (AUTO counts STATEMENTS)
+ * @bookkeeping: count bookkeeping statements too
+ *
+ * How many display-list nodes @trace gives at @detail without measuring text or laying out;
+ * used to pick the detail level and by benchmarks.
+ * Returns: the node count (inputs and outputs included)
+ */
+guint
+cs_graph_count_nodes (CsTrace *trace, CsRenderDetail detail, gboolean bookkeeping)
+{
+  CsRenderOptions opts;
+  Builder b;
+  guint n;
+
+  g_return_val_if_fail (trace != NULL, 0);
+  cs_render_options_init (&opts);
+  opts.bookkeeping = bookkeeping;
+  builder_init (&b, trace, &opts, FALSE);
+  b.detail = detail == CS_RENDER_DETAIL_AUTO ? CS_RENDER_DETAIL_STATEMENTS : detail;
+  builder_run (&b);
+  n = b.nodes->len;
+  builder_clear (&b);
+  return n;
+}
+
+static char **
+notes_to_strv (GPtrArray *notes)
+{
+  g_ptr_array_add (notes, NULL);
+  return (char **) g_ptr_array_free (notes, FALSE);
+}
+
+/**
+ * cs_graph_build:
+ * @trace: the trace to draw (a reference is kept by the result)
+ * @options: (nullable): what to draw; NULL = cs_render_options_init() defaults
+ * @error: return location for a #CS_RENDER_ERROR
+ *
+ * Builds the display list's semantics: one node per drawn bound symbol (short op name, cast
+ * nodes with their target dtype, matmul badges), INPUT / OUTPUT nodes, one edge per tensor
+ * use (dtype and shape), clusters for fusion regions (statements, bytes in + out) and expanded
+ * statements, measured node sizes, and the DOT text to lay out.  No geometry yet
+ * (@laid_out is FALSE): call cs_layout_run_graphviz().
+ * With AUTO detail, a trace above @options->max_nodes nodes is drawn at REGIONS detail and a
+ * note says so; edge labels are dropped above @options->max_edge_labels edges (noted too).
+ * Errors: CS_RENDER_ERROR_TRACE for a trace with no statements, CS_RENDER_ERROR_TOO_LARGE
+ * above CS_RENDER_HARD_MAX_NODES nodes at the chosen detail.
+ * Source: DESIGN.md "Rendering"; fusion regions as in reference/thunder-traces.md 6.3.
+ * Returns: (transfer full): a layout without geometry, or NULL with @error set
+ */
+CsLayout *
+cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
+{
+  CsRenderOptions defaults;
+  Builder b;
+  CsLayout *layout;
+  GPtrArray *notes = g_ptr_array_new ();
+  guint max_nodes, max_labels;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  cs_render_options_init (&defaults);
+  if (options == NULL)
+    options = &defaults;
+  if (trace->n_stmts == 0)
+    {
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_TRACE,
+                   "trace '%s' has no statements to draw", trace->name ? trace->name : "?");
+      g_ptr_array_free (notes, TRUE);
+      return NULL;
+    }
+  max_nodes = options->max_nodes ? options->max_nodes : CS_RENDER_DEFAULT_MAX_NODES;
+  max_labels = options->max_edge_labels ? options->max_edge_labels : CS_RENDER_DEFAULT_MAX_EDGE_LABELS;
+
+  builder_init (&b, trace, options, TRUE);
+  b.detail = options->detail;
+  if (b.detail == CS_RENDER_DETAIL_AUTO)
+    {
+      guint n_full = cs_graph_count_nodes (trace, CS_RENDER_DETAIL_STATEMENTS, options->bookkeeping);
+
+      b.detail = CS_RENDER_DETAIL_STATEMENTS;
+      if (n_full > max_nodes)
+        {
+          guint n_reg = cs_graph_count_nodes (trace, CS_RENDER_DETAIL_REGIONS, options->bookkeeping);
+          if (n_reg < n_full)
+            {
+              b.detail = CS_RENDER_DETAIL_REGIONS;
+              g_ptr_array_add (notes, g_strdup_printf (
+                "Collapsed to one node per fusion region: %u nodes at statement level exceed the "
+                "%u-node limit for a quick layout (%u nodes now). Expand a region to see its prims.",
+                n_full, max_nodes, n_reg));
+            }
+        }
+    }
+  builder_run (&b);
+  if (b.nodes->len > CS_RENDER_HARD_MAX_NODES)
+    {
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_TOO_LARGE,
+                   "trace '%s' gives %u nodes, above castscope's limit of %u for one layout",
+                   trace->name ? trace->name : "?", b.nodes->len, CS_RENDER_HARD_MAX_NODES);
+      builder_clear (&b);
+      g_ptr_array_free (notes, TRUE);
+      return NULL;
+    }
+  if (b.nodes->len > max_nodes)
+    g_ptr_array_add (notes, g_strdup_printf (
+      "%u nodes: above the %u-node limit for a quick layout; the layout uses Graphviz's fast "
+      "settings and may still take seconds.", b.nodes->len, max_nodes));
+  if (!options->edge_labels || b.edges->len > max_labels)
+    {
+      for (guint i = 0; i < b.edges->len; i++)
+        g_clear_pointer (&g_array_index (b.edges, CsLayoutEdge, i).label, g_free);
+      if (options->edge_labels)
+        g_ptr_array_add (notes, g_strdup_printf (
+          "Tensor shapes are not drawn on edges: %u edges exceed %u (hover an edge for its shape).",
+          b.edges->len, max_labels));
+    }
+
+  layout = g_new0 (CsLayout, 1);
+  layout->ref_count = 1;
+  layout->trace = cs_trace_ref (trace);
+  layout->title = g_strdup_printf ("%s (pass: %s)", trace->name ? trace->name : "trace",
+                                   trace->pass ? trace->pass : "parse");
+  layout->n_nodes = b.nodes->len;
+  layout->nodes = (CsLayoutNode *) g_array_free (b.nodes, FALSE);
+  layout->n_edges = b.edges->len;
+  layout->edges = (CsLayoutEdge *) g_array_free (b.edges, FALSE);
+  layout->n_clusters = b.clusters->len;
+  layout->clusters = (CsLayoutCluster *) g_array_free (b.clusters, FALSE);
+  b.nodes = g_array_new (FALSE, TRUE, sizeof (CsLayoutNode));
+  b.edges = g_array_new (FALSE, TRUE, sizeof (CsLayoutEdge));
+  b.clusters = g_array_new (FALSE, TRUE, sizeof (CsLayoutCluster));
+  layout->detail = b.detail;
+  layout->font_family = g_strdup (options->font_family ? options->font_family : DEFAULT_FONT);
+  layout->font_size_pt = font_size (&b);
+  for (guint i = 0; i < layout->n_edges; i++)
+    layout->dtype_classes |= 1u << (layout->edges[i].has_dtype
+                                    ? cs_palette_class_for_dtype (layout->edges[i].dtype)
+                                    : CS_PALETTE_OTHER);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].kind == CS_LAYOUT_NODE_CAST)
+      layout->dtype_classes |= 1u << cs_palette_class_for_dtype (layout->nodes[i].dtype);
+  layout->notes = notes_to_strv (notes);
+  layout->dot = cs_graph_to_dot (layout);
+  builder_clear (&b);
+  return layout;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* DOT                                                                                       */
+
+static void
+dot_quote (GString *out, const char *s)
+{
+  g_string_append_c (out, '"');
+  for (const char *p = s ? s : ""; *p; p++)
+    {
+      switch (*p)
+        {
+        case '"':  g_string_append (out, "\\\""); break;
+        case '\\': g_string_append (out, "\\\\"); break;
+        case '\n': g_string_append (out, "\\n"); break;
+        case '\r':
+        case '\t': g_string_append_c (out, ' '); break;
+        default:
+          if ((unsigned char) *p >= 0x20)
+            g_string_append_c (out, *p);
+          break;
+        }
+    }
+  g_string_append_c (out, '"');
+}
+
+static const char *
+node_fill (const CsLayoutNode *n, char buf[8])
+{
+  CsColor c;
+
+  switch (n->kind)
+    {
+    case CS_LAYOUT_NODE_CAST:
+      return cs_palette_class_hex (cs_palette_class_for_dtype (n->dtype));
+    case CS_LAYOUT_NODE_REGION:
+      return "#EEEEEE";
+    case CS_LAYOUT_NODE_INPUT:
+    case CS_LAYOUT_NODE_OUTPUT:
+      cs_palette_dtype_color (n->has_dtype ? n->dtype : CS_N_DTYPES, &c);
+      c.r = 1 - 0.2 * (1 - c.r); c.g = 1 - 0.2 * (1 - c.g); c.b = 1 - 0.2 * (1 - c.b);
+      cs_palette_to_hex (&c, buf);
+      return buf;
+    case CS_LAYOUT_NODE_OP:
+    default:
+      return "#FFFFFF";
+    }
+}
+
+static void
+dot_node (GString *out, const CsLayout *layout, guint i, const char *indent)
+{
+  const CsLayoutNode *n = &layout->nodes[i];
+  char buf[8];
+
+  g_string_append_printf (out, "%sn%u [label=", indent, i);
+  dot_quote (out, n->label);
+  g_string_append_printf (out, ", width=%.4f, height=%.4f, fillcolor=\"%s\"",
+                          (n->box.x1 - n->box.x0) / 72.0, (n->box.y1 - n->box.y0) / 72.0,
+                          node_fill (n, buf));
+  if (n->kind == CS_LAYOUT_NODE_CAST)
+    g_string_append (out, ", style=\"filled,rounded\", fontsize=8.5");
+  else if (n->kind == CS_LAYOUT_NODE_INPUT || n->kind == CS_LAYOUT_NODE_OUTPUT)
+    g_string_append (out, n->kind == CS_LAYOUT_NODE_OUTPUT ? ", peripheries=2" : "");
+  if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
+    g_string_append (out, ", badge=\"tensor-core\", color=\"" CS_PALETTE_HEX_TENSOR_CORE "\"");
+  else if (n->badge == CS_LAYOUT_BADGE_F32)
+    g_string_append (out, ", badge=\"f32-no-tensor-core\", color=\"" CS_PALETTE_HEX_WARNING "\"");
+  if (n->stmt_id)
+    g_string_append_printf (out, ", stmt=%u", n->stmt_id);
+  g_string_append (out, "];\n");
+}
+
+static void
+dot_cluster (GString *out, const CsLayout *layout, guint c, guint depth)
+{
+  const CsLayoutCluster *cl = &layout->clusters[c];
+  g_autofree char *indent = g_strnfill (2 * (depth + 1), ' ');
+  g_autofree char *label = cl->subtitle ? g_strdup_printf ("%s\n%s", cl->title, cl->subtitle)
+                                        : g_strdup (cl->title);
+
+  g_string_append_printf (out, "%ssubgraph cluster_%u {\n%s  label=", indent, c, indent);
+  dot_quote (out, label);
+  if (cl->kind == CS_LAYOUT_CLUSTER_REGION)
+    g_string_append_printf (out, "; style=\"filled,rounded\"; fillcolor=\"#F2F2F2\"; color=\"#808080\"; stmt=%u;\n",
+                            cl->stmt_id);
+  else
+    g_string_append_printf (out, "; style=\"dashed,rounded\"; color=\"#A0A0A0\"; fontsize=8.5; stmt=%u;\n",
+                            cl->stmt_id);
+  {
+    g_autofree char *inner = g_strnfill (2 * (depth + 2), ' ');
+    for (guint i = 0; i < layout->n_nodes; i++)
+      if (layout->nodes[i].cluster == (gint) c)
+        dot_node (out, layout, i, inner);
+  }
+  for (guint k = 0; k < layout->n_clusters; k++)
+    if (layout->clusters[k].parent == (gint) c)
+      dot_cluster (out, layout, k, depth + 1);
+  g_string_append_printf (out, "%s}\n", indent);
+}
+
+/**
+ * cs_graph_to_dot:
+ * @layout: a display list from cs_graph_build()
+ *
+ * Writes @layout as Graphviz DOT: nodes `n<i>` (i = index in @layout->nodes) with their
+ * measured sizes as `fixedsize` boxes, clusters `cluster_<k>` (k = index in
+ * @layout->clusters), edges with attribute `id="e<j>"` (j = index in @layout->edges), colours
+ * from the dtype palette.  This text is what cs_layout_run_graphviz() lays out and what
+ * `castscope-cli render -o x.dot` writes.  Every string from the trace is quoted and escaped.
+ * Returns: (transfer full): the DOT text
+ */
+char *
+cs_graph_to_dot (const CsLayout *layout)
+{
+  GString *out = g_string_new (NULL);
+  const char *font;
+  double fs;
+
+  g_return_val_if_fail (layout != NULL, NULL);
+  font = layout->font_family ? layout->font_family : DEFAULT_FONT;
+  fs = layout->font_size_pt > 0 ? layout->font_size_pt : 10.0;
+  g_string_append (out, "digraph ");
+  dot_quote (out, layout->trace && layout->trace->name ? layout->trace->name : "trace");
+  g_string_append (out, " {\n  graph [rankdir=TB, nodesep=0.22, ranksep=0.32, fontname=");
+  dot_quote (out, font);
+  g_string_append_printf (out, ", fontsize=%.1f, labeljust=l, margin=8];\n", fs);
+  g_string_append (out, "  node [shape=box, fixedsize=true, style=\"filled,rounded\", fontname=");
+  dot_quote (out, font);
+  g_string_append_printf (out, ", fontsize=%.1f, penwidth=1];\n", fs);
+  g_string_append (out, "  edge [arrowsize=0.6, penwidth=1.4, fontname=");
+  dot_quote (out, font);
+  g_string_append_printf (out, ", fontsize=%.1f];\n", fs * 0.8);
+
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].cluster < 0)
+      dot_node (out, layout, i, "  ");
+  for (guint c = 0; c < layout->n_clusters; c++)
+    if (layout->clusters[c].parent < 0)
+      dot_cluster (out, layout, c, 0);
+  for (guint j = 0; j < layout->n_edges; j++)
+    {
+      const CsLayoutEdge *e = &layout->edges[j];
+      const char *hex = cs_palette_class_hex (e->has_dtype ? cs_palette_class_for_dtype (e->dtype)
+                                                           : CS_PALETTE_OTHER);
+
+      g_string_append_printf (out, "  n%u -> n%u [id=\"e%u\", color=\"%s\"", e->tail, e->head, j, hex);
+      if (e->label != NULL)
+        {
+          g_string_append (out, ", label=");
+          dot_quote (out, e->label);
+          g_string_append_printf (out, ", fontcolor=\"%s\"", hex);
+        }
+      g_string_append (out, ", tooltip=");
+      dot_quote (out, e->proxy);
+      g_string_append (out, "];\n");
+    }
+  g_string_append (out, "}\n");
+  return g_string_free (out, FALSE);
+}

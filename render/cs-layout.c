@@ -1,0 +1,957 @@
+/* cs-layout.c: Graphviz dot layout on one serialised worker, snapshot into the display list,
+ * async API, hit testing and overlays.
+ *
+ * cgraph is not thread-safe (cgraph(3)): every Graphviz call in castscope runs under
+ * graphviz_lock, so layouts requested from several threads run one after the other.
+ */
+#include "cs-config.h"
+
+#include "cs-layout.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gvc.h>
+
+#include "cs-graph.h"
+#include "cs-ops.h"
+
+/* Above this many nodes dot runs with bounded network-simplex and crossing-minimisation
+ * iterations (nslimit / nslimit1 / mclimit / searchsize), trading some crossings for time.
+ * Measured with tests/bench-render.c: see the commit message and cs_layout_run_graphviz(). */
+#define FAST_LAYOUT_NODES 600
+
+static GMutex graphviz_lock;
+static GVC_t *graphviz_context;      /* one per process, created under the lock */
+static GString *graphviz_messages;   /* agerr text of the current call, under the lock */
+
+static int
+capture_graphviz_message (char *msg)
+{
+  if (graphviz_messages != NULL && graphviz_messages->len < 4096)
+    g_string_append (graphviz_messages, msg);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* reference counting                                                                        */
+
+/**
+ * cs_layout_ref:
+ * @layout: a layout
+ * Returns: (transfer full): @layout
+ */
+CsLayout *
+cs_layout_ref (CsLayout *layout)
+{
+  g_return_val_if_fail (layout != NULL, NULL);
+  g_atomic_int_inc (&layout->ref_count);
+  return layout;
+}
+
+/**
+ * cs_layout_unref:
+ * @layout: (transfer full): a layout
+ *
+ * Drops a reference; the last one frees every array and string and releases the trace.
+ */
+void
+cs_layout_unref (CsLayout *layout)
+{
+  g_return_if_fail (layout != NULL);
+  if (!g_atomic_int_dec_and_test (&layout->ref_count))
+    return;
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      g_free (layout->nodes[i].name);
+      g_free (layout->nodes[i].label);
+      g_free (layout->nodes[i].detail);
+    }
+  for (guint i = 0; i < layout->n_edges; i++)
+    {
+      g_free (layout->edges[i].proxy);
+      g_free (layout->edges[i].label);
+      g_free (layout->edges[i].points);
+    }
+  for (guint i = 0; i < layout->n_clusters; i++)
+    {
+      g_free (layout->clusters[i].title);
+      g_free (layout->clusters[i].subtitle);
+    }
+  g_free (layout->nodes);
+  g_free (layout->edges);
+  g_free (layout->clusters);
+  g_strfreev (layout->notes);
+  g_free (layout->title);
+  g_free (layout->font_family);
+  g_free (layout->dot);
+  g_free (layout->scale_title);
+  g_clear_pointer (&layout->trace, cs_trace_unref);
+  g_free (layout);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Graphviz                                                                                  */
+
+static gboolean
+parse_index (const char *name, const char *prefix, guint limit, guint *out)
+{
+  gsize plen = strlen (prefix);
+  char *end = NULL;
+  guint64 v;
+
+  if (name == NULL || strncmp (name, prefix, plen) != 0 || name[plen] == '\0')
+    return FALSE;
+  v = g_ascii_strtoull (name + plen, &end, 10);
+  if (end == NULL || *end != '\0' || v >= limit)
+    return FALSE;
+  *out = (guint) v;
+  return TRUE;
+}
+
+static void
+snapshot_clusters (CsLayout *layout, Agraph_t *g)
+{
+  for (int i = 1; i <= GD_n_cluster (g); i++)
+    {
+      Agraph_t *sg = GD_clust (g)[i];
+      guint c;
+
+      if (parse_index (agnameof (sg), "cluster_", layout->n_clusters, &c))
+        {
+          boxf bb = GD_bb (sg);
+          CsLayoutCluster *cl = &layout->clusters[c];
+
+          cl->box = (CsRect) { bb.LL.x, bb.LL.y, bb.UR.x, bb.UR.y };
+          if (GD_label (sg) != NULL)
+            cl->title_pos = (CsPoint) { GD_label (sg)->pos.x, GD_label (sg)->pos.y };
+          else
+            cl->title_pos = (CsPoint) { (bb.LL.x + bb.UR.x) / 2, bb.UR.y - 8 };
+        }
+      snapshot_clusters (layout, sg);
+    }
+}
+
+static void
+snapshot (CsLayout *layout, Agraph_t *g)
+{
+  boxf bb = GD_bb (g);
+
+  layout->bb = (CsRect) { bb.LL.x, bb.LL.y, bb.UR.x, bb.UR.y };
+  for (Agnode_t *n = agfstnode (g); n != NULL; n = agnxtnode (g, n))
+    {
+      guint i;
+      double w, h;
+      CsLayoutNode *ln;
+
+      if (!parse_index (agnameof (n), "n", layout->n_nodes, &i))
+        continue;
+      ln = &layout->nodes[i];
+      w = ND_width (n) * 72.0;
+      h = ND_height (n) * 72.0;
+      ln->box = (CsRect) { ND_coord (n).x - w / 2, ND_coord (n).y - h / 2,
+                           ND_coord (n).x + w / 2, ND_coord (n).y + h / 2 };
+      ln->label_pos = (CsPoint) { ND_coord (n).x, ND_coord (n).y };
+
+      for (Agedge_t *e = agfstout (g, n); e != NULL; e = agnxtout (g, e))
+        {
+          guint j;
+          CsLayoutEdge *le;
+          splines *spl;
+
+          if (!parse_index (agget (e, (char *) "id"), "e", layout->n_edges, &j))
+            continue;
+          le = &layout->edges[j];
+          spl = ED_spl (e);
+          if (spl != NULL && spl->size > 0 && spl->list[0].size > 0)
+            {
+              /* dot gives one bézier per edge (several only with concentrate=true, which
+               * castscope does not set): keep the first */
+              const bezier *bz = &spl->list[0];
+
+              le->n_points = (guint) bz->size;
+              le->points = g_new (CsPoint, le->n_points);
+              for (int p = 0; p < bz->size; p++)
+                le->points[p] = (CsPoint) { bz->list[p].x, bz->list[p].y };
+              if (bz->eflag)
+                {
+                  le->has_arrow = TRUE;
+                  le->arrow_tip = (CsPoint) { bz->ep.x, bz->ep.y };
+                }
+            }
+          if (ED_label (e) != NULL && ED_label (e)->set)
+            {
+              le->has_label_pos = TRUE;
+              le->label_pos = (CsPoint) { ED_label (e)->pos.x, ED_label (e)->pos.y };
+            }
+        }
+    }
+  snapshot_clusters (layout, g);
+}
+
+/**
+ * cs_layout_run_graphviz:
+ * @layout: a display list from cs_graph_build() (its `dot` text is laid out)
+ * @cancellable: (nullable): checked before and after the layout (dot itself cannot be
+ *   interrupted)
+ * @error: return location for a #CS_RENDER_ERROR or G_IO_ERROR_CANCELLED
+ *
+ * Lays @layout out with Graphviz dot (rankdir TB) and copies the geometry into it: node boxes
+ * (ND_coord +- ND_width / ND_height x 72 / 2), edge béziers and arrow tips (ED_spl), edge
+ * label centres (ED_label), cluster boxes and title centres (GD_bb / GD_label of each
+ * `cluster_<k>` subgraph, recursively) and the bounding box; then frees the Graphviz graph.
+ * All units are points, y up.  Above 600 nodes dot runs with bounded iterations
+ * (nslimit=nslimit1=2, mclimit=0.5, searchsize=20).  Blocks; serialised with every other
+ * Graphviz call of the process; safe to call from any thread.  Sets @layout->layout_ms.
+ * Errors: CS_RENDER_ERROR_LAYOUT with Graphviz's message when the DOT text is rejected or dot
+ * fails.
+ * Source: recipes.md 2(a) (types.h route, gotchas: y up, inches, 1-based GD_clust).
+ * Returns: TRUE on success
+ */
+gboolean
+cs_layout_run_graphviz (CsLayout *layout, GCancellable *cancellable, GError **error)
+{
+  Agraph_t *g;
+  gint64 t0;
+  gboolean ok = FALSE;
+
+  g_return_val_if_fail (layout != NULL && layout->dot != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+
+  g_mutex_lock (&graphviz_lock);
+  t0 = g_get_monotonic_time ();
+  graphviz_messages = g_string_new (NULL);
+  agseterrf (capture_graphviz_message);
+  agseterr (AGERR);
+  if (graphviz_context == NULL)
+    graphviz_context = gvContext ();
+
+  g = agmemread (layout->dot);
+  if (g == NULL)
+    {
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_LAYOUT,
+                   "Graphviz could not read the graph of '%s': %s", layout->title,
+                   graphviz_messages->len ? g_strstrip (graphviz_messages->str) : "unknown error");
+      goto out;
+    }
+  if (layout->n_nodes > FAST_LAYOUT_NODES)
+    {
+      agsafeset (g, (char *) "nslimit", (char *) "2", (char *) "");
+      agsafeset (g, (char *) "nslimit1", (char *) "2", (char *) "");
+      agsafeset (g, (char *) "mclimit", (char *) "0.5", (char *) "");
+      agsafeset (g, (char *) "searchsize", (char *) "20", (char *) "");
+    }
+  if (gvLayout (graphviz_context, g, "dot") != 0)
+    {
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_LAYOUT,
+                   "Graphviz dot failed on '%s': %s", layout->title,
+                   graphviz_messages->len ? g_strstrip (graphviz_messages->str) : "unknown error");
+      agclose (g);
+      goto out;
+    }
+  snapshot (layout, g);
+  gvFreeLayout (graphviz_context, g);
+  agclose (g);
+  layout->laid_out = TRUE;
+  ok = TRUE;
+
+out:
+  agseterrf (NULL);
+  g_string_free (graphviz_messages, TRUE);
+  graphviz_messages = NULL;
+  layout->layout_ms = (g_get_monotonic_time () - t0) / 1000.0;
+  g_mutex_unlock (&graphviz_lock);
+
+  if (ok && g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+  return ok;
+}
+
+/**
+ * cs_layout_new:
+ * @trace: the trace to draw
+ * @options: (nullable): what to draw (NULL = defaults)
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #CS_RENDER_ERROR or G_IO_ERROR_CANCELLED
+ *
+ * cs_graph_build() then cs_layout_run_graphviz(): a complete display list.  Blocks for the
+ * whole layout (milliseconds for small traces, about a second at 2,000 nodes); never call it
+ * on a GUI thread, use cs_layout_new_async().
+ * Returns: (transfer full): the laid-out display list, or NULL with @error set
+ */
+CsLayout *
+cs_layout_new (CsTrace *trace, const CsRenderOptions *options, GCancellable *cancellable,
+               GError **error)
+{
+  g_autoptr(CsLayout) layout = NULL;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return NULL;
+  layout = cs_graph_build (trace, options, error);
+  if (layout == NULL)
+    return NULL;
+  if (!cs_layout_run_graphviz (layout, cancellable, error))
+    return NULL;
+  return g_steal_pointer (&layout);
+}
+
+typedef struct
+{
+  CsTrace         *trace;
+  CsRenderOptions  options;
+} LayoutTaskData;
+
+static void
+layout_task_data_free (gpointer data)
+{
+  LayoutTaskData *d = data;
+
+  cs_trace_unref (d->trace);
+  cs_render_options_clear (&d->options);
+  g_free (d);
+}
+
+static void
+layout_task_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  LayoutTaskData *d = task_data;
+  GError *error = NULL;
+  CsLayout *layout = cs_layout_new (d->trace, &d->options, cancellable, &error);
+
+  if (layout == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, layout, (GDestroyNotify) cs_layout_unref);
+}
+
+/**
+ * cs_layout_new_async:
+ * @trace: the trace to draw (a reference is taken; traces are immutable)
+ * @options: (nullable): what to draw; copied, so the caller may change or clear it at once
+ * @cancellable: (nullable): cancels the request (the result is dropped and @callback gets
+ *   G_IO_ERROR_CANCELLED)
+ * @callback: called in the caller's thread-default main context when the layout is done
+ * @user_data: data for @callback
+ *
+ * cs_layout_new() on a worker thread (GTask); Graphviz calls are serialised across all workers.
+ * Finish with cs_layout_new_finish().
+ */
+void
+cs_layout_new_async (CsTrace *trace, const CsRenderOptions *options, GCancellable *cancellable,
+                     GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  LayoutTaskData *d;
+
+  g_return_if_fail (trace != NULL);
+  task = g_task_new (NULL, cancellable, callback, user_data);
+  g_task_set_source_tag (task, cs_layout_new_async);
+  g_task_set_check_cancellable (task, TRUE);
+  d = g_new0 (LayoutTaskData, 1);
+  d->trace = cs_trace_ref (trace);
+  if (options != NULL)
+    cs_render_options_copy (options, &d->options);
+  else
+    cs_render_options_init (&d->options);
+  g_task_set_task_data (task, d, layout_task_data_free);
+  g_task_run_in_thread (task, layout_task_thread);
+}
+
+/**
+ * cs_layout_new_finish:
+ * @result: the #GAsyncResult passed to the callback
+ * @error: return location for a #CS_RENDER_ERROR or G_IO_ERROR_CANCELLED
+ * Returns: (transfer full): the display list, or NULL with @error set
+ */
+CsLayout *
+cs_layout_new_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* hit testing                                                                               */
+
+static gboolean
+rect_contains (const CsRect *r, double x, double y, double tol)
+{
+  return x >= r->x0 - tol && x <= r->x1 + tol && y >= r->y0 - tol && y <= r->y1 + tol;
+}
+
+static double
+seg_dist2 (CsPoint a, CsPoint b, double x, double y)
+{
+  double dx = b.x - a.x, dy = b.y - a.y;
+  double len2 = dx * dx + dy * dy;
+  double t = len2 > 0 ? ((x - a.x) * dx + (y - a.y) * dy) / len2 : 0;
+  double px, py;
+
+  t = CLAMP (t, 0.0, 1.0);
+  px = a.x + t * dx - x;
+  py = a.y + t * dy - y;
+  return px * px + py * py;
+}
+
+static CsPoint
+bezier_at (const CsPoint *p, double t)
+{
+  double u = 1 - t;
+  double a = u * u * u, b = 3 * u * u * t, c = 3 * u * t * t, d = t * t * t;
+
+  return (CsPoint) { a * p[0].x + b * p[1].x + c * p[2].x + d * p[3].x,
+                     a * p[0].y + b * p[1].y + c * p[2].y + d * p[3].y };
+}
+
+/* Squared distance from (x, y) to the edge's béziers, flattened in 16 steps per segment. */
+static double
+edge_dist2 (const CsLayoutEdge *e, double x, double y)
+{
+  double best = G_MAXDOUBLE;
+
+  for (guint k = 0; k + 3 < e->n_points; k += 3)
+    {
+      CsPoint prev = e->points[k];
+      for (int s = 1; s <= 16; s++)
+        {
+          CsPoint cur = bezier_at (&e->points[k], s / 16.0);
+          best = MIN (best, seg_dist2 (prev, cur, x, y));
+          prev = cur;
+        }
+    }
+  if (e->has_arrow && e->n_points > 0)
+    best = MIN (best, seg_dist2 (e->points[e->n_points - 1], e->arrow_tip, x, y));
+  return best;
+}
+
+/**
+ * cs_layout_hit_test:
+ * @layout: a laid-out display list
+ * @x_pt: x in points (layout coordinates, see cs_view_to_pt())
+ * @y_pt: y in points, y up
+ * @tolerance_pt: how far from a node box or an edge curve still counts, in points (pass
+ *   a few pixels divided by the view scale)
+ * @hit: (out): what is there
+ *
+ * Finds the element at a point: a node whose box (grown by @tolerance_pt) holds it first,
+ * else the nearest edge within @tolerance_pt (distance to the flattened béziers and the arrow),
+ * else the innermost cluster whose box holds it.  Linear in the size of the display list.
+ * Source: recipes.md 2(a) item 2 (inverse transform, distance to flattened béziers), as
+ * xdot.py's elements.py does.
+ * Returns: TRUE when something was hit
+ */
+gboolean
+cs_layout_hit_test (const CsLayout *layout, double x_pt, double y_pt, double tolerance_pt,
+                    CsLayoutHit *hit)
+{
+  double best = G_MAXDOUBLE;
+  gint best_i = -1;
+  double best_area = G_MAXDOUBLE;
+
+  g_return_val_if_fail (layout != NULL && hit != NULL, FALSE);
+  hit->kind = CS_LAYOUT_HIT_NONE;
+  hit->index = 0;
+  if (!layout->laid_out)
+    return FALSE;
+  tolerance_pt = MAX (tolerance_pt, 0.0);
+
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (rect_contains (&layout->nodes[i].box, x_pt, y_pt, tolerance_pt))
+      {
+        hit->kind = CS_LAYOUT_HIT_NODE;
+        hit->index = i;
+        return TRUE;
+      }
+  for (guint j = 0; j < layout->n_edges; j++)
+    {
+      const CsLayoutEdge *e = &layout->edges[j];
+      double d;
+
+      if (e->n_points == 0)
+        continue;
+      d = edge_dist2 (e, x_pt, y_pt);
+      if (d <= tolerance_pt * tolerance_pt && d < best)
+        {
+          best = d;
+          best_i = (gint) j;
+        }
+    }
+  if (best_i >= 0)
+    {
+      hit->kind = CS_LAYOUT_HIT_EDGE;
+      hit->index = (guint) best_i;
+      return TRUE;
+    }
+  best_i = -1;
+  for (guint c = 0; c < layout->n_clusters; c++)
+    {
+      const CsRect *r = &layout->clusters[c].box;
+      double area = (r->x1 - r->x0) * (r->y1 - r->y0);
+
+      if (rect_contains (r, x_pt, y_pt, 0) && area < best_area)
+        {
+          best_area = area;
+          best_i = (gint) c;
+        }
+    }
+  if (best_i >= 0)
+    {
+      hit->kind = CS_LAYOUT_HIT_CLUSTER;
+      hit->index = (guint) best_i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/**
+ * cs_layout_find_node:
+ * @layout: a display list
+ * @stmt_id: a CsStmt.id
+ *
+ * The node drawn for statement @stmt_id; when the statement is drawn expanded (its prims),
+ * the first node it holds (nodes whose top_stmt_id is @stmt_id).  For the GUI's "select the
+ * graph node of this trace line".
+ * Returns: the node index, or -1
+ */
+gint
+cs_layout_find_node (const CsLayout *layout, guint32 stmt_id)
+{
+  g_return_val_if_fail (layout != NULL, -1);
+  if (stmt_id == 0)
+    return -1;
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].stmt_id == stmt_id)
+      return (gint) i;
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].top_stmt_id == stmt_id)
+      return (gint) i;
+  return -1;
+}
+
+/**
+ * cs_layout_find_cluster:
+ * @layout: a display list
+ * @stmt_id: CsStmt.id of a fusion call or an expanded statement
+ * Returns: the cluster index, or -1
+ */
+gint
+cs_layout_find_cluster (const CsLayout *layout, guint32 stmt_id)
+{
+  g_return_val_if_fail (layout != NULL, -1);
+  for (guint c = 0; c < layout->n_clusters; c++)
+    if (layout->clusters[c].stmt_id == stmt_id)
+      return (gint) c;
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* overlays                                                                                  */
+
+/**
+ * cs_layout_set_selection:
+ * @layout: a display list (owner thread only)
+ * @hit: (nullable): the element to select; NULL or CS_LAYOUT_HIT_NONE clears the selection
+ *
+ * Sets the `selected` flag of exactly one element (the painter outlines it).
+ */
+void
+cs_layout_set_selection (CsLayout *layout, const CsLayoutHit *hit)
+{
+  g_return_if_fail (layout != NULL);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    layout->nodes[i].selected = FALSE;
+  for (guint i = 0; i < layout->n_edges; i++)
+    layout->edges[i].selected = FALSE;
+  for (guint i = 0; i < layout->n_clusters; i++)
+    layout->clusters[i].selected = FALSE;
+  if (hit == NULL)
+    return;
+  switch (hit->kind)
+    {
+    case CS_LAYOUT_HIT_NODE:
+      if (hit->index < layout->n_nodes)
+        layout->nodes[hit->index].selected = TRUE;
+      break;
+    case CS_LAYOUT_HIT_EDGE:
+      if (hit->index < layout->n_edges)
+        layout->edges[hit->index].selected = TRUE;
+      break;
+    case CS_LAYOUT_HIT_CLUSTER:
+      if (hit->index < layout->n_clusters)
+        layout->clusters[hit->index].selected = TRUE;
+      break;
+    case CS_LAYOUT_HIT_NONE:
+    default:
+      break;
+    }
+}
+
+/**
+ * cs_layout_clear_values:
+ * @layout: a display list (owner thread only)
+ *
+ * Removes every overlay value and the value scale.
+ */
+void
+cs_layout_clear_values (CsLayout *layout)
+{
+  g_return_if_fail (layout != NULL);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    layout->nodes[i].has_value = FALSE;
+  for (guint i = 0; i < layout->n_edges; i++)
+    layout->edges[i].has_value = FALSE;
+  for (guint i = 0; i < layout->n_clusters; i++)
+    layout->clusters[i].has_value = FALSE;
+  layout->has_scale = FALSE;
+  g_clear_pointer (&layout->scale_title, g_free);
+}
+
+/**
+ * cs_layout_set_stmt_value:
+ * @layout: a display list (owner thread only)
+ * @stmt_id: CsStmt.id of a statement (a fusion call gives its value to its cluster or its
+ *   collapsed node)
+ * @value: the value (time in ms, error ...; the unit is the scale's)
+ *
+ * Attaches one value to the node(s) and cluster drawn for @stmt_id; the painter fills them
+ * with cs_palette_scale_color() of (value - min) / (max - min).
+ * Returns: how many elements got the value (0 when the statement is not drawn)
+ */
+guint
+cs_layout_set_stmt_value (CsLayout *layout, guint32 stmt_id, double value)
+{
+  guint n = 0;
+
+  g_return_val_if_fail (layout != NULL, 0);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].stmt_id == stmt_id && stmt_id != 0)
+      {
+        layout->nodes[i].has_value = TRUE;
+        layout->nodes[i].value = value;
+        n++;
+      }
+  for (guint c = 0; c < layout->n_clusters; c++)
+    if (layout->clusters[c].stmt_id == stmt_id && stmt_id != 0)
+      {
+        layout->clusters[c].has_value = TRUE;
+        layout->clusters[c].value = value;
+        n++;
+      }
+  return n;
+}
+
+/**
+ * cs_layout_set_edge_value:
+ * @layout: a display list (owner thread only)
+ * @proxy: a tensor name
+ * @value: the value (for example max |error| of that tensor against the f64 reference)
+ *
+ * Attaches @value to every edge carrying @proxy; the painter colours them on the scale.
+ * Returns: how many edges got the value
+ */
+guint
+cs_layout_set_edge_value (CsLayout *layout, const char *proxy, double value)
+{
+  guint n = 0;
+
+  g_return_val_if_fail (layout != NULL && proxy != NULL, 0);
+  for (guint i = 0; i < layout->n_edges; i++)
+    if (g_strcmp0 (layout->edges[i].proxy, proxy) == 0)
+      {
+        layout->edges[i].has_value = TRUE;
+        layout->edges[i].value = value;
+        n++;
+      }
+  return n;
+}
+
+/**
+ * cs_layout_set_value_scale:
+ * @layout: a display list (owner thread only)
+ * @title: (nullable): key title with unit ("region time (ms)")
+ * @min: value at the low end of the scale
+ * @max: value at the high end; when @max <= @min the range of the values set is used
+ *
+ * Sets the colour scale of the value overlay and turns its key on.
+ */
+void
+cs_layout_set_value_scale (CsLayout *layout, const char *title, double min, double max)
+{
+  g_return_if_fail (layout != NULL);
+  if (!(max > min))
+    {
+      gboolean any = FALSE;
+
+      min = G_MAXDOUBLE;
+      max = -G_MAXDOUBLE;
+#define ACC(arr, n) \
+      for (guint i = 0; i < (n); i++) \
+        if ((arr)[i].has_value && isfinite ((arr)[i].value)) \
+          { min = MIN (min, (arr)[i].value); max = MAX (max, (arr)[i].value); any = TRUE; }
+      ACC (layout->nodes, layout->n_nodes)
+      ACC (layout->edges, layout->n_edges)
+      ACC (layout->clusters, layout->n_clusters)
+#undef ACC
+      if (!any)
+        {
+          min = 0;
+          max = 1;
+        }
+      if (max <= min)
+        max = min + 1;
+    }
+  g_free (layout->scale_title);
+  layout->scale_title = g_strdup (title);
+  layout->scale_min = min;
+  layout->scale_max = max;
+  layout->has_scale = TRUE;
+}
+
+/**
+ * cs_layout_clear_marks:
+ * @layout: a display list (owner thread only)
+ *
+ * Removes every diff mark.
+ */
+void
+cs_layout_clear_marks (CsLayout *layout)
+{
+  g_return_if_fail (layout != NULL);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    layout->nodes[i].mark = CS_LAYOUT_MARK_NONE;
+  for (guint i = 0; i < layout->n_edges; i++)
+    layout->edges[i].mark = CS_LAYOUT_MARK_NONE;
+  for (guint i = 0; i < layout->n_clusters; i++)
+    layout->clusters[i].mark = CS_LAYOUT_MARK_NONE;
+}
+
+/* ---- diff ---- */
+
+/* Key of a cast: "<source proxy name>-><target dtype>".  The same tensor converted to the same
+ * dtype is the same cast in both traces, whatever the output is named. */
+static char *
+cast_key (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  CsProxy *out = cs_stmt_get_output (s);
+
+  cs_stmt_collect_inputs (s, ins);
+  if (out == NULL || ins->len == 0 || out->kind != CS_PROXY_TENSOR)
+    return NULL;
+  return g_strdup_printf ("%s->%s", ((CsProxy *) g_ptr_array_index (ins, 0))->name,
+                          cs_dtype_short_name (out->dtype));
+}
+
+static gboolean
+is_cast_stmt (const CsStmt *s)
+{
+  return s->kind == CS_STMT_CALL
+         && (s->op->category == CS_OP_CAT_CAST || cs_op_semantic (s->op)->category == CS_OP_CAT_CAST);
+}
+
+static void
+collect_cast_keys (const CsStmt *s, GHashTable *keys)
+{
+  if (is_cast_stmt (s))
+    {
+      char *k = cast_key (s);
+      if (k != NULL)
+        g_hash_table_add (keys, k);
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_cast_keys (s->subs[i], keys);
+}
+
+/* proxy name of each output produced inside fusion region @region_index -> region index + 1 */
+static void
+collect_region_members (const CsStmt *s, guint region, GHashTable *member_of)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < outs->len; i++)
+    g_hash_table_insert (member_of, (gpointer) ((CsProxy *) g_ptr_array_index (outs, i))->name,
+                         GUINT_TO_POINTER (region + 1));
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_region_members (s->subs[i], region, member_of);
+}
+
+static GHashTable *
+region_membership (const CsTrace *t)
+{
+  GHashTable *member_of = g_hash_table_new (g_str_hash, g_str_equal);
+  guint region = 0;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (t->stmts[i]->op))
+      {
+        for (guint k = 0; k < t->stmts[i]->n_subs; k++)
+          collect_region_members (t->stmts[i]->subs[k], region, member_of);
+        region++;
+      }
+  return member_of;
+}
+
+static const CsStmt *
+find_stmt (const CsStmt *s, guint32 id)
+{
+  if (s->id == id)
+    return s;
+  for (guint i = 0; i < s->n_subs; i++)
+    {
+      const CsStmt *r = find_stmt (s->subs[i], id);
+      if (r != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+static const CsStmt *
+trace_find_stmt (const CsTrace *t, guint32 id)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      const CsStmt *r = find_stmt (t->stmts[i], id);
+      if (r != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+/**
+ * cs_layout_mark_diff:
+ * @layout: a laid-out display list of trace A (owner thread only)
+ * @other: trace B to compare with (for example the same pass under another cast policy)
+ * @this_is_newer: TRUE when A is the newer / changed trace: its extra casts are ADDED;
+ *   FALSE: its extra casts are REMOVED (draw B's layout with TRUE and A's with FALSE for a
+ *   side-by-side diff)
+ * @stats: (out) (optional): counts of what was marked
+ *
+ * Marks the difference between A and B on A's display list.  Casts are matched by
+ * (source tensor name, target dtype), at every subsymbol level; a cast node of A with no match
+ * in B is marked ADDED or REMOVED.  Fusion regions are compared through the tensors their
+ * members produce (names are stable across policies for the statements both traces share):
+ * a region of A whose produced tensors lie in 2+ regions of B is MERGED, one whose tensors all
+ * lie in one region of B that also holds tensors of another region of A is SPLIT, one none of
+ * whose tensors is fused in B is NEW.
+ * Source: the pipeline's cast policies (DESIGN.md); region formation, reference 6.2 and 8.
+ */
+void
+cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_newer,
+                     CsLayoutDiffStats *stats)
+{
+  CsLayoutDiffStats st = { 0 };
+  g_autoptr(GHashTable) other_casts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) other_member = NULL;
+  g_autoptr(GHashTable) this_member = NULL;
+
+  g_return_if_fail (layout != NULL && other != NULL);
+  cs_layout_clear_marks (layout);
+  if (layout->trace == NULL)
+    goto done;
+
+  for (guint i = 0; i < other->n_stmts; i++)
+    collect_cast_keys (other->stmts[i], other_casts);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      CsLayoutNode *n = &layout->nodes[i];
+      const CsStmt *s;
+      g_autofree char *k = NULL;
+
+      if (n->kind != CS_LAYOUT_NODE_CAST)
+        continue;
+      s = trace_find_stmt (layout->trace, n->stmt_id);
+      if (s == NULL || (k = cast_key (s)) == NULL)
+        continue;
+      if (!g_hash_table_contains (other_casts, k))
+        {
+          n->mark = this_is_newer ? CS_LAYOUT_MARK_ADDED : CS_LAYOUT_MARK_REMOVED;
+          if (this_is_newer)
+            st.casts_added++;
+          else
+            st.casts_removed++;
+        }
+    }
+
+  other_member = region_membership (other);
+  this_member = region_membership (layout->trace);
+  {
+    /* region index of A (in trace order) -> cluster / node of the layout */
+    guint region = 0;
+
+    for (guint i = 0; i < layout->trace->n_stmts; i++)
+      {
+        const CsStmt *s = layout->trace->stmts[i];
+        g_autoptr(GHashTable) b_regions = NULL;
+        g_autoptr(GPtrArray) outs = NULL;
+        gboolean split = FALSE;
+        CsLayoutMark mark = CS_LAYOUT_MARK_NONE;
+        gint c, ni;
+
+        if (s->kind != CS_STMT_CALL || !cs_op_is_fusion (s->op))
+          continue;
+        b_regions = g_hash_table_new (NULL, NULL);
+        outs = g_ptr_array_new ();
+        for (guint k = 0; k < s->n_subs; k++)
+          cs_stmt_collect_outputs (s->subs[k], outs);
+        for (guint k = 0; k < outs->len; k++)
+          {
+            gpointer rb = g_hash_table_lookup (other_member,
+                                               ((CsProxy *) g_ptr_array_index (outs, k))->name);
+            if (rb != NULL)
+              g_hash_table_add (b_regions, rb);
+          }
+        if (g_hash_table_size (b_regions) == 0 && outs->len > 0)
+          {
+            mark = CS_LAYOUT_MARK_NEW;
+            st.regions_new++;
+          }
+        else if (g_hash_table_size (b_regions) >= 2)
+          {
+            mark = CS_LAYOUT_MARK_MERGED;
+            st.regions_merged++;
+          }
+        else if (g_hash_table_size (b_regions) == 1)
+          {
+            /* does B's region also hold tensors of another region of A? */
+            GHashTableIter it;
+            gpointer key, val;
+            gpointer rb = NULL;
+
+            g_hash_table_iter_init (&it, b_regions);
+            g_hash_table_iter_next (&it, &rb, NULL);
+            g_hash_table_iter_init (&it, other_member);
+            while (!split && g_hash_table_iter_next (&it, &key, &val))
+              if (val == rb)
+                {
+                  gpointer ra = g_hash_table_lookup (this_member, key);
+                  if (ra != NULL && GPOINTER_TO_UINT (ra) != region + 1)
+                    split = TRUE;
+                }
+            if (split)
+              {
+                mark = CS_LAYOUT_MARK_SPLIT;
+                st.regions_split++;
+              }
+          }
+        if (mark != CS_LAYOUT_MARK_NONE)
+          {
+            if ((c = cs_layout_find_cluster (layout, s->id)) >= 0)
+              layout->clusters[c].mark = mark;
+            for (ni = 0; ni < (gint) layout->n_nodes; ni++)
+              if (layout->nodes[ni].stmt_id == s->id)
+                layout->nodes[ni].mark = mark;
+          }
+        region++;
+      }
+  }
+
+done:
+  if (stats != NULL)
+    *stats = st;
+}

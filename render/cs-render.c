@@ -1,0 +1,109 @@
+/* cs-render.c: the CS_RENDER_ERROR domain and CsRenderOptions. */
+#include "cs-config.h"
+
+#include "cs-render-types.h"
+
+G_DEFINE_QUARK (cs-render-error-quark, cs_render_error)
+
+/**
+ * cs_render_options_init:
+ * @options: (out caller-allocates): options to fill
+ *
+ * Defaults: AUTO detail, CS_RENDER_DEFAULT_MAX_NODES, shapes on edges, no shapes on nodes,
+ * bookkeeping hidden, "DejaVu Sans" 10 pt, no per-statement overrides.
+ */
+void
+cs_render_options_init (CsRenderOptions *options)
+{
+  g_return_if_fail (options != NULL);
+  *options = (CsRenderOptions) {
+    .detail = CS_RENDER_DETAIL_AUTO,
+    .expand = NULL,
+    .max_nodes = 0,
+    .max_edge_labels = 0,
+    .edge_labels = TRUE,
+    .node_shapes = FALSE,
+    .bookkeeping = FALSE,
+    .font_family = NULL,
+    .font_size_pt = 10.0,
+  };
+}
+
+/**
+ * cs_render_options_clear:
+ * @options: options filled by cs_render_options_init() or cs_render_options_copy()
+ *
+ * Frees what @options owns (the override table and the font name); the struct can be
+ * initialised again afterwards.
+ */
+void
+cs_render_options_clear (CsRenderOptions *options)
+{
+  g_return_if_fail (options != NULL);
+  g_clear_pointer (&options->expand, g_hash_table_unref);
+  g_clear_pointer (&options->font_family, g_free);
+}
+
+/**
+ * cs_render_options_copy:
+ * @src: options
+ * @dst: (out caller-allocates): receives a deep copy (its previous content is not freed)
+ */
+void
+cs_render_options_copy (const CsRenderOptions *src, CsRenderOptions *dst)
+{
+  g_return_if_fail (src != NULL && dst != NULL);
+  *dst = *src;
+  dst->font_family = g_strdup (src->font_family);
+  dst->expand = NULL;
+  if (src->expand != NULL)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      dst->expand = g_hash_table_new (NULL, NULL);
+      g_hash_table_iter_init (&it, src->expand);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (dst->expand, k, v);
+    }
+}
+
+/**
+ * cs_render_options_set_expanded:
+ * @options: options
+ * @stmt_id: CsStmt.id of a top-level statement or of a subsymbol
+ * @expand: ON draws its subsymbols, OFF one node, DEFAULT removes the override
+ *
+ * Per-node expand / collapse on top of the detail level (the GUI's double click).
+ */
+void
+cs_render_options_set_expanded (CsRenderOptions *options, guint32 stmt_id, CsRenderExpand expand)
+{
+  g_return_if_fail (options != NULL);
+  if (expand == CS_RENDER_EXPAND_DEFAULT)
+    {
+      if (options->expand != NULL)
+        g_hash_table_remove (options->expand, GUINT_TO_POINTER (stmt_id));
+      return;
+    }
+  if (options->expand == NULL)
+    options->expand = g_hash_table_new (NULL, NULL);
+  g_hash_table_insert (options->expand, GUINT_TO_POINTER (stmt_id), GINT_TO_POINTER (expand));
+}
+
+/**
+ * cs_render_options_get_expanded:
+ * @options: options
+ * @stmt_id: a statement id
+ *
+ * Returns: the override for @stmt_id, CS_RENDER_EXPAND_DEFAULT when none
+ */
+CsRenderExpand
+cs_render_options_get_expanded (const CsRenderOptions *options, guint32 stmt_id)
+{
+  g_return_val_if_fail (options != NULL, CS_RENDER_EXPAND_DEFAULT);
+  if (options->expand == NULL)
+    return CS_RENDER_EXPAND_DEFAULT;
+  return (CsRenderExpand) GPOINTER_TO_INT (g_hash_table_lookup (options->expand,
+                                                                GUINT_TO_POINTER (stmt_id)));
+}
