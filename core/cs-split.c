@@ -391,7 +391,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     retv[0] = cs_value_new_seq (a, CS_VALUE_DICT, ditems, 6);
     retv[1] = saved_pair;
     r->value = cs_value_new_seq (a, CS_VALUE_TUPLE, retv, 2);
-    /* TODO: r->return_bare = 1 once cs-ir.h has it */ ;
+    r->return_bare = 1;
     r->origin = ret->origin ? ret->origin : ret->id;
     g_ptr_array_add (fbody, r);
     cs_trace_set_stmts (ft, (CsStmt **) fbody->pdata, fbody->len);

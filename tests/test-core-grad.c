@@ -17,8 +17,6 @@
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
-#include "cs-ref.h"
-#include "cs-tensor.h"
 
 /* The seed, written as Thunder prints the initial trace (reference 1.2): ltorch.add with its
  * prims as subsymbols, ltorch.matmul over prims.matmul. */
