@@ -349,6 +349,14 @@ why_not_fusible_rec (const CsStmt *stmt, const CsPolicy *policy, char *buf, gsiz
       g_snprintf (buf, buf_len, "%s is not fusible (bookkeeping)", name);
       return buf;
     }
+  /* An executor's name (torch.reshape, Tensor.expand, torch_slice_prim_impl) means Thunder's
+   * "Transform for execution" already gave the statement to that executor, which happens only
+   * to statements nvFuser did not take: re-fusing a final trace keeps that decision. */
+  if ((op->tags & CS_OP_TAG_EXECUTOR) && depth == 0)
+    {
+      g_snprintf (buf, buf_len, "%s is not fusible (claimed by the torch executor)", name);
+      return buf;
+    }
   if (sem->id == CS_OP_PRIM_MATMUL || sem->id == CS_OP_LTORCH_MATMUL)
     {
       if (!policy->fuse_matmul)

@@ -1,0 +1,92 @@
+/* cs-cli-policy.c: `--policy key=value` and `--grad` helpers (see cs-cli-policy.h). */
+#include "cs-config.h"
+
+#include "cs-cli-policy.h"
+
+#include <string.h>
+
+gboolean
+cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error)
+{
+  cs_policy_init_default (policy);
+  for (guint i = 0; assignments && assignments[i]; i++)
+    {
+      g_auto(GStrv) parts = g_strsplit (assignments[i], ",", -1);
+      for (guint j = 0; parts[j]; j++)
+        {
+          g_strstrip (parts[j]);
+          if (*parts[j] == '\0')
+            continue;
+          if (!cs_policy_parse_assignment (policy, parts[j], error))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+char *
+cs_cli_policy_describe (void)
+{
+  GString *s = g_string_new ("Cast policy (--policy KEY=VALUE, repeatable; first value is the "
+                             "default, Thunder's):\n");
+  CsPolicy def;
+
+  cs_policy_init_default (&def);
+  for (guint i = 0; cs_policy_keys[i]; i++)
+    {
+      const char * const *vals = cs_policy_values (cs_policy_keys[i]);
+      g_autofree char *joined = g_strjoinv ("|", (char **) vals);
+      g_string_append_printf (s, "  %-16s %s (default %s)\n", cs_policy_keys[i], joined,
+                              cs_policy_get (&def, cs_policy_keys[i]));
+    }
+  return g_string_free (s, FALSE);
+}
+
+gboolean
+cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
+{
+  memset (spec, 0, sizeof *spec);
+  *names_out = NULL;
+  if (text == NULL)
+    return FALSE;
+  if (strcmp (text, "none") == 0)
+    {
+      spec->none = TRUE;
+      return TRUE;
+    }
+  if (strcmp (text, "all") == 0)
+    {
+      spec->all_float = TRUE;
+      return TRUE;
+    }
+  *names_out = g_strsplit (text, ",", -1);
+  for (guint i = 0; (*names_out)[i]; i++)
+    g_strstrip ((*names_out)[i]);
+  spec->names = (const char * const *) *names_out;
+  return TRUE;
+}
+
+#include "cs-parse.h"
+
+CsPipeline *
+cs_cli_run_pipeline (const char *path, guint index, const CsPolicy *policy,
+                     const char *grad_text, GError **error)
+{
+  g_autoptr(CsTraceList) list = NULL;
+  g_auto(GStrv) names = NULL;
+  CsGradSpec spec;
+  gboolean have_spec;
+
+  list = cs_parse_file (path, error);
+  if (list == NULL)
+    return NULL;
+  if (index >= list->traces->len)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "%s holds %u trace(s); --index %u is out of range", path,
+                   list->traces->len, index);
+      return NULL;
+    }
+  have_spec = cs_cli_grad_spec_parse (grad_text, &spec, &names);
+  return cs_pipeline_run (list->traces->pdata[index], policy, have_spec ? &spec : NULL, error);
+}

@@ -1,0 +1,61 @@
+/* cs-cli-policy.h: the `--policy key=value` and `--grad` options shared by the CLI commands
+ * (transform, stats, diff, render, run).  Keys and values are core's (cs-policy.h). */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-policy.h"
+#include "cs-grad.h"
+#include "cs-pipeline.h"
+
+G_BEGIN_DECLS
+
+/**
+ * cs_cli_policy_from_strv:
+ * @assignments: (nullable): "key=value" strings (a repeated --policy option), NULL-terminated
+ * @policy: (out caller-allocates): filled with Thunder's defaults, then each assignment
+ * @error: return location for a #CS_POLICY_ERROR
+ *
+ * Each element may also hold several comma-separated assignments ("matmul=upcast-f32,fusion=off").
+ * Returns: TRUE on success
+ */
+gboolean  cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error);
+
+/**
+ * cs_cli_policy_describe:
+ *
+ * Returns: (transfer full): text for GOptionContext's description listing every key, its
+ * values and its default
+ */
+char     *cs_cli_policy_describe  (void);
+
+/**
+ * cs_cli_grad_spec_parse:
+ * @text: (nullable): the --grad argument: NULL (default: every floating input), "none", "all",
+ *   or comma-separated input names
+ * @spec: (out caller-allocates): the spec; its names point into @names_out
+ * @names_out: (out) (transfer full): the split names (free with g_strfreev) or NULL
+ *
+ * Returns: TRUE when a spec was filled (@text non-NULL), FALSE for the default (use NULL)
+ */
+gboolean  cs_cli_grad_spec_parse  (const char *text, CsGradSpec *spec, char ***names_out);
+
+
+/**
+ * cs_cli_run_pipeline:
+ * @path: trace file ("-" = stdin)
+ * @index: which trace of the file (0 = first)
+ * @policy: the cast policy
+ * @grad_text: (nullable): the --grad argument (see cs_cli_grad_spec_parse())
+ * @error: return location for a parse or pass error
+ *
+ * Parses @path and runs the pipeline on trace @index.
+ * Returns: (transfer full): the pipeline, or NULL with @error set
+ */
+CsPipeline *cs_cli_run_pipeline (const char     *path,
+                                 guint           index,
+                                 const CsPolicy *policy,
+                                 const char     *grad_text,
+                                 GError        **error);
+
+G_END_DECLS

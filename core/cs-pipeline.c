@@ -1,0 +1,347 @@
+/* cs-pipeline.c: the pass pipeline (see cs-pipeline.h).
+ *
+ * Order mirrors thunder/__init__.py (apply_transforms_and_build_cache_entry): autocast, grad
+ * transform (one joint trace), execution transforms (decompose), the nvFuser fusion pass with
+ * its clean-ups (remove_redundant_casts, CSE, DCE), the forward/backward split, and
+ * "Delete Last Used".
+ */
+#include "cs-config.h"
+
+#include "cs-pipeline.h"
+#include "cs-autocast.h"
+#include "cs-cse.h"
+#include "cs-decompose.h"
+#include "cs-dellast.h"
+#include "cs-fuse.h"
+#include "cs-fuse-private.h"
+#include "cs-grad.h"
+#include "cs-ops.h"
+#include "cs-split.h"
+
+#include <string.h>
+
+G_DEFINE_QUARK (cs-pipeline-error-quark, cs_pipeline_error)
+
+struct _CsPipeline
+{
+  gint        ref_count;    /* atomic */
+  CsPolicy    policy;       /* the policy it ran under */
+  GPtrArray  *names;        /* char*, pass name per kept trace */
+  GPtrArray  *traces;       /* CsTrace*, owned, same length as names */
+  GArray     *times_ns;     /* gint64 per kept trace: wall time of the pass */
+  CsTrace    *forward;      /* borrowed from traces: final forward */
+  CsTrace    *backward;     /* borrowed from traces: final backward or NULL */
+  CsTrace    *joint;        /* borrowed: fused joint after DCE, or NULL */
+  gboolean    input_final;  /* the input was already final: no pass ran */
+};
+
+static void
+add_pass (CsPipeline *p, const char *name, CsTrace *trace, gint64 t0)
+{
+  if (trace->pass == NULL || strcmp (trace->pass, name) != 0)
+    trace->pass = cs_arena_strdup (trace->arena, name);
+  g_ptr_array_add (p->names, g_strdup (name));
+  g_ptr_array_add (p->traces, trace);
+  {
+    gint64 dt = t0 ? (g_get_monotonic_time () - t0) * 1000 : 0;
+    g_array_append_val (p->times_ns, dt);
+  }
+}
+
+/**
+ * cs_trace_is_final: (see cs-pipeline.h)
+ */
+gboolean
+cs_trace_is_final (const CsTrace *trace)
+{
+  g_return_val_if_fail (trace != NULL, FALSE);
+
+  if (trace->name && strcmp (trace->name, "backward_fn") == 0)
+    return TRUE;
+  if (trace->provenance && g_str_has_prefix (trace->provenance, "Delete Last Used"))
+    return TRUE;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (_cs_stmt_is_region (trace->stmts[i]))
+      return TRUE;
+  return FALSE;
+}
+
+/* Thunder's execution transform under @policy: every top-level ltorch statement gets its
+ * decomposition rebuilt (cs_decompose_trace; the statement itself is kept so the GUI can
+ * collapse it, as Thunder prints it).  With matmul=upcast-f32, top-level prims.matmul /
+ * prims.linear (as the grad rules write them) are replaced by their convert -> f32 -> convert
+ * prims. */
+static CsTrace *
+decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
+{
+  g_autoptr(CsTrace) t = cs_decompose_trace (in, policy, error);
+  g_autoptr(GPtrArray) out = NULL;
+
+  if (t == NULL)
+    {
+      g_prefix_error (error, "decompose: ");
+      return NULL;
+    }
+  if (policy->matmul != CS_MATMUL_UPCAST_F32)
+    return g_steal_pointer (&t);
+  out = g_ptr_array_new ();
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *s = t->stmts[i];
+      const CsOp *sem = (s->kind == CS_STMT_CALL && s->op) ? cs_op_semantic (s->op) : NULL;
+      if (sem != NULL && (s->op->tags & CS_OP_TAG_PRIM)
+          && (sem->id == CS_OP_PRIM_MATMUL || sem->id == CS_OP_PRIM_LINEAR))
+        {
+          g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+          if (!cs_decompose_to_prims (t, s, policy, prims, error))
+            {
+              g_prefix_error (error, "decompose: ");
+              return NULL;
+            }
+          for (guint j = 0; j < prims->len; j++)
+            {
+              CsStmt *p = prims->pdata[j];
+              if (p->origin == 0)
+                p->origin = s->origin ? s->origin : s->id;
+              p->backward = s->backward;
+              g_ptr_array_add (out, p);
+            }
+          continue;
+        }
+      g_ptr_array_add (out, s);
+    }
+  cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
+  return g_steal_pointer (&t);
+}
+
+/**
+ * cs_pipeline_run: (see cs-pipeline.h)
+ */
+CsPipeline *
+cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpec *grad,
+                 GError **error)
+{
+  g_autoptr(CsPipeline) p = NULL;
+  CsTrace *cur;
+  gboolean has_grad = FALSE;
+  gint64 t0;
+
+  g_return_val_if_fail (initial != NULL, NULL);
+
+  p = g_new0 (CsPipeline, 1);
+  p->ref_count = 1;
+  if (policy)
+    p->policy = *policy;
+  else
+    cs_policy_init_default (&p->policy);
+  policy = &p->policy;
+  p->names = g_ptr_array_new_with_free_func (g_free);
+  p->traces = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+  p->times_ns = g_array_new (FALSE, FALSE, sizeof (gint64));
+
+  add_pass (p, "initial", cs_trace_copy (initial, NULL), 0);
+  if (cs_trace_is_final (initial))
+    {
+      CsTrace *t = p->traces->pdata[0];
+      p->input_final = TRUE;
+      if (t->name && strcmp (t->name, "backward_fn") == 0)
+        p->backward = t;
+      p->forward = t;
+      return g_steal_pointer (&p);
+    }
+  if (cs_trace_get_return (initial) == NULL)
+    {
+      g_set_error (error, CS_PIPELINE_ERROR, CS_PIPELINE_ERROR_INPUT,
+                   "%s: trace '%s' has no return statement",
+                   initial->file ? initial->file : "<trace>", initial->name ? initial->name : "?");
+      return NULL;
+    }
+
+  /* autocast */
+  t0 = g_get_monotonic_time ();
+  cur = cs_autocast_trace (p->traces->pdata[0], policy, error);
+  if (cur == NULL)
+    {
+      g_prefix_error (error, "autocast: ");
+      return NULL;
+    }
+  add_pass (p, "autocast", cur, t0);
+
+  /* grad */
+  {
+    CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
+    if (grad)
+      spec = *grad;
+    spec.policy = policy;
+    if (!spec.none)
+      {
+        t0 = g_get_monotonic_time ();
+        cur = cs_grad_joint (cur, &spec, error);
+        if (cur == NULL)
+          {
+            g_prefix_error (error, "grad: ");
+            return NULL;
+          }
+        add_pass (p, "grad", cur, t0);
+        has_grad = TRUE;
+      }
+  }
+
+  /* decompose */
+  t0 = g_get_monotonic_time ();
+  cur = decompose_pass (cur, policy, error);
+  if (cur == NULL)
+    return NULL;
+  add_pass (p, "decompose", cur, t0);
+
+  /* fuse and its clean-ups */
+  t0 = g_get_monotonic_time ();
+  cur = cs_fuse_trace (cur, policy, error);
+  if (cur == NULL)
+    {
+      g_prefix_error (error, "fuse: ");
+      return NULL;
+    }
+  add_pass (p, "fuse", cur, t0);
+
+  t0 = g_get_monotonic_time ();
+  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE)
+    cur = cs_cse_remove_redundant_casts (cur);
+  else
+    cur = cs_trace_copy (cur, "remove-redundant-casts");
+  add_pass (p, "remove-redundant-casts", cur, t0);
+
+  t0 = g_get_monotonic_time ();
+  cur = cs_cse_trace (cur);
+  add_pass (p, "cse", cur, t0);
+
+  t0 = g_get_monotonic_time ();
+  cur = cs_cse_dce (cur);
+  add_pass (p, "dce", cur, t0);
+  p->joint = cur;
+
+  /* split */
+  if (has_grad)
+    {
+      CsTrace *fw = NULL, *bw = NULL;
+      t0 = g_get_monotonic_time ();
+      if (!cs_split_forward_backward (cur, &fw, &bw, error))
+        {
+          g_prefix_error (error, "split: ");
+          return NULL;
+        }
+      add_pass (p, "split-forward", fw, t0);
+      if (bw)
+        add_pass (p, "split-backward", bw, 0);
+      p->forward = fw;
+      p->backward = bw;
+    }
+  else
+    p->forward = cur;
+
+  /* delete last used */
+  t0 = g_get_monotonic_time ();
+  p->forward = cs_dellast_trace (p->forward, FALSE);
+  add_pass (p, "delete-last-used", p->forward, t0);
+  if (p->backward)
+    {
+      t0 = g_get_monotonic_time ();
+      p->backward = cs_dellast_trace (p->backward, TRUE);
+      add_pass (p, "delete-last-used-backward", p->backward, t0);
+    }
+  return g_steal_pointer (&p);
+}
+
+CsPipeline *
+cs_pipeline_ref (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  g_atomic_int_inc (&pipeline->ref_count);
+  return pipeline;
+}
+
+void
+cs_pipeline_unref (CsPipeline *pipeline)
+{
+  if (pipeline == NULL)
+    return;
+  if (!g_atomic_int_dec_and_test (&pipeline->ref_count))
+    return;
+  g_ptr_array_unref (pipeline->names);
+  g_ptr_array_unref (pipeline->traces);
+  g_array_unref (pipeline->times_ns);
+  g_free (pipeline);
+}
+
+guint
+cs_pipeline_n_passes (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, 0);
+  return pipeline->traces->len;
+}
+
+const char *
+cs_pipeline_pass_name (CsPipeline *pipeline, guint i)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return i < pipeline->names->len ? pipeline->names->pdata[i] : NULL;
+}
+
+CsTrace *
+cs_pipeline_get_trace (CsPipeline *pipeline, guint i)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return i < pipeline->traces->len ? pipeline->traces->pdata[i] : NULL;
+}
+
+CsTrace *
+cs_pipeline_find_trace (CsPipeline *pipeline, const char *name)
+{
+  g_return_val_if_fail (pipeline != NULL && name != NULL, NULL);
+  for (guint i = 0; i < pipeline->names->len; i++)
+    if (strcmp (pipeline->names->pdata[i], name) == 0)
+      return pipeline->traces->pdata[i];
+  return NULL;
+}
+
+CsTrace *
+cs_pipeline_get_forward (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return pipeline->forward;
+}
+
+CsTrace *
+cs_pipeline_get_backward (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return pipeline->backward;
+}
+
+CsTrace *
+cs_pipeline_get_joint (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return pipeline->joint;
+}
+
+const CsPolicy *
+cs_pipeline_get_policy (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, NULL);
+  return &pipeline->policy;
+}
+
+gboolean
+cs_pipeline_input_was_final (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, FALSE);
+  return pipeline->input_final;
+}
+
+gint64
+cs_pipeline_pass_time_ns (CsPipeline *pipeline, guint i)
+{
+  g_return_val_if_fail (pipeline != NULL, 0);
+  return i < pipeline->times_ns->len ? g_array_index (pipeline->times_ns, gint64, i) : 0;
+}

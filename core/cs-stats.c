@@ -1,0 +1,256 @@
+/* cs-stats.c: counts and roofline estimates (see cs-stats.h). */
+#include "cs-config.h"
+
+#include "cs-stats.h"
+#include "cs-fuse-private.h"
+#include "cs-ops.h"
+
+#include <string.h>
+
+static void
+flatten_const (const CsStmt *s, GPtrArray *out, guint depth)
+{
+  if (s->kind != CS_STMT_CALL || s->n_subs == 0 || (s->op && (s->op->tags & CS_OP_TAG_PRIM))
+      || depth > 64)
+    {
+      g_ptr_array_add (out, (gpointer) s);
+      return;
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    flatten_const (s->subs[i], out, depth + 1);
+}
+
+static double
+proxy_numel (const CsProxy *p)
+{
+  double n = 1;
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
+    return 0;
+  for (guint i = 0; i < p->rank; i++)
+    {
+      if (p->shape[i] < 0)
+        return 0;
+      n *= (double) p->shape[i];
+    }
+  return n;
+}
+
+static double
+proxy_bytes (const CsProxy *p)
+{
+  return proxy_numel (p) * (double) cs_dtype_size_bytes (p->dtype);
+}
+
+static gboolean
+is_matmul (const CsStmt *s)
+{
+  const CsOp *sem;
+  if (s->kind != CS_STMT_CALL || s->op == NULL)
+    return FALSE;
+  sem = cs_op_semantic (s->op);
+  return sem->id == CS_OP_PRIM_MATMUL || sem->id == CS_OP_LTORCH_MATMUL
+         || sem->id == CS_OP_PRIM_LINEAR || sem->id == CS_OP_LTORCH_LINEAR;
+}
+
+static gboolean
+matmul_is_tensor_core (const CsStmt *s)
+{
+  CsValue *a = cs_stmt_get_arg (s, 0, NULL), *b = cs_stmt_get_arg (s, 1, NULL);
+  gboolean ok = TRUE;
+  if (a == NULL || b == NULL || a->kind != CS_VALUE_PROXY || b->kind != CS_VALUE_PROXY)
+    return FALSE;
+  for (int k = 0; k < 2; k++)
+    {
+      CsProxy *p = k == 0 ? a->u.proxy : b->u.proxy;
+      if (p->kind != CS_PROXY_TENSOR || !p->typed
+          || (p->dtype != CS_DTYPE_BF16 && p->dtype != CS_DTYPE_F16))
+        ok = FALSE;
+    }
+  return ok;
+}
+
+/**
+ * cs_stats_stmt_flops:
+ * @stmt: a statement
+ *
+ * matmul: 2 * numel(out) * K with K = the last dim of the first operand; linear the same
+ * (plus numel(out) for a bias); every other call: numel of its largest tensor input or output
+ * (one operation per element); bookkeeping, shape ops and casts-free calls of no tensor: 0.
+ * Returns: FLOP count
+ */
+double
+cs_stats_stmt_flops (const CsStmt *stmt)
+{
+  const CsOp *sem;
+  g_autoptr(GPtrArray) ps = NULL;
+  double best = 0;
+
+  g_return_val_if_fail (stmt != NULL, 0);
+  if (stmt->kind != CS_STMT_CALL || stmt->op == NULL)
+    return 0;
+  sem = cs_op_semantic (stmt->op);
+  if (sem->category == CS_OP_CAT_BOOKKEEPING || sem->category == CS_OP_CAT_SHAPE
+      || cs_op_is_fusion (stmt->op))
+    return 0;
+  if (is_matmul (stmt))
+    {
+      CsValue *a = cs_stmt_get_arg (stmt, 0, NULL);
+      CsValue *bias = cs_stmt_get_arg (stmt, 2, "bias");
+      CsProxy *o = cs_stmt_get_output (stmt);
+      double k;
+      if (a == NULL || a->kind != CS_VALUE_PROXY || o == NULL || a->u.proxy->rank == 0)
+        return 0;
+      k = (double) a->u.proxy->shape[a->u.proxy->rank - 1];
+      if (k < 0)
+        return 0;
+      return 2.0 * proxy_numel (o) * k
+             + ((bias && bias->kind == CS_VALUE_PROXY) ? proxy_numel (o) : 0);
+    }
+  ps = g_ptr_array_new ();
+  _cs_stmt_reads (stmt, ps);
+  _cs_stmt_writes (stmt, ps);
+  for (guint i = 0; i < ps->len; i++)
+    best = MAX (best, proxy_numel (ps->pdata[i]));
+  return best;
+}
+
+/* Accumulates the prims of one top-level statement (or region) into @e; returns the compute
+ * time in seconds. */
+static double
+add_prims (CsStatsEntry *e, GPtrArray *flat)
+{
+  double secs = 0;
+
+  for (guint i = 0; i < flat->len; i++)
+    {
+      const CsStmt *p = flat->pdata[i];
+      CsProxy *in;
+      CsDtype to;
+      double f = cs_stats_stmt_flops (p);
+
+      if (_cs_stmt_is_cast (p, &in, &to) && in->kind == CS_PROXY_TENSOR)
+        {
+          e->n_casts++;
+          if (cs_dtype_is_float (in->dtype) && cs_dtype_is_float (to))
+            {
+              if (cs_dtype_size_bytes (to) > cs_dtype_size_bytes (in->dtype))
+                e->n_upcasts++;
+              else if (cs_dtype_size_bytes (to) < cs_dtype_size_bytes (in->dtype))
+                e->n_downcasts++;
+            }
+        }
+      if (is_matmul (p))
+        {
+          gboolean tc = matmul_is_tensor_core (p);
+          e->n_matmuls++;
+          if (tc)
+            e->n_tensor_core_matmuls++;
+          secs += f / (tc ? CS_STATS_TC_FLOPS_PER_S : CS_STATS_F32_FLOPS_PER_S);
+        }
+      else
+        secs += f / CS_STATS_F32_FLOPS_PER_S;
+      e->flops += f;
+    }
+  return secs;
+}
+
+static gboolean
+all_shape_ops (GPtrArray *flat)
+{
+  for (guint i = 0; i < flat->len; i++)
+    {
+      const CsStmt *p = flat->pdata[i];
+      if (p->kind != CS_STMT_CALL || p->op == NULL
+          || !(cs_op_semantic (p->op)->tags & CS_OP_TAG_SHAPE_OP))
+        return FALSE;
+    }
+  return flat->len > 0;
+}
+
+static double
+sum_bytes (GPtrArray *proxies)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
+  double b = 0;
+  for (guint i = 0; i < proxies->len; i++)
+    if (g_hash_table_add (seen, proxies->pdata[i]))
+      b += proxy_bytes (proxies->pdata[i]);
+  return b;
+}
+
+static double
+roofline_ms (double compute_s, double bytes)
+{
+  return MAX (compute_s, bytes / CS_STATS_HBM_BYTES_PER_S) * 1e3;
+}
+
+/**
+ * cs_stats_compute: (see cs-stats.h)
+ */
+CsTraceStats *
+cs_stats_compute (const CsTrace *trace)
+{
+  CsTraceStats *st;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+
+  st = g_new0 (CsTraceStats, 1);
+  st->regions = g_array_new (FALSE, TRUE, sizeof (CsStatsEntry));
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      g_autoptr(GPtrArray) flat = g_ptr_array_new ();
+      g_autoptr(GPtrArray) rd = g_ptr_array_new ();
+      g_autoptr(GPtrArray) wr = g_ptr_array_new ();
+      CsStatsEntry e = { 0 };
+      double secs;
+
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      _cs_stmt_reads (s, rd);
+      _cs_stmt_writes (s, wr);
+      if (_cs_stmt_is_region (s))
+        {
+          for (guint j = 0; j < s->n_subs; j++)
+            flatten_const (s->subs[j], flat, 0);
+          e.name = s->callee;
+          e.why = s->why;
+          e.backward = s->backward;
+          e.n_statements = flat->len;
+        }
+      else
+        flatten_const (s, flat, 0);
+      secs = add_prims (&e, flat);
+      if (!(all_shape_ops (flat) && !_cs_stmt_is_region (s)))
+        {
+          e.bytes_read = sum_bytes (rd);
+          e.bytes_written = sum_bytes (wr);
+        }
+      e.est_ms = roofline_ms (secs, e.bytes_read + e.bytes_written);
+      if (_cs_stmt_is_region (s))
+        {
+          g_array_append_val (st->regions, e);
+          st->total.n_regions++;
+        }
+      st->total.n_statements++;
+      st->total.n_casts += e.n_casts;
+      st->total.n_upcasts += e.n_upcasts;
+      st->total.n_downcasts += e.n_downcasts;
+      st->total.n_matmuls += e.n_matmuls;
+      st->total.n_tensor_core_matmuls += e.n_tensor_core_matmuls;
+      st->total.flops += e.flops;
+      st->total.bytes_read += e.bytes_read;
+      st->total.bytes_written += e.bytes_written;
+      st->total.est_ms += e.est_ms;
+    }
+  return st;
+}
+
+void
+cs_trace_stats_free (CsTraceStats *stats)
+{
+  if (stats == NULL)
+    return;
+  g_array_unref (stats->regions);
+  g_free (stats);
+}

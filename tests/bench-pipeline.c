@@ -1,0 +1,128 @@
+/* bench-pipeline.c: every pipeline pass on a generated trace (a benchmark, not a test).
+ *
+ *   bench-pipeline [N_STATEMENTS=10000] [REPEATS=5]
+ *
+ * Generates an ltorch-level bf16 trace of N statements (add, mul, tanh, matmul repeating, the
+ * shape of a deep MLP), parses it, runs cs_pipeline_run with the default policy (autocast,
+ * grad, decompose, fuse, remove-redundant-casts, cse, dce, split, delete-last-used) and prints
+ * the best wall time of REPEATS runs and the time of each pass.  Target: under 100 ms for
+ * 10,000 statements.  Also times the fusion passes alone on the decomposed joint trace.
+ */
+#include "cs-config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cs-cse.h"
+#include "cs-dellast.h"
+#include "cs-fuse.h"
+#include "cs-parse.h"
+#include "cs-pipeline.h"
+
+static char *
+generate (guint n)
+{
+  GString *s = g_string_new (NULL);
+  const char *ty = "\"cuda:0 bf16[64, 64]\"";
+  char prev[32] = "x";
+
+  g_string_append (s, "def computation(x, w):\n");
+  g_string_append_printf (s, "  # x: %s\n  # w: %s\n", ty, ty);
+  for (guint i = 0; i < n; i++)
+    {
+      switch (i % 4)
+        {
+        case 0:
+          g_string_append_printf (s, "  t%u = ltorch.add(%s, w, alpha=1)  # t%u: %s\n", i, prev, i, ty);
+          break;
+        case 1:
+          g_string_append_printf (s, "  t%u = ltorch.mul(%s, %s)  # t%u: %s\n", i, prev, prev, i, ty);
+          break;
+        case 2:
+          g_string_append_printf (s, "  t%u = ltorch.tanh(%s)  # t%u: %s\n", i, prev, i, ty);
+          break;
+        default:
+          g_string_append_printf (s, "  t%u = ltorch.matmul(%s, w)  # t%u: %s\n", i, prev, i, ty);
+          break;
+        }
+      g_snprintf (prev, sizeof prev, "t%u", i);
+    }
+  g_string_append_printf (s, "  return (%s,)\n", prev);
+  return g_string_free (s, FALSE);
+}
+
+int
+main (int argc, char **argv)
+{
+  guint n = argc > 1 ? (guint) atoi (argv[1]) : 10000;
+  guint repeats = argc > 2 ? (guint) atoi (argv[2]) : 5;
+  g_autofree char *text = generate (n);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(CsPipeline) best_pl = NULL;
+  gint64 best = G_MAXINT64, t0;
+
+  t0 = g_get_monotonic_time ();
+  t = cs_parse_trace (text, "generated", &error);
+  if (t == NULL)
+    {
+      fprintf (stderr, "bench-pipeline: parse failed: %s\n", error->message);
+      return 1;
+    }
+  printf ("parse: %u statements, %zu bytes, %.2f ms\n", t->n_stmts, strlen (text),
+          (g_get_monotonic_time () - t0) / 1e3);
+
+  for (guint r = 0; r < repeats; r++)
+    {
+      CsPipeline *pl;
+      gint64 dt;
+      t0 = g_get_monotonic_time ();
+      pl = cs_pipeline_run (t, NULL, NULL, &error);
+      dt = g_get_monotonic_time () - t0;
+      if (pl == NULL)
+        {
+          fprintf (stderr, "bench-pipeline: pipeline failed: %s\n", error->message);
+          return 1;
+        }
+      if (dt < best)
+        {
+          best = dt;
+          g_clear_pointer (&best_pl, cs_pipeline_unref);
+          best_pl = pl;
+        }
+      else
+        cs_pipeline_unref (pl);
+    }
+  printf ("pipeline (all passes, default policy): best of %u = %.2f ms for %u statements "
+          "(target < 100 ms)\n", repeats, best / 1e3, n);
+  for (guint i = 0; i < cs_pipeline_n_passes (best_pl); i++)
+    printf ("  %-26s %8.2f ms  %6u statements\n", cs_pipeline_pass_name (best_pl, i),
+            cs_pipeline_pass_time_ns (best_pl, i) / 1e6,
+            cs_pipeline_get_trace (best_pl, i)->n_stmts);
+
+  /* fusion passes alone on the decomposed joint trace */
+  {
+    CsTrace *dec = cs_pipeline_find_trace (best_pl, "decompose");
+    CsPolicy p;
+    cs_policy_init_default (&p);
+    if (dec)
+      {
+        gint64 fbest = G_MAXINT64;
+        for (guint r = 0; r < repeats; r++)
+          {
+            g_autoptr(CsTrace) f = NULL, a = NULL, b = NULL, c = NULL, d = NULL;
+            t0 = g_get_monotonic_time ();
+            f = cs_fuse_trace (dec, &p, NULL);
+            a = cs_cse_remove_redundant_casts (f);
+            b = cs_cse_trace (a);
+            c = cs_cse_dce (b);
+            d = cs_dellast_trace (c, FALSE);
+            fbest = MIN (fbest, g_get_monotonic_time () - t0);
+          }
+        printf ("fuse + redundant casts + cse + dce + del on the decomposed joint (%u top-level "
+                "statements): %.2f ms\n", dec->n_stmts, fbest / 1e3);
+      }
+  }
+  return 0;
+}

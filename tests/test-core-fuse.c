@@ -1,0 +1,418 @@
+/* test-core-fuse.c: the fusion pass and its clean-ups (core/cs-fuse.c, core/cs-cse.c,
+ * core/cs-dellast.c, core/cs-stats.c, core/cs-diff.c) against Thunder's own fusion decisions
+ * (../shared/traces/thunder_nvfuser_*, issue283, docs_mlp_mnist, nb_llama) and hand-written
+ * traces whose expected regions are worked out in the comments.
+ *
+ * Regions are compared "up to names" through a signature: the multiset of prim names, the
+ * casts inside (from->to), the types of the inputs and of the outputs.  Outputs that are also
+ * inputs (Thunder prints `[t32, t10] = nvFusion1(t32)` when remove_redundant_casts maps a
+ * region output back onto an input; castscope rewrites the readers instead) are left out.
+ */
+#include "cs-config.h"
+
+#include <string.h>
+
+#include "cs-cse.h"
+#include "cs-dellast.h"
+#include "cs-diff.h"
+#include "cs-fuse.h"
+#include "cs-fuse-private.h"
+#include "cs-ops.h"
+#include "cs-parse.h"
+#include "cs-print.h"
+#include "cs-stats.h"
+#include "test-regions.h"
+
+/* fuse -> remove redundant casts -> CSE -> DCE, as the pipeline runs them */
+static CsTrace *
+fuse_and_clean (const CsTrace *in, const CsPolicy *policy)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) f = cs_fuse_trace (in, policy, &error);
+  g_autoptr(CsTrace) r = NULL;
+  g_autoptr(CsTrace) c = NULL;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (f);
+  g_assert_true (cs_fuse_check_invariants (f, &error));
+  g_assert_no_error (error);
+  r = policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE ? cs_cse_remove_redundant_casts (f)
+                                                           : cs_trace_ref (f);
+  c = cs_cse_trace (r);
+  return cs_cse_dce (c);
+}
+
+/* ---- hand-written traces ---------------------------------------------------------------- */
+
+/* bf16 a + b, matmul, then f32 math: with consecutive fusion the matmul splits two regions;
+ * the first region's bf16->f32->bf16 chain (t3 -> t4 -> t5) collapses. */
+static const char *chain_trace =
+  "def computation(a, b, w):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[8, 16]\"\n"
+  "  # w: \"cuda:0 bf16[16, 16]\"\n"
+  "  t0 = prims.convert_element_type(a, dtypes.float32)  # t0: \"cuda:0 f32[8, 16]\"\n"
+  "  t1 = prims.convert_element_type(b, dtypes.float32)  # t1: \"cuda:0 f32[8, 16]\"\n"
+  "  t2 = prims.add(t0, t1)  # t2: \"cuda:0 f32[8, 16]\"\n"
+  "  t3 = prims.convert_element_type(t2, dtypes.bfloat16)  # t3: \"cuda:0 bf16[8, 16]\"\n"
+  "  t4 = prims.convert_element_type(t3, dtypes.float32)  # t4: \"cuda:0 f32[8, 16]\"\n"
+  "  t5 = prims.exp(t4)  # t5: \"cuda:0 f32[8, 16]\"\n"
+  "  t6 = prims.convert_element_type(t5, dtypes.bfloat16)  # t6: \"cuda:0 bf16[8, 16]\"\n"
+  "  t7 = prims.matmul(t6, w)  # t7: \"cuda:0 bf16[8, 16]\"\n"
+  "  t8 = prims.convert_element_type(t7, dtypes.float32)  # t8: \"cuda:0 f32[8, 16]\"\n"
+  "  t9 = prims.neg(t8)  # t9: \"cuda:0 f32[8, 16]\"\n"
+  "  t10 = prims.convert_element_type(t9, dtypes.bfloat16)  # t10: \"cuda:0 bf16[8, 16]\"\n"
+  "  return (t10,)\n";
+
+static void
+test_consecutive_regions (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (chain_trace, "chain", &error);
+  g_autoptr(CsTrace) f = NULL;
+  g_autoptr(CsTrace) clean = NULL;
+  CsPolicy p;
+  const CsStmt *r0 = NULL, *r1 = NULL, *mm = NULL;
+  guint n_regions = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  f = cs_fuse_trace (t, &p, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < f->n_stmts; i++)
+    {
+      const CsStmt *s = f->stmts[i];
+      if (_cs_stmt_is_region (s))
+        {
+          if (n_regions == 0)
+            r0 = s;
+          else
+            r1 = s;
+          n_regions++;
+        }
+      else if (s->kind == CS_STMT_CALL)
+        mm = s;
+    }
+  g_assert_cmpuint (n_regions, ==, 2);
+  g_assert_cmpstr (r0->callee, ==, "nvFusion0");
+  g_assert_cmpstr (r1->callee, ==, "nvFusion1");
+  g_assert_cmpuint (r0->n_subs, ==, 7);
+  g_assert_cmpuint (r1->n_subs, ==, 3);
+  g_assert_cmpstr (mm->callee, ==, "prims.matmul");
+  g_assert_cmpstr (r0->why, ==, "next statement prims.matmul is not fusible (fuse-matmul=off)");
+  g_assert_cmpstr (r1->why, ==, "end of trace");
+  /* inputs/outputs: [t6] = nvFusion0(a, b); [t10] = nvFusion1(t7) */
+  g_assert_cmpuint (r0->n_args, ==, 2);
+  g_assert_cmpstr (r0->args[0].value->u.proxy->name, ==, "a");
+  g_assert_cmpstr (r0->args[1].value->u.proxy->name, ==, "b");
+  g_assert_cmpuint (r0->out->u.seq.n, ==, 1);
+  g_assert_cmpstr (r0->out->u.seq.items[0]->u.proxy->name, ==, "t6");
+  g_assert_true (cs_fuse_check_invariants (f, &error));
+
+  /* redundant casts: t4 = cvt(t3 = cvt(t2, bf16), f32) is t2 itself; t3 dies */
+  clean = fuse_and_clean (t, &p);
+  for (guint i = 0; i < clean->n_stmts; i++)
+    if (_cs_stmt_is_region (clean->stmts[i]))
+      {
+        r0 = clean->stmts[i];
+        break;
+      }
+  g_assert_cmpuint (r0->n_subs, ==, 5);
+  for (guint i = 0; i < r0->n_subs; i++)
+    {
+      CsProxy *o = cs_stmt_get_output (r0->subs[i]);
+      g_assert_cmpstr (o->name, !=, "t3");
+      g_assert_cmpstr (o->name, !=, "t4");
+      if (strcmp (o->name, "t5") == 0)
+        g_assert_cmpstr (r0->subs[i]->args[0].value->u.proxy->name, ==, "t2");
+    }
+
+  /* fuse-matmul=on: one region holding everything */
+  p.fuse_matmul = TRUE;
+  {
+    g_autoptr(CsTrace) g = cs_fuse_trace (t, &p, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (cs_fuse_count_regions (g), ==, 1);
+  }
+  /* fusion=off: no region */
+  p.fuse_matmul = FALSE;
+  p.fusion = CS_FUSION_OFF;
+  {
+    g_autoptr(CsTrace) g = cs_fuse_trace (t, &p, &error);
+    g_assert_cmpuint (cs_fuse_count_regions (g), ==, 0);
+    g_assert_cmpuint (g->n_stmts, ==, t->n_stmts);
+  }
+}
+
+/* Dataflow grouping merges across a non-fusible statement when no data path runs through it:
+ * x -> exp (fusible), y -> matmul (not), x -> neg (fusible).  Consecutive: 2 regions;
+ * dataflow: exp and neg in one region, before or after the matmul. */
+static const char *horiz_trace =
+  "def computation(x, w):\n"
+  "  # x: \"cuda:0 f32[4, 4]\"\n"
+  "  # w: \"cuda:0 f32[4, 4]\"\n"
+  "  t0 = prims.exp(x)  # t0: \"cuda:0 f32[4, 4]\"\n"
+  "  t1 = prims.matmul(w, w)  # t1: \"cuda:0 f32[4, 4]\"\n"
+  "  t2 = prims.neg(x)  # t2: \"cuda:0 f32[4, 4]\"\n"
+  "  t3 = prims.add(t0, t2)  # t3: \"cuda:0 f32[4, 4]\"\n"
+  "  return (t3, t1)\n";
+
+/* A cycle guard: a = exp(x); m = matmul(a, w); b = add(a, m): a and b may not share a region
+ * because the path a -> m -> b leaves it. */
+static const char *cycle_trace =
+  "def computation(x, w):\n"
+  "  # x: \"cuda:0 f32[4, 4]\"\n"
+  "  # w: \"cuda:0 f32[4, 4]\"\n"
+  "  t0 = prims.exp(x)  # t0: \"cuda:0 f32[4, 4]\"\n"
+  "  t1 = prims.matmul(t0, w)  # t1: \"cuda:0 f32[4, 4]\"\n"
+  "  t2 = prims.add(t0, t1)  # t2: \"cuda:0 f32[4, 4]\"\n"
+  "  return (t2,)\n";
+
+static void
+test_dataflow_regions (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) h = cs_parse_trace (horiz_trace, "horiz", &error);
+  g_autoptr(CsTrace) c = cs_parse_trace (cycle_trace, "cycle", &error);
+  CsPolicy p;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  {
+    g_autoptr(CsTrace) f = cs_fuse_trace (h, &p, &error);
+    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 2);
+  }
+  p.fusion = CS_FUSION_DATAFLOW;
+  {
+    g_autoptr(CsTrace) f = cs_fuse_trace (h, &p, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 1);
+    g_assert_true (cs_fuse_check_invariants (f, &error));
+    g_assert_no_error (error);
+  }
+  {
+    g_autoptr(CsTrace) f = cs_fuse_trace (c, &p, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 2);
+    g_assert_true (cs_fuse_check_invariants (f, &error));
+    g_assert_no_error (error);
+  }
+}
+
+/* Shape-only runs stay unfused; a single fusible statement still becomes a region. */
+static const char *shape_trace =
+  "def computation(x, w):\n"
+  "  # x: \"cuda:0 bf16[4, 4]\"\n"
+  "  # w: \"cuda:0 bf16[4, 4]\"\n"
+  "  t0 = prims.transpose(x, (1, 0))  # t0: \"cuda:0 bf16[4, 4]\"\n"
+  "  t1 = prims.matmul(t0, w)  # t1: \"cuda:0 bf16[4, 4]\"\n"
+  "  t2 = prims.convert_element_type(t1, dtypes.float32)  # t2: \"cuda:0 f32[4, 4]\"\n"
+  "  return (t2,)\n";
+
+static void
+test_shape_only (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (shape_trace, "shape", &error);
+  g_autoptr(CsTrace) f = NULL;
+  CsPolicy p;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  f = cs_fuse_trace (t, &p, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cs_fuse_count_regions (f), ==, 1);
+  g_assert_cmpstr (f->stmts[2]->callee, ==, "prims.transpose");
+  g_assert_cmpstr (f->stmts[4]->callee, ==, "nvFusion0");
+}
+
+/* Delete-last-used: after each statement, its outputs and arguments not used later. */
+static void
+test_dellast (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (horiz_trace, "horiz", &error);
+  g_autoptr(CsTrace) d = NULL;
+  g_autofree char *text = NULL;
+
+  g_assert_no_error (error);
+  d = cs_dellast_trace (t, FALSE);
+  text = cs_print_trace (d, CS_PRINT_NO_LEADING);
+  /* w dies after the matmul; x after neg; t0, t2 after add; t1 and t3 are returned */
+  g_assert_nonnull (strstr (text, "t1 = prims.matmul(w, w)  # t1: \"cuda:0 f32[4, 4]\"\n  del w\n"));
+  g_assert_nonnull (strstr (text, "t2 = prims.neg(x)  # t2: \"cuda:0 f32[4, 4]\"\n  del x\n"));
+  g_assert_nonnull (strstr (text, "  del t0, t2\n  return (t3, t1)"));
+  g_assert_null (strstr (text, "del t1"));
+}
+
+/* Stats: 8x16 @ 16x16 bf16 matmul = 2*8*16*16 = 4096 FLOP on tensor cores. */
+static void
+test_stats (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (chain_trace, "chain", &error);
+  g_autoptr(CsTrace) f = NULL;
+  g_autoptr(CsTraceStats) st = NULL;
+  CsPolicy p;
+  const CsStatsEntry *r0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  f = fuse_and_clean (t, &p);
+  st = cs_stats_compute (f);
+  g_assert_cmpuint (st->total.n_regions, ==, 2);
+  g_assert_cmpuint (st->total.n_matmuls, ==, 1);
+  g_assert_cmpuint (st->total.n_tensor_core_matmuls, ==, 1);
+  /* casts left: a, b up; t2->bf16 gone? no: t5 = exp(t2) then t6 = cvt(t5, bf16) down;
+   * region 1: t8 up, t10 down.  5 casts */
+  g_assert_cmpuint (st->total.n_casts, ==, 5);
+  g_assert_cmpuint (st->total.n_upcasts, ==, 3);
+  g_assert_cmpuint (st->total.n_downcasts, ==, 2);
+  /* region 0 reads a, b (2 * 128 * 2 bytes) and writes t6 (256 bytes) */
+  r0 = &g_array_index (st->regions, CsStatsEntry, 0);
+  g_assert_cmpfloat (r0->bytes_read, ==, 512.0);
+  g_assert_cmpfloat (r0->bytes_written, ==, 256.0);
+  /* matmul: 4096 FLOP; elementwise per output element: cvt a, cvt b, add, exp, cvt (5 * 128)
+   * + region 1: cvt, neg, cvt (3 * 128) */
+  g_assert_cmpfloat (st->total.flops, ==, 4096.0 + 8 * 128.0);
+  /* time of region 0: max(5*128/60e12 s, 768/4.3e12 s) = 768/4.3e12 s */
+  g_assert_cmpfloat_with_epsilon (r0->est_ms, 768.0 / 4.3e12 * 1e3, 1e-15);
+}
+
+/* ---- Thunder's own fusion decisions ------------------------------------------------------ */
+
+static void
+compare_with_thunder (const char *joint_file, const char *fused_file, gboolean fuse_mm)
+{
+  g_autoptr(CsTrace) joint = load_shared (joint_file);
+  g_autoptr(CsTrace) thunder = NULL;
+  g_autoptr(CsTrace) ours = NULL;
+  CsPolicy p;
+
+  if (joint == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  thunder = load_shared (fused_file);
+  cs_policy_init_default (&p);
+  p.fuse_matmul = fuse_mm;
+  p.fuse_linear = fuse_mm;
+  ours = fuse_and_clean (joint, &p);
+  assert_same_regions (ours, thunder);
+}
+
+/* Starting from Thunder's own (unfused, torch-executor) joint trace of the seed. */
+static void
+test_thunder_seed_default (void)
+{
+  compare_with_thunder ("thunder_a_seed_matmul_grad_joint.txt",
+                        "thunder_nvfuser_a_seed_matmul_default_fused_joint.txt", FALSE);
+}
+
+static void
+test_thunder_seed_linear_matmul (void)
+{
+  compare_with_thunder ("thunder_a_seed_matmul_grad_joint.txt",
+                        "thunder_nvfuser_a_seed_matmul_linear_matmul_fused_joint.txt", TRUE);
+}
+
+/* Flatten a Thunder-fused trace and fuse it again with the policy it was made with. */
+static void
+refuse_case (const char *file, gboolean fuse_linear, guint expect_regions)
+{
+  g_autoptr(CsTrace) t = load_shared (file);
+  g_autoptr(CsTrace) flat = NULL;
+  g_autoptr(CsTrace) again = NULL;
+  CsPolicy p;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  cs_policy_init_default (&p);
+  p.fuse_linear = fuse_linear;
+  p.fuse_matmul = fuse_linear;
+  flat = cs_fuse_flatten_regions (t);
+  g_assert_cmpuint (cs_fuse_count_regions (flat), ==, 0);
+  again = fuse_and_clean (flat, &p);
+  g_assert_cmpuint (cs_fuse_count_regions (t), ==, expect_regions);
+  assert_same_regions (again, t);
+}
+
+/* issue #283: autocast casts form their own region before torch.matmul; the f32 add after it
+ * forms another (policy: defaults). */
+static void
+test_refuse_issue283 (void)
+{
+  refuse_case ("issue283_autocast_bf16_matmul.txt", FALSE, 2);
+}
+
+/* docs MLP (dropout regions between linears; types elided; policy: defaults). */
+static void
+test_refuse_docs_mlp (void)
+{
+  refuse_case ("docs_mlp_mnist_augmented_forward.txt", FALSE, 5);
+}
+
+/* LLaMA bf16 forward excerpt (RMSNorm/RoPE/SwiGLU regions; policy: defaults). */
+static void
+test_refuse_llama (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("nb_llama_bf16_augmented_forward_excerpt.txt");
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  refuse_case ("nb_llama_bf16_augmented_forward_excerpt.txt", FALSE, cs_fuse_count_regions (t));
+}
+
+/* Diff: default vs fuse-matmul on the chain trace: the two regions merge into one. */
+static void
+test_diff (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (chain_trace, "chain", &error);
+  g_autoptr(CsTrace) a = NULL;
+  g_autoptr(CsTrace) b = NULL;
+  g_autoptr(CsTraceDiff) d = NULL;
+  g_autoptr(CsTraceDiff) same = NULL;
+  CsPolicy p;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  a = fuse_and_clean (t, &p);
+  p.fuse_matmul = TRUE;
+  b = fuse_and_clean (t, &p);
+  d = cs_trace_diff (a, b);
+  g_assert_cmpuint (d->n_regions_a, ==, 2);
+  g_assert_cmpuint (d->n_regions_b, ==, 1);
+  g_assert_cmpuint (d->regions_merged->len, ==, 1);
+  g_assert_cmpuint (((CsDiffRegion *) d->regions_merged->pdata[0])->others->len, ==, 2);
+  g_assert_cmpuint (d->regions_split->len, ==, 0);
+  /* one region: the bf16 round trip t6 -> matmul -> t8 stays (matmul output is bf16), but
+   * the casts around the matmul are the same statements: no cast change */
+  g_assert_cmpuint (d->casts_added->len, ==, 0);
+  same = cs_trace_diff (a, a);
+  g_assert_true (cs_trace_diff_is_empty (same));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/core/fuse/consecutive/regions", test_consecutive_regions);
+  g_test_add_func ("/core/fuse/dataflow/regions", test_dataflow_regions);
+  g_test_add_func ("/core/fuse/shape-only", test_shape_only);
+  g_test_add_func ("/core/fuse/dellast", test_dellast);
+  g_test_add_func ("/core/fuse/stats", test_stats);
+  g_test_add_func ("/core/fuse/diff", test_diff);
+  g_test_add_func ("/core/fuse/thunder/seed-default", test_thunder_seed_default);
+  g_test_add_func ("/core/fuse/thunder/seed-linear-matmul", test_thunder_seed_linear_matmul);
+  g_test_add_func ("/core/fuse/refuse/issue283", test_refuse_issue283);
+  g_test_add_func ("/core/fuse/refuse/docs-mlp", test_refuse_docs_mlp);
+  g_test_add_func ("/core/fuse/refuse/llama", test_refuse_llama);
+  return g_test_run ();
+}

@@ -1,0 +1,564 @@
+/* test-core-pipeline.c: the whole pass pipeline (core/cs-pipeline.c) under cast policies, on
+ * the shared Thunder traces: the seed's tensor-core question, fusion invariants on every
+ * sample and policy, semantics (f64 reference; bf16 bit-exactness with redundant-casts=keep)
+ * and Thunder's own nvFuser decisions (thunder_nvfuser_*).
+ */
+#include "cs-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-grad.h"
+#include "cs-pipeline.h"
+#include "cs-ref.h"
+#include "cs-split.h"
+#include "cs-stats.h"
+#include "cs-tensor.h"
+#include "test-regions.h"
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* The LLaMA stack runs forward only (--grad none): castscope's grad pass has no VJP for the
+ * prims.pad its RoPE slices decompose into (reported by test-core-grad's owner). */
+static const char *samples[] = {
+  "thunder_a_seed_matmul_initial.txt",
+  "thunder_b_mlp_gelu_initial.txt",
+  "thunder_e_softmax_attention_initial.txt",
+  "thunder_llama_stack_initial.txt",
+};
+
+static gboolean
+sample_forward_only (const char *name)
+{
+  return strstr (name, "llama") != NULL;
+}
+
+static const char *policies[][3] = {
+  { NULL },
+  { "matmul=upcast-f32", NULL },
+  { "elementwise=native", NULL },
+  { "fusion=dataflow", NULL },
+  { "fuse-matmul=on", "fuse-linear=on", NULL },
+  { "redundant-casts=keep", NULL },
+  { "autocast=bf16", NULL },
+  { "fusion=off", NULL },
+  { "fusion=dataflow", "matmul=upcast-f32", "fuse-linear=on" },
+};
+
+static void
+policy_from (CsPolicy *p, const char * const *kv)
+{
+  cs_policy_init_default (p);
+  for (guint i = 0; i < 3 && kv[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (p, kv[i], NULL));
+}
+
+static CsPipeline *
+run (const CsTrace *t, const CsPolicy *p)
+{
+  g_autoptr(GError) error = NULL;
+  CsGradSpec none = { FALSE, NULL, TRUE, NULL };
+  CsPipeline *pl = cs_pipeline_run (t, p, (t->file && sample_forward_only (t->file)) ? &none : NULL,
+                                    &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (pl);
+  return pl;
+}
+
+/* Every matmul prim (top level, inside composites and regions), depth first. */
+static void
+collect_matmuls (const CsStmt *s, GPtrArray *out)
+{
+  const CsOp *sem;
+  if (s->kind != CS_STMT_CALL || s->op == NULL)
+    return;
+  sem = cs_op_semantic (s->op);
+  if ((sem->id == CS_OP_PRIM_MATMUL || sem->id == CS_OP_PRIM_LINEAR) && (s->op->tags & CS_OP_TAG_PRIM))
+    {
+      g_ptr_array_add (out, (gpointer) s);
+      return;
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_matmuls (s->subs[i], out);
+}
+
+static GPtrArray *
+trace_matmuls (const CsTrace *t)
+{
+  GPtrArray *a = g_ptr_array_new ();
+  for (guint i = 0; i < t->n_stmts; i++)
+    collect_matmuls (t->stmts[i], a);
+  return a;
+}
+
+/* Producer statement of every proxy (all levels). */
+static void
+index_producers (const CsStmt *s, GHashTable *prod)
+{
+  g_autoptr(GPtrArray) w = g_ptr_array_new ();
+  _cs_stmt_writes (s, w);
+  for (guint i = 0; i < w->len; i++)
+    g_hash_table_insert (prod, w->pdata[i], (gpointer) s);
+  for (guint i = 0; i < s->n_subs; i++)
+    index_producers (s->subs[i], prod);
+}
+
+/* ---- the seed --------------------------------------------------------------------------- */
+
+static void
+check_seed_matmuls (const CsTrace *t, gboolean expect_f32)
+{
+  g_autoptr(GPtrArray) mms = trace_matmuls (t);
+  g_autoptr(GHashTable) prod = g_hash_table_new (g_direct_hash, g_direct_equal);
+
+  g_assert_cmpuint (mms->len, >=, 1);
+  for (guint i = 0; i < t->n_stmts; i++)
+    index_producers (t->stmts[i], prod);
+  for (guint i = 0; i < mms->len; i++)
+    {
+      const CsStmt *m = mms->pdata[i];
+      for (guint k = 0; k < 2; k++)
+        {
+          CsValue *v = cs_stmt_get_arg (m, k, NULL);
+          const CsStmt *p;
+          CsProxy *in;
+          CsDtype to;
+          g_assert_nonnull (v);
+          g_assert_cmpint (v->kind, ==, CS_VALUE_PROXY);
+          if (expect_f32)
+            {
+              g_assert_cmpint (v->u.proxy->dtype, ==, CS_DTYPE_F32);
+              continue;
+            }
+          g_assert_cmpint (v->u.proxy->dtype, ==, CS_DTYPE_BF16);
+          /* no convert_element_type to f32 (an upcast) feeds the matmul, and no cast at all
+           * reads a matmul-adjacent f32 value to make this operand except the elementwise
+           * region's own final downcast */
+          p = g_hash_table_lookup (prod, v->u.proxy);
+          if (p && _cs_stmt_is_cast (p, &in, &to))
+            g_assert_cmpint (to, !=, CS_DTYPE_F32);
+        }
+    }
+}
+
+static void
+test_seed_default (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("thunder_a_seed_matmul_initial.txt");
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsTraceStats) fs = NULL;
+  g_autoptr(CsTraceStats) bs = NULL;
+  CsPolicy p;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  cs_policy_init_default (&p);
+  pl = run (t, &p);
+  g_assert_nonnull (cs_pipeline_get_backward (pl));
+  check_seed_matmuls (cs_pipeline_get_forward (pl), FALSE);
+  check_seed_matmuls (cs_pipeline_get_backward (pl), FALSE);
+  fs = cs_stats_compute (cs_pipeline_get_forward (pl));
+  bs = cs_stats_compute (cs_pipeline_get_backward (pl));
+  /* forward: one matmul; backward: dA = g @ w^T, dW = (a+b)^T @ g */
+  g_assert_cmpuint (fs->total.n_matmuls, ==, 1);
+  g_assert_cmpuint (fs->total.n_tensor_core_matmuls, ==, 1);
+  g_assert_cmpuint (bs->total.n_matmuls, ==, 2);
+  g_assert_cmpuint (bs->total.n_tensor_core_matmuls, ==, 2);
+  /* 2*8*16*16 FLOP per matmul */
+  g_assert_cmpfloat (fs->total.flops, >=, 4096.0);
+}
+
+static void
+test_seed_upcast (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("thunder_a_seed_matmul_initial.txt");
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsTraceStats) fs = NULL;
+  g_autoptr(CsTraceStats) bs = NULL;
+  g_autoptr(CsTraceStats) fd = NULL;
+  g_autoptr(CsPipeline) pd = NULL;
+  CsPolicy p;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  cs_policy_init_default (&p);
+  pd = run (t, &p);
+  p.matmul = CS_MATMUL_UPCAST_F32;
+  pl = run (t, &p);
+  check_seed_matmuls (cs_pipeline_get_forward (pl), TRUE);
+  check_seed_matmuls (cs_pipeline_get_backward (pl), TRUE);
+  fs = cs_stats_compute (cs_pipeline_get_forward (pl));
+  bs = cs_stats_compute (cs_pipeline_get_backward (pl));
+  fd = cs_stats_compute (cs_pipeline_get_forward (pd));
+  g_assert_cmpuint (fs->total.n_matmuls, ==, 1);
+  g_assert_cmpuint (fs->total.n_tensor_core_matmuls, ==, 0);
+  g_assert_cmpuint (bs->total.n_matmuls, ==, 2);
+  g_assert_cmpuint (bs->total.n_tensor_core_matmuls, ==, 0);
+  /* the upcast costs casts: more in the forward than with defaults */
+  g_assert_cmpuint (fs->total.n_casts, >, fd->total.n_casts);
+}
+
+/* ---- invariants on every sample and policy --------------------------------------------- */
+
+static void
+check_no_straddle (const CsTrace *joint)
+{
+  for (guint i = 0; i < joint->n_stmts; i++)
+    {
+      const CsStmt *s = joint->stmts[i];
+      if (!_cs_stmt_is_region (s))
+        continue;
+      for (guint k = 0; k < s->n_subs; k++)
+        g_assert_cmpint (!!s->subs[k]->backward, ==, !!s->backward);
+    }
+}
+
+static void
+test_invariants (void)
+{
+  guint n_runs = 0;
+
+  for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
+    {
+      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      if (t == NULL)
+        {
+          g_test_skip ("CS_SHARED_TRACES not available");
+          return;
+        }
+      for (guint pi = 0; pi < G_N_ELEMENTS (policies); pi++)
+        {
+          g_autoptr(CsPipeline) pl = NULL;
+          g_autoptr(GError) error = NULL;
+          CsPolicy p;
+          const char *names[] = { "fuse", "remove-redundant-casts", "cse", "dce" };
+
+          policy_from (&p, policies[pi]);
+          pl = run (t, &p);
+          for (guint k = 0; k < G_N_ELEMENTS (names); k++)
+            {
+              CsTrace *x = cs_pipeline_find_trace (pl, names[k]);
+              g_assert_nonnull (x);
+              if (!cs_fuse_check_invariants (x, &error))
+                g_error ("%s, policy %u, pass %s: %s", samples[si], pi, names[k], error->message);
+              check_no_straddle (x);
+              if (p.fusion == CS_FUSION_OFF)
+                g_assert_cmpuint (cs_fuse_count_regions (x), ==, 0);
+            }
+          if (!cs_fuse_check_invariants (cs_pipeline_get_forward (pl), &error))
+            g_error ("%s, policy %u, forward: %s", samples[si], pi, error->message);
+          if (cs_pipeline_get_backward (pl)
+              && !cs_fuse_check_invariants (cs_pipeline_get_backward (pl), &error))
+            g_error ("%s, policy %u, backward: %s", samples[si], pi, error->message);
+          n_runs++;
+        }
+    }
+  g_assert_cmpuint (n_runs, ==, G_N_ELEMENTS (samples) * G_N_ELEMENTS (policies));
+}
+
+/* ---- semantics ------------------------------------------------------------------------- */
+
+/* Random inputs for every leaf input of @t, by name. */
+static GHashTable *
+random_env (const CsTrace *t, guint64 seed)
+{
+  GHashTable *env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) leaves = cs_ref_dup_leaf_inputs (t);
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      CsProxy *p = leaves->pdata[i];
+      CsTensor *x = cs_ref_random_input (t, p, seed, &error);
+      g_assert_no_error (error);
+      cs_ref_env_insert (env, p->name, x);
+    }
+  return env;
+}
+
+static double
+max_rel_diff (const CsTensor *a, const CsTensor *b)
+{
+  g_autofree double *x = cs_tensor_dup_f64 (a);
+  g_autofree double *y = cs_tensor_dup_f64 (b);
+  gsize n = cs_tensor_nbytes (a) / cs_dtype_size_bytes (a->dtype);
+  double worst = 0;
+  g_assert_cmpuint (cs_tensor_nbytes (a) / cs_dtype_size_bytes (a->dtype), ==,
+                    cs_tensor_nbytes (b) / cs_dtype_size_bytes (b->dtype));
+  for (gsize i = 0; i < n; i++)
+    {
+      double d = fabs (x[i] - y[i]) / MAX (1.0, fabs (x[i]));
+      if (isnan (x[i]) != isnan (y[i]))
+        return INFINITY;
+      worst = MAX (worst, d);
+    }
+  return worst;
+}
+
+static gboolean
+small_enough (const CsTrace *t)
+{
+  g_autoptr(GPtrArray) leaves = cs_ref_dup_leaf_inputs (t);
+  double total = 0;
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      CsProxy *p = leaves->pdata[i];
+      if (p->kind == CS_PROXY_TENSOR)
+        total += (double) cs_shape_numel (p->shape, p->rank);
+    }
+  return total < 4e6;
+}
+
+static void
+test_semantics_f64 (void)
+{
+  guint n_checked = 0;
+
+  for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
+    {
+      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      g_autoptr(GHashTable) env = NULL;
+      g_autoptr(GPtrArray) ref = NULL;
+      g_autoptr(GError) error = NULL;
+
+      if (t == NULL)
+        {
+          g_test_skip ("CS_SHARED_TRACES not available");
+          return;
+        }
+      if (!small_enough (t))
+        {
+          g_test_message ("%s: too large for the f64 reference in a test, skipped", samples[si]);
+          continue;
+        }
+      env = random_env (t, 7);
+      g_assert_true (cs_ref_run_env (t, env, CS_REF_F64, 0, &ref, NULL, NULL, &error));
+      g_assert_no_error (error);
+      for (guint pi = 0; pi < G_N_ELEMENTS (policies); pi++)
+        {
+          g_autoptr(CsPipeline) pl = NULL;
+          g_autoptr(GPtrArray) outs = NULL;
+          CsPolicy p;
+
+          policy_from (&p, policies[pi]);
+          pl = run (t, &p);
+          if (!cs_ref_run_env (cs_pipeline_get_forward (pl), env, CS_REF_F64, 0, &outs, NULL,
+                               NULL, &error))
+            g_error ("%s, policy %u: %s", samples[si], pi, error->message);
+          /* the forward returns {'output': <the initial outputs>, ...}: the first outputs */
+          g_assert_cmpuint (outs->len, >=, ref->len);
+          for (guint k = 0; k < ref->len; k++)
+            {
+              double d;
+              if (ref->pdata[k] == NULL)
+                continue;
+              d = max_rel_diff (ref->pdata[k], outs->pdata[k]);
+              if (d > 1e-9)
+                g_error ("%s, policy %u: output %u differs from the initial trace by %g (f64)",
+                         samples[si], pi, k, d);
+            }
+          n_checked++;
+        }
+    }
+  g_assert_cmpuint (n_checked, >, 0);
+}
+
+/* redundant-casts=keep: the fused joint (every pass through DCE) computes, bit for bit in the
+ * bf16-exact reference, what the unfused decomposed joint computes. */
+static void
+test_keep_bit_exact (void)
+{
+  for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
+    {
+      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      g_autoptr(CsPipeline) pl = NULL;
+      g_autoptr(GHashTable) env = NULL;
+      g_autoptr(GPtrArray) a = NULL;
+      g_autoptr(GPtrArray) b = NULL;
+      g_autoptr(GError) error = NULL;
+      CsTrace *dec, *fused;
+      CsPolicy p;
+
+      if (t == NULL)
+        {
+          g_test_skip ("CS_SHARED_TRACES not available");
+          return;
+        }
+      if (!small_enough (t))
+        continue;
+      cs_policy_init_default (&p);
+      p.redundant_casts = CS_REDUNDANT_CASTS_KEEP;
+      pl = run (t, &p);
+      dec = cs_pipeline_find_trace (pl, "decompose");
+      fused = cs_pipeline_find_trace (pl, "dce");
+      env = random_env (dec, 11);
+      if (!cs_ref_run_env (dec, env, CS_REF_EXACT, 0, &a, NULL, NULL, &error))
+        g_error ("%s decomposed: %s", samples[si], error->message);
+      if (!cs_ref_run_env (fused, env, CS_REF_EXACT, 0, &b, NULL, NULL, &error))
+        g_error ("%s fused: %s", samples[si], error->message);
+      g_assert_cmpuint (a->len, ==, b->len);
+      for (guint k = 0; k < a->len; k++)
+        {
+          const CsTensor *x = a->pdata[k], *y = b->pdata[k];
+          if (x == NULL || y == NULL)
+            {
+              g_assert_true (x == y);
+              continue;
+            }
+          g_assert_cmpint (x->dtype, ==, y->dtype);
+          g_assert_cmpuint (cs_tensor_nbytes (x), ==, cs_tensor_nbytes (y));
+          g_assert_cmpmem (x->data, cs_tensor_nbytes (x), y->data, cs_tensor_nbytes (y));
+        }
+    }
+}
+
+/* ---- Thunder's nvFuser decisions, from the initial trace -------------------------------- */
+
+static char *
+saved_signature (const CsTrace *fw)
+{
+  g_autoptr(GPtrArray) saved = cs_split_dup_saved (fw);
+  g_autoptr(GPtrArray) types = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < saved->len; i++)
+    g_ptr_array_add (types, cs_proxy_type_string (saved->pdata[i]));
+  return sorted_join (types);
+}
+
+static void
+compare_final (const char *initial, const char *fwd_file, const char *bwd_file, gboolean mm)
+{
+  g_autoptr(CsTrace) t = load_shared (initial);
+  g_autoptr(CsTrace) tf = NULL;
+  g_autoptr(CsTrace) tb = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autofree char *ours_saved = NULL;
+  g_autofree char *thunder_saved = NULL;
+  CsPolicy p;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  tf = load_shared (fwd_file);
+  tb = load_shared (bwd_file);
+  cs_policy_init_default (&p);
+  p.fuse_matmul = mm;
+  p.fuse_linear = mm;
+  pl = run (t, &p);
+  assert_same_regions (cs_pipeline_get_forward (pl), tf);
+  ours_saved = saved_signature (cs_pipeline_get_forward (pl));
+  thunder_saved = saved_signature (tf);
+  g_assert_cmpstr (ours_saved, ==, thunder_saved);
+  assert_same_regions (cs_pipeline_get_backward (pl), tb);
+}
+
+static void
+test_thunder_seed_default (void)
+{
+  compare_final ("thunder_a_seed_matmul_initial.txt",
+                 "thunder_nvfuser_a_seed_matmul_default_final_fwd.txt",
+                 "thunder_nvfuser_a_seed_matmul_default_final_bwd.txt", FALSE);
+}
+
+static void
+test_thunder_seed_linear_matmul (void)
+{
+  compare_final ("thunder_a_seed_matmul_initial.txt",
+                 "thunder_nvfuser_a_seed_matmul_linear_matmul_final_fwd.txt",
+                 "thunder_nvfuser_a_seed_matmul_linear_matmul_final_bwd.txt", TRUE);
+}
+
+static void
+test_thunder_mlp_default (void)
+{
+  compare_final ("thunder_b_mlp_gelu_initial.txt",
+                 "thunder_nvfuser_b_mlp_gelu_default_final_fwd.txt",
+                 "thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt", FALSE);
+}
+
+static void
+test_thunder_mlp_linear_matmul (void)
+{
+  compare_final ("thunder_b_mlp_gelu_initial.txt",
+                 "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_fwd.txt",
+                 "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_bwd.txt", TRUE);
+}
+
+/* ---- pass list, final input ------------------------------------------------------------ */
+
+static void
+test_pass_names (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("thunder_a_seed_matmul_initial.txt");
+  g_autoptr(CsPipeline) pl = NULL;
+  const char *expect[] = { "initial", "autocast", "grad", "decompose", "fuse",
+                           "remove-redundant-casts", "cse", "dce", "split-forward",
+                           "split-backward", "delete-last-used", "delete-last-used-backward" };
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  pl = run (t, NULL);
+  g_assert_cmpuint (cs_pipeline_n_passes (pl), ==, G_N_ELEMENTS (expect));
+  for (guint i = 0; i < G_N_ELEMENTS (expect); i++)
+    {
+      g_assert_cmpstr (cs_pipeline_pass_name (pl, i), ==, expect[i]);
+      g_assert_cmpstr (cs_pipeline_get_trace (pl, i)->pass, ==, expect[i]);
+    }
+  g_assert_null (cs_pipeline_pass_name (pl, 99));
+  /* the input is not modified: a second run gives the same forward text */
+  {
+    g_autoptr(CsPipeline) pl2 = run (t, NULL);
+    g_autofree char *a = cs_print_trace (cs_pipeline_get_forward (pl), CS_PRINT_DEFAULT);
+    g_autofree char *b = cs_print_trace (cs_pipeline_get_forward (pl2), CS_PRINT_DEFAULT);
+    g_assert_cmpstr (a, ==, b);
+  }
+}
+
+static void
+test_final_input (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt");
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsTraceStats) st = NULL;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  g_assert_true (cs_trace_is_final (t));
+  pl = run (t, NULL);
+  g_assert_true (cs_pipeline_input_was_final (pl));
+  g_assert_cmpuint (cs_pipeline_n_passes (pl), ==, 1);
+  g_assert_true (cs_pipeline_get_backward (pl) == cs_pipeline_get_trace (pl, 0));
+  st = cs_stats_compute (cs_pipeline_get_backward (pl));
+  g_assert_cmpuint (st->total.n_regions, ==, cs_fuse_count_regions (t));
+  g_assert_cmpuint (st->total.n_regions, >=, 1);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/core/pipeline/pass-names", test_pass_names);
+  g_test_add_func ("/core/pipeline/final-input", test_final_input);
+  g_test_add_func ("/core/pipeline/seed/default-tensor-cores", test_seed_default);
+  g_test_add_func ("/core/pipeline/seed/upcast-f32", test_seed_upcast);
+  g_test_add_func ("/core/pipeline/invariants", test_invariants);
+  g_test_add_func ("/core/pipeline/semantics/f64", test_semantics_f64);
+  g_test_add_func ("/core/pipeline/semantics/keep-bit-exact", test_keep_bit_exact);
+  g_test_add_func ("/core/pipeline/thunder/seed-default", test_thunder_seed_default);
+  g_test_add_func ("/core/pipeline/thunder/seed-linear-matmul", test_thunder_seed_linear_matmul);
+  g_test_add_func ("/core/pipeline/thunder/mlp-default", test_thunder_mlp_default);
+  g_test_add_func ("/core/pipeline/thunder/mlp-linear-matmul", test_thunder_mlp_linear_matmul);
+  return g_test_run ();
+}
