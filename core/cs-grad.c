@@ -19,6 +19,8 @@
 
 #include "cs-grad.h"
 
+#include "cs-decompose.h"
+#include "cs-meta.h"
 #include "cs-ops.h"
 
 #include <math.h>
@@ -701,6 +703,7 @@ rule_exists (CsOpId id)
     case CS_OP_PRIM_TRANSPOSE:
     case CS_OP_PRIM_SQUEEZE:
     case CS_OP_PRIM_SLICE_PRIM:
+    case CS_OP_PRIM_PAD:
     case CS_OP_PRIM_CAT:
     case CS_OP_PRIM_TAKE:
     case CS_OP_PRIM_TAKE_ALONG_AXIS:
@@ -873,6 +876,71 @@ vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
   args[2] = (CsArg) POS (cs_value_new_seq (c->a, CS_VALUE_TUPLE, cfg, a->rank));
   ga = emit_typed (c, CS_OP_PRIM_PAD, g->dtype, a->shape, a->rank, &g->device, args, 3);
   put_grad (c, av, ga);
+}
+
+/* pad(a, value, ((lo, hi, interior), ...)): restore what negative padding cropped (with zeros),
+ * then take every (interior + 1)-th element from lo on (Thunder's pad_backward: un-pad, then
+ * un-dilate with a strided slice). */
+static void
+vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
+{
+  CsValue *av = arg (s, 0, "a");
+  CsProxy *a = value_tensor (av);
+  CsValue *cfg = arg (s, 2, "padding_config");
+  int64_t lo[CS_MAX_DIMS], hi[CS_MAX_DIMS], in[CS_MAX_DIMS];
+  int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], sd[CS_MAX_DIMS];
+  gboolean crop = FALSE;
+  CsArg args[4];
+
+  if (a == NULL || cfg == NULL || (cfg->kind != CS_VALUE_TUPLE && cfg->kind != CS_VALUE_LIST)
+      || cfg->u.seq.n != a->rank)
+    {
+      rule_fail (c, s, "bad padding_config");
+      return;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    {
+      int64_t trip[3];
+      guint n = 0;
+      if (!cs_value_get_int_seq (cfg->u.seq.items[i], trip, 3, &n) || n != 3 || trip[2] < 0)
+        {
+          rule_fail (c, s, "bad padding_config entry");
+          return;
+        }
+      lo[i] = trip[0];
+      hi[i] = trip[1];
+      in[i] = trip[2];
+      crop |= lo[i] < 0 || hi[i] < 0;
+    }
+  if (crop)
+    {
+      CsValue *cv[CS_MAX_DIMS];
+      int64_t shape[CS_MAX_DIMS];
+      for (guint i = 0; i < a->rank; i++)
+        {
+          int64_t t[3] = { MAX (-lo[i], 0), MAX (-hi[i], 0), 0 };
+          cv[i] = v_ints (c, t, 3);
+          shape[i] = g->shape[i] + t[0] + t[1];
+        }
+      args[0] = (CsArg) POS (v_p (c, g));
+      args[1] = (CsArg) POS (cs_dtype_is_inexact (g->dtype) ? v_f (c, 0.0) : v_i (c, 0));
+      args[2] = (CsArg) POS (cs_value_new_seq (c->a, CS_VALUE_TUPLE, cv, a->rank));
+      g = emit_typed (c, CS_OP_PRIM_PAD, g->dtype, shape, a->rank, &g->device, args, 3);
+      if (g == NULL)
+        return;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    {
+      st[i] = MAX (lo[i], 0);
+      sd[i] = in[i] + 1;
+      en[i] = a->shape[i] > 0 ? st[i] + (a->shape[i] - 1) * sd[i] + 1 : st[i];
+    }
+  args[0] = (CsArg) POS (v_p (c, g));
+  args[1] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, st, a->rank));
+  args[2] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, en, a->rank));
+  args[3] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, sd, a->rank));
+  put_grad (c, av, emit_typed (c, CS_OP_PRIM_SLICE_PRIM, g->dtype, a->shape, a->rank, &g->device,
+                               args, 4));
 }
 
 static void
@@ -1319,6 +1387,9 @@ run_rule (GradCtx *c, const VjpRecord *r)
     case CS_OP_PRIM_SLICE_PRIM:
       vjp_slice (c, s, g);
       break;
+    case CS_OP_PRIM_PAD:
+      vjp_pad (c, s, g);
+      break;
     case CS_OP_PRIM_CAT:
       vjp_cat (c, s, g);
       break;
@@ -1531,14 +1602,31 @@ is_constant_call (const CsStmt *s, CsOpId sem)
   return TRUE;
 }
 
-/* The statements @s stands for, one level down: Thunder's decomposition as recorded in the
- * trace (the subsymbols printed as comments).  Returns FALSE when there is none. */
+/* The statements @s stands for, one level down: Thunder's decomposition built under the
+ * policy (cs_decompose_stmt), else as recorded in the trace (the subsymbols printed as
+ * comments).  Returns FALSE with @error set when there is none. */
 static gboolean
-decomposition (GradCtx *c, CsStmt *s, GPtrArray *out)
+decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 {
+  g_autoptr(GError) local = NULL;
+
+  if (cs_decompose_stmt (c->t, s, c->policy, out, &local))
+    return TRUE;
+  g_ptr_array_set_size (out, 0);
   for (guint i = 0; i < s->n_subs; i++)
     g_ptr_array_add (out, s->subs[i]);
-  return out->len > 0;
+  if (out->len > 0)
+    return TRUE;
+  if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_PRIM)
+      || g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))
+    g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_NO_RULE,
+                 "%s: %s: no VJP rule and no decomposition (castscope differentiates prims "
+                 "and the ltorch ops Thunder has rules for; other ops need a decomposition or "
+                 "their printed subsymbols)", stmt_where (c, s), s->callee);
+  else
+    g_propagate_prefixed_error (error, g_steal_pointer (&local), "%s: %s: decomposing for grad: ",
+                                stmt_where (c, s), s->callee);
+  return FALSE;
 }
 
 static gboolean
@@ -1547,6 +1635,19 @@ outputs_typed (GradCtx *c, CsStmt *s, GError **error)
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
 
   cs_stmt_collect_outputs (s, outs);
+  /* tuple outputs (var_mean) print no type comment: infer them as Thunder's meta would */
+  for (guint i = 0; i < outs->len; i++)
+    if (!((CsProxy *) outs->pdata[i])->typed)
+      {
+        g_autoptr(GError) local = NULL;
+        if (!cs_meta_infer (c->t, s, &local))
+          {
+            g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                        "%s: grad needs the output types: ", stmt_where (c, s));
+            return FALSE;
+          }
+        break;
+      }
   for (guint i = 0; i < outs->len; i++)
     {
       CsProxy *p = outs->pdata[i];
@@ -1627,14 +1728,8 @@ forward_walk (GradCtx *c, GQueue *work, GError **error)
           return FALSE;
         }
       subs = g_ptr_array_new ();
-      if (!decomposition (c, s, subs))
-        {
-          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_NO_RULE,
-                       "%s: %s: no VJP rule and no decomposition (castscope differentiates "
-                       "prims and the ltorch ops Thunder has rules for; other ops need their "
-                       "subsymbols)", stmt_where (c, s), s->callee);
-          return FALSE;
-        }
+      if (!decomposition (c, s, subs, error))
+        return FALSE;
       for (guint i = subs->len; i > 0; i--)
         g_queue_push_head (work, subs->pdata[i - 1]);
     }
