@@ -1,0 +1,716 @@
+/* test-core-decompose.c: ltorch -> prims decompositions (core/cs-decompose.c).
+ *
+ * Oracle: the decomposition comments Thunder printed in ../shared/traces.  Decomposing a
+ * top-level ltorch statement must reproduce its printed subsymbols up to proxy names: same
+ * callees in order, same literal arguments, same output dtypes and shapes, same dataflow (a
+ * name-insensitive comparison that maps printed intermediates onto the new ones).
+ * Ops without a printed oracle are checked by hand-counted structure (e.g. a bf16 ltorch.mul has
+ * exactly 3 converts under Thunder's policy and none under elementwise=native).
+ */
+#include "cs-config.h"
+
+#include "cs-decompose.h"
+#include "cs-meta.h"
+#include "cs-ops.h"
+#include "cs-parse.h"
+#include "cs-print.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Name-insensitive comparison                                                                 */
+
+typedef struct
+{
+  GHashTable *map;   /* expected CsProxy* -> actual CsProxy* */
+  GString    *why;   /* first difference */
+} Cmp;
+
+static gboolean cmp_stmt (Cmp *c, const CsStmt *e, const CsStmt *a);
+
+static gboolean
+cmp_value (Cmp *c, const CsValue *e, const CsValue *a)
+{
+  if (e == NULL || a == NULL)
+    return e == a;
+  if (e->kind != a->kind)
+    {
+      g_string_append_printf (c->why, "value kinds %d vs %d", e->kind, a->kind);
+      return FALSE;
+    }
+  switch (e->kind)
+    {
+    case CS_VALUE_PROXY:
+      {
+        CsProxy *m = g_hash_table_lookup (c->map, e->u.proxy);
+        if ((m ? m : e->u.proxy) != a->u.proxy)
+          {
+            g_string_append_printf (c->why, "reads %s where Thunder reads %s", a->u.proxy->name,
+                                    e->u.proxy->name);
+            return FALSE;
+          }
+        return TRUE;
+      }
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+      if (e->u.seq.n != a->u.seq.n)
+        {
+          g_string_append (c->why, "sequence lengths differ");
+          return FALSE;
+        }
+      for (guint i = 0; i < e->u.seq.n; i++)
+        if (!cmp_value (c, e->u.seq.items[i], a->u.seq.items[i]))
+          return FALSE;
+      return TRUE;
+    default:
+      if (!cs_value_equal (e, a))
+        {
+          GString *s1 = g_string_new (NULL), *s2 = g_string_new (NULL);
+          cs_print_value_to (s1, e);
+          cs_print_value_to (s2, a);
+          g_string_append_printf (c->why, "literal %s vs %s", s1->str, s2->str);
+          g_string_free (s1, TRUE);
+          g_string_free (s2, TRUE);
+          return FALSE;
+        }
+      return TRUE;
+    }
+}
+
+static void
+leaves (const CsValue *v, GPtrArray *acc)
+{
+  if (v == NULL)
+    return;
+  if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+    {
+      for (guint i = 0; i < v->u.seq.n; i++)
+        leaves (v->u.seq.items[i], acc);
+      return;
+    }
+  g_ptr_array_add (acc, (gpointer) v);
+}
+
+static gboolean
+cmp_stmt (Cmp *c, const CsStmt *e, const CsStmt *a)
+{
+  g_autoptr (GPtrArray) le = g_ptr_array_new ();
+  g_autoptr (GPtrArray) la = g_ptr_array_new ();
+
+  if (g_strcmp0 (e->callee, a->callee) != 0)
+    {
+      g_string_append_printf (c->why, "callee %s where Thunder has %s", a->callee, e->callee);
+      return FALSE;
+    }
+  if (e->n_args != a->n_args)
+    {
+      g_string_append_printf (c->why, "%s: %u args where Thunder has %u", e->callee, a->n_args, e->n_args);
+      return FALSE;
+    }
+  for (guint i = 0; i < e->n_args; i++)
+    {
+      if (g_strcmp0 (e->args[i].name, a->args[i].name) != 0)
+        {
+          g_string_append_printf (c->why, "%s: arg %u named %s vs %s", e->callee, i,
+                                  a->args[i].name ? a->args[i].name : "-",
+                                  e->args[i].name ? e->args[i].name : "-");
+          return FALSE;
+        }
+      if (!cmp_value (c, e->args[i].value, a->args[i].value))
+        {
+          g_string_append_printf (c->why, " (%s arg %u)", e->callee, i);
+          return FALSE;
+        }
+    }
+  leaves (e->out, le);
+  leaves (a->out, la);
+  if (le->len != la->len)
+    {
+      g_string_append_printf (c->why, "%s: %u outputs vs %u", e->callee, la->len, le->len);
+      return FALSE;
+    }
+  for (guint i = 0; i < le->len; i++)
+    {
+      const CsValue *ve = g_ptr_array_index (le, i), *va = g_ptr_array_index (la, i);
+
+      if (ve->kind == CS_VALUE_PROXY && va->kind == CS_VALUE_PROXY)
+        {
+          CsProxy *pe = ve->u.proxy, *pa = va->u.proxy;
+
+          if (pe->typed && pe->kind == CS_PROXY_TENSOR)
+            {
+              g_autofree char *te = cs_proxy_type_string (pe);
+              g_autofree char *ta = cs_proxy_type_string (pa);
+              if (g_strcmp0 (te, ta) != 0)
+                {
+                  g_string_append_printf (c->why, "%s: output %s \"%s\" where Thunder has \"%s\"",
+                                          e->callee, pa->name, ta, te);
+                  return FALSE;
+                }
+            }
+          if (pe != pa)
+            g_hash_table_insert (c->map, pe, pa);
+        }
+      else if (ve->kind != va->kind)
+        {
+          g_string_append_printf (c->why, "%s: output kinds differ", e->callee);
+          return FALSE;
+        }
+    }
+  if (e->n_subs != a->n_subs)
+    {
+      g_string_append_printf (c->why, "%s: %u subsymbols where Thunder has %u", e->callee, a->n_subs, e->n_subs);
+      return FALSE;
+    }
+  for (guint i = 0; i < e->n_subs; i++)
+    if (!cmp_stmt (c, e->subs[i], a->subs[i]))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+cmp_lists (CsStmt *const *e, guint ne, GPtrArray *a, GString *why)
+{
+  Cmp c = { g_hash_table_new (NULL, NULL), why };
+  gboolean ok = TRUE;
+
+  if (ne != a->len)
+    {
+      g_string_append_printf (why, "%u statements where Thunder has %u", a->len, ne);
+      ok = FALSE;
+    }
+  for (guint i = 0; ok && i < ne; i++)
+    ok = cmp_stmt (&c, e[i], g_ptr_array_index (a, i));
+  g_hash_table_unref (c.map);
+  return ok;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Helpers                                                                                     */
+
+static CsTrace *
+parse_text (const char *text)
+{
+  GError *error = NULL;
+  CsTrace *t = cs_parse_trace (text, "test", &error);
+
+  g_assert_no_error (error);
+  return t;
+}
+
+static CsStmt *
+nth_call (CsTrace *t, guint n)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && n-- == 0)
+      return t->stmts[i];
+  g_assert_not_reached ();
+  return NULL;
+}
+
+/* Callees of a flat list, joined by spaces (module prefix dropped). */
+static char *
+callees (GPtrArray *stmts)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < stmts->len; i++)
+    {
+      const CsStmt *st = g_ptr_array_index (stmts, i);
+      const char *dot = strrchr (st->callee, '.');
+      g_string_append_printf (s, "%s%s", i ? " " : "", dot ? dot + 1 : st->callee);
+    }
+  return g_string_free (s, FALSE);
+}
+
+static guint
+count_callee (GPtrArray *stmts, const char *callee)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < stmts->len; i++)
+    {
+      const CsStmt *st = g_ptr_array_index (stmts, i);
+      if (g_strcmp0 (st->callee, callee) == 0)
+        n++;
+    }
+  return n;
+}
+
+static GPtrArray *
+decompose (CsTrace *t, CsStmt *s, const CsPolicy *policy, gboolean to_prims)
+{
+  GPtrArray *out = g_ptr_array_new ();
+  GError *error = NULL;
+  gboolean ok = to_prims ? cs_decompose_to_prims (t, s, policy, out, &error)
+                         : cs_decompose_stmt (t, s, policy, out, &error);
+
+  if (!ok)
+    g_error ("%s: %s", s->callee, error->message);
+  return out;
+}
+
+#define HEADER "def computation(%s):\n"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hand-checked cases                                                                          */
+
+/* The seed add: t4 = ltorch.add(a, b, alpha=1) with a bf16[8, 16], b bf16[16] decomposes into
+ * broadcast b -> cvt a -> cvt b -> prims.add (f32) -> cvt bf16 writing t4 (Thunder's printed
+ * subsymbols in thunder_a_seed_matmul_initial.txt, written out here by hand). */
+static void
+test_seed_add (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(a, b, w):\n"
+    "  # a: \"cuda:0 bf16[8, 16]\"\n"
+    "  # b: \"cuda:0 bf16[16]\"\n"
+    "  # w: \"cuda:0 bf16[16, 16]\"\n"
+    "  t4 = ltorch.add(a, b, alpha=1)  # t4: \"cuda:0 bf16[8, 16]\"\n"
+    "  t5 = ltorch.matmul(t4, w)  # t5: \"cuda:0 bf16[8, 16]\"\n"
+    "  return (t5,)\n");
+  CsStmt *add = nth_call (t, 0), *mm = nth_call (t, 1);
+  g_autoptr (GPtrArray) out = decompose (t, add, NULL, FALSE);
+  g_autoptr (GPtrArray) out2 = NULL;
+  g_autofree char *names = callees (out);
+  CsStmt *bc, *last;
+  g_autofree char *s_bc = NULL, *s_last = NULL;
+  GString *buf = g_string_new (NULL);
+
+  g_assert_cmpstr (names, ==, "broadcast_in_dim convert_element_type convert_element_type add convert_element_type");
+  bc = g_ptr_array_index (out, 0);
+  cs_print_stmt_to (buf, bc, 0, CS_PRINT_DEFAULT);
+  /* the printed form of the broadcast, up to its fresh output name */
+  g_assert_nonnull (strstr (buf->str, "prims.broadcast_in_dim(b, (8, 16), (1,))"));
+  g_assert_nonnull (strstr (buf->str, "\"cuda:0 bf16[8, 16]\""));
+  last = g_ptr_array_index (out, 4);
+  g_assert_true (cs_stmt_get_output (last) == cs_stmt_get_output (add));
+  g_string_truncate (buf, 0);
+  cs_print_stmt_to (buf, last, 0, CS_PRINT_DEFAULT);
+  g_assert_nonnull (strstr (buf->str, "t4 = prims.convert_element_type("));
+  g_assert_nonnull (strstr (buf->str, "dtypes.bfloat16)"));
+  /* the prims.add computes in f32 */
+  g_assert_cmpint (cs_stmt_get_output (g_ptr_array_index (out, 3))->dtype, ==, CS_DTYPE_F32);
+
+  out2 = decompose (t, mm, NULL, FALSE);
+  g_assert_cmpuint (out2->len, ==, 1);
+  g_string_truncate (buf, 0);
+  cs_print_stmt_to (buf, g_ptr_array_index (out2, 0), 0, CS_PRINT_DEFAULT);
+  g_assert_cmpstr (buf->str, ==, "t5 = prims.matmul(t4, w)  # t5: \"cuda:0 bf16[8, 16]\"\n");
+  g_string_free (buf, TRUE);
+}
+
+static void
+test_policy_elementwise (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(a, b):\n"
+    "  # a: \"cuda:0 bf16[4, 8]\"\n"
+    "  # b: \"cuda:0 bf16[4, 8]\"\n"
+    "  t0 = ltorch.mul(a, b)  # t0: \"cuda:0 bf16[4, 8]\"\n"
+    "  t1 = ltorch._softmax(t0, -1, dtype=None)  # t1: \"cuda:0 bf16[4, 8]\"\n"
+    "  return (t1,)\n");
+  CsPolicy native;
+  g_autoptr (GPtrArray) dflt = decompose (t, nth_call (t, 0), NULL, FALSE);
+  g_autoptr (GPtrArray) nat = NULL;
+  g_autoptr (GPtrArray) sm_dflt = decompose (t, nth_call (t, 1), NULL, TRUE);
+  g_autoptr (GPtrArray) sm_nat = NULL;
+
+  cs_policy_init_default (&native);
+  native.elementwise = CS_ELEMENTWISE_NATIVE;
+  nat = decompose (t, nth_call (t, 0), &native, FALSE);
+  /* Thunder: cvt a, cvt b, f32 mul, cvt back = exactly 3 converts */
+  g_assert_cmpuint (count_callee (dflt, "prims.convert_element_type"), ==, 3);
+  g_assert_cmpuint (dflt->len, ==, 4);
+  /* native: one bf16 prims.mul, no converts */
+  g_assert_cmpuint (nat->len, ==, 1);
+  g_assert_cmpuint (count_callee (nat, "prims.convert_element_type"), ==, 0);
+  g_assert_cmpint (cs_stmt_get_output (g_ptr_array_index (nat, 0))->dtype, ==, CS_DTYPE_BF16);
+
+  /* softmax flattened: Thunder upcasts once and downcasts once (to f32 ... to bf16) */
+  sm_nat = decompose (t, nth_call (t, 1), &native, TRUE);
+  {
+    g_autofree char *d = callees (sm_dflt);
+    g_autofree char *n = callees (sm_nat);
+    g_assert_cmpstr (d, ==, "convert_element_type shallow_copy amax broadcast_in_dim shallow_copy "
+                            "broadcast_in_dim sub exp shallow_copy sum broadcast_in_dim shallow_copy "
+                            "broadcast_in_dim div convert_element_type");
+    g_assert_cmpstr (n, ==, "shallow_copy shallow_copy amax broadcast_in_dim shallow_copy "
+                            "broadcast_in_dim sub exp shallow_copy sum broadcast_in_dim shallow_copy "
+                            "broadcast_in_dim div shallow_copy");
+  }
+}
+
+static void
+test_policy_matmul (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(x, w, b):\n"
+    "  # x: \"cuda:0 bf16[8, 16]\"\n"
+    "  # w: \"cuda:0 bf16[32, 16]\"\n"
+    "  # b: \"cuda:0 bf16[32]\"\n"
+    "  t0 = ltorch.linear(x, w, b)  # t0: \"cuda:0 bf16[8, 32]\"\n"
+    "  t1 = prims.matmul(x, x)\n"
+    "  t2 = ltorch.matmul(t0, w)  # t2: \"cuda:0 bf16[8, 16]\"\n"
+    "  return (t2,)\n");
+  CsPolicy up;
+  g_autoptr (GPtrArray) nat = decompose (t, nth_call (t, 0), NULL, FALSE);
+  g_autoptr (GPtrArray) ups = NULL;
+  g_autoptr (GPtrArray) mm = NULL;
+  g_autofree char *names = NULL;
+  GError *error = NULL;
+  g_autoptr (GPtrArray) tmp = g_ptr_array_new ();
+
+  cs_policy_init_default (&up);
+  up.matmul = CS_MATMUL_UPCAST_F32;
+  g_assert_cmpuint (nat->len, ==, 1);
+  g_assert_cmpstr (((CsStmt *) g_ptr_array_index (nat, 0))->callee, ==, "prims.linear");
+  ups = decompose (t, nth_call (t, 0), &up, FALSE);
+  names = callees (ups);
+  /* x, w and bias to f32, an f32 linear, back to bf16 */
+  g_assert_cmpstr (names, ==, "convert_element_type convert_element_type convert_element_type linear convert_element_type");
+  g_assert_cmpint (cs_stmt_get_output (g_ptr_array_index (ups, 3))->dtype, ==, CS_DTYPE_F32);
+  g_assert_true (cs_stmt_get_output (g_ptr_array_index (ups, 4)) == cs_stmt_get_output (nth_call (t, 0)));
+  /* ltorch.matmul under upcast: cvt, cvt, f32 matmul, cvt */
+  mm = decompose (t, nth_call (t, 2), &up, FALSE);
+  g_free (names);
+  names = callees (mm);
+  g_assert_cmpstr (names, ==, "convert_element_type convert_element_type matmul convert_element_type");
+  /* a prim has nothing one level down under the default policy */
+  g_assert_false (cs_decompose_stmt (t, nth_call (t, 1), NULL, tmp, &error));
+  g_assert_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_PRIM);
+  g_clear_error (&error);
+}
+
+static void
+test_structures (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(x, lw, lb, i, k, lg, tg):\n"
+    "  # x: \"cuda:0 bf16[8, 32]\"\n"
+    "  # lw: \"cuda:0 bf16[32]\"\n"
+    "  # lb: \"cuda:0 bf16[32]\"\n"
+    "  # i: \"cuda:0 i64[5]\"\n"
+    "  # k: \"cuda:0 bf16[2, 6, 4]\"\n"
+    "  # lg: \"cuda:0 f32[4, 10]\"\n"
+    "  # tg: \"cuda:0 i64[4]\"\n"
+    "  t0 = ltorch.relu(x, False)  # t0: \"cuda:0 bf16[8, 32]\"\n"
+    "  t1 = ltorch.layer_norm(x, (32,), lw, lb, 1e-05)  # t1: \"cuda:0 bf16[8, 32]\"\n"
+    "  t2 = ltorch.rms_norm(x, (32,), lw, 1e-06)  # t2: \"cuda:0 bf16[8, 32]\"\n"
+    "  t3 = ltorch.embedding(i, x, None, None, 2.0, False, False)  # t3: \"cuda:0 bf16[5, 32]\"\n"
+    "  (t4, t5, t6) = ltorch.split(k, 2, 1)\n"
+    "  t7 = ltorch.getitem(k, (1, slice(None,None,2)))  # t7: \"cuda:0 bf16[3, 4]\"\n"
+    "  t8 = ltorch.dropout(x, 0.25, True, False)  # t8: \"cuda:0 bf16[8, 32]\"\n"
+    "  t9 = ltorch.cross_entropy(lg, tg, None, None, 3, None, 'sum', 0.0)  # t9: \"cuda:0 f32[]\"\n"
+    "  t10 = ltorch.gelu(x, approximate='tanh')  # t10: \"cuda:0 bf16[8, 32]\"\n"
+    "  return (t0,)\n");
+  g_autoptr (GPtrArray) relu = decompose (t, nth_call (t, 0), NULL, FALSE);
+  g_autoptr (GPtrArray) ln = decompose (t, nth_call (t, 1), NULL, FALSE);
+  g_autoptr (GPtrArray) rms = decompose (t, nth_call (t, 2), NULL, FALSE);
+  g_autoptr (GPtrArray) emb = decompose (t, nth_call (t, 3), NULL, FALSE);
+  g_autoptr (GPtrArray) split = decompose (t, nth_call (t, 4), NULL, FALSE);
+  g_autoptr (GPtrArray) gi = decompose (t, nth_call (t, 5), NULL, FALSE);
+  g_autoptr (GPtrArray) drop = decompose (t, nth_call (t, 6), NULL, FALSE);
+  g_autoptr (GPtrArray) xe = decompose (t, nth_call (t, 7), NULL, TRUE);
+  g_autoptr (GPtrArray) gelu = decompose (t, nth_call (t, 8), NULL, TRUE);
+  char *s;
+
+  /* relu = where(a > 0, a, 0): two nested ltorch calls, no casts (bf16 comparisons do not upcast) */
+  s = callees (relu);
+  g_assert_cmpstr (s, ==, "gt where");
+  g_free (s);
+  g_assert_cmpstr (((CsStmt *) g_ptr_array_index (relu, 0))->subs[0]->callee, ==, "prims.gt");
+  /* layer_norm: to, var_mean, add(eps), rsqrt, sub, mul, mul(weight), add(bias), to(out), to(mean), to(rstd) */
+  s = callees (ln);
+  g_assert_cmpstr (s, ==, "to var_mean add rsqrt sub mul mul add to to to");
+  g_free (s);
+  /* rms_norm: explicit upcast, mean(a*a), + eps, rsqrt, *, * weight, downcast */
+  s = callees (rms);
+  g_assert_cmpstr (s, ==, "convert_element_type mul mean add rsqrt mul mul convert_element_type");
+  g_free (s);
+  /* 1-d indices: a single take */
+  s = callees (emb);
+  g_assert_cmpstr (s, ==, "take");
+  g_free (s);
+  /* split 6 by 2 along dim 1: three slices of 2 */
+  g_assert_cmpuint (split->len, ==, 3);
+  g_assert_cmpuint (count_callee (split, "prims.slice_prim"), ==, 3);
+  g_assert_cmpint (cs_stmt_get_output (g_ptr_array_index (split, 2))->shape[1], ==, 2);
+  /* k[1, ::2]: slice [1:2, 0:6:2, 0:4] then squeeze (0,) */
+  s = callees (gi);
+  g_assert_cmpstr (s, ==, "slice_prim squeeze");
+  g_free (s);
+  /* dropout(p=0.25): uniform_like, lt(r, 0.75), mul(a, mask), mul(., 1/0.75) */
+  s = callees (drop);
+  g_assert_cmpstr (s, ==, "uniform_like lt mul mul");
+  g_free (s);
+  {
+    GString *buf = g_string_new (NULL);
+    cs_print_stmt_to (buf, g_ptr_array_index (drop, 3), 0, CS_PRINT_NO_SUBS);
+    g_assert_nonnull (strstr (buf->str, ", 1.3333333333333333)"));
+    g_string_free (buf, TRUE);
+  }
+  /* cross_entropy with ignore_index 3 inside [0, 10): take_along_axis then mask with where,
+   * reduction 'sum': one prims.sum over the selected values, no division */
+  g_assert_cmpuint (count_callee (xe, "prims.take_along_axis"), ==, 1);
+  g_assert_cmpuint (count_callee (xe, "prims.pad"), ==, 0);
+  g_assert_cmpuint (count_callee (xe, "prims.div"), ==, 0);
+  /* log_softmax: one amax, one exp... then nll sum; where used for inf-masking and the target mask */
+  g_assert_cmpuint (count_callee (xe, "prims.where"), ==, 2);
+  /* gelu(tanh) on bf16: 9 ltorch ops = 6 muls (4 prims each or 3 with a number) ...: 31 prims */
+  g_assert_cmpuint (gelu->len, ==, 31);
+  g_assert_cmpuint (count_callee (gelu, "prims.tanh"), ==, 1);
+  for (guint i = 0; i < gelu->len; i++)
+    g_assert_true (cs_op_has_tag (((CsStmt *) g_ptr_array_index (gelu, i))->op, CS_OP_TAG_PRIM));
+}
+
+static void
+test_errors (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(a):\n"
+    "  # a: \"cuda:0 bf16[4, 8]\"\n"
+    "  t0 = ltorch.frobnicate(a)\n"
+    "  t1 = ltorch.getitem(a, (i, 1))\n"
+    "  t2 = ltorch.mul(a, a)  # t2: \"cuda:0 f32[4, 8]\"\n"
+    "  return (t0,)\n");
+  g_autoptr (GPtrArray) out = g_ptr_array_new ();
+  GError *error = NULL;
+
+  g_assert_false (cs_decompose_stmt (t, nth_call (t, 0), NULL, out, &error));
+  g_assert_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED);
+  g_assert_true (g_str_has_prefix (error->message, "line 3: ltorch.frobnicate: "));
+  g_clear_error (&error);
+  g_assert_false (cs_decompose_stmt (t, nth_call (t, 1), NULL, out, &error));
+  g_assert_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED);
+  g_assert_true (g_str_has_prefix (error->message, "line 4: ltorch.getitem: "));
+  g_clear_error (&error);
+  /* printed output type disagrees with the decomposition's bf16 */
+  g_assert_false (cs_decompose_stmt (t, nth_call (t, 2), NULL, out, &error));
+  g_assert_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_TYPE);
+  g_assert_nonnull (strstr (error->message, "line 5: ltorch.mul"));
+  g_clear_error (&error);
+  g_assert_cmpuint (out->len, ==, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Oracle: Thunder's printed subsymbols                                                        */
+
+typedef struct
+{
+  guint match;
+  guint differ;
+  char *first_why;
+} OpStat;
+
+static void
+op_stat_free (gpointer p)
+{
+  OpStat *s = p;
+  g_free (s->first_why);
+  g_free (s);
+}
+
+static void
+walk_file (const char *path, GHashTable *stats)
+{
+  g_autoptr (CsTraceList) list = NULL;
+  GError *error = NULL;
+
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  for (guint ti = 0; ti < list->traces->len; ti++)
+    {
+      CsTrace *t = g_ptr_array_index (list->traces, ti);
+      guint n = t->n_stmts;
+
+      for (guint i = 0; i < n; i++)
+        {
+          CsStmt *s = t->stmts[i];
+          g_autoptr (GPtrArray) out = NULL;
+          g_autoptr (GString) why = g_string_new (NULL);
+          OpStat *st;
+          const char *key;
+
+          if (s->kind != CS_STMT_CALL || s->n_subs == 0 || !g_str_has_prefix (s->callee, "ltorch.")
+              || !cs_decompose_supports (s))
+            continue;
+          key = s->callee;
+          st = g_hash_table_lookup (stats, key);
+          if (st == NULL)
+            {
+              st = g_new0 (OpStat, 1);
+              g_hash_table_insert (stats, g_strdup (key), st);
+            }
+          out = g_ptr_array_new ();
+          if (!cs_decompose_stmt (t, s, NULL, out, &error))
+            {
+              g_string_append (why, error->message);
+              g_clear_error (&error);
+            }
+          else if (cmp_lists (s->subs, s->n_subs, out, why))
+            {
+              st->match++;
+              continue;
+            }
+          st->differ++;
+          if (st->first_why == NULL)
+            st->first_why = g_strdup_printf ("%s:%u: %s", g_path_get_basename (path), s->line, why->str);
+        }
+    }
+}
+
+static void
+test_oracle (gconstpointer data)
+{
+  const char *const *files = data;
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autoptr (GHashTable) stats = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, op_stat_free);
+  GHashTableIter it;
+  gpointer k, v;
+  guint total_match = 0, total_differ = 0;
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("shared traces not available");
+      return;
+    }
+  for (guint i = 0; files[i]; i++)
+    {
+      g_autofree char *path = g_build_filename (dir, files[i], NULL);
+      walk_file (path, stats);
+    }
+  g_hash_table_iter_init (&it, stats);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      OpStat *st = v;
+      g_test_message ("%-40s match %4u differ %3u%s%s", (char *) k, st->match, st->differ,
+                      st->first_why ? "  first: " : "", st->first_why ? st->first_why : "");
+      total_match += st->match;
+      total_differ += st->differ;
+      if (st->differ)
+        g_printerr ("# DIFF %s: %s\n", (char *) k, st->first_why);
+    }
+  g_test_message ("total: %u match, %u differ", total_match, total_differ);
+  g_assert_cmpuint (total_match, >, 0);
+  g_assert_cmpuint (total_differ, ==, 0);
+}
+
+static const char *const current_files[] = {
+  "thunder_a_seed_matmul_initial.txt",
+  "thunder_b_mlp_gelu_initial.txt",
+  "thunder_e_softmax_attention_initial.txt",
+  "thunder_llama_stack_initial.txt",
+  NULL,
+};
+
+/* Every other shared trace (older Thunder versions, joint/backward traces): reported, and the
+ * differences must be the known version drifts listed in the report. */
+static void
+test_oracle_all (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autoptr (GHashTable) stats = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, op_stat_free);
+  g_autoptr (GDir) d = NULL;
+  const char *name;
+  GHashTableIter it;
+  gpointer k, v;
+  guint total_match = 0;
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("shared traces not available");
+      return;
+    }
+  d = g_dir_open (dir, 0, NULL);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      if (g_str_has_suffix (name, ".txt"))
+        walk_file (path, stats);
+    }
+  g_hash_table_iter_init (&it, stats);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      OpStat *st = v;
+      g_test_message ("%-40s match %4u differ %3u%s%s", (char *) k, st->match, st->differ,
+                      st->first_why ? "  first: " : "", st->first_why ? st->first_why : "");
+      total_match += st->match;
+    }
+  /* the current-format traces alone give 408 exact matches */
+  g_assert_cmpuint (total_match, >=, 408);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bundled samples decompose to prims under every elementwise/matmul policy                     */
+
+static void
+test_samples (void)
+{
+  const char *data = g_getenv ("CS_DATA_DIR");
+  static const char *names[] = { "seed_foo.txt", "mlp_gelu.txt", "ln_mlp_residual.txt",
+                                 "rmsnorm_swiglu.txt", "attention_softmax.txt", "cross_entropy.txt" };
+  guint converts[2] = { 0, 0 };
+
+  if (data == NULL)
+    {
+      g_test_skip ("CS_DATA_DIR not set");
+      return;
+    }
+  for (guint pol = 0; pol < 2; pol++)
+    for (guint f = 0; f < G_N_ELEMENTS (names); f++)
+      {
+        g_autofree char *path = g_build_filename (data, names[f], NULL);
+        g_autoptr (CsTraceList) list = NULL;
+        GError *error = NULL;
+        CsTrace *t;
+        CsPolicy p;
+
+        cs_policy_init_default (&p);
+        if (pol == 1)
+          p.elementwise = CS_ELEMENTWISE_NATIVE;
+        list = cs_parse_file (path, &error);
+        g_assert_no_error (error);
+        t = g_ptr_array_index (list->traces, 0);
+        for (guint i = 0; i < t->n_stmts; i++)
+          {
+            CsStmt *s = t->stmts[i];
+            g_autoptr (GPtrArray) out = NULL;
+
+            if (s->kind != CS_STMT_CALL)
+              continue;
+            out = decompose (t, s, &p, TRUE);
+            g_assert_cmpuint (out->len, >, 0);
+            for (guint k = 0; k < out->len; k++)
+              {
+                CsStmt *ps = g_ptr_array_index (out, k);
+                g_assert_true (cs_op_has_tag (ps->op, CS_OP_TAG_PRIM));
+                if (ps->op->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE)
+                  converts[pol]++;
+              }
+          }
+      }
+  /* Thunder's policy casts around every bf16 elementwise op; native keeps only the explicit
+   * conversions of cross_entropy: logits.float(), and nll_loss's count of valid targets
+   * (bool mask -> int64 sum -> weak float32 for the division). */
+  g_test_message ("converts: default %u, native %u", converts[0], converts[1]);
+  g_assert_cmpuint (converts[0], >, 40);
+  g_assert_cmpuint (converts[1], ==, 3);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/core/decompose/seed-add", test_seed_add);
+  g_test_add_func ("/core/decompose/policy/elementwise-native", test_policy_elementwise);
+  g_test_add_func ("/core/decompose/policy/matmul-upcast", test_policy_matmul);
+  g_test_add_func ("/core/decompose/structure", test_structures);
+  g_test_add_func ("/core/decompose/errors", test_errors);
+  g_test_add_data_func ("/core/decompose/oracle/thunder-initial", current_files, test_oracle);
+  g_test_add_func ("/core/decompose/oracle/all-shared", test_oracle_all);
+  g_test_add_func ("/core/decompose/samples", test_samples);
+
+  return g_test_run ();
+}
