@@ -555,7 +555,10 @@ walk_file (const char *path, GHashTable *stats)
             }
           st->differ++;
           if (st->first_why == NULL)
-            st->first_why = g_strdup_printf ("%s:%u: %s", g_path_get_basename (path), s->line, why->str);
+            {
+              g_autofree char *base = g_path_get_basename (path);
+              st->first_why = g_strdup_printf ("%s:%u: %s", base, s->line, why->str);
+            }
         }
     }
 }
@@ -698,6 +701,48 @@ test_samples (void)
   g_assert_cmpuint (converts[1], ==, 3);
 }
 
+/* cs_decompose_trace: a copy whose ltorch statements carry fresh subsymbols; the input is
+ * untouched; the printed copy shows Thunder's decomposition comments. */
+static void
+test_trace (void)
+{
+  const char *data = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = NULL;
+  g_autoptr (CsTraceList) list = NULL;
+  g_autoptr (CsTrace) dflt = NULL, up = NULL;
+  g_autofree char *text = NULL;
+  GError *error = NULL;
+  CsTrace *t;
+  CsPolicy p;
+
+  if (data == NULL)
+    {
+      g_test_skip ("CS_DATA_DIR not set");
+      return;
+    }
+  path = g_build_filename (data, "seed_foo.txt", NULL);
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  t = g_ptr_array_index (list->traces, 0);
+  dflt = cs_decompose_trace (t, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (nth_call (t, 0)->n_subs, ==, 0);
+  g_assert_cmpuint (nth_call (dflt, 0)->n_subs, ==, 5);
+  g_assert_cmpuint (nth_call (dflt, 1)->n_subs, ==, 1);
+  text = cs_print_trace (dflt, CS_PRINT_DEFAULT);
+  g_assert_nonnull (strstr (text, "  t4 = ltorch.add(a, b, alpha=1)  # t4: \"cuda:0 bf16[8, 16]\"\n"
+                                  "    # t0 = prims.broadcast_in_dim(b, (8, 16), (1,))  # t0: \"cuda:0 bf16[8, 16]\"\n"
+                                  "    # t1 = prims.convert_element_type(a, dtypes.float32)  # t1: \"cuda:0 f32[8, 16]\"\n"));
+  g_assert_nonnull (strstr (text, "    # t5 = prims.matmul(t4, w)  # t5: \"cuda:0 bf16[8, 16]\"\n"));
+  cs_policy_init_default (&p);
+  p.matmul = CS_MATMUL_UPCAST_F32;
+  up = cs_decompose_trace (t, &p, &error);
+  g_assert_no_error (error);
+  /* cvt t4, cvt w, f32 matmul, cvt back */
+  g_assert_cmpuint (nth_call (up, 1)->n_subs, ==, 4);
+  g_assert_cmpint (cs_stmt_get_output (nth_call (up, 1)->subs[2])->dtype, ==, CS_DTYPE_F32);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -711,6 +756,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/core/decompose/oracle/thunder-initial", current_files, test_oracle);
   g_test_add_func ("/core/decompose/oracle/all-shared", test_oracle_all);
   g_test_add_func ("/core/decompose/samples", test_samples);
+  g_test_add_func ("/core/decompose/trace", test_trace);
 
   return g_test_run ();
 }

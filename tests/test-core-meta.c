@@ -159,6 +159,56 @@ test_prims_matmul_index (void)
          "cpu bf16[4, 8]");
 }
 
+/* Every unary/binary elementwise prim of the op table: same shape; comparisons and isfinite/
+ * signbit give bool; everything else keeps the input dtype (bitwise ops on int32). */
+static void
+test_prims_elementwise_all (void)
+{
+  guint n_unary = 0, n_binary = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+      gboolean bitwise, is_bool;
+      const char *dt;
+      g_autofree char *decls = NULL, *stmt = NULL, *want = NULL;
+
+      if (!cs_op_has_tag (op, CS_OP_TAG_PRIM) || op->category != CS_OP_CAT_ELEMENTWISE
+          || op->id != (CsOpId) id || cs_op_has_tag (op, CS_OP_TAG_TERNARY))
+        continue;
+      {
+        CsStmt probe = { 0 };
+        probe.kind = CS_STMT_CALL;
+        probe.op = op;
+        probe.callee = op->name;
+        if (!cs_meta_supports (&probe))
+          continue;
+      }
+      bitwise = strstr (op->name, "bitwise") != NULL;
+      dt = bitwise ? "i32" : "f32";
+      is_bool = op->promo == CS_PROMO_ALWAYS_BOOL;
+      want = g_strdup_printf ("cuda:0 %s[2, 3]", is_bool ? "b8" : dt);
+      if (cs_op_has_tag (op, CS_OP_TAG_BINARY))
+        {
+          decls = g_strdup_printf ("a %s[2, 3]; b %s[2, 3]", dt, dt);
+          stmt = g_strdup_printf ("t0 = %s(a, b)", op->name);
+          n_binary++;
+        }
+      else
+        {
+          decls = g_strdup_printf ("a %s[2, 3]", dt);
+          stmt = g_strdup_printf ("t0 = %s(a)", op->name);
+          n_unary++;
+        }
+      check (decls, stmt, want);
+    }
+  /* the reference lists ~45 unary and ~25 binary elementwise prims */
+  g_assert_cmpuint (n_unary, >=, 40);
+  g_assert_cmpuint (n_binary, >=, 20);
+  check_error ("a f32[2, 3]; b f16[2, 3]", "t0 = prims.add(a, b)", CS_META_ERROR_DTYPE, "same dtype");
+  check_error ("a i64[2, 3]", "t0 = prims.mul(a, 0.5)", CS_META_ERROR_DTYPE, "float number");
+}
+
 static void
 test_ltorch_elementwise (void)
 {
@@ -443,6 +493,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/core/meta/prims/shape", test_prims_shape);
   g_test_add_func ("/core/meta/prims/elementwise", test_prims_elementwise);
+  g_test_add_func ("/core/meta/prims/elementwise-all", test_prims_elementwise_all);
   g_test_add_func ("/core/meta/prims/reduction", test_prims_reduction);
   g_test_add_func ("/core/meta/prims/matmul-index-creation", test_prims_matmul_index);
   g_test_add_func ("/core/meta/ltorch/elementwise", test_ltorch_elementwise);
