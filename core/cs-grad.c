@@ -47,6 +47,8 @@ typedef struct
   GHashTable     *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
   GHashTable     *outputs;     /* CsProxy* set: proxies returned by the forward */
   CsStmt         *ret;         /* the forward's RETURN */
+  const char     *why;         /* annotation of the statements being emitted ("VJP of ...") */
+  guint32         origin;      /* origin id the statements being emitted derive from */
   GError         *error;       /* first error of a rule */
 } GradCtx;
 
@@ -327,7 +329,8 @@ emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint ra
   CsStmt *s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
 
   s->backward = 1;
-  s->why = "grad: VJP rule";
+  s->why = c->why;
+  s->origin = c->origin;
   g_ptr_array_add (c->bw, s);
   return out;
 }
@@ -606,12 +609,15 @@ where (GradCtx *c, CsValue *pred, CsValue *x, CsValue *y, CsProxy *like)
 
   if (c->error)
     return NULL;
+  ixy = (OpInfo) { TRUE, like->dtype, 0, NULL, like->device };
   if (!op_info (pred, &ip) || !op_info (x, &ix) || !op_info (y, &iy)
-      || !broadcast_shapes (&ix, &iy, s1, &r1))
-    return NULL;
-  ixy = (OpInfo) { TRUE, like->dtype, r1, s1, like->device };
-  if (!broadcast_shapes (&ip, &ixy, s2, &r2))
-    return NULL;
+      || !broadcast_shapes (&ix, &iy, s1, &r1)
+      || (ixy.rank = r1, ixy.shape = s1, !broadcast_shapes (&ip, &ixy, s2, &r2)))
+    {
+      g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                   "where backward: operands do not broadcast");
+      return NULL;
+    }
   args[0] = (CsArg) POS (pred);
   args[1] = (CsArg) POS (x);
   args[2] = (CsArg) POS (y);
@@ -1325,9 +1331,13 @@ run_rule (GradCtx *c, const VjpRecord *r)
 
   if (r->rule == CS_OP_PRIM_VAR_MEAN)
     {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
       vjp_var_mean (c, s);
       return;
     }
+  c->origin = s->origin ? s->origin : s->id;
+  c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
   out = cs_stmt_get_output (s);
   if (out == NULL)
     {
