@@ -242,7 +242,14 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
     {
       if (self->need_fit)
         {
-          cs_view_init_fit (&self->view, self->layout, width, height, FIT_MARGIN_PX, 1.5);
+          double lw = 0, lh = 0;
+
+          /* Keep the legend (top-left) clear of the graph when there is room beside it. */
+          cs_draw_legend_size (self->layout, CS_DRAW_DEFAULT, &lw, &lh);
+          if (width - lw < 240)
+            lw = 0;
+          cs_view_init_fit (&self->view, self->layout, width - lw, height, FIT_MARGIN_PX, 1.5);
+          self->view.tx += lw;
           self->need_fit = FALSE;
         }
       cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_DEFAULT);
@@ -712,21 +719,29 @@ cs_graph_view_move_selection (CsGraphView *self, GtkDirectionType direction)
 
   if (direction == GTK_DIR_TAB_FORWARD || direction == GTK_DIR_TAB_BACKWARD || cur < 0)
     {
-      /* Trace order: statement ids grow with the trace (statements of the top level only). */
+      /* Trace order: the statements of the trace that are drawn, as a node or a region. */
       gboolean fwd = direction != GTK_DIR_TAB_BACKWARD;
-      guint32 here = cur >= 0 ? layout->nodes[cur].top_stmt_id : (fwd ? 0 : G_MAXUINT32);
-      guint32 pick = 0;
+      g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (guint32));
+      gint here = -1;
+      guint32 pick;
 
-      for (guint i = 0; i < layout->n_nodes; i++)
+      for (guint i = 0; self->trace != NULL && i < self->trace->n_stmts; i++)
         {
-          guint32 id = layout->nodes[i].top_stmt_id;
+          guint32 id = self->trace->stmts[i]->id;
 
-          if (id == 0)
+          if (cs_layout_find_node (layout, id) < 0 && cs_layout_find_cluster (layout, id) < 0)
             continue;
-          if (fwd ? (id > here && (pick == 0 || id < pick)) : (id < here && (pick == 0 || id > pick)))
-            pick = id;
+          if (id == self->selected)
+            here = (gint) order->len;
+          g_array_append_val (order, id);
         }
-      if (pick == 0)
+      if (order->len == 0)
+        return FALSE;
+      if (here < 0)
+        pick = g_array_index (order, guint32, fwd ? 0 : order->len - 1);
+      else if (fwd ? (guint) here + 1 < order->len : here > 0)
+        pick = g_array_index (order, guint32, fwd ? here + 1 : here - 1);
+      else
         return FALSE;
       set_selected (self, pick, TRUE);
       cs_graph_view_select (self, pick, TRUE);

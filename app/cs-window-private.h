@@ -85,6 +85,8 @@ CsGraphView *_cs_window_get_view          (CsWindow   *self,
 CsTrace     *_cs_window_get_shown_trace   (CsWindow   *self);
 gboolean     _cs_window_is_busy           (CsWindow   *self);
 void         _cs_window_recompute         (CsWindow   *self);
+void         _cs_window_update_status     (CsWindow   *self);
+char        *_cs_window_format_ms         (double      ms);
 void         _cs_window_select_stmt       (CsWindow   *self,
                                            guint32     stmt_id,
                                            gboolean    scroll);

@@ -13,9 +13,11 @@
 
 #include <string.h>
 
+#include "cs-diff.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
+#include "cs-stats.h"
 
 G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
 
@@ -398,70 +400,30 @@ view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Status bar: counts read straight off the shown trace                                       */
+/* Status bar: core/cs-stats.h on the shown trace                                             */
 
-static gboolean
-stmt_is_cast (const CsStmt *stmt)
+/**
+ * _cs_window_format_ms:
+ * @ms: a time in milliseconds
+ *
+ * Returns: (transfer full): "%.3g" in the unit that keeps the number readable: ms, µs or ns
+ */
+char *
+_cs_window_format_ms (double ms)
 {
-  return stmt->kind == CS_STMT_CALL && cs_op_semantic (stmt->op)->category == CS_OP_CAT_CAST;
+  if (ms >= 1.0 || ms == 0.0)
+    return g_strdup_printf ("%.3g ms", ms);
+  if (ms >= 1e-3)
+    return g_strdup_printf ("%.3g µs", ms * 1e3);
+  return g_strdup_printf ("%.3g ns", ms * 1e6);
 }
 
-static gboolean
-matmul_on_tensor_cores (const CsStmt *stmt, gboolean *is_matmul)
-{
-  g_autoptr(GPtrArray) inputs = NULL;
-  gboolean all_low = TRUE;
-  guint n_float = 0;
-
-  *is_matmul = stmt->kind == CS_STMT_CALL && cs_op_semantic (stmt->op)->category == CS_OP_CAT_MATMUL;
-  if (!*is_matmul)
-    return FALSE;
-  inputs = g_ptr_array_new ();
-  cs_stmt_collect_inputs (stmt, inputs);
-  for (guint i = 0; i < inputs->len; i++)
-    {
-      const CsProxy *p = g_ptr_array_index (inputs, i);
-
-      if (p->kind != CS_PROXY_TENSOR || !cs_dtype_is_float (p->dtype))
-        continue;
-      n_float++;
-      if (p->dtype != CS_DTYPE_BF16 && p->dtype != CS_DTYPE_F16)
-        all_low = FALSE;
-    }
-  return n_float > 0 && all_low;
-}
-
-static void
-count_stmts (CsStmt **stmts, guint n, guint *casts, guint *regions, guint *tc, guint *matmuls)
-{
-  for (guint i = 0; i < n; i++)
-    {
-      const CsStmt *stmt = stmts[i];
-      gboolean is_matmul;
-
-      if (stmt->kind != CS_STMT_CALL)
-        continue;
-      if (cs_op_is_fusion (stmt->op))
-        {
-          (*regions)++;
-          count_stmts (stmt->subs, stmt->n_subs, casts, regions, tc, matmuls);
-          continue;
-        }
-      if (stmt_is_cast (stmt))
-        (*casts)++;
-      if (matmul_on_tensor_cores (stmt, &is_matmul))
-        (*tc)++;
-      if (is_matmul)
-        (*matmuls)++;
-    }
-}
-
-static void
-update_status (CsWindow *self)
+void
+_cs_window_update_status (CsWindow *self)
 {
   CsTrace *trace = _cs_window_get_shown_trace (self);
-  guint casts = 0, regions = 0, tc = 0, matmuls = 0;
-  g_autofree char *s_casts = NULL, *s_regions = NULL, *s_tc = NULL;
+  g_autoptr(CsTraceStats) stats = NULL;
+  g_autofree char *s_casts = NULL, *s_regions = NULL, *s_tc = NULL, *s_time = NULL;
 
   if (trace == NULL)
     {
@@ -471,14 +433,24 @@ update_status (CsWindow *self)
       gtk_label_set_text (self->status_time, "");
       return;
     }
-  count_stmts (trace->stmts, trace->n_stmts, &casts, &regions, &tc, &matmuls);
-  s_casts = g_strdup_printf ("Casts: %u", casts);
-  s_regions = g_strdup_printf ("Fusion regions: %u", regions);
-  s_tc = g_strdup_printf ("Tensor-core matmuls: %u of %u", tc, matmuls);
+  stats = cs_stats_compute (trace);
+  s_casts = g_strdup_printf ("Casts: %u (%u up, %u down)", stats->total.n_casts,
+                             stats->total.n_upcasts, stats->total.n_downcasts);
+  s_regions = g_strdup_printf ("Fusion regions: %u", stats->total.n_regions);
+  s_tc = g_strdup_printf ("Tensor-core matmuls: %u of %u", stats->total.n_tensor_core_matmuls,
+                          stats->total.n_matmuls);
+  {
+    g_autofree char *t = _cs_window_format_ms (stats->total.est_ms);
+
+    if (self->last_run_summary != NULL)
+      s_time = g_strdup_printf ("Est. %s (H200 roofline) · %s", t, self->last_run_summary);
+    else
+      s_time = g_strdup_printf ("Est. %s (H200 roofline)", t);
+  }
   gtk_label_set_text (self->status_casts, s_casts);
   gtk_label_set_text (self->status_regions, s_regions);
   gtk_label_set_text (self->status_matmuls, s_tc);
-  gtk_label_set_text (self->status_time, self->last_run_summary ? self->last_run_summary : "");
+  gtk_label_set_text (self->status_time, s_time);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -530,7 +502,7 @@ update_shown (CsWindow *self)
     }
   update_pass_row (self);
   update_text (self, _cs_window_get_shown_trace (self));
-  update_status (self);
+  _cs_window_update_status (self);
   {
     guint32 sel = cs_graph_view_get_selected (_cs_window_get_view (self, _cs_window_get_family (self)));
     highlight_text (self, sel, FALSE);
@@ -577,6 +549,17 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 
 /* ---- diff between the previous and the new result ---- */
 
+static guint
+sum_cast_counts (GPtrArray *casts)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < casts->len; i++)
+    n += ((const CsDiffCast *) g_ptr_array_index (casts, i))->count;
+  return n;
+}
+
+/* The diff bar: core/cs-diff.h between the final traces before and after the policy change. */
 static void
 update_diff_bar (CsWindow *self)
 {
@@ -592,20 +575,34 @@ update_diff_bar (CsWindow *self)
     {
       CsTrace *before = cs_analysis_get_final (self->previous, f);
       CsTrace *after = cs_analysis_get_final (self->analysis, f);
-      guint c0 = 0, r0 = 0, t0 = 0, m0 = 0, c1 = 0, r1 = 0, t1 = 0, m1 = 0;
+      g_autoptr(CsTraceDiff) diff = NULL;
+      g_autoptr(CsTraceStats) s0 = NULL;
+      g_autoptr(CsTraceStats) s1 = NULL;
+      g_autofree char *t0 = NULL;
+      g_autofree char *t1 = NULL;
 
       if (before == NULL || after == NULL)
         continue;
-      count_stmts (before->stmts, before->n_stmts, &c0, &r0, &t0, &m0);
-      count_stmts (after->stmts, after->n_stmts, &c1, &r1, &t1, &m1);
-      g_string_append_printf (out, "%s<b>%s</b>: casts %u → %u (%+d), regions %u → %u (%+d), "
-                              "tensor-core matmuls %u → %u",
+      diff = cs_trace_diff (before, after);
+      s0 = cs_stats_compute (before);
+      s1 = cs_stats_compute (after);
+      t0 = _cs_window_format_ms (s0->total.est_ms);
+      t1 = _cs_window_format_ms (s1->total.est_ms);
+      g_string_append_printf (out, "%s<b>%s</b>: <span foreground=\"#009E73\">+%u casts</span>, "
+                              "<span foreground=\"#CC79A7\">−%u casts</span>, "
+                              "%u region%s split, %u merged; tensor-core matmuls %u → %u; "
+                              "est. %s → %s",
                               out->len ? "\n" : "",
                               f == CS_FAMILY_FORWARD ? "Forward" : "Backward",
-                              c0, c1, (int) c1 - (int) c0, r0, r1, (int) r1 - (int) r0, t0, t1);
+                              sum_cast_counts (diff->casts_added),
+                              sum_cast_counts (diff->casts_removed),
+                              diff->regions_split->len, diff->regions_split->len == 1 ? "" : "s",
+                              diff->regions_merged->len,
+                              s0->total.n_tensor_core_matmuls, s1->total.n_tensor_core_matmuls,
+                              t0, t1);
     }
-  g_string_append (out, "\n<small>Policy changed: the graph marks what the change added "
-                       "(green) and removed (red).</small>");
+  g_string_append (out, "\n<small>Policy changed: the graph marks added casts and new regions "
+                        "in green, split or merged regions in orange.</small>");
   gtk_label_set_markup (self->diff_label, out->str);
   gtk_info_bar_set_revealed (self->diff_bar, TRUE);
 }

@@ -237,109 +237,6 @@ value_new (Parser *p, CsValueKind kind)
 /* ------------------------------------------------------------------------------------------ */
 /* Literals                                                                                    */
 
-/* Python's repr of a float from its decimal digits (no leading/trailing zeros) and decimal
- * point position (value = 0.DIGITS * 10^decpt). */
-static void
-format_py_float_digits (GString *out, gboolean neg, const char *digits, int n, int decpt)
-{
-  int exp10 = decpt - 1;
-
-  if (neg)
-    g_string_append_c (out, '-');
-  if (exp10 >= -4 && exp10 < 16)
-    {
-      if (decpt <= 0)
-        {
-          g_string_append (out, "0.");
-          for (int i = 0; i < -decpt; i++)
-            g_string_append_c (out, '0');
-          g_string_append_len (out, digits, n);
-        }
-      else if (decpt >= n)
-        {
-          g_string_append_len (out, digits, n);
-          for (int i = n; i < decpt; i++)
-            g_string_append_c (out, '0');
-          g_string_append (out, ".0");
-        }
-      else
-        {
-          g_string_append_len (out, digits, decpt);
-          g_string_append_c (out, '.');
-          g_string_append_len (out, digits + decpt, n - decpt);
-        }
-    }
-  else
-    {
-      g_string_append_c (out, digits[0]);
-      if (n > 1)
-        {
-          g_string_append_c (out, '.');
-          g_string_append_len (out, digits + 1, n - 1);
-        }
-      g_string_append_printf (out, "e%c%02d", exp10 < 0 ? '-' : '+', ABS (exp10));
-    }
-}
-
-/* TRUE when @tok (a float literal that reads as @v) is exactly Python's repr of @v, so that the
- * printer can regenerate it and value->raw can stay NULL.  Up to 15 significant digits are
- * always the shortest round-trip form (two different such decimals never share a double), so
- * only 16-17 digit literals need the full repr. */
-static gboolean
-float_text_is_repr (Parser *p, const char *tok, gsize len, double v)
-{
-  char digits[64];
-  int n = 0, decpt = 0, exp_adj = 0;
-  gboolean neg = FALSE, seen_point = FALSE, seen_nonzero = FALSE;
-  gsize i = 0;
-
-  if (!isfinite (v))
-    return FALSE;
-  if (i < len && tok[i] == '-')
-    {
-      neg = TRUE;
-      i++;
-    }
-  for (; i < len; i++)
-    {
-      char ch = tok[i];
-      if (ch == '.')
-        seen_point = TRUE;
-      else if (ch >= '0' && ch <= '9')
-        {
-          if (!seen_nonzero && ch == '0')
-            {
-              if (seen_point)
-                decpt--;
-              continue;
-            }
-          seen_nonzero = TRUE;
-          if (n >= (int) sizeof digits - 1)
-            return FALSE;
-          digits[n++] = ch;
-          if (!seen_point)
-            decpt++;
-        }
-      else if (ch == 'e' || ch == 'E')
-        {
-          exp_adj = atoi (tok + i + 1);
-          break;
-        }
-      else
-        return FALSE;
-    }
-  while (n > 0 && digits[n - 1] == '0')
-    n--;
-  g_string_truncate (p->tmp, 0);
-  if (n == 0)
-    g_string_append (p->tmp, neg ? "-0.0" : "0.0");
-  else if (n <= 15)
-    format_py_float_digits (p->tmp, neg, digits, n, decpt + exp_adj);
-  else
-    cs_print_float_to (p->tmp, v);
-  return p->tmp->len == len && memcmp (p->tmp->str, tok, len) == 0;
-}
-
 /* Reads a number at the cursor (optionally negative). */
 static CsValue *
 read_number (Cur *c, GError **error)
@@ -390,10 +287,11 @@ read_number (Cur *c, GError **error)
   buf[len] = '\0';
   if (is_float)
     {
+      /* The literal keeps its text (the brief: floats print as read); a float made by a pass
+       * has raw == NULL and prints as Python's repr. */
       v = value_new (c->p, CS_VALUE_FLOAT);
       v->u.f = g_ascii_strtod (buf, NULL);
-      if (!float_text_is_repr (c->p, buf, len, v->u.f))
-        v->raw = arena_ndup (c->p, buf, len);
+      v->raw = arena_ndup (c->p, buf, len);
     }
   else
     {
@@ -408,10 +306,12 @@ read_number (Cur *c, GError **error)
         }
       v = value_new (c->p, CS_VALUE_INT);
       v->u.i = i;
-      g_string_truncate (c->p->tmp, 0);
-      g_string_append_printf (c->p->tmp, "%" G_GINT64_FORMAT, i);
-      if (strcmp (c->p->tmp->str, buf) != 0)
-        v->raw = arena_ndup (c->p, buf, len);
+      /* canonical: no leading zeros, no "-0" */
+      {
+        const char *d = buf[0] == '-' ? buf + 1 : buf;
+        if ((d[0] == '0' && d[1] != '\0') || (buf[0] == '-' && i == 0))
+          v->raw = arena_ndup (c->p, buf, len);
+      }
     }
   c->s = q;
   return v;
@@ -1673,12 +1573,9 @@ parse_statement (Parser *p, guint *li, guint indent, gboolean commented, GError 
         cur_expected (&c, error, "'(' after the callee");
         return NULL;
       }
-    {
-      g_autofree char *callee = g_strndup (callee_s, dn);
-      st = cs_stmt_new (t, CS_STMT_CALL);
-      st->callee = cs_arena_strdup (t->arena, callee);
-      st->op = cs_op_lookup (callee);
-    }
+    st = cs_stmt_new (t, CS_STMT_CALL);
+    st->callee = arena_ndup (p, callee_s, dn);
+    st->op = cs_op_lookup (st->callee);
     st->out = out;
     if (!read_args (&c, st->op, &st->args, &st->n_args, ", ", error))
       return NULL;
@@ -1778,6 +1675,9 @@ parse_comment (Parser *p, guint li, guint indent, gboolean after_unpack, GError 
             st->text = arena_ndup (p, s, (gsize) (end - s));
           return st;
         }
+      fail_at (p, error, CS_PARSE_ERROR_TYPE, l->lineno, (guint32) (ts - l->s) + l->col0,
+               "bad type string: missing closing '\"'");
+      return NULL;
     }
   if (after_unpack && (gsize) (end - s) == 4 && memcmp (s, "None", 4) == 0)
     {
@@ -2372,7 +2272,6 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
 {
   Parser p = { 0 };
   g_autoptr(CsTraceList) list = NULL;
-  g_autofree char *buf = NULL;
   const char *bad = NULL;
   gboolean final_newline = FALSE, is_list = FALSE;
   guint i = 0, n_sep_blank = 0;
@@ -2408,9 +2307,6 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
                "not UTF-8 text (byte 0x%02x); is this a binary file?", (guint) (guchar) *bad);
       return NULL;
     }
-  buf = g_malloc (len + 1);
-  memcpy (buf, text, len);
-  buf[len] = '\0';
 
   p.lines = g_array_new (FALSE, TRUE, sizeof (Line));
   p.pending = g_array_new (FALSE, FALSE, sizeof (Pending));
@@ -2419,7 +2315,9 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
   p.tmp = g_string_new (NULL);
   list = cs_trace_list_new (p.name);
 
-  if (!split_lines (&p, buf, len, &final_newline, error))
+  /* No copy of the input: every read is bounded by line lengths, and numbers are copied to a
+   * small NUL-terminated buffer before strtod/strtoll. */
+  if (!split_lines (&p, text, len, &final_newline, error))
     goto out;
 
   /* A list starts with `[` right before a header line (after any leading comments). */

@@ -52,16 +52,31 @@ cs_print_float_to (GString *out, double f)
       g_string_append (out, f > 0 ? "float('inf')" : "-float('inf')");
       return;
     }
-  for (p = 1; p <= 17; p++)
+  /* If any string of at most 15 significant digits reads back as f, the correctly rounded
+   * 15-digit one does (doubles are spaced more finely than 15-digit decimals), and stripping
+   * its trailing zeros gives the shortest; otherwise 16, then 17 digits (always enough). */
+  for (p = 15; p <= 17; p++)
     {
       g_snprintf (ebuf, sizeof ebuf, "%.*e", p - 1, f);
-      if (g_ascii_strtod (ebuf, NULL) == f)
+      if (p == 17 || g_ascii_strtod (ebuf, NULL) == f)
         break;
     }
-  if (p > 17)
-    p = 17;
   e = strchr (ebuf, 'e');
   exp10 = e ? atoi (e + 1) : 0;
+  if (p == 15 && e != NULL)
+    {
+      /* strip trailing zeros of the mantissa: "1.00000000000000e-05" -> "1e-05" */
+      char *m_end = (char *) e;
+      char *q = m_end;
+      while (q > ebuf && q[-1] == '0')
+        q--;
+      if (q > ebuf && q[-1] == '.')
+        q--;
+      p = 0;
+      for (char *d = ebuf; d < q; d++)
+        p += g_ascii_isdigit (*d);
+      memmove (q, m_end, strlen (m_end) + 1);
+    }
   if (exp10 >= -4 && exp10 < 16)
     {
       int decimals = p - 1 - exp10;
@@ -158,6 +173,25 @@ cs_print_type_to (GString *out, const CsProxy *proxy)
 /* Values                                                                                      */
 
 static void
+append_int (GString *out, int64_t i)
+{
+  char buf[24];
+  int n = 0;
+  uint64_t u = i < 0 ? (uint64_t) 0 - (uint64_t) i : (uint64_t) i;
+
+  do
+    {
+      buf[n++] = (char) ('0' + u % 10);
+      u /= 10;
+    }
+  while (u != 0);
+  if (i < 0)
+    g_string_append_c (out, '-');
+  while (n > 0)
+    g_string_append_c (out, buf[--n]);
+}
+
+static void
 print_dtype (GString *out, const CsDtypeRef *d)
 {
   if (d->pytype != CS_PYTYPE_NONE)
@@ -226,7 +260,7 @@ cs_print_value_to (GString *out, const CsValue *v)
       g_string_append (out, v->u.b ? "True" : "False");
       break;
     case CS_VALUE_INT:
-      g_string_append_printf (out, "%" G_GINT64_FORMAT, v->u.i);
+      append_int (out, v->u.i);
       break;
     case CS_VALUE_FLOAT:
       cs_print_float_to (out, v->u.f);

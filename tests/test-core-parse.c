@@ -504,7 +504,7 @@ test_values (void)
   s = t->stmts[0];
   g_assert_cmpint (s->args[1].value->kind, ==, CS_VALUE_FLOAT);
   g_assert_cmpfloat (s->args[1].value->u.f, ==, 1e-05);
-  g_assert_null (s->args[1].value->raw); /* canonical Python repr */
+  g_assert_cmpstr (s->args[1].value->raw, ==, "1e-05"); /* literal text kept */
   g_assert_cmpint (s->args[2].value->kind, ==, CS_VALUE_FLOAT);
   g_assert_true (isinf (s->args[2].value->u.f) && s->args[2].value->u.f < 0);
   s = t->stmts[1];
@@ -523,7 +523,8 @@ test_values (void)
   g_assert_cmpstr (s->args[2].value->u.s, ==, "it's");
   g_assert_cmpint (s->args[3].value->u.i, ==, -100);
   g_assert_cmpfloat (s->args[4].value->u.f, ==, 4096.0);
-  g_assert_null (s->args[5].value->raw);
+  g_assert_cmpstr (s->args[5].value->raw, ==, "0.08838834764831843");
+  g_assert_null (s->args[3].value->raw); /* ints in canonical form keep no text */
   s = t->stmts[5];
   g_assert_true (s->return_bare);
   printed = cs_print_trace (t, CS_PRINT_DEFAULT);

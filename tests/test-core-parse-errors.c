@@ -1,0 +1,284 @@
+/* test-core-parse-errors.c: malformed input gives a located error, never a crash or a hang.
+ *
+ * Each case states the exact "file:line:col" the message must start with (columns are 1-based
+ * bytes, counted by hand from the input written next to it), the error code, and a phrase of
+ * the reason.  The last tests mutate the shared traces (truncations, byte flips, line
+ * duplication) with a fixed seed: every result must be a trace list or a located error.
+ */
+#include "cs-config.h"
+
+#include "cs-parse.h"
+#include "cs-print.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct
+{
+  const char *name;      /* g_test case name */
+  const char *text;      /* input */
+  CsParseError code;     /* expected code */
+  const char *where;     /* expected message prefix "t:LINE:COL: " */
+  const char *reason;    /* a phrase the message contains */
+} ErrorCase;
+
+static const ErrorCase cases[] = {
+  /* "  t0 = prims.add(a," is 19 bytes: the missing ')' is at column 20 */
+  { "truncated-call", "def f(a):\n  t0 = prims.add(a,\n", CS_PARSE_ERROR_SYNTAX, "t:2:20: ",
+    "')' to close the argument list" },
+  /* "  t0 = prims.reshape(a, [8, 16))": the ')' at column 31 cannot close the '[' */
+  { "unbalanced-brackets", "def f(a):\n  t0 = prims.reshape(a, [8, 16))\n", CS_PARSE_ERROR_SYNTAX,
+    "t:2:31: ", "',' or ']'" },
+  /* tuple never closed: the line is 31 bytes, so the end of line is column 32 */
+  { "unclosed-tuple", "def f(a):\n  t0 = prims.reshape(a, (8, 16)\n", CS_PARSE_ERROR_SYNTAX,
+    "t:2:32: ", "')'" },
+  /* `  # a: "cuda:0 bf17[8, 16]"`: the dtype starts at column 16 */
+  { "bad-dtype", "def f(a):\n  # a: \"cuda:0 bf17[8, 16]\"\n", CS_PARSE_ERROR_TYPE, "t:2:16: ",
+    "unknown dtype 'bf17'" },
+  /* device `cuda0` at column 9 */
+  { "bad-device", "def f(a):\n  # a: \"cuda0 f32[2]\"\n", CS_PARSE_ERROR_TYPE, "t:2:9: ",
+    "unknown device" },
+  /* shape "[2, x]": the x is column 20 */
+  { "bad-dim", "def f(a):\n  # a: \"cpu f32[2, x]\"\n", CS_PARSE_ERROR_TYPE, "t:2:20: ",
+    "expected a dimension" },
+  /* missing closing quote: the opening quote is column 8 */
+  { "unterminated-type", "def f(a):\n  # a: \"cpu f32[2]\n  t0 = f(a)\n", CS_PARSE_ERROR_TYPE,
+    "t:2:8: ", "missing closing" },
+  /* a type comment with an unknown dtype after a call: `  t0 = f(a)  # t0: "cpu q8[]"`, q8 at 25 */
+  { "bad-type-comment", "def f(a):\n  t0 = f(a)  # t0: \"cpu q8[]\"\n", CS_PARSE_ERROR_TYPE,
+    "t:2:25: ", "unknown dtype 'q8'" },
+  /* three spaces of indentation: column 4 */
+  { "odd-indent", "def f(a):\n   t0 = f(a)\n", CS_PARSE_ERROR_INDENT, "t:2:4: ",
+    "multiples of 2" },
+  /* a subsymbol comment two levels deeper than anything open: column 7 */
+  { "orphan-subsymbol", "def f(a):\n  # a: \"cpu f32[2]\"\n      # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n",
+    CS_PARSE_ERROR_INDENT, "t:3:7: ", "no statement at 4 spaces" },
+  /* an indented statement that is not a comment */
+  { "indented-statement", "def f(a):\n  t0 = f(a)\n    t1 = g(t0)\n", CS_PARSE_ERROR_INDENT,
+    "t:3:5: ", "unexpected indentation" },
+  { "tab-indent", "def f(a):\n  \tt0 = f(a)\n", CS_PARSE_ERROR_INDENT, "t:2:3: ", "tab" },
+  /* the 0xff byte is line 3 column 3 */
+  { "binary-garbage", "def f(a):\n  return a\nab\xff\xfe\x01\x02", CS_PARSE_ERROR_ENCODING, "t:3:3: ",
+    "not UTF-8" },
+  { "empty-file", "", CS_PARSE_ERROR_EMPTY, "t:1:1: ", "empty input" },
+  /* only comments and blank lines: reported at the last line */
+  { "no-trace", "# just a comment\n\n", CS_PARSE_ERROR_EMPTY, "t:2:1: ", "no trace found" },
+  { "not-a-trace", "hello world\n", CS_PARSE_ERROR_SYNTAX, "t:1:1: ", "not part of a trace header" },
+  { "no-def", "import torch\n\n@torch.no_grad()\n", CS_PARSE_ERROR_SYNTAX, "t:3:17: ",
+    "ends before the trace's 'def' line" },
+  { "bad-signature", "def f(a:\n  return a\n", CS_PARSE_ERROR_SYNTAX, "t:1:8: ", "',' or ')'" },
+  /* `  t0 = f('abc)`: the string starts at column 10 */
+  { "unterminated-string", "def f(a):\n  t0 = f('abc)\n", CS_PARSE_ERROR_SYNTAX, "t:2:10: ",
+    "unterminated string" },
+  /* the type comment names another proxy: column 16 */
+  { "type-comment-name", "def f(a):\n  t0 = f(a)  # t9: \"cpu f32[]\"\n", CS_PARSE_ERROR_SYNTAX,
+    "t:2:16: ", "names 't9' but the statement binds 't0'" },
+  { "int-overflow", "def f(a):\n  t0 = f(a, 99999999999999999999)\n", CS_PARSE_ERROR_LIMIT, "t:2:13: ",
+    "does not fit in 64 bits" },
+  { "garbage-after-call", "def f(a):\n  t0 = f(a) junk\n", CS_PARSE_ERROR_SYNTAX, "t:2:12: ",
+    "end of line or '  # '" },
+  /* an unpack whose continuation never comes */
+  { "unpack-eof", "def f(C0):\n  t0, t1, \\\n", CS_PARSE_ERROR_SYNTAX, "t:2:12: ", "past the end" },
+  { "unpack-bad-continuation", "def f(C0):\n  t0, \\\n    t1, = C0\n", CS_PARSE_ERROR_INDENT, "t:3:1: ",
+    "continuation" },
+  { "del-nothing", "def f(a):\n  del \n", CS_PARSE_ERROR_SYNTAX, "t:2:7: ", "a name to delete" },
+  /* a printed list without its closing ']' (last line "  return a", 10 bytes + the list indent) */
+  { "list-unclosed", "[def f(a):\n   return a\n", CS_PARSE_ERROR_SYNTAX, "t:2:12: ", "end with ']'" },
+  { "list-bad-indent", "[def f(a):\n  return a\nx]\n", CS_PARSE_ERROR_INDENT, "t:3:1: ", "one-space" },
+  { "value-garbage", "def f(a):\n  t0 = f(a, @)\n", CS_PARSE_ERROR_SYNTAX, "t:2:13: ", "expected a value" },
+};
+
+static void
+run_case (gconstpointer data)
+{
+  const ErrorCase *c = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (c->text, strlen (c->text), "t", &error);
+
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, (gint) c->code);
+  if (!g_str_has_prefix (error->message, c->where) || strstr (error->message, c->reason) == NULL)
+    g_error ("case %s: message \"%s\" should start with \"%s\" and contain \"%s\"", c->name,
+             error->message, c->where, c->reason);
+}
+
+static void
+test_long_line (void)
+{
+  /* a 10 MB line: over CS_PARSE_MAX_LINE_BYTES (4 MiB), reported at the first byte past it */
+  gsize n = 10 * 1000 * 1000;
+  g_autofree char *text = g_malloc (n + 32);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autofree char *where = g_strdup_printf ("t:2:%d: ", CS_PARSE_MAX_LINE_BYTES + 1);
+
+  memcpy (text, "def f(a):\n  # ", 14);
+  memset (text + 14, 'x', n);
+  text[14 + n] = '\n';
+  list = cs_parse_text (text, 15 + n, "t", &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_true (g_str_has_prefix (error->message, where));
+}
+
+static void
+test_deep_brackets (void)
+{
+  /* 100000 '(' after "  return ": the 65th bracket (column 10 + 64 = 74) is one too deep */
+  gsize n = 100000;
+  GString *s = g_string_new ("def f(a):\n  return ");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_c (s, '(');
+  g_string_append_c (s, '\n');
+  list = cs_parse_text (s->str, s->len, "t", &error);
+  g_string_free (s, TRUE);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_cmpstr (error->message, ==, "t:2:74: brackets nested deeper than 64 levels");
+}
+
+static void
+test_deep_brackets_in_type_and_targets (void)
+{
+  /* nested targets (((((... = f() count against the same limit: first '(' at column 3 */
+  GString *s = g_string_new ("def f(a):\n  ");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+
+  for (int i = 0; i < 1000; i++)
+    g_string_append_c (s, '(');
+  g_string_append (s, "t0 = f(a)\n");
+  list = cs_parse_text (s->str, s->len, "t", &error);
+  g_string_free (s, TRUE);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_true (g_str_has_prefix (error->message, "t:2:67: "));
+}
+
+static void
+test_deep_subsymbols (void)
+{
+  /* Subsymbol comments each one level deeper: level 64 (body line 65, file line 66) is over the
+   * limit; its indent is 2 * 65 = 130 spaces, so the error is at column 131. */
+  GString *s = g_string_new ("def f(a):\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+
+  for (int d = 0; d < 200; d++)
+    {
+      for (int k = 0; k < 2 * (d + 1); k++)
+        g_string_append_c (s, ' ');
+      if (d > 0)
+        g_string_append (s, "# ");
+      g_string_append_printf (s, "t%d = prims.neg(a)\n", d);
+    }
+  list = cs_parse_text (s->str, s->len, "t", &error);
+  g_string_free (s, TRUE);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_true (g_str_has_prefix (error->message, "t:66:131: "));
+}
+
+static void
+test_file_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file ("/nonexistent/castscope/trace.txt", &error);
+  g_autofree char *dir = g_dir_make_tmp ("cs-parse-XXXXXX", NULL);
+
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO);
+  g_assert_true (g_str_has_prefix (error->message, "/nonexistent/castscope/trace.txt:1:1: "));
+  g_clear_error (&error);
+  list = cs_parse_file (dir, &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "directory"));
+  g_rmdir (dir);
+}
+
+/* Every outcome is a list or an error "name:LINE:COL: reason" with LINE inside the input. */
+static void
+check_outcome (const char *text, gsize len)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (text, len, "m", &error);
+  guint line = 0, col = 0, n_lines = 1;
+
+  if (list != NULL)
+    {
+      g_autofree char *printed = cs_print_trace_list (list, CS_PRINT_DEFAULT);
+      g_assert_nonnull (printed);
+      return;
+    }
+  g_assert_nonnull (error);
+  g_assert_true (error->domain == CS_PARSE_ERROR);
+  if (sscanf (error->message, "m:%u:%u: ", &line, &col) != 2)
+    g_error ("unlocated error: %s", error->message);
+  for (gsize i = 0; i < len; i++)
+    n_lines += text[i] == '\n';
+  g_assert_cmpuint (line, >=, 1);
+  g_assert_cmpuint (line, <=, n_lines);
+  g_assert_cmpuint (col, >=, 1);
+}
+
+static void
+test_mutations (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  static const char *files[] = { "seed_foo_bwd.txt", "nb_backward_traces_list.txt",
+                                 "thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt",
+                                 "docs_inspecting_traces_add_mul.txt", "pr529_prologue.txt",
+                                 "nb_sdpa_initial_decomposition.txt" };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (20261129);
+  guint n_runs = 0;
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("CS_SHARED_TRACES is not a folder");
+      return;
+    }
+  for (gsize f = 0; f < G_N_ELEMENTS (files); f++)
+    {
+      g_autofree char *path = g_build_filename (dir, files[f], NULL);
+      g_autofree char *text = NULL;
+      gsize len;
+
+      g_assert_true (g_file_get_contents (path, &text, &len, NULL));
+      /* truncation at every 7th byte */
+      for (gsize cut = 0; cut < len; cut += 7, n_runs++)
+        check_outcome (text, cut);
+      /* 300 random byte replacements each */
+      for (int k = 0; k < 300; k++, n_runs++)
+        {
+          g_autofree char *m = g_memdup2 (text, len);
+          static const char bytes[] = "()[]{},:\"'# \n\\=_.-0a\t\xff";
+          gsize pos = (gsize) g_rand_int_range (rand, 0, (gint32) len);
+          m[pos] = bytes[g_rand_int_range (rand, 0, sizeof bytes - 1)];
+          check_outcome (m, len);
+        }
+    }
+  g_test_message ("%u mutated inputs parsed or rejected with a located error", n_runs);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *path = g_strdup_printf ("/core/parse/errors/%s", cases[i].name);
+      g_test_add_data_func (path, &cases[i], run_case);
+    }
+  g_test_add_func ("/core/parse/errors/long-line", test_long_line);
+  g_test_add_func ("/core/parse/errors/deep-brackets", test_deep_brackets);
+  g_test_add_func ("/core/parse/errors/deep-targets", test_deep_brackets_in_type_and_targets);
+  g_test_add_func ("/core/parse/errors/deep-subsymbols", test_deep_subsymbols);
+  g_test_add_func ("/core/parse/errors/file", test_file_errors);
+  g_test_add_func ("/core/parse/errors/mutations", test_mutations);
+  return g_test_run ();
+}
