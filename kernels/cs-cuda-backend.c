@@ -1,0 +1,116 @@
+/* cs-cuda-backend.c: the kernels module's entry point: device queries and the exported vtable.
+ *
+ * The module links the CUDA runtime, cuBLASLt and NVRTC only; the runtime finds the driver at
+ * run time, so on a machine without one every entry reports CS_CUDA_ERROR_NO_DEVICE
+ * (../shared/GPU.md, "Rules that keep the binaries portable").
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <string.h>
+#include <nvrtc.h>
+
+G_DEFINE_QUARK (cs-cuda-error-quark, cs_cuda_error)
+
+/**
+ * cs_cuda_init_device:
+ *
+ * Selects device 0 and reads its SM count and compute capability.
+ * Errors: CS_CUDA_ERROR_NO_DEVICE when the runtime finds no driver or no device.
+ */
+gboolean
+cs_cuda_init_device (int *n_sms, int *cc_major, int *cc_minor, GError **error)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount (&count);
+  gboolean ok = FALSE;
+
+  if (e != cudaSuccess || count < 1)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NO_DEVICE, "no CUDA device: %s",
+                   e != cudaSuccess ? cudaGetErrorString (e) : "the driver reports 0 devices");
+      cudaGetLastError ();
+      return FALSE;
+    }
+  CS_CU_CHECK (cudaSetDevice (0), error);
+  CS_CU_CHECK (cudaDeviceGetAttribute (n_sms, cudaDevAttrMultiProcessorCount, 0), error);
+  CS_CU_CHECK (cudaDeviceGetAttribute (cc_major, cudaDevAttrComputeCapabilityMajor, 0), error);
+  CS_CU_CHECK (cudaDeviceGetAttribute (cc_minor, cudaDevAttrComputeCapabilityMinor, 0), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+static gboolean
+device_info (CsCudaDeviceInfo *info, GError **error)
+{
+  struct cudaDeviceProp prop;
+  gboolean ok = FALSE;
+
+  memset (info, 0, sizeof *info);
+  if (!cs_cuda_init_device (&info->n_sms, &info->cc_major, &info->cc_minor, error))
+    return FALSE;
+  CS_CU_CHECK (cudaGetDeviceProperties (&prop, 0), error);
+  g_strlcpy (info->name, prop.name, sizeof info->name);
+  info->mem_bytes = prop.totalGlobalMem;
+  cudaRuntimeGetVersion (&info->runtime_version);
+  cudaDriverGetVersion (&info->driver_version);
+  nvrtcVersion (&info->nvrtc_major, &info->nvrtc_minor);
+  info->cublaslt_version = cublasLtGetVersion ();
+  ok = TRUE;
+out:
+  return ok;
+}
+
+static guint
+n_inputs (CsCudaProgram *p)
+{
+  return p->inputs->len;
+}
+
+static const CsCudaTensorInfo *
+input (CsCudaProgram *p, guint i)
+{
+  return i < p->inputs->len ? &g_array_index (p->inputs, CsCudaTensorInfo, i) : NULL;
+}
+
+static guint
+n_outputs (CsCudaProgram *p)
+{
+  return p->outputs->len;
+}
+
+static const CsCudaTensorInfo *
+output (CsCudaProgram *p, guint i)
+{
+  return i < p->outputs->len ? &g_array_index (p->outputs, CsCudaTensorInfo, i) : NULL;
+}
+
+static const char *
+source (CsCudaProgram *p)
+{
+  return p->full_source ? p->full_source : "";
+}
+
+static const CsCudaBackend backend = {
+  .abi = CS_CUDA_BACKEND_ABI,
+  .device_info = device_info,
+  .program_new = cs_cuda_program_build,
+  .program_free = cs_cuda_program_free,
+  .program_n_inputs = n_inputs,
+  .program_input = input,
+  .program_n_outputs = n_outputs,
+  .program_output = output,
+  .program_set_input = cs_cuda_program_set_input,
+  .program_run = cs_cuda_program_run,
+  .program_get_output = cs_cuda_program_get_output,
+  .program_time = cs_cuda_program_time,
+  .program_source = source,
+};
+
+const CsCudaBackend *
+cs_cuda_backend_get (void)
+{
+  return &backend;
+}

@@ -1,0 +1,346 @@
+/* cs-cuda-blas.c: matmul and linear through cuBLASLt.
+ *
+ * Row-major tensors on a column-major library by the operand swap (reference/gpu-executor.md
+ * 2.1; llm.c matmul_cublaslt, PyTorch CuBlasLtMatrixLayout): D[M,N] = A[M,K] B[K,N] is computed as
+ * D^T (N x M, col-major, ld N) = B^T (N x K) A^T (K x M).  A transposed view (a permute in the
+ * trace) becomes a transpose flag; nothing is materialised.  bf16/f16 operands accumulate in f32
+ * (CUBLAS_COMPUTE_32F) on tensor cores; f32 runs as true f32 unless the policy allows TF32
+ * (CUBLAS_COMPUTE_32F_FAST_TF32); f64 uses CUBLAS_COMPUTE_64F.
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <string.h>
+
+struct _CsCudaGemm
+{
+  guint              slot_a;       /* cuBLAS "A" = our right operand B [.., K, N] */
+  guint              slot_b;       /* cuBLAS "B" = our left operand A [.., M, K] */
+  guint              slot_d;       /* D [.., M, N], contiguous */
+  gint               slot_bias;    /* bias [N] or -1 */
+  CsDtype            dtype;        /* operand and output dtype */
+  int64_t            m, n, k;      /* col-major problem: m = N, n = M, k = K */
+  cublasOperation_t  ta, tb;       /* transpose flags of cuBLAS A and B */
+  int64_t            a_rows, a_cols, lda;  /* stored layout of cuBLAS A */
+  int64_t            b_rows, b_cols, ldb;  /* stored layout of cuBLAS B */
+  int64_t            ldd;          /* = m */
+  int                batch;        /* batch count, 1 = plain */
+  int64_t            stride_a, stride_b, stride_d; /* batch strides, elements (0 = broadcast) */
+  gboolean           tf32;         /* f32 operands may use TF32 */
+
+  cublasLtMatmulDesc_t    op;      /* built by cs_cuda_gemm_plan */
+  cublasLtMatrixLayout_t  la, lb, ld;
+  cublasLtMatmulAlgo_t    algo;
+  gboolean                planned;
+};
+
+static cudaDataType_t
+cuda_type (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return CUDA_R_16BF;
+    case CS_DTYPE_F16:  return CUDA_R_16F;
+    case CS_DTYPE_F32:  return CUDA_R_32F;
+    case CS_DTYPE_F64:  return CUDA_R_64F;
+    default:            return CUDA_R_32F;
+    }
+}
+
+/* A logical [R, C] matrix with strides (sr, sc) as a col-major stored matrix such that op(X)
+ * is C x R (the transpose of the row-major view).  FALSE when neither layout fits. */
+static gboolean
+describe_operand (int64_t R, int64_t C, int64_t sr, int64_t sc, cublasOperation_t *op,
+                  int64_t *rows, int64_t *cols, int64_t *ld)
+{
+  if (C == 1)
+    sc = 1;
+  if (R == 1)
+    sr = C;
+  if (sc == 1 && sr >= C)
+    {
+      *op = CUBLAS_OP_N;
+      *rows = C;
+      *cols = R;
+      *ld = MAX (sr, 1);
+      return TRUE;
+    }
+  if (sr == 1 && sc >= R)
+    {
+      *op = CUBLAS_OP_T;
+      *rows = R;
+      *cols = C;
+      *ld = MAX (sc, 1);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* Batch stride of the leading dims [0, nb) of @s if they flatten to one uniform stride;
+ * 0 when the slot has no batch dims.  FALSE if they do not flatten. */
+static gboolean
+batch_stride (const CsCudaSlot *s, guint nb, int64_t *stride)
+{
+  if (nb == 0)
+    {
+      *stride = 0;
+      return TRUE;
+    }
+  for (guint i = 0; i + 1 < nb; i++)
+    if (s->shape[i + 1] != 1 && s->strides[i] != s->strides[i + 1] * s->shape[i + 1])
+      return FALSE;
+  *stride = s->strides[nb - 1];
+  return TRUE;
+}
+
+CsCudaGemm *
+cs_cuda_gemm_new (CsCudaProgram *p, guint a, guint b, guint d, gint bias, double *flops,
+                  GError **error)
+{
+  CsCudaSlot *sa = cs_cuda_program_slot (p, a);
+  CsCudaSlot *sb = cs_cuda_program_slot (p, b);
+  CsCudaSlot *sd = cs_cuda_program_slot (p, d);
+  g_autofree CsCudaGemm *g = g_new0 (CsCudaGemm, 1);
+  int64_t M, N, K, batch = 1;
+  int64_t sam, sak, sbk, sbn;
+
+  if (sa->rank < 2 || sb->rank < 2)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                   "matmul of a 1-D tensor is not supported by the CUDA executor");
+      return NULL;
+    }
+  if (sa->dtype != sb->dtype || sa->dtype != sd->dtype
+      || (sa->dtype != CS_DTYPE_BF16 && sa->dtype != CS_DTYPE_F16 && sa->dtype != CS_DTYPE_F32
+          && sa->dtype != CS_DTYPE_F64))
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                   "matmul operands %s @ %s -> %s: cuBLASLt path needs one float dtype",
+                   cs_dtype_short_name (sa->dtype), cs_dtype_short_name (sb->dtype),
+                   cs_dtype_short_name (sd->dtype));
+      return NULL;
+    }
+  M = sa->shape[sa->rank - 2];
+  K = sa->shape[sa->rank - 1];
+  N = sb->shape[sb->rank - 1];
+  if (sb->shape[sb->rank - 2] != K)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_INPUT, "matmul shapes disagree: K %" G_GINT64_FORMAT
+                   " vs %" G_GINT64_FORMAT, K, sb->shape[sb->rank - 2]);
+      return NULL;
+    }
+  sam = sa->strides[sa->rank - 2];
+  sak = sa->strides[sa->rank - 1];
+  sbk = sb->strides[sb->rank - 2];
+  sbn = sb->strides[sb->rank - 1];
+
+  /* Fold A's batch dims into M when B has none and A is row-major over (batch..., M). */
+  if (sa->rank > 2 && sb->rank == 2)
+    {
+      gboolean fold = (sak == 1 || K == 1);
+
+      for (guint i = 0; fold && i + 1 < sa->rank - 1; i++)
+        if (sa->shape[i + 1] != 1 && sa->strides[i] != sa->strides[i + 1] * sa->shape[i + 1])
+          fold = FALSE;
+      if (fold)
+        {
+          for (guint i = 0; i < sa->rank - 2; i++)
+            M *= sa->shape[i];
+        }
+      else
+        {
+          for (guint i = 0; i < sa->rank - 2; i++)
+            batch *= sa->shape[i];
+          if (!batch_stride (sa, sa->rank - 2, &g->stride_b))
+            goto bad_layout;
+          g->stride_a = 0;
+        }
+    }
+  else if (sa->rank > 2 || sb->rank > 2)
+    {
+      const CsCudaSlot *big = sa->rank >= sb->rank ? sa : sb;
+
+      for (guint i = 0; i < big->rank - 2; i++)
+        batch *= big->shape[i];
+      if (sa->rank > 2 && sb->rank > 2)
+        {
+          if (sa->rank != sb->rank)
+            goto bad_layout;
+          for (guint i = 0; i < sa->rank - 2; i++)
+            if (sa->shape[i] != sb->shape[i])
+              goto bad_layout;
+        }
+      if (!batch_stride (sa, sa->rank - 2, &g->stride_b)
+          || !batch_stride (sb, sb->rank - 2, &g->stride_a))
+        goto bad_layout;
+    }
+  g->batch = (int) batch;
+  g->stride_d = M * N;
+
+  if (!describe_operand (K, N, sbk, sbn, &g->ta, &g->a_rows, &g->a_cols, &g->lda)
+      || !describe_operand (M, K, sam, sak, &g->tb, &g->b_rows, &g->b_cols, &g->ldb))
+    goto bad_layout;
+  /* After folding, A's row stride must cover the folded M: it does since it is row-major. */
+
+  g->slot_a = b;
+  g->slot_b = a;
+  g->slot_d = d;
+  g->slot_bias = bias;
+  g->dtype = sa->dtype;
+  g->m = N;
+  g->n = M;
+  g->k = K;
+  g->ldd = N;
+  g->tf32 = p->policy.allow_tf32;
+  if (flops)
+    *flops = 2.0 * (double) M * (double) N * (double) K * (double) batch;
+  return g_steal_pointer (&g);
+
+bad_layout:
+  g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+               "matmul operand layout not expressible for cuBLASLt (strides %" G_GINT64_FORMAT ",%"
+               G_GINT64_FORMAT " and %" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ")",
+               sam, sak, sbk, sbn);
+  return NULL;
+}
+
+static gboolean
+set_batch (cublasLtMatrixLayout_t l, int batch, int64_t stride, GError **error)
+{
+  gboolean ok = FALSE;
+
+  if (batch <= 1)
+    return TRUE;
+  CS_CUBLAS_CHECK (cublasLtMatrixLayoutSetAttribute (l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                     sizeof batch), error);
+  CS_CUBLAS_CHECK (cublasLtMatrixLayoutSetAttribute (l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                     &stride, sizeof stride), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+/**
+ * cs_cuda_gemm_plan:
+ *
+ * Creates the descriptors and asks the heuristic for one algorithm (reference/gpu-executor.md
+ * 2.2); done once per program, before any run or graph capture.
+ */
+gboolean
+cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
+{
+  cudaDataType_t t = cuda_type (g->dtype);
+  cublasComputeType_t ct;
+  cudaDataType_t scale = CUDA_R_32F;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t heur;
+  int n_found = 0;
+  gboolean ok = FALSE;
+  uint64_t ws = p->workspace_bytes;
+
+  if (g->dtype == CS_DTYPE_F64)
+    {
+      ct = CUBLAS_COMPUTE_64F;
+      scale = CUDA_R_64F;
+    }
+  else if (g->dtype == CS_DTYPE_F32)
+    ct = g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  else
+    ct = CUBLAS_COMPUTE_32F;
+
+  CS_CUBLAS_CHECK (cublasLtMatmulDescCreate (&g->op, ct, scale), error);
+  CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_TRANSA, &g->ta,
+                                                   sizeof g->ta), error);
+  CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_TRANSB, &g->tb,
+                                                   sizeof g->tb), error);
+  if (g->slot_bias >= 0)
+    {
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      void *bias = cs_cuda_program_slot_ptr (p, (guint) g->slot_bias);
+
+      CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                       sizeof epi), error);
+      CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias), error);
+      CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                       &t, sizeof t), error);
+    }
+  CS_CUBLAS_CHECK (cublasLtMatrixLayoutCreate (&g->la, t, g->a_rows, g->a_cols, g->lda), error);
+  CS_CUBLAS_CHECK (cublasLtMatrixLayoutCreate (&g->lb, t, g->b_rows, g->b_cols, g->ldb), error);
+  CS_CUBLAS_CHECK (cublasLtMatrixLayoutCreate (&g->ld, t, g->m, g->n, g->ldd), error);
+  if (!set_batch (g->la, g->batch, g->stride_a, error)
+      || !set_batch (g->lb, g->batch, g->stride_b, error)
+      || !set_batch (g->ld, g->batch, g->stride_d, error))
+    goto out;
+
+  CS_CUBLAS_CHECK (cublasLtMatmulPreferenceCreate (&pref), error);
+  CS_CUBLAS_CHECK (cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &ws, sizeof ws), error);
+  CS_CUBLAS_CHECK (cublasLtMatmulAlgoGetHeuristic (p->lt, g->op, g->la, g->lb, g->ld, g->ld, pref, 1,
+                                                   &heur, &n_found), error);
+  if (n_found < 1)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_CUBLAS,
+                   "cuBLASLt found no algorithm for %s", cs_cuda_gemm_describe (g));
+      goto out;
+    }
+  g->algo = heur.algo;
+  g->planned = TRUE;
+  ok = TRUE;
+out:
+  if (pref)
+    cublasLtMatmulPreferenceDestroy (pref);
+  return ok;
+}
+
+gboolean
+cs_cuda_gemm_run (CsCudaProgram *p, CsCudaGemm *g, GError **error)
+{
+  float alpha = 1.0f, beta = 0.0f;
+  double alpha_d = 1.0, beta_d = 0.0;
+  const void *pa = &alpha, *pb = &beta;
+  void *A = cs_cuda_program_slot_ptr (p, g->slot_a);
+  void *B = cs_cuda_program_slot_ptr (p, g->slot_b);
+  void *D = cs_cuda_program_slot_ptr (p, g->slot_d);
+  gboolean ok = FALSE;
+
+  if (g->dtype == CS_DTYPE_F64)
+    {
+      pa = &alpha_d;
+      pb = &beta_d;
+    }
+  CS_CUBLAS_CHECK (cublasLtMatmul (p->lt, g->op, pa, A, g->la, B, g->lb, pb, D, g->ld, D, g->ld,
+                                   &g->algo, p->workspace, p->workspace_bytes, p->stream), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+void
+cs_cuda_gemm_free (CsCudaGemm *g)
+{
+  if (g == NULL)
+    return;
+  if (g->la)
+    cublasLtMatrixLayoutDestroy (g->la);
+  if (g->lb)
+    cublasLtMatrixLayoutDestroy (g->lb);
+  if (g->ld)
+    cublasLtMatrixLayoutDestroy (g->ld);
+  if (g->op)
+    cublasLtMatmulDescDestroy (g->op);
+  g_free (g);
+}
+
+char *
+cs_cuda_gemm_describe (CsCudaGemm *g)
+{
+  return g_strdup_printf ("%s%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                          "%s%s (M x N x K)%s",
+                          cs_dtype_short_name (g->dtype),
+                          g->dtype == CS_DTYPE_F32 ? (g->tf32 ? "/tf32" : "/true-f32") : "",
+                          g->n, g->m, g->k,
+                          g->ta == CUBLAS_OP_T ? " B^T" : "", g->tb == CUBLAS_OP_T ? " A^T" : "",
+                          g->slot_bias >= 0 ? " +bias" : "");
+}

@@ -1,0 +1,1547 @@
+/* cs-cuda-codegen.c: fusion region (a list of prims) -> CUDA C kernels.
+ *
+ * Design (reference/gpu-executor.md 4.1-4.3):
+ *  - Every value is an expression evaluated at an index context: one C index expression per
+ *    dim of the value.  Elementwise prims share their output's context; broadcast_in_dim,
+ *    reshape, transpose, squeeze and slice derive their input's context from the output's;
+ *    a leaf (a tensor made outside the region) is a strided load.  So broadcasting, transposed
+ *    views and reshapes cost no copy.
+ *  - Math runs in f32 registers (f64 for f64 values); a value whose dtype in the trace is bf16
+ *    or f16 is rounded there (round to nearest even), so rounding happens exactly where the
+ *    trace stores a reduced-precision value and nowhere else.
+ *  - Each reduction prim (sum, prod, amax, amin, var, var_mean) becomes a kernel with its
+ *    pointwise prologue inlined: row form (reduced dims innermost: a warp or a 256-thread block
+ *    per output row, shuffles + shared memory) or column form (a 32x8 tile per block, the
+ *    reduction split over blockIdx.y into f32 partials, then a finalize kernel).  var_mean uses
+ *    Welford's update and Chan's merge, never E[x^2]-E[x]^2.  Its result is stored (as the
+ *    region output, or as f32 scratch) and read back by later stages as a leaf.
+ *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape.
+ *
+ * Generated source never contains text from the trace: kernels are k<N>, parameters a<N>,
+ * values v<N>, indices i<N>; numbers are formatted here from parsed values.
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct
+{
+  guint        rank;
+  const char  *ix[CS_MAX_DIMS];   /* C index expression per dim (pool strings) */
+} Ctx;
+
+typedef struct
+{
+  CsCudaProgram *p;
+  GHashTable    *def;       /* CsProxy* -> CsStmt* defining it inside the region */
+  GHashTable    *mat;       /* CsProxy* -> slot + 1, values stored inside the region */
+  GStringChunk  *pool;      /* strings of the kernel being generated */
+  GString       *body;      /* statements of the current kernel */
+  GHashTable    *memo;      /* "proxy@ctx" -> var name */
+  GArray        *params;    /* element-type guint: slot per kernel parameter */
+  GArray        *is_out;    /* element-type gboolean, parallel to params */
+  guint          n_vars;
+  guint          depth;     /* recursion guard */
+  const char    *label;
+} Gen;
+
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *
+ctype (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_F64:
+      return "double";
+    case CS_DTYPE_B8:
+      return "bool";
+    case CS_DTYPE_U8: case CS_DTYPE_I8: case CS_DTYPE_I16: case CS_DTYPE_I32: case CS_DTYPE_I64:
+    case CS_DTYPE_U64:
+      return "long long";
+    default:
+      return "float";
+    }
+}
+
+static const char *
+storage_type (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "unsigned short";
+    case CS_DTYPE_F32: return "float";
+    case CS_DTYPE_F64: return "double";
+    case CS_DTYPE_B8: case CS_DTYPE_U8: return "unsigned char";
+    case CS_DTYPE_I8: return "signed char";
+    case CS_DTYPE_I16: return "short";
+    case CS_DTYPE_I32: return "int";
+    case CS_DTYPE_I64: return "long long";
+    case CS_DTYPE_U64: return "unsigned long long";
+    default: return NULL;
+    }
+}
+
+static gboolean
+dtype_supported (CsDtype dt)
+{
+  return storage_type (dt) != NULL;
+}
+
+static const char *
+pool_printf (Gen *g, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+static const char *
+pool_printf (Gen *g, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *s = NULL;
+
+  va_start (ap, fmt);
+  s = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  return g_string_chunk_insert (g->pool, s);
+}
+
+static const char *
+new_var (Gen *g)
+{
+  return pool_printf (g, "v%u", g->n_vars++);
+}
+
+static const char *
+new_idx (Gen *g, const char *expr)
+{
+  const char *name = pool_printf (g, "i%u", g->n_vars++);
+
+  g_string_append_printf (g->body, "      const long long %s = %s;\n", name, expr);
+  return name;
+}
+
+/* A literal of C type @ct for @f (formatted here; NaN and infinities as bit patterns). */
+static const char *
+float_literal (Gen *g, double f, const char *ct)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  if (strcmp (ct, "double") == 0)
+    {
+      if (isnan (f))
+        return "__longlong_as_double(0x7ff8000000000000LL)";
+      if (isinf (f))
+        return f > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+                     : "__longlong_as_double((long long)0xfff0000000000000ULL)";
+      g_ascii_formatd (buf, sizeof buf, "%.17e", f);
+      return pool_printf (g, "%s", buf);
+    }
+  if (strcmp (ct, "float") == 0)
+    {
+      if (isnan (f))
+        return "__int_as_float(0x7fc00000)";
+      if (isinf (f))
+        return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float((int)0xff800000u)";
+      g_ascii_formatd (buf, sizeof buf, "%.9e", (double) (float) f);
+      return pool_printf (g, "%sf", buf);
+    }
+  if (strcmp (ct, "bool") == 0)
+    return f != 0.0 ? "true" : "false";
+  if (!isfinite (f))
+    return "0LL";
+  return pool_printf (g, "%" G_GINT64_FORMAT "LL", (gint64) f);
+}
+
+static const char *
+ctx_key (const Ctx *c)
+{
+  GString *s = g_string_new ("");
+
+  for (guint i = 0; i < c->rank; i++)
+    {
+      if (i)
+        g_string_append_c (s, ',');
+      g_string_append (s, c->ix[i]);
+    }
+  return g_string_free (s, FALSE);
+}
+
+static guint
+param_of (Gen *g, guint slot, gboolean out)
+{
+  for (guint i = 0; i < g->params->len; i++)
+    if (g_array_index (g->params, guint, i) == slot && g_array_index (g->is_out, gboolean, i) == out)
+      return i;
+  g_array_append_val (g->params, slot);
+  g_array_append_val (g->is_out, out);
+  return g->params->len - 1;
+}
+
+/* Offset expression of slot @s at context @c. */
+static const char *
+offset_expr (Gen *g, const CsCudaSlot *s, const Ctx *c)
+{
+  GString *e = g_string_new ("");
+  const char *r;
+
+  for (guint j = 0; j < s->rank && j < c->rank; j++)
+    {
+      if (s->shape[j] == 1 || s->strides[j] == 0 || strcmp (c->ix[j], "0") == 0)
+        continue;
+      if (e->len)
+        g_string_append (e, " + ");
+      if (s->strides[j] == 1)
+        g_string_append_printf (e, "%s", c->ix[j]);
+      else
+        g_string_append_printf (e, "%s * %" G_GINT64_FORMAT "LL", c->ix[j], s->strides[j]);
+    }
+  if (e->len == 0)
+    g_string_append (e, "0");
+  r = g_string_chunk_insert (g->pool, e->str);
+  g_string_free (e, TRUE);
+  return r;
+}
+
+static const char *
+load_expr (CsDtype dt, const char *ptr_index)
+{
+  (void) dt;
+  return ptr_index;
+}
+
+/* Emits a load of slot @slot at @c; returns the variable. */
+static const char *
+emit_load (Gen *g, guint slot, const Ctx *c)
+{
+  CsCudaSlot *s = cs_cuda_program_slot (g->p, slot);
+  guint a = param_of (g, slot, FALSE);
+  const char *off = offset_expr (g, s, c);
+  const char *v = new_var (g);
+  const char *ct = ctype (s->dtype);
+  g_autofree char *at = g_strdup_printf ("a%u[%s]", a, off);
+
+  (void) load_expr;
+  switch (s->dtype)
+    {
+    case CS_DTYPE_BF16:
+      g_string_append_printf (g->body, "      const float %s = cs_bf2f (%s);\n", v, at);
+      break;
+    case CS_DTYPE_F16:
+      g_string_append_printf (g->body, "      const float %s = cs_h2f (%s);\n", v, at);
+      break;
+    case CS_DTYPE_B8:
+      g_string_append_printf (g->body, "      const bool %s = %s != 0;\n", v, at);
+      break;
+    default:
+      g_string_append_printf (g->body, "      const %s %s = (%s) %s;\n", ct, v, ct, at);
+      break;
+    }
+  return v;
+}
+
+static gboolean
+unsupported (GError **error, const CsStmt *st, const char *why)
+{
+  g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+               "line %u: %s: %s is not supported by the CUDA executor", st ? st->line : 0,
+               st && st->callee ? st->callee : "?", why);
+  return FALSE;
+}
+
+static CsProxy *
+arg_proxy (const CsStmt *st, guint i, const char *kw)
+{
+  CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  if (v && v->kind == CS_VALUE_PROXY)
+    return v->u.proxy;
+  return NULL;
+}
+
+static gboolean
+arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
+{
+  CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_INT)
+    {
+      out[0] = v->u.i;
+      *n = 1;
+      return TRUE;
+    }
+  return cs_value_get_int_seq (v, out, CS_MAX_DIMS, n);
+}
+
+static gboolean
+value_number (const CsValue *v, double *f)
+{
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_INT: *f = (double) v->u.i; return TRUE;
+    case CS_VALUE_FLOAT: *f = v->u.f; return TRUE;
+    case CS_VALUE_BOOL: *f = v->u.b ? 1.0 : 0.0; return TRUE;
+    case CS_VALUE_PROXY:
+      if (v->u.proxy->kind == CS_PROXY_NUMBER && v->u.proxy->has_value && v->u.proxy->value)
+        return value_number (v->u.proxy->value, f);
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+static const char *emit_value (Gen *g, CsProxy *x, const Ctx *c, GError **error);
+
+/* An operand: a tensor proxy evaluated at @c, or a number formatted as C type @ct. */
+static const char *
+emit_operand (Gen *g, const CsStmt *st, guint i, const Ctx *c, const char *ct, GError **error)
+{
+  CsValue *v = cs_stmt_get_arg (st, i, NULL);
+  double f;
+
+  if (v == NULL)
+    {
+      unsupported (error, st, "a missing operand");
+      return NULL;
+    }
+  if (v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR)
+    return emit_value (g, v->u.proxy, c, error);
+  if (value_number (v, &f))
+    return float_literal (g, f, ct);
+  unsupported (error, st, "an operand that is neither a tensor nor a known number");
+  return NULL;
+}
+
+static const char *
+operand_ctype (const CsStmt *st, guint i, const char *dflt)
+{
+  CsValue *v = cs_stmt_get_arg (st, i, NULL);
+
+  if (v && v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR)
+    return ctype (v->u.proxy->dtype);
+  return dflt;
+}
+
+static const char *
+round_wrap (Gen *g, CsDtype dt, const char *expr)
+{
+  if (dt == CS_DTYPE_BF16)
+    return pool_printf (g, "cs_rbf (%s)", expr);
+  if (dt == CS_DTYPE_F16)
+    return pool_printf (g, "cs_rh (%s)", expr);
+  return expr;
+}
+
+static const char *
+unary_fn (CsOpId id, gboolean dbl)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ABS: return dbl ? "fabs" : "fabsf";
+    case CS_OP_PRIM_ACOS: return dbl ? "acos" : "acosf";
+    case CS_OP_PRIM_ACOSH: return dbl ? "acosh" : "acoshf";
+    case CS_OP_PRIM_ASIN: return dbl ? "asin" : "asinf";
+    case CS_OP_PRIM_ASINH: return dbl ? "asinh" : "asinhf";
+    case CS_OP_PRIM_ATAN: return dbl ? "atan" : "atanf";
+    case CS_OP_PRIM_ATANH: return dbl ? "atanh" : "atanhf";
+    case CS_OP_PRIM_CEIL: return dbl ? "ceil" : "ceilf";
+    case CS_OP_PRIM_COS: return dbl ? "cos" : "cosf";
+    case CS_OP_PRIM_COSH: return dbl ? "cosh" : "coshf";
+    case CS_OP_PRIM_ERF: return dbl ? "erf" : "erff";
+    case CS_OP_PRIM_ERFC: return dbl ? "erfc" : "erfcf";
+    case CS_OP_PRIM_ERFINV: return dbl ? "erfinv" : "erfinvf";
+    case CS_OP_PRIM_ERFCINV: return dbl ? "erfcinv" : "erfcinvf";
+    case CS_OP_PRIM_EXP: return dbl ? "exp" : "expf";
+    case CS_OP_PRIM_EXP2: return dbl ? "exp2" : "exp2f";
+    case CS_OP_PRIM_EXPM1: return dbl ? "expm1" : "expm1f";
+    case CS_OP_PRIM_FLOOR: return dbl ? "floor" : "floorf";
+    case CS_OP_PRIM_LGAMMA: return dbl ? "lgamma" : "lgammaf";
+    case CS_OP_PRIM_LOG: return dbl ? "log" : "logf";
+    case CS_OP_PRIM_LOG10: return dbl ? "log10" : "log10f";
+    case CS_OP_PRIM_LOG1P: return dbl ? "log1p" : "log1pf";
+    case CS_OP_PRIM_LOG2: return dbl ? "log2" : "log2f";
+    case CS_OP_PRIM_ROUND: return dbl ? "rint" : "rintf";
+    case CS_OP_PRIM_RSQRT: return dbl ? "rsqrt" : "rsqrtf";
+    case CS_OP_PRIM_SIGN: return dbl ? "cs_signd" : "cs_signf";
+    case CS_OP_PRIM_SIN: return dbl ? "sin" : "sinf";
+    case CS_OP_PRIM_SINH: return dbl ? "sinh" : "sinhf";
+    case CS_OP_PRIM_SQRT: return dbl ? "sqrt" : "sqrtf";
+    case CS_OP_PRIM_TAN: return dbl ? "tan" : "tanf";
+    case CS_OP_PRIM_TANH: return dbl ? "tanh" : "tanhf";
+    case CS_OP_PRIM_TRUNC: return dbl ? "trunc" : "truncf";
+    default: return NULL;
+    }
+}
+
+static const char *
+binary_op (CsOpId id)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ADD: return "+";
+    case CS_OP_PRIM_SUB: return "-";
+    case CS_OP_PRIM_MUL: return "*";
+    case CS_OP_PRIM_DIV: return "/";
+    case CS_OP_PRIM_EQ: return "==";
+    case CS_OP_PRIM_NE: return "!=";
+    case CS_OP_PRIM_GE: return ">=";
+    case CS_OP_PRIM_GT: return ">";
+    case CS_OP_PRIM_LE: return "<=";
+    case CS_OP_PRIM_LT: return "<";
+    case CS_OP_PRIM_BITWISE_AND: return "&";
+    case CS_OP_PRIM_BITWISE_OR: return "|";
+    case CS_OP_PRIM_BITWISE_XOR: return "^";
+    default: return NULL;
+    }
+}
+
+/* Index contexts --------------------------------------------------------------------------- */
+
+static void
+contig_strides (const int64_t *shape, guint rank, int64_t *st)
+{
+  int64_t acc = 1;
+
+  for (guint j = rank; j-- > 0;)
+    {
+      st[j] = acc;
+      acc *= shape[j];
+    }
+}
+
+/* Context of x (shape xs) when y = reshape(x) is evaluated at @c (shape ys). */
+static void
+ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *xs, guint xr, Ctx *out)
+{
+  int64_t yst[CS_MAX_DIMS], xst[CS_MAX_DIMS];
+  GString *flat = g_string_new ("");
+  const char *fv;
+
+  out->rank = xr;
+  if (yr == xr && memcmp (ys, xs, sizeof (int64_t) * yr) == 0)
+    {
+      *out = *c;
+      g_string_free (flat, TRUE);
+      return;
+    }
+  contig_strides (ys, yr, yst);
+  contig_strides (xs, xr, xst);
+  for (guint j = 0; j < yr; j++)
+    {
+      if (ys[j] == 1)
+        continue;
+      if (flat->len)
+        g_string_append (flat, " + ");
+      g_string_append_printf (flat, "%s * %" G_GINT64_FORMAT "LL", c->ix[j], yst[j]);
+    }
+  if (flat->len == 0)
+    g_string_append (flat, "0");
+  fv = new_idx (g, flat->str);
+  g_string_free (flat, TRUE);
+  for (guint j = 0; j < xr; j++)
+    {
+      if (xs[j] == 1)
+        out->ix[j] = "0";
+      else if (j == 0)
+        out->ix[j] = new_idx (g, pool_printf (g, "%s / %" G_GINT64_FORMAT "LL", fv, xst[j]));
+      else
+        out->ix[j] = new_idx (g, pool_printf (g, "(%s / %" G_GINT64_FORMAT "LL) %% %" G_GINT64_FORMAT "LL",
+                                              fv, xst[j], xs[j]));
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *
+emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
+{
+  CsOpId id = cs_op_semantic (st->op)->id;
+  const char *ct = ctype (y->dtype);
+  gboolean dbl = strcmp (ct, "double") == 0;
+  const char *v = NULL, *a, *b, *w;
+  const char *fn;
+  CsProxy *x;
+  Ctx xc;
+
+  memset (&xc, 0, sizeof xc);
+  switch (id)
+    {
+    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
+      {
+        CsValue *dv = cs_stmt_get_arg (st, 1, "dtype");
+        CsDtype to = y->dtype;
+
+        if (dv && dv->kind == CS_VALUE_DTYPE)
+          to = dv->u.dtype.dtype;
+        a = emit_operand (g, st, 0, c, ct, error);
+        if (!a)
+          return NULL;
+        v = new_var (g);
+        if (to == CS_DTYPE_B8)
+          g_string_append_printf (g->body, "      const bool %s = (%s) != 0;\n", v, a);
+        else
+          g_string_append_printf (g->body, "      const %s %s = %s;\n", ctype (to), v,
+                                  round_wrap (g, to, pool_printf (g, "(%s) (%s)", ctype (to), a)));
+        return v;
+      }
+
+    case CS_OP_PRIM_NEG:
+      a = emit_operand (g, st, 0, c, ct, error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                              round_wrap (g, y->dtype, pool_printf (g, "-(%s)", a)));
+      return v;
+
+    case CS_OP_PRIM_RECIPROCAL:
+      a = emit_operand (g, st, 0, c, ct, error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                              round_wrap (g, y->dtype, pool_printf (g, "%s / (%s)",
+                                                                    float_literal (g, 1.0, ct), a)));
+      return v;
+
+    case CS_OP_PRIM_ISFINITE:
+    case CS_OP_PRIM_SIGNBIT:
+      a = emit_operand (g, st, 0, c, operand_ctype (st, 0, "float"), error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const bool %s = %s (%s);\n", v,
+                              id == CS_OP_PRIM_ISFINITE ? "isfinite" : "signbit", a);
+      return v;
+
+    case CS_OP_PRIM_BITWISE_NOT:
+      a = emit_operand (g, st, 0, c, ct, error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = %s(%s);\n", ct, v,
+                              y->dtype == CS_DTYPE_B8 ? "!" : "~", a);
+      return v;
+
+    case CS_OP_PRIM_MAXIMUM:
+    case CS_OP_PRIM_MINIMUM:
+    case CS_OP_PRIM_POW:
+    case CS_OP_PRIM_ATAN2:
+    case CS_OP_PRIM_FMOD:
+    case CS_OP_PRIM_REMAINDER:
+    case CS_OP_PRIM_NEXTAFTER:
+      a = emit_operand (g, st, 0, c, ct, error);
+      b = a ? emit_operand (g, st, 1, c, ct, error) : NULL;
+      if (!b)
+        return NULL;
+      v = new_var (g);
+      {
+        const char *e;
+
+        if (strcmp (ct, "long long") == 0 && (id == CS_OP_PRIM_MAXIMUM || id == CS_OP_PRIM_MINIMUM))
+          e = pool_printf (g, "((%s) %s (%s) ? (%s) : (%s))", a, id == CS_OP_PRIM_MAXIMUM ? ">" : "<", b, a, b);
+        else if (strcmp (ct, "long long") == 0 || strcmp (ct, "bool") == 0)
+          return unsupported (error, st, "integer pow/fmod/remainder"), NULL;
+        else if (id == CS_OP_PRIM_MAXIMUM)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "cs_maxd" : "cs_maxf", a, b);
+        else if (id == CS_OP_PRIM_MINIMUM)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "cs_mind" : "cs_minf", a, b);
+        else if (id == CS_OP_PRIM_POW)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "pow" : "powf", a, b);
+        else if (id == CS_OP_PRIM_ATAN2)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "atan2" : "atan2f", a, b);
+        else if (id == CS_OP_PRIM_NEXTAFTER)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "nextafter" : "nextafterf", a, b);
+        else if (id == CS_OP_PRIM_FMOD)
+          e = pool_printf (g, "%s (%s, %s)", dbl ? "fmod" : "fmodf", a, b);
+        else
+          {
+            /* Python's remainder: the sign follows the divisor. */
+            const char *r = new_var (g);
+
+            g_string_append_printf (g->body, "      %s %s = %s (%s, %s);\n", ct, r,
+                                    dbl ? "fmod" : "fmodf", a, b);
+            g_string_append_printf (g->body, "      if (%s != 0 && ((%s < 0) != (%s < 0))) %s += %s;\n",
+                                    r, r, b, r, b);
+            e = r;
+          }
+        g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v, round_wrap (g, y->dtype, e));
+      }
+      return v;
+
+    case CS_OP_PRIM_WHERE:
+      w = emit_operand (g, st, 0, c, "bool", error);
+      a = w ? emit_operand (g, st, 1, c, ct, error) : NULL;
+      b = a ? emit_operand (g, st, 2, c, ct, error) : NULL;
+      if (!b)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = (%s) ? (%s) (%s) : (%s) (%s);\n", ct, v, w,
+                              ct, a, ct, b);
+      return v;
+
+    case CS_OP_PRIM_LERP:
+      a = emit_operand (g, st, 0, c, ct, error);
+      b = a ? emit_operand (g, st, 1, c, ct, error) : NULL;
+      w = b ? emit_operand (g, st, 2, c, ct, error) : NULL;
+      if (!w)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                              round_wrap (g, y->dtype, pool_printf (g, "%s + %s * (%s - %s)", a, w, b, a)));
+      return v;
+
+    case CS_OP_PRIM_BROADCAST_IN_DIM:
+      {
+        int64_t shape[CS_MAX_DIMS], bdims[CS_MAX_DIMS];
+        guint ns = 0, nb = 0;
+
+        x = arg_proxy (st, 0, "a");
+        if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 2, "broadcast_dimensions", bdims, &nb)
+            || nb != x->rank)
+          return unsupported (error, st, "this broadcast_in_dim form"), NULL;
+        (void) arg_ints (st, 1, "shape", shape, &ns);
+        xc.rank = x->rank;
+        for (guint j = 0; j < x->rank; j++)
+          {
+            if (bdims[j] < 0 || (guint) bdims[j] >= c->rank)
+              return unsupported (error, st, "a broadcast dimension out of range"), NULL;
+            xc.ix[j] = x->shape[j] == 1 ? "0" : c->ix[bdims[j]];
+          }
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_RESHAPE:
+    case CS_OP_PRIM_SHALLOW_COPY:
+    case CS_OP_PRIM_STRIDE_ORDER:
+    case CS_OP_PRIM_CLONE:
+      x = arg_proxy (st, 0, "a");
+      if (!x || x->kind != CS_PROXY_TENSOR)
+        return unsupported (error, st, "a reshape of a non-tensor"), NULL;
+      ctx_reshape (g, c, y->shape, y->rank, x->shape, x->rank, &xc);
+      return emit_value (g, x, &xc, error);
+
+    case CS_OP_PRIM_SQUEEZE:
+      {
+        int64_t dims[CS_MAX_DIMS];
+        guint nd = 0, k = 0;
+
+        x = arg_proxy (st, 0, "a");
+        if (!x || !arg_ints (st, 1, "dims", dims, &nd))
+          return unsupported (error, st, "this squeeze form"), NULL;
+        xc.rank = x->rank;
+        for (guint j = 0; j < x->rank; j++)
+          {
+            gboolean sq = FALSE;
+
+            for (guint q = 0; q < nd; q++)
+              if ((dims[q] < 0 ? dims[q] + (int64_t) x->rank : dims[q]) == (int64_t) j)
+                sq = TRUE;
+            xc.ix[j] = sq ? "0" : (k < c->rank ? c->ix[k++] : "0");
+          }
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_TRANSPOSE:
+      {
+        int64_t perm[CS_MAX_DIMS];
+        guint np = 0;
+
+        x = arg_proxy (st, 0, "a");
+        if (!x || !arg_ints (st, 1, "permutation", perm, &np) || np != x->rank || np != c->rank)
+          return unsupported (error, st, "this transpose form"), NULL;
+        xc.rank = x->rank;
+        for (guint k = 0; k < np; k++)
+          {
+            if (perm[k] < 0 || (guint) perm[k] >= np)
+              return unsupported (error, st, "a permutation out of range"), NULL;
+            xc.ix[perm[k]] = c->ix[k];
+          }
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_SLICE_PRIM:
+      {
+        int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS];
+        guint n1 = 0, n2 = 0, n3 = 0;
+
+        x = arg_proxy (st, 0, "a");
+        if (!x || !arg_ints (st, 1, "start_indices", start, &n1) || !arg_ints (st, 2, "end_indices", end, &n2)
+            || n1 != x->rank)
+          return unsupported (error, st, "this slice form"), NULL;
+        if (!arg_ints (st, 3, "strides", step, &n3))
+          for (guint j = 0; j < x->rank; j++)
+            step[j] = 1;
+        xc.rank = x->rank;
+        for (guint j = 0; j < x->rank; j++)
+          xc.ix[j] = (start[j] == 0 && step[j] == 1) ? c->ix[j]
+                     : new_idx (g, pool_printf (g, "%" G_GINT64_FORMAT "LL + %s * %" G_GINT64_FORMAT "LL",
+                                                start[j], c->ix[j], step[j]));
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_FULL:
+      {
+        double f;
+
+        if (!value_number (cs_stmt_get_arg (st, 1, "fill_value"), &f))
+          return unsupported (error, st, "a fill value that is not a number"), NULL;
+        return float_literal (g, f, ct);
+      }
+
+    case CS_OP_PRIM_IOTA:
+      {
+        double start = 0, stepv = 1;
+
+        (void) value_number (cs_stmt_get_arg (st, 99, "start"), &start);
+        (void) value_number (cs_stmt_get_arg (st, 99, "step"), &stepv);
+        v = new_var (g);
+        g_string_append_printf (g->body, "      const %s %s = (%s) (%s + %s * (%s));\n", ct, v, ct,
+                                float_literal (g, start, ct), float_literal (g, stepv, ct),
+                                c->rank ? c->ix[0] : "0");
+        return v;
+      }
+
+    case CS_OP_PRIM_TAKE_ALONG_AXIS:
+      {
+        CsProxy *ix;
+        int64_t dim[1];
+        guint nd = 0;
+        const char *iv, *cl;
+
+        x = arg_proxy (st, 0, "a");
+        ix = arg_proxy (st, 1, "indices");
+        if (!x || !ix || !arg_ints (st, 2, "dim", dim, &nd) || nd != 1)
+          return unsupported (error, st, "this take_along_axis form"), NULL;
+        if (dim[0] < 0)
+          dim[0] += x->rank;
+        iv = emit_value (g, ix, c, error);
+        if (!iv)
+          return NULL;
+        /* Indices are clamped into range: a bad index never reads outside the tensor. */
+        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
+                                      x->shape[dim[0]] - 1));
+        xc = *c;
+        xc.rank = x->rank;
+        xc.ix[dim[0]] = cl;
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_TAKE:
+      {
+        CsProxy *ix;
+        int64_t dim[1];
+        guint nd = 0;
+        const char *iv, *cl;
+        Ctx ic;
+
+        x = arg_proxy (st, 0, "a");
+        ix = arg_proxy (st, 1, "indices");
+        if (!x || !ix || ix->rank != 1 || !arg_ints (st, 2, "dim", dim, &nd) || nd != 1)
+          return unsupported (error, st, "this take form"), NULL;
+        if (dim[0] < 0)
+          dim[0] += x->rank;
+        ic.rank = 1;
+        ic.ix[0] = c->ix[dim[0]];
+        iv = emit_value (g, ix, &ic, error);
+        if (!iv)
+          return NULL;
+        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
+                                      x->shape[dim[0]] - 1));
+        xc = *c;
+        xc.ix[dim[0]] = cl;
+        return emit_value (g, x, &xc, error);
+      }
+
+    case CS_OP_PRIM_EMBEDDING:
+      {
+        CsProxy *ix, *wt;
+        const char *iv, *cl;
+        Ctx ic;
+
+        ix = arg_proxy (st, 0, "a");
+        wt = arg_proxy (st, 1, "weight");
+        if (!ix || !wt || wt->rank != 2 || c->rank != ix->rank + 1)
+          return unsupported (error, st, "this embedding form"), NULL;
+        ic.rank = ix->rank;
+        for (guint j = 0; j < ix->rank; j++)
+          ic.ix[j] = c->ix[j];
+        iv = emit_value (g, ix, &ic, error);
+        if (!iv)
+          return NULL;
+        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
+                                      wt->shape[0] - 1));
+        xc.rank = 2;
+        xc.ix[0] = cl;
+        xc.ix[1] = c->ix[c->rank - 1];
+        return emit_value (g, wt, &xc, error);
+      }
+
+    default:
+      break;
+    }
+
+  if ((fn = unary_fn (id, dbl)) != NULL && strcmp (ct, "long long") != 0)
+    {
+      a = emit_operand (g, st, 0, c, ct, error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                              round_wrap (g, y->dtype, pool_printf (g, "%s (%s)", fn, a)));
+      return v;
+    }
+  if (id == CS_OP_PRIM_ABS)
+    {
+      a = emit_operand (g, st, 0, c, ct, error);
+      if (!a)
+        return NULL;
+      v = new_var (g);
+      g_string_append_printf (g->body, "      const %s %s = (%s) < 0 ? -(%s) : (%s);\n", ct, v, a, a, a);
+      return v;
+    }
+  if ((fn = binary_op (id)) != NULL)
+    {
+      /* Comparisons compute in the operands' type; arithmetic in the output's. */
+      const char *oct = y->dtype == CS_DTYPE_B8 && strcmp (fn, "&") && strcmp (fn, "|") && strcmp (fn, "^")
+                        ? operand_ctype (st, 0, operand_ctype (st, 1, "float")) : ct;
+
+      a = emit_operand (g, st, 0, c, oct, error);
+      b = a ? emit_operand (g, st, 1, c, oct, error) : NULL;
+      if (!b)
+        return NULL;
+      v = new_var (g);
+      if (y->dtype == CS_DTYPE_B8)
+        g_string_append_printf (g->body, "      const bool %s = (%s) %s (%s);\n", v, a, fn, b);
+      else
+        g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                                round_wrap (g, y->dtype, pool_printf (g, "(%s) (%s) %s (%s) (%s)",
+                                                                      ct, a, fn, ct, b)));
+      return v;
+    }
+  unsupported (error, st, "this prim");
+  return NULL;
+}
+
+static const char *
+emit_value (Gen *g, CsProxy *x, const Ctx *c, GError **error)
+{
+  g_autofree char *key = NULL;
+  g_autofree char *ck = NULL;
+  const char *v;
+  gpointer sv;
+  CsStmt *st;
+
+  if ((sv = g_hash_table_lookup (g->mat, x)) != NULL)
+    {
+      ck = (char *) ctx_key (c);
+      key = g_strdup_printf ("%p@%s", (void *) x, ck);
+      if ((v = g_hash_table_lookup (g->memo, key)) != NULL)
+        return v;
+      v = emit_load (g, GPOINTER_TO_UINT (sv) - 1, c);
+      g_hash_table_insert (g->memo, g_steal_pointer (&key), (gpointer) v);
+      return v;
+    }
+  if (x->kind != CS_PROXY_TENSOR)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                   "%s: a region value that is not a tensor (%s)", g->label, x->name);
+      return NULL;
+    }
+  if (!dtype_supported (x->dtype))
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: dtype %s of %s",
+                   g->label, cs_dtype_short_name (x->dtype), x->name);
+      return NULL;
+    }
+  if (g->depth > 4096)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: expression too deep", g->label);
+      return NULL;
+    }
+  ck = (char *) ctx_key (c);
+  key = g_strdup_printf ("%p@%s", (void *) x, ck);
+  v = g_hash_table_lookup (g->memo, key);
+  if (v)
+    return v;
+
+  if ((sv = g_hash_table_lookup (g->mat, x)) != NULL)
+    v = emit_load (g, GPOINTER_TO_UINT (sv) - 1, c);
+  else if ((st = g_hash_table_lookup (g->def, x)) != NULL)
+    {
+      g->depth++;
+      v = emit_prim (g, st, x, c, error);
+      g->depth--;
+    }
+  else
+    {
+      gint slot = cs_cuda_program_lookup (g->p, x);
+
+      if (slot < 0)
+        {
+          g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                       "%s: value %s has no producer", g->label, x->name);
+          return NULL;
+        }
+      v = emit_load (g, (guint) slot, c);
+    }
+  if (v)
+    g_hash_table_insert (g->memo, g_steal_pointer (&key), (gpointer) v);
+  return v;
+}
+
+/* Kernel assembly ------------------------------------------------------------------------- */
+
+static void
+gen_begin (Gen *g)
+{
+  g_string_truncate (g->body, 0);
+  g_hash_table_remove_all (g->memo);
+  g_array_set_size (g->params, 0);
+  g_array_set_size (g->is_out, 0);
+}
+
+static void
+store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val)
+{
+  CsCudaSlot *s = cs_cuda_program_slot (g->p, slot);
+  guint a = param_of (g, slot, TRUE);
+
+  switch (s->dtype)
+    {
+    case CS_DTYPE_BF16:
+      g_string_append_printf (out, "      a%u[%s] = cs_f2bf ((float) (%s));\n", a, index, val);
+      break;
+    case CS_DTYPE_F16:
+      g_string_append_printf (out, "      a%u[%s] = cs_f2h ((float) (%s));\n", a, index, val);
+      break;
+    case CS_DTYPE_B8:
+      g_string_append_printf (out, "      a%u[%s] = (%s) ? 1 : 0;\n", a, index, val);
+      break;
+    default:
+      g_string_append_printf (out, "      a%u[%s] = (%s) (%s);\n", a, index, storage_type (s->dtype), val);
+      break;
+    }
+}
+
+/* Appends `extern "C" __global__ void k<N>(params) {` + @code + `}` to the program source and
+ * records the step. */
+static CsCudaStep *
+gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned int grid_y,
+            unsigned int block_x, unsigned int block_y)
+{
+  CsCudaProgram *p = g->p;
+  guint k = p->n_kernels++;
+  CsCudaStep *step;
+  double bytes = 0;
+
+  g_string_append_printf (p->source, "\nextern \"C\" __global__ void __launch_bounds__(256) k%u (", k);
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
+      gboolean out = g_array_index (g->is_out, gboolean, i);
+
+      g_string_append_printf (p->source, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
+                              storage_type (s->dtype), i);
+    }
+  g_string_append (p->source, ")\n{\n");
+  g_string_append (p->source, code);
+  g_string_append (p->source, "}\n");
+
+  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
+  step->kernel = k;
+  step->grid[0] = grid_x;
+  step->grid[1] = grid_y;
+  step->grid[2] = 1;
+  step->block[0] = block_x;
+  step->block[1] = block_y;
+  step->block[2] = 1;
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      CsCudaKArg arg = { g_array_index (g->params, guint, i) };
+      CsCudaSlot *s = cs_cuda_program_slot (p, arg.slot);
+      gsize n = 1;
+
+      g_array_append_val (step->args, arg);
+      if (g_array_index (g->is_out, gboolean, i))
+        g_array_append_val (step->writes, arg.slot);
+      else
+        g_array_append_val (step->reads, arg.slot);
+      for (guint j = 0; j < s->rank; j++)
+        if (s->strides[j] != 0)
+          n *= (gsize) s->shape[j];
+      bytes += (double) n * (double) cs_dtype_size_bytes (s->dtype);
+    }
+  step->bytes = bytes;
+  step->floor_ms = bytes / (CS_CUDA_PEAK_TBPS * 1e12) * 1e3;
+  return step;
+}
+
+static char *
+shape_str (const int64_t *shape, guint rank)
+{
+  GString *s = g_string_new ("[");
+
+  for (guint i = 0; i < rank; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+/* Decomposes flat index @flat over @shape into new index variables. */
+static void
+decompose (Gen *g, const char *flat, const int64_t *shape, guint rank, Ctx *c)
+{
+  int64_t st[CS_MAX_DIMS];
+
+  contig_strides (shape, rank, st);
+  c->rank = rank;
+  for (guint j = 0; j < rank; j++)
+    {
+      if (shape[j] == 1)
+        c->ix[j] = "0";
+      else if (j == 0)
+        c->ix[j] = new_idx (g, pool_printf (g, "%s / %" G_GINT64_FORMAT "LL", flat, st[j]));
+      else if (st[j] == 1)
+        c->ix[j] = new_idx (g, pool_printf (g, "%s %% %" G_GINT64_FORMAT "LL", flat, shape[j]));
+      else
+        c->ix[j] = new_idx (g, pool_printf (g, "(%s / %" G_GINT64_FORMAT "LL) %% %" G_GINT64_FORMAT "LL",
+                                            flat, st[j], shape[j]));
+    }
+}
+
+/* One pointwise kernel writing @outs (slots), all of @shape. */
+static gboolean
+gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *shape, guint rank,
+               GError **error)
+{
+  g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) stores = g_string_new ("");
+  g_autofree char *ss = shape_str (shape, rank);
+  int64_t N = cs_shape_numel (shape, rank);
+  int64_t blocks = (N + 255) / 256;
+  Ctx c;
+
+  gen_begin (g);
+  decompose (g, "i", shape, rank, &c);
+  for (guint k = 0; k < n; k++)
+    {
+      const char *v = emit_value (g, outs[k], &c, error);
+
+      if (!v)
+        return FALSE;
+      store_stmt (g, stores, slots[k], "i", v);
+    }
+  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  g_string_append (code, g->body->str);
+  g_string_append (code, stores->str);
+  g_string_append (code, "    }\n");
+  if (blocks > 65535LL * 64)
+    blocks = 65535LL * 64;
+  if (blocks < 1)
+    blocks = 1;
+  gen_finish (g, code->str, g_strdup_printf ("%s pointwise %s (%u out)", g->label, ss, n),
+              (unsigned int) blocks, 1, 256, 1);
+  return TRUE;
+}
+
+typedef enum { RED_SUM, RED_PROD, RED_AMAX, RED_AMIN, RED_VAR_MEAN } RedKind;
+
+static RedKind
+red_kind (CsOpId id, gboolean *is_var_only)
+{
+  *is_var_only = FALSE;
+  switch (id)
+    {
+    case CS_OP_PRIM_SUM: return RED_SUM;
+    case CS_OP_PRIM_PROD: return RED_PROD;
+    case CS_OP_PRIM_AMAX: return RED_AMAX;
+    case CS_OP_PRIM_AMIN: return RED_AMIN;
+    case CS_OP_PRIM_VAR: *is_var_only = TRUE; return RED_VAR_MEAN;
+    default: return RED_VAR_MEAN;
+    }
+}
+
+/* Accumulator code fragments for one reduction kind; state vars s0 (s1, s2 for Welford). */
+static void
+acc_init (GString *o, RedKind k, const char *at, const char *pfx)
+{
+  if (k == RED_VAR_MEAN)
+    g_string_append_printf (o, "  %s %sn = 0, %sm = 0, %sq = 0;\n", at, pfx, pfx, pfx);
+  else
+    g_string_append_printf (o, "  %s %ss = %s;\n", at, pfx,
+                            k == RED_SUM ? "0" : k == RED_PROD ? "1"
+                            : k == RED_AMAX ? (strcmp (at, "double") == 0 ? "-__longlong_as_double(0x7ff0000000000000LL)" : "-__int_as_float(0x7f800000)")
+                            : (strcmp (at, "double") == 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "__int_as_float(0x7f800000)"));
+}
+
+static void
+acc_add (GString *o, RedKind k, const char *at, const char *pfx, const char *v)
+{
+  gboolean d = strcmp (at, "double") == 0;
+
+  switch (k)
+    {
+    case RED_SUM: g_string_append_printf (o, "      %ss += (%s) (%s);\n", pfx, at, v); break;
+    case RED_PROD: g_string_append_printf (o, "      %ss *= (%s) (%s);\n", pfx, at, v); break;
+    case RED_AMAX: g_string_append_printf (o, "      %ss = %s (%ss, (%s) (%s));\n", pfx, d ? "cs_maxd" : "cs_maxf", pfx, at, v); break;
+    case RED_AMIN: g_string_append_printf (o, "      %ss = %s (%ss, (%s) (%s));\n", pfx, d ? "cs_mind" : "cs_minf", pfx, at, v); break;
+    case RED_VAR_MEAN:
+      g_string_append_printf (o, "      { const %s x_ = (%s) (%s); %sn += 1; const %s d_ = x_ - %sm; %sm += d_ / %sn;"
+                                 " %sq += d_ * (x_ - %sm); }\n", at, at, v, pfx, at, pfx, pfx, pfx, pfx, pfx);
+      break;
+    }
+}
+
+/* Merges state (pfx2) into (pfx). */
+static void
+acc_merge (GString *o, RedKind k, const char *at, const char *pfx, const char *pfx2, const char *ind)
+{
+  gboolean d = strcmp (at, "double") == 0;
+
+  switch (k)
+    {
+    case RED_SUM: g_string_append_printf (o, "%s%ss += %ss;\n", ind, pfx, pfx2); break;
+    case RED_PROD: g_string_append_printf (o, "%s%ss *= %ss;\n", ind, pfx, pfx2); break;
+    case RED_AMAX: g_string_append_printf (o, "%s%ss = %s (%ss, %ss);\n", ind, pfx, d ? "cs_maxd" : "cs_maxf", pfx, pfx2); break;
+    case RED_AMIN: g_string_append_printf (o, "%s%ss = %s (%ss, %ss);\n", ind, pfx, d ? "cs_mind" : "cs_minf", pfx, pfx2); break;
+    case RED_VAR_MEAN:
+      g_string_append_printf (o, "%sif (%sn > 0) { const %s nt_ = %sn + %sn; const %s d_ = %sm - %sm;"
+                                 " %sm += d_ * %sn / nt_; %sq += %sq + d_ * d_ * %sn * %sn / nt_; %sn = nt_; }\n",
+                              ind, pfx2, at, pfx, pfx2, at, pfx2, pfx, pfx, pfx2, pfx, pfx2, pfx, pfx2, pfx);
+      break;
+    }
+}
+
+static const char *comp_names_wf[] = { "n", "m", "q" };
+static const char *comp_names_s[] = { "s" };
+
+/* Stores the final outputs of reduction @k from state @pfx at flat output index @idx. */
+static void
+red_store (Gen *g, GString *o, RedKind k, gboolean var_only, const char *pfx, guint *slots,
+           guint n_slots, double correction, const char *at, const char *idx)
+{
+  if (k != RED_VAR_MEAN)
+    {
+      store_stmt (g, o, slots[0], idx, pool_printf (g, "%ss", pfx));
+      return;
+    }
+  {
+    const char *var = pool_printf (g, "(%sq / (%sn - (%s) %s))", pfx, pfx, at,
+                                   float_literal (g, correction, at));
+
+    store_stmt (g, o, slots[0], idx, var);
+    if (!var_only && n_slots > 1)
+      store_stmt (g, o, slots[1], idx, pool_printf (g, "%sm", pfx));
+  }
+}
+
+static void
+shfl_merge (GString *o, RedKind k, const char *at, const char *ind)
+{
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+
+  g_string_append_printf (o, "%sfor (int m_ = 16; m_ > 0; m_ >>= 1)\n%s  {\n", ind, ind);
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (o, "%s    const %s o%s = cs_shfl (%s, m_);\n", ind, at, cn[c], cn[c]);
+  {
+    g_autofree char *ind2 = g_strdup_printf ("%s    ", ind);
+    acc_merge (o, k, at, "", "o", ind2);
+  }
+  g_string_append_printf (o, "%s  }\n", ind);
+}
+
+static gboolean
+gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
+{
+  CsCudaProgram *p = g->p;
+  CsOpId id = cs_op_semantic (st->op)->id;
+  gboolean var_only;
+  RedKind k = red_kind (id, &var_only);
+  CsProxy *x = arg_proxy (st, 0, "a");
+  int64_t dims[CS_MAX_DIMS];
+  guint nd = 0;
+  gboolean red[CS_MAX_DIMS] = { 0 };
+  int64_t ks[CS_MAX_DIMS], rs[CS_MAX_DIMS];
+  guint nk = 0, nr = 0;
+  int64_t O, R;
+  gboolean row;
+  double correction = 1.0;
+  g_autoptr(GPtrArray) ys = g_ptr_array_new ();
+  guint slots[2];
+  guint n_slots = 0;
+  const char *at;
+  g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) stores = g_string_new ("");
+  g_autofree char *xs = NULL;
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+  Ctx oc, rc, xc;
+
+  if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 1, "dims", dims, &nd))
+    return unsupported (error, st, "this reduction form");
+  if (k == RED_VAR_MEAN && !value_number (cs_stmt_get_arg (st, 2, "correction"), &correction))
+    correction = 1.0;
+  for (guint i = 0; i < nd; i++)
+    {
+      int64_t d = dims[i] < 0 ? dims[i] + (int64_t) x->rank : dims[i];
+
+      if (d < 0 || d >= (int64_t) x->rank)
+        return unsupported (error, st, "a reduction dim out of range");
+      red[d] = TRUE;
+    }
+  for (guint j = 0; j < x->rank; j++)
+    if (red[j])
+      rs[nr++] = x->shape[j];
+    else
+      ks[nk++] = x->shape[j];
+  O = cs_shape_numel (ks, nk);
+  R = cs_shape_numel (rs, nr);
+  row = TRUE;
+  for (guint j = 0; j < x->rank; j++)
+    if (red[j] != (j >= x->rank - nr))
+      row = FALSE;
+  at = x->dtype == CS_DTYPE_F64 ? "double" : "float";
+
+  cs_stmt_collect_outputs (st, ys);
+  if (ys->len == 0)
+    return unsupported (error, st, "a reduction without outputs");
+  for (guint i = 0; i < ys->len && i < 2; i++)
+    {
+      CsProxy *y = g_ptr_array_index (ys, i);
+
+      if (y->kind == CS_PROXY_TENSOR && y->typed)
+        {
+          if (!dtype_supported (y->dtype))
+            return unsupported (error, st, "a reduction output dtype");
+          slots[n_slots] = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
+        }
+      else
+        /* Multi-output prims print without types (var_mean): the kept dims, x's dtype. */
+        slots[n_slots] = cs_cuda_program_new_slot (p, x->dtype, ks, nk);
+      g_hash_table_insert (g->mat, y, GUINT_TO_POINTER (slots[n_slots] + 1));
+      for (guint q = 0; q < n_outs; q++)
+        if (outs[q] == y)
+          cs_cuda_program_bind (p, y, slots[n_slots]);
+      n_slots++;
+    }
+  xs = shape_str (x->shape, x->rank);
+
+  gen_begin (g);
+  if (row)
+    {
+      int G = R > 1024 ? 256 : 32;
+      int64_t blocks = (O + (256 / G) - 1) / (256 / G);
+
+      decompose (g, "o", ks, nk, &oc);
+      decompose (g, "r", rs, nr, &rc);
+      xc.rank = x->rank;
+      for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
+        xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
+      {
+        const char *v = emit_value (g, x, &xc, error);
+
+        if (!v)
+          return FALSE;
+        g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+        g_string_append_printf (code, "  const long long o = (long long) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
+        g_string_append_printf (code, "  const int lane = threadIdx.x %% %d;\n", G);
+        acc_init (code, k, at, "");
+        g_string_append (code, "  if (o < O)\n    for (long long r = lane; r < R; r += ");
+        g_string_append_printf (code, "%d)\n    {\n", G);
+        g_string_append (code, g->body->str);
+        acc_add (code, k, at, "", v);
+        g_string_append (code, "    }\n");
+      }
+      shfl_merge (code, k, at, "  ");
+      if (G == 256)
+        {
+          for (guint c = 0; c < nc; c++)
+            g_string_append_printf (code, "  __shared__ %s sh_%s[8];\n", at, cn[c]);
+          g_string_append (code, "  if ((threadIdx.x & 31) == 0)\n    {\n");
+          for (guint c = 0; c < nc; c++)
+            g_string_append_printf (code, "      sh_%s[threadIdx.x >> 5] = %s;\n", cn[c], cn[c]);
+          g_string_append (code, "    }\n  __syncthreads ();\n  if (threadIdx.x >= 32)\n    return;\n");
+          acc_init (code, k, at, "t");
+          g_string_append (code, "  if (threadIdx.x < 8)\n    {\n");
+          for (guint c = 0; c < nc; c++)
+            g_string_append_printf (code, "      t%s = sh_%s[threadIdx.x];\n", cn[c], cn[c]);
+          g_string_append (code, "    }\n");
+          for (guint c = 0; c < nc; c++)
+            g_string_append_printf (code, "  %s = t%s;\n", cn[c], cn[c]);
+          shfl_merge (code, k, at, "  ");
+        }
+      red_store (g, stores, k, var_only, "", slots, n_slots, correction, at, "o");
+      g_string_append (code, "  if (o < O && lane == 0)\n    {\n");
+      g_string_append (code, stores->str);
+      g_string_append (code, "    }\n");
+      gen_finish (g, code->str,
+                  g_strdup_printf ("%s row-reduce %s (%" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT ")",
+                                   g->label, xs, O, R),
+                  (unsigned int) MAX (blocks, 1), 1, 256, 1);
+      return TRUE;
+    }
+
+  /* Column form: a 32 x 8 tile; the reduction split over blockIdx.y into partials. */
+  {
+    int64_t bx = (O + 31) / 32;
+    int64_t S = (4 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
+    int64_t max_s = (R + 63) / 64;
+    guint part = 0;
+    const char *v;
+
+    if (S > max_s)
+      S = max_s;
+    if (S > 1024)
+      S = 1024;
+    if (S < 1)
+      S = 1;
+    if (S > 1)
+      {
+        int64_t pshape[1] = { (int64_t) nc * S * O };
+
+        part = cs_cuda_program_new_slot (p, x->dtype == CS_DTYPE_F64 ? CS_DTYPE_F64 : CS_DTYPE_F32, pshape, 1);
+      }
+    decompose (g, "o", ks, nk, &oc);
+    decompose (g, "r", rs, nr, &rc);
+    xc.rank = x->rank;
+    for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
+      xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
+    v = emit_value (g, x, &xc, error);
+    if (!v)
+      return FALSE;
+    g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+    g_string_append (code, "  const long long o = (long long) blockIdx.x * 32 + threadIdx.x;\n");
+    acc_init (code, k, at, "");
+    g_string_append (code, "  if (o < O)\n    for (long long r = (long long) blockIdx.y * 8 + threadIdx.y; r < R;"
+                           " r += (long long) gridDim.y * 8)\n    {\n");
+    g_string_append (code, g->body->str);
+    acc_add (code, k, at, "", v);
+    g_string_append (code, "    }\n");
+    for (guint c = 0; c < nc; c++)
+      g_string_append_printf (code, "  __shared__ %s sh_%s[8][33];\n  sh_%s[threadIdx.y][threadIdx.x] = %s;\n",
+                              at, cn[c], cn[c], cn[c]);
+    g_string_append (code, "  __syncthreads ();\n  if (threadIdx.y != 0 || o >= O)\n    return;\n"
+                           "  for (int t_ = 1; t_ < 8; t_++)\n    {\n");
+    for (guint c = 0; c < nc; c++)
+      g_string_append_printf (code, "      const %s o%s = sh_%s[t_][threadIdx.x];\n", at, cn[c], cn[c]);
+    acc_merge (code, k, at, "", "o", "      ");
+    g_string_append (code, "    }\n");
+    if (S == 1)
+      {
+        red_store (g, stores, k, var_only, "", slots, n_slots, correction, at, "o");
+        g_string_append (code, stores->str);
+      }
+    else
+      for (guint c = 0; c < nc; c++)
+        store_stmt (g, code, part, pool_printf (g, "%uLL * %" G_GINT64_FORMAT "LL + blockIdx.y * O + o", c, S * O),
+                    cn[c]);
+    gen_finish (g, code->str,
+                g_strdup_printf ("%s col-reduce %s (%" G_GINT64_FORMAT " cols over %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT " splits)",
+                                 g->label, xs, O, R, S),
+                (unsigned int) bx, (unsigned int) S, 32, 8);
+    if (S == 1)
+      return TRUE;
+
+    /* Finalize: one thread per output merges the S partial states. */
+    gen_begin (g);
+    g_string_truncate (code, 0);
+    g_string_truncate (stores, 0);
+    {
+      guint pa = param_of (g, part, FALSE);
+
+      g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL;\n", O);
+      g_string_append (code, "  const long long o = (long long) blockIdx.x * blockDim.x + threadIdx.x;\n"
+                             "  if (o >= O)\n    return;\n");
+      acc_init (code, k, at, "");
+      g_string_append_printf (code, "  for (long long t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n    {\n", S);
+      for (guint c = 0; c < nc; c++)
+        g_string_append_printf (code, "      const %s o%s = a%u[%uLL * %" G_GINT64_FORMAT "LL + t_ * O + o];\n",
+                                at, cn[c], pa, c, S * O);
+      if (k == RED_VAR_MEAN)
+        acc_merge (code, k, at, "", "o", "      ");
+      else
+        acc_merge (code, k, at, "", "o", "      ");
+      g_string_append (code, "    }\n");
+      red_store (g, stores, k, var_only, "", slots, n_slots, correction, at, "o");
+      g_string_append (code, stores->str);
+      gen_finish (g, code->str, g_strdup_printf ("%s col-reduce finalize (%" G_GINT64_FORMAT ")", g->label, O),
+                  (unsigned int) MAX ((O + 255) / 256, 1), 1, 256, 1);
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+is_reduction (const CsStmt *st)
+{
+  switch (cs_op_semantic (st->op)->id)
+    {
+    case CS_OP_PRIM_SUM: case CS_OP_PRIM_PROD: case CS_OP_PRIM_AMAX: case CS_OP_PRIM_AMIN:
+    case CS_OP_PRIM_VAR: case CS_OP_PRIM_VAR_MEAN:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static gboolean
+same_shape (const CsProxy *a, const CsProxy *b)
+{
+  return a->rank == b->rank && memcmp (a->shape, b->shape, sizeof (int64_t) * a->rank) == 0;
+}
+
+gboolean
+cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy **outs,
+                        guint n_outs, const char *label, GError **error)
+{
+  Gen g = { 0 };
+  g_autofree gboolean *done = g_new0 (gboolean, MAX (n_outs, 1));
+  g_autofree guint *slots = g_new0 (guint, MAX (n_outs, 1));
+  g_autofree CsProxy **group = g_new0 (CsProxy *, MAX (n_outs, 1));
+  gboolean ok = FALSE;
+
+  g.p = p;
+  g.def = g_hash_table_new (NULL, NULL);
+  g.mat = g_hash_table_new (NULL, NULL);
+  g.pool = g_string_chunk_new (4096);
+  g.body = g_string_new ("");
+  g.memo = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g.params = g_array_new (FALSE, FALSE, sizeof (guint));
+  g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g.label = label;
+
+  for (guint i = 0; i < n_prims; i++)
+    {
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+      if (prims[i]->kind != CS_STMT_CALL)
+        continue;
+      cs_stmt_collect_outputs (prims[i], o);
+      for (guint j = 0; j < o->len; j++)
+        g_hash_table_insert (g.def, g_ptr_array_index (o, j), prims[i]);
+    }
+
+  /* 1. Reductions, in trace order. */
+  for (guint i = 0; i < n_prims; i++)
+    if (prims[i]->kind == CS_STMT_CALL && is_reduction (prims[i]))
+      if (!gen_reduction (&g, prims[i], outs, n_outs, error))
+        goto out;
+
+  /* 2. Outputs already produced: passthrough inputs and reduction results. */
+  for (guint i = 0; i < n_outs; i++)
+    {
+      if (outs[i]->kind != CS_PROXY_TENSOR && !g_hash_table_contains (g.mat, outs[i]))
+        {
+          g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                       "%s: output %s is not a tensor", label, outs[i]->name);
+          goto out;
+        }
+      if (g_hash_table_contains (g.mat, outs[i])
+          || (!g_hash_table_contains (g.def, outs[i]) && cs_cuda_program_lookup (p, outs[i]) >= 0))
+        done[i] = TRUE;
+    }
+
+  /* 3. The rest: one pointwise kernel per output shape. */
+  for (guint i = 0; i < n_outs; i++)
+    {
+      guint n = 0;
+
+      if (done[i])
+        continue;
+      for (guint j = i; j < n_outs; j++)
+        if (!done[j] && same_shape (outs[i], outs[j]))
+          {
+            gboolean dup = FALSE;
+
+            for (guint q = 0; q < n; q++)
+              if (group[q] == outs[j])
+                dup = TRUE;
+            done[j] = TRUE;
+            if (dup)
+              continue;
+            if (!dtype_supported (outs[j]->dtype))
+              {
+                g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: dtype %s of %s",
+                             label, cs_dtype_short_name (outs[j]->dtype), outs[j]->name);
+                goto out;
+              }
+            group[n] = outs[j];
+            slots[n] = cs_cuda_program_new_slot (p, outs[j]->dtype, outs[j]->shape, outs[j]->rank);
+            n++;
+          }
+      if (!gen_pointwise (&g, group, slots, n, outs[i]->shape, outs[i]->rank, error))
+        goto out;
+      for (guint q = 0; q < n; q++)
+        cs_cuda_program_bind (p, group[q], slots[q]);
+    }
+  ok = TRUE;
+
+out:
+  g_hash_table_unref (g.def);
+  g_hash_table_unref (g.mat);
+  g_string_chunk_free (g.pool);
+  g_string_free (g.body, TRUE);
+  g_hash_table_unref (g.memo);
+  g_array_unref (g.params);
+  g_array_unref (g.is_out);
+  return ok;
+}
+
+gboolean
+cs_cuda_codegen_copy (CsCudaProgram *p, guint src, const char *label, guint *out_slot, GError **error)
+{
+  Gen g = { 0 };
+  CsCudaSlot s = *cs_cuda_program_slot (p, src);
+  g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) stores = g_string_new ("");
+  g_autofree char *ss = shape_str (s.shape, s.rank);
+  int64_t N = cs_shape_numel (s.shape, s.rank);
+  int64_t blocks = (N + 255) / 256;
+  guint dst;
+  const char *v;
+  Ctx c;
+  CsCudaStep *step;
+
+  if (!dtype_supported (s.dtype))
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: copy of dtype %s", label,
+                   cs_dtype_short_name (s.dtype));
+      return FALSE;
+    }
+  dst = cs_cuda_program_new_slot (p, s.dtype, s.shape, s.rank);
+  g.p = p;
+  g.pool = g_string_chunk_new (1024);
+  g.body = g_string_new ("");
+  g.memo = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g.params = g_array_new (FALSE, FALSE, sizeof (guint));
+  g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g.label = label;
+  decompose (&g, "i", s.shape, s.rank, &c);
+  v = emit_load (&g, src, &c);
+  store_stmt (&g, stores, dst, "i", v);
+  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  g_string_append (code, g.body->str);
+  g_string_append (code, stores->str);
+  g_string_append (code, "    }\n");
+  if (blocks > 65535LL * 64)
+    blocks = 65535LL * 64;
+  step = gen_finish (&g, code->str, g_strdup_printf ("%s copy %s", label, ss), (unsigned int) MAX (blocks, 1), 1, 256, 1);
+  step->kind_name = "copy";
+  g_string_chunk_free (g.pool);
+  g_string_free (g.body, TRUE);
+  g_hash_table_unref (g.memo);
+  g_array_unref (g.params);
+  g_array_unref (g.is_out);
+  *out_slot = dst;
+  return TRUE;
+}

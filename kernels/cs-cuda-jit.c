@@ -1,0 +1,197 @@
+/* cs-cuda-jit.c: NVRTC -> CUBIN for the device's own architecture, with an on-disk cache.
+ *
+ * Rules from ../shared/GPU.md and reference/gpu-executor.md section 3: a self-contained
+ * preamble (NVRTC 13.0 has no cuda_bf16.h), CUBIN never PTX, one NVRTC program per trace, a
+ * disk cache keyed by SHA-256 of (source, options, NVRTC version, arch); files are written to a
+ * temporary name and renamed, so concurrent processes never see a torn file.
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <string.h>
+#include <nvrtc.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
+
+/* The preamble: bf16/f16 as 16-bit payloads with hardware round-to-nearest-even conversions
+ * (cvt.rn.bf16.f32 on sm_80+), NaN-propagating min/max as torch.maximum, warp reductions. */
+static const char preamble[] =
+  "// castscope generated kernels: self-contained preamble (no CUDA headers)\n"
+  "typedef unsigned short cs_bf16_t;\n"
+  "typedef unsigned short cs_f16_t;\n"
+  "static __device__ __forceinline__ float cs_bf2f (cs_bf16_t h)\n"
+  "{ return __uint_as_float (((unsigned int) h) << 16); }\n"
+  "static __device__ __forceinline__ cs_bf16_t cs_f2bf (float f)\n"
+  "{ cs_bf16_t r; asm (\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
+  "static __device__ __forceinline__ float cs_h2f (cs_f16_t h)\n"
+  "{ float f; asm (\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+  "static __device__ __forceinline__ cs_f16_t cs_f2h (float f)\n"
+  "{ cs_f16_t r; asm (\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
+  "static __device__ __forceinline__ float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
+  "static __device__ __forceinline__ float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
+  "static __device__ __forceinline__ float cs_maxf (float a, float b)\n"
+  "{ return (a != a || a > b) ? a : b; }\n"
+  "static __device__ __forceinline__ float cs_minf (float a, float b)\n"
+  "{ return (a != a || a < b) ? a : b; }\n"
+  "static __device__ __forceinline__ double cs_maxd (double a, double b)\n"
+  "{ return (a != a || a > b) ? a : b; }\n"
+  "static __device__ __forceinline__ double cs_mind (double a, double b)\n"
+  "{ return (a != a || a < b) ? a : b; }\n"
+  "static __device__ __forceinline__ float cs_signf (float a)\n"
+  "{ return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : a); }\n"
+  "static __device__ __forceinline__ double cs_signd (double a)\n"
+  "{ return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a); }\n"
+  "static __device__ __forceinline__ float cs_shfl (float v, int m)\n"
+  "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n"
+  "static __device__ __forceinline__ double cs_shfl (double v, int m)\n"
+  "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n";
+
+const char *
+cs_cuda_jit_preamble (void)
+{
+  return preamble;
+}
+
+static char *
+cache_dir (void)
+{
+  const char *env = g_getenv ("CASTSCOPE_CACHE_DIR");
+
+  if (env != NULL && env[0] != '\0')
+    return g_strdup (env);
+  return g_build_filename (g_get_user_cache_dir (), "castscope", "kernels", NULL);
+}
+
+/**
+ * cs_cuda_jit_compile:
+ * @source: kernels without the preamble
+ * @cc_major: target compute capability (sm_<major><minor>)
+ * @cubin: (out) (transfer full): the CUBIN
+ * @cache_hit: (out) (optional): TRUE when it came from the disk cache
+ *
+ * Compiles preamble + @source with NVRTC straight to CUBIN (`--gpu-architecture=sm_XY`,
+ * `-std=c++17`, `-DNDEBUG`, no fast math).  Needs no device, so the CPU machines can check the
+ * generated code.  Cache: $CASTSCOPE_CACHE_DIR or ~/.cache/castscope/kernels, file name
+ * `<sha256>.cubin`; CASTSCOPE_NO_CACHE=1 bypasses it.
+ * Errors: CS_CUDA_ERROR_NVRTC with the compile log.
+ * Returns: TRUE on success
+ */
+gboolean
+cs_cuda_jit_compile (const char *source, int cc_major, int cc_minor, GBytes **cubin,
+                     gboolean *cache_hit, GError **error)
+{
+  g_autofree char *arch = g_strdup_printf ("--gpu-architecture=sm_%d%d", cc_major, cc_minor);
+  const char *opts[] = { arch, "-std=c++17", "-DNDEBUG", "--fmad=true", "-default-device" };
+  g_autoptr(GString) full = g_string_new (preamble);
+  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree char *dir = cache_dir ();
+  g_autofree char *path = NULL;
+  gboolean use_cache = g_strcmp0 (g_getenv ("CASTSCOPE_NO_CACHE"), "1") != 0;
+  nvrtcProgram prog = NULL;
+  nvrtcResult rc;
+  int vmaj = 0, vmin = 0;
+  char *bin = NULL;
+  size_t bin_size = 0;
+  gboolean ok = FALSE;
+
+  if (cache_hit)
+    *cache_hit = FALSE;
+  g_string_append (full, source);
+  nvrtcVersion (&vmaj, &vmin);
+  g_checksum_update (sum, (const guchar *) full->str, full->len);
+  for (gsize i = 0; i < G_N_ELEMENTS (opts); i++)
+    g_checksum_update (sum, (const guchar *) opts[i], -1);
+  {
+    g_autofree char *ver = g_strdup_printf ("nvrtc %d.%d sm_%d%d", vmaj, vmin, cc_major, cc_minor);
+    g_checksum_update (sum, (const guchar *) ver, -1);
+  }
+  path = g_strdup_printf ("%s/%s.cubin", dir, g_checksum_get_string (sum));
+
+  if (use_cache)
+    {
+      char *data = NULL;
+      gsize len = 0;
+
+      if (g_file_get_contents (path, &data, &len, NULL) && len > 0)
+        {
+          *cubin = g_bytes_new_take (data, len);
+          if (cache_hit)
+            *cache_hit = TRUE;
+          return TRUE;
+        }
+      g_free (data);
+    }
+
+  rc = nvrtcCreateProgram (&prog, full->str, "castscope_kernels.cu", 0, NULL, NULL);
+  if (rc != NVRTC_SUCCESS)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NVRTC, "nvrtcCreateProgram failed: %s",
+                   nvrtcGetErrorString (rc));
+      return FALSE;
+    }
+  rc = nvrtcCompileProgram (prog, G_N_ELEMENTS (opts), opts);
+  if (rc != NVRTC_SUCCESS)
+    {
+      size_t log_size = 0;
+      g_autofree char *log = NULL;
+
+      nvrtcGetProgramLogSize (prog, &log_size);
+      log = g_malloc0 (log_size + 1);
+      nvrtcGetProgramLog (prog, log);
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NVRTC,
+                   "NVRTC %d.%d failed to compile the generated kernels (%s): %s", vmaj, vmin,
+                   nvrtcGetErrorString (rc), log);
+      goto out;
+    }
+  if (nvrtcGetCUBINSize (prog, &bin_size) != NVRTC_SUCCESS || bin_size == 0)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NVRTC, "NVRTC produced no CUBIN for %s", arch);
+      goto out;
+    }
+  bin = g_malloc (bin_size);
+  nvrtcGetCUBIN (prog, bin);
+  *cubin = g_bytes_new_take (bin, bin_size);
+
+  if (use_cache && g_mkdir_with_parents (dir, 0755) == 0)
+    {
+      g_autofree char *tmp = g_strdup_printf ("%s.tmp.%d", path, (int) getpid ());
+
+      /* A failed cache write is not an error: the next run compiles again. */
+      if (g_file_set_contents (tmp, g_bytes_get_data (*cubin, NULL), bin_size, NULL))
+        {
+          if (g_rename (tmp, path) != 0)
+            g_unlink (tmp);
+        }
+    }
+  ok = TRUE;
+
+out:
+  nvrtcDestroyProgram (&prog);
+  return ok;
+}
+
+/**
+ * cs_cuda_jit_load:
+ * @library: (out): a cudaLibrary_t holding every kernel of @source
+ *
+ * cs_cuda_jit_compile() then cudaLibraryLoadData (runtime API: no driver symbol is linked).
+ * Errors: as cs_cuda_jit_compile, CS_CUDA_ERROR_RUNTIME when loading fails.
+ */
+gboolean
+cs_cuda_jit_load (const char *source, int cc_major, int cc_minor, void **library,
+                  gboolean *cache_hit, GError **error)
+{
+  g_autoptr(GBytes) cubin = NULL;
+  cudaLibrary_t lib = NULL;
+  gboolean ok = FALSE;
+
+  if (!cs_cuda_jit_compile (source, cc_major, cc_minor, &cubin, cache_hit, error))
+    return FALSE;
+  CS_CU_CHECK (cudaLibraryLoadData (&lib, g_bytes_get_data (cubin, NULL), NULL, NULL, 0, NULL, NULL, 0),
+               error);
+  *library = lib;
+  ok = TRUE;
+out:
+  return ok;
+}

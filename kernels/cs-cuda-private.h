@@ -1,0 +1,232 @@
+/* cs-cuda-private.h: internals of the CUDA executor (kernels/ only; tests excepted).
+ *
+ * Only the kernels/ sources see these structures.  The pieces:
+ *   cs-cuda-backend.c  device queries, error helpers, the exported vtable
+ *   cs-cuda-jit.c      NVRTC -> CUBIN with an on-disk cache, the self-contained preamble
+ *   cs-cuda-blas.c     cuBLASLt plans (operand swap for row-major tensors) and launches
+ *   cs-cuda-codegen.c  fusion region (prims) -> CUDA C kernels
+ *   cs-cuda-program.c  traces -> steps, views, liveness arena, run, CUDA graph, timings
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#include "cs-cuda.h"
+#include "cs-ir.h"
+#include "cs-ops.h"
+#include "cs-policy.h"
+
+G_BEGIN_DECLS
+
+/* Fills @error (CS_CUDA_ERROR_RUNTIME) and jumps to `out` when a runtime call fails; ggml's
+ * CUDA_CHECK, but recoverable. */
+#define CS_CU_CHECK(expr, error)                                                        \
+  G_STMT_START {                                                                        \
+    cudaError_t cs_cu_err_ = (expr);                                                    \
+    if (cs_cu_err_ != cudaSuccess)                                                      \
+      {                                                                                 \
+        g_set_error ((error), CS_CUDA_ERROR, CS_CUDA_ERROR_RUNTIME, "%s failed: %s (%s)", \
+                     #expr, cudaGetErrorString (cs_cu_err_), cudaGetErrorName (cs_cu_err_)); \
+        goto out;                                                                       \
+      }                                                                                 \
+  } G_STMT_END
+
+#define CS_CUBLAS_CHECK(expr, error)                                                    \
+  G_STMT_START {                                                                        \
+    cublasStatus_t cs_bl_st_ = (expr);                                                  \
+    if (cs_bl_st_ != CUBLAS_STATUS_SUCCESS)                                             \
+      {                                                                                 \
+        g_set_error ((error), CS_CUDA_ERROR, CS_CUDA_ERROR_CUBLAS, "%s failed: status %d", \
+                     #expr, (int) cs_bl_st_);                                           \
+        goto out;                                                                       \
+      }                                                                                 \
+  } G_STMT_END
+
+/* Ceilings measured on the H200 (reference/gpu-executor.md section 1): floors use these. */
+#define CS_CUDA_PEAK_BF16_TFLOPS 790.0   /* bf16/f16 tensor-core GEMM, TFLOP/s */
+#define CS_CUDA_PEAK_F32_TFLOPS   51.0   /* true-f32 GEMM (SIMT), TFLOP/s, datasheet 67 * 0.76 */
+#define CS_CUDA_PEAK_TF32_TFLOPS 395.0   /* TF32 tensor cores, half the bf16 rate */
+#define CS_CUDA_PEAK_TBPS          4.25  /* device copy, read + write, TB/s */
+
+/* One device allocation inside the arena. */
+typedef struct
+{
+  gsize    size_bytes;   /* requested bytes */
+  gint     first;        /* first step touching it; -1 = none yet */
+  gint     last;         /* last step touching it; -1 = none */
+  gsize    offset;       /* bytes from the arena base, 256-aligned (valid after planning) */
+  gboolean pinned;       /* program input or output: live for the whole step */
+} CsCudaBuffer;
+
+/* A tensor as the executor sees it: a strided view of one buffer. */
+typedef struct
+{
+  CsDtype  dtype;                  /* element dtype */
+  guint    rank;                   /* dims */
+  int64_t  shape[CS_MAX_DIMS];     /* elements, outermost first */
+  int64_t  strides[CS_MAX_DIMS];   /* elements; 0 for expanded dims */
+  int64_t  offset;                 /* elements from the buffer start */
+  guint    buffer;                 /* index into CsCudaBuild.buffers */
+} CsCudaSlot;
+
+typedef enum
+{
+  CS_CUDA_STEP_KERNEL,   /* a generated kernel */
+  CS_CUDA_STEP_GEMM,     /* one cublasLtMatmul */
+} CsCudaStepKind;
+
+typedef struct _CsCudaGemm CsCudaGemm;
+
+/* One kernel argument: a slot's data pointer. */
+typedef struct
+{
+  guint slot;            /* index into CsCudaBuild.slots */
+} CsCudaKArg;
+
+typedef struct
+{
+  CsCudaStepKind kind;
+  char          *label;          /* human-readable, no trace text beyond proxy names */
+  const char    *kind_name;      /* "fusion", "matmul", "copy" */
+  gboolean       backward;       /* from the backward trace */
+  double         flops;          /* matmuls: 2*M*N*K*batch */
+  double         bytes;          /* minimal bytes read + written */
+  double         floor_ms;       /* roofline floor */
+  GArray        *reads;          /* element-type guint: slot ids read */
+  GArray        *writes;         /* element-type guint: slot ids written */
+
+  /* KERNEL */
+  guint          kernel;         /* kernel number (name "k<kernel>" in the program source) */
+  GArray        *args;           /* element-type CsCudaKArg, in the kernel's parameter order */
+  unsigned int   grid[3];        /* blocks */
+  unsigned int   block[3];       /* threads per block */
+  void          *func;           /* cudaKernel_t once loaded */
+  void         **arg_ptrs;       /* pointers to arg_vals, for cudaLaunchKernel */
+  void         **arg_vals;       /* device pointers */
+
+  /* GEMM */
+  CsCudaGemm    *gemm;
+} CsCudaStep;
+
+/* Everything a program owns.  Built by cs_cuda_program_build(). */
+struct _CsCudaProgram
+{
+  CsPolicy       policy;         /* copy of the policy it was built with */
+  GArray        *buffers;        /* element-type CsCudaBuffer */
+  GArray        *slots;          /* element-type CsCudaSlot */
+  GPtrArray     *steps;          /* element-type CsCudaStep* */
+  GString       *source;         /* generated CUDA C (kernels only; preamble added at compile) */
+  guint          n_kernels;      /* kernels in @source */
+  GHashTable    *slot_of;        /* CsProxy* -> slot index + 1 */
+  GHashTable    *collection_of;  /* CsProxy* -> CsValue* (a bound tuple/list tree) */
+  GHashTable    *def_slot_names; /* unused names */
+  GArray        *inputs;         /* element-type CsCudaTensorInfo */
+  GArray        *input_slots;    /* element-type guint */
+  GArray        *outputs;        /* element-type CsCudaTensorInfo */
+  GArray        *output_slots;   /* element-type guint */
+  GPtrArray     *strings;        /* owned strings (names) */
+  int            device;         /* CUDA ordinal */
+  int            n_sms;          /* for grid sizing */
+  int            cc_major, cc_minor;
+
+  void          *arena;          /* device memory, one cudaMalloc */
+  gsize          arena_bytes;    /* planned size */
+  gsize          naive_bytes;    /* sum of buffer sizes */
+  void          *library;        /* cudaLibrary_t */
+  cudaStream_t   stream;         /* all work runs here */
+  cublasLtHandle_t lt;           /* cuBLASLt handle */
+  void          *workspace;      /* cuBLASLt workspace */
+  gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
+  cudaGraphExec_t graph;         /* instantiated whole-step graph, or NULL */
+  double         compile_ms;     /* program build time */
+  guint          cache_hits;     /* NVRTC disk-cache hits */
+  char          *full_source;    /* preamble + kernels, as compiled */
+  GArray        *timings;        /* element-type CsCudaStepTiming (for program_time) */
+  gboolean       backward_active;/* building the backward trace now */
+};
+
+/* ---- backend ---- */
+gboolean     cs_cuda_init_device      (int *n_sms, int *cc_major, int *cc_minor, GError **error);
+
+/* ---- program building (cs-cuda-program.c) ---- */
+guint        cs_cuda_program_new_buffer (CsCudaProgram *p, gsize size_bytes);
+/* A fresh contiguous slot (and buffer) for a tensor of @dtype and @shape. */
+guint        cs_cuda_program_new_slot   (CsCudaProgram *p, CsDtype dtype, const int64_t *shape,
+                                         guint rank);
+CsCudaSlot  *cs_cuda_program_slot       (CsCudaProgram *p, guint slot);
+/* The slot bound to @proxy, or -1. */
+gint         cs_cuda_program_lookup     (CsCudaProgram *p, const CsProxy *proxy);
+void         cs_cuda_program_bind       (CsCudaProgram *p, const CsProxy *proxy, guint slot);
+CsCudaStep  *cs_cuda_program_add_step   (CsCudaProgram *p, CsCudaStepKind kind, const char *kind_name,
+                                         char *label /* transfer full */);
+gboolean     cs_cuda_slot_is_contiguous (const CsCudaSlot *s);
+gsize        cs_cuda_slot_numel         (const CsCudaSlot *s);
+
+/* ---- codegen (cs-cuda-codegen.c) ---- */
+/**
+ * cs_cuda_codegen_region:
+ * @prims: the region's prims in trace order (a fusion's subsymbols, or one op's decomposition)
+ * @outs: the proxies the region must produce (bound to new slots on return)
+ * @label: region name for step labels ("nvFusion0")
+ *
+ * Emits kernels for the region into p->source and adds their steps.  Pointwise ops with
+ * broadcasting become one kernel per output shape; each reduction (sum, amax, amin, prod,
+ * var_mean) becomes a reduction kernel with its pointwise prologue inlined.  Source:
+ * reference/gpu-executor.md 4.2-4.3 (math in f32 registers, rounding where a value is stored in
+ * bf16/f16).  Errors: CS_CUDA_ERROR_UNSUPPORTED naming the prim.
+ */
+gboolean     cs_cuda_codegen_region     (CsCudaProgram *p, CsStmt **prims, guint n_prims,
+                                         CsProxy **outs, guint n_outs, const char *label,
+                                         GError **error);
+/* A contiguous copy of slot @src (any strides) into a new slot; returns the new slot. */
+gboolean     cs_cuda_codegen_copy       (CsCudaProgram *p, guint src, const char *label,
+                                         guint *out_slot, GError **error);
+
+/* ---- jit (cs-cuda-jit.c) ---- */
+const char  *cs_cuda_jit_preamble       (void);
+/* Compiles preamble + @source for sm_<cc_major><cc_minor> to CUBIN (disk cache) and loads it. */
+gboolean     cs_cuda_jit_load           (const char *source, int cc_major, int cc_minor,
+                                         void **library, gboolean *cache_hit, GError **error);
+/* Compile only (no device needed): used by tests to check generated source on any machine. */
+gboolean     cs_cuda_jit_compile        (const char *source, int cc_major, int cc_minor,
+                                         GBytes **cubin, gboolean *cache_hit, GError **error);
+
+/* ---- cuBLASLt (cs-cuda-blas.c) ---- */
+/**
+ * cs_cuda_gemm_new:
+ * @a: slot of A, shape [..., M, K] (row-major or a transposed view)
+ * @b: slot of B, shape [..., K, N] or [K, N]
+ * @d: slot of D, shape [..., M, N], contiguous
+ * @bias: slot of a bias [N] (linear) or -1
+ *
+ * Describes D = A @ B (+ bias) for cuBLASLt with the operand swap (reference/gpu-executor.md
+ * 2.1): no transposes are materialised.  Errors: CS_CUDA_ERROR_UNSUPPORTED for layouts that
+ * are neither row- nor column-major in the last two dims, or mixed dtypes.
+ */
+CsCudaGemm  *cs_cuda_gemm_new           (CsCudaProgram *p, guint a, guint b, guint d, gint bias,
+                                         double *flops, GError **error);
+/* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
+gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GError **error);
+gboolean     cs_cuda_gemm_run           (CsCudaProgram *p, CsCudaGemm *g, GError **error);
+void         cs_cuda_gemm_free          (CsCudaGemm *g);
+char        *cs_cuda_gemm_describe      (CsCudaGemm *g);
+
+/* ---- program (cs-cuda-program.c) ---- */
+CsCudaProgram *cs_cuda_program_build    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
+CsCudaProgram *cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
+void         cs_cuda_program_free       (CsCudaProgram *p);
+gboolean     cs_cuda_program_run        (CsCudaProgram *p, gboolean use_graph, GError **error);
+gboolean     cs_cuda_program_set_input  (CsCudaProgram *p, guint index, const void *host, gsize n_bytes,
+                                         GError **error);
+gboolean     cs_cuda_program_get_output (CsCudaProgram *p, guint index, void *host, gsize n_bytes,
+                                         GError **error);
+gboolean     cs_cuda_program_time       (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **error);
+
+/* Device pointer of a slot's first element (after planning). */
+void        *cs_cuda_program_slot_ptr   (CsCudaProgram *p, guint slot);
+
+G_END_DECLS

@@ -1,0 +1,1314 @@
+/* cs-cuda-program.c: a training step (forward + backward trace) as a list of GPU steps.
+ *
+ * Walks Thunder's final traces (reference/thunder-traces.md: `computation` returns
+ * ({'output', 'flat_args', 'flat_output'}, saved_for_backward); `backward_fn(saved_for_backward,
+ * cotangents)` unpacks them and returns one gradient per flat arg).  Each fusion region becomes
+ * generated kernels (cs-cuda-codegen.c), matmul/linear a cuBLASLt call (cs-cuda-blas.c); shape
+ * ops outside regions are views (a permute feeding a matmul becomes a transpose flag), copied
+ * only when a reshape needs contiguous memory.  Buffers are placed in one arena by a first-fit
+ * plan over their live ranges (reference/gpu-executor.md 6.2): one cudaMalloc per program, none
+ * on the hot path.  The whole step can be captured once into a CUDA graph and replayed (6.1).
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CS_CUDA_ALIGN 256
+
+/* ---- slots and buffers ---- */
+
+guint
+cs_cuda_program_new_buffer (CsCudaProgram *p, gsize size_bytes)
+{
+  CsCudaBuffer b = { 0 };
+
+  b.size_bytes = size_bytes;
+  b.first = -1;
+  b.last = -1;
+  g_array_append_val (p->buffers, b);
+  return p->buffers->len - 1;
+}
+
+CsCudaSlot *
+cs_cuda_program_slot (CsCudaProgram *p, guint slot)
+{
+  g_assert (slot < p->slots->len);
+  return &g_array_index (p->slots, CsCudaSlot, slot);
+}
+
+static void
+contiguous_strides (const int64_t *shape, guint rank, int64_t *strides)
+{
+  int64_t acc = 1;
+
+  for (guint j = rank; j-- > 0;)
+    {
+      strides[j] = acc;
+      acc *= MAX (shape[j], 1);
+    }
+}
+
+static guint
+add_slot (CsCudaProgram *p, const CsCudaSlot *s)
+{
+  g_array_append_val (p->slots, *s);
+  return p->slots->len - 1;
+}
+
+guint
+cs_cuda_program_new_slot (CsCudaProgram *p, CsDtype dtype, const int64_t *shape, guint rank)
+{
+  CsCudaSlot s = { 0 };
+  int64_t n = cs_shape_numel (shape, rank);
+
+  s.dtype = dtype;
+  s.rank = rank;
+  memcpy (s.shape, shape, sizeof (int64_t) * rank);
+  contiguous_strides (shape, rank, s.strides);
+  s.buffer = cs_cuda_program_new_buffer (p, (gsize) MAX (n, 1) * cs_dtype_size_bytes (dtype));
+  return add_slot (p, &s);
+}
+
+gsize
+cs_cuda_slot_numel (const CsCudaSlot *s)
+{
+  return (gsize) cs_shape_numel (s->shape, s->rank);
+}
+
+gboolean
+cs_cuda_slot_is_contiguous (const CsCudaSlot *s)
+{
+  int64_t st[CS_MAX_DIMS];
+
+  contiguous_strides (s->shape, s->rank, st);
+  for (guint j = 0; j < s->rank; j++)
+    if (s->shape[j] != 1 && s->strides[j] != st[j])
+      return FALSE;
+  return TRUE;
+}
+
+gint
+cs_cuda_program_lookup (CsCudaProgram *p, const CsProxy *proxy)
+{
+  gpointer v = g_hash_table_lookup (p->slot_of, proxy);
+
+  return v ? (gint) GPOINTER_TO_UINT (v) - 1 : -1;
+}
+
+void
+cs_cuda_program_bind (CsCudaProgram *p, const CsProxy *proxy, guint slot)
+{
+  g_hash_table_insert (p->slot_of, (gpointer) proxy, GUINT_TO_POINTER (slot + 1));
+}
+
+CsCudaStep *
+cs_cuda_program_add_step (CsCudaProgram *p, CsCudaStepKind kind, const char *kind_name, char *label)
+{
+  CsCudaStep *s = g_new0 (CsCudaStep, 1);
+
+  s->kind = kind;
+  s->kind_name = kind_name;
+  s->label = label;
+  s->backward = p->backward_active;
+  s->reads = g_array_new (FALSE, FALSE, sizeof (guint));
+  s->writes = g_array_new (FALSE, FALSE, sizeof (guint));
+  s->args = g_array_new (FALSE, FALSE, sizeof (CsCudaKArg));
+  g_ptr_array_add (p->steps, s);
+  return s;
+}
+
+static void
+step_free (gpointer data)
+{
+  CsCudaStep *s = data;
+
+  g_free (s->label);
+  g_array_unref (s->reads);
+  g_array_unref (s->writes);
+  g_array_unref (s->args);
+  g_free (s->arg_ptrs);
+  g_free (s->arg_vals);
+  cs_cuda_gemm_free (s->gemm);
+  g_free (s);
+}
+
+void *
+cs_cuda_program_slot_ptr (CsCudaProgram *p, guint slot)
+{
+  CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+  CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, s->buffer);
+
+  return (char *) p->arena + b->offset + (gsize) s->offset * cs_dtype_size_bytes (s->dtype);
+}
+
+/* ---- trace walking ---- */
+
+static gboolean
+fail (GError **error, CsCudaError code, const CsStmt *st, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+
+static gboolean
+fail (GError **error, CsCudaError code, const CsStmt *st, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (st && st->line)
+    g_set_error (error, CS_CUDA_ERROR, code, "line %u:%u: %s", st->line, st->col, msg);
+  else
+    g_set_error (error, CS_CUDA_ERROR, code, "%s", msg);
+  return FALSE;
+}
+
+static gint
+slot_of_arg (CsCudaProgram *p, const CsStmt *st, guint i, const char *kw)
+{
+  CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  if (v == NULL || v->kind != CS_VALUE_PROXY)
+    return -1;
+  return cs_cuda_program_lookup (p, v->u.proxy);
+}
+
+static void
+flatten_prims (CsStmt *st, GPtrArray *out)
+{
+  if (st->kind != CS_STMT_CALL)
+    return;
+  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+    {
+      g_ptr_array_add (out, st);
+      return;
+    }
+  for (guint i = 0; i < st->n_subs; i++)
+    flatten_prims (st->subs[i], out);
+}
+
+static guint
+view_of (CsCudaProgram *p, guint src, const int64_t *shape, guint rank, const int64_t *strides)
+{
+  CsCudaSlot s = *cs_cuda_program_slot (p, src);
+
+  s.rank = rank;
+  memcpy (s.shape, shape, sizeof (int64_t) * rank);
+  memcpy (s.strides, strides, sizeof (int64_t) * rank);
+  return add_slot (p, &s);
+}
+
+/* Reshape-like: a view if the source is contiguous, else a copy then a view. */
+static gboolean
+reshape_view (CsCudaProgram *p, guint src, const CsProxy *y, const char *label, guint *out, GError **error)
+{
+  int64_t st[CS_MAX_DIMS];
+  CsCudaSlot *s = cs_cuda_program_slot (p, src);
+
+  if (cs_shape_numel (y->shape, y->rank) != (int64_t) cs_cuda_slot_numel (s))
+    return fail (error, CS_CUDA_ERROR_INPUT, NULL, "%s: reshape of %zu elements to %s", label,
+                 cs_cuda_slot_numel (s), y->name);
+  if (!cs_cuda_slot_is_contiguous (s))
+    {
+      if (!cs_cuda_codegen_copy (p, src, label, &src, error))
+        return FALSE;
+    }
+  contiguous_strides (y->shape, y->rank, st);
+  *out = view_of (p, src, y->shape, y->rank, st);
+  return TRUE;
+}
+
+static gboolean
+handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error)
+{
+  gint src = slot_of_arg (p, st, 0, NULL);
+  CsCudaSlot s;
+  guint out = 0;
+  int64_t strides[CS_MAX_DIMS];
+
+  if (src < 0)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: input is not a known tensor", st->callee);
+  s = *cs_cuda_program_slot (p, (guint) src);
+  switch (id)
+    {
+    case CS_OP_LTORCH_PERMUTE:
+    case CS_OP_LTORCH_TRANSPOSE:
+    case CS_OP_PRIM_TRANSPOSE:
+      {
+        int64_t perm[CS_MAX_DIMS];
+        guint np = 0;
+        CsValue *a1 = cs_stmt_get_arg (st, 1, NULL);
+        CsValue *a2 = cs_stmt_get_arg (st, 2, NULL);
+
+        if (a1 && a1->kind == CS_VALUE_INT && a2 && a2->kind == CS_VALUE_INT)
+          {
+            int64_t d0 = a1->u.i < 0 ? a1->u.i + s.rank : a1->u.i;
+            int64_t d1 = a2->u.i < 0 ? a2->u.i + s.rank : a2->u.i;
+
+            if (d0 < 0 || d1 < 0 || d0 >= s.rank || d1 >= s.rank)
+              return fail (error, CS_CUDA_ERROR_INPUT, st, "transpose dims out of range");
+            for (guint j = 0; j < s.rank; j++)
+              perm[j] = j;
+            perm[d0] = d1;
+            perm[d1] = d0;
+            np = s.rank;
+          }
+        else if (a1 == NULL || !cs_value_get_int_seq (a1, perm, CS_MAX_DIMS, &np) || np != s.rank)
+          {
+            /* ltorch.permute(x, 1, 0) spelled with positional ints */
+            np = 0;
+            for (guint j = 1; j <= s.rank; j++)
+              {
+                CsValue *v = cs_stmt_get_arg (st, j, NULL);
+
+                if (!v || v->kind != CS_VALUE_INT)
+                  return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: permutation not understood", st->callee);
+                perm[np++] = v->u.i;
+              }
+          }
+        for (guint k = 0; k < np; k++)
+          {
+            int64_t d = perm[k] < 0 ? perm[k] + s.rank : perm[k];
+
+            if (d < 0 || d >= s.rank)
+              return fail (error, CS_CUDA_ERROR_INPUT, st, "permutation out of range");
+            strides[k] = s.strides[d];
+          }
+        if (y->rank != np)
+          return fail (error, CS_CUDA_ERROR_INPUT, st, "permute result rank mismatch");
+        out = view_of (p, (guint) src, y->shape, y->rank, strides);
+        break;
+      }
+
+    case CS_OP_LTORCH_EXPAND:
+    case CS_OP_PRIM_BROADCAST_IN_DIM:
+      {
+        int64_t bd[CS_MAX_DIMS];
+        guint nb = 0;
+
+        if (id == CS_OP_PRIM_BROADCAST_IN_DIM)
+          {
+            if (!cs_value_get_int_seq (cs_stmt_get_arg (st, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nb)
+                || nb != s.rank)
+              return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "broadcast_in_dim form");
+          }
+        else
+          {
+            if (y->rank < s.rank)
+              return fail (error, CS_CUDA_ERROR_INPUT, st, "expand to a lower rank");
+            for (guint j = 0; j < s.rank; j++)
+              bd[j] = y->rank - s.rank + j;
+          }
+        for (guint k = 0; k < y->rank; k++)
+          strides[k] = 0;
+        for (guint j = 0; j < s.rank; j++)
+          if (bd[j] >= 0 && bd[j] < y->rank)
+            strides[bd[j]] = (s.shape[j] == 1 && y->shape[bd[j]] != 1) ? 0 : s.strides[j];
+        out = view_of (p, (guint) src, y->shape, y->rank, strides);
+        break;
+      }
+
+    case CS_OP_LTORCH_CONTIGUOUS:
+      if (cs_cuda_slot_is_contiguous (&s))
+        out = (guint) src;
+      else if (!cs_cuda_codegen_copy (p, (guint) src, st->callee, &out, error))
+        return FALSE;
+      break;
+
+    default: /* reshape, view, flatten, squeeze, unsqueeze, shallow_copy */
+      if (!reshape_view (p, (guint) src, y, st->callee, &out, error))
+        return FALSE;
+      break;
+    }
+  cs_cuda_program_bind (p, y, out);
+  return TRUE;
+}
+
+static gboolean
+handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error)
+{
+  gint a = slot_of_arg (p, st, 0, "a");
+  gint b = slot_of_arg (p, st, 1, linear ? "w" : "b");
+  gint bias = -1;
+  guint d;
+  double flops = 0;
+  CsCudaGemm *g;
+  CsCudaStep *step;
+  g_autofree char *desc = NULL;
+  double bytes;
+
+  if (linear)
+    {
+      CsValue *bv = cs_stmt_get_arg (st, 2, "bias");
+
+      if (bv && bv->kind == CS_VALUE_PROXY)
+        {
+          bias = cs_cuda_program_lookup (p, bv->u.proxy);
+          if (bias < 0)
+            return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear: bias is not a known tensor");
+        }
+    }
+  if (a < 0 || b < 0)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: operands are not known tensors", st->callee);
+  if (linear)
+    {
+      CsCudaSlot *w = cs_cuda_program_slot (p, (guint) b);
+      CsCudaSlot *x = cs_cuda_program_slot (p, (guint) a);
+      int64_t shape[2], strides[2];
+
+      if (w->rank != 2)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear weight of rank %u", w->rank);
+      shape[0] = w->shape[1];
+      shape[1] = w->shape[0];
+      strides[0] = w->strides[1];
+      strides[1] = w->strides[0];
+      b = (gint) view_of (p, (guint) b, shape, 2, strides);
+      if (x->rank == 1)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear of a 1-D input");
+    }
+  if (bias >= 0)
+    {
+      CsCudaSlot *bs = cs_cuda_program_slot (p, (guint) bias);
+
+      if (!cs_cuda_slot_is_contiguous (bs) && !cs_cuda_codegen_copy (p, (guint) bias, st->callee, (guint *) &bias, error))
+        return FALSE;
+    }
+  d = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
+  g = cs_cuda_gemm_new (p, (guint) a, (guint) b, d, bias, &flops, error);
+  if (!g)
+    {
+      g_prefix_error (error, "line %u: %s: ", st->line, st->callee);
+      return FALSE;
+    }
+  desc = cs_cuda_gemm_describe (g);
+  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_GEMM, "matmul",
+                                   g_strdup_printf ("%s -> %s %s", linear ? "linear" : "matmul", y->name, desc));
+  step->gemm = g;
+  step->flops = flops;
+  g_array_append_val (step->reads, a);
+  g_array_append_val (step->reads, b);
+  if (bias >= 0)
+    g_array_append_val (step->reads, bias);
+  g_array_append_val (step->writes, d);
+  bytes = 0;
+  for (guint i = 0; i < step->reads->len; i++)
+    bytes += (double) cs_cuda_slot_numel (cs_cuda_program_slot (p, g_array_index (step->reads, guint, i)))
+             * cs_dtype_size_bytes (y->dtype);
+  bytes += (double) cs_cuda_slot_numel (cs_cuda_program_slot (p, d)) * cs_dtype_size_bytes (y->dtype);
+  step->bytes = bytes;
+  {
+    double peak = y->dtype == CS_DTYPE_F32 ? (p->policy.allow_tf32 ? CS_CUDA_PEAK_TF32_TFLOPS : CS_CUDA_PEAK_F32_TFLOPS)
+                  : y->dtype == CS_DTYPE_F64 ? 0.5 * CS_CUDA_PEAK_F32_TFLOPS : CS_CUDA_PEAK_BF16_TFLOPS;
+
+    step->floor_ms = MAX (flops / (peak * 1e12), bytes / (CS_CUDA_PEAK_TBPS * 1e12)) * 1e3;
+  }
+  cs_cuda_program_bind (p, y, d);
+  return TRUE;
+}
+
+static gboolean
+is_view_op (CsOpId id)
+{
+  switch (id)
+    {
+    case CS_OP_LTORCH_RESHAPE: case CS_OP_LTORCH_VIEW: case CS_OP_LTORCH_FLATTEN:
+    case CS_OP_PRIM_RESHAPE: case CS_OP_PRIM_SHALLOW_COPY: case CS_OP_LTORCH_CONTIGUOUS:
+    case CS_OP_LTORCH_UNSQUEEZE: case CS_OP_LTORCH_SQUEEZE: case CS_OP_PRIM_SQUEEZE:
+    case CS_OP_LTORCH_PERMUTE: case CS_OP_LTORCH_TRANSPOSE: case CS_OP_PRIM_TRANSPOSE:
+    case CS_OP_LTORCH_EXPAND: case CS_OP_PRIM_BROADCAST_IN_DIM: case CS_OP_PRIM_STRIDE_ORDER:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static gboolean handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error);
+
+static gboolean
+is_matmul_prim (const CsStmt *st)
+{
+  CsOpId id = cs_op_semantic (st->op)->id;
+
+  return id == CS_OP_PRIM_MATMUL || id == CS_OP_PRIM_LINEAR || id == CS_OP_LTORCH_MATMUL
+         || id == CS_OP_LTORCH_LINEAR;
+}
+
+/* A region may hold matmul/linear prims (nv_enable_linear / nv_enable_matmul): split it there.
+ * Each pointwise/reduction segment becomes generated kernels whose outputs are the values that
+ * later prims or the region's outputs read; each matmul goes to cuBLASLt. */
+static gboolean
+run_region (CsCudaProgram *p, GPtrArray *prims, GPtrArray *outs, const char *label, GError **error)
+{
+  guint start = 0;
+
+  for (guint i = 0; i <= prims->len; i++)
+    {
+      CsStmt *st = i < prims->len ? g_ptr_array_index (prims, i) : NULL;
+      g_autoptr(GPtrArray) seg_outs = NULL;
+      g_autoptr(GHashTable) later = NULL;
+
+      if (st && !is_matmul_prim (st))
+        continue;
+      if (i > start)
+        {
+          later = g_hash_table_new (NULL, NULL);
+          seg_outs = g_ptr_array_new ();
+          for (guint j = i; j < prims->len; j++)
+            {
+              g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+              cs_stmt_collect_inputs (g_ptr_array_index (prims, j), ins);
+              for (guint q = 0; q < ins->len; q++)
+                g_hash_table_add (later, g_ptr_array_index (ins, q));
+            }
+          for (guint j = 0; j < outs->len; j++)
+            g_hash_table_add (later, g_ptr_array_index (outs, j));
+          for (guint j = start; j < i; j++)
+            {
+              g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+              cs_stmt_collect_outputs (g_ptr_array_index (prims, j), o);
+              for (guint q = 0; q < o->len; q++)
+                if (g_hash_table_contains (later, g_ptr_array_index (o, q)))
+                  g_ptr_array_add (seg_outs, g_ptr_array_index (o, q));
+            }
+          if (seg_outs->len > 0
+              && !cs_cuda_codegen_region (p, (CsStmt **) prims->pdata + start, i - start,
+                                          (CsProxy **) seg_outs->pdata, seg_outs->len, label, error))
+            return FALSE;
+        }
+      if (st)
+        {
+          CsProxy *y = cs_stmt_get_output (st);
+          CsOpId id = cs_op_semantic (st->op)->id;
+
+          if (y == NULL || y->kind != CS_PROXY_TENSOR)
+            return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s without one tensor output", st->callee);
+          if (!handle_matmul (p, st, id == CS_OP_PRIM_LINEAR || id == CS_OP_LTORCH_LINEAR, y, error))
+            return FALSE;
+        }
+      start = i + 1;
+    }
+  return TRUE;
+}
+
+static gboolean
+handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
+{
+  const CsOp *sem = cs_op_semantic (st->op);
+  CsOpId id = sem->id;
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  g_autoptr(GPtrArray) tensors = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (st, outs);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+
+      if (o->kind == CS_PROXY_TENSOR)
+        g_ptr_array_add (tensors, o);
+    }
+
+  if (cs_op_is_fusion (st->op))
+    {
+      g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+
+      for (guint i = 0; i < st->n_subs; i++)
+        flatten_prims (st->subs[i], prims);
+      if (prims->len == 0)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s has no subsymbols (its prims were not printed)",
+                     st->callee);
+      /* Every output, typed or not: multi-output prims (var_mean) print no types. */
+      if (!run_region (p, prims, outs, st->callee, error))
+        {
+          g_prefix_error (error, "line %u: ", st->line);
+          return FALSE;
+        }
+      return TRUE;
+    }
+  if (sem->category == CS_OP_CAT_BOOKKEEPING)
+    return TRUE;
+  if (tensors->len == 0)
+    return TRUE;   /* no tensor result: nothing to run on the GPU */
+  if (id == CS_OP_LTORCH_MATMUL || id == CS_OP_PRIM_MATMUL)
+    return handle_matmul (p, st, FALSE, g_ptr_array_index (tensors, 0), error);
+  if (id == CS_OP_LTORCH_LINEAR || id == CS_OP_PRIM_LINEAR)
+    return handle_matmul (p, st, TRUE, g_ptr_array_index (tensors, 0), error);
+  if (is_view_op (id) && tensors->len == 1)
+    return handle_view (p, st, id, g_ptr_array_index (tensors, 0), error);
+  if (st->n_subs > 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+    {
+      g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+
+      flatten_prims (st, prims);
+      if (!cs_cuda_codegen_region (p, (CsStmt **) prims->pdata, prims->len, (CsProxy **) tensors->pdata,
+                                   tensors->len, st->callee, error))
+        {
+          g_prefix_error (error, "line %u: ", st->line);
+          return FALSE;
+        }
+      return TRUE;
+    }
+  return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: no CUDA implementation and no decomposition",
+               st->callee);
+}
+
+/* Binds the proxies of an unpack target list to the items of @src. */
+static gboolean
+bind_tree (CsCudaProgram *p, CsValue *target, CsValue *src, const CsStmt *st, GError **error)
+{
+  if (target->kind == CS_VALUE_UNDERSCORE || src == NULL)
+    return TRUE;
+  if (target->kind != CS_VALUE_PROXY)
+    return TRUE;
+  if (src->kind == CS_VALUE_PROXY)
+    {
+      gint s = cs_cuda_program_lookup (p, src->u.proxy);
+      CsValue *coll = g_hash_table_lookup (p->collection_of, src->u.proxy);
+
+      if (s >= 0)
+        cs_cuda_program_bind (p, target->u.proxy, (guint) s);
+      else if (coll)
+        g_hash_table_insert (p->collection_of, target->u.proxy, coll);
+      return TRUE;
+    }
+  if (src->kind == CS_VALUE_TUPLE || src->kind == CS_VALUE_LIST)
+    g_hash_table_insert (p->collection_of, target->u.proxy, src);
+  return TRUE;
+}
+
+static void
+add_io (CsCudaProgram *p, GArray *infos, GArray *slots, const CsProxy *proxy, guint slot,
+        gboolean backward, int grad_of)
+{
+  CsCudaTensorInfo info = { 0 };
+  CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+
+  info.name = proxy->name;
+  info.dtype = s->dtype;
+  info.rank = s->rank;
+  memcpy (info.shape, s->shape, sizeof (int64_t) * s->rank);
+  info.backward = backward;
+  info.grad_of = grad_of;
+  g_array_append_val (infos, info);
+  g_array_append_val (slots, slot);
+  g_array_index (p->buffers, CsCudaBuffer, s->buffer).pinned = TRUE;
+}
+
+static CsValue *
+dict_get (CsValue *dict, const char *key)
+{
+  if (dict == NULL || dict->kind != CS_VALUE_DICT)
+    return NULL;
+  for (guint i = 0; i + 1 < dict->u.seq.n; i += 2)
+    {
+      CsValue *k = dict->u.seq.items[i];
+
+      if (k->kind == CS_VALUE_STRING && g_strcmp0 (k->u.s, key) == 0)
+        return dict->u.seq.items[i + 1];
+    }
+  return NULL;
+}
+
+static gboolean
+walk (CsCudaProgram *p, CsTrace *t, CsProxy *cotangents, CsValue **ret, GError **error)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *st = t->stmts[i];
+
+      switch (st->kind)
+        {
+        case CS_STMT_CALL:
+          if (!handle_call (p, st, error))
+            return FALSE;
+          break;
+        case CS_STMT_UNPACK:
+          {
+            CsValue *coll = st->source ? g_hash_table_lookup (p->collection_of, st->source) : NULL;
+
+            if (st->source && st->source == cotangents)
+              {
+                for (guint j = 0; j < st->n_targets; j++)
+                  {
+                    CsValue *tv = st->targets[j];
+                    CsProxy *c;
+                    guint slot;
+
+                    if (tv->kind != CS_VALUE_PROXY)
+                      continue;
+                    c = tv->u.proxy;
+                    if (c->kind != CS_PROXY_TENSOR || !c->typed)
+                      return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "cotangent %s has no tensor type", c->name);
+                    slot = cs_cuda_program_new_slot (p, c->dtype, c->shape, c->rank);
+                    cs_cuda_program_bind (p, c, slot);
+                    add_io (p, p->inputs, p->input_slots, c, slot, TRUE, -1);
+                  }
+                break;
+              }
+            if (coll == NULL)
+              return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "unpack of %s, which is not a known collection",
+                           st->source ? st->source->name : "?");
+            for (guint j = 0; j < st->n_targets && j < coll->u.seq.n; j++)
+              if (!bind_tree (p, st->targets[j], coll->u.seq.items[j], st, error))
+                return FALSE;
+            break;
+          }
+        case CS_STMT_RETURN:
+          *ret = st->value;
+          break;
+        default:
+          break;
+        }
+    }
+  return TRUE;
+}
+
+/* ---- memory plan ---- */
+
+static void
+liveness (CsCudaProgram *p)
+{
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      GArray *lists[2] = { s->reads, s->writes };
+
+      for (guint l = 0; l < 2; l++)
+        for (guint j = 0; j < lists[l]->len; j++)
+          {
+            CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (lists[l], guint, j));
+            CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, sl->buffer);
+
+            if (b->first < 0)
+              b->first = (gint) i;
+            b->last = (gint) i;
+          }
+    }
+}
+
+typedef struct { gsize off, end; gint first, last; } Placed;
+
+static gint
+by_size_desc (gconstpointer a, gconstpointer b, gpointer data)
+{
+  GArray *bufs = data;
+  const CsCudaBuffer *x = &g_array_index (bufs, CsCudaBuffer, *(const guint *) a);
+  const CsCudaBuffer *y = &g_array_index (bufs, CsCudaBuffer, *(const guint *) b);
+
+  return x->size_bytes < y->size_bytes ? 1 : x->size_bytes > y->size_bytes ? -1 : 0;
+}
+
+static gint
+by_offset (gconstpointer a, gconstpointer b)
+{
+  const Placed *x = a, *y = b;
+
+  return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
+}
+
+/* First fit over the live intervals, biggest buffers first; returns the arena size. */
+static gsize
+plan_arena (CsCudaProgram *p)
+{
+  g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GArray) placed = g_array_new (FALSE, FALSE, sizeof (Placed));
+  gsize total = 0;
+  gint n = (gint) p->steps->len;
+
+  for (guint i = 0; i < p->buffers->len; i++)
+    {
+      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
+
+      if (b->pinned)
+        {
+          b->first = 0;
+          b->last = MAX (n, 1);
+        }
+      p->naive_bytes += (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
+      g_array_append_val (order, i);
+    }
+  g_array_sort_with_data (order, by_size_desc, p->buffers);
+  for (guint k = 0; k < order->len; k++)
+    {
+      guint i = g_array_index (order, guint, k);
+      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
+      gsize size = (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
+      g_autoptr(GArray) live = g_array_new (FALSE, FALSE, sizeof (Placed));
+      gsize off = 0;
+      Placed me;
+
+      if (b->first < 0)
+        {
+          b->offset = 0;   /* never touched: any address will do, nothing reads it */
+          continue;
+        }
+      for (guint j = 0; j < placed->len; j++)
+        {
+          Placed *q = &g_array_index (placed, Placed, j);
+
+          if (q->first <= b->last && b->first <= q->last)
+            g_array_append_val (live, *q);
+        }
+      g_array_sort (live, by_offset);
+      for (guint j = 0; j < live->len; j++)
+        {
+          Placed *q = &g_array_index (live, Placed, j);
+
+          if (off + size <= q->off)
+            break;
+          off = MAX (off, q->end);
+        }
+      b->offset = off;
+      me.off = off;
+      me.end = off + size;
+      me.first = b->first;
+      me.last = b->last;
+      g_array_append_val (placed, me);
+      total = MAX (total, me.end);
+    }
+  return MAX (total, CS_CUDA_ALIGN);
+}
+
+/* ---- building ---- */
+
+void
+cs_cuda_program_free (CsCudaProgram *p)
+{
+  if (p == NULL)
+    return;
+  if (p->graph)
+    cudaGraphExecDestroy (p->graph);
+  g_clear_pointer (&p->steps, g_ptr_array_unref);
+  if (p->library)
+    cudaLibraryUnload ((cudaLibrary_t) p->library);
+  if (p->arena)
+    cudaFree (p->arena);
+  if (p->workspace)
+    cudaFree (p->workspace);
+  if (p->lt)
+    cublasLtDestroy (p->lt);
+  if (p->stream)
+    cudaStreamDestroy (p->stream);
+  g_array_unref (p->buffers);
+  g_array_unref (p->slots);
+  if (p->source)
+    g_string_free (p->source, TRUE);
+  g_hash_table_unref (p->slot_of);
+  g_hash_table_unref (p->collection_of);
+  g_array_unref (p->inputs);
+  g_array_unref (p->input_slots);
+  g_array_unref (p->outputs);
+  g_array_unref (p->output_slots);
+  g_clear_pointer (&p->timings, g_array_unref);
+  g_free (p->full_source);
+  g_free (p);
+}
+
+/**
+ * cs_cuda_program_build:
+ * @fwd: the forward trace (`computation`)
+ * @bwd: (nullable): the backward trace (`backward_fn`)
+ *
+ * Steps, arena, NVRTC program, cuBLASLt plans.  Errors: CS_CUDA_ERROR_* (unsupported op with
+ * its line, NVRTC log, runtime call).
+ * Returns: (transfer full): the program or NULL
+ */
+static CsCudaProgram *
+program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry, GError **error)
+{
+  CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
+  g_autoptr(GPtrArray) fin = NULL;
+  CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean hit = FALSE;
+  gboolean ok = FALSE;
+
+  p->policy = *policy;
+  p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
+  p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
+  p->steps = g_ptr_array_new_with_free_func (step_free);
+  p->source = g_string_new ("");
+  p->slot_of = g_hash_table_new (NULL, NULL);
+  p->collection_of = g_hash_table_new (NULL, NULL);
+  p->inputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
+  p->input_slots = g_array_new (FALSE, FALSE, sizeof (guint));
+  p->outputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
+  p->output_slots = g_array_new (FALSE, FALSE, sizeof (guint));
+
+  if (dry)
+    {
+      p->n_sms = 132;
+      p->cc_major = 9;
+      p->cc_minor = 0;
+    }
+  else if (!cs_cuda_init_device (&p->n_sms, &p->cc_major, &p->cc_minor, error))
+    goto out;
+
+  /* Forward: tensor parameters are the inputs. */
+  fin = cs_trace_dup_inputs (fwd);
+  for (guint i = 0; i < fin->len; i++)
+    {
+      CsProxy *x = g_ptr_array_index (fin, i);
+      guint slot;
+
+      if (x->kind != CS_PROXY_TENSOR)
+        continue;
+      if (!x->typed || !x->shape)
+        {
+          fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL, "input %s has no tensor type", x->name);
+          goto out;
+        }
+      slot = cs_cuda_program_new_slot (p, x->dtype, x->shape, x->rank);
+      cs_cuda_program_bind (p, x, slot);
+      add_io (p, p->inputs, p->input_slots, x, slot, FALSE, -1);
+    }
+  p->backward_active = FALSE;
+  if (!walk (p, fwd, NULL, &fret, error))
+    goto out;
+  if (fret == NULL)
+    {
+      fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL, "the forward trace has no return statement");
+      goto out;
+    }
+  if ((fret->kind == CS_VALUE_TUPLE) && fret->u.seq.n == 2 && fret->u.seq.items[0]->kind == CS_VALUE_DICT)
+    {
+      CsValue *d = fret->u.seq.items[0];
+
+      saved = fret->u.seq.items[1];
+      flat_out = dict_get (d, "flat_output");
+      if (!flat_out)
+        flat_out = dict_get (d, "output");
+      flat_args = dict_get (d, "flat_args");
+    }
+  else if (fret->kind == CS_VALUE_DICT)
+    {
+      flat_out = dict_get (fret, "flat_output");
+      if (!flat_out)
+        flat_out = dict_get (fret, "output");
+    }
+  else
+    flat_out = fret;
+  {
+    g_autoptr(GPtrArray) ps = g_ptr_array_new ();
+
+    if (flat_out)
+      cs_value_collect_proxies (flat_out, ps);
+    for (guint i = 0; i < ps->len; i++)
+      {
+        CsProxy *o = g_ptr_array_index (ps, i);
+        gint s = cs_cuda_program_lookup (p, o);
+
+        if (o->kind != CS_PROXY_TENSOR && s < 0)
+          continue;
+        if (s < 0)
+          {
+            fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL, "forward output %s is never computed", o->name);
+            goto out;
+          }
+        add_io (p, p->outputs, p->output_slots, o, (guint) s, FALSE, -1);
+      }
+  }
+
+  /* Backward: (saved_for_backward, cotangents). */
+  if (bwd)
+    {
+      g_autoptr(GPtrArray) bin = cs_trace_dup_inputs (bwd);
+      CsProxy *cot = NULL;
+
+      if (bin->len != 2 || saved == NULL)
+        {
+          fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL,
+                "the backward trace must take (saved_for_backward, cotangents) and the forward must return saved_for_backward");
+          goto out;
+        }
+      g_hash_table_insert (p->collection_of, g_ptr_array_index (bin, 0), saved);
+      cot = g_ptr_array_index (bin, 1);
+      p->backward_active = TRUE;
+      if (!walk (p, bwd, cot, &bret, error))
+        goto out;
+      if (bret)
+        {
+          CsValue *items = bret;
+          guint n = (items->kind == CS_VALUE_TUPLE || items->kind == CS_VALUE_LIST) ? items->u.seq.n : 1;
+
+          for (guint i = 0; i < n; i++)
+            {
+              CsValue *v = n == 1 && items->kind != CS_VALUE_TUPLE && items->kind != CS_VALUE_LIST ? items : items->u.seq.items[i];
+              gint s;
+              int grad_of = -1;
+
+              if (v->kind != CS_VALUE_PROXY || v->u.proxy->kind != CS_PROXY_TENSOR)
+                continue;
+              s = cs_cuda_program_lookup (p, v->u.proxy);
+              if (s < 0)
+                {
+                  fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL, "gradient %s is never computed", v->u.proxy->name);
+                  goto out;
+                }
+              if (flat_args && (flat_args->kind == CS_VALUE_LIST || flat_args->kind == CS_VALUE_TUPLE)
+                  && i < flat_args->u.seq.n && flat_args->u.seq.items[i]->kind == CS_VALUE_PROXY)
+                {
+                  CsProxy *arg = flat_args->u.seq.items[i]->u.proxy;
+
+                  for (guint q = 0; q < p->inputs->len; q++)
+                    if (g_array_index (p->input_slots, guint, q) == (guint) cs_cuda_program_lookup (p, arg))
+                      grad_of = (int) q;
+                }
+              else if (i < p->inputs->len)
+                grad_of = (int) i;
+              add_io (p, p->outputs, p->output_slots, v->u.proxy, (guint) s, TRUE, grad_of);
+            }
+        }
+    }
+
+  /* Memory plan, one allocation. */
+  liveness (p);
+  p->arena_bytes = plan_arena (p);
+  if (dry)
+    {
+      p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
+      ok = TRUE;
+      goto out;
+    }
+  CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
+  CS_CU_CHECK (cudaMalloc (&p->arena, p->arena_bytes), error);
+  p->workspace_bytes = 32u << 20;
+  CS_CU_CHECK (cudaMalloc (&p->workspace, p->workspace_bytes), error);
+  CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
+
+  /* Kernels: one NVRTC program for the whole step. */
+  if (p->n_kernels > 0)
+    {
+      p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
+      if (!cs_cuda_jit_load (p->source->str, p->cc_major, p->cc_minor, &p->library, &hit, error))
+        goto out;
+      if (hit)
+        p->cache_hits++;
+    }
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      if (s->kind == CS_CUDA_STEP_KERNEL)
+        {
+          g_autofree char *name = g_strdup_printf ("k%u", s->kernel);
+          cudaKernel_t k = NULL;
+
+          CS_CU_CHECK (cudaLibraryGetKernel (&k, (cudaLibrary_t) p->library, name), error);
+          s->func = (void *) k;
+          s->arg_vals = g_new0 (void *, MAX (s->args->len, 1));
+          s->arg_ptrs = g_new0 (void *, MAX (s->args->len, 1));
+          for (guint j = 0; j < s->args->len; j++)
+            {
+              s->arg_vals[j] = cs_cuda_program_slot_ptr (p, g_array_index (s->args, CsCudaKArg, j).slot);
+              s->arg_ptrs[j] = &s->arg_vals[j];
+            }
+        }
+      else if (!cs_cuda_gemm_plan (p, s->gemm, error))
+        goto out;
+    }
+  p->compile_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+  ok = TRUE;
+
+out:
+  if (!ok)
+    {
+      cs_cuda_program_free (p);
+      return NULL;
+    }
+  return p;
+}
+
+CsCudaProgram *
+cs_cuda_program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error)
+{
+  return program_build (fwd, bwd, policy, FALSE, error);
+}
+
+/**
+ * cs_cuda_program_generate:
+ *
+ * Everything cs_cuda_program_build() does that needs no device: the steps, the memory plan and
+ * the generated source (for sm_90 with 132 SMs).  For tests on machines without a GPU; the
+ * result may only be inspected and freed.
+ * Returns: (transfer full): the program or NULL with @error set
+ */
+CsCudaProgram *
+cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error)
+{
+  return program_build (fwd, bwd, policy, TRUE, error);
+}
+
+/* ---- running ---- */
+
+static gboolean
+launch_steps (CsCudaProgram *p, cudaEvent_t *events, GError **error)
+{
+  gboolean ok = FALSE;
+
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      if (events)
+        CS_CU_CHECK (cudaEventRecord (events[i], p->stream), error);
+      if (s->kind == CS_CUDA_STEP_KERNEL)
+        {
+          dim3 grid = { s->grid[0], s->grid[1], s->grid[2] };
+          dim3 block = { s->block[0], s->block[1], s->block[2] };
+
+          CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+        }
+      else if (!cs_cuda_gemm_run (p, s->gemm, error))
+        {
+          g_prefix_error (error, "%s: ", s->label);
+          goto out;
+        }
+    }
+  if (events)
+    CS_CU_CHECK (cudaEventRecord (events[p->steps->len], p->stream), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+static gboolean
+ensure_graph (CsCudaProgram *p, GError **error)
+{
+  cudaGraph_t graph = NULL;
+  gboolean ok = FALSE;
+
+  if (p->graph)
+    return TRUE;
+  CS_CU_CHECK (cudaStreamBeginCapture (p->stream, cudaStreamCaptureModeThreadLocal), error);
+  if (!launch_steps (p, NULL, error))
+    {
+      cudaStreamEndCapture (p->stream, &graph);
+      goto out;
+    }
+  CS_CU_CHECK (cudaStreamEndCapture (p->stream, &graph), error);
+  CS_CU_CHECK (cudaGraphInstantiate (&p->graph, graph, 0), error);
+  ok = TRUE;
+out:
+  if (graph)
+    cudaGraphDestroy (graph);
+  return ok;
+}
+
+gboolean
+cs_cuda_program_run (CsCudaProgram *p, gboolean use_graph, GError **error)
+{
+  gboolean ok = FALSE;
+
+  if (use_graph)
+    {
+      if (!ensure_graph (p, error))
+        return FALSE;
+      CS_CU_CHECK (cudaGraphLaunch (p->graph, p->stream), error);
+    }
+  else if (!launch_steps (p, NULL, error))
+    return FALSE;
+  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+  CS_CU_CHECK (cudaGetLastError (), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+gboolean
+cs_cuda_program_set_input (CsCudaProgram *p, guint index, const void *host, gsize n_bytes, GError **error)
+{
+  guint slot;
+  CsCudaSlot *s;
+  gboolean ok = FALSE;
+
+  if (index >= p->inputs->len)
+    return fail (error, CS_CUDA_ERROR_INPUT, NULL, "input index %u out of range (%u inputs)", index, p->inputs->len);
+  slot = g_array_index (p->input_slots, guint, index);
+  s = cs_cuda_program_slot (p, slot);
+  if (n_bytes != cs_cuda_slot_numel (s) * cs_dtype_size_bytes (s->dtype))
+    return fail (error, CS_CUDA_ERROR_INPUT, NULL, "input %u: %zu bytes given, %zu expected", index, n_bytes,
+                 cs_cuda_slot_numel (s) * cs_dtype_size_bytes (s->dtype));
+  CS_CU_CHECK (cudaMemcpy (cs_cuda_program_slot_ptr (p, slot), host, n_bytes, cudaMemcpyHostToDevice), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
+gboolean
+cs_cuda_program_get_output (CsCudaProgram *p, guint index, void *host, gsize n_bytes, GError **error)
+{
+  guint slot;
+  CsCudaSlot *s;
+  gsize es, n;
+  gboolean ok = FALSE;
+  g_autofree char *span = NULL;
+
+  if (index >= p->outputs->len)
+    return fail (error, CS_CUDA_ERROR_INPUT, NULL, "output index %u out of range (%u outputs)", index, p->outputs->len);
+  slot = g_array_index (p->output_slots, guint, index);
+  s = cs_cuda_program_slot (p, slot);
+  es = cs_dtype_size_bytes (s->dtype);
+  n = cs_cuda_slot_numel (s);
+  if (n_bytes != n * es)
+    return fail (error, CS_CUDA_ERROR_INPUT, NULL, "output %u: %zu bytes given, %zu expected", index, n_bytes, n * es);
+  if (cs_cuda_slot_is_contiguous (s))
+    {
+      CS_CU_CHECK (cudaMemcpy (host, cs_cuda_program_slot_ptr (p, slot), n_bytes, cudaMemcpyDeviceToHost), error);
+    }
+  else
+    {
+      /* A strided view (e.g. a permute returned as an output): gather on the host. */
+      int64_t max_off = 0;
+      int64_t idx[CS_MAX_DIMS] = { 0 };
+
+      for (guint j = 0; j < s->rank; j++)
+        max_off += (s->shape[j] - 1) * s->strides[j];
+      span = g_malloc ((gsize) (max_off + 1) * es);
+      CS_CU_CHECK (cudaMemcpy (span, cs_cuda_program_slot_ptr (p, slot), (gsize) (max_off + 1) * es,
+                               cudaMemcpyDeviceToHost), error);
+      for (gsize i = 0; i < n; i++)
+        {
+          int64_t off = 0;
+
+          for (guint j = 0; j < s->rank; j++)
+            off += idx[j] * s->strides[j];
+          memcpy ((char *) host + i * es, span + off * es, es);
+          for (guint j = s->rank; j-- > 0;)
+            {
+              if (++idx[j] < s->shape[j])
+                break;
+              idx[j] = 0;
+            }
+        }
+    }
+  ok = TRUE;
+out:
+  return ok;
+}
+
+static int
+cmp_double (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static double
+median (double *v, guint n)
+{
+  qsort (v, n, sizeof (double), (int (*) (const void *, const void *)) cmp_double);
+  return n ? v[n / 2] : 0.0;
+}
+
+gboolean
+cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **error)
+{
+  guint n = p->steps->len;
+  g_autofree cudaEvent_t *ev = g_new0 (cudaEvent_t, n + 1);
+  g_autofree double *per = g_new0 (double, (gsize) (n + 1) * MAX (iters, 1));
+  g_autofree double *samples = g_new0 (double, MAX (iters, 1));
+  g_autofree double *col = g_new0 (double, MAX (iters, 1));
+  cudaEvent_t a = NULL, b = NULL;
+  gboolean ok = FALSE;
+
+  memset (t, 0, sizeof *t);
+  if (iters < 1)
+    iters = 1;
+  for (guint i = 0; i <= n; i++)
+    CS_CU_CHECK (cudaEventCreate (&ev[i]), error);
+  CS_CU_CHECK (cudaEventCreate (&a), error);
+  CS_CU_CHECK (cudaEventCreate (&b), error);
+  for (guint w = 0; w < 5; w++)
+    if (!cs_cuda_program_run (p, FALSE, error))
+      goto out;
+
+  /* Per step, plain stream launches with events between steps. */
+  for (guint it = 0; it < iters; it++)
+    {
+      float ms = 0;
+
+      if (!launch_steps (p, ev, error))
+        goto out;
+      CS_CU_CHECK (cudaEventSynchronize (ev[n]), error);
+      for (guint i = 0; i < n; i++)
+        {
+          CS_CU_CHECK (cudaEventElapsedTime (&ms, ev[i], ev[i + 1]), error);
+          per[(gsize) i * iters + it] = ms;
+        }
+      CS_CU_CHECK (cudaEventElapsedTime (&ms, ev[0], ev[n]), error);
+      samples[it] = ms;
+    }
+  t->stream_ms = median (samples, iters);
+  g_clear_pointer (&p->timings, g_array_unref);
+  p->timings = g_array_new (FALSE, TRUE, sizeof (CsCudaStepTiming));
+  for (guint i = 0; i < n; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      CsCudaStepTiming st = { 0 };
+
+      memcpy (col, per + (gsize) i * iters, sizeof (double) * iters);
+      st.label = s->label;
+      st.kind = s->kind_name;
+      st.backward = s->backward;
+      st.median_ms = median (col, iters);
+      st.flops = s->flops;
+      st.bytes = s->bytes;
+      st.floor_ms = s->floor_ms;
+      g_array_append_val (p->timings, st);
+      t->floor_ms += s->floor_ms;
+      if (s->kind == CS_CUDA_STEP_KERNEL)
+        t->n_kernels++;
+      else
+        t->n_matmuls++;
+    }
+  t->steps = p->timings;
+
+  /* GPU time: graph replays, one event pair each, no host sync in between. */
+  if (!cs_cuda_program_run (p, TRUE, error))
+    goto out;
+  for (guint it = 0; it < iters; it++)
+    {
+      float ms = 0;
+
+      CS_CU_CHECK (cudaEventRecord (a, p->stream), error);
+      CS_CU_CHECK (cudaGraphLaunch (p->graph, p->stream), error);
+      CS_CU_CHECK (cudaEventRecord (b, p->stream), error);
+      CS_CU_CHECK (cudaEventSynchronize (b), error);
+      CS_CU_CHECK (cudaEventElapsedTime (&ms, a, b), error);
+      samples[it] = ms;
+    }
+  t->graph_ms = median (samples, iters);
+  t->graph_min_ms = samples[0];
+
+  /* Latency: launch one step and wait for it, host clock around both. */
+  for (guint it = 0; it < iters; it++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+
+      CS_CU_CHECK (cudaGraphLaunch (p->graph, p->stream), error);
+      CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+      samples[it] = (double) (g_get_monotonic_time () - t0) / 1000.0;
+    }
+  t->latency_ms = median (samples, iters);
+  CS_CU_CHECK (cudaGetLastError (), error);
+  t->n_samples = iters;
+  t->compile_ms = p->compile_ms;
+  t->cache_hits = p->cache_hits;
+  t->arena_bytes = p->arena_bytes;
+  t->naive_bytes = p->naive_bytes;
+  ok = TRUE;
+out:
+  for (guint i = 0; i <= n; i++)
+    if (ev[i])
+      cudaEventDestroy (ev[i]);
+  if (a)
+    cudaEventDestroy (a);
+  if (b)
+    cudaEventDestroy (b);
+  return ok;
+}
