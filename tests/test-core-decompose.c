@@ -498,10 +498,26 @@ test_errors (void)
 
 typedef struct
 {
-  guint match;
-  guint differ;
+  guint match;       /* our decomposition equals Thunder's printed one */
+  guint differ;      /* it does not (first_why says where) */
+  guint untyped;     /* skipped: an input has no printed type (docs traces, old unpacks) */
   char *first_why;
 } OpStat;
+
+static gboolean
+inputs_typed (const CsStmt *s)
+{
+  g_autoptr (GPtrArray) ins = g_ptr_array_new ();
+
+  cs_stmt_collect_inputs (s, ins);
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (ins, i);
+      if (!p->typed || p->kind == CS_PROXY_OTHER)
+        return FALSE;
+    }
+  return TRUE;
+}
 
 static void
 op_stat_free (gpointer p)
@@ -511,8 +527,76 @@ op_stat_free (gpointer p)
   g_free (s);
 }
 
+static guint n_unexpected;   /* differences in current-format traces (must stay 0) */
+
+/* Checks one ltorch statement that carries printed subsymbols against our decomposition. */
 static void
-walk_file (const char *path, GHashTable *stats)
+check_one (CsTrace *t, const char *path, CsStmt *s, GHashTable *stats)
+{
+  g_autoptr (GPtrArray) out = g_ptr_array_new ();
+  g_autoptr (GString) why = g_string_new (NULL);
+  GError *error = NULL;
+  OpStat *st = g_hash_table_lookup (stats, s->callee);
+
+  if (st == NULL)
+    {
+      st = g_new0 (OpStat, 1);
+      g_hash_table_insert (stats, g_strdup (s->callee), st);
+    }
+  if (!inputs_typed (s))
+    {
+      st->untyped++;
+      return;
+    }
+  if (!cs_decompose_stmt (t, s, NULL, out, &error))
+    {
+      g_string_append (why, error->message);
+      g_clear_error (&error);
+    }
+  else if (cmp_lists (s->subs, s->n_subs, out, why))
+    {
+      st->match++;
+      return;
+    }
+  st->differ++;
+  {
+    g_autofree char *base = g_path_get_basename (path);
+
+    if (st->first_why == NULL)
+      st->first_why = g_strdup_printf ("%s:%u: %s", base, s->line, why->str);
+    /* Traces printed by older Thunder versions (2023-2024 docs, notebooks, issues) differ in
+     * known ways: ltorch.to without memory_format, sdpa without dropout, cat keeping the tuple,
+     * literal number conversions recorded as `_ = prims.convert_element_type(1, float)`. */
+    if (!g_str_has_prefix (base, "nb_") && !g_str_has_prefix (base, "pr") && !g_str_has_prefix (base, "docs_")
+        && !g_str_has_prefix (base, "seed_foo_") && !g_str_has_prefix (base, "issue"))
+      {
+        g_printerr ("# unexpected difference: %s:%u: %s: %s\n", base, s->line, s->callee, why->str);
+        n_unexpected++;
+      }
+  }
+}
+
+/* Top-level ltorch statements, and (when @nested) the ltorch subsymbols under executor
+ * statements such as `torch.matmul` / `Tensor.to` in final traces. */
+static void
+visit (CsTrace *t, const char *path, CsStmt *s, GHashTable *stats, gboolean nested)
+{
+  if (s->kind != CS_STMT_CALL || s->n_subs == 0)
+    return;
+  if (g_str_has_prefix (s->callee, "ltorch."))
+    {
+      if (cs_decompose_supports (s))
+        check_one (t, path, s, stats);
+      return;
+    }
+  if (!nested)
+    return;
+  for (guint i = 0; i < s->n_subs; i++)
+    visit (t, path, s->subs[i], stats, nested);
+}
+
+static void
+walk_file_full (const char *path, GHashTable *stats, gboolean nested)
 {
   g_autoptr (CsTraceList) list = NULL;
   GError *error = NULL;
@@ -525,42 +609,14 @@ walk_file (const char *path, GHashTable *stats)
       guint n = t->n_stmts;
 
       for (guint i = 0; i < n; i++)
-        {
-          CsStmt *s = t->stmts[i];
-          g_autoptr (GPtrArray) out = NULL;
-          g_autoptr (GString) why = g_string_new (NULL);
-          OpStat *st;
-          const char *key;
-
-          if (s->kind != CS_STMT_CALL || s->n_subs == 0 || !g_str_has_prefix (s->callee, "ltorch.")
-              || !cs_decompose_supports (s))
-            continue;
-          key = s->callee;
-          st = g_hash_table_lookup (stats, key);
-          if (st == NULL)
-            {
-              st = g_new0 (OpStat, 1);
-              g_hash_table_insert (stats, g_strdup (key), st);
-            }
-          out = g_ptr_array_new ();
-          if (!cs_decompose_stmt (t, s, NULL, out, &error))
-            {
-              g_string_append (why, error->message);
-              g_clear_error (&error);
-            }
-          else if (cmp_lists (s->subs, s->n_subs, out, why))
-            {
-              st->match++;
-              continue;
-            }
-          st->differ++;
-          if (st->first_why == NULL)
-            {
-              g_autofree char *base = g_path_get_basename (path);
-              st->first_why = g_strdup_printf ("%s:%u: %s", base, s->line, why->str);
-            }
-        }
+        visit (t, path, t->stmts[i], stats, nested);
     }
+}
+
+static void
+walk_file (const char *path, GHashTable *stats)
+{
+  walk_file_full (path, stats, FALSE);
 }
 
 static void
@@ -630,18 +686,21 @@ test_oracle_all (void)
     {
       g_autofree char *path = g_build_filename (dir, name, NULL);
       if (g_str_has_suffix (name, ".txt"))
-        walk_file (path, stats);
+        walk_file_full (path, stats, TRUE);
     }
   g_hash_table_iter_init (&it, stats);
   while (g_hash_table_iter_next (&it, &k, &v))
     {
       OpStat *st = v;
-      g_test_message ("%-40s match %4u differ %3u%s%s", (char *) k, st->match, st->differ,
-                      st->first_why ? "  first: " : "", st->first_why ? st->first_why : "");
+      g_test_message ("%-40s match %4u differ %3u untyped %3u%s%s", (char *) k, st->match, st->differ,
+                      st->untyped, st->first_why ? "  first: " : "", st->first_why ? st->first_why : "");
       total_match += st->match;
     }
-  /* the current-format traces alone give 408 exact matches */
-  g_assert_cmpuint (total_match, >=, 408);
+  g_test_message ("total: %u match", total_match);
+  /* the current-format initial traces alone give 408 exact matches; with the ltorch
+   * subsymbols of joint and final traces there are thousands */
+  g_assert_cmpuint (total_match, >=, 2500);
+  g_assert_cmpuint (n_unexpected, ==, 0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
