@@ -112,17 +112,25 @@ walk_dir (const char *dir, gboolean only_trace_ext)
 
   if (d == NULL)
     return 0;
+  guint n = 0;
+
   while ((name = g_dir_read_name (d)) != NULL)
-    if (!only_trace_ext || g_str_has_suffix (name, ".txt") || g_str_has_suffix (name, ".trace"))
-      g_ptr_array_add (names, g_strdup (name));
+    g_ptr_array_add (names, g_strdup (name));
   g_ptr_array_sort (names, (GCompareFunc) g_strcmp0);
   for (guint i = 0; i < names->len; i++)
     {
-      g_autofree char *path = g_build_filename (dir, g_ptr_array_index (names, i), NULL);
-      if (g_file_test (path, G_FILE_TEST_IS_REGULAR))
-        check_round_trip (path);
+      const char *base = g_ptr_array_index (names, i);
+      g_autofree char *path = g_build_filename (dir, base, NULL);
+      if (g_file_test (path, G_FILE_TEST_IS_DIR))
+        n += walk_dir (path, only_trace_ext); /* data/bench/ ... */
+      else if (g_file_test (path, G_FILE_TEST_IS_REGULAR)
+               && (!only_trace_ext || g_str_has_suffix (base, ".txt") || g_str_has_suffix (base, ".trace")))
+        {
+          check_round_trip (path);
+          n++;
+        }
     }
-  return names->len;
+  return n;
 }
 
 static void
@@ -632,6 +640,87 @@ test_printer_pass_built (void)
   }
 }
 
+static void
+test_old_printers (void)
+{
+  /* 2023-2024 printer forms (reference 1.2a/k/l, 1.6.13): `@no_autocast()`, `(trivial unpack)`,
+   * `del [..]`, `return [t3]`, `clear_collection`, one-per-line unpack, `# No signature`. */
+  static const char text[] =
+    "# Constructed by Backward pass\n"
+    "import torch\n"
+    "\n"
+    "@torch.no_grad()\n"
+    "@no_autocast()\n"
+    "def backward_fn(saved_for_backward, cotangents):\n"
+    "  # x: \"cpu f32[2, 2]\" =  x  (trivial unpack)\n"
+    "  # saved_for_backward: \"Collection\" \n"
+    "  C0, \\\n"
+    "  C1, \\\n"
+    "  = saved_for_backward\n"
+    "  clear_collection(saved_for_backward)\n"
+    "  del [saved_for_backward, C1]\n"
+    "  t3 = ltorch.softmax(C0, -1, dtype=None)  # t3\n"
+    "  return [t3]\n"
+    "\n"
+    "# No signature available\n"
+    "  # _ (unused)\n"
+    "  return None\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (text, strlen (text), "old", &error);
+  g_autofree char *printed = NULL;
+  CsTrace *t, *u;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (list->traces->len, ==, 2);
+  t = g_ptr_array_index (list->traces, 0);
+  g_assert_cmpint (t->stmts[0]->comment_kind, ==, CS_COMMENT_INPUT);
+  g_assert_cmpstr (t->stmts[0]->annotated->name, ==, "x");
+  g_assert_cmpint (t->stmts[0]->annotated->kind, ==, CS_PROXY_TENSOR);
+  g_assert_cmpint (t->stmts[2]->kind, ==, CS_STMT_UNPACK);
+  g_assert_cmpint (t->stmts[2]->unpack_style, ==, CS_UNPACK_ONE_PER_LINE);
+  g_assert_cmpuint (t->stmts[2]->line, ==, 9);
+  g_assert_cmpint (t->stmts[4]->kind, ==, CS_STMT_DEL);
+  g_assert_true (t->stmts[4]->del_brackets);
+  g_assert_cmpuint (t->stmts[4]->n_names, ==, 2);
+  g_assert_cmpint (cs_trace_get_return (t)->value->kind, ==, CS_VALUE_LIST);
+  u = g_ptr_array_index (list->traces, 1);
+  g_assert_false (u->has_signature);
+  g_assert_cmpint (cs_trace_get_return (u)->value->kind, ==, CS_VALUE_NONE);
+  printed = cs_print_trace_list (list, CS_PRINT_DEFAULT);
+  g_assert_cmpstr (printed, ==, text);
+}
+
+static void
+test_wrap80_unpack (void)
+{
+  /* Thunder's unpack printer wraps when the parts pass 80 characters (prims.py
+   * _make_parts_into_line_or_lines): 20 parts "tNN, " of 5 characters fill 80, the 17th part
+   * would make 85 > 80, so the first line holds 16 parts. */
+  GString *in = g_string_new ("def f(C0):\n  ");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  g_autofree char *printed = NULL;
+
+  for (int i = 10; i < 30; i++)
+    {
+      if (i == 26)
+        g_string_append (in, "\\\n  ");
+      g_string_append_printf (in, "t%d, ", i);
+    }
+  g_string_append (in, "= C0\n");
+  /* 16 parts of 5 = 80, no wrap before part 17 since pos (80) + 5 > 80 wraps: check both */
+  t = cs_parse_trace (in->str, "wrap", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (t->stmts[0]->n_targets, ==, 20);
+  printed = cs_print_trace (t, CS_PRINT_DEFAULT);
+  {
+    const char *nl = strchr (printed + strlen ("def f(C0):\n"), '\n');
+    /* first body line: 2 spaces + 16 parts (80 chars) + "\\" */
+    g_assert_cmpint (nl - (printed + strlen ("def f(C0):\n")), ==, 2 + 80 + 1);
+  }
+  g_string_free (in, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -646,6 +735,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/symbolic-dims", test_symbolic_dims);
   g_test_add_func ("/core/parse/values", test_values);
   g_test_add_func ("/core/parse/prologue", test_prologue);
+  g_test_add_func ("/core/parse/old-printers", test_old_printers);
+  g_test_add_func ("/core/print/unpack-wrap80", test_wrap80_unpack);
   g_test_add_func ("/core/print/float-repr", test_float_repr);
   g_test_add_func ("/core/print/pass-built", test_printer_pass_built);
   return g_test_run ();
