@@ -626,6 +626,22 @@ read_name_value (Cur *c, guint flags, GError **error)
           return v;
         }
     }
+  if (n < 128 && memchr (start, '.', n) == NULL)
+    {
+      /* fast path: a name bound earlier is a proxy right away (the common case) */
+      char key[128];
+      CsProxy *px;
+      memcpy (key, start, n);
+      key[n] = '\0';
+      px = g_hash_table_lookup (p->trace->proxies, key);
+      if (px != NULL)
+        {
+          v = value_new (p, CS_VALUE_PROXY);
+          v->u.proxy = px;
+          return v;
+        }
+    }
+  /* bound later, or never (a context name): resolved when the trace is complete */
   v = value_new (p, CS_VALUE_NAME);
   v->u.s = arena_ndup (p, start, n);
   pend.value = v;
