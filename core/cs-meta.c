@@ -2075,6 +2075,9 @@ cs_meta_supports (const CsStmt *stmt)
   if (is_uniform_like (stmt))
     return TRUE;
   op = semantic_op (stmt);
+  /* executor-only symbols (sdpafx_*, apex_*, nv_cross_entropy_*) have no ltorch/prim meaning */
+  if (cs_op_has_tag (op, CS_OP_TAG_EXECUTOR))
+    return FALSE;
   switch (op->category)
     {
     case CS_OP_CAT_OPAQUE:

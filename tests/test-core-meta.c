@@ -486,6 +486,73 @@ test_shared_traces (void)
   g_assert_cmpuint (n_checked, >, 300);
 }
 
+/* Every statement (top level and every subsymbol level) of every shared trace whose inputs
+ * are typed and whose op has a meta rule: the printed output types equal the inference. */
+static guint n_meta_checked, n_meta_failed;
+
+static void
+meta_visit (CsTrace *t, const char *base, CsStmt *s)
+{
+  GError *error = NULL;
+  g_autoptr (GPtrArray) ins = g_ptr_array_new ();
+  gboolean typed = TRUE;
+
+  for (guint i = 0; i < s->n_subs; i++)
+    meta_visit (t, base, s->subs[i]);
+  if (s->kind != CS_STMT_CALL || !cs_meta_supports (s) || s->out == NULL)
+    return;
+  cs_stmt_collect_inputs (s, ins);
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (ins, i);
+      typed &= p->typed && p->kind != CS_PROXY_OTHER;
+    }
+  if (!typed)
+    return;
+  n_meta_checked++;
+  if (!cs_meta_infer (t, s, &error))
+    {
+      g_printerr ("# %s: %s\n", base, error->message);
+      n_meta_failed++;
+      g_clear_error (&error);
+    }
+}
+
+static void
+test_shared_all (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autoptr (GDir) d = NULL;
+  const char *name;
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("shared traces not available");
+      return;
+    }
+  d = g_dir_open (dir, 0, NULL);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autoptr (CsTraceList) list = NULL;
+      GError *error = NULL;
+
+      if (!g_str_has_suffix (name, ".txt"))
+        continue;
+      list = cs_parse_file (path, &error);
+      g_assert_no_error (error);
+      for (guint ti = 0; ti < list->traces->len; ti++)
+        {
+          CsTrace *t = g_ptr_array_index (list->traces, ti);
+          for (guint i = 0; i < t->n_stmts; i++)
+            meta_visit (t, name, t->stmts[i]);
+        }
+    }
+  g_test_message ("%u statements checked, %u disagree", n_meta_checked, n_meta_failed);
+  g_assert_cmpuint (n_meta_checked, >, 5000);
+  g_assert_cmpuint (n_meta_failed, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -505,6 +572,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/meta/errors", test_errors);
   g_test_add_func ("/core/meta/samples", test_samples);
   g_test_add_func ("/core/meta/shared-traces", test_shared_traces);
+  g_test_add_func ("/core/meta/shared-traces-all-levels", test_shared_all);
 
   return g_test_run ();
 }
