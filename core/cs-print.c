@@ -396,7 +396,16 @@ print_call (GString *out, const CsStmt *s)
   CsProxy *single = NULL;
   gboolean typecomment;
 
-  if (s->out != NULL && !(s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n == 0))
+  gboolean fusion = cs_op_is_fusion (s->op);
+
+  if (fusion && s->line == 0 && s->out != NULL && s->out->kind == CS_VALUE_PROXY)
+    {
+      /* made by a pass: Thunder prints fusion outputs as a list, even one: `[t6] = nvFusion1(...)` */
+      g_string_append_c (out, '[');
+      g_string_append (out, s->out->u.proxy->name);
+      g_string_append (out, "] = ");
+    }
+  else if (s->out != NULL && !(s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n == 0))
     {
       print_target (out, s->out);
       g_string_append (out, " = ");
@@ -416,7 +425,7 @@ print_call (GString *out, const CsStmt *s)
     }
   g_string_append_c (out, ')');
 
-  if (s->out != NULL && s->out->kind == CS_VALUE_PROXY)
+  if (s->out != NULL && s->out->kind == CS_VALUE_PROXY && !(fusion && s->line == 0))
     single = s->out->u.proxy;
   /* Parsed statements keep their style; statements made by passes (line 0) get Thunder's:
    * a type comment exactly when the output is a single proxy. */

@@ -638,6 +638,13 @@ test_printer_pass_built (void)
     g_autofree char *top = cs_print_trace (t, CS_PRINT_NO_SUBS);
     g_assert_null (strstr (top, "prims.mul"));
   }
+  {
+    /* a fusion call whose target a pass set to one proxy still prints as a list, untyped */
+    g_autoptr(GString) one = g_string_new (NULL);
+    fus->out = cs_value_new_proxy (t->arena, t1);
+    cs_print_stmt_to (one, fus, 2, CS_PRINT_NO_SUBS);
+    g_assert_cmpstr (one->str, ==, "  [t1] = nvFusion0(t0)\n");
+  }
 }
 
 static void
