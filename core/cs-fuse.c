@@ -1099,6 +1099,222 @@ expand_cast_matmuls (CsStmt *s, GPtrArray *out)
   g_ptr_array_add (out, s);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Rematerialization between a forward region and a backward region                            */
+
+/* Prims whose outputs the producer must pass on (never recomputed): Thunder's
+ * rematerialization treats outputs of reduction, random and matmul/linear subsymbols as
+ * "must output" (thunder/core/rematerialization.py; PR #1319 for MATMUL_OP). */
+static gboolean
+must_output (const CsStmt *s)
+{
+  const CsOp *sem;
+  if (s->kind != CS_STMT_CALL || s->op == NULL)
+    return TRUE;
+  sem = cs_op_semantic (s->op);
+  return ((s->op->tags | sem->tags) & (CS_OP_TAG_REDUCTION | CS_OP_TAG_RANDOM | CS_OP_TAG_MATMUL))
+         || sem->category == CS_OP_CAT_MATMUL || sem->category == CS_OP_CAT_BOOKKEEPING;
+}
+
+/* Thunder's edge capacity: the element size in bytes of a tensor (not its total size), 0 for
+ * number proxies, 1 for anything else. */
+static double
+proxy_cut_bytes (const CsProxy *p)
+{
+  if (p->kind == CS_PROXY_NUMBER)
+    return 0;
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
+    return 1;
+  return (double) cs_dtype_size_bytes (p->dtype);
+}
+
+/* Tries to recompute in @cons (a backward region) the values it reads from @prod (a forward
+ * region) from @prod's inputs (and its must-output values), when those weigh fewer bytes:
+ * the two-cut simplification of Thunder's min-cut (capacities = element byte sizes, producer
+ * inputs halved; outputs other statements read are passed anyway and cost nothing; a tie keeps
+ * the outputs).  @n_readers counts the top-level readers of each proxy.  Returns TRUE when
+ * @cons changed. */
+static gboolean
+remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
+{
+  g_autoptr(GHashTable) made_by = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) prod_in = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) needed = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) in_slice = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) leaves = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GPtrArray) stack = g_ptr_array_new ();
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  g_autoptr(GPtrArray) slice = g_ptr_array_new ();
+  g_autoptr(GHashTable) map = NULL;
+  g_autoptr(GPtrArray) subs = NULL;
+  double cost_out = 0, cost_leaves = 0;
+  GHashTableIter it;
+  gpointer k;
+
+  for (guint i = 0; i < prod->n_subs; i++)
+    {
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (prod->subs[i], tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        g_hash_table_insert (made_by, tmp->pdata[j], prod->subs[i]);
+    }
+  g_ptr_array_set_size (tmp, 0);
+  _cs_stmt_reads (prod, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    g_hash_table_add (prod_in, tmp->pdata[j]);
+
+  /* the values cons reads from prod; those other statements read too stay outputs */
+  g_ptr_array_set_size (tmp, 0);
+  _cs_stmt_reads (cons, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    {
+      CsProxy *p = tmp->pdata[j];
+      if (!g_hash_table_contains (made_by, p) || !g_hash_table_add (needed, p))
+        continue;
+      if (GPOINTER_TO_UINT (g_hash_table_lookup (n_readers, p)) > 1)
+        continue;
+      cost_out += proxy_cut_bytes (p);
+      g_ptr_array_add (stack, p);
+    }
+  if (stack->len == 0)
+    return FALSE;
+
+  /* backward slice inside prod, stopping at prod's inputs, must-output values and values
+   * other statements read (passed anyway) */
+  while (stack->len > 0)
+    {
+      CsProxy *p = g_ptr_array_steal_index_fast (stack, stack->len - 1);
+      CsStmt *s = g_hash_table_lookup (made_by, p);
+      gboolean external = s != NULL && !g_hash_table_contains (needed, p)
+                          && GPOINTER_TO_UINT (g_hash_table_lookup (n_readers, p)) > 0;
+      if (s == NULL || must_output (s) || external)
+        {
+          if (g_hash_table_add (leaves, p) && !external)
+            cost_leaves += proxy_cut_bytes (p) * (g_hash_table_contains (prod_in, p) ? 0.5 : 1.0);
+          continue;
+        }
+      if (!g_hash_table_add (in_slice, s))
+        continue;
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_reads (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        g_ptr_array_add (stack, tmp->pdata[j]);
+    }
+  /* a needed value that is itself a leaf (a must-output) costs the same either way */
+  if (!(cost_leaves < cost_out) || g_hash_table_size (in_slice) == 0)
+    return FALSE;
+
+  /* clone the slice (in prod's order) into cons with fresh bw_ names */
+  map = g_hash_table_new (g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < prod->n_subs; i++)
+    if (g_hash_table_contains (in_slice, prod->subs[i]))
+      g_ptr_array_add (slice, prod->subs[i]);
+  g_hash_table_iter_init (&it, leaves);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    g_hash_table_insert (map, k, k);
+  subs = g_ptr_array_new ();
+  for (guint i = 0; i < slice->len; i++)
+    {
+      CsStmt *s = slice->pdata[i];
+      CsStmt *c;
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        {
+          CsProxy *o = tmp->pdata[j];
+          g_autofree char *want = g_strdup_printf ("bw_%s", o->name);
+          const char *name = cs_trace_lookup_proxy (t, want) ? cs_trace_fresh_name (t, want)
+                                                             : want;
+          CsProxy *n = cs_trace_add_proxy (t, name);
+          n->kind = o->kind;
+          n->dtype = o->dtype;
+          n->rank = o->rank;
+          n->shape = o->shape;
+          n->device = o->device;
+          n->typed = o->typed;
+          n->type_raw = o->type_raw;
+          g_hash_table_insert (map, o, n);
+        }
+      c = cs_stmt_copy_into (t, s, map);
+      c->origin = s->origin;
+      c->backward = cons->backward;
+      c->why = "rematerialized: recomputed in the backward region instead of saved";
+      g_ptr_array_add (subs, c);
+    }
+  {
+    g_autoptr(GHashTable) remap = _cs_proxy_map_new ();
+    g_hash_table_iter_init (&it, needed);
+    while (g_hash_table_iter_next (&it, &k, NULL))
+      {
+        CsProxy *n = g_hash_table_lookup (map, k);
+        if (n != NULL && n != k)
+          g_hash_table_insert (remap, k, n);
+      }
+    for (guint i = 0; i < cons->n_subs; i++)
+      {
+        _cs_stmt_remap_reads (t, cons->subs[i], remap);
+        g_ptr_array_add (subs, cons->subs[i]);
+      }
+  }
+  cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
+  return TRUE;
+}
+
+/* Thunder runs rematerialization inside the fusion pass on every producer -> consumer pair of
+ * fusions; castscope does the forward -> backward pairs, which is what shrinks
+ * saved_for_backward (reference/thunder-traces.md 5.4). */
+static void
+rematerialize (CsTrace *t)
+{
+  gboolean changed = FALSE;
+  g_autoptr(GHashTable) region_of = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) n_readers = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      g_autoptr(GHashTable) once = g_hash_table_new (g_direct_hash, g_direct_equal);
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_reads (t->stmts[i], tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        if (g_hash_table_add (once, tmp->pdata[j]))
+          g_hash_table_insert (n_readers, tmp->pdata[j],
+                               GUINT_TO_POINTER (GPOINTER_TO_UINT (
+                                 g_hash_table_lookup (n_readers, tmp->pdata[j])) + 1));
+    }
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *s = t->stmts[i];
+      if (!_cs_stmt_is_region (s))
+        continue;
+      if (s->backward)
+        {
+          g_autoptr(GPtrArray) prods = g_ptr_array_new ();
+          g_ptr_array_set_size (tmp, 0);
+          _cs_stmt_reads (s, tmp);
+          for (guint j = 0; j < tmp->len; j++)
+            {
+              CsStmt *p = g_hash_table_lookup (region_of, tmp->pdata[j]);
+              gboolean dup = FALSE;
+              for (guint m = 0; m < prods->len && !dup; m++)
+                dup = prods->pdata[m] == p;
+              if (p && !p->backward && !dup)
+                g_ptr_array_add (prods, p);
+            }
+          for (guint j = 0; j < prods->len; j++)
+            if (remat_pair (t, prods->pdata[j], s, n_readers))
+              changed = TRUE;
+        }
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        g_hash_table_insert (region_of, tmp->pdata[j], s);
+    }
+  if (changed)
+    _cs_regions_refresh (t, FALSE);
+}
+
 /**
  * cs_fuse_trace: (see cs-fuse.h)
  */
@@ -1138,6 +1354,8 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 
   cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
   _cs_regions_refresh (t, FALSE);
+  if (policy->fusion != CS_FUSION_OFF)
+    rematerialize (t);
   return g_steal_pointer (&t);
 }
 

@@ -71,7 +71,17 @@ region_signature (const CsStmt *r)
       const CsStmt *s = r->subs[i];
       CsProxy *in;
       CsDtype to;
-      g_ptr_array_add (prims, g_strdup (cs_op_semantic (s->op)->name));
+      const CsOp *sem = cs_op_semantic (s->op);
+      CsValue *a0 = cs_stmt_get_arg (s, 0, NULL);
+      CsProxy *o = cs_stmt_get_output (s);
+      /* a reshape to the same shape is the identity, like shallow_copy: Thunder decomposes
+       * ltorch.reshape(t, -1, 512) to prims.reshape but ltorch.reshape(t, (64, 512)) to
+       * prims.shallow_copy for the same no-op; count both as shallow_copy */
+      if (sem->id == CS_OP_PRIM_RESHAPE && a0 && a0->kind == CS_VALUE_PROXY && o
+          && a0->u.proxy->rank == o->rank
+          && memcmp (a0->u.proxy->shape, o->shape, sizeof (int64_t) * o->rank) == 0)
+        sem = cs_op_get (CS_OP_PRIM_SHALLOW_COPY);
+      g_ptr_array_add (prims, g_strdup (sem->name));
       if (_cs_stmt_is_cast (s, &in, &to))
         g_ptr_array_add (casts, g_strdup_printf ("%s->%s", cs_dtype_short_name (in->dtype),
                                                  cs_dtype_short_name (to)));
