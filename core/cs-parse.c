@@ -1664,14 +1664,26 @@ parse_comment (Parser *p, guint li, guint indent, gboolean after_unpack, GError 
   st->line = l->lineno;
   st->col = indent + 1 + l->col0;
 
-  /* X (empty sequence) */
-  if (n > 0 && (gsize) (end - s) == n + 17 && memcmp (s + n, " (empty sequence)", 17) == 0)
-    {
-      st->kind = CS_STMT_UNPACK;
-      st->op = cs_op_get (CS_OP_PRIM_UNPACK_SEQUENCE);
-      st->source = bind_name (p, s, n);
-      return st;
-    }
+  /* `# X (empty sequence)`: the unpack printer's line for an empty collection; as a subsymbol
+   * Thunder comments it once more (`# # X (empty sequence)`). */
+  {
+    const char *u = s;
+    gsize un = n;
+    if (indent > 2 && (gsize) (end - s) > 2 && s[0] == '#' && s[1] == ' ')
+      {
+        u = s + 2;
+        un = ident_len (u, end);
+      }
+    else if (indent > 2)
+      un = 0;
+    if (un > 0 && (gsize) (end - u) == un + 17 && memcmp (u + un, " (empty sequence)", 17) == 0)
+      {
+        st->kind = CS_STMT_UNPACK;
+        st->op = cs_op_get (CS_OP_PRIM_UNPACK_SEQUENCE);
+        st->source = bind_name (p, u, un);
+        return st;
+      }
+  }
 
   st->comment_kind = CS_COMMENT_OTHER;
   if (n > 0 && (gsize) (end - s) > n + 3 && memcmp (s + n, ": \"", 3) == 0)

@@ -494,10 +494,13 @@ print_unpack (GString *out, const CsStmt *s, guint indent, gboolean commented)
   g_string_free (part, TRUE);
 }
 
+/* A comment statement: "# TEXT".  As a subsymbol the line's own "# " (from begin_line) is the
+ * comment marker, so it is not repeated. */
 static void
-print_comment (GString *out, const CsStmt *s)
+print_comment (GString *out, const CsStmt *s, gboolean commented)
 {
-  g_string_append (out, "# ");
+  if (!commented)
+    g_string_append (out, "# ");
   if (s->text != NULL)
     {
       g_string_append (out, s->text);
@@ -584,7 +587,7 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
         }
       break;
     case CS_STMT_COMMENT:
-      print_comment (out, s);
+      print_comment (out, s, commented);
       break;
     default:
       break;

@@ -7,11 +7,13 @@
  */
 #include "cs-config.h"
 
+#include "cs-compare.h"
 #include "cs-parse.h"
 #include "cs-print.h"
 
 #include <glib/gstdio.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct
@@ -211,8 +213,20 @@ check_outcome (const char *text, gsize len)
 
   if (list != NULL)
     {
+      /* what parses must print, and the printed text must parse into an equal trace */
       g_autofree char *printed = cs_print_trace_list (list, CS_PRINT_DEFAULT);
-      g_assert_nonnull (printed);
+      g_autoptr(CsTraceList) again = cs_parse_text (printed, strlen (printed), "printed", &error);
+      if (again == NULL)
+        g_error ("printed text of a mutated input does not parse: %s\n--- input:\n%.*s\n--- printed:\n%s",
+                 error->message, (int) len, text, printed);
+      g_assert_cmpuint (again->traces->len, ==, list->traces->len);
+      for (guint i = 0; i < list->traces->len; i++)
+        {
+          g_autoptr(GString) why = g_string_new (NULL);
+          if (!cs_trace_equal (list->traces->pdata[i], again->traces->pdata[i], why))
+            g_error ("mutated input: trace %u differs after print + parse: %s\n--- input:\n%.*s", i,
+                     why->str, (int) len, text);
+        }
       return;
     }
   g_assert_nonnull (error);
@@ -233,9 +247,11 @@ test_mutations (void)
   static const char *files[] = { "seed_foo_bwd.txt", "nb_backward_traces_list.txt",
                                  "thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt",
                                  "docs_inspecting_traces_add_mul.txt", "pr529_prologue.txt",
-                                 "nb_sdpa_initial_decomposition.txt" };
+                                 "nb_sdpa_initial_decomposition.txt", "issue2729_int_fusion_unwrap_return.txt",
+                                 "thunder_a_seed_matmul_final_fwd.txt", "pr1113_literal_outputs_underscore.txt" };
   g_autoptr(GRand) rand = g_rand_new_with_seed (20261129);
   guint n_runs = 0;
+  guint n_mut = g_getenv ("CS_PARSE_MUTATIONS") ? (guint) atoi (g_getenv ("CS_PARSE_MUTATIONS")) : 300;
 
   if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
     {
@@ -252,14 +268,46 @@ test_mutations (void)
       /* truncation at every 7th byte */
       for (gsize cut = 0; cut < len; cut += 7, n_runs++)
         check_outcome (text, cut);
-      /* 300 random byte replacements each */
-      for (int k = 0; k < 300; k++, n_runs++)
+      /* random edits: replace, insert or delete a byte; duplicate or drop a line
+       * (CS_PARSE_MUTATIONS per file, 300 by default) */
+      for (guint k = 0; k < n_mut; k++, n_runs++)
         {
-          g_autofree char *m = g_memdup2 (text, len);
           static const char bytes[] = "()[]{},:\"'# \n\\=_.-0a\t\xff";
-          gsize pos = (gsize) g_rand_int_range (rand, 0, (gint32) len);
-          m[pos] = bytes[g_rand_int_range (rand, 0, sizeof bytes - 1)];
-          check_outcome (m, len);
+          GString *m = g_string_new_len (text, (gssize) len);
+          guint edits = 1 + (guint) g_rand_int_range (rand, 0, 3);
+          for (guint e = 0; e < edits && m->len > 0; e++)
+            {
+              gsize pos = (gsize) g_rand_int_range (rand, 0, (gint32) m->len);
+              char b = bytes[g_rand_int_range (rand, 0, sizeof bytes - 1)];
+              switch (g_rand_int_range (rand, 0, 5))
+                {
+                case 0: m->str[pos] = b; break;
+                case 1: g_string_insert_c (m, (gssize) pos, b); break;
+                case 2: g_string_erase (m, (gssize) pos, 1); break;
+                case 3:
+                case 4:
+                  {
+                    /* the line holding pos: duplicate it (3) or drop it (4) */
+                    gsize a = pos, z = pos;
+                    while (a > 0 && m->str[a - 1] != '\n')
+                      a--;
+                    while (z < m->len && m->str[z] != '\n')
+                      z++;
+                    if (z < m->len)
+                      z++;
+                    if (g_rand_int_range (rand, 0, 5) == 3 || e % 2 == 0)
+                      {
+                        g_autofree char *line = g_strndup (m->str + a, z - a);
+                        g_string_insert (m, (gssize) a, line);
+                      }
+                    else
+                      g_string_erase (m, (gssize) a, (gssize) (z - a));
+                  }
+                  break;
+                }
+            }
+          check_outcome (m->str, m->len);
+          g_string_free (m, TRUE);
         }
     }
   g_test_message ("%u mutated inputs parsed or rejected with a located error", n_runs);
