@@ -149,6 +149,8 @@ vdevice (Dx *dx, const CsDevice *dev)
   v->u.call.args = CS_ARENA_NEW (arena (dx), CsArg);
   v->u.call.args[0].name = NULL;
   v->u.call.args[0].value = cs_value_new_string (arena (dx), s);
+  /* Thunder prints devices.Device("cuda:0") with double quotes */
+  v->u.call.args[0].value->raw = cs_arena_printf (arena (dx), "\"%s\"", s);
   return v;
 }
 
@@ -2374,7 +2376,108 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     case CS_OP_LTORCH_ARANGE:
       return b_arange (dx, s, out, error);
     case CS_OP_LTORCH_CONTIGUOUS:
-      return a;
+      {
+        /* default contiguous_format: clang.stride_order(a) with the row-major order */
+        CsValue *mf = sarg (s, 99, "memory_format");
+        CsProxy *ta = tensor_of (a);
+        int64_t order[CS_MAX_DIMS];
+        Args al = { 0 };
+
+        if (!ta)
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+        if (!is_none (mf) && mf->kind == CS_VALUE_NAME && strstr (mf->u.s, "preserve_format"))
+          return a;
+        if (!is_none (mf) && !(mf->kind == CS_VALUE_NAME && strstr (mf->u.s, "contiguous_format")))
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "only the contiguous and preserve memory formats are decomposed");
+        for (guint i = 0; i < ta->rank; i++)
+          order[i] = ta->rank - 1 - i;
+        ap (&al, a);
+        ap (&al, vints (dx, CS_VALUE_TUPLE, order, ta->rank));
+        return emit (dx, out, CS_OP_PRIM_STRIDE_ORDER, &al, error);
+      }
+    case CS_OP_LTORCH_CLONE:
+      {
+        Args al = { 0 };
+
+        if (!tensor_of (a))
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+        ap (&al, a);
+        return emit (dx, out, CS_OP_PRIM_CLONE, &al, error);
+      }
+    case CS_OP_LTORCH_FLOAT:
+    case CS_OP_LTORCH_HALF:
+    case CS_OP_LTORCH_BFLOAT16:
+      /* registered methods (to_float ...): clang.maybe_convert_to_dtype inlined */
+      if (!tensor_of (a))
+        return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+      return convert_to (dx, out, a, op->id == CS_OP_LTORCH_FLOAT ? CS_DTYPE_F32
+                                     : op->id == CS_OP_LTORCH_HALF ? CS_DTYPE_F16 : CS_DTYPE_BF16, error);
+    case CS_OP_LTORCH_TYPE_AS:
+      {
+        /* to(a, b.true_dtype, device=b.device) */
+        CsProxy *tb = tensor_of (sarg (s, 1, "b"));
+        Args al = { 0 };
+
+        if (!tensor_of (a) || !tb)
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs two typed tensors");
+        ap (&al, a);
+        ap (&al, vdtype (dx, tb->dtype, tb->rank == 0));
+        ap (&al, vnone (dx));
+        ak (&al, "device", vdevice (dx, &tb->device));
+        ak (&al, "dtype", vnone (dx));
+        ak (&al, "copy", vbool (dx, FALSE));
+        ak (&al, "memory_format", vnone (dx));
+        return call_ltorch (dx, out, "ltorch.to", &al, error);
+      }
+    case CS_OP_LTORCH_FLATTEN:
+      {
+        /* clang.flatten: 0-d -> unsqueeze; nothing to flatten -> a; else clang.reshape */
+        CsProxy *ta = tensor_of (a);
+        int64_t sd = 0, ed = -1, shape[CS_MAX_DIMS];
+        guint cs, ce, r = 0;
+
+        if (!ta || (sarg (s, 1, "start_dim") && !int_of (sarg (s, 1, "start_dim"), &sd))
+            || (sarg (s, 2, "end_dim") && !int_of (sarg (s, 2, "end_dim"), &ed))
+            || !cs_meta_canonicalize_dim (ta->rank, sd, &cs) || !cs_meta_canonicalize_dim (ta->rank, ed, &ce)
+            || ce < cs)
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor and start_dim <= end_dim");
+        if (ta->rank == 0)
+          return clang_unsqueeze (dx, s, out, a, 0, error);
+        if (ce == cs)
+          return a;
+        for (guint i = 0; i < cs; i++)
+          shape[r++] = ta->shape[i];
+        shape[r++] = cs_shape_numel (ta->shape + cs, ce - cs + 1);
+        for (guint i = ce + 1; i < ta->rank; i++)
+          shape[r++] = ta->shape[i];
+        return clang_reshape (dx, s, out, a, shape, r, error);
+      }
+    case CS_OP_LTORCH_MASKED_FILL:
+      {
+        /* where(mask, value, a), a number value taking a's Python type when promotion would
+         * otherwise pick the value's type */
+        CsValue *mask = sarg (s, 1, "mask"), *val = sarg (s, 2, "value");
+        CsProxy *ta = tensor_of (a);
+        CsPyType pt;
+        double v;
+        Args al = { 0 };
+
+        if (!ta || !tensor_of (mask) || !val)
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor, a mask and a value");
+        if (number_of (val, &pt, &v))
+          {
+            CsDtypeRef refs[2] = { cs_promote_arg_tensor (ta->dtype, ta->rank), cs_promote_arg_number (pt) };
+            CsDtypeRef p;
+
+            if (cs_promote_dtypes (refs, 2, &p, NULL) && p.pytype == refs[1].pytype && p.dtype == refs[1].dtype)
+              val = cs_dtype_is_float (ta->dtype) ? vfloat (dx, v)
+                    : ta->dtype == CS_DTYPE_B8 ? vbool (dx, v != 0) : vint (dx, (int64_t) v);
+          }
+        ap (&al, mask);
+        ap (&al, val);
+        ap (&al, a);
+        return call_ltorch (dx, out, "ltorch.where", &al, error);
+      }
     case CS_OP_PRIM_MATMUL:
     case CS_OP_PRIM_LINEAR:
       if (dx->policy.matmul == CS_MATMUL_UPCAST_F32)
@@ -2425,7 +2528,10 @@ cs_decompose_supports (const CsStmt *stmt)
     case CS_OP_LTORCH_CAT: case CS_OP_LTORCH_SPLIT: case CS_OP_LTORCH_EMBEDDING:
     case CS_OP_LTORCH_DROPOUT: case CS_OP_LTORCH_CROSS_ENTROPY: case CS_OP_LTORCH_NLL_LOSS:
     case CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION: case CS_OP_LTORCH_TAKE_ALONG_DIM:
-    case CS_OP_LTORCH_ARANGE: case CS_OP_LTORCH_CONTIGUOUS:
+    case CS_OP_LTORCH_ARANGE: case CS_OP_LTORCH_CONTIGUOUS: case CS_OP_LTORCH_CLONE:
+    case CS_OP_LTORCH_FLOAT: case CS_OP_LTORCH_HALF: case CS_OP_LTORCH_BFLOAT16:
+    case CS_OP_LTORCH_TYPE_AS: case CS_OP_LTORCH_FLATTEN: case CS_OP_LTORCH_MASKED_FILL:
+    case CS_OP_LTORCH_MAXIMUM: case CS_OP_LTORCH_MINIMUM:
       return TRUE;
     default:
       return FALSE;

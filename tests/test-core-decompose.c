@@ -63,17 +63,20 @@ cmp_value (Cmp *c, const CsValue *e, const CsValue *a)
           return FALSE;
       return TRUE;
     default:
-      if (!cs_value_equal (e, a))
-        {
-          GString *s1 = g_string_new (NULL), *s2 = g_string_new (NULL);
-          cs_print_value_to (s1, e);
-          cs_print_value_to (s2, a);
-          g_string_append_printf (c->why, "literal %s vs %s", s1->str, s2->str);
-          g_string_free (s1, TRUE);
-          g_string_free (s2, TRUE);
-          return FALSE;
-        }
-      return TRUE;
+      {
+        /* equal values and equal printed text (quotes, float spelling) */
+        GString *s1 = g_string_new (NULL), *s2 = g_string_new (NULL);
+        gboolean ok;
+
+        cs_print_value_to (s1, e);
+        cs_print_value_to (s2, a);
+        ok = cs_value_equal (e, a) && g_str_equal (s1->str, s2->str);
+        if (!ok)
+          g_string_append_printf (c->why, "literal %s where Thunder prints %s", s2->str, s1->str);
+        g_string_free (s1, TRUE);
+        g_string_free (s2, TRUE);
+        return ok;
+      }
     }
 }
 
@@ -403,6 +406,12 @@ test_structures (void)
     "  t8 = ltorch.dropout(x, 0.25, True, False)  # t8: \"cuda:0 bf16[8, 32]\"\n"
     "  t9 = ltorch.cross_entropy(lg, tg, None, None, 3, None, 'sum', 0.0)  # t9: \"cuda:0 f32[]\"\n"
     "  t10 = ltorch.gelu(x, approximate='tanh')  # t10: \"cuda:0 bf16[8, 32]\"\n"
+    "  t11 = ltorch.contiguous(k)  # t11: \"cuda:0 bf16[2, 6, 4]\"\n"
+    "  t12 = ltorch.flatten(k, 1, -1)  # t12: \"cuda:0 bf16[2, 24]\"\n"
+    "  t13 = ltorch.gt(x, 0.5)  # t13: \"cuda:0 b8[8, 32]\"\n"
+    "  t14 = ltorch.masked_fill(x, t13, 0)  # t14: \"cuda:0 bf16[8, 32]\"\n"
+    "  t15 = ltorch.type_as(x, lg)  # t15: \"cuda:0 f32[8, 32]\"\n"
+    "  t16 = ltorch.float(x)  # t16: \"cuda:0 f32[8, 32]\"\n"
     "  return (t0,)\n");
   g_autoptr (GPtrArray) relu = decompose (t, nth_call (t, 0), NULL, FALSE);
   g_autoptr (GPtrArray) ln = decompose (t, nth_call (t, 1), NULL, FALSE);
@@ -413,7 +422,13 @@ test_structures (void)
   g_autoptr (GPtrArray) drop = decompose (t, nth_call (t, 6), NULL, FALSE);
   g_autoptr (GPtrArray) xe = decompose (t, nth_call (t, 7), NULL, TRUE);
   g_autoptr (GPtrArray) gelu = decompose (t, nth_call (t, 8), NULL, TRUE);
+  g_autoptr (GPtrArray) contig = decompose (t, nth_call (t, 9), NULL, FALSE);
+  g_autoptr (GPtrArray) flat = decompose (t, nth_call (t, 10), NULL, FALSE);
+  g_autoptr (GPtrArray) mfill = decompose (t, nth_call (t, 12), NULL, TRUE);
+  g_autoptr (GPtrArray) tyas = decompose (t, nth_call (t, 13), NULL, FALSE);
+  g_autoptr (GPtrArray) flt = decompose (t, nth_call (t, 14), NULL, FALSE);
   char *s;
+  GString *buf = g_string_new (NULL);
 
   /* relu = where(a > 0, a, 0): two nested ltorch calls, no casts (bf16 comparisons do not upcast) */
   s = callees (relu);
@@ -444,12 +459,12 @@ test_structures (void)
   s = callees (drop);
   g_assert_cmpstr (s, ==, "uniform_like lt mul mul");
   g_free (s);
-  {
-    GString *buf = g_string_new (NULL);
-    cs_print_stmt_to (buf, g_ptr_array_index (drop, 3), 0, CS_PRINT_NO_SUBS);
-    g_assert_nonnull (strstr (buf->str, ", 1.3333333333333333)"));
-    g_string_free (buf, TRUE);
-  }
+  cs_print_stmt_to (buf, g_ptr_array_index (drop, 3), 0, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (buf->str, ", 1.3333333333333333)"));
+  g_string_truncate (buf, 0);
+  /* the uniform draws bf16 in x's shape on x's device, printed as Thunder prints devices */
+  cs_print_stmt_to (buf, ((CsStmt *) g_ptr_array_index (drop, 0))->subs[0], 0, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (buf->str, "prims.uniform((8, 32), 0.0, 1.0, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)"));
   /* cross_entropy with ignore_index 3 inside [0, 10): take_along_axis then mask with where,
    * reduction 'sum': one prims.sum over the selected values, no division */
   g_assert_cmpuint (count_callee (xe, "prims.take_along_axis"), ==, 1);
@@ -462,6 +477,30 @@ test_structures (void)
   g_assert_cmpuint (count_callee (gelu, "prims.tanh"), ==, 1);
   for (guint i = 0; i < gelu->len; i++)
     g_assert_true (cs_op_has_tag (((CsStmt *) g_ptr_array_index (gelu, i))->op, CS_OP_TAG_PRIM));
+  /* contiguous(k): clang.stride_order with the row-major order (2, 1, 0) */
+  cs_print_stmt_to (buf, g_ptr_array_index (contig, 0), 0, CS_PRINT_NO_SUBS);
+  g_assert_cmpuint (contig->len, ==, 1);
+  g_assert_nonnull (strstr (buf->str, "t11 = prims.stride_order(k, (2, 1, 0))"));
+  /* flatten(k, 1, -1): one reshape to (2, 24) */
+  g_string_truncate (buf, 0);
+  cs_print_stmt_to (buf, g_ptr_array_index (flat, 0), 0, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (buf->str, "t12 = prims.reshape(k, (2, 24))"));
+  /* masked_fill(x, m, 0) = where(m, 0, x): bf16 result, the int 0 becomes 0.0, no casts */
+  g_assert_cmpuint (mfill->len, ==, 1);
+  g_string_truncate (buf, 0);
+  cs_print_stmt_to (buf, g_ptr_array_index (mfill, 0), 0, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (buf->str, "t14 = prims.where(t13, 0.0, x)"));
+  /* type_as(x, lg): ltorch.to(x, dtypes.float32, None, device=devices.Device("cuda:0"), ...) */
+  g_assert_cmpuint (tyas->len, ==, 1);
+  g_string_truncate (buf, 0);
+  cs_print_stmt_to (buf, g_ptr_array_index (tyas, 0), 0, CS_PRINT_NO_SUBS);
+  if (!strstr (buf->str, "ltorch.to(x, dtypes.float32, None, device=devices.Device(\"cuda:0\"), dtype=None, copy=False, memory_format=None)"))
+    g_error ("type_as printed %s", buf->str);
+  /* x.float(): a bare convert, as Thunder records `xf = prims.convert_element_type(x, dtypes.float32)` */
+  s = callees (flt);
+  g_assert_cmpstr (s, ==, "convert_element_type");
+  g_free (s);
+  g_string_free (buf, TRUE);
 }
 
 static void
