@@ -1,0 +1,2921 @@
+/* cs-ref.c: the CPU reference executor (see cs-ref.h).
+ *
+ * Internally every tensor is a #Rv: its logical (trace) dtype, its shape and its elements as
+ * doubles.  In exact mode the doubles always hold values representable in the logical dtype
+ * (rounded at every prim output by round_values()); in f64 mode float values are never
+ * rounded.  Prim semantics follow thunder/core/prims.py (meta functions) and PyTorch's
+ * operators for the math.
+ */
+#include "cs-config.h"
+
+#include "cs-ref.h"
+#include "cs-half.h"
+#include "cs-ops.h"
+#include "cs-promote.h"
+
+#include <math.h>
+#include <string.h>
+
+#if CS_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+G_DEFINE_QUARK (cs-ref-error-quark, cs_ref_error)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values                                                                                      */
+
+typedef enum
+{
+  RV_TENSOR,
+  RV_NUMBER,   /* a Python number (rank 0, one element); dtype B8 / I64 / F64 = bool/int/float */
+  RV_SEQ,      /* tuple or list */
+  RV_NONE,     /* None, strings, names: no numeric value */
+} RvKind;
+
+typedef struct _Rv Rv;
+struct _Rv
+{
+  gint       ref;                 /* plain refcount (single thread) */
+  RvKind     kind;
+  CsDtype    dtype;               /* tensors: logical dtype; numbers: B8, I64 or F64 */
+  guint      rank;                /* tensors: dims */
+  int64_t    shape[CS_MAX_DIMS];  /* tensors: extents, outermost first */
+  int64_t    numel;               /* tensors: elements; numbers: 1 */
+  double    *data;                /* numel values */
+  GPtrArray *items;               /* SEQ: Rv* (owned) */
+};
+
+static void rv_unref (Rv *v);
+
+static Rv *
+rv_ref (Rv *v)
+{
+  v->ref++;
+  return v;
+}
+
+static void
+rv_unref (Rv *v)
+{
+  if (v == NULL || --v->ref > 0)
+    return;
+  g_free (v->data);
+  if (v->items)
+    g_ptr_array_unref (v->items);
+  g_free (v);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Rv, rv_unref)
+
+static Rv *
+rv_new_kind (RvKind kind)
+{
+  Rv *v = g_new0 (Rv, 1);
+  v->ref = 1;
+  v->kind = kind;
+  for (guint i = 0; i < CS_MAX_DIMS; i++)
+    v->shape[i] = 1;
+  return v;
+}
+
+static Rv *
+rv_new_number (CsDtype dtype, double x)
+{
+  Rv *v = rv_new_kind (RV_NUMBER);
+  v->dtype = dtype;
+  v->numel = 1;
+  v->data = g_new (double, 1);
+  v->data[0] = x;
+  return v;
+}
+
+static Rv *
+rv_new_seq (void)
+{
+  Rv *v = rv_new_kind (RV_SEQ);
+  v->items = g_ptr_array_new_with_free_func ((GDestroyNotify) rv_unref);
+  return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Execution context and errors                                                                */
+
+typedef struct
+{
+  const CsTrace *trace;
+  GHashTable    *env;       /* name -> Rv* (owned) */
+  CsRefMode      mode;
+  guint64        seed;
+  guint          n_random;  /* random statements run so far */
+  GError       **error;
+  const CsStmt  *top;       /* top-level statement being run (for line numbers) */
+} Ctx;
+
+static guint
+stmt_line (Ctx *c, const CsStmt *s)
+{
+  if (s && s->line)
+    return s->line;
+  return c->top ? c->top->line : 0;
+}
+
+static gboolean fail (Ctx *c, const CsStmt *s, CsRefError code, const char *fmt, ...)
+  G_GNUC_PRINTF (4, 5);
+
+/* "file:line: callee: message" */
+static gboolean
+fail (Ctx *c, const CsStmt *s, CsRefError code, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  g_autofree char *where = NULL;
+  va_list ap;
+  guint line = stmt_line (c, s);
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (c->trace->file && line)
+    where = g_strdup_printf ("%s:%u: ", c->trace->file, line);
+  else if (line)
+    where = g_strdup_printf ("line %u: ", line);
+  else
+    where = g_strdup ("");
+  if (s && s->kind == CS_STMT_CALL)
+    g_set_error (c->error, CS_REF_ERROR, code, "%s%s: %s", where, s->callee, msg);
+  else
+    g_set_error (c->error, CS_REF_ERROR, code, "%s%s", where, msg);
+  return FALSE;
+}
+
+static char *
+shape_str (const int64_t *shape, guint rank)
+{
+  GString *s = g_string_new ("[");
+  for (guint i = 0; i < rank; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rounding to a dtype                                                                         */
+
+static gboolean
+is_float (CsDtype d)
+{
+  return cs_dtype_kind (d) == CS_DTYPE_KIND_FLOAT;
+}
+
+static gboolean
+is_int (CsDtype d)
+{
+  return cs_dtype_kind (d) == CS_DTYPE_KIND_INT;
+}
+
+static double
+wrap_int (double v, CsDtype d)
+{
+  gint64 i;
+
+  if (isnan (v) || isinf (v))
+    return 0.0;
+  v = trunc (v);
+  if (d == CS_DTYPE_I64 || d == CS_DTYPE_U64)
+    return v;
+  i = (gint64) fmod (v, 18446744073709551616.0);
+  switch (d)
+    {
+    case CS_DTYPE_U8: return (guint8) i;
+    case CS_DTYPE_I8: return (gint8) i;
+    case CS_DTYPE_I16: return (gint16) i;
+    case CS_DTYPE_I32: return (gint32) i;
+    default: return v;
+    }
+}
+
+/* Rounds @n values to @dtype as storing them in a tensor of that dtype would.  In f64 mode
+ * float dtypes are left alone. */
+static void
+round_values (double *v, int64_t n, CsDtype dtype, CsRefMode mode)
+{
+  if (dtype == CS_DTYPE_B8)
+    {
+      for (int64_t i = 0; i < n; i++)
+        v[i] = v[i] != 0.0 ? 1.0 : 0.0;
+      return;
+    }
+  if (is_int (dtype))
+    {
+      for (int64_t i = 0; i < n; i++)
+        v[i] = wrap_int (v[i], dtype);
+      return;
+    }
+  if (mode == CS_REF_F64 || dtype == CS_DTYPE_F64)
+    return;
+  switch (dtype)
+    {
+    case CS_DTYPE_F32:
+      for (int64_t i = 0; i < n; i++)
+        v[i] = (float) v[i];
+      break;
+    case CS_DTYPE_BF16:
+      for (int64_t i = 0; i < n; i++)
+        {
+          float f = (float) v[i];
+          v[i] = (double) f == v[i] ? cs_half_round_bf16 (f)
+                                    : cs_half_bf16_to_f32 (cs_half_bf16_from_f64 (v[i]));
+        }
+      break;
+    case CS_DTYPE_F16:
+      for (int64_t i = 0; i < n; i++)
+        {
+          float f = (float) v[i];
+          v[i] = (double) f == v[i] ? cs_half_round_f16 (f)
+                                    : cs_half_f16_to_f32 (cs_half_f16_from_f64 (v[i]));
+        }
+      break;
+    default:
+      if (cs_half_fp8_supported (dtype))
+        for (int64_t i = 0; i < n; i++)
+          v[i] = cs_half_fp8_to_f64 (dtype, cs_half_fp8_from_f64 (dtype, v[i]));
+      break;
+    }
+}
+
+/* A new tensor value with uninitialised data. */
+static Rv *
+rv_new_tensor (Ctx *c, const CsStmt *s, CsDtype dtype, const int64_t *shape, guint rank)
+{
+  Rv *v;
+  int64_t numel = 1;
+
+  for (guint i = 0; i < rank; i++)
+    {
+      if (shape[i] < 0)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "negative extent %" G_GINT64_FORMAT " in the output "
+                "shape", shape[i]);
+          return NULL;
+        }
+      if (shape[i] && numel > ((int64_t) 1 << 36) / shape[i])
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "output of more than 2^36 elements is over the CPU "
+                "reference's limit");
+          return NULL;
+        }
+      numel *= shape[i];
+    }
+  v = rv_new_kind (RV_TENSOR);
+  v->dtype = dtype;
+  v->rank = rank;
+  memcpy (v->shape, shape, rank * sizeof (int64_t));
+  v->numel = numel;
+  v->data = g_try_new (double, MAX (numel, 1));
+  if (v->data == NULL)
+    {
+      rv_unref (v);
+      fail (c, s, CS_REF_ERROR_SHAPE, "out of host memory for %" G_GINT64_FORMAT " elements",
+            numel);
+      return NULL;
+    }
+  return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Conversions between #CsTensor and #Rv                                                      */
+
+static Rv *
+rv_from_tensor (const CsTensor *t, gboolean as_number)
+{
+  Rv *v;
+
+  if (as_number && t->numel == 1)
+    {
+      CsDtype d = t->dtype == CS_DTYPE_B8 ? CS_DTYPE_B8 : is_int (t->dtype) ? CS_DTYPE_I64
+                                                                            : CS_DTYPE_F64;
+      return rv_new_number (d, cs_tensor_get_f64 (t, 0));
+    }
+  v = rv_new_kind (RV_TENSOR);
+  v->dtype = t->dtype;
+  v->rank = t->rank;
+  memcpy (v->shape, t->shape, sizeof v->shape);
+  v->numel = t->numel;
+  v->data = cs_tensor_dup_f64 (t);
+  return v;
+}
+
+static CsTensor *
+rv_to_tensor (const Rv *v, CsRefMode mode)
+{
+  CsDtype d;
+
+  if (v->kind == RV_NUMBER)
+    return cs_tensor_new_from_f64 (v->dtype, NULL, 0, v->data, NULL);
+  d = v->dtype;
+  if (mode == CS_REF_F64 && is_float (d))
+    d = CS_DTYPE_F64;
+  if (!cs_tensor_supports_dtype (d))
+    d = CS_DTYPE_F64;
+  return cs_tensor_new_from_f64 (d, v->shape, v->rank, v->data, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arguments                                                                                   */
+
+static Rv *eval_value (Ctx *c, const CsStmt *s, const CsValue *val);
+
+static gboolean
+dtype_from_value (const CsValue *val, CsDtype *out)
+{
+  if (val == NULL)
+    return FALSE;
+  if (val->kind == CS_VALUE_DTYPE)
+    {
+      *out = val->u.dtype.pytype ? cs_pytype_dtype ((CsPyType) val->u.dtype.pytype)
+                                 : val->u.dtype.dtype;
+      if (val->u.dtype.pytype == CS_PYTYPE_FLOAT)
+        *out = CS_DTYPE_F32;
+      return TRUE;
+    }
+  if (val->kind == CS_VALUE_NAME && val->u.s)
+    {
+      const char *n = val->u.s;
+      gboolean weak;
+
+      if (g_str_has_prefix (n, "torch."))
+        n += 6;
+      else if (g_str_has_prefix (n, "dtypes."))
+        n += 7;
+      if (strcmp (n, "float") == 0)
+        {
+          *out = CS_DTYPE_F32;
+          return TRUE;
+        }
+      if (strcmp (n, "int") == 0)
+        {
+          *out = CS_DTYPE_I64;
+          return TRUE;
+        }
+      if (strcmp (n, "bool") == 0)
+        {
+          *out = CS_DTYPE_B8;
+          return TRUE;
+        }
+      if (strcmp (n, "half") == 0)
+        {
+          *out = CS_DTYPE_F16;
+          return TRUE;
+        }
+      if (strcmp (n, "long") == 0)
+        {
+          *out = CS_DTYPE_I64;
+          return TRUE;
+        }
+      return cs_dtype_from_long (n, strlen (n), out, &weak)
+             || cs_dtype_from_short (n, strlen (n), out);
+    }
+  return FALSE;
+}
+
+static gboolean
+number_of (Ctx *c, const CsStmt *s, const CsValue *val, double *out)
+{
+  g_autoptr (Rv) v = NULL;
+
+  if (val == NULL)
+    return FALSE;
+  v = eval_value (c, s, val);
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == RV_NUMBER || (v->kind == RV_TENSOR && v->numel == 1 && v->rank == 0))
+    {
+      *out = v->data[0];
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* An int or a sequence of ints (number proxies resolved through the environment). */
+static gboolean
+int_seq_of (Ctx *c, const CsStmt *s, const CsValue *val, int64_t *out, guint max, guint *n)
+{
+  g_autoptr (Rv) v = NULL;
+
+  if (val == NULL)
+    return FALSE;
+  v = eval_value (c, s, val);
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == RV_NUMBER && v->dtype != CS_DTYPE_F64)
+    {
+      if (max < 1)
+        return FALSE;
+      out[0] = (int64_t) v->data[0];
+      *n = 1;
+      return TRUE;
+    }
+  if (v->kind != RV_SEQ || v->items->len > max)
+    return FALSE;
+  for (guint i = 0; i < v->items->len; i++)
+    {
+      Rv *it = g_ptr_array_index (v->items, i);
+      if (it->kind != RV_NUMBER || it->dtype == CS_DTYPE_F64)
+        return FALSE;
+      out[i] = (int64_t) it->data[0];
+    }
+  *n = v->items->len;
+  return TRUE;
+}
+
+static Rv *
+lookup (Ctx *c, const CsStmt *s, const char *name)
+{
+  Rv *v = g_hash_table_lookup (c->env, name);
+
+  if (v == NULL)
+    {
+      fail (c, s, CS_REF_ERROR_UNBOUND, "'%s' has no value here (not an input and not produced "
+            "by an earlier statement)", name);
+      return NULL;
+    }
+  return rv_ref (v);
+}
+
+/* Evaluates an argument value to a new reference. */
+static Rv *
+eval_value (Ctx *c, const CsStmt *s, const CsValue *val)
+{
+  switch (val->kind)
+    {
+    case CS_VALUE_NONE:
+      return rv_new_kind (RV_NONE);
+    case CS_VALUE_BOOL:
+      return rv_new_number (CS_DTYPE_B8, val->u.b ? 1.0 : 0.0);
+    case CS_VALUE_INT:
+      return rv_new_number (CS_DTYPE_I64, (double) val->u.i);
+    case CS_VALUE_FLOAT:
+      return rv_new_number (CS_DTYPE_F64, val->u.f);
+    case CS_VALUE_PROXY:
+      {
+        const CsProxy *p = val->u.proxy;
+        Rv *v = g_hash_table_lookup (c->env, p->name);
+
+        if (v)
+          return rv_ref (v);
+        /* A number proxy with a known value that no statement binds (shape values). */
+        if (p->kind == CS_PROXY_NUMBER && p->has_value && p->value)
+          return eval_value (c, s, p->value);
+        return lookup (c, s, p->name);
+      }
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+      {
+        Rv *seq = rv_new_seq ();
+
+        for (guint i = 0; i < val->u.seq.n; i++)
+          {
+            Rv *it = eval_value (c, s, val->u.seq.items[i]);
+            if (it == NULL)
+              {
+                rv_unref (seq);
+                return NULL;
+              }
+            g_ptr_array_add (seq->items, it);
+          }
+        return seq;
+      }
+    default:
+      /* strings, names, dtypes, devices, slices: no numeric value */
+      return rv_new_kind (RV_NONE);
+    }
+}
+
+static Rv *
+arg_tensor (Ctx *c, const CsStmt *s, guint i, const char *kw)
+{
+  const CsValue *val = cs_stmt_get_arg (s, i, kw);
+  Rv *v;
+
+  if (val == NULL)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "missing argument %u%s%s", i, kw ? " / " : "",
+            kw ? kw : "");
+      return NULL;
+    }
+  if (val->kind == CS_VALUE_NAME && val->u.s && strchr (val->u.s, '.') == NULL)
+    {
+      fail (c, s, CS_REF_ERROR_UNBOUND, "'%s' has no value here (not an input and not produced "
+            "by an earlier statement)", val->u.s);
+      return NULL;
+    }
+  v = eval_value (c, s, val);
+  if (v && v->kind != RV_TENSOR && v->kind != RV_NUMBER)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "argument %u is not a tensor or a number", i);
+      rv_unref (v);
+      return NULL;
+    }
+  return v;
+}
+
+/* Canonical dim in [0, rank) (rank 0 accepts -1 and 0 as 0). */
+static gboolean
+canon_dim (Ctx *c, const CsStmt *s, int64_t d, guint rank, guint *out)
+{
+  int64_t r = rank == 0 ? 1 : rank;
+
+  if (d < 0)
+    d += r;
+  if (d < 0 || d >= r)
+    return fail (c, s, CS_REF_ERROR_SHAPE, "dimension out of range for rank %u", rank);
+  *out = (guint) d;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Elementwise prims                                                                           */
+
+static CsDtypeRef
+promo_arg (const Rv *v)
+{
+  if (v->kind == RV_NUMBER)
+    return cs_promote_arg_number (v->dtype == CS_DTYPE_B8 ? CS_PYTYPE_BOOL
+                                  : v->dtype == CS_DTYPE_I64 ? CS_PYTYPE_INT : CS_PYTYPE_FLOAT);
+  return cs_promote_arg_tensor (v->dtype, v->rank);
+}
+
+/* Float math runs in f32 in exact mode for every float dtype narrower than f64. */
+static gboolean
+use_f32 (Ctx *c, CsDtype cdtype)
+{
+  return c->mode == CS_REF_EXACT && is_float (cdtype) && cdtype != CS_DTYPE_F64;
+}
+
+static gboolean
+op_is_transcendental (CsOpId id)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ACOS: case CS_OP_PRIM_ACOSH: case CS_OP_PRIM_ASIN: case CS_OP_PRIM_ASINH:
+    case CS_OP_PRIM_ATAN: case CS_OP_PRIM_ATANH: case CS_OP_PRIM_COS: case CS_OP_PRIM_COSH:
+    case CS_OP_PRIM_ERF: case CS_OP_PRIM_ERFC: case CS_OP_PRIM_EXP: case CS_OP_PRIM_EXP2:
+    case CS_OP_PRIM_EXPM1: case CS_OP_PRIM_LGAMMA: case CS_OP_PRIM_LOG: case CS_OP_PRIM_LOG10:
+    case CS_OP_PRIM_LOG1P: case CS_OP_PRIM_LOG2: case CS_OP_PRIM_RECIPROCAL:
+    case CS_OP_PRIM_RSQRT: case CS_OP_PRIM_SIN: case CS_OP_PRIM_SINH: case CS_OP_PRIM_SQRT:
+    case CS_OP_PRIM_TAN: case CS_OP_PRIM_TANH: case CS_OP_PRIM_ATAN2:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static gboolean
+op_is_bitwise (CsOpId id)
+{
+  return id == CS_OP_PRIM_BITWISE_AND || id == CS_OP_PRIM_BITWISE_OR
+         || id == CS_OP_PRIM_BITWISE_XOR || id == CS_OP_PRIM_BITWISE_NOT
+         || id == CS_OP_PRIM_BITWISE_LEFT_SHIFT || id == CS_OP_PRIM_BITWISE_RIGHT_SHIFT;
+}
+
+static double
+unary_f64 (CsOpId id, double x)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ABS: case CS_OP_PRIM_PY_ABS: return fabs (x);
+    case CS_OP_PRIM_ACOS: return acos (x);
+    case CS_OP_PRIM_ACOSH: return acosh (x);
+    case CS_OP_PRIM_ASIN: return asin (x);
+    case CS_OP_PRIM_ASINH: return asinh (x);
+    case CS_OP_PRIM_ATAN: return atan (x);
+    case CS_OP_PRIM_ATANH: return atanh (x);
+    case CS_OP_PRIM_CEIL: return ceil (x);
+    case CS_OP_PRIM_COS: return cos (x);
+    case CS_OP_PRIM_COSH: return cosh (x);
+    case CS_OP_PRIM_ERF: return erf (x);
+    case CS_OP_PRIM_ERFC: return erfc (x);
+    case CS_OP_PRIM_EXP: return exp (x);
+    case CS_OP_PRIM_EXP2: return exp2 (x);
+    case CS_OP_PRIM_EXPM1: return expm1 (x);
+    case CS_OP_PRIM_FLOOR: return floor (x);
+    case CS_OP_PRIM_ISFINITE: return isfinite (x) ? 1.0 : 0.0;
+    case CS_OP_PRIM_LGAMMA: return lgamma (x);
+    case CS_OP_PRIM_LOG: return log (x);
+    case CS_OP_PRIM_LOG10: return log10 (x);
+    case CS_OP_PRIM_LOG1P: return log1p (x);
+    case CS_OP_PRIM_LOG2: return log2 (x);
+    case CS_OP_PRIM_NEG: return -x;
+    case CS_OP_PRIM_RECIPROCAL: return 1.0 / x;
+    case CS_OP_PRIM_ROUND: return nearbyint (x);   /* half to even, as torch.round */
+    case CS_OP_PRIM_RSQRT: return 1.0 / sqrt (x);
+    case CS_OP_PRIM_SIGN: return isnan (x) ? x : (x > 0) - (x < 0);
+    case CS_OP_PRIM_SIGNBIT: return signbit (x) ? 1.0 : 0.0;
+    case CS_OP_PRIM_SIN: return sin (x);
+    case CS_OP_PRIM_SINH: return sinh (x);
+    case CS_OP_PRIM_SQRT: return sqrt (x);
+    case CS_OP_PRIM_TAN: return tan (x);
+    case CS_OP_PRIM_TANH: return tanh (x);
+    case CS_OP_PRIM_TRUNC: return trunc (x);
+    case CS_OP_PRIM_REAL: return x;
+    case CS_OP_PRIM_BITWISE_NOT: return (double) ~(gint64) x;
+    default: g_assert_not_reached (); return NAN;
+    }
+}
+
+static float
+unary_f32 (CsOpId id, float x)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ABS: case CS_OP_PRIM_PY_ABS: return fabsf (x);
+    case CS_OP_PRIM_ACOS: return acosf (x);
+    case CS_OP_PRIM_ACOSH: return acoshf (x);
+    case CS_OP_PRIM_ASIN: return asinf (x);
+    case CS_OP_PRIM_ASINH: return asinhf (x);
+    case CS_OP_PRIM_ATAN: return atanf (x);
+    case CS_OP_PRIM_ATANH: return atanhf (x);
+    case CS_OP_PRIM_CEIL: return ceilf (x);
+    case CS_OP_PRIM_COS: return cosf (x);
+    case CS_OP_PRIM_COSH: return coshf (x);
+    case CS_OP_PRIM_ERF: return erff (x);
+    case CS_OP_PRIM_ERFC: return erfcf (x);
+    case CS_OP_PRIM_EXP: return expf (x);
+    case CS_OP_PRIM_EXP2: return exp2f (x);
+    case CS_OP_PRIM_EXPM1: return expm1f (x);
+    case CS_OP_PRIM_FLOOR: return floorf (x);
+    case CS_OP_PRIM_LGAMMA: return lgammaf (x);
+    case CS_OP_PRIM_LOG: return logf (x);
+    case CS_OP_PRIM_LOG10: return log10f (x);
+    case CS_OP_PRIM_LOG1P: return log1pf (x);
+    case CS_OP_PRIM_LOG2: return log2f (x);
+    case CS_OP_PRIM_NEG: return -x;
+    case CS_OP_PRIM_RECIPROCAL: return 1.0f / x;
+    case CS_OP_PRIM_ROUND: return nearbyintf (x);
+    case CS_OP_PRIM_RSQRT: return 1.0f / sqrtf (x);
+    case CS_OP_PRIM_SIN: return sinf (x);
+    case CS_OP_PRIM_SINH: return sinhf (x);
+    case CS_OP_PRIM_SQRT: return sqrtf (x);
+    case CS_OP_PRIM_TAN: return tanf (x);
+    case CS_OP_PRIM_TANH: return tanhf (x);
+    case CS_OP_PRIM_TRUNC: return truncf (x);
+    default: return (float) unary_f64 (id, x);   /* exact ops: sign, isfinite, real ... */
+    }
+}
+
+static double
+py_mod (double a, double b)
+{
+  double r = fmod (a, b);
+  if (r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
+}
+
+/* Binary math in f64; @int_math for exact dtypes. */
+static gboolean
+binary_f64 (CsOpId id, double a, double b, gboolean int_math, double *out)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ADD: *out = a + b; return TRUE;
+    case CS_OP_PRIM_SUB: *out = a - b; return TRUE;
+    case CS_OP_PRIM_MUL: *out = a * b; return TRUE;
+    case CS_OP_PRIM_DIV:
+      if (int_math)
+        {
+          if (b == 0)
+            return FALSE;
+          *out = (double) ((gint64) a / (gint64) b);   /* C-style truncation */
+        }
+      else
+        *out = a / b;
+      return TRUE;
+    case CS_OP_PRIM_POW: *out = pow (a, b); return TRUE;
+    case CS_OP_PRIM_MAXIMUM: *out = isnan (a) || isnan (b) ? NAN : (a > b ? a : b); return TRUE;
+    case CS_OP_PRIM_MINIMUM: *out = isnan (a) || isnan (b) ? NAN : (a < b ? a : b); return TRUE;
+    case CS_OP_PRIM_EQ: *out = a == b; return TRUE;
+    case CS_OP_PRIM_NE: *out = a != b; return TRUE;
+    case CS_OP_PRIM_LT: *out = a < b; return TRUE;
+    case CS_OP_PRIM_LE: *out = a <= b; return TRUE;
+    case CS_OP_PRIM_GT: *out = a > b; return TRUE;
+    case CS_OP_PRIM_GE: *out = a >= b; return TRUE;
+    case CS_OP_PRIM_ATAN2: *out = atan2 (a, b); return TRUE;
+    case CS_OP_PRIM_FMOD:
+      if (int_math && b == 0)
+        return FALSE;
+      *out = fmod (a, b);
+      return TRUE;
+    case CS_OP_PRIM_REMAINDER:
+      if (int_math && b == 0)
+        return FALSE;
+      *out = py_mod (a, b);
+      return TRUE;
+    case CS_OP_PRIM_NEXTAFTER: *out = nextafter (a, b); return TRUE;
+    case CS_OP_PRIM_BITWISE_AND: *out = (double) ((gint64) a & (gint64) b); return TRUE;
+    case CS_OP_PRIM_BITWISE_OR: *out = (double) ((gint64) a | (gint64) b); return TRUE;
+    case CS_OP_PRIM_BITWISE_XOR: *out = (double) ((gint64) a ^ (gint64) b); return TRUE;
+    case CS_OP_PRIM_BITWISE_LEFT_SHIFT:
+      *out = (b < 0 || b >= 64) ? 0.0 : (double) ((gint64) ((guint64) (gint64) a << (int) b));
+      return TRUE;
+    case CS_OP_PRIM_BITWISE_RIGHT_SHIFT:
+      *out = (double) ((gint64) a >> (int) CLAMP (b, 0, 63));
+      return TRUE;
+    default:
+      g_assert_not_reached ();
+      return FALSE;
+    }
+}
+
+static float
+binary_f32 (CsOpId id, float a, float b)
+{
+  switch (id)
+    {
+    case CS_OP_PRIM_ADD: return a + b;
+    case CS_OP_PRIM_SUB: return a - b;
+    case CS_OP_PRIM_MUL: return a * b;
+    case CS_OP_PRIM_DIV: return a / b;
+    case CS_OP_PRIM_POW: return powf (a, b);
+    case CS_OP_PRIM_ATAN2: return atan2f (a, b);
+    case CS_OP_PRIM_FMOD: return fmodf (a, b);
+    case CS_OP_PRIM_NEXTAFTER: return nextafterf (a, b);
+    default:
+      {
+        double r = 0;
+        binary_f64 (id, a, b, FALSE, &r);
+        return (float) r;
+      }
+    }
+}
+
+#define AT(v, i) ((v)->numel == 1 && (v)->rank == 0 ? (v)->data[0] : (v)->data[i])
+
+/* Checks that every tensor argument has the same shape (0-d tensors and numbers act as
+ * scalars; prims never broadcast) and returns the template argument for the output shape. */
+static const Rv *
+ew_shape (Ctx *c, const CsStmt *s, Rv **args, guint n)
+{
+  const Rv *tpl = NULL;
+
+  for (guint i = 0; i < n; i++)
+    {
+      const Rv *a = args[i];
+
+      if (a->kind != RV_TENSOR || a->rank == 0)
+        continue;
+      if (tpl == NULL)
+        tpl = a;
+      else if (a->rank != tpl->rank
+               || memcmp (a->shape, tpl->shape, a->rank * sizeof (int64_t)) != 0)
+        {
+          g_autofree char *s1 = shape_str (tpl->shape, tpl->rank);
+          g_autofree char *s2 = shape_str (a->shape, a->rank);
+          fail (c, s, CS_REF_ERROR_SHAPE, "operand shapes %s and %s differ (prims do not "
+                "broadcast; the trace must broadcast_in_dim first)", s1, s2);
+          return NULL;
+        }
+    }
+  if (tpl == NULL)
+    for (guint i = 0; i < n; i++)
+      if (args[i]->kind == RV_TENSOR)
+        return args[i];
+  return tpl ? tpl : args[0];
+}
+
+static Rv *
+run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
+{
+  const CsOp *op = cs_op_get (id);
+  guint n = cs_op_has_tag (op, CS_OP_TAG_TERNARY) ? 3 : cs_op_has_tag (op, CS_OP_TAG_BINARY) ? 2 : 1;
+  Rv *args[3] = { NULL, NULL, NULL };
+  Rv *out = NULL;
+  const Rv *tpl;
+  CsDtypeRef refs[3], p;
+  CsDtype cdtype, odtype;
+  gboolean any_tensor = FALSE, f32, int_math;
+  g_autoptr (GError) perr = NULL;
+
+  for (guint i = 0; i < n; i++)
+    {
+      args[i] = arg_tensor (c, s, i, NULL);
+      if (args[i] == NULL)
+        goto out;
+      any_tensor |= args[i]->kind == RV_TENSOR;
+    }
+  tpl = ew_shape (c, s, args, n);
+  if (tpl == NULL)
+    goto out;
+
+  if (id == CS_OP_PRIM_WHERE)
+    {
+      /* where(pred, a, b): PRESERVE over a and b */
+      refs[0] = promo_arg (args[1]);
+      refs[1] = promo_arg (args[2]);
+      if (!cs_promote_dtypes (refs, 2, &p, &perr))
+        {
+          fail (c, s, CS_REF_ERROR_DTYPE, "%s", perr->message);
+          goto out;
+        }
+    }
+  else
+    {
+      for (guint i = 0; i < n; i++)
+        refs[i] = promo_arg (args[i]);
+      if (!cs_promote_dtypes (refs, n, &p, &perr))
+        {
+          fail (c, s, CS_REF_ERROR_DTYPE, "%s", perr->message);
+          goto out;
+        }
+    }
+  cdtype = p.dtype;
+  if (p.pytype == CS_PYTYPE_FLOAT && !any_tensor)
+    cdtype = CS_DTYPE_F64;            /* Python float arithmetic is double */
+  if (cs_dtype_kind (cdtype) == CS_DTYPE_KIND_COMPLEX || !cs_tensor_supports_dtype (cdtype))
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "no CPU reference for %s values",
+            cs_dtype_short_name (cdtype));
+      goto out;
+    }
+  int_math = !is_float (cdtype);
+  if (int_math && op_is_transcendental (id))
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "takes float tensors, got %s (the trace should convert "
+            "first)", cs_dtype_short_name (cdtype));
+      goto out;
+    }
+  if (!int_math && op_is_bitwise (id))
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "takes integer or bool tensors, got %s",
+            cs_dtype_short_name (cdtype));
+      goto out;
+    }
+
+  switch (id)
+    {
+    case CS_OP_PRIM_EQ: case CS_OP_PRIM_NE: case CS_OP_PRIM_LT: case CS_OP_PRIM_LE:
+    case CS_OP_PRIM_GT: case CS_OP_PRIM_GE: case CS_OP_PRIM_ISFINITE: case CS_OP_PRIM_SIGNBIT:
+      odtype = CS_DTYPE_B8;
+      break;
+    default:
+      odtype = cdtype;
+      break;
+    }
+
+  if (any_tensor)
+    out = rv_new_tensor (c, s, odtype, tpl->shape, tpl->kind == RV_TENSOR ? tpl->rank : 0);
+  else
+    out = rv_new_number (odtype == CS_DTYPE_B8 ? CS_DTYPE_B8 : int_math ? CS_DTYPE_I64
+                                                                       : CS_DTYPE_F64, 0);
+  if (out == NULL)
+    goto out;
+
+  f32 = use_f32 (c, cdtype);
+  if (n == 1)
+    {
+      const Rv *a = args[0];
+      if (f32)
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = unary_f32 (id, (float) AT (a, i));
+      else
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = unary_f64 (id, AT (a, i));
+    }
+  else if (id == CS_OP_PRIM_WHERE)
+    {
+      const Rv *pr = args[0], *a = args[1], *b = args[2];
+      for (int64_t i = 0; i < out->numel; i++)
+        out->data[i] = AT (pr, i) != 0 ? AT (a, i) : AT (b, i);
+    }
+  else if (id == CS_OP_PRIM_LERP)
+    {
+      const Rv *a = args[0], *b = args[1], *w = args[2];
+      for (int64_t i = 0; i < out->numel; i++)
+        out->data[i] = f32 ? (double) ((float) AT (a, i)
+                                       + (float) AT (w, i) * ((float) AT (b, i) - (float) AT (a, i)))
+                           : AT (a, i) + AT (w, i) * (AT (b, i) - AT (a, i));
+    }
+  else
+    {
+      const Rv *a = args[0], *b = args[1];
+      if (f32)
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = binary_f32 (id, (float) AT (a, i), (float) AT (b, i));
+      else
+        for (int64_t i = 0; i < out->numel; i++)
+          if (!binary_f64 (id, AT (a, i), AT (b, i), int_math, &out->data[i]))
+            {
+              fail (c, s, CS_REF_ERROR_VALUE, "integer division by zero at element %"
+                    G_GINT64_FORMAT, i);
+              g_clear_pointer (&out, rv_unref);
+              goto out;
+            }
+    }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+
+out:
+  for (guint i = 0; i < n; i++)
+    rv_unref (args[i]);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shape prims                                                                                 */
+
+static void
+contiguous_strides (const int64_t *shape, guint rank, int64_t *strides)
+{
+  int64_t st = 1;
+
+  for (guint i = rank; i-- > 0;)
+    {
+      strides[i] = st;
+      st *= shape[i];
+    }
+}
+
+/* Decomposes flat index @o of @shape into @idx. */
+static void
+unflatten (int64_t o, const int64_t *shape, guint rank, int64_t *idx)
+{
+  for (guint i = rank; i-- > 0;)
+    {
+      idx[i] = shape[i] ? o % shape[i] : 0;
+      o = shape[i] ? o / shape[i] : 0;
+    }
+}
+
+static Rv *
+tensor_arg0 (Ctx *c, const CsStmt *s)
+{
+  Rv *a = arg_tensor (c, s, 0, "a");
+
+  if (a && a->kind != RV_TENSOR)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "the first argument must be a tensor");
+      rv_unref (a);
+      return NULL;
+    }
+  return a;
+}
+
+static Rv *
+run_broadcast_in_dim (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t shape[CS_MAX_DIMS], bd[CS_MAX_DIMS], astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
+  guint rank, nbd;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank)
+      || !int_seq_of (c, s, cs_stmt_get_arg (s, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nbd))
+    {
+      if (c->error && *c->error)
+        return NULL;
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, shape, broadcast_dimensions) int sequences");
+      return NULL;
+    }
+  if (nbd != a->rank)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "broadcast_dimensions has %u entries for a rank-%u tensor",
+            nbd, a->rank);
+      return NULL;
+    }
+  for (guint k = 0; k < nbd; k++)
+    if (bd[k] < 0 || bd[k] >= rank || (a->shape[k] != 1 && a->shape[k] != shape[bd[k]])
+        || (k > 0 && bd[k] <= bd[k - 1]))
+      {
+        g_autofree char *sa = shape_str (a->shape, a->rank);
+        g_autofree char *so = shape_str (shape, rank);
+        fail (c, s, CS_REF_ERROR_SHAPE, "cannot broadcast %s to %s with dimension %u -> %"
+              G_GINT64_FORMAT, sa, so, k, bd[k]);
+        return NULL;
+      }
+  out = rv_new_tensor (c, s, a->dtype, shape, rank);
+  if (out == NULL)
+    return NULL;
+  contiguous_strides (a->shape, a->rank, astr);
+  for (int64_t o = 0; o < out->numel; o++)
+    {
+      int64_t off = 0;
+      unflatten (o, shape, rank, idx);
+      for (guint k = 0; k < nbd; k++)
+        if (a->shape[k] != 1)
+          off += idx[bd[k]] * astr[k];
+      out->data[o] = a->data[off];
+    }
+  return out;
+}
+
+static Rv *
+rv_reshaped (Ctx *c, const CsStmt *s, const Rv *a, const int64_t *shape_in, guint rank)
+{
+  int64_t shape[CS_MAX_DIMS], known = 1;
+  int neg = -1;
+  Rv *out;
+
+  for (guint i = 0; i < rank; i++)
+    {
+      shape[i] = shape_in[i];
+      if (shape[i] == -1 && neg < 0)
+        neg = (int) i;
+      else
+        known *= shape[i];
+    }
+  if (neg >= 0)
+    shape[neg] = known ? a->numel / known : 0;
+  if (cs_shape_numel (shape, rank) != a->numel)
+    {
+      g_autofree char *sa = shape_str (a->shape, a->rank);
+      g_autofree char *so = shape_str (shape_in, rank);
+      fail (c, s, CS_REF_ERROR_SHAPE, "cannot reshape %s (%" G_GINT64_FORMAT " elements) to %s",
+            sa, a->numel, so);
+      return NULL;
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, rank);
+  if (out)
+    memcpy (out->data, a->data, (gsize) a->numel * sizeof (double));
+  return out;
+}
+
+static Rv *
+run_reshape (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t shape[CS_MAX_DIMS];
+  guint rank;
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, shape)");
+      return NULL;
+    }
+  return rv_reshaped (c, s, a, shape, rank);
+}
+
+static Rv *
+run_transpose (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t perm[CS_MAX_DIMS], shape[CS_MAX_DIMS], astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
+  guint n;
+  guint seen = 0;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
+      || n != a->rank)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "expects a permutation of the %u dims", a->rank);
+      return NULL;
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      if (perm[i] < 0 || perm[i] >= n || (seen & (1u << perm[i])))
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "not a permutation of the %u dims", a->rank);
+          return NULL;
+        }
+      seen |= 1u << perm[i];
+      shape[i] = a->shape[perm[i]];
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, n);
+  if (out == NULL)
+    return NULL;
+  contiguous_strides (a->shape, a->rank, astr);
+  for (int64_t o = 0; o < out->numel; o++)
+    {
+      int64_t off = 0;
+      unflatten (o, shape, n, idx);
+      for (guint i = 0; i < n; i++)
+        off += idx[i] * astr[perm[i]];
+      out->data[o] = a->data[off];
+    }
+  return out;
+}
+
+static Rv *
+run_squeeze (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t dims[CS_MAX_DIMS], shape[CS_MAX_DIMS];
+  guint nd, rank = 0;
+  gboolean drop[CS_MAX_DIMS] = { FALSE };
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "dims"), dims, CS_MAX_DIMS, &nd))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dims)");
+      return NULL;
+    }
+  for (guint i = 0; i < nd; i++)
+    {
+      guint d = 0;
+      if (!canon_dim (c, s, dims[i], a->rank, &d))
+        return NULL;
+      if (a->rank > 0 && a->shape[d] != 1)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "cannot squeeze dimension %u of extent %"
+                G_GINT64_FORMAT, d, a->shape[d]);
+          return NULL;
+        }
+      drop[d] = TRUE;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    if (!drop[i])
+      shape[rank++] = a->shape[i];
+  return rv_reshaped (c, s, a, shape, rank);
+}
+
+static Rv *
+run_slice (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS], shape[CS_MAX_DIMS];
+  int64_t astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
+  guint ns, ne, nst = 0;
+  const CsValue *sv;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "start_indices"), start, CS_MAX_DIMS, &ns)
+      || !int_seq_of (c, s, cs_stmt_get_arg (s, 2, "end_indices"), end, CS_MAX_DIMS, &ne)
+      || ns != a->rank || ne != a->rank)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "expects start and end indices for all %u dims", a->rank);
+      return NULL;
+    }
+  sv = cs_stmt_get_arg (s, 3, "strides");
+  if (sv && sv->kind != CS_VALUE_NONE)
+    {
+      if (!int_seq_of (c, s, sv, step, CS_MAX_DIMS, &nst) || nst != a->rank)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "expects strides for all %u dims", a->rank);
+          return NULL;
+        }
+    }
+  else
+    for (guint i = 0; i < a->rank; i++)
+      step[i] = 1;
+  for (guint i = 0; i < a->rank; i++)
+    {
+      if (start[i] < 0 || end[i] > a->shape[i] || start[i] > end[i] || step[i] < 1)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "slice [%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT ":%"
+                G_GINT64_FORMAT "] is out of range for dimension %u of extent %" G_GINT64_FORMAT,
+                start[i], end[i], step[i], i, a->shape[i]);
+          return NULL;
+        }
+      shape[i] = (end[i] - start[i] + step[i] - 1) / step[i];
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  contiguous_strides (a->shape, a->rank, astr);
+  for (int64_t o = 0; o < out->numel; o++)
+    {
+      int64_t off = 0;
+      unflatten (o, shape, a->rank, idx);
+      for (guint i = 0; i < a->rank; i++)
+        off += (start[i] + idx[i] * step[i]) * astr[i];
+      out->data[o] = a->data[off];
+    }
+  return out;
+}
+
+static Rv *
+run_cat (Ctx *c, const CsStmt *s)
+{
+  const CsValue *lv = cs_stmt_get_arg (s, 0, "tensors");
+  g_autoptr (Rv) list = NULL;
+  int64_t dim_i = 0, shape[CS_MAX_DIMS];
+  guint dim = 0, rank;
+  const Rv *first;
+  Rv *out;
+  int64_t outer = 1, inner = 1, pos = 0;
+
+  if (lv == NULL || !(list = eval_value (c, s, lv)) || list->kind != RV_SEQ || list->items->len == 0)
+    {
+      if (c->error && *c->error)
+        return NULL;
+      fail (c, s, CS_REF_ERROR_INPUT, "expects a non-empty list of tensors");
+      return NULL;
+    }
+  {
+    double d = 0;
+    if (!number_of (c, s, cs_stmt_get_arg (s, 1, "dim"), &d))
+      {
+        fail (c, s, CS_REF_ERROR_INPUT, "expects (tensors, dim)");
+        return NULL;
+      }
+    dim_i = (int64_t) d;
+  }
+  first = g_ptr_array_index (list->items, 0);
+  if (first->kind != RV_TENSOR)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects tensors");
+      return NULL;
+    }
+  rank = first->rank;
+  if (!canon_dim (c, s, dim_i, rank, &dim))
+    return NULL;
+  memcpy (shape, first->shape, sizeof shape);
+  shape[dim] = 0;
+  for (guint t = 0; t < list->items->len; t++)
+    {
+      const Rv *x = g_ptr_array_index (list->items, t);
+      if (x->kind != RV_TENSOR || x->rank != rank || x->dtype != first->dtype)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "tensor %u differs in rank or dtype from the first", t);
+          return NULL;
+        }
+      for (guint i = 0; i < rank; i++)
+        if (i != dim && x->shape[i] != first->shape[i])
+          {
+            fail (c, s, CS_REF_ERROR_SHAPE, "tensor %u differs in dimension %u", t, i);
+            return NULL;
+          }
+      shape[dim] += x->shape[dim];
+    }
+  out = rv_new_tensor (c, s, first->dtype, shape, rank);
+  if (out == NULL)
+    return NULL;
+  for (guint i = 0; i < dim; i++)
+    outer *= shape[i];
+  for (guint i = dim + 1; i < rank; i++)
+    inner *= shape[i];
+  for (guint t = 0; t < list->items->len; t++)
+    {
+      const Rv *x = g_ptr_array_index (list->items, t);
+      int64_t chunk = x->shape[dim] * inner;
+
+      for (int64_t o = 0; o < outer; o++)
+        memcpy (out->data + o * shape[dim] * inner + pos, x->data + o * chunk,
+                (gsize) chunk * sizeof (double));
+      pos += chunk;
+    }
+  return out;
+}
+
+static Rv *
+run_pad (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) cfg = NULL;
+  const CsValue *cv = cs_stmt_get_arg (s, 2, "padding_config");
+  int64_t lo[CS_MAX_DIMS], hi[CS_MAX_DIMS], in[CS_MAX_DIMS], shape[CS_MAX_DIMS];
+  int64_t idx[CS_MAX_DIMS], ostr[CS_MAX_DIMS];
+  double fill;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 1, "padding_value"), &fill) || cv == NULL
+      || !(cfg = eval_value (c, s, cv)) || cfg->kind != RV_SEQ || cfg->items->len != a->rank)
+    {
+      if (c->error && *c->error)
+        return NULL;
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, padding_value, [(lo, hi, interior)] per dim)");
+      return NULL;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    {
+      const Rv *t = g_ptr_array_index (cfg->items, i);
+      if (t->kind != RV_SEQ || t->items->len != 3)
+        {
+          fail (c, s, CS_REF_ERROR_INPUT, "padding_config entry %u is not (lo, hi, interior)", i);
+          return NULL;
+        }
+      lo[i] = (int64_t) ((Rv *) g_ptr_array_index (t->items, 0))->data[0];
+      hi[i] = (int64_t) ((Rv *) g_ptr_array_index (t->items, 1))->data[0];
+      in[i] = (int64_t) ((Rv *) g_ptr_array_index (t->items, 2))->data[0];
+      if (in[i] < 0)
+        {
+          fail (c, s, CS_REF_ERROR_VALUE, "negative interior padding");
+          return NULL;
+        }
+      shape[i] = lo[i] + hi[i] + a->shape[i] + (a->shape[i] > 0 ? (a->shape[i] - 1) * in[i] : 0);
+      if (shape[i] < 0)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "padding makes dimension %u negative", i);
+          return NULL;
+        }
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  {
+    double f[1] = { fill };
+    round_values (f, 1, a->dtype, c->mode);
+    for (int64_t o = 0; o < out->numel; o++)
+      out->data[o] = f[0];
+  }
+  contiguous_strides (shape, a->rank, ostr);
+  for (int64_t e = 0; e < a->numel; e++)
+    {
+      int64_t off = 0;
+      gboolean inside = TRUE;
+
+      unflatten (e, a->shape, a->rank, idx);
+      for (guint i = 0; i < a->rank && inside; i++)
+        {
+          int64_t p = lo[i] + idx[i] * (in[i] + 1);
+          inside = p >= 0 && p < shape[i];
+          off += p * ostr[i];
+        }
+      if (inside)
+        out->data[off] = a->data[e];
+    }
+  return out;
+}
+
+static Rv *
+run_flip (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  int64_t dims[CS_MAX_DIMS], idx[CS_MAX_DIMS], astr[CS_MAX_DIMS];
+  gboolean flip[CS_MAX_DIMS] = { FALSE };
+  guint nd;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "dims"), dims, CS_MAX_DIMS, &nd))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dims)");
+      return NULL;
+    }
+  for (guint i = 0; i < nd; i++)
+    {
+      guint d = 0;
+      if (!canon_dim (c, s, dims[i], a->rank, &d))
+        return NULL;
+      flip[d] = TRUE;
+    }
+  out = rv_new_tensor (c, s, a->dtype, a->shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  contiguous_strides (a->shape, a->rank, astr);
+  for (int64_t o = 0; o < out->numel; o++)
+    {
+      int64_t off = 0;
+      unflatten (o, a->shape, a->rank, idx);
+      for (guint i = 0; i < a->rank; i++)
+        off += (flip[i] ? a->shape[i] - 1 - idx[i] : idx[i]) * astr[i];
+      out->data[o] = a->data[off];
+    }
+  return out;
+}
+
+/* convert_element_type(a, dtype): tensors round to the dtype; numbers become Python numbers of
+ * the dtype's kind (`prims.convert_element_type(1, float)` gives 1.0). */
+static Rv *
+run_convert (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
+  CsDtype d;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (!dtype_from_value (cs_stmt_get_arg (s, 1, "dtype"), &d))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dtype)");
+      return NULL;
+    }
+  if (a->kind == RV_NUMBER)
+    {
+      CsDtype nd = d == CS_DTYPE_B8 ? CS_DTYPE_B8 : is_int (d) ? CS_DTYPE_I64 : CS_DTYPE_F64;
+      out = rv_new_number (nd, a->data[0]);
+      round_values (out->data, 1, nd, c->mode);
+      return out;
+    }
+  if (!cs_tensor_supports_dtype (d))
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "no CPU reference for %s", cs_dtype_short_name (d));
+      return NULL;
+    }
+  out = rv_new_tensor (c, s, d, a->shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  memcpy (out->data, a->data, (gsize) a->numel * sizeof (double));
+  round_values (out->data, out->numel, d, c->mode);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reductions                                                                                  */
+
+/* Reads the reduction dims argument into a mask; returns the output shape (dims removed). */
+static gboolean
+reduction_dims (Ctx *c, const CsStmt *s, const Rv *a, const CsValue *dv, gboolean *mask,
+                int64_t *oshape, guint *orank)
+{
+  int64_t dims[CS_MAX_DIMS];
+  guint nd = 0;
+
+  memset (mask, 0, CS_MAX_DIMS * sizeof (gboolean));
+  if (dv == NULL || dv->kind == CS_VALUE_NONE)
+    {
+      for (guint i = 0; i < a->rank; i++)
+        mask[i] = TRUE;
+    }
+  else
+    {
+      if (!int_seq_of (c, s, dv, dims, CS_MAX_DIMS, &nd))
+        return fail (c, s, CS_REF_ERROR_INPUT, "expects reduction dims as ints");
+      for (guint i = 0; i < nd; i++)
+        {
+          guint d = 0;
+          if (!canon_dim (c, s, dims[i], a->rank, &d))
+            return FALSE;
+          mask[d] = TRUE;
+        }
+    }
+  *orank = 0;
+  for (guint i = 0; i < a->rank; i++)
+    if (!mask[i])
+      oshape[(*orank)++] = a->shape[i];
+  return TRUE;
+}
+
+/* Output flat index of input element @e, for a reduction with @mask. */
+static int64_t
+reduced_index (int64_t e, const Rv *a, const gboolean *mask, const int64_t *oshape, guint orank)
+{
+  int64_t idx[CS_MAX_DIMS], o = 0;
+  guint k = 0;
+
+  unflatten (e, a->shape, a->rank, idx);
+  for (guint i = 0; i < a->rank; i++)
+    if (!mask[i])
+      o = o * oshape[k++] + idx[i];
+  return o;
+}
+
+static Rv *
+run_reduction (Ctx *c, const CsStmt *s, CsOpId id)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  gboolean mask[CS_MAX_DIMS];
+  int64_t oshape[CS_MAX_DIMS];
+  guint orank;
+  Rv *out;
+  CsDtype od;
+
+  if (a == NULL)
+    return NULL;
+  if (!reduction_dims (c, s, a, cs_stmt_get_arg (s, 1, "dims"), mask, oshape, &orank))
+    return NULL;
+  od = a->dtype;
+  out = rv_new_tensor (c, s, od, oshape, orank);
+  if (out == NULL)
+    return NULL;
+  for (int64_t o = 0; o < out->numel; o++)
+    out->data[o] = id == CS_OP_PRIM_SUM ? 0.0 : id == CS_OP_PRIM_PROD ? 1.0
+                   : id == CS_OP_PRIM_AMAX ? -INFINITY : INFINITY;
+  if (a->numel == 0 && (id == CS_OP_PRIM_AMAX || id == CS_OP_PRIM_AMIN) && out->numel > 0)
+    {
+      rv_unref (out);
+      fail (c, s, CS_REF_ERROR_SHAPE, "cannot take amax/amin over zero elements");
+      return NULL;
+    }
+  for (int64_t e = 0; e < a->numel; e++)
+    {
+      int64_t o = reduced_index (e, a, mask, oshape, orank);
+      double x = a->data[e];
+
+      switch (id)
+        {
+        case CS_OP_PRIM_SUM: out->data[o] += x; break;
+        case CS_OP_PRIM_PROD: out->data[o] *= x; break;
+        case CS_OP_PRIM_AMAX:
+          if (isnan (x) || x > out->data[o])
+            out->data[o] = isnan (out->data[o]) ? out->data[o] : x;
+          break;
+        default:
+          if (isnan (x) || x < out->data[o])
+            out->data[o] = isnan (out->data[o]) ? out->data[o] : x;
+          break;
+        }
+    }
+  round_values (out->data, out->numel, od, c->mode);
+  return out;
+}
+
+/* var / var_mean (a, dims, correction=): two-pass in f64. */
+static Rv *
+run_var (Ctx *c, const CsStmt *s, gboolean with_mean)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  gboolean mask[CS_MAX_DIMS];
+  int64_t oshape[CS_MAX_DIMS], n;
+  guint orank;
+  double corr = 1.0;
+  const CsValue *cv;
+  Rv *var = NULL, *mean = NULL, *seq;
+
+  if (a == NULL)
+    return NULL;
+  if (!reduction_dims (c, s, a, cs_stmt_get_arg (s, 1, "dims"), mask, oshape, &orank))
+    return NULL;
+  cv = cs_stmt_get_arg (s, 2, "correction");
+  if (cv && !number_of (c, s, cv, &corr))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "correction must be a number");
+      return NULL;
+    }
+  if (!is_float (a->dtype))
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "takes float tensors, got %s", cs_dtype_short_name (a->dtype));
+      return NULL;
+    }
+  var = rv_new_tensor (c, s, a->dtype, oshape, orank);
+  mean = var ? rv_new_tensor (c, s, a->dtype, oshape, orank) : NULL;
+  if (mean == NULL)
+    {
+      rv_unref (var);
+      return NULL;
+    }
+  n = var->numel ? a->numel / var->numel : 0;
+  memset (mean->data, 0, (gsize) MAX (mean->numel, 1) * sizeof (double));
+  memset (var->data, 0, (gsize) MAX (var->numel, 1) * sizeof (double));
+  for (int64_t e = 0; e < a->numel; e++)
+    mean->data[reduced_index (e, a, mask, oshape, orank)] += a->data[e];
+  for (int64_t o = 0; o < mean->numel; o++)
+    mean->data[o] /= (double) n;
+  for (int64_t e = 0; e < a->numel; e++)
+    {
+      int64_t o = reduced_index (e, a, mask, oshape, orank);
+      double d = a->data[e] - mean->data[o];
+      var->data[o] += d * d;
+    }
+  for (int64_t o = 0; o < var->numel; o++)
+    var->data[o] = (double) n - corr > 0 ? var->data[o] / ((double) n - corr) : NAN;
+  round_values (var->data, var->numel, var->dtype, c->mode);
+  round_values (mean->data, mean->numel, mean->dtype, c->mode);
+  if (!with_mean)
+    {
+      rv_unref (mean);
+      return var;
+    }
+  seq = rv_new_seq ();
+  g_ptr_array_add (seq->items, var);
+  g_ptr_array_add (seq->items, mean);
+  return seq;
+}
+
+/* argmax / argmin (a, dim): dim None reduces the flattened tensor; first index wins ties,
+ * NaN counts as the extreme (as PyTorch). */
+static Rv *
+run_argext (Ctx *c, const CsStmt *s, gboolean is_max)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  const CsValue *dv = cs_stmt_get_arg (s, 1, "dim");
+  gboolean mask[CS_MAX_DIMS];
+  int64_t oshape[CS_MAX_DIMS];
+  guint orank = 0, dim = 0;
+  int64_t dim_i = 0;
+  double *best;
+  Rv *out;
+
+  if (a == NULL)
+    return NULL;
+  if (a->numel == 0)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "cannot take argmax/argmin of an empty tensor");
+      return NULL;
+    }
+  if (dv && dv->kind != CS_VALUE_NONE)
+    {
+      double d = 0;
+      if (!number_of (c, s, dv, &d))
+        {
+          fail (c, s, CS_REF_ERROR_INPUT, "dim must be an int or None");
+          return NULL;
+        }
+      dim_i = (int64_t) d;
+      if (!canon_dim (c, s, dim_i, a->rank, &dim))
+        return NULL;
+      memset (mask, 0, sizeof mask);
+      mask[dim] = a->rank > 0;
+      orank = 0;
+      for (guint i = 0; i < a->rank; i++)
+        if (!mask[i])
+          oshape[orank++] = a->shape[i];
+    }
+  else
+    {
+      for (guint i = 0; i < CS_MAX_DIMS; i++)
+        mask[i] = TRUE;
+      orank = 0;
+    }
+  out = rv_new_tensor (c, s, CS_DTYPE_I64, oshape, orank);
+  if (out == NULL)
+    return NULL;
+  best = g_new (double, MAX (out->numel, 1));
+  for (int64_t o = 0; o < out->numel; o++)
+    {
+      best[o] = NAN;
+      out->data[o] = -1;
+    }
+  for (int64_t e = 0; e < a->numel; e++)
+    {
+      int64_t o = orank ? reduced_index (e, a, mask, oshape, orank) : 0;
+      int64_t idx[CS_MAX_DIMS], pos;
+      double x = a->data[e];
+
+      if (dv && dv->kind != CS_VALUE_NONE && a->rank > 0)
+        {
+          unflatten (e, a->shape, a->rank, idx);
+          pos = idx[dim];
+        }
+      else
+        pos = e;
+      if (out->data[o] < 0)
+        {
+          best[o] = x;
+          out->data[o] = (double) pos;
+        }
+      else if (!isnan (best[o]) && (isnan (x) || (is_max ? x > best[o] : x < best[o])))
+        {
+          best[o] = x;
+          out->data[o] = (double) pos;
+        }
+    }
+  g_free (best);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Indexing                                                                                    */
+
+static gboolean
+check_index (Ctx *c, const CsStmt *s, double v, int64_t extent, int64_t *out)
+{
+  int64_t i = (int64_t) v;
+
+  if (i < 0)
+    i += extent;
+  if (i < 0 || i >= extent)
+    return fail (c, s, CS_REF_ERROR_VALUE, "index %" G_GINT64_FORMAT " is out of range for an "
+                 "extent of %" G_GINT64_FORMAT, (int64_t) v, extent);
+  *out = i;
+  return TRUE;
+}
+
+/* take(a, index, dim): out shape = a.shape[:dim] + index.shape + a.shape[dim+1:]. */
+static Rv *
+run_take (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  int64_t shape[CS_MAX_DIMS], outer = 1, inner = 1;
+  guint dim = 0, rank = 0;
+  double d = 0;
+  Rv *out;
+
+  if (a == NULL || index == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+    {
+      if (!(c->error && *c->error))
+        fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, dim)");
+      return NULL;
+    }
+  if (is_float (index->dtype) && index->kind == RV_TENSOR)
+    {
+      fail (c, s, CS_REF_ERROR_DTYPE, "index must be an integer tensor");
+      return NULL;
+    }
+  if (a->rank + index->rank > CS_MAX_DIMS)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "result rank over %d", CS_MAX_DIMS);
+      return NULL;
+    }
+  for (guint i = 0; i < dim; i++)
+    {
+      shape[rank++] = a->shape[i];
+      outer *= a->shape[i];
+    }
+  for (guint i = 0; i < index->rank; i++)
+    shape[rank++] = index->shape[i];
+  for (guint i = dim + 1; i < a->rank; i++)
+    {
+      shape[rank++] = a->shape[i];
+      inner *= a->shape[i];
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, rank);
+  if (out == NULL)
+    return NULL;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < index->numel; j++)
+      {
+        int64_t k = 0;
+        if (!check_index (c, s, index->data[j], a->shape[dim], &k))
+          {
+            rv_unref (out);
+            return NULL;
+          }
+        memcpy (out->data + (o * index->numel + j) * inner,
+                a->data + (o * a->shape[dim] + k) * inner, (gsize) inner * sizeof (double));
+      }
+  return out;
+}
+
+/* take_along_axis(a, index, dim) and gather(a, index, dim): out shape = index.shape;
+ * out[i] = a[i with i[dim] replaced by index[i]].  Other extents of index must be <= a's
+ * (gather) or equal / 1 for broadcasting (take_along_axis). */
+static Rv *
+run_gather (Ctx *c, const CsStmt *s, gboolean along_axis)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  int64_t astr[CS_MAX_DIMS], idx[CS_MAX_DIMS], shape[CS_MAX_DIMS];
+  guint dim = 0;
+  double d = 0;
+  Rv *out;
+
+  if (a == NULL || index == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+    {
+      if (!(c->error && *c->error))
+        fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, dim)");
+      return NULL;
+    }
+  if (index->kind != RV_TENSOR || index->rank != a->rank || is_float (index->dtype))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "index must be an integer tensor of the same rank as a");
+      return NULL;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    {
+      shape[i] = index->shape[i];
+      if (i == dim)
+        continue;
+      if (along_axis && a->shape[i] != index->shape[i] && a->shape[i] != 1 && index->shape[i] != 1)
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "a and index differ in dimension %u", i);
+          return NULL;
+        }
+      if (along_axis)
+        shape[i] = MAX (a->shape[i], index->shape[i]);
+      else if (index->shape[i] > a->shape[i])
+        {
+          fail (c, s, CS_REF_ERROR_SHAPE, "index is larger than a in dimension %u", i);
+          return NULL;
+        }
+    }
+  out = rv_new_tensor (c, s, a->dtype, shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  contiguous_strides (a->shape, a->rank, astr);
+  {
+    int64_t istr[CS_MAX_DIMS];
+    contiguous_strides (index->shape, index->rank, istr);
+    for (int64_t o = 0; o < out->numel; o++)
+      {
+        int64_t off = 0, ioff = 0, k = 0;
+
+        unflatten (o, shape, a->rank, idx);
+        for (guint i = 0; i < a->rank; i++)
+          ioff += (index->shape[i] == 1 ? 0 : idx[i]) * istr[i];
+        if (!check_index (c, s, index->data[ioff], a->shape[dim], &k))
+          {
+            rv_unref (out);
+            return NULL;
+          }
+        for (guint i = 0; i < a->rank; i++)
+          off += (i == dim ? k : (a->shape[i] == 1 ? 0 : idx[i])) * astr[i];
+        out->data[o] = a->data[off];
+      }
+  }
+  return out;
+}
+
+/* embedding(a, weight, padding_idx=, max_norm=, ...): weight rows picked by the indices in a;
+ * out shape = a.shape + [weight.shape[1]].  padding_idx only matters for the gradient. */
+static Rv *
+run_embedding (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
+  g_autoptr (Rv) w = arg_tensor (c, s, 1, "weight");
+  const CsValue *mn = cs_stmt_get_arg (s, 3, "max_norm");
+  int64_t shape[CS_MAX_DIMS], dimw;
+  Rv *out;
+
+  if (a == NULL || w == NULL)
+    return NULL;
+  if (mn && mn->kind != CS_VALUE_NONE)
+    {
+      fail (c, s, CS_REF_ERROR_UNSUPPORTED, "no CPU reference for max_norm renormalisation");
+      return NULL;
+    }
+  if (w->kind != RV_TENSOR || w->rank != 2 || a->kind != RV_TENSOR || is_float (a->dtype)
+      || a->rank + 1 > CS_MAX_DIMS)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "expects integer indices and a 2-D weight");
+      return NULL;
+    }
+  memcpy (shape, a->shape, a->rank * sizeof (int64_t));
+  dimw = w->shape[1];
+  shape[a->rank] = dimw;
+  out = rv_new_tensor (c, s, w->dtype, shape, a->rank + 1);
+  if (out == NULL)
+    return NULL;
+  for (int64_t j = 0; j < a->numel; j++)
+    {
+      int64_t k = 0;
+      if (!check_index (c, s, a->data[j], w->shape[0], &k))
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      memcpy (out->data + j * dimw, w->data + k * dimw, (gsize) dimw * sizeof (double));
+    }
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Creation                                                                                    */
+
+static gboolean
+creation_dtype (Ctx *c, const CsStmt *s, guint pos, CsDtype *d)
+{
+  const CsValue *dv = cs_stmt_get_arg (s, pos, "dtype");
+
+  if (!dtype_from_value (dv, d))
+    return fail (c, s, CS_REF_ERROR_INPUT, "missing or unknown dtype argument");
+  if (!cs_tensor_supports_dtype (*d))
+    return fail (c, s, CS_REF_ERROR_DTYPE, "no CPU reference for %s", cs_dtype_short_name (*d));
+  return TRUE;
+}
+
+static Rv *
+run_full (Ctx *c, const CsStmt *s)
+{
+  int64_t shape[CS_MAX_DIMS];
+  guint rank;
+  double v;
+  CsDtype d;
+  Rv *out;
+
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 0, "shape"), shape, CS_MAX_DIMS, &rank)
+      || !number_of (c, s, cs_stmt_get_arg (s, 1, "fill_value"), &v))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (shape, fill_value, device=, dtype=)");
+      return NULL;
+    }
+  if (!creation_dtype (c, s, 3, &d))
+    return NULL;
+  out = rv_new_tensor (c, s, d, shape, rank);
+  if (out == NULL)
+    return NULL;
+  for (int64_t o = 0; o < out->numel; o++)
+    out->data[o] = v;
+  round_values (out->data, out->numel, d, c->mode);
+  return out;
+}
+
+static Rv *
+run_iota (Ctx *c, const CsStmt *s)
+{
+  double len, start = 0, step = 1;
+  const CsValue *sv = cs_stmt_get_arg (s, 1, "start"), *tv = cs_stmt_get_arg (s, 2, "step");
+  CsDtype d;
+  int64_t shape[1];
+  Rv *out;
+
+  if (!number_of (c, s, cs_stmt_get_arg (s, 0, "length"), &len) || len < 0
+      || (sv && !number_of (c, s, sv, &start)) || (tv && !number_of (c, s, tv, &step)))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (length, start=, step=, device=, dtype=)");
+      return NULL;
+    }
+  if (!creation_dtype (c, s, 4, &d))
+    return NULL;
+  shape[0] = (int64_t) len;
+  out = rv_new_tensor (c, s, d, shape, 1);
+  if (out == NULL)
+    return NULL;
+  for (int64_t o = 0; o < out->numel; o++)
+    out->data[o] = start + (double) o * step;
+  round_values (out->data, out->numel, d, c->mode);
+  return out;
+}
+
+/* uniform(shape, minval, maxval, device=, dtype=): GRand stream seeded per statement. */
+static Rv *
+run_uniform (Ctx *c, const CsStmt *s)
+{
+  int64_t shape[CS_MAX_DIMS];
+  guint rank;
+  double lo, hi;
+  CsDtype d;
+  GRand *rand;
+  Rv *out;
+  guint32 words[2];
+  guint64 seed = c->seed + c->n_random++;
+
+  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 0, "shape"), shape, CS_MAX_DIMS, &rank)
+      || !number_of (c, s, cs_stmt_get_arg (s, 1, "minval"), &lo)
+      || !number_of (c, s, cs_stmt_get_arg (s, 2, "maxval"), &hi))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (shape, minval, maxval, device=, dtype=)");
+      return NULL;
+    }
+  if (!creation_dtype (c, s, 4, &d))
+    return NULL;
+  out = rv_new_tensor (c, s, d, shape, rank);
+  if (out == NULL)
+    return NULL;
+  words[0] = (guint32) seed;
+  words[1] = (guint32) (seed >> 32);
+  rand = g_rand_new_with_seed_array (words, 2);
+  for (int64_t o = 0; o < out->numel; o++)
+    out->data[o] = lo + (hi - lo) * g_rand_double (rand);
+  g_rand_free (rand);
+  round_values (out->data, out->numel, d, c->mode);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul / linear                                                                             */
+
+static float *
+to_f32 (const Rv *v)
+{
+  float *f = g_new (float, MAX (v->numel, 1));
+  for (int64_t i = 0; i < v->numel; i++)
+    f[i] = (float) v->data[i];
+  return f;
+}
+
+/* C[M,N] = A[M,K] . B[K,N] (or B[N,K]^T when @tb), f32 multiply with f32 accumulation. */
+static void
+gemm_f32 (gboolean tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+{
+#if CS_HAVE_BLAS
+  if (M <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
+    {
+      if (M && N)
+        cblas_sgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) M, (int) N,
+                     (int) K, 1.0f, A, (int) MAX (K, 1), B, (int) MAX (tb ? K : N, 1), 0.0f, C,
+                     (int) MAX (N, 1));
+      return;
+    }
+#endif
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++)
+      {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; k++)
+          acc += A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+        C[i * N + j] = acc;
+      }
+}
+
+static void
+gemm_f64 (gboolean tb, int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *C)
+{
+#if CS_HAVE_BLAS
+  if (M <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
+    {
+      if (M && N)
+        cblas_dgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) M, (int) N,
+                     (int) K, 1.0, A, (int) MAX (K, 1), B, (int) MAX (tb ? K : N, 1), 0.0, C,
+                     (int) MAX (N, 1));
+      return;
+    }
+#endif
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++)
+      {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; k++)
+          acc += A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+        C[i * N + j] = acc;
+      }
+}
+
+static gboolean
+same_dtype_operands (Ctx *c, const CsStmt *s, const Rv *a, const Rv *b, const Rv *bias)
+{
+  if (a->dtype != b->dtype || (bias && bias->dtype != a->dtype))
+    return fail (c, s, CS_REF_ERROR_DTYPE, "operands must share one dtype, got %s and %s%s%s",
+                 cs_dtype_short_name (a->dtype), cs_dtype_short_name (b->dtype),
+                 bias ? " and " : "", bias ? cs_dtype_short_name (bias->dtype) : "");
+  if (cs_dtype_kind (a->dtype) == CS_DTYPE_KIND_COMPLEX || !cs_tensor_supports_dtype (a->dtype))
+    return fail (c, s, CS_REF_ERROR_DTYPE, "no CPU reference for %s operands",
+                 cs_dtype_short_name (a->dtype));
+  return TRUE;
+}
+
+/* torch.matmul semantics (a superset of prims.matmul): 1-D operands get a dim of 1 prepended
+ * (a) or appended (b) that is removed afterwards; batch dims broadcast. */
+static Rv *
+run_matmul (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
+  g_autoptr (Rv) b = arg_tensor (c, s, 1, "b");
+  int64_t as[CS_MAX_DIMS + 1], bs[CS_MAX_DIMS + 1], os[CS_MAX_DIMS + 1], ob[CS_MAX_DIMS];
+  int64_t M, K, N, nbatch = 1, fshape[CS_MAX_DIMS];
+  guint ar, br, nb, frank = 0;
+  gboolean f32;
+  Rv *out;
+
+  if (a == NULL || b == NULL)
+    return NULL;
+  if (a->kind != RV_TENSOR || b->kind != RV_TENSOR || a->rank == 0 || b->rank == 0)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "operands must be tensors of rank >= 1");
+      return NULL;
+    }
+  if (!same_dtype_operands (c, s, a, b, NULL))
+    return NULL;
+  ar = a->rank == 1 ? 2 : a->rank;
+  br = b->rank == 1 ? 2 : b->rank;
+  if (a->rank == 1)
+    {
+      as[0] = 1;
+      as[1] = a->shape[0];
+    }
+  else
+    memcpy (as, a->shape, ar * sizeof (int64_t));
+  if (b->rank == 1)
+    {
+      bs[0] = b->shape[0];
+      bs[1] = 1;
+    }
+  else
+    memcpy (bs, b->shape, br * sizeof (int64_t));
+  M = as[ar - 2];
+  K = as[ar - 1];
+  N = bs[br - 1];
+  if (bs[br - 2] != K)
+    {
+      g_autofree char *sa = shape_str (a->shape, a->rank);
+      g_autofree char *sb = shape_str (b->shape, b->rank);
+      fail (c, s, CS_REF_ERROR_SHAPE, "inner dimensions differ: %s @ %s", sa, sb);
+      return NULL;
+    }
+  nb = MAX (ar, br) - 2;
+  for (guint i = 0; i < nb; i++)
+    {
+      int64_t ea = (int) i - (int) (nb - (ar - 2)) >= 0 ? as[i - (nb - (ar - 2))] : 1;
+      int64_t eb = (int) i - (int) (nb - (br - 2)) >= 0 ? bs[i - (nb - (br - 2))] : 1;
+      if (ea != eb && ea != 1 && eb != 1)
+        {
+          g_autofree char *sa = shape_str (a->shape, a->rank);
+          g_autofree char *sb = shape_str (b->shape, b->rank);
+          fail (c, s, CS_REF_ERROR_SHAPE, "batch dimensions do not broadcast: %s @ %s", sa, sb);
+          return NULL;
+        }
+      ob[i] = MAX (ea, eb);
+      nbatch *= ob[i];
+    }
+  for (guint i = 0; i < nb; i++)
+    fshape[frank++] = ob[i];
+  if (a->rank > 1)
+    fshape[frank++] = M;
+  if (b->rank > 1)
+    fshape[frank++] = N;
+  out = rv_new_tensor (c, s, a->dtype, fshape, frank);
+  if (out == NULL)
+    return NULL;
+  memcpy (os, ob, nb * sizeof (int64_t));
+
+  f32 = use_f32 (c, a->dtype);
+  {
+    g_autofree float *fa = f32 ? to_f32 (a) : NULL;
+    g_autofree float *fb = f32 ? to_f32 (b) : NULL;
+    g_autofree float *fc = f32 ? g_new (float, MAX (M * N, 1)) : NULL;
+    g_autofree double *dc = f32 ? NULL : g_new (double, MAX (M * N, 1));
+    int64_t idx[CS_MAX_DIMS];
+
+    for (int64_t bi = 0; bi < nbatch; bi++)
+      {
+        int64_t aoff = 0, boff = 0, astride = M * K, bstride = K * N, amul = 1, bmul = 1;
+
+        unflatten (bi, ob, nb, idx);
+        /* offsets into a and b for this batch element, broadcasting extents of 1 */
+        for (guint i = nb; i-- > 0;)
+          {
+            int ia = (int) i - (int) (nb - (ar - 2)), ib = (int) i - (int) (nb - (br - 2));
+            if (ia >= 0)
+              {
+                aoff += (as[ia] == 1 ? 0 : idx[i]) * amul;
+                amul *= as[ia];
+              }
+            if (ib >= 0)
+              {
+                boff += (bs[ib] == 1 ? 0 : idx[i]) * bmul;
+                bmul *= bs[ib];
+              }
+          }
+        if (f32)
+          {
+            gemm_f32 (FALSE, M, N, K, fa + aoff * astride, fb + boff * bstride, fc);
+            for (int64_t i = 0; i < M * N; i++)
+              out->data[bi * M * N + i] = fc[i];
+          }
+        else
+          {
+            gemm_f64 (FALSE, M, N, K, a->data + aoff * astride, b->data + boff * bstride, dc);
+            memcpy (out->data + bi * M * N, dc, (gsize) (M * N) * sizeof (double));
+          }
+      }
+  }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
+/* linear(a, w, bias): a [..., K], w [N, K], bias [N] or None -> [..., N]; the bias is added
+ * in the accumulation precision before the single rounding (cuBLASLt's bias epilogue). */
+static Rv *
+run_linear (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
+  g_autoptr (Rv) w = arg_tensor (c, s, 1, "w");
+  const CsValue *bv = cs_stmt_get_arg (s, 2, "bias");
+  g_autoptr (Rv) bias = NULL;
+  int64_t shape[CS_MAX_DIMS], K, N, M;
+  guint rank;
+  gboolean f32;
+  Rv *out;
+
+  if (a == NULL || w == NULL)
+    return NULL;
+  if (bv && bv->kind != CS_VALUE_NONE)
+    {
+      bias = eval_value (c, s, bv);
+      if (bias == NULL)
+        return NULL;
+      if (bias->kind == RV_NONE)
+        g_clear_pointer (&bias, rv_unref);
+    }
+  if (a->kind != RV_TENSOR || w->kind != RV_TENSOR || a->rank == 0 || (w->rank != 2 && w->rank != 1))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "expects a [..., K] and w [N, K]");
+      return NULL;
+    }
+  if (!same_dtype_operands (c, s, a, w, bias))
+    return NULL;
+  K = a->shape[a->rank - 1];
+  N = w->rank == 2 ? w->shape[0] : 1;
+  if (w->shape[w->rank - 1] != K)
+    {
+      g_autofree char *sa = shape_str (a->shape, a->rank);
+      g_autofree char *sw = shape_str (w->shape, w->rank);
+      fail (c, s, CS_REF_ERROR_SHAPE, "in_features differ: a %s, w %s", sa, sw);
+      return NULL;
+    }
+  if (bias && bias->kind == RV_TENSOR && bias->numel != N && bias->numel != 1)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "bias has %" G_GINT64_FORMAT " elements for %"
+            G_GINT64_FORMAT " out_features", bias->numel, N);
+      return NULL;
+    }
+  M = K ? a->numel / K : 0;
+  if (K == 0)
+    for (guint i = 0; i + 1 < a->rank; i++)
+      M = (i == 0 ? 1 : M) * a->shape[i];
+  rank = a->rank - 1;
+  memcpy (shape, a->shape, rank * sizeof (int64_t));
+  if (w->rank == 2)
+    shape[rank++] = N;
+  out = rv_new_tensor (c, s, a->dtype, shape, rank);
+  if (out == NULL)
+    return NULL;
+  f32 = use_f32 (c, a->dtype);
+  if (f32)
+    {
+      g_autofree float *fa = to_f32 (a);
+      g_autofree float *fw = to_f32 (w);
+      g_autofree float *fc = g_new (float, MAX (M * N, 1));
+
+      gemm_f32 (TRUE, M, N, K, fa, fw, fc);
+      for (int64_t i = 0; i < M * N; i++)
+        out->data[i] = bias ? (double) (fc[i] + (float) bias->data[bias->numel == 1 ? 0 : i % N])
+                             : fc[i];
+    }
+  else
+    {
+      gemm_f64 (TRUE, M, N, K, a->data, w->data, out->data);
+      if (bias)
+        for (int64_t i = 0; i < M * N; i++)
+          out->data[i] += bias->data[bias->numel == 1 ? 0 : i % N];
+    }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statements                                                                                  */
+
+static gboolean exec_stmts (Ctx *c, CsStmt * const *stmts, guint n);
+
+static gboolean
+unsupported (Ctx *c, const CsStmt *s)
+{
+  guint line = stmt_line (c, s);
+
+  if (c->trace->file && line)
+    g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
+                 "%s:%u: no CPU reference for %s", c->trace->file, line, s->callee);
+  else
+    g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
+                 "line %u: no CPU reference for %s", line, s->callee);
+  return FALSE;
+}
+
+/* Checks a computed tensor against the proxy's declared type. */
+static gboolean
+check_against_proxy (Ctx *c, const CsStmt *s, const CsProxy *p, const Rv *v)
+{
+  if (!p->typed || p->kind != CS_PROXY_TENSOR || v->kind != RV_TENSOR)
+    return TRUE;
+  if (p->dtype != v->dtype)
+    return fail (c, s, CS_REF_ERROR_DTYPE, "computes %s for %s but the trace says %s",
+                 cs_dtype_short_name (v->dtype), p->name, cs_dtype_short_name (p->dtype));
+  if (p->rank != v->rank)
+    goto mismatch;
+  for (guint i = 0; i < p->rank; i++)
+    if (p->shape[i] >= 0 && p->shape[i] != v->shape[i])
+      goto mismatch;
+  return TRUE;
+
+mismatch:
+  {
+    g_autofree char *got = shape_str (v->shape, v->rank);
+    g_autofree char *want = shape_str (p->shape, p->rank);
+    return fail (c, s, CS_REF_ERROR_SHAPE, "computes shape %s for %s but the trace says %s",
+                 got, p->name, want);
+  }
+}
+
+static gboolean
+bind_target (Ctx *c, const CsStmt *s, const CsValue *target, Rv *v)
+{
+  switch (target->kind)
+    {
+    case CS_VALUE_PROXY:
+      if (!check_against_proxy (c, s, target->u.proxy, v))
+        return FALSE;
+      g_hash_table_replace (c->env, (gpointer) target->u.proxy->name, rv_ref (v));
+      return TRUE;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+      if (v->kind != RV_SEQ || v->items->len != target->u.seq.n)
+        {
+          if (target->u.seq.n == 1 && v->kind != RV_SEQ)
+            return bind_target (c, s, target->u.seq.items[0], v);
+          return fail (c, s, CS_REF_ERROR_SHAPE, "produces %u values for %u targets",
+                       v->kind == RV_SEQ ? v->items->len : 1, target->u.seq.n);
+        }
+      for (guint i = 0; i < target->u.seq.n; i++)
+        if (!bind_target (c, s, target->u.seq.items[i], g_ptr_array_index (v->items, i)))
+          return FALSE;
+      return TRUE;
+    default:   /* `_` and literals: dropped */
+      return TRUE;
+    }
+}
+
+static void
+collect_sub_outputs (const CsStmt *s, GPtrArray *out)
+{
+  for (guint i = 0; i < s->n_subs; i++)
+    {
+      cs_stmt_collect_outputs (s->subs[i], out);
+      collect_sub_outputs (s->subs[i], out);
+    }
+}
+
+/* Runs the decomposition of @s, then drops the names local to it. */
+static gboolean
+exec_subs (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (GPtrArray) inner = g_ptr_array_new ();
+  g_autoptr (GPtrArray) outs = g_ptr_array_new ();
+  g_autoptr (GPtrArray) fresh = g_ptr_array_new ();
+
+  collect_sub_outputs (s, inner);
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < inner->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (inner, i);
+      gboolean is_out = FALSE;
+
+      for (guint k = 0; k < outs->len && !is_out; k++)
+        is_out = g_ptr_array_index (outs, k) == p
+                 || strcmp (((CsProxy *) g_ptr_array_index (outs, k))->name, p->name) == 0;
+      if (!is_out && !g_hash_table_contains (c->env, p->name))
+        g_ptr_array_add (fresh, (gpointer) p->name);
+    }
+  if (!exec_stmts (c, s->subs, s->n_subs))
+    return FALSE;
+  for (guint k = 0; k < outs->len; k++)
+    {
+      const CsProxy *p = g_ptr_array_index (outs, k);
+      if (!g_hash_table_contains (c->env, p->name))
+        return fail (c, s, CS_REF_ERROR_UNBOUND, "its decomposition does not produce %s", p->name);
+    }
+  for (guint i = 0; i < fresh->len; i++)
+    g_hash_table_remove (c->env, g_ptr_array_index (fresh, i));
+  return TRUE;
+}
+
+static Rv *
+run_shape_query (Ctx *c, const CsStmt *s, gboolean size)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  const CsValue *dv;
+  Rv *seq;
+
+  if (a == NULL)
+    return NULL;
+  dv = size ? cs_stmt_get_arg (s, 1, "dim") : NULL;
+  if (dv && dv->kind != CS_VALUE_NONE)
+    {
+      double d = 0;
+      guint dim = 0;
+      if (!number_of (c, s, dv, &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+        return NULL;
+      return rv_new_number (CS_DTYPE_I64, (double) a->shape[dim]);
+    }
+  seq = rv_new_seq ();
+  for (guint i = 0; i < a->rank; i++)
+    g_ptr_array_add (seq->items, rv_new_number (CS_DTYPE_I64, (double) a->shape[i]));
+  return seq;
+}
+
+/* Identity-like prims (shallow_copy, clone, device_put, stride_order, view of same shape). */
+static Rv *
+run_identity (Ctx *c, const CsStmt *s)
+{
+  return arg_tensor (c, s, 0, "a");
+}
+
+static gboolean
+exec_call (Ctx *c, const CsStmt *s)
+{
+  const CsOp *sem = cs_op_semantic (s->op);
+  CsOpId id = sem->id;
+  g_autoptr (Rv) v = NULL;
+
+  switch (id)
+    {
+    case CS_OP_PRIM_GET_GRAD:
+      {
+        const CsProxy *p = cs_stmt_get_output (s);
+        if (p && !g_hash_table_contains (c->env, p->name))
+          return fail (c, s, CS_REF_ERROR_INPUT, "cotangent %s was not given as an input", p->name);
+        return TRUE;
+      }
+    case CS_OP_PRIM_SHAPE:
+      v = run_shape_query (c, s, FALSE);
+      break;
+    case CS_OP_LTORCH_SIZE:
+    case CS_OP_PRIM_SIZE:
+      v = run_shape_query (c, s, TRUE);
+      break;
+    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
+      v = run_convert (c, s);
+      break;
+    case CS_OP_PRIM_BROADCAST_IN_DIM:
+      v = run_broadcast_in_dim (c, s);
+      break;
+    case CS_OP_PRIM_RESHAPE:
+    case CS_OP_PRIM_VIEW:
+      v = run_reshape (c, s);
+      break;
+    case CS_OP_PRIM_TRANSPOSE:
+      v = run_transpose (c, s);
+      break;
+    case CS_OP_PRIM_SQUEEZE:
+      v = run_squeeze (c, s);
+      break;
+    case CS_OP_PRIM_SLICE_PRIM:
+      v = run_slice (c, s);
+      break;
+    case CS_OP_PRIM_CAT:
+      v = run_cat (c, s);
+      break;
+    case CS_OP_PRIM_PAD:
+      v = run_pad (c, s);
+      break;
+    case CS_OP_PRIM_FLIP:
+      v = run_flip (c, s);
+      break;
+    case CS_OP_PRIM_SHALLOW_COPY:
+    case CS_OP_PRIM_CLONE:
+    case CS_OP_PRIM_DEVICE_PUT:
+    case CS_OP_PRIM_STRIDE_ORDER:
+      v = run_identity (c, s);
+      break;
+    case CS_OP_PRIM_SUM:
+    case CS_OP_PRIM_PROD:
+    case CS_OP_PRIM_AMAX:
+    case CS_OP_PRIM_AMIN:
+      v = run_reduction (c, s, id);
+      break;
+    case CS_OP_PRIM_VAR:
+      v = run_var (c, s, FALSE);
+      break;
+    case CS_OP_PRIM_VAR_MEAN:
+      v = run_var (c, s, TRUE);
+      break;
+    case CS_OP_PRIM_ARGMAX:
+    case CS_OP_PRIM_ARGMIN:
+      v = run_argext (c, s, id == CS_OP_PRIM_ARGMAX);
+      break;
+    case CS_OP_PRIM_TAKE:
+      v = run_take (c, s);
+      break;
+    case CS_OP_PRIM_TAKE_ALONG_AXIS:
+      v = run_gather (c, s, TRUE);
+      break;
+    case CS_OP_PRIM_GATHER:
+      v = run_gather (c, s, FALSE);
+      break;
+    case CS_OP_PRIM_EMBEDDING:
+      v = run_embedding (c, s);
+      break;
+    case CS_OP_PRIM_FULL:
+      v = run_full (c, s);
+      break;
+    case CS_OP_PRIM_IOTA:
+      v = run_iota (c, s);
+      break;
+    case CS_OP_PRIM_UNIFORM:
+    case CS_OP_PRIM_UNIFORM_PHILOX:
+      v = run_uniform (c, s);
+      break;
+    case CS_OP_PRIM_MATMUL:
+      v = run_matmul (c, s);
+      break;
+    case CS_OP_PRIM_LINEAR:
+      v = run_linear (c, s);
+      break;
+    case CS_OP_PRIM_ERFCINV: case CS_OP_PRIM_ERFINV: case CS_OP_PRIM_NDTRI:
+    case CS_OP_PRIM_DIGAMMA: case CS_OP_PRIM_FREXP: case CS_OP_PRIM_IMAG:
+    case CS_OP_PRIM_ZETA: case CS_OP_PRIM_PY_FLOORDIV:
+      return s->n_subs ? exec_subs (c, s) : unsupported (c, s);
+    default:
+      if (sem->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (sem, CS_OP_TAG_PRIM))
+        {
+          v = run_elementwise (c, s, id);
+          break;
+        }
+      if (s->n_subs > 0)
+        return exec_subs (c, s);
+      if (sem->category == CS_OP_CAT_BOOKKEEPING && (s->out == NULL || cs_stmt_get_output (s) == NULL))
+        {
+          /* checks, comments, prints, put_grad, clear_mutable_collection: no value */
+          g_autoptr (GPtrArray) outs = g_ptr_array_new ();
+          cs_stmt_collect_outputs (s, outs);
+          if (outs->len == 0)
+            return TRUE;
+        }
+      if (id == CS_OP_PRIM_UNPACK_TRIVIAL)
+        return TRUE;
+      return unsupported (c, s);
+    }
+  if (v == NULL)
+    return FALSE;
+  if (s->out == NULL)
+    return TRUE;
+  return bind_target (c, s, s->out, v);
+}
+
+static gboolean
+exec_unpack (Ctx *c, const CsStmt *s)
+{
+  Rv *src = s->source ? g_hash_table_lookup (c->env, s->source->name) : NULL;
+
+  if (src == NULL)
+    {
+      /* A collection given as its leaves: every target must be bound already. */
+      for (guint i = 0; i < s->n_targets; i++)
+        if (s->targets[i]->kind == CS_VALUE_PROXY
+            && s->targets[i]->u.proxy->kind != CS_PROXY_COLLECTION
+            && !g_hash_table_contains (c->env, s->targets[i]->u.proxy->name))
+          return fail (c, s, CS_REF_ERROR_INPUT, "no value for %s (unpacked from %s)",
+                       s->targets[i]->u.proxy->name, s->source ? s->source->name : "?");
+      return TRUE;
+    }
+  if (src->kind != RV_SEQ || src->items->len != s->n_targets)
+    return fail (c, s, CS_REF_ERROR_INPUT, "%s does not hold %u values", s->source->name,
+                 s->n_targets);
+  for (guint i = 0; i < s->n_targets; i++)
+    if (!bind_target (c, s, s->targets[i], g_ptr_array_index (src->items, i)))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+exec_stmts (Ctx *c, CsStmt * const *stmts, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i];
+      gboolean ok = TRUE;
+
+      switch (s->kind)
+        {
+        case CS_STMT_CALL:
+          ok = exec_call (c, s);
+          break;
+        case CS_STMT_UNPACK:
+          ok = exec_unpack (c, s);
+          break;
+        case CS_STMT_DEL:
+          for (guint k = 0; k < s->n_names; k++)
+            g_hash_table_remove (c->env, s->names[k]->name);
+          break;
+        case CS_STMT_ANNASSIGN:
+          ok = fail (c, s, CS_REF_ERROR_UNSUPPORTED, "prologue statements (annotated "
+                     "assignments) have no CPU reference");
+          break;
+        case CS_STMT_RETURN:   /* handled by the caller */
+        case CS_STMT_COMMENT:
+        case CS_STMT_BLANK:
+        default:
+          break;
+        }
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Public API                                                                                  */
+
+static void
+add_leaves (const CsTrace *trace, CsProxy *p, GPtrArray *out, guint depth)
+{
+  if (depth < 8)
+    for (guint i = 0; i < trace->n_stmts; i++)
+      {
+        const CsStmt *s = trace->stmts[i];
+
+        if (s->kind == CS_STMT_UNPACK && s->source
+            && (s->source == p || strcmp (s->source->name, p->name) == 0))
+          {
+            for (guint k = 0; k < s->n_targets; k++)
+              if (s->targets[k]->kind == CS_VALUE_PROXY)
+                add_leaves (trace, s->targets[k]->u.proxy, out, depth + 1);
+            return;
+          }
+      }
+  /* A collection the trace never unpacks holds nothing it reads (Thunder's empty C1). */
+  if (p->kind == CS_PROXY_COLLECTION)
+    return;
+  for (guint i = 0; i < out->len; i++)
+    if (strcmp (((CsProxy *) g_ptr_array_index (out, i))->name, p->name) == 0)
+      return;
+  g_ptr_array_add (out, p);
+}
+
+GPtrArray *
+cs_ref_dup_leaf_inputs (const CsTrace *trace)
+{
+  g_autoptr (GPtrArray) params = NULL;
+  GPtrArray *out = g_ptr_array_new ();
+
+  g_return_val_if_fail (trace != NULL, out);
+  params = cs_trace_dup_inputs (trace);
+  for (guint i = 0; i < params->len; i++)
+    add_leaves (trace, g_ptr_array_index (params, i), out, 0);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+
+      if (s->kind == CS_STMT_CALL && cs_op_semantic (s->op)->id == CS_OP_PRIM_GET_GRAD)
+        {
+          CsProxy *p = cs_stmt_get_output (s);
+          if (p)
+            add_leaves (trace, p, out, 8);
+        }
+    }
+  return out;
+}
+
+GHashTable *
+cs_ref_env_new (void)
+{
+  return g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                (GDestroyNotify) cs_tensor_unref);
+}
+
+void
+cs_ref_env_insert (GHashTable *env, const char *name, CsTensor *tensor)
+{
+  g_return_if_fail (env != NULL && name != NULL && tensor != NULL);
+  g_hash_table_replace (env, g_strdup (name), cs_tensor_ref (tensor));
+}
+
+static void
+index_bound_walk (CsStmt * const *stmts, guint n, const CsProxy *p, int64_t *bound)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i];
+
+      if (s->kind == CS_STMT_CALL)
+        {
+          CsOpId id = cs_op_semantic (s->op)->id;
+          const CsValue *a = NULL, *idx = NULL, *dim = NULL;
+
+          switch (id)
+            {
+            case CS_OP_PRIM_TAKE: case CS_OP_PRIM_TAKE_ALONG_AXIS: case CS_OP_PRIM_GATHER:
+              a = cs_stmt_get_arg (s, 0, "a");
+              idx = cs_stmt_get_arg (s, 1, "index");
+              dim = cs_stmt_get_arg (s, 2, "dim");
+              break;
+            case CS_OP_PRIM_EMBEDDING:
+            case CS_OP_LTORCH_EMBEDDING:
+              idx = cs_stmt_get_arg (s, 0, "a");
+              a = cs_stmt_get_arg (s, 1, "weight");
+              break;
+            default:
+              break;
+            }
+          if (idx && a && idx->kind == CS_VALUE_PROXY && strcmp (idx->u.proxy->name, p->name) == 0
+              && a->kind == CS_VALUE_PROXY && a->u.proxy->kind == CS_PROXY_TENSOR
+              && a->u.proxy->typed && a->u.proxy->rank > 0)
+            {
+              const CsProxy *ap = a->u.proxy;
+              int64_t d = dim && dim->kind == CS_VALUE_INT ? dim->u.i : 0;
+              int64_t ext;
+
+              if (d < 0)
+                d += ap->rank;
+              if (d >= 0 && d < (int64_t) ap->rank)
+                {
+                  ext = ap->shape[d];
+                  if (ext > 0 && (*bound == 0 || ext < *bound))
+                    *bound = ext;
+                }
+            }
+        }
+      index_bound_walk (s->subs, s->n_subs, p, bound);
+    }
+}
+
+int64_t
+cs_ref_index_bound (const CsTrace *trace, const CsProxy *proxy)
+{
+  int64_t bound = 0;
+
+  g_return_val_if_fail (trace != NULL && proxy != NULL, 0);
+  index_bound_walk (trace->stmts, trace->n_stmts, proxy, &bound);
+  return bound;
+}
+
+CsTensor *
+cs_ref_random_input (const CsTrace *trace, const CsProxy *proxy, guint64 seed, GError **error)
+{
+  CsTensor *t;
+  double scale = 1.0;
+  int64_t bound;
+  guint64 h = seed;
+
+  g_return_val_if_fail (proxy != NULL, NULL);
+  for (const char *q = proxy->name; *q; q++)
+    h = h * 1099511628211ull + (guint8) *q;   /* per-name stream, independent of order */
+
+  if (proxy->kind == CS_PROXY_NUMBER)
+    {
+      double v = 0;
+      CsDtype d = proxy->dtype == CS_DTYPE_B8 ? CS_DTYPE_B8
+                  : cs_dtype_kind (proxy->dtype) == CS_DTYPE_KIND_INT ? CS_DTYPE_I64 : CS_DTYPE_F64;
+
+      if (proxy->has_value && proxy->value)
+        {
+          const CsValue *pv = proxy->value;
+          v = pv->kind == CS_VALUE_INT ? (double) pv->u.i : pv->kind == CS_VALUE_FLOAT ? pv->u.f
+              : pv->kind == CS_VALUE_BOOL ? pv->u.b : 0.0;
+        }
+      return cs_tensor_new_from_f64 (d, NULL, 0, &v, error);
+    }
+  if (proxy->kind != CS_PROXY_TENSOR || !proxy->typed)
+    {
+      g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                   "input %s has no tensor type in the trace, so no random value can be made "
+                   "for it (give it with --inputs)", proxy->name);
+      return NULL;
+    }
+  for (guint i = 0; i < proxy->rank; i++)
+    if (proxy->shape[i] < 0)
+      {
+        g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                     "input %s has a symbolic dimension; give its value with --inputs",
+                     proxy->name);
+        return NULL;
+      }
+  t = cs_tensor_new (proxy->dtype, proxy->shape, proxy->rank, error);
+  if (t == NULL)
+    return NULL;
+  if (proxy->rank >= 2 && proxy->shape[proxy->rank - 1] > 0)
+    scale = 1.0 / sqrt ((double) proxy->shape[proxy->rank - 1]);
+  bound = cs_ref_index_bound (trace, proxy);
+  cs_tensor_fill_random (t, h, scale, bound > 0 ? bound : 16);
+  return t;
+}
+
+static gboolean
+flatten_return (Ctx *c, const CsStmt *s, const CsValue *v, GPtrArray *outs, GPtrArray *names,
+                GHashTable *returned)
+{
+  switch (v->kind)
+    {
+    case CS_VALUE_PROXY:
+      {
+        Rv *r = g_hash_table_lookup (c->env, v->u.proxy->name);
+        CsTensor *t;
+
+        if (r == NULL)
+          return fail (c, s, CS_REF_ERROR_UNBOUND, "returns %s, which has no value",
+                       v->u.proxy->name);
+        if (r->kind == RV_SEQ)
+          {
+            for (guint i = 0; i < r->items->len; i++)
+              {
+                Rv *it = g_ptr_array_index (r->items, i);
+                g_ptr_array_add (outs, it->kind == RV_NONE ? NULL : rv_to_tensor (it, c->mode));
+                g_ptr_array_add (names, g_strdup (""));
+              }
+            return TRUE;
+          }
+        t = r->kind == RV_NONE ? NULL : rv_to_tensor (r, c->mode);
+        if (t && returned)
+          cs_ref_env_insert (returned, v->u.proxy->name, t);
+        g_ptr_array_add (outs, t);
+        g_ptr_array_add (names, g_strdup (v->u.proxy->name));
+        return TRUE;
+      }
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (!flatten_return (c, s, v->u.seq.items[i], outs, names, returned))
+          return FALSE;
+      return TRUE;
+    case CS_VALUE_DICT:
+      for (guint i = 1; i < v->u.seq.n; i += 2)
+        if (!flatten_return (c, s, v->u.seq.items[i], outs, names, returned))
+          return FALSE;
+      return TRUE;
+    case CS_VALUE_NONE:
+      g_ptr_array_add (outs, NULL);
+      g_ptr_array_add (names, g_strdup (""));
+      return TRUE;
+    case CS_VALUE_INT:
+    case CS_VALUE_FLOAT:
+    case CS_VALUE_BOOL:
+      {
+        g_autoptr (Rv) r = eval_value (c, s, v);
+        g_ptr_array_add (outs, rv_to_tensor (r, c->mode));
+        g_ptr_array_add (names, g_strdup (""));
+        return TRUE;
+      }
+    default:
+      return TRUE;
+    }
+}
+
+static gboolean
+bind_input (Ctx *c, const CsProxy *p, const CsTensor *t)
+{
+  /* In f64 mode a float input may come as f64 (an f64-mode output fed back in). */
+  gboolean f64_view = c->mode == CS_REF_F64 && t->dtype == CS_DTYPE_F64 && p->typed
+                      && p->kind == CS_PROXY_TENSOR && is_float (p->dtype);
+
+  if (p->typed && p->kind == CS_PROXY_TENSOR)
+    {
+      gboolean ok = (t->dtype == p->dtype || f64_view) && t->rank == p->rank;
+
+      for (guint i = 0; ok && i < p->rank; i++)
+        ok = p->shape[i] < 0 || p->shape[i] == t->shape[i];
+      if (!ok)
+        {
+          g_autofree char *want = cs_proxy_type_string (p);
+          g_autofree char *got = cs_tensor_type_string (t);
+          g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                       "input %s: the trace says \"%s\" but the value is %s", p->name, want, got);
+          return FALSE;
+        }
+    }
+  {
+    Rv *v = rv_from_tensor (t, p->kind == CS_PROXY_NUMBER);
+
+    if (f64_view)
+      v->dtype = p->dtype;   /* logical dtype; values stay unrounded */
+    g_hash_table_replace (c->env, (gpointer) p->name, v);
+  }
+  return TRUE;
+}
+
+gboolean
+cs_ref_run_env (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 seed,
+                GPtrArray **outputs, GPtrArray **output_names, GHashTable *returned,
+                GError **error)
+{
+  g_autoptr (GPtrArray) leaves = NULL;
+  g_autoptr (GPtrArray) outs = NULL;
+  g_autoptr (GPtrArray) names = NULL;
+  g_autoptr (GHashTable) values = NULL;
+  const CsStmt *ret = NULL;
+  Ctx c = { 0 };
+
+  g_return_val_if_fail (trace != NULL && env != NULL && outputs != NULL, FALSE);
+
+  values = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) rv_unref);
+  c.trace = trace;
+  c.env = values;
+  c.mode = mode;
+  c.seed = seed;
+  c.error = error;
+
+  leaves = cs_ref_dup_leaf_inputs (trace);
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (leaves, i);
+      const CsTensor *t = g_hash_table_lookup (env, p->name);
+
+      if (t == NULL)
+        {
+          g_autofree char *ty = p->typed ? cs_proxy_type_string (p) : g_strdup ("untyped");
+          g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                       "no value for input %s (\"%s\")", p->name, ty);
+          return FALSE;
+        }
+      if (!bind_input (&c, p, t))
+        return FALSE;
+    }
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+
+      c.top = s;
+      if (s->kind == CS_STMT_RETURN)
+        {
+          ret = s;
+          break;
+        }
+      if (!exec_stmts (&c, &trace->stmts[i], 1))
+        return FALSE;
+    }
+
+  outs = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_tensor_unref);
+  names = g_ptr_array_new_with_free_func (g_free);
+  if (ret && ret->value && !flatten_return (&c, ret, ret->value, outs, names, returned))
+    return FALSE;
+  *outputs = g_steal_pointer (&outs);
+  if (output_names)
+    *output_names = g_steal_pointer (&names);
+  return TRUE;
+}
+
+gboolean
+cs_ref_run (const CsTrace *trace, CsTensor **inputs, guint n_inputs, CsRefMode mode,
+            GPtrArray **outputs, GError **error)
+{
+  g_autoptr (GPtrArray) leaves = NULL;
+  g_autoptr (GHashTable) env = NULL;
+
+  g_return_val_if_fail (trace != NULL && outputs != NULL, FALSE);
+  g_return_val_if_fail (n_inputs == 0 || inputs != NULL, FALSE);
+
+  leaves = cs_ref_dup_leaf_inputs (trace);
+  if (leaves->len != n_inputs)
+    {
+      g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                   "%s takes %u inputs, %u given", trace->name ? trace->name : "the trace",
+                   leaves->len, n_inputs);
+      return FALSE;
+    }
+  env = cs_ref_env_new ();
+  for (guint i = 0; i < n_inputs; i++)
+    {
+      if (inputs[i] == NULL)
+        {
+          g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT, "input %u is NULL", i);
+          return FALSE;
+        }
+      cs_ref_env_insert (env, ((CsProxy *) g_ptr_array_index (leaves, i))->name, inputs[i]);
+    }
+  return cs_ref_run_env (trace, env, mode, 0, outputs, NULL, NULL, error);
+}
