@@ -494,6 +494,13 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       lw = 1.5;
       radius = 0;
       break;
+    case CS_LAYOUT_NODE_REF:
+      fill = (CsColor) { 1 - 0.12 * (1 - dt.r), 1 - 0.12 * (1 - dt.g), 1 - 0.12 * (1 - dt.b), 1 };
+      stroke = dt;
+      lw = 1.2;
+      radius = 2;
+      fs *= 0.85;
+      break;
     case CS_LAYOUT_NODE_REGION:
       fill = (CsColor) { 0.93, 0.93, 0.93, 1 };
       stroke = (CsColor) { 0.5, 0.5, 0.5, 1 };
@@ -521,7 +528,13 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
   cairo_fill_preserve (cr);
   set_color (cr, &stroke);
   cairo_set_line_width (cr, lw);
+  if (n->kind == CS_LAYOUT_NODE_REF)
+    {
+      double dash[] = { 3.0, 2.0 };
+      cairo_set_dash (cr, dash, 2, 0);
+    }
   cairo_stroke (cr);
+  cairo_set_dash (cr, NULL, 0, 0);
   if (n->kind == CS_LAYOUT_NODE_OUTPUT)
     {
       CsRect in = { n->box.x0 + 2.5, n->box.y0 + 2.5, n->box.x1 - 2.5, n->box.y1 - 2.5 };

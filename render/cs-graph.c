@@ -273,7 +273,7 @@ add_node (Builder *b, CsLayoutNode *n)
   double w, h, fs = font_size (b);
   double px = PAD_X_PT, py = PAD_Y_PT;
 
-  if (n->kind == CS_LAYOUT_NODE_CAST)
+  if (n->kind == CS_LAYOUT_NODE_CAST || n->kind == CS_LAYOUT_NODE_REF)
     {
       fs *= 0.85;
       px = CAST_PAD_X_PT;
@@ -287,6 +287,8 @@ add_node (Builder *b, CsLayoutNode *n)
   if (n->kind != CS_LAYOUT_NODE_CAST && w < MIN_NODE_W_PT)
     w = MIN_NODE_W_PT;
   n->box = (CsRect) { 0, 0, ceil (w), ceil (h) };
+  if (n->kind != CS_LAYOUT_NODE_REF)
+    n->target = -1;
   g_array_append_val (b->nodes, *n);
   b->n_counted++;
   return b->nodes->len - 1;
@@ -639,16 +641,8 @@ builder_run (Builder *b)
   g_hash_table_remove_all (b->producer);
   g_hash_table_remove_all (b->outputs);
   b->n_counted = 0;
-  /* signature inputs first, in order, so they sit at the top-left */
-  {
-    g_autoptr(GPtrArray) ins = cs_trace_dup_inputs (b->trace);
-    for (guint i = 0; i < ins->len; i++)
-      {
-        CsProxy *p = g_ptr_array_index (ins, i);
-        if (proxy_is_drawn (p))
-          input_node (b, p);
-      }
-  }
+  /* input nodes are made at their first use, so that dot's ranking puts each one right
+   * above its first reader (declaring them all first makes edges span the whole trace) */
   for (guint i = 0; i < b->trace->n_stmts; i++)
     {
       const CsStmt *s = b->trace->stmts[i];
@@ -661,6 +655,77 @@ builder_run (Builder *b)
     }
   if (ret != NULL)
     emit_return (b, ret);
+  /* signature inputs nothing reads are still drawn */
+  {
+    g_autoptr(GPtrArray) ins = cs_trace_dup_inputs (b->trace);
+    for (guint i = 0; i < ins->len; i++)
+      {
+        CsProxy *p = g_ptr_array_index (ins, i);
+        if (proxy_is_drawn (p))
+          input_node (b, p);
+      }
+  }
+}
+
+/* Long edges are what make dot slow on traces: an edge spanning k ranks becomes k virtual
+ * nodes that take part in crossing minimisation and spline routing (the 496-node LLaMA
+ * initial trace, whose rotary tables feed every layer, took 18 s).  In graphs above
+ * CUT_MIN_NODES nodes, an edge whose ends are more than CUT_SPAN nodes apart in trace order is
+ * redirected from a small REF node next to its reader; nearby readers share a REF node. */
+#define CUT_MIN_NODES 150
+#define CUT_SPAN       48
+
+static void
+cut_long_edges (Builder *b)
+{
+  guint n_orig = b->nodes->len;
+  g_autoptr(GHashTable) last_ref = NULL;   /* "tail:proxy" -> ref index + 1 */
+  g_autoptr(GArray) anchor = NULL;          /* order of each REF node (its first reader) */
+
+  if (n_orig <= CUT_MIN_NODES)
+    return;
+  last_ref = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  anchor = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (guint j = 0; j < b->edges->len; j++)
+    {
+      CsLayoutEdge *e = &g_array_index (b->edges, CsLayoutEdge, j);
+      CsLayoutNode *tail;
+      g_autofree char *key = NULL;
+      gpointer v;
+      guint ref;
+
+      /* outputs (sinks) are ranked right below their producer anyway: never cut into them */
+      if (e->tail >= n_orig || e->head < e->tail + CUT_SPAN
+          || g_array_index (b->nodes, CsLayoutNode, e->head).kind == CS_LAYOUT_NODE_OUTPUT)
+        continue;
+      key = g_strdup_printf ("%u:%s", e->tail, e->proxy);
+      v = g_hash_table_lookup (last_ref, key);
+      if (v != NULL && e->head < g_array_index (anchor, guint, GPOINTER_TO_UINT (v) - 1 - n_orig) + CUT_SPAN / 2)
+        ref = GPOINTER_TO_UINT (v) - 1;
+      else
+        {
+          CsLayoutNode n = { 0 };
+          const char *ts;
+
+          tail = &g_array_index (b->nodes, CsLayoutNode, e->tail);
+          ts = e->label ? e->label : "";
+          n.kind = CS_LAYOUT_NODE_REF;
+          n.target = (gint) e->tail;
+          n.name = g_strdup (e->proxy);
+          n.label = g_strdup_printf ("\u21aa %s", e->proxy);
+          n.detail = g_strdup_printf ("%s %s%s from %s (a long edge, cut to keep the layout fast)",
+                                      e->proxy, e->has_dtype ? cs_dtype_short_name (e->dtype) : "",
+                                      ts, tail->label);
+          n.has_dtype = e->has_dtype;
+          n.dtype = e->dtype;
+          n.cluster = -1;
+          ref = add_node (b, &n);
+          g_array_append_val (anchor, e->head);
+          g_hash_table_insert (last_ref, g_steal_pointer (&key), GUINT_TO_POINTER (ref + 1));
+          e = &g_array_index (b->edges, CsLayoutEdge, j);
+        }
+      e->tail = ref;
+    }
 }
 
 static void
@@ -805,6 +870,7 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
         }
     }
   builder_run (&b);
+  cut_long_edges (&b);
   if (b.nodes->len > CS_RENDER_HARD_MAX_NODES)
     {
       g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_TOO_LARGE,
@@ -896,6 +962,7 @@ node_fill (const CsLayoutNode *n, char buf[8])
       return "#EEEEEE";
     case CS_LAYOUT_NODE_INPUT:
     case CS_LAYOUT_NODE_OUTPUT:
+    case CS_LAYOUT_NODE_REF:
       cs_palette_dtype_color (n->has_dtype ? n->dtype : CS_N_DTYPES, &c);
       c.r = 1 - 0.2 * (1 - c.r); c.g = 1 - 0.2 * (1 - c.g); c.b = 1 - 0.2 * (1 - c.b);
       cs_palette_to_hex (&c, buf);
@@ -919,8 +986,10 @@ dot_node (GString *out, const CsLayout *layout, guint i, const char *indent)
                           node_fill (n, buf));
   if (n->kind == CS_LAYOUT_NODE_CAST)
     g_string_append (out, ", style=\"filled,rounded\", fontsize=8.5");
-  else if (n->kind == CS_LAYOUT_NODE_INPUT || n->kind == CS_LAYOUT_NODE_OUTPUT)
-    g_string_append (out, n->kind == CS_LAYOUT_NODE_OUTPUT ? ", peripheries=2" : "");
+  else if (n->kind == CS_LAYOUT_NODE_OUTPUT)
+    g_string_append (out, ", peripheries=2");
+  else if (n->kind == CS_LAYOUT_NODE_REF)
+    g_string_append (out, ", style=\"filled,dashed\"");
   if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
     g_string_append (out, ", badge=\"tensor-core\", color=\"" CS_PALETTE_HEX_TENSOR_CORE "\"");
   else if (n->badge == CS_LAYOUT_BADGE_F32)

@@ -14,12 +14,15 @@
 
 #include <gvc.h>
 
+#include "cs-diff.h"
 #include "cs-graph.h"
 #include "cs-ops.h"
 
-/* Above this many nodes dot runs with bounded network-simplex and crossing-minimisation
- * iterations (nslimit / nslimit1 / mclimit / searchsize), trading some crossings for time.
- * Measured with tests/bench-render.c: see the commit message and cs_layout_run_graphviz(). */
+/* Above this many nodes dot runs fewer crossing-minimisation passes (mclimit=0.3), trading
+ * some crossings for time.  Bounding network simplex too (nslimit) made the LLaMA backward
+ * slower, not faster: a worse ranking gives longer edges, which cost more in mincross and
+ * spline routing (measured with a Graphviz probe, CPU time 2.35 s -> 2.30 s with nslimit=2,
+ * 2.15 s with mclimit=0.2 alone). */
 #define FAST_LAYOUT_NODES 600
 
 static GMutex graphviz_lock;
@@ -201,8 +204,8 @@ snapshot (CsLayout *layout, Agraph_t *g)
  * (ND_coord +- ND_width / ND_height x 72 / 2), edge béziers and arrow tips (ED_spl), edge
  * label centres (ED_label), cluster boxes and title centres (GD_bb / GD_label of each
  * `cluster_<k>` subgraph, recursively) and the bounding box; then frees the Graphviz graph.
- * All units are points, y up.  Above 600 nodes dot runs with bounded iterations
- * (nslimit=nslimit1=2, mclimit=0.5, searchsize=20).  Blocks; serialised with every other
+ * All units are points, y up.  Above 600 nodes dot runs with mclimit=0.3 (fewer
+ * crossing-minimisation passes).  Blocks; serialised with every other
  * Graphviz call of the process; safe to call from any thread.  Sets @layout->layout_ms.
  * Errors: CS_RENDER_ERROR_LAYOUT with Graphviz's message when the DOT text is rejected or dot
  * fails.
@@ -239,12 +242,7 @@ cs_layout_run_graphviz (CsLayout *layout, GCancellable *cancellable, GError **er
       goto out;
     }
   if (layout->n_nodes > FAST_LAYOUT_NODES)
-    {
-      agsafeset (g, (char *) "nslimit", (char *) "2", (char *) "");
-      agsafeset (g, (char *) "nslimit1", (char *) "2", (char *) "");
-      agsafeset (g, (char *) "mclimit", (char *) "0.5", (char *) "");
-      agsafeset (g, (char *) "searchsize", (char *) "20", (char *) "");
-    }
+    agsafeset (g, (char *) "mclimit", (char *) "0.3", (char *) "");
   if (gvLayout (graphviz_context, g, "dot") != 0)
     {
       g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_LAYOUT,
@@ -732,224 +730,116 @@ cs_layout_clear_marks (CsLayout *layout)
 
 /* ---- diff ---- */
 
-/* Key of a cast: "<source proxy name>-><target dtype>".  The same tensor converted to the same
- * dtype is the same cast in both traces, whatever the output is named. */
-static char *
-cast_key (const CsStmt *s)
-{
-  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
-  CsProxy *out = cs_stmt_get_output (s);
-
-  cs_stmt_collect_inputs (s, ins);
-  if (out == NULL || ins->len == 0 || out->kind != CS_PROXY_TENSOR)
-    return NULL;
-  return g_strdup_printf ("%s->%s", ((CsProxy *) g_ptr_array_index (ins, 0))->name,
-                          cs_dtype_short_name (out->dtype));
-}
-
+/* Appends to @path the chain of statements from a top-level statement down to @target. */
 static gboolean
-is_cast_stmt (const CsStmt *s)
+stmt_path (const CsStmt *s, const CsStmt *target, GPtrArray *path)
 {
-  return s->kind == CS_STMT_CALL
-         && (s->op->category == CS_OP_CAT_CAST || cs_op_semantic (s->op)->category == CS_OP_CAT_CAST);
-}
-
-static void
-collect_cast_keys (const CsStmt *s, GHashTable *keys)
-{
-  if (is_cast_stmt (s))
-    {
-      char *k = cast_key (s);
-      if (k != NULL)
-        g_hash_table_add (keys, k);
-    }
+  g_ptr_array_add (path, (gpointer) s);
+  if (s == target)
+    return TRUE;
   for (guint i = 0; i < s->n_subs; i++)
-    collect_cast_keys (s->subs[i], keys);
+    if (stmt_path (s->subs[i], target, path))
+      return TRUE;
+  g_ptr_array_remove_index (path, path->len - 1);
+  return FALSE;
 }
 
-/* proxy name of each output produced inside fusion region @region_index -> region index + 1 */
-static void
-collect_region_members (const CsStmt *s, guint region, GHashTable *member_of)
+/* Marks the element drawn for @stmt: its own node or cluster, else the innermost enclosing
+ * statement that is drawn (a cast inside a collapsed composite or region). */
+static gboolean
+mark_stmt (CsLayout *layout, const CsStmt *stmt, CsLayoutMark mark)
 {
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  g_autoptr(GPtrArray) path = g_ptr_array_new ();
 
-  cs_stmt_collect_outputs (s, outs);
-  for (guint i = 0; i < outs->len; i++)
-    g_hash_table_insert (member_of, (gpointer) ((CsProxy *) g_ptr_array_index (outs, i))->name,
-                         GUINT_TO_POINTER (region + 1));
-  for (guint i = 0; i < s->n_subs; i++)
-    collect_region_members (s->subs[i], region, member_of);
-}
-
-static GHashTable *
-region_membership (const CsTrace *t)
-{
-  GHashTable *member_of = g_hash_table_new (g_str_hash, g_str_equal);
-  guint region = 0;
-
-  for (guint i = 0; i < t->n_stmts; i++)
-    if (t->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (t->stmts[i]->op))
-      {
-        for (guint k = 0; k < t->stmts[i]->n_subs; k++)
-          collect_region_members (t->stmts[i]->subs[k], region, member_of);
-        region++;
-      }
-  return member_of;
-}
-
-static const CsStmt *
-find_stmt (const CsStmt *s, guint32 id)
-{
-  if (s->id == id)
-    return s;
-  for (guint i = 0; i < s->n_subs; i++)
+  if (layout->trace == NULL)
+    return FALSE;
+  for (guint i = 0; i < layout->trace->n_stmts; i++)
+    if (stmt_path (layout->trace->stmts[i], stmt, path))
+      break;
+  for (guint k = path->len; k > 0; k--)
     {
-      const CsStmt *r = find_stmt (s->subs[i], id);
-      if (r != NULL)
-        return r;
-    }
-  return NULL;
-}
+      const CsStmt *s = g_ptr_array_index (path, k - 1);
+      gint c = cs_layout_find_cluster (layout, s->id);
+      gboolean found = FALSE;
 
-static const CsStmt *
-trace_find_stmt (const CsTrace *t, guint32 id)
-{
-  for (guint i = 0; i < t->n_stmts; i++)
-    {
-      const CsStmt *r = find_stmt (t->stmts[i], id);
-      if (r != NULL)
-        return r;
+      for (guint n = 0; n < layout->n_nodes; n++)
+        if (layout->nodes[n].stmt_id == s->id)
+          {
+            layout->nodes[n].mark = mark;
+            found = TRUE;
+          }
+      if (c >= 0)
+        {
+          layout->clusters[c].mark = mark;
+          found = TRUE;
+        }
+      if (found)
+        return TRUE;
     }
-  return NULL;
+  return FALSE;
 }
 
 /**
  * cs_layout_mark_diff:
- * @layout: a laid-out display list of trace A (owner thread only)
- * @other: trace B to compare with (for example the same pass under another cast policy)
- * @this_is_newer: TRUE when A is the newer / changed trace: its extra casts are ADDED;
- *   FALSE: its extra casts are REMOVED (draw B's layout with TRUE and A's with FALSE for a
- *   side-by-side diff)
- * @stats: (out) (optional): counts of what was marked
+ * @layout: a display list of trace A (owner thread only)
+ * @other: trace B to compare with (the same program under another cast policy or pass)
+ * @this_is_newer: TRUE when A is the newer side: casts of A missing from B are marked ADDED
+ *   and regions of A covering statements of 2+ regions of B MERGED; FALSE: casts of A missing
+ *   from B are REMOVED and regions of A whose statements spread over 2+ regions of B SPLIT
+ *   (draw B with TRUE and A with FALSE for a side-by-side diff)
+ * @stats: (out) (optional): counts of what was found (casts counted with multiplicity)
  *
- * Marks the difference between A and B on A's display list.  Casts are matched by
- * (source tensor name, target dtype), at every subsymbol level; a cast node of A with no match
- * in B is marked ADDED or REMOVED.  Fusion regions are compared through the tensors their
- * members produce (names are stable across policies for the statements both traces share):
- * a region of A whose produced tensors lie in 2+ regions of B is MERGED, one whose tensors all
- * lie in one region of B that also holds tensors of another region of A is SPLIT, one none of
- * whose tensors is fused in B is NEW.
- * Source: the pipeline's cast policies (DESIGN.md); region formation, reference 6.2 and 8.
+ * Marks the difference computed by core's cs_trace_diff() (casts as multisets of (origin,
+ * source dtype, target dtype); regions by the initial-trace statements they cover) on A's
+ * display list.  A cast drawn inside a collapsed statement or region marks that node.
+ * Clears earlier marks first.
+ * Source: core/cs-diff.h, the same diff as `castscope-cli diff`.
  */
 void
 cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_newer,
                      CsLayoutDiffStats *stats)
 {
   CsLayoutDiffStats st = { 0 };
-  g_autoptr(GHashTable) other_casts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GHashTable) other_member = NULL;
-  g_autoptr(GHashTable) this_member = NULL;
+  g_autoptr(CsTraceDiff) diff = NULL;
 
   g_return_if_fail (layout != NULL && other != NULL);
   cs_layout_clear_marks (layout);
   if (layout->trace == NULL)
     goto done;
-
-  for (guint i = 0; i < other->n_stmts; i++)
-    collect_cast_keys (other->stmts[i], other_casts);
-  for (guint i = 0; i < layout->n_nodes; i++)
+  if (this_is_newer)
     {
-      CsLayoutNode *n = &layout->nodes[i];
-      const CsStmt *s;
-      g_autofree char *k = NULL;
-
-      if (n->kind != CS_LAYOUT_NODE_CAST)
-        continue;
-      s = trace_find_stmt (layout->trace, n->stmt_id);
-      if (s == NULL || (k = cast_key (s)) == NULL)
-        continue;
-      if (!g_hash_table_contains (other_casts, k))
+      diff = cs_trace_diff (other, layout->trace);
+      for (guint i = 0; i < diff->casts_added->len; i++)
         {
-          n->mark = this_is_newer ? CS_LAYOUT_MARK_ADDED : CS_LAYOUT_MARK_REMOVED;
-          if (this_is_newer)
-            st.casts_added++;
-          else
-            st.casts_removed++;
+          const CsDiffCast *c = g_ptr_array_index (diff->casts_added, i);
+          st.casts_added += c->count;
+          if (c->stmt != NULL)
+            mark_stmt (layout, c->stmt, CS_LAYOUT_MARK_ADDED);
+        }
+      for (guint i = 0; i < diff->regions_merged->len; i++)
+        {
+          const CsDiffRegion *r = g_ptr_array_index (diff->regions_merged, i);
+          st.regions_merged++;
+          mark_stmt (layout, r->region, CS_LAYOUT_MARK_MERGED);
         }
     }
-
-  other_member = region_membership (other);
-  this_member = region_membership (layout->trace);
-  {
-    /* region index of A (in trace order) -> cluster / node of the layout */
-    guint region = 0;
-
-    for (guint i = 0; i < layout->trace->n_stmts; i++)
-      {
-        const CsStmt *s = layout->trace->stmts[i];
-        g_autoptr(GHashTable) b_regions = NULL;
-        g_autoptr(GPtrArray) outs = NULL;
-        gboolean split = FALSE;
-        CsLayoutMark mark = CS_LAYOUT_MARK_NONE;
-        gint c, ni;
-
-        if (s->kind != CS_STMT_CALL || !cs_op_is_fusion (s->op))
-          continue;
-        b_regions = g_hash_table_new (NULL, NULL);
-        outs = g_ptr_array_new ();
-        for (guint k = 0; k < s->n_subs; k++)
-          cs_stmt_collect_outputs (s->subs[k], outs);
-        for (guint k = 0; k < outs->len; k++)
-          {
-            gpointer rb = g_hash_table_lookup (other_member,
-                                               ((CsProxy *) g_ptr_array_index (outs, k))->name);
-            if (rb != NULL)
-              g_hash_table_add (b_regions, rb);
-          }
-        if (g_hash_table_size (b_regions) == 0 && outs->len > 0)
-          {
-            mark = CS_LAYOUT_MARK_NEW;
-            st.regions_new++;
-          }
-        else if (g_hash_table_size (b_regions) >= 2)
-          {
-            mark = CS_LAYOUT_MARK_MERGED;
-            st.regions_merged++;
-          }
-        else if (g_hash_table_size (b_regions) == 1)
-          {
-            /* does B's region also hold tensors of another region of A? */
-            GHashTableIter it;
-            gpointer key, val;
-            gpointer rb = NULL;
-
-            g_hash_table_iter_init (&it, b_regions);
-            g_hash_table_iter_next (&it, &rb, NULL);
-            g_hash_table_iter_init (&it, other_member);
-            while (!split && g_hash_table_iter_next (&it, &key, &val))
-              if (val == rb)
-                {
-                  gpointer ra = g_hash_table_lookup (this_member, key);
-                  if (ra != NULL && GPOINTER_TO_UINT (ra) != region + 1)
-                    split = TRUE;
-                }
-            if (split)
-              {
-                mark = CS_LAYOUT_MARK_SPLIT;
-                st.regions_split++;
-              }
-          }
-        if (mark != CS_LAYOUT_MARK_NONE)
-          {
-            if ((c = cs_layout_find_cluster (layout, s->id)) >= 0)
-              layout->clusters[c].mark = mark;
-            for (ni = 0; ni < (gint) layout->n_nodes; ni++)
-              if (layout->nodes[ni].stmt_id == s->id)
-                layout->nodes[ni].mark = mark;
-          }
-        region++;
-      }
-  }
+  else
+    {
+      diff = cs_trace_diff (layout->trace, other);
+      for (guint i = 0; i < diff->casts_removed->len; i++)
+        {
+          const CsDiffCast *c = g_ptr_array_index (diff->casts_removed, i);
+          st.casts_removed += c->count;
+          if (c->stmt != NULL)
+            mark_stmt (layout, c->stmt, CS_LAYOUT_MARK_REMOVED);
+        }
+      for (guint i = 0; i < diff->regions_split->len; i++)
+        {
+          const CsDiffRegion *r = g_ptr_array_index (diff->regions_split, i);
+          st.regions_split++;
+          mark_stmt (layout, r->region, CS_LAYOUT_MARK_SPLIT);
+        }
+    }
 
 done:
   if (stats != NULL)

@@ -29,6 +29,9 @@ typedef enum
   CS_LAYOUT_NODE_INPUT,    /* a trace input tensor (signature or unpacked from a collection) */
   CS_LAYOUT_NODE_OUTPUT,   /* a tensor the trace returns */
   CS_LAYOUT_NODE_REGION,   /* a collapsed fusion region (nvFusionK call drawn as one node) */
+  CS_LAYOUT_NODE_REF,      /* a reference to a tensor produced far above (`target` is the
+                              producer): large traces cut edges spanning many statements, which
+                              keeps dot fast (see cs_graph_build()) */
 } CsLayoutNodeKind;
 
 typedef enum
@@ -43,10 +46,11 @@ typedef enum
   CS_LAYOUT_MARK_NONE,
   CS_LAYOUT_MARK_ADDED,    /* diff: cast absent from the other trace (this one is newer) */
   CS_LAYOUT_MARK_REMOVED,  /* diff: cast absent from the other trace (this one is older) */
-  CS_LAYOUT_MARK_SPLIT,    /* diff: region whose statements lie in one region of the other
-                              trace together with statements of another region of this trace */
-  CS_LAYOUT_MARK_MERGED,   /* diff: region whose statements lie in several regions of the other */
-  CS_LAYOUT_MARK_NEW,      /* diff: region none of whose statements is fused in the other */
+  CS_LAYOUT_MARK_SPLIT,    /* diff: region of the older trace whose statements spread over 2+
+                              regions of the newer (core/cs-diff.h regions_split) */
+  CS_LAYOUT_MARK_MERGED,   /* diff: region of the newer trace covering statements of 2+ regions
+                              of the older (regions_merged) */
+  CS_LAYOUT_MARK_NEW,      /* reserved (cs_layout_mark_diff() does not set it) */
 } CsLayoutMark;
 
 typedef enum
@@ -72,6 +76,7 @@ typedef struct
   gint              cluster;     /* innermost enclosing cluster index, -1 = none */
   gboolean          expandable;  /* has subsymbols: can be drawn expanded */
   gboolean          saved;       /* OUTPUT: returned as saved_for_backward (forward traces) */
+  gint              target;      /* REF: index of the node producing the tensor; else -1 */
   CsRect            box;         /* pt, y up; node outline */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
@@ -219,7 +224,7 @@ typedef struct
   guint casts_removed;   /* casts of this trace absent from the other (this = older) */
   guint regions_split;
   guint regions_merged;
-  guint regions_new;
+  guint regions_new;     /* reserved, 0 */
 } CsLayoutDiffStats;
 
 void      cs_layout_clear_marks   (CsLayout          *layout);
