@@ -32,7 +32,7 @@ typedef struct
 /* Arguments of a statement under construction. */
 typedef struct
 {
-  CsArg a[16];             /* printed order: positional, then keyword */
+  CsArg a[CS_MAX_DIMS + 8];/* printed order: positional, then keyword */
   guint n;                 /* used entries */
 } Args;
 
@@ -79,8 +79,8 @@ use (Dx *dx, CsValue *v)
     return cs_value_new_proxy (arena (dx), v->u.proxy);
   if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
     {
-      CsValue *items[256];
-      guint n = MIN (v->u.seq.n, G_N_ELEMENTS (items));
+      guint n = v->u.seq.n;
+      CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
 
       for (guint i = 0; i < n; i++)
         items[i] = use (dx, v->u.seq.items[i]);
@@ -376,8 +376,8 @@ ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
     return NULL;
   if (result->kind == CS_VALUE_TUPLE || result->kind == CS_VALUE_LIST)
     {
-      CsValue *items[256];
-      guint n = MIN (result->u.seq.n, G_N_ELEMENTS (items));
+      guint n = result->u.seq.n;
+      CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
 
       for (guint i = 0; i < n; i++)
         if (!(items[i] = ensure_produced (dx, subs, result->u.seq.items[i], error)))
@@ -437,6 +437,8 @@ operand_ref (const CsValue *v)
 
   if (t)
     return cs_promote_arg_tensor (t->dtype, t->rank);
+  if (v == NULL)
+    return cs_promote_arg_number (pt);
   if (v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_NUMBER)
     {
       switch (v->u.proxy->dtype)
@@ -908,6 +910,8 @@ clang_where (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *pred, CsValue *a,
   CsDtypeRef comp, res;
   Args al = { 0 };
 
+  if (pred == NULL || a == NULL || b == NULL || (!tensor_of (pred) && !tensor_of (a) && !tensor_of (b)))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a condition and two values, one of them a typed tensor");
   if (!promote (dx, s, ab, 2, CS_PROMO_PRESERVE, &comp, &res, error))
     return NULL;
   if (!(a = maybe_convert (dx, out, a, res, error)) || !(b = maybe_convert (dx, out, b, res, error)))
@@ -1341,11 +1345,13 @@ b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         {
           guint fill = seen_ell ? 0 : ta->rank - n_index;
           seen_ell = TRUE;
-          for (guint j = 0; j < fill; j++)
+          for (guint j = 0; j < fill && nk < G_N_ELEMENTS (k2); j++)
             k2[nk++] = NULL;
         }
-      else
+      else if (nk < G_N_ELEMENTS (k2))
         k2[nk++] = items[i];
+      if (nk >= G_N_ELEMENTS (k2))
+        return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "too many indices");
     }
   /* None -> unsqueeze at its position (clang.unsqueeze inlined) */
   for (guint i = 0; i < nk; i++)
@@ -2615,6 +2621,15 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
       return FALSE;
     }
   dx_init (&dx, trace, stmt, policy);
+  /* arguments that do not fit the op are reported by its meta before anything is built */
+  if (cs_meta_supports (stmt))
+    {
+      CsMetaType types[64];
+      guint n_types;
+
+      if (!cs_meta_compute (trace, stmt, types, G_N_ELEMENTS (types), &n_types, error))
+        return FALSE;
+    }
   res = decompose_impl (&dx, stmt, tmp, error);
   if (res == NULL)
     return FALSE;

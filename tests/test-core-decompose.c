@@ -841,6 +841,75 @@ test_trace (void)
   g_assert_cmpint (cs_stmt_get_output (nth_call (up, 1)->subs[2])->dtype, ==, CS_DTYPE_F32);
 }
 
+/* Bad input never crashes: every op of the table called with malformed arguments either
+ * succeeds or fails with a message (meta, one level down, down to prims). */
+static void
+test_robust (void)
+{
+  static const char *patterns[] = {
+    "", "a", "a, a", "a, 1", "1, a", "a, (0,)", "a, -7", "a, 99", "a, a, a", "a, None", "a, 'x'",
+    "u", "u, u", "a, (0, 1, 2, 3, 4)", "(a, a), 0", "(a, z), 0", "a, slice(None,None,-1)",
+    "a, dim=5", "z, z", "a, i", "i, a", "a, i, 1", "a, [(0, 0, 0)]", "a, 2.5, -1.0",
+    "a, (..., None, None, 0)", "a, [1, 2], [0]", "q, q, q, None, 0.0, True", "a, 0, True",
+    "a, dtypes.float32", "a, (3, -1)", "a, -1, 3", "a, 0, 1", "i, a, None, None, 2.0, False, False",
+  };
+  guint n_ok = 0, n_err = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+
+      if (op->name == NULL || op->name[0] == '\0' || op->category == CS_OP_CAT_FUSION
+          || op->category == CS_OP_CAT_BOOKKEEPING || op->id != (CsOpId) id)
+        continue;
+      for (guint k = 0; k < G_N_ELEMENTS (patterns); k++)
+        {
+          g_autofree char *text = g_strdup_printf (
+            "def computation(a, z, i, q, u):\n"
+            "  # a: \"cuda:0 bf16[2, 3]\"\n"
+            "  # z: \"cuda:0 f32[]\"\n"
+            "  # i: \"cuda:0 i64[2, 3]\"\n"
+            "  # q: \"cuda:0 bf16[1, 2, 4, 8]\"\n"
+            "  t9 = %s(%s)\n"
+            "  return (t9,)\n", op->name, patterns[k]);
+          GError *error = NULL;
+          g_autoptr (CsTrace) t = cs_parse_trace (text, "robust", &error);
+          CsStmt *s;
+          g_autoptr (GPtrArray) out = g_ptr_array_new ();
+          g_autoptr (GPtrArray) flat = g_ptr_array_new ();
+
+          if (t == NULL)
+            {
+              g_clear_error (&error);
+              continue;
+            }
+          s = nth_call (t, 0);
+          if (cs_meta_infer (t, s, &error))
+            n_ok++;
+          else
+            {
+              g_assert_nonnull (error);
+              g_assert_cmpuint (strlen (error->message), >, 0);
+              g_clear_error (&error);
+              n_err++;
+            }
+          if (!cs_decompose_stmt (t, s, NULL, out, &error))
+            {
+              g_assert_nonnull (error);
+              g_clear_error (&error);
+            }
+          if (!cs_decompose_to_prims (t, s, NULL, flat, &error))
+            {
+              g_assert_nonnull (error);
+              g_clear_error (&error);
+            }
+        }
+    }
+  g_test_message ("%u accepted, %u rejected with a message", n_ok, n_err);
+  g_assert_cmpuint (n_ok, >, 100);
+  g_assert_cmpuint (n_err, >, 1000);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -855,6 +924,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/decompose/oracle/all-shared", test_oracle_all);
   g_test_add_func ("/core/decompose/samples", test_samples);
   g_test_add_func ("/core/decompose/trace", test_trace);
+  g_test_add_func ("/core/decompose/robust", test_robust);
 
   return g_test_run ();
 }
