@@ -2627,8 +2627,18 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
       CsMetaType types[64];
       guint n_types;
 
-      if (!cs_meta_compute (trace, stmt, types, G_N_ELEMENTS (types), &n_types, error))
-        return FALSE;
+      GError *merr = NULL;
+
+      if (!cs_meta_compute (trace, stmt, types, G_N_ELEMENTS (types), &n_types, &merr))
+        {
+          /* keep the message; the domain says what a caller can do about it */
+          g_set_error_literal (error, CS_DECOMPOSE_ERROR,
+                               g_error_matches (merr, CS_META_ERROR, CS_META_ERROR_UNSUPPORTED)
+                               ? CS_DECOMPOSE_ERROR_UNSUPPORTED : CS_DECOMPOSE_ERROR_ARGS,
+                               merr->message);
+          g_error_free (merr);
+          return FALSE;
+        }
     }
   res = decompose_impl (&dx, stmt, tmp, error);
   if (res == NULL)

@@ -353,7 +353,7 @@ test_policy_matmul (void)
     "  # w: \"cuda:0 bf16[32, 16]\"\n"
     "  # b: \"cuda:0 bf16[32]\"\n"
     "  t0 = ltorch.linear(x, w, b)  # t0: \"cuda:0 bf16[8, 32]\"\n"
-    "  t1 = prims.matmul(x, x)\n"
+    "  t1 = prims.linear(x, w, b)\n"
     "  t2 = ltorch.matmul(t0, w)  # t2: \"cuda:0 bf16[8, 16]\"\n"
     "  return (t2,)\n");
   CsPolicy up;
