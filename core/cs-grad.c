@@ -678,7 +678,8 @@ put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
 
   if (c->error || g == NULL || !is_diff (x))
     return;
-  if (x->rank != g->rank || memcmp (x->shape, g->shape, sizeof (int64_t) * x->rank) != 0)
+  if (x->rank != g->rank
+      || (x->rank > 0 && memcmp (x->shape, g->shape, sizeof (int64_t) * x->rank) != 0))
     {
       g_set_error (&c->error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
                    "gradient %s of %s has the wrong shape (internal VJP rule error)",
@@ -1214,7 +1215,7 @@ vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
         for (guint i = 0; i < a->rank; i++)
           all[n++] = i;
       ga = (g->rank == a->rank
-            && memcmp (g->shape, a->shape, sizeof (int64_t) * a->rank) == 0)
+            && (a->rank == 0 || memcmp (g->shape, a->shape, sizeof (int64_t) * a->rank) == 0))
            ? g : bcast (c, g, a->shape, a->rank, all, n);
     }
   else
