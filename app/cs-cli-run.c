@@ -1,11 +1,483 @@
-/* cs-cli-run.c: `castscope-cli run` (not built yet). */
+/* cs-cli-run.c: `castscope-cli run FILE --device cpu`: one training step (forward, then
+ * backward when there is one) on the CPU reference executor (core/cs-ref.h), in exact mode and
+ * in f64 mode, with every output's error against the f64 run.
+ *
+ * The file goes through the pipeline under --policy (cs_cli_run_pipeline); a trace that is
+ * already final runs as it is, with its backward taken from the same file (a `backward_fn`
+ * trace) or from a sibling `*_bwd.txt` beside a `*_fwd.txt`.
+ */
 #include "cs-config.h"
 
 #include "cs-cli.h"
+#include "cs-cli-policy.h"
+
+#include "cs-parse.h"
+#include "cs-pipeline.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#if CS_HAVE_JSON
+#include <json-glib/json-glib.h>
+#endif
+
+/* Error of one output against the f64 truth. */
+typedef struct
+{
+  char     *name;       /* proxy name ("" for literals) */
+  CsTensor *exact;      /* exact-mode value (trace dtype) */
+  double    max_abs;    /* max |exact - f64| */
+  double    max_rel;    /* max |exact - f64| / max(|f64|, 1e-3 * max|f64|) */
+  double    rel_l2;     /* ||exact - f64||_2 / ||f64||_2 (normwise relative error) */
+  gint64    n_nonfinite;/* NaN or inf elements in the exact result where f64 is finite */
+} RunOutput;
+
+static void
+run_output_free (RunOutput *o)
+{
+  g_free (o->name);
+  if (o->exact)
+    cs_tensor_unref (o->exact);
+  g_free (o);
+}
+
+static void
+measure (RunOutput *o, const CsTensor *e, const CsTensor *t)
+{
+  double tmax = 0, num = 0, den = 0;
+
+  for (int64_t i = 0; i < t->numel; i++)
+    {
+      double v = fabs (cs_tensor_get_f64 (t, i));
+      if (isfinite (v))
+        tmax = MAX (tmax, v);
+    }
+  for (int64_t i = 0; i < e->numel && i < t->numel; i++)
+    {
+      double a = cs_tensor_get_f64 (e, i), b = cs_tensor_get_f64 (t, i), d;
+
+      if (!isfinite (a) || !isfinite (b))
+        {
+          if (isfinite (b) || (isnan (a) != isnan (b)) || (!isnan (a) && a != b))
+            o->n_nonfinite++;
+          continue;
+        }
+      d = fabs (a - b);
+      num += d * d;
+      den += b * b;
+      o->max_abs = MAX (o->max_abs, d);
+      o->max_rel = MAX (o->max_rel, d / MAX (fabs (b), MAX (1e-3 * tmax, 1e-30)));
+    }
+  o->rel_l2 = den > 0 ? sqrt (num / den) : sqrt (num);
+}
+
+static gboolean
+name_is_leaf (GPtrArray *leaves, const char *name)
+{
+  for (guint i = 0; i < leaves->len; i++)
+    if (strcmp (((CsProxy *) g_ptr_array_index (leaves, i))->name, name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* A value for leaf @p: DIR/<name>.npy when --inputs has it, else seeded random. */
+static CsTensor *
+leaf_value (const CsTrace *trace, const CsProxy *p, const char *inputs_dir, guint64 seed,
+            GError **error)
+{
+  if (inputs_dir)
+    {
+      g_autofree char *file = g_strconcat (p->name, ".npy", NULL);
+      g_autofree char *path = g_build_filename (inputs_dir, file, NULL);
+
+      if (g_file_test (path, G_FILE_TEST_EXISTS))
+        {
+          g_autoptr (CsTensor) t = cs_tensor_load_npy (path, error);
+
+          if (t == NULL)
+            return NULL;
+          if (p->typed && p->kind == CS_PROXY_TENSOR)
+            {
+              if (!cs_tensor_same_shape (t, p->shape, p->rank))
+                {
+                  g_autofree char *want = cs_proxy_type_string (p);
+                  g_autofree char *got = cs_tensor_type_string (t);
+                  g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                               "%s holds %s but %s is \"%s\"", path, got, p->name, want);
+                  return NULL;
+                }
+              if (t->dtype != p->dtype)
+                return cs_tensor_convert (t, p->dtype, error);
+            }
+          return g_steal_pointer (&t);
+        }
+    }
+  return cs_ref_random_input (trace, p, seed, error);
+}
+
+typedef struct
+{
+  const char *label;        /* "forward" / "backward" */
+  const char *trace_name;   /* computation, backward_fn */
+  GPtrArray  *outputs;      /* RunOutput* */
+  double      exact_ms;     /* wall time of the exact-mode run */
+  double      f64_ms;
+} RunReport;
+
+/* Runs @trace in both modes on @env_exact / @env_f64 (leaf values by name; missing leaves are
+ * made and added to both) and fills @rep.  @ret_exact/@ret_f64 receive the returned values by
+ * name (for the backward). */
+static gboolean
+run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
+          const char *inputs_dir, guint64 seed, GHashTable *ret_exact, GHashTable *ret_f64,
+          RunReport *rep, GError **error)
+{
+  g_autoptr (GPtrArray) leaves = cs_ref_dup_leaf_inputs (trace);
+  g_autoptr (GPtrArray) oe = NULL, of = NULL, ne = NULL;
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  gint64 t0;
+
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (leaves, i);
+
+      if (!g_hash_table_contains (env_exact, p->name))
+        {
+          g_autoptr (CsTensor) v = leaf_value (trace, p, inputs_dir, seed, error);
+
+          if (v == NULL)
+            return FALSE;
+          cs_ref_env_insert (env_exact, p->name, v);
+          cs_ref_env_insert (env_f64, p->name, v);
+        }
+    }
+
+  t0 = g_get_monotonic_time ();
+  if (!cs_ref_run_env (trace, env_exact, CS_REF_EXACT, seed, &oe, &ne, ret_exact, error))
+    return FALSE;
+  rep->exact_ms = (g_get_monotonic_time () - t0) / 1000.0;
+  t0 = g_get_monotonic_time ();
+  if (!cs_ref_run_env (trace, env_f64, CS_REF_F64, seed, &of, NULL, ret_f64, error))
+    return FALSE;
+  rep->f64_ms = (g_get_monotonic_time () - t0) / 1000.0;
+
+  rep->trace_name = trace->name ? trace->name : "";
+  rep->outputs = g_ptr_array_new_with_free_func ((GDestroyNotify) run_output_free);
+  for (guint i = 0; i < oe->len; i++)
+    {
+      CsTensor *e = g_ptr_array_index (oe, i), *f = g_ptr_array_index (of, i);
+      const char *name = g_ptr_array_index (ne, i);
+      RunOutput *o;
+
+      if (e == NULL || f == NULL)
+        continue;
+      /* skip the inputs echoed back (flat_args, saved inputs) and repeats */
+      if (name[0] && (name_is_leaf (leaves, name) || g_hash_table_contains (seen, name)))
+        continue;
+      if (name[0])
+        g_hash_table_add (seen, (gpointer) name);
+      o = g_new0 (RunOutput, 1);
+      o->name = g_strdup (name[0] ? name : "(literal)");
+      o->exact = cs_tensor_ref (e);
+      measure (o, e, f);
+      g_ptr_array_add (rep->outputs, o);
+    }
+  return TRUE;
+}
+
+static void
+print_report (const RunReport *rep)
+{
+  printf ("%s (%s): exact %.1f ms, f64 %.1f ms\n", rep->label, rep->trace_name, rep->exact_ms,
+          rep->f64_ms);
+  for (guint i = 0; i < rep->outputs->len; i++)
+    {
+      const RunOutput *o = g_ptr_array_index (rep->outputs, i);
+      g_autofree char *ty = cs_tensor_type_string (o->exact);
+
+      printf ("  %-12s %-22s max_abs_err %.3e  max_rel_err %.3e  rel_l2_err %.3e", o->name, ty,
+              o->max_abs, o->max_rel, o->rel_l2);
+      if (o->n_nonfinite)
+        printf ("  non-finite %" G_GINT64_FORMAT, o->n_nonfinite);
+      printf ("\n");
+    }
+}
+
+#if CS_HAVE_JSON
+static void
+json_report (JsonBuilder *b, const RunReport *rep)
+{
+  json_builder_set_member_name (b, rep->label);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "trace");
+  json_builder_add_string_value (b, rep->trace_name);
+  json_builder_set_member_name (b, "exact_ms");
+  json_builder_add_double_value (b, rep->exact_ms);
+  json_builder_set_member_name (b, "f64_ms");
+  json_builder_add_double_value (b, rep->f64_ms);
+  json_builder_set_member_name (b, "outputs");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < rep->outputs->len; i++)
+    {
+      const RunOutput *o = g_ptr_array_index (rep->outputs, i);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, o->name);
+      json_builder_set_member_name (b, "dtype");
+      json_builder_add_string_value (b, cs_dtype_short_name (o->exact->dtype));
+      json_builder_set_member_name (b, "shape");
+      json_builder_begin_array (b);
+      for (guint d = 0; d < o->exact->rank; d++)
+        json_builder_add_int_value (b, o->exact->shape[d]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "max_abs_err");
+      json_builder_add_double_value (b, o->max_abs);
+      json_builder_set_member_name (b, "max_rel_err");
+      json_builder_add_double_value (b, o->max_rel);
+      json_builder_set_member_name (b, "rel_l2_err");
+      json_builder_add_double_value (b, o->rel_l2);
+      json_builder_set_member_name (b, "non_finite");
+      json_builder_add_int_value (b, o->n_nonfinite);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+}
+#endif
+
+static gboolean
+save_outputs (const char *dir, const RunReport *rep, GError **error)
+{
+  if (g_mkdir_with_parents (dir, 0755) != 0)
+    {
+      g_set_error (error, CS_TENSOR_ERROR, CS_TENSOR_ERROR_IO, "cannot create %s", dir);
+      return FALSE;
+    }
+  for (guint i = 0; i < rep->outputs->len; i++)
+    {
+      const RunOutput *o = g_ptr_array_index (rep->outputs, i);
+      g_autofree char *file = NULL;
+      g_autofree char *path = NULL;
+
+      if (!g_regex_match_simple ("^[A-Za-z_][A-Za-z0-9_]*$", o->name, 0, 0))
+        continue;   /* names from the trace become file names only when they are identifiers */
+      file = g_strconcat (o->name, ".npy", NULL);
+      path = g_build_filename (dir, file, NULL);
+      if (!cs_tensor_save_npy (o->exact, path, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* The backward for a final forward trace: a `backward_fn` later in the same file, or the
+ * first trace of a sibling *_bwd.txt beside a *_fwd.txt. */
+static CsTrace *
+find_backward (const char *path, guint index, GError **error)
+{
+  g_autoptr (CsTraceList) list = NULL;
+
+  list = cs_parse_file (path, error);
+  if (list == NULL)
+    return NULL;
+  for (guint i = index + 1; i < list->traces->len; i++)
+    {
+      CsTrace *t = g_ptr_array_index (list->traces, i);
+      if (t->name && strcmp (t->name, "backward_fn") == 0)
+        return cs_trace_ref (t);
+    }
+  if (g_str_has_suffix (path, "_fwd.txt"))
+    {
+      g_autofree char *sib = g_strndup (path, strlen (path) - strlen ("_fwd.txt"));
+      g_autofree char *bpath = g_strconcat (sib, "_bwd.txt", NULL);
+      g_autoptr (CsTraceList) bl = NULL;
+
+      if (!g_file_test (bpath, G_FILE_TEST_EXISTS))
+        return NULL;
+      bl = cs_parse_file (bpath, error);
+      if (bl == NULL)
+        return NULL;
+      if (bl->traces->len > 0)
+        return cs_trace_ref (g_ptr_array_index (bl->traces, 0));
+    }
+  return NULL;
+}
 
 int
 cs_cli_cmd_run (int argc, char **argv)
 {
-  cs_cli_error ("'run' is not available in this build yet");
-  return CS_CLI_EXIT_USAGE;
+  g_auto (GStrv) policy_args = NULL;
+  g_autofree char *grad = NULL;
+  g_autofree char *device = NULL;
+  g_autofree char *inputs_dir = NULL;
+  g_autofree char *save_dir = NULL;
+  g_autofree char *desc = NULL;
+  g_autofree char *pdesc = NULL;
+  gboolean json = FALSE, no_backward = FALSE;
+  gint64 seed = 0;
+  gint index = 0;
+  g_autoptr (GOptionContext) ctx = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (CsPipeline) pl = NULL;
+  g_autoptr (CsTrace) own_bwd = NULL;
+  g_autoptr (GHashTable) env_e = cs_ref_env_new ();
+  g_autoptr (GHashTable) env_f = cs_ref_env_new ();
+  g_autoptr (GHashTable) ret_e = cs_ref_env_new ();
+  g_autoptr (GHashTable) ret_f = cs_ref_env_new ();
+  RunReport fwd_rep = { "forward", NULL, NULL, 0, 0 };
+  RunReport bwd_rep = { "backward", NULL, NULL, 0, 0 };
+  CsPolicy policy;
+  CsTrace *fw, *bw;
+  int rc = CS_CLI_EXIT_OK;
+  GOptionEntry entries[] = {
+    { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "Where to run: cpu (default) or cuda", "cpu|cuda" },
+    { "seed", 's', 0, G_OPTION_ARG_INT64, &seed, "Seed for random inputs and random prims (default 0)", "N" },
+    { "inputs", 0, 0, G_OPTION_ARG_FILENAME, &inputs_dir, "Read input NAME from DIR/NAME.npy when present (else random)", "DIR" },
+    { "save", 0, 0, G_OPTION_ARG_FILENAME, &save_dir, "Write every output (exact mode) to DIR/NAME.npy; bf16 as float32", "DIR" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print one JSON object: {file, device, seed, forward, backward}", NULL },
+    { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
+    { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
+    { NULL },
+  };
+
+  ctx = g_option_context_new ("FILE - run one step on the CPU reference (exact dtypes and f64) "
+                              "and report each output's error");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  desc = g_strconcat ("Random inputs: floats normal(0, 1) scaled by 1/sqrt(last extent) for rank >= 2,\n"
+                      "integers in [0, bound) where bound is the extent they index (else 16),\n"
+                      "bools a fair coin; cotangents the same way.  Errors: max_abs_err is\n"
+                      "max |exact - f64|; max_rel_err is max |exact - f64| / max(|f64|, 1e-3 max|f64|);\n"
+                      "rel_l2_err is ||exact - f64|| / ||f64||.\n\n",
+                      (pdesc = cs_cli_policy_describe ()), NULL);
+  g_option_context_set_description (ctx, desc);
+  if (!cs_cli_parse_options (ctx, &argc, &argv))
+    return CS_CLI_EXIT_USAGE;
+  if (argc != 2 || index < 0 || seed < 0)
+    {
+      cs_cli_error ("run: expected one FILE (try --help)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (device && strcmp (device, "cpu") != 0 && strcmp (device, "cuda") != 0)
+    {
+      cs_cli_error ("run: unknown device '%s' (cpu or cuda)", device);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (!cs_cli_policy_from_strv (policy_args, &policy, &error))
+    {
+      cs_cli_error ("run: %s", error->message);
+      return CS_CLI_EXIT_USAGE;
+    }
+#if !CS_HAVE_JSON
+  if (json)
+    {
+      cs_cli_error ("run: --json needs json-glib, which this build lacks");
+      return CS_CLI_EXIT_USAGE;
+    }
+#endif
+  if (inputs_dir && !g_file_test (inputs_dir, G_FILE_TEST_IS_DIR))
+    {
+      cs_cli_error ("run: --inputs %s is not a directory", inputs_dir);
+      return CS_CLI_EXIT_INPUT;
+    }
+  if (device && strcmp (device, "cuda") == 0)
+    {
+      /* The CUDA executor hooks in here (kernels/, loaded at run time). */
+      cs_cli_error ("run: CUDA executor not available in this build (use --device cpu)");
+      return CS_CLI_EXIT_INPUT;
+    }
+
+  pl = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
+  if (pl == NULL)
+    {
+      cs_cli_error ("%s", error->message);
+      return CS_CLI_EXIT_INPUT;
+    }
+  fw = cs_pipeline_get_forward (pl);
+  bw = cs_pipeline_get_backward (pl);
+  if (fw == bw)
+    fw = NULL;   /* the file's own backward_fn: run it alone */
+  if (fw && bw == NULL && cs_pipeline_input_was_final (pl) && !no_backward)
+    {
+      own_bwd = find_backward (argv[1], (guint) index, &error);
+      if (own_bwd == NULL && error)
+        {
+          cs_cli_error ("%s", error->message);
+          return CS_CLI_EXIT_INPUT;
+        }
+      bw = own_bwd;
+    }
+  if (no_backward)
+    bw = NULL;
+
+  if (fw && !run_both (fw, env_e, env_f, inputs_dir, (guint64) seed, ret_e, ret_f, &fwd_rep,
+                       &error))
+    {
+      cs_cli_error ("run: forward: %s", error->message);
+      return CS_CLI_EXIT_INPUT;
+    }
+  if (bw && !run_both (bw, fw ? ret_e : env_e, fw ? ret_f : env_f, inputs_dir, (guint64) seed + 1,
+                       NULL, NULL, &bwd_rep, &error))
+    {
+      cs_cli_error ("run: backward: %s", error->message);
+      rc = CS_CLI_EXIT_INPUT;
+      goto out;
+    }
+
+  if (save_dir)
+    {
+      if ((fwd_rep.outputs && !save_outputs (save_dir, &fwd_rep, &error))
+          || (bwd_rep.outputs && !save_outputs (save_dir, &bwd_rep, &error)))
+        {
+          cs_cli_error ("run: --save: %s", error->message);
+          rc = CS_CLI_EXIT_INPUT;
+          goto out;
+        }
+    }
+
+#if CS_HAVE_JSON
+  if (json)
+    {
+      g_autoptr (JsonBuilder) b = json_builder_new ();
+      g_autoptr (JsonGenerator) gen = json_generator_new ();
+      g_autoptr (JsonNode) root = NULL;
+      g_autofree char *pol = cs_policy_to_string (&policy);
+      g_autofree char *text = NULL;
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "file");
+      json_builder_add_string_value (b, argv[1]);
+      json_builder_set_member_name (b, "device");
+      json_builder_add_string_value (b, "cpu");
+      json_builder_set_member_name (b, "seed");
+      json_builder_add_int_value (b, seed);
+      json_builder_set_member_name (b, "policy");
+      json_builder_add_string_value (b, pol);
+      if (fwd_rep.outputs)
+        json_report (b, &fwd_rep);
+      if (bwd_rep.outputs)
+        json_report (b, &bwd_rep);
+      json_builder_end_object (b);
+      root = json_builder_get_root (b);
+      json_generator_set_root (gen, root);
+      json_generator_set_pretty (gen, TRUE);
+      text = json_generator_to_data (gen, NULL);
+      printf ("%s\n", text);
+      goto out;
+    }
+#endif
+  printf ("device: cpu (reference), seed %" G_GINT64_FORMAT "\n", seed);
+  if (fwd_rep.outputs)
+    print_report (&fwd_rep);
+  if (bwd_rep.outputs)
+    print_report (&bwd_rep);
+
+out:
+  g_clear_pointer (&fwd_rep.outputs, g_ptr_array_unref);
+  g_clear_pointer (&bwd_rep.outputs, g_ptr_array_unref);
+  return rc;
 }
