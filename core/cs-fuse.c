@@ -436,27 +436,57 @@ stmt_dont_dce (const CsStmt *s)
   return FALSE;
 }
 
-static void
-add_unique (GPtrArray *arr, GHashTable *seen, CsProxy *p)
+/* Per-proxy marks indexed by CsProxy.id (ids are 1-based and below trace->next_proxy_id), so
+ * the refresh needs no hash table per region: a mark is "set" when it equals the current
+ * generation. */
+typedef struct
 {
-  if (g_hash_table_add (seen, p))
-    g_ptr_array_add (arr, p);
+  guint32   n;          /* entries in each array */
+  guint32  *needed;     /* == 1: read by a later top-level statement */
+  guint32  *live;       /* == gen: needed inside the region being refreshed */
+  guint32  *produced;   /* == gen: produced by a kept subsymbol so far */
+  guint32  *seen;       /* == gen: already listed (outputs, then inputs) */
+  guint32   gen;        /* current generation */
+  GPtrArray *tmp;       /* scratch proxy list */
+  GPtrArray *outs;      /* scratch */
+  GPtrArray *ins;       /* scratch */
+  GPtrArray *kept;      /* scratch */
+} Marks;
+
+static inline guint32 *
+mark_slot (Marks *m, guint32 *arr, const CsProxy *p)
+{
+  return (p->id < m->n) ? &arr[p->id] : NULL;
 }
 
-/* Rebuilds the region call @s from its subsymbols against @needed (proxies read after it).
+static inline gboolean
+mark_test (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
+{
+  guint32 *x = mark_slot (m, arr, p);
+  return x != NULL && *x == v;
+}
+
+static inline void
+mark_set (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
+{
+  guint32 *x = mark_slot (m, arr, p);
+  if (x != NULL)
+    *x = v;
+}
+
+/* Rebuilds the region call @s from its subsymbols against m->needed (proxies read after it).
  * Returns FALSE when the region has no output left. */
 static gboolean
-region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
+region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-  g_autoptr(GPtrArray) kept = g_ptr_array_new ();
-  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
-  g_autoptr(GHashTable) live = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) produced = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  GPtrArray *tmp = m->tmp, *outs = m->outs, *ins = m->ins, *kept = m->kept;
   CsValue **items;
   CsArg *args;
+  guint32 gen = ++m->gen;
+
+  g_ptr_array_set_size (outs, 0);
+  g_ptr_array_set_size (ins, 0);
+  g_ptr_array_set_size (kept, 0);
 
   /* outputs: produced inside and needed outside, in production order */
   for (guint i = 0; i < s->n_subs; i++)
@@ -464,15 +494,21 @@ region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (s->subs[i], tmp);
       for (guint j = 0; j < tmp->len; j++)
-        if (g_hash_table_contains (needed, tmp->pdata[j]))
-          add_unique (outs, seen, tmp->pdata[j]);
+        {
+          CsProxy *p = tmp->pdata[j];
+          if (mark_test (m, m->needed, p, 1) && !mark_test (m, m->seen, p, gen))
+            {
+              mark_set (m, m->seen, p, gen);
+              g_ptr_array_add (outs, p);
+            }
+        }
     }
   if (outs->len == 0)
     return FALSE;
 
   /* DCE of the subsymbols against the outputs */
   for (guint i = 0; i < outs->len; i++)
-    g_hash_table_add (live, outs->pdata[i]);
+    mark_set (m, m->live, outs->pdata[i], gen);
   for (guint i = s->n_subs; i-- > 0;)
     {
       CsStmt *sub = s->subs[i];
@@ -480,7 +516,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (sub, tmp);
       for (guint j = 0; j < tmp->len && !keep; j++)
-        if (g_hash_table_contains (live, tmp->pdata[j]))
+        if (mark_test (m, m->live, tmp->pdata[j], gen))
           keep = TRUE;
       if (!keep)
         continue;
@@ -488,7 +524,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_add (live, tmp->pdata[j]);
+        mark_set (m, m->live, tmp->pdata[j], gen);
     }
   /* kept is reversed */
   for (guint i = 0; i < kept->len / 2; i++)
@@ -498,20 +534,27 @@ region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
       kept->pdata[kept->len - 1 - i] = t;
     }
 
-  /* inputs: read before being produced inside, first appearance order */
-  g_hash_table_remove_all (seen);
+  /* inputs: read before being produced inside, first appearance order (a fresh generation
+   * for the "seen" marks) */
+  gen = ++m->gen;
   for (guint i = 0; i < kept->len; i++)
     {
       CsStmt *sub = kept->pdata[i];
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        if (!g_hash_table_contains (produced, tmp->pdata[j]))
-          add_unique (ins, seen, tmp->pdata[j]);
+        {
+          CsProxy *p = tmp->pdata[j];
+          if (!mark_test (m, m->produced, p, gen) && !mark_test (m, m->seen, p, gen))
+            {
+              mark_set (m, m->seen, p, gen);
+              g_ptr_array_add (ins, p);
+            }
+        }
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_add (produced, tmp->pdata[j]);
+        mark_set (m, m->produced, tmp->pdata[j], gen);
     }
 
   cs_stmt_set_subs (trace, s, (CsStmt **) kept->pdata, kept->len);
@@ -535,9 +578,19 @@ region_refresh_one (CsTrace *trace, CsStmt *s, GHashTable *needed)
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
-  g_autoptr(GHashTable) needed = g_hash_table_new (g_direct_hash, g_direct_equal);
+  Marks m = { 0 };
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+
+  m.n = trace->next_proxy_id + 1;
+  m.needed = g_new0 (guint32, m.n);
+  m.live = g_new0 (guint32, m.n);
+  m.produced = g_new0 (guint32, m.n);
+  m.seen = g_new0 (guint32, m.n);
+  m.tmp = g_ptr_array_new ();
+  m.outs = g_ptr_array_new ();
+  m.ins = g_ptr_array_new ();
+  m.kept = g_ptr_array_new ();
 
   for (guint i = trace->n_stmts; i-- > 0;)
     {
@@ -545,7 +598,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 
       if (_cs_stmt_is_region (s))
         {
-          if (!region_refresh_one (trace, s, needed))
+          if (!region_refresh_one (trace, s, &m))
             continue;
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
@@ -554,7 +607,8 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
           g_ptr_array_set_size (tmp, 0);
           _cs_stmt_writes (s, tmp);
           for (guint j = 0; j < tmp->len && !live; j++)
-            if (g_hash_table_contains (needed, tmp->pdata[j]))
+            if (mark_test (&m, m.needed, tmp->pdata[j], 1)
+                || ((CsProxy *) tmp->pdata[j])->id >= m.n)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
@@ -565,7 +619,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (s, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_add (needed, tmp->pdata[j]);
+        mark_set (&m, m.needed, tmp->pdata[j], 1);
     }
   for (guint i = 0; i < kept->len / 2; i++)
     {
@@ -574,6 +628,14 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       kept->pdata[kept->len - 1 - i] = t;
     }
   cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
+  g_free (m.needed);
+  g_free (m.live);
+  g_free (m.produced);
+  g_free (m.seen);
+  g_ptr_array_unref (m.tmp);
+  g_ptr_array_unref (m.outs);
+  g_ptr_array_unref (m.ins);
+  g_ptr_array_unref (m.kept);
 }
 
 guint
