@@ -6,7 +6,11 @@
 #include "cs-config.h"
 
 #include <math.h>
+#if CS_HAVE_JSON
+#include <json-glib/json-glib.h>
+#endif
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cs-grad.h"
 #include "cs-pipeline.h"
@@ -569,6 +573,98 @@ test_final_input (void)
   g_assert_cmpuint (st->total.n_regions, >=, 1);
 }
 
+
+/* ---- the CLI (CS_CLI): transform / stats --json / diff, exit codes ---------------------- */
+
+static int
+run_cli (char **out, const char *a1, const char *a2, const char *a3, const char *a4,
+         const char *a5, const char *a6)
+{
+  const char *cli = g_getenv ("CS_CLI");
+  const char *argv[8] = { cli, a1, a2, a3, a4, a5, a6, NULL };
+  g_autoptr(GError) error = NULL;
+  int status = 0;
+
+  g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                               out, NULL, &status, &error));
+  g_assert_no_error (error);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+}
+
+static void
+test_cli (void)
+{
+  const char *cli = g_getenv ("CS_CLI");
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *seed = NULL;
+  g_autofree char *out = NULL;
+
+  if (cli == NULL || !g_file_test (cli, G_FILE_TEST_IS_EXECUTABLE) || dir == NULL
+      || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("CS_CLI or CS_SHARED_TRACES not available");
+      return;
+    }
+  seed = g_build_filename (dir, "thunder_a_seed_matmul_initial.txt", NULL);
+
+  /* transform --pass fuse prints Thunder's region form */
+  g_assert_cmpint (run_cli (&out, "transform", seed, "--pass", "fuse", NULL, NULL), ==, 0);
+  g_assert_nonnull (strstr (out, "] = nvFusion0("));
+  g_assert_nonnull (strstr (out, "def computation(a, b, w):"));
+  g_clear_pointer (&out, g_free);
+  /* backward with upcast-f32: matmuls read f32 */
+  g_assert_cmpint (run_cli (&out, "transform", seed, "--policy", "matmul=upcast-f32", "--trace",
+                            "backward"), ==, 0);
+  g_assert_nonnull (strstr (out, "def backward_fn(saved_for_backward, cotangents):"));
+  g_assert_nonnull (strstr (out, "prims.matmul("));
+  g_clear_pointer (&out, g_free);
+
+  /* usage and input errors */
+  g_assert_cmpint (run_cli (&out, "transform", seed, "--policy", "matmul=fp8", NULL, NULL), ==, 2);
+  g_clear_pointer (&out, g_free);
+  g_assert_cmpint (run_cli (&out, "stats", "/nonexistent/trace.txt", NULL, NULL, NULL, NULL), ==, 1);
+  g_clear_pointer (&out, g_free);
+  g_assert_cmpint (run_cli (&out, "transform", seed, "--pass", "nope", NULL, NULL), ==, 2);
+  g_clear_pointer (&out, g_free);
+
+  /* diff: the upcast adds casts */
+  g_assert_cmpint (run_cli (&out, "diff", seed, "--vs", "matmul=upcast-f32", NULL, NULL), ==, 0);
+  g_assert_nonnull (strstr (out, "+ cast bf16 -> f32"));
+  g_clear_pointer (&out, g_free);
+
+#if CS_HAVE_JSON
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    g_autoptr(GError) error = NULL;
+    const char *keys[] = { "statements", "casts", "regions", "matmuls", "tensor_core_matmuls",
+                           "flops", "bytes", "est_ms" };
+    JsonObject *root, *fw;
+    JsonArray *regions;
+
+    g_assert_cmpint (run_cli (&out, "stats", seed, "--policy", "matmul=upcast-f32", "--json", NULL),
+                     ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, out, -1, &error));
+    g_assert_no_error (error);
+    root = json_node_get_object (json_parser_get_root (parser));
+    for (int side = 0; side < 2; side++)
+      {
+        fw = json_object_get_object_member (root, side ? "backward" : "forward");
+        g_assert_nonnull (fw);
+        for (guint k = 0; k < G_N_ELEMENTS (keys); k++)
+          g_assert_true (json_object_has_member (fw, keys[k]));
+        g_assert_cmpint (json_object_get_int_member (fw, "tensor_core_matmuls"), ==, 0);
+        g_assert_cmpint (json_object_get_int_member (fw, "matmuls"), ==, side ? 2 : 1);
+        regions = json_object_get_array_member (fw, "regions");
+        g_assert_cmpuint (json_array_get_length (regions), >=, 1);
+        g_assert_true (json_object_has_member (json_array_get_object_element (regions, 0),
+                                               "end_reason"));
+        g_assert_true (json_object_has_member (json_array_get_object_element (regions, 0),
+                                               "name"));
+      }
+  }
+#endif
+}
+
 int
 main (int argc, char **argv)
 {
@@ -584,5 +680,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/thunder/seed-linear-matmul", test_thunder_seed_linear_matmul);
   g_test_add_func ("/core/pipeline/thunder/mlp-default", test_thunder_mlp_default);
   g_test_add_func ("/core/pipeline/thunder/mlp-linear-matmul", test_thunder_mlp_linear_matmul);
+  g_test_add_func ("/core/pipeline/cli", test_cli);
   return g_test_run ();
 }
