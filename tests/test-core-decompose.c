@@ -14,6 +14,10 @@
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -910,6 +914,251 @@ test_robust (void)
   g_assert_cmpuint (n_err, >, 1000);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Numerics: the flattened prims, run by core's f64 reference, equal the textbook formula      */
+
+/* Input k of a test: smooth values in about [-2, 2], exactly representable in f32 (the test
+ * traces take f32 inputs; the reference then computes in f64). */
+static double
+input_value (guint input, int64_t i)
+{
+  return (double) (float) (2.0 * sin (0.37 * (double) i + 1.3 * input + 0.5));
+}
+
+/* Replaces every CALL of @t by its prims (cs_decompose_to_prims), runs the result in f64 and
+ * returns the first output as doubles.  @ints: an i64 input gets values i % classes, with
+ * element 1 set to -100 (an ignored target). */
+static double *
+run_prims (const char *text, int64_t classes, int64_t *numel_out)
+{
+  GError *error = NULL;
+  g_autoptr (CsTrace) t = cs_parse_trace (text, "numerics", &error);
+  g_autoptr (GPtrArray) body = g_ptr_array_new ();
+  g_autoptr (GPtrArray) leaves = NULL;
+  g_autoptr (GPtrArray) outputs = NULL;
+  CsTensor *ins[8];
+  guint n_in;
+  double *res;
+  CsTensor *o;
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *s = t->stmts[i];
+
+      if (s->kind != CS_STMT_CALL)
+        {
+          g_ptr_array_add (body, s);
+          continue;
+        }
+      if (!cs_decompose_to_prims (t, s, NULL, body, &error))
+        g_error ("%s", error->message);
+    }
+  for (guint i = 0; i < body->len; i++)
+    {
+      CsStmt *s = g_ptr_array_index (body, i);
+      if (s->kind == CS_STMT_CALL)
+        g_assert_true (cs_op_has_tag (s->op, CS_OP_TAG_PRIM));
+    }
+  cs_trace_set_stmts (t, (CsStmt **) body->pdata, body->len);
+  leaves = cs_ref_dup_leaf_inputs (t);
+  n_in = leaves->len;
+  g_assert_cmpuint (n_in, <=, G_N_ELEMENTS (ins));
+  for (guint k = 0; k < n_in; k++)
+    {
+      CsProxy *p = g_ptr_array_index (leaves, k);
+      int64_t n = cs_shape_numel (p->shape, p->rank);
+      g_autofree double *v = g_new (double, MAX (n, 1));
+
+      for (int64_t i = 0; i < n; i++)
+        v[i] = p->dtype == CS_DTYPE_I64 ? (double) (i % classes) : input_value (k, i);
+      if (p->dtype == CS_DTYPE_I64 && n > 1)
+        v[1] = -100;
+      ins[k] = cs_tensor_new_from_f64 (p->dtype, p->shape, p->rank, v, &error);
+      g_assert_no_error (error);
+    }
+  if (!cs_ref_run (t, ins, n_in, CS_REF_F64, &outputs, &error))
+    g_error ("%s", error->message);
+  for (guint k = 0; k < n_in; k++)
+    cs_tensor_unref (ins[k]);
+  o = g_ptr_array_index (outputs, 0);
+  res = cs_tensor_dup_f64 (o);
+  *numel_out = cs_shape_numel (o->shape, o->rank);
+  g_ptr_array_set_free_func (outputs, (GDestroyNotify) cs_tensor_unref);
+  return res;
+}
+
+static void
+assert_close (const double *got, const double *want, int64_t n, const char *what)
+{
+  for (int64_t i = 0; i < n; i++)
+    if (fabs (got[i] - want[i]) > 1e-12 * (1.0 + fabs (want[i])))
+      g_error ("%s: element %" G_GINT64_FORMAT ": %.17g, expected %.17g", what, i, got[i], want[i]);
+}
+
+#define ROWS 4
+#define COLS 6
+
+static void
+test_numerics_norms (void)
+{
+  int64_t n;
+  double x[ROWS * COLS], w[COLS], b[COLS], want[ROWS * COLS];
+  g_autofree double *ln = NULL, *rms = NULL;
+
+  for (int i = 0; i < ROWS * COLS; i++)
+    x[i] = input_value (0, i);
+  for (int j = 0; j < COLS; j++)
+    {
+      w[j] = input_value (1, j);
+      b[j] = input_value (2, j);
+    }
+  ln = run_prims ("def computation(x, w, b):\n"
+                  "  # x: \"cuda:0 f32[4, 6]\"\n  # w: \"cuda:0 f32[6]\"\n  # b: \"cuda:0 f32[6]\"\n"
+                  "  t0 = ltorch.layer_norm(x, (6,), w, b, 1e-05)  # t0: \"cuda:0 f32[4, 6]\"\n"
+                  "  return (t0,)\n", 1, &n);
+  g_assert_cmpint (n, ==, ROWS * COLS);
+  for (int r = 0; r < ROWS; r++)
+    {
+      double mean = 0, var = 0;
+      for (int j = 0; j < COLS; j++)
+        mean += x[r * COLS + j] / COLS;
+      for (int j = 0; j < COLS; j++)
+        var += (x[r * COLS + j] - mean) * (x[r * COLS + j] - mean) / COLS;   /* biased */
+      for (int j = 0; j < COLS; j++)
+        want[r * COLS + j] = (x[r * COLS + j] - mean) / sqrt (var + 1e-5) * w[j] + b[j];
+    }
+  assert_close (ln, want, n, "layer_norm");
+
+  rms = run_prims ("def computation(x, w):\n"
+                   "  # x: \"cuda:0 f32[4, 6]\"\n  # w: \"cuda:0 f32[6]\"\n"
+                   "  t0 = ltorch.rms_norm(x, (6,), w, 1e-06)  # t0: \"cuda:0 f32[4, 6]\"\n"
+                   "  return (t0,)\n", 1, &n);
+  for (int r = 0; r < ROWS; r++)
+    {
+      double ms = 0;
+      for (int j = 0; j < COLS; j++)
+        ms += x[r * COLS + j] * x[r * COLS + j] / COLS;
+      for (int j = 0; j < COLS; j++)
+        want[r * COLS + j] = x[r * COLS + j] / sqrt (ms + 1e-6) * w[j];
+    }
+  assert_close (rms, want, n, "rms_norm");
+}
+
+static void
+test_numerics_activations (void)
+{
+  static const struct { const char *stmt; int kind; } cases[] = {
+    { "ltorch.gelu(x, approximate='none')", 0 },
+    { "ltorch.gelu(x, approximate='tanh')", 1 },
+    { "ltorch.silu(x, False)", 2 },
+    { "ltorch.sigmoid(x)", 3 },
+    { "ltorch.relu(x, False)", 4 },
+    { "ltorch._softmax(x, -1, dtype=None)", 5 },
+    { "ltorch.log_softmax(x, 1, dtype=None)", 6 },
+  };
+  double x[ROWS * COLS], want[ROWS * COLS];
+
+  for (int i = 0; i < ROWS * COLS; i++)
+    x[i] = input_value (0, i);
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autofree char *text = g_strdup_printf ("def computation(x):\n  # x: \"cuda:0 f32[4, 6]\"\n"
+                                               "  t0 = %s  # t0: \"cuda:0 f32[4, 6]\"\n  return (t0,)\n",
+                                               cases[c].stmt);
+      int64_t n;
+      g_autofree double *got = run_prims (text, 1, &n);
+
+      for (int r = 0; r < ROWS; r++)
+        {
+          double mx = -INFINITY, se = 0;
+          for (int j = 0; j < COLS; j++)
+            mx = MAX (mx, x[r * COLS + j]);
+          for (int j = 0; j < COLS; j++)
+            se += exp (x[r * COLS + j] - mx);
+          for (int j = 0; j < COLS; j++)
+            {
+              double v = x[r * COLS + j], *o = &want[r * COLS + j];
+              switch (cases[c].kind)
+                {
+                case 0: *o = 0.5 * v * (1 + erf (v / sqrt (2.0))); break;
+                case 1: *o = 0.5 * v * (1 + tanh (sqrt (2 / G_PI) * (v + 0.044715 * v * v * v))); break;
+                case 2: *o = v / (1 + exp (-v)); break;
+                case 3: *o = 1 / (1 + exp (-v)); break;
+                case 4: *o = v > 0 ? v : 0; break;
+                case 5: *o = exp (v - mx) / se; break;
+                default: *o = v - mx - log (se); break;
+                }
+            }
+        }
+      g_assert_cmpint (n, ==, ROWS * COLS);
+      assert_close (got, want, n, cases[c].stmt);
+    }
+}
+
+/* cross_entropy (mean over valid targets; target 1 is ignore_index -100) and causal sdpa. */
+static void
+test_numerics_loss_attention (void)
+{
+  int64_t n;
+  double x[ROWS * COLS];
+  g_autofree double *ce = NULL, *att = NULL;
+  double loss = 0;
+  int valid = 0;
+
+  for (int i = 0; i < ROWS * COLS; i++)
+    x[i] = input_value (0, i);
+  ce = run_prims ("def computation(x, t):\n"
+                  "  # x: \"cuda:0 f32[4, 6]\"\n  # t: \"cuda:0 i64[4]\"\n"
+                  "  t0 = ltorch.cross_entropy(x, t, None, None, -100, None, 'mean', 0.0)  # t0: \"cuda:0 f32[]\"\n"
+                  "  return (t0,)\n", 5, &n);
+  g_assert_cmpint (n, ==, 1);
+  for (int r = 0; r < ROWS; r++)
+    {
+      int tgt = r == 1 ? -100 : r % 5;
+      double mx = -INFINITY, se = 0;
+      if (tgt < 0)
+        continue;
+      for (int j = 0; j < COLS; j++)
+        mx = MAX (mx, x[r * COLS + j]);
+      for (int j = 0; j < COLS; j++)
+        se += exp (x[r * COLS + j] - mx);
+      loss += -(x[r * COLS + tgt] - mx - log (se));
+      valid++;
+    }
+  loss /= valid;
+  assert_close (ce, &loss, 1, "cross_entropy");
+
+  /* q, k, v [1, 2, 3, 4]: causal attention, scale 1/sqrt(4) */
+  att = run_prims ("def computation(q, k, v):\n"
+                   "  # q: \"cuda:0 f32[1, 2, 3, 4]\"\n  # k: \"cuda:0 f32[1, 2, 3, 4]\"\n"
+                   "  # v: \"cuda:0 f32[1, 2, 3, 4]\"\n"
+                   "  t0 = ltorch.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=None)  # t0: \"cuda:0 f32[1, 2, 3, 4]\"\n"
+                   "  return (t0,)\n", 1, &n);
+  g_assert_cmpint (n, ==, 24);
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < 3; i++)
+      {
+        double s[3], mx = -INFINITY, se = 0;
+        for (int j = 0; j <= i; j++)
+          {
+            s[j] = 0;
+            for (int e = 0; e < 4; e++)
+              s[j] += input_value (0, h * 12 + i * 4 + e) * input_value (1, h * 12 + j * 4 + e) / 2.0;
+            mx = MAX (mx, s[j]);
+          }
+        for (int j = 0; j <= i; j++)
+          se += exp (s[j] - mx);
+        for (int e = 0; e < 4; e++)
+          {
+            double o = 0;
+            for (int j = 0; j <= i; j++)
+              o += exp (s[j] - mx) / se * input_value (2, h * 12 + j * 4 + e);
+            assert_close (&att[h * 12 + i * 4 + e], &o, 1, "sdpa");
+          }
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -925,6 +1174,9 @@ main (int argc, char **argv)
   g_test_add_func ("/core/decompose/samples", test_samples);
   g_test_add_func ("/core/decompose/trace", test_trace);
   g_test_add_func ("/core/decompose/robust", test_robust);
+  g_test_add_func ("/core/decompose/numerics/norms", test_numerics_norms);
+  g_test_add_func ("/core/decompose/numerics/activations", test_numerics_activations);
+  g_test_add_func ("/core/decompose/numerics/loss-attention", test_numerics_loss_attention);
 
   return g_test_run ();
 }
