@@ -13,10 +13,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-decompose.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
 
 /* The seed, written as Thunder prints the initial trace (reference 1.2): ltorch.add with its
  * prims as subsymbols, ltorch.matmul over prims.matmul. */
@@ -298,8 +301,8 @@ test_no_rule (void)
 {
   static const char text[] =
     "def computation(x):\n"
-    "  # x: \"cpu f32[4]\"\n"
-    "  t0 = ltorch.lgamma_like_op(x)  # t0: \"cpu f32[4]\"\n"
+    "  # x: \"cuda:0 f32[4]\"\n"
+    "  t0 = ltorch.lgamma_like_op(x)  # t0: \"cuda:0 f32[4]\"\n"
     "  return (t0,)\n";
   g_autoptr(CsTrace) init = parse_or_die (text);
   g_autoptr(GError) error = NULL;
@@ -311,7 +314,24 @@ test_no_rule (void)
   g_assert_nonnull (strstr (error->message, ":3"));
 }
 
-/* Our backward has Thunder's op counts for the same initial trace. */
+/* Histogram of the semantic ops of the backward part (from the first get_grad on). */
+static GHashTable *
+backward_histogram (const CsTrace *t)
+{
+  GHashTable *h = g_hash_table_new (g_str_hash, g_str_equal);
+
+  for (guint i = first_get_grad (t); i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL)
+      {
+        const char *n = cs_op_semantic (t->stmts[i]->op)->name;
+        guint c = GPOINTER_TO_UINT (g_hash_table_lookup (h, n));
+        g_hash_table_insert (h, (gpointer) n, GUINT_TO_POINTER (c + 1));
+      }
+  return h;
+}
+
+/* Our backward has exactly Thunder's op counts (every op: matmuls, sums, reshapes, casts,
+ * gradient accumulations) for the same initial trace. */
 static void
 compare_with_thunder (const char *initial_file, const char *joint_file)
 {
@@ -319,8 +339,10 @@ compare_with_thunder (const char *initial_file, const char *joint_file)
   g_autoptr(CsTrace) theirs = load_shared (joint_file);
   g_autoptr(CsTrace) ours = NULL;
   g_autoptr(GError) error = NULL;
-  static const CsOpId counted[] = { CS_OP_LTORCH_MATMUL, CS_OP_LTORCH_SUM, CS_OP_PRIM_GET_GRAD,
-                                    CS_OP_LTORCH_ADD, CS_OP_PRIM_TRANSPOSE };
+  g_autoptr(GHashTable) ho = NULL;
+  g_autoptr(GHashTable) ht = NULL;
+  GHashTableIter it;
+  gpointer k, v;
 
   if (init == NULL || theirs == NULL)
     {
@@ -329,14 +351,20 @@ compare_with_thunder (const char *initial_file, const char *joint_file)
     }
   ours = cs_grad_joint (init, NULL, &error);
   g_assert_no_error (error);
-  for (guint k = 0; k < G_N_ELEMENTS (counted); k++)
+  ho = backward_histogram (ours);
+  ht = backward_histogram (theirs);
+  g_assert_cmpuint (g_hash_table_size (ht), >, 2);
+  g_hash_table_iter_init (&it, ht);
+  while (g_hash_table_iter_next (&it, &k, &v))
     {
-      guint a = count_backward (ours, counted[k]), b = count_backward (theirs, counted[k]);
-      if (a != b)
-        g_test_message ("%s: %s: ours %u, Thunder %u", initial_file,
-                        cs_op_get (counted[k])->name, a, b);
-      g_assert_cmpuint (a, ==, b);
+      g_test_message ("%s: %s: ours %u, Thunder %u", initial_file, (const char *) k,
+                      GPOINTER_TO_UINT (g_hash_table_lookup (ho, k)), GPOINTER_TO_UINT (v));
+      g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (ho, k)), ==, GPOINTER_TO_UINT (v));
     }
+  g_assert_cmpuint (g_hash_table_size (ho), ==, g_hash_table_size (ht));
+  /* the matmuls and sums at least are there */
+  g_assert_cmpuint (count_backward (ours, CS_OP_LTORCH_MATMUL), >=, 2);
+  g_assert_cmpuint (count_backward (ours, CS_OP_LTORCH_SUM), >=, 1);
 }
 
 static void
@@ -358,6 +386,407 @@ test_thunder_attention (void)
                         "thunder_e_softmax_attention_grad_joint.txt");
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Finite differences against the f64 CPU reference                                            */
+
+/* Forward value L(x) = sum_k <cot_k, out_k(x)> of @init in f64. */
+static double
+loss_f64 (const CsTrace *init, GHashTable *env, GPtrArray *outs_names, GHashTable *cots)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GHashTable) ret = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                      (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GPtrArray) outputs = NULL;
+  double l = 0;
+
+  gboolean ok = cs_ref_run_env (init, env, CS_REF_F64, 0, &outputs, NULL, ret, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  for (guint k = 0; k < outs_names->len; k++)
+    {
+      CsTensor *o = g_hash_table_lookup (ret, outs_names->pdata[k]);
+      CsTensor *c = g_hash_table_lookup (cots, outs_names->pdata[k]);
+      g_assert_nonnull (o);
+      g_assert_nonnull (c);
+      g_assert_cmpint (o->numel, ==, c->numel);
+      for (int64_t i = 0; i < o->numel; i++)
+        l += cs_tensor_get_f64 (o, i) * cs_tensor_get_f64 (c, i);
+    }
+  return l;
+}
+
+static void
+fill (CsTensor *t, guint64 seed, double lo, double hi, int64_t bound)
+{
+  GRand *r = g_rand_new_with_seed ((guint32) seed);
+
+  for (int64_t i = 0; i < t->numel; i++)
+    {
+      if (cs_dtype_is_float (t->dtype))
+        cs_tensor_set_f64 (t, i, g_rand_double_range (r, lo, hi));
+      else if (t->dtype == CS_DTYPE_B8)
+        cs_tensor_set_f64 (t, i, g_rand_boolean (r));
+      else
+        cs_tensor_set_f64 (t, i, g_rand_int_range (r, 0, (gint32) MAX (bound, 1)));
+    }
+  g_rand_free (r);
+}
+
+static CsTensor *
+tensor_for (const CsProxy *p)
+{
+  g_autoptr(GError) error = NULL;
+  CsTensor *t = cs_tensor_new (p->dtype, p->shape, p->rank, &error);
+
+  g_assert_no_error (error);
+  return t;
+}
+
+/* Checks every gradient of @text's joint trace (decomposed, run in f64) against central
+ * differences of its forward; inputs uniform in [lo, hi]; integer inputs in [0, 4). */
+static void
+check_fd_full (const char *text, double lo, double hi, double tol, const char * const *names)
+{
+  g_autoptr(CsTrace) init = parse_or_die (text);
+  g_autoptr(GError) error = NULL;
+  CsGradSpec spec = { .all_float = TRUE, .names = names };
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, &spec, &error);
+  g_autoptr(CsTrace) djoint = NULL;
+  g_autoptr(CsTrace) dinit = NULL;
+  g_autoptr(GPtrArray) inputs = cs_trace_dup_inputs (init);
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) cots = cs_ref_env_new ();
+  g_autoptr(GPtrArray) outs_names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GHashTable) ret = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                      (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GPtrArray) outputs = NULL;
+  CsValue *grads, *fwout;
+  guint n_checked = 0;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (joint);
+  djoint = cs_decompose_trace (joint, NULL, &error);
+  g_assert_no_error (error);
+  dinit = cs_decompose_trace (init, NULL, &error);
+  g_assert_no_error (error);
+
+  for (guint i = 0; i < inputs->len; i++)
+    {
+      CsProxy *p = inputs->pdata[i];
+      g_autoptr(CsTensor) t = tensor_for (p);
+      int64_t bound = cs_ref_index_bound (init, p);
+      fill (t, 17 + i, lo, hi, bound > 0 ? bound : 4);
+      cs_ref_env_insert (env, p->name, t);
+    }
+  grads = dict_get (cs_trace_get_return (joint)->value, "output");
+  fwout = dict_get (cs_trace_get_return (joint)->value, "fw_flat_out");
+  for (guint k = 0; k < fwout->u.seq.n; k++)
+    {
+      CsProxy *o = fwout->u.seq.items[k]->u.proxy;
+      g_autoptr(CsTensor) c = tensor_for (o);
+      fill (c, 101 + k, -1.0, 1.0, 1);
+      cs_ref_env_insert (cots, o->name, c);
+      g_ptr_array_add (outs_names, g_strdup (o->name));
+    }
+  /* the joint's leaf inputs: the forward inputs plus one cotangent per get_grad */
+  {
+    g_autoptr(GHashTable) jenv = cs_ref_env_new ();
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init (&it, env);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      cs_ref_env_insert (jenv, k, v);
+    for (guint i = 0; i < djoint->n_stmts; i++)
+      {
+        CsStmt *s = djoint->stmts[i];
+        if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
+          cs_ref_env_insert (jenv, cs_stmt_get_output (s)->name,
+                             g_hash_table_lookup (cots, cs_stmt_get_arg (s, 0, NULL)->u.proxy->name));
+      }
+    gboolean ok = cs_ref_run_env (djoint, jenv, CS_REF_F64, 0, &outputs, NULL, ret, &error);
+    if (g_error_matches (error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED))
+      {
+        /* the backward uses an op the CPU reference does not run yet */
+        g_autofree char *msg = g_strdup_printf ("CPU reference: %s", error->message);
+        g_test_skip (msg);
+        return;
+      }
+    g_assert_no_error (error);
+    g_assert_true (ok);
+  }
+
+  for (guint i = 0; i < inputs->len; i++)
+    {
+      CsProxy *p = inputs->pdata[i];
+      CsValue *gv = grads->u.seq.items[i];
+      CsTensor *x = g_hash_table_lookup (env, p->name);
+      CsTensor *g;
+      double max_err = 0, max_g = 0;
+
+      if (gv->kind != CS_VALUE_PROXY)
+        continue;
+      g = g_hash_table_lookup (ret, gv->u.proxy->name);
+      g_assert_nonnull (g);
+      g_assert_cmpint (g->numel, ==, x->numel);
+      /* every element of small tensors, 12 spread-out elements of large ones */
+      for (int64_t j = 0; j < x->numel; j += x->numel > 24 ? x->numel / 12 + 1 : 1)
+        {
+          double x0 = cs_tensor_get_f64 (x, j);
+          double h = 1e-6 * MAX (1.0, fabs (x0));
+          double lp, lm, fd, an = cs_tensor_get_f64 (g, j);
+          cs_tensor_set_f64 (x, j, x0 + h);
+          lp = loss_f64 (dinit, env, outs_names, cots);
+          cs_tensor_set_f64 (x, j, x0 - h);
+          lm = loss_f64 (dinit, env, outs_names, cots);
+          cs_tensor_set_f64 (x, j, x0);
+          fd = (lp - lm) / (2 * h);
+          max_err = MAX (max_err, fabs (fd - an));
+          max_g = MAX (max_g, MAX (fabs (fd), fabs (an)));
+        }
+      g_test_message ("d/d%s: max |fd - vjp| = %.3g, max |grad| = %.3g", p->name, max_err, max_g);
+      g_assert_cmpfloat (max_g, >, 0.0);
+      g_assert_cmpfloat (max_err / max_g, <, tol);
+      n_checked++;
+    }
+  g_assert_cmpuint (n_checked, >, 0);
+}
+
+static void
+check_fd (const char *text, double lo, double hi)
+{
+  check_fd_full (text, lo, hi, 1e-6, NULL);
+}
+
+#define HDR "def computation(x, y):\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[3, 4]\"\n"
+#define HDR1 "def computation(x):\n  # x: \"cuda:0 f64[3, 4]\"\n"
+#define T34 "  # t0: \"cuda:0 f64[3, 4]\"\n"
+
+static void
+test_fd_binary (void)
+{
+  static const char *ops[] = { "add", "sub", "mul", "div", "pow" };
+  for (guint i = 0; i < G_N_ELEMENTS (ops); i++)
+    {
+      g_autofree char *text = g_strdup_printf (HDR "  t0 = prims.%s(x, y)" T34 "  return (t0,)\n",
+                                               ops[i]);
+      g_test_message ("prims.%s", ops[i]);
+      check_fd (text, 0.5, 1.5);
+    }
+}
+
+static void
+test_fd_unary (void)
+{
+  static const char *ops[] = { "neg", "exp", "log", "tanh", "erf", "rsqrt", "sqrt", "reciprocal" };
+  for (guint i = 0; i < G_N_ELEMENTS (ops); i++)
+    {
+      g_autofree char *text = g_strdup_printf (HDR1 "  t0 = prims.%s(x)" T34 "  return (t0,)\n",
+                                               ops[i]);
+      g_test_message ("prims.%s", ops[i]);
+      check_fd (text, 0.5, 1.5);
+    }
+}
+
+static void
+test_fd_scalar (void)
+{
+  /* number operands: only the tensor gets a gradient */
+  check_fd (HDR1 "  t0 = prims.mul(x, 2.5)" T34 "  t1 = prims.pow(t0, 3.0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+            "  t2 = prims.div(1.5, t1)  # t2: \"cuda:0 f64[3, 4]\"\n"
+            "  t3 = prims.sub(t2, x)  # t3: \"cuda:0 f64[3, 4]\"\n  return (t3,)\n", 0.5, 1.5);
+}
+
+static void
+test_fd_where (void)
+{
+  check_fd (HDR "  t0 = prims.gt(x, 0.0)  # t0: \"cuda:0 b8[3, 4]\"\n"
+            "  t1 = prims.where(t0, x, y)  # t1: \"cuda:0 f64[3, 4]\"\n"
+            "  t2 = prims.mul(t1, y)  # t2: \"cuda:0 f64[3, 4]\"\n  return (t2,)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_shape (void)
+{
+  check_fd ("def computation(x, b):\n  # x: \"cuda:0 f64[3, 4]\"\n  # b: \"cuda:0 f64[4]\"\n"
+            "  t0 = prims.broadcast_in_dim(b, (3, 4), (1,))  # t0: \"cuda:0 f64[3, 4]\"\n"
+            "  t1 = prims.mul(x, t0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+            "  t2 = prims.reshape(t1, (2, 6))  # t2: \"cuda:0 f64[2, 6]\"\n"
+            "  t3 = prims.transpose(t2, (1, 0))  # t3: \"cuda:0 f64[6, 2]\"\n"
+            "  t4 = prims.slice_prim(t3, [1, 0], [5, 2], [2, 1])  # t4: \"cuda:0 f64[2, 2]\"\n"
+            "  t5 = prims.cat([t4, t3], 0)  # t5: \"cuda:0 f64[8, 2]\"\n"
+            "  t6 = prims.broadcast_in_dim(t5, [8, 1, 2], [0, 2])  # t6: \"cuda:0 f64[8, 1, 2]\"\n"
+            "  t7 = prims.squeeze(t6, (1,))  # t7: \"cuda:0 f64[8, 2]\"\n"
+            "  t8 = prims.convert_element_type(t7, dtypes.float32)  # t8: \"cuda:0 f32[8, 2]\"\n"
+            "  return (t8,)\n", -1.0, 1.0);
+  /* broadcast of a size-1 dim (expand) */
+  check_fd ("def computation(x, b):\n  # x: \"cuda:0 f64[3, 4]\"\n  # b: \"cuda:0 f64[3, 1]\"\n"
+            "  t0 = prims.broadcast_in_dim(b, (3, 4), (0, 1))  # t0: \"cuda:0 f64[3, 4]\"\n"
+            "  t1 = prims.mul(x, t0)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_reductions (void)
+{
+  check_fd (HDR1 "  t0 = prims.sum(x, (1,))  # t0: \"cuda:0 f64[3]\"\n"
+            "  t1 = prims.amax(x, (0,))  # t1: \"cuda:0 f64[4]\"\n"
+            "  (t2, t3) = prims.var_mean(x, (1,), correction=1)\n"
+            "  t4 = prims.mul(t2, t3)  # t4: \"cuda:0 f64[3]\"\n"
+            "  t5 = prims.mul(t0, t4)  # t5: \"cuda:0 f64[3]\"\n"
+            "  return (t5, t1)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.sum(x, 1, True, dtype=None)  # t0: \"cuda:0 f64[3, 1]\"\n"
+            "  t1 = ltorch.sum(x, None, False, dtype=None)  # t1: \"cuda:0 f64[]\"\n"
+            "  t2 = ltorch.sum(x, (0, 1), False, dtype=None)  # t2: \"cuda:0 f64[]\"\n"
+            "  return (t0, t1, t2)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_matmul (void)
+{
+  /* 2-D */
+  check_fd ("def computation(a, b):\n  # a: \"cuda:0 f64[3, 4]\"\n  # b: \"cuda:0 f64[4, 2]\"\n"
+            "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[3, 2]\"\n  return (t0,)\n", -1.0, 1.0);
+  /* batched */
+  check_fd ("def computation(a, b):\n  # a: \"cuda:0 f64[2, 3, 4]\"\n  # b: \"cuda:0 f64[2, 4, 2]\"\n"
+            "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[2, 3, 2]\"\n  return (t0,)\n", -1.0, 1.0);
+  /* matrix @ vector, vector @ matrix, vector @ vector */
+  check_fd ("def computation(a, b):\n  # a: \"cuda:0 f64[3, 4]\"\n  # b: \"cuda:0 f64[4]\"\n"
+            "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[3]\"\n  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(a, b):\n  # a: \"cuda:0 f64[3]\"\n  # b: \"cuda:0 f64[3, 4]\"\n"
+            "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[4]\"\n  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(a, b):\n  # a: \"cuda:0 f64[3]\"\n  # b: \"cuda:0 f64[3]\"\n"
+            "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[]\"\n  return (t0,)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_linear (void)
+{
+  check_fd ("def computation(x, w, b):\n  # x: \"cuda:0 f64[2, 3, 4]\"\n  # w: \"cuda:0 f64[5, 4]\"\n"
+            "  # b: \"cuda:0 f64[5]\"\n"
+            "  t0 = prims.linear(x, w, b)  # t0: \"cuda:0 f64[2, 3, 5]\"\n  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(x, w):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[5, 4]\"\n"
+            "  t0 = prims.linear(x, w, None)  # t0: \"cuda:0 f64[3, 5]\"\n  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(x, w, b):\n  # x: \"cuda:0 f64[4]\"\n  # w: \"cuda:0 f64[5, 4]\"\n"
+            "  # b: \"cuda:0 f64[5]\"\n"
+            "  t0 = prims.linear(x, w, b)  # t0: \"cuda:0 f64[5]\"\n  return (t0,)\n", -1.0, 1.0);
+}
+
+static const char * const w_only[] = { "w", NULL };
+
+static void
+test_fd_take (void)
+{
+  check_fd_full ("def computation(w, i):\n  # w: \"cuda:0 f64[4, 3]\"\n  # i: \"cuda:0 i64[5]\"\n"
+                 "  t0 = prims.take(w, i, 0)  # t0: \"cuda:0 f64[5, 3]\"\n  return (t0,)\n",
+                 -1.0, 1.0, 1e-6, w_only);
+}
+
+static void
+test_fd_take_along_axis (void)
+{
+  check_fd_full ("def computation(w, i):\n  # w: \"cuda:0 f64[4, 3]\"\n  # i: \"cuda:0 i64[4, 2]\"\n"
+                 "  t0 = prims.take_along_axis(w, i, 1)  # t0: \"cuda:0 f64[4, 2]\"\n  return (t0,)\n",
+                 -1.0, 1.0, 1e-6, w_only);
+}
+
+static void
+test_fd_embedding (void)
+{
+  check_fd_full ("def computation(i, w):\n  # i: \"cuda:0 i64[2, 3]\"\n  # w: \"cuda:0 f64[4, 3]\"\n"
+                 "  t0 = ltorch.embedding(i, w, None, None, 2.0, False, False)  # t0: \"cuda:0 f64[2, 3, 3]\"\n"
+                 "  return (t0,)\n", -1.0, 1.0, 1e-6, w_only);
+}
+
+static void
+test_fd_ltorch_rules (void)
+{
+  check_fd (HDR1 "  t0 = ltorch._softmax(x, -1, dtype=None)" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.log_softmax(x, 0, dtype=None)" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.silu(x, False)" T34 "  return (t0,)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_decomposed (void)
+{
+  /* ops without a rule of their own: differentiated through their decomposition */
+  check_fd (HDR1 "  t0 = ltorch.gelu(x, approximate='tanh')" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.gelu(x, approximate='none')" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.sigmoid(x)" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.relu(x, False)" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd (HDR1 "  t0 = ltorch.mean(x, 1, False, dtype=None)  # t0: \"cuda:0 f64[3]\"\n"
+            "  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(x, w, b):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[4]\"\n"
+            "  # b: \"cuda:0 f64[4]\"\n"
+            "  t0 = ltorch.layer_norm(x, (4,), w, b, 1e-05)" T34 "  return (t0,)\n", -1.0, 1.0);
+  check_fd ("def computation(x, w):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[4]\"\n"
+            "  t0 = ltorch.rms_norm(x, (4,), w, 1e-06)" T34 "  return (t0,)\n", -1.0, 1.0);
+}
+
+static void
+test_fd_cross_entropy (void)
+{
+  const char * const xonly[] = { "x", NULL };
+  check_fd_full ("def computation(x, t):\n  # x: \"cuda:0 f64[3, 4]\"\n  # t: \"cuda:0 i64[3]\"\n"
+                 "  t0 = ltorch.cross_entropy(x, t, None, None, -100, None, 'mean', 0.0)"
+                 "  # t0: \"cuda:0 f64[]\"\n  return (t0,)\n", -1.0, 1.0, 1e-6, xonly);
+}
+
+static void
+test_fd_sdpa (void)
+{
+  check_fd ("def computation(q, k, v):\n  # q: \"cuda:0 f64[1, 2, 3, 4]\"\n  # k: \"cuda:0 f64[1, 2, 3, 4]\"\n"
+            "  # v: \"cuda:0 f64[1, 2, 3, 4]\"\n"
+            "  t0 = ltorch.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=None)"
+            "  # t0: \"cuda:0 f64[1, 2, 3, 4]\"\n  return (t0,)\n", -1.0, 1.0);
+}
+
+/* f64 versions of the bundled samples: the whole-trace gradients */
+static char *
+to_f64 (const char *text)
+{
+  g_autoptr(GString) s = g_string_new (text);
+  g_string_replace (s, "bf16[", "f64[", 0);
+  g_string_replace (s, "f32[", "f64[", 0);
+  g_string_replace (s, "dtypes.bfloat16", "dtypes.float64", 0);
+  g_string_replace (s, "dtypes.float32", "dtypes.float64", 0);
+  return g_string_free (g_steal_pointer (&s), FALSE);
+}
+
+static void
+check_fd_file (const char *dir, const char *file)
+{
+  g_autofree char *path = dir ? g_build_filename (dir, file, NULL) : NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *f64 = NULL;
+
+  if (path == NULL || !g_file_get_contents (path, &text, NULL, NULL))
+    {
+      g_test_skip ("shared traces not present");
+      return;
+    }
+  f64 = to_f64 (text);
+  check_fd (f64, -1.0, 1.0);
+}
+
+static void
+check_fd_shared (const char *file)
+{
+  check_fd_file (g_getenv ("CS_SHARED_TRACES"), file);
+}
+
+static void
+check_fd_data (const char *file)
+{
+  check_fd_file (g_getenv ("CS_DATA_DIR"), file);
+}
+
+static void
+test_fd_seed (void)
+{
+  g_autofree char *f64 = to_f64 (seed_text);
+  check_fd (f64, -1.0, 1.0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -368,5 +797,35 @@ main (int argc, char **argv)
   g_test_add_func ("/core/grad/thunder/seed-counts", test_thunder_seed);
   g_test_add_func ("/core/grad/thunder/mlp-counts", test_thunder_mlp);
   g_test_add_func ("/core/grad/thunder/attention-counts", test_thunder_attention);
+  g_test_add_func ("/core/grad/fd/seed", test_fd_seed);
+  g_test_add_func ("/core/grad/fd/binary", test_fd_binary);
+  g_test_add_func ("/core/grad/fd/unary", test_fd_unary);
+  g_test_add_func ("/core/grad/fd/scalar-operands", test_fd_scalar);
+  g_test_add_func ("/core/grad/fd/where", test_fd_where);
+  g_test_add_func ("/core/grad/fd/shape", test_fd_shape);
+  g_test_add_func ("/core/grad/fd/reductions", test_fd_reductions);
+  g_test_add_func ("/core/grad/fd/matmul", test_fd_matmul);
+  g_test_add_func ("/core/grad/fd/linear", test_fd_linear);
+  g_test_add_func ("/core/grad/fd/take", test_fd_take);
+  g_test_add_func ("/core/grad/fd/take-along-axis", test_fd_take_along_axis);
+  g_test_add_func ("/core/grad/fd/embedding", test_fd_embedding);
+  g_test_add_func ("/core/grad/fd/ltorch-rules", test_fd_ltorch_rules);
+  g_test_add_func ("/core/grad/fd/decomposed", test_fd_decomposed);
+  g_test_add_func ("/core/grad/fd/cross-entropy", test_fd_cross_entropy);
+  g_test_add_func ("/core/grad/fd/sdpa", test_fd_sdpa);
+  g_test_add_data_func ("/core/grad/fd/sample/mlp", "thunder_b_mlp_gelu_initial.txt",
+                        (GTestDataFunc) check_fd_shared);
+  g_test_add_data_func ("/core/grad/fd/sample/attention", "thunder_e_softmax_attention_initial.txt",
+                        (GTestDataFunc) check_fd_shared);
+  {
+    static const char * const samples[] = { "seed_foo.txt", "mlp_gelu.txt", "attention_softmax.txt",
+                                            "ln_mlp_residual.txt", "rmsnorm_swiglu.txt",
+                                            "cross_entropy.txt" };
+    for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+      {
+        g_autofree char *path = g_strdup_printf ("/core/grad/fd/data/%s", samples[i]);
+        g_test_add_data_func (path, samples[i], (GTestDataFunc) check_fd_data);
+      }
+  }
   return g_test_run ();
 }

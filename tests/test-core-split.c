@@ -9,13 +9,17 @@
 #include "cs-config.h"
 
 #include <glib.h>
+#include <math.h>
 #include <string.h>
 
+#include "cs-decompose.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
+#include "cs-ref.h"
 #include "cs-split.h"
+#include "cs-tensor.h"
 
 static const char seed_text[] =
   "def computation(a, b, w):\n"
@@ -317,6 +321,118 @@ test_thunder_types_attention (void)
                        "thunder_e_softmax_attention_final_fwd.txt");
 }
 
+/* Running the split traces gives the joint's gradients: forward (f64 CPU reference) -> its
+ * returned saved tensors + the cotangents -> backward, compared with the joint run on the same
+ * inputs.  Both are the same arithmetic, so they agree to rounding. */
+static void
+check_split_runs (const char *file)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = dir ? g_build_filename (dir, file, NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = NULL;
+  g_autoptr(CsTrace) djoint = NULL;
+  g_autoptr(CsTrace) fw = NULL;
+  g_autoptr(CsTrace) bw = NULL;
+  g_autoptr(GPtrArray) inputs = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) jret = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GHashTable) fret = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GPtrArray) jout = NULL;
+  g_autoptr(GPtrArray) fout = NULL;
+  g_autoptr(GPtrArray) bout = NULL;
+  const CsStmt *jr, *br;
+  gboolean ok;
+  guint n_grads = 0;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("data/ samples not present");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  joint = cs_grad_joint (list->traces->pdata[0], NULL, &error);
+  g_assert_no_error (error);
+  djoint = cs_decompose_trace (joint, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_split_forward_backward (djoint, &fw, &bw, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (bw);
+
+  /* inputs (random, index inputs in range) and one cotangent per get_grad */
+  inputs = cs_ref_dup_leaf_inputs (djoint);
+  for (guint i = 0; i < inputs->len; i++)
+    {
+      g_autoptr(CsTensor) t = cs_ref_random_input (djoint, inputs->pdata[i], 7, &error);
+      g_assert_no_error (error);
+      cs_ref_env_insert (env, ((CsProxy *) inputs->pdata[i])->name, t);
+    }
+  ok = cs_ref_run_env (djoint, env, CS_REF_F64, 0, &jout, NULL, jret, &error);
+  if (g_error_matches (error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED))
+    {
+      g_autofree char *msg = g_strdup_printf ("CPU reference: %s", error->message);
+      g_test_skip (msg);
+      return;
+    }
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  ok = cs_ref_run_env (fw, env, CS_REF_F64, 0, &fout, NULL, fret, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  /* the backward reads the saved tensors by name (forward returns them) and the cotangents
+   * (the joint's get_grad outputs, still in env) */
+  {
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init (&it, fret);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      cs_ref_env_insert (env, k, v);
+  }
+  ok = cs_ref_run_env (bw, env, CS_REF_F64, 0, &bout, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+
+  jr = cs_trace_get_return (djoint);
+  br = cs_trace_get_return (bw);
+  {
+    const CsValue *jg = NULL;
+    for (guint i = 0; i + 1 < jr->value->u.seq.n; i += 2)
+      if (g_strcmp0 (jr->value->u.seq.items[i]->u.s, "output") == 0)
+        jg = jr->value->u.seq.items[i + 1];
+    g_assert_nonnull (jg);
+    g_assert_cmpuint (jg->u.seq.n, ==, br->value->u.seq.n);
+    g_assert_cmpuint (bout->len, ==, jg->u.seq.n);
+    for (guint i = 0; i < jg->u.seq.n; i++)
+      {
+        CsTensor *b = bout->pdata[i];
+        CsTensor *a;
+        double max_d = 0, max_a = 0;
+        if (jg->u.seq.items[i]->kind != CS_VALUE_PROXY)
+          {
+            g_assert_null (b);
+            continue;
+          }
+        a = g_hash_table_lookup (jret, jg->u.seq.items[i]->u.proxy->name);
+        g_assert_nonnull (a);
+        g_assert_nonnull (b);
+        g_assert_cmpint (a->numel, ==, b->numel);
+        for (int64_t j = 0; j < a->numel; j++)
+          {
+            max_d = MAX (max_d, fabs (cs_tensor_get_f64 (a, j) - cs_tensor_get_f64 (b, j)));
+            max_a = MAX (max_a, fabs (cs_tensor_get_f64 (a, j)));
+          }
+        g_assert_cmpfloat (max_a, >, 0.0);
+        g_assert_cmpfloat (max_d, <=, 1e-12 * max_a);
+        n_grads++;
+      }
+  }
+  g_assert_cmpuint (n_grads, >, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -330,5 +446,15 @@ main (int argc, char **argv)
   g_test_add_func ("/core/split/thunder/types-seed", test_thunder_types_seed);
   g_test_add_func ("/core/split/thunder/types-mlp", test_thunder_types_mlp);
   g_test_add_func ("/core/split/thunder/types-attention", test_thunder_types_attention);
+  {
+    static const char * const samples[] = { "seed_foo.txt", "mlp_gelu.txt", "attention_softmax.txt",
+                                            "ln_mlp_residual.txt", "rmsnorm_swiglu.txt",
+                                            "cross_entropy.txt" };
+    for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+      {
+        g_autofree char *tp = g_strdup_printf ("/core/split/run/%s", samples[i]);
+        g_test_add_data_func (tp, samples[i], (GTestDataFunc) check_split_runs);
+      }
+  }
   return g_test_run ();
 }
