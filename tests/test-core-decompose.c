@@ -1159,6 +1159,90 @@ test_numerics_loss_attention (void)
       }
 }
 
+/* matmul through its three decomposition paths (nd @ 2d via reshapes, batched with an
+ * expanded batch dim, 1-d operand), mean and var_mean, and 2-d embedding, against loops. */
+static void
+test_numerics_matmul_reductions (void)
+{
+  int64_t n;
+
+  {
+    /* a [2, 3, 4] @ b [4, 5]: reshape to [6, 4], 2-d matmul, reshape to [2, 3, 5] */
+    g_autofree double *got = run_prims ("def computation(a, b):\n"
+                                        "  # a: \"cuda:0 f32[2, 3, 4]\"\n  # b: \"cuda:0 f32[4, 5]\"\n"
+                                        "  t0 = ltorch.matmul(a, b)  # t0: \"cuda:0 f32[2, 3, 5]\"\n"
+                                        "  return (t0,)\n", 1, &n);
+    g_assert_cmpint (n, ==, 30);
+    for (int i = 0; i < 6; i++)
+      for (int j = 0; j < 5; j++)
+        {
+          double o = 0;
+          for (int k = 0; k < 4; k++)
+            o += input_value (0, i * 4 + k) * input_value (1, k * 5 + j);
+          assert_close (&got[i * 5 + j], &o, 1, "matmul nd@2d");
+        }
+  }
+  {
+    /* a [2, 1, 3, 4] @ b [3, 4, 2]: batch dims broadcast to [2, 3] */
+    g_autofree double *got = run_prims ("def computation(a, b):\n"
+                                        "  # a: \"cuda:0 f32[2, 1, 3, 4]\"\n  # b: \"cuda:0 f32[3, 4, 2]\"\n"
+                                        "  t0 = ltorch.matmul(a, b)  # t0: \"cuda:0 f32[2, 3, 3, 2]\"\n"
+                                        "  return (t0,)\n", 1, &n);
+    g_assert_cmpint (n, ==, 36);
+    for (int p = 0; p < 2; p++)
+      for (int q = 0; q < 3; q++)
+        for (int i = 0; i < 3; i++)
+          for (int j = 0; j < 2; j++)
+            {
+              double o = 0;
+              for (int k = 0; k < 4; k++)
+                o += input_value (0, p * 12 + i * 4 + k) * input_value (1, q * 8 + k * 2 + j);
+              assert_close (&got[((p * 3 + q) * 3 + i) * 2 + j], &o, 1, "matmul batched");
+            }
+  }
+  {
+    /* mean over dim 1 of [3, 5], keepdim */
+    g_autofree double *got = run_prims ("def computation(a):\n  # a: \"cuda:0 f32[3, 5]\"\n"
+                                        "  t0 = ltorch.mean(a, 1, True, dtype=None)  # t0: \"cuda:0 f32[3, 1]\"\n"
+                                        "  return (t0,)\n", 1, &n);
+    g_assert_cmpint (n, ==, 3);
+    for (int i = 0; i < 3; i++)
+      {
+        double m = 0;
+        for (int j = 0; j < 5; j++)
+          m += input_value (0, i * 5 + j) / 5;
+        assert_close (&got[i], &m, 1, "mean");
+      }
+  }
+  {
+    /* var_mean(correction=1) over dim 0 of [5, 2]: the variance output */
+    g_autofree double *got = run_prims ("def computation(a):\n  # a: \"cuda:0 f32[5, 2]\"\n"
+                                        "  (t0, t1) = ltorch.var_mean(a, 0, keepdim=False, correction=1)\n"
+                                        "  return (t0, t1)\n", 1, &n);
+    g_assert_cmpint (n, ==, 2);
+    for (int j = 0; j < 2; j++)
+      {
+        double m = 0, v = 0;
+        for (int i = 0; i < 5; i++)
+          m += input_value (0, i * 2 + j) / 5;
+        for (int i = 0; i < 5; i++)
+          v += (input_value (0, i * 2 + j) - m) * (input_value (0, i * 2 + j) - m) / 4;
+        assert_close (&got[j], &v, 1, "var_mean var");
+      }
+  }
+  {
+    /* split [4, 2] by 3 along dim 0 (pieces of 3 and 1 rows), and basic indexing w[1::2, -1] */
+    g_autofree double *got = run_prims ("def computation(w, i):\n"
+                                        "  # w: \"cuda:0 f32[4, 2]\"\n  # i: \"cuda:0 i64[3]\"\n"
+                                        "  (t0, t2) = ltorch.split(w, 3, 0)\n"
+                                        "  t1 = ltorch.getitem(w, (slice(1,None,2), -1))  # t1: \"cuda:0 f32[2]\"\n"
+                                        "  return (t1,)\n", 4, &n);
+    double want[2] = { input_value (0, 1 * 2 + 1), input_value (0, 3 * 2 + 1) };
+    g_assert_cmpint (n, ==, 2);
+    assert_close (got, want, 2, "getitem w[1::2, -1]");
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1177,6 +1261,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/decompose/numerics/norms", test_numerics_norms);
   g_test_add_func ("/core/decompose/numerics/activations", test_numerics_activations);
   g_test_add_func ("/core/decompose/numerics/loss-attention", test_numerics_loss_attention);
+  g_test_add_func ("/core/decompose/numerics/matmul-reductions", test_numerics_matmul_reductions);
 
   return g_test_run ();
 }
