@@ -787,6 +787,69 @@ test_fd_seed (void)
   check_fd (f64, -1.0, 1.0);
 }
 
+/* Two outputs, one feeding the other: the gradient of t0 is its cotangent plus what flows back
+ * from t1 (Thunder: get_grad then ltorch.add); both get_grads are grouped where the backward
+ * starts; the f64 gradients match central differences. */
+static void
+test_multi_output (void)
+{
+  static const char text[] =
+    "def computation(x, y):\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[3, 4]\"\n"
+    "  t0 = prims.mul(x, y)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.exp(t0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+    "  t2 = prims.mul(t1, x)  # t2: \"cuda:0 f64[3, 4]\"\n"
+    "  return (t2, t0)\n";
+  g_autoptr(CsTrace) init = parse_or_die (text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, NULL, &error);
+  guint first, n_get = 0, n_add = 0;
+
+  g_assert_no_error (error);
+  first = first_get_grad (joint);
+  for (guint i = first; i < joint->n_stmts; i++)
+    {
+      CsStmt *s = joint->stmts[i];
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      if (s->op->id == CS_OP_PRIM_GET_GRAD)
+        {
+          g_assert_cmpuint (i, ==, first + n_get);   /* grouped */
+          n_get++;
+        }
+      n_add += s->op->id == CS_OP_LTORCH_ADD;
+    }
+  g_assert_cmpuint (n_get, ==, 2);
+  g_assert_cmpuint (n_add, >=, 2);   /* t0's grad = cotangent + from t1; x's grad: two uses */
+  check_fd (text, -1.0, 1.0);
+}
+
+/* elementwise=native: the forward decomposition follows the policy (no f32 upcasts) */
+static void
+test_policy_native (void)
+{
+  g_autoptr(CsTrace) init = parse_or_die (seed_text);
+  g_autoptr(GError) error = NULL;
+  CsPolicy pol;
+  CsGradSpec spec = { .all_float = TRUE, .policy = &pol };
+  g_autoptr(CsTrace) dflt = cs_grad_joint (init, NULL, &error);
+  g_autoptr(CsTrace) native = NULL;
+  guint n_cvt_d = 0, n_cvt_n = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&pol);
+  g_assert_true (cs_policy_set (&pol, "elementwise", "native", &error));
+  native = cs_grad_joint (init, &spec, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < first_get_grad (dflt); i++)
+    n_cvt_d += dflt->stmts[i]->kind == CS_STMT_CALL
+               && dflt->stmts[i]->op->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE;
+  for (guint i = 0; i < first_get_grad (native); i++)
+    n_cvt_n += native->stmts[i]->kind == CS_STMT_CALL
+               && native->stmts[i]->op->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE;
+  g_assert_cmpuint (n_cvt_d, ==, 3);   /* a -> f32, b -> f32, sum -> bf16 */
+  g_assert_cmpuint (n_cvt_n, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -797,6 +860,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/grad/thunder/seed-counts", test_thunder_seed);
   g_test_add_func ("/core/grad/thunder/mlp-counts", test_thunder_mlp);
   g_test_add_func ("/core/grad/thunder/attention-counts", test_thunder_attention);
+  g_test_add_func ("/core/grad/multi-output", test_multi_output);
+  g_test_add_func ("/core/grad/policy/elementwise-native", test_policy_native);
   g_test_add_func ("/core/grad/fd/seed", test_fd_seed);
   g_test_add_func ("/core/grad/fd/binary", test_fd_binary);
   g_test_add_func ("/core/grad/fd/unary", test_fd_unary);
