@@ -684,6 +684,44 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         return emit_value (g, x, &xc, error);
       }
 
+    case CS_OP_PRIM_PAD:
+      {
+        /* prims.pad(a, padding_value, ((lo, hi, interior), ...)): y[j] = x[(j - lo) / (interior + 1)]
+         * where that is a whole in-range index, else the padding value.  The load uses a
+         * clamped index, so it never reads outside x. */
+        CsValue *cfg = cs_stmt_get_arg (st, 2, "padding_config");
+        const char *pv, *xv, *cond = "true";
+
+        x = arg_proxy (st, 0, "a");
+        if (!x || !cfg || (cfg->kind != CS_VALUE_LIST && cfg->kind != CS_VALUE_TUPLE) || cfg->u.seq.n != x->rank)
+          return unsupported (error, st, "this pad form"), NULL;
+        pv = emit_operand (g, st, 1, c, ct, error);
+        if (!pv)
+          return NULL;
+        xc.rank = x->rank;
+        for (guint j = 0; j < x->rank; j++)
+          {
+            int64_t lhi[3];
+            guint n3 = 0;
+            const char *rel;
+
+            if (!cs_value_get_int_seq (cfg->u.seq.items[j], lhi, 3, &n3) || n3 != 3 || lhi[2] < 0)
+              return unsupported (error, st, "a padding config entry"), NULL;
+            rel = new_idx (g, pool_printf (g, "%s - %" G_GINT64_FORMAT "LL", c->ix[j], lhi[0]));
+            cond = pool_printf (g, "%s && %s >= 0 && %s %% %" G_GINT64_FORMAT "LL == 0 && %s / %" G_GINT64_FORMAT
+                                "LL < %" G_GINT64_FORMAT "LL", cond, rel, rel, lhi[2] + 1, rel, lhi[2] + 1, x->shape[j]);
+            xc.ix[j] = new_idx (g, pool_printf (g, "min (max (%s / %" G_GINT64_FORMAT "LL, 0LL), %" G_GINT64_FORMAT "LL)",
+                                                rel, lhi[2] + 1, MAX (x->shape[j] - 1, 0)));
+          }
+        xv = emit_value (g, x, &xc, error);
+        if (!xv)
+          return NULL;
+        v = new_var (g);
+        g_string_append_printf (g->body, "      const %s %s = (%s) ? (%s) (%s) : (%s) (%s);\n", ct, v, cond, ct,
+                                xv, ct, pv);
+        return v;
+      }
+
     case CS_OP_PRIM_FULL:
       {
         double f;
@@ -1208,7 +1246,8 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
   for (guint j = 0; j < x->rank; j++)
     if (red[j] != (j >= x->rank - nr))
       row = FALSE;
-  at = x->dtype == CS_DTYPE_F64 ? "double" : "float";
+  /* f32 accumulation for float inputs (f64 for f64); integer sums count exactly in f64. */
+  at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
 
   cs_stmt_collect_outputs (st, ys);
   if (ys->len == 0)
@@ -1307,7 +1346,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
       {
         int64_t pshape[1] = { (int64_t) nc * S * O };
 
-        part = cs_cuda_program_new_slot (p, x->dtype == CS_DTYPE_F64 ? CS_DTYPE_F64 : CS_DTYPE_F32, pshape, 1);
+        part = cs_cuda_program_new_slot (p, strcmp (at, "double") == 0 ? CS_DTYPE_F64 : CS_DTYPE_F32, pshape, 1);
       }
     decompose (g, "o", ks, nk, &oc);
     decompose (g, "r", rs, nr, &rc);
@@ -1537,6 +1576,82 @@ cs_cuda_codegen_copy (CsCudaProgram *p, guint src, const char *label, guint *out
     blocks = 65535LL * 64;
   step = gen_finish (&g, code->str, g_strdup_printf ("%s copy %s", label, ss), (unsigned int) MAX (blocks, 1), 1, 256, 1);
   step->kind_name = "copy";
+  g_string_chunk_free (g.pool);
+  g_string_free (g.body, TRUE);
+  g_hash_table_unref (g.memo);
+  g_array_unref (g.params);
+  g_array_unref (g.is_out);
+  *out_slot = dst;
+  return TRUE;
+}
+
+/**
+ * cs_cuda_codegen_scatter_add:
+ * @a: slot of the base tensor; @idx: slot of the indices (i64/i32); @val: slot of the values
+ * @dim: the scattered dim
+ * @y: output proxy
+ *
+ * prims.scatter_add(a, index, value, dim): y = a, then y[..., index[e], ...] += value[e] for
+ * every element e of index (torch.Tensor.scatter_add_).  A copy kernel then an atomicAdd
+ * kernel (f32 and f64 outputs only); indices are clamped into range.
+ */
+gboolean
+cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, int64_t dim,
+                             const CsProxy *y, const char *label, guint *out_slot, GError **error)
+{
+  Gen g = { 0 };
+  CsCudaSlot is = *cs_cuda_program_slot (p, idx);
+  CsCudaSlot ys;
+  g_autoptr(GString) code = g_string_new ("");
+  int64_t N = cs_shape_numel (is.shape, is.rank);
+  int64_t blocks = (N + 255) / 256;
+  guint dst, pa;
+  const char *iv, *vv, *cl;
+  Ctx c;
+  int64_t st[CS_MAX_DIMS];
+
+  if (y->dtype != CS_DTYPE_F32 && y->dtype != CS_DTYPE_F64)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: scatter_add into %s (f32/f64 only)",
+                   label, cs_dtype_short_name (y->dtype));
+      return FALSE;
+    }
+  if (dim < 0)
+    dim += y->rank;
+  if (dim < 0 || dim >= (int64_t) y->rank || is.rank != y->rank)
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: scatter_add dim/rank", label);
+      return FALSE;
+    }
+  if (!cs_cuda_codegen_copy (p, a, label, &dst, error))
+    return FALSE;
+  ys = *cs_cuda_program_slot (p, dst);
+  contig_strides (ys.shape, ys.rank, st);
+  g.p = p;
+  g.pool = g_string_chunk_new (1024);
+  g.body = g_string_new ("");
+  g.memo = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g.params = g_array_new (FALSE, FALSE, sizeof (guint));
+  g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g.label = label;
+  decompose (&g, "i", is.shape, is.rank, &c);
+  iv = emit_load (&g, idx, &c);
+  vv = emit_load (&g, val, &c);
+  cl = new_idx (&g, pool_printf (&g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv, ys.shape[dim] - 1));
+  pa = param_of (&g, dst, TRUE);
+  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  g_string_append (code, g.body->str);
+  g_string_append_printf (code, "      atomicAdd (&a%u[", pa);
+  for (guint j = 0; j < ys.rank; j++)
+    g_string_append_printf (code, "%s%s * %" G_GINT64_FORMAT "LL", j ? " + " : "", j == (guint) dim ? cl : c.ix[j], st[j]);
+  if (ys.rank == 0)
+    g_string_append (code, "0");
+  g_string_append_printf (code, "], (%s) %s);\n    }\n", storage_type (y->dtype), vv);
+  if (blocks > 65535LL * 64)
+    blocks = 65535LL * 64;
+  gen_finish (&g, code->str, g_strdup_printf ("%s scatter_add", label), (unsigned int) MAX (blocks, 1), 1, 256, 1);
   g_string_chunk_free (g.pool);
   g_string_free (g.body, TRUE);
   g_hash_table_unref (g.memo);

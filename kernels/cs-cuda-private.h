@@ -186,6 +186,10 @@ gboolean     cs_cuda_codegen_region     (CsCudaProgram *p, CsStmt **prims, guint
 gboolean     cs_cuda_codegen_copy       (CsCudaProgram *p, guint src, const char *label,
                                          guint *out_slot, GError **error);
 
+gboolean     cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, int64_t dim,
+                                          const CsProxy *y, const char *label, guint *out_slot,
+                                          GError **error);
+
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);
 /* Compiles preamble + @source for sm_<cc_major><cc_minor> to CUBIN (disk cache) and loads it. */

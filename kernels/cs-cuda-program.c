@@ -523,7 +523,8 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
       /* Every output, typed or not: multi-output prims (var_mean) print no types. */
       if (!run_region (p, prims, outs, st->callee, error))
         {
-          g_prefix_error (error, "line %u: ", st->line);
+          if (st->line)
+            g_prefix_error (error, "line %u: ", st->line);
           return FALSE;
         }
       return TRUE;
@@ -536,6 +537,20 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
     return handle_matmul (p, st, FALSE, g_ptr_array_index (tensors, 0), error);
   if (id == CS_OP_LTORCH_LINEAR || id == CS_OP_PRIM_LINEAR)
     return handle_matmul (p, st, TRUE, g_ptr_array_index (tensors, 0), error);
+  if (id == CS_OP_PRIM_SCATTER_ADD && tensors->len == 1)
+    {
+      gint a = slot_of_arg (p, st, 0, "a"), ix = slot_of_arg (p, st, 1, "index"), v = slot_of_arg (p, st, 2, "value");
+      CsValue *dv = cs_stmt_get_arg (st, 3, "dim");
+      guint out;
+
+      if (a < 0 || ix < 0 || v < 0 || !dv || dv->kind != CS_VALUE_INT)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "scatter_add form");
+      if (!cs_cuda_codegen_scatter_add (p, (guint) a, (guint) ix, (guint) v, dv->u.i, g_ptr_array_index (tensors, 0),
+                                        st->callee, &out, error))
+        return FALSE;
+      cs_cuda_program_bind (p, g_ptr_array_index (tensors, 0), out);
+      return TRUE;
+    }
   if (is_view_op (id) && tensors->len == 1)
     return handle_view (p, st, id, g_ptr_array_index (tensors, 0), error);
   if (st->n_subs > 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
@@ -546,7 +561,8 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
       if (!cs_cuda_codegen_region (p, (CsStmt **) prims->pdata, prims->len, (CsProxy **) tensors->pdata,
                                    tensors->len, st->callee, error))
         {
-          g_prefix_error (error, "line %u: ", st->line);
+          if (st->line)
+            g_prefix_error (error, "line %u: ", st->line);
           return FALSE;
         }
       return TRUE;

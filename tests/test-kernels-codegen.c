@@ -12,6 +12,7 @@
 
 #include "cs-cuda-private.h"
 #include "cs-parse.h"
+#include "cs-pipeline.h"
 
 static CsTrace *
 load_shared (const char *name)
@@ -269,6 +270,112 @@ test_unsupported (void)
   g_assert_nonnull (strstr (error->message, "line 4"));
 }
 
+/* Final traces made by castscope's own pipeline, under both matmul policies, generate and
+ * compile; under upcast-f32 every matmul runs as true f32 (no TF32 unless allowed). */
+static CsTrace *
+load_path (const char *path)
+{
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  return cs_trace_ref (g_ptr_array_index (list->traces, 0));
+}
+
+static void
+pipeline_case_trace (CsTrace *init, const char *matmul)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+  guint f32 = 0, gemms = 0;
+
+  cs_policy_init_default (&policy);
+  g_assert_true (cs_policy_set (&policy, "matmul", matmul, &error));
+  pl = cs_pipeline_run (init, &policy, NULL, &error);
+  g_assert_no_error (error);
+  p = cs_cuda_program_generate (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      if (s->kind != CS_CUDA_STEP_GEMM)
+        continue;
+      gemms++;
+      if (strstr (s->label, "f32/true-f32"))
+        f32++;
+    }
+  if (g_str_equal (matmul, "upcast-f32"))
+    g_assert_cmpuint (f32, ==, gemms);
+  else
+    g_assert_cmpuint (f32, ==, 0);
+  assert_arena_disjoint (p);
+  compile_ok (p);
+  cs_cuda_program_free (p);
+}
+
+static void
+pipeline_case (const char *file, const char *matmul)
+{
+  g_autoptr(CsTrace) init = load_shared (file);
+
+  if (!init)
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  pipeline_case_trace (init, matmul);
+}
+
+/* Every bundled sample and benchmark workload (data/ and data/bench/). */
+static void
+test_samples (gconstpointer sub)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *d = dir ? g_build_filename (dir, sub, NULL) : NULL;
+  g_autoptr(GDir) gd = d ? g_dir_open (d, 0, NULL) : NULL;
+  const char *n;
+  guint count = 0;
+
+  if (gd == NULL)
+    {
+      g_test_skip ("data folder not found");
+      return;
+    }
+  while ((n = g_dir_read_name (gd)))
+    {
+      g_autofree char *path = NULL;
+      g_autoptr(CsTrace) t = NULL;
+
+      if (!g_str_has_suffix (n, ".txt"))
+        continue;
+      path = g_build_filename (d, n, NULL);
+      t = load_path (path);
+      g_test_message ("%s", path);
+      pipeline_case_trace (t, "native");
+      pipeline_case_trace (t, "upcast-f32");
+      count++;
+    }
+  g_assert_cmpuint (count, >=, 1);
+}
+
+static void
+test_pipeline_seed (void)
+{
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "native");
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "upcast-f32");
+}
+
+static void
+test_pipeline_mlp (void)
+{
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "native");
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "upcast-f32");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -277,5 +384,9 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/mlp", test_mlp);
   g_test_add_func ("/kernels/codegen/reductions", test_small);
   g_test_add_func ("/kernels/codegen/unsupported", test_unsupported);
+  g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
+  g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);
+  g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
+  g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
   return g_test_run ();
 }

@@ -1,0 +1,312 @@
+/* test-kernels-cuda.c: the CUDA executor on a GPU, against the CPU f64 reference.
+ *
+ * Every case builds a program from a trace, feeds the CPU reference's random inputs
+ * (cs_ref_random_input), poisons the device arena with NaN bytes first (so an output element
+ * nothing wrote cannot pass), runs, and compares each output with cs_ref_run_env (CS_REF_F64)
+ * by relative L2 error with a per-dtype bound (METHOD.md: bf16 1e-3..1e-2, f32 far under 1e-3).
+ * Without a CUDA device every case calls g_test_skip.
+ */
+#include "cs-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-cuda-private.h"
+#include "cs-parse.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
+
+static gboolean have_device;
+
+static CsTrace *
+parse_or_load (const char *text_or_file, gboolean file)
+{
+  g_autoptr(GError) error = NULL;
+  CsTrace *t;
+
+  if (file)
+    {
+      const char *dir = g_getenv ("CS_SHARED_TRACES");
+      g_autofree char *path = dir ? g_build_filename (dir, text_or_file, NULL) : NULL;
+      g_autoptr(CsTraceList) list = NULL;
+
+      if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+        return NULL;
+      list = cs_parse_file (path, &error);
+      g_assert_no_error (error);
+      return cs_trace_ref (g_ptr_array_index (list->traces, 0));
+    }
+  t = cs_parse_trace (text_or_file, "test", &error);
+  g_assert_no_error (error);
+  return t;
+}
+
+static double
+bound (CsDtype dt, gboolean tf32)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return 2e-2;
+    case CS_DTYPE_F16: return 5e-3;
+    case CS_DTYPE_F32: return tf32 ? 5e-3 : 1e-4;
+    default: return 1e-12;
+    }
+}
+
+/* Runs @fwd (+ @bwd) on the GPU and the CPU; returns the largest error/bound ratio. */
+static double
+check_step (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean graph, GArray *bits_out)
+{
+  g_autoptr(GError) error = NULL;
+  CsCudaProgram *p = cs_cuda_program_build (fwd, bwd, policy, &error);
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) returned = cs_ref_env_new ();
+  g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+  g_autoptr(GPtrArray) fl = cs_ref_dup_leaf_inputs (fwd);
+  g_autoptr(GPtrArray) bl = bwd ? cs_ref_dup_leaf_inputs (bwd) : g_ptr_array_new ();
+  double worst = 0;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      GPtrArray *leaves = in->backward ? bl : fl;
+      CsProxy *px = NULL;
+      g_autoptr(CsTensor) x = NULL;
+
+      for (guint j = 0; j < leaves->len; j++)
+        if (g_strcmp0 (((CsProxy *) g_ptr_array_index (leaves, j))->name, in->name) == 0)
+          px = g_ptr_array_index (leaves, j);
+      g_assert_nonnull (px);
+      x = cs_ref_random_input (in->backward ? bwd : fwd, px, 100 + i, &error);
+      g_assert_no_error (error);
+      /* Poison first so that every element must be written by the step. */
+      if (i == 0)
+        g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+      g_assert_true (cs_cuda_program_set_input (p, i, x->data, cs_tensor_nbytes (x), &error));
+      cs_ref_env_insert (env, in->name, x);
+    }
+  if (p->inputs->len == 0)
+    g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+  g_assert_true (cs_cuda_program_run (p, graph, &error));
+  g_assert_no_error (error);
+
+  g_assert_true (cs_ref_run_env (fwd, env, CS_REF_F64, 0, &fo, &fn, returned, &error));
+  g_assert_no_error (error);
+  if (bwd)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      g_hash_table_iter_init (&it, env);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        if (!g_hash_table_contains (returned, k))
+          cs_ref_env_insert (returned, k, v);
+      g_assert_true (cs_ref_run_env (bwd, returned, CS_REF_F64, 0, &bo, &bn, NULL, &error));
+      g_assert_no_error (error);
+    }
+
+  for (guint i = 0; i < p->outputs->len; i++)
+    {
+      CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) got = cs_tensor_new (o->dtype, o->shape, o->rank, &error);
+      GPtrArray *outs = o->backward ? bo : fo, *names = o->backward ? bn : fn;
+      CsTensor *ref = NULL;
+      double num = 0, den = 0, rel;
+
+      g_assert_true (cs_cuda_program_get_output (p, i, got->data, cs_tensor_nbytes (got), &error));
+      for (guint j = 0; j < outs->len; j++)
+        if (g_strcmp0 (g_ptr_array_index (names, j), o->name) == 0)
+          {
+            ref = g_ptr_array_index (outs, j);
+            break;
+          }
+      g_assert_nonnull (ref);
+      g_assert_cmpint (ref->numel, ==, got->numel);
+      for (int64_t e = 0; e < got->numel; e++)
+        {
+          double a = cs_tensor_get_f64 (got, e), r = cs_tensor_get_f64 (ref, e);
+
+          g_assert_false (isnan (a));   /* poisoned or wrong */
+          num += (a - r) * (a - r);
+          den += r * r;
+        }
+      rel = den > 0 ? sqrt (num / den) : sqrt (num);
+      g_test_message ("%s %s: rel.L2 %.3e (bound %.0e)", o->backward ? "grad" : "out", o->name, rel,
+                      bound (o->dtype, policy->allow_tf32));
+      worst = MAX (worst, rel / bound (o->dtype, policy->allow_tf32));
+      if (bits_out)
+        g_array_append_vals (bits_out, got->data, cs_tensor_nbytes (got));
+    }
+  cs_cuda_program_free (p);
+  return worst;
+}
+
+static void
+run_case (const char *text, gboolean file, const char *bwd_file, gboolean tf32)
+{
+  g_autoptr(CsTrace) fwd = NULL;
+  g_autoptr(CsTrace) bwd = NULL;
+  CsPolicy policy;
+  double worst;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  fwd = parse_or_load (text, file);
+  if (bwd_file)
+    bwd = parse_or_load (bwd_file, TRUE);
+  if (fwd == NULL || (bwd_file && bwd == NULL))
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  cs_policy_init_default (&policy);
+  policy.allow_tf32 = tf32;
+  worst = check_step (fwd, bwd, &policy, FALSE, NULL);
+  g_assert_cmpfloat (worst, <=, 1.0);
+}
+
+static void
+test_seed (void)
+{
+  run_case ("thunder_nvfuser_a_seed_matmul_default_final_fwd.txt", TRUE,
+            "thunder_nvfuser_a_seed_matmul_default_final_bwd.txt", FALSE);
+}
+
+static void
+test_mlp (void)
+{
+  run_case ("thunder_nvfuser_b_mlp_gelu_default_final_fwd.txt", TRUE,
+            "thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt", FALSE);
+}
+
+static void
+test_mlp_linear_fused (void)
+{
+  run_case ("thunder_nvfuser_b_mlp_gelu_linear_matmul_final_fwd.txt", TRUE,
+            "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_bwd.txt", FALSE);
+}
+
+/* Row reductions (block per row, R > 1024; warp per row), column reduction with a split over
+ * blockIdx.y (R = 20000), var_mean, amax to a 0-d tensor, broadcast back, exp, bf16 round. */
+static const char reductions[] =
+  "def computation(x, y, b):\n"
+  "  # x: \"cuda:0 bf16[37, 3000]\"\n"
+  "  # y: \"cuda:0 f32[20000, 70]\"\n"
+  "  # b: \"cuda:0 bf16[64]\"\n"
+  "  [t1, t2, t3, t5, t9, t11, t12] = nvFusion0(x, y, b)\n"
+  "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[37, 3000]\"\n"
+  "    # t1 = prims.sum(t0, (1,))  # t1: \"cuda:0 f32[37]\"\n"
+  "    # (t2, t3) = prims.var_mean(t0, (0,), correction=1)\n"
+  "    # t4 = prims.broadcast_in_dim(t1, (37, 3000), (0,))  # t4: \"cuda:0 f32[37, 3000]\"\n"
+  "    # t6 = prims.sub(t0, t4)  # t6: \"cuda:0 f32[37, 3000]\"\n"
+  "    # t7 = prims.mul(0.001, t6)  # t7: \"cuda:0 f32[37, 3000]\"\n"
+  "    # t70 = prims.exp(t7)  # t70: \"cuda:0 f32[37, 3000]\"\n"
+  "    # t5 = prims.convert_element_type(t70, dtypes.bfloat16)  # t5: \"cuda:0 bf16[37, 3000]\"\n"
+  "    # t8 = prims.convert_element_type(b, dtypes.float32)  # t8: \"cuda:0 f32[64]\"\n"
+  "    # t9 = prims.amax(t8, (0,))  # t9: \"cuda:0 f32[]\"\n"
+  "    # t10 = prims.mul(y, y)  # t10: \"cuda:0 f32[20000, 70]\"\n"
+  "    # t11 = prims.sum(t10, (0,))  # t11: \"cuda:0 f32[70]\"\n"
+  "    # (t12, t13) = prims.var_mean(y, (1,), correction=0)\n"
+  "  return (t1, t2, t3, t5, t9, t11, t12)\n";
+
+static void
+test_reductions (void)
+{
+  run_case (reductions, FALSE, NULL, FALSE);
+}
+
+/* cuBLASLt: true f32, a transposed operand from a permute, batched matmul, linear with bias. */
+static const char matmuls[] =
+  "def computation(a, b, c, d, w, bias, e, f):\n"
+  "  # a: \"cuda:0 f32[33, 65]\"\n"
+  "  # b: \"cuda:0 f32[17, 65]\"\n"
+  "  # c: \"cuda:0 bf16[4, 33, 64]\"\n"
+  "  # d: \"cuda:0 bf16[4, 64, 24]\"\n"
+  "  # w: \"cuda:0 bf16[40, 64]\"\n"
+  "  # bias: \"cuda:0 bf16[40]\"\n"
+  "  # e: \"cuda:0 f16[128, 72]\"\n"
+  "  # f: \"cuda:0 f16[72, 56]\"\n"
+  "  t0 = torch.permute(b, (1, 0))  # t0: \"cuda:0 f32[65, 17]\"\n"
+  "    # t0 = ltorch.permute(b, (1, 0))  # t0: \"cuda:0 f32[65, 17]\"\n"
+  "      # t0 = prims.transpose(b, (1, 0))  # t0: \"cuda:0 f32[65, 17]\"\n"
+  "  t1 = torch.matmul(a, t0)  # t1: \"cuda:0 f32[33, 17]\"\n"
+  "    # t1 = ltorch.matmul(a, t0)  # t1: \"cuda:0 f32[33, 17]\"\n"
+  "      # t1 = prims.matmul(a, t0)  # t1: \"cuda:0 f32[33, 17]\"\n"
+  "  t2 = torch.matmul(c, d)  # t2: \"cuda:0 bf16[4, 33, 24]\"\n"
+  "    # t2 = ltorch.matmul(c, d)  # t2: \"cuda:0 bf16[4, 33, 24]\"\n"
+  "      # t2 = prims.matmul(c, d)  # t2: \"cuda:0 bf16[4, 33, 24]\"\n"
+  "  t3 = torch.nn.functional.linear(c, w, bias)  # t3: \"cuda:0 bf16[4, 33, 40]\"\n"
+  "    # t3 = ltorch.linear(c, w, bias)  # t3: \"cuda:0 bf16[4, 33, 40]\"\n"
+  "      # t3 = prims.linear(c, w, bias)  # t3: \"cuda:0 bf16[4, 33, 40]\"\n"
+  "  t4 = torch.matmul(e, f)  # t4: \"cuda:0 f16[128, 56]\"\n"
+  "    # t4 = ltorch.matmul(e, f)  # t4: \"cuda:0 f16[128, 56]\"\n"
+  "      # t4 = prims.matmul(e, f)  # t4: \"cuda:0 f16[128, 56]\"\n"
+  "  t5 = torch.permute(t4, (1, 0))  # t5: \"cuda:0 f16[56, 128]\"\n"
+  "    # t5 = ltorch.permute(t4, (1, 0))  # t5: \"cuda:0 f16[56, 128]\"\n"
+  "      # t5 = prims.transpose(t4, (1, 0))  # t5: \"cuda:0 f16[56, 128]\"\n"
+  "  return (t1, t2, t3, t5)\n";
+
+static void
+test_matmuls (void)
+{
+  run_case (matmuls, FALSE, NULL, FALSE);
+}
+
+static void
+test_matmuls_tf32 (void)
+{
+  run_case (matmuls, FALSE, NULL, TRUE);
+}
+
+/* The CUDA graph replays exactly what the stream launches do: identical bits. */
+static void
+test_graph_same_bits (void)
+{
+  g_autoptr(CsTrace) fwd = NULL;
+  g_autoptr(CsTrace) bwd = NULL;
+  g_autoptr(GArray) a = g_array_new (FALSE, FALSE, 1);
+  g_autoptr(GArray) b = g_array_new (FALSE, FALSE, 1);
+  CsPolicy policy;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  fwd = parse_or_load ("thunder_nvfuser_b_mlp_gelu_default_final_fwd.txt", TRUE);
+  bwd = parse_or_load ("thunder_nvfuser_b_mlp_gelu_default_final_bwd.txt", TRUE);
+  if (!fwd || !bwd)
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  cs_policy_init_default (&policy);
+  g_assert_cmpfloat (check_step (fwd, bwd, &policy, FALSE, a), <=, 1.0);
+  g_assert_cmpfloat (check_step (fwd, bwd, &policy, TRUE, b), <=, 1.0);
+  g_assert_cmpuint (a->len, ==, b->len);
+  g_assert_cmpmem (a->data, a->len, b->data, b->len);
+}
+
+int
+main (int argc, char **argv)
+{
+  int n = 0;
+  int sms, maj, min;
+
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  have_device = cudaGetDeviceCount (&n) == cudaSuccess && n > 0
+                && cs_cuda_init_device (&sms, &maj, &min, NULL);
+  g_test_add_func ("/kernels/cuda/seed/fwd-bwd", test_seed);
+  g_test_add_func ("/kernels/cuda/mlp/fwd-bwd", test_mlp);
+  g_test_add_func ("/kernels/cuda/mlp/linear-in-fusion", test_mlp_linear_fused);
+  g_test_add_func ("/kernels/cuda/reduce/row-col-varmean-amax", test_reductions);
+  g_test_add_func ("/kernels/cuda/matmul/f32-bf16-f16-batched-bias", test_matmuls);
+  g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
+  g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
+  return g_test_run ();
+}
