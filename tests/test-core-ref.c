@@ -14,6 +14,11 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/wait.h>
+
+#if CS_HAVE_JSON
+#include <json-glib/json-glib.h>
+#endif
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -971,6 +976,204 @@ test_thunder_mlp (void)
   }
 }
 
+/* ---- castscope-cli run --device cpu ------------------------------------------------------ */
+
+typedef struct
+{
+  int   status;   /* exit code */
+  char *out;      /* stdout */
+  char *err;      /* stderr */
+} CliRun;
+
+static void
+cli_run_clear (CliRun *r)
+{
+  g_free (r->out);
+  g_free (r->err);
+}
+
+static const char *
+cli_path (void)
+{
+  const char *p = g_getenv ("CS_CLI");
+  return p != NULL && g_file_test (p, G_FILE_TEST_IS_EXECUTABLE) ? p : NULL;
+}
+
+/* Spawns $CS_CLI with @args (NULL-terminated, after argv[0]); no shell. */
+static CliRun
+cli (const char * const *args)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr (GError) error = NULL;
+  CliRun r = { 0 };
+  int wait_status = 0;
+
+  g_ptr_array_add (argv, (gpointer) cli_path ());
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               &r.out, &r.err, &wait_status, &error));
+  g_assert_no_error (error);
+  r.status = WIFEXITED (wait_status) ? WEXITSTATUS (wait_status) : -1;
+  return r;
+}
+
+static char *
+write_tmp (const char *dir, const char *name, const char *text)
+{
+  char *path = g_build_filename (dir, name, NULL);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+static void
+rm_tree (const char *dir)
+{
+  GDir *d = g_dir_open (dir, 0, NULL);
+  const char *n;
+
+  while (d && (n = g_dir_read_name (d)))
+    {
+      g_autofree char *p = g_build_filename (dir, n, NULL);
+      if (g_file_test (p, G_FILE_TEST_IS_DIR))
+        rm_tree (p);
+      else
+        g_remove (p);
+    }
+  if (d)
+    g_dir_close (d);
+  g_rmdir (dir);
+}
+
+/* bf16 add of 1.0 + 2^-9 through the CLI: input from --inputs, output via --save, the error
+ * against f64 is exactly 2^-9 = 1.953e-03. */
+static void
+test_cli_run_cpu (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *trace = NULL;
+  g_autofree char *in_dir = NULL;
+  g_autofree char *out_dir = NULL;
+  g_autofree char *a_path = NULL;
+  g_autofree char *t0_path = NULL;
+  g_autoptr (CsTensor) a = T1 (CS_DTYPE_BF16, 3, 1.0, 2.0, 1.0 + 0x1p-7);
+  g_autoptr (CsTensor) saved = NULL;
+  g_autoptr (GError) error = NULL;
+  CliRun r;
+
+  if (cli_path () == NULL)
+    {
+      g_test_skip ("CS_CLI not built");
+      return;
+    }
+  dir = g_dir_make_tmp ("cs-cli-run-XXXXXX", NULL);
+  trace = write_tmp (dir, "add.txt", bf16_add_trace);
+  in_dir = g_build_filename (dir, "in", NULL);
+  out_dir = g_build_filename (dir, "out", NULL);
+  g_mkdir (in_dir, 0755);
+  a_path = g_build_filename (in_dir, "a.npy", NULL);
+  g_assert_true (cs_tensor_save_npy (a, a_path, &error));
+
+  r = cli ((const char *[]) { "run", trace, "--device", "cpu", "--inputs", in_dir, "--save",
+                              out_dir, NULL });
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "t0"));
+  g_assert_nonnull (strstr (r.out, "bf16[3]"));
+  g_assert_nonnull (strstr (r.out, "max_abs_err 1.953e-03"));
+  cli_run_clear (&r);
+  t0_path = g_build_filename (out_dir, "t0.npy", NULL);
+  saved = cs_tensor_load_npy (t0_path, &error);
+  g_assert_no_error (error);
+  /* bf16 saved as float32: the exact-mode values 1.0, 2.0, 1 + 2^-7 */
+  WANT1 (saved, CS_DTYPE_F32, 3, 0, 1.0, 2.0, 1.0 + 0x1p-7);
+
+#if CS_HAVE_JSON
+  {
+    g_autoptr (JsonParser) parser = json_parser_new ();
+    JsonObject *root, *o;
+    JsonArray *outs;
+
+    r = cli ((const char *[]) { "run", trace, "--inputs", in_dir, "--json", NULL });
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, r.out, -1, &error));
+    root = json_node_get_object (json_parser_get_root (parser));
+    g_assert_cmpstr (json_object_get_string_member (root, "device"), ==, "cpu");
+    outs = json_object_get_array_member (json_object_get_object_member (root, "forward"),
+                                         "outputs");
+    g_assert_cmpuint (json_array_get_length (outs), ==, 1);
+    o = json_array_get_object_element (outs, 0);
+    g_assert_cmpstr (json_object_get_string_member (o, "name"), ==, "t0");
+    g_assert_cmpstr (json_object_get_string_member (o, "dtype"), ==, "bf16");
+    g_assert_cmpfloat (json_object_get_double_member (o, "max_abs_err"), ==, 0x1p-9);
+    g_assert_cmpint (json_array_get_int_element (json_object_get_array_member (o, "shape"), 0),
+                     ==, 3);
+    cli_run_clear (&r);
+  }
+#endif
+  rm_tree (dir);
+}
+
+static void
+test_cli_run_errors (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *good = NULL;
+  g_autofree char *bad = NULL;
+  g_autofree char *in_dir = NULL;
+  g_autofree char *a_path = NULL;
+  g_autoptr (CsTensor) a4 = T1 (CS_DTYPE_F32, 4, 1, 2, 3, 4);
+  CliRun r;
+
+  if (cli_path () == NULL)
+    {
+      g_test_skip ("CS_CLI not built");
+      return;
+    }
+  dir = g_dir_make_tmp ("cs-cli-run-XXXXXX", NULL);
+  good = write_tmp (dir, "add.txt", bf16_add_trace);
+  bad = write_tmp (dir, "foo.txt",
+                   "def computation(a):\n"
+                   "  # a: \"cpu f32[2]\"\n"
+                   "  t0 = ltorch.foo(a)  # t0: \"cpu f32[2]\"\n"
+                   "  return t0\n");
+  in_dir = g_build_filename (dir, "in", NULL);
+  g_mkdir (in_dir, 0755);
+  a_path = g_build_filename (in_dir, "a.npy", NULL);
+  g_assert_true (cs_tensor_save_npy (a4, a_path, NULL));
+
+  /* --grad none: the pipeline passes the unknown op through, the reference names it */
+  r = cli ((const char *[]) { "run", bad, "--device", "cpu", "--grad", "none", NULL });
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "foo.txt:3: no CPU reference for ltorch.foo"));
+  cli_run_clear (&r);
+  /* a.npy holds f32[4] where the trace says bf16[3] */
+  r = cli ((const char *[]) { "run", good, "--inputs", in_dir, NULL });
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "holds f32[4]"));
+  cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", good, "--device", "cuda", NULL });
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_cmpstr (r.err, !=, "");
+  cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", good, "--device", "tpu", NULL });
+  g_assert_cmpint (r.status, ==, 2);
+  cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", NULL });
+  g_assert_cmpint (r.status, ==, 2);
+  cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", "/nonexistent/trace.txt", NULL });
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "/nonexistent/trace.txt"));
+  cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", "--help", NULL });
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "--inputs"));
+  cli_run_clear (&r);
+  rm_tree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -996,6 +1199,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/stmt/unsupported", test_unsupported);
   g_test_add_func ("/core/ref/stmt/forward-backward", test_forward_backward);
   g_test_add_func ("/core/ref/thunder/mlp-gelu", test_thunder_mlp);
+  g_test_add_func ("/core/ref/cli/run-cpu", test_cli_run_cpu);
+  g_test_add_func ("/core/ref/cli/errors", test_cli_run_errors);
 
   return g_test_run ();
 }
