@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "cs-decompose.h"
 #include "cs-grad.h"
 #include "cs-pipeline.h"
 #if defined(__has_include)
@@ -34,6 +35,12 @@
 /* The LLaMA stack runs forward only (--grad none): castscope's grad pass has no VJP for the
  * prims.pad its RoPE slices decompose into (reported by test-core-grad's owner). */
 static const char *samples[] = {
+  "data/seed_foo.txt",
+  "data/mlp_gelu.txt",
+  "data/ln_mlp_residual.txt",
+  "data/rmsnorm_swiglu.txt",
+  "data/attention_softmax.txt",
+  "data/cross_entropy.txt",
   "thunder_a_seed_matmul_initial.txt",
   "thunder_b_mlp_gelu_initial.txt",
   "thunder_e_softmax_attention_initial.txt",
@@ -114,6 +121,28 @@ index_producers (const CsStmt *s, GHashTable *prod)
     g_hash_table_insert (prod, w->pdata[i], (gpointer) s);
   for (guint i = 0; i < s->n_subs; i++)
     index_producers (s->subs[i], prod);
+}
+
+/* A bundled sample ("data/x.txt", from CS_DATA_DIR) or a shared trace. */
+static CsTrace *
+load_sample (const char *name)
+{
+  if (g_str_has_prefix (name, "data/"))
+    {
+      const char *dir = g_getenv ("CS_DATA_DIR");
+      g_autofree char *path = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTraceList) list = NULL;
+      if (dir == NULL)
+        return NULL;
+      path = g_build_filename (dir, name + 5, NULL);
+      if (!g_file_test (path, G_FILE_TEST_EXISTS))
+        return NULL;
+      list = cs_parse_file (path, &error);
+      g_assert_no_error (error);
+      return cs_trace_ref (list->traces->pdata[0]);
+    }
+  return load_shared (name);
 }
 
 /* ---- the seed --------------------------------------------------------------------------- */
@@ -239,11 +268,11 @@ test_invariants (void)
 
   for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
     {
-      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      g_autoptr(CsTrace) t = load_sample (samples[si]);
       if (t == NULL)
         {
-          g_test_skip ("CS_SHARED_TRACES not available");
-          return;
+          g_test_message ("%s not available", samples[si]);
+          continue;
         }
       for (guint pi = 0; pi < G_N_ELEMENTS (policies); pi++)
         {
@@ -272,7 +301,9 @@ test_invariants (void)
           n_runs++;
         }
     }
-  g_assert_cmpuint (n_runs, ==, G_N_ELEMENTS (samples) * G_N_ELEMENTS (policies));
+  if (n_runs == 0)
+    g_test_skip ("no sample traces available");
+  g_assert_cmpuint (n_runs % G_N_ELEMENTS (policies), ==, 0);
 }
 
 /* ---- semantics ------------------------------------------------------------------------- */
@@ -335,24 +366,29 @@ test_semantics_f64 (void)
 
   for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
     {
-      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      g_autoptr(CsTrace) t = load_sample (samples[si]);
       g_autoptr(GHashTable) env = NULL;
       g_autoptr(GPtrArray) ref = NULL;
       g_autoptr(GError) error = NULL;
 
       if (t == NULL)
-        {
-          g_test_skip ("CS_SHARED_TRACES not available");
-          return;
-        }
+        continue;
       if (!small_enough (t))
         {
           g_test_message ("%s: too large for the f64 reference in a test, skipped", samples[si]);
           continue;
         }
       env = random_env (t, 7);
-      g_assert_true (cs_ref_run_env (t, env, CS_REF_F64, 0, &ref, NULL, NULL, &error));
-      g_assert_no_error (error);
+      if (!cs_ref_run_env (t, env, CS_REF_F64, 0, &ref, NULL, NULL, &error))
+        {
+          /* a bundled sample without printed subsymbols: its decomposition (default policy)
+           * is the reference; in f64 every policy's decomposition computes the same values */
+          g_autoptr(CsTrace) d = cs_decompose_trace (t, NULL, NULL);
+          g_assert_nonnull (d);
+          g_clear_error (&error);
+          if (!cs_ref_run_env (d, env, CS_REF_F64, 0, &ref, NULL, NULL, &error))
+            g_error ("%s: reference run: %s", samples[si], error->message);
+        }
       for (guint pi = 0; pi < G_N_ELEMENTS (policies); pi++)
         {
           g_autoptr(CsPipeline) pl = NULL;
@@ -387,9 +423,11 @@ test_semantics_f64 (void)
 static void
 test_keep_bit_exact (void)
 {
+  guint n_checked = 0;
+
   for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
     {
-      g_autoptr(CsTrace) t = load_shared (samples[si]);
+      g_autoptr(CsTrace) t = load_sample (samples[si]);
       g_autoptr(CsPipeline) pl = NULL;
       g_autoptr(GHashTable) env = NULL;
       g_autoptr(GPtrArray) a = NULL;
@@ -399,10 +437,7 @@ test_keep_bit_exact (void)
       CsPolicy p;
 
       if (t == NULL)
-        {
-          g_test_skip ("CS_SHARED_TRACES not available");
-          return;
-        }
+        continue;
       if (!small_enough (t))
         continue;
       cs_policy_init_default (&p);
@@ -412,7 +447,17 @@ test_keep_bit_exact (void)
       fused = cs_pipeline_find_trace (pl, "dce");
       env = random_env (dec, 11);
       if (!cs_ref_run_env (dec, env, CS_REF_EXACT, 0, &a, NULL, NULL, &error))
-        g_error ("%s decomposed: %s", samples[si], error->message);
+        {
+          if (g_error_matches (error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED))
+            {
+              /* e.g. cross_entropy's backward needs prims.scatter_add, which the CPU
+               * reference does not have yet */
+              g_test_message ("%s: not checked: %s", samples[si], error->message);
+              continue;
+            }
+          g_error ("%s decomposed: %s", samples[si], error->message);
+        }
+      n_checked++;
       if (!cs_ref_run_env (fused, env, CS_REF_EXACT, 0, &b, NULL, NULL, &error))
         g_error ("%s fused: %s", samples[si], error->message);
       g_assert_cmpuint (a->len, ==, b->len);
@@ -429,6 +474,36 @@ test_keep_bit_exact (void)
           g_assert_cmpmem (x->data, cs_tensor_nbytes (x), y->data, cs_tensor_nbytes (y));
         }
     }
+  g_assert_cmpuint (n_checked, >, 0);
+
+  /* the check is sharp: with redundant-casts=remove the GELU MLP's f32->bf16->f32 chains
+   * inside its region collapse, the bf16 roundings go, and the bits change */
+  {
+    g_autoptr(CsTrace) t = load_sample ("data/mlp_gelu.txt");
+    g_autoptr(CsPipeline) pl = NULL;
+    g_autoptr(GHashTable) env = NULL;
+    g_autoptr(GPtrArray) a = NULL;
+    g_autoptr(GPtrArray) b = NULL;
+    gboolean differ = FALSE;
+    CsPolicy p;
+
+    if (t == NULL)
+      return;
+    cs_policy_init_default (&p);
+    pl = run (t, &p);
+    env = random_env (cs_pipeline_find_trace (pl, "decompose"), 11);
+    g_assert_true (cs_ref_run_env (cs_pipeline_find_trace (pl, "decompose"), env, CS_REF_EXACT, 0,
+                                   &a, NULL, NULL, NULL));
+    g_assert_true (cs_ref_run_env (cs_pipeline_find_trace (pl, "dce"), env, CS_REF_EXACT, 0, &b,
+                                   NULL, NULL, NULL));
+    for (guint k = 0; k < a->len && !differ; k++)
+      {
+        const CsTensor *x = a->pdata[k], *y = b->pdata[k];
+        if (x && y && cs_tensor_nbytes (x) == cs_tensor_nbytes (y))
+          differ = memcmp (x->data, y->data, cs_tensor_nbytes (x)) != 0;
+      }
+    g_assert_true (differ);
+  }
 }
 
 #else
