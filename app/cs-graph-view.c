@@ -140,6 +140,9 @@ apply_values (CsGraphView *self)
             }
         }
     }
+  /* Errors and times are magnitudes: the scale starts at 0 so that small reads as small. */
+  if (lo > 0)
+    lo = 0;
   if (lo <= hi)
     cs_layout_set_value_scale (self->layout, self->values_title ? self->values_title : "value",
                                lo, hi > lo ? hi : lo + 1e-30);

@@ -74,7 +74,11 @@ struct _CsWindow
                                                         time, ms) */
   GHashTable        *run_edge_values[CS_N_FAMILIES]; /* (nullable) proxy name -> double* (error
                                                         against f64) */
-  char              *run_title;         /* (nullable) colour-scale title of the run overlay */
+  GHashTable        *run_time_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
+                                                        time, ms: GPU median or estimate) */
+  char              *run_title;         /* (nullable) colour-scale title of the error overlay */
+  char              *run_time_title;    /* (nullable) colour-scale title of the time overlay */
+  GtkDropDown       *overlay_dropdown;  /* run overlay: 0 = error vs f64, 1 = region time */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
 };
 
@@ -109,5 +113,6 @@ void         _cs_window_search_activate_cb (CsWindow       *self,
 /* cs-window-run.c */
 void         _cs_window_run               (CsWindow   *self);
 void         _cs_window_clear_run         (CsWindow   *self);
+void         _cs_window_apply_run_overlay (CsWindow   *self);
 
 G_END_DECLS

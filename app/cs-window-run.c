@@ -1,8 +1,631 @@
-/* cs-window-run.c: CsWindow's Run: execute the shown forward and backward, then overlay
- * per-region time and per-tensor error on the graph and list them in the run table. */
+/* cs-window-run.c: CsWindow's Run: execute the shown forward and backward, then overlay the
+ * per-tensor error against f64 or the per-region time on the graph, and list both in the run
+ * table.
+ *
+ * Executors, on a worker thread (GTask):
+ * - core's CPU reference (core/cs-ref.h), always: each trace runs twice on the same random
+ *   inputs, CS_REF_EXACT (trace dtypes, bf16/f16 rounding after every prim, as the GPU stores
+ *   values) and CS_REF_F64 (the ground truth).  The backward takes the forward's returned
+ *   tensors (saved_for_backward) by name plus random cotangents; its f64 run takes the f64
+ *   forward's tensors, so its error includes the forward's.
+ * - the CUDA executor (kernels/, loaded at run time through app/cs-cuda-loader.h) when the
+ *   module loads and a device answers: the same inputs are copied to the GPU, its outputs are
+ *   compared with the f64 reference, and per-step times (CUDA events, CUDA-graph replay) give
+ *   each region's time.  Without a GPU the region times are the H200 roofline estimate of
+ *   core/cs-stats.h, and the table says so.
+ */
 #include "cs-config.h"
 
 #include "cs-window-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-cuda-loader.h"
+#include "cs-ops.h"
+#include "cs-ref.h"
+#include "cs-stats.h"
+#include "cs-tensor.h"
+
+#define RUN_SEED   20260501u
+#define TIME_ITERS 20
+
+typedef struct
+{
+  CsFamily  family;
+  gboolean  gpu;           /* measured on the GPU (else the CPU reference in trace dtypes) */
+  char     *name;          /* tensor (proxy) name */
+  char     *type;          /* "bf16[8, 16]" */
+  guint32   stmt_id;       /* top-level statement producing it, 0 = none */
+  double    max_abs;       /* max |x - f64| over elements */
+  double    rel;           /* max_abs / max |f64| (0 when the reference is all zeros) */
+} RunRow;
+
+typedef struct
+{
+  CsFamily  family;
+  char     *name;          /* region callee ("nvFusion0") or step label */
+  guint32   stmt_id;       /* top-level statement it times, 0 = none */
+  guint     n_ops;         /* prims in the region (0 for matmul steps) */
+  double    ms;            /* measured median (GPU) or roofline estimate, ms */
+  double    bytes;         /* bytes read + written */
+} RunTime;
+
+typedef struct
+{
+  CsWindow  *self;          /* (owned) for progress reports */
+  CsTrace   *trace[CS_N_FAMILIES]; /* (owned, nullable) final traces */
+  CsPolicy   policy;        /* for the GPU program (tf32) */
+  GArray    *rows;          /* element-type RunRow */
+  GArray    *times;         /* element-type RunTime */
+  gboolean   gpu_ran;       /* the GPU run succeeded */
+  char      *device;        /* "NVIDIA H200" or "CPU reference" */
+  double     wall_ms;       /* wall time of the whole job, ms */
+  double     gpu_step_ms;   /* GPU: median step time (graph replay), ms */
+  char      *note;          /* (nullable) what could not be run, for the info bar */
+  char      *gpu_note;      /* (nullable) why the GPU was not used */
+  guint      generation;    /* the window's generation when the run started */
+} RunJob;
+
+typedef struct
+{
+  CsWindow *self;           /* (owned) */
+  double    fraction;       /* 0..1 */
+  char     *text;
+} RunProgress;
+
+static void
+run_row_clear (gpointer data)
+{
+  RunRow *row = data;
+
+  g_free (row->name);
+  g_free (row->type);
+}
+
+static void
+run_time_clear (gpointer data)
+{
+  g_free (((RunTime *) data)->name);
+}
+
+static void
+run_job_free (gpointer data)
+{
+  RunJob *job = data;
+
+  g_clear_object (&job->self);
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    g_clear_pointer (&job->trace[f], cs_trace_unref);
+  g_clear_pointer (&job->rows, g_array_unref);
+  g_clear_pointer (&job->times, g_array_unref);
+  g_free (job->device);
+  g_free (job->note);
+  g_free (job->gpu_note);
+  g_free (job);
+}
+
+static gboolean
+progress_idle (gpointer data)
+{
+  RunProgress *p = data;
+
+  gtk_widget_set_visible (GTK_WIDGET (p->self->run_progress), TRUE);
+  gtk_progress_bar_set_fraction (p->self->run_progress, p->fraction);
+  gtk_progress_bar_set_text (p->self->run_progress, p->text);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+progress_free (gpointer data)
+{
+  RunProgress *p = data;
+
+  g_object_unref (p->self);
+  g_free (p->text);
+  g_free (p);
+}
+
+static void
+report_progress (RunJob *job, double fraction, const char *text)
+{
+  RunProgress *p = g_new0 (RunProgress, 1);
+
+  p->self = g_object_ref (job->self);
+  p->fraction = fraction;
+  p->text = g_strdup (text);
+  g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, progress_idle, p, progress_free);
+}
+
+/* The top-level statement of @trace whose outputs include @name (0 = none). */
+static guint32
+producer_of (const CsTrace *trace, const char *name)
+{
+  for (guint i = 0; trace != NULL && i < trace->n_stmts; i++)
+    {
+      const CsStmt *stmt = trace->stmts[i];
+      g_autoptr(GPtrArray) outs = NULL;
+
+      if (stmt->kind != CS_STMT_CALL)
+        continue;
+      outs = g_ptr_array_new ();
+      cs_stmt_collect_outputs (stmt, outs);
+      for (guint k = 0; k < outs->len; k++)
+        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+          return stmt->id;
+    }
+  return 0;
+}
+
+/* The top-level call of @trace named @callee ("nvFusion0"), 0 = none. */
+static guint32
+call_named (const CsTrace *trace, const char *callee)
+{
+  for (guint i = 0; trace != NULL && i < trace->n_stmts; i++)
+    if (trace->stmts[i]->kind == CS_STMT_CALL && g_strcmp0 (trace->stmts[i]->callee, callee) == 0)
+      return trace->stmts[i]->id;
+  return 0;
+}
+
+/* Appends a row comparing @x with the f64 reference @r (same numel). */
+static void
+add_row (RunJob *job, CsFamily family, gboolean gpu, const char *name, const CsTensor *x,
+         const CsTensor *r)
+{
+  double max_abs = 0, max_ref = 0;
+  RunRow row = { 0 };
+
+  for (int64_t i = 0; i < x->numel; i++)
+    {
+      double a = cs_tensor_get_f64 (x, i);
+      double b = cs_tensor_get_f64 (r, i);
+      double d = fabs (a - b);
+
+      if (isnan (d))
+        d = (isnan (a) && isnan (b)) ? 0 : INFINITY;
+      max_abs = MAX (max_abs, d);
+      max_ref = MAX (max_ref, fabs (b));
+    }
+  row.family = family;
+  row.gpu = gpu;
+  row.name = g_strdup (name);
+  row.type = cs_tensor_type_string (x);
+  row.stmt_id = producer_of (job->trace[family], name);
+  row.max_abs = max_abs;
+  row.rel = max_ref > 0 ? max_abs / max_ref : 0;
+  g_array_append_val (job->rows, row);
+}
+
+/* Compares every returned float tensor of the exact run with the f64 run, by name; trace
+ * inputs handed back unchanged (saved for backward) are skipped. */
+static void
+compare_outputs (RunJob *job, CsFamily family, GHashTable *exact, GHashTable *ref,
+                 GHashTable *inputs)
+{
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&iter, exact);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    {
+      const CsTensor *x = value;
+      const CsTensor *r = g_hash_table_lookup (ref, key);
+
+      if (r == NULL || x->numel != r->numel || !cs_dtype_is_float (x->dtype)
+          || g_hash_table_contains (inputs, key))
+        continue;
+      add_row (job, family, FALSE, key, x, r);
+    }
+}
+
+/* Runs @trace in both modes.  @env_exact / @env_f64 may already bind some leaves (the
+ * backward's saved tensors); the others get random values, the same in both envs. */
+static gboolean
+run_family (RunJob *job, CsFamily family, GHashTable *env_exact, GHashTable *env_f64,
+            GHashTable *ret_exact, GHashTable *ret_f64, double p0, GError **error)
+{
+  CsTrace *trace = job->trace[family];
+  g_autoptr(GPtrArray) leaves = cs_ref_dup_leaf_inputs (trace);
+  g_autoptr(GPtrArray) out_exact = NULL;
+  g_autoptr(GPtrArray) out_f64 = NULL;
+  const char *what = family == CS_FAMILY_FORWARD ? "forward" : "backward";
+  g_autofree char *msg1 = g_strdup_printf ("CPU reference: %s in trace dtypes…", what);
+  g_autofree char *msg2 = g_strdup_printf ("CPU reference: %s in f64…", what);
+
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      const CsProxy *p = g_ptr_array_index (leaves, i);
+      g_autoptr(CsTensor) t = NULL;
+
+      if (g_hash_table_contains (env_exact, p->name))
+        continue;
+      t = cs_ref_random_input (trace, p, RUN_SEED + family, error);
+      if (t == NULL)
+        return FALSE;
+      cs_ref_env_insert (env_exact, p->name, t);
+      cs_ref_env_insert (env_f64, p->name, t);
+    }
+  report_progress (job, p0, msg1);
+  if (!cs_ref_run_env (trace, env_exact, CS_REF_EXACT, RUN_SEED, &out_exact, NULL, ret_exact, error))
+    return FALSE;
+  report_progress (job, p0 + 0.2, msg2);
+  if (!cs_ref_run_env (trace, env_f64, CS_REF_F64, RUN_SEED, &out_f64, NULL, ret_f64, error))
+    return FALSE;
+  compare_outputs (job, family, ret_exact, ret_f64, env_exact);
+  return TRUE;
+}
+
+/* Region times from the roofline model (no GPU). */
+static void
+estimate_times (RunJob *job)
+{
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      g_autoptr(CsTraceStats) stats = NULL;
+
+      if (job->trace[f] == NULL)
+        continue;
+      stats = cs_stats_compute (job->trace[f]);
+      for (guint i = 0; i < stats->regions->len; i++)
+        {
+          const CsStatsEntry *e = &g_array_index (stats->regions, CsStatsEntry, i);
+          RunTime t = { f, g_strdup (e->name ? e->name : "?"), call_named (job->trace[f], e->name),
+                        e->n_statements, e->est_ms, e->bytes_read + e->bytes_written };
+
+          g_array_append_val (job->times, t);
+        }
+    }
+}
+
+/* The GPU run: same inputs as the CPU reference, outputs against f64, per-step times.
+ * Returns FALSE with @error set when there is no executor or device (the caller notes it). */
+static gboolean
+run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_ref,
+         GHashTable *bwd_ref, GError **error)
+{
+  const CsCudaBackend *be = cs_cuda_loader_get (error);
+  CsCudaDeviceInfo info;
+  CsCudaProgram *prog;
+  CsCudaTimes times = { 0 };
+  gboolean ok = FALSE;
+
+  if (be == NULL || !be->device_info (&info, error))
+    return FALSE;
+  report_progress (job, 0.8, "GPU: compiling (NVRTC, cuBLASLt plans)…");
+  prog = be->program_new (job->trace[CS_FAMILY_FORWARD], job->trace[CS_FAMILY_BACKWARD],
+                          &job->policy, error);
+  if (prog == NULL)
+    return FALSE;
+
+  for (guint i = 0; i < be->program_n_inputs (prog); i++)
+    {
+      const CsCudaTensorInfo *in = be->program_input (prog, i);
+      const CsTensor *x = g_hash_table_lookup (in->backward ? bwd_env : fwd_env, in->name);
+
+      if (x == NULL)
+        {
+          g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_INPUT,
+                       "GPU input %s has no value from the CPU run", in->name);
+          goto out;
+        }
+      if (!be->program_set_input (prog, i, x->data, cs_tensor_nbytes (x), error))
+        goto out;
+    }
+  report_progress (job, 0.85, "GPU: running…");
+  if (!be->program_run (prog, FALSE, error))
+    goto out;
+  for (guint i = 0; i < be->program_n_outputs (prog); i++)
+    {
+      const CsCudaTensorInfo *o = be->program_output (prog, i);
+      const CsTensor *r = g_hash_table_lookup (o->backward ? bwd_ref : fwd_ref, o->name);
+      g_autoptr(CsTensor) got = NULL;
+
+      if (r == NULL || !cs_dtype_is_float (o->dtype))
+        continue;
+      got = cs_tensor_new (o->dtype, o->shape, o->rank, error);
+      if (got == NULL || !be->program_get_output (prog, i, got->data, cs_tensor_nbytes (got), error))
+        goto out;
+      if (got->numel == r->numel)
+        add_row (job, o->backward ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD, TRUE, o->name, got, r);
+    }
+  report_progress (job, 0.9, "GPU: timing (CUDA graph replay)…");
+  if (!be->program_time (prog, TIME_ITERS, &times, error))
+    goto out;
+  job->gpu_step_ms = times.graph_ms;
+  for (guint i = 0; times.steps != NULL && i < times.steps->len; i++)
+    {
+      const CsCudaStepTiming *s = &g_array_index (times.steps, CsCudaStepTiming, i);
+      CsFamily f = s->backward ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD;
+      g_auto(GStrv) words = g_strsplit (s->label, " ", 3);
+      guint32 id = 0;
+
+      /* Labels: "nvFusion0 k0 pointwise ..." or "matmul t31 bf16 8x16x16". */
+      if (words[0] != NULL && strcmp (words[0], "matmul") == 0 && words[1] != NULL)
+        id = producer_of (job->trace[f], words[1]);
+      else if (words[0] != NULL)
+        id = call_named (job->trace[f], words[0]);
+      {
+        RunTime t = { f, g_strdup (s->label), id, 0, s->median_ms, s->bytes };
+        g_array_append_val (job->times, t);
+      }
+    }
+  job->device = g_strdup (info.name);
+  ok = TRUE;
+out:
+  be->program_free (prog);
+  return ok;
+}
+
+static GHashTable *
+new_returned_table (void)
+{
+  return g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                (GDestroyNotify) cs_tensor_unref);
+}
+
+static void
+run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  RunJob *job = task_data;
+  g_autoptr(GHashTable) env_exact = cs_ref_env_new ();
+  g_autoptr(GHashTable) env_f64 = cs_ref_env_new ();
+  g_autoptr(GHashTable) fwd_exact = new_returned_table ();
+  g_autoptr(GHashTable) fwd_f64 = new_returned_table ();
+  g_autoptr(GHashTable) benv_exact = cs_ref_env_new ();
+  g_autoptr(GHashTable) benv_f64 = cs_ref_env_new ();
+  g_autoptr(GHashTable) bwd_exact = new_returned_table ();
+  g_autoptr(GHashTable) bwd_f64 = new_returned_table ();
+  g_autoptr(GError) gpu_error = NULL;
+  GError *error = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+
+  if (job->trace[CS_FAMILY_FORWARD] == NULL)
+    {
+      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                               "there is no forward trace to run");
+      return;
+    }
+  if (!run_family (job, CS_FAMILY_FORWARD, env_exact, env_f64, fwd_exact, fwd_f64, 0.0, &error))
+    {
+      g_prefix_error (&error, "forward: ");
+      g_task_return_error (task, error);
+      return;
+    }
+  if (g_task_return_error_if_cancelled (task))
+    return;
+  if (job->trace[CS_FAMILY_BACKWARD] != NULL)
+    {
+      /* The backward binds the forward's returned tensors (saved_for_backward) by name. */
+      GHashTableIter iter;
+      gpointer key, value;
+
+      g_hash_table_iter_init (&iter, fwd_exact);
+      while (g_hash_table_iter_next (&iter, &key, &value))
+        cs_ref_env_insert (benv_exact, key, value);
+      g_hash_table_iter_init (&iter, fwd_f64);
+      while (g_hash_table_iter_next (&iter, &key, &value))
+        cs_ref_env_insert (benv_f64, key, value);
+      if (!run_family (job, CS_FAMILY_BACKWARD, benv_exact, benv_f64, bwd_exact, bwd_f64, 0.4,
+                       &error))
+        {
+          job->note = g_strdup_printf ("The backward could not run on the CPU reference: %s",
+                                       error->message);
+          g_clear_error (&error);
+        }
+    }
+  if (g_task_return_error_if_cancelled (task))
+    return;
+
+  job->gpu_ran = run_gpu (job, env_exact, benv_exact, fwd_f64, bwd_f64, &gpu_error);
+  if (!job->gpu_ran)
+    {
+      /* Keep only the CPU rows and estimate the region times. */
+      for (guint i = job->rows->len; i > 0; i--)
+        if (g_array_index (job->rows, RunRow, i - 1).gpu)
+          g_array_remove_index (job->rows, i - 1);
+      g_array_set_size (job->times, 0);
+      estimate_times (job);
+      job->gpu_note = g_strdup (gpu_error ? gpu_error->message : "no GPU");
+      job->device = g_strdup ("CPU reference");
+    }
+  job->wall_ms = (g_get_monotonic_time () - t0) / 1000.0;
+  report_progress (job, 1.0, "done");
+  g_task_return_boolean (task, TRUE);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Showing the results                                                                         */
+
+static void
+grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gboolean numeric)
+{
+  GtkWidget *label = gtk_label_new (text);
+
+  gtk_label_set_xalign (GTK_LABEL (label), numeric ? 1.0 : 0.0);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  if (header)
+    gtk_widget_add_css_class (label, "run-table-header");
+  if (numeric)
+    gtk_widget_add_css_class (label, "status-number");
+  gtk_grid_attach (grid, label, col, row, 1, 1);
+}
+
+static int
+row_compare (gconstpointer a, gconstpointer b)
+{
+  const RunRow *x = a, *y = b;
+
+  if (x->family != y->family)
+    return (int) x->family - (int) y->family;
+  if (x->gpu != y->gpu)
+    return x->gpu ? -1 : 1;
+  return x->rel < y->rel ? 1 : x->rel > y->rel ? -1 : 0;
+}
+
+static void
+fill_table (CsWindow *self, RunJob *job)
+{
+  int r = 0;
+
+  g_array_sort (job->rows, row_compare);
+  grid_add (self->run_grid, 0, r, job->gpu_ran ? "Tensor (GPU / CPU)" : "Tensor", TRUE, FALSE);
+  grid_add (self->run_grid, 1, r, "Type", TRUE, FALSE);
+  grid_add (self->run_grid, 2, r, "max |err|", TRUE, TRUE);
+  grid_add (self->run_grid, 3, r, "rel. err", TRUE, TRUE);
+  r++;
+  for (guint i = 0; i < job->rows->len; i++)
+    {
+      const RunRow *row = &g_array_index (job->rows, RunRow, i);
+      g_autofree char *name = g_strdup_printf ("%s %s%s",
+                                               row->family == CS_FAMILY_FORWARD ? "fwd" : "bwd",
+                                               row->name,
+                                               job->gpu_ran ? (row->gpu ? " (GPU)" : " (CPU)") : "");
+      g_autofree char *abs = g_strdup_printf ("%.3g", row->max_abs);
+      g_autofree char *rel = g_strdup_printf ("%.3g", row->rel);
+
+      grid_add (self->run_grid, 0, r, name, FALSE, FALSE);
+      grid_add (self->run_grid, 1, r, row->type, FALSE, FALSE);
+      grid_add (self->run_grid, 2, r, abs, FALSE, TRUE);
+      grid_add (self->run_grid, 3, r, rel, FALSE, TRUE);
+      r++;
+    }
+
+  r++;
+  grid_add (self->run_grid, 0, r, job->gpu_ran ? "GPU step" : "Region", TRUE, FALSE);
+  grid_add (self->run_grid, 1, r, job->gpu_ran ? "" : "ops", TRUE, FALSE);
+  grid_add (self->run_grid, 2, r, job->gpu_ran ? "median" : "est. (H200)", TRUE, TRUE);
+  grid_add (self->run_grid, 3, r, "KB moved", TRUE, TRUE);
+  r++;
+  for (guint i = 0; i < job->times->len; i++)
+    {
+      const RunTime *t = &g_array_index (job->times, RunTime, i);
+      g_autofree char *name = g_strdup_printf ("%s %s", t->family == CS_FAMILY_FORWARD ? "fwd"
+                                                                                      : "bwd",
+                                               t->name);
+      g_autofree char *ops = t->n_ops ? g_strdup_printf ("%u", t->n_ops) : g_strdup ("");
+      g_autofree char *ms = _cs_window_format_ms (t->ms);
+      g_autofree char *kb = g_strdup_printf ("%.3g", t->bytes / 1e3);
+
+      grid_add (self->run_grid, 0, r, name, FALSE, FALSE);
+      grid_add (self->run_grid, 1, r, ops, FALSE, FALSE);
+      grid_add (self->run_grid, 2, r, ms, FALSE, TRUE);
+      grid_add (self->run_grid, 3, r, kb, FALSE, TRUE);
+      r++;
+    }
+}
+
+/**
+ * _cs_window_apply_run_overlay:
+ *
+ * Passes the overlay chosen in the run panel (error against f64, or region time) to both graph
+ * views; nothing when there is no run.
+ */
+void
+_cs_window_apply_run_overlay (CsWindow *self)
+{
+  gboolean time = gtk_drop_down_get_selected (self->overlay_dropdown) == 1;
+
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      CsGraphView *view = _cs_window_get_view (self, f);
+
+      if (self->run_title == NULL)
+        cs_graph_view_set_values (view, NULL, NULL, NULL);
+      else if (time)
+        cs_graph_view_set_values (view, self->run_time_values[f], NULL, self->run_time_title);
+      else
+        cs_graph_view_set_values (view, self->run_node_values[f], self->run_edge_values[f],
+                                  self->run_title);
+    }
+}
+
+static void
+put_max (GHashTable **table, guint32 id, double v)
+{
+  double *cur;
+
+  if (*table == NULL)
+    *table = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  cur = g_hash_table_lookup (*table, GUINT_TO_POINTER (id));
+  if (cur == NULL)
+    g_hash_table_insert (*table, GUINT_TO_POINTER (id), g_memdup2 (&v, sizeof v));
+  else
+    *cur = MAX (*cur, v);
+}
+
+static void
+run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(CsWindow) self = user_data;
+  RunJob *job = g_task_get_task_data (G_TASK (result));
+  g_autoptr(GError) error = NULL;
+
+  _cs_window_job_end (self);
+  if (!g_task_propagate_boolean (G_TASK (result), &error))
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        {
+          g_autofree char *msg = g_strdup_printf ("Run failed (CPU reference): %s", error->message);
+          cs_window_show_error (self, msg);
+        }
+      gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+      return;
+    }
+  if (job->generation != self->generation)
+    return;
+
+  _cs_window_clear_run (self);
+  for (guint i = 0; i < job->rows->len; i++)
+    {
+      const RunRow *row = &g_array_index (job->rows, RunRow, i);
+
+      /* The overlay shows what ran on the device that ran (GPU when there was one). */
+      if (row->gpu != job->gpu_ran)
+        continue;
+      if (self->run_edge_values[row->family] == NULL)
+        self->run_edge_values[row->family] = g_hash_table_new_full (g_str_hash, g_str_equal,
+                                                                    g_free, g_free);
+      g_hash_table_insert (self->run_edge_values[row->family], g_strdup (row->name),
+                           g_memdup2 (&row->rel, sizeof (double)));
+      if (row->stmt_id != 0)
+        put_max (&self->run_node_values[row->family], row->stmt_id, row->rel);
+    }
+  for (guint i = 0; i < job->times->len; i++)
+    {
+      const RunTime *t = &g_array_index (job->times, RunTime, i);
+      double *cur;
+
+      if (t->stmt_id == 0)
+        continue;
+      if (self->run_time_values[t->family] == NULL)
+        self->run_time_values[t->family] = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+      /* A region may run as several kernels: sum their times. */
+      cur = g_hash_table_lookup (self->run_time_values[t->family], GUINT_TO_POINTER (t->stmt_id));
+      if (cur != NULL)
+        *cur += t->ms;
+      else
+        g_hash_table_insert (self->run_time_values[t->family], GUINT_TO_POINTER (t->stmt_id),
+                             g_memdup2 (&t->ms, sizeof (double)));
+    }
+  self->run_title = g_strdup (job->gpu_ran ? "GPU rel. error vs f64" : "rel. error vs f64");
+  self->run_time_title = g_strdup (job->gpu_ran ? "GPU time (ms)" : "est. time (ms, H200)");
+  if (job->gpu_ran)
+    self->last_run_summary = g_strdup_printf ("%s: step %.3g ms (CUDA graph), %u tensors checked "
+                                              "against f64", job->device, job->gpu_step_ms,
+                                              job->rows->len);
+  else
+    self->last_run_summary = g_strdup_printf ("CPU reference (no GPU): %u tensors checked against "
+                                              "f64 in %.1f ms", job->rows->len, job->wall_ms);
+  _cs_window_apply_run_overlay (self);
+  fill_table (self, job);
+  gtk_progress_bar_set_fraction (self->run_progress, 1.0);
+  gtk_progress_bar_set_text (self->run_progress, self->last_run_summary);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->run_progress), job->gpu_note);
+  gtk_widget_set_visible (GTK_WIDGET (self->overlay_dropdown), TRUE);
+  if (job->note != NULL)
+    cs_window_show_error (self, job->note);
+  gtk_label_set_text (self->status_message, self->last_run_summary);
+}
 
 /**
  * _cs_window_clear_run:
@@ -15,30 +638,65 @@ _cs_window_clear_run (CsWindow *self)
 {
   GtkWidget *child;
 
-  if (self->run_cancellable != NULL)
-    g_cancellable_cancel (self->run_cancellable);
-  g_clear_object (&self->run_cancellable);
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
       g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
       g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
+      g_clear_pointer (&self->run_time_values[f], g_hash_table_unref);
       cs_graph_view_set_values (_cs_window_get_view (self, f), NULL, NULL, NULL);
     }
   g_clear_pointer (&self->run_title, g_free);
+  g_clear_pointer (&self->run_time_title, g_free);
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);
-  gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+  gtk_widget_set_visible (GTK_WIDGET (self->overlay_dropdown), FALSE);
 }
 
 /**
  * _cs_window_run:
  *
- * Runs the final forward and backward traces.
+ * Runs the final forward and backward traces of the current result (worker thread, progress in
+ * the run panel): on the CPU reference always, on the GPU too when the CUDA executor loads and
+ * a device answers.  Then overlays the relative error of every returned tensor against the f64
+ * run (edges, and the statements producing them) or the per-region time (the run panel's
+ * overlay switch), and lists both in the run table.  Errors go to the info bar; the window
+ * stays usable meanwhile.
  */
 void
 _cs_window_run (CsWindow *self)
 {
-  cs_window_show_error (self, "Run is not available in this build: the CPU reference executor "
-                              "(core/cs-ref.h) is not built in yet.");
+  g_autoptr(GTask) task = NULL;
+  RunJob *job;
+
+  if (self->analysis == NULL)
+    {
+      cs_window_show_error (self, "Nothing to run: open a trace first.");
+      return;
+    }
+  if (self->run_cancellable != NULL)
+    g_cancellable_cancel (self->run_cancellable);
+  g_set_object (&self->run_cancellable, g_cancellable_new ());
+  g_object_unref (self->run_cancellable);
+
+  job = g_new0 (RunJob, 1);
+  job->self = g_object_ref (self);
+  job->policy = self->policy;
+  job->rows = g_array_new (FALSE, TRUE, sizeof (RunRow));
+  g_array_set_clear_func (job->rows, run_row_clear);
+  job->times = g_array_new (FALSE, TRUE, sizeof (RunTime));
+  g_array_set_clear_func (job->times, run_time_clear);
+  job->generation = self->generation;
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      CsTrace *t = cs_analysis_get_final (self->analysis, f);
+      job->trace[f] = t ? cs_trace_ref (t) : NULL;
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->run_progress), TRUE);
+  gtk_progress_bar_set_fraction (self->run_progress, 0);
+  gtk_progress_bar_set_text (self->run_progress, "starting…");
+  task = g_task_new (NULL, self->run_cancellable, run_done_cb, g_object_ref (self));
+  g_task_set_task_data (task, job, run_job_free);
+  _cs_window_job_begin (self);
+  g_task_run_in_thread (task, run_thread);
 }

@@ -442,10 +442,7 @@ _cs_window_update_status (CsWindow *self)
   {
     g_autofree char *t = _cs_window_format_ms (stats->total.est_ms);
 
-    if (self->last_run_summary != NULL)
-      s_time = g_strdup_printf ("Est. %s (H200 roofline) · %s", t, self->last_run_summary);
-    else
-      s_time = g_strdup_printf ("Est. %s (H200 roofline)", t);
+    s_time = g_strdup_printf ("Est. %s (H200 roofline)", t);
   }
   gtk_label_set_text (self->status_casts, s_casts);
   gtk_label_set_text (self->status_regions, s_regions);
@@ -497,9 +494,8 @@ update_shown (CsWindow *self)
         cs_graph_view_set_trace (view, trace, diff_base_for (self, f));
       else
         cs_graph_view_set_diff_base (view, diff_base_for (self, f));
-      cs_graph_view_set_values (view, self->run_node_values[f], self->run_edge_values[f],
-                                self->run_title);
     }
+  _cs_window_apply_run_overlay (self);
   update_pass_row (self);
   update_text (self, _cs_window_get_shown_trace (self));
   _cs_window_update_status (self);
@@ -840,8 +836,10 @@ cs_window_finalize (GObject *object)
     {
       g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
       g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
+      g_clear_pointer (&self->run_time_values[f], g_hash_table_unref);
     }
   g_clear_pointer (&self->run_title, g_free);
+  g_clear_pointer (&self->run_time_title, g_free);
   g_clear_object (&self->run_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
@@ -877,6 +875,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_heading);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_progress);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_regions);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_matmuls);
@@ -886,6 +885,8 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
+  gtk_widget_class_bind_template_callback_full (widget_class, "overlay_changed_cb",
+                                                G_CALLBACK (_cs_window_apply_run_overlay));
   gtk_widget_class_bind_template_callback_full (widget_class, "search_changed_cb",
                                                 G_CALLBACK (_cs_window_search_changed_cb));
   gtk_widget_class_bind_template_callback_full (widget_class, "search_activate_cb",

@@ -222,6 +222,8 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (cs_graph_view_count_badges (fwd, TRUE), ==, 1);
   g_assert_cmpuint (cs_graph_view_count_badges (fwd, FALSE), ==, 0);
   g_assert_false (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  _cs_window_find_next (fx->win, "matmul", TRUE);
+  wait_idle (fx->win);
   save_screenshot (GTK_WIDGET (fx->win), "castscope-default.png");
 
   show_family (fx->win, "backward");
@@ -251,6 +253,8 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
   g_assert_true (cs_graph_view_get_diff_stats (fwd, &stats));
   g_assert_cmpuint (stats.casts_added, >=, 2);
+  _cs_window_find_next (fx->win, "matmul", TRUE);
+  wait_idle (fx->win);
   save_screenshot (GTK_WIDGET (fx->win), "castscope-upcast-diff.png");
 
   show_family (fx->win, "backward");
@@ -400,6 +404,78 @@ test_export (Fixture *fx, gconstpointer data)
   g_rmdir (dir);
 }
 
+/* Run on the CPU reference: every returned float tensor gets an error against f64.  bf16 keeps
+ * 8 significant bits, so one rounding costs up to 2^-9 = 0.2 % relative; the seed's outputs
+ * pass through a few roundings and a 16-term dot product, so the largest relative error of a
+ * bf16 output lies between 2^-12 (some rounding happened) and 2^-4 (no blow-up). */
+static void
+test_run_overlay (Fixture *fx, gconstpointer data)
+{
+  CsLayout *layout;
+  guint n_values = 0;
+  double max_rel = 0;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  if (gtk_info_bar_get_revealed (fx->win->error_bar))
+    g_test_message ("error bar: %s", gtk_label_get_text (fx->win->error_label));
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_BACKWARD]);
+  /* The forward returns t5 (bf16[8, 16]) and the saved tensors. */
+  g_assert_true (g_hash_table_contains (fx->win->run_edge_values[CS_FAMILY_FORWARD], "t5"));
+  {
+    double rel = *(double *) g_hash_table_lookup (fx->win->run_edge_values[CS_FAMILY_FORWARD], "t5");
+
+    g_test_message ("t5 relative error vs f64: %g", rel);
+    g_assert_cmpfloat (rel, >, 1.0 / 4096);
+    g_assert_cmpfloat (rel, <, 1.0 / 16);
+  }
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (layout);
+  g_assert_true (layout->has_scale);
+  for (guint i = 0; i < layout->n_edges; i++)
+    if (layout->edges[i].has_value)
+      {
+        n_values++;
+        max_rel = MAX (max_rel, layout->edges[i].value);
+      }
+  g_assert_cmpuint (n_values, >, 0);
+  g_assert_cmpfloat (max_rel, <, 1.0 / 16);
+  /* The table lists them (a header row and at least one tensor row). */
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-run-overlay.png");
+
+  /* The time overlay colours the fusion region (GPU median, or the roofline estimate). */
+  gtk_drop_down_set_selected (fx->win->overlay_dropdown, 1);
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_true (layout->has_scale);
+  g_assert_cmpuint (layout->n_clusters, >=, 1);
+  {
+    gboolean region_timed = FALSE;
+
+    for (guint i = 0; i < layout->n_clusters; i++)
+      if (layout->clusters[i].kind == CS_LAYOUT_CLUSTER_REGION && layout->clusters[i].has_value)
+        {
+          region_timed = TRUE;
+          g_assert_cmpfloat (layout->clusters[i].value, >, 0);
+        }
+    g_assert_true (region_timed);
+    for (guint i = 0; i < layout->n_edges; i++)
+      g_assert_false (layout->edges[i].has_value);
+  }
+  gtk_drop_down_set_selected (fx->win->overlay_dropdown, 0);
+
+  /* A policy change forgets the overlay (its numbers described other traces). */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -428,6 +504,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/bad-file", Fixture, NULL, fixture_setup, test_bad_file,
               fixture_teardown);
   g_test_add ("/app/window/export", Fixture, NULL, fixture_setup, test_export,
+              fixture_teardown);
+  g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
   return g_test_run ();
 }
