@@ -1134,7 +1134,7 @@ b_reduction (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId id, GError **error)
           }
         for (guint i = 0; i < ta->rank; i++)
           if (n == 0 || mask[i])
-            nelem *= ta->shape[i];
+            nelem = (ta->shape[i] > 0 && nelem > G_MAXINT64 / ta->shape[i]) ? G_MAXINT64 : nelem * MAX (ta->shape[i], 0);
         if (!(r = lt_binary (dx, out, "ltorch.true_divide", r, vint (dx, nelem), error)))
           return NULL;
         return lt_to (dx, out, r, rd, error);
@@ -1212,7 +1212,11 @@ clang_reshape (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *a, int64_t *sha
   total = cs_shape_numel (ta->shape, ta->rank);
   for (guint i = 0; i < n; i++)
     if (shape[i] >= 0)
-      numel *= shape[i];
+      {
+        if (shape[i] != 0 && numel > (G_GINT64_CONSTANT (1) << 62) / shape[i])
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "the target shape has too many elements");
+        numel *= shape[i];
+      }
     else if (shape[i] == -1 && neg < 0)
       neg = (int) i;
     else
@@ -1512,12 +1516,15 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     {
       if (size <= 0)
         return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "split size must be positive");
-      for (int64_t at = 0; at < ta->shape[d]; at += size)
+      for (int64_t at = 0; at < ta->shape[d];)
         {
+          int64_t step = MIN (size, ta->shape[d] - at);
+
           if (n >= G_N_ELEMENTS (pieces))
             return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "too many pieces");
-          if (!(pieces[n++] = slice_in_dim (dx, out, a, at, at + size, d, error)))
+          if (!(pieces[n++] = slice_in_dim (dx, out, a, at, at + step, d, error)))
             return NULL;
+          at += step;
         }
       return cs_value_new_seq (arena (dx), CS_VALUE_LIST, pieces, n);
     }
@@ -1822,9 +1829,11 @@ b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "only integer ranges are decomposed");
   if (!is_none (dv))
     device_of (dv, &dev);
-  if (step == 0 || (end - start) / (double) step < 0)
+  if (step == 0 || ((double) end - (double) start) / (double) step < 0)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "step must make progress");
-  len = (int64_t) ceil ((double) (end - start) / (double) step);
+  if (!(fabs ((double) end - (double) start) / fabs ((double) step) < (double) (G_GINT64_CONSTANT (1) << 62)))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "the range is too long");
+  len = (int64_t) ceil (((double) end - (double) start) / (double) step);
   ap (&al, vint (dx, len));
   ak (&al, "start", vint (dx, start));
   ak (&al, "step", vint (dx, step));

@@ -112,6 +112,34 @@ cs_meta_broadcast_shapes (const int64_t *a, guint rank_a, const int64_t *b, guin
   return TRUE;
 }
 
+/* Overflow-checked arithmetic on dim extents (extents stay below 2^62). */
+#define DIM_LIMIT (G_GINT64_CONSTANT (1) << 62)
+
+static gboolean
+mul_ok (int64_t a, int64_t b, int64_t *out)
+{
+  if (a < 0 || b < 0 || (a != 0 && b > DIM_LIMIT / a))
+    return FALSE;
+  *out = a * b;
+  return TRUE;
+}
+
+static gboolean
+add_ok (int64_t a, int64_t b, int64_t *out)
+{
+  if ((b > 0 && a > DIM_LIMIT - b) || (b < 0 && a < -DIM_LIMIT - b))
+    return FALSE;
+  *out = a + b;
+  return TRUE;
+}
+
+/* ceil(n / step) for 0 <= n, step >= 1, without overflow */
+static int64_t
+ceil_div (int64_t n, int64_t step)
+{
+  return n / step + (n % step != 0);
+}
+
 static gboolean
 same_shape (const int64_t *a, guint ra, const int64_t *b, guint rb)
 {
@@ -871,7 +899,10 @@ resolve_reshape (const Meta *m, const CsProxy *a, int64_t *shape, guint n, gbool
   for (guint i = 0; i < n; i++)
     {
       if (shape[i] >= 0)
-        numel *= shape[i];
+        {
+          if (!mul_ok (numel, shape[i], &numel))
+            return meta_fail (m, error, CS_META_ERROR_SHAPE, "the target shape has too many elements");
+        }
       else if (shape[i] == -1 && allow_neg && neg < 0)
         neg = (int) i;
       else
@@ -991,7 +1022,7 @@ meta_slice (Meta *m, GError **error)
                             "slice %" G_GINT64_FORMAT ":%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT
                             " of dim %u is out of bounds for %s", st[i], en[i], str[i], i, s1);
         }
-      shape[i] = (en[i] - st[i] + str[i] - 1) / str[i];
+      shape[i] = ceil_div (en[i] - st[i], str[i]);
     }
   return out_tensor (m, a->dtype, shape, a->rank, &a->device, error);
 }
@@ -1075,7 +1106,8 @@ meta_cat (Meta *m, gboolean is_prim, GError **error)
             return meta_fail (m, error, CS_META_ERROR_SHAPE,
                               "shapes %s and %s differ outside dim %u", s1, s2, d);
           }
-      shape[d] += ts[i]->shape[d];
+      if (!add_ok (shape[d], ts[i]->shape[d], &shape[d]))
+        return meta_fail (m, error, CS_META_ERROR_SHAPE, "the concatenated dim is too long");
       if (is_prim && ts[i]->dtype != ts[0]->dtype)
         return meta_fail (m, error, CS_META_ERROR_DTYPE, "prims.cat needs one dtype, got %s and %s",
                           cs_dtype_short_name (ts[0]->dtype), cs_dtype_short_name (ts[i]->dtype));
@@ -1108,7 +1140,15 @@ meta_pad (Meta *m, GError **error)
 
       if (!cs_value_get_int_seq (cfg->u.seq.items[i], t, 3, &k) || k != 3 || t[2] < 0)
         return meta_fail (m, error, CS_META_ERROR_ARGS, "padding_config entry %u is not (lo, hi, interior)", i);
-      shape[i] = t[0] + t[1] + a->shape[i] + (a->shape[i] > 0 ? (a->shape[i] - 1) * t[2] : 0);
+      {
+        int64_t inner = 0;
+
+        if ((a->shape[i] > 0 && !mul_ok (a->shape[i] - 1, t[2], &inner))
+            || !add_ok (inner, a->shape[i], &inner) || !add_ok (inner, t[0], &inner)
+            || !add_ok (inner, t[1], &inner))
+          return meta_fail (m, error, CS_META_ERROR_SHAPE, "padding of dim %u overflows", i);
+        shape[i] = inner;
+      }
       if (shape[i] < 0)
         return meta_fail (m, error, CS_META_ERROR_SHAPE, "padding makes dim %u negative", i);
     }
@@ -1195,7 +1235,7 @@ meta_getitem (Meta *m, GError **error)
             se[0] = se[1] = 0;
           if (se[1] > len)
             se[1] = len;
-          shape[rank++] = (se[1] - se[0] + se[2] - 1) / se[2];
+          shape[rank++] = ceil_div (se[1] - se[0], se[2]);
           in_dim++;
         }
       else
@@ -1230,11 +1270,12 @@ meta_split (Meta *m, GError **error)
 
       if (size <= 0)
         return meta_fail (m, error, CS_META_ERROR_ARGS, "split size must be positive");
-      for (int64_t at = 0; at < len; at += size)
+      for (int64_t at = 0; at < len;)
         {
           if (n >= G_N_ELEMENTS (secs))
             return meta_fail (m, error, CS_META_ERROR_ARGS, "too many pieces");
           secs[n++] = MIN (size, len - at);
+          at += secs[n - 1];
         }
     }
   else
@@ -1244,7 +1285,8 @@ meta_split (Meta *m, GError **error)
       if (!cs_value_get_int_seq (sz, secs, G_N_ELEMENTS (secs), &n))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "size_or_sections must be an int or ints");
       for (guint i = 0; i < n; i++)
-        sum += secs[i];
+        if (secs[i] < 0 || !add_ok (sum, secs[i], &sum))
+          return meta_fail (m, error, CS_META_ERROR_SHAPE, "sections must be non-negative and fit the dim");
       if (sum != a->shape[d])
         return meta_fail (m, error, CS_META_ERROR_SHAPE,
                           "sections sum to %" G_GINT64_FORMAT " but dim %u has length %" G_GINT64_FORMAT,
@@ -1393,6 +1435,8 @@ meta_iota (Meta *m, gboolean is_arange, GError **error)
         any_float |= pt[i] == CS_PYTYPE_FLOAT;
       if (v[2] == 0 || (v[1] - v[0]) / v[2] < 0)
         return meta_fail (m, error, CS_META_ERROR_ARGS, "step must make progress from start to end");
+      if (!(fabs ((v[1] - v[0]) / v[2]) < (double) DIM_LIMIT))
+        return meta_fail (m, error, CS_META_ERROR_SHAPE, "the range is too long");
       len = (int64_t) ceil ((v[1] - v[0]) / v[2]);
       if (!creation_dtype_device (m, any_float ? CS_DTYPE_F32 : CS_DTYPE_I64, &dtype, &device, error))
         return FALSE;
