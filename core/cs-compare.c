@@ -8,10 +8,10 @@
 
 #include "cs-compare.h"
 
+#include "cs-print.h"
+
 #include <math.h>
 #include <string.h>
-
-#include "cs-print.h"
 
 static gboolean G_GNUC_PRINTF (2, 3)
 differ (GString *why, const char *fmt, ...)

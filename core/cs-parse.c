@@ -25,15 +25,15 @@
 
 #include "cs-parse.h"
 
+#include "cs-ops.h"
+#include "cs-print.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "cs-ops.h"
-#include "cs-print.h"
 
 G_DEFINE_QUARK (cs-parse-error-quark, cs_parse_error)
 

@@ -11,12 +11,12 @@
 
 #include "cs-print.h"
 
+#include "cs-dtype.h"
+#include "cs-ops.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "cs-dtype.h"
-#include "cs-ops.h"
 
 /* Width at which the unpack_sequence printer wraps (prims.py _make_parts_into_line_or_lines). */
 #define CS_PRINT_UNPACK_WRAP 80
