@@ -850,6 +850,50 @@ test_policy_native (void)
   g_assert_cmpuint (n_cvt_n, ==, 0);
 }
 
+/* amax with ties: the gradient is shared evenly among the maxima (Thunder's
+ * grad_chooser_backward), which central differences cannot see; values by hand. */
+static void
+test_amax_ties (void)
+{
+  static const char text[] =
+    "def computation(x):\n  # x: \"cuda:0 f64[2, 4]\"\n"
+    "  t0 = prims.amax(x, (1,))  # t0: \"cuda:0 f64[2]\"\n  return (t0,)\n";
+  static const double xv[8] = { 1, 3, 3, 2,   5, -1, 5, 5 };
+  static const double gv[2] = { 2.0, 3.0 };
+  static const double want[8] = { 0, 1, 1, 0,   1, 0, 1, 1 };
+  static const int64_t xs[2] = { 2, 4 }, gs[1] = { 2 };
+  g_autoptr(CsTrace) init = parse_or_die (text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, NULL, &error);
+  g_autoptr(CsTrace) dj = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) ret = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                      (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GPtrArray) outs = NULL;
+  g_autoptr(CsTensor) x = cs_tensor_new_from_f64 (CS_DTYPE_F64, xs, 2, xv, NULL);
+  g_autoptr(CsTensor) g = cs_tensor_new_from_f64 (CS_DTYPE_F64, gs, 1, gv, NULL);
+  CsValue *grads;
+  CsTensor *gx;
+  gboolean ok;
+
+  g_assert_no_error (error);
+  dj = cs_decompose_trace (joint, NULL, &error);
+  g_assert_no_error (error);
+  cs_ref_env_insert (env, "x", x);
+  for (guint i = 0; i < dj->n_stmts; i++)
+    if (dj->stmts[i]->kind == CS_STMT_CALL && dj->stmts[i]->op->id == CS_OP_PRIM_GET_GRAD)
+      cs_ref_env_insert (env, cs_stmt_get_output (dj->stmts[i])->name, g);
+  ok = cs_ref_run_env (dj, env, CS_REF_F64, 0, &outs, NULL, ret, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  grads = dict_get (cs_trace_get_return (dj)->value, "output");
+  gx = g_hash_table_lookup (ret, grads->u.seq.items[0]->u.proxy->name);
+  g_assert_nonnull (gx);
+  /* row 0: max 3 twice -> g/2 each = 1; row 1: max 5 three times -> g/3 each = 1 */
+  for (guint i = 0; i < 8; i++)
+    g_assert_cmpfloat_with_epsilon (cs_tensor_get_f64 (gx, i), want[i], 1e-15);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -862,6 +906,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/grad/thunder/attention-counts", test_thunder_attention);
   g_test_add_func ("/core/grad/multi-output", test_multi_output);
   g_test_add_func ("/core/grad/policy/elementwise-native", test_policy_native);
+  g_test_add_func ("/core/grad/amax-ties", test_amax_ties);
   g_test_add_func ("/core/grad/fd/seed", test_fd_seed);
   g_test_add_func ("/core/grad/fd/binary", test_fd_binary);
   g_test_add_func ("/core/grad/fd/unary", test_fd_unary);
