@@ -648,6 +648,54 @@ test_printer_pass_built (void)
 }
 
 static void
+test_prologue_forms (void)
+{
+  /* reference 1.2j: the annotated assignments of prologue traces */
+  static const char text[] =
+    "def prologue(*args, **kwargs):\n"
+    "  # args: \"Any\"\n"
+    "  prims.check_len(args, 2)\n"
+    "  p0: \"Any\" = globals()['__function_obj']\n"
+    "  module: \"Any\" = thunder.core.module.get_thunder_module(p0)\n"
+    "  m: \"Any\" = args[1]\n"
+    "  b0: \"bool True\" = m.training\n"
+    "  t_0_weight: \"cuda:0 f32[256, 128]\" = module.get_parameter('0.weight')\n"
+    "  i0: \"int ?\" = args[0]\n"
+    "  f0: \"float 1.5\" = kwargs['eps']\n"
+    "  return (t_0_weight, i0)\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "prologue", &error);
+  g_autofree char *printed = NULL;
+  CsValue *v;
+  CsProxy *p;
+
+  g_assert_no_error (error);
+  /* globals()['__function_obj']: a subscript of a call */
+  v = t->stmts[2]->value;
+  g_assert_cmpint (v->kind, ==, CS_VALUE_SUBSCRIPT);
+  g_assert_cmpint (v->u.seq.items[0]->kind, ==, CS_VALUE_CALL);
+  g_assert_cmpstr (v->u.seq.items[0]->u.call.callee, ==, "globals");
+  g_assert_cmpstr (v->u.seq.items[1]->u.s, ==, "__function_obj");
+  /* m.training: an attribute of the proxy m */
+  v = t->stmts[5]->value;
+  g_assert_cmpint (v->kind, ==, CS_VALUE_ATTR);
+  g_assert_cmpstr (v->attr, ==, "training");
+  g_assert_cmpstr (v->u.seq.items[0]->u.proxy->name, ==, "m");
+  p = cs_trace_lookup_proxy (t, "b0");
+  g_assert_cmpint (p->kind, ==, CS_PROXY_NUMBER);
+  g_assert_true (p->has_value && p->value->u.b);
+  p = cs_trace_lookup_proxy (t, "i0");
+  g_assert_cmpint (p->kind, ==, CS_PROXY_NUMBER);
+  g_assert_false (p->has_value);
+  p = cs_trace_lookup_proxy (t, "f0");
+  g_assert_cmpint (p->dtype, ==, CS_DTYPE_F64);
+  g_assert_cmpfloat (p->value->u.f, ==, 1.5);
+  g_assert_cmpint (cs_trace_lookup_proxy (t, "t_0_weight")->kind, ==, CS_PROXY_TENSOR);
+  printed = cs_print_trace (t, CS_PRINT_DEFAULT);
+  g_assert_cmpstr (printed, ==, text);
+}
+
+static void
 test_old_printers (void)
 {
   /* 2023-2024 printer forms (reference 1.2a/k/l, 1.6.13): `@no_autocast()`, `(trivial unpack)`,
@@ -743,6 +791,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/values", test_values);
   g_test_add_func ("/core/parse/prologue", test_prologue);
   g_test_add_func ("/core/parse/old-printers", test_old_printers);
+  g_test_add_func ("/core/parse/prologue-forms", test_prologue_forms);
   g_test_add_func ("/core/print/unpack-wrap80", test_wrap80_unpack);
   g_test_add_func ("/core/print/float-repr", test_float_repr);
   g_test_add_func ("/core/print/pass-built", test_printer_pass_built);
