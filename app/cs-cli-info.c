@@ -3,7 +3,7 @@
  * Per trace: name, signature, provenance, statement counts (top level and with every
  * subsymbol level), ops by callee, tensor proxies by dtype, fusion regions (with their prims),
  * and casts (convert_element_type / to / type conversions, by target dtype, top level and
- * inside fusion regions).
+ * inside fusion regions; with --casts or --json every cast that runs, with its line).
  */
 #include "cs-config.h"
 
@@ -34,7 +34,16 @@ typedef struct
   guint       n_casts_fused;  /* cast prims inside fusion regions */
   guint       n_casts_all;    /* cast symbols at every level */
   GHashTable *cast_targets;   /* target dtype -> casts at every level */
+  GPtrArray  *casts;          /* CastSite*: every cast that runs (top level or in a region) */
 } TraceInfo;
+
+typedef struct
+{
+  const CsStmt *stmt;         /* the cast statement */
+  const CsStmt *region;       /* the fusion call holding it, or NULL at top level */
+  const char   *from;         /* source dtype short name, "?" when unknown */
+  const char   *to;           /* target dtype short name */
+} CastSite;
 
 static void
 info_clear (TraceInfo *ti)
@@ -44,6 +53,7 @@ info_clear (TraceInfo *ti)
   g_hash_table_unref (ti->dtypes);
   g_hash_table_unref (ti->cast_targets);
   g_ptr_array_unref (ti->regions);
+  g_ptr_array_unref (ti->casts);
 }
 
 static void
@@ -73,8 +83,35 @@ is_cast (const CsStmt *s)
   return s->kind == CS_STMT_CALL && cs_op_semantic (s->op)->category == CS_OP_CAT_CAST;
 }
 
+/* The dtype a cast reads: its first tensor argument's. */
+static const char *
+cast_source (const CsStmt *s)
+{
+  for (guint i = 0; i < s->n_args; i++)
+    if (s->args[i].value->kind == CS_VALUE_PROXY)
+      {
+        const CsProxy *p = s->args[i].value->u.proxy;
+        if (p->kind == CS_PROXY_TENSOR && p->typed)
+          return cs_dtype_short_name (p->dtype);
+        return "?";
+      }
+  return "number";
+}
+
 static void
-walk (TraceInfo *ti, CsStmt *const *stmts, guint n, gboolean in_region)
+add_cast_site (TraceInfo *ti, const CsStmt *s, const CsStmt *region)
+{
+  CastSite *c = g_new0 (CastSite, 1);
+  c->stmt = s;
+  c->region = region;
+  c->from = cast_source (s);
+  c->to = cast_target (s);
+  g_ptr_array_add (ti->casts, c);
+}
+
+/* @region: the fusion call whose prims these are (NULL elsewhere); @depth: 0 = top level */
+static void
+walk (TraceInfo *ti, CsStmt *const *stmts, guint n, const CsStmt *region, guint depth)
 {
   for (guint i = 0; i < n; i++)
     {
@@ -86,10 +123,13 @@ walk (TraceInfo *ti, CsStmt *const *stmts, guint n, gboolean in_region)
         {
           ti->n_casts_all++;
           bump (ti->cast_targets, cast_target (s));
-          if (in_region)
+          if (region != NULL && depth == 1)
             ti->n_casts_fused++;
+          if (depth == 0 || (region != NULL && depth == 1))
+            add_cast_site (ti, s, depth == 0 ? NULL : region);
         }
-      walk (ti, s->subs, s->n_subs, in_region || (s->kind == CS_STMT_CALL && cs_op_is_fusion (s->op)));
+      walk (ti, s->subs, s->n_subs,
+            depth == 0 && s->kind == CS_STMT_CALL && cs_op_is_fusion (s->op) ? s : NULL, depth + 1);
     }
 }
 
@@ -105,6 +145,7 @@ info_collect (TraceInfo *ti, const CsTrace *t)
   ti->dtypes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   ti->cast_targets = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   ti->regions = g_ptr_array_new ();
+  ti->casts = g_ptr_array_new_with_free_func (g_free);
   ti->n_top = t->n_stmts;
   for (guint i = 0; i < t->n_stmts; i++)
     {
@@ -122,7 +163,7 @@ info_collect (TraceInfo *ti, const CsTrace *t)
       if (is_cast (s))
         ti->n_casts_top++;
     }
-  walk (ti, t->stmts, t->n_stmts, FALSE);
+  walk (ti, t->stmts, t->n_stmts, NULL, 0);
   g_hash_table_iter_init (&it, t->proxies);
   while (g_hash_table_iter_next (&it, &key, &val))
     {
@@ -205,7 +246,20 @@ signature_text (GString *out, const CsTrace *t)
 }
 
 static void
-print_text (const char *path, const CsTraceList *list)
+print_cast_sites (GString *out, const TraceInfo *ti)
+{
+  for (guint i = 0; i < ti->casts->len; i++)
+    {
+      const CastSite *c = ti->casts->pdata[i];
+      CsProxy *o = cs_stmt_get_output (c->stmt);
+      g_string_append_printf (out, "    line %-6u %-5s -> %-5s %-10s %s%s%s\n", c->stmt->line, c->from,
+                              c->to, o ? o->name : "_", c->stmt->callee,
+                              c->region ? " in " : "", c->region ? c->region->callee : "");
+    }
+}
+
+static void
+print_text (const char *path, const CsTraceList *list, gboolean list_casts)
 {
   GString *out = g_string_new (NULL);
 
@@ -239,6 +293,12 @@ print_text (const char *path, const CsTraceList *list)
       g_string_append_printf (out, "  casts: %u top-level, %u inside fusion regions, %u at every level\n",
                               ti.n_casts_top, ti.n_casts_fused, ti.n_casts_all);
       print_counter (out, "casts by target dtype (every level)", ti.cast_targets);
+      if (list_casts)
+        {
+          g_string_append_printf (out, "  casts that run (top level and in fusion regions): %u\n",
+                                  ti.casts->len);
+          print_cast_sites (out, &ti);
+        }
       print_counter (out, "ops (top level)", ti.ops);
       info_clear (&ti);
     }
@@ -346,6 +406,34 @@ print_json (const char *path, const CsTraceList *list)
       json_builder_set_member_name (b, "all_levels");
       json_builder_add_int_value (b, ti.n_casts_all);
       json_counter (b, "by_target_dtype", ti.cast_targets);
+      json_builder_set_member_name (b, "sites");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < ti.casts->len; i++)
+        {
+          const CastSite *c = ti.casts->pdata[i];
+          CsProxy *o = cs_stmt_get_output (c->stmt);
+          json_builder_begin_object (b);
+          json_builder_set_member_name (b, "line");
+          json_builder_add_int_value (b, c->stmt->line);
+          json_builder_set_member_name (b, "op");
+          json_builder_add_string_value (b, c->stmt->callee);
+          json_builder_set_member_name (b, "output");
+          if (o)
+            json_builder_add_string_value (b, o->name);
+          else
+            json_builder_add_null_value (b);
+          json_builder_set_member_name (b, "from");
+          json_builder_add_string_value (b, c->from);
+          json_builder_set_member_name (b, "to");
+          json_builder_add_string_value (b, c->to);
+          json_builder_set_member_name (b, "region");
+          if (c->region)
+            json_builder_add_string_value (b, c->region->callee);
+          else
+            json_builder_add_null_value (b);
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
       json_builder_end_object (b);
       json_builder_end_object (b);
       info_clear (&ti);
@@ -364,13 +452,15 @@ print_json (const char *path, const CsTraceList *list)
 int
 cs_cli_cmd_info (int argc, char **argv)
 {
-  gboolean json = FALSE;
+  gboolean json = FALSE, list_casts = FALSE;
   g_auto(GStrv) files = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new ("FILE|- - summarise a trace file");
   g_autoptr(CsTraceList) list = NULL;
   const GOptionEntry entries[] = {
-    { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Write the summary as JSON", NULL },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Write the summary as JSON (cast sites included)", NULL },
+    { "casts", 'c', 0, G_OPTION_ARG_NONE, &list_casts,
+      "List every cast that runs: line, source -> target dtype, output, fusion region", NULL },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE|-" },
     { NULL }
   };
@@ -407,6 +497,6 @@ cs_cli_cmd_info (int argc, char **argv)
     print_json (files[0], list);
   else
 #endif
-    print_text (files[0], list);
+    print_text (files[0], list, list_casts);
   return CS_CLI_EXIT_OK;
 }

@@ -252,6 +252,11 @@ test_info (void)
   g_assert_nonnull (strstr (r.out, "1 trace\n"));
   g_assert_nonnull (strstr (r.out, "fusion regions: 2\n"));
   g_assert_nonnull (strstr (r.out, "casts: 0 top-level, 3 inside fusion regions, 3 at every level"));
+  g_assert_null (strstr (r.out, "line 20"));
+  run_clear (&r);
+  r = run (NULL, "info", "--casts", path, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "line 20     bf16  -> f32   t5"));
   run_clear (&r);
 #if CS_HAVE_JSON
   r = run (NULL, "info", "--json", path, NULL);
@@ -271,6 +276,24 @@ test_info (void)
     by = json_object_get_object_member (casts, "by_target_dtype");
     g_assert_cmpint (json_object_get_int_member (by, "bf16"), ==, 2);
     g_assert_cmpint (json_object_get_int_member (by, "f32"), ==, 1);
+    /* the casts that run, with their file lines (counted in the file: the nvFusion0 prims are
+     * lines 12-13, the nvFusion1 convert is line 20) */
+    {
+      JsonArray *sites = json_object_get_array_member (casts, "sites");
+      static const struct { gint64 line; const char *from, *to, *region; } want[] = {
+        { 12, "f32", "bf16", "nvFusion0" }, { 13, "f32", "bf16", "nvFusion0" },
+        { 20, "bf16", "f32", "nvFusion1" },
+      };
+      g_assert_cmpuint (json_array_get_length (sites), ==, 3);
+      for (guint i = 0; i < 3; i++)
+        {
+          JsonObject *o = json_array_get_object_element (sites, i);
+          g_assert_cmpint (json_object_get_int_member (o, "line"), ==, want[i].line);
+          g_assert_cmpstr (json_object_get_string_member (o, "from"), ==, want[i].from);
+          g_assert_cmpstr (json_object_get_string_member (o, "to"), ==, want[i].to);
+          g_assert_cmpstr (json_object_get_string_member (o, "region"), ==, want[i].region);
+        }
+    }
     /* tensors: a, b, t_2, t2, t3, result, t5, t6 = 5 f32 + 3 bf16 */
     g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (t, "tensor_dtypes"), "f32"),
                      ==, 5);
