@@ -15,6 +15,7 @@
 
 #include "cs-decompose.h"
 #include "cs-grad.h"
+#include "cs-meta.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"
@@ -894,6 +895,86 @@ test_amax_ties (void)
     g_assert_cmpfloat_with_epsilon (cs_tensor_get_f64 (gx, i), want[i], 1e-15);
 }
 
+/* The types the VJP rules give every backward statement are the ones the meta pass infers
+ * from its arguments (Thunder's meta functions). */
+static void
+check_backward_types (const CsTrace *init)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, NULL, &error);
+  guint n = 0;
+
+  g_assert_no_error (error);
+  for (guint i = first_get_grad (joint); i < joint->n_stmts; i++)
+    {
+      CsStmt *s = joint->stmts[i];
+      CsMetaType mt[4];
+      guint n_out = 0;
+      CsProxy *p;
+      if (s->kind != CS_STMT_CALL || (p = cs_stmt_get_output (s)) == NULL
+          || s->op->id == CS_OP_PRIM_GET_GRAD)
+        continue;
+      if (!cs_meta_compute (joint, s, mt, G_N_ELEMENTS (mt), &n_out, &error))
+        {
+          CsOpId id = cs_op_semantic (s->op)->id;
+          /* ops the meta pass does not know yet: their type is the input's (checked by the
+           * FD tests once the reference runs them) */
+          if (g_error_matches (error, CS_META_ERROR, CS_META_ERROR_UNSUPPORTED)
+              && (id == CS_OP_PRIM_SCATTER_ADD || id == CS_OP_PRIM_INDEX_ADD
+                  || id == CS_OP_LTORCH_EMBEDDING_BACKWARD))
+            {
+              g_test_message ("meta has no rule for %s yet", s->callee);
+              g_clear_error (&error);
+              continue;
+            }
+          g_error ("%s = %s: %s", p->name, s->callee, error->message);
+        }
+      g_assert_cmpuint (n_out, ==, 1);
+      if (mt[0].dtype != p->dtype || mt[0].rank != p->rank
+          || (p->rank > 0 && memcmp (mt[0].shape, p->shape, sizeof (int64_t) * p->rank) != 0))
+        {
+          g_autofree char *ours = cs_proxy_type_string (p);
+          g_error ("%s = %s: grad typed it %s, meta says %s[rank %u]", p->name, s->callee, ours,
+                   cs_dtype_short_name (mt[0].dtype), mt[0].rank);
+        }
+      n++;
+    }
+  g_assert_cmpuint (n, >, 0);
+}
+
+static void
+test_backward_types (void)
+{
+  static const char * const data[] = { "seed_foo.txt", "mlp_gelu.txt", "attention_softmax.txt",
+                                       "ln_mlp_residual.txt", "rmsnorm_swiglu.txt",
+                                       "cross_entropy.txt" };
+  static const char * const shared[] = { "thunder_a_seed_matmul_initial.txt",
+                                         "thunder_b_mlp_gelu_initial.txt",
+                                         "thunder_e_softmax_attention_initial.txt",
+                                         "thunder_llama_stack_initial.txt" };
+  guint n = 0;
+
+  for (guint k = 0; k < G_N_ELEMENTS (data) + G_N_ELEMENTS (shared); k++)
+    {
+      gboolean is_data = k < G_N_ELEMENTS (data);
+      const char *dir = g_getenv (is_data ? "CS_DATA_DIR" : "CS_SHARED_TRACES");
+      const char *file = is_data ? data[k] : shared[k - G_N_ELEMENTS (data)];
+      g_autofree char *path = dir ? g_build_filename (dir, file, NULL) : NULL;
+      g_autoptr(CsTraceList) list = NULL;
+      g_autoptr(GError) error = NULL;
+
+      if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+        continue;
+      list = cs_parse_file (path, &error);
+      g_assert_no_error (error);
+      g_test_message ("%s", file);
+      check_backward_types (list->traces->pdata[0]);
+      n++;
+    }
+  if (n == 0)
+    g_test_skip ("no sample traces");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -907,6 +988,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/grad/multi-output", test_multi_output);
   g_test_add_func ("/core/grad/policy/elementwise-native", test_policy_native);
   g_test_add_func ("/core/grad/amax-ties", test_amax_ties);
+  g_test_add_func ("/core/grad/backward-types", test_backward_types);
   g_test_add_func ("/core/grad/fd/seed", test_fd_seed);
   g_test_add_func ("/core/grad/fd/binary", test_fd_binary);
   g_test_add_func ("/core/grad/fd/unary", test_fd_unary);
