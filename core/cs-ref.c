@@ -898,23 +898,7 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   else
     {
       const Rv *a = args[0], *b = args[1];
-      /* the arithmetic of every decomposition, with the op switch outside the loop */
-#define F32_LOOP(EXPR) \
-      for (int64_t i = 0; i < out->numel; i++) \
-        { \
-          float x = (float) AT (a, i), y = (float) AT (b, i); \
-          out->data[i] = (double) (EXPR); \
-        }
-      if (f32 && id == CS_OP_PRIM_ADD)
-        F32_LOOP (x + y)
-      else if (f32 && id == CS_OP_PRIM_SUB)
-        F32_LOOP (x - y)
-      else if (f32 && id == CS_OP_PRIM_MUL)
-        F32_LOOP (x * y)
-      else if (f32 && id == CS_OP_PRIM_DIV)
-        F32_LOOP (x / y)
-#undef F32_LOOP
-      else if (f32)
+      if (f32)
         for (int64_t i = 0; i < out->numel; i++)
           out->data[i] = binary_f32 (id, (float) AT (a, i), (float) AT (b, i));
       else

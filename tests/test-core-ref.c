@@ -679,10 +679,9 @@ test_indexing (void)
     g_assert_cmpint (cs_ref_index_bound (trace, cs_trace_lookup_proxy (trace, "a")), ==, 0);
   }
   {
-    g_autofree char *head = g_strdup (text);
-    g_autofree char *ok = NULL;
-    *strstr (head, "  t4 =") = '\0';
-    ok = g_strconcat (head, "  return (t0, t1, t2, t3)\n", NULL);
+    g_autofree char *ok = g_strdup (text);
+    *strstr (ok, "  t4 =") = '\0';
+    ok = g_strconcat (ok, "  return (t0, t1, t2, t3)\n", NULL);
     o = run (ok, in);
   }
   WANT2 (OUT (o, 0), CS_DTYPE_F32, 2, 2, 0, 5, 6, 1, 2);

@@ -433,12 +433,47 @@ check_split_runs (const char *file)
   g_assert_cmpuint (n_grads, >, 0);
 }
 
+/* A number proxy the backward reads is saved in C1 (Thunder: saved_for_backward_other) */
+static void
+test_number_saved (void)
+{
+  static const char text[] =
+    "def computation(x, f):\n"
+    "  # x: \"cuda:0 f64[3]\"\n"
+    "  # f: \"float 2.5\"\n"
+    "  t0 = prims.mul(x, f)  # t0: \"cuda:0 f64[3]\"\n"
+    "  return (t0,)\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) init = cs_parse_trace (text, "num", &error);
+  g_autoptr(CsTrace) joint = NULL;
+  g_autoptr(CsTrace) fw = NULL;
+  g_autoptr(CsTrace) bw = NULL;
+  g_autoptr(GPtrArray) saved = NULL;
+  g_autofree char *btext = NULL;
+  guint n_other = 0;
+  const CsValue *pair;
+
+  g_assert_no_error (error);
+  joint = cs_grad_joint (init, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_split_forward_backward (joint, &fw, &bw, &error));
+  saved = saved_of (fw, &n_other);
+  g_assert_cmpuint (saved->len, ==, 0);
+  g_assert_cmpuint (n_other, ==, 1);
+  pair = cs_trace_get_return (fw)->value->u.seq.items[1];
+  g_assert_cmpstr (pair->u.seq.items[1]->u.seq.items[0]->u.proxy->name, ==, "f");
+  btext = cs_print_trace (bw, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (btext, "  f, = C1\n  # f: \"float 2.5\"\n"));
+  g_assert_nonnull (strstr (btext, ", None)\n"));   /* f gets no gradient */
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/core/split/seed", test_seed);
   g_test_add_func ("/core/split/no-grad", test_no_grad);
+  g_test_add_func ("/core/split/number-saved", test_number_saved);
   g_test_add_func ("/core/split/error/not-joint", test_not_joint);
   g_test_add_func ("/core/split/thunder/fused-seed", test_thunder_fused_seed);
   g_test_add_func ("/core/split/thunder/fused-mlp", test_thunder_fused_mlp);
