@@ -114,6 +114,84 @@ decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
   return g_steal_pointer (&t);
 }
 
+/* TRUE when @t is already a joint forward+backward trace (Thunder's "Grad transform pass"
+ * output, e.g. thunder_*_grad_joint.txt): it reads cotangents with prims.get_grad. */
+static gboolean
+trace_is_joint (const CsTrace *t)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      const CsStmt *s = t->stmts[i];
+      if (s->kind == CS_STMT_CALL && s->op && cs_op_semantic (s->op)->id == CS_OP_PRIM_GET_GRAD)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+static const CsValue *
+dict_lookup (const CsValue *d, const char *key)
+{
+  if (d == NULL || d->kind != CS_VALUE_DICT)
+    return NULL;
+  for (guint i = 0; i + 1 < d->u.seq.n; i += 2)
+    if (d->u.seq.items[i]->kind == CS_VALUE_STRING && strcmp (d->u.seq.items[i]->u.s, key) == 0)
+      return d->u.seq.items[i + 1];
+  return NULL;
+}
+
+/* A parsed joint carries no BACKWARD tags (the printer does not show them): a statement the
+ * forward outputs (`fw_flat_out`) need is forward; every other statement from the first
+ * prims.get_grad on is backward, which is how Thunder's split later divides it. */
+static void
+infer_backward_tags (CsTrace *t)
+{
+  CsStmt *ret = cs_trace_get_return (t);
+  const CsValue *fw = ret ? dict_lookup (ret->value, "fw_flat_out") : NULL;
+  g_autoptr(GHashTable) needed = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  guint first_gg = t->n_stmts;
+  gboolean *fwd;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      if (t->stmts[i]->backward)
+        return; /* tagged already */
+      if (first_gg == t->n_stmts && t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->op
+          && cs_op_semantic (t->stmts[i]->op)->id == CS_OP_PRIM_GET_GRAD)
+        first_gg = i;
+    }
+  if (fw == NULL || first_gg == t->n_stmts)
+    return;
+  cs_value_collect_proxies (fw, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    g_hash_table_add (needed, tmp->pdata[j]);
+  fwd = g_new0 (gboolean, t->n_stmts);
+  for (guint i = t->n_stmts; i-- > 0;)
+    {
+      CsStmt *s = t->stmts[i];
+      gboolean is_fwd = FALSE;
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (s, tmp);
+      for (guint j = 0; j < tmp->len && !is_fwd; j++)
+        is_fwd = g_hash_table_contains (needed, tmp->pdata[j]);
+      if (!is_fwd)
+        continue;
+      fwd[i] = TRUE;
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_reads (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        g_hash_table_add (needed, tmp->pdata[j]);
+    }
+  for (guint i = first_gg; i < t->n_stmts; i++)
+    {
+      CsStmt *s = t->stmts[i];
+      if (s->kind == CS_STMT_CALL && !fwd[i])
+        s->backward = 1;
+    }
+  t->backward_tags = TRUE;
+  g_free (fwd);
+}
+
 /**
  * cs_pipeline_run: (see cs-pipeline.h)
  */
@@ -167,7 +245,15 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
     }
   add_pass (p, "autocast", cur, t0);
 
-  /* grad */
+  /* grad: not for a trace that is already a joint (its get_grads read the cotangents), nor
+   * for a prologue/epilogue (Thunder never differentiates those) */
+  if (trace_is_joint (cur))
+    {
+      infer_backward_tags (cur);
+      has_grad = TRUE;
+    }
+  else if (cur->name == NULL
+           || (strcmp (cur->name, "prologue") != 0 && strcmp (cur->name, "epilogue") != 0))
   {
     CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
     if (grad)

@@ -593,6 +593,24 @@ test_thunder_mlp_linear_matmul (void)
                  "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_bwd.txt", TRUE);
 }
 
+/* Thunder's own joint (its "Grad transform pass" output) goes through the same passes without
+ * a second grad; BACKWARD tags are inferred from what fw_flat_out needs. */
+static void
+test_thunder_joint_seed (void)
+{
+  compare_final ("thunder_a_seed_matmul_grad_joint.txt",
+                 "thunder_nvfuser_a_seed_matmul_default_final_fwd.txt",
+                 "thunder_nvfuser_a_seed_matmul_default_final_bwd.txt", FALSE);
+}
+
+static void
+test_thunder_joint_mlp (void)
+{
+  compare_final ("thunder_b_mlp_gelu_grad_joint.txt",
+                 "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_fwd.txt",
+                 "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_bwd.txt", TRUE);
+}
+
 /* ---- pass list, final input ------------------------------------------------------------ */
 
 static void
@@ -756,5 +774,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/thunder/mlp-default", test_thunder_mlp_default);
   g_test_add_func ("/core/pipeline/thunder/mlp-linear-matmul", test_thunder_mlp_linear_matmul);
   g_test_add_func ("/core/pipeline/cli", test_cli);
+  g_test_add_func ("/core/pipeline/thunder/joint-seed", test_thunder_joint_seed);
+  g_test_add_func ("/core/pipeline/thunder/joint-mlp-linear-matmul", test_thunder_joint_mlp);
   return g_test_run ();
 }
