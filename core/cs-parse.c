@@ -2125,7 +2125,7 @@ parse_one_trace (Parser *p, guint *li, gboolean list_mode, GError **error)
       else if ((line_starts (l, "import ") || line_starts (l, "from ")) && decorators->len == 0
                && !t->blank_after_imports)
         g_ptr_array_add (imports, arena_ndup (p, l->s, l->len));
-      else if (l->len == 0 && !t->blank_after_imports && decorators->len == 0
+      else if (line_is_blank (l) && !t->blank_after_imports && decorators->len == 0
                && (imports->len > 0 || t->provenance != NULL))
         t->blank_after_imports = TRUE;
       else if (line_starts (l, "@"))
@@ -2347,6 +2347,17 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
    * small NUL-terminated buffer before strtod/strtoll. */
   if (!split_lines (&p, text, len, &final_newline, error))
     goto out;
+  if (p.lines->len > 0)
+    {
+      /* a UTF-8 byte order mark (editors on Windows) is not part of the trace */
+      Line *first = &g_array_index (p.lines, Line, 0);
+      if (first->len >= 3 && memcmp (first->s, "\xef\xbb\xbf", 3) == 0)
+        {
+          first->s += 3;
+          first->len -= 3;
+          first->col0 = 3;
+        }
+    }
 
   /* A list starts with `[` right before a header line (after any leading comments). */
   {

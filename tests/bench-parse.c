@@ -111,6 +111,7 @@ main (int argc, char **argv)
   double best_parse = G_MAXDOUBLE, best_print = G_MAXDOUBLE;
   double cpu_parse = G_MAXDOUBLE, cpu_print = G_MAXDOUBLE;
   gboolean same = FALSE;
+  gsize arena_bytes = 0;
 
   for (gsize i = 0; i < text->len; i++)
     n_lines += text->str[i] == '\n';
@@ -140,6 +141,7 @@ main (int argc, char **argv)
       best_parse = MIN (best_parse, (t1 - t0) / 1000.0);
       best_print = MIN (best_print, (t2 - t1) / 1000.0);
       same = strcmp (printed, text->str) == 0;
+      arena_bytes = cs_arena_size_bytes (((CsTrace *) g_ptr_array_index (list->traces, 0))->arena);
     }
   printf ("bench-parse: %u top-level statements (+%u subsymbols), %u lines, %.1f MB\n", n, n_subs,
           n_lines, text->len / 1e6);
@@ -150,6 +152,8 @@ main (int argc, char **argv)
   printf ("  total  %8.1f ms wall, %8.1f ms CPU; per statement (subsymbols included) %.2f us CPU\n",
           best_parse + best_print, cpu_parse + cpu_print,
           (cpu_parse + cpu_print) * 1e3 / (n + n_subs));
+  printf ("  trace arena %.1f MB (%.0f bytes per statement)\n", arena_bytes / 1e6,
+          (double) arena_bytes / (n + n_subs));
   printf ("  printed text %s the input (best of %u runs)\n", same ? "equals" : "DIFFERS FROM", repeats);
   return same ? 0 : 1;
 }

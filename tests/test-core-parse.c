@@ -648,6 +648,35 @@ test_printer_pass_built (void)
 }
 
 static void
+test_tolerated_variants (void)
+{
+  /* a byte order mark, CRLF line ends and spaces on the blank line after the imports parse to
+   * the same trace as the plain text */
+  static const char plain[] =
+    "import torch\n\n@torch.no_grad()\ndef f(a):\n  # a: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n";
+  static const char variant[] =
+    "\xef\xbb\xbfimport torch\r\n  \r\n@torch.no_grad()\r\ndef f(a):\r\n  # a: \"cpu f32[2]\"\r\n"
+    "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\r\n  return t0\r\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) a = cs_parse_trace (plain, "plain", &error);
+  g_autoptr(CsTrace) b = NULL;
+  g_autoptr(GString) why = g_string_new (NULL);
+
+  g_assert_no_error (error);
+  b = cs_parse_trace (variant, "variant", &error);
+  g_assert_no_error (error);
+  if (!cs_trace_equal (a, b, why))
+    g_error ("variant differs: %s", why->str);
+  /* the BOM shifts columns of line 1 only: an error there is reported in file columns */
+  {
+    static const char bad[] = "\xef\xbb\xbfhello\n";
+    g_autoptr(CsTrace) c = cs_parse_trace (bad, "bom", &error);
+    g_assert_null (c);
+    g_assert_true (g_str_has_prefix (error->message, "bom:1:4: "));
+  }
+}
+
+static void
 test_prologue_forms (void)
 {
   /* reference 1.2j: the annotated assignments of prologue traces */
@@ -792,6 +821,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/prologue", test_prologue);
   g_test_add_func ("/core/parse/old-printers", test_old_printers);
   g_test_add_func ("/core/parse/prologue-forms", test_prologue_forms);
+  g_test_add_func ("/core/parse/tolerated-variants", test_tolerated_variants);
   g_test_add_func ("/core/print/unpack-wrap80", test_wrap80_unpack);
   g_test_add_func ("/core/print/float-repr", test_float_repr);
   g_test_add_func ("/core/print/pass-built", test_printer_pass_built);
