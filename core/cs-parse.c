@@ -64,6 +64,7 @@ typedef struct
   GPtrArray  *scratch;   /* stack of values for sequences being read (nested reads push) */
   GArray     *scratch_args; /* stack of CsArg for argument lists being read */
   GString    *tmp;       /* scratch text */
+  GHashTable *types;     /* type text -> first proxy typed with it (this trace; not numbers) */
 } Parser;
 
 typedef struct
@@ -1071,7 +1072,39 @@ apply_type (Parser *p, CsProxy *px, const char *s, gsize len, const Line *line, 
 {
   *differs = NULL;
   if (!px->typed)
-    return parse_type_into (p, px, s, len, line, col, error);
+    {
+      /* Most proxies of a trace share a few type strings: reuse the first parse of each. */
+      char key[256];
+      const CsProxy *tmpl = NULL;
+      if (len < sizeof key)
+        {
+          memcpy (key, s, len);
+          key[len] = '\0';
+          tmpl = g_hash_table_lookup (p->types, key);
+        }
+      if (tmpl != NULL)
+        {
+          px->kind = tmpl->kind;
+          px->dtype = tmpl->dtype;
+          px->device = tmpl->device;
+          px->future = tmpl->future;
+          px->typed = 1;
+          px->type_raw = tmpl->type_raw;
+          px->rank = tmpl->rank;
+          px->shape = NULL;
+          if (tmpl->rank)
+            {
+              px->shape = CS_ARENA_NEW_N (p->trace->arena, int64_t, tmpl->rank);
+              memcpy (px->shape, tmpl->shape, sizeof (int64_t) * tmpl->rank);
+            }
+          return TRUE;
+        }
+      if (!parse_type_into (p, px, s, len, line, col, error))
+        return FALSE;
+      if (len < sizeof key && px->kind != CS_PROXY_NUMBER)
+        g_hash_table_insert (p->types, (gpointer) px->type_raw, px);
+      return TRUE;
+    }
   if (px->type_raw != NULL && strlen (px->type_raw) == len && memcmp (px->type_raw, s, len) == 0)
     return TRUE;
   {
@@ -2091,6 +2124,7 @@ parse_one_trace (Parser *p, guint *li, gboolean list_mode, GError **error)
 
   t->has_signature = FALSE;
   p->trace = t;
+  g_hash_table_remove_all (p->types);
   t->file = cs_arena_strdup (t->arena, p->name);
 
   /* leading non-Thunder comments (and blank lines among them) */
@@ -2341,6 +2375,7 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
   p.scratch = g_ptr_array_new ();
   p.scratch_args = g_array_new (FALSE, FALSE, sizeof (CsArg));
   p.tmp = g_string_new (NULL);
+  p.types = g_hash_table_new (g_str_hash, g_str_equal);
   list = cs_trace_list_new (p.name);
 
   /* No copy of the input: every read is bounded by line lengths, and numbers are copied to a
@@ -2440,6 +2475,7 @@ out:
   g_ptr_array_free (p.scratch, TRUE);
   g_array_free (p.scratch_args, TRUE);
   g_string_free (p.tmp, TRUE);
+  g_hash_table_unref (p.types);
   return ret;
 }
 
