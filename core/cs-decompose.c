@@ -2682,6 +2682,13 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
       for (guint k = 0; k < tmp->len; k++)
         subst_stmt (g_ptr_array_index (tmp, k), g, w);
       g_hash_table_remove (trace->proxies, g->name);
+      /* give the name back when it was the last one handed out (keeps numbering contiguous) */
+      if (trace->next_name > 0)
+        {
+          g_autofree char *last = g_strdup_printf ("t%u", trace->next_name - 1);
+          if (g_str_equal (last, g->name))
+            trace->next_name--;
+        }
     }
   for (guint k = 0; k < tmp->len; k++)
     g_ptr_array_add (out, g_ptr_array_index (tmp, k));
