@@ -35,17 +35,44 @@ struct _CsPipeline
   gboolean    input_final;  /* the input was already final: no pass ran */
 };
 
+/* Thunder's provenance text for each pass (the `# Constructed by ...` line; reference/
+ * thunder-traces.md 1.1), NULL to keep the input's line. */
+static const char *
+thunder_pass_name (const char *name)
+{
+  static const struct { const char *ours, *thunder; } names[] = {
+    { "autocast", "Autocast" },
+    { "grad", "Grad transform pass" },
+    { "decompose", "Transform for operator executor execution" },
+    { "fuse", "Fusion" },
+    { "remove-redundant-casts", "Remove redundant casts" },
+    { "cse", "Nvfuser Common Subexpression Elimination" },
+    { "dce", "Dead Code Elimination" },
+    { "split-forward", "Augmented forward pass" },
+    { "split-backward", "Backward pass" },
+    { "delete-last-used", "Delete Last Used" },
+    { "delete-last-used-backward", "Delete Last Used" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    if (strcmp (names[i].ours, name) == 0)
+      return names[i].thunder;
+  return NULL;
+}
+
 static void
 add_pass (CsPipeline *p, const char *name, CsTrace *trace, gint64 t0)
 {
+  gint64 dt = t0 ? (g_get_monotonic_time () - t0) * 1000 : 0;
+  const char *thunder = thunder_pass_name (name);
+
   if (trace->pass == NULL || strcmp (trace->pass, name) != 0)
     trace->pass = cs_arena_strdup (trace->arena, name);
+  if (thunder != NULL)
+    trace->provenance = cs_arena_printf (trace->arena, "%s (took %" G_GINT64_FORMAT
+                                         " milliseconds)", thunder, dt / 1000000);
   g_ptr_array_add (p->names, g_strdup (name));
   g_ptr_array_add (p->traces, trace);
-  {
-    gint64 dt = t0 ? (g_get_monotonic_time () - t0) * 1000 : 0;
-    g_array_append_val (p->times_ns, dt);
-  }
+  g_array_append_val (p->times_ns, dt);
 }
 
 /**
