@@ -2240,6 +2240,9 @@ split_lines (Parser *p, const char *buf, gsize len, gboolean *final_newline, GEr
       const char *nl = memchr (s, '\n', (gsize) (end - s));
       const char *e = nl ? nl : end;
       Line l = { 0 };
+      if (lineno > CS_PARSE_MAX_LINES)
+        return fail_at (p, error, CS_PARSE_ERROR_LIMIT, lineno, 1, "more than %d lines in one input",
+                        CS_PARSE_MAX_LINES);
       if ((gsize) (e - s) > CS_PARSE_MAX_LINE_BYTES)
         return fail_at (p, error, CS_PARSE_ERROR_LIMIT, lineno, CS_PARSE_MAX_LINE_BYTES + 1,
                         "line longer than %d bytes", CS_PARSE_MAX_LINE_BYTES);
@@ -2448,6 +2451,13 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
           }
         }
       (void) start;
+      if (list->traces->len >= CS_PARSE_MAX_TRACES)
+        {
+          const Line *l = &g_array_index (p.lines, Line, i);
+          fail_at (&p, error, CS_PARSE_ERROR_LIMIT, l->lineno, 1 + l->col0,
+                   "more than %d traces in one input", CS_PARSE_MAX_TRACES);
+          goto out;
+        }
       t = parse_one_trace (&p, &i, is_list, error);
       if (t == NULL)
         goto out;

@@ -28,6 +28,9 @@ typedef enum
 #define CS_PARSE_MAX_LINE_BYTES   (4 * 1024 * 1024)   /* one line */
 #define CS_PARSE_MAX_DEPTH        64                  /* bracket / subsymbol nesting */
 #define CS_PARSE_MAX_FILE_BYTES   (1024 * 1024 * 1024)
+#define CS_PARSE_MAX_LINES        (2 * 1024 * 1024)   /* lines in one input (bounds statements:
+                                                         ~0.5 KiB of IR each) */
+#define CS_PARSE_MAX_TRACES       4096                /* traces in one input (an arena each) */
 
 /**
  * cs_parse_text:

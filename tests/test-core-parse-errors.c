@@ -186,6 +186,44 @@ test_deep_subsymbols (void)
 }
 
 static void
+test_many_traces (void)
+{
+  /* 5000 one-line traces "def fN():": trace 4097 (line 4097) is over CS_PARSE_MAX_TRACES */
+  GString *s = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+
+  for (int i = 0; i < 5000; i++)
+    g_string_append_printf (s, "def f%d():\n", i);
+  list = cs_parse_text (s->str, s->len, "t", &error);
+  g_string_free (s, TRUE);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_cmpstr (error->message, ==, "t:4097:1: more than 4096 traces in one input");
+}
+
+static void
+test_many_lines (void)
+{
+  /* CS_PARSE_MAX_LINES + 1 lines of "  del a": the first line past the limit is reported */
+  gsize n = CS_PARSE_MAX_LINES + 1;
+  GString *s = g_string_sized_new (n * 8 + 16);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autofree char *want = g_strdup_printf ("t:%d:1: more than %d lines", CS_PARSE_MAX_LINES + 1,
+                                           CS_PARSE_MAX_LINES);
+
+  g_string_append (s, "def f(a):\n");
+  for (gsize i = 1; i < n; i++)
+    g_string_append (s, "  del a\n");
+  list = cs_parse_text (s->str, s->len, "t", &error);
+  g_string_free (s, TRUE);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  g_assert_true (g_str_has_prefix (error->message, want));
+}
+
+static void
 test_file_errors (void)
 {
   g_autoptr(GError) error = NULL;
@@ -327,6 +365,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/errors/deep-targets", test_deep_brackets_in_type_and_targets);
   g_test_add_func ("/core/parse/errors/deep-subsymbols", test_deep_subsymbols);
   g_test_add_func ("/core/parse/errors/file", test_file_errors);
+  g_test_add_func ("/core/parse/errors/many-traces", test_many_traces);
+  g_test_add_func ("/core/parse/errors/many-lines", test_many_lines);
   g_test_add_func ("/core/parse/errors/mutations", test_mutations);
   return g_test_run ();
 }
