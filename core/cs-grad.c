@@ -22,6 +22,7 @@
 #include "cs-decompose.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
+#include "cs-promote.h"
 
 #include <math.h>
 #include <string.h>
@@ -246,57 +247,31 @@ op_info (const CsValue *v, OpInfo *info)
     }
 }
 
-static int
-float_order (CsDtype d)
+static CsDtypeRef
+promote_arg (const OpInfo *x)
 {
-  switch (d)
+  if (x->tensor)
+    return cs_promote_arg_tensor (x->dtype, x->rank);
+  switch (cs_dtype_kind (x->dtype))
     {
-    case CS_DTYPE_F64: return 4;
-    case CS_DTYPE_F32: return 3;
-    case CS_DTYPE_BF16:
-    case CS_DTYPE_F16: return 2;
-    default: return cs_dtype_is_float (d) ? 1 : 0;
+    case CS_DTYPE_KIND_BOOL: return cs_promote_arg_number (CS_PYTYPE_BOOL);
+    case CS_DTYPE_KIND_INT: return cs_promote_arg_number (CS_PYTYPE_INT);
+    case CS_DTYPE_KIND_COMPLEX: return cs_promote_arg_number (CS_PYTYPE_COMPLEX);
+    default: return cs_promote_arg_number (CS_PYTYPE_FLOAT);
     }
 }
 
-/* Thunder's lattice restricted to what the backward formulas combine: strong tensors beat weak
- * ones (Python numbers, 0-d tensors); floats beat ints beat bools; bf16 with f16 gives f32. */
-static CsDtype
-promote_pair (const OpInfo *x, const OpInfo *y)
+/* Thunder's promotion dtype of two operands (a 0-d tensor and a Python number are weak). */
+static gboolean
+promote_pair (const OpInfo *x, const OpInfo *y, CsDtype *out, GError **error)
 {
-  gboolean xs = x->tensor && x->rank > 0, ys = y->tensor && y->rank > 0;
-  gboolean xf = cs_dtype_is_inexact (x->dtype), yf = cs_dtype_is_inexact (y->dtype);
+  CsDtypeRef args[2] = { promote_arg (x), promote_arg (y) };
+  CsDtypeRef r;
 
-  if (xs != ys)
-    {
-      const OpInfo *s = xs ? x : y, *w = xs ? y : x;
-      gboolean wf = xs ? yf : xf, sf = xs ? xf : yf;
-      if (sf || !wf)
-        return s->tensor && cs_dtype_kind (s->dtype) == CS_DTYPE_KIND_BOOL
-                 && cs_dtype_kind (w->dtype) == CS_DTYPE_KIND_INT && !w->tensor
-               ? CS_DTYPE_I64 : s->dtype;
-      return w->tensor ? w->dtype : CS_DTYPE_F32;
-    }
-  if (!x->tensor && !y->tensor)
-    return (xf || yf) ? CS_DTYPE_F32 : CS_DTYPE_I64;
-  if (x->dtype == y->dtype)
-    return x->dtype;
-  if (xf && yf)
-    {
-      int ox = float_order (x->dtype), oy = float_order (y->dtype);
-      if (ox == oy)
-        return CS_DTYPE_F32;
-      return ox > oy ? x->dtype : y->dtype;
-    }
-  if (xf)
-    return x->dtype;
-  if (yf)
-    return y->dtype;
-  if (cs_dtype_kind (x->dtype) == CS_DTYPE_KIND_BOOL)
-    return y->dtype;
-  if (cs_dtype_kind (y->dtype) == CS_DTYPE_KIND_BOOL)
-    return x->dtype;
-  return cs_dtype_size_bytes (x->dtype) >= cs_dtype_size_bytes (y->dtype) ? x->dtype : y->dtype;
+  if (!cs_promote_dtypes (args, 2, &r, error))
+    return FALSE;
+  *out = r.dtype;
+  return TRUE;
 }
 
 static gboolean
@@ -358,7 +333,8 @@ ew2 (GradCtx *c, CsOpId id, CsValue *x, CsValue *y)
                    "%s: operands of a backward formula do not broadcast", cs_op_get (id)->name);
       return NULL;
     }
-  dt = promote_pair (&ix, &iy);
+  if (!promote_pair (&ix, &iy, &dt, &c->error))
+    return NULL;
   if (id == CS_OP_LTORCH_TRUE_DIVIDE && !cs_dtype_is_inexact (dt))
     dt = CS_DTYPE_F32;
   if (id == CS_OP_LTORCH_EQ)
