@@ -369,6 +369,54 @@ test_refuse_llama (void)
   refuse_case ("nb_llama_bf16_augmented_forward_excerpt.txt", FALSE, cs_fuse_count_regions (t));
 }
 
+
+/* issue #1368 (nv_enable_linear=True): the stored excerpt stops mid-region, with no return and
+ * outputs (t14, t21) made by prims that were cut off, so its region cannot be rebuilt exactly.
+ * What can be checked: returning the last value the excerpt computes, the flattened prims form
+ * one region holding prims.linear with fuse-linear=on, and split at the linear without it. */
+static void
+test_refuse_issue1368 (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("issue1368_linear_inside_fusion_excerpt.txt");
+  g_autoptr(CsTrace) flat = NULL;
+  CsPolicy p;
+  CsStmt *ret;
+  CsValue *item;
+  guint n;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  g_assert_null (cs_trace_get_return (t));
+  flat = cs_fuse_flatten_regions (t);
+  n = flat->n_stmts;
+  item = cs_value_new_proxy (flat->arena, cs_stmt_get_output (flat->stmts[n - 1]));
+  ret = cs_stmt_new (flat, CS_STMT_RETURN);
+  ret->value = cs_value_new_seq (flat->arena, CS_VALUE_TUPLE, &item, 1);
+  {
+    CsStmt **stmts = g_new (CsStmt *, n + 1);
+    memcpy (stmts, flat->stmts, sizeof (CsStmt *) * n);
+    stmts[n] = ret;
+    cs_trace_set_stmts (flat, stmts, n + 1);
+    g_free (stmts);
+  }
+  cs_policy_init_default (&p);
+  p.fuse_linear = TRUE;
+  {
+    g_autoptr(CsTrace) f = fuse_and_clean (flat, &p);
+    g_autoptr(GPtrArray) sig = signatures (f);
+    g_assert_cmpuint (sig->len, ==, 1);
+    g_assert_nonnull (strstr (sig->pdata[0], "prims.linear"));
+  }
+  p.fuse_linear = FALSE;
+  {
+    g_autoptr(CsTrace) f = fuse_and_clean (flat, &p);
+    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 2);
+  }
+}
+
 /* Diff: default vs fuse-matmul on the chain trace: the two regions merge into one. */
 static void
 test_diff (void)
@@ -414,5 +462,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/refuse/issue283", test_refuse_issue283);
   g_test_add_func ("/core/fuse/refuse/docs-mlp", test_refuse_docs_mlp);
   g_test_add_func ("/core/fuse/refuse/llama", test_refuse_llama);
+  g_test_add_func ("/core/fuse/refuse/issue1368-excerpt", test_refuse_issue1368);
   return g_test_run ();
 }
