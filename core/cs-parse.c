@@ -65,6 +65,7 @@ typedef struct
   GArray     *scratch_args; /* stack of CsArg for argument lists being read */
   GString    *tmp;       /* scratch text */
   GHashTable *types;     /* type text -> first proxy typed with it (this trace; not numbers) */
+  gsize       ir_done;   /* arena bytes of the traces already parsed (CS_PARSE_MAX_IR_BYTES) */
 } Parser;
 
 typedef struct
@@ -1872,6 +1873,14 @@ parse_body (Parser *p, guint first, guint last, GError **error)
           after_unpack[0] = st->kind == CS_STMT_UNPACK
                             || (st->kind == CS_STMT_COMMENT && st->comment_kind == CS_COMMENT_DETAIL);
           g_ptr_array_add (top, st);
+          /* one line adds at most ~28x its bytes of IR, so checking per statement bounds it */
+          if (p->ir_done + cs_arena_size_bytes (t->arena) > CS_PARSE_MAX_IR_BYTES)
+            {
+              fail_at (p, error, CS_PARSE_ERROR_LIMIT, l->lineno, 1 + l->col0,
+                       "the input needs more than %" G_GSIZE_FORMAT " MiB of memory as IR",
+                       CS_PARSE_MAX_IR_BYTES >> 20);
+              goto out;
+            }
           continue;
         }
 
@@ -2461,6 +2470,7 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
       t = parse_one_trace (&p, &i, is_list, error);
       if (t == NULL)
         goto out;
+      p.ir_done += cs_arena_size_bytes (t->arena);
       g_ptr_array_add (list->traces, t);
     }
 

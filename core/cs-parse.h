@@ -31,6 +31,8 @@ typedef enum
 #define CS_PARSE_MAX_LINES        (2 * 1024 * 1024)   /* lines in one input (bounds statements:
                                                          ~0.5 KiB of IR each) */
 #define CS_PARSE_MAX_TRACES       4096                /* traces in one input (an arena each) */
+#define CS_PARSE_MAX_IR_BYTES     ((gsize) 2 << 30)   /* IR memory for one input (values can
+                                                         take ~28x the bytes of their text) */
 
 /**
  * cs_parse_text:
