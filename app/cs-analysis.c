@@ -166,6 +166,46 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
   return g_steal_pointer (&self);
 }
 
+/**
+ * cs_analysis_new_as_read:
+ * @list: (transfer none): the traces of a file
+ * @policy: the policy in effect (recorded, not applied)
+ *
+ * The file's traces without any pass, for showing a file the pipeline cannot transform (an op
+ * with no VJP rule, ...): the forward family holds the first trace that is not a
+ * `backward_fn`, the backward family the first `backward_fn`; each has the one pass "as read".
+ * Ops castscope does not know still draw (opaque nodes, cs-graph.h).
+ * Returns: (transfer full): the analysis, or NULL when @list holds no trace
+ */
+CsAnalysis *
+cs_analysis_new_as_read (CsTraceList *list, const CsPolicy *policy)
+{
+  CsAnalysis *self;
+
+  g_return_val_if_fail (list != NULL, NULL);
+  g_return_val_if_fail (policy != NULL, NULL);
+
+  if (list->traces->len == 0)
+    return NULL;
+  self = g_new0 (CsAnalysis, 1);
+  self->ref_count = 1;
+  self->policy = *policy;
+  for (guint f = 0; f < CS_N_FAMILIES; f++)
+    {
+      self->passes[f] = g_array_new (FALSE, TRUE, sizeof (CsAnalysisPass));
+      g_array_set_clear_func (self->passes[f], pass_clear);
+    }
+  for (guint i = 0; i < list->traces->len; i++)
+    {
+      CsTrace *t = g_ptr_array_index (list->traces, i);
+      CsFamily f = trace_is_backward (t) ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD;
+
+      if (self->passes[f]->len == 0)
+        add_pass (self, f, "as read", t);
+    }
+  return self;
+}
+
 CsAnalysis *
 cs_analysis_ref (CsAnalysis *analysis)
 {

@@ -27,6 +27,8 @@ typedef struct _CsAnalysis CsAnalysis;
 CsAnalysis     *cs_analysis_new_for_list (CsTraceList    *list,
                                           const CsPolicy *policy,
                                           GError        **error);
+CsAnalysis     *cs_analysis_new_as_read  (CsTraceList    *list,
+                                          const CsPolicy *policy);
 CsAnalysis     *cs_analysis_ref          (CsAnalysis     *analysis);
 void            cs_analysis_unref        (CsAnalysis     *analysis);
 const CsPolicy *cs_analysis_get_policy   (CsAnalysis     *analysis);

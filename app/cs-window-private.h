@@ -95,6 +95,8 @@ void         _cs_window_select_stmt       (CsWindow   *self,
                                            guint32     stmt_id,
                                            gboolean    scroll);
 char        *_cs_window_dup_trace_text    (CsWindow   *self);
+guint32      _cs_window_select_text_offset (CsWindow  *self,
+                                           int         offset);
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
 

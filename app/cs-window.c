@@ -257,6 +257,19 @@ text_click_released_cb (GtkGestureClick *gesture,
   if (!gtk_text_view_get_iter_at_location (self->trace_view, &iter, bx, by))
     return;
   offset = gtk_text_iter_get_offset (&iter);
+  _cs_window_select_text_offset (self, offset);
+}
+
+/**
+ * _cs_window_select_text_offset:
+ * @offset: a character offset in the trace text
+ *
+ * Selects the statement printed at @offset (its line or its decomposition comments).
+ * Returns: the statement id selected, 0 when @offset is outside every statement
+ */
+guint32
+_cs_window_select_text_offset (CsWindow *self, int offset)
+{
   for (guint i = 0; i < self->stmt_ranges->len; i++)
     {
       const CsStmtRange *r = &g_array_index (self->stmt_ranges, CsStmtRange, i);
@@ -264,9 +277,10 @@ text_click_released_cb (GtkGestureClick *gesture,
       if (offset >= r->start && offset <= r->end)
         {
           _cs_window_select_stmt (self, r->stmt_id, FALSE);
-          return;
+          return r->stmt_id;
         }
     }
+  return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -684,11 +698,14 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 
   if (job->analysis == NULL)
     {
-      g_autofree char *msg = g_strdup_printf ("The pipeline failed; showing the trace as read. %s",
-                                              job->error->message);
+      g_autofree char *msg = g_strdup_printf ("The pipeline cannot transform this trace, so it "
+                                              "is shown as read: %s", job->error->message);
+      g_autoptr(CsAnalysis) as_read = cs_analysis_new_as_read (self->traces, &self->policy);
+
       cs_window_show_error (self, msg);
-      set_analysis (self, NULL);
-      cs_graph_view_set_placeholder (self->forward_view, msg);
+      set_analysis (self, as_read);
+      cs_graph_view_fit (self->forward_view);
+      cs_graph_view_fit (self->backward_view);
       return;
     }
   if (cs_analysis_get_warning (job->analysis) != NULL)
@@ -756,7 +773,10 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   if (analysis == NULL)
     {
-      cs_window_show_error (self, error->message);
+      g_autofree char *msg = g_strdup_printf ("The pipeline failed under this policy; the graph "
+                                              "still shows the previous result. %s",
+                                              error->message);
+      cs_window_show_error (self, msg);
       return;
     }
   hide_error (self);

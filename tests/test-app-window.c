@@ -476,6 +476,127 @@ test_run_overlay (Fixture *fx, gconstpointer data)
   g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
 }
 
+/* The pass slider walks the intermediate traces of one family; each family keeps its own. */
+static void
+test_pass_slider (Fixture *fx, gconstpointer data)
+{
+  CsAnalysis *an;
+  guint n, fuse = G_MAXUINT;
+  g_autofree char *first = NULL;
+  g_autofree char *fused = NULL;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  an = fx->win->analysis;
+  n = cs_analysis_n_passes (an, CS_FAMILY_FORWARD);
+  g_assert_cmpuint (n, >=, 3);
+  g_assert_cmpfloat (gtk_adjustment_get_upper (fx->win->pass_adjustment), ==, n - 1);
+  g_assert_cmpfloat (gtk_adjustment_get_value (fx->win->pass_adjustment), ==, n - 1);
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (an, CS_FAMILY_FORWARD, i), "fuse") == 0)
+      fuse = i;
+  g_assert_cmpuint (fuse, <, n);
+
+  /* Pass 0 is the trace as parsed: ltorch ops, no region. */
+  gtk_adjustment_set_value (fx->win->pass_adjustment, 0);
+  wait_idle (fx->win);
+  g_assert_cmpstr (cs_analysis_pass_name (an, CS_FAMILY_FORWARD, 0), ==, "initial");
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->pass_label), "initial"));
+  first = _cs_window_dup_trace_text (fx->win);
+  g_assert_nonnull (strstr (first, "ltorch.add("));
+  g_assert_null (strstr (first, "nvFusion"));
+  g_assert_cmpstr (gtk_label_get_text (fx->win->status_regions), ==, "Fusion regions: 0");
+  g_assert_true (cs_graph_view_get_trace (fx->win->forward_view)
+                 == cs_analysis_get_trace (an, CS_FAMILY_FORWARD, 0));
+
+  /* The fuse pass made the region. */
+  gtk_adjustment_set_value (fx->win->pass_adjustment, fuse);
+  wait_idle (fx->win);
+  fused = _cs_window_dup_trace_text (fx->win);
+  g_assert_nonnull (strstr (fused, "nvFusion0("));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->pass_label), "fuse"));
+
+  /* The backward family has its own slider position (its last pass). */
+  show_family (fx->win, "backward");
+  g_assert_cmpfloat (gtk_adjustment_get_value (fx->win->pass_adjustment), ==,
+                     cs_analysis_n_passes (an, CS_FAMILY_BACKWARD) - 1);
+  g_assert_true (_cs_window_get_shown_trace (fx->win)
+                 == cs_analysis_get_final (an, CS_FAMILY_BACKWARD));
+  show_family (fx->win, "forward");
+  g_assert_cmpfloat (gtk_adjustment_get_value (fx->win->pass_adjustment), ==, fuse);
+}
+
+/* An op castscope does not know: the grad pass names it in the error bar, and the trace is
+ * still drawn as read, the unknown call as an opaque node. */
+static void
+test_unknown_op (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "unknown.txt", NULL);
+  g_autoptr(GFile) file = NULL;
+  CsLayout *layout;
+  gboolean found = FALSE;
+
+  g_assert_true (g_file_set_contents (path,
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "\n"
+    "@torch.no_grad()\n"
+    "def computation(a, w):\n"
+    "  # a: \"cuda:0 bf16[8, 16]\"\n"
+    "  # w: \"cuda:0 bf16[16, 16]\"\n"
+    "  t0 = mylib.frobnicate(a)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+    "  t1 = ltorch.matmul(t0, w)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+    "  return t1\n", -1, NULL));
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_test_message ("error shown: %s", gtk_label_get_text (fx->win->error_label));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->error_label), "mylib.frobnicate"));
+  g_assert_nonnull (fx->win->analysis);
+  g_assert_cmpstr (cs_analysis_pass_name (fx->win->analysis, CS_FAMILY_FORWARD, 0), ==, "as read");
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (layout);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (g_strcmp0 (layout->nodes[i].name, "mylib.frobnicate") == 0)
+      found = TRUE;
+  g_assert_true (found);
+  /* The matmul still carries its tensor-core badge (bf16 operands). */
+  g_assert_cmpuint (cs_graph_view_count_badges (fx->win->forward_view, TRUE), ==, 1);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* Clicking a line of the trace text selects its node. */
+static void
+test_text_click (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *text = NULL;
+  const char *hit;
+  CsTrace *trace;
+  guint32 id;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  text = _cs_window_dup_trace_text (fx->win);
+  hit = strstr (text, "= prims.matmul(");
+  g_assert_nonnull (hit);
+  id = _cs_window_select_text_offset (fx->win, (int) g_utf8_pointer_to_offset (text, hit));
+  g_assert_cmpuint (id, !=, 0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+  trace = _cs_window_get_shown_trace (fx->win);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (trace->stmts[i]->id == id)
+      g_assert_cmpstr (trace->stmts[i]->callee, ==, "prims.matmul");
+  /* The signature line is no statement. */
+  g_assert_cmpuint (_cs_window_select_text_offset (fx->win,
+                      (int) g_utf8_pointer_to_offset (text, strstr (text, "def computation"))), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -504,6 +625,12 @@ main (int argc, char **argv)
   g_test_add ("/app/window/bad-file", Fixture, NULL, fixture_setup, test_bad_file,
               fixture_teardown);
   g_test_add ("/app/window/export", Fixture, NULL, fixture_setup, test_export,
+              fixture_teardown);
+  g_test_add ("/app/window/pass-slider", Fixture, NULL, fixture_setup, test_pass_slider,
+              fixture_teardown);
+  g_test_add ("/app/window/unknown-op", Fixture, NULL, fixture_setup, test_unknown_op,
+              fixture_teardown);
+  g_test_add ("/app/window/text-click", Fixture, NULL, fixture_setup, test_text_click,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
