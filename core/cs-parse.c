@@ -1925,6 +1925,13 @@ parse_body (Parser *p, guint first, guint last, GError **error)
           after_unpack[depth] = st->kind == CS_STMT_UNPACK
                                 || (st->kind == CS_STMT_COMMENT && st->comment_kind == CS_COMMENT_DETAIL);
         }
+      if (p->ir_done + cs_arena_size_bytes (t->arena) > CS_PARSE_MAX_IR_BYTES)
+        {
+          fail_at (p, error, CS_PARSE_ERROR_LIMIT, l->lineno, 1 + l->col0,
+                   "the input needs more than %" G_GSIZE_FORMAT " MiB of memory as IR",
+                   CS_PARSE_MAX_IR_BYTES >> 20);
+          goto out;
+        }
     }
   close_open (p, open, &n_open, 0);
   t->stmts = (CsStmt **) cs_arena_dup_ptrs (t->arena, (gpointer const *) top->pdata, top->len);
