@@ -502,6 +502,10 @@ test_values (void)
     "  t3 = ltorch.getitem(x, (..., slice(None,-1,None)))  # t3: \"meta b8[2, 3]\"\n"
     "  t4 = prims.uniform((8, 10), 0.0, 1.0, device=devices.Device(\"cuda:0\"), dtype=dtypes.float32_)  # t4: \"cuda:1 f32[8, 10]\"\n"
     "  t5 = foo(x, memory_format=_torch_memory_format_0, s='it\\'s', n=-100, f=4096.0, g=0.08838834764831843)  # t5: \"cpu i64[]\"\n"
+    "  (t6, (_, t7)) = unsloth_apply_rope_forward(x, t5)\n"
+    "  [t8] = nvFusion0(t6, t7)\n"
+    "    # _ = prims.convert_element_type(1, float)\n"
+    "    # t8 = prims.add(t6, t7)  # t8: \"cpu f32[]\"\n"
     "  return {'output': t5, 'flat_args': [x]}, ((t1,), (True, 1e-05))\n";
   g_autoptr(GError) error = NULL;
   g_autoptr(CsTrace) t = cs_parse_trace (text, "values", &error);
@@ -533,7 +537,19 @@ test_values (void)
   g_assert_cmpfloat (s->args[4].value->u.f, ==, 4096.0);
   g_assert_cmpstr (s->args[5].value->raw, ==, "0.08838834764831843");
   g_assert_null (s->args[3].value->raw); /* ints in canonical form keep no text */
+  /* nested target with `_`: (t6, (_, t7)) */
   s = t->stmts[5];
+  g_assert_cmpint (s->out->kind, ==, CS_VALUE_TUPLE);
+  g_assert_cmpint (s->out->u.seq.items[1]->kind, ==, CS_VALUE_TUPLE);
+  g_assert_cmpint (s->out->u.seq.items[1]->u.seq.items[0]->kind, ==, CS_VALUE_UNDERSCORE);
+  g_assert_cmpstr (s->out->u.seq.items[1]->u.seq.items[1]->u.proxy->name, ==, "t7");
+  g_assert_cmpint (s->op->id, ==, CS_OP_OPAQUE);
+  /* a literal-only result inside a region: `_ = ...`, no type comment */
+  s = t->stmts[6];
+  g_assert_cmpuint (s->n_subs, ==, 2);
+  g_assert_cmpint (s->subs[0]->out->kind, ==, CS_VALUE_UNDERSCORE);
+  g_assert_cmpint (s->subs[0]->type_comment, ==, CS_TYPECOMMENT_NONE);
+  s = t->stmts[7];
   g_assert_true (s->return_bare);
   printed = cs_print_trace (t, CS_PRINT_DEFAULT);
   g_assert_cmpstr (printed, ==, text);
