@@ -2493,6 +2493,66 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         ap (&al, a);
         return call_ltorch (dx, out, "ltorch.where", &al, error);
       }
+    case CS_OP_LTORCH_FULL:
+      {
+        /* clang.full: prims.full(tuple(shape), fill_value, device=, dtype=) */
+        CsMetaType mt[1];
+        guint nm;
+        Args al = { 0 };
+
+        if (!cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
+          return NULL;
+        ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
+        ap (&al, sarg (s, 1, "fill_value"));
+        ak (&al, "device", vdevice (dx, &mt[0].device));
+        ak (&al, "dtype", vdtype (dx, mt[0].dtype, FALSE));
+        return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
+      }
+    case CS_OP_LTORCH_ZEROS:
+    case CS_OP_LTORCH_ONES:
+      {
+        /* full(shape, 0 or 1, device=device, dtype=default dtype) */
+        CsMetaType mt[1];
+        guint nm;
+        CsValue *dv = sarg (s, 99, "device");
+        Args al = { 0 };
+
+        if (!cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
+          return NULL;
+        ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
+        ap (&al, vint (dx, op->id == CS_OP_LTORCH_ONES ? 1 : 0));
+        ak (&al, "device", dv ? dv : vnone (dx));
+        ak (&al, "dtype", vdtype (dx, mt[0].dtype, FALSE));
+        return call_ltorch (dx, out, "ltorch.full", &al, error);
+      }
+    case CS_OP_LTORCH_FULL_LIKE:
+      {
+        /* clang.full_like: prims.full(a.shape, fill, device=a.device, dtype=a.true_dtype) */
+        CsMetaType mt[1];
+        guint nm;
+        CsProxy *ta = tensor_of (a);
+        Args al = { 0 };
+
+        if (!ta || !cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
+          return ta ? NULL : dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+        ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
+        ap (&al, sarg (s, 1, "fill_value"));
+        ak (&al, "device", vdevice (dx, &mt[0].device));
+        ak (&al, "dtype", vdtype (dx, mt[0].dtype, ta->rank == 0 && is_none (sarg (s, 99, "dtype"))));
+        return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
+      }
+    case CS_OP_LTORCH_ZEROS_LIKE:
+    case CS_OP_LTORCH_ONES_LIKE:
+      {
+        CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+        Args al = { 0 };
+
+        ap (&al, a);
+        ap (&al, vint (dx, op->id == CS_OP_LTORCH_ONES_LIKE ? 1 : 0));
+        ak (&al, "device", dv ? dv : vnone (dx));
+        ak (&al, "dtype", dt ? dt : vnone (dx));
+        return call_ltorch (dx, out, "ltorch.full_like", &al, error);
+      }
     case CS_OP_PRIM_MATMUL:
     case CS_OP_PRIM_LINEAR:
       if (dx->policy.matmul == CS_MATMUL_UPCAST_F32)
@@ -2547,6 +2607,8 @@ cs_decompose_supports (const CsStmt *stmt)
     case CS_OP_LTORCH_FLOAT: case CS_OP_LTORCH_HALF: case CS_OP_LTORCH_BFLOAT16:
     case CS_OP_LTORCH_TYPE_AS: case CS_OP_LTORCH_FLATTEN: case CS_OP_LTORCH_MASKED_FILL:
     case CS_OP_LTORCH_MAXIMUM: case CS_OP_LTORCH_MINIMUM:
+    case CS_OP_LTORCH_FULL: case CS_OP_LTORCH_ZEROS: case CS_OP_LTORCH_ONES:
+    case CS_OP_LTORCH_FULL_LIKE: case CS_OP_LTORCH_ZEROS_LIKE: case CS_OP_LTORCH_ONES_LIKE:
       return TRUE;
     default:
       return FALSE;

@@ -2075,6 +2075,91 @@ dispatch (Meta *m, GError **error)
       return meta_sdpa (m, error);
     case CS_OP_LTORCH_ARANGE:
       return meta_iota (m, TRUE, error);
+    case CS_OP_LTORCH_FULL:
+    case CS_OP_LTORCH_ZEROS:
+    case CS_OP_LTORCH_ONES:
+      {
+        /* full(shape, fill_value, device=, dtype=); zeros/ones(*shape, device=, dtype=):
+         * dtype from the fill value's Python type (bool, int64, float32) or float32 */
+        int64_t shape[CS_MAX_DIMS];
+        guint n;
+        CsDtype dtype = CS_DTYPE_F32;
+        CsDevice dev = { CS_DEVICE_CPU, 0 };
+        CsValue *dv = arg (m, 99, "dtype"), *devv = arg (m, 99, "device");
+
+        if (op->id == CS_OP_LTORCH_FULL)
+          {
+            CsPyType pt;
+
+            if (!get_int_seq (m, arg (m, 0, "shape"), "shape", shape, &n, error))
+              return FALSE;
+            if (!value_number (arg (m, 1, "fill_value"), &pt, NULL))
+              return meta_fail (m, error, CS_META_ERROR_UNSUPPORTED, "only a number fill_value is supported");
+            dtype = pt == CS_PYTYPE_BOOL ? CS_DTYPE_B8 : pt == CS_PYTYPE_INT ? CS_DTYPE_I64
+                    : pt == CS_PYTYPE_COMPLEX ? CS_DTYPE_C64 : CS_DTYPE_F32;
+          }
+        else if (!get_varargs_shape (m, 0, shape, &n, error))
+          return FALSE;
+        for (guint i = 0; i < n; i++)
+          if (shape[i] < 0)
+            return meta_fail (m, error, CS_META_ERROR_SHAPE, "negative dim in shape");
+        if (!value_is_none (dv) && !value_dtype (dv, &dtype))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
+        if (!value_is_none (devv) && !value_device (devv, &dev))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
+        return out_tensor (m, dtype, shape, n, &dev, error);
+      }
+    case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
+      {
+        /* nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight):
+         * a's shape, g's dtype (thunder/torch/__init__.py: TensorProxy(like=g, shape=a.shape)) */
+        CsProxy *g;
+        if (!get_tensor (m, 0, "g", &g, error) || !get_tensor (m, 1, "a", &a, error))
+          return FALSE;
+        return out_tensor (m, g->dtype, a->shape, a->rank, &g->device, error);
+      }
+    case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
+      {
+        /* log_softmax_backward(g, output, dim, dtype): g's shape, dtype */
+        CsProxy *g;
+        CsDtype dtype;
+        if (!get_tensor (m, 0, "g", &g, error))
+          return FALSE;
+        dtype = g->dtype;
+        if (!value_is_none (arg (m, 3, "dtype")) && !value_dtype (arg (m, 3, "dtype"), &dtype))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype is not a dtype");
+        return out_like (m, g, dtype, error);
+      }
+    case CS_OP_LTORCH_EMBEDDING_BACKWARD:
+      {
+        /* embedding_backward(grad, indices, num_weights, ...): [num_weights, grad.shape[-1]] */
+        CsProxy *g;
+        int64_t shape[2];
+        if (!get_tensor (m, 0, "grad", &g, error) || !get_int_arg (m, 2, "num_weights", -1, &shape[0], error))
+          return FALSE;
+        if (g->rank == 0 || shape[0] < 0)
+          return meta_fail (m, error, CS_META_ERROR_SHAPE, "needs a grad with dims and num_weights >= 0");
+        shape[1] = g->shape[g->rank - 1];
+        return out_tensor (m, g->dtype, shape, 2, &g->device, error);
+      }
+    case CS_OP_LTORCH_FULL_LIKE:
+    case CS_OP_LTORCH_ZEROS_LIKE:
+    case CS_OP_LTORCH_ONES_LIKE:
+      {
+        CsDtype dtype;
+        CsDevice dev;
+        CsValue *dv = arg (m, 99, "dtype"), *devv = arg (m, 99, "device");
+
+        if (!get_tensor (m, 0, "a", &a, error))
+          return FALSE;
+        dtype = a->dtype;
+        dev = a->device;
+        if (!value_is_none (dv) && !value_dtype (dv, &dtype))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
+        if (!value_is_none (devv) && !value_device (devv, &dev))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
+        return out_tensor (m, dtype, a->shape, a->rank, &dev, error);
+      }
     default:
       break;
     }
@@ -2161,21 +2246,7 @@ cs_meta_supports (const CsStmt *stmt)
   if (op->category == CS_OP_CAT_ELEMENTWISE)
     return op->promo != CS_PROMO_NONE || op->id == CS_OP_LTORCH_SILU || op->id == CS_OP_LTORCH_RELU
            || op->id == CS_OP_LTORCH_TRIL || op->id == CS_OP_LTORCH_MASKED_FILL;
-  switch (op->id)
-    {
-    case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
-    case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
-    case CS_OP_LTORCH_EMBEDDING_BACKWARD:
-    case CS_OP_LTORCH_ZEROS:
-    case CS_OP_LTORCH_ONES:
-    case CS_OP_LTORCH_FULL:
-    case CS_OP_LTORCH_ZEROS_LIKE:
-    case CS_OP_LTORCH_ONES_LIKE:
-    case CS_OP_LTORCH_FULL_LIKE:
-      return FALSE;
-    default:
-      return TRUE;
-    }
+  return TRUE;
 }
 
 gboolean

@@ -507,6 +507,31 @@ test_structures (void)
   g_string_free (buf, TRUE);
 }
 
+/* creation ops: zeros -> ltorch.full -> prims.full; full_like -> prims.full in a's shape */
+static void
+test_creation (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(a):\n"
+    "  # a: \"cuda:0 bf16[4, 8]\"\n"
+    "  t0 = ltorch.zeros(4, 5, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)  # t0: \"cuda:0 bf16[4, 5]\"\n"
+    "  t1 = ltorch.ones_like(a, device=None, dtype=None)  # t1: \"cuda:0 bf16[4, 8]\"\n"
+    "  return (t0,)\n");
+  g_autoptr (GPtrArray) z = decompose (t, nth_call (t, 0), NULL, FALSE);
+  g_autoptr (GPtrArray) o = decompose (t, nth_call (t, 1), NULL, TRUE);
+  GString *buf = g_string_new (NULL);
+
+  g_assert_cmpuint (z->len, ==, 1);
+  cs_print_stmt_to (buf, g_ptr_array_index (z, 0), 0, CS_PRINT_DEFAULT);
+  g_assert_nonnull (strstr (buf->str, "t0 = ltorch.full((4, 5), 0, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)"));
+  g_assert_nonnull (strstr (buf->str, "# t0 = prims.full((4, 5), 0, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)"));
+  g_string_truncate (buf, 0);
+  g_assert_cmpuint (o->len, ==, 1);
+  cs_print_stmt_to (buf, g_ptr_array_index (o, 0), 0, CS_PRINT_DEFAULT);
+  g_assert_nonnull (strstr (buf->str, "t1 = prims.full((4, 8), 1, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)"));
+  g_string_free (buf, TRUE);
+}
+
 static void
 test_errors (void)
 {
@@ -1259,6 +1284,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/decompose/policy/matmul-upcast", test_policy_matmul);
   g_test_add_func ("/core/decompose/structure", test_structures);
   g_test_add_func ("/core/decompose/errors", test_errors);
+  g_test_add_func ("/core/decompose/creation", test_creation);
   g_test_add_data_func ("/core/decompose/oracle/thunder-initial", current_files, test_oracle);
   g_test_add_func ("/core/decompose/oracle/all-shared", test_oracle_all);
   g_test_add_func ("/core/decompose/samples", test_samples);

@@ -331,6 +331,14 @@ test_ltorch_nn (void)
          "cuda:0 bf16[2, 4, 64, 16]");
   check ("a f32[128, 513]; i i64[128, 1]", "t0 = ltorch.take_along_dim(a, i, 1)", "cuda:0 f32[128, 1]");
   check ("", "t0 = ltorch.arange(64, None, 1, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 i64[64]");
+  /* creation: dtype from the fill value's Python type, else float32 */
+  check ("", "t0 = ltorch.full((2, 3), 1.5, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 f32[2, 3]");
+  check ("", "t0 = ltorch.full([2], 7, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 i64[2]");
+  check ("", "t0 = ltorch.full((2,), True, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 b8[2]");
+  check ("", "t0 = ltorch.zeros(4, 5, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)", "cuda:0 bf16[4, 5]");
+  check ("", "t0 = ltorch.ones((3,), device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 f32[3]");
+  check ("a i64[3]", "t0 = ltorch.ones_like(a, device=None, dtype=None)", "cuda:0 i64[3]");
+  check ("a bf16[3, 2]", "t0 = ltorch.full_like(a, 0.5, device=None, dtype=dtypes.float32)", "cuda:0 f32[3, 2]");
   /* ceil((10 - 1) / 4) = 3; a float start gives float32 */
   check ("", "t0 = ltorch.arange(1.0, 10, 4, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 f32[3]");
 }
