@@ -66,7 +66,7 @@ cs_cli_cmd_render (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "expand", 'e', 0, G_OPTION_ARG_NONE, &expand, "Expand every statement into its prims (same as --detail prims)", NULL },
     { "detail", 'd', 0, G_OPTION_ARG_STRING, &detail_text, "auto (default), statements, prims or regions", "LEVEL" },
-    { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "Node count above which 'auto' collapses fusion regions (default 2500)", "N" },
+    { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "Node count above which 'auto' collapses fusion regions (default 1200)", "N" },
     { "shapes", 0, 0, G_OPTION_ARG_NONE, &node_shapes, "Print the output type in node labels", NULL },
     { "no-edge-labels", 0, 0, G_OPTION_ARG_NONE, &no_edge_labels, "Do not label edges with tensor shapes", NULL },
     { "bookkeeping", 0, 0, G_OPTION_ARG_NONE, &bookkeeping, "Also draw unpacks, checks and other bookkeeping calls", NULL },

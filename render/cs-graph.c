@@ -37,6 +37,8 @@ typedef struct
   cairo_surface_t       *surface;
   cairo_t               *cr;
   gboolean               counting;     /* only count nodes (cs_graph_count_nodes) */
+  guint                  force;        /* > 0 inside a statement expanded by an override: its
+                                          subsymbols expand down to the prims */
   guint                  n_counted;
 } Builder;
 
@@ -229,6 +231,8 @@ want_expand (Builder *b, const CsStmt *s)
     return TRUE;
   if (ov == CS_RENDER_EXPAND_OFF)
     return FALSE;
+  if (b->force > 0)
+    return TRUE;
   if (cs_op_is_fusion (s->op))
     return b->detail != CS_RENDER_DETAIL_REGIONS;
   return b->detail == CS_RENDER_DETAIL_PRIMS;
@@ -425,11 +429,20 @@ stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
 }
 
 /* Number of leaf nodes statement @s becomes when expanded (flattening nested expansions). */
+static gboolean
+forced_on (Builder *b, const CsStmt *s)
+{
+  return cs_render_options_get_expanded (b->options, s->id) == CS_RENDER_EXPAND_ON;
+}
+
 static guint
 count_leaves (Builder *b, const CsStmt *s)
 {
   guint n = 0;
+  gboolean on = forced_on (b, s);
 
+  if (on)
+    b->force++;
   for (guint i = 0; i < s->n_subs; i++)
     {
       const CsStmt *sub = s->subs[i];
@@ -441,6 +454,8 @@ count_leaves (Builder *b, const CsStmt *s)
       else
         n++;
     }
+  if (on)
+    b->force--;
   return n;
 }
 
@@ -476,9 +491,15 @@ add_cluster (Builder *b, const CsStmt *s, gint parent)
 static void
 emit_children (Builder *b, const CsStmt *s, gint cluster, guint32 top_id, gboolean flatten)
 {
+  gboolean on = forced_on (b, s);
+
+  if (on)
+    b->force++;
   for (guint i = 0; i < s->n_subs; i++)
     if (stmt_is_drawn (b, s->subs[i]))
       emit_stmt (b, s->subs[i], cluster, top_id, flatten);
+  if (on)
+    b->force--;
 }
 
 /* @flatten: we are inside an EXPANDED cluster: expanded members add their leaves to it. */

@@ -65,7 +65,7 @@ typedef enum
 
 /* A full statement-level layout above this many nodes switches AUTO to REGIONS.  Measured
  * (tests/bench-render.c): see render/cs-layout.c for the numbers. */
-#define CS_RENDER_DEFAULT_MAX_NODES      2500
+#define CS_RENDER_DEFAULT_MAX_NODES      1200
 /* Edge labels (shapes) are dropped above this many edges: each label is a virtual node for dot. */
 #define CS_RENDER_DEFAULT_MAX_EDGE_LABELS 400
 /* Hard limit: above this many nodes even at REGIONS detail, layout refuses (TOO_LARGE). */

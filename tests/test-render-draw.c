@@ -1,0 +1,385 @@
+/* test-render-draw.c: the cairo painter and the exports (render/cs-draw.c).
+ *
+ * Pixels are probed where the geometry says an element is: legend swatches at the offsets
+ * documented in cs-draw.c, a bf16 edge at a point of its bézier, a cast node's fill, a badge.
+ * Expected colours are the Okabe-Ito hex values (cs-palette.h) and viridis' end points.
+ */
+#include "cs-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cairo.h>
+#include <glib/gstdio.h>
+
+#include "cs-parse.h"
+#include "cs-render.h"
+
+static const char seed_fwd[] =
+  "def computation(a, b, w):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16]\"\n"
+  "  # w: \"cuda:0 bf16[16, 16]\"\n"
+  "  [t19] = nvFusion0(b, a)\n"
+  "    # t6 = prims.broadcast_in_dim(b, (8, 16), (1,))  # t6: \"cuda:0 bf16[8, 16]\"\n"
+  "    # t11 = prims.convert_element_type(a, dtypes.float32)  # t11: \"cuda:0 f32[8, 16]\"\n"
+  "    # t14 = prims.convert_element_type(t6, dtypes.float32)  # t14: \"cuda:0 f32[8, 16]\"\n"
+  "    # t17 = prims.add(t11, t14)  # t17: \"cuda:0 f32[8, 16]\"\n"
+  "    # t19 = prims.convert_element_type(t17, dtypes.bfloat16)  # t19: \"cuda:0 bf16[8, 16]\"\n"
+  "  t31 = torch.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "    # t31 = ltorch.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "      # t31 = prims.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "  return {'output': (t31,), 'flat_args': [a, b, w], 'flat_output': (t31,)}, ((w, t19), ())\n";
+
+static CsLayout *
+seed_layout (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (seed_fwd, "seed", &error);
+  CsLayout *l;
+
+  g_assert_no_error (error);
+  l = cs_layout_new (t, NULL, NULL, &error);
+  g_assert_no_error (error);
+  return l;
+}
+
+/* RGB of pixel (x, y) of an ARGB32 surface (opaque background assumed) */
+static void
+pixel (cairo_surface_t *s, int x, int y, int rgb[3])
+{
+  const guint8 *data;
+  guint32 v;
+
+  cairo_surface_flush (s);
+  data = cairo_image_surface_get_data (s);
+  g_assert_cmpint (x, >=, 0);
+  g_assert_cmpint (y, >=, 0);
+  g_assert_cmpint (x, <, cairo_image_surface_get_width (s));
+  g_assert_cmpint (y, <, cairo_image_surface_get_height (s));
+  v = *(const guint32 *) (data + y * cairo_image_surface_get_stride (s) + x * 4);
+  rgb[0] = (v >> 16) & 0xff;
+  rgb[1] = (v >> 8) & 0xff;
+  rgb[2] = v & 0xff;
+}
+
+static void
+hex_rgb (const char *hex, int rgb[3])
+{
+  for (int i = 0; i < 3; i++)
+    rgb[i] = g_ascii_xdigit_value (hex[1 + 2 * i]) * 16 + g_ascii_xdigit_value (hex[2 + 2 * i]);
+}
+
+static gboolean
+close_rgb (const int a[3], const int b[3], int tol)
+{
+  return abs (a[0] - b[0]) <= tol && abs (a[1] - b[1]) <= tol && abs (a[2] - b[2]) <= tol;
+}
+
+static void
+assert_pixel (cairo_surface_t *s, int x, int y, const char *hex, int tol)
+{
+  int got[3], want[3];
+
+  pixel (s, x, y, got);
+  hex_rgb (hex, want);
+  if (!close_rgb (got, want, tol))
+    g_error ("pixel (%d, %d) is #%02X%02X%02X, expected %s", x, y, got[0], got[1], got[2], hex);
+}
+
+/* Is there a pixel within @r px of (x, y) of colour @hex? (antialiased thin lines) */
+static gboolean
+near_pixel (cairo_surface_t *s, double x, double y, int r, const char *hex, int tol)
+{
+  int want[3], got[3];
+
+  hex_rgb (hex, want);
+  for (int dy = -r; dy <= r; dy++)
+    for (int dx = -r; dx <= r; dx++)
+      {
+        int px = (int) floor (x) + dx, py = (int) floor (y) + dy;
+        if (px < 0 || py < 0 || px >= cairo_image_surface_get_width (s)
+            || py >= cairo_image_surface_get_height (s))
+          continue;
+        pixel (s, px, py, got);
+        if (close_rgb (got, want, tol))
+          return TRUE;
+      }
+  return FALSE;
+}
+
+static cairo_surface_t *
+paint (const CsLayout *l, const CsView *view, int w, int h, CsDrawFlags flags)
+{
+  cairo_surface_t *s = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, w, h);
+  cairo_t *cr = cairo_create (s);
+
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_paint (cr);
+  cs_draw_layout (cr, l, view, w, h, flags);
+  g_assert_cmpint (cairo_status (cr), ==, CAIRO_STATUS_SUCCESS);
+  cairo_destroy (cr);
+  return s;
+}
+
+static CsPoint
+bezier_mid (const CsLayoutEdge *e)
+{
+  const CsPoint *p = e->points;   /* first segment, t = 0.5 */
+  return (CsPoint) { 0.125 * p[0].x + 0.375 * p[1].x + 0.375 * p[2].x + 0.125 * p[3].x,
+                     0.125 * p[0].y + 0.375 * p[1].y + 0.375 * p[2].y + 0.125 * p[3].y };
+}
+
+static void
+test_edges_and_nodes (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  CsView view = { 2.0, 20, 20 };
+  int w = (int) ((l->bb.x1 - l->bb.x0) * 2 + 40), h = (int) ((l->bb.y1 - l->bb.y0) * 2 + 40);
+  cairo_surface_t *s = paint (l, &view, w, h, 0);
+  guint n_bf16 = 0, n_f32 = 0;
+
+  for (guint j = 0; j < l->n_edges; j++)
+    {
+      const CsLayoutEdge *e = &l->edges[j];
+      CsPoint m = bezier_mid (e);
+      double x, y;
+      const char *hex = cs_palette_class_hex (cs_palette_class_for_dtype (e->dtype));
+
+      cs_view_to_px (&view, l, m.x, m.y, &x, &y);
+      /* skip points that fall inside a node (an edge may pass under a label) */
+      {
+        CsLayoutHit hit;
+        if (cs_layout_hit_test (l, m.x, m.y, 0, &hit) && hit.kind == CS_LAYOUT_HIT_NODE)
+          continue;
+      }
+      g_assert_true (near_pixel (s, x, y, 1, hex, 40));
+      n_bf16 += e->dtype == CS_DTYPE_BF16;
+      n_f32 += e->dtype == CS_DTYPE_F32;
+    }
+  g_assert_cmpuint (n_bf16, >=, 3);
+  g_assert_cmpuint (n_f32, >=, 2);
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      double x, y;
+
+      if (n->kind == CS_LAYOUT_NODE_CAST)
+        {
+          /* left part of the pill, clear of the text: the target dtype's colour */
+          cs_view_to_px (&view, l, n->box.x0 + 4, (n->box.y0 + n->box.y1) / 2, &x, &y);
+          assert_pixel (s, (int) x, (int) y,
+                        cs_palette_class_hex (cs_palette_class_for_dtype (n->dtype)), 6);
+        }
+      else if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
+        {
+          /* the badge's left end: 22 pt wide, 4 pt from the right side */
+          cs_view_to_px (&view, l, n->box.x1 - 4 - 22 + 4, (n->box.y0 + n->box.y1) / 2 - 2, &x, &y);
+          assert_pixel (s, (int) x, (int) y, CS_PALETTE_HEX_TENSOR_CORE, 6);
+        }
+      else if (n->kind == CS_LAYOUT_NODE_OP)
+        {
+          /* op boxes are white inside */
+          cs_view_to_px (&view, l, n->box.x0 + 3, n->box.y0 + 3, &x, &y);
+          assert_pixel (s, (int) x, (int) y, "#FFFFFF", 2);
+        }
+    }
+  cairo_surface_destroy (s);
+}
+
+static void
+test_legend_png (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("cs-render-XXXXXX", &error);
+  g_autofree char *path = g_build_filename (dir, "seed.png", NULL);
+  cairo_surface_t *s;
+  double lw, lh;
+
+  g_assert_no_error (error);
+  g_assert_true (cs_draw_export (l, CS_EXPORT_PNG, path, 1.0, CS_DRAW_DEFAULT, &error));
+  g_assert_no_error (error);
+  s = cairo_image_surface_create_from_png (path);
+  g_assert_cmpint (cairo_surface_status (s), ==, CAIRO_STATUS_SUCCESS);
+  /* page: legend + graph + 12 pt margins, at 1 px per pt */
+  cs_draw_legend_size (l, CS_DRAW_DEFAULT, &lw, &lh);
+  g_assert_cmpint (cairo_image_surface_get_width (s), >=, (int) (l->bb.x1 - l->bb.x0));
+  g_assert_cmpint (cairo_image_surface_get_height (s), >=, (int) (l->bb.y1 - l->bb.y0 + lh));
+  /* legend at (8, 8): 8 px padding, 16 px rows (title, f64, f32, bf16, ...), swatches from
+   * x = 16 to 42, 3 px lines centred on each row */
+  assert_pixel (s, 29, 8 + 8 + 16 * 1 + 8, cs_palette_class_hex (CS_PALETTE_F64), 4);
+  assert_pixel (s, 29, 8 + 8 + 16 * 2 + 8, "#0072B2", 4);
+  assert_pixel (s, 29, 8 + 8 + 16 * 3 + 8, "#D55E00", 4);
+  assert_pixel (s, 29, 8 + 8 + 16 * 4 + 8, "#E69F00", 4);
+  assert_pixel (s, 29, 8 + 8 + 16 * 7 + 8, "#000000", 4);
+  /* a corner of the page is background */
+  assert_pixel (s, 2, cairo_image_surface_get_height (s) - 2, "#FFFFFF", 0);
+  {
+    int h_with = cairo_image_surface_get_height (s);
+    cairo_surface_destroy (s);
+
+    /* without the legend the page loses the legend's band (this graph is not tall enough
+     * for a side column: 12 pt margins) */
+    g_assert_true (cs_draw_export (l, CS_EXPORT_PNG, path, 1.0, CS_DRAW_DEFAULT & ~CS_DRAW_LEGEND, &error));
+    s = cairo_image_surface_create_from_png (path);
+    g_assert_cmpint (abs (cairo_image_surface_get_height (s) - (h_with - (int) ceil (lh + 12))), <=, 1);
+    cairo_surface_destroy (s);
+  }
+  g_remove (path);
+  g_rmdir (dir);
+}
+
+static void
+test_value_overlay (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  CsView view = { 2.0, 20, 20 };
+  int w = (int) ((l->bb.x1 - l->bb.x0) * 2 + 40) + 200, h = (int) ((l->bb.y1 - l->bb.y0) * 2 + 40);
+  cairo_surface_t *s;
+  gint mm = -1;
+  double x, y;
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].badge == CS_LAYOUT_BADGE_TENSOR_CORE)
+      mm = (gint) i;
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpuint (cs_layout_set_stmt_value (l, l->nodes[mm].stmt_id, 10.0), ==, 1);
+  g_assert_cmpuint (cs_layout_set_edge_value (l, "t19", 0.0), ==, 2);
+  cs_layout_set_value_scale (l, "time (ms)", 0.0, 10.0);
+  s = paint (l, &view, w, h, CS_DRAW_VALUE_KEY);
+  /* the matmul holds the top of the scale: viridis(1) = #FDE725 (matplotlib) */
+  cs_view_to_px (&view, l, l->nodes[mm].box.x0 + 3, l->nodes[mm].box.y0 + 3, &x, &y);
+  assert_pixel (s, (int) x, (int) y, "#FDE725", 3);
+  /* the key's gradient starts at viridis(0) = #440154 (x0 + 8, y0 + 22 .. 32) */
+  assert_pixel (s, w - 140 - 8 + 9, 8 + 27, "#440154", 6);
+  assert_pixel (s, w - 8 - 9, 8 + 27, "#FDE725", 8);
+  cairo_surface_destroy (s);
+}
+
+static void
+test_exports (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("cs-render-XXXXXX", &error);
+  const char *names[] = { "g.svg", "g.pdf", "g.dot", "g.PNG" };
+  const char *magic[] = { "<?xml", "%PDF-", "digraph", "\x89PNG" };
+  CsExportFormat f;
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *path = g_build_filename (dir, names[i], NULL);
+      g_autofree char *text = NULL;
+      gsize len;
+
+      g_assert_true (cs_export_format_from_path (path, &f));
+      g_assert_true (cs_draw_export (l, f, path, 1.0, CS_DRAW_DEFAULT, &error));
+      g_assert_no_error (error);
+      g_assert_true (g_file_get_contents (path, &text, &len, NULL));
+      g_assert_cmpuint (len, >, 100);
+      g_assert_true (memcmp (text, magic[i], strlen (magic[i])) == 0);
+      if (f == CS_EXPORT_DOT)
+        g_assert_cmpstr (text, ==, l->dot);
+      if (f == CS_EXPORT_SVG)
+        g_assert_nonnull (strstr (text, "<svg"));
+      g_remove (path);
+    }
+  g_assert_false (cs_export_format_from_path ("x.jpeg", &f));
+  g_assert_false (cs_export_format_from_path ("noext", &f));
+  g_assert_false (cs_export_format_from_path ("dir.svg/file", &f));
+  /* an unwritable path is an IO error, not a crash */
+  g_assert_false (cs_draw_export (l, CS_EXPORT_PNG, "/nonexistent-dir/x.png", 1.0, CS_DRAW_DEFAULT, &error));
+  g_assert_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO);
+  g_clear_error (&error);
+  g_assert_false (cs_draw_export (l, CS_EXPORT_SVG, "/nonexistent-dir/x.svg", 1.0, CS_DRAW_DEFAULT, &error));
+  g_assert_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO);
+  g_clear_error (&error);
+  g_rmdir (dir);
+}
+
+static void
+test_view (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  CsView v;
+  double x, y, xp, yp;
+
+  cs_view_init_fit (&v, l, 400, 300, 10, 1.0);
+  /* the whole box fits: both corners land inside the area */
+  cs_view_to_px (&v, l, l->bb.x0, l->bb.y1, &x, &y);
+  g_assert_cmpfloat (x, >=, 9.99);
+  g_assert_cmpfloat (y, >=, 9.99);
+  cs_view_to_px (&v, l, l->bb.x1, l->bb.y0, &x, &y);
+  g_assert_cmpfloat (x, <=, 390.01);
+  g_assert_cmpfloat (y, <=, 290.01);
+  /* scale = min (380 / w, 280 / h, 1) */
+  g_assert_cmpfloat_with_epsilon (v.scale, MIN (MIN (380 / (l->bb.x1 - l->bb.x0),
+                                                     280 / (l->bb.y1 - l->bb.y0)), 1.0), 1e-9);
+  /* y is flipped: the top of the layout is at the top of the area */
+  cs_view_to_px (&v, l, 0, l->bb.y1, &x, &y);
+  cs_view_to_px (&v, l, 0, l->bb.y0, &xp, &yp);
+  g_assert_cmpfloat (y, <, yp);
+  /* round trip and zoom about a fixed point */
+  cs_view_to_pt (&v, l, 123, 77, &xp, &yp);
+  cs_view_to_px (&v, l, xp, yp, &x, &y);
+  g_assert_cmpfloat_with_epsilon (x, 123, 1e-9);
+  g_assert_cmpfloat_with_epsilon (y, 77, 1e-9);
+  cs_view_zoom_at (&v, 2.0, 123, 77);
+  cs_view_to_px (&v, l, xp, yp, &x, &y);
+  g_assert_cmpfloat_with_epsilon (x, 123, 1e-9);
+  g_assert_cmpfloat_with_epsilon (y, 77, 1e-9);
+  cs_view_center_on (&v, l, &l->nodes[0].box, 400, 300);
+  cs_view_to_px (&v, l, (l->nodes[0].box.x0 + l->nodes[0].box.x1) / 2,
+                 (l->nodes[0].box.y0 + l->nodes[0].box.y1) / 2, &x, &y);
+  g_assert_cmpfloat_with_epsilon (x, 200, 1e-9);
+  g_assert_cmpfloat_with_epsilon (y, 150, 1e-9);
+}
+
+static void
+test_palette (void)
+{
+  CsColor c;
+  char hex[8];
+
+  g_assert_cmpint (cs_palette_class_for_dtype (CS_DTYPE_BF16), ==, CS_PALETTE_BF16);
+  g_assert_cmpint (cs_palette_class_for_dtype (CS_DTYPE_F8_E4M3FN), ==, CS_PALETTE_FP8);
+  g_assert_cmpint (cs_palette_class_for_dtype (CS_DTYPE_U8), ==, CS_PALETTE_INT);
+  g_assert_cmpint (cs_palette_class_for_dtype (CS_DTYPE_B8), ==, CS_PALETTE_BOOL);
+  g_assert_cmpint (cs_palette_class_for_dtype (CS_DTYPE_C64), ==, CS_PALETTE_COMPLEX);
+  /* Okabe-Ito blue = (0, 114, 178) */
+  cs_palette_dtype_color (CS_DTYPE_F32, &c);
+  g_assert_cmpfloat_with_epsilon (c.r, 0.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (c.g, 114 / 255.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (c.b, 178 / 255.0, 1e-9);
+  cs_palette_to_hex (&c, hex);
+  g_assert_cmpstr (hex, ==, "#0072B2");
+  /* every class has a distinct colour */
+  for (int i = 0; i < CS_N_PALETTE_CLASSES; i++)
+    for (int j = i + 1; j < CS_N_PALETTE_CLASSES; j++)
+      g_assert_cmpstr (cs_palette_class_hex (i), !=, cs_palette_class_hex (j));
+  /* viridis: 0 -> #440154, 0.5 -> #21918C, 1 -> #FDE725 (matplotlib's table) */
+  cs_palette_scale_color (0.0, &c);
+  cs_palette_to_hex (&c, hex);
+  g_assert_cmpstr (hex, ==, "#440154");
+  cs_palette_scale_color (0.5, &c);
+  cs_palette_to_hex (&c, hex);
+  g_assert_cmpstr (hex, ==, "#21918C");
+  cs_palette_scale_color (7.0, &c);   /* clamped */
+  cs_palette_to_hex (&c, hex);
+  g_assert_cmpstr (hex, ==, "#FDE725");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/render/draw/palette", test_palette);
+  g_test_add_func ("/render/draw/view", test_view);
+  g_test_add_func ("/render/draw/edges-and-nodes", test_edges_and_nodes);
+  g_test_add_func ("/render/draw/legend-png", test_legend_png);
+  g_test_add_func ("/render/draw/value-overlay", test_value_overlay);
+  g_test_add_func ("/render/draw/exports", test_exports);
+  return g_test_run ();
+}

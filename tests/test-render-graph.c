@@ -1,0 +1,615 @@
+/* test-render-graph.c: trace -> display list semantics, Graphviz geometry, hit testing,
+ * overlays, diff marks and the async layout (render/cs-graph.c, render/cs-layout.c).
+ *
+ * Expected values are counted by hand from the trace text below (Thunder's final forward
+ * trace of the seed function with the nvFuser executor, ../shared/traces/
+ * thunder_nvfuser_a_seed_matmul_default_final_fwd.txt) and from the cast policy's definition.
+ */
+#include "cs-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-parse.h"
+#include "cs-pipeline.h"
+#include "cs-policy.h"
+#include "cs-render.h"
+
+static const char seed_fwd[] =
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n"
+  "\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b, w):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16]\"\n"
+  "  # w: \"cuda:0 bf16[16, 16]\"\n"
+  "  [t19] = nvFusion0(b, a)\n"
+  "    # t6 = prims.broadcast_in_dim(b, (8, 16), (1,))  # t6: \"cuda:0 bf16[8, 16]\"\n"
+  "    # t11 = prims.convert_element_type(a, dtypes.float32)  # t11: \"cuda:0 f32[8, 16]\"\n"
+  "    # t14 = prims.convert_element_type(t6, dtypes.float32)  # t14: \"cuda:0 f32[8, 16]\"\n"
+  "    # t17 = prims.add(t11, t14)  # t17: \"cuda:0 f32[8, 16]\"\n"
+  "    # t19 = prims.convert_element_type(t17, dtypes.bfloat16)  # t19: \"cuda:0 bf16[8, 16]\"\n"
+  "\n"
+  "  # fns.py:7: \t    return torch.matmul(a + b, w)\n"
+  "  t31 = torch.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "    # t31 = ltorch.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "      # t31 = prims.matmul(t19, w)  # t31: \"cuda:0 bf16[8, 16]\"\n"
+  "  return {'output': (t31,), 'flat_args': [a, b, w], 'flat_output': (t31,)}, ((w, t19), ())\n";
+
+static const char f32_matmul[] =
+  "def computation(a, w):\n"
+  "  # a: \"cuda:0 f32[4, 8]\"\n"
+  "  # w: \"cuda:0 f32[8, 2]\"\n"
+  "  t0 = torch.matmul(a, w)  # t0: \"cuda:0 f32[4, 2]\"\n"
+  "    # t0 = ltorch.matmul(a, w)  # t0: \"cuda:0 f32[4, 2]\"\n"
+  "      # t0 = prims.matmul(a, w)  # t0: \"cuda:0 f32[4, 2]\"\n"
+  "  return (t0,)\n";
+
+static CsTrace *
+parse (const char *text)
+{
+  g_autoptr(GError) error = NULL;
+  CsTrace *t = cs_parse_trace (text, "test", &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (t);
+  return t;
+}
+
+static CsLayout *
+build (CsTrace *t, CsRenderDetail detail)
+{
+  g_autoptr(GError) error = NULL;
+  CsRenderOptions o;
+  CsLayout *l;
+
+  cs_render_options_init (&o);
+  o.detail = detail;
+  l = cs_layout_new (t, &o, NULL, &error);
+  cs_render_options_clear (&o);
+  g_assert_no_error (error);
+  g_assert_nonnull (l);
+  return l;
+}
+
+static gint
+find_named (const CsLayout *l, CsLayoutNodeKind kind, const char *name)
+{
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].kind == kind && g_strcmp0 (l->nodes[i].name, name) == 0)
+      return (gint) i;
+  return -1;
+}
+
+static gint
+find_label (const CsLayout *l, const char *label)
+{
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (g_strcmp0 (l->nodes[i].label, label) == 0)
+      return (gint) i;
+  return -1;
+}
+
+static guint
+count_kind (const CsLayout *l, CsLayoutNodeKind kind)
+{
+  guint n = 0;
+  for (guint i = 0; i < l->n_nodes; i++)
+    n += l->nodes[i].kind == kind;
+  return n;
+}
+
+static gint
+find_edge (const CsLayout *l, const char *proxy, CsLayoutNodeKind head_kind)
+{
+  for (guint j = 0; j < l->n_edges; j++)
+    if (g_strcmp0 (l->edges[j].proxy, proxy) == 0 && l->nodes[l->edges[j].head].kind == head_kind)
+      return (gint) j;
+  return -1;
+}
+
+/* ---- semantics ---- */
+
+static void
+test_seed_semantics (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  gint mm, e;
+  guint n_cast_f32 = 0, n_cast_bf16 = 0;
+
+  /* 3 inputs + 5 region prims + matmul + 3 outputs (t31, saved w, saved t19) */
+  g_assert_cmpuint (l->n_nodes, ==, 12);
+  /* b->bcast, a->cvt, t6->cvt, t11->add, t14->add, t17->cvt, t19->mm, w->mm, t31->out,
+   * w->saved, t19->saved */
+  g_assert_cmpuint (l->n_edges, ==, 11);
+  g_assert_cmpint (l->detail, ==, CS_RENDER_DETAIL_STATEMENTS);
+  g_assert_cmpuint (count_kind (l, CS_LAYOUT_NODE_INPUT), ==, 3);
+  g_assert_cmpuint (count_kind (l, CS_LAYOUT_NODE_OUTPUT), ==, 3);
+  g_assert_cmpuint (count_kind (l, CS_LAYOUT_NODE_CAST), ==, 3);
+
+  /* the region: 5 prims; bytes = b (16 x 2) + a (128 x 2) + t19 (128 x 2) = 544 */
+  g_assert_cmpuint (l->n_clusters, ==, 1);
+  g_assert_cmpint (l->clusters[0].kind, ==, CS_LAYOUT_CLUSTER_REGION);
+  g_assert_cmpstr (l->clusters[0].title, ==, "nvFusion0");
+  g_assert_cmpuint (l->clusters[0].n_stmts, ==, 5);
+  g_assert_cmpuint (l->clusters[0].bytes, ==, 544);
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && g_strcmp0 (t->stmts[i]->callee, "nvFusion0") == 0)
+      g_assert_cmpuint (l->clusters[0].stmt_id, ==, t->stmts[i]->id);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      if (n->kind == CS_LAYOUT_NODE_CAST)
+        {
+          g_assert_cmpint (n->cluster, ==, 0);
+          g_assert_true (n->has_dtype);
+          n_cast_f32 += n->dtype == CS_DTYPE_F32;
+          n_cast_bf16 += n->dtype == CS_DTYPE_BF16;
+        }
+    }
+  g_assert_cmpuint (n_cast_f32, ==, 2);
+  g_assert_cmpuint (n_cast_bf16, ==, 1);
+
+  /* matmul of bf16 operands: tensor cores */
+  mm = find_named (l, CS_LAYOUT_NODE_OP, "torch.matmul");
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpint (l->nodes[mm].badge, ==, CS_LAYOUT_BADGE_TENSOR_CORE);
+  g_assert_cmpstr (l->nodes[mm].label, ==, "matmul");
+  g_assert_cmpint (l->nodes[mm].cluster, ==, -1);
+  g_assert_true (l->nodes[mm].expandable);
+
+  /* edge colours are the tensors' dtypes, labels their shapes */
+  e = find_edge (l, "t19", CS_LAYOUT_NODE_OP);
+  g_assert_cmpint (e, >=, 0);
+  g_assert_cmpint (l->edges[e].dtype, ==, CS_DTYPE_BF16);
+  g_assert_cmpstr (l->edges[e].label, ==, "[8, 16]");
+  g_assert_cmpint (l->edges[e].head, ==, mm);
+  e = find_edge (l, "t11", CS_LAYOUT_NODE_OP);
+  g_assert_cmpint (e, >=, 0);
+  g_assert_cmpint (l->edges[e].dtype, ==, CS_DTYPE_F32);
+  e = find_edge (l, "b", CS_LAYOUT_NODE_OP);
+  g_assert_cmpstr (l->edges[e].label, ==, "[16]");
+
+  /* outputs: t31 returned, w and t19 saved for backward; flat_args not drawn */
+  g_assert_false (l->nodes[find_named (l, CS_LAYOUT_NODE_OUTPUT, "t31")].saved);
+  g_assert_true (l->nodes[find_named (l, CS_LAYOUT_NODE_OUTPUT, "w")].saved);
+  g_assert_true (l->nodes[find_named (l, CS_LAYOUT_NODE_OUTPUT, "t19")].saved);
+  g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_OUTPUT, "a"), ==, -1);
+
+  /* the legend knows which dtypes are drawn */
+  g_assert_true (l->dtype_classes & (1u << CS_PALETTE_BF16));
+  g_assert_true (l->dtype_classes & (1u << CS_PALETTE_F32));
+  g_assert_false (l->dtype_classes & (1u << CS_PALETTE_F16));
+  g_assert_null (l->notes[0]);
+}
+
+static void
+test_f32_badge (void)
+{
+  g_autoptr(CsTrace) t = parse (f32_matmul);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  gint mm = find_named (l, CS_LAYOUT_NODE_OP, "torch.matmul");
+
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpint (l->nodes[mm].badge, ==, CS_LAYOUT_BADGE_F32);
+}
+
+static void
+test_detail_levels (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) reg = build (t, CS_RENDER_DETAIL_REGIONS);
+  g_autoptr(CsLayout) prims = build (t, CS_RENDER_DETAIL_PRIMS);
+  gint r, pm;
+
+  /* regions: one node for nvFusion0, no cluster: 3 inputs + region + matmul + 3 outputs */
+  g_assert_cmpuint (reg->n_clusters, ==, 0);
+  g_assert_cmpuint (reg->n_nodes, ==, 8);
+  r = find_named (reg, CS_LAYOUT_NODE_REGION, "nvFusion0");
+  g_assert_cmpint (r, >=, 0);
+  g_assert_cmpstr (reg->nodes[r].label, ==, "nvFusion0\n5 ops");
+
+  /* prims: torch.matmul -> ltorch.matmul -> prims.matmul is drawn as the one prim, without a
+   * box; it keeps the prim's own statement id and the top-level id */
+  pm = find_named (prims, CS_LAYOUT_NODE_OP, "prims.matmul");
+  g_assert_cmpint (pm, >=, 0);
+  g_assert_cmpint (find_named (prims, CS_LAYOUT_NODE_OP, "torch.matmul"), ==, -1);
+  g_assert_cmpuint (prims->n_clusters, ==, 1);
+  {
+    guint32 mm_id = 0;
+    for (guint i = 0; i < t->n_stmts; i++)
+      if (t->stmts[i]->kind == CS_STMT_CALL && g_strcmp0 (t->stmts[i]->callee, "torch.matmul") == 0)
+        mm_id = t->stmts[i]->id;
+    g_assert_cmpuint (mm_id, !=, 0);
+    g_assert_cmpuint (prims->nodes[pm].top_stmt_id, ==, mm_id);
+  }
+  g_assert_cmpuint (prims->nodes[pm].stmt_id, !=, prims->nodes[pm].top_stmt_id);
+  g_assert_cmpint (cs_layout_find_node (prims, prims->nodes[pm].top_stmt_id), ==, pm);
+  g_assert_cmpint (prims->nodes[pm].badge, ==, CS_LAYOUT_BADGE_TENSOR_CORE);
+}
+
+static void
+test_expand_override (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  CsRenderOptions o, copy;
+  guint32 region_id = 0, mm_id = 0;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && g_strcmp0 (t->stmts[i]->callee, "nvFusion0") == 0)
+      region_id = t->stmts[i]->id;
+    else if (t->stmts[i]->kind == CS_STMT_CALL && g_strcmp0 (t->stmts[i]->callee, "torch.matmul") == 0)
+      mm_id = t->stmts[i]->id;
+  g_assert_cmpuint (region_id, !=, 0);
+  cs_render_options_init (&o);
+  cs_render_options_set_expanded (&o, region_id, CS_RENDER_EXPAND_OFF);
+  cs_render_options_set_expanded (&o, mm_id, CS_RENDER_EXPAND_ON);
+  g_assert_cmpint (cs_render_options_get_expanded (&o, region_id), ==, CS_RENDER_EXPAND_OFF);
+  cs_render_options_copy (&o, &copy);
+  cs_render_options_set_expanded (&o, region_id, CS_RENDER_EXPAND_DEFAULT);
+  g_assert_cmpint (cs_render_options_get_expanded (&o, region_id), ==, CS_RENDER_EXPAND_DEFAULT);
+  g_assert_cmpint (cs_render_options_get_expanded (&copy, region_id), ==, CS_RENDER_EXPAND_OFF);
+
+  l = cs_layout_new (t, &copy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (l->n_clusters, ==, 0);
+  g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_REGION, "nvFusion0"), >=, 0);
+  g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_OP, "prims.matmul"), >=, 0);
+  cs_render_options_clear (&o);
+  cs_render_options_clear (&copy);
+}
+
+static void
+test_auto_collapse (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  CsRenderOptions o;
+
+  cs_render_options_init (&o);
+  o.max_nodes = 10;          /* 12 nodes at statement level, 8 with the region collapsed */
+  o.max_edge_labels = 5;     /* 11 edges */
+  l = cs_graph_build (t, &o, &error);
+  g_assert_no_error (error);
+  g_assert_false (l->laid_out);
+  g_assert_cmpint (l->detail, ==, CS_RENDER_DETAIL_REGIONS);
+  g_assert_cmpuint (l->n_nodes, ==, 8);
+  g_assert_nonnull (l->notes[0]);
+  g_assert_nonnull (strstr (l->notes[0], "Collapsed"));
+  g_assert_nonnull (l->notes[1]);
+  g_assert_nonnull (strstr (l->notes[1], "shapes"));
+  for (guint j = 0; j < l->n_edges; j++)
+    g_assert_null (l->edges[j].label);
+  g_assert_cmpuint (cs_graph_count_nodes (t, CS_RENDER_DETAIL_STATEMENTS, FALSE), ==, 12);
+  cs_render_options_clear (&o);
+}
+
+static void
+test_dot_text (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+
+  g_assert_nonnull (strstr (l->dot, "subgraph cluster_0 {"));
+  g_assert_nonnull (strstr (l->dot, "label=\"nvFusion0\\n5 ops \u00b7 544 bytes\""));
+  g_assert_nonnull (strstr (l->dot, "color=\"#D55E00\""));   /* a bf16 edge */
+  g_assert_nonnull (strstr (l->dot, "color=\"#0072B2\""));   /* an f32 edge */
+  g_assert_nonnull (strstr (l->dot, "badge=\"tensor-core\""));
+}
+
+/* ---- geometry ---- */
+
+static gboolean
+inside (const CsRect *inner, const CsRect *outer, double tol)
+{
+  return inner->x0 >= outer->x0 - tol && inner->y0 >= outer->y0 - tol
+         && inner->x1 <= outer->x1 + tol && inner->y1 <= outer->y1 + tol;
+}
+
+static double
+dist_to_box (CsPoint p, const CsRect *r)
+{
+  double dx = MAX (MAX (r->x0 - p.x, 0), p.x - r->x1);
+  double dy = MAX (MAX (r->y0 - p.y, 0), p.y - r->y1);
+  return sqrt (dx * dx + dy * dy);
+}
+
+static void
+test_geometry (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+
+  g_assert_true (l->laid_out);
+  g_assert_cmpfloat (l->bb.x1 - l->bb.x0, >, 50);
+  g_assert_cmpfloat (l->bb.y1 - l->bb.y0, >, 200);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      g_assert_true (inside (&n->box, &l->bb, 1.0));
+      if (n->cluster >= 0)
+        g_assert_true (inside (&n->box, &l->clusters[n->cluster].box, 0.5));
+      /* the label is centred in the box */
+      g_assert_cmpfloat_with_epsilon (n->label_pos.x, (n->box.x0 + n->box.x1) / 2, 0.01);
+    }
+  for (guint j = 0; j < l->n_edges; j++)
+    {
+      const CsLayoutEdge *e = &l->edges[j];
+      const CsLayoutNode *a = &l->nodes[e->tail], *b = &l->nodes[e->head];
+
+      g_assert_cmpuint (e->n_points, >=, 4);
+      g_assert_cmpuint ((e->n_points - 1) % 3, ==, 0);
+      g_assert_true (e->has_arrow);
+      /* the curve leaves the tail's box and the arrow ends on the head's box */
+      g_assert_cmpfloat (dist_to_box (e->points[0], &a->box), <, 2.0);
+      g_assert_cmpfloat (dist_to_box (e->arrow_tip, &b->box), <, 2.0);
+      /* top to bottom: y points up, producers above consumers */
+      g_assert_cmpfloat (a->label_pos.y, >, b->label_pos.y);
+      g_assert_true (e->has_label_pos);
+    }
+  /* the region's title sits inside its box, near the top */
+  g_assert_cmpfloat (l->clusters[0].title_pos.y, <, l->clusters[0].box.y1);
+  g_assert_cmpfloat (l->clusters[0].title_pos.y, >, l->clusters[0].box.y1 - 40);
+}
+
+static void
+test_hit (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  CsLayoutHit hit;
+  gint mm = find_named (l, CS_LAYOUT_NODE_OP, "torch.matmul");
+  const CsLayoutNode *n = &l->nodes[mm];
+  gint e = find_edge (l, "t19", CS_LAYOUT_NODE_OP);
+  const CsLayoutEdge *ed = &l->edges[e];
+  const CsLayoutCluster *c = &l->clusters[0];
+  CsPoint mid;
+
+  g_assert_true (cs_layout_hit_test (l, (n->box.x0 + n->box.x1) / 2, (n->box.y0 + n->box.y1) / 2, 0, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+  g_assert_cmpuint (hit.index, ==, (guint) mm);
+  /* just outside the box, within the tolerance */
+  g_assert_true (cs_layout_hit_test (l, n->box.x1 + 1.5, (n->box.y0 + n->box.y1) / 2, 2.0, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+
+  /* the last point of the edge's bézier (3k+1 points: on the curve) */
+  mid = ed->points[ed->n_points - 1];
+  g_assert_true (cs_layout_hit_test (l, mid.x + 1.0, mid.y, 2.0, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_EDGE);
+  g_assert_cmpuint (hit.index, ==, (guint) e);
+
+  /* the region's top-left corner: inside the cluster, on no node or edge */
+  g_assert_true (cs_layout_hit_test (l, c->box.x0 + 2, c->box.y1 - 2, 0.5, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_CLUSTER);
+  g_assert_cmpuint (hit.index, ==, 0);
+
+  g_assert_false (cs_layout_hit_test (l, l->bb.x1 + 100, l->bb.y1 + 100, 3.0, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NONE);
+
+  cs_layout_set_selection (l, &(CsLayoutHit) { CS_LAYOUT_HIT_NODE, (guint) mm });
+  g_assert_true (l->nodes[mm].selected);
+  cs_layout_set_selection (l, &(CsLayoutHit) { CS_LAYOUT_HIT_EDGE, (guint) e });
+  g_assert_false (l->nodes[mm].selected);
+  g_assert_true (l->edges[e].selected);
+  cs_layout_set_selection (l, NULL);
+  g_assert_false (l->edges[e].selected);
+}
+
+static void
+test_values (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  gint mm = find_named (l, CS_LAYOUT_NODE_OP, "torch.matmul");
+
+  /* t19 feeds the matmul and the saved output: 2 edges */
+  g_assert_cmpuint (cs_layout_set_edge_value (l, "t19", 3.0), ==, 2);
+  g_assert_cmpuint (cs_layout_set_edge_value (l, "nope", 1.0), ==, 0);
+  g_assert_cmpuint (cs_layout_set_stmt_value (l, l->nodes[mm].stmt_id, 0.5), ==, 1);
+  g_assert_cmpuint (cs_layout_set_stmt_value (l, l->clusters[0].stmt_id, 1.5), ==, 1);
+  cs_layout_set_value_scale (l, "time (ms)", 0, 0);   /* automatic: the values' range */
+  g_assert_true (l->has_scale);
+  g_assert_cmpfloat (l->scale_min, ==, 0.5);
+  g_assert_cmpfloat (l->scale_max, ==, 3.0);
+  g_assert_cmpstr (l->scale_title, ==, "time (ms)");
+  cs_layout_clear_values (l);
+  g_assert_false (l->has_scale);
+  g_assert_false (l->nodes[mm].has_value);
+}
+
+/* ---- diff marks: the seed under matmul=native vs matmul=upcast-f32 ---- */
+
+static CsPipeline *
+run_seed (const char *matmul)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  g_assert_true (cs_policy_set (&policy, "matmul", matmul, &error));
+  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+static void
+test_diff_marks (void)
+{
+  g_autoptr(CsPipeline) native = NULL;
+  g_autoptr(CsPipeline) upcast = NULL;
+  g_autoptr(CsLayout) lu = NULL, ln = NULL;
+  CsLayoutDiffStats st;
+  guint marked = 0;
+  gint mm;
+
+  if (g_getenv ("CS_DATA_DIR") == NULL)
+    {
+      g_test_skip ("CS_DATA_DIR not set");
+      return;
+    }
+  native = run_seed ("native");
+  upcast = run_seed ("upcast-f32");
+  lu = build (cs_pipeline_get_forward (upcast), CS_RENDER_DETAIL_AUTO);
+  ln = build (cs_pipeline_get_forward (native), CS_RENDER_DETAIL_AUTO);
+
+  /* the badges: native matmul on tensor cores, upcast one in f32 */
+  mm = find_label (ln, "matmul");
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpint (ln->nodes[mm].badge, ==, CS_LAYOUT_BADGE_TENSOR_CORE);
+  mm = find_label (lu, "matmul");
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpint (lu->nodes[mm].badge, ==, CS_LAYOUT_BADGE_F32);
+
+  /* upcast-f32 adds w -> f32 before the matmul and the result -> bf16 after it */
+  cs_layout_mark_diff (lu, cs_pipeline_get_forward (native), TRUE, &st);
+  g_assert_cmpuint (st.casts_added, ==, 2);
+  for (guint i = 0; i < lu->n_nodes; i++)
+    if (lu->nodes[i].mark == CS_LAYOUT_MARK_ADDED)
+      {
+        g_assert_cmpint (lu->nodes[i].kind, ==, CS_LAYOUT_NODE_CAST);
+        marked++;
+      }
+  g_assert_cmpuint (marked, ==, 2);
+  {
+    gint e = find_edge (lu, "w", CS_LAYOUT_NODE_CAST);
+    g_assert_cmpint (e, >=, 0);
+    g_assert_cmpint (lu->nodes[lu->edges[e].head].mark, ==, CS_LAYOUT_MARK_ADDED);
+    g_assert_cmpint (lu->nodes[lu->edges[e].head].dtype, ==, CS_DTYPE_F32);
+  }
+  /* ... and drops the downcast of a + b (the matmul reads the f32 sum directly) */
+  cs_layout_mark_diff (ln, cs_pipeline_get_forward (upcast), FALSE, &st);
+  g_assert_cmpuint (st.casts_removed, ==, 1);
+  marked = 0;
+  for (guint i = 0; i < ln->n_nodes; i++)
+    if (ln->nodes[i].mark == CS_LAYOUT_MARK_REMOVED)
+      {
+        g_assert_cmpint (ln->nodes[i].kind, ==, CS_LAYOUT_NODE_CAST);
+        g_assert_cmpint (ln->nodes[i].dtype, ==, CS_DTYPE_BF16);
+        marked++;
+      }
+  g_assert_cmpuint (marked, ==, 1);
+  cs_layout_clear_marks (ln);
+  for (guint i = 0; i < ln->n_nodes; i++)
+    g_assert_cmpint (ln->nodes[i].mark, ==, CS_LAYOUT_MARK_NONE);
+}
+
+/* ---- async ---- */
+
+typedef struct
+{
+  GMainLoop *loop;
+  guint      pending;
+  GPtrArray *layouts;
+  GError    *error;
+} AsyncState;
+
+static void
+layout_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  AsyncState *s = data;
+  GError *error = NULL;
+  CsLayout *l = cs_layout_new_finish (result, &error);
+
+  if (l != NULL)
+    g_ptr_array_add (s->layouts, l);
+  else if (s->error == NULL)
+    s->error = error;
+  else
+    g_error_free (error);
+  if (--s->pending == 0)
+    g_main_loop_quit (s->loop);
+}
+
+static void
+test_async (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsTrace) t2 = parse (f32_matmul);
+  AsyncState s = { 0 };
+
+  s.loop = g_main_loop_new (NULL, FALSE);
+  s.layouts = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_layout_unref);
+  /* several layouts at once: Graphviz work is serialised, each result is complete */
+  for (guint i = 0; i < 6; i++)
+    {
+      s.pending++;
+      cs_layout_new_async (i % 2 ? t2 : t, NULL, NULL, layout_done, &s);
+    }
+  g_main_loop_run (s.loop);
+  g_assert_no_error (s.error);
+  g_assert_cmpuint (s.layouts->len, ==, 6);
+  for (guint i = 0; i < s.layouts->len; i++)
+    {
+      CsLayout *l = g_ptr_array_index (s.layouts, i);
+      g_assert_true (l->laid_out);
+      g_assert_true (l->n_nodes == 12 || l->n_nodes == 4);
+    }
+  g_ptr_array_unref (s.layouts);
+  g_main_loop_unref (s.loop);
+}
+
+static void
+test_async_cancel (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(GCancellable) c = g_cancellable_new ();
+  AsyncState s = { 0 };
+
+  s.loop = g_main_loop_new (NULL, FALSE);
+  s.layouts = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_layout_unref);
+  g_cancellable_cancel (c);
+  s.pending = 1;
+  cs_layout_new_async (t, NULL, c, layout_done, &s);
+  g_main_loop_run (s.loop);
+  g_assert_error (s.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_cmpuint (s.layouts->len, ==, 0);
+  g_clear_error (&s.error);
+  g_ptr_array_unref (s.layouts);
+  g_main_loop_unref (s.loop);
+}
+
+static void
+test_bad_dot (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayout) l = cs_graph_build (t, NULL, &error);
+
+  g_assert_no_error (error);
+  /* Graphviz rejects the text: a clear error, no crash, no layout */
+  g_free (l->dot);
+  l->dot = g_strdup ("digraph { n0 -> }");
+  g_assert_false (cs_layout_run_graphviz (l, NULL, &error));
+  g_assert_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_LAYOUT);
+  g_assert_false (l->laid_out);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/render/graph/seed-semantics", test_seed_semantics);
+  g_test_add_func ("/render/graph/f32-badge", test_f32_badge);
+  g_test_add_func ("/render/graph/detail-levels", test_detail_levels);
+  g_test_add_func ("/render/graph/expand-override", test_expand_override);
+  g_test_add_func ("/render/graph/auto-collapse", test_auto_collapse);
+  g_test_add_func ("/render/graph/dot-text", test_dot_text);
+  g_test_add_func ("/render/layout/geometry", test_geometry);
+  g_test_add_func ("/render/layout/hit-test", test_hit);
+  g_test_add_func ("/render/layout/values", test_values);
+  g_test_add_func ("/render/layout/diff-marks", test_diff_marks);
+  g_test_add_func ("/render/layout/async", test_async);
+  g_test_add_func ("/render/layout/async-cancel", test_async_cancel);
+  g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
+  return g_test_run ();
+}
