@@ -10,6 +10,7 @@
 
 #include "cs-cli.h"
 #include "cs-cli-policy.h"
+#include "cs-cli-run-cuda.h"
 
 #include "cs-parse.h"
 #include "cs-pipeline.h"
@@ -32,6 +33,7 @@ typedef struct
   double    max_abs;    /* max |exact - f64| */
   double    max_rel;    /* max |exact - f64| / max(|f64|, 1e-3 * max|f64|) */
   double    rel_l2;     /* ||exact - f64||_2 / ||f64||_2 (normwise relative error) */
+  char     *grad_of;    /* backward: the forward input this is the gradient of, or NULL */
   gint64    n_nonfinite;/* NaN or inf elements in the exact result where f64 is finite */
 } RunOutput;
 
@@ -39,6 +41,7 @@ static void
 run_output_free (RunOutput *o)
 {
   g_free (o->name);
+  g_free (o->grad_of);
   if (o->exact)
     cs_tensor_unref (o->exact);
   g_free (o);
@@ -72,6 +75,71 @@ measure (RunOutput *o, const CsTensor *e, const CsTensor *t)
       o->max_rel = MAX (o->max_rel, d / MAX (fabs (b), MAX (1e-3 * tmax, 1e-30)));
     }
   o->rel_l2 = den > 0 ? sqrt (num / den) : sqrt (num);
+}
+
+/* The return dict of a forward (`return {'output': ..., 'flat_args': [...]}, (saved...)`),
+ * or NULL. */
+static const CsValue *
+return_dict (const CsTrace *trace)
+{
+  const CsStmt *ret = cs_trace_get_return (trace);
+  const CsValue *v = ret ? ret->value : NULL;
+
+  while (v && (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST) && v->u.seq.n > 0
+         && v->u.seq.items[0]->kind != CS_VALUE_PROXY)
+    v = v->u.seq.items[0];
+  return v && v->kind == CS_VALUE_DICT ? v : NULL;
+}
+
+/* The flat_args names of a forward, in order (element-type utf8, borrowed), or NULL. */
+static GPtrArray *
+flat_arg_names (const CsTrace *trace)
+{
+  const CsValue *d = trace ? return_dict (trace) : NULL;
+
+  for (guint i = 0; d && i + 1 < d->u.seq.n; i += 2)
+    {
+      const CsValue *k = d->u.seq.items[i], *v = d->u.seq.items[i + 1];
+
+      if (k->kind == CS_VALUE_STRING && k->u.s && strcmp (k->u.s, "flat_args") == 0
+          && (v->kind == CS_VALUE_LIST || v->kind == CS_VALUE_TUPLE))
+        {
+          GPtrArray *names = g_ptr_array_new ();
+          for (guint j = 0; j < v->u.seq.n; j++)
+            g_ptr_array_add (names, (gpointer) (v->u.seq.items[j]->kind == CS_VALUE_PROXY
+                                                ? v->u.seq.items[j]->u.proxy->name : "?"));
+          return names;
+        }
+    }
+  return NULL;
+}
+
+/* Names of the proxies under the 'output' key of a forward's return dict
+ * (`return {'output': ..., 'flat_args': ...}, (saved...)`), or NULL when the return has no
+ * such dict (then every output is primary). */
+static GHashTable *
+primary_output_names (const CsTrace *trace)
+{
+  const CsValue *v = return_dict (trace);
+  GHashTable *names = NULL;
+
+  if (v == NULL)
+    return NULL;
+  for (guint i = 0; i + 1 < v->u.seq.n; i += 2)
+    {
+      const CsValue *k = v->u.seq.items[i];
+
+      if (k->kind == CS_VALUE_STRING && k->u.s && strcmp (k->u.s, "output") == 0)
+        {
+          g_autoptr (GPtrArray) ps = g_ptr_array_new ();
+
+          names = g_hash_table_new (g_str_hash, g_str_equal);
+          cs_value_collect_proxies (v->u.seq.items[i + 1], ps);
+          for (guint j = 0; j < ps->len; j++)
+            g_hash_table_add (names, (gpointer) ((CsProxy *) g_ptr_array_index (ps, j))->name);
+        }
+    }
+  return names;
 }
 
 static gboolean
@@ -123,6 +191,7 @@ typedef struct
   const char *label;        /* "forward" / "backward" */
   const char *trace_name;   /* computation, backward_fn */
   GPtrArray  *outputs;      /* RunOutput* */
+  GHashTable *primary;      /* names under 'output' (forward), or NULL = all primary */
   double      exact_ms;     /* wall time of the exact-mode run */
   double      f64_ms;
 } RunReport;
@@ -133,7 +202,7 @@ typedef struct
 static gboolean
 run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
           const char *inputs_dir, guint64 seed, GHashTable *ret_exact, GHashTable *ret_f64,
-          RunReport *rep, GError **error)
+          GPtrArray *grad_of, RunReport *rep, GError **error)
 {
   g_autoptr (GPtrArray) leaves = cs_ref_dup_leaf_inputs (trace);
   g_autoptr (GPtrArray) oe = NULL, of = NULL, ne = NULL;
@@ -165,6 +234,7 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
   rep->f64_ms = (g_get_monotonic_time () - t0) / 1000.0;
 
   rep->trace_name = trace->name ? trace->name : "";
+  rep->primary = primary_output_names (trace);
   rep->outputs = g_ptr_array_new_with_free_func ((GDestroyNotify) run_output_free);
   for (guint i = 0; i < oe->len; i++)
     {
@@ -181,6 +251,8 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
         g_hash_table_add (seen, (gpointer) name);
       o = g_new0 (RunOutput, 1);
       o->name = g_strdup (name[0] ? name : "(literal)");
+      if (grad_of && grad_of->len == oe->len)
+        o->grad_of = g_strdup (g_ptr_array_index (grad_of, i));
       o->exact = cs_tensor_ref (e);
       measure (o, e, f);
       g_ptr_array_add (rep->outputs, o);
@@ -188,22 +260,45 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
   return TRUE;
 }
 
-static void
-print_report (const RunReport *rep)
+static gboolean
+is_primary (const RunReport *rep, const RunOutput *o)
 {
+  return rep->primary == NULL || g_hash_table_contains (rep->primary, o->name);
+}
+
+static void
+print_report (const RunReport *rep, gboolean all)
+{
+  const RunOutput *worst = NULL;
+  guint n_saved = 0;
+
   printf ("%s (%s): exact %.1f ms, f64 %.1f ms\n", rep->label, rep->trace_name, rep->exact_ms,
           rep->f64_ms);
   for (guint i = 0; i < rep->outputs->len; i++)
     {
       const RunOutput *o = g_ptr_array_index (rep->outputs, i);
-      g_autofree char *ty = cs_tensor_type_string (o->exact);
+      g_autofree char *ty = NULL;
+
+      if (!all && !is_primary (rep, o))
+        {
+          n_saved++;
+          if (worst == NULL || o->rel_l2 > worst->rel_l2)
+            worst = o;
+          continue;
+        }
+      ty = cs_tensor_type_string (o->exact);
 
       printf ("  %-12s %-22s max_abs_err %.3e  max_rel_err %.3e  rel_l2_err %.3e", o->name, ty,
               o->max_abs, o->max_rel, o->rel_l2);
       if (o->n_nonfinite)
         printf ("  non-finite %" G_GINT64_FORMAT, o->n_nonfinite);
+      if (o->grad_of)
+        printf ("  (grad of %s)", o->grad_of);
       printf ("\n");
     }
+  if (n_saved)
+    printf ("  saved for backward: %u more outputs, largest rel_l2_err %.3e (%s); "
+            "--all-outputs lists them\n", n_saved, worst->rel_l2, worst->name);
 }
 
 #if CS_HAVE_JSON
@@ -242,6 +337,13 @@ json_report (JsonBuilder *b, const RunReport *rep)
       json_builder_add_double_value (b, o->rel_l2);
       json_builder_set_member_name (b, "non_finite");
       json_builder_add_int_value (b, o->n_nonfinite);
+      if (o->grad_of)
+        {
+          json_builder_set_member_name (b, "grad_of");
+          json_builder_add_string_value (b, o->grad_of);
+        }
+      json_builder_set_member_name (b, "saved_for_backward");
+      json_builder_add_boolean_value (b, !is_primary (rep, o));
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -316,19 +418,22 @@ cs_cli_cmd_run (int argc, char **argv)
   g_autofree char *save_dir = NULL;
   g_autofree char *desc = NULL;
   g_autofree char *pdesc = NULL;
-  gboolean json = FALSE, no_backward = FALSE;
+  gboolean json = FALSE, no_backward = FALSE, all_outputs = FALSE;
+  gboolean check = FALSE;   /* --device cuda */
+  gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (CsPipeline) pl = NULL;
   g_autoptr (CsTrace) own_bwd = NULL;
+  g_autoptr (GPtrArray) flat_args = NULL;
   g_autoptr (GHashTable) env_e = cs_ref_env_new ();
   g_autoptr (GHashTable) env_f = cs_ref_env_new ();
   g_autoptr (GHashTable) ret_e = cs_ref_env_new ();
   g_autoptr (GHashTable) ret_f = cs_ref_env_new ();
-  RunReport fwd_rep = { "forward", NULL, NULL, 0, 0 };
-  RunReport bwd_rep = { "backward", NULL, NULL, 0, 0 };
+  RunReport fwd_rep = { "forward", NULL, NULL, NULL, 0, 0 };
+  RunReport bwd_rep = { "backward", NULL, NULL, NULL, 0, 0 };
   CsPolicy policy;
   CsTrace *fw, *bw;
   int rc = CS_CLI_EXIT_OK;
@@ -342,6 +447,9 @@ cs_cli_cmd_run (int argc, char **argv)
     { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
+    { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
+    { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: compare every output and gradient with the CPU f64 reference (exit 1 on a mismatch)", NULL },
+    { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "With --device cuda: time N steps (CUDA-graph GPU time, latency, each region and matmul)", "N" },
     { NULL },
   };
 
@@ -384,12 +492,6 @@ cs_cli_cmd_run (int argc, char **argv)
       cs_cli_error ("run: --inputs %s is not a directory", inputs_dir);
       return CS_CLI_EXIT_INPUT;
     }
-  if (device && strcmp (device, "cuda") == 0)
-    {
-      /* The CUDA executor hooks in here (kernels/, loaded at run time). */
-      cs_cli_error ("run: CUDA executor not available in this build (use --device cpu)");
-      return CS_CLI_EXIT_INPUT;
-    }
 
   pl = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
   if (pl == NULL)
@@ -414,14 +516,33 @@ cs_cli_cmd_run (int argc, char **argv)
   if (no_backward)
     bw = NULL;
 
-  if (fw && !run_both (fw, env_e, env_f, inputs_dir, (guint64) seed, ret_e, ret_f, &fwd_rep,
-                       &error))
+  if (device && strcmp (device, "cuda") == 0)
+    {
+      /* The CUDA executor (kernels/, loaded at run time): app/cs-cli-run-cuda.c. */
+      CsCliCudaOptions copts = { 0 };
+
+      if (fw == NULL)
+        {
+          cs_cli_error ("run --device cuda: the file holds no forward trace");
+          return CS_CLI_EXIT_INPUT;
+        }
+      copts.check = check;
+      copts.iters = iters > 0 ? (guint) iters : 0;
+      copts.json = json;
+      copts.seed = (guint64) seed;
+      copts.name = argv[1];
+      return cs_cli_run_cuda (fw, bw, &policy, &copts);
+    }
+
+  if (fw && !run_both (fw, env_e, env_f, inputs_dir, (guint64) seed, ret_e, ret_f, NULL,
+                       &fwd_rep, &error))
     {
       cs_cli_error ("run: forward: %s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
+  flat_args = flat_arg_names (fw);
   if (bw && !run_both (bw, fw ? ret_e : env_e, fw ? ret_f : env_f, inputs_dir, (guint64) seed + 1,
-                       NULL, NULL, &bwd_rep, &error))
+                       NULL, NULL, flat_args, &bwd_rep, &error))
     {
       cs_cli_error ("run: backward: %s", error->message);
       rc = CS_CLI_EXIT_INPUT;
@@ -472,12 +593,14 @@ cs_cli_cmd_run (int argc, char **argv)
 #endif
   printf ("device: cpu (reference), seed %" G_GINT64_FORMAT "\n", seed);
   if (fwd_rep.outputs)
-    print_report (&fwd_rep);
+    print_report (&fwd_rep, all_outputs);
   if (bwd_rep.outputs)
-    print_report (&bwd_rep);
+    print_report (&bwd_rep, all_outputs);
 
 out:
   g_clear_pointer (&fwd_rep.outputs, g_ptr_array_unref);
   g_clear_pointer (&bwd_rep.outputs, g_ptr_array_unref);
+  g_clear_pointer (&fwd_rep.primary, g_hash_table_unref);
+  g_clear_pointer (&bwd_rep.primary, g_hash_table_unref);
   return rc;
 }

@@ -898,7 +898,23 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   else
     {
       const Rv *a = args[0], *b = args[1];
-      if (f32)
+      /* the arithmetic of every decomposition, with the op switch outside the loop */
+#define F32_LOOP(EXPR) \
+      for (int64_t i = 0; i < out->numel; i++) \
+        { \
+          float x = (float) AT (a, i), y = (float) AT (b, i); \
+          out->data[i] = (double) (EXPR); \
+        }
+      if (f32 && id == CS_OP_PRIM_ADD)
+        F32_LOOP (x + y)
+      else if (f32 && id == CS_OP_PRIM_SUB)
+        F32_LOOP (x - y)
+      else if (f32 && id == CS_OP_PRIM_MUL)
+        F32_LOOP (x * y)
+      else if (f32 && id == CS_OP_PRIM_DIV)
+        F32_LOOP (x / y)
+#undef F32_LOOP
+      else if (f32)
         for (int64_t i = 0; i < out->numel; i++)
           out->data[i] = binary_f32 (id, (float) AT (a, i), (float) AT (b, i));
       else
@@ -2219,6 +2235,480 @@ run_linear (Ctx *c, const CsStmt *s)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Attention executor calls (sdpa executor): scaled dot product attention, forward and backward */
+
+/* q [..., L, E], k [..., S, E], v [..., S, Ev] with equal leading dims. */
+static gboolean
+sdpa_shapes (Ctx *c, const CsStmt *s, const Rv *q, const Rv *k, const Rv *v, int64_t *nb,
+             int64_t *L, int64_t *S, int64_t *E, int64_t *Ev)
+{
+  if (q->kind != RV_TENSOR || k->kind != RV_TENSOR || v->kind != RV_TENSOR || q->rank < 2
+      || k->rank != q->rank || v->rank != q->rank)
+    return fail (c, s, CS_REF_ERROR_SHAPE, "query, key and value must be tensors of one rank >= 2");
+  *nb = 1;
+  for (guint i = 0; i + 2 < q->rank; i++)
+    {
+      if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i])
+        return fail (c, s, CS_REF_ERROR_SHAPE, "query, key and value differ in batch dimension %u", i);
+      *nb *= q->shape[i];
+    }
+  *L = q->shape[q->rank - 2];
+  *E = q->shape[q->rank - 1];
+  *S = k->shape[k->rank - 2];
+  *Ev = v->shape[v->rank - 1];
+  if (k->shape[k->rank - 1] != *E || v->shape[v->rank - 2] != *S)
+    return fail (c, s, CS_REF_ERROR_SHAPE, "key must be [..., S, E] and value [..., S, Ev]");
+  if (q->dtype != k->dtype || q->dtype != v->dtype || !is_float (q->dtype))
+    return fail (c, s, CS_REF_ERROR_DTYPE, "query, key and value must share one float dtype");
+  return TRUE;
+}
+
+static gboolean
+sdpa_flag (Ctx *c, const CsStmt *s, guint pos, const char *kw, double dflt, double *out)
+{
+  const CsValue *v = cs_stmt_get_arg (s, pos, kw);
+
+  *out = dflt;
+  if (v == NULL || v->kind == CS_VALUE_NONE)
+    return TRUE;
+  if (!number_of (c, s, v, out))
+    return fail (c, s, CS_REF_ERROR_INPUT, "argument %s must be a number", kw);
+  return TRUE;
+}
+
+/* A zero placeholder for an output the CPU reference does not model (RNG state, cumulative
+ * sequence lengths): typed like the trace's proxy when it has a type. */
+static Rv *
+sdpa_placeholder (Ctx *c, const CsStmt *s, guint k, const int64_t *dshape, guint drank)
+{
+  const CsValue *t = s->out && (s->out->kind == CS_VALUE_TUPLE || s->out->kind == CS_VALUE_LIST)
+                     && k < s->out->u.seq.n ? s->out->u.seq.items[k] : NULL;
+
+  if (t && t->kind == CS_VALUE_PROXY && t->u.proxy->typed && t->u.proxy->kind == CS_PROXY_TENSOR)
+    {
+      const CsProxy *p = t->u.proxy;
+      int64_t shape[CS_MAX_DIMS];
+      Rv *z;
+
+      for (guint i = 0; i < p->rank; i++)
+        shape[i] = MAX (p->shape[i], 0);
+      z = rv_new_tensor (c, s, p->dtype, shape, p->rank);
+      if (z)
+        memset (z->data, 0, (gsize) MAX (z->numel, 1) * sizeof (double));
+      return z;
+    }
+  /* untyped: i64 zeros of the shape the executor gives (see the caller) */
+  {
+    Rv *z = rv_new_tensor (c, s, CS_DTYPE_I64, dshape, drank);
+    if (z)
+      memset (z->data, 0, (gsize) MAX (z->numel, 1) * sizeof (double));
+    return z;
+  }
+}
+
+/* Forward: sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, dropout_p,
+ * is_causal, scale=) -> (out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
+ * philox_offset, debug_attn_mask) and sdpaex_grad_forward_scaled_dot_product_efficient_attention
+ * (q, k, v, attn_mask, dropout_p, is_causal, scale) -> (out, logsumexp, philox_seed,
+ * philox_offset).  softmax(scale * q k^T + mask) v with a top-left causal mask (j > i masked,
+ * torch's is_causal), scale = 1/sqrt(E) when None; f32 math in exact mode, output rounded to
+ * q's dtype, logsumexp in f32. */
+static Rv *
+run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
+{
+  g_autoptr (Rv) q = arg_tensor (c, s, 0, "query");
+  g_autoptr (Rv) k = arg_tensor (c, s, 1, "key");
+  g_autoptr (Rv) v = arg_tensor (c, s, 2, "value");
+  g_autoptr (Rv) mask = NULL;
+  int64_t nb, L, S, E, Ev, oshape[CS_MAX_DIMS];
+  double dropout, causal, scale;
+  gboolean f32;
+  guint n_out = flash ? 9 : 4;
+  Rv *out, *lse, *seq;
+  g_autofree double *row = NULL;
+
+  if (q == NULL || k == NULL || v == NULL || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
+    return NULL;
+  if (!flash)
+    {
+      const CsValue *mv = cs_stmt_get_arg (s, 3, "attn_mask");
+      if (mv && mv->kind != CS_VALUE_NONE)
+        {
+          mask = eval_value (c, s, mv);
+          if (mask == NULL)
+            return NULL;
+          if (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
+              || (mask->shape[mask->rank - 2] != L && mask->shape[mask->rank - 2] != 1)
+              || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S))
+            {
+              fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
+              return NULL;
+            }
+        }
+    }
+  if (!sdpa_flag (c, s, flash ? 3 : 4, "dropout_p", 0.0, &dropout)
+      || !sdpa_flag (c, s, flash ? 4 : 5, "is_causal", 0.0, &causal)
+      || !sdpa_flag (c, s, flash ? 5 : 6, "scale", 1.0 / sqrt ((double) E), &scale))
+    return NULL;
+  if (dropout != 0.0)
+    {
+      fail (c, s, CS_REF_ERROR_UNSUPPORTED, "no CPU reference for dropout_p > 0 (the GPU's "
+            "Philox stream cannot be reproduced)");
+      return NULL;
+    }
+  memcpy (oshape, q->shape, q->rank * sizeof (int64_t));
+  oshape[q->rank - 1] = Ev;
+  out = rv_new_tensor (c, s, q->dtype, oshape, q->rank);
+  lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, q->shape, q->rank - 1) : NULL;
+  if (lse == NULL)
+    {
+      rv_unref (out);
+      return NULL;
+    }
+  f32 = use_f32 (c, q->dtype);
+  row = g_new (double, MAX (S, 1));
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t i = 0; i < L; i++)
+      {
+        const double *qi = q->data + (b * L + i) * E;
+        double m = -INFINITY, l = 0;
+
+        for (int64_t j = 0; j < S; j++)
+          {
+            const double *kj = k->data + (b * S + j) * E;
+            double sc;
+
+            if (f32)
+              {
+                float acc = 0;
+                for (int64_t e = 0; e < E; e++)
+                  acc += (float) qi[e] * (float) kj[e];
+                sc = (float) (acc * (float) scale);
+              }
+            else
+              {
+                sc = 0;
+                for (int64_t e = 0; e < E; e++)
+                  sc += qi[e] * kj[e];
+                sc *= scale;
+              }
+            if (mask)
+              {
+                double mval = mask->numel == S ? mask->data[j]
+                              : mask->numel == L * S ? mask->data[i * S + j]
+                              : mask->data[(b * L + i) * S + j];
+                if (mask->dtype == CS_DTYPE_B8)
+                  sc = mval != 0 ? sc : -INFINITY;
+                else
+                  sc += mval;
+              }
+            if (causal != 0 && j > i)
+              sc = -INFINITY;
+            row[j] = sc;
+            m = MAX (m, sc);
+          }
+        for (int64_t j = 0; j < S; j++)
+          {
+            row[j] = m == -INFINITY ? 0.0 : (f32 ? (double) expf ((float) (row[j] - m)) : exp (row[j] - m));
+            l += row[j];
+          }
+        for (int64_t e = 0; e < Ev; e++)
+          {
+            double acc = 0;
+            for (int64_t j = 0; j < S; j++)
+              acc += row[j] * v->data[(b * S + j) * Ev + e];
+            out->data[(b * L + i) * Ev + e] = f32 ? (double) (float) ((float) acc / (float) l)
+                                                  : acc / l;
+          }
+        lse->data[b * L + i] = m + log (l);
+      }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  round_values (lse->data, lse->numel, CS_DTYPE_F32, c->mode);
+  seq = rv_new_seq ();
+  g_ptr_array_add (seq->items, out);
+  g_ptr_array_add (seq->items, lse);
+  for (guint i = 2; i < n_out; i++)
+    {
+      /* flash: cum_seq_q / cum_seq_k are i64[batch + 1]; RNG seed and offset are i64[] */
+      int64_t cum[1] = { q->shape[0] + 1 };
+      gboolean is_cum = flash && (i == 2 || i == 3);
+      Rv *z = sdpa_placeholder (c, s, i, cum, is_cum ? 1 : 0);
+      if (z == NULL)
+        {
+          rv_unref (seq);
+          return NULL;
+        }
+      g_ptr_array_add (seq->items, z);
+    }
+  return seq;
+}
+
+/* Backward: sdpafx_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, out,
+ * logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+ * philox_offset, scale=) -> (grad_q, grad_k, grad_v), as flash attention computes it from the
+ * saved out and logsumexp: P = exp(scale q k^T - lse), D = rowsum(dO * out),
+ * dV = P^T dO, dS = P * (dO v^T - D), dQ = scale dS k, dK = scale dS^T q. */
+static Rv *
+run_sdpa_backward (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) go = arg_tensor (c, s, 0, "grad_out");
+  g_autoptr (Rv) q = arg_tensor (c, s, 1, "query");
+  g_autoptr (Rv) k = arg_tensor (c, s, 2, "key");
+  g_autoptr (Rv) v = arg_tensor (c, s, 3, "value");
+  g_autoptr (Rv) o = arg_tensor (c, s, 4, "out");
+  g_autoptr (Rv) lse = arg_tensor (c, s, 5, "logsumexp");
+  int64_t nb, L, S, E, Ev, lstride;
+  double dropout, causal, scale;
+  Rv *gq, *gk, *gv, *seq;
+  g_autofree double *p = NULL;
+  g_autofree double *ds = NULL;
+
+  if (go == NULL || q == NULL || k == NULL || v == NULL || o == NULL || lse == NULL
+      || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
+    return NULL;
+  if (go->numel != nb * L * Ev || o->numel != nb * L * Ev || lse->kind != RV_TENSOR
+      || lse->numel < nb * L)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "grad_out and out must be [..., L, Ev], logsumexp [..., L]");
+      return NULL;
+    }
+  lstride = lse->numel / nb;
+  if (!sdpa_flag (c, s, 10, "dropout_p", 0.0, &dropout)
+      || !sdpa_flag (c, s, 11, "is_causal", 0.0, &causal)
+      || !sdpa_flag (c, s, 14, "scale", 1.0 / sqrt ((double) E), &scale))
+    return NULL;
+  if (dropout != 0.0)
+    {
+      fail (c, s, CS_REF_ERROR_UNSUPPORTED, "no CPU reference for dropout_p > 0");
+      return NULL;
+    }
+  gq = rv_new_tensor (c, s, q->dtype, q->shape, q->rank);
+  gk = gq ? rv_new_tensor (c, s, k->dtype, k->shape, k->rank) : NULL;
+  gv = gk ? rv_new_tensor (c, s, v->dtype, v->shape, v->rank) : NULL;
+  if (gv == NULL)
+    {
+      rv_unref (gq);
+      rv_unref (gk);
+      return NULL;
+    }
+  memset (gq->data, 0, (gsize) MAX (gq->numel, 1) * sizeof (double));
+  memset (gk->data, 0, (gsize) MAX (gk->numel, 1) * sizeof (double));
+  memset (gv->data, 0, (gsize) MAX (gv->numel, 1) * sizeof (double));
+  p = g_new (double, MAX (L * S, 1));
+  ds = g_new (double, MAX (L * S, 1));
+  for (int64_t b = 0; b < nb; b++)
+    {
+      for (int64_t i = 0; i < L; i++)
+        {
+          const double *qi = q->data + (b * L + i) * E;
+          const double *doi = go->data + (b * L + i) * Ev;
+          const double *oi = o->data + (b * L + i) * Ev;
+          double d = 0;
+
+          for (int64_t e = 0; e < Ev; e++)
+            d += doi[e] * oi[e];
+          for (int64_t j = 0; j < S; j++)
+            {
+              const double *kj = k->data + (b * S + j) * E;
+              const double *vj = v->data + (b * S + j) * Ev;
+              double sc = 0, dp = 0;
+
+              for (int64_t e = 0; e < E; e++)
+                sc += qi[e] * kj[e];
+              sc *= scale;
+              p[i * S + j] = (causal != 0 && j > i) ? 0.0 : exp (sc - lse->data[b * lstride + i]);
+              for (int64_t e = 0; e < Ev; e++)
+                dp += doi[e] * vj[e];
+              ds[i * S + j] = p[i * S + j] * (dp - d);
+            }
+        }
+      for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < S; j++)
+          {
+            double pij = p[i * S + j], dsij = ds[i * S + j] * scale;
+
+            for (int64_t e = 0; e < Ev; e++)
+              gv->data[(b * S + j) * Ev + e] += pij * go->data[(b * L + i) * Ev + e];
+            for (int64_t e = 0; e < E; e++)
+              {
+                gq->data[(b * L + i) * E + e] += dsij * k->data[(b * S + j) * E + e];
+                gk->data[(b * S + j) * E + e] += dsij * q->data[(b * L + i) * E + e];
+              }
+          }
+    }
+  /* accumulated in f64 (documented: attention backward sums in f64 and rounds once) */
+  round_values (gq->data, gq->numel, gq->dtype, c->mode);
+  round_values (gk->data, gk->numel, gk->dtype, c->mode);
+  round_values (gv->data, gv->numel, gv->dtype, c->mode);
+  seq = rv_new_seq ();
+  g_ptr_array_add (seq->items, gq);
+  g_ptr_array_add (seq->items, gk);
+  g_ptr_array_add (seq->items, gv);
+  return seq;
+}
+
+/* ltorch.nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight):
+ * d/da of nll_loss: zeros of a's shape except grad[i, target[i]] = -g * w[target[i]] (divided
+ * by total_weight for 'mean'; g per row for 'none'); ignored rows stay 0.  a is [N, C] or [C].
+ * Source: the aten nll_loss_backward semantics Thunder's rule calls. */
+static Rv *
+run_nll_loss_backward (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) g = arg_tensor (c, s, 0, "g");
+  g_autoptr (Rv) a = arg_tensor (c, s, 1, "a");
+  g_autoptr (Rv) target = arg_tensor (c, s, 2, "target");
+  const CsValue *wv = cs_stmt_get_arg (s, 3, "weight");
+  const CsValue *rv = cs_stmt_get_arg (s, 4, "reduction");
+  g_autoptr (Rv) w = NULL;
+  g_autoptr (Rv) tw = NULL;
+  double ignore = -100;
+  const char *reduction = "mean";
+  int64_t N, C;
+  Rv *out;
+
+  if (g == NULL || a == NULL || target == NULL)
+    return NULL;
+  if (wv && wv->kind != CS_VALUE_NONE && !(w = eval_value (c, s, wv)))
+    return NULL;
+  if (rv && rv->kind == CS_VALUE_STRING && rv->u.s)
+    reduction = rv->u.s;
+  if (cs_stmt_get_arg (s, 5, "ignore_index") && !number_of (c, s, cs_stmt_get_arg (s, 5, "ignore_index"), &ignore))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "ignore_index must be an int");
+      return NULL;
+    }
+  if (cs_stmt_get_arg (s, 6, "total_weight"))
+    {
+      tw = eval_value (c, s, cs_stmt_get_arg (s, 6, "total_weight"));
+      if (tw == NULL)
+        return NULL;
+    }
+  if (a->kind != RV_TENSOR || (a->rank != 2 && a->rank != 1))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "no CPU reference for inputs of rank %u (2-D [N, C] or 1-D [C] only)",
+            a->rank);
+      return NULL;
+    }
+  N = a->rank == 2 ? a->shape[0] : 1;
+  C = a->shape[a->rank - 1];
+  if (target->numel != N || (strcmp (reduction, "none") == 0 && g->numel != N))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "target (and g for 'none') must have %" G_GINT64_FORMAT
+            " elements", N);
+      return NULL;
+    }
+  if (strcmp (reduction, "mean") != 0 && strcmp (reduction, "sum") != 0
+      && strcmp (reduction, "none") != 0)
+    {
+      fail (c, s, CS_REF_ERROR_VALUE, "unknown reduction '%s'", reduction);
+      return NULL;
+    }
+  out = rv_new_tensor (c, s, a->dtype, a->shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  memset (out->data, 0, (gsize) MAX (out->numel, 1) * sizeof (double));
+  for (int64_t i = 0; i < N; i++)
+    {
+      double t = target->data[i], gi, wi;
+      int64_t ti = 0;
+
+      if (t == ignore)
+        continue;
+      if (!check_index (c, s, t, C, &ti))
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      wi = w ? w->data[ti] : 1.0;
+      gi = strcmp (reduction, "none") == 0 ? g->data[i] : g->data[0];
+      out->data[i * C + ti] = -gi * wi;
+      if (strcmp (reduction, "mean") == 0)
+        out->data[i * C + ti] /= tw && tw->kind != RV_NONE ? tw->data[0] : 1.0;
+    }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
+/* embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse):
+ * [num_weights, D] zeros with every grad row added at its index (rows of padding_idx skipped;
+ * divided by the index's count when scale_grad_by_freq); accumulated in f32 in exact mode for
+ * float dtypes narrower than f64 (opmath), rounded once.  Source: aten embedding_backward. */
+static Rv *
+run_embedding_backward (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) g = arg_tensor (c, s, 0, "grad");
+  g_autoptr (Rv) idx = arg_tensor (c, s, 1, "indices");
+  double nw, pad = -1, freq = 0;
+  int64_t shape[2], D;
+  g_autofree float *acc32 = NULL;
+  g_autofree int64_t *count = NULL;
+  gboolean f32;
+  Rv *out;
+
+  if (g == NULL || idx == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "num_weights"), &nw) || nw < 0)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (grad, indices, num_weights, padding_idx, "
+            "scale_grad_by_freq, sparse)");
+      return NULL;
+    }
+  if (cs_stmt_get_arg (s, 3, "padding_idx"))
+    number_of (c, s, cs_stmt_get_arg (s, 3, "padding_idx"), &pad);
+  if (cs_stmt_get_arg (s, 4, "scale_grad_by_freq"))
+    number_of (c, s, cs_stmt_get_arg (s, 4, "scale_grad_by_freq"), &freq);
+  if (g->kind != RV_TENSOR || g->rank != idx->rank + 1)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "grad must have the indices' shape plus one dimension");
+      return NULL;
+    }
+  D = g->shape[g->rank - 1];
+  shape[0] = (int64_t) nw;
+  shape[1] = D;
+  out = rv_new_tensor (c, s, g->dtype, shape, 2);
+  if (out == NULL)
+    return NULL;
+  memset (out->data, 0, (gsize) MAX (out->numel, 1) * sizeof (double));
+  f32 = use_f32 (c, g->dtype);
+  if (f32)
+    acc32 = g_new0 (float, MAX (out->numel, 1));
+  count = g_new0 (int64_t, MAX (shape[0], 1));
+  for (int64_t r = 0; r < idx->numel; r++)
+    {
+      int64_t k = 0;
+      if (!check_index (c, s, idx->data[r], shape[0], &k))
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      count[k]++;
+    }
+  for (int64_t r = 0; r < idx->numel; r++)
+    {
+      int64_t k = (int64_t) idx->data[r];
+      double sc;
+
+      if (k < 0)
+        k += shape[0];
+      if (pad >= 0 && k == (int64_t) pad)
+        continue;
+      sc = freq != 0 ? 1.0 / (double) count[k] : 1.0;
+      for (int64_t d = 0; d < D; d++)
+        {
+          if (f32)
+            acc32[k * D + d] += (float) (g->data[r * D + d] * sc);
+          else
+            out->data[k * D + d] += g->data[r * D + d] * sc;
+        }
+    }
+  if (f32)
+    for (int64_t i = 0; i < out->numel; i++)
+      out->data[i] = acc32[i];
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Statements                                                                                  */
 
 static gboolean exec_stmts (Ctx *c, CsStmt * const *stmts, guint n);
@@ -2470,7 +2960,27 @@ exec_call (Ctx *c, const CsStmt *s)
     case CS_OP_PRIM_DIGAMMA: case CS_OP_PRIM_FREXP: case CS_OP_PRIM_IMAG:
     case CS_OP_PRIM_ZETA: case CS_OP_PRIM_PY_FLOORDIV:
       return s->n_subs ? exec_subs (c, s) : unsupported (c, s);
+    case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
+      v = run_sdpa_forward (c, s, TRUE);
+      break;
+    case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+      v = run_sdpa_backward (c, s);
+      break;
+    case CS_OP_PRIM_EMBEDDING_BACKWARD:
+      v = run_embedding_backward (c, s);
+      break;
+    case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
+      if (s->n_subs > 0)
+        return exec_subs (c, s);
+      v = run_nll_loss_backward (c, s);
+      break;
     default:
+      if (s->n_subs == 0 && s->callee
+          && strcmp (s->callee, "sdpaex_grad_forward_scaled_dot_product_efficient_attention") == 0)
+        {
+          v = run_sdpa_forward (c, s, FALSE);
+          break;
+        }
       if (sem->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (sem, CS_OP_TAG_PRIM))
         {
           v = run_elementwise (c, s, id);

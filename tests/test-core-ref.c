@@ -679,9 +679,10 @@ test_indexing (void)
     g_assert_cmpint (cs_ref_index_bound (trace, cs_trace_lookup_proxy (trace, "a")), ==, 0);
   }
   {
-    g_autofree char *ok = g_strdup (text);
-    *strstr (ok, "  t4 =") = '\0';
-    ok = g_strconcat (ok, "  return (t0, t1, t2, t3)\n", NULL);
+    g_autofree char *head = g_strdup (text);
+    g_autofree char *ok = NULL;
+    *strstr (head, "  t4 =") = '\0';
+    ok = g_strconcat (head, "  return (t0, t1, t2, t3)\n", NULL);
     o = run (ok, in);
   }
   WANT2 (OUT (o, 0), CS_DTYPE_F32, 2, 2, 0, 5, 6, 1, 2);
@@ -976,6 +977,154 @@ test_thunder_mlp (void)
   }
 }
 
+/* ---- attention executor calls, nll_loss_backward, embedding_backward -------------------- */
+
+#define SDPA_FWD_TEXT \
+  "def computation(q, k, v):\n" \
+  "  # q: \"cuda:0 f64[1, 2, 1]\"\n" \
+  "  # k: \"cuda:0 f64[1, 2, 1]\"\n" \
+  "  # v: \"cuda:0 f64[1, 2, 1]\"\n" \
+  "  (t0, t1, t2, t3, _, _, t4, t5, t6) = sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, 0.0, %s, scale=1.0)\n" \
+  "  return (t0, t1)\n"
+
+/* q = [1, 0], k = [1, 0], v = [1, 3], scale 1: row 0 weights e/(e+1), 1/(e+1) give
+ * 1.5378828427, logsumexp log(e + 1) = 1.3132616875; row 1 ties: 2.0, log 2.  Causal: row 0
+ * sees only key 0: 1.0, logsumexp 1.0. */
+static void
+test_sdpa_forward (void)
+{
+  const int64_t sh[3] = { 1, 2, 1 };
+  CsTensor *in[] = { tensor (CS_DTYPE_F64, sh, 3, (const double[]) { 1, 0 }),
+                     tensor (CS_DTYPE_F64, sh, 3, (const double[]) { 1, 0 }),
+                     tensor (CS_DTYPE_F64, sh, 3, (const double[]) { 1, 3 }), NULL };
+  g_autofree char *plain = g_strdup_printf (SDPA_FWD_TEXT, "False");
+  g_autofree char *causal = g_strdup_printf (SDPA_FWD_TEXT, "True");
+  g_autoptr (GPtrArray) o = run (plain, in);
+  g_autoptr (GPtrArray) oc = run (causal, in);
+
+  assert_values (OUT (o, 0), CS_DTYPE_F64, sh, 3, (const double[]) { 1.5378828427, 2.0 }, 1e-9);
+  assert_values (OUT (o, 1), CS_DTYPE_F32, sh, 2, (const double[]) { 1.3132616875, 0.6931471806 }, 1e-6);
+  assert_values (OUT (oc, 0), CS_DTYPE_F64, sh, 3, (const double[]) { 1.0, 2.0 }, 1e-12);
+  assert_values (OUT (oc, 1), CS_DTYPE_F32, sh, 2, (const double[]) { 1.0, 0.6931471806 }, 1e-6);
+  free_inputs (in);
+}
+
+/* The attention backward against central finite differences of sum(dO * sdpa(q, k, v)) in
+ * f64 (L = S = 3, E = 2, causal). */
+static void
+test_sdpa_backward_fd (void)
+{
+  const char *fwd =
+    "def computation(q, k, v):\n"
+    "  # q: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # k: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # v: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  (t0, t1, t2, t3, _, _, t4, t5, t6) = sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, 0.0, True, scale=None)\n"
+    "  return (t0, t1)\n";
+  const char *bwd =
+    "def backward_fn(g, q, k, v, o, lse):\n"
+    "  # g: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # q: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # k: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # v: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # o: \"cuda:0 f64[1, 3, 2]\"\n"
+    "  # lse: \"cuda:0 f32[1, 3]\"\n"
+    "  (t0, t1, t2) = sdpafx_scaled_dot_product_efficient_attention_backward(g, q, k, v, o, lse, None, None, 3, 3, 0.0, True, None, None, scale=None)\n"
+    "  return (t0, t1, t2)\n";
+  const int64_t sh[3] = { 1, 3, 2 };
+  const double qv[6] = { 0.3, -0.7, 1.1, 0.2, -0.4, 0.9 };
+  const double kv[6] = { 0.5, 0.1, -0.6, 0.8, 0.2, -1.0 };
+  const double vv[6] = { 1.0, -2.0, 0.5, 0.25, -1.5, 2.0 };
+  const double gv[6] = { 0.7, -0.3, 0.2, 1.0, -0.9, 0.4 };
+  const double *base[3] = { qv, kv, vv };
+  g_autoptr (CsTrace) ft = parse (fwd);
+  g_autoptr (CsTrace) bt = parse (bwd);
+  g_autoptr (GPtrArray) fo = NULL;
+  g_autoptr (GPtrArray) bo = NULL;
+  g_autoptr (GError) error = NULL;
+  CsTensor *fin[4] = { tensor (CS_DTYPE_F64, sh, 3, qv), tensor (CS_DTYPE_F64, sh, 3, kv),
+                       tensor (CS_DTYPE_F64, sh, 3, vv), NULL };
+  CsTensor *bin[7] = { NULL };
+
+  g_assert_true (cs_ref_run (ft, fin, 3, CS_REF_F64, &fo, &error));
+  g_assert_no_error (error);
+  bin[0] = tensor (CS_DTYPE_F64, sh, 3, gv);
+  bin[1] = fin[0];
+  bin[2] = fin[1];
+  bin[3] = fin[2];
+  bin[4] = OUT (fo, 0);
+  bin[5] = OUT (fo, 1);
+  g_assert_true (cs_ref_run (bt, bin, 6, CS_REF_F64, &bo, &error));
+  g_assert_no_error (error);
+
+  for (int which = 0; which < 3; which++)
+    for (int e = 0; e < 6; e++)
+      {
+        double lp = 0, lm = 0, h = 1e-6;
+
+        for (int sign = -1; sign <= 1; sign += 2)
+          {
+            double pert[6];
+            CsTensor *pin[4] = { NULL, NULL, NULL, NULL };
+            g_autoptr (GPtrArray) po = NULL;
+            double loss = 0;
+
+            for (int j = 0; j < 3; j++)
+              {
+                memcpy (pert, base[j], sizeof pert);
+                if (j == which)
+                  pert[e] += sign * h;
+                pin[j] = tensor (CS_DTYPE_F64, sh, 3, pert);
+              }
+            g_assert_true (cs_ref_run (ft, pin, 3, CS_REF_F64, &po, &error));
+            for (int i = 0; i < 6; i++)
+              loss += gv[i] * cs_tensor_get_f64 (OUT (po, 0), i);
+            if (sign < 0)
+              lm = loss;
+            else
+              lp = loss;
+            free_inputs (pin);
+          }
+        g_assert_cmpfloat_with_epsilon (cs_tensor_get_f64 (OUT (bo, which), e), (lp - lm) / (2 * h),
+                                        1e-6);
+      }
+  cs_tensor_unref (bin[0]);
+  free_inputs (fin);
+}
+
+/* nll_loss_backward for 'mean' with ignore_index: rows 0 and 2 count (total weight 2), row 1
+ * is ignored: grad[0, 2] = grad[2, 0] = -g / 2 = -0.75. */
+static void
+test_loss_embedding_backward (void)
+{
+  const char *text =
+    "def backward_fn(g, a, target, tw, go, idx):\n"
+    "  # g: \"cuda:0 f32[]\"\n"
+    "  # a: \"cuda:0 f32[3, 3]\"\n"
+    "  # target: \"cuda:0 i64[3]\"\n"
+    "  # tw: \"cuda:0 f32[]\"\n"
+    "  # go: \"cuda:0 f32[4, 2]\"\n"
+    "  # idx: \"cuda:0 i64[4]\"\n"
+    "  t0 = ltorch.nll_loss_backward(g, a, target, None, 'mean', -100, tw)  # t0: \"cuda:0 f32[3, 3]\"\n"
+    "  t1 = prims.embedding_backward(go, idx, 3, -1, False, False)  # t1: \"cuda:0 f32[3, 2]\"\n"
+    "  t2 = prims.embedding_backward(go, idx, 3, 1, True, False)  # t2: \"cuda:0 f32[3, 2]\"\n"
+    "  return (t0, t1, t2)\n";
+  CsTensor *in[] = { tensor (CS_DTYPE_F32, NULL, 0, (const double[]) { 1.5 }),
+                     T2 (CS_DTYPE_F32, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                     T1 (CS_DTYPE_I64, 3, 2, -100, 0),
+                     tensor (CS_DTYPE_F32, NULL, 0, (const double[]) { 2.0 }),
+                     T2 (CS_DTYPE_F32, 4, 2, 1, 2, 3, 4, 5, 6, 7, 8),
+                     T1 (CS_DTYPE_I64, 4, 0, 2, 0, 1), NULL };
+  g_autoptr (GPtrArray) o = run (text, in);
+
+  WANT2 (OUT (o, 0), CS_DTYPE_F32, 3, 3, 0, 0, 0, -0.75, 0, 0, 0, -0.75, 0, 0);
+  /* rows 0 and 2 of go go to index 0: [1+5, 2+6]; row 1 to 2; row 3 to 1 */
+  WANT2 (OUT (o, 1), CS_DTYPE_F32, 3, 2, 0, 6, 8, 7, 8, 3, 4);
+  /* padding_idx 1 skipped, scale_grad_by_freq halves index 0 (seen twice) */
+  WANT2 (OUT (o, 2), CS_DTYPE_F32, 3, 2, 0, 3, 4, 0, 0, 3, 4);
+  free_inputs (in);
+}
+
 /* ---- castscope-cli run --device cpu ------------------------------------------------------ */
 
 typedef struct
@@ -1199,6 +1348,9 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/stmt/unsupported", test_unsupported);
   g_test_add_func ("/core/ref/stmt/forward-backward", test_forward_backward);
   g_test_add_func ("/core/ref/thunder/mlp-gelu", test_thunder_mlp);
+  g_test_add_func ("/core/ref/attention/forward", test_sdpa_forward);
+  g_test_add_func ("/core/ref/attention/backward-finite-differences", test_sdpa_backward_fd);
+  g_test_add_func ("/core/ref/loss-embedding-backward", test_loss_embedding_backward);
   g_test_add_func ("/core/ref/cli/run-cpu", test_cli_run_cpu);
   g_test_add_func ("/core/ref/cli/errors", test_cli_run_errors);
 
