@@ -738,7 +738,6 @@ op_is_constant (CsOpId id)
     case CS_OP_PRIM_BITWISE_NOT: case CS_OP_PRIM_SIGNBIT: case CS_OP_PRIM_FULL:
     case CS_OP_PRIM_FLOOR: case CS_OP_PRIM_CEIL: case CS_OP_PRIM_ARGMAX: case CS_OP_PRIM_ARGMIN:
     case CS_OP_PRIM_SHAPE: case CS_OP_PRIM_IOTA: case CS_OP_PRIM_ISFINITE:
-    case CS_OP_PRIM_GET_GRAD: case CS_OP_PRIM_PUT_GRAD:
     case CS_OP_LTORCH_SIZE: case CS_OP_LTORCH_ZEROS: case CS_OP_LTORCH_ONES:
     case CS_OP_LTORCH_FULL: case CS_OP_LTORCH_ZEROS_LIKE: case CS_OP_LTORCH_ONES_LIKE:
     case CS_OP_LTORCH_FULL_LIKE: case CS_OP_LTORCH_ARANGE:
@@ -766,6 +765,19 @@ static CsValue *
 arg (const CsStmt *s, guint i, const char *kw)
 {
   return cs_stmt_get_arg (s, i, kw);
+}
+
+/* Fails for a tensor operand that is missing or has no tensor type, naming it. */
+static gboolean
+need_tensor (GradCtx *c, const CsStmt *s, const CsValue *v, const char *what)
+{
+  if (value_tensor (v) != NULL && v->u.proxy->typed)
+    return TRUE;
+  if (v != NULL && v->kind == CS_VALUE_PROXY)
+    return rule_fail (c, s, cs_arena_printf (c->a, "%s %s has no tensor type (a trace without "
+                                                   "type comments needs the meta pass first)",
+                                             what, v->u.proxy->name));
+  return rule_fail (c, s, cs_arena_printf (c->a, "%s is not a tensor", what));
 }
 
 static void
@@ -1052,11 +1064,8 @@ vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
   CsProxy *a = value_tensor (av), *b = value_tensor (bv);
   gboolean d[CS_MAX_DIMS];
 
-  if (a == NULL || b == NULL)
-    {
-      rule_fail (c, s, "bad matmul operands");
-      return;
-    }
+  if (!need_tensor (c, s, av, "operand") || !need_tensor (c, s, bv, "operand"))
+    return;
   if (a->rank == 1 && b->rank == 1)
     {
       put_grad (c, av, mul (c, v_p (c, g), bv));
@@ -1130,9 +1139,11 @@ vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
   CsProxy *ga, *gw;
   gboolean d[CS_MAX_DIMS];
 
-  if (a == NULL || w == NULL || a->rank < 1 || g->rank < 1)
+  if (!need_tensor (c, s, av, "input") || !need_tensor (c, s, wv, "weight"))
+    return;
+  if (a->rank < 1 || g->rank < 1)
     {
-      rule_fail (c, s, "bad linear operands");
+      rule_fail (c, s, "linear of a 0-d tensor");
       return;
     }
   N = g->shape[g->rank - 1];
@@ -1693,7 +1704,15 @@ forward_walk (GradCtx *c, GQueue *work, GError **error)
       if (c->ret != NULL)
         continue;   /* statements after the return are dead */
       sem = cs_op_semantic (s->op)->id;
-      if (is_constant_call (s, sem))
+      if (sem == CS_OP_PRIM_GET_GRAD || sem == CS_OP_PRIM_PUT_GRAD)
+        {
+          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                       "%s: %s: this trace already has a backward (joint trace); the grad pass "
+                       "takes a forward trace", stmt_where (c, s), s->callee);
+          return FALSE;
+        }
+      /* checks, unpacks and other bookkeeping create no gradient association */
+      if (s->op->category == CS_OP_CAT_BOOKKEEPING || is_constant_call (s, sem))
         {
           g_ptr_array_add (c->fwd, s);
           continue;

@@ -975,6 +975,27 @@ test_backward_types (void)
     g_test_skip ("no sample traces");
 }
 
+/* a joint trace (it has get_grads) is not a forward: clear error with the line */
+static void
+test_error_joint_input (void)
+{
+  g_autoptr(CsTrace) init = parse_or_die (seed_text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, NULL, &error);
+  g_autofree char *text = NULL;
+  g_autoptr(CsTrace) reparsed = NULL;
+  g_autoptr(CsTrace) again = NULL;
+
+  g_assert_no_error (error);
+  text = cs_print_trace (joint, CS_PRINT_DEFAULT);
+  reparsed = parse_or_die (text);
+  again = cs_grad_joint (reparsed, NULL, &error);
+  g_assert_null (again);
+  g_assert_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE);
+  g_assert_nonnull (strstr (error->message, "prims.get_grad"));
+  g_assert_nonnull (strstr (error->message, "test:"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -982,6 +1003,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/grad/seed/structure", test_seed_structure);
   g_test_add_func ("/core/grad/spec", test_spec);
   g_test_add_func ("/core/grad/error/no-rule", test_no_rule);
+  g_test_add_func ("/core/grad/error/joint-input", test_error_joint_input);
   g_test_add_func ("/core/grad/thunder/seed-counts", test_thunder_seed);
   g_test_add_func ("/core/grad/thunder/mlp-counts", test_thunder_mlp);
   g_test_add_func ("/core/grad/thunder/attention-counts", test_thunder_attention);
