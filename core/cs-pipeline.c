@@ -330,7 +330,9 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   add_pass (p, "fuse", cur, t0);
 
   t0 = pass_clock_us ();
-  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE)
+  /* remove_redundant_casts is part of the nvFuser pass: without fusion (the torch executor
+   * alone) every cast stays, as in eager PyTorch */
+  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF)
     cur = cs_cse_remove_redundant_casts (cur);
   else
     cur = cs_trace_copy (cur, "remove-redundant-casts");

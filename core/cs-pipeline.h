@@ -9,6 +9,11 @@
  * (reference/thunder-traces.md section 0) in the order the nvFuser executor runs its passes
  * (section 6.3).
  *
+ * remove-redundant-casts runs only with fusion on (it belongs to the nvFuser pass) and
+ * redundant-casts=remove; otherwise that pass records an unchanged copy.  A trace that is
+ * already a joint (it has prims.get_grad) skips the grad pass; prologues are not
+ * differentiated.
+ *
  * An input trace that is already final (holds fusion regions, is a `backward_fn`, or was
  * constructed by "Delete Last Used") is accepted as is: the pipeline then has the single pass
  * "initial", and that trace is the forward (or the backward for a `backward_fn`).
