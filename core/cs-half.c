@@ -144,6 +144,11 @@ cs_half_bf16_from_f32 (float x)
 guint16
 cs_half_bf16_from_f64 (double x)
 {
+  float f = (float) x;
+
+  /* an f64 that is exactly an f32 (or NaN) rounds the same through the fast f32 path */
+  if ((double) f == x || isnan (x))
+    return cs_half_bf16_from_f32 (f);
   return (guint16) sf_encode (&fmt_bf16, x);
 }
 
@@ -193,6 +198,10 @@ cs_half_f16_from_f32 (float x)
 guint16
 cs_half_f16_from_f64 (double x)
 {
+  float f = (float) x;
+
+  if ((double) f == x || isnan (x))
+    return cs_half_f16_from_f32 (f);
   return (guint16) sf_encode (&fmt_f16, x);
 }
 

@@ -45,6 +45,7 @@ typedef struct
   GArray        *is_out;    /* element-type gboolean, parallel to params */
   guint          n_vars;
   guint          depth;     /* recursion guard */
+  gboolean       big;       /* some index may reach 2^31: 64-bit index math */
   const char    *label;
 } Gen;
 
@@ -117,8 +118,19 @@ new_idx (Gen *g, const char *expr)
 {
   const char *name = pool_printf (g, "i%u", g->n_vars++);
 
-  g_string_append_printf (g->body, "      const long long %s = %s;\n", name, expr);
+  g_string_append_printf (g->body, "      const ix_t %s = %s;\n", name, expr);
   return name;
+}
+
+/* An index clamped into [0, @hi]: a bad index value never reads or writes outside a tensor. */
+static const char *
+clamp_idx (Gen *g, const char *expr, int64_t hi)
+{
+  const char *t = pool_printf (g, "c%u", g->n_vars++);
+
+  g_string_append_printf (g->body, "      const long long %s = (long long) (%s);\n", t, expr);
+  return new_idx (g, pool_printf (g, "(ix_t) (%s < 0 ? 0LL : (%s > %" G_GINT64_FORMAT "LL ? %" G_GINT64_FORMAT "LL : %s))",
+                                  t, t, hi, hi, t));
 }
 
 /* A literal of C type @ct for @f (formatted here; NaN and infinities as bit patterns). */
@@ -710,8 +722,8 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
             rel = new_idx (g, pool_printf (g, "%s - %" G_GINT64_FORMAT "LL", c->ix[j], lhi[0]));
             cond = pool_printf (g, "%s && %s >= 0 && %s %% %" G_GINT64_FORMAT "LL == 0 && %s / %" G_GINT64_FORMAT
                                 "LL < %" G_GINT64_FORMAT "LL", cond, rel, rel, lhi[2] + 1, rel, lhi[2] + 1, x->shape[j]);
-            xc.ix[j] = new_idx (g, pool_printf (g, "min (max (%s / %" G_GINT64_FORMAT "LL, 0LL), %" G_GINT64_FORMAT "LL)",
-                                                rel, lhi[2] + 1, MAX (x->shape[j] - 1, 0)));
+            xc.ix[j] = clamp_idx (g, pool_printf (g, "%s / %" G_GINT64_FORMAT "LL", rel, lhi[2] + 1),
+                                  MAX (x->shape[j] - 1, 0));
           }
         xv = emit_value (g, x, &xc, error);
         if (!xv)
@@ -761,8 +773,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         if (!iv)
           return NULL;
         /* Indices are clamped into range: a bad index never reads outside the tensor. */
-        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
-                                      x->shape[dim[0]] - 1));
+        cl = clamp_idx (g, iv, x->shape[dim[0]] - 1);
         xc = *c;
         xc.rank = x->rank;
         xc.ix[dim[0]] = cl;
@@ -788,8 +799,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         iv = emit_value (g, ix, &ic, error);
         if (!iv)
           return NULL;
-        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
-                                      x->shape[dim[0]] - 1));
+        cl = clamp_idx (g, iv, x->shape[dim[0]] - 1);
         xc = *c;
         xc.ix[dim[0]] = cl;
         return emit_value (g, x, &xc, error);
@@ -811,8 +821,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         iv = emit_value (g, ix, &ic, error);
         if (!iv)
           return NULL;
-        cl = new_idx (g, pool_printf (g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv,
-                                      wt->shape[0] - 1));
+        cl = clamp_idx (g, iv, wt->shape[0] - 1);
         xc.rank = 2;
         xc.ix[0] = cl;
         xc.ix[1] = c->ix[c->rank - 1];
@@ -941,6 +950,7 @@ gen_begin (Gen *g)
   g_hash_table_remove_all (g->memo);
   g_array_set_size (g->params, 0);
   g_array_set_size (g->is_out, 0);
+  g->big = FALSE;
 }
 
 static void
@@ -987,7 +997,28 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
                               storage_type (s->dtype), i);
     }
   g_string_append (p->source, ")\n{\n");
-  g_string_append (p->source, code);
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
+
+      if (g_array_index (p->buffers, CsCudaBuffer, s->buffer).size_bytes >= ((gsize) 1 << 31))
+        g->big = TRUE;
+    }
+  if (g->big)
+    {
+      g_string_append (p->source, "  typedef long long ix_t;\n");
+      g_string_append (p->source, code);
+    }
+  else
+    {
+      /* Every index fits 32 bits: int index math (a 64-bit division by a constant costs several
+       * times a 32-bit one).  Decimal LL literals lose their suffix. */
+      g_autoptr(GRegex) re = g_regex_new ("([0-9])LL\\b", 0, 0, NULL);
+      g_autofree char *c32 = g_regex_replace (re, code, -1, 0, "\\1", 0, NULL);
+
+      g_string_append (p->source, "  typedef int ix_t;\n");
+      g_string_append (p->source, c32);
+    }
   g_string_append (p->source, "}\n");
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
@@ -1074,14 +1105,25 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
         return FALSE;
       store_stmt (g, stores, slots[k], "i", v);
     }
-  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
-  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  /* Eight elements per thread, 256 apart (coalesced).  Full tiles take a branch-free unrolled
+   * path, so the compiler can issue all eight loads before the first store (restrict
+   * pointers): more bytes in flight per SM (reference/gpu-executor.md section 1, lesson b).
+   * The last, partial tile checks each element. */
+  g->big |= N >= ((int64_t) 1 << 31) - 4096;
+  g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  const ix_t base = (ix_t) blockIdx.x * 2048 + threadIdx.x;\n"
+                         "  if (base + 7 * 256 < n)\n    {\n"
+                         "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                         "      const ix_t i = base + k_ * 256;\n");
   g_string_append (code, g->body->str);
   g_string_append (code, stores->str);
-  g_string_append (code, "    }\n");
-  if (blocks > 65535LL * 64)
-    blocks = 65535LL * 64;
+  g_string_append (code, "    }\n    }\n  else\n    {\n"
+                         "  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                         "      const ix_t i = base + k_ * 256;\n      if (i >= n)\n        break;\n");
+  g_string_append (code, g->body->str);
+  g_string_append (code, stores->str);
+  g_string_append (code, "    }\n    }\n");
+  blocks = (N + 2047) / 2048;
   if (blocks < 1)
     blocks = 1;
   gen_finish (g, code->str, g_strdup_printf ("%s pointwise %s (%u out)", g->label, ss, n),
@@ -1284,16 +1326,17 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
       xc.rank = x->rank;
       for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
         xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
+      g->big |= O * R >= ((int64_t) 1 << 31) - 1024;
       {
         const char *v = emit_value (g, x, &xc, error);
 
         if (!v)
           return FALSE;
-        g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
-        g_string_append_printf (code, "  const long long o = (long long) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
+        g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+        g_string_append_printf (code, "  const ix_t o = (ix_t) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
         g_string_append_printf (code, "  const int lane = threadIdx.x %% %d;\n", G);
         acc_init (code, k, at, "");
-        g_string_append (code, "  if (o < O)\n    for (long long r = lane; r < R; r += ");
+        g_string_append (code, "  if (o < O)\n#pragma unroll 4\n    for (ix_t r = lane; r < R; r += ");
         g_string_append_printf (code, "%d)\n    {\n", G);
         g_string_append (code, g->body->str);
         acc_add (code, k, at, "", v);
@@ -1353,14 +1396,15 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
     xc.rank = x->rank;
     for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
       xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
+    g->big |= O * R >= ((int64_t) 1 << 31) - 1024;
     v = emit_value (g, x, &xc, error);
     if (!v)
       return FALSE;
-    g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
-    g_string_append (code, "  const long long o = (long long) blockIdx.x * 32 + threadIdx.x;\n");
+    g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+    g_string_append (code, "  const ix_t o = (ix_t) blockIdx.x * 32 + threadIdx.x;\n");
     acc_init (code, k, at, "");
-    g_string_append (code, "  if (o < O)\n    for (long long r = (long long) blockIdx.y * 8 + threadIdx.y; r < R;"
-                           " r += (long long) gridDim.y * 8)\n    {\n");
+    g_string_append (code, "  if (o < O)\n#pragma unroll 4\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
+                           " r += (ix_t) gridDim.y * 8)\n    {\n");
     g_string_append (code, g->body->str);
     acc_add (code, k, at, "", v);
     g_string_append (code, "    }\n");
@@ -1396,11 +1440,11 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
     {
       guint pa = param_of (g, part, FALSE);
 
-      g_string_append_printf (code, "  const long long O = %" G_GINT64_FORMAT "LL;\n", O);
-      g_string_append (code, "  const long long o = (long long) blockIdx.x * blockDim.x + threadIdx.x;\n"
+      g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL;\n", O);
+      g_string_append (code, "  const ix_t o = (ix_t) blockIdx.x * blockDim.x + threadIdx.x;\n"
                              "  if (o >= O)\n    return;\n");
       acc_init (code, k, at, "");
-      g_string_append_printf (code, "  for (long long t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n    {\n", S);
+      g_string_append_printf (code, "  for (ix_t t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n    {\n", S);
       for (guint c = 0; c < nc; c++)
         g_string_append_printf (code, "      const %s o%s = a%u[%uLL * %" G_GINT64_FORMAT "LL + t_ * O + o];\n",
                                 at, cn[c], pa, c, S * O);
@@ -1445,6 +1489,7 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   g_autofree gboolean *done = g_new0 (gboolean, MAX (n_outs, 1));
   g_autofree guint *slots = g_new0 (guint, MAX (n_outs, 1));
   g_autofree CsProxy **group = g_new0 (CsProxy *, MAX (n_outs, 1));
+  g_autofree CsProxy **alias = g_new0 (CsProxy *, MAX (n_outs, 1));
   gboolean ok = FALSE;
 
   g.p = p;
@@ -1488,6 +1533,25 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
         done[i] = TRUE;
     }
 
+  /* 3a. An output that is a reshape of another output of this region is a view of it, not
+   *     a second copy of the same bytes (Thunder's regions often return both). */
+  for (guint i = 0; i < n_outs; i++)
+    {
+      CsStmt *d = done[i] ? NULL : g_hash_table_lookup (g.def, outs[i]);
+      CsOpId id = d ? cs_op_semantic (d->op)->id : CS_OP_OPAQUE;
+      CsValue *src = d ? cs_stmt_get_arg (d, 0, "a") : NULL;
+
+      if (!d || (id != CS_OP_PRIM_RESHAPE && id != CS_OP_PRIM_SHALLOW_COPY) || !src
+          || src->kind != CS_VALUE_PROXY)
+        continue;
+      for (guint j = 0; j < n_outs; j++)
+        if (j != i && outs[j] == src->u.proxy && !alias[j])
+          {
+            alias[i] = outs[j];
+            done[i] = TRUE;
+          }
+    }
+
   /* 3. The rest: one pointwise kernel per output shape. */
   for (guint i = 0; i < n_outs; i++)
     {
@@ -1521,6 +1585,20 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
       for (guint q = 0; q < n; q++)
         cs_cuda_program_bind (p, group[q], slots[q]);
     }
+  for (guint i = 0; i < n_outs; i++)
+    if (alias[i])
+      {
+        gint src = cs_cuda_program_lookup (p, alias[i]);
+
+        if (src < 0)
+          {
+            g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: alias source %s missing",
+                         label, alias[i]->name);
+            goto out;
+          }
+        cs_cuda_program_bind (p, outs[i], cs_cuda_program_reshape_view (p, (guint) src, outs[i]->shape,
+                                                                        outs[i]->rank));
+      }
   ok = TRUE;
 
 out:
@@ -1566,9 +1644,9 @@ cs_cuda_codegen_copy (CsCudaProgram *p, guint src, const char *label, guint *out
   decompose (&g, "i", s.shape, s.rank, &c);
   v = emit_load (&g, src, &c);
   store_stmt (&g, stores, dst, "i", v);
-  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
-  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  for (ix_t i = (ix_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                         " i += (ix_t) gridDim.x * blockDim.x)\n    {\n");
   g_string_append (code, g.body->str);
   g_string_append (code, stores->str);
   g_string_append (code, "    }\n");
@@ -1637,11 +1715,11 @@ cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, in
   decompose (&g, "i", is.shape, is.rank, &c);
   iv = emit_load (&g, idx, &c);
   vv = emit_load (&g, val, &c);
-  cl = new_idx (&g, pool_printf (&g, "min (max ((long long) %s, 0LL), %" G_GINT64_FORMAT "LL)", iv, ys.shape[dim] - 1));
+  cl = clamp_idx (&g, iv, ys.shape[dim] - 1);
   pa = param_of (&g, dst, TRUE);
-  g_string_append_printf (code, "  const long long n = %" G_GINT64_FORMAT "LL;\n", N);
-  g_string_append (code, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-                         " i += (long long) gridDim.x * blockDim.x)\n    {\n");
+  g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
+  g_string_append (code, "  for (ix_t i = (ix_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                         " i += (ix_t) gridDim.x * blockDim.x)\n    {\n");
   g_string_append (code, g.body->str);
   g_string_append_printf (code, "      atomicAdd (&a%u[", pa);
   for (guint j = 0; j < ys.rank; j++)

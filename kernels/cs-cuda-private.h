@@ -164,6 +164,7 @@ void         cs_cuda_program_bind       (CsCudaProgram *p, const CsProxy *proxy,
 CsCudaStep  *cs_cuda_program_add_step   (CsCudaProgram *p, CsCudaStepKind kind, const char *kind_name,
                                          char *label /* transfer full */);
 gboolean     cs_cuda_slot_is_contiguous (const CsCudaSlot *s);
+guint        cs_cuda_program_reshape_view (CsCudaProgram *p, guint src, const int64_t *shape, guint rank);
 gsize        cs_cuda_slot_numel         (const CsCudaSlot *s);
 
 /* ---- codegen (cs-cuda-codegen.c) ---- */

@@ -200,6 +200,21 @@ view_of (CsCudaProgram *p, guint src, const int64_t *shape, guint rank, const in
   return add_slot (p, &s);
 }
 
+/**
+ * cs_cuda_program_reshape_view:
+ * A contiguous view of @shape over the (contiguous) slot @src's bytes.
+ * Returns: the new slot
+ */
+guint
+cs_cuda_program_reshape_view (CsCudaProgram *p, guint src, const int64_t *shape, guint rank)
+{
+  int64_t st[CS_MAX_DIMS];
+
+  g_assert (cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, src)));
+  contiguous_strides (shape, rank, st);
+  return view_of (p, src, shape, rank, st);
+}
+
 /* Reshape-like: a view if the source is contiguous, else a copy then a view. */
 static gboolean
 reshape_view (CsCudaProgram *p, guint src, const CsProxy *y, const char *label, guint *out, GError **error)

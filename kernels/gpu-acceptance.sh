@@ -1,6 +1,7 @@
 #!/bin/bash
-# castscope GPU acceptance run (kernels/): tests, --check on every bundled sample under both
-# policies, compute-sanitizer memcheck, castscope bench and the PyTorch baselines.
+# castscope GPU acceptance run (kernels/): tests, run --device cuda --check on every bundled
+# sample under both matmul policies, compute-sanitizer memcheck, castscope bench and the PyTorch
+# baselines, in one call.  Binaries and libraries come in .gpu/ (../shared/tools/gpu-bundle).
 R=$(pwd)
 export LD_LIBRARY_PATH=$R/.gpu/lib:/usr/local/cuda/lib64
 export CASTSCOPE_KERNELS_DIR=$R/.gpu/bin CS_SHARED_TRACES=$R/.gpu/traces CS_DATA_DIR=$R/data
@@ -15,15 +16,19 @@ for s in $SECTIONS; do
     timeout 120 $B/test-kernels-cuda --verbose > $O/tests.log 2>&1; echo "test-kernels-cuda rc=$?" | tee -a $O/tests.log
     timeout 120 $B/test-kernels-codegen >> $O/tests.log 2>&1; echo "test-kernels-codegen rc=$?" | tee -a $O/tests.log ;;
   check)
-    timeout 200 $B/castscope-cli bench --check --iters 20 data/*.txt > $O/check.log 2>&1; echo "check rc=$?" | tee -a $O/check.log
-    grep -E "^====|check:|MISMATCH|castscope-cli:" $O/check.log ;;
+    for f in data/*.txt; do for pol in native upcast-f32; do
+      echo "==== castscope-cli run $f --device cuda --policy matmul=$pol --check --iters 20" >> $O/check.log
+      timeout 60 $B/castscope-cli run $f --device cuda --policy matmul=$pol --check --iters 20 >> $O/check.log 2>&1
+      echo "rc=$?" >> $O/check.log
+    done; done
+    grep -E "^====|^check:|MISMATCH|castscope-cli:|^rc=" $O/check.log ;;
   memcheck)
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/castscope-cli bench --check --iters 1 data/seed_foo.txt data/mlp_gelu.txt data/ln_mlp_residual.txt data/cross_entropy.txt data/rmsnorm_swiglu.txt > $O/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $O/memcheck.log
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/castscope-cli bench --iters 2 data/*.txt > $O/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $O/memcheck.log
     grep -E "ERROR SUMMARY|rc=" $O/memcheck.log ;;
   bench)
-    timeout 240 $B/castscope-cli bench --iters 30 ${BENCH_FILES:-data/bench/*.txt} > $O/bench.log 2>&1; echo "bench rc=$?" | tee -a $O/bench.log
+    timeout 200 $B/castscope-cli bench --iters 30 ${BENCH_FILES:-data/bench/*.txt} > $O/bench.log 2>&1; echo "bench rc=$?" | tee -a $O/bench.log
     grep -E "^====|^step:|castscope-cli:" $O/bench.log ;;
   torch)
-    PYTHONUNBUFFERED=1 timeout 300 python3 .gpu/bench/torch_baselines.py > $O/torch.jsonl 2>&1; echo "torch rc=$?" ;;
+    PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-220} python3 .gpu/bench/torch_baselines.py > $O/torch.jsonl 2>&1; echo "torch rc=$?"; tail -3 $O/torch.jsonl ;;
   esac
 done

@@ -198,6 +198,22 @@ test_mlp (void)
       g_assert_cmpstr (s->kind_name, !=, "copy");
     }
   g_assert_cmpuint (bias, ==, 2);   /* both linears use the cuBLASLt BIAS epilogue */
+  /* nvFusion1 returns t171 and t35 = reshape(t171): one kernel writes t171 once, t35 is a view. */
+  {
+    guint writes = 0;
+
+    for (guint i = 0; i < p->steps->len; i++)
+      {
+        CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+        if (strstr (s->label, "nvFusion1 pointwise [64, 512]"))
+          {
+            writes += s->writes->len;
+            g_assert_nonnull (strstr (s->label, "(1 out)"));
+          }
+      }
+    g_assert_cmpuint (writes, ==, 1);
+  }
   assert_no_trace_names (fwd, p->source->str);
   assert_no_trace_names (bwd, p->source->str);
   assert_arena_disjoint (p);
