@@ -449,6 +449,16 @@ print_json (const char *path, const CsTraceList *list)
 }
 #endif
 
+/**
+ * cs_cli_cmd_info:
+ * @argc: arguments, argv[0] = "info"
+ * @argv: `[--json] [--casts] FILE|-`
+ *
+ * Summarises every trace of FILE: statements, ops by callee, tensor dtypes, fusion regions
+ * and casts (text, or JSON through json-glib).
+ * Returns: CS_CLI_EXIT_OK, CS_CLI_EXIT_INPUT (the parser's "file:line:col: reason" on
+ * stderr) or CS_CLI_EXIT_USAGE
+ */
 int
 cs_cli_cmd_info (int argc, char **argv)
 {

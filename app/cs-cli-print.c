@@ -8,6 +8,15 @@
 #include "cs-parse.h"
 #include "cs-print.h"
 
+/**
+ * cs_cli_cmd_print:
+ * @argc: arguments, argv[0] = "print"
+ * @argv: `[--no-subsymbols] [--no-leading] [--trace N] FILE|-`
+ *
+ * Parses FILE (cs_parse_file) and prints it back with cs_print_trace_list(), or one trace.
+ * Returns: CS_CLI_EXIT_OK, CS_CLI_EXIT_INPUT (the parser's "file:line:col: reason" on
+ * stderr) or CS_CLI_EXIT_USAGE
+ */
 int
 cs_cli_cmd_print (int argc, char **argv)
 {

@@ -35,6 +35,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/**
+ * cs_parse_error_quark:
+ *
+ * The error domain of the parser (#CsParseError codes); messages are "name:line:col: reason".
+ * Returns: the quark
+ */
 G_DEFINE_QUARK (cs-parse-error-quark, cs_parse_error)
 
 /* ------------------------------------------------------------------------------------------ */
