@@ -291,5 +291,6 @@ cs_cse_dce (const CsTrace *trace)
   g_return_val_if_fail (trace != NULL, NULL);
   t = cs_trace_copy (trace, "dce");
   _cs_regions_refresh (t, TRUE);
+  _cs_trace_compact_proxies (t);
   return t;
 }

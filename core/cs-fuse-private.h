@@ -59,6 +59,10 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
+/* Drops from trace->proxies every proxy no statement (at any level), parameter or default
+ * names, so that later deep copies skip them.  The proxies stay in the arena. */
+void        _cs_trace_compact_proxies (CsTrace *trace);
+
 /* Number of region statements / the k-th region (in order). */
 guint       _cs_trace_count_regions  (const CsTrace *trace);
 

@@ -661,6 +661,58 @@ cs_fuse_count_regions (const CsTrace *trace)
   return _cs_trace_count_regions (trace);
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Proxy table compaction                                                                      */
+
+static void
+collect_all_proxies (const CsStmt *s, GHashTable *keep, GPtrArray *tmp, guint depth)
+{
+  if (depth > 64)
+    return;
+  g_ptr_array_set_size (tmp, 0);
+  _cs_stmt_reads (s, tmp);
+  _cs_stmt_writes (s, tmp);
+  if (s->annotated)
+    g_ptr_array_add (tmp, s->annotated);
+  for (guint i = 0; i < s->n_names; i++)
+    g_ptr_array_add (tmp, s->names[i]);
+  for (guint i = 0; i < tmp->len; i++)
+    g_hash_table_add (keep, tmp->pdata[i]);
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_all_proxies (s->subs[i], keep, tmp, depth + 1);
+}
+
+void
+_cs_trace_compact_proxies (CsTrace *trace)
+{
+  g_autoptr(GHashTable) keep = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer k, v;
+
+  for (guint i = 0; i < trace->n_params; i++)
+    {
+      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                         : NULL;
+      if (p)
+        g_hash_table_add (keep, p);
+      if (trace->params[i].dflt)
+        {
+          g_ptr_array_set_size (tmp, 0);
+          cs_value_collect_proxies (trace->params[i].dflt, tmp);
+          for (guint j = 0; j < tmp->len; j++)
+            g_hash_table_add (keep, tmp->pdata[j]);
+        }
+    }
+  for (guint i = 0; i < trace->n_stmts; i++)
+    collect_all_proxies (trace->stmts[i], keep, tmp, 0);
+  g_hash_table_iter_init (&it, trace->proxies);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    if (!g_hash_table_contains (keep, v))
+      g_hash_table_iter_remove (&it);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Grouping                                                                                    */
 
@@ -1418,6 +1470,9 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   _cs_regions_refresh (t, FALSE);
   if (policy->fusion != CS_FUSION_OFF)
     rematerialize (t);
+  /* the decomposition and grad passes leave many unused proxies behind; every later pass
+   * copies the table, so drop them here */
+  _cs_trace_compact_proxies (t);
   return g_steal_pointer (&t);
 }
 
