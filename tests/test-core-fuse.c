@@ -443,6 +443,13 @@ test_diff (void)
   /* one region: the bf16 round trip t6 -> matmul -> t8 stays (matmul output is bf16), but
    * the casts around the matmul are the same statements: no cast change */
   g_assert_cmpuint (d->casts_added->len, ==, 0);
+  /* the other way round, fuse-matmul=on's one region splits into two */
+  {
+    g_autoptr(CsTraceDiff) r = cs_trace_diff (b, a);
+    g_assert_cmpuint (r->regions_split->len, ==, 1);
+    g_assert_cmpuint (((CsDiffRegion *) r->regions_split->pdata[0])->others->len, ==, 2);
+    g_assert_cmpuint (r->regions_merged->len, ==, 0);
+  }
   same = cs_trace_diff (a, a);
   g_assert_true (cs_trace_diff_is_empty (same));
 }

@@ -611,6 +611,63 @@ test_thunder_joint_mlp (void)
                  "thunder_nvfuser_b_mlp_gelu_linear_matmul_final_bwd.txt", TRUE);
 }
 
+
+/* Autocast (reference/thunder-traces.md 4): the f32 program of issue #283 run under
+ * autocast=bf16 gets Thunder's casts (both matmul operands downcast, each cast saying why;
+ * the add promotes back to f32) and, fused, Thunder's two regions around torch.matmul. */
+static const char *issue283_initial =
+  "def computation(a, b, t_2):\n"
+  "  # a: \"cuda:0 f32[2, 2]\"\n"
+  "  # b: \"cuda:0 f32[2, 2]\"\n"
+  "  # t_2: \"cuda:0 f32[2, 2]\"\n"
+  "  result = ltorch.matmul(a, b)  # result: \"cuda:0 f32[2, 2]\"\n"
+  "    # result = prims.matmul(a, b)  # result: \"cuda:0 f32[2, 2]\"\n"
+  "  t6 = ltorch.add(result, t_2, alpha=1)  # t6: \"cuda:0 f32[2, 2]\"\n"
+  "    # t6 = prims.add(result, t_2)  # t6: \"cuda:0 f32[2, 2]\"\n"
+  "  return t6\n";
+
+static void
+test_autocast_issue283 (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (issue283_initial, "issue283", &error);
+  g_autoptr(CsTrace) thunder = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  CsGradSpec none = { FALSE, NULL, TRUE, NULL };
+  CsPolicy p;
+  CsTrace *ac;
+  guint n_casts = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  p.autocast = CS_AUTOCAST_BF16;
+  pl = cs_pipeline_run (t, &p, &none, &error);
+  g_assert_no_error (error);
+  ac = cs_pipeline_find_trace (pl, "autocast");
+  for (guint i = 0; i < ac->n_stmts; i++)
+    {
+      CsProxy *in;
+      CsDtype to;
+      if (!_cs_stmt_is_cast (ac->stmts[i], &in, &to))
+        continue;
+      n_casts++;
+      g_assert_cmpint (in->dtype, ==, CS_DTYPE_F32);
+      g_assert_cmpint (to, ==, CS_DTYPE_BF16);
+      g_assert_nonnull (ac->stmts[i]->why);
+      g_assert_nonnull (strstr (ac->stmts[i]->why, "autocast"));
+      g_assert_nonnull (strstr (ac->stmts[i]->why, "matmul"));
+    }
+  g_assert_cmpuint (n_casts, ==, 2);
+  /* the add still returns f32: bf16 matmul output + f32 promotes back */
+  g_assert_cmpint (cs_trace_lookup_proxy (ac, "t6")->dtype, ==, CS_DTYPE_F32);
+  g_assert_cmpint (cs_trace_lookup_proxy (ac, "result")->dtype, ==, CS_DTYPE_BF16);
+
+  thunder = load_shared ("issue283_autocast_bf16_matmul.txt");
+  if (thunder == NULL)
+    return;
+  assert_same_regions (cs_pipeline_get_forward (pl), thunder);
+}
+
 /* ---- pass list, final input ------------------------------------------------------------ */
 
 static void
@@ -774,6 +831,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/thunder/mlp-default", test_thunder_mlp_default);
   g_test_add_func ("/core/pipeline/thunder/mlp-linear-matmul", test_thunder_mlp_linear_matmul);
   g_test_add_func ("/core/pipeline/cli", test_cli);
+  g_test_add_func ("/core/pipeline/autocast/issue283", test_autocast_issue283);
   g_test_add_func ("/core/pipeline/thunder/joint-seed", test_thunder_joint_seed);
   g_test_add_func ("/core/pipeline/thunder/joint-mlp-linear-matmul", test_thunder_joint_mlp);
   return g_test_run ();
