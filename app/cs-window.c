@@ -54,6 +54,16 @@ cs_window_show_error (CsWindow *self, const char *message)
 {
   g_return_if_fail (CS_IS_WINDOW (self));
 
+  gtk_info_bar_set_message_type (self->error_bar, GTK_MESSAGE_ERROR);
+  gtk_label_set_text (self->error_label, message);
+  gtk_info_bar_set_revealed (self->error_bar, TRUE);
+}
+
+/* A note that is not an error (the trace is already final, ...): same bar, warning colours. */
+static void
+show_warning (CsWindow *self, const char *message)
+{
+  gtk_info_bar_set_message_type (self->error_bar, GTK_MESSAGE_WARNING);
   gtk_label_set_text (self->error_label, message);
   gtk_info_bar_set_revealed (self->error_bar, TRUE);
 }
@@ -619,6 +629,17 @@ update_diff_bar (CsWindow *self)
 
 /* ---- loading ---- */
 
+/* A new file opens on its forward view, or on the backward one when it has only that. */
+static void
+show_first_family (CsWindow *self)
+{
+  gboolean bwd_only = self->analysis != NULL
+                      && cs_analysis_n_passes (self->analysis, CS_FAMILY_FORWARD) == 0
+                      && cs_analysis_n_passes (self->analysis, CS_FAMILY_BACKWARD) > 0;
+
+  gtk_stack_set_visible_child_name (self->graph_stack, bwd_only ? "backward" : "forward");
+}
+
 typedef struct
 {
   GFile       *file;      /* (owned) */
@@ -704,15 +725,17 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 
       cs_window_show_error (self, msg);
       set_analysis (self, as_read);
+      show_first_family (self);
       cs_graph_view_fit (self->forward_view);
       cs_graph_view_fit (self->backward_view);
       return;
     }
   if (cs_analysis_get_warning (job->analysis) != NULL)
-    cs_window_show_error (self, cs_analysis_get_warning (job->analysis));
+    show_warning (self, cs_analysis_get_warning (job->analysis));
   else
     hide_error (self);
   set_analysis (self, job->analysis);
+  show_first_family (self);
   cs_graph_view_fit (self->forward_view);
   cs_graph_view_fit (self->backward_view);
 }

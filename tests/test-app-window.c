@@ -597,6 +597,59 @@ test_text_click (Fixture *fx, gconstpointer data)
                       (int) g_utf8_pointer_to_offset (text, strstr (text, "def computation"))), ==, 0);
 }
 
+/* Every bundled sample and every trace in ../shared/traces opens without a crash: either the
+ * forward view draws something, or the error bar says why. */
+static void
+test_open_all (Fixture *fx, gconstpointer data)
+{
+  const char *dirs[] = { g_getenv ("CS_DATA_DIR"), g_getenv ("CS_SHARED_TRACES") };
+  guint n_files = 0, n_drawn = 0;
+
+  for (gsize d = 0; d < G_N_ELEMENTS (dirs); d++)
+    {
+      g_autoptr(GDir) dir = NULL;
+      const char *name;
+
+      if (dirs[d] == NULL || (dir = g_dir_open (dirs[d], 0, NULL)) == NULL)
+        continue;
+      while ((name = g_dir_read_name (dir)) != NULL)
+        {
+          g_autofree char *path = g_build_filename (dirs[d], name, NULL);
+          g_autoptr(GFile) file = NULL;
+          gint64 t0;
+
+          if (!g_str_has_suffix (name, ".txt"))
+            continue;
+          gtk_info_bar_set_revealed (fx->win->error_bar, FALSE);
+          t0 = g_get_monotonic_time ();
+          file = g_file_new_for_path (path);
+          cs_window_open_file (fx->win, file);
+          wait_idle (fx->win);
+          n_files++;
+          /* The visible view draws the file (a backward-only file opens on Backward). */
+          if (cs_graph_view_get_layout (_cs_window_get_view (fx->win, _cs_window_get_family (fx->win))) != NULL)
+            n_drawn++;
+          else
+            g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+          g_test_message ("%s: %s %s in %.0f ms%s%s", name,
+                          _cs_window_get_family (fx->win) == CS_FAMILY_FORWARD ? "forward" : "backward",
+                          cs_graph_view_get_layout (_cs_window_get_view (fx->win, _cs_window_get_family (fx->win)))
+                          ? "drawn" : "not drawn",
+                          (g_get_monotonic_time () - t0) / 1000.0,
+                          gtk_info_bar_get_revealed (fx->win->error_bar) ? "; " : "",
+                          gtk_info_bar_get_revealed (fx->win->error_bar)
+                          ? gtk_label_get_text (fx->win->error_label) : "");
+        }
+    }
+  if (n_files == 0)
+    {
+      g_test_skip ("no sample traces found");
+      return;
+    }
+  g_test_message ("%u files opened, %u drawn", n_files, n_drawn);
+  g_assert_cmpuint (n_drawn, ==, n_files);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -631,6 +684,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/unknown-op", Fixture, NULL, fixture_setup, test_unknown_op,
               fixture_teardown);
   g_test_add ("/app/window/text-click", Fixture, NULL, fixture_setup, test_text_click,
+              fixture_teardown);
+  g_test_add ("/app/window/open-all", Fixture, NULL, fixture_setup, test_open_all,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
