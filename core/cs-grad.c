@@ -847,7 +847,7 @@ vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
     return;
   if (!cs_value_get_int_seq (arg (s, 1, "start_indices"), st, CS_MAX_DIMS, &n1)
       || !cs_value_get_int_seq (arg (s, 2, "end_indices"), en, CS_MAX_DIMS, &n2)
-      || n1 != a->rank || n2 != a->rank)
+      || n1 != a->rank || n2 != a->rank || g->rank != a->rank)
     {
       rule_fail (c, s, "bad slice indices");
       return;
@@ -888,7 +888,7 @@ vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
   CsArg args[4];
 
   if (a == NULL || cfg == NULL || (cfg->kind != CS_VALUE_TUPLE && cfg->kind != CS_VALUE_LIST)
-      || cfg->u.seq.n != a->rank)
+      || cfg->u.seq.n != a->rank || g->rank != a->rank)
     {
       rule_fail (c, s, "bad padding_config");
       return;
@@ -959,7 +959,7 @@ vjp_cat (GradCtx *c, CsStmt *s, CsProxy *g)
       CsArg args[4];
       CsProxy *gs;
 
-      if (t == NULL || dim < 0 || dim >= (int64_t) t->rank)
+      if (t == NULL || dim < 0 || dim >= (int64_t) t->rank || t->rank != g->rank)
         {
           rule_fail (c, s, "bad cat operand");
           return;
@@ -1357,8 +1357,16 @@ run_rule (GradCtx *c, const VjpRecord *r)
       {
         int64_t perm[CS_MAX_DIMS], inv[CS_MAX_DIMS];
         guint n = 0;
-        if (!cs_value_get_int_seq (arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
-            || n != g->rank)
+        gboolean seen[CS_MAX_DIMS] = { 0 }, ok;
+        ok = cs_value_get_int_seq (arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
+             && n == g->rank && value_tensor (a0) != NULL && value_tensor (a0)->rank == n;
+        for (guint i = 0; ok && i < n; i++)
+          {
+            ok = perm[i] >= 0 && perm[i] < (int64_t) n && !seen[perm[i]];
+            if (ok)
+              seen[perm[i]] = TRUE;
+          }
+        if (!ok)
           {
             rule_fail (c, s, "bad permutation");
             break;
@@ -2005,6 +2013,8 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
     g_hash_table_add (outputs, outp->pdata[i]);
 
   flat = dict_get (rv, "flat_args");
+  if (flat != NULL && flat->kind != CS_VALUE_LIST && flat->kind != CS_VALUE_TUPLE)
+    flat = NULL;
   if (flat == NULL)
     {
       CsValue **items = CS_ARENA_NEW_N (c.a, CsValue *, MAX (inputs->len, 1));
