@@ -422,6 +422,7 @@ cs_cli_cmd_run (int argc, char **argv)
   gboolean check = FALSE;   /* --device cuda */
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
+  double max_gflop = 200.0;
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;
@@ -448,6 +449,7 @@ cs_cli_cmd_run (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
+    { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: compare every output and gradient with the CPU f64 reference (exit 1 on a mismatch)", NULL },
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "With --device cuda: time N steps (CUDA-graph GPU time, latency, each region and matmul)", "N" },
     { NULL },
@@ -515,6 +517,28 @@ cs_cli_cmd_run (int argc, char **argv)
     }
   if (no_backward)
     bw = NULL;
+
+  /* Size check: a trace sized for a GPU would run for hours or exhaust memory here. */
+  {
+    double f1 = 0, f2 = 0, m1 = 0, m2 = 0;
+
+    if (fw)
+      cs_ref_estimate (fw, &f1, &m1);
+    if (bw)
+      cs_ref_estimate (bw, &f2, &m2);
+    if ((f1 + f2) / 1e9 > max_gflop)
+      {
+        cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
+                      "limit of %.3g (raise it with --max-gflop)", (f1 + f2) / 1e9, max_gflop);
+        return CS_CLI_EXIT_INPUT;
+      }
+    if (MAX (m1, m2) * 8.0 > (double) ((gsize) 4 << 30))
+      {
+        cs_cli_error ("run: a tensor of %.0f elements needs %.1f GiB as f64 on the CPU "
+                      "reference (limit 4 GiB)", MAX (m1, m2), MAX (m1, m2) * 8.0 / (1u << 30));
+        return CS_CLI_EXIT_INPUT;
+      }
+  }
 
   if (device && strcmp (device, "cuda") == 0)
     {

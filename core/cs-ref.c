@@ -140,7 +140,7 @@ fail (Ctx *c, const CsStmt *s, CsRefError code, const char *fmt, ...)
   else if (line)
     where = g_strdup_printf ("line %u: ", line);
   else
-    where = g_strdup ("");
+    where = g_strdup_printf ("%s: ", c->trace->name ? c->trace->name : "trace");
   if (s && s->kind == CS_STMT_CALL)
     g_set_error (c->error, CS_REF_ERROR, code, "%s%s: %s", where, s->callee, msg);
   else
@@ -2234,6 +2234,74 @@ run_linear (Ctx *c, const CsStmt *s)
   return out;
 }
 
+/* scatter_add(a, index, value, dim) / scatter(a, index, value, dim): a copy of a with, for
+ * every position p of index, out[p with p[dim] = index[p]] += value[p] (scatter: =).  value is
+ * a tensor indexed like index (torch.scatter's src) or a number.  Accumulates in f64 and rounds
+ * once; repeated indices in scatter keep the last write. */
+static Rv *
+run_scatter (Ctx *c, const CsStmt *s, gboolean add)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  g_autoptr (Rv) val = arg_tensor (c, s, 2, "value");
+  int64_t astr[CS_MAX_DIMS], vstr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
+  guint dim = 0;
+  double d = 0;
+  Rv *out;
+
+  if (a == NULL || index == NULL || val == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 3, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+    {
+      if (!(c->error && *c->error))
+        fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, value, dim)");
+      return NULL;
+    }
+  if (index->kind != RV_TENSOR || index->rank != a->rank || is_float (index->dtype)
+      || (val->kind == RV_TENSOR && val->rank != a->rank))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "index (integer) and value must have a's rank");
+      return NULL;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    if ((i != dim && index->shape[i] > a->shape[i])
+        || (val->kind == RV_TENSOR && index->shape[i] > val->shape[i]))
+      {
+        fail (c, s, CS_REF_ERROR_SHAPE, "index is larger than a or value in dimension %u", i);
+        return NULL;
+      }
+  out = rv_new_tensor (c, s, a->dtype, a->shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  memcpy (out->data, a->data, (gsize) a->numel * sizeof (double));
+  contiguous_strides (a->shape, a->rank, astr);
+  if (val->kind == RV_TENSOR)
+    contiguous_strides (val->shape, val->rank, vstr);
+  for (int64_t e = 0; e < index->numel; e++)
+    {
+      int64_t off = 0, voff = 0, k = 0;
+
+      unflatten (e, index->shape, index->rank, idx);
+      if (!check_index (c, s, index->data[e], a->shape[dim], &k))
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      for (guint i = 0; i < a->rank; i++)
+        {
+          off += (i == dim ? k : idx[i]) * astr[i];
+          if (val->kind == RV_TENSOR)
+            voff += idx[i] * vstr[i];
+        }
+      if (add)
+        out->data[off] += val->data[val->kind == RV_TENSOR ? voff : 0];
+      else
+        out->data[off] = val->data[val->kind == RV_TENSOR ? voff : 0];
+    }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Attention executor calls (sdpa executor): scaled dot product attention, forward and backward */
 
@@ -2721,9 +2789,13 @@ unsupported (Ctx *c, const CsStmt *s)
   if (c->trace->file && line)
     g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
                  "%s:%u: no CPU reference for %s", c->trace->file, line, s->callee);
-  else
+  else if (line)
     g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
                  "line %u: no CPU reference for %s", line, s->callee);
+  else
+    g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
+                 "%s (made by castscope's passes): no CPU reference for %s",
+                 c->trace->name ? c->trace->name : "trace", s->callee);
   return FALSE;
 }
 
@@ -2966,7 +3038,18 @@ exec_call (Ctx *c, const CsStmt *s)
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
       v = run_sdpa_backward (c, s);
       break;
+    case CS_OP_PRIM_SCATTER_ADD:
+      v = run_scatter (c, s, TRUE);
+      break;
+    case CS_OP_PRIM_SCATTER:
+      v = run_scatter (c, s, FALSE);
+      break;
     case CS_OP_PRIM_EMBEDDING_BACKWARD:
+      v = run_embedding_backward (c, s);
+      break;
+    case CS_OP_LTORCH_EMBEDDING_BACKWARD:   /* same signature as the prim */
+      if (s->n_subs > 0)
+        return exec_subs (c, s);
       v = run_embedding_backward (c, s);
       break;
     case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
@@ -3119,6 +3202,64 @@ cs_ref_dup_leaf_inputs (const CsTrace *trace)
         }
     }
   return out;
+}
+
+static double
+proxy_numel (const CsProxy *p)
+{
+  double n = 1;
+
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
+    return 0;
+  for (guint i = 0; i < p->rank; i++)
+    n *= p->shape[i] > 0 ? (double) p->shape[i] : 1.0;
+  return n;
+}
+
+static void
+estimate_walk (CsStmt * const *stmts, guint n, double *flops, double *max_elems)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i];
+      g_autoptr (GPtrArray) outs = NULL;
+      CsOpId id;
+
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      id = cs_op_semantic (s->op)->id;
+      outs = g_ptr_array_new ();
+      cs_stmt_collect_outputs (s, outs);
+      for (guint k = 0; k < outs->len; k++)
+        *max_elems = MAX (*max_elems, proxy_numel (g_ptr_array_index (outs, k)));
+      if (id == CS_OP_PRIM_MATMUL || id == CS_OP_PRIM_LINEAR)
+        {
+          const CsValue *a = cs_stmt_get_arg (s, 0, "a");
+          const CsProxy *o = cs_stmt_get_output (s);
+
+          if (a && a->kind == CS_VALUE_PROXY && a->u.proxy->typed && a->u.proxy->rank > 0 && o)
+            *flops += 2.0 * proxy_numel (o) * (double) MAX (a->u.proxy->shape[a->u.proxy->rank - 1], 1);
+          continue;
+        }
+      if (s->n_subs)
+        estimate_walk (s->subs, s->n_subs, flops, max_elems);
+      else
+        for (guint k = 0; k < outs->len; k++)
+          *flops += proxy_numel (g_ptr_array_index (outs, k));
+    }
+}
+
+void
+cs_ref_estimate (const CsTrace *trace, double *flops, double *max_tensor_elems)
+{
+  double f = 0, m = 0;
+
+  g_return_if_fail (trace != NULL);
+  estimate_walk (trace->stmts, trace->n_stmts, &f, &m);
+  if (flops)
+    *flops = f;
+  if (max_tensor_elems)
+    *max_tensor_elems = m;
 }
 
 GHashTable *

@@ -106,6 +106,20 @@ CsTensor   *cs_ref_random_input    (const CsTrace *trace,
                                     GError       **error);
 
 /**
+ * cs_ref_estimate:
+ * @trace: a trace
+ * @flops: (out) (optional): work estimate: 2*M*N*K per matmul/linear plus one per output
+ *   element of every other prim (subsymbols counted where the statement has no direct kernel)
+ * @max_tensor_elems: (out) (optional): elements of the largest typed tensor the trace makes
+ *
+ * A cheap size check before a run (the CPU reference does about 2e10 f32 FLOP/s and holds
+ * every value as f64, 8 bytes per element): callers refuse traces sized for a GPU.
+ */
+void        cs_ref_estimate        (const CsTrace *trace,
+                                    double        *flops,
+                                    double        *max_tensor_elems);
+
+/**
  * cs_ref_run_env:
  * @trace: the trace to run
  * @env: (element-type utf8 CsTensor): a value for every leaf input, by proxy name (extra

@@ -1125,6 +1125,47 @@ test_loss_embedding_backward (void)
   free_inputs (in);
 }
 
+/* scatter_add / scatter: row 0 gets 1 at column 0 and 2 at column 2; row 1 gets 3 and 4 at
+ * column 1 (added: 7; written: the last write, 4). */
+static void
+test_scatter (void)
+{
+  const char *text =
+    "def computation(a, idx, v):\n"
+    "  # a: \"cpu f32[2, 3]\"\n"
+    "  # idx: \"cpu i64[2, 2]\"\n"
+    "  # v: \"cpu f32[2, 2]\"\n"
+    "  t0 = prims.scatter_add(a, idx, v, 1)  # t0: \"cpu f32[2, 3]\"\n"
+    "  t1 = prims.scatter(a, idx, v, 1)  # t1: \"cpu f32[2, 3]\"\n"
+    "  return (t0, t1)\n";
+  CsTensor *in[] = { T2 (CS_DTYPE_F32, 2, 3, 0, 0, 0, 0, 0, 0),
+                     T2 (CS_DTYPE_I64, 2, 2, 0, 2, 1, 1), T2 (CS_DTYPE_F32, 2, 2, 1, 2, 3, 4),
+                     NULL };
+  g_autoptr (GPtrArray) o = run (text, in);
+
+  WANT2 (OUT (o, 0), CS_DTYPE_F32, 2, 3, 0, 1, 0, 2, 0, 7, 0);
+  WANT2 (OUT (o, 1), CS_DTYPE_F32, 2, 3, 0, 1, 0, 2, 0, 4, 0);
+  free_inputs (in);
+}
+
+/* Work estimate: linear [2, 3] x [4, 3]^T = 2*2*4*3 = 48 FLOP, plus neg over 8 elements. */
+static void
+test_estimate (void)
+{
+  g_autoptr (CsTrace) t = parse ("def computation(a, w):\n"
+                                 "  # a: \"cpu f32[2, 3]\"\n"
+                                 "  # w: \"cpu f32[4, 3]\"\n"
+                                 "  t0 = prims.linear(a, w, None)  # t0: \"cpu f32[2, 4]\"\n"
+                                 "  t1 = ltorch.neg(t0)  # t1: \"cpu f32[2, 4]\"\n"
+                                 "    # t1 = prims.neg(t0)  # t1: \"cpu f32[2, 4]\"\n"
+                                 "  return t1\n");
+  double flops = 0, elems = 0;
+
+  cs_ref_estimate (t, &flops, &elems);
+  g_assert_cmpfloat (flops, ==, 56);
+  g_assert_cmpfloat (elems, ==, 8);
+}
+
 /* ---- castscope-cli run --device cpu ------------------------------------------------------ */
 
 typedef struct
@@ -1316,6 +1357,10 @@ test_cli_run_errors (void)
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "/nonexistent/trace.txt"));
   cli_run_clear (&r);
+  r = cli ((const char *[]) { "run", good, "--max-gflop", "1e-12", NULL });
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "GFLOP on the CPU reference"));
+  cli_run_clear (&r);
   r = cli ((const char *[]) { "run", "--help", NULL });
   g_assert_cmpint (r.status, ==, 0);
   g_assert_nonnull (strstr (r.out, "--inputs"));
@@ -1351,6 +1396,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/attention/forward", test_sdpa_forward);
   g_test_add_func ("/core/ref/attention/backward-finite-differences", test_sdpa_backward_fd);
   g_test_add_func ("/core/ref/loss-embedding-backward", test_loss_embedding_backward);
+  g_test_add_func ("/core/ref/scatter", test_scatter);
+  g_test_add_func ("/core/ref/estimate", test_estimate);
   g_test_add_func ("/core/ref/cli/run-cpu", test_cli_run_cpu);
   g_test_add_func ("/core/ref/cli/errors", test_cli_run_errors);
 
