@@ -62,6 +62,23 @@ struct _CsGradSpec
  * (prims.transpose, prims.convert_element_type, prims.broadcast_in_dim ...), typed by the rule,
  * so the later decompose pass gives them Thunder's casts.
  *
+ * Rules (reference 5.2): prims convert_element_type, broadcast_in_dim, reshape, transpose,
+ * squeeze, slice_prim, pad, cat, take, take_along_axis, shallow_copy/clone/stride_order, neg,
+ * exp, log, tanh, erf, rsqrt, sqrt, reciprocal, add, sub, mul, div, pow, where, sum, amax,
+ * var_mean, matmul (1-D, 2-D, batched), linear (1-D/N-D input, with or without bias); ltorch
+ * sum, _softmax, log_softmax (its backward written out: g - exp(out) * sum(g)), silu,
+ * embedding.  Everything else (gelu, sigmoid, relu, mean, layer_norm, rms_norm, cross_entropy,
+ * scaled_dot_product_attention, to, ...) goes through its decomposition.  Comparisons,
+ * bitwise ops, floor/ceil, full/iota and bookkeeping statements are constant.
+ *
+ * Ops the backward statements use (what decompose, the CPU reference and the CUDA executor
+ * must know): ltorch add/sub/mul/true_divide/neg/exp/log/pow/where/eq/sum/matmul/reshape,
+ * prims get_grad/transpose/broadcast_in_dim/convert_element_type/squeeze/slice_prim/pad/full/
+ * index_add (take) /scatter_add (take_along_axis), ltorch.embedding_backward.
+ *
+ * Input types: every differentiated statement needs typed outputs; untyped tuple outputs
+ * (var_mean) are typed with cs_meta_infer().  Decomposition: cs_decompose_stmt() under
+ * @spec->policy, falling back to the statement's printed subsymbols.
  * Shapes: static only (a symbolic dim -1 in an input gives CS_GRAD_ERROR_BAD_TRACE).
  * Returns: (transfer full): the joint trace (pass "grad", name kept) whose return is
  *   `{'output': (grad or None per flat arg), 'flat_args': [inputs], 'fw_flat_out': (outputs)}`,
