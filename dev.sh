@@ -169,7 +169,7 @@ case "$cmd" in
     build
     run_tests "$BUILD"
     build_asan
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_tests "$ASAN_BUILD" --no-suite gpu
     fuzz "${CASTSCOPE_FUZZ_SECONDS:-20}"
     summary "$BUILD/meson-logs/testlog.json" "$ASAN_BUILD/meson-logs/testlog.json"
