@@ -433,7 +433,7 @@ read_string (Cur *c, GError **error)
 
 static CsValue *read_value (Cur *c, guint flags, GError **error);
 static gboolean read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out,
-                           const char *sep, GError **error);
+                           GError **error);
 
 static gboolean
 enter (Cur *c, GError **error)
@@ -544,11 +544,10 @@ read_call_value (Cur *c, const char *callee_s, gsize callee_len, GError **error)
   CsArg *args = NULL;
   guint n_args = 0;
   CsValue *v;
-  gboolean slice = callee_len == 5 && memcmp (callee_s, "slice", 5) == 0;
 
   if (!enter (c, error))
     return NULL;
-  if (!read_args (c, NULL, &args, &n_args, slice ? "," : ", ", error))
+  if (!read_args (c, NULL, &args, &n_args, error))
     return NULL;
   c->depth--;
 
@@ -765,15 +764,13 @@ read_value (Cur *c, guint flags, GError **error)
 
 /* `(arg, arg, kw=value)` at the cursor.  @op decides which positions hold dtypes. */
 static gboolean
-read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out, const char *sep,
-           GError **error)
+read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out, GError **error)
 {
   Parser *p = c->p;
   guint start = p->scratch_args->len;
   guint pos = 0;
   gboolean cast = op != NULL && op->category == CS_OP_CAT_CAST;
 
-  (void) sep;
   if (!cur_lit (c, "("))
     return cur_expected (c, error, "'('");
   cur_skip_spaces (c);
@@ -1633,7 +1630,7 @@ parse_statement (Parser *p, guint *li, guint indent, gboolean commented, GError 
     st->callee = arena_ndup (p, callee_s, dn);
     st->op = cs_op_lookup (st->callee);
     st->out = out;
-    if (!read_args (&c, st->op, &st->args, &st->n_args, ", ", error))
+    if (!read_args (&c, st->op, &st->args, &st->n_args, error))
       return NULL;
     if (c.s != c.end)
       {
@@ -2452,7 +2449,6 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
   while (i < p.lines->len)
     {
       CsTrace *t;
-      guint start = i;
 
       if (list->traces->len > 0)
         {
@@ -2472,7 +2468,6 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
             g_ptr_array_add (list->separators, g_string_free (sep, FALSE));
           }
         }
-      (void) start;
       if (list->traces->len >= CS_PARSE_MAX_TRACES)
         {
           const Line *l = &g_array_index (p.lines, Line, i);
