@@ -271,6 +271,61 @@ open_response_cb (GtkNativeDialog *dialog, int response, CsWindow *self)
 }
 
 static void
+open_recent_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  g_autoptr(GFile) file = g_file_new_for_uri (g_variant_get_string (param, NULL));
+
+  cs_window_open_file (CS_WINDOW (user_data), file);
+}
+
+#define CS_RECENT_MAX 10
+
+static int
+recent_compare (gconstpointer a, gconstpointer b)
+{
+  GtkRecentInfo *x = *(GtkRecentInfo **) a;
+  GtkRecentInfo *y = *(GtkRecentInfo **) b;
+  GDateTime *tx = gtk_recent_info_get_modified (x);   /* (transfer none) */
+  GDateTime *ty = gtk_recent_info_get_modified (y);
+
+  return -g_date_time_compare (tx, ty);
+}
+
+/**
+ * _cs_window_update_recent:
+ *
+ * Refills the Open Recent menu with the newest (at most 10) files castscope opened that still
+ * exist, from GtkRecentManager.
+ */
+void
+_cs_window_update_recent (CsWindow *self)
+{
+  GList *items = gtk_recent_manager_get_items (gtk_recent_manager_get_default ());
+  g_autoptr(GPtrArray) mine = g_ptr_array_new ();
+  const char *app = g_get_application_name ();
+
+  for (GList *l = items; l != NULL; l = l->next)
+    {
+      GtkRecentInfo *info = l->data;
+
+      if (app != NULL && gtk_recent_info_has_application (info, app) && gtk_recent_info_exists (info))
+        g_ptr_array_add (mine, info);
+    }
+  g_ptr_array_sort (mine, recent_compare);
+  g_menu_remove_all (self->recent_submenu);
+  for (guint i = 0; i < mine->len && i < CS_RECENT_MAX; i++)
+    {
+      GtkRecentInfo *info = g_ptr_array_index (mine, i);
+      g_autoptr(GMenuItem) item = g_menu_item_new (gtk_recent_info_get_display_name (info), NULL);
+
+      g_menu_item_set_action_and_target_value (item, "win.open-recent",
+                                               g_variant_new_string (gtk_recent_info_get_uri (info)));
+      g_menu_append_item (self->recent_submenu, item);
+    }
+  g_list_free_full (items, (GDestroyNotify) gtk_recent_info_unref);
+}
+
+static void
 open_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
 {
   CsWindow *self = CS_WINDOW (user_data);
@@ -410,6 +465,7 @@ show_family_activated (GSimpleAction *action, GVariant *param, gpointer user_dat
 
 static const GActionEntry win_actions[] = {
   { "open", open_activated, NULL, NULL, NULL },
+  { "open-recent", open_recent_activated, "s", NULL, NULL },
   { "export", export_activated, NULL, NULL, NULL },
   { "find", find_activated, NULL, NULL, NULL },
   { "run", run_activated, NULL, NULL, NULL },
@@ -424,7 +480,7 @@ static const GActionEntry win_actions[] = {
 /**
  * _cs_window_init_actions:
  *
- * Adds win.open, win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
+ * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
  * win.dismiss-diff, win.close and win.show("forward"|"backward").  Accelerators are set by
  * CsApplication.
  */

@@ -50,6 +50,7 @@ struct _CsWindow
   GtkLabel          *status_time;
   GtkLabel          *status_message;
   GMenu             *policy_submenu;
+  GMenu             *recent_submenu;
 
   /* state */
   GFile             *file;              /* (nullable) the open file */
@@ -102,6 +103,7 @@ void         _cs_window_job_end           (CsWindow   *self);
 
 /* cs-window-actions.c */
 void         _cs_window_init_actions      (CsWindow   *self);
+void         _cs_window_update_recent     (CsWindow   *self);
 void         _cs_window_init_policy_panel (CsWindow   *self);
 void         _cs_window_sync_policy       (CsWindow   *self);
 void         _cs_window_find_next         (CsWindow   *self,

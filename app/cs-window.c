@@ -925,6 +925,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_time);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_message);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_submenu);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, recent_submenu);
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
@@ -969,6 +970,9 @@ cs_window_init (CsWindow *self)
 
   _cs_window_init_actions (self);
   _cs_window_init_policy_panel (self);
+  g_signal_connect_object (gtk_recent_manager_get_default (), "changed",
+                           G_CALLBACK (_cs_window_update_recent), self, G_CONNECT_SWAPPED);
+  _cs_window_update_recent (self);
   update_shown (self);
 }
 

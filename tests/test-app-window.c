@@ -650,6 +650,48 @@ test_open_all (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (n_drawn, ==, n_files);
 }
 
+/* An opened file lands in GtkRecentManager and in the Open Recent menu, whose item reopens it. */
+static void
+test_recent (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *seed = seed_path ();
+  g_autoptr(GFile) file = NULL;
+  g_autofree char *uri = NULL;
+  gboolean timed_out = FALSE;
+  guint id;
+  g_autoptr(GVariant) target = NULL;
+
+  if (!open_seed (fx))
+    return;
+  file = g_file_new_for_path (seed);
+  uri = g_file_get_uri (file);
+  id = g_timeout_add_seconds (20, timeout_cb, &timed_out);
+  while (!timed_out && g_menu_model_get_n_items (G_MENU_MODEL (fx->win->recent_submenu)) == 0)
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  g_assert_cmpint (g_menu_model_get_n_items (G_MENU_MODEL (fx->win->recent_submenu)), >=, 1);
+  g_assert_cmpint (g_menu_model_get_n_items (G_MENU_MODEL (fx->win->recent_submenu)), <=, 10);
+  /* Other tests of this process opened files too (times have 1 s resolution): look for it. */
+  for (int i = 0; i < g_menu_model_get_n_items (G_MENU_MODEL (fx->win->recent_submenu)); i++)
+    {
+      g_autoptr(GVariant) t = g_menu_model_get_item_attribute_value (G_MENU_MODEL (fx->win->recent_submenu),
+                                                                     i, G_MENU_ATTRIBUTE_TARGET,
+                                                                     G_VARIANT_TYPE_STRING);
+      if (t != NULL && g_strcmp0 (g_variant_get_string (t, NULL), uri) == 0)
+        target = g_steal_pointer (&t);
+    }
+  g_assert_nonnull (target);
+  g_assert_true (gtk_recent_manager_has_item (gtk_recent_manager_get_default (), uri));
+
+  /* Activating the item reopens the file. */
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "open-recent",
+                                  g_variant_new_string (uri));
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->analysis);
+  g_assert_true (g_file_equal (fx->win->file, file));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -669,6 +711,7 @@ main (int argc, char **argv)
       }
   }
   g_test_init (&argc, &argv, NULL);
+  g_set_application_name ("castscope");
   gtk_init ();
 
   g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
@@ -686,6 +729,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/text-click", Fixture, NULL, fixture_setup, test_text_click,
               fixture_teardown);
   g_test_add ("/app/window/open-all", Fixture, NULL, fixture_setup, test_open_all,
+              fixture_teardown);
+  g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
