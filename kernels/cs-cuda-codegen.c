@@ -734,6 +734,51 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         return v;
       }
 
+    case CS_OP_PRIM_CAT:
+      {
+        /* prims.cat(tensors, dim): every input is read at a clamped index and the one whose
+         * range holds the output index is selected (no branch, no read out of bounds). */
+        CsValue *lst = cs_stmt_get_arg (st, 0, "tensors");
+        int64_t dim[1];
+        guint nd = 0;
+        int64_t off = 0;
+        const char *acc = NULL;
+
+        if (!lst || (lst->kind != CS_VALUE_LIST && lst->kind != CS_VALUE_TUPLE) || lst->u.seq.n == 0
+            || !arg_ints (st, 1, "dim", dim, &nd) || nd != 1)
+          return unsupported (error, st, "this cat form"), NULL;
+        if (dim[0] < 0)
+          dim[0] += y->rank;
+        if (dim[0] < 0 || dim[0] >= (int64_t) c->rank)
+          return unsupported (error, st, "a cat dim out of range"), NULL;
+        v = new_var (g);
+        g_string_append_printf (g->body, "      %s %s = 0;\n", ct, v);
+        for (guint k = 0; k < lst->u.seq.n; k++)
+          {
+            CsValue *item = lst->u.seq.items[k];
+            CsProxy *xi;
+            const char *xv;
+            int64_t len;
+
+            if (item->kind != CS_VALUE_PROXY || item->u.proxy->kind != CS_PROXY_TENSOR)
+              return unsupported (error, st, "a cat input that is not a tensor"), NULL;
+            xi = item->u.proxy;
+            len = xi->shape[dim[0]];
+            xc = *c;
+            xc.ix[dim[0]] = clamp_idx (g, pool_printf (g, "%s - %" G_GINT64_FORMAT "LL", c->ix[dim[0]], off),
+                                       MAX (len - 1, 0));
+            xv = emit_value (g, xi, &xc, error);
+            if (!xv)
+              return NULL;
+            g_string_append_printf (g->body, "      if (%s >= %" G_GINT64_FORMAT "LL && %s < %" G_GINT64_FORMAT "LL) %s = (%s) (%s);\n",
+                                    c->ix[dim[0]], off, c->ix[dim[0]], off + len, v, ct, xv);
+            off += len;
+            acc = xv;
+          }
+        (void) acc;
+        return v;
+      }
+
     case CS_OP_PRIM_FULL:
       {
         double f;
@@ -1730,6 +1775,103 @@ cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, in
   if (blocks > 65535LL * 64)
     blocks = 65535LL * 64;
   gen_finish (&g, code->str, g_strdup_printf ("%s scatter_add", label), (unsigned int) MAX (blocks, 1), 1, 256, 1);
+  g_string_chunk_free (g.pool);
+  g_string_free (g.body, TRUE);
+  g_hash_table_unref (g.memo);
+  g_array_unref (g.params);
+  g_array_unref (g.is_out);
+  *out_slot = dst;
+  return TRUE;
+}
+
+/**
+ * cs_cuda_codegen_embedding_backward:
+ * @grad: slot of the output gradient [..., D]; @idx: slot of the indices [...]
+ * @padding_idx: rows with this index get no gradient (< 0: none)
+ * @y: output proxy [num_weights, D]
+ *
+ * embedding_backward (torch.ops.aten.embedding_backward, dense, no scale_grad_by_freq):
+ * dW[idx[i], :] += grad[i, :].  An f32 accumulator is zeroed, filled with atomicAdd (the
+ * order of additions varies between runs: f32 rounding differences only), then stored in y's
+ * dtype.  Indices are clamped into range.
+ */
+gboolean
+cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, guint idx, int64_t padding_idx,
+                                    const CsProxy *y, const char *label, guint *out_slot, GError **error)
+{
+  Gen g = { 0 };
+  CsCudaSlot gs = *cs_cuda_program_slot (p, grad);
+  CsCudaSlot is = *cs_cuda_program_slot (p, idx);
+  int64_t V, D, N, rows;
+  guint acc, dst, pa;
+  int64_t ashape[2];
+  const char *iv, *gv, *cl;
+  Ctx c, ic;
+  g_autoptr(GString) code = g_string_new ("");
+
+  if (y->rank != 2 || gs.rank != is.rank + 1 || !dtype_supported (y->dtype))
+    {
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: embedding_backward shapes", label);
+      return FALSE;
+    }
+  V = y->shape[0];
+  D = y->shape[1];
+  N = cs_shape_numel (gs.shape, gs.rank);
+  rows = cs_shape_numel (is.shape, is.rank);
+  ashape[0] = V;
+  ashape[1] = D;
+  acc = cs_cuda_program_new_slot (p, CS_DTYPE_F32, ashape, 2);
+  dst = cs_cuda_program_new_slot (p, y->dtype, ashape, 2);
+  g.p = p;
+  g.pool = g_string_chunk_new (1024);
+  g.body = g_string_new ("");
+  g.memo = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g.params = g_array_new (FALSE, FALSE, sizeof (guint));
+  g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g.label = label;
+
+  /* 1. zero the accumulator */
+  gen_begin (&g);
+  pa = param_of (&g, acc, TRUE);
+  g_string_append_printf (code, "  for (ix_t i = (ix_t) blockIdx.x * blockDim.x + threadIdx.x; i < %" G_GINT64_FORMAT "LL;"
+                          " i += (ix_t) gridDim.x * blockDim.x)\n    a%u[i] = 0.0f;\n", V * D, pa);
+  gen_finish (&g, code->str, g_strdup_printf ("%s zero [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]", label, V, D),
+              (unsigned int) MIN (MAX ((V * D + 255) / 256, 1), 65535 * 64), 1, 256, 1);
+
+  /* 2. scatter-add the gradient rows */
+  gen_begin (&g);
+  g_string_truncate (code, 0);
+  decompose (&g, "i", gs.shape, gs.rank, &c);
+  ic.rank = is.rank;
+  for (guint j = 0; j < is.rank; j++)
+    ic.ix[j] = c.ix[j];
+  iv = emit_load (&g, idx, &ic);
+  gv = emit_load (&g, grad, &c);
+  cl = clamp_idx (&g, iv, V - 1);
+  pa = param_of (&g, acc, TRUE);
+  g_string_append_printf (code, "  for (ix_t i = (ix_t) blockIdx.x * blockDim.x + threadIdx.x; i < %" G_GINT64_FORMAT "LL;"
+                          " i += (ix_t) gridDim.x * blockDim.x)\n    {\n", N);
+  g_string_append (code, g.body->str);
+  g_string_append_printf (code, "      if ((long long) (%s) != %" G_GINT64_FORMAT "LL)\n"
+                          "        atomicAdd (&a%u[%s * %" G_GINT64_FORMAT "LL + %s], (float) %s);\n    }\n",
+                          iv, padding_idx, pa, cl, D, c.ix[gs.rank - 1], gv);
+  gen_finish (&g, code->str, g_strdup_printf ("%s scatter %" G_GINT64_FORMAT " rows", label, rows),
+              (unsigned int) MIN (MAX ((N + 255) / 256, 1), 65535 * 64), 1, 256, 1);
+
+  /* 3. store in the output dtype */
+  gen_begin (&g);
+  g_string_truncate (code, 0);
+  {
+    g_autoptr(GString) st = g_string_new ("");
+    guint pin = param_of (&g, acc, FALSE);
+
+    store_stmt (&g, st, dst, "i", pool_printf (&g, "a%u[i]", pin));
+    g_string_append_printf (code, "  for (ix_t i = (ix_t) blockIdx.x * blockDim.x + threadIdx.x; i < %" G_GINT64_FORMAT "LL;"
+                            " i += (ix_t) gridDim.x * blockDim.x)\n    {\n%s    }\n", V * D, st->str);
+  }
+  gen_finish (&g, code->str, g_strdup_printf ("%s convert", label),
+              (unsigned int) MIN (MAX ((V * D + 255) / 256, 1), 65535 * 64), 1, 256, 1);
+
   g_string_chunk_free (g.pool);
   g_string_free (g.body, TRUE);
   g_hash_table_unref (g.memo);

@@ -135,6 +135,7 @@ struct _CsCudaProgram
 
   void          *arena;          /* device memory, one cudaMalloc */
   gsize          arena_bytes;    /* planned size */
+  gsize          arena_alloc_bytes; /* size of the pool block holding the arena (>= arena_bytes) */
   gsize          naive_bytes;    /* sum of buffer sizes */
   void          *library;        /* cudaLibrary_t */
   cudaStream_t   stream;         /* all work runs here */
@@ -190,6 +191,10 @@ gboolean     cs_cuda_codegen_copy       (CsCudaProgram *p, guint src, const char
 gboolean     cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, int64_t dim,
                                           const CsProxy *y, const char *label, guint *out_slot,
                                           GError **error);
+
+gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, guint idx, int64_t padding_idx,
+                                                 const CsProxy *y, const char *label, guint *out_slot,
+                                                 GError **error);
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);

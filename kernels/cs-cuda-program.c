@@ -180,7 +180,9 @@ flatten_prims (CsStmt *st, GPtrArray *out)
 {
   if (st->kind != CS_STMT_CALL)
     return;
-  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+  /* Executor names of prims (torch_div_prim_impl) run as the prim they implement. */
+  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM)
+      || cs_op_has_tag (cs_op_semantic (st->op), CS_OP_TAG_PRIM))
     {
       g_ptr_array_add (out, st);
       return;
@@ -391,7 +393,19 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
         return FALSE;
     }
   d = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-  g = cs_cuda_gemm_new (p, (guint) a, (guint) b, d, bias, &flops, error);
+  g = cs_cuda_gemm_new (p, (guint) a, (guint) b, d, bias, &flops, NULL);
+  if (!g)
+    {
+      /* A layout cuBLASLt cannot take (batch dims of a permuted view): make the strided
+       * operands contiguous and try again. */
+      if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) a))
+          && !cs_cuda_codegen_copy (p, (guint) a, st->callee, (guint *) &a, error))
+        return FALSE;
+      if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) b))
+          && !cs_cuda_codegen_copy (p, (guint) b, st->callee, (guint *) &b, error))
+        return FALSE;
+      g = cs_cuda_gemm_new (p, (guint) a, (guint) b, d, bias, &flops, error);
+    }
   if (!g)
     {
       g_prefix_error (error, "line %u: %s: ", st->line, st->callee);
@@ -546,8 +560,11 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
     }
   if (sem->category == CS_OP_CAT_BOOKKEEPING)
     return TRUE;
+  if (outs->len == 0)
+    return TRUE;   /* no result: nothing to run on the GPU */
   if (tensors->len == 0)
-    return TRUE;   /* no tensor result: nothing to run on the GPU */
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: outputs without tensor types; no CUDA implementation",
+                 st->callee);
   if (id == CS_OP_LTORCH_MATMUL || id == CS_OP_PRIM_MATMUL)
     return handle_matmul (p, st, FALSE, g_ptr_array_index (tensors, 0), error);
   if (id == CS_OP_LTORCH_LINEAR || id == CS_OP_PRIM_LINEAR)
@@ -566,9 +583,27 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
       cs_cuda_program_bind (p, g_ptr_array_index (tensors, 0), out);
       return TRUE;
     }
+  if ((id == CS_OP_LTORCH_EMBEDDING_BACKWARD || id == CS_OP_PRIM_EMBEDDING_BACKWARD) && tensors->len == 1)
+    {
+      gint gr = slot_of_arg (p, st, 0, "grad"), ix = slot_of_arg (p, st, 1, "indices");
+      CsValue *pv = cs_stmt_get_arg (st, 3, "padding_idx");
+      CsValue *sv = cs_stmt_get_arg (st, 4, "scale_grad_by_freq");
+      guint out;
+
+      if (gr < 0 || ix < 0)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "embedding_backward operands");
+      if (sv && sv->kind == CS_VALUE_BOOL && sv->u.b)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "embedding_backward with scale_grad_by_freq");
+      if (!cs_cuda_codegen_embedding_backward (p, (guint) gr, (guint) ix,
+                                               pv && pv->kind == CS_VALUE_INT ? pv->u.i : -1,
+                                               g_ptr_array_index (tensors, 0), st->callee, &out, error))
+        return FALSE;
+      cs_cuda_program_bind (p, g_ptr_array_index (tensors, 0), out);
+      return TRUE;
+    }
   if (is_view_op (id) && tensors->len == 1)
     return handle_view (p, st, id, g_ptr_array_index (tensors, 0), error);
-  if (st->n_subs > 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+  if (st->n_subs > 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || cs_op_has_tag (sem, CS_OP_TAG_PRIM))
     {
       g_autoptr(GPtrArray) prims = g_ptr_array_new ();
 
@@ -803,6 +838,65 @@ plan_arena (CsCudaProgram *p)
   return MAX (total, CS_CUDA_ALIGN);
 }
 
+/* ---- caching pool ---- */
+
+/* Device blocks of freed programs, reused by the next program of a similar size (bench and the
+ * GUI build many programs in one process; cudaMalloc+cudaFree of 64 MiB costs ~161 us, of
+ * several GiB far more: reference/gpu-executor.md 6.2).  Never returned to the driver. */
+typedef struct
+{
+  void  *ptr;     /* device pointer */
+  gsize  bytes;   /* block size */
+} PoolBlock;
+
+G_LOCK_DEFINE_STATIC (pool);
+static GArray *pool_blocks;   /* element-type PoolBlock */
+
+static cudaError_t
+pool_alloc (void **ptr, gsize bytes, gsize *got)
+{
+  gint best = -1;
+
+  G_LOCK (pool);
+  if (pool_blocks)
+    for (guint i = 0; i < pool_blocks->len; i++)
+      {
+        PoolBlock *b = &g_array_index (pool_blocks, PoolBlock, i);
+
+        /* Smallest block that fits without wasting more than half of it. */
+        if (b->bytes >= bytes && b->bytes <= 2 * bytes
+            && (best < 0 || b->bytes < g_array_index (pool_blocks, PoolBlock, best).bytes))
+          best = (gint) i;
+      }
+  if (best >= 0)
+    {
+      PoolBlock b = g_array_index (pool_blocks, PoolBlock, best);
+
+      g_array_remove_index_fast (pool_blocks, (guint) best);
+      G_UNLOCK (pool);
+      *ptr = b.ptr;
+      *got = b.bytes;
+      return cudaSuccess;
+    }
+  G_UNLOCK (pool);
+  *got = bytes;
+  return cudaMalloc (ptr, bytes);
+}
+
+static void
+pool_release (void *ptr, gsize bytes)
+{
+  PoolBlock b = { ptr, bytes };
+
+  if (ptr == NULL)
+    return;
+  G_LOCK (pool);
+  if (pool_blocks == NULL)
+    pool_blocks = g_array_new (FALSE, FALSE, sizeof (PoolBlock));
+  g_array_append_val (pool_blocks, b);
+  G_UNLOCK (pool);
+}
+
 /* ---- building ---- */
 
 void
@@ -815,10 +909,8 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_clear_pointer (&p->steps, g_ptr_array_unref);
   if (p->library)
     cudaLibraryUnload ((cudaLibrary_t) p->library);
-  if (p->arena)
-    cudaFree (p->arena);
-  if (p->workspace)
-    cudaFree (p->workspace);
+  pool_release (p->arena, p->arena_alloc_bytes);
+  pool_release (p->workspace, p->workspace_bytes);
   if (p->lt)
     cublasLtDestroy (p->lt);
   if (p->stream)
@@ -1005,9 +1097,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
       goto out;
     }
   CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
-  CS_CU_CHECK (cudaMalloc (&p->arena, p->arena_bytes), error);
-  p->workspace_bytes = 32u << 20;
-  CS_CU_CHECK (cudaMalloc (&p->workspace, p->workspace_bytes), error);
+  CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
+  CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
 
   /* Kernels: one NVRTC program for the whole step. */

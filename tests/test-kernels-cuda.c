@@ -263,6 +263,27 @@ test_matmuls_tf32 (void)
   run_case (matmuls, FALSE, NULL, TRUE);
 }
 
+/* Shape prims inside a region: cat (clamped reads, select), pad with interior padding,
+ * strided slice, take_along_axis with an index tensor. */
+static const char shapes[] =
+  "def computation(x, y, ix):\n"
+  "  # x: \"cuda:0 f32[8, 5]\"\n"
+  "  # y: \"cuda:0 f32[8, 3]\"\n"
+  "  # ix: \"cuda:0 i64[8, 2]\"\n"
+  "  [t1, t2, t3, t4] = nvFusion0(x, y, ix)\n"
+  "    # t0 = prims.cat([x, y], 1)  # t0: \"cuda:0 f32[8, 8]\"\n"
+  "    # t1 = prims.exp(t0)  # t1: \"cuda:0 f32[8, 8]\"\n"
+  "    # t2 = prims.pad(x, 0.5, [(1, 1, 0), (0, 2, 1)])  # t2: \"cuda:0 f32[10, 11]\"\n"
+  "    # t3 = prims.slice_prim(t0, [0, 1], [8, 7], [1, 2])  # t3: \"cuda:0 f32[8, 3]\"\n"
+  "    # t4 = prims.take_along_axis(t0, ix, 1)  # t4: \"cuda:0 f32[8, 2]\"\n"
+  "  return (t1, t2, t3, t4)\n";
+
+static void
+test_shapes (void)
+{
+  run_case (shapes, FALSE, NULL, FALSE);
+}
+
 /* The CUDA graph replays exactly what the stream launches do: identical bits. */
 static void
 test_graph_same_bits (void)
@@ -307,6 +328,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/reduce/row-col-varmean-amax", test_reductions);
   g_test_add_func ("/kernels/cuda/matmul/f32-bf16-f16-batched-bias", test_matmuls);
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
+  g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
   g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
   return g_test_run ();
 }
