@@ -969,17 +969,16 @@ fuse_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArr
   char buf[512];
   gboolean changed;
 
-  /* nodes: every statement but comments and the return */
+  /* nodes: every statement but comments and the final return (an earlier `return`, as in
+   * malformed input, is an ordinary non-fusible node) */
+  for (guint i = items->len; i-- > 0 && ret == NULL;)
+    if (((CsStmt *) items->pdata[i])->kind == CS_STMT_RETURN)
+      ret = items->pdata[i];
   for (guint i = 0; i < items->len; i++)
     {
       CsStmt *s = items->pdata[i];
-      if (is_comment_like (s))
+      if (is_comment_like (s) || s == ret)
         continue;
-      if (s->kind == CS_STMT_RETURN)
-        {
-          ret = s;
-          continue;
-        }
       g_ptr_array_add (nodes, s);
     }
   d.n = nodes->len;

@@ -417,6 +417,38 @@ test_refuse_issue1368 (void)
   }
 }
 
+
+/* Malformed input found by fuzz-pipeline: an early `return` before the last one used to
+ * overflow the dataflow grouping's per-node array.  Both modes must fuse without a crash. */
+static void
+test_two_returns (void)
+{
+  const char *text =
+    "def computation(x):\n"
+    "  # x: \"cuda:0 f32[4]\"\n"
+    "  t0 = prims.exp(x)  # t0: \"cuda:0 f32[4]\"\n"
+    "  return\n"
+    "  t1 = prims.neg(t0)  # t1: \"cuda:0 f32[4]\"\n"
+    "  return (t1,)\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "two-returns", &error);
+  CsPolicy p;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  for (int mode = 0; mode < 2; mode++)
+    {
+      g_autoptr(CsTrace) f = NULL;
+      p.fusion = mode ? CS_FUSION_DATAFLOW : CS_FUSION_CONSECUTIVE;
+      f = cs_fuse_trace (t, &p, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (f);
+      /* the early return is not fusible: consecutive grouping stops at it (two regions);
+       * dataflow grouping merges exp -> neg, which no data path through it separates */
+      g_assert_cmpuint (cs_fuse_count_regions (f), ==, mode ? 1 : 2);
+    }
+}
+
 /* Diff: default vs fuse-matmul on the chain trace: the two regions merge into one. */
 static void
 test_diff (void)
@@ -464,6 +496,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/dellast", test_dellast);
   g_test_add_func ("/core/fuse/stats", test_stats);
   g_test_add_func ("/core/fuse/diff", test_diff);
+  g_test_add_func ("/core/fuse/two-returns", test_two_returns);
   g_test_add_func ("/core/fuse/thunder/seed-default", test_thunder_seed_default);
   g_test_add_func ("/core/fuse/thunder/seed-linear-matmul", test_thunder_seed_linear_matmul);
   g_test_add_func ("/core/fuse/refuse/issue283", test_refuse_issue283);
