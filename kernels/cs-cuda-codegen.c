@@ -215,13 +215,6 @@ offset_expr (Gen *g, const CsCudaSlot *s, const Ctx *c)
   return r;
 }
 
-static const char *
-load_expr (CsDtype dt, const char *ptr_index)
-{
-  (void) dt;
-  return ptr_index;
-}
-
 /* Emits a load of slot @slot at @c; returns the variable. */
 static const char *
 emit_load (Gen *g, guint slot, const Ctx *c)
@@ -233,7 +226,6 @@ emit_load (Gen *g, guint slot, const Ctx *c)
   const char *ct = ctype (s->dtype);
   g_autofree char *at = g_strdup_printf ("a%u[%s]", a, off);
 
-  (void) load_expr;
   switch (s->dtype)
     {
     case CS_DTYPE_BF16:

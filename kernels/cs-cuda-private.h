@@ -123,12 +123,10 @@ struct _CsCudaProgram
   guint          n_kernels;      /* kernels in @source */
   GHashTable    *slot_of;        /* CsProxy* -> slot index + 1 */
   GHashTable    *collection_of;  /* CsProxy* -> CsValue* (a bound tuple/list tree) */
-  GHashTable    *def_slot_names; /* unused names */
   GArray        *inputs;         /* element-type CsCudaTensorInfo */
   GArray        *input_slots;    /* element-type guint */
   GArray        *outputs;        /* element-type CsCudaTensorInfo */
   GArray        *output_slots;   /* element-type guint */
-  GPtrArray     *strings;        /* owned strings (names) */
   int            device;         /* CUDA ordinal */
   int            n_sms;          /* for grid sizing */
   int            cc_major, cc_minor;
