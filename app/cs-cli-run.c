@@ -518,27 +518,29 @@ cs_cli_cmd_run (int argc, char **argv)
   if (no_backward)
     bw = NULL;
 
-  /* Size check: a trace sized for a GPU would run for hours or exhaust memory here. */
-  {
-    double f1 = 0, f2 = 0, m1 = 0, m2 = 0;
+  /* Size check: a trace sized for a GPU would run for hours or exhaust memory on the CPU
+   * reference (run on cpu, or by cuda --check). */
+  if (!(device && strcmp (device, "cuda") == 0) || check)
+    {
+      double f1 = 0, f2 = 0, m1 = 0, m2 = 0;
 
-    if (fw)
-      cs_ref_estimate (fw, &f1, &m1);
-    if (bw)
-      cs_ref_estimate (bw, &f2, &m2);
-    if ((f1 + f2) / 1e9 > max_gflop)
-      {
-        cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
-                      "limit of %.3g (raise it with --max-gflop)", (f1 + f2) / 1e9, max_gflop);
-        return CS_CLI_EXIT_INPUT;
-      }
-    if (MAX (m1, m2) * 8.0 > (double) ((gsize) 4 << 30))
-      {
-        cs_cli_error ("run: a tensor of %.0f elements needs %.1f GiB as f64 on the CPU "
-                      "reference (limit 4 GiB)", MAX (m1, m2), MAX (m1, m2) * 8.0 / (1u << 30));
-        return CS_CLI_EXIT_INPUT;
-      }
-  }
+      if (fw)
+        cs_ref_estimate (fw, &f1, &m1);
+      if (bw)
+        cs_ref_estimate (bw, &f2, &m2);
+      if ((f1 + f2) / 1e9 > max_gflop)
+        {
+          cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
+                        "limit of %.3g (raise it with --max-gflop)", (f1 + f2) / 1e9, max_gflop);
+          return CS_CLI_EXIT_INPUT;
+        }
+      if (MAX (m1, m2) * 8.0 > (double) ((gsize) 4 << 30))
+        {
+          cs_cli_error ("run: a tensor of %.0f elements needs %.1f GiB as f64 on the CPU "
+                        "reference (limit 4 GiB)", MAX (m1, m2), MAX (m1, m2) * 8.0 / (1u << 30));
+          return CS_CLI_EXIT_INPUT;
+        }
+    }
 
   if (device && strcmp (device, "cuda") == 0)
     {
