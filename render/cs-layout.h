@@ -149,7 +149,11 @@ typedef struct
   char             *font_family; /* font measured and drawn with */
   double            font_size_pt;/* pt */
   char             *dot;         /* the DOT text laid out (export "dot") */
-  double            layout_ms;   /* ms spent in Graphviz (parse + dot + snapshot) */
+  double            layout_ms;   /* ms spent laying out (Graphviz parse + dot + snapshot, or
+                                    the layered layout) */
+  guint             max_dot_nodes; /* above this many nodes cs_layout_run() uses castscope's
+                                    layered layout instead of dot */
+  gboolean          layered;     /* TRUE when the geometry comes from the layered layout */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
@@ -170,6 +174,9 @@ void      cs_layout_new_async     (CsTrace               *trace,
                                    GAsyncReadyCallback    callback,
                                    gpointer               user_data);
 CsLayout *cs_layout_new_finish    (GAsyncResult          *result,
+                                   GError               **error);
+gboolean  cs_layout_run           (CsLayout              *layout,
+                                   GCancellable          *cancellable,
                                    GError               **error);
 gboolean  cs_layout_run_graphviz  (CsLayout              *layout,
                                    GCancellable          *cancellable,

@@ -594,6 +594,68 @@ test_bad_dot (void)
   g_assert_false (l->laid_out);
 }
 
+/* ---- the layered layout (graphs above the dot limit) ---- */
+
+static char *
+residual_chain (guint blocks)
+{
+  GString *s = g_string_new ("def computation(x");
+  guint t = 1, r = 0;
+
+  for (guint k = 0; k < blocks; k++)
+    g_string_append_printf (s, ", w%u", k);
+  g_string_append (s, "):\n  # x: \"cuda:0 bf16[64, 64]\"\n");
+  for (guint k = 0; k < blocks; k++)
+    g_string_append_printf (s, "  # w%u: \"cuda:0 bf16[64, 64]\"\n", k);
+  g_string_append (s, "  t0 = ltorch.add(x, x)  # t0: \"cuda:0 bf16[64, 64]\"\n");
+  for (guint k = 0; k < blocks; k++)
+    {
+      guint m = t++, a = t++;
+      g_string_append_printf (s, "  t%u = ltorch.matmul(t%u, w%u)  # t%u: \"cuda:0 bf16[64, 64]\"\n", m, r, k, m);
+      g_string_append_printf (s, "  t%u = ltorch.add(t%u, t%u)  # t%u: \"cuda:0 bf16[64, 64]\"\n", a, m, r, a);
+      r = a;
+    }
+  g_string_append_printf (s, "  return (t%u,)\n", r);
+  return g_string_free (s, FALSE);
+}
+
+static void
+test_layered (void)
+{
+  g_autofree char *text = residual_chain (700);
+  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  gboolean noted = FALSE;
+
+  /* x, t0, 700 x (w, matmul, add), the output: 2,103 nodes, above the 1,200-node dot limit */
+  g_assert_cmpuint (l->n_nodes, ==, 2103);
+  g_assert_true (l->layered);
+  g_assert_true (l->laid_out);
+  for (guint i = 0; l->notes[i]; i++)
+    noted |= strstr (l->notes[i], "layered layout") != NULL;
+  g_assert_true (noted);
+  /* no two nodes overlap */
+  for (guint i = 0; i < l->n_nodes; i++)
+    for (guint k = i + 1; k < l->n_nodes; k++)
+      {
+        const CsRect *a = &l->nodes[i].box, *b = &l->nodes[k].box;
+        g_assert_false (a->x0 < b->x1 - 0.01 && b->x0 < a->x1 - 0.01
+                        && a->y0 < b->y1 - 0.01 && b->y0 < a->y1 - 0.01);
+      }
+  /* edges run downwards from the tail's bottom to an arrow on the head's top */
+  for (guint j = 0; j < l->n_edges; j++)
+    {
+      const CsLayoutEdge *e = &l->edges[j];
+      g_assert_cmpuint (e->n_points, ==, 4);
+      g_assert_cmpfloat (e->points[0].y, ==, l->nodes[e->tail].box.y0);
+      g_assert_cmpfloat (e->arrow_tip.y, ==, l->nodes[e->head].box.y1);
+      g_assert_cmpfloat (e->points[0].y, >, e->arrow_tip.y);
+    }
+  /* the chain stays straight: each weight sits beside its matmul, the chain does not drift
+   * sideways block after block (the width of one add/matmul plus one weight box and gaps) */
+  g_assert_cmpfloat (l->bb.x1 - l->bb.x0, <, 400);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -611,5 +673,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/layout/async", test_async);
   g_test_add_func ("/render/layout/async-cancel", test_async_cancel);
   g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
+  g_test_add_func ("/render/layout/layered", test_layered);
   return g_test_run ();
 }
