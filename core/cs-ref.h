@@ -20,6 +20,18 @@
  * Values are held as f64 internally, so integer values must stay within +-2^53 (indices,
  * counts and shapes always do).
  *
+ * Reference kernels: convert_element_type, broadcast_in_dim, reshape/view, transpose, squeeze,
+ * slice_prim, cat, pad, flip, shallow_copy/clone/device_put/stride_order, every unary and
+ * binary elementwise prim of reference 3.1 on floats and ints (not erfinv, erfcinv, ndtri,
+ * digamma, zeta, frexp, py_floordiv, complex), where, lerp, sum/prod/amax/amin, var,
+ * var_mean, argmax/argmin, matmul (torch.matmul semantics: 1-D operands, broadcast batch
+ * dims), linear, take, take_along_axis, gather, scatter, scatter_add, embedding,
+ * embedding_backward, full, iota, uniform/uniform_philox (GRand stream, not CUDA's Philox),
+ * shape/size; executor calls without subsymbols: sdpafx/sdpaex attention forward (dropout 0,
+ * top-left causal mask) and the sdpafx backward, ltorch.nll_loss_backward,
+ * ltorch.embedding_backward.  Everything else runs through its subsymbols or fails with
+ * CS_REF_ERROR_UNSUPPORTED naming the callee and its line.
+ *
  * Inputs are the trace's "leaf inputs" (cs_ref_dup_leaf_inputs()): the signature's parameters,
  * except that a parameter unpacked by the trace (`C0, C1, = saved_for_backward`,
  * `t46, = cotangents`) is replaced, recursively, by the proxies it unpacks into; plus the

@@ -977,6 +977,179 @@ test_thunder_mlp (void)
   }
 }
 
+/* Thunder's joint trace (forward + backward in one, grads under 'output') and its final
+ * forward + backward pair compute the same gradients from the same inputs and cotangent:
+ * equal to f64 rounding in f64 mode, and within bf16 rounding in exact mode (the final traces
+ * round at their own places). */
+static void
+test_joint_vs_split (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  const char *stems[] = { "thunder_a_seed_matmul", "thunder_b_mlp_gelu",
+                          "thunder_e_softmax_attention" };
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("shared traces absent");
+      return;
+    }
+  for (guint st = 0; st < G_N_ELEMENTS (stems); st++)
+    for (int mode = 0; mode < 2; mode++)
+      {
+        g_autofree char *jf = g_strdup_printf ("%s/%s_grad_joint.txt", dir, stems[st]);
+        g_autofree char *ff = g_strdup_printf ("%s/%s_final_fwd.txt", dir, stems[st]);
+        g_autofree char *bf = g_strdup_printf ("%s/%s_final_bwd.txt", dir, stems[st]);
+        g_autoptr (CsTraceList) jl = cs_parse_file (jf, NULL);
+        g_autoptr (CsTraceList) fl = cs_parse_file (ff, NULL);
+        g_autoptr (CsTraceList) bl = cs_parse_file (bf, NULL);
+        CsTrace *joint, *fwd, *bwd;
+        g_autoptr (GPtrArray) jleaves = NULL;
+        g_autoptr (GPtrArray) bleaves = NULL;
+        g_autoptr (GHashTable) env = cs_ref_env_new ();
+        g_autoptr (GHashTable) saved = cs_ref_env_new ();
+        g_autoptr (GPtrArray) jo = NULL, fo = NULL, bo = NULL;
+        g_autoptr (GError) error = NULL;
+        CsRefMode m = mode ? CS_REF_F64 : CS_REF_EXACT;
+
+        g_assert_nonnull (jl);
+        g_assert_nonnull (fl);
+        g_assert_nonnull (bl);
+        joint = g_ptr_array_index (jl->traces, 0);
+        fwd = g_ptr_array_index (fl->traces, 0);
+        bwd = g_ptr_array_index (bl->traces, 0);
+        /* joint leaves: the forward inputs and the get_grad cotangent */
+        jleaves = cs_ref_dup_leaf_inputs (joint);
+        for (guint i = 0; i < jleaves->len; i++)
+          {
+            CsProxy *p = g_ptr_array_index (jleaves, i);
+            g_autoptr (CsTensor) t = cs_ref_random_input (joint, p, 5, &error);
+            g_assert_no_error (error);
+            cs_ref_env_insert (env, p->name, t);
+          }
+        g_assert_true (cs_ref_run_env (joint, env, m, 0, &jo, NULL, NULL, &error));
+        g_assert_no_error (error);
+        g_assert_true (cs_ref_run_env (fwd, env, m, 0, &fo, NULL, saved, &error));
+        g_assert_no_error (error);
+        /* the backward's cotangent has the joint's get_grad name */
+        bleaves = cs_ref_dup_leaf_inputs (bwd);
+        for (guint i = 0; i < bleaves->len; i++)
+          {
+            CsProxy *p = g_ptr_array_index (bleaves, i);
+            if (!g_hash_table_contains (saved, p->name))
+              {
+                CsTensor *t = g_hash_table_lookup (env, p->name);
+                g_assert_nonnull (t);
+                cs_ref_env_insert (saved, p->name, t);
+              }
+          }
+        g_assert_true (cs_ref_run_env (bwd, saved, m, 0, &bo, NULL, NULL, &error));
+        g_assert_no_error (error);
+        /* joint 'output' = one grad per flat arg; backward returns the same list */
+        for (guint i = 0; i < bo->len; i++)
+          {
+            const CsTensor *gj = g_ptr_array_index (jo, i), *gs = g_ptr_array_index (bo, i);
+            double num = 0, den = 0;
+
+            if (gs == NULL)
+              continue;
+            g_assert_nonnull (gj);
+            g_assert_cmpint (gj->numel, ==, gs->numel);
+            for (int64_t k = 0; k < gs->numel; k++)
+              {
+                double a = cs_tensor_get_f64 (gj, k), b = cs_tensor_get_f64 (gs, k);
+                num += (a - b) * (a - b);
+                den += b * b;
+              }
+            if (g_test_verbose ())
+              g_test_message ("%s %s grad %u: rel diff %.3e", stems[st], mode ? "f64" : "exact",
+                              i, sqrt (num / MAX (den, 1e-300)));
+            /* the torch-executor final traces round at exactly the joint's places: the
+             * results are bit-identical in both modes */
+            g_assert_cmpfloat (num, ==, 0.0);
+          }
+      }
+}
+
+/* nvFuser's fused joint (regions, redundant casts removed inside them) against the unfused
+ * joint on the same inputs and cotangent: the same function (f64 results equal to 1e-12),
+ * rounded at different places (exact results differ, within bf16 error). */
+static void
+test_fused_vs_unfused (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  const char *pairs[][2] = {
+    { "thunder_b_mlp_gelu_grad_joint", "thunder_nvfuser_b_mlp_gelu_default_fused_joint" },
+    { "thunder_a_seed_matmul_grad_joint", "thunder_nvfuser_a_seed_matmul_default_fused_joint" },
+  };
+  gboolean any_differs = FALSE;
+
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("shared traces absent");
+      return;
+    }
+  for (guint pi = 0; pi < G_N_ELEMENTS (pairs); pi++)
+    for (int mode = 0; mode < 2; mode++)
+      {
+        g_autofree char *pa = g_strdup_printf ("%s/%s.txt", dir, pairs[pi][0]);
+        g_autofree char *pb = g_strdup_printf ("%s/%s.txt", dir, pairs[pi][1]);
+        g_autoptr (CsTraceList) la = cs_parse_file (pa, NULL);
+        g_autoptr (CsTraceList) lb = cs_parse_file (pb, NULL);
+        CsTrace *ta, *tb;
+        g_autoptr (GPtrArray) leaves_a = NULL, leaves_b = NULL;
+        g_autoptr (GPtrArray) inputs = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_tensor_unref);
+        g_autoptr (GPtrArray) oa = NULL, ob = NULL;
+        g_autoptr (GError) error = NULL;
+        CsRefMode m = mode ? CS_REF_F64 : CS_REF_EXACT;
+
+        g_assert_nonnull (la);
+        g_assert_nonnull (lb);
+        ta = g_ptr_array_index (la->traces, 0);
+        tb = g_ptr_array_index (lb->traces, 0);
+        leaves_a = cs_ref_dup_leaf_inputs (ta);
+        leaves_b = cs_ref_dup_leaf_inputs (tb);
+        g_assert_cmpuint (leaves_a->len, ==, leaves_b->len);
+        for (guint i = 0; i < leaves_a->len; i++)
+          {
+            CsTensor *t = cs_ref_random_input (ta, g_ptr_array_index (leaves_a, i), 9, &error);
+            g_assert_no_error (error);
+            g_ptr_array_add (inputs, t);
+          }
+        g_assert_true (cs_ref_run (ta, (CsTensor **) inputs->pdata, inputs->len, m, &oa, &error));
+        g_assert_no_error (error);
+        g_assert_true (cs_ref_run (tb, (CsTensor **) inputs->pdata, inputs->len, m, &ob, &error));
+        g_assert_no_error (error);
+        g_assert_cmpuint (oa->len, ==, ob->len);
+        for (guint i = 0; i < oa->len; i++)
+          {
+            const CsTensor *x = g_ptr_array_index (oa, i), *y = g_ptr_array_index (ob, i);
+            double num = 0, den = 0;
+
+            if (x == NULL || y == NULL)
+              continue;
+            g_assert_cmpint (x->numel, ==, y->numel);
+            for (int64_t k = 0; k < x->numel; k++)
+              {
+                double a = cs_tensor_get_f64 (x, k), b = cs_tensor_get_f64 (y, k);
+                num += (a - b) * (a - b);
+                den += b * b;
+              }
+            if (g_test_verbose ())
+              g_test_message ("%s %s output %u: rel diff %.3e", pairs[pi][1],
+                              mode ? "f64" : "exact", i, sqrt (num / MAX (den, 1e-300)));
+            if (mode)
+              g_assert_cmpfloat (sqrt (num / MAX (den, 1e-300)), <, 1e-12);
+            else
+              {
+                g_assert_cmpfloat (sqrt (num / MAX (den, 1e-300)), <, 2e-2);
+                any_differs |= num > 0;
+              }
+          }
+      }
+  /* removing the bf16 round trips inside regions changes some bits */
+  g_assert_true (any_differs);
+}
+
 /* ---- attention executor calls, nll_loss_backward, embedding_backward -------------------- */
 
 #define SDPA_FWD_TEXT \
@@ -1393,6 +1566,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/stmt/unsupported", test_unsupported);
   g_test_add_func ("/core/ref/stmt/forward-backward", test_forward_backward);
   g_test_add_func ("/core/ref/thunder/mlp-gelu", test_thunder_mlp);
+  g_test_add_func ("/core/ref/thunder/joint-vs-split", test_joint_vs_split);
+  g_test_add_func ("/core/ref/thunder/fused-vs-unfused", test_fused_vs_unfused);
   g_test_add_func ("/core/ref/attention/forward", test_sdpa_forward);
   g_test_add_func ("/core/ref/attention/backward-finite-differences", test_sdpa_backward_fd);
   g_test_add_func ("/core/ref/loss-embedding-backward", test_loss_embedding_backward);
