@@ -10,6 +10,26 @@
  * target: a 2,000-node trace under 2 s.
  *
  * Usage: bench-render [--repeat N] [--max-nodes N] [FILE...]
+ *
+ * Measured 2026-11-29 on the GPU machine's host (16 idle cores; binary built on the dev
+ * machine, carried with ../shared/tools/gpu-bundle and Graphviz's plugins, GVBINDIR set),
+ * best of 3, ms:
+ *
+ *   trace                               nodes  engine   build  layout
+ *   generated, 40 blocks                  248  dot        3.1    44.4
+ *   generated, 80 blocks                  493  dot        6.0    92.0
+ *   generated, 160 blocks                 983  dot       11.9   355.6
+ *   generated, 333 blocks                2042  layered   29.3     3.3
+ *   generated, 666 blocks                4082  layered   58.5     6.6
+ *   thunder_llama_stack_initial           510  dot        7.3   184.3
+ *   thunder_llama_stack_final_fwd        1395  layered   23.7     0.9
+ *   thunder_llama_stack_final_bwd        1800  layered   18.7     1.2
+ *
+ * Forcing dot (--max-nodes 100000, one run): 2,042 nodes 1,683 ms, 4,082 nodes 8,716 ms,
+ * LLaMA forward 1,407 nodes 711 ms, LLaMA backward 1,805 nodes 1,133 ms.  On the 2-core
+ * development machine under a load average of 11-19 the same dot runs took 4-5x longer
+ * (2,042 nodes: 6.6 s of CPU), hence the 1,200-node limit for dot
+ * (CS_RENDER_DEFAULT_MAX_NODES) and the layered layout above it.
  */
 #include "cs-config.h"
 
