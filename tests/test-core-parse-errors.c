@@ -23,6 +23,7 @@ typedef struct
   CsParseError code;     /* expected code */
   const char *where;     /* expected message prefix "t:LINE:COL: " */
   const char *reason;    /* a phrase the message contains */
+  gsize       len;       /* bytes of text when it holds a NUL; 0 = strlen */
 } ErrorCase;
 
 static const ErrorCase cases[] = {
@@ -88,6 +89,13 @@ static const ErrorCase cases[] = {
   /* a printed list without its closing ']' (last line "  return a", 10 bytes + the list indent) */
   { "list-unclosed", "[def f(a):\n   return a\n", CS_PARSE_ERROR_SYNTAX, "t:2:12: ", "end with ']'" },
   { "list-bad-indent", "[def f(a):\n  return a\nx]\n", CS_PARSE_ERROR_INDENT, "t:3:1: ", "one-space" },
+  /* UTF-8 check: a truncated 2-byte sequence after 27 ASCII bytes ("  # 0123456789012" is 17
+   * bytes, so the 0xc3 is column 18 of line 2) */
+  { "bad-utf8-after-ascii", "def f(a):\n  # 0123456789012\xc3(\n", CS_PARSE_ERROR_ENCODING, "t:2:18: ",
+    "not UTF-8" },
+  /* a NUL after valid non-ASCII text: "  # d\xc3\xa9j\xc3\xa0 " is 11 bytes, the NUL is byte 12 */
+  { "nul-after-utf8", "def f(a):\n  # d\xc3\xa9j\xc3\xa0 \x00\n", CS_PARSE_ERROR_ENCODING, "t:2:12: ",
+    "not UTF-8", 10 + 11 + 1 + 1 },
   { "value-garbage", "def f(a):\n  t0 = f(a, @)\n", CS_PARSE_ERROR_SYNTAX, "t:2:13: ", "expected a value" },
 };
 
@@ -96,7 +104,7 @@ run_case (gconstpointer data)
 {
   const ErrorCase *c = data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTraceList) list = cs_parse_text (c->text, strlen (c->text), "t", &error);
+  g_autoptr(CsTraceList) list = cs_parse_text (c->text, c->len ? c->len : strlen (c->text), "t", &error);
 
   g_assert_null (list);
   g_assert_error (error, CS_PARSE_ERROR, (gint) c->code);

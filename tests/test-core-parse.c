@@ -683,6 +683,21 @@ test_tolerated_variants (void)
   g_assert_no_error (error);
   if (!cs_trace_equal (a, b, why))
     g_error ("variant differs: %s", why->str);
+  /* non-ASCII UTF-8 in comments and strings is kept as is */
+  {
+    static const char utf8[] =
+      "def f(a):\n"
+      "  # models.py:7: \t    y = a * 2  # \xc3\xa9t\xc3\xa9 \xe6\xb8\xac\xe8\xa9\xa6\n"
+      "  t0 = ltorch.foo(a, 'caf\xc3\xa9')  # t0: \"cpu f32[2]\"\n"
+      "  return t0\n";
+    g_autoptr(CsTrace) u = cs_parse_trace (utf8, "utf8", &error);
+    g_autofree char *printed = NULL;
+    g_assert_no_error (error);
+    g_assert_cmpint (u->stmts[0]->comment_kind, ==, CS_COMMENT_SRCLOC);
+    g_assert_cmpstr (u->stmts[1]->args[1].value->u.s, ==, "caf\xc3\xa9");
+    printed = cs_print_trace (u, CS_PRINT_DEFAULT);
+    g_assert_cmpstr (printed, ==, utf8);
+  }
   /* the BOM shifts columns of line 1 only: an error there is reported in file columns */
   {
     static const char bad[] = "\xef\xbb\xbfhello\n";
