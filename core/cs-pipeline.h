@@ -57,7 +57,9 @@ CsPipeline  *cs_pipeline_run          (const CsTrace     *initial,
                                        const CsPolicy    *policy,
                                        const CsGradSpec  *grad,
                                        GError           **error);
+/** Returns: (transfer full): @pipeline with one more reference (atomic; any thread). */
 CsPipeline  *cs_pipeline_ref          (CsPipeline        *pipeline);
+/** Drops a reference; the last one frees every kept trace (NULL is allowed). */
 void         cs_pipeline_unref        (CsPipeline        *pipeline);
 
 /** Number of traces kept (>= 1: "initial" is always the first). */
