@@ -323,14 +323,15 @@ click_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsG
     id = hit_stmt (self, &hit);
   if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_NODE && self->layout->nodes[hit.index].expandable)
     {
-      /* Double click: draw the statement as its decomposition (or collapse it again). */
-      guint32 sid = self->layout->nodes[hit.index].stmt_id;
-      CsRenderExpand cur = cs_render_options_get_expanded (&self->options, sid);
-
-      cs_render_options_set_expanded (&self->options, sid,
-                                      cur == CS_RENDER_EXPAND_ON ? CS_RENDER_EXPAND_OFF
-                                                                 : CS_RENDER_EXPAND_ON);
-      start_layout (self);
+      /* Double click: draw the statement as its decomposition. */
+      cs_graph_view_toggle_expanded (self, self->layout->nodes[hit.index].stmt_id);
+      return;
+    }
+  if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_CLUSTER
+      && self->layout->clusters[hit.index].kind == CS_LAYOUT_CLUSTER_EXPANDED)
+    {
+      /* Double click on an expanded statement's box: collapse it again. */
+      cs_graph_view_toggle_expanded (self, self->layout->clusters[hit.index].stmt_id);
       return;
     }
   set_selected (self, id, TRUE);
@@ -783,6 +784,28 @@ cs_graph_view_move_selection (CsGraphView *self, GtkDirectionType direction)
   set_selected (self, layout->nodes[best].top_stmt_id, TRUE);
   cs_graph_view_select (self, layout->nodes[best].top_stmt_id, TRUE);
   return TRUE;
+}
+
+/**
+ * cs_graph_view_toggle_expanded:
+ * @stmt_id: a statement with subsymbols (an ltorch call, or a fusion region)
+ *
+ * Draws the statement as its decomposition (its prims in a box), or as one node again, and
+ * lays the graph out anew (render/'s per-statement override, CsRenderExpand).  Double click
+ * does this.
+ */
+void
+cs_graph_view_toggle_expanded (CsGraphView *self, guint32 stmt_id)
+{
+  gboolean expanded;
+
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (stmt_id == 0)
+    return;
+  expanded = self->layout != NULL && cs_layout_find_cluster (self->layout, stmt_id) >= 0;
+  cs_render_options_set_expanded (&self->options, stmt_id,
+                                  expanded ? CS_RENDER_EXPAND_OFF : CS_RENDER_EXPAND_ON);
+  start_layout (self);
 }
 
 /** Zooms by @factor (> 1 in) around the middle of the widget, within 2 %..800 %. */

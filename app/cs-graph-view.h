@@ -38,6 +38,8 @@ void        cs_graph_view_select         (CsGraphView       *self,
                                           gboolean           center);
 gboolean    cs_graph_view_move_selection (CsGraphView       *self,
                                           GtkDirectionType   direction);
+void        cs_graph_view_toggle_expanded(CsGraphView       *self,
+                                          guint32            stmt_id);
 void        cs_graph_view_zoom_by        (CsGraphView       *self,
                                           double             factor);
 void        cs_graph_view_fit            (CsGraphView       *self);

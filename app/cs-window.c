@@ -155,6 +155,8 @@ print_with_ranges (const CsTrace *trace, GArray *ranges)
 {
   g_autofree char *text = cs_print_trace (trace, CS_PRINT_DEFAULT);
   const char *cursor = text;
+  const char *counted = text;  /* char offsets are counted incrementally: O(text) in all */
+  int counted_chars = 0;
 
   g_array_set_size (ranges, 0);
   for (guint i = 0; i < trace->n_stmts; i++)
@@ -176,8 +178,11 @@ print_with_ranges (const CsTrace *trace, GArray *ranges)
       if (hit == NULL)
         continue;
       range.stmt_id = stmt->id;
-      range.start = (int) g_utf8_pointer_to_offset (text, hit);
-      range.end = (int) g_utf8_pointer_to_offset (text, hit + one->len);
+      counted_chars += (int) g_utf8_pointer_to_offset (counted, hit);
+      range.start = counted_chars;
+      counted_chars += (int) g_utf8_pointer_to_offset (hit, hit + one->len);
+      range.end = counted_chars;
+      counted = hit + one->len;
       g_array_append_val (ranges, range);
       cursor = hit + one->len;
     }
