@@ -106,94 +106,142 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 /* ------------------------------------------------------------------------------------------ */
 /* CSE                                                                                         */
 
-static void
-key_value (GString *k, const CsValue *v)
+static guint
+value_hash (const CsValue *v, guint depth)
 {
-  if (v == NULL)
-    {
-      g_string_append (k, "~");
-      return;
-    }
-  g_string_append_printf (k, "%d:", (int) v->kind);
+  guint h;
+
+  if (v == NULL || depth > 32)
+    return 7;
+  h = (guint) v->kind * 2654435761u;
   switch (v->kind)
     {
     case CS_VALUE_BOOL:
-      g_string_append_c (k, v->u.b ? 'T' : 'F');
-      break;
+      return h ^ (guint) v->u.b;
     case CS_VALUE_INT:
-      g_string_append_printf (k, "%" G_GINT64_FORMAT, v->u.i);
-      break;
+      return h ^ g_int64_hash (&v->u.i);
     case CS_VALUE_FLOAT:
-      g_string_append_printf (k, "%a", v->u.f);
-      break;
+      return h ^ g_double_hash (&v->u.f);
     case CS_VALUE_COMPLEX:
-      g_string_append_printf (k, "%a,%a", v->u.c.re, v->u.c.im);
-      break;
+      return h ^ g_double_hash (&v->u.c.re) ^ (g_double_hash (&v->u.c.im) << 1);
     case CS_VALUE_STRING:
     case CS_VALUE_NAME:
-      g_string_append_printf (k, "%zu'%s", strlen (v->u.s ? v->u.s : ""), v->u.s ? v->u.s : "");
-      break;
+      return h ^ g_str_hash (v->u.s ? v->u.s : "");
     case CS_VALUE_PROXY:
-      g_string_append_printf (k, "%p", (void *) v->u.proxy);
-      break;
+      return h ^ g_direct_hash (v->u.proxy);
     case CS_VALUE_DTYPE:
-      g_string_append_printf (k, "%d/%d/%d", v->u.dtype.dtype, v->u.dtype.weak, v->u.dtype.pytype);
-      break;
+      return h ^ ((guint) v->u.dtype.dtype << 8) ^ ((guint) v->u.dtype.weak << 4)
+             ^ v->u.dtype.pytype;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
     case CS_VALUE_DICT:
     case CS_VALUE_SUBSCRIPT:
     case CS_VALUE_ATTR:
-      g_string_append_printf (k, "%u(", v->u.seq.n);
       for (guint i = 0; i < v->u.seq.n; i++)
-        {
-          key_value (k, v->u.seq.items[i]);
-          g_string_append_c (k, ',');
-        }
-      g_string_append_c (k, ')');
-      if (v->attr)
-        g_string_append (k, v->attr);
-      break;
+        h = h * 31 + value_hash (v->u.seq.items[i], depth + 1);
+      return h;
     case CS_VALUE_CALL:
-      g_string_append_printf (k, "%s(", v->u.call.callee ? v->u.call.callee : "");
+      h ^= g_str_hash (v->u.call.callee ? v->u.call.callee : "");
       for (guint i = 0; i < v->u.call.n_args; i++)
-        {
-          g_string_append_printf (k, "%s=", v->u.call.args[i].name ? v->u.call.args[i].name : "");
-          key_value (k, v->u.call.args[i].value);
-          g_string_append_c (k, ',');
-        }
-      g_string_append_c (k, ')');
-      break;
+        h = h * 31 + value_hash (v->u.call.args[i].value, depth + 1);
+      return h;
     default:
-      break;
+      return h;
     }
 }
 
-/* The CSE key of @s, or NULL when @s must never be merged. */
-static char *
-cse_key (const CsStmt *s)
+static gboolean
+value_eq (const CsValue *a, const CsValue *b, guint depth)
+{
+  if (a == b)
+    return TRUE;
+  if (a == NULL || b == NULL || a->kind != b->kind || depth > 32)
+    return FALSE;
+  switch (a->kind)
+    {
+    case CS_VALUE_BOOL:
+      return !a->u.b == !b->u.b;
+    case CS_VALUE_INT:
+      return a->u.i == b->u.i;
+    case CS_VALUE_FLOAT:
+      /* bit equality: 0.0 and -0.0 differ, NaN equals itself */
+      return memcmp (&a->u.f, &b->u.f, sizeof (double)) == 0;
+    case CS_VALUE_COMPLEX:
+      return memcmp (&a->u.c, &b->u.c, sizeof a->u.c) == 0;
+    case CS_VALUE_STRING:
+    case CS_VALUE_NAME:
+      return g_strcmp0 (a->u.s, b->u.s) == 0;
+    case CS_VALUE_PROXY:
+      return a->u.proxy == b->u.proxy;
+    case CS_VALUE_DTYPE:
+      return a->u.dtype.dtype == b->u.dtype.dtype && a->u.dtype.weak == b->u.dtype.weak
+             && a->u.dtype.pytype == b->u.dtype.pytype;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      if (a->u.seq.n != b->u.seq.n || g_strcmp0 (a->attr, b->attr) != 0)
+        return FALSE;
+      for (guint i = 0; i < a->u.seq.n; i++)
+        if (!value_eq (a->u.seq.items[i], b->u.seq.items[i], depth + 1))
+          return FALSE;
+      return TRUE;
+    case CS_VALUE_CALL:
+      if (g_strcmp0 (a->u.call.callee, b->u.call.callee) != 0 || a->u.call.n_args != b->u.call.n_args)
+        return FALSE;
+      for (guint i = 0; i < a->u.call.n_args; i++)
+        if (g_strcmp0 (a->u.call.args[i].name, b->u.call.args[i].name) != 0
+            || !value_eq (a->u.call.args[i].value, b->u.call.args[i].value, depth + 1))
+          return FALSE;
+      return TRUE;
+    default:
+      return TRUE; /* NONE, UNDERSCORE, ELLIPSIS */
+    }
+}
+
+/* TRUE when @s may be merged with an equal statement (Thunder's cse_single_bsym rules). */
+static gboolean
+cse_eligible (const CsStmt *s)
 {
   const CsOp *sem;
-  GString *k;
 
   if (s->kind != CS_STMT_CALL || s->op == NULL || s->out == NULL || _cs_stmt_is_region (s))
-    return NULL;
+    return FALSE;
   sem = cs_op_semantic (s->op);
   if ((s->op->tags | sem->tags) & (CS_OP_TAG_RANDOM | CS_OP_TAG_DONT_DCE))
-    return NULL;
+    return FALSE;
   if (sem->category == CS_OP_CAT_ATTENTION || sem->id == CS_OP_PRIM_GET_GRAD
       || sem->category == CS_OP_CAT_OPAQUE || sem->category == CS_OP_CAT_BOOKKEEPING)
-    return NULL;
-  k = g_string_new (NULL);
-  g_string_append_printf (k, "%d|%s|%d|", (int) s->op->id, s->callee ? s->callee : "",
-                          s->backward ? 1 : 0);
+    return FALSE;
+  return TRUE;
+}
+
+/* The CSE key: (op, callee, BACKWARD flag, arguments with proxies resolved). */
+static guint
+cse_hash (gconstpointer p)
+{
+  const CsStmt *s = p;
+  guint h = (guint) s->op->id * 40503u ^ g_str_hash (s->callee ? s->callee : "")
+            ^ (s->backward ? 0x9e3779b9u : 0);
   for (guint i = 0; i < s->n_args; i++)
-    {
-      g_string_append_printf (k, "%s=", s->args[i].name ? s->args[i].name : "");
-      key_value (k, s->args[i].value);
-      g_string_append_c (k, ';');
-    }
-  return g_string_free (k, FALSE);
+    h = h * 31 + value_hash (s->args[i].value, 0)
+        + (s->args[i].name ? g_str_hash (s->args[i].name) : 0);
+  return h;
+}
+
+static gboolean
+cse_equal (gconstpointer pa, gconstpointer pb)
+{
+  const CsStmt *a = pa, *b = pb;
+  if (a->op != b->op || !a->backward != !b->backward || a->n_args != b->n_args
+      || g_strcmp0 (a->callee, b->callee) != 0)
+    return FALSE;
+  for (guint i = 0; i < a->n_args; i++)
+    if (g_strcmp0 (a->args[i].name, b->args[i].name) != 0
+        || !value_eq (a->args[i].value, b->args[i].value, 0))
+      return FALSE;
+  return TRUE;
 }
 
 /* Maps the outputs of @dup to those of @orig; FALSE when their shapes differ. */
@@ -213,24 +261,21 @@ map_outputs (GHashTable *map, const CsStmt *dup, const CsStmt *orig)
   return TRUE;
 }
 
-/* Returns FALSE when @s is a duplicate (dropped). */
+/* Returns FALSE when @s is a duplicate (dropped).  @seen is a set of statements keyed by
+ * cse_hash/cse_equal (their arguments are already rewritten through @map). */
 static gboolean
 cse_stmt (CsTrace *t, CsStmt *s, GHashTable *map, GHashTable *seen)
 {
-  char *key;
   CsStmt *prev;
 
   _cs_stmt_remap_reads (t, s, map);
-  key = cse_key (s);
-  if (key == NULL)
+  if (!cse_eligible (s))
     return TRUE;
-  prev = g_hash_table_lookup (seen, key);
+  prev = g_hash_table_lookup (seen, s);
   if (prev != NULL && map_outputs (map, s, prev))
-    {
-      g_free (key);
-      return FALSE;
-    }
-  g_hash_table_insert (seen, key, s);
+    return FALSE;
+  if (prev == NULL)
+    g_hash_table_insert (seen, s, s);
   return TRUE;
 }
 
@@ -243,7 +288,7 @@ cs_cse_trace (const CsTrace *trace)
   g_autoptr(CsTrace) t = NULL;
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
   g_autoptr(GHashTable) map = _cs_proxy_map_new ();
-  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) seen = g_hash_table_new (cse_hash, cse_equal);
 
   g_return_val_if_fail (trace != NULL, NULL);
 
@@ -255,8 +300,7 @@ cs_cse_trace (const CsTrace *trace)
       if (_cs_stmt_is_region (s))
         {
           g_autoptr(GHashTable) imap = _cs_proxy_map_new ();
-          g_autoptr(GHashTable) iseen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                                               NULL);
+          g_autoptr(GHashTable) iseen = g_hash_table_new (cse_hash, cse_equal);
           g_autoptr(GPtrArray) subs = g_ptr_array_new ();
           GHashTableIter it;
           gpointer k, v;
