@@ -1276,7 +1276,7 @@ shfl_merge (GString *o, RedKind k, const char *at, const char *ind)
 }
 
 static gboolean
-gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
+gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, GError **error)
 {
   CsCudaProgram *p = g->p;
   CsOpId id = cs_op_semantic (st->op)->id;
@@ -1335,6 +1335,10 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
     {
       CsProxy *y = g_ptr_array_index (ys, i);
 
+      /* The reduction's only use is a cast to a region output: store that output directly
+       * (the cast is the store's conversion), skipping a kernel and the f32 scratch. */
+      if (epi && ys->len == 1)
+        y = epi;
       if (y->kind == CS_PROXY_TENSOR && y->typed)
         {
           if (!dtype_supported (y->dtype))
@@ -1411,7 +1415,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, GError **error)
   /* Column form: a 32 x 8 tile; the reduction split over blockIdx.y into partials. */
   {
     int64_t bx = (O + 31) / 32;
-    int64_t S = (4 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
+    int64_t S = (8 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;   /* ~8 blocks per SM */
     int64_t max_s = (R + 63) / 64;
     guint part = 0;
     const char *v;
@@ -1527,6 +1531,9 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   g_autofree guint *slots = g_new0 (guint, MAX (n_outs, 1));
   g_autofree CsProxy **group = g_new0 (CsProxy *, MAX (n_outs, 1));
   g_autofree CsProxy **alias = g_new0 (CsProxy *, MAX (n_outs, 1));
+  g_autoptr(GHashTable) uses = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) user_of = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) is_out = g_hash_table_new (NULL, NULL);
   gboolean ok = FALSE;
 
   g.p = p;
@@ -1550,11 +1557,50 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
         g_hash_table_insert (g.def, g_ptr_array_index (o, j), prims[i]);
     }
 
+  /* Uses of every value (prim operands and region outputs), for the reduction epilogue. */
+  for (guint i = 0; i < n_prims; i++)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      if (prims[i]->kind != CS_STMT_CALL)
+        continue;
+      cs_stmt_collect_inputs (prims[i], ins);
+      for (guint j = 0; j < ins->len; j++)
+        {
+          gpointer k = g_ptr_array_index (ins, j);
+
+          g_hash_table_insert (uses, k, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (uses, k)) + 1));
+          g_hash_table_insert (user_of, k, prims[i]);
+        }
+    }
+  for (guint i = 0; i < n_outs; i++)
+    {
+      g_hash_table_insert (uses, outs[i], GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (uses, outs[i])) + 1));
+      g_hash_table_add (is_out, outs[i]);
+    }
+
   /* 1. Reductions, in trace order. */
   for (guint i = 0; i < n_prims; i++)
     if (prims[i]->kind == CS_STMT_CALL && is_reduction (prims[i]))
-      if (!gen_reduction (&g, prims[i], outs, n_outs, error))
-        goto out;
+      {
+        CsProxy *epi = NULL;
+        g_autoptr(GPtrArray) ro = g_ptr_array_new ();
+
+        cs_stmt_collect_outputs (prims[i], ro);
+        if (ro->len == 1 && GPOINTER_TO_UINT (g_hash_table_lookup (uses, g_ptr_array_index (ro, 0))) == 1)
+          {
+            CsProxy *y = g_ptr_array_index (ro, 0);
+            CsStmt *user = g_hash_table_lookup (user_of, y);
+            CsProxy *z = user ? cs_stmt_get_output (user) : NULL;
+
+            if (user && cs_op_semantic (user->op)->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE && z
+                && z->kind == CS_PROXY_TENSOR && cs_dtype_is_float (z->dtype) && y->kind == CS_PROXY_TENSOR
+                && same_shape (y, z) && g_hash_table_contains (is_out, z))
+              epi = z;
+          }
+        if (!gen_reduction (&g, prims[i], outs, n_outs, epi, error))
+          goto out;
+      }
 
   /* 2. Outputs already produced: passthrough inputs and reduction results. */
   for (guint i = 0; i < n_outs; i++)
