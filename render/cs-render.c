@@ -3,6 +3,14 @@
 
 #include "cs-render-types.h"
 
+/**
+ * cs_render_error_quark:
+ *
+ * The error domain of render/ (#CsRenderError codes): traces that cannot be drawn, Graphviz
+ * failures (with Graphviz's own message), hard size limits, unwritable output files and
+ * unknown export formats.
+ * Returns: the quark
+ */
 G_DEFINE_QUARK (cs-render-error-quark, cs_render_error)
 
 /**
