@@ -18,6 +18,7 @@
 #define MIN_SCALE 0.02   /* px per pt */
 #define MAX_SCALE 8.0    /* px per pt */
 #define FIT_MARGIN_PX 24.0
+#define MIN_READABLE_SCALE 0.5  /* px per pt: below this, labels (10 pt) are under 5 px */
 
 struct _CsGraphView
 {
@@ -35,6 +36,7 @@ struct _CsGraphView
 
   CsView           view;          /* pan / zoom */
   gboolean         need_fit;      /* fit on the next allocation */
+  gboolean         fit_whole;     /* that fit shows the whole graph even when unreadable */
   double           drag_tx;       /* px: view.tx at drag begin */
   double           drag_ty;       /* px: view.ty at drag begin */
   double           pointer_x;     /* px: last pointer position (zoom centre) */
@@ -253,7 +255,19 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
             lw = 0;
           cs_view_init_fit (&self->view, self->layout, width - lw, height, FIT_MARGIN_PX, 1.5);
           self->view.tx += lw;
+          if (!self->fit_whole && self->view.scale < MIN_READABLE_SCALE)
+            {
+              /* A graph too big to read when fitted opens readable at its top instead (fitted
+               * to the width when that is enough); Fit (Ctrl+0) shows all of it. */
+              double bw = self->layout->bb.x1 - self->layout->bb.x0;
+              double sw = bw > 0 ? (width - lw - 2 * FIT_MARGIN_PX) / bw : 1.0;
+
+              self->view.scale = CLAMP (sw, MIN_READABLE_SCALE, 1.0);
+              self->view.tx = lw + FIT_MARGIN_PX;
+              self->view.ty = FIT_MARGIN_PX;
+            }
           self->need_fit = FALSE;
+          self->fit_whole = FALSE;
         }
       cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_DEFAULT);
     }
@@ -817,12 +831,13 @@ cs_graph_view_zoom_by (CsGraphView *self, double factor)
            gtk_widget_get_height (GTK_WIDGET (self)) / 2.0);
 }
 
-/** Fits the whole graph into the widget (at most 150 %). */
+/** Fits the whole graph into the widget (at most 150 %), however small it gets. */
 void
 cs_graph_view_fit (CsGraphView *self)
 {
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
   self->need_fit = TRUE;
+  self->fit_whole = TRUE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ZOOM]);
 }

@@ -731,8 +731,6 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       cs_window_show_error (self, msg);
       set_analysis (self, as_read);
       show_first_family (self);
-      cs_graph_view_fit (self->forward_view);
-      cs_graph_view_fit (self->backward_view);
       return;
     }
   if (cs_analysis_get_warning (job->analysis) != NULL)
@@ -741,8 +739,6 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     hide_error (self);
   set_analysis (self, job->analysis);
   show_first_family (self);
-  cs_graph_view_fit (self->forward_view);
-  cs_graph_view_fit (self->backward_view);
 }
 
 /**

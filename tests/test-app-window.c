@@ -750,6 +750,50 @@ test_recent (Fixture *fx, gconstpointer data)
   g_assert_true (g_file_equal (fx->win->file, file));
 }
 
+/* The LLaMA block from Thunder (../shared/traces): every matmul/linear has bf16 operands, so
+ * all of them carry tensor-core badges, and matmul=upcast-f32 leaves none.  Logs how long the
+ * GTK thread was busy while the pipeline re-ran (information, not asserted). */
+static void
+test_large_policy (Fixture *fx, gconstpointer data)
+{
+  const char *shared = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = shared ? g_build_filename (shared, "thunder_llama_stack_initial.txt", NULL)
+                                 : NULL;
+  g_autoptr(GFile) file = NULL;
+  Ticker ticker = { 0, 0 };
+  guint tick_id, tc_before, tc_after, f32_after;
+  gint64 t0;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("../shared/traces/thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->analysis);
+  tc_before = cs_graph_view_count_badges (fx->win->forward_view, TRUE);
+  g_assert_cmpuint (tc_before, >=, 4);
+  g_assert_cmpuint (cs_graph_view_count_badges (fx->win->forward_view, FALSE), ==, 0);
+
+  t0 = g_get_monotonic_time ();
+  tick_id = g_timeout_add (5, tick_cb, &ticker);
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"),
+                              value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  g_source_remove (tick_id);
+  tc_after = cs_graph_view_count_badges (fx->win->forward_view, TRUE);
+  f32_after = cs_graph_view_count_badges (fx->win->forward_view, FALSE);
+  g_test_message ("llama forward: tensor-core badges %u -> %u, f32 badges %u; policy change "
+                  "took %.0f ms, GTK thread busy at most %.0f ms", tc_before, tc_after, f32_after,
+                  (g_get_monotonic_time () - t0) / 1000.0, ticker.max_gap_us / 1000.0);
+  g_assert_cmpuint (tc_after, ==, 0);
+  g_assert_cmpuint (f32_after, ==, tc_before);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-upcast.png");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -787,6 +831,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/text-click", Fixture, NULL, fixture_setup, test_text_click,
               fixture_teardown);
   g_test_add ("/app/window/open-all", Fixture, NULL, fixture_setup, test_open_all,
+              fixture_teardown);
+  g_test_add ("/app/window/large-policy", Fixture, NULL, fixture_setup, test_large_policy,
               fixture_teardown);
   g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
               fixture_teardown);
