@@ -374,6 +374,88 @@ test_int_math (void)
   }
 }
 
+/* Every unary float prim at a point whose value is a published constant (f64 tensors: the
+ * math runs in f64).  pi/3, pi/6, ln(sqrt(pi)) and the rest to 10 digits. */
+static void
+test_unary_table (void)
+{
+  static const struct { const char *op; double x; double want; } cases[] = {
+    { "acos", 0.5, 1.0471975512 }, { "asin", 0.5, 0.5235987756 }, { "atan", 0.5, 0.4636476090 },
+    { "acosh", 2.0, 1.3169578969 }, { "asinh", 0.5, 0.4812118251 }, { "atanh", 0.5, 0.5493061443 },
+    { "cos", 0.5, 0.8775825619 }, { "cosh", 0.5, 1.1276259652 }, { "sinh", 0.5, 0.5210953055 },
+    { "tan", 0.5, 0.5463024898 }, { "expm1", 0.5, 0.6487212707 }, { "log1p", 0.5, 0.4054651081 },
+    { "log2", 0.5, -1.0 }, { "log10", 0.5, -0.3010299957 }, { "exp2", 0.5, 1.4142135624 },
+    { "erfc", 0.5, 0.4795001222 }, { "lgamma", 0.5, 0.5723649429 }, { "floor", -2.5, -3.0 },
+    { "ceil", -2.5, -2.0 }, { "round", 2.5, 2.0 }, { "round", -2.5, -2.0 }, { "round", 3.5, 4.0 },
+    { "trunc", -2.5, -2.0 }, { "sign", -2.5, -1.0 }, { "sign", 0.0, 0.0 }, { "neg", 0.5, -0.5 },
+    { "abs", -0.5, 0.5 }, { "real", -0.5, -0.5 },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *text = g_strdup_printf ("def computation(a):\n"
+                                               "  # a: \"cpu f64[1]\"\n"
+                                               "  t0 = prims.%s(a)  # t0: \"cpu f64[1]\"\n"
+                                               "  return t0\n", cases[i].op);
+      CsTensor *in[] = { T1 (CS_DTYPE_F64, 1, cases[i].x), NULL };
+      g_autoptr (GPtrArray) o = run (text, in);
+
+      if (fabs (cs_tensor_get_f64 (OUT (o, 0), 0) - cases[i].want) > 1e-9)
+        g_error ("prims.%s(%g) = %.12g, want %.12g", cases[i].op, cases[i].x,
+                 cs_tensor_get_f64 (OUT (o, 0), 0), cases[i].want);
+      free_inputs (in);
+    }
+}
+
+/* The remaining binary/ternary prims and the bool-valued unary ones. */
+static void
+test_binary_table (void)
+{
+  const char *text =
+    "def computation(a, b, i, j, z):\n"
+    "  # a: \"cpu f64[2]\"\n"
+    "  # b: \"cpu f32[1]\"\n"
+    "  # i: \"cpu i32[2]\"\n"
+    "  # j: \"cpu i32[2]\"\n"
+    "  # z: \"cpu f32[3]\"\n"
+    "  t0 = prims.atan2(a, a)  # t0: \"cpu f64[2]\"\n"
+    "  t1 = prims.nextafter(a, 2.0)  # t1: \"cpu f64[2]\"\n"
+    "  t2 = prims.nextafter(b, 2.0)  # t2: \"cpu f32[1]\"\n"
+    "  t3 = prims.lerp(a, 3.0, 0.25)  # t3: \"cpu f64[2]\"\n"
+    "  t4 = prims.bitwise_or(i, j)  # t4: \"cpu i32[2]\"\n"
+    "  t5 = prims.bitwise_xor(i, j)  # t5: \"cpu i32[2]\"\n"
+    "  t6 = prims.bitwise_left_shift(i, j)  # t6: \"cpu i32[2]\"\n"
+    "  t7 = prims.bitwise_right_shift(i, 1)  # t7: \"cpu i32[2]\"\n"
+    "  t8 = prims.bitwise_not(i)  # t8: \"cpu i32[2]\"\n"
+    "  t9 = prims.isfinite(z)  # t9: \"cpu b8[3]\"\n"
+    "  t10 = prims.signbit(z)  # t10: \"cpu b8[3]\"\n"
+    "  t11 = prims.le(i, j)  # t11: \"cpu b8[2]\"\n"
+    "  t12 = prims.gt(a, 1.0)  # t12: \"cpu b8[2]\"\n"
+    "  return (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12)\n";
+  CsTensor *in[] = { T1 (CS_DTYPE_F64, 2, 1.0, -1.0), T1 (CS_DTYPE_F32, 1, 1.0),
+                     T1 (CS_DTYPE_I32, 2, 5, -16), T1 (CS_DTYPE_I32, 2, 3, 2),
+                     T1 (CS_DTYPE_F32, 3, INFINITY, -0.0, NAN), NULL };
+  g_autoptr (GPtrArray) o = run (text, in);
+
+  /* atan2(1, 1) = pi/4, atan2(-1, -1) = -3pi/4 */
+  WANT1 (OUT (o, 0), CS_DTYPE_F64, 2, 1e-9, 0.7853981634, -2.3561944902);
+  /* nextafter toward 2: 1 + 2^-52 in f64, 1 + 2^-23 in f32; -1 + 2^-53 in f64 */
+  WANT1 (OUT (o, 1), CS_DTYPE_F64, 2, 0, 1.0 + 0x1p-52, -1.0 + 0x1p-53);
+  WANT1 (OUT (o, 2), CS_DTYPE_F32, 1, 0, 1.0 + 0x1p-23);
+  /* lerp(a, 3, 0.25) = a + 0.25 (3 - a) */
+  WANT1 (OUT (o, 3), CS_DTYPE_F64, 2, 0, 1.5, 0.0);
+  WANT1 (OUT (o, 4), CS_DTYPE_I32, 2, 0, 7, -14);     /* 101|011; ...110000|10 */
+  WANT1 (OUT (o, 5), CS_DTYPE_I32, 2, 0, 6, -14);
+  WANT1 (OUT (o, 6), CS_DTYPE_I32, 2, 0, 40, -64);    /* 5 << 3, -16 << 2 */
+  WANT1 (OUT (o, 7), CS_DTYPE_I32, 2, 0, 2, -8);      /* arithmetic shift */
+  WANT1 (OUT (o, 8), CS_DTYPE_I32, 2, 0, -6, 15);
+  WANT1 (OUT (o, 9), CS_DTYPE_B8, 3, 0, 0, 1, 0);
+  WANT1 (OUT (o, 10), CS_DTYPE_B8, 3, 0, 0, 1, 0);
+  WANT1 (OUT (o, 11), CS_DTYPE_B8, 2, 0, 0, 1);
+  WANT1 (OUT (o, 12), CS_DTYPE_B8, 2, 0, 0, 0);
+  free_inputs (in);
+}
+
 /* bf16 rounding at every prim output, end to end through a Thunder-style cast pair. */
 static const char *bf16_add_trace =
   "def computation(a):\n"
@@ -1552,6 +1634,8 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/elementwise/unary", test_unary);
   g_test_add_func ("/core/ref/elementwise/binary", test_binary);
   g_test_add_func ("/core/ref/elementwise/int", test_int_math);
+  g_test_add_func ("/core/ref/elementwise/unary-table", test_unary_table);
+  g_test_add_func ("/core/ref/elementwise/binary-table", test_binary_table);
   g_test_add_func ("/core/ref/bf16/add-cast-pair", test_bf16_rounding);
   g_test_add_func ("/core/ref/bf16/native-prim", test_bf16_native_prim);
   g_test_add_func ("/core/ref/bf16/sum", test_bf16_reduction);
