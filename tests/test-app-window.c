@@ -214,6 +214,9 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   if (!open_seed (fx))
     return;
 
+  /* GtkApplication found the shortcuts window in the resource bundle. */
+  g_assert_nonnull (gtk_application_window_get_help_overlay (GTK_APPLICATION_WINDOW (fx->win)));
+
   /* Default policy. */
   show_family (fx->win, "forward");
   g_assert_cmpstr (cs_policy_get (&fx->win->policy, "matmul"), ==, "native");
