@@ -132,6 +132,8 @@ fail (Ctx *c, const CsStmt *s, CsRefError code, const char *fmt, ...)
   va_list ap;
   guint line = stmt_line (c, s);
 
+  if (c->error && *c->error)
+    return FALSE;   /* the first failure of a statement is the one reported */
   va_start (ap, fmt);
   msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
@@ -2786,6 +2788,8 @@ unsupported (Ctx *c, const CsStmt *s)
 {
   guint line = stmt_line (c, s);
 
+  if (c->error && *c->error)
+    return FALSE;
   if (c->trace->file && line)
     g_set_error (c->error, CS_REF_ERROR, CS_REF_ERROR_UNSUPPORTED,
                  "%s:%u: no CPU reference for %s", c->trace->file, line, s->callee);
@@ -3084,7 +3088,14 @@ exec_call (Ctx *c, const CsStmt *s)
       return unsupported (c, s);
     }
   if (v == NULL)
-    return FALSE;
+    {
+      /* every kernel reports its own failures; this catches an argument that is not what
+       * the op takes where a kernel only noticed that no value came out */
+      if (c->error && *c->error == NULL)
+        fail (c, s, CS_REF_ERROR_INPUT, "arguments do not fit %s's signature",
+              cs_op_semantic (s->op)->name);
+      return FALSE;
+    }
   if (s->out == NULL)
     return TRUE;
   return bind_target (c, s, s->out, v);

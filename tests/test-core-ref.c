@@ -7,6 +7,7 @@
  */
 #include "cs-config.h"
 
+#include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-ref.h"
 #include "cs-tensor.h"
@@ -1421,6 +1422,67 @@ test_estimate (void)
   g_assert_cmpfloat (elems, ==, 8);
 }
 
+/* Robustness: every prim of the op table and the executor calls with a list of malformed
+ * argument patterns either runs or fails with a CS_REF_ERROR naming the statement; never a
+ * crash (run this test under ASan/UBSan too). */
+static void
+test_malformed_arguments (void)
+{
+  static const char *patterns[] = {
+    "", "a", "a, a", "a, 'x'", "1.5", "a, (0,)", "a, [2, 3], [0]", "a, [2, 3], [1]",
+    "a, a, a", "[a], 0", "[a, i], 0", "a, None", "None, None, None", "a, (5,)", "a, (-1,)",
+    "a, i", "i, a, 0", "a, i, 7", "a, i, 1", "a, i, -3", "a, [6], [0]", "(2, 3), 1.0",
+    "(2, -3), 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32", "-5, start=0",
+    "a, 0.0, [(1, 1, 0)]", "a, 0.0, [(1, 1, -1), (0, 0, 0)]", "a, [0, 0], [9, 9], [1, 1]",
+    "a, [0, 0], [2, 3], [0, 1]", "a, (1, 0, 2)", "a, (0, 0)", "a, dtypes.float32",
+    "a, dtypes.complex64", "i, 0", "a, b", "b, a", "a, a, a, 0.0, True", "a, (0, 1), correction=7",
+  };
+  const char *header =
+    "def computation(a, b, i):\n"
+    "  # a: \"cpu f32[2, 3]\"\n"
+    "  # b: \"cpu bf16[3, 2]\"\n"
+    "  # i: \"cpu i64[2]\"\n";
+  CsTensor *in[] = { T2 (CS_DTYPE_F32, 2, 3, 1, 2, 3, 4, 5, 6), T2 (CS_DTYPE_BF16, 3, 2, 1, 2, 3, 4, 5, 6),
+                     T1 (CS_DTYPE_I64, 2, 0, 5), NULL };
+  guint n_ok = 0, n_err = 0;
+
+  for (int id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get ((CsOpId) id);
+
+      if (!g_str_has_prefix (op->name, "prims.") && !g_str_has_prefix (op->name, "sdpafx_")
+          && strcmp (op->name, "ltorch.nll_loss_backward") != 0
+          && strcmp (op->name, "ltorch.embedding_backward") != 0)
+        continue;
+      for (guint k = 0; k < G_N_ELEMENTS (patterns); k++)
+        {
+          g_autofree char *text = g_strdup_printf ("%s  t9 = %s(%s)\n  return t9\n", header,
+                                                   op->name, patterns[k]);
+          g_autoptr (GError) error = NULL;
+          g_autoptr (CsTrace) trace = cs_parse_trace (text, "m.txt", &error);
+          g_autoptr (GPtrArray) out = NULL;
+
+          if (trace == NULL)
+            continue;   /* the parser refused it: nothing to run */
+          if (cs_ref_run (trace, in, 3, CS_REF_EXACT, &out, &error))
+            n_ok++;
+          else
+            {
+              if (error == NULL)
+                g_error ("%s(%s) failed without an error", op->name, patterns[k]);
+              g_assert_true (error->domain == CS_REF_ERROR || error->domain == CS_TENSOR_ERROR);
+              n_err++;
+            }
+        }
+    }
+  /* most patterns are wrong for most prims */
+  g_assert_cmpuint (n_err, >, n_ok);
+  g_assert_cmpuint (n_ok, >, 50);
+  if (g_test_verbose ())
+    g_test_message ("%u ran, %u refused", n_ok, n_err);
+  free_inputs (in);
+}
+
 /* ---- castscope-cli run --device cpu ------------------------------------------------------ */
 
 typedef struct
@@ -1657,6 +1719,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/loss-embedding-backward", test_loss_embedding_backward);
   g_test_add_func ("/core/ref/scatter", test_scatter);
   g_test_add_func ("/core/ref/estimate", test_estimate);
+  g_test_add_func ("/core/ref/robustness/malformed-arguments", test_malformed_arguments);
   g_test_add_func ("/core/ref/cli/run-cpu", test_cli_run_cpu);
   g_test_add_func ("/core/ref/cli/errors", test_cli_run_errors);
 
