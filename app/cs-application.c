@@ -136,7 +136,6 @@ cs_application_startup (GApplication *app)
   for (gsize i = 0; i < G_N_ELEMENTS (accels); i++)
     gtk_application_set_accels_for_action (GTK_APPLICATION (app), accels[i].action,
                                            accels[i].accels);
-  g_object_set (gtk_settings_get_default (), "gtk-application-prefer-dark-theme", FALSE, NULL);
 }
 
 static void

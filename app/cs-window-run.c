@@ -110,6 +110,8 @@ progress_idle (gpointer data)
 {
   RunProgress *p = data;
 
+  if (p->self->run_progress == NULL)
+    return G_SOURCE_REMOVE;   /* the window closed */
   gtk_widget_set_visible (GTK_WIDGET (p->self->run_progress), TRUE);
   gtk_progress_bar_set_fraction (p->self->run_progress, p->fraction);
   gtk_progress_bar_set_text (p->self->run_progress, p->text);
@@ -561,6 +563,8 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   _cs_window_job_end (self);
+  if (job->generation != self->generation)
+    return;     /* the traces changed, or the window closed */
   if (!g_task_propagate_boolean (G_TASK (result), &error))
     {
       if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
@@ -571,9 +575,6 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
       return;
     }
-  if (job->generation != self->generation)
-    return;
-
   _cs_window_clear_run (self);
   for (guint i = 0; i < job->rows->len; i++)
     {

@@ -29,15 +29,18 @@ static void update_shown (CsWindow *self);
 void
 _cs_window_job_begin (CsWindow *self)
 {
-  if (self->n_jobs++ == 0)
+  if (self->n_jobs++ == 0 && self->busy_spinner != NULL)
     gtk_spinner_start (self->busy_spinner);
 }
 
+/* Jobs may end after the window was closed (their tasks hold a reference): the template
+ * children are gone then (busy_spinner NULL), and dispose bumped the generation so that every
+ * late result is dropped as stale. */
 void
 _cs_window_job_end (CsWindow *self)
 {
   g_return_if_fail (self->n_jobs > 0);
-  if (--self->n_jobs == 0)
+  if (--self->n_jobs == 0 && self->busy_spinner != NULL)
     gtk_spinner_stop (self->busy_spinner);
 }
 
@@ -859,6 +862,9 @@ cs_window_dispose (GObject *object)
 
   if (self->cancellable != NULL)
     g_cancellable_cancel (self->cancellable);
+  if (self->run_cancellable != NULL)
+    g_cancellable_cancel (self->run_cancellable);
+  self->generation++;   /* results still in flight are stale now */
   gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
   G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
 }

@@ -143,7 +143,8 @@ fixture_setup (Fixture *fx, gconstpointer data)
 static void
 fixture_teardown (Fixture *fx, gconstpointer data)
 {
-  gtk_window_destroy (GTK_WINDOW (fx->win));
+  if (fx->win != NULL)
+    gtk_window_destroy (GTK_WINDOW (fx->win));
   for (int i = 0; i < 50 && g_main_context_iteration (NULL, FALSE); i++)
     ;
   g_clear_object (&fx->app);
@@ -797,6 +798,35 @@ test_large_policy (Fixture *fx, gconstpointer data)
   save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-upcast.png");
 }
 
+/* Closing the window while a load, a policy change and a run are in flight: their results
+ * arrive later and are dropped; nothing touches the destroyed widgets (GTK would log a
+ * critical, fatal in tests). */
+static void
+test_close_while_busy (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *seed = seed_path ();
+  g_autoptr(GFile) file = NULL;
+  g_autoptr(CsWindow) win = NULL;
+  gboolean done = FALSE;
+
+  if (!open_seed (fx))
+    return;
+  win = g_object_ref (fx->win);
+  g_action_group_activate_action (G_ACTION_GROUP (win), "run", NULL);
+  g_action_group_change_action_state (G_ACTION_GROUP (win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  file = g_file_new_for_path (seed);
+  cs_window_open_file (win, file);
+  g_assert_true (_cs_window_is_busy (win));
+  gtk_window_destroy (GTK_WINDOW (win));
+  fx->win = NULL;
+  /* Let every worker finish and deliver. */
+  g_timeout_add_seconds (3, timeout_cb, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (win->n_jobs, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -837,6 +867,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/window/large-policy", Fixture, NULL, fixture_setup, test_large_policy,
               fixture_teardown);
+  g_test_add ("/app/window/close-while-busy", Fixture, NULL, fixture_setup,
+              test_close_while_busy, fixture_teardown);
   g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
