@@ -2304,6 +2304,66 @@ run_scatter (Ctx *c, const CsStmt *s, gboolean add)
   return out;
 }
 
+/* index_add(a, index, value, dim): a copy of a with value's slice i along dim added to the
+ * slice index[i]; index is 1-D (or 0-D), value has a's shape except value.shape[dim] ==
+ * index.numel.  Source: thunder/core/prims.py index_add meta, torch.index_add. */
+static Rv *
+run_index_add (Ctx *c, const CsStmt *s)
+{
+  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  g_autoptr (Rv) val = arg_tensor (c, s, 2, "value");
+  int64_t outer = 1, inner = 1;
+  guint dim = 0;
+  double d = 0;
+  Rv *out;
+
+  if (a == NULL || index == NULL || val == NULL)
+    return NULL;
+  if (!number_of (c, s, cs_stmt_get_arg (s, 3, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, value, dim)");
+      return NULL;
+    }
+  if (index->rank > 1 || is_float (index->dtype) || val->kind != RV_TENSOR || val->rank != a->rank
+      || (a->rank > 0 && val->shape[dim] != index->numel))
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "index must be 1-D integers and value a's shape with "
+            "value.shape[dim] == len(index)");
+      return NULL;
+    }
+  for (guint i = 0; i < a->rank; i++)
+    if (i != dim && val->shape[i] != a->shape[i])
+      {
+        fail (c, s, CS_REF_ERROR_SHAPE, "a and value differ in dimension %u", i);
+        return NULL;
+      }
+  out = rv_new_tensor (c, s, a->dtype, a->shape, a->rank);
+  if (out == NULL)
+    return NULL;
+  memcpy (out->data, a->data, (gsize) a->numel * sizeof (double));
+  for (guint i = 0; i < dim; i++)
+    outer *= a->shape[i];
+  for (guint i = dim + 1; i < a->rank; i++)
+    inner *= a->shape[i];
+  for (int64_t j = 0; j < index->numel; j++)
+    {
+      int64_t k = 0;
+      int64_t ext = a->rank > 0 ? a->shape[dim] : 1;
+
+      if (!check_index (c, s, index->data[j], ext, &k))
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      for (int64_t o = 0; o < outer; o++)
+        for (int64_t e = 0; e < inner; e++)
+          out->data[(o * ext + k) * inner + e] += val->data[(o * index->numel + j) * inner + e];
+    }
+  round_values (out->data, out->numel, out->dtype, c->mode);
+  return out;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Attention executor calls (sdpa executor): scaled dot product attention, forward and backward */
 
@@ -3041,6 +3101,9 @@ exec_call (Ctx *c, const CsStmt *s)
       break;
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
       v = run_sdpa_backward (c, s);
+      break;
+    case CS_OP_PRIM_INDEX_ADD:
+      v = run_index_add (c, s);
       break;
     case CS_OP_PRIM_SCATTER_ADD:
       v = run_scatter (c, s, TRUE);

@@ -25,7 +25,7 @@
  * binary elementwise prim of reference 3.1 on floats and ints (not erfinv, erfcinv, ndtri,
  * digamma, zeta, frexp, py_floordiv, complex), where, lerp, sum/prod/amax/amin, var,
  * var_mean, argmax/argmin, matmul (torch.matmul semantics: 1-D operands, broadcast batch
- * dims), linear, take, take_along_axis, gather, scatter, scatter_add, embedding,
+ * dims), linear, take, take_along_axis, gather, scatter, scatter_add, index_add, embedding,
  * embedding_backward, full, iota, uniform/uniform_philox (GRand stream, not CUDA's Philox),
  * shape/size; executor calls without subsymbols: sdpafx/sdpaex attention forward (dropout 0,
  * top-left causal mask) and the sdpafx backward, ltorch.nll_loss_backward,

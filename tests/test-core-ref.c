@@ -1438,6 +1438,24 @@ test_scatter (void)
   WANT2 (OUT (o, 0), CS_DTYPE_F32, 2, 3, 0, 1, 0, 2, 0, 7, 0);
   WANT2 (OUT (o, 1), CS_DTYPE_F32, 2, 3, 0, 1, 0, 2, 0, 4, 0);
   free_inputs (in);
+
+  /* index_add along dim 1 of zeros[2, 3] with index [2, 2] and value [[1, 2], [3, 4]]: both
+   * columns land on column 2: [3, 7] */
+  {
+    const char *t2 =
+      "def computation(a, idx, v):\n"
+      "  # a: \"cpu f32[2, 3]\"\n"
+      "  # idx: \"cpu i64[2]\"\n"
+      "  # v: \"cpu f32[2, 2]\"\n"
+      "  t0 = prims.index_add(a, idx, v, 1)  # t0: \"cpu f32[2, 3]\"\n"
+      "  return t0\n";
+    CsTensor *in2[] = { T2 (CS_DTYPE_F32, 2, 3, 0, 0, 0, 0, 0, 0), T1 (CS_DTYPE_I64, 2, 2, 2),
+                        T2 (CS_DTYPE_F32, 2, 2, 1, 2, 3, 4), NULL };
+    g_autoptr (GPtrArray) o2 = run (t2, in2);
+
+    WANT2 (OUT (o2, 0), CS_DTYPE_F32, 2, 3, 0, 0, 0, 3, 0, 0, 7);
+    free_inputs (in2);
+  }
 }
 
 /* Work estimate: linear [2, 3] x [4, 3]^T = 2*2*4*3 = 48 FLOP, plus neg over 8 elements. */
