@@ -35,7 +35,9 @@ static const Command commands[] = {
   { "transform", { NULL }, TRUE, TRUE },
   { "stats",     { NULL }, TRUE, TRUE },
   { "diff",      { "--vs", "matmul=upcast-f32", NULL }, TRUE, TRUE },
+#if CS_HAVE_RENDER
   { "render",    { "-o", "@OUT@.svg", NULL }, FALSE, TRUE },
+#endif
   { "run",       { "--device", "cpu", NULL }, TRUE, TRUE },
 };
 
