@@ -182,7 +182,7 @@ case "$cmd" in
     deps; build
     if ! command -v valgrind >/dev/null; then apt-get install -y -qq valgrind >/dev/null; fi
     G_SLICE=always-malloc G_DEBUG=gc-friendly meson test -C "$BUILD" --no-suite gui --no-suite gpu \
-      --wrapper 'valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --suppressions=tests/valgrind.supp' \
+      --wrapper "valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --suppressions=$here/tests/valgrind.supp" \
       --timeout-multiplier 20 --print-errorlogs
     ;;
   gpu-bundle)
