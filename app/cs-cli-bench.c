@@ -25,6 +25,7 @@ cs_cli_cmd_bench (int argc, char **argv)
   gboolean json = FALSE, check = FALSE, default_only = FALSE;
   g_autofree char *dir = NULL;
   g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) dev_error = NULL;
   int rc = CS_CLI_EXIT_OK;
   const GOptionEntry entries[] = {
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "timed samples per measure (default 20)", "N" },
@@ -45,6 +46,12 @@ cs_cli_cmd_bench (int argc, char **argv)
     {
       cs_cli_error ("bench: --iters must be >= 1");
       return CS_CLI_EXIT_USAGE;
+    }
+  /* no GPU: one message, not one per workload and policy under empty headers */
+  if (!cs_cli_cuda_check_device (&dev_error))
+    {
+      cs_cli_error ("bench: cannot run on a GPU: %s", dev_error->message);
+      return CS_CLI_EXIT_INPUT;
     }
   if (files)
     for (guint i = 0; files[i]; i++)

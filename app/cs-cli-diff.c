@@ -9,6 +9,7 @@
 #include "cs-cli.h"
 #include "cs-cli-policy.h"
 #include "cs-diff.h"
+#include "cs-parse.h"
 
 static void
 print_regions (const char *verb, GPtrArray *arr)
@@ -76,6 +77,7 @@ cs_cli_cmd_diff (int argc, char **argv)
   gint index = 0;
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
   g_autoptr(CsPipeline) pa = NULL;
   g_autoptr(CsPipeline) pb = NULL;
   CsPolicy a, b;
@@ -95,7 +97,12 @@ cs_cli_cmd_diff (int argc, char **argv)
   g_option_context_set_description (ctx, desc);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
-  if (argc != 2 || index < 0)
+  if (index < 0)
+    {
+      cs_cli_error ("diff: --index must be >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (argc != 2)
     {
       cs_cli_error ("diff: expected one FILE (try --help)");
       return CS_CLI_EXIT_USAGE;
@@ -106,13 +113,20 @@ cs_cli_cmd_diff (int argc, char **argv)
       cs_cli_error ("diff: %s", error->message);
       return CS_CLI_EXIT_USAGE;
     }
-  pa = cs_cli_run_pipeline (argv[1], (guint) index, &a, grad, &error);
+  /* parse once: "-" (stdin) can be read only once */
+  list = cs_parse_file (argv[1], &error);
+  if (list == NULL)
+    {
+      cs_cli_error ("%s", error->message);
+      return CS_CLI_EXIT_INPUT;
+    }
+  pa = cs_cli_run_pipeline_on_list (list, argv[1], (guint) index, &a, grad, &error);
   if (pa == NULL)
     {
       cs_cli_error ("%s (policy A)", error->message);
       return CS_CLI_EXIT_INPUT;
     }
-  pb = cs_cli_run_pipeline (argv[1], (guint) index, &b, grad, &error);
+  pb = cs_cli_run_pipeline_on_list (list, argv[1], (guint) index, &b, grad, &error);
   if (pb == NULL)
     {
       cs_cli_error ("%s (policy B)", error->message);

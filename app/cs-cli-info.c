@@ -499,7 +499,7 @@ cs_cli_cmd_info (int argc, char **argv)
   list = cs_parse_file (files[0], &error);
   if (list == NULL)
     {
-      fprintf (stderr, "%s\n", error->message);
+      cs_cli_error ("%s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
 #if CS_HAVE_JSON

@@ -69,17 +69,13 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
 #include "cs-parse.h"
 
 CsPipeline *
-cs_cli_run_pipeline (const char *path, guint index, const CsPolicy *policy,
-                     const char *grad_text, GError **error)
+cs_cli_run_pipeline_on_list (const CsTraceList *list, const char *path, guint index,
+                             const CsPolicy *policy, const char *grad_text, GError **error)
 {
-  g_autoptr(CsTraceList) list = NULL;
   g_auto(GStrv) names = NULL;
   CsGradSpec spec;
   gboolean have_spec;
 
-  list = cs_parse_file (path, error);
-  if (list == NULL)
-    return NULL;
   if (index >= list->traces->len)
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -89,4 +85,16 @@ cs_cli_run_pipeline (const char *path, guint index, const CsPolicy *policy,
     }
   have_spec = cs_cli_grad_spec_parse (grad_text, &spec, &names);
   return cs_pipeline_run (list->traces->pdata[index], policy, have_spec ? &spec : NULL, error);
+}
+
+CsPipeline *
+cs_cli_run_pipeline (const char *path, guint index, const CsPolicy *policy,
+                     const char *grad_text, GError **error)
+{
+  g_autoptr(CsTraceList) list = NULL;
+
+  list = cs_parse_file (path, error);
+  if (list == NULL)
+    return NULL;
+  return cs_cli_run_pipeline_on_list (list, path, index, policy, grad_text, error);
 }

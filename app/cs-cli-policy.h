@@ -58,4 +58,20 @@ CsPipeline *cs_cli_run_pipeline (const char     *path,
                                  const char     *grad_text,
                                  GError        **error);
 
+/**
+ * cs_cli_run_pipeline_on_list:
+ * @list: traces already parsed (from @path)
+ * @path: where @list came from, for messages
+ *
+ * As cs_cli_run_pipeline() on a parsed file: for commands that run the pipeline more than
+ * once on one input, which they must read once ("-" is stdin).
+ * Returns: (transfer full): the pipeline, or NULL with @error set
+ */
+CsPipeline *cs_cli_run_pipeline_on_list (const CsTraceList *list,
+                                         const char        *path,
+                                         guint              index,
+                                         const CsPolicy    *policy,
+                                         const char        *grad_text,
+                                         GError           **error);
+
 G_END_DECLS

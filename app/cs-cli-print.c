@@ -64,7 +64,7 @@ cs_cli_cmd_print (int argc, char **argv)
   list = cs_parse_file (files[0], &error);
   if (list == NULL)
     {
-      fprintf (stderr, "%s\n", error->message);
+      cs_cli_error ("%s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
   if (trace_given)

@@ -42,6 +42,16 @@ int       cs_cli_run_cuda            (CsTrace                *fwd,
                                       const CsCliCudaOptions *opts);
 
 /**
+ * cs_cli_cuda_check_device:
+ * @error: return location for the reason (no kernels module, no driver, no device)
+ *
+ * Loads the kernels module and asks it for the device, as cs_cli_run_cuda() does first: for
+ * commands that run many steps and should say once that there is no GPU.
+ * Returns: TRUE when a device can run steps
+ */
+gboolean  cs_cli_cuda_check_device   (GError                **error);
+
+/**
  * cs_cli_cuda_load_step:
  * @path: a trace file: an initial trace (the pipeline runs under @policy), a final forward
  *   trace (its backward is taken from the same file's `backward_fn`, or from a sibling file

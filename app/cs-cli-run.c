@@ -34,7 +34,8 @@ typedef struct
   double    max_rel;    /* max |exact - f64| / max(|f64|, 1e-3 * max|f64|) */
   double    rel_l2;     /* ||exact - f64||_2 / ||f64||_2 (normwise relative error) */
   char     *grad_of;    /* backward: the forward input this is the gradient of, or NULL */
-  gint64    n_nonfinite;/* NaN or inf elements in the exact result where f64 is finite */
+  gint64    n_nonfinite;/* NaN or inf elements in the exact result */
+  gint64    n_mismatch; /* elements where either is NaN or just one is inf (errors then NaN/inf) */
 } RunOutput;
 
 static void
@@ -50,31 +51,14 @@ run_output_free (RunOutput *o)
 static void
 measure (RunOutput *o, const CsTensor *e, const CsTensor *t)
 {
-  double tmax = 0, num = 0, den = 0;
+  CsTensorErrorStats st;
 
-  for (int64_t i = 0; i < t->numel; i++)
-    {
-      double v = fabs (cs_tensor_get_f64 (t, i));
-      if (isfinite (v))
-        tmax = MAX (tmax, v);
-    }
-  for (int64_t i = 0; i < e->numel && i < t->numel; i++)
-    {
-      double a = cs_tensor_get_f64 (e, i), b = cs_tensor_get_f64 (t, i), d;
-
-      if (!isfinite (a) || !isfinite (b))
-        {
-          if (isfinite (b) || (isnan (a) != isnan (b)) || (!isnan (a) && a != b))
-            o->n_nonfinite++;
-          continue;
-        }
-      d = fabs (a - b);
-      num += d * d;
-      den += b * b;
-      o->max_abs = MAX (o->max_abs, d);
-      o->max_rel = MAX (o->max_rel, d / MAX (fabs (b), MAX (1e-3 * tmax, 1e-30)));
-    }
-  o->rel_l2 = den > 0 ? sqrt (num / den) : sqrt (num);
+  cs_tensor_measure_error (e, t, &st);
+  o->max_abs = st.max_abs;
+  o->max_rel = st.max_rel;
+  o->rel_l2 = st.rel_l2;
+  o->n_nonfinite = st.n_nonfinite;
+  o->n_mismatch = st.n_mismatch;
 }
 
 /* The return dict of a forward (`return {'output': ..., 'flat_args': [...]}, (saved...)`),
@@ -282,7 +266,9 @@ print_report (const RunReport *rep, gboolean all)
       if (!all && !is_primary (rep, o))
         {
           n_saved++;
-          if (worst == NULL || o->rel_l2 > worst->rel_l2)
+          /* NaN is the worst */
+          if (worst == NULL || isnan (o->rel_l2)
+              || (!isnan (worst->rel_l2) && o->rel_l2 > worst->rel_l2))
             worst = o;
           continue;
         }
@@ -292,6 +278,9 @@ print_report (const RunReport *rep, gboolean all)
               o->max_abs, o->max_rel, o->rel_l2);
       if (o->n_nonfinite)
         printf ("  non-finite %" G_GINT64_FORMAT, o->n_nonfinite);
+      if (o->n_mismatch)
+        printf ("  MISMATCH: %" G_GINT64_FORMAT " NaN/inf elements disagree with f64",
+                o->n_mismatch);
       if (o->grad_of)
         printf ("  (grad of %s)", o->grad_of);
       printf ("\n");
@@ -302,6 +291,18 @@ print_report (const RunReport *rep, gboolean all)
 }
 
 #if CS_HAVE_JSON
+/* JSON has no inf or NaN: a non-finite error is written as the string "inf" or "nan". */
+static void
+json_add_error (JsonBuilder *b, double v)
+{
+  if (isnan (v))
+    json_builder_add_string_value (b, "nan");
+  else if (isinf (v))
+    json_builder_add_string_value (b, "inf");
+  else
+    json_builder_add_double_value (b, v);
+}
+
 static void
 json_report (JsonBuilder *b, const RunReport *rep)
 {
@@ -330,13 +331,15 @@ json_report (JsonBuilder *b, const RunReport *rep)
         json_builder_add_int_value (b, o->exact->shape[d]);
       json_builder_end_array (b);
       json_builder_set_member_name (b, "max_abs_err");
-      json_builder_add_double_value (b, o->max_abs);
+      json_add_error (b, o->max_abs);
       json_builder_set_member_name (b, "max_rel_err");
-      json_builder_add_double_value (b, o->max_rel);
+      json_add_error (b, o->max_rel);
       json_builder_set_member_name (b, "rel_l2_err");
-      json_builder_add_double_value (b, o->rel_l2);
+      json_add_error (b, o->rel_l2);
       json_builder_set_member_name (b, "non_finite");
       json_builder_add_int_value (b, o->n_nonfinite);
+      json_builder_set_member_name (b, "non_finite_mismatch");
+      json_builder_add_int_value (b, o->n_mismatch);
       if (o->grad_of)
         {
           json_builder_set_member_name (b, "grad_of");
@@ -462,12 +465,29 @@ cs_cli_cmd_run (int argc, char **argv)
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
                       "bools a fair coin; cotangents the same way.  Errors: max_abs_err is\n"
                       "max |exact - f64|; max_rel_err is max |exact - f64| / max(|f64|, 1e-3 max|f64|);\n"
-                      "rel_l2_err is ||exact - f64|| / ||f64||.\n\n",
+                      "rel_l2_err is ||exact - f64|| / ||f64||.  A NaN in either run makes the\n"
+                      "errors nan; an inf in just one of them makes them inf (JSON: the strings\n"
+                      "\"nan\" and \"inf\"); non-finite counts the exact run's NaN/inf elements.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
   g_option_context_set_description (ctx, desc);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
-  if (argc != 2 || index < 0 || seed < 0)
+  if (index < 0)
+    {
+      cs_cli_error ("run: --index must be >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (seed < 0)
+    {
+      cs_cli_error ("run: --seed must be >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (!isfinite (max_gflop) || max_gflop < 0)
+    {
+      cs_cli_error ("run: --max-gflop must be a finite number >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (argc != 2)
     {
       cs_cli_error ("run: expected one FILE (try --help)");
       return CS_CLI_EXIT_USAGE;

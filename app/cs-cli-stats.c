@@ -137,7 +137,12 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_option_context_set_description (ctx, desc);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
-  if (argc != 2 || index < 0)
+  if (index < 0)
+    {
+      cs_cli_error ("stats: --index must be >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (argc != 2)
     {
       cs_cli_error ("stats: expected one FILE (try --help)");
       return CS_CLI_EXIT_USAGE;

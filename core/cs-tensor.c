@@ -273,6 +273,58 @@ cs_tensor_type_string (const CsTensor *t)
   return g_string_free (s, FALSE);
 }
 
+void
+cs_tensor_measure_error (const CsTensor *a, const CsTensor *ref, CsTensorErrorStats *stats)
+{
+  double tmax = 0, num = 0, den = 0;
+  gboolean any_nan = FALSE, any_inf = FALSE;
+  int64_t n;
+
+  g_return_if_fail (a != NULL && ref != NULL && stats != NULL);
+
+  memset (stats, 0, sizeof *stats);
+  n = MIN (a->numel, ref->numel);
+  for (int64_t i = 0; i < ref->numel; i++)
+    {
+      double v = fabs (cs_tensor_get_f64 (ref, i));
+      if (isfinite (v))
+        tmax = MAX (tmax, v);
+    }
+  for (int64_t i = 0; i < a->numel; i++)
+    if (!isfinite (cs_tensor_get_f64 (a, i)))
+      stats->n_nonfinite++;
+  for (int64_t i = 0; i < n; i++)
+    {
+      double x = cs_tensor_get_f64 (a, i), r = cs_tensor_get_f64 (ref, i), d;
+
+      if (isnan (x) || isnan (r))
+        {
+          any_nan = TRUE;
+          stats->n_mismatch++;
+          continue;
+        }
+      if (isinf (x) || isinf (r))
+        {
+          if (x != r)   /* one finite, or opposite signs */
+            {
+              any_inf = TRUE;
+              stats->n_mismatch++;
+            }
+          continue;
+        }
+      d = fabs (x - r);
+      num += d * d;
+      den += r * r;
+      stats->max_abs = MAX (stats->max_abs, d);
+      stats->max_rel = MAX (stats->max_rel, d / MAX (fabs (r), MAX (1e-3 * tmax, 1e-30)));
+    }
+  stats->rel_l2 = den > 0 ? sqrt (num / den) : sqrt (num);
+  if (any_nan)
+    stats->max_abs = stats->max_rel = stats->rel_l2 = NAN;
+  else if (any_inf)
+    stats->max_abs = stats->max_rel = stats->rel_l2 = INFINITY;
+}
+
 /* ---- random -------------------------------------------------------------------------- */
 
 static GRand *

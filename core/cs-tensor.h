@@ -113,6 +113,32 @@ gboolean    cs_tensor_same_shape     (const CsTensor *a, const int64_t *shape, g
 /** cs_tensor_type_string: "bf16[64, 128]" (caller frees). */
 char       *cs_tensor_type_string    (const CsTensor *t);
 
+/* Error of a computed tensor against a reference (cs_tensor_measure_error()). */
+typedef struct
+{
+  double  max_abs;      /* max |a - ref| */
+  double  max_rel;      /* max |a - ref| / max(|ref|, 1e-3 * max|ref|) */
+  double  rel_l2;       /* ||a - ref||_2 / ||ref||_2 (normwise relative error) */
+  gint64  n_nonfinite;  /* NaN or inf elements of a */
+  gint64  n_mismatch;   /* elements where a or ref is NaN, or exactly one of them is inf, or
+                         * both are inf of opposite signs */
+} CsTensorErrorStats;
+
+/**
+ * cs_tensor_measure_error:
+ * @a: the computed tensor
+ * @ref: the reference (truth), as many elements as @a
+ * @stats: (out caller-allocates): the errors
+ *
+ * Measures @a against @ref element by element (flat order).  Non-finite values are never
+ * skipped: an element where @a is inf and @ref finite (or the reverse) makes every error
+ * +inf; a NaN in @a or @ref makes every error NaN, so a tolerance test written
+ * `err <= tol` fails.  Infinities of the same sign in both agree (error 0 for that element).
+ */
+void        cs_tensor_measure_error  (const CsTensor     *a,
+                                      const CsTensor     *ref,
+                                      CsTensorErrorStats *stats);
+
 /**
  * cs_tensor_fill_random:
  * @t: the tensor to fill

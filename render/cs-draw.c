@@ -7,8 +7,13 @@
 
 #include "cs-draw.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -907,6 +912,25 @@ page_notes_height (const CsLayout *layout, double width)
   return h;
 }
 
+/* Opens @path for writing (creating it, not truncating it) and closes it again: FALSE with
+ * "cannot write PATH: <reason>" when the file system refuses. */
+static gboolean
+probe_writable (const char *path, GError **error)
+{
+  int fd = g_open (path, O_WRONLY | O_CREAT, 0666);
+
+  if (fd < 0)
+    {
+      int saved = errno;
+
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
+                   g_strerror (saved));
+      return FALSE;
+    }
+  close (fd);
+  return TRUE;
+}
+
 /**
  * cs_draw_export:
  * @layout: a laid-out display list
@@ -937,13 +961,18 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
   cairo_status_t st;
 
   g_return_val_if_fail (layout != NULL && path != NULL, FALSE);
+  /* Cairo reports only "error while writing to output stream" and g_file_set_contents()
+   * names its temporary file: open @path first so a failure names it, with the reason. */
+  if (!probe_writable (path, error))
+    return FALSE;
   if (format == CS_EXPORT_DOT)
     {
-      if (!g_file_set_contents (path, layout->dot ? layout->dot : "", -1, error))
+      g_autoptr(GError) e = NULL;
+
+      if (!g_file_set_contents (path, layout->dot ? layout->dot : "", -1, &e))
         {
-          GError *e = *error;
-          *error = g_error_new (CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "%s", e->message);
-          g_error_free (e);
+          g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
+                       e->message);
           return FALSE;
         }
       return TRUE;
@@ -1027,7 +1056,7 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
   cairo_surface_destroy (surface);
   if (st != CAIRO_STATUS_SUCCESS)
     {
-      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "%s: cannot write: %s", path,
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
                    cairo_status_to_string (st));
       return FALSE;
     }

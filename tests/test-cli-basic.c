@@ -4,6 +4,7 @@
  * spawned directly ($CS_CLI), no shell. */
 #include "cs-config.h"
 
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -116,7 +117,7 @@ test_bad_inputs (void)
   /* missing file: exit 1, "PATH:1:1: cannot read: ..." */
   r = run (NULL, "print", missing, NULL);
   g_assert_cmpint (r.status, ==, 1);
-  want = g_strdup_printf ("%s:1:1: cannot read", missing);
+  want = g_strdup_printf ("castscope-cli: %s:1:1: cannot read", missing);
   g_assert_true (g_str_has_prefix (r.err, want));
   g_assert_cmpstr (r.out, ==, "");
   run_clear (&r);
@@ -125,7 +126,7 @@ test_bad_inputs (void)
   /* a directory */
   r = run (NULL, "info", dir, NULL);
   g_assert_cmpint (r.status, ==, 1);
-  want = g_strdup_printf ("%s:1:1: is a directory", dir);
+  want = g_strdup_printf ("castscope-cli: %s:1:1: is a directory", dir);
   g_assert_true (g_str_has_prefix (r.err, want));
   run_clear (&r);
   g_clear_pointer (&want, g_free);
@@ -133,7 +134,7 @@ test_bad_inputs (void)
   /* an empty file */
   r = run (NULL, "print", empty, NULL);
   g_assert_cmpint (r.status, ==, 1);
-  want = g_strdup_printf ("%s:1:1: empty input", empty);
+  want = g_strdup_printf ("castscope-cli: %s:1:1: empty input", empty);
   g_assert_true (g_str_has_prefix (r.err, want));
   run_clear (&r);
   g_clear_pointer (&want, g_free);
@@ -141,7 +142,7 @@ test_bad_inputs (void)
   /* a binary file: the NUL byte after "ELF\x02\x01\x01" is line 2, column 8 */
   r = run (NULL, "info", "--json", binary, NULL);
   g_assert_cmpint (r.status, ==, 1);
-  want = g_strdup_printf ("%s:2:8: not UTF-8", binary);
+  want = g_strdup_printf ("castscope-cli: %s:2:8: not UTF-8", binary);
   if (!g_str_has_prefix (r.err, want))
     g_error ("stderr \"%s\" should start with \"%s\"", r.err, want);
   g_assert_cmpstr (r.out, ==, "");
@@ -228,7 +229,7 @@ test_print_stdin (void)
   /* a syntax error on stdin is located in "-" */
   r = run ("def f(a):\n  t0 = prims.neg(a\n", "print", "-", NULL);
   g_assert_cmpint (r.status, ==, 1);
-  g_assert_true (g_str_has_prefix (r.err, "-:2:19: "));
+  g_assert_true (g_str_has_prefix (r.err, "castscope-cli: -:2:19: "));
   run_clear (&r);
 }
 
@@ -302,6 +303,261 @@ test_info (void)
 #endif
 }
 
+/* data/seed_foo.txt with each @from replaced by @to (in order; NULL-terminated pairs), written
+ * to a new file in @dir.  Returns its path. */
+static char *
+seed_variant (const char *dir, const char *name, ...)
+{
+  g_autofree char *seed = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  g_autofree char *text = NULL;
+  char *path = g_build_filename (dir, name, NULL);
+  const char *from;
+  va_list ap;
+
+  g_assert_true (g_file_get_contents (seed, &text, NULL, NULL));
+  va_start (ap, name);
+  while ((from = va_arg (ap, const char *)) != NULL)
+    {
+      const char *to = va_arg (ap, const char *);
+      g_auto(GStrv) parts = g_strsplit (text, from, -1);
+
+      g_assert_cmpuint (g_strv_length (parts), >=, 2);   /* @from must occur */
+      g_free (text);
+      text = g_strjoinv (to, parts);
+    }
+  va_end (ap);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+/* The text report line of output @name ("  t5  bf16[8, 16]  max_abs_err ..."), or NULL. */
+static char *
+report_line (const char *out, const char *name)
+{
+  g_auto(GStrv) lines = g_strsplit (out, "\n", -1);
+  g_autofree char *lead = g_strdup_printf ("  %s ", name);
+
+  for (guint i = 0; lines[i]; i++)
+    if (g_str_has_prefix (lines[i], lead))
+      return g_strdup (lines[i]);
+  return NULL;
+}
+
+/* B6: NaN or inf in the exact run is never reported as a zero error. */
+static void
+test_run_nonfinite (void)
+{
+  g_autofree char *dir = NULL, *nan = NULL, *inf = NULL, *f16 = NULL, *line = NULL;
+  Run r;
+
+  if (!need_cli ())
+    return;
+  dir = g_dir_make_tmp ("cs-cli-XXXXXX", NULL);
+  nan = seed_variant (dir, "nan.txt", "alpha=1)", "alpha=float(\"nan\"))", NULL);
+  inf = seed_variant (dir, "inf.txt", "alpha=1)", "alpha=1e999)", NULL);
+  f16 = seed_variant (dir, "f16.txt", "bf16", "f16", "alpha=1)", "alpha=1e6)", NULL);
+
+  /* all NaN: errors nan, 128 non-finite elements of t5 [8, 16], all mismatched */
+  r = run (NULL, "run", nan, "--forward-only", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  line = report_line (r.out, "t5");
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "max_abs_err nan"));
+  g_assert_nonnull (strstr (line, "rel_l2_err nan"));
+  g_assert_nonnull (strstr (line, "non-finite 128"));
+  g_assert_nonnull (strstr (line, "MISMATCH: 128 "));
+  g_clear_pointer (&line, g_free);
+  run_clear (&r);
+
+  /* alpha=1e999: t4 = a + inf * b is +-inf, and so is the f64 reference; t5 sums +inf and
+   * -inf into NaN: never an error of 0 */
+  r = run (NULL, "run", inf, "--forward-only", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  line = report_line (r.out, "t5");
+  g_assert_nonnull (line);
+  g_assert_null (strstr (line, "max_abs_err 0.000e+00"));
+  g_assert_nonnull (strstr (line, "non-finite 128"));
+  g_assert_nonnull (strstr (line, "MISMATCH"));
+  g_clear_pointer (&line, g_free);
+  run_clear (&r);
+
+  /* f16: a + 1e6 * b overflows to inf in t4 where the f64 truth is finite (an infinite
+   * error), and t5 = t4 @ w sums +inf and -inf into NaN */
+  r = run (NULL, "run", f16, "--forward-only", "--all-outputs", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  line = report_line (r.out, "t4");
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "max_abs_err inf"));
+  g_assert_nonnull (strstr (line, "max_rel_err inf"));
+  g_assert_nonnull (strstr (line, "rel_l2_err inf"));
+  g_assert_nonnull (strstr (line, "non-finite 128"));
+  g_assert_nonnull (strstr (line, "MISMATCH: 128 "));
+  g_clear_pointer (&line, g_free);
+  line = report_line (r.out, "t5");
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "max_abs_err nan"));
+  g_assert_nonnull (strstr (line, "non-finite 128"));
+  g_clear_pointer (&line, g_free);
+  run_clear (&r);
+
+#if CS_HAVE_JSON
+  /* JSON: the errors are the strings "nan" and "inf" (JSON has no such numbers) */
+  {
+    const char *paths[] = { nan, f16 };
+    static const char * const names[] = { "t5", "t4" };
+    static const char * const errs[] = { "nan", "inf" };
+
+    for (guint c = 0; c < G_N_ELEMENTS (paths); c++)
+      {
+        g_autoptr(JsonParser) parser = json_parser_new ();
+        g_autoptr(GError) error = NULL;
+        JsonObject *root, *fwd;
+        JsonArray *outs;
+        gboolean seen = FALSE;
+
+        r = run (NULL, "run", paths[c], "--json", NULL);
+        g_assert_cmpint (r.status, ==, 0);
+        g_assert_true (json_parser_load_from_data (parser, r.out, -1, &error));
+        root = json_node_get_object (json_parser_get_root (parser));
+        fwd = json_object_get_object_member (root, "forward");
+        outs = json_object_get_array_member (fwd, "outputs");
+        for (guint i = 0; i < json_array_get_length (outs); i++)
+          {
+            JsonObject *o = json_array_get_object_element (outs, i);
+
+            if (strcmp (json_object_get_string_member (o, "name"), names[c]) != 0)
+              continue;
+            seen = TRUE;
+            g_assert_cmpstr (json_object_get_string_member (o, "max_abs_err"), ==, errs[c]);
+            g_assert_cmpstr (json_object_get_string_member (o, "rel_l2_err"), ==, errs[c]);
+            g_assert_cmpint (json_object_get_int_member (o, "non_finite"), ==, 128);
+            g_assert_cmpint (json_object_get_int_member (o, "non_finite_mismatch"), ==, 128);
+          }
+        g_assert_true (seen);
+        run_clear (&r);
+      }
+  }
+#endif
+
+  g_unlink (nan);
+  g_unlink (inf);
+  g_unlink (f16);
+  g_rmdir (dir);
+}
+
+/* B7: diff reads standard input once, for both policies. */
+static void
+test_diff_stdin (void)
+{
+  g_autofree char *seed = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  g_autofree char *text = NULL;
+  Run r;
+
+  if (!need_cli ())
+    return;
+  g_assert_true (g_file_get_contents (seed, &text, NULL, NULL));
+  r = run (text, "diff", "-", "--vs", "matmul=upcast-f32", NULL);
+  if (r.status != 0)
+    g_error ("diff -: exit %d, stderr: %s", r.status, r.err);
+  g_assert_nonnull (strstr (r.out, "B: "));
+  g_assert_nonnull (strstr (r.out, "forward: "));
+  g_assert_null (strstr (r.out, "forward: none"));
+  run_clear (&r);
+}
+
+/* B8, B9: a bad option value is named, not reported as "expected one FILE". */
+static void
+test_bad_option_values (void)
+{
+  g_autofree char *seed = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  static const struct { const char *cmd, *opt, *want; } cases[] = {
+    { "stats", "--index=-1", "--index must be >= 0" },
+    { "diff", "--index=-1", "--index must be >= 0" },
+    { "run", "--index=-1", "--index must be >= 0" },
+    { "run", "--seed=-5", "--seed must be >= 0" },
+    { "run", "--max-gflop=nan", "--max-gflop must be a finite number >= 0" },
+    { "run", "--max-gflop=inf", "--max-gflop must be a finite number >= 0" },
+    { "run", "--max-gflop=-1", "--max-gflop must be a finite number >= 0" },
+  };
+
+  if (!need_cli ())
+    return;
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Run r = run (NULL, cases[i].cmd, seed, cases[i].opt, NULL);
+
+      if (r.status != 2 || strstr (r.err, cases[i].want) == NULL
+          || strstr (r.err, "expected one FILE") != NULL)
+        g_error ("%s %s: exit %d, stderr \"%s\" (want exit 2 and \"%s\")", cases[i].cmd,
+                 cases[i].opt, r.status, r.err, cases[i].want);
+      run_clear (&r);
+    }
+  /* a finite limit still works: 0 refuses the step with the limit named */
+  {
+    Run r = run (NULL, "run", seed, "--max-gflop=0", NULL);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "over the limit of 0"));
+    run_clear (&r);
+  }
+}
+
+/* B10: render names the user's output path and the reason it cannot be written. */
+static void
+test_render_unwritable (void)
+{
+#if CS_HAVE_RENDER
+  g_autofree char *seed = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  static const char * const outs[] = { "/nonexistent/dir/x.svg", "/nonexistent/dir/x.dot",
+                                       "/nonexistent/dir/x.png" };
+
+  if (!need_cli ())
+    return;
+  for (gsize i = 0; i < G_N_ELEMENTS (outs); i++)
+    {
+      g_autofree char *want = g_strdup_printf ("castscope-cli: render: cannot write %s: %s\n",
+                                               outs[i], g_strerror (ENOENT));
+      Run r = run (NULL, "render", seed, "-o", outs[i], NULL);
+
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpstr (r.err, ==, want);
+      run_clear (&r);
+    }
+#else
+  g_test_skip ("built without render/");
+#endif
+}
+
+/* B1: bench without a GPU says so once, with no empty workload headers. */
+static void
+test_bench_no_gpu (void)
+{
+  g_autofree char *seed = g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+  Run r;
+  guint n = 0;
+
+  if (!need_cli ())
+    return;
+  r = run (NULL, "bench", seed, seed, seed, NULL);
+  if (r.status == 0)
+    {
+      g_test_skip ("a GPU is present");
+      run_clear (&r);
+      return;
+    }
+  g_assert_cmpint (r.status, ==, 1);
+  if (strstr (r.err, "bench: cannot run on a GPU: ") == NULL)
+    {
+      g_test_skip ("a GPU is present");
+      run_clear (&r);
+      return;
+    }
+  for (const char *c = r.err; (c = strstr (c, "castscope-cli: ")) != NULL; c++)
+    n++;
+  g_assert_cmpuint (n, ==, 1);
+  g_assert_cmpstr (r.out, ==, "");
+  run_clear (&r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -311,5 +567,10 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/print/file", test_print_good_file);
   g_test_add_func ("/app/cli/print/stdin", test_print_stdin);
   g_test_add_func ("/app/cli/info", test_info);
+  g_test_add_func ("/app/cli/run/non-finite", test_run_nonfinite);
+  g_test_add_func ("/app/cli/diff/stdin", test_diff_stdin);
+  g_test_add_func ("/app/cli/bad-option-values", test_bad_option_values);
+  g_test_add_func ("/app/cli/render/unwritable", test_render_unwritable);
+  g_test_add_func ("/app/cli/bench/no-gpu", test_bench_no_gpu);
   return g_test_run ();
 }

@@ -1739,6 +1739,55 @@ test_cli_run_errors (void)
   rm_tree (dir);
 }
 
+/* cs_tensor_measure_error: NaN anywhere gives NaN errors, inf on one side inf errors, so a
+ * tolerance test `err <= tol` (run's report, the GPU --check) can never pass them. */
+static void
+test_measure_error_nonfinite (void)
+{
+  static const struct
+  {
+    double a[3], ref[3];
+    double want;        /* max_abs and rel_l2: a number, INFINITY, or NAN */
+    gint64 nonfinite, mismatch;
+  } cases[] = {
+    { { 1, 2, 3 }, { 1, 2, 3.5 }, 0.5, 0, 0 },
+    { { 1, INFINITY, 3 }, { 1, 2, 3 }, INFINITY, 1, 1 },           /* overflow: truth finite */
+    { { 1, 2, 3 }, { 1, -INFINITY, 3 }, INFINITY, 0, 1 },
+    { { 1, INFINITY, 3 }, { 1, -INFINITY, 3 }, INFINITY, 1, 1 },   /* opposite signs */
+    { { 1, INFINITY, 3 }, { 1, INFINITY, 3 }, 0, 1, 0 },          /* the same infinity */
+    { { NAN, NAN, NAN }, { NAN, NAN, NAN }, NAN, 3, 3 },           /* NaN in both: no match */
+    { { 1, NAN, 3 }, { 1, 2, 3 }, NAN, 1, 1 },
+    { { 1, 2, 3 }, { NAN, 2, 3 }, NAN, 0, 1 },
+  };
+  const int64_t shape[] = { 3 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(CsTensor) a = cs_tensor_new_from_f64 (CS_DTYPE_F32, shape, 1, cases[i].a, NULL);
+      g_autoptr(CsTensor) ref = cs_tensor_new_from_f64 (CS_DTYPE_F64, shape, 1, cases[i].ref, NULL);
+      CsTensorErrorStats st;
+
+      cs_tensor_measure_error (a, ref, &st);
+      g_assert_cmpint (st.n_nonfinite, ==, cases[i].nonfinite);
+      g_assert_cmpint (st.n_mismatch, ==, cases[i].mismatch);
+      if (isnan (cases[i].want))
+        {
+          g_assert_true (isnan (st.max_abs) && isnan (st.max_rel) && isnan (st.rel_l2));
+          g_assert_false (st.rel_l2 <= 1e30);
+        }
+      else if (isinf (cases[i].want))
+        {
+          g_assert_true (isinf (st.max_abs) && isinf (st.max_rel) && isinf (st.rel_l2));
+          g_assert_false (st.rel_l2 <= 1e30);
+        }
+      else
+        {
+          g_assert_cmpfloat_with_epsilon (st.max_abs, cases[i].want, 1e-12);
+          g_assert_true (isfinite (st.rel_l2));
+        }
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1774,6 +1823,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ref/loss-embedding-backward", test_loss_embedding_backward);
   g_test_add_func ("/core/ref/scatter", test_scatter);
   g_test_add_func ("/core/ref/estimate", test_estimate);
+  g_test_add_func ("/core/ref/measure-error/non-finite", test_measure_error_nonfinite);
   g_test_add_func ("/core/ref/robustness/malformed-arguments", test_malformed_arguments);
   g_test_add_func ("/core/ref/cli/run-cpu", test_cli_run_cpu);
   g_test_add_func ("/core/ref/cli/errors", test_cli_run_errors);
