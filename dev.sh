@@ -128,7 +128,7 @@ fuzz() {
     return 0
   fi
   for f in "$FUZZ_BUILD"/tests/fuzz/fuzz-*; do
-    [ -x "$f" ] || continue
+    [ -f "$f" ] && [ -x "$f" ] || continue
     log "fuzzing $(basename "$f") for ${seconds}s"
     local corpus
     corpus=$(mktemp -d)
