@@ -62,9 +62,22 @@ matmul_is_tensor_core (const CsStmt *s)
   for (int k = 0; k < 2; k++)
     {
       CsProxy *p = k == 0 ? a->u.proxy : b->u.proxy;
-      if (p->kind != CS_PROXY_TENSOR || !p->typed
-          || (p->dtype != CS_DTYPE_BF16 && p->dtype != CS_DTYPE_F16))
+      if (p->kind == CS_PROXY_TENSOR && p->typed)
+        {
+          if (p->dtype != CS_DTYPE_BF16 && p->dtype != CS_DTYPE_F16)
+            return FALSE;
+        }
+      else
         ok = FALSE;
+    }
+  if (!ok)
+    {
+      /* An operand without a type (older backward traces unpack saved tensors without type
+       * comments): prims.matmul/linear require equal operand dtypes and return that dtype
+       * (reference 2.4), so the typed output tells the operands' dtype. */
+      CsProxy *out = cs_stmt_get_output (s);
+      return out != NULL && out->kind == CS_PROXY_TENSOR && out->typed
+             && (out->dtype == CS_DTYPE_BF16 || out->dtype == CS_DTYPE_F16);
     }
   return ok;
 }

@@ -486,6 +486,25 @@ test_diff (void)
   g_assert_true (cs_trace_diff_is_empty (same));
 }
 
+/* seed_foo_bwd.txt unpacks t6, t4 and w without type comments; its two matmuls print bf16
+ * outputs, so both are tensor-core matmuls (reference 2.4: operands and output share a dtype). */
+static void
+test_stats_untyped_operands (void)
+{
+  g_autoptr(CsTrace) t = load_shared ("seed_foo_bwd.txt");
+  g_autoptr(CsTraceStats) st = NULL;
+
+  if (t == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  g_assert_false (cs_trace_lookup_proxy (t, "t6")->typed);
+  st = cs_stats_compute (t);
+  g_assert_cmpuint (st->total.n_matmuls, ==, 2);
+  g_assert_cmpuint (st->total.n_tensor_core_matmuls, ==, 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -503,5 +522,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/refuse/docs-mlp", test_refuse_docs_mlp);
   g_test_add_func ("/core/fuse/refuse/llama", test_refuse_llama);
   g_test_add_func ("/core/fuse/refuse/issue1368-excerpt", test_refuse_issue1368);
+  g_test_add_func ("/core/stats/untyped-operands", test_stats_untyped_operands);
   return g_test_run ();
 }
