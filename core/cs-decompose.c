@@ -198,41 +198,6 @@ int_of (const CsValue *v, int64_t *out)
   return FALSE;
 }
 
-static gboolean
-dtype_of (const CsValue *v, CsDtype *out)
-{
-  if (v == NULL)
-    return FALSE;
-  if (v->kind == CS_VALUE_DTYPE)
-    {
-      *out = v->u.dtype.pytype ? cs_pytype_dtype (v->u.dtype.pytype) : v->u.dtype.dtype;
-      return TRUE;
-    }
-  if (v->kind == CS_VALUE_NAME && v->u.s != NULL)
-    {
-      const char *s = v->u.s;
-      gboolean weak;
-
-      if (g_str_has_prefix (s, "torch."))
-        s += 6;
-      else if (g_str_has_prefix (s, "dtypes."))
-        s += 7;
-      return cs_dtype_from_long (s, strlen (s), out, &weak);
-    }
-  return FALSE;
-}
-
-static gboolean
-device_of (const CsValue *v, CsDevice *out)
-{
-  if (v == NULL)
-    return FALSE;
-  if (v->kind == CS_VALUE_STRING)
-    return cs_device_parse (v->u.s, strlen (v->u.s), out);
-  if (v->kind == CS_VALUE_CALL && v->u.call.n_args == 1 && v->u.call.args[0].value->kind == CS_VALUE_STRING)
-    return cs_device_parse (v->u.call.args[0].value->u.s, strlen (v->u.call.args[0].value->u.s), out);
-  return FALSE;
-}
 
 static CsValue *
 sarg (const CsStmt *s, guint i, const char *kw)
@@ -978,7 +943,7 @@ b_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   if (!ta || !dim)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and a dim");
   rd = ta->dtype;
-  if (!is_none (dt) && !dtype_of (dt, &rd))
+  if (!is_none (dt) && !cs_value_get_dtype (dt, &rd))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dtype= is not a dtype");
   cd = computation_dtype (dx, rd);
   if (!(x = lt_to (dx, out, a, cd, error)))
@@ -1047,7 +1012,7 @@ b_log_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   if (!ta || !dim)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and a dim");
   rd = ta->dtype;
-  if (!is_none (dt) && !dtype_of (dt, &rd))
+  if (!is_none (dt) && !cs_value_get_dtype (dt, &rd))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dtype= is not a dtype");
   if (!(x = lt_to (dx, out, a, computation_dtype (dx, rd), error)))
     return NULL;
@@ -1088,7 +1053,7 @@ b_reduction (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId id, GError **error)
 
   if (!ta)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
-  if (has_dt && !dtype_of (dtv, &dt))
+  if (has_dt && !cs_value_get_dtype (dtv, &dt))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dtype= is not a dtype");
   switch (id)
     {
@@ -1163,17 +1128,17 @@ b_to (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       dev = tensor_of (p1)->device;
       has_dtype = has_dev = TRUE;
     }
-  else if (!is_none (p1) && dtype_of (p1, &dtype))
+  else if (!is_none (p1) && cs_value_get_dtype (p1, &dtype))
     has_dtype = TRUE;
-  else if (!is_none (p1) && device_of (p1, &dev))
+  else if (!is_none (p1) && cs_value_get_device (p1, &dev))
     {
       has_dev = TRUE;
-      if (!is_none (p2) && dtype_of (p2, &dtype))
+      if (!is_none (p2) && cs_value_get_dtype (p2, &dtype))
         has_dtype = TRUE;
     }
-  if (!is_none (kdt) && dtype_of (kdt, &dtype))
+  if (!is_none (kdt) && cs_value_get_dtype (kdt, &dtype))
     has_dtype = TRUE;
-  if (!is_none (kdev) && device_of (kdev, &dev))
+  if (!is_none (kdev) && cs_value_get_device (kdev, &dev))
     has_dev = TRUE;
   if (cp && cp->kind == CS_VALUE_BOOL && cp->u.b)
     {
@@ -1794,9 +1759,9 @@ b_uniform_like (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   d = ta->dtype;
   dev = ta->device;
   if (!is_none (dt))
-    dtype_of (dt, &d);
+    cs_value_get_dtype (dt, &d);
   if (!is_none (dv))
-    device_of (dv, &dev);
+    cs_value_get_device (dv, &dev);
   ap (&al, vints (dx, CS_VALUE_TUPLE, ta->shape, ta->rank));
   ap (&al, mn ? mn : vfloat (dx, 0.0));
   ap (&al, mx ? mx : vfloat (dx, 1.0));
@@ -1825,10 +1790,10 @@ b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "only integer ranges are decomposed");
   if (stv && !is_none (stv) && !int_of (stv, &step))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "only integer ranges are decomposed");
-  if (!is_none (dt) && (!dtype_of (dt, &d) || !cs_dtype_is_exact (d)))
+  if (!is_none (dt) && (!cs_value_get_dtype (dt, &d) || !cs_dtype_is_exact (d)))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "only integer ranges are decomposed");
   if (!is_none (dv))
-    device_of (dv, &dev);
+    cs_value_get_device (dv, &dev);
   if (step == 0 || ((double) end - (double) start) / (double) step < 0)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "step must make progress");
   if (!(fabs ((double) end - (double) start) / fabs ((double) step) < (double) (G_GINT64_CONSTANT (1) << 62)))

@@ -484,6 +484,72 @@ cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
     }
 }
 
+/**
+ * cs_value_get_dtype:
+ * @v: (nullable): an argument value
+ * @out: (out): the dtype
+ *
+ * Reads a dtype argument as traces print it: `dtypes.bfloat16`, `dtypes.float32_`, a bare
+ * Python type (`float` -> float32, Thunder's numbertype alias) or `torch.float32`.
+ * Returns: %FALSE if @v is no dtype
+ */
+gboolean
+cs_value_get_dtype (const CsValue *v, CsDtype *out)
+{
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_DTYPE)
+    {
+      *out = v->u.dtype.pytype ? cs_pytype_dtype (v->u.dtype.pytype) : v->u.dtype.dtype;
+      return TRUE;
+    }
+  if (v->kind == CS_VALUE_NAME && v->u.s != NULL)
+    {
+      const char *s = v->u.s;
+      gboolean weak;
+
+      if (g_str_has_prefix (s, "torch."))
+        s += 6;
+      else if (g_str_has_prefix (s, "dtypes."))
+        s += 7;
+      return cs_dtype_from_long (s, strlen (s), out, &weak);
+    }
+  return FALSE;
+}
+
+/**
+ * cs_value_get_device:
+ * @v: (nullable): an argument value
+ * @out: (out): the device
+ *
+ * Reads a device argument: `devices.Device("cuda:0")`, `torch.device("cuda:0")`,
+ * `torch.device("cuda", 0)` or the string `'cuda:0'` (thunder/core/devices.py).
+ * Returns: %FALSE if @v is no device
+ */
+gboolean
+cs_value_get_device (const CsValue *v, CsDevice *out)
+{
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_STRING)
+    return cs_device_parse (v->u.s, strlen (v->u.s), out);
+  if (v->kind == CS_VALUE_CALL && v->u.call.n_args >= 1
+      && (g_str_has_suffix (v->u.call.callee, "Device") || g_str_has_suffix (v->u.call.callee, "device"))
+      && v->u.call.args[0].value->kind == CS_VALUE_STRING)
+    {
+      const CsValue *s = v->u.call.args[0].value;
+
+      if (v->u.call.n_args == 2 && v->u.call.args[1].value->kind == CS_VALUE_INT)
+        {
+          g_autofree char *t = g_strdup_printf ("%s:%" G_GINT64_FORMAT, s->u.s,
+                                                v->u.call.args[1].value->u.i);
+          return cs_device_parse (t, strlen (t), out);
+        }
+      return cs_device_parse (s->u.s, strlen (s->u.s), out);
+    }
+  return FALSE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Proxies                                                                                     */
 

@@ -305,6 +305,10 @@ CsValue    *cs_value_copy         (CsArena *arena, const CsValue *v, GHashTable 
 gboolean    cs_value_equal        (const CsValue *a, const CsValue *b);
 /** Reads an int tuple/list value into @out (up to @max); FALSE if @v is not a sequence of ints. */
 gboolean    cs_value_get_int_seq  (const CsValue *v, int64_t *out, guint max, guint *n_out);
+/** A dtype argument (dtypes.X, bare float/int/bool/complex, torch.X); FALSE if @v is none. */
+gboolean    cs_value_get_dtype    (const CsValue *v, CsDtype *out);
+/** A device argument (devices.Device("cuda:0"), torch.device(...), 'cuda:0'). */
+gboolean    cs_value_get_device   (const CsValue *v, CsDevice *out);
 /** Appends every proxy referenced by @v (depth first) to @out (element-type CsProxy*). */
 void        cs_value_collect_proxies (const CsValue *v, GPtrArray *out);
 

@@ -261,55 +261,6 @@ value_int (const CsValue *v, int64_t *out)
   return FALSE;
 }
 
-/* A dtype argument: dtypes.bfloat16, bare `float`, torch.float32. */
-static gboolean
-value_dtype (const CsValue *v, CsDtype *out)
-{
-  if (v == NULL)
-    return FALSE;
-  if (v->kind == CS_VALUE_DTYPE)
-    {
-      *out = v->u.dtype.pytype ? cs_pytype_dtype (v->u.dtype.pytype) : v->u.dtype.dtype;
-      return TRUE;
-    }
-  if (v->kind == CS_VALUE_NAME && v->u.s != NULL)
-    {
-      const char *s = v->u.s;
-      gboolean weak;
-
-      if (g_str_has_prefix (s, "torch."))
-        s += 6;
-      else if (g_str_has_prefix (s, "dtypes."))
-        s += 7;
-      return cs_dtype_from_long (s, strlen (s), out, &weak);
-    }
-  return FALSE;
-}
-
-/* A device argument: devices.Device("cuda:0"), torch.device("cuda:0"), 'cuda:0'. */
-static gboolean
-value_device (const CsValue *v, CsDevice *out)
-{
-  if (v == NULL)
-    return FALSE;
-  if (v->kind == CS_VALUE_STRING)
-    return cs_device_parse (v->u.s, strlen (v->u.s), out);
-  if (v->kind == CS_VALUE_CALL && v->u.call.n_args >= 1
-      && (g_str_has_suffix (v->u.call.callee, "Device") || g_str_has_suffix (v->u.call.callee, "device"))
-      && v->u.call.args[0].value->kind == CS_VALUE_STRING)
-    {
-      const CsValue *s = v->u.call.args[0].value;
-
-      if (v->u.call.n_args == 2 && v->u.call.args[1].value->kind == CS_VALUE_INT)
-        {
-          g_autofree char *t = g_strdup_printf ("%s:%" G_GINT64_FORMAT, s->u.s,
-                                                v->u.call.args[1].value->u.i);
-          return cs_device_parse (t, strlen (t), out);
-        }
-      return cs_device_parse (s->u.s, strlen (s->u.s), out);
-    }
-  return FALSE;
-}
 
 static gboolean
 get_tensor (const Meta *m, guint i, const char *kw, CsProxy **out, GError **error)
@@ -727,7 +678,7 @@ meta_ltorch_reduction (Meta *m, guint n_outputs, GError **error)
   int64_t shape[CS_MAX_DIMS];
   guint rank;
   CsDtype dtype, req;
-  gboolean has_req = value_dtype (arg (m, 99, "dtype"), &req);
+  gboolean has_req = cs_value_get_dtype (arg (m, 99, "dtype"), &req);
   CsOpId id = m->op->id;
 
   if (!get_tensor (m, 0, "a", &a, error))
@@ -1323,18 +1274,18 @@ meta_to (Meta *m, GError **error)
       dtype = p1->u.proxy->dtype;
       device = p1->u.proxy->device;
     }
-  else if (!value_is_none (p1) && value_dtype (p1, &dtype))
+  else if (!value_is_none (p1) && cs_value_get_dtype (p1, &dtype))
     ;
-  else if (!value_is_none (p1) && value_device (p1, &device))
+  else if (!value_is_none (p1) && cs_value_get_device (p1, &device))
     {
-      if (!value_is_none (p2) && !value_dtype (p2, &dtype))
+      if (!value_is_none (p2) && !cs_value_get_dtype (p2, &dtype))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument is not a dtype");
     }
   else if (!value_is_none (p1))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "cannot read a dtype or device from the first argument");
-  if (!value_is_none (kdt) && !value_dtype (kdt, &dtype))
+  if (!value_is_none (kdt) && !cs_value_get_dtype (kdt, &dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
-  if (!value_is_none (kdev) && !value_device (kdev, &device))
+  if (!value_is_none (kdev) && !cs_value_get_device (kdev, &device))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
   return out_tensor (m, dtype, a->shape, a->rank, &device, error);
 }
@@ -1346,7 +1297,7 @@ meta_convert (Meta *m, GError **error)
   CsDtype dtype;
   CsPyType pt;
 
-  if (!value_dtype (arg (m, 1, "dtype"), &dtype))
+  if (!cs_value_get_dtype (arg (m, 1, "dtype"), &dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument must be a dtype");
   if (value_number (v, &pt, NULL))
     {
@@ -1373,9 +1324,9 @@ creation_dtype_device (const Meta *m, CsDtype dflt, CsDtype *dtype, CsDevice *de
 
   *dtype = dflt;
   *device = (CsDevice) { CS_DEVICE_CUDA, 0 };
-  if (!value_is_none (dv) && !value_dtype (dv, dtype))
+  if (!value_is_none (dv) && !cs_value_get_dtype (dv, dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
-  if (!value_is_none (devv) && !value_device (devv, device))
+  if (!value_is_none (devv) && !cs_value_get_device (devv, device))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
   return TRUE;
 }
@@ -1593,7 +1544,7 @@ meta_softmax (Meta *m, GError **error)
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
   dtype = a->dtype;
-  if (!value_is_none (arg (m, 2, "dtype")) && !value_dtype (arg (m, 2, "dtype"), &dtype))
+  if (!value_is_none (arg (m, 2, "dtype")) && !cs_value_get_dtype (arg (m, 2, "dtype"), &dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
   return out_like (m, a, dtype, error);
 }
@@ -1713,7 +1664,7 @@ dispatch (Meta *m, GError **error)
       if (!get_tensor (m, 0, "a", &a, error))
         return FALSE;
       dt = a->dtype;
-      if (!value_is_none (arg (m, 99, "dtype")) && !value_dtype (arg (m, 99, "dtype"), &dt))
+      if (!value_is_none (arg (m, 99, "dtype")) && !cs_value_get_dtype (arg (m, 99, "dtype"), &dt))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
       return out_like (m, a, dt, error);
     }
@@ -1767,7 +1718,7 @@ dispatch (Meta *m, GError **error)
         CsDevice dev;
         if (!get_tensor (m, 0, "a", &a, error))
           return FALSE;
-        if (!value_device (arg (m, 1, "device"), &dev))
+        if (!cs_value_get_device (arg (m, 1, "device"), &dev))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument must be a device");
         return out_tensor (m, a->dtype, a->shape, a->rank, &dev, error);
       }
@@ -2103,9 +2054,9 @@ dispatch (Meta *m, GError **error)
         for (guint i = 0; i < n; i++)
           if (shape[i] < 0)
             return meta_fail (m, error, CS_META_ERROR_SHAPE, "negative dim in shape");
-        if (!value_is_none (dv) && !value_dtype (dv, &dtype))
+        if (!value_is_none (dv) && !cs_value_get_dtype (dv, &dtype))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
-        if (!value_is_none (devv) && !value_device (devv, &dev))
+        if (!value_is_none (devv) && !cs_value_get_device (devv, &dev))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
         return out_tensor (m, dtype, shape, n, &dev, error);
       }
@@ -2126,7 +2077,7 @@ dispatch (Meta *m, GError **error)
         if (!get_tensor (m, 0, "g", &g, error))
           return FALSE;
         dtype = g->dtype;
-        if (!value_is_none (arg (m, 3, "dtype")) && !value_dtype (arg (m, 3, "dtype"), &dtype))
+        if (!value_is_none (arg (m, 3, "dtype")) && !cs_value_get_dtype (arg (m, 3, "dtype"), &dtype))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype is not a dtype");
         return out_like (m, g, dtype, error);
       }
@@ -2154,9 +2105,9 @@ dispatch (Meta *m, GError **error)
           return FALSE;
         dtype = a->dtype;
         dev = a->device;
-        if (!value_is_none (dv) && !value_dtype (dv, &dtype))
+        if (!value_is_none (dv) && !cs_value_get_dtype (dv, &dtype))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
-        if (!value_is_none (devv) && !value_device (devv, &dev))
+        if (!value_is_none (devv) && !cs_value_get_device (devv, &dev))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "device= is not a device");
         return out_tensor (m, dtype, a->shape, a->rank, &dev, error);
       }
