@@ -5,9 +5,9 @@
 R=$(pwd)
 export LD_LIBRARY_PATH=$R/.gpu/lib:/usr/local/cuda/lib64
 export CASTSCOPE_KERNELS_DIR=$R/.gpu/bin CS_SHARED_TRACES=$R/.gpu/traces CS_DATA_DIR=$R/data
-export CASTSCOPE_CACHE_DIR=/tmp/cscache
+export CASTSCOPE_CACHE_DIR="${TMPDIR:-/tmp}"/castscope-kernel-cache
 B=$R/.gpu/bin
-O=${OUT:-/tmp/out}; mkdir -p $O
+O=${OUT:-"${TMPDIR:-/tmp}"/castscope-gpu-out}; mkdir -p "$O"
 SECTIONS=${SECTIONS:-tests check memcheck bench torch}
 (nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; date -u) > $O/env.txt 2>&1
 for s in $SECTIONS; do
