@@ -24,7 +24,5 @@ gboolean cs_trace_equal      (const CsTrace *a, const CsTrace *b, GString *why_n
 /** cs_stmt_equal: one statement and its subsymbols, as in cs_trace_equal(). */
 gboolean cs_stmt_equal       (const CsStmt *a, const CsStmt *b, GString *why_not);
 
-/** cs_value_equal_strict: values by kind, value, literal spelling and proxy name. */
-gboolean cs_value_equal_strict (const CsValue *a, const CsValue *b);
 
 G_END_DECLS

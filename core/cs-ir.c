@@ -361,17 +361,15 @@ cs_value_copy (CsArena *arena, const CsValue *v, GHashTable *proxy_map)
   return value_copy_full (arena, NULL, v, proxy_map);
 }
 
-/**
- * cs_value_equal:
- * Structural equality; proxies compare by name, floats by value (NaN equals NaN), the raw
- * spelling is ignored.
- */
-gboolean
-cs_value_equal (const CsValue *a, const CsValue *b)
+/* Structural equality; @strict also requires the same raw spelling at every level. */
+static gboolean
+value_equal (const CsValue *a, const CsValue *b, gboolean strict)
 {
   if (a == b)
     return TRUE;
   if (a == NULL || b == NULL || a->kind != b->kind)
+    return FALSE;
+  if (strict && g_strcmp0 (a->raw, b->raw) != 0)
     return FALSE;
   switch (a->kind)
     {
@@ -380,7 +378,7 @@ cs_value_equal (const CsValue *a, const CsValue *b)
     case CS_VALUE_ELLIPSIS:
       return TRUE;
     case CS_VALUE_BOOL:
-      return a->u.b == b->u.b;
+      return !a->u.b == !b->u.b;
     case CS_VALUE_INT:
       return a->u.i == b->u.i;
     case CS_VALUE_FLOAT:
@@ -400,7 +398,7 @@ cs_value_equal (const CsValue *a, const CsValue *b)
         return FALSE;
       for (guint i = 0; i < a->u.call.n_args; i++)
         if (g_strcmp0 (a->u.call.args[i].name, b->u.call.args[i].name) != 0
-            || !cs_value_equal (a->u.call.args[i].value, b->u.call.args[i].value))
+            || !value_equal (a->u.call.args[i].value, b->u.call.args[i].value, strict))
           return FALSE;
       return TRUE;
     case CS_VALUE_ATTR:
@@ -414,12 +412,34 @@ cs_value_equal (const CsValue *a, const CsValue *b)
       if (a->u.seq.n != b->u.seq.n)
         return FALSE;
       for (guint i = 0; i < a->u.seq.n; i++)
-        if (!cs_value_equal (a->u.seq.items[i], b->u.seq.items[i]))
+        if (!value_equal (a->u.seq.items[i], b->u.seq.items[i], strict))
           return FALSE;
       return TRUE;
     default:
       return FALSE;
     }
+}
+
+/**
+ * cs_value_equal:
+ * Structural equality; proxies compare by name, floats by value (NaN equals NaN), the raw
+ * spelling is ignored.
+ */
+gboolean
+cs_value_equal (const CsValue *a, const CsValue *b)
+{
+  return value_equal (a, b, FALSE);
+}
+
+/**
+ * cs_value_equal_strict:
+ * As cs_value_equal(), and the raw spelling (`1e-05` vs `0.00001`) must match at every level:
+ * the round-trip tests' notion of "identical".
+ */
+gboolean
+cs_value_equal_strict (const CsValue *a, const CsValue *b)
+{
+  return value_equal (a, b, TRUE);
 }
 
 /**

@@ -303,6 +303,8 @@ CsValue    *cs_value_new_seq      (CsArena *arena, CsValueKind kind, CsValue **i
 CsValue    *cs_value_new_int_seq  (CsArena *arena, CsValueKind kind, const int64_t *v, guint n);
 CsValue    *cs_value_copy         (CsArena *arena, const CsValue *v, GHashTable *proxy_map);
 gboolean    cs_value_equal        (const CsValue *a, const CsValue *b);
+/** As cs_value_equal(), and the literal spelling (value->raw) must match at every level. */
+gboolean    cs_value_equal_strict (const CsValue *a, const CsValue *b);
 /** Reads an int tuple/list value into @out (up to @max); FALSE if @v is not a sequence of ints. */
 gboolean    cs_value_get_int_seq  (const CsValue *v, int64_t *out, guint max, guint *n_out);
 /** A dtype argument (dtypes.X, bare float/int/bool/complex, torch.X); FALSE if @v is none. */
