@@ -1356,27 +1356,20 @@ b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         }
       else if (k->kind == CS_VALUE_CALL && g_strcmp0 (k->u.call.callee, "slice") == 0 && k->u.call.n_args == 3)
         {
-          int64_t v[3] = { 0, len, 1 };
-          for (guint j = 0; j < 3; j++)
+          int64_t v[3];
+
+          switch (cs_meta_slice_bounds (k, len, v))
             {
-              const CsValue *x = k->u.call.args[j].value;
-              if (x->kind == CS_VALUE_NONE)
-                continue;
-              if (!int_of (x, &v[j]))
-                return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice bounds must be ints");
+            case CS_META_SLICE_NOT_INT:
+              return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice bounds must be ints");
+            case CS_META_SLICE_BAD_STEP:
+              return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice step must be >= 1");
+            case CS_META_SLICE_OUT_OF_RANGE:
+              return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice out of range");
+            case CS_META_SLICE_OK:
+            default:
+              break;
             }
-          if (v[2] < 1)
-            return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice step must be >= 1");
-          if (v[0] < 0)
-            v[0] += len;
-          if (v[1] < 0)
-            v[1] += len;
-          if (v[0] < 0 || v[1] < 0)
-            return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "slice out of range");
-          if (v[0] > v[1] || v[0] >= len)
-            v[0] = v[1] = 0;
-          if (v[1] >= len)
-            v[1] = len;
           st[i] = v[0];
           en[i] = v[1];
           sd[i] = v[2];

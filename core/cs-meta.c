@@ -1107,6 +1107,47 @@ meta_pad (Meta *m, GError **error)
 }
 
 /* Basic indexing (clang.getitem/_basic_indexing): ints, slices, None, Ellipsis. */
+/**
+ * cs_meta_slice_bounds:
+ * @slice: a `slice(start,stop,step)` CALL value of a basic getitem (None = default)
+ * @len: extent of the sliced dim
+ * @out: (out caller-allocates): start, stop, step normalised as Python does (negative
+ *   bounds count from the end, stop clamped to @len, an empty range becomes 0:0)
+ *
+ * Shared by the meta and the decomposition of ltorch.getitem (thunder/torch getitem ->
+ * clang basic indexing).
+ * Returns: CS_META_SLICE_OK, or what is wrong with @slice
+ */
+CsMetaSlice
+cs_meta_slice_bounds (const CsValue *slice, int64_t len, int64_t out[3])
+{
+  out[0] = 0;
+  out[1] = len;
+  out[2] = 1;
+  for (guint j = 0; j < 3 && j < slice->u.call.n_args; j++)
+    {
+      const CsValue *sv = slice->u.call.args[j].value;
+
+      if (sv->kind == CS_VALUE_NONE)
+        continue;
+      if (!value_int (sv, &out[j]))
+        return CS_META_SLICE_NOT_INT;
+    }
+  if (out[2] < 1)
+    return CS_META_SLICE_BAD_STEP;
+  if (out[0] < 0)
+    out[0] += len;
+  if (out[1] < 0)
+    out[1] += len;
+  if (out[0] < 0 || out[1] < 0)
+    return CS_META_SLICE_OUT_OF_RANGE;
+  if (out[0] > out[1] || out[0] >= len)
+    out[0] = out[1] = 0;
+  if (out[1] > len)
+    out[1] = len;
+  return CS_META_SLICE_OK;
+}
+
 static gboolean
 meta_getitem (Meta *m, GError **error)
 {
@@ -1163,29 +1204,20 @@ meta_getitem (Meta *m, GError **error)
         }
       else if (k->kind == CS_VALUE_CALL && g_strcmp0 (k->u.call.callee, "slice") == 0 && k->u.call.n_args == 3)
         {
-          int64_t len = a->shape[in_dim], se[3] = { 0, len, 1 };
+          int64_t len = a->shape[in_dim], se[3];
 
-          for (guint j = 0; j < 3; j++)
+          switch (cs_meta_slice_bounds (k, len, se))
             {
-              const CsValue *sv = k->u.call.args[j].value;
-
-              if (sv->kind == CS_VALUE_NONE)
-                continue;
-              if (!value_int (sv, &se[j]))
-                return meta_fail (m, error, CS_META_ERROR_ARGS, "slice bounds must be ints");
+            case CS_META_SLICE_NOT_INT:
+              return meta_fail (m, error, CS_META_ERROR_ARGS, "slice bounds must be ints");
+            case CS_META_SLICE_BAD_STEP:
+              return meta_fail (m, error, CS_META_ERROR_ARGS, "slice step must be >= 1");
+            case CS_META_SLICE_OUT_OF_RANGE:
+              return meta_fail (m, error, CS_META_ERROR_SHAPE, "slice start/stop out of range for length %" G_GINT64_FORMAT, len);
+            case CS_META_SLICE_OK:
+            default:
+              break;
             }
-          if (se[2] < 1)
-            return meta_fail (m, error, CS_META_ERROR_ARGS, "slice step must be >= 1");
-          if (se[0] < 0)
-            se[0] += len;
-          if (se[1] < 0)
-            se[1] += len;
-          if (se[0] < 0 || se[1] < 0)
-            return meta_fail (m, error, CS_META_ERROR_SHAPE, "slice start/stop out of range for length %" G_GINT64_FORMAT, len);
-          if (se[0] > se[1] || se[0] >= len)
-            se[0] = se[1] = 0;
-          if (se[1] > len)
-            se[1] = len;
           shape[rank++] = ceil_div (se[1] - se[0], se[2]);
           in_dim++;
         }

@@ -153,4 +153,14 @@ gboolean    cs_meta_canonicalize_dim (guint    rank,
 char       *cs_meta_format_shape   (const int64_t *shape,
                                     guint          rank);
 
+typedef enum
+{
+  CS_META_SLICE_OK,
+  CS_META_SLICE_NOT_INT,       /* a bound or the step is not an int */
+  CS_META_SLICE_BAD_STEP,      /* step < 1 */
+  CS_META_SLICE_OUT_OF_RANGE,  /* start or stop below -len */
+} CsMetaSlice;
+
+CsMetaSlice cs_meta_slice_bounds (const CsValue *slice, int64_t len, int64_t out[3]);
+
 G_END_DECLS
