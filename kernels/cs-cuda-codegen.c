@@ -31,6 +31,10 @@ typedef struct
 {
   guint        rank;
   const char  *ix[CS_MAX_DIMS];   /* C index expression per dim (pool strings) */
+  const char  *flat;              /* when set: the ix are the row-major decomposition of this
+                                   * flat index over the context's shape (a contiguous tensor
+                                   * of that shape is read at `flat` without index math) */
+  int64_t      shape[CS_MAX_DIMS];/* elements, valid when flat is set */
 } Ctx;
 
 typedef struct
@@ -41,6 +45,10 @@ typedef struct
   GStringChunk  *pool;      /* strings of the kernel being generated */
   GString       *body;      /* statements of the current kernel */
   GHashTable    *memo;      /* "proxy@ctx" -> var name */
+  GHashTable    *reg;       /* CsProxy* -> var name: a row statistic held in a register by the
+                             * row-fused kernel, valid at the row's own kept index only */
+  const char   **row_ix;    /* row-fused kernel: index names of the kept non-1 dims */
+  guint          row_nk;    /* their number */
   GArray        *params;    /* element-type guint: slot per kernel parameter */
   GArray        *is_out;    /* element-type gboolean, parallel to params */
   guint          n_vars;
@@ -190,12 +198,59 @@ param_of (Gen *g, guint slot, gboolean out)
   return g->params->len - 1;
 }
 
+/* The extents of @shape that are not 1, in order; returns their number. */
+static guint
+non1_dims (const int64_t *shape, guint rank, int64_t *out)
+{
+  guint n = 0;
+
+  for (guint j = 0; j < rank; j++)
+    if (shape[j] != 1)
+      out[n++] = shape[j];
+  return n;
+}
+
+static gboolean
+same_non1 (const int64_t *a, guint ar, const int64_t *b, guint br)
+{
+  int64_t na[CS_MAX_DIMS], nb[CS_MAX_DIMS];
+  guint n = non1_dims (a, ar, na);
+
+  return n == non1_dims (b, br, nb) && memcmp (na, nb, sizeof (int64_t) * n) == 0;
+}
+
+/* TRUE when slot @s is a row-major contiguous tensor of @c's shape (size-1 dims aside), so
+ * that its offset at @c is @c's flat index. */
+static gboolean
+slot_is_flat_at (const CsCudaSlot *s, const Ctx *c)
+{
+  int64_t acc = 1;
+
+  if (c->flat == NULL || !same_non1 (s->shape, s->rank, c->shape, c->rank))
+    return FALSE;
+  for (guint j = s->rank; j-- > 0;)
+    {
+      if (s->shape[j] == 1)
+        continue;
+      if (s->strides[j] != acc)
+        return FALSE;
+      acc *= s->shape[j];
+    }
+  return TRUE;
+}
+
 /* Offset expression of slot @s at context @c. */
 static const char *
 offset_expr (Gen *g, const CsCudaSlot *s, const Ctx *c)
 {
   GString *e = g_string_new ("");
   const char *r;
+
+  if (slot_is_flat_at (s, c))
+    {
+      g_string_free (e, TRUE);
+      return c->flat;
+    }
 
   for (guint j = 0; j < s->rank && j < c->rank; j++)
     {
@@ -299,6 +354,8 @@ value_number (const CsValue *v, double *f)
 }
 
 static const char *emit_value (Gen *g, CsProxy *x, const Ctx *c, GError **error);
+static gboolean reduction_dims (const CsStmt *st, gboolean *red);
+static gboolean reduction_is_trivial (const CsStmt *st);
 
 /* An operand: a tensor proxy evaluated at @c, or a number formatted as C type @ct. */
 static const char *
@@ -422,30 +479,59 @@ static void
 ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *xs, guint xr, Ctx *out)
 {
   int64_t yst[CS_MAX_DIMS], xst[CS_MAX_DIMS];
-  GString *flat = g_string_new ("");
+  GString *flat;
   const char *fv;
 
-  out->rank = xr;
   if (yr == xr && memcmp (ys, xs, sizeof (int64_t) * yr) == 0)
     {
       *out = *c;
-      g_string_free (flat, TRUE);
+      return;
+    }
+  memset (out, 0, sizeof *out);
+  out->rank = xr;
+  if (same_non1 (ys, yr, xs, xr))
+    {
+      /* Only size-1 dims differ ([1, T, C] <-> [T, C]): the same indices, no flat index. */
+      guint k = 0;
+
+      for (guint j = 0; j < xr; j++)
+        {
+          if (xs[j] == 1)
+            {
+              out->ix[j] = "0";
+              continue;
+            }
+          while (k < yr && ys[k] == 1)
+            k++;
+          out->ix[j] = c->ix[k++];
+        }
+      if (c->flat)
+        {
+          out->flat = c->flat;
+          memcpy (out->shape, xs, sizeof (int64_t) * xr);
+        }
       return;
     }
   contig_strides (ys, yr, yst);
   contig_strides (xs, xr, xst);
-  for (guint j = 0; j < yr; j++)
+  if (c->flat && c->rank == yr && memcmp (c->shape, ys, sizeof (int64_t) * yr) == 0)
+    fv = c->flat;
+  else
     {
-      if (ys[j] == 1)
-        continue;
-      if (flat->len)
-        g_string_append (flat, " + ");
-      g_string_append_printf (flat, "%s * %" G_GINT64_FORMAT "LL", c->ix[j], yst[j]);
+      flat = g_string_new ("");
+      for (guint j = 0; j < yr; j++)
+        {
+          if (ys[j] == 1)
+            continue;
+          if (flat->len)
+            g_string_append (flat, " + ");
+          g_string_append_printf (flat, "%s * %" G_GINT64_FORMAT "LL", c->ix[j], yst[j]);
+        }
+      if (flat->len == 0)
+        g_string_append (flat, "0");
+      fv = new_idx (g, flat->str);
+      g_string_free (flat, TRUE);
     }
-  if (flat->len == 0)
-    g_string_append (flat, "0");
-  fv = new_idx (g, flat->str);
-  g_string_free (flat, TRUE);
   for (guint j = 0; j < xr; j++)
     {
       if (xs[j] == 1)
@@ -456,6 +542,8 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
         out->ix[j] = new_idx (g, pool_printf (g, "(%s / %" G_GINT64_FORMAT "LL) %% %" G_GINT64_FORMAT "LL",
                                               fv, xst[j], xs[j]));
     }
+  out->flat = fv;
+  memcpy (out->shape, xs, sizeof (int64_t) * xr);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -531,9 +619,28 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
                               y->dtype == CS_DTYPE_B8 ? "!" : "~", a);
       return v;
 
+    case CS_OP_PRIM_POW:
+      {
+        /* A float raised to the constant 2 or 3 is x*x (x*x*x), as PyTorch's pow kernel does
+         * for these exponents: exact up to the products' rounding, and no powf call. */
+        double e;
+
+        if (strcmp (ct, "long long") != 0 && strcmp (ct, "bool") != 0
+            && value_number (cs_stmt_get_arg (st, 1, NULL), &e) && (e == 2.0 || e == 3.0))
+          {
+            a = emit_operand (g, st, 0, c, ct, error);
+            if (!a)
+              return NULL;
+            v = new_var (g);
+            g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                                    round_wrap (g, y->dtype, e == 2.0 ? pool_printf (g, "(%s) * (%s)", a, a)
+                                                : pool_printf (g, "(%s) * (%s) * (%s)", a, a, a)));
+            return v;
+          }
+      }
+      G_GNUC_FALLTHROUGH;
     case CS_OP_PRIM_MAXIMUM:
     case CS_OP_PRIM_MINIMUM:
-    case CS_OP_PRIM_POW:
     case CS_OP_PRIM_ATAN2:
     case CS_OP_PRIM_FMOD:
     case CS_OP_PRIM_REMAINDER:
@@ -757,6 +864,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
             xi = item->u.proxy;
             len = xi->shape[dim[0]];
             xc = *c;
+            xc.flat = NULL;
             xc.ix[dim[0]] = clamp_idx (g, pool_printf (g, "%s - %" G_GINT64_FORMAT "LL", c->ix[dim[0]], off),
                                        MAX (len - 1, 0));
             xv = emit_value (g, xi, &xc, error);
@@ -812,6 +920,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         /* Indices are clamped into range: a bad index never reads outside the tensor. */
         cl = clamp_idx (g, iv, x->shape[dim[0]] - 1);
         xc = *c;
+        xc.flat = NULL;
         xc.rank = x->rank;
         xc.ix[dim[0]] = cl;
         return emit_value (g, x, &xc, error);
@@ -823,7 +932,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         int64_t dim[1];
         guint nd = 0;
         const char *iv, *cl;
-        Ctx ic;
+        Ctx ic = { 0 };
 
         x = arg_proxy (st, 0, "a");
         ix = arg_proxy (st, 1, "indices");
@@ -838,6 +947,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
           return NULL;
         cl = clamp_idx (g, iv, x->shape[dim[0]] - 1);
         xc = *c;
+        xc.flat = NULL;
         xc.ix[dim[0]] = cl;
         return emit_value (g, x, &xc, error);
       }
@@ -846,7 +956,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       {
         CsProxy *ix, *wt;
         const char *iv, *cl;
-        Ctx ic;
+        Ctx ic = { 0 };
 
         ix = arg_proxy (st, 0, "a");
         wt = arg_proxy (st, 1, "weight");
@@ -863,6 +973,31 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         xc.ix[0] = cl;
         xc.ix[1] = c->ix[c->rank - 1];
         return emit_value (g, wt, &xc, error);
+      }
+
+    case CS_OP_PRIM_SUM:
+    case CS_OP_PRIM_PROD:
+    case CS_OP_PRIM_AMAX:
+    case CS_OP_PRIM_AMIN:
+      {
+        /* Only trivial ones (size-1 dims reduced) get here: y[kept] = x[kept, 0...]. */
+        gboolean red[CS_MAX_DIMS];
+        const char *xv;
+        guint k = 0;
+
+        x = arg_proxy (st, 0, "a");
+        if (!reduction_is_trivial (st) || !reduction_dims (st, red))
+          break;
+        xc.rank = x->rank;
+        for (guint j = 0; j < x->rank; j++)
+          xc.ix[j] = red[j] ? "0" : (k < c->rank ? c->ix[k++] : "0");
+        xv = emit_value (g, x, &xc, error);
+        if (!xv)
+          return NULL;
+        v = new_var (g);
+        g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                                round_wrap (g, y->dtype, pool_printf (g, "(%s) (%s)", ct, xv)));
+        return v;
       }
 
     default:
@@ -1103,20 +1238,28 @@ static void
 decompose (Gen *g, const char *flat, const int64_t *shape, guint rank, Ctx *c)
 {
   int64_t st[CS_MAX_DIMS];
+  gboolean first = TRUE;
 
   contig_strides (shape, rank, st);
+  memset (c, 0, sizeof *c);
   c->rank = rank;
+  c->flat = flat;
+  memcpy (c->shape, shape, sizeof (int64_t) * rank);
   for (guint j = 0; j < rank; j++)
     {
       if (shape[j] == 1)
         c->ix[j] = "0";
-      else if (j == 0)
+      else if (first && st[j] == 1)
+        c->ix[j] = flat;
+      else if (first)
         c->ix[j] = new_idx (g, pool_printf (g, "%s / %" G_GINT64_FORMAT "LL", flat, st[j]));
       else if (st[j] == 1)
         c->ix[j] = new_idx (g, pool_printf (g, "%s %% %" G_GINT64_FORMAT "LL", flat, shape[j]));
       else
         c->ix[j] = new_idx (g, pool_printf (g, "(%s / %" G_GINT64_FORMAT "LL) %% %" G_GINT64_FORMAT "LL",
                                             flat, st[j], shape[j]));
+      if (shape[j] != 1)
+        first = FALSE;
     }
 }
 
@@ -1130,7 +1273,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
   g_autofree char *ss = shape_str (shape, rank);
   int64_t N = cs_shape_numel (shape, rank);
   int64_t blocks = (N + 255) / 256;
-  Ctx c;
+  Ctx c = { 0 };
 
   gen_begin (g);
   decompose (g, "i", shape, rank, &c);
@@ -1165,6 +1308,65 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
     blocks = 1;
   gen_finish (g, code->str, g_strdup_printf ("%s pointwise %s (%u out)", g->label, ss, n),
               (unsigned int) blocks, 1, 256, 1);
+  return TRUE;
+}
+
+/* Row form: the reduced dims are the innermost ones, size-1 dims aside ([1, T, C] summed over
+ * (0, 2) is T rows of C). */
+static gboolean
+reduction_is_row (const CsProxy *x, const gboolean *red)
+{
+  gboolean seen_red = FALSE;
+
+  for (guint j = 0; j < x->rank; j++)
+    {
+      if (x->shape[j] == 1)
+        continue;
+      if (red[j])
+        seen_red = TRUE;
+      else if (seen_red)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* The reduced dims of reduction @st as flags over its input's dims. */
+static gboolean
+reduction_dims (const CsStmt *st, gboolean *red)
+{
+  CsProxy *x = arg_proxy (st, 0, "a");
+  int64_t dims[CS_MAX_DIMS];
+  guint nd = 0;
+
+  memset (red, 0, sizeof (gboolean) * CS_MAX_DIMS);
+  if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 1, "dims", dims, &nd))
+    return FALSE;
+  for (guint i = 0; i < nd; i++)
+    {
+      int64_t d = dims[i] < 0 ? dims[i] + (int64_t) x->rank : dims[i];
+
+      if (d < 0 || d >= (int64_t) x->rank)
+        return FALSE;
+      red[d] = TRUE;
+    }
+  return TRUE;
+}
+
+/* A sum, prod, amax or amin over size-1 dims only: the identity (a reshape), no kernel. */
+static gboolean
+reduction_is_trivial (const CsStmt *st)
+{
+  CsOpId id = cs_op_semantic (st->op)->id;
+  CsProxy *x = arg_proxy (st, 0, "a");
+  gboolean red[CS_MAX_DIMS];
+
+  if (id != CS_OP_PRIM_SUM && id != CS_OP_PRIM_PROD && id != CS_OP_PRIM_AMAX && id != CS_OP_PRIM_AMIN)
+    return FALSE;
+  if (!reduction_dims (st, red))
+    return FALSE;
+  for (guint j = 0; j < x->rank; j++)
+    if (red[j] && x->shape[j] != 1)
+      return FALSE;
   return TRUE;
 }
 
@@ -1300,7 +1502,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
   g_autofree char *xs = NULL;
   const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
   guint nc = k == RED_VAR_MEAN ? 3 : 1;
-  Ctx oc, rc, xc;
+  Ctx oc = { 0 }, rc = { 0 }, xc = { 0 };
 
   if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 1, "dims", dims, &nd))
     return unsupported (error, st, "this reduction form");
@@ -1321,10 +1523,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
       ks[nk++] = x->shape[j];
   O = cs_shape_numel (ks, nk);
   R = cs_shape_numel (rs, nr);
-  row = TRUE;
-  for (guint j = 0; j < x->rank; j++)
-    if (red[j] != (j >= x->rank - nr))
-      row = FALSE;
+  row = reduction_is_row (x, red);
   /* f32 accumulation for float inputs (f64 for f64); integer sums count exactly in f64. */
   at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
 
@@ -1509,6 +1708,7 @@ is_reduction (const CsStmt *st)
   switch (cs_op_semantic (st->op)->id)
     {
     case CS_OP_PRIM_SUM: case CS_OP_PRIM_PROD: case CS_OP_PRIM_AMAX: case CS_OP_PRIM_AMIN:
+      return !reduction_is_trivial (st);
     case CS_OP_PRIM_VAR: case CS_OP_PRIM_VAR_MEAN:
       return TRUE;
     default:
@@ -1707,7 +1907,7 @@ cs_cuda_codegen_copy (CsCudaProgram *p, guint src, const char *label, guint *out
   int64_t blocks = (N + 255) / 256;
   guint dst;
   const char *v;
-  Ctx c;
+  Ctx c = { 0 };
   CsCudaStep *step;
 
   if (!dtype_supported (s.dtype))
@@ -1768,7 +1968,7 @@ cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, in
   int64_t blocks = (N + 255) / 256;
   guint dst, pa;
   const char *iv, *vv, *cl;
-  Ctx c;
+  Ctx c = { 0 };
   int64_t st[CS_MAX_DIMS];
 
   if (y->dtype != CS_DTYPE_F32 && y->dtype != CS_DTYPE_F64)
@@ -1844,7 +2044,7 @@ cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, guint idx, int
   guint acc, dst, pa;
   int64_t ashape[2];
   const char *iv, *gv, *cl;
-  Ctx c, ic;
+  Ctx c = { 0 }, ic = { 0 };
   g_autoptr(GString) code = g_string_new ("");
 
   if (y->rank != 2 || gs.rank != is.rank + 1 || !dtype_supported (y->dtype))
