@@ -57,6 +57,15 @@ typedef struct
   const char    *label;
 } Gen;
 
+/* A row statistic of the row-fused kernel (Gen.reg). */
+typedef struct
+{
+  const char *name;                /* register variable */
+  CsDtype     dtype;               /* of the statistic (x's dtype for untyped var_mean outputs) */
+  guint       rank;                /* of the statistic */
+  int64_t     shape[CS_MAX_DIMS];  /* elements: the reduction's kept dims */
+} RowReg;
+
 /* ------------------------------------------------------------------------------------------ */
 
 static const char *
@@ -711,17 +720,41 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         int64_t shape[CS_MAX_DIMS], bdims[CS_MAX_DIMS];
         guint ns = 0, nb = 0;
 
+        const int64_t *xshape;
+        guint xrank;
+        gpointer sv;
+        RowReg *rr;
+
         x = arg_proxy (st, 0, "a");
-        if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 2, "broadcast_dimensions", bdims, &nb)
-            || nb != x->rank)
+        if (!x || !arg_ints (st, 2, "broadcast_dimensions", bdims, &nb))
+          return unsupported (error, st, "this broadcast_in_dim form"), NULL;
+        xshape = x->shape;
+        xrank = x->rank;
+        /* var_mean's outputs print without types in Thunder's traces: their shape is the one
+         * the reduction stored (or holds in a register). */
+        if (x->kind != CS_PROXY_TENSOR && g->reg && (rr = g_hash_table_lookup (g->reg, x)) != NULL)
+          {
+            xshape = rr->shape;
+            xrank = rr->rank;
+          }
+        else if (x->kind != CS_PROXY_TENSOR && (sv = g_hash_table_lookup (g->mat, x)) != NULL)
+          {
+            CsCudaSlot *sl = cs_cuda_program_slot (g->p, GPOINTER_TO_UINT (sv) - 1);
+
+            xshape = sl->shape;
+            xrank = sl->rank;
+          }
+        else if (x->kind != CS_PROXY_TENSOR)
+          return unsupported (error, st, "this broadcast_in_dim form"), NULL;
+        if (nb != xrank)
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         (void) arg_ints (st, 1, "shape", shape, &ns);
-        xc.rank = x->rank;
-        for (guint j = 0; j < x->rank; j++)
+        xc.rank = xrank;
+        for (guint j = 0; j < xrank; j++)
           {
             if (bdims[j] < 0 || (guint) bdims[j] >= c->rank)
               return unsupported (error, st, "a broadcast dimension out of range"), NULL;
-            xc.ix[j] = x->shape[j] == 1 ? "0" : c->ix[bdims[j]];
+            xc.ix[j] = xshape[j] == 1 ? "0" : c->ix[bdims[j]];
           }
         return emit_value (g, x, &xc, error);
       }
@@ -1046,6 +1079,31 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
   return NULL;
 }
 
+/* A row statistic at @c: valid only where @c's indices of its non-1 dims are the kernel's own
+ * row (a statistic read at another row would need a second pass over memory). */
+static const char *
+reg_value (Gen *g, const RowReg *rr, const Ctx *c, GError **error)
+{
+  guint k = 0;
+
+  if (c->rank == rr->rank)
+    {
+      for (guint j = 0; j < rr->rank; j++)
+        {
+          if (rr->shape[j] == 1)
+            continue;
+          if (k >= g->row_nk || strcmp (c->ix[j], g->row_ix[k]) != 0)
+            break;
+          k++;
+        }
+      if (k == g->row_nk)
+        return rr->name;
+    }
+  g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: a row statistic read at another row",
+               g->label);
+  return NULL;
+}
+
 static const char *
 emit_value (Gen *g, CsProxy *x, const Ctx *c, GError **error)
 {
@@ -1054,6 +1112,10 @@ emit_value (Gen *g, CsProxy *x, const Ctx *c, GError **error)
   const char *v;
   gpointer sv;
   CsStmt *st;
+  RowReg *rr;
+
+  if (g->reg && (rr = g_hash_table_lookup (g->reg, x)) != NULL)
+    return reg_value (g, rr, c, error);
 
   if ((sv = g_hash_table_lookup (g->mat, x)) != NULL)
     {
@@ -1461,19 +1523,19 @@ red_store (Gen *g, GString *o, RedKind k, gboolean var_only, const char *pfx, gu
   }
 }
 
+/* Butterfly merge of state @pfx across the 32 lanes of a warp. */
 static void
-shfl_merge (GString *o, RedKind k, const char *at, const char *ind)
+shfl_merge (GString *o, RedKind k, const char *at, const char *pfx, const char *ind)
 {
   const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
   guint nc = k == RED_VAR_MEAN ? 3 : 1;
+  g_autofree char *ind2 = g_strdup_printf ("%s    ", ind);
+  g_autofree char *pfx2 = g_strdup_printf ("%so", pfx);
 
   g_string_append_printf (o, "%sfor (int m_ = 16; m_ > 0; m_ >>= 1)\n%s  {\n", ind, ind);
   for (guint c = 0; c < nc; c++)
-    g_string_append_printf (o, "%s    const %s o%s = cs_shfl (%s, m_);\n", ind, at, cn[c], cn[c]);
-  {
-    g_autofree char *ind2 = g_strdup_printf ("%s    ", ind);
-    acc_merge (o, k, at, "", "o", ind2);
-  }
+    g_string_append_printf (o, "%s    const %s %s%s = cs_shfl (%s%s, m_);\n", ind, at, pfx2, cn[c], pfx, cn[c]);
+  acc_merge (o, k, at, pfx, pfx2, ind2);
   g_string_append_printf (o, "%s  }\n", ind);
 }
 
@@ -1582,7 +1644,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
         acc_add (code, k, at, "", v);
         g_string_append (code, "    }\n");
       }
-      shfl_merge (code, k, at, "  ");
+      shfl_merge (code, k, at, "", "  ");
       if (G == 256)
         {
           for (guint c = 0; c < nc; c++)
@@ -1598,7 +1660,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
           g_string_append (code, "    }\n");
           for (guint c = 0; c < nc; c++)
             g_string_append_printf (code, "  %s = t%s;\n", cn[c], cn[c]);
-          shfl_merge (code, k, at, "  ");
+          shfl_merge (code, k, at, "", "  ");
         }
       red_store (g, stores, k, var_only, "", slots, n_slots, correction, at, "o");
       g_string_append (code, "  if (o < O && lane == 0)\n    {\n");
@@ -1722,6 +1784,469 @@ same_shape (const CsProxy *a, const CsProxy *b)
   return a->rank == b->rank && memcmp (a->shape, b->shape, sizeof (int64_t) * a->rank) == 0;
 }
 
+/* Row-fused kernels ------------------------------------------------------------------------
+ *
+ * A region whose reductions all run along rows of one shape (LayerNorm, RMSNorm, softmax and
+ * their backward row sums) becomes ONE kernel: a warp (rows up to 1024) or a 256-thread block
+ * per row makes a pass over the row per group of independent reductions, holds the row
+ * statistics in registers, then writes the region's row-shaped outputs and, from lane 0, its
+ * per-row outputs.  Later passes re-read the row from L1/L2 instead of a second kernel reading
+ * HBM and f32 statistics.  Column reductions of the same region (bias and weight gradients)
+ * stay separate kernels when they do not read a row statistic. */
+
+typedef struct
+{
+  int64_t    kept[CS_MAX_DIMS];   /* kept extents other than 1, outermost first */
+  guint      nk;
+  int64_t    red[CS_MAX_DIMS];    /* reduced extents other than 1 */
+  guint      nr;
+  GPtrArray *reds;                /* CsStmt*: the row reductions, in trace order */
+  GArray    *phase;               /* guint per reduction: its pass, 1 + the latest pass it reads */
+  guint      n_phases;
+  GHashTable *red_phase;          /* CsProxy* (a row reduction's output) -> its pass */
+} RowPlan;
+
+/* The latest pass among the row reductions that @x reads (0: none), through the region's
+ * prims. */
+static guint
+row_dep_phase (Gen *g, CsProxy *x, GHashTable *red_phase, GHashTable *seen)
+{
+  gpointer v;
+  CsStmt *st;
+  g_autoptr(GPtrArray) ins = NULL;
+  guint ph = 0;
+
+  if ((v = g_hash_table_lookup (red_phase, x)) != NULL)
+    return GPOINTER_TO_UINT (v);
+  if ((v = g_hash_table_lookup (seen, x)) != NULL)
+    return GPOINTER_TO_UINT (v) - 1;
+  st = g_hash_table_lookup (g->def, x);
+  if (st == NULL)
+    return 0;
+  g_hash_table_insert (seen, x, GUINT_TO_POINTER (1));
+  ins = g_ptr_array_new ();
+  cs_stmt_collect_inputs (st, ins);
+  for (guint i = 0; i < ins->len; i++)
+    ph = MAX (ph, row_dep_phase (g, g_ptr_array_index (ins, i), red_phase, seen));
+  g_hash_table_insert (seen, x, GUINT_TO_POINTER (ph + 1));
+  return ph;
+}
+
+/* Fills @rp when the region's row reductions share one row shape and no column reduction reads
+ * one of them. */
+static gboolean
+row_plan (Gen *g, CsStmt **prims, guint n_prims, RowPlan *rp)
+{
+  GHashTable *red_phase = rp->red_phase;
+  g_autoptr(GHashTable) seen = g_hash_table_new (NULL, NULL);
+  g_autoptr(GPtrArray) cols = g_ptr_array_new ();
+  int64_t R;
+
+  for (guint i = 0; i < n_prims; i++)
+    {
+      CsStmt *st = prims[i];
+      CsProxy *x;
+      gboolean red[CS_MAX_DIMS];
+      int64_t kept[CS_MAX_DIMS], rd[CS_MAX_DIMS];
+      guint nk = 0, nr = 0;
+
+      if (st->kind != CS_STMT_CALL || !is_reduction (st))
+        continue;
+      x = arg_proxy (st, 0, "a");
+      if (!x || !reduction_dims (st, red))
+        return FALSE;
+      if (!reduction_is_row (x, red))
+        {
+          g_ptr_array_add (cols, st);
+          continue;
+        }
+      for (guint j = 0; j < x->rank; j++)
+        if (x->shape[j] != 1)
+          {
+            if (red[j])
+              rd[nr++] = x->shape[j];
+            else
+              kept[nk++] = x->shape[j];
+          }
+      if (rp->reds->len == 0)
+        {
+          memcpy (rp->kept, kept, sizeof kept);
+          memcpy (rp->red, rd, sizeof rd);
+          rp->nk = nk;
+          rp->nr = nr;
+        }
+      else if (nk != rp->nk || nr != rp->nr || memcmp (kept, rp->kept, sizeof (int64_t) * nk) != 0
+               || memcmp (rd, rp->red, sizeof (int64_t) * nr) != 0)
+        return FALSE;
+      g_ptr_array_add (rp->reds, st);
+    }
+  if (rp->reds->len == 0)
+    return FALSE;
+  R = cs_shape_numel (rp->red, rp->nr);
+  if (R < 2)
+    return FALSE;
+  for (guint i = 0; i < rp->reds->len; i++)
+    {
+      CsStmt *st = g_ptr_array_index (rp->reds, i);
+      g_autoptr(GPtrArray) ys = g_ptr_array_new ();
+      guint ph;
+
+      g_hash_table_remove_all (seen);
+      ph = 1 + row_dep_phase (g, arg_proxy (st, 0, "a"), red_phase, seen);
+      g_array_append_val (rp->phase, ph);
+      rp->n_phases = MAX (rp->n_phases, ph);
+      cs_stmt_collect_outputs (st, ys);
+      for (guint q = 0; q < ys->len; q++)
+        g_hash_table_insert (red_phase, g_ptr_array_index (ys, q), GUINT_TO_POINTER (ph));
+    }
+  for (guint i = 0; i < cols->len; i++)
+    {
+      g_hash_table_remove_all (seen);
+      if (row_dep_phase (g, arg_proxy (g_ptr_array_index (cols, i), 0, "a"), red_phase, seen) > 0)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Context of a tensor of @shape in the row-fused kernel: its non-1 dims are the kept dims, then
+ * (when @row) the reduced dims.  FALSE when the shape is neither. */
+static gboolean
+row_ctx (const RowPlan *rp, const char **oix, const char **rix, const int64_t *shape, guint rank,
+         gboolean row, Ctx *c)
+{
+  int64_t n1[CS_MAX_DIMS];
+  guint n = non1_dims (shape, rank, n1);
+  guint k = 0;
+
+  if (n != rp->nk + (row ? rp->nr : 0) || memcmp (n1, rp->kept, sizeof (int64_t) * rp->nk) != 0
+      || (row && memcmp (n1 + rp->nk, rp->red, sizeof (int64_t) * rp->nr) != 0))
+    return FALSE;
+  memset (c, 0, sizeof *c);
+  c->rank = rank;
+  for (guint j = 0; j < rank; j++)
+    {
+      if (shape[j] == 1)
+        {
+          c->ix[j] = "0";
+          continue;
+        }
+      c->ix[j] = k < rp->nk ? oix[k] : rix[k - rp->nk];
+      k++;
+    }
+  return TRUE;
+}
+
+/* Index names for @n dims of extents @ext decomposed from @flat (one dim: @flat itself);
+ * declarations appended to @decl. */
+static void
+row_names (Gen *g, const char *flat, const char *pfx, const int64_t *ext, guint n, const char **names,
+           GString *decl, const char *ind)
+{
+  int64_t st[CS_MAX_DIMS];
+
+  if (n == 1)
+    {
+      names[0] = flat;
+      return;
+    }
+  contig_strides (ext, n, st);
+  for (guint j = 0; j < n; j++)
+    {
+      names[j] = pool_printf (g, "%s%u", pfx, j);
+      if (j == 0)
+        g_string_append_printf (decl, "%sconst ix_t %s = %s / %" G_GINT64_FORMAT "LL;\n", ind, names[j], flat, st[j]);
+      else
+        g_string_append_printf (decl, "%sconst ix_t %s = (%s / %" G_GINT64_FORMAT "LL) %% %" G_GINT64_FORMAT "LL;\n",
+                                ind, names[j], flat, st[j], ext[j]);
+    }
+}
+
+/* Generates the row-fused kernel for @outs; sets @handled[i] for the outputs it stores (an
+ * output of another shape that reads no row statistic is left to a pointwise kernel). */
+static gboolean
+gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean *handled, GError **error)
+{
+  CsCudaProgram *p = g->p;
+  int64_t O = cs_shape_numel (rp->kept, rp->nk);
+  int64_t R = cs_shape_numel (rp->red, rp->nr);
+  int G = R > 1024 ? 256 : 32;
+  const char *oix[CS_MAX_DIMS], *rix[CS_MAX_DIMS];
+  g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) rdec = g_string_new ("");
+  g_autoptr(GString) row_body = g_string_new ("");
+  g_autoptr(GString) row_stores = g_string_new ("");
+  g_autoptr(GString) kept_body = g_string_new ("");
+  g_autoptr(GString) kept_stores = g_string_new ("");
+  g_autoptr(GPtrArray) row_outs = g_ptr_array_new ();
+  g_autoptr(GPtrArray) row_vals = g_ptr_array_new ();
+  g_autoptr(GPtrArray) kept_outs = g_ptr_array_new ();
+  g_autoptr(GPtrArray) kept_vals = g_ptr_array_new ();
+  g_autofree char *xs = NULL;
+  guint slot;
+
+  gen_begin (g);
+  g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
+  g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+  g_string_append_printf (code, "  const ix_t o = (ix_t) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
+  g_string_append_printf (code, "  const int lane = threadIdx.x %% %d;\n", G);
+  g_string_append (code, "  if (o >= O)\n    return;\n");
+  row_names (g, "o", "ko", rp->kept, rp->nk, oix, code, "  ");
+  row_names (g, "r", "kr", rp->red, rp->nr, rix, rdec, "      ");
+  g->row_ix = oix;
+  g->row_nk = rp->nk;
+
+  /* One pass over the row per group of independent reductions. */
+  for (guint ph = 1; ph <= rp->n_phases; ph++)
+    {
+      g_autoptr(GString) accs = g_string_new ("");
+      g_autoptr(GString) adds = g_string_new ("");
+      g_autoptr(GString) merges = g_string_new ("");
+      g_autoptr(GString) reads = g_string_new ("");
+      g_autoptr(GString) regs = g_string_new ("");
+      g_autoptr(GPtrArray) regs_new = g_ptr_array_new ();
+
+      g_hash_table_remove_all (g->memo);
+      g_string_truncate (g->body, 0);
+      for (guint i = 0; i < rp->reds->len; i++)
+        {
+          CsStmt *st = g_ptr_array_index (rp->reds, i);
+          CsProxy *x = arg_proxy (st, 0, "a");
+          gboolean var_only;
+          RedKind k = red_kind (cs_op_semantic (st->op)->id, &var_only);
+          const char *at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
+          const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+          guint nc = k == RED_VAR_MEAN ? 3 : 1;
+          const char *pfx = pool_printf (g, "p%u", i);
+          g_autoptr(GPtrArray) ys = g_ptr_array_new ();
+          int64_t ks[CS_MAX_DIMS];
+          gboolean red[CS_MAX_DIMS];
+          guint nks = 0;
+          double correction = 1.0;
+          const char *v;
+          Ctx xc;
+
+          if (g_array_index (rp->phase, guint, i) != ph)
+            continue;
+          if (!row_ctx (rp, oix, rix, x->shape, x->rank, TRUE, &xc) || !reduction_dims (st, red))
+            return unsupported (error, st, "a row reduction of another shape");
+          if (k == RED_VAR_MEAN && !value_number (cs_stmt_get_arg (st, 2, "correction"), &correction))
+            correction = 1.0;
+          v = emit_value (g, x, &xc, error);
+          if (!v)
+            return FALSE;
+          acc_init (accs, k, at, pfx);
+          acc_add (adds, k, at, pfx, v);
+          shfl_merge (merges, k, at, pfx, "  ");
+          if (G == 32)
+            /* Lane 0's state for every lane (Welford's merge is not symmetric bit for bit). */
+            for (guint c = 0; c < nc; c++)
+              g_string_append_printf (merges, "  %s%s = __shfl_sync (0xffffffffu, %s%s, 0);\n", pfx, cn[c], pfx, cn[c]);
+          else
+            {
+              /* Warp states through shared memory; every thread merges them in the same order. */
+              for (guint c = 0; c < nc; c++)
+                g_string_append_printf (merges, "  __shared__ %s sh%s%s[8];\n  if ((threadIdx.x & 31) == 0)\n"
+                                        "    sh%s%s[threadIdx.x >> 5] = %s%s;\n", at, pfx, cn[c], pfx, cn[c], pfx, cn[c]);
+              for (guint c = 0; c < nc; c++)
+                g_string_append_printf (reads, "  %s%s = sh%s%s[0];\n", pfx, cn[c], pfx, cn[c]);
+              g_string_append (reads, "  for (int w_ = 1; w_ < 8; w_++)\n    {\n");
+              for (guint c = 0; c < nc; c++)
+                g_string_append_printf (reads, "      const %s %so%s = sh%s%s[w_];\n", at, pfx, cn[c], pfx, cn[c]);
+              acc_merge (reads, k, at, pfx, pool_printf (g, "%so", pfx), "      ");
+              g_string_append (reads, "    }\n");
+            }
+          for (guint j = 0; j < x->rank; j++)
+            if (!red[j])
+              ks[nks++] = x->shape[j];
+          cs_stmt_collect_outputs (st, ys);
+          for (guint q = 0; q < ys->len && q < 2; q++)
+            {
+              CsProxy *y = g_ptr_array_index (ys, q);
+              CsDtype dt = y->kind == CS_PROXY_TENSOR && y->typed ? y->dtype : x->dtype;
+              const char *e;
+              RowReg *rr;
+
+              if (!dtype_supported (dt))
+                return unsupported (error, st, "a reduction output dtype");
+              if (k != RED_VAR_MEAN)
+                e = pool_printf (g, "%ss", pfx);
+              else if (q == 0)
+                e = pool_printf (g, "(%sq / (%sn - (%s) %s))", pfx, pfx, at, float_literal (g, correction, at));
+              else if (!var_only)
+                e = pool_printf (g, "%sm", pfx);
+              else
+                continue;
+              rr = g_new0 (RowReg, 1);
+              rr->name = pool_printf (g, "rg%u", g->n_vars++);
+              rr->dtype = dt;
+              if (y->kind == CS_PROXY_TENSOR && y->typed)
+                {
+                  rr->rank = y->rank;
+                  memcpy (rr->shape, y->shape, sizeof (int64_t) * y->rank);
+                }
+              else
+                {
+                  rr->rank = nks;
+                  memcpy (rr->shape, ks, sizeof (int64_t) * nks);
+                }
+              g_string_append_printf (regs, "  const %s %s = %s;\n", ctype (dt), rr->name,
+                                      round_wrap (g, dt, pool_printf (g, "(%s) (%s)", ctype (dt), e)));
+              g_ptr_array_add (regs_new, y);
+              g_ptr_array_add (regs_new, rr);
+            }
+        }
+      g_string_append (code, accs->str);
+      g_string_append_printf (code, "#pragma unroll 4\n  for (ix_t r = lane; r < R; r += %d)\n    {\n", G);
+      g_string_append (code, rdec->str);
+      g_string_append (code, g->body->str);
+      g_string_append (code, adds->str);
+      g_string_append (code, "    }\n");
+      g_string_append (code, merges->str);
+      if (G != 32)
+        {
+          g_string_append (code, "  __syncthreads ();\n");
+          g_string_append (code, reads->str);
+        }
+      g_string_append (code, regs->str);
+      for (guint q = 0; q < regs_new->len; q += 2)
+        g_hash_table_insert (g->reg, g_ptr_array_index (regs_new, q), g_ptr_array_index (regs_new, q + 1));
+    }
+
+  /* The outputs: row-shaped ones in a last pass, per-row ones from lane 0. */
+  g_hash_table_remove_all (g->memo);
+  g_string_truncate (g->body, 0);
+  for (guint i = 0; i < n_outs; i++)
+    {
+      Ctx c;
+      const char *v;
+
+      if (g_ptr_array_find (row_outs, outs[i], NULL) || g_ptr_array_find (kept_outs, outs[i], NULL))
+        continue;
+      if (g_hash_table_contains (g->reg, outs[i]))
+        {
+          /* A row statistic itself (var_mean's outputs may be untyped). */
+          g_ptr_array_add (kept_outs, outs[i]);
+          continue;
+        }
+      if (!row_ctx (rp, oix, rix, outs[i]->shape, outs[i]->rank, TRUE, &c))
+        {
+          g_autoptr(GHashTable) seen = g_hash_table_new (NULL, NULL);
+
+          if (row_ctx (rp, oix, rix, outs[i]->shape, outs[i]->rank, FALSE, &c))
+            g_ptr_array_add (kept_outs, outs[i]);
+          else if (row_dep_phase (g, outs[i], rp->red_phase, seen) == 0)
+            continue;
+          else
+            {
+              g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: output %s is not row-shaped",
+                           g->label, outs[i]->name);
+              return FALSE;
+            }
+          continue;
+        }
+      if (!dtype_supported (outs[i]->dtype))
+        return unsupported (error, NULL, "an output dtype");
+      v = emit_value (g, outs[i], &c, error);
+      if (!v)
+        return FALSE;
+      g_ptr_array_add (row_outs, outs[i]);
+      g_ptr_array_add (row_vals, (gpointer) v);
+    }
+  g_string_append (row_body, g->body->str);
+  g_hash_table_remove_all (g->memo);
+  g_string_truncate (g->body, 0);
+  for (guint i = 0; i < kept_outs->len; i++)
+    {
+      CsProxy *y = g_ptr_array_index (kept_outs, i);
+      RowReg *rr = g_hash_table_lookup (g->reg, y);
+      const char *v;
+      Ctx c;
+
+      if (!rr && !dtype_supported (y->dtype))
+        return unsupported (error, NULL, "an output dtype");
+      if (rr)
+        row_ctx (rp, oix, rix, rr->shape, rr->rank, FALSE, &c);
+      else
+        row_ctx (rp, oix, rix, y->shape, y->rank, FALSE, &c);
+      v = emit_value (g, y, &c, error);
+      if (!v)
+        return FALSE;
+      g_ptr_array_add (kept_vals, (gpointer) v);
+    }
+  g_string_append (kept_body, g->body->str);
+
+  /* Generated without a fault: now the output slots. */
+  for (guint i = 0; i < n_outs; i++)
+    handled[i] = g_ptr_array_find (row_outs, outs[i], NULL) || g_ptr_array_find (kept_outs, outs[i], NULL);
+  for (guint i = 0; i < row_outs->len; i++)
+    {
+      CsProxy *y = g_ptr_array_index (row_outs, i);
+
+      slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
+      store_stmt (g, row_stores, slot, "o * R + r", g_ptr_array_index (row_vals, i));
+      cs_cuda_program_bind (p, y, slot);
+    }
+  for (guint i = 0; i < kept_outs->len; i++)
+    {
+      CsProxy *y = g_ptr_array_index (kept_outs, i);
+      RowReg *rr = g_hash_table_lookup (g->reg, y);
+
+      if (rr)
+        slot = cs_cuda_program_new_slot (p, rr->dtype, rr->shape, rr->rank);
+      else
+        slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
+      store_stmt (g, kept_stores, slot, "o", g_ptr_array_index (kept_vals, i));
+      cs_cuda_program_bind (p, y, slot);
+    }
+  if (row_outs->len)
+    {
+      g_string_append_printf (code, "#pragma unroll 4\n  for (ix_t r = lane; r < R; r += %d)\n    {\n", G);
+      g_string_append (code, rdec->str);
+      g_string_append (code, row_body->str);
+      g_string_append (code, row_stores->str);
+      g_string_append (code, "    }\n");
+    }
+  if (kept_outs->len)
+    {
+      g_string_append (code, "  if (lane == 0)\n    {\n");
+      g_string_append (code, kept_body->str);
+      g_string_append (code, kept_stores->str);
+      g_string_append (code, "    }\n");
+    }
+  {
+    CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), 0, "a");
+
+    xs = shape_str (x0->shape, x0->rank);
+  }
+  gen_finish (g, code->str,
+              g_strdup_printf ("%s row-fused %s (%" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT ", %u reductions in %u passes, %u+%u out)",
+                               g->label, xs, O, R, rp->reds->len, rp->n_phases, row_outs->len, kept_outs->len),
+              (unsigned int) (G == 32 ? (O + 7) / 8 : O), 1, 256, 1);
+  return TRUE;
+}
+
+/* The region output that reduction @st's only use converts it to, or NULL: the reduction
+ * stores that output itself (the cast is the store's conversion). */
+static CsProxy *
+reduction_epilogue (CsStmt *st, GHashTable *uses, GHashTable *user_of, GHashTable *is_out)
+{
+  g_autoptr(GPtrArray) ro = g_ptr_array_new ();
+  CsProxy *y, *z;
+  CsStmt *user;
+
+  cs_stmt_collect_outputs (st, ro);
+  if (ro->len != 1 || GPOINTER_TO_UINT (g_hash_table_lookup (uses, g_ptr_array_index (ro, 0))) != 1)
+    return NULL;
+  y = g_ptr_array_index (ro, 0);
+  user = g_hash_table_lookup (user_of, y);
+  z = user ? cs_stmt_get_output (user) : NULL;
+  if (user && cs_op_semantic (user->op)->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE && z
+      && z->kind == CS_PROXY_TENSOR && cs_dtype_is_float (z->dtype) && y->kind == CS_PROXY_TENSOR
+      && same_shape (y, z) && g_hash_table_contains (is_out, z))
+    return z;
+  return NULL;
+}
+
 gboolean
 cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy **outs,
                         guint n_outs, const char *label, GError **error)
@@ -1734,6 +2259,8 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   g_autoptr(GHashTable) uses = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) user_of = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) is_out = g_hash_table_new (NULL, NULL);
+  RowPlan rp = { 0 };
+  gboolean fuse_rows;
   gboolean ok = FALSE;
 
   g.p = p;
@@ -1745,6 +2272,10 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   g.params = g_array_new (FALSE, FALSE, sizeof (guint));
   g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g.label = label;
+  g.reg = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  rp.reds = g_ptr_array_new ();
+  rp.phase = g_array_new (FALSE, FALSE, sizeof (guint));
+  rp.red_phase = g_hash_table_new (NULL, NULL);
 
   for (guint i = 0; i < n_prims; i++)
     {
@@ -1779,33 +2310,23 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
       g_hash_table_add (is_out, outs[i]);
     }
 
-  /* 1. Reductions, in trace order. */
+  /* 0. One row-fused kernel for the row reductions and the rest of the region, when they
+   *    share a row shape (normalisations, softmax). */
+  fuse_rows = row_plan (&g, prims, n_prims, &rp);
+
+  /* 1. Reductions, in trace order (the row ones later when fused). */
   for (guint i = 0; i < n_prims; i++)
-    if (prims[i]->kind == CS_STMT_CALL && is_reduction (prims[i]))
-      {
-        CsProxy *epi = NULL;
-        g_autoptr(GPtrArray) ro = g_ptr_array_new ();
-
-        cs_stmt_collect_outputs (prims[i], ro);
-        if (ro->len == 1 && GPOINTER_TO_UINT (g_hash_table_lookup (uses, g_ptr_array_index (ro, 0))) == 1)
-          {
-            CsProxy *y = g_ptr_array_index (ro, 0);
-            CsStmt *user = g_hash_table_lookup (user_of, y);
-            CsProxy *z = user ? cs_stmt_get_output (user) : NULL;
-
-            if (user && cs_op_semantic (user->op)->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE && z
-                && z->kind == CS_PROXY_TENSOR && cs_dtype_is_float (z->dtype) && y->kind == CS_PROXY_TENSOR
-                && same_shape (y, z) && g_hash_table_contains (is_out, z))
-              epi = z;
-          }
-        if (!gen_reduction (&g, prims[i], outs, n_outs, epi, error))
-          goto out;
-      }
+    if (prims[i]->kind == CS_STMT_CALL && is_reduction (prims[i])
+        && !(fuse_rows && g_ptr_array_find (rp.reds, prims[i], NULL)))
+      if (!gen_reduction (&g, prims[i], outs, n_outs, reduction_epilogue (prims[i], uses, user_of, is_out), error))
+        goto out;
 
   /* 2. Outputs already produced: passthrough inputs and reduction results. */
+mark_done:
   for (guint i = 0; i < n_outs; i++)
     {
-      if (outs[i]->kind != CS_PROXY_TENSOR && !g_hash_table_contains (g.mat, outs[i]))
+      if (outs[i]->kind != CS_PROXY_TENSOR && !g_hash_table_contains (g.mat, outs[i])
+          && !(fuse_rows && g_hash_table_contains (rp.red_phase, outs[i])))
         {
           g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
                        "%s: output %s is not a tensor", label, outs[i]->name);
@@ -1833,6 +2354,43 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
             alias[i] = outs[j];
             done[i] = TRUE;
           }
+    }
+
+  if (fuse_rows)
+    {
+      g_autofree CsProxy **todo = g_new0 (CsProxy *, MAX (n_outs, 1));
+      g_autofree guint *todo_at = g_new0 (guint, MAX (n_outs, 1));
+      g_autofree gboolean *handled = g_new0 (gboolean, MAX (n_outs, 1));
+      guint n_todo = 0;
+      g_autoptr(GError) ferr = NULL;
+
+      for (guint i = 0; i < n_outs; i++)
+        if (!done[i])
+          {
+            todo_at[n_todo] = i;
+            todo[n_todo++] = outs[i];
+          }
+      fuse_rows = FALSE;
+      if (gen_row_fused (&g, &rp, todo, n_todo, handled, &ferr))
+        for (guint i = 0; i < n_todo; i++)
+          done[todo_at[i]] = handled[i];
+      else
+        {
+          /* Not row-local after all: the row reductions as their own kernels, then pointwise. */
+          g_debug ("%s: no row-fused kernel: %s", label, ferr->message);
+          g_hash_table_remove_all (g.reg);
+          for (guint i = 0; i < rp.reds->len; i++)
+            {
+              CsStmt *st = g_ptr_array_index (rp.reds, i);
+
+              if (!gen_reduction (&g, st, outs, n_outs, reduction_epilogue (st, uses, user_of, is_out), error))
+                goto out;
+            }
+          goto mark_done;
+        }
+      g_hash_table_remove_all (g.reg);
+      g.row_ix = NULL;
+      g.row_nk = 0;
     }
 
   /* 3. The rest: one pointwise kernel per output shape. */
@@ -1885,6 +2443,10 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   ok = TRUE;
 
 out:
+  g_ptr_array_unref (rp.reds);
+  g_array_unref (rp.phase);
+  g_hash_table_unref (rp.red_phase);
+  g_hash_table_unref (g.reg);
   g_hash_table_unref (g.def);
   g_hash_table_unref (g.mat);
   g_string_chunk_free (g.pool);

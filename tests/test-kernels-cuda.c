@@ -220,6 +220,67 @@ test_reductions (void)
   run_case (reductions, FALSE, NULL, FALSE);
 }
 
+/* Normalisations as row-fused kernels: LayerNorm with var_mean (block per row, R = 3000 > 1024),
+ * a two-pass softmax (amax, then a sum of exp reading it; R = 1500, not a multiple of 256) with
+ * a bf16 per-row output, an RMSNorm over [1, T, C] summed over (0, 2) (warp per row) with a
+ * trivial sum over size-1 dims, and a region whose output reads a row statistic across rows
+ * (falls back to a row reduction + pointwise kernel). */
+static const char row_fused_trace[] =
+  "def computation(x, w, sc, zz, qq):\n"
+  "  # x: \"cuda:0 bf16[40, 3000]\"\n"
+  "  # w: \"cuda:0 bf16[3000]\"\n"
+  "  # sc: \"cuda:0 bf16[70, 1500]\"\n"
+  "  # zz: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "  # qq: \"cuda:0 f32[24, 24]\"\n"
+  "  [t0, t1, t8] = nvFusion0(x, w)\n"
+  "    # t2 = prims.convert_element_type(x, dtypes.float32)  # t2: \"cuda:0 f32[40, 3000]\"\n"
+  "    # (t0, t1) = prims.var_mean(t2, (1,), correction=0)\n"
+  "    # t3 = prims.broadcast_in_dim(t0, [40, 1], [0])  # t3: \"cuda:0 f32[40, 1]\"\n"
+  "    # t4 = prims.add(t3, 1e-05)  # t4: \"cuda:0 f32[40, 1]\"\n"
+  "    # t5 = prims.rsqrt(t4)  # t5: \"cuda:0 f32[40, 1]\"\n"
+  "    # t6 = prims.broadcast_in_dim(t1, (40, 3000), (0,))  # t6: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t7 = prims.sub(t2, t6)  # t7: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t9 = prims.broadcast_in_dim(t5, (40, 3000), (0, 1))  # t9: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t10 = prims.mul(t7, t9)  # t10: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t11 = prims.broadcast_in_dim(w, (40, 3000), (1,))  # t11: \"cuda:0 bf16[40, 3000]\"\n"
+  "    # t12 = prims.convert_element_type(t11, dtypes.float32)  # t12: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t13 = prims.mul(t10, t12)  # t13: \"cuda:0 f32[40, 3000]\"\n"
+  "    # t8 = prims.convert_element_type(t13, dtypes.bfloat16)  # t8: \"cuda:0 bf16[40, 3000]\"\n"
+  "  [t20, t21] = nvFusion1(sc)\n"
+  "    # t14 = prims.convert_element_type(sc, dtypes.float32)  # t14: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t15 = prims.amax(t14, (1,))  # t15: \"cuda:0 f32[70]\"\n"
+  "    # t16 = prims.broadcast_in_dim(t15, (70, 1500), (0,))  # t16: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t17 = prims.sub(t14, t16)  # t17: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t18 = prims.exp(t17)  # t18: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t19 = prims.sum(t18, (1,))  # t19: \"cuda:0 f32[70]\"\n"
+  "    # t22 = prims.broadcast_in_dim(t19, (70, 1500), (0,))  # t22: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t23 = prims.div(t18, t22)  # t23: \"cuda:0 f32[70, 1500]\"\n"
+  "    # t20 = prims.convert_element_type(t23, dtypes.bfloat16)  # t20: \"cuda:0 bf16[70, 1500]\"\n"
+  "    # t21 = prims.convert_element_type(t19, dtypes.bfloat16)  # t21: \"cuda:0 bf16[70]\"\n"
+  "  [t30, t31] = nvFusion2(zz)\n"
+  "    # t24 = prims.convert_element_type(zz, dtypes.float32)  # t24: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t25 = prims.mul(t24, t24)  # t25: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t26 = prims.sum(t25, (0, 2))  # t26: \"cuda:0 f32[50]\"\n"
+  "    # t27 = prims.broadcast_in_dim(t26, [1, 50, 1], [1])  # t27: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t28 = prims.div(t27, 700.0)  # t28: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t29 = prims.add(t28, 1e-06)  # t29: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t32 = prims.rsqrt(t29)  # t32: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t33 = prims.broadcast_in_dim(t32, (1, 50, 700), (0, 1, 2))  # t33: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t34 = prims.mul(t24, t33)  # t34: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t30 = prims.convert_element_type(t34, dtypes.bfloat16)  # t30: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "    # t31 = prims.sum(t29, (0, 2))  # t31: \"cuda:0 f32[50]\"\n"
+  "  [t40] = nvFusion3(qq)\n"
+  "    # t41 = prims.sum(qq, (1,))  # t41: \"cuda:0 f32[24]\"\n"
+  "    # t42 = prims.broadcast_in_dim(t41, (24, 24), (1,))  # t42: \"cuda:0 f32[24, 24]\"\n"
+  "    # t40 = prims.sub(qq, t42)  # t40: \"cuda:0 f32[24, 24]\"\n"
+  "  return (t0, t1, t8, t20, t21, t30, t31, t40)\n";
+
+static void
+test_row_fused (void)
+{
+  run_case (row_fused_trace, FALSE, NULL, FALSE);
+}
+
 /* cuBLASLt: true f32, a transposed operand from a permute, batched matmul, linear with bias. */
 static const char matmuls[] =
   "def computation(a, b, c, d, w, bias, e, f):\n"
@@ -326,6 +387,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/mlp/fwd-bwd", test_mlp);
   g_test_add_func ("/kernels/cuda/mlp/linear-in-fusion", test_mlp_linear_fused);
   g_test_add_func ("/kernels/cuda/reduce/row-col-varmean-amax", test_reductions);
+  g_test_add_func ("/kernels/cuda/reduce/row-fused", test_row_fused);
   g_test_add_func ("/kernels/cuda/matmul/f32-bf16-f16-batched-bias", test_matmuls);
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
