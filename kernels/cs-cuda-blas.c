@@ -221,11 +221,99 @@ out:
   return ok;
 }
 
+#define CS_GEMM_TOP_K 8   /* algorithms asked of the heuristic and timed */
+
+/* Autotuning results, shared by the programs of this process: a key naming the problem (shape,
+ * layouts, types, epilogue) -> the fastest algorithm measured. */
+static GHashTable *tuned;                 /* char* -> cublasLtMatmulAlgo_t* */
+G_LOCK_DEFINE_STATIC (tuned);
+
+static char *
+gemm_key (CsCudaGemm *g)
+{
+  return g_strdup_printf ("%d %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %d %d %"
+                          G_GINT64_FORMAT " %" G_GINT64_FORMAT " %d %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+                          " %" G_GINT64_FORMAT " %d %d", (int) g->dtype, g->m, g->n, g->k, (int) g->ta,
+                          (int) g->tb, g->lda, g->ldb, g->batch, g->stride_a, g->stride_b, g->stride_d,
+                          g->slot_bias >= 0, g->tf32);
+}
+
+/* Times the heuristic's top algorithms on the program's own buffers (before any input is set,
+ * so nothing meaningful is overwritten) and keeps the fastest: the heuristic's first choice is
+ * 5-10 % off the best on the smaller GEMMs (reference/gpu-executor.md 1 and 2.3).  One warm-up
+ * then the best of 3 single launches per algorithm; algorithms that fail to launch are skipped. */
+static gboolean
+gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const cublasLtMatmulHeuristicResult_t *heur, int n,
+               GError **error)
+{
+  g_autofree char *key = gemm_key (g);
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  float best_ms = G_MAXFLOAT;
+  gboolean ok = FALSE;
+  cublasLtMatmulAlgo_t *hit;
+
+  G_LOCK (tuned);
+  if (tuned == NULL)
+    tuned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  hit = g_hash_table_lookup (tuned, key);
+  if (hit)
+    g->algo = *hit;
+  G_UNLOCK (tuned);
+  if (hit)
+    return TRUE;
+
+  CS_CU_CHECK (cudaEventCreate (&e0), error);
+  CS_CU_CHECK (cudaEventCreate (&e1), error);
+  for (int i = 0; i < n; i++)
+    {
+      float t_min = G_MAXFLOAT;
+
+      if (heur[i].state != CUBLAS_STATUS_SUCCESS)
+        continue;
+      g->algo = heur[i].algo;
+      if (!cs_cuda_gemm_run (p, g, NULL))
+        continue;
+      for (int r = 0; r < 3; r++)
+        {
+          float ms = 0;
+
+          CS_CU_CHECK (cudaEventRecord (e0, p->stream), error);
+          if (!cs_cuda_gemm_run (p, g, error))
+            goto out;
+          CS_CU_CHECK (cudaEventRecord (e1, p->stream), error);
+          CS_CU_CHECK (cudaEventSynchronize (e1), error);
+          CS_CU_CHECK (cudaEventElapsedTime (&ms, e0, e1), error);
+          t_min = MIN (t_min, ms);
+        }
+      if (t_min < best_ms)
+        {
+          best_ms = t_min;
+          G_LOCK (tuned);
+          g_hash_table_replace (tuned, g_strdup (key), g_memdup2 (&heur[i].algo, sizeof heur[i].algo));
+          G_UNLOCK (tuned);
+        }
+    }
+  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+  G_LOCK (tuned);
+  hit = g_hash_table_lookup (tuned, key);
+  g->algo = hit ? *hit : heur[0].algo;
+  G_UNLOCK (tuned);
+  ok = TRUE;
+out:
+  if (e0)
+    cudaEventDestroy (e0);
+  if (e1)
+    cudaEventDestroy (e1);
+  return ok;
+}
+
 /**
  * cs_cuda_gemm_plan:
  *
- * Creates the descriptors and asks the heuristic for one algorithm (reference/gpu-executor.md
- * 2.2); done once per program, before any run or graph capture.
+ * Creates the descriptors, asks the heuristic for its top algorithms and keeps the fastest on
+ * this device (timed once per problem and process; CASTSCOPE_GEMM_AUTOTUNE=0 keeps the
+ * heuristic's first, reference/gpu-executor.md 2.2); done once per program, before any run or
+ * graph capture.
  */
 gboolean
 cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
@@ -234,7 +322,7 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
   cublasComputeType_t ct;
   cudaDataType_t scale = CUDA_R_32F;
   cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t heur;
+  cublasLtMatmulHeuristicResult_t heur[CS_GEMM_TOP_K];
   int n_found = 0;
   gboolean ok = FALSE;
   uint64_t ws = p->workspace_bytes;
@@ -277,15 +365,18 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
   CS_CUBLAS_CHECK (cublasLtMatmulPreferenceCreate (&pref), error);
   CS_CUBLAS_CHECK (cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &ws, sizeof ws), error);
-  CS_CUBLAS_CHECK (cublasLtMatmulAlgoGetHeuristic (p->lt, g->op, g->la, g->lb, g->ld, g->ld, pref, 1,
-                                                   &heur, &n_found), error);
+  CS_CUBLAS_CHECK (cublasLtMatmulAlgoGetHeuristic (p->lt, g->op, g->la, g->lb, g->ld, g->ld, pref,
+                                                   CS_GEMM_TOP_K, heur, &n_found), error);
   if (n_found < 1)
     {
       g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_CUBLAS,
                    "cuBLASLt found no algorithm for %s", cs_cuda_gemm_describe (g));
       goto out;
     }
-  g->algo = heur.algo;
+  g->algo = heur[0].algo;
+  if (n_found > 1 && g_strcmp0 (g_getenv ("CASTSCOPE_GEMM_AUTOTUNE"), "0") != 0
+      && !gemm_autotune (p, g, heur, n_found, error))
+    goto out;
   g->planned = TRUE;
   ok = TRUE;
 out:

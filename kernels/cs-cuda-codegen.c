@@ -49,6 +49,8 @@ typedef struct
                              * row-fused kernel, valid at the row's own kept index only */
   const char   **row_ix;    /* row-fused kernel: index names of the kept non-1 dims */
   guint          row_nk;    /* their number */
+  gboolean       vec;       /* pointwise full tile: contiguous tensors come from vector loads */
+  GArray        *vec_loads; /* element-type guint: parameters read through a vector load */
   GArray        *params;    /* element-type guint: slot per kernel parameter */
   GArray        *is_out;    /* element-type gboolean, parallel to params */
   guint          n_vars;
@@ -279,6 +281,16 @@ offset_expr (Gen *g, const CsCudaSlot *s, const Ctx *c)
   return r;
 }
 
+static gint
+cmp_guint (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+static gboolean slot_vec_ok (const CsCudaSlot *s, const Ctx *c);
+
 /* Emits a load of slot @slot at @c; returns the variable. */
 static const char *
 emit_load (Gen *g, guint slot, const Ctx *c)
@@ -288,7 +300,20 @@ emit_load (Gen *g, guint slot, const Ctx *c)
   const char *off = offset_expr (g, s, c);
   const char *v = new_var (g);
   const char *ct = ctype (s->dtype);
-  g_autofree char *at = g_strdup_printf ("a%u[%s]", a, off);
+  g_autofree char *at = NULL;
+
+  if (g->vec && slot_vec_ok (s, c))
+    {
+      /* Read from the tensor's 8-element vector load (gen_pointwise). */
+      if (!g_array_binary_search (g->vec_loads, &a, cmp_guint, NULL))
+        {
+          g_array_append_val (g->vec_loads, a);
+          g_array_sort (g->vec_loads, cmp_guint);
+        }
+      at = g_strdup_printf ("L%u.e[k_]", a);
+    }
+  else
+    at = g_strdup_printf ("a%u[%s]", a, off);
 
   switch (s->dtype)
     {
@@ -1325,19 +1350,97 @@ decompose (Gen *g, const char *flat, const int64_t *shape, guint rank, Ctx *c)
     }
 }
 
+/* The vector type and element count of a 16-byte-or-more access to 8 elements of @dt, or NULL. */
+static const char *
+vec_type (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "uint4";        /* 8 x 2 bytes */
+    case CS_DTYPE_F32: return "float4";                         /* 2 x (4 x 4 bytes) */
+    default: return NULL;
+    }
+}
+
+/* Slot @s can be read or written 8 elements at a time at flat index i (a multiple of 8): a
+ * contiguous tensor of the kernel's shape whose first element is 16-byte aligned (the arena
+ * aligns buffers to 256 bytes; a view's element offset must keep that). */
+static gboolean
+slot_vec_ok (const CsCudaSlot *s, const Ctx *c)
+{
+  return vec_type (s->dtype) && c->flat && strcmp (c->flat, "i") == 0 && slot_is_flat_at (s, c)
+         && (s->offset * (int64_t) cs_dtype_size_bytes (s->dtype)) % 16 == 0;
+}
+
 /* One pointwise kernel writing @outs (slots), all of @shape. */
 static gboolean
 gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *shape, guint rank,
                GError **error)
 {
   g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) vbody = g_string_new ("");
+  g_autoptr(GString) vstores = g_string_new ("");
+  g_autoptr(GString) vpre = g_string_new ("");
+  g_autoptr(GString) vpost = g_string_new ("");
   g_autoptr(GString) stores = g_string_new ("");
   g_autofree char *ss = shape_str (shape, rank);
   int64_t N = cs_shape_numel (shape, rank);
-  int64_t blocks = (N + 255) / 256;
+  int64_t blocks;
   Ctx c = { 0 };
 
+  /* Eight consecutive elements per thread.  Full tiles take a branch-free unrolled path where
+   * every contiguous tensor of the kernel's shape is read and written with 16-byte vector
+   * accesses (one load per tensor instead of eight 2-byte ones, and no unpacking of indices);
+   * the last, partial tile reads and writes element by element. */
   gen_begin (g);
+  g->vec = TRUE;
+  decompose (g, "i", shape, rank, &c);
+  for (guint k = 0; k < n; k++)
+    {
+      const char *v = emit_value (g, outs[k], &c, error);
+      CsCudaSlot *so = cs_cuda_program_slot (g->p, slots[k]);
+
+      if (!v)
+        {
+          g->vec = FALSE;
+          return FALSE;
+        }
+      if (slot_vec_ok (so, &c))
+        {
+          guint a = param_of (g, slots[k], TRUE);
+          const char *cv = so->dtype == CS_DTYPE_BF16 ? "cs_f2bf" : so->dtype == CS_DTYPE_F16 ? "cs_f2h" : "";
+
+          g_string_append_printf (vpre, "      union { %s v[%d]; %s e[8]; } W%u;\n", vec_type (so->dtype),
+                                  so->dtype == CS_DTYPE_F32 ? 2 : 1, storage_type (so->dtype), a);
+          g_string_append_printf (vstores, "      W%u.e[k_] = %s ((float) (%s));\n", a, cv, v);
+          if (so->dtype == CS_DTYPE_F32)
+            g_string_append_printf (vpost, "      ((float4 *) (a%u + base))[0] = W%u.v[0];\n"
+                                    "      ((float4 *) (a%u + base))[1] = W%u.v[1];\n", a, a, a, a);
+          else
+            g_string_append_printf (vpost, "      *(uint4 *) (a%u + base) = W%u.v[0];\n", a, a);
+        }
+      else
+        store_stmt (g, vstores, slots[k], "i", v);
+    }
+  g->vec = FALSE;
+  g_string_append (vbody, g->body->str);
+  for (guint q = 0; q < g->vec_loads->len; q++)
+    {
+      guint a = g_array_index (g->vec_loads, guint, q);
+      CsCudaSlot *sl = cs_cuda_program_slot (g->p, g_array_index (g->params, guint, a));
+
+      if (sl->dtype == CS_DTYPE_F32)
+        g_string_append_printf (vpre, "      union { float4 v[2]; float e[8]; } L%u;\n"
+                                "      L%u.v[0] = ((const float4 *) (a%u + base))[0];\n"
+                                "      L%u.v[1] = ((const float4 *) (a%u + base))[1];\n", a, a, a, a, a);
+      else
+        g_string_append_printf (vpre, "      union { uint4 v[1]; %s e[8]; } L%u;\n"
+                                "      L%u.v[0] = *(const uint4 *) (a%u + base);\n", storage_type (sl->dtype), a, a, a);
+    }
+  g_array_set_size (g->vec_loads, 0);
+
+  g_string_truncate (g->body, 0);
+  g_hash_table_remove_all (g->memo);
   decompose (g, "i", shape, rank, &c);
   for (guint k = 0; k < n; k++)
     {
@@ -1347,21 +1450,20 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
         return FALSE;
       store_stmt (g, stores, slots[k], "i", v);
     }
-  /* Eight elements per thread, 256 apart (coalesced).  Full tiles take a branch-free unrolled
-   * path, so the compiler can issue all eight loads before the first store (restrict
-   * pointers): more bytes in flight per SM (reference/gpu-executor.md section 1, lesson b).
-   * The last, partial tile checks each element. */
   g->big |= N >= ((int64_t) 1 << 31) - 4096;
   g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
-  g_string_append (code, "  const ix_t base = (ix_t) blockIdx.x * 2048 + threadIdx.x;\n"
-                         "  if (base + 7 * 256 < n)\n    {\n"
-                         "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
-                         "      const ix_t i = base + k_ * 256;\n");
-  g_string_append (code, g->body->str);
-  g_string_append (code, stores->str);
-  g_string_append (code, "    }\n    }\n  else\n    {\n"
+  g_string_append (code, "  const ix_t base = ((ix_t) blockIdx.x * 256 + threadIdx.x) * 8;\n"
+                         "  if (base + 7 < n)\n    {\n");
+  g_string_append (code, vpre->str);
+  g_string_append (code, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                         "      const ix_t i = base + k_;\n");
+  g_string_append (code, vbody->str);
+  g_string_append (code, vstores->str);
+  g_string_append (code, "    }\n");
+  g_string_append (code, vpost->str);
+  g_string_append (code, "    }\n  else\n    {\n"
                          "  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
-                         "      const ix_t i = base + k_ * 256;\n      if (i >= n)\n        break;\n");
+                         "      const ix_t i = base + k_;\n      if (i >= n)\n        break;\n");
   g_string_append (code, g->body->str);
   g_string_append (code, stores->str);
   g_string_append (code, "    }\n    }\n");
@@ -1961,6 +2063,46 @@ row_names (Gen *g, const char *flat, const char *pfx, const int64_t *ext, guint 
     }
 }
 
+/* The loop over a row's elements for lane `lane` of @G: fully unrolled when every lane has the
+ * same count, up to 32 (all loads of the pass in flight at once), else unrolled by 4. */
+static void
+row_loop_head (GString *code, int64_t R, int G)
+{
+  if (R % G == 0 && R / G <= 32)
+    g_string_append_printf (code, "#pragma unroll\n  for (int t_ = 0; t_ < %d; t_++)\n    {\n"
+                            "      const ix_t r = lane + t_ * %d;\n", (int) (R / G), G);
+  else
+    g_string_append_printf (code, "#pragma unroll 4\n  for (ix_t r = lane; r < R; r += %d)\n    {\n", G);
+}
+
+/* Merges the lanes' states @pfx of reduction kind @k into one, the same in every lane of the row:
+ * warp butterfly then lane 0's state (@G = 32), or warp states through shared memory merged by
+ * every thread in the same order (@G = 256; @reads goes after a __syncthreads). */
+static void
+row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, const char *pfx, int G)
+{
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+
+  shfl_merge (merges, k, at, pfx, "  ");
+  if (G == 32)
+    {
+      for (guint c = 0; c < nc; c++)
+        g_string_append_printf (merges, "  %s%s = __shfl_sync (0xffffffffu, %s%s, 0);\n", pfx, cn[c], pfx, cn[c]);
+      return;
+    }
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (merges, "  __shared__ %s sh%s%s[8];\n  if ((threadIdx.x & 31) == 0)\n"
+                            "    sh%s%s[threadIdx.x >> 5] = %s%s;\n", at, pfx, cn[c], pfx, cn[c], pfx, cn[c]);
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (reads, "  %s%s = sh%s%s[0];\n", pfx, cn[c], pfx, cn[c]);
+  g_string_append (reads, "  for (int w_ = 1; w_ < 8; w_++)\n    {\n");
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (reads, "      const %s %so%s = sh%s%s[w_];\n", at, pfx, cn[c], pfx, cn[c]);
+  acc_merge (reads, k, at, pfx, pool_printf (g, "%so", pfx), "      ");
+  g_string_append (reads, "    }\n");
+}
+
 /* Generates the row-fused kernel for @outs; sets @handled[i] for the outputs it stores (an
  * output of another shape that reads no row statistic is left to a pointwise kernel). */
 static gboolean
@@ -1982,7 +2124,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g_autoptr(GPtrArray) kept_outs = g_ptr_array_new ();
   g_autoptr(GPtrArray) kept_vals = g_ptr_array_new ();
   g_autofree char *xs = NULL;
-  guint slot;
+  guint slot, n_passes = 0;
 
   gen_begin (g);
   g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
@@ -1995,7 +2137,9 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g->row_ix = oix;
   g->row_nk = rp->nk;
 
-  /* One pass over the row per group of independent reductions. */
+  /* One pass over the row per group of independent reductions (var_mean: a sum, then the
+   * centred squares about that mean in a second pass; exact where Welford's per-element
+   * division made each lane a serial chain). */
   for (guint ph = 1; ph <= rp->n_phases; ph++)
     {
       g_autoptr(GString) accs = g_string_new ("");
@@ -2003,10 +2147,70 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
       g_autoptr(GString) merges = g_string_new ("");
       g_autoptr(GString) reads = g_string_new ("");
       g_autoptr(GString) regs = g_string_new ("");
+      g_autoptr(GString) means = g_string_new ("");
       g_autoptr(GPtrArray) regs_new = g_ptr_array_new ();
+      gboolean any_vm = FALSE;
 
-      g_hash_table_remove_all (g->memo);
-      g_string_truncate (g->body, 0);
+      for (guint pass = 0; pass < 2; pass++)
+        {
+          if (pass == 1 && !any_vm)
+            break;
+          g_hash_table_remove_all (g->memo);
+          g_string_truncate (g->body, 0);
+          g_string_truncate (accs, 0);
+          g_string_truncate (adds, 0);
+          g_string_truncate (merges, 0);
+          g_string_truncate (reads, 0);
+          for (guint i = 0; i < rp->reds->len; i++)
+            {
+              CsStmt *st = g_ptr_array_index (rp->reds, i);
+              CsProxy *x = arg_proxy (st, 0, "a");
+              gboolean var_only;
+              RedKind k = red_kind (cs_op_semantic (st->op)->id, &var_only);
+              const char *at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
+              const char *pfx = pool_printf (g, pass == 0 ? "p%u" : "p%uc", i);
+              const char *v;
+              Ctx xc;
+
+              if (g_array_index (rp->phase, guint, i) != ph || (pass == 1 && k != RED_VAR_MEAN))
+                continue;
+              if (!row_ctx (rp, oix, rix, x->shape, x->rank, TRUE, &xc))
+                return unsupported (error, st, "a row reduction of another shape");
+              v = emit_value (g, x, &xc, error);
+              if (!v)
+                return FALSE;
+              if (k == RED_VAR_MEAN)
+                {
+                  any_vm = TRUE;
+                  if (pass == 1)
+                    v = pool_printf (g, "((%s) (%s) - p%umu) * ((%s) (%s) - p%umu)", at, v, i, at, v, i);
+                  k = RED_SUM;
+                }
+              acc_init (accs, k, at, pfx);
+              acc_add (adds, k, at, pfx, v);
+              row_merge (g, merges, reads, k, at, pfx, G);
+              if (pass == 0 && red_kind (cs_op_semantic (st->op)->id, &var_only) == RED_VAR_MEAN)
+                g_string_append_printf (means, "  const %s p%umu = p%us / (%s) %" G_GINT64_FORMAT ";\n", at, i, i,
+                                        at, R);
+            }
+          g_string_append (code, accs->str);
+          row_loop_head (code, R, G);
+          g_string_append (code, rdec->str);
+          g_string_append (code, g->body->str);
+          g_string_append (code, adds->str);
+          g_string_append (code, "    }\n");
+          g_string_append (code, merges->str);
+          if (G != 32)
+            {
+              g_string_append (code, "  __syncthreads ();\n");
+              g_string_append (code, reads->str);
+            }
+          if (pass == 0)
+            g_string_append (code, means->str);
+          n_passes++;
+        }
+
+      /* The statistics of this phase, as registers. */
       for (guint i = 0; i < rp->reds->len; i++)
         {
           CsStmt *st = g_ptr_array_index (rp->reds, i);
@@ -2014,47 +2218,18 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
           gboolean var_only;
           RedKind k = red_kind (cs_op_semantic (st->op)->id, &var_only);
           const char *at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
-          const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
-          guint nc = k == RED_VAR_MEAN ? 3 : 1;
-          const char *pfx = pool_printf (g, "p%u", i);
           g_autoptr(GPtrArray) ys = g_ptr_array_new ();
           int64_t ks[CS_MAX_DIMS];
           gboolean red[CS_MAX_DIMS];
           guint nks = 0;
           double correction = 1.0;
-          const char *v;
-          Ctx xc;
 
           if (g_array_index (rp->phase, guint, i) != ph)
             continue;
-          if (!row_ctx (rp, oix, rix, x->shape, x->rank, TRUE, &xc) || !reduction_dims (st, red))
-            return unsupported (error, st, "a row reduction of another shape");
+          if (!reduction_dims (st, red))
+            return unsupported (error, st, "this reduction form");
           if (k == RED_VAR_MEAN && !value_number (cs_stmt_get_arg (st, 2, "correction"), &correction))
             correction = 1.0;
-          v = emit_value (g, x, &xc, error);
-          if (!v)
-            return FALSE;
-          acc_init (accs, k, at, pfx);
-          acc_add (adds, k, at, pfx, v);
-          shfl_merge (merges, k, at, pfx, "  ");
-          if (G == 32)
-            /* Lane 0's state for every lane (Welford's merge is not symmetric bit for bit). */
-            for (guint c = 0; c < nc; c++)
-              g_string_append_printf (merges, "  %s%s = __shfl_sync (0xffffffffu, %s%s, 0);\n", pfx, cn[c], pfx, cn[c]);
-          else
-            {
-              /* Warp states through shared memory; every thread merges them in the same order. */
-              for (guint c = 0; c < nc; c++)
-                g_string_append_printf (merges, "  __shared__ %s sh%s%s[8];\n  if ((threadIdx.x & 31) == 0)\n"
-                                        "    sh%s%s[threadIdx.x >> 5] = %s%s;\n", at, pfx, cn[c], pfx, cn[c], pfx, cn[c]);
-              for (guint c = 0; c < nc; c++)
-                g_string_append_printf (reads, "  %s%s = sh%s%s[0];\n", pfx, cn[c], pfx, cn[c]);
-              g_string_append (reads, "  for (int w_ = 1; w_ < 8; w_++)\n    {\n");
-              for (guint c = 0; c < nc; c++)
-                g_string_append_printf (reads, "      const %s %so%s = sh%s%s[w_];\n", at, pfx, cn[c], pfx, cn[c]);
-              acc_merge (reads, k, at, pfx, pool_printf (g, "%so", pfx), "      ");
-              g_string_append (reads, "    }\n");
-            }
           for (guint j = 0; j < x->rank; j++)
             if (!red[j])
               ks[nks++] = x->shape[j];
@@ -2069,11 +2244,12 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
               if (!dtype_supported (dt))
                 return unsupported (error, st, "a reduction output dtype");
               if (k != RED_VAR_MEAN)
-                e = pool_printf (g, "%ss", pfx);
+                e = pool_printf (g, "p%us", i);
               else if (q == 0)
-                e = pool_printf (g, "(%sq / (%sn - (%s) %s))", pfx, pfx, at, float_literal (g, correction, at));
+                e = pool_printf (g, "(p%ucs / ((%s) %" G_GINT64_FORMAT " - (%s) %s))", i, at, R, at,
+                                 float_literal (g, correction, at));
               else if (!var_only)
-                e = pool_printf (g, "%sm", pfx);
+                e = pool_printf (g, "p%umu", i);
               else
                 continue;
               rr = g_new0 (RowReg, 1);
@@ -2094,18 +2270,6 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
               g_ptr_array_add (regs_new, y);
               g_ptr_array_add (regs_new, rr);
             }
-        }
-      g_string_append (code, accs->str);
-      g_string_append_printf (code, "#pragma unroll 4\n  for (ix_t r = lane; r < R; r += %d)\n    {\n", G);
-      g_string_append (code, rdec->str);
-      g_string_append (code, g->body->str);
-      g_string_append (code, adds->str);
-      g_string_append (code, "    }\n");
-      g_string_append (code, merges->str);
-      if (G != 32)
-        {
-          g_string_append (code, "  __syncthreads ();\n");
-          g_string_append (code, reads->str);
         }
       g_string_append (code, regs->str);
       for (guint q = 0; q < regs_new->len; q += 2)
@@ -2200,7 +2364,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
     }
   if (row_outs->len)
     {
-      g_string_append_printf (code, "#pragma unroll 4\n  for (ix_t r = lane; r < R; r += %d)\n    {\n", G);
+      row_loop_head (code, R, G);
       g_string_append (code, rdec->str);
       g_string_append (code, row_body->str);
       g_string_append (code, row_stores->str);
@@ -2220,7 +2384,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   }
   gen_finish (g, code->str,
               g_strdup_printf ("%s row-fused %s (%" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT ", %u reductions in %u passes, %u+%u out)",
-                               g->label, xs, O, R, rp->reds->len, rp->n_phases, row_outs->len, kept_outs->len),
+                               g->label, xs, O, R, rp->reds->len, n_passes, row_outs->len, kept_outs->len),
               (unsigned int) (G == 32 ? (O + 7) / 8 : O), 1, 256, 1);
   return TRUE;
 }
@@ -2273,6 +2437,7 @@ cs_cuda_codegen_region (CsCudaProgram *p, CsStmt **prims, guint n_prims, CsProxy
   g.is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g.label = label;
   g.reg = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  g.vec_loads = g_array_new (FALSE, FALSE, sizeof (guint));
   rp.reds = g_ptr_array_new ();
   rp.phase = g_array_new (FALSE, FALSE, sizeof (guint));
   rp.red_phase = g_hash_table_new (NULL, NULL);
@@ -2447,6 +2612,7 @@ out:
   g_array_unref (rp.phase);
   g_hash_table_unref (rp.red_phase);
   g_hash_table_unref (g.reg);
+  g_array_unref (g.vec_loads);
   g_hash_table_unref (g.def);
   g_hash_table_unref (g.mat);
   g_string_chunk_free (g.pool);

@@ -265,15 +265,16 @@ test_small (void)
 
 /* Normalisations as row-fused kernels: LayerNorm with var_mean (block per row, R = 3000 > 1024),
  * a two-pass softmax (amax, then a sum of exp reading it; R = 1500, not a multiple of 256) with
- * a bf16 per-row output, an RMSNorm over [1, T, C] summed over (0, 2) (warp per row) with a
- * trivial sum over size-1 dims, and a region whose output reads a row statistic across rows
- * (falls back to a row reduction + pointwise kernel). */
+ * a bf16 per-row output, an RMSNorm over [1, T, C] summed over (0, 2) (warp per row, 24
+ * elements per lane: fully unrolled) with a trivial sum over size-1 dims, and a region whose
+ * output reads a row statistic across rows (falls back to a row reduction + a pointwise kernel,
+ * whose f32 input and output take 8-element vector accesses). */
 static const char row_fused_trace[] =
   "def computation(x, w, sc, zz, qq):\n"
   "  # x: \"cuda:0 bf16[40, 3000]\"\n"
   "  # w: \"cuda:0 bf16[3000]\"\n"
   "  # sc: \"cuda:0 bf16[70, 1500]\"\n"
-  "  # zz: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "  # zz: \"cuda:0 bf16[1, 50, 768]\"\n"
   "  # qq: \"cuda:0 f32[24, 24]\"\n"
   "  [t0, t1, t8] = nvFusion0(x, w)\n"
   "    # t2 = prims.convert_element_type(x, dtypes.float32)  # t2: \"cuda:0 f32[40, 3000]\"\n"
@@ -301,16 +302,16 @@ static const char row_fused_trace[] =
   "    # t20 = prims.convert_element_type(t23, dtypes.bfloat16)  # t20: \"cuda:0 bf16[70, 1500]\"\n"
   "    # t21 = prims.convert_element_type(t19, dtypes.bfloat16)  # t21: \"cuda:0 bf16[70]\"\n"
   "  [t30, t31] = nvFusion2(zz)\n"
-  "    # t24 = prims.convert_element_type(zz, dtypes.float32)  # t24: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t25 = prims.mul(t24, t24)  # t25: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t24 = prims.convert_element_type(zz, dtypes.float32)  # t24: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t25 = prims.mul(t24, t24)  # t25: \"cuda:0 f32[1, 50, 768]\"\n"
   "    # t26 = prims.sum(t25, (0, 2))  # t26: \"cuda:0 f32[50]\"\n"
   "    # t27 = prims.broadcast_in_dim(t26, [1, 50, 1], [1])  # t27: \"cuda:0 f32[1, 50, 1]\"\n"
-  "    # t28 = prims.div(t27, 700.0)  # t28: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t28 = prims.div(t27, 768.0)  # t28: \"cuda:0 f32[1, 50, 1]\"\n"
   "    # t29 = prims.add(t28, 1e-06)  # t29: \"cuda:0 f32[1, 50, 1]\"\n"
   "    # t32 = prims.rsqrt(t29)  # t32: \"cuda:0 f32[1, 50, 1]\"\n"
-  "    # t33 = prims.broadcast_in_dim(t32, (1, 50, 700), (0, 1, 2))  # t33: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t34 = prims.mul(t24, t33)  # t34: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t30 = prims.convert_element_type(t34, dtypes.bfloat16)  # t30: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "    # t33 = prims.broadcast_in_dim(t32, (1, 50, 768), (0, 1, 2))  # t33: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t34 = prims.mul(t24, t33)  # t34: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t30 = prims.convert_element_type(t34, dtypes.bfloat16)  # t30: \"cuda:0 bf16[1, 50, 768]\"\n"
   "    # t31 = prims.sum(t29, (0, 2))  # t31: \"cuda:0 f32[50]\"\n"
   "  [t40] = nvFusion3(qq)\n"
   "    # t41 = prims.sum(qq, (1,))  # t41: \"cuda:0 f32[24]\"\n"
@@ -348,12 +349,12 @@ test_row_fused (void)
   g_assert_cmpuint (p->outputs->len, ==, 8);
   /* Each normalisation is one kernel: its statistics and its outputs. */
   g_assert_cmpuint (count_label (p, "nvFusion0 ", NULL), ==, 1);
-  g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [40, 3000] (40 rows of 3000, 1 reductions in 1 passes, 1+2 out)", NULL), ==, 1);
+  g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [40, 3000] (40 rows of 3000, 1 reductions in 2 passes, 1+2 out)", NULL), ==, 1);
   g_assert_cmpuint (count_label (p, "nvFusion1 ", NULL), ==, 1);
   g_assert_cmpuint (count_label (p, "nvFusion1 row-fused [70, 1500] (70 rows of 1500, 2 reductions in 2 passes, 1+1 out)", NULL), ==, 1);
-  /* [1, 50, 700] summed over (0, 2) is 50 rows; the sum over size-1 dims is no kernel. */
+  /* [1, 50, 768] summed over (0, 2) is 50 rows; the sum over size-1 dims is no kernel. */
   g_assert_cmpuint (count_label (p, "nvFusion2 ", NULL), ==, 1);
-  g_assert_cmpuint (count_label (p, "nvFusion2 row-fused [1, 50, 700] (50 rows of 700, 1 reductions in 1 passes, 1+1 out)", NULL), ==, 1);
+  g_assert_cmpuint (count_label (p, "nvFusion2 row-fused [1, 50, 768] (50 rows of 768, 1 reductions in 1 passes, 1+1 out)", NULL), ==, 1);
   /* A statistic read across rows: a row reduction, then a pointwise kernel. */
   g_assert_cmpuint (count_label (p, "nvFusion3 ", NULL), ==, 2);
   g_assert_cmpuint (count_label (p, "nvFusion3 row-reduce [24, 24]", NULL), ==, 1);
@@ -361,10 +362,17 @@ test_row_fused (void)
   g_assert_cmpuint (count_kind (p, CS_CUDA_STEP_KERNEL, FALSE), ==, 5);
   /* Block per row (R > 1024) merges warps through shared memory; warp per row broadcasts lane
    * 0's state; no statistic goes through memory except the outputs. */
-  g_assert_nonnull (strstr (p->source->str, "__syncthreads ();\n  p0n = shp0n[0];"));
+  g_assert_nonnull (strstr (p->source->str, "__syncthreads ();\n  p0s = shp0s[0];"));
+  /* var_mean: the mean from a sum, then the centred squares about it in a second pass. */
+  g_assert_nonnull (strstr (p->source->str, "const float p0mu = p0s / (float) 3000;"));
+  g_assert_nonnull (strstr (p->source->str, "p0cs += (float) (((float) ("));
   g_assert_nonnull (strstr (p->source->str, "p0s = __shfl_sync (0xffffffffu, p0s, 0);"));
+  /* R = 1500 and 3000 are no multiples of 256: loops; 768 = 24 x 32: fully unrolled. */
   g_assert_nonnull (strstr (p->source->str, "for (ix_t r = lane; r < R; r += 256)"));
-  g_assert_nonnull (strstr (p->source->str, "for (ix_t r = lane; r < R; r += 32)"));
+  g_assert_nonnull (strstr (p->source->str, "for (int t_ = 0; t_ < 24; t_++)\n    {\n      const ix_t r = lane + t_ * 32;"));
+  /* The fallback's pointwise kernel reads and writes f32 [24, 24] 8 elements at a time. */
+  g_assert_nonnull (strstr (p->source->str, "union { float4 v[2]; float e[8]; } L"));
+  g_assert_nonnull (strstr (p->source->str, "union { float4 v[2]; float e[8]; } W"));
   assert_no_trace_names (t, p->source->str);
   assert_arena_disjoint (p);
   compile_ok (p);

@@ -222,15 +222,16 @@ test_reductions (void)
 
 /* Normalisations as row-fused kernels: LayerNorm with var_mean (block per row, R = 3000 > 1024),
  * a two-pass softmax (amax, then a sum of exp reading it; R = 1500, not a multiple of 256) with
- * a bf16 per-row output, an RMSNorm over [1, T, C] summed over (0, 2) (warp per row) with a
- * trivial sum over size-1 dims, and a region whose output reads a row statistic across rows
- * (falls back to a row reduction + pointwise kernel). */
+ * a bf16 per-row output, an RMSNorm over [1, T, C] summed over (0, 2) (warp per row, 24
+ * elements per lane: fully unrolled) with a trivial sum over size-1 dims, and a region whose
+ * output reads a row statistic across rows (falls back to a row reduction + a pointwise kernel,
+ * whose f32 input and output take 8-element vector accesses). */
 static const char row_fused_trace[] =
   "def computation(x, w, sc, zz, qq):\n"
   "  # x: \"cuda:0 bf16[40, 3000]\"\n"
   "  # w: \"cuda:0 bf16[3000]\"\n"
   "  # sc: \"cuda:0 bf16[70, 1500]\"\n"
-  "  # zz: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "  # zz: \"cuda:0 bf16[1, 50, 768]\"\n"
   "  # qq: \"cuda:0 f32[24, 24]\"\n"
   "  [t0, t1, t8] = nvFusion0(x, w)\n"
   "    # t2 = prims.convert_element_type(x, dtypes.float32)  # t2: \"cuda:0 f32[40, 3000]\"\n"
@@ -258,16 +259,16 @@ static const char row_fused_trace[] =
   "    # t20 = prims.convert_element_type(t23, dtypes.bfloat16)  # t20: \"cuda:0 bf16[70, 1500]\"\n"
   "    # t21 = prims.convert_element_type(t19, dtypes.bfloat16)  # t21: \"cuda:0 bf16[70]\"\n"
   "  [t30, t31] = nvFusion2(zz)\n"
-  "    # t24 = prims.convert_element_type(zz, dtypes.float32)  # t24: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t25 = prims.mul(t24, t24)  # t25: \"cuda:0 f32[1, 50, 700]\"\n"
+  "    # t24 = prims.convert_element_type(zz, dtypes.float32)  # t24: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t25 = prims.mul(t24, t24)  # t25: \"cuda:0 f32[1, 50, 768]\"\n"
   "    # t26 = prims.sum(t25, (0, 2))  # t26: \"cuda:0 f32[50]\"\n"
   "    # t27 = prims.broadcast_in_dim(t26, [1, 50, 1], [1])  # t27: \"cuda:0 f32[1, 50, 1]\"\n"
-  "    # t28 = prims.div(t27, 700.0)  # t28: \"cuda:0 f32[1, 50, 1]\"\n"
+  "    # t28 = prims.div(t27, 768.0)  # t28: \"cuda:0 f32[1, 50, 1]\"\n"
   "    # t29 = prims.add(t28, 1e-06)  # t29: \"cuda:0 f32[1, 50, 1]\"\n"
   "    # t32 = prims.rsqrt(t29)  # t32: \"cuda:0 f32[1, 50, 1]\"\n"
-  "    # t33 = prims.broadcast_in_dim(t32, (1, 50, 700), (0, 1, 2))  # t33: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t34 = prims.mul(t24, t33)  # t34: \"cuda:0 f32[1, 50, 700]\"\n"
-  "    # t30 = prims.convert_element_type(t34, dtypes.bfloat16)  # t30: \"cuda:0 bf16[1, 50, 700]\"\n"
+  "    # t33 = prims.broadcast_in_dim(t32, (1, 50, 768), (0, 1, 2))  # t33: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t34 = prims.mul(t24, t33)  # t34: \"cuda:0 f32[1, 50, 768]\"\n"
+  "    # t30 = prims.convert_element_type(t34, dtypes.bfloat16)  # t30: \"cuda:0 bf16[1, 50, 768]\"\n"
   "    # t31 = prims.sum(t29, (0, 2))  # t31: \"cuda:0 f32[50]\"\n"
   "  [t40] = nvFusion3(qq)\n"
   "    # t41 = prims.sum(qq, (1,))  # t41: \"cuda:0 f32[24]\"\n"
