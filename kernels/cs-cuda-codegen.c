@@ -49,7 +49,19 @@ typedef struct
                              * row-fused kernel, valid at the row's own kept index only */
   const char   **row_ix;    /* row-fused kernel: index names of the kept non-1 dims */
   guint          row_nk;    /* their number */
+  const char   **row_rix;   /* row-fused kernel: index names of the reduced non-1 dims */
+  guint          row_nr;    /* their number */
+  int            row_T;     /* elements per lane when the row loops are fully unrolled, else 0 */
+  guint          row_pass;  /* the pass being emitted, from 1 */
+  gboolean       row_probe; /* first emission: only records which row loads recur */
+  GHashTable    *row_seen;  /* "slot@ctx" -> pass that first loaded it (probe) */
+  GHashTable    *row_reused;/* "slot@ctx" loaded in more than one pass */
+  GHashTable    *row_cache; /* "slot@ctx" -> register array holding the lane's elements */
+  GString       *row_cache_decl; /* declarations of those arrays */
+  guint          row_cache_regs; /* registers they take per thread */
   gboolean       vec;       /* pointwise full tile: contiguous tensors come from vector loads */
+  gboolean       vec_bad;   /* pointwise: a large tensor is read element by element */
+  int64_t        vec_n;     /* pointwise: elements of the kernel */
   GArray        *vec_loads; /* element-type guint: parameters read through a vector load */
   GArray        *params;    /* element-type guint: slot per kernel parameter */
   GArray        *is_out;    /* element-type gboolean, parallel to params */
@@ -291,6 +303,29 @@ cmp_guint (gconstpointer a, gconstpointer b)
 
 static gboolean slot_vec_ok (const CsCudaSlot *s, const Ctx *c);
 
+/* TRUE when slot @s at @c varies with both the row and the position in the row of the
+ * row-fused kernel (a row tensor, not a per-row statistic or a weight vector). */
+static gboolean
+row_varying (Gen *g, const CsCudaSlot *s, const Ctx *c)
+{
+  gboolean has_o = FALSE, has_r = FALSE;
+
+  for (guint j = 0; j < s->rank && j < c->rank; j++)
+    {
+      if (s->shape[j] == 1 || s->strides[j] == 0)
+        continue;
+      for (guint q = 0; q < g->row_nk; q++)
+        if (strcmp (c->ix[j], g->row_ix[q]) == 0)
+          has_o = TRUE;
+      for (guint q = 0; q < g->row_nr; q++)
+        if (strcmp (c->ix[j], g->row_rix[q]) == 0)
+          has_r = TRUE;
+    }
+  return has_o && has_r;
+}
+
+#define CS_ROW_CACHE_REGS 64   /* registers per thread for row elements kept across passes */
+
 /* Emits a load of slot @slot at @c; returns the variable. */
 static const char *
 emit_load (Gen *g, guint slot, const Ctx *c)
@@ -301,6 +336,51 @@ emit_load (Gen *g, guint slot, const Ctx *c)
   const char *v = new_var (g);
   const char *ct = ctype (s->dtype);
   g_autofree char *at = NULL;
+  const char *keep = NULL;
+
+  /* Row-fused kernel, fully unrolled: a row element read in several passes is loaded once and
+   * kept in a register array (rcN[t_]) instead of coming back from L1/L2. */
+  if (g->row_T > 0 && row_varying (g, s, c))
+    {
+      g_autofree char *ck = (char *) ctx_key (c);
+      char *key = g_strdup_printf ("%u@%s", slot, ck);
+      const char *vt = (s->dtype == CS_DTYPE_BF16 || s->dtype == CS_DTYPE_F16) ? "float" : s->dtype == CS_DTYPE_B8 ? "bool" : ct;
+      gpointer fp;
+
+      if (g->row_probe)
+        {
+          if ((fp = g_hash_table_lookup (g->row_seen, key)) == NULL)
+            g_hash_table_insert (g->row_seen, key, GUINT_TO_POINTER (g->row_pass));
+          else
+            {
+              if (GPOINTER_TO_UINT (fp) != g->row_pass)
+                g_hash_table_add (g->row_reused, g_strdup (key));
+              g_free (key);
+            }
+        }
+      else if (g_hash_table_contains (g->row_reused, key))
+        {
+          const char *name = g_hash_table_lookup (g->row_cache, key);
+
+          if (name)
+            {
+              g_string_append_printf (g->body, "      const %s %s = %s[t_];\n", vt, v, name);
+              g_free (key);
+              return v;
+            }
+          if (g->row_cache_regs + (guint) g->row_T <= CS_ROW_CACHE_REGS)
+            {
+              keep = pool_printf (g, "rc%u", g->n_vars++);
+              g_hash_table_insert (g->row_cache, key, (gpointer) keep);
+              g_string_append_printf (g->row_cache_decl, "  %s %s[%d];\n", vt, keep, g->row_T);
+              g->row_cache_regs += (guint) g->row_T;
+            }
+          else
+            g_free (key);
+        }
+      else
+        g_free (key);
+    }
 
   if (g->vec && slot_vec_ok (s, c))
     {
@@ -329,6 +409,19 @@ emit_load (Gen *g, guint slot, const Ctx *c)
     default:
       g_string_append_printf (g->body, "      const %s %s = (%s) %s;\n", ct, v, ct, at);
       break;
+    }
+  if (keep)
+    g_string_append_printf (g->body, "      %s[t_] = %s;\n", keep, v);
+  if (g->vec && !g_str_has_prefix (at, "L"))
+    {
+      /* A large tensor read element by element: the strided layout keeps it coalesced. */
+      int64_t n = 1;
+
+      for (guint j = 0; j < s->rank; j++)
+        if (s->strides[j] != 0)
+          n *= s->shape[j];
+      if (n * 4 >= g->vec_n)
+        g->vec_bad = TRUE;
     }
   return v;
 }
@@ -1386,6 +1479,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
   g_autofree char *ss = shape_str (shape, rank);
   int64_t N = cs_shape_numel (shape, rank);
   int64_t blocks;
+  gboolean vec;
   Ctx c = { 0 };
 
   /* Eight consecutive elements per thread.  Full tiles take a branch-free unrolled path where
@@ -1394,6 +1488,8 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
    * the last, partial tile reads and writes element by element. */
   gen_begin (g);
   g->vec = TRUE;
+  g->vec_bad = FALSE;
+  g->vec_n = N;
   decompose (g, "i", shape, rank, &c);
   for (guint k = 0; k < n; k++)
     {
@@ -1437,6 +1533,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
         g_string_append_printf (vpre, "      union { uint4 v[1]; %s e[8]; } L%u;\n"
                                 "      L%u.v[0] = *(const uint4 *) (a%u + base);\n", storage_type (sl->dtype), a, a, a);
     }
+  vec = !g->vec_bad && (g->vec_loads->len > 0 || vpost->len > 0);
   g_array_set_size (g->vec_loads, 0);
 
   g_string_truncate (g->body, 0);
@@ -1451,6 +1548,27 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
       store_stmt (g, stores, slots[k], "i", v);
     }
   g->big |= N >= ((int64_t) 1 << 31) - 4096;
+  if (!vec)
+    {
+      /* Nothing to vectorise, or a large tensor read through an index map (a pad, a
+       * transpose): eight elements 256 apart, coalesced element by element. */
+      g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
+      g_string_append (code, "  const ix_t base = (ix_t) blockIdx.x * 2048 + threadIdx.x;\n"
+                             "  if (base + 7 * 256 < n)\n    {\n"
+                             "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                             "      const ix_t i = base + k_ * 256;\n");
+      g_string_append (code, g->body->str);
+      g_string_append (code, stores->str);
+      g_string_append (code, "    }\n    }\n  else\n    {\n"
+                             "  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                             "      const ix_t i = base + k_ * 256;\n      if (i >= n)\n        break;\n");
+      g_string_append (code, g->body->str);
+      g_string_append (code, stores->str);
+      g_string_append (code, "    }\n    }\n");
+      gen_finish (g, code->str, g_strdup_printf ("%s pointwise %s (%u out)", g->label, ss, n),
+                  (unsigned int) MAX ((N + 2047) / 2048, 1), 1, 256, 1);
+      return TRUE;
+    }
   g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
   g_string_append (code, "  const ix_t base = ((ix_t) blockIdx.x * 256 + threadIdx.x) * 8;\n"
                          "  if (base + 7 < n)\n    {\n");
@@ -2106,7 +2224,8 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
 /* Generates the row-fused kernel for @outs; sets @handled[i] for the outputs it stores (an
  * output of another shape that reads no row statistic is left to a pointwise kernel). */
 static gboolean
-gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean *handled, GError **error)
+gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean *handled,
+                    gboolean probe, GError **error)
 {
   CsCudaProgram *p = g->p;
   int64_t O = cs_shape_numel (rp->kept, rp->nk);
@@ -2125,6 +2244,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g_autoptr(GPtrArray) kept_vals = g_ptr_array_new ();
   g_autofree char *xs = NULL;
   guint slot, n_passes = 0;
+  gsize header_len;
 
   gen_begin (g);
   g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
@@ -2134,8 +2254,16 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g_string_append (code, "  if (o >= O)\n    return;\n");
   row_names (g, "o", "ko", rp->kept, rp->nk, oix, code, "  ");
   row_names (g, "r", "kr", rp->red, rp->nr, rix, rdec, "      ");
+  header_len = code->len;
   g->row_ix = oix;
   g->row_nk = rp->nk;
+  g->row_rix = rix;
+  g->row_nr = rp->nr;
+  g->row_T = (R % G == 0 && R / G <= 32) ? (int) (R / G) : 0;
+  g->row_probe = probe;
+  g->row_cache_regs = 0;
+  g_hash_table_remove_all (g->row_cache);
+  g_string_truncate (g->row_cache_decl, 0);
 
   /* One pass over the row per group of independent reductions (var_mean: a sum, then the
    * centred squares about that mean in a second pass; exact where Welford's per-element
@@ -2155,6 +2283,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
         {
           if (pass == 1 && !any_vm)
             break;
+          g->row_pass = n_passes + 1;
           g_hash_table_remove_all (g->memo);
           g_string_truncate (g->body, 0);
           g_string_truncate (accs, 0);
@@ -2277,6 +2406,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
     }
 
   /* The outputs: row-shaped ones in a last pass, per-row ones from lane 0. */
+  g->row_pass = n_passes + 1;
   g_hash_table_remove_all (g->memo);
   g_string_truncate (g->body, 0);
   for (guint i = 0; i < n_outs; i++)
@@ -2339,6 +2469,9 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
     }
   g_string_append (kept_body, g->body->str);
 
+  if (probe)
+    return TRUE;
+
   /* Generated without a fault: now the output slots. */
   for (guint i = 0; i < n_outs; i++)
     handled[i] = g_ptr_array_find (row_outs, outs[i], NULL) || g_ptr_array_find (kept_outs, outs[i], NULL);
@@ -2377,6 +2510,7 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
       g_string_append (code, kept_stores->str);
       g_string_append (code, "    }\n");
     }
+  g_string_insert (code, header_len, g->row_cache_decl->str);
   {
     CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), 0, "a");
 
@@ -2387,6 +2521,31 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
                                g->label, xs, O, R, rp->reds->len, n_passes, row_outs->len, kept_outs->len),
               (unsigned int) (G == 32 ? (O + 7) / 8 : O), 1, 256, 1);
   return TRUE;
+}
+
+/* The row-fused kernel for @outs: a first emission finds the row elements read in more than one
+ * pass, the second keeps those in registers (up to CS_ROW_CACHE_REGS per thread). */
+static gboolean
+gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean *handled, GError **error)
+{
+  gboolean ok;
+
+  g->row_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g->row_reused = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g->row_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g->row_cache_decl = g_string_new ("");
+  ok = gen_row_fused_emit (g, rp, outs, n_outs, handled, TRUE, error);
+  g_hash_table_remove_all (g->reg);
+  if (ok)
+    ok = gen_row_fused_emit (g, rp, outs, n_outs, handled, FALSE, error);
+  g_clear_pointer (&g->row_seen, g_hash_table_unref);
+  g_clear_pointer (&g->row_reused, g_hash_table_unref);
+  g_clear_pointer (&g->row_cache, g_hash_table_unref);
+  g_string_free (g->row_cache_decl, TRUE);
+  g->row_cache_decl = NULL;
+  g->row_T = 0;
+  g->row_probe = FALSE;
+  return ok;
 }
 
 /* The region output that reduction @st's only use converts it to, or NULL: the reduction

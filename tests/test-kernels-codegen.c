@@ -370,6 +370,22 @@ test_row_fused (void)
   /* R = 1500 and 3000 are no multiples of 256: loops; 768 = 24 x 32: fully unrolled. */
   g_assert_nonnull (strstr (p->source->str, "for (ix_t r = lane; r < R; r += 256)"));
   g_assert_nonnull (strstr (p->source->str, "for (int t_ = 0; t_ < 24; t_++)\n    {\n      const ix_t r = lane + t_ * 32;"));
+  /* ... and the RMSNorm input, read by the sum's pass and the output pass, is loaded once into
+   * a register array. */
+  {
+    const char *decl = strstr (p->source->str, "  float rc");
+    g_autofree char *name = NULL;
+    g_autofree char *fill = NULL;
+    g_autofree char *use = NULL;
+
+    g_assert_nonnull (decl);
+    name = g_strndup (decl + 8, strcspn (decl + 8, "["));
+    g_assert_true (g_str_has_prefix (decl + 8 + strlen (name), "[24];\n"));
+    fill = g_strdup_printf ("      %s[t_] = v", name);
+    use = g_strdup_printf (" = %s[t_];\n", name);
+    g_assert_nonnull (strstr (p->source->str, fill));
+    g_assert_nonnull (strstr (p->source->str, use));
+  }
   /* The fallback's pointwise kernel reads and writes f32 [24, 24] 8 elements at a time. */
   g_assert_nonnull (strstr (p->source->str, "union { float4 v[2]; float e[8]; } L"));
   g_assert_nonnull (strstr (p->source->str, "union { float4 v[2]; float e[8]; } W"));
