@@ -395,6 +395,44 @@ test_row_fused (void)
   cs_cuda_program_free (p);
 }
 
+
+/* A region that only reshapes (or shallow-copies) its contiguous input is a view: no kernel,
+ * the output shares the input's buffer. */
+static void
+test_reshape_view (void)
+{
+  static const char text[] =
+    "def computation(xv, yv):\n"
+    "  # xv: \"cuda:0 bf16[1, 64, 32]\"\n"
+    "  # yv: \"cuda:0 bf16[64, 32]\"\n"
+    "  [t1, t2] = nvFusion0(xv, yv)\n"
+    "    # t1 = prims.reshape(xv, (64, 32))  # t1: \"cuda:0 bf16[64, 32]\"\n"
+    "    # t2 = prims.shallow_copy(yv)  # t2: \"cuda:0 bf16[64, 32]\"\n"
+    "  return (t1, t2)\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "view", &error);
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  p = cs_cuda_program_generate (t, NULL, &policy, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (p->n_kernels, ==, 0);
+  g_assert_cmpuint (p->steps->len, ==, 0);
+  g_assert_cmpuint (p->outputs->len, ==, 2);
+  for (guint i = 0; i < 2; i++)
+    {
+      CsCudaSlot *in = cs_cuda_program_slot (p, g_array_index (p->input_slots, guint, i));
+      CsCudaSlot *out = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, i));
+
+      g_assert_cmpuint (in->buffer, ==, out->buffer);
+      g_assert_cmpuint (out->rank, ==, 2);
+      g_assert_cmpint (out->shape[0], ==, 64);
+    }
+  cs_cuda_program_free (p);
+}
+
 static void
 test_unsupported (void)
 {
@@ -543,6 +581,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/mlp", test_mlp);
   g_test_add_func ("/kernels/codegen/reductions", test_small);
   g_test_add_func ("/kernels/codegen/row-fused", test_row_fused);
+  g_test_add_func ("/kernels/codegen/reshape-view", test_reshape_view);
   g_test_add_func ("/kernels/codegen/unsupported", test_unsupported);
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);
