@@ -707,6 +707,20 @@ _cs_trace_compact_proxies (CsTrace *trace)
     }
   for (guint i = 0; i < trace->n_stmts; i++)
     collect_all_proxies (trace->stmts[i], keep, tmp, 0);
+  if (trace->proxy_base != NULL)
+    {
+      /* a derived trace: the kept proxies become its own, complete table */
+      g_autoptr(GHashTable) all = cs_trace_dup_proxies (trace);
+      GHashTable *own = g_hash_table_new (g_str_hash, g_str_equal);
+      g_hash_table_iter_init (&it, all);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        if (g_hash_table_contains (keep, v))
+          g_hash_table_insert (own, k, v);
+      g_hash_table_unref (trace->proxies);
+      trace->proxies = own;
+      trace->proxy_base = NULL;
+      return;
+    }
   g_hash_table_iter_init (&it, trace->proxies);
   while (g_hash_table_iter_next (&it, &k, &v))
     if (!g_hash_table_contains (keep, v))

@@ -370,7 +370,8 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     gpointer k, v;
 
     /* translate proxies of the joint into the forward copy by name */
-    g_hash_table_iter_init (&it, joint->proxies);
+    g_autoptr(GHashTable) jprox = cs_trace_dup_proxies (joint);
+    g_hash_table_iter_init (&it, jprox);
     while (g_hash_table_iter_next (&it, &k, &v))
       g_hash_table_insert (map, v, cs_trace_lookup_proxy (ft, k));
     fwout = cs_value_copy (a, fwout_v, map);
@@ -461,7 +462,8 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
       g_autoptr(GHashTable) map = g_hash_table_new (NULL, NULL);
       GHashTableIter it;
       gpointer k, v;
-      g_hash_table_iter_init (&it, joint->proxies);
+      g_autoptr(GHashTable) jprox = cs_trace_dup_proxies (joint);
+      g_hash_table_iter_init (&it, jprox);
       while (g_hash_table_iter_next (&it, &k, &v))
         g_hash_table_insert (map, v, cs_trace_lookup_proxy (bt, k));
       r = cs_stmt_new (bt, CS_STMT_RETURN);
