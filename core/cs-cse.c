@@ -22,12 +22,13 @@ typedef struct
 
 /* Processes one statement; returns FALSE when it is dropped. */
 static gboolean
-rrc_stmt (CsTrace *t, CsStmt *s, CastMaps *m)
+rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
 {
   CsProxy *x, *out, *orig;
   CsDtype to;
+  CsStmt *s;
 
-  _cs_stmt_remap_reads (t, s, m->repl);
+  s = *sp = _cs_stmt_remap_reads (t, *sp, m->repl);
   if (!_cs_stmt_is_cast (s, &x, &to))
     return TRUE;
   out = cs_stmt_get_output (s);
@@ -47,7 +48,7 @@ rrc_stmt (CsTrace *t, CsStmt *s, CastMaps *m)
       g_autoptr(GHashTable) one = _cs_proxy_map_new ();
       g_hash_table_insert (one, x, orig);
       /* only the cast's own input is rewritten (its first argument) */
-      _cs_stmt_remap_reads (t, s, one);
+      *sp = _cs_stmt_remap_reads (t, s, one);
     }
   g_hash_table_insert (m->inter, out, orig);
   return TRUE;
@@ -65,7 +66,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_copy (trace, "remove-redundant-casts");
+  t = cs_trace_derive (trace, "remove-redundant-casts");
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
   for (guint i = 0; i < t->n_stmts; i++)
@@ -79,10 +80,13 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
           GHashTableIter it;
           gpointer k, v;
 
-          _cs_stmt_remap_reads (t, s, outer.repl);
+          s = _cs_stmt_remap_reads (t, s, outer.repl);
           for (guint j = 0; j < s->n_subs; j++)
-            if (rrc_stmt (t, s->subs[j], &inner))
-              g_ptr_array_add (subs, s->subs[j]);
+            {
+              CsStmt *sub = s->subs[j];
+              if (rrc_stmt (t, &sub, &inner))
+                g_ptr_array_add (subs, sub);
+            }
           cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           /* replaced region outputs: later statements read the original instead */
           g_hash_table_iter_init (&it, inner.repl);
@@ -93,7 +97,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
           g_ptr_array_add (kept, s);
           continue;
         }
-      if (rrc_stmt (t, s, &outer))
+      if (rrc_stmt (t, &s, &outer))
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
@@ -264,11 +268,11 @@ map_outputs (GHashTable *map, const CsStmt *dup, const CsStmt *orig)
 /* Returns FALSE when @s is a duplicate (dropped).  @seen is a set of statements keyed by
  * cse_hash/cse_equal (their arguments are already rewritten through @map). */
 static gboolean
-cse_stmt (CsTrace *t, CsStmt *s, GHashTable *map, GHashTable *seen)
+cse_stmt (CsTrace *t, CsStmt **sp, GHashTable *map, GHashTable *seen)
 {
-  CsStmt *prev;
+  CsStmt *prev, *s;
 
-  _cs_stmt_remap_reads (t, s, map);
+  s = *sp = _cs_stmt_remap_reads (t, *sp, map);
   if (!cse_eligible (s))
     return TRUE;
   prev = g_hash_table_lookup (seen, s);
@@ -292,7 +296,7 @@ cs_cse_trace (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_copy (trace, "cse");
+  t = cs_trace_derive (trace, "cse");
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -305,10 +309,13 @@ cs_cse_trace (const CsTrace *trace)
           GHashTableIter it;
           gpointer k, v;
 
-          _cs_stmt_remap_reads (t, s, map);
+          s = _cs_stmt_remap_reads (t, s, map);
           for (guint j = 0; j < s->n_subs; j++)
-            if (cse_stmt (t, s->subs[j], imap, iseen))
-              g_ptr_array_add (subs, s->subs[j]);
+            {
+              CsStmt *sub = s->subs[j];
+              if (cse_stmt (t, &sub, imap, iseen))
+                g_ptr_array_add (subs, sub);
+            }
           cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           g_hash_table_iter_init (&it, imap);
           while (g_hash_table_iter_next (&it, &k, &v))
@@ -316,7 +323,7 @@ cs_cse_trace (const CsTrace *trace)
           g_ptr_array_add (kept, s);
           continue;
         }
-      if (cse_stmt (t, s, map, seen))
+      if (cse_stmt (t, &s, map, seen))
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
@@ -333,7 +340,7 @@ cs_cse_dce (const CsTrace *trace)
   CsTrace *t;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  t = cs_trace_copy (trace, "dce");
+  t = cs_trace_derive (trace, "dce");
   _cs_regions_refresh (t, TRUE);
   _cs_trace_compact_proxies (t);
   return t;

@@ -24,8 +24,10 @@ CsProxy    *_cs_proxy_map_resolve    (GHashTable *map, CsProxy *p);
 /* Returns @v itself when no proxy in it is mapped, else a rewritten copy in @arena. */
 CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, GHashTable *map);
 /* Rewrites every proxy read by @stmt (args, return value, unpack source, del names and,
- * recursively, the subsymbols' reads) through @map. */
-void        _cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
+ * recursively, the subsymbols' reads) through @map, copy-on-write: returns @stmt itself when
+ * nothing is mapped, else @stmt edited in place when @trace owns it, else a copy owned by
+ * @trace (cs_trace_own_stmt()); the caller puts the result where @stmt was. */
+CsStmt     *_cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
 
 /* Proxies read by the statement itself (args, RETURN value, UNPACK source, ANNASSIGN value);
  * not its subsymbols, not DEL names.  Appended to @out, duplicates possible. */

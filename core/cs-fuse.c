@@ -111,50 +111,75 @@ _cs_value_remap (CsArena *arena, CsValue *v, GHashTable *map)
     }
 }
 
-void
+CsStmt *
 _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
 {
   CsArena *arena = trace->arena;
+  CsArg *args = NULL;
+  CsValue *value = stmt->value;
+  CsProxy *source = stmt->source, **names = NULL;
+  CsStmt **subs = NULL, *own;
 
   if (g_hash_table_size (map) == 0)
-    return;
+    return stmt;
   switch (stmt->kind)
     {
     case CS_STMT_CALL:
-      {
-        CsArg *args = NULL;
-        for (guint i = 0; i < stmt->n_args; i++)
-          {
-            CsValue *ni = _cs_value_remap (arena, stmt->args[i].value, map);
-            if (ni != stmt->args[i].value && args == NULL)
-              {
-                args = CS_ARENA_NEW_N (arena, CsArg, stmt->n_args);
-                memcpy (args, stmt->args, sizeof (CsArg) * stmt->n_args);
-              }
-            if (args)
-              args[i].value = ni;
-          }
-        if (args)
-          stmt->args = args;
-      }
+      for (guint i = 0; i < stmt->n_args; i++)
+        {
+          CsValue *ni = _cs_value_remap (arena, stmt->args[i].value, map);
+          if (ni != stmt->args[i].value && args == NULL)
+            {
+              args = CS_ARENA_NEW_N (arena, CsArg, stmt->n_args);
+              memcpy (args, stmt->args, sizeof (CsArg) * stmt->n_args);
+            }
+          if (args)
+            args[i].value = ni;
+        }
       break;
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
-      stmt->value = _cs_value_remap (arena, stmt->value, map);
+      value = _cs_value_remap (arena, stmt->value, map);
       break;
     case CS_STMT_UNPACK:
       if (stmt->source)
-        stmt->source = _cs_proxy_map_resolve (map, stmt->source);
+        source = _cs_proxy_map_resolve (map, stmt->source);
       break;
     case CS_STMT_DEL:
       for (guint i = 0; i < stmt->n_names; i++)
-        stmt->names[i] = _cs_proxy_map_resolve (map, stmt->names[i]);
+        {
+          CsProxy *q = _cs_proxy_map_resolve (map, stmt->names[i]);
+          if (q != stmt->names[i] && names == NULL)
+            names = (CsProxy **) cs_arena_dup_ptrs (arena, (gpointer const *) stmt->names,
+                                                    stmt->n_names);
+          if (names)
+            names[i] = q;
+        }
       break;
     default:
       break;
     }
   for (guint i = 0; i < stmt->n_subs; i++)
-    _cs_stmt_remap_reads (trace, stmt->subs[i], map);
+    {
+      CsStmt *ns = _cs_stmt_remap_reads (trace, stmt->subs[i], map);
+      if (ns != stmt->subs[i] && subs == NULL)
+        subs = (CsStmt **) cs_arena_dup_ptrs (arena, (gpointer const *) stmt->subs, stmt->n_subs);
+      if (subs)
+        subs[i] = ns;
+    }
+  if (args == NULL && value == stmt->value && source == stmt->source && names == NULL
+      && subs == NULL)
+    return stmt;
+  own = cs_trace_own_stmt (trace, stmt);
+  if (args)
+    own->args = args;
+  own->value = value;
+  own->source = source;
+  if (names)
+    own->names = names;
+  if (subs)
+    own->subs = subs;
+  return own;
 }
 
 void
@@ -665,57 +690,66 @@ cs_fuse_count_regions (const CsTrace *trace)
 /* ------------------------------------------------------------------------------------------ */
 /* Proxy table compaction                                                                      */
 
+
+static inline void
+keep_mark (guint8 *keep, guint n, const CsProxy *p)
+{
+  if (p != NULL && p->id < n)
+    keep[p->id] = 1;
+}
+
 static void
-collect_all_proxies (const CsStmt *s, GHashTable *keep, GPtrArray *tmp, guint depth)
+collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, GPtrArray *tmp, guint depth)
 {
   if (depth > 64)
     return;
   g_ptr_array_set_size (tmp, 0);
   _cs_stmt_reads (s, tmp);
   _cs_stmt_writes (s, tmp);
-  if (s->annotated)
-    g_ptr_array_add (tmp, s->annotated);
-  for (guint i = 0; i < s->n_names; i++)
-    g_ptr_array_add (tmp, s->names[i]);
   for (guint i = 0; i < tmp->len; i++)
-    g_hash_table_add (keep, tmp->pdata[i]);
+    keep_mark (keep, n, tmp->pdata[i]);
+  keep_mark (keep, n, s->annotated);
+  for (guint i = 0; i < s->n_names; i++)
+    keep_mark (keep, n, s->names[i]);
   for (guint i = 0; i < s->n_subs; i++)
-    collect_all_proxies (s->subs[i], keep, tmp, depth + 1);
+    collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }
 
 void
 _cs_trace_compact_proxies (CsTrace *trace)
 {
-  g_autoptr(GHashTable) keep = g_hash_table_new (g_direct_hash, g_direct_equal);
+  guint n = trace->next_proxy_id + 1;
+  g_autofree guint8 *keep = g_new0 (guint8, n);
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   GHashTableIter it;
   gpointer k, v;
 
   for (guint i = 0; i < trace->n_params; i++)
     {
-      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
-                                         : NULL;
-      if (p)
-        g_hash_table_add (keep, p);
+      keep_mark (keep, n, trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                               : NULL);
       if (trace->params[i].dflt)
         {
           g_ptr_array_set_size (tmp, 0);
           cs_value_collect_proxies (trace->params[i].dflt, tmp);
           for (guint j = 0; j < tmp->len; j++)
-            g_hash_table_add (keep, tmp->pdata[j]);
+            keep_mark (keep, n, tmp->pdata[j]);
         }
     }
   for (guint i = 0; i < trace->n_stmts; i++)
-    collect_all_proxies (trace->stmts[i], keep, tmp, 0);
+    collect_all_proxies (trace->stmts[i], keep, n, tmp, 0);
   if (trace->proxy_base != NULL)
     {
-      /* a derived trace: the kept proxies become its own, complete table */
-      g_autoptr(GHashTable) all = cs_trace_dup_proxies (trace);
+      /* a derived trace: the kept proxies become its own, complete table (names are never
+       * shadowed between the layers: cs_trace_add_proxy reuses a visible name) */
       GHashTable *own = g_hash_table_new (g_str_hash, g_str_equal);
-      g_hash_table_iter_init (&it, all);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        if (g_hash_table_contains (keep, v))
-          g_hash_table_insert (own, k, v);
+      for (const CsTrace *l = trace; l != NULL; l = l->proxy_base)
+        {
+          g_hash_table_iter_init (&it, l->proxies);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            if (((CsProxy *) v)->id >= n || keep[((CsProxy *) v)->id])
+              g_hash_table_insert (own, k, v);
+        }
       g_hash_table_unref (trace->proxies);
       trace->proxies = own;
       trace->proxy_base = NULL;
@@ -723,7 +757,7 @@ _cs_trace_compact_proxies (CsTrace *trace)
     }
   g_hash_table_iter_init (&it, trace->proxies);
   while (g_hash_table_iter_next (&it, &k, &v))
-    if (!g_hash_table_contains (keep, v))
+    if (((CsProxy *) v)->id < n && !keep[((CsProxy *) v)->id])
       g_hash_table_iter_remove (&it);
 }
 
@@ -1379,7 +1413,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
       }
     for (guint i = 0; i < cons->n_subs; i++)
       {
-        _cs_stmt_remap_reads (t, cons->subs[i], remap);
+        cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], remap);
         g_ptr_array_add (subs, cons->subs[i]);
       }
   }

@@ -1229,11 +1229,11 @@ cs_trace_own_stmt (CsTrace *trace, CsStmt *stmt)
 
 /** cs_trace_derive: see cs-ir.h. */
 CsTrace *
-cs_trace_derive (CsTrace *trace, const char *pass)
+cs_trace_derive (const CsTrace *trace, const char *pass)
 {
   CsTrace *t = cs_trace_new (NULL, pass ? pass : trace->pass);
 
-  t->base = cs_trace_ref (trace);
+  t->base = cs_trace_ref ((CsTrace *) trace);
   t->proxy_base = trace;
   t->has_signature = trace->has_signature;
   t->name = trace->name;

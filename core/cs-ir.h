@@ -403,7 +403,7 @@ CsTrace    *cs_trace_copy         (const CsTrace *trace, const char *pass);
  * Cost: O(top-level statements); the subsymbols are not visited.
  * Returns: (transfer full): the derived trace
  */
-CsTrace    *cs_trace_derive       (CsTrace *trace, const char *pass);
+CsTrace    *cs_trace_derive       (const CsTrace *trace, const char *pass);
 /**
  * cs_trace_own_stmt:
  * Returns @stmt when @trace owns it (stmt->owner == trace->serial), else a shallow copy in
