@@ -740,14 +740,15 @@ _cs_trace_compact_proxies (CsTrace *trace)
     collect_all_proxies (trace->stmts[i], keep, n, tmp, 0);
   if (trace->proxy_base != NULL)
     {
-      /* a derived trace: the kept proxies become its own, complete table (names are never
-       * shadowed between the layers: cs_trace_add_proxy reuses a visible name) */
+      /* a derived trace: the kept proxies become its own, complete table (the first layer
+       * that names a proxy wins, as in cs_trace_lookup_proxy) */
       GHashTable *own = g_hash_table_new (g_str_hash, g_str_equal);
       for (const CsTrace *l = trace; l != NULL; l = l->proxy_base)
         {
           g_hash_table_iter_init (&it, l->proxies);
           while (g_hash_table_iter_next (&it, &k, &v))
-            if (((CsProxy *) v)->id >= n || keep[((CsProxy *) v)->id])
+            if ((((CsProxy *) v)->id >= n || keep[((CsProxy *) v)->id])
+                && !g_hash_table_contains (own, k))
               g_hash_table_insert (own, k, v);
         }
       g_hash_table_unref (trace->proxies);
