@@ -36,8 +36,10 @@ void        _cs_stmt_reads           (const CsStmt *stmt, GPtrArray *out);
 void        _cs_stmt_writes          (const CsStmt *stmt, GPtrArray *out);
 
 /* Flattens @stmt to the statements nvFuser executes directly (prims; statements without
- * subsymbols), depth first.  Subsymbols with origin 0 inherit @stmt's origin. */
-void        _cs_stmt_flatten         (CsStmt *stmt, GPtrArray *out);
+ * subsymbols), depth first.  With @trace, subsymbols with origin 0 inherit @stmt's origin and
+ * every subsymbol its BACKWARD tag (through copies owned by @trace where they differ); with
+ * @trace NULL nothing is changed (inspection only). */
+void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, GPtrArray *out);
 
 /* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
  * @in and @to receive the input proxy and the target dtype. */

@@ -238,7 +238,7 @@ op_is_prim (const CsOp *op)
 }
 
 void
-_cs_stmt_flatten (CsStmt *stmt, GPtrArray *out)
+_cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, GPtrArray *out)
 {
   if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
     {
@@ -248,10 +248,16 @@ _cs_stmt_flatten (CsStmt *stmt, GPtrArray *out)
   for (guint i = 0; i < stmt->n_subs; i++)
     {
       CsStmt *sub = stmt->subs[i];
-      if (sub->origin == 0)
-        sub->origin = stmt->origin;
-      sub->backward = stmt->backward;
-      _cs_stmt_flatten (sub, out);
+      if (trace != NULL && ((sub->origin == 0 && stmt->origin != 0)
+                            || !sub->backward != !stmt->backward))
+        {
+          /* the subsymbol may be shared with the input trace: edit a private copy */
+          sub = cs_trace_own_stmt (trace, sub);
+          if (sub->origin == 0)
+            sub->origin = stmt->origin;
+          sub->backward = stmt->backward;
+        }
+      _cs_stmt_flatten (trace, sub, out);
     }
 }
 
@@ -806,7 +812,7 @@ group_is_shape_only (Group *g)
   g_autoptr(GPtrArray) flat = g_ptr_array_new ();
 
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (g->members->pdata[i], flat);
+    _cs_stmt_flatten (NULL, g->members->pdata[i], flat);
   for (guint i = 0; i < flat->len; i++)
     {
       CsStmt *s = flat->pdata[i];
@@ -837,7 +843,7 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
     }
   flat = g_ptr_array_new ();
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (g->members->pdata[i], flat);
+    _cs_stmt_flatten (trace, g->members->pdata[i], flat);
   name = cs_arena_printf (trace->arena, "nvFusion%u", (*counter)++);
   region = cs_stmt_new_call (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;
@@ -1241,14 +1247,14 @@ fuse_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArr
  * matmul=upcast-f32) is replaced by its prims, so the casts can join regions like any other
  * cast; every other statement is kept (claimed whole by nvFuser or the torch executor). */
 static void
-expand_cast_matmuls (CsStmt *s, GPtrArray *out)
+expand_cast_matmuls (CsTrace *t, CsStmt *s, GPtrArray *out)
 {
   if (s->kind == CS_STMT_CALL && s->op != NULL && s->n_subs > 0 && !op_is_prim (s->op)
       && cs_op_semantic (s->op)->category == CS_OP_CAT_MATMUL)
     {
       g_autoptr(GPtrArray) flat = g_ptr_array_new ();
       gboolean has_cast = FALSE;
-      _cs_stmt_flatten (s, flat);
+      _cs_stmt_flatten (t, s, flat);
       for (guint i = 0; i < flat->len && !has_cast; i++)
         has_cast = _cs_stmt_is_cast (flat->pdata[i], NULL, NULL);
       if (has_cast)
@@ -1503,9 +1509,9 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       return NULL;
     }
 
-  t = cs_trace_copy (trace, "fuse");
+  t = cs_trace_derive (trace, "fuse");
   for (guint i = 0; i < t->n_stmts; i++)
-    expand_cast_matmuls (t->stmts[i], items);
+    expand_cast_matmuls (t, t->stmts[i], items);
 
   if (policy->fusion == CS_FUSION_OFF)
     g_ptr_array_extend (out, items, NULL, NULL);
