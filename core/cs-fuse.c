@@ -189,7 +189,13 @@ _cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
     {
     case CS_STMT_CALL:
       for (guint i = 0; i < stmt->n_args; i++)
-        cs_value_collect_proxies (stmt->args[i].value, out);
+        {
+          const CsValue *v = stmt->args[i].value;
+          if (v->kind == CS_VALUE_PROXY)
+            g_ptr_array_add (out, v->u.proxy);
+          else if (v->kind >= CS_VALUE_TUPLE)
+            cs_value_collect_proxies (v, out);
+        }
       break;
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
@@ -212,7 +218,9 @@ _cs_stmt_writes (const CsStmt *stmt, GPtrArray *out)
     {
     case CS_STMT_CALL:
     case CS_STMT_ANNASSIGN:
-      if (stmt->out)
+      if (stmt->out && stmt->out->kind == CS_VALUE_PROXY)
+        g_ptr_array_add (out, stmt->out->u.proxy);
+      else if (stmt->out)
         cs_value_collect_proxies (stmt->out, out);
       break;
     case CS_STMT_UNPACK:

@@ -490,17 +490,34 @@ cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
 {
   if (v == NULL)
     return;
-  if (v->kind == CS_VALUE_PROXY)
-    g_ptr_array_add (out, v->u.proxy);
-  else if (v->kind == CS_VALUE_CALL)
+  switch (v->kind)
     {
+    case CS_VALUE_PROXY:
+      g_ptr_array_add (out, v->u.proxy);
+      return;
+    case CS_VALUE_CALL:
       for (guint i = 0; i < v->u.call.n_args; i++)
         cs_value_collect_proxies (v->u.call.args[i].value, out);
-    }
-  else if (value_has_items (v->kind))
-    {
+      return;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
       for (guint i = 0; i < v->u.seq.n; i++)
-        cs_value_collect_proxies (v->u.seq.items[i], out);
+        {
+          const CsValue *it = v->u.seq.items[i];
+          /* most items are proxies or literals: no call for them */
+          if (it == NULL)
+            continue;
+          if (it->kind == CS_VALUE_PROXY)
+            g_ptr_array_add (out, it->u.proxy);
+          else if (it->kind == CS_VALUE_CALL || value_has_items (it->kind))
+            cs_value_collect_proxies (it, out);
+        }
+      return;
+    default:
+      return;
     }
 }
 

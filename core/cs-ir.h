@@ -96,6 +96,8 @@ typedef enum
                             _torch_memory_format_0, float (as a non-dtype), operator.add */
   CS_VALUE_DTYPE,        /* dtypes.bfloat16, dtypes.float32_, bare `float` as a dtype */
   CS_VALUE_ELLIPSIS,     /* ... */
+  /* the kinds from here on hold other values (TUPLE .. ATTR); keep them last: _cs_stmt_reads
+     tests `kind >= CS_VALUE_TUPLE` */
   CS_VALUE_TUPLE,        /* (a, b) / (a,) / () */
   CS_VALUE_LIST,         /* [a, b] */
   CS_VALUE_DICT,         /* {'k': v, ...}; items are key, value, key, value */
