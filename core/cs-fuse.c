@@ -1532,9 +1532,8 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   _cs_regions_refresh (t, FALSE);
   if (policy->fusion != CS_FUSION_OFF)
     rematerialize (t);
-  /* the decomposition and grad passes leave many unused proxies behind; every later pass
-   * copies the table, so drop them here */
-  _cs_trace_compact_proxies (t);
+  /* unused proxies the decomposition and grad passes left behind stay in the shared tables
+   * (no later pass copies them); the dce pass drops them */
   return g_steal_pointer (&t);
 }
 
