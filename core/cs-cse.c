@@ -20,6 +20,18 @@ typedef struct
   GHashTable *inter;   /* cast output -> most original float source */
 } CastMaps;
 
+/* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
+static gboolean
+same_subs (const CsStmt *s, const GPtrArray *subs)
+{
+  if (subs->len != s->n_subs)
+    return FALSE;
+  for (guint i = 0; i < subs->len; i++)
+    if (subs->pdata[i] != s->subs[i])
+      return FALSE;
+  return TRUE;
+}
+
 /* Processes one statement; returns FALSE when it is dropped. */
 static gboolean
 rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
@@ -87,7 +99,8 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
               if (rrc_stmt (t, &sub, &inner))
                 g_ptr_array_add (subs, sub);
             }
-          cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+          if (!same_subs (s, subs))
+            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           /* replaced region outputs: later statements read the original instead */
           g_hash_table_iter_init (&it, inner.repl);
           while (g_hash_table_iter_next (&it, &k, &v))
@@ -316,7 +329,8 @@ cs_cse_trace (const CsTrace *trace)
               if (cse_stmt (t, &sub, imap, iseen))
                 g_ptr_array_add (subs, sub);
             }
-          cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+          if (!same_subs (s, subs))
+            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           g_hash_table_iter_init (&it, imap);
           while (g_hash_table_iter_next (&it, &k, &v))
             _cs_proxy_map_add (map, k, _cs_proxy_map_resolve (imap, v));

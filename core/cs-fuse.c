@@ -171,6 +171,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
       && subs == NULL)
     return stmt;
   own = cs_trace_own_stmt (trace, stmt);
+  own->region_fresh = 0;
   if (args)
     own->args = args;
   own->value = value;
@@ -490,6 +491,9 @@ typedef struct
   GPtrArray *outs;      /* scratch */
   GPtrArray *ins;       /* scratch */
   GPtrArray *kept;      /* scratch */
+  guint32  *prod_at;    /* subsymbol index of the first kept writer (where produced == gen) */
+  GPtrArray *reads;     /* scratch: proxies read by kept subsymbols, backward order */
+  GArray   *read_pos;   /* guint: subsymbol index of each entry of reads */
 } Marks;
 
 static inline guint32 *
@@ -519,35 +523,26 @@ static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
   GPtrArray *tmp = m->tmp, *outs = m->outs, *ins = m->ins, *kept = m->kept;
+  GPtrArray *reads = m->reads;
+  GArray *read_pos = m->read_pos;
   CsValue **items;
   CsArg *args;
-  guint32 gen = ++m->gen;
+  guint32 gen = ++m->gen, gen_in;
+  guint n_outs_rev;
 
   g_ptr_array_set_size (outs, 0);
   g_ptr_array_set_size (ins, 0);
   g_ptr_array_set_size (kept, 0);
+  g_ptr_array_set_size (reads, 0);
+  g_array_set_size (read_pos, 0);
 
-  /* outputs: produced inside and needed outside, in production order */
-  for (guint i = 0; i < s->n_subs; i++)
-    {
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (s->subs[i], tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        {
-          CsProxy *p = tmp->pdata[j];
-          if (mark_test (m, m->needed, p, 1) && !mark_test (m, m->seen, p, gen))
-            {
-              mark_set (m, m->seen, p, gen);
-              g_ptr_array_add (outs, p);
-            }
-        }
-    }
-  if (outs->len == 0)
-    return FALSE;
-
-  /* DCE of the subsymbols against the outputs */
-  for (guint i = 0; i < outs->len; i++)
-    mark_set (m, m->live, outs->pdata[i], gen);
+  /* One backward sweep over the subsymbols (each one's memory is touched once):
+   * - DCE: a subsymbol is kept when one of its outputs is needed after the region
+   *   (m->needed) or read by a later kept subsymbol (m->live), or when it must not be DCEd;
+   * - outputs: values written by kept subsymbols and needed after the region (collected in
+   *   reverse, put in production order below);
+   * - the first (lowest) index of a kept subsymbol writing each value (m->prod_at, valid
+   *   where m->produced == gen), and every read with its index, for the inputs below. */
   for (guint i = s->n_subs; i-- > 0;)
     {
       CsStmt *sub = s->subs[i];
@@ -555,16 +550,47 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (sub, tmp);
       for (guint j = 0; j < tmp->len && !keep; j++)
-        if (mark_test (m, m->live, tmp->pdata[j], gen))
+        if (mark_test (m, m->needed, tmp->pdata[j], 1) || mark_test (m, m->live, tmp->pdata[j], gen))
           keep = TRUE;
       if (!keep)
         continue;
       g_ptr_array_add (kept, sub);
+      for (guint j = 0; j < tmp->len; j++)
+        {
+          CsProxy *p = tmp->pdata[j];
+          if (mark_test (m, m->needed, p, 1))
+            g_ptr_array_add (outs, p);
+          if (p->id < m->n)
+            {
+              m->produced[p->id] = gen;
+              m->prod_at[p->id] = i;
+            }
+        }
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        mark_set (m, m->live, tmp->pdata[j], gen);
+        {
+          mark_set (m, m->live, tmp->pdata[j], gen);
+          g_ptr_array_add (reads, tmp->pdata[j]);
+          g_array_append_val (read_pos, i);
+        }
     }
+  if (outs->len == 0)
+    return FALSE;
+
+  /* outputs in production order, each once */
+  n_outs_rev = outs->len;
+  for (guint i = 0; i < n_outs_rev; i++)
+    {
+      CsProxy *p = outs->pdata[n_outs_rev - 1 - i];
+      if (!mark_test (m, m->seen, p, gen))
+        {
+          mark_set (m, m->seen, p, gen);
+          g_ptr_array_add (outs, p);
+        }
+    }
+  g_ptr_array_remove_range (outs, 0, n_outs_rev);
+
   /* kept is reversed */
   for (guint i = 0; i < kept->len / 2; i++)
     {
@@ -573,27 +599,19 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       kept->pdata[kept->len - 1 - i] = t;
     }
 
-  /* inputs: read before being produced inside, first appearance order (a fresh generation
-   * for the "seen" marks) */
-  gen = ++m->gen;
-  for (guint i = 0; i < kept->len; i++)
+  /* inputs: values read before any kept subsymbol produced them, in first appearance order
+   * (the reads were collected backward; a fresh generation for the "seen" marks) */
+  gen_in = ++m->gen;
+  for (guint r = reads->len; r-- > 0;)
     {
-      CsStmt *sub = kept->pdata[i];
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (sub, tmp);
-      for (guint j = 0; j < tmp->len; j++)
+      CsProxy *p = reads->pdata[r];
+      guint at = g_array_index (read_pos, guint, r);
+      gboolean inside = p->id < m->n && m->produced[p->id] == gen && m->prod_at[p->id] < at;
+      if (!inside && !mark_test (m, m->seen, p, gen_in))
         {
-          CsProxy *p = tmp->pdata[j];
-          if (!mark_test (m, m->produced, p, gen) && !mark_test (m, m->seen, p, gen))
-            {
-              mark_set (m, m->seen, p, gen);
-              g_ptr_array_add (ins, p);
-            }
+          mark_set (m, m->seen, p, gen_in);
+          g_ptr_array_add (ins, p);
         }
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (sub, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        mark_set (m, m->produced, tmp->pdata[j], gen);
     }
 
   cs_stmt_set_subs (trace, s, (CsStmt **) kept->pdata, kept->len);
@@ -611,7 +629,25 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   s->n_args = ins->len;
   s->type_comment = CS_TYPECOMMENT_NONE;
   s->type_comment_raw = NULL;
+  s->region_fresh = 1;
   return TRUE;
+}
+
+/* TRUE when some output of the fresh region @s is no longer read later (m->needed). */
+static gboolean
+region_output_unneeded (const CsStmt *s, Marks *m)
+{
+  const CsValue *o = s->out;
+
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return TRUE;
+  for (guint i = 0; i < o->u.seq.n; i++)
+    {
+      const CsValue *it = o->u.seq.items[i];
+      if (it->kind != CS_VALUE_PROXY || !mark_test (m, m->needed, it->u.proxy, 1))
+        return TRUE;
+    }
+  return FALSE;
 }
 
 void
@@ -620,6 +656,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   Marks m = { 0 };
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  guint32 *hidden;      /* proxy id -> 1 + index of the fresh region that produces it without
+                           listing it as an output; 0 = none */
+  guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
 
   m.n = trace->next_proxy_id + 1;
   m.needed = g_new0 (guint32, m.n);
@@ -630,6 +669,40 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.outs = g_ptr_array_new ();
   m.ins = g_ptr_array_new ();
   m.kept = g_ptr_array_new ();
+  m.prod_at = g_new0 (guint32, m.n);
+  m.reads = g_ptr_array_new ();
+  m.read_pos = g_array_new (FALSE, FALSE, sizeof (guint));
+  hidden = g_new0 (guint32, m.n);
+  stale = g_new0 (guint8, trace->n_stmts + 1);
+
+  /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
+   * outputs is no longer needed or a later statement now reads one of its internal values;
+   * otherwise rebuilding it would give the same region.  The hidden values of fresh regions
+   * are found from their subsymbols' outputs (a write sweep, cheaper than a rebuild). */
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      CsStmt *s = trace->stmts[i];
+      if (!_cs_stmt_is_region (s) || !s->region_fresh)
+        continue;
+      for (guint j = 0; j < s->n_subs; j++)
+        {
+          g_ptr_array_set_size (tmp, 0);
+          _cs_stmt_writes (s->subs[j], tmp);
+          for (guint k = 0; k < tmp->len; k++)
+            {
+              const CsProxy *p = tmp->pdata[k];
+              if (p->id < m.n)
+                hidden[p->id] = i + 1;
+            }
+        }
+      if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+        for (guint j = 0; j < s->out->u.seq.n; j++)
+          {
+            const CsValue *it = s->out->u.seq.items[j];
+            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < m.n)
+              hidden[it->u.proxy->id] = 0;
+          }
+    }
 
   for (guint i = trace->n_stmts; i-- > 0;)
     {
@@ -637,7 +710,8 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 
       if (_cs_stmt_is_region (s))
         {
-          if (!region_refresh_one (trace, s, &m))
+          if ((!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
+              && !region_refresh_one (trace, s, &m))
             continue;
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
@@ -658,7 +732,12 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (s, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        mark_set (&m, m.needed, tmp->pdata[j], 1);
+        {
+          const CsProxy *p = tmp->pdata[j];
+          mark_set (&m, m.needed, p, 1);
+          if (p->id < m.n && hidden[p->id] != 0 && hidden[p->id] - 1 < i)
+            stale[hidden[p->id] - 1] = 1;
+        }
     }
   for (guint i = 0; i < kept->len / 2; i++)
     {
@@ -667,6 +746,8 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       kept->pdata[kept->len - 1 - i] = t;
     }
   cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
+  g_free (hidden);
+  g_free (stale);
   g_free (m.needed);
   g_free (m.live);
   g_free (m.produced);
@@ -675,6 +756,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   g_ptr_array_unref (m.outs);
   g_ptr_array_unref (m.ins);
   g_ptr_array_unref (m.kept);
+  g_free (m.prod_at);
+  g_ptr_array_unref (m.reads);
+  g_array_unref (m.read_pos);
 }
 
 guint

@@ -965,6 +965,7 @@ cs_stmt_set_subs (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n)
 {
   stmt->subs = (CsStmt **) cs_arena_dup_ptrs (trace->arena, (gpointer const *) subs, n);
   stmt->n_subs = n;
+  stmt->region_fresh = 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -226,6 +226,9 @@ struct _CsStmt
   const char         *why;         /* rule that made this statement (e.g. "autocast: downcast
                                       matmul operand") or, for a fusion call, why the region ended */
   guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
+  guint               region_fresh : 1; /* region call: outputs, inputs and subsymbols are as the
+                                      last region refresh left them (cleared by any edit of the
+                                      subsymbols or arguments; lets the refresh skip it) */
   guint32             owner;       /* serial of the trace whose arena holds it (CsTrace.serial);
                                       a trace may edit in place only statements it owns */
 };
