@@ -650,14 +650,50 @@ region_output_unneeded (const CsStmt *s, Marks *m)
   return FALSE;
 }
 
+/* proxy id (< n) -> 1 + index of the fresh region of @trace that writes it without listing it
+ * as an output, 0 for none.  Returns: (transfer full) */
+static guint32 *
+build_hidden (const CsTrace *trace, guint n)
+{
+  guint32 *hidden = g_new0 (guint32, n);
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      if (!_cs_stmt_is_region (s) || !s->region_fresh)
+        continue;
+      for (guint j = 0; j < s->n_subs; j++)
+        {
+          g_ptr_array_set_size (tmp, 0);
+          _cs_stmt_writes (s->subs[j], tmp);
+          for (guint k = 0; k < tmp->len; k++)
+            {
+              const CsProxy *p = tmp->pdata[k];
+              if (p->id < n)
+                hidden[p->id] = i + 1;
+            }
+        }
+      if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+        for (guint j = 0; j < s->out->u.seq.n; j++)
+          {
+            const CsValue *it = s->out->u.seq.items[j];
+            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < n)
+              hidden[it->u.proxy->id] = 0;
+          }
+    }
+  return hidden;
+}
+
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
   Marks m = { 0 };
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  guint32 *hidden;      /* proxy id -> 1 + index of the fresh region that produces it without
-                           listing it as an output; 0 = none */
+  guint32 *hidden = NULL; /* proxy id -> 1 + index of the fresh region that produces it
+                           without listing it as an output; 0 = none (built on first need) */
+  guint8 *visible;      /* proxy id -> 1 when a top-level statement writes it or it is an input */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
 
   m.n = trace->next_proxy_id + 1;
@@ -672,36 +708,29 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.prod_at = g_new0 (guint32, m.n);
   m.reads = g_ptr_array_new ();
   m.read_pos = g_array_new (FALSE, FALSE, sizeof (guint));
-  hidden = g_new0 (guint32, m.n);
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
    * outputs is no longer needed or a later statement now reads one of its internal values;
-   * otherwise rebuilding it would give the same region.  The hidden values of fresh regions
-   * are found from their subsymbols' outputs (a write sweep, cheaper than a rebuild). */
+   * otherwise rebuilding it would give the same region.  Values written at the top level
+   * (region outputs included) and the signature's inputs are "visible"; only a read of
+   * something else can be an internal value, and only then are the fresh regions' writes
+   * swept to find which region holds it (build_hidden). */
+  visible = g_new0 (guint8, m.n);
+  for (guint i = 0; i < trace->n_params; i++)
+    {
+      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                         : NULL;
+      if (p != NULL && p->id < m.n)
+        visible[p->id] = 1;
+    }
   for (guint i = 0; i < trace->n_stmts; i++)
     {
-      CsStmt *s = trace->stmts[i];
-      if (!_cs_stmt_is_region (s) || !s->region_fresh)
-        continue;
-      for (guint j = 0; j < s->n_subs; j++)
-        {
-          g_ptr_array_set_size (tmp, 0);
-          _cs_stmt_writes (s->subs[j], tmp);
-          for (guint k = 0; k < tmp->len; k++)
-            {
-              const CsProxy *p = tmp->pdata[k];
-              if (p->id < m.n)
-                hidden[p->id] = i + 1;
-            }
-        }
-      if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
-        for (guint j = 0; j < s->out->u.seq.n; j++)
-          {
-            const CsValue *it = s->out->u.seq.items[j];
-            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < m.n)
-              hidden[it->u.proxy->id] = 0;
-          }
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (trace->stmts[i], tmp);
+      for (guint k = 0; k < tmp->len; k++)
+        if (((CsProxy *) tmp->pdata[k])->id < m.n)
+          visible[((CsProxy *) tmp->pdata[k])->id] = 1;
     }
 
   for (guint i = trace->n_stmts; i-- > 0;)
@@ -735,7 +764,11 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
         {
           const CsProxy *p = tmp->pdata[j];
           mark_set (&m, m.needed, p, 1);
-          if (p->id < m.n && hidden[p->id] != 0 && hidden[p->id] - 1 < i)
+          if (p->id >= m.n || visible[p->id])
+            continue;
+          if (hidden == NULL)
+            hidden = build_hidden (trace, m.n);
+          if (hidden[p->id] != 0 && hidden[p->id] - 1 < i)
             stale[hidden[p->id] - 1] = 1;
         }
     }
@@ -747,6 +780,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
     }
   cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
   g_free (hidden);
+  g_free (visible);
   g_free (stale);
   g_free (m.needed);
   g_free (m.live);
