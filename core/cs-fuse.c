@@ -159,6 +159,10 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
     default:
       break;
     }
+  /* a fresh region's arguments are exactly the outside values its subsymbols read: when none
+   * of them is mapped, no subsymbol needs a look */
+  if (args == NULL && stmt->region_fresh && _cs_stmt_is_region (stmt))
+    return stmt;
   for (guint i = 0; i < stmt->n_subs; i++)
     {
       CsStmt *ns = _cs_stmt_remap_reads (trace, stmt->subs[i], map);
