@@ -1,9 +1,10 @@
 /* cs-fuse-private.h: helpers shared by the pipeline passes (fuse, cse/dce/redundant casts,
  * delete-last-used, stats, diff).  Internal to core/ (tests may include it).
  *
- * All helpers work on a trace the pass owns (a cs_trace_copy() of its input), so in-place
- * edits never reach the input trace.  Values are rewritten copy-on-write because a pass
- * cannot know whether two statements share a CsValue.
+ * The passes work on a cs_trace_derive() of their input: top-level statements are the pass's
+ * own (edited in place), while values, proxies and subsymbol statements are shared with the
+ * input and rewritten copy-on-write (_cs_stmt_remap_reads(), cs_trace_own_stmt()), so edits
+ * never reach the input trace.
  */
 #pragma once
 
@@ -63,8 +64,8 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
-/* Drops from trace->proxies every proxy no statement (at any level), parameter or default
- * names, so that later deep copies skip them.  The proxies stay in the arena. */
+/* Drops from the proxy table every proxy no statement (at any level), parameter or default
+ * names (a derived trace gets its own complete table).  The proxies stay in their arenas. */
 void        _cs_trace_compact_proxies (CsTrace *trace);
 
 /* Number of region statements / the k-th region (in order). */

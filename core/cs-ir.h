@@ -4,9 +4,11 @@
  * thunder/core/symbol.py, thunder/core/proxies.py) closely enough that a parsed trace prints
  * back byte for byte (reference/thunder-traces.md section 1).
  *
- * Ownership: one #CsArena per trace owns every value, proxy, statement and string of that
- * trace; they die with the trace.  Traces are reference counted.  A pass never mutates its
- * input: it builds a new trace (cs_trace_copy() or cs_trace_new()) and returns it.
+ * Ownership: one #CsArena per trace owns the values, proxies, statements and strings it
+ * created; they die with the trace.  Traces are reference counted.  A pass never mutates its
+ * input: it builds a new trace and returns it, either a deep copy (cs_trace_copy()), a new
+ * one (cs_trace_new()), or - for the pipeline passes over large traces - a derived trace
+ * (cs_trace_derive()) that shares the input's unchanged parts and keeps it alive.
  */
 #pragma once
 
