@@ -164,7 +164,8 @@ info_collect (TraceInfo *ti, const CsTrace *t)
         ti->n_casts_top++;
     }
   walk (ti, t->stmts, t->n_stmts, NULL, 0);
-  g_hash_table_iter_init (&it, t->proxies);
+  g_autoptr(GHashTable) all_proxies = cs_trace_dup_proxies (t);
+  g_hash_table_iter_init (&it, all_proxies);
   while (g_hash_table_iter_next (&it, &key, &val))
     {
       const CsProxy *p = val;
@@ -281,7 +282,7 @@ print_text (const char *path, const CsTraceList *list, gboolean list_casts)
                                    "%u with every subsymbol level\n",
                               ti.n_top, ti.n_symbols, ti.n_comments, ti.n_all);
       g_string_append_printf (out, "  proxies: %u (%u typed tensors)\n",
-                              g_hash_table_size (t->proxies), ti.n_tensors);
+                              cs_trace_n_proxies (t), ti.n_tensors);
       print_counter (out, "tensors by dtype", ti.dtypes);
       g_string_append_printf (out, "  fusion regions: %u\n", ti.regions->len);
       for (guint i = 0; i < ti.regions->len; i++)
@@ -372,7 +373,7 @@ print_json (const char *path, const CsTraceList *list)
       json_builder_add_int_value (b, ti.n_all);
       json_builder_end_object (b);
       json_builder_set_member_name (b, "proxies");
-      json_builder_add_int_value (b, g_hash_table_size (t->proxies));
+      json_builder_add_int_value (b, cs_trace_n_proxies (t));
       json_builder_set_member_name (b, "tensors");
       json_builder_add_int_value (b, ti.n_tensors);
       json_counter (b, "tensor_dtypes", ti.dtypes);

@@ -113,7 +113,7 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
             }
           if (any)
             {
-              _cs_stmt_remap_reads (t, s, map);
+              s = _cs_stmt_remap_reads (t, s, map);
               g_ptr_array_set_size (tmp, 0);
               _cs_stmt_writes (s, tmp);
               for (guint j = 0; j < tmp->len; j++)

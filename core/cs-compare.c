@@ -211,6 +211,8 @@ gboolean
 cs_trace_equal (const CsTrace *a, const CsTrace *b, GString *why)
 {
   GHashTableIter it;
+  g_autoptr(GHashTable) pa_all = NULL;
+  g_autoptr(GHashTable) pb_all = NULL;
   gpointer key, val;
 
   g_return_val_if_fail (a != NULL && b != NULL, FALSE);
@@ -251,12 +253,14 @@ cs_trace_equal (const CsTrace *a, const CsTrace *b, GString *why)
       if (sub)
         g_string_free (sub, TRUE);
     }
-  if (g_hash_table_size (a->proxies) != g_hash_table_size (b->proxies))
-    return differ (why, "%u vs %u proxies", g_hash_table_size (a->proxies), g_hash_table_size (b->proxies));
-  g_hash_table_iter_init (&it, a->proxies);
+  pa_all = cs_trace_dup_proxies (a);
+  pb_all = cs_trace_dup_proxies (b);
+  if (g_hash_table_size (pa_all) != g_hash_table_size (pb_all))
+    return differ (why, "%u vs %u proxies", g_hash_table_size (pa_all), g_hash_table_size (pb_all));
+  g_hash_table_iter_init (&it, pa_all);
   while (g_hash_table_iter_next (&it, &key, &val))
     {
-      const CsProxy *pb = g_hash_table_lookup (b->proxies, key);
+      const CsProxy *pb = g_hash_table_lookup (pb_all, key);
       if (pb == NULL)
         return differ (why, "proxy %s missing in the second trace", (const char *) key);
       if (!proxy_equal (val, pb, why))

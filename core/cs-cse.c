@@ -20,14 +20,27 @@ typedef struct
   GHashTable *inter;   /* cast output -> most original float source */
 } CastMaps;
 
+/* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
+static gboolean
+same_subs (const CsStmt *s, const GPtrArray *subs)
+{
+  if (subs->len != s->n_subs)
+    return FALSE;
+  for (guint i = 0; i < subs->len; i++)
+    if (subs->pdata[i] != s->subs[i])
+      return FALSE;
+  return TRUE;
+}
+
 /* Processes one statement; returns FALSE when it is dropped. */
 static gboolean
-rrc_stmt (CsTrace *t, CsStmt *s, CastMaps *m)
+rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
 {
   CsProxy *x, *out, *orig;
   CsDtype to;
+  CsStmt *s;
 
-  _cs_stmt_remap_reads (t, s, m->repl);
+  s = *sp = _cs_stmt_remap_reads (t, *sp, m->repl);
   if (!_cs_stmt_is_cast (s, &x, &to))
     return TRUE;
   out = cs_stmt_get_output (s);
@@ -47,7 +60,7 @@ rrc_stmt (CsTrace *t, CsStmt *s, CastMaps *m)
       g_autoptr(GHashTable) one = _cs_proxy_map_new ();
       g_hash_table_insert (one, x, orig);
       /* only the cast's own input is rewritten (its first argument) */
-      _cs_stmt_remap_reads (t, s, one);
+      *sp = _cs_stmt_remap_reads (t, s, one);
     }
   g_hash_table_insert (m->inter, out, orig);
   return TRUE;
@@ -65,7 +78,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_copy (trace, "remove-redundant-casts");
+  t = cs_trace_derive (trace, "remove-redundant-casts");
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
   for (guint i = 0; i < t->n_stmts; i++)
@@ -79,11 +92,15 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
           GHashTableIter it;
           gpointer k, v;
 
-          _cs_stmt_remap_reads (t, s, outer.repl);
+          s = _cs_stmt_remap_reads (t, s, outer.repl);
           for (guint j = 0; j < s->n_subs; j++)
-            if (rrc_stmt (t, s->subs[j], &inner))
-              g_ptr_array_add (subs, s->subs[j]);
-          cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            {
+              CsStmt *sub = s->subs[j];
+              if (rrc_stmt (t, &sub, &inner))
+                g_ptr_array_add (subs, sub);
+            }
+          if (!same_subs (s, subs))
+            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           /* replaced region outputs: later statements read the original instead */
           g_hash_table_iter_init (&it, inner.repl);
           while (g_hash_table_iter_next (&it, &k, &v))
@@ -93,7 +110,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
           g_ptr_array_add (kept, s);
           continue;
         }
-      if (rrc_stmt (t, s, &outer))
+      if (rrc_stmt (t, &s, &outer))
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
@@ -264,11 +281,11 @@ map_outputs (GHashTable *map, const CsStmt *dup, const CsStmt *orig)
 /* Returns FALSE when @s is a duplicate (dropped).  @seen is a set of statements keyed by
  * cse_hash/cse_equal (their arguments are already rewritten through @map). */
 static gboolean
-cse_stmt (CsTrace *t, CsStmt *s, GHashTable *map, GHashTable *seen)
+cse_stmt (CsTrace *t, CsStmt **sp, GHashTable *map, GHashTable *seen)
 {
-  CsStmt *prev;
+  CsStmt *prev, *s;
 
-  _cs_stmt_remap_reads (t, s, map);
+  s = *sp = _cs_stmt_remap_reads (t, *sp, map);
   if (!cse_eligible (s))
     return TRUE;
   prev = g_hash_table_lookup (seen, s);
@@ -292,7 +309,7 @@ cs_cse_trace (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_copy (trace, "cse");
+  t = cs_trace_derive (trace, "cse");
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -305,18 +322,22 @@ cs_cse_trace (const CsTrace *trace)
           GHashTableIter it;
           gpointer k, v;
 
-          _cs_stmt_remap_reads (t, s, map);
+          s = _cs_stmt_remap_reads (t, s, map);
           for (guint j = 0; j < s->n_subs; j++)
-            if (cse_stmt (t, s->subs[j], imap, iseen))
-              g_ptr_array_add (subs, s->subs[j]);
-          cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            {
+              CsStmt *sub = s->subs[j];
+              if (cse_stmt (t, &sub, imap, iseen))
+                g_ptr_array_add (subs, sub);
+            }
+          if (!same_subs (s, subs))
+            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           g_hash_table_iter_init (&it, imap);
           while (g_hash_table_iter_next (&it, &k, &v))
             _cs_proxy_map_add (map, k, _cs_proxy_map_resolve (imap, v));
           g_ptr_array_add (kept, s);
           continue;
         }
-      if (cse_stmt (t, s, map, seen))
+      if (cse_stmt (t, &s, map, seen))
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
@@ -333,7 +354,7 @@ cs_cse_dce (const CsTrace *trace)
   CsTrace *t;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  t = cs_trace_copy (trace, "dce");
+  t = cs_trace_derive (trace, "dce");
   _cs_regions_refresh (t, TRUE);
   _cs_trace_compact_proxies (t);
   return t;

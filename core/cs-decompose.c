@@ -2765,13 +2765,36 @@ cs_decompose_to_prims (CsTrace *trace, const CsStmt *stmt, const CsPolicy *polic
   return TRUE;
 }
 
+/* TRUE when a top-level call of @trace names an output proxy without a type. */
+static gboolean
+any_untyped_output (const CsTrace *trace)
+{
+  g_autoptr (GPtrArray) outs = g_ptr_array_new ();
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *st = trace->stmts[i];
+      if (st->kind != CS_STMT_CALL || st->out == NULL)
+        continue;
+      g_ptr_array_set_size (outs, 0);
+      cs_value_collect_proxies (st->out, outs);
+      for (guint j = 0; j < outs->len; j++)
+        if (!((CsProxy *) outs->pdata[j])->typed)
+          return TRUE;
+    }
+  return FALSE;
+}
+
 CsTrace *
 cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr (CsTrace) copy = NULL;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  copy = cs_trace_copy (trace, "decompose");
+  /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
+   * its proxies (a deep copy); otherwise the derived trace shares them with @trace */
+  copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
+                                    : cs_trace_derive (trace, "decompose");
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];

@@ -5,6 +5,19 @@
 #include "cs-fuse-private.h"
 #include "cs-ops.h"
 
+/* Adds @p to the set (a flag per proxy id, ids beyond the trace's counter in @extra);
+ * TRUE when it was not there. */
+static gboolean
+seen_add (guint8 *seen, guint n, GHashTable *extra, CsProxy *p)
+{
+  if (p->id == 0 || p->id >= n)
+    return g_hash_table_add (extra, p);
+  if (seen[p->id])
+    return FALSE;
+  seen[p->id] = 1;
+  return TRUE;
+}
+
 /**
  * cs_dellast_trace: (see cs-dellast.h)
  */
@@ -12,7 +25,10 @@ CsTrace *
 cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) seen_extra = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autofree guint8 *seen = NULL;
+  guint n_seen;
+  g_autoptr(GPtrArray) dels = g_ptr_array_new ();
   g_autoptr(GPtrArray) rev = g_ptr_array_new ();   /* output, reversed */
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   g_autoptr(GPtrArray) body = g_ptr_array_new ();
@@ -20,7 +36,9 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_copy (trace, "delete-last-used");
+  t = cs_trace_derive (trace, "delete-last-used");
+  n_seen = t->next_proxy_id + 1;
+  seen = g_new0 (guint8, n_seen);
   for (guint i = 0; i < t->n_stmts; i++)
     if (t->stmts[i]->kind != CS_STMT_DEL)
       g_ptr_array_add (body, t->stmts[i]);
@@ -36,13 +54,12 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
     {
       _cs_stmt_reads (ret, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_add (seen, tmp->pdata[j]);
+        seen_add (seen, n_seen, seen_extra, tmp->pdata[j]);
     }
 
   for (guint i = body->len; i-- > 0;)
     {
       CsStmt *s = body->pdata[i];
-      g_autoptr(GPtrArray) dels = g_ptr_array_new ();
 
       if (s->kind == CS_STMT_RETURN || s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK)
         {
@@ -52,8 +69,9 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (s, tmp);
       _cs_stmt_reads (s, tmp);
+      g_ptr_array_set_size (dels, 0);
       for (guint j = 0; j < tmp->len; j++)
-        if (g_hash_table_add (seen, tmp->pdata[j]))
+        if (seen_add (seen, n_seen, seen_extra, tmp->pdata[j]))
           g_ptr_array_add (dels, tmp->pdata[j]);
       if (dels->len > 0)
         {

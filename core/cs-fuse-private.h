@@ -1,9 +1,10 @@
 /* cs-fuse-private.h: helpers shared by the pipeline passes (fuse, cse/dce/redundant casts,
  * delete-last-used, stats, diff).  Internal to core/ (tests may include it).
  *
- * All helpers work on a trace the pass owns (a cs_trace_copy() of its input), so in-place
- * edits never reach the input trace.  Values are rewritten copy-on-write because a pass
- * cannot know whether two statements share a CsValue.
+ * The passes work on a cs_trace_derive() of their input: top-level statements are the pass's
+ * own (edited in place), while values, proxies and subsymbol statements are shared with the
+ * input and rewritten copy-on-write (_cs_stmt_remap_reads(), cs_trace_own_stmt()), so edits
+ * never reach the input trace.
  */
 #pragma once
 
@@ -24,8 +25,10 @@ CsProxy    *_cs_proxy_map_resolve    (GHashTable *map, CsProxy *p);
 /* Returns @v itself when no proxy in it is mapped, else a rewritten copy in @arena. */
 CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, GHashTable *map);
 /* Rewrites every proxy read by @stmt (args, return value, unpack source, del names and,
- * recursively, the subsymbols' reads) through @map. */
-void        _cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
+ * recursively, the subsymbols' reads) through @map, copy-on-write: returns @stmt itself when
+ * nothing is mapped, else @stmt edited in place when @trace owns it, else a copy owned by
+ * @trace (cs_trace_own_stmt()); the caller puts the result where @stmt was. */
+CsStmt     *_cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
 
 /* Proxies read by the statement itself (args, RETURN value, UNPACK source, ANNASSIGN value);
  * not its subsymbols, not DEL names.  Appended to @out, duplicates possible. */
@@ -34,8 +37,10 @@ void        _cs_stmt_reads           (const CsStmt *stmt, GPtrArray *out);
 void        _cs_stmt_writes          (const CsStmt *stmt, GPtrArray *out);
 
 /* Flattens @stmt to the statements nvFuser executes directly (prims; statements without
- * subsymbols), depth first.  Subsymbols with origin 0 inherit @stmt's origin. */
-void        _cs_stmt_flatten         (CsStmt *stmt, GPtrArray *out);
+ * subsymbols), depth first.  With @trace, subsymbols with origin 0 inherit @stmt's origin and
+ * every subsymbol its BACKWARD tag (through copies owned by @trace where they differ); with
+ * @trace NULL nothing is changed (inspection only). */
+void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, GPtrArray *out);
 
 /* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
  * @in and @to receive the input proxy and the target dtype. */
@@ -59,8 +64,8 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
-/* Drops from trace->proxies every proxy no statement (at any level), parameter or default
- * names, so that later deep copies skip them.  The proxies stay in the arena. */
+/* Drops from the proxy table every proxy no statement (at any level), parameter or default
+ * names (a derived trace gets its own complete table).  The proxies stay in their arenas. */
 void        _cs_trace_compact_proxies (CsTrace *trace);
 
 /* Number of region statements / the k-th region (in order). */

@@ -111,50 +111,80 @@ _cs_value_remap (CsArena *arena, CsValue *v, GHashTable *map)
     }
 }
 
-void
+CsStmt *
 _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
 {
   CsArena *arena = trace->arena;
+  CsArg *args = NULL;
+  CsValue *value = stmt->value;
+  CsProxy *source = stmt->source, **names = NULL;
+  CsStmt **subs = NULL, *own;
 
   if (g_hash_table_size (map) == 0)
-    return;
+    return stmt;
   switch (stmt->kind)
     {
     case CS_STMT_CALL:
-      {
-        CsArg *args = NULL;
-        for (guint i = 0; i < stmt->n_args; i++)
-          {
-            CsValue *ni = _cs_value_remap (arena, stmt->args[i].value, map);
-            if (ni != stmt->args[i].value && args == NULL)
-              {
-                args = CS_ARENA_NEW_N (arena, CsArg, stmt->n_args);
-                memcpy (args, stmt->args, sizeof (CsArg) * stmt->n_args);
-              }
-            if (args)
-              args[i].value = ni;
-          }
-        if (args)
-          stmt->args = args;
-      }
+      for (guint i = 0; i < stmt->n_args; i++)
+        {
+          CsValue *ni = _cs_value_remap (arena, stmt->args[i].value, map);
+          if (ni != stmt->args[i].value && args == NULL)
+            {
+              args = CS_ARENA_NEW_N (arena, CsArg, stmt->n_args);
+              memcpy (args, stmt->args, sizeof (CsArg) * stmt->n_args);
+            }
+          if (args)
+            args[i].value = ni;
+        }
       break;
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
-      stmt->value = _cs_value_remap (arena, stmt->value, map);
+      value = _cs_value_remap (arena, stmt->value, map);
       break;
     case CS_STMT_UNPACK:
       if (stmt->source)
-        stmt->source = _cs_proxy_map_resolve (map, stmt->source);
+        source = _cs_proxy_map_resolve (map, stmt->source);
       break;
     case CS_STMT_DEL:
       for (guint i = 0; i < stmt->n_names; i++)
-        stmt->names[i] = _cs_proxy_map_resolve (map, stmt->names[i]);
+        {
+          CsProxy *q = _cs_proxy_map_resolve (map, stmt->names[i]);
+          if (q != stmt->names[i] && names == NULL)
+            names = (CsProxy **) cs_arena_dup_ptrs (arena, (gpointer const *) stmt->names,
+                                                    stmt->n_names);
+          if (names)
+            names[i] = q;
+        }
       break;
     default:
       break;
     }
+  /* a fresh region's arguments are exactly the outside values its subsymbols read: when none
+   * of them is mapped, no subsymbol needs a look */
+  if (args == NULL && stmt->region_fresh && _cs_stmt_is_region (stmt))
+    return stmt;
   for (guint i = 0; i < stmt->n_subs; i++)
-    _cs_stmt_remap_reads (trace, stmt->subs[i], map);
+    {
+      CsStmt *ns = _cs_stmt_remap_reads (trace, stmt->subs[i], map);
+      if (ns != stmt->subs[i] && subs == NULL)
+        subs = (CsStmt **) cs_arena_dup_ptrs (arena, (gpointer const *) stmt->subs, stmt->n_subs);
+      if (subs)
+        subs[i] = ns;
+    }
+  if (args == NULL && value == stmt->value && source == stmt->source && names == NULL
+      && subs == NULL)
+    return stmt;
+  own = cs_trace_own_stmt (trace, stmt);
+  own->region_fresh = 0;
+  if (args)
+    own->args = args;
+  own->value = value;
+  own->source = source;
+  if (names)
+    own->names = names;
+  if (subs)
+    own->subs = subs;
+  return own;
 }
 
 void
@@ -164,7 +194,13 @@ _cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
     {
     case CS_STMT_CALL:
       for (guint i = 0; i < stmt->n_args; i++)
-        cs_value_collect_proxies (stmt->args[i].value, out);
+        {
+          const CsValue *v = stmt->args[i].value;
+          if (v->kind == CS_VALUE_PROXY)
+            g_ptr_array_add (out, v->u.proxy);
+          else if (v->kind >= CS_VALUE_TUPLE)
+            cs_value_collect_proxies (v, out);
+        }
       break;
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
@@ -187,7 +223,9 @@ _cs_stmt_writes (const CsStmt *stmt, GPtrArray *out)
     {
     case CS_STMT_CALL:
     case CS_STMT_ANNASSIGN:
-      if (stmt->out)
+      if (stmt->out && stmt->out->kind == CS_VALUE_PROXY)
+        g_ptr_array_add (out, stmt->out->u.proxy);
+      else if (stmt->out)
         cs_value_collect_proxies (stmt->out, out);
       break;
     case CS_STMT_UNPACK:
@@ -213,7 +251,7 @@ op_is_prim (const CsOp *op)
 }
 
 void
-_cs_stmt_flatten (CsStmt *stmt, GPtrArray *out)
+_cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, GPtrArray *out)
 {
   if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
     {
@@ -223,10 +261,16 @@ _cs_stmt_flatten (CsStmt *stmt, GPtrArray *out)
   for (guint i = 0; i < stmt->n_subs; i++)
     {
       CsStmt *sub = stmt->subs[i];
-      if (sub->origin == 0)
-        sub->origin = stmt->origin;
-      sub->backward = stmt->backward;
-      _cs_stmt_flatten (sub, out);
+      if (trace != NULL && ((sub->origin == 0 && stmt->origin != 0)
+                            || !sub->backward != !stmt->backward))
+        {
+          /* the subsymbol may be shared with the input trace: edit a private copy */
+          sub = cs_trace_own_stmt (trace, sub);
+          if (sub->origin == 0)
+            sub->origin = stmt->origin;
+          sub->backward = stmt->backward;
+        }
+      _cs_stmt_flatten (trace, sub, out);
     }
 }
 
@@ -451,6 +495,9 @@ typedef struct
   GPtrArray *outs;      /* scratch */
   GPtrArray *ins;       /* scratch */
   GPtrArray *kept;      /* scratch */
+  guint32  *prod_at;    /* subsymbol index of the first kept writer (where produced == gen) */
+  GPtrArray *reads;     /* scratch: proxies read by kept subsymbols, backward order */
+  GArray   *read_pos;   /* guint: subsymbol index of each entry of reads */
 } Marks;
 
 static inline guint32 *
@@ -480,35 +527,26 @@ static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
   GPtrArray *tmp = m->tmp, *outs = m->outs, *ins = m->ins, *kept = m->kept;
+  GPtrArray *reads = m->reads;
+  GArray *read_pos = m->read_pos;
   CsValue **items;
   CsArg *args;
-  guint32 gen = ++m->gen;
+  guint32 gen = ++m->gen, gen_in;
+  guint n_outs_rev;
 
   g_ptr_array_set_size (outs, 0);
   g_ptr_array_set_size (ins, 0);
   g_ptr_array_set_size (kept, 0);
+  g_ptr_array_set_size (reads, 0);
+  g_array_set_size (read_pos, 0);
 
-  /* outputs: produced inside and needed outside, in production order */
-  for (guint i = 0; i < s->n_subs; i++)
-    {
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (s->subs[i], tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        {
-          CsProxy *p = tmp->pdata[j];
-          if (mark_test (m, m->needed, p, 1) && !mark_test (m, m->seen, p, gen))
-            {
-              mark_set (m, m->seen, p, gen);
-              g_ptr_array_add (outs, p);
-            }
-        }
-    }
-  if (outs->len == 0)
-    return FALSE;
-
-  /* DCE of the subsymbols against the outputs */
-  for (guint i = 0; i < outs->len; i++)
-    mark_set (m, m->live, outs->pdata[i], gen);
+  /* One backward sweep over the subsymbols (each one's memory is touched once):
+   * - DCE: a subsymbol is kept when one of its outputs is needed after the region
+   *   (m->needed) or read by a later kept subsymbol (m->live), or when it must not be DCEd;
+   * - outputs: values written by kept subsymbols and needed after the region (collected in
+   *   reverse, put in production order below);
+   * - the first (lowest) index of a kept subsymbol writing each value (m->prod_at, valid
+   *   where m->produced == gen), and every read with its index, for the inputs below. */
   for (guint i = s->n_subs; i-- > 0;)
     {
       CsStmt *sub = s->subs[i];
@@ -516,16 +554,47 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (sub, tmp);
       for (guint j = 0; j < tmp->len && !keep; j++)
-        if (mark_test (m, m->live, tmp->pdata[j], gen))
+        if (mark_test (m, m->needed, tmp->pdata[j], 1) || mark_test (m, m->live, tmp->pdata[j], gen))
           keep = TRUE;
       if (!keep)
         continue;
       g_ptr_array_add (kept, sub);
+      for (guint j = 0; j < tmp->len; j++)
+        {
+          CsProxy *p = tmp->pdata[j];
+          if (mark_test (m, m->needed, p, 1))
+            g_ptr_array_add (outs, p);
+          if (p->id < m->n)
+            {
+              m->produced[p->id] = gen;
+              m->prod_at[p->id] = i;
+            }
+        }
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        mark_set (m, m->live, tmp->pdata[j], gen);
+        {
+          mark_set (m, m->live, tmp->pdata[j], gen);
+          g_ptr_array_add (reads, tmp->pdata[j]);
+          g_array_append_val (read_pos, i);
+        }
     }
+  if (outs->len == 0)
+    return FALSE;
+
+  /* outputs in production order, each once */
+  n_outs_rev = outs->len;
+  for (guint i = 0; i < n_outs_rev; i++)
+    {
+      CsProxy *p = outs->pdata[n_outs_rev - 1 - i];
+      if (!mark_test (m, m->seen, p, gen))
+        {
+          mark_set (m, m->seen, p, gen);
+          g_ptr_array_add (outs, p);
+        }
+    }
+  g_ptr_array_remove_range (outs, 0, n_outs_rev);
+
   /* kept is reversed */
   for (guint i = 0; i < kept->len / 2; i++)
     {
@@ -534,27 +603,19 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       kept->pdata[kept->len - 1 - i] = t;
     }
 
-  /* inputs: read before being produced inside, first appearance order (a fresh generation
-   * for the "seen" marks) */
-  gen = ++m->gen;
-  for (guint i = 0; i < kept->len; i++)
+  /* inputs: values read before any kept subsymbol produced them, in first appearance order
+   * (the reads were collected backward; a fresh generation for the "seen" marks) */
+  gen_in = ++m->gen;
+  for (guint r = reads->len; r-- > 0;)
     {
-      CsStmt *sub = kept->pdata[i];
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (sub, tmp);
-      for (guint j = 0; j < tmp->len; j++)
+      CsProxy *p = reads->pdata[r];
+      guint at = g_array_index (read_pos, guint, r);
+      gboolean inside = p->id < m->n && m->produced[p->id] == gen && m->prod_at[p->id] < at;
+      if (!inside && !mark_test (m, m->seen, p, gen_in))
         {
-          CsProxy *p = tmp->pdata[j];
-          if (!mark_test (m, m->produced, p, gen) && !mark_test (m, m->seen, p, gen))
-            {
-              mark_set (m, m->seen, p, gen);
-              g_ptr_array_add (ins, p);
-            }
+          mark_set (m, m->seen, p, gen_in);
+          g_ptr_array_add (ins, p);
         }
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (sub, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        mark_set (m, m->produced, tmp->pdata[j], gen);
     }
 
   cs_stmt_set_subs (trace, s, (CsStmt **) kept->pdata, kept->len);
@@ -572,7 +633,60 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   s->n_args = ins->len;
   s->type_comment = CS_TYPECOMMENT_NONE;
   s->type_comment_raw = NULL;
+  s->region_fresh = 1;
   return TRUE;
+}
+
+/* TRUE when some output of the fresh region @s is no longer read later (m->needed). */
+static gboolean
+region_output_unneeded (const CsStmt *s, Marks *m)
+{
+  const CsValue *o = s->out;
+
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return TRUE;
+  for (guint i = 0; i < o->u.seq.n; i++)
+    {
+      const CsValue *it = o->u.seq.items[i];
+      if (it->kind != CS_VALUE_PROXY || !mark_test (m, m->needed, it->u.proxy, 1))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* proxy id (< n) -> 1 + index of the fresh region of @trace that writes it without listing it
+ * as an output, 0 for none.  Returns: (transfer full) */
+static guint32 *
+build_hidden (const CsTrace *trace, guint n)
+{
+  guint32 *hidden = g_new0 (guint32, n);
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      if (!_cs_stmt_is_region (s) || !s->region_fresh)
+        continue;
+      for (guint j = 0; j < s->n_subs; j++)
+        {
+          g_ptr_array_set_size (tmp, 0);
+          _cs_stmt_writes (s->subs[j], tmp);
+          for (guint k = 0; k < tmp->len; k++)
+            {
+              const CsProxy *p = tmp->pdata[k];
+              if (p->id < n)
+                hidden[p->id] = i + 1;
+            }
+        }
+      if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+        for (guint j = 0; j < s->out->u.seq.n; j++)
+          {
+            const CsValue *it = s->out->u.seq.items[j];
+            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < n)
+              hidden[it->u.proxy->id] = 0;
+          }
+    }
+  return hidden;
 }
 
 void
@@ -581,6 +695,10 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   Marks m = { 0 };
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  guint32 *hidden = NULL; /* proxy id -> 1 + index of the fresh region that produces it
+                           without listing it as an output; 0 = none (built on first need) */
+  guint8 *visible;      /* proxy id -> 1 when a top-level statement writes it or it is an input */
+  guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
 
   m.n = trace->next_proxy_id + 1;
   m.needed = g_new0 (guint32, m.n);
@@ -591,6 +709,33 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.outs = g_ptr_array_new ();
   m.ins = g_ptr_array_new ();
   m.kept = g_ptr_array_new ();
+  m.prod_at = g_new0 (guint32, m.n);
+  m.reads = g_ptr_array_new ();
+  m.read_pos = g_array_new (FALSE, FALSE, sizeof (guint));
+  stale = g_new0 (guint8, trace->n_stmts + 1);
+
+  /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
+   * outputs is no longer needed or a later statement now reads one of its internal values;
+   * otherwise rebuilding it would give the same region.  Values written at the top level
+   * (region outputs included) and the signature's inputs are "visible"; only a read of
+   * something else can be an internal value, and only then are the fresh regions' writes
+   * swept to find which region holds it (build_hidden). */
+  visible = g_new0 (guint8, m.n);
+  for (guint i = 0; i < trace->n_params; i++)
+    {
+      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                         : NULL;
+      if (p != NULL && p->id < m.n)
+        visible[p->id] = 1;
+    }
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      g_ptr_array_set_size (tmp, 0);
+      _cs_stmt_writes (trace->stmts[i], tmp);
+      for (guint k = 0; k < tmp->len; k++)
+        if (((CsProxy *) tmp->pdata[k])->id < m.n)
+          visible[((CsProxy *) tmp->pdata[k])->id] = 1;
+    }
 
   for (guint i = trace->n_stmts; i-- > 0;)
     {
@@ -598,7 +743,8 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 
       if (_cs_stmt_is_region (s))
         {
-          if (!region_refresh_one (trace, s, &m))
+          if ((!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
+              && !region_refresh_one (trace, s, &m))
             continue;
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
@@ -619,7 +765,16 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (s, tmp);
       for (guint j = 0; j < tmp->len; j++)
-        mark_set (&m, m.needed, tmp->pdata[j], 1);
+        {
+          const CsProxy *p = tmp->pdata[j];
+          mark_set (&m, m.needed, p, 1);
+          if (p->id >= m.n || visible[p->id])
+            continue;
+          if (hidden == NULL)
+            hidden = build_hidden (trace, m.n);
+          if (hidden[p->id] != 0 && hidden[p->id] - 1 < i)
+            stale[hidden[p->id] - 1] = 1;
+        }
     }
   for (guint i = 0; i < kept->len / 2; i++)
     {
@@ -628,6 +783,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       kept->pdata[kept->len - 1 - i] = t;
     }
   cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
+  g_free (hidden);
+  g_free (visible);
+  g_free (stale);
   g_free (m.needed);
   g_free (m.live);
   g_free (m.produced);
@@ -636,6 +794,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   g_ptr_array_unref (m.outs);
   g_ptr_array_unref (m.ins);
   g_ptr_array_unref (m.kept);
+  g_free (m.prod_at);
+  g_ptr_array_unref (m.reads);
+  g_array_unref (m.read_pos);
 }
 
 guint
@@ -665,51 +826,75 @@ cs_fuse_count_regions (const CsTrace *trace)
 /* ------------------------------------------------------------------------------------------ */
 /* Proxy table compaction                                                                      */
 
+
+static inline void
+keep_mark (guint8 *keep, guint n, const CsProxy *p)
+{
+  if (p != NULL && p->id < n)
+    keep[p->id] = 1;
+}
+
 static void
-collect_all_proxies (const CsStmt *s, GHashTable *keep, GPtrArray *tmp, guint depth)
+collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, GPtrArray *tmp, guint depth)
 {
   if (depth > 64)
     return;
   g_ptr_array_set_size (tmp, 0);
   _cs_stmt_reads (s, tmp);
   _cs_stmt_writes (s, tmp);
-  if (s->annotated)
-    g_ptr_array_add (tmp, s->annotated);
-  for (guint i = 0; i < s->n_names; i++)
-    g_ptr_array_add (tmp, s->names[i]);
   for (guint i = 0; i < tmp->len; i++)
-    g_hash_table_add (keep, tmp->pdata[i]);
+    keep_mark (keep, n, tmp->pdata[i]);
+  keep_mark (keep, n, s->annotated);
+  for (guint i = 0; i < s->n_names; i++)
+    keep_mark (keep, n, s->names[i]);
   for (guint i = 0; i < s->n_subs; i++)
-    collect_all_proxies (s->subs[i], keep, tmp, depth + 1);
+    collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }
 
 void
 _cs_trace_compact_proxies (CsTrace *trace)
 {
-  g_autoptr(GHashTable) keep = g_hash_table_new (g_direct_hash, g_direct_equal);
+  guint n = trace->next_proxy_id + 1;
+  g_autofree guint8 *keep = g_new0 (guint8, n);
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   GHashTableIter it;
   gpointer k, v;
 
   for (guint i = 0; i < trace->n_params; i++)
     {
-      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
-                                         : NULL;
-      if (p)
-        g_hash_table_add (keep, p);
+      keep_mark (keep, n, trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                               : NULL);
       if (trace->params[i].dflt)
         {
           g_ptr_array_set_size (tmp, 0);
           cs_value_collect_proxies (trace->params[i].dflt, tmp);
           for (guint j = 0; j < tmp->len; j++)
-            g_hash_table_add (keep, tmp->pdata[j]);
+            keep_mark (keep, n, tmp->pdata[j]);
         }
     }
   for (guint i = 0; i < trace->n_stmts; i++)
-    collect_all_proxies (trace->stmts[i], keep, tmp, 0);
+    collect_all_proxies (trace->stmts[i], keep, n, tmp, 0);
+  if (trace->proxy_base != NULL)
+    {
+      /* a derived trace: the kept proxies become its own, complete table (the first layer
+       * that names a proxy wins, as in cs_trace_lookup_proxy) */
+      GHashTable *own = g_hash_table_new (g_str_hash, g_str_equal);
+      for (const CsTrace *l = trace; l != NULL; l = l->proxy_base)
+        {
+          g_hash_table_iter_init (&it, l->proxies);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            if ((((CsProxy *) v)->id >= n || keep[((CsProxy *) v)->id])
+                && !g_hash_table_contains (own, k))
+              g_hash_table_insert (own, k, v);
+        }
+      g_hash_table_unref (trace->proxies);
+      trace->proxies = own;
+      trace->proxy_base = NULL;
+      return;
+    }
   g_hash_table_iter_init (&it, trace->proxies);
   while (g_hash_table_iter_next (&it, &k, &v))
-    if (!g_hash_table_contains (keep, v))
+    if (((CsProxy *) v)->id < n && !keep[((CsProxy *) v)->id])
       g_hash_table_iter_remove (&it);
 }
 
@@ -757,7 +942,7 @@ group_is_shape_only (Group *g)
   g_autoptr(GPtrArray) flat = g_ptr_array_new ();
 
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (g->members->pdata[i], flat);
+    _cs_stmt_flatten (NULL, g->members->pdata[i], flat);
   for (guint i = 0; i < flat->len; i++)
     {
       CsStmt *s = flat->pdata[i];
@@ -788,7 +973,7 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
     }
   flat = g_ptr_array_new ();
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (g->members->pdata[i], flat);
+    _cs_stmt_flatten (trace, g->members->pdata[i], flat);
   name = cs_arena_printf (trace->arena, "nvFusion%u", (*counter)++);
   region = cs_stmt_new_call (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;
@@ -1192,14 +1377,14 @@ fuse_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArr
  * matmul=upcast-f32) is replaced by its prims, so the casts can join regions like any other
  * cast; every other statement is kept (claimed whole by nvFuser or the torch executor). */
 static void
-expand_cast_matmuls (CsStmt *s, GPtrArray *out)
+expand_cast_matmuls (CsTrace *t, CsStmt *s, GPtrArray *out)
 {
   if (s->kind == CS_STMT_CALL && s->op != NULL && s->n_subs > 0 && !op_is_prim (s->op)
       && cs_op_semantic (s->op)->category == CS_OP_CAT_MATMUL)
     {
       g_autoptr(GPtrArray) flat = g_ptr_array_new ();
       gboolean has_cast = FALSE;
-      _cs_stmt_flatten (s, flat);
+      _cs_stmt_flatten (t, s, flat);
       for (guint i = 0; i < flat->len && !has_cast; i++)
         has_cast = _cs_stmt_is_cast (flat->pdata[i], NULL, NULL);
       if (has_cast)
@@ -1365,7 +1550,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
       }
     for (guint i = 0; i < cons->n_subs; i++)
       {
-        _cs_stmt_remap_reads (t, cons->subs[i], remap);
+        cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], remap);
         g_ptr_array_add (subs, cons->subs[i]);
       }
   }
@@ -1454,9 +1639,9 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       return NULL;
     }
 
-  t = cs_trace_copy (trace, "fuse");
+  t = cs_trace_derive (trace, "fuse");
   for (guint i = 0; i < t->n_stmts; i++)
-    expand_cast_matmuls (t->stmts[i], items);
+    expand_cast_matmuls (t, t->stmts[i], items);
 
   if (policy->fusion == CS_FUSION_OFF)
     g_ptr_array_extend (out, items, NULL, NULL);
@@ -1469,9 +1654,8 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   _cs_regions_refresh (t, FALSE);
   if (policy->fusion != CS_FUSION_OFF)
     rematerialize (t);
-  /* the decomposition and grad passes leave many unused proxies behind; every later pass
-   * copies the table, so drop them here */
-  _cs_trace_compact_proxies (t);
+  /* unused proxies the decomposition and grad passes left behind stay in the shared tables
+   * (no later pass copies them); the dce pass drops them */
   return g_steal_pointer (&t);
 }
 

@@ -490,17 +490,34 @@ cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
 {
   if (v == NULL)
     return;
-  if (v->kind == CS_VALUE_PROXY)
-    g_ptr_array_add (out, v->u.proxy);
-  else if (v->kind == CS_VALUE_CALL)
+  switch (v->kind)
     {
+    case CS_VALUE_PROXY:
+      g_ptr_array_add (out, v->u.proxy);
+      return;
+    case CS_VALUE_CALL:
       for (guint i = 0; i < v->u.call.n_args; i++)
         cs_value_collect_proxies (v->u.call.args[i].value, out);
-    }
-  else if (value_has_items (v->kind))
-    {
+      return;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
       for (guint i = 0; i < v->u.seq.n; i++)
-        cs_value_collect_proxies (v->u.seq.items[i], out);
+        {
+          const CsValue *it = v->u.seq.items[i];
+          /* most items are proxies or literals: no call for them */
+          if (it == NULL)
+            continue;
+          if (it->kind == CS_VALUE_PROXY)
+            g_ptr_array_add (out, it->u.proxy);
+          else if (it->kind == CS_VALUE_CALL || value_has_items (it->kind))
+            cs_value_collect_proxies (it, out);
+        }
+      return;
+    default:
+      return;
     }
 }
 
@@ -573,18 +590,54 @@ cs_value_get_device (const CsValue *v, CsDevice *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Proxies                                                                                     */
 
-/** cs_trace_lookup_proxy: the proxy named @name, or NULL. */
+/** cs_trace_lookup_proxy: see cs-ir.h. */
 CsProxy *
-cs_trace_lookup_proxy (CsTrace *trace, const char *name)
+cs_trace_lookup_proxy (const CsTrace *trace, const char *name)
 {
-  return g_hash_table_lookup (trace->proxies, name);
+  for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
+    {
+      CsProxy *p = g_hash_table_lookup (t->proxies, name);
+      if (p != NULL)
+        return p;
+    }
+  return NULL;
+}
+
+/** cs_trace_dup_proxies: see cs-ir.h. */
+GHashTable *
+cs_trace_dup_proxies (const CsTrace *trace)
+{
+  GHashTable *all = g_hash_table_new (g_str_hash, g_str_equal);
+
+  for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, t->proxies);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        if (!g_hash_table_contains (all, k))
+          g_hash_table_insert (all, k, v);
+    }
+  return all;
+}
+
+/** cs_trace_n_proxies: see cs-ir.h. */
+guint
+cs_trace_n_proxies (const CsTrace *trace)
+{
+  g_autoptr(GHashTable) all = NULL;
+
+  if (trace->proxy_base == NULL)
+    return g_hash_table_size (trace->proxies);
+  all = cs_trace_dup_proxies (trace);
+  return g_hash_table_size (all);
 }
 
 /** cs_trace_add_proxy: see cs-ir.h.  Returns: (transfer none) */
 CsProxy *
 cs_trace_add_proxy (CsTrace *trace, const char *name)
 {
-  CsProxy *p = g_hash_table_lookup (trace->proxies, name);
+  CsProxy *p = cs_trace_lookup_proxy (trace, name);
 
   if (p != NULL)
     return p;
@@ -611,7 +664,7 @@ cs_trace_fresh_name (CsTrace *trace, const char *prefix)
   for (;;)
     {
       g_snprintf (buf, sizeof buf, "%s%u", prefix, trace->next_name++);
-      if (!g_hash_table_contains (trace->proxies, buf))
+      if (cs_trace_lookup_proxy (trace, buf) == NULL)
         return cs_arena_strdup (trace->arena, buf);
     }
 }
@@ -783,6 +836,7 @@ cs_stmt_new (CsTrace *trace, CsStmtKind kind)
   CsStmt *s = CS_ARENA_NEW (trace->arena, CsStmt);
   s->kind = kind;
   s->id = ++trace->next_stmt_id;
+  s->owner = trace->serial;
   s->op = cs_op_get (CS_OP_OPAQUE);
   return s;
 }
@@ -911,6 +965,7 @@ cs_stmt_set_subs (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n)
 {
   stmt->subs = (CsStmt **) cs_arena_dup_ptrs (trace->arena, (gpointer const *) subs, n);
   stmt->n_subs = n;
+  stmt->region_fresh = 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -926,9 +981,11 @@ cs_stmt_set_subs (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n)
 CsTrace *
 cs_trace_new (const char *name, const char *pass)
 {
+  static guint32 serials;
   CsTrace *t = g_new0 (CsTrace, 1);
 
   t->ref_count = 1;
+  t->serial = (guint32) g_atomic_int_add ((gint *) &serials, 1) + 1;
   t->arena = cs_arena_new ();
   t->proxies = g_hash_table_new (g_str_hash, g_str_equal);
   t->has_signature = name != NULL;
@@ -956,6 +1013,8 @@ cs_trace_unref (CsTrace *trace)
     {
       g_hash_table_unref (trace->proxies);
       cs_arena_free (trace->arena);
+      if (trace->base != NULL)
+        cs_trace_unref (trace->base);
       g_free (trace);
     }
 }
@@ -1005,7 +1064,7 @@ proxy_map_get (CsTrace *dst, GHashTable *map, CsProxy *p)
   np = map ? g_hash_table_lookup (map, p) : NULL;
   if (np != NULL)
     return np;
-  np = g_hash_table_lookup (dst->proxies, p->name);
+  np = cs_trace_lookup_proxy (dst, p->name);
   if (np == NULL)
     {
       np = proxy_clone (dst, p, NULL);
@@ -1023,6 +1082,7 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
   CsStmt *c = CS_ARENA_NEW (a, CsStmt);
 
   *c = *s;
+  c->owner = dst->serial;
   if (keep_id)
     {
       if (c->id > dst->next_stmt_id)
@@ -1120,9 +1180,12 @@ cs_trace_copy (const CsTrace *trace, const char *pass)
   t->next_name = trace->next_name;
   t->backward_tags = trace->backward_tags;
 
-  g_hash_table_iter_init (&it, trace->proxies);
-  while (g_hash_table_iter_next (&it, &key, &val))
-    proxy_clone (t, val, map);
+  {
+    g_autoptr(GHashTable) all = cs_trace_dup_proxies (trace);
+    g_hash_table_iter_init (&it, all);
+    while (g_hash_table_iter_next (&it, &key, &val))
+      proxy_clone (t, val, map);
+  }
 
   t->n_params = trace->n_params;
   if (trace->n_params)
@@ -1144,6 +1207,76 @@ cs_trace_copy (const CsTrace *trace, const char *pass)
     }
   if (trace->next_stmt_id > t->next_stmt_id)
     t->next_stmt_id = trace->next_stmt_id;
+  return t;
+}
+
+/* A shallow copy of @s owned by @dst: struct and pointer arrays are new, values, proxies and
+ * subsymbols shared. */
+static CsStmt *
+stmt_shallow (CsTrace *dst, const CsStmt *s)
+{
+  CsArena *a = dst->arena;
+  CsStmt *c = CS_ARENA_NEW (a, CsStmt);
+
+  *c = *s;
+  c->owner = dst->serial;
+  if (c->origin == 0)
+    c->origin = s->id;
+  if (s->n_args)
+    {
+      c->args = CS_ARENA_NEW_N (a, CsArg, s->n_args);
+      memcpy (c->args, s->args, sizeof (CsArg) * s->n_args);
+    }
+  if (s->n_targets)
+    c->targets = (CsValue **) cs_arena_dup_ptrs (a, (gpointer const *) s->targets, s->n_targets);
+  if (s->n_names)
+    c->names = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) s->names, s->n_names);
+  if (s->n_subs)
+    c->subs = (CsStmt **) cs_arena_dup_ptrs (a, (gpointer const *) s->subs, s->n_subs);
+  return c;
+}
+
+/** cs_trace_own_stmt: see cs-ir.h. */
+CsStmt *
+cs_trace_own_stmt (CsTrace *trace, CsStmt *stmt)
+{
+  if (stmt == NULL || stmt->owner == trace->serial)
+    return stmt;
+  return stmt_shallow (trace, stmt);
+}
+
+/** cs_trace_derive: see cs-ir.h. */
+CsTrace *
+cs_trace_derive (const CsTrace *trace, const char *pass)
+{
+  CsTrace *t = cs_trace_new (NULL, pass ? pass : trace->pass);
+
+  t->base = cs_trace_ref ((CsTrace *) trace);
+  t->proxy_base = trace;
+  t->has_signature = trace->has_signature;
+  t->name = trace->name;
+  t->file = trace->file;
+  t->leading = trace->leading;
+  t->n_leading = trace->n_leading;
+  t->provenance = trace->provenance;
+  t->imports = trace->imports;
+  t->n_imports = trace->n_imports;
+  t->blank_after_imports = trace->blank_after_imports;
+  t->decorators = trace->decorators;
+  t->n_decorators = trace->n_decorators;
+  t->params = trace->params;
+  t->n_params = trace->n_params;
+  t->next_proxy_id = trace->next_proxy_id;
+  t->next_stmt_id = trace->next_stmt_id;
+  t->next_name = trace->next_name;
+  t->backward_tags = trace->backward_tags;
+  t->n_stmts = trace->n_stmts;
+  if (trace->n_stmts)
+    {
+      t->stmts = CS_ARENA_NEW_N (t->arena, CsStmt *, trace->n_stmts);
+      for (guint i = 0; i < trace->n_stmts; i++)
+        t->stmts[i] = stmt_shallow (t, trace->stmts[i]);
+    }
   return t;
 }
 
@@ -1180,7 +1313,7 @@ cs_trace_dup_inputs (const CsTrace *trace)
       CsProxy *p;
       if (trace->params[i].name == NULL)
         continue;
-      p = g_hash_table_lookup (trace->proxies, trace->params[i].name);
+      p = cs_trace_lookup_proxy (trace, trace->params[i].name);
       if (p != NULL)
         g_ptr_array_add (out, p);
     }

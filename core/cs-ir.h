@@ -4,9 +4,11 @@
  * thunder/core/symbol.py, thunder/core/proxies.py) closely enough that a parsed trace prints
  * back byte for byte (reference/thunder-traces.md section 1).
  *
- * Ownership: one #CsArena per trace owns every value, proxy, statement and string of that
- * trace; they die with the trace.  Traces are reference counted.  A pass never mutates its
- * input: it builds a new trace (cs_trace_copy() or cs_trace_new()) and returns it.
+ * Ownership: one #CsArena per trace owns the values, proxies, statements and strings it
+ * created; they die with the trace.  Traces are reference counted.  A pass never mutates its
+ * input: it builds a new trace and returns it, either a deep copy (cs_trace_copy()), a new
+ * one (cs_trace_new()), or - for the pipeline passes over large traces - a derived trace
+ * (cs_trace_derive()) that shares the input's unchanged parts and keeps it alive.
  */
 #pragma once
 
@@ -96,6 +98,8 @@ typedef enum
                             _torch_memory_format_0, float (as a non-dtype), operator.add */
   CS_VALUE_DTYPE,        /* dtypes.bfloat16, dtypes.float32_, bare `float` as a dtype */
   CS_VALUE_ELLIPSIS,     /* ... */
+  /* the kinds from here on hold other values (TUPLE .. ATTR); keep them last: _cs_stmt_reads
+     tests `kind >= CS_VALUE_TUPLE` */
   CS_VALUE_TUPLE,        /* (a, b) / (a,) / () */
   CS_VALUE_LIST,         /* [a, b] */
   CS_VALUE_DICT,         /* {'k': v, ...}; items are key, value, key, value */
@@ -224,6 +228,11 @@ struct _CsStmt
   const char         *why;         /* rule that made this statement (e.g. "autocast: downcast
                                       matmul operand") or, for a fusion call, why the region ended */
   guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
+  guint               region_fresh : 1; /* region call: outputs, inputs and subsymbols are as the
+                                      last region refresh left them (cleared by any edit of the
+                                      subsymbols or arguments; lets the refresh skip it) */
+  guint32             owner;       /* serial of the trace whose arena holds it (CsTrace.serial);
+                                      a trace may edit in place only statements it owns */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -274,6 +283,13 @@ struct _CsTrace
 
   const char   *pass;          /* pipeline pass that made it ("parse", "autocast", "grad", ...) */
   gboolean      backward_tags; /* statements carry BACKWARD tags (joint traces) */
+
+  guint32       serial;        /* unique per trace object in the process (ownership marks) */
+  CsTrace      *base;          /* cs_trace_derive(): the trace whose statements, values, proxies
+                                  and strings this one shares (a reference is held); NULL for
+                                  parsed traces and deep copies */
+  const CsTrace *proxy_base;   /* where proxy lookups continue after the own table `proxies`
+                                  (a trace of the base chain), NULL when `proxies` is complete */
 };
 
 /** A file may hold several traces (concatenated, or a printed Python list of traces). */
@@ -316,7 +332,20 @@ void        cs_value_collect_proxies (const CsValue *v, GPtrArray *out);
 
 /* ---- proxies ---- */
 
-CsProxy    *cs_trace_lookup_proxy (CsTrace *trace, const char *name);
+/**
+ * cs_trace_lookup_proxy:
+ * The proxy named @name visible in @trace: its own table first, then (for derived traces) the
+ * tables of the traces it shares proxies with.  Returns: (transfer none) (nullable)
+ */
+CsProxy    *cs_trace_lookup_proxy (const CsTrace *trace, const char *name);
+/**
+ * cs_trace_dup_proxies:
+ * Every proxy visible in @trace (own table plus shared ones not shadowed by name).
+ * Returns: (transfer container): name (const char *) -> CsProxy *
+ */
+GHashTable *cs_trace_dup_proxies  (const CsTrace *trace);
+/** The number of proxies visible in @trace (see cs_trace_dup_proxies()). */
+guint       cs_trace_n_proxies    (const CsTrace *trace);
 /**
  * cs_trace_add_proxy:
  * Creates (or returns the existing) proxy @name in @trace, kind OTHER and untyped.
@@ -364,6 +393,32 @@ void        cs_trace_unref        (CsTrace *trace);
  * Returns: (transfer full): the copy, with pass set to @pass (or kept when NULL)
  */
 CsTrace    *cs_trace_copy         (const CsTrace *trace, const char *pass);
+/**
+ * cs_trace_derive:
+ * @trace: the input of a pass
+ * @pass: (nullable): pass name of the result
+ *
+ * A structurally shared copy for passes over large traces (the persistent-data-structure
+ * technique of compilers that keep every intermediate program): the result holds a reference
+ * to @trace and shares its header strings, values, proxies and subsymbol statements; only the
+ * top-level statements are fresh shallow copies (struct, args/targets/names/subs arrays) that
+ * the pass may edit in place.  Shared objects are immutable: a pass that would change a
+ * subsymbol statement takes a private copy with cs_trace_own_stmt(), one that would change a
+ * value builds a new one (as _cs_value_remap does), and a pass that retypes proxies must use
+ * cs_trace_copy() instead.  Proxies created afterwards go to the result's own table; lookups
+ * fall through to @trace's.  Ids, origins and names are kept, as with cs_trace_copy().
+ * Cost: O(top-level statements); the subsymbols are not visited.
+ * Returns: (transfer full): the derived trace
+ */
+CsTrace    *cs_trace_derive       (const CsTrace *trace, const char *pass);
+/**
+ * cs_trace_own_stmt:
+ * Returns @stmt when @trace owns it (stmt->owner == trace->serial), else a shallow copy in
+ * @trace's arena (same id and origin; own args/targets/names/subs arrays; values and
+ * subsymbols still shared) that the caller puts in place of @stmt.
+ * Returns: (transfer none): a statement @trace may edit in place
+ */
+CsStmt     *cs_trace_own_stmt     (CsTrace *trace, CsStmt *stmt);
 /** Replaces the body with @stmts (statements must belong to @trace's arena). */
 void        cs_trace_set_stmts    (CsTrace *trace, CsStmt **stmts, guint n);
 /** The final RETURN statement or NULL. */

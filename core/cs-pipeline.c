@@ -335,7 +335,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF)
     cur = cs_cse_remove_redundant_casts (cur);
   else
-    cur = cs_trace_copy (cur, "remove-redundant-casts");
+    cur = cs_trace_derive (cur, "remove-redundant-casts");
   add_pass (p, "remove-redundant-casts", cur, t0);
 
   t0 = pass_clock_us ();

@@ -99,7 +99,16 @@ dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
 static CsProxy *
 collection (CsTrace *t, const char *name)
 {
-  CsProxy *p = cs_trace_add_proxy (t, name);
+  /* a proxy of that name shared from the joint is not retyped: this trace gets its own */
+  CsProxy *p = g_hash_table_lookup (t->proxies, name);
+
+  if (p == NULL)
+    {
+      p = CS_ARENA_NEW (t->arena, CsProxy);
+      p->name = cs_arena_strdup (t->arena, name);
+      p->id = ++t->next_proxy_id;
+      g_hash_table_insert (t->proxies, (gpointer) p->name, p);
+    }
 
   p->kind = CS_PROXY_COLLECTION;
   p->typed = 1;
@@ -352,7 +361,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     }
 
   /* ---- the forward trace ---- */
-  ft = cs_trace_copy (joint, "split-forward");
+  ft = cs_trace_derive (joint, "split-forward");
   for (guint i = 0; i < ft->n_stmts; i++)
     if (side[i] == SIDE_FWD)
       {
@@ -365,16 +374,9 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     g_autoptr(GPtrArray) leaves = g_ptr_array_new ();
     CsValue **litems, *ditems[6], *pair[2], *saved_pair, *retv[2];
     CsStmt *r = cs_stmt_new (ft, CS_STMT_RETURN);
-    g_autoptr(GHashTable) map = g_hash_table_new (NULL, NULL);
-    GHashTableIter it;
-    gpointer k, v;
-
-    /* translate proxies of the joint into the forward copy by name */
-    g_hash_table_iter_init (&it, joint->proxies);
-    while (g_hash_table_iter_next (&it, &k, &v))
-      g_hash_table_insert (map, v, cs_trace_lookup_proxy (ft, k));
-    fwout = cs_value_copy (a, fwout_v, map);
-    flat = cs_value_copy (a, flat_v, map);
+    /* the derived trace shares the joint's proxies and values */
+    fwout = fwout_v;
+    flat = flat_v;
     flatten_leaves (fwout, leaves);
     litems = CS_ARENA_NEW_N (a, CsValue *, MAX (leaves->len, 1));
     for (guint i = 0; i < leaves->len; i++)
@@ -406,7 +408,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     }
 
   /* ---- the backward trace ---- */
-  bt = cs_trace_copy (joint, "split-backward");
+  bt = cs_trace_derive (joint, "split-backward");
   {
     CsArena *a = bt->arena;
     CsProxy *sfb = collection (bt, "saved_for_backward");
@@ -457,17 +459,9 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
           bt->stmts[i]->backward = 1;
           g_ptr_array_add (bbody, bt->stmts[i]);
         }
-    {
-      g_autoptr(GHashTable) map = g_hash_table_new (NULL, NULL);
-      GHashTableIter it;
-      gpointer k, v;
-      g_hash_table_iter_init (&it, joint->proxies);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        g_hash_table_insert (map, v, cs_trace_lookup_proxy (bt, k));
-      r = cs_stmt_new (bt, CS_STMT_RETURN);
-      r->value = cs_value_copy (a, grads_v, map);
-      r->origin = ret->origin ? ret->origin : ret->id;
-    }
+    r = cs_stmt_new (bt, CS_STMT_RETURN);
+    r->value = (CsValue *) grads_v;
+    r->origin = ret->origin ? ret->origin : ret->id;
     g_ptr_array_add (bbody, r);
     cs_trace_set_stmts (bt, (CsStmt **) bbody->pdata, bbody->len);
     bt->backward_tags = TRUE;

@@ -97,8 +97,20 @@ save_screenshot (GtkWidget *widget, const char *name)
   g_assert_cmpint (w, >, 0);
   g_assert_cmpint (h, >, 0);
   g_mkdir_with_parents (dir, 0755);
-  gdk_paintable_snapshot (paintable, snapshot, w, h);
-  node = gtk_snapshot_free_to_node (snapshot);
+  /* A widget paintable is empty until the window is mapped and has drawn a frame (slow under
+   * xvfb with sanitizers): retry for up to WAIT_TIMEOUT_S, one 50 ms frame at a time. */
+  for (guint attempt = 0; attempt < WAIT_TIMEOUT_S * 20; attempt++)
+    {
+      gboolean done = FALSE;
+      gdk_paintable_snapshot (paintable, snapshot, w, h);
+      node = gtk_snapshot_free_to_node (snapshot);
+      if (node != NULL)
+        break;
+      snapshot = gtk_snapshot_new ();
+      g_timeout_add (50, timeout_cb, &done);
+      while (!done)
+        g_main_context_iteration (NULL, TRUE);
+    }
   g_assert_nonnull (node);
   texture = gsk_renderer_render_texture (renderer, node, &GRAPHENE_RECT_INIT (0, 0, w, h));
   g_assert_true (gdk_texture_save_to_png (texture, path));

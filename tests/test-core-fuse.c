@@ -505,10 +505,51 @@ test_stats_untyped_operands (void)
   g_assert_cmpuint (st->total.n_tensor_core_matmuls, ==, 2);
 }
 
+/* The incremental refresh: a region left fresh by one refresh must be rebuilt when a later
+ * statement starts reading one of its internal values while its outputs stay needed (here
+ * t4 = neg(t2) is redirected to read t1, the sin output hidden in nvFusion0, and the matmul
+ * still reads t2). */
+static const char *hidden_trace =
+  "def computation(a):\n"
+  "  # a: \"cuda:0 f32[4, 4]\"\n"
+  "  [t2] = nvFusion0(a)\n"
+  "    # t1 = prims.sin(a)  # t1: \"cuda:0 f32[4, 4]\"\n"
+  "    # t2 = prims.cos(t1)  # t2: \"cuda:0 f32[4, 4]\"\n"
+  "  t3 = prims.matmul(t2, t2)  # t3: \"cuda:0 f32[4, 4]\"\n"
+  "  t4 = prims.neg(t2)  # t4: \"cuda:0 f32[4, 4]\"\n"
+  "  return (t3, t4)\n";
+
+static void
+test_refresh_hidden_value (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (hidden_trace, "hidden", &error);
+  g_autoptr(GHashTable) map = _cs_proxy_map_new ();
+  g_autofree char *text = NULL;
+  CsStmt *region;
+
+  g_assert_no_error (error);
+  _cs_regions_refresh (t, FALSE);
+  region = t->stmts[1];
+  g_assert_true (_cs_stmt_is_region (region));
+  g_assert_true (region->region_fresh);
+  g_assert_cmpuint (region->out->u.seq.n, ==, 1);
+
+  g_hash_table_insert (map, cs_trace_lookup_proxy (t, "t2"), cs_trace_lookup_proxy (t, "t1"));
+  g_assert_cmpstr (t->stmts[3]->callee, ==, "prims.neg");
+  t->stmts[3] = _cs_stmt_remap_reads (t, t->stmts[3], map);
+  _cs_regions_refresh (t, FALSE);
+  text = cs_print_trace (t, CS_PRINT_NO_SUBS);
+  /* both values leave the region now, in production order */
+  g_assert_nonnull (strstr (text, "[t1, t2] = nvFusion0(a)"));
+  g_assert_nonnull (strstr (text, "t4 = prims.neg(t1)"));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_add_func ("/core/fuse/refresh/hidden-value-read-later", test_refresh_hidden_value);
   g_test_add_func ("/core/fuse/consecutive/regions", test_consecutive_regions);
   g_test_add_func ("/core/fuse/dataflow/regions", test_dataflow_regions);
   g_test_add_func ("/core/fuse/shape-only", test_shape_only);

@@ -261,6 +261,24 @@ check_no_straddle (const CsTrace *joint)
     }
 }
 
+/* The incremental region refresh (regions left fresh are skipped) must give what a full
+ * refresh of every region gives: rebuild @x's regions from scratch on a deep copy and compare
+ * the printed traces. */
+static void
+check_refresh_is_full (const CsTrace *x, const char *what)
+{
+  g_autoptr(CsTrace) c = cs_trace_copy (x, NULL);
+  g_autofree char *a = NULL, *b = NULL;
+
+  for (guint i = 0; i < c->n_stmts; i++)
+    c->stmts[i]->region_fresh = 0;
+  _cs_regions_refresh (c, FALSE);
+  a = cs_print_trace (x, 0);
+  b = cs_print_trace (c, 0);
+  if (strcmp (a, b) != 0)
+    g_error ("%s: a full region refresh changes the trace:\n%s\n---- vs ----\n%s", what, a, b);
+}
+
 static void
 test_invariants (void)
 {
@@ -290,6 +308,11 @@ test_invariants (void)
               if (!cs_fuse_check_invariants (x, &error))
                 g_error ("%s, policy %u, pass %s: %s", samples[si], pi, names[k], error->message);
               check_no_straddle (x);
+              {
+                g_autofree char *what = g_strdup_printf ("%s, policy %u, pass %s", samples[si], pi,
+                                                         names[k]);
+                check_refresh_is_full (x, what);
+              }
               if (p.fusion == CS_FUSION_OFF)
                 g_assert_cmpuint (cs_fuse_count_regions (x), ==, 0);
             }

@@ -55,7 +55,9 @@ assert_no_trace_names (const CsTrace *t, const char *src)
   GHashTableIter it;
   gpointer k, v;
 
-  g_hash_table_iter_init (&it, t->proxies);
+  g_autoptr(GHashTable) all_proxies = cs_trace_dup_proxies (t);
+
+  g_hash_table_iter_init (&it, all_proxies);
   while (g_hash_table_iter_next (&it, &k, &v))
     {
       const char *name = k;
