@@ -59,6 +59,10 @@ typedef struct
   GHashTable    *row_cache; /* "slot@ctx" -> register array holding the lane's elements */
   GString       *row_cache_decl; /* declarations of those arrays */
   guint          row_cache_regs; /* registers they take per thread */
+  gboolean       row_vec;   /* row-fused kernel: lanes own groups of 8 consecutive row elements */
+  GPtrArray     *row_vkeys; /* "slot@ctx" of row tensors read by 16-byte vector loads (probe) */
+  GHashTable    *row_vcand; /* "slot@ctx" -> RowVec (probe) */
+  GHashTable    *row_vname; /* "slot@ctx" -> union holding the lane's elements */
   guint          min_blocks;/* __launch_bounds__ minimum blocks per SM (0: none) */
   GPtrArray     *row_parts; /* row-fused kernel: slots of the column sums' per-block partials */
   gboolean       vec;       /* pointwise full tile: contiguous tensors come from vector loads */
@@ -72,6 +76,14 @@ typedef struct
   gboolean       big;       /* some index may reach 2^31: 64-bit index math */
   const char    *label;
 } Gen;
+
+/* A row tensor the row-fused kernel reads with vector loads: its slot and its offset at the
+ * first element of a lane's group (`rv_`). */
+typedef struct
+{
+  guint       slot;
+  const char *off;
+} RowVec;
 
 /* A row statistic of the row-fused kernel (Gen.reg). */
 typedef struct
@@ -304,6 +316,7 @@ cmp_guint (gconstpointer a, gconstpointer b)
 }
 
 static gboolean slot_vec_ok (const CsCudaSlot *s, const Ctx *c);
+static const char *vec_type (CsDtype dt);
 
 /* TRUE when slot @s at @c varies with both the row and the position in the row of the
  * row-fused kernel (a row tensor, not a per-row statistic or a weight vector). */
@@ -328,6 +341,37 @@ row_varying (Gen *g, const CsCudaSlot *s, const Ctx *c)
 
 #define CS_ROW_CACHE_REGS 64   /* registers per thread for row elements kept across passes */
 
+/* Offset of slot @s at @c with the row index replaced by a lane's group start `rv_`, when the
+ * slot can be read there with 16-byte loads: bf16/f16/f32, unit stride along the row, every
+ * other stride and the view offset keeping 16-byte alignment.  NULL otherwise. */
+static const char *
+row_vec_offset (Gen *g, const CsCudaSlot *s, const Ctx *c)
+{
+  gsize es = cs_dtype_size_bytes (s->dtype);
+  gboolean found = FALSE;
+  Ctx c2;
+
+  if (vec_type (s->dtype) == NULL || (s->offset * (int64_t) es) % 16 != 0 || g->row_nr != 1)
+    return NULL;
+  c2 = *c;
+  c2.flat = NULL;
+  for (guint j = 0; j < s->rank && j < c->rank; j++)
+    {
+      if (s->shape[j] == 1 || s->strides[j] == 0 || strcmp (c->ix[j], "0") == 0)
+        continue;
+      if (strcmp (c->ix[j], g->row_rix[0]) == 0)
+        {
+          if (found || s->strides[j] != 1)
+            return NULL;
+          found = TRUE;
+          c2.ix[j] = "rv_";
+        }
+      else if ((s->strides[j] * (int64_t) es) % 16 != 0)
+        return NULL;
+    }
+  return found ? offset_expr (g, s, &c2) : NULL;
+}
+
 /* Emits a load of slot @slot at @c; returns the variable. */
 static const char *
 emit_load (Gen *g, guint slot, const Ctx *c)
@@ -339,6 +383,39 @@ emit_load (Gen *g, guint slot, const Ctx *c)
   const char *ct = ctype (s->dtype);
   g_autofree char *at = NULL;
   const char *keep = NULL;
+  const char *voff;
+
+  /* Row-fused kernel with 8-element groups: a row tensor that is contiguous along the row is
+   * read by 16-byte loads before the first pass (VLn, kept for every pass). */
+  if (g->row_vec && (voff = row_vec_offset (g, s, c)) != NULL)
+    {
+      g_autofree char *ck = (char *) ctx_key (c);
+      g_autofree char *key = g_strdup_printf ("%u@%s", slot, ck);
+      const char *name;
+
+      if (g->row_probe)
+        {
+          if (!g_hash_table_contains (g->row_vcand, key))
+            {
+              RowVec *rv = g_new0 (RowVec, 1);
+
+              rv->slot = slot;
+              rv->off = voff;
+              g_ptr_array_add (g->row_vkeys, g_strdup (key));
+              g_hash_table_insert (g->row_vcand, g_strdup (key), rv);
+            }
+        }
+      else if ((name = g_hash_table_lookup (g->row_vname, key)) != NULL)
+        {
+          if (s->dtype == CS_DTYPE_BF16)
+            g_string_append_printf (g->body, "      const float %s = cs_bf2f (%s.e[t_]);\n", v, name);
+          else if (s->dtype == CS_DTYPE_F16)
+            g_string_append_printf (g->body, "      const float %s = cs_h2f (%s.e[t_]);\n", v, name);
+          else
+            g_string_append_printf (g->body, "      const float %s = %s.e[t_];\n", v, name);
+          return v;
+        }
+    }
 
   /* Row-fused kernel, fully unrolled: a row element read in several passes is loaded once and
    * kept in a register array (rcN[t_]) instead of coming back from L1/L2. */
@@ -2269,9 +2346,12 @@ row_names (Gen *g, const char *flat, const char *pfx, const int64_t *ext, guint 
 /* The loop over a row's elements for lane `lane` of @G: fully unrolled when every lane has the
  * same count, up to 32 (all loads of the pass in flight at once), else unrolled by 4. */
 static void
-row_loop_head (GString *code, int64_t R, int G)
+row_loop_head (GString *code, int64_t R, int G, gboolean vec)
 {
-  if (R % G == 0 && R / G <= 32)
+  if (vec)
+    g_string_append_printf (code, "#pragma unroll\n  for (int t_ = 0; t_ < %d; t_++)\n    {\n"
+                            "      const ix_t r = ((t_ >> 3) * %d + lane) * 8 + (t_ & 7);\n", (int) (R / G), G);
+  else if (R % G == 0 && R / G <= 32)
     g_string_append_printf (code, "#pragma unroll\n  for (int t_ = 0; t_ < %d; t_++)\n    {\n"
                             "      const ix_t r = lane + t_ * %d;\n", (int) (R / G), G);
   else
@@ -2328,6 +2408,8 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   g_autoptr(GPtrArray) kept_outs = g_ptr_array_new ();
   g_autoptr(GPtrArray) kept_vals = g_ptr_array_new ();
   g_autoptr(GString) col_adds = g_string_new ("");
+  g_autoptr(GString) row_decl = g_string_new ("");
+  g_autoptr(GString) row_post = g_string_new ("");
   g_autofree char *xs = NULL;
   guint slot, n_passes = 0;
   guint ncols = rp->cols->len;
@@ -2368,6 +2450,38 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   g->row_cache_regs = 0;
   g_hash_table_remove_all (g->row_cache);
   g_string_truncate (g->row_cache_decl, 0);
+  g->row_vec = rp->T > 0 && rp->nr == 1 && rp->T % 8 == 0;
+  g_hash_table_remove_all (g->row_vname);
+  if (!probe)
+    for (guint q = 0; q < g->row_vkeys->len; q++)
+      {
+        const char *key = g_ptr_array_index (g->row_vkeys, q);
+        RowVec *rv = g_hash_table_lookup (g->row_vcand, key);
+        CsCudaSlot *sl = cs_cuda_program_slot (p, rv->slot);
+        gboolean f32 = sl->dtype == CS_DTYPE_F32;
+        guint regs = f32 ? (guint) rp->T : (guint) rp->T / 2;
+        guint a;
+        const char *name;
+
+        if (g->row_cache_regs + regs > CS_ROW_CACHE_REGS)
+          continue;
+        g->row_cache_regs += regs;
+        a = param_of (g, rv->slot, FALSE);
+        name = pool_printf (g, "VL%u", g->n_vars++);
+        g_hash_table_insert (g->row_vname, g_strdup (key), (gpointer) name);
+        g_string_append_printf (code, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
+                                "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
+                                "      const ix_t rv_ = (v_ * %d + lane) * 8;\n",
+                                f32 ? "float4" : "uint4", f32 ? rp->T / 4 : rp->T / 8, storage_type (sl->dtype),
+                                rp->T, name, rp->T / 8, G);
+        if (f32)
+          g_string_append_printf (code, "      %s.v[2 * v_] = *(const float4 *) (a%u + %s);\n"
+                                  "      %s.v[2 * v_ + 1] = *(const float4 *) (a%u + %s + 4);\n    }\n",
+                                  name, a, rv->off, name, a, rv->off);
+        else
+          g_string_append_printf (code, "      %s.v[v_] = *(const uint4 *) (a%u + %s);\n    }\n", name, a, rv->off);
+      }
+  header_len = code->len;
 
   /* One pass over the row per group of independent reductions (var_mean: a sum, then the
    * centred squares about that mean in a second pass; exact where Welford's per-element
@@ -2427,7 +2541,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
                                         at, R);
             }
           g_string_append (code, accs->str);
-          row_loop_head (code, R, G);
+          row_loop_head (code, R, G, g->row_vec);
           g_string_append (code, rdec->str);
           g_string_append (code, g->body->str);
           g_string_append (code, adds->str);
@@ -2600,7 +2714,28 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
       CsProxy *y = g_ptr_array_index (row_outs, i);
 
       slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-      store_stmt (g, row_stores, slot, "o * R + r", g_ptr_array_index (row_vals, i));
+      if (g->row_vec && vec_type (y->dtype))
+        {
+          /* Gathered in a union, written after the pass by 16-byte stores. */
+          gboolean f32 = y->dtype == CS_DTYPE_F32;
+          guint a = param_of (g, slot, TRUE);
+          const char *cv = y->dtype == CS_DTYPE_BF16 ? "cs_f2bf" : y->dtype == CS_DTYPE_F16 ? "cs_f2h" : "";
+
+          g_string_append_printf (row_decl, "  union { %s v[%d]; %s e[%d]; } VW%u;\n", f32 ? "float4" : "uint4",
+                                  f32 ? rp->T / 4 : rp->T / 8, storage_type (y->dtype), rp->T, a);
+          g_string_append_printf (row_stores, "      VW%u.e[t_] = %s ((float) (%s));\n", a, cv,
+                                  (const char *) g_ptr_array_index (row_vals, i));
+          g_string_append_printf (row_post, "#pragma unroll\n  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
+                                  "      const ix_t rv_ = (v_ * %d + lane) * 8;\n", rp->T / 8, G);
+          if (f32)
+            g_string_append_printf (row_post, "      *(float4 *) (a%u + o * R + rv_) = VW%u.v[2 * v_];\n"
+                                    "      *(float4 *) (a%u + o * R + rv_ + 4) = VW%u.v[2 * v_ + 1];\n    }\n",
+                                    a, a, a, a);
+          else
+            g_string_append_printf (row_post, "      *(uint4 *) (a%u + o * R + rv_) = VW%u.v[v_];\n    }\n", a, a);
+        }
+      else
+        store_stmt (g, row_stores, slot, "o * R + r", g_ptr_array_index (row_vals, i));
       cs_cuda_program_bind (p, y, slot);
     }
   for (guint i = 0; i < kept_outs->len; i++)
@@ -2617,12 +2752,14 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
     }
   if (row_outs->len || ncols)
     {
-      row_loop_head (code, R, G);
+      g_string_append (code, row_decl->str);
+      row_loop_head (code, R, G, g->row_vec);
       g_string_append (code, rdec->str);
       g_string_append (code, row_body->str);
       g_string_append (code, row_stores->str);
       g_string_append (code, col_adds->str);
       g_string_append (code, "    }\n");
+      g_string_append (code, row_post->str);
     }
   if (kept_outs->len)
     {
@@ -2647,7 +2784,8 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           g_ptr_array_add (g->row_parts, GUINT_TO_POINTER (part));
           if (G == 256)
             g_string_append_printf (code, "#pragma unroll\n  for (int t_ = 0; t_ < %d; t_++)\n"
-                                    "    a%u[(ix_t) blockIdx.x * R + lane + t_ * 256] = ca%u[t_];\n", rp->T, pa, c);
+                                    "    a%u[(ix_t) blockIdx.x * R + %s] = ca%u[t_];\n", rp->T, pa,
+                                    g->row_vec ? "((t_ >> 3) * 256 + lane) * 8 + (t_ & 7)" : "lane + t_ * 256", c);
           else
             g_string_append_printf (code, "  __syncthreads ();\n#pragma unroll\n  for (int t_ = 0; t_ < %d; t_++)\n"
                                     "    csh[(threadIdx.x >> 5) * R + lane + t_ * 32] = ca%u[t_];\n  __syncthreads ();\n"
@@ -2715,6 +2853,9 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g->row_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g->row_cache_decl = g_string_new ("");
   g->row_parts = g_ptr_array_new ();
+  g->row_vkeys = g_ptr_array_new_with_free_func (g_free);
+  g->row_vcand = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g->row_vname = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   ok = gen_row_fused_emit (g, rp, outs, n_outs, handled, TRUE, error);
   g_hash_table_remove_all (g->reg);
   if (ok)
@@ -2723,6 +2864,10 @@ gen_row_fused (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gboolean
   g_clear_pointer (&g->row_reused, g_hash_table_unref);
   g_clear_pointer (&g->row_cache, g_hash_table_unref);
   g_clear_pointer (&g->row_parts, g_ptr_array_unref);
+  g_clear_pointer (&g->row_vkeys, g_ptr_array_unref);
+  g_clear_pointer (&g->row_vcand, g_hash_table_unref);
+  g_clear_pointer (&g->row_vname, g_hash_table_unref);
+  g->row_vec = FALSE;
   g_string_free (g->row_cache_decl, TRUE);
   g->row_cache_decl = NULL;
   g->row_T = 0;
