@@ -23,10 +23,10 @@ for s in $SECTIONS; do
     done; done
     grep -E "^====|^check:|MISMATCH|castscope-cli:|^rc=" $O/check.log ;;
   memcheck)
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/castscope-cli bench --iters 2 $MEMCHECK_ARGS ${MEMCHECK_FILES:-data/*.txt} > $O/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $O/memcheck.log
+    timeout ${MEMCHECK_TIMEOUT:-150} compute-sanitizer --tool memcheck --error-exitcode 9 $B/castscope-cli bench --iters 2 $MEMCHECK_ARGS ${MEMCHECK_FILES:-data/*.txt} > $O/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $O/memcheck.log
     grep -E "ERROR SUMMARY|rc=" $O/memcheck.log ;;
   bench)
-    timeout 200 $B/castscope-cli bench --iters 30 $BENCH_ARGS ${BENCH_FILES:-data/bench/*.txt} > $O/bench.log 2>&1; echo "bench rc=$?" | tee -a $O/bench.log
+    timeout ${BENCH_TIMEOUT:-200} $B/castscope-cli bench --iters 30 $BENCH_ARGS ${BENCH_FILES:-data/bench/*.txt} > $O/bench.log 2>&1; echo "bench rc=$?" | tee -a $O/bench.log
     grep -E "^====|^step:|castscope-cli:" $O/bench.log ;;
   torch)
     PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-220} python3 .gpu/bench/torch_baselines.py > $O/torch.jsonl 2>&1; echo "torch rc=$?"; tail -3 $O/torch.jsonl ;;
