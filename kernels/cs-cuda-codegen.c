@@ -9,13 +9,22 @@
  *  - Math runs in f32 registers (f64 for f64 values); a value whose dtype in the trace is bf16
  *    or f16 is rounded there (round to nearest even), so rounding happens exactly where the
  *    trace stores a reduced-precision value and nowhere else.
- *  - Each reduction prim (sum, prod, amax, amin, var, var_mean) becomes a kernel with its
- *    pointwise prologue inlined: row form (reduced dims innermost: a warp or a 256-thread block
- *    per output row, shuffles + shared memory) or column form (a 32x8 tile per block, the
- *    reduction split over blockIdx.y into f32 partials, then a finalize kernel).  var_mean uses
- *    Welford's update and Chan's merge, never E[x^2]-E[x]^2.  Its result is stored (as the
- *    region output, or as f32 scratch) and read back by later stages as a leaf.
- *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape.
+ *  - A region whose reductions all run along rows of one shape (size-1 dims aside: LayerNorm,
+ *    RMSNorm, softmax and their backward row sums) is ONE row-fused kernel: a warp (rows up to
+ *    1024) or a 256-thread block per row, one pass over the row per group of independent
+ *    reductions (var_mean: a sum, then the centred squares), statistics in registers, then the
+ *    row-shaped and per-row outputs; row elements are read once (16-byte loads or register
+ *    arrays) when every lane holds the same count.  With a block per row it also accumulates
+ *    the region's column sums over the rows (weight gradients).  See "Row-fused kernels".
+ *  - Other reductions (sum, prod, amax, amin, var, var_mean) become a kernel with their
+ *    pointwise prologue inlined: row form (a warp or a 256-thread block per output row) or
+ *    column form (a 32x8 tile per block, the reduction split over blockIdx.y into f32
+ *    partials, then a finalize kernel).  var_mean there uses Welford's update and Chan's merge,
+ *    never E[x^2]-E[x]^2.  The result is stored (as the region output, or as f32 scratch) and
+ *    read back by later stages as a leaf.  Sums and extrema over size-1 dims only are views.
+ *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape, eight
+ *    elements per thread with vector loads and stores of the contiguous tensors; an output
+ *    that reshapes a contiguous region input is a view of it.
  *
  * Generated source never contains text from the trace: kernels are k<N>, parameters a<N>,
  * values v<N>, indices i<N>; numbers are formatted here from parsed values.

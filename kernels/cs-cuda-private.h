@@ -173,11 +173,13 @@ gsize        cs_cuda_slot_numel         (const CsCudaSlot *s);
  * @outs: the proxies the region must produce (bound to new slots on return)
  * @label: region name for step labels ("nvFusion0")
  *
- * Emits kernels for the region into p->source and adds their steps.  Pointwise ops with
- * broadcasting become one kernel per output shape; each reduction (sum, amax, amin, prod,
- * var_mean) becomes a reduction kernel with its pointwise prologue inlined.  Source:
- * reference/gpu-executor.md 4.2-4.3 (math in f32 registers, rounding where a value is stored in
- * bf16/f16).  Errors: CS_CUDA_ERROR_UNSUPPORTED naming the prim.
+ * Emits kernels for the region into p->source and adds their steps.  A region whose reductions
+ * run along rows of one shape (a normalisation, a softmax) becomes one row-fused kernel (plus
+ * its column reductions); otherwise pointwise ops with broadcasting become one kernel per output
+ * shape and each reduction (sum, amax, amin, prod, var_mean) a reduction kernel with its
+ * pointwise prologue inlined.  Source: reference/gpu-executor.md 4.2-4.3 (math in f32
+ * registers, rounding where a value is stored in bf16/f16).  Errors: CS_CUDA_ERROR_UNSUPPORTED
+ * naming the prim.
  */
 gboolean     cs_cuda_codegen_region     (CsCudaProgram *p, CsStmt **prims, guint n_prims,
                                          CsProxy **outs, guint n_outs, const char *label,
