@@ -185,12 +185,28 @@ case "$cmd" in
       --wrapper "valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --suppressions=$here/tests/valgrind.supp" \
       --timeout-multiplier 20 --print-errorlogs
     ;;
+  gpu-gui-bundle)
+    # test-app-window, gtk4-broadwayd, their libraries, Graphviz plugins and two fonts in
+    # .gpu/gui.tar.xz, for tests/gpu/run-gui-gpu.sh on the GPU machine (no GTK there)
+    deps; build
+    g=$(mktemp -d)/gui; mkdir -p "$g/bin" "$g/gv" "$g/fonts"
+    cp "$BUILD/tests/test-app-window" "$(command -v gtk4-broadwayd)" "$g/bin/"
+    gvdir=$(pkg-config --variable=libdir libgvc)/graphviz
+    # every plugin with the config6a that lists them; only the ones castscope loads (core for
+    # xdot, dot_layout) get their libraries bundled
+    cp -L "$gvdir"/config6a "$gvdir"/libgvplugin_*.so.6 "$g/gv/"
+    ../shared/tools/gpu-bundle "$g" "$g"/bin/* "$g"/gv/libgvplugin_core.so.6 "$g"/gv/libgvplugin_dot_layout.so.6
+    cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf \
+       /usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf "$g/fonts/"
+    printf '<?xml version="1.0"?>\n<fontconfig><dir prefix="relative">fonts</dir><cachedir>/tmp/castscope-fc-cache</cachedir></fontconfig>\n' > "$g/fonts.conf"
+    mkdir -p .gpu && tar -cJf .gpu/gui.tar.xz -C "$(dirname "$g")" gui
+    echo "gpu-gui-bundle: .gpu/gui.tar.xz ($(du -h .gpu/gui.tar.xz | cut -f1))" ;;
   gpu-bundle)
     deps
     meson setup build-gpu -Dcuda=enabled -Dgui=disabled >/dev/null 2>&1 || true
     ninja -C build-gpu >/dev/null
     ../shared/tools/gpu-bundle .gpu build-gpu/app/castscope-cli build-gpu/tests/test-* ;;
   *)
-    echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle]" >&2
+    echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle|gpu-gui-bundle]" >&2
     exit 2 ;;
 esac

@@ -439,6 +439,11 @@ test_run_overlay (Fixture *fx, gconstpointer data)
   if (gtk_info_bar_get_revealed (fx->win->error_bar))
     g_test_message ("error bar: %s", gtk_label_get_text (fx->win->error_label));
   g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_test_message ("run: %s", fx->win->last_run_summary);
+  /* On the GPU machine (CS_EXPECT_GPU=1, kernels module found) the run must take the CUDA
+   * executor: the summary names the device and the CUDA-graph step time. */
+  if (g_strcmp0 (g_getenv ("CS_EXPECT_GPU"), "1") == 0)
+    g_assert_nonnull (strstr (fx->win->last_run_summary, "(CUDA graph)"));
   g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
   g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_BACKWARD]);
   /* The forward returns t5 (bf16[8, 16]) and the saved tensors. */
