@@ -192,6 +192,14 @@ cs_cli_cmd_render (int argc, char **argv)
     }
   for (guint i = 0; layout->notes[i]; i++)
     fprintf (stderr, "castscope-cli render: note: %s\n", layout->notes[i]);
+  if (format == CS_EXPORT_PNG)
+    {
+      double used = cs_draw_export_png_scale (layout, scale, flags);
+      if (used > 0 && used < scale)
+        fprintf (stderr, "castscope-cli render: note: --scale %g gives a PNG over 32,000 px a "
+                 "side or 120 Mpixel; drawn at %.3g pixels per point (SVG keeps every detail)\n",
+                 scale, used);
+    }
   if (!cs_draw_export (layout, format, output, scale, flags, &error))
     {
       cs_cli_error ("render: %s", error->message);

@@ -931,6 +931,84 @@ probe_writable (const char *path, GError **error)
   return TRUE;
 }
 
+/* The export page: its size in points and where the graph goes (legend and value key at the
+ * top-left, the graph beside them when tall or below them when wide, notes at the bottom). */
+static void
+page_geometry (const CsLayout *layout, CsDrawFlags flags, double *pw_out, double *ph_out,
+               CsView *view_out)
+{
+  double lw, lh, gw, gh, pw, ph, nh, m = 12.0;
+  CsView view;
+
+  cs_draw_legend_size (layout, flags, &lw, &lh);
+  if ((flags & CS_DRAW_VALUE_KEY) && layout->has_scale)
+    {
+      lw += KEY_W_PX + m;
+      lh = MAX (lh, KEY_H_PX);
+    }
+  gw = layout->bb.x1 - layout->bb.x0;
+  gh = layout->bb.y1 - layout->bb.y0;
+  memset (&view, 0, sizeof view);
+  view.scale = 1.0;
+  if (lw > 0 && gh > gw + lh)
+    {
+      /* tall graph: legend in a column at the left, graph beside it */
+      pw = lw + gw + 3 * m;
+      nh = (flags & CS_DRAW_NOTES) ? page_notes_height (layout, MIN (pw - 2 * UI_MARGIN_PX, 640.0)) : 0;
+      ph = MAX (gh, lh) + 2 * m + (nh > 0 ? nh + m : 0);
+      view.tx = lw + 2 * m;
+      view.ty = m;
+    }
+  else
+    {
+      /* wide graph: legend in a band at the top */
+      pw = MAX (gw, lw) + 2 * m;
+      nh = (flags & CS_DRAW_NOTES) ? page_notes_height (layout, MIN (pw - 2 * UI_MARGIN_PX, 640.0)) : 0;
+      ph = (lh > 0 ? lh + m : 0) + gh + 2 * m + (nh > 0 ? nh + m : 0);
+      view.tx = m + (pw - 2 * m - gw) / 2;
+      view.ty = m + (lh > 0 ? lh + m : 0);
+    }
+
+  *pw_out = pw;
+  *ph_out = ph;
+  *view_out = view;
+}
+
+/* The PNG scale used for a @pw x @ph point page when @requested is asked for: at most
+ * PNG_MAX_SIDE_PX a side and PNG_MAX_PIXELS in all; 1.0 for a non-positive request. */
+static double
+png_scale (double pw, double ph, double requested)
+{
+  double scale = requested > 0 ? requested : 1.0;
+
+  scale = MIN (scale, PNG_MAX_SIDE_PX / MAX (pw, ph));
+  return MIN (scale, sqrt (PNG_MAX_PIXELS / (pw * ph)));
+}
+
+/**
+ * cs_draw_export_png_scale:
+ * @layout: a laid-out display list
+ * @scale: the requested device pixels per point
+ * @flags: as for cs_draw_export()
+ *
+ * The scale cs_draw_export() will use for a PNG of @layout: @scale unless the image would be
+ * over 32,000 px a side or 120 Mpixel, then the largest scale that fits (so a caller can say
+ * that it was reduced).  0 when @layout has no geometry.
+ * Returns: pixels per point
+ */
+double
+cs_draw_export_png_scale (const CsLayout *layout, double scale, CsDrawFlags flags)
+{
+  double pw, ph;
+  CsView view;
+
+  g_return_val_if_fail (layout != NULL, 0);
+  if (!layout->laid_out)
+    return 0;
+  page_geometry (layout, flags, &pw, &ph, &view);
+  return png_scale (pw, ph, scale);
+}
+
 /**
  * cs_draw_export:
  * @layout: a laid-out display list
@@ -945,7 +1023,7 @@ probe_writable (const char *path, GError **error)
  * top-left, the graph at 100 % beside it (tall graphs) or below it (wide graphs), and the
  * notes in a band at the bottom.  A PNG too
  * large for one image (over 32,000 px a side or 120 Mpixel) is drawn at the largest scale that
- * fits, and the caller learns the scale from nothing: prefer SVG for huge traces.
+ * fits (cs_draw_export_png_scale() tells which): prefer SVG for huge traces.
  * Errors: CS_RENDER_ERROR_IO when cairo or the file system cannot write @path,
  * CS_RENDER_ERROR_TRACE when @layout has no geometry.
  * Returns: TRUE on success
@@ -954,7 +1032,7 @@ gboolean
 cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path, double scale,
                 CsDrawFlags flags, GError **error)
 {
-  double lw, lh, gw, gh, pw, ph, nh, m = 12.0;
+  double pw, ph;
   CsView view;
   cairo_surface_t *surface = NULL;
   cairo_t *cr;
@@ -984,33 +1062,7 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
       return FALSE;
     }
 
-  cs_draw_legend_size (layout, flags, &lw, &lh);
-  if ((flags & CS_DRAW_VALUE_KEY) && layout->has_scale)
-    {
-      lw += KEY_W_PX + m;
-      lh = MAX (lh, KEY_H_PX);
-    }
-  gw = layout->bb.x1 - layout->bb.x0;
-  gh = layout->bb.y1 - layout->bb.y0;
-  view.scale = 1.0;
-  if (lw > 0 && gh > gw + lh)
-    {
-      /* tall graph: legend in a column at the left, graph beside it */
-      pw = lw + gw + 3 * m;
-      nh = (flags & CS_DRAW_NOTES) ? page_notes_height (layout, MIN (pw - 2 * UI_MARGIN_PX, 640.0)) : 0;
-      ph = MAX (gh, lh) + 2 * m + (nh > 0 ? nh + m : 0);
-      view.tx = lw + 2 * m;
-      view.ty = m;
-    }
-  else
-    {
-      /* wide graph: legend in a band at the top */
-      pw = MAX (gw, lw) + 2 * m;
-      nh = (flags & CS_DRAW_NOTES) ? page_notes_height (layout, MIN (pw - 2 * UI_MARGIN_PX, 640.0)) : 0;
-      ph = (lh > 0 ? lh + m : 0) + gh + 2 * m + (nh > 0 ? nh + m : 0);
-      view.tx = m + (pw - 2 * m - gw) / 2;
-      view.ty = m + (lh > 0 ? lh + m : 0);
-    }
+  page_geometry (layout, flags, &pw, &ph, &view);
 
   switch (format)
     {
@@ -1021,10 +1073,7 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
       surface = cairo_pdf_surface_create (path, pw, ph);
       break;
     case CS_EXPORT_PNG:
-      if (!(scale > 0))
-        scale = 1.0;
-      scale = MIN (scale, PNG_MAX_SIDE_PX / MAX (pw, ph));
-      scale = MIN (scale, sqrt (PNG_MAX_PIXELS / (pw * ph)));
+      scale = png_scale (pw, ph, scale);
       surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, (int) ceil (pw * scale),
                                             (int) ceil (ph * scale));
       break;

@@ -86,5 +86,9 @@ gboolean  cs_draw_export        (const CsLayout *layout,
                                  double          scale,
                                  CsDrawFlags     flags,
                                  GError        **error);
+/* The PNG scale cs_draw_export() uses for @scale (smaller for images over its size limits). */
+double    cs_draw_export_png_scale (const CsLayout *layout,
+                                    double          scale,
+                                    CsDrawFlags     flags);
 
 G_END_DECLS

@@ -216,6 +216,17 @@ test_legend_png (void)
   assert_pixel (s, 29, 8 + 8 + 16 * 7 + 8, "#000000", 4);
   /* a corner of the page is background */
   assert_pixel (s, 2, cairo_image_surface_get_height (s) - 2, "#FFFFFF", 0);
+  /* PNG scale limits, from the page size in points (the 1.0 export): a small request is kept,
+   * a huge one gives at most 32,000 px a side and 120 Mpixel, whichever binds */
+  {
+    double w1 = cairo_image_surface_get_width (s), h1 = cairo_image_surface_get_height (s);
+    double want = MIN (32000.0 / MAX (w1, h1), sqrt (120e6 / (w1 * h1)));
+    double got = cs_draw_export_png_scale (l, 1000.0, CS_DRAW_DEFAULT);
+
+    g_assert_cmpfloat (cs_draw_export_png_scale (l, 2.0, CS_DRAW_DEFAULT), ==, 2.0);
+    g_assert_cmpfloat (fabs (got - want) / want, <, 0.01);
+    g_assert_cmpfloat (got, <, 1000.0);
+  }
   {
     int h_with = cairo_image_surface_get_height (s);
     cairo_surface_destroy (s);
