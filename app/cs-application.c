@@ -126,6 +126,7 @@ cs_application_startup (GApplication *app)
     { "win.zoom-in",     { "<Control>plus", "<Control>equal", NULL } },
     { "win.zoom-out",    { "<Control>minus", NULL } },
     { "win.zoom-fit",    { "<Control>0", NULL } },
+    { "win.legend",      { "<Control>l", NULL } },
     { "win.close",       { "<Control>w", NULL } },
   };
 

@@ -47,6 +47,7 @@ struct _CsGraphView
   GHashTable      *values;        /* (nullable, owned ref) stmt id -> double* (run overlay) */
   GHashTable      *edge_values;   /* (nullable, owned ref) proxy name -> double* */
   char            *values_title;  /* scale title ("region time (ms)") */
+  gboolean         hide_legend;   /* the dtype legend is not drawn (View > Legend off) */
 };
 
 G_DEFINE_FINAL_TYPE (CsGraphView, cs_graph_view, GTK_TYPE_WIDGET)
@@ -250,7 +251,8 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
           double lw = 0, lh = 0;
 
           /* Keep the legend (top-left) clear of the graph when there is room beside it. */
-          cs_draw_legend_size (self->layout, CS_DRAW_DEFAULT, &lw, &lh);
+          if (!self->hide_legend)
+            cs_draw_legend_size (self->layout, CS_DRAW_DEFAULT, &lw, &lh);
           if (width - lw < 240)
             lw = 0;
           cs_view_init_fit (&self->view, self->layout, width - lw, height, FIT_MARGIN_PX, 1.5);
@@ -269,7 +271,8 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
           self->need_fit = FALSE;
           self->fit_whole = FALSE;
         }
-      cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_DEFAULT);
+      cs_draw_layout (cr, self->layout, &self->view, width, height,
+                      self->hide_legend ? CS_DRAW_DEFAULT & ~CS_DRAW_LEGEND : CS_DRAW_DEFAULT);
     }
   else if (self->error != NULL)
     {
@@ -1038,4 +1041,30 @@ cs_graph_view_init (CsGraphView *self)
   key = gtk_event_controller_key_new ();
   g_signal_connect (key, "key-pressed", G_CALLBACK (key_pressed_cb), self);
   gtk_widget_add_controller (GTK_WIDGET (self), key);
+}
+
+/**
+ * cs_graph_view_set_show_legend:
+ * @show: draw the dtype legend at the top-left (the default) or not
+ *
+ * On a small window the legend covers part of the graph; hiding it gives the graph the room
+ * (the next fit uses the whole width).
+ */
+void
+cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (!self->hide_legend == !!show)
+    return;
+  self->hide_legend = !show;
+  self->need_fit = TRUE;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/** cs_graph_view_get_show_legend: Returns: whether the dtype legend is drawn */
+gboolean
+cs_graph_view_get_show_legend (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), TRUE);
+  return !self->hide_legend;
 }

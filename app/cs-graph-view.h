@@ -33,6 +33,9 @@ void        cs_graph_view_set_values     (CsGraphView       *self,
 void        cs_graph_view_set_placeholder(CsGraphView       *self,
                                           const char        *text);
 guint32     cs_graph_view_get_selected   (CsGraphView       *self);
+void        cs_graph_view_set_show_legend (CsGraphView      *self,
+                                           gboolean          show);
+gboolean    cs_graph_view_get_show_legend (CsGraphView      *self);
 void        cs_graph_view_select         (CsGraphView       *self,
                                           guint32            stmt_id,
                                           gboolean           center);

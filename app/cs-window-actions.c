@@ -463,7 +463,19 @@ show_family_activated (GSimpleAction *action, GVariant *param, gpointer user_dat
   gtk_stack_set_visible_child_name (self->graph_stack, g_variant_get_string (param, NULL));
 }
 
+static void
+legend_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  gboolean show = g_variant_get_boolean (state);
+
+  g_simple_action_set_state (action, state);
+  cs_graph_view_set_show_legend (self->forward_view, show);
+  cs_graph_view_set_show_legend (self->backward_view, show);
+}
+
 static const GActionEntry win_actions[] = {
+  { "legend", NULL, NULL, "true", legend_changed },
   { "open", open_activated, NULL, NULL, NULL },
   { "open-recent", open_recent_activated, "s", NULL, NULL },
   { "export", export_activated, NULL, NULL, NULL },
@@ -481,7 +493,8 @@ static const GActionEntry win_actions[] = {
  * _cs_window_init_actions:
  *
  * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
- * win.dismiss-diff, win.close and win.show("forward"|"backward").  Accelerators are set by
+ * win.dismiss-diff, win.close, win.show("forward"|"backward") and the boolean win.legend (draw the
+ * dtype legend on both graphs).  Accelerators are set by
  * CsApplication.
  */
 void

@@ -497,6 +497,30 @@ test_run_overlay (Fixture *fx, gconstpointer data)
   g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
 }
 
+/* View > Show Legend (Ctrl+L) hides the dtype legend on both graphs and gives the graph the
+ * room: the next fit of a small graph moves it left by the legend's width. */
+static void
+test_legend_toggle (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GVariant) state = NULL;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_assert_true (cs_graph_view_get_show_legend (fx->win->forward_view));
+  g_assert_true (cs_graph_view_get_show_legend (fx->win->backward_view));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "legend", g_variant_new_boolean (FALSE));
+  wait_idle (fx->win);
+  state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "legend");
+  g_assert_false (g_variant_get_boolean (state));
+  g_assert_false (cs_graph_view_get_show_legend (fx->win->forward_view));
+  g_assert_false (cs_graph_view_get_show_legend (fx->win->backward_view));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-no-legend.png");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "legend", g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_show_legend (fx->win->forward_view));
+}
+
 /* The pass slider walks the intermediate traces of one family; each family keeps its own. */
 static void
 test_pass_slider (Fixture *fx, gconstpointer data)
@@ -892,6 +916,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/close-while-busy", Fixture, NULL, fixture_setup,
               test_close_while_busy, fixture_teardown);
   g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
+              fixture_teardown);
+  g_test_add ("/app/window/legend-toggle", Fixture, NULL, fixture_setup, test_legend_toggle,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
