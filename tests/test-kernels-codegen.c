@@ -242,17 +242,29 @@ static const char small_trace[] =
   "  t10 = torch.nn.functional.linear(t5, w, b)  # t10: \"cuda:0 bf16[37, 64]\"\n"
   "  return (t1, t2, t5, t9, t10)\n";
 
+/* Parses @text (asserting it parses) and generates its program under the default policy.
+ * Returns: (transfer full) (nullable): the program, NULL with @error set when generation fails;
+ * @trace_out gets the parsed trace. */
+static CsCudaProgram *
+generate (const char *text, const char *name, CsTrace **trace_out, GError **error)
+{
+  g_autoptr(GError) parse_error = NULL;
+  CsTrace *t = cs_parse_trace (text, name, &parse_error);
+  CsPolicy policy;
+
+  g_assert_no_error (parse_error);
+  cs_policy_init_default (&policy);
+  *trace_out = t;
+  return cs_cuda_program_generate (t, NULL, &policy, error);
+}
+
 static void
 test_small (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (small_trace, "small", &error);
-  CsPolicy policy;
-  CsCudaProgram *p;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (small_trace, "small", &t, &error);
 
-  g_assert_no_error (error);
-  cs_policy_init_default (&policy);
-  p = cs_cuda_program_generate (t, NULL, &policy, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (p->outputs->len, ==, 5);
   /* sum over the inner dim -> row form with a 256-thread block per row (R = 3000 > 1024). */
@@ -286,13 +298,9 @@ static void
 test_row_fused (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (row_fused_trace, "rows", &error);
-  CsPolicy policy;
-  CsCudaProgram *p;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (row_fused_trace, "rows", &t, &error);
 
-  g_assert_no_error (error);
-  cs_policy_init_default (&policy);
-  p = cs_cuda_program_generate (t, NULL, &policy, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (p->outputs->len, ==, 10);
   /* Each normalisation is one kernel: its statistics and its outputs. */
@@ -359,13 +367,9 @@ test_reshape_view (void)
     "    # t2 = prims.shallow_copy(yv)  # t2: \"cuda:0 bf16[64, 32]\"\n"
     "  return (t1, t2)\n";
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (text, "view", &error);
-  CsPolicy policy;
-  CsCudaProgram *p;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (text, "view", &t, &error);
 
-  g_assert_no_error (error);
-  cs_policy_init_default (&policy);
-  p = cs_cuda_program_generate (t, NULL, &policy, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (p->n_kernels, ==, 0);
   g_assert_cmpuint (p->steps->len, ==, 0);
@@ -392,13 +396,9 @@ test_unsupported (void)
     "    # t1 = prims.digamma(x)  # t1: \"cuda:0 f32[4, 4]\"\n"
     "  return t1\n";
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (text, "unsup", &error);
-  CsPolicy policy;
-  CsCudaProgram *p;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (text, "unsup", &t, &error);
 
-  g_assert_no_error (error);
-  cs_policy_init_default (&policy);
-  p = cs_cuda_program_generate (t, NULL, &policy, &error);
   g_assert_null (p);
   g_assert_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "prims.digamma"));
