@@ -377,13 +377,14 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
 
       if (w->rank != 2)
         return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear weight of rank %u", w->rank);
+      if (x->rank == 1)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear of a 1-D input");
       shape[0] = w->shape[1];
       shape[1] = w->shape[0];
       strides[0] = w->strides[1];
       strides[1] = w->strides[0];
+      /* view_of appends to p->slots, which may move it: w and x are not used after this */
       b = (gint) view_of (p, (guint) b, shape, 2, strides);
-      if (x->rank == 1)
-        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "linear of a 1-D input");
     }
   if (bias >= 0)
     {
