@@ -198,7 +198,7 @@ case "$cmd" in
     ../shared/tools/gpu-bundle "$g" "$g"/bin/* "$g"/gv/libgvplugin_core.so.6 "$g"/gv/libgvplugin_dot_layout.so.6
     cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf \
        /usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf "$g/fonts/"
-    printf '<?xml version="1.0"?>\n<fontconfig><dir prefix="relative">fonts</dir><cachedir>/tmp/castscope-fc-cache</cachedir></fontconfig>\n' > "$g/fonts.conf"
+    printf '<?xml version="1.0"?>\n<fontconfig><dir prefix="relative">fonts</dir><cachedir prefix="xdg">castscope-fontconfig</cachedir></fontconfig>\n' > "$g/fonts.conf"
     mkdir -p .gpu && tar -cJf .gpu/gui.tar.xz -C "$(dirname "$g")" gui
     echo "gpu-gui-bundle: .gpu/gui.tar.xz ($(du -h .gpu/gui.tar.xz | cut -f1))" ;;
   gpu-bundle)
