@@ -876,21 +876,11 @@ _cs_trace_compact_proxies (CsTrace *trace)
     collect_all_proxies (trace->stmts[i], keep, n, tmp, 0);
   if (trace->proxy_base != NULL)
     {
-      /* a derived trace: the kept proxies become its own, complete table (the first layer
-       * that names a proxy wins, as in cs_trace_lookup_proxy) */
-      GHashTable *own = g_hash_table_new (g_str_hash, g_str_equal);
-      for (const CsTrace *l = trace; l != NULL; l = l->proxy_base)
-        {
-          g_hash_table_iter_init (&it, l->proxies);
-          while (g_hash_table_iter_next (&it, &k, &v))
-            if ((((CsProxy *) v)->id >= n || keep[((CsProxy *) v)->id])
-                && !g_hash_table_contains (own, k))
-              g_hash_table_insert (own, k, v);
-        }
+      /* a derived trace: its visible proxies become its own, complete table, then pruned */
+      GHashTable *all = cs_trace_dup_proxies (trace);
       g_hash_table_unref (trace->proxies);
-      trace->proxies = own;
+      trace->proxies = all;
       trace->proxy_base = NULL;
-      return;
     }
   g_hash_table_iter_init (&it, trace->proxies);
   while (g_hash_table_iter_next (&it, &k, &v))

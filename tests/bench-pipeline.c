@@ -62,6 +62,22 @@ generate (guint n)
   return g_string_free (s, FALSE);
 }
 
+/* Best wall time of @repeats calls of @copy (cs_trace_copy or cs_trace_derive) on @t, in us. */
+static gint64
+best_copy_us (CsTrace *(*copy) (const CsTrace *, const char *), const CsTrace *t, guint repeats)
+{
+  gint64 best = G_MAXINT64;
+
+  for (guint r = 0; r < repeats; r++)
+    {
+      g_autoptr(CsTrace) c = NULL;
+      gint64 t0 = g_get_monotonic_time ();
+      c = copy (t, NULL);
+      best = MIN (best, g_get_monotonic_time () - t0);
+    }
+  return best;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -140,25 +156,10 @@ main (int argc, char **argv)
           }
         printf ("fuse + redundant casts + cse + dce + del on the decomposed joint (%u top-level "
                 "statements): %.2f ms\n", dec->n_stmts, fbest / 1e3);
-        fbest = G_MAXINT64;
-        for (guint r = 0; r < repeats; r++)
-          {
-            g_autoptr(CsTrace) c = NULL;
-            t0 = g_get_monotonic_time ();
-            c = cs_trace_copy (dec, NULL);
-            fbest = MIN (fbest, g_get_monotonic_time () - t0);
-          }
-        printf ("one cs_trace_copy (deep copy) of the decomposed joint: %.2f ms\n", fbest / 1e3);
-        fbest = G_MAXINT64;
-        for (guint r = 0; r < repeats; r++)
-          {
-            g_autoptr(CsTrace) c = NULL;
-            t0 = g_get_monotonic_time ();
-            c = cs_trace_derive (dec, NULL);
-            fbest = MIN (fbest, g_get_monotonic_time () - t0);
-          }
+        printf ("one cs_trace_copy (deep copy) of the decomposed joint: %.2f ms\n",
+                best_copy_us (cs_trace_copy, dec, repeats) / 1e3);
         printf ("one cs_trace_derive (what the passes make) of the decomposed joint: %.2f ms\n",
-                fbest / 1e3);
+                best_copy_us (cs_trace_derive, dec, repeats) / 1e3);
       }
   }
   return 0;

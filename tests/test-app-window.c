@@ -35,6 +35,17 @@ timeout_cb (gpointer data)
 }
 
 /* Spins the main loop until the window has no job in flight and both views are laid out. */
+/* Runs the main loop for 50 ms (about three frames). */
+static void
+wait_frame (void)
+{
+  gboolean done = FALSE;
+
+  g_timeout_add (50, timeout_cb, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+}
+
 static void
 wait_idle (CsWindow *win)
 {
@@ -51,12 +62,7 @@ wait_idle (CsWindow *win)
   g_assert_false (timed_out);
   /* Two frames so that the graph is drawn with the new layout. */
   for (int i = 0; i < 2; i++)
-    {
-      gboolean done = FALSE;
-      g_timeout_add (50, timeout_cb, &done);
-      while (!done)
-        g_main_context_iteration (NULL, TRUE);
-    }
+    wait_frame ();
 }
 
 static guint
@@ -101,15 +107,12 @@ save_screenshot (GtkWidget *widget, const char *name)
    * xvfb with sanitizers): retry for up to WAIT_TIMEOUT_S, one 50 ms frame at a time. */
   for (guint attempt = 0; attempt < WAIT_TIMEOUT_S * 20; attempt++)
     {
-      gboolean done = FALSE;
       gdk_paintable_snapshot (paintable, snapshot, w, h);
       node = gtk_snapshot_free_to_node (snapshot);
       if (node != NULL)
         break;
       snapshot = gtk_snapshot_new ();
-      g_timeout_add (50, timeout_cb, &done);
-      while (!done)
-        g_main_context_iteration (NULL, TRUE);
+      wait_frame ();
     }
   g_assert_nonnull (node);
   texture = gsk_renderer_render_texture (renderer, node, &GRAPHENE_RECT_INIT (0, 0, w, h));
