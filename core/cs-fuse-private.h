@@ -36,6 +36,42 @@ void        _cs_stmt_reads           (const CsStmt *stmt, GPtrArray *out);
 /* Proxies written (CALL targets, UNPACK targets, ANNASSIGN target). */
 void        _cs_stmt_writes          (const CsStmt *stmt, GPtrArray *out);
 
+/* A growable list of proxies for the passes' hot loops: pushing is inline, the first 8
+ * elements live in the struct itself and, once grown to its working size, a reused list
+ * allocates nothing (GPtrArray costs a library call per element and an allocation per list,
+ * which dominated the passes' instruction counts).  Zero-initialise (CS_PROXY_VEC_INIT),
+ * do not copy, release with _cs_proxy_vec_free (or declare with g_auto). */
+typedef struct
+{
+  CsProxy **v;       /* elements 0..len-1: inl, or heap storage once grown past it */
+  guint     len;     /* number of elements */
+  guint     cap;     /* slots in v; 0 until the first push */
+  CsProxy  *inl[8];  /* first storage */
+} CsProxyVec;
+
+#define CS_PROXY_VEC_INIT { 0 }
+
+/* Makes room for at least one more element of @a (doubling). */
+void        _cs_proxy_vec_grow       (CsProxyVec *a);
+/* Frees the storage of @a and leaves it empty. */
+void        _cs_proxy_vec_free       (CsProxyVec *a);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (CsProxyVec, _cs_proxy_vec_free)
+
+static inline void
+_cs_proxy_vec_push (CsProxyVec *a, CsProxy *p)
+{
+  if (G_UNLIKELY (a->len == a->cap))
+    _cs_proxy_vec_grow (a);
+  a->v[a->len++] = p;
+}
+
+/* The same lists as _cs_stmt_reads / _cs_stmt_writes, appended to a CsProxyVec. */
+void        _cs_stmt_reads_vec       (const CsStmt *stmt, CsProxyVec *out);
+void        _cs_stmt_writes_vec      (const CsStmt *stmt, CsProxyVec *out);
+/* Appends every proxy referenced by @v (depth first), as cs_value_collect_proxies. */
+void        _cs_value_proxies_vec    (const CsValue *v, CsProxyVec *out);
+
 /* Flattens @stmt to the statements nvFuser executes directly (prims; statements without
  * subsymbols), depth first.  With @trace, subsymbols with origin 0 inherit @stmt's origin and
  * every subsymbol its BACKWARD tag (through copies owned by @trace where they differ); with

@@ -188,7 +188,79 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
 }
 
 void
-_cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
+_cs_proxy_vec_grow (CsProxyVec *a)
+{
+  if (a->cap == 0)
+    {
+      a->v = a->inl;
+      a->cap = G_N_ELEMENTS (a->inl);
+    }
+  else if (a->v == a->inl)
+    {
+      a->v = g_new (CsProxy *, a->cap * 2);
+      memcpy (a->v, a->inl, sizeof a->inl);
+      a->cap *= 2;
+    }
+  else
+    {
+      a->cap *= 2;
+      a->v = g_renew (CsProxy *, a->v, a->cap);
+    }
+}
+
+void
+_cs_proxy_vec_free (CsProxyVec *a)
+{
+  if (a->v != a->inl)
+    g_free (a->v);
+  a->v = NULL;
+  a->len = a->cap = 0;
+}
+
+static inline gboolean
+value_has_items (CsValueKind k)
+{
+  return k >= CS_VALUE_TUPLE;
+}
+
+void
+_cs_value_proxies_vec (const CsValue *v, CsProxyVec *out)
+{
+  if (v == NULL)
+    return;
+  switch (v->kind)
+    {
+    case CS_VALUE_PROXY:
+      _cs_proxy_vec_push (out, v->u.proxy);
+      return;
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        _cs_value_proxies_vec (v->u.call.args[i].value, out);
+      return;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        {
+          const CsValue *it = v->u.seq.items[i];
+          /* most items are proxies or literals: no call for them */
+          if (it == NULL)
+            continue;
+          if (it->kind == CS_VALUE_PROXY)
+            _cs_proxy_vec_push (out, it->u.proxy);
+          else if (value_has_items (it->kind))
+            _cs_value_proxies_vec (it, out);
+        }
+      return;
+    default:
+      return;
+    }
+}
+
+void
+_cs_stmt_reads_vec (const CsStmt *stmt, CsProxyVec *out)
 {
   switch (stmt->kind)
     {
@@ -197,19 +269,18 @@ _cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
         {
           const CsValue *v = stmt->args[i].value;
           if (v->kind == CS_VALUE_PROXY)
-            g_ptr_array_add (out, v->u.proxy);
-          else if (v->kind >= CS_VALUE_TUPLE)
-            cs_value_collect_proxies (v, out);
+            _cs_proxy_vec_push (out, v->u.proxy);
+          else if (value_has_items (v->kind))
+            _cs_value_proxies_vec (v, out);
         }
       break;
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
-      if (stmt->value)
-        cs_value_collect_proxies (stmt->value, out);
+      _cs_value_proxies_vec (stmt->value, out);
       break;
     case CS_STMT_UNPACK:
       if (stmt->source)
-        g_ptr_array_add (out, stmt->source);
+        _cs_proxy_vec_push (out, stmt->source);
       break;
     default:
       break;
@@ -217,25 +288,50 @@ _cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
 }
 
 void
-_cs_stmt_writes (const CsStmt *stmt, GPtrArray *out)
+_cs_stmt_writes_vec (const CsStmt *stmt, CsProxyVec *out)
 {
   switch (stmt->kind)
     {
     case CS_STMT_CALL:
     case CS_STMT_ANNASSIGN:
       if (stmt->out && stmt->out->kind == CS_VALUE_PROXY)
-        g_ptr_array_add (out, stmt->out->u.proxy);
-      else if (stmt->out)
-        cs_value_collect_proxies (stmt->out, out);
+        _cs_proxy_vec_push (out, stmt->out->u.proxy);
+      else
+        _cs_value_proxies_vec (stmt->out, out);
       break;
     case CS_STMT_UNPACK:
       for (guint i = 0; i < stmt->n_targets; i++)
         if (stmt->targets[i] && stmt->targets[i]->kind == CS_VALUE_PROXY)
-          g_ptr_array_add (out, stmt->targets[i]->u.proxy);
+          _cs_proxy_vec_push (out, stmt->targets[i]->u.proxy);
       break;
     default:
       break;
     }
+}
+
+/* The GPtrArray forms, for callers off the hot paths: one traversal, kept in the _vec forms. */
+static void
+vec_append_to (CsProxyVec *v, GPtrArray *out)
+{
+  for (guint i = 0; i < v->len; i++)
+    g_ptr_array_add (out, v->v[i]);
+  _cs_proxy_vec_free (v);
+}
+
+void
+_cs_stmt_reads (const CsStmt *stmt, GPtrArray *out)
+{
+  CsProxyVec v = CS_PROXY_VEC_INIT;
+  _cs_stmt_reads_vec (stmt, &v);
+  vec_append_to (&v, out);
+}
+
+void
+_cs_stmt_writes (const CsStmt *stmt, GPtrArray *out)
+{
+  CsProxyVec v = CS_PROXY_VEC_INIT;
+  _cs_stmt_writes_vec (stmt, &v);
+  vec_append_to (&v, out);
 }
 
 gboolean
@@ -328,14 +424,14 @@ dtype_supported (CsDtype d)
 static const char *
 check_tensors (const CsStmt *stmt, char *buf, gsize buf_len)
 {
-  g_autoptr(GPtrArray) ps = g_ptr_array_new ();
+  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   gboolean any_cuda = FALSE, any_tensor = FALSE;
 
-  _cs_stmt_reads (stmt, ps);
-  _cs_stmt_writes (stmt, ps);
-  for (guint i = 0; i < ps->len; i++)
+  _cs_stmt_reads_vec (stmt, &ps);
+  _cs_stmt_writes_vec (stmt, &ps);
+  for (guint i = 0; i < ps.len; i++)
     {
-      CsProxy *p = ps->pdata[i];
+      CsProxy *p = ps.v[i];
       if (p->kind == CS_PROXY_TENSOR)
         {
           any_tensor = TRUE;
@@ -481,101 +577,165 @@ stmt_dont_dce (const CsStmt *s)
 }
 
 /* Per-proxy marks indexed by CsProxy.id (ids are 1-based and below trace->next_proxy_id), so
- * the refresh needs no hash table per region: a mark is "set" when it equals the current
- * generation. */
+ * the refresh needs no hash table per region.  A mark is "set" when it equals the generation
+ * it was set for; generations only grow, so the arrays are never cleared between regions or
+ * between refreshes.  The arrays are kept per thread (MarkStore) and reused by every refresh:
+ * a fresh allocation of these ~1 MB arrays per pass cost more in page faults than the
+ * refresh itself. */
 typedef struct
 {
-  guint32   n;          /* entries in each array */
-  guint32  *needed;     /* == 1: read by a later top-level statement */
-  guint32  *live;       /* == gen: needed inside the region being refreshed */
-  guint32  *produced;   /* == gen: produced by a kept subsymbol so far */
+  guint32   cap;        /* entries in each array */
+  guint32   gen;        /* last generation handed out */
+  guint32  *needed;     /* == Marks.needed_gen: read by a later top-level statement */
+  guint32  *live;       /* == region gen: needed inside the region being refreshed */
+  guint32  *produced;   /* == region gen: produced by a kept subsymbol so far */
   guint32  *seen;       /* == gen: already listed (outputs, then inputs) */
-  guint32   gen;        /* current generation */
-  GPtrArray *tmp;       /* scratch proxy list */
-  GPtrArray *outs;      /* scratch */
-  GPtrArray *ins;       /* scratch */
-  GPtrArray *kept;      /* scratch */
   guint32  *prod_at;    /* subsymbol index of the first kept writer (where produced == gen) */
-  GPtrArray *reads;     /* scratch: proxies read by kept subsymbols, backward order */
+  guint32  *visible;    /* == Marks.visible_gen: written at the top level or an input */
+  guint32  *hidden_gen; /* == Marks.hidden_gen: hidden_at is valid */
+  guint32  *hidden_at;  /* 1 + index of the fresh region writing it without listing it */
+} MarkStore;
+
+static void
+mark_store_free (gpointer data)
+{
+  MarkStore *st = data;
+  if (st == NULL)
+    return;
+  g_free (st->needed);
+  g_free (st->live);
+  g_free (st->produced);
+  g_free (st->seen);
+  g_free (st->prod_at);
+  g_free (st->visible);
+  g_free (st->hidden_gen);
+  g_free (st->hidden_at);
+  g_free (st);
+}
+
+static GPrivate mark_store_key = G_PRIVATE_INIT (mark_store_free);
+
+/* The calling thread's store with room for ids below @n and at least @n_gens generations
+ * left before the counter wraps (then every mark is cleared). */
+static MarkStore *
+mark_store_get (guint32 n, guint32 n_gens)
+{
+  MarkStore *st = g_private_get (&mark_store_key);
+
+  if (st == NULL)
+    {
+      st = g_new0 (MarkStore, 1);
+      g_private_set (&mark_store_key, st);
+    }
+  if (st->cap < n || st->gen > G_MAXUINT32 - n_gens - 16)
+    {
+      guint32 cap = MAX (n, st->cap);
+      if (st->cap < n)
+        cap = MAX (cap, st->cap + st->cap / 2);
+#define RENEW0(f) G_STMT_START { g_free (st->f); st->f = g_new0 (guint32, cap); } G_STMT_END
+      RENEW0 (needed);
+      RENEW0 (live);
+      RENEW0 (produced);
+      RENEW0 (seen);
+      RENEW0 (prod_at);
+      RENEW0 (visible);
+      RENEW0 (hidden_gen);
+      RENEW0 (hidden_at);
+#undef RENEW0
+      st->cap = cap;
+      st->gen = 0;
+    }
+  return st;
+}
+
+typedef struct
+{
+  MarkStore *st;        /* the arrays */
+  guint32   n;          /* valid ids are below n (trace->next_proxy_id + 1) */
+  guint32   needed_gen; /* generation of this refresh's needed marks */
+  CsProxyVec tmp;       /* scratch proxy list */
+  CsProxyVec outs;      /* scratch */
+  CsProxyVec ins;       /* scratch */
+  GPtrArray *kept;      /* scratch */
+  CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
   GArray   *read_pos;   /* guint: subsymbol index of each entry of reads */
 } Marks;
 
-static inline guint32 *
-mark_slot (Marks *m, guint32 *arr, const CsProxy *p)
-{
-  return (p->id < m->n) ? &arr[p->id] : NULL;
-}
-
 static inline gboolean
-mark_test (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
+mark_test (const Marks *m, const guint32 *arr, const CsProxy *p, guint32 v)
 {
-  guint32 *x = mark_slot (m, arr, p);
-  return x != NULL && *x == v;
+  return p->id < m->n && arr[p->id] == v;
 }
 
 static inline void
 mark_set (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
 {
-  guint32 *x = mark_slot (m, arr, p);
-  if (x != NULL)
-    *x = v;
+  if (p->id < m->n)
+    arr[p->id] = v;
 }
 
-/* Rebuilds the region call @s from its subsymbols against m->needed (proxies read after it).
- * Returns FALSE when the region has no output left. */
+/* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
+ * after it).  Returns FALSE when the region has no output left. */
 static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
-  GPtrArray *tmp = m->tmp, *outs = m->outs, *ins = m->ins, *kept = m->kept;
-  GPtrArray *reads = m->reads;
+  MarkStore *st = m->st;
+  CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
+  GPtrArray *kept = m->kept;
   GArray *read_pos = m->read_pos;
   CsValue **items;
   CsArg *args;
-  guint32 gen = ++m->gen, gen_in;
+  guint32 gen = ++st->gen, gen_in;
   guint n_outs_rev;
 
-  g_ptr_array_set_size (outs, 0);
-  g_ptr_array_set_size (ins, 0);
+  outs->len = 0;
+  ins->len = 0;
+  reads->len = 0;
   g_ptr_array_set_size (kept, 0);
-  g_ptr_array_set_size (reads, 0);
   g_array_set_size (read_pos, 0);
 
   /* One backward sweep over the subsymbols (each one's memory is touched once):
    * - DCE: a subsymbol is kept when one of its outputs is needed after the region
-   *   (m->needed) or read by a later kept subsymbol (m->live), or when it must not be DCEd;
+   *   (needed marks) or read by a later kept subsymbol (live marks), or when it must not be
+   *   DCEd;
    * - outputs: values written by kept subsymbols and needed after the region (collected in
    *   reverse, put in production order below);
-   * - the first (lowest) index of a kept subsymbol writing each value (m->prod_at, valid
-   *   where m->produced == gen), and every read with its index, for the inputs below. */
+   * - the first (lowest) index of a kept subsymbol writing each value (prod_at, valid where
+   *   produced == gen), and every read with its index, for the inputs below. */
   for (guint i = s->n_subs; i-- > 0;)
     {
       CsStmt *sub = s->subs[i];
-      gboolean keep = stmt_dont_dce (sub) && sub->kind == CS_STMT_CALL;
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (sub, tmp);
+      gboolean keep;
+
+      if (i >= 2)
+        __builtin_prefetch (s->subs[i - 2]);
+      keep = stmt_dont_dce (sub) && sub->kind == CS_STMT_CALL;
+      tmp->len = 0;
+      _cs_stmt_writes_vec (sub, tmp);
       for (guint j = 0; j < tmp->len && !keep; j++)
-        if (mark_test (m, m->needed, tmp->pdata[j], 1) || mark_test (m, m->live, tmp->pdata[j], gen))
+        if (mark_test (m, st->needed, tmp->v[j], m->needed_gen)
+            || mark_test (m, st->live, tmp->v[j], gen))
           keep = TRUE;
       if (!keep)
         continue;
       g_ptr_array_add (kept, sub);
       for (guint j = 0; j < tmp->len; j++)
         {
-          CsProxy *p = tmp->pdata[j];
-          if (mark_test (m, m->needed, p, 1))
-            g_ptr_array_add (outs, p);
+          CsProxy *p = tmp->v[j];
+          if (mark_test (m, st->needed, p, m->needed_gen))
+            _cs_proxy_vec_push (outs, p);
           if (p->id < m->n)
             {
-              m->produced[p->id] = gen;
-              m->prod_at[p->id] = i;
+              st->produced[p->id] = gen;
+              st->prod_at[p->id] = i;
             }
         }
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (sub, tmp);
+      tmp->len = 0;
+      _cs_stmt_reads_vec (sub, tmp);
       for (guint j = 0; j < tmp->len; j++)
         {
-          mark_set (m, m->live, tmp->pdata[j], gen);
-          g_ptr_array_add (reads, tmp->pdata[j]);
+          mark_set (m, st->live, tmp->v[j], gen);
+          _cs_proxy_vec_push (reads, tmp->v[j]);
           g_array_append_val (read_pos, i);
         }
     }
@@ -586,14 +746,15 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   n_outs_rev = outs->len;
   for (guint i = 0; i < n_outs_rev; i++)
     {
-      CsProxy *p = outs->pdata[n_outs_rev - 1 - i];
-      if (!mark_test (m, m->seen, p, gen))
+      CsProxy *p = outs->v[n_outs_rev - 1 - i];
+      if (!mark_test (m, st->seen, p, gen))
         {
-          mark_set (m, m->seen, p, gen);
-          g_ptr_array_add (outs, p);
+          mark_set (m, st->seen, p, gen);
+          _cs_proxy_vec_push (outs, p);
         }
     }
-  g_ptr_array_remove_range (outs, 0, n_outs_rev);
+  memmove (outs->v, outs->v + n_outs_rev, sizeof (CsProxy *) * (outs->len - n_outs_rev));
+  outs->len -= n_outs_rev;
 
   /* kept is reversed */
   for (guint i = 0; i < kept->len / 2; i++)
@@ -605,29 +766,29 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 
   /* inputs: values read before any kept subsymbol produced them, in first appearance order
    * (the reads were collected backward; a fresh generation for the "seen" marks) */
-  gen_in = ++m->gen;
+  gen_in = ++st->gen;
   for (guint r = reads->len; r-- > 0;)
     {
-      CsProxy *p = reads->pdata[r];
+      CsProxy *p = reads->v[r];
       guint at = g_array_index (read_pos, guint, r);
-      gboolean inside = p->id < m->n && m->produced[p->id] == gen && m->prod_at[p->id] < at;
-      if (!inside && !mark_test (m, m->seen, p, gen_in))
+      gboolean inside = p->id < m->n && st->produced[p->id] == gen && st->prod_at[p->id] < at;
+      if (!inside && !mark_test (m, st->seen, p, gen_in))
         {
-          mark_set (m, m->seen, p, gen_in);
-          g_ptr_array_add (ins, p);
+          mark_set (m, st->seen, p, gen_in);
+          _cs_proxy_vec_push (ins, p);
         }
     }
 
   cs_stmt_set_subs (trace, s, (CsStmt **) kept->pdata, kept->len);
   items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
-    items[i] = cs_value_new_proxy (trace->arena, outs->pdata[i]);
+    items[i] = cs_value_new_proxy (trace->arena, outs->v[i]);
   s->out = cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len);
   args = CS_ARENA_NEW_N (trace->arena, CsArg, MAX (ins->len, 1));
   for (guint i = 0; i < ins->len; i++)
     {
       args[i].name = NULL;
-      args[i].value = cs_value_new_proxy (trace->arena, ins->pdata[i]);
+      args[i].value = cs_value_new_proxy (trace->arena, ins->v[i]);
     }
   s->args = args;
   s->n_args = ins->len;
@@ -637,9 +798,9 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   return TRUE;
 }
 
-/* TRUE when some output of the fresh region @s is no longer read later (m->needed). */
+/* TRUE when some output of the fresh region @s is no longer read later (needed marks). */
 static gboolean
-region_output_unneeded (const CsStmt *s, Marks *m)
+region_output_unneeded (const CsStmt *s, const Marks *m)
 {
   const CsValue *o = s->out;
 
@@ -648,19 +809,19 @@ region_output_unneeded (const CsStmt *s, Marks *m)
   for (guint i = 0; i < o->u.seq.n; i++)
     {
       const CsValue *it = o->u.seq.items[i];
-      if (it->kind != CS_VALUE_PROXY || !mark_test (m, m->needed, it->u.proxy, 1))
+      if (it->kind != CS_VALUE_PROXY || !mark_test (m, m->st->needed, it->u.proxy, m->needed_gen))
         return TRUE;
     }
   return FALSE;
 }
 
-/* proxy id (< n) -> 1 + index of the fresh region of @trace that writes it without listing it
- * as an output, 0 for none.  Returns: (transfer full) */
-static guint32 *
-build_hidden (const CsTrace *trace, guint n)
+/* Marks, for each proxy id, the fresh region of @trace that writes it without listing it as
+ * an output: st->hidden_at[id] = 1 + its index where st->hidden_gen[id] == @gen. */
+static void
+build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
 {
-  guint32 *hidden = g_new0 (guint32, n);
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  MarkStore *st = m->st;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
 
   for (guint i = 0; i < trace->n_stmts; i++)
     {
@@ -669,48 +830,48 @@ build_hidden (const CsTrace *trace, guint n)
         continue;
       for (guint j = 0; j < s->n_subs; j++)
         {
-          g_ptr_array_set_size (tmp, 0);
-          _cs_stmt_writes (s->subs[j], tmp);
-          for (guint k = 0; k < tmp->len; k++)
+          tmp.len = 0;
+          _cs_stmt_writes_vec (s->subs[j], &tmp);
+          for (guint k = 0; k < tmp.len; k++)
             {
-              const CsProxy *p = tmp->pdata[k];
-              if (p->id < n)
-                hidden[p->id] = i + 1;
+              const CsProxy *p = tmp.v[k];
+              if (p->id < m->n)
+                {
+                  st->hidden_gen[p->id] = gen;
+                  st->hidden_at[p->id] = i + 1;
+                }
             }
         }
       if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
         for (guint j = 0; j < s->out->u.seq.n; j++)
           {
             const CsValue *it = s->out->u.seq.items[j];
-            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < n)
-              hidden[it->u.proxy->id] = 0;
+            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < m->n)
+              st->hidden_gen[it->u.proxy->id] = 0;
           }
     }
-  return hidden;
+  _cs_proxy_vec_free (&tmp);
 }
 
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
   Marks m = { 0 };
+  MarkStore *st;
   g_autoptr(GPtrArray) kept = g_ptr_array_new ();
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  guint32 *hidden = NULL; /* proxy id -> 1 + index of the fresh region that produces it
-                           without listing it as an output; 0 = none (built on first need) */
-  guint8 *visible;      /* proxy id -> 1 when a top-level statement writes it or it is an input */
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+  guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
+  guint n_regions = 0;
 
+  for (guint i = 0; i < trace->n_stmts; i++)
+    n_regions += _cs_stmt_is_region (trace->stmts[i]);
   m.n = trace->next_proxy_id + 1;
-  m.needed = g_new0 (guint32, m.n);
-  m.live = g_new0 (guint32, m.n);
-  m.produced = g_new0 (guint32, m.n);
-  m.seen = g_new0 (guint32, m.n);
-  m.tmp = g_ptr_array_new ();
-  m.outs = g_ptr_array_new ();
-  m.ins = g_ptr_array_new ();
+  /* generations: needed, visible, hidden, two per region */
+  m.st = st = mark_store_get (m.n, 3 + 2 * n_regions);
+  m.needed_gen = ++st->gen;
+  visible_gen = ++st->gen;
   m.kept = g_ptr_array_new ();
-  m.prod_at = g_new0 (guint32, m.n);
-  m.reads = g_ptr_array_new ();
   m.read_pos = g_array_new (FALSE, FALSE, sizeof (guint));
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
@@ -720,21 +881,19 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
    * (region outputs included) and the signature's inputs are "visible"; only a read of
    * something else can be an internal value, and only then are the fresh regions' writes
    * swept to find which region holds it (build_hidden). */
-  visible = g_new0 (guint8, m.n);
   for (guint i = 0; i < trace->n_params; i++)
     {
       CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
                                          : NULL;
-      if (p != NULL && p->id < m.n)
-        visible[p->id] = 1;
+      if (p != NULL)
+        mark_set (&m, st->visible, p, visible_gen);
     }
   for (guint i = 0; i < trace->n_stmts; i++)
     {
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (trace->stmts[i], tmp);
-      for (guint k = 0; k < tmp->len; k++)
-        if (((CsProxy *) tmp->pdata[k])->id < m.n)
-          visible[((CsProxy *) tmp->pdata[k])->id] = 1;
+      tmp.len = 0;
+      _cs_stmt_writes_vec (trace->stmts[i], &tmp);
+      for (guint k = 0; k < tmp.len; k++)
+        mark_set (&m, st->visible, tmp.v[k], visible_gen);
     }
 
   for (guint i = trace->n_stmts; i-- > 0;)
@@ -750,30 +909,32 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
         {
           gboolean live = FALSE;
-          g_ptr_array_set_size (tmp, 0);
-          _cs_stmt_writes (s, tmp);
-          for (guint j = 0; j < tmp->len && !live; j++)
-            if (mark_test (&m, m.needed, tmp->pdata[j], 1)
-                || ((CsProxy *) tmp->pdata[j])->id >= m.n)
+          tmp.len = 0;
+          _cs_stmt_writes_vec (s, &tmp);
+          for (guint j = 0; j < tmp.len && !live; j++)
+            if (mark_test (&m, st->needed, tmp.v[j], m.needed_gen) || tmp.v[j]->id >= m.n)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
-          if (!live && (tmp->len > 0 || s->out != NULL))
+          if (!live && (tmp.len > 0 || s->out != NULL))
             continue;
         }
       g_ptr_array_add (kept, s);
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (s, tmp);
-      for (guint j = 0; j < tmp->len; j++)
+      tmp.len = 0;
+      _cs_stmt_reads_vec (s, &tmp);
+      for (guint j = 0; j < tmp.len; j++)
         {
-          const CsProxy *p = tmp->pdata[j];
-          mark_set (&m, m.needed, p, 1);
-          if (p->id >= m.n || visible[p->id])
+          const CsProxy *p = tmp.v[j];
+          mark_set (&m, st->needed, p, m.needed_gen);
+          if (p->id >= m.n || st->visible[p->id] == visible_gen)
             continue;
-          if (hidden == NULL)
-            hidden = build_hidden (trace, m.n);
-          if (hidden[p->id] != 0 && hidden[p->id] - 1 < i)
-            stale[hidden[p->id] - 1] = 1;
+          if (hidden_gen == 0)
+            {
+              hidden_gen = ++st->gen;
+              build_hidden (trace, &m, hidden_gen);
+            }
+          if (st->hidden_gen[p->id] == hidden_gen && st->hidden_at[p->id] - 1 < i)
+            stale[st->hidden_at[p->id] - 1] = 1;
         }
     }
   for (guint i = 0; i < kept->len / 2; i++)
@@ -783,19 +944,13 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       kept->pdata[kept->len - 1 - i] = t;
     }
   cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
-  g_free (hidden);
-  g_free (visible);
   g_free (stale);
-  g_free (m.needed);
-  g_free (m.live);
-  g_free (m.produced);
-  g_free (m.seen);
-  g_ptr_array_unref (m.tmp);
-  g_ptr_array_unref (m.outs);
-  g_ptr_array_unref (m.ins);
+  _cs_proxy_vec_free (&tmp);
+  _cs_proxy_vec_free (&m.tmp);
+  _cs_proxy_vec_free (&m.outs);
+  _cs_proxy_vec_free (&m.ins);
+  _cs_proxy_vec_free (&m.reads);
   g_ptr_array_unref (m.kept);
-  g_free (m.prod_at);
-  g_ptr_array_unref (m.reads);
   g_array_unref (m.read_pos);
 }
 

@@ -66,6 +66,9 @@ typedef enum
 struct _CsProxy
 {
   const char  *name;          /* Python identifier, unique within its trace */
+  guint32      id;            /* 1-based creation index within the trace; 0 = invalid (kept in
+                                 the first cache line with kind and dtype: the passes' marks
+                                 read it for every use of the proxy) */
   CsProxyKind  kind;          /* tensor, number, collection or other */
   CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
   guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
@@ -78,7 +81,6 @@ struct _CsProxy
   CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
   const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.
                                  The printer prints it verbatim when set (symbolic dims, etc.) */
-  guint32      id;            /* 1-based creation index within the trace; 0 = invalid */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -182,26 +184,42 @@ typedef enum
 
 struct _CsStmt
 {
+  /* The fields every pass reads for every statement come first and fill one 64-byte cache line
+   * (kind, op, args, out, subsymbols, flags): the passes are bound by memory latency. */
   CsStmtKind          kind;
-  guint32             id;          /* unique within the trace, 1-based; stable under cs_trace_copy */
+  guint               n_args;
+  const CsOp         *op;          /* CALL: op-table entry; never NULL (unknown names get the opaque op) */
+  CsArg              *args;        /* CALL: arguments in printed order (positional, then keyword) */
+  CsValue            *out;         /* CALL: target tree (PROXY / UNDERSCORE / TUPLE / LIST), NULL for a
+                                      bare call */
+  /* Decomposition (subsymbols), printed as comments one level deeper.  For a fusion call these
+   * are the region's prims. */
+  CsStmt            **subs;
+  guint               n_subs;
+  guint32             owner;       /* serial of the trace whose arena holds it (CsTrace.serial);
+                                      a trace may edit in place only statements it owns */
+  guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
+  guint               region_fresh : 1; /* region call: outputs, inputs and subsymbols are as the
+                                      last region refresh left them (cleared by any edit of the
+                                      subsymbols or arguments; lets the refresh skip it) */
+  guint               del_brackets : 1; /* DEL: 1 for the 2023 form `del [a, b]` */
+  guint               return_bare : 1;  /* RETURN: value is a TUPLE of python_return's several args,
+                                           printed without parentheses (the forward's
+                                           `return {...}, ((saved), (others))`) */
   guint32             origin;      /* id of the statement of the initial trace it derives from; 0 = none */
+  const char         *callee;      /* CALL: callee as printed: "ltorch.add", "nvFusion0", "torch.matmul" */
+
+  guint32             id;          /* unique within the trace, 1-based; stable under cs_trace_copy */
   guint32             line;        /* 1-based source line of the statement's first character; 0 = made by a pass */
   guint32             col;         /* 1-based column */
-
-  /* CALL */
-  const CsOp         *op;          /* op-table entry; never NULL (unknown names get the opaque op) */
-  const char         *callee;      /* callee as printed: "ltorch.add", "nvFusion0", "torch.matmul" */
-  CsArg              *args;        /* arguments in printed order (positional, then keyword) */
-  guint               n_args;
-  CsValue            *out;         /* target tree (PROXY / UNDERSCORE / TUPLE / LIST), NULL for a bare call */
-  CsTypeCommentStyle  type_comment;/* how the trailing `# name: "type"` is printed */
+  CsTypeCommentStyle  type_comment;/* CALL: how the trailing `# name: "type"` is printed */
   const char         *type_comment_raw; /* when the trailing type string differs from the proxy's, as read */
 
   /* UNPACK: targets are PROXY or UNDERSCORE values; source is a proxy name */
   CsValue           **targets;
   guint               n_targets;
-  CsProxy            *source;      /* UNPACK: the collection unpacked */
   CsUnpackStyle       unpack_style;
+  CsProxy            *source;      /* UNPACK: the collection unpacked */
 
   /* ANNASSIGN: out = PROXY value, type from the proxy; value = the expression */
   CsValue            *value;       /* ANNASSIGN expression; RETURN value (NULL for bare return) */
@@ -209,30 +227,15 @@ struct _CsStmt
   /* DEL */
   CsProxy           **names;       /* DEL: deleted proxies */
   guint               n_names;
-  guint               del_brackets : 1; /* 1 for the 2023 form `del [a, b]` */
-  guint               return_bare : 1;  /* RETURN: value is a TUPLE of python_return's several args,
-                                           printed without parentheses (the forward's
-                                           `return {...}, ((saved), (others))`) */
 
   /* COMMENT: text after "# " (without the leading indentation and "# ") */
   CsCommentKind       comment_kind;
   const char         *text;
   CsProxy            *annotated;   /* INPUT/DETAIL comments: the proxy they name, if any */
 
-  /* Decomposition (subsymbols), printed as comments one level deeper.  For a fusion call these
-   * are the region's prims. */
-  CsStmt            **subs;
-  guint               n_subs;
-
   /* Pass annotations (not printed in Thunder text; shown by the GUI and stats) */
   const char         *why;         /* rule that made this statement (e.g. "autocast: downcast
                                       matmul operand") or, for a fusion call, why the region ended */
-  guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
-  guint               region_fresh : 1; /* region call: outputs, inputs and subsymbols are as the
-                                      last region refresh left them (cleared by any edit of the
-                                      subsymbols or arguments; lets the refresh skip it) */
-  guint32             owner;       /* serial of the trace whose arena holds it (CsTrace.serial);
-                                      a trace may edit in place only statements it owns */
 };
 
 /* ------------------------------------------------------------------------------------------ */
