@@ -100,8 +100,9 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
-/* Drops from the proxy table every proxy no statement (at any level), parameter or default
- * names (a derived trace gets its own complete table).  The proxies stay in their arenas. */
+/* Drops from the trace every proxy no statement (at any level), parameter or default names:
+ * sets the CsTrace.proxy_keep filter that lookups and listings apply.  The proxies stay in
+ * their arenas and in the tables of the traces that share them. */
 void        _cs_trace_compact_proxies (CsTrace *trace);
 
 /* Number of region statements / the k-th region (in order). */

@@ -990,15 +990,15 @@ keep_mark (guint8 *keep, guint n, const CsProxy *p)
 }
 
 static void
-collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, GPtrArray *tmp, guint depth)
+collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, guint depth)
 {
   if (depth > 64)
     return;
-  g_ptr_array_set_size (tmp, 0);
-  _cs_stmt_reads (s, tmp);
-  _cs_stmt_writes (s, tmp);
+  tmp->len = 0;
+  _cs_stmt_reads_vec (s, tmp);
+  _cs_stmt_writes_vec (s, tmp);
   for (guint i = 0; i < tmp->len; i++)
-    keep_mark (keep, n, tmp->pdata[i]);
+    keep_mark (keep, n, tmp->v[i]);
   keep_mark (keep, n, s->annotated);
   for (guint i = 0; i < s->n_names; i++)
     keep_mark (keep, n, s->names[i]);
@@ -1006,14 +1006,16 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, GPtrArray *tmp, gui
     collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }
 
+/* The proxies no statement, parameter or default refers to are dropped by a filter
+ * (CsTrace.proxy_keep) instead of rebuilding the name table: rebuilding the layered tables of
+ * a derived trace into one hash table cost more than every other part of dce together. */
 void
 _cs_trace_compact_proxies (CsTrace *trace)
 {
   guint n = trace->next_proxy_id + 1;
-  g_autofree guint8 *keep = g_new0 (guint8, n);
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  GHashTableIter it;
-  gpointer k, v;
+  guint8 *keep = cs_arena_alloc (trace->arena, n);
+  g_auto(CsProxyVec) tmp = CS_PROXY_VEC_INIT;
+  g_autoptr(GPtrArray) dflt = g_ptr_array_new ();
 
   for (guint i = 0; i < trace->n_params; i++)
     {
@@ -1021,26 +1023,17 @@ _cs_trace_compact_proxies (CsTrace *trace)
                                                : NULL);
       if (trace->params[i].dflt)
         {
-          g_ptr_array_set_size (tmp, 0);
-          cs_value_collect_proxies (trace->params[i].dflt, tmp);
-          for (guint j = 0; j < tmp->len; j++)
-            keep_mark (keep, n, tmp->pdata[j]);
+          g_ptr_array_set_size (dflt, 0);
+          cs_value_collect_proxies (trace->params[i].dflt, dflt);
+          for (guint j = 0; j < dflt->len; j++)
+            keep_mark (keep, n, dflt->pdata[j]);
         }
     }
   for (guint i = 0; i < trace->n_stmts; i++)
-    collect_all_proxies (trace->stmts[i], keep, n, tmp, 0);
-  if (trace->proxy_base != NULL)
-    {
-      /* a derived trace: its visible proxies become its own, complete table, then pruned */
-      GHashTable *all = cs_trace_dup_proxies (trace);
-      g_hash_table_unref (trace->proxies);
-      trace->proxies = all;
-      trace->proxy_base = NULL;
-    }
-  g_hash_table_iter_init (&it, trace->proxies);
-  while (g_hash_table_iter_next (&it, &k, &v))
-    if (((CsProxy *) v)->id < n && !keep[((CsProxy *) v)->id])
-      g_hash_table_iter_remove (&it);
+    collect_all_proxies (trace->stmts[i], keep, n, &tmp, 0);
+  /* an earlier filter of this trace is superseded: what it dropped is unreferenced still */
+  trace->proxy_keep = keep;
+  trace->proxy_keep_n = n;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -590,6 +590,21 @@ cs_value_get_device (const CsValue *v, CsDevice *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Proxies                                                                                     */
 
+/* TRUE when @p, found in the own table of @layer (@trace or a trace of its proxy_base chain),
+ * passes the proxy_keep filters of every trace from @trace down to @layer. */
+static gboolean
+proxy_kept (const CsTrace *trace, const CsTrace *layer, const CsProxy *p)
+{
+  for (const CsTrace *u = trace; u != NULL; u = u->proxy_base)
+    {
+      if (u->proxy_keep != NULL && p->id < u->proxy_keep_n && !u->proxy_keep[p->id])
+        return FALSE;
+      if (u == layer)
+        break;
+    }
+  return TRUE;
+}
+
 /** cs_trace_lookup_proxy: see cs-ir.h. */
 CsProxy *
 cs_trace_lookup_proxy (const CsTrace *trace, const char *name)
@@ -598,7 +613,7 @@ cs_trace_lookup_proxy (const CsTrace *trace, const char *name)
     {
       CsProxy *p = g_hash_table_lookup (t->proxies, name);
       if (p != NULL)
-        return p;
+        return proxy_kept (trace, t, p) ? p : NULL;
     }
   return NULL;
 }
@@ -608,6 +623,7 @@ GHashTable *
 cs_trace_dup_proxies (const CsTrace *trace)
 {
   GHashTable *all = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) dropped = g_hash_table_new (g_str_hash, g_str_equal);
 
   for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
     {
@@ -615,8 +631,15 @@ cs_trace_dup_proxies (const CsTrace *trace)
       gpointer k, v;
       g_hash_table_iter_init (&it, t->proxies);
       while (g_hash_table_iter_next (&it, &k, &v))
-        if (!g_hash_table_contains (all, k))
-          g_hash_table_insert (all, k, v);
+        {
+          if (g_hash_table_contains (all, k) || g_hash_table_contains (dropped, k))
+            continue;
+          /* the first layer holding a name decides, as in cs_trace_lookup_proxy */
+          if (proxy_kept (trace, t, v))
+            g_hash_table_insert (all, k, v);
+          else
+            g_hash_table_add (dropped, k);
+        }
     }
   return all;
 }
@@ -627,7 +650,7 @@ cs_trace_n_proxies (const CsTrace *trace)
 {
   g_autoptr(GHashTable) all = NULL;
 
-  if (trace->proxy_base == NULL)
+  if (trace->proxy_base == NULL && trace->proxy_keep == NULL)
     return g_hash_table_size (trace->proxies);
   all = cs_trace_dup_proxies (trace);
   return g_hash_table_size (all);

@@ -293,6 +293,11 @@ struct _CsTrace
                                   parsed traces and deep copies */
   const CsTrace *proxy_base;   /* where proxy lookups continue after the own table `proxies`
                                   (a trace of the base chain), NULL when `proxies` is complete */
+  const guint8 *proxy_keep;    /* NULL, or a filter set by the proxy compaction of dce: a proxy
+                                  found through this trace's tables whose id is below
+                                  proxy_keep_n and whose proxy_keep[id] is 0 is not part of the
+                                  trace (lookups and listings skip it); arena memory */
+  guint32       proxy_keep_n;  /* entries in proxy_keep */
 };
 
 /** A file may hold several traces (concatenated, or a printed Python list of traces). */
@@ -338,12 +343,15 @@ void        cs_value_collect_proxies (const CsValue *v, GPtrArray *out);
 /**
  * cs_trace_lookup_proxy:
  * The proxy named @name visible in @trace: its own table first, then (for derived traces) the
- * tables of the traces it shares proxies with.  Returns: (transfer none) (nullable)
+ * tables of the traces it shares proxies with; NULL when the first table holding the name
+ * has a proxy that the compaction filter (CsTrace.proxy_keep) of @trace or of a trace between
+ * it and that table dropped.  Returns: (transfer none) (nullable)
  */
 CsProxy    *cs_trace_lookup_proxy (const CsTrace *trace, const char *name);
 /**
  * cs_trace_dup_proxies:
- * Every proxy visible in @trace (own table plus shared ones not shadowed by name).
+ * Every proxy visible in @trace (own table plus shared ones not shadowed by name), less those
+ * the compaction filters drop (see cs_trace_lookup_proxy()).
  * Returns: (transfer container): name (const char *) -> CsProxy *
  */
 GHashTable *cs_trace_dup_proxies  (const CsTrace *trace);
