@@ -79,7 +79,7 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       n_ops = autocast_n_operands (s->op, &what);
       if (n_ops > 0)
         {
-          g_autoptr(GHashTable) map = _cs_proxy_map_new ();
+          g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
           gboolean any = FALSE;
 
           for (guint k = 0; k < n_ops; k++)
@@ -90,7 +90,7 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
               CsStmt *c;
 
               if (v == NULL || v->kind != CS_VALUE_PROXY || !castable (v->u.proxy)
-                  || v->u.proxy->dtype == target || g_hash_table_contains (map, v->u.proxy))
+                  || v->u.proxy->dtype == target || _cs_proxy_map_lookup (map, v->u.proxy) != NULL)
                 continue;
               x = v->u.proxy;
               y = cs_trace_new_tensor (t, "t", target, x->shape, x->rank, &x->device);
@@ -108,7 +108,7 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
                                         what, x->name, cs_dtype_short_name (x->dtype), tname,
                                         what);
               g_ptr_array_add (out, c);
-              g_hash_table_insert (map, x, y);
+              _cs_proxy_map_insert (map, x, y);
               any = TRUE;
             }
           if (any)

@@ -16,8 +16,9 @@
 
 typedef struct
 {
-  GHashTable *repl;    /* proxy -> equivalent original proxy */
-  GHashTable *inter;   /* cast output -> most original float source */
+  CsProxyMap *repl;    /* proxy -> equivalent original proxy */
+  CsProxyMap *inter;   /* cast output -> most original float source */
+  CsProxyMap *one;     /* scratch: a single substitution */
 } CastMaps;
 
 /* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
@@ -47,7 +48,7 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
   if (out == NULL || x->kind != CS_PROXY_TENSOR || !x->typed || !cs_dtype_is_float (x->dtype)
       || !cs_dtype_is_float (to))
     return TRUE;
-  orig = g_hash_table_lookup (m->inter, x);
+  orig = _cs_proxy_map_lookup (m->inter, x);
   if (orig == NULL)
     orig = x;
   if (orig->dtype == to)
@@ -57,12 +58,12 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
     }
   if (orig != x)
     {
-      g_autoptr(GHashTable) one = _cs_proxy_map_new ();
-      g_hash_table_insert (one, x, orig);
       /* only the cast's own input is rewritten (its first argument) */
-      *sp = _cs_stmt_remap_reads (t, s, one);
+      _cs_proxy_map_clear (m->one);
+      _cs_proxy_map_insert (m->one, x, orig);
+      *sp = _cs_stmt_remap_reads (t, s, m->one);
     }
-  g_hash_table_insert (m->inter, out, orig);
+  _cs_proxy_map_insert (m->inter, out, orig);
   return TRUE;
 }
 
@@ -73,25 +74,31 @@ CsTrace *
 cs_cse_remove_redundant_casts (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GPtrArray) kept = g_ptr_array_new ();
-  CastMaps outer;
+  g_autoptr(GPtrArray) kept = NULL;
+  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
+  g_autoptr(CsProxyMap) one = _cs_proxy_map_new ();
+  CastMaps outer, inner;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive (trace, "remove-redundant-casts");
+  kept = g_ptr_array_sized_new (t->n_stmts);
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
+  outer.one = one;
+  /* one pair of maps for every region, emptied between regions */
+  inner.repl = _cs_proxy_map_new ();
+  inner.inter = _cs_proxy_map_new ();
+  inner.one = one;
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
 
       if (_cs_stmt_is_region (s))
         {
-          CastMaps inner = { _cs_proxy_map_new (), _cs_proxy_map_new () };
-          g_autoptr(GPtrArray) subs = g_ptr_array_new ();
-          GHashTableIter it;
-          gpointer k, v;
-
+          _cs_proxy_map_clear (inner.repl);
+          _cs_proxy_map_clear (inner.inter);
+          g_ptr_array_set_size (subs, 0);
           s = _cs_stmt_remap_reads (t, s, outer.repl);
           for (guint j = 0; j < s->n_subs; j++)
             {
@@ -102,11 +109,13 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
           if (!same_subs (s, subs))
             cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
           /* replaced region outputs: later statements read the original instead */
-          g_hash_table_iter_init (&it, inner.repl);
-          while (g_hash_table_iter_next (&it, &k, &v))
-            _cs_proxy_map_add (outer.repl, k, _cs_proxy_map_resolve (inner.repl, v));
-          g_hash_table_unref (inner.repl);
-          g_hash_table_unref (inner.inter);
+          for (guint k = 0; k < _cs_proxy_map_size (inner.repl); k++)
+            {
+              CsProxy *from = _cs_proxy_map_key (inner.repl, k);
+              _cs_proxy_map_add (outer.repl, from,
+                                 _cs_proxy_map_resolve (inner.repl,
+                                                        _cs_proxy_map_lookup (inner.repl, from)));
+            }
           g_ptr_array_add (kept, s);
           continue;
         }
@@ -114,8 +123,10 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
-  g_hash_table_unref (outer.repl);
-  g_hash_table_unref (outer.inter);
+  _cs_proxy_map_free (outer.repl);
+  _cs_proxy_map_free (outer.inter);
+  _cs_proxy_map_free (inner.repl);
+  _cs_proxy_map_free (inner.inter);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
@@ -239,8 +250,9 @@ static guint
 cse_hash (gconstpointer p)
 {
   const CsStmt *s = p;
-  guint h = (guint) s->op->id * 40503u ^ g_str_hash (s->callee ? s->callee : "")
-            ^ (s->backward ? 0x9e3779b9u : 0);
+  /* statements with the same op and callee hash alike: the callee string (compared by
+   * cse_equal) is not hashed */
+  guint h = (guint) s->op->id * 40503u ^ (s->backward ? 0x9e3779b9u : 0);
   for (guint i = 0; i < s->n_args; i++)
     h = h * 31 + value_hash (s->args[i].value, 0)
         + (s->args[i].name ? g_str_hash (s->args[i].name) : 0);
@@ -263,25 +275,25 @@ cse_equal (gconstpointer pa, gconstpointer pb)
 
 /* Maps the outputs of @dup to those of @orig; FALSE when their shapes differ. */
 static gboolean
-map_outputs (GHashTable *map, const CsStmt *dup, const CsStmt *orig)
+map_outputs (CsProxyMap *map, const CsStmt *dup, const CsStmt *orig)
 {
-  g_autoptr(GPtrArray) a = g_ptr_array_new ();
-  g_autoptr(GPtrArray) b = g_ptr_array_new ();
+  g_auto(CsProxyVec) a = CS_PROXY_VEC_INIT;
+  g_auto(CsProxyVec) b = CS_PROXY_VEC_INIT;
 
-  _cs_stmt_writes (dup, a);
-  _cs_stmt_writes (orig, b);
-  if (a->len != b->len || a->len == 0)
+  _cs_stmt_writes_vec (dup, &a);
+  _cs_stmt_writes_vec (orig, &b);
+  if (a.len != b.len || a.len == 0)
     return FALSE;
-  for (guint i = 0; i < a->len; i++)
-    if (a->pdata[i] != b->pdata[i])
-      _cs_proxy_map_add (map, a->pdata[i], b->pdata[i]);
+  for (guint i = 0; i < a.len; i++)
+    if (a.v[i] != b.v[i])
+      _cs_proxy_map_add (map, a.v[i], b.v[i]);
   return TRUE;
 }
 
 /* Returns FALSE when @s is a duplicate (dropped).  @seen is a set of statements keyed by
  * cse_hash/cse_equal (their arguments are already rewritten through @map). */
 static gboolean
-cse_stmt (CsTrace *t, CsStmt **sp, GHashTable *map, GHashTable *seen)
+cse_stmt (CsTrace *t, CsStmt **sp, CsProxyMap *map, GHashTable *seen)
 {
   CsStmt *prev, *s;
 
@@ -303,25 +315,27 @@ CsTrace *
 cs_cse_trace (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GPtrArray) kept = g_ptr_array_new ();
-  g_autoptr(GHashTable) map = _cs_proxy_map_new ();
+  g_autoptr(GPtrArray) kept = NULL;
+  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
+  g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
+  g_autoptr(CsProxyMap) imap = _cs_proxy_map_new ();
   g_autoptr(GHashTable) seen = g_hash_table_new (cse_hash, cse_equal);
+  g_autoptr(GHashTable) iseen = g_hash_table_new (cse_hash, cse_equal);
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive (trace, "cse");
+  kept = g_ptr_array_sized_new (t->n_stmts);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
 
       if (_cs_stmt_is_region (s))
         {
-          g_autoptr(GHashTable) imap = _cs_proxy_map_new ();
-          g_autoptr(GHashTable) iseen = g_hash_table_new (cse_hash, cse_equal);
-          g_autoptr(GPtrArray) subs = g_ptr_array_new ();
-          GHashTableIter it;
-          gpointer k, v;
-
+          /* one map and one set for every region, emptied between regions */
+          _cs_proxy_map_clear (imap);
+          g_hash_table_remove_all (iseen);
+          g_ptr_array_set_size (subs, 0);
           s = _cs_stmt_remap_reads (t, s, map);
           for (guint j = 0; j < s->n_subs; j++)
             {
@@ -331,9 +345,12 @@ cs_cse_trace (const CsTrace *trace)
             }
           if (!same_subs (s, subs))
             cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
-          g_hash_table_iter_init (&it, imap);
-          while (g_hash_table_iter_next (&it, &k, &v))
-            _cs_proxy_map_add (map, k, _cs_proxy_map_resolve (imap, v));
+          for (guint k = 0; k < _cs_proxy_map_size (imap); k++)
+            {
+              CsProxy *from = _cs_proxy_map_key (imap, k);
+              _cs_proxy_map_add (map, from,
+                                 _cs_proxy_map_resolve (imap, _cs_proxy_map_lookup (imap, from)));
+            }
           g_ptr_array_add (kept, s);
           continue;
         }

@@ -16,19 +16,37 @@
 
 G_BEGIN_DECLS
 
-/* Proxy map: CsProxy* -> CsProxy* (direct hash). */
-GHashTable *_cs_proxy_map_new        (void);
+/* Proxy map: CsProxy* -> CsProxy*, the substitution the passes apply to statements.  Entries
+ * live in an array indexed by CsProxy.id (grown on demand), so lookups need no hashing; a
+ * proxy whose slot another proxy holds (ids of another trace) goes to a hash table instead.
+ * Keys keep their insertion order (for iteration). */
+typedef struct _CsProxyMap CsProxyMap;
+
+CsProxyMap *_cs_proxy_map_new        (void);
+void        _cs_proxy_map_free       (CsProxyMap *map);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsProxyMap, _cs_proxy_map_free)
+/* Empties @map, keeping its storage (O(number of entries)). */
+void        _cs_proxy_map_clear      (CsProxyMap *map);
+/* Number of entries. */
+guint       _cs_proxy_map_size       (const CsProxyMap *map);
+/* The @i-th key in insertion order (i < size). */
+CsProxy    *_cs_proxy_map_key        (const CsProxyMap *map, guint i);
+/* The entry for @from, or NULL. */
+CsProxy    *_cs_proxy_map_lookup     (const CsProxyMap *map, const CsProxy *from);
+/* Sets @from -> @to as given (no resolving). */
+void        _cs_proxy_map_insert     (CsProxyMap *map, CsProxy *from, CsProxy *to);
 /* Adds @from -> @to, resolving @to through the map first (so chains stay flat). */
-void        _cs_proxy_map_add        (GHashTable *map, CsProxy *from, CsProxy *to);
-CsProxy    *_cs_proxy_map_resolve    (GHashTable *map, CsProxy *p);
+void        _cs_proxy_map_add        (CsProxyMap *map, CsProxy *from, CsProxy *to);
+/* Follows @p through the map to its final substitute (@p itself when unmapped). */
+CsProxy    *_cs_proxy_map_resolve    (const CsProxyMap *map, CsProxy *p);
 
 /* Returns @v itself when no proxy in it is mapped, else a rewritten copy in @arena. */
-CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, GHashTable *map);
+CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, const CsProxyMap *map);
 /* Rewrites every proxy read by @stmt (args, return value, unpack source, del names and,
  * recursively, the subsymbols' reads) through @map, copy-on-write: returns @stmt itself when
  * nothing is mapped, else @stmt edited in place when @trace owns it, else a copy owned by
  * @trace (cs_trace_own_stmt()); the caller puts the result where @stmt was. */
-CsStmt     *_cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, GHashTable *map);
+CsStmt     *_cs_stmt_remap_reads     (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map);
 
 /* Proxies read by the statement itself (args, RETURN value, UNPACK source, ANNASSIGN value);
  * not its subsymbols, not DEL names.  Appended to @out, duplicates possible. */

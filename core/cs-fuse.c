@@ -17,35 +17,124 @@ G_DEFINE_QUARK (cs-fuse-error-quark, cs_fuse_error)
 /* ------------------------------------------------------------------------------------------ */
 /* Shared helpers                                                                              */
 
-GHashTable *
+typedef struct
+{
+  CsProxy *from;   /* key, NULL for a free slot */
+  CsProxy *to;     /* value */
+} MapSlot;
+
+struct _CsProxyMap
+{
+  MapSlot    *slots;   /* indexed by CsProxy.id */
+  guint32     cap;     /* slots allocated */
+  GPtrArray  *keys;    /* CsProxy*, every key in insertion order */
+  GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
+};
+
+CsProxyMap *
 _cs_proxy_map_new (void)
 {
-  return g_hash_table_new (g_direct_hash, g_direct_equal);
+  CsProxyMap *m = g_new0 (CsProxyMap, 1);
+  m->keys = g_ptr_array_new ();
+  return m;
+}
+
+void
+_cs_proxy_map_free (CsProxyMap *map)
+{
+  if (map == NULL)
+    return;
+  g_free (map->slots);
+  g_ptr_array_unref (map->keys);
+  if (map->other)
+    g_hash_table_unref (map->other);
+  g_free (map);
+}
+
+void
+_cs_proxy_map_clear (CsProxyMap *map)
+{
+  for (guint i = 0; i < map->keys->len; i++)
+    {
+      const CsProxy *k = map->keys->pdata[i];
+      if (k->id < map->cap && map->slots[k->id].from == k)
+        map->slots[k->id].from = map->slots[k->id].to = NULL;
+    }
+  g_ptr_array_set_size (map->keys, 0);
+  if (map->other)
+    g_hash_table_remove_all (map->other);
+}
+
+guint
+_cs_proxy_map_size (const CsProxyMap *map)
+{
+  return map->keys->len;
 }
 
 CsProxy *
-_cs_proxy_map_resolve (GHashTable *map, CsProxy *p)
+_cs_proxy_map_key (const CsProxyMap *map, guint i)
+{
+  return map->keys->pdata[i];
+}
+
+CsProxy *
+_cs_proxy_map_lookup (const CsProxyMap *map, const CsProxy *from)
+{
+  if (from->id < map->cap && map->slots[from->id].from == from)
+    return map->slots[from->id].to;
+  return map->other ? g_hash_table_lookup (map->other, from) : NULL;
+}
+
+void
+_cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
+{
+  guint32 id = from->id;
+
+  if (id != 0 && id >= map->cap)
+    {
+      guint32 cap = MAX (id + 1, MAX (map->cap * 2, 256));
+      map->slots = g_renew (MapSlot, map->slots, cap);
+      memset (map->slots + map->cap, 0, sizeof (MapSlot) * (cap - map->cap));
+      map->cap = cap;
+    }
+  if (id != 0 && (map->slots[id].from == NULL || map->slots[id].from == from))
+    {
+      if (map->slots[id].from == NULL)
+        g_ptr_array_add (map->keys, from);
+      map->slots[id].from = from;
+      map->slots[id].to = to;
+      return;
+    }
+  if (map->other == NULL)
+    map->other = g_hash_table_new (g_direct_hash, g_direct_equal);
+  if (!g_hash_table_contains (map->other, from))
+    g_ptr_array_add (map->keys, from);
+  g_hash_table_insert (map->other, from, to);
+}
+
+CsProxy *
+_cs_proxy_map_resolve (const CsProxyMap *map, CsProxy *p)
 {
   CsProxy *q;
   guint guard = 0;
 
-  while (p != NULL && (q = g_hash_table_lookup (map, p)) != NULL && q != p && guard++ < 1000000)
+  while (p != NULL && (q = _cs_proxy_map_lookup (map, p)) != NULL && q != p && guard++ < 1000000)
     p = q;
   return p;
 }
 
 void
-_cs_proxy_map_add (GHashTable *map, CsProxy *from, CsProxy *to)
+_cs_proxy_map_add (CsProxyMap *map, CsProxy *from, CsProxy *to)
 {
   to = _cs_proxy_map_resolve (map, to);
   if (from != to)
-    g_hash_table_insert (map, from, to);
+    _cs_proxy_map_insert (map, from, to);
 }
 
 CsValue *
-_cs_value_remap (CsArena *arena, CsValue *v, GHashTable *map)
+_cs_value_remap (CsArena *arena, CsValue *v, const CsProxyMap *map)
 {
-  if (v == NULL || g_hash_table_size (map) == 0)
+  if (v == NULL || _cs_proxy_map_size (map) == 0)
     return v;
   switch (v->kind)
     {
@@ -112,7 +201,7 @@ _cs_value_remap (CsArena *arena, CsValue *v, GHashTable *map)
 }
 
 CsStmt *
-_cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
+_cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
 {
   CsArena *arena = trace->arena;
   CsArg *args = NULL;
@@ -120,7 +209,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, GHashTable *map)
   CsProxy *source = stmt->source, **names = NULL;
   CsStmt **subs = NULL, *own;
 
-  if (g_hash_table_size (map) == 0)
+  if (_cs_proxy_map_size (map) == 0)
     return stmt;
   switch (stmt->kind)
     {
@@ -1678,13 +1767,13 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
       g_ptr_array_add (subs, c);
     }
   {
-    g_autoptr(GHashTable) remap = _cs_proxy_map_new ();
+    g_autoptr(CsProxyMap) remap = _cs_proxy_map_new ();
     g_hash_table_iter_init (&it, needed);
     while (g_hash_table_iter_next (&it, &k, NULL))
       {
         CsProxy *n = g_hash_table_lookup (map, k);
         if (n != NULL && n != k)
-          g_hash_table_insert (remap, k, n);
+          _cs_proxy_map_insert (remap, k, n);
       }
     for (guint i = 0; i < cons->n_subs; i++)
       {

@@ -524,7 +524,7 @@ test_refresh_hidden_value (void)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CsTrace) t = cs_parse_trace (hidden_trace, "hidden", &error);
-  g_autoptr(GHashTable) map = _cs_proxy_map_new ();
+  g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
   g_autofree char *text = NULL;
   CsStmt *region;
 
@@ -535,7 +535,7 @@ test_refresh_hidden_value (void)
   g_assert_true (region->region_fresh);
   g_assert_cmpuint (region->out->u.seq.n, ==, 1);
 
-  g_hash_table_insert (map, cs_trace_lookup_proxy (t, "t2"), cs_trace_lookup_proxy (t, "t1"));
+  _cs_proxy_map_insert (map, cs_trace_lookup_proxy (t, "t2"), cs_trace_lookup_proxy (t, "t1"));
   g_assert_cmpstr (t->stmts[3]->callee, ==, "prims.neg");
   t->stmts[3] = _cs_stmt_remap_reads (t, t->stmts[3], map);
   _cs_regions_refresh (t, FALSE);
