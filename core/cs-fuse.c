@@ -1653,104 +1653,157 @@ proxy_cut_bytes (const CsProxy *p)
   return (double) cs_dtype_size_bytes (p->dtype);
 }
 
+/* Per-proxy state of the rematerialization, indexed by CsProxy.id (< n); a "set" entry of a
+ * *_gen array equals the generation of the current producer/consumer pair. */
+typedef struct
+{
+  guint32    n;          /* ids below n are tracked (trace->next_proxy_id + 1 at the start) */
+  guint32    gen;        /* current pair's generation */
+  guint32   *n_readers;  /* top-level statements reading the proxy */
+  CsStmt   **region_of;  /* the region whose outputs list it, in trace order so far */
+  guint32   *made_gen;   /* == gen: written by prod's subsymbol made_idx */
+  guint32   *made_idx;
+  guint32   *in_gen;     /* == gen: an input of prod */
+  guint32   *needed_gen; /* == gen: read by cons from prod */
+  guint32   *leaf_gen;   /* == gen: a leaf of the slice */
+  guint8    *in_slice;   /* per subsymbol of prod: in the recomputed slice */
+  guint      in_slice_cap;
+  CsProxyVec tmp;        /* scratch */
+  CsProxyVec stack;      /* scratch */
+  CsProxyVec needed;     /* scratch: the values cons reads from prod, each once */
+  CsProxyVec leaves;     /* scratch: leaves in discovery order */
+} Remat;
+
+static inline gboolean
+remat_has (const Remat *r, const guint32 *arr, const CsProxy *p)
+{
+  return p->id < r->n && arr[p->id] == r->gen;
+}
+
+static inline guint32
+remat_readers (const Remat *r, const CsProxy *p)
+{
+  return p->id < r->n ? r->n_readers[p->id] : 0;
+}
+
 /* Tries to recompute in @cons (a backward region) the values it reads from @prod (a forward
  * region) from @prod's inputs (and its must-output values), when those weigh fewer bytes:
  * the two-cut simplification of Thunder's min-cut (capacities = element byte sizes, producer
  * inputs halved; outputs other statements read are passed anyway and cost nothing; a tie keeps
- * the outputs).  @n_readers counts the top-level readers of each proxy.  Returns TRUE when
- * @cons changed. */
+ * the outputs).  Returns TRUE when @cons changed. */
 static gboolean
-remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
+remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, Remat *r)
 {
-  g_autoptr(GHashTable) made_by = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) prod_in = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) needed = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) in_slice = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) leaves = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GPtrArray) stack = g_ptr_array_new ();
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  g_autoptr(GPtrArray) slice = g_ptr_array_new ();
   g_autoptr(GHashTable) map = NULL;
   g_autoptr(GPtrArray) subs = NULL;
+  g_autoptr(CsProxyMap) remap = NULL;
   double cost_out = 0, cost_leaves = 0;
-  GHashTableIter it;
-  gpointer k;
+  guint n_slice = 0;
 
+  r->gen++;
+  r->needed.len = 0;
+  r->leaves.len = 0;
+  r->stack.len = 0;
   for (guint i = 0; i < prod->n_subs; i++)
     {
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (prod->subs[i], tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_insert (made_by, tmp->pdata[j], prod->subs[i]);
+      r->tmp.len = 0;
+      _cs_stmt_writes_vec (prod->subs[i], &r->tmp);
+      for (guint j = 0; j < r->tmp.len; j++)
+        if (r->tmp.v[j]->id < r->n)
+          {
+            r->made_gen[r->tmp.v[j]->id] = r->gen;
+            r->made_idx[r->tmp.v[j]->id] = i;
+          }
     }
-  g_ptr_array_set_size (tmp, 0);
-  _cs_stmt_reads (prod, tmp);
-  for (guint j = 0; j < tmp->len; j++)
-    g_hash_table_add (prod_in, tmp->pdata[j]);
+  r->tmp.len = 0;
+  _cs_stmt_reads_vec (prod, &r->tmp);
+  for (guint j = 0; j < r->tmp.len; j++)
+    if (r->tmp.v[j]->id < r->n)
+      r->in_gen[r->tmp.v[j]->id] = r->gen;
 
   /* the values cons reads from prod; those other statements read too stay outputs */
-  g_ptr_array_set_size (tmp, 0);
-  _cs_stmt_reads (cons, tmp);
-  for (guint j = 0; j < tmp->len; j++)
+  r->tmp.len = 0;
+  _cs_stmt_reads_vec (cons, &r->tmp);
+  for (guint j = 0; j < r->tmp.len; j++)
     {
-      CsProxy *p = tmp->pdata[j];
-      if (!g_hash_table_contains (made_by, p) || !g_hash_table_add (needed, p))
+      CsProxy *p = r->tmp.v[j];
+      if (!remat_has (r, r->made_gen, p) || remat_has (r, r->needed_gen, p))
         continue;
-      if (GPOINTER_TO_UINT (g_hash_table_lookup (n_readers, p)) > 1)
+      r->needed_gen[p->id] = r->gen;
+      _cs_proxy_vec_push (&r->needed, p);
+      if (remat_readers (r, p) > 1)
         continue;
       cost_out += proxy_cut_bytes (p);
-      g_ptr_array_add (stack, p);
+      _cs_proxy_vec_push (&r->stack, p);
     }
-  if (stack->len == 0)
+  if (r->stack.len == 0)
     return FALSE;
+
+  if (r->in_slice_cap < prod->n_subs)
+    {
+      r->in_slice_cap = MAX (prod->n_subs, 2 * r->in_slice_cap);
+      r->in_slice = g_renew (guint8, r->in_slice, r->in_slice_cap);
+    }
+  memset (r->in_slice, 0, prod->n_subs);
 
   /* backward slice inside prod, stopping at prod's inputs, must-output values and values
    * other statements read (passed anyway) */
-  while (stack->len > 0)
+  while (r->stack.len > 0)
     {
-      CsProxy *p = g_ptr_array_steal_index_fast (stack, stack->len - 1);
-      CsStmt *s = g_hash_table_lookup (made_by, p);
-      gboolean external = s != NULL && !g_hash_table_contains (needed, p)
-                          && GPOINTER_TO_UINT (g_hash_table_lookup (n_readers, p)) > 0;
+      CsProxy *p = r->stack.v[--r->stack.len];
+      CsStmt *s = remat_has (r, r->made_gen, p) ? prod->subs[r->made_idx[p->id]] : NULL;
+      gboolean external = s != NULL && !remat_has (r, r->needed_gen, p) && remat_readers (r, p) > 0;
       if (s == NULL || must_output (s) || external)
         {
-          if (g_hash_table_add (leaves, p) && !external)
-            cost_leaves += proxy_cut_bytes (p) * (g_hash_table_contains (prod_in, p) ? 0.5 : 1.0);
+          /* proxies with ids past the marks (none in practice) count as fresh leaves */
+          gboolean fresh = p->id >= r->n || r->leaf_gen[p->id] != r->gen;
+          if (fresh)
+            {
+              if (p->id < r->n)
+                r->leaf_gen[p->id] = r->gen;
+              _cs_proxy_vec_push (&r->leaves, p);
+              if (!external)
+                cost_leaves += proxy_cut_bytes (p) * (remat_has (r, r->in_gen, p) ? 0.5 : 1.0);
+            }
           continue;
         }
-      if (!g_hash_table_add (in_slice, s))
+      if (r->in_slice[r->made_idx[p->id]])
         continue;
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (s, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        g_ptr_array_add (stack, tmp->pdata[j]);
+      r->in_slice[r->made_idx[p->id]] = 1;
+      n_slice++;
+      r->tmp.len = 0;
+      _cs_stmt_reads_vec (s, &r->tmp);
+      for (guint j = 0; j < r->tmp.len; j++)
+        _cs_proxy_vec_push (&r->stack, r->tmp.v[j]);
     }
   /* a needed value that is itself a leaf (a must-output) costs the same either way */
-  if (!(cost_leaves < cost_out) || g_hash_table_size (in_slice) == 0)
+  if (!(cost_leaves < cost_out) || n_slice == 0)
     return FALSE;
 
   /* clone the slice (in prod's order) into cons with fresh bw_ names */
   map = g_hash_table_new (g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < r->leaves.len; i++)
+    g_hash_table_insert (map, r->leaves.v[i], r->leaves.v[i]);
+  subs = g_ptr_array_sized_new (n_slice + cons->n_subs);
   for (guint i = 0; i < prod->n_subs; i++)
-    if (g_hash_table_contains (in_slice, prod->subs[i]))
-      g_ptr_array_add (slice, prod->subs[i]);
-  g_hash_table_iter_init (&it, leaves);
-  while (g_hash_table_iter_next (&it, &k, NULL))
-    g_hash_table_insert (map, k, k);
-  subs = g_ptr_array_new ();
-  for (guint i = 0; i < slice->len; i++)
     {
-      CsStmt *s = slice->pdata[i];
+      CsStmt *s = prod->subs[i];
       CsStmt *c;
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (s, tmp);
-      for (guint j = 0; j < tmp->len; j++)
+      if (!r->in_slice[i])
+        continue;
+      r->tmp.len = 0;
+      _cs_stmt_writes_vec (s, &r->tmp);
+      for (guint j = 0; j < r->tmp.len; j++)
         {
-          CsProxy *o = tmp->pdata[j];
-          g_autofree char *want = g_strdup_printf ("bw_%s", o->name);
-          const char *name = cs_trace_lookup_proxy (t, want) ? cs_trace_fresh_name (t, want)
-                                                             : want;
-          CsProxy *n = cs_trace_add_proxy (t, name);
+          CsProxy *o = r->tmp.v[j];
+          char buf[128];
+          g_autofree char *heap = NULL;
+          const char *want = buf, *name;
+          CsProxy *n;
+          if (g_snprintf (buf, sizeof buf, "bw_%s", o->name) >= (int) sizeof buf)
+            want = heap = g_strdup_printf ("bw_%s", o->name);
+          name = cs_trace_lookup_proxy (t, want) ? cs_trace_fresh_name (t, want) : want;
+          n = cs_trace_add_proxy (t, name);
           n->kind = o->kind;
           n->dtype = o->dtype;
           n->rank = o->rank;
@@ -1766,21 +1819,19 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, GHashTable *n_readers)
       c->why = "rematerialized: recomputed in the backward region instead of saved";
       g_ptr_array_add (subs, c);
     }
-  {
-    g_autoptr(CsProxyMap) remap = _cs_proxy_map_new ();
-    g_hash_table_iter_init (&it, needed);
-    while (g_hash_table_iter_next (&it, &k, NULL))
-      {
-        CsProxy *n = g_hash_table_lookup (map, k);
-        if (n != NULL && n != k)
-          _cs_proxy_map_insert (remap, k, n);
-      }
-    for (guint i = 0; i < cons->n_subs; i++)
-      {
-        cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], remap);
-        g_ptr_array_add (subs, cons->subs[i]);
-      }
-  }
+  remap = _cs_proxy_map_new ();
+  for (guint i = 0; i < r->needed.len; i++)
+    {
+      CsProxy *k = r->needed.v[i];
+      CsProxy *n = g_hash_table_lookup (map, k);
+      if (n != NULL && n != k)
+        _cs_proxy_map_insert (remap, k, n);
+    }
+  for (guint i = 0; i < cons->n_subs; i++)
+    {
+      cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], remap);
+      g_ptr_array_add (subs, cons->subs[i]);
+    }
   cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
   return TRUE;
 }
@@ -1792,20 +1843,34 @@ static void
 rematerialize (CsTrace *t)
 {
   gboolean changed = FALSE;
-  g_autoptr(GHashTable) region_of = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) n_readers = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  Remat r = { 0 };
+  g_autoptr(GPtrArray) prods = g_ptr_array_new ();
+  guint32 *reader_gen;
 
+  r.n = t->next_proxy_id + 1;
+  r.n_readers = g_new0 (guint32, r.n);
+  r.region_of = g_new0 (CsStmt *, r.n);
+  r.made_gen = g_new0 (guint32, r.n);
+  r.made_idx = g_new0 (guint32, r.n);
+  r.in_gen = g_new0 (guint32, r.n);
+  r.needed_gen = g_new0 (guint32, r.n);
+  r.leaf_gen = g_new0 (guint32, r.n);
+  reader_gen = g_new0 (guint32, r.n);
+
+  /* readers per proxy: a statement reading a value twice counts once */
   for (guint i = 0; i < t->n_stmts; i++)
     {
-      g_autoptr(GHashTable) once = g_hash_table_new (g_direct_hash, g_direct_equal);
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_reads (t->stmts[i], tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        if (g_hash_table_add (once, tmp->pdata[j]))
-          g_hash_table_insert (n_readers, tmp->pdata[j],
-                               GUINT_TO_POINTER (GPOINTER_TO_UINT (
-                                 g_hash_table_lookup (n_readers, tmp->pdata[j])) + 1));
+      r.tmp.len = 0;
+      _cs_stmt_reads_vec (t->stmts[i], &r.tmp);
+      for (guint j = 0; j < r.tmp.len; j++)
+        {
+          guint32 id = r.tmp.v[j]->id;
+          if (id < r.n && reader_gen[id] != i + 1)
+            {
+              reader_gen[id] = i + 1;
+              r.n_readers[id]++;
+            }
+        }
     }
 
   for (guint i = 0; i < t->n_stmts; i++)
@@ -1815,12 +1880,12 @@ rematerialize (CsTrace *t)
         continue;
       if (s->backward)
         {
-          g_autoptr(GPtrArray) prods = g_ptr_array_new ();
-          g_ptr_array_set_size (tmp, 0);
-          _cs_stmt_reads (s, tmp);
-          for (guint j = 0; j < tmp->len; j++)
+          g_ptr_array_set_size (prods, 0);
+          r.tmp.len = 0;
+          _cs_stmt_reads_vec (s, &r.tmp);
+          for (guint j = 0; j < r.tmp.len; j++)
             {
-              CsStmt *p = g_hash_table_lookup (region_of, tmp->pdata[j]);
+              CsStmt *p = r.tmp.v[j]->id < r.n ? r.region_of[r.tmp.v[j]->id] : NULL;
               gboolean dup = FALSE;
               for (guint m = 0; m < prods->len && !dup; m++)
                 dup = prods->pdata[m] == p;
@@ -1828,14 +1893,28 @@ rematerialize (CsTrace *t)
                 g_ptr_array_add (prods, p);
             }
           for (guint j = 0; j < prods->len; j++)
-            if (remat_pair (t, prods->pdata[j], s, n_readers))
+            if (remat_pair (t, prods->pdata[j], s, &r))
               changed = TRUE;
         }
-      g_ptr_array_set_size (tmp, 0);
-      _cs_stmt_writes (s, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        g_hash_table_insert (region_of, tmp->pdata[j], s);
+      r.tmp.len = 0;
+      _cs_stmt_writes_vec (s, &r.tmp);
+      for (guint j = 0; j < r.tmp.len; j++)
+        if (r.tmp.v[j]->id < r.n)
+          r.region_of[r.tmp.v[j]->id] = s;
     }
+  g_free (reader_gen);
+  g_free (r.n_readers);
+  g_free (r.region_of);
+  g_free (r.made_gen);
+  g_free (r.made_idx);
+  g_free (r.in_gen);
+  g_free (r.needed_gen);
+  g_free (r.leaf_gen);
+  g_free (r.in_slice);
+  _cs_proxy_vec_free (&r.tmp);
+  _cs_proxy_vec_free (&r.stack);
+  _cs_proxy_vec_free (&r.needed);
+  _cs_proxy_vec_free (&r.leaves);
   if (changed)
     _cs_regions_refresh (t, FALSE);
 }
