@@ -31,10 +31,56 @@ struct _CsProxyMap
   GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
 };
 
+/* Slot arrays of freed maps, all zero, kept per thread for the next map: a map's slots span
+ * every proxy id of the trace (megabytes), so zeroing fresh ones for each short-lived map
+ * (one per rematerialized region pair) would cost more than the maps' work. */
+typedef struct
+{
+  MapSlot *slots[8];   /* zeroed arrays, NULL where free */
+  guint32  cap[8];     /* their sizes */
+} SlotPool;
+
+static void
+slot_pool_free (gpointer data)
+{
+  SlotPool *pool = data;
+  if (pool == NULL)
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (pool->slots); i++)
+    g_free (pool->slots[i]);
+  g_free (pool);
+}
+
+static GPrivate slot_pool_key = G_PRIVATE_INIT (slot_pool_free);
+
+static SlotPool *
+slot_pool_get (void)
+{
+  SlotPool *pool = g_private_get (&slot_pool_key);
+  if (pool == NULL)
+    {
+      pool = g_new0 (SlotPool, 1);
+      g_private_set (&slot_pool_key, pool);
+    }
+  return pool;
+}
+
 CsProxyMap *
 _cs_proxy_map_new (void)
 {
   CsProxyMap *m = g_new0 (CsProxyMap, 1);
+  SlotPool *pool = slot_pool_get ();
+  guint best = G_N_ELEMENTS (pool->slots);
+
+  for (guint i = 0; i < G_N_ELEMENTS (pool->slots); i++)
+    if (pool->slots[i] != NULL && (best == G_N_ELEMENTS (pool->slots) || pool->cap[i] > pool->cap[best]))
+      best = i;
+  if (best < G_N_ELEMENTS (pool->slots))
+    {
+      m->slots = pool->slots[best];
+      m->cap = pool->cap[best];
+      pool->slots[best] = NULL;
+    }
   m->keys = g_ptr_array_new ();
   return m;
 }
@@ -42,9 +88,29 @@ _cs_proxy_map_new (void)
 void
 _cs_proxy_map_free (CsProxyMap *map)
 {
+  SlotPool *pool;
+
   if (map == NULL)
     return;
-  g_free (map->slots);
+  if (map->slots != NULL)
+    {
+      guint spot = 0;
+      pool = slot_pool_get ();
+      /* an empty spot, else the smallest array */
+      for (guint i = 1; i < G_N_ELEMENTS (pool->slots) && pool->slots[spot] != NULL; i++)
+        if (pool->slots[i] == NULL || pool->cap[i] < pool->cap[spot])
+          spot = i;
+      if (pool->slots[spot] == NULL || pool->cap[spot] < map->cap)
+        {
+          /* back to zero (only the slots in use) and into the pool */
+          _cs_proxy_map_clear (map);
+          g_free (pool->slots[spot]);
+          pool->slots[spot] = map->slots;
+          pool->cap[spot] = map->cap;
+          map->slots = NULL;
+        }
+      g_free (map->slots);
+    }
   g_ptr_array_unref (map->keys);
   if (map->other)
     g_hash_table_unref (map->other);
