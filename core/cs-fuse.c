@@ -813,7 +813,8 @@ typedef struct
   CsProxyVec ins;       /* scratch */
   GPtrArray *kept;      /* scratch */
   CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
-  GArray   *read_pos;   /* guint: subsymbol index of each entry of reads */
+  guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
+  guint     read_pos_cap;
 } Marks;
 
 static inline gboolean
@@ -837,7 +838,6 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   MarkStore *st = m->st;
   CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
   GPtrArray *kept = m->kept;
-  GArray *read_pos = m->read_pos;
   CsValue **items;
   CsArg *args;
   guint32 gen = ++st->gen, gen_in;
@@ -847,7 +847,6 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   ins->len = 0;
   reads->len = 0;
   g_ptr_array_set_size (kept, 0);
-  g_array_set_size (read_pos, 0);
 
   /* One backward sweep over the subsymbols (each one's memory is touched once):
    * - DCE: a subsymbol is kept when one of its outputs is needed after the region
@@ -891,7 +890,12 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
         {
           mark_set (m, st->live, tmp->v[j], gen);
           _cs_proxy_vec_push (reads, tmp->v[j]);
-          g_array_append_val (read_pos, i);
+          if (G_UNLIKELY (reads->len > m->read_pos_cap))
+            {
+              m->read_pos_cap = MAX (64, 2 * reads->len);
+              m->read_pos = g_renew (guint, m->read_pos, m->read_pos_cap);
+            }
+          m->read_pos[reads->len - 1] = i;
         }
     }
   if (outs->len == 0)
@@ -925,7 +929,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   for (guint r = reads->len; r-- > 0;)
     {
       CsProxy *p = reads->v[r];
-      guint at = g_array_index (read_pos, guint, r);
+      guint at = m->read_pos[r];
       gboolean inside = p->id < m->n && st->produced[p->id] == gen && st->prod_at[p->id] < at;
       if (!inside && !mark_test (m, st->seen, p, gen_in))
         {
@@ -1013,7 +1017,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
   Marks m = { 0 };
   MarkStore *st;
-  g_autoptr(GPtrArray) kept = g_ptr_array_new ();
+  g_autoptr(GPtrArray) kept = g_ptr_array_sized_new (trace->n_stmts);
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
@@ -1027,7 +1031,6 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.needed_gen = ++st->gen;
   visible_gen = ++st->gen;
   m.kept = g_ptr_array_new ();
-  m.read_pos = g_array_new (FALSE, FALSE, sizeof (guint));
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
@@ -1106,7 +1109,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   _cs_proxy_vec_free (&m.ins);
   _cs_proxy_vec_free (&m.reads);
   g_ptr_array_unref (m.kept);
-  g_array_unref (m.read_pos);
+  g_free (m.read_pos);
 }
 
 guint
@@ -1278,6 +1281,19 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
   g_ptr_array_add (out, region);
 }
 
+/* @a @b @c concatenated in @arena (the reasons regions end: one per region, so no printf). */
+static const char *
+arena_concat (CsArena *arena, const char *a, const char *b, const char *c)
+{
+  gsize la = strlen (a), lb = strlen (b), lc = strlen (c);
+  char *d = cs_arena_alloc (arena, la + lb + lc + 1);
+
+  memcpy (d, a, la);
+  memcpy (d + la, b, lb);
+  memcpy (d + la + lb, c, lc);
+  return d;
+}
+
 static void
 fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArray *out,
                   guint *counter)
@@ -1290,7 +1306,7 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
   G_STMT_START { \
     if (run != NULL) \
       { \
-        run->why = cs_arena_strdup (trace->arena, (reason)); \
+        run->why = (reason); \
         emit_group (trace, run, out, counter); \
         group_free (run); \
         run = NULL; \
@@ -1329,16 +1345,15 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
         }
       if (run != NULL)
         {
-          char *reason;
+          const char *reason;
           if (s->kind == CS_STMT_RETURN)
-            reason = g_strdup (run->backward ? "end of backward" : "end of trace");
+            reason = run->backward ? "end of backward" : "end of trace";
           else if (s->op && cs_op_semantic (s->op)->id == CS_OP_PRIM_GET_GRAD && !run->backward)
-            reason = g_strdup_printf ("end of forward (next statement %s starts the backward)",
-                                      s->callee);
+            reason = arena_concat (trace->arena, "end of forward (next statement ",
+                                   s->callee ? s->callee : "(null)", " starts the backward)");
           else
-            reason = g_strdup_printf ("next statement %s", why);
+            reason = arena_concat (trace->arena, "next statement ", why, "");
           CLOSE_RUN (reason);
-          g_free (reason);
         }
       for (guint j = 0; j < pending->len; j++)
         g_ptr_array_add (out, pending->pdata[j]);
@@ -1862,13 +1877,10 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, Remat *r)
       for (guint j = 0; j < r->tmp.len; j++)
         {
           CsProxy *o = r->tmp.v[j];
-          char buf[128];
-          g_autofree char *heap = NULL;
-          const char *want = buf, *name;
+          const char *want = arena_concat (t->arena, "bw_", o->name, ""), *name = want;
           CsProxy *n;
-          if (g_snprintf (buf, sizeof buf, "bw_%s", o->name) >= (int) sizeof buf)
-            want = heap = g_strdup_printf ("bw_%s", o->name);
-          name = cs_trace_lookup_proxy (t, want) ? cs_trace_fresh_name (t, want) : want;
+          if (cs_trace_lookup_proxy (t, want) != NULL)
+            name = cs_trace_fresh_name (t, want);
           n = cs_trace_add_proxy (t, name);
           n->kind = o->kind;
           n->dtype = o->dtype;
@@ -1992,8 +2004,8 @@ CsTrace *
 cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GPtrArray) items = g_ptr_array_new ();
-  g_autoptr(GPtrArray) out = g_ptr_array_new ();
+  g_autoptr(GPtrArray) items = g_ptr_array_sized_new (trace->n_stmts);
+  g_autoptr(GPtrArray) out = g_ptr_array_sized_new (trace->n_stmts);
   CsPolicy def;
   guint counter = 0;
 
