@@ -95,7 +95,11 @@ const CsOp *
 cs_op_semantic (const CsOp *op)
 {
   g_return_val_if_fail (op != NULL, NULL);
-  return cs_op_get (op->alias_of);
+  /* @op came from cs_op_get/cs_op_lookup, so the index is built; the passes call this for
+   * nearly every statement they look at */
+  if (G_UNLIKELY (op->alias_of >= CS_N_OPS))
+    return &op_table[CS_OP_OPAQUE];
+  return &op_table[op->alias_of];
 }
 
 /** cs_op_category_name: "elementwise", "reduction", ... (static). */
