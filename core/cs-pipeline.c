@@ -105,6 +105,27 @@ cs_trace_is_final (const CsTrace *trace)
   return FALSE;
 }
 
+/* Gives the subsymbols @t owns the origin and BACKWARD tag of the statement they decompose,
+ * in place, as _cs_stmt_flatten would give them when fusion takes them out of their statement
+ * (it has to copy subsymbols it does not own: doing it here, where they are new, saves the
+ * fusion pass a copy of nearly every subsymbol). */
+static void
+tag_subsymbols (CsTrace *t, CsStmt *stmt, guint depth)
+{
+  if (depth > 64 || stmt->kind != CS_STMT_CALL || (stmt->op && (stmt->op->tags & CS_OP_TAG_PRIM)))
+    return;
+  for (guint i = 0; i < stmt->n_subs; i++)
+    {
+      CsStmt *sub = stmt->subs[i];
+      if (sub->owner != t->serial)
+        continue;
+      if (sub->origin == 0 && stmt->origin != 0)
+        sub->origin = stmt->origin;
+      sub->backward = stmt->backward;
+      tag_subsymbols (t, sub, depth + 1);
+    }
+}
+
 /* Thunder's execution transform under @policy: every top-level ltorch statement gets its
  * decomposition rebuilt (cs_decompose_trace; the statement itself is kept so the GUI can
  * collapse it, as Thunder prints it).  With matmul=upcast-f32, top-level prims.matmul /
@@ -121,6 +142,8 @@ decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
       g_prefix_error (error, "decompose: ");
       return NULL;
     }
+  for (guint i = 0; i < t->n_stmts; i++)
+    tag_subsymbols (t, t->stmts[i], 0);
   if (policy->matmul != CS_MATMUL_UPCAST_F32)
     return g_steal_pointer (&t);
   out = g_ptr_array_new ();
