@@ -81,7 +81,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_derive (trace, "remove-redundant-casts");
+  t = cs_trace_derive_shared (trace, "remove-redundant-casts");
   kept = g_ptr_array_sized_new (t->n_stmts);
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
@@ -107,7 +107,10 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
                 g_ptr_array_add (subs, sub);
             }
           if (!same_subs (s, subs))
-            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            {
+              s = cs_trace_own_stmt (t, s);
+              cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            }
           /* replaced region outputs: later statements read the original instead */
           for (guint k = 0; k < _cs_proxy_map_size (inner.repl); k++)
             {
@@ -324,7 +327,7 @@ cs_cse_trace (const CsTrace *trace)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_derive (trace, "cse");
+  t = cs_trace_derive_shared (trace, "cse");
   kept = g_ptr_array_sized_new (t->n_stmts);
   for (guint i = 0; i < t->n_stmts; i++)
     {
@@ -344,7 +347,10 @@ cs_cse_trace (const CsTrace *trace)
                 g_ptr_array_add (subs, sub);
             }
           if (!same_subs (s, subs))
-            cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            {
+              s = cs_trace_own_stmt (t, s);
+              cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+            }
           for (guint k = 0; k < _cs_proxy_map_size (imap); k++)
             {
               CsProxy *from = _cs_proxy_map_key (imap, k);
@@ -371,7 +377,7 @@ cs_cse_dce (const CsTrace *trace)
   CsTrace *t;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  t = cs_trace_derive (trace, "dce");
+  t = cs_trace_derive_shared (trace, "dce");
   _cs_regions_refresh (t, TRUE);
   _cs_trace_compact_proxies (t);
   return t;

@@ -36,7 +36,7 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
 
   g_return_val_if_fail (trace != NULL, NULL);
 
-  t = cs_trace_derive (trace, "delete-last-used");
+  t = cs_trace_derive_shared (trace, "delete-last-used");
   n_seen = t->next_proxy_id + 1;
   seen = g_new0 (guint8, n_seen);
   for (guint i = 0; i < t->n_stmts; i++)

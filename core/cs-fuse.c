@@ -1060,9 +1060,13 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 
       if (_cs_stmt_is_region (s))
         {
-          if ((!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
-              && !region_refresh_one (trace, s, &m))
-            continue;
+          if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
+            {
+              /* the statement may be shared with the input trace */
+              s = cs_trace_own_stmt (trace, s);
+              if (!region_refresh_one (trace, s, &m))
+                continue;
+            }
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
         {
@@ -1771,10 +1775,12 @@ remat_readers (const Remat *r, const CsProxy *p)
  * region) from @prod's inputs (and its must-output values), when those weigh fewer bytes:
  * the two-cut simplification of Thunder's min-cut (capacities = element byte sizes, producer
  * inputs halved; outputs other statements read are passed anyway and cost nothing; a tie keeps
- * the outputs).  Returns TRUE when @cons changed. */
+ * the outputs).  @consp is replaced by a private copy when @cons is shared with the input
+ * trace.  Returns TRUE when @cons changed. */
 static gboolean
-remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, Remat *r)
+remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
 {
+  CsStmt *cons = *consp;
   g_autoptr(GHashTable) map = NULL;
   g_autoptr(GPtrArray) subs = NULL;
   g_autoptr(CsProxyMap) remap = NULL;
@@ -1897,6 +1903,8 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt *cons, Remat *r)
       c->why = "rematerialized: recomputed in the backward region instead of saved";
       g_ptr_array_add (subs, c);
     }
+  /* cons may be a region of the input trace (re-fusing a final trace): edit a private copy */
+  cons = *consp = cs_trace_own_stmt (t, cons);
   remap = _cs_proxy_map_new ();
   for (guint i = 0; i < r->needed.len; i++)
     {
@@ -1971,8 +1979,9 @@ rematerialize (CsTrace *t)
                 g_ptr_array_add (prods, p);
             }
           for (guint j = 0; j < prods->len; j++)
-            if (remat_pair (t, prods->pdata[j], s, &r))
+            if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
               changed = TRUE;
+          s = t->stmts[i];
         }
       r.tmp.len = 0;
       _cs_stmt_writes_vec (s, &r.tmp);
@@ -2023,7 +2032,7 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       return NULL;
     }
 
-  t = cs_trace_derive (trace, "fuse");
+  t = cs_trace_derive_shared (trace, "fuse");
   for (guint i = 0; i < t->n_stmts; i++)
     expand_cast_matmuls (t, t->stmts[i], items);
 

@@ -1266,9 +1266,8 @@ cs_trace_own_stmt (CsTrace *trace, CsStmt *stmt)
   return stmt_shallow (trace, stmt);
 }
 
-/** cs_trace_derive: see cs-ir.h. */
-CsTrace *
-cs_trace_derive (const CsTrace *trace, const char *pass)
+static CsTrace *
+derive (const CsTrace *trace, const char *pass, gboolean share_stmts)
 {
   CsTrace *t = cs_trace_new (NULL, pass ? pass : trace->pass);
 
@@ -1295,10 +1294,27 @@ cs_trace_derive (const CsTrace *trace, const char *pass)
   if (trace->n_stmts)
     {
       t->stmts = CS_ARENA_NEW_N (t->arena, CsStmt *, trace->n_stmts);
+      /* a statement without an origin gets its own id as origin, in a copy (as
+       * cs_trace_copy does); inside the pipeline every statement has one after the first pass */
       for (guint i = 0; i < trace->n_stmts; i++)
-        t->stmts[i] = stmt_shallow (t, trace->stmts[i]);
+        t->stmts[i] = (share_stmts && trace->stmts[i]->origin != 0)
+                        ? trace->stmts[i] : stmt_shallow (t, trace->stmts[i]);
     }
   return t;
+}
+
+/** cs_trace_derive: see cs-ir.h. */
+CsTrace *
+cs_trace_derive (const CsTrace *trace, const char *pass)
+{
+  return derive (trace, pass, FALSE);
+}
+
+/** cs_trace_derive_shared: see cs-ir.h. */
+CsTrace *
+cs_trace_derive_shared (const CsTrace *trace, const char *pass)
+{
+  return derive (trace, pass, TRUE);
 }
 
 /** cs_trace_set_stmts: replaces the body (array copied; statements must be @trace's). */

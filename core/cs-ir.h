@@ -423,6 +423,21 @@ CsTrace    *cs_trace_copy         (const CsTrace *trace, const char *pass);
  */
 CsTrace    *cs_trace_derive       (const CsTrace *trace, const char *pass);
 /**
+ * cs_trace_derive_shared:
+ * @trace: the input of a pass
+ * @pass: (nullable): pass name of the result
+ *
+ * As cs_trace_derive(), but the top-level statements are shared too (only the array of
+ * statement pointers is the result's; a statement without an origin is still copied, to get
+ * its id as origin): the pass must take a private copy with
+ * cs_trace_own_stmt() before it edits any statement, top-level ones included.  For the passes
+ * that rewrite few top-level statements (fuse, remove-redundant-casts, cse, dce,
+ * delete-last-used): copying them all was the largest memory traffic of those passes.
+ * Cost: O(top-level statements), pointers only.
+ * Returns: (transfer full): the derived trace
+ */
+CsTrace    *cs_trace_derive_shared (const CsTrace *trace, const char *pass);
+/**
  * cs_trace_own_stmt:
  * Returns @stmt when @trace owns it (stmt->owner == trace->serial), else a shallow copy in
  * @trace's arena (same id and origin; own args/targets/names/subs arrays; values and
