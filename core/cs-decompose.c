@@ -241,10 +241,60 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
   return st;
 }
 
+/* Writes "t<n>" into @buf (at least 12 bytes); returns its length. */
+static guint
+format_t_name (char *buf, guint32 n)
+{
+  char digits[10];
+  guint nd = 0, len = 0;
+
+  do
+    {
+      digits[nd++] = (char) ('0' + n % 10);
+      n /= 10;
+    }
+  while (n > 0);
+  buf[len++] = 't';
+  while (nd > 0)
+    buf[len++] = digits[--nd];
+  buf[len] = '\0';
+  return len;
+}
+
+/**
+ * _cs_decompose_fresh_proxy: (skip)
+ * @trace: the trace that receives the proxy
+ *
+ * See cs-decompose.h.  The proxy is built as cs_trace_add_proxy() builds one.
+ * Returns: (transfer none): the new, untyped proxy "t<n>"
+ */
+CsProxy *
+_cs_decompose_fresh_proxy (CsTrace *trace)
+{
+  char buf[16];
+
+  for (;;)
+    {
+      guint len = format_t_name (buf, trace->next_name++);
+
+      if (cs_trace_lookup_proxy (trace, buf) == NULL)
+        {
+          CsProxy *p = CS_ARENA_NEW (trace->arena, CsProxy);
+
+          p->name = cs_arena_strndup (trace->arena, buf, len);
+          p->kind = CS_PROXY_OTHER;
+          p->dtype = CS_DTYPE_F32;
+          p->id = ++trace->next_proxy_id;
+          g_hash_table_insert (trace->proxies, (gpointer) p->name, p);
+          return p;
+        }
+    }
+}
+
 static CsProxy *
 fresh (Dx *dx)
 {
-  return cs_trace_add_proxy (dx->trace, cs_trace_fresh_name (dx->trace, "t"));
+  return _cs_decompose_fresh_proxy (dx->trace);
 }
 
 static void
@@ -316,26 +366,36 @@ proxy_leaves (const CsValue *v, GPtrArray *acc)
     g_ptr_array_add (acc, v->u.proxy);
 }
 
+/* TRUE when @p is a proxy leaf of the value tree @v. */
 static gboolean
-produced_in (GPtrArray *stmts, const CsProxy *p)
+has_proxy_leaf (const CsValue *v, const CsProxy *p)
 {
-  for (guint i = 0; i < stmts->len; i++)
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
     {
-      CsStmt *st = g_ptr_array_index (stmts, i);
-      g_autoptr (GPtrArray) outs = g_ptr_array_new ();
-
-      proxy_leaves (st->out, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (g_ptr_array_index (outs, k) == p)
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (has_proxy_leaf (v->u.seq.items[i], p))
           return TRUE;
+      return FALSE;
     }
+  return v->kind == CS_VALUE_PROXY && v->u.proxy == p;
+}
+
+/* TRUE when one of the statements @stmts[@start..] outputs @p. */
+static gboolean
+produced_in (GPtrArray *stmts, guint start, const CsProxy *p)
+{
+  for (guint i = start; i < stmts->len; i++)
+    if (has_proxy_leaf (((CsStmt *) g_ptr_array_index (stmts, i))->out, p))
+      return TRUE;
   return FALSE;
 }
 
 /* Thunder (PR #2396): a symbol whose result is one of its inputs gets a prims.shallow_copy.
- * Rewrites @result so every leaf is produced inside @subs. */
+ * Rewrites @result so every leaf is produced inside the subsymbols @subs[@start..]. */
 static CsValue *
-ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
+ensure_produced (Dx *dx, GPtrArray *subs, guint start, CsValue *result, GError **error)
 {
   if (result == NULL)
     return NULL;
@@ -345,11 +405,11 @@ ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
       CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
 
       for (guint i = 0; i < n; i++)
-        if (!(items[i] = ensure_produced (dx, subs, result->u.seq.items[i], error)))
+        if (!(items[i] = ensure_produced (dx, subs, start, result->u.seq.items[i], error)))
           return NULL;
       return cs_value_new_seq (arena (dx), result->kind, items, n);
     }
-  if (result->kind == CS_VALUE_PROXY && !produced_in (subs, result->u.proxy))
+  if (result->kind == CS_VALUE_PROXY && !produced_in (subs, start, result->u.proxy))
     {
       Args al = { 0 };
 
@@ -360,24 +420,26 @@ ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
 }
 
 /* A call of another ltorch symbol: the nested statement, with its own subsymbols; its output is
- * the value its decomposition produces (so names follow Thunder's order). */
+ * the value its decomposition produces (so names follow Thunder's order).  The subsymbols are
+ * built at the end of @out (no list of their own), then moved into the statement. */
 static CsValue *
 call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError **error)
 {
   const CsOp *op = cs_op_lookup (callee);
   CsStmt *st = new_call (dx, op, callee, al);
-  g_autoptr (GPtrArray) subs = g_ptr_array_new ();
+  guint start = out->len;
   CsValue *res;
 
-  res = decompose_impl (dx, st, subs, error);
-  if (res == NULL)
-    return NULL;
-  res = ensure_produced (dx, subs, res, error);
-  if (res == NULL)
-    return NULL;
-  set_out (st, use (dx, res));
-  cs_stmt_set_subs (dx->trace, st, (CsStmt **) subs->pdata, subs->len);
-  if (!type_stmt (dx, st, error))
+  res = decompose_impl (dx, st, out, error);
+  if (res != NULL)
+    res = ensure_produced (dx, out, start, res, error);
+  if (res != NULL)
+    {
+      set_out (st, use (dx, res));
+      cs_stmt_set_subs (dx->trace, st, (CsStmt **) out->pdata + start, out->len - start);
+    }
+  g_ptr_array_set_size (out, start);
+  if (res == NULL || !type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
   return res;
@@ -2631,15 +2693,52 @@ same_type (const CsProxy *a, const CsProxy *b)
   return a->kind == b->kind && a->dtype == b->dtype && same_dims (a->shape, a->rank, b->shape, b->rank);
 }
 
+/* The decomposition made @g where the statement names @w: @w takes @g's type (when untyped) and
+ * its place in @subs[@start..], and @g's name is given back. */
+static gboolean
+adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy *w,
+              CsProxy *g, GError **error)
+{
+  if (w == g)
+    return TRUE;
+  if (w->typed && w->kind == CS_PROXY_TENSOR && !same_type (w, g))
+    {
+      g_autofree char *ws = cs_proxy_type_string (w);
+      g_autofree char *gs = cs_proxy_type_string (g);
+
+      dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "output %s is typed \"%s\" but the decomposition gives \"%s\"",
+               w->name, ws, gs);
+      return FALSE;
+    }
+  if (!w->typed)
+    cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
+  for (guint k = start; k < subs->len; k++)
+    subst_stmt (g_ptr_array_index (subs, k), g, w);
+  g_hash_table_remove (trace->proxies, g->name);
+  /* give the name back when it was the last one handed out (keeps numbering contiguous) */
+  if (trace->next_name > 0)
+    {
+      char last[16];
+      format_t_name (last, trace->next_name - 1);
+      if (g_str_equal (last, g->name))
+        trace->next_name--;
+    }
+  return TRUE;
+}
+
+/**
+ * cs_decompose_stmt:
+ *
+ * See cs-decompose.h.  The new statements are built directly at the end of @out, which is cut
+ * back to its length on entry when the decomposition fails.
+ */
 gboolean
 cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, GPtrArray *out,
                    GError **error)
 {
   Dx dx;
-  g_autoptr (GPtrArray) tmp = g_ptr_array_new ();
-  g_autoptr (GPtrArray) got = g_ptr_array_new ();
-  g_autoptr (GPtrArray) want = g_ptr_array_new ();
   CsValue *res;
+  guint start;
 
   g_return_val_if_fail (trace != NULL && stmt != NULL && out != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
@@ -2669,50 +2768,41 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
           return FALSE;
         }
     }
-  res = decompose_impl (&dx, stmt, tmp, error);
+  start = out->len;
+  res = decompose_impl (&dx, stmt, out, error);
+  if (res != NULL)
+    res = ensure_produced (&dx, out, start, res, error);
   if (res == NULL)
-    return FALSE;
-  if (!(res = ensure_produced (&dx, tmp, res, error)))
-    return FALSE;
-  proxy_leaves (res, got);
-  proxy_leaves (stmt->out, want);
-  if (stmt->out != NULL && got->len != want->len)
+    goto fail;
+  if (res->kind == CS_VALUE_PROXY && stmt->out != NULL && stmt->out->kind == CS_VALUE_PROXY)
     {
-      dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "the decomposition gives %u outputs, the statement names %u",
-               got->len, want->len);
-      return FALSE;
+      /* the common case: one output */
+      if (!adopt_output (trace, stmt, out, start, stmt->out->u.proxy, res->u.proxy, error))
+        goto fail;
     }
-  for (guint i = 0; i < want->len; i++)
+  else
     {
-      CsProxy *w = g_ptr_array_index (want, i), *g = g_ptr_array_index (got, i);
+      g_autoptr (GPtrArray) got = g_ptr_array_new ();
+      g_autoptr (GPtrArray) want = g_ptr_array_new ();
 
-      if (w == g)
-        continue;
-      if (w->typed && w->kind == CS_PROXY_TENSOR && !same_type (w, g))
+      proxy_leaves (res, got);
+      proxy_leaves (stmt->out, want);
+      if (stmt->out != NULL && got->len != want->len)
         {
-          g_autofree char *ws = cs_proxy_type_string (w);
-          g_autofree char *gs = cs_proxy_type_string (g);
-
-          dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "output %s is typed \"%s\" but the decomposition gives \"%s\"",
-                   w->name, ws, gs);
-          return FALSE;
+          dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "the decomposition gives %u outputs, the statement names %u",
+                   got->len, want->len);
+          goto fail;
         }
-      if (!w->typed)
-        cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
-      for (guint k = 0; k < tmp->len; k++)
-        subst_stmt (g_ptr_array_index (tmp, k), g, w);
-      g_hash_table_remove (trace->proxies, g->name);
-      /* give the name back when it was the last one handed out (keeps numbering contiguous) */
-      if (trace->next_name > 0)
-        {
-          g_autofree char *last = g_strdup_printf ("t%u", trace->next_name - 1);
-          if (g_str_equal (last, g->name))
-            trace->next_name--;
-        }
+      for (guint i = 0; i < want->len; i++)
+        if (!adopt_output (trace, stmt, out, start, g_ptr_array_index (want, i),
+                           g_ptr_array_index (got, i), error))
+          goto fail;
     }
-  for (guint k = 0; k < tmp->len; k++)
-    g_ptr_array_add (out, g_ptr_array_index (tmp, k));
   return TRUE;
+
+fail:
+  g_ptr_array_set_size (out, start);
+  return FALSE;
 }
 
 static gboolean
@@ -2789,21 +2879,22 @@ CsTrace *
 cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr (CsTrace) copy = NULL;
+  g_autoptr (GPtrArray) subs = NULL;
 
   g_return_val_if_fail (trace != NULL, NULL);
   /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
    * its proxies (a deep copy); otherwise the derived trace shares them with @trace */
   copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
                                     : cs_trace_derive (trace, "decompose");
+  subs = g_ptr_array_new ();
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
-      g_autoptr (GPtrArray) subs = NULL;
       GError *local = NULL;
 
       if (st->kind != CS_STMT_CALL || !cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
         continue;
-      subs = g_ptr_array_new ();
+      g_ptr_array_set_size (subs, 0);
       if (!cs_decompose_stmt (copy, st, policy, subs, &local))
         {
           if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))

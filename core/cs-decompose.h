@@ -102,4 +102,16 @@ CsTrace    *cs_decompose_trace      (const CsTrace   *trace,
                                      const CsPolicy  *policy,
                                      GError         **error);
 
+/**
+ * _cs_decompose_fresh_proxy: (skip)
+ * @trace: the trace that receives the proxy
+ *
+ * Internal to the passes that emit many statements (decompose, grad): the same proxy as
+ * cs_trace_add_proxy (trace, cs_trace_fresh_name (trace, "t")) - untyped, named "t<n>" with
+ * the smallest n from the trace's name counter that no visible proxy uses - without formatting
+ * the name through printf or looking it up twice.
+ * Returns: (transfer none): the new proxy
+ */
+CsProxy    *_cs_decompose_fresh_proxy (CsTrace *trace);
+
 G_END_DECLS

@@ -300,8 +300,11 @@ static CsProxy *
 emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint rank,
             const CsDevice *dev, CsArg *args, guint n_args)
 {
-  CsProxy *out = cs_trace_new_tensor (c->t, "t", dtype, shape, rank, dev);
-  CsStmt *s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
+  CsProxy *out = _cs_decompose_fresh_proxy (c->t);
+  CsStmt *s;
+
+  cs_proxy_set_tensor (c->t, out, dtype, shape, rank, dev);
+  s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
 
   s->backward = 1;
   s->why = c->why;
