@@ -27,6 +27,7 @@ typedef struct
   CsTrace        *trace;   /* trace that receives new statements and proxies */
   CsPolicy        policy;  /* cast policy in force */
   const CsStmt   *origin;  /* top-level statement being decomposed (for messages, origin ids) */
+  guint32         names_free_from; /* see _cs_decompose_names_free_from() */
 } Dx;
 
 /* Arguments of a statement under construction. */
@@ -261,23 +262,72 @@ format_t_name (char *buf, guint32 n)
   return len;
 }
 
+/* The n of a proxy name "t<n>" as the name counter writes it (no sign, no leading zero), or
+ * FALSE for any other name. */
+static gboolean
+parse_t_name (const char *name, guint64 *n)
+{
+  guint64 v = 0;
+  const char *p = name + 1;
+
+  if (name[0] != 't' || p[0] < '0' || p[0] > '9' || (p[0] == '0' && p[1] != '\0'))
+    return FALSE;
+  for (; *p; p++)
+    {
+      if (*p < '0' || *p > '9' || v > G_MAXUINT32)
+        return FALSE;
+      v = v * 10 + (guint64) (*p - '0');
+    }
+  *n = v;
+  return TRUE;
+}
+
+/**
+ * _cs_decompose_names_free_from: (skip)
+ * @trace: a trace
+ *
+ * See cs-decompose.h.  Reads every name visible in @trace once.
+ * Returns: 1 + the largest n of a visible proxy named "t<n>" (0 when there is none), or
+ * G_MAXUINT32 when that does not fit
+ */
+guint32
+_cs_decompose_names_free_from (const CsTrace *trace)
+{
+  guint64 free_from = 0;
+
+  for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
+    {
+      GHashTableIter it;
+      gpointer key;
+      guint64 n;
+
+      g_hash_table_iter_init (&it, t->proxies);
+      while (g_hash_table_iter_next (&it, &key, NULL))
+        if (parse_t_name (key, &n) && n + 1 > free_from)
+          free_from = n + 1;
+    }
+  return (guint32) MIN (free_from, G_MAXUINT32);
+}
+
 /**
  * _cs_decompose_fresh_proxy: (skip)
  * @trace: the trace that receives the proxy
+ * @names_free_from: from _cs_decompose_names_free_from(), or G_MAXUINT32
  *
  * See cs-decompose.h.  The proxy is built as cs_trace_add_proxy() builds one.
  * Returns: (transfer none): the new, untyped proxy "t<n>"
  */
 CsProxy *
-_cs_decompose_fresh_proxy (CsTrace *trace)
+_cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
 {
   char buf[16];
 
   for (;;)
     {
-      guint len = format_t_name (buf, trace->next_name++);
+      guint32 n = trace->next_name++;
+      guint len = format_t_name (buf, n);
 
-      if (cs_trace_lookup_proxy (trace, buf) == NULL)
+      if (n >= names_free_from || cs_trace_lookup_proxy (trace, buf) == NULL)
         {
           CsProxy *p = CS_ARENA_NEW (trace->arena, CsProxy);
 
@@ -294,7 +344,7 @@ _cs_decompose_fresh_proxy (CsTrace *trace)
 static CsProxy *
 fresh (Dx *dx)
 {
-  return _cs_decompose_fresh_proxy (dx->trace);
+  return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
 }
 
 static void
@@ -2681,6 +2731,7 @@ dx_init (Dx *dx, CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy)
 {
   dx->trace = trace;
   dx->origin = stmt;
+  dx->names_free_from = G_MAXUINT32;
   if (policy)
     dx->policy = *policy;
   else
@@ -2729,12 +2780,24 @@ adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, 
 /**
  * cs_decompose_stmt:
  *
- * See cs-decompose.h.  The new statements are built directly at the end of @out, which is cut
- * back to its length on entry when the decomposition fails.
+ * See cs-decompose.h.
  */
 gboolean
 cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, GPtrArray *out,
                    GError **error)
+{
+  return _cs_decompose_stmt_names (trace, stmt, policy, G_MAXUINT32, out, error);
+}
+
+/**
+ * _cs_decompose_stmt_names: (skip)
+ *
+ * See cs-decompose.h.  The new statements are built directly at the end of @out, which is cut
+ * back to its length on entry when the decomposition fails.
+ */
+gboolean
+_cs_decompose_stmt_names (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
+                          guint32 names_free_from, GPtrArray *out, GError **error)
 {
   Dx dx;
   CsValue *res;
@@ -2749,6 +2812,7 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
       return FALSE;
     }
   dx_init (&dx, trace, stmt, policy);
+  dx.names_free_from = names_free_from;
   /* arguments that do not fit the op are reported by its meta before anything is built */
   if (cs_meta_supports (stmt))
     {
@@ -2880,6 +2944,7 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
 {
   g_autoptr (CsTrace) copy = NULL;
   g_autoptr (GPtrArray) subs = NULL;
+  guint32 names_free_from;
 
   g_return_val_if_fail (trace != NULL, NULL);
   /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
@@ -2887,6 +2952,7 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
   copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
                                     : cs_trace_derive (trace, "decompose");
   subs = g_ptr_array_new ();
+  names_free_from = _cs_decompose_names_free_from (copy);
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
@@ -2895,7 +2961,7 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
       if (st->kind != CS_STMT_CALL || !cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
         continue;
       g_ptr_array_set_size (subs, 0);
-      if (!cs_decompose_stmt (copy, st, policy, subs, &local))
+      if (!_cs_decompose_stmt_names (copy, st, policy, names_free_from, subs, &local))
         {
           if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))
             {

@@ -51,6 +51,9 @@ typedef struct
   const char     *why;         /* annotation of the statements being emitted ("VJP of ...") */
   guint32         origin;      /* origin id the statements being emitted derive from */
   GError         *error;       /* first error of a rule */
+  GHashTable     *whys;        /* callee (string) -> its "grad: VJP of ..." annotation */
+  guint32         names_free_from; /* fresh names from here on need no lookup
+                                    (_cs_decompose_names_free_from) */
 } GradCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -147,6 +150,79 @@ value_number (const CsValue *v, double *out)
     case CS_VALUE_FLOAT: *out = v->u.f; return TRUE;
     case CS_VALUE_BOOL: *out = v->u.b ? 1.0 : 0.0; return TRUE;
     default: return FALSE;
+    }
+}
+
+/* Calls @fn on each proxy @v references, in the order cs_value_collect_proxies() lists them,
+ * until @fn returns TRUE.  Returns: whether one did (the passes' set and test walks, without
+ * collecting the proxies into a list first) */
+typedef gboolean (*ProxyFn) (CsProxy *p, gpointer data);
+
+static gboolean
+value_any_proxy (const CsValue *v, ProxyFn fn, gpointer data)
+{
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_PROXY:
+      return fn (v->u.proxy, data);
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        if (value_any_proxy (v->u.call.args[i].value, fn, data))
+          return TRUE;
+      return FALSE;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (value_any_proxy (v->u.seq.items[i], fn, data))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+/* value_any_proxy() over the proxies cs_stmt_collect_outputs() lists. */
+static gboolean
+stmt_any_output (const CsStmt *s, ProxyFn fn, gpointer data)
+{
+  switch (s->kind)
+    {
+    case CS_STMT_CALL:
+    case CS_STMT_ANNASSIGN:
+      return value_any_proxy (s->out, fn, data);
+    case CS_STMT_UNPACK:
+      for (guint i = 0; i < s->n_targets; i++)
+        if (value_any_proxy (s->targets[i], fn, data))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+/* value_any_proxy() over the proxies cs_stmt_collect_inputs() lists. */
+static gboolean
+stmt_any_input (const CsStmt *s, ProxyFn fn, gpointer data)
+{
+  switch (s->kind)
+    {
+    case CS_STMT_CALL:
+      for (guint i = 0; i < s->n_args; i++)
+        if (value_any_proxy (s->args[i].value, fn, data))
+          return TRUE;
+      return FALSE;
+    case CS_STMT_UNPACK:
+      return s->source != NULL && fn (s->source, data);
+    case CS_STMT_ANNASSIGN:
+    case CS_STMT_RETURN:
+      return value_any_proxy (s->value, fn, data);
+    default:
+      return FALSE;
     }
 }
 
@@ -300,7 +376,7 @@ static CsProxy *
 emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint rank,
             const CsDevice *dev, CsArg *args, guint n_args)
 {
-  CsProxy *out = _cs_decompose_fresh_proxy (c->t);
+  CsProxy *out = _cs_decompose_fresh_proxy (c->t, c->names_free_from);
   CsStmt *s;
 
   cs_proxy_set_tensor (c->t, out, dtype, shape, rank, dev);
@@ -1313,6 +1389,20 @@ vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
                                &g->device, args, 6));
 }
 
+/* "grad: VJP of <callee>", one string per callee (the statements of a rule share it). */
+static const char *
+vjp_why (GradCtx *c, const CsStmt *s)
+{
+  const char *why = g_hash_table_lookup (c->whys, s->callee);
+
+  if (why == NULL)
+    {
+      why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+      g_hash_table_insert (c->whys, (gpointer) s->callee, (gpointer) why);
+    }
+  return why;
+}
+
 static void
 run_rule (GradCtx *c, const VjpRecord *r)
 {
@@ -1323,12 +1413,12 @@ run_rule (GradCtx *c, const VjpRecord *r)
   if (r->rule == CS_OP_PRIM_VAR_MEAN)
     {
       c->origin = s->origin ? s->origin : s->id;
-      c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+      c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
       return;
     }
   c->origin = s->origin ? s->origin : s->id;
-  c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+  c->why = vjp_why (c, s);
   out = cs_stmt_get_output (s);
   if (out == NULL)
     {
@@ -1598,17 +1688,15 @@ run_rule (GradCtx *c, const VjpRecord *r)
 /* The pass                                                                                    */
 
 static gboolean
+proxy_is_diff (CsProxy *p, gpointer data)
+{
+  return is_diff (p);
+}
+
+static gboolean
 is_constant_call (const CsStmt *s, CsOpId sem)
 {
-  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
-
-  if (op_is_constant (sem))
-    return TRUE;
-  cs_stmt_collect_inputs (s, ins);
-  for (guint i = 0; i < ins->len; i++)
-    if (is_diff (ins->pdata[i]))
-      return FALSE;
-  return TRUE;
+  return op_is_constant (sem) || !stmt_any_input (s, proxy_is_diff, NULL);
 }
 
 /* The statements @s stands for, one level down: Thunder's decomposition built under the
@@ -1619,7 +1707,7 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 {
   g_autoptr(GError) local = NULL;
 
-  if (cs_decompose_stmt (c->t, s, c->policy, out, &local))
+  if (_cs_decompose_stmt_names (c->t, s, c->policy, c->names_free_from, out, &local))
     return TRUE;
   g_ptr_array_set_size (out, 0);
   for (guint i = 0; i < s->n_subs; i++)
@@ -1639,55 +1727,69 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 }
 
 static gboolean
-outputs_typed (GradCtx *c, CsStmt *s, GError **error)
+proxy_is_untyped (CsProxy *p, gpointer data)
 {
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  return !p->typed;
+}
 
-  cs_stmt_collect_outputs (s, outs);
-  /* tuple outputs (var_mean) print no type comment: infer them as Thunder's meta would */
-  for (guint i = 0; i < outs->len; i++)
-    if (!((CsProxy *) outs->pdata[i])->typed)
-      {
-        g_autoptr(GError) local = NULL;
-        if (!cs_meta_infer (c->t, s, &local))
-          {
-            g_propagate_prefixed_error (error, g_steal_pointer (&local),
-                                        "%s: grad needs the output types: ", stmt_where (c, s));
-            return FALSE;
-          }
-        break;
-      }
-  for (guint i = 0; i < outs->len; i++)
+/* Stops at the first output the grad pass cannot use (stored in *@data). */
+static gboolean
+proxy_not_static_tensor (CsProxy *p, gpointer data)
+{
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
     {
-      CsProxy *p = outs->pdata[i];
-      if (p->kind != CS_PROXY_TENSOR || !p->typed)
-        {
-          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
-                       "%s: %s: output %s has no tensor type (the grad pass needs typed "
-                       "outputs; run the meta pass first)", stmt_where (c, s), s->callee, p->name);
-          return FALSE;
-        }
-      for (guint k = 0; k < p->rank; k++)
-        if (p->shape[k] < 0)
-          {
-            g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
-                         "%s: %s: output %s has a symbolic shape; the grad pass needs static "
-                         "shapes", stmt_where (c, s), s->callee, p->name);
-            return FALSE;
-          }
+      *(CsProxy **) data = p;
+      return TRUE;
     }
-  return TRUE;
+  for (guint k = 0; k < p->rank; k++)
+    if (p->shape[k] < 0)
+      {
+        *(CsProxy **) data = p;
+        return TRUE;
+      }
+  return FALSE;
 }
 
 static gboolean
-forward_walk (GradCtx *c, GQueue *work, GError **error)
+outputs_typed (GradCtx *c, CsStmt *s, GError **error)
+{
+  CsProxy *p = NULL;
+
+  /* tuple outputs (var_mean) print no type comment: infer them as Thunder's meta would */
+  if (stmt_any_output (s, proxy_is_untyped, NULL))
+    {
+      g_autoptr(GError) local = NULL;
+      if (!cs_meta_infer (c->t, s, &local))
+        {
+          g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                      "%s: grad needs the output types: ", stmt_where (c, s));
+          return FALSE;
+        }
+    }
+  if (!stmt_any_output (s, proxy_not_static_tensor, &p))
+    return TRUE;
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
+    g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                 "%s: %s: output %s has no tensor type (the grad pass needs typed "
+                 "outputs; run the meta pass first)", stmt_where (c, s), s->callee, p->name);
+  else
+    g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                 "%s: %s: output %s has a symbolic shape; the grad pass needs static "
+                 "shapes", stmt_where (c, s), s->callee, p->name);
+  return FALSE;
+}
+
+/* Walks the statements of @work, a stack (the next statement last), replacing each statement
+ * without a rule by its decomposition. */
+static gboolean
+forward_walk (GradCtx *c, GPtrArray *work, GError **error)
 {
   guint steps = 0;
+  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
 
-  while (!g_queue_is_empty (work))
+  while (work->len > 0)
     {
-      CsStmt *s = g_queue_pop_head (work);
-      g_autoptr(GPtrArray) subs = NULL;
+      CsStmt *s = g_ptr_array_steal_index_fast (work, work->len - 1);
       CsOpId sem;
 
       if (++steps > MAX_WORK_STEPS)
@@ -1744,11 +1846,11 @@ forward_walk (GradCtx *c, GQueue *work, GError **error)
                        stmt_where (c, s), s->callee);
           return FALSE;
         }
-      subs = g_ptr_array_new ();
+      g_ptr_array_set_size (subs, 0);
       if (!decomposition (c, s, subs, error))
         return FALSE;
       for (guint i = subs->len; i > 0; i--)
-        g_queue_push_head (work, subs->pdata[i - 1]);
+        g_ptr_array_add (work, subs->pdata[i - 1]);
     }
   if (c->ret == NULL)
     {
@@ -1774,6 +1876,25 @@ dict_get (const CsValue *d, const char *key)
   return NULL;
 }
 
+static gboolean
+proxy_any (CsProxy *p, gpointer data)
+{
+  return TRUE;
+}
+
+static gboolean
+proxy_in_set (CsProxy *p, gpointer set)
+{
+  return g_hash_table_contains (set, p);
+}
+
+static gboolean
+proxy_add_to_set (CsProxy *p, gpointer set)
+{
+  g_hash_table_add (set, p);
+  return FALSE;
+}
+
 /* Thunder's dce: keep what the return needs (walking backwards) plus comments, unpacks and
  * DONT_DCE statements. */
 static GPtrArray *
@@ -1781,13 +1902,11 @@ dce (GPtrArray *stmts)
 {
   g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
   g_autofree gboolean *keep = g_new0 (gboolean, stmts->len);
-  GPtrArray *out = g_ptr_array_new ();
+  GPtrArray *out = g_ptr_array_sized_new (stmts->len);
 
   for (guint i = stmts->len; i > 0; i--)
     {
       CsStmt *s = stmts->pdata[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
       gboolean k = FALSE;
 
       switch (s->kind)
@@ -1796,10 +1915,9 @@ dce (GPtrArray *stmts)
           k = FALSE;
           break;
         case CS_STMT_CALL:
-          cs_stmt_collect_outputs (s, outs);
-          for (guint j = 0; j < outs->len && !k; j++)
-            k = g_hash_table_contains (needed, outs->pdata[j]);
-          if (outs->len == 0)
+          if (stmt_any_output (s, proxy_any, NULL))
+            k = stmt_any_output (s, proxy_in_set, needed);
+          else
             k = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE;
           break;
         default:
@@ -1809,9 +1927,7 @@ dce (GPtrArray *stmts)
       if (!k)
         continue;
       keep[i - 1] = TRUE;
-      cs_stmt_collect_inputs (s, ins);
-      for (guint j = 0; j < ins->len; j++)
-        g_hash_table_add (needed, ins->pdata[j]);
+      stmt_any_input (s, proxy_add_to_set, needed);
     }
   for (guint i = 0; i < stmts->len; i++)
     if (keep[i])
@@ -1966,12 +2082,13 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(GPtrArray) all = NULL;
   g_autoptr(GPtrArray) live = NULL;
   g_autoptr(GPtrArray) grouped = NULL;
-  g_autoptr(GQueue) work = g_queue_new ();
+  g_autoptr(GPtrArray) work = NULL;
   g_autoptr(GPtrArray) fwd = g_ptr_array_new ();
   g_autoptr(GArray) records = g_array_new (FALSE, FALSE, sizeof (VjpRecord));
   g_autoptr(GPtrArray) bw = g_ptr_array_new ();
   g_autoptr(GHashTable) grads = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) outputs = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) whys = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -1992,13 +2109,16 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   c.bw = bw;
   c.grads = grads;
   c.outputs = outputs;
+  c.whys = whys;
+  c.names_free_from = _cs_decompose_names_free_from (t);
 
   inputs = cs_trace_dup_inputs (t);
   if (!mark_requires_grad (&c, inputs, spec, error))
     return NULL;
 
-  for (guint i = 0; i < t->n_stmts; i++)
-    g_queue_push_tail (work, t->stmts[i]);
+  work = g_ptr_array_sized_new (t->n_stmts);
+  for (guint i = t->n_stmts; i > 0; i--)
+    g_ptr_array_add (work, t->stmts[i - 1]);
   if (!forward_walk (&c, work, error))
     return NULL;
 
