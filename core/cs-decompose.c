@@ -225,6 +225,35 @@ ak (Args *al, const char *name, CsValue *v)
   al->a[al->n++].value = v;
 }
 
+/**
+ * _cs_decompose_new_call: (skip)
+ *
+ * See cs-decompose.h: cs_stmt_new_call() without copying @callee into the arena.
+ * Returns: (transfer none): the statement
+ */
+CsStmt *
+_cs_decompose_new_call (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
+                        const CsArg *args, guint n_args)
+{
+  CsStmt *s = cs_stmt_new (trace, CS_STMT_CALL);
+
+  s->op = op ? op : cs_op_lookup (callee);
+  s->callee = callee ? callee : s->op->name;
+  s->out = out;
+  s->n_args = n_args;
+  if (n_args)
+    {
+      s->args = CS_ARENA_NEW_N (trace->arena, CsArg, n_args);
+      memcpy (s->args, args, sizeof (CsArg) * n_args);
+    }
+  s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
+                                                                 : CS_TYPECOMMENT_NONE;
+  return s;
+}
+
+/* A new CALL of @op (printed as @callee, a string literal, or as the op's name when NULL) with
+ * fresh nodes for the arguments of @al.  Keyword names are not copied: they are string
+ * literals or already in the trace's arena. */
 static CsStmt *
 new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
 {
@@ -233,10 +262,10 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
 
   for (guint i = 0; i < al->n; i++)
     {
-      args[i].name = al->a[i].name ? cs_arena_strdup (arena (dx), al->a[i].name) : NULL;
+      args[i].name = al->a[i].name;
       args[i].value = use (dx, al->a[i].value);
     }
-  st = cs_stmt_new_call (dx->trace, op, callee, NULL, args, al->n);
+  st = _cs_decompose_new_call (dx->trace, op, callee, NULL, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
   return st;
@@ -391,7 +420,9 @@ emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError *
   if (!type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
-  return use (dx, ov);
+  /* the statement's own target node: every statement that reads it takes a fresh node (use),
+     and the final renaming (subst_stmt) covers all the statements of the decomposition */
+  return ov;
 }
 
 static CsValue *
@@ -1787,7 +1818,8 @@ b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   if (!is_none (pad) || !is_none (maxn))
     {
       for (guint i = 0; i < s->n_args && i < G_N_ELEMENTS (al.a); i++)
-        (s->args[i].name ? ak (&al, s->args[i].name, s->args[i].value) : ap (&al, s->args[i].value));
+        (s->args[i].name ? ak (&al, cs_arena_strdup (arena (dx), s->args[i].name), s->args[i].value)
+                         : ap (&al, s->args[i].value));
       return emit (dx, out, CS_OP_PRIM_EMBEDDING, &al, error);
     }
   if (ta->rank == 1)

@@ -380,7 +380,7 @@ emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint ra
   CsStmt *s;
 
   cs_proxy_set_tensor (c->t, out, dtype, shape, rank, dev);
-  s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
+  s = _cs_decompose_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
 
   s->backward = 1;
   s->why = c->why;
