@@ -37,6 +37,72 @@ typedef struct
   CsStmt *stmt;                /* the forward statement (in the joint trace) */
 } VjpRecord;
 
+/* A map from proxies to pointers (the grad pass's gradient table and proxy sets), without
+ * hashing in the common case: one slot per proxy id below @n (a trace numbers its proxies
+ * densely from 1), and a hash table for the rest - proxies created after the map, and any
+ * second proxy with an id whose slot is taken.  A proxy is in its slot or in @rest, never in
+ * both; entries are never removed. */
+typedef struct
+{
+  CsProxy  *key;
+  gpointer  value;
+} ProxySlot;
+
+typedef struct
+{
+  ProxySlot  *slots;
+  guint       n;
+  GHashTable *rest;            /* CsProxy* -> gpointer, created when first needed */
+} ProxyMap;
+
+static void
+pmap_init (ProxyMap *m, guint n)
+{
+  m->slots = g_new0 (ProxySlot, MAX (n, 1));
+  m->n = n;
+  m->rest = NULL;
+}
+
+static void
+pmap_clear (ProxyMap *m)
+{
+  g_clear_pointer (&m->slots, g_free);
+  g_clear_pointer (&m->rest, g_hash_table_unref);
+  m->n = 0;
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProxyMap, pmap_clear)
+
+static gboolean
+pmap_contains (const ProxyMap *m, const CsProxy *p)
+{
+  if (p->id < m->n && m->slots[p->id].key == p)
+    return TRUE;
+  return m->rest != NULL && g_hash_table_contains (m->rest, p);
+}
+
+static gpointer
+pmap_lookup (const ProxyMap *m, const CsProxy *p)
+{
+  if (p->id < m->n && m->slots[p->id].key == p)
+    return m->slots[p->id].value;
+  return m->rest != NULL ? g_hash_table_lookup (m->rest, p) : NULL;
+}
+
+static void
+pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
+{
+  if (p->id < m->n && (m->slots[p->id].key == NULL || m->slots[p->id].key == p))
+    {
+      m->slots[p->id].key = p;
+      m->slots[p->id].value = value;
+      return;
+    }
+  if (m->rest == NULL)
+    m->rest = g_hash_table_new (NULL, NULL);
+  g_hash_table_insert (m->rest, p, value);
+}
+
 typedef struct
 {
   CsTrace        *t;           /* the joint trace being built (owns every statement) */
@@ -45,8 +111,8 @@ typedef struct
   GPtrArray      *fwd;         /* CsStmt*: forward statements, in order */
   GArray         *records;     /* VjpRecord, in forward order */
   GPtrArray      *bw;          /* CsStmt*: backward statements being emitted */
-  GHashTable     *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
-  GHashTable     *outputs;     /* CsProxy* set: proxies returned by the forward */
+  ProxyMap       *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
+  ProxyMap       *outputs;     /* CsProxy* set: proxies returned by the forward */
   CsStmt         *ret;         /* the forward's RETURN */
   const char     *why;         /* annotation of the statements being emitted ("VJP of ...") */
   guint32         origin;      /* origin id the statements being emitted derive from */
@@ -712,14 +778,14 @@ get_grad_stmt (GradCtx *c, CsProxy *p)
 static CsProxy *
 grad_of (GradCtx *c, CsProxy *p)
 {
-  CsProxy *g = g_hash_table_lookup (c->grads, p);
+  CsProxy *g = pmap_lookup (c->grads, p);
 
   if (g != NULL)
     return g;
-  if (g_hash_table_contains (c->outputs, p))
+  if (pmap_contains (c->outputs, p))
     {
       g = get_grad_stmt (c, p);
-      g_hash_table_insert (c->grads, p, g);
+      pmap_insert (c->grads, p, g);
     }
   return g;
 }
@@ -741,12 +807,12 @@ put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
                    g->name, x->name);
       return;
     }
-  cur = g_hash_table_lookup (c->grads, x);
-  if (cur == NULL && g_hash_table_contains (c->outputs, x))
+  cur = pmap_lookup (c->grads, x);
+  if (cur == NULL && pmap_contains (c->outputs, x))
     cur = get_grad_stmt (c, x);
   if (cur != NULL)
     g = add (c, v_p (c, cur), v_p (c, g));
-  g_hash_table_insert (c->grads, x, g);
+  pmap_insert (c->grads, x, g);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1426,7 +1492,7 @@ run_rule (GradCtx *c, const VjpRecord *r)
       return;
     }
   /* Thunder skips a backward none of whose outputs has a gradient */
-  if (!g_hash_table_contains (c->grads, out) && !g_hash_table_contains (c->outputs, out))
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
     return;
   g = grad_of (c, out);
   if (g == NULL)
@@ -1885,24 +1951,27 @@ proxy_any (CsProxy *p, gpointer data)
 static gboolean
 proxy_in_set (CsProxy *p, gpointer set)
 {
-  return g_hash_table_contains (set, p);
+  return pmap_contains (set, p);
 }
 
 static gboolean
 proxy_add_to_set (CsProxy *p, gpointer set)
 {
-  g_hash_table_add (set, p);
+  pmap_insert (set, p, p);
   return FALSE;
 }
 
 /* Thunder's dce: keep what the return needs (walking backwards) plus comments, unpacks and
  * DONT_DCE statements. */
 static GPtrArray *
-dce (GPtrArray *stmts)
+dce (const CsTrace *t, GPtrArray *stmts)
 {
-  g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
+  g_auto(ProxyMap) needed_map = { 0 };
+  ProxyMap *needed = &needed_map;
   g_autofree gboolean *keep = g_new0 (gboolean, stmts->len);
   GPtrArray *out = g_ptr_array_sized_new (stmts->len);
+
+  pmap_init (needed, t->next_proxy_id + 1);
 
   for (guint i = stmts->len; i > 0; i--)
     {
@@ -2086,9 +2155,9 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(GPtrArray) fwd = g_ptr_array_new ();
   g_autoptr(GArray) records = g_array_new (FALSE, FALSE, sizeof (VjpRecord));
   g_autoptr(GPtrArray) bw = g_ptr_array_new ();
-  g_autoptr(GHashTable) grads = g_hash_table_new (NULL, NULL);
-  g_autoptr(GHashTable) outputs = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) whys = g_hash_table_new (g_str_hash, g_str_equal);
+  g_auto(ProxyMap) grads = { 0 };
+  g_auto(ProxyMap) outputs = { 0 };
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -2107,8 +2176,6 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   c.fwd = fwd;
   c.records = records;
   c.bw = bw;
-  c.grads = grads;
-  c.outputs = outputs;
   c.whys = whys;
   c.names_free_from = _cs_decompose_names_free_from (t);
 
@@ -2121,6 +2188,11 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
     g_ptr_array_add (work, t->stmts[i - 1]);
   if (!forward_walk (&c, work, error))
     return NULL;
+  /* every forward proxy exists now: the maps get a slot for each */
+  pmap_init (&grads, t->next_proxy_id + 1);
+  pmap_init (&outputs, t->next_proxy_id + 1);
+  c.grads = &grads;
+  c.outputs = &outputs;
 
   /* the forward outputs */
   rv = c.ret->value;
@@ -2133,7 +2205,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
     outv = cs_value_new_seq (c.a, CS_VALUE_TUPLE, &outv, 1);
   cs_value_collect_proxies (outv, outp);
   for (guint i = 0; i < outp->len; i++)
-    g_hash_table_add (outputs, outp->pdata[i]);
+    pmap_insert (&outputs, outp->pdata[i], outp->pdata[i]);
 
   flat = dict_get (rv, "flat_args");
   if (flat != NULL && flat->kind != CS_VALUE_LIST && flat->kind != CS_VALUE_TUPLE)
@@ -2163,7 +2235,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < flat->u.seq.n; i++)
     {
       CsProxy *p = value_tensor (flat->u.seq.items[i]);
-      CsProxy *g = (p != NULL && p->requires_grad) ? g_hash_table_lookup (grads, p) : NULL;
+      CsProxy *g = (p != NULL && p->requires_grad) ? pmap_lookup (&grads, p) : NULL;
       gitems[i] = g ? v_p (&c, g) : cs_value_new_none (c.a);
     }
   gtuple = cs_value_new_seq (c.a, CS_VALUE_TUPLE, gitems, flat->u.seq.n);
@@ -2184,7 +2256,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < bw->len; i++)
     g_ptr_array_add (all, bw->pdata[i]);
   g_ptr_array_add (all, ret);
-  live = dce (all);
+  live = dce (t, all);
   grouped = group_get_grads (live);
   cs_trace_set_stmts (t, (CsStmt **) grouped->pdata, grouped->len);
 
