@@ -69,16 +69,29 @@ arena (Dx *dx)
   return dx->trace->arena;
 }
 
-/* A fresh value node for an argument: proxies get their own node (so renaming an output never
- * touches a shared node), sequences are rebuilt, other literals are shared. */
+/* TRUE when a tuple/list tree @v has a missing (NULL) item. */
+static gboolean
+has_null_item (const CsValue *v)
+{
+  for (guint i = 0; i < v->u.seq.n; i++)
+    {
+      const CsValue *it = v->u.seq.items[i];
+      if (it == NULL
+          || ((it->kind == CS_VALUE_TUPLE || it->kind == CS_VALUE_LIST) && has_null_item (it)))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The value node an argument uses: @v itself (values are immutable; the final renaming,
+ * subst_stmt, copies what it changes), `None` for a missing value, and for a tuple/list with
+ * missing items a copy where they read `None`. */
 static CsValue *
 use (Dx *dx, CsValue *v)
 {
   if (v == NULL)
     return cs_value_new_none (arena (dx));
-  if (v->kind == CS_VALUE_PROXY)
-    return cs_value_new_proxy (arena (dx), v->u.proxy);
-  if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+  if ((v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST) && has_null_item (v))
     {
       guint n = v->u.seq.n;
       CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
@@ -2720,42 +2733,75 @@ cs_decompose_supports (const CsStmt *stmt)
 /* ------------------------------------------------------------------------------------------ */
 /* Renaming the final values to the statement's outputs                                        */
 
-static void
-subst_value (CsValue *v, const CsProxy *from, CsProxy *to)
+/* @v with @from replaced by @to: @v itself when it does not reference @from, else a copy of
+ * the nodes on the way to each reference (value nodes are shared, never edited). */
+static CsValue *
+subst_value (CsArena *a, CsValue *v, const CsProxy *from, CsProxy *to)
 {
+  CsValue *c;
+
   if (v == NULL)
-    return;
+    return NULL;
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      if (v->u.proxy == from)
-        v->u.proxy = to;
-      break;
+      if (v->u.proxy != from)
+        return v;
+      c = CS_ARENA_NEW (a, CsValue);
+      *c = *v;
+      c->u.proxy = to;
+      return c;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
     case CS_VALUE_DICT:
     case CS_VALUE_SUBSCRIPT:
     case CS_VALUE_ATTR:
       for (guint i = 0; i < v->u.seq.n; i++)
-        subst_value (v->u.seq.items[i], from, to);
-      break;
+        {
+          CsValue *ni = subst_value (a, v->u.seq.items[i], from, to);
+          if (ni == v->u.seq.items[i])
+            continue;
+          c = CS_ARENA_NEW (a, CsValue);
+          *c = *v;
+          c->u.seq.items = CS_ARENA_NEW_N (a, CsValue *, v->u.seq.n);
+          memcpy (c->u.seq.items, v->u.seq.items, sizeof (CsValue *) * v->u.seq.n);
+          c->u.seq.items[i] = ni;
+          for (guint k = i + 1; k < v->u.seq.n; k++)
+            c->u.seq.items[k] = subst_value (a, v->u.seq.items[k], from, to);
+          return c;
+        }
+      return v;
     case CS_VALUE_CALL:
       for (guint i = 0; i < v->u.call.n_args; i++)
-        subst_value (v->u.call.args[i].value, from, to);
-      break;
+        {
+          CsValue *ni = subst_value (a, v->u.call.args[i].value, from, to);
+          if (ni == v->u.call.args[i].value)
+            continue;
+          c = CS_ARENA_NEW (a, CsValue);
+          *c = *v;
+          c->u.call.args = CS_ARENA_NEW_N (a, CsArg, v->u.call.n_args);
+          memcpy (c->u.call.args, v->u.call.args, sizeof (CsArg) * v->u.call.n_args);
+          c->u.call.args[i].value = ni;
+          for (guint k = i + 1; k < v->u.call.n_args; k++)
+            c->u.call.args[k].value = subst_value (a, v->u.call.args[k].value, from, to);
+          return c;
+        }
+      return v;
     default:
-      break;
+      return v;
     }
 }
 
+/* Renames @from to @to in a statement the decomposition built (it owns its argument array and
+ * its subsymbols). */
 static void
-subst_stmt (CsStmt *st, const CsProxy *from, CsProxy *to)
+subst_stmt (CsArena *a, CsStmt *st, const CsProxy *from, CsProxy *to)
 {
   for (guint i = 0; i < st->n_args; i++)
-    subst_value (st->args[i].value, from, to);
-  subst_value (st->out, from, to);
+    st->args[i].value = subst_value (a, st->args[i].value, from, to);
+  st->out = subst_value (a, st->out, from, to);
   for (guint i = 0; i < st->n_subs; i++)
-    subst_stmt (st->subs[i], from, to);
+    subst_stmt (a, st->subs[i], from, to);
 }
 
 static void
@@ -2796,7 +2842,7 @@ adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, 
   if (!w->typed)
     cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
   for (guint k = start; k < subs->len; k++)
-    subst_stmt (g_ptr_array_index (subs, k), g, w);
+    subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
   g_hash_table_remove (trace->proxies, g->name);
   /* give the name back when it was the last one handed out (keeps numbering contiguous) */
   if (trace->next_name > 0)
