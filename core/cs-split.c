@@ -65,6 +65,7 @@ dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
 {
   g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();   /* reused for every statement */
 
   cs_stmt_collect_inputs (ret, ins);
   for (guint j = 0; j < ins->len; j++)
@@ -72,13 +73,13 @@ dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
       gboolean keep = FALSE;
 
       if (side[i - 1] != SIDE_BWD)
         continue;
       if (s->kind != CS_STMT_CALL && s->kind != CS_STMT_UNPACK && s->kind != CS_STMT_ANNASSIGN)
         continue;
+      g_ptr_array_set_size (outs, 0);
       cs_stmt_collect_outputs (s, outs);
       for (guint j = 0; j < outs->len && !keep; j++)
         keep = g_hash_table_contains (needed, outs->pdata[j]);
@@ -154,9 +155,20 @@ add_unpack (CsTrace *t, GPtrArray *body, CsProxy *source, CsValue **targets, gui
       CsValue *v = targets[i];
       if (v->kind == CS_VALUE_PROXY)
         {
+          /* `name: "type"`, put together without printf (one per saved tensor) */
           g_autofree char *ty = cs_proxy_type_string (v->u.proxy);
-          g_ptr_array_add (body, comment (t, CS_COMMENT_DETAIL, v->u.proxy, "%s: \"%s\"",
-                                          v->u.proxy->name, ty));
+          gsize nl = strlen (v->u.proxy->name), tl = strlen (ty);
+          char *text = cs_arena_alloc (t->arena, nl + tl + 5);
+          CsStmt *c = cs_stmt_new (t, CS_STMT_COMMENT);
+
+          memcpy (text, v->u.proxy->name, nl);
+          memcpy (text + nl, ": \"", 3);
+          memcpy (text + nl + 3, ty, tl);
+          text[nl + 3 + tl] = '"';
+          c->comment_kind = CS_COMMENT_DETAIL;
+          c->text = text;
+          c->annotated = v->u.proxy;
+          g_ptr_array_add (body, c);
         }
       else
         g_ptr_array_add (body, comment (t, CS_COMMENT_DETAIL, NULL, "None"));
@@ -202,6 +214,8 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   g_autoptr(CsTrace) bt = NULL;
   g_autoptr(GPtrArray) fbody = g_ptr_array_new ();
   g_autoptr(GPtrArray) bbody = g_ptr_array_new ();
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();   /* per statement, reused */
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();    /* per statement, reused */
   guint next_side = SIDE_FWD, n_fw, n_bw_stmts = 0;
   gboolean any_grad = FALSE;
 
@@ -242,9 +256,10 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
       gboolean is_fwd = FALSE;
+
+      g_ptr_array_set_size (outs, 0);
+      g_ptr_array_set_size (ins, 0);
 
       switch (s->kind)
         {
@@ -324,10 +339,10 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   }
   for (guint i = 0; i < joint->n_stmts; i++)
     {
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
       if (side[i] != SIDE_BWD)
         continue;
       n_bw_stmts++;
+      g_ptr_array_set_size (ins, 0);
       cs_stmt_collect_inputs (joint->stmts[i], ins);
       for (guint j = 0; j < ins->len; j++)
         {
