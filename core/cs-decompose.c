@@ -3022,7 +3022,6 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
 {
   g_autoptr (CsTrace) copy = NULL;
   g_autoptr (GPtrArray) subs = NULL;
-  guint32 names_free_from;
 
   g_return_val_if_fail (trace != NULL, NULL);
   /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
@@ -3030,7 +3029,6 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
   copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
                                     : cs_trace_derive (trace, "decompose");
   subs = g_ptr_array_new ();
-  names_free_from = _cs_decompose_names_free_from (copy);
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
@@ -3039,7 +3037,7 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
       if (st->kind != CS_STMT_CALL || !cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
         continue;
       g_ptr_array_set_size (subs, 0);
-      if (!_cs_decompose_stmt_names (copy, st, policy, names_free_from, subs, &local))
+      if (!cs_decompose_stmt (copy, st, policy, subs, &local))
         {
           if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))
             {
