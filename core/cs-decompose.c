@@ -2997,44 +2997,71 @@ cs_decompose_to_prims (CsTrace *trace, const CsStmt *stmt, const CsPolicy *polic
   return TRUE;
 }
 
-/* TRUE when a top-level call of @trace names an output proxy without a type. */
+/* TRUE when the value tree @v references a proxy without a type (the proxies
+ * cs_value_collect_proxies() lists). */
 static gboolean
-any_untyped_output (const CsTrace *trace)
+any_untyped_proxy (const CsValue *v)
 {
-  g_autoptr (GPtrArray) outs = g_ptr_array_new ();
-
-  for (guint i = 0; i < trace->n_stmts; i++)
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
     {
-      const CsStmt *st = trace->stmts[i];
-      if (st->kind != CS_STMT_CALL || st->out == NULL)
-        continue;
-      g_ptr_array_set_size (outs, 0);
-      cs_value_collect_proxies (st->out, outs);
-      for (guint j = 0; j < outs->len; j++)
-        if (!((CsProxy *) outs->pdata[j])->typed)
+    case CS_VALUE_PROXY:
+      return !v->u.proxy->typed;
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        if (any_untyped_proxy (v->u.call.args[i].value))
           return TRUE;
+      return FALSE;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (any_untyped_proxy (v->u.seq.items[i]))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
     }
-  return FALSE;
 }
 
+/**
+ * cs_decompose_trace: (see cs-decompose.h)
+ *
+ * cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns its
+ * proxies (a deep copy); otherwise a derived trace, which shares them with @trace, is enough.
+ * Rather than walking @trace once more up front, the pass starts on a derived trace, checks
+ * each top-level call's outputs before it touches the call, and at the first untyped output
+ * starts over on a deep copy (nothing shared has been edited by then: only untyped outputs
+ * are typed in place).
+ */
 CsTrace *
 cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr (CsTrace) copy = NULL;
   g_autoptr (GPtrArray) subs = NULL;
+  gboolean deep = FALSE;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
-   * its proxies (a deep copy); otherwise the derived trace shares them with @trace */
-  copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
-                                    : cs_trace_derive (trace, "decompose");
   subs = g_ptr_array_new ();
+restart:
+  copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive (trace, "decompose");
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
       GError *local = NULL;
 
-      if (st->kind != CS_STMT_CALL || !cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+      if (st->kind != CS_STMT_CALL)
+        continue;
+      if (!deep && any_untyped_proxy (st->out))
+        {
+          g_clear_pointer (&copy, cs_trace_unref);
+          deep = TRUE;
+          goto restart;
+        }
+      if (!cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
         continue;
       g_ptr_array_set_size (subs, 0);
       if (!cs_decompose_stmt (copy, st, policy, subs, &local))
