@@ -1961,15 +1961,20 @@ proxy_add_to_set (CsProxy *p, gpointer set)
   return FALSE;
 }
 
-/* Thunder's dce: keep what the return needs (walking backwards) plus comments, unpacks and
- * DONT_DCE statements. */
+enum { LIVE = 1, GET_GRAD = 2 };
+
+/* Thunder's dce - keep what the return needs (walking backwards) plus comments, unpacks and
+ * DONT_DCE statements - followed by Thunder's _group_get_grad_bsyms: every live get_grad
+ * moves to where the first one is.  The get_grads are noted during the dce walk, while each
+ * statement is at hand, so the grouping does not read the statements again. */
 static GPtrArray *
-dce (const CsTrace *t, GPtrArray *stmts)
+dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
 {
   g_auto(ProxyMap) needed_map = { 0 };
   ProxyMap *needed = &needed_map;
-  g_autofree gboolean *keep = g_new0 (gboolean, stmts->len);
+  g_autofree guint8 *mark = g_new0 (guint8, MAX (stmts->len, 1));
   GPtrArray *out = g_ptr_array_sized_new (stmts->len);
+  guint first = G_MAXUINT;
 
   pmap_init (needed, t->next_proxy_id + 1);
 
@@ -1995,41 +2000,22 @@ dce (const CsTrace *t, GPtrArray *stmts)
         }
       if (!k)
         continue;
-      keep[i - 1] = TRUE;
+      mark[i - 1] = LIVE;
+      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
+        {
+          mark[i - 1] |= GET_GRAD;
+          first = i - 1;
+        }
       stmt_any_input (s, proxy_add_to_set, needed);
     }
   for (guint i = 0; i < stmts->len; i++)
-    if (keep[i])
-      g_ptr_array_add (out, stmts->pdata[i]);
-  return out;
-}
-
-/* Thunder's _group_get_grad_bsyms: every get_grad moves to where the first one is. */
-static GPtrArray *
-group_get_grads (GPtrArray *stmts)
-{
-  GPtrArray *out = g_ptr_array_new ();
-  guint first = G_MAXUINT;
-
-  for (guint i = 0; i < stmts->len && first == G_MAXUINT; i++)
     {
-      CsStmt *s = stmts->pdata[i];
-      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
-        first = i;
-    }
-  for (guint i = 0; i < stmts->len; i++)
-    {
-      CsStmt *s = stmts->pdata[i];
       if (i == first)
         for (guint j = i; j < stmts->len; j++)
-          {
-            CsStmt *t = stmts->pdata[j];
-            if (t->kind == CS_STMT_CALL && t->op->id == CS_OP_PRIM_GET_GRAD)
-              g_ptr_array_add (out, t);
-          }
-      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
-        continue;
-      g_ptr_array_add (out, s);
+          if (mark[j] == (LIVE | GET_GRAD))
+            g_ptr_array_add (out, stmts->pdata[j]);
+      if (mark[i] == LIVE)
+        g_ptr_array_add (out, stmts->pdata[i]);
     }
   return out;
 }
@@ -2149,7 +2135,6 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(CsTrace) t = NULL;
   g_autoptr(GPtrArray) inputs = NULL;
   g_autoptr(GPtrArray) all = NULL;
-  g_autoptr(GPtrArray) live = NULL;
   g_autoptr(GPtrArray) grouped = NULL;
   g_autoptr(GPtrArray) work = NULL;
   g_autoptr(GPtrArray) fwd = g_ptr_array_new ();
@@ -2256,8 +2241,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < bw->len; i++)
     g_ptr_array_add (all, bw->pdata[i]);
   g_ptr_array_add (all, ret);
-  live = dce (t, all);
-  grouped = group_get_grads (live);
+  grouped = dce_and_group_get_grads (t, all);
   cs_trace_set_stmts (t, (CsStmt **) grouped->pdata, grouped->len);
 
   ensure_imports (t);
