@@ -284,24 +284,37 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
   return st;
 }
 
-/* Writes "t<n>" into @buf (at least 12 bytes); returns its length. */
+/* Writes "t<n>" into @buf (at least 12 bytes); returns its length.  Two digits at a time
+ * (this names every proxy the passes make). */
 static guint
 format_t_name (char *buf, guint32 n)
 {
+  static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
   char digits[10];
-  guint nd = 0, len = 0;
+  guint nd = sizeof digits, len;
 
-  do
+  while (n >= 100)
     {
-      digits[nd++] = (char) ('0' + n % 10);
-      n /= 10;
+      guint r = n % 100;
+      n /= 100;
+      digits[--nd] = pairs[2 * r + 1];
+      digits[--nd] = pairs[2 * r];
     }
-  while (n > 0);
-  buf[len++] = 't';
-  while (nd > 0)
-    buf[len++] = digits[--nd];
-  buf[len] = '\0';
-  return len;
+  if (n >= 10)
+    {
+      digits[--nd] = pairs[2 * n + 1];
+      digits[--nd] = pairs[2 * n];
+    }
+  else
+    digits[--nd] = (char) ('0' + n);
+  len = sizeof digits - nd;
+  buf[0] = 't';
+  memcpy (buf + 1, digits + nd, len);
+  buf[len + 1] = '\0';
+  return len + 1;
 }
 
 /* The n of a proxy name "t<n>" as the name counter writes it (no sign, no leading zero), or
@@ -2847,9 +2860,8 @@ adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, 
   /* give the name back when it was the last one handed out (keeps numbering contiguous) */
   if (trace->next_name > 0)
     {
-      char last[16];
-      format_t_name (last, trace->next_name - 1);
-      if (g_str_equal (last, g->name))
+      guint64 n;
+      if (parse_t_name (g->name, &n) && n == trace->next_name - 1)
         trace->next_name--;
     }
   return TRUE;
