@@ -58,9 +58,11 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   g_return_val_if_fail (trace != NULL, NULL);
   g_return_val_if_fail (policy != NULL, NULL);
 
-  t = cs_trace_copy (trace, "autocast");
+  /* off: nothing changes, so the result shares the input (cs_trace_derive, O(statements));
+     on: the pass retypes proxies in place, which needs a deep copy */
   if (policy->autocast == CS_AUTOCAST_OFF)
-    return g_steal_pointer (&t);
+    return cs_trace_derive (trace, "autocast");
+  t = cs_trace_copy (trace, "autocast");
   target = policy->autocast == CS_AUTOCAST_BF16 ? CS_DTYPE_BF16 : CS_DTYPE_F16;
   tname = policy->autocast == CS_AUTOCAST_BF16 ? "bf16" : "f16";
 

@@ -32,7 +32,8 @@ typedef enum
  * right before the op (stmt->why names the rule); nothing else is cast.  The op's outputs take
  * the autocast dtype; statements downstream are re-typed by their meta functions (so
  * `matmul(bf16) + f32` promotes back to f32) and lose their recorded decomposition (the
- * decompose pass rebuilds it).  With autocast=off the result is a plain copy.
+ * decompose pass rebuilds it).  With autocast=off the result is an unchanged copy that shares
+ * the input's statements, values and proxies (cs_trace_derive()).
  * Returns: (transfer full): the new trace (pass "autocast"), or NULL with @error set
  */
 CsTrace *cs_autocast_trace (const CsTrace  *trace,

@@ -27,6 +27,7 @@ typedef struct
   CsTrace        *trace;   /* trace that receives new statements and proxies */
   CsPolicy        policy;  /* cast policy in force */
   const CsStmt   *origin;  /* top-level statement being decomposed (for messages, origin ids) */
+  guint32         names_free_from; /* see _cs_decompose_names_free_from() */
 } Dx;
 
 /* Arguments of a statement under construction. */
@@ -68,16 +69,29 @@ arena (Dx *dx)
   return dx->trace->arena;
 }
 
-/* A fresh value node for an argument: proxies get their own node (so renaming an output never
- * touches a shared node), sequences are rebuilt, other literals are shared. */
+/* TRUE when a tuple/list tree @v has a missing (NULL) item. */
+static gboolean
+has_null_item (const CsValue *v)
+{
+  for (guint i = 0; i < v->u.seq.n; i++)
+    {
+      const CsValue *it = v->u.seq.items[i];
+      if (it == NULL
+          || ((it->kind == CS_VALUE_TUPLE || it->kind == CS_VALUE_LIST) && has_null_item (it)))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The value node an argument uses: @v itself (values are immutable; the final renaming,
+ * subst_stmt, copies what it changes), `None` for a missing value, and for a tuple/list with
+ * missing items a copy where they read `None`. */
 static CsValue *
 use (Dx *dx, CsValue *v)
 {
   if (v == NULL)
     return cs_value_new_none (arena (dx));
-  if (v->kind == CS_VALUE_PROXY)
-    return cs_value_new_proxy (arena (dx), v->u.proxy);
-  if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+  if ((v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST) && has_null_item (v))
     {
       guint n = v->u.seq.n;
       CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
@@ -224,6 +238,35 @@ ak (Args *al, const char *name, CsValue *v)
   al->a[al->n++].value = v;
 }
 
+/**
+ * _cs_decompose_new_call: (skip)
+ *
+ * See cs-decompose.h: cs_stmt_new_call() without copying @callee into the arena.
+ * Returns: (transfer none): the statement
+ */
+CsStmt *
+_cs_decompose_new_call (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
+                        const CsArg *args, guint n_args)
+{
+  CsStmt *s = cs_stmt_new (trace, CS_STMT_CALL);
+
+  s->op = op ? op : cs_op_lookup (callee);
+  s->callee = callee ? callee : s->op->name;
+  s->out = out;
+  s->n_args = n_args;
+  if (n_args)
+    {
+      s->args = CS_ARENA_NEW_N (trace->arena, CsArg, n_args);
+      memcpy (s->args, args, sizeof (CsArg) * n_args);
+    }
+  s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
+                                                                 : CS_TYPECOMMENT_NONE;
+  return s;
+}
+
+/* A new CALL of @op (printed as @callee, a string literal, or as the op's name when NULL) with
+ * fresh nodes for the arguments of @al.  Keyword names are not copied: they are string
+ * literals or already in the trace's arena. */
 static CsStmt *
 new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
 {
@@ -232,19 +275,131 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
 
   for (guint i = 0; i < al->n; i++)
     {
-      args[i].name = al->a[i].name ? cs_arena_strdup (arena (dx), al->a[i].name) : NULL;
+      args[i].name = al->a[i].name;
       args[i].value = use (dx, al->a[i].value);
     }
-  st = cs_stmt_new_call (dx->trace, op, callee, NULL, args, al->n);
+  st = _cs_decompose_new_call (dx->trace, op, callee, NULL, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
   return st;
 }
 
+/* Writes "t<n>" into @buf (at least 12 bytes); returns its length.  Two digits at a time
+ * (this names every proxy the passes make). */
+static guint
+format_t_name (char *buf, guint32 n)
+{
+  static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+  char digits[10];
+  guint nd = sizeof digits, len;
+
+  while (n >= 100)
+    {
+      guint r = n % 100;
+      n /= 100;
+      digits[--nd] = pairs[2 * r + 1];
+      digits[--nd] = pairs[2 * r];
+    }
+  if (n >= 10)
+    {
+      digits[--nd] = pairs[2 * n + 1];
+      digits[--nd] = pairs[2 * n];
+    }
+  else
+    digits[--nd] = (char) ('0' + n);
+  len = sizeof digits - nd;
+  buf[0] = 't';
+  memcpy (buf + 1, digits + nd, len);
+  buf[len + 1] = '\0';
+  return len + 1;
+}
+
+/* The n of a proxy name "t<n>" as the name counter writes it (no sign, no leading zero), or
+ * FALSE for any other name. */
+static gboolean
+parse_t_name (const char *name, guint64 *n)
+{
+  guint64 v = 0;
+  const char *p = name + 1;
+
+  if (name[0] != 't' || p[0] < '0' || p[0] > '9' || (p[0] == '0' && p[1] != '\0'))
+    return FALSE;
+  for (; *p; p++)
+    {
+      if (*p < '0' || *p > '9' || v > G_MAXUINT32)
+        return FALSE;
+      v = v * 10 + (guint64) (*p - '0');
+    }
+  *n = v;
+  return TRUE;
+}
+
+/**
+ * _cs_decompose_names_free_from: (skip)
+ * @trace: a trace
+ *
+ * See cs-decompose.h.  Reads every name visible in @trace once.
+ * Returns: 1 + the largest n of a visible proxy named "t<n>" (0 when there is none), or
+ * G_MAXUINT32 when that does not fit
+ */
+guint32
+_cs_decompose_names_free_from (const CsTrace *trace)
+{
+  guint64 free_from = 0;
+
+  for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
+    {
+      GHashTableIter it;
+      gpointer key;
+      guint64 n;
+
+      g_hash_table_iter_init (&it, t->proxies);
+      while (g_hash_table_iter_next (&it, &key, NULL))
+        if (parse_t_name (key, &n) && n + 1 > free_from)
+          free_from = n + 1;
+    }
+  return (guint32) MIN (free_from, G_MAXUINT32);
+}
+
+/**
+ * _cs_decompose_fresh_proxy: (skip)
+ * @trace: the trace that receives the proxy
+ * @names_free_from: from _cs_decompose_names_free_from(), or G_MAXUINT32
+ *
+ * See cs-decompose.h.  The proxy is built as cs_trace_add_proxy() builds one.
+ * Returns: (transfer none): the new, untyped proxy "t<n>"
+ */
+CsProxy *
+_cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
+{
+  char buf[16];
+
+  for (;;)
+    {
+      guint32 n = trace->next_name++;
+      guint len = format_t_name (buf, n);
+
+      if (n >= names_free_from || cs_trace_lookup_proxy (trace, buf) == NULL)
+        {
+          CsProxy *p = CS_ARENA_NEW (trace->arena, CsProxy);
+
+          p->name = cs_arena_strndup (trace->arena, buf, len);
+          p->kind = CS_PROXY_OTHER;
+          p->dtype = CS_DTYPE_F32;
+          p->id = ++trace->next_proxy_id;
+          g_hash_table_insert (trace->proxies, (gpointer) p->name, p);
+          return p;
+        }
+    }
+}
+
 static CsProxy *
 fresh (Dx *dx)
 {
-  return cs_trace_add_proxy (dx->trace, cs_trace_fresh_name (dx->trace, "t"));
+  return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
 }
 
 static void
@@ -291,7 +446,9 @@ emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError *
   if (!type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
-  return use (dx, ov);
+  /* the statement's own target node: every statement that reads it takes a fresh node (use),
+     and the final renaming (subst_stmt) covers all the statements of the decomposition */
+  return ov;
 }
 
 static CsValue *
@@ -316,26 +473,36 @@ proxy_leaves (const CsValue *v, GPtrArray *acc)
     g_ptr_array_add (acc, v->u.proxy);
 }
 
+/* TRUE when @p is a proxy leaf of the value tree @v. */
 static gboolean
-produced_in (GPtrArray *stmts, const CsProxy *p)
+has_proxy_leaf (const CsValue *v, const CsProxy *p)
 {
-  for (guint i = 0; i < stmts->len; i++)
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
     {
-      CsStmt *st = g_ptr_array_index (stmts, i);
-      g_autoptr (GPtrArray) outs = g_ptr_array_new ();
-
-      proxy_leaves (st->out, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (g_ptr_array_index (outs, k) == p)
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (has_proxy_leaf (v->u.seq.items[i], p))
           return TRUE;
+      return FALSE;
     }
+  return v->kind == CS_VALUE_PROXY && v->u.proxy == p;
+}
+
+/* TRUE when one of the statements @stmts[@start..] outputs @p. */
+static gboolean
+produced_in (GPtrArray *stmts, guint start, const CsProxy *p)
+{
+  for (guint i = start; i < stmts->len; i++)
+    if (has_proxy_leaf (((CsStmt *) g_ptr_array_index (stmts, i))->out, p))
+      return TRUE;
   return FALSE;
 }
 
 /* Thunder (PR #2396): a symbol whose result is one of its inputs gets a prims.shallow_copy.
- * Rewrites @result so every leaf is produced inside @subs. */
+ * Rewrites @result so every leaf is produced inside the subsymbols @subs[@start..]. */
 static CsValue *
-ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
+ensure_produced (Dx *dx, GPtrArray *subs, guint start, CsValue *result, GError **error)
 {
   if (result == NULL)
     return NULL;
@@ -345,11 +512,11 @@ ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
       CsValue **items = CS_ARENA_NEW_N (arena (dx), CsValue *, MAX (n, 1));
 
       for (guint i = 0; i < n; i++)
-        if (!(items[i] = ensure_produced (dx, subs, result->u.seq.items[i], error)))
+        if (!(items[i] = ensure_produced (dx, subs, start, result->u.seq.items[i], error)))
           return NULL;
       return cs_value_new_seq (arena (dx), result->kind, items, n);
     }
-  if (result->kind == CS_VALUE_PROXY && !produced_in (subs, result->u.proxy))
+  if (result->kind == CS_VALUE_PROXY && !produced_in (subs, start, result->u.proxy))
     {
       Args al = { 0 };
 
@@ -360,24 +527,26 @@ ensure_produced (Dx *dx, GPtrArray *subs, CsValue *result, GError **error)
 }
 
 /* A call of another ltorch symbol: the nested statement, with its own subsymbols; its output is
- * the value its decomposition produces (so names follow Thunder's order). */
+ * the value its decomposition produces (so names follow Thunder's order).  The subsymbols are
+ * built at the end of @out (no list of their own), then moved into the statement. */
 static CsValue *
 call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError **error)
 {
   const CsOp *op = cs_op_lookup (callee);
   CsStmt *st = new_call (dx, op, callee, al);
-  g_autoptr (GPtrArray) subs = g_ptr_array_new ();
+  guint start = out->len;
   CsValue *res;
 
-  res = decompose_impl (dx, st, subs, error);
-  if (res == NULL)
-    return NULL;
-  res = ensure_produced (dx, subs, res, error);
-  if (res == NULL)
-    return NULL;
-  set_out (st, use (dx, res));
-  cs_stmt_set_subs (dx->trace, st, (CsStmt **) subs->pdata, subs->len);
-  if (!type_stmt (dx, st, error))
+  res = decompose_impl (dx, st, out, error);
+  if (res != NULL)
+    res = ensure_produced (dx, out, start, res, error);
+  if (res != NULL)
+    {
+      set_out (st, use (dx, res));
+      cs_stmt_set_subs (dx->trace, st, (CsStmt **) out->pdata + start, out->len - start);
+    }
+  g_ptr_array_set_size (out, start);
+  if (res == NULL || !type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
   return res;
@@ -1675,7 +1844,8 @@ b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   if (!is_none (pad) || !is_none (maxn))
     {
       for (guint i = 0; i < s->n_args && i < G_N_ELEMENTS (al.a); i++)
-        (s->args[i].name ? ak (&al, s->args[i].name, s->args[i].value) : ap (&al, s->args[i].value));
+        (s->args[i].name ? ak (&al, cs_arena_strdup (arena (dx), s->args[i].name), s->args[i].value)
+                         : ap (&al, s->args[i].value));
       return emit (dx, out, CS_OP_PRIM_EMBEDDING, &al, error);
     }
   if (ta->rank == 1)
@@ -2576,42 +2746,75 @@ cs_decompose_supports (const CsStmt *stmt)
 /* ------------------------------------------------------------------------------------------ */
 /* Renaming the final values to the statement's outputs                                        */
 
-static void
-subst_value (CsValue *v, const CsProxy *from, CsProxy *to)
+/* @v with @from replaced by @to: @v itself when it does not reference @from, else a copy of
+ * the nodes on the way to each reference (value nodes are shared, never edited). */
+static CsValue *
+subst_value (CsArena *a, CsValue *v, const CsProxy *from, CsProxy *to)
 {
+  CsValue *c;
+
   if (v == NULL)
-    return;
+    return NULL;
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      if (v->u.proxy == from)
-        v->u.proxy = to;
-      break;
+      if (v->u.proxy != from)
+        return v;
+      c = CS_ARENA_NEW (a, CsValue);
+      *c = *v;
+      c->u.proxy = to;
+      return c;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
     case CS_VALUE_DICT:
     case CS_VALUE_SUBSCRIPT:
     case CS_VALUE_ATTR:
       for (guint i = 0; i < v->u.seq.n; i++)
-        subst_value (v->u.seq.items[i], from, to);
-      break;
+        {
+          CsValue *ni = subst_value (a, v->u.seq.items[i], from, to);
+          if (ni == v->u.seq.items[i])
+            continue;
+          c = CS_ARENA_NEW (a, CsValue);
+          *c = *v;
+          c->u.seq.items = CS_ARENA_NEW_N (a, CsValue *, v->u.seq.n);
+          memcpy (c->u.seq.items, v->u.seq.items, sizeof (CsValue *) * v->u.seq.n);
+          c->u.seq.items[i] = ni;
+          for (guint k = i + 1; k < v->u.seq.n; k++)
+            c->u.seq.items[k] = subst_value (a, v->u.seq.items[k], from, to);
+          return c;
+        }
+      return v;
     case CS_VALUE_CALL:
       for (guint i = 0; i < v->u.call.n_args; i++)
-        subst_value (v->u.call.args[i].value, from, to);
-      break;
+        {
+          CsValue *ni = subst_value (a, v->u.call.args[i].value, from, to);
+          if (ni == v->u.call.args[i].value)
+            continue;
+          c = CS_ARENA_NEW (a, CsValue);
+          *c = *v;
+          c->u.call.args = CS_ARENA_NEW_N (a, CsArg, v->u.call.n_args);
+          memcpy (c->u.call.args, v->u.call.args, sizeof (CsArg) * v->u.call.n_args);
+          c->u.call.args[i].value = ni;
+          for (guint k = i + 1; k < v->u.call.n_args; k++)
+            c->u.call.args[k].value = subst_value (a, v->u.call.args[k].value, from, to);
+          return c;
+        }
+      return v;
     default:
-      break;
+      return v;
     }
 }
 
+/* Renames @from to @to in a statement the decomposition built (it owns its argument array and
+ * its subsymbols). */
 static void
-subst_stmt (CsStmt *st, const CsProxy *from, CsProxy *to)
+subst_stmt (CsArena *a, CsStmt *st, const CsProxy *from, CsProxy *to)
 {
   for (guint i = 0; i < st->n_args; i++)
-    subst_value (st->args[i].value, from, to);
-  subst_value (st->out, from, to);
+    st->args[i].value = subst_value (a, st->args[i].value, from, to);
+  st->out = subst_value (a, st->out, from, to);
   for (guint i = 0; i < st->n_subs; i++)
-    subst_stmt (st->subs[i], from, to);
+    subst_stmt (a, st->subs[i], from, to);
 }
 
 static void
@@ -2619,6 +2822,7 @@ dx_init (Dx *dx, CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy)
 {
   dx->trace = trace;
   dx->origin = stmt;
+  dx->names_free_from = G_MAXUINT32;
   if (policy)
     dx->policy = *policy;
   else
@@ -2631,15 +2835,63 @@ same_type (const CsProxy *a, const CsProxy *b)
   return a->kind == b->kind && a->dtype == b->dtype && same_dims (a->shape, a->rank, b->shape, b->rank);
 }
 
+/* The decomposition made @g where the statement names @w: @w takes @g's type (when untyped) and
+ * its place in @subs[@start..], and @g's name is given back. */
+static gboolean
+adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy *w,
+              CsProxy *g, GError **error)
+{
+  if (w == g)
+    return TRUE;
+  if (w->typed && w->kind == CS_PROXY_TENSOR && !same_type (w, g))
+    {
+      g_autofree char *ws = cs_proxy_type_string (w);
+      g_autofree char *gs = cs_proxy_type_string (g);
+
+      dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "output %s is typed \"%s\" but the decomposition gives \"%s\"",
+               w->name, ws, gs);
+      return FALSE;
+    }
+  if (!w->typed)
+    cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
+  for (guint k = start; k < subs->len; k++)
+    subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
+  g_hash_table_remove (trace->proxies, g->name);
+  /* give the name back when it was the last one handed out (keeps numbering contiguous) */
+  if (trace->next_name > 0)
+    {
+      guint64 n;
+      if (parse_t_name (g->name, &n) && n == trace->next_name - 1)
+        trace->next_name--;
+    }
+  return TRUE;
+}
+
+/**
+ * cs_decompose_stmt:
+ *
+ * See cs-decompose.h.
+ */
 gboolean
 cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, GPtrArray *out,
                    GError **error)
 {
+  return _cs_decompose_stmt_names (trace, stmt, policy, G_MAXUINT32, out, error);
+}
+
+/**
+ * _cs_decompose_stmt_names: (skip)
+ *
+ * See cs-decompose.h.  The new statements are built directly at the end of @out, which is cut
+ * back to its length on entry when the decomposition fails.
+ */
+gboolean
+_cs_decompose_stmt_names (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
+                          guint32 names_free_from, GPtrArray *out, GError **error)
+{
   Dx dx;
-  g_autoptr (GPtrArray) tmp = g_ptr_array_new ();
-  g_autoptr (GPtrArray) got = g_ptr_array_new ();
-  g_autoptr (GPtrArray) want = g_ptr_array_new ();
   CsValue *res;
+  guint start;
 
   g_return_val_if_fail (trace != NULL && stmt != NULL && out != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
@@ -2650,6 +2902,7 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
       return FALSE;
     }
   dx_init (&dx, trace, stmt, policy);
+  dx.names_free_from = names_free_from;
   /* arguments that do not fit the op are reported by its meta before anything is built */
   if (cs_meta_supports (stmt))
     {
@@ -2669,50 +2922,41 @@ cs_decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy, G
           return FALSE;
         }
     }
-  res = decompose_impl (&dx, stmt, tmp, error);
+  start = out->len;
+  res = decompose_impl (&dx, stmt, out, error);
+  if (res != NULL)
+    res = ensure_produced (&dx, out, start, res, error);
   if (res == NULL)
-    return FALSE;
-  if (!(res = ensure_produced (&dx, tmp, res, error)))
-    return FALSE;
-  proxy_leaves (res, got);
-  proxy_leaves (stmt->out, want);
-  if (stmt->out != NULL && got->len != want->len)
+    goto fail;
+  if (res->kind == CS_VALUE_PROXY && stmt->out != NULL && stmt->out->kind == CS_VALUE_PROXY)
     {
-      dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "the decomposition gives %u outputs, the statement names %u",
-               got->len, want->len);
-      return FALSE;
+      /* the common case: one output */
+      if (!adopt_output (trace, stmt, out, start, stmt->out->u.proxy, res->u.proxy, error))
+        goto fail;
     }
-  for (guint i = 0; i < want->len; i++)
+  else
     {
-      CsProxy *w = g_ptr_array_index (want, i), *g = g_ptr_array_index (got, i);
+      g_autoptr (GPtrArray) got = g_ptr_array_new ();
+      g_autoptr (GPtrArray) want = g_ptr_array_new ();
 
-      if (w == g)
-        continue;
-      if (w->typed && w->kind == CS_PROXY_TENSOR && !same_type (w, g))
+      proxy_leaves (res, got);
+      proxy_leaves (stmt->out, want);
+      if (stmt->out != NULL && got->len != want->len)
         {
-          g_autofree char *ws = cs_proxy_type_string (w);
-          g_autofree char *gs = cs_proxy_type_string (g);
-
-          dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "output %s is typed \"%s\" but the decomposition gives \"%s\"",
-                   w->name, ws, gs);
-          return FALSE;
+          dx_fail (stmt, error, CS_DECOMPOSE_ERROR_TYPE, "the decomposition gives %u outputs, the statement names %u",
+                   got->len, want->len);
+          goto fail;
         }
-      if (!w->typed)
-        cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
-      for (guint k = 0; k < tmp->len; k++)
-        subst_stmt (g_ptr_array_index (tmp, k), g, w);
-      g_hash_table_remove (trace->proxies, g->name);
-      /* give the name back when it was the last one handed out (keeps numbering contiguous) */
-      if (trace->next_name > 0)
-        {
-          g_autofree char *last = g_strdup_printf ("t%u", trace->next_name - 1);
-          if (g_str_equal (last, g->name))
-            trace->next_name--;
-        }
+      for (guint i = 0; i < want->len; i++)
+        if (!adopt_output (trace, stmt, out, start, g_ptr_array_index (want, i),
+                           g_ptr_array_index (got, i), error))
+          goto fail;
     }
-  for (guint k = 0; k < tmp->len; k++)
-    g_ptr_array_add (out, g_ptr_array_index (tmp, k));
   return TRUE;
+
+fail:
+  g_ptr_array_set_size (out, start);
+  return FALSE;
 }
 
 static gboolean
@@ -2765,45 +3009,73 @@ cs_decompose_to_prims (CsTrace *trace, const CsStmt *stmt, const CsPolicy *polic
   return TRUE;
 }
 
-/* TRUE when a top-level call of @trace names an output proxy without a type. */
+/* TRUE when the value tree @v references a proxy without a type (the proxies
+ * cs_value_collect_proxies() lists). */
 static gboolean
-any_untyped_output (const CsTrace *trace)
+any_untyped_proxy (const CsValue *v)
 {
-  g_autoptr (GPtrArray) outs = g_ptr_array_new ();
-
-  for (guint i = 0; i < trace->n_stmts; i++)
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
     {
-      const CsStmt *st = trace->stmts[i];
-      if (st->kind != CS_STMT_CALL || st->out == NULL)
-        continue;
-      g_ptr_array_set_size (outs, 0);
-      cs_value_collect_proxies (st->out, outs);
-      for (guint j = 0; j < outs->len; j++)
-        if (!((CsProxy *) outs->pdata[j])->typed)
+    case CS_VALUE_PROXY:
+      return !v->u.proxy->typed;
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        if (any_untyped_proxy (v->u.call.args[i].value))
           return TRUE;
+      return FALSE;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (any_untyped_proxy (v->u.seq.items[i]))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
     }
-  return FALSE;
 }
 
+/**
+ * cs_decompose_trace: (see cs-decompose.h)
+ *
+ * cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns its
+ * proxies (a deep copy); otherwise a derived trace, which shares them with @trace, is enough.
+ * Rather than walking @trace once more up front, the pass starts on a derived trace, checks
+ * each top-level call's outputs before it touches the call, and at the first untyped output
+ * starts over on a deep copy (nothing shared has been edited by then: only untyped outputs
+ * are typed in place).
+ */
 CsTrace *
 cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr (CsTrace) copy = NULL;
+  g_autoptr (GPtrArray) subs = NULL;
+  gboolean deep = FALSE;
 
   g_return_val_if_fail (trace != NULL, NULL);
-  /* cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns
-   * its proxies (a deep copy); otherwise the derived trace shares them with @trace */
-  copy = any_untyped_output (trace) ? cs_trace_copy (trace, "decompose")
-                                    : cs_trace_derive (trace, "decompose");
+  subs = g_ptr_array_new ();
+restart:
+  copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive (trace, "decompose");
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
-      g_autoptr (GPtrArray) subs = NULL;
       GError *local = NULL;
 
-      if (st->kind != CS_STMT_CALL || !cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+      if (st->kind != CS_STMT_CALL)
         continue;
-      subs = g_ptr_array_new ();
+      if (!deep && any_untyped_proxy (st->out))
+        {
+          g_clear_pointer (&copy, cs_trace_unref);
+          deep = TRUE;
+          goto restart;
+        }
+      if (!cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+        continue;
+      g_ptr_array_set_size (subs, 0);
       if (!cs_decompose_stmt (copy, st, policy, subs, &local))
         {
           if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))

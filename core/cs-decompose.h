@@ -102,4 +102,65 @@ CsTrace    *cs_decompose_trace      (const CsTrace   *trace,
                                      const CsPolicy  *policy,
                                      GError         **error);
 
+/* Internal to the passes that emit many statements (decompose, grad). */
+
+/**
+ * _cs_decompose_names_free_from: (skip)
+ * @trace: a trace
+ *
+ * Where fresh names need no lookup: every proxy visible in @trace named "t<n>" has n below the
+ * result.  Stays true while a pass adds proxies only through the name counter
+ * (_cs_decompose_fresh_proxy(), cs_trace_fresh_name()): from then on, any "t<n>" with n at or
+ * above the result and at or above trace->next_name is free.
+ * Returns: 1 + the largest such n, 0 when there is none
+ */
+guint32     _cs_decompose_names_free_from (const CsTrace *trace);
+
+/**
+ * _cs_decompose_fresh_proxy: (skip)
+ * @trace: the trace that receives the proxy
+ * @names_free_from: _cs_decompose_names_free_from() of @trace at the start of the pass, or
+ *   G_MAXUINT32 to look every candidate name up
+ *
+ * The same proxy as cs_trace_add_proxy (trace, cs_trace_fresh_name (trace, "t")) - untyped,
+ * named "t<n>" with the smallest n from the trace's name counter that no visible proxy uses -
+ * without formatting the name through printf, and with at most one lookup per candidate
+ * (none from @names_free_from on).
+ * Returns: (transfer none): the new proxy
+ */
+CsProxy    *_cs_decompose_fresh_proxy (CsTrace *trace,
+                                       guint32  names_free_from);
+
+/**
+ * _cs_decompose_stmt_names: (skip)
+ * @names_free_from: as for _cs_decompose_fresh_proxy()
+ *
+ * cs_decompose_stmt() for a pass that knows where fresh names need no lookup.
+ * Returns: TRUE on success
+ */
+gboolean    _cs_decompose_stmt_names  (CsTrace         *trace,
+                                       const CsStmt    *stmt,
+                                       const CsPolicy  *policy,
+                                       guint32          names_free_from,
+                                       GPtrArray       *out,
+                                       GError         **error);
+
+/**
+ * _cs_decompose_new_call: (skip)
+ * @op: (nullable): the op entry; looked up from @callee when NULL
+ * @callee: (nullable): printed callee, a string that outlives @trace (a literal or an op-table
+ *   name); the op's name when NULL
+ * @out: (nullable): target tree
+ * @args: (array length=n_args): arguments, copied (the values are shared)
+ *
+ * cs_stmt_new_call() without copying the callee string into the arena.
+ * Returns: (transfer none): the statement (owned by @trace's arena)
+ */
+CsStmt     *_cs_decompose_new_call    (CsTrace         *trace,
+                                       const CsOp      *op,
+                                       const char      *callee,
+                                       CsValue         *out,
+                                       const CsArg     *args,
+                                       guint            n_args);
+
 G_END_DECLS

@@ -37,6 +37,72 @@ typedef struct
   CsStmt *stmt;                /* the forward statement (in the joint trace) */
 } VjpRecord;
 
+/* A map from proxies to pointers (the grad pass's gradient table and proxy sets), without
+ * hashing in the common case: one slot per proxy id below @n (a trace numbers its proxies
+ * densely from 1), and a hash table for the rest - proxies created after the map, and any
+ * second proxy with an id whose slot is taken.  A proxy is in its slot or in @rest, never in
+ * both; entries are never removed. */
+typedef struct
+{
+  CsProxy  *key;
+  gpointer  value;
+} ProxySlot;
+
+typedef struct
+{
+  ProxySlot  *slots;
+  guint       n;
+  GHashTable *rest;            /* CsProxy* -> gpointer, created when first needed */
+} ProxyMap;
+
+static void
+pmap_init (ProxyMap *m, guint n)
+{
+  m->slots = g_new0 (ProxySlot, MAX (n, 1));
+  m->n = n;
+  m->rest = NULL;
+}
+
+static void
+pmap_clear (ProxyMap *m)
+{
+  g_clear_pointer (&m->slots, g_free);
+  g_clear_pointer (&m->rest, g_hash_table_unref);
+  m->n = 0;
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProxyMap, pmap_clear)
+
+static gboolean
+pmap_contains (const ProxyMap *m, const CsProxy *p)
+{
+  if (p->id < m->n && m->slots[p->id].key == p)
+    return TRUE;
+  return m->rest != NULL && g_hash_table_contains (m->rest, p);
+}
+
+static gpointer
+pmap_lookup (const ProxyMap *m, const CsProxy *p)
+{
+  if (p->id < m->n && m->slots[p->id].key == p)
+    return m->slots[p->id].value;
+  return m->rest != NULL ? g_hash_table_lookup (m->rest, p) : NULL;
+}
+
+static void
+pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
+{
+  if (p->id < m->n && (m->slots[p->id].key == NULL || m->slots[p->id].key == p))
+    {
+      m->slots[p->id].key = p;
+      m->slots[p->id].value = value;
+      return;
+    }
+  if (m->rest == NULL)
+    m->rest = g_hash_table_new (NULL, NULL);
+  g_hash_table_insert (m->rest, p, value);
+}
+
 typedef struct
 {
   CsTrace        *t;           /* the joint trace being built (owns every statement) */
@@ -45,12 +111,15 @@ typedef struct
   GPtrArray      *fwd;         /* CsStmt*: forward statements, in order */
   GArray         *records;     /* VjpRecord, in forward order */
   GPtrArray      *bw;          /* CsStmt*: backward statements being emitted */
-  GHashTable     *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
-  GHashTable     *outputs;     /* CsProxy* set: proxies returned by the forward */
+  ProxyMap       *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
+  ProxyMap       *outputs;     /* CsProxy* set: proxies returned by the forward */
   CsStmt         *ret;         /* the forward's RETURN */
   const char     *why;         /* annotation of the statements being emitted ("VJP of ...") */
   guint32         origin;      /* origin id the statements being emitted derive from */
   GError         *error;       /* first error of a rule */
+  GHashTable     *whys;        /* callee (string) -> its "grad: VJP of ..." annotation */
+  guint32         names_free_from; /* fresh names from here on need no lookup
+                                    (_cs_decompose_names_free_from) */
 } GradCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -147,6 +216,79 @@ value_number (const CsValue *v, double *out)
     case CS_VALUE_FLOAT: *out = v->u.f; return TRUE;
     case CS_VALUE_BOOL: *out = v->u.b ? 1.0 : 0.0; return TRUE;
     default: return FALSE;
+    }
+}
+
+/* Calls @fn on each proxy @v references, in the order cs_value_collect_proxies() lists them,
+ * until @fn returns TRUE.  Returns: whether one did (the passes' set and test walks, without
+ * collecting the proxies into a list first) */
+typedef gboolean (*ProxyFn) (CsProxy *p, gpointer data);
+
+static gboolean
+value_any_proxy (const CsValue *v, ProxyFn fn, gpointer data)
+{
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_PROXY:
+      return fn (v->u.proxy, data);
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        if (value_any_proxy (v->u.call.args[i].value, fn, data))
+          return TRUE;
+      return FALSE;
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        if (value_any_proxy (v->u.seq.items[i], fn, data))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+/* value_any_proxy() over the proxies cs_stmt_collect_outputs() lists. */
+static gboolean
+stmt_any_output (const CsStmt *s, ProxyFn fn, gpointer data)
+{
+  switch (s->kind)
+    {
+    case CS_STMT_CALL:
+    case CS_STMT_ANNASSIGN:
+      return value_any_proxy (s->out, fn, data);
+    case CS_STMT_UNPACK:
+      for (guint i = 0; i < s->n_targets; i++)
+        if (value_any_proxy (s->targets[i], fn, data))
+          return TRUE;
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+/* value_any_proxy() over the proxies cs_stmt_collect_inputs() lists. */
+static gboolean
+stmt_any_input (const CsStmt *s, ProxyFn fn, gpointer data)
+{
+  switch (s->kind)
+    {
+    case CS_STMT_CALL:
+      for (guint i = 0; i < s->n_args; i++)
+        if (value_any_proxy (s->args[i].value, fn, data))
+          return TRUE;
+      return FALSE;
+    case CS_STMT_UNPACK:
+      return s->source != NULL && fn (s->source, data);
+    case CS_STMT_ANNASSIGN:
+    case CS_STMT_RETURN:
+      return value_any_proxy (s->value, fn, data);
+    default:
+      return FALSE;
     }
 }
 
@@ -300,8 +442,11 @@ static CsProxy *
 emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint rank,
             const CsDevice *dev, CsArg *args, guint n_args)
 {
-  CsProxy *out = cs_trace_new_tensor (c->t, "t", dtype, shape, rank, dev);
-  CsStmt *s = cs_stmt_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
+  CsProxy *out = _cs_decompose_fresh_proxy (c->t, c->names_free_from);
+  CsStmt *s;
+
+  cs_proxy_set_tensor (c->t, out, dtype, shape, rank, dev);
+  s = _cs_decompose_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
 
   s->backward = 1;
   s->why = c->why;
@@ -633,14 +778,14 @@ get_grad_stmt (GradCtx *c, CsProxy *p)
 static CsProxy *
 grad_of (GradCtx *c, CsProxy *p)
 {
-  CsProxy *g = g_hash_table_lookup (c->grads, p);
+  CsProxy *g = pmap_lookup (c->grads, p);
 
   if (g != NULL)
     return g;
-  if (g_hash_table_contains (c->outputs, p))
+  if (pmap_contains (c->outputs, p))
     {
       g = get_grad_stmt (c, p);
-      g_hash_table_insert (c->grads, p, g);
+      pmap_insert (c->grads, p, g);
     }
   return g;
 }
@@ -662,12 +807,12 @@ put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
                    g->name, x->name);
       return;
     }
-  cur = g_hash_table_lookup (c->grads, x);
-  if (cur == NULL && g_hash_table_contains (c->outputs, x))
+  cur = pmap_lookup (c->grads, x);
+  if (cur == NULL && pmap_contains (c->outputs, x))
     cur = get_grad_stmt (c, x);
   if (cur != NULL)
     g = add (c, v_p (c, cur), v_p (c, g));
-  g_hash_table_insert (c->grads, x, g);
+  pmap_insert (c->grads, x, g);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1310,6 +1455,20 @@ vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
                                &g->device, args, 6));
 }
 
+/* "grad: VJP of <callee>", one string per callee (the statements of a rule share it). */
+static const char *
+vjp_why (GradCtx *c, const CsStmt *s)
+{
+  const char *why = g_hash_table_lookup (c->whys, s->callee);
+
+  if (why == NULL)
+    {
+      why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+      g_hash_table_insert (c->whys, (gpointer) s->callee, (gpointer) why);
+    }
+  return why;
+}
+
 static void
 run_rule (GradCtx *c, const VjpRecord *r)
 {
@@ -1320,12 +1479,12 @@ run_rule (GradCtx *c, const VjpRecord *r)
   if (r->rule == CS_OP_PRIM_VAR_MEAN)
     {
       c->origin = s->origin ? s->origin : s->id;
-      c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+      c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
       return;
     }
   c->origin = s->origin ? s->origin : s->id;
-  c->why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
+  c->why = vjp_why (c, s);
   out = cs_stmt_get_output (s);
   if (out == NULL)
     {
@@ -1333,7 +1492,7 @@ run_rule (GradCtx *c, const VjpRecord *r)
       return;
     }
   /* Thunder skips a backward none of whose outputs has a gradient */
-  if (!g_hash_table_contains (c->grads, out) && !g_hash_table_contains (c->outputs, out))
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
     return;
   g = grad_of (c, out);
   if (g == NULL)
@@ -1595,17 +1754,15 @@ run_rule (GradCtx *c, const VjpRecord *r)
 /* The pass                                                                                    */
 
 static gboolean
+proxy_is_diff (CsProxy *p, gpointer data)
+{
+  return is_diff (p);
+}
+
+static gboolean
 is_constant_call (const CsStmt *s, CsOpId sem)
 {
-  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
-
-  if (op_is_constant (sem))
-    return TRUE;
-  cs_stmt_collect_inputs (s, ins);
-  for (guint i = 0; i < ins->len; i++)
-    if (is_diff (ins->pdata[i]))
-      return FALSE;
-  return TRUE;
+  return op_is_constant (sem) || !stmt_any_input (s, proxy_is_diff, NULL);
 }
 
 /* The statements @s stands for, one level down: Thunder's decomposition built under the
@@ -1616,7 +1773,7 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 {
   g_autoptr(GError) local = NULL;
 
-  if (cs_decompose_stmt (c->t, s, c->policy, out, &local))
+  if (_cs_decompose_stmt_names (c->t, s, c->policy, c->names_free_from, out, &local))
     return TRUE;
   g_ptr_array_set_size (out, 0);
   for (guint i = 0; i < s->n_subs; i++)
@@ -1636,55 +1793,69 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 }
 
 static gboolean
-outputs_typed (GradCtx *c, CsStmt *s, GError **error)
+proxy_is_untyped (CsProxy *p, gpointer data)
 {
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  return !p->typed;
+}
 
-  cs_stmt_collect_outputs (s, outs);
-  /* tuple outputs (var_mean) print no type comment: infer them as Thunder's meta would */
-  for (guint i = 0; i < outs->len; i++)
-    if (!((CsProxy *) outs->pdata[i])->typed)
-      {
-        g_autoptr(GError) local = NULL;
-        if (!cs_meta_infer (c->t, s, &local))
-          {
-            g_propagate_prefixed_error (error, g_steal_pointer (&local),
-                                        "%s: grad needs the output types: ", stmt_where (c, s));
-            return FALSE;
-          }
-        break;
-      }
-  for (guint i = 0; i < outs->len; i++)
+/* Stops at the first output the grad pass cannot use (stored in *@data). */
+static gboolean
+proxy_not_static_tensor (CsProxy *p, gpointer data)
+{
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
     {
-      CsProxy *p = outs->pdata[i];
-      if (p->kind != CS_PROXY_TENSOR || !p->typed)
-        {
-          g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
-                       "%s: %s: output %s has no tensor type (the grad pass needs typed "
-                       "outputs; run the meta pass first)", stmt_where (c, s), s->callee, p->name);
-          return FALSE;
-        }
-      for (guint k = 0; k < p->rank; k++)
-        if (p->shape[k] < 0)
-          {
-            g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
-                         "%s: %s: output %s has a symbolic shape; the grad pass needs static "
-                         "shapes", stmt_where (c, s), s->callee, p->name);
-            return FALSE;
-          }
+      *(CsProxy **) data = p;
+      return TRUE;
     }
-  return TRUE;
+  for (guint k = 0; k < p->rank; k++)
+    if (p->shape[k] < 0)
+      {
+        *(CsProxy **) data = p;
+        return TRUE;
+      }
+  return FALSE;
 }
 
 static gboolean
-forward_walk (GradCtx *c, GQueue *work, GError **error)
+outputs_typed (GradCtx *c, CsStmt *s, GError **error)
+{
+  CsProxy *p = NULL;
+
+  /* tuple outputs (var_mean) print no type comment: infer them as Thunder's meta would */
+  if (stmt_any_output (s, proxy_is_untyped, NULL))
+    {
+      g_autoptr(GError) local = NULL;
+      if (!cs_meta_infer (c->t, s, &local))
+        {
+          g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                      "%s: grad needs the output types: ", stmt_where (c, s));
+          return FALSE;
+        }
+    }
+  if (!stmt_any_output (s, proxy_not_static_tensor, &p))
+    return TRUE;
+  if (p->kind != CS_PROXY_TENSOR || !p->typed)
+    g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                 "%s: %s: output %s has no tensor type (the grad pass needs typed "
+                 "outputs; run the meta pass first)", stmt_where (c, s), s->callee, p->name);
+  else
+    g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_BAD_TRACE,
+                 "%s: %s: output %s has a symbolic shape; the grad pass needs static "
+                 "shapes", stmt_where (c, s), s->callee, p->name);
+  return FALSE;
+}
+
+/* Walks the statements of @work, a stack (the next statement last), replacing each statement
+ * without a rule by its decomposition. */
+static gboolean
+forward_walk (GradCtx *c, GPtrArray *work, GError **error)
 {
   guint steps = 0;
+  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
 
-  while (!g_queue_is_empty (work))
+  while (work->len > 0)
     {
-      CsStmt *s = g_queue_pop_head (work);
-      g_autoptr(GPtrArray) subs = NULL;
+      CsStmt *s = g_ptr_array_steal_index_fast (work, work->len - 1);
       CsOpId sem;
 
       if (++steps > MAX_WORK_STEPS)
@@ -1741,11 +1912,11 @@ forward_walk (GradCtx *c, GQueue *work, GError **error)
                        stmt_where (c, s), s->callee);
           return FALSE;
         }
-      subs = g_ptr_array_new ();
+      g_ptr_array_set_size (subs, 0);
       if (!decomposition (c, s, subs, error))
         return FALSE;
       for (guint i = subs->len; i > 0; i--)
-        g_queue_push_head (work, subs->pdata[i - 1]);
+        g_ptr_array_add (work, subs->pdata[i - 1]);
     }
   if (c->ret == NULL)
     {
@@ -1771,20 +1942,45 @@ dict_get (const CsValue *d, const char *key)
   return NULL;
 }
 
-/* Thunder's dce: keep what the return needs (walking backwards) plus comments, unpacks and
- * DONT_DCE statements. */
-static GPtrArray *
-dce (GPtrArray *stmts)
+static gboolean
+proxy_any (CsProxy *p, gpointer data)
 {
-  g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
-  g_autofree gboolean *keep = g_new0 (gboolean, stmts->len);
-  GPtrArray *out = g_ptr_array_new ();
+  return TRUE;
+}
+
+static gboolean
+proxy_in_set (CsProxy *p, gpointer set)
+{
+  return pmap_contains (set, p);
+}
+
+static gboolean
+proxy_add_to_set (CsProxy *p, gpointer set)
+{
+  pmap_insert (set, p, p);
+  return FALSE;
+}
+
+enum { LIVE = 1, GET_GRAD = 2 };
+
+/* Thunder's dce - keep what the return needs (walking backwards) plus comments, unpacks and
+ * DONT_DCE statements - followed by Thunder's _group_get_grad_bsyms: every live get_grad
+ * moves to where the first one is.  The get_grads are noted during the dce walk, while each
+ * statement is at hand, so the grouping does not read the statements again. */
+static GPtrArray *
+dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
+{
+  g_auto(ProxyMap) needed_map = { 0 };
+  ProxyMap *needed = &needed_map;
+  g_autofree guint8 *mark = g_new0 (guint8, MAX (stmts->len, 1));
+  GPtrArray *out = g_ptr_array_sized_new (stmts->len);
+  guint first = G_MAXUINT;
+
+  pmap_init (needed, t->next_proxy_id + 1);
 
   for (guint i = stmts->len; i > 0; i--)
     {
       CsStmt *s = stmts->pdata[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
       gboolean k = FALSE;
 
       switch (s->kind)
@@ -1793,10 +1989,9 @@ dce (GPtrArray *stmts)
           k = FALSE;
           break;
         case CS_STMT_CALL:
-          cs_stmt_collect_outputs (s, outs);
-          for (guint j = 0; j < outs->len && !k; j++)
-            k = g_hash_table_contains (needed, outs->pdata[j]);
-          if (outs->len == 0)
+          if (stmt_any_output (s, proxy_any, NULL))
+            k = stmt_any_output (s, proxy_in_set, needed);
+          else
             k = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE;
           break;
         default:
@@ -1805,43 +2000,22 @@ dce (GPtrArray *stmts)
         }
       if (!k)
         continue;
-      keep[i - 1] = TRUE;
-      cs_stmt_collect_inputs (s, ins);
-      for (guint j = 0; j < ins->len; j++)
-        g_hash_table_add (needed, ins->pdata[j]);
-    }
-  for (guint i = 0; i < stmts->len; i++)
-    if (keep[i])
-      g_ptr_array_add (out, stmts->pdata[i]);
-  return out;
-}
-
-/* Thunder's _group_get_grad_bsyms: every get_grad moves to where the first one is. */
-static GPtrArray *
-group_get_grads (GPtrArray *stmts)
-{
-  GPtrArray *out = g_ptr_array_new ();
-  guint first = G_MAXUINT;
-
-  for (guint i = 0; i < stmts->len && first == G_MAXUINT; i++)
-    {
-      CsStmt *s = stmts->pdata[i];
+      mark[i - 1] = LIVE;
       if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
-        first = i;
+        {
+          mark[i - 1] |= GET_GRAD;
+          first = i - 1;
+        }
+      stmt_any_input (s, proxy_add_to_set, needed);
     }
   for (guint i = 0; i < stmts->len; i++)
     {
-      CsStmt *s = stmts->pdata[i];
       if (i == first)
         for (guint j = i; j < stmts->len; j++)
-          {
-            CsStmt *t = stmts->pdata[j];
-            if (t->kind == CS_STMT_CALL && t->op->id == CS_OP_PRIM_GET_GRAD)
-              g_ptr_array_add (out, t);
-          }
-      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
-        continue;
-      g_ptr_array_add (out, s);
+          if (mark[j] == (LIVE | GET_GRAD))
+            g_ptr_array_add (out, stmts->pdata[j]);
+      if (mark[i] == LIVE)
+        g_ptr_array_add (out, stmts->pdata[i]);
     }
   return out;
 }
@@ -1961,14 +2135,14 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(CsTrace) t = NULL;
   g_autoptr(GPtrArray) inputs = NULL;
   g_autoptr(GPtrArray) all = NULL;
-  g_autoptr(GPtrArray) live = NULL;
   g_autoptr(GPtrArray) grouped = NULL;
-  g_autoptr(GQueue) work = g_queue_new ();
+  g_autoptr(GPtrArray) work = NULL;
   g_autoptr(GPtrArray) fwd = g_ptr_array_new ();
   g_autoptr(GArray) records = g_array_new (FALSE, FALSE, sizeof (VjpRecord));
   g_autoptr(GPtrArray) bw = g_ptr_array_new ();
-  g_autoptr(GHashTable) grads = g_hash_table_new (NULL, NULL);
-  g_autoptr(GHashTable) outputs = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) whys = g_hash_table_new (g_str_hash, g_str_equal);
+  g_auto(ProxyMap) grads = { 0 };
+  g_auto(ProxyMap) outputs = { 0 };
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -1987,17 +2161,23 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   c.fwd = fwd;
   c.records = records;
   c.bw = bw;
-  c.grads = grads;
-  c.outputs = outputs;
+  c.whys = whys;
+  c.names_free_from = _cs_decompose_names_free_from (t);
 
   inputs = cs_trace_dup_inputs (t);
   if (!mark_requires_grad (&c, inputs, spec, error))
     return NULL;
 
-  for (guint i = 0; i < t->n_stmts; i++)
-    g_queue_push_tail (work, t->stmts[i]);
+  work = g_ptr_array_sized_new (t->n_stmts);
+  for (guint i = t->n_stmts; i > 0; i--)
+    g_ptr_array_add (work, t->stmts[i - 1]);
   if (!forward_walk (&c, work, error))
     return NULL;
+  /* every forward proxy exists now: the maps get a slot for each */
+  pmap_init (&grads, t->next_proxy_id + 1);
+  pmap_init (&outputs, t->next_proxy_id + 1);
+  c.grads = &grads;
+  c.outputs = &outputs;
 
   /* the forward outputs */
   rv = c.ret->value;
@@ -2010,7 +2190,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
     outv = cs_value_new_seq (c.a, CS_VALUE_TUPLE, &outv, 1);
   cs_value_collect_proxies (outv, outp);
   for (guint i = 0; i < outp->len; i++)
-    g_hash_table_add (outputs, outp->pdata[i]);
+    pmap_insert (&outputs, outp->pdata[i], outp->pdata[i]);
 
   flat = dict_get (rv, "flat_args");
   if (flat != NULL && flat->kind != CS_VALUE_LIST && flat->kind != CS_VALUE_TUPLE)
@@ -2040,7 +2220,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < flat->u.seq.n; i++)
     {
       CsProxy *p = value_tensor (flat->u.seq.items[i]);
-      CsProxy *g = (p != NULL && p->requires_grad) ? g_hash_table_lookup (grads, p) : NULL;
+      CsProxy *g = (p != NULL && p->requires_grad) ? pmap_lookup (&grads, p) : NULL;
       gitems[i] = g ? v_p (&c, g) : cs_value_new_none (c.a);
     }
   gtuple = cs_value_new_seq (c.a, CS_VALUE_TUPLE, gitems, flat->u.seq.n);
@@ -2061,8 +2241,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < bw->len; i++)
     g_ptr_array_add (all, bw->pdata[i]);
   g_ptr_array_add (all, ret);
-  live = dce (all);
-  grouped = group_get_grads (live);
+  grouped = dce_and_group_get_grads (t, all);
   cs_trace_set_stmts (t, (CsStmt **) grouped->pdata, grouped->len);
 
   ensure_imports (t);

@@ -723,12 +723,17 @@ static gboolean
 matmul_shape (const Meta *m, const CsProxy *a, const CsProxy *b, int64_t *shape, guint *rank,
               GError **error)
 {
-  g_autofree char *sa = format_proxy_shape (a);
-  g_autofree char *sb = format_proxy_shape (b);
+  /* the shape strings of the messages are formatted only on failure (this runs for every
+     matmul a pass emits) */
+  g_autofree char *sa = NULL, *sb = NULL;
 
   if (a->rank == 0 || b->rank == 0)
-    return meta_fail (m, error, CS_META_ERROR_SHAPE,
-                      "both operands must have at least one dim, got %s and %s", sa, sb);
+    {
+      sa = format_proxy_shape (a);
+      sb = format_proxy_shape (b);
+      return meta_fail (m, error, CS_META_ERROR_SHAPE,
+                        "both operands must have at least one dim, got %s and %s", sa, sb);
+    }
   if (a->dtype != b->dtype)
     return meta_fail (m, error, CS_META_ERROR_DTYPE, "operands %s (%s) and %s (%s) differ in dtype",
                       a->name, cs_dtype_short_name (a->dtype), b->name,
@@ -765,8 +770,12 @@ matmul_shape (const Meta *m, const CsProxy *a, const CsProxy *b, int64_t *shape,
     guint r;
 
     if (!cs_meta_broadcast_shapes (a->shape, a->rank - 2, b->shape, b->rank - 2, shape, &r))
-      return meta_fail (m, error, CS_META_ERROR_SHAPE,
-                        "batch dims of %s and %s cannot be broadcast", sa, sb);
+      {
+        sa = format_proxy_shape (a);
+        sb = format_proxy_shape (b);
+        return meta_fail (m, error, CS_META_ERROR_SHAPE,
+                          "batch dims of %s and %s cannot be broadcast", sa, sb);
+      }
     if (r + 2 > CS_MAX_DIMS)
       return meta_fail (m, error, CS_META_ERROR_SHAPE, "too many dims");
     shape[r] = a->shape[a->rank - 2];
@@ -776,6 +785,8 @@ matmul_shape (const Meta *m, const CsProxy *a, const CsProxy *b, int64_t *shape,
   return TRUE;
 
 bad:
+  sa = format_proxy_shape (a);
+  sb = format_proxy_shape (b);
   return meta_fail (m, error, CS_META_ERROR_SHAPE, "shapes %s and %s cannot be multiplied", sa, sb);
 }
 
@@ -805,14 +816,20 @@ meta_linear (Meta *m, GError **error)
   if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "w", &w, error)
       || !get_opt_tensor (m, 2, "bias", &bias, error))
     return FALSE;
-  sa = format_proxy_shape (a);
-  sw = format_proxy_shape (w);
   if (a->rank == 0 || w->rank == 0 || w->rank > 2)
-    return meta_fail (m, error, CS_META_ERROR_SHAPE,
-                      "input %s and weight %s: the input needs >= 1 dim and the weight 1 or 2", sa, sw);
+    {
+      sa = format_proxy_shape (a);
+      sw = format_proxy_shape (w);
+      return meta_fail (m, error, CS_META_ERROR_SHAPE,
+                        "input %s and weight %s: the input needs >= 1 dim and the weight 1 or 2", sa, sw);
+    }
   if (a->shape[a->rank - 1] != w->shape[w->rank - 1])
-    return meta_fail (m, error, CS_META_ERROR_SHAPE, "shapes %s and %s cannot be multiplied (weight is [out, in])",
-                      sa, sw);
+    {
+      sa = format_proxy_shape (a);
+      sw = format_proxy_shape (w);
+      return meta_fail (m, error, CS_META_ERROR_SHAPE, "shapes %s and %s cannot be multiplied (weight is [out, in])",
+                        sa, sw);
+    }
   if (a->dtype != w->dtype || (bias && bias->dtype != a->dtype))
     return meta_fail (m, error, CS_META_ERROR_DTYPE,
                       "input (%s), weight (%s)%s%s must share one dtype",
@@ -830,6 +847,7 @@ meta_linear (Meta *m, GError **error)
       if (!ok)
         {
           g_autofree char *sb = format_proxy_shape (bias);
+          sw = format_proxy_shape (w);
           return meta_fail (m, error, CS_META_ERROR_SHAPE, "bias %s does not fit weight %s", sb, sw);
         }
     }
@@ -2256,19 +2274,22 @@ cs_meta_compute (CsTrace *trace, const CsStmt *stmt, CsMetaType *out_types, guin
   return TRUE;
 }
 
-/* Output leaves of a target tree (PROXY and UNDERSCORE values), depth first. */
+/* Output leaves of a target tree (PROXY and UNDERSCORE values), depth first: the first @max go
+ * to @out, *@n counts them all. */
 static void
-collect_leaves (CsValue *v, GPtrArray *out)
+collect_leaves (CsValue *v, CsValue **out, guint max, guint *n)
 {
   if (v == NULL)
     return;
   if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
     {
       for (guint i = 0; i < v->u.seq.n; i++)
-        collect_leaves (v->u.seq.items[i], out);
+        collect_leaves (v->u.seq.items[i], out, max, n);
       return;
     }
-  g_ptr_array_add (out, v);
+  if (*n < max)
+    out[*n] = v;
+  (*n)++;
 }
 
 gboolean
@@ -2276,7 +2297,8 @@ cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
 {
   CsMetaType types[MAX_OUT];
   guint n = 0;
-  g_autoptr (GPtrArray) leaves = g_ptr_array_new ();
+  CsValue *leaves[MAX_OUT];
+  guint n_leaves = 0;
   Meta m = { 0 };
 
   g_return_val_if_fail (trace != NULL && stmt != NULL, FALSE);
@@ -2284,15 +2306,15 @@ cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
 
   if (!cs_meta_compute (trace, stmt, types, MAX_OUT, &n, error))
     return FALSE;
-  collect_leaves (stmt->out, leaves);
-  if (leaves->len == 0)
+  collect_leaves (stmt->out, leaves, MAX_OUT, &n_leaves);
+  if (n_leaves == 0)
     return TRUE;    /* a bare call: nothing to type */
-  if (leaves->len != n)
+  if (n_leaves != n)
     return meta_fail (&m, error, CS_META_ERROR_MISMATCH, "the statement names %u outputs but the op gives %u",
-                      leaves->len, n);
+                      n_leaves, n);
   for (guint i = 0; i < n; i++)
     {
-      CsValue *lv = g_ptr_array_index (leaves, i);
+      CsValue *lv = leaves[i];
       CsProxy *p;
       const CsMetaType *t = &types[i];
 

@@ -59,12 +59,82 @@ flatten_leaves (const CsValue *v, GPtrArray *out)
     }
 }
 
+/* The output and input proxies of the joint's statements, collected once (reading a
+ * statement's values is the cache-missing part of the split; three walks use them). */
+typedef struct
+{
+  GPtrArray *proxies;    /* every statement's outputs, then its inputs */
+  guint     *out_at;     /* per statement: outputs are proxies[out_at, in_at) */
+  guint     *in_at;      /*                inputs are proxies[in_at, in_end) */
+  guint     *in_end;
+  gboolean  *collected;  /* per statement: the ranges are set */
+} StmtIo;
+
+static void
+stmt_io_init (StmtIo *io, guint n_stmts)
+{
+  io->proxies = g_ptr_array_new ();
+  io->out_at = g_new0 (guint, MAX (n_stmts, 1));
+  io->in_at = g_new0 (guint, MAX (n_stmts, 1));
+  io->in_end = g_new0 (guint, MAX (n_stmts, 1));
+  io->collected = g_new0 (gboolean, MAX (n_stmts, 1));
+}
+
+static void
+stmt_io_clear (StmtIo *io)
+{
+  g_clear_pointer (&io->proxies, g_ptr_array_unref);
+  g_clear_pointer (&io->out_at, g_free);
+  g_clear_pointer (&io->in_at, g_free);
+  g_clear_pointer (&io->in_end, g_free);
+  g_clear_pointer (&io->collected, g_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (StmtIo, stmt_io_clear)
+
+static void
+stmt_io_collect (StmtIo *io, guint i, const CsStmt *s)
+{
+  io->out_at[i] = io->proxies->len;
+  cs_stmt_collect_outputs (s, io->proxies);
+  io->in_at[i] = io->proxies->len;
+  cs_stmt_collect_inputs (s, io->proxies);
+  io->in_end[i] = io->proxies->len;
+  io->collected[i] = TRUE;
+}
+
+/* Statement @i's outputs (@inputs FALSE) or inputs, in the order cs_stmt_collect_outputs() /
+ * cs_stmt_collect_inputs() list them, as [*@ps, *@ps + return value). */
+static guint
+stmt_io_get (const StmtIo *io, guint i, const CsStmt *s, gboolean inputs, GPtrArray *tmp,
+             CsProxy ***ps)
+{
+  if (!io->collected[i])
+    {
+      g_ptr_array_set_size (tmp, 0);
+      if (inputs)
+        cs_stmt_collect_inputs (s, tmp);
+      else
+        cs_stmt_collect_outputs (s, tmp);
+      *ps = (CsProxy **) tmp->pdata;
+      return tmp->len;
+    }
+  if (inputs)
+    {
+      *ps = (CsProxy **) io->proxies->pdata + io->in_at[i];
+      return io->in_end[i] - io->in_at[i];
+    }
+  *ps = (CsProxy **) io->proxies->pdata + io->out_at[i];
+  return io->in_at[i] - io->out_at[i];
+}
+
 /* DCE of the backward part (walking backwards from the return). */
 static void
-dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
+dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt *ret)
 {
   g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
 
   cs_stmt_collect_inputs (ret, ins);
   for (guint j = 0; j < ins->len; j++)
@@ -72,27 +142,27 @@ dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
       gboolean keep = FALSE;
+      CsProxy **ps;
+      guint n;
 
       if (side[i - 1] != SIDE_BWD)
         continue;
       if (s->kind != CS_STMT_CALL && s->kind != CS_STMT_UNPACK && s->kind != CS_STMT_ANNASSIGN)
         continue;
-      cs_stmt_collect_outputs (s, outs);
-      for (guint j = 0; j < outs->len && !keep; j++)
-        keep = g_hash_table_contains (needed, outs->pdata[j]);
-      if (outs->len == 0 && s->kind == CS_STMT_CALL)
+      n = stmt_io_get (io, i - 1, s, FALSE, tmp, &ps);
+      for (guint j = 0; j < n && !keep; j++)
+        keep = g_hash_table_contains (needed, ps[j]);
+      if (n == 0 && s->kind == CS_STMT_CALL)
         keep = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) && !is_call_of (s, CS_OP_PRIM_PUT_GRAD);
       if (!keep)
         {
           side[i - 1] = SIDE_DROP;
           continue;
         }
-      g_ptr_array_set_size (ins, 0);
-      cs_stmt_collect_inputs (s, ins);
-      for (guint j = 0; j < ins->len; j++)
-        g_hash_table_add (needed, ins->pdata[j]);
+      n = stmt_io_get (io, i - 1, s, TRUE, tmp, &ps);
+      for (guint j = 0; j < n; j++)
+        g_hash_table_add (needed, ps[j]);
     }
 }
 
@@ -154,9 +224,20 @@ add_unpack (CsTrace *t, GPtrArray *body, CsProxy *source, CsValue **targets, gui
       CsValue *v = targets[i];
       if (v->kind == CS_VALUE_PROXY)
         {
+          /* `name: "type"`, put together without printf (one per saved tensor) */
           g_autofree char *ty = cs_proxy_type_string (v->u.proxy);
-          g_ptr_array_add (body, comment (t, CS_COMMENT_DETAIL, v->u.proxy, "%s: \"%s\"",
-                                          v->u.proxy->name, ty));
+          gsize nl = strlen (v->u.proxy->name), tl = strlen (ty);
+          char *text = cs_arena_alloc (t->arena, nl + tl + 5);
+          CsStmt *c = cs_stmt_new (t, CS_STMT_COMMENT);
+
+          memcpy (text, v->u.proxy->name, nl);
+          memcpy (text + nl, ": \"", 3);
+          memcpy (text + nl + 3, ty, tl);
+          text[nl + 3 + tl] = '"';
+          c->comment_kind = CS_COMMENT_DETAIL;
+          c->text = text;
+          c->annotated = v->u.proxy;
+          g_ptr_array_add (body, c);
         }
       else
         g_ptr_array_add (body, comment (t, CS_COMMENT_DETAIL, NULL, "None"));
@@ -202,6 +283,8 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   g_autoptr(CsTrace) bt = NULL;
   g_autoptr(GPtrArray) fbody = g_ptr_array_new ();
   g_autoptr(GPtrArray) bbody = g_ptr_array_new ();
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  g_auto(StmtIo) io = { 0 };
   guint next_side = SIDE_FWD, n_fw, n_bw_stmts = 0;
   gboolean any_grad = FALSE;
 
@@ -239,12 +322,13 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
 
   /* walk backwards: forward = what the forward outputs need */
   side = g_new0 (guint8, MAX (joint->n_stmts, 1));
+  stmt_io_init (&io, joint->n_stmts);
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
       gboolean is_fwd = FALSE;
+      CsProxy **outs, **ins;
+      guint n_outs, n_ins;
 
       switch (s->kind)
         {
@@ -290,9 +374,10 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
           next_side = SIDE_BWD;
           continue;
         }
-      cs_stmt_collect_outputs (s, outs);
-      for (guint j = 0; j < outs->len && !is_fwd; j++)
-        is_fwd = g_hash_table_contains (fwd_names, outs->pdata[j]);
+      stmt_io_collect (&io, i - 1, s);
+      n_outs = stmt_io_get (&io, i - 1, s, FALSE, tmp, &outs);
+      for (guint j = 0; j < n_outs && !is_fwd; j++)
+        is_fwd = g_hash_table_contains (fwd_names, outs[j]);
       if (is_call_of (s, CS_OP_PRIM_UNPACK_TRIVIAL) || s->kind == CS_STMT_UNPACK
           || s->kind == CS_STMT_ANNASSIGN)
         is_fwd = TRUE;
@@ -303,11 +388,11 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
         }
       if (is_fwd)
         {
-          cs_stmt_collect_inputs (s, ins);
-          for (guint j = 0; j < ins->len; j++)
-            g_hash_table_add (fwd_names, ins->pdata[j]);
-          for (guint j = 0; j < outs->len; j++)
-            g_hash_table_add (fwd_names, outs->pdata[j]);
+          n_ins = stmt_io_get (&io, i - 1, s, TRUE, tmp, &ins);
+          for (guint j = 0; j < n_ins; j++)
+            g_hash_table_add (fwd_names, ins[j]);
+          for (guint j = 0; j < n_outs; j++)
+            g_hash_table_add (fwd_names, outs[j]);
           side[i - 1] = SIDE_FWD;
         }
       else
@@ -320,18 +405,20 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     any_grad |= grads_v->u.seq.items[i]->kind != CS_VALUE_NONE;
   {
     CsStmt tmp_ret = { .kind = CS_STMT_RETURN, .value = grads_v };
-    dce_backward (joint, side, &tmp_ret);
+    dce_backward (joint, &io, side, &tmp_ret);
   }
   for (guint i = 0; i < joint->n_stmts; i++)
     {
-      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+      CsProxy **ins;
+      guint n_ins;
+
       if (side[i] != SIDE_BWD)
         continue;
       n_bw_stmts++;
-      cs_stmt_collect_inputs (joint->stmts[i], ins);
-      for (guint j = 0; j < ins->len; j++)
+      n_ins = stmt_io_get (&io, i, joint->stmts[i], TRUE, tmp, &ins);
+      for (guint j = 0; j < n_ins; j++)
         {
-          CsProxy *p = ins->pdata[j];
+          CsProxy *p = ins[j];
           if (g_hash_table_contains (fwd_names, p) && !g_hash_table_contains (saved_set, p))
             {
               g_hash_table_add (saved_set, p);
