@@ -12,6 +12,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "cs-cse.h"
+#include "cs-dellast.h"
+#include "cs-fuse.h"
+#include "cs-print.h"
 #include "cs-decompose.h"
 #include "cs-grad.h"
 #include "cs-pipeline.h"
@@ -842,6 +846,82 @@ test_cli (void)
 #endif
 }
 
+/* The passes share statements, values and proxies with their input (cs_trace_derive and
+ * cs_trace_derive_shared) and must copy before editing: running every pass again on the
+ * pipeline's intermediate traces leaves those traces exactly as they printed before, and gives
+ * the same results as the pipeline did. */
+static void
+test_inputs_unchanged (void)
+{
+  guint n_runs = 0;
+
+  for (guint si = 0; si < G_N_ELEMENTS (samples); si++)
+    {
+      g_autoptr(CsTrace) t = load_sample (samples[si]);
+      if (t == NULL)
+        continue;
+      for (guint pi = 0; pi < G_N_ELEMENTS (policies); pi++)
+        {
+          g_autoptr(CsPipeline) pl = NULL;
+          g_autoptr(GPtrArray) before = g_ptr_array_new_with_free_func (g_free);
+          g_autoptr(GPtrArray) again = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+          g_autoptr(GError) error = NULL;
+          CsTrace *dec, *fuse, *rrc, *cse, *dce, *fw = NULL, *bw = NULL;
+          CsPolicy p;
+
+          policy_from (&p, policies[pi]);
+          pl = run (t, &p);
+          for (guint k = 0; k < cs_pipeline_n_passes (pl); k++)
+            g_ptr_array_add (before, cs_print_trace (cs_pipeline_get_trace (pl, k), CS_PRINT_DEFAULT));
+          dec = cs_pipeline_find_trace (pl, "decompose");
+          fuse = cs_pipeline_find_trace (pl, "fuse");
+          rrc = cs_pipeline_find_trace (pl, "remove-redundant-casts");
+          cse = cs_pipeline_find_trace (pl, "cse");
+          dce = cs_pipeline_find_trace (pl, "dce");
+          if (dec == NULL || fuse == NULL)
+            continue;
+          g_ptr_array_add (again, cs_fuse_trace (dec, &p, &error));
+          g_assert_no_error (error);
+          if (rrc)
+            g_ptr_array_add (again, cs_cse_remove_redundant_casts (fuse));
+          if (cse)
+            g_ptr_array_add (again, cs_cse_trace (rrc ? rrc : fuse));
+          if (dce)
+            {
+              g_ptr_array_add (again, cs_cse_dce (cse ? cse : (rrc ? rrc : fuse)));
+              if (cs_pipeline_get_backward (pl) != NULL)
+                {
+                  g_assert_true (cs_split_forward_backward (dce, &fw, &bw, &error));
+                  g_assert_no_error (error);
+                  g_ptr_array_add (again, fw);
+                  g_ptr_array_add (again, bw);
+                  g_ptr_array_add (again, cs_dellast_trace (fw, FALSE));
+                  g_ptr_array_add (again, cs_dellast_trace (bw, TRUE));
+                }
+            }
+          for (guint k = 0; k < cs_pipeline_n_passes (pl); k++)
+            {
+              g_autofree char *after = cs_print_trace (cs_pipeline_get_trace (pl, k), CS_PRINT_DEFAULT);
+              if (g_strcmp0 (after, before->pdata[k]) != 0)
+                g_error ("%s, policy %u: the %s trace changed when the passes ran again on it",
+                         samples[si], pi, cs_pipeline_pass_name (pl, k));
+            }
+          /* the same inputs give the same fused trace (the pipeline adds the provenance line) */
+          {
+            g_autofree char *a = cs_print_trace (again->pdata[0], CS_PRINT_DEFAULT);
+            g_autofree char *b = cs_print_trace (fuse, CS_PRINT_DEFAULT);
+            const char *ab = strstr (a, "\nimport "), *bb = strstr (b, "\nimport ");
+            g_assert_nonnull (ab);
+            g_assert_nonnull (bb);
+            g_assert_cmpstr (ab, ==, bb);
+          }
+          n_runs++;
+        }
+    }
+  if (n_runs == 0)
+    g_test_skip ("no sample traces available");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -851,6 +931,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/seed/default-tensor-cores", test_seed_default);
   g_test_add_func ("/core/pipeline/seed/upcast-f32", test_seed_upcast);
   g_test_add_func ("/core/pipeline/invariants", test_invariants);
+  g_test_add_func ("/core/pipeline/inputs-unchanged", test_inputs_unchanged);
   g_test_add_func ("/core/pipeline/semantics/f64", test_semantics_f64);
   g_test_add_func ("/core/pipeline/semantics/keep-bit-exact", test_keep_bit_exact);
   g_test_add_func ("/core/pipeline/thunder/seed-default", test_thunder_seed_default);
