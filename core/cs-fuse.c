@@ -25,11 +25,36 @@ typedef struct
 
 struct _CsProxyMap
 {
-  MapSlot    *slots;   /* indexed by CsProxy.id */
+  MapSlot    *slots;   /* indexed by CsProxy.id; followed by the presence bitmap (map_bits) */
   guint32     cap;     /* slots allocated */
   GPtrArray  *keys;    /* CsProxy*, every key in insertion order */
   GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
 };
+
+#define MAP_WORDS(cap) (((gsize) (cap) + 63) / 64)
+
+/* One bit per slot, set while the slot is in use: a lookup of an unmapped proxy (most of
+ * them) reads this small bitmap instead of the slot array, which spans megabytes. */
+static inline guint64 *
+map_bits (const CsProxyMap *m)
+{
+  return (guint64 *) (m->slots + m->cap);
+}
+
+/* Grows @m to @cap slots (new slots and bits zero). */
+static void
+map_grow (CsProxyMap *m, guint32 cap)
+{
+  gsize old_words = m->slots ? MAP_WORDS (m->cap) : 0;
+  g_autofree guint64 *bits = old_words ? g_memdup2 (map_bits (m), old_words * sizeof (guint64)) : NULL;
+
+  m->slots = g_realloc (m->slots, sizeof (MapSlot) * cap + sizeof (guint64) * MAP_WORDS (cap));
+  memset (m->slots + m->cap, 0, sizeof (MapSlot) * (cap - m->cap));
+  m->cap = cap;
+  memset (map_bits (m), 0, sizeof (guint64) * MAP_WORDS (cap));
+  if (bits)
+    memcpy (map_bits (m), bits, old_words * sizeof (guint64));
+}
 
 /* Slot arrays of freed maps, all zero, kept per thread for the next map: a map's slots span
  * every proxy id of the trace (megabytes), so zeroing fresh ones for each short-lived map
@@ -124,7 +149,10 @@ _cs_proxy_map_clear (CsProxyMap *map)
     {
       const CsProxy *k = map->keys->pdata[i];
       if (k->id < map->cap && map->slots[k->id].from == k)
-        map->slots[k->id].from = map->slots[k->id].to = NULL;
+        {
+          map->slots[k->id].from = map->slots[k->id].to = NULL;
+          map_bits (map)[k->id / 64] &= ~((guint64) 1 << (k->id % 64));
+        }
     }
   g_ptr_array_set_size (map->keys, 0);
   if (map->other)
@@ -146,8 +174,15 @@ _cs_proxy_map_key (const CsProxyMap *map, guint i)
 CsProxy *
 _cs_proxy_map_lookup (const CsProxyMap *map, const CsProxy *from)
 {
-  if (from->id < map->cap && map->slots[from->id].from == from)
-    return map->slots[from->id].to;
+  guint32 id = from->id;
+
+  if (id < map->cap)
+    {
+      if (!(map_bits (map)[id / 64] & ((guint64) 1 << (id % 64))))
+        return map->other ? g_hash_table_lookup (map->other, from) : NULL;
+      if (map->slots[id].from == from)
+        return map->slots[id].to;
+    }
   return map->other ? g_hash_table_lookup (map->other, from) : NULL;
 }
 
@@ -158,15 +193,15 @@ _cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
 
   if (id != 0 && id >= map->cap)
     {
-      guint32 cap = MAX (id + 1, MAX (map->cap * 2, 256));
-      map->slots = g_renew (MapSlot, map->slots, cap);
-      memset (map->slots + map->cap, 0, sizeof (MapSlot) * (cap - map->cap));
-      map->cap = cap;
+      map_grow (map, MAX (id + 1, MAX (map->cap * 2, 256)));
     }
   if (id != 0 && (map->slots[id].from == NULL || map->slots[id].from == from))
     {
       if (map->slots[id].from == NULL)
-        g_ptr_array_add (map->keys, from);
+        {
+          g_ptr_array_add (map->keys, from);
+          map_bits (map)[id / 64] |= (guint64) 1 << (id % 64);
+        }
       map->slots[id].from = from;
       map->slots[id].to = to;
       return;
