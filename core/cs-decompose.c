@@ -3044,6 +3044,9 @@ any_untyped_proxy (const CsValue *v)
  *
  * cs_decompose_stmt types an untyped output proxy in place: that needs a trace that owns its
  * proxies (a deep copy); otherwise a derived trace, which shares them with @trace, is enough.
+ * The derived trace shares the top-level statements too (cs_trace_derive_shared): only the
+ * statements whose subsymbols are rebuilt are copied (cs_trace_own_stmt), the others (prims,
+ * comments, unsupported calls - most of a joint trace) stay the input's.
  * Rather than walking @trace once more up front, the pass starts on a derived trace, checks
  * each top-level call's outputs before it touches the call, and at the first untyped output
  * starts over on a deep copy (nothing shared has been edited by then: only untyped outputs
@@ -3059,7 +3062,7 @@ cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error
   g_return_val_if_fail (trace != NULL, NULL);
   subs = g_ptr_array_new ();
 restart:
-  copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive (trace, "decompose");
+  copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive_shared (trace, "decompose");
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
@@ -3086,6 +3089,9 @@ restart:
           g_propagate_error (error, local);
           return NULL;
         }
+      /* the only edit of a top-level statement: on a private copy (the input's stays) */
+      st = cs_trace_own_stmt (copy, st);
+      copy->stmts[i] = st;
       cs_stmt_set_subs (copy, st, (CsStmt **) subs->pdata, subs->len);
     }
   return g_steal_pointer (&copy);

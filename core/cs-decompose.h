@@ -94,7 +94,8 @@ gboolean    cs_decompose_supports   (const CsStmt *stmt);
  * @error: return location for a #CS_DECOMPOSE_ERROR
  *
  * A copy of @trace whose top-level ltorch statements get freshly built subsymbols under
- * @policy (replacing any printed ones); other statements are copied unchanged.  Statements
+ * @policy (replacing any printed ones); other statements are kept unchanged (a statement of
+ * @trace may be shared with the result: cs_trace_own_stmt() before editing one).  Statements
  * castscope cannot decompose keep their printed subsymbols.
  * Returns: (transfer full): the new trace (pass "decompose"), or NULL with @error set
  */

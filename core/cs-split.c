@@ -448,12 +448,19 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     }
 
   /* ---- the forward trace ---- */
-  ft = cs_trace_derive (joint, "split-forward");
+  /* the joint's statements are shared (cs_trace_derive_shared); the BACKWARD tag is the only
+   * edit, made on a private copy where it changes */
+  ft = cs_trace_derive_shared (joint, "split-forward");
   for (guint i = 0; i < ft->n_stmts; i++)
     if (side[i] == SIDE_FWD)
       {
-        ft->stmts[i]->backward = 0;
-        g_ptr_array_add (fbody, ft->stmts[i]);
+        CsStmt *s = ft->stmts[i];
+        if (s->backward)
+          {
+            s = cs_trace_own_stmt (ft, s);
+            s->backward = 0;
+          }
+        g_ptr_array_add (fbody, s);
       }
   {
     CsArena *a = ft->arena;
@@ -495,7 +502,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     }
 
   /* ---- the backward trace ---- */
-  bt = cs_trace_derive (joint, "split-backward");
+  bt = cs_trace_derive_shared (joint, "split-backward");
   {
     CsArena *a = bt->arena;
     CsProxy *sfb = collection (bt, "saved_for_backward");
@@ -543,8 +550,13 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     for (guint i = 0; i < bt->n_stmts; i++)
       if (side[i] == SIDE_BWD)
         {
-          bt->stmts[i]->backward = 1;
-          g_ptr_array_add (bbody, bt->stmts[i]);
+          CsStmt *s = bt->stmts[i];
+          if (!s->backward)
+            {
+              s = cs_trace_own_stmt (bt, s);
+              s->backward = 1;
+            }
+          g_ptr_array_add (bbody, s);
         }
     r = cs_stmt_new (bt, CS_STMT_RETURN);
     r->value = (CsValue *) grads_v;
