@@ -49,7 +49,7 @@ arena_block_new (gsize size)
   ArenaBlock *b = NULL;
   gboolean huge = FALSE;
 
-#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(CS_ARENA_NO_HUGEPAGES)
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (BLOCK_HEADER + size == ARENA_HUGE_BYTES)
     {
       void *mem = NULL;
