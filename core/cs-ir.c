@@ -9,15 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 /* ------------------------------------------------------------------------------------------ */
 /* Arena                                                                                       */
 
-#define ARENA_BLOCK_BYTES (64 * 1024)     /* first block; later ones grow with the arena */
-#define ARENA_HUGE_BYTES (2 * 1024 * 1024) /* largest block: one transparent huge page */
+#define ARENA_BLOCK_BYTES (64 * 1024)
 #define ARENA_ALIGN 16
 
 typedef struct _ArenaBlock ArenaBlock;
@@ -26,7 +22,6 @@ struct _ArenaBlock
   ArenaBlock *next;   /* previously filled block, or NULL */
   gsize       size;   /* usable bytes in data */
   gsize       used;   /* bytes handed out, multiple of ARENA_ALIGN */
-  gboolean    huge;   /* allocated aligned to ARENA_HUGE_BYTES (free with free()) */
   /* data follows, aligned to ARENA_ALIGN */
 };
 
@@ -38,46 +33,15 @@ struct _CsArena
 
 #define BLOCK_HEADER ((sizeof (ArenaBlock) + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1))
 
-/* A zeroed block with @size usable bytes.  The arena hands out zeroed memory without a memset
- * per call because blocks are zeroed here, once.  Blocks of a large arena are 2 MiB, aligned
- * and marked for transparent huge pages where the system has them: the passes walk pointer
- * graphs of tens of megabytes, and with 4 KiB pages most of their cache misses were TLB misses
- * too (and every page cost a fault when first touched). */
 static ArenaBlock *
 arena_block_new (gsize size)
 {
-  ArenaBlock *b = NULL;
-  gboolean huge = FALSE;
-
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (BLOCK_HEADER + size == ARENA_HUGE_BYTES)
-    {
-      void *mem = NULL;
-      if (posix_memalign (&mem, ARENA_HUGE_BYTES, ARENA_HUGE_BYTES) == 0)
-        {
-          madvise (mem, ARENA_HUGE_BYTES, MADV_HUGEPAGE);
-          memset (mem, 0, ARENA_HUGE_BYTES);
-          b = mem;
-          huge = TRUE;
-        }
-    }
-#endif
-  if (b == NULL)
-    b = g_malloc0 (BLOCK_HEADER + size);
+  /* zeroed once here, so cs_arena_alloc hands out zeroed memory without a memset per call */
+  ArenaBlock *b = g_malloc0 (BLOCK_HEADER + size);
   b->next = NULL;
   b->size = size;
   b->used = 0;
-  b->huge = huge;
   return b;
-}
-
-static void
-arena_block_free (ArenaBlock *b)
-{
-  if (b->huge)
-    free (b);
-  else
-    g_free (b);
 }
 
 /**
@@ -105,7 +69,7 @@ cs_arena_free (CsArena *arena)
   for (b = arena->head; b != NULL; b = next)
     {
       next = b->next;
-      arena_block_free (b);
+      g_free (b);
     }
   g_free (arena);
 }
@@ -139,10 +103,7 @@ cs_arena_alloc (CsArena *arena, gsize size)
           arena->total += rounded;
           return (guint8 *) nb + BLOCK_HEADER;
         }
-      /* blocks grow with the arena (a quarter of what it holds), up to a huge page */
-      nb = arena_block_new (arena->total >= 4 * ARENA_HUGE_BYTES
-                              ? ARENA_HUGE_BYTES - BLOCK_HEADER
-                              : MAX (ARENA_BLOCK_BYTES, arena->total / 4));
+      nb = arena_block_new (ARENA_BLOCK_BYTES);
       nb->next = b;
       arena->head = b = nb;
     }
