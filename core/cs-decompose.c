@@ -238,32 +238,6 @@ ak (Args *al, const char *name, CsValue *v)
   al->a[al->n++].value = v;
 }
 
-/**
- * _cs_decompose_new_call: (skip)
- *
- * See cs-decompose.h: cs_stmt_new_call() without copying @callee into the arena.
- * Returns: (transfer none): the statement
- */
-CsStmt *
-_cs_decompose_new_call (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
-                        const CsArg *args, guint n_args)
-{
-  CsStmt *s = cs_stmt_new (trace, CS_STMT_CALL);
-
-  s->op = op ? op : cs_op_lookup (callee);
-  s->callee = callee ? callee : s->op->name;
-  s->out = out;
-  s->n_args = n_args;
-  if (n_args)
-    {
-      s->args = CS_ARENA_NEW_N (trace->arena, CsArg, n_args);
-      memcpy (s->args, args, sizeof (CsArg) * n_args);
-    }
-  s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
-                                                                 : CS_TYPECOMMENT_NONE;
-  return s;
-}
-
 /* A new CALL of @op (printed as @callee, a string literal, or as the op's name when NULL) with
  * fresh nodes for the arguments of @al.  Keyword names are not copied: they are string
  * literals or already in the trace's arena. */
@@ -278,7 +252,7 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
       args[i].name = al->a[i].name;
       args[i].value = use (dx, al->a[i].value);
     }
-  st = _cs_decompose_new_call (dx->trace, op, callee, NULL, args, al->n);
+  st = cs_stmt_new_call_static (dx->trace, op, callee, NULL, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
   return st;
@@ -3009,34 +2983,18 @@ cs_decompose_to_prims (CsTrace *trace, const CsStmt *stmt, const CsPolicy *polic
   return TRUE;
 }
 
+static gboolean
+proxy_untyped (CsProxy *p, gpointer data)
+{
+  return !p->typed;
+}
+
 /* TRUE when the value tree @v references a proxy without a type (the proxies
  * cs_value_collect_proxies() lists). */
 static gboolean
 any_untyped_proxy (const CsValue *v)
 {
-  if (v == NULL)
-    return FALSE;
-  switch (v->kind)
-    {
-    case CS_VALUE_PROXY:
-      return !v->u.proxy->typed;
-    case CS_VALUE_CALL:
-      for (guint i = 0; i < v->u.call.n_args; i++)
-        if (any_untyped_proxy (v->u.call.args[i].value))
-          return TRUE;
-      return FALSE;
-    case CS_VALUE_TUPLE:
-    case CS_VALUE_LIST:
-    case CS_VALUE_DICT:
-    case CS_VALUE_SUBSCRIPT:
-    case CS_VALUE_ATTR:
-      for (guint i = 0; i < v->u.seq.n; i++)
-        if (any_untyped_proxy (v->u.seq.items[i]))
-          return TRUE;
-      return FALSE;
-    default:
-      return FALSE;
-    }
+  return cs_value_any_proxy (v, proxy_untyped, NULL);
 }
 
 /**

@@ -146,22 +146,4 @@ gboolean    _cs_decompose_stmt_names  (CsTrace         *trace,
                                        GPtrArray       *out,
                                        GError         **error);
 
-/**
- * _cs_decompose_new_call: (skip)
- * @op: (nullable): the op entry; looked up from @callee when NULL
- * @callee: (nullable): printed callee, a string that outlives @trace (a literal or an op-table
- *   name); the op's name when NULL
- * @out: (nullable): target tree
- * @args: (array length=n_args): arguments, copied (the values are shared)
- *
- * cs_stmt_new_call() without copying the callee string into the arena.
- * Returns: (transfer none): the statement (owned by @trace's arena)
- */
-CsStmt     *_cs_decompose_new_call    (CsTrace         *trace,
-                                       const CsOp      *op,
-                                       const char      *callee,
-                                       CsValue         *out,
-                                       const CsArg     *args,
-                                       guint            n_args);
-
 G_END_DECLS

@@ -413,40 +413,17 @@ value_has_items (CsValueKind k)
   return k >= CS_VALUE_TUPLE;
 }
 
+static gboolean
+push_proxy (CsProxy *p, gpointer out)
+{
+  _cs_proxy_vec_push (out, p);
+  return FALSE;
+}
+
 void
 _cs_value_proxies_vec (const CsValue *v, CsProxyVec *out)
 {
-  if (v == NULL)
-    return;
-  switch (v->kind)
-    {
-    case CS_VALUE_PROXY:
-      _cs_proxy_vec_push (out, v->u.proxy);
-      return;
-    case CS_VALUE_CALL:
-      for (guint i = 0; i < v->u.call.n_args; i++)
-        _cs_value_proxies_vec (v->u.call.args[i].value, out);
-      return;
-    case CS_VALUE_TUPLE:
-    case CS_VALUE_LIST:
-    case CS_VALUE_DICT:
-    case CS_VALUE_SUBSCRIPT:
-    case CS_VALUE_ATTR:
-      for (guint i = 0; i < v->u.seq.n; i++)
-        {
-          const CsValue *it = v->u.seq.items[i];
-          /* most items are proxies or literals: no call for them */
-          if (it == NULL)
-            continue;
-          if (it->kind == CS_VALUE_PROXY)
-            _cs_proxy_vec_push (out, it->u.proxy);
-          else if (value_has_items (it->kind))
-            _cs_value_proxies_vec (it, out);
-        }
-      return;
-    default:
-      return;
-    }
+  cs_value_any_proxy (v, push_proxy, out);
 }
 
 void

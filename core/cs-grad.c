@@ -219,51 +219,19 @@ value_number (const CsValue *v, double *out)
     }
 }
 
-/* Calls @fn on each proxy @v references, in the order cs_value_collect_proxies() lists them,
- * until @fn returns TRUE.  Returns: whether one did (the passes' set and test walks, without
- * collecting the proxies into a list first) */
-typedef gboolean (*ProxyFn) (CsProxy *p, gpointer data);
 
+/* cs_value_any_proxy() over the proxies cs_stmt_collect_outputs() lists. */
 static gboolean
-value_any_proxy (const CsValue *v, ProxyFn fn, gpointer data)
-{
-  if (v == NULL)
-    return FALSE;
-  switch (v->kind)
-    {
-    case CS_VALUE_PROXY:
-      return fn (v->u.proxy, data);
-    case CS_VALUE_CALL:
-      for (guint i = 0; i < v->u.call.n_args; i++)
-        if (value_any_proxy (v->u.call.args[i].value, fn, data))
-          return TRUE;
-      return FALSE;
-    case CS_VALUE_TUPLE:
-    case CS_VALUE_LIST:
-    case CS_VALUE_DICT:
-    case CS_VALUE_SUBSCRIPT:
-    case CS_VALUE_ATTR:
-      for (guint i = 0; i < v->u.seq.n; i++)
-        if (value_any_proxy (v->u.seq.items[i], fn, data))
-          return TRUE;
-      return FALSE;
-    default:
-      return FALSE;
-    }
-}
-
-/* value_any_proxy() over the proxies cs_stmt_collect_outputs() lists. */
-static gboolean
-stmt_any_output (const CsStmt *s, ProxyFn fn, gpointer data)
+stmt_any_output (const CsStmt *s, CsProxyFunc fn, gpointer data)
 {
   switch (s->kind)
     {
     case CS_STMT_CALL:
     case CS_STMT_ANNASSIGN:
-      return value_any_proxy (s->out, fn, data);
+      return cs_value_any_proxy (s->out, fn, data);
     case CS_STMT_UNPACK:
       for (guint i = 0; i < s->n_targets; i++)
-        if (value_any_proxy (s->targets[i], fn, data))
+        if (cs_value_any_proxy (s->targets[i], fn, data))
           return TRUE;
       return FALSE;
     default:
@@ -271,22 +239,22 @@ stmt_any_output (const CsStmt *s, ProxyFn fn, gpointer data)
     }
 }
 
-/* value_any_proxy() over the proxies cs_stmt_collect_inputs() lists. */
+/* cs_value_any_proxy() over the proxies cs_stmt_collect_inputs() lists. */
 static gboolean
-stmt_any_input (const CsStmt *s, ProxyFn fn, gpointer data)
+stmt_any_input (const CsStmt *s, CsProxyFunc fn, gpointer data)
 {
   switch (s->kind)
     {
     case CS_STMT_CALL:
       for (guint i = 0; i < s->n_args; i++)
-        if (value_any_proxy (s->args[i].value, fn, data))
+        if (cs_value_any_proxy (s->args[i].value, fn, data))
           return TRUE;
       return FALSE;
     case CS_STMT_UNPACK:
       return s->source != NULL && fn (s->source, data);
     case CS_STMT_ANNASSIGN:
     case CS_STMT_RETURN:
-      return value_any_proxy (s->value, fn, data);
+      return cs_value_any_proxy (s->value, fn, data);
     default:
       return FALSE;
     }
@@ -446,7 +414,7 @@ emit_typed (GradCtx *c, CsOpId id, CsDtype dtype, const int64_t *shape, guint ra
   CsStmt *s;
 
   cs_proxy_set_tensor (c->t, out, dtype, shape, rank, dev);
-  s = _cs_decompose_new_call (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
+  s = cs_stmt_new_call_static (c->t, cs_op_get (id), NULL, v_p (c, out), args, n_args);
 
   s->backward = 1;
   s->why = c->why;

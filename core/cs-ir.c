@@ -482,21 +482,21 @@ cs_value_get_int_seq (const CsValue *v, int64_t *out, guint max, guint *n_out)
   return TRUE;
 }
 
-/** cs_value_collect_proxies: appends every proxy referenced by @v (depth first) to @out. */
-void
-cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
+/** cs_value_any_proxy: see cs-ir.h. */
+gboolean
+cs_value_any_proxy (const CsValue *v, CsProxyFunc fn, gpointer data)
 {
   if (v == NULL)
-    return;
+    return FALSE;
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      g_ptr_array_add (out, v->u.proxy);
-      return;
+      return fn (v->u.proxy, data);
     case CS_VALUE_CALL:
       for (guint i = 0; i < v->u.call.n_args; i++)
-        cs_value_collect_proxies (v->u.call.args[i].value, out);
-      return;
+        if (cs_value_any_proxy (v->u.call.args[i].value, fn, data))
+          return TRUE;
+      return FALSE;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
     case CS_VALUE_DICT:
@@ -509,14 +509,31 @@ cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
           if (it == NULL)
             continue;
           if (it->kind == CS_VALUE_PROXY)
-            g_ptr_array_add (out, it->u.proxy);
-          else if (it->kind == CS_VALUE_CALL || value_has_items (it->kind))
-            cs_value_collect_proxies (it, out);
+            {
+              if (fn (it->u.proxy, data))
+                return TRUE;
+            }
+          else if (value_has_items (it->kind) && cs_value_any_proxy (it, fn, data))
+            return TRUE;
         }
-      return;
+      return FALSE;
     default:
-      return;
+      return FALSE;
     }
+}
+
+static gboolean
+append_proxy (CsProxy *p, gpointer out)
+{
+  g_ptr_array_add (out, p);
+  return FALSE;
+}
+
+/** cs_value_collect_proxies: appends every proxy referenced by @v (depth first) to @out. */
+void
+cs_value_collect_proxies (const CsValue *v, GPtrArray *out)
+{
+  cs_value_any_proxy (v, append_proxy, out);
 }
 
 /**
@@ -876,11 +893,23 @@ CsStmt *
 cs_stmt_new_call (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
                   CsArg *args, guint n_args)
 {
+  CsStmt *s = cs_stmt_new_call_static (trace, op, callee, out, args, n_args);
+
+  if (callee != NULL)
+    s->callee = cs_arena_strdup (trace->arena, callee);
+  return s;
+}
+
+/** cs_stmt_new_call_static: see cs-ir.h. */
+CsStmt *
+cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char *callee, CsValue *out,
+                         const CsArg *args, guint n_args)
+{
   CsStmt *s = cs_stmt_new (trace, CS_STMT_CALL);
 
   g_return_val_if_fail (op != NULL || callee != NULL, s);
   s->op = op ? op : cs_op_lookup (callee);
-  s->callee = cs_arena_strdup (trace->arena, callee ? callee : s->op->name);
+  s->callee = callee ? callee : s->op->name;
   s->out = out;
   s->n_args = n_args;
   if (n_args)

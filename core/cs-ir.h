@@ -337,6 +337,15 @@ gboolean    cs_value_get_dtype    (const CsValue *v, CsDtype *out);
 gboolean    cs_value_get_device   (const CsValue *v, CsDevice *out);
 /** Appends every proxy referenced by @v (depth first) to @out (element-type CsProxy*). */
 void        cs_value_collect_proxies (const CsValue *v, GPtrArray *out);
+/** A function called on a proxy by cs_value_any_proxy(); TRUE stops the walk. */
+typedef gboolean (*CsProxyFunc) (CsProxy *proxy, gpointer data);
+/**
+ * cs_value_any_proxy:
+ * Calls @fn on each proxy @v references, in cs_value_collect_proxies() order, until @fn
+ * returns TRUE (the passes' tests and marks, without collecting the proxies into a list).
+ * Returns: whether a call returned TRUE
+ */
+gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer data);
 
 /* ---- proxies ---- */
 
@@ -377,9 +386,14 @@ gboolean    cs_proxy_is_float_tensor (const CsProxy *proxy);
 /* ---- statements ---- */
 
 CsStmt     *cs_stmt_new           (CsTrace *trace, CsStmtKind kind);
-/** A CALL statement; @op may be NULL to look @callee up in the op table. */
+/** A CALL statement; @op may be NULL to look @callee up in the op table.  @callee is copied
+ * into the arena; @args (the array) is copied, its values are shared. */
 CsStmt     *cs_stmt_new_call      (CsTrace *trace, const CsOp *op, const char *callee,
                                    CsValue *out, CsArg *args, guint n_args);
+/** cs_stmt_new_call() for a @callee that outlives the trace (a literal or an op-table name,
+ * NULL for the op's name): the string is not copied (the passes make tens of thousands). */
+CsStmt     *cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char *callee,
+                                     CsValue *out, const CsArg *args, guint n_args);
 /** The single output proxy of a CALL whose target is one proxy, else NULL. */
 CsProxy    *cs_stmt_get_output    (const CsStmt *stmt);
 /** Appends every output proxy of a CALL/UNPACK/ANNASSIGN to @out. */
