@@ -293,21 +293,115 @@ map_outputs (CsProxyMap *map, const CsStmt *dup, const CsStmt *orig)
   return TRUE;
 }
 
+/* The set of statements seen so far, keyed by cse_hash/cse_equal: open addressing with
+ * linear probing, each slot keeping the hash (a probe compares statements only on equal
+ * hashes).  Emptied per region by clearing the slots in use, so one set serves every region
+ * (a GHashTable per region, and its resizing, cost a third of the pass). */
+typedef struct
+{
+  CsStmt **stmt;   /* cap slots, NULL = free */
+  guint   *hash;   /* hash of the statement in the slot */
+  guint    cap;    /* power of two */
+  guint    len;    /* statements in the set */
+  GArray  *used;   /* guint: indices of the slots in use (for clearing) */
+} StmtSet;
+
+static void
+stmt_set_init (StmtSet *set)
+{
+  set->cap = 64;
+  set->len = 0;
+  set->stmt = g_new0 (CsStmt *, set->cap);
+  set->hash = g_new0 (guint, set->cap);
+  set->used = g_array_new (FALSE, FALSE, sizeof (guint));
+}
+
+static void
+stmt_set_clear (StmtSet *set)
+{
+  for (guint i = 0; i < set->used->len; i++)
+    set->stmt[g_array_index (set->used, guint, i)] = NULL;
+  g_array_set_size (set->used, 0);
+  set->len = 0;
+}
+
+static void
+stmt_set_free (StmtSet *set)
+{
+  g_free (set->stmt);
+  g_free (set->hash);
+  g_array_unref (set->used);
+}
+
+/* The statement equal to @s in @set, or NULL; *slot receives where @s would go. */
+static CsStmt *
+stmt_set_find (const StmtSet *set, CsStmt *s, guint h, guint *slot)
+{
+  guint i = h & (set->cap - 1);
+
+  while (set->stmt[i] != NULL)
+    {
+      if (set->hash[i] == h && cse_equal (set->stmt[i], s))
+        return set->stmt[i];
+      i = (i + 1) & (set->cap - 1);
+    }
+  *slot = i;
+  return NULL;
+}
+
+static void
+stmt_set_put (StmtSet *set, CsStmt *s, guint h, guint slot);
+
+static void
+stmt_set_grow (StmtSet *set)
+{
+  CsStmt **old = set->stmt;
+  guint *old_hash = set->hash, old_cap = set->cap, slot;
+  g_autoptr(GArray) old_used = set->used;
+
+  set->cap *= 2;
+  set->stmt = g_new0 (CsStmt *, set->cap);
+  set->hash = g_new0 (guint, set->cap);
+  set->used = g_array_new (FALSE, FALSE, sizeof (guint));
+  set->len = 0;
+  for (guint i = 0; i < old_cap; i++)
+    if (old[i] != NULL)
+      {
+        stmt_set_find (set, old[i], old_hash[i], &slot);
+        stmt_set_put (set, old[i], old_hash[i], slot);
+      }
+  g_free (old);
+  g_free (old_hash);
+}
+
+/* Puts @s (not in @set, @slot from stmt_set_find) into @set. */
+static void
+stmt_set_put (StmtSet *set, CsStmt *s, guint h, guint slot)
+{
+  set->stmt[slot] = s;
+  set->hash[slot] = h;
+  g_array_append_val (set->used, slot);
+  if (++set->len * 2 > set->cap)
+    stmt_set_grow (set);
+}
+
 /* Returns FALSE when @s is a duplicate (dropped).  @seen is a set of statements keyed by
  * cse_hash/cse_equal (their arguments are already rewritten through @map). */
 static gboolean
-cse_stmt (CsTrace *t, CsStmt **sp, CsProxyMap *map, GHashTable *seen)
+cse_stmt (CsTrace *t, CsStmt **sp, CsProxyMap *map, StmtSet *seen)
 {
   CsStmt *prev, *s;
+  guint h, slot = 0;
 
   s = *sp = _cs_stmt_remap_reads (t, *sp, map);
   if (!cse_eligible (s))
     return TRUE;
-  prev = g_hash_table_lookup (seen, s);
+  h = cse_hash (s);
+  prev = stmt_set_find (seen, s, h, &slot);
   if (prev != NULL && map_outputs (map, s, prev))
     return FALSE;
   if (prev == NULL)
-    g_hash_table_insert (seen, s, s);
+    stmt_set_put (seen, s, h, slot);
   return TRUE;
 }
 
@@ -322,13 +416,14 @@ cs_cse_trace (const CsTrace *trace)
   g_autoptr(GPtrArray) subs = g_ptr_array_new ();
   g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
   g_autoptr(CsProxyMap) imap = _cs_proxy_map_new ();
-  g_autoptr(GHashTable) seen = g_hash_table_new (cse_hash, cse_equal);
-  g_autoptr(GHashTable) iseen = g_hash_table_new (cse_hash, cse_equal);
+  StmtSet seen, iseen;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "cse");
   kept = g_ptr_array_sized_new (t->n_stmts);
+  stmt_set_init (&seen);
+  stmt_set_init (&iseen);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -337,13 +432,13 @@ cs_cse_trace (const CsTrace *trace)
         {
           /* one map and one set for every region, emptied between regions */
           _cs_proxy_map_clear (imap);
-          g_hash_table_remove_all (iseen);
+          stmt_set_clear (&iseen);
           g_ptr_array_set_size (subs, 0);
           s = _cs_stmt_remap_reads (t, s, map);
           for (guint j = 0; j < s->n_subs; j++)
             {
               CsStmt *sub = s->subs[j];
-              if (cse_stmt (t, &sub, imap, iseen))
+              if (cse_stmt (t, &sub, imap, &iseen))
                 g_ptr_array_add (subs, sub);
             }
           if (!same_subs (s, subs))
@@ -360,10 +455,12 @@ cs_cse_trace (const CsTrace *trace)
           g_ptr_array_add (kept, s);
           continue;
         }
-      if (cse_stmt (t, &s, map, seen))
+      if (cse_stmt (t, &s, map, &seen))
         g_ptr_array_add (kept, s);
     }
   cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
+  stmt_set_free (&seen);
+  stmt_set_free (&iseen);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
