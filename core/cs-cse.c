@@ -112,13 +112,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
               cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
             }
           /* replaced region outputs: later statements read the original instead */
-          for (guint k = 0; k < _cs_proxy_map_size (inner.repl); k++)
-            {
-              CsProxy *from = _cs_proxy_map_key (inner.repl, k);
-              _cs_proxy_map_add (outer.repl, from,
-                                 _cs_proxy_map_resolve (inner.repl,
-                                                        _cs_proxy_map_lookup (inner.repl, from)));
-            }
+          _cs_proxy_map_absorb (outer.repl, inner.repl);
           g_ptr_array_add (kept, s);
           continue;
         }
@@ -446,12 +440,7 @@ cs_cse_trace (const CsTrace *trace)
               s = cs_trace_own_stmt (t, s);
               cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
             }
-          for (guint k = 0; k < _cs_proxy_map_size (imap); k++)
-            {
-              CsProxy *from = _cs_proxy_map_key (imap, k);
-              _cs_proxy_map_add (map, from,
-                                 _cs_proxy_map_resolve (imap, _cs_proxy_map_lookup (imap, from)));
-            }
+          _cs_proxy_map_absorb (map, imap);
           g_ptr_array_add (kept, s);
           continue;
         }

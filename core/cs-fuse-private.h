@@ -39,6 +39,9 @@ void        _cs_proxy_map_insert     (CsProxyMap *map, CsProxy *from, CsProxy *t
 void        _cs_proxy_map_add        (CsProxyMap *map, CsProxy *from, CsProxy *to);
 /* Follows @p through the map to its final substitute (@p itself when unmapped). */
 CsProxy    *_cs_proxy_map_resolve    (const CsProxyMap *map, CsProxy *p);
+/* Adds every key of @src to @dst, mapped to its final substitute in @src (a region's internal
+ * substitutions, made visible to the statements after the region). */
+void        _cs_proxy_map_absorb     (CsProxyMap *dst, const CsProxyMap *src);
 
 /* Returns @v itself when no proxy in it is mapped, else a rewritten copy in @arena. */
 CsValue    *_cs_value_remap          (CsArena *arena, CsValue *v, const CsProxyMap *map);
@@ -101,6 +104,11 @@ void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, GPtrArray *o
 gboolean    _cs_stmt_is_cast         (const CsStmt *stmt, CsProxy **in, CsDtype *to);
 /* TRUE for any cast statement (prims.convert_element_type, ltorch.to/float/...). */
 gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
+
+/* TRUE when the subsymbol @sub lacks the origin or BACKWARD tag it inherits from @stmt, the
+ * statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller owns). */
+gboolean    _cs_sub_needs_tags       (const CsStmt *sub, const CsStmt *stmt);
+void        _cs_sub_take_tags        (CsStmt *sub, const CsStmt *stmt);
 
 /* TRUE when @stmt is a region call (nvFusionK ...). */
 gboolean    _cs_stmt_is_region       (const CsStmt *stmt);

@@ -232,6 +232,16 @@ _cs_proxy_map_add (CsProxyMap *map, CsProxy *from, CsProxy *to)
     _cs_proxy_map_insert (map, from, to);
 }
 
+void
+_cs_proxy_map_absorb (CsProxyMap *dst, const CsProxyMap *src)
+{
+  for (guint k = 0; k < _cs_proxy_map_size (src); k++)
+    {
+      CsProxy *from = _cs_proxy_map_key (src, k);
+      _cs_proxy_map_add (dst, from, _cs_proxy_map_resolve (src, _cs_proxy_map_lookup (src, from)));
+    }
+}
+
 CsValue *
 _cs_value_remap (CsArena *arena, CsValue *v, const CsProxyMap *map)
 {
@@ -513,6 +523,20 @@ op_is_prim (const CsOp *op)
   return op != NULL && (op->tags & CS_OP_TAG_PRIM) != 0;
 }
 
+gboolean
+_cs_sub_needs_tags (const CsStmt *sub, const CsStmt *stmt)
+{
+  return (sub->origin == 0 && stmt->origin != 0) || !sub->backward != !stmt->backward;
+}
+
+void
+_cs_sub_take_tags (CsStmt *sub, const CsStmt *stmt)
+{
+  if (sub->origin == 0)
+    sub->origin = stmt->origin;
+  sub->backward = stmt->backward;
+}
+
 void
 _cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, GPtrArray *out)
 {
@@ -524,14 +548,11 @@ _cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, GPtrArray *out)
   for (guint i = 0; i < stmt->n_subs; i++)
     {
       CsStmt *sub = stmt->subs[i];
-      if (trace != NULL && ((sub->origin == 0 && stmt->origin != 0)
-                            || !sub->backward != !stmt->backward))
+      if (trace != NULL && _cs_sub_needs_tags (sub, stmt))
         {
           /* the subsymbol may be shared with the input trace: edit a private copy */
           sub = cs_trace_own_stmt (trace, sub);
-          if (sub->origin == 0)
-            sub->origin = stmt->origin;
-          sub->backward = stmt->backward;
+          _cs_sub_take_tags (sub, stmt);
         }
       _cs_stmt_flatten (trace, sub, out);
     }

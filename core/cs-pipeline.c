@@ -119,9 +119,7 @@ tag_subsymbols (CsTrace *t, CsStmt *stmt, guint depth)
       CsStmt *sub = stmt->subs[i];
       if (sub->owner != t->serial)
         continue;
-      if (sub->origin == 0 && stmt->origin != 0)
-        sub->origin = stmt->origin;
-      sub->backward = stmt->backward;
+      _cs_sub_take_tags (sub, stmt);
       tag_subsymbols (t, sub, depth + 1);
     }
 }
