@@ -326,13 +326,12 @@ _cs_decompose_names_free_from (const CsTrace *trace)
 
   for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
     {
-      GHashTableIter it;
-      gpointer key;
+      CsProxy *p;
+      guint pos = 0;
       guint64 n;
 
-      g_hash_table_iter_init (&it, t->proxies);
-      while (g_hash_table_iter_next (&it, &key, NULL))
-        if (parse_t_name (key, &n) && n + 1 > free_from)
+      while ((p = cs_name_table_next (t->proxies, &pos)) != NULL)
+        if (parse_t_name (p->name, &n) && n + 1 > free_from)
           free_from = n + 1;
     }
   return (guint32) MIN (free_from, G_MAXUINT32);
@@ -356,7 +355,9 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
       guint32 n = trace->next_name++;
       guint len = format_t_name (buf, n);
 
-      if (n >= names_free_from || cs_trace_lookup_proxy (trace, buf) == NULL)
+      guint32 hash = cs_name_hash (buf);
+
+      if (n >= names_free_from || _cs_trace_lookup_proxy_hashed (trace, buf, hash) == NULL)
         {
           CsProxy *p = CS_ARENA_NEW (trace->arena, CsProxy);
 
@@ -364,7 +365,7 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
           p->kind = CS_PROXY_OTHER;
           p->dtype = CS_DTYPE_F32;
           p->id = ++trace->next_proxy_id;
-          g_hash_table_insert (trace->proxies, (gpointer) p->name, p);
+          cs_name_table_insert (trace->proxies, p, hash);
           return p;
         }
     }
@@ -2830,7 +2831,7 @@ adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, 
     cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
   for (guint k = start; k < subs->len; k++)
     subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
-  g_hash_table_remove (trace->proxies, g->name);
+  cs_name_table_remove (trace->proxies, g->name);
   /* give the name back when it was the last one handed out (keeps numbering contiguous) */
   if (trace->next_name > 0)
     {

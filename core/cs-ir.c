@@ -166,6 +166,152 @@ cs_arena_size_bytes (CsArena *arena)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Proxy name tables                                                                           */
+
+typedef struct
+{
+  guint32  hash;        /* cs_name_hash (proxy->name); meaningful only where proxy != NULL */
+  CsProxy *proxy;       /* NULL: empty slot */
+} NameSlot;
+
+struct _CsNameTable
+{
+  NameSlot *slots;      /* mask + 1 slots (a power of two, at least 16) */
+  guint32   mask;       /* capacity - 1 */
+  guint32   n;          /* entries; kept at most half the capacity */
+};
+
+guint32
+cs_name_hash (const char *name)
+{
+  guint32 h = 2166136261u;
+
+  for (const guchar *c = (const guchar *) name; *c; c++)
+    h = (h ^ *c) * 16777619u;
+  return h;
+}
+
+CsNameTable *
+cs_name_table_new (void)
+{
+  CsNameTable *t = g_new0 (CsNameTable, 1);
+
+  t->mask = 15;
+  t->slots = g_new0 (NameSlot, t->mask + 1);
+  return t;
+}
+
+void
+cs_name_table_free (CsNameTable *table)
+{
+  if (table == NULL)
+    return;
+  g_free (table->slots);
+  g_free (table);
+}
+
+/* The slot holding @name, or the empty slot where it would go. */
+static inline guint32
+name_slot_find (const CsNameTable *t, const char *name, guint32 hash)
+{
+  guint32 i = hash & t->mask;
+
+  for (;;)
+    {
+      const NameSlot *sl = &t->slots[i];
+      if (sl->proxy == NULL || (sl->hash == hash && strcmp (sl->proxy->name, name) == 0))
+        return i;
+      i = (i + 1) & t->mask;
+    }
+}
+
+CsProxy *
+cs_name_table_lookup (const CsNameTable *table, const char *name, guint32 hash)
+{
+  return table->slots[name_slot_find (table, name, hash)].proxy;
+}
+
+static void
+name_table_grow (CsNameTable *t)
+{
+  NameSlot *old = t->slots;
+  guint32 old_cap = t->mask + 1;
+
+  t->mask = 2 * old_cap - 1;
+  t->slots = g_new0 (NameSlot, t->mask + 1);
+  for (guint32 i = 0; i < old_cap; i++)
+    if (old[i].proxy != NULL)
+      {
+        guint32 j = old[i].hash & t->mask;
+        while (t->slots[j].proxy != NULL)
+          j = (j + 1) & t->mask;
+        t->slots[j] = old[i];
+      }
+  g_free (old);
+}
+
+void
+cs_name_table_insert (CsNameTable *table, CsProxy *proxy, guint32 hash)
+{
+  guint32 i;
+
+  g_return_if_fail (proxy != NULL && proxy->name != NULL);
+  if (2 * (table->n + 1) > table->mask + 1)
+    name_table_grow (table);
+  i = name_slot_find (table, proxy->name, hash);
+  if (table->slots[i].proxy == NULL)
+    table->n++;
+  table->slots[i].hash = hash;
+  table->slots[i].proxy = proxy;
+}
+
+gboolean
+cs_name_table_remove (CsNameTable *table, const char *name)
+{
+  guint32 i = name_slot_find (table, name, cs_name_hash (name)), j;
+
+  if (table->slots[i].proxy == NULL)
+    return FALSE;
+  /* backward-shift deletion: move later members of the probe run into the hole */
+  j = i;
+  for (;;)
+    {
+      guint32 home;
+      j = (j + 1) & table->mask;
+      if (table->slots[j].proxy == NULL)
+        break;
+      home = table->slots[j].hash & table->mask;
+      /* the entry at j may move to i when i lies cyclically in [home, j) */
+      if (((j - home) & table->mask) >= ((j - i) & table->mask))
+        {
+          table->slots[i] = table->slots[j];
+          i = j;
+        }
+    }
+  table->slots[i].proxy = NULL;
+  table->n--;
+  return TRUE;
+}
+
+guint
+cs_name_table_size (const CsNameTable *table)
+{
+  return table->n;
+}
+
+CsProxy *
+cs_name_table_next (const CsNameTable *table, guint *pos)
+{
+  while (*pos <= table->mask)
+    {
+      CsProxy *p = table->slots[(*pos)++].proxy;
+      if (p != NULL)
+        return p;
+    }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Values                                                                                      */
 
 static CsValue *
@@ -624,9 +770,16 @@ proxy_kept (const CsTrace *trace, const CsTrace *layer, const CsProxy *p)
 CsProxy *
 cs_trace_lookup_proxy (const CsTrace *trace, const char *name)
 {
+  return _cs_trace_lookup_proxy_hashed (trace, name, cs_name_hash (name));
+}
+
+/** _cs_trace_lookup_proxy_hashed: cs_trace_lookup_proxy() with @hash = cs_name_hash (@name). */
+CsProxy *
+_cs_trace_lookup_proxy_hashed (const CsTrace *trace, const char *name, guint32 hash)
+{
   for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
     {
-      CsProxy *p = g_hash_table_lookup (t->proxies, name);
+      CsProxy *p = cs_name_table_lookup (t->proxies, name, hash);
       if (p != NULL)
         return proxy_kept (trace, t, p) ? p : NULL;
     }
@@ -642,11 +795,11 @@ cs_trace_dup_proxies (const CsTrace *trace)
 
   for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
     {
-      GHashTableIter it;
-      gpointer k, v;
-      g_hash_table_iter_init (&it, t->proxies);
-      while (g_hash_table_iter_next (&it, &k, &v))
+      CsProxy *v;
+      guint pos = 0;
+      while ((v = cs_name_table_next (t->proxies, &pos)) != NULL)
         {
+          gpointer k = (gpointer) v->name;
           if (g_hash_table_contains (all, k) || g_hash_table_contains (dropped, k))
             continue;
           /* the first layer holding a name decides, as in cs_trace_lookup_proxy */
@@ -666,7 +819,7 @@ cs_trace_n_proxies (const CsTrace *trace)
   g_autoptr(GHashTable) all = NULL;
 
   if (trace->proxy_base == NULL && trace->proxy_keep == NULL)
-    return g_hash_table_size (trace->proxies);
+    return cs_name_table_size (trace->proxies);
   all = cs_trace_dup_proxies (trace);
   return g_hash_table_size (all);
 }
@@ -675,7 +828,8 @@ cs_trace_n_proxies (const CsTrace *trace)
 CsProxy *
 cs_trace_add_proxy (CsTrace *trace, const char *name)
 {
-  CsProxy *p = cs_trace_lookup_proxy (trace, name);
+  guint32 hash = cs_name_hash (name);
+  CsProxy *p = _cs_trace_lookup_proxy_hashed (trace, name, hash);
 
   if (p != NULL)
     return p;
@@ -684,7 +838,7 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
   p->kind = CS_PROXY_OTHER;
   p->dtype = CS_DTYPE_F32;
   p->id = ++trace->next_proxy_id;
-  g_hash_table_insert (trace->proxies, (gpointer) p->name, p);
+  cs_name_table_insert (trace->proxies, p, hash);
   return p;
 }
 
@@ -1037,7 +1191,7 @@ cs_trace_new (const char *name, const char *pass)
   t->ref_count = 1;
   t->serial = (guint32) g_atomic_int_add ((gint *) &serials, 1) + 1;
   t->arena = cs_arena_new ();
-  t->proxies = g_hash_table_new (g_str_hash, g_str_equal);
+  t->proxies = cs_name_table_new ();
   t->has_signature = name != NULL;
   t->name = cs_arena_strdup (t->arena, name);
   t->pass = cs_arena_strdup (t->arena, pass);
@@ -1061,7 +1215,7 @@ cs_trace_unref (CsTrace *trace)
     return;
   if (g_atomic_int_dec_and_test (&trace->ref_count))
     {
-      g_hash_table_unref (trace->proxies);
+      cs_name_table_free (trace->proxies);
       cs_arena_free (trace->arena);
       if (trace->base != NULL)
         cs_trace_unref (trace->base);
@@ -1096,7 +1250,7 @@ proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
       memcpy (np->shape, p->shape, sizeof (int64_t) * p->rank);
     }
   np->value = value_copy_full (dst->arena, NULL, p->value, NULL);
-  g_hash_table_insert (dst->proxies, (gpointer) np->name, np);
+  cs_name_table_insert (dst->proxies, np, cs_name_hash (np->name));
   if (map)
     g_hash_table_insert (map, (gpointer) p, np);
   return np;

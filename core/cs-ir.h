@@ -25,6 +25,7 @@ typedef struct _CsProxy   CsProxy;
 typedef struct _CsArg     CsArg;
 typedef struct _CsStmt    CsStmt;
 typedef struct _CsTrace   CsTrace;
+typedef struct _CsNameTable CsNameTable;
 typedef struct _CsOp      CsOp;   /* defined in cs-ops.h */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -279,7 +280,9 @@ struct _CsTrace
   CsStmt      **stmts;         /* body, in order; the last CS_STMT_RETURN ends it */
   guint         n_stmts;
 
-  GHashTable   *proxies;       /* name (const char *) -> CsProxy *, all proxies of the trace */
+  CsNameTable  *proxies;       /* name -> CsProxy *: every proxy of a parsed or copied trace; for
+                                  a derived trace, those it added (the traces under proxy_base
+                                  hold the shared ones) */
   guint32       next_proxy_id; /* id for the next proxy */
   guint32       next_stmt_id;  /* id for the next statement */
   guint32       next_name;     /* counter for cs_trace_fresh_name() */
@@ -347,6 +350,40 @@ typedef gboolean (*CsProxyFunc) (CsProxy *proxy, gpointer data);
  */
 gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer data);
 
+/* ---- proxy name tables ---- */
+
+/*
+ * CsNameTable: a trace's proxies by name (open addressing, linear probing, the names' hashes
+ * stored), keyed by CsProxy.name.  A lookup through a derived trace's layers hashes the name
+ * once (cs_name_hash()) and probes each layer's table with it; GHashTable would hash it again
+ * per layer.  Not thread-safe; owned by its trace.
+ */
+/** cs_name_hash: the 32-bit FNV-1a hash of the NUL-terminated @name (the tables' key hash). */
+guint32     cs_name_hash          (const char *name);
+/** cs_name_table_new: an empty table. Returns: (transfer full) */
+CsNameTable *cs_name_table_new    (void);
+/** cs_name_table_free: frees @table (not the proxies); NULL is allowed. */
+void        cs_name_table_free    (CsNameTable *table);
+/** cs_name_table_lookup: the proxy named @name (@hash = cs_name_hash (@name)), or NULL. */
+CsProxy    *cs_name_table_lookup  (const CsNameTable *table, const char *name, guint32 hash);
+/**
+ * cs_name_table_insert:
+ * Adds @proxy under its name (@hash = cs_name_hash (@proxy->name)), replacing an entry of
+ * the same name.
+ */
+void        cs_name_table_insert  (CsNameTable *table, CsProxy *proxy, guint32 hash);
+/** cs_name_table_remove: removes the entry named @name; returns whether there was one. */
+gboolean    cs_name_table_remove  (CsNameTable *table, const char *name);
+/** cs_name_table_size: the number of entries. */
+guint       cs_name_table_size    (const CsNameTable *table);
+/**
+ * cs_name_table_next:
+ * @pos: (inout): 0 to start; the iteration state
+ * Returns: (transfer none) (nullable): the next entry's proxy, NULL when there is none left
+ * (order unspecified; the table must not change during the iteration)
+ */
+CsProxy    *cs_name_table_next    (const CsNameTable *table, guint *pos);
+
 /* ---- proxies ---- */
 
 /**
@@ -357,6 +394,8 @@ gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer da
  * it and that table dropped.  Returns: (transfer none) (nullable)
  */
 CsProxy    *cs_trace_lookup_proxy (const CsTrace *trace, const char *name);
+/** _cs_trace_lookup_proxy_hashed: (skip) cs_trace_lookup_proxy() given @hash = cs_name_hash (@name). */
+CsProxy    *_cs_trace_lookup_proxy_hashed (const CsTrace *trace, const char *name, guint32 hash);
 /**
  * cs_trace_dup_proxies:
  * Every proxy visible in @trace (own table plus shared ones not shadowed by name), less those

@@ -653,7 +653,7 @@ read_name_value (Cur *c, guint flags, GError **error)
       CsProxy *px;
       memcpy (key, start, n);
       key[n] = '\0';
-      px = g_hash_table_lookup (p->trace->proxies, key);
+      px = cs_name_table_lookup (p->trace->proxies, key, cs_name_hash (key));
       if (px != NULL)
         {
           v = value_new (p, CS_VALUE_PROXY);
@@ -1168,7 +1168,7 @@ bind_name (Parser *p, const char *s, gsize n)
     {
       memcpy (buf, s, n);
       buf[n] = '\0';
-      px = g_hash_table_lookup (p->trace->proxies, buf);
+      px = cs_name_table_lookup (p->trace->proxies, buf, cs_name_hash (buf));
       if (px != NULL)
         return px;
       return cs_trace_add_proxy (p->trace, buf);
@@ -1975,7 +1975,7 @@ resolve_pending (Parser *p)
 
       if (dot == NULL)
         {
-          px = g_hash_table_lookup (t->proxies, v->u.s);
+          px = cs_name_table_lookup (t->proxies, v->u.s, cs_name_hash (v->u.s));
           if (px != NULL)
             {
               v->kind = CS_VALUE_PROXY;
@@ -2001,7 +2001,7 @@ resolve_pending (Parser *p)
       else
         {
           g_autofree char *base = g_strndup (v->u.s, (gsize) (dot - v->u.s));
-          px = g_hash_table_lookup (t->proxies, base);
+          px = cs_name_table_lookup (t->proxies, base, cs_name_hash (base));
           if (px != NULL)
             {
               CsValue *pv = value_new (p, CS_VALUE_PROXY);

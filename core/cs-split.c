@@ -170,14 +170,15 @@ static CsProxy *
 collection (CsTrace *t, const char *name)
 {
   /* a proxy of that name shared from the joint is not retyped: this trace gets its own */
-  CsProxy *p = g_hash_table_lookup (t->proxies, name);
+  guint32 hash = cs_name_hash (name);
+  CsProxy *p = cs_name_table_lookup (t->proxies, name, hash);
 
   if (p == NULL)
     {
       p = CS_ARENA_NEW (t->arena, CsProxy);
       p->name = cs_arena_strdup (t->arena, name);
       p->id = ++t->next_proxy_id;
-      g_hash_table_insert (t->proxies, (gpointer) p->name, p);
+      cs_name_table_insert (t->proxies, p, hash);
     }
 
   p->kind = CS_PROXY_COLLECTION;

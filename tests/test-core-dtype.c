@@ -178,6 +178,64 @@ test_trace_copy (void)
   g_assert_cmpfloat (cs->args[1].value->u.f, ==, 2.0);
 }
 
+/* The proxy name table against a GHashTable model: 3,000 names inserted, a third removed
+ * (backward-shift deletion must keep every other probe run reachable), names replaced,
+ * iteration visiting each entry once.  FNV-1a test vectors: "" 0x811c9dc5, "a" 0xe40c292c,
+ * "foobar" 0xbf9cf968 (the FNV reference's published values). */
+static void
+test_name_table (void)
+{
+  g_autoptr(CsTrace) t = cs_trace_new ("computation", "a");
+  CsNameTable *nt = cs_name_table_new ();
+  g_autoptr(GHashTable) model = g_hash_table_new (g_str_hash, g_str_equal);
+  CsProxy *p, *q;
+  guint pos = 0, seen = 0;
+
+  g_assert_cmphex (cs_name_hash (""), ==, 0x811c9dc5u);
+  g_assert_cmphex (cs_name_hash ("a"), ==, 0xe40c292cu);
+  g_assert_cmphex (cs_name_hash ("foobar"), ==, 0xbf9cf968u);
+
+  for (guint i = 0; i < 3000; i++)
+    {
+      p = CS_ARENA_NEW (t->arena, CsProxy);
+      p->name = cs_arena_printf (t->arena, i % 2 ? "t%u" : "bw_t%u", i);
+      p->id = i + 1;
+      cs_name_table_insert (nt, p, cs_name_hash (p->name));
+      g_hash_table_insert (model, (gpointer) p->name, p);
+    }
+  g_assert_cmpuint (cs_name_table_size (nt), ==, 3000);
+  for (guint i = 0; i < 3000; i += 3)
+    {
+      const char *name = cs_arena_printf (t->arena, i % 2 ? "t%u" : "bw_t%u", i);
+      g_assert_true (cs_name_table_remove (nt, name));
+      g_assert_false (cs_name_table_remove (nt, name));
+      g_hash_table_remove (model, name);
+    }
+  g_assert_cmpuint (cs_name_table_size (nt), ==, 2000);
+  for (guint i = 0; i < 3000; i++)
+    {
+      const char *name = cs_arena_printf (t->arena, i % 2 ? "t%u" : "bw_t%u", i);
+      q = cs_name_table_lookup (nt, name, cs_name_hash (name));
+      g_assert_true (q == g_hash_table_lookup (model, name));
+      if (q != NULL)
+        g_assert_cmpuint (q->id, ==, i + 1);
+    }
+  /* same name again: the entry is replaced, the size unchanged */
+  p = CS_ARENA_NEW (t->arena, CsProxy);
+  p->name = "t1";
+  cs_name_table_insert (nt, p, cs_name_hash ("t1"));
+  g_assert_cmpuint (cs_name_table_size (nt), ==, 2000);
+  g_assert_true (cs_name_table_lookup (nt, "t1", cs_name_hash ("t1")) == p);
+  g_assert_null (cs_name_table_lookup (nt, "t0", cs_name_hash ("t0")));
+  while ((q = cs_name_table_next (nt, &pos)) != NULL)
+    {
+      g_assert_true (g_hash_table_contains (model, q->name));
+      seen++;
+    }
+  g_assert_cmpuint (seen, ==, 2000);
+  cs_name_table_free (nt);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -190,5 +248,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/ir/type-string", test_type_string);
   g_test_add_func ("/core/ir/float-repr", test_float_repr);
   g_test_add_func ("/core/ir/trace-copy", test_trace_copy);
+  g_test_add_func ("/core/ir/name-table", test_name_table);
   return g_test_run ();
 }
