@@ -1804,6 +1804,45 @@ remat_readers (const Remat *r, const CsProxy *p)
   return p->id < r->n ? r->n_readers[p->id] : 0;
 }
 
+/* A copy of the slice subsymbol @s for the consumer region: reads and writes renamed through
+ * @map (the slice's outputs -> their bw_ proxies; leaves are not in it), values that keep
+ * their proxies and strings shared with @s.  A statement other than a plain call (none in
+ * practice) is deep-copied by cs_stmt_copy_into() with the same renaming and @leaves kept. */
+static CsStmt *
+remat_clone (CsTrace *t, const CsStmt *s, const CsProxyMap *map, const CsProxyVec *leaves)
+{
+  CsStmt *c;
+
+  if (s->kind != CS_STMT_CALL || s->n_subs > 0 || s->value != NULL)
+    {
+      g_autoptr(GHashTable) gm = g_hash_table_new (g_direct_hash, g_direct_equal);
+      for (guint i = 0; i < leaves->len; i++)
+        g_hash_table_insert (gm, leaves->v[i], leaves->v[i]);
+      for (guint k = 0; k < _cs_proxy_map_size (map); k++)
+        {
+          CsProxy *from = _cs_proxy_map_key (map, k);
+          g_hash_table_insert (gm, from, _cs_proxy_map_lookup (map, from));
+        }
+      return cs_stmt_copy_into (t, s, gm);
+    }
+  c = CS_ARENA_NEW (t->arena, CsStmt);
+  *c = *s;
+  c->owner = t->serial;
+  c->id = ++t->next_stmt_id;
+  c->region_fresh = 0;
+  if (s->n_args > 0)
+    {
+      c->args = CS_ARENA_NEW_N (t->arena, CsArg, s->n_args);
+      for (guint i = 0; i < s->n_args; i++)
+        {
+          c->args[i].name = s->args[i].name;
+          c->args[i].value = _cs_value_remap (t->arena, s->args[i].value, map);
+        }
+    }
+  c->out = _cs_value_remap (t->arena, s->out, map);
+  return c;
+}
+
 /* Tries to recompute in @cons (a backward region) the values it reads from @prod (a forward
  * region) from @prod's inputs (and its must-output values), when those weigh fewer bytes:
  * the two-cut simplification of Thunder's min-cut (capacities = element byte sizes, producer
@@ -1814,9 +1853,8 @@ static gboolean
 remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
 {
   CsStmt *cons = *consp;
-  g_autoptr(GHashTable) map = NULL;
+  g_autoptr(CsProxyMap) map = NULL;
   g_autoptr(GPtrArray) subs = NULL;
-  g_autoptr(CsProxyMap) remap = NULL;
   double cost_out = 0, cost_leaves = 0;
   guint n_slice = 0;
 
@@ -1901,9 +1939,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
     return FALSE;
 
   /* clone the slice (in prod's order) into cons with fresh bw_ names */
-  map = g_hash_table_new (g_direct_hash, g_direct_equal);
-  for (guint i = 0; i < r->leaves.len; i++)
-    g_hash_table_insert (map, r->leaves.v[i], r->leaves.v[i]);
+  map = _cs_proxy_map_new ();
   subs = g_ptr_array_sized_new (n_slice + cons->n_subs);
   for (guint i = 0; i < prod->n_subs; i++)
     {
@@ -1916,11 +1952,17 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
       for (guint j = 0; j < r->tmp.len; j++)
         {
           CsProxy *o = r->tmp.v[j];
-          const char *want = arena_concat (t->arena, "bw_", o->name, ""), *name = want;
+          const char *name = arena_concat (t->arena, "bw_", o->name, "");
+          guint32 hash = cs_name_hash (name);
           CsProxy *n;
-          if (cs_trace_lookup_proxy (t, want) != NULL)
-            name = cs_trace_fresh_name (t, want);
-          n = cs_trace_add_proxy (t, name);
+          if (_cs_trace_lookup_proxy_hashed (t, name, hash) != NULL)
+            {
+              name = cs_trace_fresh_name (t, name);
+              hash = cs_name_hash (name);
+            }
+          n = CS_ARENA_NEW (t->arena, CsProxy);
+          n->name = name;
+          n->id = ++t->next_proxy_id;
           n->kind = o->kind;
           n->dtype = o->dtype;
           n->rank = o->rank;
@@ -1928,27 +1970,21 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
           n->device = o->device;
           n->typed = o->typed;
           n->type_raw = o->type_raw;
-          g_hash_table_insert (map, o, n);
+          cs_name_table_insert (t->proxies, n, hash);
+          _cs_proxy_map_insert (map, o, n);
         }
-      c = cs_stmt_copy_into (t, s, map);
+      c = remat_clone (t, s, map, &r->leaves);
       c->origin = s->origin;
       c->backward = cons->backward;
       c->why = "rematerialized: recomputed in the backward region instead of saved";
       g_ptr_array_add (subs, c);
     }
-  /* cons may be a region of the input trace (re-fusing a final trace): edit a private copy */
+  /* cons may be a region of the input trace (re-fusing a final trace): edit a private copy;
+   * what it reads from prod and is now recomputed is exactly what the map renames */
   cons = *consp = cs_trace_own_stmt (t, cons);
-  remap = _cs_proxy_map_new ();
-  for (guint i = 0; i < r->needed.len; i++)
-    {
-      CsProxy *k = r->needed.v[i];
-      CsProxy *n = g_hash_table_lookup (map, k);
-      if (n != NULL && n != k)
-        _cs_proxy_map_insert (remap, k, n);
-    }
   for (guint i = 0; i < cons->n_subs; i++)
     {
-      cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], remap);
+      cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], map);
       g_ptr_array_add (subs, cons->subs[i]);
     }
   cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
