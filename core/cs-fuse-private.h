@@ -87,6 +87,44 @@ _cs_proxy_vec_push (CsProxyVec *a, CsProxy *p)
   a->v[a->len++] = p;
 }
 
+/* The same growable list for statements (see CsProxyVec): the passes' statement lists. */
+typedef struct
+{
+  CsStmt  **v;       /* elements 0..len-1: inl, or heap storage once grown past it */
+  guint     len;     /* number of elements */
+  guint     cap;     /* slots in v; 0 until the first push */
+  CsStmt   *inl[8];  /* first storage */
+} CsStmtVec;
+
+#define CS_STMT_VEC_INIT { 0 }
+
+/* Makes room for at least one more element of @a (doubling). */
+void        _cs_stmt_vec_grow        (CsStmtVec *a);
+/* Frees the storage of @a and leaves it empty. */
+void        _cs_stmt_vec_free        (CsStmtVec *a);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (CsStmtVec, _cs_stmt_vec_free)
+
+static inline void
+_cs_stmt_vec_push (CsStmtVec *a, CsStmt *s)
+{
+  if (G_UNLIKELY (a->len == a->cap))
+    _cs_stmt_vec_grow (a);
+  a->v[a->len++] = s;
+}
+
+/* Reverses the order of @a's elements in place. */
+static inline void
+_cs_stmt_vec_reverse (CsStmtVec *a)
+{
+  for (guint i = 0; i < a->len / 2; i++)
+    {
+      CsStmt *t = a->v[i];
+      a->v[i] = a->v[a->len - 1 - i];
+      a->v[a->len - 1 - i] = t;
+    }
+}
+
 /* The same lists as _cs_stmt_reads / _cs_stmt_writes, appended to a CsProxyVec. */
 void        _cs_stmt_reads_vec       (const CsStmt *stmt, CsProxyVec *out);
 void        _cs_stmt_writes_vec      (const CsStmt *stmt, CsProxyVec *out);
@@ -97,7 +135,7 @@ void        _cs_value_proxies_vec    (const CsValue *v, CsProxyVec *out);
  * subsymbols), depth first.  With @trace, subsymbols with origin 0 inherit @stmt's origin and
  * every subsymbol its BACKWARD tag (through copies owned by @trace where they differ); with
  * @trace NULL nothing is changed (inspection only). */
-void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, GPtrArray *out);
+void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, CsStmtVec *out);
 
 /* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
  * @in and @to receive the input proxy and the target dtype. */

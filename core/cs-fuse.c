@@ -27,7 +27,7 @@ struct _CsProxyMap
 {
   MapSlot    *slots;   /* indexed by CsProxy.id; followed by the presence bitmap (map_bits) */
   guint32     cap;     /* slots allocated */
-  GPtrArray  *keys;    /* CsProxy*, every key in insertion order */
+  CsProxyVec  keys;    /* every key in insertion order */
   GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
 };
 
@@ -106,7 +106,6 @@ _cs_proxy_map_new (void)
       m->cap = pool->cap[best];
       pool->slots[best] = NULL;
     }
-  m->keys = g_ptr_array_new ();
   return m;
 }
 
@@ -136,7 +135,7 @@ _cs_proxy_map_free (CsProxyMap *map)
         }
       g_free (map->slots);
     }
-  g_ptr_array_unref (map->keys);
+  _cs_proxy_vec_free (&map->keys);
   if (map->other)
     g_hash_table_unref (map->other);
   g_free (map);
@@ -145,16 +144,16 @@ _cs_proxy_map_free (CsProxyMap *map)
 void
 _cs_proxy_map_clear (CsProxyMap *map)
 {
-  for (guint i = 0; i < map->keys->len; i++)
+  for (guint i = 0; i < map->keys.len; i++)
     {
-      const CsProxy *k = map->keys->pdata[i];
+      const CsProxy *k = map->keys.v[i];
       if (k->id < map->cap && map->slots[k->id].from == k)
         {
           map->slots[k->id].from = map->slots[k->id].to = NULL;
           map_bits (map)[k->id / 64] &= ~((guint64) 1 << (k->id % 64));
         }
     }
-  g_ptr_array_set_size (map->keys, 0);
+  map->keys.len = 0;
   if (map->other)
     g_hash_table_remove_all (map->other);
 }
@@ -162,13 +161,13 @@ _cs_proxy_map_clear (CsProxyMap *map)
 guint
 _cs_proxy_map_size (const CsProxyMap *map)
 {
-  return map->keys->len;
+  return map->keys.len;
 }
 
 CsProxy *
 _cs_proxy_map_key (const CsProxyMap *map, guint i)
 {
-  return map->keys->pdata[i];
+  return map->keys.v[i];
 }
 
 CsProxy *
@@ -199,7 +198,7 @@ _cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
     {
       if (map->slots[id].from == NULL)
         {
-          g_ptr_array_add (map->keys, from);
+          _cs_proxy_vec_push (&map->keys, from);
           map_bits (map)[id / 64] |= (guint64) 1 << (id % 64);
         }
       map->slots[id].from = from;
@@ -209,7 +208,7 @@ _cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
   if (map->other == NULL)
     map->other = g_hash_table_new (g_direct_hash, g_direct_equal);
   if (!g_hash_table_contains (map->other, from))
-    g_ptr_array_add (map->keys, from);
+    _cs_proxy_vec_push (&map->keys, from);
   g_hash_table_insert (map->other, from, to);
 }
 
@@ -409,6 +408,36 @@ _cs_proxy_vec_grow (CsProxyVec *a)
 }
 
 void
+_cs_stmt_vec_grow (CsStmtVec *a)
+{
+  if (a->cap == 0)
+    {
+      a->v = a->inl;
+      a->cap = G_N_ELEMENTS (a->inl);
+    }
+  else if (a->v == a->inl)
+    {
+      a->v = g_new (CsStmt *, a->cap * 2);
+      memcpy (a->v, a->inl, sizeof a->inl);
+      a->cap *= 2;
+    }
+  else
+    {
+      a->cap *= 2;
+      a->v = g_renew (CsStmt *, a->v, a->cap);
+    }
+}
+
+void
+_cs_stmt_vec_free (CsStmtVec *a)
+{
+  if (a->v != a->inl)
+    g_free (a->v);
+  a->v = NULL;
+  a->len = a->cap = 0;
+}
+
+void
 _cs_proxy_vec_free (CsProxyVec *a)
 {
   if (a->v != a->inl)
@@ -538,11 +567,11 @@ _cs_sub_take_tags (CsStmt *sub, const CsStmt *stmt)
 }
 
 void
-_cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, GPtrArray *out)
+_cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, CsStmtVec *out)
 {
   if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
     {
-      g_ptr_array_add (out, stmt);
+      _cs_stmt_vec_push (out, stmt);
       return;
     }
   for (guint i = 0; i < stmt->n_subs; i++)
@@ -844,7 +873,7 @@ typedef struct
   CsProxyVec tmp;       /* scratch proxy list */
   CsProxyVec outs;      /* scratch */
   CsProxyVec ins;       /* scratch */
-  GPtrArray *kept;      /* scratch */
+  CsStmtVec kept;       /* scratch */
   CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
   guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
   guint     read_pos_cap;
@@ -870,7 +899,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
   MarkStore *st = m->st;
   CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
-  GPtrArray *kept = m->kept;
+  CsStmtVec *kept = &m->kept;
   CsValue **items;
   CsArg *args;
   guint32 gen = ++st->gen, gen_in;
@@ -879,7 +908,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   outs->len = 0;
   ins->len = 0;
   reads->len = 0;
-  g_ptr_array_set_size (kept, 0);
+  kept->len = 0;
 
   /* One backward sweep over the subsymbols (each one's memory is touched once):
    * - DCE: a subsymbol is kept when one of its outputs is needed after the region
@@ -905,7 +934,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
           keep = TRUE;
       if (!keep)
         continue;
-      g_ptr_array_add (kept, sub);
+      _cs_stmt_vec_push (kept, sub);
       for (guint j = 0; j < tmp->len; j++)
         {
           CsProxy *p = tmp->v[j];
@@ -949,12 +978,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   outs->len -= n_outs_rev;
 
   /* kept is reversed */
-  for (guint i = 0; i < kept->len / 2; i++)
-    {
-      gpointer t = kept->pdata[i];
-      kept->pdata[i] = kept->pdata[kept->len - 1 - i];
-      kept->pdata[kept->len - 1 - i] = t;
-    }
+  _cs_stmt_vec_reverse (kept);
 
   /* inputs: values read before any kept subsymbol produced them, in first appearance order
    * (the reads were collected backward; a fresh generation for the "seen" marks) */
@@ -971,7 +995,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
         }
     }
 
-  cs_stmt_set_subs (trace, s, (CsStmt **) kept->pdata, kept->len);
+  cs_stmt_set_subs (trace, s, kept->v, kept->len);
   items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
     items[i] = cs_value_new_proxy (trace->arena, outs->v[i]);
@@ -1050,7 +1074,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
   Marks m = { 0 };
   MarkStore *st;
-  g_autoptr(GPtrArray) kept = g_ptr_array_sized_new (trace->n_stmts);
+  g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
@@ -1063,7 +1087,6 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.st = st = mark_store_get (m.n, 3 + 2 * n_regions);
   m.needed_gen = ++st->gen;
   visible_gen = ++st->gen;
-  m.kept = g_ptr_array_new ();
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
@@ -1114,7 +1137,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
           if (!live && (tmp.len > 0 || s->out != NULL))
             continue;
         }
-      g_ptr_array_add (kept, s);
+      _cs_stmt_vec_push (&kept, s);
       tmp.len = 0;
       _cs_stmt_reads_vec (s, &tmp);
       for (guint j = 0; j < tmp.len; j++)
@@ -1132,20 +1155,15 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
             stale[st->hidden_at[p->id] - 1] = 1;
         }
     }
-  for (guint i = 0; i < kept->len / 2; i++)
-    {
-      gpointer t = kept->pdata[i];
-      kept->pdata[i] = kept->pdata[kept->len - 1 - i];
-      kept->pdata[kept->len - 1 - i] = t;
-    }
-  cs_trace_set_stmts (trace, (CsStmt **) kept->pdata, kept->len);
+  _cs_stmt_vec_reverse (&kept);
+  cs_trace_set_stmts (trace, kept.v, kept.len);
   g_free (stale);
   _cs_proxy_vec_free (&tmp);
   _cs_proxy_vec_free (&m.tmp);
   _cs_proxy_vec_free (&m.outs);
   _cs_proxy_vec_free (&m.ins);
   _cs_proxy_vec_free (&m.reads);
-  g_ptr_array_unref (m.kept);
+  _cs_stmt_vec_free (&m.kept);
   g_free (m.read_pos);
 }
 
@@ -1269,20 +1287,30 @@ is_comment_like (const CsStmt *s)
 }
 
 /* TRUE when every prim of the group is a shape op (such regions are not fused, PR #1559). */
+/* TRUE when every prim @stmt flattens to (_cs_stmt_flatten's leaves) is a shape op; stops at
+ * the first one that is not (no list is built). */
+static gboolean
+flat_all_shape_ops (const CsStmt *stmt)
+{
+  const CsOp *sem;
+
+  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
+    {
+      sem = stmt->op ? cs_op_semantic (stmt->op) : NULL;
+      return sem != NULL && (sem->tags & CS_OP_TAG_SHAPE_OP);
+    }
+  for (guint i = 0; i < stmt->n_subs; i++)
+    if (!flat_all_shape_ops (stmt->subs[i]))
+      return FALSE;
+  return TRUE;
+}
+
 static gboolean
 group_is_shape_only (Group *g)
 {
-  g_autoptr(GPtrArray) flat = g_ptr_array_new ();
-
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (NULL, g->members->pdata[i], flat);
-  for (guint i = 0; i < flat->len; i++)
-    {
-      CsStmt *s = flat->pdata[i];
-      const CsOp *sem = s->op ? cs_op_semantic (s->op) : NULL;
-      if (sem == NULL || !(sem->tags & CS_OP_TAG_SHAPE_OP))
-        return FALSE;
-    }
+    if (!flat_all_shape_ops (g->members->pdata[i]))
+      return FALSE;
   return TRUE;
 }
 
@@ -1290,7 +1318,7 @@ group_is_shape_only (Group *g)
 static void
 emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
 {
-  g_autoptr(GPtrArray) flat = NULL;
+  g_auto(CsStmtVec) flat = CS_STMT_VEC_INIT;
   CsStmt *region;
   char *name;
 
@@ -1304,9 +1332,8 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
         g_ptr_array_add (out, g->members->pdata[i]);
       return;
     }
-  flat = g_ptr_array_new ();
   for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (trace, g->members->pdata[i], flat);
+    _cs_stmt_flatten (trace, g->members->pdata[i], &flat);
   name = cs_arena_printf (trace->arena, "nvFusion%u", (*counter)++);
   region = cs_stmt_new_call (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;
@@ -1314,7 +1341,7 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
   region->origin = ((CsStmt *) g->members->pdata[0])->origin;
   region->why = g->why;
   /* outputs start as everything produced; _cs_regions_refresh trims them */
-  cs_stmt_set_subs (trace, region, (CsStmt **) flat->pdata, flat->len);
+  cs_stmt_set_subs (trace, region, flat.v, flat.len);
   g_ptr_array_add (out, region);
 }
 
@@ -1727,15 +1754,15 @@ expand_cast_matmuls (CsTrace *t, CsStmt *s, GPtrArray *out)
   if (s->kind == CS_STMT_CALL && s->op != NULL && s->n_subs > 0 && !op_is_prim (s->op)
       && cs_op_semantic (s->op)->category == CS_OP_CAT_MATMUL)
     {
-      g_autoptr(GPtrArray) flat = g_ptr_array_new ();
+      g_auto(CsStmtVec) flat = CS_STMT_VEC_INIT;
       gboolean has_cast = FALSE;
-      _cs_stmt_flatten (t, s, flat);
-      for (guint i = 0; i < flat->len && !has_cast; i++)
-        has_cast = _cs_stmt_is_cast (flat->pdata[i], NULL, NULL);
+      _cs_stmt_flatten (t, s, &flat);
+      for (guint i = 0; i < flat.len && !has_cast; i++)
+        has_cast = _cs_stmt_is_cast (flat.v[i], NULL, NULL);
       if (has_cast)
         {
-          for (guint i = 0; i < flat->len; i++)
-            g_ptr_array_add (out, flat->pdata[i]);
+          for (guint i = 0; i < flat.len; i++)
+            g_ptr_array_add (out, flat.v[i]);
           return;
         }
     }
