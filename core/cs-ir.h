@@ -353,12 +353,12 @@ gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer da
 /* ---- proxy name tables ---- */
 
 /*
- * CsNameTable: a trace's proxies by name (open addressing, linear probing, the names' hashes
- * stored), keyed by CsProxy.name.  A lookup through a derived trace's layers hashes the name
- * once (cs_name_hash()) and probes each layer's table with it; GHashTable would hash it again
- * per layer.  Not thread-safe; owned by its trace.
+ * CsNameTable: a trace's proxies by name (open addressing with triangular probing, the names'
+ * hashes stored, tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
+ * trace's layers hashes the name once (cs_name_hash()) and probes each layer's table with it;
+ * GHashTable would hash it again per layer.  Not thread-safe; owned by its trace.
  */
-/** cs_name_hash: the 32-bit FNV-1a hash of the NUL-terminated @name (the tables' key hash). */
+/** cs_name_hash: g_str_hash's hash of the NUL-terminated @name (h = h * 33 + c from 5381). */
 guint32     cs_name_hash          (const char *name);
 /** cs_name_table_new: an empty table. Returns: (transfer full) */
 CsNameTable *cs_name_table_new    (void);
