@@ -359,7 +359,7 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
 
       if (n >= names_free_from || _cs_trace_lookup_proxy_hashed (trace, buf, hash) == NULL)
         {
-          CsProxy *p = CS_ARENA_NEW (trace->arena, CsProxy);
+          CsProxy *p = cs_proxy_alloc (trace->arena);
 
           p->name = cs_arena_strndup (trace->arena, buf, len);
           p->kind = CS_PROXY_OTHER;

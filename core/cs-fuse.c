@@ -1987,7 +1987,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
               name = cs_trace_fresh_name (t, name);
               hash = cs_name_hash (name);
             }
-          n = CS_ARENA_NEW (t->arena, CsProxy);
+          n = cs_proxy_alloc (t->arena);
           n->name = name;
           n->id = ++t->next_proxy_id;
           n->kind = o->kind;

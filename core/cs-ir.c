@@ -395,7 +395,12 @@ cs_value_new_name (CsArena *arena, const char *name)
 CsValue *
 cs_value_new_proxy (CsArena *arena, CsProxy *proxy)
 {
-  CsValue *v = value_new (arena, CS_VALUE_PROXY);
+  CsValue *v;
+
+  /* the proxy's own node; a proxy not made by cs_proxy_alloc() gets a fresh one */
+  if (G_LIKELY (proxy != NULL && proxy->self.kind == CS_VALUE_PROXY && proxy->self.u.proxy == proxy))
+    return &proxy->self;
+  v = value_new (arena, CS_VALUE_PROXY);
   v->u.proxy = proxy;
   return v;
 }
@@ -783,6 +788,27 @@ proxy_kept (const CsTrace *trace, const CsTrace *layer, const CsProxy *p)
   return TRUE;
 }
 
+/** cs_proxy_init_self: see cs-ir.h. */
+void
+cs_proxy_init_self (CsProxy *proxy)
+{
+  memset (&proxy->self, 0, sizeof proxy->self);
+  proxy->self.kind = CS_VALUE_PROXY;
+  proxy->self.u.proxy = proxy;
+}
+
+/** cs_proxy_alloc: see cs-ir.h. */
+CsProxy *
+cs_proxy_alloc (CsArena *arena)
+{
+  /* the arena aligns to 16: over-allocate and round up to the next 64-byte boundary */
+  guint8 *raw = cs_arena_alloc (arena, sizeof (CsProxy) + 48);
+  CsProxy *p = (CsProxy *) (((guintptr) raw + 63) & ~(guintptr) 63);
+
+  cs_proxy_init_self (p);
+  return p;
+}
+
 /** cs_trace_lookup_proxy: see cs-ir.h. */
 CsProxy *
 cs_trace_lookup_proxy (const CsTrace *trace, const char *name)
@@ -850,7 +876,7 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
 
   if (p != NULL)
     return p;
-  p = CS_ARENA_NEW (trace->arena, CsProxy);
+  p = cs_proxy_alloc (trace->arena);
   p->name = cs_arena_strdup (trace->arena, name);
   p->kind = CS_PROXY_OTHER;
   p->dtype = CS_DTYPE_F32;
@@ -1256,9 +1282,10 @@ dup_strv (CsArena *arena, const char * const *v, guint n)
 static CsProxy *
 proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
 {
-  CsProxy *np = CS_ARENA_NEW (dst->arena, CsProxy);
+  CsProxy *np = cs_proxy_alloc (dst->arena);
 
   *np = *p;
+  cs_proxy_init_self (np);
   np->name = cs_arena_strdup (dst->arena, p->name);
   np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
   if (p->rank)

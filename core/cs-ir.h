@@ -64,25 +64,6 @@ typedef enum
   CS_PROXY_OTHER,        /* "Any", "tuple", "<class 'torch.dtype'>", or never typed */
 } CsProxyKind;
 
-struct _CsProxy
-{
-  const char  *name;          /* Python identifier, unique within its trace */
-  guint32      id;            /* 1-based creation index within the trace; 0 = invalid (kept in
-                                 the first cache line with kind and dtype: the passes' marks
-                                 read it for every use of the proxy) */
-  CsProxyKind  kind;          /* tensor, number, collection or other */
-  CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
-  guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
-  int64_t     *shape;         /* tensors: rank extents, outermost first; -1 = symbolic dim */
-  CsDevice     device;        /* tensors: cpu / cuda:N / meta */
-  guint        typed : 1;     /* 1 when a type string was seen or set */
-  guint        future : 1;    /* 1 for "FUTURE cuda:0 ..." (distributed async) */
-  guint        requires_grad : 1; /* set by the grad pass for differentiable inputs */
-  guint        has_value : 1; /* numbers: value below is known (not "?") */
-  CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
-  const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.
-                                 The printer prints it verbatim when set (symbolic dims, etc.) */
-};
 
 /* ------------------------------------------------------------------------------------------ */
 /* Values (arguments, kwargs, targets, return values)                                          */
@@ -145,6 +126,31 @@ struct _CsValue
   const char *raw;       /* as written, for INT/FLOAT/STRING/COMPLEX/CALL(slice) when the canonical
                             printing would differ (e.g. `1e-05`, double-quoted strings); else NULL */
   const char *attr;      /* ATTR: attribute name */
+};
+
+struct _CsProxy
+{
+  /* The value `<this proxy>` (kind PROXY, u.proxy = this proxy), set up when the proxy is
+   * made (cs_proxy_init()); cs_value_new_proxy() hands it out instead of allocating a node per
+   * reference, so a pass walking a statement's arguments finds the value and the proxy's id in
+   * one cache line (value nodes are never edited in place: they are shared). */
+  CsValue      self;
+  guint32      id;            /* 1-based creation index within the trace; 0 = invalid (in the
+                                 first cache line, with self: the passes' marks read it for
+                                 every use of the proxy) */
+  const char  *name;          /* Python identifier, unique within its trace */
+  CsProxyKind  kind;          /* tensor, number, collection or other */
+  CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
+  guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
+  int64_t     *shape;         /* tensors: rank extents, outermost first; -1 = symbolic dim */
+  CsDevice     device;        /* tensors: cpu / cuda:N / meta */
+  guint        typed : 1;     /* 1 when a type string was seen or set */
+  guint        future : 1;    /* 1 for "FUTURE cuda:0 ..." (distributed async) */
+  guint        requires_grad : 1; /* set by the grad pass for differentiable inputs */
+  guint        has_value : 1; /* numbers: value below is known (not "?") */
+  CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
+  const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.
+                                 The printer prints it verbatim when set (symbolic dims, etc.) */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -385,6 +391,16 @@ guint       cs_name_table_size    (const CsNameTable *table);
 CsProxy    *cs_name_table_next    (const CsNameTable *table, guint *pos);
 
 /* ---- proxies ---- */
+
+/**
+ * cs_proxy_alloc:
+ * A zeroed proxy in @arena, 64-byte aligned (its self value and id share a cache line), with
+ * its self value set up (see CsProxy.self); the caller fills in the rest (name, id, type).
+ * Returns: (transfer none): the proxy, owned by @arena
+ */
+CsProxy    *cs_proxy_alloc        (CsArena *arena);
+/** cs_proxy_init_self: points @proxy's self value at @proxy (after a struct copy of another). */
+void        cs_proxy_init_self    (CsProxy *proxy);
 
 /**
  * cs_trace_lookup_proxy:

@@ -175,7 +175,7 @@ collection (CsTrace *t, const char *name)
 
   if (p == NULL)
     {
-      p = CS_ARENA_NEW (t->arena, CsProxy);
+      p = cs_proxy_alloc (t->arena);
       p->name = cs_arena_strdup (t->arena, name);
       p->id = ++t->next_proxy_id;
       cs_name_table_insert (t->proxies, p, hash);
