@@ -21,17 +21,11 @@ struct _ArenaBlock
 {
   ArenaBlock *next;   /* previously filled block, or NULL */
   gsize       size;   /* usable bytes in data */
-  gsize       used;   /* bytes handed out, multiple of ARENA_ALIGN */
   /* data follows, aligned to ARENA_ALIGN */
 };
 
-struct _CsArena
-{
-  ArenaBlock *head;   /* block currently filled */
-  gsize       total;  /* bytes handed out */
-};
-
 #define BLOCK_HEADER ((sizeof (ArenaBlock) + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1))
+#define BLOCK_DATA(b) ((guint8 *) (b) + BLOCK_HEADER)
 
 static ArenaBlock *
 arena_block_new (gsize size)
@@ -40,7 +34,6 @@ arena_block_new (gsize size)
   ArenaBlock *b = g_malloc0 (BLOCK_HEADER + size);
   b->next = NULL;
   b->size = size;
-  b->used = 0;
   return b;
 }
 
@@ -54,7 +47,11 @@ CsArena *
 cs_arena_new (void)
 {
   CsArena *a = g_new0 (CsArena, 1);
-  a->head = arena_block_new (ARENA_BLOCK_BYTES);
+  ArenaBlock *b = arena_block_new (ARENA_BLOCK_BYTES);
+
+  a->head = b;
+  a->cur = BLOCK_DATA (b);
+  a->end = a->cur + b->size;
   return a;
 }
 
@@ -75,42 +72,30 @@ cs_arena_free (CsArena *arena)
 }
 
 /**
- * cs_arena_alloc:
- * @arena: an arena
- * @size: bytes wanted
- *
- * Returns: zeroed memory of @size bytes aligned to 16 bytes, owned by @arena
+ * _cs_arena_alloc_slow:
+ * See cs-ir.h: a request bigger than a quarter block gets a block of its own behind the current
+ * one; otherwise a fresh block becomes the current one (the rest of the old one is not used).
+ * Returns: zeroed memory of @rounded bytes aligned to 16 bytes, owned by @arena
  */
 gpointer
-cs_arena_alloc (CsArena *arena, gsize size)
+_cs_arena_alloc_slow (CsArena *arena, gsize rounded)
 {
-  ArenaBlock *b = arena->head;
-  gsize rounded = (size + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1);
-  guint8 *p;
+  ArenaBlock *b = arena->head, *nb;
 
-  if (rounded == 0)
-    rounded = ARENA_ALIGN;
-  if (b->used + rounded > b->size)
-    {
-      ArenaBlock *nb;
-      if (rounded > ARENA_BLOCK_BYTES / 4)
-        {
-          /* A big request gets a block of its own behind the current one. */
-          nb = arena_block_new (rounded);
-          nb->next = b->next;
-          b->next = nb;
-          nb->used = rounded;
-          arena->total += rounded;
-          return (guint8 *) nb + BLOCK_HEADER;
-        }
-      nb = arena_block_new (ARENA_BLOCK_BYTES);
-      nb->next = b;
-      arena->head = b = nb;
-    }
-  p = (guint8 *) b + BLOCK_HEADER + b->used;
-  b->used += rounded;
   arena->total += rounded;
-  return p;
+  if (rounded > ARENA_BLOCK_BYTES / 4)
+    {
+      nb = arena_block_new (rounded);
+      nb->next = b->next;
+      b->next = nb;
+      return BLOCK_DATA (nb);
+    }
+  nb = arena_block_new (ARENA_BLOCK_BYTES);
+  nb->next = b;
+  arena->head = nb;
+  arena->cur = BLOCK_DATA (nb) + rounded;
+  arena->end = BLOCK_DATA (nb) + nb->size;
+  return BLOCK_DATA (nb);
 }
 
 /** cs_arena_strndup: a NUL-terminated copy of the first @len bytes of @s in @arena. */

@@ -40,8 +40,37 @@ typedef struct _CsOp      CsOp;   /* defined in cs-ops.h */
  */
 CsArena    *cs_arena_new          (void);
 void        cs_arena_free         (CsArena *arena);
-/** Zeroed memory of @size bytes, aligned to 16 bytes; never NULL (aborts on OOM like g_malloc). */
-gpointer    cs_arena_alloc        (CsArena *arena, gsize size);
+/* The arena's bump pointer, visible so that cs_arena_alloc()'s fast path is inline (the passes
+ * make millions of small allocations); the block list is private to cs-ir.c. */
+struct _CsArena
+{
+  guint8     *cur;      /* next free byte of the current block (16-byte aligned) */
+  guint8     *end;      /* end of the current block's data; cur <= end */
+  gsize       total;    /* bytes handed out */
+  gpointer    head;     /* private: the block list (current block first) */
+};
+
+/** _cs_arena_alloc_slow: (skip) cs_arena_alloc() when the current block is full; @rounded is
+ * the request rounded up to 16 bytes. */
+gpointer    _cs_arena_alloc_slow  (CsArena *arena, gsize rounded);
+
+/**
+ * cs_arena_alloc:
+ * Zeroed memory of @size bytes, aligned to 16 bytes; never NULL (aborts on OOM like g_malloc).
+ * The memory is zeroed when its block is allocated (cs-ir.c), not per call.
+ */
+static inline gpointer
+cs_arena_alloc (CsArena *arena, gsize size)
+{
+  gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
+  guint8 *p = arena->cur;
+
+  if (G_UNLIKELY ((gsize) (arena->end - p) < rounded))
+    return _cs_arena_alloc_slow (arena, rounded);
+  arena->cur = p + rounded;
+  arena->total += rounded;
+  return p;
+}
 char       *cs_arena_strdup       (CsArena *arena, const char *s);
 char       *cs_arena_strndup      (CsArena *arena, const char *s, gsize len);
 char       *cs_arena_printf       (CsArena *arena, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
