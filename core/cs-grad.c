@@ -120,6 +120,9 @@ typedef struct
   GHashTable     *whys;        /* callee (string) -> its "grad: VJP of ..." annotation */
   guint32         names_free_from; /* fresh names from here on need no lookup
                                     (_cs_decompose_names_free_from) */
+  ProxyMap       *req;         /* CsProxy* set: the inputs that require grad */
+  gboolean        deep;        /* t is a deep copy of the input (else it shares its proxies) */
+  gboolean        restart;     /* set when t must become a deep copy (see cs_grad_joint) */
 } GradCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1737,10 +1740,23 @@ is_constant_call (const CsStmt *s, CsOpId sem)
  * policy (cs_decompose_stmt), else as recorded in the trace (the subsymbols printed as
  * comments).  Returns FALSE with @error set when there is none. */
 static gboolean
+proxy_is_untyped_any (CsProxy *p, gpointer data)
+{
+  return !p->typed;
+}
+
+static gboolean
 decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 {
   g_autoptr(GError) local = NULL;
 
+  /* the decomposition types an untyped output in place: not on proxies shared with the
+   * input trace (the caller starts over on a deep copy) */
+  if (!c->deep && cs_value_any_proxy (s->out, proxy_is_untyped_any, NULL))
+    {
+      c->restart = TRUE;
+      return FALSE;
+    }
   if (_cs_decompose_stmt_names (c->t, s, c->policy, c->names_free_from, out, &local))
     return TRUE;
   g_ptr_array_set_size (out, 0);
@@ -2075,7 +2091,7 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
                            spec->names[k]);
               return FALSE;
             }
-          p->requires_grad = 1;
+          pmap_insert (c->req, p, p);
         }
       return TRUE;
     }
@@ -2083,7 +2099,7 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
     {
       CsProxy *p = inputs->pdata[i];
       if (is_diff (p))
-        p->requires_grad = 1;
+        pmap_insert (c->req, p, p);
     }
   return TRUE;
 }
@@ -2111,6 +2127,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(GHashTable) whys = g_hash_table_new (g_str_hash, g_str_equal);
   g_auto(ProxyMap) grads = { 0 };
   g_auto(ProxyMap) outputs = { 0 };
+  g_auto(ProxyMap) req = { 0 };
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -2121,26 +2138,47 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_return_val_if_fail (initial != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  t = cs_trace_copy (initial, "grad");
-  c.t = t;
-  c.a = t->arena;
+  /* The joint trace shares the input's proxies and statements (cs_trace_derive_shared): grad
+   * edits no statement or proxy of its input, except that decomposing a statement types its
+   * untyped outputs in place; at the first such statement the walk starts over on a deep copy
+   * (cs_trace_copy), as cs_decompose_trace does. */
   cs_policy_init_default (&dflt);
-  c.policy = (spec && spec->policy) ? spec->policy : &dflt;
-  c.fwd = fwd;
-  c.records = records;
-  c.bw = bw;
-  c.whys = whys;
-  c.names_free_from = _cs_decompose_names_free_from (t);
+  for (gboolean deep = FALSE;; deep = TRUE)
+    {
+      g_clear_pointer (&t, cs_trace_unref);
+      g_clear_pointer (&inputs, g_ptr_array_unref);
+      g_clear_pointer (&work, g_ptr_array_unref);
+      pmap_clear (&req);
+      g_ptr_array_set_size (fwd, 0);
+      g_array_set_size (records, 0);
+      g_ptr_array_set_size (bw, 0);
+      g_hash_table_remove_all (whys);
+      t = deep ? cs_trace_copy (initial, "grad") : cs_trace_derive_shared (initial, "grad");
+      memset (&c, 0, sizeof c);
+      c.t = t;
+      c.a = t->arena;
+      c.policy = (spec && spec->policy) ? spec->policy : &dflt;
+      c.fwd = fwd;
+      c.records = records;
+      c.bw = bw;
+      c.whys = whys;
+      c.names_free_from = _cs_decompose_names_free_from (t);
+      c.deep = deep;
+      pmap_init (&req, t->next_proxy_id + 1);
+      c.req = &req;
 
-  inputs = cs_trace_dup_inputs (t);
-  if (!mark_requires_grad (&c, inputs, spec, error))
-    return NULL;
+      inputs = cs_trace_dup_inputs (t);
+      if (!mark_requires_grad (&c, inputs, spec, error))
+        return NULL;
 
-  work = g_ptr_array_sized_new (t->n_stmts);
-  for (guint i = t->n_stmts; i > 0; i--)
-    g_ptr_array_add (work, t->stmts[i - 1]);
-  if (!forward_walk (&c, work, error))
-    return NULL;
+      work = g_ptr_array_sized_new (t->n_stmts);
+      for (guint i = t->n_stmts; i > 0; i--)
+        g_ptr_array_add (work, t->stmts[i - 1]);
+      if (forward_walk (&c, work, error))
+        break;
+      if (!c.restart || deep)
+        return NULL;
+    }
   /* every forward proxy exists now: the maps get a slot for each */
   pmap_init (&grads, t->next_proxy_id + 1);
   pmap_init (&outputs, t->next_proxy_id + 1);
@@ -2188,7 +2226,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   for (guint i = 0; i < flat->u.seq.n; i++)
     {
       CsProxy *p = value_tensor (flat->u.seq.items[i]);
-      CsProxy *g = (p != NULL && p->requires_grad) ? pmap_lookup (&grads, p) : NULL;
+      CsProxy *g = (p != NULL && pmap_contains (&req, p)) ? pmap_lookup (&grads, p) : NULL;
       gitems[i] = g ? v_p (&c, g) : cs_value_new_none (c.a);
     }
   gtuple = cs_value_new_seq (c.a, CS_VALUE_TUPLE, gitems, flat->u.seq.n);

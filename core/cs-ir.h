@@ -175,7 +175,6 @@ struct _CsProxy
   CsDevice     device;        /* tensors: cpu / cuda:N / meta */
   guint        typed : 1;     /* 1 when a type string was seen or set */
   guint        future : 1;    /* 1 for "FUTURE cuda:0 ..." (distributed async) */
-  guint        requires_grad : 1; /* set by the grad pass for differentiable inputs */
   guint        has_value : 1; /* numbers: value below is known (not "?") */
   CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
   const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.

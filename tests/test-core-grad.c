@@ -996,12 +996,57 @@ test_error_joint_input (void)
   g_assert_nonnull (strstr (error->message, "test:"));
 }
 
+/* An op without a VJP rule and an untyped output (t0): grad differentiates its decomposition,
+ * which types t0.  The joint trace shares its input's proxies until then and starts over on a
+ * deep copy, so the input's t0 stays untyped.  For f = (x + 2 w) * w with cotangent g:
+ * df/dx = w * g (Thunder's mul VJP: ltorch.mul(w, g)), df/dw = t0 * g + 2 (w * g). */
+static void
+test_untyped_output (void)
+{
+  g_autoptr(CsTrace) init = parse_or_die (
+    "def computation(x, w):\n"
+    "  # x: \"cuda:0 f32[2, 2]\"\n"
+    "  # w: \"cuda:0 f32[2, 2]\"\n"
+    "  t0 = ltorch.add(x, w, alpha=2)\n"
+    "  t1 = ltorch.mul(t0, w)  # t1: \"cuda:0 f32[2, 2]\"\n"
+    "  return t1\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) joint = cs_grad_joint (init, NULL, &error);
+  CsProxy *t0_in = cs_trace_lookup_proxy (init, "t0"), *t0 = NULL, *gx;
+  CsValue *grads;
+  CsStmt *def = NULL;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (joint);
+  t0 = cs_trace_lookup_proxy (joint, "t0");
+  g_assert_nonnull (t0);
+  g_assert_true (t0 != t0_in);
+  g_assert_true (t0->typed);
+  g_assert_cmpint (t0->dtype, ==, CS_DTYPE_F32);
+  g_assert_cmpuint (t0->rank, ==, 2);
+  g_assert_cmpint (t0->shape[0], ==, 2);
+  g_assert_false (t0_in->typed);
+
+  grads = dict_get (cs_trace_get_return (joint)->value, "output");
+  g_assert_cmpuint (grads->u.seq.n, ==, 2);
+  g_assert_cmpint (grads->u.seq.items[0]->kind, ==, CS_VALUE_PROXY);
+  g_assert_cmpint (grads->u.seq.items[1]->kind, ==, CS_VALUE_PROXY);
+  gx = grads->u.seq.items[0]->u.proxy;
+  for (guint i = 0; i < joint->n_stmts && def == NULL; i++)
+    if (cs_stmt_get_output (joint->stmts[i]) == gx)
+      def = joint->stmts[i];
+  g_assert_nonnull (def);
+  g_assert_cmpint (cs_op_semantic (def->op)->id, ==, CS_OP_LTORCH_MUL);
+  g_assert_cmpstr (def->args[0].value->u.proxy->name, ==, "w");
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/core/grad/seed/structure", test_seed_structure);
   g_test_add_func ("/core/grad/spec", test_spec);
+  g_test_add_func ("/core/grad/untyped-output", test_untyped_output);
   g_test_add_func ("/core/grad/error/no-rule", test_no_rule);
   g_test_add_func ("/core/grad/error/joint-input", test_error_joint_input);
   g_test_add_func ("/core/grad/thunder/seed-counts", test_thunder_seed);
