@@ -153,7 +153,8 @@ value_hash (const CsValue *v, guint depth)
     case CS_VALUE_NAME:
       return h ^ g_str_hash (v->u.s ? v->u.s : "");
     case CS_VALUE_PROXY:
-      return h ^ g_direct_hash (v->u.proxy);
+      /* proxies are 64-byte aligned (cs_proxy_alloc): their address's low bits say nothing */
+      return h ^ (guint) ((guintptr) v->u.proxy >> 6);
     case CS_VALUE_DTYPE:
       return h ^ ((guint) v->u.dtype.dtype << 8) ^ ((guint) v->u.dtype.weak << 4)
              ^ v->u.dtype.pytype;
@@ -253,6 +254,12 @@ cse_hash (gconstpointer p)
   for (guint i = 0; i < s->n_args; i++)
     h = h * 31 + value_hash (s->args[i].value, 0)
         + (s->args[i].name ? g_str_hash (s->args[i].name) : 0);
+  /* the set probes linearly from the low bits: mix every bit into them (murmur3's finalizer) */
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
   return h;
 }
 
