@@ -291,50 +291,26 @@ format_t_name (char *buf, guint32 n)
   return len + 1;
 }
 
-/* The n of a proxy name "t<n>" as the name counter writes it (no sign, no leading zero), or
- * FALSE for any other name. */
-static gboolean
-parse_t_name (const char *name, guint64 *n)
-{
-  guint64 v = 0;
-  const char *p = name + 1;
-
-  if (name[0] != 't' || p[0] < '0' || p[0] > '9' || (p[0] == '0' && p[1] != '\0'))
-    return FALSE;
-  for (; *p; p++)
-    {
-      if (*p < '0' || *p > '9' || v > G_MAXUINT32)
-        return FALSE;
-      v = v * 10 + (guint64) (*p - '0');
-    }
-  *n = v;
-  return TRUE;
-}
 
 /**
  * _cs_decompose_names_free_from: (skip)
  * @trace: a trace
  *
- * See cs-decompose.h.  Reads every name visible in @trace once.
- * Returns: 1 + the largest n of a visible proxy named "t<n>" (0 when there is none), or
+ * See cs-decompose.h.  Reads the bound each name table keeps (cs_name_table_t_bound()).
+ * Returns: 1 + the largest n of a proxy named "t<n>" ever added to @trace or to a trace it
+ * shares proxies with (0 when there is none), or
  * G_MAXUINT32 when that does not fit
  */
 guint32
 _cs_decompose_names_free_from (const CsTrace *trace)
 {
-  guint64 free_from = 0;
+  guint32 free_from = 0;
 
+  /* each layer's table keeps the bound of every name it was given (removals and the dce
+   * pass's keep-filter leave it as it was: an upper bound is all the callers need) */
   for (const CsTrace *t = trace; t != NULL; t = t->proxy_base)
-    {
-      CsProxy *p;
-      guint pos = 0;
-      guint64 n;
-
-      while ((p = cs_name_table_next (t->proxies, &pos)) != NULL)
-        if (parse_t_name (p->name, &n) && n + 1 > free_from)
-          free_from = n + 1;
-    }
-  return (guint32) MIN (free_from, G_MAXUINT32);
+    free_from = MAX (free_from, cs_name_table_t_bound (t->proxies));
+  return free_from;
 }
 
 /**
@@ -365,7 +341,7 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
           p->kind = CS_PROXY_OTHER;
           p->dtype = CS_DTYPE_F32;
           p->id = ++trace->next_proxy_id;
-          cs_name_table_insert (trace->proxies, p, hash);
+          _cs_name_table_insert_t (trace->proxies, p, hash, (guint64) n + 1);
           return p;
         }
     }
@@ -2836,7 +2812,7 @@ adopt_output (CsTrace *trace, const CsStmt *stmt, GPtrArray *subs, guint start, 
   if (trace->next_name > 0)
     {
       guint64 n;
-      if (parse_t_name (g->name, &n) && n == trace->next_name - 1)
+      if (_cs_parse_t_name (g->name, &n) && n == trace->next_name - 1)
         trace->next_name--;
     }
   return TRUE;
@@ -3038,7 +3014,8 @@ restart:
       if (!cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
         continue;
       g_ptr_array_set_size (subs, 0);
-      if (!cs_decompose_stmt (copy, st, policy, subs, &local))
+      if (!_cs_decompose_stmt_names (copy, st, policy, _cs_decompose_names_free_from (copy), subs,
+                                     &local))
         {
           if (g_error_matches (local, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_UNSUPPORTED))
             {

@@ -169,7 +169,36 @@ struct _CsNameTable
   guint32   mask;       /* capacity - 1 */
   guint32   n;          /* live entries */
   guint32   used;       /* live entries + tombstones; kept at most half the capacity */
+  guint32   t_bound;    /* every "t<n>" entry has n < t_bound (saturating at G_MAXUINT32) */
 };
+
+gboolean
+_cs_parse_t_name (const char *name, guint64 *n)
+{
+  const guchar *p = (const guchar *) name + 1;
+  guint d = (guint) p[0] - '0';
+  guint64 v = d;
+
+  if (name[0] != 't' || d > 9 || (d == 0 && p[1] != '\0'))
+    return FALSE;
+  for (p++; *p; p++)
+    {
+      d = (guint) *p - '0';
+      if (d > 9 || v > G_MAXUINT32)
+        return FALSE;
+      v = v * 10 + d;
+    }
+  if (v > G_MAXUINT32)
+    return FALSE;
+  *n = v;
+  return TRUE;
+}
+
+guint32
+cs_name_table_t_bound (const CsNameTable *table)
+{
+  return table->t_bound;
+}
 
 /* The hash is g_str_hash's (Bernstein's h * 33 + c): Thunder's sequential names (t0, t1, ...)
  * get nearby hashes, so a pass that adds thousands of them writes the table in nearly
@@ -265,6 +294,16 @@ name_table_rehash (CsNameTable *t)
 void
 cs_name_table_insert (CsNameTable *table, CsProxy *proxy, guint32 hash)
 {
+  guint64 n;
+
+  _cs_name_table_insert_t (table, proxy, hash,
+                           proxy->name != NULL && proxy->name[0] == 't'
+                           && _cs_parse_t_name (proxy->name, &n) ? n + 1 : 0);
+}
+
+void
+_cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash, guint64 t_plus1)
+{
   guint32 i, at = 0;
 
   g_return_if_fail (proxy != NULL && proxy->name != NULL);
@@ -281,6 +320,8 @@ cs_name_table_insert (CsNameTable *table, CsProxy *proxy, guint32 hash)
   table->slots[at].hash = hash;
   table->slots[at].proxy = proxy;
   table->n++;
+  if (t_plus1 > table->t_bound)
+    table->t_bound = (guint32) MIN (t_plus1, (guint64) G_MAXUINT32);
 }
 
 gboolean
@@ -292,6 +333,13 @@ cs_name_table_remove (CsNameTable *table, const char *name)
     return FALSE;
   table->slots[i].proxy = NAME_TOMBSTONE;
   table->n--;
+  /* removing the entry that set the bound lowers it by one: every other "t<m>" has m < n */
+  if (name[0] == 't')
+    {
+      guint64 n;
+      if (_cs_parse_t_name (name, &n) && n + 1 == table->t_bound)
+        table->t_bound = (guint32) n;
+    }
   return TRUE;
 }
 

@@ -406,8 +406,26 @@ CsProxy    *cs_name_table_lookup  (const CsNameTable *table, const char *name, g
  * the same name.
  */
 void        cs_name_table_insert  (CsNameTable *table, CsProxy *proxy, guint32 hash);
+/** _cs_name_table_insert_t: (skip) cs_name_table_insert() for a caller that knows whether the
+ * name is "t<n>": @t_plus1 = n + 1, or 0 for any other name. */
+void        _cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash,
+                                     guint64 t_plus1);
 /** cs_name_table_remove: removes the entry named @name; returns whether there was one. */
 gboolean    cs_name_table_remove  (CsNameTable *table, const char *name);
+/**
+ * cs_name_table_t_bound:
+ * A bound on the entries named "t<n>" (_cs_parse_t_name()): each has n < the bound, which is
+ * 1 + the largest n inserted, lowered by one when that entry is removed (saturating at
+ * G_MAXUINT32).  Thunder names tensors t0, t1, ...: fresh names from the bound on need no
+ * lookup (_cs_decompose_names_free_from()).
+ */
+guint32     cs_name_table_t_bound (const CsNameTable *table);
+/**
+ * _cs_parse_t_name: (skip)
+ * The n of a proxy name "t<n>" as a name counter writes it (decimal, no sign, no leading
+ * zero, n <= G_MAXUINT32); FALSE for any other name.
+ */
+gboolean    _cs_parse_t_name      (const char *name, guint64 *n);
 /** cs_name_table_size: the number of entries. */
 guint       cs_name_table_size    (const CsNameTable *table);
 /**

@@ -243,6 +243,32 @@ test_name_table (void)
     }
   g_assert_cmpuint (cs_name_table_size (nt), ==, 3000);
   cs_name_table_free (nt);
+
+  /* the "t<n>" bound: 1 + the largest n, lowered by one when that entry goes */
+  {
+    const char *names[] = { "t5", "t12", "bw_t99", "x", "t012" };
+    guint64 n = 0;
+    nt = cs_name_table_new ();
+    g_assert_cmpuint (cs_name_table_t_bound (nt), ==, 0);
+    for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+      {
+        p = CS_ARENA_NEW (t->arena, CsProxy);
+        p->name = names[i];
+        cs_name_table_insert (nt, p, cs_name_hash (p->name));
+      }
+    g_assert_cmpuint (cs_name_table_t_bound (nt), ==, 13);
+    g_assert_true (cs_name_table_remove (nt, "t5"));
+    g_assert_cmpuint (cs_name_table_t_bound (nt), ==, 13);
+    g_assert_true (cs_name_table_remove (nt, "t12"));
+    g_assert_cmpuint (cs_name_table_t_bound (nt), ==, 12);
+    cs_name_table_free (nt);
+    g_assert_true (_cs_parse_t_name ("t0", &n) && n == 0);
+    g_assert_true (_cs_parse_t_name ("t4294967295", &n) && n == G_MAXUINT32);
+    g_assert_false (_cs_parse_t_name ("t4294967296", &n));
+    g_assert_false (_cs_parse_t_name ("t012", &n));
+    g_assert_false (_cs_parse_t_name ("t", &n));
+    g_assert_false (_cs_parse_t_name ("t1a", &n));
+  }
 }
 
 int
