@@ -8,6 +8,7 @@
 
 #include "cs-split.h"
 
+#include "cs-fuse-private.h"
 #include "cs-ops.h"
 
 #include <string.h>
@@ -128,17 +129,30 @@ stmt_io_get (const StmtIo *io, guint i, const CsStmt *s, gboolean inputs, GPtrAr
   return io->in_at[i] - io->out_at[i];
 }
 
+/* Proxy sets: CsProxyMap's id-indexed slots (a GHashTable per set cost most of the pass). */
+static inline void
+set_add (CsProxyMap *set, CsProxy *p)
+{
+  _cs_proxy_map_insert (set, p, p);
+}
+
+static inline gboolean
+set_has (const CsProxyMap *set, const CsProxy *p)
+{
+  return _cs_proxy_map_lookup (set, p) != NULL;
+}
+
 /* DCE of the backward part (walking backwards from the return). */
 static void
 dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt *ret)
 {
-  g_autoptr(GHashTable) needed = g_hash_table_new (NULL, NULL);
+  g_autoptr(CsProxyMap) needed = _cs_proxy_map_new ();
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
 
   cs_stmt_collect_inputs (ret, ins);
   for (guint j = 0; j < ins->len; j++)
-    g_hash_table_add (needed, ins->pdata[j]);
+    set_add (needed, ins->pdata[j]);
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
@@ -152,7 +166,7 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
         continue;
       n = stmt_io_get (io, i - 1, s, FALSE, tmp, &ps);
       for (guint j = 0; j < n && !keep; j++)
-        keep = g_hash_table_contains (needed, ps[j]);
+        keep = set_has (needed, ps[j]);
       if (n == 0 && s->kind == CS_STMT_CALL)
         keep = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) && !is_call_of (s, CS_OP_PRIM_PUT_GRAD);
       if (!keep)
@@ -162,7 +176,7 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
         }
       n = stmt_io_get (io, i - 1, s, TRUE, tmp, &ps);
       for (guint j = 0; j < n; j++)
-        g_hash_table_add (needed, ps[j]);
+        set_add (needed, ps[j]);
     }
 }
 
@@ -271,13 +285,13 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
 {
   const CsStmt *ret;
   CsValue *grads_v, *flat_v, *fwout_v;
-  g_autoptr(GHashTable) fwd_names = g_hash_table_new (NULL, NULL);
+  g_autoptr(CsProxyMap) fwd_names = _cs_proxy_map_new ();
   g_autoptr(GPtrArray) fw_outs = g_ptr_array_new ();
   g_autoptr(GPtrArray) flat_ps = g_ptr_array_new ();
   g_autoptr(GPtrArray) saved = g_ptr_array_new ();
   g_autoptr(GPtrArray) saved_t = g_ptr_array_new ();
   g_autoptr(GPtrArray) saved_o = g_ptr_array_new ();
-  g_autoptr(GHashTable) saved_set = g_hash_table_new (NULL, NULL);
+  g_autoptr(CsProxyMap) saved_set = _cs_proxy_map_new ();
   g_autofree guint8 *side = NULL;
   g_autofree CsProxy **cots = NULL;
   g_autoptr(CsTrace) ft = NULL;
@@ -315,11 +329,11 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     {
       const CsValue *v = fw_outs->pdata[i];
       if (v->kind == CS_VALUE_PROXY)
-        g_hash_table_add (fwd_names, v->u.proxy);
+        set_add (fwd_names, v->u.proxy);
     }
   cs_value_collect_proxies (flat_v, flat_ps);
   for (guint i = 0; i < flat_ps->len; i++)
-    g_hash_table_add (fwd_names, flat_ps->pdata[i]);
+    set_add (fwd_names, flat_ps->pdata[i]);
 
   /* walk backwards: forward = what the forward outputs need */
   side = g_new0 (guint8, MAX (joint->n_stmts, 1));
@@ -378,22 +392,22 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
       stmt_io_collect (&io, i - 1, s);
       n_outs = stmt_io_get (&io, i - 1, s, FALSE, tmp, &outs);
       for (guint j = 0; j < n_outs && !is_fwd; j++)
-        is_fwd = g_hash_table_contains (fwd_names, outs[j]);
+        is_fwd = set_has (fwd_names, outs[j]);
       if (is_call_of (s, CS_OP_PRIM_UNPACK_TRIVIAL) || s->kind == CS_STMT_UNPACK
           || s->kind == CS_STMT_ANNASSIGN)
         is_fwd = TRUE;
       if (!is_fwd && is_call_of (s, CS_OP_PRIM_COPY_))
         {
           CsValue *dst = cs_stmt_get_arg (s, 1, NULL);
-          is_fwd = dst && dst->kind == CS_VALUE_PROXY && g_hash_table_contains (fwd_names, dst->u.proxy);
+          is_fwd = dst && dst->kind == CS_VALUE_PROXY && set_has (fwd_names, dst->u.proxy);
         }
       if (is_fwd)
         {
           n_ins = stmt_io_get (&io, i - 1, s, TRUE, tmp, &ins);
           for (guint j = 0; j < n_ins; j++)
-            g_hash_table_add (fwd_names, ins[j]);
+            set_add (fwd_names, ins[j]);
           for (guint j = 0; j < n_outs; j++)
-            g_hash_table_add (fwd_names, outs[j]);
+            set_add (fwd_names, outs[j]);
           side[i - 1] = SIDE_FWD;
         }
       else
@@ -420,9 +434,9 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
       for (guint j = 0; j < n_ins; j++)
         {
           CsProxy *p = ins[j];
-          if (g_hash_table_contains (fwd_names, p) && !g_hash_table_contains (saved_set, p))
+          if (set_has (fwd_names, p) && !set_has (saved_set, p))
             {
-              g_hash_table_add (saved_set, p);
+              set_add (saved_set, p);
               g_ptr_array_add (saved, p);
             }
         }
@@ -435,9 +449,9 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     for (guint j = 0; j < rins->len; j++)
       {
         CsProxy *p = rins->pdata[j];
-        if (g_hash_table_contains (fwd_names, p) && !g_hash_table_contains (saved_set, p))
+        if (set_has (fwd_names, p) && !set_has (saved_set, p))
           {
-            g_hash_table_add (saved_set, p);
+            set_add (saved_set, p);
             g_ptr_array_add (saved, p);
           }
       }
