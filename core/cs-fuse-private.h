@@ -31,14 +31,12 @@ void        _cs_proxy_map_clear      (CsProxyMap *map);
 guint       _cs_proxy_map_size       (const CsProxyMap *map);
 /* The @i-th key in insertion order (i < size). */
 CsProxy    *_cs_proxy_map_key        (const CsProxyMap *map, guint i);
-/* The entry for @from, or NULL. */
-CsProxy    *_cs_proxy_map_lookup     (const CsProxyMap *map, const CsProxy *from);
+
 /* Sets @from -> @to as given (no resolving). */
 void        _cs_proxy_map_insert     (CsProxyMap *map, CsProxy *from, CsProxy *to);
 /* Adds @from -> @to, resolving @to through the map first (so chains stay flat). */
 void        _cs_proxy_map_add        (CsProxyMap *map, CsProxy *from, CsProxy *to);
-/* Follows @p through the map to its final substitute (@p itself when unmapped). */
-CsProxy    *_cs_proxy_map_resolve    (const CsProxyMap *map, CsProxy *p);
+
 /* Adds every key of @src to @dst, mapped to its final substitute in @src (a region's internal
  * substitutions, made visible to the statements after the region). */
 void        _cs_proxy_map_absorb     (CsProxyMap *dst, const CsProxyMap *src);
@@ -87,6 +85,57 @@ _cs_proxy_vec_push (CsProxyVec *a, CsProxy *p)
   a->v[a->len++] = p;
 }
 
+/* CsProxyMap's layout, visible for the inline lookups below (the passes call them for every
+ * argument they remap). */
+typedef struct
+{
+  CsProxy *from;   /* key, NULL for a free slot */
+  CsProxy *to;     /* value */
+} CsProxyMapSlot;
+
+struct _CsProxyMap
+{
+  CsProxyMapSlot *slots; /* indexed by CsProxy.id; followed by the presence bitmap */
+  guint32     cap;     /* slots allocated */
+  CsProxyVec  keys;    /* every key in insertion order */
+  GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
+};
+
+/* One bit per slot, set while the slot is in use: a lookup of an unmapped proxy (most of
+ * them) reads this small bitmap instead of the slot array, which spans megabytes. */
+static inline guint64 *
+_cs_proxy_map_bits (const CsProxyMap *m)
+{
+  return (guint64 *) (m->slots + m->cap);
+}
+
+/* The entry for a key kept outside the slots (the `other` table), or NULL. */
+CsProxy    *_cs_proxy_map_lookup_other (const CsProxyMap *map, const CsProxy *from);
+
+/* The entry for @from, or NULL. */
+static inline CsProxy *
+_cs_proxy_map_lookup (const CsProxyMap *map, const CsProxy *from)
+{
+  guint32 id = from->id;
+
+  if (id < map->cap && (_cs_proxy_map_bits (map)[id / 64] & ((guint64) 1 << (id % 64)))
+      && map->slots[id].from == from)
+    return map->slots[id].to;
+  return map->other ? _cs_proxy_map_lookup_other (map, from) : NULL;
+}
+
+/* Follows @p through the map to its final substitute (@p itself when unmapped). */
+static inline CsProxy *
+_cs_proxy_map_resolve (const CsProxyMap *map, CsProxy *p)
+{
+  CsProxy *q;
+  guint guard = 0;
+
+  while (p != NULL && (q = _cs_proxy_map_lookup (map, p)) != NULL && q != p && guard++ < 1000000)
+    p = q;
+  return p;
+}
+
 /* The same growable list for statements (see CsProxyVec): the passes' statement lists. */
 typedef struct
 {
@@ -125,11 +174,61 @@ _cs_stmt_vec_reverse (CsStmtVec *a)
     }
 }
 
-/* The same lists as _cs_stmt_reads / _cs_stmt_writes, appended to a CsProxyVec. */
-void        _cs_stmt_reads_vec       (const CsStmt *stmt, CsProxyVec *out);
-void        _cs_stmt_writes_vec      (const CsStmt *stmt, CsProxyVec *out);
 /* Appends every proxy referenced by @v (depth first), as cs_value_collect_proxies. */
 void        _cs_value_proxies_vec    (const CsValue *v, CsProxyVec *out);
+
+/* The same lists as _cs_stmt_reads / _cs_stmt_writes, appended to a CsProxyVec.  Inline (the
+ * passes' hottest walks): a CALL's plain proxy arguments and output are pushed directly, nested
+ * values go through _cs_value_proxies_vec. */
+static inline void
+_cs_stmt_reads_vec (const CsStmt *stmt, CsProxyVec *out)
+{
+  switch (stmt->kind)
+    {
+    case CS_STMT_CALL:
+      for (guint i = 0; i < stmt->n_args; i++)
+        {
+          const CsValue *v = stmt->args[i].value;
+          if (v->kind == CS_VALUE_PROXY)
+            _cs_proxy_vec_push (out, v->u.proxy);
+          else if (v->kind >= CS_VALUE_TUPLE)
+            _cs_value_proxies_vec (v, out);
+        }
+      break;
+    case CS_STMT_RETURN:
+    case CS_STMT_ANNASSIGN:
+      _cs_value_proxies_vec (stmt->value, out);
+      break;
+    case CS_STMT_UNPACK:
+      if (stmt->source)
+        _cs_proxy_vec_push (out, stmt->source);
+      break;
+    default:
+      break;
+    }
+}
+
+static inline void
+_cs_stmt_writes_vec (const CsStmt *stmt, CsProxyVec *out)
+{
+  switch (stmt->kind)
+    {
+    case CS_STMT_CALL:
+    case CS_STMT_ANNASSIGN:
+      if (stmt->out && stmt->out->kind == CS_VALUE_PROXY)
+        _cs_proxy_vec_push (out, stmt->out->u.proxy);
+      else
+        _cs_value_proxies_vec (stmt->out, out);
+      break;
+    case CS_STMT_UNPACK:
+      for (guint i = 0; i < stmt->n_targets; i++)
+        if (stmt->targets[i] && stmt->targets[i]->kind == CS_VALUE_PROXY)
+          _cs_proxy_vec_push (out, stmt->targets[i]->u.proxy);
+      break;
+    default:
+      break;
+    }
+}
 
 /* Flattens @stmt to the statements nvFuser executes directly (prims; statements without
  * subsymbols), depth first.  With @trace, subsymbols with origin 0 inherit @stmt's origin and

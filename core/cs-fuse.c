@@ -17,28 +17,12 @@ G_DEFINE_QUARK (cs-fuse-error-quark, cs_fuse_error)
 /* ------------------------------------------------------------------------------------------ */
 /* Shared helpers                                                                              */
 
-typedef struct
-{
-  CsProxy *from;   /* key, NULL for a free slot */
-  CsProxy *to;     /* value */
-} MapSlot;
-
-struct _CsProxyMap
-{
-  MapSlot    *slots;   /* indexed by CsProxy.id; followed by the presence bitmap (map_bits) */
-  guint32     cap;     /* slots allocated */
-  CsProxyVec  keys;    /* every key in insertion order */
-  GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
-};
-
 #define MAP_WORDS(cap) (((gsize) (cap) + 63) / 64)
 
-/* One bit per slot, set while the slot is in use: a lookup of an unmapped proxy (most of
- * them) reads this small bitmap instead of the slot array, which spans megabytes. */
 static inline guint64 *
 map_bits (const CsProxyMap *m)
 {
-  return (guint64 *) (m->slots + m->cap);
+  return _cs_proxy_map_bits (m);
 }
 
 /* Grows @m to @cap slots (new slots and bits zero). */
@@ -48,8 +32,8 @@ map_grow (CsProxyMap *m, guint32 cap)
   gsize old_words = m->slots ? MAP_WORDS (m->cap) : 0;
   g_autofree guint64 *bits = old_words ? g_memdup2 (map_bits (m), old_words * sizeof (guint64)) : NULL;
 
-  m->slots = g_realloc (m->slots, sizeof (MapSlot) * cap + sizeof (guint64) * MAP_WORDS (cap));
-  memset (m->slots + m->cap, 0, sizeof (MapSlot) * (cap - m->cap));
+  m->slots = g_realloc (m->slots, sizeof (CsProxyMapSlot) * cap + sizeof (guint64) * MAP_WORDS (cap));
+  memset (m->slots + m->cap, 0, sizeof (CsProxyMapSlot) * (cap - m->cap));
   m->cap = cap;
   memset (map_bits (m), 0, sizeof (guint64) * MAP_WORDS (cap));
   if (bits)
@@ -61,7 +45,7 @@ map_grow (CsProxyMap *m, guint32 cap)
  * (one per rematerialized region pair) would cost more than the maps' work. */
 typedef struct
 {
-  MapSlot *slots[8];   /* zeroed arrays, NULL where free */
+  CsProxyMapSlot *slots[8];   /* zeroed arrays, NULL where free */
   guint32  cap[8];     /* their sizes */
 } SlotPool;
 
@@ -171,17 +155,8 @@ _cs_proxy_map_key (const CsProxyMap *map, guint i)
 }
 
 CsProxy *
-_cs_proxy_map_lookup (const CsProxyMap *map, const CsProxy *from)
+_cs_proxy_map_lookup_other (const CsProxyMap *map, const CsProxy *from)
 {
-  guint32 id = from->id;
-
-  if (id < map->cap)
-    {
-      if (!(map_bits (map)[id / 64] & ((guint64) 1 << (id % 64))))
-        return map->other ? g_hash_table_lookup (map->other, from) : NULL;
-      if (map->slots[id].from == from)
-        return map->slots[id].to;
-    }
   return map->other ? g_hash_table_lookup (map->other, from) : NULL;
 }
 
@@ -212,16 +187,6 @@ _cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
   g_hash_table_insert (map->other, from, to);
 }
 
-CsProxy *
-_cs_proxy_map_resolve (const CsProxyMap *map, CsProxy *p)
-{
-  CsProxy *q;
-  guint guard = 0;
-
-  while (p != NULL && (q = _cs_proxy_map_lookup (map, p)) != NULL && q != p && guard++ < 1000000)
-    p = q;
-  return p;
-}
 
 void
 _cs_proxy_map_add (CsProxyMap *map, CsProxy *from, CsProxy *to)
@@ -446,12 +411,6 @@ _cs_proxy_vec_free (CsProxyVec *a)
   a->len = a->cap = 0;
 }
 
-static inline gboolean
-value_has_items (CsValueKind k)
-{
-  return k >= CS_VALUE_TUPLE;
-}
-
 static gboolean
 push_proxy (CsProxy *p, gpointer out)
 {
@@ -463,56 +422,6 @@ void
 _cs_value_proxies_vec (const CsValue *v, CsProxyVec *out)
 {
   cs_value_any_proxy (v, push_proxy, out);
-}
-
-void
-_cs_stmt_reads_vec (const CsStmt *stmt, CsProxyVec *out)
-{
-  switch (stmt->kind)
-    {
-    case CS_STMT_CALL:
-      for (guint i = 0; i < stmt->n_args; i++)
-        {
-          const CsValue *v = stmt->args[i].value;
-          if (v->kind == CS_VALUE_PROXY)
-            _cs_proxy_vec_push (out, v->u.proxy);
-          else if (value_has_items (v->kind))
-            _cs_value_proxies_vec (v, out);
-        }
-      break;
-    case CS_STMT_RETURN:
-    case CS_STMT_ANNASSIGN:
-      _cs_value_proxies_vec (stmt->value, out);
-      break;
-    case CS_STMT_UNPACK:
-      if (stmt->source)
-        _cs_proxy_vec_push (out, stmt->source);
-      break;
-    default:
-      break;
-    }
-}
-
-void
-_cs_stmt_writes_vec (const CsStmt *stmt, CsProxyVec *out)
-{
-  switch (stmt->kind)
-    {
-    case CS_STMT_CALL:
-    case CS_STMT_ANNASSIGN:
-      if (stmt->out && stmt->out->kind == CS_VALUE_PROXY)
-        _cs_proxy_vec_push (out, stmt->out->u.proxy);
-      else
-        _cs_value_proxies_vec (stmt->out, out);
-      break;
-    case CS_STMT_UNPACK:
-      for (guint i = 0; i < stmt->n_targets; i++)
-        if (stmt->targets[i] && stmt->targets[i]->kind == CS_VALUE_PROXY)
-          _cs_proxy_vec_push (out, stmt->targets[i]->u.proxy);
-      break;
-    default:
-      break;
-    }
 }
 
 /* The GPtrArray forms, for callers off the hot paths: one traversal, kept in the _vec forms. */
