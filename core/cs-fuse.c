@@ -1163,8 +1163,8 @@ _cs_trace_compact_proxies (CsTrace *trace)
 
 typedef struct
 {
-  GPtrArray  *members;   /* CsStmt*, top-level statements in order */
-  GPtrArray  *comments;  /* CsStmt*, comment lines emitted before the group */
+  CsStmtVec   members;   /* top-level statements in order */
+  CsStmtVec   comments;  /* comment lines emitted before the group */
   gboolean    fusible;   /* members are fusible (a candidate region) */
   gboolean    backward;  /* side of the forward/backward split */
   const char *why;       /* why the group ended (arena string) */
@@ -1174,8 +1174,6 @@ static Group *
 group_new (gboolean fusible, gboolean backward)
 {
   Group *g = g_new0 (Group, 1);
-  g->members = g_ptr_array_new ();
-  g->comments = g_ptr_array_new ();
   g->fusible = fusible;
   g->backward = backward;
   return g;
@@ -1184,8 +1182,8 @@ group_new (gboolean fusible, gboolean backward)
 static void
 group_free (Group *g)
 {
-  g_ptr_array_unref (g->members);
-  g_ptr_array_unref (g->comments);
+  _cs_stmt_vec_free (&g->members);
+  _cs_stmt_vec_free (&g->comments);
   g_free (g);
 }
 
@@ -1217,8 +1215,8 @@ flat_all_shape_ops (const CsStmt *stmt)
 static gboolean
 group_is_shape_only (Group *g)
 {
-  for (guint i = 0; i < g->members->len; i++)
-    if (!flat_all_shape_ops (g->members->pdata[i]))
+  for (guint i = 0; i < g->members.len; i++)
+    if (!flat_all_shape_ops (g->members.v[i]))
       return FALSE;
   return TRUE;
 }
@@ -1231,23 +1229,23 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
   CsStmt *region;
   char *name;
 
-  for (guint i = 0; i < g->comments->len; i++)
-    g_ptr_array_add (out, g->comments->pdata[i]);
-  if (g->members->len == 0)
+  for (guint i = 0; i < g->comments.len; i++)
+    g_ptr_array_add (out, g->comments.v[i]);
+  if (g->members.len == 0)
     return;
   if (!g->fusible || group_is_shape_only (g))
     {
-      for (guint i = 0; i < g->members->len; i++)
-        g_ptr_array_add (out, g->members->pdata[i]);
+      for (guint i = 0; i < g->members.len; i++)
+        g_ptr_array_add (out, g->members.v[i]);
       return;
     }
-  for (guint i = 0; i < g->members->len; i++)
-    _cs_stmt_flatten (trace, g->members->pdata[i], &flat);
+  for (guint i = 0; i < g->members.len; i++)
+    _cs_stmt_flatten (trace, g->members.v[i], &flat);
   name = cs_arena_printf (trace->arena, "nvFusion%u", (*counter)++);
   region = cs_stmt_new_call (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;
   region->backward = g->backward;
-  region->origin = ((CsStmt *) g->members->pdata[0])->origin;
+  region->origin = g->members.v[0]->origin;
   region->why = g->why;
   /* outputs start as everything produced; _cs_regions_refresh trims them */
   cs_stmt_set_subs (trace, region, flat.v, flat.len);
@@ -1310,10 +1308,10 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
           else
             {
               for (guint j = 0; j < pending->len; j++)
-                g_ptr_array_add (run->comments, pending->pdata[j]);
+                _cs_stmt_vec_push (&run->comments, pending->pdata[j]);
             }
           g_ptr_array_set_size (pending, 0);
-          g_ptr_array_add (run->members, s);
+          _cs_stmt_vec_push (&run->members, s);
           continue;
         }
       if (run != NULL)
@@ -1603,8 +1601,8 @@ fuse_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArr
             {
               guint x = idx[k];
               for (guint c = 0; c < before[x]->len; c++)
-                g_ptr_array_add (g->comments, before[x]->pdata[c]);
-              g_ptr_array_add (g->members, d.stmts[x]);
+                _cs_stmt_vec_push (&g->comments, before[x]->pdata[c]);
+              _cs_stmt_vec_push (&g->members, d.stmts[x]);
             }
           g->why = cs_arena_strdup (trace->arena,
                                     "dataflow: no fusible producer or consumer left that can "
