@@ -6,9 +6,10 @@
  * (_sum_grad); reference/thunder-traces.md 5.1, 5.2.
  *
  * How it works (mirrors AugmentedForwardProcessor):
- * - the input trace is deep-copied; its statements are processed from a work queue;
- * - a statement without a differentiable argument (no floating tensor) is copied as is;
- * - a statement with a rule is copied (it is its own forward) and a VJP record is queued;
+ * - the joint trace is derived from the input (statements and proxies shared; a deep copy when
+ *   a decomposition must type an untyped output); its statements go through a work queue;
+ * - a statement without a differentiable argument (no floating tensor) is kept as is;
+ * - a statement with a rule is kept (it is its own forward) and a VJP record is queued;
  * - otherwise its decomposition (parsed subsymbols, else cs_decompose_stmt) goes to the front
  *   of the queue;
  * - at the return the records run in reverse: each reads its output gradients (accumulated
@@ -105,7 +106,8 @@ pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
 
 typedef struct
 {
-  CsTrace        *t;           /* the joint trace being built (owns every statement) */
+  CsTrace        *t;           /* the joint trace being built (shares the input's statements
+                                  and proxies; owns the ones the pass makes) */
   CsArena        *a;           /* t->arena */
   const CsPolicy *policy;      /* decomposition policy */
   GPtrArray      *fwd;         /* CsStmt*: forward statements, in order */
