@@ -23,12 +23,12 @@ typedef struct
 
 /* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
 static gboolean
-same_subs (const CsStmt *s, const GPtrArray *subs)
+same_subs (const CsStmt *s, const CsStmtVec *subs)
 {
   if (subs->len != s->n_subs)
     return FALSE;
   for (guint i = 0; i < subs->len; i++)
-    if (subs->pdata[i] != s->subs[i])
+    if (subs->v[i] != s->subs[i])
       return FALSE;
   return TRUE;
 }
@@ -74,15 +74,14 @@ CsTrace *
 cs_cse_remove_redundant_casts (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GPtrArray) kept = NULL;
-  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
+  g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
+  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
   g_autoptr(CsProxyMap) one = _cs_proxy_map_new ();
   CastMaps outer, inner;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "remove-redundant-casts");
-  kept = g_ptr_array_sized_new (t->n_stmts);
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
   outer.one = one;
@@ -98,28 +97,28 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
         {
           _cs_proxy_map_clear (inner.repl);
           _cs_proxy_map_clear (inner.inter);
-          g_ptr_array_set_size (subs, 0);
+          subs.len = 0;
           s = _cs_stmt_remap_reads (t, s, outer.repl);
           for (guint j = 0; j < s->n_subs; j++)
             {
               CsStmt *sub = s->subs[j];
               if (rrc_stmt (t, &sub, &inner))
-                g_ptr_array_add (subs, sub);
+                _cs_stmt_vec_push (&subs, sub);
             }
-          if (!same_subs (s, subs))
+          if (!same_subs (s, &subs))
             {
               s = cs_trace_own_stmt (t, s);
-              cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+              cs_stmt_set_subs (t, s, subs.v, subs.len);
             }
           /* replaced region outputs: later statements read the original instead */
           _cs_proxy_map_absorb (outer.repl, inner.repl);
-          g_ptr_array_add (kept, s);
+          _cs_stmt_vec_push (&kept, s);
           continue;
         }
       if (rrc_stmt (t, &s, &outer))
-        g_ptr_array_add (kept, s);
+        _cs_stmt_vec_push (&kept, s);
     }
-  cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
+  cs_trace_set_stmts (t, kept.v, kept.len);
   _cs_proxy_map_free (outer.repl);
   _cs_proxy_map_free (outer.inter);
   _cs_proxy_map_free (inner.repl);
@@ -413,8 +412,8 @@ CsTrace *
 cs_cse_trace (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
-  g_autoptr(GPtrArray) kept = NULL;
-  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
+  g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
+  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
   g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
   g_autoptr(CsProxyMap) imap = _cs_proxy_map_new ();
   StmtSet seen, iseen;
@@ -422,7 +421,6 @@ cs_cse_trace (const CsTrace *trace)
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "cse");
-  kept = g_ptr_array_sized_new (t->n_stmts);
   stmt_set_init (&seen);
   stmt_set_init (&iseen);
   for (guint i = 0; i < t->n_stmts; i++)
@@ -434,27 +432,27 @@ cs_cse_trace (const CsTrace *trace)
           /* one map and one set for every region, emptied between regions */
           _cs_proxy_map_clear (imap);
           stmt_set_clear (&iseen);
-          g_ptr_array_set_size (subs, 0);
+          subs.len = 0;
           s = _cs_stmt_remap_reads (t, s, map);
           for (guint j = 0; j < s->n_subs; j++)
             {
               CsStmt *sub = s->subs[j];
               if (cse_stmt (t, &sub, imap, &iseen))
-                g_ptr_array_add (subs, sub);
+                _cs_stmt_vec_push (&subs, sub);
             }
-          if (!same_subs (s, subs))
+          if (!same_subs (s, &subs))
             {
               s = cs_trace_own_stmt (t, s);
-              cs_stmt_set_subs (t, s, (CsStmt **) subs->pdata, subs->len);
+              cs_stmt_set_subs (t, s, subs.v, subs.len);
             }
           _cs_proxy_map_absorb (map, imap);
-          g_ptr_array_add (kept, s);
+          _cs_stmt_vec_push (&kept, s);
           continue;
         }
       if (cse_stmt (t, &s, map, &seen))
-        g_ptr_array_add (kept, s);
+        _cs_stmt_vec_push (&kept, s);
     }
-  cs_trace_set_stmts (t, (CsStmt **) kept->pdata, kept->len);
+  cs_trace_set_stmts (t, kept.v, kept.len);
   stmt_set_free (&seen);
   stmt_set_free (&iseen);
   _cs_regions_refresh (t, FALSE);
