@@ -160,9 +160,10 @@ struct _CsValue
 struct _CsProxy
 {
   /* The value `<this proxy>` (kind PROXY, u.proxy = this proxy), set up when the proxy is
-   * made (cs_proxy_init()); cs_value_new_proxy() hands it out instead of allocating a node per
-   * reference, so a pass walking a statement's arguments finds the value and the proxy's id in
-   * one cache line (value nodes are never edited in place: they are shared). */
+   * made (cs_proxy_alloc(), cs_proxy_init_self()).  cs_value_new_proxy() hands it out instead
+   * of allocating a node per reference, so a pass walking a statement's arguments finds the
+   * value and the proxy's id in one cache line (value nodes are never edited in place: they
+   * are shared). */
   CsValue      self;
   guint32      id;            /* 1-based creation index within the trace; 0 = invalid (in the
                                  first cache line, with self: the passes' marks read it for
