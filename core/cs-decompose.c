@@ -330,20 +330,11 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
     {
       guint32 n = trace->next_name++;
       guint len = format_t_name (buf, n);
-
       guint32 hash = cs_name_hash (buf);
 
       if (n >= names_free_from || _cs_trace_lookup_proxy_hashed (trace, buf, hash) == NULL)
-        {
-          CsProxy *p = cs_proxy_alloc (trace->arena);
-
-          p->name = cs_arena_strndup (trace->arena, buf, len);
-          p->kind = CS_PROXY_OTHER;
-          p->dtype = CS_DTYPE_F32;
-          p->id = ++trace->next_proxy_id;
-          _cs_name_table_insert_t (trace->proxies, p, hash, (guint64) n + 1);
-          return p;
-        }
+        return _cs_trace_new_proxy (trace, cs_arena_strndup (trace->arena, buf, len), hash,
+                                    (guint64) n + 1);
     }
 }
 

@@ -351,65 +351,42 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   return own;
 }
 
-void
-_cs_proxy_vec_grow (CsProxyVec *a)
-{
-  if (a->cap == 0)
-    {
-      a->v = a->inl;
-      a->cap = G_N_ELEMENTS (a->inl);
-    }
-  else if (a->v == a->inl)
-    {
-      a->v = g_new (CsProxy *, a->cap * 2);
-      memcpy (a->v, a->inl, sizeof a->inl);
-      a->cap *= 2;
-    }
-  else
-    {
-      a->cap *= 2;
-      a->v = g_renew (CsProxy *, a->v, a->cap);
-    }
-}
+/* The grow and free functions of CsProxyVec and CsStmtVec (same layout, element type @Elem):
+ * the first push moves to the inline storage, the next growth copies it to the heap, later
+ * ones double the heap array. */
+#define DEFINE_PTR_VEC_OPS(Vec, Elem, grow, free_)                                             \
+  void                                                                                        \
+  grow (Vec *a)                                                                               \
+  {                                                                                           \
+    if (a->cap == 0)                                                                          \
+      {                                                                                       \
+        a->v = a->inl;                                                                        \
+        a->cap = G_N_ELEMENTS (a->inl);                                                       \
+      }                                                                                       \
+    else if (a->v == a->inl)                                                                  \
+      {                                                                                       \
+        a->v = g_new (Elem, a->cap * 2);                                                      \
+        memcpy (a->v, a->inl, sizeof a->inl);                                                 \
+        a->cap *= 2;                                                                          \
+      }                                                                                       \
+    else                                                                                      \
+      {                                                                                       \
+        a->cap *= 2;                                                                          \
+        a->v = g_renew (Elem, a->v, a->cap);                                                  \
+      }                                                                                       \
+  }                                                                                           \
+                                                                                              \
+  void                                                                                        \
+  free_ (Vec *a)                                                                              \
+  {                                                                                           \
+    if (a->v != a->inl)                                                                       \
+      g_free (a->v);                                                                          \
+    a->v = NULL;                                                                              \
+    a->len = a->cap = 0;                                                                      \
+  }
 
-void
-_cs_stmt_vec_grow (CsStmtVec *a)
-{
-  if (a->cap == 0)
-    {
-      a->v = a->inl;
-      a->cap = G_N_ELEMENTS (a->inl);
-    }
-  else if (a->v == a->inl)
-    {
-      a->v = g_new (CsStmt *, a->cap * 2);
-      memcpy (a->v, a->inl, sizeof a->inl);
-      a->cap *= 2;
-    }
-  else
-    {
-      a->cap *= 2;
-      a->v = g_renew (CsStmt *, a->v, a->cap);
-    }
-}
-
-void
-_cs_stmt_vec_free (CsStmtVec *a)
-{
-  if (a->v != a->inl)
-    g_free (a->v);
-  a->v = NULL;
-  a->len = a->cap = 0;
-}
-
-void
-_cs_proxy_vec_free (CsProxyVec *a)
-{
-  if (a->v != a->inl)
-    g_free (a->v);
-  a->v = NULL;
-  a->len = a->cap = 0;
-}
+DEFINE_PTR_VEC_OPS (CsProxyVec, CsProxy *, _cs_proxy_vec_grow, _cs_proxy_vec_free)
+DEFINE_PTR_VEC_OPS (CsStmtVec, CsStmt *, _cs_stmt_vec_grow, _cs_stmt_vec_free)
 
 static gboolean
 push_proxy (CsProxy *p, gpointer out)
@@ -1894,9 +1871,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
               name = cs_trace_fresh_name (t, name);
               hash = cs_name_hash (name);
             }
-          n = cs_proxy_alloc (t->arena);
-          n->name = name;
-          n->id = ++t->next_proxy_id;
+          n = _cs_trace_new_proxy (t, name, hash, 0);
           n->kind = o->kind;
           n->dtype = o->dtype;
           n->rank = o->rank;
@@ -1904,7 +1879,6 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
           n->device = o->device;
           n->typed = o->typed;
           n->type_raw = o->type_raw;
-          cs_name_table_insert (t->proxies, n, hash);
           _cs_proxy_map_insert (map, o, n);
         }
       c = remat_clone (t, s, map, &r->leaves);

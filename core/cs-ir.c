@@ -291,14 +291,19 @@ name_table_rehash (CsNameTable *t)
   g_free (old);
 }
 
-void
-cs_name_table_insert (CsNameTable *table, CsProxy *proxy, guint32 hash)
+/* n + 1 when @name is "t<n>", else 0 (the bound _cs_name_table_insert_t takes). */
+static guint64
+name_t_plus1 (const char *name)
 {
   guint64 n;
 
-  _cs_name_table_insert_t (table, proxy, hash,
-                           proxy->name != NULL && proxy->name[0] == 't'
-                           && _cs_parse_t_name (proxy->name, &n) ? n + 1 : 0);
+  return name != NULL && name[0] == 't' && _cs_parse_t_name (name, &n) ? n + 1 : 0;
+}
+
+void
+cs_name_table_insert (CsNameTable *table, CsProxy *proxy, guint32 hash)
+{
+  _cs_name_table_insert_t (table, proxy, hash, name_t_plus1 (proxy->name));
 }
 
 void
@@ -909,12 +914,21 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
 
   if (p != NULL)
     return p;
-  p = cs_proxy_alloc (trace->arena);
-  p->name = cs_arena_strdup (trace->arena, name);
+  return _cs_trace_new_proxy (trace, cs_arena_strdup (trace->arena, name), hash,
+                              name_t_plus1 (name));
+}
+
+/** _cs_trace_new_proxy: see cs-ir.h. */
+CsProxy *
+_cs_trace_new_proxy (CsTrace *trace, const char *name, guint32 hash, guint64 t_plus1)
+{
+  CsProxy *p = cs_proxy_alloc (trace->arena);
+
+  p->name = name;
   p->kind = CS_PROXY_OTHER;
   p->dtype = CS_DTYPE_F32;
   p->id = ++trace->next_proxy_id;
-  cs_name_table_insert (trace->proxies, p, hash);
+  _cs_name_table_insert_t (trace->proxies, p, hash, t_plus1);
   return p;
 }
 

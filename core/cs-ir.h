@@ -473,6 +473,14 @@ guint       cs_trace_n_proxies    (const CsTrace *trace);
  * Creates (or returns the existing) proxy @name in @trace, kind OTHER and untyped.
  */
 CsProxy    *cs_trace_add_proxy    (CsTrace *trace, const char *name);
+/**
+ * _cs_trace_new_proxy: (skip)
+ * A new proxy of @trace, kind OTHER and untyped, named @name: a string that lives as long as
+ * @trace, not visible in @trace yet (the caller looked it up), @hash = cs_name_hash (@name),
+ * @t_plus1 = n + 1 when @name is "t<n>" else 0 (see _cs_name_table_insert_t()).
+ * Returns: (transfer none): the proxy
+ */
+CsProxy    *_cs_trace_new_proxy   (CsTrace *trace, const char *name, guint32 hash, guint64 t_plus1);
 /** Creates a new tensor proxy with a fresh name from @prefix (e.g. "t"). */
 CsProxy    *cs_trace_new_tensor   (CsTrace *trace, const char *prefix, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);

@@ -188,12 +188,7 @@ collection (CsTrace *t, const char *name)
   CsProxy *p = cs_name_table_lookup (t->proxies, name, hash);
 
   if (p == NULL)
-    {
-      p = cs_proxy_alloc (t->arena);
-      p->name = cs_arena_strdup (t->arena, name);
-      p->id = ++t->next_proxy_id;
-      cs_name_table_insert (t->proxies, p, hash);
-    }
+    p = _cs_trace_new_proxy (t, cs_arena_strdup (t->arena, name), hash, 0);
 
   p->kind = CS_PROXY_COLLECTION;
   p->typed = 1;
