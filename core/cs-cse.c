@@ -206,7 +206,8 @@ value_eq (const CsValue *a, const CsValue *b, guint depth)
     case CS_VALUE_DICT:
     case CS_VALUE_SUBSCRIPT:
     case CS_VALUE_ATTR:
-      if (a->u.seq.n != b->u.seq.n || g_strcmp0 (a->attr, b->attr) != 0)
+      if (a->u.seq.n != b->u.seq.n
+          || (a->kind == CS_VALUE_ATTR && g_strcmp0 (a->u.seq.attr, b->u.seq.attr) != 0))
         return FALSE;
       for (guint i = 0; i < a->u.seq.n; i++)
         if (!value_eq (a->u.seq.items[i], b->u.seq.items[i], depth + 1))

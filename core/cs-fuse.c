@@ -280,8 +280,11 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
 {
   CsArena *arena = trace->arena;
   CsArg *args = NULL;
-  CsValue *value = stmt->value;
-  CsProxy *source = stmt->source, **names = NULL;
+  /* value and source are read only for the kinds that have them: they lie outside the
+   * statement's first cache line, and most statements are calls */
+  CsValue *value = NULL;
+  CsProxy *source = NULL, **names = NULL;
+  gboolean new_value = FALSE, new_source = FALSE;
   CsStmt **subs = NULL, *own;
 
   if (_cs_proxy_map_size (map) == 0)
@@ -304,10 +307,14 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
     case CS_STMT_RETURN:
     case CS_STMT_ANNASSIGN:
       value = _cs_value_remap (arena, stmt->value, map);
+      new_value = value != stmt->value;
       break;
     case CS_STMT_UNPACK:
       if (stmt->source)
-        source = _cs_proxy_map_resolve (map, stmt->source);
+        {
+          source = _cs_proxy_map_resolve (map, stmt->source);
+          new_source = source != stmt->source;
+        }
       break;
     case CS_STMT_DEL:
       for (guint i = 0; i < stmt->n_names; i++)
@@ -335,15 +342,16 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
       if (subs)
         subs[i] = ns;
     }
-  if (args == NULL && value == stmt->value && source == stmt->source && names == NULL
-      && subs == NULL)
+  if (args == NULL && !new_value && !new_source && names == NULL && subs == NULL)
     return stmt;
   own = cs_trace_own_stmt (trace, stmt);
   own->region_fresh = 0;
   if (args)
     own->args = args;
-  own->value = value;
-  own->source = source;
+  if (new_value)
+    own->value = value;
+  if (new_source)
+    own->source = source;
   if (names)
     own->names = names;
   if (subs)
@@ -1098,9 +1106,13 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
   _cs_stmt_writes_vec (s, tmp);
   for (guint i = 0; i < tmp->len; i++)
     keep_mark (keep, n, tmp->v[i]);
-  keep_mark (keep, n, s->annotated);
-  for (guint i = 0; i < s->n_names; i++)
-    keep_mark (keep, n, s->names[i]);
+  /* annotated (comments) and names (del) lie outside the first cache line: read them only
+   * for the kinds that set them */
+  if (s->kind == CS_STMT_COMMENT)
+    keep_mark (keep, n, s->annotated);
+  if (s->kind == CS_STMT_DEL)
+    for (guint i = 0; i < s->n_names; i++)
+      keep_mark (keep, n, s->names[i]);
   for (guint i = 0; i < s->n_subs; i++)
     collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }

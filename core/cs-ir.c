@@ -511,7 +511,6 @@ value_copy_full (CsArena *arena, CsTrace *dst, const CsValue *v, GHashTable *map
   c = value_new (arena, v->kind);
   c->u = v->u;
   c->raw = cs_arena_strdup (arena, v->raw);
-  c->attr = cs_arena_strdup (arena, v->attr);
   switch (v->kind)
     {
     case CS_VALUE_STRING:
@@ -542,6 +541,7 @@ value_copy_full (CsArena *arena, CsTrace *dst, const CsValue *v, GHashTable *map
       if (value_has_items (v->kind))
         {
           c->u.seq.n = v->u.seq.n;
+          c->u.seq.attr = v->kind == CS_VALUE_ATTR ? cs_arena_strdup (arena, v->u.seq.attr) : NULL;
           c->u.seq.items = v->u.seq.n ? CS_ARENA_NEW_N (arena, CsValue *, v->u.seq.n) : NULL;
           for (guint i = 0; i < v->u.seq.n; i++)
             c->u.seq.items[i] = value_copy_full (arena, dst, v->u.seq.items[i], map);
@@ -606,7 +606,7 @@ value_equal (const CsValue *a, const CsValue *b, gboolean strict)
           return FALSE;
       return TRUE;
     case CS_VALUE_ATTR:
-      if (g_strcmp0 (a->attr, b->attr) != 0)
+      if (g_strcmp0 (a->u.seq.attr, b->u.seq.attr) != 0)
         return FALSE;
       G_GNUC_FALLTHROUGH;
     case CS_VALUE_TUPLE:
@@ -835,13 +835,34 @@ cs_proxy_init_self (CsProxy *proxy)
   proxy->self.u.proxy = proxy;
 }
 
+/* a proxy's arena footprint: sizeof (CsProxy) rounded to the arena's 16-byte granule, so that
+ * the bump pointer stays 16-byte aligned */
+#define CS_PROXY_ALLOC_BYTES ((sizeof (CsProxy) + 15) & ~(gsize) 15)
+
+/* the fields the passes read for every use of a proxy share its first cache line */
+G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
+                 || G_STRUCT_OFFSET (CsProxy, device) + sizeof (CsDevice) <= 64);
+
 /** cs_proxy_alloc: see cs-ir.h. */
 CsProxy *
 cs_proxy_alloc (CsArena *arena)
 {
-  /* the arena aligns to 16: over-allocate and round up to the next 64-byte boundary */
-  guint8 *raw = cs_arena_alloc (arena, sizeof (CsProxy) + 48);
-  CsProxy *p = (CsProxy *) (((guintptr) raw + 63) & ~(guintptr) 63);
+  /* the arena aligns to 16: skip to the next 64-byte boundary of the current block (at most
+   * 48 bytes, often none) when the proxy fits there, else take the slow path's fresh block */
+  guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
+  CsProxy *p;
+
+  if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= CS_PROXY_ALLOC_BYTES))
+    {
+      arena->total += (gsize) (at - arena->cur) + CS_PROXY_ALLOC_BYTES;
+      arena->cur = at + CS_PROXY_ALLOC_BYTES;
+      p = (CsProxy *) at;
+    }
+  else
+    {
+      guint8 *raw = cs_arena_alloc (arena, CS_PROXY_ALLOC_BYTES + 48);
+      p = (CsProxy *) (((guintptr) raw + 63) & ~(guintptr) 63);
+    }
 
   cs_proxy_init_self (p);
   return p;

@@ -144,6 +144,7 @@ struct _CsValue
     {
       CsValue  **items;  /* TUPLE, LIST, DICT (k0, v0, k1, v1...), SUBSCRIPT (obj, index), ATTR (obj) */
       guint      n;      /* number of items (for DICT: 2 * pairs) */
+      const char *attr;  /* ATTR: attribute name; unused (NULL) for the other kinds */
     } seq;
     struct
     {
@@ -154,7 +155,8 @@ struct _CsValue
   } u;
   const char *raw;       /* as written, for INT/FLOAT/STRING/COMPLEX/CALL(slice) when the canonical
                             printing would differ (e.g. `1e-05`, double-quoted strings); else NULL */
-  const char *attr;      /* ATTR: attribute name */
+  /* 40 bytes: a proxy's own value node (CsProxy.self) leaves room in the proxy's first cache
+   * line for the fields the passes test (ATTR's name is in u.seq for that reason) */
 };
 
 struct _CsProxy
@@ -168,15 +170,18 @@ struct _CsProxy
   guint32      id;            /* 1-based creation index within the trace; 0 = invalid (in the
                                  first cache line, with self: the passes' marks read it for
                                  every use of the proxy) */
-  const char  *name;          /* Python identifier, unique within its trace */
-  CsProxyKind  kind;          /* tensor, number, collection or other */
-  CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
-  guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
-  int64_t     *shape;         /* tensors: rank extents, outermost first; -1 = symbolic dim */
-  CsDevice     device;        /* tensors: cpu / cuda:N / meta */
+  /* flags, kind, dtype and device fill the rest of the first cache line: fusibility,
+   * decompose, cse and delete-last-used test them for every proxy a statement reads or
+   * writes */
   guint        typed : 1;     /* 1 when a type string was seen or set */
   guint        future : 1;    /* 1 for "FUTURE cuda:0 ..." (distributed async) */
   guint        has_value : 1; /* numbers: value below is known (not "?") */
+  CsProxyKind  kind;          /* tensor, number, collection or other */
+  CsDtype      dtype;         /* tensors: element dtype; numbers: B8, I64, F64 or C128 */
+  CsDevice     device;        /* tensors: cpu / cuda:N / meta */
+  const char  *name;          /* Python identifier, unique within its trace */
+  guint        rank;          /* tensors: number of dims, <= CS_MAX_DIMS */
+  int64_t     *shape;         /* tensors: rank extents, outermost first; -1 = symbolic dim */
   CsValue     *value;         /* numbers: the literal value when has_value, else NULL */
   const char  *type_raw;      /* text between the quotes as read; NULL for proxies made by passes.
                                  The printer prints it verbatim when set (symbolic dims, etc.) */
@@ -261,13 +266,15 @@ struct _CsStmt
   CsValue            *value;       /* ANNASSIGN expression; RETURN value (NULL for bare return) */
 
   /* DEL */
-  CsProxy           **names;       /* DEL: deleted proxies */
+  CsProxy           **names;       /* DEL: deleted proxies (only DEL statements set names and
+                                      n_names) */
   guint               n_names;
 
   /* COMMENT: text after "# " (without the leading indentation and "# ") */
   CsCommentKind       comment_kind;
   const char         *text;
-  CsProxy            *annotated;   /* INPUT/DETAIL comments: the proxy they name, if any */
+  CsProxy            *annotated;   /* INPUT/DETAIL comments: the proxy they name, if any (only COMMENT
+                                      statements set it) */
 
   /* Pass annotations (not printed in Thunder text; shown by the GUI and stats) */
   const char         *why;         /* rule that made this statement (e.g. "autocast: downcast

@@ -716,7 +716,7 @@ read_postfix (Cur *c, CsValue *v, GError **error)
           attr->u.seq.items = CS_ARENA_NEW_N (p->trace->arena, CsValue *, 1);
           attr->u.seq.items[0] = v;
           attr->u.seq.n = 1;
-          attr->attr = arena_ndup (p, c->s + 1, n);
+          attr->u.seq.attr = arena_ndup (p, c->s + 1, n);
           c->s += 1 + n;
           v = attr;
         }
@@ -2008,7 +2008,7 @@ resolve_pending (Parser *p)
               const char *attr = dot + 1;
               pv->u.proxy = px;
               v->kind = CS_VALUE_ATTR;
-              v->attr = attr;
+              v->u.seq.attr = attr;
               v->u.seq.items = CS_ARENA_NEW_N (t->arena, CsValue *, 1);
               v->u.seq.items[0] = pv;
               v->u.seq.n = 1;

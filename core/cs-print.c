@@ -339,7 +339,7 @@ cs_print_value_to (GString *out, const CsValue *v)
       if (v->u.seq.n >= 1)
         cs_print_value_to (out, v->u.seq.items[0]);
       g_string_append_c (out, '.');
-      g_string_append (out, v->attr ? v->attr : "");
+      g_string_append (out, v->u.seq.attr ? v->u.seq.attr : "");
       break;
     default:
       g_string_append (out, "<?>");

@@ -739,7 +739,7 @@ test_prologue_forms (void)
   /* m.training: an attribute of the proxy m */
   v = t->stmts[5]->value;
   g_assert_cmpint (v->kind, ==, CS_VALUE_ATTR);
-  g_assert_cmpstr (v->attr, ==, "training");
+  g_assert_cmpstr (v->u.seq.attr, ==, "training");
   g_assert_cmpstr (v->u.seq.items[0]->u.proxy->name, ==, "m");
   p = cs_trace_lookup_proxy (t, "b0");
   g_assert_cmpint (p->kind, ==, CS_PROXY_NUMBER);
