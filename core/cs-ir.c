@@ -98,6 +98,26 @@ _cs_arena_alloc_slow (CsArena *arena, gsize rounded)
   return BLOCK_DATA (nb);
 }
 
+/** cs_arena_alloc_line: see cs-ir.h. */
+gpointer
+cs_arena_alloc_line (CsArena *arena, gsize size)
+{
+  gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
+  /* the arena aligns to 16: skip to the next 64-byte boundary of the current block when the
+   * object fits there, else over-allocate (a fresh block or a block of its own) and round up */
+  guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
+  guint8 *raw;
+
+  if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= rounded))
+    {
+      arena->total += (gsize) (at - arena->cur) + rounded;
+      arena->cur = at + rounded;
+      return at;
+    }
+  raw = cs_arena_alloc (arena, rounded + 48);
+  return (gpointer) (((guintptr) raw + 63) & ~(guintptr) 63);
+}
+
 /** cs_arena_strndup: a NUL-terminated copy of the first @len bytes of @s in @arena. */
 char *
 cs_arena_strndup (CsArena *arena, const char *s, gsize len)
@@ -835,10 +855,6 @@ cs_proxy_init_self (CsProxy *proxy)
   proxy->self.u.proxy = proxy;
 }
 
-/* a proxy's arena footprint: sizeof (CsProxy) rounded to the arena's 16-byte granule, so that
- * the bump pointer stays 16-byte aligned */
-#define CS_PROXY_ALLOC_BYTES ((sizeof (CsProxy) + 15) & ~(gsize) 15)
-
 /* the fields the passes read for every use of a proxy share its first cache line */
 G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
                  || G_STRUCT_OFFSET (CsProxy, device) + sizeof (CsDevice) <= 64);
@@ -847,22 +863,7 @@ G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
 CsProxy *
 cs_proxy_alloc (CsArena *arena)
 {
-  /* the arena aligns to 16: skip to the next 64-byte boundary of the current block (at most
-   * 48 bytes, often none) when the proxy fits there, else take the slow path's fresh block */
-  guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
-  CsProxy *p;
-
-  if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= CS_PROXY_ALLOC_BYTES))
-    {
-      arena->total += (gsize) (at - arena->cur) + CS_PROXY_ALLOC_BYTES;
-      arena->cur = at + CS_PROXY_ALLOC_BYTES;
-      p = (CsProxy *) at;
-    }
-  else
-    {
-      guint8 *raw = cs_arena_alloc (arena, CS_PROXY_ALLOC_BYTES + 48);
-      p = (CsProxy *) (((guintptr) raw + 63) & ~(guintptr) 63);
-    }
+  CsProxy *p = cs_arena_alloc_line (arena, sizeof (CsProxy));
 
   cs_proxy_init_self (p);
   return p;
@@ -1132,11 +1133,15 @@ cs_proxy_is_float_tensor (const CsProxy *proxy)
 /* ------------------------------------------------------------------------------------------ */
 /* Statements                                                                                  */
 
+/* the fields every pass reads for every statement fill its first cache line (cs-ir.h) */
+G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
+                 || G_STRUCT_OFFSET (CsStmt, callee) + sizeof (const char *) <= 64);
+
 /** cs_stmt_new: an empty statement of @kind with a fresh id, in @trace's arena. */
 CsStmt *
 cs_stmt_new (CsTrace *trace, CsStmtKind kind)
 {
-  CsStmt *s = CS_ARENA_NEW (trace->arena, CsStmt);
+  CsStmt *s = cs_arena_alloc_line (trace->arena, sizeof (CsStmt));
   s->kind = kind;
   s->id = ++trace->next_stmt_id;
   s->owner = trace->serial;
@@ -1395,7 +1400,7 @@ static CsStmt *
 stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
 {
   CsArena *a = dst->arena;
-  CsStmt *c = CS_ARENA_NEW (a, CsStmt);
+  CsStmt *c = cs_arena_alloc_line (a, sizeof (CsStmt));
 
   *c = *s;
   c->owner = dst->serial;
@@ -1532,7 +1537,7 @@ static CsStmt *
 stmt_shallow (CsTrace *dst, const CsStmt *s)
 {
   CsArena *a = dst->arena;
-  CsStmt *c = CS_ARENA_NEW (a, CsStmt);
+  CsStmt *c = cs_arena_alloc_line (a, sizeof (CsStmt));
 
   *c = *s;
   c->owner = dst->serial;

@@ -78,6 +78,16 @@ char       *cs_arena_printf       (CsArena *arena, const char *fmt, ...) G_GNUC_
 gpointer   *cs_arena_dup_ptrs     (CsArena *arena, gpointer const *ptrs, guint n);
 /** Total bytes handed out (for benchmarks and limits). */
 gsize       cs_arena_size_bytes   (CsArena *arena);
+/**
+ * cs_arena_alloc_line:
+ * @size: bytes (rounded up to 16)
+ *
+ * Zeroed memory aligned to a 64-byte cache line, for objects whose first 64 bytes hold the
+ * fields the passes read on every visit (CsStmt, CsProxy): aligned, they cost one line.  Skips
+ * at most 48 bytes of the current block.
+ * Returns: memory owned by @arena
+ */
+gpointer    cs_arena_alloc_line   (CsArena *arena, gsize size);
 
 #define CS_ARENA_NEW(arena, Type) ((Type *) cs_arena_alloc ((arena), sizeof (Type)))
 #define CS_ARENA_NEW_N(arena, Type, n) ((Type *) cs_arena_alloc ((arena), sizeof (Type) * (gsize) (n)))
