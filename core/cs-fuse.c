@@ -294,7 +294,16 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
     case CS_STMT_CALL:
       for (guint i = 0; i < stmt->n_args; i++)
         {
-          CsValue *ni = _cs_value_remap (arena, stmt->args[i].value, map);
+          CsValue *v = stmt->args[i].value, *ni = v;
+          /* proxies and literals inline; nested values through _cs_value_remap */
+          if (v->kind == CS_VALUE_PROXY)
+            {
+              CsProxy *q = _cs_proxy_map_resolve (map, v->u.proxy);
+              if (q != v->u.proxy)
+                ni = cs_value_new_proxy (arena, q);
+            }
+          else if (v->kind >= CS_VALUE_TUPLE)
+            ni = _cs_value_remap (arena, v, map);
           if (ni != stmt->args[i].value && args == NULL)
             {
               args = CS_ARENA_NEW_N (arena, CsArg, stmt->n_args);

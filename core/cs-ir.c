@@ -1245,14 +1245,15 @@ cs_stmt_collect_inputs (const CsStmt *stmt, GPtrArray *out)
 }
 
 /**
- * cs_stmt_get_arg:
+ * _cs_stmt_get_arg_slow:
  * @i: positional index
  * @kw: (nullable): keyword name to look for when there is no positional argument @i
  *
+ * cs_stmt_get_arg() without its inline fast path (see cs-ir.h).
  * Returns: (transfer none) (nullable): the argument value
  */
 CsValue *
-cs_stmt_get_arg (const CsStmt *stmt, guint i, const char *kw)
+_cs_stmt_get_arg_slow (const CsStmt *stmt, guint i, const char *kw)
 {
   guint pos = 0;
 

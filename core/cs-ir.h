@@ -527,8 +527,27 @@ CsProxy    *cs_stmt_get_output    (const CsStmt *stmt);
 void        cs_stmt_collect_outputs (const CsStmt *stmt, GPtrArray *out);
 /** Appends every proxy read by the statement's arguments (not its subsymbols) to @out. */
 void        cs_stmt_collect_inputs  (const CsStmt *stmt, GPtrArray *out);
-/** Positional argument @i, or the keyword @kw, or NULL. */
-CsValue    *cs_stmt_get_arg       (const CsStmt *stmt, guint i, const char *kw);
+/** The general case of cs_stmt_get_arg(): counts positional arguments, then compares
+ *  keyword names. */
+CsValue    *_cs_stmt_get_arg_slow (const CsStmt *stmt, guint i, const char *kw);
+
+/**
+ * cs_stmt_get_arg:
+ * @stmt: a CALL statement
+ * @i: 0-based index among the positional arguments
+ * @kw: (nullable): the keyword that may pass the same parameter (Python's `f(a, dtype=d)`)
+ *
+ * Inline: the first two positional arguments, the ones the passes ask for per statement, are
+ * read directly when every argument up to them is positional.
+ * Returns: (transfer none) (nullable): positional argument @i, or the keyword @kw, or NULL
+ */
+static inline CsValue *
+cs_stmt_get_arg (const CsStmt *stmt, guint i, const char *kw)
+{
+  if (i < 2 && i < stmt->n_args && stmt->args[0].name == NULL && stmt->args[i].name == NULL)
+    return stmt->args[i].value;
+  return _cs_stmt_get_arg_slow (stmt, i, kw);
+}
 /** TRUE for statements that are bound symbols (CALL, UNPACK, ANNASSIGN, DEL, RETURN). */
 gboolean    cs_stmt_is_symbol     (const CsStmt *stmt);
 void        cs_stmt_set_subs      (CsTrace *trace, CsStmt *stmt, CsStmt **subs, guint n);

@@ -23,6 +23,8 @@ build_index (gpointer data)
   for (guint i = 0; i < CS_N_OPS; i++)
     {
       const char *dot = strrchr (op_table[i].name, '.');
+      /* cs_op_semantic() (inline) relies on the table being indexed by id */
+      g_assert (op_table[i].id == (CsOpId) i);
       op_table[i].short_name = dot ? dot + 1 : op_table[i].name;
       if (op_table[i].name[0] != '\0' && i != CS_OP_FUSION)
         g_hash_table_insert (h, (gpointer) op_table[i].name, &op_table[i]);
@@ -88,18 +90,6 @@ cs_op_get (CsOpId id)
   g_return_val_if_fail (id < CS_N_OPS, &op_table[CS_OP_OPAQUE]);
   ensure_index ();
   return &op_table[id];
-}
-
-/** cs_op_semantic: follows alias_of (torch.matmul -> ltorch.matmul).  Returns: (transfer none) */
-const CsOp *
-cs_op_semantic (const CsOp *op)
-{
-  g_return_val_if_fail (op != NULL, NULL);
-  /* @op came from cs_op_get/cs_op_lookup, so the index is built; the passes call this for
-   * nearly every statement they look at */
-  if (G_UNLIKELY (op->alias_of >= CS_N_OPS))
-    return &op_table[CS_OP_OPAQUE];
-  return &op_table[op->alias_of];
 }
 
 /** cs_op_category_name: "elementwise", "reduction", ... (static). */

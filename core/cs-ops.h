@@ -87,8 +87,22 @@ struct _CsOp
 const CsOp   *cs_op_lookup       (const char *callee);
 /** The entry for @id. */
 const CsOp   *cs_op_get          (CsOpId id);
-/** The entry of the op @op implements (follows alias_of for executor names). */
-const CsOp   *cs_op_semantic     (const CsOp *op);
+/**
+ * cs_op_semantic:
+ * @op: an entry of the op table (from cs_op_get() or cs_op_lookup(); never NULL)
+ *
+ * The entry of the op @op implements (follows alias_of for executor names: torch.matmul ->
+ * ltorch.matmul).  Inline: the passes call it for nearly every statement they look at.  The
+ * table is indexed by id, so the entry for alias_of lies (alias_of - id) entries from @op.
+ * Returns: (transfer none): that entry; the opaque entry when alias_of is out of range
+ */
+static inline const CsOp *
+cs_op_semantic (const CsOp *op)
+{
+  if (G_UNLIKELY ((guint) op->alias_of >= CS_N_OPS))
+    return cs_op_get (CS_OP_OPAQUE);
+  return op + ((gssize) op->alias_of - (gssize) op->id);
+}
 const char   *cs_op_category_name(CsOpCategory cat);
 gboolean      cs_op_has_tag      (const CsOp *op, CsOpTag tag);
 /** TRUE when @op is a fusion region call. */
