@@ -1757,7 +1757,7 @@ remat_clone (CsTrace *t, const CsStmt *s, const CsProxyMap *map, const CsProxyVe
         }
       return cs_stmt_copy_into (t, s, gm);
     }
-  c = cs_arena_alloc_line (t->arena, sizeof (CsStmt));
+  c = cs_arena_alloc_line_uninit (t->arena, sizeof (CsStmt));
   *c = *s;
   c->owner = t->serial;
   c->id = ++t->next_stmt_id;

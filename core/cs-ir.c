@@ -30,8 +30,8 @@ struct _ArenaBlock
 static ArenaBlock *
 arena_block_new (gsize size)
 {
-  /* zeroed once here, so cs_arena_alloc hands out zeroed memory without a memset per call */
-  ArenaBlock *b = g_malloc0 (BLOCK_HEADER + size);
+  /* not zeroed: cs_arena_alloc zeroes what it hands out */
+  ArenaBlock *b = g_malloc (BLOCK_HEADER + size);
   b->next = NULL;
   b->size = size;
   return b;
@@ -103,6 +103,17 @@ gpointer
 cs_arena_alloc_line (CsArena *arena, gsize size)
 {
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
+  gpointer p = cs_arena_alloc_line_uninit (arena, size);
+
+  memset (p, 0, rounded);
+  return p;
+}
+
+/** cs_arena_alloc_line_uninit: see cs-ir.h. */
+gpointer
+cs_arena_alloc_line_uninit (CsArena *arena, gsize size)
+{
+  gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   /* the arena aligns to 16: skip to the next 64-byte boundary of the current block when the
    * object fits there, else over-allocate (a fresh block or a block of its own) and round up */
   guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
@@ -114,7 +125,7 @@ cs_arena_alloc_line (CsArena *arena, gsize size)
       arena->cur = at + rounded;
       return at;
     }
-  raw = cs_arena_alloc (arena, rounded + 48);
+  raw = cs_arena_alloc_uninit (arena, rounded + 48);
   return (gpointer) (((guintptr) raw + 63) & ~(guintptr) 63);
 }
 
@@ -122,7 +133,7 @@ cs_arena_alloc_line (CsArena *arena, gsize size)
 char *
 cs_arena_strndup (CsArena *arena, const char *s, gsize len)
 {
-  char *d = cs_arena_alloc (arena, len + 1);
+  char *d = cs_arena_alloc_uninit (arena, len + 1);
   memcpy (d, s, len);
   d[len] = '\0';
   return d;
@@ -158,7 +169,7 @@ cs_arena_dup_ptrs (CsArena *arena, gpointer const *ptrs, guint n)
 
   if (n == 0)
     return NULL;
-  d = cs_arena_alloc (arena, sizeof (gpointer) * n);
+  d = cs_arena_alloc_uninit (arena, sizeof (gpointer) * n);
   memcpy (d, ptrs, sizeof (gpointer) * n);
   return d;
 }
@@ -1401,7 +1412,7 @@ static CsStmt *
 stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
 {
   CsArena *a = dst->arena;
-  CsStmt *c = cs_arena_alloc_line (a, sizeof (CsStmt));
+  CsStmt *c = cs_arena_alloc_line_uninit (a, sizeof (CsStmt));
 
   *c = *s;
   c->owner = dst->serial;
@@ -1538,7 +1549,7 @@ static CsStmt *
 stmt_shallow (CsTrace *dst, const CsStmt *s)
 {
   CsArena *a = dst->arena;
-  CsStmt *c = cs_arena_alloc_line (a, sizeof (CsStmt));
+  CsStmt *c = cs_arena_alloc_line_uninit (a, sizeof (CsStmt));
 
   *c = *s;
   c->owner = dst->serial;
