@@ -8,6 +8,7 @@
 #include "cs-cse.h"
 #include "cs-fuse-private.h"
 #include "cs-ops.h"
+#include "cs-parallel.h"
 
 #include <string.h>
 
@@ -67,6 +68,193 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
   return TRUE;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Per-region work in parallel                                                                 */
+
+/* rrc and CSE rewrite each region's subsymbols with maps that start empty per region; only
+ * the outer map (region outputs replaced by earlier regions) links regions, and it is empty
+ * for nearly every region.  So the regions are first rewritten in parallel as if the outer
+ * map were empty (regions_precompute); the sequential walk then takes a precomputed region
+ * wherever the outer map leaves the region as it is, and redoes the region otherwise.  The
+ * output is the sequential walk's, whatever the number of threads. */
+
+typedef struct
+{
+  gpointer  (*state_new)  (void);
+  void      (*state_free) (gpointer state);
+  /* rewrites the subsymbols of @region (the inner maps emptied first); returns the region */
+  CsStmt   *(*region)     (CsTrace *t, CsStmt *region, gpointer state);
+  /* the inner map whose entries later statements must see (absorbed into the outer map) */
+  CsProxyMap *(*repl)     (gpointer state);
+} RegionPass;
+
+typedef struct
+{
+  CsStmt    *stmt;       /* the rewritten region; NULL when not precomputed */
+  CsProxy  **pairs;      /* the inner map as _cs_proxy_map_absorb adds it: from0, to0, ... */
+  guint      n_pairs;
+} RegionDone;
+
+typedef struct
+{
+  CsTrace          *t;
+  const RegionPass *pass;
+  guint            *regions;   /* statement indices of the regions */
+  RegionDone       *done;      /* per statement index */
+  CsArena         **arenas;    /* per worker, made by the worker */
+  gpointer         *states;    /* per worker */
+} RegionJob;
+
+static void
+regions_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  RegionJob *job = data;
+  CsTrace view;
+
+  if (job->arenas[worker] == NULL)
+    {
+      job->arenas[worker] = cs_arena_new ();
+      job->states[worker] = job->pass->state_new ();
+    }
+  /* a stand-in for the output trace whose allocations go to this worker's arena (the
+   * rewrite reads only the arena and the ownership serial) */
+  view = *job->t;
+  view.arena = job->arenas[worker];
+  for (guint k = begin; k < end; k++)
+    {
+      guint i = job->regions[k];
+      RegionDone *d = &job->done[i];
+      CsProxyMap *repl;
+      guint n;
+
+      d->stmt = job->pass->region (&view, job->t->stmts[i], job->states[worker]);
+      repl = job->pass->repl (job->states[worker]);
+      n = _cs_proxy_map_size (repl);
+      d->n_pairs = n;
+      d->pairs = n ? CS_ARENA_NEW_N (view.arena, CsProxy *, 2 * n) : NULL;
+      for (guint j = 0; j < n; j++)
+        {
+          CsProxy *from = _cs_proxy_map_key (repl, j);
+          d->pairs[2 * j] = from;
+          d->pairs[2 * j + 1] = _cs_proxy_map_resolve (repl, _cs_proxy_map_lookup (repl, from));
+        }
+    }
+}
+
+/* Rewrites every region of @t in parallel (see above); NULL when there are too few regions
+ * to share out.  Free the result with g_free; its statements live in @t's arena. */
+static RegionDone *
+regions_precompute (CsTrace *t, const RegionPass *pass)
+{
+  RegionJob job = { t, pass, NULL, NULL, NULL, NULL };
+  guint n = 0, n_workers;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    n += _cs_stmt_is_region (t->stmts[i]);
+  n_workers = _cs_parallel_workers (n);
+  if (n_workers <= 1)
+    return NULL;
+  job.regions = g_new (guint, n);
+  n = 0;
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (_cs_stmt_is_region (t->stmts[i]))
+      job.regions[n++] = i;
+  job.done = g_new0 (RegionDone, t->n_stmts);
+  job.arenas = g_new0 (CsArena *, n_workers);
+  job.states = g_new0 (gpointer, n_workers);
+  _cs_parallel_for (n, n_workers, 8, regions_chunk, &job);
+  for (guint w = 0; w < n_workers; w++)
+    if (job.arenas[w] != NULL)
+      {
+        cs_arena_absorb (t->arena, job.arenas[w]);
+        pass->state_free (job.states[w]);
+      }
+  g_free (job.regions);
+  g_free (job.arenas);
+  g_free (job.states);
+  return job.done;
+}
+
+/* The region at statement index @i of @t after the pass: the precomputed one when the outer
+ * map @outer leaves the region unchanged, else @t's region remapped through @outer and
+ * rewritten here with @state.  Either way the inner map's entries are added to @outer. */
+static CsStmt *
+regions_take (CsTrace *t, guint i, const RegionDone *done, const RegionPass *pass,
+              gpointer state, CsProxyMap *outer)
+{
+  CsStmt *s = _cs_stmt_remap_reads (t, t->stmts[i], outer);
+
+  if (done != NULL && done[i].stmt != NULL && s == t->stmts[i])
+    {
+      for (guint j = 0; j < done[i].n_pairs; j++)
+        _cs_proxy_map_add (outer, done[i].pairs[2 * j], done[i].pairs[2 * j + 1]);
+      return done[i].stmt;
+    }
+  s = pass->region (t, s, state);
+  _cs_proxy_map_absorb (outer, pass->repl (state));
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* remove_redundant_casts: the driver                                                          */
+
+typedef struct
+{
+  CastMaps   maps;     /* the inner maps */
+  CsStmtVec  subs;     /* scratch */
+} RrcState;
+
+static gpointer
+rrc_state_new (void)
+{
+  RrcState *st = g_new0 (RrcState, 1);
+  st->maps.repl = _cs_proxy_map_new ();
+  st->maps.inter = _cs_proxy_map_new ();
+  st->maps.one = _cs_proxy_map_new ();
+  return st;
+}
+
+static void
+rrc_state_free (gpointer data)
+{
+  RrcState *st = data;
+  _cs_proxy_map_free (st->maps.repl);
+  _cs_proxy_map_free (st->maps.inter);
+  _cs_proxy_map_free (st->maps.one);
+  _cs_stmt_vec_free (&st->subs);
+  g_free (st);
+}
+
+static CsStmt *
+rrc_region (CsTrace *t, CsStmt *s, gpointer data)
+{
+  RrcState *st = data;
+
+  _cs_proxy_map_clear (st->maps.repl);
+  _cs_proxy_map_clear (st->maps.inter);
+  st->subs.len = 0;
+  for (guint j = 0; j < s->n_subs; j++)
+    {
+      CsStmt *sub = s->subs[j];
+      if (rrc_stmt (t, &sub, &st->maps))
+        _cs_stmt_vec_push (&st->subs, sub);
+    }
+  if (!same_subs (s, &st->subs))
+    {
+      s = cs_trace_own_stmt (t, s);
+      cs_stmt_set_subs (t, s, st->subs.v, st->subs.len);
+    }
+  return s;
+}
+
+static CsProxyMap *
+rrc_repl (gpointer data)
+{
+  return ((RrcState *) data)->maps.repl;
+}
+
+static const RegionPass rrc_pass = { rrc_state_new, rrc_state_free, rrc_region, rrc_repl };
+
 /**
  * cs_cse_remove_redundant_casts: (see cs-cse.h)
  */
@@ -75,44 +263,27 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
-  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
-  g_autoptr(CsProxyMap) one = _cs_proxy_map_new ();
-  CastMaps outer, inner;
+  g_autofree RegionDone *done = NULL;
+  gpointer inner;
+  CastMaps outer;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "remove-redundant-casts");
+  done = regions_precompute (t, &rrc_pass);
   outer.repl = _cs_proxy_map_new ();
   outer.inter = _cs_proxy_map_new ();
-  outer.one = one;
-  /* one pair of maps for every region, emptied between regions */
-  inner.repl = _cs_proxy_map_new ();
-  inner.inter = _cs_proxy_map_new ();
-  inner.one = one;
+  outer.one = _cs_proxy_map_new ();
+  /* one set of inner maps for every region, emptied between regions */
+  inner = rrc_state_new ();
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
 
       if (_cs_stmt_is_region (s))
         {
-          _cs_proxy_map_clear (inner.repl);
-          _cs_proxy_map_clear (inner.inter);
-          subs.len = 0;
-          s = _cs_stmt_remap_reads (t, s, outer.repl);
-          for (guint j = 0; j < s->n_subs; j++)
-            {
-              CsStmt *sub = s->subs[j];
-              if (rrc_stmt (t, &sub, &inner))
-                _cs_stmt_vec_push (&subs, sub);
-            }
-          if (!same_subs (s, &subs))
-            {
-              s = cs_trace_own_stmt (t, s);
-              cs_stmt_set_subs (t, s, subs.v, subs.len);
-            }
           /* replaced region outputs: later statements read the original instead */
-          _cs_proxy_map_absorb (outer.repl, inner.repl);
-          _cs_stmt_vec_push (&kept, s);
+          _cs_stmt_vec_push (&kept, regions_take (t, i, done, &rrc_pass, inner, outer.repl));
           continue;
         }
       if (rrc_stmt (t, &s, &outer))
@@ -121,8 +292,8 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
   cs_trace_set_stmts (t, kept.v, kept.len);
   _cs_proxy_map_free (outer.repl);
   _cs_proxy_map_free (outer.inter);
-  _cs_proxy_map_free (inner.repl);
-  _cs_proxy_map_free (inner.inter);
+  _cs_proxy_map_free (outer.one);
+  rrc_state_free (inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
@@ -406,6 +577,62 @@ cse_stmt (CsTrace *t, CsStmt **sp, CsProxyMap *map, StmtSet *seen)
   return TRUE;
 }
 
+typedef struct
+{
+  CsProxyMap *map;     /* the inner map: duplicate outputs -> the first statement's */
+  StmtSet     seen;
+  CsStmtVec   subs;    /* scratch */
+} CseState;
+
+static gpointer
+cse_state_new (void)
+{
+  CseState *st = g_new0 (CseState, 1);
+  st->map = _cs_proxy_map_new ();
+  stmt_set_init (&st->seen);
+  return st;
+}
+
+static void
+cse_state_free (gpointer data)
+{
+  CseState *st = data;
+  _cs_proxy_map_free (st->map);
+  stmt_set_free (&st->seen);
+  _cs_stmt_vec_free (&st->subs);
+  g_free (st);
+}
+
+static CsStmt *
+cse_region (CsTrace *t, CsStmt *s, gpointer data)
+{
+  CseState *st = data;
+
+  _cs_proxy_map_clear (st->map);
+  stmt_set_clear (&st->seen);
+  st->subs.len = 0;
+  for (guint j = 0; j < s->n_subs; j++)
+    {
+      CsStmt *sub = s->subs[j];
+      if (cse_stmt (t, &sub, st->map, &st->seen))
+        _cs_stmt_vec_push (&st->subs, sub);
+    }
+  if (!same_subs (s, &st->subs))
+    {
+      s = cs_trace_own_stmt (t, s);
+      cs_stmt_set_subs (t, s, st->subs.v, st->subs.len);
+    }
+  return s;
+}
+
+static CsProxyMap *
+cse_repl (gpointer data)
+{
+  return ((CseState *) data)->map;
+}
+
+static const RegionPass cse_pass = { cse_state_new, cse_state_free, cse_region, cse_repl };
+
 /**
  * cs_cse_trace: (see cs-cse.h)
  */
@@ -414,40 +641,25 @@ cs_cse_trace (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
-  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
   g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
-  g_autoptr(CsProxyMap) imap = _cs_proxy_map_new ();
-  StmtSet seen, iseen;
+  g_autofree RegionDone *done = NULL;
+  gpointer inner;
+  StmtSet seen;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "cse");
+  done = regions_precompute (t, &cse_pass);
   stmt_set_init (&seen);
-  stmt_set_init (&iseen);
+  /* one map and one set for every region, emptied between regions */
+  inner = cse_state_new ();
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
 
       if (_cs_stmt_is_region (s))
         {
-          /* one map and one set for every region, emptied between regions */
-          _cs_proxy_map_clear (imap);
-          stmt_set_clear (&iseen);
-          subs.len = 0;
-          s = _cs_stmt_remap_reads (t, s, map);
-          for (guint j = 0; j < s->n_subs; j++)
-            {
-              CsStmt *sub = s->subs[j];
-              if (cse_stmt (t, &sub, imap, &iseen))
-                _cs_stmt_vec_push (&subs, sub);
-            }
-          if (!same_subs (s, &subs))
-            {
-              s = cs_trace_own_stmt (t, s);
-              cs_stmt_set_subs (t, s, subs.v, subs.len);
-            }
-          _cs_proxy_map_absorb (map, imap);
-          _cs_stmt_vec_push (&kept, s);
+          _cs_stmt_vec_push (&kept, regions_take (t, i, done, &cse_pass, inner, map));
           continue;
         }
       if (cse_stmt (t, &s, map, &seen))
@@ -455,7 +667,7 @@ cs_cse_trace (const CsTrace *trace)
     }
   cs_trace_set_stmts (t, kept.v, kept.len);
   stmt_set_free (&seen);
-  stmt_set_free (&iseen);
+  cse_state_free (inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }

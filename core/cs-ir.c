@@ -71,6 +71,22 @@ cs_arena_free (CsArena *arena)
   g_free (arena);
 }
 
+/** cs_arena_absorb: see cs-ir.h. */
+void
+cs_arena_absorb (CsArena *dst, CsArena *src)
+{
+  ArenaBlock *head = dst->head, *tail;
+
+  if (src == NULL)
+    return;
+  for (tail = src->head; tail->next != NULL; tail = tail->next)
+    ;
+  tail->next = head->next;
+  head->next = src->head;
+  dst->total += src->total;
+  g_free (src);
+}
+
 /**
  * _cs_arena_alloc_slow:
  * See cs-ir.h: a request bigger than a quarter block gets a block of its own behind the current

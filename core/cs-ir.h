@@ -41,6 +41,15 @@ typedef struct _CsOp      CsOp;   /* defined in cs-ops.h */
  */
 CsArena    *cs_arena_new          (void);
 void        cs_arena_free         (CsArena *arena);
+/**
+ * cs_arena_absorb:
+ * @dst: the arena that takes over
+ * @src: (transfer full): an arena filled by another thread (a pass's worker), now idle
+ *
+ * Moves every block of @src into @dst (behind @dst's current block, which stays current) and
+ * frees @src: what @src handed out now lives as long as @dst.  O(blocks of @src).
+ */
+void        cs_arena_absorb       (CsArena *dst, CsArena *src);
 /* The arena's bump pointer, visible so that cs_arena_alloc()'s fast path is inline (the passes
  * make millions of small allocations); the block list is private to cs-ir.c. */
 struct _CsArena

@@ -1,0 +1,152 @@
+/* cs-parallel.c: the passes' parallel for (see cs-parallel.h), on a GThreadPool. */
+#include "cs-config.h"
+
+#include "cs-parallel.h"
+
+#include <stdlib.h>
+
+#define CS_PARALLEL_MAX 16
+
+typedef struct
+{
+  guint          n;          /* items */
+  guint          grain;      /* items per chunk */
+  CsParallelFunc fn;
+  gpointer       data;
+  gint           next;       /* atomic: next chunk to hand out */
+  gint           pending;    /* atomic: pool tasks not finished yet */
+  GMutex         lock;       /* with done: the calling thread waits for pending == 0 */
+  GCond          done;
+} Job;
+
+typedef struct
+{
+  Job   *job;
+  guint  worker;             /* 1 .. n_workers - 1 */
+} Task;
+
+static void
+run_chunks (Job *job, guint worker)
+{
+  for (;;)
+    {
+      guint c = (guint) g_atomic_int_add (&job->next, 1);
+      guint64 begin = (guint64) c * job->grain;
+      if (begin >= job->n)
+        break;
+      job->fn ((guint) begin, (guint) MIN ((guint64) job->n, begin + job->grain), worker, job->data);
+    }
+}
+
+static void
+pool_task (gpointer task_data, gpointer user_data)
+{
+  Task *task = task_data;
+  Job *job = task->job;
+
+  run_chunks (job, task->worker);
+  g_free (task);
+  g_mutex_lock (&job->lock);
+  if (g_atomic_int_dec_and_test (&job->pending))
+    g_cond_signal (&job->done);
+  g_mutex_unlock (&job->lock);
+}
+
+static guint override_threads;   /* 0 = none (_cs_parallel_set_max_threads) */
+static gint jobs_run;            /* atomic */
+
+static guint
+max_threads (void)
+{
+  static gsize once = 0;
+  static guint value;
+
+  if (override_threads != 0)
+    return override_threads;
+  if (g_once_init_enter (&once))
+    {
+      const char *env = g_getenv ("CASTSCOPE_THREADS");
+      gint64 n = env != NULL ? g_ascii_strtoll (env, NULL, 10) : g_get_num_processors ();
+      value = (guint) CLAMP (n, 1, CS_PARALLEL_MAX);
+      g_once_init_leave (&once, 1);
+    }
+  return value;
+}
+
+static GThreadPool *
+shared_pool (void)
+{
+  static gsize once = 0;
+  static GThreadPool *pool;
+
+  if (g_once_init_enter (&once))
+    {
+      /* non-exclusive: threads are made on demand and shared; never freed (process-wide) */
+      pool = g_thread_pool_new (pool_task, NULL, CS_PARALLEL_MAX - 1, FALSE, NULL);
+      g_once_init_leave (&once, 1);
+    }
+  return pool;
+}
+
+/** _cs_parallel_set_max_threads: see cs-parallel.h. */
+void
+_cs_parallel_set_max_threads (guint n)
+{
+  override_threads = MIN (n, CS_PARALLEL_MAX);
+}
+
+/** _cs_parallel_jobs_run: see cs-parallel.h. */
+guint
+_cs_parallel_jobs_run (void)
+{
+  return (guint) g_atomic_int_get (&jobs_run);
+}
+
+/** _cs_parallel_workers: see cs-parallel.h. */
+guint
+_cs_parallel_workers (guint n_items)
+{
+  if (n_items < 64)
+    return 1;
+  return MAX (1u, MIN (max_threads (), n_items / 32));
+}
+
+/** _cs_parallel_for: see cs-parallel.h. */
+void
+_cs_parallel_for (guint n, guint n_workers, guint grain, CsParallelFunc fn, gpointer data)
+{
+  Job job = { 0 };
+  GThreadPool *pool;
+
+  g_return_if_fail (fn != NULL && grain > 0);
+  if (n == 0)
+    return;
+  if (n_workers <= 1)
+    {
+      fn (0, n, 0, data);
+      return;
+    }
+  g_atomic_int_inc (&jobs_run);
+  job.n = n;
+  job.grain = grain;
+  job.fn = fn;
+  job.data = data;
+  job.pending = (gint) n_workers - 1;
+  g_mutex_init (&job.lock);
+  g_cond_init (&job.done);
+  pool = shared_pool ();
+  for (guint w = 1; w < n_workers; w++)
+    {
+      Task *task = g_new (Task, 1);
+      task->job = &job;
+      task->worker = w;
+      g_thread_pool_push (pool, task, NULL);
+    }
+  run_chunks (&job, 0);
+  g_mutex_lock (&job.lock);
+  while (g_atomic_int_get (&job.pending) > 0)
+    g_cond_wait (&job.done, &job.lock);
+  g_mutex_unlock (&job.lock);
+  g_mutex_clear (&job.lock);
+  g_cond_clear (&job.done);
+}
