@@ -8,6 +8,7 @@
 
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
+#include "cs-parallel.h"
 #include "cs-ops.h"
 
 #include <string.h>
@@ -1191,6 +1192,60 @@ is_comment_like (const CsStmt *s)
   return s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK;
 }
 
+/* Fusibility of many statements on worker threads: each statement's answer depends on it and
+ * the policy alone. */
+typedef struct
+{
+  CsStmt * const *stmts;
+  const CsPolicy *policy;
+  const char    **why;     /* per statement: NULL = fusible, else the reason */
+  CsArena       **arenas;  /* per worker: the reasons written into a buffer */
+} WhyJob;
+
+static void
+why_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  WhyJob *job = data;
+  char buf[512];
+
+  for (guint i = begin; i < end; i++)
+    {
+      const CsStmt *s = job->stmts[i];
+      const char *r;
+      if (is_comment_like (s))
+        continue;
+      r = _cs_fuse_why_not_fusible (s, job->policy, buf, sizeof buf);
+      if (r == buf)
+        {
+          if (job->arenas[worker] == NULL)
+            job->arenas[worker] = cs_arena_new ();
+          r = cs_arena_strdup (job->arenas[worker], buf);
+        }
+      job->why[i] = r;
+    }
+}
+
+/* _cs_fuse_why_not_fusible for each of @stmts (comments get NULL), computed in parallel; the
+ * reasons live in @t's arena.  NULL when there are too few statements to share out.  Free
+ * with g_free. */
+static const char **
+fusibility_precompute (CsTrace *t, CsStmt * const *stmts, guint n, const CsPolicy *policy)
+{
+  guint n_workers = _cs_parallel_workers (n / 16);
+  WhyJob job = { stmts, policy, NULL, NULL };
+
+  if (n_workers <= 1)
+    return NULL;
+  job.why = g_new0 (const char *, n);
+  job.arenas = g_new0 (CsArena *, n_workers);
+  _cs_parallel_for (n, n_workers, 256, why_chunk, &job);
+  for (guint w = 0; w < n_workers; w++)
+    if (job.arenas[w] != NULL)
+      cs_arena_absorb (t->arena, job.arenas[w]);
+  g_free (job.arenas);
+  return job.why;
+}
+
 /* TRUE when every prim of the group is a shape op (such regions are not fused, PR #1559). */
 /* TRUE when every prim @stmt flattens to (_cs_stmt_flatten's leaves) is a shape op; stops at
  * the first one that is not (no list is built). */
@@ -1269,6 +1324,8 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
 {
   Group *run = NULL;
   g_autoptr(GPtrArray) pending = g_ptr_array_new ();
+  g_autofree const char **why_pre = fusibility_precompute (trace, (CsStmt * const *) items->pdata,
+                                                           items->len, policy);
   char buf[512];
 
 #define CLOSE_RUN(reason) \
@@ -1292,7 +1349,7 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
           g_ptr_array_add (pending, s);
           continue;
         }
-      why = _cs_fuse_why_not_fusible (s, policy, buf, sizeof buf);
+      why = why_pre ? why_pre[i] : _cs_fuse_why_not_fusible (s, policy, buf, sizeof buf);
       if (why == NULL)
         {
           if (run != NULL && !!run->backward != !!s->backward)
