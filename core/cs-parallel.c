@@ -66,7 +66,10 @@ max_threads (void)
   if (g_once_init_enter (&once))
     {
       const char *env = g_getenv ("CASTSCOPE_THREADS");
-      gint64 n = env != NULL ? g_ascii_strtoll (env, NULL, 10) : g_get_num_processors ();
+      gint64 n = env != NULL && *env != '\0' ? g_ascii_strtoll (env, NULL, 10) : 0;
+      /* unset, empty or not a positive number: one worker per processor */
+      if (n <= 0)
+        n = g_get_num_processors ();
       value = (guint) CLAMP (n, 1, CS_PARALLEL_MAX);
       g_once_init_leave (&once, 1);
     }

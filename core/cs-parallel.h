@@ -28,7 +28,8 @@ typedef void (*CsParallelFunc) (guint begin, guint end, guint worker, gpointer d
  *
  * How many workers a pass should use for @n_items: 1 (run inline) below 64 items, else the
  * number of processors (at most 16, at most one per 32 items).  The environment variable
- * CASTSCOPE_THREADS overrides the processor count (1 = everything on the calling thread).
+ * CASTSCOPE_THREADS, a positive number, overrides the processor count (1 = everything on the
+ * calling thread).
  * Returns: >= 1
  */
 guint       _cs_parallel_workers     (guint n_items);
