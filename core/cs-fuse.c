@@ -781,6 +781,12 @@ typedef struct
   CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
   guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
   guint     read_pos_cap;
+  /* speculative refresh (a worker, see regions_refresh_parallel): "needed" is "read by a
+   * statement after index at" by the lastread table instead of the needed marks, and every
+   * proxy found needed is recorded in hits for the check that follows */
+  const gint *lastread; /* per proxy id: 1 + the index of the last statement that may read it */
+  guint32   at;         /* the region's statement index */
+  CsProxyVec hits;
 } Marks;
 
 static inline gboolean
@@ -794,6 +800,18 @@ mark_set (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
 {
   if (p->id < m->n)
     arr[p->id] = v;
+}
+
+/* TRUE when @p is read after the region being refreshed (see Marks). */
+static inline gboolean
+needed_test (Marks *m, CsProxy *p)
+{
+  if (G_LIKELY (m->lastread == NULL))
+    return mark_test (m, m->st->needed, p, m->needed_gen);
+  if (p->id >= m->n || m->lastread[p->id] <= (gint) m->at + 1)
+    return FALSE;
+  _cs_proxy_vec_push (&m->hits, p);
+  return TRUE;
 }
 
 /* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
@@ -833,7 +851,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       tmp->len = 0;
       _cs_stmt_writes_vec (sub, tmp);
       for (guint j = 0; j < tmp->len && !keep; j++)
-        if (mark_test (m, st->needed, tmp->v[j], m->needed_gen)
+        if (needed_test (m, tmp->v[j])
             || mark_test (m, st->live, tmp->v[j], gen))
           keep = TRUE;
       if (!keep)
@@ -842,7 +860,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       for (guint j = 0; j < tmp->len; j++)
         {
           CsProxy *p = tmp->v[j];
-          if (mark_test (m, st->needed, p, m->needed_gen))
+          if (needed_test (m, p))
             _cs_proxy_vec_push (outs, p);
           if (p->id < m->n)
             {
@@ -973,6 +991,180 @@ build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
   _cs_proxy_vec_free (&tmp);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The refresh's rebuilds on worker threads                                                    */
+
+/* A region rebuild depends on the rest of the trace only through "needed": the values read
+ * after the region by statements that survive the refresh.  The refresh learns that set
+ * walking backward, which is sequential.  But it is contained in a set known up front: the
+ * values some later statement may read (a later region's subsymbols' reads, which its
+ * rebuild can only shrink).  So every stale region is rebuilt in parallel against that
+ * larger set, recording the values it found needed (Marks.hits); the backward walk then
+ * takes a speculative rebuild when all of them are needed indeed (so both sets agree on
+ * every value the rebuild asked about) and rebuilds the region itself otherwise.  The
+ * output is the one-thread output. */
+
+typedef struct
+{
+  CsStmt    *stmt;      /* the rebuilt copy; NULL when the region had no output left */
+  CsProxy  **hits;      /* the values the rebuild found needed */
+  guint      n_hits;
+  gboolean   done;      /* a speculative rebuild exists */
+} SpecRegion;
+
+typedef struct
+{
+  CsTrace    *trace;
+  guint       n_ids;      /* trace->next_proxy_id + 1 */
+  gint       *lastread;   /* per proxy id: 1 + the last statement index that may read it */
+  guint      *regions;    /* statement indices of the stale regions */
+  SpecRegion *spec;       /* per statement index */
+  CsArena   **arenas;     /* per worker */
+} SpecJob;
+
+static inline void
+lastread_raise (gint *slot, gint v)
+{
+  gint old = g_atomic_int_get (slot);
+
+  while (old < v && !g_atomic_int_compare_and_exchange (slot, old, v))
+    old = g_atomic_int_get (slot);
+}
+
+/* lastread for statements [begin, end): what each may read after the refresh (a stale
+ * region: any subsymbol's reads, not its arguments, which are out of date; anything else:
+ * its own reads) */
+static void
+lastread_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  SpecJob *job = data;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+
+  for (guint i = begin; i < end; i++)
+    {
+      const CsStmt *s = job->trace->stmts[i];
+      tmp.len = 0;
+      if (_cs_stmt_is_region (s) && !s->region_fresh)
+        for (guint j = 0; j < s->n_subs; j++)
+          _cs_stmt_reads_vec (s->subs[j], &tmp);
+      else
+        _cs_stmt_reads_vec (s, &tmp);
+      for (guint k = 0; k < tmp.len; k++)
+        if (tmp.v[k]->id < job->n_ids)
+          lastread_raise (&job->lastread[tmp.v[k]->id], (gint) i + 1);
+    }
+  _cs_proxy_vec_free (&tmp);
+}
+
+static void
+spec_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  SpecJob *job = data;
+  CsTrace view;
+  Marks m = { 0 };
+
+  if (job->arenas[worker] == NULL)
+    job->arenas[worker] = cs_arena_new ();
+  view = *job->trace;
+  view.arena = job->arenas[worker];
+  m.n = job->n_ids;
+  m.st = mark_store_get (m.n, 2 * (end - begin) + 3);
+  m.lastread = job->lastread;
+  for (guint k = begin; k < end; k++)
+    {
+      guint i = job->regions[k];
+      SpecRegion *sr = &job->spec[i];
+      CsStmt *c = _cs_trace_copy_stmt_into (job->trace, view.arena, job->trace->stmts[i]);
+
+      m.at = i;
+      m.hits.len = 0;
+      sr->stmt = region_refresh_one (&view, c, &m) ? c : NULL;
+      sr->n_hits = m.hits.len;
+      sr->hits = m.hits.len ? (CsProxy **) cs_arena_dup_ptrs (view.arena, (gpointer const *) m.hits.v,
+                                                              m.hits.len)
+                            : NULL;
+      sr->done = TRUE;
+    }
+  _cs_proxy_vec_free (&m.tmp);
+  _cs_proxy_vec_free (&m.outs);
+  _cs_proxy_vec_free (&m.ins);
+  _cs_proxy_vec_free (&m.reads);
+  _cs_proxy_vec_free (&m.hits);
+  _cs_stmt_vec_free (&m.kept);
+  g_free (m.read_pos);
+}
+
+/* TRUE when the region at index @i may be rebuilt: it is stale, or one of its outputs may
+ * not be read after it (then region_output_unneeded may hold). */
+static gboolean
+spec_candidate (const SpecJob *job, guint i)
+{
+  const CsStmt *s = job->trace->stmts[i];
+  const CsValue *o = s->out;
+
+  if (!s->region_fresh)
+    return TRUE;
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return TRUE;
+  for (guint k = 0; k < o->u.seq.n; k++)
+    {
+      const CsValue *it = o->u.seq.items[k];
+      if (it->kind != CS_VALUE_PROXY || it->u.proxy->id >= job->n_ids
+          || job->lastread[it->u.proxy->id] <= (gint) i + 1)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The speculative rebuilds of @trace's regions that may be rebuilt (per statement index), or
+ * NULL when there are too few regions to share out.  Free with g_free; the copies live in
+ * @trace's arena. */
+static SpecRegion *
+regions_refresh_parallel (CsTrace *trace)
+{
+  SpecJob job = { trace, trace->next_proxy_id + 1, NULL, NULL, NULL, NULL };
+  guint n = 0, n_workers;
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    n += _cs_stmt_is_region (trace->stmts[i]);
+  n_workers = _cs_parallel_workers (n);
+  if (n_workers <= 1)
+    return NULL;
+  job.lastread = g_new0 (gint, job.n_ids);
+  _cs_parallel_for (trace->n_stmts, n_workers, 256, lastread_chunk, &job);
+  job.regions = g_new (guint, n);
+  n = 0;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (_cs_stmt_is_region (trace->stmts[i]) && spec_candidate (&job, i))
+      job.regions[n++] = i;
+  if (n < 64)
+    {
+      g_free (job.regions);
+      g_free (job.lastread);
+      return NULL;
+    }
+  job.spec = g_new0 (SpecRegion, trace->n_stmts);
+  job.arenas = g_new0 (CsArena *, n_workers);
+  _cs_parallel_for (n, n_workers, 8, spec_chunk, &job);
+  for (guint w = 0; w < n_workers; w++)
+    if (job.arenas[w] != NULL)
+      cs_arena_absorb (trace->arena, job.arenas[w]);
+  g_free (job.arenas);
+  g_free (job.regions);
+  g_free (job.lastread);
+  return job.spec;
+}
+
+/* TRUE when every value the speculative rebuild @sr found needed is needed indeed. */
+static gboolean
+spec_holds (const SpecRegion *sr, const Marks *m)
+{
+  for (guint k = 0; k < sr->n_hits; k++)
+    if (!mark_test (m, m->st->needed, sr->hits[k], m->needed_gen))
+      return FALSE;
+  return TRUE;
+}
+
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
@@ -983,6 +1175,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
   guint n_regions = 0;
+  g_autofree SpecRegion *spec = regions_refresh_parallel (trace);
 
   for (guint i = 0; i < trace->n_stmts; i++)
     n_regions += _cs_stmt_is_region (trace->stmts[i]);
@@ -1022,10 +1215,19 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
         {
           if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
             {
-              /* the statement may be shared with the input trace */
-              s = cs_trace_own_stmt (trace, s);
-              if (!region_refresh_one (trace, s, &m))
-                continue;
+              if (spec != NULL && spec[i].done && spec_holds (&spec[i], &m))
+                {
+                  if (spec[i].stmt == NULL)
+                    continue;
+                  s = spec[i].stmt;
+                }
+              else
+                {
+                  /* the statement may be shared with the input trace */
+                  s = cs_trace_own_stmt (trace, s);
+                  if (!region_refresh_one (trace, s, &m))
+                    continue;
+                }
             }
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))

@@ -1585,6 +1585,21 @@ stmt_shallow (CsTrace *dst, const CsStmt *s)
   return c;
 }
 
+/** _cs_trace_copy_stmt_into: see cs-ir.h. */
+CsStmt *
+_cs_trace_copy_stmt_into (CsTrace *trace, CsArena *arena, const CsStmt *stmt)
+{
+  CsTrace view = *trace;
+  CsStmt *c;
+
+  view.arena = arena;
+  c = stmt_shallow (&view, stmt);
+  /* cs_trace_own_stmt would edit its own statement in place, origin included */
+  if (stmt->owner == trace->serial)
+    c->origin = stmt->origin;
+  return c;
+}
+
 /** cs_trace_own_stmt: see cs-ir.h. */
 CsStmt *
 cs_trace_own_stmt (CsTrace *trace, CsStmt *stmt)

@@ -628,6 +628,18 @@ CsTrace    *cs_trace_derive_shared (const CsTrace *trace, const char *pass);
  * Returns: (transfer none): a statement @trace may edit in place
  */
 CsStmt     *cs_trace_own_stmt     (CsTrace *trace, CsStmt *stmt);
+/**
+ * _cs_trace_copy_stmt_into: (skip)
+ * @trace: the trace the copy will belong to
+ * @arena: where the copy goes (a worker's arena, absorbed into @trace's afterwards)
+ * @stmt: any statement, owned by @trace or not
+ *
+ * A private copy of @stmt for @trace, as cs_trace_own_stmt() would make (same owner mark and
+ * origin), made even when @trace owns @stmt already: a worker's speculative edit must leave
+ * the statement as it is.  Thread-safe as long as @arena is the caller's alone.
+ * Returns: the copy (shallow: values and subsymbols shared)
+ */
+CsStmt     *_cs_trace_copy_stmt_into (CsTrace *trace, CsArena *arena, const CsStmt *stmt);
 /** Replaces the body with @stmts (statements must belong to @trace's arena). */
 void        cs_trace_set_stmts    (CsTrace *trace, CsStmt **stmts, guint n);
 /** The final RETURN statement or NULL. */
