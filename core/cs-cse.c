@@ -80,10 +80,15 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
 
 typedef struct
 {
+  GPrivate   *key;        /* the calling thread's state (scratch maps), made on first use and
+                             kept for the thread's life: the maps' slot arrays span every
+                             proxy id, too big to make afresh per pass on every worker */
   gpointer  (*state_new)  (void);
-  void      (*state_free) (gpointer state);
   /* rewrites the subsymbols of @region (the inner maps emptied first); returns the region */
   CsStmt   *(*region)     (CsTrace *t, CsStmt *region, gpointer state);
+  /* empties the maps and sets (they must not outlive the proxies and statements they hold:
+   * the state outlives the pass) */
+  void      (*reset)      (gpointer state);
   /* the inner map whose entries later statements must see (absorbed into the outer map) */
   CsProxyMap *(*repl)     (gpointer state);
 } RegionPass;
@@ -102,20 +107,31 @@ typedef struct
   guint            *regions;   /* statement indices of the regions */
   RegionDone       *done;      /* per statement index */
   CsArena         **arenas;    /* per worker, made by the worker */
-  gpointer         *states;    /* per worker */
 } RegionJob;
+
+/* The calling thread's scratch state for @pass. */
+static gpointer
+region_state (const RegionPass *pass)
+{
+  gpointer st = g_private_get (pass->key);
+
+  if (st == NULL)
+    {
+      st = pass->state_new ();
+      g_private_set (pass->key, st);
+    }
+  return st;
+}
 
 static void
 regions_chunk (guint begin, guint end, guint worker, gpointer data)
 {
   RegionJob *job = data;
+  gpointer state = region_state (job->pass);
   CsTrace view;
 
   if (job->arenas[worker] == NULL)
-    {
-      job->arenas[worker] = cs_arena_new ();
-      job->states[worker] = job->pass->state_new ();
-    }
+    job->arenas[worker] = cs_arena_new ();
   /* a stand-in for the output trace whose allocations go to this worker's arena (the
    * rewrite reads only the arena and the ownership serial) */
   view = *job->t;
@@ -127,8 +143,8 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
       CsProxyMap *repl;
       guint n;
 
-      d->stmt = job->pass->region (&view, job->t->stmts[i], job->states[worker]);
-      repl = job->pass->repl (job->states[worker]);
+      d->stmt = job->pass->region (&view, job->t->stmts[i], state);
+      repl = job->pass->repl (state);
       n = _cs_proxy_map_size (repl);
       d->n_pairs = n;
       d->pairs = n ? CS_ARENA_NEW_N (view.arena, CsProxy *, 2 * n) : NULL;
@@ -139,6 +155,7 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
           d->pairs[2 * j + 1] = _cs_proxy_map_resolve (repl, _cs_proxy_map_lookup (repl, from));
         }
     }
+  job->pass->reset (state);
 }
 
 /* Rewrites every region of @t in parallel (see above); NULL when there are too few regions
@@ -146,7 +163,7 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
 static RegionDone *
 regions_precompute (CsTrace *t, const RegionPass *pass)
 {
-  RegionJob job = { t, pass, NULL, NULL, NULL, NULL };
+  RegionJob job = { t, pass, NULL, NULL, NULL };
   guint n = 0, n_workers;
 
   for (guint i = 0; i < t->n_stmts; i++)
@@ -161,17 +178,12 @@ regions_precompute (CsTrace *t, const RegionPass *pass)
       job.regions[n++] = i;
   job.done = g_new0 (RegionDone, t->n_stmts);
   job.arenas = g_new0 (CsArena *, n_workers);
-  job.states = g_new0 (gpointer, n_workers);
   _cs_parallel_for (n, n_workers, 8, regions_chunk, &job);
   for (guint w = 0; w < n_workers; w++)
     if (job.arenas[w] != NULL)
-      {
-        cs_arena_absorb (t->arena, job.arenas[w]);
-        pass->state_free (job.states[w]);
-      }
+      cs_arena_absorb (t->arena, job.arenas[w]);
   g_free (job.regions);
   g_free (job.arenas);
-  g_free (job.states);
   return job.done;
 }
 
@@ -253,7 +265,18 @@ rrc_repl (gpointer data)
   return ((RrcState *) data)->maps.repl;
 }
 
-static const RegionPass rrc_pass = { rrc_state_new, rrc_state_free, rrc_region, rrc_repl };
+static void
+rrc_reset (gpointer data)
+{
+  RrcState *st = data;
+  _cs_proxy_map_clear (st->maps.repl);
+  _cs_proxy_map_clear (st->maps.inter);
+  _cs_proxy_map_clear (st->maps.one);
+  st->subs.len = 0;
+}
+
+static GPrivate rrc_state_key = G_PRIVATE_INIT (rrc_state_free);
+static const RegionPass rrc_pass = { &rrc_state_key, rrc_state_new, rrc_region, rrc_reset, rrc_repl };
 
 /**
  * cs_cse_remove_redundant_casts: (see cs-cse.h)
@@ -275,7 +298,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
   outer.inter = _cs_proxy_map_new ();
   outer.one = _cs_proxy_map_new ();
   /* one set of inner maps for every region, emptied between regions */
-  inner = rrc_state_new ();
+  inner = region_state (&rrc_pass);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -293,7 +316,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
   _cs_proxy_map_free (outer.repl);
   _cs_proxy_map_free (outer.inter);
   _cs_proxy_map_free (outer.one);
-  rrc_state_free (inner);
+  rrc_reset (inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
@@ -631,7 +654,17 @@ cse_repl (gpointer data)
   return ((CseState *) data)->map;
 }
 
-static const RegionPass cse_pass = { cse_state_new, cse_state_free, cse_region, cse_repl };
+static void
+cse_reset (gpointer data)
+{
+  CseState *st = data;
+  _cs_proxy_map_clear (st->map);
+  stmt_set_clear (&st->seen);
+  st->subs.len = 0;
+}
+
+static GPrivate cse_state_key = G_PRIVATE_INIT (cse_state_free);
+static const RegionPass cse_pass = { &cse_state_key, cse_state_new, cse_region, cse_reset, cse_repl };
 
 /**
  * cs_cse_trace: (see cs-cse.h)
@@ -652,7 +685,7 @@ cs_cse_trace (const CsTrace *trace)
   done = regions_precompute (t, &cse_pass);
   stmt_set_init (&seen);
   /* one map and one set for every region, emptied between regions */
-  inner = cse_state_new ();
+  inner = region_state (&cse_pass);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -667,7 +700,7 @@ cs_cse_trace (const CsTrace *trace)
     }
   cs_trace_set_stmts (t, kept.v, kept.len);
   stmt_set_free (&seen);
-  cse_state_free (inner);
+  cse_reset (inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
