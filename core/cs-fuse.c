@@ -2034,18 +2034,16 @@ remat_clone (CsTrace *t, const CsStmt *s, const CsProxyMap *map, const CsProxyVe
   return c;
 }
 
-/* Tries to recompute in @cons (a backward region) the values it reads from @prod (a forward
- * region) from @prod's inputs (and its must-output values), when those weigh fewer bytes:
- * the two-cut simplification of Thunder's min-cut (capacities = element byte sizes, producer
- * inputs halved; outputs other statements read are passed anyway and cost nothing; a tie keeps
- * the outputs).  @consp is replaced by a private copy when @cons is shared with the input
- * trace.  Returns TRUE when @cons changed. */
+/* Decides whether @cons (a backward region) should recompute the values it reads from @prod
+ * (a forward region) from @prod's inputs (and its must-output values): when those weigh
+ * fewer bytes, the two-cut simplification of Thunder's min-cut (capacities = element byte
+ * sizes, producer inputs halved; outputs other statements read are passed anyway and cost
+ * nothing; a tie keeps the outputs).  Reads only the two regions and r->n_readers; leaves the
+ * slice in r->in_slice (per subsymbol of @prod) and its leaves in r->leaves.
+ * Returns: TRUE when the slice should be cloned into @cons (remat_apply) */
 static gboolean
-remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
+remat_analyze (const CsStmt *prod, const CsStmt *cons, Remat *r)
 {
-  CsStmt *cons = *consp;
-  g_autoptr(CsProxyMap) map = NULL;
-  g_autoptr(GPtrArray) subs = NULL;
   double cost_out = 0, cost_leaves = 0;
   guint n_slice = 0;
 
@@ -2126,9 +2124,23 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
         _cs_proxy_vec_push (&r->stack, r->tmp.v[j]);
     }
   /* a needed value that is itself a leaf (a must-output) costs the same either way */
-  if (!(cost_leaves < cost_out) || n_slice == 0)
-    return FALSE;
+  return cost_leaves < cost_out && n_slice > 0;
+}
 
+/* Clones the slice of @prod marked in @in_slice (per subsymbol) into the consumer *@consp
+ * with fresh bw_ names (@leaves: the slice's leaves, kept as they are) and renames the
+ * consumer's reads of the slice's outputs. */
+static void
+remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
+             const CsProxyVec *leaves, CsProxyVec *tmp)
+{
+  CsStmt *cons = *consp;
+  g_autoptr(CsProxyMap) map = NULL;
+  g_autoptr(GPtrArray) subs = NULL;
+  guint n_slice = 0;
+
+  for (guint i = 0; i < prod->n_subs; i++)
+    n_slice += in_slice[i];
   /* clone the slice (in prod's order) into cons with fresh bw_ names */
   map = _cs_proxy_map_new ();
   subs = g_ptr_array_sized_new (n_slice + cons->n_subs);
@@ -2136,13 +2148,13 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
     {
       CsStmt *s = prod->subs[i];
       CsStmt *c;
-      if (!r->in_slice[i])
+      if (!in_slice[i])
         continue;
-      r->tmp.len = 0;
-      _cs_stmt_writes_vec (s, &r->tmp);
-      for (guint j = 0; j < r->tmp.len; j++)
+      tmp->len = 0;
+      _cs_stmt_writes_vec (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
         {
-          CsProxy *o = r->tmp.v[j];
+          CsProxy *o = tmp->v[j];
           const char *name = arena_concat (t->arena, "bw_", o->name, "");
           guint32 hash = cs_name_hash (name);
           CsProxy *n;
@@ -2161,7 +2173,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
           n->type_raw = o->type_raw;
           _cs_proxy_map_insert (map, o, n);
         }
-      c = remat_clone (t, s, map, &r->leaves);
+      c = remat_clone (t, s, map, leaves);
       c->origin = s->origin;
       c->backward = cons->backward;
       c->why = "rematerialized: recomputed in the backward region instead of saved";
@@ -2176,7 +2188,215 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
       g_ptr_array_add (subs, cons->subs[i]);
     }
   cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
+}
+
+/* Rematerialization of one producer/consumer pair: TRUE when part of @prod was cloned into
+ * the consumer *@consp (which is then replaced by an edited copy). */
+static gboolean
+remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
+{
+  if (!remat_analyze (prod, *consp, r))
+    return FALSE;
+  remat_apply (t, prod, consp, r->in_slice, &r->leaves, &r->tmp);
   return TRUE;
+}
+
+
+/* The analysis of the forward -> backward pairs on worker threads.  A pair's analysis reads
+ * only the two regions and the reader counts, and rematerialization edits only backward
+ * regions, so the analysis of a backward region with a single forward producer can run before
+ * the walk; the walk then clones what the analysis chose, in trace order (fresh names and
+ * ids as one thread gives them).  Regions with several producers are analysed in the walk:
+ * the second pair sees the consumer as the first left it. */
+
+typedef struct
+{
+  guint32    cap;        /* ids below cap fit the arrays */
+  guint32    gen;        /* last generation used */
+  guint32   *made_gen, *made_idx, *in_gen, *needed_gen, *leaf_gen;
+  guint8    *in_slice;
+  guint      in_slice_cap;
+} RematScratch;
+
+static void
+remat_scratch_free (gpointer data)
+{
+  RematScratch *sc = data;
+  if (sc == NULL)
+    return;
+  g_free (sc->made_gen);
+  g_free (sc->made_idx);
+  g_free (sc->in_gen);
+  g_free (sc->needed_gen);
+  g_free (sc->leaf_gen);
+  g_free (sc->in_slice);
+  g_free (sc);
+}
+
+/* per thread, for the thread's life: id-indexed arrays too big to make per pass per worker */
+static GPrivate remat_scratch_key = G_PRIVATE_INIT (remat_scratch_free);
+
+typedef struct
+{
+  CsStmt    *prod;       /* the producer analysed */
+  gboolean   remat;      /* clone the slice */
+  guint8    *in_slice;   /* per subsymbol of prod, when remat */
+  CsProxy  **leaves;     /* when remat */
+  guint      n_leaves;
+} RematPlan;
+
+typedef struct
+{
+  CsTrace    *t;
+  guint32     n;          /* ids tracked */
+  guint32    *n_readers;  /* shared, read-only */
+  guint      *cons_idx;   /* per pair: the consumer's statement index */
+  RematPlan  *plans;      /* per pair */
+  CsArena   **arenas;     /* per worker */
+} RematJob;
+
+static void
+remat_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  RematJob *job = data;
+  RematScratch *sc = g_private_get (&remat_scratch_key);
+  Remat r = { 0 };
+
+  if (sc == NULL)
+    {
+      sc = g_new0 (RematScratch, 1);
+      g_private_set (&remat_scratch_key, sc);
+    }
+  if (sc->cap < job->n || sc->gen > G_MAXUINT32 - (end - begin) - 16)
+    {
+      guint32 cap = MAX (job->n, sc->cap);
+#define RENEW0(f) G_STMT_START { g_free (sc->f); sc->f = g_new0 (guint32, cap); } G_STMT_END
+      RENEW0 (made_gen);
+      RENEW0 (made_idx);
+      RENEW0 (in_gen);
+      RENEW0 (needed_gen);
+      RENEW0 (leaf_gen);
+#undef RENEW0
+      sc->cap = cap;
+      sc->gen = 0;
+    }
+  if (job->arenas[worker] == NULL)
+    job->arenas[worker] = cs_arena_new ();
+  r.n = job->n;
+  r.gen = sc->gen;
+  r.n_readers = job->n_readers;
+  r.made_gen = sc->made_gen;
+  r.made_idx = sc->made_idx;
+  r.in_gen = sc->in_gen;
+  r.needed_gen = sc->needed_gen;
+  r.leaf_gen = sc->leaf_gen;
+  r.in_slice = sc->in_slice;
+  r.in_slice_cap = sc->in_slice_cap;
+  for (guint k = begin; k < end; k++)
+    {
+      RematPlan *pl = &job->plans[k];
+      CsArena *a = job->arenas[worker];
+
+      pl->remat = remat_analyze (pl->prod, job->t->stmts[job->cons_idx[k]], &r);
+      if (!pl->remat)
+        continue;
+      pl->in_slice = CS_ARENA_NEW_N (a, guint8, pl->prod->n_subs);
+      memcpy (pl->in_slice, r.in_slice, pl->prod->n_subs);
+      pl->n_leaves = r.leaves.len;
+      pl->leaves = r.leaves.len ? (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) r.leaves.v,
+                                                                  r.leaves.len)
+                                : NULL;
+    }
+  sc->gen = r.gen;
+  sc->in_slice = r.in_slice;
+  sc->in_slice_cap = r.in_slice_cap;
+  _cs_proxy_vec_free (&r.tmp);
+  _cs_proxy_vec_free (&r.stack);
+  _cs_proxy_vec_free (&r.needed);
+  _cs_proxy_vec_free (&r.leaves);
+}
+
+/* The forward producers of the backward region @s whose values it reads, in reading order,
+ * each once (r->region_of: the region writing each proxy id, in trace order so far). */
+static void
+remat_producers (const CsStmt *s, const Remat *r, CsProxyVec *tmp, GPtrArray *prods)
+{
+  g_ptr_array_set_size (prods, 0);
+  tmp->len = 0;
+  _cs_stmt_reads_vec (s, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    {
+      CsStmt *p = tmp->v[j]->id < r->n ? r->region_of[tmp->v[j]->id] : NULL;
+      gboolean dup = FALSE;
+      for (guint m = 0; m < prods->len && !dup; m++)
+        dup = prods->pdata[m] == p;
+      if (p && !p->backward && !dup)
+        g_ptr_array_add (prods, p);
+    }
+}
+
+/* Marks the proxies the region @s writes as written by it. */
+static void
+remat_note_writes (CsStmt *s, Remat *r, CsProxyVec *tmp)
+{
+  tmp->len = 0;
+  _cs_stmt_writes_vec (s, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    if (tmp->v[j]->id < r->n)
+      r->region_of[tmp->v[j]->id] = s;
+}
+
+/* The analyses of the single-producer pairs of @t, on worker threads: per statement index,
+ * the plan of its pair or NULL.  NULL when there are too few such pairs.  The plans' arrays
+ * live in @t's arena; free the result and *@plans_out with g_free. */
+static RematPlan **
+remat_plan_parallel (CsTrace *t, Remat *r, RematPlan **plans_out)
+{
+  RematJob job = { t, r->n, r->n_readers, NULL, NULL, NULL };
+  g_autoptr(GPtrArray) prods = g_ptr_array_new ();
+  RematPlan **by_stmt;
+  guint n = 0, n_workers;
+
+  job.cons_idx = g_new (guint, t->n_stmts);
+  job.plans = g_new0 (RematPlan, t->n_stmts);
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *s = t->stmts[i];
+      if (!_cs_stmt_is_region (s))
+        continue;
+      if (s->backward)
+        {
+          remat_producers (s, r, &r->tmp, prods);
+          if (prods->len == 1)
+            {
+              job.cons_idx[n] = i;
+              job.plans[n].prod = prods->pdata[0];
+              n++;
+            }
+        }
+      remat_note_writes (s, r, &r->tmp);
+    }
+  /* the walk fills region_of again, in the same order */
+  memset (r->region_of, 0, sizeof (CsStmt *) * r->n);
+  n_workers = _cs_parallel_workers (n);
+  if (n_workers <= 1)
+    {
+      g_free (job.cons_idx);
+      g_free (job.plans);
+      return NULL;
+    }
+  job.arenas = g_new0 (CsArena *, n_workers);
+  _cs_parallel_for (n, n_workers, 8, remat_chunk, &job);
+  for (guint w = 0; w < n_workers; w++)
+    if (job.arenas[w] != NULL)
+      cs_arena_absorb (t->arena, job.arenas[w]);
+  g_free (job.arenas);
+  by_stmt = g_new0 (RematPlan *, t->n_stmts);
+  for (guint k = 0; k < n; k++)
+    by_stmt[job.cons_idx[k]] = &job.plans[k];
+  g_free (job.cons_idx);
+  *plans_out = job.plans;
+  return by_stmt;
 }
 
 /* Thunder runs rematerialization inside the fusion pass on every producer -> consumer pair of
@@ -2189,6 +2409,7 @@ rematerialize (CsTrace *t)
   Remat r = { 0 };
   g_autoptr(GPtrArray) prods = g_ptr_array_new ();
   guint32 *reader_gen;
+  RematPlan **by_stmt, *plans = NULL;
 
   r.n = t->next_proxy_id + 1;
   r.n_readers = g_new0 (guint32, r.n);
@@ -2216,6 +2437,7 @@ rematerialize (CsTrace *t)
         }
     }
 
+  by_stmt = remat_plan_parallel (t, &r, &plans);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -2223,29 +2445,29 @@ rematerialize (CsTrace *t)
         continue;
       if (s->backward)
         {
-          g_ptr_array_set_size (prods, 0);
-          r.tmp.len = 0;
-          _cs_stmt_reads_vec (s, &r.tmp);
-          for (guint j = 0; j < r.tmp.len; j++)
+          const RematPlan *pl = by_stmt != NULL ? by_stmt[i] : NULL;
+          remat_producers (s, &r, &r.tmp, prods);
+          if (pl != NULL && prods->len == 1 && prods->pdata[0] == pl->prod)
             {
-              CsStmt *p = r.tmp.v[j]->id < r.n ? r.region_of[r.tmp.v[j]->id] : NULL;
-              gboolean dup = FALSE;
-              for (guint m = 0; m < prods->len && !dup; m++)
-                dup = prods->pdata[m] == p;
-              if (p && !p->backward && !dup)
-                g_ptr_array_add (prods, p);
+              if (pl->remat)
+                {
+                  CsProxyVec leaves = CS_PROXY_VEC_INIT;
+                  leaves.v = pl->leaves;
+                  leaves.len = pl->n_leaves;
+                  remat_apply (t, pl->prod, &t->stmts[i], pl->in_slice, &leaves, &r.tmp);
+                  changed = TRUE;
+                }
             }
-          for (guint j = 0; j < prods->len; j++)
-            if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
-              changed = TRUE;
+          else
+            for (guint j = 0; j < prods->len; j++)
+              if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
+                changed = TRUE;
           s = t->stmts[i];
         }
-      r.tmp.len = 0;
-      _cs_stmt_writes_vec (s, &r.tmp);
-      for (guint j = 0; j < r.tmp.len; j++)
-        if (r.tmp.v[j]->id < r.n)
-          r.region_of[r.tmp.v[j]->id] = s;
+      remat_note_writes (s, &r, &r.tmp);
     }
+  g_free (by_stmt);
+  g_free (plans);
   g_free (reader_gen);
   g_free (r.n_readers);
   g_free (r.region_of);
