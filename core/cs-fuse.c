@@ -1304,8 +1304,10 @@ cs_fuse_count_regions (const CsTrace *trace)
 static inline void
 keep_mark (guint8 *keep, guint n, const CsProxy *p)
 {
+  /* workers mark concurrently (the same byte, the same value): a relaxed atomic store, a
+   * plain store on the machines castscope runs on */
   if (p != NULL && p->id < n)
-    keep[p->id] = 1;
+    __atomic_store_n (&keep[p->id], 1, __ATOMIC_RELAXED);
 }
 
 static void
@@ -1329,6 +1331,24 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
     collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }
 
+typedef struct
+{
+  const CsTrace *trace;
+  guint8        *keep;
+  guint          n;
+} KeepJob;
+
+static void
+keep_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  KeepJob *job = data;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+
+  for (guint i = begin; i < end; i++)
+    collect_all_proxies (job->trace->stmts[i], job->keep, job->n, &tmp, 0);
+  _cs_proxy_vec_free (&tmp);
+}
+
 /* The proxies no statement, parameter or default refers to are dropped by a filter
  * (CsTrace.proxy_keep) instead of rebuilding the name table: rebuilding the layered tables of
  * a derived trace into one hash table cost more than every other part of dce together. */
@@ -1337,7 +1357,6 @@ _cs_trace_compact_proxies (CsTrace *trace)
 {
   guint n = trace->next_proxy_id + 1;
   guint8 *keep = cs_arena_alloc (trace->arena, n);
-  g_auto(CsProxyVec) tmp = CS_PROXY_VEC_INIT;
   g_autoptr(GPtrArray) dflt = g_ptr_array_new ();
 
   for (guint i = 0; i < trace->n_params; i++)
@@ -1352,8 +1371,12 @@ _cs_trace_compact_proxies (CsTrace *trace)
             keep_mark (keep, n, dflt->pdata[j]);
         }
     }
-  for (guint i = 0; i < trace->n_stmts; i++)
-    collect_all_proxies (trace->stmts[i], keep, n, &tmp, 0);
+  {
+    KeepJob job = { trace, keep, n };
+    /* the statements' walks are independent: on worker threads */
+    _cs_parallel_for (trace->n_stmts, _cs_parallel_workers (trace->n_stmts / 16), 256,
+                      keep_chunk, &job);
+  }
   /* an earlier filter of this trace is superseded: what it dropped is unreferenced still */
   trace->proxy_keep = keep;
   trace->proxy_keep_n = n;
