@@ -573,6 +573,21 @@ generated_chain (guint n)
   return g_string_free (s, FALSE);
 }
 
+/* Appends the ids, origins and output proxy ids of @s and its subsymbols (not printed in a
+ * trace, but the GUI and the passes key on them). */
+static void
+append_ids (GString *out, const CsStmt *s, guint depth)
+{
+  CsProxy *o = cs_stmt_get_output (s);
+
+  g_string_append_printf (out, "%*s%u/%u", (int) depth, "", s->id, s->origin);
+  if (o != NULL)
+    g_string_append_printf (out, "->%s#%u", o->name, o->id);
+  g_string_append_c (out, '\n');
+  for (guint i = 0; i < s->n_subs; i++)
+    append_ids (out, s->subs[i], depth + 1);
+}
+
 /* Every pass's trace, printed, under @policy_kv with at most @threads workers. */
 static char *
 pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
@@ -594,8 +609,11 @@ pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
       g_autofree char *text = cs_print_trace (cs_pipeline_get_trace (p, i), CS_PRINT_DEFAULT);
       /* the provenance line holds the pass's wall time: left out */
       const char *body = g_str_has_prefix (text, "# Constructed by ") ? strchr (text, '\n') : NULL;
+      const CsTrace *pt = cs_pipeline_get_trace (p, i);
       g_string_append_printf (all, "## %s\n%s", cs_pipeline_pass_name (p, i),
                               body != NULL ? body + 1 : text);
+      for (guint k = 0; k < pt->n_stmts; k++)
+        append_ids (all, pt->stmts[k], 0);
     }
   return g_string_free (all, FALSE);
 }
