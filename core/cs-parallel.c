@@ -55,14 +55,13 @@ pool_task (gpointer task_data, gpointer user_data)
 static guint override_threads;   /* 0 = none (_cs_parallel_set_max_threads) */
 static gint jobs_run;            /* atomic */
 
+/* CASTSCOPE_THREADS or the processor count, at most CS_PARALLEL_MAX */
 static guint
-max_threads (void)
+default_threads (void)
 {
   static gsize once = 0;
   static guint value;
 
-  if (override_threads != 0)
-    return override_threads;
   if (g_once_init_enter (&once))
     {
       const char *env = g_getenv ("CASTSCOPE_THREADS");
@@ -76,6 +75,12 @@ max_threads (void)
   return value;
 }
 
+static guint
+max_threads (void)
+{
+  return override_threads != 0 ? override_threads : default_threads ();
+}
+
 static GThreadPool *
 shared_pool (void)
 {
@@ -84,8 +89,10 @@ shared_pool (void)
 
   if (g_once_init_enter (&once))
     {
-      /* non-exclusive: threads are made on demand and shared; never freed (process-wide) */
-      pool = g_thread_pool_new (pool_task, NULL, CS_PARALLEL_MAX - 1, FALSE, NULL);
+      /* exclusive: its threads start now and stay, so what they keep per thread (the
+       * passes' id-indexed scratch arrays, megabytes each) is made once per process, not
+       * once per pass (a shared pool stops idle threads); never freed (process-wide) */
+      pool = g_thread_pool_new (pool_task, NULL, (gint) MAX (1u, default_threads () - 1), TRUE, NULL);
       g_once_init_leave (&once, 1);
     }
   return pool;

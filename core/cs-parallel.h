@@ -1,5 +1,6 @@
-/* cs-parallel.h: a parallel for over the independent items of a pass (regions), on a shared
- * pool of worker threads.
+/* cs-parallel.h: a parallel for over the independent items of a pass (regions), on a pool of
+ * worker threads that live as long as the process (one less than CASTSCOPE_THREADS or the
+ * processor count, made on first use).
  *
  * The passes use it only where each item's result depends on that item alone, so the output
  * does not depend on the number of threads or on which thread did what (tests compare
