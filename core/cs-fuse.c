@@ -2150,40 +2150,6 @@ remat_analyze (const CsStmt *prod, const CsStmt *cons, Remat *r)
   return cost_leaves < cost_out && n_slice > 0;
 }
 
-/* A new proxy in @arena typed as @o (the value it recomputes), not yet named nor in a table. */
-static CsProxy *
-remat_proxy_like (CsArena *arena, const CsProxy *o)
-{
-  CsProxy *n = cs_proxy_alloc (arena);
-
-  n->kind = o->kind;
-  n->dtype = o->dtype;
-  n->rank = o->rank;
-  n->shape = o->shape;
-  n->device = o->device;
-  n->typed = o->typed;
-  n->type_raw = o->type_raw;
-  return n;
-}
-
-/* Names the recomputed copy @n of @o "bw_<o's name>" (a fresh name when that one is taken)
- * and enters it in @t with the next id, as _cs_trace_new_proxy would. */
-static void
-remat_register (CsTrace *t, CsProxy *n, const CsProxy *o)
-{
-  const char *name = arena_concat (t->arena, "bw_", o->name, "");
-  guint32 hash = cs_name_hash (name);
-
-  if (_cs_trace_lookup_proxy_hashed (t, name, hash) != NULL)
-    {
-      name = cs_trace_fresh_name (t, name);
-      hash = cs_name_hash (name);
-    }
-  n->name = name;
-  n->id = ++t->next_proxy_id;
-  _cs_name_table_insert_t (t->proxies, n, hash, 0);
-}
-
 /* Clones the slice of @prod marked in @in_slice (per subsymbol) into the consumer *@consp
  * with fresh bw_ names (@leaves: the slice's leaves, kept as they are) and renames the
  * consumer's reads of the slice's outputs. */
@@ -2211,9 +2177,24 @@ remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
       _cs_stmt_writes_vec (s, tmp);
       for (guint j = 0; j < tmp->len; j++)
         {
-          CsProxy *n = remat_proxy_like (t->arena, tmp->v[j]);
-          remat_register (t, n, tmp->v[j]);
-          _cs_proxy_map_insert (map, tmp->v[j], n);
+          CsProxy *o = tmp->v[j];
+          const char *name = arena_concat (t->arena, "bw_", o->name, "");
+          guint32 hash = cs_name_hash (name);
+          CsProxy *n;
+          if (_cs_trace_lookup_proxy_hashed (t, name, hash) != NULL)
+            {
+              name = cs_trace_fresh_name (t, name);
+              hash = cs_name_hash (name);
+            }
+          n = _cs_trace_new_proxy (t, name, hash, 0);
+          n->kind = o->kind;
+          n->dtype = o->dtype;
+          n->rank = o->rank;
+          n->shape = o->shape;
+          n->device = o->device;
+          n->typed = o->typed;
+          n->type_raw = o->type_raw;
+          _cs_proxy_map_insert (map, o, n);
         }
       c = remat_clone (t, s, map, leaves);
       c->origin = s->origin;
@@ -2285,79 +2266,7 @@ typedef struct
   guint8    *in_slice;   /* per subsymbol of prod, when remat */
   CsProxy  **leaves;     /* when remat */
   guint      n_leaves;
-  /* the clone made on the worker too (when every slice subsymbol is a plain call): the new
-   * consumer, and the recomputed values' proxies (unnamed, no id yet) with the values they
-   * stand for, in creation order; the walk names them and puts the consumer in place */
-  CsStmt    *cons;
-  CsProxy  **fresh;
-  CsProxy  **fresh_of;
-  guint      n_fresh;
-  guint      n_clones;   /* the clones are cons->subs[0 .. n_clones - 1]; their ids are given
-                            by the walk, in order, as remat_clone gives them */
 } RematPlan;
-
-/* The worker's part of remat_apply for @pl: everything but the names and ids of the new
- * proxies, in @view's arena, into @pl (left alone when a slice subsymbol is not a plain call:
- * the walk then runs remat_apply). */
-static void
-remat_build (CsTrace *view, const CsTrace *t, const CsStmt *cons, RematPlan *pl,
-             CsProxyVec *tmp)
-{
-  const CsStmt *prod = pl->prod;
-  g_autoptr(CsProxyMap) map = NULL;
-  g_autoptr(GPtrArray) subs = NULL;
-  g_autoptr(GPtrArray) fresh = g_ptr_array_new ();
-  CsProxyVec leaves = CS_PROXY_VEC_INIT;
-  CsStmt *c;
-
-  for (guint i = 0; i < prod->n_subs; i++)
-    {
-      const CsStmt *s = prod->subs[i];
-      if (pl->in_slice[i] && (s->kind != CS_STMT_CALL || s->n_subs > 0 || s->value != NULL))
-        return;
-    }
-  leaves.v = pl->leaves;
-  leaves.len = pl->n_leaves;
-  map = _cs_proxy_map_new ();
-  subs = g_ptr_array_new ();
-  for (guint i = 0; i < prod->n_subs; i++)
-    {
-      CsStmt *s = prod->subs[i];
-      if (!pl->in_slice[i])
-        continue;
-      tmp->len = 0;
-      _cs_stmt_writes_vec (s, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        {
-          CsProxy *n = remat_proxy_like (view->arena, tmp->v[j]);
-          g_ptr_array_add (fresh, n);
-          g_ptr_array_add (fresh, tmp->v[j]);
-          _cs_proxy_map_insert (map, tmp->v[j], n);
-        }
-      c = remat_clone (view, s, map, &leaves);
-      c->origin = s->origin;
-      c->backward = cons->backward;
-      c->why = "rematerialized: recomputed in the backward region instead of saved";
-      g_ptr_array_add (subs, c);
-    }
-  pl->n_clones = subs->len;
-  c = _cs_trace_copy_stmt_into ((CsTrace *) t, view->arena, cons);
-  for (guint i = 0; i < c->n_subs; i++)
-    {
-      c->subs[i] = _cs_stmt_remap_reads (view, c->subs[i], map);
-      g_ptr_array_add (subs, c->subs[i]);
-    }
-  cs_stmt_set_subs (view, c, (CsStmt **) subs->pdata, subs->len);
-  pl->n_fresh = fresh->len / 2;
-  pl->fresh = CS_ARENA_NEW_N (view->arena, CsProxy *, MAX (pl->n_fresh, 1));
-  pl->fresh_of = CS_ARENA_NEW_N (view->arena, CsProxy *, MAX (pl->n_fresh, 1));
-  for (guint k = 0; k < pl->n_fresh; k++)
-    {
-      pl->fresh[k] = fresh->pdata[2 * k];
-      pl->fresh_of[k] = fresh->pdata[2 * k + 1];
-    }
-  pl->cons = c;
-}
 
 typedef struct
 {
@@ -2375,7 +2284,6 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
   RematJob *job = data;
   RematScratch *sc = g_private_get (&remat_scratch_key);
   Remat r = { 0 };
-  CsTrace view;
 
   if (sc == NULL)
     {
@@ -2397,8 +2305,6 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
     }
   if (job->arenas[worker] == NULL)
     job->arenas[worker] = cs_arena_new ();
-  view = *job->t;
-  view.arena = job->arenas[worker];
   r.n = job->n;
   r.gen = sc->gen;
   r.n_readers = job->n_readers;
@@ -2423,7 +2329,6 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
       pl->leaves = r.leaves.len ? (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) r.leaves.v,
                                                                   r.leaves.len)
                                 : NULL;
-      remat_build (&view, job->t, job->t->stmts[job->cons_idx[k]], pl, &r.tmp);
     }
   sc->gen = r.gen;
   sc->in_slice = r.in_slice;
@@ -2567,17 +2472,7 @@ rematerialize (CsTrace *t)
           remat_producers (s, &r, &r.tmp, prods);
           if (pl != NULL && prods->len == 1 && prods->pdata[0] == pl->prod)
             {
-              if (pl->remat && pl->cons != NULL)
-                {
-                  /* built on a worker: name the new proxies in creation order */
-                  for (guint k = 0; k < pl->n_fresh; k++)
-                    remat_register (t, pl->fresh[k], pl->fresh_of[k]);
-                  for (guint k = 0; k < pl->n_clones; k++)
-                    pl->cons->subs[k]->id = ++t->next_stmt_id;
-                  t->stmts[i] = pl->cons;
-                  changed = TRUE;
-                }
-              else if (pl->remat)
+              if (pl->remat)
                 {
                   CsProxyVec leaves = CS_PROXY_VEC_INIT;
                   leaves.v = pl->leaves;

@@ -27,66 +27,14 @@ struct _ArenaBlock
 #define BLOCK_HEADER ((sizeof (ArenaBlock) + ARENA_ALIGN - 1) & ~(gsize) (ARENA_ALIGN - 1))
 #define BLOCK_DATA(b) ((guint8 *) (b) + BLOCK_HEADER)
 
-/* Freed standard-size blocks, kept for the next arenas (process-wide, at most
- * BLOCK_CACHE_MAX of them: 256 MiB).  Returned to malloc, they went back to the system and
- * every pipeline run faulted its memory in again, which the passes' worker threads do
- * serially (the kernel's page-fault path holds a lock per process). */
-#if defined(__SANITIZE_ADDRESS__)
-#define CS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CS_ASAN 1
-#endif
-#endif
-#ifdef CS_ASAN
-#define BLOCK_CACHE_MAX 0     /* AddressSanitizer must see freed blocks freed */
-#else
-#define BLOCK_CACHE_MAX 4096
-#endif
-static GMutex block_cache_lock;
-static ArenaBlock *block_cache;          /* linked through next */
-static guint block_cache_n;
-
 static ArenaBlock *
 arena_block_new (gsize size)
 {
-  ArenaBlock *b = NULL;
-
-  if (size == ARENA_BLOCK_BYTES)
-    {
-      g_mutex_lock (&block_cache_lock);
-      if (block_cache != NULL)
-        {
-          b = block_cache;
-          block_cache = b->next;
-          block_cache_n--;
-        }
-      g_mutex_unlock (&block_cache_lock);
-    }
   /* not zeroed: cs_arena_alloc zeroes what it hands out */
-  if (b == NULL)
-    b = g_malloc (BLOCK_HEADER + size);
+  ArenaBlock *b = g_malloc (BLOCK_HEADER + size);
   b->next = NULL;
   b->size = size;
   return b;
-}
-
-static void
-arena_block_free (ArenaBlock *b)
-{
-  if (b->size == ARENA_BLOCK_BYTES)
-    {
-      g_mutex_lock (&block_cache_lock);
-      if (block_cache_n < BLOCK_CACHE_MAX)
-        {
-          b->next = block_cache;
-          block_cache = b;
-          block_cache_n++;
-          b = NULL;
-        }
-      g_mutex_unlock (&block_cache_lock);
-    }
-  g_free (b);
 }
 
 /**
@@ -118,7 +66,7 @@ cs_arena_free (CsArena *arena)
   for (b = arena->head; b != NULL; b = next)
     {
       next = b->next;
-      arena_block_free (b);
+      g_free (b);
     }
   g_free (arena);
 }
