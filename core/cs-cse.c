@@ -34,6 +34,17 @@ same_subs (const CsStmt *s, const CsStmtVec *subs)
   return TRUE;
 }
 
+/* @s with @subs as its subsymbols: @s itself when they are the same, else a copy @t owns. */
+static CsStmt *
+with_subs (CsTrace *t, CsStmt *s, const CsStmtVec *subs)
+{
+  if (same_subs (s, subs))
+    return s;
+  s = cs_trace_own_stmt (t, s);
+  cs_stmt_set_subs (t, s, subs->v, subs->len);
+  return s;
+}
+
 /* Processes one statement; returns FALSE when it is dropped. */
 static gboolean
 rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
@@ -179,11 +190,8 @@ regions_precompute (CsTrace *t, const RegionPass *pass)
   job.done = g_new0 (RegionDone, t->n_stmts);
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 8, regions_chunk, &job);
-  for (guint w = 0; w < n_workers; w++)
-    if (job.arenas[w] != NULL)
-      cs_arena_absorb (t->arena, job.arenas[w]);
+  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
   g_free (job.regions);
-  g_free (job.arenas);
   return job.done;
 }
 
@@ -251,12 +259,7 @@ rrc_region (CsTrace *t, CsStmt *s, gpointer data)
       if (rrc_stmt (t, &sub, &st->maps))
         _cs_stmt_vec_push (&st->subs, sub);
     }
-  if (!same_subs (s, &st->subs))
-    {
-      s = cs_trace_own_stmt (t, s);
-      cs_stmt_set_subs (t, s, st->subs.v, st->subs.len);
-    }
-  return s;
+  return with_subs (t, s, &st->subs);
 }
 
 static CsProxyMap *
@@ -640,12 +643,7 @@ cse_region (CsTrace *t, CsStmt *s, gpointer data)
       if (cse_stmt (t, &sub, st->map, &st->seen))
         _cs_stmt_vec_push (&st->subs, sub);
     }
-  if (!same_subs (s, &st->subs))
-    {
-      s = cs_trace_own_stmt (t, s);
-      cs_stmt_set_subs (t, s, st->subs.v, st->subs.len);
-    }
-  return s;
+  return with_subs (t, s, &st->subs);
 }
 
 static CsProxyMap *

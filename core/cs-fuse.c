@@ -1146,10 +1146,7 @@ regions_refresh_parallel (CsTrace *trace)
   job.spec = g_new0 (SpecRegion, trace->n_stmts);
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 8, spec_chunk, &job);
-  for (guint w = 0; w < n_workers; w++)
-    if (job.arenas[w] != NULL)
-      cs_arena_absorb (trace->arena, job.arenas[w]);
-  g_free (job.arenas);
+  cs_arena_absorb_all (trace->arena, job.arenas, n_workers);
   g_free (job.regions);
   g_free (job.lastread);
   return job.spec;
@@ -1464,16 +1461,13 @@ fusibility_precompute (CsTrace *t, CsStmt * const *stmts, guint n, const CsPolic
   job.why = g_new0 (const char *, n);
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 256, why_chunk, &job);
-  for (guint w = 0; w < n_workers; w++)
-    if (job.arenas[w] != NULL)
-      cs_arena_absorb (t->arena, job.arenas[w]);
-  g_free (job.arenas);
+  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
   return job.why;
 }
 
-/* TRUE when every prim of the group is a shape op (such regions are not fused, PR #1559). */
 /* TRUE when every prim @stmt flattens to (_cs_stmt_flatten's leaves) is a shape op; stops at
- * the first one that is not (no list is built). */
+ * the first one that is not (no list is built).  Regions of shape ops alone are not fused
+ * (PR #1559). */
 static gboolean
 flat_all_shape_ops (const CsStmt *stmt)
 {
@@ -2410,10 +2404,7 @@ remat_plan_parallel (CsTrace *t, Remat *r, RematPlan **plans_out)
     }
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 8, remat_chunk, &job);
-  for (guint w = 0; w < n_workers; w++)
-    if (job.arenas[w] != NULL)
-      cs_arena_absorb (t->arena, job.arenas[w]);
-  g_free (job.arenas);
+  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
   by_stmt = g_new0 (RematPlan *, t->n_stmts);
   for (guint k = 0; k < n; k++)
     by_stmt[job.cons_idx[k]] = &job.plans[k];

@@ -87,6 +87,16 @@ cs_arena_absorb (CsArena *dst, CsArena *src)
   g_free (src);
 }
 
+/** cs_arena_absorb_all: see cs-ir.h. */
+void
+cs_arena_absorb_all (CsArena *dst, CsArena **arenas, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    if (arenas[i] != NULL)
+      cs_arena_absorb (dst, arenas[i]);
+  g_free (arenas);
+}
+
 /**
  * _cs_arena_alloc_slow:
  * See cs-ir.h: a request bigger than a quarter block gets a block of its own behind the current

@@ -50,6 +50,9 @@ void        cs_arena_free         (CsArena *arena);
  * frees @src: what @src handed out now lives as long as @dst.  O(blocks of @src).
  */
 void        cs_arena_absorb       (CsArena *dst, CsArena *src);
+/** cs_arena_absorb() of every non-NULL arena of @arenas (@n of them: a parallel pass's
+ *  per-worker arenas), then g_free (@arenas). */
+void        cs_arena_absorb_all   (CsArena *dst, CsArena **arenas, guint n);
 /* The arena's bump pointer, visible so that cs_arena_alloc()'s fast path is inline (the passes
  * make millions of small allocations); the block list is private to cs-ir.c. */
 struct _CsArena
