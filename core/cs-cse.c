@@ -86,8 +86,10 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
  * the outer map (region outputs replaced by earlier regions) links regions, and it is empty
  * for nearly every region.  So the regions are first rewritten in parallel as if the outer
  * map were empty (regions_precompute); the sequential walk then takes a precomputed region
- * wherever the outer map leaves the region as it is, and redoes the region otherwise.  The
- * output is the sequential walk's, whatever the number of threads. */
+ * wherever the outer map leaves the region as it is, and redoes the region otherwise.  A
+ * region the output trace owns already (it would be edited in place, so "left as it is"
+ * could not be seen from its pointer) is always left to the walk.  The output is the
+ * sequential walk's, whatever the number of threads. */
 
 typedef struct
 {
@@ -134,6 +136,20 @@ region_state (const RegionPass *pass)
   return st;
 }
 
+/* TRUE when @s or a statement under it belongs to the trace of @serial already: the rewrite
+ * would edit it in place (cs_trace_own_stmt), in the trace the walk reads.  Such regions (a
+ * freshly parsed trace's, for one) are left to the walk. */
+static gboolean
+owns_any (guint32 serial, const CsStmt *s, guint depth)
+{
+  if (s->owner == serial || depth > 64)
+    return TRUE;
+  for (guint i = 0; i < s->n_subs; i++)
+    if (owns_any (serial, s->subs[i], depth + 1))
+      return TRUE;
+  return FALSE;
+}
+
 static void
 regions_chunk (guint begin, guint end, guint worker, gpointer data)
 {
@@ -154,6 +170,8 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
       CsProxyMap *repl;
       guint n;
 
+      if (owns_any (job->t->serial, job->t->stmts[i], 0))
+        continue;
       d->stmt = job->pass->region (&view, job->t->stmts[i], state);
       repl = job->pass->repl (state);
       n = _cs_proxy_map_size (repl);

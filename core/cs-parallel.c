@@ -65,9 +65,10 @@ default_threads (void)
   if (g_once_init_enter (&once))
     {
       const char *env = g_getenv ("CASTSCOPE_THREADS");
-      gint64 n = env != NULL && *env != '\0' ? g_ascii_strtoll (env, NULL, 10) : 0;
-      /* unset, empty or not a positive number: one worker per processor */
-      if (n <= 0)
+      char *end = NULL;
+      gint64 n = env != NULL && *env != '\0' ? g_ascii_strtoll (env, &end, 10) : 0;
+      /* unset, empty, not a whole positive number ("4x"): one worker per processor */
+      if (n <= 0 || end == NULL || *end != '\0')
         n = g_get_num_processors ();
       value = (guint) CLAMP (n, 1, CS_PARALLEL_MAX);
       g_once_init_leave (&once, 1);
@@ -98,7 +99,9 @@ shared_pool (void)
   return pool;
 }
 
-/** _cs_parallel_set_max_threads: see cs-parallel.h. */
+/** _cs_parallel_set_max_threads: see cs-parallel.h.  The pool's size is fixed when it is
+ *  first used (from CASTSCOPE_THREADS or the processor count): a larger @n still gets @n
+ *  workers' worth of chunks, run by fewer threads. */
 void
 _cs_parallel_set_max_threads (guint n)
 {

@@ -646,6 +646,58 @@ test_parallel_same_output (void)
     }
 }
 
+/* @k regions reading a_i and b_i, two equal adds at the top level: CSE maps b_i to a_i, which
+ * turns the region's two muls into duplicates, so the region must be rewritten after the
+ * remap.  Parsed statements have no origin, so the derived trace owns its regions: a worker
+ * must not rewrite them (found by a review: 4 threads kept d_i, 1 thread dropped it). */
+static void
+test_parallel_owned_regions (void)
+{
+  GString *src = g_string_new ("def computation(x, w):\n"
+                               "  # x: \"cuda:0 f32[4, 4]\"\n  # w: \"cuda:0 f32[4, 4]\"\n");
+  GString *ret = g_string_new ("  return (");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  const guint k = 80;
+
+  for (guint i = 0; i < k; i++)
+    {
+      g_string_append_printf (src, "  a%u = prims.add(x, w)  # a%u: \"cuda:0 f32[4, 4]\"\n", i, i);
+      g_string_append_printf (src, "  b%u = prims.add(x, w)  # b%u: \"cuda:0 f32[4, 4]\"\n", i, i);
+      g_string_append_printf (src, "  [c%u, d%u] = nvFusion%u(a%u, b%u)\n", i, i, i, i, i);
+      g_string_append_printf (src, "    # c%u = prims.mul(a%u, a%u)  # c%u: \"cuda:0 f32[4, 4]\"\n",
+                              i, i, i, i);
+      g_string_append_printf (src, "    # d%u = prims.mul(b%u, b%u)  # d%u: \"cuda:0 f32[4, 4]\"\n",
+                              i, i, i, i);
+      g_string_append_printf (ret, "c%u, d%u, ", i, i);
+    }
+  g_string_append (ret, ")\n");
+  g_string_append (src, ret->str);
+  t = cs_parse_trace (src->str, "owned", &error);
+  g_assert_no_error (error);
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      g_autofree char *one = NULL, *four = NULL;
+      for (guint th = 1; th <= 4; th += 3)
+        {
+          g_autoptr(CsTrace) r = NULL;
+          _cs_parallel_set_max_threads (th);
+          r = pass == 0 ? cs_cse_trace (t) : cs_cse_remove_redundant_casts (t);
+          _cs_parallel_set_max_threads (0);
+          *(th == 1 ? &one : &four) = cs_print_trace (r, CS_PRINT_DEFAULT);
+        }
+      g_assert_cmpstr (four, ==, one);
+      if (pass == 0)
+        {
+          /* one thread's answer, by hand: b0 is a0, so d0 = a0 * a0 = c0 */
+          g_assert_nonnull (strstr (one, "[c0] = nvFusion0(a0)"));
+          g_assert_null (strstr (one, "d0 = prims.mul"));
+        }
+    }
+  g_string_free (src, TRUE);
+  g_string_free (ret, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -666,5 +718,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/refuse/issue1368-excerpt", test_refuse_issue1368);
   g_test_add_func ("/core/stats/untyped-operands", test_stats_untyped_operands);
   g_test_add_func ("/core/parallel/same-output", test_parallel_same_output);
+  g_test_add_func ("/core/parallel/owned-regions", test_parallel_owned_regions);
   return g_test_run ();
 }
