@@ -159,10 +159,8 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
 
   if (job->arenas[worker] == NULL)
     job->arenas[worker] = cs_arena_new ();
-  /* a stand-in for the output trace whose allocations go to this worker's arena (the
-   * rewrite reads only the arena and the ownership serial) */
-  view = *job->t;
-  view.arena = job->arenas[worker];
+  /* the rewrite reads only the arena and the ownership serial of its trace */
+  _cs_trace_worker_view (job->t, job->arenas[worker], &view);
   for (guint k = begin; k < end; k++)
     {
       guint i = job->regions[k];

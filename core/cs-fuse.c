@@ -207,6 +207,15 @@ _cs_proxy_map_absorb (CsProxyMap *dst, const CsProxyMap *src)
     }
 }
 
+/* The value @v (kind PROXY) through @map: @v itself when its proxy is unmapped. */
+static inline CsValue *
+remap_proxy_value (CsArena *arena, CsValue *v, const CsProxyMap *map)
+{
+  CsProxy *q = _cs_proxy_map_resolve (map, v->u.proxy);
+
+  return q == v->u.proxy ? v : cs_value_new_proxy (arena, q);
+}
+
 CsValue *
 _cs_value_remap (CsArena *arena, CsValue *v, const CsProxyMap *map)
 {
@@ -215,12 +224,7 @@ _cs_value_remap (CsArena *arena, CsValue *v, const CsProxyMap *map)
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      {
-        CsProxy *q = _cs_proxy_map_resolve (map, v->u.proxy);
-        if (q == v->u.proxy)
-          return v;
-        return cs_value_new_proxy (arena, q);
-      }
+      return remap_proxy_value (arena, v, map);
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
     case CS_VALUE_DICT:
@@ -298,11 +302,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
           CsValue *v = stmt->args[i].value, *ni = v;
           /* proxies and literals inline; nested values through _cs_value_remap */
           if (v->kind == CS_VALUE_PROXY)
-            {
-              CsProxy *q = _cs_proxy_map_resolve (map, v->u.proxy);
-              if (q != v->u.proxy)
-                ni = cs_value_new_proxy (arena, q);
-            }
+            ni = remap_proxy_value (arena, v, map);
           else if (v->kind >= CS_VALUE_TUPLE)
             ni = _cs_value_remap (arena, v, map);
           if (ni != stmt->args[i].value && args == NULL)
@@ -1065,8 +1065,7 @@ spec_chunk (guint begin, guint end, guint worker, gpointer data)
 
   if (job->arenas[worker] == NULL)
     job->arenas[worker] = cs_arena_new ();
-  view = *job->trace;
-  view.arena = job->arenas[worker];
+  _cs_trace_worker_view (job->trace, job->arenas[worker], &view);
   m.n = job->n_ids;
   m.st = mark_store_get (m.n, 2 * (end - begin) + 3);
   m.lastread = job->lastread;

@@ -1595,14 +1595,22 @@ stmt_shallow (CsTrace *dst, const CsStmt *s)
   return c;
 }
 
+/** _cs_trace_worker_view: see cs-ir.h. */
+void
+_cs_trace_worker_view (const CsTrace *trace, CsArena *arena, CsTrace *view)
+{
+  *view = *trace;
+  view->arena = arena;
+}
+
 /** _cs_trace_copy_stmt_into: see cs-ir.h. */
 CsStmt *
 _cs_trace_copy_stmt_into (CsTrace *trace, CsArena *arena, const CsStmt *stmt)
 {
-  CsTrace view = *trace;
+  CsTrace view;
   CsStmt *c;
 
-  view.arena = arena;
+  _cs_trace_worker_view (trace, arena, &view);
   c = stmt_shallow (&view, stmt);
   /* cs_trace_own_stmt would edit its own statement in place, origin included */
   if (stmt->owner == trace->serial)

@@ -632,6 +632,18 @@ CsTrace    *cs_trace_derive_shared (const CsTrace *trace, const char *pass);
  */
 CsStmt     *cs_trace_own_stmt     (CsTrace *trace, CsStmt *stmt);
 /**
+ * _cs_trace_worker_view: (skip)
+ * @trace: the trace a pass is building
+ * @arena: a worker's arena (absorbed into @trace's afterwards)
+ * @view: (out caller-allocates): receives the stand-in
+ *
+ * A shallow stand-in for @trace whose allocations go to @arena, for the functions a worker
+ * thread calls with a trace argument (cs_trace_own_stmt, _cs_stmt_remap_reads,
+ * cs_stmt_set_subs...): only its arena and its ownership serial (@trace's) are meant to be
+ * used.  Never ref, unref or edit the counters or tables of @view.
+ */
+void        _cs_trace_worker_view (const CsTrace *trace, CsArena *arena, CsTrace *view);
+/**
  * _cs_trace_copy_stmt_into: (skip)
  * @trace: the trace the copy will belong to
  * @arena: where the copy goes (a worker's arena, absorbed into @trace's afterwards)
