@@ -146,4 +146,61 @@ gboolean    _cs_decompose_stmt_names  (CsTrace         *trace,
                                        GPtrArray       *out,
                                        GError         **error);
 
+/** CsStmtPredicate: TRUE for a statement a pass wants something done to. */
+typedef gboolean (*CsStmtPredicate) (const CsStmt *stmt, gpointer data);
+
+/** CsPreDecomps: decompositions made ahead of a pass's walk (_cs_decompose_precompute()). */
+typedef struct _CsPreDecomps CsPreDecomps;
+
+/**
+ * _cs_decompose_precompute: (skip)
+ * @trace: the trace the pass builds; the decompositions will live in its arena.  Nothing in it
+ *   may change while this runs; afterwards, only through the pass's walk.
+ * @stmts: (array length=n): the statements the walk will decompose, or may
+ * @policy: the cast policy the walk decomposes under
+ * @want: which call statements to decompose (each must be one the walk would hand to
+ *   _cs_decompose_stmt_names() on @trace with @policy)
+ *
+ * Decomposes, on worker threads (cs-parallel.h), every call statement of @stmts that @want
+ * accepts and whose outputs are typed, without naming anything: the walk takes each one with
+ * _cs_decompose_take() at the point where it would have called _cs_decompose_stmt_names(),
+ * and gets the same statements, names and ids.  A decomposition that fails is not kept (the
+ * walk decomposes that statement itself, error included).
+ * Returns: (transfer full) (nullable): NULL when there are too few statements to share out
+ *   (the walk decomposes everything itself)
+ */
+CsPreDecomps *_cs_decompose_precompute (CsTrace         *trace,
+                                        CsStmt * const  *stmts,
+                                        guint            n,
+                                        const CsPolicy  *policy,
+                                        CsStmtPredicate  want,
+                                        gpointer         want_data);
+
+/**
+ * _cs_decompose_take: (skip)
+ * @pre: (nullable): from _cs_decompose_precompute()
+ * @i: the statement's index in the array given there
+ * @trace: the trace given there
+ * @names_free_from: what the walk would pass to _cs_decompose_stmt_names()
+ * @subs: (out) (transfer none): the statement's subsymbols (in @trace's arena)
+ * @n_subs: (out): their number
+ *
+ * Takes statement @i's decomposition, numbered and named now, in trace order: the same
+ * @trace counters, names and ids as _cs_decompose_stmt_names() at this point would give.
+ * Each decomposition can be taken once.
+ * Returns: FALSE when there is none (not wanted, not typed, failed, or taken)
+ */
+gboolean    _cs_decompose_take        (CsPreDecomps    *pre,
+                                       guint            i,
+                                       CsTrace         *trace,
+                                       guint32          names_free_from,
+                                       CsStmt        ***subs,
+                                       guint           *n_subs);
+
+/** _cs_decompose_precomputed_free: (skip) frees @pre (NULL is fine); what is not taken stays in
+ *  the trace's arena, unused. */
+void        _cs_decompose_precomputed_free (CsPreDecomps *pre);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsPreDecomps, _cs_decompose_precomputed_free)
+
 G_END_DECLS

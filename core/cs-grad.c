@@ -125,6 +125,9 @@ typedef struct
   ProxyMap       *req;         /* CsProxy* set: the inputs that require grad */
   gboolean        deep;        /* t is a deep copy of the input (else it shares its proxies) */
   gboolean        restart;     /* set when t must become a deep copy (see cs_grad_joint) */
+  CsPreDecomps   *pre;         /* NULL, or the decompositions of t's top-level statements made
+                                  on worker threads (_cs_decompose_precompute) */
+  guint           next_top;    /* forward_walk: index of the next top-level statement of t */
 } GradCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1747,10 +1750,13 @@ proxy_is_untyped_any (CsProxy *p, gpointer data)
   return !p->typed;
 }
 
+/* @top: @s's index among t's top-level statements, or G_MAXUINT */
 static gboolean
-decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
+decomposition (GradCtx *c, CsStmt *s, guint top, GPtrArray *out, GError **error)
 {
   g_autoptr(GError) local = NULL;
+  CsStmt **made;
+  guint n_made;
 
   /* the decomposition types an untyped output in place: not on proxies shared with the
    * input trace (the caller starts over on a deep copy) */
@@ -1758,6 +1764,13 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
     {
       c->restart = TRUE;
       return FALSE;
+    }
+  if (top != G_MAXUINT
+      && _cs_decompose_take (c->pre, top, c->t, c->names_free_from, &made, &n_made))
+    {
+      for (guint i = 0; i < n_made; i++)
+        g_ptr_array_add (out, made[i]);
+      return TRUE;
     }
   if (_cs_decompose_stmt_names (c->t, s, c->policy, c->names_free_from, out, &local))
     return TRUE;
@@ -1831,6 +1844,18 @@ outputs_typed (GradCtx *c, CsStmt *s, GError **error)
   return FALSE;
 }
 
+/* TRUE for a call statement forward_walk hands to decomposition() (given typed inputs: whether
+ * a call is constant depends on their types). */
+static gboolean
+wants_decomposition (const CsStmt *s, gpointer data)
+{
+  CsOpId sem = cs_op_semantic (s->op)->id;
+
+  return sem != CS_OP_PRIM_GET_GRAD && sem != CS_OP_PRIM_PUT_GRAD
+         && s->op->category != CS_OP_CAT_BOOKKEEPING && !is_constant_call (s, sem)
+         && !rule_exists (sem) && !cs_op_is_fusion (s->op);
+}
+
 /* Walks the statements of @work, a stack (the next statement last), replacing each statement
  * without a rule by its decomposition. */
 static gboolean
@@ -1842,8 +1867,12 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
   while (work->len > 0)
     {
       CsStmt *s = g_ptr_array_steal_index_fast (work, work->len - 1);
+      guint top = G_MAXUINT;
       CsOpId sem;
 
+      /* the top-level statements come off the stack in order, between their subsymbols */
+      if (c->next_top < c->t->n_stmts && c->t->stmts[c->next_top] == s)
+        top = c->next_top++;
       if (++steps > MAX_WORK_STEPS)
         {
           g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_LIMIT,
@@ -1899,7 +1928,7 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
           return FALSE;
         }
       g_ptr_array_set_size (subs, 0);
-      if (!decomposition (c, s, subs, error))
+      if (!decomposition (c, s, top, subs, error))
         return FALSE;
       for (guint i = subs->len; i > 0; i--)
         g_ptr_array_add (work, subs->pdata[i - 1]);
@@ -2130,6 +2159,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_auto(ProxyMap) grads = { 0 };
   g_auto(ProxyMap) outputs = { 0 };
   g_auto(ProxyMap) req = { 0 };
+  g_autoptr(CsPreDecomps) pre = NULL;
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -2150,6 +2180,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
       g_clear_pointer (&t, cs_trace_unref);
       g_clear_pointer (&inputs, g_ptr_array_unref);
       g_clear_pointer (&work, g_ptr_array_unref);
+      g_clear_pointer (&pre, _cs_decompose_precomputed_free);
       pmap_clear (&req);
       g_ptr_array_set_size (fwd, 0);
       g_array_set_size (records, 0);
@@ -2173,6 +2204,11 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
       if (!mark_requires_grad (&c, inputs, spec, error))
         return NULL;
 
+      /* the forward's decompositions on worker threads; on a deep copy, decomposing types
+       * outputs in place, which later decompositions read: the walk does them in order */
+      if (!deep)
+        c.pre = pre = _cs_decompose_precompute (t, t->stmts, t->n_stmts, c.policy,
+                                                wants_decomposition, NULL);
       work = g_ptr_array_sized_new (t->n_stmts);
       for (guint i = t->n_stmts; i > 0; i--)
         g_ptr_array_add (work, t->stmts[i - 1]);

@@ -981,14 +981,31 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
 CsProxy *
 _cs_trace_new_proxy (CsTrace *trace, const char *name, guint32 hash, guint64 t_plus1)
 {
-  CsProxy *p = cs_proxy_alloc (trace->arena);
+  CsProxy *p = _cs_proxy_new_unnamed (trace->arena);
 
-  p->name = name;
+  _cs_trace_name_proxy (trace, p, name, hash, t_plus1);
+  return p;
+}
+
+/** _cs_proxy_new_unnamed: see cs-ir.h. */
+CsProxy *
+_cs_proxy_new_unnamed (CsArena *arena)
+{
+  CsProxy *p = cs_proxy_alloc (arena);
+
   p->kind = CS_PROXY_OTHER;
   p->dtype = CS_DTYPE_F32;
-  p->id = ++trace->next_proxy_id;
-  _cs_name_table_insert_t (trace->proxies, p, hash, t_plus1);
   return p;
+}
+
+/** _cs_trace_name_proxy: see cs-ir.h. */
+void
+_cs_trace_name_proxy (CsTrace *trace, CsProxy *proxy, const char *name, guint32 hash,
+                      guint64 t_plus1)
+{
+  proxy->name = name;
+  proxy->id = ++trace->next_proxy_id;
+  _cs_name_table_insert_t (trace->proxies, proxy, hash, t_plus1);
 }
 
 /**

@@ -524,6 +524,24 @@ CsProxy    *cs_trace_add_proxy    (CsTrace *trace, const char *name);
  * Returns: (transfer none): the proxy
  */
 CsProxy    *_cs_trace_new_proxy   (CsTrace *trace, const char *name, guint32 hash, guint64 t_plus1);
+/**
+ * _cs_proxy_new_unnamed: (skip)
+ * @arena: where the proxy lives
+ *
+ * A proxy as _cs_trace_new_proxy() makes one (kind OTHER, untyped), with no name and id 0 and
+ * in no trace yet: a pass building statements on a worker thread makes these, and names them
+ * in trace order afterwards with _cs_trace_name_proxy().
+ * Returns: (transfer none): the proxy
+ */
+CsProxy    *_cs_proxy_new_unnamed (CsArena *arena);
+/**
+ * _cs_trace_name_proxy: (skip)
+ * The naming half of _cs_trace_new_proxy(): gives @proxy (from _cs_proxy_new_unnamed(), living
+ * as long as @trace) the name @name (same conditions as there), the trace's next proxy id, and
+ * a place in @trace's name table.
+ */
+void        _cs_trace_name_proxy  (CsTrace *trace, CsProxy *proxy, const char *name,
+                                   guint32 hash, guint64 t_plus1);
 /** Creates a new tensor proxy with a fresh name from @prefix (e.g. "t"). */
 CsProxy    *cs_trace_new_tensor   (CsTrace *trace, const char *prefix, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);

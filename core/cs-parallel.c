@@ -76,6 +76,9 @@ default_threads (void)
   return value;
 }
 
+/* _cs_parallel_set_eager(): share out any job of two or more items (tests) */
+static gint eager;
+
 static guint
 max_threads (void)
 {
@@ -108,6 +111,13 @@ _cs_parallel_set_max_threads (guint n)
   override_threads = MIN (n, CS_PARALLEL_MAX);
 }
 
+/** _cs_parallel_set_eager: see cs-parallel.h. */
+void
+_cs_parallel_set_eager (gboolean on)
+{
+  g_atomic_int_set (&eager, on ? 1 : 0);
+}
+
 /** _cs_parallel_jobs_run: see cs-parallel.h. */
 guint
 _cs_parallel_jobs_run (void)
@@ -119,6 +129,8 @@ _cs_parallel_jobs_run (void)
 guint
 _cs_parallel_workers (guint n_items)
 {
+  if (g_atomic_int_get (&eager))
+    return n_items < 2 ? 1 : MIN (max_threads (), n_items);
   if (n_items < 64)
     return 1;
   return MAX (1u, MIN (max_threads (), n_items / 32));

@@ -63,6 +63,15 @@ void        _cs_parallel_for         (guint          n,
  */
 void        _cs_parallel_set_max_threads (guint n);
 
+/**
+ * _cs_parallel_set_eager:
+ * @on: TRUE: _cs_parallel_workers() shares out any job of two or more items (as many workers
+ *   as items, up to the thread limit); FALSE: back to the thresholds above
+ *
+ * For tests that run small traces (the shared ones) through the parallel paths.  Not to be
+ * called while a pass runs.
+ */
+void        _cs_parallel_set_eager   (gboolean on);
 /** _cs_parallel_jobs_run: how many _cs_parallel_for() calls ran on more than one worker since
  *  the process started (for tests: proof that the parallel path was taken). */
 guint       _cs_parallel_jobs_run    (void);

@@ -17,6 +17,8 @@
 #include "cs-diff.h"
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
+#include "cs-grad.h"
+#include "cs-decompose.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-parallel.h"
@@ -595,6 +597,7 @@ pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) p = NULL;
   GString *all = g_string_new (NULL);
+  g_autoptr(GRegex) took = g_regex_new ("took [0-9]+ milliseconds", 0, 0, NULL);
   CsPolicy policy;
 
   cs_policy_init_default (&policy);
@@ -603,11 +606,20 @@ pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
   _cs_parallel_set_max_threads (threads);
   p = cs_pipeline_run (t, &policy, NULL, &error);
   _cs_parallel_set_max_threads (0);
+  if (p == NULL)
+    {
+      /* a trace the pipeline refuses: the same refusal with any number of threads */
+      g_assert_nonnull (error);
+      g_string_append_printf (all, "error: %s\n", error->message);
+      return g_string_free (all, FALSE);
+    }
   g_assert_no_error (error);
   for (guint i = 0; i < cs_pipeline_n_passes (p); i++)
     {
-      g_autofree char *text = cs_print_trace (cs_pipeline_get_trace (p, i), CS_PRINT_DEFAULT);
-      /* the provenance line holds the pass's wall time: left out */
+      g_autofree char *printed = cs_print_trace (cs_pipeline_get_trace (p, i), CS_PRINT_DEFAULT);
+      /* provenance lines hold the passes' wall times: left out */
+      g_autofree char *text = g_regex_replace_literal (took, printed, -1, 0, "took N milliseconds",
+                                                       0, NULL);
       const char *body = g_str_has_prefix (text, "# Constructed by ") ? strchr (text, '\n') : NULL;
       const CsTrace *pt = cs_pipeline_get_trace (p, i);
       g_string_append_printf (all, "## %s\n%s", cs_pipeline_pass_name (p, i),
@@ -644,6 +656,89 @@ test_parallel_same_output (void)
       g_assert_cmpstr (four, ==, one);
       g_assert_nonnull (strstr (one, "nvFusion99"));
     }
+}
+
+static gint
+compare_paths (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const char * const *) a, *(const char * const *) b);
+}
+
+/* Every shared trace under four policies, with every parallel part of every pass shared out
+ * however few its items (_cs_parallel_set_eager): 4 workers give the one-thread text, ids
+ * included.  Covers the decompositions made on workers (decompose and grad's forward walk)
+ * for every op the real traces hold: nested ltorch calls, tuple outputs, outputs a
+ * decomposition replaces and whose names it gives back, names it must skip. */
+static void
+test_parallel_shared_traces (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  const char *policies[] = { NULL, "matmul=upcast-f32", "fusion=dataflow", "autocast=bf16" };
+  g_autoptr(GDir) d = NULL;
+  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+  guint jobs_before = _cs_parallel_jobs_run (), n_run = 0;
+
+  if (dir == NULL || (d = g_dir_open (dir, 0, NULL)) == NULL)
+    {
+      g_test_skip ("CS_SHARED_TRACES not available");
+      return;
+    }
+  while ((name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_suffix (name, ".txt"))
+      g_ptr_array_add (files, g_build_filename (dir, name, NULL));
+  g_ptr_array_sort (files, compare_paths);
+  g_assert_cmpuint (files->len, >=, 30);
+  for (guint f = 0; f < files->len; f++)
+    {
+      g_autofree char *text = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTrace) t = NULL;
+
+      g_assert_true (g_file_get_contents (files->pdata[f], &text, NULL, &error));
+      t = cs_parse_trace (text, files->pdata[f], &error);
+      g_assert_no_error (error);
+      for (guint k = 0; k < G_N_ELEMENTS (policies); k++)
+        {
+          g_autofree char *one = pipeline_text (t, policies[k], 1);
+          g_autofree char *four = NULL;
+
+          _cs_parallel_set_eager (TRUE);
+          four = pipeline_text (t, policies[k], 4);
+          _cs_parallel_set_eager (FALSE);
+          if (g_strcmp0 (four, one) != 0)
+            g_error ("%s under %s: 4 workers differ from 1", (char *) files->pdata[f],
+                     policies[k] ? policies[k] : "the default policy");
+          n_run += !g_str_has_prefix (one, "error: ");
+        }
+    }
+  g_assert_cmpuint (n_run, >=, 100);
+  g_assert_cmpuint (_cs_parallel_jobs_run (), >=, jobs_before + n_run);
+}
+
+/* grad's forward walk and the decompose pass each share out one job: the decompositions */
+static void
+test_parallel_decompositions (void)
+{
+  g_autofree char *src = generated_chain (8);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (src, "chain", &error);
+  g_autoptr(CsTrace) joint = NULL, dec = NULL;
+  CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
+  guint jobs;
+
+  g_assert_no_error (error);
+  _cs_parallel_set_max_threads (4);
+  _cs_parallel_set_eager (TRUE);
+  jobs = _cs_parallel_jobs_run ();
+  joint = cs_grad_joint (t, &spec, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 1);
+  dec = cs_decompose_trace (joint, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 2);
+  _cs_parallel_set_eager (FALSE);
+  _cs_parallel_set_max_threads (0);
 }
 
 /* @k regions reading a_i and b_i, two equal adds at the top level: CSE maps b_i to a_i, which
@@ -719,5 +814,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/stats/untyped-operands", test_stats_untyped_operands);
   g_test_add_func ("/core/parallel/same-output", test_parallel_same_output);
   g_test_add_func ("/core/parallel/owned-regions", test_parallel_owned_regions);
+  g_test_add_func ("/core/parallel/shared-traces", test_parallel_shared_traces);
+  g_test_add_func ("/core/parallel/decompositions", test_parallel_decompositions);
   return g_test_run ();
 }
