@@ -3208,7 +3208,7 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
 static gboolean
 want_in_pass (const CsStmt *st, gpointer data)
 {
-  return cs_decompose_supports (st) && !cs_op_has_tag (st->op, CS_OP_TAG_PRIM);
+  return !cs_op_has_tag (st->op, CS_OP_TAG_PRIM) && cs_decompose_supports (st);
 }
 
 /**
@@ -3265,7 +3265,7 @@ restart:
           cs_stmt_set_subs (copy, st, made, n_made);
           continue;
         }
-      if (!cs_decompose_supports (st) || cs_op_has_tag (st->op, CS_OP_TAG_PRIM))
+      if (cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || !cs_decompose_supports (st))
         continue;
       g_ptr_array_set_size (subs, 0);
       if (!_cs_decompose_stmt_names (copy, st, policy, _cs_decompose_names_free_from (copy), subs,

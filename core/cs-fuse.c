@@ -1492,13 +1492,32 @@ group_is_shape_only (Group *g)
   return TRUE;
 }
 
+/* "nvFusion<n>" in @arena, without printf (one per region). */
+static const char *
+region_name (CsArena *arena, guint n)
+{
+  char buf[24], digits[12];
+  guint nd = 0, len = 8;
+
+  memcpy (buf, "nvFusion", 8);
+  do
+    {
+      digits[nd++] = (char) ('0' + n % 10);
+      n /= 10;
+    }
+  while (n > 0);
+  while (nd > 0)
+    buf[len++] = digits[--nd];
+  return cs_arena_strndup (arena, buf, len);
+}
+
 /* Emits one group into @out: a region call, or the members as they are. */
 static void
 emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
 {
   g_auto(CsStmtVec) flat = CS_STMT_VEC_INIT;
   CsStmt *region;
-  char *name;
+  const char *name;
 
   for (guint i = 0; i < g->comments.len; i++)
     g_ptr_array_add (out, g->comments.v[i]);
@@ -1512,8 +1531,8 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
     }
   for (guint i = 0; i < g->members.len; i++)
     _cs_stmt_flatten (trace, g->members.v[i], &flat);
-  name = cs_arena_printf (trace->arena, "nvFusion%u", (*counter)++);
-  region = cs_stmt_new_call (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
+  name = region_name (trace->arena, (*counter)++);
+  region = cs_stmt_new_call_static (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;
   region->backward = g->backward;
   region->origin = g->members.v[0]->origin;
