@@ -227,7 +227,14 @@ struct _CsNameTable
   guint32   n;          /* live entries */
   guint32   used;       /* live entries + tombstones; kept at most half the capacity */
   guint32   t_bound;    /* every "t<n>" entry has n < t_bound (saturating at G_MAXUINT32) */
+  guint64   first[4];   /* bit c: some name ever inserted starts with byte c (never cleared);
+                           a lookup of a name whose first byte is unset probes nothing: a
+                           derived trace's lookup of a new "bw_" name passes through every
+                           layer below it, which hold only "t<n>" and input names */
 };
+
+#define FIRST_BYTE_SEEN(t, name) \
+  (((t)->first[(guchar) (name)[0] >> 6] >> ((guchar) (name)[0] & 63)) & 1)
 
 gboolean
 _cs_parse_t_name (const char *name, guint64 *n)
@@ -320,7 +327,11 @@ name_slot_find (const CsNameTable *t, const char *name, guint32 hash, guint32 *f
 CsProxy *
 cs_name_table_lookup (const CsNameTable *table, const char *name, guint32 hash)
 {
-  guint32 i = name_slot_find (table, name, hash, NULL);
+  guint32 i;
+
+  if (!FIRST_BYTE_SEEN (table, name))
+    return NULL;
+  i = name_slot_find (table, name, hash, NULL);
 
   return i == G_MAXUINT32 ? NULL : table->slots[i].proxy;
 }
@@ -382,6 +393,7 @@ _cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash, guint
   table->slots[at].hash = hash;
   table->slots[at].proxy = proxy;
   table->n++;
+  table->first[(guchar) proxy->name[0] >> 6] |= G_GUINT64_CONSTANT (1) << ((guchar) proxy->name[0] & 63);
   if (t_plus1 > table->t_bound)
     table->t_bound = (guint32) MIN (t_plus1, (guint64) G_MAXUINT32);
 }
@@ -389,7 +401,11 @@ _cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash, guint
 gboolean
 cs_name_table_remove (CsNameTable *table, const char *name)
 {
-  guint32 i = name_slot_find (table, name, cs_name_hash (name), NULL);
+  guint32 i;
+
+  if (!FIRST_BYTE_SEEN (table, name))
+    return FALSE;
+  i = name_slot_find (table, name, cs_name_hash (name), NULL);
 
   if (i == G_MAXUINT32)
     return FALSE;
