@@ -327,6 +327,26 @@ _cs_decompose_names_free_from (const CsTrace *trace)
   return free_from;
 }
 
+/* The n of the name _cs_decompose_fresh_proxy() would give now, "t<n>" with the smallest n
+ * from @trace's name counter that no visible proxy uses; takes it from the counter, names
+ * nothing (for a proxy that will be replaced before anything sees its name). */
+static guint32
+claim_name (CsTrace *trace, guint32 names_free_from)
+{
+  char buf[16];
+
+  for (;;)
+    {
+      guint32 n = trace->next_name++;
+
+      if (n >= names_free_from)
+        return n;
+      format_t_name (buf, n);
+      if (_cs_trace_lookup_proxy_hashed (trace, buf, cs_name_hash (buf)) == NULL)
+        return n;
+    }
+}
+
 /* Names @p (unnamed, in @trace's arena) "t<n>" with the smallest n from @trace's name counter
  * that no visible proxy uses, as _cs_decompose_fresh_proxy() does. */
 static void
@@ -2860,6 +2880,10 @@ adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy 
   if (dx->prov != NULL)
     {
       guint k = g->id - 1;
+      /* one proxy replaced twice: the walk redoes it (_cs_decompose_take claims each once) */
+      for (guint j = 0; j < dx->prov->adopted->len; j++)
+        if (g_array_index (dx->prov->adopted, guint, j) == k)
+          return FALSE;
       g_array_append_val (dx->prov->adopted, k);
     }
   else
@@ -3186,7 +3210,7 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
                     CsStmt ***subs, guint *n_subs)
 {
   PreDecomp *r;
-  guint32 base;
+  guint32 base, adopted_n[8];
 
   if (pre == NULL || i >= pre->n || pre->items[i] == NULL)
     return FALSE;
@@ -3196,10 +3220,39 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
   for (guint k = 0; k < r->n_subs; k++)
     number_stmt (trace, r->subs[k], base);
   trace->next_stmt_id += r->n_stmts;
-  for (guint k = 0; k < r->n_fresh; k++)
-    name_fresh (trace, names_free_from, r->fresh[k]);
-  for (guint k = 0; k < r->n_adopted; k++)
-    give_back_name (trace, r->fresh[r->adopted[k]]);
+  if (r->n_adopted > G_N_ELEMENTS (adopted_n))
+    {
+      for (guint k = 0; k < r->n_fresh; k++)
+        name_fresh (trace, names_free_from, r->fresh[k]);
+      for (guint k = 0; k < r->n_adopted; k++)
+        give_back_name (trace, r->fresh[r->adopted[k]]);
+    }
+  else
+    {
+      /* a replaced proxy is unreferenced: it takes its n (and proxy id) in turn but no name
+       * and no table entry, which the walk would only add and remove again (what the table
+       * is left with - its live names, a bound on them - is the same) */
+      guint a = 0;
+
+      for (guint k = 0; k < r->n_fresh; k++)
+        {
+          guint j;
+          for (j = 0; j < r->n_adopted && r->adopted[j] != k; j++)
+            ;
+          if (j < r->n_adopted)
+            {
+              adopted_n[j] = claim_name (trace, names_free_from);
+              trace->next_proxy_id++;
+              a++;
+            }
+          else
+            name_fresh (trace, names_free_from, r->fresh[k]);
+        }
+      g_assert (a == r->n_adopted);
+      for (guint k = 0; k < r->n_adopted; k++)
+        if (trace->next_name > 0 && adopted_n[k] == trace->next_name - 1)
+          trace->next_name--;
+    }
   *subs = r->subs;
   *n_subs = r->n_subs;
   return TRUE;
