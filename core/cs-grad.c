@@ -120,6 +120,8 @@ typedef struct
   guint32         origin;      /* origin id the statements being emitted derive from */
   GError         *error;       /* first error of a rule */
   GHashTable     *whys;        /* callee (string) -> its "grad: VJP of ..." annotation */
+  const char     *why_by_op[CS_N_OPS]; /* the same for statements printed with their op's own
+                                          name (callee == op->name), by op id: no hashing */
   guint32         names_free_from; /* fresh names from here on need no lookup
                                     (_cs_decompose_names_free_from) */
   ProxyMap       *req;         /* CsProxy* set: the inputs that require grad */
@@ -1435,13 +1437,19 @@ vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
 static const char *
 vjp_why (GradCtx *c, const CsStmt *s)
 {
-  const char *why = g_hash_table_lookup (c->whys, s->callee);
+  gboolean by_op = s->callee == s->op->name;
+  const char *why = by_op ? c->why_by_op[s->op->id] : NULL;
 
+  if (why != NULL)
+    return why;
+  why = g_hash_table_lookup (c->whys, s->callee);
   if (why == NULL)
     {
       why = cs_arena_printf (c->a, "grad: VJP of %s", s->callee);
       g_hash_table_insert (c->whys, (gpointer) s->callee, (gpointer) why);
     }
+  if (by_op)
+    c->why_by_op[s->op->id] = why;
   return why;
 }
 
