@@ -3072,6 +3072,7 @@ typedef struct
   guint    *adopted;    /* Prov.adopted */
   guint     n_adopted;
   guint32   n_stmts;    /* statement ids it used */
+  guint8   *classes;    /* per subsymbol: the caller's classify(), or NULL */
 } PreDecomp;
 
 struct _CsPreDecomps
@@ -3086,6 +3087,7 @@ typedef struct
   CsStmt * const  *stmts;
   const CsPolicy  *policy;
   CsStmtPredicate  want;
+  CsStmtClassify   classify;
   gpointer         want_data;
   PreDecomp      **items;
   CsArena        **arenas;  /* per worker: what the decompositions made */
@@ -3146,6 +3148,12 @@ pre_chunk (guint begin, guint end, guint worker, gpointer data)
       memcpy (r->adopted, adopted->data, sizeof (guint) * adopted->len);
       r->n_adopted = adopted->len;
       r->n_stmts = view.next_stmt_id;
+      if (job->classify != NULL)
+        {
+          r->classes = CS_ARENA_NEW_N (a, guint8, MAX (subs->len, 1));
+          for (guint k = 0; k < subs->len; k++)
+            r->classes[k] = job->classify (subs->pdata[k], job->want_data);
+        }
       job->items[i] = r;
     }
 }
@@ -3159,10 +3167,11 @@ pre_chunk (guint begin, guint end, guint worker, gpointer data)
  */
 CsPreDecomps *
 _cs_decompose_precompute (CsTrace *trace, CsStmt * const *stmts, guint n,
-                          const CsPolicy *policy, CsStmtPredicate want, gpointer want_data)
+                          const CsPolicy *policy, CsStmtPredicate want, CsStmtClassify classify,
+                          gpointer want_data)
 {
   guint n_workers = _cs_parallel_workers (n / 4);
-  PreJob job = { trace, stmts, policy, want, want_data, NULL, NULL };
+  PreJob job = { trace, stmts, policy, want, classify, want_data, NULL, NULL };
   CsPreDecomps *pre;
 
   if (n_workers <= 1)
@@ -3207,7 +3216,7 @@ number_stmt (CsTrace *t, CsStmt *st, guint32 base)
  */
 gboolean
 _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_free_from,
-                    CsStmt ***subs, guint *n_subs)
+                    CsStmt ***subs, guint *n_subs, const guint8 **classes)
 {
   PreDecomp *r;
   guint32 base, adopted_n[8];
@@ -3255,6 +3264,8 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
     }
   *subs = r->subs;
   *n_subs = r->n_subs;
+  if (classes != NULL)
+    *classes = r->classes;
   return TRUE;
 }
 
@@ -3295,7 +3306,8 @@ restart:
   copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive_shared (trace, "decompose");
   g_clear_pointer (&pre, _cs_decompose_precomputed_free);
   if (!deep)
-    pre = _cs_decompose_precompute (copy, copy->stmts, copy->n_stmts, policy, want_in_pass, NULL);
+    pre = _cs_decompose_precompute (copy, copy->stmts, copy->n_stmts, policy, want_in_pass, NULL,
+                                    NULL);
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
@@ -3311,7 +3323,8 @@ restart:
           deep = TRUE;
           goto restart;
         }
-      if (_cs_decompose_take (pre, i, copy, _cs_decompose_names_free_from (copy), &made, &n_made))
+      if (_cs_decompose_take (pre, i, copy, _cs_decompose_names_free_from (copy), &made, &n_made,
+                              NULL))
         {
           st = cs_trace_own_stmt (copy, st);
           copy->stmts[i] = st;

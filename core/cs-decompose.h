@@ -149,6 +149,10 @@ gboolean    _cs_decompose_stmt_names  (CsTrace         *trace,
 /** CsStmtPredicate: TRUE for a statement a pass wants something done to. */
 typedef gboolean (*CsStmtPredicate) (const CsStmt *stmt, gpointer data);
 
+/** CsStmtClassify: a caller's summary of a statement (0 = none), computed where the statement
+ *  is made, so that a walk need not read it again. */
+typedef guint8 (*CsStmtClassify) (const CsStmt *stmt, gpointer data);
+
 /** CsPreDecomps: decompositions made ahead of a pass's walk (_cs_decompose_precompute()). */
 typedef struct _CsPreDecomps CsPreDecomps;
 
@@ -160,6 +164,10 @@ typedef struct _CsPreDecomps CsPreDecomps;
  * @policy: the cast policy the walk decomposes under
  * @want: which call statements to decompose (each must be one the walk would hand to
  *   _cs_decompose_stmt_names() on @trace with @policy)
+ * @classify: (nullable): called on the worker for each subsymbol of each decomposition (the
+ *   top level of its subs, in order); _cs_decompose_take() hands the results over.  It may
+ *   read the subsymbol and the types of what it reads and writes, nothing a walk changes
+ * @want_data: passed to @want and @classify
  *
  * Decomposes, on worker threads (cs-parallel.h), every call statement of @stmts that @want
  * accepts and whose outputs are typed, without naming anything: the walk takes each one with
@@ -174,6 +182,7 @@ CsPreDecomps *_cs_decompose_precompute (CsTrace         *trace,
                                         guint            n,
                                         const CsPolicy  *policy,
                                         CsStmtPredicate  want,
+                                        CsStmtClassify   classify,
                                         gpointer         want_data);
 
 /**
@@ -184,6 +193,8 @@ CsPreDecomps *_cs_decompose_precompute (CsTrace         *trace,
  * @names_free_from: what the walk would pass to _cs_decompose_stmt_names()
  * @subs: (out) (transfer none): the statement's subsymbols (in @trace's arena)
  * @n_subs: (out): their number
+ * @classes: (out) (optional) (transfer none): @classify's result per subsymbol (NULL when
+ *   none was given)
  *
  * Takes statement @i's decomposition, numbered and named now, in trace order: the same
  * @trace counters, names and ids as _cs_decompose_stmt_names() at this point would give.
@@ -195,7 +206,8 @@ gboolean    _cs_decompose_take        (CsPreDecomps    *pre,
                                        CsTrace         *trace,
                                        guint32          names_free_from,
                                        CsStmt        ***subs,
-                                       guint           *n_subs);
+                                       guint           *n_subs,
+                                       const guint8   **classes);
 
 /** _cs_decompose_precomputed_free: (skip) frees @pre (NULL is fine); what is not taken stays in
  *  the trace's arena, unused. */

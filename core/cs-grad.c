@@ -1758,27 +1758,32 @@ proxy_is_untyped_any (CsProxy *p, gpointer data)
   return !p->typed;
 }
 
-/* @top: @s's index among t's top-level statements, or G_MAXUINT */
+/* @top: @s's index among t's top-level statements, or G_MAXUINT.  *@classes: NULL, or for a
+ * decomposition made on a worker, what forward_walk would make of each statement of @out
+ * (classify_sub). */
 static gboolean
-decomposition (GradCtx *c, CsStmt *s, guint top, GPtrArray *out, GError **error)
+decomposition (GradCtx *c, CsStmt *s, guint top, GPtrArray *out, const guint8 **classes,
+               GError **error)
 {
   g_autoptr(GError) local = NULL;
   CsStmt **made;
   guint n_made;
 
+  *classes = NULL;
+  /* made on a worker only when its outputs were typed, and nothing types them since */
+  if (top != G_MAXUINT
+      && _cs_decompose_take (c->pre, top, c->t, c->names_free_from, &made, &n_made, classes))
+    {
+      for (guint i = 0; i < n_made; i++)
+        g_ptr_array_add (out, made[i]);
+      return TRUE;
+    }
   /* the decomposition types an untyped output in place: not on proxies shared with the
    * input trace (the caller starts over on a deep copy) */
   if (!c->deep && cs_value_any_proxy (s->out, proxy_is_untyped_any, NULL))
     {
       c->restart = TRUE;
       return FALSE;
-    }
-  if (top != G_MAXUINT
-      && _cs_decompose_take (c->pre, top, c->t, c->names_free_from, &made, &n_made))
-    {
-      for (guint i = 0; i < n_made; i++)
-        g_ptr_array_add (out, made[i]);
-      return TRUE;
     }
   if (_cs_decompose_stmt_names (c->t, s, c->policy, c->names_free_from, out, &local))
     return TRUE;
@@ -1823,6 +1828,16 @@ proxy_not_static_tensor (CsProxy *p, gpointer data)
   return FALSE;
 }
 
+/* TRUE when every output of @s is a typed tensor of static shape (outputs_typed() has
+ * nothing to do). */
+static gboolean
+outputs_static_tensors (const CsStmt *s)
+{
+  CsProxy *p = NULL;
+
+  return !stmt_any_output (s, proxy_not_static_tensor, &p);
+}
+
 static gboolean
 outputs_typed (GradCtx *c, CsStmt *s, GError **error)
 {
@@ -1864,6 +1879,33 @@ wants_decomposition (const CsStmt *s, gpointer data)
          && !rule_exists (sem) && !cs_op_is_fusion (s->op);
 }
 
+enum { SUB_UNKNOWN = 0, SUB_FORWARD, SUB_RULE };
+
+static gboolean outputs_static_tensors (const CsStmt *s);
+
+/* What forward_walk does with @s, a statement a decomposition made on a worker: SUB_FORWARD
+ * (kept in the forward, no gradient association), SUB_RULE (kept, with its VJP record: a rule
+ * exists and its outputs are typed static tensors) or SUB_UNKNOWN (the walk looks itself:
+ * errors, decompositions, anything else).  Reads @s and the types of its inputs and outputs,
+ * which no walk changes: they are typed (the decomposition typed what it made; the statement
+ * it decomposed reads typed proxies only). */
+static guint8
+classify_sub (const CsStmt *s, gpointer data)
+{
+  CsOpId sem;
+
+  if (s->kind != CS_STMT_CALL)
+    return SUB_UNKNOWN;
+  sem = cs_op_semantic (s->op)->id;
+  if (sem == CS_OP_PRIM_GET_GRAD || sem == CS_OP_PRIM_PUT_GRAD)
+    return SUB_UNKNOWN;
+  if (s->op->category == CS_OP_CAT_BOOKKEEPING || is_constant_call (s, sem))
+    return SUB_FORWARD;
+  if (rule_exists (sem))
+    return outputs_static_tensors (s) ? SUB_RULE : SUB_UNKNOWN;
+  return SUB_UNKNOWN;
+}
+
 /* Walks the statements of @work, a stack (the next statement last), replacing each statement
  * without a rule by its decomposition. */
 static gboolean
@@ -1875,7 +1917,8 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
   while (work->len > 0)
     {
       CsStmt *s = g_ptr_array_steal_index_fast (work, work->len - 1);
-      guint top = G_MAXUINT;
+      guint top = G_MAXUINT, k;
+      const guint8 *classes;
       CsOpId sem;
 
       /* the top-level statements come off the stack in order, between their subsymbols */
@@ -1936,9 +1979,31 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
           return FALSE;
         }
       g_ptr_array_set_size (subs, 0);
-      if (!decomposition (c, s, top, subs, error))
+      if (!decomposition (c, s, top, subs, &classes, error))
         return FALSE;
-      for (guint i = subs->len; i > 0; i--)
+      /* the statements classify_sub settled are done here, in order, as the loop would do
+       * them (they are the next ones off the stack); the rest go on the stack */
+      k = 0;
+      if (classes != NULL)
+        for (; k < subs->len && classes[k] != SUB_UNKNOWN; k++)
+          {
+            CsStmt *sub = subs->pdata[k];
+
+            if (++steps > MAX_WORK_STEPS)
+              {
+                g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_LIMIT,
+                             "%s: decomposition does not terminate (more than %d statements)",
+                             stmt_where (c, sub), MAX_WORK_STEPS);
+                return FALSE;
+              }
+            g_ptr_array_add (c->fwd, sub);
+            if (classes[k] == SUB_RULE)
+              {
+                VjpRecord r = { cs_op_semantic (sub->op)->id, sub };
+                g_array_append_val (c->records, r);
+              }
+          }
+      for (guint i = subs->len; i > k; i--)
         g_ptr_array_add (work, subs->pdata[i - 1]);
     }
   if (c->ret == NULL)
@@ -2216,7 +2281,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
        * outputs in place, which later decompositions read: the walk does them in order */
       if (!deep)
         c.pre = pre = _cs_decompose_precompute (t, t->stmts, t->n_stmts, c.policy,
-                                                wants_decomposition, NULL);
+                                                wants_decomposition, classify_sub, NULL);
       work = g_ptr_array_sized_new (t->n_stmts);
       for (guint i = t->n_stmts; i > 0; i--)
         g_ptr_array_add (work, t->stmts[i - 1]);
