@@ -3075,9 +3075,18 @@ typedef struct
   guint8   *classes;    /* per subsymbol: the caller's classify(), or NULL */
 } PreDecomp;
 
+/* What a worker found a statement to be (CsPreDecomps.flags). */
+enum
+{
+  PRE_OTHER = 0,           /* a call with typed outputs that @want accepts */
+  PRE_SKIP,                /* not a call, or a typed call @want refuses */
+  PRE_UNTYPED              /* a call with an untyped output */
+};
+
 struct _CsPreDecomps
 {
   PreDecomp     **items;   /* per statement: NULL when not made */
+  guint8         *flags;   /* per statement: PRE_* (so a walk need not read it again) */
   guint           n;       /* statements */
 };
 
@@ -3090,6 +3099,7 @@ typedef struct
   CsStmtClassify   classify;
   gpointer         want_data;
   PreDecomp      **items;
+  guint8          *flags;
   CsArena        **arenas;  /* per worker: what the decompositions made */
 } PreJob;
 
@@ -3129,8 +3139,22 @@ pre_chunk (guint begin, guint end, guint worker, gpointer data)
       const CsStmt *st = job->stmts[i];
       PreDecomp *r;
 
-      if (st->kind != CS_STMT_CALL || any_untyped_proxy (st->out) || reads_untyped (st)
-          || !job->want (st, job->want_data))
+      if (st->kind != CS_STMT_CALL)
+        {
+          job->flags[i] = PRE_SKIP;
+          continue;
+        }
+      if (any_untyped_proxy (st->out))
+        {
+          job->flags[i] = PRE_UNTYPED;
+          continue;
+        }
+      if (!job->want (st, job->want_data))
+        {
+          job->flags[i] = PRE_SKIP;
+          continue;
+        }
+      if (reads_untyped (st))
         continue;
       view.next_stmt_id = 0;
       g_ptr_array_set_size (subs, 0);
@@ -3171,7 +3195,7 @@ _cs_decompose_precompute (CsTrace *trace, CsStmt * const *stmts, guint n,
                           gpointer want_data)
 {
   guint n_workers = _cs_parallel_workers (n / 4);
-  PreJob job = { trace, stmts, policy, want, classify, want_data, NULL, NULL };
+  PreJob job = { trace, stmts, policy, want, classify, want_data, NULL, NULL, NULL };
   CsPreDecomps *pre;
 
   if (n_workers <= 1)
@@ -3179,6 +3203,7 @@ _cs_decompose_precompute (CsTrace *trace, CsStmt * const *stmts, guint n,
   pre = g_new0 (CsPreDecomps, 1);
   pre->n = n;
   pre->items = job.items = g_new0 (PreDecomp *, n);
+  pre->flags = job.flags = g_new0 (guint8, MAX (n, 1));
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 64, pre_chunk, &job);
   cs_arena_absorb_all (trace->arena, job.arenas, n_workers);
@@ -3192,6 +3217,7 @@ _cs_decompose_precomputed_free (CsPreDecomps *pre)
   if (pre == NULL)
     return;
   g_free (pre->items);
+  g_free (pre->flags);
   g_free (pre);
 }
 
@@ -3315,9 +3341,12 @@ restart:
       CsStmt **made;
       guint n_made;
 
-      if (st->kind != CS_STMT_CALL)
+      /* the workers' findings stand in for the checks (nothing has changed them since) */
+      guint8 flag = pre != NULL ? pre->flags[i] : PRE_OTHER;
+
+      if (flag == PRE_SKIP || (pre == NULL && st->kind != CS_STMT_CALL))
         continue;
-      if (!deep && any_untyped_proxy (st->out))
+      if (flag == PRE_UNTYPED || (pre == NULL && !deep && any_untyped_proxy (st->out)))
         {
           g_clear_pointer (&copy, cs_trace_unref);
           deep = TRUE;
@@ -3331,7 +3360,7 @@ restart:
           cs_stmt_set_subs (copy, st, made, n_made);
           continue;
         }
-      if (cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || !cs_decompose_supports (st))
+      if (pre == NULL && (cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || !cs_decompose_supports (st)))
         continue;
       g_ptr_array_set_size (subs, 0);
       if (!_cs_decompose_stmt_names (copy, st, policy, _cs_decompose_names_free_from (copy), subs,
