@@ -2167,7 +2167,7 @@ remat_analyze (const CsStmt *prod, const CsStmt *cons, Remat *r)
  * consumer's reads of the slice's outputs. */
 static void
 remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
-             const CsProxyVec *leaves, CsProxyVec *tmp)
+             const CsProxyVec *leaves, const guint8 *remap, CsProxyVec *tmp)
 {
   CsStmt *cons = *consp;
   g_autoptr(CsProxyMap) map = NULL;
@@ -2219,10 +2219,39 @@ remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
   cons = *consp = cs_trace_own_stmt (t, cons);
   for (guint i = 0; i < cons->n_subs; i++)
     {
-      cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], map);
+      if (remap == NULL || remap[i])
+        cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], map);
       g_ptr_array_add (subs, cons->subs[i]);
     }
   cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
+}
+
+static gboolean
+proxy_made_by_prod (CsProxy *p, gpointer data)
+{
+  const Remat *r = data;
+
+  return p->id >= r->n || r->made_gen[p->id] == r->gen;
+}
+
+/* After remat_analyze (prod, @cons, @r): per subsymbol of @cons, 1 when it may read a value
+ * prod writes (remat_apply's map renames only those), else 0.  Plain calls are looked at;
+ * anything else is 1. */
+static guint8 *
+remat_remap_mask (const CsStmt *cons, const Remat *r, CsArena *a)
+{
+  guint8 *m = CS_ARENA_NEW_N (a, guint8, MAX (cons->n_subs, 1));
+
+  for (guint j = 0; j < cons->n_subs; j++)
+    {
+      const CsStmt *s = cons->subs[j];
+      gboolean hit = s->kind != CS_STMT_CALL || s->n_subs > 0;
+
+      for (guint k = 0; k < s->n_args && !hit; k++)
+        hit = cs_value_any_proxy (s->args[k].value, proxy_made_by_prod, (gpointer) r);
+      m[j] = hit;
+    }
+  return m;
 }
 
 /* Rematerialization of one producer/consumer pair: TRUE when part of @prod was cloned into
@@ -2232,7 +2261,7 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
 {
   if (!remat_analyze (prod, *consp, r))
     return FALSE;
-  remat_apply (t, prod, consp, r->in_slice, &r->leaves, &r->tmp);
+  remat_apply (t, prod, consp, r->in_slice, &r->leaves, NULL, &r->tmp);
   return TRUE;
 }
 
@@ -2278,6 +2307,8 @@ typedef struct
   guint8    *in_slice;   /* per subsymbol of prod, when remat */
   CsProxy  **leaves;     /* when remat */
   guint      n_leaves;
+  guint8    *remap;      /* when remat: per subsymbol of the consumer, 0 when it reads no
+                            value prod writes (remat_apply's remap would return it as is) */
 } RematPlan;
 
 typedef struct
@@ -2337,6 +2368,7 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
         continue;
       pl->in_slice = CS_ARENA_NEW_N (a, guint8, pl->prod->n_subs);
       memcpy (pl->in_slice, r.in_slice, pl->prod->n_subs);
+      pl->remap = remat_remap_mask (job->t->stmts[job->cons_idx[k]], &r, a);
       pl->n_leaves = r.leaves.len;
       pl->leaves = r.leaves.len ? (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) r.leaves.v,
                                                                   r.leaves.len)
@@ -2486,7 +2518,8 @@ rematerialize (CsTrace *t)
                   CsProxyVec leaves = CS_PROXY_VEC_INIT;
                   leaves.v = pl->leaves;
                   leaves.len = pl->n_leaves;
-                  remat_apply (t, pl->prod, &t->stmts[i], pl->in_slice, &leaves, &r.tmp);
+                  remat_apply (t, pl->prod, &t->stmts[i], pl->in_slice, &leaves, pl->remap,
+                               &r.tmp);
                   changed = TRUE;
                 }
             }
