@@ -19,6 +19,7 @@
 #include "cs-config.h"
 
 #include "cs-grad.h"
+#include "cs-parallel.h"
 
 #include "cs-decompose.h"
 #include "cs-meta.h"
@@ -74,12 +75,19 @@ pmap_clear (ProxyMap *m)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProxyMap, pmap_clear)
 
+/* pmap_contains() for a caller that has @p's id at hand (@id == p->id) */
+static inline gboolean
+pmap_contains_id (const ProxyMap *m, const CsProxy *p, guint32 id)
+{
+  if (id < m->n && m->slots[id].key == p)
+    return TRUE;
+  return m->rest != NULL && g_hash_table_contains (m->rest, p);
+}
+
 static gboolean
 pmap_contains (const ProxyMap *m, const CsProxy *p)
 {
-  if (p->id < m->n && m->slots[p->id].key == p)
-    return TRUE;
-  return m->rest != NULL && g_hash_table_contains (m->rest, p);
+  return pmap_contains_id (m, p, p->id);
 }
 
 static gpointer
@@ -90,18 +98,25 @@ pmap_lookup (const ProxyMap *m, const CsProxy *p)
   return m->rest != NULL ? g_hash_table_lookup (m->rest, p) : NULL;
 }
 
-static void
-pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
+/* pmap_insert() for a caller that has @p's id at hand (@id == p->id) */
+static inline void
+pmap_insert_id (ProxyMap *m, CsProxy *p, guint32 id, gpointer value)
 {
-  if (p->id < m->n && (m->slots[p->id].key == NULL || m->slots[p->id].key == p))
+  if (id < m->n && (m->slots[id].key == NULL || m->slots[id].key == p))
     {
-      m->slots[p->id].key = p;
-      m->slots[p->id].value = value;
+      m->slots[id].key = p;
+      m->slots[id].value = value;
       return;
     }
   if (m->rest == NULL)
     m->rest = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (m->rest, p, value);
+}
+
+static void
+pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
+{
+  pmap_insert_id (m, p, p->id, value);
 }
 
 typedef struct
@@ -2030,71 +2045,129 @@ dict_get (const CsValue *d, const char *key)
   return NULL;
 }
 
-static gboolean
-proxy_any (CsProxy *p, gpointer data)
+enum { LIVE = 1, GET_GRAD = 2 };
+
+/* What the dce walk needs of one statement, gathered on worker threads (dce_summarize), so
+ * that the sequential walk reads one small record per statement and no value tree. */
+enum { DCE_NEVER = 0, DCE_ALWAYS, DCE_IF_NEEDED };
+
+typedef struct
 {
-  return TRUE;
-}
+  CsProxy  *p;
+  guint32   id;        /* p->id */
+} DceRef;
+
+typedef struct
+{
+  guint8    keep;      /* DCE_*: IF_NEEDED = kept when an output is needed */
+  guint8    get_grad;  /* a prims.get_grad call */
+  guint32   n_out;     /* outputs (IF_NEEDED), then n_in inputs (what a kept one needs) */
+  guint32   n_in;
+  DceRef   *refs;
+} DceStmt;
+
+typedef struct
+{
+  CsStmt * const *stmts;
+  DceStmt        *out;
+  CsArena       **arenas;   /* per worker: the refs (freed after the walk) */
+} DceJob;
 
 static gboolean
-proxy_in_set (CsProxy *p, gpointer set)
+push_ref (CsProxy *p, gpointer data)
 {
-  return pmap_contains (set, p);
-}
+  DceRef r = { p, p->id };
 
-static gboolean
-proxy_add_to_set (CsProxy *p, gpointer set)
-{
-  pmap_insert (set, p, p);
+  g_array_append_val ((GArray *) data, r);
   return FALSE;
 }
 
-enum { LIVE = 1, GET_GRAD = 2 };
+static void
+dce_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  DceJob *job = data;
+  g_autoptr(GArray) refs = g_array_new (FALSE, FALSE, sizeof (DceRef));
+  CsArena *a;
+
+  if (job->arenas[worker] == NULL)
+    job->arenas[worker] = cs_arena_new ();
+  a = job->arenas[worker];
+  for (guint i = begin; i < end; i++)
+    {
+      const CsStmt *s = job->stmts[i];
+      DceStmt *d = &job->out[i];
+
+      g_array_set_size (refs, 0);
+      switch (s->kind)
+        {
+        case CS_STMT_DEL:
+          d->keep = DCE_NEVER;
+          break;
+        case CS_STMT_CALL:
+          stmt_any_output (s, push_ref, refs);
+          if (refs->len > 0)
+            d->keep = DCE_IF_NEEDED;
+          else
+            d->keep = (cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE)
+                      ? DCE_ALWAYS : DCE_NEVER;
+          d->get_grad = s->op->id == CS_OP_PRIM_GET_GRAD;
+          break;
+        default:
+          d->keep = DCE_ALWAYS;
+          break;
+        }
+      if (d->keep == DCE_NEVER)
+        continue;
+      d->n_out = refs->len;
+      stmt_any_input (s, push_ref, refs);
+      d->n_in = refs->len - d->n_out;
+      if (refs->len > 0)
+        {
+          d->refs = CS_ARENA_NEW_N (a, DceRef, refs->len);
+          memcpy (d->refs, refs->data, sizeof (DceRef) * refs->len);
+        }
+    }
+}
 
 /* Thunder's dce - keep what the return needs (walking backwards) plus comments, unpacks and
  * DONT_DCE statements - followed by Thunder's _group_get_grad_bsyms: every live get_grad
  * moves to where the first one is.  The get_grads are noted during the dce walk, while each
- * statement is at hand, so the grouping does not read the statements again. */
+ * statement is at hand, so the grouping does not read the statements again.  What the walk
+ * reads of each statement (its kind, outputs and inputs) is gathered first, on worker
+ * threads; the walk itself, backwards over that, is sequential. */
 static GPtrArray *
 dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
 {
   g_auto(ProxyMap) needed_map = { 0 };
   ProxyMap *needed = &needed_map;
   g_autofree guint8 *mark = g_new0 (guint8, MAX (stmts->len, 1));
+  g_autofree DceStmt *sum = g_new0 (DceStmt, MAX (stmts->len, 1));
+  guint n_workers = _cs_parallel_workers (stmts->len / 16);
+  DceJob job = { (CsStmt * const *) stmts->pdata, sum, NULL };
   GPtrArray *out = g_ptr_array_sized_new (stmts->len);
   guint first = G_MAXUINT;
 
+  job.arenas = g_new0 (CsArena *, n_workers);
+  _cs_parallel_for (stmts->len, n_workers, 256, dce_chunk, &job);
   pmap_init (needed, t->next_proxy_id + 1);
 
   for (guint i = stmts->len; i > 0; i--)
     {
-      CsStmt *s = stmts->pdata[i - 1];
-      gboolean k = FALSE;
+      const DceStmt *d = &sum[i - 1];
+      gboolean k = d->keep == DCE_ALWAYS;
 
-      switch (s->kind)
-        {
-        case CS_STMT_DEL:
-          k = FALSE;
-          break;
-        case CS_STMT_CALL:
-          if (stmt_any_output (s, proxy_any, NULL))
-            k = stmt_any_output (s, proxy_in_set, needed);
-          else
-            k = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE;
-          break;
-        default:
-          k = TRUE;
-          break;
-        }
+      for (guint j = 0; j < d->n_out && !k; j++)
+        k = pmap_contains_id (needed, d->refs[j].p, d->refs[j].id);
       if (!k)
         continue;
       mark[i - 1] = LIVE;
-      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
+      if (d->get_grad)
         {
           mark[i - 1] |= GET_GRAD;
           first = i - 1;
         }
-      stmt_any_input (s, proxy_add_to_set, needed);
+      for (guint j = d->n_out; j < d->n_out + d->n_in; j++)
+        pmap_insert_id (needed, d->refs[j].p, d->refs[j].id, d->refs[j].p);
     }
   for (guint i = 0; i < stmts->len; i++)
     {
@@ -2105,6 +2178,9 @@ dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
       if (mark[i] == LIVE)
         g_ptr_array_add (out, stmts->pdata[i]);
     }
+  for (guint w = 0; w < n_workers; w++)
+    g_clear_pointer (&job.arenas[w], cs_arena_free);
+  g_free (job.arenas);
   return out;
 }
 
