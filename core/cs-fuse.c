@@ -1161,6 +1161,75 @@ spec_holds (const SpecRegion *sr, const Marks *m)
   return TRUE;
 }
 
+/* The "visible" marks of _cs_regions_refresh: every value written at the top level, marked
+ * by worker threads (each mark is the same generation, whoever stores it: relaxed atomic
+ * stores). */
+typedef struct
+{
+  guint32   *ids;          /* the ids below Marks.n of what a statement reads */
+  guint32    n;
+} ReadIds;
+
+typedef struct
+{
+  const CsTrace *trace;
+  guint32       *visible;
+  guint32        n;        /* ids below n are marked */
+  guint32        gen;
+  ReadIds       *reads;    /* per statement: what the backward walk marks needed */
+  CsArena      **arenas;   /* per worker: the id lists (freed after the walk) */
+} VisibleJob;
+
+static void
+visible_chunk (guint begin, guint end, guint worker, gpointer data)
+{
+  VisibleJob *job = data;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+
+  if (job->arenas[worker] == NULL)
+    job->arenas[worker] = cs_arena_new ();
+  for (guint i = begin; i < end; i++)
+    {
+      const CsStmt *s = job->trace->stmts[i];
+      ReadIds *r = &job->reads[i];
+
+      tmp.len = 0;
+      _cs_stmt_writes_vec (s, &tmp);
+      for (guint k = 0; k < tmp.len; k++)
+        if (tmp.v[k]->id < job->n)
+          __atomic_store_n (&job->visible[tmp.v[k]->id], job->gen, __ATOMIC_RELAXED);
+      tmp.len = 0;
+      _cs_stmt_reads_vec (s, &tmp);
+      r->ids = CS_ARENA_NEW_N (job->arenas[worker], guint32, MAX (tmp.len, 1));
+      r->n = 0;
+      for (guint k = 0; k < tmp.len; k++)
+        if (tmp.v[k]->id < job->n)
+          r->ids[r->n++] = tmp.v[k]->id;
+    }
+  _cs_proxy_vec_free (&tmp);
+}
+
+/* The backward walk of _cs_regions_refresh has met a read of proxy @id (< m->n) by the
+ * statement at index @i: the value is needed, and when it is not visible, the fresh region
+ * that holds it internally (if any, before @i) must be rebuilt. */
+static inline void
+refresh_note_read (const CsTrace *trace, Marks *m, guint32 id, guint i, guint32 visible_gen,
+                   guint32 *hidden_gen, guint8 *stale)
+{
+  MarkStore *st = m->st;
+
+  st->needed[id] = m->needed_gen;
+  if (st->visible[id] == visible_gen)
+    return;
+  if (*hidden_gen == 0)
+    {
+      *hidden_gen = ++st->gen;
+      build_hidden (trace, m, *hidden_gen);
+    }
+  if (st->hidden_gen[id] == *hidden_gen && st->hidden_at[id] - 1 < i)
+    stale[st->hidden_at[id] - 1] = 1;
+}
+
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
@@ -1170,8 +1239,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
-  guint n_regions = 0;
+  guint n_regions = 0, n_workers;
   g_autofree SpecRegion *spec = regions_refresh_parallel (trace);
+  VisibleJob vj = { trace, NULL, 0, 0, NULL, NULL };
 
   for (guint i = 0; i < trace->n_stmts; i++)
     n_regions += _cs_stmt_is_region (trace->stmts[i]);
@@ -1180,6 +1250,9 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   m.st = st = mark_store_get (m.n, 3 + 2 * n_regions);
   m.needed_gen = ++st->gen;
   visible_gen = ++st->gen;
+  vj.visible = st->visible;
+  vj.n = m.n;
+  vj.gen = visible_gen;
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
@@ -1195,22 +1268,22 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       if (p != NULL)
         mark_set (&m, st->visible, p, visible_gen);
     }
-  for (guint i = 0; i < trace->n_stmts; i++)
-    {
-      tmp.len = 0;
-      _cs_stmt_writes_vec (trace->stmts[i], &tmp);
-      for (guint k = 0; k < tmp.len; k++)
-        mark_set (&m, st->visible, tmp.v[k], visible_gen);
-    }
+  n_workers = _cs_parallel_workers (trace->n_stmts / 64);
+  vj.reads = g_new (ReadIds, MAX (trace->n_stmts, 1));
+  vj.arenas = g_new0 (CsArena *, n_workers);
+  _cs_parallel_for (trace->n_stmts, n_workers, 512, visible_chunk, &vj);
 
   for (guint i = trace->n_stmts; i-- > 0;)
     {
       CsStmt *s = trace->stmts[i];
+      gboolean as_read = TRUE;  /* s reads what it read when visible_chunk looked */
 
       if (_cs_stmt_is_region (s))
         {
           if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
             {
+              /* rebuilt: by a worker, or here (in place when the trace owns it) */
+              as_read = FALSE;
               if (spec != NULL && spec[i].done && spec_holds (&spec[i], &m))
                 {
                   if (spec[i].stmt == NULL)
@@ -1240,26 +1313,26 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
             continue;
         }
       _cs_stmt_vec_push (&kept, s);
+      if (as_read)
+        {
+          /* read on a worker (visible_chunk) */
+          for (guint j = 0; j < vj.reads[i].n; j++)
+            refresh_note_read (trace, &m, vj.reads[i].ids[j], i, visible_gen, &hidden_gen, stale);
+          continue;
+        }
       tmp.len = 0;
       _cs_stmt_reads_vec (s, &tmp);
       for (guint j = 0; j < tmp.len; j++)
-        {
-          const CsProxy *p = tmp.v[j];
-          mark_set (&m, st->needed, p, m.needed_gen);
-          if (p->id >= m.n || st->visible[p->id] == visible_gen)
-            continue;
-          if (hidden_gen == 0)
-            {
-              hidden_gen = ++st->gen;
-              build_hidden (trace, &m, hidden_gen);
-            }
-          if (st->hidden_gen[p->id] == hidden_gen && st->hidden_at[p->id] - 1 < i)
-            stale[st->hidden_at[p->id] - 1] = 1;
-        }
+        if (tmp.v[j]->id < m.n)
+          refresh_note_read (trace, &m, tmp.v[j]->id, i, visible_gen, &hidden_gen, stale);
     }
   _cs_stmt_vec_reverse (&kept);
   cs_trace_set_stmts (trace, kept.v, kept.len);
   g_free (stale);
+  for (guint w = 0; w < n_workers; w++)
+    g_clear_pointer (&vj.arenas[w], cs_arena_free);
+  g_free (vj.arenas);
+  g_free (vj.reads);
   _cs_proxy_vec_free (&tmp);
   _cs_proxy_vec_free (&m.tmp);
   _cs_proxy_vec_free (&m.outs);
