@@ -10,6 +10,7 @@
 
 #include "cs-fuse-private.h"
 #include "cs-ops.h"
+#include "cs-parallel.h"
 
 #include <string.h>
 
@@ -60,73 +61,80 @@ flatten_leaves (const CsValue *v, GPtrArray *out)
     }
 }
 
-/* The output and input proxies of the joint's statements, collected once (reading a
- * statement's values is the cache-missing part of the split; three walks use them). */
+/* The output and input proxies of the joint's statements, collected once, on worker threads
+ * (reading a statement's values is the cache-missing part of the split; three walks use
+ * them).  The joint is not edited while they are in use. */
 typedef struct
 {
-  GPtrArray *proxies;    /* every statement's outputs, then its inputs */
-  guint     *out_at;     /* per statement: outputs are proxies[out_at, in_at) */
-  guint     *in_at;      /*                inputs are proxies[in_at, in_end) */
-  guint     *in_end;
-  gboolean  *collected;  /* per statement: the ranges are set */
+  CsProxy  **v;          /* the statement's outputs, then its inputs */
+  guint      n_out;
+  guint      n_in;
+} StmtIoEntry;
+
+typedef struct
+{
+  const CsTrace *joint;
+  StmtIoEntry   *entries;  /* per statement */
+  CsArena      **arenas;   /* per worker: the lists */
+  guint          n_arenas;
 } StmtIo;
 
 static void
-stmt_io_init (StmtIo *io, guint n_stmts)
+stmt_io_chunk (guint begin, guint end, guint worker, gpointer data)
 {
-  io->proxies = g_ptr_array_new ();
-  io->out_at = g_new0 (guint, MAX (n_stmts, 1));
-  io->in_at = g_new0 (guint, MAX (n_stmts, 1));
-  io->in_end = g_new0 (guint, MAX (n_stmts, 1));
-  io->collected = g_new0 (gboolean, MAX (n_stmts, 1));
+  StmtIo *io = data;
+  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+
+  if (io->arenas[worker] == NULL)
+    io->arenas[worker] = cs_arena_new ();
+  for (guint i = begin; i < end; i++)
+    {
+      StmtIoEntry *e = &io->entries[i];
+
+      g_ptr_array_set_size (tmp, 0);
+      cs_stmt_collect_outputs (io->joint->stmts[i], tmp);
+      e->n_out = tmp->len;
+      cs_stmt_collect_inputs (io->joint->stmts[i], tmp);
+      e->n_in = tmp->len - e->n_out;
+      e->v = (CsProxy **) cs_arena_dup_ptrs (io->arenas[worker], tmp->pdata, tmp->len);
+    }
+}
+
+static void
+stmt_io_init (StmtIo *io, const CsTrace *joint)
+{
+  io->joint = joint;
+  io->entries = g_new0 (StmtIoEntry, MAX (joint->n_stmts, 1));
+  io->n_arenas = _cs_parallel_workers (joint->n_stmts / 16);
+  io->arenas = g_new0 (CsArena *, io->n_arenas);
+  _cs_parallel_for (joint->n_stmts, io->n_arenas, 256, stmt_io_chunk, io);
 }
 
 static void
 stmt_io_clear (StmtIo *io)
 {
-  g_clear_pointer (&io->proxies, g_ptr_array_unref);
-  g_clear_pointer (&io->out_at, g_free);
-  g_clear_pointer (&io->in_at, g_free);
-  g_clear_pointer (&io->in_end, g_free);
-  g_clear_pointer (&io->collected, g_free);
+  for (guint w = 0; w < io->n_arenas; w++)
+    g_clear_pointer (&io->arenas[w], cs_arena_free);
+  g_clear_pointer (&io->arenas, g_free);
+  g_clear_pointer (&io->entries, g_free);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (StmtIo, stmt_io_clear)
 
-static void
-stmt_io_collect (StmtIo *io, guint i, const CsStmt *s)
-{
-  io->out_at[i] = io->proxies->len;
-  cs_stmt_collect_outputs (s, io->proxies);
-  io->in_at[i] = io->proxies->len;
-  cs_stmt_collect_inputs (s, io->proxies);
-  io->in_end[i] = io->proxies->len;
-  io->collected[i] = TRUE;
-}
-
 /* Statement @i's outputs (@inputs FALSE) or inputs, in the order cs_stmt_collect_outputs() /
  * cs_stmt_collect_inputs() list them, as [*@ps, *@ps + return value). */
 static guint
-stmt_io_get (const StmtIo *io, guint i, const CsStmt *s, gboolean inputs, GPtrArray *tmp,
-             CsProxy ***ps)
+stmt_io_get (const StmtIo *io, guint i, gboolean inputs, CsProxy ***ps)
 {
-  if (!io->collected[i])
-    {
-      g_ptr_array_set_size (tmp, 0);
-      if (inputs)
-        cs_stmt_collect_inputs (s, tmp);
-      else
-        cs_stmt_collect_outputs (s, tmp);
-      *ps = (CsProxy **) tmp->pdata;
-      return tmp->len;
-    }
+  const StmtIoEntry *e = &io->entries[i];
+
   if (inputs)
     {
-      *ps = (CsProxy **) io->proxies->pdata + io->in_at[i];
-      return io->in_end[i] - io->in_at[i];
+      *ps = e->v + e->n_out;
+      return e->n_in;
     }
-  *ps = (CsProxy **) io->proxies->pdata + io->out_at[i];
-  return io->in_at[i] - io->out_at[i];
+  *ps = e->v;
+  return e->n_out;
 }
 
 /* Proxy sets: CsProxyMap's id-indexed slots (a GHashTable per set cost most of the pass). */
@@ -148,7 +156,6 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
 {
   g_autoptr(CsProxyMap) needed = _cs_proxy_map_new ();
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
 
   cs_stmt_collect_inputs (ret, ins);
   for (guint j = 0; j < ins->len; j++)
@@ -164,7 +171,7 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
         continue;
       if (s->kind != CS_STMT_CALL && s->kind != CS_STMT_UNPACK && s->kind != CS_STMT_ANNASSIGN)
         continue;
-      n = stmt_io_get (io, i - 1, s, FALSE, tmp, &ps);
+      n = stmt_io_get (io, i - 1, FALSE, &ps);
       for (guint j = 0; j < n && !keep; j++)
         keep = set_has (needed, ps[j]);
       if (n == 0 && s->kind == CS_STMT_CALL)
@@ -174,7 +181,7 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
           side[i - 1] = SIDE_DROP;
           continue;
         }
-      n = stmt_io_get (io, i - 1, s, TRUE, tmp, &ps);
+      n = stmt_io_get (io, i - 1, TRUE, &ps);
       for (guint j = 0; j < n; j++)
         set_add (needed, ps[j]);
     }
@@ -293,7 +300,6 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   g_autoptr(CsTrace) bt = NULL;
   g_autoptr(GPtrArray) fbody = g_ptr_array_new ();
   g_autoptr(GPtrArray) bbody = g_ptr_array_new ();
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   g_auto(StmtIo) io = { 0 };
   guint next_side = SIDE_FWD, n_fw, n_bw_stmts = 0;
   gboolean any_grad = FALSE;
@@ -332,7 +338,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
 
   /* walk backwards: forward = what the forward outputs need */
   side = g_new0 (guint8, MAX (joint->n_stmts, 1));
-  stmt_io_init (&io, joint->n_stmts);
+  stmt_io_init (&io, joint);
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
@@ -384,8 +390,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
           next_side = SIDE_BWD;
           continue;
         }
-      stmt_io_collect (&io, i - 1, s);
-      n_outs = stmt_io_get (&io, i - 1, s, FALSE, tmp, &outs);
+      n_outs = stmt_io_get (&io, i - 1, FALSE, &outs);
       for (guint j = 0; j < n_outs && !is_fwd; j++)
         is_fwd = set_has (fwd_names, outs[j]);
       if (is_call_of (s, CS_OP_PRIM_UNPACK_TRIVIAL) || s->kind == CS_STMT_UNPACK
@@ -398,7 +403,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
         }
       if (is_fwd)
         {
-          n_ins = stmt_io_get (&io, i - 1, s, TRUE, tmp, &ins);
+          n_ins = stmt_io_get (&io, i - 1, TRUE, &ins);
           for (guint j = 0; j < n_ins; j++)
             set_add (fwd_names, ins[j]);
           for (guint j = 0; j < n_outs; j++)
@@ -425,7 +430,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
       if (side[i] != SIDE_BWD)
         continue;
       n_bw_stmts++;
-      n_ins = stmt_io_get (&io, i, joint->stmts[i], TRUE, tmp, &ins);
+      n_ins = stmt_io_get (&io, i, TRUE, &ins);
       for (guint j = 0; j < n_ins; j++)
         {
           CsProxy *p = ins[j];
