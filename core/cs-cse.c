@@ -157,10 +157,8 @@ regions_chunk (guint begin, guint end, guint worker, gpointer data)
   gpointer state = region_state (job->pass);
   CsTrace view;
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
   /* the rewrite reads only the arena and the ownership serial of its trace */
-  _cs_trace_worker_view (job->t, job->arenas[worker], &view);
+  _cs_trace_worker_view (job->t, cs_arena_of_worker (job->arenas, worker), &view);
   for (guint k = begin; k < end; k++)
     {
       guint i = job->regions[k];

@@ -3127,9 +3127,7 @@ pre_chunk (guint begin, guint end, guint worker, gpointer data)
   g_autoptr(GPtrArray) fresh_log = g_ptr_array_new ();
   g_autoptr(GArray) adopted = g_array_new (FALSE, FALSE, sizeof (guint));
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
-  a = job->arenas[worker];
+  a = cs_arena_of_worker (job->arenas, worker);
   _cs_trace_worker_view (job->trace, a, &view);
   view.serial = PROVISIONAL_OWNER;
   prov.fresh = fresh_log;

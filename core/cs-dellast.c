@@ -39,17 +39,15 @@ use_chunk (guint begin, guint end, guint worker, gpointer data)
 {
   UseJob *job = data;
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
+  CsArena *a = cs_arena_of_worker (job->arenas, worker);
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
   for (guint i = begin; i < end; i++)
     {
       tmp.len = 0;
       _cs_stmt_writes_vec (job->stmts[i], &tmp);
       _cs_stmt_reads_vec (job->stmts[i], &tmp);
       job->uses[i].n = tmp.len;
-      job->uses[i].v = (CsProxy **) cs_arena_dup_ptrs (job->arenas[worker],
-                                                      (gpointer const *) tmp.v, tmp.len);
+      job->uses[i].v = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) tmp.v, tmp.len);
     }
   _cs_proxy_vec_free (&tmp);
 }
@@ -142,9 +140,7 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
         }
       g_ptr_array_add (rev, s);
     }
-  for (guint w = 0; w < n_workers; w++)
-    g_clear_pointer (&job.arenas[w], cs_arena_free);
-  g_free (job.arenas);
+  cs_arena_free_all (job.arenas, n_workers);
 
   /* reverse into order, moving unpack detail comments above the del/clear lines that follow
    * their unpack */

@@ -1063,9 +1063,7 @@ spec_chunk (guint begin, guint end, guint worker, gpointer data)
   CsTrace view;
   Marks m = { 0 };
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
-  _cs_trace_worker_view (job->trace, job->arenas[worker], &view);
+  _cs_trace_worker_view (job->trace, cs_arena_of_worker (job->arenas, worker), &view);
   m.n = job->n_ids;
   m.st = mark_store_get (m.n, 2 * (end - begin) + 3);
   m.lastread = job->lastread;
@@ -1185,9 +1183,8 @@ visible_chunk (guint begin, guint end, guint worker, gpointer data)
 {
   VisibleJob *job = data;
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
+  CsArena *a = cs_arena_of_worker (job->arenas, worker);
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
   for (guint i = begin; i < end; i++)
     {
       const CsStmt *s = job->trace->stmts[i];
@@ -1200,7 +1197,7 @@ visible_chunk (guint begin, guint end, guint worker, gpointer data)
           __atomic_store_n (&job->visible[tmp.v[k]->id], job->gen, __ATOMIC_RELAXED);
       tmp.len = 0;
       _cs_stmt_reads_vec (s, &tmp);
-      r->ids = CS_ARENA_NEW_N (job->arenas[worker], guint32, MAX (tmp.len, 1));
+      r->ids = CS_ARENA_NEW_N (a, guint32, MAX (tmp.len, 1));
       r->n = 0;
       for (guint k = 0; k < tmp.len; k++)
         if (tmp.v[k]->id < job->n)
@@ -1329,9 +1326,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   _cs_stmt_vec_reverse (&kept);
   cs_trace_set_stmts (trace, kept.v, kept.len);
   g_free (stale);
-  for (guint w = 0; w < n_workers; w++)
-    g_clear_pointer (&vj.arenas[w], cs_arena_free);
-  g_free (vj.arenas);
+  cs_arena_free_all (vj.arenas, n_workers);
   g_free (vj.reads);
   _cs_proxy_vec_free (&tmp);
   _cs_proxy_vec_free (&m.tmp);
@@ -1511,9 +1506,7 @@ why_chunk (guint begin, guint end, guint worker, gpointer data)
       r = _cs_fuse_why_not_fusible (s, job->policy, buf, sizeof buf);
       if (r == buf)
         {
-          if (job->arenas[worker] == NULL)
-            job->arenas[worker] = cs_arena_new ();
-          r = cs_arena_strdup (job->arenas[worker], buf);
+          r = cs_arena_strdup (cs_arena_of_worker (job->arenas, worker), buf);
         }
       job->why[i] = r;
     }
@@ -2419,8 +2412,6 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
       sc->cap = cap;
       sc->gen = 0;
     }
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
   r.n = job->n;
   r.gen = sc->gen;
   r.n_readers = job->n_readers;
@@ -2434,7 +2425,7 @@ remat_chunk (guint begin, guint end, guint worker, gpointer data)
   for (guint k = begin; k < end; k++)
     {
       RematPlan *pl = &job->plans[k];
-      CsArena *a = job->arenas[worker];
+      CsArena *a = cs_arena_of_worker (job->arenas, worker);
 
       pl->remat = remat_analyze (pl->prod, job->t->stmts[job->cons_idx[k]], &r);
       if (!pl->remat)

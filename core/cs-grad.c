@@ -2089,9 +2089,7 @@ dce_chunk (guint begin, guint end, guint worker, gpointer data)
   g_autoptr(GArray) refs = g_array_new (FALSE, FALSE, sizeof (DceRef));
   CsArena *a;
 
-  if (job->arenas[worker] == NULL)
-    job->arenas[worker] = cs_arena_new ();
-  a = job->arenas[worker];
+  a = cs_arena_of_worker (job->arenas, worker);
   for (guint i = begin; i < end; i++)
     {
       const CsStmt *s = job->stmts[i];
@@ -2178,9 +2176,7 @@ dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
       if (mark[i] == LIVE)
         g_ptr_array_add (out, stmts->pdata[i]);
     }
-  for (guint w = 0; w < n_workers; w++)
-    g_clear_pointer (&job.arenas[w], cs_arena_free);
-  g_free (job.arenas);
+  cs_arena_free_all (job.arenas, n_workers);
   return out;
 }
 

@@ -87,6 +87,15 @@ cs_arena_absorb (CsArena *dst, CsArena *src)
   g_free (src);
 }
 
+/** cs_arena_free_all: see cs-ir.h. */
+void
+cs_arena_free_all (CsArena **arenas, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    g_clear_pointer (&arenas[i], cs_arena_free);
+  g_free (arenas);
+}
+
 /** cs_arena_absorb_all: see cs-ir.h. */
 void
 cs_arena_absorb_all (CsArena *dst, CsArena **arenas, guint n)

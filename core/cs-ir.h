@@ -53,6 +53,18 @@ void        cs_arena_absorb       (CsArena *dst, CsArena *src);
 /** cs_arena_absorb() of every non-NULL arena of @arenas (@n of them: a parallel pass's
  *  per-worker arenas), then g_free (@arenas). */
 void        cs_arena_absorb_all   (CsArena *dst, CsArena **arenas, guint n);
+/** cs_arena_free() of every non-NULL arena of @arenas (@n of them: per-worker arenas whose
+ *  contents a pass needed only while it ran), then g_free (@arenas). */
+void        cs_arena_free_all     (CsArena **arenas, guint n);
+/** The arena of worker @worker in a parallel pass's per-worker array @arenas, made on the
+ *  worker's first use (only that worker touches its slot). */
+static inline CsArena *
+cs_arena_of_worker (CsArena **arenas, guint worker)
+{
+  if (arenas[worker] == NULL)
+    arenas[worker] = cs_arena_new ();
+  return arenas[worker];
+}
 /* The arena's bump pointer, visible so that cs_arena_alloc()'s fast path is inline (the passes
  * make millions of small allocations); the block list is private to cs-ir.c. */
 struct _CsArena

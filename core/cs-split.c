@@ -84,9 +84,8 @@ stmt_io_chunk (guint begin, guint end, guint worker, gpointer data)
 {
   StmtIo *io = data;
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  CsArena *a = cs_arena_of_worker (io->arenas, worker);
 
-  if (io->arenas[worker] == NULL)
-    io->arenas[worker] = cs_arena_new ();
   for (guint i = begin; i < end; i++)
     {
       StmtIoEntry *e = &io->entries[i];
@@ -96,7 +95,7 @@ stmt_io_chunk (guint begin, guint end, guint worker, gpointer data)
       e->n_out = tmp->len;
       cs_stmt_collect_inputs (io->joint->stmts[i], tmp);
       e->n_in = tmp->len - e->n_out;
-      e->v = (CsProxy **) cs_arena_dup_ptrs (io->arenas[worker], tmp->pdata, tmp->len);
+      e->v = (CsProxy **) cs_arena_dup_ptrs (a, tmp->pdata, tmp->len);
     }
 }
 
@@ -113,9 +112,8 @@ stmt_io_init (StmtIo *io, const CsTrace *joint)
 static void
 stmt_io_clear (StmtIo *io)
 {
-  for (guint w = 0; w < io->n_arenas; w++)
-    g_clear_pointer (&io->arenas[w], cs_arena_free);
-  g_clear_pointer (&io->arenas, g_free);
+  cs_arena_free_all (io->arenas, io->n_arenas);
+  io->arenas = NULL;
   g_clear_pointer (&io->entries, g_free);
 }
 
