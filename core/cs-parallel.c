@@ -7,6 +7,27 @@
 
 #define CS_PARALLEL_MAX 16
 
+/* The hand-off of a task to a pool thread goes through GLib's GAsyncQueue, whose locks
+ * ThreadSanitizer does not see when GLib is not instrumented (the system's is not): without
+ * these annotations it reports every worker read of what the calling thread set up.  The way
+ * back is the atomic pending counter, which it sees. */
+#if defined(__SANITIZE_THREAD__)
+#define CS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CS_TSAN 1
+#endif
+#endif
+#ifdef CS_TSAN
+void __tsan_acquire (void *addr);
+void __tsan_release (void *addr);
+#define TSAN_ACQUIRE(addr) __tsan_acquire (addr)
+#define TSAN_RELEASE(addr) __tsan_release (addr)
+#else
+#define TSAN_ACQUIRE(addr) ((void) 0)
+#define TSAN_RELEASE(addr) ((void) 0)
+#endif
+
 typedef struct
 {
   guint          n;          /* items */
@@ -42,8 +63,10 @@ static void
 pool_task (gpointer task_data, gpointer user_data)
 {
   Task *task = task_data;
-  Job *job = task->job;
+  Job *job;
 
+  TSAN_ACQUIRE (task);
+  job = task->job;
   run_chunks (job, task->worker);
   g_free (task);
   g_mutex_lock (&job->lock);
@@ -165,6 +188,7 @@ _cs_parallel_for (guint n, guint n_workers, guint grain, CsParallelFunc fn, gpoi
       Task *task = g_new (Task, 1);
       task->job = &job;
       task->worker = w;
+      TSAN_RELEASE (task);
       g_thread_pool_push (pool, task, NULL);
     }
   run_chunks (&job, 0);
