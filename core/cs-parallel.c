@@ -4,6 +4,9 @@
 #include "cs-parallel.h"
 
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define CS_PARALLEL_MAX 16
 
@@ -132,6 +135,16 @@ void
 _cs_parallel_set_max_threads (guint n)
 {
   override_threads = MIN (n, CS_PARALLEL_MAX);
+}
+
+/** cs_runtime_init: see cs-parallel.h. */
+void
+cs_runtime_init (void)
+{
+#ifdef __GLIBC__
+  mallopt (M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt (M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+#endif
 }
 
 /** _cs_parallel_set_eager: see cs-parallel.h. */

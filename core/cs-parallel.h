@@ -76,4 +76,17 @@ void        _cs_parallel_set_eager   (gboolean on);
  *  the process started (for tests: proof that the parallel path was taken). */
 guint       _cs_parallel_jobs_run    (void);
 
+/**
+ * cs_runtime_init:
+ *
+ * Process-wide settings the passes want; a program calls it once at startup, before it starts
+ * threads.  The passes allocate and free hundreds of MiB per pipeline run (arena blocks,
+ * id-indexed scratch arrays, each worker's arena).  With glibc's defaults, freed memory goes
+ * back to the kernel (trimmed heaps, unmapped large blocks) and the next pass faults fresh,
+ * zeroed pages in.  This keeps it in the process for reuse (glibc: mmap threshold 32 MiB,
+ * trim threshold 1 GiB): on the generated 10,000-statement trace, about 6 % of the
+ * pipeline's time on the GPU machine's 16-core host (tests/BENCH-RESULTS.md).  The price is a
+ * resident size that stays at its peak.  Does nothing with other C libraries.
+ */
+void        cs_runtime_init          (void);
 G_END_DECLS
