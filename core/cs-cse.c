@@ -191,16 +191,17 @@ regions_precompute (CsTrace *t, const RegionPass *pass)
   RegionJob job = { t, pass, NULL, NULL, NULL };
   guint n = 0, n_workers;
 
-  for (guint i = 0; i < t->n_stmts; i++)
-    n += _cs_stmt_is_region (t->stmts[i]);
-  n_workers = _cs_parallel_workers (n);
-  if (n_workers <= 1)
-    return NULL;
-  job.regions = g_new (guint, n);
-  n = 0;
+  /* the regions' indices, in one look at each statement */
+  job.regions = g_new (guint, MAX (t->n_stmts, 1));
   for (guint i = 0; i < t->n_stmts; i++)
     if (_cs_stmt_is_region (t->stmts[i]))
       job.regions[n++] = i;
+  n_workers = _cs_parallel_workers (n);
+  if (n_workers <= 1)
+    {
+      g_free (job.regions);
+      return NULL;
+    }
   job.done = g_new0 (RegionDone, t->n_stmts);
   job.arenas = g_new0 (CsArena *, n_workers);
   _cs_parallel_for (n, n_workers, 8, regions_chunk, &job);

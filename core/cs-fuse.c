@@ -1120,20 +1120,24 @@ static SpecRegion *
 regions_refresh_parallel (CsTrace *trace)
 {
   SpecJob job = { trace, trace->next_proxy_id + 1, NULL, NULL, NULL, NULL };
-  guint n = 0, n_workers;
+  guint n = 0, n_regions = 0, n_workers;
 
+  /* the regions' indices, in one look at each statement */
+  job.regions = g_new (guint, MAX (trace->n_stmts, 1));
   for (guint i = 0; i < trace->n_stmts; i++)
-    n += _cs_stmt_is_region (trace->stmts[i]);
-  n_workers = _cs_parallel_workers (n);
+    if (_cs_stmt_is_region (trace->stmts[i]))
+      job.regions[n_regions++] = i;
+  n_workers = _cs_parallel_workers (n_regions);
   if (n_workers <= 1)
-    return NULL;
+    {
+      g_free (job.regions);
+      return NULL;
+    }
   job.lastread = g_new0 (gint, job.n_ids);
   _cs_parallel_for (trace->n_stmts, n_workers, 256, lastread_chunk, &job);
-  job.regions = g_new (guint, n);
-  n = 0;
-  for (guint i = 0; i < trace->n_stmts; i++)
-    if (_cs_stmt_is_region (trace->stmts[i]) && spec_candidate (&job, i))
-      job.regions[n++] = i;
+  for (guint k = 0; k < n_regions; k++)
+    if (spec_candidate (&job, job.regions[k]))
+      job.regions[n++] = job.regions[k];
   if (n < 64)
     {
       g_free (job.regions);
@@ -1236,15 +1240,14 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
-  guint n_regions = 0, n_workers;
+  guint n_workers;
   g_autofree SpecRegion *spec = regions_refresh_parallel (trace);
   VisibleJob vj = { trace, NULL, 0, 0, NULL, NULL };
 
-  for (guint i = 0; i < trace->n_stmts; i++)
-    n_regions += _cs_stmt_is_region (trace->stmts[i]);
   m.n = trace->next_proxy_id + 1;
-  /* generations: needed, visible, hidden, two per region */
-  m.st = st = mark_store_get (m.n, 3 + 2 * n_regions);
+  /* generations: needed, visible, hidden, two per region (at most one region per
+   * statement) */
+  m.st = st = mark_store_get (m.n, 3 + 2 * trace->n_stmts);
   m.needed_gen = ++st->gen;
   visible_gen = ++st->gen;
   vj.visible = st->visible;
