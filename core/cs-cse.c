@@ -22,6 +22,22 @@ typedef struct
   CsProxyMap *one;     /* scratch: a single substitution */
 } CastMaps;
 
+static void
+cast_maps_init (CastMaps *m)
+{
+  m->repl = _cs_proxy_map_new ();
+  m->inter = _cs_proxy_map_new ();
+  m->one = _cs_proxy_map_new ();
+}
+
+static void
+cast_maps_free (CastMaps *m)
+{
+  _cs_proxy_map_free (m->repl);
+  _cs_proxy_map_free (m->inter);
+  _cs_proxy_map_free (m->one);
+}
+
 /* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
 static gboolean
 same_subs (const CsStmt *s, const CsStmtVec *subs)
@@ -191,11 +207,7 @@ regions_precompute (CsTrace *t, const RegionPass *pass)
   RegionJob job = { t, pass, NULL, NULL, NULL };
   guint n = 0, n_workers;
 
-  /* the regions' indices, in one look at each statement */
-  job.regions = g_new (guint, MAX (t->n_stmts, 1));
-  for (guint i = 0; i < t->n_stmts; i++)
-    if (_cs_stmt_is_region (t->stmts[i]))
-      job.regions[n++] = i;
+  job.regions = _cs_trace_region_indices (t, &n);
   n_workers = _cs_parallel_workers (n);
   if (n_workers <= 1)
     {
@@ -243,9 +255,7 @@ static gpointer
 rrc_state_new (void)
 {
   RrcState *st = g_new0 (RrcState, 1);
-  st->maps.repl = _cs_proxy_map_new ();
-  st->maps.inter = _cs_proxy_map_new ();
-  st->maps.one = _cs_proxy_map_new ();
+  cast_maps_init (&st->maps);
   return st;
 }
 
@@ -253,9 +263,7 @@ static void
 rrc_state_free (gpointer data)
 {
   RrcState *st = data;
-  _cs_proxy_map_free (st->maps.repl);
-  _cs_proxy_map_free (st->maps.inter);
-  _cs_proxy_map_free (st->maps.one);
+  cast_maps_free (&st->maps);
   _cs_stmt_vec_free (&st->subs);
   g_free (st);
 }
@@ -312,9 +320,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
 
   t = cs_trace_derive_shared (trace, "remove-redundant-casts");
   done = regions_precompute (t, &rrc_pass);
-  outer.repl = _cs_proxy_map_new ();
-  outer.inter = _cs_proxy_map_new ();
-  outer.one = _cs_proxy_map_new ();
+  cast_maps_init (&outer);
   /* one set of inner maps for every region, emptied between regions */
   inner = region_state (&rrc_pass);
   for (guint i = 0; i < t->n_stmts; i++)
@@ -331,9 +337,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
         _cs_stmt_vec_push (&kept, s);
     }
   cs_trace_set_stmts (t, kept.v, kept.len);
-  _cs_proxy_map_free (outer.repl);
-  _cs_proxy_map_free (outer.inter);
-  _cs_proxy_map_free (outer.one);
+  cast_maps_free (&outer);
   rrc_reset (inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);

@@ -3243,7 +3243,8 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
                     CsStmt ***subs, guint *n_subs, const guint8 **classes)
 {
   PreDecomp *r;
-  guint32 base, adopted_n[8];
+  guint32 base, stack_n[8], *adopted_n;
+  guint a = 0;
 
   if (pre == NULL || i >= pre->n || pre->items[i] == NULL)
     return FALSE;
@@ -3253,39 +3254,30 @@ _cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_fr
   for (guint k = 0; k < r->n_subs; k++)
     number_stmt (trace, r->subs[k], base);
   trace->next_stmt_id += r->n_stmts;
-  if (r->n_adopted > G_N_ELEMENTS (adopted_n))
+  /* a replaced proxy is unreferenced: it takes its n (and proxy id) in turn but no name and
+   * no table entry, which the walk would only add and remove again (what the table is left
+   * with - its live names, a bound on them - is the same) */
+  adopted_n = r->n_adopted <= G_N_ELEMENTS (stack_n) ? stack_n : g_new (guint32, r->n_adopted);
+  for (guint k = 0; k < r->n_fresh; k++)
     {
-      for (guint k = 0; k < r->n_fresh; k++)
-        name_fresh (trace, names_free_from, r->fresh[k]);
-      for (guint k = 0; k < r->n_adopted; k++)
-        give_back_name (trace, r->fresh[r->adopted[k]]);
-    }
-  else
-    {
-      /* a replaced proxy is unreferenced: it takes its n (and proxy id) in turn but no name
-       * and no table entry, which the walk would only add and remove again (what the table
-       * is left with - its live names, a bound on them - is the same) */
-      guint a = 0;
-
-      for (guint k = 0; k < r->n_fresh; k++)
+      guint j;
+      for (j = 0; j < r->n_adopted && r->adopted[j] != k; j++)
+        ;
+      if (j < r->n_adopted)
         {
-          guint j;
-          for (j = 0; j < r->n_adopted && r->adopted[j] != k; j++)
-            ;
-          if (j < r->n_adopted)
-            {
-              adopted_n[j] = claim_name (trace, names_free_from);
-              trace->next_proxy_id++;
-              a++;
-            }
-          else
-            name_fresh (trace, names_free_from, r->fresh[k]);
+          adopted_n[j] = claim_name (trace, names_free_from);
+          trace->next_proxy_id++;
+          a++;
         }
-      g_assert (a == r->n_adopted);
-      for (guint k = 0; k < r->n_adopted; k++)
-        if (trace->next_name > 0 && adopted_n[k] == trace->next_name - 1)
-          trace->next_name--;
+      else
+        name_fresh (trace, names_free_from, r->fresh[k]);
     }
+  g_assert (a == r->n_adopted);
+  for (guint k = 0; k < r->n_adopted; k++)
+    if (trace->next_name > 0 && adopted_n[k] == trace->next_name - 1)
+      trace->next_name--;
+  if (adopted_n != stack_n)
+    g_free (adopted_n);
   *subs = r->subs;
   *n_subs = r->n_subs;
   if (classes != NULL)

@@ -270,5 +270,8 @@ void        _cs_trace_compact_proxies (CsTrace *trace);
 
 /* Number of region statements / the k-th region (in order). */
 guint       _cs_trace_count_regions  (const CsTrace *trace);
+/* The indices of @trace's top-level regions, in order, in one look at each statement
+ * (*@n of them; free with g_free). */
+guint      *_cs_trace_region_indices (const CsTrace *trace, guint *n);
 
 G_END_DECLS

@@ -1122,11 +1122,7 @@ regions_refresh_parallel (CsTrace *trace)
   SpecJob job = { trace, trace->next_proxy_id + 1, NULL, NULL, NULL, NULL };
   guint n = 0, n_regions = 0, n_workers;
 
-  /* the regions' indices, in one look at each statement */
-  job.regions = g_new (guint, MAX (trace->n_stmts, 1));
-  for (guint i = 0; i < trace->n_stmts; i++)
-    if (_cs_stmt_is_region (trace->stmts[i]))
-      job.regions[n_regions++] = i;
+  job.regions = _cs_trace_region_indices (trace, &n_regions);
   n_workers = _cs_parallel_workers (n_regions);
   if (n_workers <= 1)
     {
@@ -1338,6 +1334,19 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   _cs_proxy_vec_free (&m.reads);
   _cs_stmt_vec_free (&m.kept);
   g_free (m.read_pos);
+}
+
+/** _cs_trace_region_indices: see cs-fuse-private.h. */
+guint *
+_cs_trace_region_indices (const CsTrace *trace, guint *n)
+{
+  guint *idx = g_new (guint, MAX (trace->n_stmts, 1));
+
+  *n = 0;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (_cs_stmt_is_region (trace->stmts[i]))
+      idx[(*n)++] = i;
+  return idx;
 }
 
 guint
