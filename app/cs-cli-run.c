@@ -12,6 +12,7 @@
 #include "cs-cli-policy.h"
 #include "cs-cli-run-cuda.h"
 
+#include "cs-compare.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-ref.h"
@@ -28,14 +29,11 @@
 /* Error of one output against the f64 truth. */
 typedef struct
 {
-  char     *name;       /* proxy name ("" for literals) */
-  CsTensor *exact;      /* exact-mode value (trace dtype) */
-  double    max_abs;    /* max |exact - f64| */
-  double    max_rel;    /* max |exact - f64| / max(|f64|, 1e-3 * max|f64|) */
-  double    rel_l2;     /* ||exact - f64||_2 / ||f64||_2 (normwise relative error) */
-  char     *grad_of;    /* backward: the forward input this is the gradient of, or NULL */
-  gint64    n_nonfinite;/* NaN or inf elements in the exact result */
-  gint64    n_mismatch; /* elements where either is NaN or just one is inf (errors then NaN/inf) */
+  char      *name;      /* proxy name ("" for literals) */
+  CsTensor  *exact;     /* exact-mode value (trace dtype) */
+  CsAccuracy acc;       /* exact vs f64, reference error = the rounding floor of the dtype */
+  guint      order;     /* position in the trace's return (ties of the sort keep it) */
+  char      *grad_of;   /* backward: the forward input this is the gradient of, or NULL */
 } RunOutput;
 
 static void
@@ -48,17 +46,49 @@ run_output_free (RunOutput *o)
   g_free (o);
 }
 
+/* The exact run's accuracy against f64.  The CPU reference has no second run to judge it by,
+ * so the reference error is the rounding floor (f64 rounded once to the output dtype): ratio
+ * is how many roundings' worth of error the trace accumulated, and the verdict says whether
+ * that is within PyTorch's k (cs_accuracy_rule) -- a lens, not a check. */
 static void
-measure (RunOutput *o, const CsTensor *e, const CsTensor *t)
+measure (RunOutput *o, const CsTensor *e, const CsTensor *t, gboolean training)
 {
-  CsTensorErrorStats st;
+  CsAccuracyRule rule;
 
-  cs_tensor_measure_error (e, t, &st);
-  o->max_abs = st.max_abs;
-  o->max_rel = st.max_rel;
-  o->rel_l2 = st.rel_l2;
-  o->n_nonfinite = st.n_nonfinite;
-  o->n_mismatch = st.n_mismatch;
+  cs_accuracy_rule (e->dtype, e->numel, training, &rule);
+  cs_accuracy_judge (e, NULL, t, &rule, &o->acc);
+}
+
+/* Worst first: largest cs_accuracy_margin(), then trace order. */
+static int
+output_worst_first (gconstpointer a, gconstpointer b)
+{
+  const RunOutput *x = *(const RunOutput * const *) a, *y = *(const RunOutput * const *) b;
+  double mx = cs_accuracy_margin (&x->acc), my = cs_accuracy_margin (&y->acc);
+
+  if (isnan (mx) != isnan (my))
+    return isnan (mx) ? -1 : 1;
+  if (mx != my && !isnan (mx))
+    return mx > my ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The CPU report's verdict word: "ok", "above" (error past k times the floor), "MISMATCH"
+ * (NaN/inf where f64 has none, or the reverse). */
+static const char *
+lens_verdict (const CsAccuracy *a)
+{
+  return a->n_nonfinite_mismatch ? "MISMATCH" : a->pass ? "ok" : "above";
+}
+
+/* "1.234e-03", "inf", "nan"; "-" for a finite measure over no element (every element of @a
+ * non-finite): never a zero error for a tensor of NaNs. */
+static char *
+fmt_err (const CsAccuracy *a, double v)
+{
+  if (a->n_compared == 0 && a->n > 0 && isfinite (v))
+    return g_strdup ("-");
+  return g_strdup_printf ("%.3e", v);
 }
 
 /* The return dict of a forward (`return {'output': ..., 'flat_args': [...]}, (saved...)`),
@@ -186,7 +216,7 @@ typedef struct
 static gboolean
 run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
           const char *inputs_dir, guint64 seed, GHashTable *ret_exact, GHashTable *ret_f64,
-          GPtrArray *grad_of, RunReport *rep, GError **error)
+          GPtrArray *grad_of, gboolean training, RunReport *rep, GError **error)
 {
   g_autoptr (GPtrArray) leaves = cs_ref_dup_leaf_inputs (trace);
   g_autoptr (GPtrArray) oe = NULL, of = NULL, ne = NULL;
@@ -238,9 +268,11 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
       if (grad_of && grad_of->len == oe->len)
         o->grad_of = g_strdup (g_ptr_array_index (grad_of, i));
       o->exact = cs_tensor_ref (e);
-      measure (o, e, f);
+      o->order = rep->outputs->len;
+      measure (o, e, f, training);
       g_ptr_array_add (rep->outputs, o);
     }
+  g_ptr_array_sort (rep->outputs, output_worst_first);
   return TRUE;
 }
 
@@ -261,41 +293,53 @@ print_report (const RunReport *rep, gboolean all)
   for (guint i = 0; i < rep->outputs->len; i++)
     {
       const RunOutput *o = g_ptr_array_index (rep->outputs, i);
-      g_autofree char *ty = NULL;
+      const CsAccuracy *a = &o->acc;
+      g_autofree char *ty = NULL, *e = NULL, *r = NULL, *ma = NULL, *q = NULL, *l2 = NULL;
 
       if (!all && !is_primary (rep, o))
         {
           n_saved++;
-          /* NaN is the worst */
-          if (worst == NULL || isnan (o->rel_l2)
-              || (!isnan (worst->rel_l2) && o->rel_l2 > worst->rel_l2))
-            worst = o;
+          if (worst == NULL)
+            worst = o;   /* sorted worst first */
           continue;
         }
       ty = cs_tensor_type_string (o->exact);
-
-      printf ("  %-12s %-22s max_abs_err %.3e  max_rel_err %.3e  rel_l2_err %.3e", o->name, ty,
-              o->max_abs, o->max_rel, o->rel_l2);
-      if (o->n_nonfinite)
-        printf ("  non-finite %" G_GINT64_FORMAT, o->n_nonfinite);
-      if (o->n_mismatch)
+      e = fmt_err (a, a->err);
+      r = fmt_err (a, a->ref_err);
+      ma = fmt_err (a, a->max_abs);
+      q = a->n_compared == 0 && a->n > 0 && isfinite (a->ratio) ? g_strdup ("-")
+                                                                 : g_strdup_printf ("%.3g", a->ratio);
+      l2 = fmt_err (a, a->rms_f64 > 0 ? a->err / a->rms_f64 : a->err);
+      printf ("  %-12s %-22s err %s  floor %s  ratio %-8s %-8s max_abs_err %s  rel_l2_err %s",
+              o->name, ty, e, r, q, lens_verdict (a), ma, l2);
+      if (a->n_nonfinite)
+        printf ("  non-finite %" G_GINT64_FORMAT " (as in f64)", a->n_nonfinite);
+      if (a->n_nonfinite_mismatch)
         printf ("  MISMATCH: %" G_GINT64_FORMAT " NaN/inf elements disagree with f64",
-                o->n_mismatch);
+                a->n_nonfinite_mismatch);
       if (o->grad_of)
         printf ("  (grad of %s)", o->grad_of);
       printf ("\n");
     }
   if (n_saved)
-    printf ("  saved for backward: %u more outputs, largest rel_l2_err %.3e (%s); "
-            "--all-outputs lists them\n", n_saved, worst->rel_l2, worst->name);
+    {
+      g_autofree char *e = fmt_err (&worst->acc, worst->acc.err);
+
+      printf ("  saved for backward: %u more outputs, worst %s (err %s, ratio %.3g, %s); "
+              "--all-outputs lists them\n", n_saved, worst->name, e, worst->acc.ratio,
+              lens_verdict (&worst->acc));
+    }
 }
 
 #if CS_HAVE_JSON
-/* JSON has no inf or NaN: a non-finite error is written as the string "inf" or "nan". */
+/* JSON has no inf or NaN: a non-finite error is written as the string "inf" or "nan"; a
+ * finite measure over no element (all non-finite, agreeing) as null. */
 static void
-json_add_error (JsonBuilder *b, double v)
+json_add_measure (JsonBuilder *b, const CsAccuracy *a, double v)
 {
-  if (isnan (v))
+  if (a->n_compared == 0 && a->n > 0 && isfinite (v))
+    json_builder_add_null_value (b);
+  else if (isnan (v))
     json_builder_add_string_value (b, "nan");
   else if (isinf (v))
     json_builder_add_string_value (b, "inf");
@@ -330,16 +374,29 @@ json_report (JsonBuilder *b, const RunReport *rep)
       for (guint d = 0; d < o->exact->rank; d++)
         json_builder_add_int_value (b, o->exact->shape[d]);
       json_builder_end_array (b);
+      json_builder_set_member_name (b, "err");
+      json_add_measure (b, &o->acc, o->acc.err);
+      json_builder_set_member_name (b, "ref_err");
+      json_add_measure (b, &o->acc, o->acc.ref_err);
+      json_builder_set_member_name (b, "ref");
+      json_builder_add_string_value (b, cs_accuracy_ref_kind_name (o->acc.ref_kind));
+      json_builder_set_member_name (b, "ratio");
+      json_add_measure (b, &o->acc, o->acc.ratio);
+      json_builder_set_member_name (b, "k");
+      json_builder_add_double_value (b, o->acc.rule.k);
+      json_builder_set_member_name (b, "atol");
+      json_builder_add_double_value (b, o->acc.rule.atol);
+      json_builder_set_member_name (b, "verdict");
+      json_builder_add_string_value (b, o->acc.n_nonfinite_mismatch ? "mismatch"
+                                        : o->acc.pass ? "ok" : "above");
       json_builder_set_member_name (b, "max_abs_err");
-      json_add_error (b, o->max_abs);
-      json_builder_set_member_name (b, "max_rel_err");
-      json_add_error (b, o->max_rel);
+      json_add_measure (b, &o->acc, o->acc.max_abs);
       json_builder_set_member_name (b, "rel_l2_err");
-      json_add_error (b, o->rel_l2);
+      json_add_measure (b, &o->acc, o->acc.rms_f64 > 0 ? o->acc.err / o->acc.rms_f64 : o->acc.err);
       json_builder_set_member_name (b, "non_finite");
-      json_builder_add_int_value (b, o->n_nonfinite);
+      json_builder_add_int_value (b, o->acc.n_nonfinite);
       json_builder_set_member_name (b, "non_finite_mismatch");
-      json_builder_add_int_value (b, o->n_mismatch);
+      json_builder_add_int_value (b, o->acc.n_nonfinite_mismatch);
       if (o->grad_of)
         {
           json_builder_set_member_name (b, "grad_of");
@@ -463,11 +520,16 @@ cs_cli_cmd_run (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = g_strconcat ("Random inputs: floats normal(0, 1) scaled by 1/sqrt(last extent) for rank >= 2,\n"
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
-                      "bools a fair coin; cotangents the same way.  Errors: max_abs_err is\n"
-                      "max |exact - f64|; max_rel_err is max |exact - f64| / max(|f64|, 1e-3 max|f64|);\n"
-                      "rel_l2_err is ||exact - f64|| / ||f64||.  A NaN in either run makes the\n"
-                      "errors nan; an inf in just one of them makes them inf (JSON: the strings\n"
-                      "\"nan\" and \"inf\"); non-finite counts the exact run's NaN/inf elements.\n\n",
+                      "bools a fair coin; cotangents the same way.\n"
+                      "Errors (worst first): err is the RMSE of the exact run against the f64 run;\n"
+                      "floor the RMSE of the f64 values rounded once to the output dtype; ratio\n"
+                      "err / floor; ok when err <= k * floor + atol with PyTorch's k and atol for\n"
+                      "the dtype (torch._dynamo.utils.same), above when not; max_abs_err is\n"
+                      "max |exact - f64|, rel_l2_err ||exact - f64|| / ||f64||.  NaN and inf where\n"
+                      "f64 has the same are left out (non-finite N); elsewhere they are a MISMATCH\n"
+                      "and make the errors nan or inf (JSON: the strings \"nan\" and \"inf\").\n"
+                      "With --device cuda --check the GPU's err is judged against the exact run's\n"
+                      "(ref exact) where the CPU reference is affordable, else against the floor.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
   g_option_context_set_description (ctx, desc);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
@@ -581,14 +643,14 @@ cs_cli_cmd_run (int argc, char **argv)
     }
 
   if (fw && !run_both (fw, env_e, env_f, inputs_dir, (guint64) seed, ret_e, ret_f, NULL,
-                       &fwd_rep, &error))
+                       bw != NULL, &fwd_rep, &error))
     {
       cs_cli_error ("run: forward: %s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
   flat_args = flat_arg_names (fw);
   if (bw && !run_both (bw, fw ? ret_e : env_e, fw ? ret_f : env_f, inputs_dir, (guint64) seed + 1,
-                       NULL, NULL, flat_args, &bwd_rep, &error))
+                       NULL, NULL, flat_args, TRUE, &bwd_rep, &error))
     {
       cs_cli_error ("run: backward: %s", error->message);
       rc = CS_CLI_EXIT_INPUT;
