@@ -310,7 +310,7 @@ print_report (const RunReport *rep, gboolean all)
       q = a->n_compared == 0 && a->n > 0 && isfinite (a->ratio) ? g_strdup ("-")
                                                                  : g_strdup_printf ("%.3g", a->ratio);
       l2 = fmt_err (a, a->rms_f64 > 0 ? a->err / a->rms_f64 : a->err);
-      printf ("  %-12s %-22s err %s  floor %s  ratio %-8s %-8s max_abs_err %s  rel_l2_err %s",
+      printf ("  %-12s %-22s err %s  ref_err %s (floor)  ratio %-8s %-8s max_abs_err %s  rel_l2_err %s",
               o->name, ty, e, r, q, lens_verdict (a), ma, l2);
       if (a->n_nonfinite)
         printf ("  non-finite %" G_GINT64_FORMAT " (as in f64)", a->n_nonfinite);
@@ -483,6 +483,8 @@ cs_cli_cmd_run (int argc, char **argv)
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
   double max_gflop = 200.0;
+  double est_f1 = 0, est_f2 = 0, est_m1 = 0, est_m2 = 0;   /* cs_ref_estimate of fw, bw */
+  g_autofree char *reference = NULL;   /* --device cuda --check */
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;
@@ -510,7 +512,8 @@ cs_cli_cmd_run (int argc, char **argv)
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
     { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
-    { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: compare every output and gradient with the CPU f64 reference (exit 1 on a mismatch)", NULL },
+    { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: judge every output and gradient against an f64 run as PyTorch's accuracy check does (exit 1 on a failure)", NULL },
+    { "reference", 0, 0, G_OPTION_ARG_STRING, &reference, "With --check: where the f64 run comes from: auto (default: the CPU reference when it takes seconds, else the GPU in f64), cpu or gpu", "auto|cpu|gpu" },
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "With --device cuda: time N steps (CUDA-graph GPU time, latency, each region and matmul)", "N" },
     { NULL },
   };
@@ -522,8 +525,8 @@ cs_cli_cmd_run (int argc, char **argv)
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
                       "bools a fair coin; cotangents the same way.\n"
                       "Errors (worst first): err is the RMSE of the exact run against the f64 run;\n"
-                      "floor the RMSE of the f64 values rounded once to the output dtype; ratio\n"
-                      "err / floor; ok when err <= k * floor + atol with PyTorch's k and atol for\n"
+                      "ref_err (floor) the RMSE of the f64 values rounded once to the output dtype;\n"
+                      "ratio err / ref_err; ok when err <= k * ref_err + atol with PyTorch's k, atol for\n"
                       "the dtype (torch._dynamo.utils.same), above when not; max_abs_err is\n"
                       "max |exact - f64|, rel_l2_err ||exact - f64|| / ||f64||.  NaN and inf where\n"
                       "f64 has the same are left out (non-finite N); elsewhere they are a MISMATCH\n"
@@ -552,6 +555,12 @@ cs_cli_cmd_run (int argc, char **argv)
   if (argc != 2)
     {
       cs_cli_error ("run: expected one FILE (try --help)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (reference && strcmp (reference, "auto") != 0 && strcmp (reference, "cpu") != 0
+      && strcmp (reference, "gpu") != 0)
+    {
+      cs_cli_error ("run: unknown --reference '%s' (auto, cpu or gpu)", reference);
       return CS_CLI_EXIT_USAGE;
     }
   if (device && strcmp (device, "cpu") != 0 && strcmp (device, "cuda") != 0)
@@ -601,15 +610,17 @@ cs_cli_cmd_run (int argc, char **argv)
     bw = NULL;
 
   /* Size check: a trace sized for a GPU would run for hours or exhaust memory on the CPU
-   * reference (run on cpu, or by cuda --check). */
-  if (!(device && strcmp (device, "cuda") == 0) || check)
+   * reference (run on cpu, or by cuda --check --reference cpu); cuda --check otherwise takes
+   * its f64 run from the GPU when the CPU reference would be too costly. */
+  if (fw)
+    cs_ref_estimate (fw, &est_f1, &est_m1);
+  if (bw)
+    cs_ref_estimate (bw, &est_f2, &est_m2);
+  if (!(device && strcmp (device, "cuda") == 0)
+      || (check && reference && strcmp (reference, "cpu") == 0))
     {
-      double f1 = 0, f2 = 0, m1 = 0, m2 = 0;
+      double f1 = est_f1, f2 = est_f2, m1 = est_m1, m2 = est_m2;
 
-      if (fw)
-        cs_ref_estimate (fw, &f1, &m1);
-      if (bw)
-        cs_ref_estimate (bw, &f2, &m2);
       if ((f1 + f2) / 1e9 > max_gflop)
         {
           cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
@@ -639,6 +650,10 @@ cs_cli_cmd_run (int argc, char **argv)
       copts.json = json;
       copts.seed = (guint64) seed;
       copts.name = argv[1];
+      copts.reference = reference == NULL || strcmp (reference, "auto") == 0 ? CS_CLI_REFERENCE_AUTO
+                        : strcmp (reference, "cpu") == 0 ? CS_CLI_REFERENCE_CPU : CS_CLI_REFERENCE_GPU;
+      copts.cpu_affordable = cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2));
+      copts.cpu_gflop = (est_f1 + est_f2) / 1e9;
       return cs_cli_run_cuda (fw, bw, &policy, &copts);
     }
 
