@@ -10,41 +10,46 @@ export LD_LIBRARY_PATH=$R/.gpu/lib:/usr/local/cuda/lib64
 export CASTSCOPE_KERNELS_DIR=$R/.gpu/bin CS_SHARED_TRACES=$R/.gpu/traces CS_DATA_DIR=$R/data
 export CASTSCOPE_CACHE_DIR="${TMPDIR:-/tmp}"/castscope-kernel-cache
 B=$R/.gpu/bin
-O=${OUT:-"${TMPDIR:-/tmp}"/castscope-gpu-out}; mkdir -p "$O" "$O/json"
-SECTIONS=${SECTIONS:-tests check broken}
+O=${OUT:-"${TMPDIR:-/tmp}"/castscope-gpu-out}; mkdir -p "$O"
+J=$(mktemp -d)   # per-run JSON and stderr; each run's JSON is appended to $O/runs.jsonl at once
+SECTIONS=${SECTIONS:-tests broken check}
 (nvidia-smi --query-gpu=name,driver_version --format=csv; date -u; git log -1 --oneline 2>/dev/null) > $O/env.txt 2>&1
 for s in $SECTIONS; do
   case $s in
   tests)
-    timeout 240 $B/test-kernels-cuda --verbose > $O/tests.log 2>&1; echo "test-kernels-cuda rc=$?" | tee -a $O/tests.log
+    timeout 150 $B/test-kernels-cuda --verbose > $O/tests.log 2>&1; echo "test-kernels-cuda rc=$?" | tee -a $O/tests.log
     grep -E "^(ok|not ok)" $O/tests.log ;;
   check)
     n=0
-    for f in ${CHECK_FILES:-.gpu/traces/*.txt data/*.txt data/bench/*.txt}; do
+    for f in ${CHECK_FILES:-data/*.txt .gpu/traces/*.txt data/bench/*.txt}; do
       case $f in *_bwd.txt) continue ;; esac   # a backward runs with its *_fwd.txt
       pols="native upcast-f32"
       # final traces run as they are (the policy does not apply): once
       if grep -m1 '^# Constructed by' "$f" | grep -qE 'Delete Last Used|Unwrap'; then pols="final"; fi
       if [ "$pols" != final ] && grep -qE 'f32\[' "$f"; then pols="$pols autocast=bf16"; fi
       for pol in $pols; do
-        n=$((n + 1)); j=$O/json/$n.json
+        n=$((n + 1)); j=$J/$n.json
         case $pol in native|upcast-f32) parg="--policy matmul=$pol" ;; final) parg="" ;; *) parg="--policy $pol" ;; esac
         t0=$(date +%s.%N)
-        timeout ${CHECK_TIMEOUT:-90} $B/castscope-cli run $f --device cuda --check --json $parg > $j 2> $O/json/$n.err
+        timeout ${CHECK_TIMEOUT:-60} $B/castscope-cli run $f --device cuda --check --json $parg > $j 2> $J/$n.err
         rc=$?; t1=$(date +%s.%N)
-        printf '%s\t%s\t%s\t%.2f\t%s\n' "$f" "$pol" "$rc" "$(echo "$t1 - $t0" | bc)" "$(tail -c 300 $O/json/$n.err | tr '\n\t' '  ')" >> $O/runs.tsv
+        printf '%s\t%s\t%s\t%s\t%s\n' "$f" "$pol" "$rc" "$(python3 -c "print('%.2f' % ($t1 - $t0))")" "$(tail -c 300 $J/$n.err | tr '\n\t' '  ')" >> $O/runs.tsv
+        if [ -s $j ]; then head -c 4000000 $j | tr -d '\n' >> $O/runs.jsonl; else printf 'null' >> $O/runs.jsonl; fi
+        echo >> $O/runs.jsonl
       done
     done
     python3 - "$O" <<'EOF'
 import json, sys, os
 O = sys.argv[1]
 rows = [l.rstrip('\n').split('\t') for l in open(O + '/runs.tsv')]
+jsons = open(O + '/runs.jsonl').read().split('\n')
 out = ['| trace | policy | rc | outputs | pass | fail | f64 / ref | check s | wall s | worst (ratio, err/bound) |', '|---|---|---|---|---|---|---|---|---|---|']
 tot = {'runs': 0, 'ok': 0, 'failed': 0, 'error': 0, 'outputs': 0, 'pass': 0}
 for i, (f, pol, rc, wall, err) in enumerate(rows, 1):
     tot['runs'] += 1
     try:
-        d = json.load(open('%s/json/%d.json' % (O, i)))
+        d = json.loads(jsons[i - 1])
+        if d is None: raise ValueError
     except Exception:
         tot['error'] += 1
         out.append('| %s | %s | %s | - | - | - | - | - | %s | does not run: %s |' % (f, pol, rc, wall, err[-160:].replace('|', '/')))
