@@ -208,7 +208,12 @@ typedef struct
   GHashTable *primary;      /* names under 'output' (forward), or NULL = all primary */
   double      exact_ms;     /* wall time of the exact-mode run */
   double      f64_ms;
+  const RunOutput *first_divergence; /* the output made earliest in the trace whose error is
+                                        past k * ref_err + atol (verdict "above"), or NULL */
+  guint       first_line;   /* its producing statement's source line (0 = unknown) */
 } RunReport;
+
+static void first_divergence (const CsTrace *trace, RunReport *rep);
 
 /* Runs @trace in both modes on @env_exact / @env_f64 (leaf values by name; missing leaves are
  * made and added to both) and fills @rep.  @ret_exact/@ret_f64 receive the returned values by
@@ -273,7 +278,54 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
       g_ptr_array_add (rep->outputs, o);
     }
   g_ptr_array_sort (rep->outputs, output_worst_first);
+  first_divergence (trace, rep);
   return TRUE;
+}
+
+/* The index of the top-level statement of @trace that produces @name, or G_MAXUINT. */
+static guint
+producer_index (const CsTrace *trace, const char *name)
+{
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *st = trace->stmts[i];
+      g_autoptr(GPtrArray) outs = NULL;
+
+      if (st->kind != CS_STMT_CALL)
+        continue;
+      outs = g_ptr_array_new ();
+      cs_stmt_collect_outputs (st, outs);
+      for (guint k = 0; k < outs->len; k++)
+        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+          return i;
+    }
+  return G_MAXUINT;
+}
+
+/* The precision lens's "first divergence": of the outputs whose error is past PyTorch's
+ * bound against the rounding floor, the one whose producing statement comes first. */
+static void
+first_divergence (const CsTrace *trace, RunReport *rep)
+{
+  guint best = G_MAXUINT;
+
+  rep->first_divergence = NULL;
+  rep->first_line = 0;
+  for (guint i = 0; i < rep->outputs->len; i++)
+    {
+      const RunOutput *o = g_ptr_array_index (rep->outputs, i);
+      guint at;
+
+      if (o->acc.pass)
+        continue;
+      at = producer_index (trace, o->name);
+      if (rep->first_divergence == NULL || at < best)
+        {
+          best = at;
+          rep->first_divergence = o;
+          rep->first_line = at < trace->n_stmts ? trace->stmts[at]->line : 0;
+        }
+    }
 }
 
 static gboolean
@@ -321,6 +373,16 @@ print_report (const RunReport *rep, gboolean all)
         printf ("  (grad of %s)", o->grad_of);
       printf ("\n");
     }
+  if (rep->first_divergence)
+    {
+      const RunOutput *d = rep->first_divergence;
+
+      printf ("  first divergence: %s", d->name);
+      if (rep->first_line)
+        printf (" (line %u)", rep->first_line);
+      printf (", ratio %.3g: the earliest output whose error is past k * ref_err + atol\n",
+              d->acc.ratio);
+    }
   if (n_saved)
     {
       g_autofree char *e = fmt_err (&worst->acc, worst->acc.err);
@@ -358,6 +420,20 @@ json_report (JsonBuilder *b, const RunReport *rep)
   json_builder_add_double_value (b, rep->exact_ms);
   json_builder_set_member_name (b, "f64_ms");
   json_builder_add_double_value (b, rep->f64_ms);
+  json_builder_set_member_name (b, "first_divergence");
+  if (rep->first_divergence)
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, rep->first_divergence->name);
+      json_builder_set_member_name (b, "line");
+      json_builder_add_int_value (b, rep->first_line);
+      json_builder_set_member_name (b, "ratio");
+      json_add_measure (b, &rep->first_divergence->acc, rep->first_divergence->acc.ratio);
+      json_builder_end_object (b);
+    }
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "outputs");
   json_builder_begin_array (b);
   for (guint i = 0; i < rep->outputs->len; i++)
