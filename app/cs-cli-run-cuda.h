@@ -1,8 +1,11 @@
 /* cs-cli-run-cuda.h: the `--device cuda` branch of `castscope-cli run`, shared with `bench`.
  *
  * Loads the kernels module at run time (cs-cuda-loader.h), builds one program for the forward
- * and backward traces, runs it, and with --check compares every output and gradient with the
- * CPU f64 reference (core/cs-ref.h) on the same random inputs.
+ * and backward traces, runs it, and with --check judges every output and gradient as PyTorch's
+ * accuracy check does (core/cs-compare.h, cs_accuracy_judge()) on the same random inputs:
+ * its error against an f64 run (the CPU reference in CS_REF_F64 mode, or the GPU f64 program
+ * where the CPU reference would be too costly) against the error of the CPU exact-dtype run
+ * (where affordable; else the rounding floor of the dtype).
  */
 #pragma once
 
@@ -13,6 +16,14 @@
 
 G_BEGIN_DECLS
 
+/* Where the f64 run of --check comes from (--reference). */
+typedef enum
+{
+  CS_CLI_REFERENCE_AUTO,    /* the CPU when cs_cli_cpu_affordable(), else the GPU f64 program */
+  CS_CLI_REFERENCE_CPU,     /* the CPU reference (f64 and exact-dtype runs), whatever the size */
+  CS_CLI_REFERENCE_GPU,     /* the GPU f64 program; the exact-dtype CPU run only if affordable */
+} CsCliReference;
+
 typedef struct
 {
   gboolean    check;        /* compare with cs_ref_run_env (CS_REF_F64) and fail on mismatch */
@@ -22,7 +33,22 @@ typedef struct
   gboolean    no_graph;     /* run with plain stream launches instead of the CUDA graph */
   const char *dump_source;  /* (nullable): write the generated CUDA C here */
   const char *name;         /* (nullable): label for the report (the file name) */
+  CsCliReference reference; /* --reference: where the f64 run of --check comes from */
+  gboolean    cpu_affordable; /* the CPU reference runs this step in seconds (cs_cli_cpu_affordable) */
+  double      cpu_gflop;    /* the CPU reference's estimate for the step, GFLOP (for the report) */
 } CsCliCudaOptions;
+
+/**
+ * cs_cli_cpu_affordable:
+ * @flops: cs_ref_estimate()'s work estimate of the step (forward + backward)
+ * @max_elems: its largest tensor, elements
+ *
+ * Whether --check runs the CPU reference (exact-dtype and f64 runs) by default: at most
+ * 5 GFLOP and 2^24 elements per tensor, a few seconds on one core (the CPU reference does
+ * about 2e10 matmul FLOP/s and 1e8 elementwise results a second).
+ * Returns: TRUE when affordable
+ */
+gboolean  cs_cli_cpu_affordable      (double flops, double max_elems);
 
 /**
  * cs_cli_run_cuda:

@@ -12,6 +12,7 @@
 #include "cs-cli-policy.h"
 #include "cs-cli-run-cuda.h"
 
+#include "cs-compare.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-ref.h"
@@ -28,14 +29,11 @@
 /* Error of one output against the f64 truth. */
 typedef struct
 {
-  char     *name;       /* proxy name ("" for literals) */
-  CsTensor *exact;      /* exact-mode value (trace dtype) */
-  double    max_abs;    /* max |exact - f64| */
-  double    max_rel;    /* max |exact - f64| / max(|f64|, 1e-3 * max|f64|) */
-  double    rel_l2;     /* ||exact - f64||_2 / ||f64||_2 (normwise relative error) */
-  char     *grad_of;    /* backward: the forward input this is the gradient of, or NULL */
-  gint64    n_nonfinite;/* NaN or inf elements in the exact result */
-  gint64    n_mismatch; /* elements where either is NaN or just one is inf (errors then NaN/inf) */
+  char      *name;      /* proxy name ("" for literals) */
+  CsTensor  *exact;     /* exact-mode value (trace dtype) */
+  CsAccuracy acc;       /* exact vs f64, reference error = the rounding floor of the dtype */
+  guint      order;     /* position in the trace's return (ties of the sort keep it) */
+  char      *grad_of;   /* backward: the forward input this is the gradient of, or NULL */
 } RunOutput;
 
 static void
@@ -48,17 +46,49 @@ run_output_free (RunOutput *o)
   g_free (o);
 }
 
+/* The exact run's accuracy against f64.  The CPU reference has no second run to judge it by,
+ * so the reference error is the rounding floor (f64 rounded once to the output dtype): ratio
+ * is how many roundings' worth of error the trace accumulated, and the verdict says whether
+ * that is within PyTorch's k (cs_accuracy_rule) -- a lens, not a check. */
 static void
-measure (RunOutput *o, const CsTensor *e, const CsTensor *t)
+measure (RunOutput *o, const CsTensor *e, const CsTensor *t, gboolean training)
 {
-  CsTensorErrorStats st;
+  CsAccuracyRule rule;
 
-  cs_tensor_measure_error (e, t, &st);
-  o->max_abs = st.max_abs;
-  o->max_rel = st.max_rel;
-  o->rel_l2 = st.rel_l2;
-  o->n_nonfinite = st.n_nonfinite;
-  o->n_mismatch = st.n_mismatch;
+  cs_accuracy_rule (e->dtype, e->numel, training, &rule);
+  cs_accuracy_judge (e, NULL, t, &rule, &o->acc);
+}
+
+/* Worst first: largest cs_accuracy_margin(), then trace order. */
+static int
+output_worst_first (gconstpointer a, gconstpointer b)
+{
+  const RunOutput *x = *(const RunOutput * const *) a, *y = *(const RunOutput * const *) b;
+  double mx = cs_accuracy_margin (&x->acc), my = cs_accuracy_margin (&y->acc);
+
+  if (isnan (mx) != isnan (my))
+    return isnan (mx) ? -1 : 1;
+  if (mx != my && !isnan (mx))
+    return mx > my ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The CPU report's verdict word: "ok", "above" (error past k times the floor), "MISMATCH"
+ * (NaN/inf where f64 has none, or the reverse). */
+static const char *
+lens_verdict (const CsAccuracy *a)
+{
+  return a->n_nonfinite_mismatch ? "MISMATCH" : a->pass ? "ok" : "above";
+}
+
+/* "1.234e-03", "inf", "nan"; "-" for a finite measure over no element (every element of @a
+ * non-finite): never a zero error for a tensor of NaNs. */
+static char *
+fmt_err (const CsAccuracy *a, double v)
+{
+  if (a->n_compared == 0 && a->n > 0 && isfinite (v))
+    return g_strdup ("-");
+  return g_strdup_printf ("%.3e", v);
 }
 
 /* The return dict of a forward (`return {'output': ..., 'flat_args': [...]}, (saved...)`),
@@ -178,7 +208,12 @@ typedef struct
   GHashTable *primary;      /* names under 'output' (forward), or NULL = all primary */
   double      exact_ms;     /* wall time of the exact-mode run */
   double      f64_ms;
+  const RunOutput *first_divergence; /* the output made earliest in the trace whose error is
+                                        past k * ref_err + atol (verdict "above"), or NULL */
+  guint       first_line;   /* its producing statement's source line (0 = unknown) */
 } RunReport;
+
+static void first_divergence (const CsTrace *trace, RunReport *rep);
 
 /* Runs @trace in both modes on @env_exact / @env_f64 (leaf values by name; missing leaves are
  * made and added to both) and fills @rep.  @ret_exact/@ret_f64 receive the returned values by
@@ -186,7 +221,7 @@ typedef struct
 static gboolean
 run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
           const char *inputs_dir, guint64 seed, GHashTable *ret_exact, GHashTable *ret_f64,
-          GPtrArray *grad_of, RunReport *rep, GError **error)
+          GPtrArray *grad_of, gboolean training, RunReport *rep, GError **error)
 {
   g_autoptr (GPtrArray) leaves = cs_ref_dup_leaf_inputs (trace);
   g_autoptr (GPtrArray) oe = NULL, of = NULL, ne = NULL;
@@ -238,10 +273,59 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
       if (grad_of && grad_of->len == oe->len)
         o->grad_of = g_strdup (g_ptr_array_index (grad_of, i));
       o->exact = cs_tensor_ref (e);
-      measure (o, e, f);
+      o->order = rep->outputs->len;
+      measure (o, e, f, training);
       g_ptr_array_add (rep->outputs, o);
     }
+  g_ptr_array_sort (rep->outputs, output_worst_first);
+  first_divergence (trace, rep);
   return TRUE;
+}
+
+/* The index of the top-level statement of @trace that produces @name, or G_MAXUINT. */
+static guint
+producer_index (const CsTrace *trace, const char *name)
+{
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *st = trace->stmts[i];
+      g_autoptr(GPtrArray) outs = NULL;
+
+      if (st->kind != CS_STMT_CALL)
+        continue;
+      outs = g_ptr_array_new ();
+      cs_stmt_collect_outputs (st, outs);
+      for (guint k = 0; k < outs->len; k++)
+        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+          return i;
+    }
+  return G_MAXUINT;
+}
+
+/* The precision lens's "first divergence": of the outputs whose error is past PyTorch's
+ * bound against the rounding floor, the one whose producing statement comes first. */
+static void
+first_divergence (const CsTrace *trace, RunReport *rep)
+{
+  guint best = G_MAXUINT;
+
+  rep->first_divergence = NULL;
+  rep->first_line = 0;
+  for (guint i = 0; i < rep->outputs->len; i++)
+    {
+      const RunOutput *o = g_ptr_array_index (rep->outputs, i);
+      guint at;
+
+      if (o->acc.pass)
+        continue;
+      at = producer_index (trace, o->name);
+      if (rep->first_divergence == NULL || at < best)
+        {
+          best = at;
+          rep->first_divergence = o;
+          rep->first_line = at < trace->n_stmts ? trace->stmts[at]->line : 0;
+        }
+    }
 }
 
 static gboolean
@@ -261,41 +345,63 @@ print_report (const RunReport *rep, gboolean all)
   for (guint i = 0; i < rep->outputs->len; i++)
     {
       const RunOutput *o = g_ptr_array_index (rep->outputs, i);
-      g_autofree char *ty = NULL;
+      const CsAccuracy *a = &o->acc;
+      g_autofree char *ty = NULL, *e = NULL, *r = NULL, *ma = NULL, *q = NULL, *l2 = NULL;
 
       if (!all && !is_primary (rep, o))
         {
           n_saved++;
-          /* NaN is the worst */
-          if (worst == NULL || isnan (o->rel_l2)
-              || (!isnan (worst->rel_l2) && o->rel_l2 > worst->rel_l2))
-            worst = o;
+          if (worst == NULL)
+            worst = o;   /* sorted worst first */
           continue;
         }
       ty = cs_tensor_type_string (o->exact);
-
-      printf ("  %-12s %-22s max_abs_err %.3e  max_rel_err %.3e  rel_l2_err %.3e", o->name, ty,
-              o->max_abs, o->max_rel, o->rel_l2);
-      if (o->n_nonfinite)
-        printf ("  non-finite %" G_GINT64_FORMAT, o->n_nonfinite);
-      if (o->n_mismatch)
+      e = fmt_err (a, a->err);
+      r = fmt_err (a, a->ref_err);
+      ma = fmt_err (a, a->max_abs);
+      q = a->n_compared == 0 && a->n > 0 && isfinite (a->ratio) ? g_strdup ("-")
+                                                                 : g_strdup_printf ("%.3g", a->ratio);
+      l2 = fmt_err (a, a->rms_f64 > 0 ? a->err / a->rms_f64 : a->err);
+      printf ("  %-12s %-22s err %s  ref_err %s (floor)  ratio %-8s %-8s max_abs_err %s  rel_l2_err %s",
+              o->name, ty, e, r, q, lens_verdict (a), ma, l2);
+      if (a->n_nonfinite)
+        printf ("  non-finite %" G_GINT64_FORMAT " (as in f64)", a->n_nonfinite);
+      if (a->n_nonfinite_mismatch)
         printf ("  MISMATCH: %" G_GINT64_FORMAT " NaN/inf elements disagree with f64",
-                o->n_mismatch);
+                a->n_nonfinite_mismatch);
       if (o->grad_of)
         printf ("  (grad of %s)", o->grad_of);
       printf ("\n");
     }
+  if (rep->first_divergence)
+    {
+      const RunOutput *d = rep->first_divergence;
+
+      printf ("  first divergence: %s", d->name);
+      if (rep->first_line)
+        printf (" (line %u)", rep->first_line);
+      printf (", ratio %.3g: the earliest output whose error is past k * ref_err + atol\n",
+              d->acc.ratio);
+    }
   if (n_saved)
-    printf ("  saved for backward: %u more outputs, largest rel_l2_err %.3e (%s); "
-            "--all-outputs lists them\n", n_saved, worst->rel_l2, worst->name);
+    {
+      g_autofree char *e = fmt_err (&worst->acc, worst->acc.err);
+
+      printf ("  saved for backward: %u more outputs, worst %s (err %s, ratio %.3g, %s); "
+              "--all-outputs lists them\n", n_saved, worst->name, e, worst->acc.ratio,
+              lens_verdict (&worst->acc));
+    }
 }
 
 #if CS_HAVE_JSON
-/* JSON has no inf or NaN: a non-finite error is written as the string "inf" or "nan". */
+/* JSON has no inf or NaN: a non-finite error is written as the string "inf" or "nan"; a
+ * finite measure over no element (all non-finite, agreeing) as null. */
 static void
-json_add_error (JsonBuilder *b, double v)
+json_add_measure (JsonBuilder *b, const CsAccuracy *a, double v)
 {
-  if (isnan (v))
+  if (a->n_compared == 0 && a->n > 0 && isfinite (v))
+    json_builder_add_null_value (b);
+  else if (isnan (v))
     json_builder_add_string_value (b, "nan");
   else if (isinf (v))
     json_builder_add_string_value (b, "inf");
@@ -314,6 +420,20 @@ json_report (JsonBuilder *b, const RunReport *rep)
   json_builder_add_double_value (b, rep->exact_ms);
   json_builder_set_member_name (b, "f64_ms");
   json_builder_add_double_value (b, rep->f64_ms);
+  json_builder_set_member_name (b, "first_divergence");
+  if (rep->first_divergence)
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, rep->first_divergence->name);
+      json_builder_set_member_name (b, "line");
+      json_builder_add_int_value (b, rep->first_line);
+      json_builder_set_member_name (b, "ratio");
+      json_add_measure (b, &rep->first_divergence->acc, rep->first_divergence->acc.ratio);
+      json_builder_end_object (b);
+    }
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "outputs");
   json_builder_begin_array (b);
   for (guint i = 0; i < rep->outputs->len; i++)
@@ -330,16 +450,29 @@ json_report (JsonBuilder *b, const RunReport *rep)
       for (guint d = 0; d < o->exact->rank; d++)
         json_builder_add_int_value (b, o->exact->shape[d]);
       json_builder_end_array (b);
+      json_builder_set_member_name (b, "err");
+      json_add_measure (b, &o->acc, o->acc.err);
+      json_builder_set_member_name (b, "ref_err");
+      json_add_measure (b, &o->acc, o->acc.ref_err);
+      json_builder_set_member_name (b, "ref");
+      json_builder_add_string_value (b, cs_accuracy_ref_kind_name (o->acc.ref_kind));
+      json_builder_set_member_name (b, "ratio");
+      json_add_measure (b, &o->acc, o->acc.ratio);
+      json_builder_set_member_name (b, "k");
+      json_builder_add_double_value (b, o->acc.rule.k);
+      json_builder_set_member_name (b, "atol");
+      json_builder_add_double_value (b, o->acc.rule.atol);
+      json_builder_set_member_name (b, "verdict");
+      json_builder_add_string_value (b, o->acc.n_nonfinite_mismatch ? "mismatch"
+                                        : o->acc.pass ? "ok" : "above");
       json_builder_set_member_name (b, "max_abs_err");
-      json_add_error (b, o->max_abs);
-      json_builder_set_member_name (b, "max_rel_err");
-      json_add_error (b, o->max_rel);
+      json_add_measure (b, &o->acc, o->acc.max_abs);
       json_builder_set_member_name (b, "rel_l2_err");
-      json_add_error (b, o->rel_l2);
+      json_add_measure (b, &o->acc, o->acc.rms_f64 > 0 ? o->acc.err / o->acc.rms_f64 : o->acc.err);
       json_builder_set_member_name (b, "non_finite");
-      json_builder_add_int_value (b, o->n_nonfinite);
+      json_builder_add_int_value (b, o->acc.n_nonfinite);
       json_builder_set_member_name (b, "non_finite_mismatch");
-      json_builder_add_int_value (b, o->n_mismatch);
+      json_builder_add_int_value (b, o->acc.n_nonfinite_mismatch);
       if (o->grad_of)
         {
           json_builder_set_member_name (b, "grad_of");
@@ -426,6 +559,8 @@ cs_cli_cmd_run (int argc, char **argv)
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
   double max_gflop = 200.0;
+  double est_f1 = 0, est_f2 = 0, est_m1 = 0, est_m2 = 0;   /* cs_ref_estimate of fw, bw */
+  g_autofree char *reference = NULL;   /* --device cuda --check */
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;
@@ -453,7 +588,8 @@ cs_cli_cmd_run (int argc, char **argv)
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
     { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
-    { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: compare every output and gradient with the CPU f64 reference (exit 1 on a mismatch)", NULL },
+    { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: judge every output and gradient against an f64 run as PyTorch's accuracy check does (exit 1 on a failure)", NULL },
+    { "reference", 0, 0, G_OPTION_ARG_STRING, &reference, "With --check: where the f64 run comes from: auto (default: the CPU reference when it takes seconds, else the GPU in f64), cpu or gpu", "auto|cpu|gpu" },
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "With --device cuda: time N steps (CUDA-graph GPU time, latency, each region and matmul)", "N" },
     { NULL },
   };
@@ -463,11 +599,16 @@ cs_cli_cmd_run (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = g_strconcat ("Random inputs: floats normal(0, 1) scaled by 1/sqrt(last extent) for rank >= 2,\n"
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
-                      "bools a fair coin; cotangents the same way.  Errors: max_abs_err is\n"
-                      "max |exact - f64|; max_rel_err is max |exact - f64| / max(|f64|, 1e-3 max|f64|);\n"
-                      "rel_l2_err is ||exact - f64|| / ||f64||.  A NaN in either run makes the\n"
-                      "errors nan; an inf in just one of them makes them inf (JSON: the strings\n"
-                      "\"nan\" and \"inf\"); non-finite counts the exact run's NaN/inf elements.\n\n",
+                      "bools a fair coin; cotangents the same way.\n"
+                      "Errors (worst first): err is the RMSE of the exact run against the f64 run;\n"
+                      "ref_err (floor) the RMSE of the f64 values rounded once to the output dtype;\n"
+                      "ratio err / ref_err; ok when err <= k * ref_err + atol with PyTorch's k, atol for\n"
+                      "the dtype (torch._dynamo.utils.same), above when not; max_abs_err is\n"
+                      "max |exact - f64|, rel_l2_err ||exact - f64|| / ||f64||.  NaN and inf where\n"
+                      "f64 has the same are left out (non-finite N); elsewhere they are a MISMATCH\n"
+                      "and make the errors nan or inf (JSON: the strings \"nan\" and \"inf\").\n"
+                      "With --device cuda --check the GPU's err is judged against the exact run's\n"
+                      "(ref exact) where the CPU reference is affordable, else against the floor.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
   g_option_context_set_description (ctx, desc);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
@@ -490,6 +631,12 @@ cs_cli_cmd_run (int argc, char **argv)
   if (argc != 2)
     {
       cs_cli_error ("run: expected one FILE (try --help)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (reference && strcmp (reference, "auto") != 0 && strcmp (reference, "cpu") != 0
+      && strcmp (reference, "gpu") != 0)
+    {
+      cs_cli_error ("run: unknown --reference '%s' (auto, cpu or gpu)", reference);
       return CS_CLI_EXIT_USAGE;
     }
   if (device && strcmp (device, "cpu") != 0 && strcmp (device, "cuda") != 0)
@@ -539,15 +686,17 @@ cs_cli_cmd_run (int argc, char **argv)
     bw = NULL;
 
   /* Size check: a trace sized for a GPU would run for hours or exhaust memory on the CPU
-   * reference (run on cpu, or by cuda --check). */
-  if (!(device && strcmp (device, "cuda") == 0) || check)
+   * reference (run on cpu, or by cuda --check --reference cpu); cuda --check otherwise takes
+   * its f64 run from the GPU when the CPU reference would be too costly. */
+  if (fw)
+    cs_ref_estimate (fw, &est_f1, &est_m1);
+  if (bw)
+    cs_ref_estimate (bw, &est_f2, &est_m2);
+  if (!(device && strcmp (device, "cuda") == 0)
+      || (check && reference && strcmp (reference, "cpu") == 0))
     {
-      double f1 = 0, f2 = 0, m1 = 0, m2 = 0;
+      double f1 = est_f1, f2 = est_f2, m1 = est_m1, m2 = est_m2;
 
-      if (fw)
-        cs_ref_estimate (fw, &f1, &m1);
-      if (bw)
-        cs_ref_estimate (bw, &f2, &m2);
       if ((f1 + f2) / 1e9 > max_gflop)
         {
           cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
@@ -577,18 +726,22 @@ cs_cli_cmd_run (int argc, char **argv)
       copts.json = json;
       copts.seed = (guint64) seed;
       copts.name = argv[1];
+      copts.reference = reference == NULL || strcmp (reference, "auto") == 0 ? CS_CLI_REFERENCE_AUTO
+                        : strcmp (reference, "cpu") == 0 ? CS_CLI_REFERENCE_CPU : CS_CLI_REFERENCE_GPU;
+      copts.cpu_affordable = cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2));
+      copts.cpu_gflop = (est_f1 + est_f2) / 1e9;
       return cs_cli_run_cuda (fw, bw, &policy, &copts);
     }
 
   if (fw && !run_both (fw, env_e, env_f, inputs_dir, (guint64) seed, ret_e, ret_f, NULL,
-                       &fwd_rep, &error))
+                       bw != NULL, &fwd_rep, &error))
     {
       cs_cli_error ("run: forward: %s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
   flat_args = flat_arg_names (fw);
   if (bw && !run_both (bw, fw ? ret_e : env_e, fw ? ret_f : env_f, inputs_dir, (guint64) seed + 1,
-                       NULL, NULL, flat_args, &bwd_rep, &error))
+                       NULL, NULL, flat_args, TRUE, &bwd_rep, &error))
     {
       cs_cli_error ("run: backward: %s", error->message);
       rc = CS_CLI_EXIT_INPUT;

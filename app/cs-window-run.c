@@ -10,9 +10,14 @@
  *   forward's tensors, so its error includes the forward's.
  * - the CUDA executor (kernels/, loaded at run time through app/cs-cuda-loader.h) when the
  *   module loads and a device answers: the same inputs are copied to the GPU, its outputs are
- *   compared with the f64 reference, and per-step times (CUDA events, CUDA-graph replay) give
- *   each region's time.  Without a GPU the region times are the H200 roofline estimate of
+ *   judged as PyTorch's accuracy check does (core/cs-compare.h): error against the f64 run vs
+ *   the exact-dtype run's, and per-step times (CUDA events, CUDA-graph replay) give each
+ *   region's time.  Without a GPU the region times are the H200 roofline estimate of
  *   core/cs-stats.h, and the table says so.
+ *
+ * The run table shows what `castscope-cli run` prints, under the same names: err (RMSE vs
+ * f64), ref_err (the exact-dtype run's for GPU rows, the rounding floor for CPU rows), ratio
+ * and the verdict; worst first.
  */
 #include "cs-config.h"
 
@@ -21,6 +26,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-compare.h"
 #include "cs-cuda-loader.h"
 #include "cs-ops.h"
 #include "cs-ref.h"
@@ -37,8 +43,8 @@ typedef struct
   char     *name;          /* tensor (proxy) name */
   char     *type;          /* "bf16[8, 16]" */
   guint32   stmt_id;       /* top-level statement producing it, 0 = none */
-  double    max_abs;       /* max |x - f64| over elements */
-  double    rel;           /* max_abs / max |f64| (0 when the reference is all zeros) */
+  CsAccuracy acc;          /* err, ref_err, ratio, verdict (cs_accuracy_judge) */
+  double    rel;           /* ||x - f64|| / ||f64|| over the compared elements (the overlay) */
 } RunRow;
 
 typedef struct
@@ -169,32 +175,23 @@ call_named (const CsTrace *trace, const char *callee)
   return 0;
 }
 
-/* Appends a row comparing @x with the f64 reference @r (same numel). */
+/* Appends a row judging @x against the f64 run @t (same numel): with @ref, the exact-dtype
+ * run, as reference (GPU rows); without, the rounding floor (CPU rows, a lens). */
 static void
 add_row (RunJob *job, CsFamily family, gboolean gpu, const char *name, const CsTensor *x,
-         const CsTensor *r)
+         const CsTensor *ref, const CsTensor *t)
 {
-  double max_abs = 0, max_ref = 0;
+  CsAccuracyRule rule;
   RunRow row = { 0 };
 
-  for (int64_t i = 0; i < x->numel; i++)
-    {
-      double a = cs_tensor_get_f64 (x, i);
-      double b = cs_tensor_get_f64 (r, i);
-      double d = fabs (a - b);
-
-      if (isnan (d))
-        d = (isnan (a) && isnan (b)) ? 0 : INFINITY;
-      max_abs = MAX (max_abs, d);
-      max_ref = MAX (max_ref, fabs (b));
-    }
+  cs_accuracy_rule (x->dtype, x->numel, job->trace[CS_FAMILY_BACKWARD] != NULL, &rule);
+  cs_accuracy_judge (x, ref, t, &rule, &row.acc);
   row.family = family;
   row.gpu = gpu;
   row.name = g_strdup (name);
   row.type = cs_tensor_type_string (x);
   row.stmt_id = producer_of (job->trace[family], name);
-  row.max_abs = max_abs;
-  row.rel = max_ref > 0 ? max_abs / max_ref : 0;
+  row.rel = row.acc.rms_f64 > 0 ? row.acc.err / row.acc.rms_f64 : row.acc.err;
   g_array_append_val (job->rows, row);
 }
 
@@ -216,7 +213,7 @@ compare_outputs (RunJob *job, CsFamily family, GHashTable *exact, GHashTable *re
       if (r == NULL || x->numel != r->numel || !cs_dtype_is_float (x->dtype)
           || g_hash_table_contains (inputs, key))
         continue;
-      add_row (job, family, FALSE, key, x, r);
+      add_row (job, family, FALSE, key, x, NULL, r);
     }
 }
 
@@ -282,8 +279,8 @@ estimate_times (RunJob *job)
 /* The GPU run: same inputs as the CPU reference, outputs against f64, per-step times.
  * Returns FALSE with @error set when there is no executor or device (the caller notes it). */
 static gboolean
-run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_ref,
-         GHashTable *bwd_ref, GError **error)
+run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_exact,
+         GHashTable *bwd_exact, GHashTable *fwd_ref, GHashTable *bwd_ref, GError **error)
 {
   const CsCudaBackend *be = cs_cuda_loader_get (error);
   CsCudaDeviceInfo info;
@@ -320,6 +317,7 @@ run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_
     {
       const CsCudaTensorInfo *o = be->program_output (prog, i);
       const CsTensor *r = g_hash_table_lookup (o->backward ? bwd_ref : fwd_ref, o->name);
+      const CsTensor *e = g_hash_table_lookup (o->backward ? bwd_exact : fwd_exact, o->name);
       g_autoptr(CsTensor) got = NULL;
 
       if (r == NULL || !cs_dtype_is_float (o->dtype))
@@ -328,7 +326,8 @@ run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_
       if (got == NULL || !be->program_get_output (prog, i, got->data, cs_tensor_nbytes (got), error))
         goto out;
       if (got->numel == r->numel)
-        add_row (job, o->backward ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD, TRUE, o->name, got, r);
+        add_row (job, o->backward ? CS_FAMILY_BACKWARD : CS_FAMILY_FORWARD, TRUE, o->name, got,
+                 e != NULL && e->numel == got->numel ? e : NULL, r);
     }
   report_progress (job, 0.9, "GPU: timing (CUDA graph replay)…");
   if (!be->program_time (prog, TIME_ITERS, &times, error))
@@ -418,7 +417,8 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
   if (g_task_return_error_if_cancelled (task))
     return;
 
-  job->gpu_ran = run_gpu (job, env_exact, benv_exact, fwd_f64, bwd_f64, &gpu_error);
+  job->gpu_ran = run_gpu (job, env_exact, benv_exact, fwd_exact, bwd_exact, fwd_f64, bwd_f64,
+                          &gpu_error);
   if (!job->gpu_ran)
     {
       /* Keep only the CPU rows and estimate the region times. */
@@ -461,7 +461,14 @@ row_compare (gconstpointer a, gconstpointer b)
     return (int) x->family - (int) y->family;
   if (x->gpu != y->gpu)
     return x->gpu ? -1 : 1;
-  return x->rel < y->rel ? 1 : x->rel > y->rel ? -1 : 0;
+  {
+    /* worst first, as the CLI: the largest err / (k ref_err + atol), NaN first */
+    double mx = cs_accuracy_margin (&x->acc), my = cs_accuracy_margin (&y->acc);
+
+    if (isnan (mx) != isnan (my))
+      return isnan (mx) ? -1 : 1;
+    return mx < my ? 1 : mx > my ? -1 : 0;
+  }
 }
 
 static void
@@ -472,23 +479,35 @@ fill_table (CsWindow *self, RunJob *job)
   g_array_sort (job->rows, row_compare);
   grid_add (self->run_grid, 0, r, job->gpu_ran ? "Tensor (GPU / CPU)" : "Tensor", TRUE, FALSE);
   grid_add (self->run_grid, 1, r, "Type", TRUE, FALSE);
-  grid_add (self->run_grid, 2, r, "max |err|", TRUE, TRUE);
-  grid_add (self->run_grid, 3, r, "rel. err", TRUE, TRUE);
+  grid_add (self->run_grid, 2, r, "err", TRUE, TRUE);
+  grid_add (self->run_grid, 3, r, "ref_err", TRUE, TRUE);
+  grid_add (self->run_grid, 4, r, "ratio", TRUE, TRUE);
+  grid_add (self->run_grid, 5, r, "verdict", TRUE, FALSE);
   r++;
   for (guint i = 0; i < job->rows->len; i++)
     {
       const RunRow *row = &g_array_index (job->rows, RunRow, i);
+      const CsAccuracy *a = &row->acc;
+      gboolean none = a->n_compared == 0 && a->n > 0;   /* every element non-finite */
       g_autofree char *name = g_strdup_printf ("%s %s%s",
                                                row->family == CS_FAMILY_FORWARD ? "fwd" : "bwd",
                                                row->name,
                                                job->gpu_ran ? (row->gpu ? " (GPU)" : " (CPU)") : "");
-      g_autofree char *abs = g_strdup_printf ("%.3g", row->max_abs);
-      g_autofree char *rel = g_strdup_printf ("%.3g", row->rel);
+      g_autofree char *err = none && isfinite (a->err) ? g_strdup ("-") : g_strdup_printf ("%.3g", a->err);
+      g_autofree char *ref = none ? g_strdup ("-")
+                                  : g_strdup_printf ("%.3g (%s)", a->ref_err,
+                                                     cs_accuracy_ref_kind_name (a->ref_kind));
+      g_autofree char *ratio = none && isfinite (a->ratio) ? g_strdup ("-") : g_strdup_printf ("%.3g", a->ratio);
+      /* GPU rows: PyTorch's verdict; CPU rows: whether the error is within k roundings */
+      const char *verdict = a->n_nonfinite_mismatch ? (row->gpu ? "FAIL (NaN/inf)" : "MISMATCH")
+                            : a->pass ? "ok" : row->gpu ? "FAIL" : "above";
 
       grid_add (self->run_grid, 0, r, name, FALSE, FALSE);
       grid_add (self->run_grid, 1, r, row->type, FALSE, FALSE);
-      grid_add (self->run_grid, 2, r, abs, FALSE, TRUE);
-      grid_add (self->run_grid, 3, r, rel, FALSE, TRUE);
+      grid_add (self->run_grid, 2, r, err, FALSE, TRUE);
+      grid_add (self->run_grid, 3, r, ref, FALSE, TRUE);
+      grid_add (self->run_grid, 4, r, ratio, FALSE, TRUE);
+      grid_add (self->run_grid, 5, r, verdict, FALSE, FALSE);
       r++;
     }
 
@@ -611,9 +630,20 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   self->run_title = g_strdup (job->gpu_ran ? "GPU rel. error vs f64" : "rel. error vs f64");
   self->run_time_title = g_strdup (job->gpu_ran ? "GPU time (ms)" : "est. time (ms, H200)");
   if (job->gpu_ran)
-    self->last_run_summary = g_strdup_printf ("%s: step %.3g ms (CUDA graph), %u tensors checked "
-                                              "against f64", job->device, job->gpu_step_ms,
-                                              job->rows->len);
+    {
+      guint n_gpu = 0, n_fail = 0;
+
+      for (guint i = 0; i < job->rows->len; i++)
+        {
+          const RunRow *row = &g_array_index (job->rows, RunRow, i);
+
+          n_gpu += row->gpu;
+          n_fail += row->gpu && !row->acc.pass;
+        }
+      self->last_run_summary = g_strdup_printf ("%s: step %.3g ms (CUDA graph), %u tensors checked "
+                                                "against f64, %u fail", job->device,
+                                                job->gpu_step_ms, n_gpu, n_fail);
+    }
   else
     self->last_run_summary = g_strdup_printf ("CPU reference (no GPU): %u tensors checked against "
                                               "f64 in %.1f ms", job->rows->len, job->wall_ms);

@@ -1,13 +1,17 @@
-/* cs-compare.c: structural equality of traces.
+/* cs-compare.c: structural equality of traces, and the accuracy verdict of a computed tensor.
  *
- * Used by the parser's round-trip tests (print then parse again gives the same trace) and by
- * pass tests.  Statement ids, source lines and pass annotations are not compared: they are
- * bookkeeping, not trace content.
+ * Structural equality is used by the parser's round-trip tests (print then parse again gives
+ * the same trace) and by pass tests.  Statement ids, source lines and pass annotations are not
+ * compared: they are bookkeeping, not trace content.
+ *
+ * The accuracy verdict (cs_accuracy_judge()) is PyTorch's: torch._dynamo.utils.same() in
+ * torch/_dynamo/utils.py, with an f64 run as its fp64_ref (see cs-compare.h).
  */
 #include "cs-config.h"
 
 #include "cs-compare.h"
 
+#include "cs-half.h"
 #include "cs-print.h"
 
 #include <math.h>
@@ -267,4 +271,143 @@ cs_trace_equal (const CsTrace *a, const CsTrace *b, GString *why)
         return FALSE;
     }
   return TRUE;
+}
+
+/* ---- accuracy --------------------------------------------------------------------------- */
+
+void
+cs_accuracy_rule (CsDtype dtype, int64_t numel, gboolean training, CsAccuracyRule *rule)
+{
+  gboolean low = dtype == CS_DTYPE_BF16 || dtype == CS_DTYPE_F16 || cs_dtype_is_fp8 (dtype);
+
+  g_return_if_fail (rule != NULL);
+  if (!cs_dtype_is_float (dtype))
+    {
+      rule->k = rule->tol = rule->atol = 0;
+      return;
+    }
+  /* same(): multiplier 3 for float16/bfloat16 results, else 2; 3 below 1000 elements */
+  rule->k = low || numel < 1000 ? 3.0 : 2.0;
+  /* torchbench.py: 1e-3 under --float16/--amp and for training on CUDA, else 1e-4 */
+  rule->tol = low || training ? 1e-3 : 1e-4;
+  rule->atol = rule->tol / 10.0;
+}
+
+/* @v rounded to nearest even in @dtype (the value a run storing @dtype would hold at best). */
+static double
+round_to_dtype (CsDtype dtype, double v)
+{
+  switch (dtype)
+    {
+    case CS_DTYPE_BF16: return cs_half_bf16_to_f32 (cs_half_bf16_from_f64 (v));
+    case CS_DTYPE_F16: return cs_half_f16_to_f32 (cs_half_f16_from_f64 (v));
+    case CS_DTYPE_F32: return (float) v;
+    case CS_DTYPE_F8_E5M2: case CS_DTYPE_F8_E5M2FNUZ:
+    case CS_DTYPE_F8_E4M3FN: case CS_DTYPE_F8_E4M3FNUZ:
+      return cs_half_fp8_to_f64 (dtype, cs_half_fp8_from_f64 (dtype, v));
+    default:
+      return v;
+    }
+}
+
+/* Two non-finite values agree: both NaN, or the same infinity. */
+static gboolean
+nonfinite_agree (double a, double b)
+{
+  return (isnan (a) && isnan (b)) || (isinf (a) && a == b);
+}
+
+void
+cs_accuracy_judge (const CsTensor *x, const CsTensor *ref, const CsTensor *f64,
+                   const CsAccuracyRule *rule, CsAccuracy *acc)
+{
+  double se = 0, sr = 0, sf = 0;
+  gboolean mismatch_nan = FALSE, is_float;
+  int64_t n;
+
+  g_return_if_fail (x != NULL && f64 != NULL && acc != NULL);
+  memset (acc, 0, sizeof *acc);
+  n = MIN (x->numel, f64->numel);
+  if (ref != NULL)
+    n = MIN (n, ref->numel);
+  if (rule != NULL)
+    acc->rule = *rule;
+  else
+    cs_accuracy_rule (x->dtype, x->numel, TRUE, &acc->rule);
+  acc->ref_kind = ref != NULL ? CS_ACCURACY_REF_EXACT : CS_ACCURACY_REF_FLOOR;
+  acc->n = x->numel;
+  acc->allclose = TRUE;
+  is_float = cs_dtype_is_float (x->dtype);
+
+  for (int64_t i = 0; i < n; i++)
+    {
+      double v = cs_tensor_get_f64 (x, i), t = cs_tensor_get_f64 (f64, i);
+      double r = ref != NULL ? cs_tensor_get_f64 (ref, i) : (is_float ? round_to_dtype (x->dtype, t) : t);
+      /* without a reference run the truth says where non-finite values belong */
+      double rn = ref != NULL ? r : t;
+      double d;
+
+      if (!isfinite (v) || !isfinite (rn))
+        {
+          if (nonfinite_agree (v, rn))
+            acc->n_nonfinite++;
+          else
+            {
+              acc->n_nonfinite_mismatch++;
+              mismatch_nan |= isnan (v) || isnan (rn);
+            }
+          continue;
+        }
+      if (!isfinite (t) || !isfinite (r))
+        continue;   /* the truth (or its rounding) overflowed where both runs are finite */
+      acc->n_compared++;
+      d = v - t;
+      se += d * d;
+      sr += (r - t) * (r - t);
+      sf += t * t;
+      acc->max_abs = MAX (acc->max_abs, fabs (d));
+      if (!(fabs (v - r) <= acc->rule.tol + acc->rule.tol * fabs (r)))
+        acc->allclose = FALSE;
+    }
+  if (x->numel != f64->numel || (ref != NULL && ref->numel != x->numel))
+    {
+      acc->n_nonfinite_mismatch += ABS (x->numel - n);   /* missing elements never agree */
+      mismatch_nan = TRUE;
+    }
+
+  if (acc->n_compared > 0)
+    {
+      acc->err = sqrt (se / (double) acc->n_compared);
+      acc->ref_err = sqrt (sr / (double) acc->n_compared);
+      acc->rms_f64 = sqrt (sf / (double) acc->n_compared);
+    }
+  acc->ratio = acc->ref_err > 0 ? acc->err / acc->ref_err : (acc->err > 0 ? INFINITY : 0.0);
+  acc->bound = acc->rule.k * acc->ref_err + acc->rule.atol;
+
+  if (acc->n_nonfinite_mismatch > 0)
+    {
+      acc->err = acc->max_abs = acc->ratio = mismatch_nan ? NAN : INFINITY;
+      acc->allclose = FALSE;
+      acc->pass = FALSE;
+    }
+  else if (!is_float)
+    acc->pass = ref != NULL ? acc->allclose : acc->max_abs == 0;
+  else
+    acc->pass = acc->allclose || acc->err <= acc->bound;
+}
+
+double
+cs_accuracy_margin (const CsAccuracy *acc)
+{
+  if (acc->n_nonfinite_mismatch > 0 || (!acc->pass && acc->rule.k == 0))
+    return INFINITY;
+  if (acc->bound > 0)
+    return acc->err / acc->bound;
+  return acc->err > 0 ? INFINITY : 0.0;
+}
+
+const char *
+cs_accuracy_ref_kind_name (CsAccuracyRefKind kind)
+{
+  return kind == CS_ACCURACY_REF_EXACT ? "exact" : "floor";
 }

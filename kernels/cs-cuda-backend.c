@@ -107,6 +107,7 @@ static const CsCudaBackend backend = {
   .program_get_output = cs_cuda_program_get_output,
   .program_time = cs_cuda_program_time,
   .program_source = source,
+  .program_new_f64 = cs_cuda_program_build_f64,
 };
 
 const CsCudaBackend *

@@ -146,6 +146,11 @@ struct _CsCudaProgram
   char          *full_source;    /* preamble + kernels, as compiled */
   GArray        *timings;        /* element-type CsCudaStepTiming (for program_time) */
   gboolean       backward_active;/* building the backward trace now */
+  CsTrace       *f64_traces[2];  /* f64 programs (cs-cuda-f64.c): the retyped forward and
+                                    backward the tensor infos point into; else NULL */
+  gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN
+                                    runs, the first bytes of its first output are overwritten
+                                    (a deliberately wrong result); -1 = off */
 };
 
 /* ---- backend ---- */
@@ -229,6 +234,15 @@ char        *cs_cuda_gemm_describe      (CsCudaGemm *g);
 CsCudaProgram *cs_cuda_program_build    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
 CsCudaProgram *cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
 void         cs_cuda_program_free       (CsCudaProgram *p);
+
+/* ---- the f64 reference (cs-cuda-f64.c) ---- */
+/* The deep copy of a final trace with every float tensor and float dtype argument in f64. */
+CsTrace       *cs_cuda_trace_to_f64         (const CsTrace *trace);
+/* As cs_cuda_program_build / _generate on the f64 copies of @fwd and @bwd. */
+CsCudaProgram *cs_cuda_program_build_f64    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
+                                             GError **error);
+CsCudaProgram *cs_cuda_program_generate_f64 (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
+                                             GError **error);
 gboolean     cs_cuda_program_run        (CsCudaProgram *p, gboolean use_graph, GError **error);
 gboolean     cs_cuda_program_set_input  (CsCudaProgram *p, guint index, const void *host, gsize n_bytes,
                                          GError **error);

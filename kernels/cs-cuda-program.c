@@ -928,6 +928,8 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_array_unref (p->output_slots);
   g_clear_pointer (&p->timings, g_array_unref);
   g_free (p->full_source);
+  g_clear_pointer (&p->f64_traces[0], cs_trace_unref);
+  g_clear_pointer (&p->f64_traces[1], cs_trace_unref);
   g_free (p);
 }
 
@@ -961,6 +963,11 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
   p->input_slots = g_array_new (FALSE, FALSE, sizeof (guint));
   p->outputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
   p->output_slots = g_array_new (FALSE, FALSE, sizeof (guint));
+  {
+    const char *brk = g_getenv ("CASTSCOPE_TEST_BREAK_KERNEL");
+
+    p->break_kernel = brk != NULL && g_ascii_isdigit (brk[0]) ? (gint) g_ascii_strtoll (brk, NULL, 10) : -1;
+  }
 
   if (dry)
     {
@@ -1184,6 +1191,15 @@ launch_steps (CsCudaProgram *p, cudaEvent_t *events, GError **error)
           dim3 block = { s->block[0], s->block[1], s->block[2] };
 
           CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+          if (p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && s->writes->len > 0)
+            {
+              /* test hook: a wrong result (bytes 0x40: 3.0 in bf16 and f16, 3.004 in f32) */
+              guint w = g_array_index (s->writes, guint, 0);
+              const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+              gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+
+              CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+            }
         }
       else if (!cs_cuda_gemm_run (p, s->gemm, error))
         {

@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 1
+#define CS_CUDA_BACKEND_ABI 2
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -138,6 +138,13 @@ typedef struct
                                         GError **error);
   /* The generated CUDA source of the program (for --dump / debugging); owned by the program. */
   const char    *(*program_source)     (CsCudaProgram *program);
+  /* The f64 reference: as program_new on copies of @fwd and @bwd with every float tensor (and
+   * every float dtype argument) in f64, as core's CPU reference runs CS_REF_F64: conversions
+   * between float dtypes are no-ops, matmul/linear run as cuBLASLt DGEMM, the generated
+   * kernels compute in double.  Inputs and outputs are those of program_new, in the same
+   * order, float ones as f64 (give inputs as f64: cs_tensor_convert). */
+  CsCudaProgram *(*program_new_f64)    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
+                                        GError **error);
 } CsCudaBackend;
 
 typedef const CsCudaBackend *(*CsCudaBackendGetFunc) (void);

@@ -357,53 +357,54 @@ test_run_nonfinite (void)
   inf = seed_variant (dir, "inf.txt", "alpha=1)", "alpha=1e999)", NULL);
   f16 = seed_variant (dir, "f16.txt", "bf16", "f16", "alpha=1)", "alpha=1e6)", NULL);
 
-  /* all NaN: errors nan, 128 non-finite elements of t5 [8, 16], all mismatched */
+  /* all NaN in both runs: the NaNs agree (issue 21 item 7), so no mismatch, and with no
+   * finite element there is no error to report: "-", never 0 */
   r = run (NULL, "run", nan, "--forward-only", NULL);
   g_assert_cmpint (r.status, ==, 0);
   line = report_line (r.out, "t5");
   g_assert_nonnull (line);
-  g_assert_nonnull (strstr (line, "max_abs_err nan"));
-  g_assert_nonnull (strstr (line, "rel_l2_err nan"));
-  g_assert_nonnull (strstr (line, "non-finite 128"));
-  g_assert_nonnull (strstr (line, "MISMATCH: 128 "));
+  g_assert_nonnull (strstr (line, "err -  ref_err - (floor)  ratio -"));
+  g_assert_nonnull (strstr (line, "non-finite 128 (as in f64)"));
+  g_assert_null (strstr (line, "MISMATCH"));
+  g_assert_null (strstr (line, "err 0.000e+00"));
   g_clear_pointer (&line, g_free);
   run_clear (&r);
 
   /* alpha=1e999: t4 = a + inf * b is +-inf, and so is the f64 reference; t5 sums +inf and
-   * -inf into NaN: never an error of 0 */
+   * -inf into NaN in both: agreeing, and never an error of 0 */
   r = run (NULL, "run", inf, "--forward-only", NULL);
   g_assert_cmpint (r.status, ==, 0);
   line = report_line (r.out, "t5");
   g_assert_nonnull (line);
-  g_assert_null (strstr (line, "max_abs_err 0.000e+00"));
+  g_assert_null (strstr (line, "err 0.000e+00"));
   g_assert_nonnull (strstr (line, "non-finite 128"));
-  g_assert_nonnull (strstr (line, "MISMATCH"));
   g_clear_pointer (&line, g_free);
   run_clear (&r);
 
   /* f16: a + 1e6 * b overflows to inf in t4 where the f64 truth is finite (an infinite
-   * error), and t5 = t4 @ w sums +inf and -inf into NaN */
+   * error), and t5 = t4 @ w sums +inf and -inf into NaN where f64 is finite */
   r = run (NULL, "run", f16, "--forward-only", "--all-outputs", NULL);
   g_assert_cmpint (r.status, ==, 0);
   line = report_line (r.out, "t4");
   g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "err inf "));
   g_assert_nonnull (strstr (line, "max_abs_err inf"));
-  g_assert_nonnull (strstr (line, "max_rel_err inf"));
   g_assert_nonnull (strstr (line, "rel_l2_err inf"));
-  g_assert_nonnull (strstr (line, "non-finite 128"));
   g_assert_nonnull (strstr (line, "MISMATCH: 128 "));
   g_clear_pointer (&line, g_free);
   line = report_line (r.out, "t5");
   g_assert_nonnull (line);
   g_assert_nonnull (strstr (line, "max_abs_err nan"));
-  g_assert_nonnull (strstr (line, "non-finite 128"));
+  g_assert_nonnull (strstr (line, "MISMATCH: 128 "));
   g_clear_pointer (&line, g_free);
+  /* both fail; t4 (made first: a + 1e6 * b) is the first divergence, not t5 = t4 @ w */
+  g_assert_nonnull (strstr (r.out, "  first divergence: t4,"));
   run_clear (&r);
 
 #if CS_HAVE_JSON
   /* JSON: the errors are the strings "nan" and "inf" (JSON has no such numbers) */
   {
-    const char *paths[] = { nan, f16 };
+    const char *paths[] = { f16, f16 };
     static const char * const names[] = { "t5", "t4" };
     static const char * const errs[] = { "nan", "inf" };
 
@@ -430,12 +431,40 @@ test_run_nonfinite (void)
             seen = TRUE;
             g_assert_cmpstr (json_object_get_string_member (o, "max_abs_err"), ==, errs[c]);
             g_assert_cmpstr (json_object_get_string_member (o, "rel_l2_err"), ==, errs[c]);
-            g_assert_cmpint (json_object_get_int_member (o, "non_finite"), ==, 128);
+            g_assert_cmpstr (json_object_get_string_member (o, "err"), ==, errs[c]);
+            g_assert_cmpstr (json_object_get_string_member (o, "verdict"), ==, "mismatch");
+            g_assert_cmpint (json_object_get_int_member (o, "non_finite"), ==, 0);
             g_assert_cmpint (json_object_get_int_member (o, "non_finite_mismatch"), ==, 128);
           }
         g_assert_true (seen);
         run_clear (&r);
       }
+  }
+  /* identical NaNs: verdict ok, 128 agreeing non-finite elements, err null (no finite element) */
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonArray *outs;
+    gboolean seen = FALSE;
+
+    r = run (NULL, "run", nan, "--json", "--forward-only", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+    outs = json_object_get_array_member (json_object_get_object_member (
+             json_node_get_object (json_parser_get_root (parser)), "forward"), "outputs");
+    for (guint i = 0; i < json_array_get_length (outs); i++)
+      {
+        JsonObject *o = json_array_get_object_element (outs, i);
+
+        if (strcmp (json_object_get_string_member (o, "name"), "t5") != 0)
+          continue;
+        seen = TRUE;
+        g_assert_true (json_object_get_null_member (o, "err"));
+        g_assert_cmpstr (json_object_get_string_member (o, "verdict"), ==, "ok");
+        g_assert_cmpint (json_object_get_int_member (o, "non_finite"), ==, 128);
+        g_assert_cmpint (json_object_get_int_member (o, "non_finite_mismatch"), ==, 0);
+      }
+    g_assert_true (seen);
+    run_clear (&r);
   }
 #endif
 

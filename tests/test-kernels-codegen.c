@@ -500,6 +500,102 @@ test_samples (gconstpointer sub)
   g_assert_cmpuint (count, >=, 1);
 }
 
+/* The f64 reference (kernels/cs-cuda-f64.c) of every bundled sample: every float tensor of the
+ * copies is f64 (integers and bools keep their dtype), every program input and output is the
+ * same tensor as in the program under test with f64 for float, every matmul is a DGEMM, and
+ * NVRTC compiles the kernels instantiated with double. */
+static void
+test_f64_samples (void)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autoptr(GDir) gd = dir ? g_dir_open (dir, 0, NULL) : NULL;
+  const char *n;
+  guint count = 0;
+
+  if (gd == NULL)
+    {
+      g_test_skip ("data folder not found");
+      return;
+    }
+  while ((n = g_dir_read_name (gd)))
+    {
+      g_autofree char *path = NULL;
+      g_autoptr(CsTrace) t = NULL;
+      g_autoptr(CsPipeline) pl = NULL;
+      g_autoptr(GError) error = NULL;
+      CsPolicy policy;
+      CsCudaProgram *p, *q;
+      CsTrace *fwd, *bwd;
+
+      if (!g_str_has_suffix (n, ".txt"))
+        continue;
+      path = g_build_filename (dir, n, NULL);
+      t = load_path (path);
+      g_test_message ("f64: %s", path);
+      cs_policy_init_default (&policy);
+      pl = cs_pipeline_run (t, &policy, NULL, &error);
+      g_assert_no_error (error);
+      fwd = cs_pipeline_get_forward (pl);
+      bwd = cs_pipeline_get_backward (pl);
+      {
+        g_autoptr(CsTrace) f = cs_cuda_trace_to_f64 (fwd);
+        guint pos = 0, n_float = 0;
+        CsProxy *x;
+
+        while ((x = cs_name_table_next (f->proxies, &pos)) != NULL)
+          if (x->kind == CS_PROXY_TENSOR && x->typed && cs_dtype_is_float (x->dtype))
+            {
+              g_assert_cmpint (x->dtype, ==, CS_DTYPE_F64);
+              n_float++;
+            }
+        g_assert_cmpuint (n_float, >, 0);
+        /* the original is untouched */
+        {
+          g_autoptr(GHashTable) all = cs_trace_dup_proxies (fwd);
+          GHashTableIter it;
+          gpointer k, v;
+
+          n_float = 0;
+          g_hash_table_iter_init (&it, all);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            if (((CsProxy *) v)->kind == CS_PROXY_TENSOR && ((CsProxy *) v)->dtype == CS_DTYPE_BF16)
+              n_float++;
+          g_assert_cmpuint (n_float, >, 0);
+        }
+      }
+      p = cs_cuda_program_generate (fwd, bwd, &policy, &error);
+      g_assert_no_error (error);
+      q = cs_cuda_program_generate_f64 (fwd, bwd, &policy, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (q->inputs->len, ==, p->inputs->len);
+      g_assert_cmpuint (q->outputs->len, ==, p->outputs->len);
+      for (guint i = 0; i < p->inputs->len + p->outputs->len; i++)
+        {
+          gboolean in = i < p->inputs->len;
+          guint j = in ? i : i - p->inputs->len;
+          CsCudaTensorInfo *a = &g_array_index (in ? p->inputs : p->outputs, CsCudaTensorInfo, j);
+          CsCudaTensorInfo *b = &g_array_index (in ? q->inputs : q->outputs, CsCudaTensorInfo, j);
+
+          g_assert_cmpstr (a->name, ==, b->name);
+          g_assert_cmpuint (a->rank, ==, b->rank);
+          g_assert_cmpmem (a->shape, a->rank * sizeof (int64_t), b->shape, b->rank * sizeof (int64_t));
+          g_assert_cmpint (b->dtype, ==, cs_dtype_is_float (a->dtype) ? CS_DTYPE_F64 : a->dtype);
+        }
+      for (guint i = 0; i < q->steps->len; i++)
+        {
+          CsCudaStep *s = g_ptr_array_index (q->steps, i);
+
+          if (s->kind == CS_CUDA_STEP_GEMM)
+            g_assert_nonnull (strstr (s->label, "f64"));
+        }
+      compile_ok (q);
+      cs_cuda_program_free (p);
+      cs_cuda_program_free (q);
+      count++;
+    }
+  g_assert_cmpuint (count, >=, 5);
+}
+
 static void
 test_pipeline_seed (void)
 {
@@ -537,5 +633,6 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/pipeline/llama", test_pipeline_llama);
   g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
   g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
+  g_test_add_func ("/kernels/codegen/f64/samples", test_f64_samples);
   return g_test_run ();
 }

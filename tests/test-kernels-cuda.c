@@ -11,8 +11,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-compare.h"
 #include "cs-cuda-private.h"
 #include "cs-parse.h"
+#include "cs-pipeline.h"
 #include "cs-ref.h"
 #include "cs-tensor.h"
 
@@ -321,6 +323,259 @@ test_graph_same_bits (void)
   g_assert_cmpmem (a->data, a->len, b->data, b->len);
 }
 
+/* ---- the f64 reference on the GPU and PyTorch's verdict ---------------------------------- */
+
+/* data/NAME through the pipeline under the default policy. */
+static CsPipeline *
+sample_pipeline (const char *name)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = dir ? g_build_filename (dir, name, NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+    return NULL;
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+/* Random inputs of @p's inputs (the CPU reference's), by name into @env. */
+static void
+fill_inputs (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd, GHashTable *env)
+{
+  g_autoptr(GPtrArray) fl = cs_ref_dup_leaf_inputs (fwd);
+  g_autoptr(GPtrArray) bl = bwd ? cs_ref_dup_leaf_inputs (bwd) : g_ptr_array_new ();
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      GPtrArray *leaves = in->backward ? bl : fl;
+      CsProxy *px = NULL;
+      g_autoptr(CsTensor) x = NULL;
+
+      for (guint j = 0; j < leaves->len; j++)
+        if (g_strcmp0 (((CsProxy *) g_ptr_array_index (leaves, j))->name, in->name) == 0)
+          px = g_ptr_array_index (leaves, j);
+      g_assert_nonnull (px);
+      x = cs_ref_random_input (in->backward ? bwd : fwd, px, 300 + i, &error);
+      g_assert_no_error (error);
+      cs_ref_env_insert (env, in->name, x);
+    }
+}
+
+/* Copies the inputs of @env into @p (converted to @p's input dtypes), poisons the arena
+ * first (NaN bytes), runs. */
+static void
+set_and_run (CsCudaProgram *p, GHashTable *env)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) x = cs_tensor_convert (g_hash_table_lookup (env, in->name), in->dtype, &error);
+
+      g_assert_no_error (error);
+      g_assert_true (cs_cuda_program_set_input (p, i, x->data, cs_tensor_nbytes (x), &error));
+    }
+  g_assert_true (cs_cuda_program_run (p, FALSE, &error));
+  g_assert_no_error (error);
+}
+
+/* The CPU reference of the step in @mode: outputs and names of forward and backward. */
+static void
+cpu_step (CsTrace *fwd, CsTrace *bwd, GHashTable *env, CsRefMode mode, GPtrArray **fo,
+          GPtrArray **fn, GPtrArray **bo, GPtrArray **bn)
+{
+  g_autoptr(GHashTable) returned = cs_ref_env_new ();
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (cs_ref_run_env (fwd, env, mode, 0, fo, fn, returned, &error));
+  g_assert_no_error (error);
+  if (bwd)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      g_hash_table_iter_init (&it, env);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        if (!g_hash_table_contains (returned, k))
+          cs_ref_env_insert (returned, k, v);
+      g_assert_true (cs_ref_run_env (bwd, returned, mode, 0, bo, bn, NULL, &error));
+      g_assert_no_error (error);
+    }
+}
+
+static CsTensor *
+named (GPtrArray *outs, GPtrArray *names, const char *name)
+{
+  for (guint j = 0; outs && j < outs->len; j++)
+    if (g_strcmp0 (g_ptr_array_index (names, j), name) == 0)
+      return g_ptr_array_index (outs, j);
+  return NULL;
+}
+
+static CsTensor *
+get_output (CsCudaProgram *p, guint i)
+{
+  CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+  g_autoptr(GError) error = NULL;
+  CsTensor *t = cs_tensor_new (o->dtype, o->shape, o->rank, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (cs_cuda_program_get_output (p, i, t->data, cs_tensor_nbytes (t), &error));
+  return t;
+}
+
+static const char * const small_samples[] = {
+  "seed_foo.txt", "mlp_gelu.txt", "attention_softmax.txt", "cross_entropy.txt",
+  "ln_mlp_residual.txt", "rmsnorm_swiglu.txt",
+};
+
+/* The GPU f64 program agrees with the CPU reference's f64 mode to 1e-12 (normwise relative
+ * error of every output and gradient) on every small sample of data/. */
+static void
+test_f64_vs_cpu (void)
+{
+  guint n_checked = 0;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (small_samples); c++)
+    {
+      g_autoptr(CsPipeline) pl = sample_pipeline (small_samples[c]);
+      g_autoptr(GHashTable) env = cs_ref_env_new ();
+      g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+      g_autoptr(GError) error = NULL;
+      CsTrace *fwd, *bwd;
+      CsCudaProgram *q;
+      CsPolicy policy;
+
+      if (pl == NULL)
+        {
+          g_test_skip ("data/ not found");
+          return;
+        }
+      fwd = cs_pipeline_get_forward (pl);
+      bwd = cs_pipeline_get_backward (pl);
+      cs_policy_init_default (&policy);
+      q = cs_cuda_program_build_f64 (fwd, bwd, &policy, &error);
+      g_assert_no_error (error);
+      fill_inputs (q, fwd, bwd, env);
+      set_and_run (q, env);
+      cpu_step (fwd, bwd, env, CS_REF_F64, &fo, &fn, &bo, &bn);
+      for (guint i = 0; i < q->outputs->len; i++)
+        {
+          CsCudaTensorInfo *o = &g_array_index (q->outputs, CsCudaTensorInfo, i);
+          g_autoptr(CsTensor) got = get_output (q, i);
+          CsTensor *ref = o->backward ? named (bo, bn, o->name) : named (fo, fn, o->name);
+          double num = 0, den = 0, rel;
+
+          g_assert_nonnull (ref);
+          g_assert_cmpint (ref->numel, ==, got->numel);
+          if (cs_dtype_is_float (o->dtype))
+            g_assert_cmpint (o->dtype, ==, CS_DTYPE_F64);
+          for (int64_t e = 0; e < got->numel; e++)
+            {
+              double a = cs_tensor_get_f64 (got, e), r = cs_tensor_get_f64 (ref, e);
+
+              g_assert_false (isnan (a));
+              num += (a - r) * (a - r);
+              den += r * r;
+            }
+          rel = den > 0 ? sqrt (num / den) : sqrt (num);
+          g_test_message ("%s %s %s: GPU f64 vs CPU f64 rel.L2 %.3e", small_samples[c],
+                          o->backward ? "grad" : "out", o->name, rel);
+          g_assert_cmpfloat (rel, <=, 1e-12);
+          n_checked++;
+        }
+      cs_cuda_program_free (q);
+    }
+  g_assert_cmpuint (n_checked, >=, 20);
+}
+
+/* PyTorch's verdict on the GPU run of every small sample (exact-dtype CPU run as the
+ * reference, CPU f64 as the truth): every output passes; with the test hook breaking kernel
+ * k0 (a deliberately wrong result), some output fails. */
+static void
+test_verdict_and_broken_kernel (void)
+{
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (small_samples); c++)
+    for (guint broken = 0; broken < 2; broken++)
+      {
+        g_autoptr(CsPipeline) pl = sample_pipeline (small_samples[c]);
+        g_autoptr(GHashTable) env = cs_ref_env_new ();
+        g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+        g_autoptr(GPtrArray) eo = NULL, en = NULL, ebo = NULL, ebn = NULL;
+        g_autoptr(GError) error = NULL;
+        CsTrace *fwd, *bwd;
+        CsCudaProgram *p;
+        CsPolicy policy;
+        guint n_fail = 0;
+
+        if (pl == NULL)
+          {
+            g_test_skip ("data/ not found");
+            return;
+          }
+        fwd = cs_pipeline_get_forward (pl);
+        bwd = cs_pipeline_get_backward (pl);
+        cs_policy_init_default (&policy);
+        if (broken)
+          g_setenv ("CASTSCOPE_TEST_BREAK_KERNEL", "0", TRUE);
+        p = cs_cuda_program_build (fwd, bwd, &policy, &error);
+        g_unsetenv ("CASTSCOPE_TEST_BREAK_KERNEL");
+        g_assert_no_error (error);
+        if (broken && p->n_kernels == 0)
+          {
+            cs_cuda_program_free (p);
+            continue;
+          }
+        fill_inputs (p, fwd, bwd, env);
+        set_and_run (p, env);
+        cpu_step (fwd, bwd, env, CS_REF_F64, &fo, &fn, &bo, &bn);
+        cpu_step (fwd, bwd, env, CS_REF_EXACT, &eo, &en, &ebo, &ebn);
+        for (guint i = 0; i < p->outputs->len; i++)
+          {
+            CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+            g_autoptr(CsTensor) got = get_output (p, i);
+            CsTensor *t = o->backward ? named (bo, bn, o->name) : named (fo, fn, o->name);
+            CsTensor *r = o->backward ? named (ebo, ebn, o->name) : named (eo, en, o->name);
+            CsAccuracy acc;
+
+            g_assert_nonnull (t);
+            g_assert_nonnull (r);
+            cs_accuracy_judge (got, r, t, NULL, &acc);
+            g_test_message ("%s%s %s: err %.3e ref_err %.3e ratio %.3g %s", small_samples[c],
+                            broken ? " (k0 broken)" : "", o->name, acc.err, acc.ref_err, acc.ratio,
+                            acc.pass ? "ok" : "FAIL");
+            if (!broken)
+              g_assert_true (acc.pass);
+            n_fail += !acc.pass;
+          }
+        if (broken)
+          g_assert_cmpuint (n_fail, >=, 1);
+        cs_cuda_program_free (p);
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -339,5 +594,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
   g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
+  g_test_add_func ("/kernels/cuda/f64/agrees-with-cpu-f64", test_f64_vs_cpu);
+  g_test_add_func ("/kernels/cuda/verdict/pytorch-rule-and-broken-kernel", test_verdict_and_broken_kernel);
   return g_test_run ();
 }
