@@ -149,7 +149,7 @@ struct _CsCudaProgram
   CsTrace       *f64_traces[2];  /* f64 programs (cs-cuda-f64.c): the retyped forward and
                                     backward the tensor infos point into; else NULL */
   gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN
-                                    runs, the first bytes of its first output are overwritten
+                                    runs, the first bytes of every tensor it writes are overwritten
                                     (a deliberately wrong result); -1 = off */
 };
 

@@ -1193,12 +1193,16 @@ launch_steps (CsCudaProgram *p, cudaEvent_t *events, GError **error)
           CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
           if (p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && s->writes->len > 0)
             {
-              /* test hook: a wrong result (bytes 0x40: 3.0 in bf16 and f16, 3.004 in f32) */
-              guint w = g_array_index (s->writes, guint, 0);
-              const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
-              gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+              /* test hook: a wrong result in every tensor the kernel writes (the first 64
+                 bytes set to 0x40: 3.0 in bf16 and f16, 3.004 in f32) */
+              for (guint k = 0; k < s->writes->len; k++)
+                {
+                  guint w = g_array_index (s->writes, guint, k);
+                  const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+                  gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
 
-              CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+                  CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+                }
             }
         }
       else if (!cs_cuda_gemm_run (p, s->gemm, error))
