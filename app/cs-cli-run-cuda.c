@@ -166,6 +166,28 @@ cs_cli_cuda_check_device (GError **error)
   return be != NULL && be->device_info (&dev, error);
 }
 
+/* --check's reference runs, statement by statement on the progress line. */
+typedef struct
+{
+  const CsCliCudaOptions *opts;
+  const char             *trace;   /* "forward" / "backward" */
+} CheckProgress;
+
+static const char *
+progress_label (const CsCliCudaOptions *opts)
+{
+  return opts->progress_label ? opts->progress_label : opts->name ? opts->name : "run";
+}
+
+static void
+check_progress_cb (guint done, guint total, gpointer data)
+{
+  const CheckProgress *cp = data;
+
+  cs_cli_progress_set (cp->opts->progress, "%s: --check, CPU f64 reference, %s: statement %u "
+                       "of %u", progress_label (cp->opts), cp->trace, MIN (done + 1, total), total);
+}
+
 static void
 json_error (GString *s, double v)
 {
@@ -200,6 +222,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       cs_cli_error ("--device cuda: %s", error->message);
       return CS_CLI_EXIT_INPUT;
     }
+  cs_cli_progress_set_now (opts->progress, "%s: compiling the step for the GPU (NVRTC, cuBLASLt "
+                           "plans)", progress_label (opts));
   prog = be->program_new (fwd, bwd, policy, &error);
   if (prog == NULL)
     {
@@ -243,6 +267,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       cs_ref_env_insert (env, in->name, x);
     }
 
+  cs_cli_progress_set_now (opts->progress, "%s: running the step on the GPU", progress_label (opts));
   if (!be->program_run (prog, !opts->no_graph, &error))
     {
       cs_cli_error ("--device cuda: %s", error->message);
@@ -251,8 +276,13 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
   if (opts->check)
     {
+      CheckProgress fp = { opts, "forward" }, bp = { opts, "backward" };
+      CsRefRunOptions fro = { NULL, check_progress_cb, &fp, 0 };
+      CsRefRunOptions bro = { NULL, check_progress_cb, &bp, 0 };
+
       returned = cs_ref_env_new ();
-      if (!cs_ref_run_env (fwd, env, CS_REF_F64, opts->seed, &fwd_out, &fwd_names, returned, &error))
+      if (!cs_ref_run_env_full (fwd, env, CS_REF_F64, opts->seed, &fro, &fwd_out, &fwd_names,
+                                returned, &error))
         {
           cs_cli_error ("--check: CPU reference (forward): %s", error->message);
           goto out;
@@ -267,7 +297,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
           while (g_hash_table_iter_next (&it, &k, &v))
             if (!g_hash_table_contains (returned, k))
               cs_ref_env_insert (returned, k, v);
-          if (!cs_ref_run_env (bwd, returned, CS_REF_F64, opts->seed, &bwd_out, &bwd_names, NULL, &error))
+          if (!cs_ref_run_env_full (bwd, returned, CS_REF_F64, opts->seed, &bro, &bwd_out,
+                                    &bwd_names, NULL, &error))
             {
               cs_cli_error ("--check: CPU reference (backward): %s", error->message);
               goto out;
@@ -363,6 +394,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
   if (opts->iters > 0)
     {
+      cs_cli_progress_set_now (opts->progress, "%s: timing %u steps on the GPU",
+                               progress_label (opts), opts->iters);
       if (!be->program_time (prog, opts->iters, &times, &error))
         {
           cs_cli_error ("--device cuda: timing: %s", error->message);
@@ -402,6 +435,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                               times.arena_bytes);
     }
   (void) timed;
+  cs_cli_progress_clear (opts->progress);
   g_string_append_printf (json, ", \"check\": %s, \"failed\": %u}\n",
                           opts->check ? "true" : "false", n_fail);
   if (opts->json)

@@ -8,6 +8,7 @@
 
 #include <glib.h>
 
+#include "cs-cli-progress.h"
 #include "cs-ir.h"
 #include "cs-policy.h"
 
@@ -22,6 +23,10 @@ typedef struct
   gboolean    no_graph;     /* run with plain stream launches instead of the CUDA graph */
   const char *dump_source;  /* (nullable): write the generated CUDA C here */
   const char *name;         /* (nullable): label for the report (the file name) */
+  CsCliProgress *progress;  /* (nullable): the progress line (compiling, running, --check's
+                               reference statement by statement, timing) */
+  const char *progress_label; /* (nullable): what each progress line starts with ("bench 3 of
+                                 14: FILE [default]"); NULL: @name, or "run" */
 } CsCliCudaOptions;
 
 /**
