@@ -472,7 +472,7 @@ cs_cli_cmd_run (int argc, char **argv)
   gboolean check = FALSE;   /* --device cuda */
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
-  double max_gflop = 200.0;
+  double max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;

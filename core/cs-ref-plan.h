@@ -111,6 +111,10 @@ gboolean    cs_ref_check_step          (const CsRefStepCost *cost,
  */
 guint64     cs_ref_available_memory    (void);
 
+/* Default work limit of a step on the CPU reference, FLOP (castscope-cli run --max-gflop 200,
+ * about a minute on one core; the app's Run). */
+#define CS_REF_DEFAULT_MAX_FLOPS 200e9
+
 /* Share of cs_ref_available_memory() that is the default memory limit of a run. */
 #define CS_REF_DEFAULT_MEMORY_FRACTION 0.75
 
