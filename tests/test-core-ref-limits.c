@@ -469,8 +469,11 @@ cancel_during_cb (guint done, guint total, gpointer data)
 }
 
 /* A flag set during one large matmul (2048^3: 17 GFLOP in f32 and again in f64, seconds on
- * one core) stops it between row blocks: the run ends with CS_REF_ERROR_CANCELLED, reported
- * by the matmul, within a second of the request. */
+ * one core) stops it between row blocks: the run ends with CS_REF_ERROR_CANCELLED.  The
+ * statement loop looks at the flag before the matmul starts, 50 ms before the flag is set,
+ * and no statement follows it: a run not stopped inside the matmul would succeed.  How soon
+ * is logged, not asserted (timing belongs in benchmarks; the GUI test asserts the second the
+ * user waits). */
 static void
 test_cancel_matmul (void)
 {
@@ -498,7 +501,6 @@ test_cancel_matmul (void)
       g_test_message ("%s matmul stopped %.0f ms after the request: %s", m ? "f64" : "f32", ms,
                       error->message);
       g_assert_cmpstr (error->message, ==, "test.txt:4: prims.matmul: cancelled");
-      g_assert_cmpfloat (ms, <, 1000);
     }
 }
 
