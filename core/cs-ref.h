@@ -176,9 +176,9 @@ typedef struct
 {
   const gint        *cancel;        /* (nullable) read with g_atomic_int_get() before every
                                        statement (at every subsymbol depth), between matmul
-                                       row blocks (about 2^26 multiply-adds each) and per
-                                       attention row: nonzero stops the run with
-                                       CS_REF_ERROR_CANCELLED */
+                                       row blocks (64 rows or about 2^28 multiply-adds, the
+                                       larger) and per attention row: nonzero stops the run
+                                       with CS_REF_ERROR_CANCELLED */
   CsRefProgressFunc  progress;      /* (nullable) see #CsRefProgressFunc */
   gpointer           progress_data; /* passed to @progress */
   guint64            peak_bytes;    /* out: the run's peak host memory, bytes, counted at its
