@@ -649,11 +649,17 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   _cs_window_job_end (self);
-  if (job->generation != self->generation)
-    return;     /* the traces changed, or the window closed */
   if (job->cancellable != self->run_cancellable)
-    return;     /* a newer run replaced this one; it owns the progress bar */
+    return;     /* a newer run replaced this one; it owns the progress bar and Cancel */
+  if (self->run_cancel_button == NULL)
+    return;     /* the window closed */
   gtk_widget_set_visible (GTK_WIDGET (self->run_cancel_button), FALSE);
+  if (job->generation != self->generation)
+    {
+      /* the traces changed meanwhile: its numbers describe other traces */
+      gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+      return;
+    }
   if (!g_task_propagate_boolean (G_TASK (result), &error))
     {
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
