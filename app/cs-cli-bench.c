@@ -13,6 +13,7 @@
 
 #include "cs-cli.h"
 #include "cs-cli-policy.h"
+#include "cs-cli-progress.h"
 #include "cs-cli-run-cuda.h"
 
 int
@@ -26,7 +27,9 @@ cs_cli_cmd_bench (int argc, char **argv)
   g_autofree char *dir = NULL;
   g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GError) dev_error = NULL;
+  g_autoptr(CsCliProgress) progress = NULL;
   int rc = CS_CLI_EXIT_OK;
+  guint n_runs, run_no = 0;
   const GOptionEntry entries[] = {
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "timed samples per measure (default 20)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per run on stdout", NULL },
@@ -78,6 +81,8 @@ cs_cli_cmd_bench (int argc, char **argv)
         g_ptr_array_add (paths, g_build_filename (dir, *(char **) g_ptr_array_index (names, i) ? g_ptr_array_index (names, i) : "", NULL));
     }
 
+  progress = cs_cli_progress_new_stderr ();
+  n_runs = paths->len * (default_only ? 1u : 2u);
   for (guint i = 0; i < paths->len; i++)
     for (guint pol = 0; pol < (default_only ? 1u : 2u); pol++)
       {
@@ -88,14 +93,18 @@ cs_cli_cmd_bench (int argc, char **argv)
         CsPolicy policy;
         CsCliCudaOptions opts = { 0 };
         g_autofree char *label = NULL;
+        g_autofree char *plabel = NULL;
         int r;
 
+        run_no++;
         if (!cs_cli_policy_from_strv (policies, &policy, &error)
             || (pol == 1 && !cs_policy_set (&policy, "matmul", "upcast-f32", &error)))
           {
             cs_cli_error ("bench: %s", error->message);
             return CS_CLI_EXIT_USAGE;
           }
+        cs_cli_progress_set_now (progress, "bench %u of %u: %s [%s]: reading and running the "
+                                 "passes", run_no, n_runs, path, pol ? "upcast-f32" : "default");
         if (!cs_cli_cuda_load_step (path, &policy, &fwd, &bwd, &error))
           {
             cs_cli_error ("bench: %s: %s", path, error->message);
@@ -108,6 +117,10 @@ cs_cli_cmd_bench (int argc, char **argv)
         opts.json = json;
         opts.seed = 1;
         opts.name = label;
+        plabel = g_strdup_printf ("bench %u of %u: %s", run_no, n_runs, label);
+        opts.progress = progress;
+        opts.progress_label = plabel;
+        cs_cli_progress_clear (progress);
         if (!json)
           printf ("==== %s ====\n", label);
         r = cs_cli_run_cuda (fwd, bwd, &policy, &opts);

@@ -158,6 +158,30 @@ cs_cli_cuda_check_device (GError **error)
   return be != NULL && be->device_info (&dev, error);
 }
 
+/* --check's reference runs, statement by statement on the progress line. */
+typedef struct
+{
+  const CsCliCudaOptions *opts;
+  const char             *mode;    /* "f64" / "exact-dtype" */
+  const char             *trace;   /* "forward" / "backward" */
+} CheckProgress;
+
+static const char *
+progress_label (const CsCliCudaOptions *opts)
+{
+  return opts->progress_label ? opts->progress_label : opts->name ? opts->name : "run";
+}
+
+static void
+check_progress_cb (guint done, guint total, gpointer data)
+{
+  const CheckProgress *cp = data;
+
+  cs_cli_progress_set (cp->opts->progress, "%s: --check, CPU %s reference, %s: statement %u "
+                       "of %u", progress_label (cp->opts), cp->mode, cp->trace, MIN (done + 1, total),
+                       total);
+}
+
 static void
 json_error (GString *s, double v)
 {
@@ -207,14 +231,17 @@ check_row_worst_first (gconstpointer a, gconstpointer b)
 /* Runs the CPU reference in @mode: the forward on @env, the backward on the forward's returned
  * tensors plus @env's cotangents.  Outputs and names by trace. */
 static gboolean
-cpu_reference (CsTrace *fwd, CsTrace *bwd, GHashTable *env, CsRefMode mode, guint64 seed,
-               GPtrArray **fwd_out, GPtrArray **fwd_names, GPtrArray **bwd_out,
+cpu_reference (const CsCliCudaOptions *opts, CsTrace *fwd, CsTrace *bwd, GHashTable *env,
+               CsRefMode mode, GPtrArray **fwd_out, GPtrArray **fwd_names, GPtrArray **bwd_out,
                GPtrArray **bwd_names, GError **error)
 {
   g_autoptr(GHashTable) returned = cs_ref_env_new ();
   const char *m = mode == CS_REF_F64 ? "f64" : "exact-dtype";
+  CheckProgress fp = { opts, m, "forward" }, bp = { opts, m, "backward" };
+  CsRefRunOptions fro = { NULL, check_progress_cb, &fp, 0 };
+  CsRefRunOptions bro = { NULL, check_progress_cb, &bp, 0 };
 
-  if (!cs_ref_run_env (fwd, env, mode, seed, fwd_out, fwd_names, returned, error))
+  if (!cs_ref_run_env_full (fwd, env, mode, opts->seed, &fro, fwd_out, fwd_names, returned, error))
     {
       g_prefix_error (error, "CPU reference (%s, forward): ", m);
       return FALSE;
@@ -229,7 +256,8 @@ cpu_reference (CsTrace *fwd, CsTrace *bwd, GHashTable *env, CsRefMode mode, guin
       while (g_hash_table_iter_next (&it, &k, &v))
         if (!g_hash_table_contains (returned, k))
           cs_ref_env_insert (returned, k, v);
-      if (!cs_ref_run_env (bwd, returned, mode, seed, bwd_out, bwd_names, NULL, error))
+      if (!cs_ref_run_env_full (bwd, returned, mode, opts->seed, &bro, bwd_out, bwd_names, NULL,
+                                error))
         {
           g_prefix_error (error, "CPU reference (%s, backward): ", m);
           return FALSE;
@@ -337,6 +365,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       cpu_exact = opts->reference == CS_CLI_REFERENCE_CPU || opts->cpu_affordable;
       cpu_f64 = cpu_exact && opts->reference != CS_CLI_REFERENCE_GPU;
     }
+  cs_cli_progress_set_now (opts->progress, "%s: compiling the step for the GPU (NVRTC, cuBLASLt "
+                           "plans)", progress_label (opts));
   prog = be->program_new (fwd, bwd, policy, &error);
   if (prog == NULL)
     {
@@ -381,6 +411,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       cs_ref_env_insert (env, in->name, x);
     }
 
+  cs_cli_progress_set_now (opts->progress, "%s: running the step on the GPU", progress_label (opts));
   if (!be->program_run (prog, !opts->no_graph, &error))
     {
       cs_cli_error ("--device cuda: %s", error->message);
@@ -392,19 +423,22 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       gint64 t0 = g_get_monotonic_time ();
 
       if (cpu_exact
-          && !cpu_reference (fwd, bwd, env, CS_REF_EXACT, opts->seed, &fwd_ex, &fwd_ex_names,
+          && !cpu_reference (opts, fwd, bwd, env, CS_REF_EXACT, &fwd_ex, &fwd_ex_names,
                              &bwd_ex, &bwd_ex_names, &error))
         {
           cs_cli_error ("--check: %s", error->message);
           goto out;
         }
       if (cpu_f64
-          && !cpu_reference (fwd, bwd, env, CS_REF_F64, opts->seed, &fwd_out, &fwd_names,
+          && !cpu_reference (opts, fwd, bwd, env, CS_REF_F64, &fwd_out, &fwd_names,
                              &bwd_out, &bwd_names, &error))
         {
           cs_cli_error ("--check: %s", error->message);
           goto out;
         }
+      if (!cpu_f64)
+        cs_cli_progress_set_now (opts->progress, "%s: --check, the f64 reference on the GPU",
+                                 progress_label (opts));
       if (!cpu_f64 && (gpu_f64 = gpu_f64_reference (be, fwd, bwd, policy, env, &error)) == NULL)
         {
           cs_cli_error ("--check: %s", error->message);
@@ -557,6 +591,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
   if (opts->iters > 0)
     {
+      cs_cli_progress_set_now (opts->progress, "%s: timing %u steps on the GPU",
+                               progress_label (opts), opts->iters);
       if (!be->program_time (prog, opts->iters, &times, &error))
         {
           cs_cli_error ("--device cuda: timing: %s", error->message);
@@ -594,6 +630,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                               times.n_kernels, times.n_matmuls, times.n_samples, times.compile_ms,
                               times.arena_bytes);
     }
+  cs_cli_progress_clear (opts->progress);
   g_string_append_printf (json, ", \"check\": %s, \"failed\": %u}\n",
                           opts->check ? "true" : "false", n_fail);
   if (opts->json)

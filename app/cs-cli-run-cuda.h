@@ -11,6 +11,7 @@
 
 #include <glib.h>
 
+#include "cs-cli-progress.h"
 #include "cs-ir.h"
 #include "cs-policy.h"
 
@@ -36,6 +37,10 @@ typedef struct
   CsCliReference reference; /* --reference: where the f64 run of --check comes from */
   gboolean    cpu_affordable; /* the CPU reference runs this step in seconds (cs_cli_cpu_affordable) */
   double      cpu_gflop;    /* the CPU reference's estimate for the step, GFLOP (for the report) */
+  CsCliProgress *progress;  /* (nullable): the progress line (compiling, running, --check's
+                               reference statement by statement, timing) */
+  const char *progress_label; /* (nullable): what each progress line starts with ("bench 3 of
+                                 14: FILE [default]"); NULL: @name, or "run" */
 } CsCliCudaOptions;
 
 /**

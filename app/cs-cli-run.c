@@ -10,12 +10,14 @@
 
 #include "cs-cli.h"
 #include "cs-cli-policy.h"
+#include "cs-cli-progress.h"
 #include "cs-cli-run-cuda.h"
 
 #include "cs-compare.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-ref.h"
+#include "cs-ref-plan.h"
 #include "cs-tensor.h"
 
 #include <math.h>
@@ -215,6 +217,24 @@ typedef struct
 
 static void first_divergence (const CsTrace *trace, RunReport *rep);
 
+/* The progress line of the runs (stderr on a terminal; silent otherwise), and what it says. */
+static CsCliProgress *run_progress;
+
+typedef struct
+{
+  const char *trace;        /* "forward" / "backward" */
+  const char *mode;         /* "trace dtypes" / "f64" */
+} RunProgressLabel;
+
+static void
+ref_progress_cb (guint done, guint total, gpointer data)
+{
+  const RunProgressLabel *l = data;
+
+  cs_cli_progress_set (run_progress, "run: CPU reference, %s in %s: statement %u of %u",
+                       l->trace, l->mode, MIN (done + 1, total), total);
+}
+
 /* Runs @trace in both modes on @env_exact / @env_f64 (leaf values by name; missing leaves are
  * made and added to both) and fills @rep.  @ret_exact/@ret_f64 receive the returned values by
  * name (for the backward). */
@@ -244,12 +264,23 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
     }
 
   t0 = g_get_monotonic_time ();
-  if (!cs_ref_run_env (trace, env_exact, CS_REF_EXACT, seed, &oe, &ne, ret_exact, error))
-    return FALSE;
+  {
+    RunProgressLabel l = { rep->label, "trace dtypes" };
+    CsRefRunOptions ro = { NULL, ref_progress_cb, &l, 0 };
+
+    if (!cs_ref_run_env_full (trace, env_exact, CS_REF_EXACT, seed, &ro, &oe, &ne, ret_exact,
+                              error))
+      return FALSE;
+  }
   rep->exact_ms = (g_get_monotonic_time () - t0) / 1000.0;
   t0 = g_get_monotonic_time ();
-  if (!cs_ref_run_env (trace, env_f64, CS_REF_F64, seed, &of, NULL, ret_f64, error))
-    return FALSE;
+  {
+    RunProgressLabel l = { rep->label, "f64" };
+    CsRefRunOptions ro = { NULL, ref_progress_cb, &l, 0 };
+
+    if (!cs_ref_run_env_full (trace, env_f64, CS_REF_F64, seed, &ro, &of, NULL, ret_f64, error))
+      return FALSE;
+  }
   rep->f64_ms = (g_get_monotonic_time () - t0) / 1000.0;
 
   rep->trace_name = trace->name ? trace->name : "";
@@ -544,6 +575,22 @@ find_backward (const char *path, guint index, GError **error)
   return NULL;
 }
 
+/* --max-memory SIZE (cs_parse_size) */
+static guint64 max_memory;
+static gboolean max_memory_given;
+
+static gboolean
+max_memory_cb (const char *name, const char *value, gpointer data, GError **error)
+{
+  if (!cs_parse_size (value, &max_memory, error))
+    {
+      g_prefix_error (error, "%s: ", name);
+      return FALSE;
+    }
+  max_memory_given = TRUE;
+  return TRUE;
+}
+
 int
 cs_cli_cmd_run (int argc, char **argv)
 {
@@ -558,12 +605,13 @@ cs_cli_cmd_run (int argc, char **argv)
   gboolean check = FALSE;   /* --device cuda */
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
-  double max_gflop = 200.0;
+  double max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   double est_f1 = 0, est_f2 = 0, est_m1 = 0, est_m2 = 0;   /* cs_ref_estimate of fw, bw */
   g_autofree char *reference = NULL;   /* --device cuda --check */
   gint index = 0;
   g_autoptr (GOptionContext) ctx = NULL;
   g_autoptr (GError) error = NULL;
+  g_autoptr (CsCliProgress) progress = NULL;   /* before pl: freed after it */
   g_autoptr (CsPipeline) pl = NULL;
   g_autoptr (CsTrace) own_bwd = NULL;
   g_autoptr (GPtrArray) flat_args = NULL;
@@ -588,6 +636,7 @@ cs_cli_cmd_run (int argc, char **argv)
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
     { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
+    { "max-memory", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) max_memory_cb, "Refuse steps estimated to need more host memory than SIZE (512M, 8G, 1.5GiB or bytes; default 75% of the available memory, see below)", "SIZE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: judge every output and gradient against an f64 run as PyTorch's accuracy check does (exit 1 on a failure)", NULL },
     { "reference", 0, 0, G_OPTION_ARG_STRING, &reference, "With --check: where the f64 run comes from: auto (default: the CPU reference when it takes seconds, else the GPU in f64), cpu or gpu", "auto|cpu|gpu" },
     { "iters", 'n', 0, G_OPTION_ARG_INT, &iters, "With --device cuda: time N steps (CUDA-graph GPU time, latency, each region and matmul)", "N" },
@@ -608,9 +657,22 @@ cs_cli_cmd_run (int argc, char **argv)
                       "f64 has the same are left out (non-finite N); elsewhere they are a MISMATCH\n"
                       "and make the errors nan or inf (JSON: the strings \"nan\" and \"inf\").\n"
                       "With --device cuda --check the GPU's err is judged against the exact run's\n"
-                      "(ref exact) where the CPU reference is affordable, else against the floor.\n\n",
+                      "(ref exact) where the CPU reference is affordable, else against the floor.\n\n"
+
+                       "Limits: before anything is allocated, the step's peak host memory is\n"
+                      "estimated from the traces' liveness (8 bytes an element per live value on\n"
+                      "the CPU reference, kernel scratch, the returned tensors; with --device\n"
+                      "cuda the inputs and one output) and its work in FLOP.  A step over\n"
+                      "--max-memory or --max-gflop is refused with both numbers.  SIZE is bytes,\n"
+                      "or a number with K, M, G or T (KiB, MB...: all powers of 1024).  The\n"
+                      "default memory limit is 75% of the memory available when the run starts:\n"
+                      "MemAvailable of /proc/meminfo, or the cgroup's limit minus its usage when\n"
+                      "that is smaller.\n"
+                      "Progress: when stderr is a terminal, one line there names the statement\n"
+                      "running; nothing is written when it is not a terminal.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
   g_option_context_set_description (ctx, desc);
+  max_memory_given = FALSE;
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)
@@ -662,7 +724,11 @@ cs_cli_cmd_run (int argc, char **argv)
       return CS_CLI_EXIT_INPUT;
     }
 
+  progress = cs_cli_progress_new_stderr ();
+  run_progress = progress;
+  cs_cli_progress_set_now (progress, "run: reading %s and running the passes", argv[1]);
   pl = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
+  cs_cli_progress_clear (progress);
   if (pl == NULL)
     {
       cs_cli_error ("%s", error->message);
@@ -685,31 +751,41 @@ cs_cli_cmd_run (int argc, char **argv)
   if (no_backward)
     bw = NULL;
 
-  /* Size check: a trace sized for a GPU would run for hours or exhaust memory on the CPU
-   * reference (run on cpu, or by cuda --check --reference cpu); cuda --check otherwise takes
-   * its f64 run from the GPU when the CPU reference would be too costly. */
+  /* Cost check before anything is allocated: a trace sized for a GPU would run for hours or
+   * exhaust the machine's memory on the CPU reference (run on cpu, or cuda --check where it
+   * runs the CPU reference); the CUDA run needs its inputs and one output at a time on the
+   * host.  cuda --check takes its f64 run from the GPU when the CPU reference would be too
+   * costly, unless --reference cpu asks for it. */
   if (fw)
     cs_ref_estimate (fw, &est_f1, &est_m1);
   if (bw)
     cs_ref_estimate (bw, &est_f2, &est_m2);
-  if (!(device && strcmp (device, "cuda") == 0)
-      || (check && reference && strcmp (reference, "cpu") == 0))
-    {
-      double f1 = est_f1, f2 = est_f2, m1 = est_m1, m2 = est_m2;
+  {
+    gboolean cuda = device && strcmp (device, "cuda") == 0;
+    gboolean ref_cpu = check && reference && strcmp (reference, "cpu") == 0;
+    gboolean ref_gpu = check && reference && strcmp (reference, "gpu") == 0;
+    gboolean cpu_exact = cuda && check
+                         && (ref_cpu || cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2)));
+    CsRefStepFlags flags = !cuda ? CS_REF_STEP_EXACT | CS_REF_STEP_F64 : CS_REF_STEP_READBACK;
+    guint64 limit = max_memory_given ? max_memory : cs_ref_default_memory_limit ();
+    CsRefStepCost cost;
 
-      if ((f1 + f2) / 1e9 > max_gflop)
-        {
-          cs_cli_error ("run: this step needs about %.3g GFLOP on the CPU reference, over the "
-                        "limit of %.3g (raise it with --max-gflop)", (f1 + f2) / 1e9, max_gflop);
-          return CS_CLI_EXIT_INPUT;
-        }
-      if (MAX (m1, m2) * 8.0 > (double) ((gsize) 4 << 30))
-        {
-          cs_cli_error ("run: a tensor of %.0f elements needs %.1f GiB as f64 on the CPU "
-                        "reference (limit 4 GiB)", MAX (m1, m2), MAX (m1, m2) * 8.0 / (1u << 30));
-          return CS_CLI_EXIT_INPUT;
-        }
-    }
+    if (cpu_exact)
+      flags |= CS_REF_STEP_EXACT | (ref_gpu ? 0 : CS_REF_STEP_F64);
+    cs_ref_estimate_step (fw, bw, flags, &cost);
+    if (!cs_ref_check_step (&cost, limit, -1, &error))
+      {
+        cs_cli_error ("run: %s (%s)", error->message,
+                      max_memory_given ? "raise it with --max-memory"
+                      : "75% of the memory available now; raise it with --max-memory");
+        return CS_CLI_EXIT_INPUT;
+      }
+    if ((!cuda || ref_cpu) && !cs_ref_check_step (&cost, G_MAXUINT64, max_gflop * 1e9, &error))
+      {
+        cs_cli_error ("run: %s (raise it with --max-gflop)", error->message);
+        return CS_CLI_EXIT_INPUT;
+      }
+  }
 
   if (device && strcmp (device, "cuda") == 0)
     {
@@ -730,6 +806,7 @@ cs_cli_cmd_run (int argc, char **argv)
                         : strcmp (reference, "cpu") == 0 ? CS_CLI_REFERENCE_CPU : CS_CLI_REFERENCE_GPU;
       copts.cpu_affordable = cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2));
       copts.cpu_gflop = (est_f1 + est_f2) / 1e9;
+      copts.progress = progress;
       return cs_cli_run_cuda (fw, bw, &policy, &copts);
     }
 
@@ -747,6 +824,7 @@ cs_cli_cmd_run (int argc, char **argv)
       rc = CS_CLI_EXIT_INPUT;
       goto out;
     }
+  cs_cli_progress_clear (progress);
 
   if (save_dir)
     {

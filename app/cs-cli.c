@@ -6,6 +6,7 @@
 #include <locale.h>
 
 #include "cs-cli.h"
+#include "cs-cli-progress.h"
 #include "cs-parallel.h"
 
 typedef struct
@@ -61,6 +62,7 @@ cs_cli_error (const char *fmt, ...)
   va_start (ap, fmt);
   msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
+  cs_cli_progress_clear_stderr ();
   fprintf (stderr, "castscope-cli: %s\n", msg);
 }
 

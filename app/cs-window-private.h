@@ -43,6 +43,7 @@ struct _CsWindow
   GtkLabel          *details_label;
   GtkLabel          *run_heading;
   GtkProgressBar    *run_progress;
+  GtkButton         *run_cancel_button; /* shown while a run is in flight */
   GtkGrid           *run_grid;
   GtkLabel          *status_casts;
   GtkLabel          *status_regions;
@@ -118,5 +119,6 @@ void         _cs_window_search_activate_cb (CsWindow       *self,
 void         _cs_window_run               (CsWindow   *self);
 void         _cs_window_clear_run         (CsWindow   *self);
 void         _cs_window_apply_run_overlay (CsWindow   *self);
+void         _cs_window_cancel_run        (CsWindow   *self);
 
 G_END_DECLS

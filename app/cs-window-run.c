@@ -18,6 +18,13 @@
  * The run table shows what `castscope-cli run` prints, under the same names: err (RMSE vs
  * f64), ref_err (the exact-dtype run's for GPU rows, the rounding floor for CPU rows), ratio
  * and the verdict; worst first.
+ *
+ * Before anything runs, the step's peak host memory and its work are estimated from the
+ * traces (core/cs-ref-plan.h) and a step over the limits (75% of the memory available, the
+ * CLI's default 200 GFLOP) is refused with both numbers in the info bar.  While it runs, the
+ * progress bar names the statement (forward/backward, trace dtypes/f64) and Cancel stops the
+ * CPU reference within a fraction of a second (its cancel flag is read before every statement
+ * and between matmul row blocks); a GPU compile in progress finishes first.
  */
 #include "cs-config.h"
 
@@ -30,6 +37,7 @@
 #include "cs-cuda-loader.h"
 #include "cs-ops.h"
 #include "cs-ref.h"
+#include "cs-ref-plan.h"
 #include "cs-stats.h"
 #include "cs-tensor.h"
 
@@ -71,6 +79,11 @@ typedef struct
   char      *note;          /* (nullable) what could not be run, for the info bar */
   char      *gpu_note;      /* (nullable) why the GPU was not used */
   guint      generation;    /* the window's generation when the run started */
+  GCancellable *cancellable; /* (owned) the run's; the window's run_cancellable while it is
+                               the newest run */
+  gint       cancel;        /* atomic: nonzero once @cancellable fired (read by the CPU
+                               reference between statements and matmul row blocks) */
+  gint64     last_progress_us; /* monotonic time of the last statement progress report */
 } RunJob;
 
 typedef struct
@@ -108,6 +121,7 @@ run_job_free (gpointer data)
   g_free (job->device);
   g_free (job->note);
   g_free (job->gpu_note);
+  g_clear_object (&job->cancellable);
   g_free (job);
 }
 
@@ -217,6 +231,41 @@ compare_outputs (RunJob *job, CsFamily family, GHashTable *exact, GHashTable *re
     }
 }
 
+/* Statement progress of one CPU reference run: what runs, and its share of the bar. */
+typedef struct
+{
+  RunJob     *job;
+  const char *what;         /* "forward" / "backward" */
+  const char *mode;         /* "trace dtypes" / "f64" */
+  double      p0;           /* fraction at its first statement */
+  double      span;         /* fraction it covers */
+} RefProgress;
+
+static void
+ref_progress_cb (guint done, guint total, gpointer data)
+{
+  RefProgress *rp = data;
+  gint64 now = g_get_monotonic_time ();
+  g_autofree char *text = NULL;
+
+  /* at most 10 reports a second: a 10,000-statement trace must not flood the main loop */
+  if (done > 0 && done < total && now - rp->job->last_progress_us < 100 * 1000)
+    return;
+  rp->job->last_progress_us = now;
+  text = g_strdup_printf ("CPU reference: %s in %s, statement %u of %u…", rp->what, rp->mode,
+                          MIN (done + 1, total), total);
+  report_progress (rp->job, rp->p0 + rp->span * done / MAX (total, 1), text);
+}
+
+static gboolean
+job_cancelled (RunJob *job, GError **error)
+{
+  if (g_atomic_int_get (&job->cancel) == 0)
+    return FALSE;
+  g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_CANCELLED, "cancelled");
+  return TRUE;
+}
+
 /* Runs @trace in both modes.  @env_exact / @env_f64 may already bind some leaves (the
  * backward's saved tensors); the others get random values, the same in both envs. */
 static gboolean
@@ -238,6 +287,8 @@ run_family (RunJob *job, CsFamily family, GHashTable *env_exact, GHashTable *env
 
       if (g_hash_table_contains (env_exact, p->name))
         continue;
+      if (job_cancelled (job, error))
+        return FALSE;
       t = cs_ref_random_input (trace, p, RUN_SEED + family, error);
       if (t == NULL)
         return FALSE;
@@ -245,11 +296,23 @@ run_family (RunJob *job, CsFamily family, GHashTable *env_exact, GHashTable *env
       cs_ref_env_insert (env_f64, p->name, t);
     }
   report_progress (job, p0, msg1);
-  if (!cs_ref_run_env (trace, env_exact, CS_REF_EXACT, RUN_SEED, &out_exact, NULL, ret_exact, error))
-    return FALSE;
+  {
+    RefProgress rp = { job, what, "trace dtypes", p0, 0.2 };
+    CsRefRunOptions ro = { &job->cancel, ref_progress_cb, &rp, 0 };
+
+    if (!cs_ref_run_env_full (trace, env_exact, CS_REF_EXACT, RUN_SEED, &ro, &out_exact, NULL,
+                              ret_exact, error))
+      return FALSE;
+  }
   report_progress (job, p0 + 0.2, msg2);
-  if (!cs_ref_run_env (trace, env_f64, CS_REF_F64, RUN_SEED, &out_f64, NULL, ret_f64, error))
-    return FALSE;
+  {
+    RefProgress rp = { job, what, "f64", p0 + 0.2, 0.2 };
+    CsRefRunOptions ro = { &job->cancel, ref_progress_cb, &rp, 0 };
+
+    if (!cs_ref_run_env_full (trace, env_f64, CS_REF_F64, RUN_SEED, &ro, &out_f64, NULL, ret_f64,
+                              error))
+      return FALSE;
+  }
   compare_outputs (job, family, ret_exact, ret_f64, env_exact);
   return TRUE;
 }
@@ -288,7 +351,8 @@ run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_
   CsCudaTimes times = { 0 };
   gboolean ok = FALSE;
 
-  if (be == NULL || !be->device_info (&info, error))
+  if (be == NULL || !be->device_info (&info, error)
+      || g_cancellable_set_error_if_cancelled (job->cancellable, error))
     return FALSE;
   report_progress (job, 0.8, "GPU: compiling (NVRTC, cuBLASLt plans)…");
   prog = be->program_new (job->trace[CS_FAMILY_FORWARD], job->trace[CS_FAMILY_BACKWARD],
@@ -311,7 +375,8 @@ run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_
         goto out;
     }
   report_progress (job, 0.85, "GPU: running…");
-  if (!be->program_run (prog, FALSE, error))
+  if (g_cancellable_set_error_if_cancelled (job->cancellable, error)
+      || !be->program_run (prog, FALSE, error))
     goto out;
   for (guint i = 0; i < be->program_n_outputs (prog); i++)
     {
@@ -330,7 +395,8 @@ run_gpu (RunJob *job, GHashTable *fwd_env, GHashTable *bwd_env, GHashTable *fwd_
                  e != NULL && e->numel == got->numel ? e : NULL, r);
     }
   report_progress (job, 0.9, "GPU: timing (CUDA graph replay)…");
-  if (!be->program_time (prog, TIME_ITERS, &times, error))
+  if (g_cancellable_set_error_if_cancelled (job->cancellable, error)
+      || !be->program_time (prog, TIME_ITERS, &times, error))
     goto out;
   job->gpu_step_ms = times.graph_ms;
   for (guint i = 0; times.steps != NULL && i < times.steps->len; i++)
@@ -365,6 +431,12 @@ new_returned_table (void)
 }
 
 static void
+run_cancelled_cb (GCancellable *cancellable, gpointer data)
+{
+  g_atomic_int_set (&((RunJob *) data)->cancel, 1);
+}
+
+static void
 run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
   RunJob *job = task_data;
@@ -379,6 +451,7 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
   g_autoptr(GError) gpu_error = NULL;
   GError *error = NULL;
   gint64 t0 = g_get_monotonic_time ();
+  gulong handler;
 
   if (job->trace[CS_FAMILY_FORWARD] == NULL)
     {
@@ -386,8 +459,12 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
                                "there is no forward trace to run");
       return;
     }
+  /* Cancel (the button, a newer run, the window closing) sets the flag the CPU reference
+   * reads; the handler runs at once when the run was cancelled already. */
+  handler = g_cancellable_connect (cancellable, G_CALLBACK (run_cancelled_cb), job, NULL);
   if (!run_family (job, CS_FAMILY_FORWARD, env_exact, env_f64, fwd_exact, fwd_f64, 0.0, &error))
     {
+      g_cancellable_disconnect (cancellable, handler);
       g_prefix_error (&error, "forward: ");
       g_task_return_error (task, error);
       return;
@@ -409,16 +486,25 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
       if (!run_family (job, CS_FAMILY_BACKWARD, benv_exact, benv_f64, bwd_exact, bwd_f64, 0.4,
                        &error))
         {
+          if (g_error_matches (error, CS_REF_ERROR, CS_REF_ERROR_CANCELLED))
+            {
+              g_cancellable_disconnect (cancellable, handler);
+              g_task_return_error (task, error);
+              return;
+            }
           job->note = g_strdup_printf ("The backward could not run on the CPU reference: %s",
                                        error->message);
           g_clear_error (&error);
         }
     }
+  g_cancellable_disconnect (cancellable, handler);
   if (g_task_return_error_if_cancelled (task))
     return;
 
   job->gpu_ran = run_gpu (job, env_exact, benv_exact, fwd_exact, bwd_exact, fwd_f64, bwd_f64,
                           &gpu_error);
+  if (g_task_return_error_if_cancelled (task))
+    return;
   if (!job->gpu_ran)
     {
       /* Keep only the CPU rows and estimate the region times. */
@@ -582,15 +668,30 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   _cs_window_job_end (self);
+  if (job->cancellable != self->run_cancellable)
+    return;     /* a newer run replaced this one; it owns the progress bar and Cancel */
+  if (self->run_cancel_button == NULL)
+    return;     /* the window closed */
+  gtk_widget_set_visible (GTK_WIDGET (self->run_cancel_button), FALSE);
   if (job->generation != self->generation)
-    return;     /* the traces changed, or the window closed */
+    {
+      /* the traces changed meanwhile: its numbers describe other traces */
+      gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+      return;
+    }
   if (!g_task_propagate_boolean (G_TASK (result), &error))
     {
-      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+          || g_error_matches (error, CS_REF_ERROR, CS_REF_ERROR_CANCELLED))
         {
-          g_autofree char *msg = g_strdup_printf ("Run failed (CPU reference): %s", error->message);
-          cs_window_show_error (self, msg);
+          gtk_progress_bar_set_text (self->run_progress, "Run cancelled");
+          gtk_label_set_text (self->status_message, "Run cancelled");
+          return;
         }
+      {
+        g_autofree char *msg = g_strdup_printf ("Run failed (CPU reference): %s", error->message);
+        cs_window_show_error (self, msg);
+      }
       gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
       return;
     }
@@ -698,11 +799,30 @@ void
 _cs_window_run (CsWindow *self)
 {
   g_autoptr(GTask) task = NULL;
+  g_autoptr(GError) error = NULL;
   RunJob *job;
+  CsRefStepCost cost;
+  const char *hint = NULL;
 
   if (self->analysis == NULL)
     {
       cs_window_show_error (self, "Nothing to run: open a trace first.");
+      return;
+    }
+  /* The same limits as castscope-cli run (its defaults): refused before anything is made. */
+  cs_ref_estimate_step (cs_analysis_get_final (self->analysis, CS_FAMILY_FORWARD),
+                        cs_analysis_get_final (self->analysis, CS_FAMILY_BACKWARD),
+                        CS_REF_STEP_EXACT | CS_REF_STEP_F64 | CS_REF_STEP_READBACK, &cost);
+  if (!cs_ref_check_step (&cost, cs_ref_default_memory_limit (), -1, &error))
+    hint = "75% of the memory available now";
+  else if (!cs_ref_check_step (&cost, G_MAXUINT64, CS_REF_DEFAULT_MAX_FLOPS, &error))
+    hint = "about a minute on one core; castscope-cli run --max-gflop raises it";
+  if (error != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("Run refused: %s (%s).", error->message, hint);
+
+      cs_window_show_error (self, msg);
+      gtk_label_set_text (self->status_message, "Run refused: over the limits");
       return;
     }
   if (self->run_cancellable != NULL)
@@ -718,6 +838,7 @@ _cs_window_run (CsWindow *self)
   job->times = g_array_new (FALSE, TRUE, sizeof (RunTime));
   g_array_set_clear_func (job->times, run_time_clear);
   job->generation = self->generation;
+  job->cancellable = g_object_ref (self->run_cancellable);
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
       CsTrace *t = cs_analysis_get_final (self->analysis, f);
@@ -726,8 +847,26 @@ _cs_window_run (CsWindow *self)
   gtk_widget_set_visible (GTK_WIDGET (self->run_progress), TRUE);
   gtk_progress_bar_set_fraction (self->run_progress, 0);
   gtk_progress_bar_set_text (self->run_progress, "starting…");
+  gtk_widget_set_visible (GTK_WIDGET (self->run_cancel_button), TRUE);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->run_cancel_button), TRUE);
   task = g_task_new (NULL, self->run_cancellable, run_done_cb, g_object_ref (self));
   g_task_set_task_data (task, job, run_job_free);
   _cs_window_job_begin (self);
   g_task_run_in_thread (task, run_thread);
+}
+
+/**
+ * _cs_window_cancel_run:
+ *
+ * The run panel's Cancel: stops the run in flight (its CPU reference within a fraction of a
+ * second); the progress bar then says "Run cancelled" and the window stays as it was.
+ */
+void
+_cs_window_cancel_run (CsWindow *self)
+{
+  if (self->run_cancellable == NULL || g_cancellable_is_cancelled (self->run_cancellable))
+    return;
+  g_cancellable_cancel (self->run_cancellable);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->run_cancel_button), FALSE);
+  gtk_progress_bar_set_text (self->run_progress, "cancelling…");
 }

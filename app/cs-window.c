@@ -924,6 +924,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, details_label);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_heading);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_progress);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, run_cancel_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
@@ -938,6 +939,8 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
   gtk_widget_class_bind_template_callback_full (widget_class, "overlay_changed_cb",
                                                 G_CALLBACK (_cs_window_apply_run_overlay));
+  gtk_widget_class_bind_template_callback_full (widget_class, "run_cancel_cb",
+                                                G_CALLBACK (_cs_window_cancel_run));
   gtk_widget_class_bind_template_callback_full (widget_class, "search_changed_cb",
                                                 G_CALLBACK (_cs_window_search_changed_cb));
   gtk_widget_class_bind_template_callback_full (widget_class, "search_activate_cb",

@@ -48,6 +48,32 @@ struct _Rv
 
 static void rv_unref (Rv *v);
 
+/* Host memory of the run on this thread, bytes: tensor values (8 bytes an element), kernel
+ * scratch and the returned #CsTensors; cs_ref_run_env_full() resets both at its start and
+ * reports the peak (CsRefRunOptions.peak_bytes).  A run stays on its calling thread. */
+static _Thread_local gint64 mem_live, mem_peak;
+
+static void
+mem_take (gint64 bytes)
+{
+  mem_live += bytes;
+  if (mem_live > mem_peak)
+    mem_peak = mem_live;
+}
+
+static void
+mem_give (gint64 bytes)
+{
+  mem_live -= bytes;
+}
+
+/* Bytes a tensor value of @numel elements holds (as rv_new_tensor allocates them). */
+static gint64
+rv_bytes (int64_t numel)
+{
+  return (gint64) MAX (numel, 1) * (gint64) sizeof (double);
+}
+
 static Rv *
 rv_ref (Rv *v)
 {
@@ -60,6 +86,8 @@ rv_unref (Rv *v)
 {
   if (v == NULL || --v->ref > 0)
     return;
+  if (v->kind == RV_TENSOR && v->data)
+    mem_give (rv_bytes (v->numel));
   g_free (v->data);
   if (v->items)
     g_ptr_array_unref (v->items);
@@ -110,6 +138,7 @@ typedef struct
   guint          n_random;  /* random statements run so far */
   GError       **error;
   const CsStmt  *top;       /* top-level statement being run (for line numbers) */
+  const gint    *cancel;    /* (nullable) nonzero: stop (CsRefRunOptions.cancel) */
 } Ctx;
 
 static guint
@@ -281,6 +310,7 @@ rv_new_tensor (Ctx *c, const CsStmt *s, CsDtype dtype, const int64_t *shape, gui
             numel);
       return NULL;
     }
+  mem_take (rv_bytes (numel));
   return v;
 }
 
@@ -304,6 +334,7 @@ rv_from_tensor (const CsTensor *t, gboolean as_number)
   memcpy (v->shape, t->shape, sizeof v->shape);
   v->numel = t->numel;
   v->data = cs_tensor_dup_f64 (t);
+  mem_take (rv_bytes (v->numel));
   return v;
 }
 
@@ -1639,6 +1670,7 @@ run_argext (Ctx *c, const CsStmt *s, gboolean is_max)
   if (out == NULL)
     return NULL;
   best = g_new (double, MAX (out->numel, 1));
+  mem_take (rv_bytes (out->numel));
   for (int64_t o = 0; o < out->numel; o++)
     {
       best[o] = NAN;
@@ -1669,6 +1701,7 @@ run_argext (Ctx *c, const CsStmt *s, gboolean is_max)
         }
     }
   g_free (best);
+  mem_give (rv_bytes (out->numel));
   return out;
 }
 
@@ -1972,56 +2005,104 @@ static float *
 to_f32 (const Rv *v)
 {
   float *f = g_new (float, MAX (v->numel, 1));
+
+  mem_take ((gint64) MAX (v->numel, 1) * (gint64) sizeof (float));
   for (int64_t i = 0; i < v->numel; i++)
     f[i] = (float) v->data[i];
   return f;
 }
 
-/* C[M,N] = A[M,K] . B[K,N] (or B[N,K]^T when @tb), f32 multiply with f32 accumulation. */
-static void
-gemm_f32 (gboolean tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C)
+static gboolean
+cancelled (const gint *cancel)
 {
-#if CS_HAVE_BLAS
-  if (M <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
-    {
-      if (M && N)
-        cblas_sgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) M, (int) N,
-                     (int) K, 1.0f, A, (int) MAX (K, 1), B, (int) MAX (tb ? K : N, 1), 0.0f, C,
-                     (int) MAX (N, 1));
-      return;
-    }
-#endif
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++)
-      {
-        float acc = 0.0f;
-        for (int64_t k = 0; k < K; k++)
-          acc += A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
-        C[i * N + j] = acc;
-      }
+  return cancel != NULL && g_atomic_int_get (cancel) != 0;
 }
 
-static void
-gemm_f64 (gboolean tb, int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *C)
+/* Rows of C one BLAS call computes, so that a cancel request is seen between calls: about
+ * 2^28 multiply-adds (tens of ms on one core), and at least 64 rows, since BLAS repacks the
+ * other operand for every call and thinner calls spend a visible share of their time on it. */
+static int64_t
+gemm_chunk_rows (int64_t N, int64_t K)
 {
-#if CS_HAVE_BLAS
-  if (M <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
+  int64_t per_row = MAX (N, 1) * MAX (K, 1);
+
+  return MAX ((int64_t) 64, ((int64_t) 1 << 28) / per_row);
+}
+
+/* C[M,N] = A[M,K] . B[K,N] (or B[N,K]^T when @tb), f32 multiply with f32 accumulation.  Runs in
+ * row blocks of gemm_chunk_rows(); returns FALSE, C incomplete, when @cancel is set between
+ * blocks. */
+static gboolean
+gemm_f32 (gboolean tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C,
+          const gint *cancel)
+{
+  int64_t chunk = gemm_chunk_rows (N, K);
+
+  for (int64_t m0 = 0; m0 < M; m0 += chunk)
     {
-      if (M && N)
-        cblas_dgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) M, (int) N,
-                     (int) K, 1.0, A, (int) MAX (K, 1), B, (int) MAX (tb ? K : N, 1), 0.0, C,
-                     (int) MAX (N, 1));
-      return;
-    }
+      int64_t rows = MIN (chunk, M - m0);
+      const float *Ab = A + m0 * K;
+      float *Cb = C + m0 * N;
+
+      if (cancelled (cancel))
+        return FALSE;
+#if CS_HAVE_BLAS
+      if (rows <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
+        {
+          if (N)
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) rows,
+                         (int) N, (int) K, 1.0f, Ab, (int) MAX (K, 1), B,
+                         (int) MAX (tb ? K : N, 1), 0.0f, Cb, (int) MAX (N, 1));
+          continue;
+        }
 #endif
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++)
-      {
-        double acc = 0.0;
-        for (int64_t k = 0; k < K; k++)
-          acc += A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
-        C[i * N + j] = acc;
-      }
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < N; j++)
+          {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+              acc += Ab[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+            Cb[i * N + j] = acc;
+          }
+    }
+  return TRUE;
+}
+
+/* As gemm_f32() in f64. */
+static gboolean
+gemm_f64 (gboolean tb, int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *C,
+          const gint *cancel)
+{
+  int64_t chunk = gemm_chunk_rows (N, K);
+
+  for (int64_t m0 = 0; m0 < M; m0 += chunk)
+    {
+      int64_t rows = MIN (chunk, M - m0);
+      const double *Ab = A + m0 * K;
+      double *Cb = C + m0 * N;
+
+      if (cancelled (cancel))
+        return FALSE;
+#if CS_HAVE_BLAS
+      if (rows <= G_MAXINT && N <= G_MAXINT && K <= G_MAXINT)
+        {
+          if (N)
+            cblas_dgemm (CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int) rows,
+                         (int) N, (int) K, 1.0, Ab, (int) MAX (K, 1), B,
+                         (int) MAX (tb ? K : N, 1), 0.0, Cb, (int) MAX (N, 1));
+          continue;
+        }
+#endif
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < N; j++)
+          {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++)
+              acc += Ab[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+            Cb[i * N + j] = acc;
+          }
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -2117,7 +2198,15 @@ run_matmul (Ctx *c, const CsStmt *s)
     g_autofree float *fb = f32 ? to_f32 (b) : NULL;
     g_autofree float *fc = f32 ? g_new (float, MAX (M * N, 1)) : NULL;
     g_autofree double *dc = f32 ? NULL : g_new (double, MAX (M * N, 1));
+    gint64 scratch = f32 ? (gint64) (MAX (a->numel, 1) + MAX (b->numel, 1) + MAX (M * N, 1))
+                           * (gint64) sizeof (float)
+                         : (gint64) MAX (M * N, 1) * (gint64) sizeof (double);
+    gboolean done = TRUE;
     int64_t idx[CS_MAX_DIMS];
+
+    /* fa and fb were counted by to_f32 */
+    mem_take (f32 ? (gint64) MAX (M * N, 1) * (gint64) sizeof (float)
+                  : (gint64) MAX (M * N, 1) * (gint64) sizeof (double));
 
     for (int64_t bi = 0; bi < nbatch; bi++)
       {
@@ -2141,15 +2230,27 @@ run_matmul (Ctx *c, const CsStmt *s)
           }
         if (f32)
           {
-            gemm_f32 (FALSE, M, N, K, fa + aoff * astride, fb + boff * bstride, fc);
-            for (int64_t i = 0; i < M * N; i++)
+            done = gemm_f32 (FALSE, M, N, K, fa + aoff * astride, fb + boff * bstride, fc,
+                             c->cancel);
+            for (int64_t i = 0; done && i < M * N; i++)
               out->data[bi * M * N + i] = fc[i];
           }
         else
           {
-            gemm_f64 (FALSE, M, N, K, a->data + aoff * astride, b->data + boff * bstride, dc);
-            memcpy (out->data + bi * M * N, dc, (gsize) (M * N) * sizeof (double));
+            done = gemm_f64 (FALSE, M, N, K, a->data + aoff * astride, b->data + boff * bstride,
+                             dc, c->cancel);
+            if (done)
+              memcpy (out->data + bi * M * N, dc, (gsize) (M * N) * sizeof (double));
           }
+        if (!done)
+          break;
+      }
+    mem_give (scratch);
+    if (!done)
+      {
+        rv_unref (out);
+        fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
+        return NULL;
       }
   }
   round_values (out->data, out->numel, out->dtype, c->mode);
@@ -2167,7 +2268,7 @@ run_linear (Ctx *c, const CsStmt *s)
   g_autoptr (Rv) bias = NULL;
   int64_t shape[CS_MAX_DIMS], K, N, M;
   guint rank;
-  gboolean f32;
+  gboolean f32, done;
   Rv *out;
 
   if (a == NULL || w == NULL)
@@ -2219,18 +2320,28 @@ run_linear (Ctx *c, const CsStmt *s)
       g_autofree float *fa = to_f32 (a);
       g_autofree float *fw = to_f32 (w);
       g_autofree float *fc = g_new (float, MAX (M * N, 1));
+      gint64 scratch = (gint64) (MAX (a->numel, 1) + MAX (w->numel, 1) + MAX (M * N, 1))
+                       * (gint64) sizeof (float);
 
-      gemm_f32 (TRUE, M, N, K, fa, fw, fc);
-      for (int64_t i = 0; i < M * N; i++)
+      mem_take ((gint64) MAX (M * N, 1) * (gint64) sizeof (float));
+      done = gemm_f32 (TRUE, M, N, K, fa, fw, fc, c->cancel);
+      for (int64_t i = 0; done && i < M * N; i++)
         out->data[i] = bias ? (double) (fc[i] + (float) bias->data[bias->numel == 1 ? 0 : i % N])
                              : fc[i];
+      mem_give (scratch);
     }
   else
     {
-      gemm_f64 (TRUE, M, N, K, a->data, w->data, out->data);
+      done = gemm_f64 (TRUE, M, N, K, a->data, w->data, out->data, c->cancel);
       if (bias)
-        for (int64_t i = 0; i < M * N; i++)
+        for (int64_t i = 0; done && i < M * N; i++)
           out->data[i] += bias->data[bias->numel == 1 ? 0 : i % N];
+    }
+  if (!done)
+    {
+      rv_unref (out);
+      fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
+      return NULL;
     }
   round_values (out->data, out->numel, out->dtype, c->mode);
   return out;
@@ -2497,9 +2608,18 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
     }
   f32 = use_f32 (c, q->dtype);
   row = g_new (double, MAX (S, 1));
+  mem_take (rv_bytes (S));
   for (int64_t b = 0; b < nb; b++)
     for (int64_t i = 0; i < L; i++)
       {
+        if (cancelled (c->cancel))
+          {
+            mem_give (rv_bytes (S));
+            rv_unref (out);
+            rv_unref (lse);
+            fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
+            return NULL;
+          }
         const double *qi = q->data + (b * L + i) * E;
         double m = -INFINITY, l = 0;
 
@@ -2552,6 +2672,7 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
           }
         lse->data[b * L + i] = m + log (l);
       }
+  mem_give (rv_bytes (S));
   round_values (out->data, out->numel, out->dtype, c->mode);
   round_values (lse->data, lse->numel, CS_DTYPE_F32, c->mode);
   seq = rv_new_seq ();
@@ -2626,8 +2747,18 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
   memset (gv->data, 0, (gsize) MAX (gv->numel, 1) * sizeof (double));
   p = g_new (double, MAX (L * S, 1));
   ds = g_new (double, MAX (L * S, 1));
+  mem_take (2 * rv_bytes (L * S));
   for (int64_t b = 0; b < nb; b++)
     {
+      if (cancelled (c->cancel))
+        {
+          mem_give (2 * rv_bytes (L * S));
+          rv_unref (gq);
+          rv_unref (gk);
+          rv_unref (gv);
+          fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
+          return NULL;
+        }
       for (int64_t i = 0; i < L; i++)
         {
           const double *qi = q->data + (b * L + i) * E;
@@ -2666,6 +2797,7 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
               }
           }
     }
+  mem_give (2 * rv_bytes (L * S));
   /* accumulated in f64 (documented: attention backward sums in f64 and rounds once) */
   round_values (gq->data, gq->numel, gq->dtype, c->mode);
   round_values (gk->data, gk->numel, gk->dtype, c->mode);
@@ -2803,6 +2935,9 @@ run_embedding_backward (Ctx *c, const CsStmt *s)
   if (f32)
     acc32 = g_new0 (float, MAX (out->numel, 1));
   count = g_new0 (int64_t, MAX (shape[0], 1));
+  /* freed on return: counted until then (the error paths end the run) */
+  mem_take ((f32 ? (gint64) MAX (out->numel, 1) * (gint64) sizeof (float) : 0)
+            + (gint64) MAX (shape[0], 1) * (gint64) sizeof (int64_t));
   for (int64_t r = 0; r < idx->numel; r++)
     {
       int64_t k = 0;
@@ -2834,6 +2969,8 @@ run_embedding_backward (Ctx *c, const CsStmt *s)
   if (f32)
     for (int64_t i = 0; i < out->numel; i++)
       out->data[i] = acc32[i];
+  mem_give ((f32 ? (gint64) MAX (out->numel, 1) * (gint64) sizeof (float) : 0)
+            + (gint64) MAX (shape[0], 1) * (gint64) sizeof (int64_t));
   round_values (out->data, out->numel, out->dtype, c->mode);
   return out;
 }
@@ -3197,6 +3334,8 @@ exec_stmts (Ctx *c, CsStmt * const *stmts, guint n)
       const CsStmt *s = stmts[i];
       gboolean ok = TRUE;
 
+      if (cancelled (c->cancel))
+        return fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
       switch (s->kind)
         {
         case CS_STMT_CALL:
@@ -3479,12 +3618,18 @@ flatten_return (Ctx *c, const CsStmt *s, const CsValue *v, GPtrArray *outs, GPtr
             for (guint i = 0; i < r->items->len; i++)
               {
                 Rv *it = g_ptr_array_index (r->items, i);
-                g_ptr_array_add (outs, it->kind == RV_NONE ? NULL : rv_to_tensor (it, c->mode));
+                CsTensor *ti = it->kind == RV_NONE ? NULL : rv_to_tensor (it, c->mode);
+
+                if (ti)
+                  mem_take ((gint64) MAX (ti->numel, 1) * (gint64) ti->elem_bytes);
+                g_ptr_array_add (outs, ti);
                 g_ptr_array_add (names, g_strdup (""));
               }
             return TRUE;
           }
         t = r->kind == RV_NONE ? NULL : rv_to_tensor (r, c->mode);
+        if (t)
+          mem_take ((gint64) MAX (t->numel, 1) * (gint64) t->elem_bytes);
         if (t && returned)
           cs_ref_env_insert (returned, v->u.proxy->name, t);
         g_ptr_array_add (outs, t);
@@ -3511,7 +3656,11 @@ flatten_return (Ctx *c, const CsStmt *s, const CsValue *v, GPtrArray *outs, GPtr
     case CS_VALUE_BOOL:
       {
         g_autoptr (Rv) r = eval_value (c, s, v);
-        g_ptr_array_add (outs, rv_to_tensor (r, c->mode));
+        CsTensor *t = rv_to_tensor (r, c->mode);
+
+        if (t)
+          mem_take ((gint64) MAX (t->numel, 1) * (gint64) t->elem_bytes);
+        g_ptr_array_add (outs, t);
         g_ptr_array_add (names, g_strdup (""));
         return TRUE;
       }
@@ -3557,6 +3706,15 @@ cs_ref_run_env (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 s
                 GPtrArray **outputs, GPtrArray **output_names, GHashTable *returned,
                 GError **error)
 {
+  return cs_ref_run_env_full (trace, env, mode, seed, NULL, outputs, output_names, returned,
+                              error);
+}
+
+gboolean
+cs_ref_run_env_full (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 seed,
+                     CsRefRunOptions *opts, GPtrArray **outputs, GPtrArray **output_names,
+                     GHashTable *returned, GError **error)
+{
   g_autoptr (GPtrArray) leaves = NULL;
   g_autoptr (GPtrArray) outs = NULL;
   g_autoptr (GPtrArray) names = NULL;
@@ -3572,6 +3730,11 @@ cs_ref_run_env (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 s
   c.mode = mode;
   c.seed = seed;
   c.error = error;
+  c.cancel = opts ? opts->cancel : NULL;
+  mem_live = 0;
+  mem_peak = 0;
+  if (opts)
+    opts->peak_bytes = 0;
 
   leaves = cs_ref_dup_leaf_inputs (trace);
   for (guint i = 0; i < leaves->len; i++)
@@ -3600,6 +3763,8 @@ cs_ref_run_env (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 s
           ret = s;
           break;
         }
+      if (opts && opts->progress)
+        opts->progress (i, trace->n_stmts, opts->progress_data);
       if (!exec_stmts (&c, &trace->stmts[i], 1))
         return FALSE;
     }
@@ -3608,6 +3773,12 @@ cs_ref_run_env (const CsTrace *trace, GHashTable *env, CsRefMode mode, guint64 s
   names = g_ptr_array_new_with_free_func (g_free);
   if (ret && ret->value && !flatten_return (&c, ret, ret->value, outs, names, returned))
     return FALSE;
+  if (opts)
+    {
+      opts->peak_bytes = (guint64) MAX (mem_peak, 0);
+      if (opts->progress)
+        opts->progress (trace->n_stmts, trace->n_stmts, opts->progress_data);
+    }
   *outputs = g_steal_pointer (&outs);
   if (output_names)
     *output_names = g_steal_pointer (&names);

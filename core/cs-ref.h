@@ -61,6 +61,7 @@ typedef enum
   CS_REF_ERROR_INPUT,       /* missing, extra or mistyped inputs */
   CS_REF_ERROR_UNBOUND,     /* a name used before any statement produced it */
   CS_REF_ERROR_VALUE,       /* bad argument values: index out of range, division by zero... */
+  CS_REF_ERROR_CANCELLED,   /* CsRefRunOptions.cancel was set during the run */
 } CsRefError;
 
 typedef enum
@@ -158,6 +159,52 @@ gboolean    cs_ref_run_env         (const CsTrace *trace,
                                     GPtrArray    **output_names,
                                     GHashTable    *returned,
                                     GError       **error);
+
+/**
+ * CsRefProgressFunc:
+ * @done: top-level statements of the trace finished so far
+ * @total: top-level statements of the trace (CsTrace.n_stmts)
+ * @user_data: CsRefRunOptions.progress_data
+ *
+ * Called on the running thread before each top-level statement and once with @done == @total
+ * at the end; it must return quickly (post to another thread, do not draw).
+ */
+typedef void (*CsRefProgressFunc) (guint done, guint total, gpointer user_data);
+
+/* Options of cs_ref_run_env_full(). */
+typedef struct
+{
+  const gint        *cancel;        /* (nullable) read with g_atomic_int_get() before every
+                                       statement (at every subsymbol depth), between matmul
+                                       row blocks (64 rows or about 2^28 multiply-adds, the
+                                       larger) and per attention row: nonzero stops the run
+                                       with CS_REF_ERROR_CANCELLED */
+  CsRefProgressFunc  progress;      /* (nullable) see #CsRefProgressFunc */
+  gpointer           progress_data; /* passed to @progress */
+  guint64            peak_bytes;    /* out: the run's peak host memory, bytes, counted at its
+                                       allocations: every tensor value (8 bytes an element),
+                                       kernel scratch (matmul's f32 operand copies...) and the
+                                       returned #CsTensors; not the caller's inputs.
+                                       cs_ref_estimate_run() estimates it beforehand */
+} CsRefRunOptions;
+
+/**
+ * cs_ref_run_env_full:
+ * @opts: (nullable) (inout): cancellation, progress, and the measured peak memory
+ *
+ * cs_ref_run_env() with options (the other arguments as there).  A run stays on the calling
+ * thread; runs on different threads are independent.
+ * Returns: TRUE on success; FALSE with @error set (CS_REF_ERROR_CANCELLED when cancelled)
+ */
+gboolean    cs_ref_run_env_full    (const CsTrace   *trace,
+                                    GHashTable      *env,
+                                    CsRefMode        mode,
+                                    guint64          seed,
+                                    CsRefRunOptions *opts,
+                                    GPtrArray      **outputs,
+                                    GPtrArray      **output_names,
+                                    GHashTable      *returned,
+                                    GError         **error);
 
 /**
  * cs_ref_run:

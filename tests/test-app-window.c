@@ -500,6 +500,158 @@ test_run_overlay (Fixture *fx, gconstpointer data)
   g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
 }
 
+/* Writes @text to a fresh temporary file and opens it in the window. */
+static char *
+open_text (Fixture *fx, const char *name, const char *text)
+{
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-run-XXXXXX", NULL);
+  char *path = g_build_filename (dir, name, NULL);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->analysis);
+  return path;
+}
+
+static void
+remove_text (const char *path)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* Spins the main loop until @done (data) or @ms milliseconds pass; FALSE on time out. */
+static gboolean
+spin_until (gboolean (*done) (CsWindow *), CsWindow *win, guint ms)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add (ms, timeout_cb, &timed_out);
+
+  while (!timed_out && !done (win))
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  return !timed_out;
+}
+
+static gboolean
+progress_names_statement (CsWindow *win)
+{
+  const char *text = gtk_progress_bar_get_text (win->run_progress);
+
+  return text != NULL && strstr (text, "statement") != NULL;
+}
+
+static gboolean
+no_job (CsWindow *win)
+{
+  return win->n_jobs == 0;
+}
+
+/* The seed function matmul(a + b, w) in bf16 at a size whose CPU reference run takes
+ * several seconds: a [4096, 2048], w [2048, 2048]: three matmuls of 34 GFLOP per mode (under
+ * the 200 GFLOP limit), a few hundred MiB. */
+static const char slow_seed[] =
+  "import thunder\n"
+  "import thunder.torch as ltorch\n"
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b, w):\n"
+  "  # a: \"cuda:0 bf16[4096, 2048]\"\n"
+  "  # b: \"cuda:0 bf16[2048]\"\n"
+  "  # w: \"cuda:0 bf16[2048, 2048]\"\n"
+  "  t4 = ltorch.add(a, b, alpha=1)  # t4: \"cuda:0 bf16[4096, 2048]\"\n"
+  "  t5 = ltorch.matmul(t4, w)  # t5: \"cuda:0 bf16[4096, 2048]\"\n"
+  "  return (t5,)\n";
+
+/* Run shows which statement runs, and Cancel stops it within a second: the progress bar says
+ * so, nothing is overlaid, no error is shown, and the window runs the next trace normally. */
+static void
+test_run_cancel (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "slow_seed.txt", slow_seed);
+  gint64 t0;
+  double ms;
+
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  g_assert_cmpuint (fx->win->n_jobs, ==, 1);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
+  /* the CPU reference reports its statements to the progress bar */
+  g_assert_true (spin_until (progress_names_statement, fx->win, WAIT_TIMEOUT_S * 1000));
+  g_test_message ("progress: %s", gtk_progress_bar_get_text (fx->win->run_progress));
+  g_assert_nonnull (strstr (gtk_progress_bar_get_text (fx->win->run_progress),
+                            "CPU reference: forward in trace dtypes, statement "));
+  /* into the first matmul */
+  wait_frame ();
+  wait_frame ();
+  g_assert_cmpuint (fx->win->n_jobs, ==, 1);
+
+  g_signal_emit_by_name (fx->win->run_cancel_button, "clicked");
+  t0 = g_get_monotonic_time ();
+  g_assert_true (spin_until (no_job, fx->win, WAIT_TIMEOUT_S * 1000));
+  ms = (g_get_monotonic_time () - t0) / 1000.0;
+  g_test_message ("run stopped %.0f ms after Cancel", ms);
+  g_assert_cmpfloat (ms, <, 1000);
+  g_assert_cmpstr (gtk_progress_bar_get_text (fx->win->run_progress), ==, "Run cancelled");
+  g_assert_cmpstr (gtk_label_get_text (fx->win->status_message), ==, "Run cancelled");
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_null (fx->win->last_run_summary);
+  remove_text (path);
+
+  /* still usable: the seed opens and runs to the end */
+  if (!open_seed (fx))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (fx->win->last_run_summary);
+  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
+}
+
+/* A step over the memory limit is refused at once, before any run starts, with the estimate
+ * and the limit: two 2^40-element bf16 inputs hold 8 TiB each as the CPU reference's f64
+ * values, over 75% of any machine's available memory. */
+static void
+test_run_refused (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "huge.txt",
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(a, b):\n"
+    "  # a: \"cuda:0 bf16[1048576, 1048576]\"\n"
+    "  # b: \"cuda:0 bf16[1048576, 1048576]\"\n"
+    "  t0 = ltorch.add(a, b)  # t0: \"cuda:0 bf16[1048576, 1048576]\"\n"
+    "  return (t0,)\n");
+  const char *msg;
+
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  g_assert_cmpuint (fx->win->n_jobs, ==, 0);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  msg = gtk_label_get_text (fx->win->error_label);
+  g_test_message ("error bar: %s", msg);
+  g_assert_true (g_str_has_prefix (msg, "Run refused: this step needs about "));
+  g_assert_nonnull (strstr (msg, " TiB of host memory on the CPU reference (estimate), over the "
+                                 "limit of "));
+  g_assert_nonnull (strstr (msg, "(75% of the memory available now)."));
+  g_assert_cmpstr (gtk_label_get_text (fx->win->status_message), ==,
+                   "Run refused: over the limits");
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
+  remove_text (path);
+}
+
 /* View > Show Legend (Ctrl+L) hides the dtype legend on both graphs and gives the graph the
  * room: the next fit of a small graph moves it left by the legend's width. */
 static void
@@ -923,6 +1075,10 @@ main (int argc, char **argv)
   g_test_add ("/app/window/legend-toggle", Fixture, NULL, fixture_setup, test_legend_toggle,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
+              fixture_teardown);
+  g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
+              fixture_teardown);
+  g_test_add ("/app/window/run-refused", Fixture, NULL, fixture_setup, test_run_refused,
               fixture_teardown);
   return g_test_run ();
 }

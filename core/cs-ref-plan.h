@@ -1,0 +1,155 @@
+/* cs-ref-plan.h: what a CPU reference run will cost, worked out from the traces before
+ * anything is allocated, and the limits callers check it against.
+ *
+ * The memory estimate replays a run's liveness without computing: it walks the statements as
+ * the executor (cs-ref.c) does and keeps, per bound name, the bytes of its value: 8 bytes an
+ * element for every tensor value (the executor holds values as f64), shared by the names an
+ * identity prim (shallow_copy, clone, device_put, stride_order) binds; a value is released
+ * when its last name goes (`del`, a rebinding, or the end of a decomposition whose locals it
+ * was, as cs-ref.c drops them); each kernel adds its scratch while it runs (matmul/linear in
+ * exact mode copy their operands and result to f32; argmax/argmin, attention and
+ * embedding_backward keep a buffer); the return converts every returned value to a #CsTensor.
+ * The peak over that walk is what CsRefRunOptions.peak_bytes measures during the real run.
+ * Shapes come from the proxies' types: an untyped value counts 0 bytes, a symbolic extent 1.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "cs-ir.h"
+#include "cs-ref.h"
+
+G_BEGIN_DECLS
+
+/* Memory of one cs_ref_run_env() of a trace in one mode (cs_ref_estimate_run()). */
+typedef struct
+{
+  double peak_bytes;     /* peak while it runs (as CsRefRunOptions.peak_bytes counts), bytes */
+  double output_bytes;   /* the returned #CsTensors, one per occurrence in the return value
+                            (what the caller holds after the run), bytes */
+  double input_bytes;    /* the leaf inputs as #CsTensors in their trace dtypes (what the
+                            caller makes before the run; not part of @peak_bytes), bytes */
+} CsRefRunMemory;
+
+/**
+ * cs_ref_estimate_run:
+ * @trace: a trace
+ * @mode: the mode it will run in (f64 mode returns float tensors as f64)
+ * @out: (out caller-allocates): the estimate
+ *
+ * Estimates the host memory of one cs_ref_run_env() of @trace (see the file comment).  Cheap:
+ * one walk over the statements, nothing allocated per element.
+ */
+void        cs_ref_estimate_run        (const CsTrace  *trace,
+                                        CsRefMode       mode,
+                                        CsRefRunMemory *out);
+
+/* Which runs a step makes (cs_ref_estimate_step()); flags. */
+typedef enum
+{
+  CS_REF_STEP_EXACT    = 1 << 0,  /* forward then backward in CS_REF_EXACT */
+  CS_REF_STEP_F64      = 1 << 1,  /* forward then backward in CS_REF_F64, after the exact run
+                                     of the same trace when both are set */
+  CS_REF_STEP_READBACK = 1 << 2,  /* then the outputs come back from a device one at a time
+                                     into #CsTensors of their trace dtypes (the CUDA run) */
+} CsRefStepFlags;
+
+/* Cost of one training step (cs_ref_estimate_step()). */
+typedef struct
+{
+  double flops;             /* work on the CPU reference: cs_ref_estimate() of the forward
+                               plus the backward, counted once however many modes run (the
+                               measure castscope-cli run --max-gflop has always limited),
+                               FLOP; 0 when no trace runs on the CPU reference */
+  double peak_bytes;        /* host memory at the step's peak, bytes */
+} CsRefStepCost;
+
+/**
+ * cs_ref_estimate_step:
+ * @forward: (nullable): the forward trace
+ * @backward: (nullable): the backward trace; its leaf inputs that @forward returns by name
+ *   (saved_for_backward) come from the forward's runs, the others (cotangents) are made
+ * @flags: the runs, as castscope-cli run and the app's Run make them: with EXACT and F64 the
+ *   forward runs in both modes, then the backward in both, each mode's backward taking that
+ *   mode's forward outputs; every input and every run's returned tensors are held to the end
+ * @out: (out caller-allocates): the cost
+ *
+ * The peak is the largest of: the held tensors plus each run's cs_ref_estimate_run() peak,
+ * in order; with READBACK, the held tensors plus the largest returned tensor.
+ */
+void        cs_ref_estimate_step       (const CsTrace  *forward,
+                                        const CsTrace  *backward,
+                                        CsRefStepFlags  flags,
+                                        CsRefStepCost  *out);
+
+/**
+ * cs_ref_check_step:
+ * @cost: a step's cost
+ * @max_bytes: host memory limit, bytes (G_MAXUINT64: none)
+ * @max_flops: work limit, FLOP (a negative number or +inf: none)
+ * @error: return location for CS_REF_ERROR_VALUE
+ *
+ * Refuses a step over a limit, memory first, with a message naming the estimate and the
+ * limit in human units: "this step needs about 24.7 GiB of host memory on the CPU reference
+ * (estimate), over the limit of 17.0 GiB" or "... about 7.1e+03 GFLOP on the CPU reference,
+ * over the limit of 200 GFLOP".  Callers append how to change the limit.
+ * Returns: TRUE when the step is within both limits
+ */
+gboolean    cs_ref_check_step          (const CsRefStepCost *cost,
+                                        guint64              max_bytes,
+                                        double               max_flops,
+                                        GError             **error);
+
+/**
+ * cs_ref_available_memory:
+ *
+ * The memory this process may still use, bytes: MemAvailable of /proc/meminfo, lowered to
+ * what the cgroup (v2 memory.max minus memory.current, or v1 limit_in_bytes minus
+ * usage_in_bytes) leaves when that is smaller; half the physical RAM (sysconf) where
+ * /proc/meminfo cannot be read; 4 GiB when nothing is known.
+ * Returns: the bytes
+ */
+guint64     cs_ref_available_memory    (void);
+
+/* Default work limit of a step on the CPU reference, FLOP (castscope-cli run --max-gflop 200,
+ * about a minute on one core; the app's Run). */
+#define CS_REF_DEFAULT_MAX_FLOPS 200e9
+
+/* Share of cs_ref_available_memory() that is the default memory limit of a run. */
+#define CS_REF_DEFAULT_MEMORY_FRACTION 0.75
+
+/**
+ * cs_ref_default_memory_limit:
+ *
+ * CS_REF_DEFAULT_MEMORY_FRACTION of cs_ref_available_memory(), the limit castscope-cli run
+ * and the app's Run use unless told otherwise.
+ * Returns: bytes
+ */
+guint64     cs_ref_default_memory_limit (void);
+
+/**
+ * cs_parse_size:
+ * @text: a size: a number (digits, optionally a fraction) then an optional unit: none or B
+ *   for bytes, K, M, G, T (optionally followed by "iB" or "B"; case-insensitive) for 2^10,
+ *   2^20, 2^30, 2^40 bytes: "512M", "8G", "1.5GiB", "1048576"
+ * @out: (out): the size in bytes (rounded down)
+ * @error: return location for a G_OPTION_ERROR_BAD_VALUE message
+ *
+ * Returns: TRUE on success; FALSE for an empty or malformed size, a negative one, or one over
+ *   2^63 bytes
+ */
+gboolean    cs_parse_size              (const char *text,
+                                        guint64    *out,
+                                        GError    **error);
+
+/**
+ * cs_format_size:
+ * @bytes: a size in bytes
+ *
+ * The size in binary units with three significant digits ("512 MiB", "1.50 GiB", "977 KiB",
+ * "12 bytes").
+ * Returns: (transfer full): the text
+ */
+char       *cs_format_size             (double bytes);
+
+G_END_DECLS
