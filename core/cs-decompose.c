@@ -2264,44 +2264,6 @@ semantic (const CsStmt *s)
   return cs_op_semantic (s->op ? s->op : cs_op_lookup (s->callee));
 }
 
-static CsOpId
-unary_prim (CsOpId id)
-{
-  switch (id)
-    {
-    case CS_OP_LTORCH_NEG: return CS_OP_PRIM_NEG;
-    case CS_OP_LTORCH_ABS: return CS_OP_PRIM_ABS;
-    case CS_OP_LTORCH_EXP: return CS_OP_PRIM_EXP;
-    case CS_OP_LTORCH_LOG: return CS_OP_PRIM_LOG;
-    case CS_OP_LTORCH_TANH: return CS_OP_PRIM_TANH;
-    case CS_OP_LTORCH_ERF: return CS_OP_PRIM_ERF;
-    case CS_OP_LTORCH_RSQRT: return CS_OP_PRIM_RSQRT;
-    case CS_OP_LTORCH_SQRT: return CS_OP_PRIM_SQRT;
-    case CS_OP_LTORCH_RECIPROCAL: return CS_OP_PRIM_RECIPROCAL;
-    default: return CS_OP_OPAQUE;
-    }
-}
-
-static CsOpId
-binary_prim (CsOpId id)
-{
-  switch (id)
-    {
-    case CS_OP_LTORCH_MUL: return CS_OP_PRIM_MUL;
-    case CS_OP_LTORCH_TRUE_DIVIDE: return CS_OP_PRIM_DIV;
-    case CS_OP_LTORCH_POW: return CS_OP_PRIM_POW;
-    case CS_OP_LTORCH_MAXIMUM: return CS_OP_PRIM_MAXIMUM;
-    case CS_OP_LTORCH_MINIMUM: return CS_OP_PRIM_MINIMUM;
-    case CS_OP_LTORCH_EQ: return CS_OP_PRIM_EQ;
-    case CS_OP_LTORCH_NE: return CS_OP_PRIM_NE;
-    case CS_OP_LTORCH_GE: return CS_OP_PRIM_GE;
-    case CS_OP_LTORCH_GT: return CS_OP_PRIM_GT;
-    case CS_OP_LTORCH_LE: return CS_OP_PRIM_LE;
-    case CS_OP_LTORCH_LT: return CS_OP_PRIM_LT;
-    default: return CS_OP_OPAQUE;
-    }
-}
-
 static CsValue *
 decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
@@ -2310,15 +2272,16 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (g_strcmp0 (s->callee, "ltorch.uniform_like") == 0)
     return b_uniform_like (dx, s, out, error);
-  if (unary_prim (op->id) != CS_OP_OPAQUE)
+  /* an op whose registry row names the one prim it lowers to, under its promotion kind */
+  if (op->lowers_to != CS_OP_OPAQUE && cs_op_has_tag (op, CS_OP_TAG_BINARY))
+    return b_binary (dx, s, out, op->lowers_to, op->promo, error);
+  if (op->lowers_to != CS_OP_OPAQUE)
     {
       if (op->id == CS_OP_LTORCH_ABS && tensor_of (a)
           && (tensor_of (a)->dtype == CS_DTYPE_B8 || tensor_of (a)->dtype == CS_DTYPE_U8))
         return a;   /* clang.abs short-circuits unsigned dtypes */
-      return b_unary (dx, s, out, unary_prim (op->id), op->promo, error);
+      return b_unary (dx, s, out, op->lowers_to, op->promo, error);
     }
-  if (binary_prim (op->id) != CS_OP_OPAQUE)
-    return b_binary (dx, s, out, binary_prim (op->id), op->promo, error);
   switch (op->id)
     {
     case CS_OP_LTORCH_ADD:
@@ -2711,7 +2674,7 @@ cs_decompose_supports (const CsStmt *stmt)
   if (g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0)
     return TRUE;
   op = semantic (stmt);
-  if (unary_prim (op->id) != CS_OP_OPAQUE || binary_prim (op->id) != CS_OP_OPAQUE)
+  if (op->lowers_to != CS_OP_OPAQUE)
     return TRUE;
   switch (op->id)
     {
