@@ -902,8 +902,8 @@ run_broadcast_in_dim (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank)
-      || !int_seq_of (c, s, cs_stmt_get_arg (s, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nbd))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank)
+      || !int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_BROADCAST_DIMENSIONS), bd, CS_MAX_DIMS, &nbd))
     {
       if (c->error && *c->error)
         return NULL;
@@ -982,7 +982,7 @@ run_reshape (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, shape)");
       return NULL;
@@ -1001,7 +1001,7 @@ run_transpose (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_PERMUTATION), perm, CS_MAX_DIMS, &n)
       || n != a->rank)
     {
       fail (c, s, CS_REF_ERROR_SHAPE, "expects a permutation of the %u dims", a->rank);

@@ -534,10 +534,8 @@ arg_proxy (const CsStmt *st, guint i, const char *kw)
 }
 
 static gboolean
-arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
+ints_of (CsValue *v, int64_t *out, guint *n)
 {
-  CsValue *v = cs_stmt_get_arg (st, i, kw);
-
   if (v == NULL)
     return FALSE;
   if (v->kind == CS_VALUE_INT)
@@ -547,6 +545,19 @@ arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
       return TRUE;
     }
   return cs_value_get_int_seq (v, out, CS_MAX_DIMS, n);
+}
+
+static gboolean
+arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
+{
+  return ints_of (cs_stmt_get_arg (st, i, kw), out, n);
+}
+
+/* An int sequence argument read through the op's schema. */
+static gboolean
+schema_ints (const CsStmt *st, CsArgName name, int64_t *out, guint *n)
+{
+  return ints_of (cs_stmt_arg (st, name), out, n);
 }
 
 static gboolean
@@ -876,7 +887,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         RowReg *rr;
 
         x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 2, "broadcast_dimensions", bdims, &nb))
+        if (!x || !schema_ints (st, CS_ARG_BROADCAST_DIMENSIONS, bdims, &nb))
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         xshape = x->shape;
         xrank = x->rank;
@@ -898,7 +909,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         if (nb != xrank)
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
-        (void) arg_ints (st, 1, "shape", shape, &ns);
+        (void) schema_ints (st, CS_ARG_SHAPE, shape, &ns);
         xc.rank = xrank;
         for (guint j = 0; j < xrank; j++)
           {
@@ -946,7 +957,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         guint np = 0;
 
         x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 1, "permutation", perm, &np) || np != x->rank || np != c->rank)
+        if (!x || !schema_ints (st, CS_ARG_PERMUTATION, perm, &np) || np != x->rank || np != c->rank)
           return unsupported (error, st, "this transpose form"), NULL;
         xc.rank = x->rank;
         for (guint k = 0; k < np; k++)
