@@ -1761,6 +1761,42 @@ rule_ltorch_embedding (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue 
   vjp_embedding (c, s, g);
 }
 
+/* VJP of prims.log1p: g / (a + 1) (Thunder: _log1p_prim_grad in thunder/core/transforms.py) */
+static void
+rule_prim_log1p (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = add (c, a0, v_i (c, 1));
+
+  put_grad (c, a0, t ? divide (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.expm1: g * (out + 1.0) (Thunder: g * (result + 1.0)) */
+static void
+rule_prim_expm1 (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = add (c, v_p (c, out), v_f (c, 1.0));
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.sinh: g * cosh(a) (Thunder: prims.mul(g, prims.cosh(x))) */
+static void
+rule_prim_sinh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = value_tensor (a0) ? ew1 (c, CS_OP_LTORCH_COSH, value_tensor (a0)) : NULL;
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.cosh: g * sinh(a) (Thunder: prims.mul(g, prims.sinh(x))) */
+static void
+rule_prim_cosh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = value_tensor (a0) ? ew1 (c, CS_OP_LTORCH_SINH, value_tensor (a0)) : NULL;
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
 /* Grad's rule table: the VJP of every op castscope differentiates directly (Thunder's
  * register_grad table for prims plus the ltorch rules and augmented-forward/backward pairs named
  * in reference 5.1), indexed by the op's semantic id.  Each op whose registry row says DIFF_VJP
@@ -1813,6 +1849,10 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_LTORCH_LOG_SOFTMAX] = rule_ltorch_log_softmax,
   [CS_OP_LTORCH_EMBEDDING] = rule_ltorch_embedding,
   [CS_OP_PRIM_VAR_MEAN] = rule_prim_var_mean,
+  [CS_OP_PRIM_LOG1P] = rule_prim_log1p,
+  [CS_OP_PRIM_EXPM1] = rule_prim_expm1,
+  [CS_OP_PRIM_SINH] = rule_prim_sinh,
+  [CS_OP_PRIM_COSH] = rule_prim_cosh,
 };
 
 static gboolean
