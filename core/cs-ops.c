@@ -46,13 +46,13 @@ static float ew_bitwise_notf (float x) { return (float) ~(gint64) x; }
 
 /* A unary prim computed by one libm function and its CUDA namesake (fn, fnf) */
 #define EW1_LIBM(fn, fl) \
-  UNARY_SCHEMA, .exec = CS_OP_EXEC_CPU | CS_OP_EXEC_CUDA, \
+  UNARY_SCHEMA, \
   .ew1 = &(const CsEwUnary) { fn, fn##f, #fn "f (@)", #fn " (@)", NULL, NULL, (fl) }
 /* Float-only libm functions (the transcendentals) */
 #define EW1_MATH(fn) EW1_LIBM (fn, CS_EW_FLOAT_ONLY)
 /* A unary prim with its own formula: f64 and f32 functions and CUDA expressions */
 #define EW1(f64_, f32_, cf_, cd_, ci_, cb_, fl) \
-  UNARY_SCHEMA, .exec = CS_OP_EXEC_CPU | CS_OP_EXEC_CUDA, \
+  UNARY_SCHEMA, \
   .ew1 = &(const CsEwUnary) { f64_, f32_, cf_, cd_, ci_, cb_, (fl) }
 /* An ltorch (or clang) op that decomposes to one prim under its own promotion kind */
 #define LOWERS_TO(prim) .lowers_to = CS_OP_##prim
