@@ -1097,6 +1097,39 @@ b_gelu (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "approximate='%s' is not 'none' or 'tanh'", mode);
 }
 
+/* softplus(a, beta=1.0, threshold=20.0) (thunder/torch/__init__.py):
+ *   scaled_input = a * beta; rhs = log1p(exp(scaled_input)) / beta
+ *   where(scaled_input > threshold, a, rhs)
+ * Each ltorch step computes a bf16/f16 input in f32 and rounds back, as Thunder's do. */
+static CsValue *
+b_softplus (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
+{
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A);
+  CsValue *beta = cs_stmt_arg (s, CS_ARG_BETA), *threshold = cs_stmt_arg (s, CS_ARG_THRESHOLD);
+  CsValue *x, *e, *rhs, *m;
+  Args al = { 0 };
+  double bv, tv;
+
+  if (!tensor_of (a))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+  if (!cs_stmt_arg_number (s, CS_ARG_BETA, &bv) || !cs_stmt_arg_number (s, CS_ARG_THRESHOLD, &tv))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "beta and threshold must be numbers");
+  if (beta == NULL)
+    beta = vfloat (dx, bv);
+  if (threshold == NULL)
+    threshold = vfloat (dx, tv);
+  if (!(x = lt_binary (dx, out, "ltorch.mul", a, beta, error))
+      || !(e = lt_unary (dx, out, "ltorch.exp", x, error))
+      || !(e = lt_unary (dx, out, "ltorch.log1p", e, error))
+      || !(rhs = lt_binary (dx, out, "ltorch.true_divide", e, beta, error))
+      || !(m = lt_binary (dx, out, "ltorch.gt", x, threshold, error)))
+    return NULL;
+  ap (&al, m);
+  ap (&al, a);
+  ap (&al, rhs);
+  return call_ltorch (dx, out, "ltorch.where", &al, error);
+}
+
 /* _softmax(a, dim, dtype=) */
 static CsValue *
 b_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
@@ -2264,43 +2297,20 @@ semantic (const CsStmt *s)
   return cs_op_semantic (s->op ? s->op : cs_op_lookup (s->callee));
 }
 
-static CsOpId
-unary_prim (CsOpId id)
-{
-  switch (id)
-    {
-    case CS_OP_LTORCH_NEG: return CS_OP_PRIM_NEG;
-    case CS_OP_LTORCH_ABS: return CS_OP_PRIM_ABS;
-    case CS_OP_LTORCH_EXP: return CS_OP_PRIM_EXP;
-    case CS_OP_LTORCH_LOG: return CS_OP_PRIM_LOG;
-    case CS_OP_LTORCH_TANH: return CS_OP_PRIM_TANH;
-    case CS_OP_LTORCH_ERF: return CS_OP_PRIM_ERF;
-    case CS_OP_LTORCH_RSQRT: return CS_OP_PRIM_RSQRT;
-    case CS_OP_LTORCH_SQRT: return CS_OP_PRIM_SQRT;
-    case CS_OP_LTORCH_RECIPROCAL: return CS_OP_PRIM_RECIPROCAL;
-    default: return CS_OP_OPAQUE;
-    }
-}
+/* The builders of the composite ltorch ops whose decomposition is one function of the
+ * statement, indexed by the op's semantic id (an op the table names needs no other arm here). */
+typedef CsValue *(*CompositeBuilder) (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error);
 
-static CsOpId
-binary_prim (CsOpId id)
-{
-  switch (id)
-    {
-    case CS_OP_LTORCH_MUL: return CS_OP_PRIM_MUL;
-    case CS_OP_LTORCH_TRUE_DIVIDE: return CS_OP_PRIM_DIV;
-    case CS_OP_LTORCH_POW: return CS_OP_PRIM_POW;
-    case CS_OP_LTORCH_MAXIMUM: return CS_OP_PRIM_MAXIMUM;
-    case CS_OP_LTORCH_MINIMUM: return CS_OP_PRIM_MINIMUM;
-    case CS_OP_LTORCH_EQ: return CS_OP_PRIM_EQ;
-    case CS_OP_LTORCH_NE: return CS_OP_PRIM_NE;
-    case CS_OP_LTORCH_GE: return CS_OP_PRIM_GE;
-    case CS_OP_LTORCH_GT: return CS_OP_PRIM_GT;
-    case CS_OP_LTORCH_LE: return CS_OP_PRIM_LE;
-    case CS_OP_LTORCH_LT: return CS_OP_PRIM_LT;
-    default: return CS_OP_OPAQUE;
-    }
-}
+static const CompositeBuilder composite_builders[CS_N_OPS] = {
+  [CS_OP_LTORCH_GELU] = b_gelu,
+  [CS_OP_LTORCH_SOFTPLUS] = b_softplus,
+  [CS_OP_LTORCH_TRIL] = b_tril,
+  [CS_OP_LTORCH__SOFTMAX] = b_softmax,
+  [CS_OP_LTORCH_LOG_SOFTMAX] = b_log_softmax,
+  [CS_OP_LTORCH_LOGSUMEXP] = b_logsumexp,
+  [CS_OP_LTORCH_LAYER_NORM] = b_layer_norm,
+  [CS_OP_LTORCH_RMS_NORM] = b_rms_norm,
+};
 
 static CsValue *
 decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
@@ -2310,15 +2320,18 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (g_strcmp0 (s->callee, "ltorch.uniform_like") == 0)
     return b_uniform_like (dx, s, out, error);
-  if (unary_prim (op->id) != CS_OP_OPAQUE)
+  if (composite_builders[op->id] != NULL)
+    return composite_builders[op->id] (dx, s, out, error);
+  /* an op whose registry row names the one prim it lowers to, under its promotion kind */
+  if (op->lowers_to != CS_OP_OPAQUE && cs_op_has_tag (op, CS_OP_TAG_BINARY))
+    return b_binary (dx, s, out, op->lowers_to, op->promo, error);
+  if (op->lowers_to != CS_OP_OPAQUE)
     {
       if (op->id == CS_OP_LTORCH_ABS && tensor_of (a)
           && (tensor_of (a)->dtype == CS_DTYPE_B8 || tensor_of (a)->dtype == CS_DTYPE_U8))
         return a;   /* clang.abs short-circuits unsigned dtypes */
-      return b_unary (dx, s, out, unary_prim (op->id), op->promo, error);
+      return b_unary (dx, s, out, op->lowers_to, op->promo, error);
     }
-  if (binary_prim (op->id) != CS_OP_OPAQUE)
-    return b_binary (dx, s, out, binary_prim (op->id), op->promo, error);
   switch (op->id)
     {
     case CS_OP_LTORCH_ADD:
@@ -2357,22 +2370,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         ap (&al, vint (dx, 0));
         return call_ltorch (dx, out, "ltorch.where", &al, error);
       }
-    case CS_OP_LTORCH_GELU:
-      return b_gelu (dx, s, out, error);
     case CS_OP_LTORCH_WHERE:
       return clang_where (dx, s, out, sarg (s, 0, NULL), sarg (s, 1, NULL), sarg (s, 2, NULL), error);
-    case CS_OP_LTORCH_TRIL:
-      return b_tril (dx, s, out, error);
-    case CS_OP_LTORCH__SOFTMAX:
-      return b_softmax (dx, s, out, error);
-    case CS_OP_LTORCH_LOG_SOFTMAX:
-      return b_log_softmax (dx, s, out, error);
-    case CS_OP_LTORCH_LOGSUMEXP:
-      return b_logsumexp (dx, s, out, error);
-    case CS_OP_LTORCH_LAYER_NORM:
-      return b_layer_norm (dx, s, out, error);
-    case CS_OP_LTORCH_RMS_NORM:
-      return b_rms_norm (dx, s, out, error);
     case CS_OP_LTORCH_LINEAR:
       {
         CsValue *ops[3] = { sarg (s, 0, "a"), sarg (s, 1, "w"), sarg (s, 2, "bias") };
@@ -2711,15 +2710,13 @@ cs_decompose_supports (const CsStmt *stmt)
   if (g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0)
     return TRUE;
   op = semantic (stmt);
-  if (unary_prim (op->id) != CS_OP_OPAQUE || binary_prim (op->id) != CS_OP_OPAQUE)
+  if (op->lowers_to != CS_OP_OPAQUE || composite_builders[op->id] != NULL)
     return TRUE;
   switch (op->id)
     {
     case CS_OP_LTORCH_ADD: case CS_OP_LTORCH_SUB: case CS_OP_LTORCH_DIV:
     case CS_OP_LTORCH_SIGMOID: case CS_OP_LTORCH_SILU: case CS_OP_LTORCH_RELU:
-    case CS_OP_LTORCH_GELU: case CS_OP_LTORCH_WHERE: case CS_OP_LTORCH_TRIL:
-    case CS_OP_LTORCH__SOFTMAX: case CS_OP_LTORCH_LOG_SOFTMAX: case CS_OP_LTORCH_LOGSUMEXP:
-    case CS_OP_LTORCH_LAYER_NORM: case CS_OP_LTORCH_RMS_NORM: case CS_OP_LTORCH_LINEAR:
+    case CS_OP_LTORCH_WHERE: case CS_OP_LTORCH_LINEAR:
     case CS_OP_LTORCH_MATMUL: case CS_OP_LTORCH_SUM: case CS_OP_LTORCH_MEAN:
     case CS_OP_LTORCH_AMAX: case CS_OP_LTORCH_AMIN: case CS_OP_LTORCH_VAR_MEAN:
     case CS_OP_LTORCH_TO: case CS_OP_LTORCH_RESHAPE: case CS_OP_LTORCH_VIEW:

@@ -811,78 +811,15 @@ put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
 /* ------------------------------------------------------------------------------------------ */
 /* VJP rules                                                                                   */
 
-/* The ops castscope differentiates directly (Thunder's register_grad table for prims plus the
- * ltorch rules and augmented-forward/backward pairs named in reference 5.1). */
-static gboolean
-rule_exists (CsOpId id)
-{
-  switch (id)
-    {
-    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
-    case CS_OP_PRIM_BROADCAST_IN_DIM:
-    case CS_OP_PRIM_RESHAPE:
-    case CS_OP_PRIM_TRANSPOSE:
-    case CS_OP_PRIM_SQUEEZE:
-    case CS_OP_PRIM_SLICE_PRIM:
-    case CS_OP_PRIM_PAD:
-    case CS_OP_PRIM_CAT:
-    case CS_OP_PRIM_TAKE:
-    case CS_OP_PRIM_TAKE_ALONG_AXIS:
-    case CS_OP_PRIM_SHALLOW_COPY:
-    case CS_OP_PRIM_CLONE:
-    case CS_OP_PRIM_STRIDE_ORDER:
-    case CS_OP_PRIM_NEG:
-    case CS_OP_PRIM_EXP:
-    case CS_OP_PRIM_LOG:
-    case CS_OP_PRIM_TANH:
-    case CS_OP_PRIM_ERF:
-    case CS_OP_PRIM_RSQRT:
-    case CS_OP_PRIM_SQRT:
-    case CS_OP_PRIM_RECIPROCAL:
-    case CS_OP_PRIM_ADD:
-    case CS_OP_PRIM_SUB:
-    case CS_OP_PRIM_MUL:
-    case CS_OP_PRIM_DIV:
-    case CS_OP_PRIM_POW:
-    case CS_OP_PRIM_WHERE:
-    case CS_OP_PRIM_SUM:
-    case CS_OP_PRIM_AMAX:
-    case CS_OP_PRIM_VAR_MEAN:
-    case CS_OP_PRIM_MATMUL:
-    case CS_OP_PRIM_LINEAR:
-    case CS_OP_LTORCH_SUM:
-    case CS_OP_LTORCH_SILU:
-    case CS_OP_LTORCH__SOFTMAX:
-    case CS_OP_LTORCH_LOG_SOFTMAX:
-    case CS_OP_LTORCH_EMBEDDING:
-      return TRUE;
-    default:
-      return FALSE;
-    }
-}
+/* TRUE when grad's rule table (below) has a VJP for the op @id. */
+static gboolean rule_exists (CsOpId id);
 
 /* Ops that create no gradient association (Thunder: comparisons registered as themselves,
  * nondifferentiable_vjp_symbols, argmax, shape). */
 static gboolean
 op_is_constant (CsOpId id)
 {
-  switch (id)
-    {
-    case CS_OP_PRIM_EQ: case CS_OP_PRIM_NE: case CS_OP_PRIM_GE: case CS_OP_PRIM_GT:
-    case CS_OP_PRIM_LE: case CS_OP_PRIM_LT:
-    case CS_OP_LTORCH_EQ: case CS_OP_LTORCH_NE: case CS_OP_LTORCH_GE: case CS_OP_LTORCH_GT:
-    case CS_OP_LTORCH_LE: case CS_OP_LTORCH_LT:
-    case CS_OP_PRIM_BITWISE_AND: case CS_OP_PRIM_BITWISE_OR: case CS_OP_PRIM_BITWISE_XOR:
-    case CS_OP_PRIM_BITWISE_NOT: case CS_OP_PRIM_SIGNBIT: case CS_OP_PRIM_FULL:
-    case CS_OP_PRIM_FLOOR: case CS_OP_PRIM_CEIL: case CS_OP_PRIM_ARGMAX: case CS_OP_PRIM_ARGMIN:
-    case CS_OP_PRIM_SHAPE: case CS_OP_PRIM_IOTA: case CS_OP_PRIM_ISFINITE:
-    case CS_OP_LTORCH_SIZE: case CS_OP_LTORCH_ZEROS: case CS_OP_LTORCH_ONES:
-    case CS_OP_LTORCH_FULL: case CS_OP_LTORCH_ZEROS_LIKE: case CS_OP_LTORCH_ONES_LIKE:
-    case CS_OP_LTORCH_FULL_LIKE: case CS_OP_LTORCH_ARANGE:
-      return TRUE;
-    default:
-      return FALSE;
-    }
+  return cs_op_get (id)->diff == CS_OP_DIFF_CONST;
 }
 
 /**
@@ -941,7 +878,7 @@ vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
 
   if (a == NULL)
     return;
-  if (!cs_value_get_int_seq (arg (s, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nb)
+  if (!cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_BROADCAST_DIMENSIONS), bd, CS_MAX_DIMS, &nb)
       || nb != a->rank)
     {
       rule_fail (c, s, "bad broadcast_dimensions");
@@ -1468,6 +1405,462 @@ vjp_why (GradCtx *c, const CsStmt *s)
   return why;
 }
 
+/* VJP of prims.convert_element_type */
+static void
+rule_prim_convert_element_type (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  if (value_tensor (a0) != NULL)
+    put_grad (c, a0, convert (c, g, value_tensor (a0)->dtype));
+}
+
+/* VJP of prims.broadcast_in_dim */
+static void
+rule_prim_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_broadcast_in_dim (c, s, g);
+}
+
+/* VJP of prims.reshape */
+static void
+rule_prim_reshape (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  if (value_tensor (a0) != NULL)
+    put_grad (c, a0, reshape (c, CS_OP_PRIM_RESHAPE, g, value_tensor (a0)->shape,
+                              value_tensor (a0)->rank));
+}
+
+/* VJP of prims.transpose */
+static void
+rule_prim_transpose (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  int64_t perm[CS_MAX_DIMS], inv[CS_MAX_DIMS];
+  guint n = 0;
+  gboolean seen[CS_MAX_DIMS] = { 0 }, ok;
+  ok = cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_PERMUTATION), perm, CS_MAX_DIMS, &n)
+       && n == g->rank && value_tensor (a0) != NULL && value_tensor (a0)->rank == n;
+  for (guint i = 0; ok && i < n; i++)
+    {
+      ok = perm[i] >= 0 && perm[i] < (int64_t) n && !seen[perm[i]];
+      if (ok)
+        seen[perm[i]] = TRUE;
+    }
+  if (!ok)
+    {
+      rule_fail (c, s, "bad permutation");
+      return;
+    }
+  argsort (perm, n, inv);
+  put_grad (c, a0, transpose (c, g, inv));
+}
+
+/* VJP of prims.squeeze */
+static void
+rule_prim_squeeze (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *a = value_tensor (a0);
+  gboolean dims[CS_MAX_DIMS];
+  int64_t kept[CS_MAX_DIMS];
+  guint nk;
+  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+    {
+      rule_fail (c, s, "bad squeeze dims");
+      return;
+    }
+  nk = kept_dims (dims, a->rank, kept);
+  put_grad (c, a0, bcast (c, g, a->shape, a->rank, kept, nk));
+}
+
+/* VJP of prims.slice_prim */
+static void
+rule_prim_slice_prim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_slice (c, s, g);
+}
+
+/* VJP of prims.pad */
+static void
+rule_prim_pad (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_pad (c, s, g);
+}
+
+/* VJP of prims.cat */
+static void
+rule_prim_cat (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_cat (c, s, g);
+}
+
+/* VJP of prims.take */
+static void
+rule_prim_take (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_take (c, s, g, CS_OP_PRIM_INDEX_ADD);
+}
+
+/* VJP of prims.take_along_axis */
+static void
+rule_prim_take_along_axis (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_take (c, s, g, CS_OP_PRIM_SCATTER_ADD);
+}
+
+/* VJP of prims.shallow_copy, prims.clone, prims.stride_order */
+static void
+rule_prim_shallow_copy (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, g);
+}
+
+/* VJP of prims.neg */
+static void
+rule_prim_neg (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, neg (c, g));
+}
+
+/* VJP of prims.exp */
+static void
+rule_prim_exp (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, mul (c, v_p (c, g), v_p (c, out)));
+}
+
+/* VJP of prims.log */
+static void
+rule_prim_log (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, divide (c, v_p (c, g), a0));
+}
+
+/* VJP of prims.tanh */
+static void
+rule_prim_tanh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = mul (c, v_p (c, out), v_p (c, out));
+  t = t ? sub (c, v_i (c, 1), v_p (c, t)) : NULL;
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.erf */
+static void
+rule_prim_erf (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* 2 / sqrt(pi) * exp(-(a ** 2)) * g */
+  CsProxy *t = ew2 (c, CS_OP_LTORCH_POW, a0, v_i (c, 2));
+  t = t ? neg (c, t) : NULL;
+  t = t ? ew1 (c, CS_OP_LTORCH_EXP, t) : NULL;
+  t = t ? mul (c, v_f (c, 2.0 / sqrt (G_PI)), v_p (c, t)) : NULL;
+  put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, g)) : NULL);
+}
+
+/* VJP of prims.rsqrt */
+static void
+rule_prim_rsqrt (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* -0.5 * g * out ** 3.0 */
+  CsProxy *t1 = mul (c, v_f (c, -0.5), v_p (c, g));
+  CsProxy *t2 = ew2 (c, CS_OP_LTORCH_POW, v_p (c, out), v_f (c, 3.0));
+  put_grad (c, a0, (t1 && t2) ? mul (c, v_p (c, t1), v_p (c, t2)) : NULL);
+}
+
+/* VJP of prims.sqrt */
+static void
+rule_prim_sqrt (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* g / (2.0 * out) */
+  CsProxy *t = mul (c, v_f (c, 2.0), v_p (c, out));
+  put_grad (c, a0, t ? divide (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.reciprocal */
+static void
+rule_prim_reciprocal (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* -g * out * out */
+  CsProxy *t = neg (c, g);
+  t = t ? mul (c, v_p (c, t), v_p (c, out)) : NULL;
+  put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, out)) : NULL);
+}
+
+/* VJP of prims.add */
+static void
+rule_prim_add (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, g);
+  put_grad (c, a1, g);
+}
+
+/* VJP of prims.sub */
+static void
+rule_prim_sub (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, g);
+  if (is_diff (value_tensor (a1)))
+    put_grad (c, a1, neg (c, g));
+}
+
+/* VJP of prims.mul */
+static void
+rule_prim_mul (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  if (is_diff (value_tensor (a0)))
+    put_grad (c, a0, mul (c, a1, v_p (c, g)));
+  if (is_diff (value_tensor (a1)))
+    put_grad (c, a1, mul (c, a0, v_p (c, g)));
+}
+
+/* VJP of prims.div */
+static void
+rule_prim_div (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  if (is_diff (value_tensor (a0)))
+    put_grad (c, a0, divide (c, v_p (c, g), a1));
+  if (is_diff (value_tensor (a1)))
+    {
+      /* -g * ((a / b) / b) */
+      CsProxy *ng = neg (c, g);
+      CsProxy *t = divide (c, a0, a1);
+      t = t ? divide (c, v_p (c, t), a1) : NULL;
+      put_grad (c, a1, (ng && t) ? mul (c, v_p (c, ng), v_p (c, t)) : NULL);
+    }
+}
+
+/* VJP of prims.pow */
+static void
+rule_prim_pow (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* dx = g * y * x ** (y - 1); dy = g * out * log(x) */
+  double y;
+  if (is_diff (value_tensor (a0)))
+    {
+      CsProxy *gy = mul (c, v_p (c, g), a1);
+      CsProxy *p;
+      if (value_number (a1, &y) && a1->kind != CS_VALUE_PROXY)
+        p = ew2 (c, CS_OP_LTORCH_POW, a0,
+                 a1->kind == CS_VALUE_FLOAT ? v_f (c, y - 1.0) : v_i (c, (int64_t) y - 1));
+      else
+        {
+          CsProxy *ym1 = sub (c, a1, v_i (c, 1));
+          p = ym1 ? ew2 (c, CS_OP_LTORCH_POW, a0, v_p (c, ym1)) : NULL;
+        }
+      put_grad (c, a0, (gy && p) ? mul (c, v_p (c, gy), v_p (c, p)) : NULL);
+    }
+  if (is_diff (value_tensor (a1)))
+    {
+      CsProxy *go = mul (c, v_p (c, g), v_p (c, out));
+      CsProxy *lx = NULL;
+      if (value_tensor (a0) != NULL)
+        lx = ew1 (c, CS_OP_LTORCH_LOG, value_tensor (a0));
+      else if (value_number (a0, &y))
+        {
+          put_grad (c, a1, go ? mul (c, v_p (c, go), v_f (c, log (y))) : NULL);
+          return;
+        }
+      put_grad (c, a1, (go && lx) ? mul (c, v_p (c, go), v_p (c, lx)) : NULL);
+    }
+}
+
+/* VJP of prims.where */
+static void
+rule_prim_where (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsValue *pred = arg (s, 0, "pred"), *x = arg (s, 1, "a"), *y = arg (s, 2, "b");
+  if (is_diff (value_tensor (x)))
+    put_grad (c, x, where (c, pred, v_p (c, g), v_i (c, 0), g));
+  if (is_diff (value_tensor (y)))
+    put_grad (c, y, where (c, pred, v_i (c, 0), v_p (c, g), g));
+}
+
+/* VJP of prims.sum */
+static void
+rule_prim_sum (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *a = value_tensor (a0);
+  gboolean dims[CS_MAX_DIMS];
+  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+    {
+      rule_fail (c, s, "bad sum dims");
+      return;
+    }
+  put_grad (c, a0, restore_dims (c, g, dims, a->shape, a->rank));
+}
+
+/* VJP of prims.amax */
+static void
+rule_prim_amax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  /* grad_chooser_backward: g spread evenly over the positions of the maximum */
+  CsProxy *a = value_tensor (a0);
+  gboolean dims[CS_MAX_DIMS];
+  CsProxy *gr, *pr, *loc, *cnt, *t;
+  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+    {
+      rule_fail (c, s, "bad amax dims");
+      return;
+    }
+  gr = restore_dims (c, g, dims, a->shape, a->rank);
+  pr = restore_dims (c, out, dims, a->shape, a->rank);
+  if (gr == NULL || pr == NULL)
+    return;
+  loc = ew2 (c, CS_OP_LTORCH_EQ, a0, v_p (c, pr));
+  cnt = loc ? lsum (c, loc, dims, TRUE) : NULL;
+  t = loc ? mul (c, v_p (c, gr), v_p (c, loc)) : NULL;
+  t = (t && cnt) ? divide (c, v_p (c, t), v_p (c, cnt)) : NULL;
+  if (t != NULL && t->dtype != g->dtype)
+    t = convert (c, t, g->dtype);
+  put_grad (c, a0, t);
+}
+
+/* VJP of prims.matmul */
+static void
+rule_prim_matmul (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_matmul (c, s, g);
+}
+
+/* VJP of prims.linear */
+static void
+rule_prim_linear (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_linear (c, s, g);
+}
+
+/* VJP of ltorch.sum */
+static void
+rule_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_ltorch_sum (c, s, g);
+}
+
+/* VJP of ltorch.silu */
+static void
+rule_ltorch_silu (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_silu (c, s, g);
+}
+
+/* VJP of ltorch._softmax */
+static void
+rule_ltorch__softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_softmax (c, s, g, FALSE);
+}
+
+/* VJP of ltorch.log_softmax */
+static void
+rule_ltorch_log_softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_softmax (c, s, g, TRUE);
+}
+
+/* VJP of ltorch.embedding */
+static void
+rule_ltorch_embedding (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_embedding (c, s, g);
+}
+
+/* VJP of prims.log1p: g / (a + 1) (Thunder: _log1p_prim_grad in thunder/core/transforms.py) */
+static void
+rule_prim_log1p (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = add (c, a0, v_i (c, 1));
+
+  put_grad (c, a0, t ? divide (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.expm1: g * (out + 1.0) (Thunder: g * (result + 1.0)) */
+static void
+rule_prim_expm1 (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = add (c, v_p (c, out), v_f (c, 1.0));
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.sinh: g * cosh(a) (Thunder: prims.mul(g, prims.cosh(x))) */
+static void
+rule_prim_sinh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = value_tensor (a0) ? ew1 (c, CS_OP_LTORCH_COSH, value_tensor (a0)) : NULL;
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* VJP of prims.cosh: g * sinh(a) (Thunder: prims.mul(g, prims.sinh(x))) */
+static void
+rule_prim_cosh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsProxy *t = value_tensor (a0) ? ew1 (c, CS_OP_LTORCH_SINH, value_tensor (a0)) : NULL;
+
+  put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
+}
+
+/* Grad's rule table: the VJP of every op castscope differentiates directly (Thunder's
+ * register_grad table for prims plus the ltorch rules and augmented-forward/backward pairs named
+ * in reference 5.1), indexed by the op's semantic id.  Each op whose registry row says DIFF_VJP
+ * has its entry here (tests/test-core-registry.c checks both ways and each rule against finite
+ * differences). */
+typedef void (*VjpRule) (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1);
+
+/* prims.var_mean: its own entry in run_rule (two outputs) */
+static void
+rule_prim_var_mean (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_var_mean (c, s);
+}
+
+static const VjpRule vjp_rules[CS_N_OPS] = {
+  [CS_OP_PRIM_CONVERT_ELEMENT_TYPE] = rule_prim_convert_element_type,
+  [CS_OP_PRIM_BROADCAST_IN_DIM] = rule_prim_broadcast_in_dim,
+  [CS_OP_PRIM_RESHAPE] = rule_prim_reshape,
+  [CS_OP_PRIM_TRANSPOSE] = rule_prim_transpose,
+  [CS_OP_PRIM_SQUEEZE] = rule_prim_squeeze,
+  [CS_OP_PRIM_SLICE_PRIM] = rule_prim_slice_prim,
+  [CS_OP_PRIM_PAD] = rule_prim_pad,
+  [CS_OP_PRIM_CAT] = rule_prim_cat,
+  [CS_OP_PRIM_TAKE] = rule_prim_take,
+  [CS_OP_PRIM_TAKE_ALONG_AXIS] = rule_prim_take_along_axis,
+  [CS_OP_PRIM_SHALLOW_COPY] = rule_prim_shallow_copy,
+  [CS_OP_PRIM_CLONE] = rule_prim_shallow_copy,
+  [CS_OP_PRIM_STRIDE_ORDER] = rule_prim_shallow_copy,
+  [CS_OP_PRIM_NEG] = rule_prim_neg,
+  [CS_OP_PRIM_EXP] = rule_prim_exp,
+  [CS_OP_PRIM_LOG] = rule_prim_log,
+  [CS_OP_PRIM_TANH] = rule_prim_tanh,
+  [CS_OP_PRIM_ERF] = rule_prim_erf,
+  [CS_OP_PRIM_RSQRT] = rule_prim_rsqrt,
+  [CS_OP_PRIM_SQRT] = rule_prim_sqrt,
+  [CS_OP_PRIM_RECIPROCAL] = rule_prim_reciprocal,
+  [CS_OP_PRIM_ADD] = rule_prim_add,
+  [CS_OP_PRIM_SUB] = rule_prim_sub,
+  [CS_OP_PRIM_MUL] = rule_prim_mul,
+  [CS_OP_PRIM_DIV] = rule_prim_div,
+  [CS_OP_PRIM_POW] = rule_prim_pow,
+  [CS_OP_PRIM_WHERE] = rule_prim_where,
+  [CS_OP_PRIM_SUM] = rule_prim_sum,
+  [CS_OP_PRIM_AMAX] = rule_prim_amax,
+  [CS_OP_PRIM_MATMUL] = rule_prim_matmul,
+  [CS_OP_PRIM_LINEAR] = rule_prim_linear,
+  [CS_OP_LTORCH_SUM] = rule_ltorch_sum,
+  [CS_OP_LTORCH_SILU] = rule_ltorch_silu,
+  [CS_OP_LTORCH__SOFTMAX] = rule_ltorch__softmax,
+  [CS_OP_LTORCH_LOG_SOFTMAX] = rule_ltorch_log_softmax,
+  [CS_OP_LTORCH_EMBEDDING] = rule_ltorch_embedding,
+  [CS_OP_PRIM_VAR_MEAN] = rule_prim_var_mean,
+  [CS_OP_PRIM_LOG1P] = rule_prim_log1p,
+  [CS_OP_PRIM_EXPM1] = rule_prim_expm1,
+  [CS_OP_PRIM_SINH] = rule_prim_sinh,
+  [CS_OP_PRIM_COSH] = rule_prim_cosh,
+};
+
+static gboolean
+rule_exists (CsOpId id)
+{
+  return (guint) id < CS_N_OPS && vjp_rules[id] != NULL;
+}
+
 static void
 run_rule (GradCtx *c, const VjpRecord *r)
 {
@@ -1497,256 +1890,7 @@ run_rule (GradCtx *c, const VjpRecord *r)
   if (g == NULL)
     return;
 
-  switch (r->rule)
-    {
-    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
-      if (value_tensor (a0) != NULL)
-        put_grad (c, a0, convert (c, g, value_tensor (a0)->dtype));
-      break;
-    case CS_OP_PRIM_BROADCAST_IN_DIM:
-      vjp_broadcast_in_dim (c, s, g);
-      break;
-    case CS_OP_PRIM_RESHAPE:
-      if (value_tensor (a0) != NULL)
-        put_grad (c, a0, reshape (c, CS_OP_PRIM_RESHAPE, g, value_tensor (a0)->shape,
-                                  value_tensor (a0)->rank));
-      break;
-    case CS_OP_PRIM_TRANSPOSE:
-      {
-        int64_t perm[CS_MAX_DIMS], inv[CS_MAX_DIMS];
-        guint n = 0;
-        gboolean seen[CS_MAX_DIMS] = { 0 }, ok;
-        ok = cs_value_get_int_seq (arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
-             && n == g->rank && value_tensor (a0) != NULL && value_tensor (a0)->rank == n;
-        for (guint i = 0; ok && i < n; i++)
-          {
-            ok = perm[i] >= 0 && perm[i] < (int64_t) n && !seen[perm[i]];
-            if (ok)
-              seen[perm[i]] = TRUE;
-          }
-        if (!ok)
-          {
-            rule_fail (c, s, "bad permutation");
-            break;
-          }
-        argsort (perm, n, inv);
-        put_grad (c, a0, transpose (c, g, inv));
-      }
-      break;
-    case CS_OP_PRIM_SQUEEZE:
-      {
-        CsProxy *a = value_tensor (a0);
-        gboolean dims[CS_MAX_DIMS];
-        int64_t kept[CS_MAX_DIMS];
-        guint nk;
-        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
-          {
-            rule_fail (c, s, "bad squeeze dims");
-            break;
-          }
-        nk = kept_dims (dims, a->rank, kept);
-        put_grad (c, a0, bcast (c, g, a->shape, a->rank, kept, nk));
-      }
-      break;
-    case CS_OP_PRIM_SLICE_PRIM:
-      vjp_slice (c, s, g);
-      break;
-    case CS_OP_PRIM_PAD:
-      vjp_pad (c, s, g);
-      break;
-    case CS_OP_PRIM_CAT:
-      vjp_cat (c, s, g);
-      break;
-    case CS_OP_PRIM_TAKE:
-      vjp_take (c, s, g, CS_OP_PRIM_INDEX_ADD);
-      break;
-    case CS_OP_PRIM_TAKE_ALONG_AXIS:
-      vjp_take (c, s, g, CS_OP_PRIM_SCATTER_ADD);
-      break;
-    case CS_OP_PRIM_SHALLOW_COPY:
-    case CS_OP_PRIM_CLONE:
-    case CS_OP_PRIM_STRIDE_ORDER:
-      put_grad (c, a0, g);
-      break;
-    case CS_OP_PRIM_NEG:
-      put_grad (c, a0, neg (c, g));
-      break;
-    case CS_OP_PRIM_EXP:
-      put_grad (c, a0, mul (c, v_p (c, g), v_p (c, out)));
-      break;
-    case CS_OP_PRIM_LOG:
-      put_grad (c, a0, divide (c, v_p (c, g), a0));
-      break;
-    case CS_OP_PRIM_TANH:
-      {
-        CsProxy *t = mul (c, v_p (c, out), v_p (c, out));
-        t = t ? sub (c, v_i (c, 1), v_p (c, t)) : NULL;
-        put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
-      }
-      break;
-    case CS_OP_PRIM_ERF:
-      {
-        /* 2 / sqrt(pi) * exp(-(a ** 2)) * g */
-        CsProxy *t = ew2 (c, CS_OP_LTORCH_POW, a0, v_i (c, 2));
-        t = t ? neg (c, t) : NULL;
-        t = t ? ew1 (c, CS_OP_LTORCH_EXP, t) : NULL;
-        t = t ? mul (c, v_f (c, 2.0 / sqrt (G_PI)), v_p (c, t)) : NULL;
-        put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, g)) : NULL);
-      }
-      break;
-    case CS_OP_PRIM_RSQRT:
-      {
-        /* -0.5 * g * out ** 3.0 */
-        CsProxy *t1 = mul (c, v_f (c, -0.5), v_p (c, g));
-        CsProxy *t2 = ew2 (c, CS_OP_LTORCH_POW, v_p (c, out), v_f (c, 3.0));
-        put_grad (c, a0, (t1 && t2) ? mul (c, v_p (c, t1), v_p (c, t2)) : NULL);
-      }
-      break;
-    case CS_OP_PRIM_SQRT:
-      {
-        /* g / (2.0 * out) */
-        CsProxy *t = mul (c, v_f (c, 2.0), v_p (c, out));
-        put_grad (c, a0, t ? divide (c, v_p (c, g), v_p (c, t)) : NULL);
-      }
-      break;
-    case CS_OP_PRIM_RECIPROCAL:
-      {
-        /* -g * out * out */
-        CsProxy *t = neg (c, g);
-        t = t ? mul (c, v_p (c, t), v_p (c, out)) : NULL;
-        put_grad (c, a0, t ? mul (c, v_p (c, t), v_p (c, out)) : NULL);
-      }
-      break;
-    case CS_OP_PRIM_ADD:
-      put_grad (c, a0, g);
-      put_grad (c, a1, g);
-      break;
-    case CS_OP_PRIM_SUB:
-      put_grad (c, a0, g);
-      if (is_diff (value_tensor (a1)))
-        put_grad (c, a1, neg (c, g));
-      break;
-    case CS_OP_PRIM_MUL:
-      if (is_diff (value_tensor (a0)))
-        put_grad (c, a0, mul (c, a1, v_p (c, g)));
-      if (is_diff (value_tensor (a1)))
-        put_grad (c, a1, mul (c, a0, v_p (c, g)));
-      break;
-    case CS_OP_PRIM_DIV:
-      if (is_diff (value_tensor (a0)))
-        put_grad (c, a0, divide (c, v_p (c, g), a1));
-      if (is_diff (value_tensor (a1)))
-        {
-          /* -g * ((a / b) / b) */
-          CsProxy *ng = neg (c, g);
-          CsProxy *t = divide (c, a0, a1);
-          t = t ? divide (c, v_p (c, t), a1) : NULL;
-          put_grad (c, a1, (ng && t) ? mul (c, v_p (c, ng), v_p (c, t)) : NULL);
-        }
-      break;
-    case CS_OP_PRIM_POW:
-      {
-        /* dx = g * y * x ** (y - 1); dy = g * out * log(x) */
-        double y;
-        if (is_diff (value_tensor (a0)))
-          {
-            CsProxy *gy = mul (c, v_p (c, g), a1);
-            CsProxy *p;
-            if (value_number (a1, &y) && a1->kind != CS_VALUE_PROXY)
-              p = ew2 (c, CS_OP_LTORCH_POW, a0,
-                       a1->kind == CS_VALUE_FLOAT ? v_f (c, y - 1.0) : v_i (c, (int64_t) y - 1));
-            else
-              {
-                CsProxy *ym1 = sub (c, a1, v_i (c, 1));
-                p = ym1 ? ew2 (c, CS_OP_LTORCH_POW, a0, v_p (c, ym1)) : NULL;
-              }
-            put_grad (c, a0, (gy && p) ? mul (c, v_p (c, gy), v_p (c, p)) : NULL);
-          }
-        if (is_diff (value_tensor (a1)))
-          {
-            CsProxy *go = mul (c, v_p (c, g), v_p (c, out));
-            CsProxy *lx = NULL;
-            if (value_tensor (a0) != NULL)
-              lx = ew1 (c, CS_OP_LTORCH_LOG, value_tensor (a0));
-            else if (value_number (a0, &y))
-              {
-                put_grad (c, a1, go ? mul (c, v_p (c, go), v_f (c, log (y))) : NULL);
-                break;
-              }
-            put_grad (c, a1, (go && lx) ? mul (c, v_p (c, go), v_p (c, lx)) : NULL);
-          }
-      }
-      break;
-    case CS_OP_PRIM_WHERE:
-      {
-        CsValue *pred = arg (s, 0, "pred"), *x = arg (s, 1, "a"), *y = arg (s, 2, "b");
-        if (is_diff (value_tensor (x)))
-          put_grad (c, x, where (c, pred, v_p (c, g), v_i (c, 0), g));
-        if (is_diff (value_tensor (y)))
-          put_grad (c, y, where (c, pred, v_i (c, 0), v_p (c, g), g));
-      }
-      break;
-    case CS_OP_PRIM_SUM:
-      {
-        CsProxy *a = value_tensor (a0);
-        gboolean dims[CS_MAX_DIMS];
-        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
-          {
-            rule_fail (c, s, "bad sum dims");
-            break;
-          }
-        put_grad (c, a0, restore_dims (c, g, dims, a->shape, a->rank));
-      }
-      break;
-    case CS_OP_PRIM_AMAX:
-      {
-        /* grad_chooser_backward: g spread evenly over the positions of the maximum */
-        CsProxy *a = value_tensor (a0);
-        gboolean dims[CS_MAX_DIMS];
-        CsProxy *gr, *pr, *loc, *cnt, *t;
-        if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
-          {
-            rule_fail (c, s, "bad amax dims");
-            break;
-          }
-        gr = restore_dims (c, g, dims, a->shape, a->rank);
-        pr = restore_dims (c, out, dims, a->shape, a->rank);
-        if (gr == NULL || pr == NULL)
-          break;
-        loc = ew2 (c, CS_OP_LTORCH_EQ, a0, v_p (c, pr));
-        cnt = loc ? lsum (c, loc, dims, TRUE) : NULL;
-        t = loc ? mul (c, v_p (c, gr), v_p (c, loc)) : NULL;
-        t = (t && cnt) ? divide (c, v_p (c, t), v_p (c, cnt)) : NULL;
-        if (t != NULL && t->dtype != g->dtype)
-          t = convert (c, t, g->dtype);
-        put_grad (c, a0, t);
-      }
-      break;
-    case CS_OP_PRIM_MATMUL:
-      vjp_matmul (c, s, g);
-      break;
-    case CS_OP_PRIM_LINEAR:
-      vjp_linear (c, s, g);
-      break;
-    case CS_OP_LTORCH_SUM:
-      vjp_ltorch_sum (c, s, g);
-      break;
-    case CS_OP_LTORCH_SILU:
-      vjp_silu (c, s, g);
-      break;
-    case CS_OP_LTORCH__SOFTMAX:
-      vjp_softmax (c, s, g, FALSE);
-      break;
-    case CS_OP_LTORCH_LOG_SOFTMAX:
-      vjp_softmax (c, s, g, TRUE);
-      break;
-    case CS_OP_LTORCH_EMBEDDING:
-      vjp_embedding (c, s, g);
-      break;
-    default:
-      rule_fail (c, s, "internal: rule table out of sync");
-      break;
-    }
+  vjp_rules[r->rule] (c, s, g, out, a0, a1);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -907,8 +907,9 @@ meta_broadcast_in_dim (Meta *m, GError **error)
   guint n, nb;
 
   if (!get_tensor (m, 0, "a", &a, error)
-      || !get_int_seq (m, arg (m, 1, "shape"), "shape", shape, &n, error)
-      || !get_int_seq (m, arg (m, 2, "broadcast_dimensions"), "broadcast_dimensions", bdims, &nb, error))
+      || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_SHAPE), "shape", shape, &n, error)
+      || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_BROADCAST_DIMENSIONS), "broadcast_dimensions",
+                       bdims, &nb, error))
     return FALSE;
   if (nb != a->rank)
     return meta_fail (m, error, CS_META_ERROR_SHAPE,
@@ -1733,7 +1734,7 @@ dispatch (Meta *m, GError **error)
         guint n;
 
         if (!get_tensor (m, 0, "a", &a, error)
-            || !get_int_seq (m, arg (m, 1, "shape"), "shape", shape, &n, error)
+            || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_SHAPE), "shape", shape, &n, error)
             || !resolve_reshape (m, a, shape, n, FALSE, error))
           return FALSE;
         return out_tensor (m, a->dtype, shape, n, &a->device, error);
@@ -1744,7 +1745,7 @@ dispatch (Meta *m, GError **error)
         guint n;
 
         if (!get_tensor (m, 0, "a", &a, error)
-            || !get_int_seq (m, arg (m, 1, "permutation"), "permutation", perm, &n, error)
+            || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_PERMUTATION), "permutation", perm, &n, error)
             || !check_permutation (m, a->rank, perm, n, error))
           return FALSE;
         return out_permuted (m, a, perm, error);

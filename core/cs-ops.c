@@ -1,17 +1,86 @@
-/* cs-ops.c: the op table (identity of every symbol castscope knows; see cs-ops.h). */
+/* cs-ops.c: the op registry (every symbol castscope knows and what it means; see cs-ops.h and
+ * the rows of cs-ops-list.h). */
 #include "cs-config.h"
 
 #include "cs-ops.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define CS_OP_TABLE_ROW(id_, name_, cat_, tags_, promo_, alias_) \
-  { CS_OP_##id_, name_, NULL, CS_OP_CAT_##cat_, (tags_), CS_PROMO_##promo_, CS_OP_##alias_ },
+/* ------------------------------------------------------------------------------------------ */
+/* Formulas of the unary elementwise prims that are not one libm call (thunder/core/prims.py;
+ * the values torch computes)                                                                  */
+
+static double ew_neg (double x) { return -x; }
+static float ew_negf (float x) { return -x; }
+static double ew_reciprocal (double x) { return 1.0 / x; }
+static float ew_reciprocalf (float x) { return 1.0f / x; }
+static double ew_rsqrt (double x) { return 1.0 / sqrt (x); }
+static float ew_rsqrtf (float x) { return 1.0f / sqrtf (x); }
+static double ew_round (double x) { return nearbyint (x); }    /* half to even, as torch.round */
+static float ew_roundf (float x) { return nearbyintf (x); }
+static double ew_sign (double x) { return isnan (x) ? x : (x > 0) - (x < 0); }
+static float ew_signf (float x) { return isnan (x) ? x : (float) ((x > 0) - (x < 0)); }
+static double ew_signbit (double x) { return signbit (x) ? 1.0 : 0.0; }
+static float ew_signbitf (float x) { return signbit (x) ? 1.0f : 0.0f; }
+static double ew_isfinite (double x) { return isfinite (x) ? 1.0 : 0.0; }
+static float ew_isfinitef (float x) { return isfinite (x) ? 1.0f : 0.0f; }
+static double ew_real (double x) { return x; }
+static float ew_realf (float x) { return x; }
+static double ew_bitwise_not (double x) { return (double) ~(gint64) x; }
+static float ew_bitwise_notf (float x) { return (float) ~(gint64) x; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The DEF column's helper macros (see cs-ops-list.h)                                          */
+
+/* SCHEMA (ARG (A, TENSOR), ARG (SHAPE, INTS), OPT (BETA, NUMBER, "1.0"), KWOPT (DTYPE, ...)) */
+#define SCHEMA(...) \
+  .args = (const CsOpArg[]) { __VA_ARGS__ }, \
+  .n_args = sizeof ((const CsOpArg[]) { __VA_ARGS__ }) / sizeof (CsOpArg)
+#define ARG(nm, kind) { CS_ARG_##nm, CS_ARG_KIND_##kind, FALSE, NULL }
+#define OPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, FALSE, d }
+#define KWOPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, TRUE, d }
+#define UNARY_SCHEMA SCHEMA (ARG (A, OPERAND))
+#define BINARY_SCHEMA SCHEMA (ARG (A, OPERAND), ARG (B, OPERAND))
+
+/* A unary prim computed by one libm function and its CUDA namesake (fn, fnf) */
+#define EW1_LIBM(fn, fl) \
+  UNARY_SCHEMA, \
+  .ew1 = &(const CsEwUnary) { fn, fn##f, #fn "f (@)", #fn " (@)", NULL, NULL, (fl) }
+/* Float-only libm functions (the transcendentals) */
+#define EW1_MATH(fn) EW1_LIBM (fn, CS_EW_FLOAT_ONLY)
+/* A unary prim with its own formula: f64 and f32 functions and CUDA expressions */
+#define EW1(f64_, f32_, cf_, cd_, ci_, cb_, fl) \
+  UNARY_SCHEMA, \
+  .ew1 = &(const CsEwUnary) { f64_, f32_, cf_, cd_, ci_, cb_, (fl) }
+/* An ltorch (or clang) op that decomposes to one prim under its own promotion kind */
+#define LOWERS_TO(prim) .lowers_to = CS_OP_##prim
+#define DIFF_VJP .diff = CS_OP_DIFF_VJP
+#define DIFF_CONST .diff = CS_OP_DIFF_CONST
+#define EXEC(bits) .exec = (bits)
+#define CPU CS_OP_EXEC_CPU
+#define CUDA CS_OP_EXEC_CUDA
+
+#define CS_UNPAREN(...) __VA_ARGS__
+#define CS_OP_TABLE_ROW(id_, name_, cat_, tags_, promo_, alias_, def_) \
+  [CS_OP_##id_] = { CS_OP_##id_, name_, NULL, CS_OP_CAT_##cat_, (tags_), CS_PROMO_##promo_, \
+                    CS_OP_##alias_, CS_UNPAREN def_ },
 
 static CsOp op_table[CS_N_OPS] = {
   CS_OP_TABLE (CS_OP_TABLE_ROW)
 };
 #undef CS_OP_TABLE_ROW
+
+/* cs_op_semantic() follows alias_of by pointer arithmetic: the table is indexed by id */
+G_STATIC_ASSERT (G_N_ELEMENTS (op_table) == CS_N_OPS);
+
+static const char * const arg_names[] = {
+#define CS_ARG_NAME_ROW(id, kw) [CS_ARG_##id] = kw,
+  CS_ARG_NAMES (CS_ARG_NAME_ROW)
+#undef CS_ARG_NAME_ROW
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (arg_names) == CS_N_ARG_NAMES);
 
 static GHashTable *op_by_name;   /* printed name -> CsOp*, built once */
 
@@ -26,6 +95,16 @@ build_index (gpointer data)
       /* cs_op_semantic() (inline) relies on the table being indexed by id */
       g_assert (op_table[i].id == (CsOpId) i);
       op_table[i].short_name = dot ? dot + 1 : op_table[i].name;
+      /* a formula says which executors it feeds */
+      if (op_table[i].ew1 != NULL)
+        {
+          const CsEwUnary *f = op_table[i].ew1;
+
+          if (f->f64 != NULL && f->f32 != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CPU;
+          if (f->cuda_f32 != NULL || f->cuda_int != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CUDA;
+        }
       if (op_table[i].name[0] != '\0' && i != CS_OP_FUSION)
         g_hash_table_insert (h, (gpointer) op_table[i].name, &op_table[i]);
     }
@@ -126,4 +205,74 @@ gboolean
 cs_op_is_fusion (const CsOp *op)
 {
   return op != NULL && op->id == CS_OP_FUSION;
+}
+
+/** cs_arg_name: see cs-ops.h. */
+const char *
+cs_arg_name (CsArgName name)
+{
+  g_return_val_if_fail ((guint) name < CS_N_ARG_NAMES, "?");
+  return arg_names[name];
+}
+
+/** cs_op_find_arg: see cs-ops.h. */
+const CsOpArg *
+cs_op_find_arg (const CsOp *op, CsArgName name, guint *pos)
+{
+  g_return_val_if_fail (op != NULL, NULL);
+  for (guint i = 0; i < op->n_args; i++)
+    if (op->args[i].name == name)
+      {
+        if (pos)
+          *pos = op->args[i].kw_only ? G_MAXUINT : i;
+        return &op->args[i];
+      }
+  return NULL;
+}
+
+/** cs_stmt_arg: see cs-ops.h. */
+CsValue *
+cs_stmt_arg (const CsStmt *stmt, CsArgName name)
+{
+  const CsOp *op;
+  guint pos;
+
+  g_return_val_if_fail (stmt != NULL, NULL);
+  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  if (cs_op_find_arg (op, name, &pos) == NULL)
+    {
+      g_critical ("cs_stmt_arg: %s has no argument '%s' in its schema", op->name, cs_arg_name (name));
+      return NULL;
+    }
+  return cs_stmt_get_arg (stmt, pos, arg_names[name]);
+}
+
+/** cs_stmt_arg_number: see cs-ops.h. */
+gboolean
+cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)
+{
+  const CsOp *op;
+  const CsOpArg *a;
+  CsValue *v;
+  char *end;
+
+  g_return_val_if_fail (stmt != NULL && out != NULL, FALSE);
+  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  a = cs_op_find_arg (op, name, NULL);
+  g_return_val_if_fail (a != NULL, FALSE);
+  v = cs_stmt_arg (stmt, name);
+  if (v == NULL)
+    {
+      if (a->dflt == NULL)
+        return FALSE;
+      *out = g_ascii_strtod (a->dflt, &end);
+      return end != a->dflt && *end == '\0';
+    }
+  switch (v->kind)
+    {
+    case CS_VALUE_INT: *out = (double) v->u.i; return TRUE;
+    case CS_VALUE_FLOAT: *out = v->u.f; return TRUE;
+    case CS_VALUE_BOOL: *out = v->u.b ? 1.0 : 0.0; return TRUE;
+    default: return FALSE;
+    }
 }

@@ -1,8 +1,11 @@
-/* cs-ops.h: the op table.  One entry per `prims.*`, `ltorch.*`, `torch.*` and executor name
- * castscope knows.  The entries carry identity only (name, category, tags, type-promotion kind);
- * each module keys its own behaviour on #CsOpId (meta and decomposition in core/cs-meta.c and
- * core/cs-decompose.c, VJPs in core/cs-grad.c, CPU reference in core/cs-ref.c, CUDA emitters
- * in kernels/).
+/* cs-ops.h: the op registry.  One entry per `prims.*`, `ltorch.*`, `torch.*` and executor name
+ * castscope knows, declared once in core/cs-ops-list.h: its identity (name, category, tags,
+ * type-promotion kind, the op an executor name implements) and its meaning -- the argument
+ * schema the passes read arguments through, the elementwise formula of a prim (from which the
+ * CPU reference's f32/f64 paths and the CUDA emitter are derived), the prim an ltorch op lowers
+ * to, how it is differentiated and which executors run it.  Meta and composite decompositions
+ * live in core/cs-meta.c and core/cs-decompose.c, VJP rules in core/cs-grad.c's rule table;
+ * tests/test-core-registry.c walks the registry and checks every piece an entry declares.
  *
  * Source: thunder/core/prims.py (PrimIDs and tags), thunder/torch/__init__.py (ltorch symbols),
  * thunder/executors/torchex.py (torch executor names); reference/thunder-traces.md 3.1, 6.1.
@@ -64,6 +67,85 @@ typedef enum
 
 #include "cs-ops-list.h"
 
+/** How gradients flow through an op (Thunder: the grad transform's rule lookups). */
+typedef enum
+{
+  CS_OP_DIFF_NONE = 0,    /* no rule of its own: grad decomposes it, or fails naming it */
+  CS_OP_DIFF_VJP,         /* a VJP rule in grad's rule table (cs_grad_has_rule()) */
+  CS_OP_DIFF_CONST,       /* creates no gradient association (comparisons, creation, shape
+                             queries: Thunder's nondifferentiable symbols) */
+} CsOpDiff;
+
+/** Executors that run an op (bit flags). */
+typedef enum
+{
+  CS_OP_EXEC_CPU  = 1 << 0, /* the CPU reference (core/cs-ref.c) runs it */
+  CS_OP_EXEC_CUDA = 1 << 1, /* the CUDA emitter (kernels/cs-cuda-codegen.c) generates it */
+} CsOpExec;
+
+/** Argument names of the schemas (the keyword Thunder prints). */
+#define CS_ARG_NAMES(X) \
+  X (A, "a") X (B, "b") X (PRED, "pred") X (SHAPE, "shape") \
+  X (BROADCAST_DIMENSIONS, "broadcast_dimensions") X (PERMUTATION, "permutation") \
+  X (DIMS, "dims") X (DIM, "dim") X (DTYPE, "dtype") X (DEVICE, "device") \
+  X (BETA, "beta") X (THRESHOLD, "threshold")
+
+#define CS_ARG_ENUM_ROW(id, kw) CS_ARG_##id,
+typedef enum
+{
+  CS_ARG_NAMES (CS_ARG_ENUM_ROW)
+  CS_N_ARG_NAMES
+} CsArgName;
+#undef CS_ARG_ENUM_ROW
+
+/** What an argument of a schema holds. */
+typedef enum
+{
+  CS_ARG_KIND_TENSOR,     /* a tensor proxy */
+  CS_ARG_KIND_OPERAND,    /* a tensor or a number (elementwise operands) */
+  CS_ARG_KIND_NUMBER,     /* a Python number */
+  CS_ARG_KIND_INTS,       /* a sequence of ints */
+  CS_ARG_KIND_DTYPE,      /* a dtype */
+  CS_ARG_KIND_DEVICE,     /* a device */
+} CsArgKind;
+
+/** One argument of an op's schema: its position is its index in the schema. */
+typedef struct
+{
+  CsArgName    name;      /* its keyword (cs_arg_name()) */
+  CsArgKind    kind;
+  gboolean     kw_only;   /* keyword-only (no position) */
+  const char  *dflt;      /* default as Thunder's signature writes it ("1.0", "None"); NULL:
+                             required */
+} CsOpArg;
+
+/** Flags of an elementwise formula. */
+typedef enum
+{
+  CS_EW_FLOAT_ONLY = 1 << 0, /* takes float dtypes only (transcendentals): an integer operand
+                                is an error, not integer math */
+  CS_EW_INT_ONLY   = 1 << 1, /* takes integer and bool dtypes only (bitwise ops) */
+} CsEwFlags;
+
+/**
+ * CsEwUnary:
+ *
+ * The formula of a unary elementwise prim, the one definition its executors derive from: the
+ * CPU reference computes f64 values with @f64 and (exact mode, f32/bf16/f16 tensors) f32 values
+ * with @f32; the CUDA emitter writes the C expression for the operand's C type, `@` standing
+ * for the operand.  A NULL expression: the CUDA emitter does not generate it for that type.
+ */
+typedef struct
+{
+  double      (*f64) (double x);  /* f64 and integer values */
+  float       (*f32) (float x);   /* f32 values, rounded by the reference as the dtype says */
+  const char   *cuda_f32;         /* expression over float operands ("log1pf (@)") */
+  const char   *cuda_f64;         /* over double operands ("log1p (@)") */
+  const char   *cuda_int;         /* over long long operands; NULL: not generated */
+  const char   *cuda_bool;        /* over bool operands; NULL: the float expression */
+  guint         flags;            /* CsEwFlags */
+} CsEwUnary;
+
 struct _CsOp
 {
   CsOpId        id;        /* CS_OP_<NAME> */
@@ -73,6 +155,15 @@ struct _CsOp
   guint         tags;      /* CsOpTag bits */
   CsPromoKind   promo;     /* type-promotion kind for elementwise ops */
   CsOpId        alias_of;  /* executor names: the ltorch/prim op they implement; else id itself */
+  /* meaning (DEF column of cs-ops-list.h; zero where the row declares nothing) */
+  const CsOpArg *args;     /* argument schema, n_args entries in positional order; NULL: none
+                              declared (the passes read such an op's arguments themselves) */
+  guint         n_args;
+  const CsEwUnary *ew1;    /* formula of a unary elementwise prim, else NULL */
+  CsOpId        lowers_to; /* an ltorch op that decomposes to one prim under its promotion
+                              kind (ltorch.exp -> prims.exp); CS_OP_OPAQUE otherwise */
+  CsOpDiff      diff;
+  guint         exec;      /* CsOpExec bits (derived for rows with a formula) */
 };
 
 /**
@@ -107,5 +198,40 @@ const char   *cs_op_category_name(CsOpCategory cat);
 gboolean      cs_op_has_tag      (const CsOp *op, CsOpTag tag);
 /** TRUE when @op is a fusion region call. */
 gboolean      cs_op_is_fusion    (const CsOp *op);
+
+/** cs_arg_name: the keyword of @name ("broadcast_dimensions"); static. */
+const char   *cs_arg_name        (CsArgName name);
+/**
+ * cs_op_find_arg:
+ * @op: an entry of the op table
+ * @name: an argument name
+ * @pos: (out) (optional): its position (G_MAXUINT for a keyword-only argument)
+ *
+ * Returns: (transfer none) (nullable): @name's entry in @op's schema, NULL when @op's schema
+ * has no such argument
+ */
+const CsOpArg *cs_op_find_arg    (const CsOp *op, CsArgName name, guint *pos);
+/**
+ * cs_stmt_arg:
+ * @stmt: a call statement
+ * @name: an argument of the schema of @stmt's semantic op (executor names read the schema of
+ *   the op they implement: torch_broadcast_in_dim_prim_impl reads prims.broadcast_in_dim's)
+ *
+ * Reads an argument through the op's schema: by its position, or by its keyword.  Asking for
+ * an argument the schema does not declare is a programming error (g_critical, NULL).
+ * Returns: (transfer none) (nullable): the argument's value; NULL when the statement does not
+ * pass it (the schema's default applies)
+ */
+CsValue      *cs_stmt_arg        (const CsStmt *stmt, CsArgName name);
+/**
+ * cs_stmt_arg_number:
+ * @stmt: a call statement
+ * @name: a number argument of the schema, with a numeric default
+ * @out: (out): its value: the statement's, else the schema's default
+ *
+ * Returns: FALSE when the statement passes something other than a number (or a numeric
+ * argument without a default is missing)
+ */
+gboolean      cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out);
 
 G_END_DECLS

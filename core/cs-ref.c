@@ -569,6 +569,8 @@ canon_dim (Ctx *c, const CsStmt *s, int64_t d, guint rank, guint *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Elementwise prims                                                                           */
 
+static gboolean unsupported (Ctx *c, const CsStmt *s);
+
 static CsDtypeRef
 promo_arg (const Rv *v)
 {
@@ -585,115 +587,20 @@ use_f32 (Ctx *c, CsDtype cdtype)
   return c->mode == CS_REF_EXACT && is_float (cdtype) && cdtype != CS_DTYPE_F64;
 }
 
+/* Binary prims that take float dtypes only, and those that take integer and bool dtypes only
+ * (the unary prims say so in their registry formula, CsEwUnary.flags). */
 static gboolean
-op_is_transcendental (CsOpId id)
+binary_float_only (CsOpId id)
 {
-  switch (id)
-    {
-    case CS_OP_PRIM_ACOS: case CS_OP_PRIM_ACOSH: case CS_OP_PRIM_ASIN: case CS_OP_PRIM_ASINH:
-    case CS_OP_PRIM_ATAN: case CS_OP_PRIM_ATANH: case CS_OP_PRIM_COS: case CS_OP_PRIM_COSH:
-    case CS_OP_PRIM_ERF: case CS_OP_PRIM_ERFC: case CS_OP_PRIM_EXP: case CS_OP_PRIM_EXP2:
-    case CS_OP_PRIM_EXPM1: case CS_OP_PRIM_LGAMMA: case CS_OP_PRIM_LOG: case CS_OP_PRIM_LOG10:
-    case CS_OP_PRIM_LOG1P: case CS_OP_PRIM_LOG2: case CS_OP_PRIM_RECIPROCAL:
-    case CS_OP_PRIM_RSQRT: case CS_OP_PRIM_SIN: case CS_OP_PRIM_SINH: case CS_OP_PRIM_SQRT:
-    case CS_OP_PRIM_TAN: case CS_OP_PRIM_TANH: case CS_OP_PRIM_ATAN2:
-      return TRUE;
-    default:
-      return FALSE;
-    }
+  return id == CS_OP_PRIM_ATAN2;
 }
 
 static gboolean
-op_is_bitwise (CsOpId id)
+binary_int_only (CsOpId id)
 {
   return id == CS_OP_PRIM_BITWISE_AND || id == CS_OP_PRIM_BITWISE_OR
-         || id == CS_OP_PRIM_BITWISE_XOR || id == CS_OP_PRIM_BITWISE_NOT
-         || id == CS_OP_PRIM_BITWISE_LEFT_SHIFT || id == CS_OP_PRIM_BITWISE_RIGHT_SHIFT;
-}
-
-static double
-unary_f64 (CsOpId id, double x)
-{
-  switch (id)
-    {
-    case CS_OP_PRIM_ABS: case CS_OP_PRIM_PY_ABS: return fabs (x);
-    case CS_OP_PRIM_ACOS: return acos (x);
-    case CS_OP_PRIM_ACOSH: return acosh (x);
-    case CS_OP_PRIM_ASIN: return asin (x);
-    case CS_OP_PRIM_ASINH: return asinh (x);
-    case CS_OP_PRIM_ATAN: return atan (x);
-    case CS_OP_PRIM_ATANH: return atanh (x);
-    case CS_OP_PRIM_CEIL: return ceil (x);
-    case CS_OP_PRIM_COS: return cos (x);
-    case CS_OP_PRIM_COSH: return cosh (x);
-    case CS_OP_PRIM_ERF: return erf (x);
-    case CS_OP_PRIM_ERFC: return erfc (x);
-    case CS_OP_PRIM_EXP: return exp (x);
-    case CS_OP_PRIM_EXP2: return exp2 (x);
-    case CS_OP_PRIM_EXPM1: return expm1 (x);
-    case CS_OP_PRIM_FLOOR: return floor (x);
-    case CS_OP_PRIM_ISFINITE: return isfinite (x) ? 1.0 : 0.0;
-    case CS_OP_PRIM_LGAMMA: return lgamma (x);
-    case CS_OP_PRIM_LOG: return log (x);
-    case CS_OP_PRIM_LOG10: return log10 (x);
-    case CS_OP_PRIM_LOG1P: return log1p (x);
-    case CS_OP_PRIM_LOG2: return log2 (x);
-    case CS_OP_PRIM_NEG: return -x;
-    case CS_OP_PRIM_RECIPROCAL: return 1.0 / x;
-    case CS_OP_PRIM_ROUND: return nearbyint (x);   /* half to even, as torch.round */
-    case CS_OP_PRIM_RSQRT: return 1.0 / sqrt (x);
-    case CS_OP_PRIM_SIGN: return isnan (x) ? x : (x > 0) - (x < 0);
-    case CS_OP_PRIM_SIGNBIT: return signbit (x) ? 1.0 : 0.0;
-    case CS_OP_PRIM_SIN: return sin (x);
-    case CS_OP_PRIM_SINH: return sinh (x);
-    case CS_OP_PRIM_SQRT: return sqrt (x);
-    case CS_OP_PRIM_TAN: return tan (x);
-    case CS_OP_PRIM_TANH: return tanh (x);
-    case CS_OP_PRIM_TRUNC: return trunc (x);
-    case CS_OP_PRIM_REAL: return x;
-    case CS_OP_PRIM_BITWISE_NOT: return (double) ~(gint64) x;
-    default: g_assert_not_reached (); return NAN;
-    }
-}
-
-static float
-unary_f32 (CsOpId id, float x)
-{
-  switch (id)
-    {
-    case CS_OP_PRIM_ABS: case CS_OP_PRIM_PY_ABS: return fabsf (x);
-    case CS_OP_PRIM_ACOS: return acosf (x);
-    case CS_OP_PRIM_ACOSH: return acoshf (x);
-    case CS_OP_PRIM_ASIN: return asinf (x);
-    case CS_OP_PRIM_ASINH: return asinhf (x);
-    case CS_OP_PRIM_ATAN: return atanf (x);
-    case CS_OP_PRIM_ATANH: return atanhf (x);
-    case CS_OP_PRIM_CEIL: return ceilf (x);
-    case CS_OP_PRIM_COS: return cosf (x);
-    case CS_OP_PRIM_COSH: return coshf (x);
-    case CS_OP_PRIM_ERF: return erff (x);
-    case CS_OP_PRIM_ERFC: return erfcf (x);
-    case CS_OP_PRIM_EXP: return expf (x);
-    case CS_OP_PRIM_EXP2: return exp2f (x);
-    case CS_OP_PRIM_EXPM1: return expm1f (x);
-    case CS_OP_PRIM_FLOOR: return floorf (x);
-    case CS_OP_PRIM_LGAMMA: return lgammaf (x);
-    case CS_OP_PRIM_LOG: return logf (x);
-    case CS_OP_PRIM_LOG10: return log10f (x);
-    case CS_OP_PRIM_LOG1P: return log1pf (x);
-    case CS_OP_PRIM_LOG2: return log2f (x);
-    case CS_OP_PRIM_NEG: return -x;
-    case CS_OP_PRIM_RECIPROCAL: return 1.0f / x;
-    case CS_OP_PRIM_ROUND: return nearbyintf (x);
-    case CS_OP_PRIM_RSQRT: return 1.0f / sqrtf (x);
-    case CS_OP_PRIM_SIN: return sinf (x);
-    case CS_OP_PRIM_SINH: return sinhf (x);
-    case CS_OP_PRIM_SQRT: return sqrtf (x);
-    case CS_OP_PRIM_TAN: return tanf (x);
-    case CS_OP_PRIM_TANH: return tanhf (x);
-    case CS_OP_PRIM_TRUNC: return truncf (x);
-    default: return (float) unary_f64 (id, x);   /* exact ops: sign, isfinite, real ... */
-    }
+         || id == CS_OP_PRIM_BITWISE_XOR || id == CS_OP_PRIM_BITWISE_LEFT_SHIFT
+         || id == CS_OP_PRIM_BITWISE_RIGHT_SHIFT;
 }
 
 static double
@@ -827,6 +734,7 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   CsDtypeRef refs[3], p;
   CsDtype cdtype, odtype;
   gboolean any_tensor = FALSE, f32, int_math;
+  guint flags;
   g_autoptr (GError) perr = NULL;
 
   for (guint i = 0; i < n; i++)
@@ -871,29 +779,33 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
       goto out;
     }
   int_math = !is_float (cdtype);
-  if (int_math && op_is_transcendental (id))
+  if (n == 1 && (op->ew1 == NULL || op->ew1->f64 == NULL || op->ew1->f32 == NULL))
+    {
+      /* a unary prim whose registry row declares no CPU formula (digamma, erfinv, ndtri ...) */
+      unsupported (c, s);
+      goto out;
+    }
+  if (n == 2 && (id == CS_OP_PRIM_PY_FLOORDIV || id == CS_OP_PRIM_ZETA))
+    {
+      unsupported (c, s);
+      goto out;
+    }
+  flags = n == 1 ? op->ew1->flags : binary_float_only (id) ? CS_EW_FLOAT_ONLY
+          : binary_int_only (id) ? CS_EW_INT_ONLY : 0;
+  if (int_math && (flags & CS_EW_FLOAT_ONLY))
     {
       fail (c, s, CS_REF_ERROR_DTYPE, "takes float tensors, got %s (the trace should convert "
             "first)", cs_dtype_short_name (cdtype));
       goto out;
     }
-  if (!int_math && op_is_bitwise (id))
+  if (!int_math && (flags & CS_EW_INT_ONLY))
     {
       fail (c, s, CS_REF_ERROR_DTYPE, "takes integer or bool tensors, got %s",
             cs_dtype_short_name (cdtype));
       goto out;
     }
 
-  switch (id)
-    {
-    case CS_OP_PRIM_EQ: case CS_OP_PRIM_NE: case CS_OP_PRIM_LT: case CS_OP_PRIM_LE:
-    case CS_OP_PRIM_GT: case CS_OP_PRIM_GE: case CS_OP_PRIM_ISFINITE: case CS_OP_PRIM_SIGNBIT:
-      odtype = CS_DTYPE_B8;
-      break;
-    default:
-      odtype = cdtype;
-      break;
-    }
+  odtype = op->promo == CS_PROMO_ALWAYS_BOOL ? CS_DTYPE_B8 : cdtype;
 
   if (any_tensor)
     out = rv_new_tensor (c, s, odtype, tpl->shape, tpl->kind == RV_TENSOR ? tpl->rank : 0);
@@ -907,12 +819,15 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   if (n == 1)
     {
       const Rv *a = args[0];
+      float (*ff) (float) = op->ew1->f32;
+      double (*fd) (double) = op->ew1->f64;
+
       if (f32)
         for (int64_t i = 0; i < out->numel; i++)
-          out->data[i] = unary_f32 (id, (float) AT (a, i));
+          out->data[i] = ff ((float) AT (a, i));
       else
         for (int64_t i = 0; i < out->numel; i++)
-          out->data[i] = unary_f64 (id, AT (a, i));
+          out->data[i] = fd (AT (a, i));
     }
   else if (id == CS_OP_PRIM_WHERE)
     {
@@ -1018,8 +933,8 @@ run_broadcast_in_dim (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank)
-      || !int_seq_of (c, s, cs_stmt_get_arg (s, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nbd))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank)
+      || !int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_BROADCAST_DIMENSIONS), bd, CS_MAX_DIMS, &nbd))
     {
       if (c->error && *c->error)
         return NULL;
@@ -1098,7 +1013,7 @@ run_reshape (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "shape"), shape, CS_MAX_DIMS, &rank))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, shape)");
       return NULL;
@@ -1117,7 +1032,7 @@ run_transpose (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "permutation"), perm, CS_MAX_DIMS, &n)
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_PERMUTATION), perm, CS_MAX_DIMS, &n)
       || n != a->rank)
     {
       fail (c, s, CS_REF_ERROR_SHAPE, "expects a permutation of the %u dims", a->rank);

@@ -534,10 +534,8 @@ arg_proxy (const CsStmt *st, guint i, const char *kw)
 }
 
 static gboolean
-arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
+ints_of (CsValue *v, int64_t *out, guint *n)
 {
-  CsValue *v = cs_stmt_get_arg (st, i, kw);
-
   if (v == NULL)
     return FALSE;
   if (v->kind == CS_VALUE_INT)
@@ -547,6 +545,19 @@ arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
       return TRUE;
     }
   return cs_value_get_int_seq (v, out, CS_MAX_DIMS, n);
+}
+
+static gboolean
+arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
+{
+  return ints_of (cs_stmt_get_arg (st, i, kw), out, n);
+}
+
+/* An int sequence argument read through the op's schema. */
+static gboolean
+schema_ints (const CsStmt *st, CsArgName name, int64_t *out, guint *n)
+{
+  return ints_of (cs_stmt_arg (st, name), out, n);
 }
 
 static gboolean
@@ -612,45 +623,27 @@ round_wrap (Gen *g, CsDtype dt, const char *expr)
   return expr;
 }
 
+/* The registry formula's CUDA expression for a unary prim over a C type: @cexpr with every `@`
+ * replaced by the operand @a (see CsEwUnary); NULL when the formula has none for that type. */
 static const char *
-unary_fn (CsOpId id, gboolean dbl)
+unary_expr (Gen *g, const CsEwUnary *f, const char *ct, const char *a)
 {
-  switch (id)
-    {
-    case CS_OP_PRIM_ABS: return dbl ? "fabs" : "fabsf";
-    case CS_OP_PRIM_ACOS: return dbl ? "acos" : "acosf";
-    case CS_OP_PRIM_ACOSH: return dbl ? "acosh" : "acoshf";
-    case CS_OP_PRIM_ASIN: return dbl ? "asin" : "asinf";
-    case CS_OP_PRIM_ASINH: return dbl ? "asinh" : "asinhf";
-    case CS_OP_PRIM_ATAN: return dbl ? "atan" : "atanf";
-    case CS_OP_PRIM_ATANH: return dbl ? "atanh" : "atanhf";
-    case CS_OP_PRIM_CEIL: return dbl ? "ceil" : "ceilf";
-    case CS_OP_PRIM_COS: return dbl ? "cos" : "cosf";
-    case CS_OP_PRIM_COSH: return dbl ? "cosh" : "coshf";
-    case CS_OP_PRIM_ERF: return dbl ? "erf" : "erff";
-    case CS_OP_PRIM_ERFC: return dbl ? "erfc" : "erfcf";
-    case CS_OP_PRIM_ERFINV: return dbl ? "erfinv" : "erfinvf";
-    case CS_OP_PRIM_ERFCINV: return dbl ? "erfcinv" : "erfcinvf";
-    case CS_OP_PRIM_EXP: return dbl ? "exp" : "expf";
-    case CS_OP_PRIM_EXP2: return dbl ? "exp2" : "exp2f";
-    case CS_OP_PRIM_EXPM1: return dbl ? "expm1" : "expm1f";
-    case CS_OP_PRIM_FLOOR: return dbl ? "floor" : "floorf";
-    case CS_OP_PRIM_LGAMMA: return dbl ? "lgamma" : "lgammaf";
-    case CS_OP_PRIM_LOG: return dbl ? "log" : "logf";
-    case CS_OP_PRIM_LOG10: return dbl ? "log10" : "log10f";
-    case CS_OP_PRIM_LOG1P: return dbl ? "log1p" : "log1pf";
-    case CS_OP_PRIM_LOG2: return dbl ? "log2" : "log2f";
-    case CS_OP_PRIM_ROUND: return dbl ? "rint" : "rintf";
-    case CS_OP_PRIM_RSQRT: return dbl ? "rsqrt" : "rsqrtf";
-    case CS_OP_PRIM_SIGN: return dbl ? "cs_signd" : "cs_signf";
-    case CS_OP_PRIM_SIN: return dbl ? "sin" : "sinf";
-    case CS_OP_PRIM_SINH: return dbl ? "sinh" : "sinhf";
-    case CS_OP_PRIM_SQRT: return dbl ? "sqrt" : "sqrtf";
-    case CS_OP_PRIM_TAN: return dbl ? "tan" : "tanf";
-    case CS_OP_PRIM_TANH: return dbl ? "tanh" : "tanhf";
-    case CS_OP_PRIM_TRUNC: return dbl ? "trunc" : "truncf";
-    default: return NULL;
-    }
+  const char *t = strcmp (ct, "double") == 0 ? f->cuda_f64
+                  : strcmp (ct, "long long") == 0 ? f->cuda_int
+                  : strcmp (ct, "bool") == 0 && f->cuda_bool ? f->cuda_bool : f->cuda_f32;
+  GString *e;
+
+  if (t == NULL)
+    return NULL;
+  e = g_string_new ("");
+  for (const char *p = t; *p; p++)
+    if (*p == '@')
+      g_string_append (e, a);
+    else
+      g_string_append_c (e, *p);
+  t = pool_printf (g, "%s", e->str);
+  g_string_free (e, TRUE);
+  return t;
 }
 
 static const char *
@@ -796,44 +789,6 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         return v;
       }
 
-    case CS_OP_PRIM_NEG:
-      a = emit_operand (g, st, 0, c, ct, error);
-      if (!a)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                              round_wrap (g, y->dtype, pool_printf (g, "-(%s)", a)));
-      return v;
-
-    case CS_OP_PRIM_RECIPROCAL:
-      a = emit_operand (g, st, 0, c, ct, error);
-      if (!a)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                              round_wrap (g, y->dtype, pool_printf (g, "%s / (%s)",
-                                                                    float_literal (g, 1.0, ct), a)));
-      return v;
-
-    case CS_OP_PRIM_ISFINITE:
-    case CS_OP_PRIM_SIGNBIT:
-      a = emit_operand (g, st, 0, c, operand_ctype (st, 0, "float"), error);
-      if (!a)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const bool %s = %s (%s);\n", v,
-                              id == CS_OP_PRIM_ISFINITE ? "isfinite" : "signbit", a);
-      return v;
-
-    case CS_OP_PRIM_BITWISE_NOT:
-      a = emit_operand (g, st, 0, c, ct, error);
-      if (!a)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = %s(%s);\n", ct, v,
-                              y->dtype == CS_DTYPE_B8 ? "!" : "~", a);
-      return v;
-
     case CS_OP_PRIM_POW:
       {
         /* A float raised to the constant 2 or 3 is x*x (x*x*x), as PyTorch's pow kernel does
@@ -932,7 +887,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         RowReg *rr;
 
         x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 2, "broadcast_dimensions", bdims, &nb))
+        if (!x || !schema_ints (st, CS_ARG_BROADCAST_DIMENSIONS, bdims, &nb))
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         xshape = x->shape;
         xrank = x->rank;
@@ -954,7 +909,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         if (nb != xrank)
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
-        (void) arg_ints (st, 1, "shape", shape, &ns);
+        (void) schema_ints (st, CS_ARG_SHAPE, shape, &ns);
         xc.rank = xrank;
         for (guint j = 0; j < xrank; j++)
           {
@@ -1002,7 +957,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         guint np = 0;
 
         x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 1, "permutation", perm, &np) || np != x->rank || np != c->rank)
+        if (!x || !schema_ints (st, CS_ARG_PERMUTATION, perm, &np) || np != x->rank || np != c->rank)
           return unsupported (error, st, "this transpose form"), NULL;
         xc.rank = x->rank;
         for (guint k = 0; k < np; k++)
@@ -1243,23 +1198,22 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       break;
     }
 
-  if ((fn = unary_fn (id, dbl)) != NULL && strcmp (ct, "long long") != 0)
+  if (cs_op_semantic (st->op)->ew1 != NULL)
     {
-      a = emit_operand (g, st, 0, c, ct, error);
+      /* a unary prim: its registry formula; a bool result (isfinite, signbit) is computed
+       * from the operand's own C type */
+      const CsEwUnary *f = cs_op_semantic (st->op)->ew1;
+      const char *oct = y->dtype == CS_DTYPE_B8 ? operand_ctype (st, 0, "float") : ct;
+      const char *e;
+
+      a = emit_operand (g, st, 0, c, oct, error);
       if (!a)
         return NULL;
+      if ((e = unary_expr (g, f, oct, a)) == NULL)
+        return unsupported (error, st, pool_printf (g, "%s on %s values", cs_op_semantic (st->op)->name, oct)), NULL;
       v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                              round_wrap (g, y->dtype, pool_printf (g, "%s (%s)", fn, a)));
-      return v;
-    }
-  if (id == CS_OP_PRIM_ABS)
-    {
-      a = emit_operand (g, st, 0, c, ct, error);
-      if (!a)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = (%s) < 0 ? -(%s) : (%s);\n", ct, v, a, a, a);
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", y->dtype == CS_DTYPE_B8 ? "bool" : ct, v,
+                              round_wrap (g, y->dtype, e));
       return v;
     }
   if ((fn = binary_op (id)) != NULL)

@@ -307,7 +307,7 @@ handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error
 
         if (id == CS_OP_PRIM_BROADCAST_IN_DIM)
           {
-            if (!cs_value_get_int_seq (cs_stmt_get_arg (st, 2, "broadcast_dimensions"), bd, CS_MAX_DIMS, &nb)
+            if (!cs_value_get_int_seq (cs_stmt_arg (st, CS_ARG_BROADCAST_DIMENSIONS), bd, CS_MAX_DIMS, &nb)
                 || nb != s.rank)
               return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "broadcast_in_dim form");
           }

@@ -1,0 +1,564 @@
+/* test-core-registry.c: the coverage test of the op registry (core/cs-ops-list.h).
+ *
+ * Walks every entry and checks each piece it declares, so that an op added without one fails
+ * here (not at GPU run time or on a user's trace):
+ * - a row that says DIFF_VJP has a rule in grad's table and the other way round; every such
+ *   VJP agrees with central finite differences of the f64 CPU reference (a unary or binary
+ *   elementwise prim is called on its own; every other op has an example call below);
+ * - every unary elementwise prim with a CPU formula agrees with an independent libm formula
+ *   (tests/test-op-formulas.h) in f64 mode exactly and in exact mode for f32 and bf16 tensors
+ *   within their rounding; every fusible unary prim has a formula and a CUDA expression;
+ * - every op that LOWERS_TO a prim decomposes to exactly that prim, computing bf16 in f32;
+ * - the five ltorch ops added with the registry (log1p, expm1, sinh, cosh, softplus) run end
+ *   to end: meta, decomposition, VJP by finite differences, CPU values against hand values.
+ * The CUDA side (every fusible op's emitter compiled by NVRTC, the GPU sweep) is
+ * tests/test-kernels-registry.c.
+ */
+#include "cs-config.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cs-decompose.h"
+#include "cs-grad.h"
+#include "cs-meta.h"
+#include "cs-ops.h"
+#include "cs-parse.h"
+#include "cs-pipeline.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
+
+#include "test-fd.h"
+#include "test-op-formulas.h"
+
+#define N_SAMPLES 9
+
+static void
+check_fd (const char *text, double lo, double hi)
+{
+  check_fd_full (text, lo, hi, 1e-6, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* VJPs                                                                                        */
+
+/* Example calls of the differentiable ops that are not unary/binary elementwise prims. */
+typedef struct
+{
+  CsOpId      id;
+  const char *text;
+  const char *only;      /* the one input to differentiate (integer index inputs), or NULL */
+} Example;
+
+#define X34 "def computation(x):\n  # x: \"cuda:0 f64[3, 4]\"\n"
+
+static const Example examples[] = {
+  { CS_OP_PRIM_CONVERT_ELEMENT_TYPE, X34
+    "  t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_BROADCAST_IN_DIM, "def computation(b):\n  # b: \"cuda:0 f64[4]\"\n"
+    "  t0 = prims.broadcast_in_dim(b, (3, 4), (1,))  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_RESHAPE, X34 "  t0 = prims.reshape(x, (2, 6))  # t0: \"cuda:0 f64[2, 6]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_TRANSPOSE, X34 "  t0 = prims.transpose(x, (1, 0))  # t0: \"cuda:0 f64[4, 3]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_SQUEEZE, "def computation(x):\n  # x: \"cuda:0 f64[3, 1, 4]\"\n"
+    "  t0 = prims.squeeze(x, (1,))  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_SLICE_PRIM, X34
+    "  t0 = prims.slice_prim(x, [1, 0], [3, 4], [1, 2])  # t0: \"cuda:0 f64[2, 2]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_PAD, X34
+    "  t0 = prims.pad(x, 0.0, [(1, 0, 0), (0, 2, 1)])  # t0: \"cuda:0 f64[4, 9]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_CAT, X34 "  t0 = prims.cat([x, x], 1)  # t0: \"cuda:0 f64[3, 8]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_TAKE, "def computation(w, i):\n  # w: \"cuda:0 f64[4, 3]\"\n  # i: \"cuda:0 i64[5]\"\n"
+    "  t0 = prims.take(w, i, 0)  # t0: \"cuda:0 f64[5, 3]\"\n  return (t0,)\n", "w" },
+  { CS_OP_PRIM_TAKE_ALONG_AXIS, "def computation(w, i):\n  # w: \"cuda:0 f64[4, 3]\"\n  # i: \"cuda:0 i64[4, 2]\"\n"
+    "  t0 = prims.take_along_axis(w, i, 1)  # t0: \"cuda:0 f64[4, 2]\"\n  return (t0,)\n", "w" },
+  { CS_OP_PRIM_SHALLOW_COPY, X34 "  t0 = prims.shallow_copy(x)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_PRIM_CLONE, X34 "  t0 = prims.clone(x)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_PRIM_STRIDE_ORDER, X34 "  t0 = prims.stride_order(x, (0, 1))  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_PRIM_WHERE, "def computation(x, y):\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[3, 4]\"\n"
+    "  t0 = prims.gt(x, 0.0)  # t0: \"cuda:0 b8[3, 4]\"\n"
+    "  t1 = prims.where(t0, x, y)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_PRIM_SUM, X34 "  t0 = prims.sum(x, (1,))  # t0: \"cuda:0 f64[3]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_AMAX, X34 "  t0 = prims.amax(x, (0,))  # t0: \"cuda:0 f64[4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_VAR_MEAN, X34 "  (t0, t1) = prims.var_mean(x, (1,), correction=1)\n"
+    "  t2 = prims.mul(t0, t1)  # t2: \"cuda:0 f64[3]\"\n  return (t2,)\n", NULL },
+  { CS_OP_PRIM_MATMUL, "def computation(a, b):\n  # a: \"cuda:0 f64[3, 4]\"\n  # b: \"cuda:0 f64[4, 2]\"\n"
+    "  t0 = prims.matmul(a, b)  # t0: \"cuda:0 f64[3, 2]\"\n  return (t0,)\n", NULL },
+  { CS_OP_PRIM_LINEAR, "def computation(x, w, b):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[5, 4]\"\n"
+    "  # b: \"cuda:0 f64[5]\"\n  t0 = prims.linear(x, w, b)  # t0: \"cuda:0 f64[3, 5]\"\n  return (t0,)\n", NULL },
+  { CS_OP_LTORCH_SUM, X34 "  t0 = ltorch.sum(x, 1, True, dtype=None)  # t0: \"cuda:0 f64[3, 1]\"\n  return (t0,)\n", NULL },
+  { CS_OP_LTORCH_SILU, X34 "  t0 = ltorch.silu(x, False)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_LTORCH__SOFTMAX, X34 "  t0 = ltorch._softmax(x, -1, dtype=None)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_LTORCH_LOG_SOFTMAX, X34 "  t0 = ltorch.log_softmax(x, 0, dtype=None)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  { CS_OP_LTORCH_EMBEDDING, "def computation(i, w):\n  # i: \"cuda:0 i64[2, 3]\"\n  # w: \"cuda:0 f64[4, 3]\"\n"
+    "  t0 = ltorch.embedding(i, w, None, None, 2.0, False, False)  # t0: \"cuda:0 f64[2, 3, 3]\"\n"
+    "  return (t0,)\n", "w" },
+};
+
+/* An example call of @op, or NULL when there is none: generated for elementwise prims (inputs
+ * in [lo, hi] of the op's formula, else [0.5, 1.5]), else from examples[]. */
+static char *
+example_for (const CsOp *op, double *lo, double *hi, const char **only)
+{
+  const TestFormula *f = test_formula (op->name);
+
+  *lo = f ? f->lo : 0.5;
+  *hi = f ? f->hi : 1.5;
+  *only = NULL;
+  if (op->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (op, CS_OP_TAG_PRIM)
+      && cs_op_has_tag (op, CS_OP_TAG_UNARY))
+    return g_strdup_printf (X34 "  t0 = %s(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", op->name);
+  if (op->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (op, CS_OP_TAG_PRIM)
+      && cs_op_has_tag (op, CS_OP_TAG_BINARY))
+    return g_strdup_printf ("def computation(x, y):\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[3, 4]\"\n"
+                            "  t0 = %s(x, y)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", op->name);
+  for (gsize i = 0; i < G_N_ELEMENTS (examples); i++)
+    if (examples[i].id == op->id)
+      {
+        *lo = -1.0;
+        *hi = 1.0;
+        *only = examples[i].only;
+        return g_strdup (examples[i].text);
+      }
+  return NULL;
+}
+
+static void
+test_vjp_table (void)
+{
+  guint n = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+
+      if (cs_op_semantic (op) != op)
+        continue;   /* an executor name or alias is differentiated as the op it implements */
+      if ((op->diff == CS_OP_DIFF_VJP) != cs_grad_has_rule (op))
+        g_error ("%s: its row says %s but grad's rule table %s", op->name,
+                 op->diff == CS_OP_DIFF_VJP ? "DIFF_VJP" : "no VJP",
+                 cs_grad_has_rule (op) ? "has a rule" : "has none");
+      if (op->diff == CS_OP_DIFF_VJP && op->diff == CS_OP_DIFF_CONST)
+        g_error ("%s: both a VJP and constant", op->name);
+      n += op->diff == CS_OP_DIFF_VJP;
+    }
+  g_test_message ("%u ops with a VJP rule", n);
+  g_assert_cmpuint (n, >=, 40);
+}
+
+static void
+test_vjp_fd (void)
+{
+  guint n = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+      const char *only;
+      const char *names[2] = { NULL, NULL };
+      double lo, hi;
+      g_autofree char *text = NULL;
+
+      if (op->diff != CS_OP_DIFF_VJP)
+        continue;
+      text = example_for (op, &lo, &hi, &only);
+      if (text == NULL)
+        g_error ("%s has a VJP rule but no example call to check it with (add one to examples[])",
+                 op->name);
+      g_assert_nonnull (strstr (text, op->name));
+      g_test_message ("%s", op->name);
+      names[0] = only;
+      check_fd_full (text, lo, hi, 1e-6, only ? names : NULL);
+      n++;
+    }
+  g_assert_cmpuint (n, >=, 40);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU reference against the independent formulas                                              */
+
+/* Runs `t0 = NAME(x)` on @x (a 1-d tensor) in @mode; returns the output tensor. */
+static CsTensor *
+run_unary (const char *name, CsTensor *x, CsDtype out_dtype, CsRefMode mode)
+{
+  g_autofree char *text = g_strdup_printf ("def computation(x):\n  # x: \"cuda:0 %s[%d]\"\n"
+                                           "  t0 = %s(x)  # t0: \"cuda:0 %s[%d]\"\n  return (t0,)\n",
+                                           cs_dtype_short_name (x->dtype), N_SAMPLES, name,
+                                           cs_dtype_short_name (out_dtype), N_SAMPLES);
+  g_autoptr(CsTrace) t = fd_parse (text);
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) outs = NULL;
+  g_autoptr(GError) error = NULL;
+
+  cs_ref_env_insert (env, "x", x);
+  g_assert_true (cs_ref_run_env (t, env, mode, 0, &outs, NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (outs->len, ==, 1);
+  return cs_tensor_ref (outs->pdata[0]);
+}
+
+static CsTensor *
+samples (const TestFormula *f, CsDtype dtype)
+{
+  int64_t n = N_SAMPLES;
+  g_autoptr(GError) error = NULL;
+  CsTensor *x = cs_tensor_new (dtype, &n, 1, &error);
+
+  g_assert_no_error (error);
+  for (int i = 0; i < N_SAMPLES; i++)
+    {
+      double v = f->lo + (f->hi - f->lo) * i / (N_SAMPLES - 1);
+      cs_tensor_set_f64 (x, i, f->int_only ? nearbyint (v) : v);
+    }
+  return x;
+}
+
+static void
+test_ref_formulas (void)
+{
+  guint n = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+      const TestFormula *f;
+      CsDtype odt;
+
+      if (op->ew1 == NULL)
+        continue;
+      f = test_formula (op->name);
+      if (f == NULL)
+        g_error ("%s has a formula but test-op-formulas.h has no independent one for it", op->name);
+      if (!(op->exec & CS_OP_EXEC_CPU))
+        {
+          if (f->f != NULL)   /* the formula table and the registry agree: CUDA only */
+            g_error ("%s: no CPU formula in the registry, but test-op-formulas.h has one", op->name);
+          continue;
+        }
+      if (f->f == NULL)
+        g_error ("%s: the registry has a CPU formula, test-op-formulas.h none", op->name);
+      odt = op->promo == CS_PROMO_ALWAYS_BOOL ? CS_DTYPE_B8 : CS_DTYPE_F64;
+      if (f->int_only)
+        {
+          g_autoptr(CsTensor) x = samples (f, CS_DTYPE_I64);
+          g_autoptr(CsTensor) y = run_unary (op->name, x, CS_DTYPE_I64, CS_REF_F64);
+
+          for (int i = 0; i < N_SAMPLES; i++)
+            g_assert_cmpfloat (cs_tensor_get_f64 (y, i), ==, f->f (cs_tensor_get_f64 (x, i)));
+          n++;
+          continue;
+        }
+      {
+        /* f64: the libm value itself */
+        g_autoptr(CsTensor) x = samples (f, CS_DTYPE_F64);
+        g_autoptr(CsTensor) y = run_unary (op->name, x, odt, CS_REF_F64);
+
+        for (int i = 0; i < N_SAMPLES; i++)
+          {
+            double xv = cs_tensor_get_f64 (x, i), want = f->f (xv), got = cs_tensor_get_f64 (y, i);
+            if (got != want)
+              g_error ("%s(%.17g) = %.17g in f64, libm says %.17g", op->name, xv, got, want);
+          }
+      }
+      {
+        /* f32 (exact mode computes in f32): within a few f32 ulps of the f64 value */
+        g_autoptr(CsTensor) x = samples (f, CS_DTYPE_F32);
+        g_autoptr(CsTensor) y = run_unary (op->name, x, odt == CS_DTYPE_B8 ? odt : CS_DTYPE_F32,
+                                           CS_REF_EXACT);
+
+        for (int i = 0; i < N_SAMPLES; i++)
+          {
+            double xv = cs_tensor_get_f64 (x, i), want = f->f (xv), got = cs_tensor_get_f64 (y, i);
+            if (fabs (got - want) > 8 * FLT_EPSILON * MAX (fabs (want), 1.0))
+              g_error ("%s(%.9g) = %.9g in f32, libm says %.9g", op->name, xv, got, want);
+          }
+      }
+      {
+        /* bf16: the f32 value rounded to bf16 (8 significant bits) */
+        g_autoptr(CsTensor) x = samples (f, CS_DTYPE_BF16);
+        g_autoptr(CsTensor) y = run_unary (op->name, x, odt == CS_DTYPE_B8 ? odt : CS_DTYPE_BF16,
+                                           CS_REF_EXACT);
+
+        for (int i = 0; i < N_SAMPLES; i++)
+          {
+            double xv = cs_tensor_get_f64 (x, i), want = f->f (xv), got = cs_tensor_get_f64 (y, i);
+            if (fabs (got - want) > ldexp (1.0, -8) * MAX (fabs (want), 1e-3))
+              g_error ("%s(%.4g) = %.4g in bf16, libm says %.6g", op->name, xv, got, want);
+          }
+      }
+      n++;
+    }
+  g_test_message ("%u unary prims checked against libm", n);
+  g_assert_cmpuint (n, >=, 35);
+}
+
+/* Every fusible unary elementwise prim has a formula the CUDA emitter can use; every formula
+ * with a CPU side has both precisions. */
+static void
+test_formula_coverage (void)
+{
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+
+      if (op->category != CS_OP_CAT_ELEMENTWISE || !cs_op_has_tag (op, CS_OP_TAG_PRIM)
+          || !cs_op_has_tag (op, CS_OP_TAG_UNARY))
+        continue;
+      if (cs_op_has_tag (op, CS_OP_TAG_FUSIBLE) && op->id != CS_OP_PRIM_IMAG
+          && (op->ew1 == NULL || !(op->exec & CS_OP_EXEC_CUDA)))
+        g_error ("%s is fusible but its row has no CUDA formula", op->name);
+      if (op->ew1 && (op->ew1->f64 == NULL) != (op->ew1->f32 == NULL))
+        g_error ("%s: its formula has one CPU precision but not the other", op->name);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lowerings                                                                                   */
+
+/* The prims of @s's decomposition, flattened. */
+static void
+collect_prims (CsStmt *s, GPtrArray *out)
+{
+  if (s->n_subs == 0)
+    {
+      g_ptr_array_add (out, (gpointer) cs_op_semantic (s->op)->name);
+      return;
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_prims (s->subs[i], out);
+}
+
+static void
+test_lowerings (void)
+{
+  guint n = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id), *prim;
+      g_autofree char *text = NULL;
+      g_autoptr(CsTrace) t = NULL, d = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+      gboolean binary;
+
+      if (op->lowers_to == CS_OP_OPAQUE)
+        continue;
+      prim = cs_op_get (op->lowers_to);
+      binary = cs_op_has_tag (op, CS_OP_TAG_BINARY);
+      g_assert_true (cs_op_has_tag (prim, CS_OP_TAG_PRIM));
+      g_assert_true (cs_op_has_tag (prim, binary ? CS_OP_TAG_BINARY : CS_OP_TAG_UNARY));
+      /* a bf16 operand: float math in f32 and back (Thunder's computation dtype) */
+      text = g_strdup_printf ("def computation(x, y):\n  # x: \"cuda:0 bf16[3]\"\n  # y: \"cuda:0 bf16[3]\"\n"
+                              "  t0 = %s(x%s)  # t0: \"cuda:0 %s[3]\"\n  return (t0,)\n", op->name,
+                              binary ? ", y" : "", op->promo == CS_PROMO_ALWAYS_BOOL ? "b8" : "bf16");
+      t = fd_parse (text);
+      d = cs_decompose_trace (t, NULL, &error);
+      g_assert_no_error (error);
+      for (guint i = 0; i < d->n_stmts; i++)
+        if (d->stmts[i]->kind == CS_STMT_CALL && d->stmts[i]->op->id == op->id)
+          collect_prims (d->stmts[i], prims);
+      g_assert_cmpuint (prims->len, >=, 1);
+      {
+        gboolean found = FALSE;
+        for (guint i = 0; i < prims->len; i++)
+          {
+            found |= g_str_equal (prims->pdata[i], prim->name);
+            g_assert_true (g_str_equal (prims->pdata[i], prim->name)
+                           || g_str_equal (prims->pdata[i], "prims.convert_element_type"));
+          }
+        g_assert_true (found);
+      }
+      if (op->promo != CS_PROMO_ALWAYS_BOOL && op->id != CS_OP_LTORCH_NEG && op->id != CS_OP_LTORCH_ABS)
+        g_assert_cmpstr (prims->pdata[0], ==, "prims.convert_element_type");
+      for (guint i = 0; i < t->n_stmts; i++)
+        if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->op->id == op->id)
+          g_assert_true (cs_decompose_supports (t->stmts[i]));
+      n++;
+    }
+  g_assert_cmpuint (n, >=, 24);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The five ops added with the registry, end to end                                            */
+
+/* Runs @text (one f64[4] input x = @xs, one output) decomposed in @mode; checks the output
+ * against @want to @tol (relative). */
+static void
+check_values (const char *text, const double *xs, const double *want, double tol)
+{
+  g_autoptr(CsTrace) t = fd_parse (text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) d = cs_decompose_trace (t, NULL, &error);
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) outs = NULL;
+  int64_t n = 4;
+  g_autoptr(CsTensor) x = cs_tensor_new (CS_DTYPE_F64, &n, 1, &error);
+
+  g_assert_no_error (error);
+  for (int i = 0; i < 4; i++)
+    cs_tensor_set_f64 (x, i, xs[i]);
+  cs_ref_env_insert (env, "x", x);
+  g_assert_true (cs_ref_run_env (d, env, CS_REF_F64, 0, &outs, NULL, NULL, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < 4; i++)
+    {
+      double got = cs_tensor_get_f64 (outs->pdata[0], i);
+      if (fabs (got - want[i]) > tol * fabs (want[i]))
+        g_error ("x = %.17g: got %.17g, want %.17g", xs[i], got, want[i]);
+    }
+}
+
+#define V4 "def computation(x):\n  # x: \"cuda:0 f64[4]\"\n"
+#define T4 "  # t0: \"cuda:0 f64[4]\"\n  return (t0,)\n"
+
+static void
+test_new_values (void)
+{
+  static const double xs[4] = { 1e-10, 0.5, 1.0, -0.25 };
+  /* log1p(1e-10) = 1e-10 - 5e-21 (where log(1 + x) loses every digit); the rest from the
+   * series/closed forms: log(1.5), log(2), log(0.75) */
+  static const double log1p_v[4] = { 9.9999999995e-11, 0.4054651081081644, 0.6931471805599453,
+                                     -0.2876820724517809 };
+  /* expm1(1e-10) = 1e-10 + 5e-21; e^0.5 - 1; e - 1; e^-0.25 - 1 */
+  static const double expm1_v[4] = { 1.00000000005e-10, 0.6487212707001282, 1.718281828459045,
+                                     -0.22119921692859512 };
+  static const double sinh_v[4] = { 1e-10, 0.5210953054937474, 1.1752011936438014,
+                                    -0.25261231680816830 };
+  static const double cosh_v[4] = { 1.0, 1.1276259652063807, 1.5430806348152437,
+                                    1.0314130998795732 };
+  /* softplus(x) = log(1 + e^x) below the threshold, x above it (x*beta > threshold) */
+  static const double sp_xs[4] = { 0.0, 1.0, 25.0, -2.0 };
+  static const double sp_v[4] = { 0.6931471805599453, 1.3132616875182228, 25.0,
+                                  0.12692801104297249 };
+  /* beta = 2, threshold = 1.5: log(1 + e^(2x)) / 2, and x where 2x > 1.5 */
+  static const double sp2_v[4] = { 0.34657359027997264, 1.0, 25.0, 0.009074963958904869 };
+
+  check_values (V4 "  t0 = ltorch.log1p(x)" T4, xs, log1p_v, 1e-15);
+  check_values (V4 "  t0 = ltorch.expm1(x)" T4, xs, expm1_v, 1e-15);
+  check_values (V4 "  t0 = ltorch.sinh(x)" T4, xs, sinh_v, 1e-15);
+  check_values (V4 "  t0 = ltorch.cosh(x)" T4, xs, cosh_v, 1e-15);
+  check_values (V4 "  t0 = ltorch.softplus(x)" T4, sp_xs, sp_v, 1e-15);
+  check_values (V4 "  t0 = ltorch.softplus(x, 2.0, threshold=1.5)" T4, sp_xs, sp2_v, 1e-15);
+  check_values (V4 "  t0 = torch.nn.functional.softplus(x, beta=2.0, threshold=1.5)" T4, sp_xs,
+                sp2_v, 1e-15);
+  check_values (V4 "  t0 = torch.log1p(x)" T4, xs, log1p_v, 1e-15);
+}
+
+/* Meta and promotion: bf16 stays bf16 (computed in f32), an integer input becomes f32. */
+static void
+test_new_meta (void)
+{
+  static const char * const ops[] = { "ltorch.log1p", "ltorch.expm1", "ltorch.sinh", "ltorch.cosh",
+                                      "ltorch.softplus" };
+
+  for (gsize k = 0; k < G_N_ELEMENTS (ops); k++)
+    for (int in = 0; in < 2; in++)
+      {
+        g_autofree char *text = g_strdup_printf ("def computation(x):\n  # x: \"cuda:0 %s[2, 3]\"\n"
+                                                 "  t0 = %s(x)\n  return (t0,)\n",
+                                                 in ? "i64" : "bf16", ops[k]);
+        g_autoptr(CsTrace) t = fd_parse (text);
+        g_autoptr(GError) error = NULL;
+        CsMetaType mt[2];
+        guint n_out = 0;
+        CsStmt *call = NULL;
+
+        for (guint i = 0; i < t->n_stmts && call == NULL; i++)
+          if (t->stmts[i]->kind == CS_STMT_CALL && g_str_equal (t->stmts[i]->callee, ops[k]))
+            call = t->stmts[i];
+        g_assert_nonnull (call);
+        g_assert_true (cs_meta_supports (call));
+        g_assert_true (cs_meta_compute (t, call, mt, 2, &n_out, &error));
+        g_assert_no_error (error);
+        g_assert_cmpuint (n_out, ==, 1);
+        g_assert_cmpint (mt[0].dtype, ==, in ? CS_DTYPE_F32 : CS_DTYPE_BF16);
+        g_assert_cmpuint (mt[0].rank, ==, 2);
+        g_assert_cmpint (mt[0].shape[1], ==, 3);
+      }
+}
+
+/* The whole pipeline on a bf16 trace of the five: every pass runs, the forward's fusion region
+ * holds their prims computed in f32, and the CPU reference's exact run stays within bf16
+ * rounding of the f64 run. */
+static void
+test_new_pipeline (void)
+{
+  const char *text =
+    "def computation(x):\n  # x: \"cuda:0 bf16[2, 3]\"\n"
+    "  t0 = ltorch.softplus(x, 2.0, threshold=1.5)  # t0: \"cuda:0 bf16[2, 3]\"\n"
+    "  t1 = ltorch.log1p(t0)  # t1: \"cuda:0 bf16[2, 3]\"\n"
+    "  t2 = ltorch.expm1(t1)  # t2: \"cuda:0 bf16[2, 3]\"\n"
+    "  t3 = ltorch.sinh(t2)  # t3: \"cuda:0 bf16[2, 3]\"\n"
+    "  t4 = ltorch.cosh(t3)  # t4: \"cuda:0 bf16[2, 3]\"\n"
+    "  return (t4,)\n";
+  g_autoptr(CsTrace) t = fd_parse (text);
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  g_autoptr(CsPipeline) r = NULL;
+
+  cs_policy_init_default (&policy);
+  r = cs_pipeline_run (t, &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (r);
+  {
+    const CsTrace *fwd = cs_pipeline_get_forward (r);
+    const CsTrace *bwd = cs_pipeline_get_backward (r);
+    g_autofree char *fs = NULL;
+    guint n_fusion = 0;
+
+    g_assert_nonnull (fwd);
+    g_assert_nonnull (bwd);
+    for (guint i = 0; i < fwd->n_stmts; i++)
+      if (fwd->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (fwd->stmts[i]->op))
+        {
+          g_autoptr(GPtrArray) ps = g_ptr_array_new ();
+          n_fusion++;
+          collect_prims (fwd->stmts[i], ps);
+          for (guint j = 0; j < ps->len; j++)
+            g_assert_true (g_str_has_prefix (ps->pdata[j], "prims."));
+          fs = g_strjoinv (" ", (char **) (g_ptr_array_add (ps, NULL), ps->pdata));
+        }
+    g_assert_cmpuint (n_fusion, ==, 1);
+    g_test_message ("forward region: %s", fs);
+    for (gsize k = 0; k < 4; k++)
+      {
+        static const char * const p[] = { "prims.log1p", "prims.expm1", "prims.sinh", "prims.cosh" };
+        g_assert_nonnull (strstr (fs, p[k]));
+      }
+    g_assert_nonnull (strstr (fs, "prims.exp "));
+    g_assert_nonnull (strstr (fs, "prims.where"));
+  }
+}
+
+static void
+test_new_vjps (void)
+{
+  /* through grad: the ltorch ops decompose to the prims whose VJPs the rules give */
+  check_fd (X34 "  t0 = ltorch.log1p(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", -0.5, 2.0);
+  check_fd (X34 "  t0 = ltorch.expm1(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", -1.0, 1.0);
+  check_fd (X34 "  t0 = ltorch.sinh(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", -2.0, 2.0);
+  check_fd (X34 "  t0 = ltorch.cosh(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", -2.0, 2.0);
+  check_fd (X34 "  t0 = ltorch.softplus(x)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", -3.0, 3.0);
+  /* both branches of the threshold: x*beta in [-6, 6] around threshold 1.5 */
+  check_fd (X34 "  t0 = ltorch.softplus(x, 2.0, threshold=1.5)  # t0: \"cuda:0 f64[3, 4]\"\n"
+            "  return (t0,)\n", -3.0, 3.0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/registry/vjp-table", test_vjp_table);
+  g_test_add_func ("/registry/vjp-fd", test_vjp_fd);
+  g_test_add_func ("/registry/ref-formulas", test_ref_formulas);
+  g_test_add_func ("/registry/formula-coverage", test_formula_coverage);
+  g_test_add_func ("/registry/lowerings", test_lowerings);
+  g_test_add_func ("/registry/new-ops/values", test_new_values);
+  g_test_add_func ("/registry/new-ops/meta", test_new_meta);
+  g_test_add_func ("/registry/new-ops/pipeline", test_new_pipeline);
+  g_test_add_func ("/registry/new-ops/vjp", test_new_vjps);
+  return g_test_run ();
+}
