@@ -331,7 +331,15 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   double fs = l->font_size_pt;
 
   rect_path (cr, &c->box, 6);
-  if (c->kind == CS_LAYOUT_CLUSTER_REGION)
+  if (c->kind == CS_LAYOUT_CLUSTER_GROUP)
+    {
+      cairo_set_source_rgb (cr, 0.969, 0.976, 0.988);
+      cairo_fill_preserve (cr);
+      cairo_set_source_rgb (cr, 0.357, 0.490, 0.694);
+      cairo_set_line_width (cr, 1.5);
+      cairo_stroke (cr);
+    }
+  else if (c->kind == CS_LAYOUT_CLUSTER_REGION)
     {
       if (c->has_value)
         {
@@ -359,7 +367,8 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   if (text)
     {
       double x = c->box.x0 + 6;
-      if (c->kind == CS_LAYOUT_CLUSTER_REGION && c->subtitle != NULL)
+      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
+          && c->subtitle != NULL)
         {
           double th, sh;
           text_size (p, c->title, fs, TRUE, NULL, &th);
@@ -510,6 +519,13 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       fill = (CsColor) { 0.93, 0.93, 0.93, 1 };
       stroke = (CsColor) { 0.5, 0.5, 0.5, 1 };
       lw = 1.5;
+      bold = TRUE;
+      break;
+    case CS_LAYOUT_NODE_GROUP:
+      fill = (CsColor) { 0.910, 0.933, 0.969, 1 };
+      stroke = (CsColor) { 0.357, 0.490, 0.694, 1 };
+      lw = 2.0;
+      radius = 6;
       bold = TRUE;
       break;
     case CS_LAYOUT_NODE_OP:

@@ -91,6 +91,8 @@ cs_layout_unref (CsLayout *layout)
   g_free (layout->font_family);
   g_free (layout->dot);
   g_free (layout->scale_title);
+  g_clear_pointer (&layout->grouping, cs_grouping_free);
+  g_free (layout->group_collapsed);
   g_clear_pointer (&layout->trace, cs_trace_unref);
   g_free (layout);
 }

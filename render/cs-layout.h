@@ -16,6 +16,7 @@
 
 #include <gio/gio.h>
 
+#include "cs-group.h"
 #include "cs-ir.h"
 #include "cs-render-types.h"
 
@@ -32,7 +33,19 @@ typedef enum
   CS_LAYOUT_NODE_REF,      /* a reference to a tensor produced far above (`target` is the
                               producer): large traces cut edges spanning many statements, which
                               keeps dot fast (see cs_graph_build()) */
+  CS_LAYOUT_NODE_GROUP,    /* a collapsed group (layer, module, chunk of render/cs-group.h):
+                              one node labelled with its name and summary; `stmt_id` is
+                              CS_LAYOUT_GROUP_ID (group index) */
+  CS_LAYOUT_NODE_GHOST,    /* diff: a cast of the other trace that this one does not have,
+                              drawn where it was (next to the node that now reads its input);
+                              not laid out by dot, placed by cs_layout_mark_diff() */
 } CsLayoutNodeKind;
+
+/* Statement ids of groups: CsStmt ids are small counters, groups take the top of the range. */
+#define CS_LAYOUT_GROUP_ID_BASE    0xF0000000u
+#define CS_LAYOUT_GROUP_ID(g)      (CS_LAYOUT_GROUP_ID_BASE + (guint32) (g))
+#define CS_LAYOUT_IS_GROUP_ID(id)  ((guint32) (id) >= CS_LAYOUT_GROUP_ID_BASE)
+#define CS_LAYOUT_GROUP_OF_ID(id)  ((gint) ((guint32) (id) - CS_LAYOUT_GROUP_ID_BASE))
 
 typedef enum
 {
@@ -51,12 +64,18 @@ typedef enum
   CS_LAYOUT_MARK_MERGED,   /* diff: region of the newer trace covering statements of 2+ regions
                               of the older (regions_merged) */
   CS_LAYOUT_MARK_NEW,      /* reserved (cs_layout_mark_diff() does not set it) */
+  CS_LAYOUT_MARK_MOVED_IN, /* diff: a statement inside a region here that was outside every
+                              region in the other (older) trace (fuse-linear=on) */
+  CS_LAYOUT_MARK_MOVED_OUT,/* diff: a statement outside every region here that was inside a
+                              region in the other (older) trace */
 } CsLayoutMark;
 
 typedef enum
 {
   CS_LAYOUT_CLUSTER_REGION,   /* a fusion region (nvFusionK) drawn expanded */
   CS_LAYOUT_CLUSTER_EXPANDED, /* an ltorch / torch statement drawn as its prims */
+  CS_LAYOUT_CLUSTER_GROUP,    /* an expanded group (layer, module, chunk): `stmt_id` is
+                                 CS_LAYOUT_GROUP_ID (group index) */
 } CsLayoutClusterKind;
 
 /** CsLayoutNode: one node of the display list. */
@@ -76,7 +95,10 @@ typedef struct
   gint              cluster;     /* innermost enclosing cluster index, -1 = none */
   gboolean          expandable;  /* has subsymbols: can be drawn expanded */
   gboolean          saved;       /* OUTPUT: returned as saved_for_backward (forward traces) */
-  gint              target;      /* REF: index of the node producing the tensor; else -1 */
+  gint              target;      /* REF: index of the node producing the tensor; GHOST: the
+                                    node it is drawn next to; else -1 */
+  gint              group;       /* GROUP: its group index; else the innermost group of its
+                                    top-level statement (-1 = none); see layout->grouping */
   CsRect            box;         /* pt, y up; node outline */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
@@ -119,6 +141,7 @@ typedef struct
   guint             n_stmts;     /* region members (prims) */
   guint64           bytes;       /* bytes: region inputs + outputs (tensor numel x size) */
   gint              parent;      /* enclosing cluster index, -1 = top level */
+  gint              group;       /* GROUP: its group index; else -1 */
   CsRect            box;         /* pt, y up */
   CsPoint           title_pos;   /* pt: centre of the title line(s) */
   /* overlays */
@@ -154,6 +177,10 @@ typedef struct
   guint             max_dot_nodes; /* above this many nodes cs_layout_run() uses castscope's
                                     layered layout instead of dot */
   gboolean          layered;     /* TRUE when the geometry comes from the layered layout */
+  CsGrouping       *grouping;    /* (owned, nullable) the groups of `trace` (render/cs-group.h);
+                                    NULL at CS_RENDER_COLLAPSE_FLAT */
+  gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
+  guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
