@@ -270,6 +270,8 @@ mark_hex (CsLayoutMark m)
     case CS_LAYOUT_MARK_SPLIT:
     case CS_LAYOUT_MARK_MERGED:
     case CS_LAYOUT_MARK_NEW:     return CS_PALETTE_HEX_CHANGED;
+    case CS_LAYOUT_MARK_MOVED_IN:
+    case CS_LAYOUT_MARK_MOVED_OUT: return CS_PALETTE_HEX_MOVED;
     case CS_LAYOUT_MARK_NONE:
     default:                     return NULL;
     }
@@ -285,13 +287,15 @@ mark_text (CsLayoutMark m)
     case CS_LAYOUT_MARK_SPLIT:   return "split";
     case CS_LAYOUT_MARK_MERGED:  return "merged";
     case CS_LAYOUT_MARK_NEW:     return "new region";
+    case CS_LAYOUT_MARK_MOVED_IN:  return "\u2192 into region";
+    case CS_LAYOUT_MARK_MOVED_OUT: return "\u2190 out of region";
     case CS_LAYOUT_MARK_NONE:
     default:                     return NULL;
     }
 }
 
 static void
-draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, double fs)
+draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, double fs)
 {
   CsColor c;
 
@@ -311,7 +315,30 @@ draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, double fs)
   }
   cairo_stroke (p->cr);
   cairo_set_dash (p->cr, NULL, 0, 0);
-  draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+  if (count > 1 && (m == CS_LAYOUT_MARK_ADDED || m == CS_LAYOUT_MARK_REMOVED))
+    {
+      g_autofree char *t = g_strdup_printf ("%s%u %s", m == CS_LAYOUT_MARK_ADDED ? "+" : "\u2212",
+                                            count, m == CS_LAYOUT_MARK_ADDED ? "casts added"
+                                                                             : "casts removed");
+      draw_text (p, t, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+    }
+  else
+    draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+}
+
+/* Find: a yellow halo behind a match. */
+static void
+draw_found (Painter *p, const CsRect *r)
+{
+  CsColor c;
+  CsRect g = { r->x0 - 5, r->y0 - 5, r->x1 + 5, r->y1 + 5 };
+
+  hex_color (CS_PALETTE_HEX_FOUND, &c);
+  c.a = 0.8;
+  set_color (p->cr, &c);
+  cairo_set_line_width (p->cr, 5.0);
+  rect_path (p->cr, &g, 8);
+  cairo_stroke (p->cr);
 }
 
 static gboolean
@@ -394,7 +421,9 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
       rect_path (cr, &g, 7);
       cairo_stroke (cr);
     }
-  draw_mark (p, &c->box, c->mark, fs);
+  if (c->found)
+    draw_found (p, &c->box);
+  draw_mark (p, &c->box, c->mark, c->mark_count, fs);
 }
 
 static void
@@ -521,6 +550,12 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       lw = 1.5;
       bold = TRUE;
       break;
+    case CS_LAYOUT_NODE_GHOST:
+      fill = (CsColor) { 1 - 0.35 * (1 - dt.r), 1 - 0.35 * (1 - dt.g), 1 - 0.35 * (1 - dt.b), 1 };
+      stroke = dt;
+      radius = (n->box.y1 - n->box.y0) / 2;
+      fs *= 0.85;
+      break;
     case CS_LAYOUT_NODE_GROUP:
       fill = (CsColor) { 0.910, 0.933, 0.969, 1 };
       stroke = (CsColor) { 0.357, 0.490, 0.694, 1 };
@@ -544,12 +579,14 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
     }
   if (n->has_value)
     cs_palette_scale_color (scale_t (l, n->value), &fill);
+  if (n->found)
+    draw_found (p, &n->box);
   rect_path (cr, &n->box, radius);
   set_color (cr, &fill);
   cairo_fill_preserve (cr);
   set_color (cr, &stroke);
   cairo_set_line_width (cr, lw);
-  if (n->kind == CS_LAYOUT_NODE_REF)
+  if (n->kind == CS_LAYOUT_NODE_REF || n->kind == CS_LAYOUT_NODE_GHOST)
     {
       double dash[] = { 3.0, 2.0 };
       cairo_set_dash (cr, dash, 2, 0);
@@ -581,7 +618,7 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       rect_path (cr, &g, radius + 2);
       cairo_stroke (cr);
     }
-  draw_mark (p, &n->box, n->mark, l->font_size_pt);
+  draw_mark (p, &n->box, n->mark, n->mark_count, l->font_size_pt);
 }
 
 /* ---------------------------------------------------------------------------------------- */

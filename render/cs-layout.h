@@ -103,7 +103,10 @@ typedef struct
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
   gboolean          selected;
+  gboolean          found;       /* a match of the current Find (drawn with a halo) */
   CsLayoutMark      mark;
+  guint             mark_count;  /* how many diff changes the mark stands for (casts inside a
+                                    collapsed node or group are counted on it); 0 = none */
   gboolean          has_value;
   double            value;       /* in the value scale's unit */
 } CsLayoutNode;
@@ -146,7 +149,9 @@ typedef struct
   CsPoint           title_pos;   /* pt: centre of the title line(s) */
   /* overlays */
   gboolean          selected;
+  gboolean          found;       /* a match of the current Find */
   CsLayoutMark      mark;
+  guint             mark_count;  /* as CsLayoutNode.mark_count */
   gboolean          has_value;
   double            value;
 } CsLayoutCluster;
@@ -234,6 +239,14 @@ gint      cs_layout_find_node     (const CsLayout *layout,
                                    guint32         stmt_id);
 gint      cs_layout_find_cluster  (const CsLayout *layout,
                                    guint32         stmt_id);
+gboolean  cs_layout_find_element  (const CsLayout *layout,
+                                   guint32         stmt_id,
+                                   CsLayoutHit    *hit);
+void      cs_layout_element_center (const CsLayout    *layout,
+                                   const CsLayoutHit *hit,
+                                   CsPoint           *center);
+guint     cs_layout_set_found     (CsLayout       *layout,
+                                   GHashTable     *stmt_ids);
 
 /* ---- overlays (owner thread only) ---- */
 
@@ -251,14 +264,23 @@ void      cs_layout_set_value_scale (CsLayout        *layout,
                                    double             min,
                                    double             max);
 
-/** CsLayoutDiffStats: what cs_layout_mark_diff() found. */
+/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  Every count is the sum of
+ *  the `mark_count` of the elements marked with that mark, so a banner showing these numbers
+ *  shows exactly what the graph marks. */
 typedef struct
 {
-  guint casts_added;     /* casts of this trace absent from the other (this = newer) */
-  guint casts_removed;   /* casts of this trace absent from the other (this = older) */
-  guint regions_split;
-  guint regions_merged;
+  guint casts_added;     /* casts of the newer trace absent from the older (ADDED marks) */
+  guint casts_removed;   /* casts of the older trace absent from the newer (REMOVED marks:
+                            the casts themselves on the older side, GHOST nodes on the newer) */
+  guint regions_split;   /* regions of the older trace whose statements spread over 2+ regions
+                            of the newer (SPLIT marks: the older region, or the newer regions
+                            it became) */
+  guint regions_merged;  /* regions of the newer trace covering statements of 2+ older regions */
   guint regions_new;     /* reserved, 0 */
+  guint moved_in;        /* statements inside a region in the newer trace, outside every region
+                            in the older (MOVED_IN marks, newer side only) */
+  guint moved_out;       /* statements outside every region in the newer trace, inside one in
+                            the older (MOVED_OUT marks, newer side only) */
 } CsLayoutDiffStats;
 
 void      cs_layout_clear_marks   (CsLayout          *layout);

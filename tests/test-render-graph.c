@@ -480,6 +480,20 @@ test_diff_marks (void)
         marked++;
       }
   g_assert_cmpuint (marked, ==, 2);
+  /* the downcast of a + b that upcast-f32 drops is drawn as a ghost, next to the statement it
+   * was made for, and counted */
+  g_assert_cmpuint (st.casts_removed, ==, 1);
+  g_assert_cmpuint (lu->n_ghosts, ==, 1);
+  {
+    const CsLayoutNode *gh = &lu->nodes[lu->n_nodes - 1];
+
+    g_assert_cmpint (gh->kind, ==, CS_LAYOUT_NODE_GHOST);
+    g_assert_cmpint (gh->mark, ==, CS_LAYOUT_MARK_REMOVED);
+    g_assert_cmpuint (gh->mark_count, ==, 1);
+    g_assert_cmpint (gh->dtype, ==, CS_DTYPE_BF16);
+    g_assert_cmpint (gh->target, >=, 0);
+    g_assert_cmpfloat (gh->box.x0, >, lu->nodes[gh->target].box.x1);
+  }
   {
     gint e = find_edge (lu, "w", CS_LAYOUT_NODE_CAST);
     g_assert_cmpint (e, >=, 0);
@@ -501,6 +515,43 @@ test_diff_marks (void)
   cs_layout_clear_marks (ln);
   for (guint i = 0; i < ln->n_nodes; i++)
     g_assert_cmpint (ln->nodes[i].mark, ==, CS_LAYOUT_MARK_NONE);
+  cs_layout_clear_marks (lu);
+  g_assert_cmpuint (lu->n_ghosts, ==, 0);
+}
+
+/* fuse-linear=on takes both linears of the GELU MLP (data/mlp_gelu.txt) into fusion regions:
+ * two statements moved in, marked on the linear prims. */
+static void
+test_diff_moved (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  g_autoptr(CsPipeline) off = NULL, on = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  CsPolicy policy;
+  CsLayoutDiffStats st;
+  guint marked = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  off = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_policy_set (&policy, "fuse-linear", "on", &error));
+  on = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  l = build (cs_pipeline_get_forward (on), CS_RENDER_DETAIL_AUTO);
+  cs_layout_mark_diff (l, cs_pipeline_get_forward (off), TRUE, &st);
+  g_assert_cmpuint (st.moved_in, ==, 2);
+  g_assert_cmpuint (st.moved_out, ==, 0);
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].mark == CS_LAYOUT_MARK_MOVED_IN)
+      {
+        g_assert_cmpstr (l->nodes[i].label, ==, "linear");
+        g_assert_cmpint (l->nodes[i].cluster, >=, 0);
+        marked += l->nodes[i].mark_count;
+      }
+  g_assert_cmpuint (marked, ==, 2);
 }
 
 /* ---- async ---- */
@@ -787,6 +838,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/layout/hit-test", test_hit);
   g_test_add_func ("/render/layout/values", test_values);
   g_test_add_func ("/render/layout/diff-marks", test_diff_marks);
+  g_test_add_func ("/render/layout/diff-moved", test_diff_moved);
   g_test_add_func ("/render/layout/async", test_async);
   g_test_add_func ("/render/layout/async-cancel", test_async_cancel);
   g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
