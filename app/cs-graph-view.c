@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-ops.h"
 #include "cs-render.h"
 
 #define MIN_SCALE 0.02   /* px per pt */
@@ -31,6 +32,7 @@ typedef struct
   char     *group;         /* (nullable) name of its group, or of the group it lies in */
   char     *proxy;         /* (nullable) the first tensor its statement writes */
   guint32   origin;        /* its statement's origin (initial-trace id), 0 = none */
+  const char *op;          /* its statement's op, short name (static op-table string) */
   CsTrace  *trace;         /* (owned) the trace it was found in */
   double    px, py;        /* widget px of its centre (cs_layout_element_center) */
 } Anchor;
@@ -294,6 +296,7 @@ anchor_capture (CsGraphView *self)
         if (outs->len > 0)
           self->anchor.proxy = g_strdup (((CsProxy *) g_ptr_array_index (outs, 0))->name);
         self->anchor.origin = s->origin;
+        self->anchor.op = s->kind == CS_STMT_CALL ? cs_op_semantic (s->op)->short_name : NULL;
       }
   }
   cs_view_to_px (&self->view, l, c.x, c.y, &self->anchor.px, &self->anchor.py);
@@ -323,17 +326,19 @@ stmt_writing (const CsStmt *const *stmts, guint n, const char *name)
   return 0;
 }
 
+/* The first statement (any level) with @origin and, when @op is not NULL, that op. */
 static guint32
-stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin)
+stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin, const char *op)
 {
   for (guint i = 0; i < n; i++)
     {
       guint32 r;
 
-      if (stmts[i]->kind == CS_STMT_CALL && stmts[i]->origin == origin)
+      if (stmts[i]->kind == CS_STMT_CALL && stmts[i]->origin == origin
+          && (op == NULL || g_strcmp0 (cs_op_semantic (stmts[i]->op)->short_name, op) == 0))
         return stmts[i]->id;
       if (stmts[i]->n_subs > 0
-          && (r = stmt_with_origin ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs, origin)) != 0)
+          && (r = stmt_with_origin ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs, origin, op)) != 0)
         return r;
     }
   return 0;
@@ -392,10 +397,18 @@ anchor_match (CsGraphView *self, CsLayoutHit *hit, guint32 *new_id)
           return TRUE;
         }
     }
-  else if (a->proxy != NULL)
-    id = stmt_writing ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->proxy);
+  else
+    {
+      /* the same op of the same initial statement (a policy may rename its output: the
+       * upcast matmul writes a new tensor, the cast back takes the old name), else the
+       * statement writing the same tensor */
+      if (a->origin != 0 && a->op != NULL)
+        id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, a->op);
+      if (id == 0 && a->proxy != NULL)
+        id = stmt_writing ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->proxy);
+    }
   if (id == 0 && a->origin != 0 && l->trace != NULL)
-    id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin);
+    id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, NULL);
   if (id != 0 && cs_layout_find_element (l, id, hit))
     {
       *new_id = id;
@@ -545,8 +558,9 @@ draw_message (cairo_t *cr, GtkWidget *widget, const char *text, int width, int h
 
 /* Fits the layout into the widget.  @whole (Fit, Ctrl+0): all of it however small.  Else (a
  * new trace): fitted when that is readable (MIN_READABLE_SCALE), otherwise at that scale
- * centred on the node nearest the middle of the graph, so that the first frame shows the
- * graph's middle readable and never an empty canvas. */
+ * centred on the middle one of the collapsed blocks (a model), else on the node nearest the
+ * middle of the graph, so that the first frame shows the graph readable and never an empty
+ * canvas. */
 static void
 fit_view (CsGraphView *self, int width, int height, gboolean whole)
 {
@@ -557,7 +571,20 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
   cs_view_init_fit (&self->view, l, width, height, FIT_MARGIN_PX, 1.5);
   if (whole || self->view.scale >= MIN_READABLE_SCALE)
     return;
-  for (guint i = 0; i < l->n_nodes; i++)
+  {
+    /* a model drawn as its collapsed blocks: the middle block */
+    g_autoptr(GArray) groups = g_array_new (FALSE, FALSE, sizeof (guint));
+
+    for (guint i = 0; i < l->n_nodes; i++)
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+        g_array_append_val (groups, i);
+    if (groups->len >= 2)
+      {
+        box = l->nodes[g_array_index (groups, guint, (groups->len - 1) / 2)].box;
+        best = 0;
+      }
+  }
+  for (guint i = 0; best > 0 && i < l->n_nodes; i++)
     {
       const CsRect *b = &l->nodes[i].box;
       double dx = (b->x0 + b->x1) / 2 - mx, dy = (b->y0 + b->y1) / 2 - my;

@@ -295,7 +295,8 @@ mark_text (CsLayoutMark m)
 }
 
 static void
-draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, double fs)
+draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, guint added, guint removed,
+           guint moved, double fs)
 {
   CsColor c;
 
@@ -315,12 +316,20 @@ draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, double fs)
   }
   cairo_stroke (p->cr);
   cairo_set_dash (p->cr, NULL, 0, 0);
-  if (count > 1 && (m == CS_LAYOUT_MARK_ADDED || m == CS_LAYOUT_MARK_REMOVED))
+  if (added + removed + moved > 1 || (added > 0 && removed > 0))
     {
-      g_autofree char *t = g_strdup_printf ("%s%u %s", m == CS_LAYOUT_MARK_ADDED ? "+" : "\u2212",
-                                            count, m == CS_LAYOUT_MARK_ADDED ? "casts added"
-                                                                             : "casts removed");
-      draw_text (p, t, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+      /* a node standing for several changes (a collapsed layer): all of them */
+      g_autoptr(GString) t = g_string_new (NULL);
+
+      if (added > 0)
+        g_string_append_printf (t, "+%u", added);
+      if (removed > 0)
+        g_string_append_printf (t, "%s\u2212%u", t->len ? " " : "", removed);
+      if (added + removed > 0)
+        g_string_append (t, added + removed == 1 ? " cast" : " casts");
+      if (moved > 0)
+        g_string_append_printf (t, "%s%u moved", t->len ? ", " : "", moved);
+      draw_text (p, t->str, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
     }
   else
     draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
@@ -423,7 +432,7 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
     }
   if (c->found)
     draw_found (p, &c->box);
-  draw_mark (p, &c->box, c->mark, c->mark_count, fs);
+  draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved, fs);
 }
 
 static void
@@ -618,7 +627,8 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       rect_path (cr, &g, radius + 2);
       cairo_stroke (cr);
     }
-  draw_mark (p, &n->box, n->mark, n->mark_count, l->font_size_pt);
+  draw_mark (p, &n->box, n->mark, n->mark_count, n->diff_added, n->diff_removed, n->diff_moved,
+             l->font_size_pt);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -832,6 +842,46 @@ cs_draw_legend_size (const CsLayout *layout, CsDrawFlags flags, double *width_px
   painter_clear (&p);
   cairo_destroy (cr);
   cairo_surface_destroy (s);
+}
+
+/**
+ * cs_draw_keys:
+ * @cr: a cairo context in device pixels (a side panel's drawing area)
+ * @layout: a display list
+ * @x: left edge, px
+ * @y: top edge, px
+ * @width_px: (out) (optional): width drawn, px
+ * @height_px: (out) (optional): height drawn, px
+ *
+ * Draws the dtype legend (the same box cs_draw_layout() puts at the top-left with
+ * CS_DRAW_LEGEND) and below it, when a value overlay is set, the value key: for a GUI that
+ * keeps them beside the graph rather than over it.
+ */
+void
+cs_draw_keys (cairo_t *cr, const CsLayout *layout, double x, double y, double *width_px,
+              double *height_px)
+{
+  Painter p;
+  double w, h;
+
+  g_return_if_fail (cr != NULL && layout != NULL);
+  cairo_save (cr);
+  painter_init (&p, cr, layout->font_family);
+  pango_cairo_update_layout (cr, p.pl);
+  legend_measure (&p, layout, &w, &h);
+  draw_legend (&p, layout, x, y);
+  if (layout->has_scale)
+    {
+      draw_value_key (&p, layout, x, y + h + UI_MARGIN_PX);
+      h += UI_MARGIN_PX + KEY_H_PX;
+      w = MAX (w, KEY_W_PX);
+    }
+  painter_clear (&p);
+  cairo_restore (cr);
+  if (width_px != NULL)
+    *width_px = w;
+  if (height_px != NULL)
+    *height_px = h;
 }
 
 /* ---------------------------------------------------------------------------------------- */

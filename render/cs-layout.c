@@ -967,19 +967,60 @@ cs_layout_clear_marks (CsLayout *layout)
   remove_ghosts (layout);
   for (guint i = 0; i < layout->n_nodes; i++)
     {
-      layout->nodes[i].mark = CS_LAYOUT_MARK_NONE;
-      layout->nodes[i].mark_count = 0;
+      CsLayoutNode *n = &layout->nodes[i];
+      n->mark = CS_LAYOUT_MARK_NONE;
+      n->mark_count = n->diff_added = n->diff_removed = n->diff_moved = 0;
     }
   for (guint i = 0; i < layout->n_edges; i++)
     layout->edges[i].mark = CS_LAYOUT_MARK_NONE;
   for (guint i = 0; i < layout->n_clusters; i++)
     {
-      layout->clusters[i].mark = CS_LAYOUT_MARK_NONE;
-      layout->clusters[i].mark_count = 0;
+      CsLayoutCluster *c = &layout->clusters[i];
+      c->mark = CS_LAYOUT_MARK_NONE;
+      c->mark_count = c->diff_added = c->diff_removed = c->diff_moved = 0;
     }
 }
 
 /* ---- diff ---- */
+
+/* Which mark an element shows when it stands for several changes: casts first, then moves,
+ * then region changes. */
+static int
+mark_rank (CsLayoutMark m)
+{
+  switch (m)
+    {
+    case CS_LAYOUT_MARK_ADDED:     return 5;
+    case CS_LAYOUT_MARK_REMOVED:   return 4;
+    case CS_LAYOUT_MARK_MOVED_IN:
+    case CS_LAYOUT_MARK_MOVED_OUT: return 3;
+    case CS_LAYOUT_MARK_SPLIT:
+    case CS_LAYOUT_MARK_MERGED:    return 2;
+    case CS_LAYOUT_MARK_NEW:       return 1;
+    case CS_LAYOUT_MARK_NONE:
+    default:                       return 0;
+    }
+}
+
+static void
+put_mark (CsLayoutMark *mark, guint *mark_count, guint *added, guint *removed, guint *moved,
+          CsLayoutMark m, guint count)
+{
+  if (m == CS_LAYOUT_MARK_ADDED)
+    *added += count;
+  else if (m == CS_LAYOUT_MARK_REMOVED)
+    *removed += count;
+  else if (m == CS_LAYOUT_MARK_MOVED_IN || m == CS_LAYOUT_MARK_MOVED_OUT)
+    *moved += count;
+  if (*mark == m)
+    *mark_count += count;
+  else if (mark_rank (m) > mark_rank (*mark))
+    {
+      *mark = m;
+      *mark_count = m == CS_LAYOUT_MARK_ADDED ? *added : m == CS_LAYOUT_MARK_REMOVED ? *removed
+                                              : count;
+    }
+}
 
 /* Puts @mark with @count on the element standing for @stmt; TRUE when there is one. */
 static gboolean
@@ -992,18 +1033,12 @@ mark_stmt (CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayoutMark mar
   if (hit.kind == CS_LAYOUT_HIT_NODE)
     {
       CsLayoutNode *n = &layout->nodes[hit.index];
-      if (n->mark != mark)
-        n->mark_count = 0;
-      n->mark = mark;
-      n->mark_count += count;
+      put_mark (&n->mark, &n->mark_count, &n->diff_added, &n->diff_removed, &n->diff_moved, mark, count);
     }
   else
     {
       CsLayoutCluster *c = &layout->clusters[hit.index];
-      if (c->mark != mark)
-        c->mark_count = 0;
-      c->mark = mark;
-      c->mark_count += count;
+      put_mark (&c->mark, &c->mark_count, &c->diff_added, &c->diff_removed, &c->diff_moved, mark, count);
     }
   return TRUE;
 }
@@ -1087,6 +1122,7 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
   g.label_pos = (CsPoint) { x0 + w / 2, yc };
   g.mark = CS_LAYOUT_MARK_REMOVED;
   g.mark_count = c->count;
+  g.diff_removed = c->count;
   layout->nodes = g_renew (CsLayoutNode, layout->nodes, layout->n_nodes + 1);
   layout->nodes[layout->n_nodes++] = g;
   layout->n_ghosts++;

@@ -105,8 +105,11 @@ typedef struct
   gboolean          selected;
   gboolean          found;       /* a match of the current Find (drawn with a halo) */
   CsLayoutMark      mark;
-  guint             mark_count;  /* how many diff changes the mark stands for (casts inside a
-                                    collapsed node or group are counted on it); 0 = none */
+  guint             mark_count;  /* how many changes of kind `mark` it stands for (casts inside
+                                    a collapsed node or group are counted on it); 0 = none */
+  guint             diff_added;  /* casts added that it stands for (whatever `mark` shows) */
+  guint             diff_removed;/* casts removed that it stands for (GHOST: its own) */
+  guint             diff_moved;  /* statements moved into or out of regions it stands for */
   gboolean          has_value;
   double            value;       /* in the value scale's unit */
 } CsLayoutNode;
@@ -152,6 +155,9 @@ typedef struct
   gboolean          found;       /* a match of the current Find */
   CsLayoutMark      mark;
   guint             mark_count;  /* as CsLayoutNode.mark_count */
+  guint             diff_added;  /* as CsLayoutNode */
+  guint             diff_removed;
+  guint             diff_moved;
   gboolean          has_value;
   double            value;
 } CsLayoutCluster;
@@ -264,9 +270,9 @@ void      cs_layout_set_value_scale (CsLayout        *layout,
                                    double             min,
                                    double             max);
 
-/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  Every count is the sum of
- *  the `mark_count` of the elements marked with that mark, so a banner showing these numbers
- *  shows exactly what the graph marks. */
+/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  The cast counts are the
+ *  sums of the elements' `diff_added` / `diff_removed`, the moves of `diff_moved`, so a banner
+ *  showing these numbers shows exactly what the graph marks. */
 typedef struct
 {
   guint casts_added;     /* casts of the newer trace absent from the older (ADDED marks) */
