@@ -150,7 +150,14 @@ typedef struct
   cairo_t     *cr;
   PangoLayout *pl;
   const char  *family;
+  double       scale;     /* px per pt of the graph being drawn (0: unknown) */
 } Painter;
+
+/* Level of detail: text is drawn at its size when it is at least this many px high on screen
+ * (readable), else not at all; the names of collapsed groups and of region and group boxes
+ * are then drawn at LOD_LABEL_PX when they fit in their box. */
+#define LOD_TEXT_PX   6.0
+#define LOD_LABEL_PX  9.0
 
 static void
 painter_init (Painter *p, cairo_t *cr, const char *family)
@@ -335,6 +342,26 @@ draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, guint added
     draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
 }
 
+/* Low zoom: the first line of @label at LOD_LABEL_PX on screen, centred at (x, y) user
+ * space (left-aligned at x when @align is 0), when it fits in @max_w points. */
+static void
+draw_lod_label (Painter *p, const char *label, double x, double y, double max_w, double align)
+{
+  g_autofree char *first = NULL;
+  const char *nl;
+  double size, w;
+
+  if (p->scale <= 0 || label == NULL)
+    return;
+  nl = strchr (label, '\n');
+  first = nl ? g_strndup (label, nl - label) : g_strdup (label);
+  size = LOD_LABEL_PX / p->scale;
+  text_size (p, first, size, TRUE, &w, NULL);
+  if (w > max_w)
+    return;
+  draw_text (p, first, size, TRUE, x, y, align, &DARK);
+}
+
 /* Find: a yellow halo behind a match. */
 static void
 draw_found (Painter *p, const CsRect *r)
@@ -419,6 +446,13 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
         draw_text (p, c->title, c->kind == CS_LAYOUT_CLUSTER_REGION ? fs : fs * 0.85,
                    c->kind == CS_LAYOUT_CLUSTER_REGION, x, -c->title_pos.y, 0.0,
                    c->kind == CS_LAYOUT_CLUSTER_REGION ? &DARK : &GREY);
+    }
+  else if (c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
+    {
+      /* zoomed out: the box's name at a readable size inside its top edge, when it fits */
+      double size = p->scale > 0 ? LOD_LABEL_PX / p->scale : fs;
+      draw_lod_label (p, c->title, c->box.x0 + 6, -c->box.y1 + size * 0.8,
+                      c->box.x1 - c->box.x0 - 12, 0.0);
     }
   if (c->selected)
     {
@@ -617,6 +651,9 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
   if (text)
     draw_text (p, n->label, fs, bold, label_x, -(n->box.y0 + n->box.y1) / 2, 0.5,
                contrast_text (&fill));
+  else if (n->kind == CS_LAYOUT_NODE_GROUP || n->kind == CS_LAYOUT_NODE_REGION)
+    draw_lod_label (p, n->label, label_x, -(n->box.y0 + n->box.y1) / 2,
+                    n->box.x1 - n->box.x0 - 4, 0.5);
   if (n->selected)
     {
       CsColor s;
@@ -926,7 +963,8 @@ cs_draw_layout (cairo_t *cr, const CsLayout *layout, const CsView *view, double 
       cairo_scale (cr, view->scale, view->scale);
       cairo_clip_extents (cr, &cx0, &cy0, &cx1, &cy1);
       cairo_set_line_join (cr, CAIRO_LINE_JOIN_ROUND);
-      text = layout->font_size_pt * view->scale >= 3.0;
+      text = layout->font_size_pt * view->scale >= LOD_TEXT_PX;
+      p.scale = view->scale;
 
       for (guint i = 0; i < layout->n_clusters; i++)
         if (visible (&layout->clusters[i].box, cx0, cy0, cx1, cy1))

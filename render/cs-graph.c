@@ -952,14 +952,24 @@ builder_run (Builder *b)
 #define CUT_MIN_NODES 150
 #define CUT_SPAN       48
 
+/* A graph of collapsed groups is short but its edges into the groups span many ranks (a
+ * tensor every block reads: LLaMA's rotary tables, the chain's first input): cut them too,
+ * above this span in nodes. */
+#define CUT_SPAN_GROUPS 6
+
 static void
 cut_long_edges (Builder *b)
 {
   guint n_orig = b->nodes->len;
   g_autoptr(GHashTable) last_ref = NULL;   /* "tail:proxy" -> ref index + 1 */
   g_autoptr(GArray) anchor = NULL;          /* order of each REF node (its first reader) */
+  guint span = CUT_SPAN, n_groups = 0;
 
-  if (n_orig <= CUT_MIN_NODES)
+  for (guint i = 0; b->grouping != NULL && i < n_orig; i++)
+    n_groups += g_array_index (b->nodes, CsLayoutNode, i).kind == CS_LAYOUT_NODE_GROUP;
+  if (n_groups >= CUT_SPAN_GROUPS)
+    span = CUT_SPAN_GROUPS;
+  else if (n_orig <= CUT_MIN_NODES)
     return;
   last_ref = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   anchor = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -972,12 +982,12 @@ cut_long_edges (Builder *b)
       guint ref;
 
       /* outputs (sinks) are ranked right below their producer anyway: never cut into them */
-      if (e->tail >= n_orig || e->head < e->tail + CUT_SPAN
+      if (e->tail >= n_orig || e->head < e->tail + span
           || g_array_index (b->nodes, CsLayoutNode, e->head).kind == CS_LAYOUT_NODE_OUTPUT)
         continue;
       key = g_strdup_printf ("%u:%s", e->tail, e->proxy);
       v = g_hash_table_lookup (last_ref, key);
-      if (v != NULL && e->head < g_array_index (anchor, guint, GPOINTER_TO_UINT (v) - 1 - n_orig) + CUT_SPAN / 2)
+      if (v != NULL && e->head < g_array_index (anchor, guint, GPOINTER_TO_UINT (v) - 1 - n_orig) + span / 2)
         ref = GPOINTER_TO_UINT (v) - 1;
       else
         {
