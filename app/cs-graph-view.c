@@ -439,6 +439,20 @@ anchor_apply (CsGraphView *self)
   cs_view_to_px (&self->view, self->layout, c.x, c.y, &x, &y);
   self->view.tx += self->anchor.px - x;
   self->view.ty += self->anchor.py - y;
+  {
+    /* a graph that fits in the widget at this zoom is kept whole on screen (moved as little
+     * as needed) */
+    const CsLayout *l = self->layout;
+    double w = gtk_widget_get_width (GTK_WIDGET (self)), h = gtk_widget_get_height (GTK_WIDGET (self));
+    double bx0, by0, bx1, by1;
+
+    cs_view_to_px (&self->view, l, l->bb.x0, l->bb.y1, &bx0, &by0);
+    cs_view_to_px (&self->view, l, l->bb.x1, l->bb.y0, &bx1, &by1);
+    if (bx1 - bx0 <= w)
+      self->view.tx += bx0 < 0 ? -bx0 : bx1 > w ? w - bx1 : 0;
+    if (by1 - by0 <= h)
+      self->view.ty += by0 < 0 ? -by0 : by1 > h ? h - by1 : 0;
+  }
   if (self->anchor.selection && self->anchor.trace != self->layout->trace && new_id != self->selected)
     {
       self->selected = new_id;

@@ -803,8 +803,14 @@ update_side_panel (CsWindow *self)
   const char * const *notes = cs_graph_view_get_notes (view);
   g_autoptr(GString) text = g_string_new (NULL);
 
+  CsLayout *l = cs_graph_view_get_layout (view);
+
   for (guint i = 0; notes != NULL && notes[i] != NULL; i++)
     g_string_append_printf (text, "%s%s", i ? "\n\n" : "", notes[i]);
+  if (l != NULL && l->laid_out)
+    g_string_append_printf (text, "%sLayout: %s, %u nodes, %.0f ms.", text->len ? "\n\n" : "",
+                            l->layered ? "castscope's layered layout (too many nodes for dot)"
+                                       : "Graphviz dot", l->n_nodes, l->layout_ms);
   gtk_label_set_text (self->notes_label, text->str);
   gtk_widget_set_visible (GTK_WIDGET (self->notes_label), text->len > 0);
   update_structure (self);

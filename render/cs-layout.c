@@ -892,8 +892,8 @@ cs_layout_find_element (const CsLayout *layout, guint32 stmt_id, CsLayoutHit *hi
  * cs_layout_element_center:
  * @layout: a laid-out display list
  * @hit: a node or cluster
- * @center: (out): in points: a node's centre; a cluster's title line (the part of a box that
- *   is on screen when the box is larger than the view)
+ * @center: (out): in points: a node's centre; a cluster's title (its centre as laid out, the
+ *   part of a box to keep on screen when the box is larger than the view)
  */
 void
 cs_layout_element_center (const CsLayout *layout, const CsLayoutHit *hit, CsPoint *center)
@@ -908,7 +908,9 @@ cs_layout_element_center (const CsLayout *layout, const CsLayoutHit *hit, CsPoin
   else if (hit->kind == CS_LAYOUT_HIT_CLUSTER && hit->index < layout->n_clusters)
     {
       const CsLayoutCluster *c = &layout->clusters[hit->index];
-      *center = (CsPoint) { (c->box.x0 + c->box.x1) / 2, c->title_pos.y };
+      double x = c->title_pos.x > c->box.x0 && c->title_pos.x < c->box.x1 ? c->title_pos.x
+                                                                         : (c->box.x0 + c->box.x1) / 2;
+      *center = (CsPoint) { x, c->title_pos.y };
     }
 }
 
@@ -1116,9 +1118,39 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
                               "longer)", c->count, c->count == 1 ? "" : "s",
                               cs_dtype_short_name (c->from), cs_dtype_short_name (c->to),
                               c->region ? " in " : "", c->region ? c->region : "");
-  x0 = layout->nodes[anchor].box.x1 + 10 + beside * (w + 6);
-  yc = (layout->nodes[anchor].box.y0 + layout->nodes[anchor].box.y1) / 2;
-  g.box = (CsRect) { x0, yc - h / 2, x0 + w, yc + h / 2 };
+  /* right of the anchor, else left of it, else above or below: the first place no other node
+   * covers (else the first) */
+  {
+    const CsRect *a = &layout->nodes[anchor].box;
+    double ac = (a->y0 + a->y1) / 2;
+    CsRect cand[4] = {
+      { a->x1 + 10 + beside * (w + 6), ac - h / 2, a->x1 + 10 + beside * (w + 6) + w, ac + h / 2 },
+      { a->x0 - 10 - w - beside * (w + 6), ac - h / 2, a->x0 - 10 - beside * (w + 6), ac + h / 2 },
+      { a->x1 + 4, a->y1 + 4 + beside * (h + 4), a->x1 + 4 + w, a->y1 + 4 + beside * (h + 4) + h },
+      { a->x1 + 4, a->y0 - 4 - h - beside * (h + 4), a->x1 + 4 + w, a->y0 - 4 - beside * (h + 4) },
+    };
+    guint pick = 0;
+
+    for (guint k = 0; k < G_N_ELEMENTS (cand); k++)
+      {
+        gboolean free = cand[k].x0 >= layout->bb.x0 && cand[k].y1 <= layout->bb.y1;
+
+        for (guint i = 0; i < layout->n_nodes && free; i++)
+          {
+            const CsRect *b = &layout->nodes[i].box;
+            free = b->x1 < cand[k].x0 - 2 || b->x0 > cand[k].x1 + 2 || b->y1 < cand[k].y0 - 2
+                   || b->y0 > cand[k].y1 + 2;
+          }
+        if (free)
+          {
+            pick = k;
+            break;
+          }
+      }
+    g.box = cand[pick];
+  }
+  x0 = g.box.x0;
+  yc = (g.box.y0 + g.box.y1) / 2;
   g.label_pos = (CsPoint) { x0 + w / 2, yc };
   g.mark = CS_LAYOUT_MARK_REMOVED;
   g.mark_count = c->count;
@@ -1126,9 +1158,11 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
   layout->nodes = g_renew (CsLayoutNode, layout->nodes, layout->n_nodes + 1);
   layout->nodes[layout->n_nodes++] = g;
   layout->n_ghosts++;
+  /* only x1 and y0 may grow: the view transform is anchored at (bb.x0, bb.y1) */
   if (layout->laid_out)
     {
       layout->bb.x1 = MAX (layout->bb.x1, g.box.x1 + 4);
+      layout->bb.y0 = MIN (layout->bb.y0, g.box.y0 - 4);
     }
 }
 
