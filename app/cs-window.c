@@ -874,6 +874,19 @@ legend_draw (GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer 
     gtk_drawing_area_set_content_height (area, (int) ceil (h) + 2);
 }
 
+/* Shift+Enter in the find bar: the previous match (GtkSearchEntry binds Ctrl+Shift+G only). */
+static gboolean
+search_key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
+                       GdkModifierType state, CsWindow *self)
+{
+  if ((keyval == GDK_KEY_Return || keyval == GDK_KEY_KP_Enter) && (state & GDK_SHIFT_MASK))
+    {
+      _cs_window_find_previous (self, gtk_editable_get_text (GTK_EDITABLE (self->search_entry)));
+      return TRUE;
+    }
+  return FALSE;
+}
+
 /* ---- the run table: a row selects and reveals its node ---- */
 
 static gboolean
@@ -1304,6 +1317,13 @@ cs_window_init (CsWindow *self)
 
   gtk_search_bar_connect_entry (self->search_bar, GTK_EDITABLE (self->search_entry));
 
+  {
+    GtkEventController *keys = gtk_event_controller_key_new ();
+
+    gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
+    g_signal_connect (keys, "key-pressed", G_CALLBACK (search_key_pressed_cb), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->search_entry), keys);
+  }
   gtk_drawing_area_set_draw_func (self->minimap_area, minimap_draw, self, NULL);
   {
     GtkGesture *drag = gtk_gesture_drag_new ();
