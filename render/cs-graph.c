@@ -1217,9 +1217,13 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   b.detail = options->detail;
   if (b.detail == CS_RENDER_DETAIL_AUTO)
     {
-      guint n_full = count_with (trace, options, grouping, collapsed, CS_RENDER_DETAIL_STATEMENTS);
+      guint n_full;
 
+      /* statement level first; only when that is too many nodes, count the region level and
+       * build that instead */
       b.detail = CS_RENDER_DETAIL_STATEMENTS;
+      builder_run (&b);
+      n_full = b.nodes->len;
       if (n_full > max_nodes)
         {
           guint n_reg = count_with (trace, options, grouping, collapsed, CS_RENDER_DETAIL_REGIONS);
@@ -1230,10 +1234,13 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
                 "Collapsed to one node per fusion region: %u nodes at statement level exceed the "
                 "%u-node limit for a quick layout (%u nodes now). Expand a region to see its prims.",
                 n_full, max_nodes, n_reg));
+              builder_free_arrays (&b);
+              builder_run (&b);
             }
         }
     }
-  builder_run (&b);
+  else
+    builder_run (&b);
   cut_long_edges (&b);
   if (grouping != NULL && n_collapsed > 0)
     {

@@ -673,13 +673,25 @@ cs_grouping_new (const CsTrace *trace)
   else if (order->len > CS_GROUP_CHUNK_MIN)
     {
       guint size = MAX (CS_GROUP_CHUNK_SIZE, (order->len + CS_GROUP_MAX_CHUNKS - 1) / CS_GROUP_MAX_CHUNKS);
+      /* more than CS_GROUP_MAX_TOP chunks: CS_GROUP_NEST of them in an outer chunk each */
+      guint outer = (order->len + size - 1) / size > CS_GROUP_MAX_TOP ? size * CS_GROUP_NEST : 0;
+      gint parent = -1;
 
       for (guint k0 = 0; k0 < order->len; k0 += size)
         {
           guint k1 = MIN (k0 + size, order->len);
-          gint g = add_group (groups, CS_GROUP_CHUNK,
-                              g_strdup_printf ("statements %u-%u", k0 + 1, k1),
-                              g_strdup_printf ("statements %u\u2013%u", k0 + 1, k1), -1);
+          gint g;
+
+          if (outer > 0 && k0 % outer == 0)
+            {
+              guint o1 = MIN (k0 + outer, order->len);
+              parent = add_group (groups, CS_GROUP_CHUNK,
+                                  g_strdup_printf ("statements %u-%u", k0 + 1, o1),
+                                  g_strdup_printf ("statements %u\u2013%u", k0 + 1, o1), -1);
+            }
+          g = add_group (groups, CS_GROUP_CHUNK,
+                         g_strdup_printf ("statements %u-%u", k0 + 1, k1),
+                         g_strdup_printf ("statements %u\u2013%u", k0 + 1, k1), parent);
           for (guint k = k0; k < k1; k++)
             gr->stmt_group[g_array_index (order, guint, k)] = g;
         }

@@ -26,7 +26,8 @@
  *   A layer with a single module gets no module groups.
  * - chunks: a trace without layer parameters but with more than CS_GROUP_CHUNK_MIN top-level
  *   calls is cut into chunks of consecutive statements ("statements 1-250"), so that it can be
- *   drawn collapsed as well.
+ *   drawn collapsed as well; more than CS_GROUP_MAX_TOP chunks are nested in outer chunks of
+ *   CS_GROUP_NEST chunks.
  *
  * Layers with the same structure (the same sequence of ops and modules, fusion regions compared
  * by their prims) are repeats of the first of them (`repeat_of`).
@@ -45,6 +46,10 @@ G_BEGIN_DECLS
 /* Statements per chunk: at least this many, more when that would make over CS_GROUP_MAX_CHUNKS. */
 #define CS_GROUP_CHUNK_SIZE 250
 #define CS_GROUP_MAX_CHUNKS 200
+/* Above this many chunks, CS_GROUP_NEST consecutive chunks make an outer chunk each (a 50,000-
+ * statement trace opens as 20 outer chunks; expanding one draws its 10 chunks). */
+#define CS_GROUP_MAX_TOP    40
+#define CS_GROUP_NEST       10
 
 typedef enum
 {

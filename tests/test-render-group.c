@@ -218,6 +218,42 @@ test_chunks (void)
   g_assert_cmpstr (gr->groups[1].name, ==, "statements 251-500");
 }
 
+/* 20,001 statements: 81 chunks of 250 (the last one of 1), above CS_GROUP_MAX_TOP, so nested
+ * 10 to an outer chunk of 2,500: 9 outer chunks (8 full, the last holding the single
+ * statement's chunk), 90 groups in all. */
+static void
+test_nested_chunks (void)
+{
+  GString *s = g_string_new ("def computation(x):\n  # x: \"cuda:0 f32[4]\"\n");
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsGrouping) gr = NULL;
+  g_autofree char *text = NULL;
+  guint outer = 0;
+
+  g_string_append (s, "  t0 = prims.neg(x)  # t0: \"cuda:0 f32[4]\"\n");
+  for (guint i = 1; i <= 20000; i++)
+    g_string_append_printf (s, "  t%u = prims.neg(t%u)  # t%u: \"cuda:0 f32[4]\"\n", i, i - 1, i);
+  g_string_append (s, "  return t20000\n");
+  text = g_string_free (s, FALSE);
+  t = cs_parse_trace (text, "chain", &error);
+  g_assert_no_error (error);
+  gr = cs_grouping_new (t);
+  g_assert_cmpuint (gr->n_chunks, ==, 90);
+  for (guint g = 0; g < gr->n_groups; g++)
+    if (gr->groups[g].parent < 0)
+      {
+        outer++;
+        g_assert_cmpuint (gr->groups[g].n_stmts, ==, outer < 9 ? 2500 : 1);
+      }
+    else
+      g_assert_cmpuint (gr->groups[gr->groups[g].parent].n_stmts, >=, gr->groups[g].n_stmts);
+  g_assert_cmpuint (outer, ==, 9);
+  g_assert_cmpstr (gr->groups[0].name, ==, "statements 1-2500");
+  g_assert_cmpstr (gr->groups[1].name, ==, "statements 1-250");
+  g_assert_cmpint (gr->groups[1].parent, ==, 0);
+}
+
 /* A small trace (the GELU MLP) gets no groups: it is drawn as before. */
 static void
 test_small (void)
@@ -240,6 +276,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/group/llama-layers", test_llama_layers);
   g_test_add_func ("/render/group/llama-final", test_llama_final);
   g_test_add_func ("/render/group/chunks", test_chunks);
+  g_test_add_func ("/render/group/nested-chunks", test_nested_chunks);
   g_test_add_func ("/render/group/small", test_small);
   return g_test_run ();
 }
