@@ -1,5 +1,5 @@
 /* cs-cli-render.c: `castscope-cli render FILE [--policy k=v ...] [--trace forward|backward]
- * [--pass NAME] [--expand] -o out.svg|out.png|out.pdf|out.dot`.
+ * [--pass NAME] [--expand] [--collapse LEVEL] [--expand-group NAME] -o out.svg|out.png|out.pdf|out.dot`.
  *
  * Without --policy / --pass / --trace / --grad the file's trace is drawn as it is; with any of
  * them the pass pipeline runs and the chosen trace is drawn.  The picture comes from render/'s
@@ -43,6 +43,8 @@ cs_cli_cmd_render (int argc, char **argv)
   g_autofree char *which = NULL;
   g_autofree char *output = NULL;
   g_autofree char *detail_text = NULL;
+  g_autofree char *collapse_text = NULL;
+  g_auto(GStrv) expand_groups = NULL;
   g_autofree char *desc = NULL;
   gboolean expand = FALSE, node_shapes = FALSE, no_edge_labels = FALSE, bookkeeping = FALSE;
   gboolean no_legend = FALSE, verbose = FALSE;
@@ -66,6 +68,8 @@ cs_cli_cmd_render (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "expand", 'e', 0, G_OPTION_ARG_NONE, &expand, "Expand every statement into its prims (same as --detail prims)", NULL },
     { "detail", 'd', 0, G_OPTION_ARG_STRING, &detail_text, "auto (default), statements, prims or regions", "LEVEL" },
+    { "collapse", 0, 0, G_OPTION_ARG_STRING, &collapse_text, "Groups drawn as one node: auto (default: the layers of a model, the chunks of a long trace), layers, modules, none (boxes only) or flat (no groups)", "LEVEL" },
+    { "expand-group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &expand_groups, "Draw this group expanded (repeatable), e.g. layers.3", "NAME" },
     { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "Node count above which 'auto' collapses fusion regions (default 1200)", "N" },
     { "shapes", 0, 0, G_OPTION_ARG_NONE, &node_shapes, "Print the output type in node labels", NULL },
     { "no-edge-labels", 0, 0, G_OPTION_ARG_NONE, &no_edge_labels, "Do not label edges with tensor shapes", NULL },
@@ -114,6 +118,14 @@ cs_cli_cmd_render (int argc, char **argv)
       cs_render_options_clear (&opts);
       return CS_CLI_EXIT_USAGE;
     }
+  if (collapse_text && !cs_render_collapse_from_string (collapse_text, &opts.collapse))
+    {
+      cs_cli_error ("render: --collapse must be auto, layers, modules, none or flat, not '%s'", collapse_text);
+      cs_render_options_clear (&opts);
+      return CS_CLI_EXIT_USAGE;
+    }
+  for (guint i = 0; expand_groups && expand_groups[i]; i++)
+    cs_render_options_set_group_expanded (&opts, expand_groups[i], CS_RENDER_EXPAND_ON);
   if (expand)
     opts.detail = CS_RENDER_DETAIL_PRIMS;
   opts.max_nodes = (guint) max_nodes;

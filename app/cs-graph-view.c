@@ -13,12 +13,29 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-ops.h"
 #include "cs-render.h"
 
 #define MIN_SCALE 0.02   /* px per pt */
 #define MAX_SCALE 8.0    /* px per pt */
 #define FIT_MARGIN_PX 24.0
-#define MIN_READABLE_SCALE 0.5  /* px per pt: below this, labels (10 pt) are under 5 px */
+#define MIN_READABLE_SCALE 0.75 /* px per pt: below this, labels (10 pt) are under 7.5 px */
+
+/* Where the element the view is anchored on was on screen before a new layout, and what it is,
+ * so that it can be found in the new layout (same trace: by id; another pass or policy: by
+ * group name, the tensor it writes, or its origin). */
+typedef struct
+{
+  gboolean  valid;
+  gboolean  selection;     /* the anchor is the selected element */
+  guint32   stmt_id;       /* its id in the old layout (a statement or a group id) */
+  char     *group;         /* (nullable) name of its group, or of the group it lies in */
+  char     *proxy;         /* (nullable) the first tensor its statement writes */
+  guint32   origin;        /* its statement's origin (initial-trace id), 0 = none */
+  const char *op;          /* its statement's op, short name (static op-table string) */
+  CsTrace  *trace;         /* (owned) the trace it was found in */
+  double    px, py;        /* widget px of its centre (cs_layout_element_center) */
+} Anchor;
 
 struct _CsGraphView
 {
@@ -47,7 +64,16 @@ struct _CsGraphView
   GHashTable      *values;        /* (nullable, owned ref) stmt id -> double* (run overlay) */
   GHashTable      *edge_values;   /* (nullable, owned ref) proxy name -> double* */
   char            *values_title;  /* scale title ("region time (ms)") */
-  gboolean         hide_legend;   /* the dtype legend is not drawn (View > Legend off) */
+  gboolean         hide_legend;   /* the side panel's dtype legend is hidden (View > Legend) */
+  gboolean         keep_view;     /* the next layout keeps the anchor in place (no fit) */
+  Anchor           anchor;        /* see Anchor */
+  guint32          pending_center;/* stmt id to scroll to once laid out (Find's reveal), 0 */
+  GHashTable      *found;         /* (nullable, owned) stmt ids matching Find (halo) */
+  cairo_surface_t *minimap;       /* (nullable) cached minimap picture of @minimap_layout */
+  CsLayout        *minimap_layout;/* (unowned, compared only) the layout it shows */
+  CsView           minimap_view;  /* the minimap's transform */
+  int              minimap_w;     /* px: size it was drawn for */
+  int              minimap_h;
 };
 
 G_DEFINE_FINAL_TYPE (CsGraphView, cs_graph_view, GTK_TYPE_WIDGET)
@@ -63,13 +89,17 @@ enum
 enum
 {
   NODE_SELECTED,
+  LAYOUT_CHANGED,
+  VIEW_CHANGED,
   N_SIGNALS
 };
 
 static GParamSpec *properties[N_PROPS];
 static guint signals[N_SIGNALS];
 
-static void start_layout (CsGraphView *self);
+static void start_layout_full (CsGraphView *self, gboolean keep);
+static void set_selected (CsGraphView *self, guint32 stmt_id, gboolean emit);
+#define start_layout(self) start_layout_full ((self), TRUE)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Overlays applied to the layout (owner thread only)                                         */
@@ -82,14 +112,11 @@ apply_selection (CsGraphView *self)
 
   if (self->layout == NULL)
     return;
+  (void) i;
   if (self->selected != 0)
-    {
-      if ((i = cs_layout_find_node (self->layout, self->selected)) >= 0)
-        hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, (guint) i };
-      else if ((i = cs_layout_find_cluster (self->layout, self->selected)) >= 0)
-        hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, (guint) i };
-    }
+    cs_layout_find_element (self->layout, self->selected, &hit);
   cs_layout_set_selection (self->layout, hit.kind == CS_LAYOUT_HIT_NONE ? NULL : &hit);
+  cs_layout_set_found (self->layout, self->found);
 }
 
 static void
@@ -152,6 +179,290 @@ apply_values (CsGraphView *self)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Anchoring the view across layouts                                                          */
+
+static void
+anchor_clear (Anchor *a)
+{
+  g_clear_pointer (&a->group, g_free);
+  g_clear_pointer (&a->proxy, g_free);
+  g_clear_pointer (&a->trace, cs_trace_unref);
+  memset (a, 0, sizeof *a);
+}
+
+/* The statement with id @id at any level of @trace, or NULL. */
+static const CsStmt *
+find_stmt_deep (const CsStmt *const *stmts, guint n, guint32 id)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i], *r;
+
+      if (s->id == id)
+        return s;
+      if (s->n_subs > 0 && (r = find_stmt_deep ((const CsStmt *const *) s->subs, s->n_subs, id)) != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+static const CsStmt *
+trace_find_stmt (const CsTrace *trace, guint32 id)
+{
+  if (trace == NULL || id == 0 || CS_LAYOUT_IS_GROUP_ID (id))
+    return NULL;
+  return find_stmt_deep ((const CsStmt *const *) trace->stmts, trace->n_stmts, id);
+}
+
+/* The element the view is anchored on: the selection when it is drawn, else the node
+ * nearest the middle of the widget. */
+static gboolean
+anchor_pick (CsGraphView *self, CsLayoutHit *hit, gboolean *is_selection)
+{
+  const CsLayout *l = self->layout;
+  double w = gtk_widget_get_width (GTK_WIDGET (self)), h = gtk_widget_get_height (GTK_WIDGET (self));
+  double cx, cy, best = G_MAXDOUBLE;
+  gint best_i = -1;
+
+  *is_selection = FALSE;
+  if (self->selected != 0 && cs_layout_find_element (l, self->selected, hit))
+    {
+      *is_selection = TRUE;
+      return TRUE;
+    }
+  cs_view_to_pt (&self->view, l, w / 2, h / 2, &cx, &cy);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      double x = (n->box.x0 + n->box.x1) / 2 - cx, y = (n->box.y0 + n->box.y1) / 2 - cy;
+
+      if (n->stmt_id == 0 || n->kind == CS_LAYOUT_NODE_GHOST)
+        continue;
+      if (x * x + y * y < best)
+        {
+          best = x * x + y * y;
+          best_i = (gint) i;
+        }
+    }
+  if (best_i < 0)
+    return FALSE;
+  *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, (guint) best_i };
+  return TRUE;
+}
+
+static void
+anchor_capture (CsGraphView *self)
+{
+  const CsLayout *l = self->layout;
+  CsLayoutHit hit;
+  CsPoint c;
+  gint g = -1;
+  guint32 id;
+  gboolean sel;
+
+  if (l == NULL || !l->laid_out || self->need_fit)
+    return;
+  anchor_clear (&self->anchor);
+  if (!anchor_pick (self, &hit, &sel))
+    return;
+  cs_layout_element_center (l, &hit, &c);
+  if (hit.kind == CS_LAYOUT_HIT_NODE)
+    {
+      id = l->nodes[hit.index].stmt_id;
+      g = l->nodes[hit.index].group;
+    }
+  else
+    {
+      id = l->clusters[hit.index].stmt_id;
+      g = l->clusters[hit.index].group;
+    }
+  /* a selected prim inside a drawn node: the selection itself is what to find again */
+  if (sel)
+    id = self->selected;
+  self->anchor.valid = TRUE;
+  self->anchor.selection = sel;
+  self->anchor.stmt_id = id;
+  self->anchor.trace = l->trace ? cs_trace_ref (l->trace) : NULL;
+  if (l->grouping != NULL && g >= 0 && (guint) g < l->grouping->n_groups)
+    self->anchor.group = g_strdup (l->grouping->groups[g].name);
+  {
+    const CsStmt *s = trace_find_stmt (l->trace, id);
+
+    if (s != NULL)
+      {
+        g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+        cs_stmt_collect_outputs (s, outs);
+        if (outs->len > 0)
+          self->anchor.proxy = g_strdup (((CsProxy *) g_ptr_array_index (outs, 0))->name);
+        self->anchor.origin = s->origin;
+        self->anchor.op = s->kind == CS_STMT_CALL ? cs_op_semantic (s->op)->short_name : NULL;
+      }
+  }
+  cs_view_to_px (&self->view, l, c.x, c.y, &self->anchor.px, &self->anchor.py);
+}
+
+/* Statement of @trace (any level) writing the tensor @name first, or 0. */
+static guint32
+stmt_writing (const CsStmt *const *stmts, guint n, const char *name)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i];
+      guint32 r;
+
+      if (s->kind == CS_STMT_CALL)
+        {
+          g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+          cs_stmt_collect_outputs (s, outs);
+          for (guint k = 0; k < outs->len; k++)
+            if (strcmp (((CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+              return s->id;
+        }
+      if (s->n_subs > 0 && (r = stmt_writing ((const CsStmt *const *) s->subs, s->n_subs, name)) != 0)
+        return r;
+    }
+  return 0;
+}
+
+/* The first statement (any level) with @origin and, when @op is not NULL, that op. */
+static guint32
+stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin, const char *op)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      guint32 r;
+
+      if (stmts[i]->kind == CS_STMT_CALL && stmts[i]->origin == origin
+          && (op == NULL || g_strcmp0 (cs_op_semantic (stmts[i]->op)->short_name, op) == 0))
+        return stmts[i]->id;
+      if (stmts[i]->n_subs > 0
+          && (r = stmt_with_origin ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs, origin, op)) != 0)
+        return r;
+    }
+  return 0;
+}
+
+/* The group node or cluster of @l named @name or holding it ("layers.3" for
+ * "layers.3.attention"). */
+static gboolean
+find_group_element (const CsLayout *l, const char *name, CsLayoutHit *hit)
+{
+  gsize best_len = 0;
+  gboolean found = FALSE;
+
+  for (guint i = 0; l->grouping != NULL && i < l->n_nodes; i++)
+    if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+      {
+        const char *gn = l->grouping->groups[l->nodes[i].group].name;
+        gsize len = strlen (gn);
+
+        if (g_str_has_prefix (name, gn) && (name[len] == '\0' || name[len] == '.') && len > best_len)
+          {
+            best_len = len;
+            *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, i };
+            found = TRUE;
+          }
+      }
+  for (guint c = 0; l->grouping != NULL && c < l->n_clusters; c++)
+    if (l->clusters[c].kind == CS_LAYOUT_CLUSTER_GROUP
+        && strcmp (l->grouping->groups[l->clusters[c].group].name, name) == 0)
+      {
+        *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, c };
+        return TRUE;
+      }
+  return found;
+}
+
+/* Finds the anchor in the new layout: the same id in the same trace; else the statement that
+ * writes the same tensor, the same group, or the same origin. */
+static gboolean
+anchor_match (CsGraphView *self, CsLayoutHit *hit, guint32 *new_id)
+{
+  const CsLayout *l = self->layout;
+  const Anchor *a = &self->anchor;
+  guint32 id = 0;
+
+  if (!a->valid)
+    return FALSE;
+  if (a->trace == l->trace || (CS_LAYOUT_IS_GROUP_ID (a->stmt_id) && a->group == NULL))
+    id = a->stmt_id;
+  else if (CS_LAYOUT_IS_GROUP_ID (a->stmt_id))
+    {
+      if (find_group_element (l, a->group, hit))
+        {
+          *new_id = hit->kind == CS_LAYOUT_HIT_NODE ? l->nodes[hit->index].stmt_id
+                                                    : l->clusters[hit->index].stmt_id;
+          return TRUE;
+        }
+    }
+  else
+    {
+      /* the same op of the same initial statement (a policy may rename its output: the
+       * upcast matmul writes a new tensor, the cast back takes the old name), else the
+       * statement writing the same tensor */
+      if (a->origin != 0 && a->op != NULL)
+        id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, a->op);
+      if (id == 0 && a->proxy != NULL)
+        id = stmt_writing ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->proxy);
+    }
+  if (id == 0 && a->origin != 0 && l->trace != NULL)
+    id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, NULL);
+  if (id != 0 && cs_layout_find_element (l, id, hit))
+    {
+      *new_id = id;
+      return TRUE;
+    }
+  if (a->group != NULL && find_group_element (l, a->group, hit))
+    {
+      *new_id = hit->kind == CS_LAYOUT_HIT_NODE ? l->nodes[hit->index].stmt_id
+                                                : l->clusters[hit->index].stmt_id;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* Puts the anchor element where it was on screen, at the same zoom; TRUE when it was found.
+ * A selection found again under a new id (another pass or policy) is selected under it. */
+static gboolean
+anchor_apply (CsGraphView *self)
+{
+  CsLayoutHit hit;
+  CsPoint c;
+  guint32 new_id = 0;
+  double x, y;
+
+  if (!anchor_match (self, &hit, &new_id))
+    return FALSE;
+  cs_layout_element_center (self->layout, &hit, &c);
+  cs_view_to_px (&self->view, self->layout, c.x, c.y, &x, &y);
+  self->view.tx += self->anchor.px - x;
+  self->view.ty += self->anchor.py - y;
+  {
+    /* a graph that fits in the widget at this zoom is kept whole on screen (moved as little
+     * as needed) */
+    const CsLayout *l = self->layout;
+    double w = gtk_widget_get_width (GTK_WIDGET (self)), h = gtk_widget_get_height (GTK_WIDGET (self));
+    double bx0, by0, bx1, by1;
+
+    cs_view_to_px (&self->view, l, l->bb.x0, l->bb.y1, &bx0, &by0);
+    cs_view_to_px (&self->view, l, l->bb.x1, l->bb.y0, &bx1, &by1);
+    if (bx1 - bx0 <= w)
+      self->view.tx += bx0 < 0 ? -bx0 : bx1 > w ? w - bx1 : 0;
+    if (by1 - by0 <= h)
+      self->view.ty += by0 < 0 ? -by0 : by1 > h ? h - by1 : 0;
+  }
+  if (self->anchor.selection && self->anchor.trace != self->layout->trace && new_id != self->selected)
+    {
+      self->selected = new_id;
+      apply_selection (self);
+      g_signal_emit (self, signals[NODE_SELECTED], 0, (guint) new_id);
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Layout                                                                                      */
 
 static void
@@ -174,20 +485,49 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     }
   else
     {
+      gboolean keep = self->keep_view && self->anchor.valid;
+
       self->layout = g_steal_pointer (&layout);
       apply_selection (self);
       apply_diff (self);
       apply_values (self);
-      self->need_fit = TRUE;
+      if (!keep || !anchor_apply (self))
+        self->need_fit = !keep;
+      self->keep_view = FALSE;
+      anchor_clear (&self->anchor);
+      if (self->pending_center != 0)
+        {
+          guint32 id = self->pending_center;
+
+          self->pending_center = 0;
+          if (!self->need_fit)
+            cs_graph_view_select (self, id, TRUE);
+        }
+      g_signal_emit (self, signals[LAYOUT_CHANGED], 0);
     }
   gtk_widget_queue_draw (GTK_WIDGET (self));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BUSY]);
 }
 
+/* Lays the trace out anew; @keep: keep the view anchored (the selection, or what is in the
+ * middle, stays where it is on screen) instead of fitting the new picture. */
 static void
-start_layout (CsGraphView *self)
+start_layout_full (CsGraphView *self, gboolean keep)
 {
   gboolean was_busy = self->busy;
+
+  if (keep && self->layout != NULL && self->layout->laid_out && !self->need_fit)
+    {
+      /* while a layout is in flight the picture on screen is still the old one */
+      if (!self->keep_view || !self->anchor.valid)
+        anchor_capture (self);
+      self->keep_view = self->anchor.valid;
+    }
+  else if (!keep)
+    {
+      self->keep_view = FALSE;
+      anchor_clear (&self->anchor);
+    }
 
   if (self->cancellable != NULL)
     g_cancellable_cancel (self->cancellable);
@@ -230,6 +570,49 @@ draw_message (cairo_t *cr, GtkWidget *widget, const char *text, int width, int h
   g_object_unref (pl);
 }
 
+/* Fits the layout into the widget.  @whole (Fit, Ctrl+0): all of it however small.  Else (a
+ * new trace): fitted when that is readable (MIN_READABLE_SCALE), otherwise at that scale
+ * centred on the middle one of the collapsed blocks (a model), else on the node nearest the
+ * middle of the graph, so that the first frame shows the graph readable and never an empty
+ * canvas. */
+static void
+fit_view (CsGraphView *self, int width, int height, gboolean whole)
+{
+  const CsLayout *l = self->layout;
+  double mx = (l->bb.x0 + l->bb.x1) / 2, my = (l->bb.y0 + l->bb.y1) / 2, best = G_MAXDOUBLE;
+  CsRect box = { mx, my, mx, my };
+
+  cs_view_init_fit (&self->view, l, width, height, FIT_MARGIN_PX, 1.5);
+  if (whole || self->view.scale >= MIN_READABLE_SCALE)
+    return;
+  {
+    /* a model drawn as its collapsed blocks: the middle block */
+    g_autoptr(GArray) groups = g_array_new (FALSE, FALSE, sizeof (guint));
+
+    for (guint i = 0; i < l->n_nodes; i++)
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+        g_array_append_val (groups, i);
+    if (groups->len >= 2)
+      {
+        box = l->nodes[g_array_index (groups, guint, (groups->len - 1) / 2)].box;
+        best = 0;
+      }
+  }
+  for (guint i = 0; best > 0 && i < l->n_nodes; i++)
+    {
+      const CsRect *b = &l->nodes[i].box;
+      double dx = (b->x0 + b->x1) / 2 - mx, dy = (b->y0 + b->y1) / 2 - my;
+
+      if (dx * dx + dy * dy < best)
+        {
+          best = dx * dx + dy * dy;
+          box = *b;
+        }
+    }
+  self->view.scale = MIN_READABLE_SCALE;
+  cs_view_center_on (&self->view, l, &box, width, height);
+}
+
 static void
 cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
 {
@@ -248,31 +631,14 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
     {
       if (self->need_fit)
         {
-          double lw = 0, lh = 0;
-
-          /* Keep the legend (top-left) clear of the graph when there is room beside it. */
-          if (!self->hide_legend)
-            cs_draw_legend_size (self->layout, CS_DRAW_DEFAULT, &lw, &lh);
-          if (width - lw < 240)
-            lw = 0;
-          cs_view_init_fit (&self->view, self->layout, width - lw, height, FIT_MARGIN_PX, 1.5);
-          self->view.tx += lw;
-          if (!self->fit_whole && self->view.scale < MIN_READABLE_SCALE)
-            {
-              /* A graph too big to read when fitted opens readable at its top instead (fitted
-               * to the width when that is enough); Fit (Ctrl+0) shows all of it. */
-              double bw = self->layout->bb.x1 - self->layout->bb.x0;
-              double sw = bw > 0 ? (width - lw - 2 * FIT_MARGIN_PX) / bw : 1.0;
-
-              self->view.scale = CLAMP (sw, MIN_READABLE_SCALE, 1.0);
-              self->view.tx = lw + FIT_MARGIN_PX;
-              self->view.ty = FIT_MARGIN_PX;
-            }
+          fit_view (self, width, height, self->fit_whole);
           self->need_fit = FALSE;
           self->fit_whole = FALSE;
+          g_signal_emit (self, signals[VIEW_CHANGED], 0);
         }
-      cs_draw_layout (cr, self->layout, &self->view, width, height,
-                      self->hide_legend ? CS_DRAW_DEFAULT & ~CS_DRAW_LEGEND : CS_DRAW_DEFAULT);
+      /* the legend, the value key and the notes live in the window's side panel, never on
+       * the graph */
+      cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_EDGE_LABELS);
     }
   else if (self->error != NULL)
     {
@@ -300,14 +666,24 @@ hit_at (CsGraphView *self, double x, double y, CsLayoutHit *hit)
   return cs_layout_hit_test (self->layout, xp, yp, 3.0 / self->view.scale, hit);
 }
 
-/* The top-level statement a hit stands for (0 for inputs, outputs and edges). */
+/* The statement (or group) a hit stands for: an op inside a region or decomposition is
+ * itself, a REF node stands for its producer, a cluster (region, expanded statement, group)
+ * for itself; 0 for inputs, outputs, ghosts and edges. */
 static guint32
 hit_stmt (CsGraphView *self, const CsLayoutHit *hit)
 {
+  const CsLayoutNode *n;
+
   switch (hit->kind)
     {
     case CS_LAYOUT_HIT_NODE:
-      return self->layout->nodes[hit->index].top_stmt_id;
+      n = &self->layout->nodes[hit->index];
+      if (n->kind == CS_LAYOUT_NODE_REF && n->target >= 0)
+        n = &self->layout->nodes[n->target];
+      if (n->kind == CS_LAYOUT_NODE_INPUT || n->kind == CS_LAYOUT_NODE_OUTPUT
+          || n->kind == CS_LAYOUT_NODE_GHOST)
+        return 0;
+      return n->stmt_id;
     case CS_LAYOUT_HIT_CLUSTER:
       return self->layout->clusters[hit->index].stmt_id;
     case CS_LAYOUT_HIT_EDGE:
@@ -329,29 +705,51 @@ set_selected (CsGraphView *self, guint32 stmt_id, gboolean emit)
     g_signal_emit (self, signals[NODE_SELECTED], 0, (guint) stmt_id);
 }
 
-static void
-click_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsGraphView *self)
+/**
+ * cs_graph_view_activate_at:
+ * @x: widget x, px
+ * @y: widget y, px
+ * @n_press: 1 for a click, 2 for a double click
+ *
+ * What a click does at (@x, @y): selects the element there (an op inside a fusion region or a
+ * decomposition selects that op; a click on a region's or group's box, its title included,
+ * selects the region or group; empty space clears the selection) and emits ::node-selected.
+ * A double click expands a collapsed statement, region or group, and collapses an expanded
+ * one (the view stays anchored on it).
+ * Returns: the statement or group id selected or toggled, 0 for none
+ */
+guint32
+cs_graph_view_activate_at (CsGraphView *self, double x, double y, int n_press)
 {
   CsLayoutHit hit;
   guint32 id = 0;
 
-  gtk_widget_grab_focus (GTK_WIDGET (self));
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), 0);
   if (hit_at (self, x, y, &hit))
     id = hit_stmt (self, &hit);
-  if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_NODE && self->layout->nodes[hit.index].expandable)
+  if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_NODE && self->layout->nodes[hit.index].expandable
+      && id != 0)
     {
-      /* Double click: draw the statement as its decomposition. */
+      set_selected (self, id, TRUE);
       cs_graph_view_toggle_expanded (self, self->layout->nodes[hit.index].stmt_id);
-      return;
+      return id;
     }
-  if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_CLUSTER
-      && self->layout->clusters[hit.index].kind == CS_LAYOUT_CLUSTER_EXPANDED)
+  if (n_press == 2 && hit.kind == CS_LAYOUT_HIT_CLUSTER)
     {
-      /* Double click on an expanded statement's box: collapse it again. */
+      /* double click on an expanded box: collapse it again */
+      set_selected (self, id, TRUE);
       cs_graph_view_toggle_expanded (self, self->layout->clusters[hit.index].stmt_id);
-      return;
+      return id;
     }
   set_selected (self, id, TRUE);
+  return id;
+}
+
+static void
+click_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsGraphView *self)
+{
+  gtk_widget_grab_focus (GTK_WIDGET (self));
+  cs_graph_view_activate_at (self, x, y, n_press);
 }
 
 static void
@@ -366,7 +764,25 @@ drag_update_cb (GtkGestureDrag *gesture, double dx, double dy, CsGraphView *self
 {
   self->view.tx = self->drag_tx + dx;
   self->view.ty = self->drag_ty + dy;
+  self->need_fit = FALSE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
+}
+
+/* After a zoom or pan, a graph that left the widget entirely is brought back to its middle. */
+static void
+keep_graph_in_view (CsGraphView *self)
+{
+  const CsLayout *l = self->layout;
+  double w = gtk_widget_get_width (GTK_WIDGET (self)), h = gtk_widget_get_height (GTK_WIDGET (self));
+  double x0, y0, x1, y1;
+
+  if (l == NULL || !l->laid_out || w <= 0 || h <= 0)
+    return;
+  cs_view_to_px (&self->view, l, l->bb.x0, l->bb.y1, &x0, &y0);
+  cs_view_to_px (&self->view, l, l->bb.x1, l->bb.y0, &x1, &y1);
+  if (x1 < 0 || x0 > w || y1 < 0 || y0 > h)
+    cs_view_center_on (&self->view, l, &l->bb, w, h);
 }
 
 static void
@@ -378,8 +794,36 @@ zoom_at (CsGraphView *self, double factor, double x, double y)
     return;
   cs_view_zoom_at (&self->view, target / self->view.scale, x, y);
   self->need_fit = FALSE;
+  keep_graph_in_view (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ZOOM]);
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
+}
+
+/* Keyboard zoom's fixed point: the selection's centre when it is on screen, else the middle of
+ * the widget. */
+static void
+zoom_point (CsGraphView *self, double *x, double *y)
+{
+  double w = gtk_widget_get_width (GTK_WIDGET (self)), h = gtk_widget_get_height (GTK_WIDGET (self));
+  CsLayoutHit hit;
+
+  *x = w / 2;
+  *y = h / 2;
+  if (self->layout != NULL && self->layout->laid_out && self->selected != 0
+      && cs_layout_find_element (self->layout, self->selected, &hit))
+    {
+      CsPoint c;
+      double px, py;
+
+      cs_layout_element_center (self->layout, &hit, &c);
+      cs_view_to_px (&self->view, self->layout, c.x, c.y, &px, &py);
+      if (px >= 0 && px <= w && py >= 0 && py <= h)
+        {
+          *x = px;
+          *y = py;
+        }
+    }
 }
 
 static gboolean
@@ -395,7 +839,9 @@ scroll_cb (GtkEventControllerScroll *controller, double dx, double dy, CsGraphVi
       /* Touchpad: two-finger scroll pans; pinch (GtkGestureZoom) zooms. */
       self->view.tx -= dx;
       self->view.ty -= dy;
+      self->need_fit = FALSE;
       gtk_widget_queue_draw (GTK_WIDGET (self));
+      g_signal_emit (self, signals[VIEW_CHANGED], 0);
       return TRUE;
     }
   /* Wheel: one notch zooms by 1.2 around the pointer. */
@@ -435,9 +881,6 @@ static gboolean
 key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
                 GdkModifierType state, CsGraphView *self)
 {
-  double w = gtk_widget_get_width (GTK_WIDGET (self));
-  double h = gtk_widget_get_height (GTK_WIDGET (self));
-
   if (state & (GDK_CONTROL_MASK | GDK_ALT_MASK))
     return FALSE;
   switch (keyval)
@@ -445,12 +888,19 @@ key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
     case GDK_KEY_plus:
     case GDK_KEY_equal:
     case GDK_KEY_KP_Add:
-      zoom_at (self, 1.25, w / 2, h / 2);
+      cs_graph_view_zoom_by (self, 1.25);
       return TRUE;
     case GDK_KEY_minus:
     case GDK_KEY_KP_Subtract:
-      zoom_at (self, 0.8, w / 2, h / 2);
+      cs_graph_view_zoom_by (self, 0.8);
       return TRUE;
+    case GDK_KEY_Return:
+    case GDK_KEY_KP_Enter:
+    case GDK_KEY_space:
+      /* expand / collapse the selected statement, region or group */
+      if (self->selected != 0)
+        cs_graph_view_toggle_expanded (self, self->selected);
+      return self->selected != 0;
     case GDK_KEY_0:
     case GDK_KEY_KP_0:
       cs_graph_view_fit (self);
@@ -561,9 +1011,34 @@ cs_graph_view_set_trace (CsGraphView *self, CsTrace *trace, CsTrace *diff_base)
     cs_trace_ref (diff_base);
   g_clear_pointer (&self->diff_base, cs_trace_unref);
   self->diff_base = diff_base;
-  /* Expansion overrides name statement ids of the old trace: start afresh. */
+  /* Statement overrides name ids of the old trace: start afresh.  Group overrides name
+   * groups ("layers.3"), the same in every pass and policy: kept. */
   g_clear_pointer (&self->options.expand, g_hash_table_unref);
   start_layout (self);
+}
+
+/**
+ * cs_graph_view_reset:
+ *
+ * Forgets the view, the selection, Find's matches and every expand / collapse choice, so that
+ * the next trace (a newly opened file) opens fitted with its default groups collapsed.
+ * cs_graph_view_set_trace() alone keeps the view anchored on the selection (a policy change,
+ * another pass).
+ */
+void
+cs_graph_view_reset (CsGraphView *self)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  g_clear_pointer (&self->options.expand, g_hash_table_unref);
+  g_clear_pointer (&self->options.group_expand, g_hash_table_unref);
+  g_clear_pointer (&self->found, g_hash_table_unref);
+  self->selected = 0;
+  self->pending_center = 0;
+  self->keep_view = FALSE;
+  anchor_clear (&self->anchor);
+  self->need_fit = TRUE;
+  g_clear_pointer (&self->layout, cs_layout_unref);
+  g_clear_pointer (&self->trace, cs_trace_unref);
 }
 
 /** Returns: (transfer none) (nullable): the trace shown. */
@@ -665,31 +1140,33 @@ cs_graph_view_get_selected (CsGraphView *self)
 void
 cs_graph_view_select (CsGraphView *self, guint32 stmt_id, gboolean center)
 {
-  gint i;
+  CsLayoutHit hit;
 
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
   set_selected (self, stmt_id, FALSE);
   if (!center || self->layout == NULL || !self->layout->laid_out || stmt_id == 0)
     return;
-  if ((i = cs_layout_find_node (self->layout, stmt_id)) >= 0)
+  if (cs_layout_find_element (self->layout, stmt_id, &hit))
     {
-      CsRect box = self->layout->nodes[i].box;
-      double x0, y0, x1, y1;
+      CsPoint c;
+      double x, y;
       int w = gtk_widget_get_width (GTK_WIDGET (self));
       int h = gtk_widget_get_height (GTK_WIDGET (self));
 
-      /* Scroll only when the node is not fully visible. */
-      cs_view_to_px (&self->view, self->layout, box.x0, box.y1, &x0, &y0);
-      cs_view_to_px (&self->view, self->layout, box.x1, box.y0, &x1, &y1);
-      if (x0 < 0 || y0 < 0 || x1 > w || y1 > h)
-        cs_view_center_on (&self->view, self->layout, &box, w, h);
+      cs_layout_element_center (self->layout, &hit, &c);
+      if (self->view.scale < MIN_READABLE_SCALE)
+        self->view.scale = MIN_READABLE_SCALE;
+      /* Scroll only when it is not well inside the widget. */
+      cs_view_to_px (&self->view, self->layout, c.x, c.y, &x, &y);
+      if (x < w * 0.1 || y < h * 0.1 || x > w * 0.9 || y > h * 0.9 || self->need_fit)
+        {
+          CsRect box = { c.x, c.y, c.x, c.y };
+          cs_view_center_on (&self->view, self->layout, &box, w, h);
+        }
     }
-  else if ((i = cs_layout_find_cluster (self->layout, stmt_id)) >= 0)
-    cs_view_center_on (&self->view, self->layout, &self->layout->clusters[i].box,
-                       gtk_widget_get_width (GTK_WIDGET (self)),
-                       gtk_widget_get_height (GTK_WIDGET (self)));
   self->need_fit = FALSE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
 }
 
 static void
@@ -720,8 +1197,14 @@ cs_graph_view_move_selection (CsGraphView *self, GtkDirectionType direction)
   if (layout == NULL || !layout->laid_out || layout->n_nodes == 0)
     return FALSE;
 
-  for (guint i = 0; i < layout->n_nodes; i++)
-    if (self->selected != 0 && layout->nodes[i].top_stmt_id == self->selected)
+  for (guint i = 0; self->selected != 0 && i < layout->n_nodes; i++)
+    if (layout->nodes[i].stmt_id == self->selected)
+      {
+        cur = (gint) i;
+        break;
+      }
+  for (guint i = 0; cur < 0 && self->selected != 0 && i < layout->n_nodes; i++)
+    if (layout->nodes[i].top_stmt_id == self->selected)
       {
         cur = (gint) i;
         break;
@@ -746,13 +1229,26 @@ cs_graph_view_move_selection (CsGraphView *self, GtkDirectionType direction)
       gint here = -1;
       guint32 pick;
 
+      guint32 sel_top = cur >= 0 ? layout->nodes[cur].top_stmt_id : self->selected;
+
       for (guint i = 0; self->trace != NULL && i < self->trace->n_stmts; i++)
         {
           guint32 id = self->trace->stmts[i]->id;
 
           if (cs_layout_find_node (layout, id) < 0 && cs_layout_find_cluster (layout, id) < 0)
-            continue;
-          if (id == self->selected)
+            {
+              /* inside a collapsed group: the group's node, once */
+              CsLayoutHit h;
+
+              if (self->trace->stmts[i]->kind != CS_STMT_CALL
+                  || !cs_layout_find_element (layout, id, &h) || h.kind != CS_LAYOUT_HIT_NODE
+                  || layout->nodes[h.index].kind != CS_LAYOUT_NODE_GROUP)
+                continue;
+              id = layout->nodes[h.index].stmt_id;
+              if (order->len > 0 && g_array_index (order, guint32, order->len - 1) == id)
+                continue;
+            }
+          if (id == self->selected || id == sel_top)
             here = (gint) order->len;
           g_array_append_val (order, id);
         }
@@ -819,19 +1315,288 @@ cs_graph_view_toggle_expanded (CsGraphView *self, guint32 stmt_id)
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
   if (stmt_id == 0)
     return;
+  if (CS_LAYOUT_IS_GROUP_ID (stmt_id))
+    {
+      gint g = CS_LAYOUT_GROUP_OF_ID (stmt_id);
+      const CsLayout *l = self->layout;
+
+      if (l == NULL || l->grouping == NULL || (guint) g >= l->grouping->n_groups)
+        return;
+      cs_graph_view_set_group_expanded (self, l->grouping->groups[g].name, l->group_collapsed[g]);
+      return;
+    }
   expanded = self->layout != NULL && cs_layout_find_cluster (self->layout, stmt_id) >= 0;
   cs_render_options_set_expanded (&self->options, stmt_id,
                                   expanded ? CS_RENDER_EXPAND_OFF : CS_RENDER_EXPAND_ON);
   start_layout (self);
 }
 
-/** Zooms by @factor (> 1 in) around the middle of the widget, within 2 %..800 %. */
+/**
+ * cs_graph_view_set_group_expanded:
+ * @name: a group's full name ("layers.3")
+ * @expanded: draw it as a box of its statements (TRUE) or as one node with its summary
+ *
+ * Lays the graph out anew with that group expanded or collapsed; the view stays anchored on
+ * the selection (or on what is in its middle).  The choice is kept across passes and policies.
+ */
+void
+cs_graph_view_set_group_expanded (CsGraphView *self, const char *name, gboolean expanded)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  g_return_if_fail (name != NULL);
+  cs_render_options_set_group_expanded (&self->options, name,
+                                        expanded ? CS_RENDER_EXPAND_ON : CS_RENDER_EXPAND_OFF);
+  start_layout (self);
+}
+
+/**
+ * cs_graph_view_get_group_expanded:
+ * @name: a group's full name
+ * Returns: TRUE when the shown layout draws that group expanded
+ */
+gboolean
+cs_graph_view_get_group_expanded (CsGraphView *self, const char *name)
+{
+  gint g;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  if (self->layout == NULL || self->layout->grouping == NULL
+      || (g = cs_grouping_find (self->layout->grouping, name)) < 0)
+    return FALSE;
+  return !self->layout->group_collapsed[g];
+}
+
+/**
+ * cs_graph_view_reveal:
+ * @stmt_id: a statement id at any level (a region's prim, a prim of an ltorch call), or a
+ *   group id
+ *
+ * Selects @stmt_id and makes it visible: the collapsed groups holding it are expanded, the
+ * collapsed statement holding it is drawn as its prims, and once laid out the view scrolls to
+ * it (at a readable zoom).  Find and the run table use this.
+ * Returns: TRUE when a new layout was started for it
+ */
+gboolean
+cs_graph_view_reveal (CsGraphView *self, guint32 stmt_id)
+{
+  const CsLayout *l = self->layout;
+  gboolean relayout = FALSE;
+  CsLayoutHit hit;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  if (l == NULL || self->trace == NULL || stmt_id == 0)
+    return FALSE;
+  set_selected (self, stmt_id, FALSE);
+  if (cs_layout_find_element (l, stmt_id, &hit)
+      && ((hit.kind == CS_LAYOUT_HIT_NODE && l->nodes[hit.index].stmt_id == stmt_id)
+          || (hit.kind == CS_LAYOUT_HIT_CLUSTER && l->clusters[hit.index].stmt_id == stmt_id)))
+    {
+      cs_graph_view_select (self, stmt_id, TRUE);
+      return FALSE;
+    }
+  if (!CS_LAYOUT_IS_GROUP_ID (stmt_id))
+    for (guint i = 0; i < self->trace->n_stmts; i++)
+      {
+        const CsStmt *top = self->trace->stmts[i];
+
+        if (top->id != stmt_id
+            && (top->n_subs == 0
+                || find_stmt_deep ((const CsStmt *const *) top->subs, top->n_subs, stmt_id) == NULL))
+          continue;
+        if (l->grouping != NULL)
+          for (gint g = l->grouping->stmt_group[i]; g >= 0; g = l->grouping->groups[g].parent)
+            if (l->group_collapsed[g])
+              {
+                cs_render_options_set_group_expanded (&self->options, l->grouping->groups[g].name,
+                                                      CS_RENDER_EXPAND_ON);
+                relayout = TRUE;
+              }
+        if (top->id != stmt_id && cs_layout_find_cluster (l, top->id) < 0)
+          {
+            cs_render_options_set_expanded (&self->options, top->id, CS_RENDER_EXPAND_ON);
+            relayout = TRUE;
+          }
+        break;
+      }
+  else if (l->grouping != NULL)
+    {
+      for (gint g = CS_LAYOUT_GROUP_OF_ID (stmt_id); g >= 0 && (guint) g < l->grouping->n_groups;
+           g = l->grouping->groups[g].parent)
+        if (g != CS_LAYOUT_GROUP_OF_ID (stmt_id) && l->group_collapsed[g])
+          {
+            cs_render_options_set_group_expanded (&self->options, l->grouping->groups[g].name,
+                                                  CS_RENDER_EXPAND_ON);
+            relayout = TRUE;
+          }
+    }
+  if (!relayout)
+    {
+      cs_graph_view_select (self, stmt_id, TRUE);
+      return FALSE;
+    }
+  self->pending_center = stmt_id;
+  start_layout (self);
+  return TRUE;
+}
+
+/**
+ * cs_graph_view_set_found:
+ * @stmt_ids: (nullable): set of statement / group ids (GUINT_TO_POINTER keys) that match the
+ *   current Find, drawn with a halo; NULL clears
+ */
+void
+cs_graph_view_set_found (CsGraphView *self, GHashTable *stmt_ids)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (stmt_ids != NULL)
+    g_hash_table_ref (stmt_ids);
+  g_clear_pointer (&self->found, g_hash_table_unref);
+  self->found = stmt_ids;
+  if (self->layout != NULL)
+    cs_layout_set_found (self->layout, self->found);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_get_notes:
+ * Returns: (transfer none) (nullable): the shown layout's notes (NULL-terminated), for the
+ *   window's side panel
+ */
+const char * const *
+cs_graph_view_get_notes (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), NULL);
+  return self->layout ? (const char * const *) self->layout->notes : NULL;
+}
+
+/**
+ * cs_graph_view_draw_keys:
+ * @cr: where to draw (a side-panel drawing area)
+ * @width: its width, px
+ * @height: (out) (optional): the height used, px
+ *
+ * Draws the dtype legend and, after a run, the value key of the shown layout at the top-left
+ * of @cr (render/'s cs_draw_keys), so that the window shows them beside the graph instead of
+ * over it.
+ */
+void
+cs_graph_view_draw_keys (CsGraphView *self, cairo_t *cr, double width, double *height)
+{
+  double w = 0, h = 0;
+
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (self->layout != NULL)
+    cs_draw_keys (cr, self->layout, 0, 0, &w, &h);
+  if (height != NULL)
+    *height = h;
+}
+
+/**
+ * cs_graph_view_draw_minimap:
+ * @cr: a drawing area's cairo context
+ * @width: its width, px
+ * @height: its height, px
+ *
+ * Draws the whole graph fitted into @width x @height (cached until the layout or the size
+ * changes) and the rectangle of what the view shows.
+ */
+void
+cs_graph_view_draw_minimap (CsGraphView *self, cairo_t *cr, int width, int height)
+{
+  const CsLayout *l = self->layout;
+  double x0, y0, x1, y1, vx0, vy0, vx1, vy1;
+  int vw = gtk_widget_get_width (GTK_WIDGET (self)), vh = gtk_widget_get_height (GTK_WIDGET (self));
+
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  cairo_set_source_rgb (cr, 0.97, 0.97, 0.97);
+  cairo_paint (cr);
+  if (l == NULL || !l->laid_out || width <= 0 || height <= 0)
+    return;
+  if (self->minimap == NULL || self->minimap_layout != l || self->minimap_w != width
+      || self->minimap_h != height)
+    {
+      cairo_t *mc;
+
+      g_clear_pointer (&self->minimap, cairo_surface_destroy);
+      self->minimap = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width, height);
+      self->minimap_layout = (CsLayout *) l;
+      self->minimap_w = width;
+      self->minimap_h = height;
+      cs_view_init_fit (&self->minimap_view, l, width, height, 4, 1.0);
+      mc = cairo_create (self->minimap);
+      cairo_set_source_rgb (mc, 1, 1, 1);
+      cairo_paint (mc);
+      cs_draw_layout (mc, l, &self->minimap_view, width, height, 0);
+      cairo_destroy (mc);
+    }
+  cairo_set_source_surface (cr, self->minimap, 0, 0);
+  cairo_paint (cr);
+  /* the part of the graph the view shows */
+  cs_view_to_pt (&self->view, l, 0, 0, &vx0, &vy0);
+  cs_view_to_pt (&self->view, l, vw, vh, &vx1, &vy1);
+  cs_view_to_px (&self->minimap_view, l, vx0, vy0, &x0, &y0);
+  cs_view_to_px (&self->minimap_view, l, vx1, vy1, &x1, &y1);
+  cairo_rectangle (cr, x0, y0, x1 - x0, y1 - y0);
+  cairo_set_source_rgba (cr, 0.0, 0.447, 0.698, 0.12);
+  cairo_fill_preserve (cr);
+  cairo_set_source_rgb (cr, 0.0, 0.447, 0.698);
+  cairo_set_line_width (cr, 1.5);
+  cairo_stroke (cr);
+}
+
+/**
+ * cs_graph_view_minimap_move:
+ * @x: px in the minimap (as drawn by cs_graph_view_draw_minimap())
+ * @y: px
+ *
+ * Pans the view so that the graph point under (@x, @y) of the minimap is in its middle (a
+ * click or drag on the minimap).
+ */
+void
+cs_graph_view_minimap_move (CsGraphView *self, double x, double y)
+{
+  double px, py;
+  CsRect box;
+
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (self->layout == NULL || !self->layout->laid_out || self->minimap_layout != self->layout)
+    return;
+  cs_view_to_pt (&self->minimap_view, self->layout, x, y, &px, &py);
+  box = (CsRect) { px, py, px, py };
+  cs_view_center_on (&self->view, self->layout, &box, gtk_widget_get_width (GTK_WIDGET (self)),
+                     gtk_widget_get_height (GTK_WIDGET (self)));
+  self->need_fit = FALSE;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
+}
+
+/**
+ * cs_graph_view_get_view:
+ * @view: (out): the pan and zoom shown (for tests and the minimap)
+ */
+void
+cs_graph_view_get_view (CsGraphView *self, CsView *view)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  *view = self->view;
+}
+
+/**
+ * cs_graph_view_zoom_by:
+ * @factor: > 1 zooms in
+ *
+ * Zooms by @factor (within 2 %..800 %) about the selection when it is on screen, else about
+ * the middle of the widget (keyboard +/-, the menu); a graph zoomed or panned off the widget
+ * is brought back.
+ */
 void
 cs_graph_view_zoom_by (CsGraphView *self, double factor)
 {
+  double x, y;
+
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
-  zoom_at (self, factor, gtk_widget_get_width (GTK_WIDGET (self)) / 2.0,
-           gtk_widget_get_height (GTK_WIDGET (self)) / 2.0);
+  zoom_point (self, &x, &y);
+  zoom_at (self, factor, x, y);
 }
 
 /** Fits the whole graph into the widget (at most 150 %), however small it gets. */
@@ -970,6 +1735,9 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->values_title, g_free);
   g_clear_pointer (&self->error, g_free);
   g_clear_pointer (&self->placeholder, g_free);
+  g_clear_pointer (&self->found, g_hash_table_unref);
+  g_clear_pointer (&self->minimap, cairo_surface_destroy);
+  anchor_clear (&self->anchor);
   cs_render_options_clear (&self->options);
   G_OBJECT_CLASS (cs_graph_view_parent_class)->finalize (object);
 }
@@ -999,6 +1767,23 @@ cs_graph_view_class_init (CsGraphViewClass *klass)
   signals[NODE_SELECTED] =
     g_signal_new ("node-selected", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                   NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
+  /**
+   * CsGraphView::layout-changed:
+   *
+   * A new layout is shown (after a trace, policy, pass or expand / collapse change): its
+   * notes, groups and diff marks may differ.
+   */
+  signals[LAYOUT_CHANGED] =
+    g_signal_new ("layout-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                  NULL, NULL, NULL, G_TYPE_NONE, 0);
+  /**
+   * CsGraphView::view-changed:
+   *
+   * The pan or zoom changed (the minimap follows it).
+   */
+  signals[VIEW_CHANGED] =
+    g_signal_new ("view-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                  NULL, NULL, NULL, G_TYPE_NONE, 0);
 
   gtk_widget_class_set_css_name (widget_class, "csgraphview");
 }
@@ -1047,8 +1832,8 @@ cs_graph_view_init (CsGraphView *self)
  * cs_graph_view_set_show_legend:
  * @show: draw the dtype legend at the top-left (the default) or not
  *
- * On a small window the legend covers part of the graph; hiding it gives the graph the room
- * (the next fit uses the whole width).
+ * The legend is drawn in the window's side panel (cs_graph_view_draw_keys()), never on the
+ * graph; this flag is what the window's View > Legend toggle shows.
  */
 void
 cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
@@ -1057,7 +1842,6 @@ cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
   if (!self->hide_legend == !!show)
     return;
   self->hide_legend = !show;
-  self->need_fit = TRUE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }
 

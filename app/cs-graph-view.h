@@ -1,6 +1,7 @@
 /* cs-graph-view.h: CsGraphView, the canvas that draws one trace as a graph.
  *
- * Nodes are the trace's top-level statements and are named by CsStmt.id (0 = none).  Layout
+ * Nodes are the trace's statements (top level, or a prim inside a region or decomposition)
+ * and groups (layers, modules, chunks: CS_LAYOUT_GROUP_ID), named by id (0 = none).  Layout
  * runs off the GTK thread (render/); the widget draws the display list with render/'s cairo
  * painter under its own view transform (pan, zoom), and hit-tests clicks against it.
  */
@@ -9,6 +10,7 @@
 #include <gtk/gtk.h>
 
 #include "cs-ir.h"
+#include "cs-draw.h"
 #include "cs-layout.h"
 
 G_BEGIN_DECLS
@@ -54,5 +56,33 @@ gboolean    cs_graph_view_export         (CsGraphView       *self,
 CsLayout   *cs_graph_view_get_layout     (CsGraphView       *self);
 guint       cs_graph_view_count_badges   (CsGraphView       *self,
                                           gboolean           tensor_core);
+void        cs_graph_view_reset          (CsGraphView       *self);
+guint32     cs_graph_view_activate_at    (CsGraphView       *self,
+                                          double             x,
+                                          double             y,
+                                          int                n_press);
+void        cs_graph_view_set_group_expanded (CsGraphView   *self,
+                                          const char        *name,
+                                          gboolean           expanded);
+gboolean    cs_graph_view_get_group_expanded (CsGraphView   *self,
+                                          const char        *name);
+gboolean    cs_graph_view_reveal         (CsGraphView       *self,
+                                          guint32            stmt_id);
+void        cs_graph_view_set_found      (CsGraphView       *self,
+                                          GHashTable        *stmt_ids);
+const char * const *cs_graph_view_get_notes (CsGraphView    *self);
+void        cs_graph_view_draw_keys      (CsGraphView       *self,
+                                          cairo_t           *cr,
+                                          double             width,
+                                          double            *height);
+void        cs_graph_view_draw_minimap   (CsGraphView       *self,
+                                          cairo_t           *cr,
+                                          int                width,
+                                          int                height);
+void        cs_graph_view_minimap_move   (CsGraphView       *self,
+                                          double             x,
+                                          double             y);
+void        cs_graph_view_get_view       (CsGraphView       *self,
+                                          CsView            *view);
 
 G_END_DECLS

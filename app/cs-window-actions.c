@@ -178,11 +178,26 @@ _cs_window_init_policy_panel (CsWindow *self)
 /* Find                                                                                        */
 
 static gboolean
+contains_ci (const char *hay, const char *needle)
+{
+  g_autofree char *h = NULL;
+  g_autofree char *n = NULL;
+
+  if (hay == NULL)
+    return FALSE;
+  h = g_utf8_strdown (hay, -1);
+  n = g_utf8_strdown (needle, -1);
+  return strstr (h, n) != NULL;
+}
+
+static gboolean
 stmt_matches (const CsStmt *stmt, const char *needle)
 {
   g_autoptr(GPtrArray) proxies = NULL;
 
-  if (stmt->kind == CS_STMT_CALL && stmt->callee != NULL && strstr (stmt->callee, needle) != NULL)
+  if (stmt->kind != CS_STMT_CALL)
+    return FALSE;
+  if (stmt->callee != NULL && contains_ci (stmt->callee, needle))
     return TRUE;
   proxies = g_ptr_array_new ();
   cs_stmt_collect_inputs (stmt, proxies);
@@ -196,50 +211,110 @@ stmt_matches (const CsStmt *stmt, const char *needle)
   return FALSE;
 }
 
-/**
- * _cs_window_find_next:
- * @needle: an op name part ("matmul", "prims.add") or a tensor name ("t5")
- * @restart: search from the first statement instead of after the last match
- *
- * Selects the next top-level statement whose callee contains @needle or that reads or writes
- * the tensor named @needle; wraps around.  The status bar says when nothing matches.
- */
-void
-_cs_window_find_next (CsWindow *self, const char *needle, gboolean restart)
+/* Every statement matching, at every level (a region's prims, a decomposition's), in trace
+ * order; a wrapper whose own prim matches too counts once, as the prim (the op itself). */
+static void
+collect_matches (const CsStmt *s, const char *needle, GArray *out)
+{
+  guint before = out->len;
+
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_matches (s->subs[i], needle, out);
+  if (out->len == before && stmt_matches (s, needle))
+    g_array_append_val (out, s->id);
+  else if (out->len > before && cs_op_is_fusion (s->op) && contains_ci (s->callee, needle))
+    g_array_insert_val (out, before, s->id);
+}
+
+static void
+find_step (CsWindow *self, const char *needle, gboolean restart, gboolean backwards)
 {
   CsTrace *trace = _cs_window_get_shown_trace (self);
-  g_autoptr(GArray) matches = NULL;
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  CsLayout *layout = cs_graph_view_get_layout (view);
+  g_autoptr(GHashTable) set = NULL;
+  GArray *matches;
   guint32 next;
+  guint pos = 0;
   g_autofree char *msg = NULL;
 
   if (trace == NULL || needle == NULL || needle[0] == '\0')
     {
       gtk_label_set_text (self->status_message, "");
+      g_clear_pointer (&self->search_matches, g_array_unref);
+      cs_graph_view_set_found (view, NULL);
       return;
     }
-  matches = g_array_new (FALSE, FALSE, sizeof (guint32));
-  for (guint i = 0; i < trace->n_stmts; i++)
-    if (stmt_matches (trace->stmts[i], needle))
-      g_array_append_val (matches, trace->stmts[i]->id);
+  if (restart || self->search_matches == NULL || g_strcmp0 (self->search_needle, needle) != 0)
+    {
+      g_clear_pointer (&self->search_matches, g_array_unref);
+      g_free (self->search_needle);
+      self->search_needle = g_strdup (needle);
+      self->search_matches = g_array_new (FALSE, FALSE, sizeof (guint32));
+      /* layers, modules and chunks by name */
+      for (guint g = 0; layout != NULL && layout->grouping != NULL && g < layout->grouping->n_groups; g++)
+        if (contains_ci (layout->grouping->groups[g].name, needle))
+          {
+            guint32 gid = CS_LAYOUT_GROUP_ID (g);
+            g_array_append_val (self->search_matches, gid);
+          }
+      for (guint i = 0; i < trace->n_stmts; i++)
+        collect_matches (trace->stmts[i], needle, self->search_matches);
+      restart = TRUE;
+    }
+  matches = self->search_matches;
   if (matches->len == 0)
     {
-      msg = g_strdup_printf ("No node matches “%s”", needle);
+      msg = g_strdup_printf ("Nothing matches “%s” (ops, tensors, regions and layers searched, "
+                             "collapsed ones too)", needle);
       gtk_label_set_text (self->status_message, msg);
+      cs_graph_view_set_found (view, NULL);
       return;
     }
-  next = g_array_index (matches, guint32, 0);
+  set = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < matches->len; i++)
+    g_hash_table_add (set, GUINT_TO_POINTER (g_array_index (matches, guint32, i)));
+  cs_graph_view_set_found (view, set);
+  pos = backwards ? matches->len - 1 : 0;
   if (!restart)
     for (guint i = 0; i < matches->len; i++)
       if (g_array_index (matches, guint32, i) == self->search_last)
         {
-          next = g_array_index (matches, guint32, (i + 1) % matches->len);
+          pos = backwards ? (i + matches->len - 1) % matches->len : (i + 1) % matches->len;
           break;
         }
+  next = g_array_index (matches, guint32, pos);
   self->search_last = next;
-  msg = g_strdup_printf ("%u node%s match “%s”", matches->len, matches->len == 1 ? "" : "s",
-                         needle);
+  msg = g_strdup_printf ("“%s”: match %u of %u (Enter: next, Shift+Enter: previous)", needle,
+                         pos + 1, matches->len);
   gtk_label_set_text (self->status_message, msg);
   _cs_window_select_stmt (self, next, TRUE);
+}
+
+/**
+ * _cs_window_find_next:
+ * @needle: an op name part ("matmul", "tanh", "prims.add"), a tensor name ("t5"), a region
+ *   ("nvFusion2") or a group ("layers.3"); ops, regions and groups match case-insensitively
+ *   by part, tensors by whole name
+ * @restart: search from the first match instead of after the last one
+ *
+ * Finds every statement at every level of the shown trace (inside fusion regions, inside
+ * decompositions, inside collapsed layers) and every layer, module and chunk that matches,
+ * draws all matches with a halo, and selects the next one, revealing it (its collapsed layer
+ * or statement is expanded and the view scrolls to it); wraps around.  The status bar says
+ * which match of how many, or that nothing matches.
+ */
+void
+_cs_window_find_next (CsWindow *self, const char *needle, gboolean restart)
+{
+  find_step (self, needle, restart, FALSE);
+}
+
+/** _cs_window_find_previous: as _cs_window_find_next(), the match before the last one. */
+void
+_cs_window_find_previous (CsWindow *self, const char *needle)
+{
+  find_step (self, needle, FALSE, TRUE);
 }
 
 void
@@ -252,6 +327,12 @@ void
 _cs_window_search_activate_cb (CsWindow *self, GtkSearchEntry *entry)
 {
   _cs_window_find_next (self, gtk_editable_get_text (GTK_EDITABLE (entry)), FALSE);
+}
+
+void
+_cs_window_search_previous_cb (CsWindow *self, GtkSearchEntry *entry)
+{
+  _cs_window_find_previous (self, gtk_editable_get_text (GTK_EDITABLE (entry)));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -472,6 +553,8 @@ legend_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
   g_simple_action_set_state (action, state);
   cs_graph_view_set_show_legend (self->forward_view, show);
   cs_graph_view_set_show_legend (self->backward_view, show);
+  gtk_widget_set_visible (GTK_WIDGET (self->legend_area), show);
+  gtk_widget_set_visible (GTK_WIDGET (self->legend_heading), show);
 }
 
 static const GActionEntry win_actions[] = {

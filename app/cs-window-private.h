@@ -52,6 +52,12 @@ struct _CsWindow
   GtkLabel          *status_message;
   GMenu             *policy_submenu;
   GMenu             *recent_submenu;
+  GtkDrawingArea    *minimap_area;      /* the whole graph and the view's rectangle */
+  GtkListBox        *structure_list;    /* one row per layer / module / chunk */
+  GtkLabel          *structure_empty;   /* shown when the trace has no groups */
+  GtkLabel          *legend_heading;
+  GtkDrawingArea    *legend_area;       /* dtype legend and value key, beside the graph */
+  GtkLabel          *notes_label;       /* the layout's notes, beside the graph */
 
   /* state */
   GFile             *file;              /* (nullable) the open file */
@@ -71,6 +77,9 @@ struct _CsWindow
   guint              n_policy_keys;
   gboolean           syncing;           /* set while the window updates widgets itself */
   guint32            search_last;       /* stmt id of the last find match */
+  GArray            *search_matches;    /* (nullable) guint32 ids matching the current Find, in
+                                           trace order */
+  char              *search_needle;     /* (nullable) what they match */
   char              *last_run_summary;  /* (nullable) one line about the last run */
   GHashTable        *run_node_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
                                                         time, ms) */
@@ -85,6 +94,10 @@ struct _CsWindow
 };
 
 /* cs-window.c */
+const CsStmt *_cs_window_find_stmt_deep   (const CsTrace *trace,
+                                           guint32        stmt_id,
+                                           guint         *top_index);
+void         _cs_window_update_diff_bar   (CsWindow   *self);
 CsFamily     _cs_window_get_family        (CsWindow   *self);
 CsGraphView *_cs_window_get_view          (CsWindow   *self,
                                            CsFamily    family);
@@ -114,11 +127,21 @@ void         _cs_window_search_changed_cb (CsWindow       *self,
                                            GtkSearchEntry *entry);
 void         _cs_window_search_activate_cb (CsWindow       *self,
                                             GtkSearchEntry *entry);
+void         _cs_window_search_previous_cb (CsWindow       *self,
+                                            GtkSearchEntry *entry);
+void         _cs_window_find_previous     (CsWindow   *self,
+                                           const char *needle);
 
 /* cs-window-run.c */
 void         _cs_window_run               (CsWindow   *self);
 void         _cs_window_clear_run         (CsWindow   *self);
 void         _cs_window_apply_run_overlay (CsWindow   *self);
 void         _cs_window_cancel_run        (CsWindow   *self);
+/* label data on a run-table row's first cell: which node the row is about */
+#define CS_RUN_ROW_STMT   "cs-run-row-stmt"    /* GUINT_TO_POINTER (top-level stmt id) */
+#define CS_RUN_ROW_FAMILY "cs-run-row-family"  /* GINT_TO_POINTER (CsFamily + 1) */
+#define CS_RUN_ROW_PROXY  "cs-run-row-proxy"   /* char*: the tensor, or NULL (a region row) */
+gboolean     _cs_window_run_row_activate  (CsWindow   *self,
+                                           int         row);
 
 G_END_DECLS

@@ -538,6 +538,21 @@ grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gb
   gtk_grid_attach (grid, label, col, row, 1, 1);
 }
 
+/* Tags the first cell of table row @row with the node it is about (a click selects it:
+ * _cs_window_run_row_activate()). */
+static void
+link_row (GtkGrid *grid, int row, CsFamily family, guint32 stmt_id, const char *proxy)
+{
+  GtkWidget *cell = gtk_grid_get_child_at (grid, 0, row);
+
+  if (cell == NULL)
+    return;
+  g_object_set_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY, GINT_TO_POINTER ((gint) family + 1));
+  g_object_set_data (G_OBJECT (cell), CS_RUN_ROW_STMT, GUINT_TO_POINTER (stmt_id));
+  g_object_set_data_full (G_OBJECT (cell), CS_RUN_ROW_PROXY, g_strdup (proxy), g_free);
+  gtk_widget_set_tooltip_text (cell, "Click to select this tensor's node in the graph");
+}
+
 static int
 row_compare (gconstpointer a, gconstpointer b)
 {
@@ -594,6 +609,7 @@ fill_table (CsWindow *self, RunJob *job)
       grid_add (self->run_grid, 3, r, ref, FALSE, TRUE);
       grid_add (self->run_grid, 4, r, ratio, FALSE, TRUE);
       grid_add (self->run_grid, 5, r, verdict, FALSE, FALSE);
+      link_row (self->run_grid, r, row->family, row->stmt_id, row->name);
       r++;
     }
 
@@ -617,6 +633,7 @@ fill_table (CsWindow *self, RunJob *job)
       grid_add (self->run_grid, 1, r, ops, FALSE, FALSE);
       grid_add (self->run_grid, 2, r, ms, FALSE, TRUE);
       grid_add (self->run_grid, 3, r, kb, FALSE, TRUE);
+      link_row (self->run_grid, r, t->family, t->stmt_id, NULL);
       r++;
     }
 }

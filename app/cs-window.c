@@ -11,6 +11,7 @@
 
 #include "cs-window-private.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cs-diff.h"
@@ -22,6 +23,8 @@
 G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
 
 static void update_shown (CsWindow *self);
+static void update_side_panel (CsWindow *self);
+static const CsGroup *shown_group (CsWindow *self, guint32 stmt_id);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Jobs and errors                                                                             */
@@ -238,15 +241,27 @@ static void
 highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
 {
   GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
-  const CsStmtRange *range = find_range (self, stmt_id);
+  CsTrace *trace = _cs_window_get_shown_trace (self);
+  const CsStmtRange *range = NULL, *last = NULL;
+  const CsGroup *group = shown_group (self, stmt_id);
   GtkTextIter start, end;
+  guint top;
 
+  /* a prim inside a region or decomposition: its top-level statement's text; a group: the
+   * text from its first to its last statement */
+  if (group != NULL && trace != NULL)
+    {
+      range = find_range (self, trace->stmts[group->first]->id);
+      last = find_range (self, trace->stmts[group->last]->id);
+    }
+  else if (_cs_window_find_stmt_deep (trace, stmt_id, &top) != NULL)
+    range = find_range (self, trace->stmts[top]->id);
   gtk_text_buffer_get_bounds (buffer, &start, &end);
   gtk_text_buffer_remove_tag (buffer, self->selected_tag, &start, &end);
   if (range == NULL)
     return;
   gtk_text_buffer_get_iter_at_offset (buffer, &start, range->start);
-  gtk_text_buffer_get_iter_at_offset (buffer, &end, range->end);
+  gtk_text_buffer_get_iter_at_offset (buffer, &end, last ? last->end : range->end);
   gtk_text_buffer_apply_tag (buffer, self->selected_tag, &start, &end);
   if (scroll)
     {
@@ -314,14 +329,62 @@ append_proxy_line (GString *out, const CsProxy *proxy)
 }
 
 static const CsStmt *
-find_stmt (const CsTrace *trace, guint32 stmt_id)
+find_in (const CsStmt *s, guint32 stmt_id)
 {
-  if (trace == NULL || stmt_id == 0)
+  const CsStmt *r;
+
+  if (s->id == stmt_id)
+    return s;
+  for (guint i = 0; i < s->n_subs; i++)
+    if ((r = find_in (s->subs[i], stmt_id)) != NULL)
+      return r;
+  return NULL;
+}
+
+/**
+ * _cs_window_find_stmt_deep:
+ * @trace: (nullable): a trace
+ * @stmt_id: a statement id at any level (0 and group ids find nothing)
+ * @top_index: (out) (optional): index in trace->stmts of the top-level statement holding it
+ *
+ * Returns: (nullable): the statement (a top-level one, or a prim of a region or decomposition)
+ */
+const CsStmt *
+_cs_window_find_stmt_deep (const CsTrace *trace, guint32 stmt_id, guint *top_index)
+{
+  if (trace == NULL || stmt_id == 0 || CS_LAYOUT_IS_GROUP_ID (stmt_id))
     return NULL;
   for (guint i = 0; i < trace->n_stmts; i++)
-    if (trace->stmts[i]->id == stmt_id)
-      return trace->stmts[i];
+    {
+      const CsStmt *r = find_in (trace->stmts[i], stmt_id);
+
+      if (r != NULL)
+        {
+          if (top_index != NULL)
+            *top_index = i;
+          return r;
+        }
+    }
   return NULL;
+}
+
+static const CsStmt *
+find_stmt (const CsTrace *trace, guint32 stmt_id)
+{
+  return _cs_window_find_stmt_deep (trace, stmt_id, NULL);
+}
+
+/* The group @stmt_id names in the visible view's layout, or NULL. */
+static const CsGroup *
+shown_group (CsWindow *self, guint32 stmt_id)
+{
+  CsLayout *l = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
+  gint g;
+
+  if (!CS_LAYOUT_IS_GROUP_ID (stmt_id) || l == NULL || l->grouping == NULL)
+    return NULL;
+  g = CS_LAYOUT_GROUP_OF_ID (stmt_id);
+  return (guint) g < l->grouping->n_groups ? &l->grouping->groups[g] : NULL;
 }
 
 static void
@@ -334,6 +397,25 @@ update_details (CsWindow *self, guint32 stmt_id)
   g_autoptr(GPtrArray) outputs = NULL;
   g_autofree char *head = NULL;
 
+  if (stmt == NULL && shown_group (self, stmt_id) != NULL)
+    {
+      const CsGroup *g = shown_group (self, stmt_id);
+      CsLayout *l = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
+      g_autofree char *sum = cs_group_summary_text (g);
+      g_autofree char *text = g_markup_printf_escaped (
+        "<b>%s</b>\n%s%s\n\n%s\n\nCasts: %u (%u up, %u down)\nMatmuls: %u, %u on tensor cores\n"
+        "Bytes written: %" G_GUINT64_FORMAT "\nEst. %.3g µs (H200 roofline)%s%s",
+        g->name, g->kind == CS_GROUP_LAYER ? "layer" : g->kind == CS_GROUP_MODULE ? "module"
+                                                     : "chunk of consecutive statements",
+        g->repeat_of >= 0 ? " — same structure as the first of its kind" : "",
+        sum, g->summary.n_casts, g->summary.n_upcasts, g->summary.n_downcasts,
+        g->summary.n_matmuls, g->summary.n_tensor_core_matmuls, g->summary.bytes,
+        g->summary.est_ms * 1e3,
+        g->n_same > 1 ? "\n\nLayers with this structure: " : "",
+        g->n_same > 1 ? (g->repeat_of >= 0 ? l->grouping->groups[g->repeat_of].name : g->name) : "");
+      gtk_label_set_markup (self->details_label, text);
+      return;
+    }
   if (stmt == NULL)
     {
       gtk_label_set_text (self->details_label,
@@ -406,18 +488,19 @@ update_details (CsWindow *self, guint32 stmt_id)
 
 /**
  * _cs_window_select_stmt:
- * @stmt_id: a top-level statement id of the shown trace, or 0 to clear
+ * @stmt_id: a statement id of the shown trace (any level) or a group id, or 0 to clear
  * @scroll: scroll the text view to it
  *
- * Selects one node everywhere: graph, text highlight, details.
+ * Selects one node everywhere: graph (revealing it: cs_graph_view_reveal()), text
+ * highlight, details.
  */
 void
 _cs_window_select_stmt (CsWindow *self, guint32 stmt_id, gboolean scroll)
 {
   CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
 
-  if (cs_graph_view_get_selected (view) != stmt_id)
-    cs_graph_view_select (view, stmt_id, TRUE);
+  /* a statement inside a collapsed layer or statement is revealed (expanded, scrolled to) */
+  cs_graph_view_reveal (view, stmt_id);
   highlight_text (self, stmt_id, TRUE);
   update_details (self, stmt_id);
 }
@@ -558,6 +641,7 @@ graph_stack_notify_cb (CsWindow *self, GParamSpec *pspec, GtkStack *stack)
   if (self->stmt_ranges == NULL)
     return;
   update_shown (self);
+  update_side_panel (self);
 }
 
 static void
@@ -577,19 +661,17 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 
 /* ---- diff between the previous and the new result ---- */
 
-static guint
-sum_cast_counts (GPtrArray *casts)
-{
-  guint n = 0;
-
-  for (guint i = 0; i < casts->len; i++)
-    n += ((const CsDiffCast *) g_ptr_array_index (casts, i))->count;
-  return n;
-}
-
-/* The diff bar: core/cs-diff.h between the final traces before and after the policy change. */
-static void
-update_diff_bar (CsWindow *self)
+/**
+ * _cs_window_update_diff_bar:
+ *
+ * The diff bar, from what each graph marks (cs_graph_view_get_diff_stats(): the shown pass of
+ * the new result against the same pass of the result before the policy change), so that its
+ * numbers are the marks on the graph: casts added (green), removed (ghosts, pink), regions
+ * split and merged, statements moved into or out of regions; plus tensor-core matmuls and the
+ * estimated time of the two final traces.  Hidden when there is no diff.
+ */
+void
+_cs_window_update_diff_bar (CsWindow *self)
 {
   g_autoptr(GString) out = NULL;
 
@@ -603,36 +685,285 @@ update_diff_bar (CsWindow *self)
     {
       CsTrace *before = cs_analysis_get_final (self->previous, f);
       CsTrace *after = cs_analysis_get_final (self->analysis, f);
-      g_autoptr(CsTraceDiff) diff = NULL;
+      CsGraphView *view = _cs_window_get_view (self, f);
+      CsLayoutDiffStats st;
       g_autoptr(CsTraceStats) s0 = NULL;
       g_autoptr(CsTraceStats) s1 = NULL;
       g_autofree char *t0 = NULL;
       g_autofree char *t1 = NULL;
+      gboolean shown;
 
       if (before == NULL || after == NULL)
         continue;
-      diff = cs_trace_diff (before, after);
+      shown = cs_graph_view_get_diff_stats (view, &st) && !cs_graph_view_is_busy (view);
       s0 = cs_stats_compute (before);
       s1 = cs_stats_compute (after);
       t0 = _cs_window_format_ms (s0->total.est_ms);
       t1 = _cs_window_format_ms (s1->total.est_ms);
-      g_string_append_printf (out, "%s<b>%s</b>: <span foreground=\"#009E73\">+%u casts</span>, "
-                              "<span foreground=\"#CC79A7\">−%u casts</span>, "
-                              "%u region%s split, %u merged; tensor-core matmuls %u → %u; "
-                              "est. %s → %s",
-                              out->len ? "\n" : "",
-                              f == CS_FAMILY_FORWARD ? "Forward" : "Backward",
-                              sum_cast_counts (diff->casts_added),
-                              sum_cast_counts (diff->casts_removed),
-                              diff->regions_split->len, diff->regions_split->len == 1 ? "" : "s",
-                              diff->regions_merged->len,
+      g_string_append_printf (out, "%s<b>%s</b>: ", out->len ? "\n" : "",
+                              f == CS_FAMILY_FORWARD ? "Forward" : "Backward");
+      if (shown)
+        g_string_append_printf (out, "<span foreground=\"#009E73\">+%u casts</span>, "
+                                "<span foreground=\"#CC79A7\">−%u casts</span>, "
+                                "%u region%s split, %u merged, "
+                                "<span foreground=\"#1F78B4\">%u moved into regions, %u out</span>; ",
+                                st.casts_added, st.casts_removed,
+                                st.regions_split, st.regions_split == 1 ? "" : "s",
+                                st.regions_merged, st.moved_in, st.moved_out);
+      else
+        g_string_append (out, "laying out…; ");
+      g_string_append_printf (out, "tensor-core matmuls %u → %u; est. %s → %s",
                               s0->total.n_tensor_core_matmuls, s1->total.n_tensor_core_matmuls,
                               t0, t1);
     }
-  g_string_append (out, "\n<small>Policy changed: the graph marks added casts and new regions "
-                        "in green, split or merged regions in orange.</small>");
+  g_string_append (out, "\n<small>Policy changed (shown pass against the same pass before): "
+                        "added casts green, removed casts as dashed ghosts where they were, split "
+                        "or merged regions orange, statements moved into or out of regions blue; "
+                        "collapsed nodes count what they hold.</small>");
   gtk_label_set_markup (self->diff_label, out->str);
   gtk_info_bar_set_revealed (self->diff_bar, TRUE);
+}
+
+static void
+update_diff_bar (CsWindow *self)
+{
+  _cs_window_update_diff_bar (self);
+}
+
+/* ---- the side panel: overview, structure, legend, notes ---- */
+
+static void
+structure_row_activated_cb (GtkListBox *box, GtkListBoxRow *row, CsWindow *self)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  const char *name = g_object_get_data (G_OBJECT (row), "cs-group-name");
+  guint gid = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (row), "cs-group-id"));
+
+  if (name == NULL)
+    return;
+  /* select the group, then toggle it: the view stays anchored on it */
+  cs_graph_view_select (view, gid, TRUE);
+  view_node_selected_cb (self, gid, view);
+  cs_graph_view_set_group_expanded (view, name, !cs_graph_view_get_group_expanded (view, name));
+}
+
+static void
+update_structure (CsWindow *self)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  CsLayout *l = cs_graph_view_get_layout (view);
+  GtkWidget *child;
+  guint n = 0;
+
+  while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->structure_list))) != NULL)
+    gtk_list_box_remove (self->structure_list, child);
+  for (guint g = 0; l != NULL && l->grouping != NULL && g < l->grouping->n_groups; g++)
+    {
+      const CsGroup *gr = &l->grouping->groups[g];
+      gboolean expanded = !l->group_collapsed[g];
+      g_autofree char *text = NULL;
+      GtkWidget *label, *row;
+
+      /* modules only under an expanded layer */
+      if (gr->parent >= 0 && l->group_collapsed[gr->parent])
+        continue;
+      if (gr->repeat_of >= 0)
+        text = g_strdup_printf ("%s%s %s  · %u ops, = %s", gr->parent >= 0 ? "      " : "",
+                                expanded ? "▾" : "▸", gr->label, gr->n_stmts,
+                                l->grouping->groups[gr->repeat_of].label);
+      else
+        text = g_strdup_printf ("%s%s %s  · %u ops%s", gr->parent >= 0 ? "      " : "",
+                                expanded ? "▾" : "▸", gr->label, gr->n_stmts,
+                                gr->n_same > 1 ? "  (same structure ×" : "");
+      if (gr->repeat_of < 0 && gr->n_same > 1)
+        {
+          char *t = g_strdup_printf ("%s%u)", text, gr->n_same);
+          g_free (text);
+          text = t;
+        }
+      label = gtk_label_new (text);
+      gtk_label_set_xalign (GTK_LABEL (label), 0);
+      gtk_label_set_ellipsize (GTK_LABEL (label), PANGO_ELLIPSIZE_END);
+      gtk_widget_set_tooltip_text (label, gr->name);
+      row = gtk_list_box_row_new ();
+      gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (row), label);
+      g_object_set_data_full (G_OBJECT (row), "cs-group-name", g_strdup (gr->name), g_free);
+      g_object_set_data (G_OBJECT (row), "cs-group-id", GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (g)));
+      gtk_list_box_append (self->structure_list, row);
+      n++;
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->structure_list), n > 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->structure_empty), n == 0);
+}
+
+static void
+update_side_panel (CsWindow *self)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  const char * const *notes = cs_graph_view_get_notes (view);
+  g_autoptr(GString) text = g_string_new (NULL);
+
+  CsLayout *l = cs_graph_view_get_layout (view);
+
+  for (guint i = 0; notes != NULL && notes[i] != NULL; i++)
+    g_string_append_printf (text, "%s%s", i ? "\n\n" : "", notes[i]);
+  if (l != NULL && l->laid_out)
+    g_string_append_printf (text, "%sLayout: %s, %u nodes, %.0f ms.", text->len ? "\n\n" : "",
+                            l->layered ? "castscope's layered layout (too many nodes for dot)"
+                                       : "Graphviz dot", l->n_nodes, l->layout_ms);
+  gtk_label_set_text (self->notes_label, text->str);
+  gtk_widget_set_visible (GTK_WIDGET (self->notes_label), text->len > 0);
+  update_structure (self);
+  gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+  gtk_widget_queue_draw (GTK_WIDGET (self->legend_area));
+}
+
+static void
+view_layout_changed_cb (CsWindow *self, CsGraphView *view)
+{
+  if (self->previous != NULL)
+    update_diff_bar (self);
+  if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
+    return;
+  update_side_panel (self);
+  /* the selection may have been found again under another id (another pass or policy) */
+  highlight_text (self, cs_graph_view_get_selected (view), FALSE);
+  update_details (self, cs_graph_view_get_selected (view));
+}
+
+static void
+view_view_changed_cb (CsWindow *self, CsGraphView *view)
+{
+  if (view == _cs_window_get_view (self, _cs_window_get_family (self)))
+    gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+}
+
+static void
+minimap_draw (GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer data)
+{
+  CsWindow *self = data;
+
+  cs_graph_view_draw_minimap (_cs_window_get_view (self, _cs_window_get_family (self)), cr,
+                              width, height);
+}
+
+static void
+minimap_drag_begin_cb (GtkGestureDrag *gesture, double x, double y, CsWindow *self)
+{
+  cs_graph_view_minimap_move (_cs_window_get_view (self, _cs_window_get_family (self)), x, y);
+}
+
+static void
+minimap_drag_update_cb (GtkGestureDrag *gesture, double dx, double dy, CsWindow *self)
+{
+  double x, y;
+
+  if (gtk_gesture_drag_get_start_point (gesture, &x, &y))
+    cs_graph_view_minimap_move (_cs_window_get_view (self, _cs_window_get_family (self)),
+                                x + dx, y + dy);
+}
+
+static void
+legend_draw (GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer data)
+{
+  CsWindow *self = data;
+  double h = 0;
+
+  cs_graph_view_draw_keys (_cs_window_get_view (self, _cs_window_get_family (self)), cr, width, &h);
+  if (h > 0 && (int) ceil (h) + 2 != gtk_drawing_area_get_content_height (area))
+    gtk_drawing_area_set_content_height (area, (int) ceil (h) + 2);
+}
+
+/* Shift+Enter in the find bar: the previous match (GtkSearchEntry binds Ctrl+Shift+G only). */
+static gboolean
+search_key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
+                       GdkModifierType state, CsWindow *self)
+{
+  if ((keyval == GDK_KEY_Return || keyval == GDK_KEY_KP_Enter) && (state & GDK_SHIFT_MASK))
+    {
+      _cs_window_find_previous (self, gtk_editable_get_text (GTK_EDITABLE (self->search_entry)));
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* ---- the run table: a row selects and reveals its node ---- */
+
+static gboolean
+writes (const CsStmt *s, const char *proxy)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (s, outs);
+  for (guint k = 0; k < outs->len; k++)
+    if (g_strcmp0 (((CsProxy *) g_ptr_array_index (outs, k))->name, proxy) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/**
+ * _cs_window_run_row_activate:
+ * @row: a row of the run table (0 = its header)
+ *
+ * What a click on a run-table row does: shows the row's family, selects the statement that
+ * writes the row's tensor (or the region the row times), revealing it if it lies in a
+ * collapsed layer or statement.
+ * Returns: TRUE when the row named a node
+ */
+gboolean
+_cs_window_run_row_activate (CsWindow *self, int row)
+{
+  GtkWidget *cell = gtk_grid_get_child_at (self->run_grid, 0, row);
+  guint32 stmt_id;
+  gint family;
+  const char *proxy;
+  CsTrace *trace;
+
+  if (cell == NULL || (family = GPOINTER_TO_INT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY))) == 0)
+    return FALSE;
+  family--;
+  stmt_id = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_STMT));
+  proxy = g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_PROXY);
+  if (_cs_window_get_family (self) != (CsFamily) family)
+    gtk_stack_set_visible_child_name (self->graph_stack, family == CS_FAMILY_BACKWARD ? "backward" : "forward");
+  trace = _cs_window_get_shown_trace (self);
+  /* the statement writing the tensor; inside a fusion region, the region's prim */
+  for (guint i = 0; proxy != NULL && trace != NULL && i < trace->n_stmts; i++)
+    {
+      const CsStmt *top = trace->stmts[i];
+      guint32 found = 0;
+
+      if (top->kind != CS_STMT_CALL)
+        continue;
+      if (writes (top, proxy))
+        found = top->id;
+      for (guint k = 0; found != 0 && cs_op_is_fusion (top->op) && k < top->n_subs; k++)
+        if (writes (top->subs[k], proxy))
+          found = top->subs[k]->id;
+      if (found != 0)
+        {
+          stmt_id = found;
+          break;
+        }
+    }
+  if (stmt_id == 0)
+    return FALSE;
+  _cs_window_select_stmt (self, stmt_id, TRUE);
+  return TRUE;
+}
+
+static void
+run_grid_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsWindow *self)
+{
+  GtkWidget *w = gtk_widget_pick (GTK_WIDGET (self->run_grid), x, y, GTK_PICK_DEFAULT);
+  int col, row, width, height;
+
+  while (w != NULL && gtk_widget_get_parent (w) != GTK_WIDGET (self->run_grid))
+    w = gtk_widget_get_parent (w);
+  if (w == NULL)
+    return;
+  gtk_grid_query_child (self->run_grid, w, &col, &row, &width, &height);
+  _cs_window_run_row_activate (self, row);
 }
 
 /* ---- loading ---- */
@@ -722,8 +1053,11 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     self->pass_at_end[f] = TRUE;
-  cs_graph_view_select (self->forward_view, 0, FALSE);
-  cs_graph_view_select (self->backward_view, 0, FALSE);
+  /* a new file opens fitted, its layers collapsed, nothing selected */
+  cs_graph_view_reset (self->forward_view);
+  cs_graph_view_reset (self->backward_view);
+  g_clear_pointer (&self->search_matches, g_array_unref);
+  g_clear_pointer (&self->search_needle, g_free);
 
   if (job->analysis == NULL)
     {
@@ -882,6 +1216,8 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->stmt_ranges, g_array_unref);
   g_clear_pointer (&self->policy_dropdowns, g_free);
   g_clear_pointer (&self->last_run_summary, g_free);
+  g_clear_pointer (&self->search_matches, g_array_unref);
+  g_clear_pointer (&self->search_needle, g_free);
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
       g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
@@ -934,6 +1270,16 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_message);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_submenu);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, recent_submenu);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, minimap_area);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, structure_list);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, structure_empty);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, legend_heading);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, legend_area);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, notes_label);
+  gtk_widget_class_bind_template_callback (widget_class, view_layout_changed_cb);
+  gtk_widget_class_bind_template_callback (widget_class, view_view_changed_cb);
+  gtk_widget_class_bind_template_callback_full (widget_class, "search_previous_cb",
+                                                G_CALLBACK (_cs_window_search_previous_cb));
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
@@ -973,6 +1319,30 @@ cs_window_init (CsWindow *self)
   g_signal_connect (self->pass_adjustment, "value-changed", G_CALLBACK (pass_value_changed_cb), self);
 
   gtk_search_bar_connect_entry (self->search_bar, GTK_EDITABLE (self->search_entry));
+
+  {
+    GtkEventController *keys = gtk_event_controller_key_new ();
+
+    gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
+    g_signal_connect (keys, "key-pressed", G_CALLBACK (search_key_pressed_cb), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->search_entry), keys);
+  }
+  gtk_drawing_area_set_draw_func (self->minimap_area, minimap_draw, self, NULL);
+  {
+    GtkGesture *drag = gtk_gesture_drag_new ();
+
+    g_signal_connect (drag, "drag-begin", G_CALLBACK (minimap_drag_begin_cb), self);
+    g_signal_connect (drag, "drag-update", G_CALLBACK (minimap_drag_update_cb), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->minimap_area), GTK_EVENT_CONTROLLER (drag));
+  }
+  gtk_drawing_area_set_draw_func (self->legend_area, legend_draw, self, NULL);
+  g_signal_connect (self->structure_list, "row-activated", G_CALLBACK (structure_row_activated_cb), self);
+  {
+    GtkGesture *rc = gtk_gesture_click_new ();
+
+    g_signal_connect (rc, "pressed", G_CALLBACK (run_grid_pressed_cb), self);
+    gtk_widget_add_controller (GTK_WIDGET (self->run_grid), GTK_EVENT_CONTROLLER (rc));
+  }
 
   drop = gtk_drop_target_new (G_TYPE_FILE, GDK_ACTION_COPY);
   g_signal_connect (drop, "drop", G_CALLBACK (drop_cb), self);

@@ -150,7 +150,14 @@ typedef struct
   cairo_t     *cr;
   PangoLayout *pl;
   const char  *family;
+  double       scale;     /* px per pt of the graph being drawn (0: unknown) */
 } Painter;
+
+/* Level of detail: text is drawn at its size when it is at least this many px high on screen
+ * (readable), else not at all; the names of collapsed groups and of region and group boxes
+ * are then drawn at LOD_LABEL_PX when they fit in their box. */
+#define LOD_TEXT_PX   6.0
+#define LOD_LABEL_PX  9.0
 
 static void
 painter_init (Painter *p, cairo_t *cr, const char *family)
@@ -270,6 +277,8 @@ mark_hex (CsLayoutMark m)
     case CS_LAYOUT_MARK_SPLIT:
     case CS_LAYOUT_MARK_MERGED:
     case CS_LAYOUT_MARK_NEW:     return CS_PALETTE_HEX_CHANGED;
+    case CS_LAYOUT_MARK_MOVED_IN:
+    case CS_LAYOUT_MARK_MOVED_OUT: return CS_PALETTE_HEX_MOVED;
     case CS_LAYOUT_MARK_NONE:
     default:                     return NULL;
     }
@@ -285,13 +294,16 @@ mark_text (CsLayoutMark m)
     case CS_LAYOUT_MARK_SPLIT:   return "split";
     case CS_LAYOUT_MARK_MERGED:  return "merged";
     case CS_LAYOUT_MARK_NEW:     return "new region";
+    case CS_LAYOUT_MARK_MOVED_IN:  return "\u2192 into region";
+    case CS_LAYOUT_MARK_MOVED_OUT: return "\u2190 out of region";
     case CS_LAYOUT_MARK_NONE:
     default:                     return NULL;
     }
 }
 
 static void
-draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, double fs)
+draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, guint added, guint removed,
+           guint moved, double fs)
 {
   CsColor c;
 
@@ -311,7 +323,58 @@ draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, double fs)
   }
   cairo_stroke (p->cr);
   cairo_set_dash (p->cr, NULL, 0, 0);
-  draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+  if (added + removed + moved > 1 || (added > 0 && removed > 0))
+    {
+      /* a node standing for several changes (a collapsed layer): all of them */
+      g_autoptr(GString) t = g_string_new (NULL);
+
+      if (added > 0)
+        g_string_append_printf (t, "+%u", added);
+      if (removed > 0)
+        g_string_append_printf (t, "%s\u2212%u", t->len ? " " : "", removed);
+      if (added + removed > 0)
+        g_string_append (t, added + removed == 1 ? " cast" : " casts");
+      if (moved > 0)
+        g_string_append_printf (t, "%s%u moved", t->len ? ", " : "", moved);
+      draw_text (p, t->str, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+    }
+  else
+    draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+}
+
+/* Low zoom: the first line of @label at LOD_LABEL_PX on screen, centred at (x, y) user
+ * space (left-aligned at x when @align is 0), when it fits in @max_w points. */
+static void
+draw_lod_label (Painter *p, const char *label, double x, double y, double max_w, double align)
+{
+  g_autofree char *first = NULL;
+  const char *nl;
+  double size, w;
+
+  if (p->scale <= 0 || label == NULL)
+    return;
+  nl = strchr (label, '\n');
+  first = nl ? g_strndup (label, nl - label) : g_strdup (label);
+  size = LOD_LABEL_PX / p->scale;
+  text_size (p, first, size, TRUE, &w, NULL);
+  if (w > max_w)
+    return;
+  draw_text (p, first, size, TRUE, x, y, align, &DARK);
+}
+
+/* Find: a yellow halo behind a match. */
+static void
+draw_found (Painter *p, const CsRect *r)
+{
+  CsColor c;
+  CsRect g = { r->x0 - 5, r->y0 - 5, r->x1 + 5, r->y1 + 5 };
+
+  hex_color (CS_PALETTE_HEX_FOUND, &c);
+  c.a = 0.8;
+  set_color (p->cr, &c);
+  cairo_set_line_width (p->cr, 5.0);
+  rect_path (p->cr, &g, 8);
+  cairo_stroke (p->cr);
 }
 
 static gboolean
@@ -331,7 +394,15 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   double fs = l->font_size_pt;
 
   rect_path (cr, &c->box, 6);
-  if (c->kind == CS_LAYOUT_CLUSTER_REGION)
+  if (c->kind == CS_LAYOUT_CLUSTER_GROUP)
+    {
+      cairo_set_source_rgb (cr, 0.969, 0.976, 0.988);
+      cairo_fill_preserve (cr);
+      cairo_set_source_rgb (cr, 0.357, 0.490, 0.694);
+      cairo_set_line_width (cr, 1.5);
+      cairo_stroke (cr);
+    }
+  else if (c->kind == CS_LAYOUT_CLUSTER_REGION)
     {
       if (c->has_value)
         {
@@ -359,7 +430,8 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   if (text)
     {
       double x = c->box.x0 + 6;
-      if (c->kind == CS_LAYOUT_CLUSTER_REGION && c->subtitle != NULL)
+      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
+          && c->subtitle != NULL)
         {
           double th, sh;
           text_size (p, c->title, fs, TRUE, NULL, &th);
@@ -375,6 +447,13 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
                    c->kind == CS_LAYOUT_CLUSTER_REGION, x, -c->title_pos.y, 0.0,
                    c->kind == CS_LAYOUT_CLUSTER_REGION ? &DARK : &GREY);
     }
+  else if (c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
+    {
+      /* zoomed out: the box's name at a readable size inside its top edge, when it fits */
+      double size = p->scale > 0 ? LOD_LABEL_PX / p->scale : fs;
+      draw_lod_label (p, c->title, c->box.x0 + 6, -c->box.y1 + size * 0.8,
+                      c->box.x1 - c->box.x0 - 12, 0.0);
+    }
   if (c->selected)
     {
       CsColor s;
@@ -385,7 +464,9 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
       rect_path (cr, &g, 7);
       cairo_stroke (cr);
     }
-  draw_mark (p, &c->box, c->mark, fs);
+  if (c->found)
+    draw_found (p, &c->box);
+  draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved, fs);
 }
 
 static void
@@ -512,6 +593,19 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       lw = 1.5;
       bold = TRUE;
       break;
+    case CS_LAYOUT_NODE_GHOST:
+      fill = (CsColor) { 1 - 0.35 * (1 - dt.r), 1 - 0.35 * (1 - dt.g), 1 - 0.35 * (1 - dt.b), 1 };
+      stroke = dt;
+      radius = (n->box.y1 - n->box.y0) / 2;
+      fs *= 0.85;
+      break;
+    case CS_LAYOUT_NODE_GROUP:
+      fill = (CsColor) { 0.910, 0.933, 0.969, 1 };
+      stroke = (CsColor) { 0.357, 0.490, 0.694, 1 };
+      lw = 2.0;
+      radius = 6;
+      bold = TRUE;
+      break;
     case CS_LAYOUT_NODE_OP:
     default:
       if (n->badge == CS_LAYOUT_BADGE_F32)
@@ -528,12 +622,14 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
     }
   if (n->has_value)
     cs_palette_scale_color (scale_t (l, n->value), &fill);
+  if (n->found)
+    draw_found (p, &n->box);
   rect_path (cr, &n->box, radius);
   set_color (cr, &fill);
   cairo_fill_preserve (cr);
   set_color (cr, &stroke);
   cairo_set_line_width (cr, lw);
-  if (n->kind == CS_LAYOUT_NODE_REF)
+  if (n->kind == CS_LAYOUT_NODE_REF || n->kind == CS_LAYOUT_NODE_GHOST)
     {
       double dash[] = { 3.0, 2.0 };
       cairo_set_dash (cr, dash, 2, 0);
@@ -555,6 +651,9 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
   if (text)
     draw_text (p, n->label, fs, bold, label_x, -(n->box.y0 + n->box.y1) / 2, 0.5,
                contrast_text (&fill));
+  else if (n->kind == CS_LAYOUT_NODE_GROUP || n->kind == CS_LAYOUT_NODE_REGION)
+    draw_lod_label (p, n->label, label_x, -(n->box.y0 + n->box.y1) / 2,
+                    n->box.x1 - n->box.x0 - 4, 0.5);
   if (n->selected)
     {
       CsColor s;
@@ -565,7 +664,8 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       rect_path (cr, &g, radius + 2);
       cairo_stroke (cr);
     }
-  draw_mark (p, &n->box, n->mark, l->font_size_pt);
+  draw_mark (p, &n->box, n->mark, n->mark_count, n->diff_added, n->diff_removed, n->diff_moved,
+             l->font_size_pt);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -781,6 +881,46 @@ cs_draw_legend_size (const CsLayout *layout, CsDrawFlags flags, double *width_px
   cairo_surface_destroy (s);
 }
 
+/**
+ * cs_draw_keys:
+ * @cr: a cairo context in device pixels (a side panel's drawing area)
+ * @layout: a display list
+ * @x: left edge, px
+ * @y: top edge, px
+ * @width_px: (out) (optional): width drawn, px
+ * @height_px: (out) (optional): height drawn, px
+ *
+ * Draws the dtype legend (the same box cs_draw_layout() puts at the top-left with
+ * CS_DRAW_LEGEND) and below it, when a value overlay is set, the value key: for a GUI that
+ * keeps them beside the graph rather than over it.
+ */
+void
+cs_draw_keys (cairo_t *cr, const CsLayout *layout, double x, double y, double *width_px,
+              double *height_px)
+{
+  Painter p;
+  double w, h;
+
+  g_return_if_fail (cr != NULL && layout != NULL);
+  cairo_save (cr);
+  painter_init (&p, cr, layout->font_family);
+  pango_cairo_update_layout (cr, p.pl);
+  legend_measure (&p, layout, &w, &h);
+  draw_legend (&p, layout, x, y);
+  if (layout->has_scale)
+    {
+      draw_value_key (&p, layout, x, y + h + UI_MARGIN_PX);
+      h += UI_MARGIN_PX + KEY_H_PX;
+      w = MAX (w, KEY_W_PX);
+    }
+  painter_clear (&p);
+  cairo_restore (cr);
+  if (width_px != NULL)
+    *width_px = w;
+  if (height_px != NULL)
+    *height_px = h;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* the painter                                                                               */
 
@@ -823,7 +963,8 @@ cs_draw_layout (cairo_t *cr, const CsLayout *layout, const CsView *view, double 
       cairo_scale (cr, view->scale, view->scale);
       cairo_clip_extents (cr, &cx0, &cy0, &cx1, &cy1);
       cairo_set_line_join (cr, CAIRO_LINE_JOIN_ROUND);
-      text = layout->font_size_pt * view->scale >= 3.0;
+      text = layout->font_size_pt * view->scale >= LOD_TEXT_PX;
+      p.scale = view->scale;
 
       for (guint i = 0; i < layout->n_clusters; i++)
         if (visible (&layout->clusters[i].box, cx0, cy0, cx1, cy1))

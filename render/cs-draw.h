@@ -73,6 +73,12 @@ void      cs_draw_layout        (cairo_t        *cr,
                                  double          width_px,
                                  double          height_px,
                                  CsDrawFlags     flags);
+void      cs_draw_keys          (cairo_t        *cr,
+                                 const CsLayout *layout,
+                                 double          x,
+                                 double          y,
+                                 double         *width_px,
+                                 double         *height_px);
 void      cs_draw_legend_size   (const CsLayout *layout,
                                  CsDrawFlags     flags,
                                  double         *width_px,

@@ -40,6 +40,16 @@ typedef struct
   guint                  force;        /* > 0 inside a statement expanded by an override: its
                                           subsymbols expand down to the prims */
   guint                  n_counted;
+  /* groups (render/cs-group.h) */
+  const CsGrouping      *grouping;     /* (nullable) borrowed */
+  const gboolean        *collapsed;    /* per group: drawn as one node */
+  gint                  *group_node;   /* per group: its node when collapsed, -1 before */
+  gint                  *group_cluster;/* per group: its cluster when expanded, -1 before */
+  guint                 *group_returns;/* per group: returned tensors folded into its node */
+  GHashTable            *folded;       /* CsProxy* trace inputs read only inside one collapsed
+                                          group: drawn as part of it, no node of their own */
+  GHashTable            *group_edges;  /* "tail head proxy" of the edges into group nodes */
+  gint                   cur_group;    /* innermost group of the statement being emitted */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -283,7 +293,8 @@ add_node (Builder *b, CsLayoutNode *n)
       px = CAST_PAD_X_PT;
       py = CAST_PAD_Y_PT;
     }
-  measure_text (b, n->label, fs, n->kind == CS_LAYOUT_NODE_REGION, &w, &h);
+  measure_text (b, n->label, fs, n->kind == CS_LAYOUT_NODE_REGION || n->kind == CS_LAYOUT_NODE_GROUP,
+                &w, &h);
   w += 2 * px;
   h += 2 * py;
   if (n->badge != CS_LAYOUT_BADGE_NONE)
@@ -293,6 +304,9 @@ add_node (Builder *b, CsLayoutNode *n)
   n->box = (CsRect) { 0, 0, ceil (w), ceil (h) };
   if (n->kind != CS_LAYOUT_NODE_REF)
     n->target = -1;
+  if (n->kind != CS_LAYOUT_NODE_GROUP)
+    n->group = (n->kind == CS_LAYOUT_NODE_OP || n->kind == CS_LAYOUT_NODE_CAST
+                || n->kind == CS_LAYOUT_NODE_REGION) ? b->cur_group : -1;
   g_array_append_val (b->nodes, *n);
   b->n_counted++;
   return b->nodes->len - 1;
@@ -471,6 +485,7 @@ add_cluster (Builder *b, const CsStmt *s, gint parent)
   c.kind = cs_op_is_fusion (s->op) ? CS_LAYOUT_CLUSTER_REGION : CS_LAYOUT_CLUSTER_EXPANDED;
   c.stmt_id = s->id;
   c.parent = parent;
+  c.group = -1;
   c.title = g_strdup (s->callee ? s->callee : "?");
   for (guint i = 0; i < ins->len; i++)
     c.bytes += proxy_bytes (g_ptr_array_index (ins, i));
@@ -588,23 +603,74 @@ collect_returned (const CsValue *v, gboolean saved, GPtrArray *proxies, GArray *
     }
 }
 
+/* The node producing @p, when it is a collapsed group's node, else NULL. */
+static const CsLayoutNode *
+group_producer (Builder *b, CsProxy *p)
+{
+  gpointer v = g_hash_table_lookup (b->producer, p);
+  const CsLayoutNode *prod = v ? &g_array_index (b->nodes, CsLayoutNode, GPOINTER_TO_UINT (v) - 1) : NULL;
+
+  return prod != NULL && prod->kind == CS_LAYOUT_NODE_GROUP ? prod : NULL;
+}
+
 static void
 emit_return (Builder *b, const CsStmt *ret)
 {
   g_autoptr(GPtrArray) proxies = g_ptr_array_new ();
   g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g_autoptr(GHashTable) counted = g_hash_table_new (NULL, NULL);
 
   collect_returned (ret->value, FALSE, proxies, saved);
+  /* A collapsed group that returns several tensors (the blocks' saved_for_backward, the
+   * parameter gradients) gets one output node for all of them. */
+  for (guint i = 0; i < proxies->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (proxies, i);
+      const CsLayoutNode *prod;
+
+      if (!proxy_is_drawn (p) || !g_hash_table_add (counted, p))
+        continue;
+      if ((prod = group_producer (b, p)) != NULL)
+        b->group_returns[prod->group]++;
+    }
   for (guint i = 0; i < proxies->len; i++)
     {
       CsProxy *p = g_ptr_array_index (proxies, i);
       CsLayoutNode n = { 0 };
       g_autofree char *ts = NULL;
+      const CsLayoutNode *prod;
       guint tail, idx;
 
       if (!proxy_is_drawn (p) || g_hash_table_contains (b->outputs, p))
         continue;
       g_hash_table_add (b->outputs, p);
+      prod = group_producer (b, p);
+      if (prod == NULL && g_hash_table_lookup (b->producer, p) == NULL
+          && g_hash_table_contains (b->folded, p))
+        continue;
+      if (prod != NULL && b->group_returns[prod->group] > 1)
+        {
+          gint g = prod->group;
+          guint count = b->group_returns[g];
+
+          if (count == G_MAXUINT)
+            continue;    /* its summary node is made */
+          tail = (guint) b->group_node[g];
+          n.kind = CS_LAYOUT_NODE_OUTPUT;
+          n.saved = g_array_index (saved, gboolean, i);
+          n.name = g_strdup (p->name);
+          n.label = g_strdup_printf ("%u %s\nof %s", count, n.saved ? "saved" : "outputs",
+                                     b->grouping->groups[g].label);
+          n.detail = g_strdup_printf ("%u tensors %s returns (%s, ...)", count,
+                                      b->grouping->groups[g].name, p->name);
+          n.has_dtype = p->kind == CS_PROXY_TENSOR;
+          n.dtype = p->dtype;
+          n.cluster = -1;
+          idx = add_node (b, &n);
+          add_edge (b, tail, idx, p);
+          b->group_returns[g] = G_MAXUINT;
+          continue;
+        }
       ts = type_short (p);
       n.kind = CS_LAYOUT_NODE_OUTPUT;
       n.saved = g_array_index (saved, gboolean, i);
@@ -654,6 +720,171 @@ builder_free_arrays (Builder *b)
   g_array_set_size (b->clusters, 0);
 }
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* groups                                                                                    */
+
+/* The outermost collapsed group holding group @g (itself included), -1 when none is. */
+static gint
+outer_collapsed (Builder *b, gint g)
+{
+  gint found = -1;
+
+  for (; g >= 0; g = b->grouping->groups[g].parent)
+    if (b->collapsed[g])
+      found = g;
+  return found;
+}
+
+static gint
+ensure_group_cluster (Builder *b, gint g)
+{
+  const CsGroup *gr;
+  CsLayoutCluster c = { 0 };
+
+  if (g < 0)
+    return -1;
+  if (b->group_cluster[g] >= 0)
+    return b->group_cluster[g];
+  gr = &b->grouping->groups[g];
+  c.parent = ensure_group_cluster (b, gr->parent);
+  c.kind = CS_LAYOUT_CLUSTER_GROUP;
+  c.stmt_id = CS_LAYOUT_GROUP_ID (g);
+  c.group = g;
+  c.title = gr->repeat_of >= 0
+            ? g_strdup_printf ("%s  (same structure as %s)", gr->label,
+                               b->grouping->groups[gr->repeat_of].label)
+            : g_strdup (gr->label);
+  c.subtitle = cs_group_summary_text (gr);
+  c.n_stmts = gr->n_stmts;
+  c.bytes = gr->summary.bytes;
+  g_array_append_val (b->clusters, c);
+  b->group_cluster[g] = (gint) b->clusters->len - 1;
+  return b->group_cluster[g];
+}
+
+static guint
+ensure_group_node (Builder *b, gint g)
+{
+  const CsGroup *gr = &b->grouping->groups[g];
+  CsLayoutNode n = { 0 };
+  g_autofree char *sum = NULL;
+  g_autoptr(GString) detail = g_string_new (NULL);
+  guint idx;
+
+  if (b->group_node[g] >= 0)
+    return (guint) b->group_node[g];
+  sum = cs_group_summary_text (gr);
+  n.kind = CS_LAYOUT_NODE_GROUP;
+  n.stmt_id = n.top_stmt_id = CS_LAYOUT_GROUP_ID (g);
+  n.group = g;
+  n.name = g_strdup (gr->name);
+  n.expandable = TRUE;
+  n.cluster = ensure_group_cluster (b, gr->parent);
+  if (gr->repeat_of >= 0)
+    n.label = g_strdup_printf ("%s  = %s\n%s", gr->label, b->grouping->groups[gr->repeat_of].label, sum);
+  else if (gr->n_same > 1)
+    n.label = g_strdup_printf ("%s  (\u00d7%u alike)\n%s", gr->label, gr->n_same, sum);
+  else
+    n.label = g_strdup_printf ("%s\n%s", gr->label, sum);
+  g_string_append_printf (detail, "%s %s (collapsed; double-click to expand)\n%s",
+                          gr->kind == CS_GROUP_LAYER ? "layer" : gr->kind == CS_GROUP_MODULE
+                          ? "module" : "chunk", gr->name, sum);
+  g_string_append_printf (detail, "\ncasts: %u (%u up, %u down); matmuls: %u, %u on tensor cores",
+                          gr->summary.n_casts, gr->summary.n_upcasts, gr->summary.n_downcasts,
+                          gr->summary.n_matmuls, gr->summary.n_tensor_core_matmuls);
+  if (gr->repeat_of >= 0)
+    g_string_append_printf (detail, "\nsame structure as %s (%u layers alike)",
+                            b->grouping->groups[gr->repeat_of].name, gr->n_same);
+  n.detail = g_string_free (g_steal_pointer (&detail), FALSE);
+  idx = add_node (b, &n);
+  b->group_node[g] = (gint) idx;
+  return idx;
+}
+
+/* A top-level statement inside collapsed group @g: its reads become edges into the group's
+ * node (one per producer and tensor), its writes are produced by that node. */
+static void
+emit_into_group (Builder *b, const CsStmt *s, gint g)
+{
+  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
+  g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
+  guint *tails = g_newa (guint, ins->len + 1);
+  gboolean *skip = g_newa (gboolean, ins->len + 1);
+  guint idx;
+
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (ins, i);
+      gpointer v = g_hash_table_lookup (b->producer, p);
+
+      skip[i] = FALSE;
+      if (v == NULL && g_hash_table_contains (b->folded, p))
+        skip[i] = TRUE;
+      else
+        tails[i] = input_node (b, p);
+    }
+  idx = ensure_group_node (b, g);
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (ins, i);
+      char *key;
+
+      if (skip[i] || tails[i] == idx)
+        continue;
+      key = g_strdup_printf ("%u %u %p", tails[i], idx, (void *) p);
+      if (!g_hash_table_add (b->group_edges, key))
+        continue;
+      add_edge (b, tails[i], idx, p);
+    }
+  for (guint i = 0; i < outs->len; i++)
+    g_hash_table_insert (b->producer, g_ptr_array_index (outs, i), GUINT_TO_POINTER (idx + 1));
+}
+
+/* Trace inputs whose every reader lies in one collapsed group are drawn as part of it. */
+static void
+find_folded_inputs (Builder *b)
+{
+  g_autoptr(GHashTable) written = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) owner = g_hash_table_new (NULL, NULL);   /* proxy -> owner + 2 */
+  GHashTableIter it;
+  gpointer k, v;
+
+  for (guint i = 0; i < b->trace->n_stmts; i++)
+    if (b->trace->stmts[i]->kind == CS_STMT_CALL)
+      {
+        g_autoptr(GPtrArray) outs = stmt_tensor_outputs (b->trace->stmts[i]);
+        for (guint o = 0; o < outs->len; o++)
+          g_hash_table_add (written, g_ptr_array_index (outs, o));
+      }
+  for (guint i = 0; i < b->trace->n_stmts; i++)
+    {
+      const CsStmt *s = b->trace->stmts[i];
+      gint g = b->grouping->stmt_group[i];
+      gint own = g >= 0 ? outer_collapsed (b, g) : -1;
+      g_autoptr(GPtrArray) ins = NULL;
+
+      if (s->kind != CS_STMT_CALL || !stmt_is_drawn (b, s))
+        continue;
+      ins = stmt_tensor_inputs (s);
+      for (guint k2 = 0; k2 < ins->len; k2++)
+        {
+          CsProxy *p = g_ptr_array_index (ins, k2);
+
+          if (g_hash_table_contains (written, p))
+            continue;
+          if (!g_hash_table_lookup_extended (owner, p, NULL, &v))
+            g_hash_table_insert (owner, p, GINT_TO_POINTER (own + 2));
+          else if (GPOINTER_TO_INT (v) != own + 2)
+            g_hash_table_insert (owner, p, GINT_TO_POINTER (0));
+        }
+    }
+  g_hash_table_iter_init (&it, owner);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    if (GPOINTER_TO_INT (v) >= 2)
+      g_hash_table_add (b->folded, k);
+}
+
 static void
 builder_run (Builder *b)
 {
@@ -661,7 +892,20 @@ builder_run (Builder *b)
 
   g_hash_table_remove_all (b->producer);
   g_hash_table_remove_all (b->outputs);
+  g_hash_table_remove_all (b->folded);
+  g_hash_table_remove_all (b->group_edges);
   b->n_counted = 0;
+  b->cur_group = -1;
+  if (b->grouping != NULL)
+    {
+      for (guint g = 0; g < b->grouping->n_groups; g++)
+        {
+          b->group_node[g] = -1;
+          b->group_cluster[g] = -1;
+          b->group_returns[g] = 0;
+        }
+      find_folded_inputs (b);
+    }
   /* input nodes are made at their first use, so that dot's ranking puts each one right
    * above its first reader (declaring them all first makes edges span the whole trace) */
   for (guint i = 0; i < b->trace->n_stmts; i++)
@@ -672,8 +916,20 @@ builder_run (Builder *b)
         ret = (CsStmt *) s;
       if (!stmt_is_drawn (b, s))
         continue;
-      emit_stmt (b, s, -1, s->id, FALSE);
+      b->cur_group = b->grouping != NULL ? b->grouping->stmt_group[i] : -1;
+      if (b->cur_group >= 0)
+        {
+          gint oc = outer_collapsed (b, b->cur_group);
+
+          if (oc >= 0)
+            emit_into_group (b, s, oc);
+          else
+            emit_stmt (b, s, ensure_group_cluster (b, b->cur_group), s->id, FALSE);
+        }
+      else
+        emit_stmt (b, s, -1, s->id, FALSE);
     }
+  b->cur_group = -1;
   if (ret != NULL)
     emit_return (b, ret);
   /* signature inputs nothing reads are still drawn */
@@ -682,7 +938,7 @@ builder_run (Builder *b)
     for (guint i = 0; i < ins->len; i++)
       {
         CsProxy *p = g_ptr_array_index (ins, i);
-        if (proxy_is_drawn (p))
+        if (proxy_is_drawn (p) && !g_hash_table_contains (b->folded, p))
           input_node (b, p);
       }
   }
@@ -696,14 +952,24 @@ builder_run (Builder *b)
 #define CUT_MIN_NODES 150
 #define CUT_SPAN       48
 
+/* A graph of collapsed groups is short but its edges into the groups span many ranks (a
+ * tensor every block reads: LLaMA's rotary tables, the chain's first input): cut them too,
+ * above this span in nodes. */
+#define CUT_SPAN_GROUPS 6
+
 static void
 cut_long_edges (Builder *b)
 {
   guint n_orig = b->nodes->len;
   g_autoptr(GHashTable) last_ref = NULL;   /* "tail:proxy" -> ref index + 1 */
   g_autoptr(GArray) anchor = NULL;          /* order of each REF node (its first reader) */
+  guint span = CUT_SPAN, n_groups = 0;
 
-  if (n_orig <= CUT_MIN_NODES)
+  for (guint i = 0; b->grouping != NULL && i < n_orig; i++)
+    n_groups += g_array_index (b->nodes, CsLayoutNode, i).kind == CS_LAYOUT_NODE_GROUP;
+  if (n_groups >= CUT_SPAN_GROUPS)
+    span = CUT_SPAN_GROUPS;
+  else if (n_orig <= CUT_MIN_NODES)
     return;
   last_ref = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   anchor = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -716,12 +982,12 @@ cut_long_edges (Builder *b)
       guint ref;
 
       /* outputs (sinks) are ranked right below their producer anyway: never cut into them */
-      if (e->tail >= n_orig || e->head < e->tail + CUT_SPAN
+      if (e->tail >= n_orig || e->head < e->tail + span
           || g_array_index (b->nodes, CsLayoutNode, e->head).kind == CS_LAYOUT_NODE_OUTPUT)
         continue;
       key = g_strdup_printf ("%u:%s", e->tail, e->proxy);
       v = g_hash_table_lookup (last_ref, key);
-      if (v != NULL && e->head < g_array_index (anchor, guint, GPOINTER_TO_UINT (v) - 1 - n_orig) + CUT_SPAN / 2)
+      if (v != NULL && e->head < g_array_index (anchor, guint, GPOINTER_TO_UINT (v) - 1 - n_orig) + span / 2)
         ref = GPOINTER_TO_UINT (v) - 1;
       else
         {
@@ -760,6 +1026,9 @@ builder_init (Builder *b, CsTrace *trace, const CsRenderOptions *options, gboole
   b->clusters = g_array_new (FALSE, TRUE, sizeof (CsLayoutCluster));
   b->producer = g_hash_table_new (NULL, NULL);
   b->outputs = g_hash_table_new (NULL, NULL);
+  b->folded = g_hash_table_new (NULL, NULL);
+  b->group_edges = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  b->cur_group = -1;
   if (measure)
     {
       cairo_font_options_t *fo = cairo_font_options_create ();
@@ -787,9 +1056,43 @@ builder_clear (Builder *b)
   g_array_unref (b->clusters);
   g_hash_table_unref (b->producer);
   g_hash_table_unref (b->outputs);
+  g_hash_table_unref (b->folded);
+  g_hash_table_unref (b->group_edges);
+  g_free (b->group_node);
+  g_free (b->group_cluster);
+  g_free (b->group_returns);
   g_clear_object (&b->measure);
   g_clear_pointer (&b->cr, cairo_destroy);
   g_clear_pointer (&b->surface, cairo_surface_destroy);
+}
+
+static void
+builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *collapsed)
+{
+  b->grouping = grouping;
+  b->collapsed = collapsed;
+  if (grouping == NULL)
+    return;
+  b->group_node = g_new (gint, grouping->n_groups + 1);
+  b->group_cluster = g_new (gint, grouping->n_groups + 1);
+  b->group_returns = g_new0 (guint, grouping->n_groups + 1);
+}
+
+/* Nodes @trace gives at @detail with these groups, without measuring. */
+static guint
+count_with (CsTrace *trace, const CsRenderOptions *options, const CsGrouping *grouping,
+            const gboolean *collapsed, CsRenderDetail detail)
+{
+  Builder b;
+  guint n;
+
+  builder_init (&b, trace, options, FALSE);
+  builder_set_groups (&b, grouping, collapsed);
+  b.detail = detail;
+  builder_run (&b);
+  n = b.nodes->len;
+  builder_clear (&b);
+  return n;
 }
 
 /**
@@ -798,8 +1101,8 @@ builder_clear (Builder *b)
  * @detail: a level (AUTO counts STATEMENTS)
  * @bookkeeping: count bookkeeping statements too
  *
- * How many display-list nodes @trace gives at @detail without measuring text or laying out;
- * used to pick the detail level and by benchmarks.
+ * How many display-list nodes @trace gives at @detail without measuring text or laying out,
+ * drawn flat (every statement, no groups collapsed); used by benchmarks and tests.
  * Returns: the node count (inputs and outputs included)
  */
 guint
@@ -840,8 +1143,13 @@ notes_to_strv (GPtrArray *notes)
  * (@laid_out is FALSE): call cs_layout_run_graphviz().
  * With AUTO detail, a trace above @options->max_nodes nodes is drawn at REGIONS detail and a
  * note says so; edge labels are dropped above @options->max_edge_labels edges (noted too).
- * Errors: CS_RENDER_ERROR_TRACE for a trace with no statements, CS_RENDER_ERROR_TOO_LARGE
- * above CS_RENDER_HARD_MAX_NODES nodes at the chosen detail.
+ * Groups (render/cs-group.h): unless @options->collapse is FLAT, the trace's layers, modules
+ * and chunks are found; a collapsed group is one GROUP node with its summary (the trace inputs
+ * only it reads, and the tensors it returns, are part of it), an expanded one a GROUP cluster
+ * around its statements.  AUTO collapses the layers of a trace with two or more of them, and
+ * the chunks of a long trace without layers, so that there is no node limit: a whole model
+ * opens as its blocks.  The AUTO detail level counts nodes after that.
+ * Errors: CS_RENDER_ERROR_TRACE for a trace with no statements.
  * Source: DESIGN.md "Rendering"; fusion regions as in reference/thunder-traces.md 6.3.
  * Returns: (transfer full): a layout without geometry, or NULL with @error set
  */
@@ -852,7 +1160,9 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   Builder b;
   CsLayout *layout;
   GPtrArray *notes = g_ptr_array_new ();
-  guint max_nodes, max_labels;
+  guint max_nodes, max_labels, n_collapsed = 0;
+  CsGrouping *grouping = NULL;
+  gboolean *collapsed = NULL;
 
   g_return_val_if_fail (trace != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -870,16 +1180,53 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   max_nodes = options->max_nodes ? options->max_nodes : CS_RENDER_DEFAULT_MAX_NODES;
   max_labels = options->max_edge_labels ? options->max_edge_labels : CS_RENDER_DEFAULT_MAX_EDGE_LABELS;
 
+  if (options->collapse != CS_RENDER_COLLAPSE_FLAT)
+    {
+      grouping = cs_grouping_new (trace);
+      if (grouping->n_groups == 0)
+        g_clear_pointer (&grouping, cs_grouping_free);
+    }
+  if (grouping != NULL)
+    {
+      CsRenderCollapse level = options->collapse;
+
+      if (level == CS_RENDER_COLLAPSE_AUTO)
+        level = grouping->n_layers >= 2 || grouping->n_chunks > 0 ? CS_RENDER_COLLAPSE_LAYERS
+                                                                  : CS_RENDER_COLLAPSE_NONE;
+      collapsed = g_new0 (gboolean, grouping->n_groups);
+      for (guint g = 0; g < grouping->n_groups; g++)
+        {
+          const CsGroup *gr = &grouping->groups[g];
+          CsRenderExpand ov = cs_render_options_get_group_expanded (options, gr->name);
+
+          if (gr->kind == CS_GROUP_MODULE)
+            collapsed[g] = level == CS_RENDER_COLLAPSE_MODULES;
+          else
+            collapsed[g] = level == CS_RENDER_COLLAPSE_LAYERS;
+          if (ov == CS_RENDER_EXPAND_ON)
+            collapsed[g] = FALSE;
+          else if (ov == CS_RENDER_EXPAND_OFF)
+            collapsed[g] = TRUE;
+          if (collapsed[g])
+            n_collapsed++;
+        }
+    }
+
   builder_init (&b, trace, options, TRUE);
+  builder_set_groups (&b, grouping, collapsed);
   b.detail = options->detail;
   if (b.detail == CS_RENDER_DETAIL_AUTO)
     {
-      guint n_full = cs_graph_count_nodes (trace, CS_RENDER_DETAIL_STATEMENTS, options->bookkeeping);
+      guint n_full;
 
+      /* statement level first; only when that is too many nodes, count the region level and
+       * build that instead */
       b.detail = CS_RENDER_DETAIL_STATEMENTS;
+      builder_run (&b);
+      n_full = b.nodes->len;
       if (n_full > max_nodes)
         {
-          guint n_reg = cs_graph_count_nodes (trace, CS_RENDER_DETAIL_REGIONS, options->bookkeeping);
+          guint n_reg = count_with (trace, options, grouping, collapsed, CS_RENDER_DETAIL_REGIONS);
           if (n_reg < n_full)
             {
               b.detail = CS_RENDER_DETAIL_REGIONS;
@@ -887,19 +1234,41 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
                 "Collapsed to one node per fusion region: %u nodes at statement level exceed the "
                 "%u-node limit for a quick layout (%u nodes now). Expand a region to see its prims.",
                 n_full, max_nodes, n_reg));
+              builder_free_arrays (&b);
+              builder_run (&b);
             }
         }
     }
-  builder_run (&b);
+  else
+    builder_run (&b);
   cut_long_edges (&b);
-  if (b.nodes->len > CS_RENDER_HARD_MAX_NODES)
+  if (grouping != NULL && n_collapsed > 0)
     {
-      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_TOO_LARGE,
-                   "trace '%s' gives %u nodes, above castscope's limit of %u for one layout",
-                   trace->name ? trace->name : "?", b.nodes->len, CS_RENDER_HARD_MAX_NODES);
-      builder_clear (&b);
-      g_ptr_array_free (notes, TRUE);
-      return NULL;
+      const CsGroup *first = NULL;
+      guint n_layers_c = 0, n_chunks_c = 0;
+
+      for (guint g = 0; g < grouping->n_groups; g++)
+        if (collapsed[g] && b.group_node[g] >= 0 && grouping->groups[g].kind != CS_GROUP_MODULE)
+          {
+            if (grouping->groups[g].kind == CS_GROUP_LAYER)
+              n_layers_c++;
+            else
+              n_chunks_c++;
+            if (first == NULL)
+              first = grouping->groups[g].repeat_of >= 0
+                      ? &grouping->groups[grouping->groups[g].repeat_of] : &grouping->groups[g];
+          }
+      if (n_layers_c > 0)
+        g_ptr_array_add (notes, g_strdup_printf (
+          "%u of %u layers drawn collapsed (%s%s); double-click a layer, or pick it in the "
+          "Structure tree, to expand it.", n_layers_c, grouping->n_layers,
+          first->n_same == grouping->n_layers ? "all with the same structure as " : "the first is ",
+          first->name));
+      if (n_chunks_c > 0)
+        g_ptr_array_add (notes, g_strdup_printf (
+          "No layers in the parameter names: the %u statements are drawn as %u collapsed chunks "
+          "of consecutive statements; double-click a chunk to expand it.",
+          trace->n_stmts, n_chunks_c));
     }
   if (b.nodes->len > max_nodes)
     g_ptr_array_add (notes, g_strdup_printf (
@@ -942,6 +1311,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
     if (layout->nodes[i].kind == CS_LAYOUT_NODE_CAST)
       layout->dtype_classes |= 1u << cs_palette_class_for_dtype (layout->nodes[i].dtype);
   layout->notes = notes_to_strv (notes);
+  layout->grouping = grouping;
+  layout->group_collapsed = collapsed;
   layout->dot = cs_graph_to_dot (layout);
   builder_clear (&b);
   return layout;
@@ -983,6 +1354,8 @@ node_fill (const CsLayoutNode *n, char buf[8])
       return cs_palette_class_hex (cs_palette_class_for_dtype (n->dtype));
     case CS_LAYOUT_NODE_REGION:
       return "#EEEEEE";
+    case CS_LAYOUT_NODE_GROUP:
+      return "#E8EEF7";
     case CS_LAYOUT_NODE_INPUT:
     case CS_LAYOUT_NODE_OUTPUT:
     case CS_LAYOUT_NODE_REF:
@@ -1013,6 +1386,8 @@ dot_node (GString *out, const CsLayout *layout, guint i, const char *indent)
     g_string_append (out, ", peripheries=2");
   else if (n->kind == CS_LAYOUT_NODE_REF)
     g_string_append (out, ", style=\"filled,dashed\"");
+  else if (n->kind == CS_LAYOUT_NODE_GROUP)
+    g_string_append_printf (out, ", color=\"#5B7DB1\", penwidth=2, csgroup=%d", n->group);
   if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
     g_string_append (out, ", badge=\"tensor-core\", color=\"" CS_PALETTE_HEX_TENSOR_CORE "\"");
   else if (n->badge == CS_LAYOUT_BADGE_F32)
@@ -1035,6 +1410,9 @@ dot_cluster (GString *out, const CsLayout *layout, guint c, guint depth)
   if (cl->kind == CS_LAYOUT_CLUSTER_REGION)
     g_string_append_printf (out, "; style=\"filled,rounded\"; fillcolor=\"#F2F2F2\"; color=\"#808080\"; stmt=%u;\n",
                             cl->stmt_id);
+  else if (cl->kind == CS_LAYOUT_CLUSTER_GROUP)
+    g_string_append_printf (out, "; style=\"filled,rounded\"; fillcolor=\"#F7F9FC\"; color=\"#5B7DB1\"; csgroup=%d;\n",
+                            cl->group);
   else
     g_string_append_printf (out, "; style=\"dashed,rounded\"; color=\"#A0A0A0\"; fontsize=8.5; stmt=%u;\n",
                             cl->stmt_id);

@@ -91,6 +91,8 @@ cs_layout_unref (CsLayout *layout)
   g_free (layout->font_family);
   g_free (layout->dot);
   g_free (layout->scale_title);
+  g_clear_pointer (&layout->grouping, cs_grouping_free);
+  g_free (layout->group_collapsed);
   g_clear_pointer (&layout->trace, cs_trace_unref);
   g_free (layout);
 }
@@ -742,89 +744,509 @@ cs_layout_set_value_scale (CsLayout *layout, const char *title, double min, doub
   layout->has_scale = TRUE;
 }
 
+/* ---- where a statement is drawn ---- */
+
+typedef struct
+{
+  GHashTable *parent;     /* CsStmt* -> enclosing CsStmt* (absent for top-level statements) */
+  GHashTable *top_index;  /* top-level CsStmt* -> its index in trace->stmts + 1 */
+  GHashTable *by_id;      /* stmt id -> CsStmt* (every level) */
+  GHashTable *node_of;    /* stmt id -> node index + 1 (the node whose stmt_id it is) */
+  GHashTable *cluster_of; /* stmt id -> cluster index + 1 */
+} DrawIndex;
+
+static void
+index_subs (DrawIndex *ix, const CsStmt *s)
+{
+  g_hash_table_insert (ix->by_id, GUINT_TO_POINTER (s->id), (gpointer) s);
+  for (guint i = 0; i < s->n_subs; i++)
+    {
+      g_hash_table_insert (ix->parent, s->subs[i], (gpointer) s);
+      index_subs (ix, s->subs[i]);
+    }
+}
+
+static void
+draw_index_init (DrawIndex *ix, const CsLayout *layout)
+{
+  ix->parent = g_hash_table_new (NULL, NULL);
+  ix->top_index = g_hash_table_new (NULL, NULL);
+  ix->by_id = g_hash_table_new (NULL, NULL);
+  ix->node_of = g_hash_table_new (NULL, NULL);
+  ix->cluster_of = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; layout->trace != NULL && i < layout->trace->n_stmts; i++)
+    {
+      const CsStmt *s = layout->trace->stmts[i];
+
+      g_hash_table_insert (ix->top_index, (gpointer) s, GUINT_TO_POINTER (i + 1));
+      index_subs (ix, s);
+    }
+  for (guint i = layout->n_nodes; i-- > 0;)
+    if (layout->nodes[i].stmt_id != 0 && layout->nodes[i].kind != CS_LAYOUT_NODE_GHOST)
+      g_hash_table_insert (ix->node_of, GUINT_TO_POINTER (layout->nodes[i].stmt_id),
+                           GUINT_TO_POINTER (i + 1));
+  for (guint c = layout->n_clusters; c-- > 0;)
+    g_hash_table_insert (ix->cluster_of, GUINT_TO_POINTER (layout->clusters[c].stmt_id),
+                         GUINT_TO_POINTER (c + 1));
+}
+
+static void
+draw_index_clear (DrawIndex *ix)
+{
+  g_hash_table_unref (ix->parent);
+  g_hash_table_unref (ix->top_index);
+  g_hash_table_unref (ix->by_id);
+  g_hash_table_unref (ix->node_of);
+  g_hash_table_unref (ix->cluster_of);
+}
+
+/* The element standing for @stmt: its own node or cluster, else the innermost enclosing
+ * statement drawn, else the node of the collapsed group holding its top-level statement. */
+static gboolean
+element_for (const CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayoutHit *hit)
+{
+  const CsStmt *top = NULL;
+
+  for (const CsStmt *s = stmt; s != NULL; s = g_hash_table_lookup (ix->parent, s))
+    {
+      gpointer v;
+
+      if ((v = g_hash_table_lookup (ix->node_of, GUINT_TO_POINTER (s->id))) != NULL)
+        {
+          *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, GPOINTER_TO_UINT (v) - 1 };
+          return TRUE;
+        }
+      if ((v = g_hash_table_lookup (ix->cluster_of, GUINT_TO_POINTER (s->id))) != NULL)
+        {
+          *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, GPOINTER_TO_UINT (v) - 1 };
+          return TRUE;
+        }
+      top = s;
+    }
+  if (top != NULL && layout->grouping != NULL)
+    {
+      guint i = GPOINTER_TO_UINT (g_hash_table_lookup (ix->top_index, top));
+      gint g = i > 0 ? layout->grouping->stmt_group[i - 1] : -1;
+      gint outer = -1;
+
+      for (; g >= 0; g = layout->grouping->groups[g].parent)
+        if (layout->group_collapsed[g])
+          outer = g;
+      if (outer >= 0)
+        {
+          gpointer v = g_hash_table_lookup (ix->node_of, GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (outer)));
+          if (v != NULL)
+            {
+              *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, GPOINTER_TO_UINT (v) - 1 };
+              return TRUE;
+            }
+        }
+    }
+  return FALSE;
+}
+
+/**
+ * cs_layout_find_element:
+ * @layout: a display list
+ * @stmt_id: a CsStmt.id at any level (a region's prim, a decomposition's prim) or a group id
+ *   (CS_LAYOUT_GROUP_ID)
+ * @hit: (out): the node or cluster standing for it
+ *
+ * Finds what is drawn for a statement: its own node or cluster; else the innermost enclosing
+ * statement drawn (a prim of a collapsed ltorch call or region); else the node of the collapsed
+ * group holding it.  For the GUI's "show me this statement" and the diff marks.
+ * Returns: FALSE when nothing stands for @stmt_id (unknown id, bookkeeping)
+ */
+gboolean
+cs_layout_find_element (const CsLayout *layout, guint32 stmt_id, CsLayoutHit *hit)
+{
+  DrawIndex ix;
+  const CsStmt *s;
+  gboolean ok = FALSE;
+  gpointer v;
+
+  g_return_val_if_fail (layout != NULL && hit != NULL, FALSE);
+  hit->kind = CS_LAYOUT_HIT_NONE;
+  hit->index = 0;
+  if (stmt_id == 0)
+    return FALSE;
+  draw_index_init (&ix, layout);
+  if ((v = g_hash_table_lookup (ix.node_of, GUINT_TO_POINTER (stmt_id))) != NULL)
+    {
+      *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, GPOINTER_TO_UINT (v) - 1 };
+      ok = TRUE;
+    }
+  else if ((v = g_hash_table_lookup (ix.cluster_of, GUINT_TO_POINTER (stmt_id))) != NULL)
+    {
+      *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, GPOINTER_TO_UINT (v) - 1 };
+      ok = TRUE;
+    }
+  else if (!CS_LAYOUT_IS_GROUP_ID (stmt_id)
+           && (s = g_hash_table_lookup (ix.by_id, GUINT_TO_POINTER (stmt_id))) != NULL)
+    ok = element_for (layout, &ix, s, hit);
+  draw_index_clear (&ix);
+  return ok;
+}
+
+/**
+ * cs_layout_element_center:
+ * @layout: a laid-out display list
+ * @hit: a node or cluster
+ * @center: (out): in points: a node's centre; a cluster's title (its centre as laid out, the
+ *   part of a box to keep on screen when the box is larger than the view)
+ */
+void
+cs_layout_element_center (const CsLayout *layout, const CsLayoutHit *hit, CsPoint *center)
+{
+  g_return_if_fail (layout != NULL && hit != NULL && center != NULL);
+  *center = (CsPoint) { (layout->bb.x0 + layout->bb.x1) / 2, (layout->bb.y0 + layout->bb.y1) / 2 };
+  if (hit->kind == CS_LAYOUT_HIT_NODE && hit->index < layout->n_nodes)
+    {
+      const CsRect *b = &layout->nodes[hit->index].box;
+      *center = (CsPoint) { (b->x0 + b->x1) / 2, (b->y0 + b->y1) / 2 };
+    }
+  else if (hit->kind == CS_LAYOUT_HIT_CLUSTER && hit->index < layout->n_clusters)
+    {
+      const CsLayoutCluster *c = &layout->clusters[hit->index];
+      double x = c->title_pos.x > c->box.x0 && c->title_pos.x < c->box.x1 ? c->title_pos.x
+                                                                         : (c->box.x0 + c->box.x1) / 2;
+      *center = (CsPoint) { x, c->title_pos.y };
+    }
+}
+
+/**
+ * cs_layout_set_found:
+ * @layout: a display list (owner thread only)
+ * @stmt_ids: (nullable): set of stmt ids (GUINT_TO_POINTER keys) matching a Find; NULL clears
+ *
+ * Flags the nodes and clusters drawn for exactly those ids (the painter draws a halo).
+ * Returns: how many elements were flagged
+ */
+guint
+cs_layout_set_found (CsLayout *layout, GHashTable *stmt_ids)
+{
+  guint n = 0;
+
+  g_return_val_if_fail (layout != NULL, 0);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      layout->nodes[i].found = stmt_ids != NULL && layout->nodes[i].stmt_id != 0
+                               && g_hash_table_contains (stmt_ids, GUINT_TO_POINTER (layout->nodes[i].stmt_id));
+      n += layout->nodes[i].found;
+    }
+  for (guint c = 0; c < layout->n_clusters; c++)
+    {
+      layout->clusters[c].found = stmt_ids != NULL
+                                  && g_hash_table_contains (stmt_ids, GUINT_TO_POINTER (layout->clusters[c].stmt_id));
+      n += layout->clusters[c].found;
+    }
+  return n;
+}
+
+static void
+remove_ghosts (CsLayout *layout)
+{
+  for (guint i = layout->n_nodes - layout->n_ghosts; i < layout->n_nodes; i++)
+    {
+      g_free (layout->nodes[i].name);
+      g_free (layout->nodes[i].label);
+      g_free (layout->nodes[i].detail);
+    }
+  layout->n_nodes -= layout->n_ghosts;
+  layout->n_ghosts = 0;
+}
+
 /**
  * cs_layout_clear_marks:
  * @layout: a display list (owner thread only)
  *
- * Removes every diff mark.
+ * Removes every diff mark and the ghost nodes of removed casts.
  */
 void
 cs_layout_clear_marks (CsLayout *layout)
 {
   g_return_if_fail (layout != NULL);
+  remove_ghosts (layout);
   for (guint i = 0; i < layout->n_nodes; i++)
-    layout->nodes[i].mark = CS_LAYOUT_MARK_NONE;
+    {
+      CsLayoutNode *n = &layout->nodes[i];
+      n->mark = CS_LAYOUT_MARK_NONE;
+      n->mark_count = n->diff_added = n->diff_removed = n->diff_moved = 0;
+    }
   for (guint i = 0; i < layout->n_edges; i++)
     layout->edges[i].mark = CS_LAYOUT_MARK_NONE;
   for (guint i = 0; i < layout->n_clusters; i++)
-    layout->clusters[i].mark = CS_LAYOUT_MARK_NONE;
+    {
+      CsLayoutCluster *c = &layout->clusters[i];
+      c->mark = CS_LAYOUT_MARK_NONE;
+      c->mark_count = c->diff_added = c->diff_removed = c->diff_moved = 0;
+    }
 }
 
 /* ---- diff ---- */
 
-/* Appends to @path the chain of statements from a top-level statement down to @target. */
-static gboolean
-stmt_path (const CsStmt *s, const CsStmt *target, GPtrArray *path)
+/* Which mark an element shows when it stands for several changes: casts first, then moves,
+ * then region changes. */
+static int
+mark_rank (CsLayoutMark m)
 {
-  g_ptr_array_add (path, (gpointer) s);
-  if (s == target)
-    return TRUE;
-  for (guint i = 0; i < s->n_subs; i++)
-    if (stmt_path (s->subs[i], target, path))
-      return TRUE;
-  g_ptr_array_remove_index (path, path->len - 1);
-  return FALSE;
+  switch (m)
+    {
+    case CS_LAYOUT_MARK_ADDED:     return 5;
+    case CS_LAYOUT_MARK_REMOVED:   return 4;
+    case CS_LAYOUT_MARK_MOVED_IN:
+    case CS_LAYOUT_MARK_MOVED_OUT: return 3;
+    case CS_LAYOUT_MARK_SPLIT:
+    case CS_LAYOUT_MARK_MERGED:    return 2;
+    case CS_LAYOUT_MARK_NEW:       return 1;
+    case CS_LAYOUT_MARK_NONE:
+    default:                       return 0;
+    }
 }
 
-/* Marks the element drawn for @stmt: its own node or cluster, else the innermost enclosing
- * statement that is drawn (a cast inside a collapsed composite or region). */
-static gboolean
-mark_stmt (CsLayout *layout, const CsStmt *stmt, CsLayoutMark mark)
+static void
+put_mark (CsLayoutMark *mark, guint *mark_count, guint *added, guint *removed, guint *moved,
+          CsLayoutMark m, guint count)
 {
-  g_autoptr(GPtrArray) path = g_ptr_array_new ();
-
-  if (layout->trace == NULL)
-    return FALSE;
-  for (guint i = 0; i < layout->trace->n_stmts; i++)
-    if (stmt_path (layout->trace->stmts[i], stmt, path))
-      break;
-  for (guint k = path->len; k > 0; k--)
+  if (m == CS_LAYOUT_MARK_ADDED)
+    *added += count;
+  else if (m == CS_LAYOUT_MARK_REMOVED)
+    *removed += count;
+  else if (m == CS_LAYOUT_MARK_MOVED_IN || m == CS_LAYOUT_MARK_MOVED_OUT)
+    *moved += count;
+  if (*mark == m)
+    *mark_count += count;
+  else if (mark_rank (m) > mark_rank (*mark))
     {
-      const CsStmt *s = g_ptr_array_index (path, k - 1);
-      gint c = cs_layout_find_cluster (layout, s->id);
-      gboolean found = FALSE;
-
-      for (guint n = 0; n < layout->n_nodes; n++)
-        if (layout->nodes[n].stmt_id == s->id)
-          {
-            layout->nodes[n].mark = mark;
-            found = TRUE;
-          }
-      if (c >= 0)
-        {
-          layout->clusters[c].mark = mark;
-          found = TRUE;
-        }
-      if (found)
-        return TRUE;
+      *mark = m;
+      *mark_count = m == CS_LAYOUT_MARK_ADDED ? *added : m == CS_LAYOUT_MARK_REMOVED ? *removed
+                                              : count;
     }
-  return FALSE;
+}
+
+/* Puts @mark with @count on the element standing for @stmt; TRUE when there is one. */
+static gboolean
+mark_stmt (CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayoutMark mark, guint count)
+{
+  CsLayoutHit hit;
+
+  if (stmt == NULL || !element_for (layout, ix, stmt, &hit))
+    return FALSE;
+  if (hit.kind == CS_LAYOUT_HIT_NODE)
+    {
+      CsLayoutNode *n = &layout->nodes[hit.index];
+      put_mark (&n->mark, &n->mark_count, &n->diff_added, &n->diff_removed, &n->diff_moved, mark, count);
+    }
+  else
+    {
+      CsLayoutCluster *c = &layout->clusters[hit.index];
+      put_mark (&c->mark, &c->mark_count, &c->diff_added, &c->diff_removed, &c->diff_moved, mark, count);
+    }
+  return TRUE;
+}
+
+/* The node a removed cast of the other trace is drawn next to: the drawn statement of this
+ * trace with the cast's origin (the op it was inserted for), else the producer of the tensor
+ * it read, else the first statement node. */
+static gint
+ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
+{
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  gint first = -1;
+
+  if (cast->origin != 0)
+    for (guint i = 0; i < layout->n_nodes; i++)
+      {
+        const CsStmt *s = g_hash_table_lookup (ix->by_id, GUINT_TO_POINTER (layout->nodes[i].stmt_id));
+
+        if (layout->nodes[i].kind == CS_LAYOUT_NODE_GHOST)
+          continue;
+        if (s != NULL && s->origin == cast->origin)
+          {
+            CsLayoutHit hit;
+            /* a prim inside a collapsed node: the node that stands for it */
+            if (element_for (layout, ix, s, &hit) && hit.kind == CS_LAYOUT_HIT_NODE)
+              return (gint) hit.index;
+            return (gint) i;
+          }
+      }
+  cs_stmt_collect_inputs (cast, ins);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &layout->nodes[i];
+
+      if (n->kind == CS_LAYOUT_NODE_GHOST)
+        continue;
+      if (first < 0 && n->stmt_id != 0)
+        first = (gint) i;
+      for (guint k = 0; k < ins->len; k++)
+        if (n->name != NULL && g_strcmp0 (n->name, ((CsProxy *) g_ptr_array_index (ins, k))->name) == 0
+            && n->kind == CS_LAYOUT_NODE_INPUT)
+          return (gint) i;
+    }
+  for (guint e = 0; e < layout->n_edges; e++)
+    for (guint k = 0; k < ins->len; k++)
+      if (g_strcmp0 (layout->edges[e].proxy, ((CsProxy *) g_ptr_array_index (ins, k))->name) == 0
+          && layout->nodes[layout->edges[e].tail].kind != CS_LAYOUT_NODE_GHOST)
+        return (gint) layout->edges[e].tail;
+  return first >= 0 ? first : (layout->n_nodes > 0 ? 0 : -1);
+}
+
+static void
+add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
+{
+  CsLayoutNode g = { 0 };
+  gint anchor = ghost_anchor (layout, ix, c->stmt);
+  guint beside = 0;
+  double w = 52, h = 15, x0, yc;
+
+  if (anchor < 0)
+    return;
+  for (guint i = layout->n_nodes - layout->n_ghosts; i < layout->n_nodes; i++)
+    if (layout->nodes[i].target == anchor)
+      beside++;
+  g.kind = CS_LAYOUT_NODE_GHOST;
+  g.stmt_id = 0;
+  g.cluster = -1;
+  g.group = -1;
+  g.target = anchor;
+  g.has_dtype = TRUE;
+  g.dtype = c->to;
+  g.name = g_strdup (c->stmt->callee);
+  g.label = g_strdup_printf ("\u2192 %s", cs_dtype_short_name (c->to));
+  g.detail = g_strdup_printf ("removed: %u cast%s %s \u2192 %s%s%s (in the other trace, here no "
+                              "longer)", c->count, c->count == 1 ? "" : "s",
+                              cs_dtype_short_name (c->from), cs_dtype_short_name (c->to),
+                              c->region ? " in " : "", c->region ? c->region : "");
+  /* right of the anchor, else left of it, else above or below: the first place no other node
+   * covers (else the first) */
+  {
+    const CsRect *a = &layout->nodes[anchor].box;
+    double ac = (a->y0 + a->y1) / 2;
+    CsRect cand[4] = {
+      { a->x1 + 10 + beside * (w + 6), ac - h / 2, a->x1 + 10 + beside * (w + 6) + w, ac + h / 2 },
+      { a->x0 - 10 - w - beside * (w + 6), ac - h / 2, a->x0 - 10 - beside * (w + 6), ac + h / 2 },
+      { a->x1 + 4, a->y1 + 4 + beside * (h + 4), a->x1 + 4 + w, a->y1 + 4 + beside * (h + 4) + h },
+      { a->x1 + 4, a->y0 - 4 - h - beside * (h + 4), a->x1 + 4 + w, a->y0 - 4 - beside * (h + 4) },
+    };
+    guint pick = 0;
+
+    for (guint k = 0; k < G_N_ELEMENTS (cand); k++)
+      {
+        gboolean free = cand[k].x0 >= layout->bb.x0 && cand[k].y1 <= layout->bb.y1;
+
+        for (guint i = 0; i < layout->n_nodes && free; i++)
+          {
+            const CsRect *b = &layout->nodes[i].box;
+            free = b->x1 < cand[k].x0 - 2 || b->x0 > cand[k].x1 + 2 || b->y1 < cand[k].y0 - 2
+                   || b->y0 > cand[k].y1 + 2;
+          }
+        if (free)
+          {
+            pick = k;
+            break;
+          }
+      }
+    g.box = cand[pick];
+  }
+  x0 = g.box.x0;
+  yc = (g.box.y0 + g.box.y1) / 2;
+  g.label_pos = (CsPoint) { x0 + w / 2, yc };
+  g.mark = CS_LAYOUT_MARK_REMOVED;
+  g.mark_count = c->count;
+  g.diff_removed = c->count;
+  layout->nodes = g_renew (CsLayoutNode, layout->nodes, layout->n_nodes + 1);
+  layout->nodes[layout->n_nodes++] = g;
+  layout->n_ghosts++;
+  /* only x1 and y0 may grow: the view transform is anchored at (bb.x0, bb.y1) */
+  if (layout->laid_out)
+    {
+      layout->bb.x1 = MAX (layout->bb.x1, g.box.x1 + 4);
+      layout->bb.y0 = MIN (layout->bb.y0, g.box.y0 - 4);
+    }
+}
+
+/* Statements that moved into or out of fusion regions: leaf statements keyed by (origin,
+ * short op name), counted inside and outside regions on each side. */
+typedef struct
+{
+  guint      in_a, out_a, in_b, out_b;   /* counts: a = older, b = newer */
+  GPtrArray *b_in;                       /* const CsStmt* of b inside regions */
+  GPtrArray *b_out;                      /* const CsStmt* of b outside regions */
+} MoveKey;
+
+static void
+move_key_free (gpointer p)
+{
+  MoveKey *k = p;
+  g_ptr_array_unref (k->b_in);
+  g_ptr_array_unref (k->b_out);
+  g_free (k);
+}
+
+static void
+count_moves (GHashTable *keys, const CsTrace *t, gboolean is_b)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      const CsStmt *s = t->stmts[i];
+      gboolean fusion = s->kind == CS_STMT_CALL && cs_op_is_fusion (s->op);
+      guint n = fusion ? s->n_subs : 1;
+
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      for (guint k = 0; k < n; k++)
+        {
+          const CsStmt *m = fusion ? s->subs[k] : s;
+          g_autofree char *key = NULL;
+          MoveKey *mk;
+
+          if (m->kind != CS_STMT_CALL || m->origin == 0 || cs_op_is_fusion (m->op)
+              || m->op->category == CS_OP_CAT_BOOKKEEPING)
+            continue;
+          key = g_strdup_printf ("%u:%s", m->origin, cs_op_semantic (m->op)->short_name);
+          mk = g_hash_table_lookup (keys, key);
+          if (mk == NULL)
+            {
+              mk = g_new0 (MoveKey, 1);
+              mk->b_in = g_ptr_array_new ();
+              mk->b_out = g_ptr_array_new ();
+              g_hash_table_insert (keys, g_steal_pointer (&key), mk);
+            }
+          if (is_b)
+            {
+              if (fusion)
+                mk->in_b++, g_ptr_array_add (mk->b_in, (gpointer) m);
+              else
+                mk->out_b++, g_ptr_array_add (mk->b_out, (gpointer) m);
+            }
+          else if (fusion)
+            mk->in_a++;
+          else
+            mk->out_a++;
+        }
+    }
 }
 
 /**
  * cs_layout_mark_diff:
  * @layout: a display list of trace A (owner thread only)
  * @other: trace B to compare with (the same program under another cast policy or pass)
- * @this_is_newer: TRUE when A is the newer side: casts of A missing from B are marked ADDED
- *   and regions of A covering statements of 2+ regions of B MERGED; FALSE: casts of A missing
- *   from B are REMOVED and regions of A whose statements spread over 2+ regions of B SPLIT
- *   (draw B with TRUE and A with FALSE for a side-by-side diff)
- * @stats: (out) (optional): counts of what was found (casts counted with multiplicity)
+ * @this_is_newer: TRUE when A is the newer side: casts of A missing from B are marked ADDED,
+ *   casts of B missing from A are drawn as GHOST nodes (marked REMOVED) next to the statement
+ *   of A they were inserted for, regions of A covering statements of 2+ regions of B MERGED,
+ *   regions of A that a region of B split into SPLIT, and statements of A that moved into or
+ *   out of regions MOVED_IN / MOVED_OUT; FALSE: casts of A missing from B are REMOVED and
+ *   regions of A whose statements spread over 2+ regions of B SPLIT (draw B with TRUE and A
+ *   with FALSE for a side-by-side diff)
+ * @stats: (out) (optional): what was marked, counted as the marks' `mark_count`s add up
  *
  * Marks the difference computed by core's cs_trace_diff() (casts as multisets of (origin,
- * source dtype, target dtype); regions by the initial-trace statements they cover) on A's
- * display list.  A cast drawn inside a collapsed statement or region marks that node.
- * Clears earlier marks first.
+ * source dtype, target dtype) over every level; regions by the initial-trace statements they
+ * cover) on A's display list.  A change inside a collapsed statement, region or group marks
+ * the node that stands for it, with its count.  Moves into and out of regions compare, per
+ * (origin, op), how many leaf statements lie inside regions on each side.  Clears earlier
+ * marks first.
  * Source: core/cs-diff.h, the same diff as `castscope-cli diff`.
  */
 void
@@ -833,27 +1255,72 @@ cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_ne
 {
   CsLayoutDiffStats st = { 0 };
   g_autoptr(CsTraceDiff) diff = NULL;
+  DrawIndex ix;
 
   g_return_if_fail (layout != NULL && other != NULL);
   cs_layout_clear_marks (layout);
   if (layout->trace == NULL)
     goto done;
+  draw_index_init (&ix, layout);
   if (this_is_newer)
     {
       diff = cs_trace_diff (other, layout->trace);
       for (guint i = 0; i < diff->casts_added->len; i++)
         {
           const CsDiffCast *c = g_ptr_array_index (diff->casts_added, i);
-          st.casts_added += c->count;
+          if (mark_stmt (layout, &ix, c->stmt, CS_LAYOUT_MARK_ADDED, c->count))
+            st.casts_added += c->count;
+        }
+      for (guint i = 0; i < diff->casts_removed->len; i++)
+        {
+          const CsDiffCast *c = g_ptr_array_index (diff->casts_removed, i);
+          guint before = layout->n_ghosts;
+
           if (c->stmt != NULL)
-            mark_stmt (layout, c->stmt, CS_LAYOUT_MARK_ADDED);
+            add_ghost (layout, &ix, c);
+          if (layout->n_ghosts > before)
+            st.casts_removed += c->count;
         }
       for (guint i = 0; i < diff->regions_merged->len; i++)
         {
           const CsDiffRegion *r = g_ptr_array_index (diff->regions_merged, i);
-          st.regions_merged++;
-          mark_stmt (layout, r->region, CS_LAYOUT_MARK_MERGED);
+          if (mark_stmt (layout, &ix, r->region, CS_LAYOUT_MARK_MERGED, 1))
+            st.regions_merged++;
         }
+      for (guint i = 0; i < diff->regions_split->len; i++)
+        {
+          const CsDiffRegion *r = g_ptr_array_index (diff->regions_split, i);
+          gboolean any = FALSE;
+
+          for (guint k = 0; r->others != NULL && k < r->others->len; k++)
+            any |= mark_stmt (layout, &ix, g_ptr_array_index (r->others, k), CS_LAYOUT_MARK_SPLIT, 0);
+          if (any)
+            st.regions_split++;
+        }
+      {
+        g_autoptr(GHashTable) keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, move_key_free);
+        GHashTableIter it;
+        gpointer v;
+
+        count_moves (keys, other, FALSE);
+        count_moves (keys, layout->trace, TRUE);
+        g_hash_table_iter_init (&it, keys);
+        while (g_hash_table_iter_next (&it, NULL, &v))
+          {
+            MoveKey *mk = v;
+            guint in = mk->in_b > mk->in_a && mk->out_a > mk->out_b
+                       ? MIN (mk->in_b - mk->in_a, mk->out_a - mk->out_b) : 0;
+            guint out = mk->out_b > mk->out_a && mk->in_a > mk->in_b
+                        ? MIN (mk->out_b - mk->out_a, mk->in_a - mk->in_b) : 0;
+
+            for (guint k = 0; k < in && k < mk->b_in->len; k++)
+              if (mark_stmt (layout, &ix, g_ptr_array_index (mk->b_in, k), CS_LAYOUT_MARK_MOVED_IN, 1))
+                st.moved_in++;
+            for (guint k = 0; k < out && k < mk->b_out->len; k++)
+              if (mark_stmt (layout, &ix, g_ptr_array_index (mk->b_out, k), CS_LAYOUT_MARK_MOVED_OUT, 1))
+                st.moved_out++;
+          }
+      }
     }
   else
     {
@@ -861,17 +1328,17 @@ cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_ne
       for (guint i = 0; i < diff->casts_removed->len; i++)
         {
           const CsDiffCast *c = g_ptr_array_index (diff->casts_removed, i);
-          st.casts_removed += c->count;
-          if (c->stmt != NULL)
-            mark_stmt (layout, c->stmt, CS_LAYOUT_MARK_REMOVED);
+          if (mark_stmt (layout, &ix, c->stmt, CS_LAYOUT_MARK_REMOVED, c->count))
+            st.casts_removed += c->count;
         }
       for (guint i = 0; i < diff->regions_split->len; i++)
         {
           const CsDiffRegion *r = g_ptr_array_index (diff->regions_split, i);
-          st.regions_split++;
-          mark_stmt (layout, r->region, CS_LAYOUT_MARK_SPLIT);
+          if (mark_stmt (layout, &ix, r->region, CS_LAYOUT_MARK_SPLIT, 1))
+            st.regions_split++;
         }
     }
+  draw_index_clear (&ix);
 
 done:
   if (stats != NULL)

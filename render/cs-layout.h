@@ -16,6 +16,7 @@
 
 #include <gio/gio.h>
 
+#include "cs-group.h"
 #include "cs-ir.h"
 #include "cs-render-types.h"
 
@@ -32,7 +33,19 @@ typedef enum
   CS_LAYOUT_NODE_REF,      /* a reference to a tensor produced far above (`target` is the
                               producer): large traces cut edges spanning many statements, which
                               keeps dot fast (see cs_graph_build()) */
+  CS_LAYOUT_NODE_GROUP,    /* a collapsed group (layer, module, chunk of render/cs-group.h):
+                              one node labelled with its name and summary; `stmt_id` is
+                              CS_LAYOUT_GROUP_ID (group index) */
+  CS_LAYOUT_NODE_GHOST,    /* diff: a cast of the other trace that this one does not have,
+                              drawn where it was (next to the node that now reads its input);
+                              not laid out by dot, placed by cs_layout_mark_diff() */
 } CsLayoutNodeKind;
+
+/* Statement ids of groups: CsStmt ids are small counters, groups take the top of the range. */
+#define CS_LAYOUT_GROUP_ID_BASE    0xF0000000u
+#define CS_LAYOUT_GROUP_ID(g)      (CS_LAYOUT_GROUP_ID_BASE + (guint32) (g))
+#define CS_LAYOUT_IS_GROUP_ID(id)  ((guint32) (id) >= CS_LAYOUT_GROUP_ID_BASE)
+#define CS_LAYOUT_GROUP_OF_ID(id)  ((gint) ((guint32) (id) - CS_LAYOUT_GROUP_ID_BASE))
 
 typedef enum
 {
@@ -51,12 +64,18 @@ typedef enum
   CS_LAYOUT_MARK_MERGED,   /* diff: region of the newer trace covering statements of 2+ regions
                               of the older (regions_merged) */
   CS_LAYOUT_MARK_NEW,      /* reserved (cs_layout_mark_diff() does not set it) */
+  CS_LAYOUT_MARK_MOVED_IN, /* diff: a statement inside a region here that was outside every
+                              region in the other (older) trace (fuse-linear=on) */
+  CS_LAYOUT_MARK_MOVED_OUT,/* diff: a statement outside every region here that was inside a
+                              region in the other (older) trace */
 } CsLayoutMark;
 
 typedef enum
 {
   CS_LAYOUT_CLUSTER_REGION,   /* a fusion region (nvFusionK) drawn expanded */
   CS_LAYOUT_CLUSTER_EXPANDED, /* an ltorch / torch statement drawn as its prims */
+  CS_LAYOUT_CLUSTER_GROUP,    /* an expanded group (layer, module, chunk): `stmt_id` is
+                                 CS_LAYOUT_GROUP_ID (group index) */
 } CsLayoutClusterKind;
 
 /** CsLayoutNode: one node of the display list. */
@@ -76,12 +95,21 @@ typedef struct
   gint              cluster;     /* innermost enclosing cluster index, -1 = none */
   gboolean          expandable;  /* has subsymbols: can be drawn expanded */
   gboolean          saved;       /* OUTPUT: returned as saved_for_backward (forward traces) */
-  gint              target;      /* REF: index of the node producing the tensor; else -1 */
+  gint              target;      /* REF: index of the node producing the tensor; GHOST: the
+                                    node it is drawn next to; else -1 */
+  gint              group;       /* GROUP: its group index; else the innermost group of its
+                                    top-level statement (-1 = none); see layout->grouping */
   CsRect            box;         /* pt, y up; node outline */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
   gboolean          selected;
+  gboolean          found;       /* a match of the current Find (drawn with a halo) */
   CsLayoutMark      mark;
+  guint             mark_count;  /* how many changes of kind `mark` it stands for (casts inside
+                                    a collapsed node or group are counted on it); 0 = none */
+  guint             diff_added;  /* casts added that it stands for (whatever `mark` shows) */
+  guint             diff_removed;/* casts removed that it stands for (GHOST: its own) */
+  guint             diff_moved;  /* statements moved into or out of regions it stands for */
   gboolean          has_value;
   double            value;       /* in the value scale's unit */
 } CsLayoutNode;
@@ -119,11 +147,17 @@ typedef struct
   guint             n_stmts;     /* region members (prims) */
   guint64           bytes;       /* bytes: region inputs + outputs (tensor numel x size) */
   gint              parent;      /* enclosing cluster index, -1 = top level */
+  gint              group;       /* GROUP: its group index; else -1 */
   CsRect            box;         /* pt, y up */
   CsPoint           title_pos;   /* pt: centre of the title line(s) */
   /* overlays */
   gboolean          selected;
+  gboolean          found;       /* a match of the current Find */
   CsLayoutMark      mark;
+  guint             mark_count;  /* as CsLayoutNode.mark_count */
+  guint             diff_added;  /* as CsLayoutNode */
+  guint             diff_removed;
+  guint             diff_moved;
   gboolean          has_value;
   double            value;
 } CsLayoutCluster;
@@ -154,6 +188,10 @@ typedef struct
   guint             max_dot_nodes; /* above this many nodes cs_layout_run() uses castscope's
                                     layered layout instead of dot */
   gboolean          layered;     /* TRUE when the geometry comes from the layered layout */
+  CsGrouping       *grouping;    /* (owned, nullable) the groups of `trace` (render/cs-group.h);
+                                    NULL at CS_RENDER_COLLAPSE_FLAT */
+  gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
+  guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
@@ -207,6 +245,14 @@ gint      cs_layout_find_node     (const CsLayout *layout,
                                    guint32         stmt_id);
 gint      cs_layout_find_cluster  (const CsLayout *layout,
                                    guint32         stmt_id);
+gboolean  cs_layout_find_element  (const CsLayout *layout,
+                                   guint32         stmt_id,
+                                   CsLayoutHit    *hit);
+void      cs_layout_element_center (const CsLayout    *layout,
+                                   const CsLayoutHit *hit,
+                                   CsPoint           *center);
+guint     cs_layout_set_found     (CsLayout       *layout,
+                                   GHashTable     *stmt_ids);
 
 /* ---- overlays (owner thread only) ---- */
 
@@ -224,14 +270,23 @@ void      cs_layout_set_value_scale (CsLayout        *layout,
                                    double             min,
                                    double             max);
 
-/** CsLayoutDiffStats: what cs_layout_mark_diff() found. */
+/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  The cast counts are the
+ *  sums of the elements' `diff_added` / `diff_removed`, the moves of `diff_moved`, so a banner
+ *  showing these numbers shows exactly what the graph marks. */
 typedef struct
 {
-  guint casts_added;     /* casts of this trace absent from the other (this = newer) */
-  guint casts_removed;   /* casts of this trace absent from the other (this = older) */
-  guint regions_split;
-  guint regions_merged;
+  guint casts_added;     /* casts of the newer trace absent from the older (ADDED marks) */
+  guint casts_removed;   /* casts of the older trace absent from the newer (REMOVED marks:
+                            the casts themselves on the older side, GHOST nodes on the newer) */
+  guint regions_split;   /* regions of the older trace whose statements spread over 2+ regions
+                            of the newer (SPLIT marks: the older region, or the newer regions
+                            it became) */
+  guint regions_merged;  /* regions of the newer trace covering statements of 2+ older regions */
   guint regions_new;     /* reserved, 0 */
+  guint moved_in;        /* statements inside a region in the newer trace, outside every region
+                            in the older (MOVED_IN marks, newer side only) */
+  guint moved_out;       /* statements outside every region in the newer trace, inside one in
+                            the older (MOVED_OUT marks, newer side only) */
 } CsLayoutDiffStats;
 
 void      cs_layout_clear_marks   (CsLayout          *layout);

@@ -55,5 +55,7 @@ void           cs_palette_to_hex          (const CsColor *color,
 #define CS_PALETTE_HEX_REMOVED     "#CC79A7"   /* diff: removed cast */
 #define CS_PALETTE_HEX_CHANGED     "#E69F00"   /* diff: region split or merged */
 #define CS_PALETTE_HEX_SELECTED    "#0072B2"   /* selection outline */
+#define CS_PALETTE_HEX_MOVED       "#56B4E9"   /* diff: statement moved into / out of a region */
+#define CS_PALETTE_HEX_FOUND       "#F0E442"   /* Find: halo around every match */
 
 G_END_DECLS

@@ -33,7 +33,7 @@ typedef enum
 {
   CS_RENDER_ERROR_TRACE,     /* the trace cannot be drawn (no trace, no body) */
   CS_RENDER_ERROR_LAYOUT,    /* Graphviz failed to read or lay out the graph (its message kept) */
-  CS_RENDER_ERROR_TOO_LARGE, /* past castscope's hard limits even at the coarsest detail */
+  CS_RENDER_ERROR_TOO_LARGE, /* reserved (no node limit since groups collapse large traces) */
   CS_RENDER_ERROR_IO,        /* the output file could not be written */
   CS_RENDER_ERROR_FORMAT,    /* unknown export format / file extension */
 } CsRenderError;
@@ -55,6 +55,23 @@ typedef enum
   CS_RENDER_DETAIL_REGIONS,    /* fusion regions collapsed to one node each, statements collapsed */
 } CsRenderDetail;
 
+/**
+ * CsRenderCollapse:
+ *
+ * Which groups of render/cs-group.h (layers, their modules, chunks) are drawn as one node each
+ * (with their summary); the others are drawn as labelled boxes around their statements.
+ * Per-group overrides (cs_render_options_set_group_expanded()) apply on top.
+ */
+typedef enum
+{
+  CS_RENDER_COLLAPSE_AUTO,     /* LAYERS when the trace has two layers or more, or chunks;
+                                  else NONE */
+  CS_RENDER_COLLAPSE_NONE,     /* every group drawn as a box of its statements */
+  CS_RENDER_COLLAPSE_LAYERS,   /* layers and chunks collapsed (a whole model as its blocks) */
+  CS_RENDER_COLLAPSE_MODULES,  /* layers expanded, each module collapsed */
+  CS_RENDER_COLLAPSE_FLAT,     /* no groups at all: the statements as before grouping */
+} CsRenderCollapse;
+
 /** CsRenderExpand: a per-statement override of the detail level. */
 typedef enum
 {
@@ -70,8 +87,6 @@ typedef enum
 #define CS_RENDER_DEFAULT_MAX_NODES      1200
 /* Edge labels (shapes) are dropped above this many edges: each label is a virtual node for dot. */
 #define CS_RENDER_DEFAULT_MAX_EDGE_LABELS 400
-/* Hard limit: above this many nodes even at REGIONS detail, layout refuses (TOO_LARGE). */
-#define CS_RENDER_HARD_MAX_NODES         20000
 
 /**
  * CsRenderOptions:
@@ -84,6 +99,10 @@ typedef struct
   CsRenderDetail  detail;          /* level of detail, default AUTO */
   GHashTable     *expand;          /* stmt id (GUINT_TO_POINTER) -> CsRenderExpand
                                       (GINT_TO_POINTER); NULL = no overrides; owned */
+  CsRenderCollapse collapse;       /* which groups are collapsed, default AUTO */
+  GHashTable     *group_expand;    /* group name (char*, owned) -> CsRenderExpand
+                                      (GINT_TO_POINTER); NULL = no overrides; owned.  Names
+                                      ("layers.3") stay valid across policies and passes */
   guint           max_nodes;       /* AUTO threshold in nodes; 0 = CS_RENDER_DEFAULT_MAX_NODES */
   guint           max_edge_labels; /* edges above which shape labels are dropped;
                                       0 = CS_RENDER_DEFAULT_MAX_EDGE_LABELS */
@@ -104,5 +123,12 @@ void     cs_render_options_set_expanded (CsRenderOptions       *options,
                                          CsRenderExpand         expand);
 CsRenderExpand cs_render_options_get_expanded (const CsRenderOptions *options,
                                                guint32                stmt_id);
+void     cs_render_options_set_group_expanded (CsRenderOptions *options,
+                                               const char      *group_name,
+                                               CsRenderExpand   expand);
+CsRenderExpand cs_render_options_get_group_expanded (const CsRenderOptions *options,
+                                                     const char            *group_name);
+gboolean cs_render_collapse_from_string (const char       *text,
+                                         CsRenderCollapse *out);
 
 G_END_DECLS

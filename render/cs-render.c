@@ -18,7 +18,8 @@ G_DEFINE_QUARK (cs-render-error-quark, cs_render_error)
  * @options: (out caller-allocates): options to fill
  *
  * Defaults: AUTO detail, CS_RENDER_DEFAULT_MAX_NODES, shapes on edges, no shapes on nodes,
- * bookkeeping hidden, "DejaVu Sans" 10 pt, no per-statement overrides.
+ * bookkeeping hidden, "DejaVu Sans" 10 pt, AUTO collapse of groups, no per-statement or
+ * per-group overrides.
  */
 void
 cs_render_options_init (CsRenderOptions *options)
@@ -27,6 +28,8 @@ cs_render_options_init (CsRenderOptions *options)
   *options = (CsRenderOptions) {
     .detail = CS_RENDER_DETAIL_AUTO,
     .expand = NULL,
+    .collapse = CS_RENDER_COLLAPSE_AUTO,
+    .group_expand = NULL,
     .max_nodes = 0,
     .max_edge_labels = 0,
     .edge_labels = TRUE,
@@ -49,6 +52,7 @@ cs_render_options_clear (CsRenderOptions *options)
 {
   g_return_if_fail (options != NULL);
   g_clear_pointer (&options->expand, g_hash_table_unref);
+  g_clear_pointer (&options->group_expand, g_hash_table_unref);
   g_clear_pointer (&options->font_family, g_free);
 }
 
@@ -73,6 +77,17 @@ cs_render_options_copy (const CsRenderOptions *src, CsRenderOptions *dst)
       g_hash_table_iter_init (&it, src->expand);
       while (g_hash_table_iter_next (&it, &k, &v))
         g_hash_table_insert (dst->expand, k, v);
+    }
+  dst->group_expand = NULL;
+  if (src->group_expand != NULL)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      dst->group_expand = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      g_hash_table_iter_init (&it, src->group_expand);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (dst->group_expand, g_strdup (k), v);
     }
 }
 
@@ -114,4 +129,72 @@ cs_render_options_get_expanded (const CsRenderOptions *options, guint32 stmt_id)
     return CS_RENDER_EXPAND_DEFAULT;
   return (CsRenderExpand) GPOINTER_TO_INT (g_hash_table_lookup (options->expand,
                                                                 GUINT_TO_POINTER (stmt_id)));
+}
+
+/**
+ * cs_render_options_set_group_expanded:
+ * @options: options
+ * @group_name: a group's full name (CsGroup.name: "layers.3", "layers.3.attention")
+ * @expand: ON draws the group as a box of its statements, OFF as one node, DEFAULT removes
+ *   the override (the collapse level decides)
+ *
+ * Per-group expand / collapse on top of @options->collapse (the GUI's double click on a
+ * group, its side-panel tree).  Names are kept, so the same layer stays expanded under another
+ * policy or pass.
+ */
+void
+cs_render_options_set_group_expanded (CsRenderOptions *options, const char *group_name,
+                                      CsRenderExpand expand)
+{
+  g_return_if_fail (options != NULL && group_name != NULL);
+  if (expand == CS_RENDER_EXPAND_DEFAULT)
+    {
+      if (options->group_expand != NULL)
+        g_hash_table_remove (options->group_expand, group_name);
+      return;
+    }
+  if (options->group_expand == NULL)
+    options->group_expand = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_hash_table_insert (options->group_expand, g_strdup (group_name), GINT_TO_POINTER (expand));
+}
+
+/**
+ * cs_render_options_get_group_expanded:
+ * @options: options
+ * @group_name: a group's full name
+ *
+ * Returns: the override for @group_name, CS_RENDER_EXPAND_DEFAULT when none
+ */
+CsRenderExpand
+cs_render_options_get_group_expanded (const CsRenderOptions *options, const char *group_name)
+{
+  g_return_val_if_fail (options != NULL, CS_RENDER_EXPAND_DEFAULT);
+  if (options->group_expand == NULL || group_name == NULL)
+    return CS_RENDER_EXPAND_DEFAULT;
+  return (CsRenderExpand) GPOINTER_TO_INT (g_hash_table_lookup (options->group_expand, group_name));
+}
+
+/**
+ * cs_render_collapse_from_string:
+ * @text: "auto", "none", "layers", "modules" or "flat" (the CLI's `render --collapse`)
+ * @out: (out): the level
+ *
+ * Returns: FALSE for any other text
+ */
+gboolean
+cs_render_collapse_from_string (const char *text, CsRenderCollapse *out)
+{
+  static const struct { const char *name; CsRenderCollapse v; } names[] = {
+    { "auto", CS_RENDER_COLLAPSE_AUTO }, { "none", CS_RENDER_COLLAPSE_NONE },
+    { "layers", CS_RENDER_COLLAPSE_LAYERS }, { "modules", CS_RENDER_COLLAPSE_MODULES },
+    { "flat", CS_RENDER_COLLAPSE_FLAT },
+  };
+
+  for (gsize i = 0; text != NULL && i < G_N_ELEMENTS (names); i++)
+    if (g_ascii_strcasecmp (text, names[i].name) == 0)
+      {
+        *out = names[i].v;
+        return TRUE;
+      }
+  return FALSE;
 }

@@ -20,3 +20,4 @@
 #include "cs-layout.h"
 #include "cs-graph.h"
 #include "cs-draw.h"
+#include "cs-group.h"

@@ -1,47 +1,37 @@
-/* bench-render.c: layout times of render/ (a benchmark program, not a test; `meson test
- * --benchmark` or run it directly).
+/* bench-render.c: what render/ costs at model scale (a benchmark program, not a test; `meson
+ * test --benchmark` or run it directly).  Numbers in tests/BENCH-RESULTS.md.
  *
- * For generated traces of about 250 ... 4,000 nodes (a residual chain of blocks
- * matmul -> upcast -> tanh -> downcast -> add, one weight input per block, every 8th block also
- * reading the first input again: a long edge) and for the largest shared samples
- * ($CS_SHARED_TRACES/thunder_llama_stack_*.txt), prints node / edge counts, the time of
- * cs_graph_build() (text measuring, DOT), of Graphviz (parse + dot + snapshot, wall and this
- * process's CPU time: on a loaded machine the CPU time is the steadier number), and the
- * target: a 2,000-node trace under 2 s.
+ * For each trace, as the app draws it (default options: layers or chunks collapsed, see
+ * render/cs-group.h), prints:
+ * - nodes / edges drawn, the engine (Graphviz dot or castscope's layered layout);
+ * - open: cs_graph_build() (grouping, text measuring, DOT) + the layout, best of --repeat, ms;
+ * - expand: the same with one group expanded (the middle layer or chunk), ms;
+ * - paint per frame: cs_draw_layout() of a 1600 x 1000 px image at three zooms (the fit of the
+ *   whole graph, 75 % and 200 % centred on the middle of the graph), mean of --frames frames,
+ *   ms;
+ * - memory: the process's resident set (VmRSS of /proc/self/status) growth from before the
+ *   build to after the layout with the layout alive, and the peak (VmHWM) so far, MiB.
  *
- * Usage: bench-render [--repeat N] [--max-nodes N] [FILE...]
+ * Traces: generated flat chains of 10,000 and 50,000 statements (matmul -> upcast -> tanh ->
+ * downcast -> add blocks, one weight each: no layer parameters, so drawn as chunks);
+ * a generated 32-layer model (parameters named t_layers_<k>_attention_wq_weight ... as
+ * Thunder prints them, an RMSNorm + 4 linears + a residual per layer); the 8-block LLaMA
+ * traces of $CS_SHARED_TRACES (initial, Thunder's final forward and backward); FILE...
+ * arguments; and, with --flat, the old flat drawing for comparison.
  *
- * Measured 2026-11-29 on the GPU machine's host (16 idle cores; binary built on the dev
- * machine, carried with ../shared/tools/gpu-bundle and Graphviz's plugins, GVBINDIR set),
- * best of 3, ms:
- *
- *   trace                               nodes  engine   build  layout
- *   generated, 40 blocks                  248  dot        3.1    44.4
- *   generated, 80 blocks                  493  dot        6.0    92.0
- *   generated, 160 blocks                 983  dot       11.9   355.6
- *   generated, 333 blocks                2042  layered   29.3     3.3
- *   generated, 666 blocks                4082  layered   58.5     6.6
- *   thunder_llama_stack_initial           510  dot        7.3   184.3
- *   thunder_llama_stack_final_fwd        1395  layered   23.7     0.9
- *   thunder_llama_stack_final_bwd        1800  layered   18.7     1.2
- *
- * Forcing dot (--max-nodes 100000, one run): 2,042 nodes 1,683 ms, 4,082 nodes 8,716 ms,
- * LLaMA forward 1,407 nodes 711 ms, LLaMA backward 1,805 nodes 1,133 ms.  On the 2-core
- * development machine under a load average of 11-19 the same dot runs took 4-5x longer
- * (2,042 nodes: 6.6 s of CPU), hence the 1,200-node limit for dot
- * (CS_RENDER_DEFAULT_MAX_NODES) and the layered layout above it.
+ * Usage: bench-render [--repeat N] [--frames N] [--flat] [--big N] [FILE...]
  */
 #include "cs-config.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cs-parse.h"
 #include "cs-render.h"
 
+/* A chain of @blocks blocks of 5 statements (matmul, upcast, tanh, downcast, residual add). */
 static char *
-generate (guint blocks)
+generate_chain (guint blocks)
 {
   GString *s = g_string_new ("def computation(x");
   guint t = 0, r;
@@ -71,78 +61,212 @@ generate (guint blocks)
   return g_string_free (s, FALSE);
 }
 
-static double
-cpu_ms (void)
+/* A @layers-layer model with Thunder's parameter names: per layer an RMSNorm (upcast, pow,
+ * mean, rsqrt, mul, downcast, mul by t_layers_<k>_attention_norm_weight), q/k/v/o linears, and
+ * the residual add (13 statements). */
+static char *
+generate_model (guint layers)
 {
-  return (double) clock () * 1000.0 / CLOCKS_PER_SEC;
+  static const char *const w[] = { "attention_norm", "attention_wq", "attention_wk", "attention_wv",
+                                   "attention_wo" };
+  GString *s = g_string_new ("def computation(x");
+  guint t = 0, r = 0;
+
+  for (guint k = 0; k < layers; k++)
+    for (guint j = 0; j < G_N_ELEMENTS (w); j++)
+      g_string_append_printf (s, ", t_layers_%u_%s_weight", k, w[j]);
+  g_string_append (s, "):\n  # x: \"cuda:0 bf16[64, 128]\"\n");
+  for (guint k = 0; k < layers; k++)
+    for (guint j = 0; j < G_N_ELEMENTS (w); j++)
+      g_string_append_printf (s, "  # t_layers_%u_%s_weight: \"cuda:0 bf16[%s]\"\n", k, w[j],
+                              j == 0 ? "128" : "128, 128");
+  g_string_append_printf (s, "  t%u = ltorch.add(x, x)  # t%u: \"cuda:0 bf16[64, 128]\"\n", t, t);
+  r = t++;
+  for (guint k = 0; k < layers; k++)
+    {
+      guint f = t++, p = t++, m = t++, q = t++, n = t++, d = t++, a = t++;
+      guint lq = t++, lk = t++, lv = t++, s1 = t++, lo = t++, res = t++;
+
+      g_string_append_printf (s, "  t%u = prims.convert_element_type(t%u, dtypes.float32)  # t%u: \"cuda:0 f32[64, 128]\"\n", f, r, f);
+      g_string_append_printf (s, "  t%u = ltorch.pow(t%u, 2)  # t%u: \"cuda:0 f32[64, 128]\"\n", p, f, p);
+      g_string_append_printf (s, "  t%u = ltorch.mean(t%u, -1, True)  # t%u: \"cuda:0 f32[64, 1]\"\n", m, p, m);
+      g_string_append_printf (s, "  t%u = ltorch.rsqrt(t%u)  # t%u: \"cuda:0 f32[64, 1]\"\n", q, m, q);
+      g_string_append_printf (s, "  t%u = ltorch.mul(t%u, t%u)  # t%u: \"cuda:0 f32[64, 128]\"\n", n, f, q, n);
+      g_string_append_printf (s, "  t%u = prims.convert_element_type(t%u, dtypes.bfloat16)  # t%u: \"cuda:0 bf16[64, 128]\"\n", d, n, d);
+      g_string_append_printf (s, "  t%u = ltorch.mul(t%u, t_layers_%u_attention_norm_weight)  # t%u: \"cuda:0 bf16[64, 128]\"\n", a, d, k, a);
+      g_string_append_printf (s, "  t%u = ltorch.linear(t%u, t_layers_%u_attention_wq_weight, None)  # t%u: \"cuda:0 bf16[64, 128]\"\n", lq, a, k, lq);
+      g_string_append_printf (s, "  t%u = ltorch.linear(t%u, t_layers_%u_attention_wk_weight, None)  # t%u: \"cuda:0 bf16[64, 128]\"\n", lk, a, k, lk);
+      g_string_append_printf (s, "  t%u = ltorch.linear(t%u, t_layers_%u_attention_wv_weight, None)  # t%u: \"cuda:0 bf16[64, 128]\"\n", lv, a, k, lv);
+      g_string_append_printf (s, "  t%u = ltorch.add(t%u, t%u)  # t%u: \"cuda:0 bf16[64, 128]\"\n", s1, lq, lk, s1);
+      g_string_append_printf (s, "  t%u = ltorch.linear(t%u, t_layers_%u_attention_wo_weight, None)  # t%u: \"cuda:0 bf16[64, 128]\"\n", lo, s1, k, lo);
+      g_string_append_printf (s, "  t%u = ltorch.add(t%u, t%u)  # t%u: \"cuda:0 bf16[64, 128]\"\n", res, r, lo, res);
+      (void) lv;
+      r = res;
+    }
+  g_string_append_printf (s, "  return (t%u,)\n", r);
+  return g_string_free (s, FALSE);
+}
+
+/* VmRSS and VmHWM of this process, KiB (0 when /proc is not there). */
+static void
+memory_kib (guint64 *rss, guint64 *hwm)
+{
+  g_autofree char *status = NULL;
+
+  *rss = *hwm = 0;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    return;
+  for (char *line = status; line && *line; line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL)
+    {
+      if (g_str_has_prefix (line, "VmRSS:"))
+        *rss = g_ascii_strtoull (line + 6, NULL, 10);
+      else if (g_str_has_prefix (line, "VmHWM:"))
+        *hwm = g_ascii_strtoull (line + 6, NULL, 10);
+    }
+}
+
+static CsLayout *
+open_layout (CsTrace *t, const CsRenderOptions *o, double *ms)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+  CsLayout *l = cs_layout_new (t, o, NULL, &error);
+
+  *ms = (g_get_monotonic_time () - t0) / 1000.0;
+  if (l == NULL)
+    printf ("  error: %s\n", error->message);
+  return l;
+}
+
+/* Mean ms of @frames paints of @l into a 1600 x 1000 image at @scale (<= 0: fitted), centred
+ * on the middle of the graph. */
+static double
+paint_ms (const CsLayout *l, double scale, guint frames)
+{
+  cairo_surface_t *s = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, 1600, 1000);
+  cairo_t *cr = cairo_create (s);
+  CsView v;
+  gint64 t0;
+
+  cs_view_init_fit (&v, l, 1600, 1000, 24, 1.5);
+  if (scale > 0)
+    {
+      CsRect mid = { (l->bb.x0 + l->bb.x1) / 2, (l->bb.y0 + l->bb.y1) / 2,
+                     (l->bb.x0 + l->bb.x1) / 2, (l->bb.y0 + l->bb.y1) / 2 };
+      v.scale = scale;
+      cs_view_center_on (&v, l, &mid, 1600, 1000);
+    }
+  t0 = g_get_monotonic_time ();
+  for (guint i = 0; i < frames; i++)
+    {
+      cairo_set_source_rgb (cr, 1, 1, 1);
+      cairo_paint (cr);
+      cs_draw_layout (cr, l, &v, 1600, 1000, CS_DRAW_EDGE_LABELS);
+    }
+  cairo_surface_flush (s);
+  cairo_destroy (cr);
+  cairo_surface_destroy (s);
+  return (g_get_monotonic_time () - t0) / 1000.0 / MAX (frames, 1);
 }
 
 static void
-bench_trace (const char *name, CsTrace *t, guint repeat, guint max_nodes)
+bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean flat)
 {
-  double best_build = G_MAXDOUBLE, best_wall = G_MAXDOUBLE, best_cpu = G_MAXDOUBLE;
-  guint n_nodes = 0, n_edges = 0;
-  gboolean layered = FALSE;
-  CsRenderDetail detail = CS_RENDER_DETAIL_AUTO;
   CsRenderOptions o;
+  g_autoptr(CsLayout) keep = NULL;
+  double best_open = G_MAXDOUBLE, best_expand = -1, ms, fit_scale;
+  guint64 rss0, rss1, hwm;
+  const char *expanded = NULL;
+  CsView fit;
 
   cs_render_options_init (&o);
-  o.max_nodes = max_nodes;
+  if (flat)
+    o.collapse = CS_RENDER_COLLAPSE_FLAT;
+  memory_kib (&rss0, &hwm);
   for (guint i = 0; i < repeat; i++)
     {
-      g_autoptr(GError) error = NULL;
-      g_autoptr(CsLayout) l = NULL;
-      gint64 t0 = g_get_monotonic_time ();
-      double c0, b;
+      CsLayout *l = open_layout (t, &o, &ms);
 
-      l = cs_graph_build (t, &o, &error);
       if (l == NULL)
         {
-          printf ("%-44s error: %s\n", name, error->message);
           cs_render_options_clear (&o);
           return;
         }
-      b = (g_get_monotonic_time () - t0) / 1000.0;
-      c0 = cpu_ms ();
-      t0 = g_get_monotonic_time ();
-      if (!cs_layout_run (l, NULL, &error))
-        {
-          printf ("%-44s error: %s\n", name, error->message);
-          cs_render_options_clear (&o);
-          return;
-        }
-      best_wall = MIN (best_wall, (g_get_monotonic_time () - t0) / 1000.0);
-      best_cpu = MIN (best_cpu, cpu_ms () - c0);
-      best_build = MIN (best_build, b);
-      n_nodes = l->n_nodes;
-      n_edges = l->n_edges;
-      detail = l->detail;
-      layered = l->layered;
+      best_open = MIN (best_open, ms);
+      if (i + 1 == repeat)
+        keep = l;
+      else
+        cs_layout_unref (l);
     }
-  printf ("%-44s %6u %6u %-10s %-8s %8.1f %9.1f %9.1f  %s\n", name, n_nodes, n_edges,
-          detail == CS_RENDER_DETAIL_REGIONS ? "regions" : detail == CS_RENDER_DETAIL_PRIMS ? "prims" : "statements",
-          layered ? "layered" : "dot",
-          best_build, best_wall, best_cpu,
-          n_nodes >= 1800 && n_nodes <= 2200 ? (best_build + best_wall < 2000 ? "2000-node target < 2 s: met"
-                                                                             : "2000-node target < 2 s: MISSED")
-                                             : "");
+  memory_kib (&rss1, &hwm);
+  /* expand the middle layer (or chunk) */
+  if (keep->grouping != NULL)
+    {
+      gint mid = -1;
+      guint n_top = 0, k = 0;
+
+      for (guint g = 0; g < keep->grouping->n_groups; g++)
+        n_top += keep->grouping->groups[g].parent < 0;
+      for (guint g = 0; g < keep->grouping->n_groups; g++)
+        if (keep->grouping->groups[g].parent < 0 && k++ == n_top / 2)
+          mid = (gint) g;
+      if (mid >= 0)
+        {
+          CsRenderOptions e;
+
+          expanded = keep->grouping->groups[mid].name;
+          cs_render_options_copy (&o, &e);
+          cs_render_options_set_group_expanded (&e, expanded, CS_RENDER_EXPAND_ON);
+          for (guint i = 0; i < repeat; i++)
+            {
+              g_autoptr(CsLayout) l = open_layout (t, &e, &ms);
+              if (l != NULL)
+                best_expand = best_expand < 0 ? ms : MIN (best_expand, ms);
+            }
+          cs_render_options_clear (&e);
+        }
+    }
+  cs_view_init_fit (&fit, keep, 1600, 1000, 24, 1.5);
+  fit_scale = fit.scale;
+  printf ("%-40s %7u %6u %6u %-7s %8.1f %8.1f  %6.2f %6.2f %6.2f  %7.1f %7.1f%s%s\n", name,
+          t->n_stmts, keep->n_nodes, keep->n_edges, keep->layered ? "layered" : "dot", best_open,
+          best_expand, paint_ms (keep, 0, frames), paint_ms (keep, 0.75, frames),
+          paint_ms (keep, 2.0, frames), (rss1 > rss0 ? rss1 - rss0 : 0) / 1024.0, hwm / 1024.0,
+          expanded ? "  expand: " : "", expanded ? expanded : "");
+  (void) fit_scale;
   cs_render_options_clear (&o);
+}
+
+static void
+bench_text (const char *name, const char *text, guint repeat, guint frames, gboolean flat)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, name, &error);
+
+  if (t == NULL)
+    {
+      fprintf (stderr, "bench-render: %s\n", error->message);
+      return;
+    }
+  bench_trace (name, t, repeat, frames, flat);
 }
 
 int
 main (int argc, char **argv)
 {
-  gint repeat = 3, max_nodes = 0;
+  gint repeat = 3, frames = 10, big = 50000;
+  gboolean flat = FALSE;
   g_auto(GStrv) files = NULL;
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - render/ layout benchmark");
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - render/ benchmark");
   g_autoptr(GError) error = NULL;
   GOptionEntry entries[] = {
     { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Runs per trace; the best is reported (default 3)", "N" },
-    { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "AUTO threshold (default: render/'s)", "N" },
+    { "frames", 'f', 0, G_OPTION_ARG_INT, &frames, "Frames painted per zoom (default 10)", "N" },
+    { "flat", 0, 0, G_OPTION_ARG_NONE, &flat, "Draw flat (no groups), as before grouping", NULL },
+    { "big", 0, 0, G_OPTION_ARG_INT, &big, "Statements of the largest generated chain (default 50000)", "N" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE..." },
     { NULL },
   };
-  const guint blocks[] = { 40, 80, 160, 333, 666 };
   const char *shared_names[] = { "thunder_llama_stack_initial.txt", "thunder_llama_stack_final_fwd.txt",
                                  "thunder_llama_stack_final_bwd.txt" };
   const char *shared = g_getenv ("CS_SHARED_TRACES");
@@ -154,21 +278,13 @@ main (int argc, char **argv)
       return 2;
     }
   repeat = MAX (repeat, 1);
-  printf ("%-44s %6s %6s %-10s %-8s %8s %9s %9s\n", "trace", "nodes", "edges", "detail", "engine",
-          "build ms", "layout ms", "lay. cpu");
-  for (guint i = 0; i < G_N_ELEMENTS (blocks); i++)
-    {
-      g_autofree char *text = generate (blocks[i]);
-      g_autofree char *name = g_strdup_printf ("generated, %u blocks", blocks[i]);
-      g_autoptr(CsTrace) t = cs_parse_trace (text, name, &error);
-
-      if (t == NULL)
-        {
-          fprintf (stderr, "bench-render: %s\n", error->message);
-          return 1;
-        }
-      bench_trace (name, t, (guint) repeat, (guint) max_nodes);
-    }
+  frames = MAX (frames, 1);
+  printf ("%-40s %7s %6s %6s %-7s %8s %8s  %6s %6s %6s  %7s %7s\n", "trace", "stmts", "nodes",
+          "edges", "engine", "open ms", "expand", "p.fit", "p.75%", "p.200%", "RSS+MiB", "peakMiB");
+  {
+    g_autofree char *model = generate_model (32);
+    bench_text ("generated model, 32 layers", model, (guint) repeat, (guint) frames, flat);
+  }
   if (shared != NULL)
     for (guint i = 0; i < G_N_ELEMENTS (shared_names); i++)
       {
@@ -184,8 +300,15 @@ main (int argc, char **argv)
             return 1;
           }
         bench_trace (shared_names[i], g_ptr_array_index (list->traces, 0), (guint) repeat,
-                     (guint) max_nodes);
+                     (guint) frames, flat);
       }
+  for (guint n = 10000; n <= (guint) big; n = n < 50000 ? 50000 : n * 2)
+    {
+      g_autofree char *text = generate_chain ((n - 1) / 5);
+      g_autofree char *name = g_strdup_printf ("generated chain, %u statements", ((n - 1) / 5) * 5 + 1);
+
+      bench_text (name, text, (guint) repeat, (guint) frames, flat);
+    }
   for (guint i = 0; files && files[i]; i++)
     {
       g_autoptr(CsTraceList) list = cs_parse_file (files[i], &error);
@@ -194,7 +317,7 @@ main (int argc, char **argv)
           fprintf (stderr, "bench-render: %s\n", error->message);
           return 1;
         }
-      bench_trace (files[i], g_ptr_array_index (list->traces, 0), (guint) repeat, (guint) max_nodes);
+      bench_trace (files[i], g_ptr_array_index (list->traces, 0), (guint) repeat, (guint) frames, flat);
     }
   return 0;
 }

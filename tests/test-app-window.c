@@ -15,6 +15,7 @@
  */
 #include "cs-config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include <glib/gstdio.h>
@@ -22,6 +23,8 @@
 
 #include "cs-application.h"
 #include "cs-window-private.h"
+#include "cs-diff.h"
+#include "cs-ops.h"
 
 #define WAIT_TIMEOUT_S 120
 
@@ -955,6 +958,23 @@ test_recent (Fixture *fx, gconstpointer data)
   g_assert_true (g_file_equal (fx->win->file, file));
 }
 
+/* Matmuls with tensor-core (@tc) or f32 badges in the view: those drawn, plus those inside the
+ * collapsed groups (their summaries count them the same way). */
+static guint
+count_matmuls (CsGraphView *view, gboolean tc)
+{
+  CsLayout *l = cs_graph_view_get_layout (view);
+  guint n = cs_graph_view_count_badges (view, tc);
+
+  for (guint i = 0; l != NULL && i < l->n_nodes; i++)
+    if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+      {
+        const CsGroupSummary *s = &l->grouping->groups[l->nodes[i].group].summary;
+        n += tc ? s->n_tensor_core_matmuls : s->n_matmuls - s->n_tensor_core_matmuls;
+      }
+  return n;
+}
+
 /* The LLaMA block from Thunder (../shared/traces): every matmul/linear has bf16 operands, so
  * all of them carry tensor-core badges, and matmul=upcast-f32 leaves none.  Logs how long the
  * GTK thread was busy while the pipeline re-ran (information, not asserted). */
@@ -978,9 +998,9 @@ test_large_policy (Fixture *fx, gconstpointer data)
   cs_window_open_file (fx->win, file);
   wait_idle (fx->win);
   g_assert_nonnull (fx->win->analysis);
-  tc_before = cs_graph_view_count_badges (fx->win->forward_view, TRUE);
+  tc_before = count_matmuls (fx->win->forward_view, TRUE);
   g_assert_cmpuint (tc_before, >=, 4);
-  g_assert_cmpuint (cs_graph_view_count_badges (fx->win->forward_view, FALSE), ==, 0);
+  g_assert_cmpuint (count_matmuls (fx->win->forward_view, FALSE), ==, 0);
 
   t0 = g_get_monotonic_time ();
   tick_id = g_timeout_add (5, tick_cb, &ticker);
@@ -988,8 +1008,8 @@ test_large_policy (Fixture *fx, gconstpointer data)
                               value_index ("matmul", "upcast-f32"));
   wait_idle (fx->win);
   g_source_remove (tick_id);
-  tc_after = cs_graph_view_count_badges (fx->win->forward_view, TRUE);
-  f32_after = cs_graph_view_count_badges (fx->win->forward_view, FALSE);
+  tc_after = count_matmuls (fx->win->forward_view, TRUE);
+  f32_after = count_matmuls (fx->win->forward_view, FALSE);
   g_test_message ("llama forward: tensor-core badges %u -> %u, f32 badges %u; policy change "
                   "took %.0f ms, GTK thread busy at most %.0f ms", tc_before, tc_after, f32_after,
                   (g_get_monotonic_time () - t0) / 1000.0, ticker.max_gap_us / 1000.0);
@@ -1026,6 +1046,541 @@ test_close_while_busy (Fixture *fx, gconstpointer data)
   while (!done)
     g_main_context_iteration (NULL, TRUE);
   g_assert_cmpuint (win->n_jobs, ==, 0);
+}
+
+
+/* ---- the app at model scale (issue 17) ---- */
+
+static char *
+shared_trace (const char *name)
+{
+  const char *shared = g_getenv ("CS_SHARED_TRACES");
+  char *path = shared ? g_build_filename (shared, name, NULL) : NULL;
+
+  if (path != NULL && !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    g_clear_pointer (&path, g_free);
+  return path;
+}
+
+static gboolean
+open_path (Fixture *fx, const char *path)
+{
+  g_autoptr(GFile) file = NULL;
+
+  if (path == NULL)
+    {
+      g_test_skip ("trace not found");
+      return FALSE;
+    }
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->analysis);
+  return TRUE;
+}
+
+/* The widget's pixels as drawn (its own renderer, as save_screenshot), premultiplied BGRA. */
+static guchar *
+widget_pixels (GtkWidget *widget, int *w, int *h, gsize *stride)
+{
+  g_autoptr(GdkPaintable) paintable = gtk_widget_paintable_new (widget);
+  GskRenderer *renderer = gtk_native_get_renderer (gtk_widget_get_native (widget));
+  g_autoptr(GskRenderNode) node = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  guchar *data;
+
+  *w = gtk_widget_get_width (widget);
+  *h = gtk_widget_get_height (widget);
+  g_assert_cmpint (*w, >, 0);
+  for (guint attempt = 0; attempt < WAIT_TIMEOUT_S * 20 && node == NULL; attempt++)
+    {
+      GtkSnapshot *snapshot = gtk_snapshot_new ();
+
+      gdk_paintable_snapshot (paintable, snapshot, *w, *h);
+      node = gtk_snapshot_free_to_node (snapshot);
+      if (node == NULL)
+        wait_frame ();
+    }
+  g_assert_nonnull (node);
+  texture = gsk_renderer_render_texture (renderer, node, &GRAPHENE_RECT_INIT (0, 0, *w, *h));
+  *stride = (gsize) *w * 4;
+  data = g_malloc (*stride * *h);
+  gdk_texture_download (texture, data, *stride);
+  return data;
+}
+
+/* Pixels in the (2r+1)^2 square around (x, y) that are not the white background. */
+static guint
+ink_around (const guchar *data, gsize stride, int w, int h, int x, int y, int r)
+{
+  guint n = 0;
+
+  for (int j = MAX (0, y - r); j <= MIN (h - 1, y + r); j++)
+    for (int i = MAX (0, x - r); i <= MIN (w - 1, x + r); i++)
+      {
+        const guchar *px = data + j * stride + i * 4;
+        if (px[0] < 0xF0 || px[1] < 0xF0 || px[2] < 0xF0)
+          n++;
+      }
+  return n;
+}
+
+static void
+element_px (CsGraphView *view, const CsLayoutHit *hit, double *x, double *y)
+{
+  CsLayout *l = cs_graph_view_get_layout (view);
+  CsView v;
+  CsPoint c;
+
+  cs_graph_view_get_view (view, &v);
+  cs_layout_element_center (l, hit, &c);
+  cs_view_to_px (&v, l, c.x, c.y, x, y);
+}
+
+static gboolean
+find_selected_px (CsGraphView *view, double *x, double *y)
+{
+  CsLayoutHit hit;
+
+  if (!cs_layout_find_element (cs_graph_view_get_layout (view), cs_graph_view_get_selected (view), &hit))
+    return FALSE;
+  element_px (view, &hit, x, y);
+  return TRUE;
+}
+
+static gint
+group_node (CsLayout *l, const char *name)
+{
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP && g_strcmp0 (l->nodes[i].name, name) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* The 8-block LLaMA opens with its 8 blocks collapsed, at a readable zoom, and the first frame
+ * has the graph at the middle of the canvas (not the white background); the notes are in the
+ * side panel, and the legend beside the graph, not on it. */
+static void
+test_llama_first_frame (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  g_autofree guchar *pixels = NULL;
+  CsLayout *l;
+  guint n_groups = 0, ink;
+  int w, h;
+  gsize stride;
+
+  if (!open_path (fx, path))
+    return;
+  l = cs_graph_view_get_layout (view);
+  g_assert_nonnull (l);
+  for (guint i = 0; i < l->n_nodes; i++)
+    n_groups += l->nodes[i].kind == CS_LAYOUT_NODE_GROUP;
+  g_assert_cmpuint (n_groups, ==, 8);
+  g_test_message ("first frame: zoom %.2f, %u nodes", cs_graph_view_get_zoom (view), l->n_nodes);
+  g_assert_cmpfloat (cs_graph_view_get_zoom (view), >=, 0.75);
+  pixels = widget_pixels (GTK_WIDGET (view), &w, &h, &stride);
+  ink = ink_around (pixels, stride, w, h, w / 2, h / 2, 4);
+  g_test_message ("ink in the 9x9 px at the canvas centre: %u", ink);
+  g_assert_cmpuint (ink, >, 0);
+  /* notes and legend in the side panel, clear of the graph */
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->notes_label)));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->notes_label), "8 of 8 layers drawn collapsed"));
+  {
+    graphene_rect_t a, b;
+
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->legend_area), GTK_WIDGET (fx->win), &a));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &b));
+    g_assert_false (graphene_rect_intersection (&a, &b, NULL));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->notes_label), GTK_WIDGET (fx->win), &a));
+    g_assert_false (graphene_rect_intersection (&a, &b, NULL));
+  }
+  /* the Structure list names the blocks and says they repeat */
+  {
+    GtkWidget *row = GTK_WIDGET (gtk_list_box_get_row_at_index (fx->win->structure_list, 0));
+    g_assert_nonnull (row);
+    g_assert_cmpstr (g_object_get_data (G_OBJECT (row), "cs-group-name"), ==, "layers.0");
+  }
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-collapsed.png");
+}
+
+/* Expanding a layer keeps the selected layer where it was on screen; collapsing it again with
+ * an op inside it selected puts the layer's node where the op was. */
+static void
+test_llama_expand_anchor (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l;
+  gint gi;
+  guint32 gid, op = 0;
+  double x0, y0, x1, y1, zoom;
+
+  if (!open_path (fx, path))
+    return;
+  l = cs_graph_view_get_layout (view);
+  gi = group_node (l, "layers.3");
+  g_assert_cmpint (gi, >=, 0);
+  gid = l->nodes[gi].stmt_id;
+  cs_graph_view_select (view, gid, TRUE);
+  wait_frame ();
+  g_assert_true (find_selected_px (view, &x0, &y0));
+  zoom = cs_graph_view_get_zoom (view);
+  cs_graph_view_toggle_expanded (view, gid);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_cmpint (group_node (l, "layers.3"), <, 0);
+  g_assert_true (cs_graph_view_get_group_expanded (view, "layers.3"));
+  g_assert_true (find_selected_px (view, &x1, &y1));
+  g_test_message ("layers.3 at (%.1f, %.1f) -> its box's title at (%.1f, %.1f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
+  g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
+  g_assert_cmpfloat (cs_graph_view_get_zoom (view), ==, zoom);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-layer-expanded.png");
+
+  /* select a matmul of layers.3, collapse the layer: its node takes the op's place */
+  for (guint i = 0; i < l->n_nodes && op == 0; i++)
+    if (l->nodes[i].badge != CS_LAYOUT_BADGE_NONE && l->nodes[i].group >= 0
+        && cs_grouping_is_within (l->grouping, l->nodes[i].group, cs_grouping_find (l->grouping, "layers.3")))
+      op = l->nodes[i].stmt_id;
+  g_assert_cmpuint (op, !=, 0);
+  cs_graph_view_select (view, op, TRUE);
+  wait_frame ();
+  g_assert_true (find_selected_px (view, &x0, &y0));
+  cs_graph_view_set_group_expanded (view, "layers.3", FALSE);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_cmpint (group_node (l, "layers.3"), >=, 0);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, op);
+  g_assert_true (find_selected_px (view, &x1, &y1));
+  g_test_message ("a matmul of layers.3 at (%.1f, %.1f) -> layers.3 at (%.1f, %.1f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
+  g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
+}
+
+/* A policy change and a pass-slider move keep the selection (found again in the new trace) at
+ * its place; keyboard zoom zooms about it.  After matmul=upcast-f32 the diff bar's cast counts
+ * are the marks on the graph (added casts, removed ones as ghosts) and core's diff of the two
+ * shown traces. */
+static void
+test_llama_policy_anchor (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l;
+  gint lin = -1;
+  double x0, y0, x1, y1, zoom;
+  CsLayoutDiffStats st;
+  guint added = 0, removed = 0, core_added = 0, core_removed = 0;
+
+  if (!open_path (fx, path))
+    return;
+  l = cs_graph_view_get_layout (view);
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].badge != CS_LAYOUT_BADGE_NONE && l->nodes[i].group < 0)
+      lin = (gint) i;     /* the output projection, outside the blocks */
+  g_assert_cmpint (lin, >=, 0);
+  cs_graph_view_select (view, l->nodes[lin].stmt_id, TRUE);
+  wait_frame ();
+  g_assert_true (find_selected_px (view, &x0, &y0));
+
+  /* keyboard zoom: the selection stays put */
+  zoom = cs_graph_view_get_zoom (view);
+  cs_graph_view_zoom_by (view, 1.25);
+  g_assert_cmpfloat (cs_graph_view_get_zoom (view), >, zoom * 1.2);
+  g_assert_true (find_selected_px (view, &x1, &y1));
+  g_assert_cmpfloat (fabs (x1 - x0), <, 0.5);
+  g_assert_cmpfloat (fabs (y1 - y0), <, 0.5);
+  zoom = cs_graph_view_get_zoom (view);
+
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_true (find_selected_px (view, &x1, &y1));
+  {
+    CsLayoutHit hit;
+    g_assert_true (cs_layout_find_element (l, cs_graph_view_get_selected (view), &hit));
+    g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+    g_assert_cmpint (l->nodes[hit.index].badge, ==, CS_LAYOUT_BADGE_F32);
+  }
+  g_test_message ("policy change: selection (%.1f, %.1f) -> (%.1f, %.1f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
+  g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
+  g_assert_cmpfloat (cs_graph_view_get_zoom (view), ==, zoom);
+
+  /* the banner is the marks */
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  g_assert_true (cs_graph_view_get_diff_stats (view, &st));
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      added += l->nodes[i].diff_added;
+      removed += l->nodes[i].diff_removed;
+      /* removed casts are ghosts of their own */
+      if (l->nodes[i].diff_removed > 0)
+        g_assert_cmpint (l->nodes[i].kind, ==, CS_LAYOUT_NODE_GHOST);
+    }
+  for (guint c = 0; c < l->n_clusters; c++)
+    {
+      added += l->clusters[c].diff_added;
+      g_assert_cmpuint (l->clusters[c].diff_removed, ==, 0);
+    }
+  {
+    CsTrace *now = cs_graph_view_get_trace (view);
+    CsTrace *before = cs_analysis_get_trace (fx->win->previous, CS_FAMILY_FORWARD,
+                                             cs_analysis_n_passes (fx->win->previous, CS_FAMILY_FORWARD) - 1);
+    g_autoptr(CsTraceDiff) diff = cs_trace_diff (before, now);
+
+    for (guint i = 0; i < diff->casts_added->len; i++)
+      core_added += ((CsDiffCast *) g_ptr_array_index (diff->casts_added, i))->count;
+    for (guint i = 0; i < diff->casts_removed->len; i++)
+      core_removed += ((CsDiffCast *) g_ptr_array_index (diff->casts_removed, i))->count;
+  }
+  g_test_message ("upcast-f32 forward: +%u -%u casts (marks +%u -%u, core diff +%u -%u)",
+                  st.casts_added, st.casts_removed, added, removed, core_added, core_removed);
+  g_assert_cmpuint (st.casts_added, >, 0);
+  g_assert_cmpuint (added, ==, st.casts_added);
+  g_assert_cmpuint (removed, ==, st.casts_removed);
+  g_assert_cmpuint (core_added, ==, st.casts_added);
+  g_assert_cmpuint (core_removed, ==, st.casts_removed);
+  {
+    g_autofree char *plus = g_strdup_printf ("+%u casts", st.casts_added);
+    g_autofree char *minus = g_strdup_printf ("−%u casts", st.casts_removed);
+    const char *text = gtk_label_get_text (fx->win->diff_label);
+
+    g_assert_nonnull (strstr (text, plus));
+    g_assert_nonnull (strstr (text, minus));
+  }
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-upcast-diff.png");
+
+  /* the pass slider: one pass back, the selection is found again where it was */
+  g_assert_true (find_selected_px (view, &x0, &y0));
+  gtk_adjustment_set_value (fx->win->pass_adjustment, gtk_adjustment_get_value (fx->win->pass_adjustment) - 1);
+  wait_idle (fx->win);
+  g_assert_true (find_selected_px (view, &x1, &y1));
+  g_test_message ("pass slider: selection (%.1f, %.1f) -> (%.1f, %.1f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
+  g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
+}
+
+static const CsStmt *
+find_sub (const CsTrace *t, const char *callee, const CsStmt **parent)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    for (guint k = 0; k < t->stmts[i]->n_subs; k++)
+      if (g_strcmp0 (t->stmts[i]->subs[k]->callee, callee) == 0)
+        {
+          *parent = t->stmts[i];
+          return t->stmts[i]->subs[k];
+        }
+  return NULL;
+}
+
+/* Find "tanh" on the GELU MLP selects the tanh prim inside its fusion region (and, on the
+ * initial trace, inside ltorch.gelu's decomposition, which it expands); a click on that op
+ * selects it, a click on the region's title the region. */
+static void
+test_find_tanh (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  CsGraphView *view = fx->win->forward_view;
+  const CsStmt *tanh, *region = NULL;
+  CsLayout *l;
+  CsLayoutHit hit;
+  double x, y;
+  gint c;
+
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  tanh = find_sub (_cs_window_get_shown_trace (fx->win), "prims.tanh", &region);
+  g_assert_nonnull (tanh);
+  g_assert_true (cs_op_is_fusion (region->op));
+  _cs_window_find_next (fx->win, "tanh", TRUE);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, tanh->id);
+  l = cs_graph_view_get_layout (view);
+  g_assert_true (cs_layout_find_element (l, tanh->id, &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+  g_assert_true (l->nodes[hit.index].selected);
+  g_assert_true (l->nodes[hit.index].found);
+  c = l->nodes[hit.index].cluster;
+  g_assert_cmpint (c, >=, 0);
+  g_assert_cmpint (l->clusters[c].kind, ==, CS_LAYOUT_CLUSTER_REGION);
+  g_assert_cmpuint (l->clusters[c].stmt_id, ==, region->id);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->details_label), "prims.tanh"));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "match 1 of 1"));
+
+  /* clicks: the op itself, then the region's title */
+  cs_graph_view_select (view, 0, FALSE);
+  element_px (view, &hit, &x, &y);
+  g_assert_cmpuint (cs_graph_view_activate_at (view, x, y, 1), ==, tanh->id);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, tanh->id);
+  {
+    CsView v;
+    double tx, ty;
+
+    cs_graph_view_get_view (view, &v);
+    cs_view_to_px (&v, l, l->clusters[c].box.x0 + 12, l->clusters[c].title_pos.y, &tx, &ty);
+    g_assert_cmpuint (cs_graph_view_activate_at (view, tx, ty, 1), ==, region->id);
+  }
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->details_label), region->callee));
+
+  /* several matches: next and previous walk them, every match has its halo */
+  _cs_window_find_next (fx->win, "mul", TRUE);
+  wait_idle (fx->win);
+  {
+    guint32 first = cs_graph_view_get_selected (view);
+    guint n = fx->win->search_matches->len, halos = 0;
+
+    g_assert_cmpuint (n, >=, 2);
+    _cs_window_find_next (fx->win, "mul", FALSE);
+    wait_idle (fx->win);
+    g_assert_cmpuint (cs_graph_view_get_selected (view), ==, g_array_index (fx->win->search_matches, guint32, 1));
+    _cs_window_find_previous (fx->win, "mul");
+    wait_idle (fx->win);
+    g_assert_cmpuint (cs_graph_view_get_selected (view), ==, first);
+    l = cs_graph_view_get_layout (view);
+    for (guint i = 0; i < l->n_nodes; i++)
+      halos += l->nodes[i].found;
+    for (guint k = 0; k < l->n_clusters; k++)
+      halos += l->clusters[k].found;
+    g_assert_cmpuint (halos, ==, n);
+  }
+
+  /* Thunder's initial trace of the same MLP (shared): tanh lies in ltorch.gelu's printed
+   * decomposition (ltorch.tanh -> prims.tanh); at the initial pass Find expands gelu */
+  {
+    g_autofree char *initial = shared_trace ("thunder_b_mlp_gelu_initial.txt");
+
+    if (initial == NULL)
+      return;
+    if (!open_path (fx, initial))
+      return;
+  }
+  show_family (fx->win, "forward");
+  gtk_adjustment_set_value (fx->win->pass_adjustment, 0);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  for (guint i = 0; i < l->n_nodes; i++)
+    g_assert_cmpstr (l->nodes[i].label, !=, "tanh");
+  _cs_window_find_next (fx->win, "tanh", TRUE);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_true (cs_layout_find_element (l, cs_graph_view_get_selected (view), &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+  g_assert_cmpuint (l->nodes[hit.index].stmt_id, ==, cs_graph_view_get_selected (view));
+  g_assert_cmpstr (l->nodes[hit.index].label, ==, "tanh");
+}
+
+/* fuse-linear=on takes both linears of the GELU MLP into regions: the diff bar counts the two
+ * moves and the graph marks both. */
+static void
+test_fuse_linear_moves (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  CsGraphView *view = fx->win->forward_view;
+  CsLayoutDiffStats st;
+  CsLayout *l;
+  guint marked = 0;
+
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "fuse-linear"), value_index ("fuse-linear", "on"));
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_diff_stats (view, &st));
+  g_assert_cmpuint (st.moved_in, ==, 2);
+  l = cs_graph_view_get_layout (view);
+  for (guint i = 0; i < l->n_nodes; i++)
+    marked += l->nodes[i].diff_moved;
+  g_assert_cmpuint (marked, ==, 2);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->diff_label), "2 moved into regions"));
+}
+
+/* A run-table row selects the node that writes its tensor. */
+static void
+test_run_row_click (Fixture *fx, gconstpointer data)
+{
+  CsTrace *trace;
+  int row = -1;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  for (int r = 1; r < 200 && row < 0; r++)
+    {
+      GtkWidget *cell = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+      if (cell != NULL && g_strcmp0 (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_PROXY), "t5") == 0
+          && GPOINTER_TO_INT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY)) == CS_FAMILY_FORWARD + 1)
+        row = r;
+    }
+  g_assert_cmpint (row, >, 0);
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_assert_true (_cs_window_run_row_activate (fx->win, row));
+  wait_idle (fx->win);
+  trace = _cs_window_get_shown_trace (fx->win);
+  {
+    const CsStmt *s = _cs_window_find_stmt_deep (trace, cs_graph_view_get_selected (fx->win->forward_view), NULL);
+    g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+    gboolean writes_t5 = FALSE;
+
+    g_assert_nonnull (s);
+    cs_stmt_collect_outputs (s, outs);
+    for (guint i = 0; i < outs->len; i++)
+      writes_t5 |= g_strcmp0 (((CsProxy *) g_ptr_array_index (outs, i))->name, "t5") == 0;
+    g_assert_true (writes_t5);
+  }
+}
+
+/* The overview: a click on the minimap centres the view on that point of the graph. */
+static void
+test_minimap (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  cairo_surface_t *surf;
+  cairo_t *cr;
+  CsLayout *l;
+  int w, h;
+
+  if (!open_path (fx, path))
+    return;
+  w = gtk_widget_get_width (GTK_WIDGET (view));
+  h = gtk_widget_get_height (GTK_WIDGET (view));
+  l = cs_graph_view_get_layout (view);
+  surf = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, 200, 160);
+  cr = cairo_create (surf);
+  cs_graph_view_draw_minimap (view, cr, 200, 160);
+  cairo_destroy (cr);
+  cairo_surface_destroy (surf);
+  /* the minimap shows the whole graph fitted into it with a 4 px margin: a click on where it
+   * draws layers.5 brings layers.5 to the middle of the view */
+  {
+    gint g5 = group_node (l, "layers.5");
+    CsView mini;
+    CsLayoutHit hit;
+    double mx, my, x, y;
+
+    g_assert_cmpint (g5, >=, 0);
+    hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, (guint) g5 };
+    cs_view_init_fit (&mini, l, 200, 160, 4, 1.0);
+    cs_view_to_px (&mini, l, (l->nodes[g5].box.x0 + l->nodes[g5].box.x1) / 2,
+                   (l->nodes[g5].box.y0 + l->nodes[g5].box.y1) / 2, &mx, &my);
+    g_assert_cmpfloat (mx, >, 0);
+    g_assert_cmpfloat (my, >, 0);
+    g_assert_cmpfloat (mx, <, 200);
+    g_assert_cmpfloat (my, <, 160);
+    cs_graph_view_minimap_move (view, mx, my);
+    element_px (view, &hit, &x, &y);
+    g_test_message ("layers.5 after the minimap click: (%.1f, %.1f), view %d x %d", x, y, w, h);
+    /* one minimap pixel is 1 / mini.scale points */
+    g_assert_cmpfloat (fabs (x - w / 2.0), <=, cs_graph_view_get_zoom (view) / mini.scale);
+    g_assert_cmpfloat (fabs (y - h / 2.0), <=, cs_graph_view_get_zoom (view) / mini.scale);
+  }
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-minimap.png");
 }
 
 int
@@ -1079,6 +1634,20 @@ main (int argc, char **argv)
   g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
               fixture_teardown);
   g_test_add ("/app/window/run-refused", Fixture, NULL, fixture_setup, test_run_refused,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-first-frame", Fixture, NULL, fixture_setup, test_llama_first_frame,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-expand-anchor", Fixture, NULL, fixture_setup, test_llama_expand_anchor,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-policy-anchor", Fixture, NULL, fixture_setup, test_llama_policy_anchor,
+              fixture_teardown);
+  g_test_add ("/app/scale/find-tanh", Fixture, NULL, fixture_setup, test_find_tanh,
+              fixture_teardown);
+  g_test_add ("/app/scale/fuse-linear-moves", Fixture, NULL, fixture_setup, test_fuse_linear_moves,
+              fixture_teardown);
+  g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
+              fixture_teardown);
+  g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
               fixture_teardown);
   return g_test_run ();
 }

@@ -201,6 +201,78 @@ test_errors (void)
   g_remove (bad);
 }
 
+
+static guint
+count_in (const char *text, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *p = strstr (text, needle); p != NULL; p = strstr (p + 1, needle))
+    n++;
+  return n;
+}
+
+/* The hierarchy flag: the 8-block LLaMA as 8 block nodes (auto), as 8 layer clusters holding
+ * their 3 module clusters (none), with layers.3 alone expanded (--expand-group), flat (no
+ * group at all); a bad level is a usage error. */
+static void
+test_collapse (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *llama = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autofree char *out = g_strdup_printf ("%s/llama.dot", tmp_dir);
+  const char *levels[] = { "auto", "none", "flat" };
+  g_autofree char *err = NULL;
+
+  if (!have_cli ())
+    return;
+  if (llama == NULL || !g_file_test (llama, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (levels); i++)
+    {
+      g_autofree char *text = NULL;
+      const char *args[] = { llama, "--collapse", levels[i], "-o", out, NULL };
+
+      g_assert_cmpint (run_cli (args, NULL), ==, 0);
+      g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
+      /* group nodes carry csgroup= on a node line ("n<i> [..."), group clusters on their
+       * attribute line inside "subgraph cluster_<k>" */
+      if (i == 0)
+        {
+          g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 8);
+          g_assert_cmpuint (count_in (text, "subgraph cluster_"), ==, 0);
+        }
+      else if (i == 1)
+        {
+          g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 0);
+          g_assert_cmpuint (count_in (text, "color=\"#5B7DB1\"; csgroup="), ==, 8 * 4);
+          g_assert_cmpuint (count_in (text, "label=\"layers.7  (same structure as layers.0)"), ==, 1);
+        }
+      else
+        g_assert_cmpuint (count_in (text, "csgroup="), ==, 0);
+      g_remove (out);
+    }
+  {
+    g_autofree char *text = NULL;
+    const char *args[] = { llama, "--expand-group", "layers.3", "-o", out, NULL };
+
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+    g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
+    g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 7);
+    g_assert_cmpuint (count_in (text, "color=\"#5B7DB1\"; csgroup="), ==, 4);
+    g_remove (out);
+  }
+  {
+    const char *args[] = { llama, "--collapse", "sideways", "-o", out, NULL };
+
+    g_assert_cmpint (run_cli (args, &err), ==, 2);
+    g_assert_nonnull (strstr (err, "--collapse must be auto, layers, modules, none or flat"));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -212,6 +284,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/cli/policy", test_policy);
   g_test_add_func ("/render/cli/expand-png", test_expand_png);
   g_test_add_func ("/render/cli/errors", test_errors);
+  g_test_add_func ("/render/cli/collapse", test_collapse);
   rc = g_test_run ();
   g_rmdir (tmp_dir);
   g_free (tmp_dir);

@@ -382,6 +382,75 @@ test_palette (void)
   g_assert_cmpstr (hex, ==, "#FDE725");
 }
 
+
+/* Dark pixels (text) inside the box @r (grown by -3 pt so the outline is left out) of a layout
+ * drawn at @scale. */
+static guint
+dark_inside (const CsLayout *l, const CsRect *r, double scale)
+{
+  int w = 400, h = 300;
+  cairo_surface_t *s = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, w, h);
+  cairo_t *cr = cairo_create (s);
+  CsView v = { scale, 0, 0 };
+  CsRect box = *r;
+  double x0, y0, x1, y1;
+  guint n = 0;
+
+  cs_view_center_on (&v, l, &box, w, h);
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_paint (cr);
+  cs_draw_layout (cr, l, &v, w, h, 0);
+  cairo_destroy (cr);
+  cs_view_to_px (&v, l, r->x0 + 3, r->y1 - 3, &x0, &y0);
+  cs_view_to_px (&v, l, r->x1 - 3, r->y0 + 3, &x1, &y1);
+  for (int y = MAX (0, (int) ceil (y0)); y < MIN (h, (int) y1); y++)
+    for (int x = MAX (0, (int) ceil (x0)); x < MIN (w, (int) x1); x++)
+      {
+        int rgb[3];
+        pixel (s, x, y, rgb);
+        if (rgb[0] < 0x80 && rgb[1] < 0x80 && rgb[2] < 0x80)
+          n++;
+      }
+  cairo_surface_destroy (s);
+  return n;
+}
+
+/* Level of detail: an op's 10 pt label is drawn at 100 % (10 px) and not at 50 % (5 px, under
+ * the 6 px that still reads); a collapsed group's name is drawn at 50 % too, at 9 px. */
+static void
+test_level_of_detail (void)
+{
+  g_autoptr(CsLayout) seed = seed_layout ();
+  GString *text = g_string_new ("def computation(x):\n  # x: \"cuda:0 f32[4]\"\n"
+                                "  t0 = prims.neg(x)  # t0: \"cuda:0 f32[4]\"\n");
+  g_autoptr(CsTrace) chain = NULL;
+  g_autoptr(CsLayout) chunks = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *src = NULL;
+  gint mm = -1, grp = -1;
+
+  for (guint i = 0; i < seed->n_nodes; i++)
+    if (g_strcmp0 (seed->nodes[i].label, "matmul") == 0)
+      mm = (gint) i;
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpuint (dark_inside (seed, &seed->nodes[mm].box, 1.0), >, 0);
+  g_assert_cmpuint (dark_inside (seed, &seed->nodes[mm].box, 0.5), ==, 0);
+
+  for (guint i = 1; i <= 600; i++)
+    g_string_append_printf (text, "  t%u = prims.neg(t%u)  # t%u: \"cuda:0 f32[4]\"\n", i, i - 1, i);
+  g_string_append (text, "  return t600\n");
+  src = g_string_free (text, FALSE);
+  chain = cs_parse_trace (src, "chain", &error);
+  g_assert_no_error (error);
+  chunks = cs_layout_new (chain, NULL, NULL, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < chunks->n_nodes; i++)
+    if (chunks->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+      grp = (gint) i;
+  g_assert_cmpint (grp, >=, 0);
+  g_assert_cmpuint (dark_inside (chunks, &chunks->nodes[grp].box, 0.5), >, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -392,5 +461,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/draw/legend-png", test_legend_png);
   g_test_add_func ("/render/draw/value-overlay", test_value_overlay);
   g_test_add_func ("/render/draw/exports", test_exports);
+  g_test_add_func ("/render/draw/level-of-detail", test_level_of_detail);
   return g_test_run ();
 }

@@ -480,6 +480,20 @@ test_diff_marks (void)
         marked++;
       }
   g_assert_cmpuint (marked, ==, 2);
+  /* the downcast of a + b that upcast-f32 drops is drawn as a ghost, next to the statement it
+   * was made for, and counted */
+  g_assert_cmpuint (st.casts_removed, ==, 1);
+  g_assert_cmpuint (lu->n_ghosts, ==, 1);
+  {
+    const CsLayoutNode *gh = &lu->nodes[lu->n_nodes - 1];
+
+    g_assert_cmpint (gh->kind, ==, CS_LAYOUT_NODE_GHOST);
+    g_assert_cmpint (gh->mark, ==, CS_LAYOUT_MARK_REMOVED);
+    g_assert_cmpuint (gh->mark_count, ==, 1);
+    g_assert_cmpint (gh->dtype, ==, CS_DTYPE_BF16);
+    g_assert_cmpint (gh->target, >=, 0);
+    g_assert_cmpfloat (gh->box.x0, >, lu->nodes[gh->target].box.x1);
+  }
   {
     gint e = find_edge (lu, "w", CS_LAYOUT_NODE_CAST);
     g_assert_cmpint (e, >=, 0);
@@ -501,6 +515,43 @@ test_diff_marks (void)
   cs_layout_clear_marks (ln);
   for (guint i = 0; i < ln->n_nodes; i++)
     g_assert_cmpint (ln->nodes[i].mark, ==, CS_LAYOUT_MARK_NONE);
+  cs_layout_clear_marks (lu);
+  g_assert_cmpuint (lu->n_ghosts, ==, 0);
+}
+
+/* fuse-linear=on takes both linears of the GELU MLP (data/mlp_gelu.txt) into fusion regions:
+ * two statements moved in, marked on the linear prims. */
+static void
+test_diff_moved (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  g_autoptr(CsPipeline) off = NULL, on = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  CsPolicy policy;
+  CsLayoutDiffStats st;
+  guint marked = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  off = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_policy_set (&policy, "fuse-linear", "on", &error));
+  on = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  l = build (cs_pipeline_get_forward (on), CS_RENDER_DETAIL_AUTO);
+  cs_layout_mark_diff (l, cs_pipeline_get_forward (off), TRUE, &st);
+  g_assert_cmpuint (st.moved_in, ==, 2);
+  g_assert_cmpuint (st.moved_out, ==, 0);
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].mark == CS_LAYOUT_MARK_MOVED_IN)
+      {
+        g_assert_cmpstr (l->nodes[i].label, ==, "linear");
+        g_assert_cmpint (l->nodes[i].cluster, >=, 0);
+        marked += l->nodes[i].mark_count;
+      }
+  g_assert_cmpuint (marked, ==, 2);
 }
 
 /* ---- async ---- */
@@ -624,8 +675,17 @@ test_layered (void)
 {
   g_autofree char *text = residual_chain (700);
   g_autoptr(CsTrace) t = parse (text);
-  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  g_autoptr(CsLayout) l = NULL;
   gboolean noted = FALSE;
+  CsRenderOptions o;
+  g_autoptr(GError) error = NULL;
+
+  /* flat: without the chunks a long trace is drawn as by default (see test_chunks_collapsed) */
+  cs_render_options_init (&o);
+  o.collapse = CS_RENDER_COLLAPSE_FLAT;
+  l = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  cs_render_options_clear (&o);
 
   /* x, t0, 700 x (w, matmul, add), the output: 2,103 nodes, above the 1,200-node dot limit */
   g_assert_cmpuint (l->n_nodes, ==, 2103);
@@ -656,6 +716,114 @@ test_layered (void)
   g_assert_cmpfloat (l->bb.x1 - l->bb.x0, <, 400);
 }
 
+
+/* ---- groups (render/cs-group.h) ---- */
+
+/* The 700-block chain (1,401 statements, no parameters) is drawn as chunks of 250 statements:
+ * 6 chunk nodes (250 x 5 + 151) and the output.  Every chunk boundary (statement 250, 500 ...:
+ * even positions, the matmul of a block, since t0 comes first) cuts a block between its matmul
+ * and its add, so the next chunk reads two tensors of the previous one (the matmul's result
+ * and the residual): 5 x 2 edges, plus the one into the output.  The inputs x and w<k> are each
+ * read inside one chunk and drawn as part of it. */
+static void
+test_chunks_collapsed (void)
+{
+  g_autofree char *text = residual_chain (700);
+  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_AUTO);
+  guint n_group = 0, n_out = 0;
+  gboolean noted = FALSE;
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+        {
+          n_group++;
+          g_assert_true (CS_LAYOUT_IS_GROUP_ID (l->nodes[i].stmt_id));
+          g_assert_cmpint (CS_LAYOUT_GROUP_OF_ID (l->nodes[i].stmt_id), ==, l->nodes[i].group);
+        }
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_OUTPUT)
+        n_out++;
+    }
+  g_assert_cmpuint (n_group, ==, 6);
+  g_assert_cmpuint (n_out, ==, 1);
+  g_assert_cmpuint (l->n_nodes, ==, 7);
+  g_assert_cmpuint (l->n_edges, ==, 11);
+  g_assert_false (l->layered);
+  g_assert_nonnull (l->grouping);
+  g_assert_cmpuint (l->grouping->groups[5].n_stmts, ==, 151);
+  for (guint i = 0; l->notes[i]; i++)
+    noted |= strstr (l->notes[i], "6 collapsed chunks") != NULL;
+  g_assert_true (noted);
+}
+
+/* The 8-block LLaMA opens as its blocks; expanding layers.3 draws its 50 statements (the
+ * count test-render-group.c takes from the text) in a layers.3 box holding three module boxes. */
+static void
+test_llama_collapsed (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  g_autoptr(CsLayout) e = NULL;
+  CsRenderOptions o;
+  guint n_group = 0, inside = 0, modules = 0;
+  gint c3 = -1;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  l = build (g_ptr_array_index (list->traces, 0), CS_RENDER_DETAIL_AUTO);
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+      {
+        g_autofree char *want = g_strdup_printf ("layers.%u", n_group);
+        g_assert_cmpstr (l->nodes[i].name, ==, want);
+        n_group++;
+      }
+  g_assert_cmpuint (n_group, ==, 8);
+  g_assert_cmpuint (l->n_clusters, ==, 0);
+  g_assert_false (l->layered);
+  /* the 72 block parameters are drawn inside their blocks */
+  g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_INPUT, "t_layers_3_attention_wq_weight"), <, 0);
+  g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_INPUT, "t_norm_weight"), >=, 0);
+
+  cs_render_options_init (&o);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_ON);
+  e = cs_layout_new (g_ptr_array_index (list->traces, 0), &o, NULL, &error);
+  cs_render_options_clear (&o);
+  g_assert_no_error (error);
+  for (guint c = 0; c < e->n_clusters; c++)
+    if (e->clusters[c].kind == CS_LAYOUT_CLUSTER_GROUP && e->clusters[c].parent < 0)
+      {
+        g_assert_cmpint (c3, <, 0);
+        c3 = (gint) c;
+        g_assert_cmpstr (e->clusters[c].title, ==, "layers.3  (same structure as layers.0)");
+      }
+    else if (e->clusters[c].kind == CS_LAYOUT_CLUSTER_GROUP)
+      modules++;
+  g_assert_cmpint (c3, >=, 0);
+  g_assert_cmpuint (modules, ==, 3);
+  for (guint i = 0; i < e->n_nodes; i++)
+    {
+      gint c = e->nodes[i].cluster;
+
+      while (c >= 0 && c != c3)
+        c = e->clusters[c].parent;
+      if (c == c3)
+        inside++;
+    }
+  g_assert_cmpuint (inside, ==, 50);
+  g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_3_attention_wq_weight"), >=, 0);
+  g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_4_attention_wq_weight"), <, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -670,9 +838,12 @@ main (int argc, char **argv)
   g_test_add_func ("/render/layout/hit-test", test_hit);
   g_test_add_func ("/render/layout/values", test_values);
   g_test_add_func ("/render/layout/diff-marks", test_diff_marks);
+  g_test_add_func ("/render/layout/diff-moved", test_diff_moved);
   g_test_add_func ("/render/layout/async", test_async);
   g_test_add_func ("/render/layout/async-cancel", test_async_cancel);
   g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
   g_test_add_func ("/render/layout/layered", test_layered);
+  g_test_add_func ("/render/groups/chunks", test_chunks_collapsed);
+  g_test_add_func ("/render/groups/llama", test_llama_collapsed);
   return g_test_run ();
 }
