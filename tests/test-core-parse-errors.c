@@ -11,7 +11,11 @@
 #include "cs-parse.h"
 #include "cs-print.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,7 +232,8 @@ test_many_lines (void)
   g_string_free (s, TRUE);
   g_assert_null (list);
   g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
-  g_assert_true (g_str_has_prefix (error->message, want));
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
 }
 
 static void
@@ -359,6 +364,111 @@ test_mutations (void)
   g_test_message ("%u mutated inputs parsed or rejected with a located error", n_runs);
 }
 
+/* Issue 21 item 6: one cap for every input cs_parse_file reads (the CLI's files and stdin, the
+ * app's Open): a regular file over the cap is refused from its size, a FIFO once the cap is
+ * passed, /dev/zero at its first NUL byte.  CASTSCOPE_MAX_INPUT_BYTES lowers the 1 GiB cap to
+ * 4096 bytes here so that no test reads a gigabyte. */
+static gpointer
+fifo_writer (gpointer path)
+{
+  /* 1 MiB of comment lines (a valid trace prefix), far over the 4096-byte cap */
+  int fd = g_open (path, O_WRONLY, 0);
+  char line[64];
+  gsize sent = 0;
+
+  memset (line, ' ', sizeof line);
+  line[0] = '#';
+  line[sizeof line - 1] = '\n';
+  g_assert_cmpint (fd, >=, 0);
+  while (sent < ((gsize) 1 << 20))
+    {
+      gssize n = write (fd, line, sizeof line);
+      if (n <= 0)
+        break;   /* the reader closed the FIFO (EPIPE): it stopped at the cap */
+      sent += (gsize) n;
+    }
+  close (fd);
+  return GSIZE_TO_POINTER (sent);
+}
+
+static void
+test_input_cap (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("castscope-cap-XXXXXX", NULL);
+  g_autofree char *big = g_build_filename (dir, "big.txt", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autofree char *want = NULL;
+  GString *text = g_string_new (NULL);
+  GThread *writer;
+
+  g_assert_nonnull (dir);
+  signal (SIGPIPE, SIG_IGN);   /* the writer sees EPIPE when the parser stops reading */
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "4096", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 4096);
+
+  /* a regular file of 4097 bytes: refused from its size */
+  while (text->len < 4097)
+    g_string_append_c (text, '#');
+  g_string_truncate (text, 4096);
+  g_string_append_c (text, '\n');
+  g_assert_cmpuint (text->len, ==, 4097);
+  g_assert_true (g_file_set_contents (big, text->str, (gssize) text->len, NULL));
+  list = cs_parse_file (big, &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  want = g_strdup_printf ("%s:1:1: input larger than 4096 bytes (4 KiB)", big);
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
+  g_clear_error (&error);
+  g_clear_pointer (&want, g_free);
+
+  /* the same text less its last byte is exactly at the cap: read and parsed (one comment
+   * line and no trace: the parser's own "no trace" error, not the cap) */
+  g_assert_true (g_file_set_contents (big, text->str, 4096, NULL));
+  list = cs_parse_file (big, &error);
+  g_assert_null (list);
+  g_assert_nonnull (error);
+  g_assert_false (g_error_matches (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT));
+  g_clear_error (&error);
+
+  /* a FIFO that would deliver 1 MiB: refused once the cap is passed */
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  writer = g_thread_new ("fifo-writer", fifo_writer, fifo);
+  list = cs_parse_file (fifo, &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  want = g_strdup_printf ("%s:1:1: input larger than 4096 bytes", fifo);
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
+  g_clear_error (&error);
+  g_clear_pointer (&want, g_free);
+  /* the writer could send at most the cap plus what the pipe buffers before it saw EPIPE */
+  g_assert_cmpuint (GPOINTER_TO_SIZE (g_thread_join (writer)), <, (gsize) 1 << 20);
+
+  /* /dev/zero, endless: its first byte is a NUL, which no trace holds */
+  g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  list = cs_parse_file ("/dev/zero", &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_ENCODING);
+  g_assert_true (g_str_has_prefix (error->message, "/dev/zero:1:1: not UTF-8 text (byte 0x00)"));
+  g_clear_error (&error);
+
+  /* a value that is not a smaller positive number leaves the 1 GiB cap */
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "0", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "99999999999", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+
+  g_remove (big);
+  g_remove (fifo);
+  g_rmdir (dir);
+  g_string_free (text, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -376,5 +486,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/errors/many-traces", test_many_traces);
   g_test_add_func ("/core/parse/errors/many-lines", test_many_lines);
   g_test_add_func ("/core/parse/errors/mutations", test_mutations);
+  g_test_add_func ("/core/parse/errors/input-cap", test_input_cap);
   return g_test_run ();
 }
