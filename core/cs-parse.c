@@ -32,6 +32,7 @@
 
 #include "cs-ops.h"
 #include "cs-print.h"
+#include "cs-validate.h"
 
 #include <errno.h>
 #include <math.h>
@@ -2385,8 +2386,10 @@ unwrap_list (Parser *p, guint first, CsTraceList *list, gboolean final_newline, 
  * of traces.  Every error message is "name:line:col: reason" with 1-based line and column
  * (bytes).  Limits: CS_PARSE_MAX_FILE_BYTES input, CS_PARSE_MAX_LINE_BYTES per line,
  * CS_PARSE_MAX_DEPTH bracket and subsymbol nesting.  Time and memory are linear in @len.
+ * Every trace read is checked by cs_validate_trace() (names defined before use, no undefined
+ * operand).
  * Errors: EMPTY (nothing to parse), ENCODING (not UTF-8 or a NUL byte), SYNTAX, TYPE, INDENT,
- * LIMIT.
+ * LIMIT, NAME.
  * Source: reference/thunder-traces.md section 1 (the printers of TraceCtx and BoundSymbol).
  * Returns: (transfer full): the traces, or NULL with @error set
  */
@@ -2519,6 +2522,11 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
       t = parse_one_trace (&p, &i, is_list, error);
       if (t == NULL)
         goto out;
+      if (!cs_validate_trace (t, p.name, text, len, error))
+        {
+          cs_trace_unref (t);
+          goto out;
+        }
       p.ir_done += cs_arena_size_bytes (t->arena);
       g_ptr_array_add (list->traces, t);
     }

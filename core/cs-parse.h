@@ -22,6 +22,8 @@ typedef enum
   CS_PARSE_ERROR_TYPE,       /* a bad type string */
   CS_PARSE_ERROR_INDENT,     /* bad indentation */
   CS_PARSE_ERROR_LIMIT,      /* a line, nesting depth or file size over castscope's limits */
+  CS_PARSE_ERROR_NAME,       /* a name used before it is defined, or never defined
+                                (cs_validate_trace) */
 } CsParseError;
 
 /* Limits (clear errors past them, never a crash or a hang). */

@@ -69,6 +69,36 @@ static const char shape_mismatch_trace[] =
   "  t1 = ltorch.matmul(a, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
   "  return (t1,)\n";
 
+/* t0 read on line 10 (column 22), made on line 11 */
+static const char use_before_def_trace[] =
+  "import torch\n"
+  "import thunder.torch as ltorch\n"
+  "from thunder.executors.torchex import no_autocast\n"
+  "\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16, 16]\"\n"
+  "  t1 = ltorch.matmul(t0, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+  "  t0 = ltorch.add(a, a)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+  "  return (t1,)\n";
+
+/* zz, never defined, on line 10 column 22 */
+static const char undefined_name_trace[] =
+  "import torch\n"
+  "import thunder.torch as ltorch\n"
+  "from thunder.executors.torchex import no_autocast\n"
+  "\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16, 16]\"\n"
+  "  t0 = ltorch.add(a, zz)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+  "  t1 = ltorch.matmul(t0, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+  "  return (t1,)\n";
+
 static void
 drop_privileges (gpointer data)
 {
@@ -154,12 +184,14 @@ typedef enum
   CASE_SHAPE_MISMATCH,
   CASE_POLICY_KEY,
   CASE_POLICY_VALUE,
+  CASE_USE_BEFORE_DEF,
+  CASE_UNDEFINED_NAME,
   N_CASES
 } Case;
 
 static const char * const case_names[N_CASES] = {
   "missing", "directory", "unreadable", "empty", "binary", "unknown-op", "shape-mismatch",
-  "policy-key", "policy-value",
+  "policy-key", "policy-value", "use-before-def", "undefined-name",
 };
 
 typedef struct
@@ -251,6 +283,17 @@ test_case (gconstpointer data)
         assert_failed_with (&r, 2, td->c == CASE_POLICY_KEY ? "matmull" : "fp8", what);
       }
       break;
+    case CASE_USE_BEFORE_DEF:
+      /* every command refuses it right after parsing (issue 21 item 5) */
+      path = write_file ("ubd.txt", use_before_def_trace, -1);
+      r = run_cli (cmd->name, path, cmd->extra, NULL, FALSE);
+      assert_failed_with (&r, 1, "ubd.txt:10:22: 't0' is used before it is defined (on line 11)", what);
+      break;
+    case CASE_UNDEFINED_NAME:
+      path = write_file ("undef.txt", undefined_name_trace, -1);
+      r = run_cli (cmd->name, path, cmd->extra, NULL, FALSE);
+      assert_failed_with (&r, 1, "undef.txt:10:22: 'zz' is not defined: not a parameter of computation()", what);
+      break;
     default:
       g_assert_not_reached ();
     }
@@ -292,7 +335,8 @@ main (int argc, char **argv)
   rc = g_test_run ();
   {
     static const char * const made[] = { "unreadable.txt", "empty.txt", "binary.bin",
-                                          "unknown-op.txt", "shape.txt", "out.svg" };
+                                          "unknown-op.txt", "shape.txt", "out.svg",
+                                          "ubd.txt", "undef.txt" };
     for (gsize i = 0; i < G_N_ELEMENTS (made); i++)
       {
         g_autofree char *p = g_build_filename (tmpdir, made[i], NULL);

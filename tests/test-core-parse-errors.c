@@ -101,6 +101,40 @@ static const ErrorCase cases[] = {
   { "nul-after-utf8", "def f(a):\n  # d\xc3\xa9j\xc3\xa0 \x00\n", CS_PARSE_ERROR_ENCODING, "t:2:12: ",
     "not UTF-8", 10 + 11 + 1 + 1 },
   { "value-garbage", "def f(a):\n  t0 = f(a, @)\n", CS_PARSE_ERROR_SYNTAX, "t:2:13: ", "expected a value" },
+  /* Names (issue 21 item 5, cs_validate_trace), each at the use.  "  t1 = prims.neg(" is 16
+   * bytes: t0 is column 18 of line 2, defined on line 3 */
+  { "use-before-def", "def f(a):\n  t1 = prims.neg(t0)\n  t0 = prims.neg(a)\n  return t1\n",
+    CS_PARSE_ERROR_NAME, "t:2:18: ", "'t0' is used before it is defined (on line 3)" },
+  /* "  t0 = prims.add(a, " is 20 bytes: zz at column 21 */
+  { "undefined-name", "def f(a):\n  t0 = prims.add(a, zz)\n  return t0\n", CS_PARSE_ERROR_NAME,
+    "t:2:21: ", "'zz' is not defined: not a parameter of f()" },
+  /* inside a tuple argument, after a keyword: "  t0 = prims.reshape(a, shape=(2, " is 34
+   * bytes */
+  { "undefined-name-nested", "def f(a):\n  t0 = prims.reshape(a, shape=(2, n))\n  return t0\n",
+    CS_PARSE_ERROR_NAME, "t:2:35: ", "'n' is not defined" },
+  /* the return reads t1 before line 3 makes it: "  return " is 9 bytes */
+  { "return-before-def", "def f(a):\n  return t1\n  t1 = prims.neg(a)\n", CS_PARSE_ERROR_NAME,
+    "t:2:10: ", "'t1' is used before it is defined (on line 3)" },
+  /* del of a name made later: "  del " is 6 bytes */
+  { "del-before-def", "def f(a):\n  del t0\n  t0 = prims.neg(a)\n  return a\n", CS_PARSE_ERROR_NAME,
+    "t:2:7: ", "'t0' is used before it is defined (on line 3)" },
+  /* an unpack of a collection made later: "  t0, t1, = " is 12 bytes */
+  { "unpack-before-def", "def f(a):\n  t0, t1, = c0\n  c0 = prims.foo(a)\n  return t0\n",
+    CS_PARSE_ERROR_NAME, "t:2:13: ", "'c0' is used before it is defined (on line 3)" },
+  /* inside a decomposition: the first subsymbol reads t2, which the second makes;
+   * "    # t1 = prims.neg(" is 21 bytes: t2 at column 22 */
+  { "sub-use-before-def", "def f(a):\n  t1 = ltorch.neg(a)\n    # t1 = prims.neg(t2)\n"
+    "    # t2 = prims.neg(a)\n  return t1\n", CS_PARSE_ERROR_NAME, "t:3:22: ",
+    "'t2' is used before it is defined (on line 4)" },
+  /* a top-level statement reads a name only a decomposition (a comment) makes; t2 is column 18 */
+  { "top-reads-sub-name", "def f(a):\n  t1 = ltorch.neg(a)\n    # t2 = prims.neg(a)\n"
+    "  t3 = prims.neg(t2)\n  return t3\n", CS_PARSE_ERROR_NAME, "t:4:18: ",
+    "'t2' is not defined here: only the decomposition on line 3 makes it" },
+  /* the second trace of a printed list: the column counts the list's one-space indent
+   * (" t1 = prims.neg(" after the indent: "   t1 = prims.neg(" is 18 bytes) */
+  { "list-use-before-def", "[def f(a):\n   return a,\n def g(a):\n   t1 = prims.neg(t0)\n"
+    "   t0 = prims.neg(a)\n   return t1]\n", CS_PARSE_ERROR_NAME, "t:4:19: ",
+    "'t0' is used before it is defined (on line 5)" },
 };
 
 static void
@@ -391,6 +425,29 @@ fifo_writer (gpointer path)
   return GSIZE_TO_POINTER (sent);
 }
 
+/* What cs_validate_trace lets through: context names, dotted names, builtins, a name only
+ * the return of an excerpt reads, a name bound by an input annotation of a trace without a
+ * signature, and a decomposition that reads what the statements before it made. */
+static void
+test_names_accepted (void)
+{
+  static const char * const ok[] = {
+    "def f(a):\n  t0 = ltorch.to(a, _torch_memory_format_0, torch.float32, float)\n  return t0\n",
+    "def f(a):\n  t0 = prims.neg(a)\n  return {'output': t0, 'flat_args': [a, t1866]}\n",
+    "# No signature available\n  # a: \"cpu f32[2]\"\n  t0 = prims.neg(a)\n  return t0\n",
+    "def f(a):\n  t0 = prims.neg(a)\n  t1 = ltorch.mul(t0, a)\n    # t2 = prims.mul(t0, a)\n"
+    "    # t1 = prims.neg(t2)\n  return t1\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (ok); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTraceList) list = cs_parse_text (ok[i], strlen (ok[i]), "t", &error);
+      if (list == NULL)
+        g_error ("case %" G_GSIZE_FORMAT ": %s", i, error->message);
+    }
+}
+
 static void
 test_input_cap (void)
 {
@@ -487,5 +544,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/errors/many-lines", test_many_lines);
   g_test_add_func ("/core/parse/errors/mutations", test_mutations);
   g_test_add_func ("/core/parse/errors/input-cap", test_input_cap);
+  g_test_add_func ("/core/parse/errors/names-accepted", test_names_accepted);
   return g_test_run ();
 }
