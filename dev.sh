@@ -141,11 +141,13 @@ run_asan_tests() {
 
 # Prints 'N passed, N failed, N skipped' over the TAP subtests of every test log given, and
 # returns non-zero if anything failed.  A test executable that produced no TAP result at all
-# (a crash before its first subtest) counts as one failure.
+# (a crash before its first subtest) counts as one failure.  Before that line: the reasons of
+# the skipped subtests, most frequent first (e.g. a missing ../shared/traces, no CUDA device).
 summary() {
   python3 - "$@" <<'EOF'
-import json, re, sys
+import collections, json, re, sys
 passed = failed = skipped = 0
+reasons = collections.Counter()
 for path in sys.argv[1:]:
     try:
         lines = open(path).read().splitlines()
@@ -170,9 +172,15 @@ for path in sys.argv[1:]:
             continue
         passed += ok - skip
         skipped += skip
+        for why in re.findall(r"^ok \d+.*# SKIP\s*(.*)$", out, re.M):
+            # one reason per cause: paths and counts vary between subtests
+            why = "../shared/traces absent" if "shared" in why.lower() else why.strip()
+            reasons[why or "no reason given"] += 1
         failed += bad
         if bad == 0 and res not in ("OK", "SKIP", "EXPECTEDFAIL"):
             failed += 1   # crashed or timed out after its last subtest line
+for why, count in reasons.most_common():
+    print(f"  skipped {count}: {why}")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 EOF
