@@ -53,6 +53,27 @@ cs_cli_parse_options (GOptionContext *ctx, int *argc, char ***argv)
   return TRUE;
 }
 
+char *
+cs_cli_format_ms (double ms)
+{
+  if (!(ms >= 0))
+    return g_strdup ("n/a");
+  if (ms == 0)
+    return g_strdup ("0 ms");
+  if (ms < 1e-3)
+    return g_strdup_printf ("%.3g ns", ms * 1e6);
+  if (ms < 1.0)
+    return g_strdup_printf ("%.3g us", ms * 1e3);
+  if (ms < 1e3)
+    return g_strdup_printf ("%.3g ms", ms);
+  if (ms < 60e3)
+    return g_strdup_printf ("%.3g s", ms / 1e3);
+  if (ms < 3600e3)
+    return g_strdup_printf ("%.3g min", ms / 60e3);
+  return g_strdup_printf ("%.3g h (implausible for one step: check the trace's shapes)",
+                          ms / 3600e3);
+}
+
 void
 cs_cli_error (const char *fmt, ...)
 {
