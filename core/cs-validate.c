@@ -15,7 +15,8 @@ typedef struct
   gsize          len;       /* bytes of text */
   guint          n;         /* entries of the arrays below: proxy ids 0 .. n-1 */
   guint8        *top;       /* [id] 1 once a top-level statement (or a parameter) defined it */
-  guint8        *sub;       /* [id] 1 once a subsymbol defined it */
+  guint8        *sub;       /* [id] 1 once a subsymbol defined it (visible from then on, at
+                               every level: the text defines it before the use) */
   guint32       *top_line;  /* [id] line of the top-level statement that defines it, 0 = none */
   guint32       *sub_line;  /* [id] line of the first subsymbol that defines it, 0 = none */
 } Check;
@@ -157,26 +158,18 @@ note_definitions (Check *c, CsStmt *const *stmts, guint n, gboolean in_sub)
 }
 
 static gboolean
-fail_proxy (const Check *c, const CsStmt *s, const CsProxy *p, gboolean in_sub, GError **error)
+fail_proxy (const Check *c, const CsStmt *s, const CsProxy *p, GError **error)
 {
   guint32 line, col;
   guint32 top = p->id < c->n ? c->top_line[p->id] : 0;
   guint32 sub = p->id < c->n ? c->sub_line[p->id] : 0;
+  guint32 def = top != 0 && (sub == 0 || top < sub) ? top : sub;
 
   locate_use (c, s, p->name, &line, &col);
-  if (top != 0 && top >= s->line)
+  if (def != 0)
     g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
                  "%s:%u:%u: '%s' is used before it is defined (on line %u)", c->name, line, col,
-                 p->name, top);
-  else if (sub != 0 && !in_sub)
-    g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
-                 "%s:%u:%u: '%s' is not defined here: only the decomposition on line %u makes "
-                 "it (a subsymbol comment), no statement of the trace", c->name, line, col,
-                 p->name, sub);
-  else if (sub != 0)
-    g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
-                 "%s:%u:%u: '%s' is used before it is defined (on line %u)", c->name, line, col,
-                 p->name, sub);
+                 p->name, def);
   else
     g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
                  "%s:%u:%u: '%s' is not defined before this statement", c->name, line, col,
@@ -197,8 +190,8 @@ check_value (const Check *c, const CsStmt *s, const CsValue *v, gboolean in_sub,
     case CS_VALUE_PROXY:
       {
         const CsProxy *p = v->u.proxy;
-        if (p->id < c->n && !c->top[p->id] && !(in_sub && c->sub[p->id]))
-          return fail_proxy (c, s, p, in_sub, error);
+        if (p->id < c->n && !c->top[p->id] && !c->sub[p->id])
+          return fail_proxy (c, s, p, error);
         return TRUE;
       }
     case CS_VALUE_NAME:
@@ -249,8 +242,8 @@ check_stmts (Check *c, CsStmt *const *stmts, guint n, gboolean in_sub, GError **
           break;
         case CS_STMT_UNPACK:
           if (s->source != NULL && s->source->id < c->n && !c->top[s->source->id]
-              && !(in_sub && c->sub[s->source->id]))
-            return fail_proxy (c, s, s->source, in_sub, error);
+              && !c->sub[s->source->id])
+            return fail_proxy (c, s, s->source, error);
           break;
         case CS_STMT_ANNASSIGN:
           if (!check_value (c, s, s->value, in_sub, TRUE, error))
@@ -264,8 +257,8 @@ check_stmts (Check *c, CsStmt *const *stmts, guint n, gboolean in_sub, GError **
           for (guint k = 0; k < s->n_names; k++)
             {
               const CsProxy *p = s->names[k];
-              if (p->id < c->n && !c->top[p->id] && !(in_sub && c->sub[p->id]))
-                return fail_proxy (c, s, p, in_sub, error);
+              if (p->id < c->n && !c->top[p->id] && !c->sub[p->id])
+                return fail_proxy (c, s, p, error);
             }
           break;
         case CS_STMT_COMMENT:

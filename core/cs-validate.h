@@ -22,12 +22,14 @@ G_BEGIN_DECLS
  *
  * Walks the body in order as Python would run it.  Defined at the start: the signature's
  * parameters and the proxies of input annotations (`# a: "cuda:0 bf16[8, 16]"`, for traces
- * printed without a signature).  A top-level statement defines its targets (a call's, an
- * unpack's, an annotated assignment's) once it has run; inside a decomposition (the subsymbol
- * comments, a fusion region's prims) a subsymbol also sees what the subsymbols before it
- * defined.  Two errors, each "name:line:col: ..." at the use:
- *  - a proxy read before the statement that defines it ("'t0' is used before it is defined
- *    (on line 11)"), or read at top level when only a decomposition defines it;
+ * printed without a signature).  A statement defines its targets (a call's, an unpack's, an
+ * annotated assignment's) once it has run; its decomposition (the subsymbol comments, a fusion
+ * region's prims) runs before it, each subsymbol defining its targets in turn.  A name is
+ * defined from the first line that defines it on, at every level (a top-level statement may
+ * read what an earlier decomposition made, as castscope's own synthetic benchmark traces do).
+ * Two errors, each "name:line:col: ..." at the use:
+ *  - a proxy read before the line that defines it ("'t0' is used before it is defined (on
+ *    line 11)");
  *  - an operand that is a bare name the trace never binds ("'zz' is not defined: ...").
  *    Dotted names (torch.float32), names starting with '_' (Thunder's context objects such as
  *    _torch_memory_format_0) and Python builtins (float, slice, ...) are constants, not errors.
