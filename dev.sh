@@ -9,6 +9,12 @@
 # Other commands: ./dev.sh deps | build | asan | fuzz [SECONDS] | valgrind | gpu-bundle
 # Works on a fresh Debian 12 machine (apt-get, as root or through sudo).  The CUDA toolkit is
 # optional: kernels/ is built when meson finds it (GPU tests skip without a device).
+#
+# Steps are quiet when they work; the output of apt-get, meson setup and ninja goes to
+# build-logs/STEP.log (CASTSCOPE_LOG_DIR), and a step that fails shows its error (the tail of
+# the log, or ninja's first failed command), the log's path and what to do.
+# CASTSCOPE_DEV_SOURCE_ONLY=1 makes `source dev.sh` define the functions without running a
+# command (tests/dev-sh.sh tests them).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +33,43 @@ PACKAGES=(
   clang libclang-rt-14-dev
 )
 
+LOG_DIR=${CASTSCOPE_LOG_DIR:-$here/build-logs}
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# quiet NAME HINT COMMAND...: runs COMMAND with its stdout and stderr in $LOG_DIR/NAME.log and
+# prints nothing when it succeeds.  When it fails, prints on stderr the command, the part of the
+# log that holds the error (from ninja's first "FAILED:" line, else the last 40 lines), the
+# log's path and HINT (what to do next), and returns the command's exit status.
+quiet() {
+  local name=$1 hint=$2 rc=0 log
+  shift 2
+  mkdir -p "$LOG_DIR"
+  log="$LOG_DIR/$name.log"
+  "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    {
+      printf '\033[1;31m==> failed (exit %d): %s\033[0m\n' "$rc" "$*"
+      if grep -q '^FAILED: ' "$log"; then
+        echo "---- the first failed build step (of $log) ----"
+        sed -n '/^FAILED: /,$p' "$log" | head -n 40
+      else
+        echo "---- last 40 lines of $log ----"
+        tail -n 40 "$log"
+      fi
+      echo "---- full output: $log"
+      printf '\033[1m==> %s\033[0m\n' "$hint"
+    } >&2
+  fi
+  return "$rc"
+}
+
+# The hints of the quiet steps.
+HINT_APT="apt-get could not install castscope's build dependencies: check the network and \
+/etc/apt/sources.list (the error is above), or install them by hand: apt-get install ${PACKAGES[*]}"
+HINT_SETUP="meson could not configure the build (the reason is above; a missing dependency? \
+./dev.sh deps installs the Debian packages).  Then run ./dev.sh again."
+HINT_NINJA="the build failed: fix the error above, then run ninja -C <build dir> (or ./dev.sh again)."
 
 deps() {
   local missing=()
@@ -43,27 +85,42 @@ deps() {
     sudo="sudo"
   fi
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  quiet apt-get-update "$HINT_APT" $sudo apt-get update -qq
+  quiet apt-get-install "$HINT_APT" $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# setup_dir DIR [MESON OPTIONS...]: meson setup DIR unless it is configured; a folder left by a
+# setup that failed is configured again (--wipe).
+setup_dir() {
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    return 0
+  fi
+  if [ -d "$dir/meson-private" ]; then
+    quiet "configure-$(basename "$dir")" "$HINT_SETUP" meson setup --wipe "$dir" "$@"
+  else
+    quiet "configure-$(basename "$dir")" "$HINT_SETUP" meson setup "$dir" "$@"
+  fi
 }
 
 build() {
   if [ ! -f "$BUILD/build.ninja" ]; then
     log "configuring $BUILD"
-    meson setup "$BUILD" >/dev/null
+    setup_dir "$BUILD"
   fi
   log "building $BUILD"
-  ninja -C "$BUILD" >/dev/null
+  quiet "ninja-$(basename "$BUILD")" "${HINT_NINJA/<build dir>/$BUILD}" ninja -C "$BUILD"
 }
 
 build_asan() {
   if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
     log "configuring $ASAN_BUILD (AddressSanitizer + UndefinedBehaviorSanitizer)"
-    meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dbuildtype=debug \
-      -Db_lundef=true -Dcuda=disabled >/dev/null
+    setup_dir "$ASAN_BUILD" -Db_sanitize=address,undefined -Dbuildtype=debug \
+      -Db_lundef=true -Dcuda=disabled
   fi
   log "building $ASAN_BUILD"
-  ninja -C "$ASAN_BUILD" >/dev/null
+  quiet "ninja-$(basename "$ASAN_BUILD")" "${HINT_NINJA/<build dir>/$ASAN_BUILD}" ninja -C "$ASAN_BUILD"
 }
 
 # meson test; never stops the script (the summary decides the exit status).
@@ -84,11 +141,13 @@ run_asan_tests() {
 
 # Prints 'N passed, N failed, N skipped' over the TAP subtests of every test log given, and
 # returns non-zero if anything failed.  A test executable that produced no TAP result at all
-# (a crash before its first subtest) counts as one failure.
+# (a crash before its first subtest) counts as one failure.  Before that line: the reasons of
+# the skipped subtests, most frequent first (e.g. a missing ../shared/traces, no CUDA device).
 summary() {
   python3 - "$@" <<'EOF'
-import json, re, sys
+import collections, json, re, sys
 passed = failed = skipped = 0
+reasons = collections.Counter()
 for path in sys.argv[1:]:
     try:
         lines = open(path).read().splitlines()
@@ -113,9 +172,15 @@ for path in sys.argv[1:]:
             continue
         passed += ok - skip
         skipped += skip
+        for why in re.findall(r"^ok \d+.*# SKIP\s*(.*)$", out, re.M):
+            # one reason per cause: paths and counts vary between subtests
+            why = "../shared/traces absent" if "shared" in why.lower() else why.strip()
+            reasons[why or "no reason given"] += 1
         failed += bad
         if bad == 0 and res not in ("OK", "SKIP", "EXPECTEDFAIL"):
             failed += 1   # crashed or timed out after its last subtest line
+for why, count in reasons.most_common():
+    print(f"  skipped {count}: {why}")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 EOF
@@ -129,10 +194,10 @@ fuzz() {
   fi
   if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
     log "configuring $FUZZ_BUILD (libFuzzer)"
-    CC=clang meson setup "$FUZZ_BUILD" -Dfuzz=true -Db_sanitize=address,undefined \
-      -Db_lundef=false -Dbuildtype=debugoptimized -Dgui=disabled -Dcuda=disabled >/dev/null
+    CC=clang setup_dir "$FUZZ_BUILD" -Dfuzz=true -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dbuildtype=debugoptimized -Dgui=disabled -Dcuda=disabled
   fi
-  ninja -C "$FUZZ_BUILD" >/dev/null
+  quiet "ninja-$(basename "$FUZZ_BUILD")" "${HINT_NINJA/<build dir>/$FUZZ_BUILD}" ninja -C "$FUZZ_BUILD"
   if [ ! -d "$FUZZ_BUILD/tests/fuzz" ]; then
     return 0
   fi
@@ -169,6 +234,10 @@ main_job() {
   ls -1 out/
 }
 
+if [ "${CASTSCOPE_DEV_SOURCE_ONLY:-}" = 1 ]; then
+  return 0
+fi
+
 cmd=${1:-run}
 case "$cmd" in
   run)
@@ -188,7 +257,9 @@ case "$cmd" in
   fuzz) deps; fuzz "${2:-600}" ;;
   valgrind)
     deps; build
-    if ! command -v valgrind >/dev/null; then apt-get install -y -qq valgrind >/dev/null; fi
+    if ! command -v valgrind >/dev/null; then
+      quiet apt-get-valgrind "$HINT_APT valgrind" apt-get install -y -qq valgrind
+    fi
     G_SLICE=always-malloc G_DEBUG=gc-friendly meson test -C "$BUILD" --no-suite gui --no-suite gpu \
       --wrapper "valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --suppressions=$here/tests/valgrind.supp" \
       --timeout-multiplier 20 --print-errorlogs
@@ -211,8 +282,8 @@ case "$cmd" in
     echo "gpu-gui-bundle: .gpu/gui.tar.xz ($(du -h .gpu/gui.tar.xz | cut -f1))" ;;
   gpu-bundle)
     deps
-    meson setup build-gpu -Dcuda=enabled -Dgui=disabled >/dev/null 2>&1 || true
-    ninja -C build-gpu >/dev/null
+    setup_dir build-gpu -Dcuda=enabled -Dgui=disabled
+    quiet ninja-build-gpu "${HINT_NINJA/<build dir>/build-gpu}" ninja -C build-gpu
     ../shared/tools/gpu-bundle .gpu build-gpu/app/castscope-cli build-gpu/tests/test-* ;;
   *)
     echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle|gpu-gui-bundle]" >&2

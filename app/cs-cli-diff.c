@@ -123,14 +123,20 @@ cs_cli_cmd_diff (int argc, char **argv)
   pa = cs_cli_run_pipeline_on_list (list, argv[1], (guint) index, &a, grad, &error);
   if (pa == NULL)
     {
-      cs_cli_error ("%s (policy A)", error->message);
-      return CS_CLI_EXIT_INPUT;
+      if (error->domain == G_OPTION_ERROR)
+        cs_cli_error ("%s", error->message);
+      else
+        cs_cli_error ("%s (policy A)", error->message);
+      return cs_cli_exit_for_error (error);
     }
   pb = cs_cli_run_pipeline_on_list (list, argv[1], (guint) index, &b, grad, &error);
   if (pb == NULL)
     {
-      cs_cli_error ("%s (policy B)", error->message);
-      return CS_CLI_EXIT_INPUT;
+      if (error->domain == G_OPTION_ERROR)
+        cs_cli_error ("%s", error->message);
+      else
+        cs_cli_error ("%s (policy B)", error->message);
+      return cs_cli_exit_for_error (error);
     }
   sa = cs_policy_to_string (&a);
   sb = cs_policy_to_string (&b);

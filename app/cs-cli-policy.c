@@ -2,6 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-cli-policy.h"
+#include "cs-cli.h"
 
 #include <string.h>
 
@@ -11,7 +12,17 @@ cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error)
   cs_policy_init_default (policy);
   for (guint i = 0; assignments && assignments[i]; i++)
     {
-      g_auto(GStrv) parts = g_strsplit (assignments[i], ",", -1);
+      g_auto(GStrv) parts = NULL;
+      g_autofree char *all = g_strstrip (g_strdup (assignments[i]));
+
+      if (all[0] == '\0' || strspn (all, ", \t") == strlen (all))
+        {
+          g_set_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_KEY,
+                       "--policy '%s' sets nothing: expected KEY=VALUE (e.g. matmul=upcast-f32; "
+                       "see --help for the keys)", assignments[i]);
+          return FALSE;
+        }
+      parts = g_strsplit (assignments[i], ",", -1);
       for (guint j = 0; parts[j]; j++)
         {
           g_strstrip (parts[j]);
@@ -97,4 +108,32 @@ cs_cli_run_pipeline (const char *path, guint index, const CsPolicy *policy,
   if (list == NULL)
     return NULL;
   return cs_cli_run_pipeline_on_list (list, path, index, policy, grad_text, error);
+}
+
+char *
+cs_cli_no_backward_reason (CsPipeline *pl, const char *path)
+{
+  if (cs_pipeline_input_was_final (pl))
+    {
+      g_autofree char *sib = NULL;
+
+      if (g_str_has_suffix (path, "_fwd.txt"))
+        {
+          g_autofree char *stem = g_strndup (path, strlen (path) - strlen ("_fwd.txt"));
+          sib = g_strconcat (stem, "_bwd.txt", NULL);
+          if (!g_file_test (sib, G_FILE_TEST_EXISTS))
+            g_clear_pointer (&sib, g_free);
+        }
+      return g_strdup_printf ("%s is already a final trace (what Thunder runs), which castscope "
+                              "does not differentiate again: its backward is a trace of its own%s%s%s",
+                              path, sib ? " (" : " (a backward_fn later in the file, --index N, "
+                              "or its *_bwd.txt file)", sib ? sib : "", sib ? ")" : "");
+    }
+  return g_strdup ("nothing requires grad (no floating-point input, or --grad none)");
+}
+
+int
+cs_cli_exit_for_error (const GError *error)
+{
+  return error != NULL && error->domain == G_OPTION_ERROR ? CS_CLI_EXIT_USAGE : CS_CLI_EXIT_INPUT;
 }

@@ -16,7 +16,8 @@ G_BEGIN_DECLS
  * @policy: (out caller-allocates): filled with Thunder's defaults, then each assignment
  * @error: return location for a #CS_POLICY_ERROR
  *
- * Each element may also hold several comma-separated assignments ("matmul=upcast-f32,fusion=off").
+ * Each element may also hold several comma-separated assignments ("matmul=upcast-f32,fusion=off");
+ * an element that sets nothing ('' or ',') is a CS_POLICY_ERROR_KEY error, not ignored.
  * Returns: TRUE on success
  */
 gboolean  cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error);
@@ -73,5 +74,27 @@ CsPipeline *cs_cli_run_pipeline_on_list (const CsTraceList *list,
                                          const CsPolicy    *policy,
                                          const char        *grad_text,
                                          GError           **error);
+
+/**
+ * cs_cli_no_backward_reason:
+ * @pl: a pipeline that made no backward trace
+ * @path: the input file, for the message
+ *
+ * Why there is no backward trace: the input is already a final trace (castscope does not
+ * differentiate what Thunder runs; its backward is a trace of its own, named when a *_bwd.txt
+ * lies beside a *_fwd.txt), or nothing requires grad.
+ * Returns: (transfer full): the message after "there is no backward trace"
+ */
+char       *cs_cli_no_backward_reason (CsPipeline *pl, const char *path);
+
+/**
+ * cs_cli_exit_for_error:
+ * @error: a failure of cs_cli_run_pipeline() or cs_cli_run_pipeline_on_list()
+ *
+ * The exit status for it under the one rule of the CLI: CS_CLI_EXIT_USAGE (2) for an option
+ * value that does not fit the input (a G_OPTION_ERROR, e.g. --index past the file's traces),
+ * CS_CLI_EXIT_INPUT (1) for bad input (parse and pass errors).
+ */
+int         cs_cli_exit_for_error     (const GError *error);
 
 G_END_DECLS

@@ -150,7 +150,7 @@ cs_cli_cmd_render (int argc, char **argv)
         {
           cs_cli_error ("%s", error->message);
           cs_render_options_clear (&opts);
-          return CS_CLI_EXIT_INPUT;
+          return cs_cli_exit_for_error (error);
         }
       if (pass)
         {
@@ -171,7 +171,8 @@ cs_cli_cmd_render (int argc, char **argv)
                                                           : cs_pipeline_get_forward (pl);
       if (trace == NULL)
         {
-          cs_cli_error ("render: there is no backward trace (nothing requires grad, or --grad none)");
+          g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
+          cs_cli_error ("render: there is no backward trace: %s", why);
           cs_render_options_clear (&opts);
           return CS_CLI_EXIT_INPUT;
         }
@@ -195,6 +196,18 @@ cs_cli_cmd_render (int argc, char **argv)
       trace = g_ptr_array_index (list->traces, index);
     }
 
+  if (expand || opts.detail == CS_RENDER_DETAIL_PRIMS)
+    {
+      gboolean any_subs = FALSE;
+
+      for (guint i = 0; i < trace->n_stmts && !any_subs; i++)
+        any_subs = trace->stmts[i]->kind == CS_STMT_CALL && trace->stmts[i]->n_subs > 0;
+      if (!any_subs)
+        fprintf (stderr, "castscope-cli render: note: --%s draws nothing more here: no statement "
+                 "of this trace carries its decomposition (a trace printed without subsymbol "
+                 "comments, like Thunder's initial trace.python()); --pass decompose draws the "
+                 "prims castscope derives\n", expand ? "expand" : "detail prims");
+    }
   layout = cs_layout_new (trace, &opts, NULL, &error);
   cs_render_options_clear (&opts);
   if (layout == NULL)

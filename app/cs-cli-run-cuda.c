@@ -355,7 +355,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
   if (be == NULL || !be->device_info (&dev, &error))
     {
-      cs_cli_error ("--device cuda: %s", error->message);
+      cs_cli_error ("--device cuda: %s (--device cpu runs the CPU reference executor instead)",
+                    error->message);
       return CS_CLI_EXIT_INPUT;
     }
   if (opts->check)

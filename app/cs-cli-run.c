@@ -706,6 +706,17 @@ cs_cli_cmd_run (int argc, char **argv)
       cs_cli_error ("run: unknown device '%s' (cpu or cuda)", device);
       return CS_CLI_EXIT_USAGE;
     }
+  if ((check || iters != 0) && !(device && strcmp (device, "cuda") == 0))
+    {
+      cs_cli_error ("run: --check and --iters need --device cuda (on the CPU every output is "
+                    "compared with the f64 reference anyway, and nothing is timed)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (iters < 0)
+    {
+      cs_cli_error ("run: --iters must be >= 0");
+      return CS_CLI_EXIT_USAGE;
+    }
   if (!cs_cli_policy_from_strv (policy_args, &policy, &error))
     {
       cs_cli_error ("run: %s", error->message);
@@ -732,7 +743,7 @@ cs_cli_cmd_run (int argc, char **argv)
   if (pl == NULL)
     {
       cs_cli_error ("%s", error->message);
-      return CS_CLI_EXIT_INPUT;
+      return cs_cli_exit_for_error (error);
     }
   fw = cs_pipeline_get_forward (pl);
   bw = cs_pipeline_get_backward (pl);

@@ -96,17 +96,21 @@ print_trace_text (const char *label, const CsTrace *t)
     }
   st = cs_stats_compute (t);
   e = &st->total;
-  printf ("%s (%s): %u statements, %u regions, %u casts (%u up, %u down), %u matmuls "
-          "(%u tensor-core), %.4g FLOP, %.4g bytes, est %.4f ms on H200\n",
-          label, t->name ? t->name : "?", e->n_statements, e->n_regions, e->n_casts,
-          e->n_upcasts, e->n_downcasts, e->n_matmuls, e->n_tensor_core_matmuls, e->flops,
-          e->bytes_read + e->bytes_written, e->est_ms);
+  {
+    g_autofree char *est = cs_cli_format_ms (e->est_ms);
+    printf ("%s (%s): %u statements, %u regions, %u casts (%u up, %u down), %u matmuls "
+            "(%u tensor-core), %.4g FLOP, %.4g bytes, est %s on H200\n",
+            label, t->name ? t->name : "?", e->n_statements, e->n_regions, e->n_casts,
+            e->n_upcasts, e->n_downcasts, e->n_matmuls, e->n_tensor_core_matmuls, e->flops,
+            e->bytes_read + e->bytes_written, est);
+  }
   for (guint i = 0; i < st->regions->len; i++)
     {
       const CsStatsEntry *r = &g_array_index (st->regions, CsStatsEntry, i);
-      printf ("  %-12s %4u prims %3u casts %2u matmuls %10.4g bytes %9.5f ms  ended: %s\n",
+      g_autofree char *est = cs_cli_format_ms (r->est_ms);
+      printf ("  %-12s %4u prims %3u casts %2u matmuls %10.4g bytes %9s  ended: %s\n",
               r->name, r->n_statements, r->n_casts, r->n_matmuls,
-              r->bytes_read + r->bytes_written, r->est_ms, r->why ? r->why : "-");
+              r->bytes_read + r->bytes_written, est, r->why ? r->why : "-");
     }
 }
 
@@ -163,7 +167,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   if (pl == NULL)
     {
       cs_cli_error ("%s", error->message);
-      return CS_CLI_EXIT_INPUT;
+      return cs_cli_exit_for_error (error);
     }
   fw = cs_pipeline_get_forward (pl);
   bw = cs_pipeline_get_backward (pl);

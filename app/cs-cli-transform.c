@@ -72,7 +72,7 @@ cs_cli_cmd_transform (int argc, char **argv)
   if (pl == NULL)
     {
       cs_cli_error ("%s", error->message);
-      return CS_CLI_EXIT_INPUT;
+      return cs_cli_exit_for_error (error);
     }
   flags = no_subs ? CS_PRINT_NO_SUBS : CS_PRINT_DEFAULT;
 
@@ -115,8 +115,8 @@ cs_cli_cmd_transform (int argc, char **argv)
     g_autofree char *text = NULL;
     if (t == NULL)
       {
-        cs_cli_error ("transform: there is no backward trace (nothing requires grad, or "
-                      "--grad none)");
+        g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
+        cs_cli_error ("transform: there is no backward trace: %s", why);
         return CS_CLI_EXIT_INPUT;
       }
     text = cs_print_trace (t, flags);

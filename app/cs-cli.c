@@ -1,6 +1,7 @@
 /* cs-cli.c: castscope-cli entry point and subcommand dispatch. */
 #include "cs-config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <locale.h>
@@ -53,6 +54,27 @@ cs_cli_parse_options (GOptionContext *ctx, int *argc, char ***argv)
   return TRUE;
 }
 
+char *
+cs_cli_format_ms (double ms)
+{
+  if (!(ms >= 0))
+    return g_strdup ("n/a");
+  if (ms == 0)
+    return g_strdup ("0 ms");
+  if (ms < 1e-3)
+    return g_strdup_printf ("%.3g ns", ms * 1e6);
+  if (ms < 1.0)
+    return g_strdup_printf ("%.3g us", ms * 1e3);
+  if (ms < 1e3)
+    return g_strdup_printf ("%.3g ms", ms);
+  if (ms < 60e3)
+    return g_strdup_printf ("%.3g s", ms / 1e3);
+  if (ms < 3600e3)
+    return g_strdup_printf ("%.3g min", ms / 60e3);
+  return g_strdup_printf ("%.3g h (implausible for one step: check the trace's shapes)",
+                          ms / 3600e3);
+}
+
 void
 cs_cli_error (const char *fmt, ...)
 {
@@ -64,6 +86,38 @@ cs_cli_error (const char *fmt, ...)
   va_end (ap);
   cs_cli_progress_clear_stderr ();
   fprintf (stderr, "castscope-cli: %s\n", msg);
+}
+
+/* Flushes and closes standard output once the command is done.  Every printf of a command
+ * goes through stdio's buffer, whose error flag stays set after a failed write: a full disk,
+ * /dev/full or a closed descriptor turns the exit status @rc into CS_CLI_EXIT_INPUT (unless
+ * it already is a failure) with "cannot write standard output: <reason>" on stderr. */
+static int
+finish_stdout (int rc)
+{
+  int err = 0;
+  gboolean failed = ferror (stdout) != 0;
+
+  errno = 0;
+  if (fflush (stdout) != 0)
+    {
+      failed = TRUE;
+      err = errno;
+    }
+  errno = 0;
+  if (fclose (stdout) != 0 && !failed)
+    {
+      failed = TRUE;
+      err = errno;
+    }
+  if (!failed)
+    return rc;
+  if (err != 0)
+    cs_cli_error ("cannot write standard output: %s", g_strerror (err));
+  else
+    cs_cli_error ("cannot write standard output: a write failed, the output is incomplete "
+                  "(is the disk full?)");
+  return rc != CS_CLI_EXIT_OK ? rc : CS_CLI_EXIT_INPUT;
 }
 
 int
@@ -82,18 +136,18 @@ main (int argc, char **argv)
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
     {
       print_usage (stdout);
-      return CS_CLI_EXIT_OK;
+      return finish_stdout (CS_CLI_EXIT_OK);
     }
   if (strcmp (argv[1], "--version") == 0)
     {
       printf ("castscope-cli %s\n", CS_VERSION);
-      return CS_CLI_EXIT_OK;
+      return finish_stdout (CS_CLI_EXIT_OK);
     }
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
         g_set_prgname (commands[i].name);
-        return commands[i].func (argc - 1, argv + 1);
+        return finish_stdout (commands[i].func (argc - 1, argv + 1));
       }
   fprintf (stderr, "castscope-cli: unknown command '%s'\n\n", argv[1]);
   print_usage (stderr);

@@ -31,6 +31,18 @@ int cs_cli_cmd_bench     (int argc, char **argv);   /* kernels */
  */
 gboolean cs_cli_parse_options (GOptionContext *ctx, int *argc, char ***argv);
 
+/**
+ * cs_cli_format_ms:
+ * @ms: an estimated time in milliseconds
+ *
+ * The time in the unit that fits, 3 significant digits: "812 ns", "3.65 us", "1.14 ms",
+ * "2.5 s", "4.2 min"; from an hour up the estimate cannot be one step's ("7.03e+08 h
+ * (implausible for one step: check the trace's shapes)").  0 is "0 ms"; NaN or a negative
+ * value "n/a".
+ * Returns: (transfer full): the text
+ */
+char    *cs_cli_format_ms     (double ms);
+
 /** Prints "castscope-cli: <message>" to stderr. */
 void     cs_cli_error         (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
 

@@ -25,8 +25,14 @@
 
 #include "cs-parse.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
 #include "cs-ops.h"
 #include "cs-print.h"
+#include "cs-validate.h"
 
 #include <errno.h>
 #include <math.h>
@@ -2380,8 +2386,10 @@ unwrap_list (Parser *p, guint first, CsTraceList *list, gboolean final_newline, 
  * of traces.  Every error message is "name:line:col: reason" with 1-based line and column
  * (bytes).  Limits: CS_PARSE_MAX_FILE_BYTES input, CS_PARSE_MAX_LINE_BYTES per line,
  * CS_PARSE_MAX_DEPTH bracket and subsymbol nesting.  Time and memory are linear in @len.
+ * Every trace read is checked by cs_validate_trace() (names defined before use, no undefined
+ * operand).
  * Errors: EMPTY (nothing to parse), ENCODING (not UTF-8 or a NUL byte), SYNTAX, TYPE, INDENT,
- * LIMIT.
+ * LIMIT, NAME.
  * Source: reference/thunder-traces.md section 1 (the printers of TraceCtx and BoundSymbol).
  * Returns: (transfer full): the traces, or NULL with @error set
  */
@@ -2514,6 +2522,11 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
       t = parse_one_trace (&p, &i, is_list, error);
       if (t == NULL)
         goto out;
+      if (!cs_validate_trace (t, p.name, text, len, error))
+        {
+          cs_trace_unref (t);
+          goto out;
+        }
       p.ir_done += cs_arena_size_bytes (t->arena);
       g_ptr_array_add (list->traces, t);
     }
@@ -2544,12 +2557,118 @@ out:
 }
 
 /**
+ * cs_parse_max_input_bytes:
+ *
+ * The most bytes castscope reads from one input (a file, a special file such as a FIFO or
+ * /dev/zero, standard input, a file the app opens): CS_PARSE_MAX_FILE_BYTES (1 GiB), or the
+ * environment variable CASTSCOPE_MAX_INPUT_BYTES when it holds a smaller positive number of
+ * bytes (tests use it to reach the cap quickly).  Read once per call.
+ * Returns: the cap in bytes, 1 to CS_PARSE_MAX_FILE_BYTES
+ */
+gsize
+cs_parse_max_input_bytes (void)
+{
+  const char *env = g_getenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  guint64 v = 0;
+
+  if (env != NULL && g_ascii_string_to_unsigned (env, 10, 1, CS_PARSE_MAX_FILE_BYTES, &v, NULL))
+    return (gsize) v;
+  return CS_PARSE_MAX_FILE_BYTES;
+}
+
+/* "NAME:1:1: input larger than N bytes ..." (CS_PARSE_ERROR_LIMIT) */
+static void
+fail_too_large (GError **error, const char *name, gsize cap)
+{
+  static const char * const units[] = { "KiB", "MiB", "GiB" };
+  double v = (double) cap;
+  int k = -1;
+  g_autofree char *human = NULL;
+
+  while (v >= 1024 && k < 2)
+    {
+      v /= 1024;
+      k++;
+    }
+  if (k >= 0)
+    human = g_strdup_printf (" (%.4g %s)", v, units[k]);
+  g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT,
+               "%s:1:1: input larger than %" G_GSIZE_FORMAT " bytes%s, the most castscope "
+               "reads from one input; is this a trace file?", name, cap, human ? human : "");
+}
+
+/* Reads all of @fd (a file, FIFO, device or stdin) up to cs_parse_max_input_bytes(): a regular
+ * file over the cap is refused from its size before reading, anything else once the cap is
+ * passed.  Reading stops early at a NUL byte, which no trace holds (cs_parse_text reports it
+ * with its line and column): /dev/zero is refused after its first chunk.
+ * Returns: (transfer full): the bytes (NUL-terminated, *@len_out without it), or NULL with a
+ * CS_PARSE_ERROR_IO or CS_PARSE_ERROR_LIMIT error naming @name */
+static char *
+read_capped (int fd, const char *name, gsize *len_out, GError **error)
+{
+  const gsize cap = cs_parse_max_input_bytes ();
+  struct stat st;
+  gsize len = 0, alloc = MIN ((gsize) 1 << 16, cap + 1);
+  char *buf;
+
+  if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode))
+    {
+      if ((guint64) st.st_size > cap)
+        {
+          fail_too_large (error, name, cap);
+          return NULL;
+        }
+      alloc = (gsize) st.st_size + 1;   /* one more byte to see the end (or growth) */
+    }
+  /* invariant: len <= alloc <= cap + 1; len == cap + 1 means over the cap */
+  buf = g_malloc (alloc + 1);
+  for (;;)
+    {
+      gssize got;
+
+      if (len == alloc)
+        {
+          alloc = MIN (alloc * 2, cap + 1);
+          buf = g_realloc (buf, alloc + 1);
+        }
+      got = read (fd, buf + len, alloc - len);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        {
+          int saved = errno;
+          g_free (buf);
+          g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s:1:1: cannot read: %s", name,
+                       g_strerror (saved));
+          return NULL;
+        }
+      if (got == 0)
+        break;
+      len += (gsize) got;
+      if (memchr (buf + len - (gsize) got, '\0', (gsize) got) != NULL)
+        break;
+      if (len > cap)
+        {
+          g_free (buf);
+          fail_too_large (error, name, cap);
+          return NULL;
+        }
+    }
+  buf[len] = '\0';
+  *len_out = len;
+  return buf;
+}
+
+/**
  * cs_parse_file:
  * @path: a file, or "-" for standard input
  * @error: return location for a #CS_PARSE_ERROR
  *
- * Reads @path and parses it with cs_parse_text().  Errors: CS_PARSE_ERROR_IO (missing file, a
- * directory, unreadable) with the message "path:1:1: reason", and the errors of cs_parse_text.
+ * Reads @path and parses it with cs_parse_text().  Every input, whatever it is (a file, a FIFO,
+ * a device, standard input), is read up to cs_parse_max_input_bytes() and refused past it.
+ * Errors: CS_PARSE_ERROR_IO (missing file, a directory, unreadable) with the message
+ * "path:1:1: reason", CS_PARSE_ERROR_LIMIT for an input over the cap, and the errors of
+ * cs_parse_text.
  * Returns: (transfer full): the traces, or NULL with @error set
  */
 CsTraceList *
@@ -2557,28 +2676,13 @@ cs_parse_file (const char *path, GError **error)
 {
   g_autofree char *contents = NULL;
   gsize len = 0;
-  g_autoptr(GError) local = NULL;
+  int fd;
 
   g_return_val_if_fail (path != NULL, NULL);
   if (strcmp (path, "-") == 0)
     {
-      GString *s = g_string_new (NULL);
-      char chunk[65536];
-      size_t got;
-      while ((got = fread (chunk, 1, sizeof chunk, stdin)) > 0)
-        {
-          if (s->len + got > CS_PARSE_MAX_FILE_BYTES)
-            {
-              g_string_free (s, TRUE);
-              g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT,
-                           "-:1:1: input larger than %d bytes", CS_PARSE_MAX_FILE_BYTES);
-              return NULL;
-            }
-          g_string_append_len (s, chunk, (gssize) got);
-        }
-      len = s->len;
-      contents = g_string_free (s, FALSE);
-      return cs_parse_text (contents, len, "-", error);
+      contents = read_capped (STDIN_FILENO, "-", &len, error);
+      return contents ? cs_parse_text (contents, len, "-", error) : NULL;
     }
   if (g_file_test (path, G_FILE_TEST_IS_DIR))
     {
@@ -2586,12 +2690,18 @@ cs_parse_file (const char *path, GError **error)
                    path);
       return NULL;
     }
-  if (!g_file_get_contents (path, &contents, &len, &local))
+  fd = g_open (path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0)
     {
+      int saved = errno;
       g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s:1:1: cannot read: %s", path,
-                   local->message);
+                   g_strerror (saved));
       return NULL;
     }
+  contents = read_capped (fd, path, &len, error);
+  close (fd);
+  if (contents == NULL)
+    return NULL;
   return cs_parse_text (contents, len, path, error);
 }
 

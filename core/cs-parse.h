@@ -22,6 +22,8 @@ typedef enum
   CS_PARSE_ERROR_TYPE,       /* a bad type string */
   CS_PARSE_ERROR_INDENT,     /* bad indentation */
   CS_PARSE_ERROR_LIMIT,      /* a line, nesting depth or file size over castscope's limits */
+  CS_PARSE_ERROR_NAME,       /* a name used before it is defined, or never defined
+                                (cs_validate_trace) */
 } CsParseError;
 
 /* Limits (clear errors past them, never a crash or a hang). */
@@ -46,8 +48,12 @@ typedef enum
  */
 CsTraceList *cs_parse_text  (const char *text, gsize len, const char *name, GError **error);
 
-/** Reads @path ("-" = stdin) and parses it.  Errors as cs_parse_text plus CS_PARSE_ERROR_IO. */
+/** Reads @path ("-" = stdin; any file, FIFO or device) up to cs_parse_max_input_bytes() and
+ * parses it.  Errors as cs_parse_text plus CS_PARSE_ERROR_IO and, over the cap, LIMIT. */
 CsTraceList *cs_parse_file  (const char *path, GError **error);
+
+/** The cap on the bytes of one input: 1 GiB, or CASTSCOPE_MAX_INPUT_BYTES when smaller. */
+gsize        cs_parse_max_input_bytes (void);
 
 /** Parses the first trace of @text (convenience for tests). */
 CsTrace     *cs_parse_trace (const char *text, const char *name, GError **error);

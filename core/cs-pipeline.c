@@ -132,6 +132,26 @@ tag_chunk (guint begin, guint end, guint worker, gpointer data)
     tag_subsymbols (t, t->stmts[i], 0);
 }
 
+/* Prefixes the error of pass @pass with "PASS: ".  Errors of the lower layers (decompose,
+ * meta) say "line N: ..." without the file: they become "FILE:N: ..." so that every pass error
+ * reads "pass: t.txt:10: op: reason". */
+static void
+pass_error (GError **error, const char *pass, const CsTrace *t)
+{
+  const char *m;
+
+  if (error == NULL || *error == NULL)
+    return;
+  m = (*error)->message;
+  if (t != NULL && t->file != NULL && g_str_has_prefix (m, "line ") && g_ascii_isdigit (m[5]))
+    {
+      char *msg = g_strdup_printf ("%s:%s", t->file, m + 5);
+      g_free ((*error)->message);
+      (*error)->message = msg;
+    }
+  g_prefix_error (error, "%s: ", pass);
+}
+
 /* Thunder's execution transform under @policy: every top-level ltorch statement gets its
  * decomposition rebuilt (cs_decompose_trace; the statement itself is kept so the GUI can
  * collapse it, as Thunder prints it).  With matmul=upcast-f32, top-level prims.matmul /
@@ -145,7 +165,7 @@ decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
 
   if (t == NULL)
     {
-      g_prefix_error (error, "decompose: ");
+      pass_error (error, "decompose", in);
       return NULL;
     }
   _cs_parallel_for (t->n_stmts, _cs_parallel_workers (t->n_stmts / 16), 256, tag_chunk, t);
@@ -162,7 +182,7 @@ decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
           g_autoptr(GPtrArray) prims = g_ptr_array_new ();
           if (!cs_decompose_to_prims (t, s, policy, prims, error))
             {
-              g_prefix_error (error, "decompose: ");
+              pass_error (error, "decompose", in);
               return NULL;
             }
           for (guint j = 0; j < prims->len; j++)
@@ -259,6 +279,40 @@ infer_backward_tags (CsTrace *t)
   g_free (fwd);
 }
 
+/* The passes need the dtype and shape of every tensor input: a trace printed without type
+ * strings (Thunder's docs often leave them out: `# t0` instead of `# t0: "cuda:0 f32[2]"`)
+ * is refused with the first input a statement reads that has none, and what to add. */
+static gboolean
+check_typed_inputs (const CsTrace *t, GError **error)
+{
+  g_autoptr(GPtrArray) inputs = cs_trace_dup_inputs (t);
+  g_autoptr(GPtrArray) reads = g_ptr_array_new ();
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      const CsStmt *s = t->stmts[i];
+
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      g_ptr_array_set_size (reads, 0);
+      cs_stmt_collect_inputs (s, reads);
+      for (guint k = 0; k < reads->len; k++)
+        {
+          const CsProxy *p = reads->pdata[k];
+          if (p->typed || p->kind != CS_PROXY_OTHER || !g_ptr_array_find (inputs, p, NULL))
+            continue;
+          g_set_error (error, CS_PIPELINE_ERROR, CS_PIPELINE_ERROR_INPUT,
+                       "%s:%u: %s: input '%s' has no type annotation: the trace was printed "
+                       "without type strings; castscope needs the dtype and shape of every "
+                       "tensor input, as Thunder prints them after the signature "
+                       "(# %s: \"cuda:0 f32[8, 16]\")", t->file ? t->file : "<trace>",
+                       s->line, s->callee, p->name, p->name);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 /**
  * cs_pipeline_run: (see cs-pipeline.h)
  */
@@ -302,12 +356,15 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
       return NULL;
     }
 
+  if (!check_typed_inputs (initial, error))
+    return NULL;
+
   /* autocast */
   t0 = pass_clock_us ();
   cur = cs_autocast_trace (p->traces->pdata[0], policy, error);
   if (cur == NULL)
     {
-      g_prefix_error (error, "autocast: ");
+      pass_error (error, "autocast", initial);
       return NULL;
     }
   add_pass (p, "autocast", cur, t0);
@@ -332,7 +389,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
         cur = cs_grad_joint (cur, &spec, error);
         if (cur == NULL)
           {
-            g_prefix_error (error, "grad: ");
+            pass_error (error, "grad", initial);
             return NULL;
           }
         add_pass (p, "grad", cur, t0);
@@ -352,7 +409,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   cur = cs_fuse_trace (cur, policy, error);
   if (cur == NULL)
     {
-      g_prefix_error (error, "fuse: ");
+      pass_error (error, "fuse", initial);
       return NULL;
     }
   add_pass (p, "fuse", cur, t0);
@@ -382,7 +439,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
       t0 = pass_clock_us ();
       if (!cs_split_forward_backward (cur, &fw, &bw, error))
         {
-          g_prefix_error (error, "split: ");
+          pass_error (error, "split", initial);
           return NULL;
         }
       add_pass (p, "split-forward", fw, t0);

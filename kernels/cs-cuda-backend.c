@@ -28,8 +28,26 @@ cs_cuda_init_device (int *n_sms, int *cc_major, int *cc_minor, GError **error)
 
   if (e != cudaSuccess || count < 1)
     {
-      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NO_DEVICE, "no CUDA device: %s",
-                   e != cudaSuccess ? cudaGetErrorString (e) : "the driver reports 0 devices");
+      int driver = 0, runtime = 0;
+      g_autofree char *why = NULL;
+
+      /* cudaDriverGetVersion gives 0 when no driver is installed; the runtime then reports
+       * "driver version is insufficient", which reads as if a driver were there */
+      cudaDriverGetVersion (&driver);
+      cudaRuntimeGetVersion (&runtime);
+      if (e == cudaErrorInsufficientDriver && driver == 0)
+        why = g_strdup ("no NVIDIA driver is installed on this machine");
+      else if (e == cudaErrorInsufficientDriver)
+        why = g_strdup_printf ("the NVIDIA driver (CUDA %d.%d) is older than the CUDA runtime "
+                               "castscope was built with (%d.%d): update the driver",
+                               driver / 1000, driver % 1000 / 10, runtime / 1000,
+                               runtime % 1000 / 10);
+      else if (e == cudaErrorNoDevice || e == cudaSuccess)
+        why = g_strdup ("the NVIDIA driver finds no GPU");
+      else
+        why = g_strdup_printf ("%s (%s)", cudaGetErrorString (e), cudaGetErrorName (e));
+      g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_NO_DEVICE,
+                   "no CUDA device: %s", why);
       cudaGetLastError ();
       return FALSE;
     }

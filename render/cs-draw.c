@@ -8,7 +8,6 @@
 #include "cs-draw.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -1053,22 +1052,51 @@ page_notes_height (const CsLayout *layout, double width)
   return h;
 }
 
-/* Opens @path for writing (creating it, not truncating it) and closes it again: FALSE with
- * "cannot write PATH: <reason>" when the file system refuses. */
+/* Checks, without creating or changing anything, that @path can be written: its folder exists
+ * and takes new files, and @path itself (if it exists) is writable.  FALSE with "cannot write
+ * PATH: <reason>" when not. */
 static gboolean
 probe_writable (const char *path, GError **error)
 {
-  int fd = g_open (path, O_WRONLY | O_CREAT, 0666);
+  g_autofree char *dir = g_path_get_dirname (path);
+  int saved = 0;
 
-  if (fd < 0)
+  if (g_access (dir, W_OK | X_OK) != 0)
+    saved = errno;
+  else if (g_access (path, F_OK) == 0 && g_access (path, W_OK) != 0)
+    saved = errno;
+  if (saved != 0)
     {
-      int saved = errno;
-
       g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
                    g_strerror (saved));
       return FALSE;
     }
-  close (fd);
+  return TRUE;
+}
+
+/* cairo write callback: appends to a GByteArray (the picture is written to disk in one piece
+ * once it is complete). */
+static cairo_status_t
+append_bytes (void *closure, const unsigned char *data, unsigned int length)
+{
+  g_byte_array_append (closure, data, length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+/* Writes @len bytes to @path through a temporary file in the same folder renamed over @path
+ * once everything is written (g_file_set_contents): a failed write (a full disk) leaves no
+ * partial file and the old @path, if any, untouched. */
+static gboolean
+write_whole_file (const char *path, const void *data, gsize len, GError **error)
+{
+  g_autoptr(GError) e = NULL;
+
+  if (!g_file_set_contents (path, data, (gssize) len, &e))
+    {
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
+                   e->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -1165,6 +1193,9 @@ cs_draw_export_png_scale (const CsLayout *layout, double scale, CsDrawFlags flag
  * notes in a band at the bottom.  A PNG too
  * large for one image (over 32,000 px a side or 120 Mpixel) is drawn at the largest scale that
  * fits (cs_draw_export_png_scale() tells which): prefer SVG for huge traces.
+ * The picture is drawn in memory and written through a temporary file in @path's folder that
+ * replaces @path only once every byte is written: a failure (a full disk, a file size limit)
+ * leaves no partial file and an existing @path as it was.
  * Errors: CS_RENDER_ERROR_IO when cairo or the file system cannot write @path,
  * CS_RENDER_ERROR_TRACE when @layout has no geometry.
  * Returns: TRUE on success
@@ -1178,24 +1209,16 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
   cairo_surface_t *surface = NULL;
   cairo_t *cr;
   cairo_status_t st;
+  g_autoptr(GByteArray) bytes = NULL;
 
   g_return_val_if_fail (layout != NULL && path != NULL, FALSE);
-  /* Cairo reports only "error while writing to output stream" and g_file_set_contents()
-   * names its temporary file: open @path first so a failure names it, with the reason. */
+  /* g_file_set_contents() names its temporary file in errors: check @path first so that the
+   * common failures (no such folder, no permission) name it, with the reason. */
   if (!probe_writable (path, error))
     return FALSE;
   if (format == CS_EXPORT_DOT)
-    {
-      g_autoptr(GError) e = NULL;
-
-      if (!g_file_set_contents (path, layout->dot ? layout->dot : "", -1, &e))
-        {
-          g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
-                       e->message);
-          return FALSE;
-        }
-      return TRUE;
-    }
+    return write_whole_file (path, layout->dot ? layout->dot : "",
+                             layout->dot ? strlen (layout->dot) : 0, error);
   if (!layout->laid_out)
     {
       g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_TRACE,
@@ -1205,13 +1228,14 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
 
   page_geometry (layout, flags, &pw, &ph, &view);
 
+  bytes = g_byte_array_new ();
   switch (format)
     {
     case CS_EXPORT_SVG:
-      surface = cairo_svg_surface_create (path, pw, ph);
+      surface = cairo_svg_surface_create_for_stream (append_bytes, bytes, pw, ph);
       break;
     case CS_EXPORT_PDF:
-      surface = cairo_pdf_surface_create (path, pw, ph);
+      surface = cairo_pdf_surface_create_for_stream (append_bytes, bytes, pw, ph);
       break;
     case CS_EXPORT_PNG:
       scale = png_scale (pw, ph, scale);
@@ -1239,16 +1263,17 @@ cs_draw_export (const CsLayout *layout, CsExportFormat format, const char *path,
   st = cairo_status (cr);
   cairo_destroy (cr);
   if (st == CAIRO_STATUS_SUCCESS && format == CS_EXPORT_PNG)
-    st = cairo_surface_write_to_png (surface, path);
+    st = cairo_surface_write_to_png_stream (surface, append_bytes, bytes);
+  /* SVG and PDF surfaces write their last bytes when finished */
   cairo_surface_finish (surface);
   if (st == CAIRO_STATUS_SUCCESS)
     st = cairo_surface_status (surface);
   cairo_surface_destroy (surface);
   if (st != CAIRO_STATUS_SUCCESS)
     {
-      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot write %s: %s", path,
+      g_set_error (error, CS_RENDER_ERROR, CS_RENDER_ERROR_IO, "cannot draw %s: %s", path,
                    cairo_status_to_string (st));
       return FALSE;
     }
-  return TRUE;
+  return write_whole_file (path, bytes->data, bytes->len, error);
 }

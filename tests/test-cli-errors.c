@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <gmodule.h>
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,6 +68,36 @@ static const char shape_mismatch_trace[] =
   "  # a: \"cuda:0 bf16[8, 16]\"\n"
   "  # b: \"cuda:0 bf16[15, 16]\"\n"
   "  t1 = ltorch.matmul(a, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+  "  return (t1,)\n";
+
+/* t0 read on line 10 (column 22), made on line 11 */
+static const char use_before_def_trace[] =
+  "import torch\n"
+  "import thunder.torch as ltorch\n"
+  "from thunder.executors.torchex import no_autocast\n"
+  "\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16, 16]\"\n"
+  "  t1 = ltorch.matmul(t0, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+  "  t0 = ltorch.add(a, a)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+  "  return (t1,)\n";
+
+/* zz, never defined, on line 10 column 22 */
+static const char undefined_name_trace[] =
+  "import torch\n"
+  "import thunder.torch as ltorch\n"
+  "from thunder.executors.torchex import no_autocast\n"
+  "\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(a, b):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # b: \"cuda:0 bf16[16, 16]\"\n"
+  "  t0 = ltorch.add(a, zz)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+  "  t1 = ltorch.matmul(t0, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
   "  return (t1,)\n";
 
 static void
@@ -154,12 +185,14 @@ typedef enum
   CASE_SHAPE_MISMATCH,
   CASE_POLICY_KEY,
   CASE_POLICY_VALUE,
+  CASE_USE_BEFORE_DEF,
+  CASE_UNDEFINED_NAME,
   N_CASES
 } Case;
 
 static const char * const case_names[N_CASES] = {
   "missing", "directory", "unreadable", "empty", "binary", "unknown-op", "shape-mismatch",
-  "policy-key", "policy-value",
+  "policy-key", "policy-value", "use-before-def", "undefined-name",
 };
 
 typedef struct
@@ -251,6 +284,17 @@ test_case (gconstpointer data)
         assert_failed_with (&r, 2, td->c == CASE_POLICY_KEY ? "matmull" : "fp8", what);
       }
       break;
+    case CASE_USE_BEFORE_DEF:
+      /* every command refuses it right after parsing (issue 21 item 5) */
+      path = write_file ("ubd.txt", use_before_def_trace, -1);
+      r = run_cli (cmd->name, path, cmd->extra, NULL, FALSE);
+      assert_failed_with (&r, 1, "ubd.txt:10:22: 't0' is used before it is defined (on line 11)", what);
+      break;
+    case CASE_UNDEFINED_NAME:
+      path = write_file ("undef.txt", undefined_name_trace, -1);
+      r = run_cli (cmd->name, path, cmd->extra, NULL, FALSE);
+      assert_failed_with (&r, 1, "undef.txt:10:22: 'zz' is not defined: not a parameter of computation()", what);
+      break;
     default:
       g_assert_not_reached ();
     }
@@ -259,6 +303,312 @@ test_case (gconstpointer data)
   g_assert_null (strstr (r.err, "CRITICAL"));
   g_assert_null (strstr (r.err, "runtime error"));   /* UBSan */
   result_clear (&r);
+}
+
+
+/* ---- issue 21 item 9: messages that say what happened, one exit-code rule ---- */
+
+/* Runs the CLI with @args (NULL-terminated, after the program name) in tmpdir. */
+static Result
+run_args (const char * const *args)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GError) error = NULL;
+  Result r = { 0 };
+  int wait_status = 0;
+
+  g_ptr_array_add (argv, (gpointer) cli);
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  if (!g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                     &r.err, &wait_status, &error))
+    g_error ("cannot spawn %s: %s", cli, error->message);
+  r.status = WIFEXITED (wait_status) ? WEXITSTATUS (wait_status) : -1000;
+  return r;
+}
+
+static void
+expect (const char * const *args, int code, const char *needle)
+{
+  Result r = run_args (args);
+  g_autofree char *what = g_strjoinv (" ", (char **) args);
+
+  if (r.status != code || (needle && strstr (r.err, needle) == NULL))
+    g_error ("castscope-cli %s: exit %d (want %d), stderr:\n%s(want it to contain \"%s\")", what,
+             r.status, code, r.err, needle ? needle : "");
+  result_clear (&r);
+}
+
+static char *
+seed_path (void)
+{
+  return g_build_filename (g_getenv ("CS_DATA_DIR"), "seed_foo.txt", NULL);
+}
+
+/* With no NVIDIA driver the runtime's "CUDA driver version is insufficient for CUDA runtime
+ * version" is replaced by what is missing, and the CPU device is named. */
+static void
+test_msg_no_driver (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *args[] = { "run", seed, "--device", "cuda", NULL };
+  Result r = run_args (args);
+  GModule *libcuda;
+
+  if (r.status == 0)
+    {
+      g_test_skip ("a CUDA device is present");
+      result_clear (&r);
+      return;
+    }
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_null (strstr (r.err, "driver version is insufficient"));
+  g_assert_nonnull (strstr (r.err, "castscope-cli: --device cuda: no CUDA "));
+  g_assert_nonnull (strstr (r.err, "(--device cpu runs the CPU reference executor instead)"));
+  libcuda = g_module_open ("libcuda.so.1", G_MODULE_BIND_LAZY);
+  if (CS_HAVE_CUDA && libcuda == NULL)
+    g_assert_cmpstr (r.err, ==, "castscope-cli: --device cuda: no CUDA device: no NVIDIA driver is "
+                     "installed on this machine (--device cpu runs the CPU reference executor "
+                     "instead)\n");
+  if (libcuda)
+    g_module_close (libcuda);
+  result_clear (&r);
+}
+
+/* A decompose error names the file and the line like every other pass error. */
+static void
+test_msg_decompose_file (void)
+{
+  static const char text[] =
+    "def computation(a, b):\n"
+    "  # a: \"cuda:0 bf16[8, 16]\"\n"
+    "  # b: \"cuda:0 bf16[15, 16]\"\n"
+    "  t1 = ltorch.matmul(a, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+    "  return (t1,)\n";
+  g_autofree char *path = write_file ("decomp.txt", text, -1);
+  g_autofree char *want = g_strdup_printf ("castscope-cli: decompose: %s:4: ltorch.matmul: shapes "
+                                           "[8, 16] and [15, 16] cannot be multiplied\n", path);
+  const char *args[] = { "transform", path, "--grad", "none", NULL };
+  Result r = run_args (args);
+
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_cmpstr (r.err, ==, want);
+  result_clear (&r);
+}
+
+/* A trace printed without type strings (Thunder's docs): says so and what castscope needs,
+ * instead of "operand 0 is neither a tensor nor a number". */
+static void
+test_msg_untyped (void)
+{
+  static const char text[] =
+    "def computation(t0, t1):\n"
+    "  # t0\n"
+    "  # t1\n"
+    "  t2 = ltorch.add(t0, t1, alpha=None)  # t2\n"
+    "  return (t2,)\n";
+  g_autofree char *path = write_file ("untyped.txt", text, -1);
+  g_autofree char *want = g_strdup_printf ("castscope-cli: %s:4: ltorch.add: input 't0' has no "
+                                           "type annotation: the trace was printed without type "
+                                           "strings; castscope needs the dtype and shape of "
+                                           "every tensor input", path);
+  static const char * const cmds[] = { "transform", "stats", "run" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cmds); i++)
+    {
+      const char *args[] = { cmds[i], path, NULL };
+      expect (args, 1, want);
+    }
+}
+
+/* "no backward trace" on a final trace says that it is final (and names the *_bwd.txt beside
+ * it), not "nothing requires grad, or --grad none". */
+static void
+test_msg_final_no_backward (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *mk[] = { "transform", seed, NULL };
+  const char *mkb[] = { "transform", seed, "--trace", "backward", NULL };
+  Result f = run_args (mk), b = run_args (mkb);
+  g_autofree char *fwd = NULL, *bwd = NULL, *lone = NULL;
+  g_autofree char *want = NULL;
+
+  g_assert_cmpint (f.status, ==, 0);
+  g_assert_cmpint (b.status, ==, 0);
+  fwd = write_file ("seed_fwd.txt", f.out, -1);
+  bwd = write_file ("seed_bwd.txt", b.out, -1);
+  lone = write_file ("lone.txt", f.out, -1);
+  {
+    const char *args[] = { "transform", fwd, "--trace", "backward", NULL };
+    want = g_strdup_printf ("castscope-cli: transform: there is no backward trace: %s is already "
+                            "a final trace (what Thunder runs), which castscope does not "
+                            "differentiate again: its backward is a trace of its own (%s)\n", fwd, bwd);
+    Result r = run_args (args);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpstr (r.err, ==, want);
+    result_clear (&r);
+  }
+#if CS_HAVE_RENDER
+  {
+    const char *args[] = { "render", lone, "--trace", "backward", "-o", "x.svg", NULL };
+    expect (args, 1, "is already a final trace (what Thunder runs), which castscope does not "
+                     "differentiate again: its backward is a trace of its own (a backward_fn "
+                     "later in the file, --index N, or its *_bwd.txt file)");
+  }
+#endif
+  {
+    const char *args[] = { "transform", seed, "--grad", "none", "--trace", "backward", NULL };
+    expect (args, 1, "there is no backward trace: nothing requires grad (no floating-point input, or --grad none)");
+  }
+  result_clear (&f);
+  result_clear (&b);
+  g_remove (fwd);
+  g_remove (bwd);
+  g_remove (lone);
+}
+
+/* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
+ * hand (ns for the seed's forward), and an absurd estimate is called implausible. */
+static void
+test_msg_time_units (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *jargs[] = { "stats", seed, "--json", NULL };
+  const char *targs[] = { "stats", seed, NULL };
+  Result j = run_args (jargs), t = run_args (targs);
+  const char *at = strstr (j.out, "\"est_ms\" : ");
+  double ms;
+  g_autofree char *want = NULL;
+  static const char huge[] =
+    "def computation(a, b):\n"
+    "  # a: \"cuda:0 bf16[1000000000, 1000000000]\"\n"
+    "  # b: \"cuda:0 bf16[1000000000, 1000000000]\"\n"
+    "  t1 = ltorch.matmul(a, b)  # t1: \"cuda:0 bf16[1000000000, 1000000000]\"\n"
+    "  return (t1,)\n";
+
+  g_assert_cmpint (j.status, ==, 0);
+  g_assert_cmpint (t.status, ==, 0);
+  g_assert_nonnull (at);
+  ms = g_ascii_strtod (at + strlen ("\"est_ms\" : "), NULL);
+  /* the seed step (4608 FLOP, 1568 bytes) is a fraction of a microsecond */
+  g_assert_cmpfloat (ms, >, 0);
+  g_assert_cmpfloat (ms, <, 1e-3);
+  want = g_strdup_printf ("est %.3g ns on H200\n", ms * 1e6);
+  if (strstr (t.out, want) == NULL)
+    g_error ("stats: want \"%s\" in:\n%s", want, t.out);
+  g_assert_null (strstr (t.out, "0.0000 ms"));
+  result_clear (&j);
+  result_clear (&t);
+
+  {
+    g_autofree char *path = write_file ("huge.txt", huge, -1);
+    const char *a2[] = { "stats", path, "--grad", "none", "--json", NULL };
+    const char *a3[] = { "stats", path, "--grad", "none", NULL };
+    Result rj = run_args (a2), rt = run_args (a3);
+    const char *p2 = strstr (rj.out, "\"est_ms\" : ");
+    double big;
+    g_autofree char *w2 = NULL;
+
+    g_assert_nonnull (p2);
+    big = g_ascii_strtod (p2 + strlen ("\"est_ms\" : "), NULL);
+    /* 2e27 FLOP: far over an hour at any H200 rate */
+    g_assert_cmpfloat (big, >, 3600e3);
+    w2 = g_strdup_printf ("est %.3g h (implausible for one step: check the trace's shapes) on H200\n",
+                          big / 3600e3);
+    if (strstr (rt.out, w2) == NULL)
+      g_error ("stats: want \"%s\" in:\n%s", w2, rt.out);
+    result_clear (&rj);
+    result_clear (&rt);
+    g_remove (path);
+  }
+}
+
+/* render --expand on a trace without decompositions says why it draws no more. */
+static void
+test_msg_expand_note (void)
+{
+#if CS_HAVE_RENDER
+  g_autofree char *seed = seed_path ();
+  const char *args[] = { "render", seed, "--expand", "-o", "x.svg", NULL };
+  const char *with_subs[] = { "render", seed, "--expand", "--pass", "decompose", "-o", "x.svg", NULL };
+  Result r = run_args (args), r2 = run_args (with_subs);
+
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "castscope-cli render: note: --expand draws nothing more here: no "
+                   "statement of this trace carries its decomposition (a trace printed without "
+                   "subsymbol comments, like Thunder's initial trace.python()); --pass decompose "
+                   "draws the prims castscope derives\n");
+  g_assert_cmpint (r2.status, ==, 0);
+  g_assert_null (strstr (r2.err, "draws nothing more"));
+  result_clear (&r);
+  result_clear (&r2);
+  {
+    g_autofree char *p = g_build_filename (tmpdir, "x.svg", NULL);
+    g_remove (p);
+  }
+#else
+  g_test_skip ("built without render/");
+#endif
+}
+
+/* Options that did nothing are usage errors: --policy '' everywhere, --check / --iters
+ * without --device cuda. */
+static void
+test_msg_ignored_options (void)
+{
+  g_autofree char *seed = seed_path ();
+  static const char * const cmds[] = { "transform", "stats", "diff", "render", "run" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cmds); i++)
+    {
+      const char *args[] = { cmds[i], seed, "--policy", "", NULL, NULL, NULL };
+      if (strcmp (cmds[i], "diff") == 0)
+        {
+          args[4] = "--vs";
+          args[5] = "matmul=upcast-f32";
+        }
+      else if (strcmp (cmds[i], "render") == 0)
+        {
+          args[4] = "-o";
+          args[5] = "x.svg";
+        }
+#if !CS_HAVE_RENDER
+      if (strcmp (cmds[i], "render") == 0)
+        continue;
+#endif
+      expect (args, 2, "--policy '' sets nothing: expected KEY=VALUE");
+    }
+  {
+    const char *a1[] = { "run", seed, "--check", NULL };
+    const char *a2[] = { "run", seed, "--device", "cpu", "--iters", "5", NULL };
+    const char *a3[] = { "run", seed, "--device", "cuda", "--iters=-1", NULL };
+    expect (a1, 2, "run: --check and --iters need --device cuda");
+    expect (a2, 2, "run: --check and --iters need --device cuda");
+    expect (a3, 2, "run: --iters must be >= 0");
+  }
+}
+
+/* One rule for one mistake: an index past the file's traces is a usage error (2) for every
+ * command, with or without the pipeline. */
+static void
+test_msg_exit_codes (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *cases[][9] = {
+    { "print", seed, "--trace", "5", NULL },
+    { "transform", seed, "--index", "5", NULL },
+    { "stats", seed, "--index", "5", NULL },
+    { "diff", seed, "--vs", "matmul=upcast-f32", "--index", "5", NULL },
+    { "run", seed, "--index", "5", NULL },
+#if CS_HAVE_RENDER
+    { "render", seed, "--index", "5", "-o", "x.svg", NULL },
+    { "render", seed, "--index", "5", "--policy", "matmul=native", "-o", "x.svg", NULL },
+#endif
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    expect (cases[i], 2, "holds 1 trace");
 }
 
 int
@@ -289,10 +639,20 @@ main (int argc, char **argv)
         name = g_strdup_printf ("/app/cli/errors/%s/%s", commands[i].name, case_names[c]);
         g_test_add_data_func (name, td, test_case);
       }
+  g_test_add_func ("/app/cli/errors/messages/no-driver", test_msg_no_driver);
+  g_test_add_func ("/app/cli/errors/messages/decompose-file", test_msg_decompose_file);
+  g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
+  g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
+  g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
+  g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
+  g_test_add_func ("/app/cli/errors/messages/ignored-options", test_msg_ignored_options);
+  g_test_add_func ("/app/cli/errors/messages/exit-codes", test_msg_exit_codes);
   rc = g_test_run ();
   {
     static const char * const made[] = { "unreadable.txt", "empty.txt", "binary.bin",
-                                          "unknown-op.txt", "shape.txt", "out.svg" };
+                                          "unknown-op.txt", "shape.txt", "out.svg",
+                                          "ubd.txt", "undef.txt", "decomp.txt",
+                                          "untyped.txt" };
     for (gsize i = 0; i < G_N_ELEMENTS (made); i++)
       {
         g_autofree char *p = g_build_filename (tmpdir, made[i], NULL);

@@ -539,7 +539,7 @@ test_errors (void)
     "def computation(a):\n"
     "  # a: \"cuda:0 bf16[4, 8]\"\n"
     "  t0 = ltorch.frobnicate(a)\n"
-    "  t1 = ltorch.getitem(a, (i, 1))\n"
+    "  t1 = ltorch.getitem(a, (_i, 1))\n"   /* _i: a context name (the parser refuses an undefined i) */
     "  t2 = ltorch.mul(a, a)  # t2: \"cuda:0 f32[4, 8]\"\n"
     "  return (t0,)\n");
   g_autoptr (GPtrArray) out = g_ptr_array_new ();

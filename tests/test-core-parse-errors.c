@@ -11,7 +11,11 @@
 #include "cs-parse.h"
 #include "cs-print.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +101,36 @@ static const ErrorCase cases[] = {
   { "nul-after-utf8", "def f(a):\n  # d\xc3\xa9j\xc3\xa0 \x00\n", CS_PARSE_ERROR_ENCODING, "t:2:12: ",
     "not UTF-8", 10 + 11 + 1 + 1 },
   { "value-garbage", "def f(a):\n  t0 = f(a, @)\n", CS_PARSE_ERROR_SYNTAX, "t:2:13: ", "expected a value" },
+  /* Names (issue 21 item 5, cs_validate_trace), each at the use.  "  t1 = prims.neg(" is 16
+   * bytes: t0 is column 18 of line 2, defined on line 3 */
+  { "use-before-def", "def f(a):\n  t1 = prims.neg(t0)\n  t0 = prims.neg(a)\n  return t1\n",
+    CS_PARSE_ERROR_NAME, "t:2:18: ", "'t0' is used before it is defined (on line 3)" },
+  /* "  t0 = prims.add(a, " is 20 bytes: zz at column 21 */
+  { "undefined-name", "def f(a):\n  t0 = prims.add(a, zz)\n  return t0\n", CS_PARSE_ERROR_NAME,
+    "t:2:21: ", "'zz' is not defined: not a parameter of f()" },
+  /* inside a tuple argument, after a keyword: "  t0 = prims.reshape(a, shape=(2, " is 34
+   * bytes */
+  { "undefined-name-nested", "def f(a):\n  t0 = prims.reshape(a, shape=(2, n))\n  return t0\n",
+    CS_PARSE_ERROR_NAME, "t:2:35: ", "'n' is not defined" },
+  /* the return reads t1 before line 3 makes it: "  return " is 9 bytes */
+  { "return-before-def", "def f(a):\n  return t1\n  t1 = prims.neg(a)\n", CS_PARSE_ERROR_NAME,
+    "t:2:10: ", "'t1' is used before it is defined (on line 3)" },
+  /* del of a name made later: "  del " is 6 bytes */
+  { "del-before-def", "def f(a):\n  del t0\n  t0 = prims.neg(a)\n  return a\n", CS_PARSE_ERROR_NAME,
+    "t:2:7: ", "'t0' is used before it is defined (on line 3)" },
+  /* an unpack of a collection made later: "  t0, t1, = " is 12 bytes */
+  { "unpack-before-def", "def f(a):\n  t0, t1, = c0\n  c0 = prims.foo(a)\n  return t0\n",
+    CS_PARSE_ERROR_NAME, "t:2:13: ", "'c0' is used before it is defined (on line 3)" },
+  /* inside a decomposition: the first subsymbol reads t2, which the second makes;
+   * "    # t1 = prims.neg(" is 21 bytes: t2 at column 22 */
+  { "sub-use-before-def", "def f(a):\n  t1 = ltorch.neg(a)\n    # t1 = prims.neg(t2)\n"
+    "    # t2 = prims.neg(a)\n  return t1\n", CS_PARSE_ERROR_NAME, "t:3:22: ",
+    "'t2' is used before it is defined (on line 4)" },
+  /* the second trace of a printed list: the column counts the list's one-space indent
+   * (" t1 = prims.neg(" after the indent: "   t1 = prims.neg(" is 18 bytes) */
+  { "list-use-before-def", "[def f(a):\n   return a,\n def g(a):\n   t1 = prims.neg(t0)\n"
+    "   t0 = prims.neg(a)\n   return t1]\n", CS_PARSE_ERROR_NAME, "t:4:19: ",
+    "'t0' is used before it is defined (on line 5)" },
 };
 
 static void
@@ -228,7 +262,8 @@ test_many_lines (void)
   g_string_free (s, TRUE);
   g_assert_null (list);
   g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
-  g_assert_true (g_str_has_prefix (error->message, want));
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
 }
 
 static void
@@ -359,6 +394,138 @@ test_mutations (void)
   g_test_message ("%u mutated inputs parsed or rejected with a located error", n_runs);
 }
 
+/* Issue 21 item 6: one cap for every input cs_parse_file reads (the CLI's files and stdin, the
+ * app's Open): a regular file over the cap is refused from its size, a FIFO once the cap is
+ * passed, /dev/zero at its first NUL byte.  CASTSCOPE_MAX_INPUT_BYTES lowers the 1 GiB cap to
+ * 4096 bytes here so that no test reads a gigabyte. */
+static gpointer
+fifo_writer (gpointer path)
+{
+  /* 1 MiB of comment lines (a valid trace prefix), far over the 4096-byte cap */
+  int fd = g_open (path, O_WRONLY, 0);
+  char line[64];
+  gsize sent = 0;
+
+  memset (line, ' ', sizeof line);
+  line[0] = '#';
+  line[sizeof line - 1] = '\n';
+  g_assert_cmpint (fd, >=, 0);
+  while (sent < ((gsize) 1 << 20))
+    {
+      gssize n = write (fd, line, sizeof line);
+      if (n <= 0)
+        break;   /* the reader closed the FIFO (EPIPE): it stopped at the cap */
+      sent += (gsize) n;
+    }
+  close (fd);
+  return GSIZE_TO_POINTER (sent);
+}
+
+/* What cs_validate_trace lets through: context names, dotted names, builtins, a name only
+ * the return of an excerpt reads, a name bound by an input annotation of a trace without a
+ * signature, a decomposition that reads what the statements before it made, and a top-level
+ * statement that reads what an earlier decomposition made. */
+static void
+test_names_accepted (void)
+{
+  static const char * const ok[] = {
+    "def f(a):\n  t0 = ltorch.to(a, _torch_memory_format_0, torch.float32, float)\n  return t0\n",
+    "def f(a):\n  t0 = prims.neg(a)\n  return {'output': t0, 'flat_args': [a, t1866]}\n",
+    "# No signature available\n  # a: \"cpu f32[2]\"\n  t0 = prims.neg(a)\n  return t0\n",
+    "def f(a):\n  t0 = prims.neg(a)\n  t1 = ltorch.mul(t0, a)\n    # t2 = prims.mul(t0, a)\n"
+    "    # t1 = prims.neg(t2)\n  return t1\n",
+    /* a top-level statement reading what an earlier decomposition made */
+    "def f(a):\n  t1 = ltorch.neg(a)\n    # t2 = prims.neg(a)\n    # t1 = prims.neg(t2)\n"
+    "  t3 = prims.neg(t2)\n  return t3\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (ok); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTraceList) list = cs_parse_text (ok[i], strlen (ok[i]), "t", &error);
+      if (list == NULL)
+        g_error ("case %" G_GSIZE_FORMAT ": %s", i, error->message);
+    }
+}
+
+static void
+test_input_cap (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("castscope-cap-XXXXXX", NULL);
+  g_autofree char *big = g_build_filename (dir, "big.txt", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autofree char *want = NULL;
+  GString *text = g_string_new (NULL);
+  GThread *writer;
+
+  g_assert_nonnull (dir);
+  signal (SIGPIPE, SIG_IGN);   /* the writer sees EPIPE when the parser stops reading */
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "4096", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 4096);
+
+  /* a regular file of 4097 bytes: refused from its size */
+  while (text->len < 4097)
+    g_string_append_c (text, '#');
+  g_string_truncate (text, 4096);
+  g_string_append_c (text, '\n');
+  g_assert_cmpuint (text->len, ==, 4097);
+  g_assert_true (g_file_set_contents (big, text->str, (gssize) text->len, NULL));
+  list = cs_parse_file (big, &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  want = g_strdup_printf ("%s:1:1: input larger than 4096 bytes (4 KiB)", big);
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
+  g_clear_error (&error);
+  g_clear_pointer (&want, g_free);
+
+  /* the same text less its last byte is exactly at the cap: read and parsed (one comment
+   * line and no trace: the parser's own "no trace" error, not the cap) */
+  g_assert_true (g_file_set_contents (big, text->str, 4096, NULL));
+  list = cs_parse_file (big, &error);
+  g_assert_null (list);
+  g_assert_nonnull (error);
+  g_assert_false (g_error_matches (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT));
+  g_clear_error (&error);
+
+  /* a FIFO that would deliver 1 MiB: refused once the cap is passed */
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  writer = g_thread_new ("fifo-writer", fifo_writer, fifo);
+  list = cs_parse_file (fifo, &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT);
+  want = g_strdup_printf ("%s:1:1: input larger than 4096 bytes", fifo);
+  if (!g_str_has_prefix (error->message, want))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, want);
+  g_clear_error (&error);
+  g_clear_pointer (&want, g_free);
+  /* the writer could send at most the cap plus what the pipe buffers before it saw EPIPE */
+  g_assert_cmpuint (GPOINTER_TO_SIZE (g_thread_join (writer)), <, (gsize) 1 << 20);
+
+  /* /dev/zero, endless: its first byte is a NUL, which no trace holds */
+  g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  list = cs_parse_file ("/dev/zero", &error);
+  g_assert_null (list);
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_ENCODING);
+  g_assert_true (g_str_has_prefix (error->message, "/dev/zero:1:1: not UTF-8 text (byte 0x00)"));
+  g_clear_error (&error);
+
+  /* a value that is not a smaller positive number leaves the 1 GiB cap */
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "0", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "99999999999", TRUE);
+  g_assert_cmpuint (cs_parse_max_input_bytes (), ==, 1u << 30);
+  g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+
+  g_remove (big);
+  g_remove (fifo);
+  g_rmdir (dir);
+  g_string_free (text, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -376,5 +543,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/errors/many-traces", test_many_traces);
   g_test_add_func ("/core/parse/errors/many-lines", test_many_lines);
   g_test_add_func ("/core/parse/errors/mutations", test_mutations);
+  g_test_add_func ("/core/parse/errors/input-cap", test_input_cap);
+  g_test_add_func ("/core/parse/errors/names-accepted", test_names_accepted);
   return g_test_run ();
 }
