@@ -40,9 +40,13 @@ inputs() {
   for f in "$root"/data/bench/*.txt; do printf 'data-bench/%s\t%s\n' "$(basename "$f")" "$f"; done
 }
 
-# golden CLI INPUT-PATH NAME OUTDIR: every output of one input into OUTDIR/NAME.<policy>.<cmd>
+# golden CLI INPUT-PATH NAME OUTDIR: every output of one input into OUTDIR/NAME.<policy>.<cmd>.
+# The CLI runs in the input's folder on its bare file name, so `stats --json`'s "file" field
+# holds no machine path (the goldens are the same in every checkout).
 golden() {
-  local cli=$1 path=$2 name=$3 out=$4 p args kv x pn
+  local cli=$1 path=$2 name=$3 out=$4 p args kv x pn dir base
+  dir=$(dirname "$path")
+  base=$(basename "$path")
   for p in "${policies[@]}"; do
     args=()
     if [ "$p" != default ]; then
@@ -50,9 +54,9 @@ golden() {
       for x in "${kv[@]}"; do args+=(--policy "$x"); done
     fi
     pn=${p//[=,]/_}
-    { "$cli" transform "$path" "${args[@]}" --all-passes 2>/dev/null; echo "rc=$?"; } \
+    { (cd "$dir" && "$cli" transform "$base" "${args[@]}" --all-passes 2>/dev/null); echo "rc=$?"; } \
       | sed 's/(took [0-9]* milliseconds)/(took N milliseconds)/' > "$out/$name.$pn.transform"
-    { "$cli" stats "$path" "${args[@]}" --json 2>/dev/null; echo "rc=$?"; } \
+    { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
       > "$out/$name.$pn.stats"
   done
 }
@@ -63,6 +67,7 @@ if [ -z "$cli" ] || [ ! -x "$cli" ]; then
   echo "usage: goldens.sh make CLI OUTDIR | check CLI  (CLI: the built castscope-cli)" >&2
   exit 2
 fi
+cli=$(realpath "$cli")
 
 case "$cmd" in
   make)
