@@ -716,32 +716,6 @@ test_parallel_shared_traces (void)
   g_assert_cmpuint (_cs_parallel_jobs_run (), >=, jobs_before + n_run);
 }
 
-/* grad shares out two jobs (its forward walk's decompositions, its dce's statement summaries)
- * and the decompose pass one (the decompositions) */
-static void
-test_parallel_decompositions (void)
-{
-  g_autofree char *src = generated_chain (8);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (src, "chain", &error);
-  g_autoptr(CsTrace) joint = NULL, dec = NULL;
-  CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
-  guint jobs;
-
-  g_assert_no_error (error);
-  _cs_parallel_set_max_threads (4);
-  _cs_parallel_set_eager (TRUE);
-  jobs = _cs_parallel_jobs_run ();
-  joint = cs_grad_joint (t, &spec, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 2);
-  dec = cs_decompose_trace (joint, NULL, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 3);
-  _cs_parallel_set_eager (FALSE);
-  _cs_parallel_set_max_threads (0);
-}
-
 /* @k regions reading a_i and b_i, two equal adds at the top level: CSE maps b_i to a_i, which
  * turns the region's two muls into duplicates, so the region must be rewritten after the
  * remap.  Parsed statements have no origin, so the derived trace owns its regions: a worker
@@ -816,6 +790,5 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parallel/same-output", test_parallel_same_output);
   g_test_add_func ("/core/parallel/owned-regions", test_parallel_owned_regions);
   g_test_add_func ("/core/parallel/shared-traces", test_parallel_shared_traces);
-  g_test_add_func ("/core/parallel/decompositions", test_parallel_decompositions);
   return g_test_run ();
 }
