@@ -8,7 +8,6 @@
 
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
-#include "cs-parallel.h"
 #include "cs-ops.h"
 
 #include <string.h>
@@ -41,85 +40,18 @@ map_grow (CsProxyMap *m, guint32 cap)
     memcpy (map_bits (m), bits, old_words * sizeof (guint64));
 }
 
-/* Slot arrays of freed maps, all zero, kept per thread for the next map: a map's slots span
- * every proxy id of the trace (megabytes), so zeroing fresh ones for each short-lived map
- * (one per rematerialized region pair) would cost more than the maps' work. */
-typedef struct
-{
-  CsProxyMapSlot *slots[8];   /* zeroed arrays, NULL where free */
-  guint32  cap[8];     /* their sizes */
-} SlotPool;
-
-static void
-slot_pool_free (gpointer data)
-{
-  SlotPool *pool = data;
-  if (pool == NULL)
-    return;
-  for (guint i = 0; i < G_N_ELEMENTS (pool->slots); i++)
-    g_free (pool->slots[i]);
-  g_free (pool);
-}
-
-static GPrivate slot_pool_key = G_PRIVATE_INIT (slot_pool_free);
-
-static SlotPool *
-slot_pool_get (void)
-{
-  SlotPool *pool = g_private_get (&slot_pool_key);
-  if (pool == NULL)
-    {
-      pool = g_new0 (SlotPool, 1);
-      g_private_set (&slot_pool_key, pool);
-    }
-  return pool;
-}
-
 CsProxyMap *
 _cs_proxy_map_new (void)
 {
-  CsProxyMap *m = g_new0 (CsProxyMap, 1);
-  SlotPool *pool = slot_pool_get ();
-  guint best = G_N_ELEMENTS (pool->slots);
-
-  for (guint i = 0; i < G_N_ELEMENTS (pool->slots); i++)
-    if (pool->slots[i] != NULL && (best == G_N_ELEMENTS (pool->slots) || pool->cap[i] > pool->cap[best]))
-      best = i;
-  if (best < G_N_ELEMENTS (pool->slots))
-    {
-      m->slots = pool->slots[best];
-      m->cap = pool->cap[best];
-      pool->slots[best] = NULL;
-    }
-  return m;
+  return g_new0 (CsProxyMap, 1);
 }
 
 void
 _cs_proxy_map_free (CsProxyMap *map)
 {
-  SlotPool *pool;
-
   if (map == NULL)
     return;
-  if (map->slots != NULL)
-    {
-      guint spot = 0;
-      pool = slot_pool_get ();
-      /* an empty spot, else the smallest array */
-      for (guint i = 1; i < G_N_ELEMENTS (pool->slots) && pool->slots[spot] != NULL; i++)
-        if (pool->slots[i] == NULL || pool->cap[i] < pool->cap[spot])
-          spot = i;
-      if (pool->slots[spot] == NULL || pool->cap[spot] < map->cap)
-        {
-          /* back to zero (only the slots in use) and into the pool */
-          _cs_proxy_map_clear (map);
-          g_free (pool->slots[spot]);
-          pool->slots[spot] = map->slots;
-          pool->cap[spot] = map->cap;
-          map->slots = NULL;
-        }
-      g_free (map->slots);
-    }
+  g_free (map->slots);
   _cs_proxy_vec_free (&map->keys);
   if (map->other)
     g_hash_table_unref (map->other);
@@ -699,30 +631,39 @@ stmt_dont_dce (const CsStmt *s)
 
 /* Per-proxy marks indexed by CsProxy.id (ids are 1-based and below trace->next_proxy_id), so
  * the refresh needs no hash table per region.  A mark is "set" when it equals the generation
- * it was set for; generations only grow, so the arrays are never cleared between regions or
- * between refreshes.  The arrays are kept per thread (MarkStore) and reused by every refresh:
- * a fresh allocation of these ~1 MB arrays per pass cost more in page faults than the
- * refresh itself. */
+ * it was set for; generations only grow, so the arrays are never cleared between regions.
+ * One store serves one refresh. */
 typedef struct
 {
-  guint32   cap;        /* entries in each array */
   guint32   gen;        /* last generation handed out */
   guint32  *needed;     /* == Marks.needed_gen: read by a later top-level statement */
   guint32  *live;       /* == region gen: needed inside the region being refreshed */
   guint32  *produced;   /* == region gen: produced by a kept subsymbol so far */
   guint32  *seen;       /* == gen: already listed (outputs, then inputs) */
   guint32  *prod_at;    /* subsymbol index of the first kept writer (where produced == gen) */
-  guint32  *visible;    /* == Marks.visible_gen: written at the top level or an input */
-  guint32  *hidden_gen; /* == Marks.hidden_gen: hidden_at is valid */
+  guint32  *visible;    /* == visible generation: written at the top level or an input */
+  guint32  *hidden_gen; /* == hidden generation: hidden_at is valid */
   guint32  *hidden_at;  /* 1 + index of the fresh region writing it without listing it */
 } MarkStore;
 
+/* Zeroed arrays for ids below @n. */
 static void
-mark_store_free (gpointer data)
+mark_store_init (MarkStore *st, guint32 n)
 {
-  MarkStore *st = data;
-  if (st == NULL)
-    return;
+  st->gen = 0;
+  st->needed = g_new0 (guint32, n);
+  st->live = g_new0 (guint32, n);
+  st->produced = g_new0 (guint32, n);
+  st->seen = g_new0 (guint32, n);
+  st->prod_at = g_new0 (guint32, n);
+  st->visible = g_new0 (guint32, n);
+  st->hidden_gen = g_new0 (guint32, n);
+  st->hidden_at = g_new0 (guint32, n);
+}
+
+static void
+mark_store_clear (MarkStore *st)
+{
   g_free (st->needed);
   g_free (st->live);
   g_free (st->produced);
@@ -731,47 +672,11 @@ mark_store_free (gpointer data)
   g_free (st->visible);
   g_free (st->hidden_gen);
   g_free (st->hidden_at);
-  g_free (st);
-}
-
-static GPrivate mark_store_key = G_PRIVATE_INIT (mark_store_free);
-
-/* The calling thread's store with room for ids below @n and at least @n_gens generations
- * left before the counter wraps (then every mark is cleared). */
-static MarkStore *
-mark_store_get (guint32 n, guint32 n_gens)
-{
-  MarkStore *st = g_private_get (&mark_store_key);
-
-  if (st == NULL)
-    {
-      st = g_new0 (MarkStore, 1);
-      g_private_set (&mark_store_key, st);
-    }
-  if (st->cap < n || st->gen > G_MAXUINT32 - n_gens - 16)
-    {
-      guint32 cap = MAX (n, st->cap);
-      if (st->cap < n)
-        cap = MAX (cap, st->cap + st->cap / 2);
-#define RENEW0(f) G_STMT_START { g_free (st->f); st->f = g_new0 (guint32, cap); } G_STMT_END
-      RENEW0 (needed);
-      RENEW0 (live);
-      RENEW0 (produced);
-      RENEW0 (seen);
-      RENEW0 (prod_at);
-      RENEW0 (visible);
-      RENEW0 (hidden_gen);
-      RENEW0 (hidden_at);
-#undef RENEW0
-      st->cap = cap;
-      st->gen = 0;
-    }
-  return st;
 }
 
 typedef struct
 {
-  MarkStore *st;        /* the arrays */
+  MarkStore st;         /* the arrays */
   guint32   n;          /* valid ids are below n (trace->next_proxy_id + 1) */
   guint32   needed_gen; /* generation of this refresh's needed marks */
   CsProxyVec tmp;       /* scratch proxy list */
@@ -781,12 +686,6 @@ typedef struct
   CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
   guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
   guint     read_pos_cap;
-  /* speculative refresh (a worker, see regions_refresh_parallel): "needed" is "read by a
-   * statement after index at" by the lastread table instead of the needed marks, and every
-   * proxy found needed is recorded in hits for the check that follows */
-  const gint *lastread; /* per proxy id: 1 + the index of the last statement that may read it */
-  guint32   at;         /* the region's statement index */
-  CsProxyVec hits;
 } Marks;
 
 static inline gboolean
@@ -804,14 +703,9 @@ mark_set (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
 
 /* TRUE when @p is read after the region being refreshed (see Marks). */
 static inline gboolean
-needed_test (Marks *m, CsProxy *p)
+needed_test (const Marks *m, const CsProxy *p)
 {
-  if (G_LIKELY (m->lastread == NULL))
-    return mark_test (m, m->st->needed, p, m->needed_gen);
-  if (p->id >= m->n || m->lastread[p->id] <= (gint) m->at + 1)
-    return FALSE;
-  _cs_proxy_vec_push (&m->hits, p);
-  return TRUE;
+  return mark_test (m, m->st.needed, p, m->needed_gen);
 }
 
 /* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
@@ -819,7 +713,7 @@ needed_test (Marks *m, CsProxy *p)
 static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
-  MarkStore *st = m->st;
+  MarkStore *st = &m->st;
   CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
   CsStmtVec *kept = &m->kept;
   CsValue **items;
@@ -947,7 +841,7 @@ region_output_unneeded (const CsStmt *s, const Marks *m)
   for (guint i = 0; i < o->u.seq.n; i++)
     {
       const CsValue *it = o->u.seq.items[i];
-      if (it->kind != CS_VALUE_PROXY || !mark_test (m, m->st->needed, it->u.proxy, m->needed_gen))
+      if (it->kind != CS_VALUE_PROXY || !needed_test (m, it->u.proxy))
         return TRUE;
     }
   return FALSE;
@@ -958,7 +852,7 @@ region_output_unneeded (const CsStmt *s, const Marks *m)
 static void
 build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
 {
-  MarkStore *st = m->st;
+  MarkStore *st = &m->st;
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
 
   for (guint i = 0; i < trace->n_stmts; i++)
@@ -991,221 +885,6 @@ build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
   _cs_proxy_vec_free (&tmp);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* The refresh's rebuilds on worker threads                                                    */
-
-/* A region rebuild depends on the rest of the trace only through "needed": the values read
- * after the region by statements that survive the refresh.  The refresh learns that set
- * walking backward, which is sequential.  But it is contained in a set known up front: the
- * values some later statement may read (a later region's subsymbols' reads, which its
- * rebuild can only shrink).  So every stale region is rebuilt in parallel against that
- * larger set, recording the values it found needed (Marks.hits); the backward walk then
- * takes a speculative rebuild when all of them are needed indeed (so both sets agree on
- * every value the rebuild asked about) and rebuilds the region itself otherwise.  The
- * output is the one-thread output. */
-
-typedef struct
-{
-  CsStmt    *stmt;      /* the rebuilt copy; NULL when the region had no output left */
-  CsProxy  **hits;      /* the values the rebuild found needed */
-  guint      n_hits;
-  gboolean   done;      /* a speculative rebuild exists */
-} SpecRegion;
-
-typedef struct
-{
-  CsTrace    *trace;
-  guint       n_ids;      /* trace->next_proxy_id + 1 */
-  gint       *lastread;   /* per proxy id: 1 + the last statement index that may read it */
-  guint      *regions;    /* statement indices of the stale regions */
-  SpecRegion *spec;       /* per statement index */
-  CsArena   **arenas;     /* per worker */
-} SpecJob;
-
-static inline void
-lastread_raise (gint *slot, gint v)
-{
-  gint old = g_atomic_int_get (slot);
-
-  while (old < v && !g_atomic_int_compare_and_exchange (slot, old, v))
-    old = g_atomic_int_get (slot);
-}
-
-/* lastread for statements [begin, end): what each may read after the refresh (a stale
- * region: any subsymbol's reads, not its arguments, which are out of date; anything else:
- * its own reads) */
-static void
-lastread_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  SpecJob *job = data;
-  CsProxyVec tmp = CS_PROXY_VEC_INIT;
-
-  for (guint i = begin; i < end; i++)
-    {
-      const CsStmt *s = job->trace->stmts[i];
-      tmp.len = 0;
-      if (_cs_stmt_is_region (s) && !s->region_fresh)
-        for (guint j = 0; j < s->n_subs; j++)
-          _cs_stmt_reads_vec (s->subs[j], &tmp);
-      else
-        _cs_stmt_reads_vec (s, &tmp);
-      for (guint k = 0; k < tmp.len; k++)
-        if (tmp.v[k]->id < job->n_ids)
-          lastread_raise (&job->lastread[tmp.v[k]->id], (gint) i + 1);
-    }
-  _cs_proxy_vec_free (&tmp);
-}
-
-static void
-spec_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  SpecJob *job = data;
-  CsTrace view;
-  Marks m = { 0 };
-
-  _cs_trace_worker_view (job->trace, cs_arena_of_worker (job->arenas, worker), &view);
-  m.n = job->n_ids;
-  m.st = mark_store_get (m.n, 2 * (end - begin) + 3);
-  m.lastread = job->lastread;
-  for (guint k = begin; k < end; k++)
-    {
-      guint i = job->regions[k];
-      SpecRegion *sr = &job->spec[i];
-      CsStmt *c = _cs_trace_copy_stmt_into (job->trace, view.arena, job->trace->stmts[i]);
-
-      m.at = i;
-      m.hits.len = 0;
-      sr->stmt = region_refresh_one (&view, c, &m) ? c : NULL;
-      sr->n_hits = m.hits.len;
-      sr->hits = m.hits.len ? (CsProxy **) cs_arena_dup_ptrs (view.arena, (gpointer const *) m.hits.v,
-                                                              m.hits.len)
-                            : NULL;
-      sr->done = TRUE;
-    }
-  _cs_proxy_vec_free (&m.tmp);
-  _cs_proxy_vec_free (&m.outs);
-  _cs_proxy_vec_free (&m.ins);
-  _cs_proxy_vec_free (&m.reads);
-  _cs_proxy_vec_free (&m.hits);
-  _cs_stmt_vec_free (&m.kept);
-  g_free (m.read_pos);
-}
-
-/* TRUE when the region at index @i may be rebuilt: it is stale, or one of its outputs may
- * not be read after it (then region_output_unneeded may hold). */
-static gboolean
-spec_candidate (const SpecJob *job, guint i)
-{
-  const CsStmt *s = job->trace->stmts[i];
-  const CsValue *o = s->out;
-
-  if (!s->region_fresh)
-    return TRUE;
-  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
-    return TRUE;
-  for (guint k = 0; k < o->u.seq.n; k++)
-    {
-      const CsValue *it = o->u.seq.items[k];
-      if (it->kind != CS_VALUE_PROXY || it->u.proxy->id >= job->n_ids
-          || job->lastread[it->u.proxy->id] <= (gint) i + 1)
-        return TRUE;
-    }
-  return FALSE;
-}
-
-/* The speculative rebuilds of @trace's regions that may be rebuilt (per statement index), or
- * NULL when there are too few regions to share out.  Free with g_free; the copies live in
- * @trace's arena. */
-static SpecRegion *
-regions_refresh_parallel (CsTrace *trace)
-{
-  SpecJob job = { trace, trace->next_proxy_id + 1, NULL, NULL, NULL, NULL };
-  guint n = 0, n_regions = 0, n_workers;
-
-  job.regions = _cs_trace_region_indices (trace, &n_regions);
-  n_workers = _cs_parallel_workers (n_regions);
-  if (n_workers <= 1)
-    {
-      g_free (job.regions);
-      return NULL;
-    }
-  job.lastread = g_new0 (gint, job.n_ids);
-  _cs_parallel_for (trace->n_stmts, n_workers, 256, lastread_chunk, &job);
-  for (guint k = 0; k < n_regions; k++)
-    if (spec_candidate (&job, job.regions[k]))
-      job.regions[n++] = job.regions[k];
-  if (n < 64)
-    {
-      g_free (job.regions);
-      g_free (job.lastread);
-      return NULL;
-    }
-  job.spec = g_new0 (SpecRegion, trace->n_stmts);
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (n, n_workers, 8, spec_chunk, &job);
-  cs_arena_absorb_all (trace->arena, job.arenas, n_workers);
-  g_free (job.regions);
-  g_free (job.lastread);
-  return job.spec;
-}
-
-/* TRUE when every value the speculative rebuild @sr found needed is needed indeed. */
-static gboolean
-spec_holds (const SpecRegion *sr, const Marks *m)
-{
-  for (guint k = 0; k < sr->n_hits; k++)
-    if (!mark_test (m, m->st->needed, sr->hits[k], m->needed_gen))
-      return FALSE;
-  return TRUE;
-}
-
-/* The "visible" marks of _cs_regions_refresh: every value written at the top level, marked
- * by worker threads (each mark is the same generation, whoever stores it: relaxed atomic
- * stores). */
-typedef struct
-{
-  guint32   *ids;          /* the ids below Marks.n of what a statement reads */
-  guint32    n;
-} ReadIds;
-
-typedef struct
-{
-  const CsTrace *trace;
-  guint32       *visible;
-  guint32        n;        /* ids below n are marked */
-  guint32        gen;
-  ReadIds       *reads;    /* per statement: what the backward walk marks needed */
-  CsArena      **arenas;   /* per worker: the id lists (freed after the walk) */
-} VisibleJob;
-
-static void
-visible_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  VisibleJob *job = data;
-  CsProxyVec tmp = CS_PROXY_VEC_INIT;
-  CsArena *a = cs_arena_of_worker (job->arenas, worker);
-
-  for (guint i = begin; i < end; i++)
-    {
-      const CsStmt *s = job->trace->stmts[i];
-      ReadIds *r = &job->reads[i];
-
-      tmp.len = 0;
-      _cs_stmt_writes_vec (s, &tmp);
-      for (guint k = 0; k < tmp.len; k++)
-        if (tmp.v[k]->id < job->n)
-          __atomic_store_n (&job->visible[tmp.v[k]->id], job->gen, __ATOMIC_RELAXED);
-      tmp.len = 0;
-      _cs_stmt_reads_vec (s, &tmp);
-      r->ids = CS_ARENA_NEW_N (a, guint32, MAX (tmp.len, 1));
-      r->n = 0;
-      for (guint k = 0; k < tmp.len; k++)
-        if (tmp.v[k]->id < job->n)
-          r->ids[r->n++] = tmp.v[k]->id;
-    }
-  _cs_proxy_vec_free (&tmp);
-}
-
 /* The backward walk of _cs_regions_refresh has met a read of proxy @id (< m->n) by the
  * statement at index @i: the value is needed, and when it is not visible, the fresh region
  * that holds it internally (if any, before @i) must be rebuilt. */
@@ -1213,7 +892,7 @@ static inline void
 refresh_note_read (const CsTrace *trace, Marks *m, guint32 id, guint i, guint32 visible_gen,
                    guint32 *hidden_gen, guint8 *stale)
 {
-  MarkStore *st = m->st;
+  MarkStore *st = &m->st;
 
   st->needed[id] = m->needed_gen;
   if (st->visible[id] == visible_gen)
@@ -1231,24 +910,16 @@ void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
   Marks m = { 0 };
-  MarkStore *st;
+  MarkStore *st = &m.st;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
   CsProxyVec tmp = CS_PROXY_VEC_INIT;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
-  guint n_workers;
-  g_autofree SpecRegion *spec = regions_refresh_parallel (trace);
-  VisibleJob vj = { trace, NULL, 0, 0, NULL, NULL };
 
   m.n = trace->next_proxy_id + 1;
-  /* generations: needed, visible, hidden, two per region (at most one region per
-   * statement) */
-  m.st = st = mark_store_get (m.n, 3 + 2 * trace->n_stmts);
+  mark_store_init (st, m.n);
   m.needed_gen = ++st->gen;
   visible_gen = ++st->gen;
-  vj.visible = st->visible;
-  vj.n = m.n;
-  vj.gen = visible_gen;
   stale = g_new0 (guint8, trace->n_stmts + 1);
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
@@ -1264,35 +935,26 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       if (p != NULL)
         mark_set (&m, st->visible, p, visible_gen);
     }
-  n_workers = _cs_parallel_workers (trace->n_stmts / 64);
-  vj.reads = g_new (ReadIds, MAX (trace->n_stmts, 1));
-  vj.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (trace->n_stmts, n_workers, 512, visible_chunk, &vj);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      tmp.len = 0;
+      _cs_stmt_writes_vec (trace->stmts[i], &tmp);
+      for (guint k = 0; k < tmp.len; k++)
+        mark_set (&m, st->visible, tmp.v[k], visible_gen);
+    }
 
   for (guint i = trace->n_stmts; i-- > 0;)
     {
       CsStmt *s = trace->stmts[i];
-      gboolean as_read = TRUE;  /* s reads what it read when visible_chunk looked */
 
       if (_cs_stmt_is_region (s))
         {
           if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
             {
-              /* rebuilt: by a worker, or here (in place when the trace owns it) */
-              as_read = FALSE;
-              if (spec != NULL && spec[i].done && spec_holds (&spec[i], &m))
-                {
-                  if (spec[i].stmt == NULL)
-                    continue;
-                  s = spec[i].stmt;
-                }
-              else
-                {
-                  /* the statement may be shared with the input trace */
-                  s = cs_trace_own_stmt (trace, s);
-                  if (!region_refresh_one (trace, s, &m))
-                    continue;
-                }
+              /* rebuilt, in place when the trace owns it (it may be shared with the input) */
+              s = cs_trace_own_stmt (trace, s);
+              if (!region_refresh_one (trace, s, &m))
+                continue;
             }
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
@@ -1301,7 +963,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
           tmp.len = 0;
           _cs_stmt_writes_vec (s, &tmp);
           for (guint j = 0; j < tmp.len && !live; j++)
-            if (mark_test (&m, st->needed, tmp.v[j], m.needed_gen) || tmp.v[j]->id >= m.n)
+            if (needed_test (&m, tmp.v[j]) || tmp.v[j]->id >= m.n)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
@@ -1309,13 +971,6 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
             continue;
         }
       _cs_stmt_vec_push (&kept, s);
-      if (as_read)
-        {
-          /* read on a worker (visible_chunk) */
-          for (guint j = 0; j < vj.reads[i].n; j++)
-            refresh_note_read (trace, &m, vj.reads[i].ids[j], i, visible_gen, &hidden_gen, stale);
-          continue;
-        }
       tmp.len = 0;
       _cs_stmt_reads_vec (s, &tmp);
       for (guint j = 0; j < tmp.len; j++)
@@ -1325,8 +980,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   _cs_stmt_vec_reverse (&kept);
   cs_trace_set_stmts (trace, kept.v, kept.len);
   g_free (stale);
-  cs_arena_free_all (vj.arenas, n_workers);
-  g_free (vj.reads);
+  mark_store_clear (st);
   _cs_proxy_vec_free (&tmp);
   _cs_proxy_vec_free (&m.tmp);
   _cs_proxy_vec_free (&m.outs);
@@ -1380,10 +1034,8 @@ cs_fuse_count_regions (const CsTrace *trace)
 static inline void
 keep_mark (guint8 *keep, guint n, const CsProxy *p)
 {
-  /* workers mark concurrently (the same byte, the same value): a relaxed atomic store, a
-   * plain store on the machines castscope runs on */
   if (p != NULL && p->id < n)
-    __atomic_store_n (&keep[p->id], 1, __ATOMIC_RELAXED);
+    keep[p->id] = 1;
 }
 
 static void
@@ -1407,27 +1059,9 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
     collect_all_proxies (s->subs[i], keep, n, tmp, depth + 1);
 }
 
-typedef struct
-{
-  const CsTrace *trace;
-  guint8        *keep;
-  guint          n;
-} KeepJob;
-
-static void
-keep_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  KeepJob *job = data;
-  CsProxyVec tmp = CS_PROXY_VEC_INIT;
-
-  for (guint i = begin; i < end; i++)
-    collect_all_proxies (job->trace->stmts[i], job->keep, job->n, &tmp, 0);
-  _cs_proxy_vec_free (&tmp);
-}
-
 /* The proxies no statement, parameter or default refers to are dropped by a filter
- * (CsTrace.proxy_keep) instead of rebuilding the name table: rebuilding the layered tables of
- * a derived trace into one hash table cost more than every other part of dce together. */
+ * (CsTrace.proxy_keep), which lookups and listings through every layer of a derived trace
+ * apply; the name tables stay as they are. */
 void
 _cs_trace_compact_proxies (CsTrace *trace)
 {
@@ -1448,10 +1082,11 @@ _cs_trace_compact_proxies (CsTrace *trace)
         }
     }
   {
-    KeepJob job = { trace, keep, n };
-    /* the statements' walks are independent: on worker threads */
-    _cs_parallel_for (trace->n_stmts, _cs_parallel_workers (trace->n_stmts / 16), 256,
-                      keep_chunk, &job);
+    CsProxyVec tmp = CS_PROXY_VEC_INIT;
+
+    for (guint i = 0; i < trace->n_stmts; i++)
+      collect_all_proxies (trace->stmts[i], keep, n, &tmp, 0);
+    _cs_proxy_vec_free (&tmp);
   }
   /* an earlier filter of this trace is superseded: what it dropped is unreferenced still */
   trace->proxy_keep = keep;
@@ -1491,55 +1126,6 @@ static gboolean
 is_comment_like (const CsStmt *s)
 {
   return s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK;
-}
-
-/* Fusibility of many statements on worker threads: each statement's answer depends on it and
- * the policy alone. */
-typedef struct
-{
-  CsStmt * const *stmts;
-  const CsPolicy *policy;
-  const char    **why;     /* per statement: NULL = fusible, else the reason */
-  CsArena       **arenas;  /* per worker: the reasons written into a buffer */
-} WhyJob;
-
-static void
-why_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  WhyJob *job = data;
-  char buf[512];
-
-  for (guint i = begin; i < end; i++)
-    {
-      const CsStmt *s = job->stmts[i];
-      const char *r;
-      if (is_comment_like (s))
-        continue;
-      r = _cs_fuse_why_not_fusible (s, job->policy, buf, sizeof buf);
-      if (r == buf)
-        {
-          r = cs_arena_strdup (cs_arena_of_worker (job->arenas, worker), buf);
-        }
-      job->why[i] = r;
-    }
-}
-
-/* _cs_fuse_why_not_fusible for each of @stmts (comments get NULL), computed in parallel; the
- * reasons live in @t's arena.  NULL when there are too few statements to share out.  Free
- * with g_free. */
-static const char **
-fusibility_precompute (CsTrace *t, CsStmt * const *stmts, guint n, const CsPolicy *policy)
-{
-  guint n_workers = _cs_parallel_workers (n / 16);
-  WhyJob job = { stmts, policy, NULL, NULL };
-
-  if (n_workers <= 1)
-    return NULL;
-  job.why = g_new0 (const char *, n);
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (n, n_workers, 256, why_chunk, &job);
-  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
-  return job.why;
 }
 
 /* TRUE when every prim @stmt flattens to (_cs_stmt_flatten's leaves) is a shape op; stops at
@@ -1639,8 +1225,6 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
 {
   Group *run = NULL;
   g_autoptr(GPtrArray) pending = g_ptr_array_new ();
-  g_autofree const char **why_pre = fusibility_precompute (trace, (CsStmt * const *) items->pdata,
-                                                           items->len, policy);
   char buf[512];
 
 #define CLOSE_RUN(reason) \
@@ -1664,7 +1248,7 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
           g_ptr_array_add (pending, s);
           continue;
         }
-      why = why_pre ? why_pre[i] : _cs_fuse_why_not_fusible (s, policy, buf, sizeof buf);
+      why = _cs_fuse_why_not_fusible (s, policy, buf, sizeof buf);
       if (why == NULL)
         {
           if (run != NULL && !!run->backward != !!s->backward)
@@ -2094,6 +1678,8 @@ typedef struct
   CsProxyVec stack;      /* scratch */
   CsProxyVec needed;     /* scratch: the values cons reads from prod, each once */
   CsProxyVec leaves;     /* scratch: leaves in discovery order */
+  CsProxyMap *map;       /* scratch: the slice's outputs -> their bw_ proxies (one pair's,
+                            emptied after it) */
 } Remat;
 
 static inline gboolean
@@ -2240,22 +1826,23 @@ remat_analyze (const CsStmt *prod, const CsStmt *cons, Remat *r)
   return cost_leaves < cost_out && n_slice > 0;
 }
 
-/* Clones the slice of @prod marked in @in_slice (per subsymbol) into the consumer *@consp
- * with fresh bw_ names (@leaves: the slice's leaves, kept as they are) and renames the
- * consumer's reads of the slice's outputs. */
+/* Clones the slice of @prod that remat_analyze left in r->in_slice (per subsymbol) into the
+ * consumer *@consp with fresh bw_ names (r->leaves: the slice's leaves, kept as they are) and
+ * renames the consumer's reads of the slice's outputs. */
 static void
-remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
-             const CsProxyVec *leaves, const guint8 *remap, CsProxyVec *tmp)
+remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
 {
   CsStmt *cons = *consp;
-  g_autoptr(CsProxyMap) map = NULL;
+  CsProxyMap *map = r->map;
+  const guint8 *in_slice = r->in_slice;
+  CsProxyVec *tmp = &r->tmp;
   g_autoptr(GPtrArray) subs = NULL;
   guint n_slice = 0;
 
   for (guint i = 0; i < prod->n_subs; i++)
     n_slice += in_slice[i];
   /* clone the slice (in prod's order) into cons with fresh bw_ names */
-  map = _cs_proxy_map_new ();
+  _cs_proxy_map_clear (map);
   subs = g_ptr_array_sized_new (n_slice + cons->n_subs);
   for (guint i = 0; i < prod->n_subs; i++)
     {
@@ -2286,7 +1873,7 @@ remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
           n->type_raw = o->type_raw;
           _cs_proxy_map_insert (map, o, n);
         }
-      c = remat_clone (t, s, map, leaves);
+      c = remat_clone (t, s, map, &r->leaves);
       c->origin = s->origin;
       c->backward = cons->backward;
       c->why = "rematerialized: recomputed in the backward region instead of saved";
@@ -2297,39 +1884,11 @@ remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, const guint8 *in_slice,
   cons = *consp = cs_trace_own_stmt (t, cons);
   for (guint i = 0; i < cons->n_subs; i++)
     {
-      if (remap == NULL || remap[i])
-        cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], map);
+      cons->subs[i] = _cs_stmt_remap_reads (t, cons->subs[i], map);
       g_ptr_array_add (subs, cons->subs[i]);
     }
   cs_stmt_set_subs (t, cons, (CsStmt **) subs->pdata, subs->len);
-}
-
-static gboolean
-proxy_made_by_prod (CsProxy *p, gpointer data)
-{
-  const Remat *r = data;
-
-  return p->id >= r->n || r->made_gen[p->id] == r->gen;
-}
-
-/* After remat_analyze (prod, @cons, @r): per subsymbol of @cons, 1 when it may read a value
- * prod writes (remat_apply's map renames only those), else 0.  Plain calls are looked at;
- * anything else is 1. */
-static guint8 *
-remat_remap_mask (const CsStmt *cons, const Remat *r, CsArena *a)
-{
-  guint8 *m = CS_ARENA_NEW_N (a, guint8, MAX (cons->n_subs, 1));
-
-  for (guint j = 0; j < cons->n_subs; j++)
-    {
-      const CsStmt *s = cons->subs[j];
-      gboolean hit = s->kind != CS_STMT_CALL || s->n_subs > 0;
-
-      for (guint k = 0; k < s->n_args && !hit; k++)
-        hit = cs_value_any_proxy (s->args[k].value, proxy_made_by_prod, (gpointer) r);
-      m[j] = hit;
-    }
-  return m;
+  _cs_proxy_map_clear (map);
 }
 
 /* Rematerialization of one producer/consumer pair: TRUE when part of @prod was cloned into
@@ -2339,125 +1898,10 @@ remat_pair (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
 {
   if (!remat_analyze (prod, *consp, r))
     return FALSE;
-  remat_apply (t, prod, consp, r->in_slice, &r->leaves, NULL, &r->tmp);
+  remat_apply (t, prod, consp, r);
   return TRUE;
 }
 
-
-/* The analysis of the forward -> backward pairs on worker threads.  A pair's analysis reads
- * only the two regions and the reader counts, and rematerialization edits only backward
- * regions, so the analysis of a backward region with a single forward producer can run before
- * the walk; the walk then clones what the analysis chose, in trace order (fresh names and
- * ids as one thread gives them).  Regions with several producers are analysed in the walk:
- * the second pair sees the consumer as the first left it. */
-
-typedef struct
-{
-  guint32    cap;        /* ids below cap fit the arrays */
-  guint32    gen;        /* last generation used */
-  guint32   *made_gen, *made_idx, *in_gen, *needed_gen, *leaf_gen;
-  guint8    *in_slice;
-  guint      in_slice_cap;
-} RematScratch;
-
-static void
-remat_scratch_free (gpointer data)
-{
-  RematScratch *sc = data;
-  if (sc == NULL)
-    return;
-  g_free (sc->made_gen);
-  g_free (sc->made_idx);
-  g_free (sc->in_gen);
-  g_free (sc->needed_gen);
-  g_free (sc->leaf_gen);
-  g_free (sc->in_slice);
-  g_free (sc);
-}
-
-/* per thread, for the thread's life: id-indexed arrays too big to make per pass per worker */
-static GPrivate remat_scratch_key = G_PRIVATE_INIT (remat_scratch_free);
-
-typedef struct
-{
-  CsStmt    *prod;       /* the producer analysed */
-  gboolean   remat;      /* clone the slice */
-  guint8    *in_slice;   /* per subsymbol of prod, when remat */
-  CsProxy  **leaves;     /* when remat */
-  guint      n_leaves;
-  guint8    *remap;      /* when remat: per subsymbol of the consumer, 0 when it reads no
-                            value prod writes (remat_apply's remap would return it as is) */
-} RematPlan;
-
-typedef struct
-{
-  CsTrace    *t;
-  guint32     n;          /* ids tracked */
-  guint32    *n_readers;  /* shared, read-only */
-  guint      *cons_idx;   /* per pair: the consumer's statement index */
-  RematPlan  *plans;      /* per pair */
-  CsArena   **arenas;     /* per worker */
-} RematJob;
-
-static void
-remat_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  RematJob *job = data;
-  RematScratch *sc = g_private_get (&remat_scratch_key);
-  Remat r = { 0 };
-
-  if (sc == NULL)
-    {
-      sc = g_new0 (RematScratch, 1);
-      g_private_set (&remat_scratch_key, sc);
-    }
-  if (sc->cap < job->n || sc->gen > G_MAXUINT32 - (end - begin) - 16)
-    {
-      guint32 cap = MAX (job->n, sc->cap);
-#define RENEW0(f) G_STMT_START { g_free (sc->f); sc->f = g_new0 (guint32, cap); } G_STMT_END
-      RENEW0 (made_gen);
-      RENEW0 (made_idx);
-      RENEW0 (in_gen);
-      RENEW0 (needed_gen);
-      RENEW0 (leaf_gen);
-#undef RENEW0
-      sc->cap = cap;
-      sc->gen = 0;
-    }
-  r.n = job->n;
-  r.gen = sc->gen;
-  r.n_readers = job->n_readers;
-  r.made_gen = sc->made_gen;
-  r.made_idx = sc->made_idx;
-  r.in_gen = sc->in_gen;
-  r.needed_gen = sc->needed_gen;
-  r.leaf_gen = sc->leaf_gen;
-  r.in_slice = sc->in_slice;
-  r.in_slice_cap = sc->in_slice_cap;
-  for (guint k = begin; k < end; k++)
-    {
-      RematPlan *pl = &job->plans[k];
-      CsArena *a = cs_arena_of_worker (job->arenas, worker);
-
-      pl->remat = remat_analyze (pl->prod, job->t->stmts[job->cons_idx[k]], &r);
-      if (!pl->remat)
-        continue;
-      pl->in_slice = CS_ARENA_NEW_N (a, guint8, pl->prod->n_subs);
-      memcpy (pl->in_slice, r.in_slice, pl->prod->n_subs);
-      pl->remap = remat_remap_mask (job->t->stmts[job->cons_idx[k]], &r, a);
-      pl->n_leaves = r.leaves.len;
-      pl->leaves = r.leaves.len ? (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) r.leaves.v,
-                                                                  r.leaves.len)
-                                : NULL;
-    }
-  sc->gen = r.gen;
-  sc->in_slice = r.in_slice;
-  sc->in_slice_cap = r.in_slice_cap;
-  _cs_proxy_vec_free (&r.tmp);
-  _cs_proxy_vec_free (&r.stack);
-  _cs_proxy_vec_free (&r.needed);
-  _cs_proxy_vec_free (&r.leaves);
-}
 
 /* The forward producers of the backward region @s whose values it reads, in reading order,
  * each once (r->region_of: the region writing each proxy id, in trace order so far). */
@@ -2489,56 +1933,6 @@ remat_note_writes (CsStmt *s, Remat *r, CsProxyVec *tmp)
       r->region_of[tmp->v[j]->id] = s;
 }
 
-/* The analyses of the single-producer pairs of @t, on worker threads: per statement index,
- * the plan of its pair or NULL.  NULL when there are too few such pairs.  The plans' arrays
- * live in @t's arena; free the result and *@plans_out with g_free. */
-static RematPlan **
-remat_plan_parallel (CsTrace *t, Remat *r, RematPlan **plans_out)
-{
-  RematJob job = { t, r->n, r->n_readers, NULL, NULL, NULL };
-  g_autoptr(GPtrArray) prods = g_ptr_array_new ();
-  RematPlan **by_stmt;
-  guint n = 0, n_workers;
-
-  job.cons_idx = g_new (guint, t->n_stmts);
-  job.plans = g_new0 (RematPlan, t->n_stmts);
-  for (guint i = 0; i < t->n_stmts; i++)
-    {
-      CsStmt *s = t->stmts[i];
-      if (!_cs_stmt_is_region (s))
-        continue;
-      if (s->backward)
-        {
-          remat_producers (s, r, &r->tmp, prods);
-          if (prods->len == 1)
-            {
-              job.cons_idx[n] = i;
-              job.plans[n].prod = prods->pdata[0];
-              n++;
-            }
-        }
-      remat_note_writes (s, r, &r->tmp);
-    }
-  /* the walk fills region_of again, in the same order */
-  memset (r->region_of, 0, sizeof (CsStmt *) * r->n);
-  n_workers = _cs_parallel_workers (n);
-  if (n_workers <= 1)
-    {
-      g_free (job.cons_idx);
-      g_free (job.plans);
-      return NULL;
-    }
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (n, n_workers, 8, remat_chunk, &job);
-  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
-  by_stmt = g_new0 (RematPlan *, t->n_stmts);
-  for (guint k = 0; k < n; k++)
-    by_stmt[job.cons_idx[k]] = &job.plans[k];
-  g_free (job.cons_idx);
-  *plans_out = job.plans;
-  return by_stmt;
-}
-
 /* Thunder runs rematerialization inside the fusion pass on every producer -> consumer pair of
  * fusions; castscope does the forward -> backward pairs, which is what shrinks
  * saved_for_backward (reference/thunder-traces.md 5.4). */
@@ -2549,7 +1943,6 @@ rematerialize (CsTrace *t)
   Remat r = { 0 };
   g_autoptr(GPtrArray) prods = g_ptr_array_new ();
   guint32 *reader_gen;
-  RematPlan **by_stmt, *plans = NULL;
 
   r.n = t->next_proxy_id + 1;
   r.n_readers = g_new0 (guint32, r.n);
@@ -2560,6 +1953,7 @@ rematerialize (CsTrace *t)
   r.needed_gen = g_new0 (guint32, r.n);
   r.leaf_gen = g_new0 (guint32, r.n);
   reader_gen = g_new0 (guint32, r.n);
+  r.map = _cs_proxy_map_new ();
 
   /* readers per proxy: a statement reading a value twice counts once */
   for (guint i = 0; i < t->n_stmts; i++)
@@ -2577,7 +1971,8 @@ rematerialize (CsTrace *t)
         }
     }
 
-  by_stmt = remat_plan_parallel (t, &r, &plans);
+  /* each backward region against its forward producers, in reading order: a second pair sees
+   * the consumer as the first left it */
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -2585,31 +1980,16 @@ rematerialize (CsTrace *t)
         continue;
       if (s->backward)
         {
-          const RematPlan *pl = by_stmt != NULL ? by_stmt[i] : NULL;
           remat_producers (s, &r, &r.tmp, prods);
-          if (pl != NULL && prods->len == 1 && prods->pdata[0] == pl->prod)
-            {
-              if (pl->remat)
-                {
-                  CsProxyVec leaves = CS_PROXY_VEC_INIT;
-                  leaves.v = pl->leaves;
-                  leaves.len = pl->n_leaves;
-                  remat_apply (t, pl->prod, &t->stmts[i], pl->in_slice, &leaves, pl->remap,
-                               &r.tmp);
-                  changed = TRUE;
-                }
-            }
-          else
-            for (guint j = 0; j < prods->len; j++)
-              if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
-                changed = TRUE;
+          for (guint j = 0; j < prods->len; j++)
+            if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
+              changed = TRUE;
           s = t->stmts[i];
         }
       remat_note_writes (s, &r, &r.tmp);
     }
-  g_free (by_stmt);
-  g_free (plans);
   g_free (reader_gen);
+  _cs_proxy_map_free (r.map);
   g_free (r.n_readers);
   g_free (r.region_of);
   g_free (r.made_gen);
