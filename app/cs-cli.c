@@ -6,7 +6,6 @@
 #include <locale.h>
 
 #include "cs-cli.h"
-#include "cs-parallel.h"
 
 typedef struct
 {
@@ -70,7 +69,6 @@ main (int argc, char **argv)
   setlocale (LC_ALL, "");
   /* Numbers in traces are always printed the Python way. */
   setlocale (LC_NUMERIC, "C");
-  cs_runtime_init ();
 
   if (argc < 2)
     {
