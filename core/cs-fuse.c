@@ -382,12 +382,6 @@ _cs_stmt_is_region (const CsStmt *stmt)
   return stmt->kind == CS_STMT_CALL && stmt->op != NULL && cs_op_is_fusion (stmt->op);
 }
 
-static gboolean
-op_is_prim (const CsOp *op)
-{
-  return op != NULL && (op->tags & CS_OP_TAG_PRIM) != 0;
-}
-
 gboolean
 _cs_sub_needs_tags (const CsStmt *sub, const CsStmt *stmt)
 {
@@ -405,7 +399,8 @@ _cs_sub_take_tags (CsStmt *sub, const CsStmt *stmt)
 void
 _cs_stmt_flatten (CsTrace *trace, CsStmt *stmt, CsStmtVec *out)
 {
-  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
+  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0
+      || cs_op_has_tag (stmt->op, CS_OP_TAG_PRIM))
     {
       _cs_stmt_vec_push (out, stmt);
       return;
@@ -557,7 +552,7 @@ why_not_fusible_rec (const CsStmt *stmt, const CsPolicy *policy, char *buf, gsiz
           g_snprintf (buf, buf_len, "%s is not fusible (fuse-matmul=off)", name);
           return buf;
         }
-      if (stmt->n_subs == 0 || op_is_prim (op))
+      if (stmt->n_subs == 0 || cs_op_has_tag (op, CS_OP_TAG_PRIM))
         return check_tensors (stmt, buf, buf_len);
     }
   else if (sem->id == CS_OP_PRIM_LINEAR || sem->id == CS_OP_LTORCH_LINEAR)
@@ -567,10 +562,10 @@ why_not_fusible_rec (const CsStmt *stmt, const CsPolicy *policy, char *buf, gsiz
           g_snprintf (buf, buf_len, "%s is not fusible (fuse-linear=off)", name);
           return buf;
         }
-      if (stmt->n_subs == 0 || op_is_prim (op))
+      if (stmt->n_subs == 0 || cs_op_has_tag (op, CS_OP_TAG_PRIM))
         return check_tensors (stmt, buf, buf_len);
     }
-  if (stmt->n_subs > 0 && !op_is_prim (op) && depth < 64)
+  if (stmt->n_subs > 0 && !cs_op_has_tag (op, CS_OP_TAG_PRIM) && depth < 64)
     {
       for (guint i = 0; i < stmt->n_subs; i++)
         {
@@ -585,7 +580,8 @@ why_not_fusible_rec (const CsStmt *stmt, const CsPolicy *policy, char *buf, gsiz
         }
       return check_tensors (stmt, buf, buf_len);
     }
-  if (!(op->tags & CS_OP_TAG_FUSIBLE) && !(sem->tags & CS_OP_TAG_FUSIBLE && op_is_prim (sem)))
+  if (!(op->tags & CS_OP_TAG_FUSIBLE)
+      && !(sem->tags & CS_OP_TAG_FUSIBLE && cs_op_has_tag (sem, CS_OP_TAG_PRIM)))
     {
       g_snprintf (buf, buf_len, "%s is not fusible (no nvFuser translator)", name);
       return buf;
@@ -1136,7 +1132,8 @@ flat_all_shape_ops (const CsStmt *stmt)
 {
   const CsOp *sem;
 
-  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0 || op_is_prim (stmt->op))
+  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0
+      || cs_op_has_tag (stmt->op, CS_OP_TAG_PRIM))
     {
       sem = stmt->op ? cs_op_semantic (stmt->op) : NULL;
       return sem != NULL && (sem->tags & CS_OP_TAG_SHAPE_OP);
@@ -1612,7 +1609,8 @@ fuse_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArr
 static void
 expand_cast_matmuls (CsTrace *t, CsStmt *s, GPtrArray *out)
 {
-  if (s->kind == CS_STMT_CALL && s->op != NULL && s->n_subs > 0 && !op_is_prim (s->op)
+  if (s->kind == CS_STMT_CALL && s->op != NULL && s->n_subs > 0
+      && !cs_op_has_tag (s->op, CS_OP_TAG_PRIM)
       && cs_op_semantic (s->op)->category == CS_OP_CAT_MATMUL)
     {
       g_auto(CsStmtVec) flat = CS_STMT_VEC_INIT;
