@@ -239,8 +239,6 @@ void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, CsStmtVec *o
 /* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
  * @in and @to receive the input proxy and the target dtype. */
 gboolean    _cs_stmt_is_cast         (const CsStmt *stmt, CsProxy **in, CsDtype *to);
-/* TRUE for any cast statement (prims.convert_element_type, ltorch.to/float/...). */
-gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
 
 /* TRUE when the subsymbol @sub lacks the origin or BACKWARD tag it inherits from @stmt, the
  * statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller owns). */
@@ -267,11 +265,5 @@ void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
  * sets the CsTrace.proxy_keep filter that lookups and listings apply.  The proxies stay in
  * their arenas and in the tables of the traces that share them. */
 void        _cs_trace_compact_proxies (CsTrace *trace);
-
-/* Number of region statements / the k-th region (in order). */
-guint       _cs_trace_count_regions  (const CsTrace *trace);
-/* The indices of @trace's top-level regions, in order, in one look at each statement
- * (*@n of them; free with g_free). */
-guint      *_cs_trace_region_indices (const CsTrace *trace, guint *n);
 
 G_END_DECLS

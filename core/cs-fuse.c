@@ -440,14 +440,6 @@ _cs_stmt_is_cast (const CsStmt *stmt, CsProxy **in, CsDtype *to)
   return TRUE;
 }
 
-gboolean
-_cs_stmt_is_cast_like (const CsStmt *stmt)
-{
-  if (stmt->kind != CS_STMT_CALL || stmt->op == NULL)
-    return FALSE;
-  return cs_op_semantic (stmt->op)->category == CS_OP_CAT_CAST;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Fusibility (Thunder's _can_fuse_node + the executor checkers)                               */
 
@@ -986,29 +978,6 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   g_free (m.read_pos);
 }
 
-/** _cs_trace_region_indices: see cs-fuse-private.h. */
-guint *
-_cs_trace_region_indices (const CsTrace *trace, guint *n)
-{
-  guint *idx = g_new (guint, MAX (trace->n_stmts, 1));
-
-  *n = 0;
-  for (guint i = 0; i < trace->n_stmts; i++)
-    if (_cs_stmt_is_region (trace->stmts[i]))
-      idx[(*n)++] = i;
-  return idx;
-}
-
-guint
-_cs_trace_count_regions (const CsTrace *trace)
-{
-  guint n = 0;
-  for (guint i = 0; i < trace->n_stmts; i++)
-    if (_cs_stmt_is_region (trace->stmts[i]))
-      n++;
-  return n;
-}
-
 /**
  * cs_fuse_count_regions:
  * @trace: a trace
@@ -1018,8 +987,13 @@ _cs_trace_count_regions (const CsTrace *trace)
 guint
 cs_fuse_count_regions (const CsTrace *trace)
 {
+  guint n = 0;
+
   g_return_val_if_fail (trace != NULL, 0);
-  return _cs_trace_count_regions (trace);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (_cs_stmt_is_region (trace->stmts[i]))
+      n++;
+  return n;
 }
 
 
