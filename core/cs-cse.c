@@ -7,6 +7,7 @@
 
 #include "cs-cse.h"
 #include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 
 #include <string.h>

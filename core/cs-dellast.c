@@ -2,7 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-dellast.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 
 /* Adds @p to the set (a flag per proxy id, ids beyond the trace's counter in @extra);

@@ -1,14 +1,11 @@
 /* cs-fuse-private.h: the fusion pass's internals that other passes call (fusibility, the
- * region refresh).  Internal to core/ (tests may include it).  It includes cs-ir-util.h, the
- * IR services the passes share.
+ * region refresh).  Internal to core/ (tests may include it).
  */
 #pragma once
 
 #include <glib.h>
 
 #include "cs-ir.h"
-#include "cs-ir-util.h"
-#include "cs-ops.h"
 #include "cs-policy.h"
 
 G_BEGIN_DECLS

@@ -8,6 +8,7 @@
 
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 
 #include <string.h>

@@ -13,7 +13,7 @@
 #include "cs-decompose.h"
 #include "cs-dellast.h"
 #include "cs-fuse.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-split.h"

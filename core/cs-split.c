@@ -8,7 +8,7 @@
 
 #include "cs-split.h"
 
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 
 #include <string.h>

@@ -17,6 +17,7 @@
 #include "cs-diff.h"
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-grad.h"
 #include "cs-decompose.h"
 #include "cs-ops.h"
