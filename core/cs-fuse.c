@@ -686,19 +686,6 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
   g_ptr_array_add (out, region);
 }
 
-/* @a @b @c concatenated in @arena (the reasons regions end: one per region, so no printf). */
-static const char *
-arena_concat (CsArena *arena, const char *a, const char *b, const char *c)
-{
-  gsize la = strlen (a), lb = strlen (b), lc = strlen (c);
-  char *d = cs_arena_alloc (arena, la + lb + lc + 1);
-
-  memcpy (d, a, la);
-  memcpy (d + la, b, lb);
-  memcpy (d + la + lb, c, lc);
-  return d;
-}
-
 static void
 fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtrArray *out,
                   guint *counter)
@@ -754,10 +741,10 @@ fuse_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *items, GPtr
           if (s->kind == CS_STMT_RETURN)
             reason = run->backward ? "end of backward" : "end of trace";
           else if (s->op && cs_op_semantic (s->op)->id == CS_OP_PRIM_GET_GRAD && !run->backward)
-            reason = arena_concat (trace->arena, "end of forward (next statement ",
+            reason = _cs_arena_concat (trace->arena, "end of forward (next statement ",
                                    s->callee ? s->callee : "(null)", " starts the backward)");
           else
-            reason = arena_concat (trace->arena, "next statement ", why, "");
+            reason = _cs_arena_concat (trace->arena, "next statement ", why, "");
           CLOSE_RUN (reason);
         }
       for (guint j = 0; j < pending->len; j++)
@@ -1336,7 +1323,7 @@ remat_apply (CsTrace *t, CsStmt *prod, CsStmt **consp, Remat *r)
       for (guint j = 0; j < tmp->len; j++)
         {
           CsProxy *o = tmp->v[j];
-          const char *name = arena_concat (t->arena, "bw_", o->name, "");
+          const char *name = _cs_arena_concat (t->arena, "bw_", o->name, "");
           guint32 hash = cs_name_hash (name);
           CsProxy *n;
           if (_cs_trace_lookup_proxy_hashed (t, name, hash) != NULL)

@@ -9,6 +9,18 @@
 
 #include <string.h>
 
+const char *
+_cs_arena_concat (CsArena *arena, const char *a, const char *b, const char *c)
+{
+  gsize la = strlen (a), lb = strlen (b), lc = strlen (c);
+  char *d = cs_arena_alloc (arena, la + lb + lc + 1);   /* zeroed: the terminator is there */
+
+  memcpy (d, a, la);
+  memcpy (d + la, b, lb);
+  memcpy (d + la + lb, c, lc);
+  return d;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Proxy maps                                                                                  */
 

@@ -16,6 +16,10 @@
 
 G_BEGIN_DECLS
 
+/* @a @b @c concatenated, NUL-terminated, in @arena (names and reasons the passes make for
+ * every region or clone, without printf). */
+const char *_cs_arena_concat         (CsArena *arena, const char *a, const char *b, const char *c);
+
 /* Proxy map: CsProxy* -> CsProxy*, the substitution the passes apply to statements.  Entries
  * live in an array indexed by CsProxy.id (grown on demand), so lookups need no hashing; a
  * proxy whose slot another proxy holds (ids of another trace) goes to a hash table instead.
