@@ -23,4 +23,8 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
+/* Within the fusion pass: Thunder's rematerialization of every forward -> backward region
+ * pair of @t (cs-fuse-remat.c); regions are refreshed after a change. */
+void        _cs_fuse_rematerialize   (CsTrace *t);
+
 G_END_DECLS
