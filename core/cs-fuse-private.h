@@ -27,4 +27,14 @@ void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
  * pair of @t (cs-fuse-remat.c); regions are refreshed after a change. */
 void        _cs_fuse_rematerialize   (CsTrace *t);
 
+/* Within the fusion pass (cs-fuse-regions.c): groups @items (top-level statements of @trace,
+ * in order) into regions under @policy and appends the result to @out: region calls named
+ * nvFusion<*@counter> (counting up) and the statements left as they are.  Consecutive:
+ * Thunder's runs of fusible statements; dataflow: data_dependent_partition's merges along
+ * producer -> consumer edges that make no cycle. */
+void        _cs_fuse_group_consecutive (CsTrace *trace, const CsPolicy *policy,
+                                        GPtrArray *items, GPtrArray *out, guint *counter);
+void        _cs_fuse_group_dataflow    (CsTrace *trace, const CsPolicy *policy,
+                                        GPtrArray *items, GPtrArray *out, guint *counter);
+
 G_END_DECLS
