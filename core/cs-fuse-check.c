@@ -8,8 +8,6 @@
 #include "cs-ir-util.h"
 #include "cs-ops.h"
 
-#include <string.h>
-
 /**
  * cs_fuse_check_invariants: (see cs-fuse.h)
  */

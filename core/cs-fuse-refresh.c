@@ -11,8 +11,6 @@
 #include "cs-ir-util.h"
 #include "cs-ops.h"
 
-#include <string.h>
-
 /* ------------------------------------------------------------------------------------------ */
 /* Region refresh (update_fusion_call_ctx) and DCE                                             */
 

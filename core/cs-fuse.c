@@ -1,8 +1,10 @@
-/* cs-fuse.c: the nvFuser fusion pass.
+/* cs-fuse.c: the nvFuser fusion pass - fusibility (which statements nvFuser takes) and the
+ * pass's steps in order.  Its parts live beside it: region building in cs-fuse-regions.c, the
+ * region refresh in cs-fuse-refresh.c, rematerialization in cs-fuse-remat.c, the invariant
+ * checker in cs-fuse-check.c; the IR services every pass uses in cs-ir-util.c.
  *
  * Source: thunder/executors/nvfuserex_impl.py (`fuse`, `_can_fuse_node`, checkers of
- * prims.matmul / prims.linear), thunder/executors/data_dependent_partition.py (dataflow
- * grouping), reference/thunder-traces.md 6.1-6.4 and 8.
+ * prims.matmul / prims.linear), reference/thunder-traces.md 6.1-6.4 and 8.
  */
 #include "cs-config.h"
 
@@ -10,8 +12,6 @@
 #include "cs-fuse-private.h"
 #include "cs-ir-util.h"
 #include "cs-ops.h"
-
-#include <string.h>
 
 G_DEFINE_QUARK (cs-fuse-error-quark, cs_fuse_error)
 
