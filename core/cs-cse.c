@@ -326,8 +326,7 @@ map_outputs (CsProxyMap *map, const CsStmt *dup, const CsStmt *orig)
 
 /* The set of statements seen so far, keyed by cse_hash/cse_equal: open addressing with
  * linear probing, each slot keeping the hash (a probe compares statements only on equal
- * hashes).  Emptied per region by clearing the slots in use, so one set serves every region
- * (a GHashTable per region, and its resizing, cost a third of the pass). */
+ * hashes).  Emptied per region by clearing the slots in use, so one set serves every region. */
 typedef struct
 {
   CsStmt **stmt;   /* cap slots, NULL = free */

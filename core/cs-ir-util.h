@@ -59,11 +59,10 @@ void        _cs_stmt_reads           (const CsStmt *stmt, GPtrArray *out);
 /* Proxies written (CALL targets, UNPACK targets, ANNASSIGN target). */
 void        _cs_stmt_writes          (const CsStmt *stmt, GPtrArray *out);
 
-/* A growable list of proxies for the passes' hot loops: pushing is inline, the first 8
+/* A growable list of proxies for the passes' inner loops: pushing is inline, the first 8
  * elements live in the struct itself and, once grown to its working size, a reused list
- * allocates nothing (GPtrArray costs a library call per element and an allocation per list,
- * which dominated the passes' instruction counts).  Zero-initialise (CS_PROXY_VEC_INIT),
- * do not copy, release with _cs_proxy_vec_free (or declare with g_auto). */
+ * allocates nothing.  Zero-initialise (CS_PROXY_VEC_INIT), do not copy, release with
+ * _cs_proxy_vec_free (or declare with g_auto). */
 typedef struct
 {
   CsProxy **v;       /* elements 0..len-1: inl, or heap storage once grown past it */

@@ -624,7 +624,7 @@ CsTrace    *cs_trace_derive       (const CsTrace *trace, const char *pass);
  * its id as origin): the pass must take a private copy with
  * cs_trace_own_stmt() before it edits any statement, top-level ones included.  For the passes
  * that rewrite few top-level statements (fuse, remove-redundant-casts, cse, dce,
- * delete-last-used): copying them all was the largest memory traffic of those passes.
+ * delete-last-used).
  * Cost: O(top-level statements), pointers only.
  * Returns: (transfer full): the derived trace
  */

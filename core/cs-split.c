@@ -60,7 +60,7 @@ flatten_leaves (const CsValue *v, GPtrArray *out)
     }
 }
 
-/* Proxy sets: CsProxyMap's id-indexed slots (a GHashTable per set cost most of the pass). */
+/* Proxy sets: CsProxyMap's id-indexed slots. */
 static inline void
 set_add (CsProxyMap *set, CsProxy *p)
 {
