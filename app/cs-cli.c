@@ -8,7 +8,6 @@
 
 #include "cs-cli.h"
 #include "cs-cli-progress.h"
-#include "cs-parallel.h"
 
 typedef struct
 {
@@ -126,7 +125,6 @@ main (int argc, char **argv)
   setlocale (LC_ALL, "");
   /* Numbers in traces are always printed the Python way. */
   setlocale (LC_NUMERIC, "C");
-  cs_runtime_init ();
 
   if (argc < 2)
     {

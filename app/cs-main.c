@@ -9,7 +9,6 @@
 #include <gtk/gtk.h>
 
 #include "cs-application.h"
-#include "cs-parallel.h"
 
 int
 main (int argc, char **argv)
@@ -21,7 +20,6 @@ main (int argc, char **argv)
   setlocale (LC_ALL, "");
   /* Numbers in traces are always printed the Python way. */
   setlocale (LC_NUMERIC, "C");
-  cs_runtime_init ();
   g_set_application_name ("castscope");
 
   app = cs_application_new (G_APPLICATION_DEFAULT_FLAGS);

@@ -2,7 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-autocast.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
 
@@ -52,6 +52,7 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   g_autoptr(GPtrArray) out = g_ptr_array_new ();
   g_autoptr(GHashTable) changed = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
+  g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();  /* a statement's downcasts */
   CsDtype target;
   const char *tname;
 
@@ -81,8 +82,9 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       n_ops = autocast_n_operands (s->op, &what);
       if (n_ops > 0)
         {
-          g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
           gboolean any = FALSE;
+
+          _cs_proxy_map_clear (map);
 
           for (guint k = 0; k < n_ops; k++)
             {

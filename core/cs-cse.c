@@ -7,8 +7,8 @@
 
 #include "cs-cse.h"
 #include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
-#include "cs-parallel.h"
 
 #include <string.h>
 
@@ -96,233 +96,45 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Per-region work in parallel                                                                 */
-
-/* rrc and CSE rewrite each region's subsymbols with maps that start empty per region; only
- * the outer map (region outputs replaced by earlier regions) links regions, and it is empty
- * for nearly every region.  So the regions are first rewritten in parallel as if the outer
- * map were empty (regions_precompute); the sequential walk then takes a precomputed region
- * wherever the outer map leaves the region as it is, and redoes the region otherwise.  A
- * region the output trace owns already (it would be edited in place, so "left as it is"
- * could not be seen from its pointer) is always left to the walk.  The output is the
- * sequential walk's, whatever the number of threads. */
-
-typedef struct
-{
-  GPrivate   *key;        /* the calling thread's state (scratch maps), made on first use and
-                             kept for the thread's life: the maps' slot arrays span every
-                             proxy id, too big to make afresh per pass on every worker */
-  gpointer  (*state_new)  (void);
-  /* rewrites the subsymbols of @region (the inner maps emptied first); returns the region */
-  CsStmt   *(*region)     (CsTrace *t, CsStmt *region, gpointer state);
-  /* empties the maps and sets (they must not outlive the proxies and statements they hold:
-   * the state outlives the pass) */
-  void      (*reset)      (gpointer state);
-  /* the inner map whose entries later statements must see (absorbed into the outer map) */
-  CsProxyMap *(*repl)     (gpointer state);
-} RegionPass;
-
-typedef struct
-{
-  CsStmt    *stmt;       /* the rewritten region; NULL when not precomputed */
-  CsProxy  **pairs;      /* the inner map as _cs_proxy_map_absorb adds it: from0, to0, ... */
-  guint      n_pairs;
-} RegionDone;
-
-typedef struct
-{
-  CsTrace          *t;
-  const RegionPass *pass;
-  guint            *regions;   /* statement indices of the regions */
-  RegionDone       *done;      /* per statement index */
-  CsArena         **arenas;    /* per worker, made by the worker */
-} RegionJob;
-
-/* The calling thread's scratch state for @pass. */
-static gpointer
-region_state (const RegionPass *pass)
-{
-  gpointer st = g_private_get (pass->key);
-
-  if (st == NULL)
-    {
-      st = pass->state_new ();
-      g_private_set (pass->key, st);
-    }
-  return st;
-}
-
-/* TRUE when @s or a statement under it belongs to the trace of @serial already: the rewrite
- * would edit it in place (cs_trace_own_stmt), in the trace the walk reads.  Such regions (a
- * freshly parsed trace's, for one) are left to the walk. */
-static gboolean
-owns_any (guint32 serial, const CsStmt *s, guint depth)
-{
-  if (s->owner == serial || depth > 64)
-    return TRUE;
-  for (guint i = 0; i < s->n_subs; i++)
-    if (owns_any (serial, s->subs[i], depth + 1))
-      return TRUE;
-  return FALSE;
-}
-
-static void
-regions_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  RegionJob *job = data;
-  gpointer state = region_state (job->pass);
-  CsTrace view;
-
-  /* the rewrite reads only the arena and the ownership serial of its trace */
-  _cs_trace_worker_view (job->t, cs_arena_of_worker (job->arenas, worker), &view);
-  for (guint k = begin; k < end; k++)
-    {
-      guint i = job->regions[k];
-      RegionDone *d = &job->done[i];
-      CsProxyMap *repl;
-      guint n;
-
-      if (owns_any (job->t->serial, job->t->stmts[i], 0))
-        continue;
-      d->stmt = job->pass->region (&view, job->t->stmts[i], state);
-      repl = job->pass->repl (state);
-      n = _cs_proxy_map_size (repl);
-      d->n_pairs = n;
-      d->pairs = n ? CS_ARENA_NEW_N (view.arena, CsProxy *, 2 * n) : NULL;
-      for (guint j = 0; j < n; j++)
-        {
-          CsProxy *from = _cs_proxy_map_key (repl, j);
-          d->pairs[2 * j] = from;
-          d->pairs[2 * j + 1] = _cs_proxy_map_resolve (repl, _cs_proxy_map_lookup (repl, from));
-        }
-    }
-  job->pass->reset (state);
-}
-
-/* Rewrites every region of @t in parallel (see above); NULL when there are too few regions
- * to share out.  Free the result with g_free; its statements live in @t's arena. */
-static RegionDone *
-regions_precompute (CsTrace *t, const RegionPass *pass)
-{
-  RegionJob job = { t, pass, NULL, NULL, NULL };
-  guint n = 0, n_workers;
-
-  job.regions = _cs_trace_region_indices (t, &n);
-  n_workers = _cs_parallel_workers (n);
-  if (n_workers <= 1)
-    {
-      g_free (job.regions);
-      return NULL;
-    }
-  job.done = g_new0 (RegionDone, t->n_stmts);
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (n, n_workers, 8, regions_chunk, &job);
-  cs_arena_absorb_all (t->arena, job.arenas, n_workers);
-  g_free (job.regions);
-  return job.done;
-}
-
-/* The region at statement index @i of @t after the pass: the precomputed one when the outer
- * map @outer leaves the region unchanged, else @t's region remapped through @outer and
- * rewritten here with @state.  Either way the inner map's entries are added to @outer. */
-static CsStmt *
-regions_take (CsTrace *t, guint i, const RegionDone *done, const RegionPass *pass,
-              gpointer state, CsProxyMap *outer)
-{
-  CsStmt *s = _cs_stmt_remap_reads (t, t->stmts[i], outer);
-
-  if (done != NULL && done[i].stmt != NULL && s == t->stmts[i])
-    {
-      for (guint j = 0; j < done[i].n_pairs; j++)
-        _cs_proxy_map_add (outer, done[i].pairs[2 * j], done[i].pairs[2 * j + 1]);
-      return done[i].stmt;
-    }
-  s = pass->region (t, s, state);
-  _cs_proxy_map_absorb (outer, pass->repl (state));
-  return s;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* remove_redundant_casts: the driver                                                          */
 
-typedef struct
-{
-  CastMaps   maps;     /* the inner maps */
-  CsStmtVec  subs;     /* scratch */
-} RrcState;
-
-static gpointer
-rrc_state_new (void)
-{
-  RrcState *st = g_new0 (RrcState, 1);
-  cast_maps_init (&st->maps);
-  return st;
-}
-
-static void
-rrc_state_free (gpointer data)
-{
-  RrcState *st = data;
-  cast_maps_free (&st->maps);
-  _cs_stmt_vec_free (&st->subs);
-  g_free (st);
-}
-
+/* A region's subsymbols through fresh inner maps (@inner emptied first; its repl then holds
+ * the region's replaced outputs, for the statements after the region).  Returns the region. */
 static CsStmt *
-rrc_region (CsTrace *t, CsStmt *s, gpointer data)
+rrc_region (CsTrace *t, CsStmt *s, CastMaps *inner, CsStmtVec *subs)
 {
-  RrcState *st = data;
-
-  _cs_proxy_map_clear (st->maps.repl);
-  _cs_proxy_map_clear (st->maps.inter);
-  st->subs.len = 0;
+  _cs_proxy_map_clear (inner->repl);
+  _cs_proxy_map_clear (inner->inter);
+  subs->len = 0;
   for (guint j = 0; j < s->n_subs; j++)
     {
       CsStmt *sub = s->subs[j];
-      if (rrc_stmt (t, &sub, &st->maps))
-        _cs_stmt_vec_push (&st->subs, sub);
+      if (rrc_stmt (t, &sub, inner))
+        _cs_stmt_vec_push (subs, sub);
     }
-  return with_subs (t, s, &st->subs);
+  return with_subs (t, s, subs);
 }
-
-static CsProxyMap *
-rrc_repl (gpointer data)
-{
-  return ((RrcState *) data)->maps.repl;
-}
-
-static void
-rrc_reset (gpointer data)
-{
-  RrcState *st = data;
-  _cs_proxy_map_clear (st->maps.repl);
-  _cs_proxy_map_clear (st->maps.inter);
-  _cs_proxy_map_clear (st->maps.one);
-  st->subs.len = 0;
-}
-
-static GPrivate rrc_state_key = G_PRIVATE_INIT (rrc_state_free);
-static const RegionPass rrc_pass = { &rrc_state_key, rrc_state_new, rrc_region, rrc_reset, rrc_repl };
 
 /**
  * cs_cse_remove_redundant_casts: (see cs-cse.h)
+ *
+ * One walk over the top level with the outer maps; each region is first remapped through the
+ * outer substitution (outputs earlier regions replaced), then rewritten with inner maps that
+ * start empty, whose replacements the outer map takes over.
  */
 CsTrace *
 cs_cse_remove_redundant_casts (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
-  g_autofree RegionDone *done = NULL;
-  gpointer inner;
-  CastMaps outer;
+  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
+  CastMaps outer, inner;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "remove-redundant-casts");
-  done = regions_precompute (t, &rrc_pass);
   cast_maps_init (&outer);
-  /* one set of inner maps for every region, emptied between regions */
-  inner = region_state (&rrc_pass);
+  cast_maps_init (&inner);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -330,7 +142,9 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
       if (_cs_stmt_is_region (s))
         {
           /* replaced region outputs: later statements read the original instead */
-          _cs_stmt_vec_push (&kept, regions_take (t, i, done, &rrc_pass, inner, outer.repl));
+          s = rrc_region (t, _cs_stmt_remap_reads (t, s, outer.repl), &inner, &subs);
+          _cs_proxy_map_absorb (outer.repl, inner.repl);
+          _cs_stmt_vec_push (&kept, s);
           continue;
         }
       if (rrc_stmt (t, &s, &outer))
@@ -338,7 +152,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
     }
   cs_trace_set_stmts (t, kept.v, kept.len);
   cast_maps_free (&outer);
-  rrc_reset (inner);
+  cast_maps_free (&inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
@@ -512,8 +326,7 @@ map_outputs (CsProxyMap *map, const CsStmt *dup, const CsStmt *orig)
 
 /* The set of statements seen so far, keyed by cse_hash/cse_equal: open addressing with
  * linear probing, each slot keeping the hash (a probe compares statements only on equal
- * hashes).  Emptied per region by clearing the slots in use, so one set serves every region
- * (a GHashTable per region, and its resizing, cost a third of the pass). */
+ * hashes).  Emptied per region by clearing the slots in use, so one set serves every region. */
 typedef struct
 {
   CsStmt **stmt;   /* cap slots, NULL = free */
@@ -622,94 +435,55 @@ cse_stmt (CsTrace *t, CsStmt **sp, CsProxyMap *map, StmtSet *seen)
   return TRUE;
 }
 
-typedef struct
-{
-  CsProxyMap *map;     /* the inner map: duplicate outputs -> the first statement's */
-  StmtSet     seen;
-  CsStmtVec   subs;    /* scratch */
-} CseState;
-
-static gpointer
-cse_state_new (void)
-{
-  CseState *st = g_new0 (CseState, 1);
-  st->map = _cs_proxy_map_new ();
-  stmt_set_init (&st->seen);
-  return st;
-}
-
-static void
-cse_state_free (gpointer data)
-{
-  CseState *st = data;
-  _cs_proxy_map_free (st->map);
-  stmt_set_free (&st->seen);
-  _cs_stmt_vec_free (&st->subs);
-  g_free (st);
-}
-
+/* A region's subsymbols through a fresh inner map and set (@map and @seen emptied first;
+ * @map then holds the region's duplicate outputs, for the statements after the region).
+ * Returns the region. */
 static CsStmt *
-cse_region (CsTrace *t, CsStmt *s, gpointer data)
+cse_region (CsTrace *t, CsStmt *s, CsProxyMap *map, StmtSet *seen, CsStmtVec *subs)
 {
-  CseState *st = data;
-
-  _cs_proxy_map_clear (st->map);
-  stmt_set_clear (&st->seen);
-  st->subs.len = 0;
+  _cs_proxy_map_clear (map);
+  stmt_set_clear (seen);
+  subs->len = 0;
   for (guint j = 0; j < s->n_subs; j++)
     {
       CsStmt *sub = s->subs[j];
-      if (cse_stmt (t, &sub, st->map, &st->seen))
-        _cs_stmt_vec_push (&st->subs, sub);
+      if (cse_stmt (t, &sub, map, seen))
+        _cs_stmt_vec_push (subs, sub);
     }
-  return with_subs (t, s, &st->subs);
+  return with_subs (t, s, subs);
 }
-
-static CsProxyMap *
-cse_repl (gpointer data)
-{
-  return ((CseState *) data)->map;
-}
-
-static void
-cse_reset (gpointer data)
-{
-  CseState *st = data;
-  _cs_proxy_map_clear (st->map);
-  stmt_set_clear (&st->seen);
-  st->subs.len = 0;
-}
-
-static GPrivate cse_state_key = G_PRIVATE_INIT (cse_state_free);
-static const RegionPass cse_pass = { &cse_state_key, cse_state_new, cse_region, cse_reset, cse_repl };
 
 /**
  * cs_cse_trace: (see cs-cse.h)
+ *
+ * One walk over the top level, as cs_cse_remove_redundant_casts() walks it: a region is
+ * remapped through the outer map, then deduplicated inside with an inner map and set that
+ * start empty; the outer map takes over the inner one's entries.
  */
 CsTrace *
 cs_cse_trace (const CsTrace *trace)
 {
   g_autoptr(CsTrace) t = NULL;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
+  g_auto(CsStmtVec) subs = CS_STMT_VEC_INIT;
   g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
-  g_autofree RegionDone *done = NULL;
-  gpointer inner;
-  StmtSet seen;
+  g_autoptr(CsProxyMap) inner = _cs_proxy_map_new ();
+  StmtSet seen, inner_seen;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "cse");
-  done = regions_precompute (t, &cse_pass);
   stmt_set_init (&seen);
-  /* one map and one set for every region, emptied between regions */
-  inner = region_state (&cse_pass);
+  stmt_set_init (&inner_seen);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
 
       if (_cs_stmt_is_region (s))
         {
-          _cs_stmt_vec_push (&kept, regions_take (t, i, done, &cse_pass, inner, map));
+          s = cse_region (t, _cs_stmt_remap_reads (t, s, map), inner, &inner_seen, &subs);
+          _cs_proxy_map_absorb (map, inner);
+          _cs_stmt_vec_push (&kept, s);
           continue;
         }
       if (cse_stmt (t, &s, map, &seen))
@@ -717,7 +491,7 @@ cs_cse_trace (const CsTrace *trace)
     }
   cs_trace_set_stmts (t, kept.v, kept.len);
   stmt_set_free (&seen);
-  cse_reset (inner);
+  stmt_set_free (&inner_seen);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }

@@ -14,7 +14,7 @@
 
 #include "cs-meta.h"
 #include "cs-ops.h"
-#include "cs-parallel.h"
+#include "cs-ops-args.h"
 #include "cs-promote.h"
 
 #include <math.h>
@@ -23,22 +23,12 @@
 
 G_DEFINE_QUARK (cs-decompose-error-quark, cs_decompose_error)
 
-/* A decomposition made on a worker thread (decompose_precompute): it names no proxy and numbers
- * its statements from 1, and the walk replays what it made in trace order (replay_pre). */
-typedef struct
-{
-  GPtrArray      *fresh;   /* every proxy it made, in order; the k-th has the provisional id k */
-  GArray         *adopted; /* guint: indices into @fresh of the proxies adopt_output replaced,
-                              in the order it replaced them */
-} Prov;
-
 typedef struct
 {
   CsTrace        *trace;   /* trace that receives new statements and proxies */
   CsPolicy        policy;  /* cast policy in force */
   const CsStmt   *origin;  /* top-level statement being decomposed (for messages, origin ids) */
   guint32         names_free_from; /* see _cs_decompose_names_free_from() */
-  Prov           *prov;    /* NULL, or on a worker: where the unnamed proxies are logged */
 } Dx;
 
 /* Arguments of a statement under construction. */
@@ -51,9 +41,6 @@ typedef struct
 typedef CsValue *(*BuildFn) (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error);
 
 static CsValue *decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error);
-static gboolean decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
-                                guint32 names_free_from, Prov *prov, GPtrArray *out,
-                                GError **error);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                      */
@@ -327,26 +314,6 @@ _cs_decompose_names_free_from (const CsTrace *trace)
   return free_from;
 }
 
-/* The n of the name _cs_decompose_fresh_proxy() would give now, "t<n>" with the smallest n
- * from @trace's name counter that no visible proxy uses; takes it from the counter, names
- * nothing (for a proxy that will be replaced before anything sees its name). */
-static guint32
-claim_name (CsTrace *trace, guint32 names_free_from)
-{
-  char buf[16];
-
-  for (;;)
-    {
-      guint32 n = trace->next_name++;
-
-      if (n >= names_free_from)
-        return n;
-      format_t_name (buf, n);
-      if (_cs_trace_lookup_proxy_hashed (trace, buf, cs_name_hash (buf)) == NULL)
-        return n;
-    }
-}
-
 /* Names @p (unnamed, in @trace's arena) "t<n>" with the smallest n from @trace's name counter
  * that no visible proxy uses, as _cs_decompose_fresh_proxy() does. */
 static void
@@ -389,14 +356,7 @@ _cs_decompose_fresh_proxy (CsTrace *trace, guint32 names_free_from)
 static CsProxy *
 fresh (Dx *dx)
 {
-  CsProxy *p;
-
-  if (dx->prov == NULL)
-    return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
-  p = _cs_proxy_new_unnamed (arena (dx));
-  g_ptr_array_add (dx->prov->fresh, p);
-  p->id = dx->prov->fresh->len;
-  return p;
+  return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
 }
 
 static void
@@ -2817,7 +2777,6 @@ dx_init (Dx *dx, CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy)
   dx->trace = trace;
   dx->origin = stmt;
   dx->names_free_from = G_MAXUINT32;
-  dx->prov = NULL;
   if (policy)
     dx->policy = *policy;
   else
@@ -2846,8 +2805,8 @@ give_back_name (CsTrace *trace, const CsProxy *g)
 }
 
 /* The decomposition made @g where the statement names @w: @w takes @g's type (when untyped) and
- * its place in @subs[@start..], and @g's name is given back (on a worker: logged, for the walk
- * to give back).  On a worker, FALSE without an error for anything the walk must redo. */
+ * its place in @subs[@start..], and @g's name is given back.  FALSE with @error set when @w is
+ * typed otherwise. */
 static gboolean
 adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy *w,
               CsProxy *g, GError **error)
@@ -2856,11 +2815,6 @@ adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy 
 
   if (w == g)
     return TRUE;
-  /* a worker edits nothing shared (w untyped) and names only what it made */
-  if (dx->prov != NULL
-      && (!w->typed || g->id == 0 || g->id > dx->prov->fresh->len
-          || g_ptr_array_index (dx->prov->fresh, g->id - 1) != g))
-    return FALSE;
   if (w->typed && w->kind == CS_PROXY_TENSOR && !same_type (w, g))
     {
       g_autofree char *ws = cs_proxy_type_string (w);
@@ -2874,17 +2828,7 @@ adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy 
     cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
   for (guint k = start; k < subs->len; k++)
     subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
-  if (dx->prov != NULL)
-    {
-      guint k = g->id - 1;
-      /* one proxy replaced twice: the walk redoes it (_cs_decompose_take claims each once) */
-      for (guint j = 0; j < dx->prov->adopted->len; j++)
-        if (g_array_index (dx->prov->adopted, guint, j) == k)
-          return FALSE;
-      g_array_append_val (dx->prov->adopted, k);
-    }
-  else
-    give_back_name (trace, g);
+  give_back_name (trace, g);
   return TRUE;
 }
 
@@ -2910,20 +2854,12 @@ gboolean
 _cs_decompose_stmt_names (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
                           guint32 names_free_from, GPtrArray *out, GError **error)
 {
-  g_return_val_if_fail (trace != NULL && stmt != NULL && out != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-  return decompose_stmt (trace, stmt, policy, names_free_from, NULL, out, error);
-}
-
-/* _cs_decompose_stmt_names(); with @prov, as a worker makes it (see Prov). */
-static gboolean
-decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
-                guint32 names_free_from, Prov *prov, GPtrArray *out, GError **error)
-{
   Dx dx;
   CsValue *res;
   guint start;
 
+  g_return_val_if_fail (trace != NULL && stmt != NULL && out != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
   if (stmt->kind != CS_STMT_CALL)
     {
       g_set_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_ARGS, "not a call statement");
@@ -2931,7 +2867,6 @@ decompose_stmt (CsTrace *trace, const CsStmt *stmt, const CsPolicy *policy,
     }
   dx_init (&dx, trace, stmt, policy);
   dx.names_free_from = names_free_from;
-  dx.prov = prov;
   /* arguments that do not fit the op are reported by its meta before anything is built */
   if (cs_meta_supports (stmt))
     {
@@ -3052,242 +2987,6 @@ any_untyped_proxy (const CsValue *v)
   return cs_value_any_proxy (v, proxy_untyped, NULL);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* Decompositions made on worker threads                                                      */
-
-/* Owner serial of the statements a worker makes, until the walk numbers them (no trace has it:
- * serials count up from 1). */
-#define PROVISIONAL_OWNER G_MAXUINT32
-
-/* One statement's decomposition, made on a worker. */
-typedef struct
-{
-  CsStmt  **subs;       /* its subsymbols; statements made here have ids 1..n_stmts */
-  guint     n_subs;
-  CsProxy **fresh;      /* Prov.fresh */
-  guint     n_fresh;
-  guint    *adopted;    /* Prov.adopted */
-  guint     n_adopted;
-  guint32   n_stmts;    /* statement ids it used */
-  guint8   *classes;    /* per subsymbol: the caller's classify(), or NULL */
-} PreDecomp;
-
-/* What a worker found a statement to be (CsPreDecomps.flags). */
-enum
-{
-  PRE_OTHER = 0,           /* a call with typed outputs that @want accepts */
-  PRE_SKIP,                /* not a call, or a typed call @want refuses */
-  PRE_UNTYPED              /* a call with an untyped output */
-};
-
-struct _CsPreDecomps
-{
-  PreDecomp     **items;   /* per statement: NULL when not made */
-  guint8         *flags;   /* per statement: PRE_* (so a walk need not read it again) */
-  guint           n;       /* statements */
-};
-
-typedef struct
-{
-  const CsTrace   *trace;   /* read only while the workers run */
-  CsStmt * const  *stmts;
-  const CsPolicy  *policy;
-  CsStmtPredicate  want;
-  CsStmtClassify   classify;
-  gpointer         want_data;
-  PreDecomp      **items;
-  guint8          *flags;
-  CsArena        **arenas;  /* per worker: what the decompositions made */
-} PreJob;
-
-static gboolean any_untyped_proxy (const CsValue *v);
-
-/* TRUE when an argument of @st references an untyped proxy: a pass's walk may type it in place
- * before it reaches @st (grad's outputs_typed), so a worker must not decompose @st early. */
-static gboolean
-reads_untyped (const CsStmt *st)
-{
-  for (guint i = 0; i < st->n_args; i++)
-    if (any_untyped_proxy (st->args[i].value))
-      return TRUE;
-  return FALSE;
-}
-
-static void
-pre_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  PreJob *job = data;
-  CsArena *a;
-  CsTrace view;
-  Prov prov;
-  g_autoptr(GPtrArray) subs = g_ptr_array_new ();
-  g_autoptr(GPtrArray) fresh_log = g_ptr_array_new ();
-  g_autoptr(GArray) adopted = g_array_new (FALSE, FALSE, sizeof (guint));
-
-  a = cs_arena_of_worker (job->arenas, worker);
-  _cs_trace_worker_view (job->trace, a, &view);
-  view.serial = PROVISIONAL_OWNER;
-  prov.fresh = fresh_log;
-  prov.adopted = adopted;
-  for (guint i = begin; i < end; i++)
-    {
-      const CsStmt *st = job->stmts[i];
-      PreDecomp *r;
-
-      if (st->kind != CS_STMT_CALL)
-        {
-          job->flags[i] = PRE_SKIP;
-          continue;
-        }
-      if (any_untyped_proxy (st->out))
-        {
-          job->flags[i] = PRE_UNTYPED;
-          continue;
-        }
-      if (!job->want (st, job->want_data))
-        {
-          job->flags[i] = PRE_SKIP;
-          continue;
-        }
-      if (reads_untyped (st))
-        continue;
-      view.next_stmt_id = 0;
-      g_ptr_array_set_size (subs, 0);
-      g_ptr_array_set_size (fresh_log, 0);
-      g_array_set_size (adopted, 0);
-      /* any failure (an error, a name the worker may not make) is the walk's to redo */
-      if (!decompose_stmt (&view, st, job->policy, 0, &prov, subs, NULL))
-        continue;
-      r = CS_ARENA_NEW (a, PreDecomp);
-      r->subs = (CsStmt **) cs_arena_dup_ptrs (a, subs->pdata, subs->len);
-      r->n_subs = subs->len;
-      r->fresh = (CsProxy **) cs_arena_dup_ptrs (a, fresh_log->pdata, fresh_log->len);
-      r->n_fresh = fresh_log->len;
-      r->adopted = CS_ARENA_NEW_N (a, guint, MAX (adopted->len, 1));
-      memcpy (r->adopted, adopted->data, sizeof (guint) * adopted->len);
-      r->n_adopted = adopted->len;
-      r->n_stmts = view.next_stmt_id;
-      if (job->classify != NULL)
-        {
-          r->classes = CS_ARENA_NEW_N (a, guint8, MAX (subs->len, 1));
-          for (guint k = 0; k < subs->len; k++)
-            r->classes[k] = job->classify (subs->pdata[k], job->want_data);
-        }
-      job->items[i] = r;
-    }
-}
-
-/**
- * _cs_decompose_precompute: (skip)
- *
- * See cs-decompose.h.  Each decomposition reads only its statement, the types of the proxies
- * it reads and @policy; a worker builds it in an arena of its own (handed to @trace), with
- * unnamed proxies (Prov), statements owned by PROVISIONAL_OWNER and numbered from 1.
- */
-CsPreDecomps *
-_cs_decompose_precompute (CsTrace *trace, CsStmt * const *stmts, guint n,
-                          const CsPolicy *policy, CsStmtPredicate want, CsStmtClassify classify,
-                          gpointer want_data)
-{
-  guint n_workers = _cs_parallel_workers (n / 4);
-  PreJob job = { trace, stmts, policy, want, classify, want_data, NULL, NULL, NULL };
-  CsPreDecomps *pre;
-
-  if (n_workers <= 1)
-    return NULL;
-  pre = g_new0 (CsPreDecomps, 1);
-  pre->n = n;
-  pre->items = job.items = g_new0 (PreDecomp *, n);
-  pre->flags = job.flags = g_new0 (guint8, MAX (n, 1));
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (n, n_workers, 64, pre_chunk, &job);
-  cs_arena_absorb_all (trace->arena, job.arenas, n_workers);
-  return pre;
-}
-
-/** _cs_decompose_precomputed_free: (skip) see cs-decompose.h. */
-void
-_cs_decompose_precomputed_free (CsPreDecomps *pre)
-{
-  if (pre == NULL)
-    return;
-  g_free (pre->items);
-  g_free (pre->flags);
-  g_free (pre);
-}
-
-/* Gives the statements a worker made @t's next ids, in the order it made them. */
-static void
-number_stmt (CsTrace *t, CsStmt *st, guint32 base)
-{
-  if (st->owner != PROVISIONAL_OWNER)
-    return;
-  st->id += base;
-  st->owner = t->serial;
-  for (guint i = 0; i < st->n_subs; i++)
-    number_stmt (t, st->subs[i], base);
-}
-
-/**
- * _cs_decompose_take: (skip)
- *
- * See cs-decompose.h.  Does to @trace's counters and name table what _cs_decompose_stmt_names()
- * would have done: statement ids, then the proxies' names and ids in the order the
- * decomposition made them, then the replaced proxies' names given back.
- */
-gboolean
-_cs_decompose_take (CsPreDecomps *pre, guint i, CsTrace *trace, guint32 names_free_from,
-                    CsStmt ***subs, guint *n_subs, const guint8 **classes)
-{
-  PreDecomp *r;
-  guint32 base, stack_n[8], *adopted_n;
-  guint a = 0;
-
-  if (pre == NULL || i >= pre->n || pre->items[i] == NULL)
-    return FALSE;
-  r = pre->items[i];
-  pre->items[i] = NULL;
-  base = trace->next_stmt_id;
-  for (guint k = 0; k < r->n_subs; k++)
-    number_stmt (trace, r->subs[k], base);
-  trace->next_stmt_id += r->n_stmts;
-  /* a replaced proxy is unreferenced: it takes its n (and proxy id) in turn but no name and
-   * no table entry, which the walk would only add and remove again (what the table is left
-   * with - its live names, a bound on them - is the same) */
-  adopted_n = r->n_adopted <= G_N_ELEMENTS (stack_n) ? stack_n : g_new (guint32, r->n_adopted);
-  for (guint k = 0; k < r->n_fresh; k++)
-    {
-      guint j;
-      for (j = 0; j < r->n_adopted && r->adopted[j] != k; j++)
-        ;
-      if (j < r->n_adopted)
-        {
-          adopted_n[j] = claim_name (trace, names_free_from);
-          trace->next_proxy_id++;
-          a++;
-        }
-      else
-        name_fresh (trace, names_free_from, r->fresh[k]);
-    }
-  g_assert (a == r->n_adopted);
-  for (guint k = 0; k < r->n_adopted; k++)
-    if (trace->next_name > 0 && adopted_n[k] == trace->next_name - 1)
-      trace->next_name--;
-  if (adopted_n != stack_n)
-    g_free (adopted_n);
-  *subs = r->subs;
-  *n_subs = r->n_subs;
-  if (classes != NULL)
-    *classes = r->classes;
-  return TRUE;
-}
-
-static gboolean
-want_in_pass (const CsStmt *st, gpointer data)
-{
-  return !cs_op_has_tag (st->op, CS_OP_TAG_PRIM) && cs_decompose_supports (st);
-}
-
 /**
  * cs_decompose_trace: (see cs-decompose.h)
  *
@@ -3300,54 +2999,32 @@ want_in_pass (const CsStmt *st, gpointer data)
  * each top-level call's outputs before it touches the call, and at the first untyped output
  * starts over on a deep copy (nothing shared has been edited by then: only untyped outputs
  * are typed in place).
- * On the derived trace, worker threads first decompose every statement whose outputs are
- * typed (each decomposition reads only its statement and the types of its inputs); the walk
- * then gives each one its names and ids in trace order (replay_pre), so the output does not
- * depend on the number of threads.
  */
 CsTrace *
 cs_decompose_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
 {
   g_autoptr (CsTrace) copy = NULL;
   g_autoptr (GPtrArray) subs = NULL;
-  g_autoptr (CsPreDecomps) pre = NULL;
   gboolean deep = FALSE;
 
   g_return_val_if_fail (trace != NULL, NULL);
   subs = g_ptr_array_new ();
 restart:
   copy = deep ? cs_trace_copy (trace, "decompose") : cs_trace_derive_shared (trace, "decompose");
-  g_clear_pointer (&pre, _cs_decompose_precomputed_free);
-  if (!deep)
-    pre = _cs_decompose_precompute (copy, copy->stmts, copy->n_stmts, policy, want_in_pass, NULL,
-                                    NULL);
   for (guint i = 0; i < copy->n_stmts; i++)
     {
       CsStmt *st = copy->stmts[i];
       GError *local = NULL;
-      CsStmt **made;
-      guint n_made;
 
-      /* the workers' findings stand in for the checks (nothing has changed them since) */
-      guint8 flag = pre != NULL ? pre->flags[i] : PRE_OTHER;
-
-      if (flag == PRE_SKIP || (pre == NULL && st->kind != CS_STMT_CALL))
+      if (st->kind != CS_STMT_CALL)
         continue;
-      if (flag == PRE_UNTYPED || (pre == NULL && !deep && any_untyped_proxy (st->out)))
+      if (!deep && any_untyped_proxy (st->out))
         {
           g_clear_pointer (&copy, cs_trace_unref);
           deep = TRUE;
           goto restart;
         }
-      if (_cs_decompose_take (pre, i, copy, _cs_decompose_names_free_from (copy), &made, &n_made,
-                              NULL))
-        {
-          st = cs_trace_own_stmt (copy, st);
-          copy->stmts[i] = st;
-          cs_stmt_set_subs (copy, st, made, n_made);
-          continue;
-        }
-      if (pre == NULL && (cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || !cs_decompose_supports (st)))
+      if (cs_op_has_tag (st->op, CS_OP_TAG_PRIM) || !cs_decompose_supports (st))
         continue;
       g_ptr_array_set_size (subs, 0);
       if (!_cs_decompose_stmt_names (copy, st, policy, _cs_decompose_names_free_from (copy), subs,

@@ -2,9 +2,8 @@
 #include "cs-config.h"
 
 #include "cs-dellast.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
-#include "cs-parallel.h"
 
 /* Adds @p to the set (a flag per proxy id, ids beyond the trace's counter in @extra);
  * TRUE when it was not there. */
@@ -17,39 +16,6 @@ seen_add (guint8 *seen, guint n, GHashTable *extra, CsProxy *p)
     return FALSE;
   seen[p->id] = 1;
   return TRUE;
-}
-
-/* What a statement writes, then what it reads (_cs_stmt_writes, _cs_stmt_reads), listed on
- * worker threads before the walk. */
-typedef struct
-{
-  CsProxy **v;
-  guint     n;
-} UseList;
-
-typedef struct
-{
-  CsStmt * const *stmts;
-  UseList        *uses;     /* per statement */
-  CsArena       **arenas;   /* per worker: the lists */
-} UseJob;
-
-static void
-use_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  UseJob *job = data;
-  CsProxyVec tmp = CS_PROXY_VEC_INIT;
-  CsArena *a = cs_arena_of_worker (job->arenas, worker);
-
-  for (guint i = begin; i < end; i++)
-    {
-      tmp.len = 0;
-      _cs_stmt_writes_vec (job->stmts[i], &tmp);
-      _cs_stmt_reads_vec (job->stmts[i], &tmp);
-      job->uses[i].n = tmp.len;
-      job->uses[i].v = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) tmp.v, tmp.len);
-    }
-  _cs_proxy_vec_free (&tmp);
 }
 
 /**
@@ -66,9 +32,7 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
   g_autoptr(GPtrArray) rev = g_ptr_array_new ();   /* output, reversed */
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   g_autoptr(GPtrArray) body = g_ptr_array_new ();
-  g_autofree UseList *uses = NULL;
-  UseJob job = { NULL, NULL, NULL };
-  guint n_workers;
+  g_auto(CsProxyVec) uses = CS_PROXY_VEC_INIT;
   CsStmt *ret;
 
   g_return_val_if_fail (trace != NULL, NULL);
@@ -94,12 +58,7 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
         seen_add (seen, n_seen, seen_extra, tmp->pdata[j]);
     }
 
-  uses = g_new0 (UseList, MAX (body->len, 1));
-  n_workers = _cs_parallel_workers (body->len / 16);
-  job.stmts = (CsStmt * const *) body->pdata;
-  job.uses = uses;
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (body->len, n_workers, 256, use_chunk, &job);
+  /* backwards: the first sight of a proxy (written or read) is its last use */
   for (guint i = body->len; i-- > 0;)
     {
       CsStmt *s = body->pdata[i];
@@ -110,9 +69,12 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
           continue;
         }
       g_ptr_array_set_size (dels, 0);
-      for (guint j = 0; j < uses[i].n; j++)
-        if (seen_add (seen, n_seen, seen_extra, uses[i].v[j]))
-          g_ptr_array_add (dels, uses[i].v[j]);
+      uses.len = 0;
+      _cs_stmt_writes_vec (s, &uses);
+      _cs_stmt_reads_vec (s, &uses);
+      for (guint j = 0; j < uses.len; j++)
+        if (seen_add (seen, n_seen, seen_extra, uses.v[j]))
+          g_ptr_array_add (dels, uses.v[j]);
       if (dels->len > 0)
         {
           CsStmt *d = cs_stmt_new (t, CS_STMT_DEL);
@@ -140,7 +102,6 @@ cs_dellast_trace (const CsTrace *trace, gboolean clear_collections)
         }
       g_ptr_array_add (rev, s);
     }
-  cs_arena_free_all (job.arenas, n_workers);
 
   /* reverse into order, moving unpack detail comments above the del/clear lines that follow
    * their unpack */

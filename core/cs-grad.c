@@ -19,11 +19,11 @@
 #include "cs-config.h"
 
 #include "cs-grad.h"
-#include "cs-parallel.h"
 
 #include "cs-decompose.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-promote.h"
 
 #include <math.h>
@@ -75,19 +75,12 @@ pmap_clear (ProxyMap *m)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProxyMap, pmap_clear)
 
-/* pmap_contains() for a caller that has @p's id at hand (@id == p->id) */
-static inline gboolean
-pmap_contains_id (const ProxyMap *m, const CsProxy *p, guint32 id)
-{
-  if (id < m->n && m->slots[id].key == p)
-    return TRUE;
-  return m->rest != NULL && g_hash_table_contains (m->rest, p);
-}
-
 static gboolean
 pmap_contains (const ProxyMap *m, const CsProxy *p)
 {
-  return pmap_contains_id (m, p, p->id);
+  if (p->id < m->n && m->slots[p->id].key == p)
+    return TRUE;
+  return m->rest != NULL && g_hash_table_contains (m->rest, p);
 }
 
 static gpointer
@@ -98,25 +91,18 @@ pmap_lookup (const ProxyMap *m, const CsProxy *p)
   return m->rest != NULL ? g_hash_table_lookup (m->rest, p) : NULL;
 }
 
-/* pmap_insert() for a caller that has @p's id at hand (@id == p->id) */
-static inline void
-pmap_insert_id (ProxyMap *m, CsProxy *p, guint32 id, gpointer value)
+static void
+pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
 {
-  if (id < m->n && (m->slots[id].key == NULL || m->slots[id].key == p))
+  if (p->id < m->n && (m->slots[p->id].key == NULL || m->slots[p->id].key == p))
     {
-      m->slots[id].key = p;
-      m->slots[id].value = value;
+      m->slots[p->id].key = p;
+      m->slots[p->id].value = value;
       return;
     }
   if (m->rest == NULL)
     m->rest = g_hash_table_new (NULL, NULL);
   g_hash_table_insert (m->rest, p, value);
-}
-
-static void
-pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
-{
-  pmap_insert_id (m, p, p->id, value);
 }
 
 typedef struct
@@ -142,9 +128,6 @@ typedef struct
   ProxyMap       *req;         /* CsProxy* set: the inputs that require grad */
   gboolean        deep;        /* t is a deep copy of the input (else it shares its proxies) */
   gboolean        restart;     /* set when t must become a deep copy (see cs_grad_joint) */
-  CsPreDecomps   *pre;         /* NULL, or the decompositions of t's top-level statements made
-                                  on worker threads (_cs_decompose_precompute) */
-  guint           next_top;    /* forward_walk: index of the next top-level statement of t */
 } GradCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1908,38 +1891,24 @@ is_constant_call (const CsStmt *s, CsOpId sem)
   return op_is_constant (sem) || !stmt_any_input (s, proxy_is_diff, NULL);
 }
 
-/* The statements @s stands for, one level down: Thunder's decomposition built under the
- * policy (cs_decompose_stmt), else as recorded in the trace (the subsymbols printed as
- * comments).  Returns FALSE with @error set when there is none. */
 static gboolean
-proxy_is_untyped_any (CsProxy *p, gpointer data)
+proxy_is_untyped (CsProxy *p, gpointer data)
 {
   return !p->typed;
 }
 
-/* @top: @s's index among t's top-level statements, or G_MAXUINT.  *@classes: NULL, or for a
- * decomposition made on a worker, what forward_walk would make of each statement of @out
- * (classify_sub). */
+/* The statements @s stands for, one level down, into @out: Thunder's decomposition built under
+ * the policy (cs_decompose_stmt), else as recorded in the trace (the subsymbols printed as
+ * comments).  Returns FALSE with @error set when there is none, or with c->restart set when
+ * @s has an untyped output and t shares its proxies with the input. */
 static gboolean
-decomposition (GradCtx *c, CsStmt *s, guint top, GPtrArray *out, const guint8 **classes,
-               GError **error)
+decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
 {
   g_autoptr(GError) local = NULL;
-  CsStmt **made;
-  guint n_made;
 
-  *classes = NULL;
-  /* made on a worker only when its outputs were typed, and nothing types them since */
-  if (top != G_MAXUINT
-      && _cs_decompose_take (c->pre, top, c->t, c->names_free_from, &made, &n_made, classes))
-    {
-      for (guint i = 0; i < n_made; i++)
-        g_ptr_array_add (out, made[i]);
-      return TRUE;
-    }
   /* the decomposition types an untyped output in place: not on proxies shared with the
    * input trace (the caller starts over on a deep copy) */
-  if (!c->deep && cs_value_any_proxy (s->out, proxy_is_untyped_any, NULL))
+  if (!c->deep && cs_value_any_proxy (s->out, proxy_is_untyped, NULL))
     {
       c->restart = TRUE;
       return FALSE;
@@ -1963,12 +1932,6 @@ decomposition (GradCtx *c, CsStmt *s, guint top, GPtrArray *out, const guint8 **
   return FALSE;
 }
 
-static gboolean
-proxy_is_untyped (CsProxy *p, gpointer data)
-{
-  return !p->typed;
-}
-
 /* Stops at the first output the grad pass cannot use (stored in *@data). */
 static gboolean
 proxy_not_static_tensor (CsProxy *p, gpointer data)
@@ -1985,16 +1948,6 @@ proxy_not_static_tensor (CsProxy *p, gpointer data)
         return TRUE;
       }
   return FALSE;
-}
-
-/* TRUE when every output of @s is a typed tensor of static shape (outputs_typed() has
- * nothing to do). */
-static gboolean
-outputs_static_tensors (const CsStmt *s)
-{
-  CsProxy *p = NULL;
-
-  return !stmt_any_output (s, proxy_not_static_tensor, &p);
 }
 
 static gboolean
@@ -2026,45 +1979,6 @@ outputs_typed (GradCtx *c, CsStmt *s, GError **error)
   return FALSE;
 }
 
-/* TRUE for a call statement forward_walk hands to decomposition() (given typed inputs: whether
- * a call is constant depends on their types). */
-static gboolean
-wants_decomposition (const CsStmt *s, gpointer data)
-{
-  CsOpId sem = cs_op_semantic (s->op)->id;
-
-  return sem != CS_OP_PRIM_GET_GRAD && sem != CS_OP_PRIM_PUT_GRAD
-         && s->op->category != CS_OP_CAT_BOOKKEEPING && !is_constant_call (s, sem)
-         && !rule_exists (sem) && !cs_op_is_fusion (s->op);
-}
-
-enum { SUB_UNKNOWN = 0, SUB_FORWARD, SUB_RULE };
-
-static gboolean outputs_static_tensors (const CsStmt *s);
-
-/* What forward_walk does with @s, a statement a decomposition made on a worker: SUB_FORWARD
- * (kept in the forward, no gradient association), SUB_RULE (kept, with its VJP record: a rule
- * exists and its outputs are typed static tensors) or SUB_UNKNOWN (the walk looks itself:
- * errors, decompositions, anything else).  Reads @s and the types of its inputs and outputs,
- * which no walk changes: they are typed (the decomposition typed what it made; the statement
- * it decomposed reads typed proxies only). */
-static guint8
-classify_sub (const CsStmt *s, gpointer data)
-{
-  CsOpId sem;
-
-  if (s->kind != CS_STMT_CALL)
-    return SUB_UNKNOWN;
-  sem = cs_op_semantic (s->op)->id;
-  if (sem == CS_OP_PRIM_GET_GRAD || sem == CS_OP_PRIM_PUT_GRAD)
-    return SUB_UNKNOWN;
-  if (s->op->category == CS_OP_CAT_BOOKKEEPING || is_constant_call (s, sem))
-    return SUB_FORWARD;
-  if (rule_exists (sem))
-    return outputs_static_tensors (s) ? SUB_RULE : SUB_UNKNOWN;
-  return SUB_UNKNOWN;
-}
-
 /* Walks the statements of @work, a stack (the next statement last), replacing each statement
  * without a rule by its decomposition. */
 static gboolean
@@ -2076,13 +1990,8 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
   while (work->len > 0)
     {
       CsStmt *s = g_ptr_array_steal_index_fast (work, work->len - 1);
-      guint top = G_MAXUINT, k;
-      const guint8 *classes;
       CsOpId sem;
 
-      /* the top-level statements come off the stack in order, between their subsymbols */
-      if (c->next_top < c->t->n_stmts && c->t->stmts[c->next_top] == s)
-        top = c->next_top++;
       if (++steps > MAX_WORK_STEPS)
         {
           g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_LIMIT,
@@ -2138,31 +2047,10 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
           return FALSE;
         }
       g_ptr_array_set_size (subs, 0);
-      if (!decomposition (c, s, top, subs, &classes, error))
+      /* the decomposition's statements go on the stack, the first one on top */
+      if (!decomposition (c, s, subs, error))
         return FALSE;
-      /* the statements classify_sub settled are done here, in order, as the loop would do
-       * them (they are the next ones off the stack); the rest go on the stack */
-      k = 0;
-      if (classes != NULL)
-        for (; k < subs->len && classes[k] != SUB_UNKNOWN; k++)
-          {
-            CsStmt *sub = subs->pdata[k];
-
-            if (++steps > MAX_WORK_STEPS)
-              {
-                g_set_error (error, CS_GRAD_ERROR, CS_GRAD_ERROR_LIMIT,
-                             "%s: decomposition does not terminate (more than %d statements)",
-                             stmt_where (c, sub), MAX_WORK_STEPS);
-                return FALSE;
-              }
-            g_ptr_array_add (c->fwd, sub);
-            if (classes[k] == SUB_RULE)
-              {
-                VjpRecord r = { cs_op_semantic (sub->op)->id, sub };
-                g_array_append_val (c->records, r);
-              }
-          }
-      for (guint i = subs->len; i > k; i--)
+      for (guint i = subs->len; i > 0; i--)
         g_ptr_array_add (work, subs->pdata[i - 1]);
     }
   if (c->ret == NULL)
@@ -2191,125 +2079,69 @@ dict_get (const CsValue *d, const char *key)
 
 enum { LIVE = 1, GET_GRAD = 2 };
 
-/* What the dce walk needs of one statement, gathered on worker threads (dce_summarize), so
- * that the sequential walk reads one small record per statement and no value tree. */
-enum { DCE_NEVER = 0, DCE_ALWAYS, DCE_IF_NEEDED };
-
-typedef struct
+static gboolean
+proxy_is_needed (CsProxy *p, gpointer data)
 {
-  CsProxy  *p;
-  guint32   id;        /* p->id */
-} DceRef;
-
-typedef struct
-{
-  guint8    keep;      /* DCE_*: IF_NEEDED = kept when an output is needed */
-  guint8    get_grad;  /* a prims.get_grad call */
-  guint32   n_out;     /* outputs (IF_NEEDED), then n_in inputs (what a kept one needs) */
-  guint32   n_in;
-  DceRef   *refs;
-} DceStmt;
-
-typedef struct
-{
-  CsStmt * const *stmts;
-  DceStmt        *out;
-  CsArena       **arenas;   /* per worker: the refs (freed after the walk) */
-} DceJob;
+  return pmap_contains ((ProxyMap *) data, p);
+}
 
 static gboolean
-push_ref (CsProxy *p, gpointer data)
+proxy_mark_needed (CsProxy *p, gpointer data)
 {
-  DceRef r = { p, p->id };
-
-  g_array_append_val ((GArray *) data, r);
+  pmap_insert ((ProxyMap *) data, p, p);
   return FALSE;
 }
 
-static void
-dce_chunk (guint begin, guint end, guint worker, gpointer data)
+static gboolean
+proxy_any (CsProxy *p, gpointer data)
 {
-  DceJob *job = data;
-  g_autoptr(GArray) refs = g_array_new (FALSE, FALSE, sizeof (DceRef));
-  CsArena *a;
-
-  a = cs_arena_of_worker (job->arenas, worker);
-  for (guint i = begin; i < end; i++)
-    {
-      const CsStmt *s = job->stmts[i];
-      DceStmt *d = &job->out[i];
-
-      g_array_set_size (refs, 0);
-      switch (s->kind)
-        {
-        case CS_STMT_DEL:
-          d->keep = DCE_NEVER;
-          break;
-        case CS_STMT_CALL:
-          stmt_any_output (s, push_ref, refs);
-          if (refs->len > 0)
-            d->keep = DCE_IF_NEEDED;
-          else
-            d->keep = (cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE)
-                      ? DCE_ALWAYS : DCE_NEVER;
-          d->get_grad = s->op->id == CS_OP_PRIM_GET_GRAD;
-          break;
-        default:
-          d->keep = DCE_ALWAYS;
-          break;
-        }
-      if (d->keep == DCE_NEVER)
-        continue;
-      d->n_out = refs->len;
-      stmt_any_input (s, push_ref, refs);
-      d->n_in = refs->len - d->n_out;
-      if (refs->len > 0)
-        {
-          d->refs = CS_ARENA_NEW_N (a, DceRef, refs->len);
-          memcpy (d->refs, refs->data, sizeof (DceRef) * refs->len);
-        }
-    }
+  return TRUE;
 }
 
 /* Thunder's dce - keep what the return needs (walking backwards) plus comments, unpacks and
  * DONT_DCE statements - followed by Thunder's _group_get_grad_bsyms: every live get_grad
  * moves to where the first one is.  The get_grads are noted during the dce walk, while each
- * statement is at hand, so the grouping does not read the statements again.  What the walk
- * reads of each statement (its kind, outputs and inputs) is gathered first, on worker
- * threads; the walk itself, backwards over that, is sequential. */
+ * statement is at hand, so the grouping does not read the statements again.  A call with
+ * outputs is kept when one of them is needed, one without outputs when it is DONT_DCE or
+ * opaque; a del never; anything else always. */
 static GPtrArray *
 dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
 {
   g_auto(ProxyMap) needed_map = { 0 };
   ProxyMap *needed = &needed_map;
   g_autofree guint8 *mark = g_new0 (guint8, MAX (stmts->len, 1));
-  g_autofree DceStmt *sum = g_new0 (DceStmt, MAX (stmts->len, 1));
-  guint n_workers = _cs_parallel_workers (stmts->len / 16);
-  DceJob job = { (CsStmt * const *) stmts->pdata, sum, NULL };
   GPtrArray *out = g_ptr_array_sized_new (stmts->len);
   guint first = G_MAXUINT;
 
-  job.arenas = g_new0 (CsArena *, n_workers);
-  _cs_parallel_for (stmts->len, n_workers, 256, dce_chunk, &job);
   pmap_init (needed, t->next_proxy_id + 1);
-
   for (guint i = stmts->len; i > 0; i--)
     {
-      const DceStmt *d = &sum[i - 1];
-      gboolean k = d->keep == DCE_ALWAYS;
+      const CsStmt *s = stmts->pdata[i - 1];
+      gboolean keep;
 
-      for (guint j = 0; j < d->n_out && !k; j++)
-        k = pmap_contains_id (needed, d->refs[j].p, d->refs[j].id);
-      if (!k)
+      switch (s->kind)
+        {
+        case CS_STMT_DEL:
+          continue;
+        case CS_STMT_CALL:
+          if (stmt_any_output (s, proxy_any, NULL))
+            keep = stmt_any_output (s, proxy_is_needed, needed);
+          else
+            keep = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) || s->op->id == CS_OP_OPAQUE;
+          break;
+        default:
+          keep = TRUE;
+          break;
+        }
+      if (!keep)
         continue;
       mark[i - 1] = LIVE;
-      if (d->get_grad)
+      if (s->kind == CS_STMT_CALL && s->op->id == CS_OP_PRIM_GET_GRAD)
         {
           mark[i - 1] |= GET_GRAD;
           first = i - 1;
         }
-      for (guint j = d->n_out; j < d->n_out + d->n_in; j++)
-        pmap_insert_id (needed, d->refs[j].p, d->refs[j].id, d->refs[j].p);
+      stmt_any_input (s, proxy_mark_needed, needed);
     }
   for (guint i = 0; i < stmts->len; i++)
     {
@@ -2320,7 +2152,6 @@ dce_and_group_get_grads (const CsTrace *t, GPtrArray *stmts)
       if (mark[i] == LIVE)
         g_ptr_array_add (out, stmts->pdata[i]);
     }
-  cs_arena_free_all (job.arenas, n_workers);
   return out;
 }
 
@@ -2448,7 +2279,6 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_auto(ProxyMap) grads = { 0 };
   g_auto(ProxyMap) outputs = { 0 };
   g_auto(ProxyMap) req = { 0 };
-  g_autoptr(CsPreDecomps) pre = NULL;
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
   GradCtx c = { 0 };
   CsValue *rv, *outv, *flat, *gtuple, *dict;
@@ -2469,7 +2299,6 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
       g_clear_pointer (&t, cs_trace_unref);
       g_clear_pointer (&inputs, g_ptr_array_unref);
       g_clear_pointer (&work, g_ptr_array_unref);
-      g_clear_pointer (&pre, _cs_decompose_precomputed_free);
       pmap_clear (&req);
       g_ptr_array_set_size (fwd, 0);
       g_array_set_size (records, 0);
@@ -2493,11 +2322,6 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
       if (!mark_requires_grad (&c, inputs, spec, error))
         return NULL;
 
-      /* the forward's decompositions on worker threads; on a deep copy, decomposing types
-       * outputs in place, which later decompositions read: the walk does them in order */
-      if (!deep)
-        c.pre = pre = _cs_decompose_precompute (t, t->stmts, t->n_stmts, c.policy,
-                                                wants_decomposition, classify_sub, NULL);
       work = g_ptr_array_sized_new (t->n_stmts);
       for (guint i = t->n_stmts; i > 0; i--)
         g_ptr_array_add (work, t->stmts[i - 1]);

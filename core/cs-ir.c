@@ -71,41 +71,6 @@ cs_arena_free (CsArena *arena)
   g_free (arena);
 }
 
-/** cs_arena_absorb: see cs-ir.h. */
-void
-cs_arena_absorb (CsArena *dst, CsArena *src)
-{
-  ArenaBlock *head = dst->head, *tail;
-
-  if (src == NULL)
-    return;
-  for (tail = src->head; tail->next != NULL; tail = tail->next)
-    ;
-  tail->next = head->next;
-  head->next = src->head;
-  dst->total += src->total;
-  g_free (src);
-}
-
-/** cs_arena_free_all: see cs-ir.h. */
-void
-cs_arena_free_all (CsArena **arenas, guint n)
-{
-  for (guint i = 0; i < n; i++)
-    g_clear_pointer (&arenas[i], cs_arena_free);
-  g_free (arenas);
-}
-
-/** cs_arena_absorb_all: see cs-ir.h. */
-void
-cs_arena_absorb_all (CsArena *dst, CsArena **arenas, guint n)
-{
-  for (guint i = 0; i < n; i++)
-    if (arenas[i] != NULL)
-      cs_arena_absorb (dst, arenas[i]);
-  g_free (arenas);
-}
-
 /**
  * _cs_arena_alloc_slow:
  * See cs-ir.h: a request bigger than a quarter block gets a block of its own behind the current
@@ -1634,29 +1599,6 @@ stmt_shallow (CsTrace *dst, const CsStmt *s)
     c->names = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) s->names, s->n_names);
   if (s->n_subs)
     c->subs = (CsStmt **) cs_arena_dup_ptrs (a, (gpointer const *) s->subs, s->n_subs);
-  return c;
-}
-
-/** _cs_trace_worker_view: see cs-ir.h. */
-void
-_cs_trace_worker_view (const CsTrace *trace, CsArena *arena, CsTrace *view)
-{
-  *view = *trace;
-  view->arena = arena;
-}
-
-/** _cs_trace_copy_stmt_into: see cs-ir.h. */
-CsStmt *
-_cs_trace_copy_stmt_into (CsTrace *trace, CsArena *arena, const CsStmt *stmt)
-{
-  CsTrace view;
-  CsStmt *c;
-
-  _cs_trace_worker_view (trace, arena, &view);
-  c = stmt_shallow (&view, stmt);
-  /* cs_trace_own_stmt would edit its own statement in place, origin included */
-  if (stmt->owner == trace->serial)
-    c->origin = stmt->origin;
   return c;
 }
 

@@ -41,30 +41,6 @@ typedef struct _CsOp      CsOp;   /* defined in cs-ops.h */
  */
 CsArena    *cs_arena_new          (void);
 void        cs_arena_free         (CsArena *arena);
-/**
- * cs_arena_absorb:
- * @dst: the arena that takes over
- * @src: (transfer full): an arena filled by another thread (a pass's worker), now idle
- *
- * Moves every block of @src into @dst (behind @dst's current block, which stays current) and
- * frees @src: what @src handed out now lives as long as @dst.  O(blocks of @src).
- */
-void        cs_arena_absorb       (CsArena *dst, CsArena *src);
-/** cs_arena_absorb() of every non-NULL arena of @arenas (@n of them: a parallel pass's
- *  per-worker arenas), then g_free (@arenas). */
-void        cs_arena_absorb_all   (CsArena *dst, CsArena **arenas, guint n);
-/** cs_arena_free() of every non-NULL arena of @arenas (@n of them: per-worker arenas whose
- *  contents a pass needed only while it ran), then g_free (@arenas). */
-void        cs_arena_free_all     (CsArena **arenas, guint n);
-/** The arena of worker @worker in a parallel pass's per-worker array @arenas, made on the
- *  worker's first use (only that worker touches its slot). */
-static inline CsArena *
-cs_arena_of_worker (CsArena **arenas, guint worker)
-{
-  if (arenas[worker] == NULL)
-    arenas[worker] = cs_arena_new ();
-  return arenas[worker];
-}
 /* The arena's bump pointer, visible so that cs_arena_alloc()'s fast path is inline (the passes
  * make millions of small allocations); the block list is private to cs-ir.c. */
 struct _CsArena
@@ -541,8 +517,8 @@ CsProxy    *_cs_trace_new_proxy   (CsTrace *trace, const char *name, guint32 has
  * @arena: where the proxy lives
  *
  * A proxy as _cs_trace_new_proxy() makes one (kind OTHER, untyped), with no name and id 0 and
- * in no trace yet: a pass building statements on a worker thread makes these, and names them
- * in trace order afterwards with _cs_trace_name_proxy().
+ * in no trace yet, for a caller that names it afterwards with _cs_trace_name_proxy()
+ * (_cs_decompose_fresh_proxy()).
  * Returns: (transfer none): the proxy
  */
 CsProxy    *_cs_proxy_new_unnamed (CsArena *arena);
@@ -648,7 +624,7 @@ CsTrace    *cs_trace_derive       (const CsTrace *trace, const char *pass);
  * its id as origin): the pass must take a private copy with
  * cs_trace_own_stmt() before it edits any statement, top-level ones included.  For the passes
  * that rewrite few top-level statements (fuse, remove-redundant-casts, cse, dce,
- * delete-last-used): copying them all was the largest memory traffic of those passes.
+ * delete-last-used).
  * Cost: O(top-level statements), pointers only.
  * Returns: (transfer full): the derived trace
  */
@@ -661,30 +637,6 @@ CsTrace    *cs_trace_derive_shared (const CsTrace *trace, const char *pass);
  * Returns: (transfer none): a statement @trace may edit in place
  */
 CsStmt     *cs_trace_own_stmt     (CsTrace *trace, CsStmt *stmt);
-/**
- * _cs_trace_worker_view: (skip)
- * @trace: the trace a pass is building
- * @arena: a worker's arena (absorbed into @trace's afterwards)
- * @view: (out caller-allocates): receives the stand-in
- *
- * A shallow stand-in for @trace whose allocations go to @arena, for the functions a worker
- * thread calls with a trace argument (cs_trace_own_stmt, _cs_stmt_remap_reads,
- * cs_stmt_set_subs...): only its arena and its ownership serial (@trace's) are meant to be
- * used.  Never ref, unref or edit the counters or tables of @view.
- */
-void        _cs_trace_worker_view (const CsTrace *trace, CsArena *arena, CsTrace *view);
-/**
- * _cs_trace_copy_stmt_into: (skip)
- * @trace: the trace the copy will belong to
- * @arena: where the copy goes (a worker's arena, absorbed into @trace's afterwards)
- * @stmt: any statement, owned by @trace or not
- *
- * A private copy of @stmt for @trace, as cs_trace_own_stmt() would make (same owner mark and
- * origin), made even when @trace owns @stmt already: a worker's speculative edit must leave
- * the statement as it is.  Thread-safe as long as @arena is the caller's alone.
- * Returns: the copy (shallow: values and subsymbols shared)
- */
-CsStmt     *_cs_trace_copy_stmt_into (CsTrace *trace, CsArena *arena, const CsStmt *stmt);
 /** Replaces the body with @stmts (statements must belong to @trace's arena). */
 void        cs_trace_set_stmts    (CsTrace *trace, CsStmt **stmts, guint n);
 /** The final RETURN statement or NULL. */

@@ -10,6 +10,7 @@
 #include "cs-meta.h"
 
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-promote.h"
 
 #include <math.h>

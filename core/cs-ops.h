@@ -14,9 +14,9 @@
 
 #include <glib.h>
 
-#include "cs-ir.h"
-
 G_BEGIN_DECLS
+
+typedef struct _CsOp      CsOp;   /* the same typedef as cs-ir.h's: the table knows no IR */
 
 typedef enum
 {
@@ -211,27 +211,4 @@ const char   *cs_arg_name        (CsArgName name);
  * has no such argument
  */
 const CsOpArg *cs_op_find_arg    (const CsOp *op, CsArgName name, guint *pos);
-/**
- * cs_stmt_arg:
- * @stmt: a call statement
- * @name: an argument of the schema of @stmt's semantic op (executor names read the schema of
- *   the op they implement: torch_broadcast_in_dim_prim_impl reads prims.broadcast_in_dim's)
- *
- * Reads an argument through the op's schema: by its position, or by its keyword.  Asking for
- * an argument the schema does not declare is a programming error (g_critical, NULL).
- * Returns: (transfer none) (nullable): the argument's value; NULL when the statement does not
- * pass it (the schema's default applies)
- */
-CsValue      *cs_stmt_arg        (const CsStmt *stmt, CsArgName name);
-/**
- * cs_stmt_arg_number:
- * @stmt: a call statement
- * @name: a number argument of the schema, with a numeric default
- * @out: (out): its value: the statement's, else the schema's default
- *
- * Returns: FALSE when the statement passes something other than a number (or a numeric
- * argument without a default is missing)
- */
-gboolean      cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out);
-
 G_END_DECLS

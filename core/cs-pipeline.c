@@ -8,13 +8,12 @@
 #include "cs-config.h"
 
 #include "cs-pipeline.h"
-#include "cs-parallel.h"
 #include "cs-autocast.h"
 #include "cs-cse.h"
 #include "cs-decompose.h"
 #include "cs-dellast.h"
 #include "cs-fuse.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-split.h"
@@ -60,8 +59,7 @@ thunder_pass_name (const char *name)
   return NULL;
 }
 
-/* Wall time in microseconds (never 0): the passes run parts of their work on worker threads
- * (cs-parallel.h), which the calling thread's CPU time would leave out (it only waits). */
+/* Wall time in microseconds (never 0): what a user waits for a pass. */
 static gint64
 pass_clock_us (void)
 {
@@ -121,17 +119,6 @@ tag_subsymbols (CsTrace *t, CsStmt *stmt, guint depth)
     }
 }
 
-/* tag_subsymbols for the top-level statements [begin, end) of the trace @data: each statement's
- * own subsymbols are its alone, so chunks run on worker threads. */
-static void
-tag_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  CsTrace *t = data;
-
-  for (guint i = begin; i < end; i++)
-    tag_subsymbols (t, t->stmts[i], 0);
-}
-
 /* Prefixes the error of pass @pass with "PASS: ".  Errors of the lower layers (decompose,
  * meta) say "line N: ..." without the file: they become "FILE:N: ..." so that every pass error
  * reads "pass: t.txt:10: op: reason". */
@@ -168,7 +155,8 @@ decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
       pass_error (error, "decompose", in);
       return NULL;
     }
-  _cs_parallel_for (t->n_stmts, _cs_parallel_workers (t->n_stmts / 16), 256, tag_chunk, t);
+  for (guint i = 0; i < t->n_stmts; i++)
+    tag_subsymbols (t, t->stmts[i], 0);
   if (policy->matmul != CS_MATMUL_UPCAST_F32)
     return g_steal_pointer (&t);
   out = g_ptr_array_new ();

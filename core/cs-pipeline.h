@@ -89,7 +89,7 @@ CsTrace     *cs_pipeline_get_joint    (CsPipeline        *pipeline);
 const CsPolicy *cs_pipeline_get_policy (CsPipeline       *pipeline);
 /** TRUE when the input was already final and no pass ran. */
 gboolean     cs_pipeline_input_was_final (CsPipeline     *pipeline);
-/** Wall time of pass @i in nanoseconds, worker threads included (0 for "initial"). */
+/** Wall time of pass @i in nanoseconds (0 for "initial"). */
 gint64       cs_pipeline_pass_time_ns (CsPipeline        *pipeline,
                                        guint              i);
 

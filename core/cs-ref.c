@@ -11,6 +11,7 @@
 #include "cs-ref.h"
 #include "cs-half.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-promote.h"
 
 #include <math.h>

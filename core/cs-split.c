@@ -8,9 +8,8 @@
 
 #include "cs-split.h"
 
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
-#include "cs-parallel.h"
 
 #include <string.h>
 
@@ -61,81 +60,7 @@ flatten_leaves (const CsValue *v, GPtrArray *out)
     }
 }
 
-/* The output and input proxies of the joint's statements, collected once, on worker threads
- * (reading a statement's values is the cache-missing part of the split; three walks use
- * them).  The joint is not edited while they are in use. */
-typedef struct
-{
-  CsProxy  **v;          /* the statement's outputs, then its inputs */
-  guint      n_out;
-  guint      n_in;
-} StmtIoEntry;
-
-typedef struct
-{
-  const CsTrace *joint;
-  StmtIoEntry   *entries;  /* per statement */
-  CsArena      **arenas;   /* per worker: the lists */
-  guint          n_arenas;
-} StmtIo;
-
-static void
-stmt_io_chunk (guint begin, guint end, guint worker, gpointer data)
-{
-  StmtIo *io = data;
-  g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  CsArena *a = cs_arena_of_worker (io->arenas, worker);
-
-  for (guint i = begin; i < end; i++)
-    {
-      StmtIoEntry *e = &io->entries[i];
-
-      g_ptr_array_set_size (tmp, 0);
-      cs_stmt_collect_outputs (io->joint->stmts[i], tmp);
-      e->n_out = tmp->len;
-      cs_stmt_collect_inputs (io->joint->stmts[i], tmp);
-      e->n_in = tmp->len - e->n_out;
-      e->v = (CsProxy **) cs_arena_dup_ptrs (a, tmp->pdata, tmp->len);
-    }
-}
-
-static void
-stmt_io_init (StmtIo *io, const CsTrace *joint)
-{
-  io->joint = joint;
-  io->entries = g_new0 (StmtIoEntry, MAX (joint->n_stmts, 1));
-  io->n_arenas = _cs_parallel_workers (joint->n_stmts / 16);
-  io->arenas = g_new0 (CsArena *, io->n_arenas);
-  _cs_parallel_for (joint->n_stmts, io->n_arenas, 256, stmt_io_chunk, io);
-}
-
-static void
-stmt_io_clear (StmtIo *io)
-{
-  cs_arena_free_all (io->arenas, io->n_arenas);
-  io->arenas = NULL;
-  g_clear_pointer (&io->entries, g_free);
-}
-
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (StmtIo, stmt_io_clear)
-
-/* Statement @i's outputs (@inputs FALSE) or inputs, in the order cs_stmt_collect_outputs() /
- * cs_stmt_collect_inputs() list them, as [*@ps, *@ps + return value). */
-static guint
-stmt_io_get (const StmtIo *io, guint i, gboolean inputs, CsProxy ***ps)
-{
-  const StmtIoEntry *e = &io->entries[i];
-
-  if (inputs)
-    {
-      *ps = e->v + e->n_out;
-      return e->n_in;
-    }
-  *ps = e->v;
-  return e->n_out;
-}
-
-/* Proxy sets: CsProxyMap's id-indexed slots (a GHashTable per set cost most of the pass). */
+/* Proxy sets: CsProxyMap's id-indexed slots. */
 static inline void
 set_add (CsProxyMap *set, CsProxy *p)
 {
@@ -150,10 +75,11 @@ set_has (const CsProxyMap *set, const CsProxy *p)
 
 /* DCE of the backward part (walking backwards from the return). */
 static void
-dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt *ret)
+dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
 {
   g_autoptr(CsProxyMap) needed = _cs_proxy_map_new ();
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  g_autoptr(GPtrArray) io = g_ptr_array_new ();
 
   cs_stmt_collect_inputs (ret, ins);
   for (guint j = 0; j < ins->len; j++)
@@ -162,26 +88,26 @@ dce_backward (const CsTrace *joint, const StmtIo *io, guint8 *side, const CsStmt
     {
       const CsStmt *s = joint->stmts[i - 1];
       gboolean keep = FALSE;
-      CsProxy **ps;
-      guint n;
 
       if (side[i - 1] != SIDE_BWD)
         continue;
       if (s->kind != CS_STMT_CALL && s->kind != CS_STMT_UNPACK && s->kind != CS_STMT_ANNASSIGN)
         continue;
-      n = stmt_io_get (io, i - 1, FALSE, &ps);
-      for (guint j = 0; j < n && !keep; j++)
-        keep = set_has (needed, ps[j]);
-      if (n == 0 && s->kind == CS_STMT_CALL)
+      g_ptr_array_set_size (io, 0);
+      cs_stmt_collect_outputs (s, io);
+      for (guint j = 0; j < io->len && !keep; j++)
+        keep = set_has (needed, io->pdata[j]);
+      if (io->len == 0 && s->kind == CS_STMT_CALL)
         keep = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) && !is_call_of (s, CS_OP_PRIM_PUT_GRAD);
       if (!keep)
         {
           side[i - 1] = SIDE_DROP;
           continue;
         }
-      n = stmt_io_get (io, i - 1, TRUE, &ps);
-      for (guint j = 0; j < n; j++)
-        set_add (needed, ps[j]);
+      g_ptr_array_set_size (io, 0);
+      cs_stmt_collect_inputs (s, io);
+      for (guint j = 0; j < io->len; j++)
+        set_add (needed, io->pdata[j]);
     }
 }
 
@@ -298,7 +224,8 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
   g_autoptr(CsTrace) bt = NULL;
   g_autoptr(GPtrArray) fbody = g_ptr_array_new ();
   g_autoptr(GPtrArray) bbody = g_ptr_array_new ();
-  g_auto(StmtIo) io = { 0 };
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
   guint next_side = SIDE_FWD, n_fw, n_bw_stmts = 0;
   gboolean any_grad = FALSE;
 
@@ -336,13 +263,10 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
 
   /* walk backwards: forward = what the forward outputs need */
   side = g_new0 (guint8, MAX (joint->n_stmts, 1));
-  stmt_io_init (&io, joint);
   for (guint i = joint->n_stmts; i > 0; i--)
     {
       const CsStmt *s = joint->stmts[i - 1];
       gboolean is_fwd = FALSE;
-      CsProxy **outs, **ins;
-      guint n_outs, n_ins;
 
       switch (s->kind)
         {
@@ -388,9 +312,10 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
           next_side = SIDE_BWD;
           continue;
         }
-      n_outs = stmt_io_get (&io, i - 1, FALSE, &outs);
-      for (guint j = 0; j < n_outs && !is_fwd; j++)
-        is_fwd = set_has (fwd_names, outs[j]);
+      g_ptr_array_set_size (outs, 0);
+      cs_stmt_collect_outputs (s, outs);
+      for (guint j = 0; j < outs->len && !is_fwd; j++)
+        is_fwd = set_has (fwd_names, outs->pdata[j]);
       if (is_call_of (s, CS_OP_PRIM_UNPACK_TRIVIAL) || s->kind == CS_STMT_UNPACK
           || s->kind == CS_STMT_ANNASSIGN)
         is_fwd = TRUE;
@@ -401,11 +326,12 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
         }
       if (is_fwd)
         {
-          n_ins = stmt_io_get (&io, i - 1, TRUE, &ins);
-          for (guint j = 0; j < n_ins; j++)
-            set_add (fwd_names, ins[j]);
-          for (guint j = 0; j < n_outs; j++)
-            set_add (fwd_names, outs[j]);
+          g_ptr_array_set_size (ins, 0);
+          cs_stmt_collect_inputs (s, ins);
+          for (guint j = 0; j < ins->len; j++)
+            set_add (fwd_names, ins->pdata[j]);
+          for (guint j = 0; j < outs->len; j++)
+            set_add (fwd_names, outs->pdata[j]);
           side[i - 1] = SIDE_FWD;
         }
       else
@@ -418,20 +344,18 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
     any_grad |= grads_v->u.seq.items[i]->kind != CS_VALUE_NONE;
   {
     CsStmt tmp_ret = { .kind = CS_STMT_RETURN, .value = grads_v };
-    dce_backward (joint, &io, side, &tmp_ret);
+    dce_backward (joint, side, &tmp_ret);
   }
   for (guint i = 0; i < joint->n_stmts; i++)
     {
-      CsProxy **ins;
-      guint n_ins;
-
       if (side[i] != SIDE_BWD)
         continue;
       n_bw_stmts++;
-      n_ins = stmt_io_get (&io, i, TRUE, &ins);
-      for (guint j = 0; j < n_ins; j++)
+      g_ptr_array_set_size (ins, 0);
+      cs_stmt_collect_inputs (joint->stmts[i], ins);
+      for (guint j = 0; j < ins->len; j++)
         {
-          CsProxy *p = ins[j];
+          CsProxy *p = ins->pdata[j];
           if (set_has (fwd_names, p) && !set_has (saved_set, p))
             {
               set_add (saved_set, p);

@@ -2,7 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-stats.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 
 #include <string.h>

@@ -18,6 +18,7 @@
 #include "cs-cuda.h"
 #include "cs-ir.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-policy.h"
 
 G_BEGIN_DECLS

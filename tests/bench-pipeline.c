@@ -20,7 +20,6 @@
 #include "cs-fuse.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
-#include "cs-parallel.h"
 
 /* Process CPU time in microseconds: the machine is shared, so wall time alone overstates. */
 static gint64
@@ -90,7 +89,6 @@ main (int argc, char **argv)
   g_autoptr(CsPipeline) best_pl = NULL;
   gint64 best = G_MAXINT64, best_cpu = G_MAXINT64, t0, c0;
 
-  cs_runtime_init ();   /* as castscope and castscope-cli run */
   t0 = g_get_monotonic_time ();
   t = cs_parse_trace (text, "generated", &error);
   if (t == NULL)

@@ -17,11 +17,11 @@
 #include "cs-diff.h"
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-grad.h"
 #include "cs-decompose.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
-#include "cs-parallel.h"
 #include "cs-pipeline.h"
 #include "cs-print.h"
 #include "cs-stats.h"
@@ -590,9 +590,10 @@ append_ids (GString *out, const CsStmt *s, guint depth)
     append_ids (out, s->subs[i], depth + 1);
 }
 
-/* Every pass's trace, printed, under @policy_kv with at most @threads workers. */
+/* Every pass's trace, printed, under @policy_kv, with every statement's id, origin and output
+ * proxy id after it. */
 static char *
-pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
+pipeline_text (const CsTrace *t, const char *policy_kv)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) p = NULL;
@@ -603,16 +604,7 @@ pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
   cs_policy_init_default (&policy);
   if (policy_kv != NULL)
     g_assert_true (cs_policy_parse_assignment (&policy, policy_kv, &error));
-  _cs_parallel_set_max_threads (threads);
   p = cs_pipeline_run (t, &policy, NULL, &error);
-  _cs_parallel_set_max_threads (0);
-  if (p == NULL)
-    {
-      /* a trace the pipeline refuses: the same refusal with any number of threads */
-      g_assert_nonnull (error);
-      g_string_append_printf (all, "error: %s\n", error->message);
-      return g_string_free (all, FALSE);
-    }
   g_assert_no_error (error);
   for (guint i = 0; i < cs_pipeline_n_passes (p); i++)
     {
@@ -630,130 +622,60 @@ pipeline_text (const CsTrace *t, const char *policy_kv, guint threads)
   return g_string_free (all, FALSE);
 }
 
-/* rrc and CSE rewrite regions on several threads (cs-cse.c, regions_precompute): the result
- * must be the one-thread result byte for byte, also under matmul=upcast-f32, where the casts
- * around each matmul make rrc replace region outputs, so later regions take the sequential
- * path (a precomputed region is dropped when the outer map changes it). */
+/* The pipeline's output depends on its input alone: two parses of the same 400-block chain
+ * give the same text, ids included, whether run first, after another trace or a second time
+ * (no state of one run - name counters, scratch arrays, generation marks - reaches the next).
+ * Under matmul=upcast-f32 rrc replaces region outputs, so later regions are remapped before
+ * they are rewritten. */
 static void
-test_parallel_same_output (void)
+test_pipeline_deterministic (void)
 {
   g_autofree char *src = generated_chain (400);
+  g_autofree char *other_src = generated_chain (37);
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (src, "chain", &error);
+  g_autoptr(CsTrace) t1 = cs_parse_trace (src, "chain", &error);
+  g_autoptr(CsTrace) t2 = NULL;
+  g_autoptr(CsTrace) other = NULL;
   const char *policies[] = { NULL, "matmul=upcast-f32", "fusion=dataflow" };
 
   g_assert_no_error (error);
+  t2 = cs_parse_trace (src, "chain", &error);
+  g_assert_no_error (error);
+  other = cs_parse_trace (other_src, "other", &error);
+  g_assert_no_error (error);
   for (guint k = 0; k < G_N_ELEMENTS (policies); k++)
     {
-      guint jobs_before = _cs_parallel_jobs_run ();
-      g_autofree char *one = pipeline_text (t, policies[k], 1);
-      g_autofree char *four = NULL;
+      g_autofree char *first = pipeline_text (t1, policies[k]);
+      g_autofree char *between = pipeline_text (other, policies[k]);
+      g_autofree char *fresh = pipeline_text (t2, policies[k]);
+      g_autofree char *again = pipeline_text (t1, policies[k]);
 
-      g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs_before);
-      four = pipeline_text (t, policies[k], 4);
-      /* rrc and cse each ran one parallel job */
-      g_assert_cmpuint (_cs_parallel_jobs_run (), >=, jobs_before + 2);
-      g_assert_cmpstr (four, ==, one);
-      g_assert_nonnull (strstr (one, "nvFusion99"));
+      g_assert_cmpstr (fresh, ==, first);
+      g_assert_cmpstr (again, ==, first);
+      g_assert_cmpstr (between, !=, first);
+      /* by hand: the matmuls (fuse-matmul=off) cut the chain into 100 blocks of add, mul,
+       * tanh, each one forward region and, with its VJPs, one backward region: nvFusion0 ..
+       * nvFusion199 (upcast-f32's casts around the matmuls form regions of their own) */
+      g_assert_nonnull (strstr (first, "nvFusion199("));
+      if (policies[k] == NULL || strcmp (policies[k], "fusion=dataflow") == 0)
+        g_assert_null (strstr (first, "nvFusion200"));
     }
 }
 
-static gint
-compare_paths (gconstpointer a, gconstpointer b)
-{
-  return g_strcmp0 (*(const char * const *) a, *(const char * const *) b);
-}
-
-/* Every shared trace under four policies, with every parallel part of every pass shared out
- * however few its items (_cs_parallel_set_eager): 4 workers give the one-thread text, ids
- * included.  Covers the decompositions made on workers (decompose and grad's forward walk)
- * for every op the real traces hold: nested ltorch calls, tuple outputs, outputs a
- * decomposition replaces and whose names it gives back, names it must skip. */
+/* @k regions reading a_i and b_i, equal adds at the top level: CSE maps them all to a0, which
+ * turns each region's two muls into duplicates, so the region must be rewritten after the
+ * remap.  Parsed statements have no origin, so the derived trace owns its regions: the
+ * rewrite edits them in place.  rrc finds no cast and leaves every region as it is. */
 static void
-test_parallel_shared_traces (void)
-{
-  const char *dir = g_getenv ("CS_SHARED_TRACES");
-  const char *policies[] = { NULL, "matmul=upcast-f32", "fusion=dataflow", "autocast=bf16" };
-  g_autoptr(GDir) d = NULL;
-  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
-  const char *name;
-  guint jobs_before = _cs_parallel_jobs_run (), n_run = 0;
-
-  if (dir == NULL || (d = g_dir_open (dir, 0, NULL)) == NULL)
-    {
-      g_test_skip ("CS_SHARED_TRACES not available");
-      return;
-    }
-  while ((name = g_dir_read_name (d)) != NULL)
-    if (g_str_has_suffix (name, ".txt"))
-      g_ptr_array_add (files, g_build_filename (dir, name, NULL));
-  g_ptr_array_sort (files, compare_paths);
-  g_assert_cmpuint (files->len, >=, 30);
-  for (guint f = 0; f < files->len; f++)
-    {
-      g_autofree char *text = NULL;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(CsTrace) t = NULL;
-
-      g_assert_true (g_file_get_contents (files->pdata[f], &text, NULL, &error));
-      t = cs_parse_trace (text, files->pdata[f], &error);
-      g_assert_no_error (error);
-      for (guint k = 0; k < G_N_ELEMENTS (policies); k++)
-        {
-          g_autofree char *one = pipeline_text (t, policies[k], 1);
-          g_autofree char *four = NULL;
-
-          _cs_parallel_set_eager (TRUE);
-          four = pipeline_text (t, policies[k], 4);
-          _cs_parallel_set_eager (FALSE);
-          if (g_strcmp0 (four, one) != 0)
-            g_error ("%s under %s: 4 workers differ from 1", (char *) files->pdata[f],
-                     policies[k] ? policies[k] : "the default policy");
-          n_run += !g_str_has_prefix (one, "error: ");
-        }
-    }
-  g_assert_cmpuint (n_run, >=, 100);
-  g_assert_cmpuint (_cs_parallel_jobs_run (), >=, jobs_before + n_run);
-}
-
-/* grad shares out two jobs (its forward walk's decompositions, its dce's statement summaries)
- * and the decompose pass one (the decompositions) */
-static void
-test_parallel_decompositions (void)
-{
-  g_autofree char *src = generated_chain (8);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) t = cs_parse_trace (src, "chain", &error);
-  g_autoptr(CsTrace) joint = NULL, dec = NULL;
-  CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
-  guint jobs;
-
-  g_assert_no_error (error);
-  _cs_parallel_set_max_threads (4);
-  _cs_parallel_set_eager (TRUE);
-  jobs = _cs_parallel_jobs_run ();
-  joint = cs_grad_joint (t, &spec, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 2);
-  dec = cs_decompose_trace (joint, NULL, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (_cs_parallel_jobs_run (), ==, jobs + 3);
-  _cs_parallel_set_eager (FALSE);
-  _cs_parallel_set_max_threads (0);
-}
-
-/* @k regions reading a_i and b_i, two equal adds at the top level: CSE maps b_i to a_i, which
- * turns the region's two muls into duplicates, so the region must be rewritten after the
- * remap.  Parsed statements have no origin, so the derived trace owns its regions: a worker
- * must not rewrite them (found by a review: 4 threads kept d_i, 1 thread dropped it). */
-static void
-test_parallel_owned_regions (void)
+test_cse_region_after_remap (void)
 {
   GString *src = g_string_new ("def computation(x, w):\n"
                                "  # x: \"cuda:0 f32[4, 4]\"\n  # w: \"cuda:0 f32[4, 4]\"\n");
   GString *ret = g_string_new ("  return (");
   g_autoptr(GError) error = NULL;
   g_autoptr(CsTrace) t = NULL;
+  g_autoptr(CsTrace) cse = NULL, rrc = NULL;
+  g_autofree char *cse_text = NULL, *rrc_text = NULL;
   const guint k = 80;
 
   for (guint i = 0; i < k; i++)
@@ -771,24 +693,21 @@ test_parallel_owned_regions (void)
   g_string_append (src, ret->str);
   t = cs_parse_trace (src->str, "owned", &error);
   g_assert_no_error (error);
-  for (guint pass = 0; pass < 2; pass++)
+  cse = cs_cse_trace (t);
+  rrc = cs_cse_remove_redundant_casts (t);
+  cse_text = cs_print_trace (cse, CS_PRINT_DEFAULT);
+  rrc_text = cs_print_trace (rrc, CS_PRINT_DEFAULT);
+  /* by hand: every a_i and b_i is a0 (equal top-level adds), so d_i = a0 * a0 = c_i, and
+   * every region keeps one mul of a0 */
+  for (guint i = 0; i < k; i += 79)
     {
-      g_autofree char *one = NULL, *four = NULL;
-      for (guint th = 1; th <= 4; th += 3)
-        {
-          g_autoptr(CsTrace) r = NULL;
-          _cs_parallel_set_max_threads (th);
-          r = pass == 0 ? cs_cse_trace (t) : cs_cse_remove_redundant_casts (t);
-          _cs_parallel_set_max_threads (0);
-          *(th == 1 ? &one : &four) = cs_print_trace (r, CS_PRINT_DEFAULT);
-        }
-      g_assert_cmpstr (four, ==, one);
-      if (pass == 0)
-        {
-          /* one thread's answer, by hand: b0 is a0, so d0 = a0 * a0 = c0 */
-          g_assert_nonnull (strstr (one, "[c0] = nvFusion0(a0)"));
-          g_assert_null (strstr (one, "d0 = prims.mul"));
-        }
+      g_autofree char *region = g_strdup_printf ("[c%u] = nvFusion%u(a0)", i, i);
+      g_autofree char *dup = g_strdup_printf ("d%u = prims.mul", i);
+      g_autofree char *kept = g_strdup_printf ("[c%u, d%u] = nvFusion%u(a%u, b%u)", i, i, i, i, i);
+      g_assert_nonnull (strstr (cse_text, region));
+      g_assert_null (strstr (cse_text, dup));
+      g_assert_nonnull (strstr (rrc_text, kept));
+      g_assert_nonnull (strstr (rrc_text, dup));
     }
   g_string_free (src, TRUE);
   g_string_free (ret, TRUE);
@@ -813,9 +732,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/refuse/llama", test_refuse_llama);
   g_test_add_func ("/core/fuse/refuse/issue1368-excerpt", test_refuse_issue1368);
   g_test_add_func ("/core/stats/untyped-operands", test_stats_untyped_operands);
-  g_test_add_func ("/core/parallel/same-output", test_parallel_same_output);
-  g_test_add_func ("/core/parallel/owned-regions", test_parallel_owned_regions);
-  g_test_add_func ("/core/parallel/shared-traces", test_parallel_shared_traces);
-  g_test_add_func ("/core/parallel/decompositions", test_parallel_decompositions);
+  g_test_add_func ("/core/pipeline/deterministic", test_pipeline_deterministic);
+  g_test_add_func ("/core/cse/region-after-remap", test_cse_region_after_remap);
   return g_test_run ();
 }

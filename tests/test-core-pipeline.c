@@ -17,6 +17,7 @@
 #include "cs-decompose.h"
 #include "cs-dellast.h"
 #include "cs-fuse.h"
+#include "cs-fuse-private.h"
 #include "cs-print.h"
 #include "cs-grad.h"
 #include "cs-pipeline.h"

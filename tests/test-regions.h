@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cs-fuse.h"
-#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-print.h"

@@ -1,0 +1,388 @@
+/* cs-fuse-refresh.c: the region refresh (_cs_regions_refresh, see cs-fuse-private.h):
+ * Thunder's update_fusion_call_ctx and the dce that follows it.
+ *
+ * Source: thunder/executors/nvfuserex_impl.py (`fuse` step 3), thunder/core/transform_common.py
+ * (dce); reference/thunder-traces.md 6.3 and 7.2.
+ */
+#include "cs-config.h"
+
+#include "cs-fuse.h"
+#include "cs-fuse-private.h"
+#include "cs-ir-util.h"
+#include "cs-ops.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Region refresh (update_fusion_call_ctx) and DCE                                             */
+
+static gboolean
+stmt_dont_dce (const CsStmt *s)
+{
+  if (s->kind != CS_STMT_CALL)
+    return TRUE;
+  if (s->op == NULL)
+    return TRUE;
+  if ((s->op->tags & CS_OP_TAG_DONT_DCE) || (cs_op_semantic (s->op)->tags & CS_OP_TAG_DONT_DCE))
+    return TRUE;
+  return FALSE;
+}
+
+/* Per-proxy marks indexed by CsProxy.id (ids are 1-based and below trace->next_proxy_id), so
+ * the refresh needs no hash table per region.  A mark is "set" when it equals the generation
+ * it was set for; generations only grow, so the arrays are never cleared between regions.
+ * One store serves one refresh. */
+typedef struct
+{
+  guint32   gen;        /* last generation handed out */
+  guint32  *needed;     /* == Marks.needed_gen: read by a later top-level statement */
+  guint32  *live;       /* == region gen: needed inside the region being refreshed */
+  guint32  *produced;   /* == region gen: produced by a kept subsymbol so far */
+  guint32  *seen;       /* == gen: already listed (outputs, then inputs) */
+  guint32  *prod_at;    /* subsymbol index of the first kept writer (where produced == gen) */
+  guint32  *visible;    /* == visible generation: written at the top level or an input */
+  guint32  *hidden_gen; /* == hidden generation: hidden_at is valid */
+  guint32  *hidden_at;  /* 1 + index of the fresh region writing it without listing it */
+} MarkStore;
+
+/* Zeroed arrays for ids below @n. */
+static void
+mark_store_init (MarkStore *st, guint32 n)
+{
+  st->gen = 0;
+  st->needed = g_new0 (guint32, n);
+  st->live = g_new0 (guint32, n);
+  st->produced = g_new0 (guint32, n);
+  st->seen = g_new0 (guint32, n);
+  st->prod_at = g_new0 (guint32, n);
+  st->visible = g_new0 (guint32, n);
+  st->hidden_gen = g_new0 (guint32, n);
+  st->hidden_at = g_new0 (guint32, n);
+}
+
+static void
+mark_store_clear (MarkStore *st)
+{
+  g_free (st->needed);
+  g_free (st->live);
+  g_free (st->produced);
+  g_free (st->seen);
+  g_free (st->prod_at);
+  g_free (st->visible);
+  g_free (st->hidden_gen);
+  g_free (st->hidden_at);
+}
+
+typedef struct
+{
+  MarkStore st;         /* the arrays */
+  guint32   n;          /* valid ids are below n (trace->next_proxy_id + 1) */
+  guint32   needed_gen; /* generation of this refresh's needed marks */
+  CsProxyVec tmp;       /* scratch proxy list */
+  CsProxyVec outs;      /* scratch */
+  CsProxyVec ins;       /* scratch */
+  CsStmtVec kept;       /* scratch */
+  CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
+  guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
+  guint     read_pos_cap;
+} Marks;
+
+static inline gboolean
+mark_test (const Marks *m, const guint32 *arr, const CsProxy *p, guint32 v)
+{
+  return p->id < m->n && arr[p->id] == v;
+}
+
+static inline void
+mark_set (Marks *m, guint32 *arr, const CsProxy *p, guint32 v)
+{
+  if (p->id < m->n)
+    arr[p->id] = v;
+}
+
+/* TRUE when @p is read after the region being refreshed (see Marks). */
+static inline gboolean
+needed_test (const Marks *m, const CsProxy *p)
+{
+  return mark_test (m, m->st.needed, p, m->needed_gen);
+}
+
+/* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
+ * after it).  Returns FALSE when the region has no output left. */
+static gboolean
+region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
+{
+  MarkStore *st = &m->st;
+  CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
+  CsStmtVec *kept = &m->kept;
+  CsValue **items;
+  CsArg *args;
+  guint32 gen = ++st->gen, gen_in;
+  guint n_outs_rev;
+
+  outs->len = 0;
+  ins->len = 0;
+  reads->len = 0;
+  kept->len = 0;
+
+  /* One backward sweep over the subsymbols (each one's memory is touched once):
+   * - DCE: a subsymbol is kept when one of its outputs is needed after the region
+   *   (needed marks) or read by a later kept subsymbol (live marks), or when it must not be
+   *   DCEd;
+   * - outputs: values written by kept subsymbols and needed after the region (collected in
+   *   reverse, put in production order below);
+   * - the first (lowest) index of a kept subsymbol writing each value (prod_at, valid where
+   *   produced == gen), and every read with its index, for the inputs below. */
+  for (guint i = s->n_subs; i-- > 0;)
+    {
+      CsStmt *sub = s->subs[i];
+      gboolean keep;
+
+      if (i >= 2)
+        __builtin_prefetch (s->subs[i - 2]);
+      keep = stmt_dont_dce (sub) && sub->kind == CS_STMT_CALL;
+      tmp->len = 0;
+      _cs_stmt_writes_vec (sub, tmp);
+      for (guint j = 0; j < tmp->len && !keep; j++)
+        if (needed_test (m, tmp->v[j])
+            || mark_test (m, st->live, tmp->v[j], gen))
+          keep = TRUE;
+      if (!keep)
+        continue;
+      _cs_stmt_vec_push (kept, sub);
+      for (guint j = 0; j < tmp->len; j++)
+        {
+          CsProxy *p = tmp->v[j];
+          if (needed_test (m, p))
+            _cs_proxy_vec_push (outs, p);
+          if (p->id < m->n)
+            {
+              st->produced[p->id] = gen;
+              st->prod_at[p->id] = i;
+            }
+        }
+      tmp->len = 0;
+      _cs_stmt_reads_vec (sub, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        {
+          mark_set (m, st->live, tmp->v[j], gen);
+          _cs_proxy_vec_push (reads, tmp->v[j]);
+          if (G_UNLIKELY (reads->len > m->read_pos_cap))
+            {
+              m->read_pos_cap = MAX (64, 2 * reads->len);
+              m->read_pos = g_renew (guint, m->read_pos, m->read_pos_cap);
+            }
+          m->read_pos[reads->len - 1] = i;
+        }
+    }
+  if (outs->len == 0)
+    return FALSE;
+
+  /* outputs in production order, each once */
+  n_outs_rev = outs->len;
+  for (guint i = 0; i < n_outs_rev; i++)
+    {
+      CsProxy *p = outs->v[n_outs_rev - 1 - i];
+      if (!mark_test (m, st->seen, p, gen))
+        {
+          mark_set (m, st->seen, p, gen);
+          _cs_proxy_vec_push (outs, p);
+        }
+    }
+  memmove (outs->v, outs->v + n_outs_rev, sizeof (CsProxy *) * (outs->len - n_outs_rev));
+  outs->len -= n_outs_rev;
+
+  /* kept is reversed */
+  _cs_stmt_vec_reverse (kept);
+
+  /* inputs: values read before any kept subsymbol produced them, in first appearance order
+   * (the reads were collected backward; a fresh generation for the "seen" marks) */
+  gen_in = ++st->gen;
+  for (guint r = reads->len; r-- > 0;)
+    {
+      CsProxy *p = reads->v[r];
+      guint at = m->read_pos[r];
+      gboolean inside = p->id < m->n && st->produced[p->id] == gen && st->prod_at[p->id] < at;
+      if (!inside && !mark_test (m, st->seen, p, gen_in))
+        {
+          mark_set (m, st->seen, p, gen_in);
+          _cs_proxy_vec_push (ins, p);
+        }
+    }
+
+  cs_stmt_set_subs (trace, s, kept->v, kept->len);
+  items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
+  for (guint i = 0; i < outs->len; i++)
+    items[i] = cs_value_new_proxy (trace->arena, outs->v[i]);
+  s->out = cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len);
+  args = CS_ARENA_NEW_N (trace->arena, CsArg, MAX (ins->len, 1));
+  for (guint i = 0; i < ins->len; i++)
+    {
+      args[i].name = NULL;
+      args[i].value = cs_value_new_proxy (trace->arena, ins->v[i]);
+    }
+  s->args = args;
+  s->n_args = ins->len;
+  s->type_comment = CS_TYPECOMMENT_NONE;
+  s->type_comment_raw = NULL;
+  s->region_fresh = 1;
+  return TRUE;
+}
+
+/* TRUE when some output of the fresh region @s is no longer read later (needed marks). */
+static gboolean
+region_output_unneeded (const CsStmt *s, const Marks *m)
+{
+  const CsValue *o = s->out;
+
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return TRUE;
+  for (guint i = 0; i < o->u.seq.n; i++)
+    {
+      const CsValue *it = o->u.seq.items[i];
+      if (it->kind != CS_VALUE_PROXY || !needed_test (m, it->u.proxy))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Marks, for each proxy id, the fresh region of @trace that writes it without listing it as
+ * an output: st->hidden_at[id] = 1 + its index where st->hidden_gen[id] == @gen. */
+static void
+build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
+{
+  MarkStore *st = &m->st;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      if (!_cs_stmt_is_region (s) || !s->region_fresh)
+        continue;
+      for (guint j = 0; j < s->n_subs; j++)
+        {
+          tmp.len = 0;
+          _cs_stmt_writes_vec (s->subs[j], &tmp);
+          for (guint k = 0; k < tmp.len; k++)
+            {
+              const CsProxy *p = tmp.v[k];
+              if (p->id < m->n)
+                {
+                  st->hidden_gen[p->id] = gen;
+                  st->hidden_at[p->id] = i + 1;
+                }
+            }
+        }
+      if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+        for (guint j = 0; j < s->out->u.seq.n; j++)
+          {
+            const CsValue *it = s->out->u.seq.items[j];
+            if (it->kind == CS_VALUE_PROXY && it->u.proxy->id < m->n)
+              st->hidden_gen[it->u.proxy->id] = 0;
+          }
+    }
+  _cs_proxy_vec_free (&tmp);
+}
+
+/* The backward walk of _cs_regions_refresh has met a read of proxy @id (< m->n) by the
+ * statement at index @i: the value is needed, and when it is not visible, the fresh region
+ * that holds it internally (if any, before @i) must be rebuilt. */
+static inline void
+refresh_note_read (const CsTrace *trace, Marks *m, guint32 id, guint i, guint32 visible_gen,
+                   guint32 *hidden_gen, guint8 *stale)
+{
+  MarkStore *st = &m->st;
+
+  st->needed[id] = m->needed_gen;
+  if (st->visible[id] == visible_gen)
+    return;
+  if (*hidden_gen == 0)
+    {
+      *hidden_gen = ++st->gen;
+      build_hidden (trace, m, *hidden_gen);
+    }
+  if (st->hidden_gen[id] == *hidden_gen && st->hidden_at[id] - 1 < i)
+    stale[st->hidden_at[id] - 1] = 1;
+}
+
+void
+_cs_regions_refresh (CsTrace *trace, gboolean dce_top)
+{
+  Marks m = { 0 };
+  MarkStore *st = &m.st;
+  g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
+  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+  guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
+  guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
+
+  m.n = trace->next_proxy_id + 1;
+  mark_store_init (st, m.n);
+  m.needed_gen = ++st->gen;
+  visible_gen = ++st->gen;
+  stale = g_new0 (guint8, trace->n_stmts + 1);
+
+  /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
+   * outputs is no longer needed or a later statement now reads one of its internal values;
+   * otherwise rebuilding it would give the same region.  Values written at the top level
+   * (region outputs included) and the signature's inputs are "visible"; only a read of
+   * something else can be an internal value, and only then are the fresh regions' writes
+   * swept to find which region holds it (build_hidden). */
+  for (guint i = 0; i < trace->n_params; i++)
+    {
+      CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
+                                         : NULL;
+      if (p != NULL)
+        mark_set (&m, st->visible, p, visible_gen);
+    }
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      tmp.len = 0;
+      _cs_stmt_writes_vec (trace->stmts[i], &tmp);
+      for (guint k = 0; k < tmp.len; k++)
+        mark_set (&m, st->visible, tmp.v[k], visible_gen);
+    }
+
+  for (guint i = trace->n_stmts; i-- > 0;)
+    {
+      CsStmt *s = trace->stmts[i];
+
+      if (_cs_stmt_is_region (s))
+        {
+          if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
+            {
+              /* rebuilt, in place when the trace owns it (it may be shared with the input) */
+              s = cs_trace_own_stmt (trace, s);
+              if (!region_refresh_one (trace, s, &m))
+                continue;
+            }
+        }
+      else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
+        {
+          gboolean live = FALSE;
+          tmp.len = 0;
+          _cs_stmt_writes_vec (s, &tmp);
+          for (guint j = 0; j < tmp.len && !live; j++)
+            if (needed_test (&m, tmp.v[j]) || tmp.v[j]->id >= m.n)
+              live = TRUE;
+          /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
+           * not model */
+          if (!live && (tmp.len > 0 || s->out != NULL))
+            continue;
+        }
+      _cs_stmt_vec_push (&kept, s);
+      tmp.len = 0;
+      _cs_stmt_reads_vec (s, &tmp);
+      for (guint j = 0; j < tmp.len; j++)
+        if (tmp.v[j]->id < m.n)
+          refresh_note_read (trace, &m, tmp.v[j]->id, i, visible_gen, &hidden_gen, stale);
+    }
+  _cs_stmt_vec_reverse (&kept);
+  cs_trace_set_stmts (trace, kept.v, kept.len);
+  g_free (stale);
+  mark_store_clear (st);
+  _cs_proxy_vec_free (&tmp);
+  _cs_proxy_vec_free (&m.tmp);
+  _cs_proxy_vec_free (&m.outs);
+  _cs_proxy_vec_free (&m.ins);
+  _cs_proxy_vec_free (&m.reads);
+  _cs_stmt_vec_free (&m.kept);
+  g_free (m.read_pos);
+}

@@ -1,0 +1,53 @@
+/* cs-ops-args.c: statement arguments read through the op schema (see cs-ops-args.h). */
+#include "cs-config.h"
+
+#include "cs-ops-args.h"
+
+#include <stdlib.h>
+
+/** cs_stmt_arg: see cs-ops-args.h. */
+CsValue *
+cs_stmt_arg (const CsStmt *stmt, CsArgName name)
+{
+  const CsOp *op;
+  guint pos;
+
+  g_return_val_if_fail (stmt != NULL, NULL);
+  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  if (cs_op_find_arg (op, name, &pos) == NULL)
+    {
+      g_critical ("cs_stmt_arg: %s has no argument '%s' in its schema", op->name, cs_arg_name (name));
+      return NULL;
+    }
+  return cs_stmt_get_arg (stmt, pos, cs_arg_name (name));
+}
+
+/** cs_stmt_arg_number: see cs-ops-args.h. */
+gboolean
+cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)
+{
+  const CsOp *op;
+  const CsOpArg *a;
+  CsValue *v;
+  char *end;
+
+  g_return_val_if_fail (stmt != NULL && out != NULL, FALSE);
+  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  a = cs_op_find_arg (op, name, NULL);
+  g_return_val_if_fail (a != NULL, FALSE);
+  v = cs_stmt_arg (stmt, name);
+  if (v == NULL)
+    {
+      if (a->dflt == NULL)
+        return FALSE;
+      *out = g_ascii_strtod (a->dflt, &end);
+      return end != a->dflt && *end == '\0';
+    }
+  switch (v->kind)
+    {
+    case CS_VALUE_INT: *out = (double) v->u.i; return TRUE;
+    case CS_VALUE_FLOAT: *out = v->u.f; return TRUE;
+    case CS_VALUE_BOOL: *out = v->u.b ? 1.0 : 0.0; return TRUE;
+    default: return FALSE;
+    }
+}

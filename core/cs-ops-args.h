@@ -1,0 +1,34 @@
+/* cs-ops-args.h: reading a statement's arguments through its op's schema (the op table's
+ * argument rows, core/cs-ops-list.h), never by literal position and name.  It sits above both
+ * the IR (cs-ir.h) and the op table (cs-ops.h), which know nothing of each other. */
+#pragma once
+
+#include "cs-ir.h"
+#include "cs-ops.h"
+
+G_BEGIN_DECLS
+
+/**
+ * cs_stmt_arg:
+ * @stmt: a call statement
+ * @name: an argument of the schema of @stmt's semantic op (executor names read the schema of
+ *   the op they implement: torch_broadcast_in_dim_prim_impl reads prims.broadcast_in_dim's)
+ *
+ * Reads an argument through the op's schema: by its position, or by its keyword.  Asking for
+ * an argument the schema does not declare is a programming error (g_critical, NULL).
+ * Returns: (transfer none) (nullable): the argument's value; NULL when the statement does not
+ * pass it (the schema's default applies)
+ */
+CsValue      *cs_stmt_arg        (const CsStmt *stmt, CsArgName name);
+/**
+ * cs_stmt_arg_number:
+ * @stmt: a call statement
+ * @name: a number argument of the schema, with a numeric default
+ * @out: (out): its value: the statement's, else the schema's default
+ *
+ * Returns: FALSE when the statement passes something other than a number (or a numeric
+ * argument without a default is missing)
+ */
+gboolean      cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out);
+
+G_END_DECLS
