@@ -1370,31 +1370,102 @@ store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val
     }
 }
 
-/* Appends `extern "C" __global__ void k<N>(params) {` + @code + `}` to the program source and
- * records the step. */
+/* Renumbers the temporaries of one kernel (v<N>, i<N>, c<N>, rg<N>: new_var, new_idx,
+ * clamp_idx, row registers) in order of first appearance, each family from 0.  A bijection on
+ * those identifiers, so the kernel means the same; it makes the text of a kernel independent of
+ * how many temporaries earlier kernels of its region took. */
+typedef struct
+{
+  GHashTable *words;   /* old identifier -> new (both owned) */
+  guint       next[4]; /* next number per family: v, i, c, rg */
+} Renumber;
+
+static gboolean
+renumber_cb (const GMatchInfo *mi, GString *res, gpointer data)
+{
+  Renumber *r = data;
+  g_autofree char *word = g_match_info_fetch (mi, 0);
+  const char *got = g_hash_table_lookup (r->words, word);
+
+  if (got == NULL)
+    {
+      g_autofree char *fam = g_match_info_fetch (mi, 1);
+      guint f = fam[0] == 'v' ? 0 : fam[0] == 'i' ? 1 : fam[0] == 'c' ? 2 : 3;
+      char *n = g_strdup_printf ("%s%u", fam, r->next[f]++);
+
+      g_hash_table_insert (r->words, g_steal_pointer (&word), n);
+      got = n;
+    }
+  g_string_append (res, got);
+  return FALSE;
+}
+
+/* The regular expressions of gen_finish, compiled once. */
+static GRegex *
+static_regex (gsize *once, GRegex **re, const char *pattern)
+{
+  if (g_once_init_enter (once))
+    {
+      *re = g_regex_new (pattern, G_REGEX_OPTIMIZE, 0, NULL);
+      g_once_init_leave (once, 1);
+    }
+  return *re;
+}
+
+/* Adds the kernel of @text (its parameters and body: everything after the name) to the program,
+ * or finds the identical one already there; returns its index in p->kernels. */
+static guint
+intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
+{
+  g_autofree char *key = g_strconcat (attrs, " @ ", text, NULL);
+  gpointer v;
+  CsCudaKernel *k;
+
+  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
+    return GPOINTER_TO_UINT (v);
+  k = g_new0 (CsCudaKernel, 1);
+  k->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text);
+  k->library = 0;
+  g_ptr_array_add (p->kernels, k);
+  g_string_append (p->source, k->source);
+  p->n_kernels = p->kernels->len;
+  if (p->kernel_of != NULL)
+    g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (p->kernels->len - 1));
+  return p->kernels->len - 1;
+}
+
+/* Builds `extern "C" __global__ void k<N>(params) {` + @code + `}`, interns it in the program
+ * (a kernel whose text is identical to an earlier one's reuses it: identical layers share one
+ * kernel) and records the step. */
 static CsCudaStep *
 gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned int grid_y,
             unsigned int block_x, unsigned int block_y)
 {
+  static gsize once_ll, once_tmp;
+  static GRegex *re_ll, *re_tmp;
   CsCudaProgram *p = g->p;
-  guint k = p->n_kernels++;
+  guint k;
   CsCudaStep *step;
   double bytes = 0;
+  g_autoptr(GString) text = g_string_new ("(");
+  g_autoptr(GHashTable) words = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  Renumber ren = { words, { 0 } };
+  g_autofree char *attrs = NULL;
+  g_autofree char *canon = NULL;
 
   if (g->min_blocks > 0)
-    g_string_append_printf (p->source, "\nextern \"C\" __global__ void __launch_bounds__(256, %u) k%u (",
-                            g->min_blocks, k);
+    attrs = g_strdup_printf ("__launch_bounds__(256, %u)", g->min_blocks);
   else
-    g_string_append_printf (p->source, "\nextern \"C\" __global__ void __launch_bounds__(256) k%u (", k);
+    attrs = g_strdup ("__launch_bounds__(256)");
   for (guint i = 0; i < g->params->len; i++)
     {
       CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
       gboolean out = g_array_index (g->is_out, gboolean, i);
 
-      g_string_append_printf (p->source, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
+      g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
                               storage_type (s->dtype), i);
     }
-  g_string_append (p->source, ")\n{\n");
+  g_string_append (text, ")\n{\n");
   for (guint i = 0; i < g->params->len; i++)
     {
       CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
@@ -1404,20 +1475,23 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
     }
   if (g->big)
     {
-      g_string_append (p->source, "  typedef long long ix_t;\n");
-      g_string_append (p->source, code);
+      g_string_append (text, "  typedef long long ix_t;\n");
+      g_string_append (text, code);
     }
   else
     {
       /* Every index fits 32 bits: int index math (a 64-bit division by a constant costs several
        * times a 32-bit one).  Decimal LL literals lose their suffix. */
-      g_autoptr(GRegex) re = g_regex_new ("([0-9])LL\\b", 0, 0, NULL);
-      g_autofree char *c32 = g_regex_replace (re, code, -1, 0, "\\1", 0, NULL);
+      g_autofree char *c32 = g_regex_replace (static_regex (&once_ll, &re_ll, "([0-9])LL\\b"), code, -1, 0,
+                                              "\\1", 0, NULL);
 
-      g_string_append (p->source, "  typedef int ix_t;\n");
-      g_string_append (p->source, c32);
+      g_string_append (text, "  typedef int ix_t;\n");
+      g_string_append (text, c32);
     }
-  g_string_append (p->source, "}\n");
+  g_string_append (text, "}\n");
+  canon = g_regex_replace_eval (static_regex (&once_tmp, &re_tmp, "\\b(v|i|c|rg)[0-9]+\\b"), text->str, -1, 0, 0,
+                                renumber_cb, &ren, NULL);
+  k = intern_kernel (p, attrs, canon);
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;
