@@ -90,6 +90,10 @@ typedef struct
   guint  library;        /* which NVRTC program (index into CsCudaProgram.libraries) holds it */
 } CsCudaKernel;
 
+/* cs_cuda_program_build_full() and CsCudaBuildFlags exist (tests/bench-compile.c also builds
+ * against the executor before them). */
+#define CS_CUDA_BUILD_FULL_API 1
+
 /* How cs_cuda_program_build_full() builds. */
 typedef enum
 {

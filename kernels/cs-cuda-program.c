@@ -768,15 +768,8 @@ by_size_desc (gconstpointer a, gconstpointer b, gpointer data)
   return x->size_bytes < y->size_bytes ? 1 : x->size_bytes > y->size_bytes ? -1 : 0;
 }
 
-static gint
-by_offset (gconstpointer a, gconstpointer b)
-{
-  const Placed *x = a, *y = b;
-
-  return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
-}
-
-/* First fit over the live intervals, biggest buffers first; returns the arena size. */
+/* First fit over the live intervals, biggest buffers first; returns the arena size.  The placed
+ * buffers are kept sorted by offset, so each placement is one pass over them. */
 static gsize
 plan_arena (CsCudaProgram *p)
 {
@@ -803,8 +796,8 @@ plan_arena (CsCudaProgram *p)
       guint i = g_array_index (order, guint, k);
       CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
       gsize size = (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
-      g_autoptr(GArray) live = g_array_new (FALSE, FALSE, sizeof (Placed));
       gsize off = 0;
+      guint at;
       Placed me;
 
       if (b->first < 0)
@@ -812,18 +805,13 @@ plan_arena (CsCudaProgram *p)
           b->offset = 0;   /* never touched: any address will do, nothing reads it */
           continue;
         }
+      /* @placed is sorted by offset: the first gap among the buffers live at the same time */
       for (guint j = 0; j < placed->len; j++)
         {
           Placed *q = &g_array_index (placed, Placed, j);
 
-          if (q->first <= b->last && b->first <= q->last)
-            g_array_append_val (live, *q);
-        }
-      g_array_sort (live, by_offset);
-      for (guint j = 0; j < live->len; j++)
-        {
-          Placed *q = &g_array_index (live, Placed, j);
-
+          if (!(q->first <= b->last && b->first <= q->last))
+            continue;
           if (off + size <= q->off)
             break;
           off = MAX (off, q->end);
@@ -833,7 +821,22 @@ plan_arena (CsCudaProgram *p)
       me.end = off + size;
       me.first = b->first;
       me.last = b->last;
-      g_array_append_val (placed, me);
+      /* insert after every placed buffer at an offset <= off */
+      {
+        guint lo = 0, hi = placed->len;
+
+        while (lo < hi)
+          {
+            guint mid = (lo + hi) / 2;
+
+            if (g_array_index (placed, Placed, mid).off <= off)
+              lo = mid + 1;
+            else
+              hi = mid;
+          }
+        at = lo;
+      }
+      g_array_insert_val (placed, at, me);
       total = MAX (total, me.end);
     }
   return MAX (total, CS_CUDA_ALIGN);
