@@ -1370,46 +1370,60 @@ store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val
     }
 }
 
-/* Renumbers the temporaries of one kernel (v<N>, i<N>, c<N>, rg<N>: new_var, new_idx,
- * clamp_idx, row registers) in order of first appearance, each family from 0.  A bijection on
- * those identifiers, so the kernel means the same; it makes the text of a kernel independent of
- * how many temporaries earlier kernels of its region took. */
-typedef struct
+/* Appends @code to @out with the temporaries of one kernel (v<N>, i<N>, c<N>, rg<N>: new_var,
+ * new_idx, clamp_idx, row registers) renumbered in order of first appearance, each family from
+ * 0, and, when @strip_ll, the LL suffix of every integer literal dropped (a word ending in a
+ * digit and LL).  The renumbering is a bijection on those identifiers, so the kernel means the
+ * same; it makes the text of a kernel independent of how many temporaries earlier kernels of
+ * its region took.  Words are maximal runs of [A-Za-z0-9_], so a number (0x7fc00000) is never
+ * read as a name. */
+static void
+append_canonical (GString *out, const char *code, gboolean strip_ll, GHashTable *words, guint *next)
 {
-  GHashTable *words;   /* old identifier -> new (both owned) */
-  guint       next[4]; /* next number per family: v, i, c, rg */
-} Renumber;
+  const char *q = code;
 
-static gboolean
-renumber_cb (const GMatchInfo *mi, GString *res, gpointer data)
-{
-  Renumber *r = data;
-  g_autofree char *word = g_match_info_fetch (mi, 0);
-  const char *got = g_hash_table_lookup (r->words, word);
-
-  if (got == NULL)
+  while (*q)
     {
-      g_autofree char *fam = g_match_info_fetch (mi, 1);
-      guint f = fam[0] == 'v' ? 0 : fam[0] == 'i' ? 1 : fam[0] == 'c' ? 2 : 3;
-      char *n = g_strdup_printf ("%s%u", fam, r->next[f]++);
+      const char *w = q;
+      gsize n;
+      guint fam_len;
 
-      g_hash_table_insert (r->words, g_steal_pointer (&word), n);
-      got = n;
-    }
-  g_string_append (res, got);
-  return FALSE;
-}
+      if (!(g_ascii_isalnum (*q) || *q == '_'))
+        {
+          g_string_append_c (out, *q++);
+          continue;
+        }
+      while (g_ascii_isalnum (*q) || *q == '_')
+        q++;
+      n = (gsize) (q - w);
+      fam_len = (w[0] == 'r' && n > 1 && w[1] == 'g') ? 2 : (w[0] == 'v' || w[0] == 'i' || w[0] == 'c') ? 1 : 0;
+      if (fam_len > 0 && n > fam_len)
+        {
+          gboolean digits = TRUE;
 
-/* The regular expressions of gen_finish, compiled once. */
-static GRegex *
-static_regex (gsize *once, GRegex **re, const char *pattern)
-{
-  if (g_once_init_enter (once))
-    {
-      *re = g_regex_new (pattern, G_REGEX_OPTIMIZE, 0, NULL);
-      g_once_init_leave (once, 1);
+          for (gsize j = fam_len; j < n; j++)
+            digits = digits && g_ascii_isdigit (w[j]);
+          if (digits)
+            {
+              g_autofree char *word = g_strndup (w, n);
+              const char *got = g_hash_table_lookup (words, word);
+
+              if (got == NULL)
+                {
+                  guint f = fam_len == 2 ? 3 : w[0] == 'v' ? 0 : w[0] == 'i' ? 1 : 2;
+                  char *nw = g_strdup_printf ("%.*s%u", (int) fam_len, w, next[f]++);
+
+                  g_hash_table_insert (words, g_steal_pointer (&word), nw);
+                  got = nw;
+                }
+              g_string_append (out, got);
+              continue;
+            }
+        }
+      if (strip_ll && n >= 3 && w[n - 1] == 'L' && w[n - 2] == 'L' && g_ascii_isdigit (w[n - 3]))
+        n -= 2;
+      g_string_append_len (out, w, (gssize) n);
     }
-  return *re;
 }
 
 /* Adds the kernel of @text (its parameters and body: everything after the name) to the program,
@@ -1441,17 +1455,14 @@ static CsCudaStep *
 gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned int grid_y,
             unsigned int block_x, unsigned int block_y)
 {
-  static gsize once_ll, once_tmp;
-  static GRegex *re_ll, *re_tmp;
   CsCudaProgram *p = g->p;
   guint k;
   CsCudaStep *step;
   double bytes = 0;
   g_autoptr(GString) text = g_string_new ("(");
   g_autoptr(GHashTable) words = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  Renumber ren = { words, { 0 } };
+  guint next[4] = { 0 };
   g_autofree char *attrs = NULL;
-  g_autofree char *canon = NULL;
 
   if (g->min_blocks > 0)
     attrs = g_strdup_printf ("__launch_bounds__(256, %u)", g->min_blocks);
@@ -1473,25 +1484,12 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
       if (g_array_index (p->buffers, CsCudaBuffer, s->buffer).size_bytes >= ((gsize) 1 << 31))
         g->big = TRUE;
     }
-  if (g->big)
-    {
-      g_string_append (text, "  typedef long long ix_t;\n");
-      g_string_append (text, code);
-    }
-  else
-    {
-      /* Every index fits 32 bits: int index math (a 64-bit division by a constant costs several
-       * times a 32-bit one).  Decimal LL literals lose their suffix. */
-      g_autofree char *c32 = g_regex_replace (static_regex (&once_ll, &re_ll, "([0-9])LL\\b"), code, -1, 0,
-                                              "\\1", 0, NULL);
-
-      g_string_append (text, "  typedef int ix_t;\n");
-      g_string_append (text, c32);
-    }
+  /* Every index fits 32 bits unless g->big: int index math then (a 64-bit division by a
+   * constant costs several times a 32-bit one), and decimal LL literals lose their suffix. */
+  g_string_append (text, g->big ? "  typedef long long ix_t;\n" : "  typedef int ix_t;\n");
+  append_canonical (text, code, !g->big, words, next);
   g_string_append (text, "}\n");
-  canon = g_regex_replace_eval (static_regex (&once_tmp, &re_tmp, "\\b(v|i|c|rg)[0-9]+\\b"), text->str, -1, 0, 0,
-                                renumber_cb, &ren, NULL);
-  k = intern_kernel (p, attrs, canon);
+  k = intern_kernel (p, attrs, text->str);
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;

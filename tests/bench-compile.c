@@ -3,6 +3,7 @@
  *   bench-compile [LAYERS...]          default: 8 32
  *   CASTSCOPE_JIT_PROGRAMS=N bench-compile 8    NVRTC programs to split the kernels into
  *   BENCH_SPLITS="1 2 4 8" bench-compile 8      also a cold compile for each split
+ *   bench-compile --emit 32 > llama32.txt        writes the 32-layer initial trace and exits
  *
  * For each depth, the LLaMA stack of ../shared/traces/thunder_llama_stack_initial.txt
  * ($CS_SHARED_TRACES), made deeper by tests/test-llama-layers.h beyond 8 layers, goes through
@@ -234,6 +235,19 @@ main (int argc, char **argv)
     {
       fprintf (stderr, "bench-compile: cannot read %s (set CS_SHARED_TRACES)\n", path);
       return 1;
+    }
+  if (argc == 3 && strcmp (argv[1], "--emit") == 0)
+    {
+      guint n = (guint) atoi (argv[2]);
+      g_autofree char *deep = n == 8 ? g_strdup (text) : llama_stack_layers (text, n);
+
+      if (deep == NULL)
+        {
+          fprintf (stderr, "bench-compile: cannot make %s layers from the trace (8 or more)\n", argv[2]);
+          return 1;
+        }
+      fputs (deep, stdout);
+      return 0;
     }
   printf ("processors=%u\n", g_get_num_processors ());
   if (argc < 2)
