@@ -1370,31 +1370,113 @@ store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val
     }
 }
 
-/* Appends `extern "C" __global__ void k<N>(params) {` + @code + `}` to the program source and
- * records the step. */
+/* Appends @code to @out with the temporaries of one kernel (v<N>, i<N>, c<N>, rg<N>: new_var,
+ * new_idx, clamp_idx, row registers) renumbered in order of first appearance, each family from
+ * 0, and, when @strip_ll, the LL suffix of every integer literal dropped (a word ending in a
+ * digit and LL).  The renumbering is a bijection on those identifiers, so the kernel means the
+ * same; it makes the text of a kernel independent of how many temporaries earlier kernels of
+ * its region took.  Words are maximal runs of [A-Za-z0-9_], so a number (0x7fc00000) is never
+ * read as a name. */
+static void
+append_canonical (GString *out, const char *code, gboolean strip_ll, GHashTable *words, guint *next)
+{
+  const char *q = code;
+
+  while (*q)
+    {
+      const char *w = q;
+      gsize n;
+      guint fam_len;
+
+      if (!(g_ascii_isalnum (*q) || *q == '_'))
+        {
+          g_string_append_c (out, *q++);
+          continue;
+        }
+      while (g_ascii_isalnum (*q) || *q == '_')
+        q++;
+      n = (gsize) (q - w);
+      fam_len = (w[0] == 'r' && n > 1 && w[1] == 'g') ? 2 : (w[0] == 'v' || w[0] == 'i' || w[0] == 'c') ? 1 : 0;
+      if (fam_len > 0 && n > fam_len)
+        {
+          gboolean digits = TRUE;
+
+          for (gsize j = fam_len; j < n; j++)
+            digits = digits && g_ascii_isdigit (w[j]);
+          if (digits)
+            {
+              g_autofree char *word = g_strndup (w, n);
+              const char *got = g_hash_table_lookup (words, word);
+
+              if (got == NULL)
+                {
+                  guint f = fam_len == 2 ? 3 : w[0] == 'v' ? 0 : w[0] == 'i' ? 1 : 2;
+                  char *nw = g_strdup_printf ("%.*s%u", (int) fam_len, w, next[f]++);
+
+                  g_hash_table_insert (words, g_steal_pointer (&word), nw);
+                  got = nw;
+                }
+              g_string_append (out, got);
+              continue;
+            }
+        }
+      if (strip_ll && n >= 3 && w[n - 1] == 'L' && w[n - 2] == 'L' && g_ascii_isdigit (w[n - 3]))
+        n -= 2;
+      g_string_append_len (out, w, (gssize) n);
+    }
+}
+
+/* Adds the kernel of @text (its parameters and body: everything after the name) to the program,
+ * or finds the identical one already there; returns its index in p->kernels. */
+static guint
+intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
+{
+  g_autofree char *key = g_strconcat (attrs, " @ ", text, NULL);
+  gpointer v;
+  CsCudaKernel *k;
+
+  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
+    return GPOINTER_TO_UINT (v);
+  k = g_new0 (CsCudaKernel, 1);
+  k->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text);
+  k->library = 0;
+  g_ptr_array_add (p->kernels, k);
+  g_string_append (p->source, k->source);
+  p->n_kernels = p->kernels->len;
+  if (p->kernel_of != NULL)
+    g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (p->kernels->len - 1));
+  return p->kernels->len - 1;
+}
+
+/* Builds `extern "C" __global__ void k<N>(params) {` + @code + `}`, interns it in the program
+ * (a kernel whose text is identical to an earlier one's reuses it: identical layers share one
+ * kernel) and records the step. */
 static CsCudaStep *
 gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned int grid_y,
             unsigned int block_x, unsigned int block_y)
 {
   CsCudaProgram *p = g->p;
-  guint k = p->n_kernels++;
+  guint k;
   CsCudaStep *step;
   double bytes = 0;
+  g_autoptr(GString) text = g_string_new ("(");
+  g_autoptr(GHashTable) words = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  guint next[4] = { 0 };
+  g_autofree char *attrs = NULL;
 
   if (g->min_blocks > 0)
-    g_string_append_printf (p->source, "\nextern \"C\" __global__ void __launch_bounds__(256, %u) k%u (",
-                            g->min_blocks, k);
+    attrs = g_strdup_printf ("__launch_bounds__(256, %u)", g->min_blocks);
   else
-    g_string_append_printf (p->source, "\nextern \"C\" __global__ void __launch_bounds__(256) k%u (", k);
+    attrs = g_strdup ("__launch_bounds__(256)");
   for (guint i = 0; i < g->params->len; i++)
     {
       CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
       gboolean out = g_array_index (g->is_out, gboolean, i);
 
-      g_string_append_printf (p->source, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
+      g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
                               storage_type (s->dtype), i);
     }
-  g_string_append (p->source, ")\n{\n");
+  g_string_append (text, ")\n{\n");
   for (guint i = 0; i < g->params->len; i++)
     {
       CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
@@ -1402,22 +1484,12 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
       if (g_array_index (p->buffers, CsCudaBuffer, s->buffer).size_bytes >= ((gsize) 1 << 31))
         g->big = TRUE;
     }
-  if (g->big)
-    {
-      g_string_append (p->source, "  typedef long long ix_t;\n");
-      g_string_append (p->source, code);
-    }
-  else
-    {
-      /* Every index fits 32 bits: int index math (a 64-bit division by a constant costs several
-       * times a 32-bit one).  Decimal LL literals lose their suffix. */
-      g_autoptr(GRegex) re = g_regex_new ("([0-9])LL\\b", 0, 0, NULL);
-      g_autofree char *c32 = g_regex_replace (re, code, -1, 0, "\\1", 0, NULL);
-
-      g_string_append (p->source, "  typedef int ix_t;\n");
-      g_string_append (p->source, c32);
-    }
-  g_string_append (p->source, "}\n");
+  /* Every index fits 32 bits unless g->big: int index math then (a 64-bit division by a
+   * constant costs several times a 32-bit one), and decimal LL literals lose their suffix. */
+  g_string_append (text, g->big ? "  typedef long long ix_t;\n" : "  typedef int ix_t;\n");
+  append_canonical (text, code, !g->big, words, next);
+  g_string_append (text, "}\n");
+  k = intern_kernel (p, attrs, text->str);
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;

@@ -1,9 +1,11 @@
 /* cs-cuda-jit.c: NVRTC -> CUBIN for the device's own architecture, with an on-disk cache.
  *
  * Rules from ../shared/GPU.md and reference/gpu-executor.md section 3: a self-contained
- * preamble (NVRTC 13.0 has no cuda_bf16.h), CUBIN never PTX, one NVRTC program per trace, a
- * disk cache keyed by SHA-256 of (source, options, NVRTC version, arch); files are written to a
- * temporary name and renamed, so concurrent processes never see a torn file.
+ * preamble (NVRTC 13.0 has no cuda_bf16.h), CUBIN never PTX, a disk cache keyed by SHA-256 of
+ * (source, options, NVRTC version, arch); files are written to a temporary name and renamed, so
+ * concurrent processes and threads never see a torn file.  A program's unique kernels are split
+ * into a few NVRTC programs of about equal source size, compiled at the same time on a
+ * GThreadPool (NVRTC compiles separate programs concurrently); each is cached on its own.
  */
 #include "cs-config.h"
 
@@ -155,7 +157,7 @@ cs_cuda_jit_compile (const char *source, int cc_major, int cc_minor, GBytes **cu
 
   if (use_cache && g_mkdir_with_parents (dir, 0755) == 0)
     {
-      g_autofree char *tmp = g_strdup_printf ("%s.tmp.%d", path, (int) getpid ());
+      g_autofree char *tmp = g_strdup_printf ("%s.tmp.%d.%p", path, (int) getpid (), (void *) g_thread_self ());
 
       /* A failed cache write is not an error: the next run compiles again. */
       if (g_file_set_contents (tmp, g_bytes_get_data (*cubin, NULL), bin_size, NULL))
@@ -172,22 +174,169 @@ out:
 }
 
 /**
- * cs_cuda_jit_load:
- * @library: (out): a cudaLibrary_t holding every kernel of @source
+ * cs_cuda_jit_n_programs:
+ * @n_kernels: unique kernels to compile
  *
- * cs_cuda_jit_compile() then cudaLibraryLoadData (runtime API: no driver symbol is linked).
- * Errors: as cs_cuda_jit_compile, CS_CUDA_ERROR_RUNTIME when loading fails.
+ * How many NVRTC programs cs_cuda_jit_compile_kernels() splits @n_kernels into by default: one
+ * per processor (g_get_num_processors), at most one per kernel.  $CASTSCOPE_JIT_PROGRAMS=N sets
+ * N instead (1: one program for the whole step).
+ * Returns: a number in [1, max(@n_kernels, 1)]
+ */
+guint
+cs_cuda_jit_n_programs (guint n_kernels)
+{
+  const char *env = g_getenv ("CASTSCOPE_JIT_PROGRAMS");
+  guint n = g_get_num_processors ();
+
+  if (env != NULL && g_ascii_isdigit (env[0]))
+    n = (guint) g_ascii_strtoull (env, NULL, 10);
+  return CLAMP (n, 1, MAX (n_kernels, 1));
+}
+
+typedef struct
+{
+  const char *source;    /* the program's kernels, without the preamble */
+  int         cc_major, cc_minor;
+  GBytes     *cubin;     /* out */
+  gboolean    hit;       /* out: from the disk cache */
+  GError     *error;     /* out */
+} JitJob;
+
+static void
+jit_job_run (gpointer data, gpointer user_data)
+{
+  JitJob *j = data;
+
+  (void) user_data;
+  cs_cuda_jit_compile (j->source, j->cc_major, j->cc_minor, &j->cubin, &j->hit, &j->error);
+}
+
+typedef struct { guint index; gsize len; } KernelLen;
+
+static gint
+by_len_desc (gconstpointer a, gconstpointer b)
+{
+  const KernelLen *x = a, *y = b;
+
+  if (x->len != y->len)
+    return x->len < y->len ? 1 : -1;
+  return x->index < y->index ? -1 : x->index > y->index ? 1 : 0;
+}
+
+/**
+ * cs_cuda_jit_compile_kernels:
+ * @kernels: element-type CsCudaKernel*: the program's unique kernels; their `library` fields
+ *   are set to the NVRTC program each lands in
+ * @n_programs: how many NVRTC programs to split them into (clamped to [1, kernels->len])
+ * @cubins: (out) (transfer full): element-type GBytes, one CUBIN per program
+ * @cache_hits: (out) (optional): programs served from the disk cache
+ *
+ * Splits @kernels into @n_programs NVRTC programs of about equal source size (the longest
+ * kernel first onto the program with the least source so far; a program holds its kernels in
+ * index order, so the same kernels give the same programs and the same cache files) and
+ * compiles them at the same time with cs_cuda_jit_compile() on a thread pool of one thread per
+ * processor, at most one per program.  Needs no device.
+ * Errors: the first program's CS_CUDA_ERROR_NVRTC that failed, with its compile log.
+ * Returns: TRUE when every program compiled
  */
 gboolean
-cs_cuda_jit_load (const char *source, int cc_major, int cc_minor, void **library,
-                  gboolean *cache_hit, GError **error)
+cs_cuda_jit_compile_kernels (GPtrArray *kernels, guint n_programs, int cc_major, int cc_minor,
+                             GPtrArray **cubins, guint *cache_hits, GError **error)
 {
-  g_autoptr(GBytes) cubin = NULL;
+  guint n = kernels->len;
+  g_autoptr(GArray) order = g_array_sized_new (FALSE, FALSE, sizeof (KernelLen), n);
+  g_autofree gsize *load = NULL;
+  g_autofree JitJob *jobs = NULL;
+  GString **src = NULL;
+  GThreadPool *pool = NULL;
+  guint threads, hits = 0;
+  gboolean ok = TRUE;
+
+  *cubins = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  if (cache_hits)
+    *cache_hits = 0;
+  if (n == 0)
+    return TRUE;
+  n_programs = CLAMP (n_programs, 1, n);
+  load = g_new0 (gsize, n_programs);
+  for (guint i = 0; i < n; i++)
+    {
+      KernelLen kl = { i, strlen (((CsCudaKernel *) g_ptr_array_index (kernels, i))->source) };
+
+      g_array_append_val (order, kl);
+    }
+  g_array_sort (order, by_len_desc);
+  for (guint i = 0; i < n; i++)
+    {
+      KernelLen *kl = &g_array_index (order, KernelLen, i);
+      guint best = 0;
+
+      for (guint b = 1; b < n_programs; b++)
+        if (load[b] < load[best])
+          best = b;
+      load[best] += kl->len;
+      ((CsCudaKernel *) g_ptr_array_index (kernels, kl->index))->library = best;
+    }
+  src = g_new0 (GString *, n_programs);
+  for (guint b = 0; b < n_programs; b++)
+    src[b] = g_string_sized_new (load[b] + 1);
+  for (guint i = 0; i < n; i++)
+    {
+      CsCudaKernel *k = g_ptr_array_index (kernels, i);
+
+      g_string_append (src[k->library], k->source);
+    }
+
+  jobs = g_new0 (JitJob, n_programs);
+  threads = MIN (n_programs, MAX (g_get_num_processors (), 1));
+  if (threads > 1)
+    pool = g_thread_pool_new (jit_job_run, NULL, (gint) threads, FALSE, NULL);
+  for (guint b = 0; b < n_programs; b++)
+    {
+      jobs[b].source = src[b]->str;
+      jobs[b].cc_major = cc_major;
+      jobs[b].cc_minor = cc_minor;
+      if (pool == NULL || !g_thread_pool_push (pool, &jobs[b], NULL))
+        jit_job_run (&jobs[b], NULL);
+    }
+  if (pool)
+    g_thread_pool_free (pool, FALSE, TRUE);   /* waits for every job */
+  for (guint b = 0; b < n_programs; b++)
+    {
+      if (jobs[b].error != NULL)
+        {
+          if (ok)
+            g_propagate_error (error, g_steal_pointer (&jobs[b].error));
+          g_clear_error (&jobs[b].error);
+          ok = FALSE;
+        }
+      hits += jobs[b].hit;
+      if (jobs[b].cubin)
+        g_ptr_array_add (*cubins, jobs[b].cubin);
+      g_string_free (src[b], TRUE);
+    }
+  g_free (src);
+  if (!ok)
+    g_clear_pointer (cubins, g_ptr_array_unref);
+  if (cache_hits)
+    *cache_hits = hits;
+  return ok;
+}
+
+/**
+ * cs_cuda_jit_load:
+ * @cubin: a CUBIN from cs_cuda_jit_compile() or cs_cuda_jit_compile_kernels()
+ * @library: (out): a cudaLibrary_t holding every kernel of @cubin
+ *
+ * cudaLibraryLoadData (runtime API: no driver symbol is linked).
+ * Errors: CS_CUDA_ERROR_RUNTIME when loading fails.
+ */
+gboolean
+cs_cuda_jit_load (GBytes *cubin, void **library, GError **error)
+{
   cudaLibrary_t lib = NULL;
   gboolean ok = FALSE;
 
-  if (!cs_cuda_jit_compile (source, cc_major, cc_minor, &cubin, cache_hit, error))
-    return FALSE;
   CS_CU_CHECK (cudaLibraryLoadData (&lib, g_bytes_get_data (cubin, NULL), NULL, NULL, 0, NULL, NULL, 0),
                error);
   *library = lib;

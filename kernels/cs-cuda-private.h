@@ -82,6 +82,29 @@ typedef enum
 
 typedef struct _CsCudaGemm CsCudaGemm;
 
+/* One unique generated kernel of a program.  Steps whose regions have the same structure (ops,
+ * dtypes, shapes, strides, constants: identical layers) generate byte-identical text and share
+ * one CsCudaKernel. */
+typedef struct
+{
+  char  *source;         /* `extern "C" __global__ void ... k<N> (...) {...}`, N = its index */
+  guint  library;        /* which NVRTC program (index into CsCudaProgram.libraries) holds it */
+} CsCudaKernel;
+
+/* cs_cuda_program_build_full() and CsCudaBuildFlags exist (tests/bench-compile.c also builds
+ * against the executor before them). */
+#define CS_CUDA_BUILD_FULL_API 1
+
+/* How cs_cuda_program_build_full() builds. */
+typedef enum
+{
+  CS_CUDA_BUILD_DEVICE       = 0,        /* everything: needs a device */
+  CS_CUDA_BUILD_DRY          = 1 << 0,   /* no device: steps, memory plan, source (sm_90, 132 SMs) */
+  CS_CUDA_BUILD_COMPILE      = 1 << 1,   /* with DRY: also compile the kernels to CUBINs (NVRTC
+                                            needs no device), as a device build would */
+  CS_CUDA_BUILD_NO_DEDUPE    = 1 << 2,   /* tests: one kernel per step, identical ones included */
+} CsCudaBuildFlags;
+
 /* One kernel argument: a slot's data pointer. */
 typedef struct
 {
@@ -120,8 +143,17 @@ struct _CsCudaProgram
   GArray        *buffers;        /* element-type CsCudaBuffer */
   GArray        *slots;          /* element-type CsCudaSlot */
   GPtrArray     *steps;          /* element-type CsCudaStep* */
-  GString       *source;         /* generated CUDA C (kernels only; preamble added at compile) */
-  guint          n_kernels;      /* kernels in @source */
+  GString       *source;         /* generated CUDA C: every unique kernel once, in order (no
+                                    preamble) */
+  guint          n_kernels;      /* unique kernels (= kernels->len) */
+  GPtrArray     *kernels;        /* element-type CsCudaKernel*: the unique kernels */
+  GHashTable    *kernel_of;      /* kernel text (attributes, parameters, body) -> index in
+                                    kernels; NULL with CS_CUDA_BUILD_NO_DEDUPE */
+  GPtrArray     *cubins;         /* element-type GBytes: one CUBIN per NVRTC program (after a
+                                    compile), index = CsCudaKernel.library */
+  void         **libraries;      /* cudaLibrary_t per NVRTC program (device builds) */
+  guint          n_libraries;    /* their number */
+  double         nvrtc_ms;       /* wall time of the kernel compile (NVRTC or disk cache), ms */
   GHashTable    *slot_of;        /* CsProxy* -> slot index + 1 */
   GHashTable    *collection_of;  /* CsProxy* -> CsValue* (a bound tuple/list tree) */
   GArray        *inputs;         /* element-type CsCudaTensorInfo */
@@ -136,14 +168,13 @@ struct _CsCudaProgram
   gsize          arena_bytes;    /* planned size */
   gsize          arena_alloc_bytes; /* size of the pool block holding the arena (>= arena_bytes) */
   gsize          naive_bytes;    /* sum of buffer sizes */
-  void          *library;        /* cudaLibrary_t */
   cudaStream_t   stream;         /* all work runs here */
   cublasLtHandle_t lt;           /* cuBLASLt handle */
   void          *workspace;      /* cuBLASLt workspace */
   gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
   cudaGraphExec_t graph;         /* instantiated whole-step graph, or NULL */
   double         compile_ms;     /* program build time */
-  guint          cache_hits;     /* NVRTC disk-cache hits */
+  guint          cache_hits;     /* NVRTC programs served from the disk cache */
   char          *full_source;    /* preamble + kernels, as compiled */
   GArray        *timings;        /* element-type CsCudaStepTiming (for program_time) */
   gboolean       backward_active;/* building the backward trace now */
@@ -204,12 +235,15 @@ gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, g
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);
-/* Compiles preamble + @source for sm_<cc_major><cc_minor> to CUBIN (disk cache) and loads it. */
-gboolean     cs_cuda_jit_load           (const char *source, int cc_major, int cc_minor,
-                                         void **library, gboolean *cache_hit, GError **error);
+/* Loads a CUBIN as a cudaLibrary_t. */
+gboolean     cs_cuda_jit_load           (GBytes *cubin, void **library, GError **error);
 /* Compile only (no device needed): used by tests to check generated source on any machine. */
 gboolean     cs_cuda_jit_compile        (const char *source, int cc_major, int cc_minor,
                                          GBytes **cubin, gboolean *cache_hit, GError **error);
+guint        cs_cuda_jit_n_programs     (guint n_kernels);
+gboolean     cs_cuda_jit_compile_kernels (GPtrArray *kernels, guint n_programs, int cc_major,
+                                          int cc_minor, GPtrArray **cubins, guint *cache_hits,
+                                          GError **error);
 
 /* ---- cuBLASLt (cs-cuda-blas.c) ---- */
 /**
@@ -234,6 +268,8 @@ char        *cs_cuda_gemm_describe      (CsCudaGemm *g);
 /* ---- program (cs-cuda-program.c) ---- */
 CsCudaProgram *cs_cuda_program_build    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
 CsCudaProgram *cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
+CsCudaProgram *cs_cuda_program_build_full (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
+                                           CsCudaBuildFlags flags, GError **error);
 void         cs_cuda_program_free       (CsCudaProgram *p);
 
 /* ---- the f64 reference (cs-cuda-f64.c) ---- */

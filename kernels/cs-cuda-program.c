@@ -768,15 +768,8 @@ by_size_desc (gconstpointer a, gconstpointer b, gpointer data)
   return x->size_bytes < y->size_bytes ? 1 : x->size_bytes > y->size_bytes ? -1 : 0;
 }
 
-static gint
-by_offset (gconstpointer a, gconstpointer b)
-{
-  const Placed *x = a, *y = b;
-
-  return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
-}
-
-/* First fit over the live intervals, biggest buffers first; returns the arena size. */
+/* First fit over the live intervals, biggest buffers first; returns the arena size.  The placed
+ * buffers are kept sorted by offset, so each placement is one pass over them. */
 static gsize
 plan_arena (CsCudaProgram *p)
 {
@@ -803,8 +796,8 @@ plan_arena (CsCudaProgram *p)
       guint i = g_array_index (order, guint, k);
       CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
       gsize size = (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
-      g_autoptr(GArray) live = g_array_new (FALSE, FALSE, sizeof (Placed));
       gsize off = 0;
+      guint at;
       Placed me;
 
       if (b->first < 0)
@@ -812,18 +805,13 @@ plan_arena (CsCudaProgram *p)
           b->offset = 0;   /* never touched: any address will do, nothing reads it */
           continue;
         }
+      /* @placed is sorted by offset: the first gap among the buffers live at the same time */
       for (guint j = 0; j < placed->len; j++)
         {
           Placed *q = &g_array_index (placed, Placed, j);
 
-          if (q->first <= b->last && b->first <= q->last)
-            g_array_append_val (live, *q);
-        }
-      g_array_sort (live, by_offset);
-      for (guint j = 0; j < live->len; j++)
-        {
-          Placed *q = &g_array_index (live, Placed, j);
-
+          if (!(q->first <= b->last && b->first <= q->last))
+            continue;
           if (off + size <= q->off)
             break;
           off = MAX (off, q->end);
@@ -833,7 +821,22 @@ plan_arena (CsCudaProgram *p)
       me.end = off + size;
       me.first = b->first;
       me.last = b->last;
-      g_array_append_val (placed, me);
+      /* insert after every placed buffer at an offset <= off */
+      {
+        guint lo = 0, hi = placed->len;
+
+        while (lo < hi)
+          {
+            guint mid = (lo + hi) / 2;
+
+            if (g_array_index (placed, Placed, mid).off <= off)
+              lo = mid + 1;
+            else
+              hi = mid;
+          }
+        at = lo;
+      }
+      g_array_insert_val (placed, at, me);
       total = MAX (total, me.end);
     }
   return MAX (total, CS_CUDA_ALIGN);
@@ -908,8 +911,13 @@ cs_cuda_program_free (CsCudaProgram *p)
   if (p->graph)
     cudaGraphExecDestroy (p->graph);
   g_clear_pointer (&p->steps, g_ptr_array_unref);
-  if (p->library)
-    cudaLibraryUnload ((cudaLibrary_t) p->library);
+  for (guint i = 0; i < p->n_libraries; i++)
+    if (p->libraries[i])
+      cudaLibraryUnload ((cudaLibrary_t) p->libraries[i]);
+  g_free (p->libraries);
+  g_clear_pointer (&p->kernels, g_ptr_array_unref);
+  g_clear_pointer (&p->kernel_of, g_hash_table_unref);
+  g_clear_pointer (&p->cubins, g_ptr_array_unref);
   pool_release (p->arena, p->arena_alloc_bytes);
   pool_release (p->workspace, p->workspace_bytes);
   if (p->lt)
@@ -942,14 +950,37 @@ cs_cuda_program_free (CsCudaProgram *p)
  * its line, NVRTC log, runtime call).
  * Returns: (transfer full): the program or NULL
  */
-static CsCudaProgram *
-program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry, GError **error)
+static void
+kernel_free (gpointer data)
 {
+  CsCudaKernel *k = data;
+
+  g_free (k->source);
+  g_free (k);
+}
+
+/* The unique kernels to CUBINs: cs_cuda_jit_compile_kernels() split over
+ * cs_cuda_jit_n_programs() NVRTC programs. */
+static gboolean
+compile_kernels (CsCudaProgram *p, GError **error)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok;
+
+  ok = cs_cuda_jit_compile_kernels (p->kernels, cs_cuda_jit_n_programs (p->kernels->len), p->cc_major,
+                                    p->cc_minor, &p->cubins, &p->cache_hits, error);
+  p->nvrtc_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+  return ok;
+}
+
+static CsCudaProgram *
+program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
+{
+  gboolean dry = (flags & CS_CUDA_BUILD_DRY) != 0;
   CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
   g_autoptr(GPtrArray) fin = NULL;
   CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
   gint64 t0 = g_get_monotonic_time ();
-  gboolean hit = FALSE;
   gboolean ok = FALSE;
 
   p->policy = *policy;
@@ -957,6 +988,9 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
   p->steps = g_ptr_array_new_with_free_func (step_free);
   p->source = g_string_new ("");
+  p->kernels = g_ptr_array_new_with_free_func (kernel_free);
+  if (!(flags & CS_CUDA_BUILD_NO_DEDUPE))
+    p->kernel_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p->slot_of = g_hash_table_new (NULL, NULL);
   p->collection_of = g_hash_table_new (NULL, NULL);
   p->inputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
@@ -1098,9 +1132,13 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
   /* Memory plan, one allocation. */
   liveness (p);
   p->arena_bytes = plan_arena (p);
+  g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
+  p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
   if (dry)
     {
-      p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
+      if ((flags & CS_CUDA_BUILD_COMPILE) && !compile_kernels (p, error))
+        goto out;
+      p->compile_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
       ok = TRUE;
       goto out;
     }
@@ -1109,14 +1147,18 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
 
-  /* Kernels: one NVRTC program for the whole step. */
+  /* Kernels: the unique ones, compiled as a few NVRTC programs at once, each loaded as a
+   * library. */
   if (p->n_kernels > 0)
     {
-      p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
-      if (!cs_cuda_jit_load (p->source->str, p->cc_major, p->cc_minor, &p->library, &hit, error))
+      if (!compile_kernels (p, error))
         goto out;
-      if (hit)
-        p->cache_hits++;
+      p->n_libraries = p->cubins->len;
+      p->libraries = g_new0 (void *, p->n_libraries);
+      for (guint i = 0; i < p->n_libraries; i++)
+        if (!cs_cuda_jit_load (g_ptr_array_index (p->cubins, i), &p->libraries[i], error))
+          goto out;
+      g_clear_pointer (&p->cubins, g_ptr_array_unref);
     }
   for (guint i = 0; i < p->steps->len; i++)
     {
@@ -1127,7 +1169,9 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean dry,
           g_autofree char *name = g_strdup_printf ("k%u", s->kernel);
           cudaKernel_t k = NULL;
 
-          CS_CU_CHECK (cudaLibraryGetKernel (&k, (cudaLibrary_t) p->library, name), error);
+          CsCudaKernel *kk = g_ptr_array_index (p->kernels, s->kernel);
+
+          CS_CU_CHECK (cudaLibraryGetKernel (&k, (cudaLibrary_t) p->libraries[kk->library], name), error);
           s->func = (void *) k;
           s->arg_vals = g_new0 (void *, MAX (s->args->len, 1));
           s->arg_ptrs = g_new0 (void *, MAX (s->args->len, 1));
@@ -1155,7 +1199,7 @@ out:
 CsCudaProgram *
 cs_cuda_program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error)
 {
-  return program_build (fwd, bwd, policy, FALSE, error);
+  return program_build (fwd, bwd, policy, CS_CUDA_BUILD_DEVICE, error);
 }
 
 /**
@@ -1169,7 +1213,23 @@ cs_cuda_program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GErro
 CsCudaProgram *
 cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error)
 {
-  return program_build (fwd, bwd, policy, TRUE, error);
+  return program_build (fwd, bwd, policy, CS_CUDA_BUILD_DRY, error);
+}
+
+/**
+ * cs_cuda_program_build_full:
+ * @flags: CS_CUDA_BUILD_DEVICE (= cs_cuda_program_build), CS_CUDA_BUILD_DRY (=
+ *   cs_cuda_program_generate), DRY | COMPILE (also the NVRTC compile, CUBINs kept in p->cubins:
+ *   what a device build does before it loads them), NO_DEDUPE (tests: every step its own kernel)
+ *
+ * Errors: as cs_cuda_program_build().
+ * Returns: (transfer full): the program or NULL with @error set
+ */
+CsCudaProgram *
+cs_cuda_program_build_full (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags,
+                            GError **error)
+{
+  return program_build (fwd, bwd, policy, flags, error);
 }
 
 /* ---- running ---- */

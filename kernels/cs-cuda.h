@@ -112,8 +112,10 @@ typedef struct
   /* FALSE with CS_CUDA_ERROR_NO_DEVICE when there is no driver or no device. */
   gboolean       (*device_info)        (CsCudaDeviceInfo *info, GError **error);
 
-  /* Compiles @fwd (+ @bwd, may be NULL): NVRTC kernels (one program per step, disk cache),
-   * cuBLASLt plans, the arena.  @policy: allow_tf32 picks TF32 for f32 matmuls. */
+  /* Compiles @fwd (+ @bwd, may be NULL): one NVRTC kernel per unique region structure (steps
+   * with byte-identical generated code share it), compiled as one NVRTC program per processor
+   * at the same time, each cached on disk; cuBLASLt plans, the arena.  @policy: allow_tf32
+   * picks TF32 for f32 matmuls. */
   CsCudaProgram *(*program_new)        (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                         GError **error);
   void           (*program_free)       (CsCudaProgram *program);

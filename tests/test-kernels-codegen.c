@@ -11,8 +11,11 @@
 #include <string.h>
 
 #include "cs-cuda-private.h"
+#include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
+#include "cs-print.h"
+#include "test-llama-layers.h"
 
 static CsTrace *
 load_shared (const char *name)
@@ -62,8 +65,14 @@ assert_no_trace_names (const CsTrace *t, const char *src)
     {
       const char *name = k;
 
-      /* Names that are also our own identifiers by construction never come from a trace
-       * with those exact spellings in these tests. */
+      /* The generator's own fixed identifiers (blockIdx.x/.y, the members v and e of its
+       * vector unions, loop names) are no evidence when a proxy has the same spelling (the
+       * LLaMA stack's attention has a proxy v). */
+      static const char *const own[] = { "v", "e", "x", "y", "i", "n", "o", "r", "s", "C", "O", "R",
+                                         "lane", "base", NULL };
+
+      if (g_strv_contains (own, name))
+        continue;
       if (has_identifier (src, name))
         g_error ("trace name '%s' appears in the generated source", name);
     }
@@ -596,6 +605,313 @@ test_f64_samples (void)
   g_assert_cmpuint (count, >=, 5);
 }
 
+/* ---- one kernel per region structure ---- */
+
+/* Appends the prims of @st as the executor walks them (cs-cuda-program.c flatten_prims). */
+static void
+region_prims (CsStmt *st, GPtrArray *out)
+{
+  if (st->kind != CS_STMT_CALL)
+    return;
+  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM)
+      || cs_op_has_tag (cs_op_semantic (st->op), CS_OP_TAG_PRIM))
+    {
+      g_ptr_array_add (out, st);
+      return;
+    }
+  for (guint i = 0; i < st->n_subs; i++)
+    region_prims (st->subs[i], out);
+}
+
+/* The canonical name of @x in a region signature: "%<n>" by first appearance, with its type. */
+static const char *
+canon_proxy (GHashTable *ids, GString *sig, const CsProxy *x)
+{
+  const char *id = g_hash_table_lookup (ids, x);
+
+  if (id == NULL)
+    {
+      GString *t = g_string_new (NULL);
+
+      cs_print_type_to (t, x);
+      id = g_strdup_printf ("%%%u<%s>", g_hash_table_size (ids), t->str);
+      g_string_free (t, TRUE);
+      g_hash_table_insert (ids, (gpointer) x, (gpointer) id);
+    }
+  (void) sig;
+  return id;
+}
+
+/* A region's structure, written independently of the code generator: for every prim its op,
+ * its arguments (proxies as "%<n><type>" by first appearance, constants as printed) and its
+ * outputs' types, then which values leave the region. */
+static char *
+region_signature (CsStmt *region)
+{
+  g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+  g_autoptr(GHashTable) ids = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  GString *sig = g_string_new (NULL);
+
+  for (guint i = 0; i < region->n_subs; i++)
+    region_prims (region->subs[i], prims);
+  for (guint i = 0; i < prims->len; i++)
+    {
+      CsStmt *st = g_ptr_array_index (prims, i);
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+      g_string_append_printf (sig, "%s(", cs_op_semantic (st->op)->name);
+      for (guint a = 0; a < st->n_args; a++)
+        {
+          CsValue *v = st->args[a].value;
+          g_autoptr(GPtrArray) ps = g_ptr_array_new ();
+          GString *t = g_string_new (NULL);
+
+          cs_value_collect_proxies (v, ps);
+          cs_print_value_to (t, v);
+          /* proxies inside the printed value become their canonical names */
+          for (guint q = 0; q < ps->len; q++)
+            {
+              CsProxy *x = g_ptr_array_index (ps, q);
+              g_autofree char *pat = g_strdup_printf ("\\b%s\\b", x->name);
+              g_autoptr(GRegex) re = g_regex_new (pat, 0, 0, NULL);
+              char *r = g_regex_replace_literal (re, t->str, -1, 0, canon_proxy (ids, sig, x), 0, NULL);
+
+              g_string_assign (t, r);
+              g_free (r);
+            }
+          g_string_append_printf (sig, "%s%s", a ? ", " : "", t->str);
+          g_string_free (t, TRUE);
+        }
+      g_string_append (sig, ") -> ");
+      cs_stmt_collect_outputs (st, o);
+      for (guint q = 0; q < o->len; q++)
+        g_string_append_printf (sig, "%s ", canon_proxy (ids, sig, g_ptr_array_index (o, q)));
+      g_string_append (sig, "; ");
+    }
+  cs_stmt_collect_outputs (region, outs);
+  g_string_append (sig, "returns");
+  for (guint q = 0; q < outs->len; q++)
+    g_string_append_printf (sig, " %s", canon_proxy (ids, sig, g_ptr_array_index (outs, q)));
+  return g_string_free (sig, FALSE);
+}
+
+/* The kernel numbers of the kernel steps a region made ("<region> ..." labels of its trace),
+ * as text. */
+static char *
+region_kernels (CsCudaProgram *p, const char *callee, gboolean backward)
+{
+  GString *s = g_string_new (NULL);
+  gsize n = strlen (callee);
+
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *st = g_ptr_array_index (p->steps, i);
+
+      if (st->kind == CS_CUDA_STEP_KERNEL && st->backward == backward
+          && strncmp (st->label, callee, n) == 0 && st->label[n] == ' ')
+        g_string_append_printf (s, "k%u ", st->kernel);
+    }
+  return g_string_free (s, FALSE);
+}
+
+/* A kernel's text without its name (`k<N> (` -> `K (`). */
+static char *
+kernel_text_unnamed (const char *src)
+{
+  g_autoptr(GRegex) re = g_regex_new ("\\bk[0-9]+ \\(", 0, 0, NULL);
+
+  return g_regex_replace_literal (re, src, -1, 0, "K (", 0, NULL);
+}
+
+typedef struct
+{
+  guint kernel_steps;   /* steps that run a generated kernel */
+  guint n_kernels;      /* unique kernels */
+  guint n_classes;      /* distinct region structures */
+  guint n_regions;      /* fusion regions of both traces */
+  guint max_class;      /* regions of the largest class */
+} DedupeCounts;
+
+/* Builds @init's step with and without deduplication and checks: regions of the same structure
+ * (region_signature) run the same kernels; every unique kernel's text occurs once; step by step
+ * the deduplicated program runs the kernel text, arguments and launch shape of the
+ * one-kernel-per-step program; no trace name reaches the source.  Compiles it with NVRTC when
+ * @compile. */
+static void
+dedupe_case (CsTrace *init, gboolean compile, DedupeCounts *c)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GHashTable) class_kernels = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr(GHashTable) class_size = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) texts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  CsPolicy policy;
+  CsCudaProgram *p, *q;
+  CsTrace *tr[2];
+  guint n_global = 0;
+
+  memset (c, 0, sizeof *c);
+  cs_policy_init_default (&policy);
+  pl = cs_pipeline_run (init, &policy, NULL, &error);
+  g_assert_no_error (error);
+  tr[0] = cs_pipeline_get_forward (pl);
+  tr[1] = cs_pipeline_get_backward (pl);
+  p = cs_cuda_program_build_full (tr[0], tr[1], &policy, CS_CUDA_BUILD_DRY, &error);
+  g_assert_no_error (error);
+  q = cs_cuda_program_build_full (tr[0], tr[1], &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_NO_DEDUPE, &error);
+  g_assert_no_error (error);
+
+  /* Same steps; the one-kernel-per-step program has one kernel per kernel step. */
+  g_assert_cmpuint (p->steps->len, ==, q->steps->len);
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *a = g_ptr_array_index (p->steps, i);
+      CsCudaStep *b = g_ptr_array_index (q->steps, i);
+      g_autofree char *ta = NULL, *tb = NULL;
+
+      g_assert_cmpint (a->kind, ==, b->kind);
+      g_assert_cmpstr (a->label, ==, b->label);
+      if (a->kind != CS_CUDA_STEP_KERNEL)
+        continue;
+      g_assert_cmpuint (b->kernel, ==, c->kernel_steps);
+      c->kernel_steps++;
+      ta = kernel_text_unnamed (((CsCudaKernel *) g_ptr_array_index (p->kernels, a->kernel))->source);
+      tb = kernel_text_unnamed (((CsCudaKernel *) g_ptr_array_index (q->kernels, b->kernel))->source);
+      g_assert_cmpstr (ta, ==, tb);
+      g_assert_cmpmem (a->grid, sizeof a->grid, b->grid, sizeof b->grid);
+      g_assert_cmpmem (a->block, sizeof a->block, b->block, sizeof b->block);
+      g_assert_cmpuint (a->args->len, ==, b->args->len);
+      g_assert_cmpmem (a->args->data, a->args->len * sizeof (CsCudaKArg), b->args->data,
+                       b->args->len * sizeof (CsCudaKArg));
+      g_hash_table_add (texts, g_steal_pointer (&tb));
+    }
+  g_assert_cmpuint (q->n_kernels, ==, c->kernel_steps);
+  /* Unique kernels = distinct kernel texts among the steps, each in the source once. */
+  c->n_kernels = p->n_kernels;
+  g_assert_cmpuint (p->n_kernels, ==, g_hash_table_size (texts));
+  {
+    guint n = 0;
+
+    for (const char *at = strstr (p->source->str, "__global__"); at; at = strstr (at + 1, "__global__"))
+      n++;
+    g_assert_cmpuint (n, ==, p->n_kernels);
+  }
+
+  /* Regions of one structure run the same kernels. */
+  for (guint t = 0; t < 2; t++)
+    for (guint i = 0; tr[t] && i < tr[t]->n_stmts; i++)
+      {
+        CsStmt *st = tr[t]->stmts[i];
+        g_autofree char *sig = NULL;
+        char *ks;
+        const char *seen;
+
+        if (st->kind != CS_STMT_CALL || !cs_op_is_fusion (st->op))
+          continue;
+        sig = region_signature (st);
+        ks = region_kernels (p, st->callee, t == 1);
+        c->n_regions++;
+        seen = g_hash_table_lookup (class_kernels, sig);
+        if (seen)
+          {
+            if (strcmp (seen, ks) != 0)
+              g_error ("%s (%s) has the structure of an earlier region but runs %s, not %s", st->callee,
+                       t ? "backward" : "forward", ks, seen);
+            g_free (ks);
+          }
+        else
+          g_hash_table_insert (class_kernels, g_strdup (sig), ks);
+        g_hash_table_insert (class_size, g_strdup (sig),
+                             GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (class_size, sig)) + 1));
+      }
+  c->n_classes = g_hash_table_size (class_kernels);
+  {
+    GHashTableIter it;
+    gpointer k, v;
+
+    /* Upper bound from the structures alone: one representative region's kernels per class,
+     * plus kernels of steps outside fusion regions (copies, scatters). */
+    g_hash_table_iter_init (&it, class_kernels);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      {
+        g_auto(GStrv) ks = g_strsplit (v, " ", -1);
+
+        for (guint j = 0; ks[j]; j++)
+          n_global += ks[j][0] != '\0';
+      }
+    g_hash_table_iter_init (&it, class_size);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      c->max_class = MAX (c->max_class, GPOINTER_TO_UINT (v));
+  }
+  {
+    guint outside = 0;
+
+    for (guint i = 0; i < p->steps->len; i++)
+      {
+        CsCudaStep *st = g_ptr_array_index (p->steps, i);
+
+        if (st->kind == CS_CUDA_STEP_KERNEL && !g_str_has_prefix (st->label, "nvFusion"))
+          outside++;
+      }
+    g_assert_cmpuint (p->n_kernels, <=, n_global + outside);
+  }
+
+  assert_no_trace_names (tr[0], p->source->str);
+  if (tr[1])
+    assert_no_trace_names (tr[1], p->source->str);
+  if (compile)
+    compile_ok (p);
+  cs_cuda_program_free (p);
+  cs_cuda_program_free (q);
+}
+
+/* The 8-block LLaMA stack and the same model at 32 blocks: the layers' regions share kernels, so
+ * 24 more layers add kernel steps but not one kernel. */
+static void
+test_dedupe_llama (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *deep = NULL;
+  g_autoptr(CsTraceList) l8 = NULL, l32 = NULL;
+  g_autoptr(GError) error = NULL;
+  DedupeCounts c8, c32;
+
+  if (path == NULL || !g_file_get_contents (path, &text, NULL, NULL))
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  l8 = cs_parse_text (text, strlen (text), "llama8", &error);
+  g_assert_no_error (error);
+  dedupe_case (g_ptr_array_index (l8->traces, 0), TRUE, &c8);
+  g_test_message ("8 layers: %u kernel steps, %u unique kernels, %u regions in %u structures (largest %u)",
+                  c8.kernel_steps, c8.n_kernels, c8.n_regions, c8.n_classes, c8.max_class);
+  /* Eight identical layers: some region structure occurs in each of them, forward and backward. */
+  g_assert_cmpuint (c8.max_class, >=, 8);
+  g_assert_cmpuint (c8.n_classes, <, c8.n_regions);
+  g_assert_cmpuint (c8.n_kernels, <, c8.kernel_steps);
+
+  deep = llama_stack_layers (text, 32);
+  g_assert_nonnull (deep);
+  l32 = cs_parse_text (deep, strlen (deep), "llama32", &error);
+  g_assert_no_error (error);
+  dedupe_case (g_ptr_array_index (l32->traces, 0), FALSE, &c32);
+  g_test_message ("32 layers: %u kernel steps, %u unique kernels, %u regions in %u structures (largest %u)",
+                  c32.kernel_steps, c32.n_kernels, c32.n_regions, c32.n_classes, c32.max_class);
+  g_assert_cmpuint (c32.n_classes, ==, c8.n_classes);
+  g_assert_cmpuint (c32.n_kernels, ==, c8.n_kernels);
+  /* each further layer adds the same regions to the classes (a multiple of 24 members) */
+  g_assert_cmpuint (c32.max_class, >, c8.max_class);
+  g_assert_cmpuint ((c32.max_class - c8.max_class) % 24, ==, 0);
+  g_assert_cmpuint (c32.kernel_steps, >, c8.kernel_steps);
+  g_assert_cmpuint ((c32.kernel_steps - c8.kernel_steps) % 24, ==, 0);
+  g_assert_cmpuint (c32.n_regions, >, c8.n_regions);
+  g_assert_cmpuint ((c32.n_regions - c8.n_regions) % 24, ==, 0);
+}
+
 static void
 test_pipeline_seed (void)
 {
@@ -631,6 +947,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);
   g_test_add_func ("/kernels/codegen/pipeline/llama", test_pipeline_llama);
+  g_test_add_func ("/kernels/codegen/dedupe/llama", test_dedupe_llama);
   g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
   g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
   g_test_add_func ("/kernels/codegen/f64/samples", test_f64_samples);
