@@ -284,7 +284,15 @@ case "$cmd" in
     deps
     setup_dir build-gpu -Dcuda=enabled -Dgui=disabled
     quiet ninja-build-gpu "${HINT_NINJA/<build dir>/build-gpu}" ninja -C build-gpu
-    ../shared/tools/gpu-bundle .gpu build-gpu/app/castscope-cli build-gpu/tests/test-* ;;
+    # the test programs and benchmarks (regular executables, not meson's *.p folders) and the
+    # CUDA module beside the CLI in .gpu/bin
+    mkdir -p .gpu/bin
+    bins=(build-gpu/app/castscope-cli)
+    for f in build-gpu/tests/test-* build-gpu/tests/bench-*; do
+      [ -f "$f" ] && [ -x "$f" ] && bins+=("$f")
+    done
+    cp "${bins[@]}" build-gpu/kernels/libcscuda.so .gpu/bin/
+    ../shared/tools/gpu-bundle .gpu .gpu/bin/* ;;
   *)
     echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle|gpu-gui-bundle]" >&2
     exit 2 ;;
