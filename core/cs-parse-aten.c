@@ -755,7 +755,11 @@ apply_annotation (Ap *p, CsProxy *px, const Ln *l, const char *b, const char *e,
 
   while (q < e && g_ascii_isalnum (*q))
     q++;
-  if (q == e || *q != '[' || !cs_aten_dtype_from_abbr (b, (gsize) (q - b), &dt))
+  if (q < e && *q == '[' && !cs_aten_dtype_from_abbr (b, (gsize) (q - b), &dt))
+    return fail_err (p, error, CS_PARSE_ERROR_TYPE, l, b, "unknown dtype '%.*s' (expected an "
+                     "abbreviation of torch.utils._dtype_abbrs: bf16, f32, i64...)",
+                     (int) (q - b), b);
+  if (q == e || *q != '[')
     {
       /* Sym(s0), a subclass repr, ...: kept as text, the proxy is a number or opaque */
       px->kind = g_str_has_prefix (b, "Sym(") ? CS_PROXY_NUMBER : CS_PROXY_OTHER;
@@ -1504,6 +1508,12 @@ parse_graph (Ap *p, guint *li, GError **error)
         const char *s = l->s + indent_of (l);
         guint ind = indent_of (l);
 
+        if (is_blank (l) && p->body->len == 0 && p->info->annotations_line)
+          {
+            /* the line between a joint graph's annotations and its flattening */
+            (*li)++;
+            continue;
+          }
         if (is_blank (l))
           {
             /* a blank line inside the body; trailing ones are the frame's */
@@ -1570,7 +1580,7 @@ parse_graph (Ap *p, guint *li, GError **error)
         (*li)++;
       }
     if (!have_return)
-      return fail_err (p, error, CS_PARSE_ERROR_SYNTAX, dl, NULL,
+      return fail_err (p, error, CS_PARSE_ERROR_SYNTAX, dl, ltrim (dl->s),
                        "the graph has no return statement"), NULL;
   }
   if (!fold_getitems (p, error))
