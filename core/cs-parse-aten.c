@@ -1662,7 +1662,6 @@ cs_parse_aten_text (const char *text, gsize len, const char *name, GError **erro
         }
       if (g_str_has_prefix (s, "TRACED GRAPH"))
         {
-          g_ptr_array_set_size (header, 0);
           g_clear_pointer (&title, g_free);
           g_ptr_array_add (header, g_strdup (l->s));
           li++;
@@ -1726,7 +1725,22 @@ cs_parse_aten_text (const char *text, gsize len, const char *name, GError **erro
           g_clear_pointer (&title, g_free);
           continue;
         }
+      /* any other line before a graph (comments, other log records) is kept with it */
+      g_ptr_array_add (header, g_strdup (l->s));
       li++;
+    }
+  /* lines after the last graph */
+  if (header->len > 0 && list->traces->len > 0)
+    {
+      GString *tr = g_string_new (NULL);
+      guint n = header->len;
+
+      /* the input's final newline ends the last line, it is not an empty line of its own */
+      if (n > 0 && ((const char *) header->pdata[n - 1])[0] == '\0' && len > 0 && text[len - 1] == '\n')
+        n--;
+      for (guint k = 0; k < n; k++)
+        g_string_append_printf (tr, "%s\n", (const char *) header->pdata[k]);
+      list->trailer = tr->len ? g_string_free (tr, FALSE) : (g_string_free (tr, TRUE), NULL);
     }
   if (list->traces->len == 0)
     {

@@ -41,19 +41,14 @@ parse_str (const char *text, GError **error)
   return cs_parse_text (text, strlen (text), "t.txt", error);
 }
 
-/* The file without its leading `#` comment lines (what a print gives back). */
 static char *
-file_body (const char *name)
+file_text (const char *name)
 {
   g_autofree char *path = data_path (name);
-  g_autofree char *text = NULL;
-  const char *p;
+  char *text = NULL;
 
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
-  p = text;
-  while (*p == '#')
-    p = strchr (p, '\n') + 1;
-  return g_strdup (p);
+  return text;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -131,7 +126,7 @@ static void
 check_roundtrip (const char *name)
 {
   g_autoptr(CsTraceList) list = load (name);
-  g_autofree char *want = file_body (name);
+  g_autofree char *want = file_text (name);
   g_autofree char *got = cs_print_trace_list (list, CS_PRINT_DEFAULT);
 
   g_assert_cmpstr (got, ==, want);
