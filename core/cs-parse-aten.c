@@ -224,6 +224,8 @@ find_class (const Ln *l)
 {
   const char *c = strstr (l->s, "class ");
 
+  if (*ltrim (l->s) == '#')
+    return NULL;   /* a comment (a sample's header quoting source) */
   while (c != NULL)
     {
       if ((c == l->s || c[-1] == ' ') && strstr (c, "(torch.nn.Module):") != NULL)
