@@ -77,6 +77,7 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
   return TRUE;
 }
 
+#include "cs-aten.h"
 #include "cs-parse.h"
 
 CsPipeline *
@@ -94,6 +95,10 @@ cs_cli_run_pipeline_on_list (const CsTraceList *list, const char *path, guint in
                    list->traces->len, index);
       return NULL;
     }
+  /* a torch.compile forward graph runs with its backward graph (already differentiated) */
+  if (cs_trace_aten_role (list->traces->pdata[index]) == CS_ATEN_GRAPH_FORWARD)
+    return cs_pipeline_run_pair (list->traces->pdata[index], cs_aten_find_backward (list, index),
+                                 policy, error);
   have_spec = cs_cli_grad_spec_parse (grad_text, &spec, &names);
   return cs_pipeline_run (list->traces->pdata[index], policy, have_spec ? &spec : NULL, error);
 }

@@ -8,6 +8,7 @@
 
 #include "cs-cli.h"
 #include "cs-cli-progress.h"
+#include "cs-parse.h"
 
 typedef struct
 {
@@ -35,7 +36,10 @@ print_usage (FILE *out)
                 "draw and run them.\n\nCommands:\n");
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out, "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
+  fprintf (out, "\nEvery command takes --format auto|thunder|aten: the text format of FILE\n"
+                "(default auto: torch.compile's printed graphs are told from Thunder's traces\n"
+                "by their content).\n"
+                "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
                 "Exit status: 0 ok, 1 bad input or failed check, 2 usage error.\n");
 }
 
@@ -140,6 +144,42 @@ main (int argc, char **argv)
     {
       printf ("castscope-cli %s\n", CS_VERSION);
       return finish_stdout (CS_CLI_EXIT_OK);
+    }
+  /* --format FMT / --format=FMT, taken out before the command parses its own options */
+  for (int i = 2; i < argc; i++)
+    {
+      const char *v = NULL;
+      int used = 0;
+      CsParseFormat fmt;
+
+      if (strcmp (argv[i], "--") == 0)
+        break;
+      if (strcmp (argv[i], "--format") == 0)
+        {
+          if (i + 1 >= argc)
+            {
+              fprintf (stderr, "castscope-cli: --format needs a value (auto, thunder or aten)\n");
+              return CS_CLI_EXIT_USAGE;
+            }
+          v = argv[i + 1];
+          used = 2;
+        }
+      else if (g_str_has_prefix (argv[i], "--format="))
+        {
+          v = argv[i] + strlen ("--format=");
+          used = 1;
+        }
+      if (v == NULL)
+        continue;
+      if (!cs_parse_format_from_string (v, &fmt))
+        {
+          fprintf (stderr, "castscope-cli: unknown --format '%s' (auto, thunder or aten)\n", v);
+          return CS_CLI_EXIT_USAGE;
+        }
+      cs_parse_set_default_format (fmt);
+      memmove (argv + i, argv + i + used, sizeof (char *) * (argc - i - used + 1));
+      argc -= used;
+      i--;
     }
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)

@@ -12,6 +12,8 @@
 
 #include "cs-decompose.h"
 
+#include "cs-aten-private.h"
+
 #include "cs-meta.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -2272,12 +2274,46 @@ static const CompositeBuilder composite_builders[CS_N_OPS] = {
   [CS_OP_LTORCH_RMS_NORM] = b_rms_norm,
 };
 
+/* The emitter _cs_aten_lower() calls: ltorch symbols with their decompositions, prims. */
+typedef struct
+{
+  Dx        *dx;
+  GPtrArray *out;
+} AtenEmit;
+
+static CsValue *
+aten_call (gpointer data, const char *callee, const CsArg *args, guint n_args, GError **error)
+{
+  AtenEmit *e = data;
+  const CsOp *op = cs_op_lookup (callee);
+  Args al = { 0 };
+
+  for (guint i = 0; i < n_args; i++)
+    {
+      if (args[i].name)
+        ak (&al, args[i].name, args[i].value);
+      else
+        ap (&al, args[i].value);
+    }
+  if (cs_op_has_tag (op, CS_OP_TAG_PRIM))
+    return emit (e->dx, e->out, op->id, &al, error);
+  return call_ltorch (e->dx, e->out, callee, &al, error);
+}
+
 static CsValue *
 decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
   const CsOp *op = semantic (s);
   CsValue *a = sarg (s, 0, "a");
 
+  if (cs_op_has_tag (op, CS_OP_TAG_ATEN))
+    {
+      /* torch.compile's aten ops that no ltorch op matches (cs-aten-lower.c) */
+      AtenEmit e = { dx, out };
+      CsAtenLowerCtx ctx = { arena (dx), aten_call, &e };
+
+      return _cs_aten_lower (&ctx, s, error);
+    }
   if (g_strcmp0 (s->callee, "ltorch.uniform_like") == 0)
     return b_uniform_like (dx, s, out, error);
   if (composite_builders[op->id] != NULL)
@@ -2670,7 +2706,8 @@ cs_decompose_supports (const CsStmt *stmt)
   if (g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0)
     return TRUE;
   op = semantic (stmt);
-  if (op->lowers_to != CS_OP_OPAQUE || composite_builders[op->id] != NULL)
+  if (op->lowers_to != CS_OP_OPAQUE || composite_builders[op->id] != NULL
+      || cs_op_has_tag (op, CS_OP_TAG_ATEN))
     return TRUE;
   switch (op->id)
     {

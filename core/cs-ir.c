@@ -3,6 +3,7 @@
 
 #include "cs-ir.h"
 #include "cs-ops.h"
+#include "cs-aten.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1377,6 +1378,8 @@ cs_trace_unref (CsTrace *trace)
   if (g_atomic_int_dec_and_test (&trace->ref_count))
     {
       cs_name_table_free (trace->proxies);
+      if (trace->aten != NULL)
+        cs_aten_info_unref (trace->aten);
       cs_arena_free (trace->arena);
       if (trace->base != NULL)
         cs_trace_unref (trace->base);
@@ -1545,6 +1548,7 @@ cs_trace_copy (const CsTrace *trace, const char *pass)
   t->next_proxy_id = trace->next_proxy_id;
   t->next_name = trace->next_name;
   t->backward_tags = trace->backward_tags;
+  t->aten = trace->aten ? cs_aten_info_ref (trace->aten) : NULL;
 
   {
     g_autoptr(GHashTable) all = cs_trace_dup_proxies (trace);

@@ -367,6 +367,8 @@ struct _CsTrace
                                   proxy_keep_n and whose proxy_keep[id] is 0 is not part of the
                                   trace (lookups and listings skip it); arena memory */
   guint32       proxy_keep_n;  /* entries in proxy_keep */
+  struct _CsAtenInfo *aten;    /* (nullable) a torch.compile graph as read (cs-aten.h): one
+                                  reference, shared by cs_trace_copy(), not by cs_trace_derive() */
 };
 
 /** A file may hold several traces (concatenated, or a printed Python list of traces). */

@@ -2210,6 +2210,10 @@ cs_meta_supports (const CsStmt *stmt)
   /* executor-only symbols (sdpafx_*, apex_*, nv_cross_entropy_*) have no ltorch/prim meaning */
   if (cs_op_has_tag (op, CS_OP_TAG_EXECUTOR))
     return FALSE;
+  /* torch.compile's own aten ops come typed by their graph; decomposing one checks its
+   * lowering's types against the graph's (cs-aten-lower.c) */
+  if (cs_op_has_tag (op, CS_OP_TAG_ATEN))
+    return FALSE;
   switch (op->category)
     {
     case CS_OP_CAT_OPAQUE:

@@ -157,6 +157,26 @@ cs_op_lookup (const char *callee)
   op = g_hash_table_lookup (op_by_name, callee);
   if (op != NULL)
     return op;
+  if (g_str_has_prefix (callee, "torch.ops."))
+    {
+      /* torch.compile's OpOverloads, `torch.ops.<namespace>.<op>.<overload>`: the row of
+       * `<namespace>.<op>` (aten.mm, prims.convert_element_type); overloads of one op take
+       * compatible arguments where castscope reads them */
+      const char *ns = callee + strlen ("torch.ops.");
+      const char *d1 = strchr (ns, '.');
+      const char *d2 = d1 ? strchr (d1 + 1, '.') : NULL;
+      gsize n = d2 ? (gsize) (d2 - ns) : strlen (ns);
+      char buf[128];
+
+      if (d1 != NULL && n < sizeof buf)
+        {
+          memcpy (buf, ns, n);
+          buf[n] = '\0';
+          op = g_hash_table_lookup (op_by_name, buf);
+          if (op != NULL)
+            return op;
+        }
+    }
   if (is_fusion_name (callee))
     return &op_table[CS_OP_FUSION];
   return &op_table[CS_OP_OPAQUE];

@@ -63,6 +63,8 @@ typedef enum
   CS_OP_TAG_TERNARY       = 1 << 9, /* where, lerp */
   CS_OP_TAG_EXECUTOR      = 1 << 10,/* an executor's name for a symbol (torch.matmul, Tensor.expand,
                                        torch_slice_prim_impl); semantics = the op in alias_of */
+  CS_OP_TAG_ATEN          = 1 << 11,/* an aten op whose arguments fit no ltorch op: decomposed by
+                                       its lowering to ltorch calls (core/cs-aten-lower.c) */
 } CsOpTag;
 
 #include "cs-ops-list.h"
@@ -154,7 +156,8 @@ struct _CsOp
   CsOpCategory  category;
   guint         tags;      /* CsOpTag bits */
   CsPromoKind   promo;     /* type-promotion kind for elementwise ops */
-  CsOpId        alias_of;  /* executor names: the ltorch/prim op they implement; else id itself */
+  CsOpId        alias_of;  /* executor names and aten/operator aliases: the ltorch/prim op they
+                              implement; else id itself */
   /* meaning (DEF column of cs-ops-list.h; zero where the row declares nothing) */
   const CsOpArg *args;     /* argument schema, n_args entries in positional order; NULL: none
                               declared (the passes read such an op's arguments themselves) */
@@ -171,7 +174,8 @@ struct _CsOp
  * @callee: the callee as printed (`prims.add`, `ltorch.add`, `nvFusion3`, `torch.matmul`)
  *
  * Finds the op-table entry.  Fusion calls (`nvFusion<k>`, `TorchCompile<k>`, `CUDAGraph<k>`)
- * map to CS_OP_FUSION.
+ * map to CS_OP_FUSION; torch.compile's `torch.ops.aten.mm.default` (any overload) to the row
+ * `aten.mm`, `torch.ops.prims.convert_element_type.default` to `prims.convert_element_type`.
  * Returns: (transfer none): the entry, or the opaque entry (CS_OP_OPAQUE) for unknown names;
  * never NULL
  */

@@ -2436,6 +2436,16 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
       return NULL;
     }
 
+  /* torch.compile's FX graphs have their own reader (cs-parse-aten.c) */
+  {
+    CsParseFormat fmt = cs_parse_get_default_format ();
+
+    if (fmt == CS_PARSE_FORMAT_AUTO)
+      fmt = cs_parse_detect_format (text, len);
+    if (fmt == CS_PARSE_FORMAT_ATEN)
+      return cs_parse_aten_text (text, len, p.name, error);
+  }
+
   p.lines = g_array_new (FALSE, TRUE, sizeof (Line));
   p.pending = g_array_new (FALSE, FALSE, sizeof (Pending));
   p.scratch = g_ptr_array_new ();

@@ -36,6 +36,57 @@ typedef enum
 #define CS_PARSE_MAX_IR_BYTES     ((gsize) 2 << 30)   /* IR memory for one input (values can
                                                          take ~28x the bytes of their text) */
 
+/** The text formats castscope reads. */
+typedef enum
+{
+  CS_PARSE_FORMAT_AUTO,      /* decided from the content (cs_parse_detect_format()) */
+  CS_PARSE_FORMAT_THUNDER,   /* Lightning Thunder's printed traces */
+  CS_PARSE_FORMAT_ATEN,      /* torch.compile's printed FX graphs (cs-aten.h) */
+} CsParseFormat;
+
+/**
+ * cs_parse_detect_format:
+ * @text: input text (need not be NUL-terminated)
+ * @len: bytes in @text
+ *
+ * torch.compile's graphs are recognised by a line (colours and log prefixes aside) that starts
+ * with `TRACED GRAPH`, `class GraphModule(`, `def forward(self` or holds
+ * `= torch.ops.aten.`, before any line of Thunder's (`def computation(`, `# Constructed by`,
+ * `import thunder`).  Returns: CS_PARSE_FORMAT_ATEN or CS_PARSE_FORMAT_THUNDER
+ */
+CsParseFormat cs_parse_detect_format (const char *text, gsize len);
+
+/**
+ * cs_parse_set_default_format:
+ * @format: the format cs_parse_text() and cs_parse_file() assume; AUTO (the default) detects it
+ *
+ * Process-wide (the CLI's `--format`); set it before parsing starts.
+ */
+void         cs_parse_set_default_format (CsParseFormat format);
+/** cs_parse_get_default_format: what cs_parse_set_default_format() set. */
+CsParseFormat cs_parse_get_default_format (void);
+/**
+ * cs_parse_format_from_string:
+ * @s: "auto", "thunder" or "aten"
+ * Returns: FALSE for any other text
+ */
+gboolean     cs_parse_format_from_string (const char *s, CsParseFormat *out);
+
+/**
+ * cs_parse_aten_text:
+ * @text: torch.compile graph text (need not be NUL-terminated; UTF-8, checked by the caller)
+ * @len: bytes in @text
+ * @name: file name for messages
+ * @error: return location for a #CS_PARSE_ERROR, message "name:line:col: reason"
+ *
+ * Parses every FX graph of @text into a trace (see cs-aten.h): the log lines of
+ * `TORCH_LOGS=aot_graphs` / `graph_code` or print_readable() output, ANSI colour codes and
+ * glog prefixes (`I0101 12:00:00.000000 123 file.py:45] [0/0] [__aot_graphs] `) removed.
+ * Lines outside a graph are skipped.  Errors: EMPTY (no graph), SYNTAX, TYPE, INDENT, LIMIT.
+ * Returns: (transfer full): the graphs, or NULL with @error set
+ */
+CsTraceList *cs_parse_aten_text (const char *text, gsize len, const char *name, GError **error);
+
 /**
  * cs_parse_text:
  * @text: trace text (need not be NUL-terminated)
@@ -43,7 +94,9 @@ typedef enum
  * @name: file name used in error messages ("-" for stdin)
  * @error: return location for a #CS_PARSE_ERROR, message "name:line:col: reason"
  *
- * Parses one or more traces (concatenated, or a printed Python list of traces).
+ * Parses one or more traces (concatenated, or a printed Python list of traces).  Text in
+ * torch.compile's format (cs_parse_detect_format(), or cs_parse_set_default_format()) goes to
+ * cs_parse_aten_text().
  * Returns: (transfer full): the traces, or NULL with @error set
  */
 CsTraceList *cs_parse_text  (const char *text, gsize len, const char *name, GError **error);

@@ -16,6 +16,7 @@
 #include "cs-ir-util.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
+#include "cs-aten.h"
 #include "cs-split.h"
 
 #include <string.h>
@@ -56,6 +57,14 @@ thunder_pass_name (const char *name)
   for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
     if (strcmp (names[i].ours, name) == 0)
       return names[i].thunder;
+  /* a torch.compile backward graph's passes (cs_pipeline_run_pair): "fuse-backward" */
+  if (g_str_has_suffix (name, "-backward"))
+    {
+      g_autofree char *base = g_strndup (name, strlen (name) - strlen ("-backward"));
+      for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+        if (strcmp (names[i].ours, base) == 0)
+          return names[i].thunder;
+    }
   return NULL;
 }
 
@@ -301,6 +310,88 @@ check_typed_inputs (const CsTrace *t, GError **error)
   return TRUE;
 }
 
+/* The passes that apply to a torch.compile graph (cs-aten.h), which is already differentiated
+ * and split: decompose (its aten ops to prims under @policy: computation dtype, matmul
+ * precision), fuse, remove-redundant-casts, cse, dce, delete-last-used; no autocast (torch
+ * applied it already), grad or split.  Each kept trace gets the pass name with @suffix
+ * ("" or "-backward").  Returns the last trace (borrowed from @p), NULL with @error set. */
+static CsTrace *
+run_aten_passes (CsPipeline *p, const CsTrace *graph, const char *suffix, GError **error)
+{
+  const CsPolicy *policy = &p->policy;
+  CsTrace *cur;
+  g_autofree char *name = NULL;
+  gint64 t0;
+
+#define ATEN_PASS(nm, expr, prefix)                                       \
+  do                                                                      \
+    {                                                                     \
+      t0 = pass_clock_us ();                                              \
+      cur = (expr);                                                       \
+      if (cur == NULL)                                                    \
+        {                                                                 \
+          if (prefix)                                                     \
+            g_prefix_error (error, "%s: ", nm);                           \
+          return NULL;                                                    \
+        }                                                                 \
+      g_free (name);                                                      \
+      name = g_strconcat (nm, suffix, NULL);                              \
+      add_pass (p, name, cur, t0);                                        \
+    }                                                                     \
+  while (0)
+
+  cur = cs_trace_copy (graph, NULL);
+  g_free (name);
+  name = g_strconcat ("initial", suffix, NULL);
+  add_pass (p, name, cur, 0);
+  ATEN_PASS ("decompose", decompose_pass (cur, policy, error), FALSE);
+  ATEN_PASS ("fuse", cs_fuse_trace (cur, policy, error), TRUE);
+  ATEN_PASS ("remove-redundant-casts",
+             policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF
+               ? cs_cse_remove_redundant_casts (cur)
+               : cs_trace_derive (cur, "remove-redundant-casts"), TRUE);
+  ATEN_PASS ("cse", cs_cse_trace (cur), TRUE);
+  ATEN_PASS ("dce", cs_cse_dce (cur), TRUE);
+  ATEN_PASS ("delete-last-used", cs_dellast_trace (cur, FALSE), TRUE);
+#undef ATEN_PASS
+  return cur;
+}
+
+static CsPipeline *
+pipeline_new (const CsPolicy *policy)
+{
+  CsPipeline *p = g_new0 (CsPipeline, 1);
+
+  p->ref_count = 1;
+  if (policy)
+    p->policy = *policy;
+  else
+    cs_policy_init_default (&p->policy);
+  p->names = g_ptr_array_new_with_free_func (g_free);
+  p->traces = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+  p->times_ns = g_array_new (FALSE, FALSE, sizeof (gint64));
+  return p;
+}
+
+/**
+ * cs_pipeline_run_pair: (see cs-pipeline.h)
+ */
+CsPipeline *
+cs_pipeline_run_pair (const CsTrace *forward, const CsTrace *backward, const CsPolicy *policy,
+                      GError **error)
+{
+  g_autoptr(CsPipeline) p = NULL;
+
+  g_return_val_if_fail (forward != NULL && forward->aten != NULL, NULL);
+  g_return_val_if_fail (backward == NULL || backward->aten != NULL, NULL);
+  p = pipeline_new (policy);
+  if ((p->forward = run_aten_passes (p, forward, "", error)) == NULL)
+    return NULL;
+  if (backward != NULL && (p->backward = run_aten_passes (p, backward, "-backward", error)) == NULL)
+    return NULL;
+  return g_steal_pointer (&p);
+}
+
 /**
  * cs_pipeline_run: (see cs-pipeline.h)
  */
@@ -326,6 +417,15 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   p->traces = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
   p->times_ns = g_array_new (FALSE, FALSE, sizeof (gint64));
 
+  if (initial->aten != NULL)
+    {
+      /* a torch.compile graph: already differentiated and split */
+      if ((p->forward = run_aten_passes (p, initial, "", error)) == NULL)
+        return NULL;
+      if (initial->aten->role == CS_ATEN_GRAPH_BACKWARD)
+        p->backward = p->forward;
+      return g_steal_pointer (&p);
+    }
   add_pass (p, "initial", cs_trace_copy (initial, NULL), 0);
   if (cs_trace_is_final (initial))
     {

@@ -17,6 +17,12 @@
  * An input trace that is already final (holds fusion regions, is a `backward_fn`, or was
  * constructed by "Delete Last Used") is accepted as is: the pipeline then has the single pass
  * "initial", and that trace is the forward (or the backward for a `backward_fn`).
+ *
+ * A torch.compile graph (CsTrace.aten, cs-aten.h) is already differentiated and split: it
+ * goes through initial, decompose, fuse, remove-redundant-casts, cse, dce and
+ * delete-last-used only, and a backward graph is then both the forward and the backward of
+ * the pipeline (as a `backward_fn` is); cs_pipeline_run_pair() runs a forward graph and its
+ * backward graph together.
  */
 #pragma once
 
@@ -56,6 +62,23 @@ typedef enum
 CsPipeline  *cs_pipeline_run          (const CsTrace     *initial,
                                        const CsPolicy    *policy,
                                        const CsGradSpec  *grad,
+                                       GError           **error);
+/**
+ * cs_pipeline_run_pair:
+ * @forward: (transfer none): a torch.compile forward graph (CsTrace.aten set)
+ * @backward: (transfer none) (nullable): its backward graph (cs_aten_find_backward())
+ * @policy: (nullable): the cast policy; NULL = Thunder's defaults
+ * @error: return location for the failing pass's error
+ *
+ * The passes of a torch.compile graph (see the file comment) on @forward, then on @backward
+ * with pass names ending in "-backward" ("initial-backward", "decompose-backward", ...,
+ * "delete-last-used-backward").  Returned values keep their names, so the final forward's
+ * saved tensors feed the final backward by name.
+ * Returns: (transfer full): the pipeline (forward and backward set), or NULL with @error set
+ */
+CsPipeline  *cs_pipeline_run_pair     (const CsTrace     *forward,
+                                       const CsTrace     *backward,
+                                       const CsPolicy    *policy,
                                        GError           **error);
 /** Returns: (transfer full): @pipeline with one more reference (atomic; any thread). */
 CsPipeline  *cs_pipeline_ref          (CsPipeline        *pipeline);

@@ -11,6 +11,7 @@
 
 #include "cs-print.h"
 
+#include "cs-aten.h"
 #include "cs-dtype.h"
 #include "cs-ops.h"
 
@@ -675,6 +676,12 @@ cs_print_trace_to (GString *out, const CsTrace *trace, CsPrintFlags flags)
 {
   g_return_if_fail (out != NULL && trace != NULL);
 
+  if (trace->aten != NULL)
+    {
+      /* a torch.compile graph as read prints in its own format */
+      cs_print_aten_to (out, trace);
+      return;
+    }
   if (!(flags & CS_PRINT_NO_LEADING))
     for (guint i = 0; i < trace->n_leading; i++)
       {
