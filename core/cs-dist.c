@@ -25,6 +25,21 @@ cs_dist_is_collective (const CsOp *op)
          || id == CS_OP_DIST_REDUCE_SCATTER;
 }
 
+/** cs_dist_stmt_communicates: see cs-dist.h. */
+gboolean
+cs_dist_stmt_communicates (const CsStmt *stmt)
+{
+  CsDistParallelType pt;
+
+  if (stmt == NULL || stmt->kind != CS_STMT_CALL)
+    return FALSE;
+  if (cs_dist_is_collective (stmt->op))
+    return TRUE;
+  return cs_op_semantic (stmt->op)->id == CS_OP_DIST_SYNCHRONIZE
+         && cs_dist_parallel_type (cs_stmt_arg (stmt, CS_ARG_DISTPARALLEL_TYPE), &pt)
+         && pt == CS_DIST_PARALLEL_FULLY_SHARDED;
+}
+
 /** cs_dist_is_bucketing: see cs-dist.h. */
 gboolean
 cs_dist_is_bucketing (const CsOp *op)
@@ -283,7 +298,7 @@ cs_dist_comm_cost (const CsStmt *stmt, guint group_size, double bus_bytes_per_s,
 
   g_return_val_if_fail (out != NULL, FALSE);
   memset (out, 0, sizeof *out);
-  if (stmt == NULL || stmt->kind != CS_STMT_CALL || !cs_dist_is_collective (stmt->op))
+  if (!cs_dist_stmt_communicates (stmt))
     return FALSE;
   sem = cs_op_semantic (stmt->op);
   in = typed_tensor (cs_stmt_get_arg (stmt, 0, NULL));

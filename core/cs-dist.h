@@ -61,6 +61,14 @@ typedef enum
  * reduce_scatter (synchronize communicates only once grad has lowered it)
  */
 gboolean     cs_dist_is_collective   (const CsOp *op);
+/**
+ * cs_dist_stmt_communicates:
+ * @stmt: a statement
+ *
+ * Returns: TRUE for a collective call, and for a FULLY_SHARDED synchronize (Thunder's
+ * augmented forward makes it an all_gather and its wait; castscope keeps the one statement)
+ */
+gboolean     cs_dist_stmt_communicates (const CsStmt *stmt);
 /** TRUE for every prim of thunder/distributed/prims.py (and their torch executor names). */
 gboolean     cs_dist_is_distributed  (const CsOp *op);
 /** TRUE for the bucketing prims: pack, unpack, update_bucket_view, pack_for_fsdp, unpack_for_fsdp. */
@@ -134,7 +142,8 @@ typedef struct
 
 /**
  * cs_dist_comm_cost:
- * @stmt: a collective call (cs_dist_is_collective()) with typed tensors
+ * @stmt: a call that communicates (cs_dist_stmt_communicates()) with typed tensors; a
+ *   FULLY_SHARDED synchronize costs as the all_gather it stands for
  * @group_size: n (cs_dist_group_size()), >= 1
  * @bus_bytes_per_s: the bus bandwidth (CS_DIST_NVLINK_BUS_BYTES_PER_S)
  * @out: (out): its cost
