@@ -70,6 +70,7 @@ def build_model(torch):
             return y.type_as(x) * self.weight
 
     def rotate(x, cos, sin):
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         x1, x2 = x[..., ::2], x[..., 1::2]
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
@@ -234,7 +235,11 @@ def child(mode, kit, outdir, executors):
             ks["GRAD INPUT"] = before[-1]
     res["key_sections"] = ks
     commit = oracle.thunder_commit()
-    nccl = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"
+    try:
+        v = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+    except Exception:  # noqa: BLE001
+        nccl = "?"
     dev = torch.cuda.get_device_name(0)
     cd = thunder.compile_data(jfn)
     ex_names = [e.name for e in cd.executors_list if not isinstance(e, thunder.extend.TemporaryExecutor)]
