@@ -1,6 +1,6 @@
 /* cs-cli-diff.c: `castscope-cli diff FILE --policy k=v ... --vs k=v ...`: casts added and
  * removed, regions split and merged between two cast policies, forward and backward
- * (core/cs-diff.h). */
+ * (core/cs-diff.h), and for a distributed trace the dtype and bytes of each collective. */
 #include "cs-config.h"
 
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "cs-cli-policy.h"
 #include "cs-diff.h"
 #include "cs-parse.h"
+#include "cs-stats.h"
 
 static void
 print_regions (const char *verb, GPtrArray *arr)
@@ -38,9 +39,42 @@ print_casts (const char *sign, GPtrArray *arr)
     }
 }
 
+/* The collectives of a distributed trace under the two policies (grad-reduce changes the dtype
+ * and so the bytes each one moves): the totals, and each collective whose dtype or size
+ * changed, paired in trace order.  Returns the number of changes; prints nothing for traces
+ * without collectives. */
+static guint
+print_comm_diff (const CsTrace *a, const CsTrace *b)
+{
+  g_autoptr(CsTraceStats) sa = cs_stats_compute (a);
+  g_autoptr(CsTraceStats) sb = cs_stats_compute (b);
+  guint changed = 0;
+
+  if (sa->comms->len == 0 && sb->comms->len == 0)
+    return 0;
+  printf ("  communication: %u -> %u collectives, %.4g -> %.4g bytes payload, %.4g -> %.4g bus bytes\n",
+          sa->comms->len, sb->comms->len, sa->comm_payload_bytes, sb->comm_payload_bytes,
+          sa->comm_bus_bytes, sb->comm_bus_bytes);
+  for (guint i = 0; i < MIN (sa->comms->len, sb->comms->len); i++)
+    {
+      const CsStatsComm *x = &g_array_index (sa->comms, CsStatsComm, i);
+      const CsStatsComm *y = &g_array_index (sb->comms, CsStatsComm, i);
+
+      if (x->cost.dtype == y->cost.dtype && x->cost.payload_bytes == y->cost.payload_bytes
+          && strcmp (x->kind, y->kind) == 0)
+        continue;
+      printf ("  collective %s %s %s -> %s %s %s (%.4g -> %.4g bytes)\n", x->name, x->kind,
+              cs_dtype_short_name (x->cost.dtype), y->name, y->kind,
+              cs_dtype_short_name (y->cost.dtype), x->cost.payload_bytes, y->cost.payload_bytes);
+      changed++;
+    }
+  return changed + (sa->comms->len != sb->comms->len);
+}
+
 static guint
 print_diff (const char *label, const CsTrace *a, const CsTrace *b)
 {
+  guint comm_changes;
   g_autoptr(CsTraceDiff) d = NULL;
 
   if (a == NULL || b == NULL)
@@ -64,7 +98,8 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b)
         printf ("%s %s", j ? "," : "", ((const CsStmt *) r->others->pdata[j])->callee);
       printf (" merged into %s\n", r->region->callee);
     }
-  return cs_trace_diff_is_empty (d) ? 0 : 1;
+  comm_changes = print_comm_diff (a, b);
+  return (cs_trace_diff_is_empty (d) && comm_changes == 0) ? 0 : 1;
 }
 
 int

@@ -1,6 +1,8 @@
-/* cs-cli-stats.c: `castscope-cli stats FILE [--policy k=v ...] [--grad ...] [--json]`:
- * casts, regions, matmuls (tensor-core eligible or not), FLOPs, bytes and the estimated H200
- * time of the final forward and backward traces, total and per region (core/cs-stats.h). */
+/* cs-cli-stats.c: `castscope-cli stats FILE [--policy k=v ...] [--grad ...] [--json]
+ * [--world-size N] [--bus-gbps G]`: casts, regions, matmuls (tensor-core eligible or not), FLOPs,
+ * bytes and the estimated H200 time of the final forward and backward traces, total and per
+ * region, and for a distributed trace the bytes and estimated time of each collective
+ * (core/cs-stats.h). */
 #include "cs-config.h"
 
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "cs-cli.h"
 #include "cs-cli-policy.h"
+#include "cs-dist.h"
 #include "cs-stats.h"
 
 #if CS_HAVE_JSON
@@ -50,7 +53,59 @@ entry_members (JsonBuilder *b, const CsStatsEntry *e, gboolean region)
 }
 
 static void
-add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t)
+add_comm_json (JsonBuilder *b, const CsTraceStats *st)
+{
+  json_builder_set_member_name (b, "communication");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "collectives");
+  json_builder_add_int_value (b, st->comms->len);
+  json_builder_set_member_name (b, "group_size");
+  json_builder_add_int_value (b, st->group_size);
+  json_builder_set_member_name (b, "bus_bytes_per_s");
+  json_builder_add_double_value (b, st->bus_bytes_per_s);
+  json_builder_set_member_name (b, "payload_bytes");
+  json_builder_add_double_value (b, st->comm_payload_bytes);
+  json_builder_set_member_name (b, "bus_bytes");
+  json_builder_add_double_value (b, st->comm_bus_bytes);
+  json_builder_set_member_name (b, "est_ms");
+  json_builder_add_double_value (b, st->comm_est_ms);
+  json_builder_set_member_name (b, "compute_est_ms");
+  json_builder_add_double_value (b, st->total.est_ms);
+  json_builder_set_member_name (b, "ops");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < st->comms->len; i++)
+    {
+      const CsStatsComm *c = &g_array_index (st->comms, CsStatsComm, i);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "output");
+      json_builder_add_string_value (b, c->name);
+      json_builder_set_member_name (b, "kind");
+      json_builder_add_string_value (b, c->kind);
+      json_builder_set_member_name (b, "line");
+      json_builder_add_int_value (b, c->line);
+      json_builder_set_member_name (b, "dtype");
+      json_builder_add_string_value (b, cs_dtype_short_name (c->cost.dtype));
+      if (c->cost.has_reduce_op)
+        {
+          json_builder_set_member_name (b, "reduce_op");
+          json_builder_add_string_value (b, cs_dist_reduce_op_name (c->cost.reduce_op));
+        }
+      json_builder_set_member_name (b, "async");
+      json_builder_add_boolean_value (b, c->async);
+      json_builder_set_member_name (b, "payload_bytes");
+      json_builder_add_double_value (b, c->cost.payload_bytes);
+      json_builder_set_member_name (b, "bus_bytes");
+      json_builder_add_double_value (b, c->cost.bus_bytes);
+      json_builder_set_member_name (b, "est_ms");
+      json_builder_add_double_value (b, c->cost.est_ms);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+}
+
+static void
+add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStatsOptions *opts)
 {
   g_autoptr(CsTraceStats) st = NULL;
 
@@ -60,7 +115,7 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t)
       json_builder_add_null_value (b);
       return;
     }
-  st = cs_stats_compute (t);
+  st = cs_stats_compute_full (t, opts);
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "trace");
   json_builder_add_string_value (b, t->name ? t->name : "");
@@ -79,12 +134,31 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t)
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  if (st->comms->len > 0)
+    add_comm_json (b, st);
   json_builder_end_object (b);
 }
 #endif
 
 static void
-print_trace_text (const char *label, const CsTrace *t)
+print_comm_text (const CsTraceStats *st)
+{
+  printf ("  communication: %u collectives, %.4g bytes payload, %.4g bus bytes, est %.4g ms "
+          "(group of %u, %.4g GB/s bus bandwidth) next to %.4g ms compute\n",
+          st->comms->len, st->comm_payload_bytes, st->comm_bus_bytes, st->comm_est_ms,
+          st->group_size, st->bus_bytes_per_s / 1e9, st->total.est_ms);
+  for (guint i = 0; i < st->comms->len; i++)
+    {
+      const CsStatsComm *c = &g_array_index (st->comms, CsStatsComm, i);
+      printf ("  %-12s %-14s %-4s %-4s %-5s %10.4g bytes %10.4g bus %10.4g ms\n", c->name, c->kind,
+              cs_dtype_short_name (c->cost.dtype),
+              c->cost.has_reduce_op ? cs_dist_reduce_op_name (c->cost.reduce_op) : "-",
+              c->async ? "async" : "sync", c->cost.payload_bytes, c->cost.bus_bytes, c->cost.est_ms);
+    }
+}
+
+static void
+print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opts)
 {
   g_autoptr(CsTraceStats) st = NULL;
   const CsStatsEntry *e;
@@ -94,7 +168,7 @@ print_trace_text (const char *label, const CsTrace *t)
       printf ("%s: none\n", label);
       return;
     }
-  st = cs_stats_compute (t);
+  st = cs_stats_compute_full (t, opts);
   e = &st->total;
   {
     g_autofree char *est = cs_cli_format_ms (e->est_ms);
@@ -112,6 +186,8 @@ print_trace_text (const char *label, const CsTrace *t)
               r->name, r->n_statements, r->n_casts, r->n_matmuls,
               r->bytes_read + r->bytes_written, est, r->why ? r->why : "-");
     }
+  if (st->comms->len > 0)
+    print_comm_text (st);
 }
 
 int
@@ -121,7 +197,9 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_autofree char *grad = NULL;
   g_autofree char *desc = NULL;
   gboolean json = FALSE;
-  gint index = 0;
+  gint index = 0, world = 0;
+  double bus_gbps = 0;
+  CsStatsOptions sopts = { 0 };
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
@@ -132,6 +210,8 @@ cs_cli_cmd_stats (int argc, char **argv)
     { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
+    { "bus-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &bus_gbps, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
     { NULL },
   };
 
@@ -146,6 +226,13 @@ cs_cli_cmd_stats (int argc, char **argv)
       cs_cli_error ("stats: --index must be >= 0");
       return CS_CLI_EXIT_USAGE;
     }
+  if (world < 0 || world > 65536 || bus_gbps < 0 || !(bus_gbps < 1e6))
+    {
+      cs_cli_error ("stats: --world-size takes 1 to 65536 ranks and --bus-gbps a positive bandwidth");
+      return CS_CLI_EXIT_USAGE;
+    }
+  sopts.group_size = (guint) world;
+  sopts.bus_bytes_per_s = bus_gbps * 1e9;
   if (argc != 2)
     {
       cs_cli_error ("stats: expected one FILE (try --help)");
@@ -190,8 +277,8 @@ cs_cli_cmd_stats (int argc, char **argv)
       json_builder_add_string_value (b, pol);
       json_builder_set_member_name (b, "input_was_final");
       json_builder_add_boolean_value (b, cs_pipeline_input_was_final (pl));
-      add_trace_json (b, "forward", fw);
-      add_trace_json (b, "backward", bw);
+      add_trace_json (b, "forward", fw, &sopts);
+      add_trace_json (b, "backward", bw, &sopts);
       json_builder_end_object (b);
       root = json_builder_get_root (b);
       json_generator_set_root (gen, root);
@@ -206,7 +293,7 @@ cs_cli_cmd_stats (int argc, char **argv)
     printf ("policy: %s%s\n", pol, cs_pipeline_input_was_final (pl) ? " (input already final: "
                                                                        "no pass ran)" : "");
   }
-  print_trace_text ("forward", fw);
-  print_trace_text ("backward", bw);
+  print_trace_text ("forward", fw, &sopts);
+  print_trace_text ("backward", bw, &sopts);
   return CS_CLI_EXIT_OK;
 }

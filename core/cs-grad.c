@@ -21,6 +21,7 @@
 #include "cs-grad.h"
 
 #include "cs-decompose.h"
+#include "cs-dist.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -1780,6 +1781,214 @@ rule_prim_cosh (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, Cs
   put_grad (c, a0, t ? mul (c, v_p (c, g), v_p (c, t)) : NULL);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Distributed prims (thunder/distributed/prims.py).  all_gather and reduce_scatter are each
+ * other's transpose; an all_reduce of a sum (or mean) is its own; wait passes the cotangent to
+ * the future it waits for.  synchronize mirrors Thunder's synchronize_backward_rule: the
+ * gradient divided by the group size, then all_reduce (REPLICATED, DDP) or reduce_scatter
+ * (FULLY_SHARDED, FSDP) with SUM, do_async=True, and its wait; the grad-reduce policy converts
+ * the gradient around that collective.  A backward collective of an async forward one is async
+ * (a FUTURE output and a wait). */
+
+static CsValue *
+dist_sum_op (GradCtx *c, const CsValue *like)
+{
+  CsDistReduceOp op;
+
+  if (like != NULL && cs_dist_reduce_op (like, &op) && op == CS_DIST_REDUCE_SUM)
+    return (CsValue *) like;
+  /* Thunder's context-object name of DistributedReduceOps.SUM (thunder/core/trace.py) */
+  return cs_value_new_name (c->a, "_DistributedReduceOps_SUM_0");
+}
+
+/* Emits collective @id on @x (output @shape, x's dtype and device) with @op_v (NULL: no op
+ * argument), @group, do_async (a keyword when @kw_async, as synchronize's backward passes it)
+ * and @dim (NULL or None: left out); an async one is followed by its wait.  Returns the tensor
+ * (the wait's output when async). */
+static CsProxy *
+emit_collective (GradCtx *c, CsOpId id, CsProxy *x, CsValue *op_v, CsValue *group,
+                 gboolean async, gboolean kw_async, CsValue *dim, const int64_t *shape, guint rank)
+{
+  CsArg args[5];
+  guint n = 0;
+  CsProxy *out, *w;
+
+  if (c->error || x == NULL)
+    return NULL;
+  args[n++] = (CsArg) POS (v_p (c, x));
+  if (op_v != NULL)
+    args[n++] = (CsArg) POS (op_v);
+  args[n++] = (CsArg) POS (group);
+  args[n++] = kw_async ? (CsArg) KW ("do_async", cs_value_new_bool (c->a, async))
+                       : (CsArg) POS (cs_value_new_bool (c->a, async));
+  if (dim != NULL && dim->kind != CS_VALUE_NONE)
+    args[n++] = (CsArg) KW ("dim", dim);
+  out = emit_typed (c, id, x->dtype, shape, rank, &x->device, args, n);
+  if (out == NULL || !async)
+    return out;
+  out->future = 1;
+  w = emit_typed (c, CS_OP_DIST_WAIT, x->dtype, shape, rank, &x->device, ARGS (POS (v_p (c, out))), 1);
+  return w;
+}
+
+static gboolean
+dist_async (const CsStmt *s)
+{
+  const CsValue *v = cs_stmt_arg (s, CS_ARG_DO_ASYNC);
+  return v != NULL && ((v->kind == CS_VALUE_BOOL && v->u.b) || (v->kind == CS_VALUE_INT && v->u.i));
+}
+
+static guint
+dist_group_size (GradCtx *c, const CsStmt *s)
+{
+  guint n = cs_dist_stmt_group_size (s);
+  return n > 0 ? n : cs_dist_group_size (c->t, cs_stmt_arg (s, CS_ARG_GROUP));
+}
+
+/* The shape of @g with dim @d multiplied (@mul) or divided by @n. */
+static gboolean
+dist_shape (GradCtx *c, const CsStmt *s, const CsProxy *g, int64_t d, guint n, gboolean mul,
+            int64_t *shape)
+{
+  if (g->rank == 0 || d < 0 || d >= (int64_t) g->rank || (!mul && g->shape[d] % n != 0))
+    return rule_fail (c, s, "the gradient's shape does not fit the collective");
+  memcpy (shape, g->shape, sizeof (int64_t) * g->rank);
+  shape[d] = mul ? shape[d] * n : shape[d] / n;
+  return TRUE;
+}
+
+static int64_t
+dist_dim (const CsStmt *s)
+{
+  const CsValue *d = cs_stmt_arg (s, CS_ARG_DIM);
+  return (d && d->kind == CS_VALUE_INT) ? d->u.i : 0;
+}
+
+/* VJP of all_gather: reduce_scatter (SUM) of the cotangent along the same dim */
+static void
+rule_dist_all_gather (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  int64_t shape[CS_MAX_DIMS];
+  guint n = dist_group_size (c, s);
+
+  if (!dist_shape (c, s, g, dist_dim (s), n, FALSE, shape))
+    return;
+  put_grad (c, a0, emit_collective (c, CS_OP_DIST_REDUCE_SCATTER, g, dist_sum_op (c, NULL),
+                                    cs_stmt_arg (s, CS_ARG_GROUP), dist_async (s), FALSE,
+                                    cs_stmt_arg (s, CS_ARG_DIM), shape, g->rank));
+}
+
+/* VJP of reduce_scatter: all_gather of the cotangent (SUM; AVG also divides by the size) */
+static void
+rule_dist_reduce_scatter (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  int64_t shape[CS_MAX_DIMS];
+  guint n = dist_group_size (c, s);
+  CsDistReduceOp op;
+  CsProxy *t;
+
+  if (!cs_dist_reduce_op (cs_stmt_arg (s, CS_ARG_OP), &op)
+      || (op != CS_DIST_REDUCE_SUM && op != CS_DIST_REDUCE_AVG && n > 1))
+    {
+      rule_fail (c, s, "a reduce_scatter is differentiated for SUM and AVG only");
+      return;
+    }
+  if (!dist_shape (c, s, g, dist_dim (s), n, TRUE, shape))
+    return;
+  t = emit_collective (c, CS_OP_DIST_ALL_GATHER, g, NULL, cs_stmt_arg (s, CS_ARG_GROUP),
+                       dist_async (s), FALSE, cs_stmt_arg (s, CS_ARG_DIM), shape, g->rank);
+  if (t != NULL && op == CS_DIST_REDUCE_AVG && n > 1)
+    t = divide (c, v_p (c, t), v_i (c, n));
+  put_grad (c, a0, t);
+}
+
+/* VJP of all_reduce: the same all_reduce of the cotangent (SUM and AVG; at a world of one
+ * every op is the identity) */
+static void
+rule_dist_all_reduce (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistReduceOp op;
+  guint n = dist_group_size (c, s);
+
+  if (!cs_dist_reduce_op (cs_stmt_arg (s, CS_ARG_OP), &op))
+    {
+      rule_fail (c, s, "op is not a DistributedReduceOps member");
+      return;
+    }
+  if (op != CS_DIST_REDUCE_SUM && op != CS_DIST_REDUCE_AVG)
+    {
+      if (n > 1)
+        rule_fail (c, s, "an all_reduce is differentiated for SUM and AVG only");
+      else
+        put_grad (c, a0, g);
+      return;
+    }
+  put_grad (c, a0, emit_collective (c, CS_OP_DIST_ALL_REDUCE, g, cs_stmt_arg (s, CS_ARG_OP),
+                                    cs_stmt_arg (s, CS_ARG_GROUP), dist_async (s), FALSE, NULL,
+                                    g->shape, g->rank));
+}
+
+/* VJP of wait and update_bucket_view: the cotangent itself */
+static void
+rule_dist_identity (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  put_grad (c, a0, g);
+}
+
+/* VJP of synchronize (Thunder's synchronize_backward_rule, with the grad-reduce policy) */
+static void
+rule_dist_synchronize (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistParallelType pt;
+  CsProxy *a = value_tensor (a0), *t = g;
+  guint n = dist_group_size (c, s);
+  CsDtype rd = g->dtype;
+  int64_t shape[CS_MAX_DIMS];
+  CsValue *group = cs_stmt_arg (s, CS_ARG_GROUP);
+
+  if (a == NULL || !cs_dist_parallel_type (cs_stmt_arg (s, CS_ARG_DISTPARALLEL_TYPE), &pt)
+      || (pt != CS_DIST_PARALLEL_REPLICATED && pt != CS_DIST_PARALLEL_FULLY_SHARDED))
+    {
+      rule_fail (c, s, "synchronize with an unexpected distparallel_type");
+      return;
+    }
+  if (c->policy != NULL && cs_dtype_is_float (g->dtype))
+    rd = c->policy->grad_reduce == CS_GRAD_REDUCE_F32 ? CS_DTYPE_F32
+         : c->policy->grad_reduce == CS_GRAD_REDUCE_BF16 ? CS_DTYPE_BF16 : g->dtype;
+  if (rd != g->dtype)
+    {
+      const char *why = c->why;
+      c->why = cs_arena_printf (c->a, "grad-reduce=%s: reduce %s's gradient in %s",
+                                cs_policy_get (c->policy, "grad-reduce"), a->name,
+                                cs_dtype_short_name (rd));
+      t = convert (c, t, rd);
+      c->why = why;
+    }
+  t = t ? divide (c, v_p (c, t), v_i (c, n)) : NULL;
+  if (t == NULL)
+    return;
+  if (pt == CS_DIST_PARALLEL_REPLICATED)
+    t = emit_collective (c, CS_OP_DIST_ALL_REDUCE, t, dist_sum_op (c, NULL), group, TRUE, TRUE,
+                         NULL, t->shape, t->rank);
+  else
+    {
+      if (!dist_shape (c, s, t, 0, n, FALSE, shape))
+        return;
+      t = emit_collective (c, CS_OP_DIST_REDUCE_SCATTER, t, dist_sum_op (c, NULL), group, TRUE,
+                           TRUE, NULL, shape, t->rank);
+    }
+  if (t != NULL && rd != a->dtype)
+    {
+      const char *why = c->why;
+      c->why = cs_arena_printf (c->a, "grad-reduce=%s: back to %s's dtype %s",
+                                cs_policy_get (c->policy, "grad-reduce"), a->name,
+                                cs_dtype_short_name (a->dtype));
+      t = convert (c, t, a->dtype);
+      c->why = why;
+    }
+  put_grad (c, a0, t);
+}
+
 /* Grad's rule table: the VJP of every op castscope differentiates directly (Thunder's
  * register_grad table for prims plus the ltorch rules and augmented-forward/backward pairs named
  * in reference 5.1), indexed by the op's semantic id.  Each op whose registry row says DIFF_VJP
@@ -1836,6 +2045,13 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_PRIM_EXPM1] = rule_prim_expm1,
   [CS_OP_PRIM_SINH] = rule_prim_sinh,
   [CS_OP_PRIM_COSH] = rule_prim_cosh,
+  /* thunder/distributed/prims.py */
+  [CS_OP_DIST_ALL_GATHER] = rule_dist_all_gather,
+  [CS_OP_DIST_REDUCE_SCATTER] = rule_dist_reduce_scatter,
+  [CS_OP_DIST_ALL_REDUCE] = rule_dist_all_reduce,
+  [CS_OP_DIST_WAIT] = rule_dist_identity,
+  [CS_OP_DIST_UPDATE_BUCKET_VIEW] = rule_dist_identity,
+  [CS_OP_DIST_SYNCHRONIZE] = rule_dist_synchronize,
 };
 
 static gboolean

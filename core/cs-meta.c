@@ -8,6 +8,7 @@
 #include "cs-config.h"
 
 #include "cs-meta.h"
+#include "cs-dist.h"
 
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -1689,6 +1690,212 @@ meta_sdpa (Meta *m, GError **error)
 /* ------------------------------------------------------------------------------------------ */
 /* Dispatch                                                                                    */
 
+/* ------------------------------------------------------------------------------------------ */
+/* Distributed prims (thunder/distributed/prims.py: all_gather_meta, all_reduce_meta,
+ * broadcast_meta, reduce_scatter, wait_meta, synchronize_meta, pack_meta, unpack_meta,
+ * pack_for_fsdp_meta, unpack_for_fsdp_meta, update_bucket_view_meta, stash_grad_for_fsdp_meta,
+ * synchronize_tensor_parallel_{output,input}_meta).  The group's size is what the statement's own
+ * shapes say, else the trace's (cs_dist_group_size(): 1 when nothing tells it). */
+
+static guint
+meta_group_size (const Meta *m)
+{
+  guint n = cs_dist_stmt_group_size (m->stmt);
+
+  if (n > 0)
+    return n;
+  return cs_dist_group_size (m->trace, cs_stmt_arg (m->stmt, CS_ARG_GROUP));
+}
+
+/* all_gather (@gather) or reduce_scatter: dim (default 0) multiplied or divided by the size */
+static gboolean
+meta_dist_gather_scatter (Meta *m, gboolean gather, GError **error)
+{
+  CsProxy *a;
+  const CsValue *dv = cs_stmt_arg (m->stmt, CS_ARG_DIM);
+  int64_t shape[CS_MAX_DIMS], d = 0;
+  guint n, dim;
+
+  if (!get_tensor (m, 0, "a", &a, error))
+    return FALSE;
+  if (dv != NULL && !value_is_none (dv) && !value_int (dv, &d))
+    return meta_fail (m, error, CS_META_ERROR_ARGS, "dim is not an int or None");
+  if (a->rank == 0 || d < 0 || d >= (int64_t) a->rank)
+    return meta_fail (m, error, CS_META_ERROR_SHAPE, "dim must satisfy 0 <= dim=%" G_GINT64_FORMAT
+                      " < a.ndim=%u", d, a->rank);
+  dim = (guint) d;
+  n = meta_group_size (m);
+  memcpy (shape, a->shape, sizeof (int64_t) * a->rank);
+  if (gather)
+    {
+      if (!mul_ok (shape[dim], n, &shape[dim]))
+        return meta_fail (m, error, CS_META_ERROR_SHAPE, "dim %u overflows", dim);
+    }
+  else
+    {
+      if (shape[dim] % n != 0)
+        return meta_fail (m, error, CS_META_ERROR_SHAPE, "a.shape[%u]=%" G_GINT64_FORMAT
+                          " is not divisible by the group size %u", dim, shape[dim], n);
+      shape[dim] /= n;
+    }
+  return out_tensor (m, a->dtype, shape, a->rank, &a->device, error);
+}
+
+static gboolean
+meta_dist_tensors (const Meta *m, CsArgName name, CsProxy ***out, guint *n, GError **error)
+{
+  const CsValue *v = cs_stmt_arg (m->stmt, name);
+  guint max;
+
+  if (v == NULL || (v->kind != CS_VALUE_TUPLE && v->kind != CS_VALUE_LIST) || v->u.seq.n == 0)
+    return meta_fail (m, error, CS_META_ERROR_ARGS, "%s: expected a non-empty list of tensors",
+                      cs_arg_name (name));
+  max = v->u.seq.n;
+  *out = g_new (CsProxy *, max);
+  if (!tensor_list (m, v, *out, max, n, error))
+    {
+      g_clear_pointer (out, g_free);
+      return FALSE;
+    }
+  for (guint i = 1; i < *n; i++)
+    if ((*out)[i]->dtype != (*out)[0]->dtype || !cs_device_equal (&(*out)[i]->device, &(*out)[0]->device))
+      {
+        g_clear_pointer (out, g_free);
+        return meta_fail (m, error, CS_META_ERROR_DTYPE, "the tensors of a bucket must share one "
+                          "dtype and device");
+      }
+  return TRUE;
+}
+
+static gboolean
+meta_dist (Meta *m, GError **error)
+{
+  CsProxy *a;
+
+  switch (m->op->id)
+    {
+    case CS_OP_DIST_ALL_GATHER:
+      return meta_dist_gather_scatter (m, TRUE, error);
+    case CS_OP_DIST_REDUCE_SCATTER:
+      return meta_dist_gather_scatter (m, FALSE, error);
+    case CS_OP_DIST_ALL_REDUCE:
+      {
+        CsDistReduceOp op;
+        if (!cs_dist_reduce_op (cs_stmt_arg (m->stmt, CS_ARG_OP), &op))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "op is not a DistributedReduceOps member");
+      }
+      /* fall through */
+    case CS_OP_DIST_BROADCAST:
+    case CS_OP_DIST_WAIT:
+      if (!get_tensor (m, 0, "a", &a, error))
+        return FALSE;
+      return out_like (m, a, a->dtype, error);
+    case CS_OP_DIST_SYNCHRONIZE:
+      {
+        CsDistParallelType pt;
+        int64_t shape[CS_MAX_DIMS];
+
+        if (!get_tensor (m, 0, "a", &a, error))
+          return FALSE;
+        if (!cs_dist_parallel_type (cs_stmt_arg (m->stmt, CS_ARG_DISTPARALLEL_TYPE), &pt))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "distparallel_type is not a DistParallelType member");
+        if (pt == CS_DIST_PARALLEL_REPLICATED)
+          return out_like (m, a, a->dtype, error);
+        if (pt != CS_DIST_PARALLEL_FULLY_SHARDED || a->rank == 0)
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "synchronize takes a REPLICATED or a "
+                            "FULLY_SHARDED tensor of rank >= 1");
+        memcpy (shape, a->shape, sizeof (int64_t) * a->rank);
+        if (!mul_ok (shape[0], meta_group_size (m), &shape[0]))
+          return meta_fail (m, error, CS_META_ERROR_SHAPE, "dim 0 overflows");
+        return out_tensor (m, a->dtype, shape, a->rank, &a->device, error);
+      }
+    case CS_OP_DIST_PACK:
+    case CS_OP_DIST_PACK_FOR_FSDP:
+      {
+        g_autofree CsProxy **ts = NULL;
+        guint n;
+        int64_t total = 0;
+
+        if (!meta_dist_tensors (m, CS_ARG_TENSORS, &ts, &n, error))
+          return FALSE;
+        for (guint i = 0; i < n; i++)
+          if (!add_ok (total, cs_shape_numel (ts[i]->shape, ts[i]->rank), &total))
+            return meta_fail (m, error, CS_META_ERROR_SHAPE, "the bucket overflows");
+        return out_tensor (m, ts[0]->dtype, &total, 1, &ts[0]->device, error);
+      }
+    case CS_OP_DIST_UNPACK:
+    case CS_OP_DIST_UNPACK_FOR_FSDP:
+      {
+        g_autofree CsProxy **ts = NULL;
+        guint n;
+        int64_t total = 0, world = 1;
+        gboolean gather = TRUE, fsdp = m->op->id == CS_OP_DIST_UNPACK_FOR_FSDP;
+
+        if (!get_tensor (m, 0, "buffer", &a, error)
+            || !meta_dist_tensors (m, CS_ARG_TENSORS, &ts, &n, error))
+          return FALSE;
+        if (fsdp)
+          {
+            const CsValue *mode = cs_stmt_arg (m->stmt, CS_ARG_MODE);
+            if (!value_int (cs_stmt_arg (m->stmt, CS_ARG_WORLD_SIZE), &world) || world < 1)
+              return meta_fail (m, error, CS_META_ERROR_ARGS, "world_size is not an int >= 1");
+            if (mode == NULL || mode->kind != CS_VALUE_STRING
+                || (strcmp (mode->u.s, "gather") != 0 && strcmp (mode->u.s, "scatter") != 0))
+              return meta_fail (m, error, CS_META_ERROR_ARGS, "mode is not 'gather' or 'scatter'");
+            gather = strcmp (mode->u.s, "gather") == 0;
+          }
+        if (a->dtype != ts[0]->dtype)
+          return meta_fail (m, error, CS_META_ERROR_DTYPE, "the buffer and the tensors differ in dtype");
+        for (guint i = 0; i < n; i++)
+          total += cs_shape_numel (ts[i]->shape, ts[i]->rank);
+        total = gather ? total * world : total / world;
+        if (cs_shape_numel (a->shape, a->rank) != total)
+          return meta_fail (m, error, CS_META_ERROR_SHAPE, "the buffer holds %" G_GINT64_FORMAT
+                            " elements, the tensors %" G_GINT64_FORMAT, cs_shape_numel (a->shape, a->rank), total);
+        for (guint i = 0; i < n; i++)
+          {
+            int64_t shape[CS_MAX_DIMS];
+            memcpy (shape, ts[i]->shape, sizeof (int64_t) * ts[i]->rank);
+            if (fsdp && ts[i]->rank > 0)
+              shape[0] = gather ? shape[0] * world : shape[0] / world;
+            if (!out_tensor (m, ts[i]->dtype, shape, ts[i]->rank, &ts[i]->device, error))
+              return FALSE;
+          }
+        return TRUE;
+      }
+    case CS_OP_DIST_UPDATE_BUCKET_VIEW:
+    case CS_OP_DIST_STASH_GRAD_FOR_FSDP:
+      if (!get_tensor (m, 0, NULL, &a, error))
+        return FALSE;
+      return out_like (m, a, a->dtype, error);
+    case CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT:
+    case CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_INPUT:
+      {
+        CsDistTpLayerType lt;
+        int64_t shape[CS_MAX_DIMS];
+        gboolean out = m->op->id == CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT;
+        guint n;
+
+        if (!get_tensor (m, 0, "t", &a, error))
+          return FALSE;
+        if (!cs_dist_tp_layer_type (cs_stmt_arg (m->stmt, CS_ARG_LAYER_TYPE), &lt))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "layer_type is not a TensorParallelLayerType member");
+        if (!out && lt != CS_DIST_TP_COLUMN_PARALLEL_LINEAR && lt != CS_DIST_TP_ROW_PARALLEL_LINEAR)
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "synchronize_tensor_parallel_input takes a "
+                            "column- or row-parallel linear");
+        memcpy (shape, a->shape, sizeof (int64_t) * a->rank);
+        n = meta_group_size (m);
+        if (a->rank > 0 && out && (lt == CS_DIST_TP_COLUMN_PARALLEL_LINEAR || lt == CS_DIST_TP_ROW_PARALLEL_EMBED))
+          shape[a->rank - 1] *= n;
+        if (a->rank > 0 && !out && lt == CS_DIST_TP_ROW_PARALLEL_LINEAR)
+          shape[a->rank - 1] /= n;
+        return out_tensor (m, a->dtype, shape, a->rank, &a->device, error);
+      }
+    default:
+      return meta_fail (m, error, CS_META_ERROR_UNSUPPORTED, "no meta function");
+    }
+}
+
 static const CsOp *
 semantic_op (const CsStmt *stmt)
 {
@@ -1721,6 +1928,8 @@ dispatch (Meta *m, GError **error)
       return out_like (m, a, dt, error);
     }
 
+  if (op->category == CS_OP_CAT_DISTRIBUTED)
+    return meta_dist (m, error);
   switch (op->id)
     {
     /* ---- prims ---- */
@@ -2301,18 +2510,31 @@ collect_leaves (CsValue *v, CsValue **out, guint max, guint *n)
 gboolean
 cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
 {
-  CsMetaType types[MAX_OUT];
+  CsMetaType types_stack[MAX_OUT];
   guint n = 0;
-  CsValue *leaves[MAX_OUT];
-  guint n_leaves = 0;
+  CsValue *leaves_stack[MAX_OUT];
+  guint n_leaves = 0, cap = MAX_OUT;
   Meta m = { 0 };
+  g_autofree CsMetaType *types_heap = NULL;
+  g_autofree CsValue **leaves_heap = NULL;
+  CsMetaType *types = types_stack;
+  CsValue **leaves = leaves_stack;
 
   g_return_val_if_fail (trace != NULL && stmt != NULL, FALSE);
   m.stmt = stmt;
 
-  if (!cs_meta_compute (trace, stmt, types, MAX_OUT, &n, error))
-    return FALSE;
   collect_leaves (stmt->out, leaves, MAX_OUT, &n_leaves);
+  if (n_leaves > MAX_OUT)
+    {
+      /* a statement with many outputs (distributed unpack of a bucket of gradients) */
+      cap = n_leaves;
+      types = types_heap = g_new (CsMetaType, cap);
+      leaves = leaves_heap = g_new (CsValue *, cap);
+      n_leaves = 0;
+      collect_leaves (stmt->out, leaves, cap, &n_leaves);
+    }
+  if (!cs_meta_compute (trace, stmt, types, cap, &n, error))
+    return FALSE;
   if (n_leaves == 0)
     return TRUE;    /* a bare call: nothing to type */
   if (n_leaves != n)

@@ -207,6 +207,7 @@ cs_op_category_name (CsOpCategory cat)
     [CS_OP_CAT_INDEXING] = "indexing",
     [CS_OP_CAT_COMPOSITE] = "composite",
     [CS_OP_CAT_ATTENTION] = "attention",
+    [CS_OP_CAT_DISTRIBUTED] = "distributed",
     [CS_OP_CAT_OPAQUE] = "opaque",
   };
   g_return_val_if_fail (cat < CS_N_OP_CATS, "?");

@@ -31,6 +31,8 @@ typedef enum
   CS_OP_CAT_INDEXING,     /* take, gather, embedding ... */
   CS_OP_CAT_COMPOSITE,    /* ltorch composites: softmax, layer_norm, rms_norm, gelu, cross_entropy */
   CS_OP_CAT_ATTENTION,    /* scaled_dot_product_attention and its executor forms */
+  CS_OP_CAT_DISTRIBUTED,  /* thunder/distributed/prims.py: collectives, wait, synchronize,
+                             bucketing (cs-dist.h) */
   CS_OP_CAT_OPAQUE,       /* a name the table does not know */
   CS_N_OP_CATS
 } CsOpCategory;
@@ -90,7 +92,17 @@ typedef enum
   X (A, "a") X (B, "b") X (PRED, "pred") X (SHAPE, "shape") \
   X (BROADCAST_DIMENSIONS, "broadcast_dimensions") X (PERMUTATION, "permutation") \
   X (DIMS, "dims") X (DIM, "dim") X (DTYPE, "dtype") X (DEVICE, "device") \
-  X (BETA, "beta") X (THRESHOLD, "threshold")
+  X (BETA, "beta") X (THRESHOLD, "threshold") \
+  CS_ARG_NAMES_DIST (X)
+
+/* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
+#define CS_ARG_NAMES_DIST(X) \
+  X (GROUP, "group") X (OP, "op") X (DO_ASYNC, "do_async") X (SKIP_CLONE, "skip_clone") \
+  X (ROOT, "root") X (DISTPARALLEL_TYPE, "distparallel_type") X (TENSORS, "tensors") \
+  X (BUCKET_KEY, "bucket_key") X (BUFFER, "buffer") X (INDEX_OF_DST_VIEW, "index_of_dst_view") \
+  X (TENSOR, "tensor") X (WORLD_SIZE, "world_size") X (MODE, "mode") X (GRAD, "grad") \
+  X (PARAM_FQN, "param_fqn") X (COMPILE_DATA, "compile_data") X (LAYER_TYPE, "layer_type") \
+  X (T, "t")
 
 #define CS_ARG_ENUM_ROW(id, kw) CS_ARG_##id,
 typedef enum
@@ -109,6 +121,10 @@ typedef enum
   CS_ARG_KIND_INTS,       /* a sequence of ints */
   CS_ARG_KIND_DTYPE,      /* a dtype */
   CS_ARG_KIND_DEVICE,     /* a device */
+  CS_ARG_KIND_OBJECT,     /* a context object Thunder prints by name: a ProcessGroup, an enum
+                             member (_DistributedReduceOps_SUM_2), a CompileData */
+  CS_ARG_KIND_TENSORS,    /* a list of tensor proxies */
+  CS_ARG_KIND_STRING,     /* a Python string */
 } CsArgKind;
 
 /** One argument of an op's schema: its position is its index in the schema. */

@@ -923,11 +923,32 @@ parse_type_into (Parser *p, CsProxy *px, const char *s, gsize len, const Line *l
         {
           /* mid-2024 printer bug (PR #700 thread): thunder.devices.Device(type='cuda:0') */
           const char *close = memchr (q + 29, '\'', (gsize) (end - q - 29));
-          if (close == NULL || close + 2 > end || close[1] != ')')
-            return type_fail (p, line, col + (guint32) (q - s), error, "unterminated device");
-          if (!cs_device_parse (q + 29, (gsize) (close - q - 29), &dev))
-            return type_fail (p, line, col + (guint32) (q - s + 29), error, "unknown device");
-          dev_e = close + 2;
+          static const char idx_kw[] = ", index=";
+          if (close != NULL && (gsize) (end - close - 1) > sizeof idx_kw - 1
+              && memcmp (close + 1, idx_kw, sizeof idx_kw - 1) == 0)
+            {
+              /* FutureTensorProxy.type_string() formats the Device itself (its repr):
+               * thunder.devices.Device(type='cuda', index=0) (thunder/core/devices.py) */
+              const char *d = close + sizeof idx_kw, *de = d;
+              g_autofree char *spec = NULL;
+
+              while (de < end && *de >= '0' && *de <= '9')
+                de++;
+              if (de == d || de >= end || *de != ')')
+                return type_fail (p, line, col + (guint32) (d - s), error, "unterminated device");
+              spec = g_strdup_printf ("%.*s:%.*s", (int) (close - q - 29), q + 29, (int) (de - d), d);
+              if (!cs_device_parse (spec, strlen (spec), &dev))
+                return type_fail (p, line, col + (guint32) (q - s + 29), error, "unknown device");
+              dev_e = de + 1;
+            }
+          else
+            {
+              if (close == NULL || close + 2 > end || close[1] != ')')
+                return type_fail (p, line, col + (guint32) (q - s), error, "unterminated device");
+              if (!cs_device_parse (q + 29, (gsize) (close - q - 29), &dev))
+                return type_fail (p, line, col + (guint32) (q - s + 29), error, "unknown device");
+              dev_e = close + 2;
+            }
         }
       else
         {

@@ -13,7 +13,7 @@ G_DEFINE_QUARK (cs-policy-error-quark, cs_policy_error)
 
 const char * const cs_policy_keys[] = {
   "matmul", "elementwise", "autocast", "fusion", "fuse-matmul", "fuse-linear",
-  "redundant-casts", "tf32", NULL,
+  "redundant-casts", "tf32", "grad-reduce", NULL,
 };
 
 static const char * const matmul_values[] = { "native", "upcast-f32", NULL };
@@ -22,6 +22,7 @@ static const char * const autocast_values[] = { "off", "bf16", "f16", NULL };
 static const char * const fusion_values[] = { "consecutive", "dataflow", "off", NULL };
 static const char * const onoff_values[] = { "off", "on", NULL };
 static const char * const redundant_values[] = { "remove", "keep", NULL };
+static const char * const grad_reduce_values[] = { "native", "f32", "bf16", NULL };
 
 /* Each key maps to a value table and an int-sized field of CsPolicy (enums and gbooleans are
  * both stored as int: the value index is the enum value, and for on/off 0 = off, 1 = on). */
@@ -41,6 +42,7 @@ static const PolicyKnob knobs[] = {
   { "fuse-linear",     onoff_values,       G_STRUCT_OFFSET (CsPolicy, fuse_linear) },
   { "redundant-casts", redundant_values,   G_STRUCT_OFFSET (CsPolicy, redundant_casts) },
   { "tf32",            onoff_values,       G_STRUCT_OFFSET (CsPolicy, allow_tf32) },
+  { "grad-reduce",     grad_reduce_values, G_STRUCT_OFFSET (CsPolicy, grad_reduce) },
 };
 
 G_STATIC_ASSERT (sizeof (CsMatmulPrecision) == sizeof (int));
@@ -48,6 +50,7 @@ G_STATIC_ASSERT (sizeof (CsElementwiseCompute) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsAutocast) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsFusionMode) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsRedundantCasts) == sizeof (int));
+G_STATIC_ASSERT (sizeof (CsGradReduce) == sizeof (int));
 G_STATIC_ASSERT (sizeof (gboolean) == sizeof (int));
 
 static const PolicyKnob *
@@ -79,7 +82,8 @@ join_values (const char * const *values)
  * `matmul`), elementwise=f32 (`_computation_dtype_map`), autocast=off, fusion=consecutive
  * (`fusion_type` default of thunder.jit), fuse-matmul=off and fuse-linear=off
  * (`nv_enable_matmul`/`nv_enable_linear` default False), redundant-casts=remove
- * (nvFuser's `remove_redundant_casts`), tf32=off.
+ * (nvFuser's `remove_redundant_casts`), tf32=off, grad-reduce=native (Thunder reduces a
+ * gradient in its own dtype: thunder/distributed/prims.py synchronize_backward_rule).
  */
 void
 cs_policy_init_default (CsPolicy *policy)
@@ -95,6 +99,7 @@ cs_policy_init_default (CsPolicy *policy)
   policy->fuse_linear = FALSE;
   policy->redundant_casts = CS_REDUNDANT_CASTS_REMOVE;
   policy->allow_tf32 = FALSE;
+  policy->grad_reduce = CS_GRAD_REDUCE_NATIVE;
 }
 
 /**
@@ -237,7 +242,8 @@ cs_policy_values (const char *key)
  *
  * Returns: (transfer full): "matmul=native elementwise=f32 autocast=off fusion=consecutive
  * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off" (every key, in
- * #cs_policy_keys order)
+ * #cs_policy_keys order; grad-reduce only when it is not native, so that the policy of a
+ * trace without collectives reads as before the key existed)
  */
 char *
 cs_policy_to_string (const CsPolicy *policy)
@@ -250,6 +256,8 @@ cs_policy_to_string (const CsPolicy *policy)
   for (guint i = 0; cs_policy_keys[i] != NULL; i++)
     {
       const char *v = cs_policy_get (policy, cs_policy_keys[i]);
+      if (strcmp (cs_policy_keys[i], "grad-reduce") == 0 && policy->grad_reduce == CS_GRAD_REDUCE_NATIVE)
+        continue;
       g_string_append_printf (s, "%s%s=%s", i ? " " : "", cs_policy_keys[i], v ? v : "?");
     }
   return g_string_free (s, FALSE);
@@ -274,5 +282,6 @@ cs_policy_equal (const CsPolicy *a, const CsPolicy *b)
          && !a->fuse_matmul == !b->fuse_matmul
          && !a->fuse_linear == !b->fuse_linear
          && a->redundant_casts == b->redundant_casts
-         && !a->allow_tf32 == !b->allow_tf32;
+         && !a->allow_tf32 == !b->allow_tf32
+         && a->grad_reduce == b->grad_reduce;
 }

@@ -43,6 +43,14 @@ typedef enum
   CS_REDUNDANT_CASTS_KEEP,   /* "keep": rounding after every op, as eager PyTorch */
 } CsRedundantCasts;
 
+typedef enum
+{
+  CS_GRAD_REDUCE_NATIVE, /* "native": a gradient is all-reduced / reduce-scattered in its own
+                            dtype (Thunder: synchronize's backward reduces `grad / size` as is) */
+  CS_GRAD_REDUCE_F32,    /* "f32": converted to f32 before the collective, back after its wait */
+  CS_GRAD_REDUCE_BF16,   /* "bf16": converted to bf16 before the collective, back after */
+} CsGradReduce;
+
 typedef struct
 {
   CsMatmulPrecision    matmul;           /* key "matmul" */
@@ -53,12 +61,14 @@ typedef struct
   gboolean             fuse_linear;      /* key "fuse-linear" (on/off): nv_enable_linear */
   CsRedundantCasts     redundant_casts;  /* key "redundant-casts" */
   gboolean             allow_tf32;       /* key "tf32" (on/off): f32 matmuls may use TF32 (GPU only) */
+  CsGradReduce         grad_reduce;      /* key "grad-reduce": the dtype DDP/FSDP reduce gradients in */
 } CsPolicy;
 
 /** The policy keys, in display order (NULL-terminated). */
 extern const char * const cs_policy_keys[];
 
-/** Thunder's defaults: native, f32, off, consecutive, off, off, remove, tf32 off. */
+/** Thunder's defaults: native, f32, off, consecutive, off, off, remove, tf32 off, grad-reduce
+ *  native. */
 void      cs_policy_init_default (CsPolicy *policy);
 /**
  * cs_policy_set:
@@ -74,7 +84,8 @@ gboolean  cs_policy_parse_assignment (CsPolicy *policy, const char *assignment, 
 const char *cs_policy_get        (const CsPolicy *policy, const char *key);
 /** The accepted values of @key (NULL-terminated, static), or NULL for an unknown key. */
 const char * const *cs_policy_values (const char *key);
-/** "matmul=native elementwise=f32 ..." (caller frees). */
+/** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce, which is
+ *  written only when it is not native (it matters to distributed traces alone). */
 char     *cs_policy_to_string    (const CsPolicy *policy);
 gboolean  cs_policy_equal        (const CsPolicy *a, const CsPolicy *b);
 

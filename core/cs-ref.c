@@ -9,6 +9,7 @@
 #include "cs-config.h"
 
 #include "cs-ref.h"
+#include "cs-dist.h"
 #include "cs-half.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -3044,6 +3045,133 @@ run_identity (Ctx *c, const CsStmt *s)
   return arg_tensor (c, s, 0, "a");
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Distributed prims as a world of one (thunder/distributed/prims.py): every collective of one
+ * rank gives its input back (all_reduce of any op, broadcast, all_gather and reduce_scatter
+ * with a group of 1), wait gives the tensor its future holds (the collective's output),
+ * synchronize gives the parameter, pack concatenates the flattened tensors of a bucket and
+ * unpack cuts the buffer back into their shapes.  A trace whose shapes say the group is larger
+ * is refused: the CPU reference runs one rank. */
+
+static gboolean
+dist_world_of_one (Ctx *c, const CsStmt *s)
+{
+  guint n = cs_dist_stmt_group_size (s);
+
+  if (n == 0 && cs_op_find_arg (cs_op_semantic (s->op), CS_ARG_GROUP, NULL) != NULL)
+    n = cs_dist_group_size (c->trace, cs_stmt_arg (s, CS_ARG_GROUP));
+  if (n > 1)
+    return fail (c, s, CS_REF_ERROR_UNSUPPORTED, "a process group of %u ranks: the CPU reference "
+                 "runs a distributed trace as a world of one", n);
+  return TRUE;
+}
+
+static Rv *
+run_dist_pack (Ctx *c, const CsStmt *s)
+{
+  const CsValue *tv = cs_stmt_arg (s, CS_ARG_TENSORS);
+  g_autoptr (Rv) seq = NULL;
+  Rv *out;
+  int64_t total = 0, off = 0;
+  CsDtype dt = CS_DTYPE_F32;
+
+  if (tv == NULL || (seq = eval_value (c, s, tv)) == NULL || seq->kind != RV_SEQ || seq->items->len == 0)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "tensors is not a non-empty list of tensors");
+      return NULL;
+    }
+  for (guint i = 0; i < seq->items->len; i++)
+    {
+      Rv *t = g_ptr_array_index (seq->items, i);
+      if (t->kind != RV_TENSOR)
+        {
+          fail (c, s, CS_REF_ERROR_INPUT, "element %u of tensors is not a tensor", i);
+          return NULL;
+        }
+      dt = t->dtype;
+      total += t->numel;
+    }
+  out = rv_new_tensor (c, s, dt, &total, 1);
+  if (out == NULL)
+    return NULL;
+  for (guint i = 0; i < seq->items->len; i++)
+    {
+      Rv *t = g_ptr_array_index (seq->items, i);
+      memcpy (out->data + off, t->data, (gsize) t->numel * sizeof (double));
+      off += t->numel;
+    }
+  return out;
+}
+
+static Rv *
+run_dist_unpack (Ctx *c, const CsStmt *s)
+{
+  const CsValue *tv = cs_stmt_arg (s, CS_ARG_TENSORS);
+  g_autoptr (Rv) buf = arg_tensor (c, s, 0, "buffer");
+  g_autoptr (Rv) seq = NULL;
+  Rv *out;
+  int64_t total = 0, off = 0;
+
+  if (buf == NULL)
+    return NULL;
+  if (tv == NULL || (seq = eval_value (c, s, tv)) == NULL || seq->kind != RV_SEQ)
+    {
+      fail (c, s, CS_REF_ERROR_INPUT, "tensors is not a list of tensors");
+      return NULL;
+    }
+  for (guint i = 0; i < seq->items->len; i++)
+    {
+      Rv *t = g_ptr_array_index (seq->items, i);
+      if (t->kind != RV_TENSOR)
+        {
+          fail (c, s, CS_REF_ERROR_INPUT, "element %u of tensors is not a tensor", i);
+          return NULL;
+        }
+      total += t->numel;
+    }
+  if (buf->kind != RV_TENSOR || total != buf->numel)
+    {
+      fail (c, s, CS_REF_ERROR_SHAPE, "the buffer holds %" G_GINT64_FORMAT " elements, the "
+            "tensors %" G_GINT64_FORMAT, buf->numel, total);
+      return NULL;
+    }
+  out = rv_new_seq ();
+  for (guint i = 0; i < seq->items->len; i++)
+    {
+      Rv *t = g_ptr_array_index (seq->items, i);
+      Rv *o = rv_new_tensor (c, s, buf->dtype, t->shape, t->rank);
+      if (o == NULL)
+        {
+          rv_unref (out);
+          return NULL;
+        }
+      memcpy (o->data, buf->data + off, (gsize) t->numel * sizeof (double));
+      off += t->numel;
+      g_ptr_array_add (out->items, o);
+    }
+  return out;
+}
+
+static Rv *
+run_dist (Ctx *c, const CsStmt *s, CsOpId id)
+{
+  if (!dist_world_of_one (c, s))
+    return NULL;
+  switch (id)
+    {
+    case CS_OP_DIST_PACK:
+    case CS_OP_DIST_PACK_FOR_FSDP:
+      return run_dist_pack (c, s);
+    case CS_OP_DIST_UNPACK:
+    case CS_OP_DIST_UNPACK_FOR_FSDP:
+      return run_dist_unpack (c, s);
+    default:
+      /* all_reduce, all_gather, reduce_scatter, broadcast of one rank; wait; synchronize;
+       * update_bucket_view; stash_grad_for_fsdp; the tensor-parallel synchronizes */
+      return arg_tensor (c, s, 0, NULL);
+    }
+}
+
 static gboolean
 exec_call (Ctx *c, const CsStmt *s)
 {
@@ -3178,6 +3306,11 @@ exec_call (Ctx *c, const CsStmt *s)
       v = run_nll_loss_backward (c, s);
       break;
     default:
+      if (sem->category == CS_OP_CAT_DISTRIBUTED)
+        {
+          v = run_dist (c, s, id);
+          break;
+        }
       if (s->n_subs == 0 && s->callee
           && strcmp (s->callee, "sdpaex_grad_forward_scaled_dot_product_efficient_attention") == 0)
         {

@@ -4,6 +4,8 @@
 #include "cs-stats.h"
 #include "cs-ir-util.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
+#include "cs-dist.h"
 
 #include <string.h>
 
@@ -203,23 +205,73 @@ roofline_ms (double compute_s, double bytes)
 CsTraceStats *
 cs_stats_compute (const CsTrace *trace)
 {
+  return cs_stats_compute_full (trace, NULL);
+}
+
+/* Adds @s, a collective, to @st's comms. */
+static void
+add_comm (CsTraceStats *st, const CsStmt *s)
+{
+  CsStatsComm c = { 0 };
+  CsProxy *out = cs_stmt_get_output (s);
+  const CsValue *a = cs_op_find_arg (cs_op_semantic (s->op), CS_ARG_DO_ASYNC, NULL)
+                     ? cs_stmt_arg (s, CS_ARG_DO_ASYNC) : NULL;
+
+  if (!cs_dist_comm_cost (s, st->group_size, st->bus_bytes_per_s, &c.cost))
+    return;
+  c.name = out ? out->name : "";
+  c.callee = s->callee;
+  c.kind = cs_op_semantic (s->op)->id == CS_OP_DIST_SYNCHRONIZE ? "all_gather"
+           : cs_op_semantic (s->op)->short_name;
+  c.line = s->line;
+  c.backward = s->backward;
+  c.async = a != NULL && ((a->kind == CS_VALUE_BOOL && a->u.b) || (a->kind == CS_VALUE_INT && a->u.i));
+  g_array_append_val (st->comms, c);
+  st->comm_payload_bytes += c.cost.payload_bytes;
+  st->comm_bus_bytes += c.cost.bus_bytes;
+  st->comm_est_ms += c.cost.est_ms;
+}
+
+/** cs_stats_compute_full: see cs-stats.h. */
+CsTraceStats *
+cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts)
+{
   CsTraceStats *st;
+  gboolean any_dist = FALSE;
 
   g_return_val_if_fail (trace != NULL, NULL);
 
   st = g_new0 (CsTraceStats, 1);
   st->regions = g_array_new (FALSE, TRUE, sizeof (CsStatsEntry));
+  st->comms = g_array_new (FALSE, TRUE, sizeof (CsStatsComm));
+  st->bus_bytes_per_s = (opts && opts->bus_bytes_per_s > 0) ? opts->bus_bytes_per_s
+                                                             : CS_DIST_NVLINK_BUS_BYTES_PER_S;
+  for (guint i = 0; i < trace->n_stmts && !any_dist; i++)
+    any_dist = trace->stmts[i]->kind == CS_STMT_CALL && cs_dist_is_distributed (trace->stmts[i]->op);
+  st->group_size = (opts && opts->group_size > 0) ? opts->group_size
+                   : any_dist ? cs_dist_group_size (trace, NULL) : 1;
   for (guint i = 0; i < trace->n_stmts; i++)
     {
       const CsStmt *s = trace->stmts[i];
-      g_autoptr(GPtrArray) flat = g_ptr_array_new ();
-      g_autoptr(GPtrArray) rd = g_ptr_array_new ();
-      g_autoptr(GPtrArray) wr = g_ptr_array_new ();
+      g_autoptr(GPtrArray) flat = NULL;
+      g_autoptr(GPtrArray) rd = NULL;
+      g_autoptr(GPtrArray) wr = NULL;
       CsStatsEntry e = { 0 };
       double secs;
 
       if (s->kind != CS_STMT_CALL)
         continue;
+      if (any_dist && cs_dist_is_distributed (s->op) && !cs_dist_is_bucketing (s->op))
+        {
+          /* collectives are communication; wait, synchronize and the stash are not work */
+          if (cs_dist_stmt_communicates (s))
+            add_comm (st, s);
+          st->total.n_statements++;
+          continue;
+        }
+      flat = g_ptr_array_new ();
+      rd = g_ptr_array_new ();
+      wr = g_ptr_array_new ();
       _cs_stmt_reads (s, rd);
       _cs_stmt_writes (s, wr);
       if (_cs_stmt_is_region (s))
@@ -265,5 +317,6 @@ cs_trace_stats_free (CsTraceStats *stats)
   if (stats == NULL)
     return;
   g_array_unref (stats->regions);
+  g_array_unref (stats->comms);
   g_free (stats);
 }

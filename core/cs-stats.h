@@ -9,6 +9,7 @@
 
 #include <glib.h>
 
+#include "cs-dist.h"
 #include "cs-ir.h"
 
 G_BEGIN_DECLS
@@ -35,11 +36,37 @@ typedef struct
   gboolean    backward;           /* region: it belongs to the backward */
 } CsStatsEntry;
 
+/** One collective of a distributed trace (all_gather, all_reduce, broadcast, reduce_scatter). */
 typedef struct
 {
-  CsStatsEntry  total;            /* the whole trace */
+  const char     *name;           /* the collective's output proxy ("t23"); its callee below */
+  const char     *callee;         /* as printed: "thunder.distributed.prims.all_reduce" */
+  const char     *kind;           /* "all_reduce", "all_gather", "reduce_scatter", "broadcast" */
+  guint32         line;           /* its line in the input (0: made by a pass) */
+  gboolean        backward;       /* made by grad's backward */
+  gboolean        async;          /* do_async: its output is a FUTURE that a wait consumes */
+  CsDistCommCost  cost;           /* dtype, group size, payload and bus bytes, est_ms */
+} CsStatsComm;
+
+typedef struct
+{
+  CsStatsEntry  total;            /* the whole trace: compute (collectives excluded) */
   GArray       *regions;          /* CsStatsEntry per region, in trace order */
+  GArray       *comms;            /* CsStatsComm per collective, in trace order (empty without) */
+  double        comm_payload_bytes; /* sum of the collectives' payloads, bytes */
+  double        comm_bus_bytes;   /* sum of their bus bytes, bytes */
+  double        comm_est_ms;      /* sum of their estimated times, milliseconds */
+  guint         group_size;       /* n the estimate used (options, else cs_dist_group_size()) */
+  double        bus_bytes_per_s;  /* the bus bandwidth the estimate used, bytes/s */
 } CsTraceStats;
+
+/** Options of cs_stats_compute_full(). */
+typedef struct
+{
+  guint   group_size;             /* ranks of the process group for the estimate; 0: the
+                                     trace's (cs_dist_group_size(), 1 when nothing tells) */
+  double  bus_bytes_per_s;        /* bus bandwidth, bytes/s; 0: CS_DIST_NVLINK_BUS_BYTES_PER_S */
+} CsStatsOptions;
 
 /**
  * cs_stats_compute:
@@ -53,6 +80,19 @@ typedef struct
  * Returns: (transfer full): the stats; free with cs_trace_stats_free()
  */
 CsTraceStats *cs_stats_compute     (const CsTrace *trace);
+/**
+ * cs_stats_compute_full:
+ * @trace: (transfer none): any trace
+ * @opts: (nullable): the communication estimate's group size and bandwidth (NULL: defaults)
+ *
+ * cs_stats_compute(), plus one #CsStatsComm per collective: payload S (the full tensor,
+ * bytes), bus bytes S*2(n-1)/n (all_reduce), S*(n-1)/n (all_gather, reduce_scatter), S
+ * (broadcast), and the time bus bytes / bus bandwidth (NCCL's bus-bandwidth model,
+ * nccl-tests doc/PERFORMANCE.md; a lower bound: no latency term).  Collectives count in
+ * comms alone, not in the compute totals; wait and synchronize cost nothing by themselves.
+ * Returns: (transfer full): the stats
+ */
+CsTraceStats *cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts);
 void          cs_trace_stats_free  (CsTraceStats  *stats);
 
 /** FLOPs of one statement (prim or wrapper), the rule used by cs_stats_compute(). */

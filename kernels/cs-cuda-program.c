@@ -12,6 +12,7 @@
 #include "cs-config.h"
 
 #include "cs-cuda-private.h"
+#include "cs-dist.h"
 
 #include <math.h>
 #include <string.h>
@@ -438,6 +439,32 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
   return TRUE;
 }
 
+/* A distributed prim as a world of one (thunder/distributed/prims.py): a collective of one rank
+ * (all_reduce of any op, broadcast, all_gather and reduce_scatter with a group of 1) holds its
+ * input, and so do wait, synchronize, update_bucket_view, stash_grad_for_fsdp and the
+ * tensor-parallel synchronizes: the output is bound to the input's device buffer, no kernel and
+ * no NCCL call (NCCL itself would copy the buffer onto itself).  A larger group needs NCCL
+ * across processes, which this executor does not have. */
+static gboolean
+handle_dist_world_of_one (CsCudaProgram *p, CsStmt *st, CsOpId id, GPtrArray *tensors, GError **error)
+{
+  gint src = slot_of_arg (p, st, 0, NULL);
+  guint n = cs_dist_stmt_group_size (st);
+
+  if (n > 1)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: a process group of %u ranks needs NCCL "
+                 "across processes; the CUDA executor runs a distributed trace as a world of one",
+                 st->callee, n);
+  if (id == CS_OP_DIST_PACK || id == CS_OP_DIST_UNPACK || id == CS_OP_DIST_PACK_FOR_FSDP
+      || id == CS_OP_DIST_UNPACK_FOR_FSDP)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: gradient buckets have no CUDA "
+                 "implementation (the CPU reference runs them)", st->callee);
+  if (src < 0 || tensors->len != 1)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: input is not a known tensor", st->callee);
+  cs_cuda_program_bind (p, g_ptr_array_index (tensors, 0), (guint) src);
+  return TRUE;
+}
+
 static gboolean
 is_view_op (CsOpId id)
 {
@@ -566,6 +593,8 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
   if (tensors->len == 0)
     return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: outputs without tensor types; no CUDA implementation",
                  st->callee);
+  if (sem->category == CS_OP_CAT_DISTRIBUTED)
+    return handle_dist_world_of_one (p, st, id, tensors, error);
   if (id == CS_OP_LTORCH_MATMUL || id == CS_OP_PRIM_MATMUL)
     return handle_matmul (p, st, FALSE, g_ptr_array_index (tensors, 0), error);
   if (id == CS_OP_LTORCH_LINEAR || id == CS_OP_PRIM_LINEAR)

@@ -401,6 +401,14 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
       cairo_set_line_width (cr, 1.5);
       cairo_stroke (cr);
     }
+  else if (c->kind == CS_LAYOUT_CLUSTER_BUCKET)
+    {
+      cairo_set_source_rgb (cr, 1.0, 0.973, 0.910);
+      cairo_fill_preserve (cr);
+      cairo_set_source_rgb (cr, 0.753, 0.541, 0.180);
+      cairo_set_line_width (cr, 1.5);
+      cairo_stroke (cr);
+    }
   else if (c->kind == CS_LAYOUT_CLUSTER_REGION)
     {
       if (c->has_value)
@@ -429,8 +437,8 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   if (text)
     {
       double x = c->box.x0 + 6;
-      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
-          && c->subtitle != NULL)
+      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP
+           || c->kind == CS_LAYOUT_CLUSTER_BUCKET) && c->subtitle != NULL)
         {
           double th, sh;
           text_size (p, c->title, fs, TRUE, NULL, &th);
@@ -502,11 +510,18 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
     }
   set_color (cr, &c);
   cairo_set_line_width (cr, lw);
+  if (e->future)
+    {
+      /* an async collective's FUTURE, up to the wait that waits for it */
+      double dash[] = { 5.0, 3.0 };
+      cairo_set_dash (cr, dash, 2, 0);
+    }
   cairo_move_to (cr, e->points[0].x, -e->points[0].y);
   for (guint k = 1; k + 2 < e->n_points; k += 3)
     cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x, -e->points[k + 1].y,
                     e->points[k + 2].x, -e->points[k + 2].y);
   cairo_stroke (cr);
+  cairo_set_dash (cr, NULL, 0, 0);
   if (e->has_arrow)
     {
       CsPoint a = e->points[e->n_points - 1], t = e->arrow_tip;
@@ -598,6 +613,12 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       radius = (n->box.y1 - n->box.y0) / 2;
       fs *= 0.85;
       break;
+    case CS_LAYOUT_NODE_COMM:
+      fill = (CsColor) { 1 - 0.45 * (1 - dt.r), 1 - 0.45 * (1 - dt.g), 1 - 0.45 * (1 - dt.b), 1 };
+      stroke = dt;
+      lw = 2.0;
+      bold = TRUE;
+      break;
     case CS_LAYOUT_NODE_GROUP:
       fill = (CsColor) { 0.910, 0.933, 0.969, 1 };
       stroke = (CsColor) { 0.357, 0.490, 0.694, 1 };
@@ -623,7 +644,22 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
     cs_palette_scale_color (scale_t (l, n->value), &fill);
   if (n->found)
     draw_found (p, &n->box);
-  rect_path (cr, &n->box, radius);
+  if (n->kind == CS_LAYOUT_NODE_COMM)
+    {
+      /* a hexagon: communication, not compute */
+      double x0 = n->box.x0, x1 = n->box.x1, y0 = -n->box.y1, y1 = -n->box.y0;
+      double inset = MIN ((y1 - y0) / 2, (x1 - x0) / 4);
+      cairo_new_path (cr);
+      cairo_move_to (cr, x0 + inset, y0);
+      cairo_line_to (cr, x1 - inset, y0);
+      cairo_line_to (cr, x1, (y0 + y1) / 2);
+      cairo_line_to (cr, x1 - inset, y1);
+      cairo_line_to (cr, x0 + inset, y1);
+      cairo_line_to (cr, x0, (y0 + y1) / 2);
+      cairo_close_path (cr);
+    }
+  else
+    rect_path (cr, &n->box, radius);
   set_color (cr, &fill);
   cairo_fill_preserve (cr);
   set_color (cr, &stroke);

@@ -6,6 +6,7 @@
 #include "cs-config.h"
 
 #include "cs-graph.h"
+#include "cs-dist.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <pango/pangocairo.h>
 
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-palette.h"
 
 #define DEFAULT_FONT "DejaVu Sans"
@@ -50,6 +52,7 @@ typedef struct
                                           group: drawn as part of it, no node of their own */
   GHashTable            *group_edges;  /* "tail head proxy" of the edges into group nodes */
   gint                   cur_group;    /* innermost group of the statement being emitted */
+  GHashTable            *buckets;      /* "parent-cluster bucket_key" -> bucket cluster + 1 */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -293,10 +296,12 @@ add_node (Builder *b, CsLayoutNode *n)
       px = CAST_PAD_X_PT;
       py = CAST_PAD_Y_PT;
     }
-  measure_text (b, n->label, fs, n->kind == CS_LAYOUT_NODE_REGION || n->kind == CS_LAYOUT_NODE_GROUP,
-                &w, &h);
+  measure_text (b, n->label, fs, n->kind == CS_LAYOUT_NODE_REGION || n->kind == CS_LAYOUT_NODE_GROUP
+                                  || n->kind == CS_LAYOUT_NODE_COMM, &w, &h);
   w += 2 * px;
   h += 2 * py;
+  if (n->kind == CS_LAYOUT_NODE_COMM)
+    w += h;   /* the hexagon's points */
   if (n->badge != CS_LAYOUT_BADGE_NONE)
     w += BADGE_W_PT;
   if (n->kind != CS_LAYOUT_NODE_CAST && w < MIN_NODE_W_PT)
@@ -306,7 +311,8 @@ add_node (Builder *b, CsLayoutNode *n)
     n->target = -1;
   if (n->kind != CS_LAYOUT_NODE_GROUP)
     n->group = (n->kind == CS_LAYOUT_NODE_OP || n->kind == CS_LAYOUT_NODE_CAST
-                || n->kind == CS_LAYOUT_NODE_REGION) ? b->cur_group : -1;
+                || n->kind == CS_LAYOUT_NODE_REGION || n->kind == CS_LAYOUT_NODE_COMM)
+               ? b->cur_group : -1;
   g_array_append_val (b->nodes, *n);
   b->n_counted++;
   return b->nodes->len - 1;
@@ -349,6 +355,7 @@ add_edge (Builder *b, guint tail, guint head, CsProxy *p)
   e.has_dtype = p->kind == CS_PROXY_TENSOR && p->typed;
   e.dtype = p->dtype;
   e.label = shape_text (p);
+  e.future = p->future;
   g_array_append_val (b->edges, e);
 }
 
@@ -401,6 +408,34 @@ stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
     {
       n.kind = CS_LAYOUT_NODE_REGION;
       n.label = g_strdup_printf ("%s\n%u ops", s->callee, s->n_subs);
+    }
+  else if (cs_dist_stmt_communicates (s))
+    {
+      /* a collective: its kind, reduce op and the dtype and size it moves */
+      CsProxy *in = ins->len ? g_ptr_array_index (ins, 0) : NULL;
+      CsDistReduceOp rop;
+      const CsOp *sem = cs_op_semantic (s->op);
+      gboolean has_op = cs_op_find_arg (sem, CS_ARG_OP, NULL) != NULL
+                        && cs_dist_reduce_op (cs_stmt_arg (s, CS_ARG_OP), &rop);
+      guint64 bytes = MAX (in ? proxy_bytes (in) : 0, first_out ? proxy_bytes (first_out) : 0);
+      g_autofree char *sz = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+
+      n.kind = CS_LAYOUT_NODE_COMM;
+      if (in != NULL && in->kind == CS_PROXY_TENSOR)
+        {
+          n.has_dtype = TRUE;
+          n.dtype = in->dtype;
+        }
+      n.label = g_strdup_printf ("%s%s%s\n%s \u00b7 %s",
+                                 sem->id == CS_OP_DIST_SYNCHRONIZE ? "all_gather" : sem->short_name,
+                                 has_op ? " " : "", has_op ? cs_dist_reduce_op_name (rop) : "",
+                                 n.has_dtype ? cs_dtype_short_name (n.dtype) : "?", sz);
+    }
+  else if (cs_op_semantic (s->op)->id == CS_OP_DIST_WAIT && ins->len == 1)
+    {
+      /* wait names the future it waits for */
+      n.kind = CS_LAYOUT_NODE_OP;
+      n.label = g_strdup_printf ("wait\n%s", ((CsProxy *) g_ptr_array_index (ins, 0))->name);
     }
   else if (stmt_is_cast (s) && n.has_dtype)
     {
@@ -885,6 +920,62 @@ find_folded_inputs (Builder *b)
       g_hash_table_add (b->folded, k);
 }
 
+/* The bucket cluster of @s (a pack / unpack / update_bucket_view with a bucket_key) inside
+ * @parent, made at its first member; -1 for any other statement. */
+static gint
+bucket_cluster (Builder *b, const CsStmt *s, gint parent)
+{
+  const CsOp *sem = cs_op_semantic (s->op);
+  const CsValue *key;
+  g_autofree char *k = NULL;
+  gpointer v;
+  CsLayoutCluster c = { 0 };
+
+  if (sem->id != CS_OP_DIST_PACK && sem->id != CS_OP_DIST_UNPACK
+      && sem->id != CS_OP_DIST_UPDATE_BUCKET_VIEW)
+    return -1;
+  key = cs_stmt_arg (s, CS_ARG_BUCKET_KEY);
+  if (key == NULL || key->kind != CS_VALUE_STRING)
+    return -1;
+  k = g_strdup_printf ("%d %s", parent, key->u.s);
+  v = g_hash_table_lookup (b->buckets, k);
+  if (v != NULL)
+    return GPOINTER_TO_INT (v) - 1;
+  c.kind = CS_LAYOUT_CLUSTER_BUCKET;
+  c.stmt_id = s->id;
+  c.parent = parent;
+  c.group = -1;
+  c.title = g_strdup ("gradient bucket");
+  g_array_append_val (b->clusters, c);
+  g_hash_table_insert (b->buckets, g_steal_pointer (&k), GINT_TO_POINTER (b->clusters->len));
+  return (gint) b->clusters->len - 1;
+}
+
+/* Titles of the bucket clusters: how many gradients each holds (its update_bucket_views). */
+static void
+finish_buckets (Builder *b)
+{
+  for (guint c = 0; c < b->clusters->len; c++)
+    {
+      CsLayoutCluster *cl = &g_array_index (b->clusters, CsLayoutCluster, c);
+      guint views = 0;
+
+      if (cl->kind != CS_LAYOUT_CLUSTER_BUCKET)
+        continue;
+      for (guint i = 0; i < b->nodes->len; i++)
+        {
+          const CsLayoutNode *n = &g_array_index (b->nodes, CsLayoutNode, i);
+          if (n->cluster == (gint) c)
+            {
+              cl->n_stmts++;
+              views += g_str_has_suffix (n->name, "update_bucket_view")
+                       || g_str_has_suffix (n->name, "update_bucket_view_prim_impl");
+            }
+        }
+      cl->subtitle = g_strdup_printf ("%u gradients", views);
+    }
+}
+
 static void
 builder_run (Builder *b)
 {
@@ -894,6 +985,7 @@ builder_run (Builder *b)
   g_hash_table_remove_all (b->outputs);
   g_hash_table_remove_all (b->folded);
   g_hash_table_remove_all (b->group_edges);
+  g_hash_table_remove_all (b->buckets);
   b->n_counted = 0;
   b->cur_group = -1;
   if (b->grouping != NULL)
@@ -924,12 +1016,21 @@ builder_run (Builder *b)
           if (oc >= 0)
             emit_into_group (b, s, oc);
           else
-            emit_stmt (b, s, ensure_group_cluster (b, b->cur_group), s->id, FALSE);
+            {
+              gint gc = ensure_group_cluster (b, b->cur_group);
+              gint bc = b->counting ? -1 : bucket_cluster (b, s, gc);
+              emit_stmt (b, s, bc >= 0 ? bc : gc, s->id, FALSE);
+            }
         }
       else
-        emit_stmt (b, s, -1, s->id, FALSE);
+        {
+          gint bc = b->counting ? -1 : bucket_cluster (b, s, -1);
+          emit_stmt (b, s, bc, s->id, FALSE);
+        }
     }
   b->cur_group = -1;
+  if (!b->counting)
+    finish_buckets (b);
   if (ret != NULL)
     emit_return (b, ret);
   /* signature inputs nothing reads are still drawn */
@@ -1028,6 +1129,7 @@ builder_init (Builder *b, CsTrace *trace, const CsRenderOptions *options, gboole
   b->outputs = g_hash_table_new (NULL, NULL);
   b->folded = g_hash_table_new (NULL, NULL);
   b->group_edges = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  b->buckets = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   b->cur_group = -1;
   if (measure)
     {
@@ -1058,6 +1160,7 @@ builder_clear (Builder *b)
   g_hash_table_unref (b->outputs);
   g_hash_table_unref (b->folded);
   g_hash_table_unref (b->group_edges);
+  g_hash_table_unref (b->buckets);
   g_free (b->group_node);
   g_free (b->group_cluster);
   g_free (b->group_returns);
@@ -1352,6 +1455,11 @@ node_fill (const CsLayoutNode *n, char buf[8])
     {
     case CS_LAYOUT_NODE_CAST:
       return cs_palette_class_hex (cs_palette_class_for_dtype (n->dtype));
+    case CS_LAYOUT_NODE_COMM:
+      cs_palette_dtype_color (n->has_dtype ? n->dtype : CS_N_DTYPES, &c);
+      c.r = 1 - 0.45 * (1 - c.r); c.g = 1 - 0.45 * (1 - c.g); c.b = 1 - 0.45 * (1 - c.b);
+      cs_palette_to_hex (&c, buf);
+      return buf;
     case CS_LAYOUT_NODE_REGION:
       return "#EEEEEE";
     case CS_LAYOUT_NODE_GROUP:
@@ -1386,6 +1494,10 @@ dot_node (GString *out, const CsLayout *layout, guint i, const char *indent)
     g_string_append (out, ", peripheries=2");
   else if (n->kind == CS_LAYOUT_NODE_REF)
     g_string_append (out, ", style=\"filled,dashed\"");
+  else if (n->kind == CS_LAYOUT_NODE_COMM)
+    g_string_append_printf (out, ", shape=hexagon, penwidth=2, color=\"%s\", cskind=\"collective\"",
+                            cs_palette_class_hex (n->has_dtype ? cs_palette_class_for_dtype (n->dtype)
+                                                                : CS_PALETTE_OTHER));
   else if (n->kind == CS_LAYOUT_NODE_GROUP)
     g_string_append_printf (out, ", color=\"#5B7DB1\", penwidth=2, csgroup=%d", n->group);
   if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
@@ -1413,6 +1525,9 @@ dot_cluster (GString *out, const CsLayout *layout, guint c, guint depth)
   else if (cl->kind == CS_LAYOUT_CLUSTER_GROUP)
     g_string_append_printf (out, "; style=\"filled,rounded\"; fillcolor=\"#F7F9FC\"; color=\"#5B7DB1\"; csgroup=%d;\n",
                             cl->group);
+  else if (cl->kind == CS_LAYOUT_CLUSTER_BUCKET)
+    g_string_append_printf (out, "; style=\"filled,rounded\"; fillcolor=\"#FFF8E8\"; color=\"#C08A2E\"; csbucket=1; stmt=%u;\n",
+                            cl->stmt_id);
   else
     g_string_append_printf (out, "; style=\"dashed,rounded\"; color=\"#A0A0A0\"; fontsize=8.5; stmt=%u;\n",
                             cl->stmt_id);
@@ -1480,6 +1595,8 @@ cs_graph_to_dot (const CsLayout *layout)
           dot_quote (out, e->label);
           g_string_append_printf (out, ", fontcolor=\"%s\"", hex);
         }
+      if (e->future)
+        g_string_append (out, ", style=dashed, cswait=1");
       g_string_append (out, ", tooltip=");
       dot_quote (out, e->proxy);
       g_string_append (out, "];\n");

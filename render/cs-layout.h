@@ -39,6 +39,9 @@ typedef enum
   CS_LAYOUT_NODE_GHOST,    /* diff: a cast of the other trace that this one does not have,
                               drawn where it was (next to the node that now reads its input);
                               not laid out by dot, placed by cs_layout_mark_diff() */
+  CS_LAYOUT_NODE_COMM,     /* a collective of a distributed trace (all_reduce, all_gather,
+                              reduce_scatter, broadcast, a FULLY_SHARDED synchronize): a hexagon
+                              filled with the colour of the dtype it moves */
 } CsLayoutNodeKind;
 
 /* Statement ids of groups: CsStmt ids are small counters, groups take the top of the range. */
@@ -76,6 +79,9 @@ typedef enum
   CS_LAYOUT_CLUSTER_EXPANDED, /* an ltorch / torch statement drawn as its prims */
   CS_LAYOUT_CLUSTER_GROUP,    /* an expanded group (layer, module, chunk): `stmt_id` is
                                  CS_LAYOUT_GROUP_ID (group index) */
+  CS_LAYOUT_CLUSTER_BUCKET,   /* a gradient bucket of a distributed trace: the pack, unpack
+                                 and update_bucket_view statements of one bucket_key (within
+                                 one enclosing box); `stmt_id` is its first statement's */
 } CsLayoutClusterKind;
 
 /** CsLayoutNode: one node of the display list. */
@@ -123,6 +129,9 @@ typedef struct
   gboolean          has_dtype;
   CsDtype           dtype;       /* the tensor's dtype (colour) */
   char             *label;       /* shape text "[8, 16]", or NULL */
+  gboolean          future;      /* the tensor is a FUTURE (an async collective's output): the
+                                    edge from the collective to the wait that waits for it,
+                                    drawn dashed */
   CsPoint          *points;      /* pt: cubic bézier control points, 3k+1 of them; NULL before
                                     layout */
   guint             n_points;

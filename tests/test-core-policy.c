@@ -95,6 +95,33 @@ test_roundtrip_string (void)
   g_assert_true (cs_policy_equal (&p, &q));
 }
 
+/* grad-reduce (distributed traces) is written only when it is not native, and round-trips */
+static void
+test_grad_reduce_string (void)
+{
+  CsPolicy p, q;
+  g_autofree char *s = NULL;
+  g_auto(GStrv) parts = NULL;
+
+  cs_policy_init_default (&p);
+  g_assert_cmpint (p.grad_reduce, ==, CS_GRAD_REDUCE_NATIVE);
+  g_assert_cmpstr (cs_policy_get (&p, "grad-reduce"), ==, "native");
+  g_assert_true (cs_policy_set (&p, "grad-reduce", "f32", NULL));
+  g_assert_cmpint (p.grad_reduce, ==, CS_GRAD_REDUCE_F32);
+  s = cs_policy_to_string (&p);
+  g_assert_cmpstr (s, ==, "matmul=native elementwise=f32 autocast=off fusion=consecutive "
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off "
+                          "grad-reduce=f32");
+  cs_policy_init_default (&q);
+  g_assert_false (cs_policy_equal (&p, &q));
+  parts = g_strsplit (s, " ", -1);
+  for (guint i = 0; parts[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (&q, parts[i], NULL));
+  g_assert_true (cs_policy_equal (&p, &q));
+  g_assert_true (cs_policy_set (&p, "grad-reduce", "bf16", NULL));
+  g_assert_cmpint (p.grad_reduce, ==, CS_GRAD_REDUCE_BF16);
+}
+
 static void
 test_keys_values (void)
 {
@@ -113,7 +140,7 @@ test_keys_values (void)
           g_assert_cmpstr (cs_policy_get (&p, cs_policy_keys[n]), ==, vals[v]);
         }
     }
-  g_assert_cmpuint (n, ==, 8);
+  g_assert_cmpuint (n, ==, 9);
   g_assert_null (cs_policy_values ("nope"));
 }
 
@@ -126,5 +153,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/policy/errors", test_errors);
   g_test_add_func ("/core/policy/roundtrip-string", test_roundtrip_string);
   g_test_add_func ("/core/policy/keys-values", test_keys_values);
+  g_test_add_func ("/core/policy/grad-reduce-string", test_grad_reduce_string);
   return g_test_run ();
 }

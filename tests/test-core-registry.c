@@ -92,6 +92,28 @@ static const Example examples[] = {
   { CS_OP_LTORCH_SILU, X34 "  t0 = ltorch.silu(x, False)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
   { CS_OP_LTORCH__SOFTMAX, X34 "  t0 = ltorch._softmax(x, -1, dtype=None)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
   { CS_OP_LTORCH_LOG_SOFTMAX, X34 "  t0 = ltorch.log_softmax(x, 0, dtype=None)  # t0: \"cuda:0 f64[3, 4]\"\n  return (t0,)\n", NULL },
+  /* thunder/distributed/prims.py, a world of one (the CPU reference's collectives of one rank
+   * give their input back): all_gather and reduce_scatter transpose each other, all_reduce of a
+   * sum is its own, wait and update_bucket_view pass the cotangent, synchronize divides by the
+   * group size and all-reduces; a mul after each keeps the gradient from being the identity */
+#define PG "_torch__C__distributed_c10d_ProcessGroup_0"
+#define DP "thunder.distributed.prims."
+  { CS_OP_DIST_ALL_GATHER, X34 "  t0 = " DP "all_gather(x, " PG ", True)  # t0: \"FUTURE cuda:0 f64[3, 4]\"\n"
+    "  t1 = " DP "wait(t0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+    "  t2 = prims.mul(t1, x)  # t2: \"cuda:0 f64[3, 4]\"\n  return (t2,)\n", NULL },
+  { CS_OP_DIST_REDUCE_SCATTER, X34 "  t0 = " DP "reduce_scatter(x, _DistributedReduceOps_SUM_1, " PG ", False, dim=1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_DIST_ALL_REDUCE, X34 "  t0 = " DP "all_reduce(x, _DistributedReduceOps_SUM_1, group=" PG ", do_async=True, skip_clone=True)  # t0: \"FUTURE cuda:0 f64[3, 4]\"\n"
+    "  t1 = " DP "wait(t0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+    "  t2 = prims.mul(t1, x)  # t2: \"cuda:0 f64[3, 4]\"\n  return (t2,)\n", NULL },
+  { CS_OP_DIST_WAIT, X34 "  t0 = " DP "all_reduce(x, _DistributedReduceOps_AVG_1, " PG ", True)  # t0: \"FUTURE cuda:0 f64[3, 4]\"\n"
+    "  t1 = " DP "wait(t0)  # t1: \"cuda:0 f64[3, 4]\"\n"
+    "  t2 = prims.exp(t1)  # t2: \"cuda:0 f64[3, 4]\"\n  return (t2,)\n", NULL },
+  { CS_OP_DIST_UPDATE_BUCKET_VIEW, X34 "  t0 = " DP "update_bucket_view(x, 0, 'bucket')  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_DIST_SYNCHRONIZE, "def computation(x, w):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[4, 2]\"\n"
+    "  t0 = " DP "synchronize(w, " PG ", _DistParallelType_REPLICATED_1)  # t0: \"cuda:0 f64[4, 2]\"\n"
+    "  t1 = prims.matmul(x, t0)  # t1: \"cuda:0 f64[3, 2]\"\n  return (t1,)\n", NULL },
   { CS_OP_LTORCH_EMBEDDING, "def computation(i, w):\n  # i: \"cuda:0 i64[2, 3]\"\n  # w: \"cuda:0 f64[4, 3]\"\n"
     "  t0 = ltorch.embedding(i, w, None, None, 2.0, False, False)  # t0: \"cuda:0 f64[2, 3, 3]\"\n"
     "  return (t0,)\n", "w" },

@@ -824,6 +824,76 @@ test_llama_collapsed (void)
   g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_4_attention_wq_weight"), <, 0);
 }
 
+/* A distributed trace (data/distributed/handmade_ddp_bwd_buckets.txt): the all_reduce is a
+ * COMM node (hexagon in DOT) of the dtype it moves, the FUTURE it returns is a dashed edge into
+ * the wait that waits for it, and the bucket's update_bucket_views, pack and unpack are one
+ * BUCKET cluster of 4 statements holding 2 gradients. */
+static void
+test_distributed (void)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = g_build_filename (dir ? dir : "data", "distributed", "handmade_ddp_bwd_buckets.txt", NULL);
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  g_autofree char *dot = NULL;
+  gint comm = -1, wait = -1, bucket = -1;
+  guint in_bucket = 0, futures = 0;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  t = parse (text);
+  l = cs_graph_build (t, NULL, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_COMM)
+        {
+          g_assert_cmpint (comm, ==, -1);
+          comm = (gint) i;
+        }
+      if (g_str_has_suffix (l->nodes[i].name, ".wait"))
+        wait = (gint) i;
+    }
+  g_assert_cmpint (comm, >=, 0);
+  g_assert_cmpint (wait, >=, 0);
+  g_assert_true (l->nodes[comm].has_dtype);
+  g_assert_cmpint (l->nodes[comm].dtype, ==, CS_DTYPE_BF16);
+  g_assert_nonnull (strstr (l->nodes[comm].label, "all_reduce sum"));
+  g_assert_nonnull (strstr (l->nodes[comm].label, "bf16 \u00b7 2.0"));   /* 1024 bf16 */
+  g_assert_nonnull (strstr (l->nodes[comm].label, "KiB"));
+  g_assert_nonnull (strstr (l->nodes[wait].label, "ft15"));
+  for (guint j = 0; j < l->n_edges; j++)
+    if (l->edges[j].future)
+      {
+        futures++;
+        g_assert_cmpuint (l->edges[j].tail, ==, (guint) comm);
+        g_assert_cmpuint (l->edges[j].head, ==, (guint) wait);
+        g_assert_cmpstr (l->edges[j].proxy, ==, "ft15");
+      }
+  g_assert_cmpuint (futures, ==, 1);
+  for (guint c = 0; c < l->n_clusters; c++)
+    if (l->clusters[c].kind == CS_LAYOUT_CLUSTER_BUCKET)
+      {
+        g_assert_cmpint (bucket, ==, -1);
+        bucket = (gint) c;
+      }
+  g_assert_cmpint (bucket, >=, 0);
+  g_assert_cmpstr (l->clusters[bucket].subtitle, ==, "2 gradients");
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].cluster == bucket)
+      {
+        in_bucket++;
+        g_assert_nonnull (strstr (l->nodes[i].name, "pack") ? l->nodes[i].name
+                          : strstr (l->nodes[i].name, "update_bucket_view"));
+      }
+  g_assert_cmpuint (in_bucket, ==, 4);   /* 2 update_bucket_view, pack, unpack */
+  dot = cs_graph_to_dot (l);
+  g_assert_nonnull (strstr (dot, "shape=hexagon"));
+  g_assert_nonnull (strstr (dot, "style=dashed, cswait=1"));
+  g_assert_nonnull (strstr (dot, "csbucket=1"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -834,6 +904,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/graph/expand-override", test_expand_override);
   g_test_add_func ("/render/graph/auto-collapse", test_auto_collapse);
   g_test_add_func ("/render/graph/dot-text", test_dot_text);
+  g_test_add_func ("/render/graph/distributed", test_distributed);
   g_test_add_func ("/render/layout/geometry", test_geometry);
   g_test_add_func ("/render/layout/hit-test", test_hit);
   g_test_add_func ("/render/layout/values", test_values);
