@@ -64,7 +64,21 @@ check_round_trip (const char *path)
 
   printed = cs_print_trace_list (list, CS_PRINT_DEFAULT);
   why = inexact_reason (base);
-  if (why == NULL)
+  if (why == NULL && strstr (text, "] [__aot_graphs] ") != NULL)
+    {
+      /* A raw TORCH_LOGS=aot_graphs log (data/aten/*_bf16.txt, *_autocast.txt, as PyTorch
+       * wrote them): the printer drops the glog prefixes, so the printed text is not the
+       * input; it must be a fixed point instead (printing what it parses gives it back). */
+      g_autoptr(CsTraceList) norm = cs_parse_text (printed, strlen (printed), "printed", &error);
+      g_autofree char *twice = NULL;
+
+      if (norm == NULL)
+        g_error ("%s: printed text does not parse: %s", base, error->message);
+      twice = cs_print_trace_list (norm, CS_PRINT_DEFAULT);
+      g_test_message ("%s: a raw log; its glog prefixes are not printed back", base);
+      g_assert_cmpstr (twice, ==, printed);
+    }
+  else if (why == NULL)
     {
       if (strcmp (printed, text) != 0)
         {
