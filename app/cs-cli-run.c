@@ -667,7 +667,9 @@ cs_cli_cmd_run (int argc, char **argv)
                       "or a number with K, M, G or T (KiB, MB...: all powers of 1024).  The\n"
                       "default memory limit is 75% of the memory available when the run starts:\n"
                       "MemAvailable of /proc/meminfo, or the cgroup's limit minus its usage when\n"
-                      "that is smaller.\n"
+                      "that is smaller.  No limit goes past the machine's memory (MemTotal, or the\n"
+                      "cgroup's limit when smaller): a step estimated over it is refused whatever\n"
+                      "--max-memory says.\n"
                       "Progress: when stderr is a terminal, one line there names the statement\n"
                       "running; nothing is written when it is not a terminal.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
@@ -778,17 +780,34 @@ cs_cli_cmd_run (int argc, char **argv)
     gboolean cpu_exact = cuda && check
                          && (ref_cpu || cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2)));
     CsRefStepFlags flags = !cuda ? CS_REF_STEP_EXACT | CS_REF_STEP_F64 : CS_REF_STEP_READBACK;
-    guint64 limit = max_memory_given ? max_memory : cs_ref_default_memory_limit ();
+    CsRefMachineMemory machine;
+    CsRefMemoryVerdict verdict;
     CsRefStepCost cost;
 
     if (cpu_exact)
       flags |= CS_REF_STEP_EXACT | (ref_gpu ? 0 : CS_REF_STEP_F64);
     cs_ref_estimate_step (fw, bw, flags, &cost);
-    if (!cs_ref_check_step (&cost, limit, -1, &error))
+    cs_ref_machine_memory (&machine);
+    verdict = cs_ref_check_step_memory (&cost, &machine,
+                                        max_memory_given ? max_memory : CS_REF_MEMORY_DEFAULT,
+                                        &error);
+    if (verdict == CS_REF_MEMORY_OVER_MACHINE)
       {
-        cs_cli_error ("run: %s (%s)", error->message,
-                      max_memory_given ? "raise it with --max-memory"
-                      : "75% of the memory available now; raise it with --max-memory");
+        /* no limit helps: say what would */
+        cs_cli_error ("run: %s: %s", error->message,
+                      !cuda ? "run it on the GPU with --device cuda, or shrink the shapes"
+                      : cpu_exact && !ref_gpu ? "--check --reference gpu takes the f64 run from the GPU "
+                                    "instead of the CPU reference, or shrink the shapes"
+                      : "shrink the shapes");
+        return CS_CLI_EXIT_INPUT;
+      }
+    if (verdict == CS_REF_MEMORY_OVER_LIMIT)
+      {
+        g_autofree char *total = cs_format_size ((double) machine.total_bytes);
+
+        cs_cli_error ("run: %s (%sraise it with --max-memory, up to this machine's %s)",
+                      error->message,
+                      max_memory_given ? "" : "75% of the memory available now; ", total);
         return CS_CLI_EXIT_INPUT;
       }
     if ((!cuda || ref_cpu) && !cs_ref_check_step (&cost, G_MAXUINT64, max_gflop * 1e9, &error))
