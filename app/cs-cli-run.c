@@ -4,7 +4,8 @@
  *
  * The file goes through the pipeline under --policy (cs_cli_run_pipeline); a trace that is
  * already final runs as it is, with its backward taken from the same file (a `backward_fn`
- * trace) or from a sibling `*_bwd.txt` beside a `*_fwd.txt`.
+ * trace) or from a sibling `*_bwd.txt` beside a `*_fwd.txt` (said on stderr, since stats and
+ * transform of the file alone report no backward).
  */
 #include "cs-config.h"
 
@@ -543,9 +544,9 @@ save_outputs (const char *dir, const RunReport *rep, GError **error)
 }
 
 /* The backward for a final forward trace: a `backward_fn` later in the same file, or the
- * first trace of a sibling *_bwd.txt beside a *_fwd.txt. */
+ * first trace of a sibling *_bwd.txt beside a *_fwd.txt (then *@sibling is its path). */
 static CsTrace *
-find_backward (const char *path, guint index, GError **error)
+find_backward (const char *path, guint index, char **sibling, GError **error)
 {
   g_autoptr (CsTraceList) list = NULL;
 
@@ -570,7 +571,10 @@ find_backward (const char *path, guint index, GError **error)
       if (bl == NULL)
         return NULL;
       if (bl->traces->len > 0)
-        return cs_trace_ref (g_ptr_array_index (bl->traces, 0));
+        {
+          *sibling = g_steal_pointer (&bpath);
+          return cs_trace_ref (g_ptr_array_index (bl->traces, 0));
+        }
     }
   return NULL;
 }
@@ -614,6 +618,8 @@ cs_cli_cmd_run (int argc, char **argv)
   g_autoptr (CsCliProgress) progress = NULL;   /* before pl: freed after it */
   g_autoptr (CsPipeline) pl = NULL;
   g_autoptr (CsTrace) own_bwd = NULL;
+  g_autofree char *sibling = NULL;    /* the *_bwd.txt own_bwd comes from, or NULL */
+  const char *no_bwd_why = NULL;      /* why no backward runs (forward only), or NULL */
   g_autoptr (GPtrArray) flat_args = NULL;
   g_autoptr (GHashTable) env_e = cs_ref_env_new ();
   g_autoptr (GHashTable) env_f = cs_ref_env_new ();
@@ -659,7 +665,11 @@ cs_cli_cmd_run (int argc, char **argv)
                       "With --device cuda --check the GPU's err is judged against the exact run's\n"
                       "(ref exact) where the CPU reference is affordable, else against the floor.\n\n"
 
-                       "Limits: before anything is allocated, the step's peak host memory is\n"
+                      "Backward: the pipeline's, or for a final forward trace (what Thunder runs)\n"
+                      "a backward_fn later in the same file, else the *_bwd.txt beside a\n"
+                      "*_fwd.txt (stderr then says \"backward: taken from X_bwd.txt beside it\").\n"
+                      "Without one the report says \"forward only: no backward trace\" and why.\n\n"
+                      "Limits: before anything is allocated, the step's peak host memory is\n"
                       "estimated from the traces' liveness (8 bytes an element per live value on\n"
                       "the CPU reference, kernel scratch, the returned tensors; with --device\n"
                       "cuda the inputs and one output) and its work in FLOP.  A step over\n"
@@ -753,16 +763,33 @@ cs_cli_cmd_run (int argc, char **argv)
     fw = NULL;   /* the file's own backward_fn: run it alone */
   if (fw && bw == NULL && cs_pipeline_input_was_final (pl) && !no_backward)
     {
-      own_bwd = find_backward (argv[1], (guint) index, &error);
+      own_bwd = find_backward (argv[1], (guint) index, &sibling, &error);
       if (own_bwd == NULL && error)
         {
           cs_cli_error ("%s", error->message);
           return CS_CLI_EXIT_INPUT;
         }
       bw = own_bwd;
+      if (bw == NULL)
+        no_bwd_why = "the file is a final forward trace, with no backward_fn after it and no "
+                     "*_bwd.txt beside it";
     }
+  else if (fw && bw == NULL)
+    no_bwd_why = "nothing requires grad: no floating-point input, or --grad none";
   if (no_backward)
-    bw = NULL;
+    {
+      bw = NULL;
+      no_bwd_why = "--forward-only";
+    }
+  if (bw && sibling)
+    {
+      /* the backward comes from another file: say which (stats and transform describe the
+       * named file alone, whose backward is none) */
+      g_autofree char *base = g_path_get_basename (sibling);
+
+      cs_cli_progress_clear (progress);
+      fprintf (stderr, "castscope-cli run: backward: taken from %s beside it\n", base);
+    }
 
   /* Cost check before anything is allocated: a trace sized for a GPU would run for hours or
    * exhaust the machine's memory on the CPU reference (run on cpu, or cuda --check where it
@@ -903,6 +930,8 @@ cs_cli_cmd_run (int argc, char **argv)
     print_report (&fwd_rep, all_outputs);
   if (bwd_rep.outputs)
     print_report (&bwd_rep, all_outputs);
+  else if (fwd_rep.outputs && no_bwd_why)
+    printf ("forward only: no backward trace (%s)\n", no_bwd_why);
 
 out:
   g_clear_pointer (&fwd_rep.outputs, g_ptr_array_unref);

@@ -468,6 +468,78 @@ test_msg_final_no_backward (void)
   g_remove (lone);
 }
 
+/* run on a final forward trace takes the backward from the *_bwd.txt beside it and says so on
+ * stderr (stats of the same file says "backward: none"); without a backward the report says
+ * "forward only" and why. */
+static void
+test_run_sibling_backward (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *mk[] = { "transform", seed, NULL };
+  const char *mkb[] = { "transform", seed, "--trace", "backward", NULL };
+  Result f = run_args (mk), b = run_args (mkb);
+  g_autofree char *fwd = NULL, *bwd = NULL, *lone = NULL;
+
+  g_assert_cmpint (f.status, ==, 0);
+  g_assert_cmpint (b.status, ==, 0);
+  fwd = write_file ("sib_fwd.txt", f.out, -1);
+  bwd = write_file ("sib_bwd.txt", b.out, -1);
+  lone = write_file ("lone.txt", f.out, -1);
+  {
+    const char *args[] = { "run", fwd, NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "castscope-cli run: backward: taken from sib_bwd.txt beside it\n");
+    g_assert_nonnull (strstr (r.out, "\nbackward (backward_fn): "));
+    g_assert_null (strstr (r.out, "forward only"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", fwd, "--forward-only", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (--forward-only)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", lone, NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (the file is a "
+                                     "final forward trace, with no backward_fn after it and no "
+                                     "*_bwd.txt beside it)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", seed, "--grad", "none", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (nothing requires "
+                                     "grad: no floating-point input, or --grad none)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", "--help", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_nonnull (strstr (r.out, "*_fwd.txt (stderr then says \"backward: taken from "
+                                     "X_bwd.txt beside it\")"));
+    result_clear (&r);
+  }
+  result_clear (&f);
+  result_clear (&b);
+  g_remove (fwd);
+  g_remove (bwd);
+  g_remove (lone);
+}
+
 /* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
  * hand (ns for the seed's forward), and an absurd estimate is called implausible. */
 static void
@@ -643,6 +715,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/decompose-file", test_msg_decompose_file);
   g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
+  g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
   g_test_add_func ("/app/cli/errors/messages/ignored-options", test_msg_ignored_options);
