@@ -34,6 +34,45 @@ parse_detail (const char *text, CsRenderDetail *out)
   return FALSE;
 }
 
+/* Why an --expand-group name is not found: the groups the trace has, the first few of the top
+ * level then "...", and how their modules are named. */
+static char *
+group_names (const CsGrouping *grouping)
+{
+  GString *s = g_string_new (NULL);
+  const CsGroup *child = NULL;
+  guint n_top = 0, n_listed = 0;
+
+  if (grouping->n_groups == 0)
+    {
+      g_string_append_printf (s, "this trace has no groups (no layer parameters such as "
+                              "t_layers_0_..., and %u calls or fewer, so no chunks)",
+                              (guint) CS_GROUP_CHUNK_MIN);
+      return g_string_free (s, FALSE);
+    }
+  g_string_append (s, "no such group in this trace; it has ");
+  for (guint g = 0; g < grouping->n_groups; g++)
+    {
+      if (grouping->groups[g].parent >= 0)
+        {
+          if (child == NULL)
+            child = &grouping->groups[g];
+          continue;
+        }
+      if (n_listed < 5)
+        {
+          g_string_append_printf (s, "%s%s", n_listed ? ", " : "", grouping->groups[g].name);
+          n_listed++;
+        }
+      n_top++;
+    }
+  if (n_top > n_listed)
+    g_string_append_printf (s, ", ... (%u in all)", n_top);
+  if (child)
+    g_string_append_printf (s, ", and groups inside them such as %s", child->name);
+  return g_string_free (s, FALSE);
+}
+
 int
 cs_cli_cmd_render (int argc, char **argv)
 {
@@ -112,6 +151,7 @@ cs_cli_cmd_render (int argc, char **argv)
       return CS_CLI_EXIT_USAGE;
     }
   cs_render_options_init (&opts);
+  opts.hints = CS_RENDER_HINTS_CLI;   /* the notes name render's options, not the app's gestures */
   if (detail_text && !parse_detail (detail_text, &opts.detail))
     {
       cs_cli_error ("render: --detail must be auto, statements, prims or regions, not '%s'", detail_text);
@@ -196,6 +236,19 @@ cs_cli_cmd_render (int argc, char **argv)
       trace = g_ptr_array_index (list->traces, index);
     }
 
+  for (guint i = 0; expand_groups && expand_groups[i]; i++)
+    {
+      g_autoptr(CsGrouping) grouping = cs_grouping_new (trace);
+
+      if (cs_grouping_find (grouping, expand_groups[i]) < 0)
+        {
+          g_autofree char *names = group_names (grouping);
+
+          cs_cli_error ("render: --expand-group %s: %s", expand_groups[i], names);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_USAGE;
+        }
+    }
   if (expand || opts.detail == CS_RENDER_DETAIL_PRIMS)
     {
       gboolean any_subs = FALSE;

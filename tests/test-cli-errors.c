@@ -624,6 +624,72 @@ test_msg_expand_note (void)
 #endif
 }
 
+/* render --expand-group with a group the trace lacks is a usage error naming the groups it
+ * has (a few, then "..."); the note on a collapsed model names render's options, not the app's
+ * double-click. */
+static void
+test_render_groups (void)
+{
+#if CS_HAVE_RENDER
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *llama = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL)
+                               : NULL;
+  g_autofree char *seed = seed_path ();
+
+  {
+    const char *args[] = { "render", seed, "--expand-group", "layers.1", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: --expand-group layers.1: this trace has "
+                     "no groups (no layer parameters such as t_layers_0_..., and 400 calls or "
+                     "fewer, so no chunks)\n");
+    result_clear (&r);
+  }
+  if (llama == NULL || !g_file_test (llama, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("../shared/traces absent: the LLaMA stack's groups are not checked");
+      return;
+    }
+  {
+    const char *args[] = { "render", llama, "--expand-group", "layers.99", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: --expand-group layers.99: no such group "
+                     "in this trace; it has layers.0, layers.1, layers.2, layers.3, layers.4, ... "
+                     "(8 in all), and groups inside them such as layers.0.attention\n");
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "render", llama, "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
+                     "with the same structure as layers.0); --expand-group layers.0 draws it "
+                     "expanded, --collapse none draws every layer.\n");
+    result_clear (&r);
+  }
+  {
+    /* a real group (a module inside a layer) is accepted */
+    const char *args[] = { "render", llama, "--expand-group", "layers.3", "--expand-group",
+                           "layers.3.attention", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_null (strstr (r.err, "double-click"));
+    result_clear (&r);
+  }
+  {
+    g_autofree char *p = g_build_filename (tmpdir, "x.svg", NULL);
+    g_remove (p);
+  }
+#else
+  g_test_skip ("built without render/");
+#endif
+}
+
 /* Options that did nothing are usage errors: --policy '' everywhere, --check / --iters
  * without --device cuda. */
 static void
@@ -718,6 +784,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
+  g_test_add_func ("/app/cli/errors/messages/render-groups", test_render_groups);
   g_test_add_func ("/app/cli/errors/messages/ignored-options", test_msg_ignored_options);
   g_test_add_func ("/app/cli/errors/messages/exit-codes", test_msg_exit_codes);
   rc = g_test_run ();
