@@ -835,7 +835,7 @@ _cs_window_run (CsWindow *self)
   cs_ref_machine_memory (&machine);
   verdict = cs_ref_check_step_memory (&cost, &machine, CS_REF_MEMORY_DEFAULT, &error);
   if (verdict == CS_REF_MEMORY_OVER_MACHINE)
-    hint = "no limit makes it fit: shrink the shapes, or run it where there is more memory";
+    hint = "shrink the shapes, or run it on a machine with more memory";
   else if (verdict == CS_REF_MEMORY_OVER_LIMIT)
     hint = "75% of the memory available now";
   else if (!cs_ref_check_step (&cost, G_MAXUINT64, CS_REF_DEFAULT_MAX_FLOPS, &error))
