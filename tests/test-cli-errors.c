@@ -540,6 +540,35 @@ test_run_sibling_backward (void)
   g_remove (lone);
 }
 
+/* diff's summary adds up: regions kept + new (+ split, merged) make B's count, casts are
+ * counted one by one and summed per dtype pair (hand-counted in test-core-pipeline's
+ * /core/pipeline/diff/counts; the backward: the add's VJP keeps its region with one more
+ * downcast and one upcast less, the matmul's upcasts and downcasts are new, with a new region
+ * for the upcasts in front of the matmuls).  Without --vs, diff is a usage error. */
+static void
+test_diff_summary (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *args[] = { "diff", seed, "--vs", "matmul=upcast-f32", NULL };
+  const char *novs[] = { "diff", seed, NULL };
+  const char *pol_only[] = { "diff", seed, "--policy", "matmul=upcast-f32", NULL };
+  Result r = run_args (args);
+
+  g_assert_cmpint (r.status, ==, 0);
+  if (!strstr (r.out, "\nforward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 merged); "
+               "casts: 2 added (1 bf16 -> f32, 1 f32 -> bf16), 1 removed (1 f32 -> bf16)\n")
+      || !strstr (r.out, "\n  new region nvFusion1 (under A its statements ran outside every "
+                  "region)\n")
+      || !strstr (r.out, "\nbackward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 "
+                  "merged); casts: 3 added (2 f32 -> bf16, 1 bf16 -> f32), 1 removed (1 bf16 -> "
+                  "f32)\n"))
+    g_error ("diff: unexpected summary:\n%s", r.out);
+  g_assert_null (strstr (r.out, "cast kinds"));
+  result_clear (&r);
+  expect (novs, 2, "diff: --vs KEY=VALUE is required");
+  expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
+}
+
 /* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
  * hand (ns for the seed's forward), and an absurd estimate is called implausible. */
 static void
@@ -782,6 +811,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
+  g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
   g_test_add_func ("/app/cli/errors/messages/render-groups", test_render_groups);
