@@ -145,9 +145,20 @@ cs_cli_cmd_render (int argc, char **argv)
       cs_cli_error ("render: --trace must be 'forward' or 'backward', not '%s'", which);
       return CS_CLI_EXIT_USAGE;
     }
-  if (index < 0 || max_nodes < 0 || !(scale > 0 && scale <= 16))
+  if (index < 0)
     {
-      cs_cli_error ("render: --index and --max-nodes must be >= 0, --scale in (0, 16]");
+      cs_cli_error ("render: --index must be >= 0, not %d", index);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (max_nodes < 0)
+    {
+      cs_cli_error ("render: --max-nodes must be >= 0, not %d", max_nodes);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (!(scale > 0 && scale <= 16))
+    {
+      cs_cli_error ("render: --scale must be above 0 and at most 16 (pixels per point), not %g",
+                    scale);
       return CS_CLI_EXIT_USAGE;
     }
   cs_render_options_init (&opts);
@@ -214,7 +225,7 @@ cs_cli_cmd_render (int argc, char **argv)
           g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
           cs_cli_error ("render: there is no backward trace: %s", why);
           cs_render_options_clear (&opts);
-          return CS_CLI_EXIT_INPUT;
+          return CS_CLI_EXIT_USAGE;   /* --trace backward names what the input lacks */
         }
     }
   else

@@ -724,6 +724,12 @@ cs_cli_cmd_run (int argc, char **argv)
                     "compared with the f64 reference anyway, and nothing is timed)");
       return CS_CLI_EXIT_USAGE;
     }
+  if (reference && !check)
+    {
+      cs_cli_error ("run: --reference needs --device cuda --check (it picks where the check's "
+                    "f64 run comes from; on the CPU the f64 run is always the CPU reference)");
+      return CS_CLI_EXIT_USAGE;
+    }
   if (iters < 0)
     {
       cs_cli_error ("run: --iters must be >= 0");

@@ -117,7 +117,7 @@ cs_cli_cmd_transform (int argc, char **argv)
       {
         g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
         cs_cli_error ("transform: there is no backward trace: %s", why);
-        return CS_CLI_EXIT_INPUT;
+        return CS_CLI_EXIT_USAGE;   /* --trace backward names what the input lacks */
       }
     text = cs_print_trace (t, flags);
     fputs (text, stdout);

@@ -445,21 +445,21 @@ test_msg_final_no_backward (void)
                             "a final trace (what Thunder runs), which castscope does not "
                             "differentiate again: its backward is a trace of its own (%s)\n", fwd, bwd);
     Result r = run_args (args);
-    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpint (r.status, ==, 2);   /* --trace backward names what the input lacks */
     g_assert_cmpstr (r.err, ==, want);
     result_clear (&r);
   }
 #if CS_HAVE_RENDER
   {
     const char *args[] = { "render", lone, "--trace", "backward", "-o", "x.svg", NULL };
-    expect (args, 1, "is already a final trace (what Thunder runs), which castscope does not "
+    expect (args, 2, "is already a final trace (what Thunder runs), which castscope does not "
                      "differentiate again: its backward is a trace of its own (a backward_fn "
                      "later in the file, --index N, or its *_bwd.txt file)");
   }
 #endif
   {
     const char *args[] = { "transform", seed, "--grad", "none", "--trace", "backward", NULL };
-    expect (args, 1, "there is no backward trace: nothing requires grad (no floating-point input, or --grad none)");
+    expect (args, 2, "there is no backward trace: nothing requires grad (no floating-point input, or --grad none)");
   }
   result_clear (&f);
   result_clear (&b);
@@ -776,6 +776,36 @@ test_msg_exit_codes (void)
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     expect (cases[i], 2, "holds 1 trace");
+
+  /* an option naming what the trace lacks is a usage error (2); a missing file or folder is
+   * bad input (1), as a missing FILE is */
+  {
+    const char *grad[] = { "transform", seed, "--grad", "nosuch", NULL };
+    const char *grad_int[] = { "stats", seed, "--grad", "a,nosuch", NULL };
+    const char *inputs[] = { "run", seed, "--inputs", "/nonexist", NULL };
+    const char *ref[] = { "run", seed, "--reference", "gpu", NULL };
+    const char *ref_cuda[] = { "run", seed, "--device", "cuda", "--reference", "cpu", NULL };
+
+    expect (grad, 2, "castscope-cli: grad: input 'nosuch' requested for grad is not a parameter "
+                     "of computation");
+    expect (grad_int, 2, "'nosuch' requested for grad is not a parameter");
+    expect (inputs, 1, "castscope-cli: run: --inputs /nonexist is not a directory");
+    expect (ref, 2, "castscope-cli: run: --reference needs --device cuda --check");
+    expect (ref_cuda, 2, "castscope-cli: run: --reference needs --device cuda --check");
+  }
+#if CS_HAVE_RENDER
+  {
+    const char *s0[] = { "render", seed, "--scale", "0", "-o", "x.svg", NULL };
+    const char *s17[] = { "render", seed, "--scale", "17", "-o", "x.svg", NULL };
+    const char *mn[] = { "render", seed, "--max-nodes", "-3", "-o", "x.svg", NULL };
+
+    expect (s0, 2, "castscope-cli: render: --scale must be above 0 and at most 16 (pixels per "
+                   "point), not 0\n");
+    expect (s17, 2, "castscope-cli: render: --scale must be above 0 and at most 16 (pixels per "
+                    "point), not 17\n");
+    expect (mn, 2, "castscope-cli: render: --max-nodes must be >= 0, not -3\n");
+  }
+#endif
 }
 
 int
