@@ -119,10 +119,10 @@ cs_cli_cmd_render (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - draw a trace as a graph (dtype-coloured edges, fusion regions) to SVG, PNG, PDF or DOT");
+  ctx = cs_cli_option_context_new ("FILE -o OUT", "draw a trace as a graph (dtype-coloured edges, fusion regions) to SVG, PNG, PDF or DOT");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (argc != 2)

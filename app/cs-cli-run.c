@@ -649,8 +649,9 @@ cs_cli_cmd_run (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - run one step on the CPU reference (exact dtypes and f64) "
-                              "and report each output's error");
+  ctx = cs_cli_option_context_new ("FILE", "run one training step on the CPU reference (exact "
+                                   "dtypes and f64) or the GPU (--device cuda) and report each "
+                                   "output's error");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = g_strconcat ("Random inputs: floats normal(0, 1) scaled by 1/sqrt(last extent) for rank >= 2,\n"
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
@@ -683,7 +684,7 @@ cs_cli_cmd_run (int argc, char **argv)
                       "Progress: when stderr is a terminal, one line there names the statement\n"
                       "running; nothing is written when it is not a terminal.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   max_memory_given = FALSE;
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;

@@ -135,10 +135,10 @@ cs_cli_cmd_stats (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - casts, regions, matmuls, FLOPs, bytes and estimated time");
+  ctx = cs_cli_option_context_new ("FILE", "casts, regions, matmuls, FLOPs, bytes and estimated time");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)

@@ -37,10 +37,10 @@ cs_cli_cmd_transform (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - run Thunder's passes under a cast policy and print traces");
+  ctx = cs_cli_option_context_new ("FILE", "run Thunder's passes under a cast policy and print traces");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (argc != 2)

@@ -36,7 +36,27 @@ print_usage (FILE *out)
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf (out, "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
-                "Exit status: 0 ok, 1 bad input or failed check, 2 usage error.\n");
+                CS_CLI_HELP_STDIN "\n" CS_CLI_HELP_EXIT "\n");
+}
+
+GOptionContext *
+cs_cli_option_context_new (const char *params, const char *summary)
+{
+  g_autofree char *text = g_strdup_printf ("%s - %s", params, summary);
+
+  return g_option_context_new (text);
+}
+
+void
+cs_cli_set_help (GOptionContext *ctx, const char *description, CsCliHelpInput input)
+{
+  g_autofree char *text = NULL;
+
+  text = g_strconcat (description ? description : "",
+                      description && description[0] ? "\n" : "",
+                      input == CS_CLI_HELP_TRACE ? CS_CLI_HELP_STDIN "\n" : "",
+                      CS_CLI_HELP_EXIT, NULL);
+  g_option_context_set_description (ctx, text);
 }
 
 gboolean
@@ -144,7 +164,10 @@ main (int argc, char **argv)
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
-        g_set_prgname (commands[i].name);
+        g_autofree char *prgname = g_strdup_printf ("castscope-cli %s", commands[i].name);
+
+        /* GOption's usage line: "castscope-cli print [OPTION…] FILE - ..." */
+        g_set_prgname (prgname);
         return finish_stdout (commands[i].func (argc - 1, argv + 1));
       }
   fprintf (stderr, "castscope-cli: unknown command '%s'\n\n", argv[1]);

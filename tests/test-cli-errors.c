@@ -569,6 +569,57 @@ test_diff_summary (void)
   expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
 }
 
+/* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
+ * its arguments once, and the same text on standard input and exit codes (one helper). */
+static void
+test_help (void)
+{
+  static const struct { const char *cmd, *usage; gboolean stdin_ok; } cases[] = {
+    { "print", "] FILE - print Thunder traces back\n", TRUE },
+    { "info", "] FILE - summarise a trace file\n", TRUE },
+    { "transform", "] FILE - run Thunder's passes", TRUE },
+    { "stats", "] FILE - casts, regions", TRUE },
+    { "diff", "] FILE --vs KEY=VALUE - casts and regions", TRUE },
+    { "render", "] FILE -o OUT - draw a trace", TRUE },
+    { "run", "] FILE - run one training step on the CPU "
+             "reference (exact dtypes and f64) or the GPU (--device cuda)", TRUE },
+    { "bench", "] [FILE...] - run the GPU benchmark "
+               "workloads\n", FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *args[] = { cases[i].cmd, "--help", NULL };
+      Result r = run_args (args);
+      g_autofree char *start = g_strdup_printf ("  castscope-cli %s [OPTION", cases[i].cmd);
+      const char *nl = strchr (r.out, '\n');
+      const char *close = NULL;
+
+      g_assert_cmpint (r.status, ==, 0);
+      /* GLib writes "Usage:" (translated by the locale) and the usage line, whose "[OPTION…]"
+       * is "[OPTION?]" in the C locale */
+      g_assert_nonnull (nl);
+      if (g_str_has_prefix (nl + 1, start))
+        close = strchr (nl + 1, ']');
+      if (close == NULL || !g_str_has_prefix (close, cases[i].usage))
+        g_error ("%s --help: want the usage line \"%s...%s\" in:\n%s", cases[i].cmd, start,
+                 cases[i].usage, r.out);
+      g_assert_null (strstr (r.out, "FILE|- FILE|-"));
+      g_assert_null (strstr (r.out, "FILE... [FILE...]"));
+      g_assert_nonnull (strstr (r.out, "\nExit status: 0 ok, 1 bad input or a failed check (a "
+                                       "missing or unreadable file, a trace\n"));
+      g_assert_nonnull (strstr (r.out, "2 usage error (a bad option or value, or an option "
+                                       "naming something the\ninput lacks"));
+      if (cases[i].stdin_ok)
+        g_assert_nonnull (strstr (r.out, "\nFILE '-' reads standard input.  Any input is read "
+                                         "up to 1 GiB and refused past it\n"
+                                         "(CASTSCOPE_MAX_INPUT_BYTES=N lowers the cap).\n"));
+      else
+        g_assert_null (strstr (r.out, "reads standard input"));
+      result_clear (&r);
+    }
+}
+
 /* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
  * hand (ns for the seed's forward), and an absurd estimate is called implausible. */
 static void
@@ -842,6 +893,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
+  g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
   g_test_add_func ("/app/cli/errors/messages/render-groups", test_render_groups);
