@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <locale.h>
+#include <unistd.h>
 
 #include "cs-cli.h"
 #include "cs-cli-progress.h"
@@ -110,7 +111,8 @@ cs_cli_error (const char *fmt, ...)
 /* Flushes and closes standard output once the command is done.  Every printf of a command
  * goes through stdio's buffer, whose error flag stays set after a failed write: a full disk,
  * /dev/full or a closed descriptor turns the exit status @rc into CS_CLI_EXIT_INPUT (unless
- * it already is a failure) with "cannot write standard output: <reason>" on stderr. */
+ * it already is a failure) with "cannot write standard output: <reason>" on stderr; the
+ * reason of a write that failed before the last one comes from one more write. */
 static int
 finish_stdout (int rc)
 {
@@ -122,6 +124,15 @@ finish_stdout (int rc)
     {
       failed = TRUE;
       err = errno;
+    }
+  if (failed && err == 0)
+    {
+      /* the write that failed was an earlier one, its errno long gone: ask the descriptor
+       * again (one byte, on output that is incomplete anyway), so that a full disk reads
+       * "No space left on device" whichever command wrote how much */
+      errno = 0;
+      if (write (STDOUT_FILENO, "\n", 1) < 0)
+        err = errno;
     }
   errno = 0;
   if (fclose (stdout) != 0 && !failed)
