@@ -419,9 +419,9 @@ print_report (const RunReport *rep, gboolean all)
     {
       g_autofree char *e = fmt_err (&worst->acc, worst->acc.err);
 
-      printf ("  saved for backward: %u more outputs, worst %s (err %s, ratio %.3g, %s); "
-              "--all-outputs lists them\n", n_saved, worst->name, e, worst->acc.ratio,
-              lens_verdict (&worst->acc));
+      printf ("  saved for backward: %u more output%s, worst %s (err %s, ratio %.3g, %s); "
+              "--all-outputs lists %s\n", n_saved, n_saved == 1 ? "" : "s", worst->name, e,
+              worst->acc.ratio, lens_verdict (&worst->acc), n_saved == 1 ? "it" : "them");
     }
 }
 

@@ -11,6 +11,7 @@
 #endif
 
 #include "cs-cli.h"
+#include "cs-ref-plan.h"
 #include "cs-cli-policy.h"
 #include "cs-stats.h"
 
@@ -83,6 +84,9 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t)
 }
 #endif
 
+/* "s" unless @n is 1 */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
 static void
 print_trace_text (const char *label, const CsTrace *t)
 {
@@ -98,19 +102,25 @@ print_trace_text (const char *label, const CsTrace *t)
   e = &st->total;
   {
     g_autofree char *est = cs_cli_format_ms (e->est_ms);
-    printf ("%s (%s): %u statements, %u regions, %u casts (%u up, %u down), %u matmuls "
-            "(%u tensor-core), %.4g FLOP, %.4g bytes, est %s on H200\n",
-            label, t->name ? t->name : "?", e->n_statements, e->n_regions, e->n_casts,
-            e->n_upcasts, e->n_downcasts, e->n_matmuls, e->n_tensor_core_matmuls, e->flops,
-            e->bytes_read + e->bytes_written, est);
+    g_autofree char *flops = cs_format_flops (e->flops);
+    g_autofree char *bytes = cs_format_size (e->bytes_read + e->bytes_written);
+
+    printf ("%s (%s): %u statement%s, %u region%s, %u cast%s (%u up, %u down), %u matmul%s "
+            "(%u tensor-core), %s, %s, est %s on H200\n",
+            label, t->name ? t->name : "?", e->n_statements, PLURAL (e->n_statements),
+            e->n_regions, PLURAL (e->n_regions), e->n_casts, PLURAL (e->n_casts), e->n_upcasts,
+            e->n_downcasts, e->n_matmuls, PLURAL (e->n_matmuls), e->n_tensor_core_matmuls,
+            flops, bytes, est);
   }
   for (guint i = 0; i < st->regions->len; i++)
     {
       const CsStatsEntry *r = &g_array_index (st->regions, CsStatsEntry, i);
       g_autofree char *est = cs_cli_format_ms (r->est_ms);
-      printf ("  %-12s %4u prims %3u casts %2u matmuls %10.4g bytes %9s  ended: %s\n",
-              r->name, r->n_statements, r->n_casts, r->n_matmuls,
-              r->bytes_read + r->bytes_written, est, r->why ? r->why : "-");
+      g_autofree char *bytes = cs_format_size (r->bytes_read + r->bytes_written);
+
+      printf ("  %-12s %4u prims %3u casts %2u matmuls %10s %9s  ended: %s\n",
+              r->name, r->n_statements, r->n_casts, r->n_matmuls, bytes, est,
+              r->why ? r->why : "-");
     }
 }
 

@@ -594,9 +594,12 @@ cs_ref_check_step (const CsRefStepCost *cost, guint64 max_bytes, double max_flop
     }
   if (max_flops >= 0 && isfinite (max_flops) && cost->flops > max_flops)
     {
+      g_autofree char *need = cs_format_flops (cost->flops);
+      g_autofree char *limit = cs_format_flops (max_flops);
+
       g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_VALUE,
-                   "this step needs about %.3g GFLOP on the CPU reference, over the limit of "
-                   "%.3g GFLOP", cost->flops / 1e9, max_flops / 1e9);
+                   "this step needs about %s on the CPU reference, over the limit of %s",
+                   need, limit);
       return FALSE;
     }
   return TRUE;
@@ -807,6 +810,8 @@ cs_format_size (double bytes)
   double v = bytes;
   int u = -1;
 
+  if (bytes == 1)
+    return g_strdup ("1 byte");
   if (!(bytes >= 1024))
     return g_strdup_printf ("%.0f bytes", bytes);
   while (v >= 1024 && u + 1 < (int) G_N_ELEMENTS (units))
@@ -817,6 +822,29 @@ cs_format_size (double bytes)
   if (v >= 100)
     return g_strdup_printf ("%.0f %s", v, units[u]);
   if (v >= 10)
+    return g_strdup_printf ("%.1f %s", v, units[u]);
+  return g_strdup_printf ("%.2f %s", v, units[u]);
+}
+
+char *
+cs_format_flops (double flops)
+{
+  static const char * const units[] = { "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP" };
+  double v = flops;
+  int u = -1;
+
+  if (!isfinite (flops) || flops < 1e4)
+    return g_strdup_printf ("%.0f FLOP", flops);
+  if (flops >= 999.5e15)
+    return g_strdup_printf ("%.2e FLOP", flops);
+  while (v >= 999.5 && u + 1 < (int) G_N_ELEMENTS (units))
+    {
+      v /= 1000;
+      u++;
+    }
+  if (v >= 99.95)
+    return g_strdup_printf ("%.0f %s", v, units[u]);
+  if (v >= 9.995)
     return g_strdup_printf ("%.1f %s", v, units[u]);
   return g_strdup_printf ("%.2f %s", v, units[u]);
 }

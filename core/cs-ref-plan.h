@@ -90,9 +90,9 @@ void        cs_ref_estimate_step       (const CsTrace  *forward,
  * @error: return location for CS_REF_ERROR_VALUE
  *
  * Refuses a step over a limit, memory first, with a message naming the estimate and the
- * limit in human units: "this step needs about 24.7 GiB of host memory on the CPU reference
- * (estimate), over the limit of 17.0 GiB" or "... about 7.1e+03 GFLOP on the CPU reference,
- * over the limit of 200 GFLOP".  Callers append how to change the limit.
+ * limit in human units (cs_format_size(), cs_format_flops()): "this step needs about 24.7 GiB
+ * of host memory on the CPU reference (estimate), over the limit of 17.0 GiB" or "... about
+ * 7.10 TFLOP on the CPU reference, over the limit of 200 GFLOP".  Callers append how to change the limit.
  * Returns: TRUE when the step is within both limits
  */
 gboolean    cs_ref_check_step          (const CsRefStepCost *cost,
@@ -229,9 +229,20 @@ gboolean    cs_parse_size              (const char *text,
  * @bytes: a size in bytes
  *
  * The size in binary units with three significant digits ("512 MiB", "1.50 GiB", "977 KiB",
- * "12 bytes").
+ * "12 bytes", "1 byte").
  * Returns: (transfer full): the text
  */
 char       *cs_format_size             (double bytes);
+
+/**
+ * cs_format_flops:
+ * @flops: an amount of work, FLOP
+ *
+ * The work in the decimal unit that fits with three significant digits ("4608 FLOP",
+ * "1.07 GFLOP", "4.40 TFLOP", "812 PFLOP"), FLOP counts below 10^4 in full; past 10^21
+ * ("EFLOP" and up) in powers of ten ("2.00e+27 FLOP").
+ * Returns: (transfer full): the text
+ */
+char       *cs_format_flops            (double flops);
 
 G_END_DECLS

@@ -620,6 +620,37 @@ test_help (void)
     }
 }
 
+/* Counts and units read as English: "1 region", "1 byte", FLOP in the unit that fits. */
+static void
+test_msg_units (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *stats[] = { "stats", seed, NULL };
+  const char *mem[] = { "run", seed, "--max-memory", "1", NULL };
+  const char *flop[] = { "run", seed, "--max-gflop", "0.00001", NULL };
+  Result r = run_args (stats);
+
+  /* the seed's forward: 2*8*16*16 + 512 FLOP, 1568 bytes (test-core-fuse counts them) */
+  g_assert_cmpint (r.status, ==, 0);
+  if (!strstr (r.out, "\nforward (computation): 2 statements, 1 region, 3 casts (2 up, 1 down), "
+               "1 matmul (1 tensor-core), 4608 FLOP, 1.53 KiB, est "))
+    g_error ("stats: unexpected text:\n%s", r.out);
+  result_clear (&r);
+  expect (mem, 1, "over the limit of 1 byte (raise it with --max-memory");
+  {
+    /* the seed's forward saves t4 (a + b) for the backward besides its output */
+    const char *run[] = { "run", seed, NULL };
+    Result rr = run_args (run);
+
+    g_assert_cmpint (rr.status, ==, 0);
+    g_assert_nonnull (strstr (rr.out, "\n  saved for backward: 1 more output, worst t4 (err "));
+    g_assert_nonnull (strstr (rr.out, "; --all-outputs lists it\n"));
+    result_clear (&rr);
+  }
+  expect (flop, 1, "castscope-cli: run: this step needs about 13.5 kFLOP on the CPU reference, "
+                   "over the limit of 10.0 kFLOP (raise it with --max-gflop)\n");
+}
+
 /* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
  * hand (ns for the seed's forward), and an absurd estimate is called implausible. */
 static void
@@ -895,6 +926,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
+  g_test_add_func ("/app/cli/errors/messages/units", test_msg_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
   g_test_add_func ("/app/cli/errors/messages/render-groups", test_render_groups);
   g_test_add_func ("/app/cli/errors/messages/ignored-options", test_msg_ignored_options);

@@ -296,7 +296,7 @@ test_check_step (void)
   g_assert_no_error (error);
   g_assert_false (cs_ref_check_step (&cost, G_MAXUINT64, 1e9, &error));
   g_assert_cmpstr (error->message, ==, "this step needs about 1.07 GFLOP on the CPU reference, "
-                   "over the limit of 1 GFLOP");
+                   "over the limit of 1.00 GFLOP");
   g_clear_error (&error);
   g_assert_true (cs_ref_check_step (&cost, G_MAXUINT64, -1, &error));
 
@@ -338,11 +338,29 @@ test_parse_size (void)
     }
 }
 
+/* Work in the decimal unit that fits: 3 significant digits, no "7.1e+03 GFLOP". */
+static void
+test_format_flops (void)
+{
+  static const struct { double flops; const char *want; } cases[] = {
+    { 0, "0 FLOP" }, { 4608, "4608 FLOP" }, { 9999, "9999 FLOP" }, { 1e4, "10.0 kFLOP" },
+    { 1073741824, "1.07 GFLOP" }, { 200e9, "200 GFLOP" }, { 999.4e9, "999 GFLOP" },
+    { 999.6e9, "1.00 TFLOP" }, { 4.4e12, "4.40 TFLOP" }, { 6.6e12, "6.60 TFLOP" },
+    { 812e15, "812 PFLOP" }, { 2e27, "2.00e+27 FLOP" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *s = cs_format_flops (cases[i].flops);
+      g_assert_cmpstr (s, ==, cases[i].want);
+    }
+}
+
 static void
 test_format_size (void)
 {
   static const struct { double bytes; const char *want; } cases[] = {
-    { 0, "0 bytes" }, { 1023, "1023 bytes" }, { 1024, "1.00 KiB" }, { 1536, "1.50 KiB" },
+    { 0, "0 bytes" }, { 1, "1 byte" }, { 2, "2 bytes" }, { 1023, "1023 bytes" }, { 1024, "1.00 KiB" }, { 1536, "1.50 KiB" },
     { 512.0 * 1048576, "512 MiB" }, { 17.25 * 1073741824, "17.2 GiB" },
     { 3.0 * 1099511627776, "3.00 TiB" },
   };
@@ -596,6 +614,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ref/limits/check-step", test_check_step);
   g_test_add_func ("/ref/limits/parse-size", test_parse_size);
   g_test_add_func ("/ref/limits/format-size", test_format_size);
+  g_test_add_func ("/ref/limits/format-flops", test_format_flops);
   g_test_add_func ("/ref/limits/default-limit", test_default_limit);
   g_test_add_func ("/ref/limits/machine-memory", test_machine_memory);
   g_test_add_func ("/ref/limits/limit-clamped", test_limit_clamped);
