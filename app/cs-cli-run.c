@@ -595,6 +595,27 @@ max_memory_cb (const char *name, const char *value, gpointer data, GError **erro
   return TRUE;
 }
 
+/* --max-gflop N: a number (digits, a fraction, an exponent), said as --max-memory says a bad
+ * size, not as GLib's "Cannot parse double value" */
+static double max_gflop;
+
+static gboolean
+max_gflop_cb (const char *name, const char *value, gpointer data, GError **error)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod (value, &end);
+
+  if (value[0] == '\0' || end == NULL || *end != '\0' || !isfinite (v) || v < 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "%s: cannot read '%s' as a number of GFLOP (a finite number >= 0: 200, 0.5, "
+                   "1e3)", name, value);
+      return FALSE;
+    }
+  max_gflop = v;
+  return TRUE;
+}
+
 int
 cs_cli_cmd_run (int argc, char **argv)
 {
@@ -609,7 +630,6 @@ cs_cli_cmd_run (int argc, char **argv)
   gboolean check = FALSE;   /* --device cuda */
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
-  double max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   double est_f1 = 0, est_f2 = 0, est_m1 = 0, est_m2 = 0;   /* cs_ref_estimate of fw, bw */
   g_autofree char *reference = NULL;   /* --device cuda --check */
   gint index = 0;
@@ -641,7 +661,7 @@ cs_cli_cmd_run (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
-    { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
+    { "max-gflop", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) max_gflop_cb, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
     { "max-memory", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) max_memory_cb, "Refuse steps estimated to need more host memory than SIZE (512M, 8G, 1.5GiB or bytes; default 75% of the available memory, see below)", "SIZE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: judge every output and gradient against an f64 run as PyTorch's accuracy check does (exit 1 on a failure)", NULL },
     { "reference", 0, 0, G_OPTION_ARG_STRING, &reference, "With --check: where the f64 run comes from: auto (default: the CPU reference when it takes seconds, else the GPU in f64), cpu or gpu", "auto|cpu|gpu" },
@@ -686,6 +706,7 @@ cs_cli_cmd_run (int argc, char **argv)
                       (pdesc = cs_cli_policy_describe ()), NULL);
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   max_memory_given = FALSE;
+  max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)
@@ -696,11 +717,6 @@ cs_cli_cmd_run (int argc, char **argv)
   if (seed < 0)
     {
       cs_cli_error ("run: --seed must be >= 0");
-      return CS_CLI_EXIT_USAGE;
-    }
-  if (!isfinite (max_gflop) || max_gflop < 0)
-    {
-      cs_cli_error ("run: --max-gflop must be a finite number >= 0");
       return CS_CLI_EXIT_USAGE;
     }
   if (argc != 2)

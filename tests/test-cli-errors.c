@@ -638,6 +638,24 @@ test_msg_units (void)
   result_clear (&r);
   expect (mem, 1, "over the limit of 1 byte (raise it with --max-memory");
   {
+    /* a bad --max-gflop is named as a bad --max-memory is */
+    const char *g1[] = { "run", seed, "--max-gflop", "abc", NULL };
+    const char *g2[] = { "run", seed, "--max-gflop=-1", NULL };
+
+    expect (g1, 2, "castscope-cli run: --max-gflop: cannot read 'abc' as a number of GFLOP (a "
+                   "finite number >= 0: 200, 0.5, 1e3)\n");
+    expect (g2, 2, "castscope-cli run: --max-gflop: cannot read '-1' as a number of GFLOP");
+  }
+  {
+    /* an invalid CASTSCOPE_MAX_INPUT_BYTES is an error, not ignored */
+    const char *pr[] = { "print", seed, NULL };
+
+    g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "64K", TRUE);
+    expect (pr, 1, "castscope-cli: CASTSCOPE_MAX_INPUT_BYTES='64K' is not a number of bytes "
+                   "from 1 to 1073741824");
+    g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  }
+  {
     /* the seed's forward saves t4 (a + b) for the backward besides its output */
     const char *run[] = { "run", seed, NULL };
     Result rr = run_args (run);

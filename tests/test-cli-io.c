@@ -295,8 +295,9 @@ test_input_cap (void)
   g_autofree char *fifo = g_build_filename (tmpdir, "fifo", NULL);
   g_autofree char *big = g_build_filename (tmpdir, "big.txt", NULL);
   GString *text = g_string_new (NULL);
-  static const char tail[] = ":1:1: input larger than 65536 bytes (64 KiB), the most castscope "
-                             "reads from one input; is this a trace file?\n";
+  static const char tail[] = ": input larger than 65536 bytes (64 KiB), the cap "
+                             "CASTSCOPE_MAX_INPUT_BYTES sets (unset it for the 1 GiB cap); is "
+                             "this a trace file?\n";
 
   while (text->len < 70000)
     g_string_append (text, "# a comment line, as traces begin\n");
