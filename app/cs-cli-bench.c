@@ -120,6 +120,7 @@ cs_cli_cmd_bench (int argc, char **argv)
         plabel = g_strdup_printf ("bench %u of %u: %s", run_no, n_runs, label);
         opts.progress = progress;
         opts.progress_label = plabel;
+        opts.command = "bench";
         cs_cli_progress_clear (progress);
         if (!json)
           printf ("==== %s ====\n", label);

@@ -364,11 +364,12 @@ test_msg_no_driver (void)
     }
   g_assert_cmpint (r.status, ==, 1);
   g_assert_null (strstr (r.err, "driver version is insufficient"));
-  g_assert_nonnull (strstr (r.err, "castscope-cli: --device cuda: no CUDA "));
+  /* the command first, as every other message of run */
+  g_assert_nonnull (strstr (r.err, "castscope-cli: run: --device cuda: no CUDA "));
   g_assert_nonnull (strstr (r.err, "(--device cpu runs the CPU reference executor instead)"));
   libcuda = g_module_open ("libcuda.so.1", G_MODULE_BIND_LAZY);
   if (CS_HAVE_CUDA && libcuda == NULL)
-    g_assert_cmpstr (r.err, ==, "castscope-cli: --device cuda: no CUDA device: no NVIDIA driver is "
+    g_assert_cmpstr (r.err, ==, "castscope-cli: run: --device cuda: no CUDA device: no NVIDIA driver is "
                      "installed on this machine (--device cpu runs the CPU reference executor "
                      "instead)\n");
   if (libcuda)
