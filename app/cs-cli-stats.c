@@ -217,6 +217,14 @@ cs_cli_cmd_stats (int argc, char **argv)
                                                                        "no pass ran)" : "");
   }
   print_trace_text ("forward", fw);
-  print_trace_text ("backward", bw);
+  if (bw == NULL && fw != NULL)
+    {
+      /* say why, as transform --trace backward does (and where run finds one) */
+      g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
+
+      printf ("backward: none: %s\n", why);
+    }
+  else
+    print_trace_text ("backward", bw);
   return CS_CLI_EXIT_OK;
 }

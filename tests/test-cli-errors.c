@@ -497,6 +497,19 @@ test_run_sibling_backward (void)
     result_clear (&r);
   }
   {
+    /* stats of the file alone has no backward, and says where it is */
+    const char *args[] = { "stats", fwd, NULL };
+    Result r = run_args (args);
+    g_autofree char *want = g_strdup_printf ("\nbackward: none: %s is already a final trace "
+                                             "(what Thunder runs), which castscope does not "
+                                             "differentiate again: its backward is a trace of "
+                                             "its own (%s)\n", fwd, bwd);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_str_has_suffix (r.out, want));
+    result_clear (&r);
+  }
+  {
     const char *args[] = { "run", fwd, "--forward-only", NULL };
     Result r = run_args (args);
 
