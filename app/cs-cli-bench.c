@@ -19,7 +19,8 @@
 int
 cs_cli_cmd_bench (int argc, char **argv)
 {
-  g_autoptr(GOptionContext) ctx = cs_cli_option_context_new ("[FILE...]", "run the GPU benchmark workloads");
+  g_autoptr(GOptionContext) ctx = cs_cli_option_context_new ("[FILE...]",
+                                                             "run the GPU benchmark workloads");
   g_auto(GStrv) files = NULL;
   g_auto(GStrv) policies = NULL;
   int iters = 20;

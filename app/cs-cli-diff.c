@@ -158,7 +158,8 @@ cs_cli_cmd_diff (int argc, char **argv)
     { NULL },
   };
 
-  ctx = cs_cli_option_context_new ("FILE --vs KEY=VALUE", "casts and regions that change between two cast policies");
+  ctx = cs_cli_option_context_new ("FILE --vs KEY=VALUE",
+                                   "casts and regions that change between two cast policies");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);

@@ -119,7 +119,8 @@ cs_cli_cmd_render (int argc, char **argv)
     { NULL },
   };
 
-  ctx = cs_cli_option_context_new ("FILE -o OUT", "draw a trace as a graph (dtype-coloured edges, fusion regions) to SVG, PNG, PDF or DOT");
+  ctx = cs_cli_option_context_new ("FILE -o OUT", "draw a trace as a graph (dtype-coloured edges, "
+                                   "fusion regions) to SVG, PNG, PDF or DOT");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);

@@ -846,8 +846,9 @@ cs_cli_cmd_run (int argc, char **argv)
         /* no limit helps: say what would */
         cs_cli_error ("run: %s: %s", error->message,
                       !cuda ? "run it on the GPU with --device cuda, or shrink the shapes"
-                      : cpu_exact && !ref_gpu ? "--check --reference gpu takes the f64 run from the GPU "
-                                    "instead of the CPU reference, or shrink the shapes"
+                      : cpu_exact && !ref_gpu
+                      ? "--check --reference gpu takes the f64 run from the GPU instead of the "
+                        "CPU reference, or shrink the shapes"
                       : "shrink the shapes");
         return CS_CLI_EXIT_INPUT;
       }

@@ -145,7 +145,8 @@ cs_cli_cmd_stats (int argc, char **argv)
     { NULL },
   };
 
-  ctx = cs_cli_option_context_new ("FILE", "casts, regions, matmuls, FLOPs, bytes and estimated time");
+  ctx = cs_cli_option_context_new ("FILE",
+                                   "casts, regions, matmuls, FLOPs, bytes and estimated time");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);

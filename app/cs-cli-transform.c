@@ -37,7 +37,8 @@ cs_cli_cmd_transform (int argc, char **argv)
     { NULL },
   };
 
-  ctx = cs_cli_option_context_new ("FILE", "run Thunder's passes under a cast policy and print traces");
+  ctx = cs_cli_option_context_new ("FILE",
+                                   "run Thunder's passes under a cast policy and print traces");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);

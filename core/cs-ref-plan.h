@@ -92,7 +92,8 @@ void        cs_ref_estimate_step       (const CsTrace  *forward,
  * Refuses a step over a limit, memory first, with a message naming the estimate and the
  * limit in human units (cs_format_size(), cs_format_flops()): "this step needs about 24.7 GiB
  * of host memory on the CPU reference (estimate), over the limit of 17.0 GiB" or "... about
- * 7.10 TFLOP on the CPU reference, over the limit of 200 GFLOP".  Callers append how to change the limit.
+ * 7.10 TFLOP on the CPU reference, over the limit of 200 GFLOP".  Callers append how to
+ * change the limit.
  * Returns: TRUE when the step is within both limits
  */
 gboolean    cs_ref_check_step          (const CsRefStepCost *cost,

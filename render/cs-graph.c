@@ -1270,7 +1270,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
 
           g_ptr_array_add (notes, g_strdup_printf (
             "%u of %u layers drawn collapsed (%s%s); %s.", n_layers_c, grouping->n_layers,
-            first->n_same == grouping->n_layers ? "all with the same structure as " : "the first is ",
+            first->n_same == grouping->n_layers ? "all with the same structure as "
+                                                : "the first is ",
             first->name, how));
         }
       if (n_chunks_c > 0)
