@@ -35,7 +35,14 @@ PACKAGES=(
 
 LOG_DIR=${CASTSCOPE_LOG_DIR:-$here/build-logs}
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Bold and red only when stderr is a terminal: a log file or a pipe gets plain text.
+if [ -t 2 ]; then
+  BOLD=$'\033[1m' RED=$'\033[1;31m' PLAIN=$'\033[0m'
+else
+  BOLD='' RED='' PLAIN=''
+fi
+
+log() { printf '%s==> %s%s\n' "$BOLD" "$*" "$PLAIN" >&2; }
 
 # quiet NAME HINT COMMAND...: runs COMMAND with its stdout and stderr in $LOG_DIR/NAME.log and
 # prints nothing when it succeeds.  When it fails, prints on stderr the command, the part of the
@@ -49,7 +56,7 @@ quiet() {
   "$@" >"$log" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then
     {
-      printf '\033[1;31m==> failed (exit %d): %s\033[0m\n' "$rc" "$*"
+      printf '%s==> failed (exit %d): %s%s\n' "$RED" "$rc" "$*" "$PLAIN"
       if grep -q '^FAILED: ' "$log"; then
         echo "---- the first failed build step (of $log) ----"
         sed -n '/^FAILED: /,$p' "$log" | head -n 40
@@ -58,7 +65,7 @@ quiet() {
         tail -n 40 "$log"
       fi
       echo "---- full output: $log"
-      printf '\033[1m==> %s\033[0m\n' "$hint"
+      printf '%s==> %s%s\n' "$BOLD" "$hint" "$PLAIN"
     } >&2
   fi
   return "$rc"
@@ -234,6 +241,24 @@ main_job() {
   ls -1 out/
 }
 
+usage() {
+  cat <<'EOF'
+usage: ./dev.sh [COMMAND]
+  run             (default) install what is missing, build, open data/seed_foo.txt in the app
+                  (with no display: render its traces, stats and diff to out/)
+  test            install, build, run every test: normal build, ASan+UBSan build, fuzz smoke run
+  deps            install the Debian packages castscope needs (apt-get, as root or with sudo)
+  build           install what is missing and build build/ (meson setup + ninja)
+  asan            build build-asan/ and run the tests under AddressSanitizer + UBSan
+  fuzz [SECONDS]  run each libFuzzer harness for SECONDS (default 600; clang build in build-fuzz/)
+  valgrind        run the tests under valgrind memcheck
+  gpu-bundle      build the CUDA executor and its tests and bundle them for a GPU machine
+  gpu-gui-bundle  bundle the GUI test with GTK's broadway backend for a GPU machine
+  help            print this
+Logs of the quiet steps: build-logs/STEP.log (CASTSCOPE_LOG_DIR).
+EOF
+}
+
 if [ "${CASTSCOPE_DEV_SOURCE_ONLY:-}" = 1 ]; then
   return 0
 fi
@@ -293,7 +318,10 @@ case "$cmd" in
     done
     cp "${bins[@]}" build-gpu/kernels/libcscuda.so .gpu/bin/
     ../shared/tools/gpu-bundle .gpu .gpu/bin/* ;;
+  -h|--help|help)
+    usage ;;
   *)
-    echo "usage: ./dev.sh [run|test|deps|build|asan|fuzz [SECONDS]|valgrind|gpu-bundle|gpu-gui-bundle]" >&2
+    echo "./dev.sh: unknown command '$cmd'" >&2
+    usage >&2
     exit 2 ;;
 esac

@@ -19,7 +19,8 @@
 int
 cs_cli_cmd_bench (int argc, char **argv)
 {
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - run the GPU benchmark workloads");
+  g_autoptr(GOptionContext) ctx = cs_cli_option_context_new ("[FILE...]",
+                                                             "run the GPU benchmark workloads");
   g_auto(GStrv) files = NULL;
   g_auto(GStrv) policies = NULL;
   int iters = 20;
@@ -36,13 +37,13 @@ cs_cli_cmd_bench (int argc, char **argv)
     { "check", 0, 0, G_OPTION_ARG_NONE, &check, "also compare with the CPU f64 reference", NULL },
     { "default-only", 0, 0, G_OPTION_ARG_NONE, &default_only, "skip the upcast-f32 policy run", NULL },
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies, "extra key=value for both runs", "KEY=VALUE" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE..." },
+    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, NULL },
     { NULL },
   };
 
   g_option_context_add_main_entries (ctx, entries, NULL);
-  g_option_context_set_description (ctx, "Without FILE, runs every *.txt in data/bench/.\n"
-                                         "Exit status: 0 ok, 1 no GPU or failed check, 2 usage.");
+  cs_cli_set_help (ctx, "Without FILE, runs every *.txt in data/bench/.  With no GPU it exits 1.\n",
+                   CS_CLI_HELP_FILES);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (iters < 1)
@@ -120,6 +121,7 @@ cs_cli_cmd_bench (int argc, char **argv)
         plabel = g_strdup_printf ("bench %u of %u: %s", run_no, n_runs, label);
         opts.progress = progress;
         opts.progress_label = plabel;
+        opts.command = "bench";
         cs_cli_progress_clear (progress);
         if (!json)
           printf ("==== %s ====\n", label);

@@ -1,6 +1,7 @@
 /* cs-cli-diff.c: `castscope-cli diff FILE --policy k=v ... --vs k=v ...`: casts added and
- * removed, regions split and merged between two cast policies, forward and backward
- * (core/cs-diff.h), and for a distributed trace the dtype and bytes of each collective. */
+ * removed, regions kept, new, removed, split and merged between two cast policies, forward
+ * and backward (core/cs-diff.h), and for a distributed trace the dtype and bytes of each
+ * collective. */
 #include "cs-config.h"
 
 #include <stdio.h>
@@ -71,11 +72,56 @@ print_comm_diff (const CsTrace *a, const CsTrace *b)
   return changed + (sa->comms->len != sb->comms->len);
 }
 
+/* "3 added (2 f32 -> bf16, 1 bf16 -> f32)": the casts of @arr (each entry one origin and one
+ * dtype pair, count casts) summed per dtype pair, in order of first appearance. */
+static char *
+cast_totals (const char *verb, GPtrArray *arr)
+{
+  GString *s = g_string_new (NULL);
+  typedef struct { CsDtype from, to; guint n; } Pair;
+  g_autoptr(GArray) pairs = g_array_new (FALSE, FALSE, sizeof (Pair));
+  guint total = 0;
+
+  for (guint i = 0; i < arr->len; i++)
+    {
+      const CsDiffCast *c = arr->pdata[i];
+      guint j;
+
+      total += c->count;
+      for (j = 0; j < pairs->len; j++)
+        {
+          Pair *p = &g_array_index (pairs, Pair, j);
+          if (p->from == c->from && p->to == c->to)
+            {
+              p->n += c->count;
+              break;
+            }
+        }
+      if (j == pairs->len)
+        {
+          Pair p = { c->from, c->to, c->count };
+          g_array_append_val (pairs, p);
+        }
+    }
+  g_string_append_printf (s, "%u %s", total, verb);
+  for (guint j = 0; j < pairs->len; j++)
+    {
+      const Pair *p = &g_array_index (pairs, Pair, j);
+      g_string_append_printf (s, "%s%u %s -> %s", j ? ", " : " (", p->n,
+                              cs_dtype_short_name (p->from), cs_dtype_short_name (p->to));
+    }
+  if (pairs->len)
+    g_string_append (s, ")");
+  return g_string_free (s, FALSE);
+}
+
 static guint
 print_diff (const char *label, const CsTrace *a, const CsTrace *b)
 {
   guint comm_changes;
   g_autoptr(CsTraceDiff) d = NULL;
+  g_autofree char *added = NULL, *removed = NULL;
+  g_autofree char *split = NULL, *merged = NULL, *regrouped = NULL;
 
   if (a == NULL || b == NULL)
     {
@@ -83,11 +129,33 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b)
       return a == b ? 0 : 1;
     }
   d = cs_trace_diff (a, b);
-  printf ("%s: %u -> %u regions, %u cast kinds added, %u removed, %u regions split, %u merged\n",
-          label, d->n_regions_a, d->n_regions_b, d->casts_added->len, d->casts_removed->len,
-          d->regions_split->len, d->regions_merged->len);
+  added = cast_totals ("added", d->casts_added);
+  removed = cast_totals ("removed", d->casts_removed);
+  /* "1 split into 2": the groups of regions that share origins (core/cs-diff.h), so that the
+   * counts add up to both sides' region numbers */
+  split = d->n_groups_split ? g_strdup_printf ("%u split into %u", d->n_groups_split,
+                                               d->n_split_into)
+                            : g_strdup ("0 split");
+  merged = d->n_groups_merged ? g_strdup_printf ("%u merged into %u", d->n_merged_from,
+                                                 d->n_groups_merged)
+                              : g_strdup ("0 merged");
+  regrouped = d->n_regrouped_a ? g_strdup_printf (", %u regrouped into %u", d->n_regrouped_a,
+                                                  d->n_regrouped_b)
+                               : g_strdup ("");
+  printf ("%s: %u -> %u regions (%u kept, %u new, %u removed, %s, %s%s); casts: %s, %s\n",
+          label, d->n_regions_a, d->n_regions_b, d->n_regions_kept, d->regions_new->len,
+          d->regions_removed->len, split, merged, regrouped, added, removed);
+  if (d->n_regions_unmatched)
+    printf ("  (%u regions hold no statement the passes made, so they are compared with "
+            "nothing and counted nowhere)\n", d->n_regions_unmatched);
   print_casts ("+", d->casts_added);
   print_casts ("-", d->casts_removed);
+  for (guint i = 0; i < d->regions_new->len; i++)
+    printf ("  new region %s (under A its statements ran outside every region)\n",
+            ((const CsDiffRegion *) d->regions_new->pdata[i])->region->callee);
+  for (guint i = 0; i < d->regions_removed->len; i++)
+    printf ("  region %s removed (under B its statements run outside every region)\n",
+            ((const CsDiffRegion *) d->regions_removed->pdata[i])->region->callee);
   /* split: a region of A spread over several regions of B; merged: the converse */
   print_regions ("split", d->regions_split);
   for (guint i = 0; i < d->regions_merged->len; i++)
@@ -126,10 +194,11 @@ cs_cli_cmd_diff (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - casts and regions that change between two cast policies");
+  ctx = cs_cli_option_context_new ("FILE --vs KEY=VALUE",
+                                   "casts and regions that change between two cast policies");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)
@@ -140,6 +209,12 @@ cs_cli_cmd_diff (int argc, char **argv)
   if (argc != 2)
     {
       cs_cli_error ("diff: expected one FILE (try --help)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (policy_b == NULL)
+    {
+      cs_cli_error ("diff: --vs KEY=VALUE is required: it sets policy B (--policy sets A; "
+                    "unset knobs are Thunder's defaults), e.g. --vs matmul=upcast-f32");
       return CS_CLI_EXIT_USAGE;
     }
   if (!cs_cli_policy_from_strv (policy_a, &a, &error)

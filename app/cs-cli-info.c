@@ -466,22 +466,21 @@ cs_cli_cmd_info (int argc, char **argv)
   gboolean json = FALSE, list_casts = FALSE;
   g_auto(GStrv) files = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("FILE|- - summarise a trace file");
+  g_autoptr(GOptionContext) ctx = cs_cli_option_context_new ("FILE", "summarise a trace file");
   g_autoptr(CsTraceList) list = NULL;
   const GOptionEntry entries[] = {
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Write the summary as JSON (cast sites included)", NULL },
     { "casts", 'c', 0, G_OPTION_ARG_NONE, &list_casts,
       "List every cast that runs: line, source -> target dtype, output, fusion region", NULL },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE|-" },
+    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, NULL },
     { NULL }
   };
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_summary (ctx,
     "Summarises every trace of a file: statements, ops by name, tensor dtypes, fusion\n"
-    "regions and casts.  '-' reads standard input.\n"
-    "Exit status: 0 ok, 1 the input is not a valid trace (file:line:col: reason on stderr),\n"
-    "2 usage error.");
+    "regions and casts.");
+  cs_cli_set_help (ctx, NULL, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (files == NULL || files[0] == NULL || files[1] != NULL)

@@ -78,6 +78,7 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
 }
 
 #include "cs-aten.h"
+#include "cs-grad.h"
 #include "cs-parse.h"
 
 CsPipeline *
@@ -140,5 +141,12 @@ cs_cli_no_backward_reason (CsPipeline *pl, const char *path)
 int
 cs_cli_exit_for_error (const GError *error)
 {
-  return error != NULL && error->domain == G_OPTION_ERROR ? CS_CLI_EXIT_USAGE : CS_CLI_EXIT_INPUT;
+  if (error == NULL)
+    return CS_CLI_EXIT_INPUT;
+  /* an option value that does not fit the input: --index past the traces, --grad naming an
+   * input the trace lacks or one that cannot require grad */
+  if (error->domain == G_OPTION_ERROR
+      || g_error_matches (error, CS_GRAD_ERROR, CS_GRAD_ERROR_SPEC))
+    return CS_CLI_EXIT_USAGE;
+  return CS_CLI_EXIT_INPUT;
 }

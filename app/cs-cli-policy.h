@@ -92,8 +92,9 @@ char       *cs_cli_no_backward_reason (CsPipeline *pl, const char *path);
  * @error: a failure of cs_cli_run_pipeline() or cs_cli_run_pipeline_on_list()
  *
  * The exit status for it under the one rule of the CLI: CS_CLI_EXIT_USAGE (2) for an option
- * value that does not fit the input (a G_OPTION_ERROR, e.g. --index past the file's traces),
- * CS_CLI_EXIT_INPUT (1) for bad input (parse and pass errors).
+ * value that does not fit the input (a G_OPTION_ERROR, e.g. --index past the file's traces,
+ * or CS_GRAD_ERROR_SPEC: --grad naming an input the trace lacks), CS_CLI_EXIT_INPUT (1) for
+ * bad input (parse and pass errors).
  */
 int         cs_cli_exit_for_error     (const GError *error);
 

@@ -24,7 +24,7 @@ cs_cli_cmd_print (int argc, char **argv)
   gint trace_index = -1;
   g_auto(GStrv) files = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("FILE|- - print Thunder traces back");
+  g_autoptr(GOptionContext) ctx = cs_cli_option_context_new ("FILE", "print Thunder traces back");
   g_autoptr(CsTraceList) list = NULL;
   g_autofree char *text = NULL;
   CsPrintFlags flags = CS_PRINT_DEFAULT;
@@ -35,7 +35,7 @@ cs_cli_cmd_print (int argc, char **argv)
       "Drop comment lines before a trace that Thunder did not print (e.g. '# source: ...')", NULL },
     { "trace", 't', 0, G_OPTION_ARG_INT, &trace_index,
       "Print only trace N of the file (0-based; -1 = the last)", "N" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE|-" },
+    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, NULL },
     { NULL }
   };
   gboolean trace_given;
@@ -43,9 +43,8 @@ cs_cli_cmd_print (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_summary (ctx,
     "Reads one file of Thunder trace text (one trace, several concatenated, or a printed\n"
-    "Python list of traces) and prints it in Thunder's format.  '-' reads standard input.\n"
-    "Exit status: 0 ok, 1 the input is not a valid trace (file:line:col: reason on stderr),\n"
-    "2 usage error.");
+    "Python list of traces) and prints it in Thunder's format.");
+  cs_cli_set_help (ctx, NULL, CS_CLI_HELP_TRACE);
   trace_index = G_MININT;
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;

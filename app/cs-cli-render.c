@@ -34,6 +34,45 @@ parse_detail (const char *text, CsRenderDetail *out)
   return FALSE;
 }
 
+/* Why an --expand-group name is not found: the groups the trace has, the first few of the top
+ * level then "...", and how their modules are named. */
+static char *
+group_names (const CsGrouping *grouping)
+{
+  GString *s = g_string_new (NULL);
+  const CsGroup *child = NULL;
+  guint n_top = 0, n_listed = 0;
+
+  if (grouping->n_groups == 0)
+    {
+      g_string_append_printf (s, "this trace has no groups (no layer parameters such as "
+                              "t_layers_0_..., and %u calls or fewer, so no chunks)",
+                              (guint) CS_GROUP_CHUNK_MIN);
+      return g_string_free (s, FALSE);
+    }
+  g_string_append (s, "no such group in this trace; it has ");
+  for (guint g = 0; g < grouping->n_groups; g++)
+    {
+      if (grouping->groups[g].parent >= 0)
+        {
+          if (child == NULL)
+            child = &grouping->groups[g];
+          continue;
+        }
+      if (n_listed < 5)
+        {
+          g_string_append_printf (s, "%s%s", n_listed ? ", " : "", grouping->groups[g].name);
+          n_listed++;
+        }
+      n_top++;
+    }
+  if (n_top > n_listed)
+    g_string_append_printf (s, ", ... (%u in all)", n_top);
+  if (child)
+    g_string_append_printf (s, ", and groups inside them such as %s", child->name);
+  return g_string_free (s, FALSE);
+}
+
 int
 cs_cli_cmd_render (int argc, char **argv)
 {
@@ -80,10 +119,11 @@ cs_cli_cmd_render (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - draw a trace as a graph (dtype-coloured edges, fusion regions) to SVG, PNG, PDF or DOT");
+  ctx = cs_cli_option_context_new ("FILE -o OUT", "draw a trace as a graph (dtype-coloured edges, "
+                                   "fusion regions) to SVG, PNG, PDF or DOT");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (argc != 2)
@@ -106,12 +146,24 @@ cs_cli_cmd_render (int argc, char **argv)
       cs_cli_error ("render: --trace must be 'forward' or 'backward', not '%s'", which);
       return CS_CLI_EXIT_USAGE;
     }
-  if (index < 0 || max_nodes < 0 || !(scale > 0 && scale <= 16))
+  if (index < 0)
     {
-      cs_cli_error ("render: --index and --max-nodes must be >= 0, --scale in (0, 16]");
+      cs_cli_error ("render: --index must be >= 0, not %d", index);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (max_nodes < 0)
+    {
+      cs_cli_error ("render: --max-nodes must be >= 0, not %d", max_nodes);
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (!(scale > 0 && scale <= 16))
+    {
+      cs_cli_error ("render: --scale must be above 0 and at most 16 (pixels per point), not %g",
+                    scale);
       return CS_CLI_EXIT_USAGE;
     }
   cs_render_options_init (&opts);
+  opts.hints = CS_RENDER_HINTS_CLI;   /* the notes name render's options, not the app's gestures */
   if (detail_text && !parse_detail (detail_text, &opts.detail))
     {
       cs_cli_error ("render: --detail must be auto, statements, prims or regions, not '%s'", detail_text);
@@ -174,7 +226,7 @@ cs_cli_cmd_render (int argc, char **argv)
           g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
           cs_cli_error ("render: there is no backward trace: %s", why);
           cs_render_options_clear (&opts);
-          return CS_CLI_EXIT_INPUT;
+          return CS_CLI_EXIT_USAGE;   /* --trace backward names what the input lacks */
         }
     }
   else
@@ -196,6 +248,19 @@ cs_cli_cmd_render (int argc, char **argv)
       trace = g_ptr_array_index (list->traces, index);
     }
 
+  for (guint i = 0; expand_groups && expand_groups[i]; i++)
+    {
+      g_autoptr(CsGrouping) grouping = cs_grouping_new (trace);
+
+      if (cs_grouping_find (grouping, expand_groups[i]) < 0)
+        {
+          g_autofree char *names = group_names (grouping);
+
+          cs_cli_error ("render: --expand-group %s: %s", expand_groups[i], names);
+          cs_render_options_clear (&opts);
+          return CS_CLI_EXIT_USAGE;
+        }
+    }
   if (expand || opts.detail == CS_RENDER_DETAIL_PRIMS)
     {
       gboolean any_subs = FALSE;

@@ -352,11 +352,12 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
   CsCudaTimes times;
   gboolean cpu_exact = FALSE, cpu_f64 = FALSE;
   double check_ms = 0;
+  const char *cmd = opts->command ? opts->command : "run";   /* names the command in errors */
 
   if (be == NULL || !be->device_info (&dev, &error))
     {
-      cs_cli_error ("--device cuda: %s (--device cpu runs the CPU reference executor instead)",
-                    error->message);
+      cs_cli_error ("%s: --device cuda: %s (--device cpu runs the CPU reference executor "
+                    "instead)", cmd, error->message);
       return CS_CLI_EXIT_INPUT;
     }
   if (opts->check)
@@ -371,7 +372,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
   prog = be->program_new (fwd, bwd, policy, &error);
   if (prog == NULL)
     {
-      cs_cli_error ("--device cuda: %s", error->message);
+      cs_cli_error ("%s: --device cuda: %s", cmd, error->message);
       return CS_CLI_EXIT_INPUT;
     }
   if (opts->dump_source)
@@ -379,7 +380,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       g_autoptr(GError) e2 = NULL;
 
       if (!g_file_set_contents (opts->dump_source, be->program_source (prog), -1, &e2))
-        cs_cli_error ("--dump-source: %s", e2->message);
+        cs_cli_error ("%s: --dump-source: %s", cmd, e2->message);
     }
 
   /* Inputs: the reference's random inputs (same seed, same values on every machine) when the
@@ -396,8 +397,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
       if (px == NULL)
         {
-          cs_cli_error ("--device cuda: input %s is not a leaf input of the %s trace", in->name,
-                        in->backward ? "backward" : "forward");
+          cs_cli_error ("%s: --device cuda: input %s is not a leaf input of the %s trace", cmd,
+                        in->name, in->backward ? "backward" : "forward");
           goto out;
         }
       if (cpu_exact)
@@ -406,7 +407,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
         fast_fill (x, opts->seed + i);
       if (x == NULL || !be->program_set_input (prog, i, x->data, cs_tensor_nbytes (x), &error))
         {
-          cs_cli_error ("--device cuda: input %s: %s", in->name, error->message);
+          cs_cli_error ("%s: --device cuda: input %s: %s", cmd, in->name, error->message);
           goto out;
         }
       cs_ref_env_insert (env, in->name, x);
@@ -415,7 +416,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
   cs_cli_progress_set_now (opts->progress, "%s: running the step on the GPU", progress_label (opts));
   if (!be->program_run (prog, !opts->no_graph, &error))
     {
-      cs_cli_error ("--device cuda: %s", error->message);
+      cs_cli_error ("%s: --device cuda: %s", cmd, error->message);
       goto out;
     }
 
@@ -427,14 +428,14 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
           && !cpu_reference (opts, fwd, bwd, env, CS_REF_EXACT, &fwd_ex, &fwd_ex_names,
                              &bwd_ex, &bwd_ex_names, &error))
         {
-          cs_cli_error ("--check: %s", error->message);
+          cs_cli_error ("%s: --check: %s", cmd, error->message);
           goto out;
         }
       if (cpu_f64
           && !cpu_reference (opts, fwd, bwd, env, CS_REF_F64, &fwd_out, &fwd_names,
                              &bwd_out, &bwd_names, &error))
         {
-          cs_cli_error ("--check: %s", error->message);
+          cs_cli_error ("%s: --check: %s", cmd, error->message);
           goto out;
         }
       if (!cpu_f64)
@@ -442,7 +443,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                                  progress_label (opts));
       if (!cpu_f64 && (gpu_f64 = gpu_f64_reference (be, fwd, bwd, policy, env, &error)) == NULL)
         {
-          cs_cli_error ("--check: %s", error->message);
+          cs_cli_error ("%s: --check: %s", cmd, error->message);
           goto out;
         }
       check_ms = (g_get_monotonic_time () - t0) / 1000.0;
@@ -491,7 +492,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
 
       if (got == NULL || !be->program_get_output (prog, i, got->data, cs_tensor_nbytes (got), &error))
         {
-          cs_cli_error ("--device cuda: output %s: %s", o->name, error->message);
+          cs_cli_error ("%s: --device cuda: output %s: %s", cmd, o->name, error->message);
           goto out;
         }
       ts = cs_tensor_type_string (got);
@@ -596,7 +597,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                                progress_label (opts), opts->iters);
       if (!be->program_time (prog, opts->iters, &times, &error))
         {
-          cs_cli_error ("--device cuda: timing: %s", error->message);
+          cs_cli_error ("%s: --device cuda: timing: %s", cmd, error->message);
           goto out;
         }
       g_string_append_printf (report, "\n%-4s %-62s %10s %10s %9s %7s\n", "", "step", "ms", "floor ms",
@@ -645,7 +646,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
     }
   fflush (stdout);
   if (n_fail)
-    cs_cli_error ("--check failed: %u output(s) outside PyTorch's accuracy bound (k * ref_err + atol)", n_fail);
+    cs_cli_error ("%s: --check failed: %u output(s) outside PyTorch's accuracy bound "
+                  "(k * ref_err + atol)", cmd, n_fail);
   rc = n_fail ? CS_CLI_EXIT_INPUT : CS_CLI_EXIT_OK;
 
 out:

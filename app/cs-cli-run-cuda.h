@@ -41,6 +41,8 @@ typedef struct
                                reference statement by statement, timing) */
   const char *progress_label; /* (nullable): what each progress line starts with ("bench 3 of
                                  14: FILE [default]"); NULL: @name, or "run" */
+  const char *command;       /* (nullable): the command its error messages start with
+                               ("bench"); NULL: "run" */
 } CsCliCudaOptions;
 
 /**

@@ -4,7 +4,8 @@
  *
  * The file goes through the pipeline under --policy (cs_cli_run_pipeline); a trace that is
  * already final runs as it is, with its backward taken from the same file (a `backward_fn`
- * trace) or from a sibling `*_bwd.txt` beside a `*_fwd.txt`.
+ * trace) or from a sibling `*_bwd.txt` beside a `*_fwd.txt` (said on stderr, since stats and
+ * transform of the file alone report no backward).
  */
 #include "cs-config.h"
 
@@ -418,9 +419,9 @@ print_report (const RunReport *rep, gboolean all)
     {
       g_autofree char *e = fmt_err (&worst->acc, worst->acc.err);
 
-      printf ("  saved for backward: %u more outputs, worst %s (err %s, ratio %.3g, %s); "
-              "--all-outputs lists them\n", n_saved, worst->name, e, worst->acc.ratio,
-              lens_verdict (&worst->acc));
+      printf ("  saved for backward: %u more output%s, worst %s (err %s, ratio %.3g, %s); "
+              "--all-outputs lists %s\n", n_saved, n_saved == 1 ? "" : "s", worst->name, e,
+              worst->acc.ratio, lens_verdict (&worst->acc), n_saved == 1 ? "it" : "them");
     }
 }
 
@@ -543,9 +544,9 @@ save_outputs (const char *dir, const RunReport *rep, GError **error)
 }
 
 /* The backward for a final forward trace: a `backward_fn` later in the same file, or the
- * first trace of a sibling *_bwd.txt beside a *_fwd.txt. */
+ * first trace of a sibling *_bwd.txt beside a *_fwd.txt (then *@sibling is its path). */
 static CsTrace *
-find_backward (const char *path, guint index, GError **error)
+find_backward (const char *path, guint index, char **sibling, GError **error)
 {
   g_autoptr (CsTraceList) list = NULL;
 
@@ -570,7 +571,10 @@ find_backward (const char *path, guint index, GError **error)
       if (bl == NULL)
         return NULL;
       if (bl->traces->len > 0)
-        return cs_trace_ref (g_ptr_array_index (bl->traces, 0));
+        {
+          *sibling = g_steal_pointer (&bpath);
+          return cs_trace_ref (g_ptr_array_index (bl->traces, 0));
+        }
     }
   return NULL;
 }
@@ -591,6 +595,27 @@ max_memory_cb (const char *name, const char *value, gpointer data, GError **erro
   return TRUE;
 }
 
+/* --max-gflop N: a number (digits, a fraction, an exponent), said as --max-memory says a bad
+ * size, not as GLib's "Cannot parse double value" */
+static double max_gflop;
+
+static gboolean
+max_gflop_cb (const char *name, const char *value, gpointer data, GError **error)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod (value, &end);
+
+  if (value[0] == '\0' || end == NULL || *end != '\0' || !isfinite (v) || v < 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "%s: cannot read '%s' as a number of GFLOP (a finite number >= 0: 200, 0.5, "
+                   "1e3)", name, value);
+      return FALSE;
+    }
+  max_gflop = v;
+  return TRUE;
+}
+
 int
 cs_cli_cmd_run (int argc, char **argv)
 {
@@ -605,7 +630,6 @@ cs_cli_cmd_run (int argc, char **argv)
   gboolean check = FALSE;   /* --device cuda */
   gint iters = 0;           /* --device cuda */
   gint64 seed = 0;
-  double max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   double est_f1 = 0, est_f2 = 0, est_m1 = 0, est_m2 = 0;   /* cs_ref_estimate of fw, bw */
   g_autofree char *reference = NULL;   /* --device cuda --check */
   gint index = 0;
@@ -614,6 +638,8 @@ cs_cli_cmd_run (int argc, char **argv)
   g_autoptr (CsCliProgress) progress = NULL;   /* before pl: freed after it */
   g_autoptr (CsPipeline) pl = NULL;
   g_autoptr (CsTrace) own_bwd = NULL;
+  g_autofree char *sibling = NULL;    /* the *_bwd.txt own_bwd comes from, or NULL */
+  const char *no_bwd_why = NULL;      /* why no backward runs (forward only), or NULL */
   g_autoptr (GPtrArray) flat_args = NULL;
   g_autoptr (GHashTable) env_e = cs_ref_env_new ();
   g_autoptr (GHashTable) env_f = cs_ref_env_new ();
@@ -635,7 +661,7 @@ cs_cli_cmd_run (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
-    { "max-gflop", 0, 0, G_OPTION_ARG_DOUBLE, &max_gflop, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
+    { "max-gflop", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) max_gflop_cb, "Refuse steps estimated above this many GFLOP (default 200, about a minute on one core)", "N" },
     { "max-memory", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) max_memory_cb, "Refuse steps estimated to need more host memory than SIZE (512M, 8G, 1.5GiB or bytes; default 75% of the available memory, see below)", "SIZE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check, "With --device cuda: judge every output and gradient against an f64 run as PyTorch's accuracy check does (exit 1 on a failure)", NULL },
     { "reference", 0, 0, G_OPTION_ARG_STRING, &reference, "With --check: where the f64 run comes from: auto (default: the CPU reference when it takes seconds, else the GPU in f64), cpu or gpu", "auto|cpu|gpu" },
@@ -643,8 +669,9 @@ cs_cli_cmd_run (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - run one step on the CPU reference (exact dtypes and f64) "
-                              "and report each output's error");
+  ctx = cs_cli_option_context_new ("FILE", "run one training step on the CPU reference (exact "
+                                   "dtypes and f64) or the GPU (--device cuda) and report each "
+                                   "output's error");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = g_strconcat ("Random inputs: floats normal(0, 1) scaled by 1/sqrt(last extent) for rank >= 2,\n"
                       "integers in [0, bound) where bound is the extent they index (else 16),\n"
@@ -659,7 +686,11 @@ cs_cli_cmd_run (int argc, char **argv)
                       "With --device cuda --check the GPU's err is judged against the exact run's\n"
                       "(ref exact) where the CPU reference is affordable, else against the floor.\n\n"
 
-                       "Limits: before anything is allocated, the step's peak host memory is\n"
+                      "Backward: the pipeline's, or for a final forward trace (what Thunder runs)\n"
+                      "a backward_fn later in the same file, else the *_bwd.txt beside a\n"
+                      "*_fwd.txt (stderr then says \"backward: taken from X_bwd.txt beside it\").\n"
+                      "Without one the report says \"forward only: no backward trace\" and why.\n\n"
+                      "Limits: before anything is allocated, the step's peak host memory is\n"
                       "estimated from the traces' liveness (8 bytes an element per live value on\n"
                       "the CPU reference, kernel scratch, the returned tensors; with --device\n"
                       "cuda the inputs and one output) and its work in FLOP.  A step over\n"
@@ -667,12 +698,15 @@ cs_cli_cmd_run (int argc, char **argv)
                       "or a number with K, M, G or T (KiB, MB...: all powers of 1024).  The\n"
                       "default memory limit is 75% of the memory available when the run starts:\n"
                       "MemAvailable of /proc/meminfo, or the cgroup's limit minus its usage when\n"
-                      "that is smaller.\n"
+                      "that is smaller.  No limit goes past the machine's memory (MemTotal, or the\n"
+                      "cgroup's limit when smaller): a step estimated over it is refused whatever\n"
+                      "--max-memory says.\n"
                       "Progress: when stderr is a terminal, one line there names the statement\n"
                       "running; nothing is written when it is not a terminal.\n\n",
                       (pdesc = cs_cli_policy_describe ()), NULL);
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   max_memory_given = FALSE;
+  max_gflop = CS_REF_DEFAULT_MAX_FLOPS / 1e9;
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)
@@ -683,11 +717,6 @@ cs_cli_cmd_run (int argc, char **argv)
   if (seed < 0)
     {
       cs_cli_error ("run: --seed must be >= 0");
-      return CS_CLI_EXIT_USAGE;
-    }
-  if (!isfinite (max_gflop) || max_gflop < 0)
-    {
-      cs_cli_error ("run: --max-gflop must be a finite number >= 0");
       return CS_CLI_EXIT_USAGE;
     }
   if (argc != 2)
@@ -710,6 +739,12 @@ cs_cli_cmd_run (int argc, char **argv)
     {
       cs_cli_error ("run: --check and --iters need --device cuda (on the CPU every output is "
                     "compared with the f64 reference anyway, and nothing is timed)");
+      return CS_CLI_EXIT_USAGE;
+    }
+  if (reference && !check)
+    {
+      cs_cli_error ("run: --reference needs --device cuda --check (it picks where the check's "
+                    "f64 run comes from; on the CPU the f64 run is always the CPU reference)");
       return CS_CLI_EXIT_USAGE;
     }
   if (iters < 0)
@@ -751,16 +786,33 @@ cs_cli_cmd_run (int argc, char **argv)
     fw = NULL;   /* the file's own backward_fn: run it alone */
   if (fw && bw == NULL && cs_pipeline_input_was_final (pl) && !no_backward)
     {
-      own_bwd = find_backward (argv[1], (guint) index, &error);
+      own_bwd = find_backward (argv[1], (guint) index, &sibling, &error);
       if (own_bwd == NULL && error)
         {
           cs_cli_error ("%s", error->message);
           return CS_CLI_EXIT_INPUT;
         }
       bw = own_bwd;
+      if (bw == NULL)
+        no_bwd_why = "the file is a final forward trace, with no backward_fn after it and no "
+                     "*_bwd.txt beside it";
     }
+  else if (fw && bw == NULL)
+    no_bwd_why = "nothing requires grad: no floating-point input, or --grad none";
   if (no_backward)
-    bw = NULL;
+    {
+      bw = NULL;
+      no_bwd_why = "--forward-only";
+    }
+  if (bw && sibling)
+    {
+      /* the backward comes from another file: say which (stats and transform describe the
+       * named file alone, whose backward is none) */
+      g_autofree char *base = g_path_get_basename (sibling);
+
+      cs_cli_progress_clear (progress);
+      fprintf (stderr, "castscope-cli run: backward: taken from %s beside it\n", base);
+    }
 
   /* Cost check before anything is allocated: a trace sized for a GPU would run for hours or
    * exhaust the machine's memory on the CPU reference (run on cpu, or cuda --check where it
@@ -778,17 +830,35 @@ cs_cli_cmd_run (int argc, char **argv)
     gboolean cpu_exact = cuda && check
                          && (ref_cpu || cs_cli_cpu_affordable (est_f1 + est_f2, MAX (est_m1, est_m2)));
     CsRefStepFlags flags = !cuda ? CS_REF_STEP_EXACT | CS_REF_STEP_F64 : CS_REF_STEP_READBACK;
-    guint64 limit = max_memory_given ? max_memory : cs_ref_default_memory_limit ();
+    CsRefMachineMemory machine;
+    CsRefMemoryVerdict verdict;
     CsRefStepCost cost;
 
     if (cpu_exact)
       flags |= CS_REF_STEP_EXACT | (ref_gpu ? 0 : CS_REF_STEP_F64);
     cs_ref_estimate_step (fw, bw, flags, &cost);
-    if (!cs_ref_check_step (&cost, limit, -1, &error))
+    cs_ref_machine_memory (&machine);
+    verdict = cs_ref_check_step_memory (&cost, &machine,
+                                        max_memory_given ? max_memory : CS_REF_MEMORY_DEFAULT,
+                                        &error);
+    if (verdict == CS_REF_MEMORY_OVER_MACHINE)
       {
-        cs_cli_error ("run: %s (%s)", error->message,
-                      max_memory_given ? "raise it with --max-memory"
-                      : "75% of the memory available now; raise it with --max-memory");
+        /* no limit helps: say what would */
+        cs_cli_error ("run: %s: %s", error->message,
+                      !cuda ? "run it on the GPU with --device cuda, or shrink the shapes"
+                      : cpu_exact && !ref_gpu
+                      ? "--check --reference gpu takes the f64 run from the GPU instead of the "
+                        "CPU reference, or shrink the shapes"
+                      : "shrink the shapes");
+        return CS_CLI_EXIT_INPUT;
+      }
+    if (verdict == CS_REF_MEMORY_OVER_LIMIT)
+      {
+        g_autofree char *total = cs_format_size ((double) machine.total_bytes);
+
+        cs_cli_error ("run: %s (%sraise it with --max-memory, up to this machine's %s)",
+                      error->message,
+                      max_memory_given ? "" : "75% of the memory available now; ", total);
         return CS_CLI_EXIT_INPUT;
       }
     if ((!cuda || ref_cpu) && !cs_ref_check_step (&cost, G_MAXUINT64, max_gflop * 1e9, &error))
@@ -884,6 +954,8 @@ cs_cli_cmd_run (int argc, char **argv)
     print_report (&fwd_rep, all_outputs);
   if (bwd_rep.outputs)
     print_report (&bwd_rep, all_outputs);
+  else if (fwd_rep.outputs && no_bwd_why)
+    printf ("forward only: no backward trace (%s)\n", no_bwd_why);
 
 out:
   g_clear_pointer (&fwd_rep.outputs, g_ptr_array_unref);

@@ -13,6 +13,7 @@
 #endif
 
 #include "cs-cli.h"
+#include "cs-ref-plan.h"
 #include "cs-cli-policy.h"
 #include "cs-dist.h"
 #include "cs-stats.h"
@@ -140,6 +141,9 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStats
 }
 #endif
 
+/* "s" unless @n is 1 */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
 static void
 print_comm_text (const CsTraceStats *st)
 {
@@ -172,19 +176,25 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
   e = &st->total;
   {
     g_autofree char *est = cs_cli_format_ms (e->est_ms);
-    printf ("%s (%s): %u statements, %u regions, %u casts (%u up, %u down), %u matmuls "
-            "(%u tensor-core), %.4g FLOP, %.4g bytes, est %s on H200\n",
-            label, t->name ? t->name : "?", e->n_statements, e->n_regions, e->n_casts,
-            e->n_upcasts, e->n_downcasts, e->n_matmuls, e->n_tensor_core_matmuls, e->flops,
-            e->bytes_read + e->bytes_written, est);
+    g_autofree char *flops = cs_format_flops (e->flops);
+    g_autofree char *bytes = cs_format_size (e->bytes_read + e->bytes_written);
+
+    printf ("%s (%s): %u statement%s, %u region%s, %u cast%s (%u up, %u down), %u matmul%s "
+            "(%u tensor-core), %s, %s, est %s on H200\n",
+            label, t->name ? t->name : "?", e->n_statements, PLURAL (e->n_statements),
+            e->n_regions, PLURAL (e->n_regions), e->n_casts, PLURAL (e->n_casts), e->n_upcasts,
+            e->n_downcasts, e->n_matmuls, PLURAL (e->n_matmuls), e->n_tensor_core_matmuls,
+            flops, bytes, est);
   }
   for (guint i = 0; i < st->regions->len; i++)
     {
       const CsStatsEntry *r = &g_array_index (st->regions, CsStatsEntry, i);
       g_autofree char *est = cs_cli_format_ms (r->est_ms);
-      printf ("  %-12s %4u prims %3u casts %2u matmuls %10.4g bytes %9s  ended: %s\n",
-              r->name, r->n_statements, r->n_casts, r->n_matmuls,
-              r->bytes_read + r->bytes_written, est, r->why ? r->why : "-");
+      g_autofree char *bytes = cs_format_size (r->bytes_read + r->bytes_written);
+
+      printf ("  %-12s %4u prims %3u casts %2u matmuls %10s %9s  ended: %s\n",
+              r->name, r->n_statements, r->n_casts, r->n_matmuls, bytes, est,
+              r->why ? r->why : "-");
     }
   if (st->comms->len > 0)
     print_comm_text (st);
@@ -215,10 +225,11 @@ cs_cli_cmd_stats (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - casts, regions, matmuls, FLOPs, bytes and estimated time");
+  ctx = cs_cli_option_context_new ("FILE",
+                                   "casts, regions, matmuls, FLOPs, bytes and estimated time");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (index < 0)
@@ -294,6 +305,14 @@ cs_cli_cmd_stats (int argc, char **argv)
                                                                        "no pass ran)" : "");
   }
   print_trace_text ("forward", fw, &sopts);
-  print_trace_text ("backward", bw, &sopts);
+  if (bw == NULL && fw != NULL)
+    {
+      /* say why, as transform --trace backward does (and where run finds one) */
+      g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
+
+      printf ("backward: none: %s\n", why);
+    }
+  else
+    print_trace_text ("backward", bw, &sopts);
   return CS_CLI_EXIT_OK;
 }

@@ -37,10 +37,11 @@ cs_cli_cmd_transform (int argc, char **argv)
     { NULL },
   };
 
-  ctx = g_option_context_new ("FILE - run Thunder's passes under a cast policy and print traces");
+  ctx = cs_cli_option_context_new ("FILE",
+                                   "run Thunder's passes under a cast policy and print traces");
   g_option_context_add_main_entries (ctx, entries, NULL);
   desc = cs_cli_policy_describe ();
-  g_option_context_set_description (ctx, desc);
+  cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
   if (argc != 2)
@@ -117,7 +118,7 @@ cs_cli_cmd_transform (int argc, char **argv)
       {
         g_autofree char *why = cs_cli_no_backward_reason (pl, argv[1]);
         cs_cli_error ("transform: there is no backward trace: %s", why);
-        return CS_CLI_EXIT_INPUT;
+        return CS_CLI_EXIT_USAGE;   /* --trace backward names what the input lacks */
       }
     text = cs_print_trace (t, flags);
     fputs (text, stdout);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <locale.h>
+#include <unistd.h>
 
 #include "cs-cli.h"
 #include "cs-cli-progress.h"
@@ -40,7 +41,27 @@ print_usage (FILE *out)
                 "(default auto: torch.compile's printed graphs are told from Thunder's traces\n"
                 "by their content).\n"
                 "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
-                "Exit status: 0 ok, 1 bad input or failed check, 2 usage error.\n");
+                CS_CLI_HELP_STDIN "\n" CS_CLI_HELP_EXIT "\n");
+}
+
+GOptionContext *
+cs_cli_option_context_new (const char *params, const char *summary)
+{
+  g_autofree char *text = g_strdup_printf ("%s - %s", params, summary);
+
+  return g_option_context_new (text);
+}
+
+void
+cs_cli_set_help (GOptionContext *ctx, const char *description, CsCliHelpInput input)
+{
+  g_autofree char *text = NULL;
+
+  text = g_strconcat (description ? description : "",
+                      description && description[0] ? "\n" : "",
+                      input == CS_CLI_HELP_TRACE ? CS_CLI_HELP_STDIN "\n" : "",
+                      CS_CLI_HELP_EXIT, NULL);
+  g_option_context_set_description (ctx, text);
 }
 
 gboolean
@@ -94,7 +115,8 @@ cs_cli_error (const char *fmt, ...)
 /* Flushes and closes standard output once the command is done.  Every printf of a command
  * goes through stdio's buffer, whose error flag stays set after a failed write: a full disk,
  * /dev/full or a closed descriptor turns the exit status @rc into CS_CLI_EXIT_INPUT (unless
- * it already is a failure) with "cannot write standard output: <reason>" on stderr. */
+ * it already is a failure) with "cannot write standard output: <reason>" on stderr; the
+ * reason of a write that failed before the last one comes from one more write. */
 static int
 finish_stdout (int rc)
 {
@@ -106,6 +128,15 @@ finish_stdout (int rc)
     {
       failed = TRUE;
       err = errno;
+    }
+  if (failed && err == 0)
+    {
+      /* the write that failed was an earlier one, its errno long gone: ask the descriptor
+       * again (one byte, on output that is incomplete anyway), so that a full disk reads
+       * "No space left on device" whichever command wrote how much */
+      errno = 0;
+      if (write (STDOUT_FILENO, "\n", 1) < 0)
+        err = errno;
     }
   errno = 0;
   if (fclose (stdout) != 0 && !failed)
@@ -184,7 +215,10 @@ main (int argc, char **argv)
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
-        g_set_prgname (commands[i].name);
+        g_autofree char *prgname = g_strdup_printf ("castscope-cli %s", commands[i].name);
+
+        /* GOption's usage line: "castscope-cli print [OPTION…] FILE - ..." */
+        g_set_prgname (prgname);
         return finish_stdout (commands[i].func (argc - 1, argv + 1));
       }
   fprintf (stderr, "castscope-cli: unknown command '%s'\n\n", argv[1]);

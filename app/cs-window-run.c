@@ -819,6 +819,8 @@ _cs_window_run (CsWindow *self)
   g_autoptr(GError) error = NULL;
   RunJob *job;
   CsRefStepCost cost;
+  CsRefMachineMemory machine;
+  CsRefMemoryVerdict verdict;
   const char *hint = NULL;
 
   if (self->analysis == NULL)
@@ -830,7 +832,11 @@ _cs_window_run (CsWindow *self)
   cs_ref_estimate_step (cs_analysis_get_final (self->analysis, CS_FAMILY_FORWARD),
                         cs_analysis_get_final (self->analysis, CS_FAMILY_BACKWARD),
                         CS_REF_STEP_EXACT | CS_REF_STEP_F64 | CS_REF_STEP_READBACK, &cost);
-  if (!cs_ref_check_step (&cost, cs_ref_default_memory_limit (), -1, &error))
+  cs_ref_machine_memory (&machine);
+  verdict = cs_ref_check_step_memory (&cost, &machine, CS_REF_MEMORY_DEFAULT, &error);
+  if (verdict == CS_REF_MEMORY_OVER_MACHINE)
+    hint = "shrink the shapes, or run it on a machine with more memory";
+  else if (verdict == CS_REF_MEMORY_OVER_LIMIT)
     hint = "75% of the memory available now";
   else if (!cs_ref_check_step (&cost, G_MAXUINT64, CS_REF_DEFAULT_MAX_FLOPS, &error))
     hint = "about a minute on one core; castscope-cli run --max-gflop raises it";

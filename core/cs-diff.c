@@ -101,11 +101,13 @@ origins_of (const CsStmt *s, GHashTable *set, guint depth)
     origins_of (s->subs[i], set, depth + 1);
 }
 
-/* origin -> region statement of @t */
+/* origin -> the region statements of @t holding a statement of that origin (GPtrArray of
+ * const CsStmt*, trace order: rematerialization can copy an origin into several regions) */
 static GHashTable *
-region_of_origin (const CsTrace *t, guint *n_regions)
+regions_of_origin (const CsTrace *t, guint *n_regions)
 {
-  GHashTable *h = g_hash_table_new (g_direct_hash, g_direct_equal);
+  GHashTable *h = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                         (GDestroyNotify) g_ptr_array_unref);
   *n_regions = 0;
   for (guint i = 0; i < t->n_stmts; i++)
     {
@@ -121,14 +123,34 @@ region_of_origin (const CsTrace *t, guint *n_regions)
         origins_of (s->subs[j], set, 0);
       g_hash_table_iter_init (&it, set);
       while (g_hash_table_iter_next (&it, &k, NULL))
-        if (!g_hash_table_contains (h, k))
-          g_hash_table_insert (h, k, (gpointer) s);
+        {
+          GPtrArray *regions = g_hash_table_lookup (h, k);
+
+          if (regions == NULL)
+            g_hash_table_insert (h, k, regions = g_ptr_array_new ());
+          g_ptr_array_add (regions, (gpointer) s);
+        }
     }
   return h;
 }
 
+/* The first region (in trace order) of @of (regions_of_origin()) holding @origin, or NULL.
+ * An origin copied into several regions (rematerialization, or the backward statements one
+ * forward statement's VJP makes) maps to its first: the others hold copies. */
+static const CsStmt *
+first_region (GHashTable *of, gconstpointer origin)
+{
+  GPtrArray *rs = g_hash_table_lookup (of, origin);
+
+  return rs ? rs->pdata[0] : NULL;
+}
+
+/* The regions of @x whose origins spread over >= 2 regions of @y (@y_of: origin -> regions of
+ * @y) into @out and those that map onto none into @none; regions without any origin are
+ * counted in @n_unknown. */
 static void
-region_spread (const CsTrace *x, GHashTable *y_of, GPtrArray *out)
+region_spread (const CsTrace *x, GHashTable *y_of, GPtrArray *out, GPtrArray *none,
+               guint *n_unknown)
 {
   for (guint i = 0; i < x->n_stmts; i++)
     {
@@ -142,12 +164,18 @@ region_spread (const CsTrace *x, GHashTable *y_of, GPtrArray *out)
       set = g_hash_table_new (g_direct_hash, g_direct_equal);
       for (guint j = 0; j < s->n_subs; j++)
         origins_of (s->subs[j], set, 0);
+      if (g_hash_table_size (set) == 0)
+        {
+          (*n_unknown)++;   /* nothing to compare it by (a trace not made by the passes) */
+          continue;
+        }
       others = g_ptr_array_new ();
       g_hash_table_iter_init (&it, set);
       while (g_hash_table_iter_next (&it, &k, NULL))
         {
-          const CsStmt *r = g_hash_table_lookup (y_of, k);
+          const CsStmt *r = first_region (y_of, k);
           gboolean dup = FALSE;
+
           if (r == NULL)
             continue;
           for (guint m = 0; m < others->len && !dup; m++)
@@ -155,14 +183,128 @@ region_spread (const CsTrace *x, GHashTable *y_of, GPtrArray *out)
           if (!dup)
             g_ptr_array_add (others, (gpointer) r);
         }
-      if (others->len >= 2)
+      if (others->len >= 2 || others->len == 0)
         {
           CsDiffRegion *d = g_new0 (CsDiffRegion, 1);
-          /* order the other regions by their callee number (trace order) */
           d->region = s;
           d->others = g_steal_pointer (&others);
-          g_ptr_array_add (out, d);
+          g_ptr_array_add (d->others->len ? out : none, d);
         }
+    }
+}
+
+/* Union-find root of @i in @parent (path halving). */
+static guint
+uf_find (guint *parent, guint i)
+{
+  while (parent[i] != i)
+    i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+/* The groups of regions that share origins (connected components of "holds a statement of the
+ * same origin" over the regions of @a and @b with an origin) classified into d's counts. */
+static void
+region_groups (const CsTrace *a, const CsTrace *b, GHashTable *ra, GHashTable *rb,
+               CsTraceDiff *d)
+{
+  g_autoptr(GPtrArray) regions = g_ptr_array_new ();   /* a's regions, then b's */
+  g_autoptr(GHashTable) index_a = g_hash_table_new (g_direct_hash, g_direct_equal);  /* +1 */
+  g_autoptr(GHashTable) index_b = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autofree guint *parent = NULL, *na = NULL, *nb = NULL;
+  g_autofree gboolean *spread = NULL;
+  guint n_a = 0;
+
+  for (guint i = 0; i < a->n_stmts; i++)
+    if (_cs_stmt_is_region (a->stmts[i]))
+      g_ptr_array_add (regions, a->stmts[i]);
+  n_a = regions->len;
+  for (guint i = 0; i < b->n_stmts; i++)
+    if (_cs_stmt_is_region (b->stmts[i]))
+      g_ptr_array_add (regions, b->stmts[i]);
+  parent = g_new (guint, regions->len + 1);
+  na = g_new0 (guint, regions->len + 1);
+  nb = g_new0 (guint, regions->len + 1);
+  for (guint i = 0; i < regions->len; i++)
+    {
+      parent[i] = i;
+      g_hash_table_insert (i < n_a ? index_a : index_b, regions->pdata[i],
+                           GUINT_TO_POINTER (i + 1));
+    }
+  /* a region joins the group of the region of the other trace that each of its origins maps
+   * to (first_region(), as regions_split and regions_merged map them) */
+  for (guint i = 0; i < regions->len; i++)
+    {
+      g_autoptr(GHashTable) set = g_hash_table_new (g_direct_hash, g_direct_equal);
+      const CsStmt *s = regions->pdata[i];
+      GHashTableIter it;
+      gpointer k;
+
+      for (guint j = 0; j < s->n_subs; j++)
+        origins_of (s->subs[j], set, 0);
+      g_hash_table_iter_init (&it, set);
+      while (g_hash_table_iter_next (&it, &k, NULL))
+        {
+          const CsStmt *r = first_region (i < n_a ? rb : ra, k);
+          guint o;
+
+          if (r == NULL)
+            continue;
+          o = GPOINTER_TO_UINT (g_hash_table_lookup (i < n_a ? index_b : index_a, r)) - 1;
+          parent[uf_find (parent, o)] = uf_find (parent, i);
+        }
+    }
+  for (guint i = 0; i < regions->len; i++)
+    {
+      g_autoptr(GHashTable) set = g_hash_table_new (g_direct_hash, g_direct_equal);
+      const CsStmt *s = regions->pdata[i];
+
+      for (guint j = 0; j < s->n_subs; j++)
+        origins_of (s->subs[j], set, 0);
+      if (g_hash_table_size (set) == 0)
+        continue;   /* unmatched: in no group */
+      if (i < n_a)
+        na[uf_find (parent, i)]++;
+      else
+        nb[uf_find (parent, i)]++;
+    }
+  /* groups with a region that maps onto two or more (regions_split, regions_merged) */
+  spread = g_new0 (gboolean, regions->len + 1);
+  for (guint t = 0; t < 2; t++)
+    {
+      GPtrArray *list = t == 0 ? d->regions_split : d->regions_merged;
+
+      for (guint i = 0; i < list->len; i++)
+        {
+          const CsStmt *s = ((const CsDiffRegion *) list->pdata[i])->region;
+          guint at = GPOINTER_TO_UINT (g_hash_table_lookup (t == 0 ? index_a : index_b, s)) - 1;
+
+          spread[uf_find (parent, at)] = TRUE;
+        }
+    }
+  for (guint r = 0; r < regions->len; r++)
+    {
+      if (na[r] + nb[r] == 0)
+        continue;
+      if (na[r] == nb[r] && !spread[r])
+        d->n_regions_kept += na[r];   /* each maps onto one: the same regions, told apart
+                                         by nothing finer than their origins */
+      else if (na[r] == 1 && nb[r] >= 2)
+        {
+          d->n_groups_split++;
+          d->n_split_into += nb[r];
+        }
+      else if (na[r] >= 2 && nb[r] == 1)
+        {
+          d->n_groups_merged++;
+          d->n_merged_from += na[r];
+        }
+      else if (na[r] >= 2 && nb[r] >= 2)
+        {
+          d->n_regrouped_a += na[r];
+          d->n_regrouped_b += nb[r];
+        }
+      /* 1:0 and 0:1 are the removed and new regions (regions_removed, regions_new) */
     }
 }
 
@@ -192,6 +334,8 @@ cs_trace_diff (const CsTrace *a, const CsTrace *b)
   d->casts_removed = g_ptr_array_new_with_free_func (g_free);
   d->regions_split = g_ptr_array_new_with_free_func ((GDestroyNotify) diff_region_free);
   d->regions_merged = g_ptr_array_new_with_free_func ((GDestroyNotify) diff_region_free);
+  d->regions_new = g_ptr_array_new_with_free_func ((GDestroyNotify) diff_region_free);
+  d->regions_removed = g_ptr_array_new_with_free_func ((GDestroyNotify) diff_region_free);
 
   ca = cast_buckets (a);
   cb = cast_buckets (b);
@@ -200,10 +344,11 @@ cs_trace_diff (const CsTrace *a, const CsTrace *b)
   g_ptr_array_sort (d->casts_added, cmp_cast);
   g_ptr_array_sort (d->casts_removed, cmp_cast);
 
-  ra = region_of_origin (a, &d->n_regions_a);
-  rb = region_of_origin (b, &d->n_regions_b);
-  region_spread (a, rb, d->regions_split);
-  region_spread (b, ra, d->regions_merged);
+  ra = regions_of_origin (a, &d->n_regions_a);
+  rb = regions_of_origin (b, &d->n_regions_b);
+  region_spread (a, rb, d->regions_split, d->regions_removed, &d->n_regions_unmatched);
+  region_spread (b, ra, d->regions_merged, d->regions_new, &d->n_regions_unmatched);
+  region_groups (a, b, ra, rb, d);
   return d;
 }
 
@@ -216,6 +361,8 @@ cs_trace_diff_free (CsTraceDiff *diff)
   g_ptr_array_unref (diff->casts_removed);
   g_ptr_array_unref (diff->regions_split);
   g_ptr_array_unref (diff->regions_merged);
+  g_ptr_array_unref (diff->regions_new);
+  g_ptr_array_unref (diff->regions_removed);
   g_free (diff);
 }
 
@@ -224,5 +371,6 @@ cs_trace_diff_is_empty (const CsTraceDiff *diff)
 {
   g_return_val_if_fail (diff != NULL, TRUE);
   return diff->casts_added->len == 0 && diff->casts_removed->len == 0
-         && diff->regions_split->len == 0 && diff->regions_merged->len == 0;
+         && diff->regions_split->len == 0 && diff->regions_merged->len == 0
+         && diff->regions_new->len == 0 && diff->regions_removed->len == 0;
 }

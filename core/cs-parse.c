@@ -2593,7 +2593,8 @@ out:
  * The most bytes castscope reads from one input (a file, a special file such as a FIFO or
  * /dev/zero, standard input, a file the app opens): CS_PARSE_MAX_FILE_BYTES (1 GiB), or the
  * environment variable CASTSCOPE_MAX_INPUT_BYTES when it holds a smaller positive number of
- * bytes (tests use it to reach the cap quickly).  Read once per call.
+ * bytes (tests use it to reach the cap quickly).  Read once per call.  Any other value of the
+ * variable gives the 1 GiB here, and makes cs_parse_file() fail with CS_PARSE_ERROR_LIMIT.
  * Returns: the cap in bytes, 1 to CS_PARSE_MAX_FILE_BYTES
  */
 gsize
@@ -2607,7 +2608,31 @@ cs_parse_max_input_bytes (void)
   return CS_PARSE_MAX_FILE_BYTES;
 }
 
-/* "NAME:1:1: input larger than N bytes ..." (CS_PARSE_ERROR_LIMIT) */
+/* The cap of cs_parse_max_input_bytes(), or FALSE with CS_PARSE_ERROR_LIMIT when
+ * CASTSCOPE_MAX_INPUT_BYTES is set to something that is not a number of bytes from 1 to
+ * CS_PARSE_MAX_FILE_BYTES (a typo must not leave the cap as it was unnoticed). */
+static gboolean
+input_cap (gsize *cap, GError **error)
+{
+  const char *env = g_getenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  guint64 v = 0;
+
+  *cap = CS_PARSE_MAX_FILE_BYTES;
+  if (env == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (env, 10, 1, CS_PARSE_MAX_FILE_BYTES, &v, NULL))
+    {
+      g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT,
+                   "CASTSCOPE_MAX_INPUT_BYTES='%s' is not a number of bytes from 1 to %d (it "
+                   "lowers the 1 GiB cap on one input; unset it for that cap)", env,
+                   CS_PARSE_MAX_FILE_BYTES);
+      return FALSE;
+    }
+  *cap = (gsize) v;
+  return TRUE;
+}
+
+/* "NAME: input larger than N bytes ..." (CS_PARSE_ERROR_LIMIT) */
 static void
 fail_too_large (GError **error, const char *name, gsize cap)
 {
@@ -2624,8 +2649,12 @@ fail_too_large (GError **error, const char *name, gsize cap)
   if (k >= 0)
     human = g_strdup_printf (" (%.4g %s)", v, units[k]);
   g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT,
-               "%s:1:1: input larger than %" G_GSIZE_FORMAT " bytes%s, the most castscope "
-               "reads from one input; is this a trace file?", name, cap, human ? human : "");
+               "%s: input larger than %" G_GSIZE_FORMAT " bytes%s, %s; is this a trace file?",
+               name, cap, human ? human : "",
+               cap < CS_PARSE_MAX_FILE_BYTES
+               ? "the cap CASTSCOPE_MAX_INPUT_BYTES sets (unset it for the 1 GiB cap)"
+               : "the most castscope reads from one input (CASTSCOPE_MAX_INPUT_BYTES=N lowers "
+                 "the cap)");
 }
 
 /* Reads all of @fd (a file, FIFO, device or stdin) up to cs_parse_max_input_bytes(): a regular
@@ -2637,10 +2666,13 @@ fail_too_large (GError **error, const char *name, gsize cap)
 static char *
 read_capped (int fd, const char *name, gsize *len_out, GError **error)
 {
-  const gsize cap = cs_parse_max_input_bytes ();
   struct stat st;
-  gsize len = 0, alloc = MIN ((gsize) 1 << 16, cap + 1);
+  gsize cap, len = 0, alloc;
   char *buf;
+
+  if (!input_cap (&cap, error))
+    return NULL;
+  alloc = MIN ((gsize) 1 << 16, cap + 1);
 
   if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode))
     {
@@ -2669,7 +2701,7 @@ read_capped (int fd, const char *name, gsize *len_out, GError **error)
         {
           int saved = errno;
           g_free (buf);
-          g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s:1:1: cannot read: %s", name,
+          g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s: cannot read: %s", name,
                        g_strerror (saved));
           return NULL;
         }
@@ -2698,8 +2730,9 @@ read_capped (int fd, const char *name, gsize *len_out, GError **error)
  * Reads @path and parses it with cs_parse_text().  Every input, whatever it is (a file, a FIFO,
  * a device, standard input), is read up to cs_parse_max_input_bytes() and refused past it.
  * Errors: CS_PARSE_ERROR_IO (missing file, a directory, unreadable) with the message
- * "path:1:1: reason", CS_PARSE_ERROR_LIMIT for an input over the cap, and the errors of
- * cs_parse_text.
+ * "path: reason" (no line and column: there is no position), CS_PARSE_ERROR_LIMIT for an
+ * input over the cap or a CASTSCOPE_MAX_INPUT_BYTES that is no number of bytes from 1 to
+ * 1 GiB, and the errors of cs_parse_text.
  * Returns: (transfer full): the traces, or NULL with @error set
  */
 CsTraceList *
@@ -2717,7 +2750,7 @@ cs_parse_file (const char *path, GError **error)
     }
   if (g_file_test (path, G_FILE_TEST_IS_DIR))
     {
-      g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s:1:1: is a directory, not a trace file",
+      g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s: is a directory, not a trace file",
                    path);
       return NULL;
     }
@@ -2725,7 +2758,7 @@ cs_parse_file (const char *path, GError **error)
   if (fd < 0)
     {
       int saved = errno;
-      g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s:1:1: cannot read: %s", path,
+      g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_IO, "%s: cannot read: %s", path,
                    g_strerror (saved));
       return NULL;
     }

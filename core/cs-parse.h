@@ -102,7 +102,8 @@ CsTraceList *cs_parse_aten_text (const char *text, gsize len, const char *name, 
 CsTraceList *cs_parse_text  (const char *text, gsize len, const char *name, GError **error);
 
 /** Reads @path ("-" = stdin; any file, FIFO or device) up to cs_parse_max_input_bytes() and
- * parses it.  Errors as cs_parse_text plus CS_PARSE_ERROR_IO and, over the cap, LIMIT. */
+ * parses it.  Errors as cs_parse_text plus CS_PARSE_ERROR_IO ("path: reason") and, over the
+ * cap or with an invalid CASTSCOPE_MAX_INPUT_BYTES, LIMIT. */
 CsTraceList *cs_parse_file  (const char *path, GError **error);
 
 /** The cap on the bytes of one input: 1 GiB, or CASTSCOPE_MAX_INPUT_BYTES when smaller. */

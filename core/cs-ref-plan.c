@@ -594,9 +594,12 @@ cs_ref_check_step (const CsRefStepCost *cost, guint64 max_bytes, double max_flop
     }
   if (max_flops >= 0 && isfinite (max_flops) && cost->flops > max_flops)
     {
+      g_autofree char *need = cs_format_flops (cost->flops);
+      g_autofree char *limit = cs_format_flops (max_flops);
+
       g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_VALUE,
-                   "this step needs about %.3g GFLOP on the CPU reference, over the limit of "
-                   "%.3g GFLOP", cost->flops / 1e9, max_flops / 1e9);
+                   "this step needs about %s on the CPU reference, over the limit of %s",
+                   need, limit);
       return FALSE;
     }
   return TRUE;
@@ -618,12 +621,11 @@ read_u64_file (const char *path, guint64 *out)
   return end != text;
 }
 
-/* What the cgroup leaves (limit minus usage), or FALSE when there is no limit. */
+/* The cgroup's memory limit and usage, or FALSE when there is no limit. */
 static gboolean
-cgroup_room (guint64 *out)
+cgroup_limit (guint64 *max, guint64 *cur)
 {
   g_autofree char *self = NULL;
-  guint64 max = 0, cur = 0;
 
   /* v2: "0::/path" in /proc/self/cgroup, files under /sys/fs/cgroup/path */
   if (g_file_get_contents ("/proc/self/cgroup", &self, NULL, NULL))
@@ -637,68 +639,115 @@ cgroup_room (guint64 *out)
             g_autofree char *fmax = g_build_filename (dir, "memory.max", NULL);
             g_autofree char *fcur = g_build_filename (dir, "memory.current", NULL);
 
-            if (read_u64_file (fmax, &max) && read_u64_file (fcur, &cur))
-              {
-                *out = max > cur ? max - cur : 0;
-                return TRUE;
-              }
+            if (read_u64_file (fmax, max) && read_u64_file (fcur, cur))
+              return TRUE;
           }
     }
-  if (read_u64_file ("/sys/fs/cgroup/memory.max", &max)
-      && read_u64_file ("/sys/fs/cgroup/memory.current", &cur))
-    {
-      *out = max > cur ? max - cur : 0;
-      return TRUE;
-    }
+  if (read_u64_file ("/sys/fs/cgroup/memory.max", max)
+      && read_u64_file ("/sys/fs/cgroup/memory.current", cur))
+    return TRUE;
   /* v1: an unlimited group reports a limit near 2^63 */
-  if (read_u64_file ("/sys/fs/cgroup/memory/memory.limit_in_bytes", &max)
-      && read_u64_file ("/sys/fs/cgroup/memory/memory.usage_in_bytes", &cur)
-      && max < ((guint64) 1 << 62))
-    {
-      *out = max > cur ? max - cur : 0;
-      return TRUE;
-    }
+  if (read_u64_file ("/sys/fs/cgroup/memory/memory.limit_in_bytes", max)
+      && read_u64_file ("/sys/fs/cgroup/memory/memory.usage_in_bytes", cur)
+      && *max < ((guint64) 1 << 62))
+    return TRUE;
   return FALSE;
+}
+
+/* The number of kB after @key in /proc/meminfo's text, in bytes, or 0. */
+static guint64
+meminfo_bytes (const char *meminfo, const char *key)
+{
+  const char *line = meminfo ? strstr (meminfo, key) : NULL;
+
+  if (line == NULL)
+    return 0;
+  return g_ascii_strtoull (line + strlen (key), NULL, 10) * 1024;
+}
+
+void
+cs_ref_machine_memory_from (const char *meminfo, guint64 phys_bytes, guint64 cgroup_max,
+                            guint64 cgroup_current, CsRefMachineMemory *out)
+{
+  guint64 total = meminfo_bytes (meminfo, "MemTotal:");
+  guint64 avail = meminfo_bytes (meminfo, "MemAvailable:");
+
+  g_return_if_fail (out != NULL);
+  if (total == 0)
+    total = phys_bytes > 0 ? phys_bytes : (guint64) 8 << 30;
+  if (avail == 0)
+    avail = total / 2;
+  if (cgroup_max != G_MAXUINT64)
+    {
+      guint64 room = cgroup_max > cgroup_current ? cgroup_max - cgroup_current : 0;
+
+      total = MIN (total, MAX (cgroup_max, 1));
+      avail = MIN (avail, room);
+    }
+  out->total_bytes = total;
+  out->available_bytes = MIN (avail, total);
+}
+
+void
+cs_ref_machine_memory (CsRefMachineMemory *out)
+{
+  g_autofree char *info = NULL;
+  guint64 max = G_MAXUINT64, cur = 0, phys = 0;
+  long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
+
+  if (pages > 0 && page > 0)
+    phys = (guint64) pages * (guint64) page;
+  g_file_get_contents ("/proc/meminfo", &info, NULL, NULL);   /* NULL when unreadable */
+  if (!cgroup_limit (&max, &cur))
+    max = G_MAXUINT64;
+  cs_ref_machine_memory_from (info, phys, max, cur, out);
 }
 
 guint64
 cs_ref_available_memory (void)
 {
-  g_autofree char *info = NULL;
-  guint64 avail = 0, room = 0;
-  gboolean known = FALSE;
+  CsRefMachineMemory m;
 
-  if (g_file_get_contents ("/proc/meminfo", &info, NULL, NULL))
-    {
-      const char *line = strstr (info, "MemAvailable:");
+  cs_ref_machine_memory (&m);
+  return m.available_bytes;
+}
 
-      if (line)
-        {
-          avail = g_ascii_strtoull (line + strlen ("MemAvailable:"), NULL, 10) * 1024;
-          known = avail > 0;
-        }
-    }
-  if (!known)
-    {
-      long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
-
-      if (pages > 0 && page > 0)
-        {
-          avail = (guint64) pages * (guint64) page / 2;
-          known = TRUE;
-        }
-    }
-  if (!known)
-    avail = (guint64) 4 << 30;
-  if (cgroup_room (&room) && room < avail)
-    avail = room;
-  return avail;
+guint64
+cs_ref_memory_limit (const CsRefMachineMemory *machine, guint64 requested)
+{
+  g_return_val_if_fail (machine != NULL, 0);
+  if (requested == CS_REF_MEMORY_DEFAULT)
+    return (guint64) ((double) machine->available_bytes * CS_REF_DEFAULT_MEMORY_FRACTION);
+  return MIN (requested, machine->total_bytes);
 }
 
 guint64
 cs_ref_default_memory_limit (void)
 {
-  return (guint64) ((double) cs_ref_available_memory () * CS_REF_DEFAULT_MEMORY_FRACTION);
+  CsRefMachineMemory m;
+
+  cs_ref_machine_memory (&m);
+  return cs_ref_memory_limit (&m, CS_REF_MEMORY_DEFAULT);
+}
+
+CsRefMemoryVerdict
+cs_ref_check_step_memory (const CsRefStepCost *cost, const CsRefMachineMemory *machine,
+                          guint64 requested, GError **error)
+{
+  g_return_val_if_fail (cost != NULL && machine != NULL, CS_REF_MEMORY_OVER_MACHINE);
+  if (cost->peak_bytes > (double) machine->total_bytes)
+    {
+      g_autofree char *need = cs_format_size (cost->peak_bytes);
+      g_autofree char *has = cs_format_size ((double) machine->total_bytes);
+
+      g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_VALUE,
+                   "this step needs about %s of host memory on the CPU reference (estimate), "
+                   "this machine has %s", need, has);
+      return CS_REF_MEMORY_OVER_MACHINE;
+    }
+  if (!cs_ref_check_step (cost, cs_ref_memory_limit (machine, requested), -1, error))
+    return CS_REF_MEMORY_OVER_LIMIT;
+  return CS_REF_MEMORY_FITS;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -761,6 +810,8 @@ cs_format_size (double bytes)
   double v = bytes;
   int u = -1;
 
+  if (bytes == 1)
+    return g_strdup ("1 byte");
   if (!(bytes >= 1024))
     return g_strdup_printf ("%.0f bytes", bytes);
   while (v >= 1024 && u + 1 < (int) G_N_ELEMENTS (units))
@@ -771,6 +822,29 @@ cs_format_size (double bytes)
   if (v >= 100)
     return g_strdup_printf ("%.0f %s", v, units[u]);
   if (v >= 10)
+    return g_strdup_printf ("%.1f %s", v, units[u]);
+  return g_strdup_printf ("%.2f %s", v, units[u]);
+}
+
+char *
+cs_format_flops (double flops)
+{
+  static const char * const units[] = { "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP" };
+  double v = flops;
+  int u = -1;
+
+  if (!isfinite (flops) || flops < 1e4)
+    return g_strdup_printf ("%.0f FLOP", flops);
+  if (flops >= 999.5e15)
+    return g_strdup_printf ("%.2e FLOP", flops);
+  while (v >= 999.5 && u + 1 < (int) G_N_ELEMENTS (units))
+    {
+      v /= 1000;
+      u++;
+    }
+  if (v >= 99.95)
+    return g_strdup_printf ("%.0f %s", v, units[u]);
+  if (v >= 9.995)
     return g_strdup_printf ("%.1f %s", v, units[u]);
   return g_strdup_printf ("%.2f %s", v, units[u]);
 }

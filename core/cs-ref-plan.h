@@ -90,9 +90,10 @@ void        cs_ref_estimate_step       (const CsTrace  *forward,
  * @error: return location for CS_REF_ERROR_VALUE
  *
  * Refuses a step over a limit, memory first, with a message naming the estimate and the
- * limit in human units: "this step needs about 24.7 GiB of host memory on the CPU reference
- * (estimate), over the limit of 17.0 GiB" or "... about 7.1e+03 GFLOP on the CPU reference,
- * over the limit of 200 GFLOP".  Callers append how to change the limit.
+ * limit in human units (cs_format_size(), cs_format_flops()): "this step needs about 24.7 GiB
+ * of host memory on the CPU reference (estimate), over the limit of 17.0 GiB" or "... about
+ * 7.10 TFLOP on the CPU reference, over the limit of 200 GFLOP".  Callers append how to
+ * change the limit.
  * Returns: TRUE when the step is within both limits
  */
 gboolean    cs_ref_check_step          (const CsRefStepCost *cost,
@@ -100,13 +101,50 @@ gboolean    cs_ref_check_step          (const CsRefStepCost *cost,
                                         double               max_flops,
                                         GError             **error);
 
+/* The machine's memory as this process sees it (cs_ref_machine_memory()). */
+typedef struct
+{
+  guint64 total_bytes;      /* the most this process can ever have: MemTotal of /proc/meminfo,
+                               lowered to the cgroup's limit when that is smaller, bytes (> 0) */
+  guint64 available_bytes;  /* what it may still use now: MemAvailable, lowered to the cgroup's
+                               limit minus its usage when that is smaller, bytes
+                               (<= total_bytes) */
+} CsRefMachineMemory;
+
+/**
+ * cs_ref_machine_memory_from:
+ * @meminfo: (nullable): the text of /proc/meminfo ("MemTotal:  24117248 kB\nMemAvailable:
+ *   ..."), or NULL when it cannot be read
+ * @phys_bytes: the physical RAM sysconf reports (pages times page size), 0 when unknown
+ * @cgroup_max: the cgroup's memory limit, bytes (v2 memory.max, v1 limit_in_bytes), or
+ *   G_MAXUINT64 when there is none
+ * @cgroup_current: the cgroup's usage, bytes (ignored without a limit)
+ * @out: (out caller-allocates): the machine's memory
+ *
+ * Works out #CsRefMachineMemory from what the system reports, without reading anything
+ * (cs_ref_machine_memory() reads it): total is MemTotal (else @phys_bytes, else 8 GiB);
+ * available is MemAvailable (else half of total); both are lowered to what the cgroup allows
+ * (its limit; its limit minus usage), and available never exceeds total.
+ */
+void        cs_ref_machine_memory_from (const char         *meminfo,
+                                        guint64             phys_bytes,
+                                        guint64             cgroup_max,
+                                        guint64             cgroup_current,
+                                        CsRefMachineMemory *out);
+
+/**
+ * cs_ref_machine_memory:
+ * @out: (out caller-allocates): the machine's memory
+ *
+ * Reads /proc/meminfo, sysconf and the process's cgroup (v2 memory.max and memory.current, or
+ * v1 memory.limit_in_bytes and memory.usage_in_bytes) into cs_ref_machine_memory_from().
+ */
+void        cs_ref_machine_memory      (CsRefMachineMemory *out);
+
 /**
  * cs_ref_available_memory:
  *
- * The memory this process may still use, bytes: MemAvailable of /proc/meminfo, lowered to
- * what the cgroup (v2 memory.max minus memory.current, or v1 limit_in_bytes minus
- * usage_in_bytes) leaves when that is smaller; half the physical RAM (sysconf) where
- * /proc/meminfo cannot be read; 4 GiB when nothing is known.
+ * The memory this process may still use: cs_ref_machine_memory()'s available_bytes.
  * Returns: the bytes
  */
 guint64     cs_ref_available_memory    (void);
@@ -115,17 +153,62 @@ guint64     cs_ref_available_memory    (void);
  * about a minute on one core; the app's Run). */
 #define CS_REF_DEFAULT_MAX_FLOPS 200e9
 
-/* Share of cs_ref_available_memory() that is the default memory limit of a run. */
+/* Share of the available memory that is the default memory limit of a run. */
 #define CS_REF_DEFAULT_MEMORY_FRACTION 0.75
+
+/* cs_ref_memory_limit()'s @requested when no limit was asked for: the default. */
+#define CS_REF_MEMORY_DEFAULT G_MAXUINT64
+
+/**
+ * cs_ref_memory_limit:
+ * @machine: the machine's memory
+ * @requested: the limit asked for (castscope-cli run --max-memory), bytes, or
+ *   CS_REF_MEMORY_DEFAULT
+ *
+ * The memory limit of a run: CS_REF_DEFAULT_MEMORY_FRACTION of the available memory by
+ * default; a requested limit as asked, but never above the machine's total memory (a limit
+ * past it would let the kernel's OOM killer end the run instead of a refusal).
+ * Returns: bytes
+ */
+guint64     cs_ref_memory_limit        (const CsRefMachineMemory *machine,
+                                        guint64                   requested);
 
 /**
  * cs_ref_default_memory_limit:
  *
- * CS_REF_DEFAULT_MEMORY_FRACTION of cs_ref_available_memory(), the limit castscope-cli run
- * and the app's Run use unless told otherwise.
+ * cs_ref_memory_limit() of this machine with CS_REF_MEMORY_DEFAULT: the limit castscope-cli
+ * run and the app's Run use unless told otherwise.
  * Returns: bytes
  */
 guint64     cs_ref_default_memory_limit (void);
+
+/* What cs_ref_check_step_memory() decided. */
+typedef enum
+{
+  CS_REF_MEMORY_FITS,          /* the estimate is within the limit */
+  CS_REF_MEMORY_OVER_LIMIT,    /* over the limit but within the machine's total memory: a
+                                  higher limit (up to the total) would let it run */
+  CS_REF_MEMORY_OVER_MACHINE,  /* over the machine's total memory: no limit makes it fit */
+} CsRefMemoryVerdict;
+
+/**
+ * cs_ref_check_step_memory:
+ * @cost: a step's cost
+ * @machine: the machine's memory
+ * @requested: the limit asked for, bytes, or CS_REF_MEMORY_DEFAULT (see cs_ref_memory_limit())
+ * @error: return location for CS_REF_ERROR_VALUE, set unless the step fits
+ *
+ * Checks a step's estimated peak host memory against cs_ref_memory_limit().  Over the
+ * machine's total memory the message names the estimate and the machine: "this step needs
+ * about 37.6 GiB of host memory on the CPU reference (estimate), this machine has 23.5 GiB";
+ * over the limit only, the estimate and the limit as cs_ref_check_step() does.  Callers
+ * append what to do: a higher limit helps only with CS_REF_MEMORY_OVER_LIMIT.
+ * Returns: the verdict
+ */
+CsRefMemoryVerdict cs_ref_check_step_memory (const CsRefStepCost      *cost,
+                                             const CsRefMachineMemory *machine,
+                                             guint64                   requested,
+                                             GError                  **error);
 
 /**
  * cs_parse_size:
@@ -147,9 +230,20 @@ gboolean    cs_parse_size              (const char *text,
  * @bytes: a size in bytes
  *
  * The size in binary units with three significant digits ("512 MiB", "1.50 GiB", "977 KiB",
- * "12 bytes").
+ * "12 bytes", "1 byte").
  * Returns: (transfer full): the text
  */
 char       *cs_format_size             (double bytes);
+
+/**
+ * cs_format_flops:
+ * @flops: an amount of work, FLOP
+ *
+ * The work in the decimal unit that fits with three significant digits ("4608 FLOP",
+ * "1.07 GFLOP", "4.40 TFLOP", "812 PFLOP"), FLOP counts below 10^4 in full; past 10^21
+ * ("EFLOP" and up) in powers of ten ("2.00e+27 FLOP").
+ * Returns: (transfer full): the text
+ */
+char       *cs_format_flops            (double flops);
 
 G_END_DECLS

@@ -1335,8 +1335,11 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
               b.detail = CS_RENDER_DETAIL_REGIONS;
               g_ptr_array_add (notes, g_strdup_printf (
                 "Collapsed to one node per fusion region: %u nodes at statement level exceed the "
-                "%u-node limit for a quick layout (%u nodes now). Expand a region to see its prims.",
-                n_full, max_nodes, n_reg));
+                "%u-node limit for a quick layout (%u nodes now). %s",
+                n_full, max_nodes, n_reg,
+                options->hints == CS_RENDER_HINTS_CLI
+                ? "--detail statements draws every statement."
+                : "Expand a region to see its prims."));
               builder_free_arrays (&b);
               builder_run (&b);
             }
@@ -1362,16 +1365,35 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
                       ? &grouping->groups[grouping->groups[g].repeat_of] : &grouping->groups[g];
           }
       if (n_layers_c > 0)
-        g_ptr_array_add (notes, g_strdup_printf (
-          "%u of %u layers drawn collapsed (%s%s); double-click a layer, or pick it in the "
-          "Structure tree, to expand it.", n_layers_c, grouping->n_layers,
-          first->n_same == grouping->n_layers ? "all with the same structure as " : "the first is ",
-          first->name));
+        {
+          g_autofree char *how = options->hints == CS_RENDER_HINTS_CLI
+            ? g_strdup_printf ("--expand-group %s draws it expanded, --collapse none draws every "
+                               "layer", first->name)
+            : g_strdup ("double-click a layer, or pick it in the Structure tree, to expand it");
+
+          g_ptr_array_add (notes, g_strdup_printf (
+            "%u of %u layers drawn collapsed (%s%s); %s.", n_layers_c, grouping->n_layers,
+            first->n_same == grouping->n_layers ? "all with the same structure as "
+                                                : "the first is ",
+            first->name, how));
+        }
       if (n_chunks_c > 0)
-        g_ptr_array_add (notes, g_strdup_printf (
-          "No layers in the parameter names: the %u statements are drawn as %u collapsed chunks "
-          "of consecutive statements; double-click a chunk to expand it.",
-          trace->n_stmts, n_chunks_c));
+        {
+          g_autofree char *how = options->hints == CS_RENDER_HINTS_CLI
+            ? g_strdup_printf ("--expand-group '%s' draws one expanded, --collapse none draws "
+                               "them all", first->kind == CS_GROUP_CHUNK ? first->name
+                                                                         : "statements 1-250")
+            : g_strdup ("double-click a chunk to expand it");
+
+          guint n_calls = 0;   /* the calls the chunks hold (trace->n_stmts counts comments) */
+
+          for (guint g = 0; g < grouping->n_groups; g++)
+            if (grouping->groups[g].kind == CS_GROUP_CHUNK && grouping->groups[g].parent < 0)
+              n_calls += grouping->groups[g].n_stmts;
+          g_ptr_array_add (notes, g_strdup_printf (
+            "No layers in the parameter names: the %u statements are drawn as %u collapsed "
+            "chunks of consecutive statements; %s.", n_calls, n_chunks_c, how));
+        }
     }
   if (b.nodes->len > max_nodes)
     g_ptr_array_add (notes, g_strdup_printf (

@@ -80,6 +80,20 @@ typedef enum
   CS_RENDER_EXPAND_OFF,        /* draw the statement as one node */
 } CsRenderExpand;
 
+/**
+ * CsRenderHints:
+ *
+ * Which interface the layout's notes (CsLayout.notes, drawn into exported pictures too) name
+ * when they say how to draw more of a collapsed graph.
+ */
+typedef enum
+{
+  CS_RENDER_HINTS_APP,         /* the app's gestures: "double-click a layer, or pick it in the
+                                  Structure tree, to expand it" (default) */
+  CS_RENDER_HINTS_CLI,         /* castscope-cli render's options: "--expand-group layers.0
+                                  draws it expanded, --collapse none draws every layer" */
+} CsRenderHints;
+
 /* Above this many nodes AUTO collapses fusion regions, and a graph still above it is laid out
  * by castscope's layered layout instead of dot (cs_layout_run()).  Measured with
  * tests/bench-render.c: dot takes 0.36 s at 983 nodes and 1.7 s at 2,042 on an idle machine,
@@ -112,6 +126,7 @@ typedef struct
   char           *font_family;     /* Pango family used for measuring and drawing; owned;
                                       NULL = "DejaVu Sans" */
   double          font_size_pt;    /* node label size in pt; <= 0 = 10 */
+  CsRenderHints   hints;           /* whose instructions the notes give, default APP */
 } CsRenderOptions;
 
 void     cs_render_options_init         (CsRenderOptions       *options);

@@ -19,7 +19,7 @@ G_DEFINE_QUARK (cs-render-error-quark, cs_render_error)
  *
  * Defaults: AUTO detail, CS_RENDER_DEFAULT_MAX_NODES, shapes on edges, no shapes on nodes,
  * bookkeeping hidden, "DejaVu Sans" 10 pt, AUTO collapse of groups, no per-statement or
- * per-group overrides.
+ * per-group overrides, notes with the app's instructions (CS_RENDER_HINTS_APP).
  */
 void
 cs_render_options_init (CsRenderOptions *options)
@@ -37,6 +37,7 @@ cs_render_options_init (CsRenderOptions *options)
     .bookkeeping = FALSE,
     .font_family = NULL,
     .font_size_pt = 10.0,
+    .hints = CS_RENDER_HINTS_APP,
   };
 }
 

@@ -6,7 +6,10 @@
 #   1. a step that works prints nothing;
 #   2. a C syntax error: the compiler's error line, the log's path and the hint are shown;
 #   3. a missing dependency at configure time: meson's reason and the hint to run deps;
-#   4. apt-get failing: its error and the hint are shown, and deps fails.
+#   4. apt-get failing: its error and the hint are shown, and deps fails;
+#   5. with stderr not a terminal (a pipe, here) no ANSI escape is written;
+#   6, 7. ./dev.sh --help lists the commands with what they do and exits 0; an unknown command
+#      exits 2 with the list.
 # Usage: dev-sh.sh SOURCE_ROOT
 set -u
 
@@ -16,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 n=0
 failed=0
 
-echo "1..4"
+echo "1..7"
 
 # check NAME OUTPUT RC WANT-RC NEEDLE...: ok when the exit status is WANT-RC (nonzero: any
 # failure) and every NEEDLE (a fixed string) is in OUTPUT.
@@ -71,6 +74,7 @@ printf 'int main (void)\n{\n  return 0 +;\n}\n' > "$tmp/syntax/t.c"
 out=$(run_dev "$tmp/syntax" 'build')
 check "a compile error is shown with the log and the hint" "$out" $? 1 \
   "t.c:3:" "error:" "FAILED:" "$tmp/logs/ninja-b.log" "fix the error above, then run ninja -C b"
+syntax_out=$out
 
 # 3. a missing dependency: meson's reason and the hint
 mkdir -p "$tmp/dep"
@@ -99,5 +103,32 @@ out=$(PATH="$tmp/bin:$PATH" run_dev "$tmp" 'deps')
 check "an apt-get failure is shown with the hint" "$out" $? 1 \
   "E: Unable to locate package castscope-fake" "$tmp/logs/apt-get-update.log" \
   "apt-get could not install"
+
+# 5. stderr is a pipe above: dev.sh's own lines carry no escape (the compiler's colours are
+# its own: the log of a failed step is shown as it is)
+n=$((n + 1))
+if grep -q '==>' <<< "$syntax_out" && ! grep '==>' <<< "$syntax_out" | grep -q $'\033'; then
+  echo "ok $n - no ANSI escapes in dev.sh's lines when stderr is not a terminal"
+else
+  echo "not ok $n - dev.sh's lines with stderr a pipe:"
+  grep '==>' <<< "$syntax_out" | cat -v | sed 's/^/# /'
+  failed=$((failed + 1))
+fi
+
+# 6. --help: every command with a description, exit 0; an unknown command: exit 2
+out=$("$root/dev.sh" --help 2>&1)
+check "./dev.sh --help lists the commands" "$out" $? 0 \
+  "usage: ./dev.sh [COMMAND]" "  build           install what is missing and build build/" \
+  "  test            install, build, run every test" "  fuzz [SECONDS]  run each libFuzzer"
+out=$("$root/dev.sh" nosuch 2>&1)
+rc=$?
+n=$((n + 1))
+if [ "$rc" -eq 2 ] && grep -qF "./dev.sh: unknown command 'nosuch'" <<< "$out" \
+   && grep -qF "  asan " <<< "$out"; then
+  echo "ok $n - an unknown command exits 2 with the list"
+else
+  echo "not ok $n - ./dev.sh nosuch: exit $rc, output: $out"
+  failed=$((failed + 1))
+fi
 
 [ "$failed" -eq 0 ]

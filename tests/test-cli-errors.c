@@ -364,11 +364,12 @@ test_msg_no_driver (void)
     }
   g_assert_cmpint (r.status, ==, 1);
   g_assert_null (strstr (r.err, "driver version is insufficient"));
-  g_assert_nonnull (strstr (r.err, "castscope-cli: --device cuda: no CUDA "));
+  /* the command first, as every other message of run */
+  g_assert_nonnull (strstr (r.err, "castscope-cli: run: --device cuda: no CUDA "));
   g_assert_nonnull (strstr (r.err, "(--device cpu runs the CPU reference executor instead)"));
   libcuda = g_module_open ("libcuda.so.1", G_MODULE_BIND_LAZY);
   if (CS_HAVE_CUDA && libcuda == NULL)
-    g_assert_cmpstr (r.err, ==, "castscope-cli: --device cuda: no CUDA device: no NVIDIA driver is "
+    g_assert_cmpstr (r.err, ==, "castscope-cli: run: --device cuda: no CUDA device: no NVIDIA driver is "
                      "installed on this machine (--device cpu runs the CPU reference executor "
                      "instead)\n");
   if (libcuda)
@@ -445,27 +446,241 @@ test_msg_final_no_backward (void)
                             "a final trace (what Thunder runs), which castscope does not "
                             "differentiate again: its backward is a trace of its own (%s)\n", fwd, bwd);
     Result r = run_args (args);
-    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpint (r.status, ==, 2);   /* --trace backward names what the input lacks */
     g_assert_cmpstr (r.err, ==, want);
     result_clear (&r);
   }
 #if CS_HAVE_RENDER
   {
     const char *args[] = { "render", lone, "--trace", "backward", "-o", "x.svg", NULL };
-    expect (args, 1, "is already a final trace (what Thunder runs), which castscope does not "
+    expect (args, 2, "is already a final trace (what Thunder runs), which castscope does not "
                      "differentiate again: its backward is a trace of its own (a backward_fn "
                      "later in the file, --index N, or its *_bwd.txt file)");
   }
 #endif
   {
     const char *args[] = { "transform", seed, "--grad", "none", "--trace", "backward", NULL };
-    expect (args, 1, "there is no backward trace: nothing requires grad (no floating-point input, or --grad none)");
+    expect (args, 2, "there is no backward trace: nothing requires grad (no floating-point input, or --grad none)");
   }
   result_clear (&f);
   result_clear (&b);
   g_remove (fwd);
   g_remove (bwd);
   g_remove (lone);
+}
+
+/* run on a final forward trace takes the backward from the *_bwd.txt beside it and says so on
+ * stderr (stats of the same file says "backward: none"); without a backward the report says
+ * "forward only" and why. */
+static void
+test_run_sibling_backward (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *mk[] = { "transform", seed, NULL };
+  const char *mkb[] = { "transform", seed, "--trace", "backward", NULL };
+  Result f = run_args (mk), b = run_args (mkb);
+  g_autofree char *fwd = NULL, *bwd = NULL, *lone = NULL;
+
+  g_assert_cmpint (f.status, ==, 0);
+  g_assert_cmpint (b.status, ==, 0);
+  fwd = write_file ("sib_fwd.txt", f.out, -1);
+  bwd = write_file ("sib_bwd.txt", b.out, -1);
+  lone = write_file ("lone.txt", f.out, -1);
+  {
+    const char *args[] = { "run", fwd, NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "castscope-cli run: backward: taken from sib_bwd.txt beside it\n");
+    g_assert_nonnull (strstr (r.out, "\nbackward (backward_fn): "));
+    g_assert_null (strstr (r.out, "forward only"));
+    result_clear (&r);
+  }
+  {
+    /* stats of the file alone has no backward, and says where it is */
+    const char *args[] = { "stats", fwd, NULL };
+    Result r = run_args (args);
+    g_autofree char *want = g_strdup_printf ("\nbackward: none: %s is already a final trace "
+                                             "(what Thunder runs), which castscope does not "
+                                             "differentiate again: its backward is a trace of "
+                                             "its own (%s)\n", fwd, bwd);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_str_has_suffix (r.out, want));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", fwd, "--forward-only", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (--forward-only)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", lone, NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (the file is a "
+                                     "final forward trace, with no backward_fn after it and no "
+                                     "*_bwd.txt beside it)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", seed, "--grad", "none", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_str_has_suffix (r.out, "\nforward only: no backward trace (nothing requires "
+                                     "grad: no floating-point input, or --grad none)\n"));
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "run", "--help", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_nonnull (strstr (r.out, "*_fwd.txt (stderr then says \"backward: taken from "
+                                     "X_bwd.txt beside it\")"));
+    result_clear (&r);
+  }
+  result_clear (&f);
+  result_clear (&b);
+  g_remove (fwd);
+  g_remove (bwd);
+  g_remove (lone);
+}
+
+/* diff's summary adds up: regions kept + new (+ split, merged) make B's count, casts are
+ * counted one by one and summed per dtype pair (hand-counted in test-core-pipeline's
+ * /core/pipeline/diff/counts; the backward: the add's VJP keeps its region with one more
+ * downcast and one upcast less, the matmul's upcasts and downcasts are new, with a new region
+ * for the upcasts in front of the matmuls).  Without --vs, diff is a usage error. */
+static void
+test_diff_summary (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *args[] = { "diff", seed, "--vs", "matmul=upcast-f32", NULL };
+  const char *novs[] = { "diff", seed, NULL };
+  const char *pol_only[] = { "diff", seed, "--policy", "matmul=upcast-f32", NULL };
+  Result r = run_args (args);
+
+  g_assert_cmpint (r.status, ==, 0);
+  if (!strstr (r.out, "\nforward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 merged); "
+               "casts: 2 added (1 bf16 -> f32, 1 f32 -> bf16), 1 removed (1 f32 -> bf16)\n")
+      || !strstr (r.out, "\n  new region nvFusion1 (under A its statements ran outside every "
+                  "region)\n")
+      || !strstr (r.out, "\nbackward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 "
+                  "merged); casts: 3 added (2 f32 -> bf16, 1 bf16 -> f32), 1 removed (1 bf16 -> "
+                  "f32)\n"))
+    g_error ("diff: unexpected summary:\n%s", r.out);
+  g_assert_null (strstr (r.out, "cast kinds"));
+  result_clear (&r);
+  expect (novs, 2, "diff: --vs KEY=VALUE is required");
+  expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
+}
+
+/* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
+ * its arguments once, and the same text on standard input and exit codes (one helper). */
+static void
+test_help (void)
+{
+  static const struct { const char *cmd, *usage; gboolean stdin_ok; } cases[] = {
+    { "print", "] FILE - print Thunder traces back\n", TRUE },
+    { "info", "] FILE - summarise a trace file\n", TRUE },
+    { "transform", "] FILE - run Thunder's passes", TRUE },
+    { "stats", "] FILE - casts, regions", TRUE },
+    { "diff", "] FILE --vs KEY=VALUE - casts and regions", TRUE },
+    { "render", "] FILE -o OUT - draw a trace", TRUE },
+    { "run", "] FILE - run one training step on the CPU "
+             "reference (exact dtypes and f64) or the GPU (--device cuda)", TRUE },
+    { "bench", "] [FILE...] - run the GPU benchmark "
+               "workloads\n", FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *args[] = { cases[i].cmd, "--help", NULL };
+      Result r = run_args (args);
+      g_autofree char *start = g_strdup_printf ("  castscope-cli %s [OPTION", cases[i].cmd);
+      const char *nl = strchr (r.out, '\n');
+      const char *close = NULL;
+
+      g_assert_cmpint (r.status, ==, 0);
+      /* GLib writes "Usage:" (translated by the locale) and the usage line, whose "[OPTION…]"
+       * is "[OPTION?]" in the C locale */
+      g_assert_nonnull (nl);
+      if (g_str_has_prefix (nl + 1, start))
+        close = strchr (nl + 1, ']');
+      if (close == NULL || !g_str_has_prefix (close, cases[i].usage))
+        g_error ("%s --help: want the usage line \"%s...%s\" in:\n%s", cases[i].cmd, start,
+                 cases[i].usage, r.out);
+      g_assert_null (strstr (r.out, "FILE|- FILE|-"));
+      g_assert_null (strstr (r.out, "FILE... [FILE...]"));
+      g_assert_nonnull (strstr (r.out, "\nExit status: 0 ok, 1 bad input or a failed check (a "
+                                       "missing or unreadable file, a trace\n"));
+      g_assert_nonnull (strstr (r.out, "2 usage error (a bad option or value, or an option "
+                                       "naming something the\ninput lacks"));
+      if (cases[i].stdin_ok)
+        g_assert_nonnull (strstr (r.out, "\nFILE '-' reads standard input.  Any input is read "
+                                         "up to 1 GiB and refused past it\n"
+                                         "(CASTSCOPE_MAX_INPUT_BYTES=N lowers the cap).\n"));
+      else
+        g_assert_null (strstr (r.out, "reads standard input"));
+      result_clear (&r);
+    }
+}
+
+/* Counts and units read as English: "1 region", "1 byte", FLOP in the unit that fits. */
+static void
+test_msg_units (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *stats[] = { "stats", seed, NULL };
+  const char *mem[] = { "run", seed, "--max-memory", "1", NULL };
+  const char *flop[] = { "run", seed, "--max-gflop", "0.00001", NULL };
+  Result r = run_args (stats);
+
+  /* the seed's forward: 2*8*16*16 + 512 FLOP, 1568 bytes (test-core-fuse counts them) */
+  g_assert_cmpint (r.status, ==, 0);
+  if (!strstr (r.out, "\nforward (computation): 2 statements, 1 region, 3 casts (2 up, 1 down), "
+               "1 matmul (1 tensor-core), 4608 FLOP, 1.53 KiB, est "))
+    g_error ("stats: unexpected text:\n%s", r.out);
+  result_clear (&r);
+  expect (mem, 1, "over the limit of 1 byte (raise it with --max-memory");
+  {
+    /* a bad --max-gflop is named as a bad --max-memory is */
+    const char *g1[] = { "run", seed, "--max-gflop", "abc", NULL };
+    const char *g2[] = { "run", seed, "--max-gflop=-1", NULL };
+
+    expect (g1, 2, "castscope-cli run: --max-gflop: cannot read 'abc' as a number of GFLOP (a "
+                   "finite number >= 0: 200, 0.5, 1e3)\n");
+    expect (g2, 2, "castscope-cli run: --max-gflop: cannot read '-1' as a number of GFLOP");
+  }
+  {
+    /* an invalid CASTSCOPE_MAX_INPUT_BYTES is an error, not ignored */
+    const char *pr[] = { "print", seed, NULL };
+
+    g_setenv ("CASTSCOPE_MAX_INPUT_BYTES", "64K", TRUE);
+    expect (pr, 1, "castscope-cli: CASTSCOPE_MAX_INPUT_BYTES='64K' is not a number of bytes "
+                   "from 1 to 1073741824");
+    g_unsetenv ("CASTSCOPE_MAX_INPUT_BYTES");
+  }
+  {
+    /* the seed's forward saves t4 (a + b) for the backward besides its output */
+    const char *run[] = { "run", seed, NULL };
+    Result rr = run_args (run);
+
+    g_assert_cmpint (rr.status, ==, 0);
+    g_assert_nonnull (strstr (rr.out, "\n  saved for backward: 1 more output, worst t4 (err "));
+    g_assert_nonnull (strstr (rr.out, "; --all-outputs lists it\n"));
+    result_clear (&rr);
+  }
+  expect (flop, 1, "castscope-cli: run: this step needs about 13.5 kFLOP on the CPU reference, "
+                   "over the limit of 10.0 kFLOP (raise it with --max-gflop)\n");
 }
 
 /* Estimated times in the unit that fits: the text matches stats --json's est_ms formatted by
@@ -552,6 +767,72 @@ test_msg_expand_note (void)
 #endif
 }
 
+/* render --expand-group with a group the trace lacks is a usage error naming the groups it
+ * has (a few, then "..."); the note on a collapsed model names render's options, not the app's
+ * double-click. */
+static void
+test_render_groups (void)
+{
+#if CS_HAVE_RENDER
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *llama = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL)
+                               : NULL;
+  g_autofree char *seed = seed_path ();
+
+  {
+    const char *args[] = { "render", seed, "--expand-group", "layers.1", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: --expand-group layers.1: this trace has "
+                     "no groups (no layer parameters such as t_layers_0_..., and 400 calls or "
+                     "fewer, so no chunks)\n");
+    result_clear (&r);
+  }
+  if (llama == NULL || !g_file_test (llama, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("../shared/traces absent: the LLaMA stack's groups are not checked");
+      return;
+    }
+  {
+    const char *args[] = { "render", llama, "--expand-group", "layers.99", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: --expand-group layers.99: no such group "
+                     "in this trace; it has layers.0, layers.1, layers.2, layers.3, layers.4, ... "
+                     "(8 in all), and groups inside them such as layers.0.attention\n");
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "render", llama, "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
+                     "with the same structure as layers.0); --expand-group layers.0 draws it "
+                     "expanded, --collapse none draws every layer.\n");
+    result_clear (&r);
+  }
+  {
+    /* a real group (a module inside a layer) is accepted */
+    const char *args[] = { "render", llama, "--expand-group", "layers.3", "--expand-group",
+                           "layers.3.attention", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_null (strstr (r.err, "double-click"));
+    result_clear (&r);
+  }
+  {
+    g_autofree char *p = g_build_filename (tmpdir, "x.svg", NULL);
+    g_remove (p);
+  }
+#else
+  g_test_skip ("built without render/");
+#endif
+}
+
 /* Options that did nothing are usage errors: --policy '' everywhere, --check / --iters
  * without --device cuda. */
 static void
@@ -609,6 +890,36 @@ test_msg_exit_codes (void)
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     expect (cases[i], 2, "holds 1 trace");
+
+  /* an option naming what the trace lacks is a usage error (2); a missing file or folder is
+   * bad input (1), as a missing FILE is */
+  {
+    const char *grad[] = { "transform", seed, "--grad", "nosuch", NULL };
+    const char *grad_int[] = { "stats", seed, "--grad", "a,nosuch", NULL };
+    const char *inputs[] = { "run", seed, "--inputs", "/nonexist", NULL };
+    const char *ref[] = { "run", seed, "--reference", "gpu", NULL };
+    const char *ref_cuda[] = { "run", seed, "--device", "cuda", "--reference", "cpu", NULL };
+
+    expect (grad, 2, "castscope-cli: grad: input 'nosuch' requested for grad is not a parameter "
+                     "of computation");
+    expect (grad_int, 2, "'nosuch' requested for grad is not a parameter");
+    expect (inputs, 1, "castscope-cli: run: --inputs /nonexist is not a directory");
+    expect (ref, 2, "castscope-cli: run: --reference needs --device cuda --check");
+    expect (ref_cuda, 2, "castscope-cli: run: --reference needs --device cuda --check");
+  }
+#if CS_HAVE_RENDER
+  {
+    const char *s0[] = { "render", seed, "--scale", "0", "-o", "x.svg", NULL };
+    const char *s17[] = { "render", seed, "--scale", "17", "-o", "x.svg", NULL };
+    const char *mn[] = { "render", seed, "--max-nodes", "-3", "-o", "x.svg", NULL };
+
+    expect (s0, 2, "castscope-cli: render: --scale must be above 0 and at most 16 (pixels per "
+                   "point), not 0\n");
+    expect (s17, 2, "castscope-cli: render: --scale must be above 0 and at most 16 (pixels per "
+                    "point), not 17\n");
+    expect (mn, 2, "castscope-cli: render: --max-nodes must be >= 0, not -3\n");
+  }
+#endif
 }
 
 int
@@ -643,8 +954,13 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/decompose-file", test_msg_decompose_file);
   g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
+  g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
+  g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
+  g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
+  g_test_add_func ("/app/cli/errors/messages/units", test_msg_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);
+  g_test_add_func ("/app/cli/errors/messages/render-groups", test_render_groups);
   g_test_add_func ("/app/cli/errors/messages/ignored-options", test_msg_ignored_options);
   g_test_add_func ("/app/cli/errors/messages/exit-codes", test_msg_exit_codes);
   rc = g_test_run ();

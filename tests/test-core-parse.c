@@ -66,7 +66,7 @@ check_round_trip (const char *path)
   why = inexact_reason (base);
   if (why == NULL && strstr (text, "] [__aot_graphs] ") != NULL)
     {
-      /* A raw TORCH_LOGS=aot_graphs log (data/aten/*_bf16.txt, *_autocast.txt, as PyTorch
+      /* A raw TORCH_LOGS=aot_graphs log (data/aten/NAME_bf16.txt and NAME_autocast.txt, as PyTorch
        * wrote them): the printer drops the glog prefixes, so the printed text is not the
        * input; it must be a fixed point instead (printing what it parses gives it back). */
       g_autoptr(CsTraceList) norm = cs_parse_text (printed, strlen (printed), "printed", &error);

@@ -20,6 +20,7 @@
 #include "cs-fuse-private.h"
 #include "cs-print.h"
 #include "cs-grad.h"
+#include "cs-diff.h"
 #include "cs-pipeline.h"
 #if defined(__has_include)
 #if __has_include ("cs-ref.h")
@@ -1115,6 +1116,88 @@ test_passes_rerun (void)
     g_test_skip ("no sample traces available");
 }
 
+/* ---- cs_trace_diff between two policies, counted by hand ---------------------------------- */
+
+/* The casts of @arr summed (each entry is one origin and dtype pair, count casts). */
+static guint
+diff_cast_total (GPtrArray *arr, CsDtype from, CsDtype to)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < arr->len; i++)
+    {
+      const CsDiffCast *c = arr->pdata[i];
+      if (c->from == from && c->to == to)
+        n += c->count;
+    }
+  return n;
+}
+
+/* matmul=native vs upcast-f32.  The seed's forward: native has one region (the add, statement
+ * 4, computed in f32: two upcasts and a downcast); upcast-f32 keeps it (with the upcast of w
+ * for the matmul, statement 5, in it instead of the downcast) and adds a region of its own for
+ * the matmul's downcast: 1 -> 2 regions = 1 kept + 1 new; casts +1 bf16->f32 and +1 f32->bf16
+ * (statement 5), -1 f32->bf16 (statement 4).
+ * mlp_gelu's forward: native has one region (the gelu, statement 7: an upcast of its input, a
+ * downcast of its output); upcast-f32 adds one in front of the first linear (statement 6:
+ * x, w1, b1 upcast), keeps the gelu's (now f32 in and out, with w2 and b2 upcast for the second
+ * linear, statement 8) and adds one after the second linear (its downcast): 1 -> 3 = 1 kept +
+ * 2 new; casts +5 bf16->f32 (3 + 2), +1 f32->bf16, -1 bf16->f32 and -1 f32->bf16 (the
+ * gelu's). */
+static void
+test_diff_counts (void)
+{
+  static const struct
+  {
+    const char *file;
+    guint n_a, n_b, kept, n_new, up_added, down_added, up_removed, down_removed;
+  } cases[] = {
+    { "data/seed_foo.txt", 1, 2, 1, 1, 1, 1, 0, 1 },
+    { "data/mlp_gelu.txt", 1, 3, 1, 2, 5, 1, 1, 1 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(CsTrace) t = load_sample (cases[i].file);
+      g_autoptr(CsPipeline) pa = NULL, pb = NULL;
+      g_autoptr(CsTraceDiff) d = NULL, same = NULL;
+      CsPolicy a, b;
+
+      g_assert_nonnull (t);
+      policy_from (&a, (const char *[]) { "matmul=native", NULL });
+      policy_from (&b, (const char *[]) { "matmul=upcast-f32", NULL });
+      pa = run (t, &a);
+      pb = run (t, &b);
+      d = cs_trace_diff (cs_pipeline_get_forward (pa), cs_pipeline_get_forward (pb));
+      g_assert_cmpuint (d->n_regions_a, ==, cases[i].n_a);
+      g_assert_cmpuint (d->n_regions_b, ==, cases[i].n_b);
+      g_assert_cmpuint (d->n_regions_kept, ==, cases[i].kept);
+      g_assert_cmpuint (d->regions_new->len, ==, cases[i].n_new);
+      g_assert_cmpuint (d->regions_removed->len, ==, 0);
+      g_assert_cmpuint (d->regions_split->len + d->regions_merged->len, ==, 0);
+      g_assert_cmpuint (d->n_regrouped_a + d->n_regrouped_b, ==, 0);
+      g_assert_cmpuint (diff_cast_total (d->casts_added, CS_DTYPE_BF16, CS_DTYPE_F32), ==,
+                        cases[i].up_added);
+      g_assert_cmpuint (diff_cast_total (d->casts_added, CS_DTYPE_F32, CS_DTYPE_BF16), ==,
+                        cases[i].down_added);
+      g_assert_cmpuint (diff_cast_total (d->casts_removed, CS_DTYPE_BF16, CS_DTYPE_F32), ==,
+                        cases[i].up_removed);
+      g_assert_cmpuint (diff_cast_total (d->casts_removed, CS_DTYPE_F32, CS_DTYPE_BF16), ==,
+                        cases[i].down_removed);
+      /* the other way round the new regions are removed ones */
+      {
+        g_autoptr(CsTraceDiff) r = cs_trace_diff (cs_pipeline_get_forward (pb),
+                                                  cs_pipeline_get_forward (pa));
+        g_assert_cmpuint (r->regions_removed->len, ==, cases[i].n_new);
+        g_assert_cmpuint (r->regions_new->len, ==, 0);
+        g_assert_cmpuint (r->n_regions_kept, ==, cases[i].kept);
+      }
+      same = cs_trace_diff (cs_pipeline_get_forward (pa), cs_pipeline_get_forward (pa));
+      g_assert_true (cs_trace_diff_is_empty (same));
+      g_assert_cmpuint (same->n_regions_kept, ==, cases[i].n_a);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1136,5 +1219,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/autocast/issue283", test_autocast_issue283);
   g_test_add_func ("/core/pipeline/thunder/joint-seed", test_thunder_joint_seed);
   g_test_add_func ("/core/pipeline/thunder/joint-mlp-linear-matmul", test_thunder_joint_mlp);
+  g_test_add_func ("/core/pipeline/diff/counts", test_diff_counts);
   return g_test_run ();
 }

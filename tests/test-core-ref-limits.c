@@ -296,7 +296,7 @@ test_check_step (void)
   g_assert_no_error (error);
   g_assert_false (cs_ref_check_step (&cost, G_MAXUINT64, 1e9, &error));
   g_assert_cmpstr (error->message, ==, "this step needs about 1.07 GFLOP on the CPU reference, "
-                   "over the limit of 1 GFLOP");
+                   "over the limit of 1.00 GFLOP");
   g_clear_error (&error);
   g_assert_true (cs_ref_check_step (&cost, G_MAXUINT64, -1, &error));
 
@@ -338,11 +338,29 @@ test_parse_size (void)
     }
 }
 
+/* Work in the decimal unit that fits: 3 significant digits, no "7.1e+03 GFLOP". */
+static void
+test_format_flops (void)
+{
+  static const struct { double flops; const char *want; } cases[] = {
+    { 0, "0 FLOP" }, { 4608, "4608 FLOP" }, { 9999, "9999 FLOP" }, { 1e4, "10.0 kFLOP" },
+    { 1073741824, "1.07 GFLOP" }, { 200e9, "200 GFLOP" }, { 999.4e9, "999 GFLOP" },
+    { 999.6e9, "1.00 TFLOP" }, { 4.4e12, "4.40 TFLOP" }, { 6.6e12, "6.60 TFLOP" },
+    { 812e15, "812 PFLOP" }, { 2e27, "2.00e+27 FLOP" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *s = cs_format_flops (cases[i].flops);
+      g_assert_cmpstr (s, ==, cases[i].want);
+    }
+}
+
 static void
 test_format_size (void)
 {
   static const struct { double bytes; const char *want; } cases[] = {
-    { 0, "0 bytes" }, { 1023, "1023 bytes" }, { 1024, "1.00 KiB" }, { 1536, "1.50 KiB" },
+    { 0, "0 bytes" }, { 1, "1 byte" }, { 2, "2 bytes" }, { 1023, "1023 bytes" }, { 1024, "1.00 KiB" }, { 1536, "1.50 KiB" },
     { 512.0 * 1048576, "512 MiB" }, { 17.25 * 1073741824, "17.2 GiB" },
     { 3.0 * 1099511627776, "3.00 TiB" },
   };
@@ -361,12 +379,95 @@ test_default_limit (void)
   double phys = (double) sysconf (_SC_PHYS_PAGES) * (double) sysconf (_SC_PAGESIZE);
   guint64 avail = cs_ref_available_memory ();
   guint64 limit = cs_ref_default_memory_limit ();
+  CsRefMachineMemory m;
 
-  g_test_message ("available %.0f MiB, default limit %.0f MiB, physical %.0f MiB",
-                  avail / 1048576.0, limit / 1048576.0, phys / 1048576.0);
+  cs_ref_machine_memory (&m);
+  g_test_message ("available %.0f MiB, default limit %.0f MiB, total %.0f MiB, physical %.0f MiB",
+                  avail / 1048576.0, limit / 1048576.0, m.total_bytes / 1048576.0,
+                  phys / 1048576.0);
   g_assert_cmpuint (avail, >, 0);
   g_assert_cmpfloat ((double) avail, <=, phys);
+  g_assert_cmpfloat ((double) m.total_bytes, <=, phys);
+  g_assert_cmpuint (m.available_bytes, <=, m.total_bytes);
   g_assert_cmpuint (limit, ==, (guint64) ((double) avail * CS_REF_DEFAULT_MEMORY_FRACTION));
+}
+
+/* The machine's memory from what the system reports (a 23 GiB VM's /proc/meminfo, by hand). */
+static void
+test_machine_memory (void)
+{
+  static const char meminfo[] = "MemTotal:       24117248 kB\n"      /* 23 GiB */
+                                "MemFree:        20000000 kB\n"
+                                "MemAvailable:   18874368 kB\n";     /* 18 GiB */
+  const guint64 gib = (guint64) 1 << 30;
+  CsRefMachineMemory m;
+
+  cs_ref_machine_memory_from (meminfo, 64 * gib, G_MAXUINT64, 0, &m);
+  g_assert_cmpuint (m.total_bytes, ==, 23 * gib);
+  g_assert_cmpuint (m.available_bytes, ==, 18 * gib);
+  /* a cgroup of 16 GiB with 4 GiB used: total 16, available 12 */
+  cs_ref_machine_memory_from (meminfo, 64 * gib, 16 * gib, 4 * gib, &m);
+  g_assert_cmpuint (m.total_bytes, ==, 16 * gib);
+  g_assert_cmpuint (m.available_bytes, ==, 12 * gib);
+  /* a cgroup larger than the machine changes nothing but what its usage leaves */
+  cs_ref_machine_memory_from (meminfo, 64 * gib, 100 * gib, 90 * gib, &m);
+  g_assert_cmpuint (m.total_bytes, ==, 23 * gib);
+  g_assert_cmpuint (m.available_bytes, ==, 10 * gib);
+  /* no /proc/meminfo: sysconf's RAM, half of it available */
+  cs_ref_machine_memory_from (NULL, 8 * gib, G_MAXUINT64, 0, &m);
+  g_assert_cmpuint (m.total_bytes, ==, 8 * gib);
+  g_assert_cmpuint (m.available_bytes, ==, 4 * gib);
+}
+
+/* The limit never goes past the machine: the issue's --max-memory 100G on a 23 GiB machine
+ * (the cross-entropy bench needs about 37.6 GiB) is refused naming the machine, not let
+ * through to the OOM killer; under the machine's total only the limit speaks. */
+static void
+test_limit_clamped (void)
+{
+  static const char meminfo[] = "MemTotal:       24117248 kB\n"
+                                "MemAvailable:   18874368 kB\n";
+  const guint64 gib = (guint64) 1 << 30;
+  CsRefMachineMemory m;
+  CsRefStepCost cost = { 0, 37.6 * (double) gib };
+  g_autoptr (GError) error = NULL;
+
+  cs_ref_machine_memory_from (meminfo, 0, G_MAXUINT64, 0, &m);
+  /* default: 75% of 18 GiB; a request: as asked up to the 23 GiB */
+  g_assert_cmpuint (cs_ref_memory_limit (&m, CS_REF_MEMORY_DEFAULT), ==, (guint64) 27 << 29);
+  g_assert_cmpuint (cs_ref_memory_limit (&m, 100 * gib), ==, 23 * gib);
+  g_assert_cmpuint (cs_ref_memory_limit (&m, 2 * gib), ==, 2 * gib);
+
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, 100 * gib, &error), ==,
+                   CS_REF_MEMORY_OVER_MACHINE);
+  g_assert_error (error, CS_REF_ERROR, CS_REF_ERROR_VALUE);
+  g_assert_cmpstr (error->message, ==, "this step needs about 37.6 GiB of host memory on the CPU "
+                   "reference (estimate), this machine has 23.0 GiB");
+  g_clear_error (&error);
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, CS_REF_MEMORY_DEFAULT, &error), ==,
+                   CS_REF_MEMORY_OVER_MACHINE);
+  g_clear_error (&error);
+
+  /* 20 GiB: over the default 13.5 GiB, within a 22 GiB request, over a 16 GiB one */
+  cost.peak_bytes = 20.0 * (double) gib;
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, CS_REF_MEMORY_DEFAULT, &error), ==,
+                   CS_REF_MEMORY_OVER_LIMIT);
+  g_assert_cmpstr (error->message, ==, "this step needs about 20.0 GiB of host memory on the CPU "
+                   "reference (estimate), over the limit of 13.5 GiB");
+  g_clear_error (&error);
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, 22 * gib, &error), ==,
+                   CS_REF_MEMORY_FITS);
+  g_assert_no_error (error);
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, 16 * gib, &error), ==,
+                   CS_REF_MEMORY_OVER_LIMIT);
+  g_assert_cmpstr (error->message, ==, "this step needs about 20.0 GiB of host memory on the CPU "
+                   "reference (estimate), over the limit of 16.0 GiB");
+  g_clear_error (&error);
+  /* exactly the machine's memory fits under a request of more */
+  cost.peak_bytes = 23.0 * (double) gib;
+  g_assert_cmpint (cs_ref_check_step_memory (&cost, &m, 100 * gib, &error), ==,
+                   CS_REF_MEMORY_FITS);
+  g_assert_no_error (error);
 }
 
 /* ---- cancellation and progress ------------------------------------------------------------ */
@@ -513,7 +614,10 @@ main (int argc, char **argv)
   g_test_add_func ("/ref/limits/check-step", test_check_step);
   g_test_add_func ("/ref/limits/parse-size", test_parse_size);
   g_test_add_func ("/ref/limits/format-size", test_format_size);
+  g_test_add_func ("/ref/limits/format-flops", test_format_flops);
   g_test_add_func ("/ref/limits/default-limit", test_default_limit);
+  g_test_add_func ("/ref/limits/machine-memory", test_machine_memory);
+  g_test_add_func ("/ref/limits/limit-clamped", test_limit_clamped);
   g_test_add_func ("/ref/limits/progress", test_progress);
   g_test_add_func ("/ref/limits/cancel-before", test_cancel_before);
   g_test_add_func ("/ref/limits/cancel-matmul", test_cancel_matmul);

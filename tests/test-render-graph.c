@@ -757,6 +757,36 @@ test_chunks_collapsed (void)
   g_assert_true (noted);
 }
 
+/* The notes say how to draw more in the words of the interface that shows them: the app's
+ * double-click by default, castscope-cli render's options with CS_RENDER_HINTS_CLI (the
+ * sentence is drawn into exported pictures too). */
+static void
+test_chunks_hints (void)
+{
+  g_autofree char *text = residual_chain (700);
+  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(CsLayout) app = build (t, CS_RENDER_DETAIL_AUTO);
+  g_autoptr(CsLayout) cli = NULL;
+  g_autoptr(GError) error = NULL;
+  CsRenderOptions o;
+  static const char want_app[] = "No layers in the parameter names: the 1401 statements are "
+    "drawn as 6 collapsed chunks of consecutive statements; double-click a chunk to expand it.";
+  static const char want_cli[] = "No layers in the parameter names: the 1401 statements are "
+    "drawn as 6 collapsed chunks of consecutive statements; --expand-group 'statements 1-250' "
+    "draws one expanded, --collapse none draws them all.";
+
+  cs_render_options_init (&o);
+  g_assert_cmpint (o.hints, ==, CS_RENDER_HINTS_APP);
+  o.hints = CS_RENDER_HINTS_CLI;
+  cli = cs_layout_new (t, &o, NULL, &error);
+  cs_render_options_clear (&o);
+  g_assert_no_error (error);
+  g_assert_nonnull (app->notes[0]);
+  g_assert_cmpstr (app->notes[0], ==, want_app);
+  g_assert_nonnull (cli->notes[0]);
+  g_assert_cmpstr (cli->notes[0], ==, want_cli);
+}
+
 /* The 8-block LLaMA opens as its blocks; expanding layers.3 draws its 50 statements (the
  * count test-render-group.c takes from the text) in a layers.3 box holding three module boxes. */
 static void
@@ -915,6 +945,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
   g_test_add_func ("/render/layout/layered", test_layered);
   g_test_add_func ("/render/groups/chunks", test_chunks_collapsed);
+  g_test_add_func ("/render/groups/chunks-hints", test_chunks_hints);
   g_test_add_func ("/render/groups/llama", test_llama_collapsed);
   return g_test_run ();
 }
