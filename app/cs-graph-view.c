@@ -135,13 +135,16 @@ apply_values (CsGraphView *self)
 {
   GHashTableIter iter;
   gpointer key, value;
-  double lo = G_MAXDOUBLE, hi = -G_MAXDOUBLE;
+  double lo = G_MAXDOUBLE, hi = -G_MAXDOUBLE, lo_pos = G_MAXDOUBLE;
+  gboolean any = FALSE;
 
   if (self->layout == NULL)
     return;
   cs_layout_clear_values (self->layout);
   if (self->values == NULL && self->edge_values == NULL)
     return;
+#define TAKE(v) \
+  do { if (isfinite (v)) { lo = MIN (lo, v); hi = MAX (hi, v); if ((v) > 0) lo_pos = MIN (lo_pos, v); any = TRUE; } } while (0)
   if (self->values != NULL)
     {
       g_hash_table_iter_init (&iter, self->values);
@@ -150,10 +153,7 @@ apply_values (CsGraphView *self)
           double v = *(double *) value;
 
           if (cs_layout_set_stmt_value (self->layout, GPOINTER_TO_UINT (key), v) > 0)
-            {
-              lo = MIN (lo, v);
-              hi = MAX (hi, v);
-            }
+            TAKE (v);
         }
     }
   if (self->edge_values != NULL)
@@ -163,19 +163,25 @@ apply_values (CsGraphView *self)
         {
           double v = *(double *) value;
 
-          if (cs_layout_set_edge_value (self->layout, key, v) > 0)
-            {
-              lo = MIN (lo, v);
-              hi = MAX (hi, v);
-            }
+          /* per tensor: its edges (heat under the dtype line) and its output node */
+          if (cs_layout_set_tensor_value (self->layout, key, v) > 0)
+            TAKE (v);
         }
     }
-  /* Errors and times are magnitudes: the scale starts at 0 so that small reads as small. */
-  if (lo > 0)
-    lo = 0;
-  if (lo <= hi)
+#undef TAKE
+  if (!any)
+    {
+      lo = 0;
+      hi = 1;
+    }
+  /* Errors and times are magnitudes: a scale from 0 so that small reads as small, or a log
+   * scale when the positive values span two decades or more (errors usually do). */
+  if (hi > 0 && lo_pos < G_MAXDOUBLE && hi / lo_pos >= 100)
+    cs_layout_set_value_scale_log (self->layout,
+                                   self->values_title ? self->values_title : "value", lo_pos, hi);
+  else
     cs_layout_set_value_scale (self->layout, self->values_title ? self->values_title : "value",
-                               lo, hi > lo ? hi : lo + 1e-30);
+                               MIN (lo, 0), hi > MIN (lo, 0) ? hi : MIN (lo, 0) + 1e-30);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -19,6 +19,17 @@ typedef struct
   int     end;         /* char offset one past its last line (subsymbol comments included) */
 } CsStmtRange;
 
+/* What the node fill shows after a Run (the overlay dropdown, in this order).  The error
+ * measures are the verdict's (core/cs-compare.h, CsAccuracy) under the CLI's names. */
+typedef enum
+{
+  CS_RUN_HEAT_RATIO,    /* ratio = err / ref_err */
+  CS_RUN_HEAT_ERR,      /* err: RMSE against the f64 run */
+  CS_RUN_HEAT_REF_ERR,  /* ref_err: RMSE of the reference (exact run, or the rounding floor) */
+  CS_RUN_HEAT_TIME,     /* per-region time, ms */
+  CS_N_RUN_HEAT
+} CsRunHeat;
+
 struct _CsWindow
 {
   GtkApplicationWindow parent_instance;
@@ -81,15 +92,18 @@ struct _CsWindow
                                            trace order */
   char              *search_needle;     /* (nullable) what they match */
   char              *last_run_summary;  /* (nullable) one line about the last run */
-  GHashTable        *run_node_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
-                                                        time, ms) */
-  GHashTable        *run_edge_values[CS_N_FAMILIES]; /* (nullable) proxy name -> double* (error
-                                                        against f64) */
-  GHashTable        *run_time_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
-                                                        time, ms: GPU median or estimate) */
-  char              *run_title;         /* (nullable) colour-scale title of the error overlay */
-  char              *run_time_title;    /* (nullable) colour-scale title of the time overlay */
-  GtkDropDown       *overlay_dropdown;  /* run overlay: 0 = error vs f64, 1 = region time */
+  GHashTable        *run_node_values[CS_N_RUN_HEAT][CS_N_FAMILIES]; /* (nullable) stmt id ->
+                                           double*: per error measure, the largest value of the
+                                           tensors the statement writes (top-level and the
+                                           prim inside a region that writes it); per
+                                           CS_RUN_HEAT_TIME the region time, ms (GPU median or
+                                           estimate) */
+  GHashTable        *run_edge_values[CS_N_RUN_HEAT][CS_N_FAMILIES]; /* (nullable) proxy name ->
+                                           double*: per error measure, the tensor's value
+                                           (NULL for CS_RUN_HEAT_TIME) */
+  char              *run_titles[CS_N_RUN_HEAT]; /* (nullable) key title of each heat overlay,
+                                           naming the measure as the CLI does */
+  GtkDropDown       *overlay_dropdown;  /* run heat overlay: a CsRunHeat */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
 };
 

@@ -1220,12 +1220,14 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->search_needle, g_free);
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
-      g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_time_values[f], g_hash_table_unref);
+      for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+        {
+          g_clear_pointer (&self->run_node_values[h][f], g_hash_table_unref);
+          g_clear_pointer (&self->run_edge_values[h][f], g_hash_table_unref);
+        }
     }
-  g_clear_pointer (&self->run_title, g_free);
-  g_clear_pointer (&self->run_time_title, g_free);
+  for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+    g_clear_pointer (&self->run_titles[h], g_free);
   g_clear_object (&self->run_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }

@@ -26,6 +26,8 @@
 #define UI_MARGIN_PX     8.0
 #define PNG_MAX_SIDE_PX  32000.0
 #define PNG_MAX_PIXELS   (120.0 * 1000 * 1000)
+#define EDGE_HEAT_PT         7.0  /* width of an edge's heat band under a value overlay, pt */
+#define NODE_HEAT_BORDER_PT  2.2  /* border of a node filled with heat (its dtype colour), pt */
 
 /* ---------------------------------------------------------------------------------------- */
 /* view                                                                                      */
@@ -262,9 +264,18 @@ rect_path (cairo_t *cr, const CsRect *r, double radius)
 static double
 scale_t (const CsLayout *l, double v)
 {
+  double t;
+
   if (!l->has_scale || !(l->scale_max > l->scale_min))
     return 0.5;
-  return (v - l->scale_min) / (l->scale_max - l->scale_min);
+  if (isnan (v))
+    return 1.0;   /* a NaN error is the worst there is */
+  if (l->scale_log && l->scale_min > 0)
+    t = v > 0 ? (log10 (v) - log10 (l->scale_min)) / (log10 (l->scale_max) - log10 (l->scale_min))
+              : 0.0;
+  else
+    t = (v - l->scale_min) / (l->scale_max - l->scale_min);
+  return CLAMP (t, 0.0, 1.0);
 }
 
 static const char *
@@ -469,13 +480,20 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved, fs);
 }
 
+/* An edge keeps its dtype colour under a value overlay: the value is a heat band beneath it. */
 static void
 edge_color (const CsLayout *l, const CsLayoutEdge *e, CsColor *c)
 {
-  if (e->has_value)
-    cs_palette_scale_color (scale_t (l, e->value), c);
-  else
-    cs_palette_class_color (e->has_dtype ? cs_palette_class_for_dtype (e->dtype) : CS_PALETTE_OTHER, c);
+  cs_palette_class_color (e->has_dtype ? cs_palette_class_for_dtype (e->dtype) : CS_PALETTE_OTHER, c);
+}
+
+static void
+edge_path (cairo_t *cr, const CsLayoutEdge *e)
+{
+  cairo_move_to (cr, e->points[0].x, -e->points[0].y);
+  for (guint k = 1; k + 2 < e->n_points; k += 3)
+    cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x, -e->points[k + 1].y,
+                    e->points[k + 2].x, -e->points[k + 2].y);
 }
 
 static void
@@ -483,7 +501,7 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
 {
   cairo_t *cr = p->cr;
   CsColor c;
-  double lw = e->has_value ? 3.0 : 1.4;
+  double lw = e->has_value ? 2.0 : 1.4;
 
   if (e->n_points < 4)
     return;
@@ -494,19 +512,24 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
       hex_color (CS_PALETTE_HEX_SELECTED, &s);
       s.a = 0.45;
       set_color (cr, &s);
-      cairo_set_line_width (cr, lw + 5);
-      cairo_move_to (cr, e->points[0].x, -e->points[0].y);
-      for (guint k = 1; k + 2 < e->n_points; k += 3)
-        cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x,
-                        -e->points[k + 1].y, e->points[k + 2].x, -e->points[k + 2].y);
+      cairo_set_line_width (cr, lw + (e->has_value ? 9 : 5));
+      edge_path (cr, e);
+      cairo_stroke (cr);
+    }
+  if (e->has_value)
+    {
+      /* heat: a wide band in the value's colour under the dtype-coloured line */
+      CsColor v;
+
+      cs_palette_scale_color (scale_t (l, e->value), &v);
+      set_color (cr, &v);
+      cairo_set_line_width (cr, EDGE_HEAT_PT);
+      edge_path (cr, e);
       cairo_stroke (cr);
     }
   set_color (cr, &c);
   cairo_set_line_width (cr, lw);
-  cairo_move_to (cr, e->points[0].x, -e->points[0].y);
-  for (guint k = 1; k + 2 < e->n_points; k += 3)
-    cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x, -e->points[k + 1].y,
-                    e->points[k + 2].x, -e->points[k + 2].y);
+  edge_path (cr, e);
   cairo_stroke (cr);
   if (e->has_arrow)
     {
@@ -621,7 +644,15 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       break;
     }
   if (n->has_value)
-    cs_palette_scale_color (scale_t (l, n->value), &fill);
+    {
+      /* heat as the fill; the dtype stays readable as the border (casts, inputs and outputs
+       * keep their dtype border; an op's border turns to its output dtype) */
+      cs_palette_scale_color (scale_t (l, n->value), &fill);
+      if (n->badge == CS_LAYOUT_BADGE_NONE && n->kind != CS_LAYOUT_NODE_REGION
+          && n->kind != CS_LAYOUT_NODE_GROUP)
+        stroke = dt;
+      lw = MAX (lw, NODE_HEAT_BORDER_PT);
+    }
   if (n->found)
     draw_found (p, &n->box);
   rect_path (cr, &n->box, radius);
@@ -780,7 +811,7 @@ draw_legend (Painter *p, const CsLayout *l, double x0, double y0)
   draw_text (p, legend_symbols[3], UI_FONT_PX, FALSE, tx, y, 0.0, &DARK);
 }
 
-#define KEY_W_PX 140.0
+#define KEY_W_PX 170.0
 #define KEY_H_PX  52.0
 
 static void
@@ -812,6 +843,8 @@ draw_value_key (Painter *p, const CsLayout *l, double x0, double y0)
   g_snprintf (hi, sizeof hi, "%.3g", l->scale_max);
   draw_text (p, lo, UI_FONT_PX * 0.9, FALSE, x0 + 8, y0 + 42, 0.0, &DARK);
   draw_text (p, hi, UI_FONT_PX * 0.9, FALSE, x0 + KEY_W_PX - 8, y0 + 42, 1.0, &DARK);
+  if (l->scale_log)
+    draw_text (p, "log scale", UI_FONT_PX * 0.8, FALSE, x0 + KEY_W_PX / 2, y0 + 42, 0.5, &DARK);
 }
 
 static double

@@ -640,6 +640,7 @@ cs_layout_clear_values (CsLayout *layout)
   for (guint i = 0; i < layout->n_clusters; i++)
     layout->clusters[i].has_value = FALSE;
   layout->has_scale = FALSE;
+  layout->scale_log = FALSE;
   g_clear_pointer (&layout->scale_title, g_free);
 }
 
@@ -703,6 +704,57 @@ cs_layout_set_edge_value (CsLayout *layout, const char *proxy, double value)
 }
 
 /**
+ * cs_layout_set_tensor_value:
+ * @layout: a display list (owner thread only)
+ * @proxy: a tensor name
+ * @value: the value of that tensor (its err, ref_err or ratio against the f64 run)
+ *
+ * A per-tensor value: every edge carrying @proxy (drawn as a heat band under its dtype colour)
+ * and the OUTPUT node of @proxy (filled with the heat, its border keeping the dtype colour).
+ * Returns: how many elements got the value
+ */
+guint
+cs_layout_set_tensor_value (CsLayout *layout, const char *proxy, double value)
+{
+  guint n;
+
+  g_return_val_if_fail (layout != NULL && proxy != NULL, 0);
+  n = cs_layout_set_edge_value (layout, proxy, value);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].kind == CS_LAYOUT_NODE_OUTPUT && g_strcmp0 (layout->nodes[i].name, proxy) == 0)
+      {
+        layout->nodes[i].has_value = TRUE;
+        layout->nodes[i].value = value;
+        n++;
+      }
+  return n;
+}
+
+/**
+ * cs_layout_set_value_scale_log:
+ * @layout: a display list (owner thread only)
+ * @title: (nullable): key title, naming the measure ("err (RMSE vs f64)")
+ * @min: value at the low end, > 0
+ * @max: value at the high end, > @min
+ *
+ * A logarithmic colour scale (for errors spanning decades): a value v is drawn at
+ * log(v / min) / log(max / min), clamped to [0, 1].  Falls back to the linear
+ * cs_layout_set_value_scale() when the bounds are not positive and increasing.
+ */
+void
+cs_layout_set_value_scale_log (CsLayout *layout, const char *title, double min, double max)
+{
+  g_return_if_fail (layout != NULL);
+  if (!(min > 0 && max > min && isfinite (max)))
+    {
+      cs_layout_set_value_scale (layout, title, min, max);
+      return;
+    }
+  cs_layout_set_value_scale (layout, title, min, max);
+  layout->scale_log = TRUE;
+}
+
+/**
  * cs_layout_set_value_scale:
  * @layout: a display list (owner thread only)
  * @title: (nullable): key title with unit ("region time (ms)")
@@ -741,6 +793,7 @@ cs_layout_set_value_scale (CsLayout *layout, const char *title, double min, doub
   layout->scale_title = g_strdup (title);
   layout->scale_min = min;
   layout->scale_max = max;
+  layout->scale_log = FALSE;
   layout->has_scale = TRUE;
 }
 

@@ -197,6 +197,8 @@ typedef struct
   char             *scale_title; /* "time (ms)", "max |error|" */
   double            scale_min;   /* value drawn with cs_palette_scale_color (0) */
   double            scale_max;   /* value drawn with cs_palette_scale_color (1) */
+  gboolean          scale_log;   /* the scale is logarithmic (scale_min > 0): t = log(v / min) /
+                                    log(max / min); values <= min draw as min */
 } CsLayout;
 
 CsLayout *cs_layout_ref           (CsLayout *layout);
@@ -265,7 +267,14 @@ guint     cs_layout_set_stmt_value(CsLayout          *layout,
 guint     cs_layout_set_edge_value(CsLayout          *layout,
                                    const char        *proxy,
                                    double             value);
+guint     cs_layout_set_tensor_value (CsLayout        *layout,
+                                   const char        *proxy,
+                                   double             value);
 void      cs_layout_set_value_scale (CsLayout        *layout,
+                                   const char        *title,
+                                   double             min,
+                                   double             max);
+void      cs_layout_set_value_scale_log (CsLayout    *layout,
                                    const char        *title,
                                    double             min,
                                    double             max);

@@ -426,16 +426,19 @@ test_export (Fixture *fx, gconstpointer data)
   g_rmdir (dir);
 }
 
-/* Run on the CPU reference: every returned float tensor gets an error against f64.  bf16 keeps
- * 8 significant bits, so one rounding costs up to 2^-9 = 0.2 % relative; the seed's outputs
- * pass through a few roundings and a 16-term dot product, so the largest relative error of a
- * bf16 output lies between 2^-12 (some rounding happened) and 2^-4 (no blow-up). */
+/* Run on the CPU reference: every returned float tensor gets the verdict's measures against
+ * f64 (err, ref_err, ratio), drawn as heat in the node fill while the dtype stays on edges and
+ * borders.  On the CPU the reference error is the rounding floor, f64 rounded to nearest in the
+ * tensor's dtype: no value stored in that dtype is closer to f64 element by element, so for every
+ * bf16 output err >= ref_err, ratio >= 1.  The seed's outputs pass through a few roundings and
+ * a 16-term dot product, so the ratio stays far below 64 (no blow-up). */
 static void
 test_run_overlay (Fixture *fx, gconstpointer data)
 {
   CsLayout *layout;
   guint n_values = 0;
-  double max_rel = 0;
+  gboolean gpu, t5_node = FALSE;
+  double ratio, err, ref_err;
 
   if (!open_seed (fx))
     return;
@@ -450,34 +453,62 @@ test_run_overlay (Fixture *fx, gconstpointer data)
    * executor: the summary names the device and the CUDA-graph step time. */
   if (g_strcmp0 (g_getenv ("CS_EXPECT_GPU"), "1") == 0)
     g_assert_nonnull (strstr (fx->win->last_run_summary, "(CUDA graph)"));
-  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
-  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_BACKWARD]);
-  /* The forward returns t5 (bf16[8, 16]) and the saved tensors. */
-  g_assert_true (g_hash_table_contains (fx->win->run_edge_values[CS_FAMILY_FORWARD], "t5"));
-  {
-    double rel = *(double *) g_hash_table_lookup (fx->win->run_edge_values[CS_FAMILY_FORWARD], "t5");
+  gpu = strstr (fx->win->last_run_summary, "(CUDA graph)") != NULL;
+  for (guint h = CS_RUN_HEAT_RATIO; h <= CS_RUN_HEAT_REF_ERR; h++)
+    {
+      g_assert_nonnull (fx->win->run_edge_values[h][CS_FAMILY_FORWARD]);
+      g_assert_nonnull (fx->win->run_edge_values[h][CS_FAMILY_BACKWARD]);
+      /* The forward returns t5 (bf16[8, 16]) and the saved tensors. */
+      g_assert_true (g_hash_table_contains (fx->win->run_edge_values[h][CS_FAMILY_FORWARD], "t5"));
+    }
+  ratio = *(double *) g_hash_table_lookup (fx->win->run_edge_values[CS_RUN_HEAT_RATIO][CS_FAMILY_FORWARD], "t5");
+  err = *(double *) g_hash_table_lookup (fx->win->run_edge_values[CS_RUN_HEAT_ERR][CS_FAMILY_FORWARD], "t5");
+  ref_err = *(double *) g_hash_table_lookup (fx->win->run_edge_values[CS_RUN_HEAT_REF_ERR][CS_FAMILY_FORWARD], "t5");
+  g_test_message ("t5: err %g, ref_err %g, ratio %g", err, ref_err, ratio);
+  g_assert_cmpfloat (ref_err, >, 0);
+  g_assert_cmpfloat_with_epsilon (ratio, err / ref_err, 1e-12 * ratio);
+  if (!gpu)
+    g_assert_cmpfloat (ratio, >=, 1.0);
+  g_assert_cmpfloat (ratio, <, 64.0);
 
-    g_test_message ("t5 relative error vs f64: %g", rel);
-    g_assert_cmpfloat (rel, >, 1.0 / 4096);
-    g_assert_cmpfloat (rel, <, 1.0 / 16);
-  }
+  /* The default heat is the ratio, named as the CLI names it; t5's output node is filled with
+   * it and its edges carry it, their colour still the dtype's. */
+  g_assert_cmpuint (gtk_drop_down_get_selected (fx->win->overlay_dropdown), ==, CS_RUN_HEAT_RATIO);
   layout = cs_graph_view_get_layout (fx->win->forward_view);
   g_assert_nonnull (layout);
   g_assert_true (layout->has_scale);
+  g_assert_cmpstr (layout->scale_title, ==, gpu ? "GPU ratio (err / ref_err)" : "ratio (err / ref_err)");
   for (guint i = 0; i < layout->n_edges; i++)
     if (layout->edges[i].has_value)
       {
         n_values++;
-        max_rel = MAX (max_rel, layout->edges[i].value);
+        g_assert_true (layout->edges[i].has_dtype);
+        if (g_strcmp0 (layout->edges[i].proxy, "t5") == 0)
+          g_assert_cmpfloat (layout->edges[i].value, ==, ratio);
       }
   g_assert_cmpuint (n_values, >, 0);
-  g_assert_cmpfloat (max_rel, <, 1.0 / 16);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].kind == CS_LAYOUT_NODE_OUTPUT && g_strcmp0 (layout->nodes[i].name, "t5") == 0)
+      {
+        g_assert_true (layout->nodes[i].has_value);
+        g_assert_cmpfloat (layout->nodes[i].value, ==, ratio);
+        t5_node = TRUE;
+      }
+  g_assert_true (t5_node);
   /* The table lists them (a header row and at least one tensor row). */
   g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
   save_screenshot (GTK_WIDGET (fx->win), "castscope-run-overlay.png");
 
+  /* err: the same tensors, the key says so */
+  gtk_drop_down_set_selected (fx->win->overlay_dropdown, CS_RUN_HEAT_ERR);
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_cmpstr (layout->scale_title, ==, gpu ? "GPU err (RMSE vs f64)" : "err (RMSE vs f64)");
+  for (guint i = 0; i < layout->n_edges; i++)
+    if (g_strcmp0 (layout->edges[i].proxy, "t5") == 0)
+      g_assert_cmpfloat (layout->edges[i].value, ==, err);
+
   /* The time overlay colours the fusion region (GPU median, or the roofline estimate). */
-  gtk_drop_down_set_selected (fx->win->overlay_dropdown, 1);
+  gtk_drop_down_set_selected (fx->win->overlay_dropdown, CS_RUN_HEAT_TIME);
   layout = cs_graph_view_get_layout (fx->win->forward_view);
   g_assert_true (layout->has_scale);
   g_assert_cmpuint (layout->n_clusters, >=, 1);
@@ -494,13 +525,13 @@ test_run_overlay (Fixture *fx, gconstpointer data)
     for (guint i = 0; i < layout->n_edges; i++)
       g_assert_false (layout->edges[i].has_value);
   }
-  gtk_drop_down_set_selected (fx->win->overlay_dropdown, 0);
+  gtk_drop_down_set_selected (fx->win->overlay_dropdown, CS_RUN_HEAT_RATIO);
 
   /* A policy change forgets the overlay (its numbers described other traces). */
   g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
                                       g_variant_new_string ("upcast-f32"));
   wait_idle (fx->win);
-  g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_null (fx->win->run_edge_values[CS_RUN_HEAT_RATIO][CS_FAMILY_FORWARD]);
 }
 
 /* Writes @text to a fresh temporary file and opens it in the window. */
@@ -605,7 +636,7 @@ test_run_cancel (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (gtk_label_get_text (fx->win->status_message), ==, "Run cancelled");
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
   g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
-  g_assert_null (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_null (fx->win->run_edge_values[CS_RUN_HEAT_RATIO][CS_FAMILY_FORWARD]);
   g_assert_null (fx->win->last_run_summary);
   remove_text (path);
 
@@ -616,7 +647,7 @@ test_run_cancel (Fixture *fx, gconstpointer data)
   wait_idle (fx->win);
   g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
   g_assert_nonnull (fx->win->last_run_summary);
-  g_assert_nonnull (fx->win->run_edge_values[CS_FAMILY_FORWARD]);
+  g_assert_nonnull (fx->win->run_edge_values[CS_RUN_HEAT_RATIO][CS_FAMILY_FORWARD]);
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
 }
 
