@@ -14,6 +14,7 @@
 #include "cs-cli-run-cuda.h"
 
 #include "cs-compare.h"
+#include "cs-lens.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-ref.h"
@@ -313,50 +314,23 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
   return TRUE;
 }
 
-/* The index of the top-level statement of @trace that produces @name, or G_MAXUINT. */
-static guint
-producer_index (const CsTrace *trace, const char *name)
-{
-  for (guint i = 0; i < trace->n_stmts; i++)
-    {
-      const CsStmt *st = trace->stmts[i];
-      g_autoptr(GPtrArray) outs = NULL;
-
-      if (st->kind != CS_STMT_CALL)
-        continue;
-      outs = g_ptr_array_new ();
-      cs_stmt_collect_outputs (st, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
-          return i;
-    }
-  return G_MAXUINT;
-}
-
-/* The precision lens's "first divergence": of the outputs whose error is past PyTorch's
- * bound against the rounding floor, the one whose producing statement comes first. */
+/* The precision lens's "first divergence" (core/cs-lens.h): of the outputs whose error is past
+ * PyTorch's bound against the rounding floor, the one whose producing statement comes first. */
 static void
 first_divergence (const CsTrace *trace, RunReport *rep)
 {
-  guint best = G_MAXUINT;
+  g_autofree CsLensItem *items = g_new0 (CsLensItem, rep->outputs->len + 1);
+  gint at;
 
-  rep->first_divergence = NULL;
-  rep->first_line = 0;
   for (guint i = 0; i < rep->outputs->len; i++)
     {
       const RunOutput *o = g_ptr_array_index (rep->outputs, i);
-      guint at;
 
-      if (o->acc.pass)
-        continue;
-      at = producer_index (trace, o->name);
-      if (rep->first_divergence == NULL || at < best)
-        {
-          best = at;
-          rep->first_divergence = o;
-          rep->first_line = at < trace->n_stmts ? trace->stmts[at]->line : 0;
-        }
+      items[i].name = o->name;
+      items[i].acc = &o->acc;
     }
+  at = cs_lens_first_divergence (trace, items, rep->outputs->len, &rep->first_line);
+  rep->first_divergence = at >= 0 ? g_ptr_array_index (rep->outputs, at) : NULL;
 }
 
 static gboolean
