@@ -123,6 +123,7 @@ cs_application_startup (GApplication *app)
     { "win.export",      { "<Control>e", NULL } },
     { "win.find",        { "<Control>f", NULL } },
     { "win.run",         { "F5", NULL } },
+    { "win.first-divergence", { "<Control>d", NULL } },
     { "win.zoom-in",     { "<Control>plus", "<Control>equal", NULL } },
     { "win.zoom-out",    { "<Control>minus", NULL } },
     { "win.zoom-fit",    { "<Control>0", NULL } },

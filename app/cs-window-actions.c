@@ -531,6 +531,12 @@ run_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
 }
 
 static void
+first_divergence_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  _cs_window_jump_to_divergence (CS_WINDOW (user_data));
+}
+
+static void
 close_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
 {
   gtk_window_destroy (GTK_WINDOW (user_data));
@@ -564,6 +570,7 @@ static const GActionEntry win_actions[] = {
   { "export", export_activated, NULL, NULL, NULL },
   { "find", find_activated, NULL, NULL, NULL },
   { "run", run_activated, NULL, NULL, NULL },
+  { "first-divergence", first_divergence_activated, NULL, NULL, NULL },
   { "zoom-in", zoom_in_activated, NULL, NULL, NULL },
   { "zoom-out", zoom_out_activated, NULL, NULL, NULL },
   { "zoom-fit", zoom_fit_activated, NULL, NULL, NULL },
@@ -575,7 +582,8 @@ static const GActionEntry win_actions[] = {
 /**
  * _cs_window_init_actions:
  *
- * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
+ * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.first-divergence
+ * (select the last run's first divergence), win.zoom-in, win.zoom-out, win.zoom-fit,
  * win.dismiss-diff, win.close, win.show("forward"|"backward") and the boolean win.legend (draw the
  * dtype legend on both graphs).  Accelerators are set by
  * CsApplication.

@@ -104,10 +104,19 @@ struct _CsWindow
   char              *run_titles[CS_N_RUN_HEAT]; /* (nullable) key title of each heat overlay,
                                            naming the measure as the CLI does */
   GtkDropDown       *overlay_dropdown;  /* run heat overlay: a CsRunHeat */
+  GtkButton         *divergence_button; /* jumps to the run's first divergence */
+  char              *run_divergence;    /* (nullable) the first divergence of the last run: the
+                                           earliest tensor (forward before backward) whose
+                                           verdict fails (cs_lens_first_divergence()) */
+  CsFamily           run_divergence_family; /* its family */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
 };
 
 /* cs-window.c */
+gboolean     _cs_window_select_tensor     (CsWindow   *self,
+                                           CsFamily    family,
+                                           const char *proxy,
+                                           guint32     stmt_id);
 const CsStmt *_cs_window_find_stmt_deep   (const CsTrace *trace,
                                            guint32        stmt_id,
                                            guint         *top_index);
@@ -151,6 +160,7 @@ void         _cs_window_run               (CsWindow   *self);
 void         _cs_window_clear_run         (CsWindow   *self);
 void         _cs_window_apply_run_overlay (CsWindow   *self);
 void         _cs_window_cancel_run        (CsWindow   *self);
+gboolean     _cs_window_jump_to_divergence (CsWindow  *self);
 /* label data on a run-table row's first cell: which node the row is about */
 #define CS_RUN_ROW_STMT   "cs-run-row-stmt"    /* GUINT_TO_POINTER (top-level stmt id) */
 #define CS_RUN_ROW_FAMILY "cs-run-row-family"  /* GINT_TO_POINTER (CsFamily + 1) */

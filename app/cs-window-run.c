@@ -35,6 +35,7 @@
 
 #include "cs-compare.h"
 #include "cs-cuda-loader.h"
+#include "cs-lens.h"
 #include "cs-ops.h"
 #include "cs-ref.h"
 #include "cs-ref-plan.h"
@@ -710,6 +711,72 @@ put_max (GHashTable **table, guint32 id, double v)
     *cur = MAX (*cur, v);
 }
 
+/* The run's first divergence (core/cs-lens.h, as castscope-cli run names it): the earliest
+ * failing tensor of the forward, else of the backward, among the rows of the device that ran;
+ * the button says which, or that there is none. */
+static void
+find_divergence (CsWindow *self, RunJob *job)
+{
+  g_autofree char *label = NULL;
+
+  g_clear_pointer (&self->run_divergence, g_free);
+  for (CsFamily f = 0; f < CS_N_FAMILIES && self->run_divergence == NULL; f++)
+    {
+      g_autoptr(GArray) items = g_array_new (FALSE, TRUE, sizeof (CsLensItem));
+      g_autoptr(GArray) rows = g_array_new (FALSE, FALSE, sizeof (guint));
+      gint at;
+
+      if (job->trace[f] == NULL)
+        continue;
+      for (guint i = 0; i < job->rows->len; i++)
+        {
+          const RunRow *row = &g_array_index (job->rows, RunRow, i);
+          CsLensItem item = { row->name, &row->acc };
+
+          if (row->family != f || row->gpu != job->gpu_ran)
+            continue;
+          g_array_append_val (items, item);
+          g_array_append_val (rows, i);
+        }
+      at = cs_lens_first_divergence (job->trace[f], (const CsLensItem *) items->data, items->len,
+                                     NULL);
+      if (at >= 0)
+        {
+          const RunRow *row = &g_array_index (job->rows, RunRow, g_array_index (rows, guint, at));
+
+          self->run_divergence = g_strdup (row->name);
+          self->run_divergence_family = f;
+          label = g_strdup_printf ("First divergence: %s %s (ratio %.3g)",
+                                   f == CS_FAMILY_FORWARD ? "fwd" : "bwd", row->name,
+                                   row->acc.ratio);
+        }
+    }
+  gtk_button_set_label (self->divergence_button,
+                        label ? label : "No divergence: every tensor within its bound");
+  gtk_widget_set_sensitive (GTK_WIDGET (self->divergence_button), self->run_divergence != NULL);
+  gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), TRUE);
+}
+
+/**
+ * _cs_window_jump_to_divergence:
+ *
+ * win.first-divergence (Ctrl+D, the run panel's button): shows the family of the last run's
+ * first divergence and selects the node writing that tensor, revealing it.
+ * Returns: TRUE when there was one and its node was selected
+ */
+gboolean
+_cs_window_jump_to_divergence (CsWindow *self)
+{
+  if (self->run_divergence == NULL)
+    {
+      gtk_label_set_text (self->status_message, self->last_run_summary != NULL
+                          ? "No divergence: every tensor is within k \u00d7 ref_err + atol"
+                          : "Run first (F5): the first divergence comes from a run");
+      return FALSE;
+    }
+  return _cs_window_select_tensor (self, self->run_divergence_family, self->run_divergence, 0);
+}
+
 static void
 run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -816,6 +883,7 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     self->last_run_summary = g_strdup_printf ("CPU reference (no GPU): %u tensors checked against "
                                               "f64 in %.1f ms", job->rows->len, job->wall_ms);
   _cs_window_apply_run_overlay (self);
+  find_divergence (self, job);
   fill_table (self, job);
   gtk_progress_bar_set_fraction (self->run_progress, 1.0);
   gtk_progress_bar_set_text (self->run_progress, self->last_run_summary);
@@ -848,6 +916,9 @@ _cs_window_clear_run (CsWindow *self)
     }
   for (guint h = 0; h < CS_N_RUN_HEAT; h++)
     g_clear_pointer (&self->run_titles[h], g_free);
+  g_clear_pointer (&self->run_divergence, g_free);
+  if (self->divergence_button != NULL)
+    gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), FALSE);
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);

@@ -917,14 +917,31 @@ _cs_window_run_row_activate (CsWindow *self, int row)
   guint32 stmt_id;
   gint family;
   const char *proxy;
-  CsTrace *trace;
 
   if (cell == NULL || (family = GPOINTER_TO_INT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY))) == 0)
     return FALSE;
   family--;
   stmt_id = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_STMT));
   proxy = g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_PROXY);
-  if (_cs_window_get_family (self) != (CsFamily) family)
+  return _cs_window_select_tensor (self, (CsFamily) family, proxy, stmt_id);
+}
+
+/**
+ * _cs_window_select_tensor:
+ * @family: the trace family holding the tensor
+ * @proxy: (nullable): a tensor name: the statement writing it is selected (inside a fusion
+ *   region, the region's prim)
+ * @stmt_id: the statement to select when @proxy is NULL or written by none
+ *
+ * Shows @family and selects (and reveals, scrolled into view) the node of the tensor.
+ * Returns: TRUE when a node was selected
+ */
+gboolean
+_cs_window_select_tensor (CsWindow *self, CsFamily family, const char *proxy, guint32 stmt_id)
+{
+  CsTrace *trace;
+
+  if (_cs_window_get_family (self) != family)
     gtk_stack_set_visible_child_name (self->graph_stack, family == CS_FAMILY_BACKWARD ? "backward" : "forward");
   trace = _cs_window_get_shown_trace (self);
   /* the statement writing the tensor; inside a fusion region, the region's prim */
@@ -1228,6 +1245,7 @@ cs_window_finalize (GObject *object)
     }
   for (guint h = 0; h < CS_N_RUN_HEAT; h++)
     g_clear_pointer (&self->run_titles[h], g_free);
+  g_clear_pointer (&self->run_divergence, g_free);
   g_clear_object (&self->run_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
@@ -1265,6 +1283,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_cancel_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, divergence_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_regions);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_matmuls);

@@ -301,31 +301,47 @@ cs_lens_removed_user_casts (const CsTrace *initial, const CsTrace *before, const
 /* ------------------------------------------------------------------------------------------ */
 /* First divergence                                                                            */
 
-/* Index of the top-level statement of @trace writing @name, or G_MAXUINT. */
-static guint
-producer_index (const CsTrace *trace, const char *name)
+static gboolean
+stmt_writes (const CsStmt *st, const char *name)
 {
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (st, outs);
+  for (guint k = 0; k < outs->len; k++)
+    if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Where @name is made in @trace: the index of the top-level statement writing it (G_MAXUINT
+ * for none) and, inside a fusion region, the index of the region's prim writing it. */
+static void
+producer_position (const CsTrace *trace, const char *name, guint *top, guint *sub)
+{
+  *top = *sub = G_MAXUINT;
   for (guint i = 0; i < trace->n_stmts; i++)
     {
       const CsStmt *st = trace->stmts[i];
-      g_autoptr(GPtrArray) outs = NULL;
 
-      if (st->kind != CS_STMT_CALL)
+      if (st->kind != CS_STMT_CALL || !stmt_writes (st, name))
         continue;
-      outs = g_ptr_array_new ();
-      cs_stmt_collect_outputs (st, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
-          return i;
+      *top = i;
+      if (cs_op_is_fusion (st->op))
+        for (guint k = 0; k < st->n_subs; k++)
+          if (st->subs[k]->kind == CS_STMT_CALL && stmt_writes (st->subs[k], name))
+            {
+              *sub = k;
+              break;
+            }
+      return;
     }
-  return G_MAXUINT;
 }
 
 gint
 cs_lens_first_divergence (const CsTrace *trace, const CsLensItem *items, guint n_items,
                           guint *line)
 {
-  guint best = G_MAXUINT;
+  guint best_top = G_MAXUINT, best_sub = G_MAXUINT;
   gint found = -1;
 
   g_return_val_if_fail (trace != NULL && (items != NULL || n_items == 0), -1);
@@ -333,17 +349,18 @@ cs_lens_first_divergence (const CsTrace *trace, const CsLensItem *items, guint n
     *line = 0;
   for (guint i = 0; i < n_items; i++)
     {
-      guint at;
+      guint top, sub;
 
       if (items[i].acc == NULL || items[i].acc->pass || items[i].name == NULL)
         continue;
-      at = producer_index (trace, items[i].name);
-      if (found < 0 || at < best)
+      producer_position (trace, items[i].name, &top, &sub);
+      if (found < 0 || top < best_top || (top == best_top && sub < best_sub))
         {
-          best = at;
+          best_top = top;
+          best_sub = sub;
           found = (gint) i;
           if (line != NULL)
-            *line = at < trace->n_stmts ? trace->stmts[at]->line : 0;
+            *line = top < trace->n_stmts ? trace->stmts[top]->line : 0;
         }
     }
   return found;

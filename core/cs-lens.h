@@ -114,8 +114,9 @@ typedef struct
  *
  * The precision lens's first divergence: of the tensors that fail their verdict (err past
  * k * ref_err + atol, or NaN/inf where the reference has none: !acc->pass), the one whose
- * producing top-level statement comes first in @trace.  Ties (the same statement) keep the
- * order of @items; a tensor no statement produces sorts last.
+ * producing top-level statement comes first in @trace, and among the outputs of one fusion
+ * region the one whose prim comes first in the region.  Ties keep the order of @items; a
+ * tensor no statement produces sorts last.
  * Returns: the index into @items, or -1 when every tensor passes
  */
 gint         cs_lens_first_divergence   (const CsTrace    *trace,

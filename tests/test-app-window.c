@@ -1566,6 +1566,74 @@ test_run_row_click (Fixture *fx, gconstpointer data)
   }
 }
 
+/* (x + 1000) - 1000 in bf16 with redundant-casts=keep: every op of the region rounds to bf16,
+ * so t1 = x + 1000 is stored with bf16's ulp of 4 at 1000 and t2 = t1 - 1000 keeps that error,
+ * while t2's truth is x itself, a bf16 value (rounding floor 0: ratio inf); t3 = 2 t2 fails
+ * too, but its prim comes later in the one region that makes all three.  t1 is rounded once
+ * (ratio 1, passes).  The first divergence is t2: the button names it, Ctrl+D's action
+ * selects the node writing it. */
+static const char cancel_trace[] =
+  "import thunder\n"
+  "import thunder.torch as ltorch\n"
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(x):\n"
+  "  # x: \"cuda:0 bf16[16, 16]\"\n"
+  "  t1 = ltorch.add(x, 1000.0, alpha=1)  # t1: \"cuda:0 bf16[16, 16]\"\n"
+  "  t2 = ltorch.sub(t1, 1000.0, alpha=1)  # t2: \"cuda:0 bf16[16, 16]\"\n"
+  "  t3 = ltorch.mul(t2, 2.0)  # t3: \"cuda:0 bf16[16, 16]\"\n"
+  "  return (t3, t2, t1)\n";
+
+static void
+test_first_divergence (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "cancel.txt", cancel_trace);
+  CsTrace *trace;
+
+  /* before a run there is nothing to jump to */
+  g_assert_false (_cs_window_jump_to_divergence (fx->win));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-redundant-casts",
+                                      g_variant_new_string ("keep"));
+  wait_idle (fx->win);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_cmpstr (fx->win->run_divergence, ==, "t2");
+  g_assert_cmpint (fx->win->run_divergence_family, ==, CS_FAMILY_FORWARD);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->divergence_button)));
+  g_assert_nonnull (strstr (gtk_button_get_label (fx->win->divergence_button), "fwd t2"));
+  show_family (fx->win, "backward");
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "first-divergence", NULL);
+  wait_idle (fx->win);
+  g_assert_cmpint (_cs_window_get_family (fx->win), ==, CS_FAMILY_FORWARD);
+  trace = _cs_window_get_shown_trace (fx->win);
+  {
+    const CsStmt *s = _cs_window_find_stmt_deep (trace, cs_graph_view_get_selected (fx->win->forward_view), NULL);
+    g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+    gboolean writes_t2 = FALSE;
+
+    g_assert_nonnull (s);
+    cs_stmt_collect_outputs (s, outs);
+    for (guint i = 0; i < outs->len; i++)
+      writes_t2 |= g_strcmp0 (((CsProxy *) g_ptr_array_index (outs, i))->name, "t2") == 0;
+    g_assert_true (writes_t2);
+  }
+  /* under Thunder's default (the casts removed) t2 is computed from the unrounded f32 sum:
+   * within its bound, and so is every tensor: no divergence */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-redundant-casts",
+                                      g_variant_new_string ("remove"));
+  wait_idle (fx->win);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_null (fx->win->run_divergence);
+  g_assert_false (gtk_widget_get_sensitive (GTK_WIDGET (fx->win->divergence_button)));
+  g_assert_false (_cs_window_jump_to_divergence (fx->win));
+  remove_text (path);
+}
+
 /* The overview: a click on the minimap centres the view on that point of the graph. */
 static void
 test_minimap (Fixture *fx, gconstpointer data)
@@ -1661,6 +1729,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/legend-toggle", Fixture, NULL, fixture_setup, test_legend_toggle,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
+              fixture_teardown);
+  g_test_add ("/app/window/first-divergence", Fixture, NULL, fixture_setup, test_first_divergence,
               fixture_teardown);
   g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
               fixture_teardown);

@@ -346,8 +346,8 @@ test_first_divergence (void)
     "  # a: \"cuda:0 f32[4]\"\n"
     "  t3 = ltorch.exp(a)  # t3: \"cuda:0 f32[4]\"\n"
     "  t4 = ltorch.neg(t3)  # t4: \"cuda:0 f32[4]\"\n"
-    "  t1 = ltorch.sin(t4)  # t1: \"cuda:0 f32[4]\"\n"
-    "  t5 = ltorch.cos(t1)  # t5: \"cuda:0 f32[4]\"\n"
+    "  t1 = ltorch.mul(t4, t4)  # t1: \"cuda:0 f32[4]\"\n"
+    "  t5 = ltorch.exp(t1)  # t5: \"cuda:0 f32[4]\"\n"
     "  t7 = ltorch.tanh(t5)  # t7: \"cuda:0 f32[4]\"\n"
     "  return (t7, t5, t3)\n";
   g_autoptr(GError) error = NULL;
@@ -370,6 +370,24 @@ test_first_divergence (void)
   items[0].acc = &ok;
   g_assert_cmpint (cs_lens_first_divergence (t, items, 3, &line), ==, -1);
   g_assert_cmpuint (line, ==, 0);
+
+  /* fused into one region, t3, t1, t5 and t7 are outputs of the same call: the region's prims
+   * order them (t5 before t7) */
+  {
+    g_autoptr(CsPipeline) pl = cs_pipeline_run (t, NULL, NULL, &error);
+    CsTrace *fw;
+    guint n_regions = 0;
+
+    g_assert_no_error (error);
+    fw = cs_pipeline_get_forward (pl);
+    for (guint i = 0; i < fw->n_stmts; i++)
+      n_regions += fw->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (fw->stmts[i]->op);
+    g_assert_cmpuint (n_regions, ==, 1);
+    items[0] = (CsLensItem) { "t7", &bad };
+    items[1] = (CsLensItem) { "t3", &ok };
+    items[2] = (CsLensItem) { "t5", &bad };
+    g_assert_cmpint (cs_lens_first_divergence (fw, items, 3, NULL), ==, 2);
+  }
 }
 
 int
