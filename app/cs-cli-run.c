@@ -36,6 +36,7 @@ typedef struct
   CsTensor  *exact;     /* exact-mode value (trace dtype) */
   CsAccuracy acc;       /* exact vs f64, reference error = the rounding floor of the dtype */
   guint      order;     /* position in the trace's return (ties of the sort keep it) */
+  CsLensRange range;    /* dynamic range of the f64 (true) values against f16, bf16, fp8 */
   char      *grad_of;   /* backward: the forward input this is the gradient of, or NULL */
 } RunOutput;
 
@@ -307,6 +308,7 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
       o->exact = cs_tensor_ref (e);
       o->order = rep->outputs->len;
       measure (o, e, f, training);
+      cs_lens_range (f, &o->range);
       g_ptr_array_add (rep->outputs, o);
     }
   g_ptr_array_sort (rep->outputs, output_worst_first);
@@ -376,6 +378,13 @@ print_report (const RunReport *rep, gboolean all)
                 a->n_nonfinite_mismatch);
       if (o->grad_of)
         printf ("  (grad of %s)", o->grad_of);
+      {
+        g_autofree char *rs = cs_lens_range_summary (&o->range);
+
+        printf ("  amax %.3e", o->range.amax);
+        if (rs[0])
+          printf ("  range: %s", rs);
+      }
       printf ("\n");
     }
   if (rep->first_divergence)
@@ -412,6 +421,50 @@ json_add_measure (JsonBuilder *b, const CsAccuracy *a, double v)
     json_builder_add_string_value (b, "inf");
   else
     json_builder_add_double_value (b, v);
+}
+
+/* The "range" member of an output (core/cs-lens.h): writes {amax, min_nonzero, zeros, non_finite, formats: {f16|bf16|e4m3|e5m2: {overflow,
+ * flush_to_zero, subnormal, headroom, overflow_risk, underflow_risk}}}; headroom is null for an
+ * all-zero tensor (infinite). */
+static void
+json_range (JsonBuilder *b, const CsLensRange *r)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "amax");
+  json_builder_add_double_value (b, r->amax);
+  json_builder_set_member_name (b, "min_nonzero");
+  json_builder_add_double_value (b, r->min_nonzero);
+  json_builder_set_member_name (b, "zeros");
+  json_builder_add_int_value (b, r->n_zero);
+  json_builder_set_member_name (b, "non_finite");
+  json_builder_add_int_value (b, r->n_nonfinite);
+  json_builder_set_member_name (b, "formats");
+  json_builder_begin_object (b);
+  for (guint f = 0; f < CS_LENS_N_FMTS; f++)
+    {
+      const CsLensFit *fit = &r->fit[f];
+
+      json_builder_set_member_name (b, cs_lens_format_name (f));
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "overflow");
+      json_builder_add_int_value (b, fit->n_overflow);
+      json_builder_set_member_name (b, "flush_to_zero");
+      json_builder_add_int_value (b, fit->n_flush);
+      json_builder_set_member_name (b, "subnormal");
+      json_builder_add_int_value (b, fit->n_subnormal);
+      json_builder_set_member_name (b, "headroom");
+      if (isfinite (fit->headroom))
+        json_builder_add_double_value (b, fit->headroom);
+      else
+        json_builder_add_null_value (b);
+      json_builder_set_member_name (b, "overflow_risk");
+      json_builder_add_boolean_value (b, fit->overflow_risk);
+      json_builder_set_member_name (b, "underflow_risk");
+      json_builder_add_boolean_value (b, fit->underflow_risk);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
 }
 
 static void
@@ -483,6 +536,8 @@ json_report (JsonBuilder *b, const RunReport *rep)
           json_builder_set_member_name (b, "grad_of");
           json_builder_add_string_value (b, o->grad_of);
         }
+      json_builder_set_member_name (b, "range");
+      json_range (b, &o->range);
       json_builder_set_member_name (b, "saved_for_backward");
       json_builder_add_boolean_value (b, !is_primary (rep, o));
       json_builder_end_object (b);

@@ -55,6 +55,7 @@ typedef struct
   guint32   inner_id;      /* the statement at any depth producing it (a region's prim), or
                             * stmt_id; 0 = none */
   CsAccuracy acc;          /* err, ref_err, ratio, verdict (cs_accuracy_judge) */
+  CsLensRange range;       /* dynamic range of the f64 (true) values (cs_lens_range) */
 } RunRow;
 
 typedef struct
@@ -240,6 +241,7 @@ add_row (RunJob *job, CsFamily family, gboolean gpu, const char *name, const CsT
   row.name = g_strdup (name);
   row.type = cs_tensor_type_string (x);
   row.stmt_id = producer_of_deep (job->trace[family], name, &row.inner_id);
+  cs_lens_range (t, &row.range);
   g_array_append_val (job->rows, row);
 }
 
@@ -618,6 +620,8 @@ fill_table (CsWindow *self, RunJob *job)
   grid_add (self->run_grid, 3, r, "ref_err", TRUE, TRUE);
   grid_add (self->run_grid, 4, r, "ratio", TRUE, TRUE);
   grid_add (self->run_grid, 5, r, "verdict", TRUE, FALSE);
+  grid_add (self->run_grid, 6, r, "amax", TRUE, TRUE);
+  grid_add (self->run_grid, 7, r, "range (f16, bf16, e4m3, e5m2)", TRUE, FALSE);
   r++;
   for (guint i = 0; i < job->rows->len; i++)
     {
@@ -643,6 +647,13 @@ fill_table (CsWindow *self, RunJob *job)
       grid_add (self->run_grid, 3, r, ref, FALSE, TRUE);
       grid_add (self->run_grid, 4, r, ratio, FALSE, TRUE);
       grid_add (self->run_grid, 5, r, verdict, FALSE, FALSE);
+      {
+        g_autofree char *amax = g_strdup_printf ("%.3g", row->range.amax);
+        g_autofree char *rs = cs_lens_range_summary (&row->range);
+
+        grid_add (self->run_grid, 6, r, amax, FALSE, TRUE);
+        grid_add (self->run_grid, 7, r, rs[0] ? rs : "fits all", FALSE, FALSE);
+      }
       link_row (self->run_grid, r, row->family, row->stmt_id, row->name);
       r++;
     }

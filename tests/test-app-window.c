@@ -1604,6 +1604,25 @@ test_first_divergence (Fixture *fx, gconstpointer data)
   g_assert_cmpint (fx->win->run_divergence_family, ==, CS_FAMILY_FORWARD);
   g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->divergence_button)));
   g_assert_nonnull (strstr (gtk_button_get_label (fx->win->divergence_button), "fwd t2"));
+  /* the range column: t1 = x + 1000 (|x| of a few units) lies far past e4m3's 464 and well
+   * inside f16, bf16 and e5m2 (57344): all 256 elements overflow e4m3, nothing else */
+  {
+    gboolean seen = FALSE;
+
+    g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (gtk_grid_get_child_at (fx->win->run_grid, 6, 0))), ==, "amax");
+    for (int r = 1; r < 50; r++)
+      {
+        GtkWidget *cell = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+
+        if (cell == NULL || g_strcmp0 (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_PROXY), "t1") != 0
+            || GPOINTER_TO_INT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY)) != CS_FAMILY_FORWARD + 1)
+          continue;
+        seen = TRUE;
+        g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (gtk_grid_get_child_at (fx->win->run_grid, 7, r))),
+                         ==, "e4m3: 256 overflow");
+      }
+    g_assert_true (seen);
+  }
   show_family (fx->win, "backward");
   cs_graph_view_select (fx->win->forward_view, 0, FALSE);
   g_action_group_activate_action (G_ACTION_GROUP (fx->win), "first-divergence", NULL);

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cs-tensor.h"
+
 #if CS_HAVE_JSON
 #include <json-glib/json-glib.h>
 #endif
@@ -343,6 +345,76 @@ report_line (const char *out, const char *name)
   return NULL;
 }
 
+/* The dynamic range in run's report (core/cs-lens.h): t0 = x + 0 over eight f32 values placed by
+ * hand, read from --inputs: 0, 1, -2, 70000 (past f16's 65520, e4m3's 464 and e5m2's 61440),
+ * 500 (past e4m3's 464), 464 (e4m3's tie, rounds down to 448), 3e-8 (f16 subnormal, flushes
+ * in e4m3 (<= 2^-10) and e5m2 (<= 2^-17)), 5e-5 (f16 and e5m2 subnormal, flushes in e4m3). */
+static void
+test_run_range (void)
+{
+  static const char text[] =
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(x):\n"
+    "  # x: \"cuda:0 f32[8]\"\n"
+    "  t0 = ltorch.add(x, 0.0, alpha=1)  # t0: \"cuda:0 f32[8]\"\n"
+    "  return (t0,)\n";
+  const double v[8] = { 0, 1, -2, 70000, 500, 464, 3e-8, 5e-5 };
+  const int64_t shape[1] = { 8 };
+  g_autofree char *dir = NULL, *path = NULL, *npy = NULL, *line = NULL;
+  g_autoptr(CsTensor) x = cs_tensor_new_from_f64 (CS_DTYPE_F32, shape, 1, v, NULL);
+  Run r;
+
+  if (!need_cli ())
+    return;
+  dir = g_dir_make_tmp ("cs-cli-XXXXXX", NULL);
+  path = g_build_filename (dir, "range.txt", NULL);
+  npy = g_build_filename (dir, "x.npy", NULL);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_true (cs_tensor_save_npy (x, npy, NULL));
+  r = run (NULL, "run", path, "--forward-only", "--inputs", dir, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  line = report_line (r.out, "t0");
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "  amax 7.000e+04  range: f16: 1 overflow, 2 subnormal; "
+                                  "e4m3: 2 overflow, 2 flush to zero; "
+                                  "e5m2: 1 overflow, 1 flush to zero, 1 subnormal"));
+  run_clear (&r);
+#if CS_HAVE_JSON
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonObject *o, *range, *e4m3, *bf16;
+
+    r = run (NULL, "run", path, "--forward-only", "--inputs", dir, "--json", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+    o = json_array_get_object_element (json_object_get_array_member (json_object_get_object_member (
+          json_node_get_object (json_parser_get_root (parser)), "forward"), "outputs"), 0);
+    g_assert_cmpstr (json_object_get_string_member (o, "name"), ==, "t0");
+    range = json_object_get_object_member (o, "range");
+    g_assert_cmpfloat (json_object_get_double_member (range, "amax"), ==, 70000);
+    g_assert_cmpfloat (json_object_get_double_member (range, "min_nonzero"), ==, (double) 3e-8f);
+    g_assert_cmpint (json_object_get_int_member (range, "zeros"), ==, 1);
+    e4m3 = json_object_get_object_member (json_object_get_object_member (range, "formats"), "e4m3");
+    g_assert_cmpint (json_object_get_int_member (e4m3, "overflow"), ==, 2);
+    g_assert_cmpint (json_object_get_int_member (e4m3, "flush_to_zero"), ==, 2);
+    g_assert_true (json_object_get_boolean_member (e4m3, "overflow_risk"));
+    bf16 = json_object_get_object_member (json_object_get_object_member (range, "formats"), "bf16");
+    g_assert_cmpint (json_object_get_int_member (bf16, "overflow"), ==, 0);
+    g_assert_false (json_object_get_boolean_member (bf16, "overflow_risk"));
+    g_assert_false (json_object_get_boolean_member (bf16, "underflow_risk"));
+    run_clear (&r);
+  }
+#endif
+  g_unlink (npy);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* B6: NaN or inf in the exact run is never reported as a zero error. */
 static void
 test_run_nonfinite (void)
@@ -592,6 +664,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/cli/bad-inputs", test_bad_inputs);
+  g_test_add_func ("/app/cli/run-range", test_run_range);
   g_test_add_func ("/app/cli/usage", test_usage);
   g_test_add_func ("/app/cli/print/file", test_print_good_file);
   g_test_add_func ("/app/cli/print/stdin", test_print_stdin);
