@@ -7,6 +7,7 @@
 #include "cs-config.h"
 
 #include "cs-layout.h"
+#include "cs-lens.h"
 #include "cs-layout-private.h"
 
 #include <math.h>
@@ -71,6 +72,7 @@ cs_layout_unref (CsLayout *layout)
       g_free (layout->nodes[i].name);
       g_free (layout->nodes[i].label);
       g_free (layout->nodes[i].detail);
+      g_free (layout->nodes[i].user_cast_note);
     }
   for (guint i = 0; i < layout->n_edges; i++)
     {
@@ -1007,6 +1009,98 @@ remove_ghosts (CsLayout *layout)
     }
   layout->n_nodes -= layout->n_ghosts;
   layout->n_ghosts = 0;
+}
+
+/**
+ * cs_layout_set_precision_lens:
+ * @layout: a display list (owner thread only)
+ * @on: draw the precision lens
+ *
+ * The precision lens: edges whose consumer computes in a wider dtype than the tensor is stored
+ * in carry a second, dashed line in the compute dtype's colour (and "bf16 \u25b8 f32" under
+ * their shape), and every rounding point (a statement computing wider than it stores: a
+ * narrowing cast, a bf16 matmul accumulating in f32, a region upcasting its bf16 math) gets a
+ * marker in its storage dtype's colour at its output side.  Values come from
+ * cs_lens_stmt_precision() (core/cs-lens.h) when the graph is built.
+ */
+void
+cs_layout_set_precision_lens (CsLayout *layout, gboolean on)
+{
+  g_return_if_fail (layout != NULL);
+  layout->precision_lens = on;
+}
+
+/**
+ * cs_layout_mark_user_casts:
+ * @layout: a display list (owner thread only)
+ * @removed: (element-type CsRemovedCast): casts the user wrote that a pass removed
+ *   (cs_lens_removed_user_casts()); their `reader` names are looked up in the layout's trace
+ *
+ * Marks, for every removed cast whose reader this trace draws, the node of the statement that
+ * now reads the unrounded value (or the collapsed region, statement or group standing for
+ * it): `user_casts_removed` counts them, `user_cast_dtype` is the dtype the cast asked for and
+ * `user_cast_note` says what was removed.  These marks are not diff marks: they stay across
+ * cs_layout_clear_marks() until marked again (NULL clears them).
+ * Returns: how many removed casts got a mark
+ */
+guint
+cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
+{
+  DrawIndex ix;
+  guint n = 0;
+
+  g_return_val_if_fail (layout != NULL, 0);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      layout->nodes[i].user_casts_removed = 0;
+      g_clear_pointer (&layout->nodes[i].user_cast_note, g_free);
+    }
+  layout->n_user_casts_marked = 0;
+  if (removed == NULL || removed->len == 0 || layout->trace == NULL)
+    return 0;
+  draw_index_init (&ix, layout);
+  for (guint i = 0; i < removed->len; i++)
+    {
+      const CsRemovedCast *c = g_ptr_array_index (removed, i);
+      const CsStmt *reader = NULL;
+      CsLayoutHit hit;
+      CsLayoutNode *node;
+      GHashTableIter it;
+      gpointer key, value;
+
+      if (c->reader == NULL)
+        continue;
+      g_hash_table_iter_init (&it, ix.by_id);
+      while (reader == NULL && g_hash_table_iter_next (&it, &key, &value))
+        {
+          const CsStmt *s = value;
+          const CsProxy *o = s->kind == CS_STMT_CALL && s->n_subs == 0 ? cs_stmt_get_output (s) : NULL;
+
+          if (o != NULL && strcmp (o->name, c->reader) == 0)
+            reader = s;
+        }
+      if (reader == NULL || !element_for (layout, &ix, reader, &hit) || hit.kind != CS_LAYOUT_HIT_NODE)
+        continue;
+      node = &layout->nodes[hit.index];
+      if (node->user_casts_removed++ == 0)
+        node->user_cast_dtype = c->to;
+      {
+        g_autofree char *old = node->user_cast_note;
+        g_autofree char *line = g_strdup_printf ("your cast on line %u (%s \u2192 %s%s%s) was removed "
+                                                 "by remove-redundant-casts: %s reads the value "
+                                                 "without that rounding", c->user->line,
+                                                 cs_dtype_short_name (c->from),
+                                                 cs_dtype_short_name (c->to),
+                                                 c->region ? ", in " : "", c->region ? c->region : "",
+                                                 c->reader);
+
+        node->user_cast_note = old ? g_strdup_printf ("%s\n%s", old, line) : g_steal_pointer (&line);
+      }
+      layout->n_user_casts_marked++;
+      n++;
+    }
+  draw_index_clear (&ix);
+  return n;
 }
 
 /**

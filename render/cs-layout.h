@@ -112,6 +112,14 @@ typedef struct
   guint             diff_moved;  /* statements moved into or out of regions it stands for */
   gboolean          has_value;
   double            value;       /* in the value scale's unit */
+  /* precision lens (core/cs-lens.h, cs_lens_stmt_precision()): set by cs_graph_build() */
+  gboolean          has_precision; /* compute_dtype / rounds below are meaningful */
+  CsDtype           compute_dtype; /* dtype the statement's math runs in */
+  gboolean          rounds;      /* computes wider than it stores: a rounding point */
+  /* overlay: casts the user wrote that a pass removed (cs_layout_mark_user_casts()) */
+  guint             user_casts_removed; /* how many such casts this node now reads past */
+  CsDtype           user_cast_dtype;    /* the dtype the (first) removed cast rounded to */
+  char             *user_cast_note;     /* (nullable, owned) what was removed, for tooltips */
 } CsLayoutNode;
 
 /** CsLayoutEdge: one use of a tensor (producer -> consumer). */
@@ -135,6 +143,10 @@ typedef struct
   CsLayoutMark      mark;
   gboolean          has_value;
   double            value;
+  /* precision lens: the dtype the consuming statement computes this tensor in (set by
+   * cs_graph_build() where the head is an op or region with a known compute dtype) */
+  gboolean          has_compute;
+  CsDtype           compute_dtype;
 } CsLayoutEdge;
 
 /** CsLayoutCluster: an expanded fusion region or an expanded statement. */
@@ -192,6 +204,9 @@ typedef struct
                                     NULL at CS_RENDER_COLLAPSE_FLAT */
   gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
   guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
+  gboolean          precision_lens; /* overlay: draw compute dtypes on edges and the rounding
+                                    points (cs_layout_set_precision_lens()) */
+  guint             n_user_casts_marked; /* overlay: sum of the nodes' user_casts_removed */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
@@ -298,6 +313,10 @@ typedef struct
                             the older (MOVED_OUT marks, newer side only) */
 } CsLayoutDiffStats;
 
+void      cs_layout_set_precision_lens (CsLayout     *layout,
+                                   gboolean           on);
+guint     cs_layout_mark_user_casts (CsLayout        *layout,
+                                   const GPtrArray   *removed);
 void      cs_layout_clear_marks   (CsLayout          *layout);
 void      cs_layout_mark_diff     (CsLayout          *layout,
                                    const CsTrace     *other,

@@ -329,6 +329,41 @@ test_value_overlay (void)
   g_assert_false (l->scale_log);
 }
 
+/* The precision lens draws the rounding point of the region's convert to bf16: a triangle in
+ * bf16's vermillion (#D55E00) under the node, 4 pt to each side of its middle 1 pt above the
+ * node's bottom, narrowing to its tip 5.2 pt below it (half width 2.7 pt at 1 pt below).
+ * 1.5 pt right of the middle and 1 pt below the node lies inside it, 1.2 pt from its side and
+ * 0.8 pt clear of the 1.4 pt edge leaving the node's middle (at 4 px per pt); without the lens
+ * that pixel is not vermillion. */
+static void
+test_precision_lens (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  CsView view = { 4.0, 20, 20 };
+  int w = (int) ((l->bb.x1 - l->bb.x0) * 4 + 40), h = (int) ((l->bb.y1 - l->bb.y0) * 4 + 40);
+  cairo_surface_t *s;
+  gint down = -1;
+  double x, y;
+  int got[3], want[3];
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (g_strcmp0 (l->nodes[i].label, "\u2192 bf16") == 0)
+      down = (gint) i;
+  g_assert_cmpint (down, >=, 0);
+  g_assert_true (l->nodes[down].rounds);
+  cs_view_to_px (&view, l, (l->nodes[down].box.x0 + l->nodes[down].box.x1) / 2 + 1.5,
+                 l->nodes[down].box.y0 - 1.0, &x, &y);
+  s = paint (l, &view, w, h, 0);
+  pixel (s, (int) x, (int) y, got);
+  hex_rgb ("#D55E00", want);
+  g_assert_false (close_rgb (got, want, 24));
+  cairo_surface_destroy (s);
+  cs_layout_set_precision_lens (l, TRUE);
+  s = paint (l, &view, w, h, 0);
+  assert_pixel (s, (int) x, (int) y, "#D55E00", 24);
+  cairo_surface_destroy (s);
+}
+
 static void
 test_exports (void)
 {
@@ -520,6 +555,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/draw/edges-and-nodes", test_edges_and_nodes);
   g_test_add_func ("/render/draw/legend-png", test_legend_png);
   g_test_add_func ("/render/draw/value-overlay", test_value_overlay);
+  g_test_add_func ("/render/draw/precision-lens", test_precision_lens);
   g_test_add_func ("/render/draw/exports", test_exports);
   g_test_add_func ("/render/draw/level-of-detail", test_level_of_detail);
   return g_test_run ();
