@@ -128,6 +128,7 @@ cs_application_startup (GApplication *app)
     { "win.zoom-out",    { "<Control>minus", NULL } },
     { "win.zoom-fit",    { "<Control>0", NULL } },
     { "win.legend",      { "<Control>l", NULL } },
+    { "win.precision-lens", { "<Control>p", NULL } },
     { "win.close",       { "<Control>w", NULL } },
   };
 

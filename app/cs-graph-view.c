@@ -65,6 +65,9 @@ struct _CsGraphView
   GHashTable      *edge_values;   /* (nullable, owned ref) proxy name -> double* */
   char            *values_title;  /* scale title ("region time (ms)") */
   gboolean         hide_legend;   /* the side panel's dtype legend is hidden (View > Legend) */
+  gboolean         precision_lens;/* draw the precision lens (View > Precision Lens) */
+  GPtrArray       *user_casts;    /* (nullable, owned ref) CsRemovedCast*: casts the user wrote
+                                     that a pass removed, marked on every layout */
   gboolean         keep_view;     /* the next layout keeps the anchor in place (no fit) */
   Anchor           anchor;        /* see Anchor */
   guint32          pending_center;/* stmt id to scroll to once laid out (Find's reveal), 0 */
@@ -128,6 +131,15 @@ apply_diff (CsGraphView *self)
   cs_layout_clear_marks (self->layout);
   if (self->diff_base != NULL && self->diff_base != self->trace)
     cs_layout_mark_diff (self->layout, self->diff_base, TRUE, &self->diff_stats);
+}
+
+static void
+apply_lens (CsGraphView *self)
+{
+  if (self->layout == NULL)
+    return;
+  cs_layout_set_precision_lens (self->layout, self->precision_lens);
+  cs_layout_mark_user_casts (self->layout, self->user_casts);
 }
 
 static void
@@ -497,6 +509,7 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       apply_selection (self);
       apply_diff (self);
       apply_values (self);
+      apply_lens (self);
       if (!keep || !anchor_apply (self))
         self->need_fit = !keep;
       self->keep_view = FALSE;
@@ -949,6 +962,12 @@ query_tooltip_cb (GtkWidget *widget, int x, int y, gboolean keyboard, GtkTooltip
         if (n->has_value)
           g_string_append_printf (s, "\n%s: %.4g", self->layout->scale_title
                                   ? self->layout->scale_title : "value", n->value);
+        if (self->layout->precision_lens && n->has_precision && n->has_dtype)
+          g_string_append_printf (s, "\nstored %s, computed in %s%s", cs_dtype_short_name (n->dtype),
+                                  cs_dtype_short_name (n->compute_dtype),
+                                  n->rounds ? ": rounds here" : "");
+        if (n->user_cast_note != NULL)
+          g_string_append_printf (s, "\n%s", n->user_cast_note);
         gtk_tooltip_set_text (tooltip, s->str);
         return TRUE;
       }
@@ -964,6 +983,8 @@ query_tooltip_cb (GtkWidget *widget, int x, int y, gboolean keyboard, GtkTooltip
         if (e->has_value)
           g_string_append_printf (s, "\n%s: %.4g", self->layout->scale_title
                                   ? self->layout->scale_title : "value", e->value);
+        if (self->layout->precision_lens && e->has_compute)
+          g_string_append_printf (s, "\ncomputed in %s by its reader", cs_dtype_short_name (e->compute_dtype));
         gtk_tooltip_set_text (tooltip, s->str);
         return TRUE;
       }
@@ -1739,6 +1760,7 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->values, g_hash_table_unref);
   g_clear_pointer (&self->edge_values, g_hash_table_unref);
   g_clear_pointer (&self->values_title, g_free);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   g_clear_pointer (&self->error, g_free);
   g_clear_pointer (&self->placeholder, g_free);
   g_clear_pointer (&self->found, g_hash_table_unref);
@@ -1848,6 +1870,48 @@ cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
   if (!self->hide_legend == !!show)
     return;
   self->hide_legend = !show;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_set_precision_lens:
+ * @on: draw the precision lens (render/cs-layout.h cs_layout_set_precision_lens(): compute
+ *   dtypes on edges, rounding points)
+ */
+void
+cs_graph_view_set_precision_lens (CsGraphView *self, gboolean on)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  self->precision_lens = on;
+  apply_lens (self);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/** cs_graph_view_get_precision_lens: Returns: whether the precision lens is drawn */
+gboolean
+cs_graph_view_get_precision_lens (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  return self->precision_lens;
+}
+
+/**
+ * cs_graph_view_set_user_casts:
+ * @removed: (nullable) (element-type CsRemovedCast): casts the user wrote that a pass removed
+ *   (core/cs-lens.h); referenced, marked on this and every later layout
+ *   (cs_layout_mark_user_casts()); NULL clears the marks
+ */
+void
+cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (removed == self->user_casts)
+    return;
+  if (removed != NULL)
+    g_ptr_array_ref (removed);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  self->user_casts = removed;
+  apply_lens (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }
 

@@ -563,8 +563,21 @@ legend_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
   gtk_widget_set_visible (GTK_WIDGET (self->legend_heading), show);
 }
 
+static void
+precision_lens_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  gboolean on = g_variant_get_boolean (state);
+
+  g_simple_action_set_state (action, state);
+  cs_graph_view_set_precision_lens (self->forward_view, on);
+  cs_graph_view_set_precision_lens (self->backward_view, on);
+  gtk_widget_queue_draw (GTK_WIDGET (self->legend_area));
+}
+
 static const GActionEntry win_actions[] = {
   { "legend", NULL, NULL, "true", legend_changed },
+  { "precision-lens", NULL, NULL, "false", precision_lens_changed },
   { "open", open_activated, NULL, NULL, NULL },
   { "open-recent", open_recent_activated, "s", NULL, NULL },
   { "export", export_activated, NULL, NULL, NULL },
@@ -584,8 +597,9 @@ static const GActionEntry win_actions[] = {
  *
  * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.first-divergence
  * (select the last run's first divergence), win.zoom-in, win.zoom-out, win.zoom-fit,
- * win.dismiss-diff, win.close, win.show("forward"|"backward") and the boolean win.legend (draw the
- * dtype legend on both graphs).  Accelerators are set by
+ * win.dismiss-diff, win.close, win.show("forward"|"backward"), the boolean win.legend (draw the
+ * dtype legend on both graphs) and the boolean win.precision-lens (compute dtypes on edges and
+ * rounding points on both graphs).  Accelerators are set by
  * CsApplication.
  */
 void

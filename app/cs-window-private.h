@@ -110,6 +110,9 @@ struct _CsWindow
                                            verdict fails (cs_lens_first_divergence()) */
   CsFamily           run_divergence_family; /* its family */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
+  GPtrArray         *user_casts;        /* (nullable) CsRemovedCast*: casts the user wrote that
+                                           remove-redundant-casts dropped in `user_casts_for` */
+  CsAnalysis        *user_casts_for;    /* (nullable, owned ref) the result they borrow from */
 };
 
 /* cs-window.c */

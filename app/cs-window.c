@@ -11,6 +11,8 @@
 
 #include "cs-window-private.h"
 
+#include "cs-lens.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -590,6 +592,46 @@ update_pass_row (CsWindow *self)
   gtk_label_set_text (self->pass_label, label ? label : "");
 }
 
+/* The index of pass @name in @family of the current result, or -1. */
+static gint
+pass_index_of (CsWindow *self, CsFamily family, const char *name)
+{
+  guint n = self->analysis ? cs_analysis_n_passes (self->analysis, family) : 0;
+
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (self->analysis, family, i), name) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* The casts the user wrote that remove-redundant-casts dropped in the current result
+ * (core/cs-lens.h), computed once per result. */
+static GPtrArray *
+current_user_casts (CsWindow *self)
+{
+  gint ii, fi, ri;
+
+  if (self->analysis == NULL)
+    return NULL;
+  if (self->user_casts_for == self->analysis)
+    return self->user_casts;
+  /* the views let go of the old list first: it borrows from the old result */
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    cs_graph_view_set_user_casts (_cs_window_get_view (self, f), NULL);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
+  self->user_casts_for = cs_analysis_ref (self->analysis);
+  ii = pass_index_of (self, CS_FAMILY_FORWARD, "initial");
+  fi = pass_index_of (self, CS_FAMILY_FORWARD, "fuse");
+  ri = pass_index_of (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
+  if (ii >= 0 && fi >= 0 && ri >= 0)
+    self->user_casts = cs_lens_removed_user_casts (
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ii),
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, fi),
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ri));
+  return self->user_casts;
+}
+
 /* Pushes the traces of the current result into both graph views, then refreshes the text,
  * status and details of the visible one. */
 static void
@@ -609,6 +651,14 @@ update_shown (CsWindow *self)
         cs_graph_view_set_trace (view, trace, diff_base_for (self, f));
       else
         cs_graph_view_set_diff_base (view, diff_base_for (self, f));
+      /* the user's removed casts are marked from the pass that removed them on */
+      {
+        gint r = pass_index_of (self, f, "remove-redundant-casts");
+        guint n = self->analysis ? cs_analysis_n_passes (self->analysis, f) : 0;
+        gboolean after = r >= 0 && n > 0 && MIN (self->pass_index[f], n - 1) >= (guint) r;
+
+        cs_graph_view_set_user_casts (view, after ? current_user_casts (self) : NULL);
+      }
     }
   _cs_window_apply_run_overlay (self);
   update_pass_row (self);
@@ -1246,6 +1296,8 @@ cs_window_finalize (GObject *object)
   for (guint h = 0; h < CS_N_RUN_HEAT; h++)
     g_clear_pointer (&self->run_titles[h], g_free);
   g_clear_pointer (&self->run_divergence, g_free);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
   g_clear_object (&self->run_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }

@@ -1653,6 +1653,86 @@ test_first_divergence (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+/* The precision lens in the window, on exp(x.float()).to(bf16) * y: from the pass that removed
+ * the user's .to(bf16) on, the forward marks the mul that reads the unrounded value (one
+ * mark), at the fuse pass (the cast still there) none, and under redundant-casts=keep none;
+ * Ctrl+P's action turns the lens on in both graphs, whose region then has its rounding point. */
+static const char cast_mul_trace[] =
+  "import thunder\n"
+  "import thunder.torch as ltorch\n"
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(x, y):\n"
+  "  # x: \"cuda:0 bf16[32, 64]\"\n"
+  "  # y: \"cuda:0 bf16[32, 64]\"\n"
+  "  t0 = ltorch.to(x, torch.float32, None, device=None, dtype=None, copy=False)  # t0: \"cuda:0 f32[32, 64]\"\n"
+  "  t1 = ltorch.exp(t0)  # t1: \"cuda:0 f32[32, 64]\"\n"
+  "  t2 = ltorch.to(t1, torch.bfloat16, None, device=None, dtype=None, copy=False)  # t2: \"cuda:0 bf16[32, 64]\"\n"
+  "  t3 = ltorch.mul(t2, y)  # t3: \"cuda:0 bf16[32, 64]\"\n"
+  "  return (t3,)\n";
+
+static void
+test_precision_lens (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "cast_mul.txt", cast_mul_trace);
+  CsAnalysis *an = fx->win->analysis;
+  CsLayout *layout;
+  guint n = cs_analysis_n_passes (an, CS_FAMILY_FORWARD), fuse = G_MAXUINT;
+  gboolean rounding = FALSE;
+  GVariant *state;
+
+  show_family (fx->win, "forward");
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (layout);
+  g_assert_cmpuint (layout->n_user_casts_marked, ==, 1);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].user_casts_removed > 0)
+      {
+        g_assert_cmpstr (layout->nodes[i].label, ==, "mul");
+        g_assert_cmpint (layout->nodes[i].user_cast_dtype, ==, CS_DTYPE_BF16);
+      }
+  g_assert_false (layout->precision_lens);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "precision-lens",
+                                      g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "precision-lens");
+  g_assert_true (g_variant_get_boolean (state));
+  g_variant_unref (state);
+  g_assert_true (cs_graph_view_get_precision_lens (fx->win->forward_view));
+  g_assert_true (cs_graph_view_get_precision_lens (fx->win->backward_view));
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_true (layout->precision_lens);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    rounding |= layout->nodes[i].rounds && layout->nodes[i].kind == CS_LAYOUT_NODE_CAST;
+  g_assert_true (rounding);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-precision-lens.png");
+
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (an, CS_FAMILY_FORWARD, i), "fuse") == 0)
+      fuse = i;
+  g_assert_cmpuint (fuse, <, n);
+  gtk_adjustment_set_value (fx->win->pass_adjustment, fuse);
+  wait_idle (fx->win);
+  layout = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_cmpuint (layout->n_user_casts_marked, ==, 0);
+  /* the lens stays on across layouts */
+  g_assert_true (layout->precision_lens);
+  gtk_adjustment_set_value (fx->win->pass_adjustment, n - 1);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_layout (fx->win->forward_view)->n_user_casts_marked, ==, 1);
+
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-redundant-casts",
+                                      g_variant_new_string ("keep"));
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_layout (fx->win->forward_view)->n_user_casts_marked, ==, 0);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "precision-lens",
+                                      g_variant_new_boolean (FALSE));
+  g_assert_false (cs_graph_view_get_layout (fx->win->forward_view)->precision_lens);
+  remove_text (path);
+}
+
 /* The overview: a click on the minimap centres the view on that point of the graph. */
 static void
 test_minimap (Fixture *fx, gconstpointer data)
@@ -1750,6 +1830,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
               fixture_teardown);
   g_test_add ("/app/window/first-divergence", Fixture, NULL, fixture_setup, test_first_divergence,
+              fixture_teardown);
+  g_test_add ("/app/window/precision-lens", Fixture, NULL, fixture_setup, test_precision_lens,
               fixture_teardown);
   g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
               fixture_teardown);
