@@ -129,6 +129,7 @@ cs_application_startup (GApplication *app)
     { "win.zoom-fit",    { "<Control>0", NULL } },
     { "win.legend",      { "<Control>l", NULL } },
     { "win.precision-lens", { "<Control>p", NULL } },
+    { "win.compare",     { "<Control>k", NULL } },
     { "win.close",       { "<Control>w", NULL } },
   };
 

@@ -66,6 +66,9 @@ struct _CsGraphView
   char            *values_title;  /* scale title ("region time (ms)") */
   gboolean         hide_legend;   /* the side panel's dtype legend is hidden (View > Legend) */
   gboolean         precision_lens;/* draw the precision lens (View > Precision Lens) */
+  gboolean         diff_older;    /* the drawn trace is the older side of the diff (the left of a
+                                     side-by-side compare): its casts missing from @diff_base
+                                     are REMOVED, its regions that split SPLIT */
   GPtrArray       *user_casts;    /* (nullable, owned ref) CsRemovedCast*: casts the user wrote
                                      that a pass removed, marked on every layout */
   gboolean         keep_view;     /* the next layout keeps the anchor in place (no fit) */
@@ -130,7 +133,7 @@ apply_diff (CsGraphView *self)
     return;
   cs_layout_clear_marks (self->layout);
   if (self->diff_base != NULL && self->diff_base != self->trace)
-    cs_layout_mark_diff (self->layout, self->diff_base, TRUE, &self->diff_stats);
+    cs_layout_mark_diff (self->layout, self->diff_base, !self->diff_older, &self->diff_stats);
 }
 
 static void
@@ -1606,6 +1609,92 @@ cs_graph_view_get_view (CsGraphView *self, CsView *view)
 {
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
   *view = self->view;
+}
+
+/**
+ * cs_graph_view_set_view:
+ * @view: the pan and zoom to show (another view's, for a side-by-side compare)
+ *
+ * Shows @view as it is (no fit on the next allocation); emits nothing, so two views can follow
+ * each other.
+ */
+void
+cs_graph_view_set_view (CsGraphView *self, const CsView *view)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self) && view != NULL);
+  self->view = *view;
+  self->need_fit = FALSE;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_set_diff_older:
+ * @older: the drawn trace is the older side of the diff (cs_layout_mark_diff() with
+ *   this_is_newer FALSE: its casts the diff base lacks are marked REMOVED)
+ */
+void
+cs_graph_view_set_diff_older (CsGraphView *self, gboolean older)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (!self->diff_older == !older)
+    return;
+  self->diff_older = older;
+  apply_diff (self);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_match:
+ * @other: another view (the other side of a compare)
+ * @other_id: a statement or group id of @other's trace
+ *
+ * The element of this view's trace that matches @other_id, found as the view finds its anchor
+ * across policies and passes: the same group by name; the same op of the same initial-trace
+ * statement (origin); the statement writing the same tensor; the same origin.
+ * Returns: the id here, 0 when nothing matches
+ */
+guint32
+cs_graph_view_match (CsGraphView *self, CsGraphView *other, guint32 other_id)
+{
+  const CsStmt *s;
+  guint32 id = 0;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self) && CS_IS_GRAPH_VIEW (other), 0);
+  if (self->trace == NULL || other->trace == NULL || other_id == 0)
+    return 0;
+  if (self->trace == other->trace)
+    return other_id;
+  if (CS_LAYOUT_IS_GROUP_ID (other_id))
+    {
+      gint g = CS_LAYOUT_GROUP_OF_ID (other_id);
+      CsLayoutHit hit;
+
+      if (other->layout == NULL || other->layout->grouping == NULL || self->layout == NULL
+          || g < 0 || (guint) g >= other->layout->grouping->n_groups
+          || !find_group_element (self->layout, other->layout->grouping->groups[g].name, &hit))
+        return 0;
+      return hit.kind == CS_LAYOUT_HIT_NODE ? self->layout->nodes[hit.index].stmt_id
+                                            : self->layout->clusters[hit.index].stmt_id;
+    }
+  s = trace_find_stmt (other->trace, other_id);
+  if (s == NULL)
+    return 0;
+  if (s->origin != 0 && s->kind == CS_STMT_CALL)
+    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           s->origin, cs_op_semantic (s->op)->short_name);
+  if (id == 0)
+    {
+      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+      cs_stmt_collect_outputs (s, outs);
+      if (outs->len > 0)
+        id = stmt_writing ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           ((CsProxy *) g_ptr_array_index (outs, 0))->name);
+    }
+  if (id == 0 && s->origin != 0)
+    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           s->origin, NULL);
+  return id;
 }
 
 /**

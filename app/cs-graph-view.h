@@ -89,5 +89,12 @@ void        cs_graph_view_minimap_move   (CsGraphView       *self,
                                           double             y);
 void        cs_graph_view_get_view       (CsGraphView       *self,
                                           CsView            *view);
+void        cs_graph_view_set_view       (CsGraphView       *self,
+                                          const CsView      *view);
+void        cs_graph_view_set_diff_older (CsGraphView       *self,
+                                          gboolean           older);
+guint32     cs_graph_view_match          (CsGraphView       *self,
+                                          CsGraphView       *other,
+                                          guint32            other_id);
 
 G_END_DECLS

@@ -522,6 +522,7 @@ dismiss_diff_activated (GSimpleAction *action, GVariant *param, gpointer user_da
   gtk_info_bar_set_revealed (self->diff_bar, FALSE);
   cs_graph_view_set_diff_base (self->forward_view, NULL);
   cs_graph_view_set_diff_base (self->backward_view, NULL);
+  _cs_window_update_compare (self);   /* a compare falls back to the pass before */
 }
 
 static void
@@ -572,10 +573,22 @@ precision_lens_changed (GSimpleAction *action, GVariant *state, gpointer user_da
   g_simple_action_set_state (action, state);
   cs_graph_view_set_precision_lens (self->forward_view, on);
   cs_graph_view_set_precision_lens (self->backward_view, on);
+  cs_graph_view_set_precision_lens (self->compare_view, on);
   gtk_widget_queue_draw (GTK_WIDGET (self->legend_area));
 }
 
+static void
+compare_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+
+  g_simple_action_set_state (action, state);
+  self->comparing = g_variant_get_boolean (state);
+  _cs_window_update_compare (self);
+}
+
 static const GActionEntry win_actions[] = {
+  { "compare", NULL, NULL, "false", compare_changed },
   { "legend", NULL, NULL, "true", legend_changed },
   { "precision-lens", NULL, NULL, "false", precision_lens_changed },
   { "open", open_activated, NULL, NULL, NULL },
@@ -598,8 +611,8 @@ static const GActionEntry win_actions[] = {
  * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.first-divergence
  * (select the last run's first divergence), win.zoom-in, win.zoom-out, win.zoom-fit,
  * win.dismiss-diff, win.close, win.show("forward"|"backward"), the boolean win.legend (draw the
- * dtype legend on both graphs) and the boolean win.precision-lens (compute dtypes on edges and
- * rounding points on both graphs).  Accelerators are set by
+ * dtype legend on both graphs), the boolean win.precision-lens (compute dtypes on edges and
+ * rounding points on both graphs) and the boolean win.compare (the side-by-side compare).  Accelerators are set by
  * CsApplication.
  */
 void

@@ -69,6 +69,11 @@ struct _CsWindow
   GtkLabel          *legend_heading;
   GtkDrawingArea    *legend_area;       /* dtype legend and value key, beside the graph */
   GtkLabel          *notes_label;       /* the layout's notes, beside the graph */
+  GtkPaned          *compare_paned;     /* the side-by-side compare | the graphs */
+  GtkBox            *compare_box;       /* left side of a compare: its label and view */
+  GtkLabel          *compare_label;     /* what the left side shows */
+  CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the
+                                           same pass, else the pass before the shown one) */
 
   /* state */
   GFile             *file;              /* (nullable) the open file */
@@ -110,6 +115,8 @@ struct _CsWindow
                                            verdict fails (cs_lens_first_divergence()) */
   CsFamily           run_divergence_family; /* its family */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
+  gboolean           comparing;         /* win.compare: the side-by-side compare is shown */
+  gboolean           compare_syncing;   /* set while one side of a compare follows the other */
   GPtrArray         *user_casts;        /* (nullable) CsRemovedCast*: casts the user wrote that
                                            remove-redundant-casts dropped in `user_casts_for` */
   CsAnalysis        *user_casts_for;    /* (nullable, owned ref) the result they borrow from */
@@ -140,6 +147,7 @@ guint32      _cs_window_select_text_offset (CsWindow  *self,
                                            int         offset);
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
+void         _cs_window_update_compare    (CsWindow   *self);
 
 /* cs-window-actions.c */
 void         _cs_window_init_actions      (CsWindow   *self);

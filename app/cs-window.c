@@ -150,7 +150,8 @@ _cs_window_is_busy (CsWindow *self)
 {
   return self->n_jobs > 0
          || cs_graph_view_is_busy (self->forward_view)
-         || cs_graph_view_is_busy (self->backward_view);
+         || cs_graph_view_is_busy (self->backward_view)
+         || (self->comparing && cs_graph_view_is_busy (self->compare_view));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -514,6 +515,125 @@ view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
     return;
   highlight_text (self, stmt_id, TRUE);
   update_details (self, stmt_id);
+  /* a compare selects the match on the other side */
+  if (self->comparing && !self->compare_syncing)
+    cs_graph_view_select (self->compare_view, cs_graph_view_match (self->compare_view, view, stmt_id),
+                          TRUE);
+}
+
+/* ---- side-by-side compare ---- */
+
+static void
+compare_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *compare)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  guint32 id;
+
+  if (!self->comparing || self->compare_syncing)
+    return;
+  id = cs_graph_view_match (view, compare, stmt_id);
+  self->compare_syncing = TRUE;
+  if (id != 0)
+    _cs_window_select_stmt (self, id, TRUE);
+  else
+    cs_graph_view_select (view, 0, FALSE);
+  self->compare_syncing = FALSE;
+}
+
+/* One side of a compare pans or zooms: the other follows (the same scale and offsets). */
+static void
+compare_follow (CsWindow *self, CsGraphView *from, CsGraphView *to)
+{
+  CsView v;
+
+  if (!self->comparing || self->compare_syncing)
+    return;
+  self->compare_syncing = TRUE;
+  cs_graph_view_get_view (from, &v);
+  cs_graph_view_set_view (to, &v);
+  self->compare_syncing = FALSE;
+}
+
+static void
+compare_view_changed_cb (CsWindow *self, CsGraphView *compare)
+{
+  compare_follow (self, compare, _cs_window_get_view (self, _cs_window_get_family (self)));
+  gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+}
+
+static void
+compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+
+  /* a new left side starts where the right side is, on the match of its selection */
+  compare_follow (self, view, compare);
+  if (self->comparing)
+    cs_graph_view_select (compare, cs_graph_view_match (compare, view, cs_graph_view_get_selected (view)),
+                          FALSE);
+}
+
+/**
+ * _cs_window_update_compare:
+ *
+ * win.compare: shows (or hides) the side-by-side compare of the visible family.  The left side
+ * is the previous policy's trace at the same pass when a policy changed (the diff bar is up),
+ * else the trace of the pass before the shown one; it is drawn as the older side of the diff
+ * (its casts the right side lacks marked removed).  Pan and zoom follow each other, and
+ * selecting a node on either side selects its match on the other (cs_graph_view_match()).
+ */
+void
+_cs_window_update_compare (CsWindow *self)
+{
+  CsFamily f = _cs_window_get_family (self);
+  CsTrace *now = family_trace (self, self->analysis, f);
+  CsTrace *base = NULL;
+  g_autofree char *label = NULL;
+
+  if (!self->comparing || now == NULL)
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->compare_box), FALSE);
+      cs_graph_view_set_trace (self->compare_view, NULL, NULL);
+      return;
+    }
+  base = diff_base_for (self, f);
+  if (base != NULL)
+    {
+      g_autofree char *was = cs_policy_to_string (cs_analysis_get_policy (self->previous));
+
+      label = g_strdup_printf ("Before (left): %s", was);
+    }
+  else
+    {
+      guint n = cs_analysis_n_passes (self->analysis, f);
+      guint i = MIN (self->pass_index[f], n - 1);
+
+      if (i > 0)
+        {
+          base = cs_analysis_get_trace (self->analysis, f, i - 1);
+          label = g_strdup_printf ("Pass %s (left) before %s (right)",
+                                   cs_analysis_pass_name (self->analysis, f, i - 1),
+                                   cs_analysis_pass_name (self->analysis, f, i));
+        }
+      else
+        label = g_strdup ("Nothing to compare with: change a policy knob, or move the pass "
+                          "slider past the first pass");
+    }
+  gtk_label_set_text (self->compare_label, label);
+  cs_graph_view_set_diff_older (self->compare_view, TRUE);
+  cs_graph_view_set_precision_lens (self->compare_view,
+                                    cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
+  if (cs_graph_view_get_trace (self->compare_view) != base)
+    cs_graph_view_set_trace (self->compare_view, base, now);
+  else
+    cs_graph_view_set_diff_base (self->compare_view, now);
+  if (!gtk_widget_get_visible (GTK_WIDGET (self->compare_box)))
+    {
+      int w = gtk_widget_get_width (GTK_WIDGET (self->compare_paned));
+
+      gtk_widget_set_visible (GTK_WIDGET (self->compare_box), TRUE);
+      gtk_paned_set_position (self->compare_paned, w > 0 ? w / 2 : 400);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -661,6 +781,7 @@ update_shown (CsWindow *self)
       }
     }
   _cs_window_apply_run_overlay (self);
+  _cs_window_update_compare (self);
   update_pass_row (self);
   update_text (self, _cs_window_get_shown_trace (self));
   _cs_window_update_status (self);
@@ -885,7 +1006,10 @@ static void
 view_view_changed_cb (CsWindow *self, CsGraphView *view)
 {
   if (view == _cs_window_get_view (self, _cs_window_get_family (self)))
-    gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+    {
+      gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+      compare_follow (self, view, self->compare_view);
+    }
 }
 
 static void
@@ -1336,6 +1460,10 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, divergence_button);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_box);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_view);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_regions);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_matmuls);
@@ -1356,6 +1484,9 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_node_selected_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_view_changed_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_layout_changed_cb);
   gtk_widget_class_bind_template_callback_full (widget_class, "overlay_changed_cb",
                                                 G_CALLBACK (_cs_window_apply_run_overlay));
   gtk_widget_class_bind_template_callback_full (widget_class, "run_cancel_cb",

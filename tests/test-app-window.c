@@ -1733,6 +1733,90 @@ test_precision_lens (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+/* The side-by-side compare after matmul=upcast-f32 on the seed: the left side draws the
+ * previous (native) forward at the same pass, as the older side of the diff: it marks removed
+ * the casts the right side's ghosts stand for (the same count, by the same diff), and never
+ * marks a cast added.  Zooming the right side zooms the left; selecting the matmul on the right
+ * selects the native matmul (same origin, same op) on the left, and back. */
+static void
+test_compare (Fixture *fx, gconstpointer data)
+{
+  CsLayout *left, *right;
+  CsLayoutDiffStats st;
+  guint removed_left = 0;
+  gint mm = -1;
+  CsView a, b;
+  guint32 id, left_id;
+  const CsStmt *s;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->previous);
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "matmul=native"));
+  g_assert_true (cs_graph_view_get_trace (fx->win->compare_view)
+                 == cs_analysis_get_final (fx->win->previous, CS_FAMILY_FORWARD));
+  left = cs_graph_view_get_layout (fx->win->compare_view);
+  right = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (left);
+  g_assert_nonnull (right);
+  g_assert_true (cs_graph_view_get_diff_stats (fx->win->forward_view, &st));
+  for (guint i = 0; i < left->n_nodes; i++)
+    {
+      g_assert_cmpint (left->nodes[i].mark, !=, CS_LAYOUT_MARK_ADDED);
+      removed_left += left->nodes[i].diff_removed;
+    }
+  for (guint i = 0; i < left->n_clusters; i++)
+    removed_left += left->clusters[i].diff_removed;
+  g_test_message ("compare: %u casts removed marked on the left, %u ghosts on the right",
+                  removed_left, st.casts_removed);
+  g_assert_cmpuint (removed_left, ==, st.casts_removed);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
+
+  /* pan and zoom follow */
+  cs_graph_view_zoom_by (fx->win->forward_view, 1.5);
+  wait_frame ();
+  cs_graph_view_get_view (fx->win->forward_view, &a);
+  cs_graph_view_get_view (fx->win->compare_view, &b);
+  g_assert_cmpfloat (a.scale, ==, b.scale);
+  g_assert_cmpfloat (a.tx, ==, b.tx);
+  g_assert_cmpfloat (a.ty, ==, b.ty);
+
+  /* matched selection: the right side's matmul selects the left side's matmul */
+  for (guint i = 0; i < right->n_nodes; i++)
+    if (right->nodes[i].badge != CS_LAYOUT_BADGE_NONE)
+      mm = (gint) i;
+  g_assert_cmpint (mm, >=, 0);
+  id = right->nodes[mm].stmt_id;
+  cs_graph_view_select (fx->win->forward_view, id, FALSE);
+  g_signal_emit_by_name (fx->win->forward_view, "node-selected", (guint) id);
+  left_id = cs_graph_view_get_selected (fx->win->compare_view);
+  g_assert_cmpuint (left_id, !=, 0);
+  s = _cs_window_find_stmt_deep (cs_graph_view_get_trace (fx->win->compare_view), left_id, NULL);
+  g_assert_nonnull (s);
+  g_assert_cmpstr (cs_op_semantic (s->op)->short_name, ==, "matmul");
+  g_assert_cmpuint (s->origin, ==, _cs_window_find_stmt_deep (cs_graph_view_get_trace (fx->win->forward_view), id, NULL)->origin);
+  /* and back: clearing on the right, then selecting on the left */
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_signal_emit_by_name (fx->win->compare_view, "node-selected", (guint) left_id);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+
+  /* dismissed diff: the compare falls back to the pass before the shown one */
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "dismiss-diff", NULL);
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "(left) before delete-last-used"));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (FALSE));
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+}
+
 /* The overview: a click on the minimap centres the view on that point of the graph. */
 static void
 test_minimap (Fixture *fx, gconstpointer data)
@@ -1832,6 +1916,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/first-divergence", Fixture, NULL, fixture_setup, test_first_divergence,
               fixture_teardown);
   g_test_add ("/app/window/precision-lens", Fixture, NULL, fixture_setup, test_precision_lens,
+              fixture_teardown);
+  g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
               fixture_teardown);
   g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
               fixture_teardown);
