@@ -390,6 +390,58 @@ test_first_divergence (void)
   }
 }
 
+/* The 8-block LLaMA of ../shared/traces: RMSNorm ends with `return xf.to(x.dtype) * self.weight`
+ * (its source comment `# models.py:86:` precedes the ltorch.to on the next line), twice per
+ * block and once at the end: 17 casts f32 -> bf16 the user wrote.  Fusion puts each inside a
+ * region with the multiply's upcast, and remove-redundant-casts drops every one of them: the
+ * forward's narrowing removed user casts are exactly those 17 lines, each read by a statement
+ * still there. */
+static void
+test_llama_rmsnorm (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GPtrArray) removed = NULL;
+  g_autoptr(GHashTable) lines = g_hash_table_new (NULL, NULL);
+  g_auto(GStrv) rows = NULL;
+  guint n_narrow = 0;
+
+  if (path == NULL || !g_file_get_contents (path, &text, NULL, NULL))
+    {
+      g_test_skip ("no shared traces");
+      return;
+    }
+  rows = g_strsplit (text, "\n", -1);
+  for (guint i = 0; rows[i] != NULL; i++)
+    if (strstr (rows[i], "# models.py:86:") != NULL && strstr (rows[i], "xf.to(x.dtype)") != NULL)
+      g_hash_table_add (lines, GUINT_TO_POINTER (i + 2));   /* the statement on the next line */
+  g_assert_cmpuint (g_hash_table_size (lines), ==, 17);
+  t = cs_parse_trace (text, path, &error);
+  g_assert_no_error (error);
+  pl = cs_pipeline_run (t, NULL, NULL, &error);
+  g_assert_no_error (error);
+  removed = cs_lens_removed_user_casts (cs_pipeline_find_trace (pl, "initial"),
+                                        cs_pipeline_find_trace (pl, "fuse"),
+                                        cs_pipeline_find_trace (pl, "remove-redundant-casts"));
+  for (guint i = 0; i < removed->len; i++)
+    {
+      const CsRemovedCast *c = g_ptr_array_index (removed, i);
+
+      if (c->backward || c->to != CS_DTYPE_BF16)
+        continue;
+      n_narrow++;
+      g_assert_cmpint (c->from, ==, CS_DTYPE_F32);
+      g_assert_true (g_hash_table_contains (lines, GUINT_TO_POINTER (c->user->line)));
+      g_assert_nonnull (c->reader);
+      g_assert_nonnull (c->region);
+    }
+  g_assert_cmpuint (n_narrow, ==, 17);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -400,5 +452,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/lens/precision", test_precision);
   g_test_add_func ("/core/lens/removed-user-casts", test_removed_user_casts);
   g_test_add_func ("/core/lens/first-divergence", test_first_divergence);
+  g_test_add_func ("/core/lens/llama-rmsnorm", test_llama_rmsnorm);
   return g_test_run ();
 }
