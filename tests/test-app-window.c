@@ -24,6 +24,7 @@
 #include "cs-application.h"
 #include "cs-window-private.h"
 #include "cs-diff.h"
+#include "cs-lens.h"
 #include "cs-ops.h"
 
 #define WAIT_TIMEOUT_S 120
@@ -1817,6 +1818,98 @@ test_compare (Fixture *fx, gconstpointer data)
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
 }
 
+/* The lens on the GELU MLP (data/mlp_gelu.txt): both bf16 linears accumulate in f32 and round
+ * (rounding points), the GELU region computes in f32 and rounds; after a CPU Run the ratio heat
+ * of the forward's output t2 is at least 1 (the floor: no bf16 value is nearer f64).  The
+ * README's picture of heat and lens together. */
+static void
+test_lens_mlp (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  CsLayout *l;
+  guint n_linear_rounds = 0, n_region_rounds = 0;
+  gboolean gpu, t2 = FALSE;
+
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "precision-lens",
+                                      g_variant_new_boolean (TRUE));
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  gpu = strstr (fx->win->last_run_summary, "(CUDA graph)") != NULL;
+  l = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_true (l->precision_lens);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+
+      if (n->badge == CS_LAYOUT_BADGE_TENSOR_CORE)
+        {
+          g_assert_cmpint (n->compute_dtype, ==, CS_DTYPE_F32);
+          n_linear_rounds += n->rounds;
+        }
+      if (n->kind == CS_LAYOUT_NODE_CAST && n->dtype == CS_DTYPE_BF16 && n->rounds)
+        n_region_rounds++;
+      if (n->kind == CS_LAYOUT_NODE_OUTPUT && g_strcmp0 (n->name, "t2") == 0)
+        {
+          t2 = TRUE;
+          g_assert_true (n->has_value);
+          if (!gpu)
+            g_assert_cmpfloat (n->value, >=, 1.0);
+        }
+    }
+  g_assert_cmpuint (n_linear_rounds, ==, 2);
+  g_assert_cmpuint (n_region_rounds, >=, 1);
+  g_assert_true (t2);
+  cs_graph_view_fit (fx->win->forward_view);
+  wait_frame ();
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-mlp-lens-heat.png");
+}
+
+/* The lens on the 8-block LLaMA: every removed user cast of the forward is marked on the
+ * collapsed model (the marks add up to the forward's removed casts); expanded, layers.3's
+ * RMSNorm `xf.to(x.dtype) * self.weight` shows the mark on the mul by the weight, the .to(bf16)
+ * it now reads past. */
+static void
+test_lens_llama (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l;
+  guint n_fwd = 0, marked = 0;
+  gint mark = -1;
+  guint32 layer3;
+
+  if (!open_path (fx, path))
+    return;
+  for (guint i = 0; fx->win->user_casts != NULL && i < fx->win->user_casts->len; i++)
+    n_fwd += !((const CsRemovedCast *) g_ptr_array_index (fx->win->user_casts, i))->backward;
+  g_assert_cmpuint (n_fwd, >, 16);
+  l = cs_graph_view_get_layout (view);
+  for (guint i = 0; i < l->n_nodes; i++)
+    marked += l->nodes[i].user_casts_removed;
+  g_assert_cmpuint (marked, ==, n_fwd);
+  g_assert_cmpuint (l->n_user_casts_marked, ==, n_fwd);
+  cs_graph_view_set_group_expanded (view, "layers.3", TRUE);
+  wait_idle (fx->win);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "precision-lens",
+                                      g_variant_new_boolean (TRUE));
+  l = cs_graph_view_get_layout (view);
+  layer3 = (guint32) cs_grouping_find (l->grouping, "layers.3");
+  for (guint i = 0; i < l->n_nodes && mark < 0; i++)
+    if (l->nodes[i].user_casts_removed > 0 && l->nodes[i].user_cast_dtype == CS_DTYPE_BF16
+        && l->nodes[i].group >= 0 && cs_grouping_is_within (l->grouping, l->nodes[i].group, (gint) layer3))
+      mark = (gint) i;
+  g_assert_cmpint (mark, >=, 0);
+  g_assert_cmpstr (l->nodes[mark].label, ==, "mul");
+  cs_graph_view_select (view, l->nodes[mark].stmt_id, TRUE);
+  cs_graph_view_zoom_by (view, 1.6);
+  wait_idle (fx->win);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-lens.png");
+}
+
 /* The overview: a click on the minimap centres the view on that point of the graph. */
 static void
 test_minimap (Fixture *fx, gconstpointer data)
@@ -1918,6 +2011,10 @@ main (int argc, char **argv)
   g_test_add ("/app/window/precision-lens", Fixture, NULL, fixture_setup, test_precision_lens,
               fixture_teardown);
   g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
+              fixture_teardown);
+  g_test_add ("/app/lens/mlp-heat", Fixture, NULL, fixture_setup, test_lens_mlp,
+              fixture_teardown);
+  g_test_add ("/app/lens/llama", Fixture, NULL, fixture_setup, test_lens_llama,
               fixture_teardown);
   g_test_add ("/app/window/run-cancel", Fixture, NULL, fixture_setup, test_run_cancel,
               fixture_teardown);
