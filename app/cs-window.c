@@ -593,7 +593,8 @@ _cs_window_update_compare (CsWindow *self)
   if (!self->comparing || now == NULL)
     {
       gtk_widget_set_visible (GTK_WIDGET (self->compare_box), FALSE);
-      cs_graph_view_set_trace (self->compare_view, NULL, NULL);
+      if (cs_graph_view_get_trace (self->compare_view) != NULL)
+        cs_graph_view_set_trace (self->compare_view, NULL, NULL);
       return;
     }
   base = diff_base_for (self, f);
