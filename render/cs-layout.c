@@ -1047,6 +1047,7 @@ guint
 cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
 {
   DrawIndex ix;
+  g_autoptr(GHashTable) writers = NULL;
   guint n = 0;
 
   g_return_val_if_fail (layout != NULL, 0);
@@ -1059,26 +1060,32 @@ cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
   if (removed == NULL || removed->len == 0 || layout->trace == NULL)
     return 0;
   draw_index_init (&ix, layout);
+  {
+    /* the leaf statements by the tensor they write */
+    GHashTableIter it;
+    gpointer key, value;
+
+    writers = g_hash_table_new (g_str_hash, g_str_equal);
+    g_hash_table_iter_init (&it, ix.by_id);
+    while (g_hash_table_iter_next (&it, &key, &value))
+      {
+        const CsStmt *s = value;
+        const CsProxy *o = s->kind == CS_STMT_CALL && s->n_subs == 0 ? cs_stmt_get_output (s) : NULL;
+
+        if (o != NULL)
+          g_hash_table_insert (writers, (gpointer) o->name, (gpointer) s);
+      }
+  }
   for (guint i = 0; i < removed->len; i++)
     {
       const CsRemovedCast *c = g_ptr_array_index (removed, i);
-      const CsStmt *reader = NULL;
+      const CsStmt *reader;
       CsLayoutHit hit;
       CsLayoutNode *node;
-      GHashTableIter it;
-      gpointer key, value;
 
       if (c->reader == NULL)
         continue;
-      g_hash_table_iter_init (&it, ix.by_id);
-      while (reader == NULL && g_hash_table_iter_next (&it, &key, &value))
-        {
-          const CsStmt *s = value;
-          const CsProxy *o = s->kind == CS_STMT_CALL && s->n_subs == 0 ? cs_stmt_get_output (s) : NULL;
-
-          if (o != NULL && strcmp (o->name, c->reader) == 0)
-            reader = s;
-        }
+      reader = g_hash_table_lookup (writers, c->reader);
       if (reader == NULL || !element_for (layout, &ix, reader, &hit) || hit.kind != CS_LAYOUT_HIT_NODE)
         continue;
       node = &layout->nodes[hit.index];
