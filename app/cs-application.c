@@ -123,10 +123,13 @@ cs_application_startup (GApplication *app)
     { "win.export",      { "<Control>e", NULL } },
     { "win.find",        { "<Control>f", NULL } },
     { "win.run",         { "F5", NULL } },
+    { "win.first-divergence", { "<Control>d", NULL } },
     { "win.zoom-in",     { "<Control>plus", "<Control>equal", NULL } },
     { "win.zoom-out",    { "<Control>minus", NULL } },
     { "win.zoom-fit",    { "<Control>0", NULL } },
     { "win.legend",      { "<Control>l", NULL } },
+    { "win.precision-lens", { "<Control>p", NULL } },
+    { "win.compare",     { "<Control>k", NULL } },
     { "win.close",       { "<Control>w", NULL } },
   };
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cs-cli.h"
+#include "cs-lens.h"
 #include "cs-cli-policy.h"
 #include "cs-parse.h"
 #include "cs-render.h"
@@ -92,6 +93,7 @@ cs_cli_cmd_render (int argc, char **argv)
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
+  gboolean precision = FALSE;
   g_autoptr(CsTraceList) list = NULL;
   g_autoptr(CsLayout) layout = NULL;
   CsTrace *trace = NULL;
@@ -116,6 +118,7 @@ cs_cli_cmd_render (int argc, char **argv)
     { "no-legend", 0, 0, G_OPTION_ARG_NONE, &no_legend, "Leave the dtype legend out", NULL },
     { "scale", 's', 0, G_OPTION_ARG_DOUBLE, &scale, "PNG pixels per point (default 1.5)", "S" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Print node, edge and region counts and the layout time", NULL },
+    { "precision", 0, 0, G_OPTION_ARG_NONE, &precision, "The precision lens: compute dtypes on edges (dashes), rounding points; with the pipeline (--policy, --trace or --pass) also the casts you wrote that remove-redundant-casts dropped", NULL },
     { NULL },
   };
 
@@ -275,6 +278,18 @@ cs_cli_cmd_render (int argc, char **argv)
     }
   layout = cs_layout_new (trace, &opts, NULL, &error);
   cs_render_options_clear (&opts);
+  if (layout != NULL && precision)
+    {
+      cs_layout_set_precision_lens (layout, TRUE);
+      if (pl != NULL && cs_pipeline_find_trace (pl, "fuse") != NULL)
+        {
+          g_autoptr(GPtrArray) removed = cs_lens_removed_user_casts (
+            cs_pipeline_find_trace (pl, "initial"), cs_pipeline_find_trace (pl, "fuse"),
+            cs_pipeline_find_trace (pl, "remove-redundant-casts"));
+
+          cs_layout_mark_user_casts (layout, removed);
+        }
+    }
   if (layout == NULL)
     {
       cs_cli_error ("render: %s: %s", argv[1], error->message);

@@ -9,6 +9,7 @@
 
 #include "cs-cli.h"
 #include "cs-compare.h"
+#include "cs-lens.h"
 #include "cs-cuda-loader.h"
 #include "cs-half.h"
 #include "cs-parse.h"
@@ -201,6 +202,7 @@ typedef struct
   char       *type;         /* "bf16[8, 16]" */
   CsAccuracy  acc;          /* the verdict */
   gboolean    has_ref;      /* a reference value was found */
+  CsLensRange range;        /* dynamic range of the GPU's result (core/cs-lens.h) */
 } CheckRow;
 
 static void
@@ -330,6 +332,34 @@ json_measure (GString *s, const CsAccuracy *a, double v)
     g_string_append (s, "null");
   else
     json_error (s, v);
+}
+
+/* `, "range": {...}`: an output's dynamic range, the members of castscope-cli run --json's CPU
+ * report (amax, min_nonzero, zeros, non_finite, formats: per f16/bf16/e4m3/e5m2 overflow,
+ * flush_to_zero, subnormal, headroom (null when infinite), overflow_risk, underflow_risk). */
+static void
+json_range (GString *s, const CsLensRange *r)
+{
+  g_string_append_printf (s, ", \"range\": {\"amax\": %.6e, \"min_nonzero\": %.6e, \"zeros\": %"
+                          G_GINT64_FORMAT ", \"non_finite\": %" G_GINT64_FORMAT ", \"formats\": {",
+                          r->amax, r->min_nonzero, r->n_zero, r->n_nonfinite);
+  for (guint f = 0; f < CS_LENS_N_FMTS; f++)
+    {
+      const CsLensFit *fit = &r->fit[f];
+
+      g_string_append_printf (s, "%s\"%s\": {\"overflow\": %" G_GINT64_FORMAT ", \"flush_to_zero\": %"
+                              G_GINT64_FORMAT ", \"subnormal\": %" G_GINT64_FORMAT ", \"headroom\": ",
+                              f ? ", " : "", cs_lens_format_name (f), fit->n_overflow, fit->n_flush,
+                              fit->n_subnormal);
+      if (isfinite (fit->headroom))
+        g_string_append_printf (s, "%.6e", fit->headroom);
+      else
+        g_string_append (s, "null");
+      g_string_append_printf (s, ", \"overflow_risk\": %s, \"underflow_risk\": %s}",
+                              fit->overflow_risk ? "true" : "false",
+                              fit->underflow_risk ? "true" : "false");
+    }
+  g_string_append (s, "}}");
 }
 
 int
@@ -499,6 +529,7 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
       row.index = i;
       row.label = g_strdup_printf ("%s %-8s %-22s", o->backward ? "grad" : "out ", o->name, ts);
       row.type = g_strdup (ts);
+      cs_lens_range (got, &row.range);
       if (opts->check)
         {
           CsTensor *t = NULL, *r = NULL;
@@ -563,7 +594,6 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
           if (a->n_nonfinite_mismatch)
             g_string_append_printf (report, "  MISMATCH: %" G_GINT64_FORMAT " NaN/inf elements disagree",
                                     a->n_nonfinite_mismatch);
-          g_string_append (report, "\n");
           /* JSON has no inf or NaN: non-finite errors are the strings "inf" and "nan" */
           g_string_append (json, ", \"err\": ");
           json_measure (json, a, a->err);
@@ -584,9 +614,17 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                                   a->n_nonfinite_mismatch, a->pass ? "true" : "false");
         }
       else if (a->n_compared)
-        g_string_append_printf (report, "  mean|x| %.4e\n", a->err);
-      else
+        g_string_append_printf (report, "  mean|x| %.4e", a->err);
+      {
+        g_autofree char *rs = cs_lens_range_summary (&row->range);
+
+        /* the dynamic range of what the GPU stored, against f16, bf16 and fp8 */
+        g_string_append_printf (report, "  amax %.3e", row->range.amax);
+        if (rs[0])
+          g_string_append_printf (report, "  range: %s", rs);
         g_string_append (report, "\n");
+        json_range (json, &row->range);
+      }
       g_string_append (json, "}");
     }
   g_string_append (json, "]");

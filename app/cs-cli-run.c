@@ -15,6 +15,7 @@
 #include "cs-cli-run-cuda.h"
 
 #include "cs-compare.h"
+#include "cs-lens.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-ref.h"
@@ -36,6 +37,7 @@ typedef struct
   CsTensor  *exact;     /* exact-mode value (trace dtype) */
   CsAccuracy acc;       /* exact vs f64, reference error = the rounding floor of the dtype */
   guint      order;     /* position in the trace's return (ties of the sort keep it) */
+  CsLensRange range;    /* dynamic range of the f64 (true) values against f16, bf16, fp8 */
   char      *grad_of;   /* backward: the forward input this is the gradient of, or NULL */
 } RunOutput;
 
@@ -307,6 +309,7 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
       o->exact = cs_tensor_ref (e);
       o->order = rep->outputs->len;
       measure (o, e, f, training);
+      cs_lens_range (f, &o->range);
       g_ptr_array_add (rep->outputs, o);
     }
   g_ptr_array_sort (rep->outputs, output_worst_first);
@@ -314,50 +317,23 @@ run_both (const CsTrace *trace, GHashTable *env_exact, GHashTable *env_f64,
   return TRUE;
 }
 
-/* The index of the top-level statement of @trace that produces @name, or G_MAXUINT. */
-static guint
-producer_index (const CsTrace *trace, const char *name)
-{
-  for (guint i = 0; i < trace->n_stmts; i++)
-    {
-      const CsStmt *st = trace->stmts[i];
-      g_autoptr(GPtrArray) outs = NULL;
-
-      if (st->kind != CS_STMT_CALL)
-        continue;
-      outs = g_ptr_array_new ();
-      cs_stmt_collect_outputs (st, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
-          return i;
-    }
-  return G_MAXUINT;
-}
-
-/* The precision lens's "first divergence": of the outputs whose error is past PyTorch's
- * bound against the rounding floor, the one whose producing statement comes first. */
+/* The precision lens's "first divergence" (core/cs-lens.h): of the outputs whose error is past
+ * PyTorch's bound against the rounding floor, the one whose producing statement comes first. */
 static void
 first_divergence (const CsTrace *trace, RunReport *rep)
 {
-  guint best = G_MAXUINT;
+  g_autofree CsLensItem *items = g_new0 (CsLensItem, rep->outputs->len + 1);
+  gint at;
 
-  rep->first_divergence = NULL;
-  rep->first_line = 0;
   for (guint i = 0; i < rep->outputs->len; i++)
     {
       const RunOutput *o = g_ptr_array_index (rep->outputs, i);
-      guint at;
 
-      if (o->acc.pass)
-        continue;
-      at = producer_index (trace, o->name);
-      if (rep->first_divergence == NULL || at < best)
-        {
-          best = at;
-          rep->first_divergence = o;
-          rep->first_line = at < trace->n_stmts ? trace->stmts[at]->line : 0;
-        }
+      items[i].name = o->name;
+      items[i].acc = &o->acc;
     }
+  at = cs_lens_first_divergence (trace, items, rep->outputs->len, &rep->first_line);
+  rep->first_divergence = at >= 0 ? g_ptr_array_index (rep->outputs, at) : NULL;
 }
 
 static gboolean
@@ -403,6 +379,13 @@ print_report (const RunReport *rep, gboolean all)
                 a->n_nonfinite_mismatch);
       if (o->grad_of)
         printf ("  (grad of %s)", o->grad_of);
+      {
+        g_autofree char *rs = cs_lens_range_summary (&o->range);
+
+        printf ("  amax %.3e", o->range.amax);
+        if (rs[0])
+          printf ("  range: %s", rs);
+      }
       printf ("\n");
     }
   if (rep->first_divergence)
@@ -439,6 +422,50 @@ json_add_measure (JsonBuilder *b, const CsAccuracy *a, double v)
     json_builder_add_string_value (b, "inf");
   else
     json_builder_add_double_value (b, v);
+}
+
+/* The "range" member of an output (core/cs-lens.h): writes {amax, min_nonzero, zeros, non_finite, formats: {f16|bf16|e4m3|e5m2: {overflow,
+ * flush_to_zero, subnormal, headroom, overflow_risk, underflow_risk}}}; headroom is null for an
+ * all-zero tensor (infinite). */
+static void
+json_range (JsonBuilder *b, const CsLensRange *r)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "amax");
+  json_builder_add_double_value (b, r->amax);
+  json_builder_set_member_name (b, "min_nonzero");
+  json_builder_add_double_value (b, r->min_nonzero);
+  json_builder_set_member_name (b, "zeros");
+  json_builder_add_int_value (b, r->n_zero);
+  json_builder_set_member_name (b, "non_finite");
+  json_builder_add_int_value (b, r->n_nonfinite);
+  json_builder_set_member_name (b, "formats");
+  json_builder_begin_object (b);
+  for (guint f = 0; f < CS_LENS_N_FMTS; f++)
+    {
+      const CsLensFit *fit = &r->fit[f];
+
+      json_builder_set_member_name (b, cs_lens_format_name (f));
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "overflow");
+      json_builder_add_int_value (b, fit->n_overflow);
+      json_builder_set_member_name (b, "flush_to_zero");
+      json_builder_add_int_value (b, fit->n_flush);
+      json_builder_set_member_name (b, "subnormal");
+      json_builder_add_int_value (b, fit->n_subnormal);
+      json_builder_set_member_name (b, "headroom");
+      if (isfinite (fit->headroom))
+        json_builder_add_double_value (b, fit->headroom);
+      else
+        json_builder_add_null_value (b);
+      json_builder_set_member_name (b, "overflow_risk");
+      json_builder_add_boolean_value (b, fit->overflow_risk);
+      json_builder_set_member_name (b, "underflow_risk");
+      json_builder_add_boolean_value (b, fit->underflow_risk);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
 }
 
 static void
@@ -510,6 +537,8 @@ json_report (JsonBuilder *b, const RunReport *rep)
           json_builder_set_member_name (b, "grad_of");
           json_builder_add_string_value (b, o->grad_of);
         }
+      json_builder_set_member_name (b, "range");
+      json_range (b, &o->range);
       json_builder_set_member_name (b, "saved_for_backward");
       json_builder_add_boolean_value (b, !is_primary (rep, o));
       json_builder_end_object (b);

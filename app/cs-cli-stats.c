@@ -1,8 +1,10 @@
 /* cs-cli-stats.c: `castscope-cli stats FILE [--policy k=v ...] [--grad ...] [--json]
- * [--world-size N] [--bus-gbps G]`: casts, regions, matmuls (tensor-core eligible or not), FLOPs,
- * bytes and the estimated H200 time of the final forward and backward traces, total and per
- * region, and for a distributed trace the bytes and estimated time of each collective
- * (core/cs-stats.h). */
+ * [--world-size N] [--bus-gbps G] [--cast-effect]`: casts, regions, matmuls (tensor-core
+ * eligible or not), FLOPs, bytes and the estimated H200 time of the final forward and backward
+ * traces, total and per region, and for a distributed trace the bytes and estimated time of
+ * each collective (core/cs-stats.h); the casts the user wrote that remove-redundant-casts
+ * dropped (core/cs-lens.h) and, with --cast-effect, what dropping them changed in the
+ * forward's outputs on the CPU reference. */
 #include "cs-config.h"
 
 #include <stdio.h>
@@ -16,7 +18,168 @@
 #include "cs-ref-plan.h"
 #include "cs-cli-policy.h"
 #include "cs-dist.h"
+#include "cs-compare.h"
+#include "cs-lens.h"
+#include "cs-print.h"
+#include "cs-ref.h"
+#include "cs-ref-plan.h"
 #include "cs-stats.h"
+
+#include <math.h>
+
+/* The user's cast statement as printed, on one line without its type comment. */
+static char *
+user_cast_text (const CsStmt *user)
+{
+  GString *t = g_string_new (NULL);
+  char *hash;
+
+  cs_print_stmt_to (t, user, 0, 0);
+  g_strstrip (t->str);
+  hash = strstr (t->str, "  #");
+  if (hash != NULL)
+    *hash = '\0';
+  return g_string_free (t, FALSE);
+}
+
+/* The casts the user wrote that remove-redundant-casts dropped (core/cs-lens.h); empty when
+ * the pass did not run (input already final, fusion off, redundant-casts=keep). */
+static GPtrArray *
+removed_user_casts (CsPipeline *pl)
+{
+  CsTrace *initial = cs_pipeline_find_trace (pl, "initial");
+  CsTrace *before = cs_pipeline_find_trace (pl, "fuse");
+  CsTrace *after = cs_pipeline_find_trace (pl, "remove-redundant-casts");
+
+  if (initial == NULL || before == NULL || after == NULL)
+    return g_ptr_array_new_with_free_func (g_free);
+  return cs_lens_removed_user_casts (initial, before, after);
+}
+
+/* What removing them changed: the forward run on the CPU reference under the policy and
+ * under redundant-casts=keep, on the same random inputs, each output against the f64 run. */
+typedef struct
+{
+  char      *name;          /* output proxy */
+  char      *type;          /* "bf16[32, 64]" */
+  CsAccuracy keep;          /* the run with the casts kept, against f64 (floor reference) */
+  CsAccuracy remove;        /* the run with them removed */
+  double     max_diff;      /* max |remove - keep| over the elements, NaN if non-finite */
+} CastEffect;
+
+static int
+effect_by_name (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 ((*(CastEffect * const *) a)->name, (*(CastEffect * const *) b)->name);
+}
+
+static void
+cast_effect_free (gpointer p)
+{
+  CastEffect *e = p;
+
+  g_free (e->name);
+  g_free (e->type);
+  g_free (e);
+}
+
+static gboolean
+run_exact_f64 (const CsTrace *fw, GHashTable *env, gboolean f64, GHashTable *returned,
+               GError **error)
+{
+  g_autoptr(GPtrArray) outs = NULL;
+
+  return cs_ref_run_env (fw, env, f64 ? CS_REF_F64 : CS_REF_EXACT, 0, &outs, NULL, returned,
+                         error);
+}
+
+static GPtrArray *
+cast_effect (CsPipeline *pl, const char *path, guint index, const char *grad, GError **error)
+{
+  CsPolicy keep = *cs_pipeline_get_policy (pl);
+  g_autoptr(CsPipeline) pk = NULL;
+  CsTrace *fr, *fk;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) ret_r = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GHashTable) ret_k = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GHashTable) ret_t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) cs_tensor_unref);
+  g_autoptr(GPtrArray) leaves = NULL;
+  GPtrArray *effects;
+  double flops = 0;
+  GHashTableIter it;
+  gpointer key, value;
+
+  keep.redundant_casts = CS_REDUNDANT_CASTS_KEEP;
+  pk = cs_cli_run_pipeline (path, index, &keep, grad, error);
+  if (pk == NULL)
+    return NULL;
+  fr = cs_pipeline_get_forward (pl);
+  fk = cs_pipeline_get_forward (pk);
+  cs_ref_estimate (fr, &flops, NULL);
+  if (flops > CS_REF_DEFAULT_MAX_FLOPS)
+    {
+      g_set_error (error, CS_REF_ERROR, CS_REF_ERROR_INPUT,
+                   "the forward takes about %.3g GFLOP on the CPU reference, over the %.0f GFLOP "
+                   "limit of run", flops / 1e9, CS_REF_DEFAULT_MAX_FLOPS / 1e9);
+      return NULL;
+    }
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      leaves = cs_ref_dup_leaf_inputs (pass == 0 ? fr : fk);
+      for (guint i = 0; i < leaves->len; i++)
+        {
+          const CsProxy *p = g_ptr_array_index (leaves, i);
+          g_autoptr(CsTensor) t = NULL;
+
+          if (g_hash_table_contains (env, p->name))
+            continue;
+          t = cs_ref_random_input (pass == 0 ? fr : fk, p, 0, error);
+          if (t == NULL)
+            return NULL;
+          cs_ref_env_insert (env, p->name, t);
+        }
+      g_clear_pointer (&leaves, g_ptr_array_unref);
+    }
+  if (!run_exact_f64 (fr, env, FALSE, ret_r, error) || !run_exact_f64 (fk, env, FALSE, ret_k, error)
+      || !run_exact_f64 (fr, env, TRUE, ret_t, error))
+    return NULL;
+  effects = g_ptr_array_new_with_free_func (cast_effect_free);
+  g_hash_table_iter_init (&it, ret_r);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      const CsTensor *xr = value, *xk = g_hash_table_lookup (ret_k, key);
+      const CsTensor *t = g_hash_table_lookup (ret_t, key);
+      CsAccuracyRule rule;
+      CastEffect *e;
+
+      if (xk == NULL || t == NULL || !cs_dtype_is_float (xr->dtype) || xr->numel != xk->numel
+          || xr->numel != t->numel || g_hash_table_contains (env, key))
+        continue;
+      e = g_new0 (CastEffect, 1);
+      e->name = g_strdup (key);
+      e->type = cs_tensor_type_string (xr);
+      cs_accuracy_rule (xr->dtype, xr->numel, cs_pipeline_get_backward (pl) != NULL, &rule);
+      cs_accuracy_judge (xk, NULL, t, &rule, &e->keep);
+      cs_accuracy_judge (xr, NULL, t, &rule, &e->remove);
+      for (int64_t i = 0; i < xr->numel; i++)
+        {
+          double d = fabs (cs_tensor_get_f64 (xr, i) - cs_tensor_get_f64 (xk, i));
+
+          if (isnan (d))
+            {
+              e->max_diff = NAN;
+              break;
+            }
+          e->max_diff = MAX (e->max_diff, d);
+        }
+      g_ptr_array_add (effects, e);
+    }
+  g_ptr_array_sort (effects, effect_by_name);
+  return effects;
+}
 
 #if CS_HAVE_JSON
 static void
@@ -139,6 +302,90 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStats
     add_comm_json (b, st);
   json_builder_end_object (b);
 }
+
+static void
+json_measure (JsonBuilder *b, double v)
+{
+  if (isnan (v))
+    json_builder_add_string_value (b, "nan");
+  else if (isinf (v))
+    json_builder_add_string_value (b, "inf");
+  else
+    json_builder_add_double_value (b, v);
+}
+
+static void
+add_removed_json (JsonBuilder *b, GPtrArray *removed, GPtrArray *effects, const char *effect_error,
+                  gboolean want_effect)
+{
+  json_builder_set_member_name (b, "removed_user_casts");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < removed->len; i++)
+    {
+      const CsRemovedCast *c = g_ptr_array_index (removed, i);
+      g_autofree char *user = user_cast_text (c->user);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "line");
+      json_builder_add_int_value (b, c->user->line);
+      json_builder_set_member_name (b, "user_cast");
+      json_builder_add_string_value (b, user);
+      json_builder_set_member_name (b, "tensor");
+      json_builder_add_string_value (b, cs_stmt_get_output (c->cast)->name);
+      json_builder_set_member_name (b, "from");
+      json_builder_add_string_value (b, cs_dtype_short_name (c->from));
+      json_builder_set_member_name (b, "to");
+      json_builder_add_string_value (b, cs_dtype_short_name (c->to));
+      json_builder_set_member_name (b, "region");
+      if (c->region)
+        json_builder_add_string_value (b, c->region);
+      else
+        json_builder_add_null_value (b);
+      json_builder_set_member_name (b, "backward");
+      json_builder_add_boolean_value (b, c->backward);
+      json_builder_set_member_name (b, "reader");
+      if (c->reader)
+        json_builder_add_string_value (b, c->reader);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  if (!want_effect)
+    return;
+  json_builder_set_member_name (b, "removed_user_casts_effect");
+  json_builder_begin_object (b);
+  if (effect_error != NULL)
+    {
+      json_builder_set_member_name (b, "error");
+      json_builder_add_string_value (b, effect_error);
+    }
+  json_builder_set_member_name (b, "forward");
+  json_builder_begin_array (b);
+  for (guint i = 0; effects != NULL && i < effects->len; i++)
+    {
+      const CastEffect *e = g_ptr_array_index (effects, i);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, e->name);
+      json_builder_set_member_name (b, "type");
+      json_builder_add_string_value (b, e->type);
+      json_builder_set_member_name (b, "err_keep");
+      json_measure (b, e->keep.err);
+      json_builder_set_member_name (b, "err_remove");
+      json_measure (b, e->remove.err);
+      json_builder_set_member_name (b, "ratio_keep");
+      json_measure (b, e->keep.ratio);
+      json_builder_set_member_name (b, "ratio_remove");
+      json_measure (b, e->remove.ratio);
+      json_builder_set_member_name (b, "max_abs_diff");
+      json_measure (b, e->max_diff);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+}
 #endif
 
 /* "s" unless @n is 1 */
@@ -158,6 +405,54 @@ print_comm_text (const CsTraceStats *st)
               cs_dtype_short_name (c->cost.dtype),
               c->cost.has_reduce_op ? cs_dist_reduce_op_name (c->cost.reduce_op) : "-",
               c->async ? "async" : "sync", c->cost.payload_bytes, c->cost.bus_bytes, c->cost.est_ms);
+    }
+}
+
+static void
+print_removed_text (GPtrArray *removed, GPtrArray *effects, const char *effect_error,
+                    gboolean want_effect)
+{
+  guint n_bwd = 0;
+
+  for (guint i = 0; i < removed->len; i++)
+    n_bwd += ((const CsRemovedCast *) g_ptr_array_index (removed, i))->backward;
+  if (removed->len == 0)
+    {
+      printf ("removed user casts: none\n");
+      return;
+    }
+  printf ("removed user casts: %u (%u forward, %u backward): remove-redundant-casts dropped the "
+          "rounding they ask for\n", removed->len, removed->len - n_bwd, n_bwd);
+  for (guint i = 0; i < removed->len; i++)
+    {
+      const CsRemovedCast *c = g_ptr_array_index (removed, i);
+      g_autofree char *user = user_cast_text (c->user);
+
+      printf ("  line %u: %s: %s %s -> %s%s%s (%s) removed", c->user->line, user,
+              cs_stmt_get_output (c->cast)->name, cs_dtype_short_name (c->from),
+              cs_dtype_short_name (c->to), c->region ? " in " : "", c->region ? c->region : "",
+              c->backward ? "backward" : "forward");
+      if (cs_dtype_bits (c->to) >= cs_dtype_bits (c->from))
+        printf (" (widening: no rounding lost by itself)");
+      else if (c->reader)
+        printf ("; %s reads the unrounded %s value", c->reader, cs_dtype_short_name (c->from));
+      printf ("\n");
+    }
+  if (!want_effect)
+    return;
+  if (effect_error != NULL)
+    {
+      printf ("effect: not computed: %s\n", effect_error);
+      return;
+    }
+  printf ("effect on the forward (CPU reference, the same inputs; err = RMSE vs f64):\n");
+  for (guint i = 0; effects != NULL && i < effects->len; i++)
+    {
+      const CastEffect *e = g_ptr_array_index (effects, i);
+
+      printf ("  %-10s %-20s err with the casts (redundant-casts=keep) %.3e, without %.3e; "
+              "max |without - with| %.3g\n", e->name, e->type, e->keep.err, e->remove.err,
+              e->max_diff);
     }
 }
 
@@ -206,10 +501,13 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_auto(GStrv) policy_args = NULL;
   g_autofree char *grad = NULL;
   g_autofree char *desc = NULL;
-  gboolean json = FALSE;
+  gboolean json = FALSE, want_effect = FALSE;
   gint index = 0, world = 0;
   double bus_gbps = 0;
   CsStatsOptions sopts = { 0 };
+  g_autoptr(GPtrArray) removed = NULL;
+  g_autoptr(GPtrArray) effects = NULL;
+  g_autofree char *effect_error = NULL;
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
@@ -222,6 +520,7 @@ cs_cli_cmd_stats (int argc, char **argv)
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
     { "bus-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &bus_gbps, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
+    { "cast-effect", 0, 0, G_OPTION_ARG_NONE, &want_effect, "Run the forward on the CPU reference with and without the removed user casts (redundant-casts=keep vs the policy) and report each output's error against f64", NULL },
     { NULL },
   };
 
@@ -271,6 +570,17 @@ cs_cli_cmd_stats (int argc, char **argv)
   bw = cs_pipeline_get_backward (pl);
   if (fw == bw)
     fw = NULL; /* the file's own backward_fn */
+  removed = removed_user_casts (pl);
+  if (want_effect && removed->len == 0)
+    effect_error = g_strdup ("no user cast was removed");
+  else if (want_effect)
+    {
+      g_autoptr(GError) effect_err = NULL;
+
+      effects = cast_effect (pl, argv[1], (guint) index, grad, &effect_err);
+      if (effects == NULL)
+        effect_error = g_strdup (effect_err->message);
+    }
 
 #if CS_HAVE_JSON
   if (json)
@@ -290,6 +600,7 @@ cs_cli_cmd_stats (int argc, char **argv)
       json_builder_add_boolean_value (b, cs_pipeline_input_was_final (pl));
       add_trace_json (b, "forward", fw, &sopts);
       add_trace_json (b, "backward", bw, &sopts);
+      add_removed_json (b, removed, effects, effect_error, want_effect);
       json_builder_end_object (b);
       root = json_builder_get_root (b);
       json_generator_set_root (gen, root);
@@ -314,5 +625,6 @@ cs_cli_cmd_stats (int argc, char **argv)
     }
   else
     print_trace_text ("backward", bw, &sopts);
+  print_removed_text (removed, effects, effect_error, want_effect);
   return CS_CLI_EXIT_OK;
 }

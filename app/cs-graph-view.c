@@ -65,6 +65,12 @@ struct _CsGraphView
   GHashTable      *edge_values;   /* (nullable, owned ref) proxy name -> double* */
   char            *values_title;  /* scale title ("region time (ms)") */
   gboolean         hide_legend;   /* the side panel's dtype legend is hidden (View > Legend) */
+  gboolean         precision_lens;/* draw the precision lens (View > Precision Lens) */
+  gboolean         diff_older;    /* the drawn trace is the older side of the diff (the left of a
+                                     side-by-side compare): its casts missing from @diff_base
+                                     are REMOVED, its regions that split SPLIT */
+  GPtrArray       *user_casts;    /* (nullable, owned ref) CsRemovedCast*: casts the user wrote
+                                     that a pass removed, marked on every layout */
   gboolean         keep_view;     /* the next layout keeps the anchor in place (no fit) */
   Anchor           anchor;        /* see Anchor */
   guint32          pending_center;/* stmt id to scroll to once laid out (Find's reveal), 0 */
@@ -127,7 +133,16 @@ apply_diff (CsGraphView *self)
     return;
   cs_layout_clear_marks (self->layout);
   if (self->diff_base != NULL && self->diff_base != self->trace)
-    cs_layout_mark_diff (self->layout, self->diff_base, TRUE, &self->diff_stats);
+    cs_layout_mark_diff (self->layout, self->diff_base, !self->diff_older, &self->diff_stats);
+}
+
+static void
+apply_lens (CsGraphView *self)
+{
+  if (self->layout == NULL)
+    return;
+  cs_layout_set_precision_lens (self->layout, self->precision_lens);
+  cs_layout_mark_user_casts (self->layout, self->user_casts);
 }
 
 static void
@@ -135,13 +150,16 @@ apply_values (CsGraphView *self)
 {
   GHashTableIter iter;
   gpointer key, value;
-  double lo = G_MAXDOUBLE, hi = -G_MAXDOUBLE;
+  double lo = G_MAXDOUBLE, hi = -G_MAXDOUBLE, lo_pos = G_MAXDOUBLE;
+  gboolean any = FALSE;
 
   if (self->layout == NULL)
     return;
   cs_layout_clear_values (self->layout);
   if (self->values == NULL && self->edge_values == NULL)
     return;
+#define TAKE(v) \
+  do { if (isfinite (v)) { lo = MIN (lo, v); hi = MAX (hi, v); if ((v) > 0) lo_pos = MIN (lo_pos, v); any = TRUE; } } while (0)
   if (self->values != NULL)
     {
       g_hash_table_iter_init (&iter, self->values);
@@ -150,10 +168,7 @@ apply_values (CsGraphView *self)
           double v = *(double *) value;
 
           if (cs_layout_set_stmt_value (self->layout, GPOINTER_TO_UINT (key), v) > 0)
-            {
-              lo = MIN (lo, v);
-              hi = MAX (hi, v);
-            }
+            TAKE (v);
         }
     }
   if (self->edge_values != NULL)
@@ -163,19 +178,25 @@ apply_values (CsGraphView *self)
         {
           double v = *(double *) value;
 
-          if (cs_layout_set_edge_value (self->layout, key, v) > 0)
-            {
-              lo = MIN (lo, v);
-              hi = MAX (hi, v);
-            }
+          /* per tensor: its edges (heat under the dtype line) and its output node */
+          if (cs_layout_set_tensor_value (self->layout, key, v) > 0)
+            TAKE (v);
         }
     }
-  /* Errors and times are magnitudes: the scale starts at 0 so that small reads as small. */
-  if (lo > 0)
-    lo = 0;
-  if (lo <= hi)
+#undef TAKE
+  if (!any)
+    {
+      lo = 0;
+      hi = 1;
+    }
+  /* Errors and times are magnitudes: a scale from 0 so that small reads as small, or a log
+   * scale when the positive values span two decades or more (errors usually do). */
+  if (hi > 0 && lo_pos < G_MAXDOUBLE && hi / lo_pos >= 100)
+    cs_layout_set_value_scale_log (self->layout,
+                                   self->values_title ? self->values_title : "value", lo_pos, hi);
+  else
     cs_layout_set_value_scale (self->layout, self->values_title ? self->values_title : "value",
-                               lo, hi > lo ? hi : lo + 1e-30);
+                               MIN (lo, 0), hi > MIN (lo, 0) ? hi : MIN (lo, 0) + 1e-30);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -491,6 +512,7 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       apply_selection (self);
       apply_diff (self);
       apply_values (self);
+      apply_lens (self);
       if (!keep || !anchor_apply (self))
         self->need_fit = !keep;
       self->keep_view = FALSE;
@@ -943,6 +965,12 @@ query_tooltip_cb (GtkWidget *widget, int x, int y, gboolean keyboard, GtkTooltip
         if (n->has_value)
           g_string_append_printf (s, "\n%s: %.4g", self->layout->scale_title
                                   ? self->layout->scale_title : "value", n->value);
+        if (self->layout->precision_lens && n->has_precision && n->has_dtype)
+          g_string_append_printf (s, "\nstored %s, computed in %s%s", cs_dtype_short_name (n->dtype),
+                                  cs_dtype_short_name (n->compute_dtype),
+                                  n->rounds ? ": rounds here" : "");
+        if (n->user_cast_note != NULL)
+          g_string_append_printf (s, "\n%s", n->user_cast_note);
         gtk_tooltip_set_text (tooltip, s->str);
         return TRUE;
       }
@@ -958,6 +986,8 @@ query_tooltip_cb (GtkWidget *widget, int x, int y, gboolean keyboard, GtkTooltip
         if (e->has_value)
           g_string_append_printf (s, "\n%s: %.4g", self->layout->scale_title
                                   ? self->layout->scale_title : "value", e->value);
+        if (self->layout->precision_lens && e->has_compute)
+          g_string_append_printf (s, "\ncomputed in %s by its reader", cs_dtype_short_name (e->compute_dtype));
         gtk_tooltip_set_text (tooltip, s->str);
         return TRUE;
       }
@@ -1582,6 +1612,92 @@ cs_graph_view_get_view (CsGraphView *self, CsView *view)
 }
 
 /**
+ * cs_graph_view_set_view:
+ * @view: the pan and zoom to show (another view's, for a side-by-side compare)
+ *
+ * Shows @view as it is (no fit on the next allocation); emits nothing, so two views can follow
+ * each other.
+ */
+void
+cs_graph_view_set_view (CsGraphView *self, const CsView *view)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self) && view != NULL);
+  self->view = *view;
+  self->need_fit = FALSE;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_set_diff_older:
+ * @older: the drawn trace is the older side of the diff (cs_layout_mark_diff() with
+ *   this_is_newer FALSE: its casts the diff base lacks are marked REMOVED)
+ */
+void
+cs_graph_view_set_diff_older (CsGraphView *self, gboolean older)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (!self->diff_older == !older)
+    return;
+  self->diff_older = older;
+  apply_diff (self);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_match:
+ * @other: another view (the other side of a compare)
+ * @other_id: a statement or group id of @other's trace
+ *
+ * The element of this view's trace that matches @other_id, found as the view finds its anchor
+ * across policies and passes: the same group by name; the same op of the same initial-trace
+ * statement (origin); the statement writing the same tensor; the same origin.
+ * Returns: the id here, 0 when nothing matches
+ */
+guint32
+cs_graph_view_match (CsGraphView *self, CsGraphView *other, guint32 other_id)
+{
+  const CsStmt *s;
+  guint32 id = 0;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self) && CS_IS_GRAPH_VIEW (other), 0);
+  if (self->trace == NULL || other->trace == NULL || other_id == 0)
+    return 0;
+  if (self->trace == other->trace)
+    return other_id;
+  if (CS_LAYOUT_IS_GROUP_ID (other_id))
+    {
+      gint g = CS_LAYOUT_GROUP_OF_ID (other_id);
+      CsLayoutHit hit;
+
+      if (other->layout == NULL || other->layout->grouping == NULL || self->layout == NULL
+          || g < 0 || (guint) g >= other->layout->grouping->n_groups
+          || !find_group_element (self->layout, other->layout->grouping->groups[g].name, &hit))
+        return 0;
+      return hit.kind == CS_LAYOUT_HIT_NODE ? self->layout->nodes[hit.index].stmt_id
+                                            : self->layout->clusters[hit.index].stmt_id;
+    }
+  s = trace_find_stmt (other->trace, other_id);
+  if (s == NULL)
+    return 0;
+  if (s->origin != 0 && s->kind == CS_STMT_CALL)
+    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           s->origin, cs_op_semantic (s->op)->short_name);
+  if (id == 0)
+    {
+      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+      cs_stmt_collect_outputs (s, outs);
+      if (outs->len > 0)
+        id = stmt_writing ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           ((CsProxy *) g_ptr_array_index (outs, 0))->name);
+    }
+  if (id == 0 && s->origin != 0)
+    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
+                           s->origin, NULL);
+  return id;
+}
+
+/**
  * cs_graph_view_zoom_by:
  * @factor: > 1 zooms in
  *
@@ -1733,6 +1849,7 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->values, g_hash_table_unref);
   g_clear_pointer (&self->edge_values, g_hash_table_unref);
   g_clear_pointer (&self->values_title, g_free);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   g_clear_pointer (&self->error, g_free);
   g_clear_pointer (&self->placeholder, g_free);
   g_clear_pointer (&self->found, g_hash_table_unref);
@@ -1842,6 +1959,48 @@ cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
   if (!self->hide_legend == !!show)
     return;
   self->hide_legend = !show;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_set_precision_lens:
+ * @on: draw the precision lens (render/cs-layout.h cs_layout_set_precision_lens(): compute
+ *   dtypes on edges, rounding points)
+ */
+void
+cs_graph_view_set_precision_lens (CsGraphView *self, gboolean on)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  self->precision_lens = on;
+  apply_lens (self);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/** cs_graph_view_get_precision_lens: Returns: whether the precision lens is drawn */
+gboolean
+cs_graph_view_get_precision_lens (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  return self->precision_lens;
+}
+
+/**
+ * cs_graph_view_set_user_casts:
+ * @removed: (nullable) (element-type CsRemovedCast): casts the user wrote that a pass removed
+ *   (core/cs-lens.h); referenced, marked on this and every later layout
+ *   (cs_layout_mark_user_casts()); NULL clears the marks
+ */
+void
+cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (removed == self->user_casts)
+    return;
+  if (removed != NULL)
+    g_ptr_array_ref (removed);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  self->user_casts = removed;
+  apply_lens (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }
 

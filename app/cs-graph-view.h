@@ -38,6 +38,11 @@ guint32     cs_graph_view_get_selected   (CsGraphView       *self);
 void        cs_graph_view_set_show_legend (CsGraphView      *self,
                                            gboolean          show);
 gboolean    cs_graph_view_get_show_legend (CsGraphView      *self);
+void        cs_graph_view_set_precision_lens (CsGraphView   *self,
+                                          gboolean          on);
+gboolean    cs_graph_view_get_precision_lens (CsGraphView   *self);
+void        cs_graph_view_set_user_casts (CsGraphView       *self,
+                                          GPtrArray         *removed);
 void        cs_graph_view_select         (CsGraphView       *self,
                                           guint32            stmt_id,
                                           gboolean           center);
@@ -84,5 +89,12 @@ void        cs_graph_view_minimap_move   (CsGraphView       *self,
                                           double             y);
 void        cs_graph_view_get_view       (CsGraphView       *self,
                                           CsView            *view);
+void        cs_graph_view_set_view       (CsGraphView       *self,
+                                          const CsView      *view);
+void        cs_graph_view_set_diff_older (CsGraphView       *self,
+                                          gboolean           older);
+guint32     cs_graph_view_match          (CsGraphView       *self,
+                                          CsGraphView       *other,
+                                          guint32            other_id);
 
 G_END_DECLS

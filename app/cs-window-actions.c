@@ -522,12 +522,19 @@ dismiss_diff_activated (GSimpleAction *action, GVariant *param, gpointer user_da
   gtk_info_bar_set_revealed (self->diff_bar, FALSE);
   cs_graph_view_set_diff_base (self->forward_view, NULL);
   cs_graph_view_set_diff_base (self->backward_view, NULL);
+  _cs_window_update_compare (self);   /* a compare falls back to the pass before */
 }
 
 static void
 run_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
 {
   _cs_window_run (CS_WINDOW (user_data));
+}
+
+static void
+first_divergence_activated (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  _cs_window_jump_to_divergence (CS_WINDOW (user_data));
 }
 
 static void
@@ -557,13 +564,39 @@ legend_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
   gtk_widget_set_visible (GTK_WIDGET (self->legend_heading), show);
 }
 
+static void
+precision_lens_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  gboolean on = g_variant_get_boolean (state);
+
+  g_simple_action_set_state (action, state);
+  cs_graph_view_set_precision_lens (self->forward_view, on);
+  cs_graph_view_set_precision_lens (self->backward_view, on);
+  cs_graph_view_set_precision_lens (self->compare_view, on);
+  gtk_widget_queue_draw (GTK_WIDGET (self->legend_area));
+}
+
+static void
+compare_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+
+  g_simple_action_set_state (action, state);
+  self->comparing = g_variant_get_boolean (state);
+  _cs_window_update_compare (self);
+}
+
 static const GActionEntry win_actions[] = {
+  { "compare", NULL, NULL, "false", compare_changed },
   { "legend", NULL, NULL, "true", legend_changed },
+  { "precision-lens", NULL, NULL, "false", precision_lens_changed },
   { "open", open_activated, NULL, NULL, NULL },
   { "open-recent", open_recent_activated, "s", NULL, NULL },
   { "export", export_activated, NULL, NULL, NULL },
   { "find", find_activated, NULL, NULL, NULL },
   { "run", run_activated, NULL, NULL, NULL },
+  { "first-divergence", first_divergence_activated, NULL, NULL, NULL },
   { "zoom-in", zoom_in_activated, NULL, NULL, NULL },
   { "zoom-out", zoom_out_activated, NULL, NULL, NULL },
   { "zoom-fit", zoom_fit_activated, NULL, NULL, NULL },
@@ -575,9 +608,11 @@ static const GActionEntry win_actions[] = {
 /**
  * _cs_window_init_actions:
  *
- * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.zoom-in, win.zoom-out, win.zoom-fit,
- * win.dismiss-diff, win.close, win.show("forward"|"backward") and the boolean win.legend (draw the
- * dtype legend on both graphs).  Accelerators are set by
+ * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.first-divergence
+ * (select the last run's first divergence), win.zoom-in, win.zoom-out, win.zoom-fit,
+ * win.dismiss-diff, win.close, win.show("forward"|"backward"), the boolean win.legend (draw the
+ * dtype legend on both graphs), the boolean win.precision-lens (compute dtypes on edges and
+ * rounding points on both graphs) and the boolean win.compare (the side-by-side compare).  Accelerators are set by
  * CsApplication.
  */
 void

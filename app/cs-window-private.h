@@ -19,6 +19,17 @@ typedef struct
   int     end;         /* char offset one past its last line (subsymbol comments included) */
 } CsStmtRange;
 
+/* What the node fill shows after a Run (the overlay dropdown, in this order).  The error
+ * measures are the verdict's (core/cs-compare.h, CsAccuracy) under the CLI's names. */
+typedef enum
+{
+  CS_RUN_HEAT_RATIO,    /* ratio = err / ref_err */
+  CS_RUN_HEAT_ERR,      /* err: RMSE against the f64 run */
+  CS_RUN_HEAT_REF_ERR,  /* ref_err: RMSE of the reference (exact run, or the rounding floor) */
+  CS_RUN_HEAT_TIME,     /* per-region time, ms */
+  CS_N_RUN_HEAT
+} CsRunHeat;
+
 struct _CsWindow
 {
   GtkApplicationWindow parent_instance;
@@ -58,6 +69,11 @@ struct _CsWindow
   GtkLabel          *legend_heading;
   GtkDrawingArea    *legend_area;       /* dtype legend and value key, beside the graph */
   GtkLabel          *notes_label;       /* the layout's notes, beside the graph */
+  GtkPaned          *compare_paned;     /* the side-by-side compare | the graphs */
+  GtkBox            *compare_box;       /* left side of a compare: its label and view */
+  GtkLabel          *compare_label;     /* what the left side shows */
+  CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the
+                                           same pass, else the pass before the shown one) */
 
   /* state */
   GFile             *file;              /* (nullable) the open file */
@@ -81,19 +97,36 @@ struct _CsWindow
                                            trace order */
   char              *search_needle;     /* (nullable) what they match */
   char              *last_run_summary;  /* (nullable) one line about the last run */
-  GHashTable        *run_node_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
-                                                        time, ms) */
-  GHashTable        *run_edge_values[CS_N_FAMILIES]; /* (nullable) proxy name -> double* (error
-                                                        against f64) */
-  GHashTable        *run_time_values[CS_N_FAMILIES]; /* (nullable) stmt id -> double* (region
-                                                        time, ms: GPU median or estimate) */
-  char              *run_title;         /* (nullable) colour-scale title of the error overlay */
-  char              *run_time_title;    /* (nullable) colour-scale title of the time overlay */
-  GtkDropDown       *overlay_dropdown;  /* run overlay: 0 = error vs f64, 1 = region time */
+  GHashTable        *run_node_values[CS_N_RUN_HEAT][CS_N_FAMILIES]; /* (nullable) stmt id ->
+                                           double*: per error measure, the largest value of the
+                                           tensors the statement writes (top-level and the
+                                           prim inside a region that writes it); per
+                                           CS_RUN_HEAT_TIME the region time, ms (GPU median or
+                                           estimate) */
+  GHashTable        *run_edge_values[CS_N_RUN_HEAT][CS_N_FAMILIES]; /* (nullable) proxy name ->
+                                           double*: per error measure, the tensor's value
+                                           (NULL for CS_RUN_HEAT_TIME) */
+  char              *run_titles[CS_N_RUN_HEAT]; /* (nullable) key title of each heat overlay,
+                                           naming the measure as the CLI does */
+  GtkDropDown       *overlay_dropdown;  /* run heat overlay: a CsRunHeat */
+  GtkButton         *divergence_button; /* jumps to the run's first divergence */
+  char              *run_divergence;    /* (nullable) the first divergence of the last run: the
+                                           earliest tensor (forward before backward) whose
+                                           verdict fails (cs_lens_first_divergence()) */
+  CsFamily           run_divergence_family; /* its family */
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
+  gboolean           comparing;         /* win.compare: the side-by-side compare is shown */
+  gboolean           compare_syncing;   /* set while one side of a compare follows the other */
+  GPtrArray         *user_casts;        /* (nullable) CsRemovedCast*: casts the user wrote that
+                                           remove-redundant-casts dropped in `user_casts_for` */
+  CsAnalysis        *user_casts_for;    /* (nullable, owned ref) the result they borrow from */
 };
 
 /* cs-window.c */
+gboolean     _cs_window_select_tensor     (CsWindow   *self,
+                                           CsFamily    family,
+                                           const char *proxy,
+                                           guint32     stmt_id);
 const CsStmt *_cs_window_find_stmt_deep   (const CsTrace *trace,
                                            guint32        stmt_id,
                                            guint         *top_index);
@@ -114,6 +147,7 @@ guint32      _cs_window_select_text_offset (CsWindow  *self,
                                            int         offset);
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
+void         _cs_window_update_compare    (CsWindow   *self);
 
 /* cs-window-actions.c */
 void         _cs_window_init_actions      (CsWindow   *self);
@@ -137,6 +171,7 @@ void         _cs_window_run               (CsWindow   *self);
 void         _cs_window_clear_run         (CsWindow   *self);
 void         _cs_window_apply_run_overlay (CsWindow   *self);
 void         _cs_window_cancel_run        (CsWindow   *self);
+gboolean     _cs_window_jump_to_divergence (CsWindow  *self);
 /* label data on a run-table row's first cell: which node the row is about */
 #define CS_RUN_ROW_STMT   "cs-run-row-stmt"    /* GUINT_TO_POINTER (top-level stmt id) */
 #define CS_RUN_ROW_FAMILY "cs-run-row-family"  /* GINT_TO_POINTER (CsFamily + 1) */

@@ -35,6 +35,7 @@
 
 #include "cs-compare.h"
 #include "cs-cuda-loader.h"
+#include "cs-lens.h"
 #include "cs-ops.h"
 #include "cs-ref.h"
 #include "cs-ref-plan.h"
@@ -51,8 +52,10 @@ typedef struct
   char     *name;          /* tensor (proxy) name */
   char     *type;          /* "bf16[8, 16]" */
   guint32   stmt_id;       /* top-level statement producing it, 0 = none */
+  guint32   inner_id;      /* the statement at any depth producing it (a region's prim), or
+                            * stmt_id; 0 = none */
   CsAccuracy acc;          /* err, ref_err, ratio, verdict (cs_accuracy_judge) */
-  double    rel;           /* ||x - f64|| / ||f64|| over the compared elements (the overlay) */
+  CsLensRange range;       /* dynamic range of the f64 (true) values (cs_lens_range) */
 } RunRow;
 
 typedef struct
@@ -159,24 +162,57 @@ report_progress (RunJob *job, double fraction, const char *text)
   g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, progress_idle, p, progress_free);
 }
 
-/* The top-level statement of @trace whose outputs include @name (0 = none). */
-static guint32
-producer_of (const CsTrace *trace, const char *name)
+static gboolean
+writes (const CsStmt *stmt, const char *name)
 {
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (stmt, outs);
+  for (guint k = 0; k < outs->len; k++)
+    if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The innermost subsymbol of @stmt (which writes @name) that writes @name: the prim of a region
+ * that makes a region output. */
+static guint32
+inner_writer (const CsStmt *stmt, const char *name)
+{
+  for (guint i = stmt->n_subs; i > 0; i--)
+    {
+      const CsStmt *sub = stmt->subs[i - 1];
+
+      if (sub->kind == CS_STMT_CALL && writes (sub, name))
+        return inner_writer (sub, name);
+    }
+  return stmt->id;
+}
+
+/* The top-level statement of @trace whose outputs include @name (0 = none); @inner: the
+ * statement at any depth that writes it. */
+static guint32
+producer_of_deep (const CsTrace *trace, const char *name, guint32 *inner)
+{
+  if (inner != NULL)
+    *inner = 0;
   for (guint i = 0; trace != NULL && i < trace->n_stmts; i++)
     {
       const CsStmt *stmt = trace->stmts[i];
-      g_autoptr(GPtrArray) outs = NULL;
 
-      if (stmt->kind != CS_STMT_CALL)
+      if (stmt->kind != CS_STMT_CALL || !writes (stmt, name))
         continue;
-      outs = g_ptr_array_new ();
-      cs_stmt_collect_outputs (stmt, outs);
-      for (guint k = 0; k < outs->len; k++)
-        if (strcmp (((const CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
-          return stmt->id;
+      if (inner != NULL)
+        *inner = inner_writer (stmt, name);
+      return stmt->id;
     }
   return 0;
+}
+
+static guint32
+producer_of (const CsTrace *trace, const char *name)
+{
+  return producer_of_deep (trace, name, NULL);
 }
 
 /* The top-level call of @trace named @callee ("nvFusion0"), 0 = none. */
@@ -204,8 +240,8 @@ add_row (RunJob *job, CsFamily family, gboolean gpu, const char *name, const CsT
   row.gpu = gpu;
   row.name = g_strdup (name);
   row.type = cs_tensor_type_string (x);
-  row.stmt_id = producer_of (job->trace[family], name);
-  row.rel = row.acc.rms_f64 > 0 ? row.acc.err / row.acc.rms_f64 : row.acc.err;
+  row.stmt_id = producer_of_deep (job->trace[family], name, &row.inner_id);
+  cs_lens_range (t, &row.range);
   g_array_append_val (job->rows, row);
 }
 
@@ -584,6 +620,8 @@ fill_table (CsWindow *self, RunJob *job)
   grid_add (self->run_grid, 3, r, "ref_err", TRUE, TRUE);
   grid_add (self->run_grid, 4, r, "ratio", TRUE, TRUE);
   grid_add (self->run_grid, 5, r, "verdict", TRUE, FALSE);
+  grid_add (self->run_grid, 6, r, "amax", TRUE, TRUE);
+  grid_add (self->run_grid, 7, r, "range (f16, bf16, e4m3, e5m2)", TRUE, FALSE);
   r++;
   for (guint i = 0; i < job->rows->len; i++)
     {
@@ -609,6 +647,13 @@ fill_table (CsWindow *self, RunJob *job)
       grid_add (self->run_grid, 3, r, ref, FALSE, TRUE);
       grid_add (self->run_grid, 4, r, ratio, FALSE, TRUE);
       grid_add (self->run_grid, 5, r, verdict, FALSE, FALSE);
+      {
+        g_autofree char *amax = g_strdup_printf ("%.3g", row->range.amax);
+        g_autofree char *rs = cs_lens_range_summary (&row->range);
+
+        grid_add (self->run_grid, 6, r, amax, FALSE, TRUE);
+        grid_add (self->run_grid, 7, r, rs[0] ? rs : "fits all", FALSE, FALSE);
+      }
       link_row (self->run_grid, r, row->family, row->stmt_id, row->name);
       r++;
     }
@@ -647,19 +692,19 @@ fill_table (CsWindow *self, RunJob *job)
 void
 _cs_window_apply_run_overlay (CsWindow *self)
 {
-  gboolean time = gtk_drop_down_get_selected (self->overlay_dropdown) == 1;
+  guint heat = gtk_drop_down_get_selected (self->overlay_dropdown);
 
+  if (heat >= CS_N_RUN_HEAT)
+    heat = CS_RUN_HEAT_RATIO;
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
       CsGraphView *view = _cs_window_get_view (self, f);
 
-      if (self->run_title == NULL)
+      if (self->run_titles[heat] == NULL)
         cs_graph_view_set_values (view, NULL, NULL, NULL);
-      else if (time)
-        cs_graph_view_set_values (view, self->run_time_values[f], NULL, self->run_time_title);
       else
-        cs_graph_view_set_values (view, self->run_node_values[f], self->run_edge_values[f],
-                                  self->run_title);
+        cs_graph_view_set_values (view, self->run_node_values[heat][f],
+                                  self->run_edge_values[heat][f], self->run_titles[heat]);
     }
 }
 
@@ -675,6 +720,72 @@ put_max (GHashTable **table, guint32 id, double v)
     g_hash_table_insert (*table, GUINT_TO_POINTER (id), g_memdup2 (&v, sizeof v));
   else
     *cur = MAX (*cur, v);
+}
+
+/* The run's first divergence (core/cs-lens.h, as castscope-cli run names it): the earliest
+ * failing tensor of the forward, else of the backward, among the rows of the device that ran;
+ * the button says which, or that there is none. */
+static void
+find_divergence (CsWindow *self, RunJob *job)
+{
+  g_autofree char *label = NULL;
+
+  g_clear_pointer (&self->run_divergence, g_free);
+  for (CsFamily f = 0; f < CS_N_FAMILIES && self->run_divergence == NULL; f++)
+    {
+      g_autoptr(GArray) items = g_array_new (FALSE, TRUE, sizeof (CsLensItem));
+      g_autoptr(GArray) rows = g_array_new (FALSE, FALSE, sizeof (guint));
+      gint at;
+
+      if (job->trace[f] == NULL)
+        continue;
+      for (guint i = 0; i < job->rows->len; i++)
+        {
+          const RunRow *row = &g_array_index (job->rows, RunRow, i);
+          CsLensItem item = { row->name, &row->acc };
+
+          if (row->family != f || row->gpu != job->gpu_ran)
+            continue;
+          g_array_append_val (items, item);
+          g_array_append_val (rows, i);
+        }
+      at = cs_lens_first_divergence (job->trace[f], (const CsLensItem *) items->data, items->len,
+                                     NULL);
+      if (at >= 0)
+        {
+          const RunRow *row = &g_array_index (job->rows, RunRow, g_array_index (rows, guint, at));
+
+          self->run_divergence = g_strdup (row->name);
+          self->run_divergence_family = f;
+          label = g_strdup_printf ("First divergence: %s %s (ratio %.3g)",
+                                   f == CS_FAMILY_FORWARD ? "fwd" : "bwd", row->name,
+                                   row->acc.ratio);
+        }
+    }
+  gtk_button_set_label (self->divergence_button,
+                        label ? label : "No divergence: every tensor within its bound");
+  gtk_widget_set_sensitive (GTK_WIDGET (self->divergence_button), self->run_divergence != NULL);
+  gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), TRUE);
+}
+
+/**
+ * _cs_window_jump_to_divergence:
+ *
+ * win.first-divergence (Ctrl+D, the run panel's button): shows the family of the last run's
+ * first divergence and selects the node writing that tensor, revealing it.
+ * Returns: TRUE when there was one and its node was selected
+ */
+gboolean
+_cs_window_jump_to_divergence (CsWindow *self)
+{
+  if (self->run_divergence == NULL)
+    {
+      gtk_label_set_text (self->status_message, self->last_run_summary != NULL
+                          ? "No divergence: every tensor is within k \u00d7 ref_err + atol"
+                          : "Run first (F5): the first divergence comes from a run");
+      return FALSE;
+    }
+  return _cs_window_select_tensor (self, self->run_divergence_family, self->run_divergence, 0);
 }
 
 static void
@@ -716,37 +827,54 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   for (guint i = 0; i < job->rows->len; i++)
     {
       const RunRow *row = &g_array_index (job->rows, RunRow, i);
+      const double v[] = { row->acc.ratio, row->acc.err, row->acc.ref_err };
 
       /* The overlay shows what ran on the device that ran (GPU when there was one). */
       if (row->gpu != job->gpu_ran)
         continue;
-      if (self->run_edge_values[row->family] == NULL)
-        self->run_edge_values[row->family] = g_hash_table_new_full (g_str_hash, g_str_equal,
-                                                                    g_free, g_free);
-      g_hash_table_insert (self->run_edge_values[row->family], g_strdup (row->name),
-                           g_memdup2 (&row->rel, sizeof (double)));
-      if (row->stmt_id != 0)
-        put_max (&self->run_node_values[row->family], row->stmt_id, row->rel);
+      /* a tensor of NaNs agreeing with f64 has no measure: leave it uncoloured */
+      if (row->acc.n_compared == 0 && row->acc.n > 0 && row->acc.n_nonfinite_mismatch == 0)
+        continue;
+      for (guint h = 0; h < G_N_ELEMENTS (v); h++)
+        {
+          GHashTable **edges = &self->run_edge_values[h][row->family];
+
+          if (*edges == NULL)
+            *edges = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+          g_hash_table_insert (*edges, g_strdup (row->name), g_memdup2 (&v[h], sizeof (double)));
+          if (row->stmt_id != 0)
+            put_max (&self->run_node_values[h][row->family], row->stmt_id, v[h]);
+          if (row->inner_id != 0 && row->inner_id != row->stmt_id)
+            put_max (&self->run_node_values[h][row->family], row->inner_id, v[h]);
+        }
     }
   for (guint i = 0; i < job->times->len; i++)
     {
       const RunTime *t = &g_array_index (job->times, RunTime, i);
+      GHashTable **table = &self->run_node_values[CS_RUN_HEAT_TIME][t->family];
       double *cur;
 
       if (t->stmt_id == 0)
         continue;
-      if (self->run_time_values[t->family] == NULL)
-        self->run_time_values[t->family] = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+      if (*table == NULL)
+        *table = g_hash_table_new_full (NULL, NULL, NULL, g_free);
       /* A region may run as several kernels: sum their times. */
-      cur = g_hash_table_lookup (self->run_time_values[t->family], GUINT_TO_POINTER (t->stmt_id));
+      cur = g_hash_table_lookup (*table, GUINT_TO_POINTER (t->stmt_id));
       if (cur != NULL)
         *cur += t->ms;
       else
-        g_hash_table_insert (self->run_time_values[t->family], GUINT_TO_POINTER (t->stmt_id),
+        g_hash_table_insert (*table, GUINT_TO_POINTER (t->stmt_id),
                              g_memdup2 (&t->ms, sizeof (double)));
     }
-  self->run_title = g_strdup (job->gpu_ran ? "GPU rel. error vs f64" : "rel. error vs f64");
-  self->run_time_title = g_strdup (job->gpu_ran ? "GPU time (ms)" : "est. time (ms, H200)");
+  /* The key names the measure as castscope-cli run does (err, ref_err, ratio). */
+  self->run_titles[CS_RUN_HEAT_RATIO] = g_strdup (job->gpu_ran ? "GPU ratio (err / ref_err)"
+                                                               : "ratio (err / ref_err)");
+  self->run_titles[CS_RUN_HEAT_ERR] = g_strdup (job->gpu_ran ? "GPU err (RMSE vs f64)"
+                                                             : "err (RMSE vs f64)");
+  self->run_titles[CS_RUN_HEAT_REF_ERR] = g_strdup (job->gpu_ran ? "ref_err (exact run vs f64)"
+                                                                 : "ref_err (floor vs f64)");
+  self->run_titles[CS_RUN_HEAT_TIME] = g_strdup (job->gpu_ran ? "GPU time (ms)"
+                                                              : "est. time (ms, H200)");
   if (job->gpu_ran)
     {
       guint n_gpu = 0, n_fail = 0;
@@ -766,6 +894,7 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     self->last_run_summary = g_strdup_printf ("CPU reference (no GPU): %u tensors checked against "
                                               "f64 in %.1f ms", job->rows->len, job->wall_ms);
   _cs_window_apply_run_overlay (self);
+  find_divergence (self, job);
   fill_table (self, job);
   gtk_progress_bar_set_fraction (self->run_progress, 1.0);
   gtk_progress_bar_set_text (self->run_progress, self->last_run_summary);
@@ -789,13 +918,18 @@ _cs_window_clear_run (CsWindow *self)
 
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
-      g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_time_values[f], g_hash_table_unref);
+      for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+        {
+          g_clear_pointer (&self->run_node_values[h][f], g_hash_table_unref);
+          g_clear_pointer (&self->run_edge_values[h][f], g_hash_table_unref);
+        }
       cs_graph_view_set_values (_cs_window_get_view (self, f), NULL, NULL, NULL);
     }
-  g_clear_pointer (&self->run_title, g_free);
-  g_clear_pointer (&self->run_time_title, g_free);
+  for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+    g_clear_pointer (&self->run_titles[h], g_free);
+  g_clear_pointer (&self->run_divergence, g_free);
+  if (self->divergence_button != NULL)
+    gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), FALSE);
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);

@@ -11,6 +11,8 @@
 
 #include "cs-window-private.h"
 
+#include "cs-lens.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -148,7 +150,8 @@ _cs_window_is_busy (CsWindow *self)
 {
   return self->n_jobs > 0
          || cs_graph_view_is_busy (self->forward_view)
-         || cs_graph_view_is_busy (self->backward_view);
+         || cs_graph_view_is_busy (self->backward_view)
+         || (self->comparing && cs_graph_view_is_busy (self->compare_view));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -512,6 +515,126 @@ view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
     return;
   highlight_text (self, stmt_id, TRUE);
   update_details (self, stmt_id);
+  /* a compare selects the match on the other side */
+  if (self->comparing && !self->compare_syncing)
+    cs_graph_view_select (self->compare_view, cs_graph_view_match (self->compare_view, view, stmt_id),
+                          TRUE);
+}
+
+/* ---- side-by-side compare ---- */
+
+static void
+compare_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *compare)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  guint32 id;
+
+  if (!self->comparing || self->compare_syncing)
+    return;
+  id = cs_graph_view_match (view, compare, stmt_id);
+  self->compare_syncing = TRUE;
+  if (id != 0)
+    _cs_window_select_stmt (self, id, TRUE);
+  else
+    cs_graph_view_select (view, 0, FALSE);
+  self->compare_syncing = FALSE;
+}
+
+/* One side of a compare pans or zooms: the other follows (the same scale and offsets). */
+static void
+compare_follow (CsWindow *self, CsGraphView *from, CsGraphView *to)
+{
+  CsView v;
+
+  if (!self->comparing || self->compare_syncing)
+    return;
+  self->compare_syncing = TRUE;
+  cs_graph_view_get_view (from, &v);
+  cs_graph_view_set_view (to, &v);
+  self->compare_syncing = FALSE;
+}
+
+static void
+compare_view_changed_cb (CsWindow *self, CsGraphView *compare)
+{
+  compare_follow (self, compare, _cs_window_get_view (self, _cs_window_get_family (self)));
+  gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+}
+
+static void
+compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+
+  /* a new left side starts where the right side is, on the match of its selection */
+  compare_follow (self, view, compare);
+  if (self->comparing)
+    cs_graph_view_select (compare, cs_graph_view_match (compare, view, cs_graph_view_get_selected (view)),
+                          FALSE);
+}
+
+/**
+ * _cs_window_update_compare:
+ *
+ * win.compare: shows (or hides) the side-by-side compare of the visible family.  The left side
+ * is the previous policy's trace at the same pass when a policy changed (the diff bar is up),
+ * else the trace of the pass before the shown one; it is drawn as the older side of the diff
+ * (its casts the right side lacks marked removed).  Pan and zoom follow each other, and
+ * selecting a node on either side selects its match on the other (cs_graph_view_match()).
+ */
+void
+_cs_window_update_compare (CsWindow *self)
+{
+  CsFamily f = _cs_window_get_family (self);
+  CsTrace *now = family_trace (self, self->analysis, f);
+  CsTrace *base = NULL;
+  g_autofree char *label = NULL;
+
+  if (!self->comparing || now == NULL)
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->compare_box), FALSE);
+      if (cs_graph_view_get_trace (self->compare_view) != NULL)
+        cs_graph_view_set_trace (self->compare_view, NULL, NULL);
+      return;
+    }
+  base = diff_base_for (self, f);
+  if (base != NULL)
+    {
+      g_autofree char *was = cs_policy_to_string (cs_analysis_get_policy (self->previous));
+
+      label = g_strdup_printf ("Before (left): %s", was);
+    }
+  else
+    {
+      guint n = cs_analysis_n_passes (self->analysis, f);
+      guint i = MIN (self->pass_index[f], n - 1);
+
+      if (i > 0)
+        {
+          base = cs_analysis_get_trace (self->analysis, f, i - 1);
+          label = g_strdup_printf ("Pass %s (left) before %s (right)",
+                                   cs_analysis_pass_name (self->analysis, f, i - 1),
+                                   cs_analysis_pass_name (self->analysis, f, i));
+        }
+      else
+        label = g_strdup ("Nothing to compare with: change a policy knob, or move the pass "
+                          "slider past the first pass");
+    }
+  gtk_label_set_text (self->compare_label, label);
+  cs_graph_view_set_diff_older (self->compare_view, TRUE);
+  cs_graph_view_set_precision_lens (self->compare_view,
+                                    cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
+  if (cs_graph_view_get_trace (self->compare_view) != base)
+    cs_graph_view_set_trace (self->compare_view, base, now);
+  else
+    cs_graph_view_set_diff_base (self->compare_view, now);
+  if (!gtk_widget_get_visible (GTK_WIDGET (self->compare_box)))
+    {
+      int w = gtk_widget_get_width (GTK_WIDGET (self->compare_paned));
+
+      gtk_widget_set_visible (GTK_WIDGET (self->compare_box), TRUE);
+      gtk_paned_set_position (self->compare_paned, w > 0 ? w / 2 : 400);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -590,6 +713,46 @@ update_pass_row (CsWindow *self)
   gtk_label_set_text (self->pass_label, label ? label : "");
 }
 
+/* The index of pass @name in @family of the current result, or -1. */
+static gint
+pass_index_of (CsWindow *self, CsFamily family, const char *name)
+{
+  guint n = self->analysis ? cs_analysis_n_passes (self->analysis, family) : 0;
+
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (self->analysis, family, i), name) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* The casts the user wrote that remove-redundant-casts dropped in the current result
+ * (core/cs-lens.h), computed once per result. */
+static GPtrArray *
+current_user_casts (CsWindow *self)
+{
+  gint ii, fi, ri;
+
+  if (self->analysis == NULL)
+    return NULL;
+  if (self->user_casts_for == self->analysis)
+    return self->user_casts;
+  /* the views let go of the old list first: it borrows from the old result */
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    cs_graph_view_set_user_casts (_cs_window_get_view (self, f), NULL);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
+  self->user_casts_for = cs_analysis_ref (self->analysis);
+  ii = pass_index_of (self, CS_FAMILY_FORWARD, "initial");
+  fi = pass_index_of (self, CS_FAMILY_FORWARD, "fuse");
+  ri = pass_index_of (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
+  if (ii >= 0 && fi >= 0 && ri >= 0)
+    self->user_casts = cs_lens_removed_user_casts (
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ii),
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, fi),
+      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ri));
+  return self->user_casts;
+}
+
 /* Pushes the traces of the current result into both graph views, then refreshes the text,
  * status and details of the visible one. */
 static void
@@ -609,8 +772,17 @@ update_shown (CsWindow *self)
         cs_graph_view_set_trace (view, trace, diff_base_for (self, f));
       else
         cs_graph_view_set_diff_base (view, diff_base_for (self, f));
+      /* the user's removed casts are marked from the pass that removed them on */
+      {
+        gint r = pass_index_of (self, f, "remove-redundant-casts");
+        guint n = self->analysis ? cs_analysis_n_passes (self->analysis, f) : 0;
+        gboolean after = r >= 0 && n > 0 && MIN (self->pass_index[f], n - 1) >= (guint) r;
+
+        cs_graph_view_set_user_casts (view, after ? current_user_casts (self) : NULL);
+      }
     }
   _cs_window_apply_run_overlay (self);
+  _cs_window_update_compare (self);
   update_pass_row (self);
   update_text (self, _cs_window_get_shown_trace (self));
   _cs_window_update_status (self);
@@ -835,7 +1007,10 @@ static void
 view_view_changed_cb (CsWindow *self, CsGraphView *view)
 {
   if (view == _cs_window_get_view (self, _cs_window_get_family (self)))
-    gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+    {
+      gtk_widget_queue_draw (GTK_WIDGET (self->minimap_area));
+      compare_follow (self, view, self->compare_view);
+    }
 }
 
 static void
@@ -917,14 +1092,31 @@ _cs_window_run_row_activate (CsWindow *self, int row)
   guint32 stmt_id;
   gint family;
   const char *proxy;
-  CsTrace *trace;
 
   if (cell == NULL || (family = GPOINTER_TO_INT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY))) == 0)
     return FALSE;
   family--;
   stmt_id = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_STMT));
   proxy = g_object_get_data (G_OBJECT (cell), CS_RUN_ROW_PROXY);
-  if (_cs_window_get_family (self) != (CsFamily) family)
+  return _cs_window_select_tensor (self, (CsFamily) family, proxy, stmt_id);
+}
+
+/**
+ * _cs_window_select_tensor:
+ * @family: the trace family holding the tensor
+ * @proxy: (nullable): a tensor name: the statement writing it is selected (inside a fusion
+ *   region, the region's prim)
+ * @stmt_id: the statement to select when @proxy is NULL or written by none
+ *
+ * Shows @family and selects (and reveals, scrolled into view) the node of the tensor.
+ * Returns: TRUE when a node was selected
+ */
+gboolean
+_cs_window_select_tensor (CsWindow *self, CsFamily family, const char *proxy, guint32 stmt_id)
+{
+  CsTrace *trace;
+
+  if (_cs_window_get_family (self) != family)
     gtk_stack_set_visible_child_name (self->graph_stack, family == CS_FAMILY_BACKWARD ? "backward" : "forward");
   trace = _cs_window_get_shown_trace (self);
   /* the statement writing the tensor; inside a fusion region, the region's prim */
@@ -1220,12 +1412,17 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->search_needle, g_free);
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
-      g_clear_pointer (&self->run_node_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_edge_values[f], g_hash_table_unref);
-      g_clear_pointer (&self->run_time_values[f], g_hash_table_unref);
+      for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+        {
+          g_clear_pointer (&self->run_node_values[h][f], g_hash_table_unref);
+          g_clear_pointer (&self->run_edge_values[h][f], g_hash_table_unref);
+        }
     }
-  g_clear_pointer (&self->run_title, g_free);
-  g_clear_pointer (&self->run_time_title, g_free);
+  for (guint h = 0; h < CS_N_RUN_HEAT; h++)
+    g_clear_pointer (&self->run_titles[h], g_free);
+  g_clear_pointer (&self->run_divergence, g_free);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
   g_clear_object (&self->run_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
@@ -1263,6 +1460,11 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_cancel_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, divergence_button);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_box);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_view);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_casts);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_regions);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, status_matmuls);
@@ -1283,6 +1485,9 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_node_selected_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_view_changed_cb);
+  gtk_widget_class_bind_template_callback (widget_class, compare_layout_changed_cb);
   gtk_widget_class_bind_template_callback_full (widget_class, "overlay_changed_cb",
                                                 G_CALLBACK (_cs_window_apply_run_overlay));
   gtk_widget_class_bind_template_callback_full (widget_class, "run_cancel_cb",

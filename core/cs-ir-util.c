@@ -447,6 +447,14 @@ _cs_stmt_is_cast (const CsStmt *stmt, CsProxy **in, CsDtype *to)
   return TRUE;
 }
 
+gboolean
+_cs_stmt_is_cast_like (const CsStmt *stmt)
+{
+  if (stmt->kind != CS_STMT_CALL || stmt->op == NULL)
+    return FALSE;
+  return cs_op_semantic (stmt->op)->category == CS_OP_CAT_CAST;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Proxy table compaction                                                                      */
 

@@ -242,6 +242,9 @@ void        _cs_stmt_flatten         (CsTrace *trace, CsStmt *stmt, CsStmtVec *o
 /* TRUE for a prims.convert_element_type (or its torch executor form) whose input is a proxy;
  * @in and @to receive the input proxy and the target dtype. */
 gboolean    _cs_stmt_is_cast         (const CsStmt *stmt, CsProxy **in, CsDtype *to);
+/* TRUE for any cast statement (prims.convert_element_type, ltorch.to/float/...): its op's
+ * semantic category is CS_OP_CAT_CAST. */
+gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
 
 /* TRUE when the subsymbol @sub lacks the origin or BACKWARD tag it inherits from @stmt, the
  * statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller owns). */

@@ -25,6 +25,9 @@
 #define UI_MARGIN_PX     8.0
 #define PNG_MAX_SIDE_PX  32000.0
 #define PNG_MAX_PIXELS   (120.0 * 1000 * 1000)
+#define EDGE_HEAT_PT         7.0  /* width of an edge's heat band under a value overlay, pt */
+#define NODE_HEAT_BORDER_PT  2.2  /* border of a node filled with heat (its dtype colour), pt */
+#define ROUND_MARK_PT        4.0  /* half width of the lens's rounding-point triangle, pt */
 
 /* ---------------------------------------------------------------------------------------- */
 /* view                                                                                      */
@@ -261,9 +264,18 @@ rect_path (cairo_t *cr, const CsRect *r, double radius)
 static double
 scale_t (const CsLayout *l, double v)
 {
+  double t;
+
   if (!l->has_scale || !(l->scale_max > l->scale_min))
     return 0.5;
-  return (v - l->scale_min) / (l->scale_max - l->scale_min);
+  if (isnan (v))
+    return 1.0;   /* a NaN error is the worst there is */
+  if (l->scale_log && l->scale_min > 0)
+    t = v > 0 ? (log10 (v) - log10 (l->scale_min)) / (log10 (l->scale_max) - log10 (l->scale_min))
+              : 0.0;
+  else
+    t = (v - l->scale_min) / (l->scale_max - l->scale_min);
+  return CLAMP (t, 0.0, 1.0);
 }
 
 static const char *
@@ -476,13 +488,20 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
   draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved, fs);
 }
 
+/* An edge keeps its dtype colour under a value overlay: the value is a heat band beneath it. */
 static void
 edge_color (const CsLayout *l, const CsLayoutEdge *e, CsColor *c)
 {
-  if (e->has_value)
-    cs_palette_scale_color (scale_t (l, e->value), c);
-  else
-    cs_palette_class_color (e->has_dtype ? cs_palette_class_for_dtype (e->dtype) : CS_PALETTE_OTHER, c);
+  cs_palette_class_color (e->has_dtype ? cs_palette_class_for_dtype (e->dtype) : CS_PALETTE_OTHER, c);
+}
+
+static void
+edge_path (cairo_t *cr, const CsLayoutEdge *e)
+{
+  cairo_move_to (cr, e->points[0].x, -e->points[0].y);
+  for (guint k = 1; k + 2 < e->n_points; k += 3)
+    cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x, -e->points[k + 1].y,
+                    e->points[k + 2].x, -e->points[k + 2].y);
 }
 
 static void
@@ -490,7 +509,7 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
 {
   cairo_t *cr = p->cr;
   CsColor c;
-  double lw = e->has_value ? 3.0 : 1.4;
+  double lw = e->has_value ? 2.0 : 1.4;
 
   if (e->n_points < 4)
     return;
@@ -501,11 +520,19 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
       hex_color (CS_PALETTE_HEX_SELECTED, &s);
       s.a = 0.45;
       set_color (cr, &s);
-      cairo_set_line_width (cr, lw + 5);
-      cairo_move_to (cr, e->points[0].x, -e->points[0].y);
-      for (guint k = 1; k + 2 < e->n_points; k += 3)
-        cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x,
-                        -e->points[k + 1].y, e->points[k + 2].x, -e->points[k + 2].y);
+      cairo_set_line_width (cr, lw + (e->has_value ? 9 : 5));
+      edge_path (cr, e);
+      cairo_stroke (cr);
+    }
+  if (e->has_value)
+    {
+      /* heat: a wide band in the value's colour under the dtype-coloured line */
+      CsColor v;
+
+      cs_palette_scale_color (scale_t (l, e->value), &v);
+      set_color (cr, &v);
+      cairo_set_line_width (cr, EDGE_HEAT_PT);
+      edge_path (cr, e);
       cairo_stroke (cr);
     }
   set_color (cr, &c);
@@ -516,12 +543,23 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
       double dash[] = { 5.0, 3.0 };
       cairo_set_dash (cr, dash, 2, 0);
     }
-  cairo_move_to (cr, e->points[0].x, -e->points[0].y);
-  for (guint k = 1; k + 2 < e->n_points; k += 3)
-    cairo_curve_to (cr, e->points[k].x, -e->points[k].y, e->points[k + 1].x, -e->points[k + 1].y,
-                    e->points[k + 2].x, -e->points[k + 2].y);
+  edge_path (cr, e);
   cairo_stroke (cr);
   cairo_set_dash (cr, NULL, 0, 0);
+  if (l->precision_lens && e->has_compute && e->has_dtype && e->compute_dtype != e->dtype)
+    {
+      /* the lens: stored in the line's dtype, computed in the dashes' */
+      CsColor k;
+      double dash[] = { 4.0, 3.0 };
+
+      cs_palette_class_color (cs_palette_class_for_dtype (e->compute_dtype), &k);
+      set_color (cr, &k);
+      cairo_set_line_width (cr, lw + 1.2);
+      cairo_set_dash (cr, dash, 2, 0);
+      edge_path (cr, e);
+      cairo_stroke (cr);
+      cairo_set_dash (cr, NULL, 0, 0);
+    }
   if (e->has_arrow)
     {
       CsPoint a = e->points[e->n_points - 1], t = e->arrow_tip;
@@ -540,6 +578,75 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
     }
   if (labels && e->label != NULL && e->has_label_pos)
     draw_text (p, e->label, l->font_size_pt * 0.8, FALSE, e->label_pos.x, -e->label_pos.y, 0.5, &c);
+  if (labels && l->precision_lens && e->has_compute && e->has_dtype && e->compute_dtype != e->dtype
+      && e->has_label_pos)
+    {
+      g_autofree char *t = g_strdup_printf ("%s \u25b8 %s", cs_dtype_short_name (e->dtype),
+                                            cs_dtype_short_name (e->compute_dtype));
+
+      draw_text (p, t, l->font_size_pt * 0.7, TRUE, e->label_pos.x,
+                 -e->label_pos.y + l->font_size_pt * 0.9, 0.5, &c);
+    }
+}
+
+/* The lens's rounding point: a triangle pointing down at the middle of the node's bottom edge
+ * (where its result leaves), in the storage dtype's colour, "round" beside it. */
+static void
+draw_rounding (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
+{
+  cairo_t *cr = p->cr;
+  CsColor c;
+  double cx = (n->box.x0 + n->box.x1) / 2, y = -n->box.y0;
+
+  cs_palette_class_color (cs_palette_class_for_dtype (n->dtype), &c);
+  cairo_move_to (cr, cx - ROUND_MARK_PT, y - 1);
+  cairo_line_to (cr, cx + ROUND_MARK_PT, y - 1);
+  cairo_line_to (cr, cx, y + ROUND_MARK_PT * 1.3);
+  cairo_close_path (cr);
+  set_color (cr, &c);
+  cairo_fill_preserve (cr);
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_set_line_width (cr, 0.8);
+  cairo_stroke (cr);
+  if (text)
+    {
+      g_autofree char *t = g_strdup_printf ("round %s\u2192%s", cs_dtype_short_name (n->compute_dtype),
+                                            cs_dtype_short_name (n->dtype));
+
+      draw_text (p, t, l->font_size_pt * 0.62, TRUE, cx + ROUND_MARK_PT + 2, y + 3, 0.0, &c);
+    }
+}
+
+/* A cast the user wrote that a pass removed: a dashed tag above the node that now reads the
+ * unrounded value, "removed .to(bf16)" (with the count when several). */
+static void
+draw_user_cast (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
+{
+  cairo_t *cr = p->cr;
+  CsColor c;
+  double fs = l->font_size_pt * 0.62, w, h, x, y;
+  double dash[] = { 2.5, 1.5 };
+  g_autofree char *t = n->user_casts_removed > 1
+                       ? g_strdup_printf ("removed .to(%s) \u00d7%u", cs_dtype_short_name (n->user_cast_dtype),
+                                          n->user_casts_removed)
+                       : g_strdup_printf ("removed .to(%s)", cs_dtype_short_name (n->user_cast_dtype));
+
+  hex_color (CS_PALETTE_HEX_REMOVED, &c);
+  text_size (p, t, fs, TRUE, &w, &h);
+  w += 6;
+  h += 2;
+  x = n->box.x1 - w + 4;
+  y = -n->box.y1 - h - 2;
+  rounded_rect (cr, x, y, w, h, h / 2);
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_fill_preserve (cr);
+  set_color (cr, &c);
+  cairo_set_line_width (cr, 1.2);
+  cairo_set_dash (cr, dash, 2, 0);
+  cairo_stroke (cr);
+  cairo_set_dash (cr, NULL, 0, 0);
+  if (text)
+    draw_text (p, t, fs, TRUE, x + w / 2, y + h / 2, 0.5, &c);
 }
 
 static void
@@ -641,7 +748,15 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
       break;
     }
   if (n->has_value)
-    cs_palette_scale_color (scale_t (l, n->value), &fill);
+    {
+      /* heat as the fill; the dtype stays readable as the border (casts, inputs and outputs
+       * keep their dtype border; an op's border turns to its output dtype) */
+      cs_palette_scale_color (scale_t (l, n->value), &fill);
+      if (n->badge == CS_LAYOUT_BADGE_NONE && n->kind != CS_LAYOUT_NODE_REGION
+          && n->kind != CS_LAYOUT_NODE_GROUP)
+        stroke = dt;
+      lw = MAX (lw, NODE_HEAT_BORDER_PT);
+    }
   if (n->found)
     draw_found (p, &n->box);
   if (n->kind == CS_LAYOUT_NODE_COMM)
@@ -701,6 +816,10 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
     }
   draw_mark (p, &n->box, n->mark, n->mark_count, n->diff_added, n->diff_removed, n->diff_moved,
              l->font_size_pt);
+  if (l->precision_lens && n->has_precision && n->rounds && n->has_dtype)
+    draw_rounding (p, l, n, text);
+  if (n->user_casts_removed > 0)
+    draw_user_cast (p, l, n, text);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -736,11 +855,34 @@ static const char *const legend_symbols[] = {
   "fusion region",
 };
 
+/* Rows of the precision lens and of removed user casts, shown when they are drawn. */
+static const char *const legend_lens[] = {
+  "stored \u25b8 computed in (dashes)",
+  "rounding point",
+  "your cast, removed by a pass",
+};
+
+static guint
+legend_lens_rows (const CsLayout *l, const char **rows)
+{
+  guint n = 0;
+
+  if (l->precision_lens)
+    {
+      rows[n++] = legend_lens[0];
+      rows[n++] = legend_lens[1];
+    }
+  if (l->n_user_casts_marked > 0)
+    rows[n++] = legend_lens[2];
+  return n;
+}
+
 static void
 legend_measure (Painter *p, const CsLayout *l, double *w, double *h)
 {
   CsPaletteClass rows[CS_N_PALETTE_CLASSES];
-  guint n = legend_rows (l, rows);
+  const char *lens[G_N_ELEMENTS (legend_lens)];
+  guint n = legend_rows (l, rows), nl = legend_lens_rows (l, lens);
   double tw, maxw = 0;
 
   text_size (p, "dtype (edges)", UI_FONT_PX, TRUE, &tw, NULL);
@@ -750,8 +892,13 @@ legend_measure (Painter *p, const CsLayout *l, double *w, double *h)
       text_size (p, legend_symbols[i], UI_FONT_PX, FALSE, &tw, NULL);
       maxw = MAX (maxw, tw);
     }
+  for (guint i = 0; i < nl; i++)
+    {
+      text_size (p, lens[i], UI_FONT_PX, FALSE, &tw, NULL);
+      maxw = MAX (maxw, tw);
+    }
   *w = 2 * LEGEND_PAD_PX + LEGEND_SWATCH_PX + 6 + maxw;
-  *h = 2 * LEGEND_PAD_PX + LEGEND_ROW_PX * (1 + n + G_N_ELEMENTS (legend_symbols));
+  *h = 2 * LEGEND_PAD_PX + LEGEND_ROW_PX * (1 + n + G_N_ELEMENTS (legend_symbols) + nl);
 }
 
 static void
@@ -813,9 +960,64 @@ draw_legend (Painter *p, const CsLayout *l, double x0, double y0)
   cairo_set_source_rgb (cr, 0.5, 0.5, 0.5);
   cairo_stroke (cr);
   draw_text (p, legend_symbols[3], UI_FONT_PX, FALSE, tx, y, 0.0, &DARK);
+  /* the lens: a bf16 line with f32 dashes; the rounding triangle; a removed user cast */
+  {
+    const char *lens[G_N_ELEMENTS (legend_lens)];
+    guint nl = legend_lens_rows (l, lens);
+    double sx = x0 + LEGEND_PAD_PX;
+
+    for (guint i = 0; i < nl; i++)
+      {
+        y += LEGEND_ROW_PX;
+        if (lens[i] == legend_lens[0])
+          {
+            double dash[] = { 4.0, 3.0 };
+
+            cs_palette_class_color (CS_PALETTE_BF16, &c);
+            set_color (cr, &c);
+            cairo_set_line_width (cr, 1.6);
+            cairo_move_to (cr, sx, y);
+            cairo_line_to (cr, sx + LEGEND_SWATCH_PX, y);
+            cairo_stroke (cr);
+            cs_palette_class_color (CS_PALETTE_F32, &c);
+            set_color (cr, &c);
+            cairo_set_line_width (cr, 2.8);
+            cairo_set_dash (cr, dash, 2, 0);
+            cairo_move_to (cr, sx, y);
+            cairo_line_to (cr, sx + LEGEND_SWATCH_PX, y);
+            cairo_stroke (cr);
+            cairo_set_dash (cr, NULL, 0, 0);
+          }
+        else if (lens[i] == legend_lens[1])
+          {
+            double cx = sx + LEGEND_SWATCH_PX / 2;
+
+            cs_palette_class_color (CS_PALETTE_BF16, &c);
+            set_color (cr, &c);
+            cairo_move_to (cr, cx - 5, y - 4);
+            cairo_line_to (cr, cx + 5, y - 4);
+            cairo_line_to (cr, cx, y + 4);
+            cairo_close_path (cr);
+            cairo_fill (cr);
+          }
+        else
+          {
+            double dash[] = { 2.5, 1.5 };
+
+            hex_color (CS_PALETTE_HEX_REMOVED, &c);
+            rounded_rect (cr, sx, y - 6, LEGEND_SWATCH_PX, 12, 6);
+            set_color (cr, &c);
+            cairo_set_line_width (cr, 1.2);
+            cairo_set_dash (cr, dash, 2, 0);
+            cairo_stroke (cr);
+            cairo_set_dash (cr, NULL, 0, 0);
+          }
+        draw_text (p, lens[i], UI_FONT_PX, FALSE, tx, y, 0.0, &DARK);
+      }
+  }
 }
 
-#define KEY_W_PX 140.0
+#define KEY_W_PX 170.0
 #define KEY_H_PX  52.0
 
 static void
@@ -847,6 +1049,8 @@ draw_value_key (Painter *p, const CsLayout *l, double x0, double y0)
   g_snprintf (hi, sizeof hi, "%.3g", l->scale_max);
   draw_text (p, lo, UI_FONT_PX * 0.9, FALSE, x0 + 8, y0 + 42, 0.0, &DARK);
   draw_text (p, hi, UI_FONT_PX * 0.9, FALSE, x0 + KEY_W_PX - 8, y0 + 42, 1.0, &DARK);
+  if (l->scale_log)
+    draw_text (p, "log scale", UI_FONT_PX * 0.8, FALSE, x0 + KEY_W_PX / 2, y0 + 42, 0.5, &DARK);
 }
 
 static double

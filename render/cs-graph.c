@@ -7,6 +7,7 @@
 
 #include "cs-graph.h"
 #include "cs-dist.h"
+#include "cs-lens.h"
 
 #include <math.h>
 #include <string.h>
@@ -404,6 +405,16 @@ stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
       n.has_dtype = TRUE;
       n.dtype = first_out->dtype;
     }
+  {
+    CsStmtPrecision pr;
+
+    if (cs_lens_stmt_precision (s, &pr))
+      {
+        n.has_precision = TRUE;
+        n.compute_dtype = pr.compute;
+        n.rounds = pr.rounds;
+      }
+  }
   if (cs_op_is_fusion (s->op))
     {
       n.kind = CS_LAYOUT_NODE_REGION;
@@ -463,7 +474,21 @@ stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
       tails[i] = input_node (b, g_ptr_array_index (ins, i));
     idx = add_node (b, &n);
     for (guint i = 0; i < ins->len; i++)
-      add_edge (b, tails[i], idx, g_ptr_array_index (ins, i));
+      {
+        add_edge (b, tails[i], idx, g_ptr_array_index (ins, i));
+        /* the lens: what the reader computes this tensor in (a cast reads it as stored) */
+        if (n.has_precision && n.kind != CS_LAYOUT_NODE_CAST)
+          {
+            CsLayoutEdge *e = &g_array_index (b->edges, CsLayoutEdge, b->edges->len - 1);
+
+            if (e->has_dtype && cs_dtype_is_float (e->dtype))
+              {
+                e->has_compute = TRUE;
+                e->compute_dtype = cs_dtype_bits (n.compute_dtype) > cs_dtype_bits (e->dtype)
+                                   ? n.compute_dtype : e->dtype;
+              }
+          }
+      }
   }
   for (guint i = 0; i < outs->len; i++)
     {

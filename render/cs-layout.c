@@ -7,6 +7,7 @@
 #include "cs-config.h"
 
 #include "cs-layout.h"
+#include "cs-lens.h"
 #include "cs-layout-private.h"
 
 #include <math.h>
@@ -71,6 +72,7 @@ cs_layout_unref (CsLayout *layout)
       g_free (layout->nodes[i].name);
       g_free (layout->nodes[i].label);
       g_free (layout->nodes[i].detail);
+      g_free (layout->nodes[i].user_cast_note);
     }
   for (guint i = 0; i < layout->n_edges; i++)
     {
@@ -640,6 +642,7 @@ cs_layout_clear_values (CsLayout *layout)
   for (guint i = 0; i < layout->n_clusters; i++)
     layout->clusters[i].has_value = FALSE;
   layout->has_scale = FALSE;
+  layout->scale_log = FALSE;
   g_clear_pointer (&layout->scale_title, g_free);
 }
 
@@ -703,6 +706,57 @@ cs_layout_set_edge_value (CsLayout *layout, const char *proxy, double value)
 }
 
 /**
+ * cs_layout_set_tensor_value:
+ * @layout: a display list (owner thread only)
+ * @proxy: a tensor name
+ * @value: the value of that tensor (its err, ref_err or ratio against the f64 run)
+ *
+ * A per-tensor value: every edge carrying @proxy (drawn as a heat band under its dtype colour)
+ * and the OUTPUT node of @proxy (filled with the heat, its border keeping the dtype colour).
+ * Returns: how many elements got the value
+ */
+guint
+cs_layout_set_tensor_value (CsLayout *layout, const char *proxy, double value)
+{
+  guint n;
+
+  g_return_val_if_fail (layout != NULL && proxy != NULL, 0);
+  n = cs_layout_set_edge_value (layout, proxy, value);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].kind == CS_LAYOUT_NODE_OUTPUT && g_strcmp0 (layout->nodes[i].name, proxy) == 0)
+      {
+        layout->nodes[i].has_value = TRUE;
+        layout->nodes[i].value = value;
+        n++;
+      }
+  return n;
+}
+
+/**
+ * cs_layout_set_value_scale_log:
+ * @layout: a display list (owner thread only)
+ * @title: (nullable): key title, naming the measure ("err (RMSE vs f64)")
+ * @min: value at the low end, > 0
+ * @max: value at the high end, > @min
+ *
+ * A logarithmic colour scale (for errors spanning decades): a value v is drawn at
+ * log(v / min) / log(max / min), clamped to [0, 1].  Falls back to the linear
+ * cs_layout_set_value_scale() when the bounds are not positive and increasing.
+ */
+void
+cs_layout_set_value_scale_log (CsLayout *layout, const char *title, double min, double max)
+{
+  g_return_if_fail (layout != NULL);
+  if (!(min > 0 && max > min && isfinite (max)))
+    {
+      cs_layout_set_value_scale (layout, title, min, max);
+      return;
+    }
+  cs_layout_set_value_scale (layout, title, min, max);
+  layout->scale_log = TRUE;
+}
+
+/**
  * cs_layout_set_value_scale:
  * @layout: a display list (owner thread only)
  * @title: (nullable): key title with unit ("region time (ms)")
@@ -741,6 +795,7 @@ cs_layout_set_value_scale (CsLayout *layout, const char *title, double min, doub
   layout->scale_title = g_strdup (title);
   layout->scale_min = min;
   layout->scale_max = max;
+  layout->scale_log = FALSE;
   layout->has_scale = TRUE;
 }
 
@@ -954,6 +1009,105 @@ remove_ghosts (CsLayout *layout)
     }
   layout->n_nodes -= layout->n_ghosts;
   layout->n_ghosts = 0;
+}
+
+/**
+ * cs_layout_set_precision_lens:
+ * @layout: a display list (owner thread only)
+ * @on: draw the precision lens
+ *
+ * The precision lens: edges whose consumer computes in a wider dtype than the tensor is stored
+ * in carry a second, dashed line in the compute dtype's colour (and "bf16 \u25b8 f32" under
+ * their shape), and every rounding point (a statement computing wider than it stores: a
+ * narrowing cast, a bf16 matmul accumulating in f32, a region upcasting its bf16 math) gets a
+ * marker in its storage dtype's colour at its output side.  Values come from
+ * cs_lens_stmt_precision() (core/cs-lens.h) when the graph is built.
+ */
+void
+cs_layout_set_precision_lens (CsLayout *layout, gboolean on)
+{
+  g_return_if_fail (layout != NULL);
+  layout->precision_lens = on;
+}
+
+/**
+ * cs_layout_mark_user_casts:
+ * @layout: a display list (owner thread only)
+ * @removed: (element-type CsRemovedCast): casts the user wrote that a pass removed
+ *   (cs_lens_removed_user_casts()); their `reader` names are looked up in the layout's trace
+ *
+ * Marks, for every removed cast whose reader this trace draws, the node of the statement that
+ * now reads the unrounded value (or the collapsed region, statement or group standing for
+ * it): `user_casts_removed` counts them, `user_cast_dtype` is the dtype the cast asked for and
+ * `user_cast_note` says what was removed.  These marks are not diff marks: they stay across
+ * cs_layout_clear_marks() until marked again (NULL clears them).
+ * Returns: how many removed casts got a mark
+ */
+guint
+cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
+{
+  DrawIndex ix;
+  g_autoptr(GHashTable) writers = NULL;
+  guint n = 0;
+
+  g_return_val_if_fail (layout != NULL, 0);
+  for (guint i = 0; i < layout->n_nodes; i++)
+    {
+      layout->nodes[i].user_casts_removed = 0;
+      g_clear_pointer (&layout->nodes[i].user_cast_note, g_free);
+    }
+  layout->n_user_casts_marked = 0;
+  if (removed == NULL || removed->len == 0 || layout->trace == NULL)
+    return 0;
+  draw_index_init (&ix, layout);
+  {
+    /* the leaf statements by the tensor they write */
+    GHashTableIter it;
+    gpointer key, value;
+
+    writers = g_hash_table_new (g_str_hash, g_str_equal);
+    g_hash_table_iter_init (&it, ix.by_id);
+    while (g_hash_table_iter_next (&it, &key, &value))
+      {
+        const CsStmt *s = value;
+        const CsProxy *o = s->kind == CS_STMT_CALL && s->n_subs == 0 ? cs_stmt_get_output (s) : NULL;
+
+        if (o != NULL)
+          g_hash_table_insert (writers, (gpointer) o->name, (gpointer) s);
+      }
+  }
+  for (guint i = 0; i < removed->len; i++)
+    {
+      const CsRemovedCast *c = g_ptr_array_index (removed, i);
+      const CsStmt *reader;
+      CsLayoutHit hit;
+      CsLayoutNode *node;
+
+      if (c->reader == NULL)
+        continue;
+      reader = g_hash_table_lookup (writers, c->reader);
+      if (reader == NULL || !element_for (layout, &ix, reader, &hit) || hit.kind != CS_LAYOUT_HIT_NODE)
+        continue;
+      node = &layout->nodes[hit.index];
+      if (node->user_casts_removed++ == 0)
+        node->user_cast_dtype = c->to;
+      {
+        g_autofree char *old = node->user_cast_note;
+        g_autofree char *line = g_strdup_printf ("your cast on line %u (%s \u2192 %s%s%s) was removed "
+                                                 "by remove-redundant-casts: %s reads the value "
+                                                 "without that rounding", c->user->line,
+                                                 cs_dtype_short_name (c->from),
+                                                 cs_dtype_short_name (c->to),
+                                                 c->region ? ", in " : "", c->region ? c->region : "",
+                                                 c->reader);
+
+        node->user_cast_note = old ? g_strdup_printf ("%s\n%s", old, line) : g_steal_pointer (&line);
+      }
+      layout->n_user_casts_marked++;
+      n++;
+    }
+  draw_index_clear (&ix);
+  return n;
 }
 
 /**

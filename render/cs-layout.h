@@ -118,6 +118,14 @@ typedef struct
   guint             diff_moved;  /* statements moved into or out of regions it stands for */
   gboolean          has_value;
   double            value;       /* in the value scale's unit */
+  /* precision lens (core/cs-lens.h, cs_lens_stmt_precision()): set by cs_graph_build() */
+  gboolean          has_precision; /* compute_dtype / rounds below are meaningful */
+  CsDtype           compute_dtype; /* dtype the statement's math runs in */
+  gboolean          rounds;      /* computes wider than it stores: a rounding point */
+  /* overlay: casts the user wrote that a pass removed (cs_layout_mark_user_casts()) */
+  guint             user_casts_removed; /* how many such casts this node now reads past */
+  CsDtype           user_cast_dtype;    /* the dtype the (first) removed cast rounded to */
+  char             *user_cast_note;     /* (nullable, owned) what was removed, for tooltips */
 } CsLayoutNode;
 
 /** CsLayoutEdge: one use of a tensor (producer -> consumer). */
@@ -144,6 +152,10 @@ typedef struct
   CsLayoutMark      mark;
   gboolean          has_value;
   double            value;
+  /* precision lens: the dtype the consuming statement computes this tensor in (set by
+   * cs_graph_build() where the head is an op or region with a known compute dtype) */
+  gboolean          has_compute;
+  CsDtype           compute_dtype;
 } CsLayoutEdge;
 
 /** CsLayoutCluster: an expanded fusion region or an expanded statement. */
@@ -201,11 +213,16 @@ typedef struct
                                     NULL at CS_RENDER_COLLAPSE_FLAT */
   gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
   guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
+  gboolean          precision_lens; /* overlay: draw compute dtypes on edges and the rounding
+                                    points (cs_layout_set_precision_lens()) */
+  guint             n_user_casts_marked; /* overlay: sum of the nodes' user_casts_removed */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
   double            scale_min;   /* value drawn with cs_palette_scale_color (0) */
   double            scale_max;   /* value drawn with cs_palette_scale_color (1) */
+  gboolean          scale_log;   /* the scale is logarithmic (scale_min > 0): t = log(v / min) /
+                                    log(max / min); values <= min draw as min */
 } CsLayout;
 
 CsLayout *cs_layout_ref           (CsLayout *layout);
@@ -274,7 +291,14 @@ guint     cs_layout_set_stmt_value(CsLayout          *layout,
 guint     cs_layout_set_edge_value(CsLayout          *layout,
                                    const char        *proxy,
                                    double             value);
+guint     cs_layout_set_tensor_value (CsLayout        *layout,
+                                   const char        *proxy,
+                                   double             value);
 void      cs_layout_set_value_scale (CsLayout        *layout,
+                                   const char        *title,
+                                   double             min,
+                                   double             max);
+void      cs_layout_set_value_scale_log (CsLayout    *layout,
                                    const char        *title,
                                    double             min,
                                    double             max);
@@ -298,6 +322,10 @@ typedef struct
                             the older (MOVED_OUT marks, newer side only) */
 } CsLayoutDiffStats;
 
+void      cs_layout_set_precision_lens (CsLayout     *layout,
+                                   gboolean           on);
+guint     cs_layout_mark_user_casts (CsLayout        *layout,
+                                   const GPtrArray   *removed);
 void      cs_layout_clear_marks   (CsLayout          *layout);
 void      cs_layout_mark_diff     (CsLayout          *layout,
                                    const CsTrace     *other,

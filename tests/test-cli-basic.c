@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cs-tensor.h"
+
 #if CS_HAVE_JSON
 #include <json-glib/json-glib.h>
 #endif
@@ -343,6 +345,174 @@ report_line (const char *out, const char *name)
   return NULL;
 }
 
+/* stats lists the casts the user wrote that remove-redundant-casts dropped: in
+ * exp(x.float()).to(bf16) * y (line 11) the .to(bf16) t2 goes, and the mul writing t6 reads the
+ * unrounded f32 exp; under redundant-casts=keep there is none.  --cast-effect runs the forward
+ * with and without: its errors are those castscope-cli run reports for t3 under the two
+ * policies (the same seed-0 inputs), and the outputs differ (max |without - with| > 0). */
+#if CS_HAVE_JSON
+static double
+run_err (const char *path, const char *policy)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *o;
+  double err;
+  Run r = run (NULL, "run", path, "--forward-only", "--json", "--policy", policy, NULL);
+
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+  o = json_array_get_object_element (json_object_get_array_member (json_object_get_object_member (
+        json_node_get_object (json_parser_get_root (parser)), "forward"), "outputs"), 0);
+  g_assert_cmpstr (json_object_get_string_member (o, "name"), ==, "t3");
+  err = json_object_get_double_member (o, "err");
+  run_clear (&r);
+  return err;
+}
+#endif
+
+static void
+test_stats_removed_casts (void)
+{
+  static const char text[] =
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(x, y):\n"
+    "  # x: \"cuda:0 bf16[32, 64]\"\n"
+    "  # y: \"cuda:0 bf16[32, 64]\"\n"
+    "  t0 = ltorch.to(x, torch.float32, None, device=None, dtype=None, copy=False)  # t0: \"cuda:0 f32[32, 64]\"\n"
+    "  t1 = ltorch.exp(t0)  # t1: \"cuda:0 f32[32, 64]\"\n"
+    "  t2 = ltorch.to(t1, torch.bfloat16, None, device=None, dtype=None, copy=False)  # t2: \"cuda:0 bf16[32, 64]\"\n"
+    "  t3 = ltorch.mul(t2, y)  # t3: \"cuda:0 bf16[32, 64]\"\n"
+    "  return (t3,)\n";
+  g_autofree char *dir = NULL, *path = NULL;
+  Run r;
+
+  if (!need_cli ())
+    return;
+  dir = g_dir_make_tmp ("cs-cli-XXXXXX", NULL);
+  path = g_build_filename (dir, "cast_mul.txt", NULL);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  r = run (NULL, "stats", path, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "removed user casts: 3 (1 forward, 2 backward)"));
+  g_assert_nonnull (strstr (r.out, "  line 13: t2 = ltorch.to(t1, torch.bfloat16, None, device=None, "
+                                   "dtype=None, copy=False): t2 f32 -> bf16 in nvFusion0 (forward) "
+                                   "removed; t6 reads the unrounded f32 value\n"));
+  run_clear (&r);
+  r = run (NULL, "stats", path, "--policy", "redundant-casts=keep", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "removed user casts: none\n"));
+  run_clear (&r);
+#if CS_HAVE_JSON
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonObject *root, *c, *e;
+    JsonArray *casts, *effects;
+    double keep = run_err (path, "redundant-casts=keep"), remove = run_err (path, "redundant-casts=remove");
+
+    r = run (NULL, "stats", path, "--json", "--cast-effect", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+    root = json_node_get_object (json_parser_get_root (parser));
+    casts = json_object_get_array_member (root, "removed_user_casts");
+    g_assert_cmpuint (json_array_get_length (casts), ==, 3);
+    c = json_array_get_object_element (casts, 0);
+    g_assert_cmpint (json_object_get_int_member (c, "line"), ==, 13);
+    g_assert_cmpstr (json_object_get_string_member (c, "tensor"), ==, "t2");
+    g_assert_cmpstr (json_object_get_string_member (c, "from"), ==, "f32");
+    g_assert_cmpstr (json_object_get_string_member (c, "to"), ==, "bf16");
+    g_assert_cmpstr (json_object_get_string_member (c, "region"), ==, "nvFusion0");
+    g_assert_cmpstr (json_object_get_string_member (c, "reader"), ==, "t6");
+    g_assert_false (json_object_get_boolean_member (c, "backward"));
+    effects = json_object_get_array_member (json_object_get_object_member (root, "removed_user_casts_effect"),
+                                            "forward");
+    g_assert_cmpuint (json_array_get_length (effects), ==, 1);
+    e = json_array_get_object_element (effects, 0);
+    g_assert_cmpstr (json_object_get_string_member (e, "name"), ==, "t3");
+    g_assert_cmpfloat (json_object_get_double_member (e, "err_keep"), ==, keep);
+    g_assert_cmpfloat (json_object_get_double_member (e, "err_remove"), ==, remove);
+    g_assert_cmpfloat (json_object_get_double_member (e, "max_abs_diff"), >, 0);
+    run_clear (&r);
+  }
+#endif
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* The dynamic range in run's report (core/cs-lens.h): t0 = x + 0 over eight f32 values placed by
+ * hand, read from --inputs: 0, 1, -2, 70000 (past f16's 65520, e4m3's 464 and e5m2's 61440),
+ * 500 (past e4m3's 464), 464 (e4m3's tie, rounds down to 448), 3e-8 (f16 subnormal, flushes
+ * in e4m3 (<= 2^-10) and e5m2 (<= 2^-17)), 5e-5 (f16 and e5m2 subnormal, flushes in e4m3). */
+static void
+test_run_range (void)
+{
+  static const char text[] =
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(x):\n"
+    "  # x: \"cuda:0 f32[8]\"\n"
+    "  t0 = ltorch.add(x, 0.0, alpha=1)  # t0: \"cuda:0 f32[8]\"\n"
+    "  return (t0,)\n";
+  const double v[8] = { 0, 1, -2, 70000, 500, 464, 3e-8, 5e-5 };
+  const int64_t shape[1] = { 8 };
+  g_autofree char *dir = NULL, *path = NULL, *npy = NULL, *line = NULL;
+  g_autoptr(CsTensor) x = cs_tensor_new_from_f64 (CS_DTYPE_F32, shape, 1, v, NULL);
+  Run r;
+
+  if (!need_cli ())
+    return;
+  dir = g_dir_make_tmp ("cs-cli-XXXXXX", NULL);
+  path = g_build_filename (dir, "range.txt", NULL);
+  npy = g_build_filename (dir, "x.npy", NULL);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_true (cs_tensor_save_npy (x, npy, NULL));
+  r = run (NULL, "run", path, "--forward-only", "--inputs", dir, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  line = report_line (r.out, "t0");
+  g_assert_nonnull (line);
+  g_assert_nonnull (strstr (line, "  amax 7.000e+04  range: f16: 1 overflow, 2 subnormal; "
+                                  "e4m3: 2 overflow, 2 flush to zero; "
+                                  "e5m2: 1 overflow, 1 flush to zero, 1 subnormal"));
+  run_clear (&r);
+#if CS_HAVE_JSON
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonObject *o, *range, *e4m3, *bf16;
+
+    r = run (NULL, "run", path, "--forward-only", "--inputs", dir, "--json", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+    o = json_array_get_object_element (json_object_get_array_member (json_object_get_object_member (
+          json_node_get_object (json_parser_get_root (parser)), "forward"), "outputs"), 0);
+    g_assert_cmpstr (json_object_get_string_member (o, "name"), ==, "t0");
+    range = json_object_get_object_member (o, "range");
+    g_assert_cmpfloat (json_object_get_double_member (range, "amax"), ==, 70000);
+    g_assert_cmpfloat (json_object_get_double_member (range, "min_nonzero"), ==, (double) 3e-8f);
+    g_assert_cmpint (json_object_get_int_member (range, "zeros"), ==, 1);
+    e4m3 = json_object_get_object_member (json_object_get_object_member (range, "formats"), "e4m3");
+    g_assert_cmpint (json_object_get_int_member (e4m3, "overflow"), ==, 2);
+    g_assert_cmpint (json_object_get_int_member (e4m3, "flush_to_zero"), ==, 2);
+    g_assert_true (json_object_get_boolean_member (e4m3, "overflow_risk"));
+    bf16 = json_object_get_object_member (json_object_get_object_member (range, "formats"), "bf16");
+    g_assert_cmpint (json_object_get_int_member (bf16, "overflow"), ==, 0);
+    g_assert_false (json_object_get_boolean_member (bf16, "overflow_risk"));
+    g_assert_false (json_object_get_boolean_member (bf16, "underflow_risk"));
+    run_clear (&r);
+  }
+#endif
+  g_unlink (npy);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* B6: NaN or inf in the exact run is never reported as a zero error. */
 static void
 test_run_nonfinite (void)
@@ -592,6 +762,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/cli/bad-inputs", test_bad_inputs);
+  g_test_add_func ("/app/cli/run-range", test_run_range);
+  g_test_add_func ("/app/cli/stats-removed-casts", test_stats_removed_casts);
   g_test_add_func ("/app/cli/usage", test_usage);
   g_test_add_func ("/app/cli/print/file", test_print_good_file);
   g_test_add_func ("/app/cli/print/stdin", test_print_stdin);

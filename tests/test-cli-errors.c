@@ -506,7 +506,7 @@ test_run_sibling_backward (void)
                                              "its own (%s)\n", fwd, bwd);
 
     g_assert_cmpint (r.status, ==, 0);
-    g_assert_true (g_str_has_suffix (r.out, want));
+    g_assert_nonnull (strstr (r.out, want));   /* the removed-casts line follows it */
     result_clear (&r);
   }
   {

@@ -202,6 +202,55 @@ test_errors (void)
 }
 
 
+/* --precision draws the lens over the same layout: the PNG of the seed's final forward changes
+ * (the rounding points of the region and the matmul, the dashes of f32 compute, two more
+ * legend rows: the picture is taller); the DOT text, which has no overlays, does not. */
+static void
+test_precision_flag (void)
+{
+  g_autofree char *seed = NULL;
+  g_autofree char *plain = g_strdup_printf ("%s/plain.png", tmp_dir);
+  g_autofree char *lens = g_strdup_printf ("%s/lens.png", tmp_dir);
+  g_autofree char *plain_dot = g_strdup_printf ("%s/plain.dot", tmp_dir);
+  g_autofree char *lens_dot = g_strdup_printf ("%s/lens.dot", tmp_dir);
+  g_autofree char *a = NULL, *b = NULL;
+  cairo_surface_t *sa, *sb;
+
+  if (!have_cli ())
+    return;
+  seed = seed_path ();
+  {
+    const char *args[] = { seed, "--policy", "matmul=native", "-o", plain, NULL };
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+  }
+  {
+    const char *args[] = { seed, "--policy", "matmul=native", "--precision", "-o", lens, NULL };
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+  }
+  sa = cairo_image_surface_create_from_png (plain);
+  sb = cairo_image_surface_create_from_png (lens);
+  g_assert_cmpint (cairo_surface_status (sa), ==, CAIRO_STATUS_SUCCESS);
+  g_assert_cmpint (cairo_surface_status (sb), ==, CAIRO_STATUS_SUCCESS);
+  g_assert_cmpint (cairo_image_surface_get_height (sb), >, cairo_image_surface_get_height (sa));
+  cairo_surface_destroy (sa);
+  cairo_surface_destroy (sb);
+  {
+    const char *args[] = { seed, "--policy", "matmul=native", "-o", plain_dot, NULL };
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+  }
+  {
+    const char *args[] = { seed, "--policy", "matmul=native", "--precision", "-o", lens_dot, NULL };
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+  }
+  g_assert_true (g_file_get_contents (plain_dot, &a, NULL, NULL));
+  g_assert_true (g_file_get_contents (lens_dot, &b, NULL, NULL));
+  g_assert_cmpstr (a, ==, b);
+  g_remove (plain);
+  g_remove (lens);
+  g_remove (plain_dot);
+  g_remove (lens_dot);
+}
+
 static guint
 count_in (const char *text, const char *needle)
 {
@@ -282,6 +331,7 @@ main (int argc, char **argv)
   tmp_dir = g_dir_make_tmp ("cs-render-cli-XXXXXX", NULL);
   g_test_add_func ("/render/cli/formats", test_formats);
   g_test_add_func ("/render/cli/policy", test_policy);
+  g_test_add_func ("/render/cli/precision", test_precision_flag);
   g_test_add_func ("/render/cli/expand-png", test_expand_png);
   g_test_add_func ("/render/cli/errors", test_errors);
   g_test_add_func ("/render/cli/collapse", test_collapse);

@@ -242,6 +242,26 @@ test_legend_png (void)
   g_rmdir (dir);
 }
 
+/* A point of edge @e's first bézier segment at parameter 1/2, and the unit normal there. */
+static void
+edge_mid (const CsLayoutEdge *e, CsPoint *at, CsPoint *normal)
+{
+  const CsPoint *p = e->points;
+  double dx, dy, len;
+
+  at->x = (p[0].x + 3 * p[1].x + 3 * p[2].x + p[3].x) / 8;
+  at->y = (p[0].y + 3 * p[1].y + 3 * p[2].y + p[3].y) / 8;
+  dx = (p[2].x + p[3].x - p[0].x - p[1].x);
+  dy = (p[2].y + p[3].y - p[0].y - p[1].y);
+  len = sqrt (dx * dx + dy * dy);
+  g_assert_cmpfloat (len, >, 0);
+  normal->x = -dy / len;
+  normal->y = dx / len;
+}
+
+/* Heat overlays keep the dtype readable: a node's fill takes the heat while its border stays
+ * (the matmul's tensor-core border, a cast's dtype); an edge keeps its dtype-coloured line with
+ * the heat as a band on each side of it. */
 static void
 test_value_overlay (void)
 {
@@ -249,7 +269,7 @@ test_value_overlay (void)
   CsView view = { 2.0, 20, 20 };
   int w = (int) ((l->bb.x1 - l->bb.x0) * 2 + 40) + 200, h = (int) ((l->bb.y1 - l->bb.y0) * 2 + 40);
   cairo_surface_t *s;
-  gint mm = -1;
+  gint mm = -1, edge = -1;
   double x, y;
 
   for (guint i = 0; i < l->n_nodes; i++)
@@ -261,11 +281,86 @@ test_value_overlay (void)
   cs_layout_set_value_scale (l, "time (ms)", 0.0, 10.0);
   s = paint (l, &view, w, h, CS_DRAW_VALUE_KEY);
   /* the matmul holds the top of the scale: viridis(1) = #FDE725 (matplotlib) */
-  cs_view_to_px (&view, l, l->nodes[mm].box.x0 + 3, l->nodes[mm].box.y0 + 3, &x, &y);
+  cs_view_to_px (&view, l, l->nodes[mm].box.x0 + 4, l->nodes[mm].box.y0 + 4, &x, &y);
   assert_pixel (s, (int) x, (int) y, "#FDE725", 3);
-  /* the key's gradient starts at viridis(0) = #440154 (x0 + 8, y0 + 22 .. 32) */
-  assert_pixel (s, w - 140 - 8 + 9, 8 + 27, "#440154", 6);
+  /* its border is still the tensor-core green (#009E73) at the middle of its left side */
+  cs_view_to_px (&view, l, l->nodes[mm].box.x0, (l->nodes[mm].box.y0 + l->nodes[mm].box.y1) / 2,
+                 &x, &y);
+  g_assert_true (near_pixel (s, x, y, 1, CS_PALETTE_HEX_TENSOR_CORE, 24));
+  /* an edge of t19 (bf16): the line is bf16's vermillion #D55E00, the band beside it
+   * viridis(0) = #440154 (the band is 7 pt wide, the line 2 pt: 2.5 pt out is band only) */
+  for (guint i = 0; i < l->n_edges; i++)
+    if (g_strcmp0 (l->edges[i].proxy, "t19") == 0 && l->edges[i].n_points >= 4)
+      edge = (gint) i;
+  g_assert_cmpint (edge, >=, 0);
+  {
+    CsPoint at, nrm;
+
+    edge_mid (&l->edges[edge], &at, &nrm);
+    cs_view_to_px (&view, l, at.x, at.y, &x, &y);
+    g_assert_true (near_pixel (s, x, y, 1, "#D55E00", 24));
+    cs_view_to_px (&view, l, at.x + 2.5 * nrm.x, at.y + 2.5 * nrm.y, &x, &y);
+    assert_pixel (s, (int) round (x), (int) round (y), "#440154", 8);
+    cs_view_to_px (&view, l, at.x - 2.5 * nrm.x, at.y - 2.5 * nrm.y, &x, &y);
+    assert_pixel (s, (int) round (x), (int) round (y), "#440154", 8);
+  }
+  /* the key's gradient starts at viridis(0) = #440154 (x0 + 8, y0 + 22 .. 32; 170 px wide) */
+  assert_pixel (s, w - 170 - 8 + 9, 8 + 27, "#440154", 6);
   assert_pixel (s, w - 8 - 9, 8 + 27, "#FDE725", 8);
+  cairo_surface_destroy (s);
+
+  /* a log scale from 1e-4 to 1e-2 puts 1e-3 half way: viridis(0.5) = #21918C; 1e-5 (under
+   * the low end) clamps to viridis(0) */
+  cs_layout_clear_values (l);
+  g_assert_cmpuint (cs_layout_set_stmt_value (l, l->nodes[mm].stmt_id, 1e-3), ==, 1);
+  cs_layout_set_value_scale_log (l, "err (RMSE vs f64)", 1e-4, 1e-2);
+  g_assert_true (l->scale_log);
+  s = paint (l, &view, w, h, CS_DRAW_VALUE_KEY);
+  cs_view_to_px (&view, l, l->nodes[mm].box.x0 + 4, l->nodes[mm].box.y0 + 4, &x, &y);
+  assert_pixel (s, (int) x, (int) y, "#21918C", 3);
+  cairo_surface_destroy (s);
+  g_assert_cmpuint (cs_layout_set_stmt_value (l, l->nodes[mm].stmt_id, 1e-5), ==, 1);
+  s = paint (l, &view, w, h, 0);
+  cs_view_to_px (&view, l, l->nodes[mm].box.x0 + 4, l->nodes[mm].box.y0 + 4, &x, &y);
+  assert_pixel (s, (int) x, (int) y, "#440154", 3);
+  cairo_surface_destroy (s);
+  /* bounds that are not positive fall back to the linear scale */
+  cs_layout_set_value_scale_log (l, "err", 0.0, 1.0);
+  g_assert_false (l->scale_log);
+}
+
+/* The precision lens draws the rounding point of the region's convert to bf16: a triangle in
+ * bf16's vermillion (#D55E00) under the node, 4 pt to each side of its middle 1 pt above the
+ * node's bottom, narrowing to its tip 5.2 pt below it (half width 2.7 pt at 1 pt below).
+ * 1.5 pt right of the middle and 1 pt below the node lies inside it, 1.2 pt from its side and
+ * 0.8 pt clear of the 1.4 pt edge leaving the node's middle (at 4 px per pt); without the lens
+ * that pixel is not vermillion. */
+static void
+test_precision_lens (void)
+{
+  g_autoptr(CsLayout) l = seed_layout ();
+  CsView view = { 4.0, 20, 20 };
+  int w = (int) ((l->bb.x1 - l->bb.x0) * 4 + 40), h = (int) ((l->bb.y1 - l->bb.y0) * 4 + 40);
+  cairo_surface_t *s;
+  gint down = -1;
+  double x, y;
+  int got[3], want[3];
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (g_strcmp0 (l->nodes[i].label, "\u2192 bf16") == 0)
+      down = (gint) i;
+  g_assert_cmpint (down, >=, 0);
+  g_assert_true (l->nodes[down].rounds);
+  cs_view_to_px (&view, l, (l->nodes[down].box.x0 + l->nodes[down].box.x1) / 2 + 1.5,
+                 l->nodes[down].box.y0 - 1.0, &x, &y);
+  s = paint (l, &view, w, h, 0);
+  pixel (s, (int) x, (int) y, got);
+  hex_rgb ("#D55E00", want);
+  g_assert_false (close_rgb (got, want, 24));
+  cairo_surface_destroy (s);
+  cs_layout_set_precision_lens (l, TRUE);
+  s = paint (l, &view, w, h, 0);
+  assert_pixel (s, (int) x, (int) y, "#D55E00", 24);
   cairo_surface_destroy (s);
 }
 
@@ -460,6 +555,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/draw/edges-and-nodes", test_edges_and_nodes);
   g_test_add_func ("/render/draw/legend-png", test_legend_png);
   g_test_add_func ("/render/draw/value-overlay", test_value_overlay);
+  g_test_add_func ("/render/draw/precision-lens", test_precision_lens);
   g_test_add_func ("/render/draw/exports", test_exports);
   g_test_add_func ("/render/draw/level-of-detail", test_level_of_detail);
   return g_test_run ();

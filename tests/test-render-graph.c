@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cs-lens.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-policy.h"
@@ -924,11 +925,130 @@ test_distributed (void)
   g_assert_nonnull (strstr (dot, "csbucket=1"));
 }
 
+/* ---- the precision lens (core/cs-lens.h through cs_graph_build()) ---- */
+
+/* The seed's region computes a + b in f32 and rounds it to bf16 (t19): the convert to bf16 is a
+ * rounding point, the converts to f32 and the add are not; the bf16 matmul accumulates in f32
+ * and rounds.  Edges into an op carry the dtype it computes in: t19 (bf16) into the matmul is
+ * computed in f32; a into its convert is read as stored (no compute dtype).  Collapsed, the
+ * region stores bf16, computes f32, rounds; its input edge a is computed in f32. */
+static void
+test_precision_lens (void)
+{
+  g_autoptr(CsTrace) t = parse (seed_fwd);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_STATEMENTS);
+  g_autoptr(CsLayout) r = build (t, CS_RENDER_DETAIL_REGIONS);
+  gint down = find_label (l, "\u2192 bf16"), add = find_label (l, "add"), mm = -1, e;
+  guint n_up = 0, region = 0;
+
+  g_assert_cmpint (down, >=, 0);
+  g_assert_true (l->nodes[down].has_precision);
+  g_assert_cmpint (l->nodes[down].compute_dtype, ==, CS_DTYPE_F32);
+  g_assert_true (l->nodes[down].rounds);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      if (g_strcmp0 (l->nodes[i].label, "\u2192 f32") == 0)
+        {
+          n_up++;
+          g_assert_false (l->nodes[i].rounds);
+        }
+      if (l->nodes[i].badge == CS_LAYOUT_BADGE_TENSOR_CORE)
+        mm = (gint) i;
+    }
+  g_assert_cmpuint (n_up, ==, 2);
+  g_assert_cmpint (add, >=, 0);
+  g_assert_cmpint (l->nodes[add].compute_dtype, ==, CS_DTYPE_F32);
+  g_assert_false (l->nodes[add].rounds);
+  g_assert_cmpint (mm, >=, 0);
+  g_assert_cmpint (l->nodes[mm].compute_dtype, ==, CS_DTYPE_F32);
+  g_assert_true (l->nodes[mm].rounds);
+  e = -1;
+  for (guint j = 0; j < l->n_edges; j++)
+    if (g_strcmp0 (l->edges[j].proxy, "t19") == 0 && l->edges[j].head == (guint) mm)
+      e = (gint) j;
+  g_assert_cmpint (e, >=, 0);
+  g_assert_true (l->edges[e].has_compute);
+  g_assert_cmpint (l->edges[e].dtype, ==, CS_DTYPE_BF16);
+  g_assert_cmpint (l->edges[e].compute_dtype, ==, CS_DTYPE_F32);
+  e = find_edge (l, "a", CS_LAYOUT_NODE_CAST);
+  g_assert_cmpint (e, >=, 0);
+  g_assert_false (l->edges[e].has_compute);
+
+  for (guint i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].kind == CS_LAYOUT_NODE_REGION)
+      {
+        region++;
+        g_assert_cmpint (r->nodes[i].dtype, ==, CS_DTYPE_BF16);
+        g_assert_cmpint (r->nodes[i].compute_dtype, ==, CS_DTYPE_F32);
+        g_assert_true (r->nodes[i].rounds);
+      }
+  g_assert_cmpuint (region, ==, 1);
+  e = find_edge (r, "a", CS_LAYOUT_NODE_REGION);
+  g_assert_cmpint (e, >=, 0);
+  g_assert_true (r->edges[e].has_compute);
+  g_assert_cmpint (r->edges[e].compute_dtype, ==, CS_DTYPE_F32);
+  g_assert_false (l->precision_lens);
+  cs_layout_set_precision_lens (l, TRUE);
+  g_assert_true (l->precision_lens);
+}
+
+/* exp(x.float()).to(bf16) * y: remove-redundant-casts drops the user's .to(bf16); the final
+ * forward's mul (now reading the unrounded exp) carries the mark, once, with the dtype asked
+ * for; the mark survives the diff's cs_layout_clear_marks() and goes with NULL. */
+static void
+test_user_cast_marks (void)
+{
+  static const char text[] =
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(x, y):\n"
+    "  # x: \"cuda:0 bf16[32, 64]\"\n"
+    "  # y: \"cuda:0 bf16[32, 64]\"\n"
+    "  t0 = ltorch.to(x, torch.float32, None, device=None, dtype=None, copy=False)  # t0: \"cuda:0 f32[32, 64]\"\n"
+    "  t1 = ltorch.exp(t0)  # t1: \"cuda:0 f32[32, 64]\"\n"
+    "  t2 = ltorch.to(t1, torch.bfloat16, None, device=None, dtype=None, copy=False)  # t2: \"cuda:0 bf16[32, 64]\"\n"
+    "  t3 = ltorch.mul(t2, y)  # t3: \"cuda:0 bf16[32, 64]\"\n"
+    "  return (t3,)\n";
+  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = cs_pipeline_run (t, NULL, NULL, &error);
+  g_autoptr(GPtrArray) removed = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  gint mul;
+
+  g_assert_no_error (error);
+  removed = cs_lens_removed_user_casts (cs_pipeline_find_trace (pl, "initial"),
+                                        cs_pipeline_find_trace (pl, "fuse"),
+                                        cs_pipeline_find_trace (pl, "remove-redundant-casts"));
+  l = build (cs_pipeline_get_forward (pl), CS_RENDER_DETAIL_STATEMENTS);
+  g_assert_cmpuint (cs_layout_mark_user_casts (l, removed), ==, 1);
+  g_assert_cmpuint (l->n_user_casts_marked, ==, 1);
+  mul = find_label (l, "mul");
+  g_assert_cmpint (mul, >=, 0);
+  g_assert_cmpuint (l->nodes[mul].user_casts_removed, ==, 1);
+  g_assert_cmpint (l->nodes[mul].user_cast_dtype, ==, CS_DTYPE_BF16);
+  g_assert_nonnull (strstr (l->nodes[mul].user_cast_note, "line 13"));
+  for (guint i = 0; i < l->n_nodes; i++)
+    if ((gint) i != mul)
+      g_assert_cmpuint (l->nodes[i].user_casts_removed, ==, 0);
+  cs_layout_clear_marks (l);
+  g_assert_cmpuint (l->nodes[mul].user_casts_removed, ==, 1);
+  g_assert_cmpuint (cs_layout_mark_user_casts (l, NULL), ==, 0);
+  g_assert_cmpuint (l->nodes[mul].user_casts_removed, ==, 0);
+  g_assert_null (l->nodes[mul].user_cast_note);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
   g_test_add_func ("/render/graph/seed-semantics", test_seed_semantics);
+  g_test_add_func ("/render/graph/precision-lens", test_precision_lens);
+  g_test_add_func ("/render/graph/user-cast-marks", test_user_cast_marks);
   g_test_add_func ("/render/graph/f32-badge", test_f32_badge);
   g_test_add_func ("/render/graph/detail-levels", test_detail_levels);
   g_test_add_func ("/render/graph/expand-override", test_expand_override);
