@@ -17,7 +17,8 @@ G_BEGIN_DECLS
  * @error: return location for a #CS_POLICY_ERROR
  *
  * Each element may also hold several comma-separated assignments ("matmul=upcast-f32,fusion=off");
- * an element that sets nothing ('' or ',') is a CS_POLICY_ERROR_KEY error, not ignored.
+ * a comma-separated part without '=' continues the value before it (a list value:
+ * "executors=nvfuser,torch,fusion=off" sets executors to nvfuser,torch); an element that sets nothing ('' or ',') is a CS_POLICY_ERROR_KEY error, not ignored.
  * Returns: TRUE on success
  */
 gboolean  cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error);
