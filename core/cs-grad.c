@@ -21,6 +21,7 @@
 #include "cs-grad.h"
 
 #include "cs-decompose.h"
+#include "cs-executors.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -1844,6 +1845,55 @@ rule_exists (CsOpId id)
   return (guint) id < CS_N_OPS && vjp_rules[id] != NULL;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Executor grad transforms (issue 18)                                                         */
+
+/* TRUE for the forward statements of the sdpa executor (records of its grad transform). */
+static gboolean
+is_sdpa_executor_forward (CsOpId id)
+{
+  return id == CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
+         || id == CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION;
+}
+
+/* The backward half of the sdpa executor's grad transform (sdpaex.py
+ * `_scaled_dot_product_attention_grad`): the gradient of the primal output goes into the
+ * executor's backward statement, whose outputs are put on query, key, value (and the mask). */
+static void
+vjp_sdpa_executor (GradCtx *c, CsStmt *s)
+{
+  const CsValue *o0 = (s->out && s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n > 0)
+                      ? s->out->u.seq.items[0] : NULL;
+  CsProxy *out = o0 && o0->kind == CS_VALUE_PROXY ? o0->u.proxy : NULL;
+  CsProxy *g, *grads[4];
+  CsStmt *bw;
+
+  if (out == NULL)
+    {
+      rule_fail (c, s, "expected the attention output first");
+      return;
+    }
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
+    return;
+  g = grad_of (c, out);
+  if (g == NULL)
+    return;
+  bw = cs_executor_sdpa_backward (c->t, s, g, c->names_free_from, grads);
+  if (bw == NULL)
+    {
+      rule_fail (c, s, "not a statement of the sdpa executor");
+      return;
+    }
+  bw->backward = 1;
+  bw->why = c->why;
+  bw->origin = c->origin;
+  g_ptr_array_add (c->bw, bw);
+  for (guint i = 0; i < 3; i++)
+    put_grad (c, s->args[i].value, grads[i]);
+  if (grads[3] != NULL)
+    put_grad (c, s->args[3].value, grads[3]);
+}
+
 static void
 run_rule (GradCtx *c, const VjpRecord *r)
 {
@@ -1856,6 +1906,13 @@ run_rule (GradCtx *c, const VjpRecord *r)
       c->origin = s->origin ? s->origin : s->id;
       c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
+      return;
+    }
+  if (is_sdpa_executor_forward (r->rule))
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = "grad: the sdpa executor's grad transform (thunder/executors/sdpaex.py)";
+      vjp_sdpa_executor (c, s);
       return;
     }
   c->origin = s->origin ? s->origin : s->id;
@@ -2029,6 +2086,27 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
         {
           g_ptr_array_add (c->fwd, s);
           continue;
+        }
+      /* an executor's grad transform comes before the grad rules (Thunder's
+         _get_gradfn_and_executor walks the executor list first): the sdpa executor takes
+         scaled_dot_product_attention whole */
+      if (sem == CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION)
+        {
+          CsSdpaBackend be = cs_executor_sdpa_backend (s, c->policy);
+          if (be != CS_SDPA_NONE)
+            {
+              CsStmt *f;
+              VjpRecord r;
+
+              if (!outputs_typed (c, s, error))
+                return FALSE;
+              f = cs_executor_sdpa_forward (c->t, s, be, c->names_free_from);
+              r.rule = f->op->id;
+              r.stmt = f;
+              g_ptr_array_add (c->fwd, f);
+              g_array_append_val (c->records, r);
+              continue;
+            }
         }
       if (rule_exists (sem))
         {

@@ -12,6 +12,7 @@
 #include "cs-cse.h"
 #include "cs-decompose.h"
 #include "cs-dellast.h"
+#include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-ir-util.h"
 #include "cs-grad.h"
@@ -147,7 +148,9 @@ pass_error (GError **error, const char *pass, const CsTrace *t)
 static CsTrace *
 decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
 {
-  g_autoptr(CsTrace) t = cs_decompose_trace (in, policy, error);
+  /* the operator executors' execution transforms first: what they claim is not decomposed */
+  g_autoptr(CsTrace) claimed = cs_executors_claim (in, policy);
+  g_autoptr(CsTrace) t = cs_decompose_trace (claimed, policy, error);
   g_autoptr(GPtrArray) out = NULL;
 
   if (t == NULL)
