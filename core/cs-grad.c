@@ -36,8 +36,9 @@ G_DEFINE_QUARK (cs-grad-error-quark, cs_grad_error)
 
 typedef struct
 {
-  CsOpId  rule;                /* semantic op id of the rule */
-  CsStmt *stmt;                /* the forward statement (in the joint trace) */
+  CsOpId   rule;               /* semantic op id of the rule */
+  CsStmt  *stmt;               /* the forward statement (in the joint trace) */
+  CsProxy *aux;                /* nll_loss's augmented forward: total_weight (NULL: None) */
 } VjpRecord;
 
 /* A map from proxies to pointers (the grad pass's gradient table and proxy sets), without
@@ -1732,10 +1733,26 @@ rule_ltorch__softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *
 }
 
 /* VJP of ltorch.log_softmax */
+static gboolean xentropy_rules (const GradCtx *c);
+
+/* VJP of ltorch.log_softmax.  With the torchcompile_xentropy executor: Thunder's backward
+ * (thunder/core/transforms.py log_softmax_backward) as one statement,
+ * ltorch.log_softmax_backward(g, out, dim, a.dtype), which the executor claims; otherwise its
+ * formula written out. */
 static void
 rule_ltorch_log_softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
-  vjp_softmax (c, s, g, TRUE);
+  CsProxy *a = value_tensor (a0);
+
+  if (!xentropy_rules (c) || a == NULL || a1 == NULL)
+    {
+      vjp_softmax (c, s, g, TRUE);
+      return;
+    }
+  put_grad (c, a0, emit_typed (c, CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD, a->dtype, g->shape, g->rank,
+                               &g->device,
+                               ARGS (POS (v_p (c, g)), POS (v_p (c, out)), POS (a1),
+                                     POS (cs_value_new_dtype (c->a, a->dtype, FALSE))), 4));
 }
 
 /* VJP of ltorch.embedding */
@@ -1848,6 +1865,47 @@ rule_exists (CsOpId id)
 /* ------------------------------------------------------------------------------------------ */
 /* Executor grad transforms (issue 18)                                                         */
 
+/* Whether cross-entropy is differentiated as Thunder's augmented forward/backward pairs
+ * (thunder/core/transforms.py: log_softmax -> ltorch.log_softmax_backward, nll_loss ->
+ * _nll_loss_helper + ltorch.nll_loss_backward).  Thunder uses them under every executor list;
+ * castscope only when torchcompile_xentropy, the executor that claims them, is in the list,
+ * so that other lists keep the written-out backward they had before (README, "Executors"). */
+static gboolean
+xentropy_rules (const GradCtx *c)
+{
+  return cs_policy_has_executor (c->policy, CS_EXECUTOR_TORCHCOMPILE_XENTROPY);
+}
+
+/* nll_loss's backward (thunder/core/transforms.py nll_loss_backward):
+ * ltorch.nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight), typed
+ * like g with a's shape; no gradient for target and weight. */
+static void
+vjp_nll_loss (GradCtx *c, const VjpRecord *r)
+{
+  CsStmt *s = r->stmt;
+  CsValue *av = arg (s, 0, "a"), *tv = arg (s, 1, "target"), *wv = arg (s, 2, "weight");
+  CsValue *iv = arg (s, 3, "ignore_index"), *rv = arg (s, 4, "reduction");
+  CsProxy *a = value_tensor (av), *out = cs_stmt_get_output (s), *g;
+
+  if (a == NULL || out == NULL || tv == NULL)
+    {
+      rule_fail (c, s, "bad nll_loss arguments");
+      return;
+    }
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
+    return;
+  g = grad_of (c, out);
+  if (g == NULL)
+    return;
+  put_grad (c, av, emit_typed (c, CS_OP_LTORCH_NLL_LOSS_BACKWARD, g->dtype, a->shape, a->rank,
+                               &g->device,
+                               ARGS (POS (v_p (c, g)), POS (av), POS (tv),
+                                     POS (wv ? wv : cs_value_new_none (c->a)),
+                                     POS (rv ? rv : cs_value_new_string (c->a, "mean")),
+                                     POS (iv ? iv : v_i (c, -100)),
+                                     POS (r->aux ? v_p (c, r->aux) : cs_value_new_none (c->a))), 7));
+}
+
 /* TRUE for the forward statements of the sdpa executor (records of its grad transform). */
 static gboolean
 is_sdpa_executor_forward (CsOpId id)
@@ -1906,6 +1964,13 @@ run_rule (GradCtx *c, const VjpRecord *r)
       c->origin = s->origin ? s->origin : s->id;
       c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
+      return;
+    }
+  if (r->rule == CS_OP_LTORCH_NLL_LOSS)
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = vjp_why (c, s);
+      vjp_nll_loss (c, r);
       return;
     }
   if (is_sdpa_executor_forward (r->rule))
@@ -2103,14 +2168,39 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
               f = cs_executor_sdpa_forward (c->t, s, be, c->names_free_from);
               r.rule = f->op->id;
               r.stmt = f;
+              r.aux = NULL;
               g_ptr_array_add (c->fwd, f);
               g_array_append_val (c->records, r);
               continue;
             }
         }
+      /* nll_loss's augmented forward (thunder/core/transforms.py nll_loss_aug_fwd): the
+         decomposition (_nll_loss_helper) is the forward, not differentiated; its total_weight
+         (the divisor of 'mean') is kept for ltorch.nll_loss_backward */
+      if (sem == CS_OP_LTORCH_NLL_LOSS && xentropy_rules (c))
+        {
+          VjpRecord r = { sem, s, NULL };
+          CsValue *red = arg (s, 4, "reduction");
+
+          if (!outputs_typed (c, s, error))
+            return FALSE;
+          g_ptr_array_set_size (subs, 0);
+          if (!decomposition (c, s, subs, error))
+            return FALSE;
+          for (guint i = 0; i < subs->len; i++)
+            g_ptr_array_add (c->fwd, subs->pdata[i]);
+          if (subs->len > 0 && (red == NULL || (red->kind == CS_VALUE_STRING
+                                                && g_strcmp0 (red->u.s, "mean") == 0)))
+            {
+              CsStmt *last = subs->pdata[subs->len - 1];
+              r.aux = value_tensor (arg (last, 1, "b"));
+            }
+          g_array_append_val (c->records, r);
+          continue;
+        }
       if (rule_exists (sem))
         {
-          VjpRecord r = { sem, s };
+          VjpRecord r = { sem, s, NULL };
           if (!outputs_typed (c, s, error))
             return FALSE;
           g_ptr_array_add (c->fwd, s);

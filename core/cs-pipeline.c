@@ -408,7 +408,8 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   t0 = pass_clock_us ();
   /* remove_redundant_casts is part of the nvFuser pass: without fusion (the torch executor
    * alone) every cast stays, as in eager PyTorch */
-  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF)
+  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF
+      && cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER))
     cur = cs_cse_remove_redundant_casts (cur);
   else
     cur = cs_trace_derive (cur, "remove-redundant-casts");
