@@ -82,6 +82,12 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
       spec->all_float = TRUE;
       return TRUE;
     }
+  if (strcmp (text, "auto") == 0)
+    {
+      spec->all_float = TRUE;
+      spec->module_rule = TRUE;
+      return TRUE;
+    }
   *names_out = g_strsplit (text, ",", -1);
   for (guint i = 0; (*names_out)[i]; i++)
     g_strstrip ((*names_out)[i]);

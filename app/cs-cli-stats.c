@@ -129,7 +129,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   CsTrace *fw, *bw;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { NULL },

@@ -2417,10 +2417,20 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
   for (guint i = 0; i < inputs->len; i++)
     {
       CsProxy *p = inputs->pdata[i];
+      if (spec != NULL && spec->module_rule && cs_grad_input_is_module_buffer (p->name))
+        continue;
       if (is_diff (p))
         pmap_insert (c->req, p, p);
     }
   return TRUE;
+}
+
+gboolean
+cs_grad_input_is_module_buffer (const char *name)
+{
+  g_return_val_if_fail (name != NULL, FALSE);
+  return g_str_has_prefix (name, "t_") && name[2] != '\0'
+         && !g_str_has_suffix (name, "_weight") && !g_str_has_suffix (name, "_bias");
 }
 
 /**

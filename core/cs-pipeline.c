@@ -370,7 +370,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   else if (cur->name == NULL
            || (strcmp (cur->name, "prologue") != 0 && strcmp (cur->name, "epilogue") != 0))
   {
-    CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
+    CsGradSpec spec = { TRUE, NULL, FALSE, NULL, TRUE };
     if (grad)
       spec = *grad;
     spec.policy = policy;
