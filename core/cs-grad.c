@@ -1812,6 +1812,9 @@ rule_prim_var_mean (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0
   vjp_var_mean (c, s);
 }
 
+static void rule_ltorch_split (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0,
+                               CsValue *a1);
+
 static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_PRIM_CONVERT_ELEMENT_TYPE] = rule_prim_convert_element_type,
   [CS_OP_PRIM_BROADCAST_IN_DIM] = rule_prim_broadcast_in_dim,
@@ -1850,6 +1853,7 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_LTORCH_LOG_SOFTMAX] = rule_ltorch_log_softmax,
   [CS_OP_LTORCH_EMBEDDING] = rule_ltorch_embedding,
   [CS_OP_PRIM_VAR_MEAN] = rule_prim_var_mean,
+  [CS_OP_LTORCH_SPLIT] = rule_ltorch_split,
   [CS_OP_PRIM_LOG1P] = rule_prim_log1p,
   [CS_OP_PRIM_EXPM1] = rule_prim_expm1,
   [CS_OP_PRIM_SINH] = rule_prim_sinh,
@@ -1860,6 +1864,55 @@ static gboolean
 rule_exists (CsOpId id)
 {
   return (guint) id < CS_N_OPS && vjp_rules[id] != NULL;
+}
+
+/* ltorch.split's backward (thunder/core/transforms.py split_aug_fwd / split_backward): the
+ * split itself is the forward; its backward is ltorch.cat(grads, dim), a piece without a
+ * gradient given as zeros of its shape. */
+static void
+vjp_split (GradCtx *c, CsStmt *s)
+{
+  CsValue *av = arg (s, 0, "a"), *dv = arg (s, 2, "dim");
+  CsProxy *a = value_tensor (av);
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  CsValue **items;
+  gboolean any = FALSE;
+  int64_t dim = 0;
+
+  if (a == NULL || (dv != NULL && dv->kind != CS_VALUE_INT))
+    {
+      rule_fail (c, s, "bad split arguments");
+      return;
+    }
+  if (dv != NULL)
+    dim = dv->u.i;
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < outs->len && !any; i++)
+    any = pmap_contains (c->grads, outs->pdata[i]) || pmap_contains (c->outputs, outs->pdata[i]);
+  if (!any || outs->len == 0)
+    return;
+  items = CS_ARENA_NEW_N (c->a, CsValue *, outs->len);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = outs->pdata[i];
+      CsProxy *g = (pmap_contains (c->grads, o) || pmap_contains (c->outputs, o))
+                   ? grad_of (c, o) : NULL;
+      if (g == NULL)
+        g = zeros (c, o);
+      if (g == NULL)
+        return;
+      items[i] = v_p (c, g);
+    }
+  put_grad (c, av, emit_typed (c, CS_OP_LTORCH_CAT, a->dtype, a->shape, a->rank, &a->device,
+                               ARGS (POS (cs_value_new_seq (c->a, CS_VALUE_LIST, items, outs->len)),
+                                     POS (v_i (c, dim))), 2));
+}
+
+/* ltorch.split: its own entry in run_rule (several outputs) */
+static void
+rule_ltorch_split (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_split (c, s);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1964,6 +2017,13 @@ run_rule (GradCtx *c, const VjpRecord *r)
       c->origin = s->origin ? s->origin : s->id;
       c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
+      return;
+    }
+  if (r->rule == CS_OP_LTORCH_SPLIT)
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = vjp_why (c, s);
+      vjp_split (c, s);
       return;
     }
   if (r->rule == CS_OP_LTORCH_NLL_LOSS)
