@@ -14,6 +14,11 @@
 #include "cs-cli-policy.h"
 #include "cs-stats.h"
 
+/* The executors stats reports regions for, in the order it prints them. */
+static const CsExecutor stats_executors[] = {
+  CS_EXECUTOR_NVFUSER, CS_EXECUTOR_TORCHCOMPILE_XENTROPY, CS_EXECUTOR_SDPA, CS_EXECUTOR_TORCH,
+};
+
 #if CS_HAVE_JSON
 static void
 entry_members (JsonBuilder *b, const CsStatsEntry *e, gboolean region)
@@ -67,6 +72,15 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t)
   entry_members (b, &st->total, FALSE);
   json_builder_set_member_name (b, "n_regions");
   json_builder_add_int_value (b, st->total.n_regions);
+  /* regions (and claimed statements) by executor, in a fixed order */
+  json_builder_set_member_name (b, "regions_by_executor");
+  json_builder_begin_object (b);
+  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+    {
+      json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
+      json_builder_add_int_value (b, st->by_executor[stats_executors[k]]);
+    }
+  json_builder_end_object (b);
   json_builder_set_member_name (b, "regions");
   json_builder_begin_array (b);
   for (guint i = 0; i < st->regions->len; i++)
@@ -104,6 +118,11 @@ print_trace_text (const char *label, const CsTrace *t)
             e->n_upcasts, e->n_downcasts, e->n_matmuls, e->n_tensor_core_matmuls, e->flops,
             e->bytes_read + e->bytes_written, est);
   }
+  printf ("  by executor:");
+  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+    printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
+            st->by_executor[stats_executors[k]]);
+  printf ("\n");
   for (guint i = 0; i < st->regions->len; i++)
     {
       const CsStatsEntry *r = &g_array_index (st->regions, CsStatsEntry, i);

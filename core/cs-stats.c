@@ -2,6 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-stats.h"
+#include "cs-executors.h"
 #include "cs-ir-util.h"
 #include "cs-ops.h"
 
@@ -220,6 +221,9 @@ cs_stats_compute (const CsTrace *trace)
 
       if (s->kind != CS_STMT_CALL)
         continue;
+      if (_cs_stmt_is_region (s) || s->op == NULL
+          || cs_op_semantic (s->op)->category != CS_OP_CAT_BOOKKEEPING)
+        st->by_executor[cs_executor_of_stmt (s)]++;
       _cs_stmt_reads (s, rd);
       _cs_stmt_writes (s, wr);
       if (_cs_stmt_is_region (s))

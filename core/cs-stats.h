@@ -10,6 +10,7 @@
 #include <glib.h>
 
 #include "cs-ir.h"
+#include "cs-policy.h"
 
 G_BEGIN_DECLS
 
@@ -39,6 +40,10 @@ typedef struct
 {
   CsStatsEntry  total;            /* the whole trace */
   GArray       *regions;          /* CsStatsEntry per region, in trace order */
+  guint         by_executor[CS_N_EXECUTORS]; /* top-level statements each executor runs
+                                    (cs_executor_of_stmt()): regions for nvfuser and
+                                    torchcompile_xentropy, claimed calls for sdpa, every
+                                    other non-bookkeeping call for torch */
 } CsTraceStats;
 
 /**
