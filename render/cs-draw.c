@@ -644,7 +644,6 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
           /* the sdpa executor's attention kernels: its colour, a heavy outline */
           hex_color (CS_PALETTE_HEX_EXEC_SDPA, &stroke);
           lw = 2.5;
-          bold = TRUE;
         }
       break;
     }
