@@ -189,7 +189,7 @@ cs_cli_cmd_diff (int argc, char **argv)
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_a, "Policy A: a knob (repeatable; unset knobs are Thunder's defaults)", "KEY=VALUE" },
     { "vs", 'v', 0, G_OPTION_ARG_STRING_ARRAY, &policy_b, "Policy B: a knob (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { NULL },
   };

@@ -22,13 +22,25 @@ cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error)
                        "see --help for the keys)", assignments[i]);
           return FALSE;
         }
+      /* "a=x,b=y" sets two keys; a part without '=' continues the value before it, so a
+         list value reads as written: "executors=nvfuser,torch,fusion=dataflow" */
       parts = g_strsplit (assignments[i], ",", -1);
       for (guint j = 0; parts[j]; j++)
         {
+          g_autoptr(GString) one = NULL;
+
           g_strstrip (parts[j]);
           if (*parts[j] == '\0')
             continue;
-          if (!cs_policy_parse_assignment (policy, parts[j], error))
+          one = g_string_new (parts[j]);
+          while (parts[j + 1] != NULL && strchr (parts[j + 1], '=') == NULL
+                 && strchr (one->str, '=') != NULL)
+            {
+              g_strstrip (parts[++j]);
+              if (*parts[j] != '\0')
+                g_string_append_printf (one, ",%s", parts[j]);
+            }
+          if (!cs_policy_parse_assignment (policy, one->str, error))
             return FALSE;
         }
     }
@@ -68,6 +80,12 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
   if (strcmp (text, "all") == 0)
     {
       spec->all_float = TRUE;
+      return TRUE;
+    }
+  if (strcmp (text, "auto") == 0)
+    {
+      spec->all_float = TRUE;
+      spec->module_rule = TRUE;
       return TRUE;
     }
   *names_out = g_strsplit (text, ",", -1);

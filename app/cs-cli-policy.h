@@ -17,7 +17,8 @@ G_BEGIN_DECLS
  * @error: return location for a #CS_POLICY_ERROR
  *
  * Each element may also hold several comma-separated assignments ("matmul=upcast-f32,fusion=off");
- * an element that sets nothing ('' or ',') is a CS_POLICY_ERROR_KEY error, not ignored.
+ * a comma-separated part without '=' continues the value before it (a list value:
+ * "executors=nvfuser,torch,fusion=off" sets executors to nvfuser,torch); an element that sets nothing ('' or ',') is a CS_POLICY_ERROR_KEY error, not ignored.
  * Returns: TRUE on success
  */
 gboolean  cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error);
@@ -32,8 +33,9 @@ char     *cs_cli_policy_describe  (void);
 
 /**
  * cs_cli_grad_spec_parse:
- * @text: (nullable): the --grad argument: NULL (default: every floating input), "none", "all",
- *   or comma-separated input names
+ * @text: (nullable): the --grad argument: NULL (default: the pipeline's rule, every floating
+ *   input but module buffers), "auto" (the same), "all" (every floating input), "none", or
+ *   comma-separated input names
  * @spec: (out caller-allocates): the spec; its names point into @names_out
  * @names_out: (out) (transfer full): the split names (free with g_strfreev) or NULL
  *

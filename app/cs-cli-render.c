@@ -103,7 +103,7 @@ cs_cli_cmd_render (int argc, char **argv)
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Output file: .svg, .png, .pdf or .dot (required)", "FILE" },
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob and run the pipeline (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad (runs the pipeline): names, 'all' or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad (runs the pipeline): names, 'auto', 'all' or 'none'", "A,B|auto|all|none" },
     { "trace", 't', 0, G_OPTION_ARG_STRING, &which, "Final trace to draw (runs the pipeline): forward (default) or backward", "forward|backward" },
     { "pass", 0, 0, G_OPTION_ARG_STRING, &pass, "Draw the trace made by this pass (runs the pipeline)", "NAME" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },

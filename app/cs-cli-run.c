@@ -686,7 +686,7 @@ cs_cli_cmd_run (int argc, char **argv)
     { "save", 0, 0, G_OPTION_ARG_FILENAME, &save_dir, "Write every output (exact mode) to DIR/NAME.npy; bf16 as float32", "DIR" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print one JSON object: {file, device, seed, forward, backward}", NULL },
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "forward-only", 0, 0, G_OPTION_ARG_NONE, &no_backward, "Do not run the backward trace", NULL },
     { "all-outputs", 'a', 0, G_OPTION_ARG_NONE, &all_outputs, "List the tensors saved for backward too (text output)", NULL },
@@ -785,6 +785,18 @@ cs_cli_cmd_run (int argc, char **argv)
     {
       cs_cli_error ("run: %s", error->message);
       return CS_CLI_EXIT_USAGE;
+    }
+  /* The GPU executor has no sdpa or TorchCompile (cross-entropy) kernels yet: unless --policy
+   * names the executors, --device cuda runs the list it can run (nvFuser regions and torch),
+   * as bench does (README, Executors). */
+  if (device && strcmp (device, "cuda") == 0)
+    {
+      gboolean named = FALSE;
+
+      for (guint k = 0; policy_args && policy_args[k]; k++)
+        named |= strstr (policy_args[k], "executors=") != NULL;
+      if (!named)
+        cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
     }
 #if !CS_HAVE_JSON
   if (json)

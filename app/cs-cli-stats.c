@@ -181,6 +181,11 @@ cast_effect (CsPipeline *pl, const char *path, guint index, const char *grad, GE
   return effects;
 }
 
+/* The executors stats reports regions for, in the order it prints them. */
+static const CsExecutor stats_executors[] = {
+  CS_EXECUTOR_NVFUSER, CS_EXECUTOR_TORCHCOMPILE_XENTROPY, CS_EXECUTOR_SDPA, CS_EXECUTOR_TORCH,
+};
+
 #if CS_HAVE_JSON
 static void
 entry_members (JsonBuilder *b, const CsStatsEntry *e, gboolean region)
@@ -286,6 +291,15 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStats
   entry_members (b, &st->total, FALSE);
   json_builder_set_member_name (b, "n_regions");
   json_builder_add_int_value (b, st->total.n_regions);
+  /* regions (and claimed statements) by executor, in a fixed order */
+  json_builder_set_member_name (b, "regions_by_executor");
+  json_builder_begin_object (b);
+  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+    {
+      json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
+      json_builder_add_int_value (b, st->by_executor[stats_executors[k]]);
+    }
+  json_builder_end_object (b);
   json_builder_set_member_name (b, "regions");
   json_builder_begin_array (b);
   for (guint i = 0; i < st->regions->len; i++)
@@ -481,6 +495,11 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
             e->n_downcasts, e->n_matmuls, PLURAL (e->n_matmuls), e->n_tensor_core_matmuls,
             flops, bytes, est);
   }
+  printf ("  by executor:");
+  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+    printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
+            st->by_executor[stats_executors[k]]);
+  printf ("\n");
   for (guint i = 0; i < st->regions->len; i++)
     {
       const CsStatsEntry *r = &g_array_index (st->regions, CsStatsEntry, i);
@@ -515,7 +534,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   CsTrace *fw, *bw;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default) or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },

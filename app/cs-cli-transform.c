@@ -27,7 +27,7 @@ cs_cli_cmd_transform (int argc, char **argv)
   CsPrintFlags flags;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
-    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'all' (default: every float input) or 'none'", "A,B|all|none" },
+    { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: every float input but module buffers, as Thunder), 'all' (every float input) or 'none'", "A,B|auto|all|none" },
     { "pass", 0, 0, G_OPTION_ARG_STRING, &pass, "Print the trace made by this pass (see --list-passes)", "NAME" },
     { "all-passes", 'a', 0, G_OPTION_ARG_NONE, &all_passes, "Print every intermediate trace, each after a '# castscope pass: NAME' line", NULL },
     { "list-passes", 'l', 0, G_OPTION_ARG_NONE, &list_passes, "List the passes that ran and their times", NULL },

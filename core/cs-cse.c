@@ -139,7 +139,7 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
     {
       CsStmt *s = t->stmts[i];
 
-      if (_cs_stmt_is_region (s))
+      if (_cs_stmt_is_nvfusion (s))
         {
           /* replaced region outputs: later statements read the original instead */
           s = rrc_region (t, _cs_stmt_remap_reads (t, s, outer.repl), &inner, &subs);
@@ -479,7 +479,7 @@ cs_cse_trace (const CsTrace *trace)
     {
       CsStmt *s = t->stmts[i];
 
-      if (_cs_stmt_is_region (s))
+      if (_cs_stmt_is_nvfusion (s))
         {
           s = cse_region (t, _cs_stmt_remap_reads (t, s, map), inner, &inner_seen, &subs);
           _cs_proxy_map_absorb (map, inner);

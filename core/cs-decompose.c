@@ -2113,6 +2113,29 @@ b_nll_loss (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
                    str_arg (sarg (s, 4, "reduction"), "mean"), error);
 }
 
+/* log_softmax_backward(g, output, dim, dtype) (thunder/torch/__init__.py):
+ * to(g - exp(output) * sum(g, dim, keepdim=True), dtype). */
+static CsValue *
+b_log_softmax_backward (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
+{
+  CsValue *g = sarg (s, 0, "g"), *o = sarg (s, 1, "output"), *dim = sarg (s, 2, "dim");
+  CsValue *dv = sarg (s, 3, "dtype");
+  CsValue *e, *sg, *m, *r;
+  CsDtype d;
+
+  if (!tensor_of (g) || !tensor_of (o) || dim == NULL)
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs typed g and output and a dim");
+  d = tensor_of (g)->dtype;
+  if (!is_none (dv) && !cs_value_get_dtype (dv, &d))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dtype is not a dtype");
+  if (!(e = lt_unary (dx, out, "ltorch.exp", o, error))
+      || !(sg = lt_reduce (dx, out, "ltorch.sum", g, dim, TRUE, error))
+      || !(m = lt_binary (dx, out, "ltorch.mul", e, sg, error))
+      || !(r = lt_binary (dx, out, "ltorch.sub", g, m, error)))
+    return NULL;
+  return lt_to (dx, out, r, d, error);
+}
+
 /* cross_entropy with class-index targets and no label smoothing: log_softmax + nll_loss. */
 static CsValue *
 b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
@@ -2504,6 +2527,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       return b_cross_entropy (dx, s, out, error);
     case CS_OP_LTORCH_NLL_LOSS:
       return b_nll_loss (dx, s, out, error);
+    case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
+      return b_log_softmax_backward (dx, s, out, error);
     case CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION:
       return b_sdpa (dx, s, out, error);
     case CS_OP_LTORCH_TAKE_ALONG_DIM:
@@ -2721,6 +2746,7 @@ cs_decompose_supports (const CsStmt *stmt)
     case CS_OP_LTORCH_UNSQUEEZE: case CS_OP_LTORCH_SQUEEZE: case CS_OP_LTORCH_GETITEM:
     case CS_OP_LTORCH_CAT: case CS_OP_LTORCH_SPLIT: case CS_OP_LTORCH_EMBEDDING:
     case CS_OP_LTORCH_DROPOUT: case CS_OP_LTORCH_CROSS_ENTROPY: case CS_OP_LTORCH_NLL_LOSS:
+    case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
     case CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION: case CS_OP_LTORCH_TAKE_ALONG_DIM:
     case CS_OP_LTORCH_ARANGE: case CS_OP_LTORCH_CONTIGUOUS: case CS_OP_LTORCH_CLONE:
     case CS_OP_LTORCH_FLOAT: case CS_OP_LTORCH_HALF: case CS_OP_LTORCH_BFLOAT16:

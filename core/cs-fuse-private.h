@@ -37,4 +37,11 @@ void        _cs_fuse_group_consecutive (CsTrace *trace, const CsPolicy *policy,
 void        _cs_fuse_group_dataflow    (CsTrace *trace, const CsPolicy *policy,
                                         GPtrArray *items, GPtrArray *out, guint *counter);
 
+/* Within the fusion pass (cs-fuse-regions.c): the torchcompile_xentropy executor's fusion pass
+ * (thunder/executors/torch_compile.py): runs of consecutive statements it can fuse
+ * (cs_executor_xentropy_can_fuse()) become regions TorchCompile<*@counter> when one of them is
+ * a required op (cs_executor_xentropy_required()); members are kept whole.  Appends to @out. */
+void        _cs_fuse_group_xentropy    (CsTrace *trace, GPtrArray *items, GPtrArray *out,
+                                        guint *counter);
+
 G_END_DECLS

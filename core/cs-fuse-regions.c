@@ -7,6 +7,7 @@
  */
 #include "cs-config.h"
 
+#include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
 #include "cs-ir-util.h"
@@ -198,6 +199,103 @@ _cs_fuse_group_consecutive (CsTrace *trace, const CsPolicy *policy, GPtrArray *i
   for (guint j = 0; j < pending->len; j++)
     g_ptr_array_add (out, pending->pdata[j]);
 #undef CLOSE_RUN
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* torchcompile_xentropy (issue 18)                                                            */
+
+/* "TorchCompile<n>" in @arena. */
+static const char *
+torchcompile_name (CsArena *arena, guint n)
+{
+  return cs_arena_printf (arena, "TorchCompile%u", n);
+}
+
+/* Emits one run of statements the xentropy executor can fuse: a TorchCompile region when a
+ * member is one of its required ops (torch_compile.py fusion_pass), else the members as they
+ * are.  The members are kept whole (the executor runs ltorch.log_softmax as one op), not
+ * flattened to prims. */
+static void
+emit_xentropy_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
+{
+  gboolean required = FALSE;
+  CsStmt *region;
+
+  for (guint i = 0; i < g->comments.len; i++)
+    g_ptr_array_add (out, g->comments.v[i]);
+  for (guint i = 0; i < g->members.len && !required; i++)
+    required = cs_executor_xentropy_required (g->members.v[i]);
+  if (!required)
+    {
+      for (guint i = 0; i < g->members.len; i++)
+        g_ptr_array_add (out, g->members.v[i]);
+      return;
+    }
+  region = cs_stmt_new_call_static (trace, cs_op_get (CS_OP_FUSION),
+                                    torchcompile_name (trace->arena, (*counter)++), NULL, NULL, 0);
+  region->type_comment = CS_TYPECOMMENT_NONE;
+  region->backward = g->backward;
+  region->origin = g->members.v[0]->origin;
+  region->why = g->why;
+  cs_stmt_set_subs (trace, region, g->members.v, g->members.len);
+  g_ptr_array_add (out, region);
+}
+
+void
+_cs_fuse_group_xentropy (CsTrace *trace, GPtrArray *items, GPtrArray *out, guint *counter)
+{
+  Group *run = NULL;
+  g_autoptr(GPtrArray) pending = g_ptr_array_new ();
+
+#define CLOSE_XRUN(reason) \
+  G_STMT_START { \
+    if (run != NULL) \
+      { \
+        run->why = (reason); \
+        emit_xentropy_group (trace, run, out, counter); \
+        group_free (run); \
+        run = NULL; \
+      } \
+  } G_STMT_END
+
+  for (guint i = 0; i < items->len; i++)
+    {
+      CsStmt *s = items->pdata[i];
+
+      if (is_comment_like (s))
+        {
+          g_ptr_array_add (pending, s);
+          continue;
+        }
+      if (cs_executor_xentropy_can_fuse (s))
+        {
+          if (run != NULL && !!run->backward != !!s->backward)
+            CLOSE_XRUN (run->backward ? "end of backward" : "end of forward");
+          if (run == NULL)
+            {
+              for (guint j = 0; j < pending->len; j++)
+                g_ptr_array_add (out, pending->pdata[j]);
+              run = group_new (TRUE, s->backward);
+            }
+          else
+            for (guint j = 0; j < pending->len; j++)
+              _cs_stmt_vec_push (&run->comments, pending->pdata[j]);
+          g_ptr_array_set_size (pending, 0);
+          _cs_stmt_vec_push (&run->members, s);
+          continue;
+        }
+      CLOSE_XRUN (_cs_arena_concat (trace->arena, "next statement ",
+                                    s->callee ? s->callee : "(a statement)",
+                                    " is not supported by torchcompile_xentropy"));
+      for (guint j = 0; j < pending->len; j++)
+        g_ptr_array_add (out, pending->pdata[j]);
+      g_ptr_array_set_size (pending, 0);
+      g_ptr_array_add (out, s);
+    }
+  CLOSE_XRUN ("end of trace");
+  for (guint j = 0; j < pending->len; j++)
+    g_ptr_array_add (out, pending->pdata[j]);
+#undef CLOSE_XRUN
 }
 
 /* Union-find over statement indices. */

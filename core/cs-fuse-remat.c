@@ -16,9 +16,11 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Rematerialization between a forward region and a backward region                            */
 
-/* Prims whose outputs the producer must pass on (never recomputed): Thunder's
+/* Subsymbols whose outputs the producer must pass on (never recomputed): Thunder's
  * rematerialization treats outputs of reduction, random and matmul/linear subsymbols as
- * "must output" (thunder/core/rematerialization.py; PR #1319 for MATMUL_OP). */
+ * "must output" (thunder/core/rematerialization.py; PR #1319 for MATMUL_OP), the tags of a
+ * subsymbol's own subsymbols included (has_tags gathers them: a TorchCompile region's
+ * ltorch.log_softmax holds a reduction). */
 static gboolean
 must_output (const CsStmt *s)
 {
@@ -26,8 +28,15 @@ must_output (const CsStmt *s)
   if (s->kind != CS_STMT_CALL || s->op == NULL)
     return TRUE;
   sem = cs_op_semantic (s->op);
-  return ((s->op->tags | sem->tags) & (CS_OP_TAG_REDUCTION | CS_OP_TAG_RANDOM | CS_OP_TAG_MATMUL))
-         || sem->category == CS_OP_CAT_MATMUL || sem->category == CS_OP_CAT_BOOKKEEPING;
+  if (((s->op->tags | sem->tags) & (CS_OP_TAG_REDUCTION | CS_OP_TAG_RANDOM | CS_OP_TAG_MATMUL))
+      || sem->category == CS_OP_CAT_MATMUL || sem->category == CS_OP_CAT_BOOKKEEPING
+      || sem->category == CS_OP_CAT_REDUCTION)
+    return TRUE;
+  if (!cs_op_has_tag (s->op, CS_OP_TAG_PRIM))
+    for (guint i = 0; i < s->n_subs; i++)
+      if (must_output (s->subs[i]))
+        return TRUE;
+  return FALSE;
 }
 
 /* Thunder's edge capacity: the element size in bytes of a tensor (not its total size), 0 for
@@ -364,8 +373,11 @@ _cs_fuse_rematerialize (CsTrace *t)
       if (s->backward)
         {
           remat_producers (s, &r, &r.tmp, prods);
+          /* pairs of one executor's regions: nvFusion with nvFusion, TorchCompile with
+             TorchCompile (each fusion executor's pass rematerializes its own trace) */
           for (guint j = 0; j < prods->len; j++)
-            if (remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
+            if (_cs_stmt_is_nvfusion (prods->pdata[j]) == _cs_stmt_is_nvfusion (t->stmts[i])
+                && remat_pair (t, prods->pdata[j], &t->stmts[i], &r))
               changed = TRUE;
           s = t->stmts[i];
         }

@@ -8,6 +8,7 @@
  */
 #include "cs-config.h"
 
+#include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-fuse-private.h"
 #include "cs-ir-util.h"
@@ -109,7 +110,8 @@ why_not_fusible_rec (const CsStmt *stmt, const CsPolicy *policy, char *buf, gsiz
    * to statements nvFuser did not take: re-fusing a final trace keeps that decision. */
   if ((op->tags & CS_OP_TAG_EXECUTOR) && depth == 0)
     {
-      g_snprintf (buf, buf_len, "%s is not fusible (claimed by the torch executor)", name);
+      g_snprintf (buf, buf_len, "%s is not fusible (claimed by the %s executor)", name,
+                  cs_executor_name (cs_executor_of_stmt (stmt)));
       return buf;
     }
   if (sem->id == CS_OP_PRIM_MATMUL || sem->id == CS_OP_LTORCH_MATMUL)
@@ -251,16 +253,35 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   for (guint i = 0; i < t->n_stmts; i++)
     expand_cast_matmuls (t, t->stmts[i], items);
 
-  if (policy->fusion == CS_FUSION_OFF)
-    g_ptr_array_extend (out, items, NULL, NULL);
-  else if (policy->fusion == CS_FUSION_DATAFLOW)
-    _cs_fuse_group_dataflow (t, policy, items, out, &counter);
-  else
-    _cs_fuse_group_consecutive (t, policy, items, out, &counter);
+  /* the fusion executors in the policy's priority order (Thunder runs each fusion executor's
+   * fusion_pass in the order of its executor list): torchcompile_xentropy's regions, then
+   * nvFuser's over what is left; fusion=off makes no regions of either */
+  for (guint e = 0; e < policy->n_executors && e < CS_N_EXECUTORS; e++)
+    {
+      CsExecutor ex = (CsExecutor) policy->executors[e];
+      guint xcounter = 0;
+
+      if (policy->fusion == CS_FUSION_OFF)
+        break;
+      if (ex == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        _cs_fuse_group_xentropy (t, items, out, &xcounter);
+      else if (ex == CS_EXECUTOR_NVFUSER && policy->fusion == CS_FUSION_DATAFLOW)
+        _cs_fuse_group_dataflow (t, policy, items, out, &counter);
+      else if (ex == CS_EXECUTOR_NVFUSER && policy->fusion == CS_FUSION_CONSECUTIVE)
+        _cs_fuse_group_consecutive (t, policy, items, out, &counter);
+      else
+        continue;
+      g_ptr_array_set_size (items, 0);
+      g_ptr_array_extend_and_steal (items, g_steal_pointer (&out));
+      out = g_ptr_array_sized_new (items->len);
+    }
+  g_ptr_array_extend (out, items, NULL, NULL);
 
   cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
   _cs_regions_refresh (t, FALSE);
-  if (policy->fusion != CS_FUSION_OFF)
+  if (policy->fusion != CS_FUSION_OFF
+      && (cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER)
+          || cs_policy_has_executor (policy, CS_EXECUTOR_TORCHCOMPILE_XENTROPY)))
     _cs_fuse_rematerialize (t);
   /* unused proxies the decomposition and grad passes left behind stay in the shared tables
    * (no later pass copies them); the dce pass drops them */

@@ -28,11 +28,15 @@ typedef enum
  * @policy: the cast policy (fusion mode, fuse-matmul, fuse-linear)
  * @error: return location for a #CS_FUSE_ERROR
  *
- * Groups fusible statements into nvFusion regions and returns the new trace.
+ * Groups fusible statements into regions and returns the new trace.  The fusion executors of
+ * @policy's executor list run in its order (Thunder runs each fusion executor's fusion_pass in
+ * list order): torchcompile_xentropy makes TorchCompileK regions (cs-executors.h; members kept
+ * whole, not flattened), nvFuser nvFusionK regions from what is left; an executor the list
+ * lacks makes none.  Rematerialization pairs regions of one executor.  nvFuser's grouping:
  * - consecutive: runs of adjacent fusible statements, no reordering;
  * - dataflow: producer/consumer merges that create no cycle, then horizontal merges of
  *   independent fusible groups, the result topologically ordered;
- * - off: a copy of @trace.
+ * - off: no regions of any executor (a copy of @trace).
  * Groups made only of shape ops and single non-fusible statements stay unfused.  A region
  * never mixes forward and backward (stmt->backward) statements.  Each region is one CALL
  * statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are

@@ -22,6 +22,7 @@
 
 #include "cs-decompose.h"
 #include "cs-dist.h"
+#include "cs-executors.h"
 #include "cs-meta.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -36,8 +37,9 @@ G_DEFINE_QUARK (cs-grad-error-quark, cs_grad_error)
 
 typedef struct
 {
-  CsOpId  rule;                /* semantic op id of the rule */
-  CsStmt *stmt;                /* the forward statement (in the joint trace) */
+  CsOpId   rule;               /* semantic op id of the rule */
+  CsStmt  *stmt;               /* the forward statement (in the joint trace) */
+  CsProxy *aux;                /* nll_loss's augmented forward: total_weight (NULL: None) */
 } VjpRecord;
 
 /* A map from proxies to pointers (the grad pass's gradient table and proxy sets), without
@@ -1732,10 +1734,26 @@ rule_ltorch__softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *
 }
 
 /* VJP of ltorch.log_softmax */
+static gboolean xentropy_rules (const GradCtx *c);
+
+/* VJP of ltorch.log_softmax.  With the torchcompile_xentropy executor: Thunder's backward
+ * (thunder/core/transforms.py log_softmax_backward) as one statement,
+ * ltorch.log_softmax_backward(g, out, dim, a.dtype), which the executor claims; otherwise its
+ * formula written out. */
 static void
 rule_ltorch_log_softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
-  vjp_softmax (c, s, g, TRUE);
+  CsProxy *a = value_tensor (a0);
+
+  if (!xentropy_rules (c) || a == NULL || a1 == NULL)
+    {
+      vjp_softmax (c, s, g, TRUE);
+      return;
+    }
+  put_grad (c, a0, emit_typed (c, CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD, a->dtype, g->shape, g->rank,
+                               &g->device,
+                               ARGS (POS (v_p (c, g)), POS (v_p (c, out)), POS (a1),
+                                     POS (cs_value_new_dtype (c->a, a->dtype, FALSE))), 4));
 }
 
 /* VJP of ltorch.embedding */
@@ -2003,6 +2021,9 @@ rule_prim_var_mean (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0
   vjp_var_mean (c, s);
 }
 
+static void rule_ltorch_split (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0,
+                               CsValue *a1);
+
 static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_PRIM_CONVERT_ELEMENT_TYPE] = rule_prim_convert_element_type,
   [CS_OP_PRIM_BROADCAST_IN_DIM] = rule_prim_broadcast_in_dim,
@@ -2041,6 +2062,7 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_LTORCH_LOG_SOFTMAX] = rule_ltorch_log_softmax,
   [CS_OP_LTORCH_EMBEDDING] = rule_ltorch_embedding,
   [CS_OP_PRIM_VAR_MEAN] = rule_prim_var_mean,
+  [CS_OP_LTORCH_SPLIT] = rule_ltorch_split,
   [CS_OP_PRIM_LOG1P] = rule_prim_log1p,
   [CS_OP_PRIM_EXPM1] = rule_prim_expm1,
   [CS_OP_PRIM_SINH] = rule_prim_sinh,
@@ -2060,6 +2082,145 @@ rule_exists (CsOpId id)
   return (guint) id < CS_N_OPS && vjp_rules[id] != NULL;
 }
 
+/* ltorch.split's backward (thunder/core/transforms.py split_aug_fwd / split_backward): the
+ * split itself is the forward; its backward is ltorch.cat(grads, dim), a piece without a
+ * gradient given as zeros of its shape. */
+static void
+vjp_split (GradCtx *c, CsStmt *s)
+{
+  CsValue *av = arg (s, 0, "a"), *dv = arg (s, 2, "dim");
+  CsProxy *a = value_tensor (av);
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  CsValue **items;
+  gboolean any = FALSE;
+  int64_t dim = 0;
+
+  if (a == NULL || (dv != NULL && dv->kind != CS_VALUE_INT))
+    {
+      rule_fail (c, s, "bad split arguments");
+      return;
+    }
+  if (dv != NULL)
+    dim = dv->u.i;
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < outs->len && !any; i++)
+    any = pmap_contains (c->grads, outs->pdata[i]) || pmap_contains (c->outputs, outs->pdata[i]);
+  if (!any || outs->len == 0)
+    return;
+  items = CS_ARENA_NEW_N (c->a, CsValue *, outs->len);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = outs->pdata[i];
+      CsProxy *g = (pmap_contains (c->grads, o) || pmap_contains (c->outputs, o))
+                   ? grad_of (c, o) : NULL;
+      if (g == NULL)
+        g = zeros (c, o);
+      if (g == NULL)
+        return;
+      items[i] = v_p (c, g);
+    }
+  put_grad (c, av, emit_typed (c, CS_OP_LTORCH_CAT, a->dtype, a->shape, a->rank, &a->device,
+                               ARGS (POS (cs_value_new_seq (c->a, CS_VALUE_LIST, items, outs->len)),
+                                     POS (v_i (c, dim))), 2));
+}
+
+/* ltorch.split: its own entry in run_rule (several outputs) */
+static void
+rule_ltorch_split (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_split (c, s);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Executor grad transforms (issue 18)                                                         */
+
+/* Whether cross-entropy is differentiated as Thunder's augmented forward/backward pairs
+ * (thunder/core/transforms.py: log_softmax -> ltorch.log_softmax_backward, nll_loss ->
+ * _nll_loss_helper + ltorch.nll_loss_backward).  Thunder uses them under every executor list;
+ * castscope only when torchcompile_xentropy, the executor that claims them, is in the list,
+ * so that other lists keep the written-out backward they had before (README, "Executors"). */
+static gboolean
+xentropy_rules (const GradCtx *c)
+{
+  return cs_policy_has_executor (c->policy, CS_EXECUTOR_TORCHCOMPILE_XENTROPY);
+}
+
+/* nll_loss's backward (thunder/core/transforms.py nll_loss_backward):
+ * ltorch.nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight), typed
+ * like g with a's shape; no gradient for target and weight. */
+static void
+vjp_nll_loss (GradCtx *c, const VjpRecord *r)
+{
+  CsStmt *s = r->stmt;
+  CsValue *av = arg (s, 0, "a"), *tv = arg (s, 1, "target"), *wv = arg (s, 2, "weight");
+  CsValue *iv = arg (s, 3, "ignore_index"), *rv = arg (s, 4, "reduction");
+  CsProxy *a = value_tensor (av), *out = cs_stmt_get_output (s), *g;
+
+  if (a == NULL || out == NULL || tv == NULL)
+    {
+      rule_fail (c, s, "bad nll_loss arguments");
+      return;
+    }
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
+    return;
+  g = grad_of (c, out);
+  if (g == NULL)
+    return;
+  put_grad (c, av, emit_typed (c, CS_OP_LTORCH_NLL_LOSS_BACKWARD, g->dtype, a->shape, a->rank,
+                               &g->device,
+                               ARGS (POS (v_p (c, g)), POS (av), POS (tv),
+                                     POS (wv ? wv : cs_value_new_none (c->a)),
+                                     POS (rv ? rv : cs_value_new_string (c->a, "mean")),
+                                     POS (iv ? iv : v_i (c, -100)),
+                                     POS (r->aux ? v_p (c, r->aux) : cs_value_new_none (c->a))), 7));
+}
+
+/* TRUE for the forward statements of the sdpa executor (records of its grad transform). */
+static gboolean
+is_sdpa_executor_forward (CsOpId id)
+{
+  return id == CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
+         || id == CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION;
+}
+
+/* The backward half of the sdpa executor's grad transform (sdpaex.py
+ * `_scaled_dot_product_attention_grad`): the gradient of the primal output goes into the
+ * executor's backward statement, whose outputs are put on query, key, value (and the mask). */
+static void
+vjp_sdpa_executor (GradCtx *c, CsStmt *s)
+{
+  const CsValue *o0 = (s->out && s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n > 0)
+                      ? s->out->u.seq.items[0] : NULL;
+  CsProxy *out = o0 && o0->kind == CS_VALUE_PROXY ? o0->u.proxy : NULL;
+  CsProxy *g, *grads[4];
+  CsStmt *bw;
+
+  if (out == NULL)
+    {
+      rule_fail (c, s, "expected the attention output first");
+      return;
+    }
+  if (!pmap_contains (c->grads, out) && !pmap_contains (c->outputs, out))
+    return;
+  g = grad_of (c, out);
+  if (g == NULL)
+    return;
+  bw = cs_executor_sdpa_backward (c->t, s, g, c->names_free_from, grads);
+  if (bw == NULL)
+    {
+      rule_fail (c, s, "not a statement of the sdpa executor");
+      return;
+    }
+  bw->backward = 1;
+  bw->why = c->why;
+  bw->origin = c->origin;
+  g_ptr_array_add (c->bw, bw);
+  for (guint i = 0; i < 3; i++)
+    put_grad (c, s->args[i].value, grads[i]);
+  if (grads[3] != NULL)
+    put_grad (c, s->args[3].value, grads[3]);
+}
+
 static void
 run_rule (GradCtx *c, const VjpRecord *r)
 {
@@ -2072,6 +2233,27 @@ run_rule (GradCtx *c, const VjpRecord *r)
       c->origin = s->origin ? s->origin : s->id;
       c->why = vjp_why (c, s);
       vjp_var_mean (c, s);
+      return;
+    }
+  if (r->rule == CS_OP_LTORCH_SPLIT)
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = vjp_why (c, s);
+      vjp_split (c, s);
+      return;
+    }
+  if (r->rule == CS_OP_LTORCH_NLL_LOSS)
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = vjp_why (c, s);
+      vjp_nll_loss (c, r);
+      return;
+    }
+  if (is_sdpa_executor_forward (r->rule))
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = "grad: the sdpa executor's grad transform (thunder/executors/sdpaex.py)";
+      vjp_sdpa_executor (c, s);
       return;
     }
   c->origin = s->origin ? s->origin : s->id;
@@ -2246,9 +2428,55 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
           g_ptr_array_add (c->fwd, s);
           continue;
         }
+      /* an executor's grad transform comes before the grad rules (Thunder's
+         _get_gradfn_and_executor walks the executor list first): the sdpa executor takes
+         scaled_dot_product_attention whole */
+      if (sem == CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION)
+        {
+          CsSdpaBackend be = cs_executor_sdpa_backend (s, c->policy);
+          if (be != CS_SDPA_NONE)
+            {
+              CsStmt *f;
+              VjpRecord r;
+
+              if (!outputs_typed (c, s, error))
+                return FALSE;
+              f = cs_executor_sdpa_forward (c->t, s, be, c->names_free_from);
+              r.rule = f->op->id;
+              r.stmt = f;
+              r.aux = NULL;
+              g_ptr_array_add (c->fwd, f);
+              g_array_append_val (c->records, r);
+              continue;
+            }
+        }
+      /* nll_loss's augmented forward (thunder/core/transforms.py nll_loss_aug_fwd): the
+         decomposition (_nll_loss_helper) is the forward, not differentiated; its total_weight
+         (the divisor of 'mean') is kept for ltorch.nll_loss_backward */
+      if (sem == CS_OP_LTORCH_NLL_LOSS && xentropy_rules (c))
+        {
+          VjpRecord r = { sem, s, NULL };
+          CsValue *red = arg (s, 4, "reduction");
+
+          if (!outputs_typed (c, s, error))
+            return FALSE;
+          g_ptr_array_set_size (subs, 0);
+          if (!decomposition (c, s, subs, error))
+            return FALSE;
+          for (guint i = 0; i < subs->len; i++)
+            g_ptr_array_add (c->fwd, subs->pdata[i]);
+          if (subs->len > 0 && (red == NULL || (red->kind == CS_VALUE_STRING
+                                                && g_strcmp0 (red->u.s, "mean") == 0)))
+            {
+              CsStmt *last = subs->pdata[subs->len - 1];
+              r.aux = value_tensor (arg (last, 1, "b"));
+            }
+          g_array_append_val (c->records, r);
+          continue;
+        }
       if (rule_exists (sem))
         {
-          VjpRecord r = { sem, s };
+          VjpRecord r = { sem, s, NULL };
           if (!outputs_typed (c, s, error))
             return FALSE;
           g_ptr_array_add (c->fwd, s);
@@ -2465,10 +2693,20 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
   for (guint i = 0; i < inputs->len; i++)
     {
       CsProxy *p = inputs->pdata[i];
+      if (spec != NULL && spec->module_rule && cs_grad_input_is_module_buffer (p->name))
+        continue;
       if (is_diff (p))
         pmap_insert (c->req, p, p);
     }
   return TRUE;
+}
+
+gboolean
+cs_grad_input_is_module_buffer (const char *name)
+{
+  g_return_val_if_fail (name != NULL, FALSE);
+  return g_str_has_prefix (name, "t_") && name[2] != '\0'
+         && !g_str_has_suffix (name, "_weight") && !g_str_has_suffix (name, "_bias");
 }
 
 /**

@@ -40,7 +40,24 @@ struct _CsGradSpec
   gboolean            none;      /* no input requires grad: the joint is the forward only */
   const CsPolicy     *policy;    /* policy for decomposing ops without a VJP rule
                                     (cs_decompose_stmt); NULL = Thunder's defaults */
+  gboolean            module_rule; /* with all_float: inputs that name a module buffer
+                                    (cs_grad_input_is_module_buffer()) get no gradient, as in
+                                    Thunder; the pipeline's default */
 };
+
+/**
+ * cs_grad_input_is_module_buffer:
+ * @name: an input name of a computation trace
+ *
+ * Thunder names a module's tensors `t_<module path>` with dots as underscores (thunder/core/
+ * module.py's parameter and buffer names through the interpreter's proxy naming): parameters
+ * end in `_weight` or `_bias` (`t_layers_0_attention_wq_weight`), buffers do not (`t_cos`,
+ * `t_sin`).  Buffers do not require grad, so Thunder gives them None in the backward.  A
+ * parameter named otherwise (a bare nn.Parameter attribute such as `t_cls_token`) reads as a
+ * buffer: pass --grad to override.
+ * Returns: TRUE when @name is `t_` + something that ends neither in `_weight` nor `_bias`
+ */
+gboolean cs_grad_input_is_module_buffer (const char *name);
 
 /**
  * cs_grad_joint:

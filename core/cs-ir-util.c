@@ -390,6 +390,13 @@ _cs_stmt_is_region (const CsStmt *stmt)
 }
 
 gboolean
+_cs_stmt_is_nvfusion (const CsStmt *stmt)
+{
+  return _cs_stmt_is_region (stmt)
+         && (stmt->callee == NULL || g_str_has_prefix (stmt->callee, "nvFusion"));
+}
+
+gboolean
 _cs_sub_needs_tags (const CsStmt *sub, const CsStmt *stmt)
 {
   return (sub->origin == 0 && stmt->origin != 0) || !sub->backward != !stmt->backward;

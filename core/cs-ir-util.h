@@ -253,6 +253,10 @@ void        _cs_sub_take_tags        (CsStmt *sub, const CsStmt *stmt);
 
 /* TRUE when @stmt is a region call (nvFusionK ...). */
 gboolean    _cs_stmt_is_region       (const CsStmt *stmt);
+/* TRUE for an nvFusion region call (the regions nvFuser's clean-ups - redundant casts, CSE
+ * inside regions, rematerialization - rework); FALSE for other executors' regions
+ * (TorchCompileK, CUDAGraphK) and every other statement. */
+gboolean    _cs_stmt_is_nvfusion     (const CsStmt *stmt);
 
 /* Drops from the trace every proxy no statement (at any level), parameter or default names:
  * sets the CsTrace.proxy_keep filter that lookups and listings apply.  The proxies stay in

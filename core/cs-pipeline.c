@@ -12,6 +12,7 @@
 #include "cs-cse.h"
 #include "cs-decompose.h"
 #include "cs-dellast.h"
+#include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-ir-util.h"
 #include "cs-grad.h"
@@ -156,7 +157,9 @@ pass_error (GError **error, const char *pass, const CsTrace *t)
 static CsTrace *
 decompose_pass (const CsTrace *in, const CsPolicy *policy, GError **error)
 {
-  g_autoptr(CsTrace) t = cs_decompose_trace (in, policy, error);
+  /* the operator executors' execution transforms first: what they claim is not decomposed */
+  g_autoptr(CsTrace) claimed = cs_executors_claim (in, policy);
+  g_autoptr(CsTrace) t = cs_decompose_trace (claimed, policy, error);
   g_autoptr(GPtrArray) out = NULL;
 
   if (t == NULL)
@@ -467,7 +470,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   else if (cur->name == NULL
            || (strcmp (cur->name, "prologue") != 0 && strcmp (cur->name, "epilogue") != 0))
   {
-    CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
+    CsGradSpec spec = { TRUE, NULL, FALSE, NULL, TRUE };
     if (grad)
       spec = *grad;
     spec.policy = policy;
@@ -505,7 +508,8 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   t0 = pass_clock_us ();
   /* remove_redundant_casts is part of the nvFuser pass: without fusion (the torch executor
    * alone) every cast stays, as in eager PyTorch */
-  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF)
+  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF
+      && cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER))
     cur = cs_cse_remove_redundant_casts (cur);
   else
     cur = cs_trace_derive (cur, "remove-redundant-casts");

@@ -50,8 +50,8 @@ typedef enum
  * cs_pipeline_run:
  * @initial: (transfer none): the trace as parsed (Thunder's first computation trace)
  * @policy: (nullable): the cast policy; NULL = Thunder's defaults
- * @grad: (nullable): which inputs get gradients; NULL = the grad pass's default (every
- *   floating-point tensor input), see cs-grad.h
+ * @grad: (nullable): which inputs get gradients; NULL = Thunder's rule: every floating-point
+ *   tensor input except module buffers (cs_grad_input_is_module_buffer()), see cs-grad.h
  * @error: return location for a #CS_PIPELINE_ERROR (or the failing pass's own domain)
  *
  * Runs every pass in order.  Units: none.  Errors: the first failing pass stops the pipeline;

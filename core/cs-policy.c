@@ -13,7 +13,9 @@ G_DEFINE_QUARK (cs-policy-error-quark, cs_policy_error)
 
 const char * const cs_policy_keys[] = {
   "matmul", "elementwise", "autocast", "fusion", "fuse-matmul", "fuse-linear",
-  "redundant-casts", "tf32", "grad-reduce", NULL,
+  "redundant-casts", "tf32", "grad-reduce",
+  "executors",   /* issue 18: the list-valued key (its own block below) */
+  NULL,
 };
 
 static const char * const matmul_values[] = { "native", "upcast-f32", NULL };
@@ -74,6 +76,114 @@ join_values (const char * const *values)
   return g_strjoinv (", ", (char **) values);
 }
 
+/* ---- executors (issue 18): a list-valued key, kept apart from the enum knobs ------------- */
+
+static const char * const executor_names[CS_N_EXECUTORS + 1] = {
+  [CS_EXECUTOR_CUDNN] = "cudnn",
+  [CS_EXECUTOR_SDPA] = "sdpa",
+  [CS_EXECUTOR_TORCHCOMPILE_XENTROPY] = "torchcompile_xentropy",
+  [CS_EXECUTOR_NVFUSER] = "nvfuser",
+  [CS_EXECUTOR_CUSTOM_OP] = "custom_op",
+  [CS_EXECUTOR_TORCH] = "torch",
+  [CS_EXECUTOR_PYTHON] = "python",
+  [CS_N_EXECUTORS] = NULL,
+};
+
+/* The lists the app offers (cs_policy_values): Thunder's default first, then castscope before
+ * executors (nvFuser and torch alone), Thunder's default without nvFuser (how the shared LLaMA
+ * traces were printed) and the torch executor alone.  Any other list is accepted too. */
+static const char * const executor_presets[] = {
+  CS_POLICY_DEFAULT_EXECUTORS,
+  "nvfuser,torch",
+  "sdpa,torchcompile_xentropy,custom_op,torch,python",
+  "torch",
+  NULL,
+};
+
+const char *
+cs_executor_name (CsExecutor ex)
+{
+  return (guint) ex < CS_N_EXECUTORS ? executor_names[ex] : NULL;
+}
+
+int
+cs_policy_executor_rank (const CsPolicy *policy, CsExecutor ex)
+{
+  g_return_val_if_fail (policy != NULL, -1);
+  for (guint i = 0; i < policy->n_executors && i < CS_N_EXECUTORS; i++)
+    if (policy->executors[i] == (guint8) ex)
+      return (int) i;
+  return -1;
+}
+
+gboolean
+cs_policy_has_executor (const CsPolicy *policy, CsExecutor ex)
+{
+  return cs_policy_executor_rank (policy, ex) >= 0;
+}
+
+/* Parses "a,b,c" (names of executor_names, spaces around commas allowed) into @policy's
+ * list; @policy is unchanged on error. */
+static gboolean
+set_executors (CsPolicy *policy, const char *value, GError **error)
+{
+  g_auto(GStrv) parts = g_strsplit (value, ",", -1);
+  guint8 list[CS_N_EXECUTORS];
+  guint n = 0;
+
+  for (guint i = 0; parts[i] != NULL; i++)
+    {
+      const char *name = g_strstrip (parts[i]);
+      int found = -1;
+
+      for (int e = 0; e < CS_N_EXECUTORS && found < 0; e++)
+        if (strcmp (executor_names[e], name) == 0)
+          found = e;
+      if (found < 0)
+        {
+          g_autofree char *names = join_values (executor_names);
+          g_set_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE,
+                       "unknown executor '%s' in policy key 'executors' (executors: %s; give "
+                       "them comma-separated in priority order, e.g. executors=%s)",
+                       name, names, CS_POLICY_DEFAULT_EXECUTORS);
+          return FALSE;
+        }
+      for (guint j = 0; j < n; j++)
+        if (list[j] == (guint8) found)
+          {
+            g_set_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE,
+                         "executor '%s' is listed twice in policy key 'executors'", name);
+            return FALSE;
+          }
+      list[n++] = (guint8) found;
+    }
+  if (n == 0 || (n == 1 && parts[0][0] == 0))
+    {
+      g_set_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE,
+                   "policy key 'executors' needs at least one executor (e.g. executors=%s)",
+                   CS_POLICY_DEFAULT_EXECUTORS);
+      return FALSE;
+    }
+  memcpy (policy->executors, list, n);
+  policy->n_executors = n;
+  return TRUE;
+}
+
+/* The list as the key spells it, interned (lives as long as the process). */
+static const char *
+get_executors (const CsPolicy *policy)
+{
+  GString *s = g_string_new (NULL);
+  const char *r;
+
+  for (guint i = 0; i < policy->n_executors && i < CS_N_EXECUTORS; i++)
+    g_string_append_printf (s, "%s%s", i ? "," : "",
+                            cs_executor_name ((CsExecutor) policy->executors[i]) ?: "?");
+  r = g_intern_string (s->str);
+  g_string_free (s, TRUE);
+  return r;
+}
+
 /**
  * cs_policy_init_default:
  * @policy: (out caller-allocates): the policy to fill
@@ -83,7 +193,9 @@ join_values (const char * const *values)
  * (`fusion_type` default of thunder.jit), fuse-matmul=off and fuse-linear=off
  * (`nv_enable_matmul`/`nv_enable_linear` default False), redundant-casts=remove
  * (nvFuser's `remove_redundant_casts`), tf32=off, grad-reduce=native (Thunder reduces a
- * gradient in its own dtype: thunder/distributed/prims.py synchronize_backward_rule).
+ * gradient in its own dtype: thunder/distributed/prims.py synchronize_backward_rule),
+ * executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python (Thunder's default
+ * executors, thunder/extend/__init__.py and thunder/__init__.py; cuDNN treated as not installed).
  */
 void
 cs_policy_init_default (CsPolicy *policy)
@@ -100,6 +212,7 @@ cs_policy_init_default (CsPolicy *policy)
   policy->redundant_casts = CS_REDUNDANT_CASTS_REMOVE;
   policy->allow_tf32 = FALSE;
   policy->grad_reduce = CS_GRAD_REDUCE_NATIVE;
+  set_executors (policy, CS_POLICY_DEFAULT_EXECUTORS, NULL);
 }
 
 /**
@@ -124,6 +237,8 @@ cs_policy_set (CsPolicy *policy, const char *key, const char *value, GError **er
   g_return_val_if_fail (key != NULL, FALSE);
   g_return_val_if_fail (value != NULL, FALSE);
 
+  if (strcmp (key, "executors") == 0)
+    return set_executors (policy, value, error);
   knob = find_knob (key);
   if (knob == NULL)
     {
@@ -196,8 +311,8 @@ cs_policy_parse_assignment (CsPolicy *policy, const char *assignment, GError **e
  * @policy: a policy
  * @key: one of #cs_policy_keys
  *
- * Returns: (transfer none): the value name of @key ("native", "on", ...), or NULL for an
- * unknown key
+ * Returns: (transfer none): the value name of @key ("native", "on", ...; for "executors" the
+ * list, comma-separated, as an interned string), or NULL for an unknown key
  */
 const char *
 cs_policy_get (const CsPolicy *policy, const char *key)
@@ -208,6 +323,8 @@ cs_policy_get (const CsPolicy *policy, const char *key)
   g_return_val_if_fail (policy != NULL, NULL);
   g_return_val_if_fail (key != NULL, NULL);
 
+  if (strcmp (key, "executors") == 0)
+    return get_executors (policy);
   knob = find_knob (key);
   if (knob == NULL)
     return NULL;
@@ -224,7 +341,8 @@ cs_policy_get (const CsPolicy *policy, const char *key)
  * @key: a policy key
  *
  * Returns: (transfer none): the accepted values of @key, NULL-terminated, the first being the
- * enum value 0; NULL for an unknown key
+ * enum value 0 (for "executors": the preset lists, the default first; any list of executor
+ * names is accepted); NULL for an unknown key
  */
 const char * const *
 cs_policy_values (const char *key)
@@ -232,6 +350,8 @@ cs_policy_values (const char *key)
   const PolicyKnob *knob;
 
   g_return_val_if_fail (key != NULL, NULL);
+  if (strcmp (key, "executors") == 0)
+    return executor_presets;
   knob = find_knob (key);
   return knob ? knob->values : NULL;
 }
@@ -241,9 +361,9 @@ cs_policy_values (const char *key)
  * @policy: a policy
  *
  * Returns: (transfer full): "matmul=native elementwise=f32 autocast=off fusion=consecutive
- * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off" (every key, in
- * #cs_policy_keys order; grad-reduce only when it is not native, so that the policy of a
- * trace without collectives reads as before the key existed)
+ * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off executors=sdpa,...,python"
+ * (every key, in #cs_policy_keys order; grad-reduce only when it is not native, so that the
+ * policy of a trace without collectives reads as before the key existed)
  */
 char *
 cs_policy_to_string (const CsPolicy *policy)
@@ -283,5 +403,7 @@ cs_policy_equal (const CsPolicy *a, const CsPolicy *b)
          && !a->fuse_linear == !b->fuse_linear
          && a->redundant_casts == b->redundant_casts
          && !a->allow_tf32 == !b->allow_tf32
-         && a->grad_reduce == b->grad_reduce;
+         && a->grad_reduce == b->grad_reduce
+         && a->n_executors == b->n_executors
+         && memcmp (a->executors, b->executors, MIN (a->n_executors, CS_N_EXECUTORS)) == 0;
 }

@@ -50,6 +50,28 @@ typedef enum
   CS_GRAD_REDUCE_F32,    /* "f32": converted to f32 before the collective, back after its wait */
   CS_GRAD_REDUCE_BF16,   /* "bf16": converted to bf16 before the collective, back after */
 } CsGradReduce;
+/* ---- executors (issue 18) ------------------------------------------------------------------ */
+
+/**
+ * CsExecutor:
+ *
+ * Thunder's executors castscope knows by name (thunder/extend/__init__.py registry names at
+ * 1e22aacb1).  Only sdpa, torchcompile_xentropy and nvfuser claim ops in castscope's passes;
+ * torch (and python) run whatever nobody claimed, as Thunder's always-executors do; cudnn is
+ * treated as not installed (it claims nothing, as in a Thunder without the cuDNN frontend) and
+ * custom_op claims nothing castscope parses.
+ */
+typedef enum
+{
+  CS_EXECUTOR_CUDNN,                 /* "cudnn": not installed: claims nothing */
+  CS_EXECUTOR_SDPA,                  /* "sdpa": thunder/executors/sdpaex.py */
+  CS_EXECUTOR_TORCHCOMPILE_XENTROPY, /* "torchcompile_xentropy": thunder/executors/torch_compile.py */
+  CS_EXECUTOR_NVFUSER,               /* "nvfuser": the nvFusion regions (cs-fuse.h) */
+  CS_EXECUTOR_CUSTOM_OP,             /* "custom_op": claims nothing castscope parses */
+  CS_EXECUTOR_TORCH,                 /* "torch": every op nobody else claimed */
+  CS_EXECUTOR_PYTHON,                /* "python": Python builtins (claims nothing tensor-valued) */
+  CS_N_EXECUTORS
+} CsExecutor;
 
 typedef struct
 {
@@ -62,13 +84,17 @@ typedef struct
   CsRedundantCasts     redundant_casts;  /* key "redundant-casts" */
   gboolean             allow_tf32;       /* key "tf32" (on/off): f32 matmuls may use TF32 (GPU only) */
   CsGradReduce         grad_reduce;      /* key "grad-reduce": the dtype DDP/FSDP reduce gradients in */
+  /* executors (issue 18): key "executors", a comma-separated list of CsExecutor names */
+  guint8               executors[CS_N_EXECUTORS]; /* CsExecutor ids in priority order, no
+                                                     repeats; n_executors of them are used */
+  guint                n_executors;      /* 1..CS_N_EXECUTORS */
 } CsPolicy;
 
 /** The policy keys, in display order (NULL-terminated). */
 extern const char * const cs_policy_keys[];
 
 /** Thunder's defaults: native, f32, off, consecutive, off, off, remove, tf32 off, grad-reduce
- *  native. */
+ *  native, executors sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python. */
 void      cs_policy_init_default (CsPolicy *policy);
 /**
  * cs_policy_set:
@@ -88,6 +114,26 @@ const char * const *cs_policy_values (const char *key);
  *  written only when it is not native (it matters to distributed traces alone). */
 char     *cs_policy_to_string    (const CsPolicy *policy);
 gboolean  cs_policy_equal        (const CsPolicy *a, const CsPolicy *b);
+
+/* ---- executors (issue 18) ---- */
+
+/** The default executor list as the key spells it (Thunder's default executors at 1e22aacb1,
+ *  cuDNN not installed): "sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python". */
+#define CS_POLICY_DEFAULT_EXECUTORS "sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python"
+
+/** cs_executor_name: Thunder's name of @ex ("sdpa", "nvfuser"); static; NULL out of range. */
+const char *cs_executor_name      (CsExecutor ex);
+/**
+ * cs_policy_executor_rank:
+ * @policy: a policy
+ * @ex: an executor
+ *
+ * Returns: the 0-based position of @ex in @policy's executor list (its priority: lower
+ * claims first, as Thunder walks its executor list), or -1 when the list lacks it
+ */
+int       cs_policy_executor_rank (const CsPolicy *policy, CsExecutor ex);
+/** cs_policy_has_executor: whether @ex is in @policy's executor list. */
+gboolean  cs_policy_has_executor  (const CsPolicy *policy, CsExecutor ex);
 
 #define CS_POLICY_ERROR (cs_policy_error_quark ())
 GQuark    cs_policy_error_quark  (void);

@@ -175,6 +175,8 @@ run_kind (const CsStmt *s)
     case CS_OP_PRIM_UNIFORM_PHILOX: case CS_OP_PRIM_MATMUL: case CS_OP_PRIM_LINEAR:
     case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+    case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
+    case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
     case CS_OP_PRIM_INDEX_ADD: case CS_OP_PRIM_SCATTER_ADD: case CS_OP_PRIM_SCATTER:
     case CS_OP_PRIM_EMBEDDING_BACKWARD:
       return RUN_KERNEL;
@@ -186,9 +188,6 @@ run_kind (const CsStmt *s)
     case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
       return s->n_subs ? RUN_SUBS : RUN_KERNEL;
     default:
-      if (s->n_subs == 0 && s->callee
-          && strcmp (s->callee, "sdpaex_grad_forward_scaled_dot_product_efficient_attention") == 0)
-        return RUN_KERNEL;
       if (sem->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (sem, CS_OP_TAG_PRIM))
         return RUN_KERNEL;
       return s->n_subs ? RUN_SUBS : RUN_NOTHING;
@@ -250,8 +249,10 @@ kernel_scratch (const Sim *sim, const CsStmt *s, double out_numel)
     case CS_OP_PRIM_ARGMIN:
       return 8.0 * MAX (out_numel, 1.0);
     case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
+    case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
       return 8.0 * extent (arg_proxy (s, 1, "key"), 1);
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+    case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
       /* P and dS, L x S each */
       return 2.0 * 8.0 * extent (arg_proxy (s, 1, "query"), 1) * extent (arg_proxy (s, 2, "key"), 1);
     case CS_OP_PRIM_EMBEDDING_BACKWARD:
@@ -264,9 +265,6 @@ kernel_scratch (const Sim *sim, const CsStmt *s, double out_numel)
                + 8.0 * rows;
       }
     default:
-      if (s->n_subs == 0 && s->callee
-          && strcmp (s->callee, "sdpaex_grad_forward_scaled_dot_product_efficient_attention") == 0)
-        return 8.0 * extent (arg_proxy (s, 1, "key"), 1);
       return 0;
     }
 }

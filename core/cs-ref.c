@@ -2478,7 +2478,7 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
   g_autoptr (Rv) k = arg_tensor (c, s, 1, "key");
   g_autoptr (Rv) v = arg_tensor (c, s, 2, "value");
   g_autoptr (Rv) mask = NULL;
-  int64_t nb, L, S, E, Ev, oshape[CS_MAX_DIMS];
+  int64_t nb, L, S, E, Ev, oshape[CS_MAX_DIMS], lstride;
   double dropout, causal, scale;
   gboolean f32;
   guint n_out = flash ? 9 : 4;
@@ -2517,12 +2517,26 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
   memcpy (oshape, q->shape, q->rank * sizeof (int64_t));
   oshape[q->rank - 1] = Ev;
   out = rv_new_tensor (c, s, q->dtype, oshape, q->rank);
-  lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, q->shape, q->rank - 1) : NULL;
+  {
+    /* logsumexp: [..., L], or as the trace types it (the executors pad L to a multiple of 16
+       or 32, sdpaex.py's meta; the padding stays 0) */
+    const CsValue *lt = s->out && (s->out->kind == CS_VALUE_TUPLE || s->out->kind == CS_VALUE_LIST)
+                        && s->out->u.seq.n > 1 ? s->out->u.seq.items[1] : NULL;
+    const CsProxy *lp = lt && lt->kind == CS_VALUE_PROXY ? lt->u.proxy : NULL;
+
+    if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank == q->rank - 1
+        && lp->shape[lp->rank - 1] >= L)
+      lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, lp->shape, lp->rank) : NULL;
+    else
+      lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, q->shape, q->rank - 1) : NULL;
+  }
   if (lse == NULL)
     {
       rv_unref (out);
       return NULL;
     }
+  memset (lse->data, 0, (gsize) MAX (lse->numel, 1) * sizeof (double));
+  lstride = lse->numel / MAX (nb, 1);
   f32 = use_f32 (c, q->dtype);
   row = g_new (double, MAX (S, 1));
   mem_take (rv_bytes (S));
@@ -2587,7 +2601,7 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
             out->data[(b * L + i) * Ev + e] = f32 ? (double) (float) ((float) acc / (float) l)
                                                   : acc / l;
           }
-        lse->data[b * L + i] = m + log (l);
+        lse->data[b * lstride + i] = m + log (l);
       }
   mem_give (rv_bytes (S));
   round_values (out->data, out->numel, out->dtype, c->mode);
@@ -2613,27 +2627,49 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
 
 /* Backward: sdpafx_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, out,
  * logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
- * philox_offset, scale=) -> (grad_q, grad_k, grad_v), as flash attention computes it from the
- * saved out and logsumexp: P = exp(scale q k^T - lse), D = rowsum(dO * out),
- * dV = P^T dO, dS = P * (dO v^T - D), dQ = scale dS k, dK = scale dS^T q. */
+ * philox_offset, scale=) -> (grad_q, grad_k, grad_v) and (!@flash)
+ * sdpaex_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, attn_mask, out,
+ * logsumexp, philox_seed, philox_offset, dropout_p, is_causal, scale=) -> (grad_q, grad_k,
+ * grad_v, grad_attn_mask or None), as the kernels compute them from the saved out and
+ * logsumexp: P = exp(scale q k^T + mask - lse), D = rowsum(dO * out), dV = P^T dO,
+ * dS = P * (dO v^T - D), dQ = scale dS k, dK = scale dS^T q, dmask = dS summed over the
+ * mask's broadcast dims. */
 static Rv *
-run_sdpa_backward (Ctx *c, const CsStmt *s)
+run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
 {
+  guint o_pos = flash ? 4 : 5;
   g_autoptr (Rv) go = arg_tensor (c, s, 0, "grad_out");
   g_autoptr (Rv) q = arg_tensor (c, s, 1, "query");
   g_autoptr (Rv) k = arg_tensor (c, s, 2, "key");
   g_autoptr (Rv) v = arg_tensor (c, s, 3, "value");
-  g_autoptr (Rv) o = arg_tensor (c, s, 4, "out");
-  g_autoptr (Rv) lse = arg_tensor (c, s, 5, "logsumexp");
+  g_autoptr (Rv) o = arg_tensor (c, s, o_pos, "out");
+  g_autoptr (Rv) lse = arg_tensor (c, s, o_pos + 1, "logsumexp");
+  g_autoptr (Rv) mask = NULL;
   int64_t nb, L, S, E, Ev, lstride;
   double dropout, causal, scale;
-  Rv *gq, *gk, *gv, *seq;
+  Rv *gq, *gk, *gv, *gm = NULL, *seq;
   g_autofree double *p = NULL;
   g_autofree double *ds = NULL;
 
   if (go == NULL || q == NULL || k == NULL || v == NULL || o == NULL || lse == NULL
       || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
     return NULL;
+  if (!flash)
+    {
+      const CsValue *mv = cs_stmt_get_arg (s, 4, "attn_mask");
+      if (mv && mv->kind != CS_VALUE_NONE)
+        {
+          mask = eval_value (c, s, mv);
+          if (mask == NULL)
+            return NULL;
+          if (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
+              || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S))
+            {
+              fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
+              return NULL;
+            }
+        }
+    }
   if (go->numel != nb * L * Ev || o->numel != nb * L * Ev || lse->kind != RV_TENSOR
       || lse->numel < nb * L)
     {
@@ -2641,9 +2677,9 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
       return NULL;
     }
   lstride = lse->numel / nb;
-  if (!sdpa_flag (c, s, 10, "dropout_p", 0.0, &dropout)
-      || !sdpa_flag (c, s, 11, "is_causal", 0.0, &causal)
-      || !sdpa_flag (c, s, 14, "scale", 1.0 / sqrt ((double) E), &scale))
+  if (!sdpa_flag (c, s, flash ? 10 : 9, "dropout_p", 0.0, &dropout)
+      || !sdpa_flag (c, s, flash ? 11 : 10, "is_causal", 0.0, &causal)
+      || !sdpa_flag (c, s, flash ? 14 : 11, "scale", 1.0 / sqrt ((double) E), &scale))
     return NULL;
   if (dropout != 0.0)
     {
@@ -2662,6 +2698,18 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
   memset (gq->data, 0, (gsize) MAX (gq->numel, 1) * sizeof (double));
   memset (gk->data, 0, (gsize) MAX (gk->numel, 1) * sizeof (double));
   memset (gv->data, 0, (gsize) MAX (gv->numel, 1) * sizeof (double));
+  if (mask != NULL && mask->dtype != CS_DTYPE_B8)
+    {
+      gm = rv_new_tensor (c, s, mask->dtype, mask->shape, mask->rank);
+      if (gm == NULL)
+        {
+          rv_unref (gq);
+          rv_unref (gk);
+          rv_unref (gv);
+          return NULL;
+        }
+      memset (gm->data, 0, (gsize) MAX (gm->numel, 1) * sizeof (double));
+    }
   p = g_new (double, MAX (L * S, 1));
   ds = g_new (double, MAX (L * S, 1));
   mem_take (2 * rv_bytes (L * S));
@@ -2691,13 +2739,26 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
               const double *vj = v->data + (b * S + j) * Ev;
               double sc = 0, dp = 0;
 
+              gint64 mi = 0;
+
               for (int64_t e = 0; e < E; e++)
                 sc += qi[e] * kj[e];
               sc *= scale;
-              p[i * S + j] = (causal != 0 && j > i) ? 0.0 : exp (sc - lse->data[b * lstride + i]);
+              if (mask)
+                {
+                  mi = mask->numel == S ? j : mask->numel == L * S ? i * S + j : (b * L + i) * S + j;
+                  if (mask->dtype == CS_DTYPE_B8)
+                    sc = mask->data[mi] != 0 ? sc : -INFINITY;
+                  else
+                    sc += mask->data[mi];
+                }
+              p[i * S + j] = (causal != 0 && j > i) || sc == -INFINITY
+                             ? 0.0 : exp (sc - lse->data[b * lstride + i]);
               for (int64_t e = 0; e < Ev; e++)
                 dp += doi[e] * vj[e];
               ds[i * S + j] = p[i * S + j] * (dp - d);
+              if (gm)
+                gm->data[mi] += ds[i * S + j];
             }
         }
       for (int64_t i = 0; i < L; i++)
@@ -2723,6 +2784,12 @@ run_sdpa_backward (Ctx *c, const CsStmt *s)
   g_ptr_array_add (seq->items, gq);
   g_ptr_array_add (seq->items, gk);
   g_ptr_array_add (seq->items, gv);
+  if (!flash)
+    {
+      if (gm != NULL)
+        round_values (gm->data, gm->numel, gm->dtype, c->mode);
+      g_ptr_array_add (seq->items, gm ? gm : rv_new_kind (RV_NONE));
+    }
   return seq;
 }
 
@@ -3281,7 +3348,13 @@ exec_call (Ctx *c, const CsStmt *s)
       v = run_sdpa_forward (c, s, TRUE);
       break;
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
-      v = run_sdpa_backward (c, s);
+      v = run_sdpa_backward (c, s, TRUE);
+      break;
+    case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
+      v = run_sdpa_forward (c, s, FALSE);
+      break;
+    case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+      v = run_sdpa_backward (c, s, FALSE);
       break;
     case CS_OP_PRIM_INDEX_ADD:
       v = run_index_add (c, s);
@@ -3309,12 +3382,6 @@ exec_call (Ctx *c, const CsStmt *s)
       if (sem->category == CS_OP_CAT_DISTRIBUTED)
         {
           v = run_dist (c, s, id);
-          break;
-        }
-      if (s->n_subs == 0 && s->callee
-          && strcmp (s->callee, "sdpaex_grad_forward_scaled_dot_product_efficient_attention") == 0)
-        {
-          v = run_sdpa_forward (c, s, FALSE);
           break;
         }
       if (sem->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (sem, CS_OP_TAG_PRIM))

@@ -2,6 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-stats.h"
+#include "cs-executors.h"
 #include "cs-ir-util.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
@@ -261,6 +262,9 @@ cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts)
 
       if (s->kind != CS_STMT_CALL)
         continue;
+      if (_cs_stmt_is_region (s) || s->op == NULL
+          || cs_op_semantic (s->op)->category != CS_OP_CAT_BOOKKEEPING)
+        st->by_executor[cs_executor_of_stmt (s)]++;
       if (any_dist && cs_dist_is_distributed (s->op) && !cs_dist_is_bucketing (s->op))
         {
           /* collectives are communication; wait, synchronize and the stash are not work */

@@ -11,6 +11,7 @@
 
 #include "cs-dist.h"
 #include "cs-ir.h"
+#include "cs-policy.h"
 
 G_BEGIN_DECLS
 
@@ -58,6 +59,10 @@ typedef struct
   double        comm_est_ms;      /* sum of their estimated times, milliseconds */
   guint         group_size;       /* n the estimate used (options, else cs_dist_group_size()) */
   double        bus_bytes_per_s;  /* the bus bandwidth the estimate used, bytes/s */
+  guint         by_executor[CS_N_EXECUTORS]; /* top-level statements each executor runs
+                                    (cs_executor_of_stmt()): regions for nvfuser and
+                                    torchcompile_xentropy, claimed calls for sdpa, every
+                                    other non-bookkeeping call for torch */
 } CsTraceStats;
 
 /** Options of cs_stats_compute_full(). */

@@ -13,6 +13,7 @@
 
 #include "cs-cuda-private.h"
 #include "cs-dist.h"
+#include "cs-executors.h"
 
 #include <math.h>
 #include <string.h>
@@ -568,6 +569,14 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
         g_ptr_array_add (tensors, o);
     }
 
+  /* the executors that claim ops before fusion (issue 18) have no CUDA path here yet */
+  if (cs_executor_of_stmt (st) == CS_EXECUTOR_SDPA)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
+                 "sdpa executor not supported on --device cuda yet; use executors=nvfuser,torch");
+  if (cs_executor_of_stmt (st) == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
+                 "torchcompile_xentropy executor not supported on --device cuda yet; use "
+                 "executors=nvfuser,torch");
   if (cs_op_is_fusion (st->op))
     {
       g_autoptr(GPtrArray) prims = g_ptr_array_new ();

@@ -430,12 +430,29 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
           v.a = 0.35;
           set_color (cr, &v);
         }
+      else if (c->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        cairo_set_source_rgb (cr, 0.996, 0.941, 0.875);
       else
         cairo_set_source_rgb (cr, 0.949, 0.949, 0.949);
       cairo_fill_preserve (cr);
-      cairo_set_source_rgb (cr, 0.5, 0.5, 0.5);
-      cairo_set_line_width (cr, 1.0);
-      cairo_stroke (cr);
+      if (c->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        {
+          /* another executor's region: its own colour, a dashed outline */
+          CsColor ex;
+          double dash[] = { 6.0, 3.0 };
+          hex_color (CS_PALETTE_HEX_EXEC_XENTROPY, &ex);
+          set_color (cr, &ex);
+          cairo_set_dash (cr, dash, 2, 0);
+          cairo_set_line_width (cr, 1.5);
+          cairo_stroke (cr);
+          cairo_set_dash (cr, NULL, 0, 0);
+        }
+      else
+        {
+          cairo_set_source_rgb (cr, 0.5, 0.5, 0.5);
+          cairo_set_line_width (cr, 1.0);
+          cairo_stroke (cr);
+        }
     }
   else
     {
@@ -711,6 +728,11 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
     case CS_LAYOUT_NODE_REGION:
       fill = (CsColor) { 0.93, 0.93, 0.93, 1 };
       stroke = (CsColor) { 0.5, 0.5, 0.5, 1 };
+      if (n->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        {
+          fill = (CsColor) { 0.996, 0.941, 0.875, 1 };
+          hex_color (CS_PALETTE_HEX_EXEC_XENTROPY, &stroke);
+        }
       lw = 1.5;
       bold = TRUE;
       break;
@@ -744,6 +766,12 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
         {
           hex_color (CS_PALETTE_HEX_TENSOR_CORE, &stroke);
           lw = 1.8;
+        }
+      else if (n->executor == CS_EXECUTOR_SDPA)
+        {
+          /* the sdpa executor's attention kernels: its colour, a heavy outline */
+          hex_color (CS_PALETTE_HEX_EXEC_SDPA, &stroke);
+          lw = 2.5;
         }
       break;
     }

@@ -14,6 +14,7 @@
 
 #include <pango/pangocairo.h>
 
+#include "cs-executors.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
 #include "cs-palette.h"
@@ -396,6 +397,7 @@ stmt_node (Builder *b, const CsStmt *s, gint cluster, guint32 top_id)
 
   n.stmt_id = s->id;
   n.top_stmt_id = top_id;
+  n.executor = cs_executor_of_stmt (s);
   n.name = g_strdup (s->callee ? s->callee : "?");
   n.cluster = cluster;
   n.expandable = s->n_subs > 0;
@@ -543,6 +545,7 @@ add_cluster (Builder *b, const CsStmt *s, gint parent)
   g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
 
   c.kind = cs_op_is_fusion (s->op) ? CS_LAYOUT_CLUSTER_REGION : CS_LAYOUT_CLUSTER_EXPANDED;
+  c.executor = cs_executor_of_stmt (s);
   c.stmt_id = s->id;
   c.parent = parent;
   c.group = -1;

@@ -18,6 +18,7 @@
 
 #include "cs-group.h"
 #include "cs-ir.h"
+#include "cs-policy.h"
 #include "cs-render-types.h"
 
 G_BEGIN_DECLS
@@ -98,6 +99,8 @@ typedef struct
   gboolean          has_dtype;   /* dtype below is meaningful */
   CsDtype           dtype;       /* CAST: target dtype; else the first output's / proxy's dtype */
   CsLayoutBadge     badge;       /* matmul / linear only */
+  CsExecutor        executor;    /* statement nodes: who runs the statement
+                                    (cs_executor_of_stmt()); 0 for INPUT / OUTPUT */
   gint              cluster;     /* innermost enclosing cluster index, -1 = none */
   gboolean          expandable;  /* has subsymbols: can be drawn expanded */
   gboolean          saved;       /* OUTPUT: returned as saved_for_backward (forward traces) */
@@ -166,6 +169,7 @@ typedef struct
   char             *title;       /* "nvFusion0" or the callee */
   char             *subtitle;    /* key stats: "5 ops · 1.0 KiB", or NULL */
   guint             n_stmts;     /* region members (prims) */
+  CsExecutor        executor;    /* REGION: NVFUSER or TORCHCOMPILE_XENTROPY; else TORCH */
   guint64           bytes;       /* bytes: region inputs + outputs (tensor numel x size) */
   gint              parent;      /* enclosing cluster index, -1 = top level */
   gint              group;       /* GROUP: its group index; else -1 */

@@ -57,5 +57,8 @@ void           cs_palette_to_hex          (const CsColor *color,
 #define CS_PALETTE_HEX_SELECTED    "#0072B2"   /* selection outline */
 #define CS_PALETTE_HEX_MOVED       "#56B4E9"   /* diff: statement moved into / out of a region */
 #define CS_PALETTE_HEX_FOUND       "#F0E442"   /* Find: halo around every match */
+/* Executors other than nvFuser (issue 18): their regions' and statements' outlines */
+#define CS_PALETTE_HEX_EXEC_XENTROPY "#B35806" /* torchcompile_xentropy: TorchCompile regions */
+#define CS_PALETTE_HEX_EXEC_SDPA     "#542788" /* sdpa: the attention statements */
 
 G_END_DECLS

@@ -815,7 +815,7 @@ test_inputs_unchanged (void)
           g_autoptr(CsTrace) fw = NULL, bw = NULL, fwd = NULL, bwd = NULL;
           g_autofree char *g0 = NULL, *d0 = NULL, *f0 = NULL, *x0 = NULL, *fw0 = NULL, *bw0 = NULL;
           g_autofree char *gtags = NULL, *gtags2 = NULL, *xtags = NULL, *xtags2 = NULL;
-          CsGradSpec spec = { TRUE, NULL, FALSE, NULL };
+          CsGradSpec spec = { TRUE, NULL, FALSE, NULL, TRUE };  /* the pipeline's default */
           CsPolicy p;
 
           if (sample_forward_only (samples[si]))

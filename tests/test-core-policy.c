@@ -21,6 +21,48 @@ test_defaults (void)
   g_assert_false (p.fuse_linear);
   g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_REMOVE);
   g_assert_false (p.allow_tf32);
+  /* Thunder's default executors (thunder/__init__.py at 1e22aacb1), cuDNN not installed */
+  g_assert_cmpuint (p.n_executors, ==, 6);
+  g_assert_cmpint (p.executors[0], ==, CS_EXECUTOR_SDPA);
+  g_assert_cmpint (p.executors[1], ==, CS_EXECUTOR_TORCHCOMPILE_XENTROPY);
+  g_assert_cmpint (p.executors[2], ==, CS_EXECUTOR_NVFUSER);
+  g_assert_cmpint (p.executors[3], ==, CS_EXECUTOR_CUSTOM_OP);
+  g_assert_cmpint (p.executors[4], ==, CS_EXECUTOR_TORCH);
+  g_assert_cmpint (p.executors[5], ==, CS_EXECUTOR_PYTHON);
+  g_assert_false (cs_policy_has_executor (&p, CS_EXECUTOR_CUDNN));
+  g_assert_cmpstr (cs_policy_get (&p, "executors"), ==,
+                   "sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python");
+}
+
+/* executors=: Thunder's names in priority order; errors name the bad executor */
+static void
+test_executors (void)
+{
+  CsPolicy p, before;
+  g_autoptr(GError) e1 = NULL;
+  g_autoptr(GError) e2 = NULL;
+  g_autoptr(GError) e3 = NULL;
+
+  cs_policy_init_default (&p);
+  g_assert_true (cs_policy_parse_assignment (&p, "executors=nvfuser, torch", NULL));
+  g_assert_cmpuint (p.n_executors, ==, 2);
+  g_assert_cmpint (cs_policy_executor_rank (&p, CS_EXECUTOR_NVFUSER), ==, 0);
+  g_assert_cmpint (cs_policy_executor_rank (&p, CS_EXECUTOR_TORCH), ==, 1);
+  g_assert_cmpint (cs_policy_executor_rank (&p, CS_EXECUTOR_SDPA), ==, -1);
+  g_assert_cmpstr (cs_policy_get (&p, "executors"), ==, "nvfuser,torch");
+  before = p;
+  g_assert_false (cs_policy_set (&p, "executors", "nvfuser,apex", &e1));
+  g_assert_error (e1, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE);
+  g_assert_nonnull (strstr (e1->message, "'apex'"));
+  g_assert_nonnull (strstr (e1->message, "torchcompile_xentropy"));
+  g_assert_false (cs_policy_set (&p, "executors", "torch,torch", &e2));
+  g_assert_nonnull (strstr (e2->message, "twice"));
+  g_assert_false (cs_policy_set (&p, "executors", "", &e3));
+  g_assert_error (e3, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE);
+  g_assert_true (cs_policy_equal (&p, &before));
+  /* order matters */
+  g_assert_true (cs_policy_set (&p, "executors", "torch,nvfuser", NULL));
+  g_assert_false (cs_policy_equal (&p, &before));
 }
 
 static void
@@ -85,7 +127,8 @@ test_roundtrip_string (void)
   g_assert_true (cs_policy_set (&p, "fusion", "off", NULL));
   s = cs_policy_to_string (&p);
   g_assert_cmpstr (s, ==, "matmul=upcast-f32 elementwise=f32 autocast=off fusion=off "
-                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off");
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off "
+                          "executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python");
   /* parsing the string back gives the same policy */
   cs_policy_init_default (&q);
   g_assert_false (cs_policy_equal (&p, &q));
@@ -111,7 +154,8 @@ test_grad_reduce_string (void)
   s = cs_policy_to_string (&p);
   g_assert_cmpstr (s, ==, "matmul=native elementwise=f32 autocast=off fusion=consecutive "
                           "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off "
-                          "grad-reduce=f32");
+                          "grad-reduce=f32 "
+                          "executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python");
   cs_policy_init_default (&q);
   g_assert_false (cs_policy_equal (&p, &q));
   parts = g_strsplit (s, " ", -1);
@@ -140,7 +184,9 @@ test_keys_values (void)
           g_assert_cmpstr (cs_policy_get (&p, cs_policy_keys[n]), ==, vals[v]);
         }
     }
-  g_assert_cmpuint (n, ==, 9);
+  /* matmul elementwise autocast fusion fuse-matmul fuse-linear redundant-casts tf32
+   * grad-reduce executors */
+  g_assert_cmpuint (n, ==, 10);
   g_assert_null (cs_policy_values ("nope"));
 }
 
@@ -154,5 +200,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/policy/roundtrip-string", test_roundtrip_string);
   g_test_add_func ("/core/policy/keys-values", test_keys_values);
   g_test_add_func ("/core/policy/grad-reduce-string", test_grad_reduce_string);
+  g_test_add_func ("/core/policy/executors", test_executors);
   return g_test_run ();
 }

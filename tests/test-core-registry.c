@@ -114,6 +114,9 @@ static const Example examples[] = {
   { CS_OP_DIST_SYNCHRONIZE, "def computation(x, w):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[4, 2]\"\n"
     "  t0 = " DP "synchronize(w, " PG ", _DistParallelType_REPLICATED_1)  # t0: \"cuda:0 f64[4, 2]\"\n"
     "  t1 = prims.matmul(x, t0)  # t1: \"cuda:0 f64[3, 2]\"\n  return (t1,)\n", NULL },
+  { CS_OP_LTORCH_SPLIT, X34 "  (t0, t1) = ltorch.split(x, [1, 3], 1)\n"
+    "  t2 = ltorch.sum(t1, 1, True, dtype=None)  # t2: \"cuda:0 f64[3, 1]\"\n"
+    "  t3 = prims.mul(t0, t2)  # t3: \"cuda:0 f64[3, 1]\"\n  return (t3,)\n", NULL },
   { CS_OP_LTORCH_EMBEDDING, "def computation(i, w):\n  # i: \"cuda:0 i64[2, 3]\"\n  # w: \"cuda:0 f64[4, 3]\"\n"
     "  t0 = ltorch.embedding(i, w, None, None, 2.0, False, False)  # t0: \"cuda:0 f64[2, 3, 3]\"\n"
     "  return (t0,)\n", "w" },

@@ -9,6 +9,12 @@
 #   goldens.sh check CLI           compare against tests/golden/SHA256SUMS; TAP, one subtest per
 #                                  input trace; a failure names the outputs that differ (the full
 #                                  goldens are in tests/golden/goldens.tar.xz)
+#   goldens.sh legacy CLI          the same under the executors castscope had before issue 18:
+#                                  every policy plus executors=nvfuser,torch and --grad all, the
+#                                  stats' new lines (the policy's executors=, regions_by_executor)
+#                                  left out, against SHA256SUMS.legacy (the goldens before issue
+#                                  18); the outputs listed in LEGACY-CHANGES must differ (each
+#                                  says why), every other one must be as it was
 #
 # The goldens were made by ea291c5 (the last round's landing).  A commit that changes one says
 # why, and regenerates SHA256SUMS and goldens.tar.xz with `make`.
@@ -43,6 +49,22 @@ inputs() {
 # golden CLI INPUT-PATH NAME OUTDIR: every output of one input into OUTDIR/NAME.<policy>.<cmd>.
 # The CLI runs in the input's folder on its bare file name, so `stats --json`'s "file" field
 # holds no machine path (the goldens are the same in every checkout).
+# $legacy set: every run also gets executors=nvfuser,torch and --grad all, and the stats lose
+# what issue 18 added to them (the policy's " executors=nvfuser,torch", "regions_by_executor")
+# and the lens' "removed_user_casts".
+legacy=
+# The stats JSON less its last member "removed_user_casts" (added by the precision lens after
+# the legacy goldens were made); the rest of the text is left byte for byte.
+drop_removed_user_casts() {
+  python3 -c '
+import sys
+t = sys.stdin.read()
+i = t.rfind(",\n  \"removed_user_casts\" : ")
+if i >= 0:
+    j = t.find("\n}\n", i)
+    t = t[:i] + t[j:]
+sys.stdout.write(t)'
+}
 golden() {
   local cli=$1 path=$2 name=$3 out=$4 p args kv x pn dir base
   dir=$(dirname "$path")
@@ -53,18 +75,25 @@ golden() {
       IFS=, read -ra kv <<< "$p"
       for x in "${kv[@]}"; do args+=(--policy "$x"); done
     fi
+    [ -n "$legacy" ] && args+=(--policy executors=nvfuser,torch --grad all)
     pn=${p//[=,]/_}
     { (cd "$dir" && "$cli" transform "$base" "${args[@]}" --all-passes 2>/dev/null); echo "rc=$?"; } \
       | sed 's/(took [0-9]* milliseconds)/(took N milliseconds)/' > "$out/$name.$pn.transform"
-    { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
-      > "$out/$name.$pn.stats"
+    if [ -n "$legacy" ]; then
+      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
+        | sed -e 's/ executors=nvfuser,torch"/"/' -e '/"regions_by_executor" : {/,/}/d' \
+        | drop_removed_user_casts > "$out/$name.$pn.stats"
+    else
+      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
+        > "$out/$name.$pn.stats"
+    fi
   done
 }
 
 cmd=${1:-}
 cli=${2:-}
 if [ -z "$cli" ] || [ ! -x "$cli" ]; then
-  echo "usage: goldens.sh make CLI OUTDIR | check CLI  (CLI: the built castscope-cli)" >&2
+  echo "usage: goldens.sh make CLI OUTDIR | check CLI | legacy CLI  (CLI: the built castscope-cli)" >&2
   exit 2
 fi
 cli=$(realpath "$cli")
@@ -80,6 +109,44 @@ case "$cmd" in
     (cd "$out" && sha256sum -- * > "$here/SHA256SUMS.new") && mv "$here/SHA256SUMS.new" "$here/SHA256SUMS"
     tar -cJf "$here/goldens.tar.xz" -C "$out" .
     echo "goldens: $(wc -l < "$here/SHA256SUMS") outputs in $out; SHA256SUMS and goldens.tar.xz written"
+    ;;
+  legacy)
+    # TAP, one subtest per input: its outputs under the pre-issue-18 executors as they were,
+    # except those LEGACY-CHANGES lists, which must differ
+    legacy=1
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    mapfile -t rows < <(inputs)
+    if [ ! -d "$shared" ]; then
+      rows=()
+      for f in "$root"/data/*.txt; do rows+=("$(printf 'data/%s\t%s' "$(basename "$f")" "$f")"); done
+      for f in "$root"/data/bench/*.txt; do rows+=("$(printf 'data-bench/%s\t%s' "$(basename "$f")" "$f")"); done
+    fi
+    changes=$(sed -n 's/^\([^ #][^ ]*\) .*/\1/p' "$here/LEGACY-CHANGES")
+    echo "1..${#rows[@]}"
+    i=0 failed=0
+    for row in "${rows[@]}"; do
+      IFS=$'\t' read -r rel path <<< "$row"
+      name=${rel//\//__}; name=${name%.txt}
+      i=$((i + 1))
+      golden "$cli" "$path" "$name" "$tmp"
+      want=$(grep "  $name\.[^.]*\.[a-z]*$" "$here/SHA256SUMS.legacy")
+      if [ -z "$want" ]; then
+        echo "ok $i - $rel # SKIP no legacy golden (an input added after issue 18)"
+        rm -f "$tmp"/*
+        continue
+      fi
+      bad=$(cd "$tmp" && sha256sum --quiet -c - <<< "$want" 2>&1 | sed -n 's/: FAILED.*//p' | sort)
+      expect=$(grep "^$name\.[^.]*\.[a-z]*$" <<< "$changes" | sort)
+      if [ "$bad" != "$expect" ]; then
+        echo "not ok $i - $rel: differs from its pre-issue-18 golden: [$(tr '\n' ' ' <<< "$bad")]; LEGACY-CHANGES expects [$(tr '\n' ' ' <<< "$expect")]"
+        failed=$((failed + 1))
+      else
+        echo "ok $i - $rel ($(wc -l <<< "$want") outputs as before$([ -n "$expect" ] && echo ", $(wc -l <<< "$expect") changed as LEGACY-CHANGES says"))"
+      fi
+      rm -f "$tmp"/*
+    done
+    [ "$failed" -eq 0 ]
     ;;
   check)
     tmp=$(mktemp -d)
@@ -121,7 +188,7 @@ case "$cmd" in
     [ "$failed" -eq 0 ]
     ;;
   *)
-    echo "usage: goldens.sh make CLI OUTDIR | check CLI" >&2
+    echo "usage: goldens.sh make CLI OUTDIR | check CLI | legacy CLI" >&2
     exit 2
     ;;
 esac
