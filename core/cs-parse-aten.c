@@ -8,7 +8,7 @@
  *    ===== Forward graph 0 =====
  *    /path/_lazy_graph_module.py class GraphModule(torch.nn.Module):
  *       def forward(self, primals_1: "bf16[8, 16][16, 1]cuda:0", primals_2: "bf16[16, 32][32, 1]cuda:0"):
- *            # File: /tmp/f.py:5 in f, code: return a @ w
+ *            # File: f.py:5 in f, code: return a @ w
  *           mm: "bf16[8, 32][32, 1]cuda:0" = torch.ops.aten.mm.default(primals_1, primals_2)
  *           return (mm, primals_1, primals_2)
  *
