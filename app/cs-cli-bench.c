@@ -107,13 +107,7 @@ cs_cli_cmd_bench (int argc, char **argv)
           }
         /* the GPU executor has no sdpa or xentropy kernels yet: unless --policy names the
            executors, bench runs the list it can run (nvFuser regions and torch) */
-        {
-          gboolean named = FALSE;
-          for (guint k = 0; policies && policies[k]; k++)
-            named |= strstr (policies[k], "executors=") != NULL;
-          if (!named)
-            cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
-        }
+        cs_cli_policy_gpu_executors (policies, &policy);
         cs_cli_progress_set_now (progress, "bench %u of %u: %s [%s]: reading and running the "
                                  "passes", run_no, n_runs, path, pol ? "upcast-f32" : "default");
         if (!cs_cli_cuda_load_step (path, &policy, &fwd, &bwd, &error))

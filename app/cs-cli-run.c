@@ -786,18 +786,9 @@ cs_cli_cmd_run (int argc, char **argv)
       cs_cli_error ("run: %s", error->message);
       return CS_CLI_EXIT_USAGE;
     }
-  /* The GPU executor has no sdpa or TorchCompile (cross-entropy) kernels yet: unless --policy
-   * names the executors, --device cuda runs the list it can run (nvFuser regions and torch),
-   * as bench does (README, Executors). */
+  /* --device cuda runs the executors the GPU executor has kernels for (README, Executors) */
   if (device && strcmp (device, "cuda") == 0)
-    {
-      gboolean named = FALSE;
-
-      for (guint k = 0; policy_args && policy_args[k]; k++)
-        named |= strstr (policy_args[k], "executors=") != NULL;
-      if (!named)
-        cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
-    }
+    cs_cli_policy_gpu_executors (policy_args, &policy);
 #if !CS_HAVE_JSON
   if (json)
     {
