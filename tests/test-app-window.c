@@ -632,7 +632,14 @@ test_run_cancel (Fixture *fx, gconstpointer data)
   g_assert_true (spin_until (no_job, fx->win, WAIT_TIMEOUT_S * 1000));
   ms = (g_get_monotonic_time () - t0) / 1000.0;
   g_test_message ("run stopped %.0f ms after Cancel", ms);
+#ifdef __SANITIZE_ADDRESS__
+  /* AddressSanitizer slows the reference's loops between two cancel checks several times
+     over (1138 ms seen on a loaded 2-core machine): here the bound only guards against a
+     Cancel that does not stop the run; the normal build holds the one second */
+  g_assert_cmpfloat (ms, <, 5000);
+#else
   g_assert_cmpfloat (ms, <, 1000);
+#endif
   g_assert_cmpstr (gtk_progress_bar_get_text (fx->win->run_progress), ==, "Run cancelled");
   g_assert_cmpstr (gtk_label_get_text (fx->win->status_message), ==, "Run cancelled");
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_cancel_button)));
