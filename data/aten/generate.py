@@ -9,7 +9,12 @@ what TORCH_LOGS=aot_graphs printed (the AOT forward and backward graphs) to
 OUT/<case>_<mode>.txt, with the generating source in the file's header.
 
     python3 data/aten/generate.py --out OUT [--cases seed_foo,gpt_block] [--modes bf16,autocast]
-                                  [--backend inductor|aot_eager]
+                                  [--backend inductor|aot_eager] [--inductor DIR] [--profile DIR]
+
+With --inductor, Inductor's generated code (TORCH_LOGS=output_code: the kernels each graph
+runs, with the FX nodes each kernel fuses) goes to DIR/<case>_<mode>.output_code; with --profile,
+torch.profiler's record of one more step (its matmul ops with their input dtypes, and the
+number of CUDA kernels) to DIR/<case>_<mode>.json.
 
 Each case compiles in a child process of its own (TORCH_LOGS is read at import) with the
 compile caches off, so every graph is traced and logged afresh.  The shapes are castscope's
@@ -165,22 +170,100 @@ def child(case, mode, backend):
         out = compiled(*inputs)
     out.float().sum().backward()
     torch.cuda.synchronize()
+    if os.environ.get('CS_PROFILE_OUT'):
+        profile(compiled, inputs, mode, os.environ['CS_PROFILE_OUT'])
     print('ok %s %s %s' % (case, mode, str(out.dtype)), flush=True)
+
+
+# The aten ops whose profiler records say how many matmuls ran and in which dtypes.
+MATMUL_OPS = ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::matmul',
+              'aten::linear', 'aten::_scaled_dot_product_flash_attention',
+              'aten::_scaled_dot_product_efficient_attention',
+              'aten::_scaled_dot_product_cudnn_attention',
+              'aten::_scaled_dot_product_flash_attention_backward',
+              'aten::_scaled_dot_product_efficient_attention_backward',
+              'aten::_scaled_dot_product_cudnn_attention_backward')
+
+
+def profile(compiled, inputs, mode, path):
+    """Run one more forward and backward of @compiled under torch.profiler (record_shapes) and
+    write to @path, as JSON, every matmul-like aten op it recorded (name, input dims and input
+    types, in order) and the number of CUDA kernels launched: PyTorch's own count of what the
+    compiled graphs ran, for castscope's stats to be held against."""
+    import json
+    import torch
+    from torch.profiler import ProfilerActivity, profile as tprofile
+    for t in inputs:
+        if t.grad is not None:
+            t.grad = None
+    with tprofile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        with torch.autocast('cuda', dtype=torch.bfloat16, enabled=(mode == 'autocast')):
+            out = compiled(*inputs)
+        out.float().sum().backward()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix='.json') as tmp:
+        prof.export_chrome_trace(tmp.name)
+        with open(tmp.name) as f:
+            events = json.load(f).get('traceEvents', [])
+    ops, kernels = [], 0
+    for e in sorted(events, key=lambda e: e.get('ts', 0)):
+        if e.get('cat') == 'kernel':
+            kernels += 1
+        elif e.get('cat') == 'cpu_op' and e.get('name') in MATMUL_OPS:
+            a = e.get('args', {})
+            ops.append({'name': e['name'], 'input_dims': a.get('Input Dims'),
+                        'input_types': a.get('Input type')})
+    with open(path, 'w') as f:
+        json.dump({'torch': torch.__version__, 'cuda_kernels': kernels, 'matmul_ops': ops}, f,
+                  indent=1)
 
 
 # A glog-style prefix: `I0101 12:34:56.789000 1234 path/file.py:56] `
 PREFIX = re.compile(r'^[IWEDVC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ')
 
 
-def aot_records(stderr):
-    """The [__aot_graphs] log records of @stderr (a record runs to the next prefixed line)."""
+def log_records(stderr, tag):
+    """The [@tag] log records of @stderr (a record runs to the next prefixed line)."""
     out, keep = [], False
     for line in stderr.splitlines():
         if PREFIX.match(line):
-            keep = '[__aot_graphs]' in line
+            keep = '[%s]' % tag in line
         if keep:
             out.append(line)
     return out
+
+
+def shorten_paths(text):
+    """@text with machine paths shortened: site-packages and the checkout to relative paths,
+    Inductor's per-run cache directories to `<cache>/`."""
+    text = re.sub(r'/\S*?/site-packages/', '', text)
+    text = text.replace(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                        + os.sep, '')
+    return re.sub(r'/tmp/tmp\w+/(tmp\w+/)?', '<cache>/', text)
+
+
+def elide_kernel_bodies(lines):
+    """The output_code records @lines without the Triton source of each kernel (the text between
+    `async_compile.triton('name', '''` and `''', device_str=...`): castscope reads only which
+    kernels the wrapper's `call` runs and the source-node comments above each."""
+    out, inside = [], False
+    for line in lines:
+        if inside:
+            if "''', device_str=" in line:
+                inside = False
+                out.append(line)
+            continue
+        out.append(line)
+        if 'async_compile.triton(' in line and line.rstrip().endswith("'''"):
+            inside = True
+            out.append(line.split('[__output_code]')[0]
+                       + "[__output_code]     # (the kernel's Triton source is elided in castscope's copy)")
+    return out
+
+
+def aot_records(stderr):
+    """The [__aot_graphs] log records of @stderr."""
+    return log_records(stderr, '__aot_graphs')
 
 
 def header(case, mode, backend, torch_version, device_name):
@@ -190,7 +273,7 @@ def header(case, mode, backend, torch_version, device_name):
         '(TORCH_LOGS=aot_graphs) for %s, %s; PyTorch %s, backend %s, on %s.' % (
             case, MODES[mode], torch_version, backend, device_name),
         'Generated by data/aten/generate.py (python3 data/aten/generate.py --cases %s --modes %s'
-        ' --backend %s); the log records follow unchanged.' % (case, mode, backend),
+        ' --backend %s); the log records follow, machine paths shortened.' % (case, mode, backend),
         '',
         'source:',
     ]
@@ -208,6 +291,12 @@ def main():
     ap.add_argument('--cases', default=','.join(CASES))
     ap.add_argument('--modes', default=','.join(MODES))
     ap.add_argument('--backend', default='inductor')
+    ap.add_argument('--inductor', metavar='DIR',
+                    help='also log TORCH_LOGS=output_code and write Inductor\'s generated code '
+                         '(its kernels and their source-node comments) to DIR/<case>_<mode>.output_code')
+    ap.add_argument('--profile', metavar='DIR',
+                    help='also write the profiler\'s matmul ops and kernel count of one more '
+                         'step to DIR/<case>_<mode>.json')
     ap.add_argument('--child', nargs=3, metavar=('CASE', 'MODE', 'BACKEND'), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -232,6 +321,11 @@ def main():
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, TORCH_LOGS='aot_graphs', TORCHINDUCTOR_FORCE_DISABLE_CACHES='1',
                            TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, 'triton'))
+                if args.inductor:
+                    env['TORCH_LOGS'] = 'aot_graphs,output_code'
+                if args.profile:
+                    os.makedirs(args.profile, exist_ok=True)
+                    env['CS_PROFILE_OUT'] = os.path.join(args.profile, '%s_%s.json' % (case, mode))
                 r = subprocess.run([sys.executable, os.path.abspath(__file__), '--child', case, mode,
                                     args.backend], env=env, capture_output=True, text=True)
             records = aot_records(r.stderr)
@@ -242,7 +336,18 @@ def main():
                 continue
             with open(path, 'w') as f:
                 f.write(header(case, mode, args.backend, torch_version, device_name))
-                f.write('\n'.join(records) + '\n')
+                f.write(shorten_paths('\n'.join(records)) + '\n')
+            if args.inductor:
+                os.makedirs(args.inductor, exist_ok=True)
+                code = elide_kernel_bodies(log_records(r.stderr, '__output_code'))
+                with open(os.path.join(args.inductor, '%s_%s.output_code' % (case, mode)), 'w') as f:
+                    f.write(header(case, mode, args.backend, torch_version, device_name)
+                            .replace('AOT forward and backward graphs', 'generated code', 1)
+                            .replace('(TORCH_LOGS=aot_graphs)', '(TORCH_LOGS=output_code)', 1)
+                            .replace(' --backend %s); the log records follow, machine paths shortened.' % args.backend,
+                                     ' --backend %s --inductor DIR); the log records follow, the'
+                                     ' Triton kernel bodies elided.' % args.backend, 1))
+                    f.write(shorten_paths('\n'.join(code)) + '\n')
             n = sum('TRACED GRAPH' in l for l in records)
             print('%s: %d graphs, %s' % (path, n, r.stdout.strip()))
     return 1 if failed else 0
