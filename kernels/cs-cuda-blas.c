@@ -11,6 +11,7 @@
 
 #include "cs-cuda-private.h"
 
+#include <stdio.h>
 #include <string.h>
 
 struct _CsCudaGemm
@@ -33,6 +34,8 @@ struct _CsCudaGemm
   cublasLtMatrixLayout_t  la, lb, ld;
   cublasLtMatmulAlgo_t    algo;
   gboolean                planned;
+  gboolean                borrowed; /* op, la, lb, ld belong to an identical GEMM of the same
+                                       program (cs_cuda_gemm_plan's @plans); not destroyed here */
 };
 
 static cudaDataType_t
@@ -223,10 +226,119 @@ out:
 
 #define CS_GEMM_TOP_K 8   /* algorithms asked of the heuristic and timed */
 
-/* Autotuning results, shared by the programs of this process: a key naming the problem (shape,
- * layouts, types, epilogue) -> the fastest algorithm measured. */
-static GHashTable *tuned;                 /* char* -> cublasLtMatmulAlgo_t* */
+/* Autotuning results, shared by the programs of this process and kept on disk: a key naming the
+ * problem (shape, layouts, types, epilogue) -> the fastest algorithm measured. */
+static char *gemm_key (CsCudaGemm *g);
+
+static GHashTable *tuned;                 /* char* -> cublasLtMatmulAlgo_t*; guarded by `tuned` */
+static char       *tuned_path;            /* the disk copy for this device and cuBLASLt, or NULL */
 G_LOCK_DEFINE_STATIC (tuned);
+
+/* The file that keeps this device's tuned algorithms: one per compute capability, SM count and
+ * cuBLASLt version, since an algorithm is valid only for the cuBLASLt that produced it (the
+ * cuBLASLt docs: cublasLtMatmulAlgo_t "can be trivially serialized and later restored for use
+ * with the same version of cuBLAS library").  NULL when CASTSCOPE_NO_CACHE=1. */
+static char *
+tuned_file (CsCudaProgram *p)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *name = NULL;
+
+  if (g_strcmp0 (g_getenv ("CASTSCOPE_NO_CACHE"), "1") == 0)
+    return NULL;
+  dir = cs_cuda_jit_cache_dir ();
+  name = g_strdup_printf ("gemm-algos-sm%d%d-%dsm-cublaslt%zu.tsv", p->cc_major, p->cc_minor,
+                          p->n_sms, cublasLtGetVersion ());
+  return g_build_filename (dir, name, NULL);
+}
+
+/* Creates the table on first use and fills it from the disk copy: lines `KEY<TAB>HEX`, HEX the
+ * algorithm's bytes; a line that does not read as one (a torn write) is skipped.  Call with the
+ * lock held. */
+static void
+tuned_load_locked (CsCudaProgram *p)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  if (tuned != NULL)
+    return;
+  tuned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  tuned_path = tuned_file (p);
+  if (tuned_path == NULL || !g_file_get_contents (tuned_path, &text, NULL, NULL))
+    return;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const char *tab = strchr (lines[i], '\t');
+      cublasLtMatmulAlgo_t algo;
+      guchar *bytes = (guchar *) &algo;
+      gboolean good = tab != NULL && strlen (tab + 1) == 2 * sizeof algo;
+
+      for (gsize k = 0; good && k < sizeof algo; k++)
+        {
+          int hi = g_ascii_xdigit_value (tab[1 + 2 * k]), lo = g_ascii_xdigit_value (tab[2 + 2 * k]);
+
+          good = hi >= 0 && lo >= 0;
+          bytes[k] = (guchar) (hi * 16 + lo);
+        }
+      if (good)
+        g_hash_table_replace (tuned, g_strndup (lines[i], (gsize) (tab - lines[i])),
+                              g_memdup2 (&algo, sizeof algo));
+    }
+}
+
+/* Appends KEY's algorithm to the disk copy (one write of one line; a failed write only means
+ * the next process tunes again). */
+static void
+tuned_append (const char *key, const cublasLtMatmulAlgo_t *algo)
+{
+  g_autoptr(GString) line = g_string_new (key);
+  g_autofree char *dir = NULL;
+  const guchar *bytes = (const guchar *) algo;
+  FILE *f;
+
+  if (tuned_path == NULL)
+    return;
+  g_string_append_c (line, '\t');
+  for (gsize k = 0; k < sizeof *algo; k++)
+    g_string_append_printf (line, "%02x", bytes[k]);
+  g_string_append_c (line, '\n');
+  dir = g_path_get_dirname (tuned_path);
+  if (g_mkdir_with_parents (dir, 0755) != 0 || (f = fopen (tuned_path, "a")) == NULL)
+    return;
+  fwrite (line->str, 1, line->len, f);
+  fclose (f);
+}
+
+/* The algorithm already tuned for @g's problem (this process or an earlier one), checked with
+ * cublasLtMatmulAlgoCheck against @g's descriptors; FALSE when there is none or it no longer
+ * applies. */
+static gboolean
+tuned_lookup (CsCudaProgram *p, CsCudaGemm *g)
+{
+  g_autofree char *key = gemm_key (g);
+  cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulHeuristicResult_t check;
+  gboolean hit;
+
+  G_LOCK (tuned);
+  tuned_load_locked (p);
+  {
+    cublasLtMatmulAlgo_t *a = g_hash_table_lookup (tuned, key);
+
+    hit = a != NULL;
+    if (hit)
+      algo = *a;
+  }
+  G_UNLOCK (tuned);
+  if (!hit || cublasLtMatmulAlgoCheck (p->lt, g->op, g->la, g->lb, g->ld, g->ld, &algo, &check)
+                 != CUBLAS_STATUS_SUCCESS
+      || check.workspaceSize > p->workspace_bytes)
+    return FALSE;
+  g->algo = algo;
+  return TRUE;
+}
 
 static char *
 gemm_key (CsCudaGemm *g)
@@ -253,14 +365,8 @@ gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const cublasLtMatmulHeuristicRes
   cublasLtMatmulAlgo_t *hit;
 
   G_LOCK (tuned);
-  if (tuned == NULL)
-    tuned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  hit = g_hash_table_lookup (tuned, key);
-  if (hit)
-    g->algo = *hit;
+  tuned_load_locked (p);
   G_UNLOCK (tuned);
-  if (hit)
-    return TRUE;
 
   CS_CU_CHECK (cudaEventCreate (&e0), error);
   CS_CU_CHECK (cudaEventCreate (&e1), error);
@@ -298,6 +404,8 @@ gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const cublasLtMatmulHeuristicRes
   hit = g_hash_table_lookup (tuned, key);
   g->algo = hit ? *hit : heur[0].algo;
   G_UNLOCK (tuned);
+  if (hit)
+    tuned_append (key, &g->algo);
   ok = TRUE;
 out:
   if (e0)
@@ -311,12 +419,17 @@ out:
  * cs_cuda_gemm_plan:
  *
  * Creates the descriptors, asks the heuristic for its top algorithms and keeps the fastest on
- * this device (timed once per problem and process; CASTSCOPE_GEMM_AUTOTUNE=0 keeps the
- * heuristic's first, reference/gpu-executor.md 2.2); done once per program, before any run or
- * graph capture.
+ * this device (reference/gpu-executor.md 2.2); done once per program, before any run or graph
+ * capture.  A problem is timed once per device and cuBLASLt version: the winner is kept in the
+ * process and in the disk cache (cs_cuda_jit_cache_dir, `gemm-algos-*.tsv`), and a problem
+ * found there is only checked (cublasLtMatmulAlgoCheck) instead of queried and timed.
+ * CASTSCOPE_GEMM_AUTOTUNE=0 keeps the heuristic's first choice and bypasses the table;
+ * CASTSCOPE_NO_CACHE=1 keeps the table in memory only.  @plans (may be NULL): gemm_key ->
+ * CsCudaGemm of the GEMMs this program planned so far; a GEMM without bias whose problem is
+ * there borrows that one's descriptors and algorithm, and a new one is added.
  */
 gboolean
-cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
+cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans, GError **error)
 {
   cudaDataType_t t = cuda_type (g->dtype);
   cublasComputeType_t ct;
@@ -326,6 +439,30 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
   int n_found = 0;
   gboolean ok = FALSE;
   uint64_t ws = p->workspace_bytes;
+  gboolean autotune = g_strcmp0 (g_getenv ("CASTSCOPE_GEMM_AUTOTUNE"), "0") != 0;
+  g_autofree char *key = NULL;
+
+  /* The same problem planned before in this program (identical layers): share its descriptors
+   * and algorithm.  A bias epilogue holds its bias pointer in the descriptor, so it is not
+   * shared. */
+  if (plans != NULL && g->slot_bias < 0)
+    {
+      CsCudaGemm *same;
+
+      key = gemm_key (g);
+      same = g_hash_table_lookup (plans, key);
+      if (same != NULL)
+        {
+          g->op = same->op;
+          g->la = same->la;
+          g->lb = same->lb;
+          g->ld = same->ld;
+          g->algo = same->algo;
+          g->borrowed = TRUE;
+          g->planned = TRUE;
+          return TRUE;
+        }
+    }
 
   if (g->dtype == CS_DTYPE_F64)
     {
@@ -362,6 +499,15 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
       || !set_batch (g->ld, g->batch, g->stride_d, error))
     goto out;
 
+  /* A problem tuned before (an identical layer, or an earlier run on this device) needs no
+   * heuristic query and no timing. */
+  if (autotune && tuned_lookup (p, g))
+    {
+      g->planned = TRUE;
+      ok = TRUE;
+      goto out;
+    }
+
   CS_CUBLAS_CHECK (cublasLtMatmulPreferenceCreate (&pref), error);
   CS_CUBLAS_CHECK (cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &ws, sizeof ws), error);
@@ -374,12 +520,13 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GError **error)
       goto out;
     }
   g->algo = heur[0].algo;
-  if (n_found > 1 && g_strcmp0 (g_getenv ("CASTSCOPE_GEMM_AUTOTUNE"), "0") != 0
-      && !gemm_autotune (p, g, heur, n_found, error))
+  if (n_found > 1 && autotune && !gemm_autotune (p, g, heur, n_found, error))
     goto out;
   g->planned = TRUE;
   ok = TRUE;
 out:
+  if (ok && key != NULL)
+    g_hash_table_insert (plans, g_steal_pointer (&key), g);
   if (pref)
     cublasLtMatmulPreferenceDestroy (pref);
   return ok;
@@ -413,6 +560,11 @@ cs_cuda_gemm_free (CsCudaGemm *g)
 {
   if (g == NULL)
     return;
+  if (g->borrowed)
+    {
+      g_free (g);
+      return;
+    }
   if (g->la)
     cublasLtMatrixLayoutDestroy (g->la);
   if (g->lb)

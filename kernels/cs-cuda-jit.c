@@ -55,8 +55,15 @@ cs_cuda_jit_preamble (void)
   return preamble;
 }
 
-static char *
-cache_dir (void)
+/**
+ * cs_cuda_jit_cache_dir:
+ *
+ * The executor's disk cache: $CASTSCOPE_CACHE_DIR, else ~/.cache/castscope/kernels.  Holds the
+ * CUBINs (cs_cuda_jit_compile) and the tuned cuBLASLt algorithms (cs-cuda-blas.c).
+ * Returns: (transfer full): the directory, which may not exist yet
+ */
+char *
+cs_cuda_jit_cache_dir (void)
 {
   const char *env = g_getenv ("CASTSCOPE_CACHE_DIR");
 
@@ -87,7 +94,7 @@ cs_cuda_jit_compile (const char *source, int cc_major, int cc_minor, GBytes **cu
   const char *opts[] = { arch, "-std=c++17", "-DNDEBUG", "--fmad=true", "-default-device" };
   g_autoptr(GString) full = g_string_new (preamble);
   g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
-  g_autofree char *dir = cache_dir ();
+  g_autofree char *dir = cs_cuda_jit_cache_dir ();
   g_autofree char *path = NULL;
   gboolean use_cache = g_strcmp0 (g_getenv ("CASTSCOPE_NO_CACHE"), "1") != 0;
   nvrtcProgram prog = NULL;

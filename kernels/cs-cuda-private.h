@@ -173,7 +173,14 @@ struct _CsCudaProgram
   void          *workspace;      /* cuBLASLt workspace */
   gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
   cudaGraphExec_t graph;         /* instantiated whole-step graph, or NULL */
-  double         compile_ms;     /* program build time */
+  double         compile_ms;     /* program build time, ms (the phases below summed) */
+  double         device_ms;      /* device selection and context creation, ms */
+  double         codegen_ms;     /* steps, source, memory plan, ms */
+  double         setup_ms;       /* stream, arena, workspace, cuBLASLt handle, ms */
+  double         kernels_ms;     /* compile (or disk cache) and library loads, ms */
+  double         plans_ms;       /* cuBLASLt plans, ms */
+  guint          n_gemm_plans;   /* distinct cuBLASLt problems planned (GEMMs without bias that
+                                    share a problem share one plan) */
   guint          cache_hits;     /* NVRTC programs served from the disk cache */
   char          *full_source;    /* preamble + kernels, as compiled */
   GArray        *timings;        /* element-type CsCudaStepTiming (for program_time) */
@@ -235,6 +242,7 @@ gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, g
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);
+char        *cs_cuda_jit_cache_dir      (void);
 /* Loads a CUBIN as a cudaLibrary_t. */
 gboolean     cs_cuda_jit_load           (GBytes *cubin, void **library, GError **error);
 /* Compile only (no device needed): used by tests to check generated source on any machine. */
@@ -260,7 +268,8 @@ gboolean     cs_cuda_jit_compile_kernels (GPtrArray *kernels, guint n_programs, 
 CsCudaGemm  *cs_cuda_gemm_new           (CsCudaProgram *p, guint a, guint b, guint d, gint bias,
                                          double *flops, GError **error);
 /* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
-gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GError **error);
+gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans,
+                                         GError **error);
 gboolean     cs_cuda_gemm_run           (CsCudaProgram *p, CsCudaGemm *g, GError **error);
 void         cs_cuda_gemm_free          (CsCudaGemm *g);
 char        *cs_cuda_gemm_describe      (CsCudaGemm *g);

@@ -1011,6 +1011,37 @@ compile_kernels (CsCudaProgram *p, GError **error)
   return ok;
 }
 
+/* Milliseconds of wall time since @t0 (a g_get_monotonic_time() value). */
+static double
+ms_since (gint64 t0)
+{
+  return (double) (g_get_monotonic_time () - t0) / 1000.0;
+}
+
+/* Looks up kernel step @s's function in its loaded library and points its argument array at
+ * the arena slots it reads and writes. */
+static gboolean
+step_get_kernel (CsCudaProgram *p, CsCudaStep *s, GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("k%u", s->kernel);
+  CsCudaKernel *kk = g_ptr_array_index (p->kernels, s->kernel);
+  cudaKernel_t k = NULL;
+  gboolean ok = FALSE;
+
+  CS_CU_CHECK (cudaLibraryGetKernel (&k, (cudaLibrary_t) p->libraries[kk->library], name), error);
+  s->func = (void *) k;
+  s->arg_vals = g_new0 (void *, MAX (s->args->len, 1));
+  s->arg_ptrs = g_new0 (void *, MAX (s->args->len, 1));
+  for (guint j = 0; j < s->args->len; j++)
+    {
+      s->arg_vals[j] = cs_cuda_program_slot_ptr (p, g_array_index (s->args, CsCudaKArg, j).slot);
+      s->arg_ptrs[j] = &s->arg_vals[j];
+    }
+  ok = TRUE;
+out:
+  return ok;
+}
+
 static CsCudaProgram *
 program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
 {
@@ -1018,7 +1049,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
   g_autoptr(GPtrArray) fin = NULL;
   CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
-  gint64 t0 = g_get_monotonic_time ();
+  gint64 t0 = g_get_monotonic_time (), t_phase = t0;
   gboolean ok = FALSE;
 
   p->policy = *policy;
@@ -1047,8 +1078,14 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       p->cc_major = 9;
       p->cc_minor = 0;
     }
-  else if (!cs_cuda_init_device (&p->n_sms, &p->cc_major, &p->cc_minor, error))
-    goto out;
+  else
+    {
+      if (!cs_cuda_init_device (&p->n_sms, &p->cc_major, &p->cc_minor, error))
+        goto out;
+      CS_CU_CHECK (cudaFree (NULL), error);   /* creates the primary context now */
+    }
+  p->device_ms = ms_since (t0);
+  t_phase = g_get_monotonic_time ();
 
   /* Forward: tensor parameters are the inputs. */
   fin = cs_trace_dup_inputs (fwd);
@@ -1172,11 +1209,14 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   p->arena_bytes = plan_arena (p);
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
   p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
+  p->codegen_ms = ms_since (t_phase);
+  t_phase = g_get_monotonic_time ();
   if (dry)
     {
       if ((flags & CS_CUDA_BUILD_COMPILE) && !compile_kernels (p, error))
         goto out;
-      p->compile_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+      p->kernels_ms = ms_since (t_phase);
+      p->compile_ms = ms_since (t0);
       ok = TRUE;
       goto out;
     }
@@ -1184,6 +1224,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
+  p->setup_ms = ms_since (t_phase);
+  t_phase = g_get_monotonic_time ();
 
   /* Kernels: the unique ones, compiled as a few NVRTC programs at once, each loaded as a
    * library. */
@@ -1199,30 +1241,25 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       g_clear_pointer (&p->cubins, g_ptr_array_unref);
     }
   for (guint i = 0; i < p->steps->len; i++)
-    {
-      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+    if (((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind == CS_CUDA_STEP_KERNEL
+        && !step_get_kernel (p, g_ptr_array_index (p->steps, i), error))
+      goto out;
+  p->kernels_ms = ms_since (t_phase);
+  t_phase = g_get_monotonic_time ();
+  {
+    g_autoptr(GHashTable) plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
-      if (s->kind == CS_CUDA_STEP_KERNEL)
-        {
-          g_autofree char *name = g_strdup_printf ("k%u", s->kernel);
-          cudaKernel_t k = NULL;
+    for (guint i = 0; i < p->steps->len; i++)
+      {
+        CsCudaStep *s = g_ptr_array_index (p->steps, i);
 
-          CsCudaKernel *kk = g_ptr_array_index (p->kernels, s->kernel);
-
-          CS_CU_CHECK (cudaLibraryGetKernel (&k, (cudaLibrary_t) p->libraries[kk->library], name), error);
-          s->func = (void *) k;
-          s->arg_vals = g_new0 (void *, MAX (s->args->len, 1));
-          s->arg_ptrs = g_new0 (void *, MAX (s->args->len, 1));
-          for (guint j = 0; j < s->args->len; j++)
-            {
-              s->arg_vals[j] = cs_cuda_program_slot_ptr (p, g_array_index (s->args, CsCudaKArg, j).slot);
-              s->arg_ptrs[j] = &s->arg_vals[j];
-            }
-        }
-      else if (!cs_cuda_gemm_plan (p, s->gemm, error))
-        goto out;
-    }
-  p->compile_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+        if (s->kind == CS_CUDA_STEP_GEMM && !cs_cuda_gemm_plan (p, s->gemm, plans, error))
+          goto out;
+      }
+    p->n_gemm_plans = g_hash_table_size (plans);
+  }
+  p->plans_ms = ms_since (t_phase);
+  p->compile_ms = ms_since (t0);
   ok = TRUE;
 
 out:
@@ -1539,6 +1576,12 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   CS_CU_CHECK (cudaGetLastError (), error);
   t->n_samples = iters;
   t->compile_ms = p->compile_ms;
+  t->device_ms = p->device_ms;
+  t->codegen_ms = p->codegen_ms;
+  t->setup_ms = p->setup_ms;
+  t->kernels_ms = p->kernels_ms;
+  t->plans_ms = p->plans_ms;
+  t->n_gemm_plans = p->n_gemm_plans;
   t->cache_hits = p->cache_hits;
   t->arena_bytes = p->arena_bytes;
   t->naive_bytes = p->naive_bytes;

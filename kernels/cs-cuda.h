@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 2
+#define CS_CUDA_BACKEND_ABI 3
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -92,7 +92,14 @@ typedef struct
   guint       n_kernels;       /* kernel launches per step */
   guint       n_matmuls;       /* cuBLASLt calls per step */
   double      floor_ms;        /* sum of the steps' floors */
-  double      compile_ms;      /* program_new wall time (NVRTC or disk cache, plans), ms */
+  double      compile_ms;      /* program_new wall time (NVRTC or disk cache, plans), ms; the
+                                  sum of the five phases below */
+  double      device_ms;       /* of which: selecting the device and creating its context, ms */
+  double      codegen_ms;      /* the traces to steps, generated source and memory plan, ms */
+  double      setup_ms;        /* stream, arena and workspace allocation, cuBLASLt handle, ms */
+  double      kernels_ms;      /* NVRTC (or the disk cache) and loading the libraries, ms */
+  double      plans_ms;        /* cuBLASLt matmul descriptors and algorithm heuristics, ms */
+  guint       n_gemm_plans;    /* distinct cuBLASLt plans (identical GEMMs share one) */
   guint       cache_hits;      /* NVRTC programs served from the disk cache */
   size_t      arena_bytes;     /* device arena planned from liveness */
   size_t      naive_bytes;     /* sum of all buffer sizes (what no reuse would need) */
