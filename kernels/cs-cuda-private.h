@@ -179,6 +179,7 @@ struct _CsCudaProgram
   double         setup_ms;       /* stream, arena, workspace, cuBLASLt handle, ms */
   double         kernels_ms;     /* compile (or disk cache) and library loads, ms */
   double         plans_ms;       /* cuBLASLt plans, ms */
+  double         first_plan_ms;  /* of plans_ms, the first GEMM's plan (cuBLASLt's start-up) */
   guint          n_gemm_plans;   /* distinct cuBLASLt problems planned (GEMMs without bias that
                                     share a problem share one plan) */
   guint          cache_hits;     /* NVRTC programs served from the disk cache */

@@ -1253,8 +1253,12 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       {
         CsCudaStep *s = g_ptr_array_index (p->steps, i);
 
-        if (s->kind == CS_CUDA_STEP_GEMM && !cs_cuda_gemm_plan (p, s->gemm, plans, error))
+        if (s->kind != CS_CUDA_STEP_GEMM)
+          continue;
+        if (!cs_cuda_gemm_plan (p, s->gemm, plans, error))
           goto out;
+        if (p->first_plan_ms == 0)
+          p->first_plan_ms = ms_since (t_phase);
       }
     p->n_gemm_plans = g_hash_table_size (plans);
   }
@@ -1582,6 +1586,7 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   t->kernels_ms = p->kernels_ms;
   t->plans_ms = p->plans_ms;
   t->n_gemm_plans = p->n_gemm_plans;
+  t->first_plan_ms = p->first_plan_ms;
   t->cache_hits = p->cache_hits;
   t->arena_bytes = p->arena_bytes;
   t->naive_bytes = p->naive_bytes;

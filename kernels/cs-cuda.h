@@ -100,6 +100,7 @@ typedef struct
   double      kernels_ms;      /* NVRTC (or the disk cache) and loading the libraries, ms */
   double      plans_ms;        /* cuBLASLt matmul descriptors and algorithm heuristics, ms */
   guint       n_gemm_plans;    /* distinct cuBLASLt plans (identical GEMMs share one) */
+  double      first_plan_ms;   /* of plans_ms, the first GEMM's plan (cuBLASLt's start-up), ms */
   guint       cache_hits;      /* NVRTC programs served from the disk cache */
   size_t      arena_bytes;     /* device arena planned from liveness */
   size_t      naive_bytes;     /* sum of all buffer sizes (what no reuse would need) */
