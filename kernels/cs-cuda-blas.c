@@ -427,7 +427,8 @@ out:
  * process and in the disk cache (cs_cuda_jit_cache_dir, `gemm-algos-*.tsv`), and a problem
  * found there is only checked (cublasLtMatmulAlgoCheck) instead of queried and timed.
  * CASTSCOPE_GEMM_AUTOTUNE=0 keeps the heuristic's first choice and bypasses the table;
- * CASTSCOPE_NO_CACHE=1 keeps the table in memory only.  @plans (may be NULL): gemm_key ->
+ * CASTSCOPE_NO_CACHE=1 keeps the table in memory only; CASTSCOPE_GEMM_CHECK_CACHED=0 trusts a
+ * cached algorithm without cublasLtMatmulAlgoCheck (whose first call pays cuBLASLt's start-up).  @plans (may be NULL): gemm_key ->
  * CsCudaGemm of the GEMMs this program planned so far; a GEMM without bias whose problem is
  * there borrows that one's descriptors and algorithm, and a new one is added.
  */
