@@ -11,7 +11,7 @@
  * - stats' communication bytes against hand-computed ones;
  * - the CPU reference: the hand-made DDP trace (data/distributed/) gives exactly the gradients
  *   of the same trace without its synchronizes (a world of one), and a world of 2 is refused.
- * The VJPs of the six differentiable prims are also checked by finite differences in
+ * The VJPs of the eleven differentiable prims are also checked by finite differences in
  * tests/test-core-registry.c.
  */
 #include "cs-config.h"
