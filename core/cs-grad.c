@@ -2856,6 +2856,20 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
         }
       return TRUE;
     }
+  if (spec != NULL && spec->module_rule)
+    {
+      g_autoptr(GHashTable) synced = cs_grad_data_parallel_params (c->t);
+      if (synced != NULL)
+        {
+          for (guint i = 0; i < inputs->len; i++)
+            {
+              CsProxy *p = inputs->pdata[i];
+              if (g_hash_table_contains (synced, p->name) && is_diff (p))
+                pmap_insert (c->req, p, p);
+            }
+          return TRUE;
+        }
+    }
   for (guint i = 0; i < inputs->len; i++)
     {
       CsProxy *p = inputs->pdata[i];
@@ -2865,6 +2879,32 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
         pmap_insert (c->req, p, p);
     }
   return TRUE;
+}
+
+GHashTable *
+cs_grad_data_parallel_params (const CsTrace *trace)
+{
+  GHashTable *names = NULL;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      const CsValue *a;
+      CsDistParallelType pt;
+
+      if (s->kind != CS_STMT_CALL || cs_op_semantic (s->op)->id != CS_OP_DIST_SYNCHRONIZE
+          || !cs_dist_parallel_type (cs_stmt_arg (s, CS_ARG_DISTPARALLEL_TYPE), &pt)
+          || (pt != CS_DIST_PARALLEL_REPLICATED && pt != CS_DIST_PARALLEL_FULLY_SHARDED))
+        continue;
+      a = cs_stmt_get_arg (s, 0, NULL);
+      if (a == NULL || a->kind != CS_VALUE_PROXY || a->u.proxy->kind != CS_PROXY_TENSOR)
+        continue;
+      if (names == NULL)
+        names = g_hash_table_new (g_str_hash, g_str_equal);
+      g_hash_table_add (names, (gpointer) a->u.proxy->name);
+    }
+  return names;
 }
 
 gboolean
