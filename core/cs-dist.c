@@ -332,3 +332,203 @@ cs_dist_comm_cost (const CsStmt *stmt, guint group_size, double bus_bytes_per_s,
   out->est_ms = bus_bytes_per_s > 0 ? out->bus_bytes / bus_bytes_per_s * 1e3 : 0;
   return TRUE;
 }
+
+/* ---- sort_waits ------------------------------------------------------------------------- */
+
+typedef struct
+{
+  int64_t key;   /* Thunder's selector key: smaller first */
+  guint   seq;   /* order of becoming eligible (Python's min keeps the first of equal keys) */
+  guint   node;  /* index of the node */
+} WaitHeapItem;
+
+static gboolean
+heap_less (const WaitHeapItem *a, const WaitHeapItem *b)
+{
+  return a->key < b->key || (a->key == b->key && a->seq < b->seq);
+}
+
+static void
+heap_push (GArray *h, WaitHeapItem it)
+{
+  guint i;
+
+  g_array_append_val (h, it);
+  i = h->len - 1;
+  while (i > 0)
+    {
+      guint p = (i - 1) / 2;
+      WaitHeapItem *a = &g_array_index (h, WaitHeapItem, i), *b = &g_array_index (h, WaitHeapItem, p);
+      WaitHeapItem tmp;
+      if (!heap_less (a, b))
+        break;
+      tmp = *a, *a = *b, *b = tmp;
+      i = p;
+    }
+}
+
+static WaitHeapItem
+heap_pop (GArray *h)
+{
+  WaitHeapItem top = g_array_index (h, WaitHeapItem, 0);
+  guint i = 0;
+
+  g_array_index (h, WaitHeapItem, 0) = g_array_index (h, WaitHeapItem, h->len - 1);
+  g_array_set_size (h, h->len - 1);
+  for (;;)
+    {
+      guint l = 2 * i + 1, r = l + 1, m = i;
+      WaitHeapItem tmp;
+      if (l < h->len && heap_less (&g_array_index (h, WaitHeapItem, l), &g_array_index (h, WaitHeapItem, m)))
+        m = l;
+      if (r < h->len && heap_less (&g_array_index (h, WaitHeapItem, r), &g_array_index (h, WaitHeapItem, m)))
+        m = r;
+      if (m == i)
+        break;
+      tmp = g_array_index (h, WaitHeapItem, i);
+      g_array_index (h, WaitHeapItem, i) = g_array_index (h, WaitHeapItem, m);
+      g_array_index (h, WaitHeapItem, m) = tmp;
+      i = m;
+    }
+  return top;
+}
+
+/** cs_dist_trace_has_wait: see cs-dist.h. */
+gboolean
+cs_dist_trace_has_wait (const CsTrace *trace)
+{
+  g_return_val_if_fail (trace != NULL, FALSE);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    if (trace->stmts[i]->kind == CS_STMT_CALL
+        && cs_op_semantic (trace->stmts[i]->op)->id == CS_OP_DIST_WAIT)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+is_comment (const CsStmt *s)
+{
+  return s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK;
+}
+
+/* Thunder's selector prefer_comm_over_other_over_wait (thunder/distributed/utils.py
+ * sort_waits): the smallest key goes first: a collective by minus its input's element count
+ * (the larger first), any other statement by its index @i in the trace, a wait after all of
+ * them (@n), the return last (@n + 1). */
+static int64_t
+sort_key (const CsStmt *s, guint i, guint n)
+{
+  if (s->kind == CS_STMT_RETURN)
+    return (int64_t) n + 1;
+  if (s->kind != CS_STMT_CALL)
+    return (int64_t) i;
+  if (cs_op_semantic (s->op)->id == CS_OP_DIST_WAIT)
+    return (int64_t) n;
+  if (cs_dist_is_collective (s->op))
+    {
+      const CsProxy *a = typed_tensor (cs_stmt_get_arg (s, 0, NULL));
+      double ne = a ? numel (a) : -1;
+      return ne > 0 ? -(int64_t) ne : 0;
+    }
+  return (int64_t) i;
+}
+
+/** cs_dist_sort_waits: see cs-dist.h. */
+CsTrace *
+cs_dist_sort_waits (const CsTrace *trace, const char *pass)
+{
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(GHashTable) prod = NULL;
+  g_autoptr(GPtrArray) ps = g_ptr_array_new ();
+  g_autoptr(GArray) heap = g_array_new (FALSE, FALSE, sizeof (WaitHeapItem));
+  g_autofree guint *first = NULL, *at = NULL, *n_parents = NULL;
+  g_autofree CsStmt **order = NULL;
+  GPtrArray **children = NULL;
+  guint n, lead = 0, n_nodes = 0, n_out = 0, seq = 0;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+  t = cs_trace_derive_shared (trace, pass);
+  n = t->n_stmts;
+  if (!cs_dist_trace_has_wait (t))
+    return g_steal_pointer (&t);
+  for (guint i = 0; i < n; i++)
+    if (t->stmts[i]->kind == CS_STMT_DEL)
+      return g_steal_pointer (&t);   /* as Thunder's sort_waits: not with del statements */
+
+  /* nodes: each non-comment statement (at stmt[k]) with the comments in front of it (from
+   * first[k]); the leading comments (the input annotations) stay first, the trailing ones last */
+  while (lead < n && is_comment (t->stmts[lead]))
+    lead++;
+  first = g_new0 (guint, n);
+  at = g_new0 (guint, n);
+  for (guint i = lead, start = lead; i < n; i++)
+    {
+      if (is_comment (t->stmts[i]))
+        continue;
+      first[n_nodes] = start;
+      at[n_nodes++] = i;
+      start = i + 1;
+    }
+  if (n_nodes == 0)
+    return g_steal_pointer (&t);
+
+  /* dataflow edges through proxies */
+  prod = g_hash_table_new (g_direct_hash, g_direct_equal);
+  n_parents = g_new0 (guint, n_nodes);
+  children = g_new0 (GPtrArray *, n_nodes);
+  for (guint k = 0; k < n_nodes; k++)
+    {
+      CsStmt *s = t->stmts[at[k]];
+      g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
+
+      children[k] = g_ptr_array_new ();
+      g_ptr_array_set_size (ps, 0);
+      cs_stmt_collect_inputs (s, ps);
+      for (guint j = 0; j < ps->len; j++)
+        {
+          gpointer v = g_hash_table_lookup (prod, ps->pdata[j]);
+          guint pk;
+          if (v == NULL)
+            continue;   /* an input of the trace */
+          pk = GPOINTER_TO_UINT (v) - 1;
+          if (g_hash_table_contains (seen, GUINT_TO_POINTER (pk + 1)))
+            continue;
+          g_hash_table_add (seen, GUINT_TO_POINTER (pk + 1));
+          g_ptr_array_add (children[pk], GUINT_TO_POINTER (k));
+          n_parents[k]++;
+        }
+      g_ptr_array_set_size (ps, 0);
+      cs_stmt_collect_outputs (s, ps);
+      for (guint j = 0; j < ps->len; j++)
+        g_hash_table_insert (prod, ps->pdata[j], GUINT_TO_POINTER (k + 1));
+    }
+
+  for (guint k = 0; k < n_nodes; k++)
+    if (n_parents[k] == 0)
+      heap_push (heap, (WaitHeapItem) { sort_key (t->stmts[at[k]], at[k], n), seq++, k });
+  order = g_new (CsStmt *, n);
+  for (guint i = 0; i < lead; i++)
+    order[n_out++] = t->stmts[i];
+  while (heap->len > 0)
+    {
+      WaitHeapItem it = heap_pop (heap);
+      GPtrArray *ch = children[it.node];
+
+      for (guint i = first[it.node]; i <= at[it.node]; i++)
+        order[n_out++] = t->stmts[i];
+      for (guint j = 0; j < ch->len; j++)
+        {
+          guint c = GPOINTER_TO_UINT (ch->pdata[j]);
+          if (--n_parents[c] == 0)
+            heap_push (heap, (WaitHeapItem) { sort_key (t->stmts[at[c]], at[c], n), seq++, c });
+        }
+    }
+  for (guint i = at[n_nodes - 1] + 1; i < n; i++)
+    order[n_out++] = t->stmts[i];
+  for (guint k = 0; k < n_nodes; k++)
+    g_ptr_array_unref (children[k]);
+  g_free (children);
+  g_assert (n_out == n);
+  cs_trace_set_stmts (t, order, n);
+  return g_steal_pointer (&t);
+}

@@ -153,4 +153,27 @@ typedef struct
 gboolean     cs_dist_comm_cost       (const CsStmt *stmt, guint group_size, double bus_bytes_per_s,
                                       CsDistCommCost *out);
 
+/** cs_dist_trace_has_wait: TRUE when a top-level statement of @trace is a wait (Thunder's
+ *  has_wait_prims, thunder/distributed/utils.py). */
+gboolean     cs_dist_trace_has_wait  (const CsTrace *trace);
+/**
+ * cs_dist_sort_waits:
+ * @trace: (transfer none): a trace (the joint trace, before fusion)
+ * @pass: (nullable): the pass name of the result
+ *
+ * Thunder's sort_waits (thunder/distributed/utils.py, applied by maybe_sort_waits in
+ * thunder/__init__.py to the joint trace before transform_for_execution): a top-down
+ * topological sort of the statements by dataflow that, among the statements whose inputs are
+ * ready, takes a collective first (the one with the larger input first), else the earliest
+ * other statement of the trace, a wait only when nothing else is ready, the return last; ties
+ * go to the statement that became ready first, as Python's min over Thunder's list of
+ * eligible nodes.  So every wait moves as late as its consumers allow and every collective as
+ * early as its input allows, to overlap communication with computation.  Comment lines move
+ * with the statement after them (the leading input annotations stay first).  A trace without
+ * a wait, or with del statements (which Thunder's pass refuses), comes back in its order.
+ * Cost: O(n log n) in the statements and their inputs.
+ * Returns: (transfer full): the sorted trace (structurally shared with @trace)
+ */
+CsTrace     *cs_dist_sort_waits      (const CsTrace *trace, const char *pass);
+
 G_END_DECLS
