@@ -48,6 +48,7 @@ thunder_pass_name (const char *name)
     { "grad", "Grad transform pass" },
     { "decompose", "Transform for operator executor execution" },
     { "sort-waits", "Sort Waits" },
+    { "bucketing", "Batching all_reduce calls" },
     { "fuse", "Fusion" },
     { "remove-redundant-casts", "Remove redundant casts" },
     { "cse", "Nvfuser Common Subexpression Elimination" },
@@ -505,6 +506,14 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
       t0 = pass_clock_us ();
       cur = cs_dist_sort_waits (cur, "sort-waits");
       add_pass (p, "sort-waits", cur, t0);
+      /* ddp-bucket-mb: Thunder's transform_for_execution -> apply_bucketing_to_grad_allreduce,
+       * as it would act if it recognised the sorted waits (cs_dist_bucket_grad_allreduce()) */
+      if (cs_policy_ddp_bucket_mb (policy) >= 0)
+        {
+          t0 = pass_clock_us ();
+          cur = cs_dist_bucket_grad_allreduce (cur, cs_policy_ddp_bucket_mb (policy), "bucketing");
+          add_pass (p, "bucketing", cur, t0);
+        }
     }
 
   /* fuse and its clean-ups */

@@ -449,13 +449,12 @@ test_stats_bytes (void)
   }
 }
 
-/* Runs the joint of @t (decomposed) on the CPU reference in @mode with fixed inputs and
+/* Runs joint @j of @t (decomposed) on the CPU reference in @mode with fixed inputs and
  * cotangent; returns the gradients in input order. */
 static GPtrArray *
-run_joint (CsTrace *t, CsRefMode mode)
+run_joint_trace (CsTrace *t, CsTrace *j, CsRefMode mode)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) j = cs_grad_joint (t, NULL, &error);
   g_autoptr(CsTrace) dj = NULL;
   g_autoptr(GPtrArray) inputs = cs_trace_dup_inputs (t);
   g_autoptr(GHashTable) env = cs_ref_env_new ();
@@ -492,6 +491,17 @@ run_joint (CsTrace *t, CsRefMode mode)
       g_ptr_array_add (grads, cs_tensor_ref (g));
     }
   return grads;
+}
+
+/* run_joint_trace() of @t's joint (cs_grad_joint, every floating input) */
+static GPtrArray *
+run_joint (CsTrace *t, CsRefMode mode)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) j = cs_grad_joint (t, NULL, &error);
+
+  g_assert_no_error (error);
+  return run_joint_trace (t, j, mode);
 }
 
 static void
@@ -718,7 +728,7 @@ typedef struct
 
 /* The communication signature of backward @bw whose return positions are @initial's inputs:
  * one line per top-level collective, in trace order, then a line of counts and the return's
- * None pattern. */
+ * None pattern.  A joint trace's gradients are its return's 'output'. */
 static char *
 comm_signature (const CsTrace *bw, const CsTrace *initial)
 {
@@ -745,6 +755,8 @@ comm_signature (const CsTrace *bw, const CsTrace *initial)
       n_unpack += is_id (s, CS_OP_DIST_UNPACK);
       n_view += is_id (s, CS_OP_DIST_UPDATE_BUCKET_VIEW);
     }
+  if (r->kind == CS_VALUE_DICT)
+    r = fd_dict_get (r, "output");
   for (guint i = (guint) (last_comm + 1); last_comm >= 0 && i < bw->n_stmts; i++)
     n_after_last += is_id (bw->stmts[i], CS_OP_DIST_WAIT);
   g_assert_true (r->kind == CS_VALUE_TUPLE);
@@ -757,7 +769,10 @@ comm_signature (const CsTrace *bw, const CsTrace *initial)
 
       /* grad-reduce's convert back to the parameter's dtype */
       while (is_id (s, CS_OP_PRIM_CONVERT_ELEMENT_TYPE))
-        s = producer (bw, cs_stmt_get_arg (s, 0, NULL)->u.proxy);
+        {
+          p = cs_stmt_get_arg (s, 0, NULL)->u.proxy;
+          s = producer (bw, p);
+        }
       if (is_id (s, CS_OP_DIST_UNPACK))
         {
           g_autoptr(GPtrArray) outs = g_ptr_array_new ();
@@ -846,6 +861,147 @@ test_thunder_backward (gconstpointer data)
   g_assert_cmpstr (got, ==, want);
 }
 
+/* Thunder's GradBuckets (ddp-bucket-mb, cs_dist_bucket_grad_allreduce) on the real DDP
+ * trace.  With a cap of 0.03 MiB (31457.28 bytes) the 21 bf16 gradients, taken in the order
+ * the backward returns them, close a bucket at each running total >= the cap (worked out by
+ * hand from the shapes: 64x64 weights 8192 bytes, the 176x64 ones 22528, norms 128, the
+ * 256x64 output and embedding 32768): [wk0 wo0 wq0 wv0] 32768, [attention_norm0 w_down0
+ * w_gate0] 45184, [w_up0 ffn_norm0 wk1 wo1] 39040, [wq1 wv1 attention_norm1 w_down1] 39040,
+ * [w_gate1 w_up1] 45056, [ffn_norm1 norm output] 33024, [tok_embeddings] 32768.  A bucket
+ * all-reduces once its last gradient is there; the backward makes them from the last
+ * parameter to the first, so the all_reduces go from the last bucket to the first. */
+static void
+test_bucketing_membership (void)
+{
+  g_autoptr(CsTrace) initial = load_data ("ddp_initial.txt");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = cs_pipeline_run (initial, NULL, NULL, &error);
+  g_autoptr(CsTrace) b = NULL;
+  g_autofree char *sig = NULL;
+  const char *want =
+    "all_reduce bf16 sum async 32768 bytes /-1 [ t_tok_embeddings_weight ]\n"
+    "all_reduce bf16 sum async 33024 bytes /-1 [ t_layers_1_ffn_norm_weight t_norm_weight t_output_weight ]\n"
+    "all_reduce bf16 sum async 45056 bytes /-1 [ t_layers_1_feed_forward_w_gate_weight t_layers_1_feed_forward_w_up_weight ]\n"
+    "all_reduce bf16 sum async 39040 bytes /-1 [ t_layers_1_attention_wq_weight t_layers_1_attention_wv_weight"
+    " t_layers_1_attention_norm_weight t_layers_1_feed_forward_w_down_weight ]\n"
+    "all_reduce bf16 sum async 39040 bytes /-1 [ t_layers_0_feed_forward_w_up_weight t_layers_0_ffn_norm_weight"
+    " t_layers_1_attention_wk_weight t_layers_1_attention_wo_weight ]\n"
+    "all_reduce bf16 sum async 45184 bytes /-1 [ t_layers_0_attention_norm_weight t_layers_0_feed_forward_w_down_weight"
+    " t_layers_0_feed_forward_w_gate_weight ]\n"
+    "all_reduce bf16 sum async 32768 bytes /-1 [ t_layers_0_attention_wk_weight t_layers_0_attention_wo_weight"
+    " t_layers_0_attention_wq_weight t_layers_0_attention_wv_weight ]\n"
+    "7 waits, 7 pack, 7 unpack, 21 update_bucket_view\n"
+    "return: None None None grad grad grad grad grad grad grad grad grad grad grad grad grad grad grad grad grad"
+    " grad grad grad None grad\n"
+    "7 waits after the last collective\n";
+
+  g_assert_no_error (error);
+  b = cs_dist_bucket_grad_allreduce (cs_pipeline_find_trace (pl, "sort-waits"), 0.03, "bucketing");
+  sig = comm_signature (b, initial);
+  g_test_message ("%s", sig);
+  /* the pre-averaging divisor reads -1: a bucket's all_reduce reads its pack, not a division */
+  g_assert_cmpstr (sig, ==, want);
+  /* each bucket's all_reduce is in place and its key is Thunder's name_bucket */
+  for (guint i = 0; i < b->n_stmts; i++)
+    if (is_id (b->stmts[i], CS_OP_DIST_ALL_REDUCE))
+      {
+        const CsStmt *pk = producer (b, cs_stmt_get_arg (b->stmts[i], 0, NULL)->u.proxy);
+        const CsValue *key = cs_stmt_get_arg (pk, 1, NULL);
+        g_assert_true (is_id (pk, CS_OP_DIST_PACK));
+        g_assert_true (cs_stmt_arg (b->stmts[i], CS_ARG_SKIP_CLONE)->u.b);
+        g_assert_cmpint (key->kind, ==, CS_VALUE_STRING);
+        if (strstr (key->u.s, "-") == NULL)
+          g_assert_true (g_str_has_suffix (key->u.s, "_thunder.dtypes.bfloat16_"
+                                           "thunder.devices.Device(type='cuda', index=0)_(256, 64)"));
+      }
+}
+
+/* ddp-bucket-mb through the pipeline: 25 MiB holds all 21 gradients (266880 bytes) in one
+ * bucket, in the order the backward returns them; under grad-reduce=f32 the pre-averaged
+ * gradients are f32, so is the bucket (twice the bytes), and the returned gradients are bf16
+ * again; 0 keeps the 21 all_reduces, each in place (skip_clone=True); the CPU reference gives
+ * the hand-made DDP trace's gradients bit for bit with and without buckets. */
+static void
+test_bucketing_policy (void)
+{
+  struct { const char *mb, *reduce; guint n_comm; double payload; CsDtype dt; } cases[] = {
+    { "25", "native", 1, 266880, CS_DTYPE_BF16 },
+    { "25", "f32", 1, 2 * 266880.0, CS_DTYPE_F32 },
+    { "1", "native", 1, 266880, CS_DTYPE_BF16 },
+    { "0", "native", 21, 266880, CS_DTYPE_BF16 },
+  };
+  g_autoptr(CsTrace) initial = load_data ("ddp_initial.txt");
+
+  for (gsize k = 0; k < G_N_ELEMENTS (cases); k++)
+    {
+      CsPolicy pol;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsPipeline) pl = NULL;
+      g_autoptr(CsTraceStats) st = NULL;
+      CsTrace *bw;
+      const CsValue *r;
+
+      cs_policy_init_default (&pol);
+      g_assert_true (cs_policy_set (&pol, "ddp-bucket-mb", cases[k].mb, NULL));
+      g_assert_true (cs_policy_set (&pol, "grad-reduce", cases[k].reduce, NULL));
+      pl = cs_pipeline_run (initial, &pol, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (cs_pipeline_find_trace (pl, "bucketing"));
+      bw = cs_pipeline_get_backward (pl);
+      st = cs_stats_compute (bw);
+      g_assert_cmpuint (st->comms->len, ==, cases[k].n_comm);
+      g_assert_cmpfloat (st->comm_payload_bytes, ==, cases[k].payload);
+      for (guint i = 0; i < st->comms->len; i++)
+        g_assert_cmpint (g_array_index (st->comms, CsStatsComm, i).cost.dtype, ==, cases[k].dt);
+      for (guint i = 0; i < bw->n_stmts; i++)
+        if (is_id (bw->stmts[i], CS_OP_DIST_ALL_REDUCE))
+          g_assert_true (cs_stmt_arg (bw->stmts[i], CS_ARG_SKIP_CLONE)->u.b);
+      r = cs_trace_get_return (bw)->value;
+      for (guint i = 0; i < r->u.seq.n; i++)
+        if (r->u.seq.items[i]->kind == CS_VALUE_PROXY)
+          g_assert_cmpint (r->u.seq.items[i]->u.proxy->dtype, ==, CS_DTYPE_BF16);
+      if (cases[k].n_comm == 1)
+        {
+          /* on the bucketed joint: in the final backward grad-reduce's converts back to bf16
+           * are inside a fusion region */
+          g_autofree char *sig = comm_signature (cs_pipeline_find_trace (pl, "bucketing"), initial);
+          g_test_message ("%s", sig);
+          g_assert_true (g_str_has_prefix (sig, cases[k].dt == CS_DTYPE_F32
+                                           ? "all_reduce f32 sum async 533760 bytes /-1 [ t_layers_0_attention_wk_weight"
+                                           : "all_reduce bf16 sum async 266880 bytes /-1 [ t_layers_0_attention_wk_weight"));
+          g_assert_nonnull (strstr (sig, " t_output_weight t_tok_embeddings_weight ]\n"
+                                         "1 waits, 1 pack, 1 unpack, 21 update_bucket_view\n"));
+        }
+    }
+
+  /* the CPU reference: bucketed and plain backward of the hand-made DDP trace, f64 */
+  {
+    g_autoptr(CsTrace) t = load_data ("handmade_ddp_initial.txt");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CsTrace) j = cs_grad_joint (t, NULL, &error);
+    g_autoptr(CsTrace) jb = NULL;
+    g_autoptr(GPtrArray) g1 = NULL, g2 = NULL;
+    guint n_pack = 0;
+
+    g_assert_no_error (error);
+    jb = cs_dist_bucket_grad_allreduce (j, 25.0, "bucketing");
+    for (guint i = 0; i < jb->n_stmts; i++)
+      n_pack += is_id (jb->stmts[i], CS_OP_DIST_PACK);
+    g_assert_cmpuint (n_pack, ==, 1);
+    g1 = run_joint_trace (t, j, CS_REF_F64);
+    g2 = run_joint_trace (t, jb, CS_REF_F64);
+    g_assert_cmpuint (g1->len, ==, 3);
+    g_assert_cmpuint (g2->len, ==, 3);
+    for (guint i = 0; i < 3; i++)
+      {
+        CsTensor *a = g1->pdata[i], *b = g2->pdata[i];
+        g_assert_cmpint (a->numel, ==, b->numel);
+        for (int64_t e = 0; e < a->numel; e++)
+          g_assert_cmpfloat (cs_tensor_get_f64 (a, e), ==, cs_tensor_get_f64 (b, e));
+      }
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -862,6 +1018,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dist/ref/larger-world", test_ref_refuses_larger_world);
   g_test_add_func ("/dist/ref/bucket", test_ref_bucket);
   g_test_add_func ("/dist/sort-waits", test_sort_waits);
+  g_test_add_func ("/dist/bucketing/membership", test_bucketing_membership);
+  g_test_add_func ("/dist/bucketing/policy", test_bucketing_policy);
   g_test_add_data_func ("/dist/thunder/backward/ddp", "ddp", test_thunder_backward);
   g_test_add_data_func ("/dist/thunder/backward/fsdp-zero2", "fsdp_zero2", test_thunder_backward);
   g_test_add_data_func ("/dist/thunder/backward/fsdp-zero3", "fsdp_zero3", test_thunder_backward);
