@@ -2161,6 +2161,79 @@ rule_dist_unpack (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, 
   vjp_dist_unpack (c, s);
 }
 
+/* VJP of synchronize_tensor_parallel_output (Thunder's
+ * synchronize_tensor_parallel_output_backward_rule): ROW_PARALLEL_LINEAR and
+ * COLUMN_PARALLEL_EMBED all-reduced in the forward and pass the cotangent
+ * (FwdAllReduceBwdIdentity); COLUMN_PARALLEL_LINEAR and ROW_PARALLEL_EMBED gathered the last
+ * dim and take this rank's chunk of it back (FwdGatherBwdSplitAlongLastDim), which needs the
+ * rank: differentiated in a world of one only, where it is the cotangent itself. */
+static void
+rule_dist_tp_output (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistTpLayerType lt;
+
+  if (!cs_dist_tp_layer_type (cs_stmt_arg (s, CS_ARG_LAYER_TYPE), &lt))
+    {
+      rule_fail (c, s, "layer_type is not a TensorParallelLayerType member");
+      return;
+    }
+  if ((lt == CS_DIST_TP_COLUMN_PARALLEL_LINEAR || lt == CS_DIST_TP_ROW_PARALLEL_EMBED)
+      && dist_group_size (c, s) > 1)
+    {
+      rule_fail (c, s, "the backward of a gathering synchronize_tensor_parallel_output takes "
+                       "this rank's chunk of the last dim: the trace does not print the rank");
+      return;
+    }
+  put_grad (c, a0, g);
+}
+
+/* VJP of synchronize_tensor_parallel_input (Thunder's
+ * synchronize_tensor_parallel_input_backward_rule): COLUMN_PARALLEL_LINEAR (an identity in the
+ * forward) all-reduces the cotangent (SUM, do_async=True, skip_clone=True) and waits;
+ * ROW_PARALLEL_LINEAR (this rank's slice of the last dim in the forward) all-gathers it along
+ * dim 0 (async, then its wait) and, at a larger world, would put the chunks side by side on
+ * the last dim (ltorch.chunk + cat): differentiated in a world of one, where the gather is the
+ * cotangent's shape. */
+static void
+rule_dist_tp_input (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistTpLayerType lt;
+  CsValue *group = cs_stmt_arg (s, CS_ARG_GROUP);
+  CsProxy *t;
+
+  if (!cs_dist_tp_layer_type (cs_stmt_arg (s, CS_ARG_LAYER_TYPE), &lt)
+      || (lt != CS_DIST_TP_COLUMN_PARALLEL_LINEAR && lt != CS_DIST_TP_ROW_PARALLEL_LINEAR))
+    {
+      rule_fail (c, s, "synchronize_tensor_parallel_input of an unexpected layer_type");
+      return;
+    }
+  if (lt == CS_DIST_TP_COLUMN_PARALLEL_LINEAR)
+    {
+      t = emit_collective (c, CS_OP_DIST_ALL_REDUCE, g, dist_sum_op (c, NULL), group, TRUE, TRUE,
+                           NULL, g->shape, g->rank);
+      if (t != NULL)
+        {
+          /* skip_clone=True on the all_reduce the wait reads */
+          CsStmt *ar = g_ptr_array_index (c->bw, c->bw->len - 2);
+          CsArg *args = CS_ARENA_NEW_N (c->a, CsArg, ar->n_args + 1);
+          memcpy (args, ar->args, sizeof (CsArg) * ar->n_args);
+          args[ar->n_args] = (CsArg) KW ("skip_clone", cs_value_new_bool (c->a, TRUE));
+          ar->args = args;
+          ar->n_args++;
+        }
+      put_grad (c, a0, t);
+      return;
+    }
+  if (dist_group_size (c, s) > 1)
+    {
+      rule_fail (c, s, "the backward of a ROW_PARALLEL_LINEAR synchronize_tensor_parallel_input "
+                       "is differentiated in a world of one only");
+      return;
+    }
+  put_grad (c, a0, emit_collective (c, CS_OP_DIST_ALL_GATHER, g, NULL, group, TRUE, FALSE,
+                                    v_i (c, 0), g->shape, g->rank));
+}
+
 /* Grad's rule table: the VJP of every op castscope differentiates directly (Thunder's
  * register_grad table for prims plus the ltorch rules and augmented-forward/backward pairs named
  * in reference 5.1), indexed by the op's semantic id.  Each op whose registry row says DIFF_VJP
@@ -2233,6 +2306,8 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_DIST_PACK_FOR_FSDP] = rule_dist_pack,
   [CS_OP_DIST_UNPACK] = rule_dist_unpack,
   [CS_OP_DIST_UNPACK_FOR_FSDP] = rule_dist_unpack,
+  [CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT] = rule_dist_tp_output,
+  [CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_INPUT] = rule_dist_tp_input,
 };
 
 static gboolean

@@ -15,7 +15,7 @@
  *   Thunder's own final backward of the same step: the same collectives in the same order, by
  *   parameter name, dtype, reduce op and bucket, and the waits after the last collective (as
  *   Thunder's sort_waits leaves them); why neither side has buckets is stated in the test.
- * The VJPs of the eleven differentiable prims are also checked by finite differences in
+ * The VJPs of the thirteen differentiable prims are also checked by finite differences in
  * tests/test-core-registry.c.
  */
 #include "cs-config.h"
@@ -39,6 +39,7 @@
 #include "test-fd.h"
 
 #define PG "_torch__C__distributed_c10d_ProcessGroup_0"
+#define X34_TP "def computation(x):\n  # x: \"cuda:0 f64[3, 4]\"\n"
 #define DP "thunder.distributed.prims."
 
 static CsTrace *
@@ -332,6 +333,59 @@ test_vjp_fd_ddp (void)
   g_autofree char *text = g_strjoinv ("f64", parts);
 
   check_fd_full (text, -1.0, 1.0, 1e-6, NULL);
+}
+
+/* The tensor-parallel synchronizes (Thunder's synchronize_tensor_parallel_{output,input}
+ * backward rules): by finite differences in a world of one for the layer types the registry
+ * example does not take; the backward of a COLUMN_PARALLEL_LINEAR input is an in-place async
+ * all_reduce of the cotangent and its wait, of a ROW_PARALLEL_LINEAR input an all_gather along
+ * dim 0; a gathering output at a world of 2 is refused (its VJP needs the rank). */
+static void
+test_vjp_tensor_parallel (void)
+{
+  static const char * const fd_cases[] = {
+    X34_TP "  t0 = " DP "synchronize_tensor_parallel_output(x, " PG ", _TensorParallelLayerType_ROW_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n",
+    X34_TP "  t0 = " DP "synchronize_tensor_parallel_output(x, " PG ", _TensorParallelLayerType_ROW_PARALLEL_EMBED_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.exp(t0)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n",
+    X34_TP "  t0 = " DP "synchronize_tensor_parallel_input(x, " PG ", _TensorParallelLayerType_ROW_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n",
+  };
+
+  for (gsize k = 0; k < G_N_ELEMENTS (fd_cases); k++)
+    check_fd_full (fd_cases[k], -1.0, 1.0, 1e-6, NULL);
+  {
+    g_autoptr(CsTrace) j = joint_of (X34_TP "  t0 = " DP "synchronize_tensor_parallel_input(x, " PG
+                                     ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+                                     "  return (t0,)\n", NULL);
+    CsStmt *ar = backward_stmt (j, CS_OP_DIST_ALL_REDUCE, 0);
+    g_assert_nonnull (ar);
+    g_assert_true (cs_stmt_arg (ar, CS_ARG_DO_ASYNC)->u.b);
+    g_assert_true (cs_stmt_arg (ar, CS_ARG_SKIP_CLONE)->u.b);
+    g_assert_nonnull (backward_stmt (j, CS_OP_DIST_WAIT, 0));
+  }
+  {
+    g_autoptr(CsTrace) j = joint_of (X34_TP "  t0 = " DP "synchronize_tensor_parallel_input(x, " PG
+                                     ", _TensorParallelLayerType_ROW_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+                                     "  return (t0,)\n", NULL);
+    CsStmt *ag = backward_stmt (j, CS_OP_DIST_ALL_GATHER, 0);
+    g_assert_nonnull (ag);
+    g_assert_cmpint (cs_stmt_arg (ag, CS_ARG_DIM)->u.i, ==, 0);
+    g_assert_null (backward_stmt (j, CS_OP_DIST_ALL_REDUCE, 0));
+  }
+  {
+    /* a world of 2: the output gathers the last dim, 4 -> 8 */
+    g_autoptr(CsTrace) t = fd_parse (
+      "def computation(x):\n  # x: \"cuda:0 f32[3, 4]\"\n"
+      "  t0 = " DP "synchronize_tensor_parallel_output(x, " PG ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f32[3, 8]\"\n"
+      "  return (t0,)\n");
+    g_autoptr(GError) error = NULL;
+    CsGradSpec spec = { .all_float = TRUE };
+    g_autoptr(CsTrace) j = cs_grad_joint (t, &spec, &error);
+    g_assert_null (j);
+    g_assert_nonnull (error);
+    g_assert_nonnull (strstr (error->message, "rank"));
+  }
 }
 
 /* grad-reduce: the gradients of the bf16 DDP trace reduced in f32 (converts before and after),
@@ -1012,6 +1066,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dist/vjp/structure", test_vjp_structure);
   g_test_add_func ("/dist/vjp/synchronize", test_vjp_synchronize);
   g_test_add_func ("/dist/vjp/fd-ddp", test_vjp_fd_ddp);
+  g_test_add_func ("/dist/vjp/tensor-parallel", test_vjp_tensor_parallel);
   g_test_add_func ("/dist/policy/grad-reduce", test_grad_reduce_policy);
   g_test_add_func ("/dist/stats/bytes", test_stats_bytes);
   g_test_add_func ("/dist/ref/world-of-one", test_ref_world_of_one);

@@ -130,6 +130,13 @@ static const Example examples[] = {
   { CS_OP_DIST_UNPACK_FOR_FSDP, BXY "  [t0, t1] = " DP "unpack_for_fsdp(b, [x, y], 1, 'gather')\n"
     "  t2 = prims.exp(t0)  # t2: \"cuda:0 f64[3, 4]\"\n  t3 = prims.mul(t1, y)  # t3: \"cuda:0 f64[2, 3]\"\n"
     "  return (t2, t3)\n", NULL },
+  /* the tensor-parallel synchronizes of a world of one (the other layer types: test-core-dist) */
+  { CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT, X34 "  t0 = " DP "synchronize_tensor_parallel_output(x, " PG
+    ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_INPUT, X34 "  t0 = " DP "synchronize_tensor_parallel_input(x, " PG
+    ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.exp(t0)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
   { CS_OP_LTORCH_SPLIT, X34 "  (t0, t1) = ltorch.split(x, [1, 3], 1)\n"
     "  t2 = ltorch.sum(t1, 1, True, dtype=None)  # t2: \"cuda:0 f64[3, 1]\"\n"
     "  t3 = prims.mul(t0, t2)  # t3: \"cuda:0 f64[3, 1]\"\n  return (t3,)\n", NULL },
