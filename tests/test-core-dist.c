@@ -923,6 +923,23 @@ test_thunder_backward (gconstpointer data)
    * returns the trace unbucketed (skip_clone stays False: no in-place all_reduce either);
    * FSDP buckets only with bucketing_strategy != NONE, not the default. */
   g_assert_cmpstr (got, ==, want);
+  /* What differs is spelling only: Thunder's final trace names the torch executor's
+   * implementations (thunder/executors/torchex.py registers torch_all_reduce_prim_impl ...,
+   * and _transform_for_operator_executor_execution binds them) with do_async and
+   * skip_clone=False (or reduce_scatter's dim=None) positional; castscope keeps the prim's name
+   * and writes do_async as the keyword synchronize's backward rule passes. */
+  {
+    CsTrace *bw = cs_pipeline_get_backward (pl);
+    const char *th = NULL, *cs = NULL;
+    for (guint i = 0; i < thunder->n_stmts && th == NULL; i++)
+      if (thunder->stmts[i]->kind == CS_STMT_CALL && cs_dist_is_collective (thunder->stmts[i]->op))
+        th = thunder->stmts[i]->callee;
+    for (guint i = 0; i < bw->n_stmts && cs == NULL; i++)
+      if (bw->stmts[i]->kind == CS_STMT_CALL && cs_dist_is_collective (bw->stmts[i]->op))
+        cs = bw->stmts[i]->callee;
+    g_assert_cmpstr (th, ==, fsdp ? "torch_reduce_scatter_prim_impl" : "torch_all_reduce_prim_impl");
+    g_assert_cmpstr (cs, ==, fsdp ? DP "reduce_scatter" : DP "all_reduce");
+  }
 }
 
 /* Thunder's GradBuckets (ddp-bucket-mb, cs_dist_bucket_grad_allreduce) on the real DDP
