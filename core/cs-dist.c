@@ -1,4 +1,5 @@
-/* cs-dist.c: reading the distributed prims' arguments (see cs-dist.h). */
+/* cs-dist.c: reading the distributed prims' arguments, Thunder's sort_waits and its DDP
+ * gradient bucketing (see cs-dist.h). */
 #include "cs-config.h"
 
 #include "cs-dist.h"
@@ -360,7 +361,8 @@ heap_push (GArray *h, WaitHeapItem it)
   while (i > 0)
     {
       guint p = (i - 1) / 2;
-      WaitHeapItem *a = &g_array_index (h, WaitHeapItem, i), *b = &g_array_index (h, WaitHeapItem, p);
+      WaitHeapItem *a = &g_array_index (h, WaitHeapItem, i);
+      WaitHeapItem *b = &g_array_index (h, WaitHeapItem, p);
       WaitHeapItem tmp;
       if (!heap_less (a, b))
         break;
@@ -380,10 +382,11 @@ heap_pop (GArray *h)
   for (;;)
     {
       guint l = 2 * i + 1, r = l + 1, m = i;
+      WaitHeapItem *v = (WaitHeapItem *) (gpointer) h->data;
       WaitHeapItem tmp;
-      if (l < h->len && heap_less (&g_array_index (h, WaitHeapItem, l), &g_array_index (h, WaitHeapItem, m)))
+      if (l < h->len && heap_less (&v[l], &v[m]))
         m = l;
-      if (r < h->len && heap_less (&g_array_index (h, WaitHeapItem, r), &g_array_index (h, WaitHeapItem, m)))
+      if (r < h->len && heap_less (&v[r], &v[m]))
         m = r;
       if (m == i)
         break;
@@ -596,7 +599,8 @@ bucket_name (CsTrace *t, GPtrArray *grads)
       g_string_append_printf (s, "%s%s_thunder.dtypes.%s_", i ? "-" : "", p->name,
                               cs_dtype_long_name (p->dtype));
       if (p->device.type == CS_DEVICE_CUDA)
-        g_string_append_printf (s, "thunder.devices.Device(type='cuda', index=%d)", p->device.index);
+        g_string_append_printf (s, "thunder.devices.Device(type='cuda', index=%d)",
+                                p->device.index);
       else
         g_string_append_printf (s, "thunder.devices.Device(type='%s')",
                                 p->device.type == CS_DEVICE_CPU ? "cpu" : "meta");
@@ -678,7 +682,8 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
   g_autoptr(GPtrArray) deferred = g_ptr_array_new ();
   g_autoptr(GPtrArray) ps = g_ptr_array_new ();
   g_autoptr(GArray) buckets = g_array_new (FALSE, TRUE, sizeof (GradBucket));
-  g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (guint)); /* buckets, all_reduce order */
+  /* bucket numbers (1-based) in the order of their all_reduces */
+  g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr(CsProxyMap) swap = _cs_proxy_map_new ();
   CsStmt *ret;
   const CsValue *gv;
@@ -703,7 +708,8 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
     {
       const CsValue *o = NULL;
       for (guint i = 0; i + 1 < gv->u.seq.n && o == NULL; i += 2)
-        if (gv->u.seq.items[i]->kind == CS_VALUE_STRING && strcmp (gv->u.seq.items[i]->u.s, "output") == 0)
+        if (gv->u.seq.items[i]->kind == CS_VALUE_STRING
+            && strcmp (gv->u.seq.items[i]->u.s, "output") == 0)
           o = gv->u.seq.items[i + 1];
       gv = o;
     }
@@ -725,7 +731,8 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
       p = first_proxy_arg (ar);
       div = producer_of (prod, p);
       /* BatchAllReduceVisitor: a pre-averaged gradient comes from a division */
-      if (p == NULL || !p->typed || !(is_op (div, CS_OP_PRIM_DIV) || is_op (div, CS_OP_LTORCH_TRUE_DIVIDE)))
+      if (p == NULL || !p->typed
+          || !(is_op (div, CS_OP_PRIM_DIV) || is_op (div, CS_OP_LTORCH_TRUE_DIVIDE)))
         continue;
       g_ptr_array_add (pre, p);
       g_ptr_array_add (pre_wait, cs_stmt_get_output (w));
@@ -746,7 +753,8 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
             CsArg *args = CS_ARENA_NEW_N (t->arena, CsArg, s->n_args + 1);
             guint n = 0;
             for (guint k = 0; k < s->n_args; k++)
-              if (g_strcmp0 (s->args[k].name, "skip_clone") != 0 && !(s->args[k].name == NULL && k == 4))
+              if (g_strcmp0 (s->args[k].name, "skip_clone") != 0
+                  && !(s->args[k].name == NULL && k == 4))
                 args[n++] = s->args[k];
             args[n++] = (CsArg) { "skip_clone", cs_value_new_bool (t->arena, TRUE) };
             s->args = args;
@@ -884,7 +892,8 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
       CsArg wargs[1], uargs[3];
 
       wargs[0] = (CsArg) { NULL, cs_value_new_proxy (t->arena, bk->future) };
-      g_ptr_array_add (out, bucket_stmt (t, CS_OP_DIST_WAIT, cs_value_new_proxy (t->arena, wb), wargs, 1));
+      g_ptr_array_add (out, bucket_stmt (t, CS_OP_DIST_WAIT, cs_value_new_proxy (t->arena, wb),
+                                         wargs, 1));
       for (guint i = 0; i < bk->grads->len; i++)
         {
           CsProxy *g = bk->grads->pdata[i];

@@ -10,7 +10,11 @@
  * by it, reduce_scatter divides it, a FULLY_SHARDED synchronize unshards dim 0), else it is 1:
  * a world of one.
  *
- * Source: thunder/distributed/prims.py, thunder/distributed/bucketing.py at commit 1e22aacb1.
+ * Also Thunder's two trace passes of distributed training: sort_waits (communication overlap)
+ * and the DDP gradient bucketing.
+ *
+ * Source: thunder/distributed/prims.py, thunder/distributed/bucketing.py,
+ * thunder/distributed/utils.py, thunder/distributed/transforms/ddp.py at commit 1e22aacb1.
  */
 #pragma once
 
