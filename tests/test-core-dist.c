@@ -913,8 +913,8 @@ test_thunder_backward (gconstpointer data)
    * collectives and puts every wait as late as it can, so all 21 stand after the last
    * collective; castscope's sort-waits pass (cs_dist_sort_waits) does the same. */
   g_assert_true (g_str_has_suffix (want, "\n21 waits after the last collective\n"));
-  /* Everything matches line by line: the same collectives in the same order (the embedding's
-   * gradient first, then the parameters in reverse order of the signature), the same dtype
+  /* Everything matches line by line: the same collectives in the same order (the parameters
+   * in reverse order of the signature: the embedding, last in it, first), the same dtype
    * and reduce op, the waits, and no bucket on either side.  Thunder would bucket the DDP
    * all_reduces (thunder/executors/passes.py transform_for_execution ->
    * thunder/distributed/transforms/ddp.py apply_bucketing_to_grad_allreduce), but at 1e22aacb1
