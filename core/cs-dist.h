@@ -10,7 +10,11 @@
  * by it, reduce_scatter divides it, a FULLY_SHARDED synchronize unshards dim 0), else it is 1:
  * a world of one.
  *
- * Source: thunder/distributed/prims.py, thunder/distributed/bucketing.py at commit 1e22aacb1.
+ * Also Thunder's two trace passes of distributed training: sort_waits (communication overlap)
+ * and the DDP gradient bucketing.
+ *
+ * Source: thunder/distributed/prims.py, thunder/distributed/bucketing.py,
+ * thunder/distributed/utils.py, thunder/distributed/transforms/ddp.py at commit 1e22aacb1.
  */
 #pragma once
 
@@ -152,5 +156,59 @@ typedef struct
  */
 gboolean     cs_dist_comm_cost       (const CsStmt *stmt, guint group_size, double bus_bytes_per_s,
                                       CsDistCommCost *out);
+
+/** cs_dist_trace_has_wait: TRUE when a top-level statement of @trace is a wait (Thunder's
+ *  has_wait_prims, thunder/distributed/utils.py). */
+gboolean     cs_dist_trace_has_wait  (const CsTrace *trace);
+/**
+ * cs_dist_sort_waits:
+ * @trace: (transfer none): a trace (the joint trace, before fusion)
+ * @pass: (nullable): the pass name of the result
+ *
+ * Thunder's sort_waits (thunder/distributed/utils.py, applied by maybe_sort_waits in
+ * thunder/__init__.py to the joint trace before transform_for_execution): a top-down
+ * topological sort of the statements by dataflow that, among the statements whose inputs are
+ * ready, takes a collective first (the one with the larger input first), else the earliest
+ * other statement of the trace, a wait only when nothing else is ready, the return last; ties
+ * go to the statement that became ready first, as Python's min over Thunder's list of
+ * eligible nodes.  So every wait moves as late as its consumers allow and every collective as
+ * early as its input allows, to overlap communication with computation.  Comment lines move
+ * with the statement after them (the leading input annotations stay first).  A trace without
+ * a wait, or with del statements (which Thunder's pass refuses), comes back in its order.
+ * Cost: O(n log n) in the statements and their inputs.
+ * Returns: (transfer full): the sorted trace (structurally shared with @trace)
+ */
+CsTrace     *cs_dist_sort_waits      (const CsTrace *trace, const char *pass);
+
+/**
+ * cs_dist_bucket_grad_allreduce:
+ * @trace: (transfer none): a joint trace (its return's 'output' holds the gradients) or a
+ *   backward trace (its return value does), before fusion
+ * @bucket_cap_mb: Thunder's `ddp(bucket_size_in_mb=)` (25.0 by default); <= 0: no buckets,
+ *   every gradient's all_reduce in place (skip_clone=True)
+ * @pass: (nullable): the pass name of the result
+ *
+ * Thunder's DDP gradient bucketing, optimize_allreduce_in_ddp_backward
+ * (thunder/distributed/transforms/ddp.py) with GradBuckets (thunder/distributed/bucketing.py):
+ * the gradients whose value comes from wait(all_reduce(g / n)) (synchronize's backward) are
+ * grouped by (dtype, device), in the order of the return's gradients, into buckets closed
+ * once they hold >= @bucket_cap_mb MiB (the last one with what is left).  Their own
+ * all_reduce and wait go; after the division that makes each pre-averaged gradient comes
+ * `update_bucket_view(g, index, bucket_key)`; once a bucket has all its gradients, `pack` of
+ * the views and one `all_reduce(buffer, SUM, group=, do_async=True, skip_clone=True)`; before
+ * the return each bucket's `wait` and `unpack`, in the order of the all_reduces, whose outputs
+ * take the place of the old waits' (statements that read those, such as grad-reduce's convert
+ * back to the parameter's dtype, move after the unpack).  The bucket key is Thunder's
+ * name_bucket string.  The reduce dtype of a bucket is its gradients' dtype: under
+ * grad-reduce=f32 the pre-averaged gradients are f32, so the buckets are.
+ * Thunder 1e22aacb1's jit does not reach this in effect: transform_for_execution calls
+ * apply_bucketing_to_grad_allreduce after maybe_sort_waits made the waits
+ * torch_wait_prim_impl, which it does not recognise (see tests/test-core-dist.c).
+ * Cost: O(statements + gradients).
+ * Returns: (transfer full): the bucketed trace (@trace's statements when it has no such
+ * gradient)
+ */
+CsTrace     *cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb,
+                                            const char *pass);
 
 G_END_DECLS

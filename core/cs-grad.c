@@ -2007,6 +2007,233 @@ rule_dist_synchronize (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue 
   put_grad (c, a0, t);
 }
 
+/* VJP of broadcast: the input of the root rank receives the sum of every rank's cotangent and
+ * the other ranks' inputs none (a reduce to the root).  Thunder registers no VJP for it
+ * (thunder/distributed/prims.py); a trace does not print the rank it runs on, so castscope
+ * differentiates the world of one only, where broadcast is the identity. */
+static void
+rule_dist_broadcast (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  if (dist_group_size (c, s) > 1)
+    {
+      rule_fail (c, s, "broadcast is differentiated in a world of one only: its VJP (a reduce "
+                       "to the root rank) depends on the rank, which the trace does not print");
+      return;
+    }
+  put_grad (c, a0, g);
+}
+
+static int64_t
+numel_of (const CsProxy *p)
+{
+  int64_t n = 1;
+
+  for (guint i = 0; i < p->rank; i++)
+    n *= p->shape[i];
+  return n;
+}
+
+/* The flat 1-d slice [@off, @off + numel(@like)) of the 1-d @g, reshaped to @like's shape
+ * (prims.slice_prim, prims.reshape): one tensor's part of a bucket. */
+static CsProxy *
+bucket_part (GradCtx *c, CsProxy *g, int64_t off, const CsProxy *like)
+{
+  int64_t st = off, en = off + numel_of (like), sd = 1, flat = numel_of (like);
+  CsArg args[4];
+  CsProxy *part;
+
+  if (c->error)
+    return NULL;
+  args[0] = (CsArg) POS (v_p (c, g));
+  args[1] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, &st, 1));
+  args[2] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, &en, 1));
+  args[3] = (CsArg) POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, &sd, 1));
+  part = emit_typed (c, CS_OP_PRIM_SLICE_PRIM, g->dtype, &flat, 1, &g->device, args, 4);
+  if (part == NULL || (like->rank == 1 && like->shape[0] == flat))
+    return part;
+  return reshape (c, CS_OP_PRIM_RESHAPE, part, like->shape, like->rank);
+}
+
+/* The world size of pack_for_fsdp / unpack_for_fsdp, or 0 (with the error set) when it is not
+ * 1: at a larger world "scatter" interleaves the tensors' chunks and "gather" unpacks a buffer
+ * n times the tensors' size, which these rules do not transpose. */
+static gboolean
+fsdp_bucket_world_of_one (GradCtx *c, CsStmt *s)
+{
+  const CsValue *w = cs_stmt_arg (s, CS_ARG_WORLD_SIZE);
+
+  if (w != NULL && w->kind == CS_VALUE_INT && w->u.i == 1)
+    return TRUE;
+  return rule_fail (c, s, "pack_for_fsdp / unpack_for_fsdp are differentiated at world_size=1 "
+                          "only");
+}
+
+/* VJP of pack (and of pack_for_fsdp at world_size 1): the buffer is the 1-d concatenation of
+ * the flattened tensors (torchex.py _pack_prim_impl, torch._utils._flatten_dense_tensors), so
+ * each tensor's gradient is its slice of the cotangent, reshaped: the transpose of the
+ * concatenation. */
+static void
+rule_dist_pack (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsValue *tv = arg (s, 0, "tensors");
+  int64_t off = 0;
+
+  if (cs_op_semantic (s->op)->id == CS_OP_DIST_PACK_FOR_FSDP && !fsdp_bucket_world_of_one (c, s))
+    return;
+  if (tv == NULL || (tv->kind != CS_VALUE_LIST && tv->kind != CS_VALUE_TUPLE) || g->rank != 1)
+    {
+      rule_fail (c, s, "bad pack arguments");
+      return;
+    }
+  for (guint k = 0; k < tv->u.seq.n; k++)
+    {
+      CsProxy *t = value_tensor (tv->u.seq.items[k]);
+
+      if (t == NULL || off + numel_of (t) > g->shape[0])
+        {
+          rule_fail (c, s, "bad pack operand");
+          return;
+        }
+      put_grad (c, tv->u.seq.items[k], bucket_part (c, g, off, t));
+      off += numel_of (t);
+    }
+}
+
+/* VJP of unpack (and of unpack_for_fsdp at world_size 1), several outputs: each output is its
+ * slice of the buffer (torchex.py _unpack_prim_impl copies the bucket's views; the `tensors`
+ * argument only gives the shapes and gets no gradient), so the buffer's gradient is the 1-d
+ * concatenation of the flattened cotangents (zeros for an output without one):
+ * ltorch.cat of prims.reshape. */
+static void
+vjp_dist_unpack (GradCtx *c, CsStmt *s)
+{
+  CsValue *bv = arg (s, 0, "buffer");
+  CsProxy *b = value_tensor (bv);
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  CsValue **items;
+  gboolean any = FALSE;
+  int64_t total = 0;
+
+  if (cs_op_semantic (s->op)->id == CS_OP_DIST_UNPACK_FOR_FSDP && !fsdp_bucket_world_of_one (c, s))
+    return;
+  cs_stmt_collect_outputs (s, outs);
+  for (guint i = 0; i < outs->len && !any; i++)
+    any = pmap_contains (c->grads, outs->pdata[i]) || pmap_contains (c->outputs, outs->pdata[i]);
+  if (!any || outs->len == 0)
+    return;
+  if (b == NULL || b->rank != 1)
+    {
+      rule_fail (c, s, "bad unpack arguments");
+      return;
+    }
+  items = CS_ARENA_NEW_N (c->a, CsValue *, outs->len);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = outs->pdata[i];
+      CsProxy *g = (pmap_contains (c->grads, o) || pmap_contains (c->outputs, o))
+                   ? grad_of (c, o) : NULL;
+      int64_t flat = numel_of (o);
+
+      if (g == NULL)
+        g = zeros (c, o);
+      if (g != NULL && !(g->rank == 1 && g->shape[0] == flat))
+        g = reshape (c, CS_OP_PRIM_RESHAPE, g, &flat, 1);
+      if (g == NULL)
+        return;
+      items[i] = v_p (c, g);
+      total += flat;
+    }
+  if (total != b->shape[0])
+    {
+      rule_fail (c, s, "the outputs do not tile the buffer");
+      return;
+    }
+  put_grad (c, bv, outs->len == 1 ? value_tensor (items[0])
+                   : emit_typed (c, CS_OP_LTORCH_CAT, b->dtype, b->shape, 1, &b->device,
+                                 ARGS (POS (cs_value_new_seq (c->a, CS_VALUE_LIST, items, outs->len)),
+                                       POS (v_i (c, 0))), 2));
+}
+
+/* unpack: its own entry in run_rule (several outputs) */
+static void
+rule_dist_unpack (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  vjp_dist_unpack (c, s);
+}
+
+/* VJP of synchronize_tensor_parallel_output (Thunder's
+ * synchronize_tensor_parallel_output_backward_rule): ROW_PARALLEL_LINEAR and
+ * COLUMN_PARALLEL_EMBED all-reduced in the forward and pass the cotangent
+ * (FwdAllReduceBwdIdentity); COLUMN_PARALLEL_LINEAR and ROW_PARALLEL_EMBED gathered the last
+ * dim and take this rank's chunk of it back (FwdGatherBwdSplitAlongLastDim), which needs the
+ * rank: differentiated in a world of one only, where it is the cotangent itself. */
+static void
+rule_dist_tp_output (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistTpLayerType lt;
+
+  if (!cs_dist_tp_layer_type (cs_stmt_arg (s, CS_ARG_LAYER_TYPE), &lt))
+    {
+      rule_fail (c, s, "layer_type is not a TensorParallelLayerType member");
+      return;
+    }
+  if ((lt == CS_DIST_TP_COLUMN_PARALLEL_LINEAR || lt == CS_DIST_TP_ROW_PARALLEL_EMBED)
+      && dist_group_size (c, s) > 1)
+    {
+      rule_fail (c, s, "the backward of a gathering synchronize_tensor_parallel_output takes "
+                       "this rank's chunk of the last dim: the trace does not print the rank");
+      return;
+    }
+  put_grad (c, a0, g);
+}
+
+/* VJP of synchronize_tensor_parallel_input (Thunder's
+ * synchronize_tensor_parallel_input_backward_rule): COLUMN_PARALLEL_LINEAR (an identity in the
+ * forward) all-reduces the cotangent (SUM, do_async=True, skip_clone=True) and waits;
+ * ROW_PARALLEL_LINEAR (this rank's slice of the last dim in the forward) all-gathers it along
+ * dim 0 (async, then its wait) and, at a larger world, would put the chunks side by side on
+ * the last dim (ltorch.chunk + cat): differentiated in a world of one, where the gather is the
+ * cotangent's shape. */
+static void
+rule_dist_tp_input (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
+{
+  CsDistTpLayerType lt;
+  CsValue *group = cs_stmt_arg (s, CS_ARG_GROUP);
+  CsProxy *t;
+
+  if (!cs_dist_tp_layer_type (cs_stmt_arg (s, CS_ARG_LAYER_TYPE), &lt)
+      || (lt != CS_DIST_TP_COLUMN_PARALLEL_LINEAR && lt != CS_DIST_TP_ROW_PARALLEL_LINEAR))
+    {
+      rule_fail (c, s, "synchronize_tensor_parallel_input of an unexpected layer_type");
+      return;
+    }
+  if (lt == CS_DIST_TP_COLUMN_PARALLEL_LINEAR)
+    {
+      t = emit_collective (c, CS_OP_DIST_ALL_REDUCE, g, dist_sum_op (c, NULL), group, TRUE, TRUE,
+                           NULL, g->shape, g->rank);
+      if (t != NULL)
+        {
+          /* skip_clone=True on the all_reduce the wait reads */
+          CsStmt *ar = g_ptr_array_index (c->bw, c->bw->len - 2);
+          CsArg *args = CS_ARENA_NEW_N (c->a, CsArg, ar->n_args + 1);
+          memcpy (args, ar->args, sizeof (CsArg) * ar->n_args);
+          args[ar->n_args] = (CsArg) KW ("skip_clone", cs_value_new_bool (c->a, TRUE));
+          ar->args = args;
+          ar->n_args++;
+        }
+      put_grad (c, a0, t);
+      return;
+    }
+  if (dist_group_size (c, s) > 1)
+    {
+      rule_fail (c, s, "the backward of a ROW_PARALLEL_LINEAR synchronize_tensor_parallel_input "
+                       "is differentiated in a world of one only");
+      return;
+    }
+  put_grad (c, a0, emit_collective (c, CS_OP_DIST_ALL_GATHER, g, NULL, group, TRUE, FALSE,
+                                    v_i (c, 0), g->shape, g->rank));
+}
+
 /* Grad's rule table: the VJP of every op castscope differentiates directly (Thunder's
  * register_grad table for prims plus the ltorch rules and augmented-forward/backward pairs named
  * in reference 5.1), indexed by the op's semantic id.  Each op whose registry row says DIFF_VJP
@@ -2074,6 +2301,13 @@ static const VjpRule vjp_rules[CS_N_OPS] = {
   [CS_OP_DIST_WAIT] = rule_dist_identity,
   [CS_OP_DIST_UPDATE_BUCKET_VIEW] = rule_dist_identity,
   [CS_OP_DIST_SYNCHRONIZE] = rule_dist_synchronize,
+  [CS_OP_DIST_BROADCAST] = rule_dist_broadcast,
+  [CS_OP_DIST_PACK] = rule_dist_pack,
+  [CS_OP_DIST_PACK_FOR_FSDP] = rule_dist_pack,
+  [CS_OP_DIST_UNPACK] = rule_dist_unpack,
+  [CS_OP_DIST_UNPACK_FOR_FSDP] = rule_dist_unpack,
+  [CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT] = rule_dist_tp_output,
+  [CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_INPUT] = rule_dist_tp_input,
 };
 
 static gboolean
@@ -2240,6 +2474,13 @@ run_rule (GradCtx *c, const VjpRecord *r)
       c->origin = s->origin ? s->origin : s->id;
       c->why = vjp_why (c, s);
       vjp_split (c, s);
+      return;
+    }
+  if (r->rule == CS_OP_DIST_UNPACK || r->rule == CS_OP_DIST_UNPACK_FOR_FSDP)
+    {
+      c->origin = s->origin ? s->origin : s->id;
+      c->why = vjp_why (c, s);
+      vjp_dist_unpack (c, s);
       return;
     }
   if (r->rule == CS_OP_LTORCH_NLL_LOSS)
@@ -2690,6 +2931,20 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
         }
       return TRUE;
     }
+  if (spec != NULL && spec->module_rule)
+    {
+      g_autoptr(GHashTable) synced = cs_grad_data_parallel_params (c->t);
+      if (synced != NULL)
+        {
+          for (guint i = 0; i < inputs->len; i++)
+            {
+              CsProxy *p = inputs->pdata[i];
+              if (g_hash_table_contains (synced, p->name) && is_diff (p))
+                pmap_insert (c->req, p, p);
+            }
+          return TRUE;
+        }
+    }
   for (guint i = 0; i < inputs->len; i++)
     {
       CsProxy *p = inputs->pdata[i];
@@ -2699,6 +2954,32 @@ mark_requires_grad (GradCtx *c, GPtrArray *inputs, const CsGradSpec *spec, GErro
         pmap_insert (c->req, p, p);
     }
   return TRUE;
+}
+
+GHashTable *
+cs_grad_data_parallel_params (const CsTrace *trace)
+{
+  GHashTable *names = NULL;
+
+  g_return_val_if_fail (trace != NULL, NULL);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      const CsValue *a;
+      CsDistParallelType pt;
+
+      if (s->kind != CS_STMT_CALL || cs_op_semantic (s->op)->id != CS_OP_DIST_SYNCHRONIZE
+          || !cs_dist_parallel_type (cs_stmt_arg (s, CS_ARG_DISTPARALLEL_TYPE), &pt)
+          || (pt != CS_DIST_PARALLEL_REPLICATED && pt != CS_DIST_PARALLEL_FULLY_SHARDED))
+        continue;
+      a = cs_stmt_get_arg (s, 0, NULL);
+      if (a == NULL || a->kind != CS_VALUE_PROXY || a->u.proxy->kind != CS_PROXY_TENSOR)
+        continue;
+      if (names == NULL)
+        names = g_hash_table_new (g_str_hash, g_str_equal);
+      g_hash_table_add (names, (gpointer) a->u.proxy->name);
+    }
+  return names;
 }
 
 gboolean

@@ -42,7 +42,9 @@ struct _CsGradSpec
                                     (cs_decompose_stmt); NULL = Thunder's defaults */
   gboolean            module_rule; /* with all_float: inputs that name a module buffer
                                     (cs_grad_input_is_module_buffer()) get no gradient, as in
-                                    Thunder; the pipeline's default */
+                                    Thunder, and in a DDP/FSDP trace only the synchronized
+                                    parameters (cs_grad_data_parallel_params()) get one; the
+                                    pipeline's default */
 };
 
 /**
@@ -58,6 +60,24 @@ struct _CsGradSpec
  * Returns: TRUE when @name is `t_` + something that ends neither in `_weight` nor `_bias`
  */
 gboolean cs_grad_input_is_module_buffer (const char *name);
+
+/**
+ * cs_grad_data_parallel_params:
+ * @trace: (transfer none): a computation trace
+ *
+ * The inputs of a DDP or FSDP trace that are parameters: the tensors a top-level
+ * `synchronize(p, group, REPLICATED | FULLY_SHARDED)` reads.  Thunder's ddp and fsdp transforms
+ * wrap every parameter of the module in one (thunder/distributed/transforms/ddp_v2.py and
+ * fsdp_v2.py, DDPTransform / FSDPTransform.transform_traces_pre_prologue, for each
+ * unpack_parameter) and leave buffers and the batch alone, so with the module rule
+ * (#CsGradSpec.module_rule) exactly these inputs require grad in such a trace: Thunder's own
+ * DDP/FSDP backward returns None for the rest (the rotary `cos`/`sin` buffers of
+ * data/distributed/ddp_final_bwd.txt, which the `t_` name rule does not catch).  A batch input
+ * that does require grad needs --grad.
+ * Returns: (transfer full) (nullable): a set of input names (strings of @trace's arena), or
+ * NULL when @trace has no such synchronize
+ */
+GHashTable *cs_grad_data_parallel_params (const CsTrace *trace);
 
 /**
  * cs_grad_joint:

@@ -12,6 +12,7 @@
 #include "cs-cse.h"
 #include "cs-decompose.h"
 #include "cs-dellast.h"
+#include "cs-dist.h"
 #include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-ir-util.h"
@@ -46,6 +47,8 @@ thunder_pass_name (const char *name)
     { "autocast", "Autocast" },
     { "grad", "Grad transform pass" },
     { "decompose", "Transform for operator executor execution" },
+    { "sort-waits", "Sort Waits" },
+    { "bucketing", "Batching all_reduce calls" },
     { "fuse", "Fusion" },
     { "remove-redundant-casts", "Remove redundant casts" },
     { "cse", "Nvfuser Common Subexpression Elimination" },
@@ -494,6 +497,24 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   if (cur == NULL)
     return NULL;
   add_pass (p, "decompose", cur, t0);
+
+  /* Thunder's maybe_sort_waits (thunder/__init__.py: after the grad transform, before
+   * transform_for_execution and its fusion pass): only for a trace with waits, so the pass
+   * list of every other trace is as it was */
+  if (cs_dist_trace_has_wait (cur))
+    {
+      t0 = pass_clock_us ();
+      cur = cs_dist_sort_waits (cur, "sort-waits");
+      add_pass (p, "sort-waits", cur, t0);
+      /* ddp-bucket-mb: Thunder's transform_for_execution -> apply_bucketing_to_grad_allreduce,
+       * as it would act if it recognised the sorted waits (cs_dist_bucket_grad_allreduce()) */
+      if (cs_policy_ddp_bucket_mb (policy) >= 0)
+        {
+          t0 = pass_clock_us ();
+          cur = cs_dist_bucket_grad_allreduce (cur, cs_policy_ddp_bucket_mb (policy), "bucketing");
+          add_pass (p, "bucketing", cur, t0);
+        }
+    }
 
   /* fuse and its clean-ups */
   t0 = pass_clock_us ();

@@ -13,7 +13,7 @@ G_DEFINE_QUARK (cs-policy-error-quark, cs_policy_error)
 
 const char * const cs_policy_keys[] = {
   "matmul", "elementwise", "autocast", "fusion", "fuse-matmul", "fuse-linear",
-  "redundant-casts", "tf32", "grad-reduce",
+  "redundant-casts", "tf32", "grad-reduce", "ddp-bucket-mb",
   "executors",   /* issue 18: the list-valued key (its own block below) */
   NULL,
 };
@@ -25,6 +25,7 @@ static const char * const fusion_values[] = { "consecutive", "dataflow", "off", 
 static const char * const onoff_values[] = { "off", "on", NULL };
 static const char * const redundant_values[] = { "remove", "keep", NULL };
 static const char * const grad_reduce_values[] = { "native", "f32", "bf16", NULL };
+static const char * const ddp_bucket_values[] = { "off", "25", "1", "0", NULL };
 
 /* Each key maps to a value table and an int-sized field of CsPolicy (enums and gbooleans are
  * both stored as int: the value index is the enum value, and for on/off 0 = off, 1 = on). */
@@ -45,6 +46,7 @@ static const PolicyKnob knobs[] = {
   { "redundant-casts", redundant_values,   G_STRUCT_OFFSET (CsPolicy, redundant_casts) },
   { "tf32",            onoff_values,       G_STRUCT_OFFSET (CsPolicy, allow_tf32) },
   { "grad-reduce",     grad_reduce_values, G_STRUCT_OFFSET (CsPolicy, grad_reduce) },
+  { "ddp-bucket-mb",   ddp_bucket_values,  G_STRUCT_OFFSET (CsPolicy, ddp_bucket) },
 };
 
 G_STATIC_ASSERT (sizeof (CsMatmulPrecision) == sizeof (int));
@@ -53,6 +55,7 @@ G_STATIC_ASSERT (sizeof (CsAutocast) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsFusionMode) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsRedundantCasts) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsGradReduce) == sizeof (int));
+G_STATIC_ASSERT (sizeof (CsDdpBucket) == sizeof (int));
 G_STATIC_ASSERT (sizeof (gboolean) == sizeof (int));
 
 static const PolicyKnob *
@@ -194,6 +197,8 @@ get_executors (const CsPolicy *policy)
  * (`nv_enable_matmul`/`nv_enable_linear` default False), redundant-casts=remove
  * (nvFuser's `remove_redundant_casts`), tf32=off, grad-reduce=native (Thunder reduces a
  * gradient in its own dtype: thunder/distributed/prims.py synchronize_backward_rule),
+ * ddp-bucket-mb=off (what Thunder 1e22aacb1's jit leaves: its bucketing pass finds nothing,
+ * see cs_dist_bucket_grad_allreduce()),
  * executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python (Thunder's default
  * executors, thunder/extend/__init__.py and thunder/__init__.py; cuDNN treated as not installed).
  */
@@ -212,6 +217,7 @@ cs_policy_init_default (CsPolicy *policy)
   policy->redundant_casts = CS_REDUNDANT_CASTS_REMOVE;
   policy->allow_tf32 = FALSE;
   policy->grad_reduce = CS_GRAD_REDUCE_NATIVE;
+  policy->ddp_bucket = CS_DDP_BUCKET_OFF;
   set_executors (policy, CS_POLICY_DEFAULT_EXECUTORS, NULL);
 }
 
@@ -356,14 +362,33 @@ cs_policy_values (const char *key)
   return knob ? knob->values : NULL;
 }
 
+/** cs_policy_ddp_bucket_mb: see cs-policy.h. */
+double
+cs_policy_ddp_bucket_mb (const CsPolicy *policy)
+{
+  g_return_val_if_fail (policy != NULL, -1);
+  switch (policy->ddp_bucket)
+    {
+    case CS_DDP_BUCKET_25:
+      return 25.0;
+    case CS_DDP_BUCKET_1:
+      return 1.0;
+    case CS_DDP_BUCKET_0:
+      return 0.0;
+    default:
+      return -1;
+    }
+}
+
 /**
  * cs_policy_to_string:
  * @policy: a policy
  *
  * Returns: (transfer full): "matmul=native elementwise=f32 autocast=off fusion=consecutive
  * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off executors=sdpa,...,python"
- * (every key, in #cs_policy_keys order; grad-reduce only when it is not native, so that the
- * policy of a trace without collectives reads as before the key existed)
+ * (every key, in #cs_policy_keys order; grad-reduce only when it is not native and
+ * ddp-bucket-mb only when it is not off, so that the policy of a trace without collectives
+ * reads as before the keys existed)
  */
 char *
 cs_policy_to_string (const CsPolicy *policy)
@@ -377,6 +402,8 @@ cs_policy_to_string (const CsPolicy *policy)
     {
       const char *v = cs_policy_get (policy, cs_policy_keys[i]);
       if (strcmp (cs_policy_keys[i], "grad-reduce") == 0 && policy->grad_reduce == CS_GRAD_REDUCE_NATIVE)
+        continue;
+      if (strcmp (cs_policy_keys[i], "ddp-bucket-mb") == 0 && policy->ddp_bucket == CS_DDP_BUCKET_OFF)
         continue;
       g_string_append_printf (s, "%s%s=%s", i ? " " : "", cs_policy_keys[i], v ? v : "?");
     }
@@ -404,6 +431,7 @@ cs_policy_equal (const CsPolicy *a, const CsPolicy *b)
          && a->redundant_casts == b->redundant_casts
          && !a->allow_tf32 == !b->allow_tf32
          && a->grad_reduce == b->grad_reduce
+         && a->ddp_bucket == b->ddp_bucket
          && a->n_executors == b->n_executors
          && memcmp (a->executors, b->executors, MIN (a->n_executors, CS_N_EXECUTORS)) == 0;
 }

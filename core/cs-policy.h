@@ -50,6 +50,15 @@ typedef enum
   CS_GRAD_REDUCE_F32,    /* "f32": converted to f32 before the collective, back after its wait */
   CS_GRAD_REDUCE_BF16,   /* "bf16": converted to bf16 before the collective, back after */
 } CsGradReduce;
+
+typedef enum
+{
+  CS_DDP_BUCKET_OFF,     /* "off": no bucketing pass, what Thunder 1e22aacb1's jit leaves (its
+                            apply_bucketing_to_grad_allreduce finds no gradient all_reduce) */
+  CS_DDP_BUCKET_25,      /* "25": Thunder's GradBuckets with ddp(bucket_size_in_mb=25.0), the default */
+  CS_DDP_BUCKET_1,       /* "1": buckets of 1 MiB */
+  CS_DDP_BUCKET_0,       /* "0": bucket_size_in_mb=0: no buckets, each all_reduce in place */
+} CsDdpBucket;
 /* ---- executors (issue 18) ------------------------------------------------------------------ */
 
 /**
@@ -84,6 +93,7 @@ typedef struct
   CsRedundantCasts     redundant_casts;  /* key "redundant-casts" */
   gboolean             allow_tf32;       /* key "tf32" (on/off): f32 matmuls may use TF32 (GPU only) */
   CsGradReduce         grad_reduce;      /* key "grad-reduce": the dtype DDP/FSDP reduce gradients in */
+  CsDdpBucket          ddp_bucket;       /* key "ddp-bucket-mb": DDP gradient bucketing */
   /* executors (issue 18): key "executors", a comma-separated list of CsExecutor names */
   guint8               executors[CS_N_EXECUTORS]; /* CsExecutor ids in priority order, no
                                                      repeats; n_executors of them are used */
@@ -110,10 +120,14 @@ gboolean  cs_policy_parse_assignment (CsPolicy *policy, const char *assignment, 
 const char *cs_policy_get        (const CsPolicy *policy, const char *key);
 /** The accepted values of @key (NULL-terminated, static), or NULL for an unknown key. */
 const char * const *cs_policy_values (const char *key);
-/** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce, which is
- *  written only when it is not native (it matters to distributed traces alone). */
+/** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce and
+ *  ddp-bucket-mb, which are written only when they are not native / off (they matter to
+ *  distributed traces alone). */
 char     *cs_policy_to_string    (const CsPolicy *policy);
 gboolean  cs_policy_equal        (const CsPolicy *a, const CsPolicy *b);
+/** cs_policy_ddp_bucket_mb: Thunder's bucket_size_in_mb that key "ddp-bucket-mb" stands for
+ *  (25, 1 or 0), or -1 for off. */
+double    cs_policy_ddp_bucket_mb (const CsPolicy *policy);
 
 /* ---- executors (issue 18) ---- */
 

@@ -166,6 +166,41 @@ test_grad_reduce_string (void)
   g_assert_cmpint (p.grad_reduce, ==, CS_GRAD_REDUCE_BF16);
 }
 
+/* ddp-bucket-mb (distributed traces) is written only when it is not off, round-trips, and
+ * stands for Thunder's bucket_size_in_mb */
+static void
+test_ddp_bucket_string (void)
+{
+  CsPolicy p, q;
+  g_autofree char *s = NULL;
+  g_auto(GStrv) parts = NULL;
+  g_autofree char *d = NULL;
+
+  cs_policy_init_default (&p);
+  g_assert_cmpint (p.ddp_bucket, ==, CS_DDP_BUCKET_OFF);
+  g_assert_cmpfloat (cs_policy_ddp_bucket_mb (&p), ==, -1);
+  d = cs_policy_to_string (&p);
+  g_assert_null (strstr (d, "ddp-bucket-mb"));
+  g_assert_true (cs_policy_set (&p, "ddp-bucket-mb", "25", NULL));
+  g_assert_cmpfloat (cs_policy_ddp_bucket_mb (&p), ==, 25.0);
+  s = cs_policy_to_string (&p);
+  g_assert_cmpstr (s, ==, "matmul=native elementwise=f32 autocast=off fusion=consecutive "
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off "
+                          "ddp-bucket-mb=25 "
+                          "executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python");
+  cs_policy_init_default (&q);
+  g_assert_false (cs_policy_equal (&p, &q));
+  parts = g_strsplit (s, " ", -1);
+  for (guint i = 0; parts[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (&q, parts[i], NULL));
+  g_assert_true (cs_policy_equal (&p, &q));
+  g_assert_true (cs_policy_set (&p, "ddp-bucket-mb", "1", NULL));
+  g_assert_cmpfloat (cs_policy_ddp_bucket_mb (&p), ==, 1.0);
+  g_assert_true (cs_policy_set (&p, "ddp-bucket-mb", "0", NULL));
+  g_assert_cmpfloat (cs_policy_ddp_bucket_mb (&p), ==, 0.0);
+  g_assert_false (cs_policy_set (&p, "ddp-bucket-mb", "7", NULL));
+}
+
 static void
 test_keys_values (void)
 {
@@ -185,8 +220,8 @@ test_keys_values (void)
         }
     }
   /* matmul elementwise autocast fusion fuse-matmul fuse-linear redundant-casts tf32
-   * grad-reduce executors */
-  g_assert_cmpuint (n, ==, 10);
+   * grad-reduce ddp-bucket-mb executors */
+  g_assert_cmpuint (n, ==, 11);
   g_assert_null (cs_policy_values ("nope"));
 }
 
@@ -198,6 +233,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/policy/set-each-key", test_set_each_key);
   g_test_add_func ("/core/policy/errors", test_errors);
   g_test_add_func ("/core/policy/roundtrip-string", test_roundtrip_string);
+  g_test_add_func ("/core/policy/ddp-bucket-string", test_ddp_bucket_string);
   g_test_add_func ("/core/policy/keys-values", test_keys_values);
   g_test_add_func ("/core/policy/grad-reduce-string", test_grad_reduce_string);
   g_test_add_func ("/core/policy/executors", test_executors);

@@ -114,6 +114,29 @@ static const Example examples[] = {
   { CS_OP_DIST_SYNCHRONIZE, "def computation(x, w):\n  # x: \"cuda:0 f64[3, 4]\"\n  # w: \"cuda:0 f64[4, 2]\"\n"
     "  t0 = " DP "synchronize(w, " PG ", _DistParallelType_REPLICATED_1)  # t0: \"cuda:0 f64[4, 2]\"\n"
     "  t1 = prims.matmul(x, t0)  # t1: \"cuda:0 f64[3, 2]\"\n  return (t1,)\n", NULL },
+  /* broadcast of one rank is the identity; pack is the 1-d concatenation of the flattened
+   * tensors, unpack its slices back (the second output unused: its cotangent is zeros), the
+   * FSDP forms the same at world_size 1 */
+  { CS_OP_DIST_BROADCAST, X34 "  t0 = " DP "broadcast(x, 0, " PG ", False)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+#define XY "def computation(x, y):\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[2, 3]\"\n"
+  { CS_OP_DIST_PACK, XY "  t0 = " DP "pack([x, y], 'bucket')  # t0: \"cuda:0 f64[18]\"\n"
+    "  t1 = prims.mul(t0, t0)  # t1: \"cuda:0 f64[18]\"\n  return (t1,)\n", NULL },
+  { CS_OP_DIST_PACK_FOR_FSDP, XY "  t0 = " DP "pack_for_fsdp([x, y], 1, 'scatter')  # t0: \"cuda:0 f64[18]\"\n"
+    "  t1 = prims.exp(t0)  # t1: \"cuda:0 f64[18]\"\n  return (t1,)\n", NULL },
+#define BXY "def computation(b, x, y):\n  # b: \"cuda:0 f64[18]\"\n  # x: \"cuda:0 f64[3, 4]\"\n  # y: \"cuda:0 f64[2, 3]\"\n"
+  { CS_OP_DIST_UNPACK, BXY "  [t0, t1] = " DP "unpack(b, [x, y], 'bucket')\n"
+    "  t2 = prims.mul(t0, x)  # t2: \"cuda:0 f64[3, 4]\"\n  return (t2,)\n", NULL },
+  { CS_OP_DIST_UNPACK_FOR_FSDP, BXY "  [t0, t1] = " DP "unpack_for_fsdp(b, [x, y], 1, 'gather')\n"
+    "  t2 = prims.exp(t0)  # t2: \"cuda:0 f64[3, 4]\"\n  t3 = prims.mul(t1, y)  # t3: \"cuda:0 f64[2, 3]\"\n"
+    "  return (t2, t3)\n", NULL },
+  /* the tensor-parallel synchronizes of a world of one (the other layer types: test-core-dist) */
+  { CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT, X34 "  t0 = " DP "synchronize_tensor_parallel_output(x, " PG
+    ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.mul(t0, x)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
+  { CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_INPUT, X34 "  t0 = " DP "synchronize_tensor_parallel_input(x, " PG
+    ", _TensorParallelLayerType_COLUMN_PARALLEL_LINEAR_1)  # t0: \"cuda:0 f64[3, 4]\"\n"
+    "  t1 = prims.exp(t0)  # t1: \"cuda:0 f64[3, 4]\"\n  return (t1,)\n", NULL },
   { CS_OP_LTORCH_SPLIT, X34 "  (t0, t1) = ltorch.split(x, [1, 3], 1)\n"
     "  t2 = ltorch.sum(t1, 1, True, dtype=None)  # t2: \"cuda:0 f64[3, 1]\"\n"
     "  t3 = prims.mul(t0, t2)  # t3: \"cuda:0 f64[3, 1]\"\n  return (t3,)\n", NULL },

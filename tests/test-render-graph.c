@@ -925,6 +925,62 @@ test_distributed (void)
   g_assert_nonnull (strstr (dot, "csbucket=1"));
 }
 
+/* The buckets castscope's ddp-bucket-mb pass makes draw as groups too: the real DDP trace
+ * (data/distributed/ddp_initial.txt) under ddp-bucket-mb=25 has one bucket of its 21
+ * gradients: one BUCKET cluster holding the 21 update_bucket_views, the pack and the unpack,
+ * and one all_reduce hexagon of 266880 bytes (260.6 KiB) of bf16. */
+static void
+test_distributed_castscope_bucket (void)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = g_build_filename (dir ? dir : "data", "distributed", "ddp_initial.txt", NULL);
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  CsPolicy pol;
+  gint bucket = -1;
+  guint in_bucket = 0, comms = 0, views = 0;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  t = parse (text);
+  cs_policy_init_default (&pol);
+  g_assert_true (cs_policy_set (&pol, "ddp-bucket-mb", "25", NULL));
+  pl = cs_pipeline_run (t, &pol, NULL, &error);
+  g_assert_no_error (error);
+  l = cs_graph_build (cs_pipeline_get_backward (pl), NULL, &error);
+  g_assert_no_error (error);
+  for (guint c = 0; c < l->n_clusters; c++)
+    if (l->clusters[c].kind == CS_LAYOUT_CLUSTER_BUCKET)
+      {
+        g_assert_cmpint (bucket, ==, -1);
+        bucket = (gint) c;
+      }
+  g_assert_cmpint (bucket, >=, 0);
+  g_assert_cmpstr (l->clusters[bucket].subtitle, ==, "21 gradients");
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      if (l->nodes[i].kind == CS_LAYOUT_NODE_COMM)
+        {
+          comms++;
+          g_assert_cmpint (l->nodes[i].dtype, ==, CS_DTYPE_BF16);
+          g_assert_nonnull (strstr (l->nodes[i].label, "all_reduce sum"));
+          g_assert_nonnull (strstr (l->nodes[i].label, "bf16 \u00b7 260.6"));   /* 266880 / 1024 */
+          g_assert_nonnull (strstr (l->nodes[i].label, "KiB"));
+          g_assert_cmpint (l->nodes[i].cluster, !=, bucket);
+        }
+      if (l->nodes[i].cluster == bucket)
+        {
+          in_bucket++;
+          views += g_str_has_suffix (l->nodes[i].name, "update_bucket_view");
+        }
+    }
+  g_assert_cmpuint (comms, ==, 1);
+  g_assert_cmpuint (views, ==, 21);
+  g_assert_cmpuint (in_bucket, ==, 23);   /* 21 update_bucket_view, pack, unpack */
+}
+
 /* ---- the precision lens (core/cs-lens.h through cs_graph_build()) ---- */
 
 /* The seed's region computes a + b in f32 and rounds it to bf16 (t19): the convert to bf16 is a
@@ -1055,6 +1111,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/graph/auto-collapse", test_auto_collapse);
   g_test_add_func ("/render/graph/dot-text", test_dot_text);
   g_test_add_func ("/render/graph/distributed", test_distributed);
+  g_test_add_func ("/render/graph/distributed/castscope-bucket", test_distributed_castscope_bucket);
   g_test_add_func ("/render/layout/geometry", test_geometry);
   g_test_add_func ("/render/layout/hit-test", test_hit);
   g_test_add_func ("/render/layout/values", test_values);
