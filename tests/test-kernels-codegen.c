@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cs-cuda-private.h"
+#include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
@@ -946,6 +947,67 @@ test_pipeline_llama (void)
   pipeline_case ("thunder_llama_stack_initial.txt", "native");
 }
 
+/* rounding=eager in generated CUDA (issue 19): the kernels read the trace after the
+ * remove-redundant-casts pass, so t0 = a * b, kept in f32 under fused, is rounded to bf16 in
+ * the kernel under eager (one more `cs_rbf`, the round-to-nearest-even of the codegen), before
+ * the add reads it; both programs compile. */
+static guint
+count_substr (const char *hay, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *q = strstr (hay, needle); q != NULL; q = strstr (q + 1, needle))
+    n++;
+  return n;
+}
+
+static void
+test_rounding_eager (void)
+{
+  static const char text[] =
+    "import torch\n"
+    "import thunder.torch as ltorch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(a, b, c):\n"
+    "  # a: \"cuda:0 bf16[64]\"\n"
+    "  # b: \"cuda:0 bf16[64]\"\n"
+    "  # c: \"cuda:0 bf16[64]\"\n"
+    "  t0 = ltorch.mul(a, b)  # t0: \"cuda:0 bf16[64]\"\n"
+    "  t1 = ltorch.add(t0, c)  # t1: \"cuda:0 bf16[64]\"\n"
+    "  return (t1,)\n";
+  const char *modes[] = { "fused", "eager" };
+  guint n_round[2];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "mul_add.txt", &error);
+  CsGradSpec none = { FALSE, NULL, TRUE, NULL };
+
+  g_assert_no_error (error);
+  for (guint m = 0; m < 2; m++)
+    {
+      g_autoptr(CsPipeline) pl = NULL;
+      CsPolicy policy;
+      CsCudaProgram *p;
+
+      cs_policy_init_default (&policy);
+      cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
+      g_assert_true (cs_policy_set (&policy, "rounding", modes[m], NULL));
+      pl = cs_pipeline_run (t, &policy, &none, &error);
+      g_assert_no_error (error);
+      p = cs_cuda_program_generate (cs_pipeline_get_forward (pl), NULL, &policy, &error);
+      g_assert_no_error (error);
+      n_round[m] = count_substr (p->source->str, "cs_rbf (");
+      g_test_message ("rounding=%s: %u bf16 roundings in the kernel source", modes[m], n_round[m]);
+      compile_ok (p);
+      cs_cuda_program_free (p);
+    }
+  /* the pointwise kernel has two copies of its body (eight elements a thread with vector loads,
+   * and the tail): fused rounds t1 in each, eager t0 and t1 in each */
+  g_assert_cmpuint (n_round[0], ==, 2);
+  g_assert_cmpuint (n_round[1], ==, 4);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -963,5 +1025,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
   g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
   g_test_add_func ("/kernels/codegen/f64/samples", test_f64_samples);
+  g_test_add_func ("/kernels/codegen/rounding-eager", test_rounding_eager);
   return g_test_run ();
 }
