@@ -20,8 +20,8 @@ typedef struct
   CsProxyMap *repl;    /* proxy -> equivalent original proxy */
   CsProxyMap *inter;   /* cast output -> most original float source */
   CsProxyMap *one;     /* scratch: a single substitution */
-  GHashTable *origin;  /* rounding=eager only (else NULL): cast output (CsProxy *) -> the
-                          origin of the cast that made it (GUINT_TO_POINTER (origin id)) */
+  GHashTable *origin;  /* rounding=eager only (else NULL): cast output (CsProxy *) -> the op
+                          of the cast that made it (GUINT_TO_POINTER (op_key ())) */
 } CastMaps;
 
 static void
@@ -42,9 +42,17 @@ cast_maps_free (CastMaps *m)
   g_clear_pointer (&m->origin, g_hash_table_unref);
 }
 
+/* The eager op a statement belongs to: its statement of the initial trace (CsStmt.origin), the
+ * grad pass's gradient accumulations (CsStmt.grad_sum) apart from the VJP that emitted them. */
+static guint
+op_key (const CsStmt *s)
+{
+  return (guint) s->origin * 2u + (s->grad_sum ? 1u : 0u);
+}
+
 /* rounding=eager: TRUE when the cast @s reads @x, the output of a cast of another user-level op
- * (another statement of the initial trace, CsStmt.origin): @x is that op's stored result,
- * rounded to its dtype, and the look-through stops there. */
+ * (op_key() differs): @x is that op's stored result, rounded to its dtype, and the look-through
+ * stops there. */
 static gboolean
 crosses_op (const CastMaps *m, const CsStmt *s, CsProxy *x)
 {
@@ -52,7 +60,7 @@ crosses_op (const CastMaps *m, const CsStmt *s, CsProxy *x)
 
   if (m->origin == NULL || !g_hash_table_lookup_extended (m->origin, x, NULL, &made_by))
     return FALSE;
-  return GPOINTER_TO_UINT (made_by) != s->origin;
+  return GPOINTER_TO_UINT (made_by) != op_key (s);
 }
 
 /* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
@@ -110,7 +118,7 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
     }
   _cs_proxy_map_insert (m->inter, out, orig);
   if (m->origin != NULL)
-    g_hash_table_insert (m->origin, out, GUINT_TO_POINTER (s->origin));
+    g_hash_table_insert (m->origin, out, GUINT_TO_POINTER (op_key (s)));
   return TRUE;
 }
 

@@ -38,7 +38,8 @@ CsTrace *cs_cse_remove_redundant_casts (const CsTrace *trace);
  * @rounding: CS_ROUNDING_FUSED: exactly cs_cse_remove_redundant_casts(); CS_ROUNDING_EAGER:
  *   the same walk, but the look-through stops at a cast output made by another user-level op
  *   than the cast reading it (CsStmt.origin differs: another statement of the initial trace,
- *   or of the backward the grad pass made for another one)
+ *   or of the backward the grad pass made for another one; or CsStmt.grad_sum differs: the
+ *   grad pass's sum of two cotangents is an op of its own, as autograd's accumulation is)
  *
  * Under CS_ROUNDING_EAGER a bf16/f16 value one op stores and the next op upcasts keeps its
  * rounding (the f32 -> bf16 -> f32 chain between two ops stays), while the chains inside one

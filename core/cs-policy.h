@@ -53,10 +53,13 @@ typedef enum
  * - fused: nvFuser's remove_redundant_casts inside each region: a value stays in f32 across the
  *   ltorch ops of a region and is rounded once, where the region stores it (Thunder's default).
  * - eager: the casts are removed only within each user-level op (one statement of the initial
- *   trace: its decomposition, and the backward statements the grad pass made for it), never
- *   between two of them: each op's result is rounded to its result dtype, as a PyTorch eager
- *   kernel computes in opmath (f32) and stores its output in the tensor's dtype.  The removal
- *   then runs with fusion=off too (the torch executor runs each op as its eager kernel).
+ *   trace: its decomposition, and the backward statements the grad pass made for it; the grad
+ *   pass's sum of cotangents from two statements is an op of its own), never between two of
+ *   them: each op's result is rounded to its result dtype, as a PyTorch eager kernel computes
+ *   in opmath (f32) and stores its output in the tensor's dtype.  The removal then runs with
+ *   fusion=off too (the torch executor runs each op as its eager kernel), on the top-level
+ *   statements.  As under fused, a chain crossing a region boundary is kept.
+ * Source: cs_cse_remove_redundant_casts_rounding() (cs-cse.h).
  */
 typedef enum
 {

@@ -20,6 +20,7 @@
 #include "cs-compare.h"
 #include "cs-grad.h"
 #include "cs-lens.h"
+#include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-policy.h"
@@ -329,6 +330,31 @@ assert_verdicts (GPtrArray *out, GPtrArray *f64, const char *what)
   g_assert_cmpuint (n, >, 0);
 }
 
+/* The grad pass's gradient accumulations that sum cotangents of two forward statements (the
+ * top-level statements of its trace tagged grad_sum: autograd's accumulation, an op of its own
+ * under rounding=eager). */
+static guint
+count_grad_sums (const CsTrace *t)
+{
+  CsPolicy p = policy_of (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = cs_pipeline_run (t, &p, NULL, &error);
+  const CsTrace *grad;
+  guint n = 0;
+
+  g_assert_no_error (error);
+  grad = cs_pipeline_find_trace (pl, "grad");
+  g_assert_nonnull (grad);
+  for (guint i = 0; i < grad->n_stmts; i++)
+    if (grad->stmts[i]->grad_sum)
+      {
+        g_assert_true (grad->stmts[i]->backward);
+        g_assert_cmpstr (grad->stmts[i]->op->short_name, ==, "add");
+        n++;
+      }
+  return n;
+}
+
 /* data/mlp_gelu.txt: linear, F.gelu(approximate='tanh'), linear.  The GELU is one op: eager
  * computes it in f32 and rounds once, as nvFuser does, so eager and fused agree bit for bit on
  * every output and gradient; keep rounds after each of the nested muls and adds Thunder's
@@ -365,6 +391,9 @@ test_mlp_gelu (void)
       keep_differs |= !same_bits (fused->pdata[k], keep->pdata[k]);
     }
   g_assert_true (keep_differs);
+  /* t0 is read five times, all inside gelu's decomposition: its cotangents are summed within
+   * gelu's backward, no accumulation across ops (x, w1, b1, w2, b2 are read once each) */
+  g_assert_cmpuint (count_grad_sums (t), ==, 0);
   assert_verdicts (fused, f64, "mlp_gelu fused");
   assert_verdicts (eager, f64, "mlp_gelu eager");
 }
@@ -416,6 +445,9 @@ test_rmsnorm_swiglu (void)
     }
   g_assert_cmpuint (n_judged, >, 0);
   g_assert_cmpuint (n_differ, >, 0);
+  /* two accumulations across ops: t0's (read by both linears) and x's (read by rms_norm and
+   * the residual add) */
+  g_assert_cmpuint (count_grad_sums (t), ==, 2);
 }
 
 int
