@@ -435,7 +435,7 @@ load_path (const char *path)
 }
 
 static void
-pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
+pipeline_case_trace (CsTrace *init, const char *matmul, const char *rounding, gboolean compile)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
@@ -447,6 +447,7 @@ pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
   /* the executor list the CUDA executor runs (issue 18: no sdpa or xentropy kernels yet) */
   cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
   g_assert_true (cs_policy_set (&policy, "matmul", matmul, &error));
+  g_assert_true (cs_policy_set (&policy, "rounding", rounding, &error));
   pl = cs_pipeline_run (init, &policy, NULL, &error);
   g_assert_no_error (error);
   p = cs_cuda_program_generate (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy, &error);
@@ -472,7 +473,7 @@ pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
 }
 
 static void
-pipeline_case (const char *file, const char *matmul)
+pipeline_case (const char *file, const char *matmul, const char *rounding)
 {
   g_autoptr(CsTrace) init = load_shared (file);
 
@@ -481,10 +482,11 @@ pipeline_case (const char *file, const char *matmul)
       g_test_skip ("../shared/traces not present");
       return;
     }
-  pipeline_case_trace (init, matmul, TRUE);
+  pipeline_case_trace (init, matmul, rounding, TRUE);
 }
 
-/* Every bundled sample and benchmark workload (data/ and data/bench/). */
+/* Every bundled sample and benchmark workload (data/ and data/bench/); each also generates
+ * under rounding=eager (issue 19). */
 static void
 test_samples (gconstpointer sub)
 {
@@ -511,8 +513,9 @@ test_samples (gconstpointer sub)
       g_test_message ("%s", path);
       /* NVRTC compiles the native build; the upcast build is generated and planned (its
        * kernels are the same templates; compiling both doubles the test's time). */
-      pipeline_case_trace (t, "native", TRUE);
-      pipeline_case_trace (t, "upcast-f32", FALSE);
+      pipeline_case_trace (t, "native", "fused", TRUE);
+      pipeline_case_trace (t, "upcast-f32", "fused", FALSE);
+      pipeline_case_trace (t, "native", "eager", FALSE);
       count++;
     }
   g_assert_cmpuint (count, >=, 1);
@@ -928,15 +931,15 @@ test_dedupe_llama (void)
 static void
 test_pipeline_seed (void)
 {
-  pipeline_case ("thunder_a_seed_matmul_initial.txt", "native");
-  pipeline_case ("thunder_a_seed_matmul_initial.txt", "upcast-f32");
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "native", "fused");
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "upcast-f32", "fused");
 }
 
 static void
 test_pipeline_mlp (void)
 {
-  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "native");
-  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "upcast-f32");
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "native", "fused");
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "upcast-f32", "fused");
 }
 
 /* A LLaMA block stack: embedding (+ backward through atomics), RMSNorm, RoPE (cat of halves),
@@ -944,7 +947,15 @@ test_pipeline_mlp (void)
 static void
 test_pipeline_llama (void)
 {
-  pipeline_case ("thunder_llama_stack_initial.txt", "native");
+  pipeline_case ("thunder_llama_stack_initial.txt", "native", "fused");
+}
+
+/* The same stack under rounding=eager (issue 19): the kernels of the traces with every op's
+ * rounding kept generate and compile, and the arena plan holds. */
+static void
+test_pipeline_llama_eager (void)
+{
+  pipeline_case ("thunder_llama_stack_initial.txt", "native", "eager");
 }
 
 /* rounding=eager in generated CUDA (issue 19): the kernels read the trace after the
@@ -1021,6 +1032,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);
   g_test_add_func ("/kernels/codegen/pipeline/llama", test_pipeline_llama);
+  g_test_add_func ("/kernels/codegen/pipeline/llama-eager", test_pipeline_llama_eager);
   g_test_add_func ("/kernels/codegen/dedupe/llama", test_dedupe_llama);
   g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
   g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
