@@ -982,6 +982,18 @@ cs_cli_cmd_run (int argc, char **argv)
     }
 #endif
   printf ("device: cpu (reference), seed %" G_GINT64_FORMAT "\n", seed);
+  {
+    /* the policy line (as --device cuda prints it) when it is not Thunder's defaults, so two
+     * tables under rounding=fused and rounding=eager say which is which */
+    CsPolicy def;
+
+    cs_policy_init_default (&def);
+    if (!cs_policy_equal (&policy, &def))
+      {
+        g_autofree char *pol = cs_policy_to_string (&policy);
+        printf ("policy: %s\n", pol);
+      }
+  }
   if (fwd_rep.outputs)
     print_report (&fwd_rep, all_outputs);
   if (bwd_rep.outputs)

@@ -36,8 +36,14 @@ static const KnobLabel knob_labels[] = {
   { "fuse-matmul", "Fuse matmul", "nvFuser takes matmul into its regions (nv_enable_matmul)" },
   { "fuse-linear", "Fuse linear", "nvFuser takes linear into its regions (nv_enable_linear)" },
   { "redundant-casts", "Redundant casts",
-    "remove: nvFuser drops the bf16 round trip between fused ops; keep: round after every op, "
-    "as eager PyTorch" },
+    "remove: nvFuser drops the bf16 round trip between fused ops; keep: no cast is dropped, "
+    "every op Thunder's decomposition writes rounds (the ops inside a composite such as gelu "
+    "too)" },
+  { "rounding", "Rounding",
+    "fused: a value stays in f32 inside a fusion region and is rounded once, where the region "
+    "stores it (nvFuser, Thunder's default); eager: every op you wrote rounds its result to its "
+    "dtype, as PyTorch eager does (a composite such as gelu still rounds once).  Run under each "
+    "to compare their error against f64" },
   { "tf32", "TF32", "f32 matmuls may use TF32 tensor cores (GPU run only)" },
 };
 

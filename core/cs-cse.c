@@ -20,14 +20,17 @@ typedef struct
   CsProxyMap *repl;    /* proxy -> equivalent original proxy */
   CsProxyMap *inter;   /* cast output -> most original float source */
   CsProxyMap *one;     /* scratch: a single substitution */
+  GHashTable *origin;  /* rounding=eager only (else NULL): cast output (CsProxy *) -> the op
+                          of the cast that made it (GUINT_TO_POINTER (op_key ())) */
 } CastMaps;
 
 static void
-cast_maps_init (CastMaps *m)
+cast_maps_init (CastMaps *m, CsRounding rounding)
 {
   m->repl = _cs_proxy_map_new ();
   m->inter = _cs_proxy_map_new ();
   m->one = _cs_proxy_map_new ();
+  m->origin = rounding == CS_ROUNDING_EAGER ? g_hash_table_new (NULL, NULL) : NULL;
 }
 
 static void
@@ -36,6 +39,28 @@ cast_maps_free (CastMaps *m)
   _cs_proxy_map_free (m->repl);
   _cs_proxy_map_free (m->inter);
   _cs_proxy_map_free (m->one);
+  g_clear_pointer (&m->origin, g_hash_table_unref);
+}
+
+/* The eager op a statement belongs to: its statement of the initial trace (CsStmt.origin), the
+ * grad pass's gradient accumulations (CsStmt.grad_sum) apart from the VJP that emitted them. */
+static guint
+op_key (const CsStmt *s)
+{
+  return (guint) s->origin * 2u + (s->grad_sum ? 1u : 0u);
+}
+
+/* rounding=eager: TRUE when the cast @s reads @x, the output of a cast of another user-level op
+ * (op_key() differs): @x is that op's stored result, rounded to its dtype, and the look-through
+ * stops there. */
+static gboolean
+crosses_op (const CastMaps *m, const CsStmt *s, CsProxy *x)
+{
+  gpointer made_by;
+
+  if (m->origin == NULL || !g_hash_table_lookup_extended (m->origin, x, NULL, &made_by))
+    return FALSE;
+  return GPOINTER_TO_UINT (made_by) != op_key (s);
 }
 
 /* TRUE when @subs holds exactly @s's subsymbols (so the region need not be rebuilt). */
@@ -76,7 +101,7 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
   if (out == NULL || x->kind != CS_PROXY_TENSOR || !x->typed || !cs_dtype_is_float (x->dtype)
       || !cs_dtype_is_float (to))
     return TRUE;
-  orig = _cs_proxy_map_lookup (m->inter, x);
+  orig = crosses_op (m, s, x) ? NULL : _cs_proxy_map_lookup (m->inter, x);
   if (orig == NULL)
     orig = x;
   if (orig->dtype == to)
@@ -92,6 +117,8 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
       *sp = _cs_stmt_remap_reads (t, s, m->one);
     }
   _cs_proxy_map_insert (m->inter, out, orig);
+  if (m->origin != NULL)
+    g_hash_table_insert (m->origin, out, GUINT_TO_POINTER (op_key (s)));
   return TRUE;
 }
 
@@ -105,6 +132,8 @@ rrc_region (CsTrace *t, CsStmt *s, CastMaps *inner, CsStmtVec *subs)
 {
   _cs_proxy_map_clear (inner->repl);
   _cs_proxy_map_clear (inner->inter);
+  if (inner->origin != NULL)
+    g_hash_table_remove_all (inner->origin);
   subs->len = 0;
   for (guint j = 0; j < s->n_subs; j++)
     {
@@ -116,14 +145,14 @@ rrc_region (CsTrace *t, CsStmt *s, CastMaps *inner, CsStmtVec *subs)
 }
 
 /**
- * cs_cse_remove_redundant_casts: (see cs-cse.h)
+ * cs_cse_remove_redundant_casts_rounding: (see cs-cse.h)
  *
  * One walk over the top level with the outer maps; each region is first remapped through the
  * outer substitution (outputs earlier regions replaced), then rewritten with inner maps that
  * start empty, whose replacements the outer map takes over.
  */
 CsTrace *
-cs_cse_remove_redundant_casts (const CsTrace *trace)
+cs_cse_remove_redundant_casts_rounding (const CsTrace *trace, CsRounding rounding)
 {
   g_autoptr(CsTrace) t = NULL;
   g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
@@ -133,8 +162,8 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
   g_return_val_if_fail (trace != NULL, NULL);
 
   t = cs_trace_derive_shared (trace, "remove-redundant-casts");
-  cast_maps_init (&outer);
-  cast_maps_init (&inner);
+  cast_maps_init (&outer, rounding);
+  cast_maps_init (&inner, rounding);
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -155,6 +184,15 @@ cs_cse_remove_redundant_casts (const CsTrace *trace)
   cast_maps_free (&inner);
   _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
+}
+
+/**
+ * cs_cse_remove_redundant_casts: (see cs-cse.h)
+ */
+CsTrace *
+cs_cse_remove_redundant_casts (const CsTrace *trace)
+{
+  return cs_cse_remove_redundant_casts_rounding (trace, CS_ROUNDING_FUSED);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <glib.h>
 
 #include "cs-ir.h"
+#include "cs-policy.h"
 
 G_BEGIN_DECLS
 
@@ -30,6 +31,26 @@ G_BEGIN_DECLS
  * Returns: (transfer full): the new trace (pass "remove-redundant-casts")
  */
 CsTrace *cs_cse_remove_redundant_casts (const CsTrace *trace);
+
+/**
+ * cs_cse_remove_redundant_casts_rounding:
+ * @trace: (transfer none): a decomposed trace, fused or not
+ * @rounding: CS_ROUNDING_FUSED: exactly cs_cse_remove_redundant_casts(); CS_ROUNDING_EAGER:
+ *   the same walk, but the look-through stops at a cast output made by another user-level op
+ *   than the cast reading it (CsStmt.origin differs: another statement of the initial trace,
+ *   or of the backward the grad pass made for another one; or CsStmt.grad_sum differs: the
+ *   grad pass's sum of two cotangents is an op of its own, as autograd's accumulation is)
+ *
+ * Under CS_ROUNDING_EAGER a bf16/f16 value one op stores and the next op upcasts keeps its
+ * rounding (the f32 -> bf16 -> f32 chain between two ops stays), while the chains inside one
+ * op's decomposition (ltorch.gelu's nested muls and adds, each with its own bf16 result) still
+ * fold: each user-level op computes in f32 and rounds once, as a PyTorch eager kernel with
+ * opmath does.  A user's `.to(bf16)` followed by another op is therefore never dropped.
+ * Source: PyTorch eager stores every op's output in its dtype (at::opmath_type computes bf16
+ * and f16 kernels in float); nvFuser's remove_redundant_casts for the rest.
+ * Returns: (transfer full): the new trace (pass "remove-redundant-casts")
+ */
+CsTrace *cs_cse_remove_redundant_casts_rounding (const CsTrace *trace, CsRounding rounding);
 
 /**
  * cs_cse_trace:

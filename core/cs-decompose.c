@@ -258,6 +258,7 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
   st = cs_stmt_new_call_static (dx->trace, op, callee, NULL, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
+  st->grad_sum = dx->origin->grad_sum;
   return st;
 }
 
@@ -3023,6 +3024,7 @@ cs_decompose_to_prims (CsTrace *trace, const CsStmt *stmt, const CsPolicy *polic
 
           g_error_free (local);
           cp->origin = stmt->origin ? stmt->origin : stmt->id;
+          cp->grad_sum = stmt->grad_sum;
           cp->type_comment = stmt->type_comment;
           g_ptr_array_add (out, cp);
           return TRUE;

@@ -108,6 +108,9 @@ pmap_insert (ProxyMap *m, CsProxy *p, gpointer value)
   g_hash_table_insert (m->rest, p, value);
 }
 
+/* grad_from value of a gradient summed from the VJPs of several forward statements */
+#define GRAD_FROM_MIXED G_MAXUINT
+
 typedef struct
 {
   CsTrace        *t;           /* the joint trace being built (shares the input's statements
@@ -118,6 +121,9 @@ typedef struct
   GArray         *records;     /* VjpRecord, in forward order */
   GPtrArray      *bw;          /* CsStmt*: backward statements being emitted */
   ProxyMap       *grads;       /* CsProxy* -> CsProxy*: accumulated gradient */
+  ProxyMap       *grad_from;   /* CsProxy* -> GUINT_TO_POINTER: origin + 1 of the VJPs whose
+                                  cotangents its gradient sums, GRAD_FROM_MIXED when they came
+                                  from more than one forward statement */
   ProxyMap       *outputs;     /* CsProxy* set: proxies returned by the forward */
   CsStmt         *ret;         /* the forward's RETURN */
   const char     *why;         /* annotation of the statements being emitted ("VJP of ...") */
@@ -788,9 +794,22 @@ put_grad (GradCtx *c, CsValue *xv, CsProxy *g)
     }
   cur = pmap_lookup (c->grads, x);
   if (cur == NULL && pmap_contains (c->outputs, x))
-    cur = get_grad_stmt (c, x);
+    cur = get_grad_stmt (c, x);   /* the outside cotangent: from no VJP (grad_from 0) */
   if (cur != NULL)
-    g = add (c, v_p (c, cur), v_p (c, g));
+    {
+      guint from = GPOINTER_TO_UINT (pmap_lookup (c->grad_from, x));
+      gboolean across = from != c->origin + 1u;
+
+      g = add (c, v_p (c, cur), v_p (c, g));
+      /* cotangents from two forward statements: the sum is autograd's accumulation, an op of
+       * its own (CsStmt.grad_sum); within one statement's decomposition (gelu reads its input
+       * five times) it is part of that statement's backward, as eager's one backward kernel */
+      if (across && g != NULL && c->bw->len > 0)
+        ((CsStmt *) g_ptr_array_index (c->bw, c->bw->len - 1))->grad_sum = 1;
+      pmap_insert (c->grad_from, x, GUINT_TO_POINTER (across ? GRAD_FROM_MIXED : from));
+    }
+  else
+    pmap_insert (c->grad_from, x, GUINT_TO_POINTER (c->origin + 1u));
   pmap_insert (c->grads, x, g);
 }
 
@@ -3012,6 +3031,7 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
   g_autoptr(GPtrArray) bw = g_ptr_array_new ();
   g_autoptr(GHashTable) whys = g_hash_table_new (g_str_hash, g_str_equal);
   g_auto(ProxyMap) grads = { 0 };
+  g_auto(ProxyMap) grad_from = { 0 };
   g_auto(ProxyMap) outputs = { 0 };
   g_auto(ProxyMap) req = { 0 };
   g_autoptr(GPtrArray) outp = g_ptr_array_new ();
@@ -3067,8 +3087,10 @@ cs_grad_joint (const CsTrace *initial, const CsGradSpec *spec, GError **error)
     }
   /* every forward proxy exists now: the maps get a slot for each */
   pmap_init (&grads, t->next_proxy_id + 1);
+  pmap_init (&grad_from, t->next_proxy_id + 1);
   pmap_init (&outputs, t->next_proxy_id + 1);
   c.grads = &grads;
+  c.grad_from = &grad_from;
   c.outputs = &outputs;
 
   /* the forward outputs */

@@ -399,7 +399,8 @@ _cs_stmt_is_nvfusion (const CsStmt *stmt)
 gboolean
 _cs_sub_needs_tags (const CsStmt *sub, const CsStmt *stmt)
 {
-  return (sub->origin == 0 && stmt->origin != 0) || !sub->backward != !stmt->backward;
+  return (sub->origin == 0 && stmt->origin != 0) || !sub->backward != !stmt->backward
+         || (stmt->grad_sum && !sub->grad_sum);
 }
 
 void
@@ -408,6 +409,7 @@ _cs_sub_take_tags (CsStmt *sub, const CsStmt *stmt)
   if (sub->origin == 0)
     sub->origin = stmt->origin;
   sub->backward = stmt->backward;
+  sub->grad_sum |= stmt->grad_sum;
 }
 
 void

@@ -246,8 +246,9 @@ gboolean    _cs_stmt_is_cast         (const CsStmt *stmt, CsProxy **in, CsDtype 
  * semantic category is CS_OP_CAT_CAST. */
 gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
 
-/* TRUE when the subsymbol @sub lacks the origin or BACKWARD tag it inherits from @stmt, the
- * statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller owns). */
+/* TRUE when the subsymbol @sub lacks the origin, BACKWARD or grad_sum tag it inherits from
+ * @stmt, the statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller
+ * owns). */
 gboolean    _cs_sub_needs_tags       (const CsStmt *sub, const CsStmt *stmt);
 void        _cs_sub_take_tags        (CsStmt *sub, const CsStmt *stmt);
 

@@ -271,6 +271,10 @@ struct _CsStmt
   guint               return_bare : 1;  /* RETURN: value is a TUPLE of python_return's several args,
                                            printed without parentheses (the forward's
                                            `return {...}, ((saved), (others))`) */
+  guint               grad_sum : 1;/* 1 for the grad pass's sum of a tensor's cotangents from
+                                      two forward statements (autograd's gradient accumulation,
+                                      an op of its own under rounding=eager) and for the
+                                      statements it decomposes into */
   guint32             origin;      /* id of the statement of the initial trace it derives from; 0 = none */
   const char         *callee;      /* CALL: callee as printed: "ltorch.add", "nvFusion0", "torch.matmul" */
 

@@ -353,8 +353,9 @@ run_aten_passes (CsPipeline *p, const CsTrace *graph, const char *suffix, GError
   ATEN_PASS ("decompose", decompose_pass (cur, policy, error), FALSE);
   ATEN_PASS ("fuse", cs_fuse_trace (cur, policy, error), TRUE);
   ATEN_PASS ("remove-redundant-casts",
-             policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF
-               ? cs_cse_remove_redundant_casts (cur)
+             policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE
+               && (policy->fusion != CS_FUSION_OFF || policy->rounding == CS_ROUNDING_EAGER)
+               ? cs_cse_remove_redundant_casts_rounding (cur, policy->rounding)
                : cs_trace_derive (cur, "remove-redundant-casts"), TRUE);
   ATEN_PASS ("cse", cs_cse_trace (cur), TRUE);
   ATEN_PASS ("dce", cs_cse_dce (cur), TRUE);
@@ -528,10 +529,13 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
 
   t0 = pass_clock_us ();
   /* remove_redundant_casts is part of the nvFuser pass: without fusion (the torch executor
-   * alone) every cast stays, as in eager PyTorch */
-  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE && policy->fusion != CS_FUSION_OFF
-      && cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER))
-    cur = cs_cse_remove_redundant_casts (cur);
+   * alone) every cast of the decomposition stays.  rounding=eager runs it with or without
+   * fusion, stopping at every user-level op's result: each op rounds once, as eager PyTorch's
+   * kernels (and the torch executor, which runs them) do */
+  if (policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE
+      && (policy->rounding == CS_ROUNDING_EAGER
+          || (policy->fusion != CS_FUSION_OFF && cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER))))
+    cur = cs_cse_remove_redundant_casts_rounding (cur, policy->rounding);
   else
     cur = cs_trace_derive (cur, "remove-redundant-casts");
   add_pass (p, "remove-redundant-casts", cur, t0);

@@ -13,7 +13,7 @@ G_DEFINE_QUARK (cs-policy-error-quark, cs_policy_error)
 
 const char * const cs_policy_keys[] = {
   "matmul", "elementwise", "autocast", "fusion", "fuse-matmul", "fuse-linear",
-  "redundant-casts", "tf32", "grad-reduce", "ddp-bucket-mb",
+  "redundant-casts", "rounding", "tf32", "grad-reduce", "ddp-bucket-mb",
   "executors",   /* issue 18: the list-valued key (its own block below) */
   NULL,
 };
@@ -24,6 +24,7 @@ static const char * const autocast_values[] = { "off", "bf16", "f16", NULL };
 static const char * const fusion_values[] = { "consecutive", "dataflow", "off", NULL };
 static const char * const onoff_values[] = { "off", "on", NULL };
 static const char * const redundant_values[] = { "remove", "keep", NULL };
+static const char * const rounding_values[] = { "fused", "eager", NULL };
 static const char * const grad_reduce_values[] = { "native", "f32", "bf16", NULL };
 static const char * const ddp_bucket_values[] = { "off", "25", "1", "0", NULL };
 
@@ -44,6 +45,7 @@ static const PolicyKnob knobs[] = {
   { "fuse-matmul",     onoff_values,       G_STRUCT_OFFSET (CsPolicy, fuse_matmul) },
   { "fuse-linear",     onoff_values,       G_STRUCT_OFFSET (CsPolicy, fuse_linear) },
   { "redundant-casts", redundant_values,   G_STRUCT_OFFSET (CsPolicy, redundant_casts) },
+  { "rounding",        rounding_values,    G_STRUCT_OFFSET (CsPolicy, rounding) },
   { "tf32",            onoff_values,       G_STRUCT_OFFSET (CsPolicy, allow_tf32) },
   { "grad-reduce",     grad_reduce_values, G_STRUCT_OFFSET (CsPolicy, grad_reduce) },
   { "ddp-bucket-mb",   ddp_bucket_values,  G_STRUCT_OFFSET (CsPolicy, ddp_bucket) },
@@ -56,6 +58,7 @@ G_STATIC_ASSERT (sizeof (CsFusionMode) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsRedundantCasts) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsGradReduce) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsDdpBucket) == sizeof (int));
+G_STATIC_ASSERT (sizeof (CsRounding) == sizeof (int));
 G_STATIC_ASSERT (sizeof (gboolean) == sizeof (int));
 
 static const PolicyKnob *
@@ -195,8 +198,9 @@ get_executors (const CsPolicy *policy)
  * `matmul`), elementwise=f32 (`_computation_dtype_map`), autocast=off, fusion=consecutive
  * (`fusion_type` default of thunder.jit), fuse-matmul=off and fuse-linear=off
  * (`nv_enable_matmul`/`nv_enable_linear` default False), redundant-casts=remove
- * (nvFuser's `remove_redundant_casts`), tf32=off, grad-reduce=native (Thunder reduces a
- * gradient in its own dtype: thunder/distributed/prims.py synchronize_backward_rule),
+ * (nvFuser's `remove_redundant_casts`), rounding=fused (nvFuser rounds once per region),
+ * tf32=off, grad-reduce=native (Thunder reduces a gradient in its own dtype:
+ * thunder/distributed/prims.py synchronize_backward_rule),
  * ddp-bucket-mb=off (what Thunder 1e22aacb1's jit leaves: its bucketing pass finds nothing,
  * see cs_dist_bucket_grad_allreduce()),
  * executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python (Thunder's default
@@ -215,6 +219,7 @@ cs_policy_init_default (CsPolicy *policy)
   policy->fuse_matmul = FALSE;
   policy->fuse_linear = FALSE;
   policy->redundant_casts = CS_REDUNDANT_CASTS_REMOVE;
+  policy->rounding = CS_ROUNDING_FUSED;
   policy->allow_tf32 = FALSE;
   policy->grad_reduce = CS_GRAD_REDUCE_NATIVE;
   policy->ddp_bucket = CS_DDP_BUCKET_OFF;
@@ -388,7 +393,8 @@ cs_policy_ddp_bucket_mb (const CsPolicy *policy)
  * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off executors=sdpa,...,python"
  * (every key, in #cs_policy_keys order; grad-reduce only when it is not native and
  * ddp-bucket-mb only when it is not off, so that the policy of a trace without collectives
- * reads as before the keys existed)
+ * reads as before the keys existed, and rounding only when it is not fused, so that every
+ * default policy reads as before issue 19)
  */
 char *
 cs_policy_to_string (const CsPolicy *policy)
@@ -404,6 +410,8 @@ cs_policy_to_string (const CsPolicy *policy)
       if (strcmp (cs_policy_keys[i], "grad-reduce") == 0 && policy->grad_reduce == CS_GRAD_REDUCE_NATIVE)
         continue;
       if (strcmp (cs_policy_keys[i], "ddp-bucket-mb") == 0 && policy->ddp_bucket == CS_DDP_BUCKET_OFF)
+        continue;
+      if (strcmp (cs_policy_keys[i], "rounding") == 0 && policy->rounding == CS_ROUNDING_FUSED)
         continue;
       g_string_append_printf (s, "%s%s=%s", i ? " " : "", cs_policy_keys[i], v ? v : "?");
     }
@@ -429,6 +437,7 @@ cs_policy_equal (const CsPolicy *a, const CsPolicy *b)
          && !a->fuse_matmul == !b->fuse_matmul
          && !a->fuse_linear == !b->fuse_linear
          && a->redundant_casts == b->redundant_casts
+         && a->rounding == b->rounding
          && !a->allow_tf32 == !b->allow_tf32
          && a->grad_reduce == b->grad_reduce
          && a->ddp_bucket == b->ddp_bucket

@@ -40,8 +40,32 @@ typedef enum
 typedef enum
 {
   CS_REDUNDANT_CASTS_REMOVE, /* "remove": nvFuser's remove_redundant_casts inside regions */
-  CS_REDUNDANT_CASTS_KEEP,   /* "keep": rounding after every op, as eager PyTorch */
+  CS_REDUNDANT_CASTS_KEEP,   /* "keep": no cast is removed: every rounding of Thunder's
+                                decomposition, those between the ltorch ops inside a composite
+                                (ltorch.gelu's muls and adds) included */
 } CsRedundantCasts;
+
+/**
+ * CsRounding:
+ *
+ * Where a bf16/f16 result is rounded (issue 19, the precision lens).  Applies when
+ * redundant-casts=remove; redundant-casts=keep keeps every cast and overrides it.
+ * - fused: nvFuser's remove_redundant_casts inside each region: a value stays in f32 across the
+ *   ltorch ops of a region and is rounded once, where the region stores it (Thunder's default).
+ * - eager: the casts are removed only within each user-level op (one statement of the initial
+ *   trace: its decomposition, and the backward statements the grad pass made for it; the grad
+ *   pass's sum of cotangents from two statements is an op of its own), never between two of
+ *   them: each op's result is rounded to its result dtype, as a PyTorch eager kernel computes
+ *   in opmath (f32) and stores its output in the tensor's dtype.  The removal then runs with
+ *   fusion=off too (the torch executor runs each op as its eager kernel), on the top-level
+ *   statements.  As under fused, a chain crossing a region boundary is kept.
+ * Source: cs_cse_remove_redundant_casts_rounding() (cs-cse.h).
+ */
+typedef enum
+{
+  CS_ROUNDING_FUSED,     /* "fused": round once per region (nvFuser, Thunder's default) */
+  CS_ROUNDING_EAGER,     /* "eager": round every user-level op's result, as PyTorch eager */
+} CsRounding;
 
 typedef enum
 {
@@ -91,6 +115,7 @@ typedef struct
   gboolean             fuse_matmul;      /* key "fuse-matmul" (on/off): nv_enable_matmul */
   gboolean             fuse_linear;      /* key "fuse-linear" (on/off): nv_enable_linear */
   CsRedundantCasts     redundant_casts;  /* key "redundant-casts" */
+  CsRounding           rounding;         /* key "rounding" (issue 19): fused or eager */
   gboolean             allow_tf32;       /* key "tf32" (on/off): f32 matmuls may use TF32 (GPU only) */
   CsGradReduce         grad_reduce;      /* key "grad-reduce": the dtype DDP/FSDP reduce gradients in */
   CsDdpBucket          ddp_bucket;       /* key "ddp-bucket-mb": DDP gradient bucketing */
@@ -103,8 +128,8 @@ typedef struct
 /** The policy keys, in display order (NULL-terminated). */
 extern const char * const cs_policy_keys[];
 
-/** Thunder's defaults: native, f32, off, consecutive, off, off, remove, tf32 off, grad-reduce
- *  native, executors sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python. */
+/** Thunder's defaults: native, f32, off, consecutive, off, off, remove, rounding fused, tf32 off,
+ *  grad-reduce native, executors sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python. */
 void      cs_policy_init_default (CsPolicy *policy);
 /**
  * cs_policy_set:
@@ -120,9 +145,10 @@ gboolean  cs_policy_parse_assignment (CsPolicy *policy, const char *assignment, 
 const char *cs_policy_get        (const CsPolicy *policy, const char *key);
 /** The accepted values of @key (NULL-terminated, static), or NULL for an unknown key. */
 const char * const *cs_policy_values (const char *key);
-/** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce and
- *  ddp-bucket-mb, which are written only when they are not native / off (they matter to
- *  distributed traces alone). */
+/** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce,
+ *  ddp-bucket-mb and rounding, which are written only when they are not native / off /
+ *  fused (the first two matter to distributed traces alone; all three keep default
+ *  policies printing as before the keys existed). */
 char     *cs_policy_to_string    (const CsPolicy *policy);
 gboolean  cs_policy_equal        (const CsPolicy *a, const CsPolicy *b);
 /** cs_policy_ddp_bucket_mb: Thunder's bucket_size_in_mb that key "ddp-bucket-mb" stands for

@@ -1662,6 +1662,37 @@ test_first_divergence (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+/* The Rounding knob of the policy panel (issue 19) on the same (x + 1000) - 1000: under
+ * rounding=eager each op you wrote rounds its result, so t1 = x + 1000 is stored in bf16 and
+ * t2 = t1 - 1000 keeps its error (the first divergence is t2, as with redundant-casts=keep);
+ * back at fused, the region keeps the sum in f32 and nothing diverges.  The panel's policy
+ * line names rounding=eager only while it is set. */
+static void
+test_rounding_knob (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "cancel.txt", cancel_trace);
+  GtkDropDown *dd = policy_dropdown (fx->win, "rounding");
+
+  g_assert_cmpuint (gtk_drop_down_get_selected (dd), ==, value_index ("rounding", "fused"));
+  g_assert_null (strstr (gtk_label_get_text (fx->win->policy_label), "rounding"));
+  gtk_drop_down_set_selected (dd, value_index ("rounding", "eager"));
+  wait_idle (fx->win);
+  g_assert_cmpint (fx->win->policy.rounding, ==, CS_ROUNDING_EAGER);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->policy_label), "rounding=eager"));
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_cmpstr (fx->win->run_divergence, ==, "t2");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-rounding",
+                                      g_variant_new_string ("fused"));
+  wait_idle (fx->win);
+  g_assert_cmpuint (gtk_drop_down_get_selected (dd), ==, value_index ("rounding", "fused"));
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_null (fx->win->run_divergence);
+  remove_text (path);
+}
+
 /* The precision lens in the window, on exp(x.float()).to(bf16) * y: from the pass that removed
  * the user's .to(bf16) on, the forward marks the mul that reads the unrounded value (one
  * mark), at the fuse pass (the cast still there) none, and under redundant-casts=keep none;
@@ -2017,6 +2048,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/first-divergence", Fixture, NULL, fixture_setup, test_first_divergence,
               fixture_teardown);
   g_test_add ("/app/window/precision-lens", Fixture, NULL, fixture_setup, test_precision_lens,
+              fixture_teardown);
+  g_test_add ("/app/window/rounding-knob", Fixture, NULL, fixture_setup, test_rounding_knob,
               fixture_teardown);
   g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
               fixture_teardown);

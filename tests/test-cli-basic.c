@@ -443,6 +443,101 @@ test_stats_removed_casts (void)
   g_rmdir (dir);
 }
 
+/* run under rounding=fused and rounding=eager (issue 19) on (a * b) + c in bf16, inputs read
+ * from --inputs: a = b = [1.0234375, 3], c = [-1, 0.25] (test-core-rounding works the values
+ * out: element 0 is 0.04736328125 fused, 0.046875 eager, 0.04742431640625 in f64; element 1 is
+ * 1.75 everywhere).  So max_abs_err is 2^-14 = 6.103515625e-05 fused (the f64 value rounded
+ * once: ratio 1 against the floor) and 9 * 2^-14 = 5.4931640625e-04 eager (ratio 9); the text
+ * report names the eager policy, and no policy line is printed under the default. */
+static void
+test_run_rounding (void)
+{
+  static const char text[] =
+    "import thunder\n"
+    "import thunder.torch as ltorch\n"
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(a, b, c):\n"
+    "  # a: \"cuda:0 bf16[2]\"\n"
+    "  # b: \"cuda:0 bf16[2]\"\n"
+    "  # c: \"cuda:0 bf16[2]\"\n"
+    "  t0 = ltorch.mul(a, b)  # t0: \"cuda:0 bf16[2]\"\n"
+    "  t1 = ltorch.add(t0, c)  # t1: \"cuda:0 bf16[2]\"\n"
+    "  return (t1,)\n";
+  const double ab[2] = { 1.0234375, 3 }, bb[2] = { 1.0234375, 0.5 }, cb[2] = { -1, 0.25 };
+  const double *vals[3] = { ab, bb, cb };
+  const char *names[3] = { "a", "b", "c" };
+  const int64_t shape[1] = { 2 };
+  g_autofree char *dir = NULL, *path = NULL;
+  Run r;
+
+  if (!need_cli ())
+    return;
+  dir = g_dir_make_tmp ("cs-cli-XXXXXX", NULL);
+  path = g_build_filename (dir, "mul_add.txt", NULL);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *file = g_strconcat (names[i], ".npy", NULL);
+      g_autofree char *npy = g_build_filename (dir, file, NULL);
+      g_autoptr(CsTensor) x = cs_tensor_new_from_f64 (CS_DTYPE_BF16, shape, 1, vals[i], NULL);
+
+      g_assert_true (cs_tensor_save_npy (x, npy, NULL));
+    }
+  r = run (NULL, "run", path, "--inputs", dir, "--grad", "none", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strstr (r.out, "policy:"));
+  g_assert_nonnull (strstr (r.out, "  max_abs_err 6.104e-05 "));
+  run_clear (&r);
+  r = run (NULL, "run", path, "--inputs", dir, "--grad", "none", "--policy", "rounding=eager", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\npolicy: matmul=native elementwise=f32 autocast=off "
+                                   "fusion=consecutive fuse-matmul=off fuse-linear=off "
+                                   "redundant-casts=remove rounding=eager tf32=off "));
+  g_assert_nonnull (strstr (r.out, "  max_abs_err 5.493e-04 "));
+  run_clear (&r);
+#if CS_HAVE_JSON
+  {
+    const char *modes[2] = { "rounding=fused", "rounding=eager" };
+    const double max_abs[2] = { 6.103515625e-05, 5.4931640625e-04 }, ratio[2] = { 1, 9 };
+
+    for (guint m = 0; m < 2; m++)
+      {
+        g_autoptr(JsonParser) parser = json_parser_new ();
+        JsonObject *root, *o;
+
+        r = run (NULL, "run", path, "--inputs", dir, "--grad", "none", "--json", "--policy",
+                 modes[m], NULL);
+        g_assert_cmpint (r.status, ==, 0);
+        g_assert_true (json_parser_load_from_data (parser, r.out, -1, NULL));
+        root = json_node_get_object (json_parser_get_root (parser));
+        /* the policy string names rounding only when it is eager */
+        g_assert_true ((strstr (json_object_get_string_member (root, "policy"), "rounding=eager")
+                        != NULL) == (m == 1));
+        o = json_array_get_object_element (json_object_get_array_member (
+              json_object_get_object_member (root, "forward"), "outputs"), 0);
+        g_assert_cmpstr (json_object_get_string_member (o, "name"), ==, "t1");
+        g_assert_cmpfloat (json_object_get_double_member (o, "max_abs_err"), ==, max_abs[m]);
+        g_assert_cmpfloat_with_epsilon (json_object_get_double_member (o, "ratio"), ratio[m], 1e-12);
+        /* both pass: |x - f64| <= tol (1e-3) everywhere, PyTorch's allclose test */
+        g_assert_cmpstr (json_object_get_string_member (o, "verdict"), ==, "ok");
+        run_clear (&r);
+      }
+  }
+#endif
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *file = g_strconcat (names[i], ".npy", NULL);
+      g_autofree char *npy = g_build_filename (dir, file, NULL);
+
+      g_unlink (npy);
+    }
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* The dynamic range in run's report (core/cs-lens.h): t0 = x + 0 over eight f32 values placed by
  * hand, read from --inputs: 0, 1, -2, 70000 (past f16's 65520, e4m3's 464 and e5m2's 61440),
  * 500 (past e4m3's 464), 464 (e4m3's tie, rounds down to 448), 3e-8 (f16 subnormal, flushes
@@ -763,6 +858,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/cli/bad-inputs", test_bad_inputs);
   g_test_add_func ("/app/cli/run-range", test_run_range);
+  g_test_add_func ("/app/cli/run-rounding", test_run_rounding);
   g_test_add_func ("/app/cli/stats-removed-casts", test_stats_removed_casts);
   g_test_add_func ("/app/cli/usage", test_usage);
   g_test_add_func ("/app/cli/print/file", test_print_good_file);

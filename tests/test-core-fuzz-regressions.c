@@ -3,8 +3,8 @@
  *
  * Each file: parse; a parse error must be a CS_PARSE_ERROR whose message starts with
  * "name:line:col: ".  A parsed list must print and parse again.  Each of its first four traces
- * runs through the pipeline under Thunder's default policy and under the fuzzer's flipped policy
- * (tests/fuzz/fuzz-pipeline.c); a pass may fail, but then with a GError, and every trace of a
+ * runs through the pipeline under Thunder's default policy, the fuzzer's flipped policy and its
+ * rounding=eager fusion=off policy (tests/fuzz/fuzz-pipeline.c); a pass may fail, but then with a GError, and every trace of a
  * finished pipeline must print.  Under ASan+UBSan this catches the original bug again.
  */
 #include "cs-config.h"
@@ -66,7 +66,7 @@ replay (gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(CsTraceList) list = NULL;
   gsize len = 0;
-  CsPolicy def, flipped;
+  CsPolicy def, flipped, eager;
   const char *flips[] = { "matmul=upcast-f32", "elementwise=native", "autocast=bf16",
                           "fusion=dataflow", "fuse-matmul=on", "fuse-linear=on",
                           "redundant-casts=keep" };
@@ -95,6 +95,9 @@ replay (gconstpointer data)
 
   cs_policy_init_default (&def);
   cs_policy_init_default (&flipped);
+  cs_policy_init_default (&eager);
+  g_assert_true (cs_policy_parse_assignment (&eager, "rounding=eager", NULL));
+  g_assert_true (cs_policy_parse_assignment (&eager, "fusion=off", NULL));
   for (guint i = 0; i < G_N_ELEMENTS (flips); i++)
     {
       g_assert_true (cs_policy_parse_assignment (&flipped, flips[i], &error));
@@ -106,6 +109,7 @@ replay (gconstpointer data)
 
       run_policy (t, &def);
       run_policy (t, &flipped);
+      run_policy (t, &eager);
     }
 }
 

@@ -20,6 +20,8 @@ test_defaults (void)
   g_assert_false (p.fuse_matmul);
   g_assert_false (p.fuse_linear);
   g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_REMOVE);
+  g_assert_cmpint (p.rounding, ==, CS_ROUNDING_FUSED);
+  g_assert_cmpstr (cs_policy_get (&p, "rounding"), ==, "fused");
   g_assert_false (p.allow_tf32);
   /* Thunder's default executors (thunder/__init__.py at 1e22aacb1), cuDNN not installed */
   g_assert_cmpuint (p.n_executors, ==, 6);
@@ -87,6 +89,8 @@ test_set_each_key (void)
   g_assert_true (p.fuse_linear);
   g_assert_true (cs_policy_set (&p, "redundant-casts", "keep", NULL));
   g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_KEEP);
+  g_assert_true (cs_policy_set (&p, "rounding", "eager", NULL));
+  g_assert_cmpint (p.rounding, ==, CS_ROUNDING_EAGER);
   g_assert_true (cs_policy_set (&p, "tf32", "on", NULL));
   g_assert_true (p.allow_tf32);
   g_assert_true (cs_policy_set (&p, "fuse-matmul", "off", NULL));
@@ -201,6 +205,39 @@ test_ddp_bucket_string (void)
   g_assert_false (cs_policy_set (&p, "ddp-bucket-mb", "7", NULL));
 }
 
+/* rounding (issue 19) is written only when it is eager, so every default policy string (and
+ * every golden) reads as before the key; eager round-trips and differs from fused */
+static void
+test_rounding_string (void)
+{
+  CsPolicy p, q;
+  g_autofree char *def = NULL;
+  g_autofree char *s = NULL;
+  g_auto(GStrv) parts = NULL;
+  g_autoptr(GError) error = NULL;
+
+  cs_policy_init_default (&p);
+  def = cs_policy_to_string (&p);
+  g_assert_null (strstr (def, "rounding"));
+  g_assert_true (cs_policy_parse_assignment (&p, "rounding=eager", NULL));
+  s = cs_policy_to_string (&p);
+  g_assert_cmpstr (s, ==, "matmul=native elementwise=f32 autocast=off fusion=consecutive "
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove rounding=eager "
+                          "tf32=off "
+                          "executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python");
+  cs_policy_init_default (&q);
+  g_assert_false (cs_policy_equal (&p, &q));
+  parts = g_strsplit (s, " ", -1);
+  for (guint i = 0; parts[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (&q, parts[i], NULL));
+  g_assert_true (cs_policy_equal (&p, &q));
+  /* a bad value lists the accepted ones */
+  g_assert_false (cs_policy_set (&q, "rounding", "once", &error));
+  g_assert_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE);
+  g_assert_nonnull (strstr (error->message, "fused, eager"));
+  g_assert_cmpint (q.rounding, ==, CS_ROUNDING_EAGER);
+}
+
 static void
 test_keys_values (void)
 {
@@ -219,9 +256,9 @@ test_keys_values (void)
           g_assert_cmpstr (cs_policy_get (&p, cs_policy_keys[n]), ==, vals[v]);
         }
     }
-  /* matmul elementwise autocast fusion fuse-matmul fuse-linear redundant-casts tf32
+  /* matmul elementwise autocast fusion fuse-matmul fuse-linear redundant-casts rounding tf32
    * grad-reduce ddp-bucket-mb executors */
-  g_assert_cmpuint (n, ==, 11);
+  g_assert_cmpuint (n, ==, 12);
   g_assert_null (cs_policy_values ("nope"));
 }
 
@@ -237,5 +274,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/policy/keys-values", test_keys_values);
   g_test_add_func ("/core/policy/grad-reduce-string", test_grad_reduce_string);
   g_test_add_func ("/core/policy/executors", test_executors);
+  g_test_add_func ("/core/policy/rounding-string", test_rounding_string);
   return g_test_run ();
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cs-cuda-private.h"
+#include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
@@ -434,7 +435,7 @@ load_path (const char *path)
 }
 
 static void
-pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
+pipeline_case_trace (CsTrace *init, const char *matmul, const char *rounding, gboolean compile)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
@@ -446,6 +447,7 @@ pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
   /* the executor list the CUDA executor runs (issue 18: no sdpa or xentropy kernels yet) */
   cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
   g_assert_true (cs_policy_set (&policy, "matmul", matmul, &error));
+  g_assert_true (cs_policy_set (&policy, "rounding", rounding, &error));
   pl = cs_pipeline_run (init, &policy, NULL, &error);
   g_assert_no_error (error);
   p = cs_cuda_program_generate (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy, &error);
@@ -471,7 +473,7 @@ pipeline_case_trace (CsTrace *init, const char *matmul, gboolean compile)
 }
 
 static void
-pipeline_case (const char *file, const char *matmul)
+pipeline_case (const char *file, const char *matmul, const char *rounding)
 {
   g_autoptr(CsTrace) init = load_shared (file);
 
@@ -480,10 +482,11 @@ pipeline_case (const char *file, const char *matmul)
       g_test_skip ("../shared/traces not present");
       return;
     }
-  pipeline_case_trace (init, matmul, TRUE);
+  pipeline_case_trace (init, matmul, rounding, TRUE);
 }
 
-/* Every bundled sample and benchmark workload (data/ and data/bench/). */
+/* Every bundled sample and benchmark workload (data/ and data/bench/); each also generates
+ * under rounding=eager (issue 19). */
 static void
 test_samples (gconstpointer sub)
 {
@@ -510,8 +513,9 @@ test_samples (gconstpointer sub)
       g_test_message ("%s", path);
       /* NVRTC compiles the native build; the upcast build is generated and planned (its
        * kernels are the same templates; compiling both doubles the test's time). */
-      pipeline_case_trace (t, "native", TRUE);
-      pipeline_case_trace (t, "upcast-f32", FALSE);
+      pipeline_case_trace (t, "native", "fused", TRUE);
+      pipeline_case_trace (t, "upcast-f32", "fused", FALSE);
+      pipeline_case_trace (t, "native", "eager", FALSE);
       count++;
     }
   g_assert_cmpuint (count, >=, 1);
@@ -927,15 +931,15 @@ test_dedupe_llama (void)
 static void
 test_pipeline_seed (void)
 {
-  pipeline_case ("thunder_a_seed_matmul_initial.txt", "native");
-  pipeline_case ("thunder_a_seed_matmul_initial.txt", "upcast-f32");
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "native", "fused");
+  pipeline_case ("thunder_a_seed_matmul_initial.txt", "upcast-f32", "fused");
 }
 
 static void
 test_pipeline_mlp (void)
 {
-  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "native");
-  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "upcast-f32");
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "native", "fused");
+  pipeline_case ("thunder_b_mlp_gelu_initial.txt", "upcast-f32", "fused");
 }
 
 /* A LLaMA block stack: embedding (+ backward through atomics), RMSNorm, RoPE (cat of halves),
@@ -943,7 +947,76 @@ test_pipeline_mlp (void)
 static void
 test_pipeline_llama (void)
 {
-  pipeline_case ("thunder_llama_stack_initial.txt", "native");
+  pipeline_case ("thunder_llama_stack_initial.txt", "native", "fused");
+}
+
+/* The same stack under rounding=eager (issue 19): the kernels of the traces with every op's
+ * rounding kept generate and compile, and the arena plan holds. */
+static void
+test_pipeline_llama_eager (void)
+{
+  pipeline_case ("thunder_llama_stack_initial.txt", "native", "eager");
+}
+
+/* rounding=eager in generated CUDA (issue 19): the kernels read the trace after the
+ * remove-redundant-casts pass, so t0 = a * b, kept in f32 under fused, is rounded to bf16 in
+ * the kernel under eager (one more `cs_rbf`, the round-to-nearest-even of the codegen), before
+ * the add reads it; both programs compile. */
+static guint
+count_substr (const char *hay, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *q = strstr (hay, needle); q != NULL; q = strstr (q + 1, needle))
+    n++;
+  return n;
+}
+
+static void
+test_rounding_eager (void)
+{
+  static const char text[] =
+    "import torch\n"
+    "import thunder.torch as ltorch\n"
+    "from thunder.executors.torchex import no_autocast\n\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(a, b, c):\n"
+    "  # a: \"cuda:0 bf16[64]\"\n"
+    "  # b: \"cuda:0 bf16[64]\"\n"
+    "  # c: \"cuda:0 bf16[64]\"\n"
+    "  t0 = ltorch.mul(a, b)  # t0: \"cuda:0 bf16[64]\"\n"
+    "  t1 = ltorch.add(t0, c)  # t1: \"cuda:0 bf16[64]\"\n"
+    "  return (t1,)\n";
+  const char *modes[] = { "fused", "eager" };
+  guint n_round[2];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "mul_add.txt", &error);
+  CsGradSpec none = { FALSE, NULL, TRUE, NULL };
+
+  g_assert_no_error (error);
+  for (guint m = 0; m < 2; m++)
+    {
+      g_autoptr(CsPipeline) pl = NULL;
+      CsPolicy policy;
+      CsCudaProgram *p;
+
+      cs_policy_init_default (&policy);
+      cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
+      g_assert_true (cs_policy_set (&policy, "rounding", modes[m], NULL));
+      pl = cs_pipeline_run (t, &policy, &none, &error);
+      g_assert_no_error (error);
+      p = cs_cuda_program_generate (cs_pipeline_get_forward (pl), NULL, &policy, &error);
+      g_assert_no_error (error);
+      n_round[m] = count_substr (p->source->str, "cs_rbf (");
+      g_test_message ("rounding=%s: %u bf16 roundings in the kernel source", modes[m], n_round[m]);
+      compile_ok (p);
+      cs_cuda_program_free (p);
+    }
+  /* the pointwise kernel has two copies of its body (eight elements a thread with vector loads,
+   * and the tail): fused rounds t1 in each, eager t0 and t1 in each */
+  g_assert_cmpuint (n_round[0], ==, 2);
+  g_assert_cmpuint (n_round[1], ==, 4);
 }
 
 int
@@ -959,9 +1032,11 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);
   g_test_add_func ("/kernels/codegen/pipeline/llama", test_pipeline_llama);
+  g_test_add_func ("/kernels/codegen/pipeline/llama-eager", test_pipeline_llama_eager);
   g_test_add_func ("/kernels/codegen/dedupe/llama", test_dedupe_llama);
   g_test_add_data_func ("/kernels/codegen/samples/small", ".", test_samples);
   g_test_add_data_func ("/kernels/codegen/samples/bench", "bench", test_samples);
   g_test_add_func ("/kernels/codegen/f64/samples", test_f64_samples);
+  g_test_add_func ("/kernels/codegen/rounding-eager", test_rounding_eager);
   return g_test_run ();
 }

@@ -1,7 +1,9 @@
 /* fuzz-pipeline.c: libFuzzer harness for parse -> every pass -> print.
  *
- * Each parsed trace runs through the whole pipeline under the default policy and under a
- * policy with every knob flipped; every intermediate trace is printed.  Errors from the passes
+ * Each parsed trace runs through the whole pipeline under the default policy, under a policy
+ * with every knob flipped, and under rounding=eager with fusion=off (the eager cast removal on
+ * the top level; the flipped policy's redundant-casts=keep overrides rounding); every
+ * intermediate trace is printed.  Errors from the passes
  * are fine (bad input); crashes, hangs, leaks and sanitizer reports are bugs.
  */
 #include "cs-config.h"
@@ -37,7 +39,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CsTraceList) list = NULL;
-  CsPolicy def, flipped;
+  CsPolicy def, flipped, eager;
 
   /* Keep single runs short: the pipeline is linear-ish, but fuzz inputs stay small. */
   if (size > 16384)
@@ -54,11 +56,15 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_assert_true (cs_policy_parse_assignment (&flipped, "fuse-matmul=on", NULL));
   g_assert_true (cs_policy_parse_assignment (&flipped, "fuse-linear=on", NULL));
   g_assert_true (cs_policy_parse_assignment (&flipped, "redundant-casts=keep", NULL));
+  cs_policy_init_default (&eager);
+  g_assert_true (cs_policy_parse_assignment (&eager, "rounding=eager", NULL));
+  g_assert_true (cs_policy_parse_assignment (&eager, "fusion=off", NULL));
   for (guint i = 0; i < list->traces->len && i < 4; i++)
     {
       CsTrace *t = g_ptr_array_index (list->traces, i);
       run_policy (t, &def);
       run_policy (t, &flipped);
+      run_policy (t, &eager);
     }
   return 0;
 }
