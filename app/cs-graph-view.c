@@ -393,6 +393,14 @@ find_group_element (const CsLayout *l, const char *name, CsLayoutHit *hit)
         *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, c };
         return TRUE;
       }
+  /* a layer folded into a run of repeats (or a module of one): the run's node */
+  if (!found && l->grouping != NULL)
+    {
+      gint g = cs_grouping_find (l->grouping, name);
+
+      if (g >= 0)
+        found = cs_layout_find_element (l, CS_LAYOUT_GROUP_ID (g), hit);
+    }
   return found;
 }
 
@@ -927,6 +935,10 @@ key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
     case GDK_KEY_KP_0:
       cs_graph_view_fit (self);
       return TRUE;
+    case GDK_KEY_bracketright:
+      return cs_graph_view_step_repeat (self, 1);
+    case GDK_KEY_bracketleft:
+      return cs_graph_view_step_repeat (self, -1);
     case GDK_KEY_Left:
       return cs_graph_view_move_selection (self, GTK_DIR_LEFT);
     case GDK_KEY_Right:
@@ -1394,6 +1406,74 @@ cs_graph_view_get_group_expanded (CsGraphView *self, const char *name)
       || (g = cs_grouping_find (self->layout->grouping, name)) < 0)
     return FALSE;
   return !self->layout->group_collapsed[g];
+}
+
+/* The layer holding what is selected (a fold's node: its first layer), or -1. */
+static gint
+selected_layer (CsGraphView *self)
+{
+  const CsLayout *l = self->layout;
+  CsLayoutHit hit;
+  gint g;
+
+  if (l == NULL || l->grouping == NULL || self->selected == 0)
+    return -1;
+  if (CS_LAYOUT_IS_GROUP_ID (self->selected))
+    g = CS_LAYOUT_GROUP_OF_ID (self->selected);
+  else if (!cs_layout_find_element (l, self->selected, &hit))
+    return -1;
+  else
+    g = hit.kind == CS_LAYOUT_HIT_NODE ? l->nodes[hit.index].group : l->clusters[hit.index].group;
+  for (; g >= 0 && (guint) g < l->grouping->n_groups; g = l->grouping->groups[g].parent)
+    if (l->grouping->groups[g].kind == CS_GROUP_LAYER)
+      return g;
+  return -1;
+}
+
+/**
+ * cs_graph_view_step_repeat:
+ * @step: 1 for the next layer with the same structure, -1 for the previous one
+ *
+ * Expands the repeats of a layer one at a time (keys ] and [): with an expanded layer
+ * selected (or something inside it), collapses it and expands the next (previous) layer with
+ * the same structure, which folds back into its run of repeats (render/cs-group.h,
+ * cs_grouping_fold_repeats()); with a collapsed layer or a fold of repeats selected, expands
+ * that layer (a fold's first one).  The expanded layer is selected and centred.
+ * Returns: TRUE when a new layout was started
+ */
+gboolean
+cs_graph_view_step_repeat (CsGraphView *self, gint step)
+{
+  const CsLayout *l;
+  const CsGroup *gs;
+  gint g, target = -1, cls;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  l = self->layout;
+  if ((g = selected_layer (self)) < 0)
+    return FALSE;
+  gs = l->grouping->groups;
+  if (l->group_collapsed[g])
+    target = g;
+  else
+    {
+      cls = gs[g].repeat_of >= 0 ? gs[g].repeat_of : g;
+      for (gint h = g + (step > 0 ? 1 : -1); h >= 0 && (guint) h < l->grouping->n_groups;
+           h += step > 0 ? 1 : -1)
+        if (gs[h].kind == CS_GROUP_LAYER && (gs[h].repeat_of >= 0 ? gs[h].repeat_of : h) == cls)
+          {
+            target = h;
+            break;
+          }
+      if (target < 0)
+        return FALSE;
+      cs_render_options_set_group_expanded (&self->options, gs[g].name, CS_RENDER_EXPAND_OFF);
+    }
+  cs_render_options_set_group_expanded (&self->options, gs[target].name, CS_RENDER_EXPAND_ON);
+  set_selected (self, CS_LAYOUT_GROUP_ID (target), FALSE);
+  self->pending_center = CS_LAYOUT_GROUP_ID (target);
+  start_layout (self);
+  return TRUE;
 }
 
 /**
@@ -1960,6 +2040,33 @@ cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
     return;
   self->hide_legend = !show;
   gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/**
+ * cs_graph_view_set_fold_repeats:
+ * @fold: draw each run of consecutive collapsed layers with the same structure as one node
+ *   (the default; render/cs-group.h cs_grouping_fold_repeats()) or every layer on its own
+ *
+ * Lays the graph out anew when the choice changes (View > Fold Repeated Layers); the view
+ * stays anchored on the selection.
+ */
+void
+cs_graph_view_set_fold_repeats (CsGraphView *self, gboolean fold)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (!self->options.unfold_repeats == !!fold)
+    return;
+  self->options.unfold_repeats = !fold;
+  if (self->trace != NULL)
+    start_layout (self);
+}
+
+/** cs_graph_view_get_fold_repeats: Returns: whether runs of repeated layers are folded */
+gboolean
+cs_graph_view_get_fold_repeats (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), TRUE);
+  return !self->options.unfold_repeats;
 }
 
 /**

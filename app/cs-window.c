@@ -939,7 +939,30 @@ update_structure (CsWindow *self)
       /* modules only under an expanded layer */
       if (gr->parent >= 0 && l->group_collapsed[gr->parent])
         continue;
-      if (gr->repeat_of >= 0)
+      /* a fold of repeats: a row for the run, its layers indented under it (each one can be
+       * expanded on its own) */
+      if (l->group_fold != NULL && l->group_fold[g] == (gint) g)
+        {
+          g_autofree char *title = cs_grouping_fold_label (l->grouping, l->group_fold, (gint) g);
+          g_autofree char *head = g_strdup_printf ("▸ %s", title);
+
+          label = gtk_label_new (head);
+          gtk_label_set_xalign (GTK_LABEL (label), 0);
+          gtk_label_set_ellipsize (GTK_LABEL (label), PANGO_ELLIPSIZE_END);
+          gtk_widget_set_tooltip_text (label, "Layers with the same structure, drawn as one node; "
+                                       "activate a layer below to expand it, or this row to "
+                                       "expand the first");
+          row = gtk_list_box_row_new ();
+          gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (row), label);
+          g_object_set_data_full (G_OBJECT (row), "cs-group-name", g_strdup (gr->name), g_free);
+          g_object_set_data (G_OBJECT (row), "cs-group-id",
+                             GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (g)));
+          gtk_list_box_append (self->structure_list, row);
+          n++;
+        }
+      if (l->group_fold != NULL && l->group_fold[g] >= 0)
+        text = g_strdup_printf ("      ▸ %s  · %u ops, folded", gr->label, gr->n_stmts);
+      else if (gr->repeat_of >= 0)
         text = g_strdup_printf ("%s%s %s  · %u ops, = %s", gr->parent >= 0 ? "      " : "",
                                 expanded ? "▾" : "▸", gr->label, gr->n_stmts,
                                 l->grouping->groups[gr->repeat_of].label);
@@ -947,7 +970,7 @@ update_structure (CsWindow *self)
         text = g_strdup_printf ("%s%s %s  · %u ops%s", gr->parent >= 0 ? "      " : "",
                                 expanded ? "▾" : "▸", gr->label, gr->n_stmts,
                                 gr->n_same > 1 ? "  (same structure ×" : "");
-      if (gr->repeat_of < 0 && gr->n_same > 1)
+      if ((l->group_fold == NULL || l->group_fold[g] < 0) && gr->repeat_of < 0 && gr->n_same > 1)
         {
           char *t = g_strdup_printf ("%s%u)", text, gr->n_same);
           g_free (text);

@@ -47,6 +47,8 @@ typedef struct
   /* groups (render/cs-group.h) */
   const CsGrouping      *grouping;     /* (nullable) borrowed */
   const gboolean        *collapsed;    /* per group: drawn as one node */
+  const gint            *fold_of;      /* (nullable) per group: the first layer of its fold of
+                                          repeats, -1 = not folded (cs_grouping_fold_repeats()) */
   gint                  *group_node;   /* per group: its node when collapsed, -1 before */
   gint                  *group_cluster;/* per group: its cluster when expanded, -1 before */
   guint                 *group_returns;/* per group: returned tensors folded into its node */
@@ -796,6 +798,9 @@ outer_collapsed (Builder *b, gint g)
   for (; g >= 0; g = b->grouping->groups[g].parent)
     if (b->collapsed[g])
       found = g;
+  /* a folded repeat is drawn as its fold's first layer */
+  if (found >= 0 && b->fold_of != NULL && b->fold_of[found] >= 0)
+    found = b->fold_of[found];
   return found;
 }
 
@@ -844,15 +849,32 @@ ensure_group_node (Builder *b, gint g)
   n.name = g_strdup (gr->name);
   n.expandable = TRUE;
   n.cluster = ensure_group_cluster (b, gr->parent);
-  if (gr->repeat_of >= 0)
+  if (b->fold_of != NULL && b->fold_of[g] == g)
+    {
+      g_autofree char *title = cs_grouping_fold_label (b->grouping, b->fold_of, g);
+      guint n_in = 0;
+
+      for (guint h = (guint) g; h < b->grouping->n_groups; h++)
+        n_in += b->fold_of[h] == g;
+      n.label = g_strdup_printf ("%s\n\u00d7%u, each %s", title, n_in, sum);
+      g_string_append_printf (detail, "%s\n%u layers with the same structure folded into this "
+                              "node (its edges are the whole run's); the summary is one layer's: "
+                              "%s\n", title, n_in, sum);
+    }
+  else if (gr->repeat_of >= 0)
     n.label = g_strdup_printf ("%s  = %s\n%s", gr->label, b->grouping->groups[gr->repeat_of].label, sum);
   else if (gr->n_same > 1)
     n.label = g_strdup_printf ("%s  (\u00d7%u alike)\n%s", gr->label, gr->n_same, sum);
   else
     n.label = g_strdup_printf ("%s\n%s", gr->label, sum);
-  g_string_append_printf (detail, "%s %s (collapsed; double-click to expand)\n%s",
-                          gr->kind == CS_GROUP_LAYER ? "layer" : gr->kind == CS_GROUP_MODULE
-                          ? "module" : "chunk", gr->name, sum);
+  if (b->fold_of == NULL || b->fold_of[g] != g)
+    g_string_append_printf (detail, "%s %s (collapsed; double-click to expand)\n%s",
+                            gr->kind == CS_GROUP_LAYER ? "layer" : gr->kind == CS_GROUP_MODULE
+                            ? "module" : "chunk", gr->name, sum);
+  else
+    g_string_append_printf (detail, "double-click to expand %s; expand another layer of the run "
+                            "from the Structure tree, or with ] and [ once one is expanded",
+                            gr->name);
   g_string_append_printf (detail, "\ncasts: %u (%u up, %u down); matmuls: %u, %u on tensor cores",
                           gr->summary.n_casts, gr->summary.n_upcasts, gr->summary.n_downcasts,
                           gr->summary.n_matmuls, gr->summary.n_tensor_core_matmuls);
@@ -1198,10 +1220,12 @@ builder_clear (Builder *b)
 }
 
 static void
-builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *collapsed)
+builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *collapsed,
+                    const gint *fold_of)
 {
   b->grouping = grouping;
   b->collapsed = collapsed;
+  b->fold_of = fold_of;
   if (grouping == NULL)
     return;
   b->group_node = g_new (gint, grouping->n_groups + 1);
@@ -1212,13 +1236,13 @@ builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *coll
 /* Nodes @trace gives at @detail with these groups, without measuring. */
 static guint
 count_with (CsTrace *trace, const CsRenderOptions *options, const CsGrouping *grouping,
-            const gboolean *collapsed, CsRenderDetail detail)
+            const gboolean *collapsed, const gint *fold_of, CsRenderDetail detail)
 {
   Builder b;
   guint n;
 
   builder_init (&b, trace, options, FALSE);
-  builder_set_groups (&b, grouping, collapsed);
+  builder_set_groups (&b, grouping, collapsed, fold_of);
   b.detail = detail;
   builder_run (&b);
   n = b.nodes->len;
@@ -1294,6 +1318,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   guint max_nodes, max_labels, n_collapsed = 0;
   CsGrouping *grouping = NULL;
   gboolean *collapsed = NULL;
+  gint *fold_of = NULL;
+  guint n_folds = 0;
 
   g_return_val_if_fail (trace != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -1341,10 +1367,16 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
           if (collapsed[g])
             n_collapsed++;
         }
+      fold_of = g_new (gint, grouping->n_groups + 1);
+      if (!options->unfold_repeats)
+        n_folds = cs_grouping_fold_repeats (grouping, collapsed, fold_of);
+      else
+        for (guint g = 0; g < grouping->n_groups; g++)
+          fold_of[g] = -1;
     }
 
   builder_init (&b, trace, options, TRUE);
-  builder_set_groups (&b, grouping, collapsed);
+  builder_set_groups (&b, grouping, collapsed, fold_of);
   b.detail = options->detail;
   if (b.detail == CS_RENDER_DETAIL_AUTO)
     {
@@ -1357,7 +1389,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
       n_full = b.nodes->len;
       if (n_full > max_nodes)
         {
-          guint n_reg = count_with (trace, options, grouping, collapsed, CS_RENDER_DETAIL_REGIONS);
+          guint n_reg = count_with (trace, options, grouping, collapsed, fold_of,
+                                    CS_RENDER_DETAIL_REGIONS);
           if (n_reg < n_full)
             {
               b.detail = CS_RENDER_DETAIL_REGIONS;
@@ -1382,7 +1415,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
       guint n_layers_c = 0, n_chunks_c = 0;
 
       for (guint g = 0; g < grouping->n_groups; g++)
-        if (collapsed[g] && b.group_node[g] >= 0 && grouping->groups[g].kind != CS_GROUP_MODULE)
+        if (collapsed[g] && grouping->groups[g].kind != CS_GROUP_MODULE
+            && (b.group_node[g] >= 0 || (fold_of[g] >= 0 && b.group_node[fold_of[g]] >= 0)))
           {
             if (grouping->groups[g].kind == CS_GROUP_LAYER)
               n_layers_c++;
@@ -1392,7 +1426,7 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
               first = grouping->groups[g].repeat_of >= 0
                       ? &grouping->groups[grouping->groups[g].repeat_of] : &grouping->groups[g];
           }
-      if (n_layers_c > 0)
+      if (n_layers_c > 0 && n_folds == 0)
         {
           g_autofree char *how = options->hints == CS_RENDER_HINTS_CLI
             ? g_strdup_printf ("--expand-group %s draws it expanded, --collapse none draws every "
@@ -1404,6 +1438,38 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
             first->n_same == grouping->n_layers ? "all with the same structure as "
                                                 : "the first is ",
             first->name, how));
+        }
+      else if (n_layers_c > 0)
+        {
+          /* the runs of repeats folded, the first three named */
+          g_autoptr(GString) runs = g_string_new (NULL);
+          g_autofree char *how = NULL;
+          const char *one = NULL;   /* a layer inside a fold, to name in the CLI's hint */
+          guint shown = 0;
+
+          for (guint g = 0; g < grouping->n_groups; g++)
+            if (fold_of[g] == (gint) g && shown++ < 3)
+              {
+                g_autofree char *t = cs_grouping_fold_label (grouping, fold_of, (gint) g);
+                g_string_append_printf (runs, "%s\"%s\"", runs->len ? ", " : "", t);
+              }
+            else if (fold_of[g] >= 0 && one == NULL)
+              one = grouping->groups[g].name;
+          if (shown > 3)
+            g_string_append_printf (runs, " and %u more", shown - 3);
+          how = options->hints == CS_RENDER_HINTS_CLI
+            ? g_strdup_printf ("--expand-group %s draws that layer expanded, --no-fold draws "
+                               "every layer as its own node, --collapse none draws every layer "
+                               "expanded", one != NULL ? one : first->name)
+            : g_strdup ("pick a layer of a run in the Structure tree to expand it alone (a "
+                        "double-click expands the run's first layer); ] and [ then step through "
+                        "the repeats");
+          g_ptr_array_add (notes, g_strdup_printf (
+            "%u of %u layers drawn collapsed (%s%s); each run of consecutive layers with the "
+            "same structure is folded into one node (%s); %s.", n_layers_c, grouping->n_layers,
+            first->n_same == grouping->n_layers ? "all with the same structure as "
+                                                : "the first is ",
+            first->name, runs->str, how));
         }
       if (n_chunks_c > 0)
         {
@@ -1466,6 +1532,7 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   layout->notes = notes_to_strv (notes);
   layout->grouping = grouping;
   layout->group_collapsed = collapsed;
+  layout->group_fold = fold_of;
   layout->dot = cs_graph_to_dot (layout);
   builder_clear (&b);
   return layout;

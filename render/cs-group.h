@@ -30,7 +30,9 @@
  *   CS_GROUP_NEST chunks.
  *
  * Layers with the same structure (the same sequence of ops and modules, fusion regions compared
- * by their prims) are repeats of the first of them (`repeat_of`).
+ * by their prims) are repeats of the first of them (`repeat_of`).  A run of consecutive repeats
+ * drawn collapsed is folded into one node (cs_grouping_fold_repeats()): "layers 0-7: same
+ * structure, 1 shown".
  * Everything here reads the trace only; no GTK, no Graphviz.
  */
 #pragma once
@@ -111,6 +113,12 @@ gboolean    cs_grouping_is_within   (const CsGrouping *grouping,
 gint        cs_grouping_find        (const CsGrouping *grouping,
                                      const char       *name);
 char       *cs_group_summary_text   (const CsGroup    *group);
+guint       cs_grouping_fold_repeats (const CsGrouping *grouping,
+                                     const gboolean   *collapsed,
+                                     gint             *fold_of);
+char       *cs_grouping_fold_label  (const CsGrouping *grouping,
+                                     const gint       *fold_of,
+                                     gint              rep);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsGrouping, cs_grouping_free)
 

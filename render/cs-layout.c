@@ -95,6 +95,7 @@ cs_layout_unref (CsLayout *layout)
   g_free (layout->scale_title);
   g_clear_pointer (&layout->grouping, cs_grouping_free);
   g_free (layout->group_collapsed);
+  g_free (layout->group_fold);
   g_clear_pointer (&layout->trace, cs_trace_unref);
   g_free (layout);
 }
@@ -887,6 +888,8 @@ element_for (const CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayout
       for (; g >= 0; g = layout->grouping->groups[g].parent)
         if (layout->group_collapsed[g])
           outer = g;
+      if (outer >= 0 && layout->group_fold != NULL && layout->group_fold[outer] >= 0)
+        outer = layout->group_fold[outer];
       if (outer >= 0)
         {
           gpointer v = g_hash_table_lookup (ix->node_of, GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (outer)));
@@ -909,7 +912,8 @@ element_for (const CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayout
  *
  * Finds what is drawn for a statement: its own node or cluster; else the innermost enclosing
  * statement drawn (a prim of a collapsed ltorch call or region); else the node of the collapsed
- * group holding it.  For the GUI's "show me this statement" and the diff marks.
+ * group holding it (of the run of repeats it is folded into, see CsLayout.group_fold).  For the
+ * GUI's "show me this statement" and the diff marks.
  * Returns: FALSE when nothing stands for @stmt_id (unknown id, bookkeeping)
  */
 gboolean
@@ -939,6 +943,24 @@ cs_layout_find_element (const CsLayout *layout, guint32 stmt_id, CsLayoutHit *hi
   else if (!CS_LAYOUT_IS_GROUP_ID (stmt_id)
            && (s = g_hash_table_lookup (ix.by_id, GUINT_TO_POINTER (stmt_id))) != NULL)
     ok = element_for (layout, &ix, s, hit);
+  else if (CS_LAYOUT_IS_GROUP_ID (stmt_id) && layout->grouping != NULL)
+    {
+      /* a group drawn inside a collapsed one, or folded into a run of repeats: that node */
+      gint outer = -1;
+
+      for (gint g = CS_LAYOUT_GROUP_OF_ID (stmt_id);
+           g >= 0 && (guint) g < layout->grouping->n_groups; g = layout->grouping->groups[g].parent)
+        if (layout->group_collapsed[g])
+          outer = g;
+      if (outer >= 0 && layout->group_fold != NULL && layout->group_fold[outer] >= 0)
+        outer = layout->group_fold[outer];
+      if (outer >= 0
+          && (v = g_hash_table_lookup (ix.node_of, GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (outer)))) != NULL)
+        {
+          *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, GPOINTER_TO_UINT (v) - 1 };
+          ok = TRUE;
+        }
+    }
   draw_index_clear (&ix);
   return ok;
 }

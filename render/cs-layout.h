@@ -216,6 +216,10 @@ typedef struct
   CsGrouping       *grouping;    /* (owned, nullable) the groups of `trace` (render/cs-group.h);
                                     NULL at CS_RENDER_COLLAPSE_FLAT */
   gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
+  gint             *group_fold;  /* per group of `grouping`: the first layer of the fold of
+                                    repeats it is drawn in (itself for that layer; its GROUP
+                                    node stands for the whole run), -1 = not folded; see
+                                    cs_grouping_fold_repeats() */
   guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
   gboolean          precision_lens; /* overlay: draw compute dtypes on edges and the rounding
                                     points (cs_layout_set_precision_lens()) */

@@ -127,6 +127,10 @@ typedef struct
                                       NULL = "DejaVu Sans" */
   double          font_size_pt;    /* node label size in pt; <= 0 = 10 */
   CsRenderHints   hints;           /* whose instructions the notes give, default APP */
+  gboolean        unfold_repeats;  /* draw every collapsed layer on its own; FALSE (default):
+                                      a run of consecutive collapsed layers with the same
+                                      structure is one node, "layers 0-7: same structure, 1
+                                      shown" (cs_grouping_fold_repeats()) */
 } CsRenderOptions;
 
 void     cs_render_options_init         (CsRenderOptions       *options);
