@@ -24,6 +24,13 @@
 /* Where the element the view is anchored on was on screen before a new layout, and what it is,
  * so that it can be found in the new layout (same trace: by id; another pass or policy: by
  * group name, the tensor it writes, or its origin). */
+/* Finished layouts each view keeps (render/cs-layout-cache.h): the expand / collapse states
+ * and passes seen last. */
+#define VIEW_CACHE_LAYOUTS 12
+/* The "Laying out…" note over the old picture shows after this long, redrawn this often. */
+#define BUSY_NOTE_US       300000
+#define BUSY_TICK_MS       250
+
 typedef struct
 {
   gboolean  valid;
@@ -48,6 +55,8 @@ struct _CsGraphView
   CsRenderOptions  options;       /* detail and per-statement expansion */
   GCancellable    *cancellable;   /* the layout in flight */
   gboolean         busy;          /* a layout is in flight */
+  gint64           busy_since;    /* monotonic µs when the layout in flight started */
+  guint            busy_tick;     /* source redrawing the "Laying out…" progress, 0 = none */
   char            *error;         /* (nullable) layout error shown in place of the graph */
   char            *placeholder;   /* (nullable) text shown when there is no trace */
 
@@ -504,6 +513,7 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return;       /* a newer layout replaced this one; it clears busy */
   self->busy = FALSE;
+  g_clear_handle_id (&self->busy_tick, g_source_remove);
   g_clear_pointer (&self->error, g_free);
   g_clear_pointer (&self->layout, cs_layout_unref);
   if (layout == NULL)
@@ -539,6 +549,17 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BUSY]);
 }
 
+/* While a layout is in flight: redraw, so that the progress note over the old picture shows
+ * how long it has taken (cs_graph_view_snapshot()). */
+static gboolean
+busy_tick_cb (gpointer user_data)
+{
+  CsGraphView *self = user_data;
+
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+  return G_SOURCE_CONTINUE;
+}
+
 /* Lays the trace out anew; @keep: keep the view anchored (the selection, or what is in the
  * middle, stays where it is on screen) instead of fitting the new picture. */
 static void
@@ -568,11 +589,15 @@ start_layout_full (CsGraphView *self, gboolean keep)
     {
       g_clear_pointer (&self->layout, cs_layout_unref);
       self->busy = FALSE;
+      g_clear_handle_id (&self->busy_tick, g_source_remove);
     }
   else
     {
       self->cancellable = g_cancellable_new ();
       self->busy = TRUE;
+      self->busy_since = g_get_monotonic_time ();
+      if (self->busy_tick == 0)
+        self->busy_tick = g_timeout_add (BUSY_TICK_MS, busy_tick_cb, self);
       cs_layout_new_async (self->trace, &self->options, self->cancellable, layout_ready_cb,
                            g_object_ref (self));
     }
@@ -643,6 +668,29 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
   cs_view_center_on (&self->view, l, &box, width, height);
 }
 
+/* "Laying out… 1.2 s" in a pill at the top centre of the canvas. */
+static void
+draw_busy_note (cairo_t *cr, GtkWidget *widget, double seconds, int width)
+{
+  g_autofree char *text = g_strdup_printf ("Laying out\u2026 %.1f s", seconds);
+  PangoLayout *pl = gtk_widget_create_pango_layout (widget, text);
+  int tw, th;
+  double x, y = 8, pad = 6;
+
+  pango_layout_get_pixel_size (pl, &tw, &th);
+  x = (width - tw) / 2.0;
+  cairo_new_sub_path (cr);
+  cairo_arc (cr, x - pad + th / 2.0, y + th / 2.0 + pad / 2, th / 2.0 + pad / 2, G_PI / 2, 3 * G_PI / 2);
+  cairo_arc (cr, x + tw + pad - th / 2.0, y + th / 2.0 + pad / 2, th / 2.0 + pad / 2, -G_PI / 2, G_PI / 2);
+  cairo_close_path (cr);
+  cairo_set_source_rgba (cr, 0.15, 0.2, 0.3, 0.85);
+  cairo_fill (cr);
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_move_to (cr, x, y + pad / 2);
+  pango_cairo_show_layout (cr, pl);
+  g_object_unref (pl);
+}
+
 static void
 cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
 {
@@ -669,6 +717,10 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
       /* the legend, the value key and the notes live in the window's side panel, never on
        * the graph */
       cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_EDGE_LABELS);
+      /* a new layout in flight (expand, collapse, another pass or policy): the old picture
+       * stays, with a note at the top once it takes longer than a moment */
+      if (self->busy && g_get_monotonic_time () - self->busy_since >= BUSY_NOTE_US)
+        draw_busy_note (cr, widget, (g_get_monotonic_time () - self->busy_since) / 1e6, width);
     }
   else if (self->error != NULL)
     {
@@ -1074,6 +1126,7 @@ cs_graph_view_reset (CsGraphView *self)
   g_clear_pointer (&self->options.expand, g_hash_table_unref);
   g_clear_pointer (&self->options.group_expand, g_hash_table_unref);
   g_clear_pointer (&self->found, g_hash_table_unref);
+  cs_layout_cache_clear (self->options.cache);
   self->selected = 0;
   self->pending_center = 0;
   self->keep_view = FALSE;
@@ -1935,6 +1988,7 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->found, g_hash_table_unref);
   g_clear_pointer (&self->minimap, cairo_surface_destroy);
   anchor_clear (&self->anchor);
+  g_clear_handle_id (&self->busy_tick, g_source_remove);
   cs_render_options_clear (&self->options);
   G_OBJECT_CLASS (cs_graph_view_parent_class)->finalize (object);
 }
@@ -1992,6 +2046,8 @@ cs_graph_view_init (CsGraphView *self)
   GtkEventController *scroll, *motion, *key;
 
   cs_render_options_init (&self->options);
+  /* finished layouts of this view (expand / collapse back, a pass or policy seen before) */
+  self->options.cache = cs_layout_cache_new (VIEW_CACHE_LAYOUTS);
   self->view.scale = 1.0;
   gtk_widget_set_focusable (GTK_WIDGET (self), TRUE);
   gtk_widget_set_has_tooltip (GTK_WIDGET (self), TRUE);

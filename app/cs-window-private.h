@@ -82,6 +82,11 @@ struct _CsWindow
   CsAnalysis        *analysis;          /* (nullable) the result shown */
   CsAnalysis        *previous;          /* (nullable) result before the last policy change, for
                                            the diff; cleared when the diff is dismissed */
+  GQueue             seen_policies;     /* SeenPolicy*: results of the policies shown last for
+                                           this file, most recent first, at most
+                                           CS_WINDOW_SEEN_POLICIES; going back to one of them
+                                           shows it without re-running the pipeline (its traces,
+                                           so also the views' cached layouts, are the same) */
   GCancellable      *cancellable;       /* cancels the in-flight load/analysis */
   guint              generation;        /* bumped per load/recompute; stale results are dropped */
   guint              n_jobs;            /* loads/analyses/runs in flight */

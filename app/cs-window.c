@@ -27,6 +27,8 @@ G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
 static void update_shown (CsWindow *self);
 static void update_side_panel (CsWindow *self);
 static const CsGroup *shown_group (CsWindow *self, guint32 stmt_id);
+static void seen_policy_free (gpointer data);
+static void seen_policy_add (CsWindow *self, CsAnalysis *analysis);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Jobs and errors                                                                             */
@@ -1256,6 +1258,7 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_clear_pointer (&self->traces, cs_trace_list_unref);
   self->traces = g_steal_pointer (&job->list);
   g_clear_pointer (&self->previous, cs_analysis_unref);
+  g_queue_clear_full (&self->seen_policies, seen_policy_free);
   gtk_info_bar_set_revealed (self->diff_bar, FALSE);
   _cs_window_clear_run (self);
   {
@@ -1289,6 +1292,7 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     show_warning (self, cs_analysis_get_warning (job->analysis));
   else
     hide_error (self);
+  seen_policy_add (self, job->analysis);
   set_analysis (self, job->analysis);
   show_first_family (self);
 }
@@ -1328,6 +1332,69 @@ cs_window_open_file (CsWindow *self, GFile *file)
 
 /* ---- recompute after a policy change ---- */
 
+/* Results kept per policy for going back (besides the one shown). */
+#define CS_WINDOW_SEEN_POLICIES 3
+
+typedef struct
+{
+  char       *policy;    /* cs_policy_to_string() */
+  CsAnalysis *analysis;  /* (owned) */
+} SeenPolicy;
+
+static void
+seen_policy_free (gpointer data)
+{
+  SeenPolicy *p = data;
+
+  g_free (p->policy);
+  cs_analysis_unref (p->analysis);
+  g_free (p);
+}
+
+/* Keeps @analysis as the result of its policy, the most recent first. */
+static void
+seen_policy_add (CsWindow *self, CsAnalysis *analysis)
+{
+  SeenPolicy *p = g_new0 (SeenPolicy, 1);
+
+  p->policy = cs_policy_to_string (cs_analysis_get_policy (analysis));
+  p->analysis = cs_analysis_ref (analysis);
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (strcmp (((SeenPolicy *) l->data)->policy, p->policy) == 0)
+      {
+        seen_policy_free (l->data);
+        g_queue_delete_link (&self->seen_policies, l);
+        break;
+      }
+  g_queue_push_head (&self->seen_policies, p);
+  while (self->seen_policies.length > CS_WINDOW_SEEN_POLICIES + 1)
+    seen_policy_free (g_queue_pop_tail (&self->seen_policies));
+}
+
+/* The result kept for @policy, or NULL. */
+static CsAnalysis *
+seen_policy_find (CsWindow *self, const CsPolicy *policy)
+{
+  g_autofree char *key = cs_policy_to_string (policy);
+
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (strcmp (((SeenPolicy *) l->data)->policy, key) == 0)
+      return ((SeenPolicy *) l->data)->analysis;
+  return NULL;
+}
+
+/* Shows the result of a policy change (computed or kept) with the diff against what was shown
+ * before the first undismissed change. */
+static void
+show_recomputed (CsWindow *self, CsAnalysis *analysis)
+{
+  if (self->previous == NULL && self->analysis != NULL)
+    self->previous = cs_analysis_ref (self->analysis);
+  _cs_window_clear_run (self);
+  set_analysis (self, analysis);
+  update_diff_bar (self);
+}
+
 typedef struct
 {
   CsWindow *self;        /* (owned) */
@@ -1356,12 +1423,8 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   hide_error (self);
-  /* The diff compares against the result shown before the first undismissed change. */
-  if (self->previous == NULL && self->analysis != NULL)
-    self->previous = cs_analysis_ref (self->analysis);
-  _cs_window_clear_run (self);
-  set_analysis (self, analysis);
-  update_diff_bar (self);
+  seen_policy_add (self, analysis);
+  show_recomputed (self, analysis);
 }
 
 /**
@@ -1369,18 +1432,31 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
  *
  * Re-runs the pipeline under self->policy on a worker thread; when it returns (and no newer
  * request superseded it) the graphs, text and status update and the diff bar shows what
- * changed against the previous result.
+ * changed against the previous result.  A policy among the last CS_WINDOW_SEEN_POLICIES + 1
+ * shown for this file is not re-run: its kept result is shown at once.
  */
 void
 _cs_window_recompute (CsWindow *self)
 {
   RecomputeData *data;
+  CsAnalysis *seen;
 
   if (self->traces == NULL)
     return;
   g_cancellable_cancel (self->cancellable);
   g_set_object (&self->cancellable, g_cancellable_new ());
   g_object_unref (self->cancellable);
+  /* a policy shown before: its result at once (and the views' cached layouts of its traces) */
+  if ((seen = seen_policy_find (self, &self->policy)) != NULL)
+    {
+      g_autoptr(CsAnalysis) keep = cs_analysis_ref (seen);
+
+      self->generation++;   /* a computation still in flight is stale now */
+      hide_error (self);
+      seen_policy_add (self, keep);
+      show_recomputed (self, keep);
+      return;
+    }
 
   data = g_new0 (RecomputeData, 1);
   data->self = g_object_ref (self);
@@ -1428,6 +1504,7 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->traces, cs_trace_list_unref);
   g_clear_pointer (&self->analysis, cs_analysis_unref);
   g_clear_pointer (&self->previous, cs_analysis_unref);
+  g_queue_clear_full (&self->seen_policies, seen_policy_free);
   g_clear_pointer (&self->stmt_ranges, g_array_unref);
   g_clear_pointer (&self->policy_dropdowns, g_free);
   g_clear_pointer (&self->last_run_summary, g_free);

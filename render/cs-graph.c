@@ -8,6 +8,7 @@
 #include "cs-graph.h"
 #include "cs-dist.h"
 #include "cs-lens.h"
+#include "cs-layout-cache.h"
 
 #include <math.h>
 #include <string.h>
@@ -1285,6 +1286,38 @@ notes_to_strv (GPtrArray *notes)
   return (char **) g_ptr_array_free (notes, FALSE);
 }
 
+/* Which groups @options draws collapsed: the level (AUTO: LAYERS for two layers or more, or
+ * chunks), then the per-group overrides.  Returns: (transfer full) one flag per group. */
+gboolean *
+_cs_graph_collapsed_groups (const CsGrouping *grouping, const CsRenderOptions *options,
+                            guint *n_collapsed)
+{
+  CsRenderCollapse level = options->collapse;
+  gboolean *collapsed = g_new0 (gboolean, grouping->n_groups + 1);
+
+  *n_collapsed = 0;
+  if (level == CS_RENDER_COLLAPSE_AUTO)
+    level = grouping->n_layers >= 2 || grouping->n_chunks > 0 ? CS_RENDER_COLLAPSE_LAYERS
+                                                              : CS_RENDER_COLLAPSE_NONE;
+  for (guint g = 0; g < grouping->n_groups; g++)
+    {
+      const CsGroup *gr = &grouping->groups[g];
+      CsRenderExpand ov = cs_render_options_get_group_expanded (options, gr->name);
+
+      if (gr->kind == CS_GROUP_MODULE)
+        collapsed[g] = level == CS_RENDER_COLLAPSE_MODULES;
+      else
+        collapsed[g] = level == CS_RENDER_COLLAPSE_LAYERS;
+      if (ov == CS_RENDER_EXPAND_ON)
+        collapsed[g] = FALSE;
+      else if (ov == CS_RENDER_EXPAND_OFF)
+        collapsed[g] = TRUE;
+      if (collapsed[g])
+        (*n_collapsed)++;
+    }
+  return collapsed;
+}
+
 /**
  * cs_graph_build:
  * @trace: the trace to draw (a reference is kept by the result)
@@ -1339,34 +1372,14 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
 
   if (options->collapse != CS_RENDER_COLLAPSE_FLAT)
     {
-      grouping = cs_grouping_new (trace);
+      grouping = options->cache != NULL ? cs_layout_cache_dup_grouping (options->cache, trace)
+                                        : cs_grouping_new (trace);
       if (grouping->n_groups == 0)
         g_clear_pointer (&grouping, cs_grouping_free);
     }
   if (grouping != NULL)
     {
-      CsRenderCollapse level = options->collapse;
-
-      if (level == CS_RENDER_COLLAPSE_AUTO)
-        level = grouping->n_layers >= 2 || grouping->n_chunks > 0 ? CS_RENDER_COLLAPSE_LAYERS
-                                                                  : CS_RENDER_COLLAPSE_NONE;
-      collapsed = g_new0 (gboolean, grouping->n_groups);
-      for (guint g = 0; g < grouping->n_groups; g++)
-        {
-          const CsGroup *gr = &grouping->groups[g];
-          CsRenderExpand ov = cs_render_options_get_group_expanded (options, gr->name);
-
-          if (gr->kind == CS_GROUP_MODULE)
-            collapsed[g] = level == CS_RENDER_COLLAPSE_MODULES;
-          else
-            collapsed[g] = level == CS_RENDER_COLLAPSE_LAYERS;
-          if (ov == CS_RENDER_EXPAND_ON)
-            collapsed[g] = FALSE;
-          else if (ov == CS_RENDER_EXPAND_OFF)
-            collapsed[g] = TRUE;
-          if (collapsed[g])
-            n_collapsed++;
-        }
+      collapsed = _cs_graph_collapsed_groups (grouping, options, &n_collapsed);
       fold_of = g_new (gint, grouping->n_groups + 1);
       if (!options->unfold_repeats)
         n_folds = cs_grouping_fold_repeats (grouping, collapsed, fold_of);

@@ -564,6 +564,7 @@ cs_grouping_new (const CsTrace *trace)
   g_return_val_if_fail (trace != NULL, NULL);
   ctx_init (&c, trace, keys);
   gr = g_new0 (CsGrouping, 1);
+  gr->ref_count = 1;
   gr->trace = trace;
   gr->stmt_group = g_new (gint, c.n + 1);
   for (guint i = 0; i < c.n; i++)
@@ -755,13 +756,42 @@ cs_grouping_new (const CsTrace *trace)
 }
 
 /**
+ * cs_grouping_ref:
+ * @grouping: a grouping
+ *
+ * Groupings are shared by the layouts of one trace (render/cs-layout-cache.h).
+ * Returns: (transfer full): @grouping
+ */
+CsGrouping *
+cs_grouping_ref (CsGrouping *grouping)
+{
+  g_return_val_if_fail (grouping != NULL, NULL);
+  g_atomic_int_inc (&grouping->ref_count);
+  return grouping;
+}
+
+/**
  * cs_grouping_free:
  * @grouping: (transfer full) (nullable): a grouping
+ *
+ * Drops a reference, as cs_grouping_unref() does (the name kept for g_autoptr users).
  */
 void
 cs_grouping_free (CsGrouping *grouping)
 {
-  if (grouping == NULL)
+  cs_grouping_unref (grouping);
+}
+
+/**
+ * cs_grouping_unref:
+ * @grouping: (transfer full) (nullable): a grouping
+ *
+ * Drops a reference; the last one frees the grouping.
+ */
+void
+cs_grouping_unref (CsGrouping *grouping)
+{
+  if (grouping == NULL || !g_atomic_int_dec_and_test (&grouping->ref_count))
     return;
   for (guint g = 0; g < grouping->n_groups; g++)
     {

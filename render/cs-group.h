@@ -97,6 +97,7 @@ typedef struct
 /** CsGrouping: the groups of one trace. */
 typedef struct
 {
+  gint           ref_count;     /* atomic; cs_grouping_ref() / cs_grouping_unref() */
   const CsTrace *trace;         /* the trace grouped (borrowed: keep it alive) */
   CsGroup       *groups;        /* n_groups of them, parents first */
   guint          n_groups;
@@ -106,6 +107,8 @@ typedef struct
 } CsGrouping;
 
 CsGrouping *cs_grouping_new         (const CsTrace    *trace);
+CsGrouping *cs_grouping_ref         (CsGrouping       *grouping);
+void        cs_grouping_unref       (CsGrouping       *grouping);
 void        cs_grouping_free        (CsGrouping       *grouping);
 gboolean    cs_grouping_is_within   (const CsGrouping *grouping,
                                      gint              group,

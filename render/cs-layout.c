@@ -9,6 +9,7 @@
 #include "cs-layout.h"
 #include "cs-lens.h"
 #include "cs-layout-private.h"
+#include "cs-layout-cache.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -315,7 +316,10 @@ cs_layout_run (CsLayout *layout, GCancellable *cancellable, GError **error)
  *
  * cs_graph_build() then cs_layout_run(): a complete display list.  Blocks for the whole
  * layout (milliseconds for small traces, about a second for dot at its 1,200-node limit);
- * never call it on a GUI thread, use cs_layout_new_async().
+ * never call it on a GUI thread, use cs_layout_new_async().  With @options->cache set, the
+ * layout made before for @trace with the same options (cs_render_options_key()) is returned
+ * at once (the same object, a new reference), and a new one is kept there; the grouping of
+ * @trace is found once (render/cs-layout-cache.h).
  * Returns: (transfer full): the laid-out display list, or NULL with @error set
  */
 CsLayout *
@@ -327,11 +331,16 @@ cs_layout_new (CsTrace *trace, const CsRenderOptions *options, GCancellable *can
   g_return_val_if_fail (trace != NULL, NULL);
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
+  if (options != NULL && options->cache != NULL
+      && (layout = cs_layout_cache_lookup (options->cache, trace, options)) != NULL)
+    return g_steal_pointer (&layout);
   layout = cs_graph_build (trace, options, error);
   if (layout == NULL)
     return NULL;
   if (!cs_layout_run (layout, cancellable, error))
     return NULL;
+  if (options != NULL && options->cache != NULL)
+    cs_layout_cache_insert (options->cache, trace, options, layout);
   return g_steal_pointer (&layout);
 }
 

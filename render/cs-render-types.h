@@ -102,6 +102,9 @@ typedef enum
 /* Edge labels (shapes) are dropped above this many edges: each label is a virtual node for dot. */
 #define CS_RENDER_DEFAULT_MAX_EDGE_LABELS 400
 
+/* A cache of finished layouts and groupings (render/cs-layout-cache.h). */
+typedef struct _CsLayoutCache CsLayoutCache;
+
 /**
  * CsRenderOptions:
  *
@@ -131,6 +134,9 @@ typedef struct
                                       a run of consecutive collapsed layers with the same
                                       structure is one node, "layers 0-7: same structure, 1
                                       shown" (cs_grouping_fold_repeats()) */
+  CsLayoutCache  *cache;           /* (nullable) where cs_layout_new() looks for and keeps
+                                      finished layouts and groupings; a reference is held
+                                      (copies take their own); NULL = lay out every time */
 } CsRenderOptions;
 
 void     cs_render_options_init         (CsRenderOptions       *options);

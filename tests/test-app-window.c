@@ -2036,6 +2036,45 @@ test_llama_fold (Fixture *fx, gconstpointer data)
                                    "layers 0-7: same structure, 1 shown\n"));
 }
 
+/* Layouts and results are kept: collapsing layers.3 again shows the layout drawn before (the
+ * same object, from the view's cache), and going back to a policy already seen shows its kept
+ * result (the same traces) without re-running the pipeline, drawn from the cache. */
+static void
+test_llama_cache (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l0, *l1;
+  CsTrace *t0;
+  CsAnalysis *a0;
+
+  if (!open_path (fx, path))
+    return;
+  l0 = cs_graph_view_get_layout (view);
+  t0 = l0->trace;
+  a0 = fx->win->analysis;
+  cs_graph_view_set_group_expanded (view, "layers.3", TRUE);
+  wait_idle (fx->win);
+  l1 = cs_graph_view_get_layout (view);
+  g_assert_true (l1 != l0);
+  g_assert_true (l1->grouping == l0->grouping);   /* the trace's groups, found once */
+  cs_graph_view_set_group_expanded (view, "layers.3", FALSE);
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_layout (view) == l0);
+  /* matmul=upcast-f32, then back to native */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_true (fx->win->analysis != a0);
+  g_assert_true (cs_graph_view_get_layout (view)->trace != t0);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  g_assert_true (fx->win->analysis == a0);        /* at once: no pipeline run */
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_layout (view) == l0);
+  g_assert_true (cs_graph_view_get_layout (view)->trace == t0);
+}
+
 /* The overview: a click on the minimap centres the view on that point of the graph (the
  * blocks unfolded, View > Fold Repeated Layers off, so that there are eight to pick from). */
 static void
@@ -2164,6 +2203,8 @@ main (int argc, char **argv)
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
               fixture_teardown);
   g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
   g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
               fixture_teardown);

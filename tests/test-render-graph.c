@@ -927,6 +927,65 @@ test_llama_collapsed (void)
   g_assert_cmpuint (wq_readers, ==, 1);
 }
 
+/* A layout cache (render/cs-layout-cache.h): the same trace and options give the same layout
+ * object; an override repeating the level's choice (collapsing a collapsed layer) is the same
+ * picture, so the same layout; expanding a layer is another layout sharing the trace's
+ * grouping; the least recently used beyond the size is dropped. */
+static void
+test_layout_cache (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayoutCache) cache = cs_layout_cache_new (2);
+  g_autoptr(CsLayout) a = NULL;
+  g_autoptr(CsLayout) b = NULL;
+  g_autoptr(CsLayout) c = NULL;
+  g_autoptr(CsLayout) d = NULL;
+  g_autoptr(CsLayout) e = NULL;
+  CsRenderOptions o;
+  CsTrace *t;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  t = g_ptr_array_index (list->traces, 0);
+  cs_render_options_init (&o);
+  o.cache = cs_layout_cache_ref (cache);
+  a = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  b = cs_layout_new (t, &o, NULL, &error);
+  g_assert_true (a == b);
+  g_assert_cmpuint (cs_layout_cache_n_hits (cache), ==, 1);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_OFF);
+  c = cs_layout_new (t, &o, NULL, &error);
+  g_assert_true (c == a);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_ON);
+  d = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (d != a);
+  g_assert_true (d->grouping == a->grouping);
+  g_assert_cmpint (d->group_collapsed[cs_grouping_find (d->grouping, "layers.3")], ==, FALSE);
+  g_assert_cmpuint (cs_layout_cache_n_layouts (cache), ==, 2);
+  /* a third picture drops the least recently used (the collapsed one) */
+  o.unfold_repeats = TRUE;
+  e = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cs_layout_cache_n_layouts (cache), ==, 2);
+  o.unfold_repeats = FALSE;
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_DEFAULT);
+  {
+    g_autoptr(CsLayout) f = cs_layout_new (t, &o, NULL, &error);
+    g_assert_true (f != a);
+  }
+  cs_render_options_clear (&o);
+}
+
 /* A distributed trace (data/distributed/handmade_ddp_bwd_buckets.txt): the all_reduce is a
  * COMM node (hexagon in DOT) of the dtype it moves, the FUTURE it returns is a dashed edge into
  * the wait that waits for it, and the bucket's update_bucket_views, pack and unpack are one
@@ -1139,5 +1198,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/groups/chunks", test_chunks_collapsed);
   g_test_add_func ("/render/groups/chunks-hints", test_chunks_hints);
   g_test_add_func ("/render/groups/llama", test_llama_collapsed);
+  g_test_add_func ("/render/groups/layout-cache", test_layout_cache);
   return g_test_run ();
 }
