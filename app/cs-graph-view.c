@@ -52,6 +52,14 @@ struct _CsGraphView
   CsTrace         *diff_base;     /* (nullable, owned ref) older trace the diff compares with */
   CsLayout        *layout;        /* (nullable, owned ref) display list of @trace once laid out */
   CsLayoutDiffStats diff_stats;   /* marks found against @diff_base */
+  CsTraceDiff     *diff;          /* (nullable, owned) core's diff of @diff_trace against
+                                     @diff_base as apply_diff() last asked for it, kept while
+                                     only the layout changes (expand, collapse) */
+  CsTrace         *diff_trace;    /* (nullable, owned ref) the trace @diff was made for */
+  CsTrace         *diff_for_base; /* (nullable, owned ref) the base @diff was made against */
+  gboolean         diff_for_older;/* @diff_older when @diff was made */
+  guint64          diff_serial;   /* serial of @diff (CsLayout.diff_serial), new per diff */
+  guint64          user_casts_serial; /* serial of @user_casts (CsLayout.user_casts_serial) */
   CsRenderOptions  options;       /* detail and per-statement expansion */
   GCancellable    *cancellable;   /* the layout in flight */
   gboolean         busy;          /* a layout is in flight */
@@ -134,15 +142,51 @@ apply_selection (CsGraphView *self)
   cs_layout_set_found (self->layout, self->found);
 }
 
+/* Serials of the diffs and user-cast lists a view marks with (CsLayout.diff_serial). */
+static guint64 overlay_serial;
+
 static void
 apply_diff (CsGraphView *self)
 {
   memset (&self->diff_stats, 0, sizeof self->diff_stats);
   if (self->layout == NULL)
     return;
-  cs_layout_clear_marks (self->layout);
-  if (self->diff_base != NULL && self->diff_base != self->trace)
-    cs_layout_mark_diff (self->layout, self->diff_base, !self->diff_older, &self->diff_stats);
+  if (self->diff_base != NULL && self->diff_base != self->trace && self->layout->trace != NULL)
+    {
+      CsTrace *t = self->layout->trace;
+
+      if (self->diff == NULL || self->diff_trace != t || self->diff_for_base != self->diff_base
+          || self->diff_for_older != self->diff_older)
+        {
+          g_clear_pointer (&self->diff, cs_trace_diff_free);
+          g_clear_pointer (&self->diff_trace, cs_trace_unref);
+          g_clear_pointer (&self->diff_for_base, cs_trace_unref);
+          self->diff = self->diff_older ? cs_trace_diff (t, self->diff_base)
+                                        : cs_trace_diff (self->diff_base, t);
+          self->diff_trace = cs_trace_ref (t);
+          self->diff_for_base = cs_trace_ref (self->diff_base);
+          self->diff_for_older = self->diff_older;
+          self->diff_serial = ++overlay_serial;
+        }
+      /* a layout kept in the cache and marked with this diff before keeps its marks */
+      if (self->layout->diff_serial == self->diff_serial)
+        {
+          self->diff_stats = self->layout->diff_marked;
+          return;
+        }
+      cs_layout_mark_diff_with (self->layout, self->diff_base, !self->diff_older, self->diff,
+                                &self->diff_stats);
+      self->layout->diff_serial = self->diff_serial;
+      self->layout->diff_marked = self->diff_stats;
+    }
+  else
+    {
+      cs_layout_clear_marks (self->layout);
+      /* no diff shown: the traces it was made for need not stay alive */
+      g_clear_pointer (&self->diff, cs_trace_diff_free);
+      g_clear_pointer (&self->diff_trace, cs_trace_unref);
+      g_clear_pointer (&self->diff_for_base, cs_trace_unref);
+    }
 }
 
 static void
@@ -151,7 +195,10 @@ apply_lens (CsGraphView *self)
   if (self->layout == NULL)
     return;
   cs_layout_set_precision_lens (self->layout, self->precision_lens);
+  if (self->layout->user_casts_serial == self->user_casts_serial && self->user_casts_serial != 0)
+    return;
   cs_layout_mark_user_casts (self->layout, self->user_casts);
+  self->layout->user_casts_serial = self->user_casts_serial;
 }
 
 static void
@@ -1989,6 +2036,9 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->minimap, cairo_surface_destroy);
   anchor_clear (&self->anchor);
   g_clear_handle_id (&self->busy_tick, g_source_remove);
+  g_clear_pointer (&self->diff, cs_trace_diff_free);
+  g_clear_pointer (&self->diff_trace, cs_trace_unref);
+  g_clear_pointer (&self->diff_for_base, cs_trace_unref);
   cs_render_options_clear (&self->options);
   G_OBJECT_CLASS (cs_graph_view_parent_class)->finalize (object);
 }
@@ -2163,6 +2213,7 @@ cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed)
     g_ptr_array_ref (removed);
   g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   self->user_casts = removed;
+  self->user_casts_serial = ++overlay_serial;
   apply_lens (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }

@@ -27,7 +27,32 @@ G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
 static void update_shown (CsWindow *self);
 static void update_side_panel (CsWindow *self);
 static const CsGroup *shown_group (CsWindow *self, guint32 stmt_id);
+typedef struct
+{
+  char       *policy;      /* cs_policy_to_string() */
+  CsAnalysis *analysis;    /* (owned) */
+  GPtrArray  *user_casts;  /* (nullable, owned) its removed user casts, once computed */
+} SeenPolicy;
+
 static void seen_policy_free (gpointer data);
+
+/* The removed user casts kept with @analysis's entry, a new reference, or NULL. */
+static GPtrArray *
+seen_user_casts (CsWindow *self, CsAnalysis *analysis)
+{
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts)
+      return g_ptr_array_ref (((SeenPolicy *) l->data)->user_casts);
+  return NULL;
+}
+
+static void
+seen_set_user_casts (CsWindow *self, CsAnalysis *analysis, GPtrArray *user_casts)
+{
+  for (GList *l = self->seen_policies.head; l != NULL && user_casts != NULL; l = l->next)
+    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts == NULL)
+      ((SeenPolicy *) l->data)->user_casts = g_ptr_array_ref (user_casts);
+}
 static void seen_policy_add (CsWindow *self, CsAnalysis *analysis);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -744,6 +769,9 @@ current_user_casts (CsWindow *self)
   g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
   self->user_casts_for = cs_analysis_ref (self->analysis);
+  /* a result kept for its policy keeps its list too */
+  if ((self->user_casts = seen_user_casts (self, self->analysis)) != NULL)
+    return self->user_casts;
   ii = pass_index_of (self, CS_FAMILY_FORWARD, "initial");
   fi = pass_index_of (self, CS_FAMILY_FORWARD, "fuse");
   ri = pass_index_of (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
@@ -752,6 +780,7 @@ current_user_casts (CsWindow *self)
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ii),
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, fi),
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ri));
+  seen_set_user_casts (self, self->analysis, self->user_casts);
   return self->user_casts;
 }
 
@@ -835,6 +864,47 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 
 /* ---- diff between the previous and the new result ---- */
 
+typedef struct
+{
+  guint  n_tensor_core_matmuls;
+  double est_ms;                /* ms, the H200 roofline estimate */
+} FinalStats;
+
+/* The diff bar's numbers for @trace, computed once (the bar is redrawn at every layout);
+ * only the final traces of the shown and the previous result are kept. */
+static const FinalStats *
+final_stats (CsWindow *self, CsTrace *trace)
+{
+  FinalStats *fs;
+
+  if (self->final_stats == NULL)
+    self->final_stats = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) cs_trace_unref, g_free);
+  if ((fs = g_hash_table_lookup (self->final_stats, trace)) == NULL)
+    {
+      g_autoptr(CsTraceStats) s = cs_stats_compute (trace);
+      GHashTableIter it;
+      gpointer k;
+
+      /* drop the traces no longer shown */
+      g_hash_table_iter_init (&it, self->final_stats);
+      while (g_hash_table_iter_next (&it, &k, NULL))
+        {
+          gboolean keep = FALSE;
+
+          for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+            keep |= (self->analysis && k == cs_analysis_get_final (self->analysis, f))
+                    || (self->previous && k == cs_analysis_get_final (self->previous, f));
+          if (!keep)
+            g_hash_table_iter_remove (&it);
+        }
+      fs = g_new0 (FinalStats, 1);
+      fs->n_tensor_core_matmuls = s->total.n_tensor_core_matmuls;
+      fs->est_ms = s->total.est_ms;
+      g_hash_table_insert (self->final_stats, cs_trace_ref (trace), fs);
+    }
+  return fs;
+}
+
 /**
  * _cs_window_update_diff_bar:
  *
@@ -861,8 +931,7 @@ _cs_window_update_diff_bar (CsWindow *self)
       CsTrace *after = cs_analysis_get_final (self->analysis, f);
       CsGraphView *view = _cs_window_get_view (self, f);
       CsLayoutDiffStats st;
-      g_autoptr(CsTraceStats) s0 = NULL;
-      g_autoptr(CsTraceStats) s1 = NULL;
+      const FinalStats *s0, *s1;
       g_autofree char *t0 = NULL;
       g_autofree char *t1 = NULL;
       gboolean shown;
@@ -870,10 +939,10 @@ _cs_window_update_diff_bar (CsWindow *self)
       if (before == NULL || after == NULL)
         continue;
       shown = cs_graph_view_get_diff_stats (view, &st) && !cs_graph_view_is_busy (view);
-      s0 = cs_stats_compute (before);
-      s1 = cs_stats_compute (after);
-      t0 = _cs_window_format_ms (s0->total.est_ms);
-      t1 = _cs_window_format_ms (s1->total.est_ms);
+      s0 = final_stats (self, before);
+      s1 = final_stats (self, after);
+      t0 = _cs_window_format_ms (s0->est_ms);
+      t1 = _cs_window_format_ms (s1->est_ms);
       g_string_append_printf (out, "%s<b>%s</b>: ", out->len ? "\n" : "",
                               f == CS_FAMILY_FORWARD ? "Forward" : "Backward");
       if (shown)
@@ -887,8 +956,7 @@ _cs_window_update_diff_bar (CsWindow *self)
       else
         g_string_append (out, "laying out…; ");
       g_string_append_printf (out, "tensor-core matmuls %u → %u; est. %s → %s",
-                              s0->total.n_tensor_core_matmuls, s1->total.n_tensor_core_matmuls,
-                              t0, t1);
+                              s0->n_tensor_core_matmuls, s1->n_tensor_core_matmuls, t0, t1);
     }
   g_string_append (out, "\n<small>Policy changed (shown pass against the same pass before): "
                         "added casts green, removed casts as dashed ghosts where they were, split "
@@ -1332,14 +1400,23 @@ cs_window_open_file (CsWindow *self, GFile *file)
 
 /* ---- recompute after a policy change ---- */
 
-/* Results kept per policy for going back (besides the one shown). */
+/* Results kept per policy for going back (besides the one shown), at most: fewer for long
+ * traces, so that the kept results hold at most about CS_WINDOW_SEEN_STMTS statements of the
+ * file (every pass of a 50,000-statement trace takes about 400 MB: none is kept then, only
+ * the diff's previous result is reused). */
 #define CS_WINDOW_SEEN_POLICIES 3
+#define CS_WINDOW_SEEN_STMTS    30000
 
-typedef struct
+/* How many results of other policies to keep for the open file. */
+static guint
+seen_policies_max (CsWindow *self)
 {
-  char       *policy;    /* cs_policy_to_string() */
-  CsAnalysis *analysis;  /* (owned) */
-} SeenPolicy;
+  guint n = 0;
+
+  for (guint i = 0; self->traces != NULL && i < self->traces->traces->len; i++)
+    n += ((CsTrace *) g_ptr_array_index (self->traces->traces, i))->n_stmts;
+  return MIN (CS_WINDOW_SEEN_POLICIES, CS_WINDOW_SEEN_STMTS / MAX (n, 1));
+}
 
 static void
 seen_policy_free (gpointer data)
@@ -1347,6 +1424,7 @@ seen_policy_free (gpointer data)
   SeenPolicy *p = data;
 
   g_free (p->policy);
+  g_clear_pointer (&p->user_casts, g_ptr_array_unref);
   cs_analysis_unref (p->analysis);
   g_free (p);
 }
@@ -1362,21 +1440,30 @@ seen_policy_add (CsWindow *self, CsAnalysis *analysis)
   for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
     if (strcmp (((SeenPolicy *) l->data)->policy, p->policy) == 0)
       {
+        if (((SeenPolicy *) l->data)->analysis == analysis)
+          p->user_casts = g_steal_pointer (&((SeenPolicy *) l->data)->user_casts);
         seen_policy_free (l->data);
         g_queue_delete_link (&self->seen_policies, l);
         break;
       }
   g_queue_push_head (&self->seen_policies, p);
-  while (self->seen_policies.length > CS_WINDOW_SEEN_POLICIES + 1)
+  while (self->seen_policies.length > seen_policies_max (self) + 1)
     seen_policy_free (g_queue_pop_tail (&self->seen_policies));
 }
 
-/* The result kept for @policy, or NULL. */
+/* The result kept for @policy (the diff's previous result included), or NULL. */
 static CsAnalysis *
 seen_policy_find (CsWindow *self, const CsPolicy *policy)
 {
   g_autofree char *key = cs_policy_to_string (policy);
 
+  if (self->previous != NULL)
+    {
+      g_autofree char *prev = cs_policy_to_string (cs_analysis_get_policy (self->previous));
+
+      if (strcmp (prev, key) == 0)
+        return self->previous;
+    }
   for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
     if (strcmp (((SeenPolicy *) l->data)->policy, key) == 0)
       return ((SeenPolicy *) l->data)->analysis;
@@ -1432,8 +1519,9 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
  *
  * Re-runs the pipeline under self->policy on a worker thread; when it returns (and no newer
  * request superseded it) the graphs, text and status update and the diff bar shows what
- * changed against the previous result.  A policy among the last CS_WINDOW_SEEN_POLICIES + 1
- * shown for this file is not re-run: its kept result is shown at once.
+ * changed against the previous result.  A policy whose result is kept (the last few shown for
+ * this file, fewer for long traces, and the diff's previous one) is not re-run: its result
+ * is shown at once.
  */
 void
 _cs_window_recompute (CsWindow *self)
@@ -1446,7 +1534,8 @@ _cs_window_recompute (CsWindow *self)
   g_cancellable_cancel (self->cancellable);
   g_set_object (&self->cancellable, g_cancellable_new ());
   g_object_unref (self->cancellable);
-  /* a policy shown before: its result at once (and the views' cached layouts of its traces) */
+  /* a policy shown before: its kept result at once (and the views' cached layouts of its
+   * traces) */
   if ((seen = seen_policy_find (self, &self->policy)) != NULL)
     {
       g_autoptr(CsAnalysis) keep = cs_analysis_ref (seen);
@@ -1505,6 +1594,7 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->analysis, cs_analysis_unref);
   g_clear_pointer (&self->previous, cs_analysis_unref);
   g_queue_clear_full (&self->seen_policies, seen_policy_free);
+  g_clear_pointer (&self->final_stats, g_hash_table_unref);
   g_clear_pointer (&self->stmt_ranges, g_array_unref);
   g_clear_pointer (&self->policy_dropdowns, g_free);
   g_clear_pointer (&self->last_run_summary, g_free);

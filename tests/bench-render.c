@@ -23,6 +23,7 @@
  * arguments; and, with --flat, the old flat drawing for comparison.
  *
  * Usage: bench-render [--repeat N] [--frames N] [--flat] [--big N] [FILE...]
+ *        bench-render --write-chain N FILE   (the generated chain as a trace file, for the app)
  */
 #include "cs-config.h"
 
@@ -320,6 +321,7 @@ main (int argc, char **argv)
 {
   gint repeat = 3, frames = 10, big = 50000;
   gboolean flat = FALSE;
+  gint write_n = 0;
   g_auto(GStrv) files = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - render/ benchmark");
   g_autoptr(GError) error = NULL;
@@ -328,6 +330,7 @@ main (int argc, char **argv)
     { "frames", 'f', 0, G_OPTION_ARG_INT, &frames, "Frames painted per zoom (default 10)", "N" },
     { "flat", 0, 0, G_OPTION_ARG_NONE, &flat, "Draw flat (no groups), as before grouping", NULL },
     { "big", 0, 0, G_OPTION_ARG_INT, &big, "Statements of the largest generated chain (default 50000)", "N" },
+    { "write-chain", 0, 0, G_OPTION_ARG_INT, &write_n, "Write the generated chain of about N statements to the FILE given and exit (to open it in the app)", "N" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE..." },
     { NULL },
   };
@@ -343,6 +346,18 @@ main (int argc, char **argv)
     }
   repeat = MAX (repeat, 1);
   frames = MAX (frames, 1);
+  if (write_n > 0)
+    {
+      g_autofree char *text = generate_chain (((guint) write_n - 1) / 5);
+
+      if (files == NULL || files[0] == NULL || !g_file_set_contents (files[0], text, -1, &error))
+        {
+          fprintf (stderr, "bench-render: --write-chain: %s\n",
+                   error ? error->message : "give the file to write");
+          return 2;
+        }
+      return 0;
+    }
   printf ("%-40s %7s %6s %6s %-7s %8s %8s  %6s %6s %6s  %7s %7s\n", "trace", "stmts", "nodes",
           "edges", "engine", "open ms", "expand", "p.fit", "p.75%", "p.200%", "RSS+MiB", "peakMiB");
   {
