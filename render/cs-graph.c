@@ -725,10 +725,17 @@ emit_return (Builder *b, const CsStmt *ret)
           n.kind = CS_LAYOUT_NODE_OUTPUT;
           n.saved = g_array_index (saved, gboolean, i);
           n.name = g_strdup (p->name);
-          n.label = g_strdup_printf ("%u %s\nof %s", count, n.saved ? "saved" : "outputs",
-                                     b->grouping->groups[g].label);
-          n.detail = g_strdup_printf ("%u tensors %s returns (%s, ...)", count,
-                                      b->grouping->groups[g].name, p->name);
+          {
+            /* a fold's node returns what every layer of the run returns */
+            g_autofree char *fold = b->fold_of != NULL && b->fold_of[g] == g
+                                    ? cs_grouping_fold_label (b->grouping, b->fold_of, g) : NULL;
+            g_autofree char *who = fold != NULL ? g_strndup (fold, strcspn (fold, ":"))
+                                                : g_strdup (b->grouping->groups[g].label);
+
+            n.label = g_strdup_printf ("%u %s\nof %s", count, n.saved ? "saved" : "outputs", who);
+            n.detail = g_strdup_printf ("%u tensors %s returns (%s, ...)", count,
+                                        fold != NULL ? who : b->grouping->groups[g].name, p->name);
+          }
           n.has_dtype = p->kind == CS_PROXY_TENSOR;
           n.dtype = p->dtype;
           n.cluster = -1;
