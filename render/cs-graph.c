@@ -58,6 +58,10 @@ typedef struct
   GHashTable            *group_edges;  /* "tail head proxy" of the edges into group nodes */
   gint                   cur_group;    /* innermost group of the statement being emitted */
   GHashTable            *buckets;      /* "parent-cluster bucket_key" -> bucket cluster + 1 */
+  /* per trace->stmts index, made at first use and kept for every pass of the builder (a
+   * top-level statement's tensors are asked for up to three times a pass) */
+  GPtrArray            **top_ins;      /* (owned) stmt_tensor_inputs(), NULL before */
+  GPtrArray            **top_outs;     /* (owned) stmt_tensor_outputs(), NULL before */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -234,6 +238,42 @@ stmt_is_drawn (Builder *b, const CsStmt *s)
     return FALSE;
   ins = stmt_tensor_inputs (s);
   outs = stmt_tensor_outputs (s);
+  return ins->len > 0 || outs->len > 0;
+}
+
+/* The drawn tensors top-level statement @i reads and writes (borrowed from the builder). */
+static void
+top_io (Builder *b, guint i, GPtrArray **ins, GPtrArray **outs)
+{
+  if (b->top_ins == NULL)
+    {
+      b->top_ins = g_new0 (GPtrArray *, b->trace->n_stmts + 1);
+      b->top_outs = g_new0 (GPtrArray *, b->trace->n_stmts + 1);
+    }
+  if (b->top_ins[i] == NULL)
+    {
+      b->top_ins[i] = stmt_tensor_inputs (b->trace->stmts[i]);
+      b->top_outs[i] = stmt_tensor_outputs (b->trace->stmts[i]);
+    }
+  *ins = b->top_ins[i];
+  *outs = b->top_outs[i];
+}
+
+/* stmt_is_drawn() of top-level statement @i, from top_io(). */
+static gboolean
+top_is_drawn (Builder *b, guint i)
+{
+  const CsStmt *s = b->trace->stmts[i];
+  GPtrArray *ins, *outs;
+
+  if (s->kind != CS_STMT_CALL)
+    return FALSE;
+  if (b->options->bookkeeping)
+    return TRUE;
+  if (s->op->category == CS_OP_CAT_BOOKKEEPING
+      || cs_op_semantic (s->op)->category == CS_OP_CAT_BOOKKEEPING)
+    return FALSE;
+  top_io (b, i, &ins, &outs);
   return ins->len > 0 || outs->len > 0;
 }
 
@@ -898,13 +938,16 @@ ensure_group_node (Builder *b, gint g)
 /* A top-level statement inside collapsed group @g: its reads become edges into the group's
  * node (one per producer and tensor), its writes are produced by that node. */
 static void
-emit_into_group (Builder *b, const CsStmt *s, gint g)
+emit_into_group (Builder *b, guint si, gint g)
 {
-  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
-  g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
-  guint *tails = g_newa (guint, ins->len + 1);
-  gboolean *skip = g_newa (gboolean, ins->len + 1);
+  GPtrArray *ins, *outs;
+  guint *tails;
+  gboolean *skip;
   guint idx;
+
+  top_io (b, si, &ins, &outs);
+  tails = g_newa (guint, ins->len + 1);
+  skip = g_newa (gboolean, ins->len + 1);
 
   for (guint i = 0; i < ins->len; i++)
     {
@@ -946,20 +989,21 @@ find_folded_inputs (Builder *b)
   for (guint i = 0; i < b->trace->n_stmts; i++)
     if (b->trace->stmts[i]->kind == CS_STMT_CALL)
       {
-        g_autoptr(GPtrArray) outs = stmt_tensor_outputs (b->trace->stmts[i]);
+        GPtrArray *ins, *outs;
+
+        top_io (b, i, &ins, &outs);
         for (guint o = 0; o < outs->len; o++)
           g_hash_table_add (written, g_ptr_array_index (outs, o));
       }
   for (guint i = 0; i < b->trace->n_stmts; i++)
     {
-      const CsStmt *s = b->trace->stmts[i];
       gint g = b->grouping->stmt_group[i];
       gint own = g >= 0 ? outer_collapsed (b, g) : -1;
-      g_autoptr(GPtrArray) ins = NULL;
+      GPtrArray *ins, *outs;
 
-      if (s->kind != CS_STMT_CALL || !stmt_is_drawn (b, s))
+      if (!top_is_drawn (b, i))
         continue;
-      ins = stmt_tensor_inputs (s);
+      top_io (b, i, &ins, &outs);
       for (guint k2 = 0; k2 < ins->len; k2++)
         {
           CsProxy *p = g_ptr_array_index (ins, k2);
@@ -1064,7 +1108,7 @@ builder_run (Builder *b)
 
       if (s->kind == CS_STMT_RETURN)
         ret = (CsStmt *) s;
-      if (!stmt_is_drawn (b, s))
+      if (!top_is_drawn (b, i))
         continue;
       b->cur_group = b->grouping != NULL ? b->grouping->stmt_group[i] : -1;
       if (b->cur_group >= 0)
@@ -1072,7 +1116,7 @@ builder_run (Builder *b)
           gint oc = outer_collapsed (b, b->cur_group);
 
           if (oc >= 0)
-            emit_into_group (b, s, oc);
+            emit_into_group (b, i, oc);
           else
             {
               gint gc = ensure_group_cluster (b, b->cur_group);
@@ -1222,6 +1266,13 @@ builder_clear (Builder *b)
   g_free (b->group_node);
   g_free (b->group_cluster);
   g_free (b->group_returns);
+  for (guint i = 0; b->top_ins != NULL && i < b->trace->n_stmts; i++)
+    {
+      g_clear_pointer (&b->top_ins[i], g_ptr_array_unref);
+      g_clear_pointer (&b->top_outs[i], g_ptr_array_unref);
+    }
+  g_free (b->top_ins);
+  g_free (b->top_outs);
   g_clear_object (&b->measure);
   g_clear_pointer (&b->cr, cairo_destroy);
   g_clear_pointer (&b->surface, cairo_surface_destroy);
