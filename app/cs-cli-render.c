@@ -1,5 +1,6 @@
 /* cs-cli-render.c: `castscope-cli render FILE [--policy k=v ...] [--trace forward|backward]
- * [--pass NAME] [--expand] [--collapse LEVEL] [--expand-group NAME] -o out.svg|out.png|out.pdf|out.dot`.
+ * [--pass NAME] [--expand] [--collapse LEVEL] [--expand-group NAME] [--no-fold]
+ * -o out.svg|out.png|out.pdf|out.dot`.
  *
  * Without --policy / --pass / --trace / --grad the file's trace is drawn as it is; with any of
  * them the pass pipeline runs and the chosen trace is drawn.  The picture comes from render/'s
@@ -87,7 +88,7 @@ cs_cli_cmd_render (int argc, char **argv)
   g_auto(GStrv) expand_groups = NULL;
   g_autofree char *desc = NULL;
   gboolean expand = FALSE, node_shapes = FALSE, no_edge_labels = FALSE, bookkeeping = FALSE;
-  gboolean no_legend = FALSE, verbose = FALSE;
+  gboolean no_legend = FALSE, verbose = FALSE, no_fold = FALSE;
   gint index = 0, max_nodes = 0;
   double scale = 1.5;
   g_autoptr(GOptionContext) ctx = NULL;
@@ -111,6 +112,7 @@ cs_cli_cmd_render (int argc, char **argv)
     { "detail", 'd', 0, G_OPTION_ARG_STRING, &detail_text, "auto (default), statements, prims or regions", "LEVEL" },
     { "collapse", 0, 0, G_OPTION_ARG_STRING, &collapse_text, "Groups drawn as one node: auto (default: the layers of a model, the chunks of a long trace), layers, modules, none (boxes only) or flat (no groups)", "LEVEL" },
     { "expand-group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &expand_groups, "Draw this group expanded (repeatable), e.g. layers.3", "NAME" },
+    { "no-fold", 0, 0, G_OPTION_ARG_NONE, &no_fold, "Draw every collapsed layer (default: a run of consecutive layers with the same structure is one node, 'layers 0-7: same structure, 1 shown'; --expand-group layers.3 draws one of them)", NULL },
     { "max-nodes", 0, 0, G_OPTION_ARG_INT, &max_nodes, "Node count above which 'auto' collapses fusion regions (default 1200)", "N" },
     { "shapes", 0, 0, G_OPTION_ARG_NONE, &node_shapes, "Print the output type in node labels", NULL },
     { "no-edge-labels", 0, 0, G_OPTION_ARG_NONE, &no_edge_labels, "Do not label edges with tensor shapes", NULL },
@@ -187,6 +189,7 @@ cs_cli_cmd_render (int argc, char **argv)
   opts.node_shapes = node_shapes;
   opts.edge_labels = !no_edge_labels;
   opts.bookkeeping = bookkeeping;
+  opts.unfold_repeats = no_fold;
   if (no_legend)
     flags &= ~CS_DRAW_LEGEND;
 

@@ -24,6 +24,13 @@
 /* Where the element the view is anchored on was on screen before a new layout, and what it is,
  * so that it can be found in the new layout (same trace: by id; another pass or policy: by
  * group name, the tensor it writes, or its origin). */
+/* Finished layouts each view keeps (render/cs-layout-cache.h): the expand / collapse states
+ * and passes seen last. */
+#define VIEW_CACHE_LAYOUTS 12
+/* The "Laying out…" note over the old picture shows after this long, redrawn this often. */
+#define BUSY_NOTE_US       300000
+#define BUSY_TICK_MS       250
+
 typedef struct
 {
   gboolean  valid;
@@ -45,9 +52,19 @@ struct _CsGraphView
   CsTrace         *diff_base;     /* (nullable, owned ref) older trace the diff compares with */
   CsLayout        *layout;        /* (nullable, owned ref) display list of @trace once laid out */
   CsLayoutDiffStats diff_stats;   /* marks found against @diff_base */
+  CsTraceDiff     *diff;          /* (nullable, owned) core's diff of @diff_trace against
+                                     @diff_base as apply_diff() last asked for it, kept while
+                                     only the layout changes (expand, collapse) */
+  CsTrace         *diff_trace;    /* (nullable, owned ref) the trace @diff was made for */
+  CsTrace         *diff_for_base; /* (nullable, owned ref) the base @diff was made against */
+  gboolean         diff_for_older;/* @diff_older when @diff was made */
+  guint64          diff_serial;   /* serial of @diff (CsLayout.diff_serial), new per diff */
+  guint64          user_casts_serial; /* serial of @user_casts (CsLayout.user_casts_serial) */
   CsRenderOptions  options;       /* detail and per-statement expansion */
   GCancellable    *cancellable;   /* the layout in flight */
   gboolean         busy;          /* a layout is in flight */
+  gint64           busy_since;    /* monotonic µs when the layout in flight started */
+  guint            busy_tick;     /* source redrawing the "Laying out…" progress, 0 = none */
   char            *error;         /* (nullable) layout error shown in place of the graph */
   char            *placeholder;   /* (nullable) text shown when there is no trace */
 
@@ -125,15 +142,51 @@ apply_selection (CsGraphView *self)
   cs_layout_set_found (self->layout, self->found);
 }
 
+/* Serials of the diffs and user-cast lists a view marks with (CsLayout.diff_serial). */
+static guint64 overlay_serial;
+
 static void
 apply_diff (CsGraphView *self)
 {
   memset (&self->diff_stats, 0, sizeof self->diff_stats);
   if (self->layout == NULL)
     return;
-  cs_layout_clear_marks (self->layout);
-  if (self->diff_base != NULL && self->diff_base != self->trace)
-    cs_layout_mark_diff (self->layout, self->diff_base, !self->diff_older, &self->diff_stats);
+  if (self->diff_base != NULL && self->diff_base != self->trace && self->layout->trace != NULL)
+    {
+      CsTrace *t = self->layout->trace;
+
+      if (self->diff == NULL || self->diff_trace != t || self->diff_for_base != self->diff_base
+          || self->diff_for_older != self->diff_older)
+        {
+          g_clear_pointer (&self->diff, cs_trace_diff_free);
+          g_clear_pointer (&self->diff_trace, cs_trace_unref);
+          g_clear_pointer (&self->diff_for_base, cs_trace_unref);
+          self->diff = self->diff_older ? cs_trace_diff (t, self->diff_base)
+                                        : cs_trace_diff (self->diff_base, t);
+          self->diff_trace = cs_trace_ref (t);
+          self->diff_for_base = cs_trace_ref (self->diff_base);
+          self->diff_for_older = self->diff_older;
+          self->diff_serial = ++overlay_serial;
+        }
+      /* a layout kept in the cache and marked with this diff before keeps its marks */
+      if (self->layout->diff_serial == self->diff_serial)
+        {
+          self->diff_stats = self->layout->diff_marked;
+          return;
+        }
+      cs_layout_mark_diff_with (self->layout, self->diff_base, !self->diff_older, self->diff,
+                                &self->diff_stats);
+      self->layout->diff_serial = self->diff_serial;
+      self->layout->diff_marked = self->diff_stats;
+    }
+  else
+    {
+      cs_layout_clear_marks (self->layout);
+      /* no diff shown: the traces it was made for need not stay alive */
+      g_clear_pointer (&self->diff, cs_trace_diff_free);
+      g_clear_pointer (&self->diff_trace, cs_trace_unref);
+      g_clear_pointer (&self->diff_for_base, cs_trace_unref);
+    }
 }
 
 static void
@@ -142,7 +195,10 @@ apply_lens (CsGraphView *self)
   if (self->layout == NULL)
     return;
   cs_layout_set_precision_lens (self->layout, self->precision_lens);
+  if (self->layout->user_casts_serial == self->user_casts_serial && self->user_casts_serial != 0)
+    return;
   cs_layout_mark_user_casts (self->layout, self->user_casts);
+  self->layout->user_casts_serial = self->user_casts_serial;
 }
 
 static void
@@ -393,6 +449,14 @@ find_group_element (const CsLayout *l, const char *name, CsLayoutHit *hit)
         *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, c };
         return TRUE;
       }
+  /* a layer folded into a run of repeats (or a module of one): the run's node */
+  if (!found && l->grouping != NULL)
+    {
+      gint g = cs_grouping_find (l->grouping, name);
+
+      if (g >= 0)
+        found = cs_layout_find_element (l, CS_LAYOUT_GROUP_ID (g), hit);
+    }
   return found;
 }
 
@@ -496,6 +560,7 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return;       /* a newer layout replaced this one; it clears busy */
   self->busy = FALSE;
+  g_clear_handle_id (&self->busy_tick, g_source_remove);
   g_clear_pointer (&self->error, g_free);
   g_clear_pointer (&self->layout, cs_layout_unref);
   if (layout == NULL)
@@ -531,6 +596,17 @@ layout_ready_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BUSY]);
 }
 
+/* While a layout is in flight: redraw, so that the progress note over the old picture shows
+ * how long it has taken (cs_graph_view_snapshot()). */
+static gboolean
+busy_tick_cb (gpointer user_data)
+{
+  CsGraphView *self = user_data;
+
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+  return G_SOURCE_CONTINUE;
+}
+
 /* Lays the trace out anew; @keep: keep the view anchored (the selection, or what is in the
  * middle, stays where it is on screen) instead of fitting the new picture. */
 static void
@@ -560,11 +636,15 @@ start_layout_full (CsGraphView *self, gboolean keep)
     {
       g_clear_pointer (&self->layout, cs_layout_unref);
       self->busy = FALSE;
+      g_clear_handle_id (&self->busy_tick, g_source_remove);
     }
   else
     {
       self->cancellable = g_cancellable_new ();
       self->busy = TRUE;
+      self->busy_since = g_get_monotonic_time ();
+      if (self->busy_tick == 0)
+        self->busy_tick = g_timeout_add (BUSY_TICK_MS, busy_tick_cb, self);
       cs_layout_new_async (self->trace, &self->options, self->cancellable, layout_ready_cb,
                            g_object_ref (self));
     }
@@ -635,6 +715,29 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
   cs_view_center_on (&self->view, l, &box, width, height);
 }
 
+/* "Laying out… 1.2 s" in a pill at the top centre of the canvas. */
+static void
+draw_busy_note (cairo_t *cr, GtkWidget *widget, double seconds, int width)
+{
+  g_autofree char *text = g_strdup_printf ("Laying out\u2026 %.1f s", seconds);
+  PangoLayout *pl = gtk_widget_create_pango_layout (widget, text);
+  int tw, th;
+  double x, y = 8, pad = 6;
+
+  pango_layout_get_pixel_size (pl, &tw, &th);
+  x = (width - tw) / 2.0;
+  cairo_new_sub_path (cr);
+  cairo_arc (cr, x - pad + th / 2.0, y + th / 2.0 + pad / 2, th / 2.0 + pad / 2, G_PI / 2, 3 * G_PI / 2);
+  cairo_arc (cr, x + tw + pad - th / 2.0, y + th / 2.0 + pad / 2, th / 2.0 + pad / 2, -G_PI / 2, G_PI / 2);
+  cairo_close_path (cr);
+  cairo_set_source_rgba (cr, 0.15, 0.2, 0.3, 0.85);
+  cairo_fill (cr);
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_move_to (cr, x, y + pad / 2);
+  pango_cairo_show_layout (cr, pl);
+  g_object_unref (pl);
+}
+
 static void
 cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
 {
@@ -661,6 +764,10 @@ cs_graph_view_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
       /* the legend, the value key and the notes live in the window's side panel, never on
        * the graph */
       cs_draw_layout (cr, self->layout, &self->view, width, height, CS_DRAW_EDGE_LABELS);
+      /* a new layout in flight (expand, collapse, another pass or policy): the old picture
+       * stays, with a note at the top once it takes longer than a moment */
+      if (self->busy && g_get_monotonic_time () - self->busy_since >= BUSY_NOTE_US)
+        draw_busy_note (cr, widget, (g_get_monotonic_time () - self->busy_since) / 1e6, width);
     }
   else if (self->error != NULL)
     {
@@ -927,6 +1034,10 @@ key_pressed_cb (GtkEventControllerKey *controller, guint keyval, guint keycode,
     case GDK_KEY_KP_0:
       cs_graph_view_fit (self);
       return TRUE;
+    case GDK_KEY_bracketright:
+      return cs_graph_view_step_repeat (self, 1);
+    case GDK_KEY_bracketleft:
+      return cs_graph_view_step_repeat (self, -1);
     case GDK_KEY_Left:
       return cs_graph_view_move_selection (self, GTK_DIR_LEFT);
     case GDK_KEY_Right:
@@ -1062,6 +1173,7 @@ cs_graph_view_reset (CsGraphView *self)
   g_clear_pointer (&self->options.expand, g_hash_table_unref);
   g_clear_pointer (&self->options.group_expand, g_hash_table_unref);
   g_clear_pointer (&self->found, g_hash_table_unref);
+  cs_layout_cache_clear (self->options.cache);
   self->selected = 0;
   self->pending_center = 0;
   self->keep_view = FALSE;
@@ -1394,6 +1506,74 @@ cs_graph_view_get_group_expanded (CsGraphView *self, const char *name)
       || (g = cs_grouping_find (self->layout->grouping, name)) < 0)
     return FALSE;
   return !self->layout->group_collapsed[g];
+}
+
+/* The layer holding what is selected (a fold's node: its first layer), or -1. */
+static gint
+selected_layer (CsGraphView *self)
+{
+  const CsLayout *l = self->layout;
+  CsLayoutHit hit;
+  gint g;
+
+  if (l == NULL || l->grouping == NULL || self->selected == 0)
+    return -1;
+  if (CS_LAYOUT_IS_GROUP_ID (self->selected))
+    g = CS_LAYOUT_GROUP_OF_ID (self->selected);
+  else if (!cs_layout_find_element (l, self->selected, &hit))
+    return -1;
+  else
+    g = hit.kind == CS_LAYOUT_HIT_NODE ? l->nodes[hit.index].group : l->clusters[hit.index].group;
+  for (; g >= 0 && (guint) g < l->grouping->n_groups; g = l->grouping->groups[g].parent)
+    if (l->grouping->groups[g].kind == CS_GROUP_LAYER)
+      return g;
+  return -1;
+}
+
+/**
+ * cs_graph_view_step_repeat:
+ * @step: 1 for the next layer with the same structure, -1 for the previous one
+ *
+ * Expands the repeats of a layer one at a time (keys ] and [): with an expanded layer
+ * selected (or something inside it), collapses it and expands the next (previous) layer with
+ * the same structure, which folds back into its run of repeats (render/cs-group.h,
+ * cs_grouping_fold_repeats()); with a collapsed layer or a fold of repeats selected, expands
+ * that layer (a fold's first one).  The expanded layer is selected and centred.
+ * Returns: TRUE when a new layout was started
+ */
+gboolean
+cs_graph_view_step_repeat (CsGraphView *self, gint step)
+{
+  const CsLayout *l;
+  const CsGroup *gs;
+  gint g, target = -1, cls;
+
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), FALSE);
+  l = self->layout;
+  if ((g = selected_layer (self)) < 0)
+    return FALSE;
+  gs = l->grouping->groups;
+  if (l->group_collapsed[g])
+    target = g;
+  else
+    {
+      cls = gs[g].repeat_of >= 0 ? gs[g].repeat_of : g;
+      for (gint h = g + (step > 0 ? 1 : -1); h >= 0 && (guint) h < l->grouping->n_groups;
+           h += step > 0 ? 1 : -1)
+        if (gs[h].kind == CS_GROUP_LAYER && (gs[h].repeat_of >= 0 ? gs[h].repeat_of : h) == cls)
+          {
+            target = h;
+            break;
+          }
+      if (target < 0)
+        return FALSE;
+      cs_render_options_set_group_expanded (&self->options, gs[g].name, CS_RENDER_EXPAND_OFF);
+    }
+  cs_render_options_set_group_expanded (&self->options, gs[target].name, CS_RENDER_EXPAND_ON);
+  set_selected (self, CS_LAYOUT_GROUP_ID (target), FALSE);
+  self->pending_center = CS_LAYOUT_GROUP_ID (target);
+  start_layout (self);
+  return TRUE;
 }
 
 /**
@@ -1855,6 +2035,10 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->found, g_hash_table_unref);
   g_clear_pointer (&self->minimap, cairo_surface_destroy);
   anchor_clear (&self->anchor);
+  g_clear_handle_id (&self->busy_tick, g_source_remove);
+  g_clear_pointer (&self->diff, cs_trace_diff_free);
+  g_clear_pointer (&self->diff_trace, cs_trace_unref);
+  g_clear_pointer (&self->diff_for_base, cs_trace_unref);
   cs_render_options_clear (&self->options);
   G_OBJECT_CLASS (cs_graph_view_parent_class)->finalize (object);
 }
@@ -1912,6 +2096,8 @@ cs_graph_view_init (CsGraphView *self)
   GtkEventController *scroll, *motion, *key;
 
   cs_render_options_init (&self->options);
+  /* finished layouts of this view (expand / collapse back, a pass or policy seen before) */
+  self->options.cache = cs_layout_cache_new (VIEW_CACHE_LAYOUTS);
   self->view.scale = 1.0;
   gtk_widget_set_focusable (GTK_WIDGET (self), TRUE);
   gtk_widget_set_has_tooltip (GTK_WIDGET (self), TRUE);
@@ -1963,6 +2149,33 @@ cs_graph_view_set_show_legend (CsGraphView *self, gboolean show)
 }
 
 /**
+ * cs_graph_view_set_fold_repeats:
+ * @fold: draw each run of consecutive collapsed layers with the same structure as one node
+ *   (the default; render/cs-group.h cs_grouping_fold_repeats()) or every layer on its own
+ *
+ * Lays the graph out anew when the choice changes (View > Fold Repeated Layers); the view
+ * stays anchored on the selection.
+ */
+void
+cs_graph_view_set_fold_repeats (CsGraphView *self, gboolean fold)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  if (!self->options.unfold_repeats == !!fold)
+    return;
+  self->options.unfold_repeats = !fold;
+  if (self->trace != NULL)
+    start_layout (self);
+}
+
+/** cs_graph_view_get_fold_repeats: Returns: whether runs of repeated layers are folded */
+gboolean
+cs_graph_view_get_fold_repeats (CsGraphView *self)
+{
+  g_return_val_if_fail (CS_IS_GRAPH_VIEW (self), TRUE);
+  return !self->options.unfold_repeats;
+}
+
+/**
  * cs_graph_view_set_precision_lens:
  * @on: draw the precision lens (render/cs-layout.h cs_layout_set_precision_lens(): compute
  *   dtypes on edges, rounding points)
@@ -2000,6 +2213,7 @@ cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed)
     g_ptr_array_ref (removed);
   g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   self->user_casts = removed;
+  self->user_casts_serial = ++overlay_serial;
   apply_lens (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }

@@ -38,6 +38,9 @@ guint32     cs_graph_view_get_selected   (CsGraphView       *self);
 void        cs_graph_view_set_show_legend (CsGraphView      *self,
                                            gboolean          show);
 gboolean    cs_graph_view_get_show_legend (CsGraphView      *self);
+void        cs_graph_view_set_fold_repeats (CsGraphView     *self,
+                                          gboolean          fold);
+gboolean    cs_graph_view_get_fold_repeats (CsGraphView     *self);
 void        cs_graph_view_set_precision_lens (CsGraphView   *self,
                                           gboolean          on);
 gboolean    cs_graph_view_get_precision_lens (CsGraphView   *self);
@@ -73,6 +76,8 @@ gboolean    cs_graph_view_get_group_expanded (CsGraphView   *self,
                                           const char        *name);
 gboolean    cs_graph_view_reveal         (CsGraphView       *self,
                                           guint32            stmt_id);
+gboolean    cs_graph_view_step_repeat    (CsGraphView       *self,
+                                          gint               step);
 void        cs_graph_view_set_found      (CsGraphView       *self,
                                           GHashTable        *stmt_ids);
 const char * const *cs_graph_view_get_notes (CsGraphView    *self);

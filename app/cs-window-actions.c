@@ -571,6 +571,18 @@ legend_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
 }
 
 static void
+fold_repeats_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
+{
+  CsWindow *self = CS_WINDOW (user_data);
+  gboolean fold = g_variant_get_boolean (state);
+
+  g_simple_action_set_state (action, state);
+  cs_graph_view_set_fold_repeats (self->forward_view, fold);
+  cs_graph_view_set_fold_repeats (self->backward_view, fold);
+  cs_graph_view_set_fold_repeats (self->compare_view, fold);
+}
+
+static void
 precision_lens_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
 {
   CsWindow *self = CS_WINDOW (user_data);
@@ -596,6 +608,7 @@ compare_changed (GSimpleAction *action, GVariant *state, gpointer user_data)
 static const GActionEntry win_actions[] = {
   { "compare", NULL, NULL, "false", compare_changed },
   { "legend", NULL, NULL, "true", legend_changed },
+  { "fold-repeats", NULL, NULL, "true", fold_repeats_changed },
   { "precision-lens", NULL, NULL, "false", precision_lens_changed },
   { "open", open_activated, NULL, NULL, NULL },
   { "open-recent", open_recent_activated, "s", NULL, NULL },
@@ -617,7 +630,8 @@ static const GActionEntry win_actions[] = {
  * Adds win.open, win.open-recent(uri), win.export, win.find, win.run, win.first-divergence
  * (select the last run's first divergence), win.zoom-in, win.zoom-out, win.zoom-fit,
  * win.dismiss-diff, win.close, win.show("forward"|"backward"), the boolean win.legend (draw the
- * dtype legend on both graphs), the boolean win.precision-lens (compute dtypes on edges and
+ * dtype legend on both graphs), the boolean win.fold-repeats (draw each run of layers with the
+ * same structure as one node, the default), the boolean win.precision-lens (compute dtypes on edges and
  * rounding points on both graphs) and the boolean win.compare (the side-by-side compare).  Accelerators are set by
  * CsApplication.
  */

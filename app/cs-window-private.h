@@ -82,6 +82,14 @@ struct _CsWindow
   CsAnalysis        *analysis;          /* (nullable) the result shown */
   CsAnalysis        *previous;          /* (nullable) result before the last policy change, for
                                            the diff; cleared when the diff is dismissed */
+  GHashTable        *final_stats;       /* (nullable) CsTrace* (a reference) -> FinalStats*: the
+                                           diff bar's tensor-core matmuls and estimate of the
+                                           final traces it shows, computed once per trace */
+  GQueue             seen_policies;     /* SeenPolicy*: results of the policies shown last for
+                                           this file, most recent first, at most
+                                           CS_WINDOW_SEEN_POLICIES; going back to one of them
+                                           shows it without re-running the pipeline (its traces,
+                                           so also the views' cached layouts, are the same) */
   GCancellable      *cancellable;       /* cancels the in-flight load/analysis */
   guint              generation;        /* bumped per load/recompute; stale results are dropped */
   guint              n_jobs;            /* loads/analyses/runs in flight */

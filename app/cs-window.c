@@ -27,6 +27,33 @@ G_DEFINE_FINAL_TYPE (CsWindow, cs_window, GTK_TYPE_APPLICATION_WINDOW)
 static void update_shown (CsWindow *self);
 static void update_side_panel (CsWindow *self);
 static const CsGroup *shown_group (CsWindow *self, guint32 stmt_id);
+typedef struct
+{
+  char       *policy;      /* cs_policy_to_string() */
+  CsAnalysis *analysis;    /* (owned) */
+  GPtrArray  *user_casts;  /* (nullable, owned) its removed user casts, once computed */
+} SeenPolicy;
+
+static void seen_policy_free (gpointer data);
+
+/* The removed user casts kept with @analysis's entry, a new reference, or NULL. */
+static GPtrArray *
+seen_user_casts (CsWindow *self, CsAnalysis *analysis)
+{
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts)
+      return g_ptr_array_ref (((SeenPolicy *) l->data)->user_casts);
+  return NULL;
+}
+
+static void
+seen_set_user_casts (CsWindow *self, CsAnalysis *analysis, GPtrArray *user_casts)
+{
+  for (GList *l = self->seen_policies.head; l != NULL && user_casts != NULL; l = l->next)
+    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts == NULL)
+      ((SeenPolicy *) l->data)->user_casts = g_ptr_array_ref (user_casts);
+}
+static void seen_policy_add (CsWindow *self, CsAnalysis *analysis);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Jobs and errors                                                                             */
@@ -742,6 +769,9 @@ current_user_casts (CsWindow *self)
   g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
   self->user_casts_for = cs_analysis_ref (self->analysis);
+  /* a result kept for its policy keeps its list too */
+  if ((self->user_casts = seen_user_casts (self, self->analysis)) != NULL)
+    return self->user_casts;
   ii = pass_index_of (self, CS_FAMILY_FORWARD, "initial");
   fi = pass_index_of (self, CS_FAMILY_FORWARD, "fuse");
   ri = pass_index_of (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
@@ -750,6 +780,7 @@ current_user_casts (CsWindow *self)
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ii),
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, fi),
       cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ri));
+  seen_set_user_casts (self, self->analysis, self->user_casts);
   return self->user_casts;
 }
 
@@ -833,6 +864,47 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 
 /* ---- diff between the previous and the new result ---- */
 
+typedef struct
+{
+  guint  n_tensor_core_matmuls;
+  double est_ms;                /* ms, the H200 roofline estimate */
+} FinalStats;
+
+/* The diff bar's numbers for @trace, computed once (the bar is redrawn at every layout);
+ * only the final traces of the shown and the previous result are kept. */
+static const FinalStats *
+final_stats (CsWindow *self, CsTrace *trace)
+{
+  FinalStats *fs;
+
+  if (self->final_stats == NULL)
+    self->final_stats = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) cs_trace_unref, g_free);
+  if ((fs = g_hash_table_lookup (self->final_stats, trace)) == NULL)
+    {
+      g_autoptr(CsTraceStats) s = cs_stats_compute (trace);
+      GHashTableIter it;
+      gpointer k;
+
+      /* drop the traces no longer shown */
+      g_hash_table_iter_init (&it, self->final_stats);
+      while (g_hash_table_iter_next (&it, &k, NULL))
+        {
+          gboolean keep = FALSE;
+
+          for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+            keep |= (self->analysis && k == cs_analysis_get_final (self->analysis, f))
+                    || (self->previous && k == cs_analysis_get_final (self->previous, f));
+          if (!keep)
+            g_hash_table_iter_remove (&it);
+        }
+      fs = g_new0 (FinalStats, 1);
+      fs->n_tensor_core_matmuls = s->total.n_tensor_core_matmuls;
+      fs->est_ms = s->total.est_ms;
+      g_hash_table_insert (self->final_stats, cs_trace_ref (trace), fs);
+    }
+  return fs;
+}
+
 /**
  * _cs_window_update_diff_bar:
  *
@@ -859,8 +931,7 @@ _cs_window_update_diff_bar (CsWindow *self)
       CsTrace *after = cs_analysis_get_final (self->analysis, f);
       CsGraphView *view = _cs_window_get_view (self, f);
       CsLayoutDiffStats st;
-      g_autoptr(CsTraceStats) s0 = NULL;
-      g_autoptr(CsTraceStats) s1 = NULL;
+      const FinalStats *s0, *s1;
       g_autofree char *t0 = NULL;
       g_autofree char *t1 = NULL;
       gboolean shown;
@@ -868,10 +939,10 @@ _cs_window_update_diff_bar (CsWindow *self)
       if (before == NULL || after == NULL)
         continue;
       shown = cs_graph_view_get_diff_stats (view, &st) && !cs_graph_view_is_busy (view);
-      s0 = cs_stats_compute (before);
-      s1 = cs_stats_compute (after);
-      t0 = _cs_window_format_ms (s0->total.est_ms);
-      t1 = _cs_window_format_ms (s1->total.est_ms);
+      s0 = final_stats (self, before);
+      s1 = final_stats (self, after);
+      t0 = _cs_window_format_ms (s0->est_ms);
+      t1 = _cs_window_format_ms (s1->est_ms);
       g_string_append_printf (out, "%s<b>%s</b>: ", out->len ? "\n" : "",
                               f == CS_FAMILY_FORWARD ? "Forward" : "Backward");
       if (shown)
@@ -885,8 +956,7 @@ _cs_window_update_diff_bar (CsWindow *self)
       else
         g_string_append (out, "laying out…; ");
       g_string_append_printf (out, "tensor-core matmuls %u → %u; est. %s → %s",
-                              s0->total.n_tensor_core_matmuls, s1->total.n_tensor_core_matmuls,
-                              t0, t1);
+                              s0->n_tensor_core_matmuls, s1->n_tensor_core_matmuls, t0, t1);
     }
   g_string_append (out, "\n<small>Policy changed (shown pass against the same pass before): "
                         "added casts green, removed casts as dashed ghosts where they were, split "
@@ -939,7 +1009,30 @@ update_structure (CsWindow *self)
       /* modules only under an expanded layer */
       if (gr->parent >= 0 && l->group_collapsed[gr->parent])
         continue;
-      if (gr->repeat_of >= 0)
+      /* a fold of repeats: a row for the run, its layers indented under it (each one can be
+       * expanded on its own) */
+      if (l->group_fold != NULL && l->group_fold[g] == (gint) g)
+        {
+          g_autofree char *title = cs_grouping_fold_label (l->grouping, l->group_fold, (gint) g);
+          g_autofree char *head = g_strdup_printf ("▸ %s", title);
+
+          label = gtk_label_new (head);
+          gtk_label_set_xalign (GTK_LABEL (label), 0);
+          gtk_label_set_ellipsize (GTK_LABEL (label), PANGO_ELLIPSIZE_END);
+          gtk_widget_set_tooltip_text (label, "Layers with the same structure, drawn as one node; "
+                                       "activate a layer below to expand it, or this row to "
+                                       "expand the first");
+          row = gtk_list_box_row_new ();
+          gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (row), label);
+          g_object_set_data_full (G_OBJECT (row), "cs-group-name", g_strdup (gr->name), g_free);
+          g_object_set_data (G_OBJECT (row), "cs-group-id",
+                             GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (g)));
+          gtk_list_box_append (self->structure_list, row);
+          n++;
+        }
+      if (l->group_fold != NULL && l->group_fold[g] >= 0)
+        text = g_strdup_printf ("      ▸ %s  · %u ops, folded", gr->label, gr->n_stmts);
+      else if (gr->repeat_of >= 0)
         text = g_strdup_printf ("%s%s %s  · %u ops, = %s", gr->parent >= 0 ? "      " : "",
                                 expanded ? "▾" : "▸", gr->label, gr->n_stmts,
                                 l->grouping->groups[gr->repeat_of].label);
@@ -947,7 +1040,7 @@ update_structure (CsWindow *self)
         text = g_strdup_printf ("%s%s %s  · %u ops%s", gr->parent >= 0 ? "      " : "",
                                 expanded ? "▾" : "▸", gr->label, gr->n_stmts,
                                 gr->n_same > 1 ? "  (same structure ×" : "");
-      if (gr->repeat_of < 0 && gr->n_same > 1)
+      if ((l->group_fold == NULL || l->group_fold[g] < 0) && gr->repeat_of < 0 && gr->n_same > 1)
         {
           char *t = g_strdup_printf ("%s%u)", text, gr->n_same);
           g_free (text);
@@ -1233,6 +1326,7 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_clear_pointer (&self->traces, cs_trace_list_unref);
   self->traces = g_steal_pointer (&job->list);
   g_clear_pointer (&self->previous, cs_analysis_unref);
+  g_queue_clear_full (&self->seen_policies, seen_policy_free);
   gtk_info_bar_set_revealed (self->diff_bar, FALSE);
   _cs_window_clear_run (self);
   {
@@ -1266,6 +1360,7 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
     show_warning (self, cs_analysis_get_warning (job->analysis));
   else
     hide_error (self);
+  seen_policy_add (self, job->analysis);
   set_analysis (self, job->analysis);
   show_first_family (self);
 }
@@ -1305,6 +1400,88 @@ cs_window_open_file (CsWindow *self, GFile *file)
 
 /* ---- recompute after a policy change ---- */
 
+/* Results kept per policy for going back (besides the one shown), at most: fewer for long
+ * traces, so that the kept results hold at most about CS_WINDOW_SEEN_STMTS statements of the
+ * file (every pass of a 50,000-statement trace takes about 400 MB: none is kept then, only
+ * the diff's previous result is reused). */
+#define CS_WINDOW_SEEN_POLICIES 3
+#define CS_WINDOW_SEEN_STMTS    30000
+
+/* How many results of other policies to keep for the open file. */
+static guint
+seen_policies_max (CsWindow *self)
+{
+  guint n = 0;
+
+  for (guint i = 0; self->traces != NULL && i < self->traces->traces->len; i++)
+    n += ((CsTrace *) g_ptr_array_index (self->traces->traces, i))->n_stmts;
+  return MIN (CS_WINDOW_SEEN_POLICIES, CS_WINDOW_SEEN_STMTS / MAX (n, 1));
+}
+
+static void
+seen_policy_free (gpointer data)
+{
+  SeenPolicy *p = data;
+
+  g_free (p->policy);
+  g_clear_pointer (&p->user_casts, g_ptr_array_unref);
+  cs_analysis_unref (p->analysis);
+  g_free (p);
+}
+
+/* Keeps @analysis as the result of its policy, the most recent first. */
+static void
+seen_policy_add (CsWindow *self, CsAnalysis *analysis)
+{
+  SeenPolicy *p = g_new0 (SeenPolicy, 1);
+
+  p->policy = cs_policy_to_string (cs_analysis_get_policy (analysis));
+  p->analysis = cs_analysis_ref (analysis);
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (strcmp (((SeenPolicy *) l->data)->policy, p->policy) == 0)
+      {
+        if (((SeenPolicy *) l->data)->analysis == analysis)
+          p->user_casts = g_steal_pointer (&((SeenPolicy *) l->data)->user_casts);
+        seen_policy_free (l->data);
+        g_queue_delete_link (&self->seen_policies, l);
+        break;
+      }
+  g_queue_push_head (&self->seen_policies, p);
+  while (self->seen_policies.length > seen_policies_max (self) + 1)
+    seen_policy_free (g_queue_pop_tail (&self->seen_policies));
+}
+
+/* The result kept for @policy (the diff's previous result included), or NULL. */
+static CsAnalysis *
+seen_policy_find (CsWindow *self, const CsPolicy *policy)
+{
+  g_autofree char *key = cs_policy_to_string (policy);
+
+  if (self->previous != NULL)
+    {
+      g_autofree char *prev = cs_policy_to_string (cs_analysis_get_policy (self->previous));
+
+      if (strcmp (prev, key) == 0)
+        return self->previous;
+    }
+  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
+    if (strcmp (((SeenPolicy *) l->data)->policy, key) == 0)
+      return ((SeenPolicy *) l->data)->analysis;
+  return NULL;
+}
+
+/* Shows the result of a policy change (computed or kept) with the diff against what was shown
+ * before the first undismissed change. */
+static void
+show_recomputed (CsWindow *self, CsAnalysis *analysis)
+{
+  if (self->previous == NULL && self->analysis != NULL)
+    self->previous = cs_analysis_ref (self->analysis);
+  _cs_window_clear_run (self);
+  set_analysis (self, analysis);
+  update_diff_bar (self);
+}
+
 typedef struct
 {
   CsWindow *self;        /* (owned) */
@@ -1333,12 +1510,8 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   hide_error (self);
-  /* The diff compares against the result shown before the first undismissed change. */
-  if (self->previous == NULL && self->analysis != NULL)
-    self->previous = cs_analysis_ref (self->analysis);
-  _cs_window_clear_run (self);
-  set_analysis (self, analysis);
-  update_diff_bar (self);
+  seen_policy_add (self, analysis);
+  show_recomputed (self, analysis);
 }
 
 /**
@@ -1346,18 +1519,33 @@ recompute_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
  *
  * Re-runs the pipeline under self->policy on a worker thread; when it returns (and no newer
  * request superseded it) the graphs, text and status update and the diff bar shows what
- * changed against the previous result.
+ * changed against the previous result.  A policy whose result is kept (the last few shown for
+ * this file, fewer for long traces, and the diff's previous one) is not re-run: its result
+ * is shown at once.
  */
 void
 _cs_window_recompute (CsWindow *self)
 {
   RecomputeData *data;
+  CsAnalysis *seen;
 
   if (self->traces == NULL)
     return;
   g_cancellable_cancel (self->cancellable);
   g_set_object (&self->cancellable, g_cancellable_new ());
   g_object_unref (self->cancellable);
+  /* a policy shown before: its kept result at once (and the views' cached layouts of its
+   * traces) */
+  if ((seen = seen_policy_find (self, &self->policy)) != NULL)
+    {
+      g_autoptr(CsAnalysis) keep = cs_analysis_ref (seen);
+
+      self->generation++;   /* a computation still in flight is stale now */
+      hide_error (self);
+      seen_policy_add (self, keep);
+      show_recomputed (self, keep);
+      return;
+    }
 
   data = g_new0 (RecomputeData, 1);
   data->self = g_object_ref (self);
@@ -1405,6 +1593,8 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->traces, cs_trace_list_unref);
   g_clear_pointer (&self->analysis, cs_analysis_unref);
   g_clear_pointer (&self->previous, cs_analysis_unref);
+  g_queue_clear_full (&self->seen_policies, seen_policy_free);
+  g_clear_pointer (&self->final_stats, g_hash_table_unref);
   g_clear_pointer (&self->stmt_ranges, g_array_unref);
   g_clear_pointer (&self->policy_dropdowns, g_free);
   g_clear_pointer (&self->last_run_summary, g_free);

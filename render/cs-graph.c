@@ -8,6 +8,7 @@
 #include "cs-graph.h"
 #include "cs-dist.h"
 #include "cs-lens.h"
+#include "cs-layout-cache.h"
 
 #include <math.h>
 #include <string.h>
@@ -47,6 +48,8 @@ typedef struct
   /* groups (render/cs-group.h) */
   const CsGrouping      *grouping;     /* (nullable) borrowed */
   const gboolean        *collapsed;    /* per group: drawn as one node */
+  const gint            *fold_of;      /* (nullable) per group: the first layer of its fold of
+                                          repeats, -1 = not folded (cs_grouping_fold_repeats()) */
   gint                  *group_node;   /* per group: its node when collapsed, -1 before */
   gint                  *group_cluster;/* per group: its cluster when expanded, -1 before */
   guint                 *group_returns;/* per group: returned tensors folded into its node */
@@ -55,6 +58,10 @@ typedef struct
   GHashTable            *group_edges;  /* "tail head proxy" of the edges into group nodes */
   gint                   cur_group;    /* innermost group of the statement being emitted */
   GHashTable            *buckets;      /* "parent-cluster bucket_key" -> bucket cluster + 1 */
+  /* per trace->stmts index, made at first use and kept for every pass of the builder (a
+   * top-level statement's tensors are asked for up to three times a pass) */
+  GPtrArray            **top_ins;      /* (owned) stmt_tensor_inputs(), NULL before */
+  GPtrArray            **top_outs;     /* (owned) stmt_tensor_outputs(), NULL before */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -231,6 +238,42 @@ stmt_is_drawn (Builder *b, const CsStmt *s)
     return FALSE;
   ins = stmt_tensor_inputs (s);
   outs = stmt_tensor_outputs (s);
+  return ins->len > 0 || outs->len > 0;
+}
+
+/* The drawn tensors top-level statement @i reads and writes (borrowed from the builder). */
+static void
+top_io (Builder *b, guint i, GPtrArray **ins, GPtrArray **outs)
+{
+  if (b->top_ins == NULL)
+    {
+      b->top_ins = g_new0 (GPtrArray *, b->trace->n_stmts + 1);
+      b->top_outs = g_new0 (GPtrArray *, b->trace->n_stmts + 1);
+    }
+  if (b->top_ins[i] == NULL)
+    {
+      b->top_ins[i] = stmt_tensor_inputs (b->trace->stmts[i]);
+      b->top_outs[i] = stmt_tensor_outputs (b->trace->stmts[i]);
+    }
+  *ins = b->top_ins[i];
+  *outs = b->top_outs[i];
+}
+
+/* stmt_is_drawn() of top-level statement @i, from top_io(). */
+static gboolean
+top_is_drawn (Builder *b, guint i)
+{
+  const CsStmt *s = b->trace->stmts[i];
+  GPtrArray *ins, *outs;
+
+  if (s->kind != CS_STMT_CALL)
+    return FALSE;
+  if (b->options->bookkeeping)
+    return TRUE;
+  if (s->op->category == CS_OP_CAT_BOOKKEEPING
+      || cs_op_semantic (s->op)->category == CS_OP_CAT_BOOKKEEPING)
+    return FALSE;
+  top_io (b, i, &ins, &outs);
   return ins->len > 0 || outs->len > 0;
 }
 
@@ -722,10 +765,17 @@ emit_return (Builder *b, const CsStmt *ret)
           n.kind = CS_LAYOUT_NODE_OUTPUT;
           n.saved = g_array_index (saved, gboolean, i);
           n.name = g_strdup (p->name);
-          n.label = g_strdup_printf ("%u %s\nof %s", count, n.saved ? "saved" : "outputs",
-                                     b->grouping->groups[g].label);
-          n.detail = g_strdup_printf ("%u tensors %s returns (%s, ...)", count,
-                                      b->grouping->groups[g].name, p->name);
+          {
+            /* a fold's node returns what every layer of the run returns */
+            g_autofree char *fold = b->fold_of != NULL && b->fold_of[g] == g
+                                    ? cs_grouping_fold_label (b->grouping, b->fold_of, g) : NULL;
+            g_autofree char *who = fold != NULL ? g_strndup (fold, strcspn (fold, ":"))
+                                                : g_strdup (b->grouping->groups[g].label);
+
+            n.label = g_strdup_printf ("%u %s\nof %s", count, n.saved ? "saved" : "outputs", who);
+            n.detail = g_strdup_printf ("%u tensors %s returns (%s, ...)", count,
+                                        fold != NULL ? who : b->grouping->groups[g].name, p->name);
+          }
           n.has_dtype = p->kind == CS_PROXY_TENSOR;
           n.dtype = p->dtype;
           n.cluster = -1;
@@ -796,6 +846,9 @@ outer_collapsed (Builder *b, gint g)
   for (; g >= 0; g = b->grouping->groups[g].parent)
     if (b->collapsed[g])
       found = g;
+  /* a folded repeat is drawn as its fold's first layer */
+  if (found >= 0 && b->fold_of != NULL && b->fold_of[found] >= 0)
+    found = b->fold_of[found];
   return found;
 }
 
@@ -844,15 +897,32 @@ ensure_group_node (Builder *b, gint g)
   n.name = g_strdup (gr->name);
   n.expandable = TRUE;
   n.cluster = ensure_group_cluster (b, gr->parent);
-  if (gr->repeat_of >= 0)
+  if (b->fold_of != NULL && b->fold_of[g] == g)
+    {
+      g_autofree char *title = cs_grouping_fold_label (b->grouping, b->fold_of, g);
+      guint n_in = 0;
+
+      for (guint h = (guint) g; h < b->grouping->n_groups; h++)
+        n_in += b->fold_of[h] == g;
+      n.label = g_strdup_printf ("%s\n\u00d7%u, each %s", title, n_in, sum);
+      g_string_append_printf (detail, "%s\n%u layers with the same structure folded into this "
+                              "node (its edges are the whole run's); the summary is one layer's: "
+                              "%s\n", title, n_in, sum);
+    }
+  else if (gr->repeat_of >= 0)
     n.label = g_strdup_printf ("%s  = %s\n%s", gr->label, b->grouping->groups[gr->repeat_of].label, sum);
   else if (gr->n_same > 1)
     n.label = g_strdup_printf ("%s  (\u00d7%u alike)\n%s", gr->label, gr->n_same, sum);
   else
     n.label = g_strdup_printf ("%s\n%s", gr->label, sum);
-  g_string_append_printf (detail, "%s %s (collapsed; double-click to expand)\n%s",
-                          gr->kind == CS_GROUP_LAYER ? "layer" : gr->kind == CS_GROUP_MODULE
-                          ? "module" : "chunk", gr->name, sum);
+  if (b->fold_of == NULL || b->fold_of[g] != g)
+    g_string_append_printf (detail, "%s %s (collapsed; double-click to expand)\n%s",
+                            gr->kind == CS_GROUP_LAYER ? "layer" : gr->kind == CS_GROUP_MODULE
+                            ? "module" : "chunk", gr->name, sum);
+  else
+    g_string_append_printf (detail, "double-click to expand %s; expand another layer of the run "
+                            "from the Structure tree, or with ] and [ once one is expanded",
+                            gr->name);
   g_string_append_printf (detail, "\ncasts: %u (%u up, %u down); matmuls: %u, %u on tensor cores",
                           gr->summary.n_casts, gr->summary.n_upcasts, gr->summary.n_downcasts,
                           gr->summary.n_matmuls, gr->summary.n_tensor_core_matmuls);
@@ -868,13 +938,16 @@ ensure_group_node (Builder *b, gint g)
 /* A top-level statement inside collapsed group @g: its reads become edges into the group's
  * node (one per producer and tensor), its writes are produced by that node. */
 static void
-emit_into_group (Builder *b, const CsStmt *s, gint g)
+emit_into_group (Builder *b, guint si, gint g)
 {
-  g_autoptr(GPtrArray) ins = stmt_tensor_inputs (s);
-  g_autoptr(GPtrArray) outs = stmt_tensor_outputs (s);
-  guint *tails = g_newa (guint, ins->len + 1);
-  gboolean *skip = g_newa (gboolean, ins->len + 1);
+  GPtrArray *ins, *outs;
+  guint *tails;
+  gboolean *skip;
   guint idx;
+
+  top_io (b, si, &ins, &outs);
+  tails = g_newa (guint, ins->len + 1);
+  skip = g_newa (gboolean, ins->len + 1);
 
   for (guint i = 0; i < ins->len; i++)
     {
@@ -916,20 +989,21 @@ find_folded_inputs (Builder *b)
   for (guint i = 0; i < b->trace->n_stmts; i++)
     if (b->trace->stmts[i]->kind == CS_STMT_CALL)
       {
-        g_autoptr(GPtrArray) outs = stmt_tensor_outputs (b->trace->stmts[i]);
+        GPtrArray *ins, *outs;
+
+        top_io (b, i, &ins, &outs);
         for (guint o = 0; o < outs->len; o++)
           g_hash_table_add (written, g_ptr_array_index (outs, o));
       }
   for (guint i = 0; i < b->trace->n_stmts; i++)
     {
-      const CsStmt *s = b->trace->stmts[i];
       gint g = b->grouping->stmt_group[i];
       gint own = g >= 0 ? outer_collapsed (b, g) : -1;
-      g_autoptr(GPtrArray) ins = NULL;
+      GPtrArray *ins, *outs;
 
-      if (s->kind != CS_STMT_CALL || !stmt_is_drawn (b, s))
+      if (!top_is_drawn (b, i))
         continue;
-      ins = stmt_tensor_inputs (s);
+      top_io (b, i, &ins, &outs);
       for (guint k2 = 0; k2 < ins->len; k2++)
         {
           CsProxy *p = g_ptr_array_index (ins, k2);
@@ -1034,7 +1108,7 @@ builder_run (Builder *b)
 
       if (s->kind == CS_STMT_RETURN)
         ret = (CsStmt *) s;
-      if (!stmt_is_drawn (b, s))
+      if (!top_is_drawn (b, i))
         continue;
       b->cur_group = b->grouping != NULL ? b->grouping->stmt_group[i] : -1;
       if (b->cur_group >= 0)
@@ -1042,7 +1116,7 @@ builder_run (Builder *b)
           gint oc = outer_collapsed (b, b->cur_group);
 
           if (oc >= 0)
-            emit_into_group (b, s, oc);
+            emit_into_group (b, i, oc);
           else
             {
               gint gc = ensure_group_cluster (b, b->cur_group);
@@ -1192,16 +1266,25 @@ builder_clear (Builder *b)
   g_free (b->group_node);
   g_free (b->group_cluster);
   g_free (b->group_returns);
+  for (guint i = 0; b->top_ins != NULL && i < b->trace->n_stmts; i++)
+    {
+      g_clear_pointer (&b->top_ins[i], g_ptr_array_unref);
+      g_clear_pointer (&b->top_outs[i], g_ptr_array_unref);
+    }
+  g_free (b->top_ins);
+  g_free (b->top_outs);
   g_clear_object (&b->measure);
   g_clear_pointer (&b->cr, cairo_destroy);
   g_clear_pointer (&b->surface, cairo_surface_destroy);
 }
 
 static void
-builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *collapsed)
+builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *collapsed,
+                    const gint *fold_of)
 {
   b->grouping = grouping;
   b->collapsed = collapsed;
+  b->fold_of = fold_of;
   if (grouping == NULL)
     return;
   b->group_node = g_new (gint, grouping->n_groups + 1);
@@ -1212,13 +1295,13 @@ builder_set_groups (Builder *b, const CsGrouping *grouping, const gboolean *coll
 /* Nodes @trace gives at @detail with these groups, without measuring. */
 static guint
 count_with (CsTrace *trace, const CsRenderOptions *options, const CsGrouping *grouping,
-            const gboolean *collapsed, CsRenderDetail detail)
+            const gboolean *collapsed, const gint *fold_of, CsRenderDetail detail)
 {
   Builder b;
   guint n;
 
   builder_init (&b, trace, options, FALSE);
-  builder_set_groups (&b, grouping, collapsed);
+  builder_set_groups (&b, grouping, collapsed, fold_of);
   b.detail = detail;
   builder_run (&b);
   n = b.nodes->len;
@@ -1261,6 +1344,38 @@ notes_to_strv (GPtrArray *notes)
   return (char **) g_ptr_array_free (notes, FALSE);
 }
 
+/* Which groups @options draws collapsed: the level (AUTO: LAYERS for two layers or more, or
+ * chunks), then the per-group overrides.  Returns: (transfer full) one flag per group. */
+gboolean *
+_cs_graph_collapsed_groups (const CsGrouping *grouping, const CsRenderOptions *options,
+                            guint *n_collapsed)
+{
+  CsRenderCollapse level = options->collapse;
+  gboolean *collapsed = g_new0 (gboolean, grouping->n_groups + 1);
+
+  *n_collapsed = 0;
+  if (level == CS_RENDER_COLLAPSE_AUTO)
+    level = grouping->n_layers >= 2 || grouping->n_chunks > 0 ? CS_RENDER_COLLAPSE_LAYERS
+                                                              : CS_RENDER_COLLAPSE_NONE;
+  for (guint g = 0; g < grouping->n_groups; g++)
+    {
+      const CsGroup *gr = &grouping->groups[g];
+      CsRenderExpand ov = cs_render_options_get_group_expanded (options, gr->name);
+
+      if (gr->kind == CS_GROUP_MODULE)
+        collapsed[g] = level == CS_RENDER_COLLAPSE_MODULES;
+      else
+        collapsed[g] = level == CS_RENDER_COLLAPSE_LAYERS;
+      if (ov == CS_RENDER_EXPAND_ON)
+        collapsed[g] = FALSE;
+      else if (ov == CS_RENDER_EXPAND_OFF)
+        collapsed[g] = TRUE;
+      if (collapsed[g])
+        (*n_collapsed)++;
+    }
+  return collapsed;
+}
+
 /**
  * cs_graph_build:
  * @trace: the trace to draw (a reference is kept by the result)
@@ -1294,6 +1409,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   guint max_nodes, max_labels, n_collapsed = 0;
   CsGrouping *grouping = NULL;
   gboolean *collapsed = NULL;
+  gint *fold_of = NULL;
+  guint n_folds = 0;
 
   g_return_val_if_fail (trace != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -1313,38 +1430,24 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
 
   if (options->collapse != CS_RENDER_COLLAPSE_FLAT)
     {
-      grouping = cs_grouping_new (trace);
+      grouping = options->cache != NULL ? cs_layout_cache_dup_grouping (options->cache, trace)
+                                        : cs_grouping_new (trace);
       if (grouping->n_groups == 0)
         g_clear_pointer (&grouping, cs_grouping_free);
     }
   if (grouping != NULL)
     {
-      CsRenderCollapse level = options->collapse;
-
-      if (level == CS_RENDER_COLLAPSE_AUTO)
-        level = grouping->n_layers >= 2 || grouping->n_chunks > 0 ? CS_RENDER_COLLAPSE_LAYERS
-                                                                  : CS_RENDER_COLLAPSE_NONE;
-      collapsed = g_new0 (gboolean, grouping->n_groups);
-      for (guint g = 0; g < grouping->n_groups; g++)
-        {
-          const CsGroup *gr = &grouping->groups[g];
-          CsRenderExpand ov = cs_render_options_get_group_expanded (options, gr->name);
-
-          if (gr->kind == CS_GROUP_MODULE)
-            collapsed[g] = level == CS_RENDER_COLLAPSE_MODULES;
-          else
-            collapsed[g] = level == CS_RENDER_COLLAPSE_LAYERS;
-          if (ov == CS_RENDER_EXPAND_ON)
-            collapsed[g] = FALSE;
-          else if (ov == CS_RENDER_EXPAND_OFF)
-            collapsed[g] = TRUE;
-          if (collapsed[g])
-            n_collapsed++;
-        }
+      collapsed = _cs_graph_collapsed_groups (grouping, options, &n_collapsed);
+      fold_of = g_new (gint, grouping->n_groups + 1);
+      if (!options->unfold_repeats)
+        n_folds = cs_grouping_fold_repeats (grouping, collapsed, fold_of);
+      else
+        for (guint g = 0; g < grouping->n_groups; g++)
+          fold_of[g] = -1;
     }
 
   builder_init (&b, trace, options, TRUE);
-  builder_set_groups (&b, grouping, collapsed);
+  builder_set_groups (&b, grouping, collapsed, fold_of);
   b.detail = options->detail;
   if (b.detail == CS_RENDER_DETAIL_AUTO)
     {
@@ -1357,7 +1460,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
       n_full = b.nodes->len;
       if (n_full > max_nodes)
         {
-          guint n_reg = count_with (trace, options, grouping, collapsed, CS_RENDER_DETAIL_REGIONS);
+          guint n_reg = count_with (trace, options, grouping, collapsed, fold_of,
+                                    CS_RENDER_DETAIL_REGIONS);
           if (n_reg < n_full)
             {
               b.detail = CS_RENDER_DETAIL_REGIONS;
@@ -1382,7 +1486,8 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
       guint n_layers_c = 0, n_chunks_c = 0;
 
       for (guint g = 0; g < grouping->n_groups; g++)
-        if (collapsed[g] && b.group_node[g] >= 0 && grouping->groups[g].kind != CS_GROUP_MODULE)
+        if (collapsed[g] && grouping->groups[g].kind != CS_GROUP_MODULE
+            && (b.group_node[g] >= 0 || (fold_of[g] >= 0 && b.group_node[fold_of[g]] >= 0)))
           {
             if (grouping->groups[g].kind == CS_GROUP_LAYER)
               n_layers_c++;
@@ -1392,7 +1497,7 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
               first = grouping->groups[g].repeat_of >= 0
                       ? &grouping->groups[grouping->groups[g].repeat_of] : &grouping->groups[g];
           }
-      if (n_layers_c > 0)
+      if (n_layers_c > 0 && n_folds == 0)
         {
           g_autofree char *how = options->hints == CS_RENDER_HINTS_CLI
             ? g_strdup_printf ("--expand-group %s draws it expanded, --collapse none draws every "
@@ -1404,6 +1509,38 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
             first->n_same == grouping->n_layers ? "all with the same structure as "
                                                 : "the first is ",
             first->name, how));
+        }
+      else if (n_layers_c > 0)
+        {
+          /* the runs of repeats folded, the first three named */
+          g_autoptr(GString) runs = g_string_new (NULL);
+          g_autofree char *how = NULL;
+          const char *one = NULL;   /* a layer inside a fold, to name in the CLI's hint */
+          guint shown = 0;
+
+          for (guint g = 0; g < grouping->n_groups; g++)
+            if (fold_of[g] == (gint) g && shown++ < 3)
+              {
+                g_autofree char *t = cs_grouping_fold_label (grouping, fold_of, (gint) g);
+                g_string_append_printf (runs, "%s\"%s\"", runs->len ? ", " : "", t);
+              }
+            else if (fold_of[g] >= 0 && one == NULL)
+              one = grouping->groups[g].name;
+          if (shown > 3)
+            g_string_append_printf (runs, " and %u more", shown - 3);
+          how = options->hints == CS_RENDER_HINTS_CLI
+            ? g_strdup_printf ("--expand-group %s draws that layer expanded, --no-fold draws "
+                               "every layer as its own node, --collapse none draws every layer "
+                               "expanded", one != NULL ? one : first->name)
+            : g_strdup ("pick a layer of a run in the Structure tree to expand it alone (a "
+                        "double-click expands the run's first layer); ] and [ then step through "
+                        "the repeats");
+          g_ptr_array_add (notes, g_strdup_printf (
+            "%u of %u layers drawn collapsed (%s%s); each run of consecutive layers with the "
+            "same structure is folded into one node (%s); %s.", n_layers_c, grouping->n_layers,
+            first->n_same == grouping->n_layers ? "all with the same structure as "
+                                                : "the first is ",
+            first->name, runs->str, how));
         }
       if (n_chunks_c > 0)
         {
@@ -1466,6 +1603,7 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
   layout->notes = notes_to_strv (notes);
   layout->grouping = grouping;
   layout->group_collapsed = collapsed;
+  layout->group_fold = fold_of;
   layout->dot = cs_graph_to_dot (layout);
   builder_clear (&b);
   return layout;

@@ -564,6 +564,7 @@ cs_grouping_new (const CsTrace *trace)
   g_return_val_if_fail (trace != NULL, NULL);
   ctx_init (&c, trace, keys);
   gr = g_new0 (CsGrouping, 1);
+  gr->ref_count = 1;
   gr->trace = trace;
   gr->stmt_group = g_new (gint, c.n + 1);
   for (guint i = 0; i < c.n; i++)
@@ -755,13 +756,42 @@ cs_grouping_new (const CsTrace *trace)
 }
 
 /**
+ * cs_grouping_ref:
+ * @grouping: a grouping
+ *
+ * Groupings are shared by the layouts of one trace (render/cs-layout-cache.h).
+ * Returns: (transfer full): @grouping
+ */
+CsGrouping *
+cs_grouping_ref (CsGrouping *grouping)
+{
+  g_return_val_if_fail (grouping != NULL, NULL);
+  g_atomic_int_inc (&grouping->ref_count);
+  return grouping;
+}
+
+/**
  * cs_grouping_free:
  * @grouping: (transfer full) (nullable): a grouping
+ *
+ * Drops a reference, as cs_grouping_unref() does (the name kept for g_autoptr users).
  */
 void
 cs_grouping_free (CsGrouping *grouping)
 {
-  if (grouping == NULL)
+  cs_grouping_unref (grouping);
+}
+
+/**
+ * cs_grouping_unref:
+ * @grouping: (transfer full) (nullable): a grouping
+ *
+ * Drops a reference; the last one frees the grouping.
+ */
+void
+cs_grouping_unref (CsGrouping *grouping)
+{
+  if (grouping == NULL || !g_atomic_int_dec_and_test (&grouping->ref_count))
     return;
   for (guint g = 0; g < grouping->n_groups; g++)
     {
@@ -836,4 +866,121 @@ cs_group_summary_text (const CsGroup *group)
   return g_strdup_printf ("%u ops \u00b7 %u\u2191 %u\u2193 casts \u00b7 %u/%u TC \u00b7 %s \u00b7 %s",
                           group->n_stmts, s->n_upcasts, s->n_downcasts, s->n_tensor_core_matmuls,
                           s->n_matmuls, size, t);
+}
+
+/* The structure class of layer @g: the first layer with its structure. */
+static gint
+layer_class (const CsGrouping *grouping, gint g)
+{
+  return grouping->groups[g].repeat_of >= 0 ? grouping->groups[g].repeat_of : g;
+}
+
+/* TRUE when no drawn statement lies between layers @a and @b (a before @b in the trace) that
+ * belongs to neither: folding them then makes no cycle through that statement. */
+static gboolean
+layers_adjacent (const CsGrouping *grouping, gint a, gint b)
+{
+  const CsTrace *t = grouping->trace;
+
+  if (grouping->groups[b].first <= grouping->groups[a].last)
+    return FALSE;
+  for (guint i = grouping->groups[a].last + 1; i < grouping->groups[b].first; i++)
+    if (is_member (t->stmts[i]) && !cs_grouping_is_within (grouping, grouping->stmt_group[i], a)
+        && !cs_grouping_is_within (grouping, grouping->stmt_group[i], b))
+      return FALSE;
+  return TRUE;
+}
+
+/**
+ * cs_grouping_fold_repeats:
+ * @grouping: a grouping
+ * @collapsed: per group: drawn as one node
+ * @fold_of: (out caller-allocates): per group (n_groups entries): the first layer of the fold
+ *   it belongs to (the representative, itself for the first), or -1 when it is not folded
+ *
+ * Finds the runs of repeated layers to draw as one node: two or more LAYER groups, consecutive
+ * among the layers of one parent and in the trace (no other drawn statement between them), all
+ * collapsed, all with the same structure (`repeat_of`).  The first layer of a run stands for
+ * all of them; expanding any one (cs_render_options_set_group_expanded()) splits the run
+ * around it ("layers 0-2" and "layers 4-7" stay folded when layers.3 is expanded).
+ * Returns: the number of folds (runs of two or more layers)
+ */
+guint
+cs_grouping_fold_repeats (const CsGrouping *grouping, const gboolean *collapsed, gint *fold_of)
+{
+  guint n_folds = 0;
+  gint prev = -1;     /* the previous layer of the same parent, in index order */
+  gint rep = -1;      /* the first layer of the run being grown */
+  guint run = 0;
+
+  g_return_val_if_fail (grouping != NULL && collapsed != NULL && fold_of != NULL, 0);
+  for (guint g = 0; g < grouping->n_groups; g++)
+    fold_of[g] = -1;
+  for (guint g = 0; g < grouping->n_groups; g++)
+    {
+      const CsGroup *gr = &grouping->groups[g];
+      gboolean joins;
+
+      if (gr->kind != CS_GROUP_LAYER)
+        continue;
+      joins = prev >= 0 && rep >= 0 && collapsed[g] && gr->n_same > 1
+              && grouping->groups[prev].parent == gr->parent
+              && layer_class (grouping, (gint) g) == layer_class (grouping, rep)
+              && layers_adjacent (grouping, prev, (gint) g);
+      if (joins)
+        {
+          if (run == 1)
+            {
+              fold_of[rep] = rep;
+              n_folds++;
+            }
+          fold_of[g] = rep;
+          run++;
+        }
+      else if (collapsed[g] && gr->n_same > 1)
+        {
+          rep = (gint) g;
+          run = 1;
+        }
+      else
+        {
+          rep = -1;
+          run = 0;
+        }
+      prev = (gint) g;
+    }
+  return n_folds;
+}
+
+/**
+ * cs_grouping_fold_label:
+ * @grouping: a grouping
+ * @fold_of: what cs_grouping_fold_repeats() filled
+ * @rep: a fold's first layer (fold_of[@rep] == @rep)
+ *
+ * The title of a fold: "layers 0-7: same structure, 1 shown" when the names share their path
+ * up to a numeric last component ("layers.0" ... "layers.7"), else "layers.0 … blocks.7: same
+ * structure, 1 shown".
+ * Returns: (transfer full): the text
+ */
+char *
+cs_grouping_fold_label (const CsGrouping *grouping, const gint *fold_of, gint rep)
+{
+  gint last = rep;
+  const char *a, *b, *da, *db;
+
+  g_return_val_if_fail (grouping != NULL && fold_of != NULL, NULL);
+  g_return_val_if_fail (rep >= 0 && (guint) rep < grouping->n_groups, NULL);
+  for (guint g = (guint) rep; g < grouping->n_groups; g++)
+    if (fold_of[g] == rep)
+      last = (gint) g;
+  a = grouping->groups[rep].name;
+  b = grouping->groups[last].name;
+  da = strrchr (a, '.');
+  db = strrchr (b, '.');
+  if (da != NULL && db != NULL && da - a == db - b && strncmp (a, b, da - a) == 0
+      && all_digits (da + 1) && all_digits (db + 1))
+    return g_strdup_printf ("%.*s %s-%s: same structure, 1 shown", (int) (da - a), a, da + 1,
+                            db + 1);
+  return g_strdup_printf ("%s \u2026 %s: same structure, 1 shown", a, b);
 }

@@ -30,7 +30,9 @@
  *   CS_GROUP_NEST chunks.
  *
  * Layers with the same structure (the same sequence of ops and modules, fusion regions compared
- * by their prims) are repeats of the first of them (`repeat_of`).
+ * by their prims) are repeats of the first of them (`repeat_of`).  A run of consecutive repeats
+ * drawn collapsed is folded into one node (cs_grouping_fold_repeats()): "layers 0-7: same
+ * structure, 1 shown".
  * Everything here reads the trace only; no GTK, no Graphviz.
  */
 #pragma once
@@ -95,6 +97,7 @@ typedef struct
 /** CsGrouping: the groups of one trace. */
 typedef struct
 {
+  gint           ref_count;     /* atomic; cs_grouping_ref() / cs_grouping_unref() */
   const CsTrace *trace;         /* the trace grouped (borrowed: keep it alive) */
   CsGroup       *groups;        /* n_groups of them, parents first */
   guint          n_groups;
@@ -104,6 +107,8 @@ typedef struct
 } CsGrouping;
 
 CsGrouping *cs_grouping_new         (const CsTrace    *trace);
+CsGrouping *cs_grouping_ref         (CsGrouping       *grouping);
+void        cs_grouping_unref       (CsGrouping       *grouping);
 void        cs_grouping_free        (CsGrouping       *grouping);
 gboolean    cs_grouping_is_within   (const CsGrouping *grouping,
                                      gint              group,
@@ -111,6 +116,12 @@ gboolean    cs_grouping_is_within   (const CsGrouping *grouping,
 gint        cs_grouping_find        (const CsGrouping *grouping,
                                      const char       *name);
 char       *cs_group_summary_text   (const CsGroup    *group);
+guint       cs_grouping_fold_repeats (const CsGrouping *grouping,
+                                     const gboolean   *collapsed,
+                                     gint             *fold_of);
+char       *cs_grouping_fold_label  (const CsGrouping *grouping,
+                                     const gint       *fold_of,
+                                     gint              rep);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsGrouping, cs_grouping_free)
 

@@ -5,6 +5,9 @@
 
 G_BEGIN_DECLS
 
-void _cs_layout_run_layered (CsLayout *layout);
+void      _cs_layout_run_layered   (CsLayout              *layout);
+gboolean *_cs_graph_collapsed_groups (const CsGrouping    *grouping,
+                                    const CsRenderOptions *options,
+                                    guint                 *n_collapsed);
 
 G_END_DECLS

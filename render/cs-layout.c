@@ -9,6 +9,7 @@
 #include "cs-layout.h"
 #include "cs-lens.h"
 #include "cs-layout-private.h"
+#include "cs-layout-cache.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -95,6 +96,7 @@ cs_layout_unref (CsLayout *layout)
   g_free (layout->scale_title);
   g_clear_pointer (&layout->grouping, cs_grouping_free);
   g_free (layout->group_collapsed);
+  g_free (layout->group_fold);
   g_clear_pointer (&layout->trace, cs_trace_unref);
   g_free (layout);
 }
@@ -314,7 +316,10 @@ cs_layout_run (CsLayout *layout, GCancellable *cancellable, GError **error)
  *
  * cs_graph_build() then cs_layout_run(): a complete display list.  Blocks for the whole
  * layout (milliseconds for small traces, about a second for dot at its 1,200-node limit);
- * never call it on a GUI thread, use cs_layout_new_async().
+ * never call it on a GUI thread, use cs_layout_new_async().  With @options->cache set, the
+ * layout made before for @trace with the same options (cs_render_options_key()) is returned
+ * at once (the same object, a new reference), and a new one is kept there; the grouping of
+ * @trace is found once (render/cs-layout-cache.h).
  * Returns: (transfer full): the laid-out display list, or NULL with @error set
  */
 CsLayout *
@@ -326,11 +331,16 @@ cs_layout_new (CsTrace *trace, const CsRenderOptions *options, GCancellable *can
   g_return_val_if_fail (trace != NULL, NULL);
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
+  if (options != NULL && options->cache != NULL
+      && (layout = cs_layout_cache_lookup (options->cache, trace, options)) != NULL)
+    return g_steal_pointer (&layout);
   layout = cs_graph_build (trace, options, error);
   if (layout == NULL)
     return NULL;
   if (!cs_layout_run (layout, cancellable, error))
     return NULL;
+  if (options != NULL && options->cache != NULL)
+    cs_layout_cache_insert (options->cache, trace, options, layout);
   return g_steal_pointer (&layout);
 }
 
@@ -808,12 +818,15 @@ typedef struct
   GHashTable *by_id;      /* stmt id -> CsStmt* (every level) */
   GHashTable *node_of;    /* stmt id -> node index + 1 (the node whose stmt_id it is) */
   GHashTable *cluster_of; /* stmt id -> cluster index + 1 */
+  GHashTable *by_origin;  /* origin -> the first CsStmt* with it, in trace order (every level) */
 } DrawIndex;
 
 static void
 index_subs (DrawIndex *ix, const CsStmt *s)
 {
   g_hash_table_insert (ix->by_id, GUINT_TO_POINTER (s->id), (gpointer) s);
+  if (s->origin != 0 && !g_hash_table_contains (ix->by_origin, GUINT_TO_POINTER (s->origin)))
+    g_hash_table_insert (ix->by_origin, GUINT_TO_POINTER (s->origin), (gpointer) s);
   for (guint i = 0; i < s->n_subs; i++)
     {
       g_hash_table_insert (ix->parent, s->subs[i], (gpointer) s);
@@ -829,6 +842,7 @@ draw_index_init (DrawIndex *ix, const CsLayout *layout)
   ix->by_id = g_hash_table_new (NULL, NULL);
   ix->node_of = g_hash_table_new (NULL, NULL);
   ix->cluster_of = g_hash_table_new (NULL, NULL);
+  ix->by_origin = g_hash_table_new (NULL, NULL);
   for (guint i = 0; layout->trace != NULL && i < layout->trace->n_stmts; i++)
     {
       const CsStmt *s = layout->trace->stmts[i];
@@ -853,6 +867,7 @@ draw_index_clear (DrawIndex *ix)
   g_hash_table_unref (ix->by_id);
   g_hash_table_unref (ix->node_of);
   g_hash_table_unref (ix->cluster_of);
+  g_hash_table_unref (ix->by_origin);
 }
 
 /* The element standing for @stmt: its own node or cluster, else the innermost enclosing
@@ -887,6 +902,8 @@ element_for (const CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayout
       for (; g >= 0; g = layout->grouping->groups[g].parent)
         if (layout->group_collapsed[g])
           outer = g;
+      if (outer >= 0 && layout->group_fold != NULL && layout->group_fold[outer] >= 0)
+        outer = layout->group_fold[outer];
       if (outer >= 0)
         {
           gpointer v = g_hash_table_lookup (ix->node_of, GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (outer)));
@@ -909,7 +926,8 @@ element_for (const CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayout
  *
  * Finds what is drawn for a statement: its own node or cluster; else the innermost enclosing
  * statement drawn (a prim of a collapsed ltorch call or region); else the node of the collapsed
- * group holding it.  For the GUI's "show me this statement" and the diff marks.
+ * group holding it (of the run of repeats it is folded into, see CsLayout.group_fold).  For the
+ * GUI's "show me this statement" and the diff marks.
  * Returns: FALSE when nothing stands for @stmt_id (unknown id, bookkeeping)
  */
 gboolean
@@ -939,6 +957,24 @@ cs_layout_find_element (const CsLayout *layout, guint32 stmt_id, CsLayoutHit *hi
   else if (!CS_LAYOUT_IS_GROUP_ID (stmt_id)
            && (s = g_hash_table_lookup (ix.by_id, GUINT_TO_POINTER (stmt_id))) != NULL)
     ok = element_for (layout, &ix, s, hit);
+  else if (CS_LAYOUT_IS_GROUP_ID (stmt_id) && layout->grouping != NULL)
+    {
+      /* a group drawn inside a collapsed one, or folded into a run of repeats: that node */
+      gint outer = -1;
+
+      for (gint g = CS_LAYOUT_GROUP_OF_ID (stmt_id);
+           g >= 0 && (guint) g < layout->grouping->n_groups; g = layout->grouping->groups[g].parent)
+        if (layout->group_collapsed[g])
+          outer = g;
+      if (outer >= 0 && layout->group_fold != NULL && layout->group_fold[outer] >= 0)
+        outer = layout->group_fold[outer];
+      if (outer >= 0
+          && (v = g_hash_table_lookup (ix.node_of, GUINT_TO_POINTER (CS_LAYOUT_GROUP_ID (outer)))) != NULL)
+        {
+          *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, GPOINTER_TO_UINT (v) - 1 };
+          ok = TRUE;
+        }
+    }
   draw_index_clear (&ix);
   return ok;
 }
@@ -1046,6 +1082,7 @@ cs_layout_set_precision_lens (CsLayout *layout, gboolean on)
 guint
 cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
 {
+#define USER_CAST_NOTE_LINES 8
   DrawIndex ix;
   g_autoptr(GHashTable) writers = NULL;
   guint n = 0;
@@ -1091,6 +1128,9 @@ cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
       node = &layout->nodes[hit.index];
       if (node->user_casts_removed++ == 0)
         node->user_cast_dtype = c->to;
+      /* the first few in the tooltip (a collapsed layer of a whole model stands for thousands:
+       * appending them all is quadratic); the count says how many */
+      if (node->user_casts_removed <= USER_CAST_NOTE_LINES)
       {
         g_autofree char *old = node->user_cast_note;
         g_autofree char *line = g_strdup_printf ("your cast on line %u (%s \u2192 %s%s%s) was removed "
@@ -1106,8 +1146,19 @@ cs_layout_mark_user_casts (CsLayout *layout, const GPtrArray *removed)
       layout->n_user_casts_marked++;
       n++;
     }
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].user_casts_removed > USER_CAST_NOTE_LINES)
+      {
+        CsLayoutNode *node = &layout->nodes[i];
+        char *t = g_strdup_printf ("%s\n\u2026 and %u more", node->user_cast_note,
+                                   node->user_casts_removed - USER_CAST_NOTE_LINES);
+
+        g_free (node->user_cast_note);
+        node->user_cast_note = t;
+      }
   draw_index_clear (&ix);
   return n;
+#undef USER_CAST_NOTE_LINES
 }
 
 /**
@@ -1121,6 +1172,7 @@ cs_layout_clear_marks (CsLayout *layout)
 {
   g_return_if_fail (layout != NULL);
   remove_ghosts (layout);
+  layout->diff_serial = 0;
   for (guint i = 0; i < layout->n_nodes; i++)
     {
       CsLayoutNode *n = &layout->nodes[i];
@@ -1200,14 +1252,24 @@ mark_stmt (CsLayout *layout, DrawIndex *ix, const CsStmt *stmt, CsLayoutMark mar
 }
 
 /* The node a removed cast of the other trace is drawn next to: the drawn statement of this
- * trace with the cast's origin (the op it was inserted for), else the producer of the tensor
- * it read, else the first statement node. */
+ * trace with the cast's origin (the op it was inserted for; inside a collapsed statement,
+ * region or group, the node standing for it), else the producer of the tensor it read, else
+ * the first statement node. */
 static gint
 ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
 {
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
   gint first = -1;
+  const CsStmt *own;
+  CsLayoutHit hit;
 
+  /* the first statement with the origin, where it is drawn as a node (a node inside an
+   * expanded region is found by the loop below) */
+  if (cast->origin != 0
+      && (own = g_hash_table_lookup (ix->by_origin, GUINT_TO_POINTER (cast->origin))) != NULL
+      && element_for (layout, ix, own, &hit) && hit.kind == CS_LAYOUT_HIT_NODE
+      && layout->nodes[hit.index].kind != CS_LAYOUT_NODE_GHOST)
+    return (gint) hit.index;
   if (cast->origin != 0)
     for (guint i = 0; i < layout->n_nodes; i++)
       {
@@ -1217,7 +1279,6 @@ ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
           continue;
         if (s != NULL && s->origin == cast->origin)
           {
-            CsLayoutHit hit;
             /* a prim inside a collapsed node: the node that stands for it */
             if (element_for (layout, ix, s, &hit) && hit.kind == CS_LAYOUT_HIT_NODE)
               return (gint) hit.index;
@@ -1247,7 +1308,7 @@ ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
 }
 
 static void
-add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
+add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c, guint *n_removed)
 {
   CsLayoutNode g = { 0 };
   gint anchor = ghost_anchor (layout, ix, c->stmt);
@@ -1256,9 +1317,28 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
 
   if (anchor < 0)
     return;
+  /* one ghost per place and dtype: the casts removed from inside a collapsed layer (thousands
+   * in a whole model) add up on it instead of piling up beside it */
   for (guint i = layout->n_nodes - layout->n_ghosts; i < layout->n_nodes; i++)
     if (layout->nodes[i].target == anchor)
-      beside++;
+      {
+        CsLayoutNode *o = &layout->nodes[i];
+
+        if (o->dtype == c->to)
+          {
+            o->mark_count += c->count;
+            o->diff_removed += c->count;
+            g_free (o->label);
+            o->label = g_strdup_printf ("\u2192 %s \u00d7%u", cs_dtype_short_name (c->to),
+                                        o->diff_removed);
+            g_free (o->detail);
+            o->detail = g_strdup_printf ("removed: %u casts \u2192 %s (in the other trace, here "
+                                         "no longer)", o->diff_removed, cs_dtype_short_name (c->to));
+            *n_removed += c->count;
+            return;
+          }
+        beside++;
+      }
   g.kind = CS_LAYOUT_NODE_GHOST;
   g.stmt_id = 0;
   g.cluster = -1;
@@ -1312,6 +1392,7 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c)
   layout->nodes = g_renew (CsLayoutNode, layout->nodes, layout->n_nodes + 1);
   layout->nodes[layout->n_nodes++] = g;
   layout->n_ghosts++;
+  *n_removed += c->count;
   /* only x1 and y0 may grow: the view transform is anchored at (bb.x0, bb.y1) */
   if (layout->laid_out)
     {
@@ -1407,18 +1488,40 @@ void
 cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_newer,
                      CsLayoutDiffStats *stats)
 {
-  CsLayoutDiffStats st = { 0 };
   g_autoptr(CsTraceDiff) diff = NULL;
+
+  g_return_if_fail (layout != NULL && other != NULL);
+  if (layout->trace != NULL)
+    diff = this_is_newer ? cs_trace_diff (other, layout->trace) : cs_trace_diff (layout->trace, other);
+  cs_layout_mark_diff_with (layout, other, this_is_newer, diff, stats);
+}
+
+/**
+ * cs_layout_mark_diff_with:
+ * @layout: a display list of trace A (owner thread only)
+ * @other: trace B
+ * @this_is_newer: as for cs_layout_mark_diff()
+ * @diff: (nullable): cs_trace_diff (B, A) when @this_is_newer, else cs_trace_diff (A, B):
+ *   computed once for a pair of traces (it reads every statement of both) and kept while
+ *   the layouts of A change (expand, collapse); NULL marks nothing
+ * @stats: (out) (optional): as for cs_layout_mark_diff()
+ *
+ * cs_layout_mark_diff() with the traces' diff given.
+ */
+void
+cs_layout_mark_diff_with (CsLayout *layout, const CsTrace *other, gboolean this_is_newer,
+                          const CsTraceDiff *diff, CsLayoutDiffStats *stats)
+{
+  CsLayoutDiffStats st = { 0 };
   DrawIndex ix;
 
   g_return_if_fail (layout != NULL && other != NULL);
   cs_layout_clear_marks (layout);
-  if (layout->trace == NULL)
+  if (layout->trace == NULL || diff == NULL)
     goto done;
   draw_index_init (&ix, layout);
   if (this_is_newer)
     {
-      diff = cs_trace_diff (other, layout->trace);
       for (guint i = 0; i < diff->casts_added->len; i++)
         {
           const CsDiffCast *c = g_ptr_array_index (diff->casts_added, i);
@@ -1428,12 +1531,9 @@ cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_ne
       for (guint i = 0; i < diff->casts_removed->len; i++)
         {
           const CsDiffCast *c = g_ptr_array_index (diff->casts_removed, i);
-          guint before = layout->n_ghosts;
 
           if (c->stmt != NULL)
-            add_ghost (layout, &ix, c);
-          if (layout->n_ghosts > before)
-            st.casts_removed += c->count;
+            add_ghost (layout, &ix, c, &st.casts_removed);
         }
       for (guint i = 0; i < diff->regions_merged->len; i++)
         {
@@ -1478,7 +1578,6 @@ cs_layout_mark_diff (CsLayout *layout, const CsTrace *other, gboolean this_is_ne
     }
   else
     {
-      diff = cs_trace_diff (layout->trace, other);
       for (guint i = 0; i < diff->casts_removed->len; i++)
         {
           const CsDiffCast *c = g_ptr_array_index (diff->casts_removed, i);

@@ -17,6 +17,7 @@
 #include <gio/gio.h>
 
 #include "cs-group.h"
+#include "cs-diff.h"
 #include "cs-ir.h"
 #include "cs-policy.h"
 #include "cs-render-types.h"
@@ -187,6 +188,25 @@ typedef struct
   double            value;
 } CsLayoutCluster;
 
+/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  The cast counts are the
+ *  sums of the elements' `diff_added` / `diff_removed`, the moves of `diff_moved`, so a banner
+ *  showing these numbers shows exactly what the graph marks. */
+typedef struct
+{
+  guint casts_added;     /* casts of the newer trace absent from the older (ADDED marks) */
+  guint casts_removed;   /* casts of the older trace absent from the newer (REMOVED marks:
+                            the casts themselves on the older side, GHOST nodes on the newer) */
+  guint regions_split;   /* regions of the older trace whose statements spread over 2+ regions
+                            of the newer (SPLIT marks: the older region, or the newer regions
+                            it became) */
+  guint regions_merged;  /* regions of the newer trace covering statements of 2+ older regions */
+  guint regions_new;     /* reserved, 0 */
+  guint moved_in;        /* statements inside a region in the newer trace, outside every region
+                            in the older (MOVED_IN marks, newer side only) */
+  guint moved_out;       /* statements outside every region in the newer trace, inside one in
+                            the older (MOVED_OUT marks, newer side only) */
+} CsLayoutDiffStats;
+
 /** CsLayout: the display list.  Arrays are read-only for users; see the file comment. */
 typedef struct
 {
@@ -216,10 +236,20 @@ typedef struct
   CsGrouping       *grouping;    /* (owned, nullable) the groups of `trace` (render/cs-group.h);
                                     NULL at CS_RENDER_COLLAPSE_FLAT */
   gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
+  gint             *group_fold;  /* per group of `grouping`: the first layer of the fold of
+                                    repeats it is drawn in (itself for that layer; its GROUP
+                                    node stands for the whole run), -1 = not folded; see
+                                    cs_grouping_fold_repeats() */
   guint             n_ghosts;    /* GHOST nodes at the end of `nodes` (diff overlay) */
   gboolean          precision_lens; /* overlay: draw compute dtypes on edges and the rounding
                                     points (cs_layout_set_precision_lens()) */
   guint             n_user_casts_marked; /* overlay: sum of the nodes' user_casts_removed */
+  /* the owner's bookkeeping of what its overlays were last set from (a layout kept in a
+   * CsLayoutCache and shown again need not be marked again): serials the owner hands out,
+   * 0 = none; cs_layout_clear_marks() resets diff_serial */
+  guint64           diff_serial;       /* the diff the marks come from */
+  CsLayoutDiffStats diff_marked;       /* what that marking counted */
+  guint64           user_casts_serial; /* the removed-user-casts list marked */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
@@ -307,24 +337,6 @@ void      cs_layout_set_value_scale_log (CsLayout    *layout,
                                    double             min,
                                    double             max);
 
-/** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  The cast counts are the
- *  sums of the elements' `diff_added` / `diff_removed`, the moves of `diff_moved`, so a banner
- *  showing these numbers shows exactly what the graph marks. */
-typedef struct
-{
-  guint casts_added;     /* casts of the newer trace absent from the older (ADDED marks) */
-  guint casts_removed;   /* casts of the older trace absent from the newer (REMOVED marks:
-                            the casts themselves on the older side, GHOST nodes on the newer) */
-  guint regions_split;   /* regions of the older trace whose statements spread over 2+ regions
-                            of the newer (SPLIT marks: the older region, or the newer regions
-                            it became) */
-  guint regions_merged;  /* regions of the newer trace covering statements of 2+ older regions */
-  guint regions_new;     /* reserved, 0 */
-  guint moved_in;        /* statements inside a region in the newer trace, outside every region
-                            in the older (MOVED_IN marks, newer side only) */
-  guint moved_out;       /* statements outside every region in the newer trace, inside one in
-                            the older (MOVED_OUT marks, newer side only) */
-} CsLayoutDiffStats;
 
 void      cs_layout_set_precision_lens (CsLayout     *layout,
                                    gboolean           on);
@@ -334,6 +346,11 @@ void      cs_layout_clear_marks   (CsLayout          *layout);
 void      cs_layout_mark_diff     (CsLayout          *layout,
                                    const CsTrace     *other,
                                    gboolean           this_is_newer,
+                                   CsLayoutDiffStats *stats);
+void      cs_layout_mark_diff_with (CsLayout         *layout,
+                                   const CsTrace     *other,
+                                   gboolean           this_is_newer,
+                                   const CsTraceDiff *diff,
                                    CsLayoutDiffStats *stats);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsLayout, cs_layout_unref)

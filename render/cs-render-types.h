@@ -102,6 +102,9 @@ typedef enum
 /* Edge labels (shapes) are dropped above this many edges: each label is a virtual node for dot. */
 #define CS_RENDER_DEFAULT_MAX_EDGE_LABELS 400
 
+/* A cache of finished layouts and groupings (render/cs-layout-cache.h). */
+typedef struct _CsLayoutCache CsLayoutCache;
+
 /**
  * CsRenderOptions:
  *
@@ -127,6 +130,13 @@ typedef struct
                                       NULL = "DejaVu Sans" */
   double          font_size_pt;    /* node label size in pt; <= 0 = 10 */
   CsRenderHints   hints;           /* whose instructions the notes give, default APP */
+  gboolean        unfold_repeats;  /* draw every collapsed layer on its own; FALSE (default):
+                                      a run of consecutive collapsed layers with the same
+                                      structure is one node, "layers 0-7: same structure, 1
+                                      shown" (cs_grouping_fold_repeats()) */
+  CsLayoutCache  *cache;           /* (nullable) where cs_layout_new() looks for and keeps
+                                      finished layouts and groupings; a reference is held
+                                      (copies take their own); NULL = lay out every time */
 } CsRenderOptions;
 
 void     cs_render_options_init         (CsRenderOptions       *options);

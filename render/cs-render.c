@@ -2,6 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-render-types.h"
+#include "cs-layout-cache.h"
 
 /**
  * cs_render_error_quark:
@@ -55,6 +56,7 @@ cs_render_options_clear (CsRenderOptions *options)
   g_clear_pointer (&options->expand, g_hash_table_unref);
   g_clear_pointer (&options->group_expand, g_hash_table_unref);
   g_clear_pointer (&options->font_family, g_free);
+  g_clear_pointer (&options->cache, cs_layout_cache_unref);
 }
 
 /**
@@ -68,6 +70,8 @@ cs_render_options_copy (const CsRenderOptions *src, CsRenderOptions *dst)
   g_return_if_fail (src != NULL && dst != NULL);
   *dst = *src;
   dst->font_family = g_strdup (src->font_family);
+  if (src->cache != NULL)
+    dst->cache = cs_layout_cache_ref (src->cache);
   dst->expand = NULL;
   if (src->expand != NULL)
     {

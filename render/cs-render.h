@@ -21,3 +21,4 @@
 #include "cs-graph.h"
 #include "cs-draw.h"
 #include "cs-group.h"
+#include "cs-layout-cache.h"

@@ -9,6 +9,9 @@
  * - paint per frame: cs_draw_layout() of a 1600 x 1000 px image at three zooms (the fit of the
  *   whole graph, 75 % and 200 % centred on the middle of the graph), mean of --frames frames,
  *   ms;
+ * - the expand / collapse cycle of the app (bench_cycle()): open, expand, collapse, expand
+ *   again, expand the next group, without and with a layout cache (CsRenderOptions.cache, as
+ *   CsGraphView sets it) in the same run, ms per step and the ratio;
  * - memory: the process's resident set (VmRSS of /proc/self/status) growth from before the
  *   build to after the layout with the layout alive, and the peak (VmHWM) so far, MiB.
  *
@@ -20,6 +23,7 @@
  * arguments; and, with --flat, the old flat drawing for comparison.
  *
  * Usage: bench-render [--repeat N] [--frames N] [--flat] [--big N] [FILE...]
+ *        bench-render --write-chain N FILE   (the generated chain as a trace file, for the app)
  */
 #include "cs-config.h"
 
@@ -169,6 +173,65 @@ paint_ms (const CsLayout *l, double scale, guint frames)
   return (g_get_monotonic_time () - t0) / 1000.0 / MAX (frames, 1);
 }
 
+/* One step of bench_cycle(): lays @t out with @group (nullable) expanded, ms. */
+static double
+cycle_step (CsTrace *t, const CsRenderOptions *base, CsLayoutCache *cache, const char *group)
+{
+  CsRenderOptions o;
+  double ms;
+  CsLayout *l;
+
+  cs_render_options_copy (base, &o);
+  g_clear_pointer (&o.cache, cs_layout_cache_unref);
+  o.cache = cache ? cs_layout_cache_ref (cache) : NULL;
+  if (group != NULL)
+    cs_render_options_set_group_expanded (&o, group, CS_RENDER_EXPAND_ON);
+  l = open_layout (t, &o, &ms);
+  if (l != NULL)
+    cs_layout_unref (l);
+  cs_render_options_clear (&o);
+  return ms;
+}
+
+/* Expand / collapse as the app does it, without a layout cache (before) and with one (after,
+ * CsRenderOptions.cache as CsGraphView sets it), in the same run: open, expand @group,
+ * collapse it, expand it again, expand the group after it (a state not seen: only the
+ * grouping is cached).  Prints ms per step and the ratio before / after. */
+static void
+bench_cycle (CsTrace *t, const CsRenderOptions *base, const char *group)
+{
+  g_autoptr(CsLayout) probe = cs_layout_new (t, base, NULL, NULL);
+  const char *next = NULL;
+  double before[5], after[5];
+  const char *steps[] = { "open", "expand", "collapse", "expand again", "expand next" };
+  gint g;
+
+  if (probe == NULL || probe->grouping == NULL || (g = cs_grouping_find (probe->grouping, group)) < 0)
+    return;
+  for (guint h = (guint) g + 1; h < probe->grouping->n_groups && next == NULL; h++)
+    if (probe->grouping->groups[h].parent == probe->grouping->groups[g].parent)
+      next = probe->grouping->groups[h].name;
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      g_autoptr(CsLayoutCache) cache = pass ? cs_layout_cache_new (0) : NULL;
+      double *ms = pass ? after : before;
+
+      ms[0] = cycle_step (t, base, cache, NULL);
+      ms[1] = cycle_step (t, base, cache, group);
+      ms[2] = cycle_step (t, base, cache, NULL);
+      ms[3] = cycle_step (t, base, cache, group);
+      ms[4] = next ? cycle_step (t, base, cache, next) : 0;
+    }
+  printf ("  cycle (%s, then %s):", group, next ? next : "-");
+  for (guint i = 0; i < G_N_ELEMENTS (steps); i++)
+    if (after[i] >= 0.05)
+      printf ("\n    %-13s %8.1f -> %8.1f ms  %5.2fx", steps[i], before[i], after[i],
+              before[i] / after[i]);
+    else
+      printf ("\n    %-13s %8.1f -> %8.2f ms  (cache hit)", steps[i], before[i], after[i]);
+  printf ("\n");
+}
+
 static void
 bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean flat)
 {
@@ -234,6 +297,8 @@ bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean 
           paint_ms (keep, 2.0, frames), (rss1 > rss0 ? rss1 - rss0 : 0) / 1024.0, hwm / 1024.0,
           expanded ? "  expand: " : "", expanded ? expanded : "");
   (void) fit_scale;
+  if (keep->grouping != NULL && expanded != NULL)
+    bench_cycle (t, &o, expanded);
   cs_render_options_clear (&o);
 }
 
@@ -256,6 +321,7 @@ main (int argc, char **argv)
 {
   gint repeat = 3, frames = 10, big = 50000;
   gboolean flat = FALSE;
+  gint write_n = 0;
   g_auto(GStrv) files = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - render/ benchmark");
   g_autoptr(GError) error = NULL;
@@ -264,6 +330,7 @@ main (int argc, char **argv)
     { "frames", 'f', 0, G_OPTION_ARG_INT, &frames, "Frames painted per zoom (default 10)", "N" },
     { "flat", 0, 0, G_OPTION_ARG_NONE, &flat, "Draw flat (no groups), as before grouping", NULL },
     { "big", 0, 0, G_OPTION_ARG_INT, &big, "Statements of the largest generated chain (default 50000)", "N" },
+    { "write-chain", 0, 0, G_OPTION_ARG_INT, &write_n, "Write the generated chain of about N statements to the FILE given and exit (to open it in the app)", "N" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE..." },
     { NULL },
   };
@@ -279,6 +346,18 @@ main (int argc, char **argv)
     }
   repeat = MAX (repeat, 1);
   frames = MAX (frames, 1);
+  if (write_n > 0)
+    {
+      g_autofree char *text = generate_chain (((guint) write_n - 1) / 5);
+
+      if (files == NULL || files[0] == NULL || !g_file_set_contents (files[0], text, -1, &error))
+        {
+          fprintf (stderr, "bench-render: --write-chain: %s\n",
+                   error ? error->message : "give the file to write");
+          return 2;
+        }
+      return 0;
+    }
   printf ("%-40s %7s %6s %6s %-7s %8s %8s  %6s %6s %6s  %7s %7s\n", "trace", "stmts", "nodes",
           "edges", "engine", "open ms", "expand", "p.fit", "p.75%", "p.200%", "RSS+MiB", "peakMiB");
   {

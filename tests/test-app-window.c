@@ -1008,10 +1008,16 @@ count_matmuls (CsGraphView *view, gboolean tc)
 
   for (guint i = 0; l != NULL && i < l->n_nodes; i++)
     if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
-      {
-        const CsGroupSummary *s = &l->grouping->groups[l->nodes[i].group].summary;
-        n += tc ? s->n_tensor_core_matmuls : s->n_matmuls - s->n_tensor_core_matmuls;
-      }
+      for (guint g = 0; g < l->grouping->n_groups; g++)
+        {
+          const CsGroupSummary *s = &l->grouping->groups[g].summary;
+
+          /* the node's group, or every layer of the fold of repeats it stands for */
+          if (l->group_fold[g] >= 0 ? l->group_fold[g] != l->nodes[i].group
+                                    : (gint) g != l->nodes[i].group)
+            continue;
+          n += tc ? s->n_tensor_core_matmuls : s->n_matmuls - s->n_tensor_core_matmuls;
+        }
   return n;
 }
 
@@ -1197,9 +1203,11 @@ group_node (CsLayout *l, const char *name)
   return -1;
 }
 
-/* The 8-block LLaMA opens with its 8 blocks collapsed, at a readable zoom, and the first frame
- * has the graph at the middle of the canvas (not the white background); the notes are in the
- * side panel, and the legend beside the graph, not on it. */
+/* The 8-block LLaMA opens with its 8 blocks collapsed, at a readable zoom: in the forward
+ * trace Thunder's fusion makes layers.0 differ from the others (its regions start at the
+ * embedding), so it is one node and layers 1-7 are folded into another; and the first frame has the graph at the middle of the
+ * canvas (not the white background); the notes are in the side panel, and the legend beside
+ * the graph, not on it. */
 static void
 test_llama_first_frame (Fixture *fx, gconstpointer data)
 {
@@ -1217,7 +1225,9 @@ test_llama_first_frame (Fixture *fx, gconstpointer data)
   g_assert_nonnull (l);
   for (guint i = 0; i < l->n_nodes; i++)
     n_groups += l->nodes[i].kind == CS_LAYOUT_NODE_GROUP;
-  g_assert_cmpuint (n_groups, ==, 8);
+  g_assert_cmpuint (n_groups, ==, 2);
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.1")].label,
+                                   "layers 1-7: same structure, 1 shown\n"));
   g_test_message ("first frame: zoom %.2f, %u nodes", cs_graph_view_get_zoom (view), l->n_nodes);
   g_assert_cmpfloat (cs_graph_view_get_zoom (view), >=, 0.75);
   pixels = widget_pixels (GTK_WIDGET (view), &w, &h, &stride);
@@ -1260,9 +1270,11 @@ test_llama_expand_anchor (Fixture *fx, gconstpointer data)
   if (!open_path (fx, path))
     return;
   l = cs_graph_view_get_layout (view);
-  gi = group_node (l, "layers.3");
+  /* layers.3 is folded into the node of layers 0-7: selecting it selects that node */
+  gi = cs_grouping_find (l->grouping, "layers.3");
   g_assert_cmpint (gi, >=, 0);
-  gid = l->nodes[gi].stmt_id;
+  g_assert_cmpint (group_node (l, "layers.3"), <, 0);
+  gid = CS_LAYOUT_GROUP_ID (gi);
   cs_graph_view_select (view, gid, TRUE);
   wait_frame ();
   g_assert_true (find_selected_px (view, &x0, &y0));
@@ -1279,7 +1291,13 @@ test_llama_expand_anchor (Fixture *fx, gconstpointer data)
   g_assert_cmpfloat (cs_graph_view_get_zoom (view), ==, zoom);
   save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-layer-expanded.png");
 
-  /* select a matmul of layers.3, collapse the layer: its node takes the op's place */
+  /* select a matmul of layers.3, collapse the layer: its node takes the op's place.  Folded,
+   * the collapsed model is narrow enough to fit the view, which then keeps it whole on screen
+   * rather than at the anchor: unfolded (View > Fold Repeated Layers off) it does not fit. */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "fold-repeats",
+                                      g_variant_new_boolean (FALSE));
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
   for (guint i = 0; i < l->n_nodes && op == 0; i++)
     if (l->nodes[i].badge != CS_LAYOUT_BADGE_NONE && l->nodes[i].group >= 0
         && cs_grouping_is_within (l->grouping, l->nodes[i].group, cs_grouping_find (l->grouping, "layers.3")))
@@ -1949,7 +1967,147 @@ test_lens_llama (Fixture *fx, gconstpointer data)
   save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-lens.png");
 }
 
-/* The overview: a click on the minimap centres the view on that point of the graph. */
+/* The row of the Structure list naming group @name (the first such row), or NULL. */
+static GtkListBoxRow *
+structure_row (CsWindow *win, const char *name, const char *text_prefix)
+{
+  GtkListBoxRow *row;
+
+  for (int i = 0; (row = gtk_list_box_get_row_at_index (win->structure_list, i)) != NULL; i++)
+    {
+      GtkWidget *label = gtk_list_box_row_get_child (row);
+
+      if (g_strcmp0 (g_object_get_data (G_OBJECT (row), "cs-group-name"), name) == 0
+          && (text_prefix == NULL
+              || g_str_has_prefix (gtk_label_get_text (GTK_LABEL (label)), text_prefix)))
+        return row;
+    }
+  return NULL;
+}
+
+/* In the initial trace (the pass slider at parse) the 8 blocks of the LLaMA fold into one node,
+ * "layers 0-7: same structure, 1 shown", and a Structure row for the fold with the 8 layers
+ * under it.  Activating layers.3's row expands
+ * layers.3 alone: its own ops (the wq linear reading t_layers_3_attention_wq_weight) between
+ * the folds of layers 0-2 and 4-7.  ] steps to layers.4 (layers.3 folds back: layers 0-3), [
+ * back to layers.3; the fold of layers 0-7 returns when it is collapsed. */
+static void
+test_llama_fold (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  GtkListBoxRow *row;
+  CsLayout *l;
+  gint fold, g3, g4, wq, lin = -1;
+
+  if (!open_path (fx, path))
+    return;
+  gtk_adjustment_set_value (fx->win->pass_adjustment, 0);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_cmpstr (l->trace->pass, ==, "initial");
+  fold = group_node (l, "layers.0");
+  g_assert_cmpint (fold, >=, 0);
+  g_test_message ("the fold's node: %s", l->nodes[fold].label);
+  g_assert_true (g_str_has_prefix (l->nodes[fold].label, "layers 0-7: same structure, 1 shown\n"));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->notes_label), "folded into one node"));
+  row = structure_row (fx->win, "layers.0", "▸ layers 0-7: same structure, 1 shown");
+  g_assert_nonnull (row);
+  row = structure_row (fx->win, "layers.3", NULL);
+  g_assert_nonnull (row);
+  g_assert_nonnull (strstr (gtk_label_get_text (GTK_LABEL (gtk_list_box_row_get_child (row))), "folded"));
+
+  /* the side panel: layers.3 alone */
+  g_signal_emit_by_name (fx->win->structure_list, "row-activated", row);
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g3 = cs_grouping_find (l->grouping, "layers.3");
+  g4 = cs_grouping_find (l->grouping, "layers.4");
+  g_assert_true (cs_graph_view_get_group_expanded (view, "layers.3"));
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, CS_LAYOUT_GROUP_ID (g3));
+  g_assert_cmpint (cs_layout_find_cluster (l, CS_LAYOUT_GROUP_ID (g3)), >=, 0);
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
+                                   "layers 0-2: same structure, 1 shown\n"));
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.4")].label,
+                                   "layers 4-7: same structure, 1 shown\n"));
+  wq = -1;
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].kind == CS_LAYOUT_NODE_INPUT
+        && g_strcmp0 (l->nodes[i].name, "t_layers_3_attention_wq_weight") == 0)
+      wq = (gint) i;
+  g_assert_cmpint (wq, >=, 0);
+  for (guint j = 0; j < l->n_edges; j++)
+    if (l->edges[j].tail == (guint) wq)
+      lin = (gint) l->edges[j].head;
+  g_assert_cmpint (lin, >=, 0);
+  g_assert_cmpstr (l->nodes[lin].label, ==, "linear");
+  g_assert_true (cs_grouping_is_within (l->grouping, l->nodes[lin].group, g3));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-fold-layer3.png");
+
+  /* the keyboard: ] and [ */
+  g_assert_true (cs_graph_view_step_repeat (view, 1));
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_false (cs_graph_view_get_group_expanded (view, "layers.3"));
+  g_assert_true (cs_graph_view_get_group_expanded (view, "layers.4"));
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, CS_LAYOUT_GROUP_ID (g4));
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
+                                   "layers 0-3: same structure, 1 shown\n"));
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.5")].label,
+                                   "layers 5-7: same structure, 1 shown\n"));
+  g_assert_true (cs_graph_view_step_repeat (view, -1));
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_group_expanded (view, "layers.3"));
+  g_assert_false (cs_graph_view_get_group_expanded (view, "layers.4"));
+  /* collapsed again, the eight fold into one */
+  cs_graph_view_toggle_expanded (view, CS_LAYOUT_GROUP_ID (g3));
+  wait_idle (fx->win);
+  l = cs_graph_view_get_layout (view);
+  g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
+                                   "layers 0-7: same structure, 1 shown\n"));
+}
+
+/* Layouts and results are kept: collapsing layers.3 again shows the layout drawn before (the
+ * same object, from the view's cache), and going back to a policy already seen shows its kept
+ * result (the same traces) without re-running the pipeline, drawn from the cache. */
+static void
+test_llama_cache (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l0, *l1;
+  CsTrace *t0;
+  CsAnalysis *a0;
+
+  if (!open_path (fx, path))
+    return;
+  l0 = cs_graph_view_get_layout (view);
+  t0 = l0->trace;
+  a0 = fx->win->analysis;
+  cs_graph_view_set_group_expanded (view, "layers.3", TRUE);
+  wait_idle (fx->win);
+  l1 = cs_graph_view_get_layout (view);
+  g_assert_true (l1 != l0);
+  g_assert_true (l1->grouping == l0->grouping);   /* the trace's groups, found once */
+  cs_graph_view_set_group_expanded (view, "layers.3", FALSE);
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_layout (view) == l0);
+  /* matmul=upcast-f32, then back to native */
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_true (fx->win->analysis != a0);
+  g_assert_true (cs_graph_view_get_layout (view)->trace != t0);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  g_assert_true (fx->win->analysis == a0);        /* at once: no pipeline run */
+  wait_idle (fx->win);
+  g_assert_true (cs_graph_view_get_layout (view) == l0);
+  g_assert_true (cs_graph_view_get_layout (view)->trace == t0);
+}
+
+/* The overview: a click on the minimap centres the view on that point of the graph (the
+ * blocks unfolded, View > Fold Repeated Layers off, so that there are eight to pick from). */
 static void
 test_minimap (Fixture *fx, gconstpointer data)
 {
@@ -1962,6 +2120,10 @@ test_minimap (Fixture *fx, gconstpointer data)
 
   if (!open_path (fx, path))
     return;
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "fold-repeats",
+                                      g_variant_new_boolean (FALSE));
+  wait_idle (fx->win);
+  g_assert_false (cs_graph_view_get_fold_repeats (view));
   w = gtk_widget_get_width (GTK_WIDGET (view));
   h = gtk_widget_get_height (GTK_WIDGET (view));
   l = cs_graph_view_get_layout (view);
@@ -2072,6 +2234,10 @@ main (int argc, char **argv)
   g_test_add ("/app/scale/fuse-linear-moves", Fixture, NULL, fixture_setup, test_fuse_linear_moves,
               fixture_teardown);
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
   g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
               fixture_teardown);

@@ -810,6 +810,19 @@ test_render_groups (void)
 
     g_assert_cmpint (r.status, ==, 0);
     g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
+                     "with the same structure as layers.0); each run of consecutive layers with "
+                     "the same structure is folded into one node (\"layers 0-7: same structure, "
+                     "1 shown\"); --expand-group layers.1 draws that layer expanded, --no-fold "
+                     "draws every layer as its own node, --collapse none draws every layer "
+                     "expanded.\n");
+    result_clear (&r);
+  }
+  {
+    const char *args[] = { "render", llama, "--no-fold", "-o", "x.svg", NULL };
+    Result r = run_args (args);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
                      "with the same structure as layers.0); --expand-group layers.0 draws it "
                      "expanded, --collapse none draws every layer.\n");
     result_clear (&r);

@@ -261,8 +261,10 @@ count_in (const char *text, const char *needle)
   return n;
 }
 
-/* The hierarchy flag: the 8-block LLaMA as 8 block nodes (auto), as 8 layer clusters holding
- * their 3 module clusters (none), with layers.3 alone expanded (--expand-group), flat (no
+/* The hierarchy flag: the 8-block LLaMA, whose blocks all have the same structure, as one
+ * node for the 8 (auto: "layers 0-7: same structure, 1 shown"), as 8 block nodes (--no-fold),
+ * as 8 layer clusters holding their 3 module clusters (none), with layers.3 alone expanded
+ * between the folds of layers 0-2 and 4-7 (--expand-group; 7 nodes with --no-fold), flat (no
  * group at all); a bad level is a usage error. */
 static void
 test_collapse (void)
@@ -291,7 +293,8 @@ test_collapse (void)
        * attribute line inside "subgraph cluster_<k>" */
       if (i == 0)
         {
-          g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 8);
+          g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 1);
+          g_assert_cmpuint (count_in (text, "label=\"layers 0-7: same structure, 1 shown\\n"), ==, 1);
           g_assert_cmpuint (count_in (text, "subgraph cluster_"), ==, 0);
         }
       else if (i == 1)
@@ -310,8 +313,25 @@ test_collapse (void)
 
     g_assert_cmpint (run_cli (args, NULL), ==, 0);
     g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
-    g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 7);
+    g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 2);
+    g_assert_cmpuint (count_in (text, "label=\"layers 0-2: same structure, 1 shown\\n"), ==, 1);
+    g_assert_cmpuint (count_in (text, "label=\"layers 4-7: same structure, 1 shown\\n"), ==, 1);
     g_assert_cmpuint (count_in (text, "color=\"#5B7DB1\"; csgroup="), ==, 4);
+    g_remove (out);
+  }
+  {
+    g_autofree char *text = NULL;
+    const char *args[] = { llama, "--no-fold", "-o", out, NULL };
+    const char *args3[] = { llama, "--no-fold", "--expand-group", "layers.3", "-o", out, NULL };
+
+    g_assert_cmpint (run_cli (args, NULL), ==, 0);
+    g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
+    g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 8);
+    g_assert_cmpuint (count_in (text, "same structure, 1 shown"), ==, 0);
+    g_clear_pointer (&text, g_free);
+    g_assert_cmpint (run_cli (args3, NULL), ==, 0);
+    g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
+    g_assert_cmpuint (count_in (text, "penwidth=2, csgroup="), ==, 7);
     g_remove (out);
   }
   {

@@ -788,8 +788,19 @@ test_chunks_hints (void)
   g_assert_cmpstr (cli->notes[0], ==, want_cli);
 }
 
-/* The 8-block LLaMA opens as its blocks; expanding layers.3 draws its 50 statements (the
- * count test-render-group.c takes from the text) in a layers.3 box holding three module boxes. */
+/* The group node of @l named @name (CsLayoutNode.name is the group's, for a fold its first
+ * layer's), or -1. */
+static gint
+find_group_node (const CsLayout *l, const char *name)
+{
+  return find_named (l, CS_LAYOUT_NODE_GROUP, name);
+}
+
+/* The 8-block LLaMA opens as its blocks, and since all eight have the same structure (test-
+ * render-group.c checks that from the text) they are folded into one node, "layers 0-7: same
+ * structure, 1 shown"; unfolded they are 8 nodes.  Expanding layers.3 draws its 50 statements
+ * (the count test-render-group.c takes from the text) in a layers.3 box holding three module
+ * boxes, reading layers.3's own parameters, between the folds of layers 0-2 and 4-7. */
 static void
 test_llama_collapsed (void)
 {
@@ -798,10 +809,13 @@ test_llama_collapsed (void)
   g_autoptr(CsTraceList) list = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsLayout) l = NULL;
+  g_autoptr(CsLayout) u = NULL;
   g_autoptr(CsLayout) e = NULL;
   CsRenderOptions o;
-  guint n_group = 0, inside = 0, modules = 0;
-  gint c3 = -1;
+  CsTrace *t;
+  CsLayoutHit hit;
+  guint n_group = 0, inside = 0, modules = 0, wq_readers = 0;
+  gint c3 = -1, fold, g0, g3, g5, f03, f47;
 
   if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
     {
@@ -810,26 +824,70 @@ test_llama_collapsed (void)
     }
   list = cs_parse_file (path, &error);
   g_assert_no_error (error);
-  l = build (g_ptr_array_index (list->traces, 0), CS_RENDER_DETAIL_AUTO);
+  t = g_ptr_array_index (list->traces, 0);
+
+  /* folded (the default) */
+  l = build (t, CS_RENDER_DETAIL_AUTO);
   for (guint i = 0; i < l->n_nodes; i++)
-    if (l->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
-      {
-        g_autofree char *want = g_strdup_printf ("layers.%u", n_group);
-        g_assert_cmpstr (l->nodes[i].name, ==, want);
-        n_group++;
-      }
-  g_assert_cmpuint (n_group, ==, 8);
+    n_group += l->nodes[i].kind == CS_LAYOUT_NODE_GROUP;
+  g_assert_cmpuint (n_group, ==, 1);
+  fold = find_group_node (l, "layers.0");
+  g_assert_cmpint (fold, >=, 0);
+  g_assert_true (g_str_has_prefix (l->nodes[fold].label,
+                                   "layers 0-7: same structure, 1 shown\n\u00d78, each 50 ops"));
+  g0 = cs_grouping_find (l->grouping, "layers.0");
+  g5 = cs_grouping_find (l->grouping, "layers.5");
+  g_assert_cmpint (l->nodes[fold].group, ==, g0);
+  for (guint k = 0; k < 8; k++)
+    {
+      g_autofree char *name = g_strdup_printf ("layers.%u", k);
+      g_assert_cmpint (l->group_fold[cs_grouping_find (l->grouping, name)], ==, g0);
+    }
+  /* a folded layer, and a statement of it, are found at the fold's node */
+  g_assert_true (cs_layout_find_element (l, CS_LAYOUT_GROUP_ID (g5), &hit));
+  g_assert_cmpint (hit.kind, ==, CS_LAYOUT_HIT_NODE);
+  g_assert_cmpuint (hit.index, ==, (guint) fold);
+  g_assert_true (cs_layout_find_element (l, t->stmts[l->grouping->groups[g5].first]->id, &hit));
+  g_assert_cmpuint (hit.index, ==, (guint) fold);
   g_assert_cmpuint (l->n_clusters, ==, 0);
   g_assert_false (l->layered);
   /* the 72 block parameters are drawn inside their blocks */
   g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_INPUT, "t_layers_3_attention_wq_weight"), <, 0);
   g_assert_cmpint (find_named (l, CS_LAYOUT_NODE_INPUT, "t_norm_weight"), >=, 0);
 
+  /* unfolded: one node per block */
   cs_render_options_init (&o);
-  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_ON);
-  e = cs_layout_new (g_ptr_array_index (list->traces, 0), &o, NULL, &error);
+  o.unfold_repeats = TRUE;
+  u = cs_layout_new (t, &o, NULL, &error);
   cs_render_options_clear (&o);
   g_assert_no_error (error);
+  n_group = 0;
+  for (guint i = 0; i < u->n_nodes; i++)
+    if (u->nodes[i].kind == CS_LAYOUT_NODE_GROUP)
+      {
+        g_autofree char *want = g_strdup_printf ("layers.%u", n_group);
+        g_assert_cmpstr (u->nodes[i].name, ==, want);
+        n_group++;
+      }
+  g_assert_cmpuint (n_group, ==, 8);
+  for (guint g = 0; g < u->grouping->n_groups; g++)
+    g_assert_cmpint (u->group_fold[g], ==, -1);
+
+  /* layers.3 expanded: the folds around it */
+  cs_render_options_init (&o);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_ON);
+  e = cs_layout_new (t, &o, NULL, &error);
+  cs_render_options_clear (&o);
+  g_assert_no_error (error);
+  f03 = find_group_node (e, "layers.0");
+  f47 = find_group_node (e, "layers.4");
+  g_assert_cmpint (f03, >=, 0);
+  g_assert_cmpint (f47, >=, 0);
+  g_assert_true (g_str_has_prefix (e->nodes[f03].label, "layers 0-2: same structure, 1 shown\n"));
+  g_assert_true (g_str_has_prefix (e->nodes[f47].label, "layers 4-7: same structure, 1 shown\n"));
+  g3 = cs_grouping_find (e->grouping, "layers.3");
+  g_assert_cmpint (e->group_fold[g3], ==, -1);
+  g_assert_false (e->group_collapsed[g3]);
   for (guint c = 0; c < e->n_clusters; c++)
     if (e->clusters[c].kind == CS_LAYOUT_CLUSTER_GROUP && e->clusters[c].parent < 0)
       {
@@ -840,6 +898,7 @@ test_llama_collapsed (void)
     else if (e->clusters[c].kind == CS_LAYOUT_CLUSTER_GROUP)
       modules++;
   g_assert_cmpint (c3, >=, 0);
+  g_assert_cmpint (e->clusters[c3].group, ==, g3);
   g_assert_cmpuint (modules, ==, 3);
   for (guint i = 0; i < e->n_nodes; i++)
     {
@@ -851,8 +910,80 @@ test_llama_collapsed (void)
         inside++;
     }
   g_assert_cmpuint (inside, ==, 50);
+  /* layer 3's own nodes: the wq linear reading t_layers_3_attention_wq_weight, inside the box */
   g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_3_attention_wq_weight"), >=, 0);
   g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_4_attention_wq_weight"), <, 0);
+  g_assert_cmpint (find_named (e, CS_LAYOUT_NODE_INPUT, "t_layers_0_attention_wq_weight"), <, 0);
+  for (guint j = 0; j < e->n_edges; j++)
+    if (g_strcmp0 (e->edges[j].proxy, "t_layers_3_attention_wq_weight") == 0)
+      {
+        const CsLayoutNode *h = &e->nodes[e->edges[j].head];
+
+        g_assert_cmpint (h->kind, ==, CS_LAYOUT_NODE_OP);
+        g_assert_cmpstr (h->label, ==, "linear");
+        g_assert_cmpint (h->group, ==, cs_grouping_find (e->grouping, "layers.3.attention"));
+        wq_readers++;
+      }
+  g_assert_cmpuint (wq_readers, ==, 1);
+}
+
+/* A layout cache (render/cs-layout-cache.h): the same trace and options give the same layout
+ * object; an override repeating the level's choice (collapsing a collapsed layer) is the same
+ * picture, so the same layout; expanding a layer is another layout sharing the trace's
+ * grouping; the least recently used beyond the size is dropped. */
+static void
+test_layout_cache (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsLayoutCache) cache = cs_layout_cache_new (2);
+  g_autoptr(CsLayout) a = NULL;
+  g_autoptr(CsLayout) b = NULL;
+  g_autoptr(CsLayout) c = NULL;
+  g_autoptr(CsLayout) d = NULL;
+  g_autoptr(CsLayout) e = NULL;
+  CsRenderOptions o;
+  CsTrace *t;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  t = g_ptr_array_index (list->traces, 0);
+  cs_render_options_init (&o);
+  o.cache = cs_layout_cache_ref (cache);
+  a = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  b = cs_layout_new (t, &o, NULL, &error);
+  g_assert_true (a == b);
+  g_assert_cmpuint (cs_layout_cache_n_hits (cache), ==, 1);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_OFF);
+  c = cs_layout_new (t, &o, NULL, &error);
+  g_assert_true (c == a);
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_ON);
+  d = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (d != a);
+  g_assert_true (d->grouping == a->grouping);
+  g_assert_cmpint (d->group_collapsed[cs_grouping_find (d->grouping, "layers.3")], ==, FALSE);
+  g_assert_cmpuint (cs_layout_cache_n_layouts (cache), ==, 2);
+  /* a third picture drops the least recently used (the collapsed one) */
+  o.unfold_repeats = TRUE;
+  e = cs_layout_new (t, &o, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cs_layout_cache_n_layouts (cache), ==, 2);
+  o.unfold_repeats = FALSE;
+  cs_render_options_set_group_expanded (&o, "layers.3", CS_RENDER_EXPAND_DEFAULT);
+  {
+    g_autoptr(CsLayout) f = cs_layout_new (t, &o, NULL, &error);
+    g_assert_true (f != a);
+  }
+  cs_render_options_clear (&o);
 }
 
 /* A distributed trace (data/distributed/handmade_ddp_bwd_buckets.txt): the all_reduce is a
@@ -1124,5 +1255,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/groups/chunks", test_chunks_collapsed);
   g_test_add_func ("/render/groups/chunks-hints", test_chunks_hints);
   g_test_add_func ("/render/groups/llama", test_llama_collapsed);
+  g_test_add_func ("/render/groups/layout-cache", test_layout_cache);
   return g_test_run ();
 }

@@ -1,0 +1,342 @@
+/* cs-layout-cache.c: finished layouts and groupings kept for re-use (see cs-layout-cache.h). */
+#include "cs-config.h"
+
+#include "cs-layout-cache.h"
+
+#include <string.h>
+
+#include "cs-layout-private.h"
+
+typedef struct
+{
+  CsTrace  *trace;      /* (owned) a reference: the key's pointer stays unique */
+  char     *key;        /* cs_render_options_key() */
+  CsLayout *layout;     /* (owned) */
+} LayoutEntry;
+
+typedef struct
+{
+  CsTrace    *trace;    /* (owned) */
+  CsGrouping *grouping; /* (owned) */
+} GroupingEntry;
+
+struct _CsLayoutCache
+{
+  gint    ref_count;    /* atomic */
+  GMutex  lock;         /* guards everything below */
+  guint   max_layouts;  /* layouts kept, most recently used first */
+  GQueue  layouts;      /* LayoutEntry*, most recently used at the head */
+  GQueue  groupings;    /* GroupingEntry*, most recently used at the head */
+  guint   n_hits;       /* lookups answered from the cache */
+};
+
+static void
+layout_entry_free (gpointer data)
+{
+  LayoutEntry *e = data;
+
+  cs_trace_unref (e->trace);
+  g_free (e->key);
+  cs_layout_unref (e->layout);
+  g_free (e);
+}
+
+static void
+grouping_entry_free (gpointer data)
+{
+  GroupingEntry *e = data;
+
+  cs_trace_unref (e->trace);
+  cs_grouping_unref (e->grouping);
+  g_free (e);
+}
+
+/**
+ * cs_layout_cache_new:
+ * @max_layouts: finished layouts to keep (the least recently used is dropped first); 0 =
+ *   CS_LAYOUT_CACHE_DEFAULT_SIZE
+ *
+ * Returns: (transfer full): an empty cache
+ */
+CsLayoutCache *
+cs_layout_cache_new (guint max_layouts)
+{
+  CsLayoutCache *cache = g_new0 (CsLayoutCache, 1);
+
+  cache->ref_count = 1;
+  g_mutex_init (&cache->lock);
+  cache->max_layouts = max_layouts ? max_layouts : CS_LAYOUT_CACHE_DEFAULT_SIZE;
+  g_queue_init (&cache->layouts);
+  g_queue_init (&cache->groupings);
+  return cache;
+}
+
+/**
+ * cs_layout_cache_ref:
+ * @cache: a cache
+ * Returns: (transfer full): @cache
+ */
+CsLayoutCache *
+cs_layout_cache_ref (CsLayoutCache *cache)
+{
+  g_return_val_if_fail (cache != NULL, NULL);
+  g_atomic_int_inc (&cache->ref_count);
+  return cache;
+}
+
+/**
+ * cs_layout_cache_unref:
+ * @cache: (transfer full) (nullable): a cache; the last reference frees what it keeps
+ */
+void
+cs_layout_cache_unref (CsLayoutCache *cache)
+{
+  if (cache == NULL || !g_atomic_int_dec_and_test (&cache->ref_count))
+    return;
+  cs_layout_cache_clear (cache);
+  g_mutex_clear (&cache->lock);
+  g_free (cache);
+}
+
+/**
+ * cs_layout_cache_clear:
+ * @cache: a cache
+ *
+ * Drops every layout and grouping kept (a newly opened file: the old traces are not shown
+ * again).
+ */
+void
+cs_layout_cache_clear (CsLayoutCache *cache)
+{
+  g_return_if_fail (cache != NULL);
+  g_mutex_lock (&cache->lock);
+  g_queue_clear_full (&cache->layouts, layout_entry_free);
+  g_queue_clear_full (&cache->groupings, grouping_entry_free);
+  g_mutex_unlock (&cache->lock);
+}
+
+/**
+ * cs_layout_cache_dup_grouping:
+ * @cache: a cache
+ * @trace: a trace
+ *
+ * The groups of @trace (cs_grouping_new()), found once per trace and kept while @trace is one
+ * of the CS_LAYOUT_CACHE_GROUPINGS most recently grouped.  Two threads asking for a new trace
+ * at once may both group it; one result is kept.
+ * Returns: (transfer full): the grouping (cs_grouping_unref() it)
+ */
+CsGrouping *
+cs_layout_cache_dup_grouping (CsLayoutCache *cache, const CsTrace *trace)
+{
+  CsGrouping *found = NULL;
+  GroupingEntry *e;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->groupings.head; l != NULL; l = l->next)
+    if (((GroupingEntry *) l->data)->trace == trace)
+      {
+        g_queue_unlink (&cache->groupings, l);
+        g_queue_push_head_link (&cache->groupings, l);
+        found = cs_grouping_ref (((GroupingEntry *) l->data)->grouping);
+        break;
+      }
+  g_mutex_unlock (&cache->lock);
+  if (found != NULL)
+    return found;
+  found = cs_grouping_new (trace);
+  e = g_new0 (GroupingEntry, 1);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->grouping = cs_grouping_ref (found);
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (&cache->groupings, e);
+  while (cache->groupings.length > CS_LAYOUT_CACHE_GROUPINGS)
+    grouping_entry_free (g_queue_pop_tail (&cache->groupings));
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char * const *) a, *(const char * const *) b);
+}
+
+/**
+ * cs_render_options_key:
+ * @options: options
+ *
+ * Everything in @options that changes the picture, as one string (the cache's key, with the
+ * trace): levels, limits, labels, fonts, hints, the fold of repeats and the per-statement and
+ * per-group overrides in a fixed order.  The cache itself is not part of it.
+ * Returns: (transfer full): the key
+ */
+char *
+cs_render_options_key (const CsRenderOptions *options)
+{
+  GString *s = g_string_new (NULL);
+  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_return_val_if_fail (options != NULL, NULL);
+  g_string_append_printf (s, "d%d c%d u%d m%u l%u e%d s%d b%d h%d f%s/%g", options->detail,
+                          options->collapse, options->unfold_repeats, options->max_nodes,
+                          options->max_edge_labels, options->edge_labels, options->node_shapes,
+                          options->bookkeeping, options->hints,
+                          options->font_family ? options->font_family : "", options->font_size_pt);
+  if (options->expand != NULL)
+    {
+      g_hash_table_iter_init (&it, options->expand);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_ptr_array_add (items, g_strdup_printf ("%010u=%d", GPOINTER_TO_UINT (k), GPOINTER_TO_INT (v)));
+    }
+  g_ptr_array_sort (items, compare_strings);
+  for (guint i = 0; i < items->len; i++)
+    g_string_append_printf (s, " s%s", (const char *) g_ptr_array_index (items, i));
+  g_ptr_array_set_size (items, 0);
+  if (options->group_expand != NULL)
+    {
+      g_hash_table_iter_init (&it, options->group_expand);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_ptr_array_add (items, g_strdup_printf ("%s=%d", (const char *) k, GPOINTER_TO_INT (v)));
+    }
+  g_ptr_array_sort (items, compare_strings);
+  for (guint i = 0; i < items->len; i++)
+    g_string_append_printf (s, " g%s", (const char *) g_ptr_array_index (items, i));
+  return g_string_free (s, FALSE);
+}
+
+/* The cache's key for @trace drawn with @options: cs_render_options_key() without the group
+ * overrides, plus which groups end up collapsed (an override that repeats the level's choice,
+ * as collapsing a layer again does, gives the same picture and the same key). */
+static char *
+cache_key (CsLayoutCache *cache, CsTrace *trace, const CsRenderOptions *options)
+{
+  CsRenderOptions o = *options;
+  g_autofree char *base = NULL;
+  GString *s;
+
+  o.group_expand = NULL;
+  base = cs_render_options_key (&o);
+  s = g_string_new (base);
+  if (options->collapse != CS_RENDER_COLLAPSE_FLAT)
+    {
+      g_autoptr(CsGrouping) grouping = cs_layout_cache_dup_grouping (cache, trace);
+      guint n;
+      g_autofree gboolean *collapsed = _cs_graph_collapsed_groups (grouping, options, &n);
+
+      g_string_append (s, " G");
+      for (guint g = 0; g < grouping->n_groups; g++)
+        g_string_append_c (s, collapsed[g] ? '1' : '0');
+    }
+  return g_string_free (s, FALSE);
+}
+
+/**
+ * cs_layout_cache_lookup:
+ * @cache: a cache
+ * @trace: the trace to draw
+ * @options: what to draw
+ *
+ * Returns: (transfer full) (nullable): the layout made for @trace with these options (the same
+ *   object as before, its overlays as its owner left them), or NULL
+ */
+CsLayout *
+cs_layout_cache_lookup (CsLayoutCache *cache, CsTrace *trace, const CsRenderOptions *options)
+{
+  g_autofree char *key = NULL;
+  CsLayout *found = NULL;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL && options != NULL, NULL);
+  key = cache_key (cache, trace, options);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->layouts.head; l != NULL; l = l->next)
+    {
+      LayoutEntry *e = l->data;
+
+      if (e->trace == trace && strcmp (e->key, key) == 0)
+        {
+          g_queue_unlink (&cache->layouts, l);
+          g_queue_push_head_link (&cache->layouts, l);
+          found = cs_layout_ref (e->layout);
+          cache->n_hits++;
+          break;
+        }
+    }
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/**
+ * cs_layout_cache_insert:
+ * @cache: a cache
+ * @trace: the trace drawn
+ * @options: what was drawn
+ * @layout: (transfer none): the laid-out result (a reference is taken)
+ *
+ * Keeps @layout as the most recently used; the least recently used beyond max_layouts is
+ * dropped.  An entry for the same trace and options is replaced.
+ */
+void
+cs_layout_cache_insert (CsLayoutCache *cache, CsTrace *trace, const CsRenderOptions *options,
+                        CsLayout *layout)
+{
+  LayoutEntry *e;
+
+  g_return_if_fail (cache != NULL && trace != NULL && options != NULL && layout != NULL);
+  e = g_new0 (LayoutEntry, 1);
+  e->trace = cs_trace_ref (trace);
+  e->key = cache_key (cache, trace, options);
+  e->layout = cs_layout_ref (layout);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->layouts.head; l != NULL; l = l->next)
+    {
+      LayoutEntry *o = l->data;
+
+      if (o->trace == trace && strcmp (o->key, e->key) == 0)
+        {
+          g_queue_delete_link (&cache->layouts, l);
+          layout_entry_free (o);
+          break;
+        }
+    }
+  g_queue_push_head (&cache->layouts, e);
+  while (cache->layouts.length > cache->max_layouts)
+    layout_entry_free (g_queue_pop_tail (&cache->layouts));
+  g_mutex_unlock (&cache->lock);
+}
+
+/**
+ * cs_layout_cache_n_layouts:
+ * @cache: a cache
+ * Returns: how many finished layouts it keeps now
+ */
+guint
+cs_layout_cache_n_layouts (CsLayoutCache *cache)
+{
+  guint n;
+
+  g_return_val_if_fail (cache != NULL, 0);
+  g_mutex_lock (&cache->lock);
+  n = cache->layouts.length;
+  g_mutex_unlock (&cache->lock);
+  return n;
+}
+
+/**
+ * cs_layout_cache_n_hits:
+ * @cache: a cache
+ * Returns: how many cs_layout_cache_lookup() calls found a layout so far
+ */
+guint
+cs_layout_cache_n_hits (CsLayoutCache *cache)
+{
+  guint n;
+
+  g_return_val_if_fail (cache != NULL, 0);
+  g_mutex_lock (&cache->lock);
+  n = cache->n_hits;
+  g_mutex_unlock (&cache->lock);
+  return n;
+}

@@ -1,0 +1,170 @@
+/* bench-app.c: the app's own memory and times at model scale (a benchmark, not a test): a
+ * CsWindow under Xvfb opens FILE, then changes the policy twice and goes back to the first
+ * (a policy seen: kept), expands the middle top-level group and collapses it again.  After
+ * each step it prints the wall time until the window is idle and drawn, the resident set
+ * (VmRSS) and its peak so far (VmHWM) of this process, in MiB.  Numbers in
+ * tests/BENCH-RESULTS.md.
+ *
+ * Usage (GSK_RENDERER=cairo GTK_A11Y=none, as the GUI tests):
+ *   xvfb-run -a -s '-screen 0 1600x1000x24' build/tests/bench-app FILE [STEP...]
+ * STEP: KEY=VALUE (a policy knob, as the side panel sets it), expand (the middle top-level
+ * group), collapse (it again); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
+ * matmul=native expand collapse.
+ */
+#include "cs-config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <gtk/gtk.h>
+
+#include "cs-application.h"
+#include "cs-window-private.h"
+
+static gboolean
+flag_cb (gpointer data)
+{
+  *(gboolean *) data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+spin_ms (guint ms)
+{
+  gboolean done = FALSE;
+
+  g_timeout_add (ms, flag_cb, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+/* Until the window has nothing in flight (at most 300 s), then two frames. */
+static void
+wait_idle (CsWindow *win)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add_seconds (300, flag_cb, &timed_out);
+
+  for (int i = 0; i < 50 && g_main_context_iteration (NULL, FALSE); i++)
+    ;
+  while (!timed_out && _cs_window_is_busy (win))
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  spin_ms (50);
+}
+
+static void
+report (const char *step, gint64 t0)
+{
+  g_autofree char *status = NULL;
+  guint64 rss = 0, hwm = 0;
+
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    for (char *line = status; line && *line; line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL)
+      {
+        if (g_str_has_prefix (line, "VmRSS:"))
+          rss = g_ascii_strtoull (line + 6, NULL, 10);
+        else if (g_str_has_prefix (line, "VmHWM:"))
+          hwm = g_ascii_strtoull (line + 6, NULL, 10);
+      }
+  printf ("%-34s %9.0f ms  RSS %6.0f MiB  peak %6.0f MiB\n", step,
+          (g_get_monotonic_time () - t0) / 1000.0, rss / 1024.0, hwm / 1024.0);
+  fflush (stdout);
+}
+
+static void
+set_policy (CsWindow *win, const char *action, const char *value, const char *step)
+{
+  gint64 t0 = g_get_monotonic_time ();
+
+  g_action_group_change_action_state (G_ACTION_GROUP (win), action, g_variant_new_string (value));
+  wait_idle (win);
+  report (step, t0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(CsApplication) app = NULL;
+  g_autoptr(GFile) file = NULL;
+  g_autoptr(GError) error = NULL;
+  CsWindow *win;
+  CsLayout *l;
+  gint64 t0;
+
+  if (argc < 2)
+    {
+      fprintf (stderr, "usage: bench-app FILE\n");
+      return 2;
+    }
+  gtk_disable_setlocale ();
+  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
+  gtk_init ();
+  app = cs_application_new (G_APPLICATION_NON_UNIQUE);
+  if (!g_application_register (G_APPLICATION (app), NULL, &error))
+    {
+      fprintf (stderr, "bench-app: %s\n", error->message);
+      return 1;
+    }
+  win = cs_window_new (app);
+  gtk_window_set_default_size (GTK_WINDOW (win), 1600, 1000);
+  gtk_window_present (GTK_WINDOW (win));
+  spin_ms (200);
+  report ("window shown", g_get_monotonic_time ());
+
+  file = g_file_new_for_path (argv[1]);
+  t0 = g_get_monotonic_time ();
+  cs_window_open_file (win, file);
+  wait_idle (win);
+  report ("open (all passes, both views)", t0);
+  if (win->analysis == NULL)
+    {
+      fprintf (stderr, "bench-app: %s did not open\n", argv[1]);
+      return 1;
+    }
+  {
+    const char *defaults[] = { "matmul=upcast-f32", "fusion=dataflow", "fusion=consecutive",
+                               "matmul=native", "expand", "collapse", NULL };
+    const char * const *steps = argc > 2 ? (const char * const *) argv + 2 : defaults;
+    g_autofree char *mid = NULL;
+
+    l = cs_graph_view_get_layout (win->forward_view);
+    if (l != NULL && l->grouping != NULL)
+      {
+        guint n_top = 0, k = 0;
+
+        for (guint g = 0; g < l->grouping->n_groups; g++)
+          n_top += l->grouping->groups[g].parent < 0;
+        for (guint g = 0; g < l->grouping->n_groups && mid == NULL; g++)
+          if (l->grouping->groups[g].parent < 0 && k++ == n_top / 2)
+            mid = g_strdup (l->grouping->groups[g].name);
+      }
+    for (guint i = 0; steps[i] != NULL; i++)
+      {
+        const char *eq = strchr (steps[i], '=');
+        g_autofree char *what = NULL;
+
+        if (eq != NULL)
+          {
+            g_autofree char *key = g_strndup (steps[i], eq - steps[i]);
+            g_autofree char *action = g_strconcat ("policy-", key, NULL);
+
+            what = g_strdup_printf ("policy %s", steps[i]);
+            set_policy (win, action, eq + 1, what);
+            continue;
+          }
+        if (mid == NULL)
+          continue;
+        what = g_strdup_printf ("%s %s", steps[i], mid);
+        t0 = g_get_monotonic_time ();
+        cs_graph_view_set_group_expanded (win->forward_view, mid, strcmp (steps[i], "expand") == 0);
+        wait_idle (win);
+        report (what, t0);
+      }
+  }
+  gtk_window_destroy (GTK_WINDOW (win));
+  for (int i = 0; i < 50 && g_main_context_iteration (NULL, FALSE); i++)
+    ;
+  return 0;
+}
