@@ -532,11 +532,13 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_autoptr(CsPipeline) pl = NULL;
   CsPolicy policy;
   CsTrace *fw, *bw;
+  g_autofree char *inductor = NULL;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
     { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "inductor", 0, 0, G_OPTION_ARG_STRING, &inductor, CS_CLI_INDUCTOR_HELP, "FILE|auto" },
     { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
     { "bus-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &bus_gbps, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
     { "cast-effect", 0, 0, G_OPTION_ARG_NONE, &want_effect, "Run the forward on the CPU reference with and without the removed user casts (redundant-casts=keep vs the policy) and report each output's error against f64", NULL },
@@ -550,6 +552,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
+  cs_cli_set_inductor (inductor);
   if (index < 0)
     {
       cs_cli_error ("stats: --index must be >= 0");
