@@ -258,6 +258,33 @@ parse_fragment_line (P *p, const char *s, guint col0, GPtrArray *nodes)
   n->line = p->line;
   n->col = col0 + 1;
   g_ptr_array_add (nodes, n);
+  {
+    const char *ty = strstr (s, " : Tensor \"");
+    if (ty != NULL)
+      {
+        const char *d = ty + strlen (" : Tensor \"");
+        const char *br = strchr (d, '[');
+        if (br != NULL && cs_aten_dtype_from_abbr (d, (gsize) (br - d), &n->dtype))
+          {
+            const char *c = br + 1;
+            n->typed = TRUE;
+            while (*c && *c != ']' && n->rank < CS_MAX_DIMS)
+              {
+                char *end;
+                while (*c == ' ' || *c == ',')
+                  c++;
+                if (*c == ']')
+                  break;
+                n->shape[n->rank++] = g_ascii_isdigit (*c) ? g_ascii_strtoll (c, &end, 10) : -1;
+                if (g_ascii_isdigit (*c))
+                  c = end;
+                else
+                  while (*c && *c != ',' && *c != ']')
+                    c++;
+              }
+          }
+      }
+  }
   eq = strstr (s, "= PlaceHolder[");
   cf = strstr (s, "= call_function[target=");
   if (eq != NULL && (cf == NULL || eq < cf))
@@ -634,6 +661,8 @@ typedef struct
   GHashTable  *by_target;  /* callee -> GPtrArray of CsStmt*, graph order */
   guint       *owner;      /* per statement index: region number + 1, 0 = outside regions */
   GError     **error;
+  GPtrArray   *recomp;     /* per region: GArray of the statement indices its fragment names
+                              that an earlier region holds (Inductor recomputes or reads them) */
 } F;
 
 static gboolean G_GNUC_PRINTF (5, 6)
@@ -725,7 +754,17 @@ f_claim (F *f, CsStmt *s, guint r, GArray *members)
 {
   guint i = f_index (f, s);
   if (f->owner[i] != 0)
-    return;
+    {
+      GArray *rc = f->recomp->pdata[r];
+      if (f->owner[i] != r + 1)
+        {
+          for (guint k = 0; k < rc->len; k++)
+            if (g_array_index (rc, guint, k) == i)
+              return;
+          g_array_append_val (rc, i);
+        }
+      return;
+    }
   f->owner[i] = r + 1;
   g_array_append_val (members, i);
 }
@@ -769,17 +808,179 @@ f_map_first (F *f, const CsInductorLaunch *l, guint r, GArray *members, GString 
   return TRUE;
 }
 
-/* A repeated launch of a kernel: its first launch's fragment instantiated on the graph. */
+/* The op of a call_function target or a statement's callee, for matching: without
+ * "torch.ops." and the overload, the view family as one ("aten.view": Inductor's post-grad
+ * graph prints AOT's view as reshape or _unsafe_view). */
+static char *
+op_key (const char *target)
+{
+  const char *t = g_str_has_prefix (target, "torch.ops.") ? target + 10 : target;
+  const char *dot = strchr (t, '.');
+  const char *dot2 = dot ? strchr (dot + 1, '.') : NULL;
+  char *k = dot2 ? g_strndup (t, (gsize) (dot2 - t)) : g_strdup (t);
+
+  if (strcmp (k, "aten.reshape") == 0 || strcmp (k, "aten._unsafe_view") == 0)
+    {
+      g_free (k);
+      k = g_strdup ("aten.view");
+    }
+  return k;
+}
+
+/* TRUE when the type printed for fragment node @n fits @p: the same dtype and number of
+ * elements (a pointwise kernel runs on the flat buffer, so Inductor launches one kernel for
+ * tensors of different shapes and one numel). */
+static gboolean
+type_fits (const CsInductorNode *n, const CsProxy *p)
+{
+  int64_t a = 1, b = 1;
+
+  if (!n->typed || p == NULL || p->kind != CS_PROXY_TENSOR)
+    return TRUE;
+  if (p->dtype != n->dtype)
+    return FALSE;
+  for (guint d = 0; d < n->rank; d++)
+    {
+      if (n->shape[d] < 0)
+        return TRUE;
+      a *= n->shape[d];
+    }
+  for (guint d = 0; d < p->rank; d++)
+    {
+      if (p->shape[d] < 0)
+        return TRUE;
+      b *= p->shape[d];
+    }
+  return a == b;
+}
+
+typedef struct
+{
+  F                       *f;
+  const CsInductorKernel  *k;
+  GHashTable              *bound;   /* fragment name -> graph name */
+  GHashTable              *cands;   /* op key -> GPtrArray of CsStmt* (the graph's nodes) */
+  GPtrArray               *pick;    /* per fragment node: the CsStmt* matched, or NULL */
+  gboolean                 any;     /* nodes a region holds already may match */
+  guint                    steps;   /* search budget used */
+} M;
+
+static gboolean
+m_is_frag_node (const CsInductorKernel *k, const char *name)
+{
+  for (guint q = 0; q < k->nodes->len; q++)
+    {
+      const CsInductorNode *m = k->nodes->pdata[q];
+      if (m->target != NULL && strcmp (m->name, name) == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Matches fragment nodes j.. (backtracking); TRUE when all matched. */
+static gboolean
+m_match (M *m, guint j)
+{
+  F *f = m->f;
+  const CsInductorNode *n;
+  g_autofree char *key = NULL;
+  GPtrArray *cands;
+  g_autoptr(GPtrArray) reads = NULL;
+
+  if (j == m->k->nodes->len)
+    return TRUE;
+  if (++m->steps > 100000)
+    return FALSE;
+  n = m->k->nodes->pdata[j];
+  if (n->target == NULL)
+    return m_match (m, j + 1);
+  if (strcmp (n->target, "operator.getitem") == 0)
+    {
+      const char *tup = n->refs->len == 1 ? g_hash_table_lookup (m->bound, n->refs->pdata[0])
+                                          : NULL;
+      CsStmt *s = tup ? f_stmt (f, tup) : NULL;
+      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+      gboolean ok;
+
+      if (s != NULL && n->index >= 0)
+        cs_stmt_collect_outputs (s, outs);
+      if (n->index < 0 || (guint64) n->index >= outs->len)
+        return m_match (m, j + 1);        /* a post-grad tuple: no constraint */
+      g_hash_table_insert (m->bound, n->name,
+                           (gpointer) ((CsProxy *) outs->pdata[n->index])->name);
+      ok = m_match (m, j + 1);
+      if (!ok)
+        g_hash_table_remove (m->bound, n->name);
+      return ok;
+    }
+  key = op_key (n->target);
+  cands = g_hash_table_lookup (m->cands, key);
+  if (cands == NULL)
+    return m_match (m, j + 1);            /* an op of the post-grad graph only */
+  reads = g_ptr_array_new ();
+  for (guint c = 0; c < cands->len; c++)
+    {
+      CsStmt *s = cands->pdata[c];
+      g_autoptr(GPtrArray) newly = g_ptr_array_new ();
+      gboolean ok = TRUE;
+      const char *vn;
+
+      if (!m->any && f->owner[f_index (f, s)] != 0)
+        continue;
+      if (g_ptr_array_find (m->pick, s, NULL))
+        continue;
+      if (!type_fits (n, cs_stmt_get_output (s)))
+        continue;
+      g_ptr_array_set_size (reads, 0);
+      _cs_stmt_reads (s, reads);
+      if (reads->len != n->refs->len)
+        continue;
+      for (guint a = 0; a < reads->len && ok; a++)
+        {
+          const char *ref = n->refs->pdata[a];
+          const char *want = g_hash_table_lookup (m->bound, ref);
+          const char *have = ((CsProxy *) reads->pdata[a])->name;
+          if (want != NULL)
+            ok = strcmp (want, have) == 0;
+          else if (m_is_frag_node (m->k, ref))
+            ok = FALSE;                   /* a fragment node read before it is matched */
+          else
+            {
+              g_hash_table_insert (m->bound, (gpointer) ref, (gpointer) have);
+              g_ptr_array_add (newly, (gpointer) ref);
+            }
+        }
+      vn = ok ? f_value_name (f, s) : NULL;
+      if (ok)
+        {
+          if (vn != NULL)
+            g_hash_table_insert (m->bound, n->name, (gpointer) vn);
+          m->pick->pdata[j] = s;
+          if (m_match (m, j + 1))
+            return TRUE;
+          m->pick->pdata[j] = NULL;
+          g_hash_table_remove (m->bound, n->name);
+        }
+      for (guint a = 0; a < newly->len; a++)
+        g_hash_table_remove (m->bound, newly->pdata[a]);
+    }
+  return FALSE;
+}
+
+/* A repeated launch of a kernel: its first launch's fragment instantiated on the graph (the
+ * placeholders the first launch passes by name bound to this launch's arguments at the same
+ * positions; every node matched by op, type and arguments; nodes no region holds first). */
 static gboolean
 f_map_repeat (F *f, const CsInductorLaunch *l, const CsInductorLaunch *first, guint r,
-              GArray *members)
+              GArray *members, GHashTable *cands)
 {
   const CsInductorKernel *k = l->kernel;
   g_autoptr(GHashTable) bound = g_hash_table_new (g_str_hash, g_str_equal);
-  g_autoptr(GPtrArray) reads = g_ptr_array_new ();
+  g_autoptr(GPtrArray) pick = g_ptr_array_new ();
+  M m = { f, k, bound, cands, pick, FALSE, 0 };
   guint n_mapped = 0;
+  gboolean ok;
 
-  /* placeholders the first launch passed by name, bound to this launch's arguments */
   for (guint i = 0; i < first->args->len && i < l->args->len; i++)
     {
       const char *fa = first->args->pdata[i], *ra = l->args->pdata[i];
@@ -792,82 +993,27 @@ f_map_repeat (F *f, const CsInductorLaunch *l, const CsInductorLaunch *first, gu
             g_hash_table_insert (bound, n->name, (gpointer) ra);
         }
     }
-  for (guint j = 0; j < k->nodes->len; j++)
+  g_ptr_array_set_size (pick, k->nodes->len);
+  ok = m_match (&m, 0);
+  if (!ok)
     {
-      const CsInductorNode *n = k->nodes->pdata[j];
-      GPtrArray *cands;
-      CsStmt *pick = NULL;
-
-      if (n->target == NULL)
-        continue;
-      if (strcmp (n->target, "operator.getitem") == 0)
-        {
-          const char *tup = n->refs->len == 1 ? g_hash_table_lookup (bound, n->refs->pdata[0])
-                                              : NULL;
-          CsStmt *s = tup ? f_stmt (f, tup) : NULL;
-          g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-
-          if (s == NULL || n->index < 0)
-            continue;
-          cs_stmt_collect_outputs (s, outs);
-          if ((guint64) n->index < outs->len)
-            g_hash_table_insert (bound, n->name,
-                                 (gpointer) ((CsProxy *) outs->pdata[n->index])->name);
-          continue;
-        }
-      cands = g_hash_table_lookup (f->by_target, n->target);
-      for (guint pass = 0; pass < 2 && pick == NULL && cands != NULL; pass++)
-        for (guint c = 0; c < cands->len && pick == NULL; c++)
-          {
-            CsStmt *s = cands->pdata[c];
-            gboolean ok = TRUE;
-
-            if ((pass == 0) != (f->owner[f_index (f, s)] == 0))
-              continue;           /* first the nodes no region holds yet */
-            g_ptr_array_set_size (reads, 0);
-            _cs_stmt_reads (s, reads);
-            if (reads->len != n->refs->len)
-              continue;
-            for (guint a = 0; a < reads->len && ok; a++)
-              {
-                const char *want = g_hash_table_lookup (bound, n->refs->pdata[a]);
-                if (want != NULL)
-                  ok = strcmp (want, ((CsProxy *) reads->pdata[a])->name) == 0;
-                else
-                  {
-                    /* an unbound placeholder takes any value; a fragment node must be bound */
-                    for (guint q = 0; q < k->nodes->len && ok; q++)
-                      {
-                        const CsInductorNode *m = k->nodes->pdata[q];
-                        if (m->target != NULL && strcmp (m->name, n->refs->pdata[a]) == 0)
-                          ok = FALSE;
-                      }
-                  }
-              }
-            if (ok)
-              pick = s;
-          }
-      if (pick == NULL)
-        continue;
-      g_ptr_array_set_size (reads, 0);
-      _cs_stmt_reads (pick, reads);
-      for (guint a = 0; a < reads->len; a++)
-        if (!g_hash_table_contains (bound, n->refs->pdata[a]))
-          g_hash_table_insert (bound, n->refs->pdata[a],
-                               (gpointer) ((CsProxy *) reads->pdata[a])->name);
-      if (f_value_name (f, pick) != NULL)
-        g_hash_table_insert (bound, n->name, (gpointer) f_value_name (f, pick));
-      f_claim (f, pick, r, members);
-      n_mapped++;
+      m.any = TRUE;
+      m.steps = 0;
+      ok = m_match (&m, 0);
     }
-  if (n_mapped == 0)
+  for (guint j = 0; ok && j < pick->len; j++)
+    if (pick->pdata[j] != NULL)
+      {
+        f_claim (f, pick->pdata[j], r, members);
+        n_mapped++;
+      }
+  if (!ok || n_mapped == 0)
     return ffail (f, CS_INDUCTOR_ERROR_NAME, l->line, l->col,
-                  "repeated launch of '%s': no node of graph '%s' matches its Graph fragment "
-                  "(line %u) from the arguments it passes", k->name,
+                  "repeated launch of '%s': no nodes of graph '%s' match its Graph fragment "
+                  "(line %u) with the arguments it passes", k->name,
                   f->t->name ? f->t->name : "?", k->line);
   return TRUE;
 }
-
 
 /* Statement-level dataflow of the trace: for each statement index, the indices of the
  * statements that read its outputs (succ) and of those that produced what it reads (pred). */
@@ -1023,8 +1169,53 @@ heap_pop (Heap *q)
 }
 
 /* The region statement of @members (graph indices, sorted). */
+/* Copies of @stmt's prims, appended to @out, writing fresh proxies (@map: original -> copy,
+ * shared by the statements of one region so that copies read copies). */
+static void
+f_copy_prims (F *f, CsStmt *stmt, CsProxyMap *map, CsStmtVec *out)
+{
+  CsTrace *t = f->t;
+  g_auto(CsStmtVec) flat = CS_STMT_VEC_INIT;
+  g_autoptr(GPtrArray) w = g_ptr_array_new ();
+
+  _cs_stmt_flatten (t, stmt, &flat);
+  for (guint i = 0; i < flat.len; i++)
+    {
+      CsStmt *s = flat.v[i], *c;
+      CsArg *args;
+      gboolean ok = s->kind == CS_STMT_CALL;
+
+      g_ptr_array_set_size (w, 0);
+      _cs_stmt_writes (s, w);
+      for (guint k = 0; k < w->len && ok; k++)
+        ok = ((CsProxy *) w->pdata[k])->kind == CS_PROXY_TENSOR;
+      if (!ok)
+        continue;                          /* only tensor-valued prims are copied */
+      for (guint k = 0; k < w->len; k++)
+        {
+          CsProxy *p = w->pdata[k];
+          _cs_proxy_map_insert (map, p, cs_trace_new_tensor (t, "t", p->dtype, p->shape, p->rank,
+                                                             &p->device));
+        }
+      args = CS_ARENA_NEW_N (t->arena, CsArg, MAX (s->n_args, 1));
+      for (guint k = 0; k < s->n_args; k++)
+        {
+          args[k].name = s->args[k].name;
+          args[k].value = _cs_value_remap (t->arena, s->args[k].value, map);
+        }
+      c = cs_stmt_new_call_static (t, s->op, s->callee, _cs_value_remap (t->arena, s->out, map),
+                                   args, s->n_args);
+      c->type_comment = s->type_comment;
+      c->backward = s->backward;
+      c->origin = s->origin ? s->origin : s->id;
+      c->line = s->line;
+      c->col = s->col;
+      _cs_stmt_vec_push (out, c);
+    }
+}
+
 static CsStmt *
-f_region (F *f, const CsInductorLaunch *l, GArray *members, const char *unknown,
+f_region (F *f, const CsInductorLaunch *l, GArray *members, GArray *copies, const char *unknown,
           const char *absorbed, GHashTable *escapes)
 {
   CsTrace *t = f->t;
@@ -1034,11 +1225,20 @@ f_region (F *f, const CsInductorLaunch *l, GArray *members, const char *unknown,
   g_autoptr(GPtrArray) ins = g_ptr_array_new ();
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
-  CsStmt *first = t->stmts[g_array_index (members, guint, 0)];
+  CsStmt *first = t->stmts[g_array_index (members->len ? members : copies, guint, 0)];
   CsStmt *region;
   CsValue **items;
   CsArg *args;
 
+  if (members->len == 0)
+    {
+      /* only nodes earlier regions hold (Inductor recomputes them, or the fragment names the
+       * nodes whose output it reads through a post-grad node such as pad_mm's
+       * constant_pad_nd): a region of copies, with no output */
+      g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
+      for (guint i = 0; i < copies->len; i++)
+        f_copy_prims (f, t->stmts[g_array_index (copies, guint, i)], map, &flat);
+    }
   for (guint i = 0; i < members->len; i++)
     {
       CsStmt *m = t->stmts[g_array_index (members, guint, i)];
@@ -1074,7 +1274,8 @@ f_region (F *f, const CsInductorLaunch *l, GArray *members, const char *unknown,
   region->origin = first->origin ? first->origin : first->id;
   region->line = first->line;
   region->col = first->col;
-  region->why = cs_arena_printf (t->arena, "Inductor kernel (%s:%u)%s%s%s%s", f->path, l->line,
+  region->why = cs_arena_printf (t->arena, "Inductor kernel (%s:%u)%s%s%s%s%s", f->path,
+                                 l->line, members->len ? "" : "; copies of earlier kernels' nodes",
                                  *unknown ? "; post-grad nodes not in the graph: " : "", unknown,
                                  *absorbed ? "; graph nodes they replace: " : "", absorbed);
   cs_stmt_set_subs (t, region, flat.v, flat.len);
@@ -1116,6 +1317,8 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
   g_autoptr(GPtrArray) regions = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr(GPtrArray) unknowns = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GPtrArray) launches = g_ptr_array_new ();
+  g_autoptr(GHashTable) op_cands = NULL;
+  g_autoptr(GPtrArray) recomp = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr(GPtrArray) absorbed = g_ptr_array_new_with_free_func (string_free_all);
   g_autoptr(GHashTable) producer = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) escapes = g_hash_table_new (NULL, NULL);
@@ -1124,6 +1327,8 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
   g_autofree guint *item_of = NULL;
   g_autofree guint *key = NULL;
   g_autofree guint *n_deps = NULL;
+  g_autofree guint *region_item = NULL;
+  g_autoptr(GHashTable) producer_stmt = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) users = NULL;  /* item -> GArray of dependent items */
   g_autoptr(GPtrArray) order = g_ptr_array_new ();
   g_autoptr(GArray) heap = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -1141,75 +1346,91 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
     }
   t = cs_trace_derive_shared (trace, "fuse");
   owner = g_new0 (guint, t->n_stmts + 1);
-  f = (F) { t, path ? path : "<output_code>", by_name, coll_of, index, by_target, owner, error };
+  f = (F) { t, path ? path : "<output_code>", by_name, coll_of, index, by_target, owner, error,
+            recomp };
   f_index_trace (&f);
+  op_cands = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                    (GDestroyNotify) g_ptr_array_unref);
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->callee != NULL)
+      {
+        char *okey = op_key (t->stmts[i]->callee);
+        GPtrArray *list = g_hash_table_lookup (op_cands, okey);
+        if (list == NULL)
+          {
+            list = g_ptr_array_new ();
+            g_hash_table_insert (op_cands, okey, list);
+          }
+        else
+          g_free (okey);
+        g_ptr_array_add (list, t->stmts[i]);
+      }
 
   /* region membership, launch by launch: first launches take their fragment's nodes; repeated
    * launches, mapped after them, instantiate it */
-  for (guint pass = 0; pass < 2; pass++)
-    for (guint i = 0; i < graph->launches->len; i++)
-      {
-        const CsInductorLaunch *l = graph->launches->pdata[i];
-        const CsInductorLaunch *first;
-        gboolean is_first;
+  for (guint i = 0; i < graph->launches->len; i++)
+    {
+      const CsInductorLaunch *l = graph->launches->pdata[i];
+      const CsInductorLaunch *first;
+      GArray *members;
+      GString *unknown;
+      guint r = launches->len;
+      gboolean ok;
 
-        if (l->kind != CS_INDUCTOR_LAUNCH_TRITON)
-          continue;
-        first = g_hash_table_lookup (first_launch, l->kernel);
-        if (pass == 0 && first == NULL)
-          {
-            g_hash_table_insert (first_launch, (gpointer) l->kernel, (gpointer) l);
-            first = l;
-          }
-        is_first = first == l;
-        if ((pass == 0) != is_first)
-          continue;
-        {
-          GArray *members = g_array_new (FALSE, FALSE, sizeof (guint));
-          GString *unknown = g_string_new (NULL);
-          guint r = launches->len;
-          gboolean ok;
-
-          g_ptr_array_add (regions, members);
-          g_ptr_array_add (launches, (gpointer) l);
-          ok = is_first ? f_map_first (&f, l, r, members, unknown)
-                        : f_map_repeat (&f, l, first, r, members);
-          g_ptr_array_add (unknowns, g_string_free (unknown, FALSE));
-          if (!ok)
-            return NULL;
-        }
-      }
+      if (l->kind != CS_INDUCTOR_LAUNCH_TRITON)
+        continue;
+      first = g_hash_table_lookup (first_launch, l->kernel);
+      if (first == NULL)
+        g_hash_table_insert (first_launch, (gpointer) l->kernel, (gpointer) l);
+      members = g_array_new (FALSE, FALSE, sizeof (guint));
+      unknown = g_string_new (NULL);
+      g_ptr_array_add (regions, members);
+      g_ptr_array_add (recomp, g_array_new (FALSE, FALSE, sizeof (guint)));
+      g_ptr_array_add (launches, (gpointer) l);
+      ok = first == NULL ? f_map_first (&f, l, r, members, unknown)
+                         : f_map_repeat (&f, l, first, r, members, op_cands);
+      g_ptr_array_add (unknowns, g_string_free (unknown, FALSE));
+      if (!ok)
+        return NULL;
+    }
   n_regions = launches->len;
   for (guint r = 0; r < n_regions; r++)
     g_ptr_array_add (absorbed, g_string_new (NULL));
   f_absorb (&f, regions, absorbed);
 
-  /* items: one per region with members, one per statement outside regions */
+  /* items: one per region (with members, or only nodes earlier regions hold: a region of
+   * their copies), one per statement outside regions */
   item_of = g_new0 (guint, t->n_stmts + 1);
   key = g_new0 (guint, t->n_stmts + n_regions + 1);
-  {
-    g_autofree guint *region_item = g_new0 (guint, n_regions + 1);
-    for (guint r = 0; r < n_regions; r++)
-      {
-        GArray *m = regions->pdata[r];
-        region_item[r] = G_MAXUINT;
-        if (m->len == 0)
-          continue;
-        g_array_sort (m, cmp_guint);
-        region_item[r] = n_items;
-        key[n_items++] = g_array_index (m, guint, 0);
-      }
-    for (guint i = 0; i < t->n_stmts; i++)
-      {
-        if (owner[i] != 0)
-          item_of[i] = region_item[owner[i] - 1];
-        else
-          {
-            item_of[i] = n_items;
-            key[n_items++] = i;
-          }
-      }
-  }
+  region_item = g_new0 (guint, n_regions + 1);
+  for (guint r = 0; r < n_regions; r++)
+    {
+      GArray *m = regions->pdata[r];
+      GArray *rc = recomp->pdata[r];
+      region_item[r] = G_MAXUINT;
+      g_array_sort (m, cmp_guint);
+      g_array_sort (rc, cmp_guint);
+      if (m->len == 0 && rc->len == 0)
+        {
+          const CsInductorLaunch *l = launches->pdata[r];
+          g_set_error (error, CS_INDUCTOR_ERROR, CS_INDUCTOR_ERROR_NAME,
+                       "%s:%u:%u: kernel '%s' computes no node of graph '%s'", f.path, l->line,
+                       l->col, l->callee, t->name ? t->name : "?");
+          return NULL;
+        }
+      region_item[r] = n_items;
+      key[n_items++] = g_array_index (m->len ? m : rc, guint, 0);
+    }
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      if (owner[i] != 0)
+        item_of[i] = region_item[owner[i] - 1];
+      else
+        {
+          item_of[i] = n_items;
+          key[n_items++] = i;
+        }
+    }
 
   /* producers, and the values read outside the item that produces them */
   for (guint i = 0; i < t->n_stmts; i++)
@@ -1217,7 +1438,10 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_writes (t->stmts[i], tmp);
       for (guint k = 0; k < tmp->len; k++)
-        g_hash_table_insert (producer, tmp->pdata[k], GUINT_TO_POINTER (item_of[i] + 1));
+        {
+          g_hash_table_insert (producer, tmp->pdata[k], GUINT_TO_POINTER (item_of[i] + 1));
+          g_hash_table_insert (producer_stmt, tmp->pdata[k], GUINT_TO_POINTER (i + 1));
+        }
     }
   n_deps = g_new0 (guint, n_items + 1);
   users = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -1246,6 +1470,33 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
             *e = (gint64) (pi - 1) * (gint64) (n_items + 1) + item_of[i];
           }
       }
+    /* a region of copies reads what its copied statements read from outside them */
+    for (guint r = 0; r < n_regions; r++)
+      {
+        GArray *m = regions->pdata[r], *rc = recomp->pdata[r];
+        if (m->len > 0)
+          continue;
+        for (guint c = 0; c < rc->len; c++)
+          {
+            g_ptr_array_set_size (tmp, 0);
+            _cs_stmt_reads (t->stmts[g_array_index (rc, guint, c)], tmp);
+            for (guint k = 0; k < tmp->len; k++)
+              {
+                guint ps = GPOINTER_TO_UINT (g_hash_table_lookup (producer_stmt, tmp->pdata[k]));
+                guint pi = GPOINTER_TO_UINT (g_hash_table_lookup (producer, tmp->pdata[k]));
+                gboolean internal = FALSE;
+                gint64 *e;
+                for (guint q2 = 0; q2 < rc->len && ps != 0; q2++)
+                  internal |= g_array_index (rc, guint, q2) == ps - 1;
+                if (pi == 0 || internal)
+                  continue;
+                g_hash_table_add (escapes, tmp->pdata[k]);
+                g_array_set_size (keys, keys->len + 1);
+                e = &g_array_index (keys, gint64, keys->len - 1);
+                *e = (gint64) (pi - 1) * (gint64) (n_items + 1) + region_item[r];
+              }
+          }
+      }
     for (guint k = 0; k < keys->len; k++)
       {
         gint64 *e = &g_array_index (keys, gint64, k);
@@ -1269,11 +1520,7 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
       g_autofree guint *item_region = g_new0 (guint, n_items + 1);
 
       for (guint r = 0; r < n_regions; r++)
-        {
-          GArray *m = regions->pdata[r];
-          if (m->len > 0)
-            item_region[item_of[g_array_index (m, guint, 0)]] = r + 1;
-        }
+        item_region[region_item[r]] = r + 1;
       for (guint i = 0; i < t->n_stmts; i++)
         if (owner[i] == 0)
           item_stmt[item_of[i]] = t->stmts[i];
@@ -1286,7 +1533,7 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
             {
               guint r = item_region[it] - 1;
               g_ptr_array_add (order, f_region (&f, launches->pdata[r], regions->pdata[r],
-                                                unknowns->pdata[r],
+                                                recomp->pdata[r], unknowns->pdata[r],
                                                 ((GString *) absorbed->pdata[r])->str, escapes));
             }
           else
@@ -1304,16 +1551,6 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
                    "on each other in a cycle", f.path, graph->aot_id, t->name ? t->name : "?");
       return NULL;
     }
-  for (guint r = 0; r < n_regions; r++)
-    if (((GArray *) regions->pdata[r])->len == 0)
-      {
-        const CsInductorLaunch *l = launches->pdata[r];
-        g_set_error (error, CS_INDUCTOR_ERROR, CS_INDUCTOR_ERROR_NAME,
-                     "%s:%u:%u: kernel '%s' computes only nodes that earlier kernels compute "
-                     "too; castscope's IR gives each node one region", f.path, l->line, l->col,
-                     l->callee);
-        return NULL;
-      }
   cs_trace_set_stmts (t, (CsStmt **) order->pdata, order->len);
   return g_steal_pointer (&t);
 }

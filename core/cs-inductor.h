@@ -68,6 +68,10 @@ typedef struct
                               "operator.getitem"); NULL for a PlaceHolder */
   GPtrArray   *refs;       /* char*: the `%name`s its args and kwargs read, in order */
   int64_t      index;      /* operator.getitem: the literal index; -1 otherwise */
+  gboolean     typed;      /* a tensor type was printed (`Tensor "f32[2, 4][4, 1]cuda:0"`) */
+  CsDtype      dtype;      /* typed: its dtype */
+  guint        rank;       /* typed: number of dims (<= CS_MAX_DIMS) */
+  int64_t      shape[CS_MAX_DIMS]; /* typed: extents, outermost first; -1 symbolic */
   guint        line;       /* 1-based line of the file */
   guint        col;        /* 1-based column of the name (after `%`) */
 } CsInductorNode;
