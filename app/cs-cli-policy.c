@@ -101,6 +101,13 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
 #include "cs-parse.h"
 
 static char *inductor_arg;   /* --inductor, or NULL */
+static char *inductor_path;  /* the output-code file the last pipeline read, or NULL */
+
+const char *
+cs_cli_inductor_path (void)
+{
+  return inductor_path;
+}
 
 void
 cs_cli_set_inductor (const char *arg)
@@ -137,6 +144,8 @@ run_inductor (const CsTraceList *list, const char *path, guint index, const CsPo
     }
   else
     code_path = g_strdup (inductor_arg);
+  g_free (inductor_path);
+  inductor_path = g_strdup (code_path);
   code = cs_inductor_parse_file (code_path, error);
   if (code == NULL)
     return NULL;

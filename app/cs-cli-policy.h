@@ -67,6 +67,13 @@ gboolean  cs_cli_grad_spec_parse  (const char *text, CsGradSpec *spec, char ***n
 void        cs_cli_set_inductor (const char *arg);
 
 /**
+ * cs_cli_inductor_path:
+ * Returns: (transfer none) (nullable): the output-code file whose regions the last pipeline run
+ *   used (--inductor, resolved), or NULL
+ */
+const char *cs_cli_inductor_path (void);
+
+/**
  * cs_cli_inductor_usage:
  * The --inductor option's help text, the same for every command that takes it.
  */

@@ -193,7 +193,7 @@ cs_cli_cmd_render (int argc, char **argv)
   if (no_legend)
     flags &= ~CS_DRAW_LEGEND;
 
-  if (policy_args || grad || which || pass)
+  if (policy_args || grad || which || pass || inductor)
     {
       CsPolicy policy;
 

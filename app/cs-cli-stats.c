@@ -17,6 +17,7 @@
 #include "cs-cli.h"
 #include "cs-ref-plan.h"
 #include "cs-cli-policy.h"
+#include "cs-inductor.h"
 #include "cs-dist.h"
 #include "cs-compare.h"
 #include "cs-lens.h"
@@ -28,6 +29,17 @@
 #include <math.h>
 
 /* The user's cast statement as printed, on one line without its type comment. */
+
+/* Regions of @t that are Inductor's kernels (cs_inductor_stmt_is_region()). */
+static guint
+n_inductor_regions (const CsTrace *t)
+{
+  guint n = 0;
+  for (guint i = 0; t != NULL && i < t->n_stmts; i++)
+    n += cs_inductor_stmt_is_region (t->stmts[i]);
+  return n;
+}
+
 static char *
 user_cast_text (const CsStmt *user)
 {
@@ -294,11 +306,20 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStats
   /* regions (and claimed statements) by executor, in a fixed order */
   json_builder_set_member_name (b, "regions_by_executor");
   json_builder_begin_object (b);
-  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
-    {
-      json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
-      json_builder_add_int_value (b, st->by_executor[stats_executors[k]]);
-    }
+  {
+    guint n_ind = n_inductor_regions (t);
+    if (n_ind > 0)
+      {
+        json_builder_set_member_name (b, "inductor");
+        json_builder_add_int_value (b, n_ind);
+      }
+    for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+      {
+        guint n = st->by_executor[stats_executors[k]];
+        json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
+        json_builder_add_int_value (b, stats_executors[k] == CS_EXECUTOR_NVFUSER ? n - n_ind : n);
+      }
+  }
   json_builder_end_object (b);
   json_builder_set_member_name (b, "regions");
   json_builder_begin_array (b);
@@ -496,9 +517,18 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
             flops, bytes, est);
   }
   printf ("  by executor:");
-  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
-    printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
-            st->by_executor[stats_executors[k]]);
+  {
+    /* Inductor's regions (--inductor) count as executor "inductor", not nvfuser */
+    guint n_ind = n_inductor_regions (t);
+    if (n_ind > 0)
+      printf (" inductor %u,", n_ind);
+    for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+      {
+        guint n = st->by_executor[stats_executors[k]];
+        printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
+                stats_executors[k] == CS_EXECUTOR_NVFUSER ? n - n_ind : n);
+      }
+  }
   printf ("\n");
   for (guint i = 0; i < st->regions->len; i++)
     {
@@ -618,6 +648,11 @@ cs_cli_cmd_stats (int argc, char **argv)
       json_builder_add_string_value (b, argv[1]);
       json_builder_set_member_name (b, "policy");
       json_builder_add_string_value (b, pol);
+      if (cs_cli_inductor_path () != NULL)
+        {
+          json_builder_set_member_name (b, "inductor");
+          json_builder_add_string_value (b, cs_cli_inductor_path ());
+        }
       json_builder_set_member_name (b, "input_was_final");
       json_builder_add_boolean_value (b, cs_pipeline_input_was_final (pl));
       add_trace_json (b, "forward", fw, &sopts);
@@ -636,6 +671,9 @@ cs_cli_cmd_stats (int argc, char **argv)
     g_autofree char *pol = cs_policy_to_string (cs_pipeline_get_policy (pl));
     printf ("policy: %s%s\n", pol, cs_pipeline_input_was_final (pl) ? " (input already final: "
                                                                        "no pass ran)" : "");
+    if (cs_cli_inductor_path () != NULL)
+      printf ("fusion: Inductor's kernels from %s (the policy's fusion knobs do not apply)\n",
+              cs_cli_inductor_path ());
   }
   print_trace_text ("forward", fw, &sopts);
   if (bw == NULL && fw != NULL)
