@@ -402,7 +402,7 @@ cs_inductor_parse_text (const char *text, gsize len, const char *name, GError **
   g_autoptr(GPtrArray) pending_src = g_ptr_array_new_with_free_func (g_free);
   CsInductorGraph *g = NULL;
   P p = { name ? name : "<output_code>", 0, 0, error };
-  gboolean seen_record = FALSE, in_frag = FALSE, in_call = FALSE, in_string = FALSE;
+  gboolean in_frag = FALSE, in_call = FALSE, in_string = FALSE;
   gboolean call_done = FALSE;
   guint string_line = 0, call_line = 0;
   gsize pos = 0;
@@ -423,13 +423,6 @@ cs_inductor_parse_text (const char *text, gsize len, const char *name, GError **
 
       p.line++;
       pre = log_prefix_len (text + pos, n);
-      if (pre == 0 && !seen_record && n > 0 && text[pos] == '#')
-        {
-          pos += n + 1;
-          continue;                         /* castscope's header before the log records */
-        }
-      if (pre > 0)
-        seen_record = TRUE;
       line = g_strndup (text + pos + pre, n - pre);
       if (strlen (line) != n - pre)
         {
