@@ -417,6 +417,28 @@ inductor_module (const CsInductorCode *code, const CsTrace *graph, GError **erro
 }
 
 /**
+ * cs_pipeline_run_inductor: (see cs-pipeline.h)
+ */
+CsPipeline *
+cs_pipeline_run_inductor (const CsTrace *graph, const CsPolicy *policy,
+                          const CsInductorCode *code, GError **error)
+{
+  g_autoptr(CsPipeline) p = NULL;
+  const CsInductorGraph *m;
+
+  g_return_val_if_fail (graph != NULL && graph->aten != NULL, NULL);
+  g_return_val_if_fail (code != NULL, NULL);
+  if ((m = inductor_module (code, graph, error)) == NULL)
+    return NULL;
+  p = pipeline_new (policy);
+  if ((p->forward = run_aten_passes (p, graph, "", m, code->path, error)) == NULL)
+    return NULL;
+  if (graph->aten->role == CS_ATEN_GRAPH_BACKWARD)
+    p->backward = p->forward;
+  return g_steal_pointer (&p);
+}
+
+/**
  * cs_pipeline_run_pair_inductor: (see cs-pipeline.h)
  */
 CsPipeline *
