@@ -786,6 +786,27 @@ f_map_first (F *f, const CsInductorLaunch *l, guint r, GArray *members, GString 
           continue;
         }
       n_known++;
+      {
+        CsProxy *pr = cs_trace_lookup_proxy (f->t, n->name);
+        gboolean same = !n->typed || pr == NULL || pr->kind != CS_PROXY_TENSOR
+                        || (pr->dtype == n->dtype && pr->rank == n->rank);
+        for (guint d = 0; same && n->typed && pr != NULL && pr->kind == CS_PROXY_TENSOR
+                          && d < n->rank; d++)
+          same = n->shape[d] < 0 || pr->shape[d] < 0 || n->shape[d] == pr->shape[d];
+        if (!same)
+          {
+            g_autofree char *want = cs_proxy_type_string (pr);
+            g_autoptr(GString) have = g_string_new (cs_aten_dtype_abbr (n->dtype));
+            g_string_append_c (have, '[');
+            for (guint d = 0; d < n->rank; d++)
+              g_string_append_printf (have, "%s%" G_GINT64_FORMAT, d ? ", " : "", n->shape[d]);
+            g_string_append_c (have, ']');
+            return ffail (f, CS_INDUCTOR_ERROR_NAME, n->line, n->col,
+                          "kernel '%s': node '%s' is %s in its Graph fragment but \"%s\" in "
+                          "graph '%s': is this the output code of another graph?", k->name,
+                          n->name, have->str, want, f->t->name ? f->t->name : "?");
+          }
+      }
       if ((s = f_stmt (f, n->name)) != NULL)
         f_claim (f, s, r, members);
     }
@@ -1040,10 +1061,10 @@ f_dataflow (F *f, GPtrArray *succ, GPtrArray *pred)
     }
 }
 
-/* Marks in @mark (value @gen) the statements outside regions reachable from region @r's
- * members along @edges, through statements outside regions only. */
+/* Marks in @mark (value @gen) the statements outside regions reachable from a region's
+ * @members along @edges, through statements outside regions only. */
 static void
-f_reach (F *f, guint r, GArray *members, GPtrArray *edges, guint *mark, guint gen)
+f_reach (F *f, GArray *members, GPtrArray *edges, guint *mark, guint gen)
 {
   g_autoptr(GArray) stack = g_array_new (FALSE, FALSE, sizeof (guint));
 
@@ -1063,7 +1084,6 @@ f_reach (F *f, guint r, GArray *members, GPtrArray *edges, guint *mark, guint ge
           g_array_append_val (stack, j);
         }
     }
-  (void) r;
 }
 
 /* Inductor's post-grad passes replace some AOT nodes with their own (prepare_softmax_online
@@ -1086,11 +1106,10 @@ f_absorb (F *f, GPtrArray *regions, GPtrArray *absorbed)
     {
       GArray *m = regions->pdata[r];
       GString *names = absorbed->pdata[r];
-      guint n0 = m->len;
 
       gen++;
-      f_reach (f, r, m, succ, down, gen);
-      f_reach (f, r, m, pred, up, gen);
+      f_reach (f, m, succ, down, gen);
+      f_reach (f, m, pred, up, gen);
       for (guint i = 0; i < t->n_stmts; i++)
         if (f->owner[i] == 0 && down[i] == gen && up[i] == gen)
           {
@@ -1099,7 +1118,6 @@ f_absorb (F *f, GPtrArray *regions, GPtrArray *absorbed)
             g_array_append_val (m, i);
             g_string_append_printf (names, "%s%s", names->len ? ", " : "", nm ? nm : "?");
           }
-      (void) n0;
     }
 }
 

@@ -595,6 +595,46 @@ test_cli (void)
   }
 }
 
+/* The output code of another function whose node names happen to exist in this graph (FX
+ * names are generic: seed_foo's kernel computes a node `add`, and so does mlp_gelu's gelu): the
+ * fragment's types tell them apart. */
+static void
+test_wrong_types (void)
+{
+  g_autoptr(CsInductorCode) code = load_code ("seed_foo_bf16");
+  g_autofree char *path = data_path ("inductor", "seed_foo_bf16", ".output_code");
+  g_autofree char *text = NULL;
+  g_autofree char *want = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsTrace *forward, *backward;
+  guint line = 0, col = 0;
+
+  /* where seed_foo's fragment names `%add` (read from the file, not from the parser) */
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] && line == 0; i++)
+    {
+      const char *at = strstr (lines[i], "] #   %add : Tensor \"bf16[8, 16]");
+      if (at != NULL)
+        {
+          line = i + 1;
+          col = (guint) (at - lines[i]) + 8;   /* 1-based: "] #   %" then the name */
+        }
+    }
+  g_assert_cmpuint (line, ==, 66);
+  forward = load_graphs ("mlp_gelu_bf16", &list, &backward);
+  pl = cs_pipeline_run_pair_inductor (forward, backward, NULL, code, &error);
+  g_assert_null (pl);
+  g_assert_error (error, CS_INDUCTOR_ERROR, CS_INDUCTOR_ERROR_NAME);
+  want = g_strdup_printf ("fuse: %s:%u:%u: kernel 'triton_poi_fused_add_0': node 'add' is "
+                          "bf16[8, 16] in its Graph fragment but \"cuda:0 f32[32, 256]\" in graph "
+                          "'forward': is this the output code of another graph?", path, line, col);
+  g_assert_cmpstr (error->message, ==, want);
+}
+
 static void
 test_sibling_path (void)
 {
@@ -617,6 +657,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/inductor/bad-input", test_bad_input);
   g_test_add_func ("/core/inductor/unknown-node", test_unknown_node);
   g_test_add_func ("/core/inductor/wrong-graph", test_wrong_graph);
+  g_test_add_func ("/core/inductor/wrong-types", test_wrong_types);
   g_test_add_func ("/core/inductor/sibling-path", test_sibling_path);
   g_test_add_func ("/core/inductor/cli", test_cli);
   return g_test_run ();
