@@ -189,8 +189,14 @@ const CsInductorGraph *cs_inductor_code_find_graph (const CsInductorCode *code,
  * by graph order (a region sits where its first node was, unless its inputs come later).
  * A region's outputs are the values read outside it (or returned), its inputs the values its
  * prims read from outside, in first-appearance order, as castscope's own regions.
- * Errors: NAME for a kernel none of whose fragment nodes is a node of @trace, or a repeated
- * launch whose fragment cannot be matched; GRAPH for regions that would form a cycle.
+ * Nodes the fragment names that @trace lacks (post-grad nodes) are skipped; the statements
+ * outside regions that lie between nodes of one region (what those post-grad nodes replaced)
+ * join it.  A kernel whose nodes all belong to earlier regions gets a region of copies of them
+ * (fresh proxies, no outputs: a later DCE drops it).
+ * Errors: NAME for a kernel none of whose fragment nodes is a node of @trace, a fragment node
+ * whose printed dtype or shape is not that of the graph node of its name, a kernel without a
+ * Graph fragment, or a repeated launch whose fragment cannot be matched; GRAPH for a trace
+ * without a return or regions that would form a cycle.
  * Returns: (transfer full): the fused trace (pass "fuse"), or NULL with @error set
  */
 CsTrace        *cs_inductor_fuse_trace  (const CsTrace         *trace,

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <glib/gstdio.h>
+
 #include "cs-aten.h"
 #include "cs-fuse.h"
 #include "cs-inductor.h"
@@ -578,6 +580,27 @@ test_cli (void)
                                    "0, sdpa 0, torch 6\n"));
     g_assert_nonnull (strstr (out, "  triton_poi_fused_gelu_0   11 prims   2 casts  0 matmuls"));
     g_assert_nonnull (strstr (out, "  by executor: inductor 2, nvfuser 0,"));
+  }
+  g_clear_pointer (&out, g_free);
+  g_clear_pointer (&err, g_free);
+  {
+    /* render: the kernel is a cluster of the DOT graph, with its 11 prims */
+    g_autofree char *tmp = g_dir_make_tmp ("cs-inductor-XXXXXX", NULL);
+    g_autofree char *dot = g_build_filename (tmp, "mlp.dot", NULL);
+    g_autofree char *text = NULL;
+    const char *argv[] = { cli, "render", "--inductor", "auto", aten, "-o", dot, NULL };
+
+    g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                 &err, &status, &error));
+    g_assert_no_error (error);
+    g_assert_true (g_spawn_check_wait_status (status, NULL));
+    g_assert_true (g_file_get_contents (dot, &text, NULL, NULL));
+    g_assert_nonnull (strstr (text, "subgraph cluster"));
+    g_assert_nonnull (strstr (text, "triton_poi_fused_gelu_0"));
+    g_assert_nonnull (strstr (text, "11 ops"));
+    g_assert_null (strstr (text, "nvFusion"));
+    g_unlink (dot);
+    g_rmdir (tmp);
   }
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
