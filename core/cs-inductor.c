@@ -699,6 +699,23 @@ f_value_name (F *f, const CsStmt *s)
   return g_hash_table_lookup (f->coll_of, s);
 }
 
+/* A name for @s in messages: its value name, else its first output, else its callee. */
+static const char *
+f_stmt_label (F *f, const CsStmt *s)
+{
+  const char *nm = f_value_name (f, s);
+  g_autoptr(GPtrArray) outs = NULL;
+
+  if (nm != NULL)
+    return nm;
+  outs = g_ptr_array_new ();
+  if (s->kind == CS_STMT_CALL)
+    cs_stmt_collect_outputs (s, outs);
+  if (outs->len > 0)
+    return ((CsProxy *) outs->pdata[0])->name;
+  return s->callee ? s->callee : "?";
+}
+
 static void
 f_index_trace (F *f)
 {
@@ -707,6 +724,13 @@ f_index_trace (F *f)
 
   for (guint i = 0; i < ins->len; i++)
     g_hash_table_insert (f->by_name, (gpointer) ((CsProxy *) ins->pdata[i])->name, NULL);
+  const CsAtenInfo *info = NULL;
+
+  /* the graph as read holds the names of multi-output nodes (CsAtenInfo.collections); a pass's
+   * result does not carry the info, so look along the traces it derives from (statement ids are
+   * kept) */
+  for (const CsTrace *b = t; b != NULL && info == NULL; b = b->base)
+    info = b->aten;
   for (guint i = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -719,10 +743,9 @@ f_index_trace (F *f)
       cs_stmt_collect_outputs (s, outs);
       for (guint k = 0; k < outs->len; k++)
         g_hash_table_insert (f->by_name, (gpointer) ((CsProxy *) outs->pdata[k])->name, s);
-      if (t->aten != NULL && t->aten->collections != NULL)
+      if (info != NULL && info->collections != NULL)
         {
-          const char *coll = g_hash_table_lookup (t->aten->collections,
-                                                  GUINT_TO_POINTER (s->id));
+          const char *coll = g_hash_table_lookup (info->collections, GUINT_TO_POINTER (s->id));
           if (coll != NULL)
             {
               g_hash_table_insert (f->by_name, (gpointer) coll, s);
@@ -1113,10 +1136,10 @@ f_absorb (F *f, GPtrArray *regions, GPtrArray *absorbed)
       for (guint i = 0; i < t->n_stmts; i++)
         if (f->owner[i] == 0 && down[i] == gen && up[i] == gen)
           {
-            const char *nm = f_value_name (f, t->stmts[i]);
             f->owner[i] = r + 1;
             g_array_append_val (m, i);
-            g_string_append_printf (names, "%s%s", names->len ? ", " : "", nm ? nm : "?");
+            g_string_append_printf (names, "%s%s", names->len ? ", " : "",
+                                    f_stmt_label (f, t->stmts[i]));
           }
     }
 }
@@ -1288,7 +1311,7 @@ f_region (F *f, const CsInductorLaunch *l, GArray *members, GArray *copies, cons
   region->why = cs_arena_printf (t->arena, "Inductor kernel (%s:%u)%s%s%s%s%s", f->path,
                                  l->line, members->len ? "" : "; copies of earlier kernels' nodes",
                                  *unknown ? "; post-grad nodes not in the graph: " : "", unknown,
-                                 *absorbed ? "; graph nodes they replace: " : "", absorbed);
+                                 *absorbed ? "; also the graph nodes between its nodes: " : "", absorbed);
   cs_stmt_set_subs (t, region, flat.v, flat.len);
   items = CS_ARENA_NEW_N (t->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
