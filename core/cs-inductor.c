@@ -644,6 +644,25 @@ cs_inductor_stmt_is_region (const CsStmt *stmt)
 /* ------------------------------------------------------------------------------------------ */
 /* Regions over the graph                                                                      */
 
+/* The op of a call_function target or a statement's callee, for matching: without
+ * "torch.ops." and the overload, the view family as one ("aten.view": Inductor's post-grad
+ * graph prints AOT's view as reshape or _unsafe_view). */
+static char *
+op_key (const char *target)
+{
+  const char *t = g_str_has_prefix (target, "torch.ops.") ? target + 10 : target;
+  const char *dot = strchr (t, '.');
+  const char *dot2 = dot ? strchr (dot + 1, '.') : NULL;
+  char *k = dot2 ? g_strndup (t, (gsize) (dot2 - t)) : g_strdup (t);
+
+  if (strcmp (k, "aten.reshape") == 0 || strcmp (k, "aten._unsafe_view") == 0)
+    {
+      g_free (k);
+      k = g_strdup ("aten.view");
+    }
+  return k;
+}
+
 typedef struct
 {
   CsTrace     *t;          /* the result (derived from the input) */
@@ -651,7 +670,7 @@ typedef struct
   GHashTable  *by_name;    /* node or input name -> CsStmt* (NULL value: a graph input) */
   GHashTable  *coll_of;    /* CsStmt* -> name of the tuple node it writes (multi-output) */
   GHashTable  *index;      /* CsStmt* -> its index in t->stmts, + 1 */
-  GHashTable  *by_target;  /* callee -> GPtrArray of CsStmt*, graph order */
+  GHashTable  *by_op;      /* op_key() of the callee -> GPtrArray of CsStmt*, graph order */
   guint       *owner;      /* per statement index: region number + 1, 0 = outside regions */
   GError     **error;
   GPtrArray   *recomp;     /* per region: GArray of the statement indices its fragment names
@@ -754,12 +773,17 @@ f_index_trace (F *f)
         }
       if (s->callee == NULL)
         continue;
-      list = g_hash_table_lookup (f->by_target, s->callee);
-      if (list == NULL)
-        {
-          list = g_ptr_array_new ();
-          g_hash_table_insert (f->by_target, (gpointer) s->callee, list);
-        }
+      {
+        char *key = op_key (s->callee);
+        list = g_hash_table_lookup (f->by_op, key);
+        if (list == NULL)
+          {
+            list = g_ptr_array_new ();
+            g_hash_table_insert (f->by_op, key, list);
+          }
+        else
+          g_free (key);
+      }
       g_ptr_array_add (list, s);
     }
 }
@@ -845,25 +869,6 @@ f_map_first (F *f, const CsInductorLaunch *l, guint r, GArray *members, GString 
   return TRUE;
 }
 
-/* The op of a call_function target or a statement's callee, for matching: without
- * "torch.ops." and the overload, the view family as one ("aten.view": Inductor's post-grad
- * graph prints AOT's view as reshape or _unsafe_view). */
-static char *
-op_key (const char *target)
-{
-  const char *t = g_str_has_prefix (target, "torch.ops.") ? target + 10 : target;
-  const char *dot = strchr (t, '.');
-  const char *dot2 = dot ? strchr (dot + 1, '.') : NULL;
-  char *k = dot2 ? g_strndup (t, (gsize) (dot2 - t)) : g_strdup (t);
-
-  if (strcmp (k, "aten.reshape") == 0 || strcmp (k, "aten._unsafe_view") == 0)
-    {
-      g_free (k);
-      k = g_strdup ("aten.view");
-    }
-  return k;
-}
-
 /* TRUE when the type printed for fragment node @n fits @p: the same dtype and number of
  * elements (a pointwise kernel runs on the flat buffer, so Inductor launches one kernel for
  * tensors of different shapes and one numel). */
@@ -896,7 +901,6 @@ typedef struct
   F                       *f;
   const CsInductorKernel  *k;
   GHashTable              *bound;   /* fragment name -> graph name */
-  GHashTable              *cands;   /* op key -> GPtrArray of CsStmt* (the graph's nodes) */
   GPtrArray               *pick;    /* per fragment node: the CsStmt* matched, or NULL */
   gboolean                 any;     /* nodes a region holds already may match */
   guint                    steps;   /* search budget used */
@@ -951,7 +955,7 @@ m_match (M *m, guint j)
       return ok;
     }
   key = op_key (n->target);
-  cands = g_hash_table_lookup (m->cands, key);
+  cands = g_hash_table_lookup (f->by_op, key);
   if (cands == NULL)
     return m_match (m, j + 1);            /* an op of the post-grad graph only */
   reads = g_ptr_array_new ();
@@ -1009,12 +1013,12 @@ m_match (M *m, guint j)
  * positions; every node matched by op, type and arguments; nodes no region holds first). */
 static gboolean
 f_map_repeat (F *f, const CsInductorLaunch *l, const CsInductorLaunch *first, guint r,
-              GArray *members, GHashTable *cands)
+              GArray *members)
 {
   const CsInductorKernel *k = l->kernel;
   g_autoptr(GHashTable) bound = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr(GPtrArray) pick = g_ptr_array_new ();
-  M m = { f, k, bound, cands, pick, FALSE, 0 };
+  M m = { f, k, bound, pick, FALSE, 0 };
   guint n_mapped = 0;
   gboolean ok;
 
@@ -1345,13 +1349,12 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
   g_autoptr(GHashTable) by_name = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr(GHashTable) coll_of = g_hash_table_new (NULL, NULL);
   g_autoptr(GHashTable) index = g_hash_table_new (NULL, NULL);
-  g_autoptr(GHashTable) by_target = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-                                                           (GDestroyNotify) g_ptr_array_unref);
+  g_autoptr(GHashTable) by_op = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify) g_ptr_array_unref);
   g_autoptr(GHashTable) first_launch = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) regions = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr(GPtrArray) unknowns = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GPtrArray) launches = g_ptr_array_new ();
-  g_autoptr(GHashTable) op_cands = NULL;
   g_autoptr(GPtrArray) recomp = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr(GPtrArray) absorbed = g_ptr_array_new_with_free_func (string_free_all);
   g_autoptr(GHashTable) producer = g_hash_table_new (NULL, NULL);
@@ -1380,25 +1383,9 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
     }
   t = cs_trace_derive_shared (trace, "fuse");
   owner = g_new0 (guint, t->n_stmts + 1);
-  f = (F) { t, path ? path : "<output_code>", by_name, coll_of, index, by_target, owner, error,
+  f = (F) { t, path ? path : "<output_code>", by_name, coll_of, index, by_op, owner, error,
             recomp };
   f_index_trace (&f);
-  op_cands = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                    (GDestroyNotify) g_ptr_array_unref);
-  for (guint i = 0; i < t->n_stmts; i++)
-    if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->callee != NULL)
-      {
-        char *okey = op_key (t->stmts[i]->callee);
-        GPtrArray *list = g_hash_table_lookup (op_cands, okey);
-        if (list == NULL)
-          {
-            list = g_ptr_array_new ();
-            g_hash_table_insert (op_cands, okey, list);
-          }
-        else
-          g_free (okey);
-        g_ptr_array_add (list, t->stmts[i]);
-      }
 
   /* region membership, launch by launch: first launches take their fragment's nodes; repeated
    * launches, mapped after them, instantiate it */
@@ -1422,7 +1409,7 @@ cs_inductor_fuse_trace (const CsTrace *trace, const CsInductorGraph *graph, cons
       g_ptr_array_add (recomp, g_array_new (FALSE, FALSE, sizeof (guint)));
       g_ptr_array_add (launches, (gpointer) l);
       ok = first == NULL ? f_map_first (&f, l, r, members, unknown)
-                         : f_map_repeat (&f, l, first, r, members, op_cands);
+                         : f_map_repeat (&f, l, first, r, members);
       g_ptr_array_add (unknowns, g_string_free (unknown, FALSE));
       if (!ok)
         return NULL;
