@@ -544,6 +544,26 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
     print_comm_text (st);
 }
 
+
+/* One line on castscope's own fusion of the same trace, beside Inductor's (--inductor): its
+ * region count, the casts inside its regions and the bytes moved. */
+static void
+print_own_fusion_text (const CsTrace *t, const CsStatsOptions *opts)
+{
+  g_autoptr(CsTraceStats) st = NULL;
+  g_autofree char *bytes = NULL;
+  guint in = 0;
+
+  if (t == NULL)
+    return;
+  st = cs_stats_compute_full (t, opts);
+  for (guint i = 0; i < st->regions->len; i++)
+    in += g_array_index (st->regions, CsStatsEntry, i).n_casts;
+  bytes = cs_format_size (st->total.bytes_read + st->total.bytes_written);
+  printf ("  castscope's own fusion of it: %u region%s, %u of %u casts inside regions, %s\n",
+          st->total.n_regions, PLURAL (st->total.n_regions), in, st->total.n_casts, bytes);
+}
+
 int
 cs_cli_cmd_stats (int argc, char **argv)
 {
@@ -560,6 +580,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsPipeline) own = NULL;
   CsPolicy policy;
   CsTrace *fw, *bw;
   g_autofree char *inductor = NULL;
@@ -622,6 +643,18 @@ cs_cli_cmd_stats (int argc, char **argv)
   bw = cs_pipeline_get_backward (pl);
   if (fw == bw)
     fw = NULL; /* the file's own backward_fn */
+  if (inductor != NULL)
+    {
+      /* castscope's own fusion of the same graphs, for the lines beside Inductor's */
+      cs_cli_set_inductor (NULL);
+      own = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
+      cs_cli_set_inductor (inductor);
+      if (own == NULL)
+        {
+          cs_cli_error ("%s", error->message);
+          return cs_cli_exit_for_error (error);
+        }
+    }
   removed = removed_user_casts (pl);
   if (want_effect && removed->len == 0)
     effect_error = g_strdup ("no user cast was removed");
@@ -657,6 +690,15 @@ cs_cli_cmd_stats (int argc, char **argv)
       json_builder_add_boolean_value (b, cs_pipeline_input_was_final (pl));
       add_trace_json (b, "forward", fw, &sopts);
       add_trace_json (b, "backward", bw, &sopts);
+      if (own != NULL)
+        {
+          /* castscope's own fusion of the same graphs, beside Inductor's */
+          json_builder_set_member_name (b, "castscope_fusion");
+          json_builder_begin_object (b);
+          add_trace_json (b, "forward", fw ? cs_pipeline_get_forward (own) : NULL, &sopts);
+          add_trace_json (b, "backward", bw ? cs_pipeline_get_backward (own) : NULL, &sopts);
+          json_builder_end_object (b);
+        }
       add_removed_json (b, removed, effects, effect_error, want_effect);
       json_builder_end_object (b);
       root = json_builder_get_root (b);
@@ -676,6 +718,8 @@ cs_cli_cmd_stats (int argc, char **argv)
               cs_cli_inductor_path ());
   }
   print_trace_text ("forward", fw, &sopts);
+  if (own != NULL && fw != NULL)
+    print_own_fusion_text (cs_pipeline_get_forward (own), &sopts);
   if (bw == NULL && fw != NULL)
     {
       /* say why, as transform --trace backward does (and where run finds one) */
@@ -684,7 +728,11 @@ cs_cli_cmd_stats (int argc, char **argv)
       printf ("backward: none: %s\n", why);
     }
   else
-    print_trace_text ("backward", bw, &sopts);
+    {
+      print_trace_text ("backward", bw, &sopts);
+      if (own != NULL && bw != NULL)
+        print_own_fusion_text (cs_pipeline_get_backward (own), &sopts);
+    }
   print_removed_text (removed, effects, effect_error, want_effect);
   return CS_CLI_EXIT_OK;
 }

@@ -580,6 +580,13 @@ test_cli (void)
                                    "0, sdpa 0, torch 6\n"));
     g_assert_nonnull (strstr (out, "  triton_poi_fused_gelu_0   11 prims   2 casts  0 matmuls"));
     g_assert_nonnull (strstr (out, "  by executor: inductor 2, nvfuser 0,"));
+    /* beside it, castscope's own consecutive fusion: 2 nvFusion regions each way, the 7 casts
+     * left after remove-redundant-casts all inside them (stats of the same file without
+     * --inductor) */
+    g_assert_nonnull (strstr (out, "  castscope's own fusion of it: 2 regions, 7 of 7 casts "
+                                   "inside regions, 353 KiB\n"));
+    g_assert_nonnull (strstr (out, "  castscope's own fusion of it: 2 regions, 7 of 7 casts "
+                                   "inside regions, 277 KiB\n"));
   }
   g_clear_pointer (&out, g_free);
   g_clear_pointer (&err, g_free);
