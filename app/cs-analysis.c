@@ -2,6 +2,7 @@
 #include "cs-config.h"
 
 #include "cs-analysis.h"
+#include "cs-inductor.h"
 
 #include <string.h>
 
@@ -59,6 +60,48 @@ trace_is_backward (const CsTrace *trace)
   return trace->name != NULL && strcmp (trace->name, "backward_fn") == 0;
 }
 
+static char *inductor_arg;   /* cs_analysis_set_inductor(), or NULL */
+
+void
+cs_analysis_set_inductor (const char *arg)
+{
+  g_free (inductor_arg);
+  inductor_arg = g_strdup (arg);
+}
+
+/* The output code for @list (a file of torch.compile graphs), or NULL with @error set. */
+static CsInductorCode *
+inductor_code_for (const CsTraceList *list, GError **error)
+{
+  g_autofree char *path = NULL;
+
+  if (strcmp (inductor_arg, "auto") == 0)
+    {
+      path = list->path ? cs_inductor_sibling_path (list->path) : NULL;
+      if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                       "--inductor auto: no output code beside %s (looked for %s)",
+                       list->path ? list->path : "the input",
+                       path ? path : "DIR/inductor/NAME.output_code for DIR/NAME.txt");
+          return NULL;
+        }
+    }
+  else
+    path = g_strdup (inductor_arg);
+  return cs_inductor_parse_file (path, error);
+}
+
+/* cs_pipeline_run(), or Inductor's regions for a torch.compile graph under --inductor. */
+static CsPipeline *
+run_pipeline (const CsTrace *trace, const CsPolicy *policy, const CsInductorCode *code,
+              GError **error)
+{
+  if (code != NULL && trace->aten != NULL)
+    return cs_pipeline_run_inductor (trace, policy, code, error);
+  return cs_pipeline_run (trace, policy, NULL, error);
+}
+
 /**
  * cs_analysis_new_for_list:
  * @list: (transfer none): the traces of a file (the first is the one transformed)
@@ -75,6 +118,7 @@ CsAnalysis *
 cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **error)
 {
   g_autoptr(CsAnalysis) self = NULL;
+  g_autoptr(CsInductorCode) code = NULL;
   CsTrace *first;
   CsTrace *file_backward = NULL;
 
@@ -98,6 +142,9 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
     }
 
   first = g_ptr_array_index (list->traces, 0);
+  if (inductor_arg != NULL && first->aten != NULL
+      && (code = inductor_code_for (list, error)) == NULL)
+    return NULL;
   for (guint i = 1; i < list->traces->len; i++)
     if (trace_is_backward (g_ptr_array_index (list->traces, i)))
       {
@@ -116,7 +163,7 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
     {
       guint n;
 
-      self->forward_pipeline = cs_pipeline_run (first, policy, NULL, error);
+      self->forward_pipeline = run_pipeline (first, policy, code, error);
       if (self->forward_pipeline == NULL)
         return NULL;
       n = cs_pipeline_n_passes (self->forward_pipeline);
@@ -142,7 +189,7 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
       /* The file's backward_fn: the pipeline accepts a final trace as is (pass "initial"). */
       g_autoptr(GError) local_error = NULL;
 
-      self->backward_pipeline = cs_pipeline_run (file_backward, policy, NULL, &local_error);
+      self->backward_pipeline = run_pipeline (file_backward, policy, code, &local_error);
       if (self->backward_pipeline != NULL)
         {
           guint n = cs_pipeline_n_passes (self->backward_pipeline);

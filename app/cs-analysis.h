@@ -24,6 +24,15 @@ typedef enum
 
 typedef struct _CsAnalysis CsAnalysis;
 
+/**
+ * cs_analysis_set_inductor:
+ * @arg: (nullable): an output_code file, "auto" (the file beside each opened
+ *   DIR/NAME.txt: DIR/inductor/NAME.output_code), or NULL for castscope's own fusion
+ *
+ * Makes every later analysis of a torch.compile graph use Inductor's kernels as its regions
+ * (the app's --inductor option).  Call before the first analysis (not thread-safe).
+ */
+void            cs_analysis_set_inductor (const char     *arg);
 CsAnalysis     *cs_analysis_new_for_list (CsTraceList    *list,
                                           const CsPolicy *policy,
                                           GError        **error);

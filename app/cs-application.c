@@ -6,6 +6,7 @@
 #include "cs-config.h"
 
 #include "cs-application.h"
+#include "cs-analysis.h"
 #include "cs-window.h"
 
 struct _CsApplication
@@ -142,11 +143,24 @@ cs_application_startup (GApplication *app)
                                            accels[i].accels);
 }
 
+/* --inductor FILE|auto: the regions of torch.compile graphs are Inductor's kernels
+ * (cs_analysis_set_inductor()). */
+static gint
+cs_application_handle_local_options (GApplication *app, GVariantDict *options)
+{
+  const char *inductor = NULL;
+
+  if (g_variant_dict_lookup (options, "inductor", "&s", &inductor))
+    cs_analysis_set_inductor (inductor);
+  return -1;
+}
+
 static void
 cs_application_class_init (CsApplicationClass *klass)
 {
   GApplicationClass *app_class = G_APPLICATION_CLASS (klass);
 
+  app_class->handle_local_options = cs_application_handle_local_options;
   app_class->activate = cs_application_activate;
   app_class->open = cs_application_open;
   app_class->startup = cs_application_startup;
@@ -155,6 +169,15 @@ cs_application_class_init (CsApplicationClass *klass)
 static void
 cs_application_init (CsApplication *self)
 {
+  static const GOptionEntry entries[] = {
+    { "inductor", 0, 0, G_OPTION_ARG_STRING, NULL,
+      "torch.compile graphs: draw Inductor's kernels as the regions, read from the "
+      "TORCH_LOGS=output_code text of the same compile ('auto': DIR/inductor/NAME.output_code "
+      "for DIR/NAME.txt)", "FILE|auto" },
+    { NULL },
+  };
+
+  g_application_add_main_option_entries (G_APPLICATION (self), entries);
 }
 
 /**

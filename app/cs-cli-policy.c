@@ -97,7 +97,61 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
 
 #include "cs-aten.h"
 #include "cs-grad.h"
+#include "cs-inductor.h"
 #include "cs-parse.h"
+
+static char *inductor_arg;   /* --inductor, or NULL */
+static char *inductor_path;  /* the output-code file the last pipeline read, or NULL */
+
+const char *
+cs_cli_inductor_path (void)
+{
+  return inductor_path;
+}
+
+void
+cs_cli_set_inductor (const char *arg)
+{
+  g_free (inductor_arg);
+  inductor_arg = g_strdup (arg);
+}
+
+/* The pair pipeline with the regions of the --inductor file. */
+static CsPipeline *
+run_inductor (const CsTraceList *list, const char *path, guint index, const CsPolicy *policy,
+              GError **error)
+{
+  g_autofree char *code_path = NULL;
+  g_autoptr(CsInductorCode) code = NULL;
+
+  if (cs_trace_aten_role (list->traces->pdata[index]) != CS_ATEN_GRAPH_FORWARD)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--inductor: trace %u of %s is not a torch.compile forward graph; Inductor's "
+                   "regions apply to the AOT graphs of TORCH_LOGS=aot_graphs", index, path);
+      return NULL;
+    }
+  if (strcmp (inductor_arg, "auto") == 0)
+    {
+      code_path = cs_inductor_sibling_path (path);
+      if (code_path == NULL || !g_file_test (code_path, G_FILE_TEST_EXISTS))
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                       "--inductor auto: no output code beside %s (looked for %s)", path,
+                       code_path ? code_path : "DIR/inductor/NAME.output_code for DIR/NAME.txt");
+          return NULL;
+        }
+    }
+  else
+    code_path = g_strdup (inductor_arg);
+  g_free (inductor_path);
+  inductor_path = g_strdup (code_path);
+  code = cs_inductor_parse_file (code_path, error);
+  if (code == NULL)
+    return NULL;
+  return cs_pipeline_run_pair_inductor (list->traces->pdata[index],
+                                        cs_aten_find_backward (list, index), policy, code, error);
+}
 
 CsPipeline *
 cs_cli_run_pipeline_on_list (const CsTraceList *list, const char *path, guint index,
@@ -114,6 +168,8 @@ cs_cli_run_pipeline_on_list (const CsTraceList *list, const char *path, guint in
                    list->traces->len, index);
       return NULL;
     }
+  if (inductor_arg != NULL)
+    return run_inductor (list, path, index, policy, error);
   /* a torch.compile forward graph runs with its backward graph (already differentiated) */
   if (cs_trace_aten_role (list->traces->pdata[index]) == CS_ATEN_GRAPH_FORWARD)
     return cs_pipeline_run_pair (list->traces->pdata[index], cs_aten_find_backward (list, index),

@@ -55,6 +55,34 @@ gboolean  cs_cli_grad_spec_parse  (const char *text, CsGradSpec *spec, char ***n
 
 
 /**
+ * cs_cli_set_inductor:
+ * @arg: (nullable): the --inductor argument: an output_code file, "auto" for the sibling file
+ *   of the input (cs_inductor_sibling_path(): data/aten/NAME.txt ->
+ *   data/aten/inductor/NAME.output_code), or NULL for castscope's own fusion
+ *
+ * Makes cs_cli_run_pipeline() and cs_cli_run_pipeline_on_list() run a torch.compile forward
+ * graph (and its backward) with Inductor's regions (cs_pipeline_run_pair_inductor()).  An input
+ * that is not a torch.compile forward graph is then a usage error.
+ */
+void        cs_cli_set_inductor (const char *arg);
+
+/**
+ * cs_cli_inductor_path:
+ * Returns: (transfer none) (nullable): the output-code file whose regions the last pipeline run
+ *   used (--inductor, resolved), or NULL
+ */
+const char *cs_cli_inductor_path (void);
+
+/**
+ * cs_cli_inductor_usage:
+ * The --inductor option's help text, the same for every command that takes it.
+ */
+#define CS_CLI_INDUCTOR_HELP \
+  "Use Inductor's fusion instead of castscope's: its Triton kernels as regions, read from the " \
+  "TORCH_LOGS=output_code text of the same compile; 'auto' reads DIR/inductor/NAME.output_code " \
+  "for FILE DIR/NAME.txt (torch.compile graphs only)"
+
+/**
  * cs_cli_run_pipeline:
  * @path: trace file ("-" = stdin)
  * @index: which trace of the file (0 = first)

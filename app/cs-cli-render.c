@@ -101,6 +101,7 @@ cs_cli_cmd_render (int argc, char **argv)
   CsRenderOptions opts;
   CsExportFormat format;
   CsDrawFlags flags = CS_DRAW_DEFAULT;
+  g_autofree char *inductor = NULL;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Output file: .svg, .png, .pdf or .dot (required)", "FILE" },
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob and run the pipeline (repeatable)", "KEY=VALUE" },
@@ -108,6 +109,7 @@ cs_cli_cmd_render (int argc, char **argv)
     { "trace", 't', 0, G_OPTION_ARG_STRING, &which, "Final trace to draw (runs the pipeline): forward (default) or backward", "forward|backward" },
     { "pass", 0, 0, G_OPTION_ARG_STRING, &pass, "Draw the trace made by this pass (runs the pipeline)", "NAME" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "inductor", 0, 0, G_OPTION_ARG_STRING, &inductor, CS_CLI_INDUCTOR_HELP, "FILE|auto" },
     { "expand", 'e', 0, G_OPTION_ARG_NONE, &expand, "Expand every statement into its prims (same as --detail prims)", NULL },
     { "detail", 'd', 0, G_OPTION_ARG_STRING, &detail_text, "auto (default), statements, prims or regions", "LEVEL" },
     { "collapse", 0, 0, G_OPTION_ARG_STRING, &collapse_text, "Groups drawn as one node: auto (default: the layers of a model, the chunks of a long trace), layers, modules, none (boxes only) or flat (no groups)", "LEVEL" },
@@ -131,6 +133,7 @@ cs_cli_cmd_render (int argc, char **argv)
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
+  cs_cli_set_inductor (inductor);
   if (argc != 2)
     {
       cs_cli_error ("render: expected one FILE (try --help)");
@@ -193,7 +196,7 @@ cs_cli_cmd_render (int argc, char **argv)
   if (no_legend)
     flags &= ~CS_DRAW_LEGEND;
 
-  if (policy_args || grad || which || pass)
+  if (policy_args || grad || which || pass || inductor)
     {
       CsPolicy policy;
 

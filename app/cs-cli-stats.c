@@ -17,6 +17,7 @@
 #include "cs-cli.h"
 #include "cs-ref-plan.h"
 #include "cs-cli-policy.h"
+#include "cs-inductor.h"
 #include "cs-dist.h"
 #include "cs-compare.h"
 #include "cs-lens.h"
@@ -28,6 +29,17 @@
 #include <math.h>
 
 /* The user's cast statement as printed, on one line without its type comment. */
+
+/* Regions of @t that are Inductor's kernels (cs_inductor_stmt_is_region()). */
+static guint
+n_inductor_regions (const CsTrace *t)
+{
+  guint n = 0;
+  for (guint i = 0; t != NULL && i < t->n_stmts; i++)
+    n += cs_inductor_stmt_is_region (t->stmts[i]);
+  return n;
+}
+
 static char *
 user_cast_text (const CsStmt *user)
 {
@@ -294,11 +306,20 @@ add_trace_json (JsonBuilder *b, const char *key, const CsTrace *t, const CsStats
   /* regions (and claimed statements) by executor, in a fixed order */
   json_builder_set_member_name (b, "regions_by_executor");
   json_builder_begin_object (b);
-  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
-    {
-      json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
-      json_builder_add_int_value (b, st->by_executor[stats_executors[k]]);
-    }
+  {
+    guint n_ind = n_inductor_regions (t);
+    if (n_ind > 0)
+      {
+        json_builder_set_member_name (b, "inductor");
+        json_builder_add_int_value (b, n_ind);
+      }
+    for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+      {
+        guint n = st->by_executor[stats_executors[k]];
+        json_builder_set_member_name (b, cs_executor_name (stats_executors[k]));
+        json_builder_add_int_value (b, stats_executors[k] == CS_EXECUTOR_NVFUSER ? n - n_ind : n);
+      }
+  }
   json_builder_end_object (b);
   json_builder_set_member_name (b, "regions");
   json_builder_begin_array (b);
@@ -496,9 +517,18 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
             flops, bytes, est);
   }
   printf ("  by executor:");
-  for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
-    printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
-            st->by_executor[stats_executors[k]]);
+  {
+    /* Inductor's regions (--inductor) count as executor "inductor", not nvfuser */
+    guint n_ind = n_inductor_regions (t);
+    if (n_ind > 0)
+      printf (" inductor %u,", n_ind);
+    for (guint k = 0; k < G_N_ELEMENTS (stats_executors); k++)
+      {
+        guint n = st->by_executor[stats_executors[k]];
+        printf ("%s %s %u", k ? "," : "", cs_executor_name (stats_executors[k]),
+                stats_executors[k] == CS_EXECUTOR_NVFUSER ? n - n_ind : n);
+      }
+  }
   printf ("\n");
   for (guint i = 0; i < st->regions->len; i++)
     {
@@ -512,6 +542,26 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
     }
   if (st->comms->len > 0)
     print_comm_text (st);
+}
+
+
+/* One line on castscope's own fusion of the same trace, beside Inductor's (--inductor): its
+ * region count, the casts inside its regions and the bytes moved. */
+static void
+print_own_fusion_text (const CsTrace *t, const CsStatsOptions *opts)
+{
+  g_autoptr(CsTraceStats) st = NULL;
+  g_autofree char *bytes = NULL;
+  guint in = 0;
+
+  if (t == NULL)
+    return;
+  st = cs_stats_compute_full (t, opts);
+  for (guint i = 0; i < st->regions->len; i++)
+    in += g_array_index (st->regions, CsStatsEntry, i).n_casts;
+  bytes = cs_format_size (st->total.bytes_read + st->total.bytes_written);
+  printf ("  castscope's own fusion of it: %u region%s, %u of %u casts inside regions, %s\n",
+          st->total.n_regions, PLURAL (st->total.n_regions), in, st->total.n_casts, bytes);
 }
 
 int
@@ -530,13 +580,16 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_autoptr(GOptionContext) ctx = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(CsPipeline) own = NULL;
   CsPolicy policy;
   CsTrace *fw, *bw;
+  g_autofree char *inductor = NULL;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
     { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: float inputs but module buffers, as Thunder), 'all' or 'none'", "A,B|auto|all|none" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "inductor", 0, 0, G_OPTION_ARG_STRING, &inductor, CS_CLI_INDUCTOR_HELP, "FILE|auto" },
     { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
     { "bus-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &bus_gbps, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
     { "cast-effect", 0, 0, G_OPTION_ARG_NONE, &want_effect, "Run the forward on the CPU reference with and without the removed user casts (redundant-casts=keep vs the policy) and report each output's error against f64", NULL },
@@ -550,6 +603,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
+  cs_cli_set_inductor (inductor);
   if (index < 0)
     {
       cs_cli_error ("stats: --index must be >= 0");
@@ -589,6 +643,18 @@ cs_cli_cmd_stats (int argc, char **argv)
   bw = cs_pipeline_get_backward (pl);
   if (fw == bw)
     fw = NULL; /* the file's own backward_fn */
+  if (inductor != NULL)
+    {
+      /* castscope's own fusion of the same graphs, for the lines beside Inductor's */
+      cs_cli_set_inductor (NULL);
+      own = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
+      cs_cli_set_inductor (inductor);
+      if (own == NULL)
+        {
+          cs_cli_error ("%s", error->message);
+          return cs_cli_exit_for_error (error);
+        }
+    }
   removed = removed_user_casts (pl);
   if (want_effect && removed->len == 0)
     effect_error = g_strdup ("no user cast was removed");
@@ -615,10 +681,24 @@ cs_cli_cmd_stats (int argc, char **argv)
       json_builder_add_string_value (b, argv[1]);
       json_builder_set_member_name (b, "policy");
       json_builder_add_string_value (b, pol);
+      if (cs_cli_inductor_path () != NULL)
+        {
+          json_builder_set_member_name (b, "inductor");
+          json_builder_add_string_value (b, cs_cli_inductor_path ());
+        }
       json_builder_set_member_name (b, "input_was_final");
       json_builder_add_boolean_value (b, cs_pipeline_input_was_final (pl));
       add_trace_json (b, "forward", fw, &sopts);
       add_trace_json (b, "backward", bw, &sopts);
+      if (own != NULL)
+        {
+          /* castscope's own fusion of the same graphs, beside Inductor's */
+          json_builder_set_member_name (b, "castscope_fusion");
+          json_builder_begin_object (b);
+          add_trace_json (b, "forward", fw ? cs_pipeline_get_forward (own) : NULL, &sopts);
+          add_trace_json (b, "backward", bw ? cs_pipeline_get_backward (own) : NULL, &sopts);
+          json_builder_end_object (b);
+        }
       add_removed_json (b, removed, effects, effect_error, want_effect);
       json_builder_end_object (b);
       root = json_builder_get_root (b);
@@ -633,8 +713,13 @@ cs_cli_cmd_stats (int argc, char **argv)
     g_autofree char *pol = cs_policy_to_string (cs_pipeline_get_policy (pl));
     printf ("policy: %s%s\n", pol, cs_pipeline_input_was_final (pl) ? " (input already final: "
                                                                        "no pass ran)" : "");
+    if (cs_cli_inductor_path () != NULL)
+      printf ("fusion: Inductor's kernels from %s (the policy's fusion knobs do not apply)\n",
+              cs_cli_inductor_path ());
   }
   print_trace_text ("forward", fw, &sopts);
+  if (own != NULL && fw != NULL)
+    print_own_fusion_text (cs_pipeline_get_forward (own), &sopts);
   if (bw == NULL && fw != NULL)
     {
       /* say why, as transform --trace backward does (and where run finds one) */
@@ -643,7 +728,11 @@ cs_cli_cmd_stats (int argc, char **argv)
       printf ("backward: none: %s\n", why);
     }
   else
-    print_trace_text ("backward", bw, &sopts);
+    {
+      print_trace_text ("backward", bw, &sopts);
+      if (own != NULL && bw != NULL)
+        print_own_fusion_text (cs_pipeline_get_backward (own), &sopts);
+    }
   print_removed_text (removed, effects, effect_error, want_effect);
   return CS_CLI_EXIT_OK;
 }

@@ -25,6 +25,7 @@ cs_cli_cmd_transform (int argc, char **argv)
   g_autoptr(CsPipeline) pl = NULL;
   CsPolicy policy;
   CsPrintFlags flags;
+  g_autofree char *inductor = NULL;
   GOptionEntry entries[] = {
     { "policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policy_args, "Set a cast policy knob (repeatable)", "KEY=VALUE" },
     { "grad", 'g', 0, G_OPTION_ARG_STRING, &grad, "Inputs that require grad: names, 'auto' (default: every float input but module buffers, as Thunder), 'all' (every float input) or 'none'", "A,B|auto|all|none" },
@@ -33,6 +34,7 @@ cs_cli_cmd_transform (int argc, char **argv)
     { "list-passes", 'l', 0, G_OPTION_ARG_NONE, &list_passes, "List the passes that ran and their times", NULL },
     { "trace", 't', 0, G_OPTION_ARG_STRING, &which, "Final trace to print: forward (default) or backward", "forward|backward" },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
+    { "inductor", 0, 0, G_OPTION_ARG_STRING, &inductor, CS_CLI_INDUCTOR_HELP, "FILE|auto" },
     { "top-level", 0, 0, G_OPTION_ARG_NONE, &no_subs, "Print top-level statements only (trace.python())", NULL },
     { NULL },
   };
@@ -44,6 +46,7 @@ cs_cli_cmd_transform (int argc, char **argv)
   cs_cli_set_help (ctx, desc, CS_CLI_HELP_TRACE);
   if (!cs_cli_parse_options (ctx, &argc, &argv))
     return CS_CLI_EXIT_USAGE;
+  cs_cli_set_inductor (inductor);
   if (argc != 2)
     {
       cs_cli_error ("transform: expected one FILE (try --help)");

@@ -19,6 +19,7 @@
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-aten.h"
+#include "cs-inductor.h"
 #include "cs-split.h"
 
 #include <string.h>
@@ -322,7 +323,8 @@ check_typed_inputs (const CsTrace *t, GError **error)
  * applied it already), grad or split.  Each kept trace gets the pass name with @suffix
  * ("" or "-backward").  Returns the last trace (borrowed from @p), NULL with @error set. */
 static CsTrace *
-run_aten_passes (CsPipeline *p, const CsTrace *graph, const char *suffix, GError **error)
+run_aten_passes (CsPipeline *p, const CsTrace *graph, const char *suffix,
+                 const CsInductorGraph *plan, const char *plan_path, GError **error)
 {
   const CsPolicy *policy = &p->policy;
   CsTrace *cur;
@@ -351,7 +353,10 @@ run_aten_passes (CsPipeline *p, const CsTrace *graph, const char *suffix, GError
   name = g_strconcat ("initial", suffix, NULL);
   add_pass (p, name, cur, 0);
   ATEN_PASS ("decompose", decompose_pass (cur, policy, error), FALSE);
-  ATEN_PASS ("fuse", cs_fuse_trace (cur, policy, error), TRUE);
+  if (plan != NULL)
+    ATEN_PASS ("fuse", cs_inductor_fuse_trace (cur, plan, plan_path, error), TRUE);
+  else
+    ATEN_PASS ("fuse", cs_fuse_trace (cur, policy, error), TRUE);
   ATEN_PASS ("remove-redundant-casts",
              policy->redundant_casts == CS_REDUNDANT_CASTS_REMOVE
                && (policy->fusion != CS_FUSION_OFF || policy->rounding == CS_ROUNDING_EAGER)
@@ -392,9 +397,74 @@ cs_pipeline_run_pair (const CsTrace *forward, const CsTrace *backward, const CsP
   g_return_val_if_fail (forward != NULL && forward->aten != NULL, NULL);
   g_return_val_if_fail (backward == NULL || backward->aten != NULL, NULL);
   p = pipeline_new (policy);
-  if ((p->forward = run_aten_passes (p, forward, "", error)) == NULL)
+  if ((p->forward = run_aten_passes (p, forward, "", NULL, NULL, error)) == NULL)
     return NULL;
-  if (backward != NULL && (p->backward = run_aten_passes (p, backward, "-backward", error)) == NULL)
+  if (backward != NULL
+      && (p->backward = run_aten_passes (p, backward, "-backward", NULL, NULL, error)) == NULL)
+    return NULL;
+  return g_steal_pointer (&p);
+}
+
+/* The module of @code for @graph (by role and AOT graph number), or NULL with @error set. */
+static const CsInductorGraph *
+inductor_module (const CsInductorCode *code, const CsTrace *graph, GError **error)
+{
+  const CsInductorGraph *m;
+
+  m = cs_inductor_code_find_graph (code, graph->aten->role, graph->aten->graph_id);
+  if (m == NULL)
+    g_set_error (error, CS_INDUCTOR_ERROR, CS_INDUCTOR_ERROR_GRAPH,
+                 "%s: no module for the %s graph %d (no '# AOT ID: [\'%d_%s\']' line)",
+                 code->path, cs_aten_role_name (graph->aten->role), graph->aten->graph_id,
+                 graph->aten->graph_id, cs_aten_role_name (graph->aten->role));
+  return m;
+}
+
+/**
+ * cs_pipeline_run_inductor: (see cs-pipeline.h)
+ */
+CsPipeline *
+cs_pipeline_run_inductor (const CsTrace *graph, const CsPolicy *policy,
+                          const CsInductorCode *code, GError **error)
+{
+  g_autoptr(CsPipeline) p = NULL;
+  const CsInductorGraph *m;
+
+  g_return_val_if_fail (graph != NULL && graph->aten != NULL, NULL);
+  g_return_val_if_fail (code != NULL, NULL);
+  if ((m = inductor_module (code, graph, error)) == NULL)
+    return NULL;
+  p = pipeline_new (policy);
+  if ((p->forward = run_aten_passes (p, graph, "", m, code->path, error)) == NULL)
+    return NULL;
+  if (graph->aten->role == CS_ATEN_GRAPH_BACKWARD)
+    p->backward = p->forward;
+  return g_steal_pointer (&p);
+}
+
+/**
+ * cs_pipeline_run_pair_inductor: (see cs-pipeline.h)
+ */
+CsPipeline *
+cs_pipeline_run_pair_inductor (const CsTrace *forward, const CsTrace *backward,
+                               const CsPolicy *policy, const CsInductorCode *code,
+                               GError **error)
+{
+  g_autoptr(CsPipeline) p = NULL;
+  const CsInductorGraph *mf, *mb = NULL;
+
+  g_return_val_if_fail (forward != NULL && forward->aten != NULL, NULL);
+  g_return_val_if_fail (backward == NULL || backward->aten != NULL, NULL);
+  g_return_val_if_fail (code != NULL, NULL);
+  if ((mf = inductor_module (code, forward, error)) == NULL)
+    return NULL;
+  if (backward != NULL && (mb = inductor_module (code, backward, error)) == NULL)
+    return NULL;
+  p = pipeline_new (policy);
+  if ((p->forward = run_aten_passes (p, forward, "", mf, code->path, error)) == NULL)
+    return NULL;
+  if (backward != NULL
+      && (p->backward = run_aten_passes (p, backward, "-backward", mb, code->path, error)) == NULL)
     return NULL;
   return g_steal_pointer (&p);
 }
@@ -427,7 +497,7 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   if (initial->aten != NULL)
     {
       /* a torch.compile graph: already differentiated and split */
-      if ((p->forward = run_aten_passes (p, initial, "", error)) == NULL)
+      if ((p->forward = run_aten_passes (p, initial, "", NULL, NULL, error)) == NULL)
         return NULL;
       if (initial->aten->role == CS_ATEN_GRAPH_BACKWARD)
         p->backward = p->forward;

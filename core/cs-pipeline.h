@@ -28,6 +28,7 @@
 
 #include <glib.h>
 
+#include "cs-inductor.h"
 #include "cs-ir.h"
 #include "cs-policy.h"
 
@@ -80,6 +81,44 @@ CsPipeline  *cs_pipeline_run_pair     (const CsTrace     *forward,
                                        const CsTrace     *backward,
                                        const CsPolicy    *policy,
                                        GError           **error);
+/**
+ * cs_pipeline_run_pair_inductor:
+ * @forward: (transfer none): a torch.compile forward graph (CsTrace.aten set)
+ * @backward: (transfer none) (nullable): its backward graph
+ * @policy: (nullable): the cast policy; NULL = Thunder's defaults
+ * @code: Inductor's output code of the same compile (cs-inductor.h)
+ * @error: return location for the failing pass's error
+ *
+ * As cs_pipeline_run_pair(), with Inductor's fusion in place of castscope's: the "fuse" pass
+ * of each graph is cs_inductor_fuse_trace() with the module of @code of the same role and AOT
+ * graph number, so the regions are Inductor's Triton kernels.  The policy's fusion knobs do not
+ * apply (the other knobs do: the decompose pass still lowers under it).
+ * Errors: CS_INDUCTOR_ERROR_GRAPH when @code has no module for a graph; the fuse pass's errors.
+ * Returns: (transfer full): the pipeline, or NULL with @error set
+ */
+CsPipeline  *cs_pipeline_run_pair_inductor (const CsTrace          *forward,
+                                            const CsTrace          *backward,
+                                            const CsPolicy         *policy,
+                                            const CsInductorCode   *code,
+                                            GError                **error);
+/**
+ * cs_pipeline_run_inductor:
+ * @graph: (transfer none): one torch.compile graph (CsTrace.aten set): forward, backward or
+ *   inference
+ * @policy: (nullable): the cast policy; NULL = Thunder's defaults
+ * @code: Inductor's output code of the same compile
+ * @error: return location for the failing pass's error
+ *
+ * As cs_pipeline_run() on @graph (a backward graph is then both the forward and the backward of
+ * the pipeline), with the "fuse" pass cs_inductor_fuse_trace() on the module of @code of
+ * @graph's role and number (as cs_pipeline_run_pair_inductor(), for one graph: the app runs a
+ * file's forward and backward graphs as two pipelines).
+ * Returns: (transfer full): the pipeline, or NULL with @error set
+ */
+CsPipeline  *cs_pipeline_run_inductor (const CsTrace          *graph,
+                                       const CsPolicy         *policy,
+                                       const CsInductorCode   *code,
+                                       GError                **error);
 /** Returns: (transfer full): @pipeline with one more reference (atomic; any thread). */
 CsPipeline  *cs_pipeline_ref          (CsPipeline        *pipeline);
 /** Drops a reference; the last one frees every kept trace (NULL is allowed). */

@@ -22,6 +22,8 @@
 #include <gtk/gtk.h>
 
 #include "cs-application.h"
+#include "cs-analysis.h"
+#include "cs-parse.h"
 #include "cs-window-private.h"
 #include "cs-diff.h"
 #include "cs-lens.h"
@@ -2159,6 +2161,48 @@ test_minimap (Fixture *fx, gconstpointer data)
   save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-minimap.png");
 }
 
+/* The app's --inductor: the analysis of a torch.compile graph pair draws Inductor's kernels as
+ * its regions (data/aten/inductor/mlp_gelu_bf16.output_code: one Triton kernel in the forward,
+ * two in the backward), and castscope's nvFusion regions again once it is cleared. */
+static void
+test_analysis_inductor (void)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = g_build_filename (dir ? dir : "data", "aten", "mlp_gelu_bf16.txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  CsPolicy policy;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      g_autoptr(CsAnalysis) an = NULL;
+      CsTrace *fw, *bw;
+      guint n_fw = 0, n_bw = 0, n_triton = 0;
+
+      cs_analysis_set_inductor (pass == 0 ? "auto" : NULL);
+      an = cs_analysis_new_for_list (list, &policy, &error);
+      g_assert_no_error (error);
+      fw = cs_analysis_get_final (an, CS_FAMILY_FORWARD);
+      bw = cs_analysis_get_final (an, CS_FAMILY_BACKWARD);
+      g_assert_nonnull (fw);
+      g_assert_nonnull (bw);
+      for (guint i = 0; i < fw->n_stmts; i++)
+        if (fw->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (fw->stmts[i]->op))
+          {
+            n_fw++;
+            n_triton += g_str_has_prefix (fw->stmts[i]->callee, "triton_poi_fused_gelu_0");
+          }
+      for (guint i = 0; i < bw->n_stmts; i++)
+        n_bw += bw->stmts[i]->kind == CS_STMT_CALL && cs_op_is_fusion (bw->stmts[i]->op);
+      /* castscope's consecutive fusion: 2 nvFusion regions each way (stats of the same file) */
+      g_assert_cmpuint (n_fw, ==, pass == 0 ? 1 : 2);
+      g_assert_cmpuint (n_triton, ==, pass == 0 ? 1 : 0);
+      g_assert_cmpuint (n_bw, ==, 2);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2181,6 +2225,7 @@ main (int argc, char **argv)
   g_set_application_name ("castscope");
   gtk_init ();
 
+  g_test_add_func ("/app/analysis/inductor", test_analysis_inductor);
   g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
               fixture_teardown);
   g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
