@@ -4,7 +4,8 @@
  * Sources: the ATen kernels' formulas as torch/_decomp/decompositions.py and
  * torch/_refs/__init__.py write them (PyTorch 2.11): addmm, t, _softmax/_log_softmax and their
  * backward_data, native_layer_norm(_backward), gelu_backward (none and tanh), threshold_,
- * sigmoid_, tanh_ and silu_backward, rsub, scalar_tensor, embedding, detach/alias; gather,
+ * sigmoid_, tanh_ and silu_backward, rsub, scalar_tensor, embedding, detach/alias; split and
+ * split_with_sizes (ltorch.split, the pieces the graph reads), gather,
  * bitwise_not and logical_not/and/or/xor (torch/_refs/__init__.py: a non-bool operand counts
  * as `a != 0`, then `&`, `|`, `^` on bools, broadcast to the result's shape); Inductor's
  * prims.fma (torch/_inductor/inductor_prims.py).
@@ -165,7 +166,7 @@ static CsValue *
 outputs (L *l, CsValue **vals, guint n)
 {
   const CsValue *out = l->s->out;
-  CsValue *items[8];
+  CsValue **items;
   guint k = 0;
 
   if (out == NULL || out->kind == CS_VALUE_PROXY)
@@ -173,6 +174,7 @@ outputs (L *l, CsValue **vals, guint n)
   if (out->kind != CS_VALUE_TUPLE || out->u.seq.n > n)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "names %u outputs, the op has %u",
                   out->kind == CS_VALUE_TUPLE ? out->u.seq.n : 1, n);
+  items = CS_ARENA_NEW_N (l->ctx->arena, CsValue *, MAX (out->u.seq.n, 1));
   for (guint i = 0; i < out->u.seq.n; i++)
     if (out->u.seq.items[i]->kind == CS_VALUE_PROXY)
       {
@@ -514,6 +516,26 @@ expand_to_out (L *l, CsValue *v)
   return call (l, "ltorch.expand", v, vdims (l, o->shape, o->rank), NULL);
 }
 
+/* split(self, split_size, dim=0) and split_with_sizes(self, split_sizes, dim=0):
+ * ltorch.split, whose pieces the graph reads by position (a graph that reads only some of
+ * them names `_` for the others up to the last it reads) */
+static CsValue *
+lower_split (L *l)
+{
+  CsValue *a = arg (l, 0, "self"), *sz = arg (l, 1, "split_size");
+  CsValue *dim = arg (l, 2, "dim"), *pieces;
+
+  if (sz == NULL)
+    sz = arg (l, 1, "split_sizes");
+  if (!tensor (a) || sz == NULL)
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and the split sizes");
+  pieces = call (l, "ltorch.split", a, sz, dim ? dim : vint (l, 0), NULL);
+  CHECK (pieces);
+  if (pieces->kind != CS_VALUE_TUPLE && pieces->kind != CS_VALUE_LIST)
+    return outputs (l, &pieces, 1);
+  return outputs (l, pieces->u.seq.items, pieces->u.seq.n);
+}
+
 /* gather(self, dim, index, *, sparse_grad=False): out[i][j] = self[index[i][j]][j] (dim 0),
  * index no larger than self outside dim: prims.gather(self, index, dim) (sparse_grad only
  * changes the layout of the gradient) */
@@ -601,6 +623,9 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
       return lower_act_backward (&l, op->id);
     case CS_OP_ATEN_GATHER:
       return lower_gather (&l);
+    case CS_OP_ATEN_SPLIT:
+    case CS_OP_ATEN_SPLIT_WITH_SIZES:
+      return lower_split (&l);
     case CS_OP_ATEN_BITWISE_NOT:
     case CS_OP_ATEN_LOGICAL_NOT:
     case CS_OP_ATEN_LOGICAL_AND:

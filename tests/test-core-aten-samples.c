@@ -508,6 +508,90 @@ test_sdpa_efficient (void)
   check_sdpa (sdpa_mem_text, 1.0 / sqrt (3.0), FALSE, 4);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The ops added for the samples, against values worked out by hand                           */
+
+static const char ops_text[] =
+  "class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, x: \"f64[2, 3][3, 1]cpu\", idx: \"i64[2, 2][2, 1]cpu\", m: \"b8[3][1]cpu\"):\n"
+  "        gather: \"f64[2, 2][2, 1]cpu\" = torch.ops.aten.gather.default(x, 1, idx)\n"
+  "        split = torch.ops.aten.split.Tensor(x, 2, 1)\n"
+  "        getitem: \"f64[2, 2][3, 1]cpu\" = split[0]\n"
+  "        getitem_1: \"f64[2, 1][3, 1]cpu\" = split[1];  split = None\n"
+  "        split_with_sizes = torch.ops.aten.split_with_sizes.default(x, [1, 2], 1)\n"
+  "        getitem_2: \"f64[2, 2][3, 1]cpu\" = split_with_sizes[1];  split_with_sizes = None\n"
+  "        le: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.le.Scalar(x, 3)\n"
+  "        ne: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.ne.Scalar(x, 2)\n"
+  "        logical_and: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.logical_and.default(le, ne)\n"
+  "        bitwise_not: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.bitwise_not.default(logical_and)\n"
+  "        logical_or: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.logical_or.default(m, le)\n"
+  "        logical_xor: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.logical_xor.default(le, x)\n"
+  "        sub: \"f64[2, 3][3, 1]cpu\" = torch.ops.aten.sub.Tensor(x, 2)\n"
+  "        logical_not: \"b8[2, 3][3, 1]cpu\" = torch.ops.aten.logical_not.default(sub)\n"
+  "        fma: \"f64[2, 3][3, 1]cpu\" = torch.ops.prims.fma.default(x, x, ne)\n"
+  "        return (gather, getitem, getitem_1, getitem_2, logical_and, bitwise_not, logical_or, logical_xor, logical_not, fma)\n"
+  "        \n";
+
+static void
+test_ops_values (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (ops_text, strlen (ops_text), "ops.txt", &error);
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) outs = NULL;
+  int64_t s23[2] = { 2, 3 }, s22[2] = { 2, 2 }, s3 = 3;
+  g_autoptr(CsTensor) x = cs_tensor_new (CS_DTYPE_F64, s23, 2, NULL);
+  g_autoptr(CsTensor) idx = cs_tensor_new (CS_DTYPE_I64, s22, 2, NULL);
+  g_autoptr(CsTensor) m = cs_tensor_new (CS_DTYPE_B8, &s3, 1, NULL);
+  static const double xs[6] = { 1, 2, 3, 4, 5, 6 }, is[4] = { 2, 0, 1, 1 }, ms[3] = { 0, 1, 0 };
+  /* x = [[1, 2, 3], [4, 5, 6]]; le = x <= 3 = [[T, T, T], [F, F, F]]; ne = x != 2 =
+   * [[T, F, T], [T, T, T]]; m broadcasts over the rows */
+  static const struct { guint n; double v[6]; } want[10] = {
+    { 4, { 3, 1, 5, 5 } },                  /* gather(x, 1, [[2, 0], [1, 1]]) */
+    { 4, { 1, 2, 4, 5 } },                  /* split(x, 2, 1)[0] */
+    { 2, { 3, 6 } },                        /* split(x, 2, 1)[1] */
+    { 4, { 2, 3, 5, 6 } },                  /* split_with_sizes(x, [1, 2], 1)[1] */
+    { 6, { 1, 0, 1, 0, 0, 0 } },            /* le & ne */
+    { 6, { 0, 1, 0, 1, 1, 1 } },            /* ~(le & ne) on bools: logical not */
+    { 6, { 1, 1, 1, 0, 1, 0 } },            /* m | le */
+    { 6, { 0, 0, 0, 1, 1, 1 } },            /* le ^ (x != 0) */
+    { 6, { 0, 1, 0, 0, 0, 0 } },            /* !(x - 2) */
+    { 6, { 2, 4, 10, 17, 26, 37 } },        /* x * x + ne */
+  };
+
+  g_assert_no_error (error);
+  for (int i = 0; i < 6; i++)
+    cs_tensor_set_f64 (x, i, xs[i]);
+  for (int i = 0; i < 4; i++)
+    cs_tensor_set_f64 (idx, i, is[i]);
+  for (int i = 0; i < 3; i++)
+    cs_tensor_set_f64 (m, i, ms[i]);
+  pl = cs_pipeline_run (list->traces->pdata[0], NULL, NULL, &error);
+  g_assert_no_error (error);
+  cs_ref_env_insert (env, "x", x);
+  cs_ref_env_insert (env, "idx", idx);
+  cs_ref_env_insert (env, "m", m);
+  for (int mode = 0; mode < 2; mode++)
+    {
+      g_autoptr(GHashTable) e = env_copy (env);
+      g_clear_pointer (&outs, g_ptr_array_unref);
+      cs_ref_run_env (cs_pipeline_get_forward (pl), e, mode ? CS_REF_F64 : CS_REF_EXACT, 0,
+                      &outs, NULL, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (outs->len, ==, 10);
+      for (guint k = 0; k < 10; k++)
+        {
+          const CsTensor *o = outs->pdata[k];
+
+          g_assert_cmpint (o->numel, ==, want[k].n);
+          g_assert_cmpint (o->dtype, ==, k >= 4 && k <= 8 ? CS_DTYPE_B8 : CS_DTYPE_F64);
+          for (guint i = 0; i < want[k].n; i++)
+            g_assert_cmpfloat (cs_tensor_get_f64 (o, i), ==, want[k].v[i]);
+        }
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -517,6 +601,7 @@ main (int argc, char **argv)
       g_autofree char *path = g_strconcat ("/core/aten/sample/", samples[i], NULL);
       g_test_add_data_func (path, samples[i], test_sample);
     }
+  g_test_add_func ("/core/aten/ops/values", test_ops_values);
   g_test_add_func ("/core/aten/sdpa/cudnn-bias-causal", test_sdpa_cudnn);
   g_test_add_func ("/core/aten/sdpa/efficient-bias-grad", test_sdpa_efficient);
   return g_test_run ();
