@@ -23,7 +23,9 @@
 #include "cs-aten.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
+#include "cs-policy.h"
 #include "cs-ref.h"
+#include "cs-stats.h"
 #include "cs-tensor.h"
 
 static const char * const samples[] = {
@@ -592,6 +594,59 @@ test_ops_values (void)
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The upcast-in-autocast case: what the matmul-precision toggle costs                         */
+
+/* Each *_autocast sample under matmul=native and matmul=upcast-f32: the same matmuls, all on
+ * tensor cores natively (autocast gave them bf16 operands: its downcasts of the f32 weights
+ * and activations are in the graph) and none when upcast, whose estimated time is larger in
+ * the forward and in the backward (f32 matmuls at the f32 peak, and their operands' converts:
+ * the number of casts may stay the same where an upcast cancels autocast's downcast). */
+static void
+test_autocast_policy (gconstpointer data)
+{
+  const char *name = data;
+  g_autofree char *text = sample_text (name);
+  g_autofree char *file = g_strconcat (name, ".txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (text, strlen (text), file, &error);
+  CsTraceStats *st[2][2] = { { NULL, NULL }, { NULL, NULL } };   /* [policy][fw, bw] */
+
+  g_assert_no_error (error);
+  for (int up = 0; up < 2; up++)
+    {
+      CsPolicy policy;
+      g_autoptr(CsPipeline) pl = NULL;
+
+      cs_policy_init_default (&policy);
+      policy.matmul = up ? CS_MATMUL_UPCAST_F32 : CS_MATMUL_NATIVE;
+      pl = cs_pipeline_run_pair (list->traces->pdata[0], cs_aten_find_backward (list, 0),
+                                 &policy, &error);
+      g_assert_no_error (error);
+      st[up][0] = cs_stats_compute (cs_pipeline_get_forward (pl));
+      st[up][1] = cs_stats_compute (cs_pipeline_get_backward (pl));
+    }
+  for (int k = 0; k < 2; k++)
+    {
+      const CsStatsEntry *n = &st[0][k]->total, *u = &st[1][k]->total;
+
+      g_test_message ("%s %s: native %u/%u tensor-core matmuls, %u casts, est %.4g ms; "
+                      "upcast-f32 %u/%u, %u casts, est %.4g ms", name, k ? "backward" : "forward",
+                      n->n_tensor_core_matmuls, n->n_matmuls, n->n_casts, n->est_ms,
+                      u->n_tensor_core_matmuls, u->n_matmuls, u->n_casts, u->est_ms);
+      g_assert_cmpuint (n->n_matmuls, >=, 1);
+      g_assert_cmpuint (u->n_matmuls, ==, n->n_matmuls);
+      g_assert_cmpuint (n->n_tensor_core_matmuls, ==, n->n_matmuls);
+      g_assert_cmpuint (u->n_tensor_core_matmuls, ==, 0);
+      g_assert_cmpfloat (u->est_ms, >, n->est_ms);
+    }
+  /* autocast's downcasts: at least one per forward matmul (its f32 weight to bf16) */
+  g_assert_cmpuint (st[0][0]->total.n_downcasts, >=, st[0][0]->total.n_matmuls);
+  for (int up = 0; up < 2; up++)
+    for (int k = 0; k < 2; k++)
+      cs_trace_stats_free (st[up][k]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -601,6 +656,12 @@ main (int argc, char **argv)
       g_autofree char *path = g_strconcat ("/core/aten/sample/", samples[i], NULL);
       g_test_add_data_func (path, samples[i], test_sample);
     }
+  for (gsize i = 0; i < G_N_ELEMENTS (samples); i++)
+    if (g_str_has_suffix (samples[i], "_autocast"))
+      {
+        g_autofree char *path = g_strconcat ("/core/aten/autocast/matmul-policy/", samples[i], NULL);
+        g_test_add_data_func (path, samples[i], test_autocast_policy);
+      }
   g_test_add_func ("/core/aten/ops/values", test_ops_values);
   g_test_add_func ("/core/aten/sdpa/cudnn-bias-causal", test_sdpa_cudnn);
   g_test_add_func ("/core/aten/sdpa/efficient-bias-grad", test_sdpa_efficient);
