@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cs-aten.h"
+#include "cs-aten-match.h"
 #include "cs-parse.h"
 #include "cs-pipeline.h"
 #include "cs-policy.h"
@@ -647,6 +648,187 @@ test_autocast_policy (gconstpointer data)
       cs_trace_stats_free (st[up][k]);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Thunder's trace and torch.compile's graph of one function, matched                         */
+
+/* The final forward and backward of @path (Thunder's trace, or a torch.compile pair) under the
+ * default policy. */
+static CsPipeline *
+pipeline_of (const char *path, CsTrace **fw, CsTrace **bw)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  if (cs_trace_aten_role (list->traces->pdata[0]) == CS_ATEN_GRAPH_FORWARD)
+    pl = cs_pipeline_run_pair (list->traces->pdata[0], cs_aten_find_backward (list, 0), NULL, &error);
+  else
+    pl = cs_pipeline_run (list->traces->pdata[0], NULL, NULL, &error);
+  g_assert_no_error (error);
+  *fw = cs_pipeline_get_forward (pl);
+  *bw = cs_pipeline_get_backward (pl);
+  g_assert_nonnull (*fw);
+  g_assert_nonnull (*bw);
+  return pl;
+}
+
+static const CsStmt *find_stmt (const CsTrace *t, guint32 id);
+
+/* Every matched pair converts the same dtypes over the same element count, one to one. */
+static void
+check_pairs (const CsTrace *a, const CsTrace *b, const CsTraceMatch *m)
+{
+  for (guint i = 0; i < m->casts->len; i++)
+    {
+      const CsTracePair *p = &g_array_index (m->casts, CsTracePair, i);
+      const CsStmt *x = find_stmt (a, p->a), *y = find_stmt (b, p->b);
+      const CsValue *xi, *yi;
+
+      g_assert_nonnull (x);
+      g_assert_nonnull (y);
+      xi = cs_stmt_get_arg (x, 0, "a");
+      yi = cs_stmt_get_arg (y, 0, "a");
+      g_assert_cmpint (xi->u.proxy->dtype, ==, yi->u.proxy->dtype);
+      g_assert_cmpint (cs_stmt_get_output (x)->dtype, ==, cs_stmt_get_output (y)->dtype);
+      g_assert_cmpuint (cs_trace_match_lookup (m, TRUE, p->a), ==, p->b);
+      g_assert_cmpuint (cs_trace_match_lookup (m, FALSE, p->b), ==, p->a);
+    }
+  g_assert_cmpuint (m->casts->len, <=, MIN (m->n_casts_a, m->n_casts_b));
+  g_assert_cmpuint (m->regions->len, <=, MIN (m->n_regions_a, m->n_regions_b));
+}
+
+static const CsStmt *
+find_deep (const CsStmt *const *stmts, guint n, guint32 id)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *r;
+
+      if (stmts[i]->id == id)
+        return stmts[i];
+      if ((r = find_deep ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs, id)) != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+static const CsStmt *
+find_stmt (const CsTrace *t, guint32 id)
+{
+  return find_deep ((const CsStmt *const *) t->stmts, t->n_stmts, id);
+}
+
+static const char *
+out_name (const CsTrace *t, guint32 id)
+{
+  const CsStmt *s = find_stmt (t, id);
+  const CsProxy *p = s ? cs_stmt_get_output (s) : NULL;
+
+  return p ? p->name : s ? s->callee : "?";
+}
+
+/* The name of the cast of @b matched to the cast of @a that writes @a_out, or NULL. */
+static const char *
+matched_cast (const CsTrace *a, const CsTrace *b, const CsTraceMatch *m, const char *a_out)
+{
+  for (guint i = 0; i < m->casts->len; i++)
+    {
+      const CsTracePair *p = &g_array_index (m->casts, CsTracePair, i);
+      if (g_strcmp0 (out_name (a, p->a), a_out) == 0)
+        return out_name (b, p->b);
+    }
+  return NULL;
+}
+
+static CsTraceMatch *
+match_logged (const char *what, const CsTrace *a, const CsTrace *b)
+{
+  CsTraceMatch *m = cs_trace_match_new (a, b);
+
+  g_test_message ("%s: %u casts | %u, %u matched; %u regions | %u, %u matched", what,
+                  m->n_casts_a, m->n_casts_b, m->casts->len, m->n_regions_a, m->n_regions_b,
+                  m->regions->len);
+  for (guint i = 0; i < m->casts->len; i++)
+    {
+      const CsTracePair *p = &g_array_index (m->casts, CsTracePair, i);
+      g_test_message ("  cast %s = %s", out_name (a, p->a), out_name (b, p->b));
+    }
+  for (guint i = 0; i < m->regions->len; i++)
+    {
+      const CsTracePair *p = &g_array_index (m->regions, CsTracePair, i);
+      g_test_message ("  region %s = %s", find_stmt (a, p->a)->callee,
+                      find_stmt (b, p->b)->callee);
+    }
+  check_pairs (a, b, m);
+  return m;
+}
+
+static char *
+data_file (const char *rel)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+
+  return g_build_filename (dir ? dir : "data", rel, NULL);
+}
+
+/* The GELU MLP, F.linear(F.gelu(F.linear(x, w1, b1), approximate='tanh'), w2, b2) in bf16:
+ * Thunder's forward rounds twice in its one region (t0 -> f32 for the GELU, its result ->
+ * bf16); Inductor's first region adds the bias in f32 too (bias and mm result -> f32, addmm ->
+ * bf16, saved) before the same GELU, and its second region is the second bias add.  So
+ * Thunder's two casts are Inductor's upcast of the matmul's output and the GELU's downcast,
+ * and the one GELU region is Inductor's first region. */
+static void
+test_match_mlp (void)
+{
+  g_autofree char *pt = data_file ("mlp_gelu.txt");
+  g_autofree char *pa = data_file ("aten/mlp_gelu_bf16.txt");
+  CsTrace *tf, *tb, *af, *ab;
+  g_autoptr(CsPipeline) plt = pipeline_of (pt, &tf, &tb);
+  g_autoptr(CsPipeline) pla = pipeline_of (pa, &af, &ab);
+  g_autoptr(CsTraceMatch) mf = match_logged ("forward", tf, af);
+  g_autoptr(CsTraceMatch) mb = match_logged ("backward", tb, ab);
+
+  g_assert_cmpuint (mf->n_casts_a, ==, 2);
+  g_assert_cmpuint (mf->n_casts_b, ==, 7);
+  g_assert_cmpuint (mf->casts->len, ==, 2);
+  g_assert_cmpstr (matched_cast (tf, af, mf, "t33"), ==, "t3");   /* convert(t0 = mm) */
+  g_assert_cmpstr (matched_cast (tf, af, mf, "t1"), ==, "convert_element_type_4");
+  g_assert_cmpuint (mf->n_regions_a, ==, 1);
+  g_assert_cmpuint (mf->n_regions_b, ==, 2);
+  g_assert_cmpuint (mf->regions->len, ==, 1);
+  g_assert_cmpstr (find_stmt (af, g_array_index (mf->regions, CsTracePair, 0).b)->callee,
+                   ==, "nvFusion0");
+  g_assert_cmpuint (mb->casts->len, >=, 1);
+}
+
+/* RMSNorm then SwiGLU (data/rmsnorm_swiglu.txt and its torch.compile twin): both forwards hold
+ * 11 casts in 4 regions, every one of Thunder's casts has its twin (the same dtypes, sizes and
+ * producers in the same order) and every region its twin. */
+static void
+test_match_rmsnorm (void)
+{
+  g_autofree char *pt = data_file ("rmsnorm_swiglu.txt");
+  g_autofree char *pa = data_file ("aten/rmsnorm_swiglu_bf16.txt");
+  CsTrace *tf, *tb, *af, *ab;
+  g_autoptr(CsPipeline) plt = pipeline_of (pt, &tf, &tb);
+  g_autoptr(CsPipeline) pla = pipeline_of (pa, &af, &ab);
+  g_autoptr(CsTraceMatch) mf = match_logged ("forward", tf, af);
+  g_autoptr(CsTraceMatch) mb = match_logged ("backward", tb, ab);
+
+  g_assert_cmpuint (mf->n_casts_a, ==, 11);
+  g_assert_cmpuint (mf->n_casts_b, ==, 11);
+  g_assert_cmpuint (mf->casts->len, ==, 11);
+  g_assert_cmpuint (mf->n_regions_a, ==, 4);
+  g_assert_cmpuint (mf->n_regions_b, ==, 4);
+  g_assert_cmpuint (mf->regions->len, ==, 4);
+  /* the gate projection's output, upcast for SiLU: t1 = linear(t0, w_gate) is mm_1 there */
+  g_assert_cmpstr (matched_cast (tf, af, mf, "t95"), ==, "convert_element_type_4");
+  /* the residual's last rounding: x + down(...) -> bf16 */
+  g_assert_cmpstr (matched_cast (tf, af, mf, "t6"), ==, "add_2");
+  g_assert_cmpuint (mb->casts->len, >=, 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -663,6 +845,8 @@ main (int argc, char **argv)
         g_test_add_data_func (path, samples[i], test_autocast_policy);
       }
   g_test_add_func ("/core/aten/ops/values", test_ops_values);
+  g_test_add_func ("/core/aten/match/mlp-gelu", test_match_mlp);
+  g_test_add_func ("/core/aten/match/rmsnorm-swiglu", test_match_rmsnorm);
   g_test_add_func ("/core/aten/sdpa/cudnn-bias-causal", test_sdpa_cudnn);
   g_test_add_func ("/core/aten/sdpa/efficient-bias-grad", test_sdpa_efficient);
   return g_test_run ();
