@@ -381,6 +381,24 @@ test_sample (gconstpointer data)
   pair_load (&q, twin, file);
   g_assert_cmpuint (check_fd (&q), >=, 1);
   pair_clear (&q);
+  /* 3: the command a user types: `castscope-cli run --device cpu FILE` runs both and exits 0 */
+  if (g_getenv ("CS_CLI") != NULL)
+    {
+      const char *dir = g_getenv ("CS_DATA_DIR");
+      g_autofree char *path = g_build_filename (dir ? dir : "data", "aten", file, NULL);
+      const char *argv[] = { g_getenv ("CS_CLI"), "run", "--device", "cpu", path, NULL };
+      g_autofree char *out = NULL, *err = NULL;
+      g_autoptr(GError) error = NULL;
+      int status = 0;
+
+      g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                    &status, &error);
+      g_assert_no_error (error);
+      if (!g_spawn_check_wait_status (status, NULL))
+        g_error ("castscope-cli run --device cpu %s failed: %s", file, err);
+      g_assert_nonnull (strstr (out, "forward (forward)"));
+      g_assert_nonnull (strstr (out, "backward (backward_fn)"));
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
