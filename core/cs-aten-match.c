@@ -111,7 +111,10 @@ collect (const CsStmt *s, guint32 region, GArray *casts, guint *n_matmuls, GHash
       return;
     }
   if (region == 0 && is_matmul (s) && n_matmuls)
-    (*n_matmuls)++, n_matmuls = NULL;   /* a matmul with its decomposition counts once */
+    {
+      (*n_matmuls)++;
+      n_matmuls = NULL;   /* a matmul with its decomposition counts once */
+    }
   for (guint i = 0; i < s->n_subs; i++)
     collect (s->subs[i], region, casts, n_matmuls, writers, depth + 1);
 }

@@ -2605,6 +2605,10 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
     else if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank == q->rank
              && lp->shape[lp->rank - 1] == 1 && lp->shape[lp->rank - 2] == L)
       lse = out ? rv_new_tensor (c, s, lse_dtype, lp->shape, lp->rank) : NULL;   /* cuDNN */
+    else if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank >= 1
+             && lp->shape[lp->rank - 1] == 0)
+      /* not asked for (compute_log_sumexp=False): empty, as the trace types it */
+      lse = out ? rv_new_tensor (c, s, lse_dtype, lp->shape, lp->rank) : NULL;
     else
       lse = out ? rv_new_tensor (c, s, lse_dtype, q->shape, q->rank - 1) : NULL;
   }
@@ -2679,7 +2683,8 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
             out->data[(b * L + i) * Ev + e] = f32 ? (double) (float) ((float) acc / (float) l)
                                                   : acc / l;
           }
-        lse->data[b * lstride + i] = m + log (l);
+        if (lstride >= L)
+          lse->data[b * lstride + i] = m + log (l);
       }
   mem_give (rv_bytes (S));
   round_values (out->data, out->numel, out->dtype, c->mode);

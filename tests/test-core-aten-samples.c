@@ -517,6 +517,46 @@ check_sdpa (const char *text, double scale, gboolean causal, guint n_grads)
   pair_clear (&p);
 }
 
+/* Inference: the efficient backend without logsumexp (compute_log_sumexp=False: an empty one
+ * of [1, 2, 0]), is_causal, no bias */
+static const char sdpa_nolse_text[] =
+  "class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, primals_1: \"" SDPA_T "\", primals_2: \"" SDPA_T "\", primals_3: \"" SDPA_T "\", primals_4: \"" SDPA_B "\"):\n"
+  "        sdpa = torch.ops.aten._scaled_dot_product_efficient_attention.default(primals_1, primals_2, primals_3, None, False, 0.0, True)\n"
+  "        getitem: \"" SDPA_T "\" = sdpa[0]\n"
+  "        getitem_1: \"f64[1, 2, 0][0, 0, 1]cpu\" = sdpa[1];  sdpa = None\n"
+  "        return (getitem, getitem_1)\n"
+  "        \n";
+
+static void
+test_sdpa_no_lse (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (sdpa_nolse_text, strlen (sdpa_nolse_text), "s.txt", &error);
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) e = NULL;
+  g_autoptr(GPtrArray) outs = NULL;
+  double want[30];
+  int64_t s25[4] = { 1, 2, 5, 5 };
+  g_autoptr(CsTensor) zero_bias = cs_tensor_new (CS_DTYPE_F64, s25, 4, NULL);
+
+  g_assert_no_error (error);
+  pl = cs_pipeline_run (list->traces->pdata[0], NULL, NULL, &error);
+  g_assert_no_error (error);
+  for (int64_t i = 0; i < zero_bias->numel; i++)
+    cs_tensor_set_f64 (zero_bias, i, 0);
+  fill_inputs (cs_pipeline_get_forward (pl), env, 9);
+  cs_ref_env_insert (env, "primals_4", zero_bias);   /* unread by the graph; the hand check's */
+  e = env_copy (env);
+  cs_ref_run_env (cs_pipeline_get_forward (pl), e, CS_REF_EXACT, 0, &outs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (((CsTensor *) outs->pdata[1])->numel, ==, 0);
+  sdpa_by_hand (env, 1.0 / sqrt (3.0), TRUE, want);
+  for (int i = 0; i < 30; i++)   /* exact mode on f64 operands: f64 math */
+    g_assert_cmpfloat_with_epsilon (cs_tensor_get_f64 (outs->pdata[0], i), want[i], 1e-12);
+}
+
 static void
 test_sdpa_cudnn (void)
 {
@@ -867,5 +907,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/aten/match/rmsnorm-swiglu", test_match_rmsnorm);
   g_test_add_func ("/core/aten/sdpa/cudnn-bias-causal", test_sdpa_cudnn);
   g_test_add_func ("/core/aten/sdpa/efficient-bias-grad", test_sdpa_efficient);
+  g_test_add_func ("/core/aten/sdpa/efficient-no-logsumexp", test_sdpa_no_lse);
   return g_test_run ();
 }
