@@ -571,7 +571,8 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
     cs_graph_view_fit (compare);
   compare_follow (self, view, compare);
   if (self->comparing)
-    cs_graph_view_select (compare, _cs_window_compare_match (self, TRUE, cs_graph_view_get_selected (view)),
+    cs_graph_view_select (compare,
+                          _cs_window_compare_match (self, TRUE, cs_graph_view_get_selected (view)),
                           FALSE);
 }
 
@@ -608,8 +609,8 @@ _cs_window_update_compare (CsWindow *self)
       gtk_label_set_text (self->compare_label, label);
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->compare_label), label);
       cs_graph_view_set_diff_older (self->compare_view, FALSE);
-      cs_graph_view_set_precision_lens (self->compare_view,
-                                        cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
+      cs_graph_view_set_precision_lens (
+        self->compare_view, cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
       if (cs_graph_view_get_trace (self->compare_view) != base)
         cs_graph_view_set_trace (self->compare_view, base, NULL);
       if (!gtk_widget_get_visible (GTK_WIDGET (self->compare_box)))

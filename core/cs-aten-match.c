@@ -96,8 +96,9 @@ collect (const CsStmt *s, guint32 region, GArray *casts, guint *n_matmuls, GHash
                && cs_op_semantic (w->op)->category == CS_OP_CAT_SHAPE; k++)
             {
               const CsValue *a0 = cs_stmt_get_arg (w, 0, NULL);
-              w = a0 && a0->kind == CS_VALUE_PROXY ? g_hash_table_lookup (writers, a0->u.proxy->name)
-                                                   : NULL;
+
+              w = a0 && a0->kind == CS_VALUE_PROXY
+                  ? g_hash_table_lookup (writers, a0->u.proxy->name) : NULL;
               c.producer = w ? op_kind (w) : "input";
             }
           g_array_append_val (casts, c);
