@@ -2770,8 +2770,9 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
   memset (gq->data, 0, (gsize) MAX (gq->numel, 1) * sizeof (double));
   memset (gk->data, 0, (gsize) MAX (gk->numel, 1) * sizeof (double));
   memset (gv->data, 0, (gsize) MAX (gv->numel, 1) * sizeof (double));
-  if (mask != NULL && mask->dtype != CS_DTYPE_B8)
+  if (mask != NULL && mask->dtype != CS_DTYPE_B8 && lay->n_out == 4)
     {
+      /* grad_attn_mask, for the layouts that return it (cuDNN's backward does not) */
       gm = rv_new_tensor (c, s, mask->dtype, mask->shape, mask->rank);
       if (gm == NULL)
         {
@@ -2793,6 +2794,8 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
           rv_unref (gq);
           rv_unref (gk);
           rv_unref (gv);
+          if (gm != NULL)
+            rv_unref (gm);
           fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
           return NULL;
         }
