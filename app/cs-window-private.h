@@ -6,6 +6,7 @@
 
 #include "cs-window.h"
 #include "cs-analysis.h"
+#include "cs-aten-match.h"
 #include "cs-graph-view.h"
 #include "cs-policy.h"
 
@@ -73,7 +74,8 @@ struct _CsWindow
   GtkBox            *compare_box;       /* left side of a compare: its label and view */
   GtkLabel          *compare_label;     /* what the left side shows */
   CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the
-                                           same pass, else the pass before the shown one) */
+                                           same pass, else the pass before the shown one), or
+                                           the compared file's trace */
 
   /* state */
   GFile             *file;              /* (nullable) the open file */
@@ -128,6 +130,13 @@ struct _CsWindow
   GPtrArray         *user_casts;        /* (nullable) CsRemovedCast*: casts the user wrote that
                                            remove-redundant-casts dropped in `user_casts_for` */
   CsAnalysis        *user_casts_for;    /* (nullable, owned ref) the result they borrow from */
+  GFile             *compare_file;      /* (nullable) the file compared with (cs-window-compare.c):
+                                           the left side shows its traces */
+  CsTraceList       *compare_traces;    /* (nullable) its parsed traces */
+  CsAnalysis        *compare_analysis;  /* (nullable) them under the window's policy */
+  CsTraceMatch      *compare_match;     /* (nullable) left (a) vs right (b) as shown */
+  GCancellable      *compare_cancellable; /* (nullable) the compare job in flight */
+  guint              compare_generation; /* bumped per compare job; stale results are dropped */
 };
 
 /* cs-window.c */
@@ -156,6 +165,17 @@ guint32      _cs_window_select_text_offset (CsWindow  *self,
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
 void         _cs_window_update_compare    (CsWindow   *self);
+
+/* cs-window-compare.c */
+void         _cs_window_init_compare_actions (CsWindow *self);
+void         _cs_window_compare_recompute (CsWindow   *self);
+void         _cs_window_compare_close_file (CsWindow  *self);
+CsTrace     *_cs_window_compare_file_trace (CsWindow  *self,
+                                            CsTrace   *now,
+                                            char     **label);
+guint32      _cs_window_compare_match     (CsWindow   *self,
+                                           gboolean    to_left,
+                                           guint32     id);
 
 /* cs-window-actions.c */
 void         _cs_window_init_actions      (CsWindow   *self);

@@ -544,8 +544,7 @@ view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
   update_details (self, stmt_id);
   /* a compare selects the match on the other side */
   if (self->comparing && !self->compare_syncing)
-    cs_graph_view_select (self->compare_view, cs_graph_view_match (self->compare_view, view, stmt_id),
-                          TRUE);
+    cs_graph_view_select (self->compare_view, _cs_window_compare_match (self, TRUE, stmt_id), TRUE);
 }
 
 /* ---- side-by-side compare ---- */
@@ -558,7 +557,7 @@ compare_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *compare)
 
   if (!self->comparing || self->compare_syncing)
     return;
-  id = cs_graph_view_match (view, compare, stmt_id);
+  id = _cs_window_compare_match (self, FALSE, stmt_id);
   self->compare_syncing = TRUE;
   if (id != 0)
     _cs_window_select_stmt (self, id, TRUE);
@@ -573,8 +572,8 @@ compare_follow (CsWindow *self, CsGraphView *from, CsGraphView *to)
 {
   CsView v;
 
-  if (!self->comparing || self->compare_syncing)
-    return;
+  if (!self->comparing || self->compare_syncing || self->compare_analysis != NULL)
+    return;   /* another file's layout is not this one's: each side pans on its own */
   self->compare_syncing = TRUE;
   cs_graph_view_get_view (from, &v);
   cs_graph_view_set_view (to, &v);
@@ -593,10 +592,14 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
 {
   CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
 
-  /* a new left side starts where the right side is, on the match of its selection */
+  /* a new left side starts where the right side is (another file's: fitted), on the match of
+   * its selection */
+  if (self->compare_analysis != NULL)
+    cs_graph_view_fit (compare);
   compare_follow (self, view, compare);
   if (self->comparing)
-    cs_graph_view_select (compare, cs_graph_view_match (compare, view, cs_graph_view_get_selected (view)),
+    cs_graph_view_select (compare,
+                          _cs_window_compare_match (self, TRUE, cs_graph_view_get_selected (view)),
                           FALSE);
 }
 
@@ -608,6 +611,8 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
  * else the trace of the pass before the shown one; it is drawn as the older side of the diff
  * (its casts the right side lacks marked removed).  Pan and zoom follow each other, and
  * selecting a node on either side selects its match on the other (cs_graph_view_match()).
+ * With a file to compare with (cs_window_compare_with_file()) the left side is that file's
+ * trace instead, matched cast for cast and region for region (cs-window-compare.c).
  */
 void
 _cs_window_update_compare (CsWindow *self)
@@ -622,6 +627,26 @@ _cs_window_update_compare (CsWindow *self)
       gtk_widget_set_visible (GTK_WIDGET (self->compare_box), FALSE);
       if (cs_graph_view_get_trace (self->compare_view) != NULL)
         cs_graph_view_set_trace (self->compare_view, NULL, NULL);
+      return;
+    }
+  if (self->compare_analysis != NULL)
+    {
+      /* another file: no diff (the two traces share no origins), the matched counts */
+      base = _cs_window_compare_file_trace (self, now, &label);
+      gtk_label_set_text (self->compare_label, label);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->compare_label), label);
+      cs_graph_view_set_diff_older (self->compare_view, FALSE);
+      cs_graph_view_set_precision_lens (
+        self->compare_view, cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
+      if (cs_graph_view_get_trace (self->compare_view) != base)
+        cs_graph_view_set_trace (self->compare_view, base, NULL);
+      if (!gtk_widget_get_visible (GTK_WIDGET (self->compare_box)))
+        {
+          int w = gtk_widget_get_width (GTK_WIDGET (self->compare_paned));
+
+          gtk_widget_set_visible (GTK_WIDGET (self->compare_box), TRUE);
+          gtk_paned_set_position (self->compare_paned, w > 0 ? w / 2 : 400);
+        }
       return;
     }
   base = diff_base_for (self, f);
@@ -648,6 +673,7 @@ _cs_window_update_compare (CsWindow *self)
                           "slider past the first pass");
     }
   gtk_label_set_text (self->compare_label, label);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->compare_label), NULL);
   cs_graph_view_set_diff_older (self->compare_view, TRUE);
   cs_graph_view_set_precision_lens (self->compare_view,
                                     cs_graph_view_get_precision_lens (_cs_window_get_view (self, f)));
@@ -1552,6 +1578,7 @@ _cs_window_recompute (CsWindow *self)
   data->generation = ++self->generation;
   _cs_window_job_begin (self);
   cs_analysis_new_async (self->traces, &self->policy, self->cancellable, recompute_done_cb, data);
+  _cs_window_compare_recompute (self);   /* the compared file follows the policy */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1578,7 +1605,10 @@ cs_window_dispose (GObject *object)
     g_cancellable_cancel (self->cancellable);
   if (self->run_cancellable != NULL)
     g_cancellable_cancel (self->run_cancellable);
+  if (self->compare_cancellable != NULL)
+    g_cancellable_cancel (self->compare_cancellable);
   self->generation++;   /* results still in flight are stale now */
+  self->compare_generation++;
   gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
   G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
 }
@@ -1614,6 +1644,11 @@ cs_window_finalize (GObject *object)
   g_clear_pointer (&self->user_casts, g_ptr_array_unref);
   g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
   g_clear_object (&self->run_cancellable);
+  g_clear_object (&self->compare_file);
+  g_clear_pointer (&self->compare_traces, cs_trace_list_unref);
+  g_clear_pointer (&self->compare_analysis, cs_analysis_unref);
+  g_clear_pointer (&self->compare_match, cs_trace_match_free);
+  g_clear_object (&self->compare_cancellable);
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
 
@@ -1744,6 +1779,7 @@ cs_window_init (CsWindow *self)
   gtk_widget_add_controller (GTK_WIDGET (self), GTK_EVENT_CONTROLLER (drop));
 
   _cs_window_init_actions (self);
+  _cs_window_init_compare_actions (self);
   _cs_window_init_policy_panel (self);
   g_signal_connect_object (gtk_recent_manager_get_default (), "changed",
                            G_CALLBACK (_cs_window_update_recent), self, G_CONNECT_SWAPPED);

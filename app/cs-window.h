@@ -16,5 +16,7 @@ void      cs_window_open_file  (CsWindow      *self,
                                 GFile         *file);
 void      cs_window_show_error (CsWindow      *self,
                                 const char    *message);
+void      cs_window_compare_with_file (CsWindow *self,
+                                       GFile    *file);
 
 G_END_DECLS

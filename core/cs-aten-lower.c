@@ -4,7 +4,11 @@
  * Sources: the ATen kernels' formulas as torch/_decomp/decompositions.py and
  * torch/_refs/__init__.py write them (PyTorch 2.11): addmm, t, _softmax/_log_softmax and their
  * backward_data, native_layer_norm(_backward), gelu_backward (none and tanh), threshold_,
- * sigmoid_, tanh_ and silu_backward, rsub, scalar_tensor, embedding, detach/alias.
+ * sigmoid_, tanh_ and silu_backward, rsub, scalar_tensor, embedding, detach/alias; split and
+ * split_with_sizes (ltorch.split, the pieces the graph reads), gather,
+ * bitwise_not and logical_not/and/or/xor (torch/_refs/__init__.py: a non-bool operand counts
+ * as `a != 0`, then `&`, `|`, `^` on bools, broadcast to the result's shape); Inductor's
+ * prims.fma (torch/_inductor/inductor_prims.py).
  */
 #include "cs-config.h"
 
@@ -162,7 +166,7 @@ static CsValue *
 outputs (L *l, CsValue **vals, guint n)
 {
   const CsValue *out = l->s->out;
-  CsValue *items[8];
+  CsValue **items;
   guint k = 0;
 
   if (out == NULL || out->kind == CS_VALUE_PROXY)
@@ -170,6 +174,7 @@ outputs (L *l, CsValue **vals, guint n)
   if (out->kind != CS_VALUE_TUPLE || out->u.seq.n > n)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "names %u outputs, the op has %u",
                   out->kind == CS_VALUE_TUPLE ? out->u.seq.n : 1, n);
+  items = CS_ARENA_NEW_N (l->ctx->arena, CsValue *, MAX (out->u.seq.n, 1));
   for (guint i = 0; i < out->u.seq.n; i++)
     if (out->u.seq.items[i]->kind == CS_VALUE_PROXY)
       {
@@ -481,6 +486,108 @@ lower_act_backward (L *l, CsOpId id)
   return fit (l, r, l->s->out);
 }
 
+/* The truth value of @v as torch/_refs logical_* take it: a bool tensor as it is, another
+ * tensor as `v != 0`, a number as the bool literal `v != 0`. */
+static CsValue *
+truth (L *l, CsValue *v)
+{
+  CsProxy *t = tensor (v);
+  double x;
+
+  CHECK (v);
+  if (t != NULL)
+    return t->dtype == CS_DTYPE_B8 ? v : call (l, "ltorch.ne", v, vint (l, 0), NULL);
+  if (!number (v, &x))
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "operands must be tensors or numbers");
+  return vbool (l, x != 0);
+}
+
+/* @v expanded to the shape the graph printed for the statement's output (ltorch.expand), for
+ * the prims that do not broadcast; numbers and tensors of that shape are left as they are. */
+static CsValue *
+expand_to_out (L *l, CsValue *v)
+{
+  CsProxy *t = tensor (v), *o = tensor (l->s->out);
+
+  CHECK (v);
+  if (t == NULL || o == NULL
+      || (t->rank == o->rank && memcmp (t->shape, o->shape, t->rank * sizeof (int64_t)) == 0))
+    return v;
+  return call (l, "ltorch.expand", v, vdims (l, o->shape, o->rank), NULL);
+}
+
+/* split(self, split_size, dim=0) and split_with_sizes(self, split_sizes, dim=0):
+ * ltorch.split, whose pieces the graph reads by position (a graph that reads only some of
+ * them names `_` for the others up to the last it reads) */
+static CsValue *
+lower_split (L *l)
+{
+  CsValue *a = arg (l, 0, "self"), *sz = arg (l, 1, "split_size");
+  CsValue *dim = arg (l, 2, "dim"), *pieces;
+
+  if (sz == NULL)
+    sz = arg (l, 1, "split_sizes");
+  if (!tensor (a) || sz == NULL)
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and the split sizes");
+  pieces = call (l, "ltorch.split", a, sz, dim ? dim : vint (l, 0), NULL);
+  CHECK (pieces);
+  if (pieces->kind != CS_VALUE_TUPLE && pieces->kind != CS_VALUE_LIST)
+    return outputs (l, &pieces, 1);
+  return outputs (l, pieces->u.seq.items, pieces->u.seq.n);
+}
+
+/* gather(self, dim, index, *, sparse_grad=False): out[i][j] = self[index[i][j]][j] (dim 0),
+ * index no larger than self outside dim: prims.gather(self, index, dim) (sparse_grad only
+ * changes the layout of the gradient) */
+static CsValue *
+lower_gather (L *l)
+{
+  CsValue *a = arg (l, 0, "self"), *dim = arg (l, 1, "dim"), *idx = arg (l, 2, "index");
+  CsProxy *ti = tensor (idx);
+
+  if (!tensor (a) || ti == NULL || dim == NULL || dim->kind != CS_VALUE_INT)
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor, an int dim and a typed index");
+  if (cs_dtype_kind (ti->dtype) != CS_DTYPE_KIND_INT)
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "index must be an integer tensor, got %s",
+                  cs_dtype_short_name (ti->dtype));
+  return call (l, "prims.gather", a, idx, dim, NULL);
+}
+
+/* bitwise_not on integers and bools (on bools: logical not) and logical_not/and/or/xor */
+static CsValue *
+lower_logical (L *l, CsOpId id)
+{
+  CsValue *a = arg (l, 0, "self"), *b = arg (l, 1, "other");
+  CsProxy *ta = tensor (a);
+
+  if (a == NULL)
+    return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs an operand");
+  switch (id)
+    {
+    case CS_OP_ATEN_BITWISE_NOT:
+      if (ta == NULL || cs_dtype_kind (ta->dtype) == CS_DTYPE_KIND_FLOAT
+          || cs_dtype_kind (ta->dtype) == CS_DTYPE_KIND_COMPLEX)
+        return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed integer or bool tensor");
+      return call (l, "prims.bitwise_not", a, NULL);
+    case CS_OP_ATEN_LOGICAL_NOT:
+      if (ta == NULL)
+        return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
+      if (ta->dtype == CS_DTYPE_B8)
+        return call (l, "prims.bitwise_not", a, NULL);
+      return call (l, "ltorch.eq", a, vint (l, 0), NULL);
+    default:
+      if (b == NULL || (ta == NULL && tensor (b) == NULL))
+        return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs two operands, one a typed tensor");
+      a = expand_to_out (l, truth (l, a));
+      b = expand_to_out (l, truth (l, b));
+      CHECK (a);
+      CHECK (b);
+      return call (l, id == CS_OP_ATEN_LOGICAL_AND ? "prims.bitwise_and"
+                      : id == CS_OP_ATEN_LOGICAL_OR ? "prims.bitwise_or" : "prims.bitwise_xor",
+                   a, b, NULL);
+    }
+}
+
 /** _cs_aten_lower: see cs-aten-private.h. */
 CsValue *
 _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
@@ -514,6 +621,28 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_TANH_BACKWARD:
     case CS_OP_ATEN_SILU_BACKWARD:
       return lower_act_backward (&l, op->id);
+    case CS_OP_ATEN_GATHER:
+      return lower_gather (&l);
+    case CS_OP_ATEN_SPLIT:
+    case CS_OP_ATEN_SPLIT_WITH_SIZES:
+      return lower_split (&l);
+    case CS_OP_ATEN_BITWISE_NOT:
+    case CS_OP_ATEN_LOGICAL_NOT:
+    case CS_OP_ATEN_LOGICAL_AND:
+    case CS_OP_ATEN_LOGICAL_OR:
+    case CS_OP_ATEN_LOGICAL_XOR:
+      return lower_logical (&l, op->id);
+    case CS_OP_ATEN_PRIMS_FMA:
+      {
+        /* fma(a, b, c) = a * b + c, broadcast.  Inductor's kernel rounds once; the lowering
+         * rounds the product to the operands' dtype before the add (ltorch.mul, ltorch.add:
+         * at most half an ulp of the product more, f32 in the graphs Inductor prints) */
+        CsValue *a = arg (&l, 0, "a"), *b = arg (&l, 1, "b"), *c = arg (&l, 2, "c");
+
+        if (a == NULL || b == NULL || c == NULL || (!tensor (a) && !tensor (b) && !tensor (c)))
+          return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs three operands, one a typed tensor");
+        return fit (&l, add (&l, mul (&l, a, b), c), stmt->out);
+      }
     case CS_OP_ATEN_RSUB:
       {
         /* rsub(a, b, alpha=1) = b - alpha * a */

@@ -824,7 +824,10 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
       float (*ff) (float) = op->ew1->f32;
       double (*fd) (double) = op->ew1->f64;
 
-      if (f32)
+      if (id == CS_OP_PRIM_BITWISE_NOT && cdtype == CS_DTYPE_B8)
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = AT (a, i) == 0;   /* ~ on bools is logical not (torch.bitwise_not) */
+      else if (f32)
         for (int64_t i = 0; i < out->numel; i++)
           out->data[i] = ff ((float) AT (a, i));
       else
@@ -2464,15 +2467,89 @@ sdpa_placeholder (Ctx *c, const CsStmt *s, guint k, const int64_t *dshape, guint
   }
 }
 
-/* Forward: sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, dropout_p,
- * is_causal, scale=) -> (out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
- * philox_offset, debug_attn_mask) and sdpaex_grad_forward_scaled_dot_product_efficient_attention
- * (q, k, v, attn_mask, dropout_p, is_causal, scale) -> (out, logsumexp, philox_seed,
- * philox_offset).  softmax(scale * q k^T + mask) v with a top-left causal mask (j > i masked,
- * torch's is_causal), scale = 1/sqrt(E) when None; f32 math in exact mode, output rounded to
- * q's dtype, logsumexp in f32. */
+/* Where the arguments and outputs of one SDPA call sit: the positional index of each
+ * argument (-1: keyword only or absent) and the outputs' count.  The Thunder executor's names
+ * (thunder/executors/sdpaex.py) and ATen's backend ops (native_functions.yaml). */
+typedef struct
+{
+  int   mask;      /* attn_mask / attn_bias, -1 when the op has none */
+  int   dropout;   /* dropout_p */
+  int   causal;    /* is_causal */
+  int   scale;     /* scale, -1: keyword only */
+  int   out;       /* backward: the forward's out (logsumexp follows it) */
+  guint n_out;     /* forward: outputs; backward: 3, or 4 with grad_attn_mask */
+  gboolean cum;    /* forward: outputs 2 and 3 are cum_seq_q / cum_seq_k (i64[batch + 1]) */
+} SdpaLayout;
+
+/* sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, dropout_p, is_causal,
+ * scale=) -> 9 outputs; sdpaex_grad_forward_...(q, k, v, attn_mask, dropout_p, is_causal,
+ * scale) -> (out, logsumexp, philox_seed, philox_offset) */
+static const SdpaLayout sdpa_fw_flash = { -1, 3, 4, 5, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_mem = { 3, 4, 5, 6, 0, 4, FALSE };
+/* aten::_scaled_dot_product_cudnn_attention(query, key, value, attn_bias, compute_log_sumexp,
+ *   dropout_p=0., is_causal=False, return_debug_mask=False, *, scale=None) -> (output,
+ *   logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug_attn_mask)
+ * aten::_scaled_dot_product_flash_attention(query, key, value, dropout_p=0., is_causal=False,
+ *   return_debug_mask=False, *, scale=None) -> (output, logsumexp, cum_seq_q, cum_seq_k,
+ *   max_q, max_k, rng_state, unused, debug_attn_mask)
+ * aten::_scaled_dot_product_efficient_attention(query, key, value, attn_bias,
+ *   compute_log_sumexp, dropout_p=0., is_causal=False, *, scale=None) -> (output, log_sumexp,
+ *   philox_seed, philox_offset) */
+static const SdpaLayout sdpa_fw_aten_cudnn = { 3, 5, 6, -1, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_aten_flash = { -1, 3, 4, -1, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_aten_mem = { 3, 5, 6, -1, 0, 4, FALSE };
+/* sdpafx_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, out, logsumexp,
+ * cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset,
+ * scale=); sdpaex_..._backward(grad_out, q, k, v, attn_mask, out, logsumexp, philox_seed,
+ * philox_offset, dropout_p, is_causal, scale=) */
+static const SdpaLayout sdpa_bw_flash = { -1, 10, 11, 14, 4, 3, FALSE };
+static const SdpaLayout sdpa_bw_mem = { 4, 9, 10, 11, 5, 4, FALSE };
+/* aten::_scaled_dot_product_cudnn_attention_backward(grad_out, query, key, value, out,
+ *   logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+ *   dropout_p, is_causal, *, scale=None) -> (Tensor, Tensor, Tensor)
+ * aten::_scaled_dot_product_flash_attention_backward(grad_out, query, key, value, out,
+ *   logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+ *   philox_offset, *, scale=None) -> (grad_query, grad_key, grad_value)
+ * aten::_scaled_dot_product_efficient_attention_backward(grad_out_, query, key, value,
+ *   attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, bool[4] grad_input_mask,
+ *   is_causal=False, *, scale=None) -> (Tensor, Tensor, Tensor, Tensor) */
+static const SdpaLayout sdpa_bw_aten_cudnn = { 8, 13, 14, -1, 4, 3, FALSE };
+static const SdpaLayout sdpa_bw_aten_flash = { -1, 10, 11, -1, 4, 3, FALSE };
+static const SdpaLayout sdpa_bw_aten_mem = { 4, 9, 11, -1, 5, 4, FALSE };
+
+/* @seq cut to the outputs @s names: torch.compile's graphs fold the `getitem` reads of a
+ * multi-output node into its targets, up to the last one read. */
 static Rv *
-run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
+sdpa_trim (const CsStmt *s, Rv *seq)
+{
+  const CsValue *o = s->out;
+
+  if (o && (o->kind == CS_VALUE_TUPLE || o->kind == CS_VALUE_LIST) && o->u.seq.n > 0
+      && o->u.seq.n < seq->items->len)
+    g_ptr_array_remove_range (seq->items, o->u.seq.n, seq->items->len - o->u.seq.n);
+  return seq;
+}
+
+/* The attention mask at position @pos of @s (NULL without error when it is None or absent). */
+static gboolean
+sdpa_mask (Ctx *c, const CsStmt *s, int pos, const char *kw, Rv **mask)
+{
+  const CsValue *mv = pos >= 0 ? cs_stmt_get_arg (s, (guint) pos, kw) : NULL;
+
+  *mask = NULL;
+  if (mv == NULL || mv->kind == CS_VALUE_NONE)
+    return TRUE;
+  *mask = eval_value (c, s, mv);
+  return *mask != NULL;
+}
+
+/* Forward of the layouts above: softmax(scale * q k^T + mask) v with a top-left causal mask
+ * (j > i masked, torch's is_causal), scale = 1/sqrt(E) when None; f32 math in exact mode,
+ * output rounded to q's dtype, logsumexp in f32 ([..., L], or as the trace types it: padded
+ * to a multiple of 16 or 32 by the executors, [..., L, 1] by cuDNN).  Outputs the CPU does not
+ * model (cumulative sequence lengths, RNG state, debug mask) are zeros. */
+static Rv *
+run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 {
   g_autoptr (Rv) q = arg_tensor (c, s, 0, "query");
   g_autoptr (Rv) k = arg_tensor (c, s, 1, "key");
@@ -2481,32 +2558,27 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
   int64_t nb, L, S, E, Ev, oshape[CS_MAX_DIMS], lstride;
   double dropout, causal, scale;
   gboolean f32;
-  guint n_out = flash ? 9 : 4;
+  guint n_out = lay->n_out;
+  CsDtype lse_dtype = CS_DTYPE_F32;
   Rv *out, *lse, *seq;
   g_autofree double *row = NULL;
 
   if (q == NULL || k == NULL || v == NULL || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
     return NULL;
-  if (!flash)
+  if (!sdpa_mask (c, s, lay->mask, lay == &sdpa_fw_mem ? "attn_mask" : "attn_bias", &mask))
+    return NULL;
+  if (mask != NULL
+      && (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
+          || (mask->shape[mask->rank - 2] != L && mask->shape[mask->rank - 2] != 1)
+          || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S)))
     {
-      const CsValue *mv = cs_stmt_get_arg (s, 3, "attn_mask");
-      if (mv && mv->kind != CS_VALUE_NONE)
-        {
-          mask = eval_value (c, s, mv);
-          if (mask == NULL)
-            return NULL;
-          if (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
-              || (mask->shape[mask->rank - 2] != L && mask->shape[mask->rank - 2] != 1)
-              || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S))
-            {
-              fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
-              return NULL;
-            }
-        }
+      fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
+      return NULL;
     }
-  if (!sdpa_flag (c, s, flash ? 3 : 4, "dropout_p", 0.0, &dropout)
-      || !sdpa_flag (c, s, flash ? 4 : 5, "is_causal", 0.0, &causal)
-      || !sdpa_flag (c, s, flash ? 5 : 6, "scale", 1.0 / sqrt ((double) E), &scale))
+  if (!sdpa_flag (c, s, (guint) lay->dropout, "dropout_p", 0.0, &dropout)
+      || !sdpa_flag (c, s, (guint) lay->causal, "is_causal", 0.0, &causal)
+      || !sdpa_flag (c, s, lay->scale >= 0 ? (guint) lay->scale : G_MAXUINT, "scale",
+                     1.0 / sqrt ((double) E), &scale))
     return NULL;
   if (dropout != 0.0)
     {
@@ -2524,11 +2596,21 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
                         && s->out->u.seq.n > 1 ? s->out->u.seq.items[1] : NULL;
     const CsProxy *lp = lt && lt->kind == CS_VALUE_PROXY ? lt->u.proxy : NULL;
 
+    /* f32 (the kernels' accumulator type), or the float dtype the trace gives it */
+    if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && is_float (lp->dtype))
+      lse_dtype = lp->dtype;
     if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank == q->rank - 1
         && lp->shape[lp->rank - 1] >= L)
-      lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, lp->shape, lp->rank) : NULL;
+      lse = out ? rv_new_tensor (c, s, lse_dtype, lp->shape, lp->rank) : NULL;
+    else if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank == q->rank
+             && lp->shape[lp->rank - 1] == 1 && lp->shape[lp->rank - 2] == L)
+      lse = out ? rv_new_tensor (c, s, lse_dtype, lp->shape, lp->rank) : NULL;   /* cuDNN */
+    else if (lp && lp->typed && lp->kind == CS_PROXY_TENSOR && lp->rank >= 1
+             && lp->shape[lp->rank - 1] == 0)
+      /* not asked for (compute_log_sumexp=False): empty, as the trace types it */
+      lse = out ? rv_new_tensor (c, s, lse_dtype, lp->shape, lp->rank) : NULL;
     else
-      lse = out ? rv_new_tensor (c, s, CS_DTYPE_F32, q->shape, q->rank - 1) : NULL;
+      lse = out ? rv_new_tensor (c, s, lse_dtype, q->shape, q->rank - 1) : NULL;
   }
   if (lse == NULL)
     {
@@ -2601,11 +2683,12 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
             out->data[(b * L + i) * Ev + e] = f32 ? (double) (float) ((float) acc / (float) l)
                                                   : acc / l;
           }
-        lse->data[b * lstride + i] = m + log (l);
+        if (lstride >= L)
+          lse->data[b * lstride + i] = m + log (l);
       }
   mem_give (rv_bytes (S));
   round_values (out->data, out->numel, out->dtype, c->mode);
-  round_values (lse->data, lse->numel, CS_DTYPE_F32, c->mode);
+  round_values (lse->data, lse->numel, lse->dtype, c->mode);
   seq = rv_new_seq ();
   g_ptr_array_add (seq->items, out);
   g_ptr_array_add (seq->items, lse);
@@ -2613,7 +2696,7 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
     {
       /* flash: cum_seq_q / cum_seq_k are i64[batch + 1]; RNG seed and offset are i64[] */
       int64_t cum[1] = { q->shape[0] + 1 };
-      gboolean is_cum = flash && (i == 2 || i == 3);
+      gboolean is_cum = lay->cum && (i == 2 || i == 3);
       Rv *z = sdpa_placeholder (c, s, i, cum, is_cum ? 1 : 0);
       if (z == NULL)
         {
@@ -2622,22 +2705,17 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, gboolean flash)
         }
       g_ptr_array_add (seq->items, z);
     }
-  return seq;
+  return sdpa_trim (s, seq);
 }
 
-/* Backward: sdpafx_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, out,
- * logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
- * philox_offset, scale=) -> (grad_q, grad_k, grad_v) and (!@flash)
- * sdpaex_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, attn_mask, out,
- * logsumexp, philox_seed, philox_offset, dropout_p, is_causal, scale=) -> (grad_q, grad_k,
- * grad_v, grad_attn_mask or None), as the kernels compute them from the saved out and
+/* Backward of the layouts above, as the kernels compute it from the saved out and
  * logsumexp: P = exp(scale q k^T + mask - lse), D = rowsum(dO * out), dV = P^T dO,
  * dS = P * (dO v^T - D), dQ = scale dS k, dK = scale dS^T q, dmask = dS summed over the
- * mask's broadcast dims. */
+ * mask's broadcast dims (the fourth output of the layouts with 4; None for a bool mask). */
 static Rv *
-run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
+run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 {
-  guint o_pos = flash ? 4 : 5;
+  guint o_pos = (guint) lay->out;
   g_autoptr (Rv) go = arg_tensor (c, s, 0, "grad_out");
   g_autoptr (Rv) q = arg_tensor (c, s, 1, "query");
   g_autoptr (Rv) k = arg_tensor (c, s, 2, "key");
@@ -2654,21 +2732,14 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
   if (go == NULL || q == NULL || k == NULL || v == NULL || o == NULL || lse == NULL
       || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
     return NULL;
-  if (!flash)
+  if (!sdpa_mask (c, s, lay->mask, lay == &sdpa_bw_mem ? "attn_mask" : "attn_bias", &mask))
+    return NULL;
+  if (mask != NULL
+      && (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
+          || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S)))
     {
-      const CsValue *mv = cs_stmt_get_arg (s, 4, "attn_mask");
-      if (mv && mv->kind != CS_VALUE_NONE)
-        {
-          mask = eval_value (c, s, mv);
-          if (mask == NULL)
-            return NULL;
-          if (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
-              || (mask->numel != L * S && mask->numel != S && mask->numel != nb * L * S))
-            {
-              fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
-              return NULL;
-            }
-        }
+      fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
+      return NULL;
     }
   if (go->numel != nb * L * Ev || o->numel != nb * L * Ev || lse->kind != RV_TENSOR
       || lse->numel < nb * L)
@@ -2677,9 +2748,10 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
       return NULL;
     }
   lstride = lse->numel / nb;
-  if (!sdpa_flag (c, s, flash ? 10 : 9, "dropout_p", 0.0, &dropout)
-      || !sdpa_flag (c, s, flash ? 11 : 10, "is_causal", 0.0, &causal)
-      || !sdpa_flag (c, s, flash ? 14 : 11, "scale", 1.0 / sqrt ((double) E), &scale))
+  if (!sdpa_flag (c, s, (guint) lay->dropout, "dropout_p", 0.0, &dropout)
+      || !sdpa_flag (c, s, (guint) lay->causal, "is_causal", 0.0, &causal)
+      || !sdpa_flag (c, s, lay->scale >= 0 ? (guint) lay->scale : G_MAXUINT, "scale",
+                     1.0 / sqrt ((double) E), &scale))
     return NULL;
   if (dropout != 0.0)
     {
@@ -2698,8 +2770,9 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
   memset (gq->data, 0, (gsize) MAX (gq->numel, 1) * sizeof (double));
   memset (gk->data, 0, (gsize) MAX (gk->numel, 1) * sizeof (double));
   memset (gv->data, 0, (gsize) MAX (gv->numel, 1) * sizeof (double));
-  if (mask != NULL && mask->dtype != CS_DTYPE_B8)
+  if (mask != NULL && mask->dtype != CS_DTYPE_B8 && lay->n_out == 4)
     {
+      /* grad_attn_mask, for the layouts that return it (cuDNN's backward does not) */
       gm = rv_new_tensor (c, s, mask->dtype, mask->shape, mask->rank);
       if (gm == NULL)
         {
@@ -2721,6 +2794,8 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
           rv_unref (gq);
           rv_unref (gk);
           rv_unref (gv);
+          if (gm != NULL)
+            rv_unref (gm);
           fail (c, s, CS_REF_ERROR_CANCELLED, "cancelled");
           return NULL;
         }
@@ -2784,13 +2859,13 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, gboolean flash)
   g_ptr_array_add (seq->items, gq);
   g_ptr_array_add (seq->items, gk);
   g_ptr_array_add (seq->items, gv);
-  if (!flash)
+  if (lay->n_out == 4)
     {
       if (gm != NULL)
         round_values (gm->data, gm->numel, gm->dtype, c->mode);
       g_ptr_array_add (seq->items, gm ? gm : rv_new_kind (RV_NONE));
     }
-  return seq;
+  return sdpa_trim (s, seq);
 }
 
 /* ltorch.nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight):
@@ -3345,16 +3420,34 @@ exec_call (Ctx *c, const CsStmt *s)
     case CS_OP_PRIM_ZETA: case CS_OP_PRIM_PY_FLOORDIV:
       return s->n_subs ? exec_subs (c, s) : unsupported (c, s);
     case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
-      v = run_sdpa_forward (c, s, TRUE);
+      v = run_sdpa_forward (c, s, &sdpa_fw_flash);
       break;
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
-      v = run_sdpa_backward (c, s, TRUE);
+      v = run_sdpa_backward (c, s, &sdpa_bw_flash);
       break;
     case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
-      v = run_sdpa_forward (c, s, FALSE);
+      v = run_sdpa_forward (c, s, &sdpa_fw_mem);
       break;
     case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
-      v = run_sdpa_backward (c, s, FALSE);
+      v = run_sdpa_backward (c, s, &sdpa_bw_mem);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION:
+      v = run_sdpa_forward (c, s, &sdpa_fw_aten_cudnn);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION_BACKWARD:
+      v = run_sdpa_backward (c, s, &sdpa_bw_aten_cudnn);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_FLASH_ATTENTION:
+      v = run_sdpa_forward (c, s, &sdpa_fw_aten_flash);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_FLASH_ATTENTION_BACKWARD:
+      v = run_sdpa_backward (c, s, &sdpa_bw_aten_flash);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
+      v = run_sdpa_forward (c, s, &sdpa_fw_aten_mem);
+      break;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+      v = run_sdpa_backward (c, s, &sdpa_bw_aten_mem);
       break;
     case CS_OP_PRIM_INDEX_ADD:
       v = run_index_add (c, s);

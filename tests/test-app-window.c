@@ -1877,6 +1877,187 @@ test_compare (Fixture *fx, gconstpointer data)
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
 }
 
+/* The layout node of @view drawing the statement that writes @name, or -1. */
+static gint
+node_writing (CsGraphView *view, const char *name)
+{
+  CsLayout *l = cs_graph_view_get_layout (view);
+  CsTrace *t = cs_graph_view_get_trace (view);
+
+  for (guint i = 0; l != NULL && i < l->n_nodes; i++)
+    {
+      const CsStmt *s = _cs_window_find_stmt_deep (t, l->nodes[i].stmt_id, NULL);
+      const CsProxy *p = s && s->kind == CS_STMT_CALL ? cs_stmt_get_output (s) : NULL;
+
+      if (p != NULL && g_strcmp0 (p->name, name) == 0)
+        return (gint) i;
+    }
+  return -1;
+}
+
+static const char *
+selected_output (CsGraphView *view)
+{
+  const CsStmt *s = _cs_window_find_stmt_deep (cs_graph_view_get_trace (view),
+                                               cs_graph_view_get_selected (view), NULL);
+  const CsProxy *p = s && s->kind == CS_STMT_CALL ? cs_stmt_get_output (s) : NULL;
+
+  return p ? p->name : NULL;
+}
+
+/* Thunder's trace (right, the window's file) beside torch.compile's graphs of the same function
+ * (left, win.compare-file), matched by core/cs-aten-match.h.  The GELU MLP: Thunder's forward
+ * rounds twice in its one region, Inductor's seven times in two (it also rounds the bias adds);
+ * the label says 7 | 2 casts, 2 matched, 2 | 1 regions, 1 matched; selecting Thunder's GELU
+ * downcast t1 selects Inductor's convert_element_type_4, and back; the backward is matched
+ * too.  RMSNorm + SwiGLU: all 11 casts and 4 regions of the forward match.  The seed
+ * foo(a, b, w) = matmul(a + b, w): 3 casts and 1 region on each side, all matched, Thunder's
+ * bf16 rounding of a + b (t4) is Inductor's `add`; its picture is the README's
+ * (castscope-compare-torch-compile.png). */
+static void
+test_compare_torch_compile (Fixture *fx, gconstpointer data)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *mlp = g_build_filename (dir, "mlp_gelu.txt", NULL);
+  g_autofree char *mlp_tc = g_build_filename (dir, "aten", "mlp_gelu_bf16.txt", NULL);
+  g_autofree char *rms = g_build_filename (dir, "rmsnorm_swiglu.txt", NULL);
+  g_autofree char *rms_tc = g_build_filename (dir, "aten", "rmsnorm_swiglu_bf16.txt", NULL);
+  g_autoptr(GFile) f_mlp_tc = g_file_new_for_path (mlp_tc);
+  g_autoptr(GFile) f_rms_tc = g_file_new_for_path (rms_tc);
+  g_autofree char *seed = g_build_filename (dir, "seed_foo.txt", NULL);
+  g_autofree char *seed_tc = g_build_filename (dir, "aten", "seed_foo_bf16.txt", NULL);
+  g_autoptr(GFile) f_seed_tc = g_file_new_for_path (seed_tc);
+  const char *label;
+  gint n;
+  guint32 right_id;
+
+  if (!open_path (fx, mlp))
+    return;
+  show_family (fx->win, "forward");
+  cs_window_compare_with_file (fx->win, f_mlp_tc);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_true (fx->win->comparing);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+  g_assert_nonnull (cs_graph_view_get_layout (fx->win->compare_view));
+  g_assert_nonnull (cs_graph_view_get_layout (fx->win->forward_view));
+  /* left: Inductor's forward `forward`; right: Thunder's `computation` */
+  g_assert_cmpstr (cs_graph_view_get_trace (fx->win->compare_view)->name, ==, "forward");
+  g_assert_cmpstr (cs_graph_view_get_trace (fx->win->forward_view)->name, ==, "computation");
+  label = gtk_label_get_text (fx->win->compare_label);
+  g_test_message ("forward: %s", label);
+  g_assert_nonnull (strstr (label, "torch.compile mlp_gelu_bf16.txt (left)"));
+  g_assert_nonnull (strstr (label, "Thunder mlp_gelu.txt (right)"));
+  g_assert_nonnull (strstr (label, "casts 7 | 2, 2 matched"));
+  g_assert_nonnull (strstr (label, "regions 2 | 1, 1 matched"));
+
+  /* Thunder's t1 (the GELU's f32 -> bf16) selects Inductor's convert_element_type_4 */
+  n = node_writing (fx->win->forward_view, "t1");
+  g_assert_cmpint (n, >=, 0);
+  right_id = cs_graph_view_get_layout (fx->win->forward_view)->nodes[n].stmt_id;
+  cs_graph_view_select (fx->win->forward_view, right_id, FALSE);
+  g_signal_emit_by_name (fx->win->forward_view, "node-selected", (guint) right_id);
+  g_assert_cmpstr (selected_output (fx->win->compare_view), ==, "convert_element_type_4");
+  /* and back */
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_signal_emit_by_name (fx->win->compare_view, "node-selected",
+                         (guint) cs_graph_view_get_selected (fx->win->compare_view));
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, right_id);
+
+  show_family (fx->win, "backward");
+  label = gtk_label_get_text (fx->win->compare_label);
+  g_test_message ("backward: %s", label);
+  g_assert_cmpstr (cs_graph_view_get_trace (fx->win->compare_view)->name, ==, "backward_fn");
+  g_assert_nonnull (strstr (label, "casts 7 | 7, 6 matched"));
+  g_assert_nonnull (strstr (label, "regions 2 | 2, 2 matched"));
+
+  /* a policy change re-runs both sides: matmul=upcast-f32 leaves the forward's two rounding
+   * casts matched on both */
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_cmpint (cs_analysis_get_policy (fx->win->compare_analysis)->matmul, ==,
+                   CS_MATMUL_UPCAST_F32);
+  label = gtk_label_get_text (fx->win->compare_label);
+  g_test_message ("forward, upcast-f32: %s", label);
+  g_assert_nonnull (fx->win->compare_match);
+  g_assert_cmpuint (fx->win->compare_match->casts->len, >=, 2);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  wait_idle (fx->win);
+
+  /* RMSNorm + SwiGLU: every cast and region of the forward matched */
+  if (!open_path (fx, rms))
+    return;
+  show_family (fx->win, "forward");
+  cs_window_compare_with_file (fx->win, f_rms_tc);
+  wait_idle (fx->win);
+  label = gtk_label_get_text (fx->win->compare_label);
+  g_test_message ("rmsnorm forward: %s", label);
+  g_assert_nonnull (strstr (label, "torch.compile rmsnorm_swiglu_bf16.txt (left)"));
+  g_assert_nonnull (strstr (label, "casts 11 | 11, 11 matched"));
+  g_assert_nonnull (strstr (label, "regions 4 | 4, 4 matched"));
+  n = node_writing (fx->win->forward_view, "t95");   /* the gate projection upcast for SiLU */
+  g_assert_cmpint (n, >=, 0);
+  right_id = cs_graph_view_get_layout (fx->win->forward_view)->nodes[n].stmt_id;
+  cs_graph_view_select (fx->win->forward_view, right_id, FALSE);
+  g_signal_emit_by_name (fx->win->forward_view, "node-selected", (guint) right_id);
+  g_assert_cmpstr (selected_output (fx->win->compare_view), ==, "convert_element_type_4");
+
+  /* the seed foo(a, b, w) = matmul(a + b, w): small enough to read fitted, the README's
+   * picture */
+  if (!open_path (fx, seed))
+    return;
+  show_family (fx->win, "forward");
+  cs_window_compare_with_file (fx->win, f_seed_tc);
+  wait_idle (fx->win);
+  label = gtk_label_get_text (fx->win->compare_label);
+  g_test_message ("seed forward: %s", label);
+  g_assert_nonnull (strstr (label, "casts 3 | 3, 3 matched"));
+  g_assert_nonnull (strstr (label, "regions 1 | 1, 1 matched"));
+  /* Thunder's rounding of a + b to bf16 (t4) is Inductor's `add` */
+  n = node_writing (fx->win->forward_view, "t4");
+  g_assert_cmpint (n, >=, 0);
+  right_id = cs_graph_view_get_layout (fx->win->forward_view)->nodes[n].stmt_id;
+  cs_graph_view_select (fx->win->forward_view, right_id, FALSE);
+  g_signal_emit_by_name (fx->win->forward_view, "node-selected", (guint) right_id);
+  g_assert_cmpstr (selected_output (fx->win->compare_view), ==, "add");
+  /* both sides fitted (another file's sides pan and zoom on their own) */
+  {
+    /* as a user makes room for two graphs: the policy panel folded, the trace text lowered,
+     * the details panel narrowed (the paned dividers above the compare: center, main, outer) */
+    GtkWidget *w = GTK_WIDGET (fx->win->compare_paned);
+    GtkPaned *panes[3] = { NULL, NULL, NULL };
+    const int pos[3] = { 700, 10000, 0 };
+
+    gtk_window_set_default_size (GTK_WINDOW (fx->win), 1600, 1000);
+    wait_idle (fx->win);
+    for (int k = 0; k < 3; k++)
+      {
+        w = gtk_widget_get_ancestor (gtk_widget_get_parent (w), GTK_TYPE_PANED);
+        g_assert_nonnull (w);
+        panes[k] = GTK_PANED (w);
+      }
+    for (int k = 0; k < 3; k++)
+      gtk_paned_set_position (panes[k], pos[k]);
+    wait_idle (fx->win);
+    gtk_paned_set_position (fx->win->compare_paned,
+                            gtk_widget_get_width (GTK_WIDGET (fx->win->compare_paned)) / 2);
+    wait_idle (fx->win);
+  }
+  cs_graph_view_fit (fx->win->forward_view);
+  cs_graph_view_fit (fx->win->compare_view);
+  wait_frame ();
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-compare-torch-compile.png");
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "compare-close-file", NULL);
+  wait_idle (fx->win);
+  g_assert_null (fx->win->compare_analysis);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "(left)"));
+  g_assert_null (strstr (gtk_label_get_text (fx->win->compare_label), "torch.compile"));
+}
+
 /* The lens on the GELU MLP (data/mlp_gelu.txt): both bf16 linears accumulate in f32 and round
  * (rounding points), the GELU region computes in f32 and rounds; after a CPU Run the ratio heat
  * of the forward's output t2 is at least 1 (the floor: no bf16 value is nearer f64).  The
@@ -2258,6 +2439,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/window/rounding-knob", Fixture, NULL, fixture_setup, test_rounding_knob,
               fixture_teardown);
+  g_test_add ("/app/window/compare-torch-compile", Fixture, NULL, fixture_setup,
+              test_compare_torch_compile, fixture_teardown);
   g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
               fixture_teardown);
   g_test_add ("/app/lens/mlp-heat", Fixture, NULL, fixture_setup, test_lens_mlp,
