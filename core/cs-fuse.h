@@ -32,7 +32,11 @@ typedef enum
  * @policy's executor list run in its order (Thunder runs each fusion executor's fusion_pass in
  * list order): torchcompile_xentropy makes TorchCompileK regions (cs-executors.h; members kept
  * whole, not flattened), nvFuser nvFusionK regions from what is left; an executor the list
- * lacks makes none.  Rematerialization pairs regions of one executor.  nvFuser's grouping:
+ * lacks makes none.  After each executor's grouping, Thunder's rematerialize runs over every
+ * producer -> consumer pair of the fusion regions made so far (forward and backward alike: the
+ * min-cut of thunder/core/rematerialization.py decides what the consumer recomputes; a region
+ * left without outputs goes).  nvFuser's grouping (Thunder's default at 1e22aacb1 is
+ * consecutive, data_dependent_partition._DEFAULT_FUSION_TYPE):
  * - consecutive: runs of adjacent fusible statements, no reordering;
  * - dataflow: producer/consumer merges that create no cycle, then horizontal merges of
  *   independent fusible groups, the result topologically ordered;
