@@ -854,7 +854,8 @@ test_inputs_unchanged (void)
           /* as the pipeline: the redundant casts go only with fusion */
           r = (p.redundant_casts == CS_REDUNDANT_CASTS_REMOVE && p.fusion != CS_FUSION_OFF)
               ? cs_cse_remove_redundant_casts (f) : cs_trace_derive (f, "remove-redundant-casts");
-          c = cs_cse_trace (r);
+          /* and CSE only with nvFuser's fusion pass */
+          c = p.fusion != CS_FUSION_OFF ? cs_cse_trace (r) : cs_trace_copy (r, "cse");
           x = cs_cse_dce (c);
           x0 = print_untimed (x);
           xtags = backward_tags (x);
