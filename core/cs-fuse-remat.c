@@ -676,7 +676,10 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
         }
       cl = remat_clone (t, s, r->map);
       cl->origin = s->origin;
-      cl->backward = c->orig->backward;
+      /* the recomputed statement keeps its BACKWARD tag (Thunder copies the producer's
+       * subsymbols as they are): nvFuser's CSE, which keys on the tag, then keeps it apart
+       * from an equal statement of the backward's own */
+      cl->backward = s->backward;
       cl->why = "rematerialized: recomputed in the consumer region instead of passed";
       g_ptr_array_add (subs, cl);
     }

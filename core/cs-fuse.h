@@ -42,8 +42,9 @@ typedef enum
  *   independent fusible groups, the result topologically ordered;
  * - off: no regions of any executor (a copy of @trace).
  * Groups made only of shape ops and single non-fusible statements stay unfused.  A region
- * never mixes forward and backward (stmt->backward) statements.  Each region is one CALL
- * statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
+ * of the forward holds no backward (stmt->backward) statement; a backward region may hold
+ * forward statements rematerialization recomputes there, tags kept as in Thunder.  Each
+ * region is one CALL statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
  * the members flattened to prims; inputs/outputs are unique and ordered by first appearance;
  * stmt->why says why the region ended.  Comment lines inside a run move before the region.
  * Units: none.  Errors: CS_FUSE_ERROR_INPUT for a trace without a return.
@@ -84,7 +85,7 @@ CsTrace    *cs_fuse_flatten_regions    (const CsTrace  *trace);
  * Checks: every proxy is produced at most once (a statement sits in at most one region);
  * every read proxy is produced earlier or is an input (trace order valid, hence the regions
  * are acyclic); a region's inputs are exactly the proxies its subsymbols read from outside
- * and its outputs are produced inside; no region mixes forward and backward statements.
+ * and its outputs are produced inside; no forward region holds a backward statement.
  * Returns: TRUE when every invariant holds
  */
 gboolean    cs_fuse_check_invariants   (const CsTrace  *trace,

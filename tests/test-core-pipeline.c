@@ -263,8 +263,11 @@ check_no_straddle (const CsTrace *joint)
       const CsStmt *s = joint->stmts[i];
       if (!_cs_stmt_is_region (s))
         continue;
+      /* a forward region holds no backward statement; a backward region may hold forward
+       * ones rematerialization recomputes there (they keep their tag, as in Thunder) */
       for (guint k = 0; k < s->n_subs; k++)
-        g_assert_cmpint (!!s->subs[k]->backward, ==, !!s->backward);
+        if (!s->backward)
+          g_assert_false (s->subs[k]->backward);
     }
 }
 
