@@ -475,11 +475,100 @@ test_oracle_saved_rsqrt (void)
     }
 }
 
+/* Without nvFuser (Thunder's default executors less nvfuser, as the shared LLaMA traces were
+ * printed) no fusion pass runs, hence no remove_redundant_casts and no CSE: castscope's final
+ * traces hold exactly as many prims.convert_element_type as Thunder's (376 forward, 720
+ * backward; 330 and 672 while castscope still ran CSE). */
+static void
+test_llama_torch_casts (void)
+{
+  g_autoptr(CsTrace) init = load_shared ("thunder_llama_stack_initial.txt");
+  g_autoptr(CsTrace) tf = load_shared ("thunder_llama_stack_final_fwd.txt");
+  g_autoptr(CsTrace) tb = load_shared ("thunder_llama_stack_final_bwd.txt");
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy p;
+
+  if (init == NULL || tf == NULL || tb == NULL)
+    {
+      g_test_skip ("needs ../shared/traces/thunder_llama_stack_*.txt");
+      return;
+    }
+  cs_policy_init_default (&p);
+  g_assert_true (cs_policy_parse_assignment (&p, "executors=sdpa,torchcompile_xentropy,custom_op,"
+                                                 "torch,python", NULL));
+  pl = cs_pipeline_run (init, &p, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (count_casts_rec (tf->stmts, tf->n_stmts), ==, 376);
+  g_assert_cmpuint (count_casts_rec (tb->stmts, tb->n_stmts), ==, 720);
+  g_assert_cmpuint (count_casts_rec (cs_pipeline_get_forward (pl)->stmts,
+                                     cs_pipeline_get_forward (pl)->n_stmts), ==, 376);
+  g_assert_cmpuint (count_casts_rec (cs_pipeline_get_backward (pl)->stmts,
+                                     cs_pipeline_get_backward (pl)->n_stmts), ==, 720);
+}
+
+/* True when @fw saves a proxy named @name, or (@name NULL) one a prims.transpose produces. */
+static gboolean
+saves (const CsTrace *fw, const char *name)
+{
+  g_autoptr(GPtrArray) saved = cs_split_dup_saved (fw);
+  for (guint i = 0; i < saved->len; i++)
+    {
+      const CsProxy *sp = saved->pdata[i];
+      const CsStmt *w = name ? NULL : producer_of (fw, sp);
+      if (name ? g_str_equal (sp->name, name)
+               : w != NULL && cs_op_semantic (w->op)->id == CS_OP_PRIM_TRANSPOSE)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* softmax(q @ k^T * s) @ v: with matmul fusion the transpose of k sits in a region with the
+ * matmul and rematerialization recomputes it in the backward region (the cut passes k, an input
+ * of the producer, half the weight of its transpose): k is saved, not transpose(k).  With the
+ * torch executor alone there is no rematerialization and Thunder saves transpose(k)
+ * (thunder_e_softmax_attention_final_fwd.txt: t133 = torch.permute(k, ...)). */
+static void
+test_attention_saves_k (void)
+{
+  g_autoptr(CsTrace) init = load_shared ("thunder_e_softmax_attention_initial.txt");
+  g_autoptr(CsTrace) tf = load_shared ("thunder_e_softmax_attention_final_fwd.txt");
+  g_autoptr(GError) error = NULL;
+  CsPolicy p;
+
+  if (init == NULL || tf == NULL)
+    {
+      g_test_skip ("needs ../shared/traces/thunder_e_softmax_attention_*.txt");
+      return;
+    }
+  {
+    g_autoptr(CsPipeline) pl = NULL;
+    cs_policy_init_default (&p);
+    p.fuse_matmul = TRUE;
+    pl = cs_pipeline_run (init, &p, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_true (saves (cs_pipeline_get_forward (pl), "k"));
+    g_assert_false (saves (cs_pipeline_get_forward (pl), NULL));
+  }
+  {
+    g_autoptr(CsPipeline) pl = NULL;
+    cs_policy_init_default (&p);
+    g_assert_true (cs_policy_parse_assignment (&p, "executors=torch", NULL));
+    pl = cs_pipeline_run (init, &p, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_false (saves (cs_pipeline_get_forward (pl), "k"));
+    g_assert_true (saves (cs_pipeline_get_forward (pl), NULL));
+    g_assert_false (saves (tf, "k"));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/core/oracle/traces", test_oracle_traces);
   g_test_add_func ("/core/oracle/saved-rsqrt", test_oracle_saved_rsqrt);
+  g_test_add_func ("/core/oracle/llama-torch-casts", test_llama_torch_casts);
+  g_test_add_func ("/core/oracle/attention-saves-k", test_attention_saves_k);
   return g_test_run ();
 }
