@@ -114,6 +114,7 @@ typedef struct
   GPtrArray *outs;       /* CsProxy *: current outputs (bsym.output) */
   GPtrArray *subs;       /* CsStmt *: current subsymbols */
   GPtrArray *cuts;       /* CsProxy *: computed_cuts_for_producers, when it is a producer */
+  GPtrArray *absorbed;   /* RReg *: producers whose statements it now recomputes */
   gboolean   modified;   /* inputs or outputs differ from orig's: Thunder's BoundSymbol
                             equality (sym, args, output) no longer holds, so static consumer
                             lists that name orig do not name the current region */
@@ -797,6 +798,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g->outs = g_ptr_array_new ();
       g->subs = g_ptr_array_new ();
       g->cuts = g_ptr_array_new ();
+      g->absorbed = g_ptr_array_new ();
       value_vec_to_array (s, TRUE, g->ins);
       value_vec_to_array (s, FALSE, g->outs);
       for (guint j = 0; j < s->n_subs; j++)
@@ -899,6 +901,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       /* Thunder updates the consumer from the producer as it was before this pair */
       apply_consumer (&r, p, c, cut);
       apply_producer (p, ext, cut);
+      if (c->subs_changed)
+        push_unique (c->absorbed, p);
       for (guint j = 0; j < cut->len; j++)
         push_unique (p->cuts, cut->pdata[j]);
     }
@@ -910,6 +914,17 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
         {
           CsStmt *s = cs_trace_own_stmt (t, g->orig);
           cs_stmt_set_subs (t, s, (CsStmt **) g->subs->pdata, g->subs->len);
+          /* a producer left without outputs goes with the refresh: its boundary's reason
+           * says where its statements went */
+          for (guint j = 0; j < g->absorbed->len; j++)
+            {
+              RReg *p = g->absorbed->pdata[j];
+              if (p->outs->len == 0)
+                s->why = _cs_arena_concat (t->arena, s->why ? s->why : "", s->why ? "; " : "",
+                                           cs_arena_printf (t->arena, "%s recomputed here by "
+                                                            "rematerialization (that region "
+                                                            "is gone)", p->orig->callee));
+            }
           t->stmts[g->top] = s;
           changed = TRUE;
         }
@@ -919,6 +934,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g_ptr_array_unref (g->outs);
       g_ptr_array_unref (g->subs);
       g_ptr_array_unref (g->cuts);
+      g_ptr_array_unref (g->absorbed);
     }
   _cs_proxy_map_free (r.map);
   g_free (r.regs);
