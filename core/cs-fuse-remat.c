@@ -598,6 +598,116 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   fg_clear (&g);
 }
 
+/* Thunder's bsym_list_to_dag + toposort_bsym_dag(leaves, BOTTOM_UP) with the default selector
+ * (thunder/core/transforms.py), as apply_rematerialization_for_consumer orders the consumer's
+ * new subsymbols: parents in argument order, children in consumer order (each once), the leaves
+ * (no children) in list order; the first eligible node is taken, a parent becomes eligible once
+ * every child is taken, and the list is reversed.  Reorders @subs in place. */
+static void
+toposort_bottom_up (GPtrArray *subs)
+{
+  guint n = subs->len;
+  g_autoptr(GHashTable) producer = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) readers = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                                         (GDestroyNotify) g_array_unref);
+  g_autofree GArray **parents = g_new0 (GArray *, n + 1);
+  g_autofree GArray **children = g_new0 (GArray *, n + 1);
+  g_autofree guint8 *taken = g_new0 (guint8, n + 1);
+  g_autoptr(GArray) eligible = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GPtrArray) order = g_ptr_array_sized_new (n);
+  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
+
+  for (guint i = 0; i < n; i++)
+    {
+      ps.len = 0;
+      _cs_stmt_writes_vec (subs->pdata[i], &ps);
+      for (guint j = 0; j < ps.len; j++)
+        if (!g_hash_table_contains (producer, ps.v[j]))
+          g_hash_table_insert (producer, ps.v[j], GUINT_TO_POINTER (i + 1));
+      ps.len = 0;
+      _cs_stmt_reads_vec (subs->pdata[i], &ps);
+      for (guint j = 0; j < ps.len; j++)
+        {
+          GArray *rs = g_hash_table_lookup (readers, ps.v[j]);
+          if (rs == NULL)
+            {
+              rs = g_array_new (FALSE, FALSE, sizeof (guint));
+              g_hash_table_insert (readers, ps.v[j], rs);
+            }
+          g_array_append_val (rs, i);
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      g_auto(CsProxyVec) ins = CS_PROXY_VEC_INIT;
+      parents[i] = g_array_new (FALSE, FALSE, sizeof (guint));
+      children[i] = g_array_new (FALSE, FALSE, sizeof (guint));
+      _cs_stmt_reads_vec (subs->pdata[i], &ins);
+      for (guint j = 0; j < ins.len; j++)
+        {
+          guint at = GPOINTER_TO_UINT (g_hash_table_lookup (producer, ins.v[j]));
+          gboolean dup = FALSE;
+          if (at == 0)
+            continue;
+          for (guint k = 0; k < parents[i]->len && !dup; k++)
+            dup = g_array_index (parents[i], guint, k) == at - 1;
+          if (!dup)
+            g_array_append_val (parents[i], (guint) { at - 1 });
+        }
+      ps.len = 0;
+      _cs_stmt_writes_vec (subs->pdata[i], &ps);
+      for (guint j = 0; j < ps.len; j++)
+        {
+          GArray *rs;
+          gboolean is_input = FALSE;
+          for (guint k = 0; k < ins.len && !is_input; k++)
+            is_input = ins.v[k] == ps.v[j];
+          if (is_input || (rs = g_hash_table_lookup (readers, ps.v[j])) == NULL)
+            continue;
+          for (guint k = 0; k < rs->len; k++)
+            {
+              guint ch = g_array_index (rs, guint, k);
+              gboolean dup = FALSE;
+              for (guint m = 0; m < children[i]->len && !dup; m++)
+                dup = g_array_index (children[i], guint, m) == ch;
+              if (!dup)
+                g_array_append_val (children[i], ch);
+            }
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    if (children[i]->len == 0)
+      g_array_append_val (eligible, i);
+  while (eligible->len > 0)
+    {
+      guint x = g_array_index (eligible, guint, 0);
+      g_array_remove_index (eligible, 0);
+      taken[x] = 1;
+      g_ptr_array_add (order, subs->pdata[x]);
+      for (guint k = 0; k < parents[x]->len; k++)
+        {
+          guint pe = g_array_index (parents[x], guint, k);
+          gboolean ok = TRUE;
+          for (guint m = 0; m < children[pe]->len && ok; m++)
+            ok = taken[g_array_index (children[pe], guint, m)];
+          if (ok)
+            g_array_append_val (eligible, pe);
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      g_array_unref (parents[i]);
+      g_array_unref (children[i]);
+    }
+  /* a statement the walk cannot reach (none in a valid region) keeps its place at the end */
+  for (guint i = 0; i < n; i++)
+    if (!taken[i])
+      g_ptr_array_insert (order, 0, subs->pdata[i]);
+  g_ptr_array_set_size (subs, 0);
+  for (guint i = order->len; i > 0; i--)
+    g_ptr_array_add (subs, order->pdata[i - 1]);
+}
+
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
  * cut does not pass, from the cut and @p's inputs (clones of @p's subsymbols with fresh names,
  * "bw_" before a backward consumer's, "fw_" before a forward one's). */
@@ -642,8 +752,8 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   mark = g_new0 (guint8, p->subs->len + 1);
   find_producer_symbols (p->subs, remat_in, stop, mark);
 
-  /* the recomputed subsymbols (in the producer's order, which is topological), then the
-   * consumer's own with their reads of the recomputed values renamed */
+  /* the recomputed subsymbols (in the producer's order), then the consumer's own with their
+   * reads of the recomputed values renamed, toposorted as Thunder does */
   _cs_proxy_map_clear (r->map);
   subs = g_ptr_array_new ();
   for (guint i = 0; i < p->subs->len; i++)
@@ -686,6 +796,7 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     }
   for (guint i = 0; i < c->subs->len; i++)
     g_ptr_array_add (subs, _cs_stmt_remap_reads (t, c->subs->pdata[i], r->map));
+  toposort_bottom_up (subs);
 
   /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads */
   for (guint i = 0; i < subs->len; i++)
