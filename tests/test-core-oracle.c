@@ -219,6 +219,28 @@ region_parts (const CsStmt *r, GPtrArray **prims, GPtrArray **casts, GPtrArray *
       g_ptr_array_add (*outs, cs_proxy_type_string (tmp->pdata[i]));
 }
 
+/* TRUE when the two regions run the same prims in the same order (Thunder's consumer order
+ * after rematerialization is toposort_bsym_dag's; a reshape to the same shape counts as the
+ * shallow_copy it is, as in region_parts). */
+static gboolean
+same_order (const CsStmt *ours, const CsStmt *thunders)
+{
+  GPtrArray *a[4], *b[4];
+  gboolean same;
+
+  region_parts (ours, &a[0], &a[1], &a[2], &a[3]);
+  region_parts (thunders, &b[0], &b[1], &b[2], &b[3]);
+  same = a[0]->len == b[0]->len;
+  for (guint i = 0; i < a[0]->len && same; i++)
+    same = g_str_equal (a[0]->pdata[i], b[0]->pdata[i]);
+  for (guint i = 0; i < 4; i++)
+    {
+      g_ptr_array_unref (a[i]);
+      g_ptr_array_unref (b[i]);
+    }
+  return same;
+}
+
 /* "" when the regions agree up to names, else what differs, part by part. */
 static char *
 region_diff (const CsStmt *ours, const CsStmt *thunders)
@@ -294,6 +316,9 @@ saved_types (const CsTrace *fw)
   return types;
 }
 
+/* Regions compared, and those whose prims run in Thunder's order. */
+static guint n_regions_compared, n_regions_same_order;
+
 static void
 compare_side (const char *file, const char *side, const CsTrace *ours, const CsTrace *thunders,
               guint *n_bad, guint *n_known)
@@ -314,6 +339,11 @@ compare_side (const char *file, const char *side, const CsTrace *ours, const CsT
       g_autofree char *w = g_strdup_printf ("%s region %u", side, i);
       g_autofree char *d = region_diff (a->pdata[i], b->pdata[i]);
       check (file, w, d, n_bad, n_known);
+      n_regions_compared++;
+      if (same_order (a->pdata[i], b->pdata[i]))
+        n_regions_same_order++;
+      else
+        g_test_message ("%s: %s: prims not in Thunder's order", file, w);
     }
   g_free (what);
   what = g_strdup_printf ("%s casts", side);
@@ -384,7 +414,15 @@ test_oracle_traces (void)
         }
       n_files++;
     }
-  g_test_message ("%u oracle files, %u known differences", n_files, n_known);
+  g_test_message ("%u oracle files, %u known differences, %u of %u regions in Thunder's order",
+                  n_files, n_known, n_regions_same_order, n_regions_compared);
+  /* the order of the prims inside a region: 96 of the 108 regions as Thunder's (the
+   * rematerialized consumers toposorted as Thunder does); the other 12 are the LayerNorm
+   * backward and the LLaMA's first region (their differences above), and the backward
+   * regions of the rotary embedding and of split's cat, where castscope's grad pass emits the
+   * backward statements in another order */
+  g_assert_cmpuint (n_regions_compared, ==, 108);
+  g_assert_cmpuint (n_regions_same_order, ==, 96);
   g_assert_cmpuint (n_files, >, 0);
   /* every listed difference was seen */
   {
