@@ -23,9 +23,11 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
-/* Within the fusion pass: Thunder's rematerialization of every forward -> backward region
- * pair of @t (cs-fuse-remat.c); regions are refreshed after a change. */
-void        _cs_fuse_rematerialize   (CsTrace *t);
+/* Within the fusion pass: Thunder's rematerialize (thunder/core/rematerialization.py) over
+ * every producer -> consumer pair of fusion regions of @t, forward and backward alike
+ * (cs-fuse-remat.c); @policy decides what an nvFusion consumer can run when the producer is
+ * another executor's region.  Regions are refreshed after a change. */
+void        _cs_fuse_rematerialize   (CsTrace *t, const CsPolicy *policy);
 
 /* Within the fusion pass (cs-fuse-regions.c): groups @items (top-level statements of @trace,
  * in order) into regions under @policy and appends the result to @out: region calls named

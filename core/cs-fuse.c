@@ -253,9 +253,11 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   for (guint i = 0; i < t->n_stmts; i++)
     expand_cast_matmuls (t, t->stmts[i], items);
 
-  /* the fusion executors in the policy's priority order (Thunder runs each fusion executor's
-   * fusion_pass in the order of its executor list): torchcompile_xentropy's regions, then
-   * nvFuser's over what is left; fusion=off makes no regions of either */
+  /* the fusion executors in the policy's priority order (Thunder's transform_for_execution
+   * runs each fusion executor's fusion_pass in the order of its executor list): each groups
+   * what is left, then rematerializes every pair of fusion regions made so far
+   * (torch_compile.py and nvfuserex_impl.py both call rematerialize); fusion=off makes no
+   * regions of either */
   for (guint e = 0; e < policy->n_executors && e < CS_N_EXECUTORS; e++)
     {
       CsExecutor ex = (CsExecutor) policy->executors[e];
@@ -271,18 +273,16 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
         _cs_fuse_group_consecutive (t, policy, items, out, &counter);
       else
         continue;
+      cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
+      _cs_regions_refresh (t, FALSE);
+      _cs_fuse_rematerialize (t, policy);
       g_ptr_array_set_size (items, 0);
-      g_ptr_array_extend_and_steal (items, g_steal_pointer (&out));
-      out = g_ptr_array_sized_new (items->len);
+      g_ptr_array_set_size (out, 0);
+      for (guint i = 0; i < t->n_stmts; i++)
+        g_ptr_array_add (items, t->stmts[i]);
     }
-  g_ptr_array_extend (out, items, NULL, NULL);
-
-  cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
+  cs_trace_set_stmts (t, (CsStmt **) items->pdata, items->len);
   _cs_regions_refresh (t, FALSE);
-  if (policy->fusion != CS_FUSION_OFF
-      && (cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER)
-          || cs_policy_has_executor (policy, CS_EXECUTOR_TORCHCOMPILE_XENTROPY)))
-    _cs_fuse_rematerialize (t);
   /* unused proxies the decomposition and grad passes left behind stay in the shared tables
    * (no later pass copies them); the dce pass drops them */
   return g_steal_pointer (&t);

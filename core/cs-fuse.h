@@ -32,14 +32,19 @@ typedef enum
  * @policy's executor list run in its order (Thunder runs each fusion executor's fusion_pass in
  * list order): torchcompile_xentropy makes TorchCompileK regions (cs-executors.h; members kept
  * whole, not flattened), nvFuser nvFusionK regions from what is left; an executor the list
- * lacks makes none.  Rematerialization pairs regions of one executor.  nvFuser's grouping:
+ * lacks makes none.  After each executor's grouping, Thunder's rematerialize runs over every
+ * producer -> consumer pair of the fusion regions made so far (forward and backward alike: the
+ * min-cut of thunder/core/rematerialization.py decides what the consumer recomputes; a region
+ * left without outputs goes).  nvFuser's grouping (Thunder's default at 1e22aacb1 is
+ * consecutive, data_dependent_partition._DEFAULT_FUSION_TYPE):
  * - consecutive: runs of adjacent fusible statements, no reordering;
  * - dataflow: producer/consumer merges that create no cycle, then horizontal merges of
  *   independent fusible groups, the result topologically ordered;
  * - off: no regions of any executor (a copy of @trace).
  * Groups made only of shape ops and single non-fusible statements stay unfused.  A region
- * never mixes forward and backward (stmt->backward) statements.  Each region is one CALL
- * statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
+ * of the forward holds no backward (stmt->backward) statement; a backward region may hold
+ * forward statements rematerialization recomputes there, tags kept as in Thunder.  Each
+ * region is one CALL statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
  * the members flattened to prims; inputs/outputs are unique and ordered by first appearance;
  * stmt->why says why the region ended.  Comment lines inside a run move before the region.
  * Units: none.  Errors: CS_FUSE_ERROR_INPUT for a trace without a return.
@@ -80,7 +85,7 @@ CsTrace    *cs_fuse_flatten_regions    (const CsTrace  *trace);
  * Checks: every proxy is produced at most once (a statement sits in at most one region);
  * every read proxy is produced earlier or is an input (trace order valid, hence the regions
  * are acyclic); a region's inputs are exactly the proxies its subsymbols read from outside
- * and its outputs are produced inside; no region mixes forward and backward statements.
+ * and its outputs are produced inside; no forward region holds a backward statement.
  * Returns: TRUE when every invariant holds
  */
 gboolean    cs_fuse_check_invariants   (const CsTrace  *trace,

@@ -536,18 +536,27 @@ bcast (GradCtx *c, CsProxy *x, const int64_t *shape, guint rank, const int64_t *
                            POS (cs_value_new_int_seq (c->a, CS_VALUE_LIST, bdims, nb))), 3);
 }
 
-/* Thunder's restore_reduced_dims: unsqueeze the reduced dims of @x back and expand to @shape
- * (one broadcast_in_dim, the composition of clang.unsqueeze and clang.expand). */
+/* Thunder's restore_reduced_dims (thunder/core/transforms.py): clang.unsqueeze of the reduced
+ * dims of @x (a broadcast_in_dim to @shape with those dims 1), then clang.expand to @shape (a
+ * second broadcast_in_dim over every dim, emitted even when it changes nothing, as
+ * clang_utils.expand_impl does). */
 static CsProxy *
 restore_dims (GradCtx *c, CsProxy *x, const gboolean dims[CS_MAX_DIMS], const int64_t *shape,
               guint rank)
 {
-  int64_t kept[CS_MAX_DIMS];
+  int64_t kept[CS_MAX_DIMS], ushape[CS_MAX_DIMS], all[CS_MAX_DIMS];
   guint nk = kept_dims (dims, rank, kept);
+  CsProxy *u;
 
   if (rank == 0)
     return x;
-  return bcast (c, x, shape, rank, kept, nk);
+  for (guint i = 0; i < rank; i++)
+    {
+      ushape[i] = dims[i] ? 1 : shape[i];
+      all[i] = i;
+    }
+  u = bcast (c, x, ushape, rank, kept, nk);
+  return u ? bcast (c, u, shape, rank, all, rank) : NULL;
 }
 
 /* ltorch.sum(x, dims, keepdim, dtype=None) */

@@ -228,8 +228,11 @@ surviving_reader (RemovedWalk *w, const char *name, guint depth)
   return NULL;
 }
 
+/* @backward: the side of the top-level statement @s sits in (a backward region may hold
+ * forward statements rematerialization recomputes there). */
 static void
-walk_removed (RemovedWalk *w, const CsStmt *s, const char *region, guint depth)
+walk_removed (RemovedWalk *w, const CsStmt *s, const char *region, gboolean backward,
+              guint depth)
 {
   CsProxy *in;
   CsDtype to;
@@ -251,7 +254,7 @@ walk_removed (RemovedWalk *w, const CsStmt *s, const char *region, guint depth)
           c->from = in->dtype;
           c->to = to;
           c->region = region;
-          c->backward = s->backward;
+          c->backward = backward;
           c->reader = surviving_reader (w, o->name, 0);
           g_ptr_array_add (w->result, c);
         }
@@ -262,7 +265,7 @@ walk_removed (RemovedWalk *w, const CsStmt *s, const char *region, guint depth)
       const char *r = _cs_stmt_is_region (s) ? s->callee : region;
 
       for (guint i = 0; i < s->n_subs; i++)
-        walk_removed (w, s->subs[i], r, depth + 1);
+        walk_removed (w, s->subs[i], r, backward, depth + 1);
     }
 }
 
@@ -291,7 +294,7 @@ cs_lens_removed_user_casts (const CsTrace *initial, const CsTrace *before, const
   for (guint i = 0; i < before->n_stmts; i++)
     index_readers (before->stmts[i], w.readers, 0);
   for (guint i = 0; i < before->n_stmts; i++)
-    walk_removed (&w, before->stmts[i], NULL, 0);
+    walk_removed (&w, before->stmts[i], NULL, before->stmts[i]->backward, 0);
   g_hash_table_unref (w.user);
   g_hash_table_unref (w.after);
   g_hash_table_unref (w.readers);

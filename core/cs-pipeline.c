@@ -611,7 +611,13 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
   add_pass (p, "remove-redundant-casts", cur, t0);
 
   t0 = pass_clock_us ();
-  cur = cs_cse_trace (cur);
+  /* CSE is the nvFuser executor's too (nvFuserExecutor.cse, called from its fusion_pass):
+   * without it (fusion=off, or no nvfuser in the executor list) Thunder's torch executor keeps
+   * every duplicate statement, the duplicate casts included */
+  if (policy->fusion != CS_FUSION_OFF && cs_policy_has_executor (policy, CS_EXECUTOR_NVFUSER))
+    cur = cs_cse_trace (cur);
+  else
+    cur = cs_trace_copy (cur, "cse");
   add_pass (p, "cse", cur, t0);
 
   t0 = pass_clock_us ();

@@ -253,6 +253,12 @@ test_llama_claims (void)
   g_assert_cmpuint (sb->by_executor[CS_EXECUTOR_SDPA], ==, 8);
   g_assert_cmpuint (sf->by_executor[CS_EXECUTOR_TORCHCOMPILE_XENTROPY], ==, 1);
   g_assert_cmpuint (sb->by_executor[CS_EXECUTOR_TORCHCOMPILE_XENTROPY], ==, 1);
+  /* nvFuser: 33 forward and 49 backward regions, as Thunder made under the nvFuser stub
+   * (tests/oracle/traces/llama8__nvstub_default.txt): per block 4 forward regions (RMSNorm,
+   * rotary, residual + RMSNorm, silu * up: rematerialization moves the silu region into its
+   * consumer and the empty region goes) and one more for the final norm */
+  g_assert_cmpuint (sf->by_executor[CS_EXECUTOR_NVFUSER], ==, 33);
+  g_assert_cmpuint (sb->by_executor[CS_EXECUTOR_NVFUSER], ==, 49);
 
   /* cross-entropy: TorchCompile0 returns log_softmax f32[128, 512], total_weight i64[] and
    * the loss f32[] (Thunder: [t5182, t5204, t5206] = TorchCompile0(t7400, targets)); the

@@ -149,8 +149,9 @@ test_consecutive_regions (void)
 }
 
 /* Dataflow grouping merges across a non-fusible statement when no data path runs through it:
- * x -> exp (fusible), y -> matmul (not), x -> neg (fusible).  Consecutive: 2 regions;
- * dataflow: exp and neg in one region, before or after the matmul. */
+ * x -> exp (fusible), y -> matmul (not), x -> neg (fusible).  Consecutive: 2 regions, which
+ * rematerialization makes 1; dataflow: exp and neg in one region, before or after the
+ * matmul. */
 static const char *horiz_trace =
   "def computation(x, w):\n"
   "  # x: \"cuda:0 f32[4, 4]\"\n"
@@ -183,8 +184,13 @@ test_dataflow_regions (void)
   g_assert_no_error (error);
   cs_policy_init_default (&p);
   {
+    /* consecutive grouping makes exp | matmul | neg, add; rematerialization then recomputes
+     * exp in the second region (the cut passes x, f32 halved as a producer input: 2, not t0:
+     * 4) and the first, left without outputs, goes */
     g_autoptr(CsTrace) f = cs_fuse_trace (h, &p, &error);
-    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 2);
+    g_assert_cmpuint (cs_fuse_count_regions (f), ==, 1);
+    g_assert_true (cs_fuse_check_invariants (f, &error));
+    g_assert_no_error (error);
   }
   p.fusion = CS_FUSION_DATAFLOW;
   {
@@ -447,9 +453,57 @@ test_two_returns (void)
       f = cs_fuse_trace (t, &p, &error);
       g_assert_no_error (error);
       g_assert_nonnull (f);
-      /* the early return is not fusible: consecutive grouping stops at it (two regions);
-       * dataflow grouping merges exp -> neg, which no data path through it separates */
-      g_assert_cmpuint (cs_fuse_count_regions (f), ==, mode ? 1 : 2);
+      /* the early return is not fusible: consecutive grouping stops at it (two regions),
+       * then rematerialization moves exp into neg's region (the cut passes x, f32 halved as
+       * a producer input: 2, rather than t0: 4) and the first region, left without outputs,
+       * goes; dataflow grouping merges exp -> neg, which no data path through it separates */
+      g_assert_cmpuint (cs_fuse_count_regions (f), ==, 1);
+    }
+}
+
+/* Rematerialization's min-cut, by hand: P = [t0 = exp(x), t1 = convert(t0)] | matmul | C =
+ * [mul(t1, t2)].  The cut passes either P's input x (its element size halved: a producer input)
+ * or t1 (its element size).  x bf16 -> t1 f32: 1 < 4, C recomputes exp and the convert from x and
+ * P, left without outputs, goes (one region, whose end reason says so).  x f32 -> t1 bf16:
+ * 2 == 2, a tie, which networkx's partition gives to the cut nearest the consumer: t1 is passed,
+ * nothing moves (two regions). */
+static void
+test_remat_cut (void)
+{
+  static const char *const fmt =
+    "def computation(x, w):\n"
+    "  # x: \"cuda:0 %s[4, 4]\"\n"
+    "  # w: \"cuda:0 f32[4, 4]\"\n"
+    "  t0 = prims.exp(x)  # t0: \"cuda:0 %s[4, 4]\"\n"
+    "  t1 = prims.convert_element_type(t0, dtypes.%s)  # t1: \"cuda:0 %s[4, 4]\"\n"
+    "  t2 = prims.matmul(w, w)  # t2: \"cuda:0 f32[4, 4]\"\n"
+    "  t3 = prims.mul(t1, t2)  # t3: \"cuda:0 f32[4, 4]\"\n"
+    "  return (t3,)\n";
+  CsPolicy p;
+
+  cs_policy_init_default (&p);
+  for (int f32_in = 0; f32_in < 2; f32_in++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autofree char *text = f32_in ? g_strdup_printf (fmt, "f32", "f32", "bfloat16", "bf16")
+                                     : g_strdup_printf (fmt, "bf16", "bf16", "float32", "f32");
+      g_autoptr(CsTrace) t = cs_parse_trace (text, "remat-cut", &error);
+      g_autoptr(CsTrace) f = NULL;
+      const CsStmt *last = NULL;
+
+      g_assert_no_error (error);
+      f = cs_fuse_trace (t, &p, &error);
+      g_assert_no_error (error);
+      g_assert_true (cs_fuse_check_invariants (f, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (cs_fuse_count_regions (f), ==, f32_in ? 2 : 1);
+      for (guint i = 0; i < f->n_stmts; i++)
+        if (_cs_stmt_is_region (f->stmts[i]))
+          last = f->stmts[i];
+      g_assert_nonnull (last);
+      g_assert_cmpuint (last->n_subs, ==, f32_in ? 1 : 3);
+      if (!f32_in)
+        g_assert_nonnull (strstr (last->why, "nvFusion0 recomputed here by rematerialization"));
     }
 }
 
@@ -725,6 +779,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/fuse/stats", test_stats);
   g_test_add_func ("/core/fuse/diff", test_diff);
   g_test_add_func ("/core/fuse/two-returns", test_two_returns);
+  g_test_add_func ("/core/fuse/remat-cut", test_remat_cut);
   g_test_add_func ("/core/fuse/thunder/seed-default", test_thunder_seed_default);
   g_test_add_func ("/core/fuse/thunder/seed-linear-matmul", test_thunder_seed_linear_matmul);
   g_test_add_func ("/core/fuse/refuse/issue283", test_refuse_issue283);

@@ -263,8 +263,11 @@ check_no_straddle (const CsTrace *joint)
       const CsStmt *s = joint->stmts[i];
       if (!_cs_stmt_is_region (s))
         continue;
+      /* a forward region holds no backward statement; a backward region may hold forward
+       * ones rematerialization recomputes there (they keep their tag, as in Thunder) */
       for (guint k = 0; k < s->n_subs; k++)
-        g_assert_cmpint (!!s->subs[k]->backward, ==, !!s->backward);
+        if (!s->backward)
+          g_assert_false (s->subs[k]->backward);
     }
 }
 
@@ -854,7 +857,8 @@ test_inputs_unchanged (void)
           /* as the pipeline: the redundant casts go only with fusion */
           r = (p.redundant_casts == CS_REDUNDANT_CASTS_REMOVE && p.fusion != CS_FUSION_OFF)
               ? cs_cse_remove_redundant_casts (f) : cs_trace_derive (f, "remove-redundant-casts");
-          c = cs_cse_trace (r);
+          /* and CSE only with nvFuser's fusion pass */
+          c = p.fusion != CS_FUSION_OFF ? cs_cse_trace (r) : cs_trace_copy (r, "cse");
           x = cs_cse_dce (c);
           x0 = print_untimed (x);
           xtags = backward_tags (x);
@@ -1142,8 +1146,11 @@ diff_cast_total (GPtrArray *arr, CsDtype from, CsDtype to)
  * downcast of its output); upcast-f32 adds one in front of the first linear (statement 6:
  * x, w1, b1 upcast), keeps the gelu's (now f32 in and out, with w2 and b2 upcast for the second
  * linear, statement 8) and adds one after the second linear (its downcast): 1 -> 3 = 1 kept +
- * 2 new; casts +5 bf16->f32 (3 + 2), +1 f32->bf16, -1 bf16->f32 and -1 f32->bf16 (the
- * gelu's). */
+ * 2 new; casts +5 bf16->f32 (3 + 2), +2 f32->bf16 (the second region's output and the
+ * rounding of the first linear's f32 output t6 to bf16, which the backward region then
+ * recomputes the gelu from: rematerialization's min-cut ties t6, f32 halved as a producer
+ * input, with its bf16 rounding, and networkx's partition takes the cut nearer the consumer),
+ * -1 bf16->f32 and -1 f32->bf16 (the gelu's). */
 static void
 test_diff_counts (void)
 {
@@ -1153,7 +1160,7 @@ test_diff_counts (void)
     guint n_a, n_b, kept, n_new, up_added, down_added, up_removed, down_removed;
   } cases[] = {
     { "data/seed_foo.txt", 1, 2, 1, 1, 1, 1, 0, 1 },
-    { "data/mlp_gelu.txt", 1, 3, 1, 2, 5, 1, 1, 1 },
+    { "data/mlp_gelu.txt", 1, 3, 1, 2, 5, 2, 1, 1 },
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -9,6 +9,8 @@
 #   goldens.sh check CLI           compare against tests/golden/SHA256SUMS; TAP, one subtest per
 #                                  input trace; a failure names the outputs that differ (the full
 #                                  goldens are in tests/golden/goldens.tar.xz)
+#   goldens.sh make-legacy CLI OUTDIR  write the legacy outputs into OUTDIR and their sums into
+#                                  SHA256SUMS.legacy
 #   goldens.sh legacy CLI          the same under the executors castscope had before issue 18:
 #                                  every policy plus executors=nvfuser,torch and --grad all, the
 #                                  stats' new lines (the policy's executors=, regions_by_executor)
@@ -16,7 +18,8 @@
 #                                  18); the outputs listed in LEGACY-CHANGES must differ (each
 #                                  says why), every other one must be as it was
 #
-# The goldens were made by ea291c5 (the last round's landing).  A commit that changes one says
+# The goldens were made by ea291c5 (the last round's landing) and changed on purpose since (see the
+# commits that touch SHA256SUMS).  A commit that changes one says
 # why, and regenerates SHA256SUMS and goldens.tar.xz with `make`.
 set -uo pipefail
 
@@ -93,7 +96,7 @@ golden() {
 cmd=${1:-}
 cli=${2:-}
 if [ -z "$cli" ] || [ ! -x "$cli" ]; then
-  echo "usage: goldens.sh make CLI OUTDIR | check CLI | legacy CLI  (CLI: the built castscope-cli)" >&2
+  echo "usage: goldens.sh make CLI OUTDIR | make-legacy CLI OUTDIR | check CLI | legacy CLI  (CLI: the built castscope-cli)" >&2
   exit 2
 fi
 cli=$(realpath "$cli")
@@ -109,6 +112,20 @@ case "$cmd" in
     (cd "$out" && sha256sum -- * > "$here/SHA256SUMS.new") && mv "$here/SHA256SUMS.new" "$here/SHA256SUMS"
     tar -cJf "$here/goldens.tar.xz" -C "$out" .
     echo "goldens: $(wc -l < "$here/SHA256SUMS") outputs in $out; SHA256SUMS and goldens.tar.xz written"
+    ;;
+  make-legacy)
+    # SHA256SUMS.legacy from the outputs under the pre-issue-18 executors (a change that moves
+    # them on purpose says why in LEGACY-CHANGES' header)
+    legacy=1
+    out=${3:?OUTDIR}
+    mkdir -p "$out"
+    while IFS=$'\t' read -r rel path; do
+      name=${rel//\//__}; name=${name%.txt}
+      golden "$cli" "$path" "$name" "$out"
+    done < <(inputs)
+    (cd "$out" && sha256sum -- * > "$here/SHA256SUMS.legacy.new") \
+      && mv "$here/SHA256SUMS.legacy.new" "$here/SHA256SUMS.legacy"
+    echo "goldens: $(wc -l < "$here/SHA256SUMS.legacy") legacy outputs in $out; SHA256SUMS.legacy written"
     ;;
   legacy)
     # TAP, one subtest per input: its outputs under the pre-issue-18 executors as they were,
@@ -188,7 +205,7 @@ case "$cmd" in
     [ "$failed" -eq 0 ]
     ;;
   *)
-    echo "usage: goldens.sh make CLI OUTDIR | check CLI | legacy CLI" >&2
+    echo "usage: goldens.sh make CLI OUTDIR | make-legacy CLI OUTDIR | check CLI | legacy CLI" >&2
     exit 2
     ;;
 esac
