@@ -1654,6 +1654,9 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     int64_t at = 0;
     for (guint i = 0; i < n; i++)
       {
+        if (secs[i] < 0 || secs[i] > ta->shape[d] - at)
+          return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS,
+                          "split sections exceed the dimension's length");
         if (!(pieces[i] = slice_in_dim (dx, out, a, at, at + secs[i], d, error)))
           return NULL;
         at += secs[i];

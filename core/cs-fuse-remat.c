@@ -226,7 +226,7 @@ fg_init (FGraph *g)
   memset (g, 0, sizeof *g);
   g->idx = g_hash_table_new (g_direct_hash, g_direct_equal);
   g->vars = g_ptr_array_new ();
-  g->edges = g_hash_table_new (g_int64_hash, g_int64_equal);
+  g->edges = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   g->cap_n = 64;
   g->adj = g_new0 (GArray *, g->cap_n);
   g->n = 2;

@@ -1077,6 +1077,7 @@ test_close_while_busy (Fixture *fx, gconstpointer data)
   g_autoptr(GFile) file = NULL;
   g_autoptr(CsWindow) win = NULL;
   gboolean done = FALSE;
+  guint guard;
 
   if (!open_seed (fx))
     return;
@@ -1089,10 +1090,13 @@ test_close_while_busy (Fixture *fx, gconstpointer data)
   g_assert_true (_cs_window_is_busy (win));
   gtk_window_destroy (GTK_WINDOW (win));
   fx->win = NULL;
-  /* Let every worker finish and deliver. */
-  g_timeout_add_seconds (3, timeout_cb, &done);
-  while (!done)
+  /* Let every worker finish and deliver: wait until no job is left (the 120 s bound only
+   * guards a hang; a loaded or sanitized build takes longer than an idle one). */
+  guard = g_timeout_add_seconds (120, timeout_cb, &done);
+  while (!done && win->n_jobs > 0)
     g_main_context_iteration (NULL, TRUE);
+  if (!done)
+    g_source_remove (guard);
   g_assert_cmpuint (win->n_jobs, ==, 0);
 }
 
@@ -1969,7 +1973,10 @@ test_compare_torch_compile (Fixture *fx, gconstpointer data)
   label = gtk_label_get_text (fx->win->compare_label);
   g_test_message ("backward: %s", label);
   g_assert_cmpstr (cs_graph_view_get_trace (fx->win->compare_view)->name, ==, "backward_fn");
-  g_assert_nonnull (strstr (label, "casts 7 | 7, 6 matched"));
+  /* 5 of 7: the matcher pairs casts in trace order, and Thunder's backward region lists its
+   * ops in toposort_bsym_dag order (issue 18), in which two of the bf16 roundings come in the
+   * other order than in Inductor's graph; 6 matched before that order was mirrored */
+  g_assert_nonnull (strstr (label, "casts 7 | 7, 5 matched"));
   g_assert_nonnull (strstr (label, "regions 2 | 2, 2 matched"));
 
   /* a policy change re-runs both sides: matmul=upcast-f32 leaves the forward's two rounding
@@ -1997,14 +2004,20 @@ test_compare_torch_compile (Fixture *fx, gconstpointer data)
   label = gtk_label_get_text (fx->win->compare_label);
   g_test_message ("rmsnorm forward: %s", label);
   g_assert_nonnull (strstr (label, "torch.compile rmsnorm_swiglu_bf16.txt (left)"));
-  g_assert_nonnull (strstr (label, "casts 11 | 11, 11 matched"));
-  g_assert_nonnull (strstr (label, "regions 4 | 4, 4 matched"));
-  n = node_writing (fx->win->forward_view, "t95");   /* the gate projection upcast for SiLU */
+  /* 9 casts a side since issue 18's rematerialization: SiLU joins its consumer's region and
+   * silu * up is computed in f32, so SiLU's bf16 rounding and its upcast are gone (2 fewer
+   * casts each side); Thunder's forward has 3 regions, the graph of torch.compile 4 */
+  g_assert_nonnull (strstr (label, "casts 9 | 9, 9 matched"));
+  g_assert_nonnull (strstr (label, "regions 4 | 3, 3 matched"));
+  /* the gate projection upcast for SiLU (fw_t96 since rematerialization moved it into the
+   * SiLU-times-up region) */
+  n = node_writing (fx->win->forward_view, "fw_t96");
   g_assert_cmpint (n, >=, 0);
   right_id = cs_graph_view_get_layout (fx->win->forward_view)->nodes[n].stmt_id;
   cs_graph_view_select (fx->win->forward_view, right_id, FALSE);
   g_signal_emit_by_name (fx->win->forward_view, "node-selected", (guint) right_id);
-  g_assert_cmpstr (selected_output (fx->win->compare_view), ==, "convert_element_type_4");
+  /* the same cast of torch.compile's graph, also moved by rematerialization (hence fw_) */
+  g_assert_cmpstr (selected_output (fx->win->compare_view), ==, "fw_convert_element_type_4");
 
   /* the seed foo(a, b, w) = matmul(a + b, w): small enough to read fitted, the README's
    * picture */

@@ -874,14 +874,17 @@ test_match_rmsnorm (void)
   g_autoptr(CsTraceMatch) mf = match_logged ("forward", tf, af);
   g_autoptr(CsTraceMatch) mb = match_logged ("backward", tb, ab);
 
-  g_assert_cmpuint (mf->n_casts_a, ==, 11);
-  g_assert_cmpuint (mf->n_casts_b, ==, 11);
-  g_assert_cmpuint (mf->casts->len, ==, 11);
-  g_assert_cmpuint (mf->n_regions_a, ==, 4);
+  /* since issue 18's rematerialization SiLU joins its consumer's region on both sides (its
+   * bf16 rounding and upcast are gone: 9 casts a side); Thunder's forward has 3 regions */
+  g_assert_cmpuint (mf->n_casts_a, ==, 9);
+  g_assert_cmpuint (mf->n_casts_b, ==, 9);
+  g_assert_cmpuint (mf->casts->len, ==, 9);
+  g_assert_cmpuint (mf->n_regions_a, ==, 3);
   g_assert_cmpuint (mf->n_regions_b, ==, 4);
-  g_assert_cmpuint (mf->regions->len, ==, 4);
-  /* the gate projection's output, upcast for SiLU: t1 = linear(t0, w_gate) is mm_1 there */
-  g_assert_cmpstr (matched_cast (tf, af, mf, "t95"), ==, "convert_element_type_4");
+  g_assert_cmpuint (mf->regions->len, ==, 3);
+  /* the gate projection's output, upcast for SiLU (recomputed in the SiLU-times-up region,
+   * hence fw_ on both sides) */
+  g_assert_cmpstr (matched_cast (tf, af, mf, "fw_t96"), ==, "fw_convert_element_type_4");
   /* the residual's last rounding: x + down(...) -> bf16 */
   g_assert_cmpstr (matched_cast (tf, af, mf, "t6"), ==, "add_2");
   g_assert_cmpuint (mb->casts->len, >=, 1);
