@@ -453,7 +453,7 @@ test_rmsnorm_swiglu (void)
 int
 main (int argc, char **argv)
 {
-  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/core/rounding/hand/mul-add", test_mul_add);
   g_test_add_func ("/core/rounding/hand/add-alpha", test_add_alpha);
   g_test_add_func ("/core/rounding/user-cast-kept", test_user_cast_kept);
