@@ -511,7 +511,8 @@ expand_to_out (L *l, CsValue *v)
 
   CHECK (v);
   if (t == NULL || o == NULL
-      || (t->rank == o->rank && memcmp (t->shape, o->shape, t->rank * sizeof (int64_t)) == 0))
+      || (t->rank == o->rank
+          && (t->rank == 0 || memcmp (t->shape, o->shape, t->rank * sizeof (int64_t)) == 0)))
     return v;
   return call (l, "ltorch.expand", v, vdims (l, o->shape, o->rank), NULL);
 }
