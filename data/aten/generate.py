@@ -235,11 +235,13 @@ def log_records(stderr, tag):
 
 def shorten_paths(text):
     """@text with machine paths shortened: site-packages and the checkout to relative paths,
-    Inductor's per-run cache directories to `<cache>/`."""
+    Inductor's per-run cache directories (mkdtemp folders in the temporary directory) to
+    `<cache>/`."""
     text = re.sub(r'/\S*?/site-packages/', '', text)
     text = text.replace(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                         + os.sep, '')
-    return re.sub(r'/tmp/tmp\w+/(tmp\w+/)?', '<cache>/', text)
+    temp = re.escape(tempfile.gettempdir().rstrip(os.sep) + os.sep)
+    return re.sub(temp + r'tmp\w+/(tmp\w+/)?', '<cache>/', text)
 
 
 def elide_kernel_bodies(lines):
