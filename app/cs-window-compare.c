@@ -17,53 +17,11 @@
 #include "cs-aten-match.h"
 #include "cs-parse.h"
 
-typedef struct
-{
-  GFile       *file;        /* (owned) */
-  CsPolicy     policy;
-  CsTraceList *list;        /* (owned, nullable) the file's traces (a new file), or NULL */
-  CsAnalysis  *analysis;    /* (owned, nullable) */
-  GError      *error;
-  guint        generation;
-} CompareJob;
-
-static void
-compare_job_free (gpointer data)
-{
-  CompareJob *job = data;
-
-  g_clear_object (&job->file);
-  g_clear_pointer (&job->list, cs_trace_list_unref);
-  g_clear_pointer (&job->analysis, cs_analysis_unref);
-  g_clear_error (&job->error);
-  g_free (job);
-}
-
-static void
-compare_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
-{
-  CompareJob *job = task_data;
-
-  if (job->list == NULL)
-    {
-      g_autofree char *path = g_file_get_path (job->file);
-
-      if (path == NULL)
-        g_set_error (&job->error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                     "only local files can be compared");
-      else
-        job->list = cs_parse_file (path, &job->error);
-    }
-  if (job->list != NULL)
-    job->analysis = cs_analysis_new_for_list (job->list, &job->policy, &job->error);
-  g_task_return_boolean (task, TRUE);
-}
-
 static void
 compare_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(CsWindow) self = user_data;
-  CompareJob *job = g_task_get_task_data (G_TASK (result));
+  CsWindowFileJob *job = g_task_get_task_data (G_TASK (result));
 
   _cs_window_job_end (self);
   if (job->generation != self->compare_generation)
@@ -95,21 +53,21 @@ static void
 compare_start (CsWindow *self, GFile *file, CsTraceList *list)
 {
   g_autoptr(GTask) task = NULL;
-  CompareJob *job;
+  CsWindowFileJob *job;
 
   if (self->compare_cancellable != NULL)
     g_cancellable_cancel (self->compare_cancellable);
   g_set_object (&self->compare_cancellable, g_cancellable_new ());
   g_object_unref (self->compare_cancellable);
-  job = g_new0 (CompareJob, 1);
+  job = g_new0 (CsWindowFileJob, 1);
   job->file = g_object_ref (file);
   job->list = list ? cs_trace_list_ref (list) : NULL;
   job->policy = self->policy;
   job->generation = ++self->compare_generation;
   task = g_task_new (NULL, self->compare_cancellable, compare_done_cb, g_object_ref (self));
-  g_task_set_task_data (task, job, compare_job_free);
+  g_task_set_task_data (task, job, _cs_window_file_job_free);
   _cs_window_job_begin (self);
-  g_task_run_in_thread (task, compare_thread);
+  g_task_run_in_thread (task, _cs_window_file_job_thread);
 }
 
 /**

@@ -162,6 +162,22 @@ void         _cs_window_select_stmt       (CsWindow   *self,
 char        *_cs_window_dup_trace_text    (CsWindow   *self);
 guint32      _cs_window_select_text_offset (CsWindow  *self,
                                            int         offset);
+/* A file to open or compare with, parsed and run through the pipeline on a worker
+ * (cs_window_open_file, cs_window_compare_with_file). */
+typedef struct
+{
+  GFile       *file;        /* (owned) */
+  CsPolicy     policy;      /* the window's policy when the job was made */
+  CsTraceList *list;        /* (owned, nullable) the parsed traces; set beforehand to reuse a
+                               file already parsed */
+  CsAnalysis  *analysis;    /* (owned, nullable) the pipeline's result */
+  GError      *error;       /* the first error */
+  guint        generation;  /* the window's generation counter when the job was made */
+} CsWindowFileJob;
+
+void         _cs_window_file_job_free     (gpointer data);
+void         _cs_window_file_job_thread   (GTask *task, gpointer source, gpointer task_data,
+                                           GCancellable *cancellable);
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
 void         _cs_window_update_compare    (CsWindow   *self);

@@ -1290,20 +1290,15 @@ show_first_family (CsWindow *self)
   gtk_stack_set_visible_child_name (self->graph_stack, bwd_only ? "backward" : "forward");
 }
 
-typedef struct
+/**
+ * _cs_window_file_job_free:
+ *
+ * Frees a #CsWindowFileJob (a GTask's task-data destroy function).
+ */
+void
+_cs_window_file_job_free (gpointer data)
 {
-  GFile       *file;      /* (owned) */
-  CsPolicy     policy;
-  CsTraceList *list;      /* (owned, nullable) parse result */
-  CsAnalysis  *analysis;  /* (owned, nullable) */
-  GError      *error;     /* the first error */
-  guint        generation;
-} LoadJob;
-
-static void
-load_job_free (gpointer data)
-{
-  LoadJob *job = data;
+  CsWindowFileJob *job = data;
 
   g_clear_object (&job->file);
   g_clear_pointer (&job->list, cs_trace_list_unref);
@@ -1312,20 +1307,32 @@ load_job_free (gpointer data)
   g_free (job);
 }
 
-static void
-load_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+/**
+ * _cs_window_file_job_thread:
+ *
+ * A worker's half of opening or comparing a file: parses job->file unless job->list is
+ * already set (a file opened before), then runs the pipeline under job->policy.  Errors go to
+ * job->error (non-local file, parse error with file:line:col, pipeline error).
+ */
+void
+_cs_window_file_job_thread (GTask *task, gpointer source, gpointer task_data,
+                            GCancellable *cancellable)
 {
-  LoadJob *job = task_data;
-  g_autofree char *path = g_file_get_path (job->file);
+  CsWindowFileJob *job = task_data;
 
-  if (path == NULL)
+  if (job->list == NULL)
     {
-      g_autofree char *uri = g_file_get_uri (job->file);
-      g_set_error (&job->error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                   "%s: only local files can be opened", uri);
+      g_autofree char *path = g_file_get_path (job->file);
+
+      if (path == NULL)
+        {
+          g_autofree char *uri = g_file_get_uri (job->file);
+          g_set_error (&job->error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                       "%s: only local files can be opened", uri);
+        }
+      else
+        job->list = cs_parse_file (path, &job->error);
     }
-  else
-    job->list = cs_parse_file (path, &job->error);
   if (job->list != NULL)
     job->analysis = cs_analysis_new_for_list (job->list, &job->policy, &job->error);
   g_task_return_boolean (task, TRUE);
@@ -1335,7 +1342,7 @@ static void
 load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(CsWindow) self = user_data;
-  LoadJob *job = g_task_get_task_data (G_TASK (result));
+  CsWindowFileJob *job = g_task_get_task_data (G_TASK (result));
 
   _cs_window_job_end (self);
   if (job->generation != self->generation)
@@ -1405,7 +1412,7 @@ void
 cs_window_open_file (CsWindow *self, GFile *file)
 {
   g_autoptr(GTask) task = NULL;
-  LoadJob *job;
+  CsWindowFileJob *job;
 
   g_return_if_fail (CS_IS_WINDOW (self));
   g_return_if_fail (G_IS_FILE (file));
@@ -1414,14 +1421,14 @@ cs_window_open_file (CsWindow *self, GFile *file)
   g_set_object (&self->cancellable, g_cancellable_new ());
   g_object_unref (self->cancellable);
 
-  job = g_new0 (LoadJob, 1);
+  job = g_new0 (CsWindowFileJob, 1);
   job->file = g_object_ref (file);
   job->policy = self->policy;
   job->generation = ++self->generation;
   task = g_task_new (NULL, self->cancellable, load_done_cb, g_object_ref (self));
-  g_task_set_task_data (task, job, load_job_free);
+  g_task_set_task_data (task, job, _cs_window_file_job_free);
   _cs_window_job_begin (self);
-  g_task_run_in_thread (task, load_thread);
+  g_task_run_in_thread (task, _cs_window_file_job_thread);
 }
 
 /* ---- recompute after a policy change ---- */
