@@ -311,13 +311,12 @@ tuned_append (const char *key, const cublasLtMatmulAlgo_t *algo)
   fclose (f);
 }
 
-/* The algorithm already tuned for @g's problem (this process or an earlier one), checked with
+/* The algorithm already tuned for @g's problem @key (gemm_key; this process or an earlier one), checked with
  * cublasLtMatmulAlgoCheck against @g's descriptors; FALSE when there is none or it no longer
  * applies. */
 static gboolean
-tuned_lookup (CsCudaProgram *p, CsCudaGemm *g)
+tuned_lookup (CsCudaProgram *p, CsCudaGemm *g, const char *key)
 {
-  g_autofree char *key = gemm_key (g);
   cublasLtMatmulAlgo_t algo;
   cublasLtMatmulHeuristicResult_t check;
   gboolean hit;
@@ -356,12 +355,12 @@ gemm_key (CsCudaGemm *g)
 /* Times the heuristic's top algorithms on the program's own buffers (before any input is set,
  * so nothing meaningful is overwritten) and keeps the fastest: the heuristic's first choice is
  * 5-10 % off the best on the smaller GEMMs (reference/gpu-executor.md 1 and 2.3).  One warm-up
- * then the best of 3 single launches per algorithm; algorithms that fail to launch are skipped. */
+ * then the best of 3 single launches per algorithm; algorithms that fail to launch are skipped.
+ * @key: gemm_key (@g). */
 static gboolean
-gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const cublasLtMatmulHeuristicResult_t *heur, int n,
-               GError **error)
+gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const char *key,
+               const cublasLtMatmulHeuristicResult_t *heur, int n, GError **error)
 {
-  g_autofree char *key = gemm_key (g);
   cudaEvent_t e0 = NULL, e1 = NULL;
   float best_ms = G_MAXFLOAT;
   gboolean ok = FALSE;
@@ -505,7 +504,9 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans, GError **
 
   /* A problem tuned before (an identical layer, or an earlier run on this device) needs no
    * heuristic query and no timing. */
-  if (autotune && tuned_lookup (p, g))
+  if (key == NULL)
+    key = gemm_key (g);
+  if (autotune && tuned_lookup (p, g, key))
     {
       g->planned = TRUE;
       ok = TRUE;
@@ -524,12 +525,12 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans, GError **
       goto out;
     }
   g->algo = heur[0].algo;
-  if (n_found > 1 && autotune && !gemm_autotune (p, g, heur, n_found, error))
+  if (n_found > 1 && autotune && !gemm_autotune (p, g, key, heur, n_found, error))
     goto out;
   g->planned = TRUE;
   ok = TRUE;
 out:
-  if (ok && key != NULL)
+  if (ok && plans != NULL && g->slot_bias < 0)
     g_hash_table_insert (plans, g_steal_pointer (&key), g);
   if (pref)
     cublasLtMatmulPreferenceDestroy (pref);
