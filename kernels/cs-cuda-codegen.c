@@ -1096,7 +1096,11 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       }
 
     case CS_OP_PRIM_TAKE_ALONG_AXIS:
+    case CS_OP_PRIM_GATHER:
       {
+        /* take_along_axis(a, indices, dim) and gather(a, indices, dim) (torch.gather: the
+         * output has the index's shape, which may be smaller than a's off dim): both read
+         * a at the output's coordinates with coordinate dim replaced by the index. */
         CsProxy *ix;
         int64_t dim[1];
         guint nd = 0;

@@ -771,6 +771,52 @@ walk (CsCudaProgram *p, CsTrace *t, CsProxy *cotangents, CsValue **ret, GError *
   return TRUE;
 }
 
+/* The backward of a torch.compile graph pair (core/cs-aten.h): its parameters are tensors the
+ * forward returned, by the same names (the saved tensors, torch/_functorch/partitioners.py),
+ * then the cotangents `tangents_1, tangents_2, ...`, one per user output.  A parameter that
+ * names a returned forward tensor reads that tensor's slot; every other tensor parameter is a
+ * cotangent input of the program.  A parameter that is neither (a name the forward never
+ * returned, not `tangents_*`) is refused. */
+static gboolean
+bind_saved_by_name (CsCudaProgram *p, CsValue *forward_return, GPtrArray *params, GError **error)
+{
+  g_autoptr(GPtrArray) rets = g_ptr_array_new ();
+  g_autoptr(GHashTable) by_name = g_hash_table_new (g_str_hash, g_str_equal);
+
+  cs_value_collect_proxies (forward_return, rets);
+  for (guint i = 0; i < rets->len; i++)
+    {
+      CsProxy *r = g_ptr_array_index (rets, i);
+
+      if (r->name && cs_cuda_program_lookup (p, r) >= 0)
+        g_hash_table_insert (by_name, (gpointer) r->name, r);
+    }
+  for (guint i = 0; i < params->len; i++)
+    {
+      CsProxy *x = g_ptr_array_index (params, i);
+      CsProxy *r = x->name ? g_hash_table_lookup (by_name, x->name) : NULL;
+      guint slot;
+
+      if (r != NULL)
+        {
+          cs_cuda_program_bind (p, x, (guint) cs_cuda_program_lookup (p, r));
+          continue;
+        }
+      if (x->kind != CS_PROXY_TENSOR)
+        continue;
+      if (x->name == NULL || !g_str_has_prefix (x->name, "tangents_"))
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL,
+                     "backward input %s is neither a tensor the forward returns nor a tangents_N "
+                     "cotangent", x->name ? x->name : "?");
+      if (!x->typed)
+        return fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL, "cotangent %s has no tensor type", x->name);
+      slot = cs_cuda_program_new_slot (p, x->dtype, x->shape, x->rank);
+      cs_cuda_program_bind (p, x, slot);
+      add_io (p, p->inputs, p->input_slots, x, slot, TRUE, -1);
+    }
+  return TRUE;
+}
+
 /* ---- memory plan ---- */
 
 static void
@@ -1158,15 +1204,25 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       g_autoptr(GPtrArray) bin = cs_trace_dup_inputs (bwd);
       CsProxy *cot = NULL;
 
-      if (bin->len != 2 || saved == NULL)
+      p->backward_active = TRUE;
+      if (bin->len == 2 && saved != NULL)
+        {
+          g_hash_table_insert (p->collection_of, g_ptr_array_index (bin, 0), saved);
+          cot = g_ptr_array_index (bin, 1);
+        }
+      else if (saved == NULL && flat_out != NULL)
+        {
+          if (!bind_saved_by_name (p, flat_out, bin, error))
+            goto out;
+        }
+      else
         {
           fail (error, CS_CUDA_ERROR_UNSUPPORTED, NULL,
-                "the backward trace must take (saved_for_backward, cotangents) and the forward must return saved_for_backward");
+                "the backward trace must take (saved_for_backward, cotangents) and the forward must "
+                "return saved_for_backward, or (torch.compile) take the forward's returned tensors "
+                "by name and tangents_N");
           goto out;
         }
-      g_hash_table_insert (p->collection_of, g_ptr_array_index (bin, 0), saved);
-      cot = g_ptr_array_index (bin, 1);
-      p->backward_active = TRUE;
       if (!walk (p, bwd, cot, &bret, error))
         goto out;
       if (bret)

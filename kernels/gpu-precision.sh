@@ -1,8 +1,8 @@
 #!/bin/bash
 # castscope GPU precision run (issue 19): the GPU tests (f64 reference vs CPU f64, PyTorch's
 # verdict, the broken-kernel hook), then `run --device cuda --check --json` on every trace of
-# .gpu/traces (a copy of ../shared/traces), data/ and data/bench/ under the default and
-# matmul=upcast-f32 policies (and autocast=bf16 where the trace has f32 inputs), with the
+# .gpu/traces (a copy of ../shared/traces), data/, data/bench/ and data/aten/ under the default and
+# matmul=upcast-f32 policies (and autocast=bf16 where a Thunder trace has f32 inputs), with the
 # verdict counts and the check times in summary.md.  Binaries and libraries come in .gpu/
 # (../shared/tools/gpu-bundle; libcscuda.so beside castscope-cli in .gpu/bin).
 R=$(pwd)
@@ -21,12 +21,13 @@ for s in $SECTIONS; do
     grep -E "^(ok|not ok)" $O/tests.log ;;
   check)
     n=0
-    for f in ${CHECK_FILES:-data/*.txt .gpu/traces/*.txt data/bench/*.txt}; do
+    for f in ${CHECK_FILES:-data/*.txt .gpu/traces/*.txt data/bench/*.txt data/aten/*.txt}; do
       case $f in *_bwd.txt) continue ;; esac   # a backward runs with its *_fwd.txt
       pols="native upcast-f32"
       # final traces run as they are (the policy does not apply): once
       if grep -m1 '^# Constructed by' "$f" | grep -qE 'Delete Last Used|Unwrap'; then pols="final"; fi
-      if [ "$pols" != final ] && grep -qE 'f32\[' "$f"; then pols="$pols autocast=bf16"; fi
+      # torch.compile graphs (data/aten) are already past autocast: matmul precision only
+      case $f in */aten/*) ;; *) if [ "$pols" != final ] && grep -qE 'f32\[' "$f"; then pols="$pols autocast=bf16"; fi ;; esac
       for pol in $pols; do
         n=$((n + 1)); j=$J/$n.json
         case $pol in native|upcast-f32) parg="--policy matmul=$pol" ;; final) parg="" ;; *) parg="--policy $pol" ;; esac
