@@ -8,14 +8,15 @@ commit, the jit call, the inputs, every region of the fused joint and final trac
 function's source) and then every trace of the pipeline, each opened by a line
 `# ===== [i] <what> [TAG]: <provenance>`.  This writes OUTDIR/<name> with the header and only
 the sections tagged INITIAL, GRAD JOINT, FUSED JOINT, FINAL FORWARD and FINAL BACKWARD, plus the
-nvFuser fusion_pass steps 1 (regions formed) and 2 (rematerialize), unchanged.
+nvFuser fusion_pass steps 1 (regions formed), 2 (rematerialize), 3 (remove_redundant_casts) and
+4 (nvFuserExecutor.cse), unchanged.
 """
 import os
 import re
 import sys
 
 KEEP_TAGS = ('[INITIAL]', '[GRAD JOINT]', '[FUSED JOINT]', '[FINAL FORWARD]', '[FINAL BACKWARD]')
-KEEP_STEPS = ('fusion_pass step 1:', 'fusion_pass step 2:')
+KEEP_STEPS = ('fusion_pass step 1:', 'fusion_pass step 2:', 'fusion_pass step 3:', 'fusion_pass step 4:')
 SECTION = re.compile(r'^# ===== \[\d+\] ')
 
 
