@@ -5,6 +5,7 @@
  *   cs-cuda-jit.c      NVRTC -> CUBIN with an on-disk cache, the self-contained preamble
  *   cs-cuda-blas.c     cuBLASLt plans (operand swap for row-major tensors) and launches
  *   cs-cuda-codegen.c  fusion region (prims) -> CUDA C kernels
+ *   cs-cuda-attention.c  scaled dot product attention kernels (forward, backward)
  *   cs-cuda-program.c  traces -> steps, views, liveness arena, run, CUDA graph, timings
  */
 #pragma once
@@ -240,6 +241,12 @@ gboolean     cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, 
 gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, guint idx, int64_t padding_idx,
                                                  const CsProxy *y, const char *label, guint *out_slot,
                                                  GError **error);
+
+/* ---- fused attention (cs-cuda-attention.c) ---- */
+/* TRUE for the sdpa executor's statements and ATen's SDPA backend ops (forward, backward). */
+gboolean     cs_cuda_attention_handles  (const CsStmt *st);
+/* Their kernels (online-softmax forward; FlashAttention-2 backward); see the .c file. */
+gboolean     cs_cuda_attention_call     (CsCudaProgram *p, CsStmt *st, GError **error);
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);

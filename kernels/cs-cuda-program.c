@@ -569,10 +569,11 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
         g_ptr_array_add (tensors, o);
     }
 
-  /* the executors that claim ops before fusion (issue 18) have no CUDA path here yet */
+  /* the sdpa executor's statements and ATen's SDPA ops: fused attention kernels */
+  if (cs_cuda_attention_handles (st))
+    return cs_cuda_attention_call (p, st, error);
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_SDPA)
-    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
-                 "sdpa executor not supported on --device cuda yet; use executors=nvfuser,torch");
+    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: no CUDA attention kernel", st->callee);
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
     return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
                  "torchcompile_xentropy executor not supported on --device cuda yet; use "

@@ -1,0 +1,1198 @@
+/* cs-cuda-attention.c: fused scaled dot product attention, forward and backward, on the GPU.
+ *
+ * The statements of Thunder's sdpa executor (thunder/executors/sdpaex.py:
+ * sdpafx_grad_forward_scaled_dot_product_efficient_attention, sdpaex_grad_forward_..., and their
+ * `..._backward`) and the ATen backend ops torch.compile's graphs hold
+ * (aten._scaled_dot_product_{cudnn,flash,efficient}_attention and their `_backward`) become
+ * generated kernels, compiled by NVRTC with the region kernels (same naming `k<N>`, same
+ * dedupe by text, no trace name in the source: shapes, strides, dtypes, scale and the causal
+ * flag are compile-time constants).
+ *
+ * Forward (FlashAttention's online softmax, no scores in memory): a block of 8 warps holds 8
+ * query rows, one per warp; key and value tiles of BN rows go through shared memory, lane t of
+ * a warp scores key j0 + t against its row, the warp keeps the running max m, the running sum
+ * l and the output row (lane d holds columns d, d + 32, ...), rescaled by exp(m_old - m_new)
+ * per tile.  out = acc / l, logsumexp = m + log(l) (natural log, over the scaled and masked
+ * scores, as PyTorch's kernels store it), written at [b, i] of the logsumexp tensor the trace
+ * types (its last extent padded to 16 or 32 by the executors: the padding is written 0, as the
+ * CPU reference leaves it).
+ *
+ * Backward (FlashAttention-2): D = rowsum(dO * O) per query row (one warp a row), then two
+ * kernels that recompute P = exp(scale q.k + mask - logsumexp) tile by tile: dQ with a warp per
+ * query row and a lane per key (dS = P (dO.v - D), dQ = scale dS K; the mask's gradient dS is
+ * added there with atomics into an f32/f64 accumulator, then stored in the mask's dtype), and
+ * dK, dV with a warp per key and a lane per query row (dV = P^T dO, dK = scale dS^T Q).  No
+ * atomics on dQ, dK or dV.
+ *
+ * Arithmetic is f32 for bf16/f16/f32 tensors (values are rounded once, where a kernel stores
+ * them) and f64 for f64 tensors, so the f64 reference program (cs-cuda-f64.c) runs the same
+ * kernels in double.  CUDA cores only (no mma.sync).  Causal is PyTorch's is_causal: the top-left
+ * triangle (key j > query i masked), also when L != S.  A boolean mask keeps the scores where
+ * it is true; a float mask is added.  dropout_p != 0 is refused (PyTorch's Philox stream is
+ * not reproduced).
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ATT_WARPS 8                  /* warps (= query or key rows) per block */
+#define ATT_SMEM_BYTES 46080         /* static shared memory a kernel may take (48 KiB - 3 KiB) */
+#define ATT_MAX_HEAD 256             /* largest head dim (E and Ev) */
+
+/* Where the arguments and outputs of one attention statement sit: positional indices (-1:
+ * keyword only or absent).  The same table as the CPU reference's (core/cs-ref.c), from
+ * thunder/executors/sdpaex.py and ATen's native_functions.yaml. */
+typedef struct
+{
+  gboolean    backward;  /* a `_backward` statement */
+  int         mask;      /* attn_mask / attn_bias; -1: the op has none */
+  const char *mask_kw;   /* its keyword */
+  int         dropout;   /* dropout_p */
+  int         causal;    /* is_causal */
+  int         scale;     /* scale; -1: keyword only */
+  int         out;       /* backward: position of the forward's out (logsumexp follows) */
+  guint       n_out;     /* forward: outputs; backward: 3, or 4 with grad_attn_mask */
+  gboolean    cum;       /* forward: outputs 2 and 3 are cum_seq_q / cum_seq_k */
+} AttLayout;
+
+static const AttLayout fw_flash = { FALSE, -1, "attn_bias", 3, 4, 5, 0, 9, TRUE };
+static const AttLayout fw_mem = { FALSE, 3, "attn_mask", 4, 5, 6, 0, 4, FALSE };
+static const AttLayout fw_aten_cudnn = { FALSE, 3, "attn_bias", 5, 6, -1, 0, 9, TRUE };
+static const AttLayout fw_aten_flash = { FALSE, -1, "attn_bias", 3, 4, -1, 0, 9, TRUE };
+static const AttLayout fw_aten_mem = { FALSE, 3, "attn_bias", 5, 6, -1, 0, 4, FALSE };
+static const AttLayout bw_flash = { TRUE, -1, "attn_bias", 10, 11, 14, 4, 3, FALSE };
+static const AttLayout bw_mem = { TRUE, 4, "attn_mask", 9, 10, 11, 5, 4, FALSE };
+static const AttLayout bw_aten_cudnn = { TRUE, 8, "attn_bias", 13, 14, -1, 4, 3, FALSE };
+static const AttLayout bw_aten_flash = { TRUE, -1, "attn_bias", 10, 11, -1, 4, 3, FALSE };
+static const AttLayout bw_aten_mem = { TRUE, 4, "attn_bias", 9, 11, -1, 5, 4, FALSE };
+
+static const AttLayout *
+layout_of (const CsStmt *st)
+{
+  switch (cs_op_semantic (st->op)->id)
+    {
+    case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION: return &fw_flash;
+    case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD: return &bw_flash;
+    case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION: return &fw_mem;
+    case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD: return &bw_mem;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION: return &fw_aten_cudnn;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION_BACKWARD: return &bw_aten_cudnn;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_FLASH_ATTENTION: return &fw_aten_flash;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_FLASH_ATTENTION_BACKWARD: return &bw_aten_flash;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION: return &fw_aten_mem;
+    case CS_OP_ATEN__SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD: return &bw_aten_mem;
+    default: return NULL;
+    }
+}
+
+/**
+ * cs_cuda_attention_handles:
+ * @st: a top-level CALL statement
+ *
+ * Whether @st is one of the attention statements this file runs: the sdpa executor's four
+ * (sdpafx_/sdpaex_ forward and backward) or ATen's six SDPA backend ops.
+ * Returns: TRUE when cs_cuda_attention_call() takes @st
+ */
+gboolean
+cs_cuda_attention_handles (const CsStmt *st)
+{
+  return st->kind == CS_STMT_CALL && st->op != NULL && layout_of (st) != NULL;
+}
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+static gboolean G_GNUC_PRINTF (3, 4)
+afail (GError **error, const CsStmt *st, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (st->line)
+    g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "line %u:%u: %s: %s", st->line, st->col,
+                 st->callee, msg);
+  else
+    g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: %s", st->callee, msg);
+  return FALSE;
+}
+
+static gboolean
+number_of (const CsValue *v, double *f)
+{
+  if (v == NULL)
+    return FALSE;
+  switch (v->kind)
+    {
+    case CS_VALUE_INT: *f = (double) v->u.i; return TRUE;
+    case CS_VALUE_FLOAT: *f = v->u.f; return TRUE;
+    case CS_VALUE_BOOL: *f = v->u.b ? 1.0 : 0.0; return TRUE;
+    case CS_VALUE_PROXY:
+      if (v->u.proxy->kind == CS_PROXY_NUMBER && v->u.proxy->has_value && v->u.proxy->value)
+        return number_of (v->u.proxy->value, f);
+      return FALSE;
+    default:
+      return FALSE;
+    }
+}
+
+/* A literal argument (None or absent: @dflt). */
+static gboolean
+flag_of (const CsStmt *st, int pos, const char *kw, double dflt, double *out, GError **error)
+{
+  const CsValue *v = cs_stmt_get_arg (st, pos >= 0 ? (guint) pos : G_MAXUINT, kw);
+
+  *out = dflt;
+  if (v == NULL || v->kind == CS_VALUE_NONE)
+    return TRUE;
+  if (!number_of (v, out) || !isfinite (*out))
+    return afail (error, st, "%s must be a finite number literal", kw);
+  return TRUE;
+}
+
+/* The slot of tensor argument @pos / @kw, or -1 (an error set) when it is not a known tensor. */
+static gint
+tensor_arg (CsCudaProgram *p, const CsStmt *st, int pos, const char *kw, GError **error)
+{
+  CsValue *v = cs_stmt_get_arg (st, (guint) pos, kw);
+  gint s = v && v->kind == CS_VALUE_PROXY ? cs_cuda_program_lookup (p, v->u.proxy) : -1;
+
+  if (s < 0)
+    afail (error, st, "argument %s is not a tensor the CUDA executor holds", kw);
+  return s;
+}
+
+/* Output item @k of @st: a proxy, or NULL (`_`, absent). */
+static CsProxy *
+out_item (const CsStmt *st, guint k)
+{
+  const CsValue *o = st->out;
+
+  if (o == NULL)
+    return NULL;
+  if (o->kind == CS_VALUE_PROXY)
+    return k == 0 ? o->u.proxy : NULL;
+  if ((o->kind == CS_VALUE_TUPLE || o->kind == CS_VALUE_LIST) && k < o->u.seq.n
+      && o->u.seq.items[k]->kind == CS_VALUE_PROXY)
+    return o->u.seq.items[k]->u.proxy;
+  return NULL;
+}
+
+static const char *
+storage_of (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "unsigned short";
+    case CS_DTYPE_F32: return "float";
+    case CS_DTYPE_F64: return "double";
+    case CS_DTYPE_B8: case CS_DTYPE_U8: return "unsigned char";
+    case CS_DTYPE_I8: return "signed char";
+    case CS_DTYPE_I16: return "short";
+    case CS_DTYPE_I32: return "int";
+    case CS_DTYPE_I64: return "long long";
+    case CS_DTYPE_U64: return "unsigned long long";
+    default: return NULL;
+    }
+}
+
+static gboolean
+is_att_float (CsDtype dt)
+{
+  return dt == CS_DTYPE_BF16 || dt == CS_DTYPE_F16 || dt == CS_DTYPE_F32 || dt == CS_DTYPE_F64;
+}
+
+/* `[a, b, c]` */
+static char *
+shape_text (const int64_t *shape, guint rank)
+{
+  GString *s = g_string_new ("[");
+
+  for (guint i = 0; i < rank; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+/* ---- kernels: text, interning, steps ---------------------------------------------------- */
+
+/* One generated kernel being written: its parameters (slots, in order) and body. */
+typedef struct
+{
+  CsCudaProgram *p;
+  GArray        *params;   /* element-type guint: slot ids */
+  GArray        *is_out;   /* element-type gboolean */
+  GString       *body;     /* the code between the braces */
+} AttGen;
+
+static void
+gen_init (AttGen *g, CsCudaProgram *p)
+{
+  g->p = p;
+  g->params = g_array_new (FALSE, FALSE, sizeof (guint));
+  g->is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  g->body = g_string_new ("");
+}
+
+static void
+gen_clear (AttGen *g)
+{
+  g_array_unref (g->params);
+  g_array_unref (g->is_out);
+  g_string_free (g->body, TRUE);
+}
+
+/* Parameter a<N> for @slot (N returned).  A slot read and written gets one parameter. */
+static guint
+gen_param (AttGen *g, guint slot, gboolean out)
+{
+  for (guint i = 0; i < g->params->len; i++)
+    if (g_array_index (g->params, guint, i) == slot)
+      {
+        if (out)
+          g_array_index (g->is_out, gboolean, i) = TRUE;
+        return i;
+      }
+  g_array_append_val (g->params, slot);
+  g_array_append_val (g->is_out, out);
+  return g->params->len - 1;
+}
+
+/* A lambda `name (i) -> acc_t` that reads element @i of parameter a<param> (a slot of @dt) as
+ * the accumulator type. */
+static void
+gen_loader (AttGen *g, const char *name, guint param, CsDtype dt)
+{
+  const char *conv = dt == CS_DTYPE_BF16 ? "cs_bf2f" : dt == CS_DTYPE_F16 ? "cs_h2f" : "";
+
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> acc_t { return (acc_t) %s (a%u[i]); };\n",
+                          name, conv, param);
+}
+
+/* A lambda `name (i, v)` that stores the accumulator value @v as element @i of a<param>. */
+static void
+gen_storer (AttGen *g, const char *name, guint param, CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16:
+      g_string_append_printf (g->body, "  auto %s = [&] (long long i, acc_t v) { a%u[i] = cs_f2bf ((float) v); };\n",
+                              name, param);
+      break;
+    case CS_DTYPE_F16:
+      g_string_append_printf (g->body, "  auto %s = [&] (long long i, acc_t v) { a%u[i] = cs_f2h ((float) v); };\n",
+                              name, param);
+      break;
+    default:
+      g_string_append_printf (g->body, "  auto %s = [&] (long long i, acc_t v) { a%u[i] = (%s) v; };\n",
+                              name, param, storage_of (dt));
+      break;
+    }
+}
+
+/* The accumulator type's typedef, -inf, exp and log, and the warp reductions. */
+static void
+gen_acc (AttGen *g, gboolean f64)
+{
+  if (f64)
+    g_string_append (g->body,
+                     "  typedef double acc_t;\n"
+                     "  const acc_t ninf = -__longlong_as_double (0x7ff0000000000000LL);\n"
+                     "  auto ex = [] (acc_t x) -> acc_t { return exp (x); };\n"
+                     "  auto lg = [] (acc_t x) -> acc_t { return log (x); };\n");
+  else
+    g_string_append (g->body,
+                     "  typedef float acc_t;\n"
+                     "  const acc_t ninf = -__int_as_float (0x7f800000);\n"
+                     "  auto ex = [] (acc_t x) -> acc_t { return expf (x); };\n"
+                     "  auto lg = [] (acc_t x) -> acc_t { return logf (x); };\n");
+  g_string_append (g->body,
+                   "  auto wmax = [] (acc_t v) -> acc_t {\n"
+                   "    for (int o = 16; o > 0; o >>= 1) { acc_t u = cs_shfl (v, o); v = u > v ? u : v; }\n"
+                   "    return v; };\n"
+                   "  auto wsum = [] (acc_t v) -> acc_t {\n"
+                   "    for (int o = 16; o > 0; o >>= 1) v += cs_shfl (v, o);\n"
+                   "    return v; };\n");
+}
+
+/* Adds the finished kernel to the program (or finds its identical twin) and its step. */
+static CsCudaStep *
+gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
+{
+  CsCudaProgram *p = g->p;
+  g_autoptr(GString) text = g_string_new ("(");
+  g_autofree char *key = NULL;
+  const char *attrs = "__launch_bounds__(256)";
+  gpointer v;
+  guint k;
+  CsCudaStep *step;
+  double bytes = 0;
+
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      const CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
+
+      g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "",
+                              g_array_index (g->is_out, gboolean, i) ? "" : "const ", storage_of (s->dtype), i);
+    }
+  g_string_append (text, ")\n{\n");
+  g_string_append (text, g->body->str);
+  g_string_append (text, "}\n");
+  key = g_strconcat (attrs, " @ ", text->str, NULL);
+  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
+    k = GPOINTER_TO_UINT (v);
+  else
+    {
+      CsCudaKernel *kk = g_new0 (CsCudaKernel, 1);
+
+      kk->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text->str);
+      g_ptr_array_add (p->kernels, kk);
+      g_string_append (p->source, kk->source);
+      p->n_kernels = p->kernels->len;
+      k = p->kernels->len - 1;
+      if (p->kernel_of != NULL)
+        g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
+    }
+  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "attention", label);
+  step->kernel = k;
+  step->grid[0] = (unsigned int) MAX (grid_x, 1);
+  step->grid[1] = 1;
+  step->grid[2] = 1;
+  step->block[0] = ATT_WARPS * 32;
+  step->block[1] = 1;
+  step->block[2] = 1;
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      CsCudaKArg arg = { g_array_index (g->params, guint, i) };
+      const CsCudaSlot *s = cs_cuda_program_slot (p, arg.slot);
+
+      g_array_append_val (step->args, arg);
+      if (g_array_index (g->is_out, gboolean, i))
+        g_array_append_val (step->writes, arg.slot);
+      else
+        g_array_append_val (step->reads, arg.slot);
+      bytes += (double) cs_cuda_slot_numel (s) * (double) cs_dtype_size_bytes (s->dtype);
+    }
+  step->flops = flops;
+  step->bytes = bytes;
+  step->floor_ms = MAX (bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_F32_TFLOPS * 1e12)) * 1e3;
+  g_array_set_size (g->params, 0);
+  g_array_set_size (g->is_out, 0);
+  g_string_truncate (g->body, 0);
+  return step;
+}
+
+/* A kernel that zeroes contiguous slot @slot (an output the executor does not model: RNG
+ * state, cumulative sequence lengths, the logsumexp of compute_log_sumexp=False; or an
+ * accumulator). */
+static void
+gen_zero (CsCudaProgram *p, guint slot, const char *what)
+{
+  AttGen g;
+  const CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+  gsize n = cs_cuda_slot_numel (s);
+  guint a;
+
+  if (n == 0)
+    return;
+  gen_init (&g, p);
+  a = gen_param (&g, slot, TRUE);
+  g_string_append_printf (g.body, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < %zuLL;"
+                          " i += (long long) gridDim.x * blockDim.x)\n    a%u[i] = 0;\n", n, a);
+  gen_finish (&g, g_strdup_printf ("attention zero %s", what), MIN ((n + 255) / 256, (gsize) 65535 * 64), 0);
+  gen_clear (&g);
+}
+
+/* ---- operands ---------------------------------------------------------------------------- */
+
+/* One operand of the attention kernels: a [batch..., rows, cols] tensor view whose last dim is
+ * unit-stride (else copied), addressed as batch offset + row * row_stride + col. */
+typedef struct
+{
+  guint   slot;         /* the slot read */
+  int64_t row_stride;   /* elements */
+} AttOperand;
+
+/* Normalises @slot to a view whose last dim has stride 1 (a copy when it has not). */
+static gboolean
+operand (CsCudaProgram *p, guint slot, const char *label, AttOperand *op, GError **error)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+
+  if (s->rank >= 1 && s->strides[s->rank - 1] != 1 && s->shape[s->rank - 1] > 1)
+    {
+      if (!cs_cuda_codegen_copy (p, slot, label, &slot, error))
+        return FALSE;
+      s = cs_cuda_program_slot (p, slot);
+    }
+  op->slot = slot;
+  op->row_stride = s->rank >= 2 ? (s->shape[s->rank - 2] > 1 ? s->strides[s->rank - 2] : 0) : 0;
+  return TRUE;
+}
+
+/* Appends `auto <name> = [] (long long b) -> long long { return ...; };`: the element offset of
+ * batch @b (row-major over @bshape[0..nbd)) in @s, whose dims are right-aligned to the batch
+ * dims followed by (rows, cols), from the slot's first element (its own offset is in the
+ * kernel argument's pointer): a dim of extent 1 (broadcast) contributes nothing.  With
+ * @contig the offsets of a contiguous tensor of @s's shape (the mask gradient's layout). */
+static void
+gen_batch_offset (AttGen *g, const char *name, const CsCudaSlot *s, const int64_t *bshape, guint nbd,
+                  gboolean contig)
+{
+  int64_t cst[CS_MAX_DIMS];
+  int64_t inner = 1;
+  gboolean any = FALSE;
+  guint lead = s->rank >= 2 ? s->rank - 2 : 0;   /* the slot's batch dims */
+
+  cst[s->rank ? s->rank - 1 : 0] = 1;
+  for (gint d = (gint) s->rank - 2; d >= 0; d--)
+    cst[d] = cst[d + 1] * s->shape[d + 1];
+  g_string_append_printf (g->body, "  auto %s = [] (long long b) -> long long { return 0", name);
+  for (gint d = (gint) nbd - 1; d >= 0; d--)
+    {
+      gint sd = (gint) lead - ((gint) nbd - d);   /* the slot's dim aligned with batch dim d */
+
+      if (sd >= 0 && s->shape[sd] > 1)
+        {
+          int64_t stride = contig ? cst[sd] : s->strides[sd];
+
+          if (stride != 0)
+            {
+              g_string_append_printf (g->body, " + (b / %" G_GINT64_FORMAT "LL %% %" G_GINT64_FORMAT "LL) * %"
+                                      G_GINT64_FORMAT "LL", inner, bshape[d], stride);
+              any = TRUE;
+            }
+        }
+      inner *= bshape[d];
+    }
+  if (!any)
+    g_string_append (g->body, " + 0 * b");
+  g_string_append (g->body, "; };\n");
+}
+
+/* ---- the statement -------------------------------------------------------------------- */
+
+/* Everything a statement's kernels are specialised on. */
+typedef struct
+{
+  const CsStmt *st;
+  guint   rank;                    /* of q, k, v */
+  int64_t bshape[CS_MAX_DIMS];     /* the batch dims (all but the last two) */
+  guint   nbd;                     /* their number */
+  int64_t nb;                      /* their product */
+  int64_t L, S, E, Ev;             /* queries, keys, head dims of q/k and v */
+  gboolean causal;                 /* top-left triangle masked */
+  double  scale;                   /* score scale (default 1/sqrt(E)) */
+  gboolean f64;                    /* f64 arithmetic (f64 tensors) */
+  gint    mask;                    /* slot of the mask, or -1 */
+  CsDtype mask_dtype;              /* B8 (keep where true) or a float (added) */
+  int64_t mask_si, mask_sj;        /* mask strides along L and S (0 where broadcast) */
+  int64_t mask_ci, mask_cj;        /* contiguous strides of the mask's shape along L and S */
+} Att;
+
+/* The mask operand: broadcastable to [batch..., L, S] right-aligned, any strides. */
+static gboolean
+att_mask (CsCudaProgram *p, Att *a, GError **error)
+{
+  const CsCudaSlot *m = cs_cuda_program_slot (p, (guint) a->mask);
+  int64_t cst[CS_MAX_DIMS];
+
+  a->mask_dtype = m->dtype;
+  if (m->rank < 1 || m->rank > a->rank || (m->dtype != CS_DTYPE_B8 && !is_att_float (m->dtype)))
+    return afail (error, a->st, "attn_mask must be a bool or float tensor of rank 1 to %u", a->rank);
+  for (guint d = 0; d < m->rank; d++)
+    {
+      guint fd = d + (a->rank - m->rank);
+      int64_t full = fd == a->rank - 1 ? a->S : fd == a->rank - 2 ? a->L : a->bshape[fd];
+
+      if (m->shape[d] != full && m->shape[d] != 1)
+        return afail (error, a->st, "attn_mask does not broadcast to [..., %" G_GINT64_FORMAT ", %"
+                      G_GINT64_FORMAT "]", a->L, a->S);
+    }
+  cst[m->rank - 1] = 1;
+  for (gint d = (gint) m->rank - 2; d >= 0; d--)
+    cst[d] = cst[d + 1] * m->shape[d + 1];
+  a->mask_sj = m->shape[m->rank - 1] > 1 ? m->strides[m->rank - 1] : 0;
+  a->mask_cj = m->shape[m->rank - 1] > 1 ? cst[m->rank - 1] : 0;
+  a->mask_si = m->rank >= 2 && m->shape[m->rank - 2] > 1 ? m->strides[m->rank - 2] : 0;
+  a->mask_ci = m->rank >= 2 && m->shape[m->rank - 2] > 1 ? cst[m->rank - 2] : 0;
+  return TRUE;
+}
+
+/* Shapes, dtypes and literals of @st into @a. */
+static gboolean
+att_setup (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, guint q, guint k, guint v, Att *a,
+           GError **error)
+{
+  const CsCudaSlot *qs = cs_cuda_program_slot (p, q), *ks = cs_cuda_program_slot (p, k);
+  const CsCudaSlot *vs = cs_cuda_program_slot (p, v);
+  double dropout, causal;
+
+  memset (a, 0, sizeof *a);
+  a->st = st;
+  a->mask = -1;
+  if (qs->rank < 2 || ks->rank != qs->rank || vs->rank != qs->rank)
+    return afail (error, st, "query, key and value must be tensors of one rank >= 2");
+  a->rank = qs->rank;
+  a->nbd = qs->rank - 2;
+  a->nb = 1;
+  for (guint d = 0; d < a->nbd; d++)
+    {
+      if (ks->shape[d] != qs->shape[d] || vs->shape[d] != qs->shape[d])
+        return afail (error, st, "query, key and value differ in batch dimension %u", d);
+      a->bshape[d] = qs->shape[d];
+      a->nb *= qs->shape[d];
+    }
+  a->L = qs->shape[a->rank - 2];
+  a->E = qs->shape[a->rank - 1];
+  a->S = ks->shape[a->rank - 2];
+  a->Ev = vs->shape[a->rank - 1];
+  if (ks->shape[a->rank - 1] != a->E || vs->shape[a->rank - 2] != a->S)
+    return afail (error, st, "key must be [..., S, E] and value [..., S, Ev]");
+  if (qs->dtype != ks->dtype || qs->dtype != vs->dtype || !is_att_float (qs->dtype))
+    return afail (error, st, "query, key and value must share one of bf16, f16, f32, f64 (got %s, %s, %s)",
+                  cs_dtype_short_name (qs->dtype), cs_dtype_short_name (ks->dtype),
+                  cs_dtype_short_name (vs->dtype));
+  if (a->E < 1 || a->Ev < 1 || a->E > ATT_MAX_HEAD || a->Ev > ATT_MAX_HEAD)
+    return afail (error, st, "head dims %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT
+                  ": the CUDA attention kernels take 1 to %d", a->E, a->Ev, ATT_MAX_HEAD);
+  if (a->L < 1 || a->S < 1 || a->nb < 1 || a->nb * a->L > G_MAXINT32 || a->nb * a->S > G_MAXINT32)
+    return afail (error, st, "empty or too large attention (%" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
+                  " x %" G_GINT64_FORMAT ")", a->nb, a->L, a->S);
+  a->f64 = qs->dtype == CS_DTYPE_F64;
+  if (!flag_of (st, lay->dropout, "dropout_p", 0.0, &dropout, error)
+      || !flag_of (st, lay->causal, "is_causal", 0.0, &causal, error)
+      || !flag_of (st, lay->scale, "scale", 1.0 / sqrt ((double) a->E), &a->scale, error))
+    return FALSE;
+  if (dropout != 0.0)
+    return afail (error, st, "dropout_p = %g is not supported on --device cuda (the attention kernels "
+                  "have no dropout: PyTorch's Philox stream is not reproduced)", dropout);
+  a->causal = causal != 0.0;
+  if (lay->mask >= 0)
+    {
+      CsValue *mv = cs_stmt_get_arg (st, (guint) lay->mask, lay->mask_kw);
+
+      if (mv != NULL && mv->kind != CS_VALUE_NONE)
+        {
+          a->mask = tensor_arg (p, st, lay->mask, lay->mask_kw, error);
+          if (a->mask < 0 || !att_mask (p, a, error))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* The constants every kernel of @a starts with. */
+static void
+gen_consts (AttGen *g, const Att *a)
+{
+  gen_acc (g, a->f64);
+  g_string_append_printf (g->body,
+                          "  constexpr int L = %" G_GINT64_FORMAT ", S = %" G_GINT64_FORMAT ", E = %" G_GINT64_FORMAT
+                          ", EV = %" G_GINT64_FORMAT ";\n"
+                          "  constexpr int NE = (E + 31) / 32, NV = (EV + 31) / 32, W = %d;\n"
+                          "  constexpr bool CAUSAL = %s;\n"
+                          "  const acc_t scale = (acc_t) %.17g;\n"
+                          "  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;\n",
+                          a->L, a->S, a->E, a->Ev, ATT_WARPS, a->causal ? "true" : "false", a->scale);
+}
+
+/* The mask applied to score `sc` of (b, i, j): `ldm`, `mb` and `gmb` (gradient) declared. */
+static void
+gen_mask_decl (AttGen *g, CsCudaProgram *p, const Att *a, gint gm_acc)
+{
+  const CsCudaSlot *m;
+  guint pm;
+
+  if (a->mask < 0)
+    return;
+  m = cs_cuda_program_slot (p, (guint) a->mask);
+  pm = gen_param (g, (guint) a->mask, FALSE);
+  if (a->mask_dtype == CS_DTYPE_B8)
+    g_string_append_printf (g->body, "  auto ldm = [&] (long long i) -> bool { return a%u[i] != 0; };\n", pm);
+  else
+    gen_loader (g, "ldm", pm, a->mask_dtype);
+  gen_batch_offset (g, "mb", m, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long MI = %" G_GINT64_FORMAT "LL, MJ = %" G_GINT64_FORMAT "LL;\n",
+                          a->mask_si, a->mask_sj);
+  if (gm_acc >= 0)
+    {
+      guint pg = gen_param (g, (guint) gm_acc, TRUE);
+
+      gen_batch_offset (g, "gmb", m, a->bshape, a->nbd, TRUE);
+      g_string_append_printf (g->body, "  constexpr long long GI = %" G_GINT64_FORMAT "LL, GJ = %" G_GINT64_FORMAT "LL;\n"
+                              "  acc_t * __restrict__ gacc = a%u;\n", a->mask_ci, a->mask_cj, pg);
+    }
+}
+
+/* `sc` masked for key j of row i of batch b (valid stays as is; a masked score is ninf). */
+static const char *
+mask_apply (const Att *a)
+{
+  if (a->mask < 0)
+    return "";
+  return a->mask_dtype == CS_DTYPE_B8
+         ? "          if (!ldm (mb (b) + (long long) i * MI + (long long) j * MJ)) sc = ninf;\n"
+         : "          sc += ldm (mb (b) + (long long) i * MI + (long long) j * MJ);\n";
+}
+
+/* Largest power of two <= 32 with @fixed + bn * @per_row bytes within the shared budget. */
+static int
+tile_rows (gsize fixed, gsize per_row)
+{
+  int bn = 32;
+
+  while (bn > 1 && fixed + (gsize) bn * per_row > ATT_SMEM_BYTES)
+    bn /= 2;
+  return bn;
+}
+
+/* Declares an operand: loader `name`, batch offset `nameb`, row stride `NAMER`. */
+static void
+gen_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
+  guint pa = gen_param (g, op->slot, FALSE);
+  g_autofree char *bname = g_strconcat (name, "b", NULL);
+
+  gen_loader (g, name, pa, s->dtype);
+  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* The forward kernel: out [nb, L, Ev] (slot @out), logsumexp (slot @lse, -1: none) with
+ * @lstride elements per batch (>= L: written at [b, i], the rest 0; else not written). */
+static void
+gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+             guint out, gint lse, int64_t lstride)
+{
+  AttGen g;
+  gsize acc = a->f64 ? 8 : 4;
+  int bn = tile_rows (ATT_WARPS * a->E * acc, (a->E + 1 + a->Ev) * acc);
+  int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
+  int64_t tiles = (rows + ATT_WARPS - 1) / ATT_WARPS;
+  guint po, pl = 0;
+  gboolean has_lse = lse >= 0 && lstride >= a->L;
+  g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
+
+  gen_init (&g, p);
+  gen_consts (&g, a);
+  gen_operand (&g, p, a, "ldq", "QR", q);
+  gen_operand (&g, p, a, "ldk", "KR", k);
+  gen_operand (&g, p, a, "ldv", "VR", v);
+  gen_mask_decl (&g, p, a, -1);
+  po = gen_param (&g, out, TRUE);
+  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
+  if (has_lse)
+    {
+      pl = gen_param (&g, (guint) lse, TRUE);
+      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
+    }
+  g_string_append_printf (g.body,
+    "  constexpr int BN = %d;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ acc_t qs[W][E];\n"
+    "  __shared__ acc_t ks[BN][E + 1];\n"
+    "  __shared__ acc_t vs[BN][EV];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * W, i = i0 + w;\n"
+    "  const bool row_ok = i < L;\n"
+    "  const long long qo = ldqb (b) + (long long) i * QR, ko = ldkb (b), vo = ldvb (b);\n"
+    "  for (int e = lane; e < E; e += 32)\n"
+    "    qs[w][e] = row_ok ? ldq (qo + e) : (acc_t) 0;\n"
+    "  acc_t m = ninf, l = 0, o[NV];\n"
+    "  for (int r = 0; r < NV; r++) o[r] = 0;\n"
+    "  const int last = L < i0 + W ? L : i0 + W;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BN * E; x += W * 32)\n"
+    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
+    "          ks[t][e] = j < S ? ldk (ko + (long long) j * KR + e) : (acc_t) 0; }\n"
+    "      for (int x = threadIdx.x; x < BN * EV; x += W * 32)\n"
+    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
+    "          vs[t][e] = j < S ? ldv (vo + (long long) j * VR + e) : (acc_t) 0; }\n"
+    "      __syncthreads ();\n"
+    "      acc_t sc = ninf;\n"
+    "      const int j = j0 + lane;\n"
+    "      if (lane < BN && j < S && row_ok)\n"
+    "        {\n"
+    "          acc_t dot = 0;\n"
+    "          for (int e = 0; e < E; e++) dot += qs[w][e] * ks[lane][e];\n"
+    "          sc = dot * scale;\n"
+    "%s"
+    "          if (CAUSAL && j > i) sc = ninf;\n"
+    "        }\n"
+    "      const acc_t mt = wmax (sc), mn = m > mt ? m : mt;\n"
+    "      acc_t pj = 0, alpha = 1;\n"
+    "      if (mn != ninf)\n"
+    "        { pj = sc == ninf ? (acc_t) 0 : ex (sc - mn); alpha = ex (m - mn); }\n"
+    "      l = l * alpha + wsum (pj);\n"
+    "      for (int r = 0; r < NV; r++) o[r] *= alpha;\n"
+    "      for (int t = 0; t < BN; t++)\n"
+    "        {\n"
+    "          const acc_t pt = __shfl_sync (0xffffffffu, pj, t);\n"
+    "          for (int r = 0; r < NV; r++)\n"
+    "            { const int d = lane + 32 * r; if (d < EV) o[r] += pt * vs[t][d]; }\n"
+    "        }\n"
+    "      m = mn;\n"
+    "    }\n"
+    "  if (row_ok)\n"
+    "    for (int r = 0; r < NV; r++)\n"
+    "      { const int d = lane + 32 * r; if (d < EV) sto ((b * L + i) * EV + d, o[r] / l); }\n",
+    bn, tiles, lstride, mask_apply (a));
+  if (has_lse)
+    g_string_append (g.body,
+                     "  if (lane == 0 && i < LSTRIDE)\n"
+                     "    stl (b * LSTRIDE + i, row_ok ? m + lg (l) : (acc_t) 0);\n");
+  gen_finish (&g, g_strdup_printf ("attention forward %s x %" G_GINT64_FORMAT "%s%s", shp, a->S,
+                                   a->causal ? " causal" : "", a->mask >= 0 ? " masked" : ""),
+              (guint64) (a->nb * tiles),
+              2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* D[b * L + i] = sum_d dO[b, i, d] * O[b, i, d], in the accumulator type (slot @dbuf). */
+static void
+gen_rowdot (CsCudaProgram *p, const Att *a, const AttOperand *go, const AttOperand *o, guint dbuf)
+{
+  AttGen g;
+  int64_t tiles = (a->L + ATT_WARPS - 1) / ATT_WARPS;
+  guint pd;
+
+  gen_init (&g, p);
+  gen_consts (&g, a);
+  gen_operand (&g, p, a, "ldg", "GR", go);
+  gen_operand (&g, p, a, "ldo", "OR", o);
+  pd = gen_param (&g, dbuf, TRUE);
+  g_string_append_printf (g.body,
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i = (int) (blockIdx.x %% TILES) * W + w;\n"
+    "  if (i >= L) return;\n"
+    "  const long long go = ldgb (b) + (long long) i * GR, oo = ldob (b) + (long long) i * OR;\n"
+    "  acc_t s = 0;\n"
+    "  for (int d = lane; d < EV; d += 32) s += ldg (go + d) * ldo (oo + d);\n"
+    "  s = wsum (s);\n"
+    "  if (lane == 0) a%u[b * L + i] = s;\n", tiles, pd);
+  gen_finish (&g, g_strdup_printf ("attention backward rowsum(dO*O) [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                                   a->nb, a->L),
+              (guint64) (a->nb * tiles), 2.0 * (double) a->nb * (double) a->L * (double) a->Ev);
+  gen_clear (&g);
+}
+
+/* Declares `ldl` (logsumexp, contiguous, @lstride per batch) and `ldd` (D). */
+static void
+gen_lse_d (AttGen *g, CsCudaProgram *p, guint lse, int64_t lstride, guint dbuf)
+{
+  guint pl = gen_param (g, lse, FALSE), pd = gen_param (g, dbuf, FALSE);
+
+  gen_loader (g, "ldl", pl, cs_cuda_program_slot (p, lse)->dtype);
+  g_string_append_printf (g->body, "  auto ldd = [&] (long long i) -> acc_t { return a%u[i]; };\n"
+                          "  constexpr long long LSTRIDE = %" G_GINT64_FORMAT "LL;\n", pd, lstride);
+}
+
+/* dQ (slot @dq) and the mask gradient's accumulation (slot @gm_acc, -1: none): a warp per
+ * query row, a lane per key of each tile. */
+static void
+gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                 const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dq, gint gm_acc)
+{
+  AttGen g;
+  gsize acc = a->f64 ? 8 : 4;
+  int bn = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 2) * acc);
+  int64_t tiles = (a->L + ATT_WARPS - 1) / ATT_WARPS;
+  guint pq;
+
+  gen_init (&g, p);
+  gen_consts (&g, a);
+  gen_operand (&g, p, a, "ldq", "QR", q);
+  gen_operand (&g, p, a, "ldk", "KR", k);
+  gen_operand (&g, p, a, "ldv", "VR", v);
+  gen_operand (&g, p, a, "ldg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, gm_acc);
+  pq = gen_param (&g, dq, TRUE);
+  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  g_string_append_printf (g.body,
+    "  constexpr int BN = %d;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ acc_t qs[W][E];\n"
+    "  __shared__ acc_t gs[W][EV];\n"
+    "  __shared__ acc_t ks[BN][E + 1];\n"
+    "  __shared__ acc_t vs[BN][EV + 1];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * W, i = i0 + w;\n"
+    "  const bool row_ok = i < L;\n"
+    "  const long long qo = ldqb (b) + (long long) i * QR, gofs = ldgb (b) + (long long) i * GR;\n"
+    "  const long long ko = ldkb (b), vo = ldvb (b);\n"
+    "  for (int e = lane; e < E; e += 32) qs[w][e] = row_ok ? ldq (qo + e) : (acc_t) 0;\n"
+    "  for (int e = lane; e < EV; e += 32) gs[w][e] = row_ok ? ldg (gofs + e) : (acc_t) 0;\n"
+    "  const acc_t lse_i = row_ok ? ldl (b * LSTRIDE + i) : (acc_t) 0;\n"
+    "  const acc_t d_i = row_ok ? ldd (b * L + i) : (acc_t) 0;\n"
+    "  acc_t dq[NE];\n"
+    "  for (int r = 0; r < NE; r++) dq[r] = 0;\n"
+    "  const int last = L < i0 + W ? L : i0 + W;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BN * E; x += W * 32)\n"
+    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
+    "          ks[t][e] = j < S ? ldk (ko + (long long) j * KR + e) : (acc_t) 0; }\n"
+    "      for (int x = threadIdx.x; x < BN * EV; x += W * 32)\n"
+    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
+    "          vs[t][e] = j < S ? ldv (vo + (long long) j * VR + e) : (acc_t) 0; }\n"
+    "      __syncthreads ();\n"
+    "      acc_t ds = 0;\n"
+    "      const int j = j0 + lane;\n"
+    "      if (lane < BN && j < S && row_ok)\n"
+    "        {\n"
+    "          acc_t dot = 0, dp = 0;\n"
+    "          for (int e = 0; e < E; e++) dot += qs[w][e] * ks[lane][e];\n"
+    "          acc_t sc = dot * scale;\n"
+    "%s"
+    "          if (CAUSAL && j > i) sc = ninf;\n"
+    "          const acc_t pij = sc == ninf ? (acc_t) 0 : ex (sc - lse_i);\n"
+    "          for (int e = 0; e < EV; e++) dp += gs[w][e] * vs[lane][e];\n"
+    "          ds = pij * (dp - d_i);\n"
+    "%s"
+    "        }\n"
+    "      for (int t = 0; t < BN; t++)\n"
+    "        {\n"
+    "          const acc_t dt = __shfl_sync (0xffffffffu, ds, t);\n"
+    "          for (int r = 0; r < NE; r++)\n"
+    "            { const int e = lane + 32 * r; if (e < E) dq[r] += dt * ks[t][e]; }\n"
+    "        }\n"
+    "    }\n"
+    "  if (row_ok)\n"
+    "    for (int r = 0; r < NE; r++)\n"
+    "      { const int e = lane + 32 * r; if (e < E) stq ((b * L + i) * E + e, dq[r] * scale); }\n",
+    bn, tiles, mask_apply (a),
+    gm_acc >= 0 ? "          atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
+  gen_finish (&g, g_strdup_printf ("attention backward dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->nb, a->L, a->E, a->S),
+              (guint64) (a->nb * tiles),
+              2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
+              * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* dK (slot @dk) and dV (slot @dv): a warp per key, a lane per query row of each tile. */
+static void
+gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                   const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dk, guint dv)
+{
+  AttGen g;
+  gsize acc = a->f64 ? 8 : 4;
+  int bm = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 4) * acc);
+  int64_t tiles = (a->S + ATT_WARPS - 1) / ATT_WARPS;
+  guint pk, pv;
+
+  gen_init (&g, p);
+  gen_consts (&g, a);
+  gen_operand (&g, p, a, "ldq", "QR", q);
+  gen_operand (&g, p, a, "ldk", "KR", k);
+  gen_operand (&g, p, a, "ldv", "VR", v);
+  gen_operand (&g, p, a, "ldg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, -1);
+  pk = gen_param (&g, dk, TRUE);
+  pv = gen_param (&g, dv, TRUE);
+  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
+  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  g_string_append_printf (g.body,
+    "  constexpr int BM = %d;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ acc_t ks[W][E];\n"
+    "  __shared__ acc_t vs[W][EV];\n"
+    "  __shared__ acc_t qs[BM][E + 1];\n"
+    "  __shared__ acc_t gs[BM][EV + 1];\n"
+    "  __shared__ acc_t ls[BM], dd[BM];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int j0 = (int) (blockIdx.x %% TILES) * W, j = j0 + w;\n"
+    "  const bool key_ok = j < S;\n"
+    "  const long long ko = ldkb (b) + (long long) j * KR, vo = ldvb (b) + (long long) j * VR;\n"
+    "  const long long qo = ldqb (b), gofs = ldgb (b);\n"
+    "  for (int e = lane; e < E; e += 32) ks[w][e] = key_ok ? ldk (ko + e) : (acc_t) 0;\n"
+    "  for (int e = lane; e < EV; e += 32) vs[w][e] = key_ok ? ldv (vo + e) : (acc_t) 0;\n"
+    "  acc_t dk[NE], dv[NV];\n"
+    "  for (int r = 0; r < NE; r++) dk[r] = 0;\n"
+    "  for (int r = 0; r < NV; r++) dv[r] = 0;\n"
+    "  const int istart = CAUSAL ? (j0 / BM) * BM : 0;\n"
+    "  for (int i0 = istart; i0 < L; i0 += BM)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BM * E; x += W * 32)\n"
+    "        { const int t = x / E, e = x %% E, r = i0 + t;\n"
+    "          qs[t][e] = r < L ? ldq (qo + (long long) r * QR + e) : (acc_t) 0; }\n"
+    "      for (int x = threadIdx.x; x < BM * EV; x += W * 32)\n"
+    "        { const int t = x / EV, e = x %% EV, r = i0 + t;\n"
+    "          gs[t][e] = r < L ? ldg (gofs + (long long) r * GR + e) : (acc_t) 0; }\n"
+    "      for (int x = threadIdx.x; x < BM; x += W * 32)\n"
+    "        { const int r = i0 + x;\n"
+    "          ls[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
+    "          dd[x] = r < L ? ldd (b * L + r) : (acc_t) 0; }\n"
+    "      __syncthreads ();\n"
+    "      acc_t pij = 0, ds = 0;\n"
+    "      const int i = i0 + lane;\n"
+    "      if (lane < BM && i < L && key_ok)\n"
+    "        {\n"
+    "          acc_t dot = 0, dp = 0;\n"
+    "          for (int e = 0; e < E; e++) dot += qs[lane][e] * ks[w][e];\n"
+    "          acc_t sc = dot * scale;\n"
+    "%s"
+    "          if (CAUSAL && j > i) sc = ninf;\n"
+    "          pij = sc == ninf ? (acc_t) 0 : ex (sc - ls[lane]);\n"
+    "          for (int e = 0; e < EV; e++) dp += gs[lane][e] * vs[w][e];\n"
+    "          ds = pij * (dp - dd[lane]);\n"
+    "        }\n"
+    "      for (int t = 0; t < BM; t++)\n"
+    "        {\n"
+    "          const acc_t pt = __shfl_sync (0xffffffffu, pij, t), dt = __shfl_sync (0xffffffffu, ds, t);\n"
+    "          for (int r = 0; r < NV; r++)\n"
+    "            { const int e = lane + 32 * r; if (e < EV) dv[r] += pt * gs[t][e]; }\n"
+    "          for (int r = 0; r < NE; r++)\n"
+    "            { const int e = lane + 32 * r; if (e < E) dk[r] += dt * qs[t][e]; }\n"
+    "        }\n"
+    "    }\n"
+    "  if (key_ok)\n"
+    "    {\n"
+    "      for (int r = 0; r < NE; r++)\n"
+    "        { const int e = lane + 32 * r; if (e < E) stk ((b * S + j) * E + e, dk[r] * scale); }\n"
+    "      for (int r = 0; r < NV; r++)\n"
+    "        { const int e = lane + 32 * r; if (e < EV) stv ((b * S + j) * EV + e, dv[r]); }\n"
+    "    }\n",
+    bm, tiles, mask_apply (a));
+  gen_finish (&g, g_strdup_printf ("attention backward dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->nb, a->S, a->E, a->L),
+              (guint64) (a->nb * tiles),
+              2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + 2 * a->Ev)
+              * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* Stores accumulator slot @acc into slot @dst of another dtype, element by element. */
+static void
+gen_convert (CsCudaProgram *p, guint acc, guint dst, const char *what)
+{
+  AttGen g;
+  const CsCudaSlot *s = cs_cuda_program_slot (p, dst);
+  gsize n = cs_cuda_slot_numel (s);
+  guint pa, pd;
+
+  gen_init (&g, p);
+  gen_acc (&g, cs_cuda_program_slot (p, acc)->dtype == CS_DTYPE_F64);
+  pa = gen_param (&g, acc, FALSE);
+  pd = gen_param (&g, dst, TRUE);
+  gen_storer (&g, "st", pd, s->dtype);
+  g_string_append_printf (g.body, "  for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < %zuLL;"
+                          " i += (long long) gridDim.x * blockDim.x)\n    st (i, a%u[i]);\n", n, pa);
+  gen_finish (&g, g_strdup_printf ("attention convert %s", what), MIN ((n + 255) / 256, (gsize) 65535 * 64), 0);
+  gen_clear (&g);
+}
+
+/* A new contiguous slot for output @px (typed: its dtype and shape, which must hold @numel
+ * elements when @numel >= 0), else @dt and @shape. */
+static gboolean
+out_slot (CsCudaProgram *p, const CsStmt *st, const CsProxy *px, CsDtype dt, const int64_t *shape, guint rank,
+          int64_t numel, guint *slot, GError **error)
+{
+  if (px != NULL && px->kind == CS_PROXY_TENSOR && px->typed)
+    {
+      if (numel >= 0 && cs_shape_numel (px->shape, px->rank) != numel)
+        return afail (error, st, "output %s has %" G_GINT64_FORMAT " elements, the attention gives %"
+                      G_GINT64_FORMAT, px->name, cs_shape_numel (px->shape, px->rank), numel);
+      if (storage_of (px->dtype) == NULL)
+        return afail (error, st, "output %s has dtype %s", px->name, cs_dtype_short_name (px->dtype));
+      dt = px->dtype;
+      shape = px->shape;
+      rank = px->rank;
+    }
+  *slot = cs_cuda_program_new_slot (p, dt, shape, rank);
+  return TRUE;
+}
+
+/* A contiguous slot of @slot: itself, or a copy. */
+static gboolean
+contiguous (CsCudaProgram *p, guint slot, const char *label, guint *out, GError **error)
+{
+  if (cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, slot)))
+    {
+      *out = slot;
+      return TRUE;
+    }
+  return cs_cuda_codegen_copy (p, slot, label, out, error);
+}
+
+static gboolean
+run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **error)
+{
+  gint qi = tensor_arg (p, st, 0, "query", error), ki, vi;
+  AttOperand q, k, v;
+  Att a;
+  const CsCudaSlot *qs;
+  int64_t oshape[CS_MAX_DIMS];
+  guint out, lse;
+  CsProxy *lp = out_item (st, 1);
+  int64_t lstride;
+
+  if (qi < 0 || (ki = tensor_arg (p, st, 1, "key", error)) < 0 || (vi = tensor_arg (p, st, 2, "value", error)) < 0)
+    return FALSE;
+  if (!att_setup (p, st, lay, (guint) qi, (guint) ki, (guint) vi, &a, error))
+    return FALSE;
+  qs = cs_cuda_program_slot (p, (guint) qi);
+  memcpy (oshape, qs->shape, sizeof (int64_t) * a.rank);
+  oshape[a.rank - 1] = a.Ev;
+  if (!out_slot (p, st, out_item (st, 0), qs->dtype, oshape, a.rank, a.nb * a.L * a.Ev, &out, error))
+    return FALSE;
+  /* logsumexp: as the trace types it ([..., L] padded, [..., L, 1] for cuDNN, [..., 0] when not
+     asked for), else [..., L] in the accumulator's dtype */
+  if (!out_slot (p, st, lp, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, qs->shape, a.rank - 1, -1, &lse, error))
+    return FALSE;
+  if (!is_att_float (cs_cuda_program_slot (p, lse)->dtype))
+    return afail (error, st, "logsumexp must be a float tensor");
+  lstride = (int64_t) cs_cuda_slot_numel (cs_cuda_program_slot (p, lse)) / a.nb;
+  if (lstride < a.L && lstride != 0)
+    return afail (error, st, "logsumexp holds %" G_GINT64_FORMAT " values per batch, fewer than L = %"
+                  G_GINT64_FORMAT, lstride, a.L);
+  if (!operand (p, (guint) qi, "attention", &q, error) || !operand (p, (guint) ki, "attention", &k, error)
+      || !operand (p, (guint) vi, "attention", &v, error))
+    return FALSE;
+  gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
+  cs_cuda_program_bind (p, out_item (st, 0), out);
+  if (lp != NULL)
+    cs_cuda_program_bind (p, lp, lse);
+  /* the outputs the executor does not model: zeros, as the CPU reference gives them */
+  for (guint i = 2; i < lay->n_out; i++)
+    {
+      CsProxy *px = out_item (st, i);
+      int64_t cum[1] = { qs->shape[0] + 1 };
+      gboolean is_cum = lay->cum && (i == 2 || i == 3);
+      guint z;
+
+      if (px == NULL || px->kind != CS_PROXY_TENSOR)
+        continue;
+      if (!out_slot (p, st, px, CS_DTYPE_I64, cum, is_cum ? 1 : 0, -1, &z, error))
+        return FALSE;
+      gen_zero (p, z, px->typed ? cs_dtype_short_name (px->dtype) : "i64");
+      cs_cuda_program_bind (p, px, z);
+    }
+  if (lstride == 0)
+    gen_zero (p, lse, "logsumexp");
+  return TRUE;
+}
+
+static gboolean
+run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **error)
+{
+  gint gi = tensor_arg (p, st, 0, "grad_out", error), qi = -1, ki = -1, vi = -1, oi = -1, li = -1;
+  AttOperand go, q, k, v, o;
+  Att a;
+  guint dq, dk, dv, dbuf, lse;
+  gint gm_acc = -1;
+  guint gm = 0;
+  CsProxy *gmp = lay->n_out == 4 ? out_item (st, 3) : NULL;
+  int64_t lstride, dshape[1];
+  const CsCudaSlot *qs, *ks, *vs;
+
+  if (gi < 0 || (qi = tensor_arg (p, st, 1, "query", error)) < 0 || (ki = tensor_arg (p, st, 2, "key", error)) < 0
+      || (vi = tensor_arg (p, st, 3, "value", error)) < 0 || (oi = tensor_arg (p, st, lay->out, "out", error)) < 0
+      || (li = tensor_arg (p, st, lay->out + 1, "logsumexp", error)) < 0)
+    return FALSE;
+  if (!att_setup (p, st, lay, (guint) qi, (guint) ki, (guint) vi, &a, error))
+    return FALSE;
+  if ((gint64) cs_cuda_slot_numel (cs_cuda_program_slot (p, (guint) gi)) != a.nb * a.L * a.Ev
+      || (gint64) cs_cuda_slot_numel (cs_cuda_program_slot (p, (guint) oi)) != a.nb * a.L * a.Ev
+      || cs_cuda_program_slot (p, (guint) gi)->rank != a.rank || cs_cuda_program_slot (p, (guint) oi)->rank != a.rank)
+    return afail (error, st, "grad_out and out must be [..., L, Ev]");
+  if (!is_att_float (cs_cuda_program_slot (p, (guint) li)->dtype))
+    return afail (error, st, "logsumexp must be a float tensor");
+  lstride = (int64_t) cs_cuda_slot_numel (cs_cuda_program_slot (p, (guint) li)) / a.nb;
+  if (lstride < a.L)
+    return afail (error, st, "logsumexp holds %" G_GINT64_FORMAT " values per batch, fewer than L = %"
+                  G_GINT64_FORMAT, lstride, a.L);
+  if (!operand (p, (guint) gi, "attention", &go, error) || !operand (p, (guint) qi, "attention", &q, error)
+      || !operand (p, (guint) ki, "attention", &k, error) || !operand (p, (guint) vi, "attention", &v, error)
+      || !operand (p, (guint) oi, "attention", &o, error)
+      || !contiguous (p, (guint) li, "attention", &lse, error))
+    return FALSE;
+  qs = cs_cuda_program_slot (p, (guint) qi);
+  ks = cs_cuda_program_slot (p, (guint) ki);
+  vs = cs_cuda_program_slot (p, (guint) vi);
+  {
+    CsDtype qd = qs->dtype, kd = ks->dtype, vd = vs->dtype;
+    int64_t qsh[CS_MAX_DIMS], ksh[CS_MAX_DIMS], vsh[CS_MAX_DIMS];
+    guint r = a.rank;
+
+    memcpy (qsh, qs->shape, sizeof (int64_t) * r);
+    memcpy (ksh, ks->shape, sizeof (int64_t) * r);
+    memcpy (vsh, vs->shape, sizeof (int64_t) * r);
+    if (!out_slot (p, st, out_item (st, 0), qd, qsh, r, a.nb * a.L * a.E, &dq, error)
+        || !out_slot (p, st, out_item (st, 1), kd, ksh, r, a.nb * a.S * a.E, &dk, error)
+        || !out_slot (p, st, out_item (st, 2), vd, vsh, r, a.nb * a.S * a.Ev, &dv, error))
+      return FALSE;
+  }
+  if (gmp != NULL && gmp->kind == CS_PROXY_TENSOR && a.mask >= 0 && a.mask_dtype != CS_DTYPE_B8)
+    {
+      const CsCudaSlot *ms = cs_cuda_program_slot (p, (guint) a.mask);
+      int64_t msh[CS_MAX_DIMS];
+      guint mr = ms->rank;
+
+      memcpy (msh, ms->shape, sizeof (int64_t) * mr);
+      if (!out_slot (p, st, gmp, ms->dtype, msh, mr, (int64_t) cs_cuda_slot_numel (ms), &gm, error))
+        return FALSE;
+      gm_acc = (gint) cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, msh, mr);
+      gen_zero (p, (guint) gm_acc, "attn_mask gradient");
+    }
+  dshape[0] = a.nb * a.L;
+  dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
+  gen_rowdot (p, &a, &go, &o, dbuf);
+  gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+  gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+  if (gm_acc >= 0)
+    {
+      gen_convert (p, (guint) gm_acc, gm, "attn_mask gradient");
+      cs_cuda_program_bind (p, gmp, gm);
+    }
+  if (out_item (st, 0))
+    cs_cuda_program_bind (p, out_item (st, 0), dq);
+  if (out_item (st, 1))
+    cs_cuda_program_bind (p, out_item (st, 1), dk);
+  if (out_item (st, 2))
+    cs_cuda_program_bind (p, out_item (st, 2), dv);
+  return TRUE;
+}
+
+/**
+ * cs_cuda_attention_call:
+ * @p: the program being built
+ * @st: a statement cs_cuda_attention_handles() accepts
+ *
+ * Adds the kernels of one attention statement and binds its outputs.  Forward: q [..., L, E],
+ * k [..., S, E], v [..., S, Ev] of one float dtype (bf16, f16, f32, f64), E and Ev at most 256,
+ * an optional bool or float mask broadcastable to [..., L, S], is_causal, scale (None:
+ * 1/sqrt(E)); outputs out [..., L, Ev] in q's dtype, logsumexp as the trace types it (natural
+ * log of the row sums of exp(scale q k^T + mask), f32, its last extent padded by the executors:
+ * sdpaex.py's meta) and zeros for the outputs the executor does not model (cumulative sequence
+ * lengths, Philox seed and offset, debug mask), as the CPU reference (core/cs-ref.c) gives them.
+ * Backward: (dq, dk, dv[, d attn_mask]) from grad_out, q, k, v, out and logsumexp.
+ * Errors: CS_CUDA_ERROR_UNSUPPORTED, with the statement's line: dropout_p != 0, head dims
+ * over 256, shapes that do not match, a mask that does not broadcast.
+ * Returns: TRUE on success
+ */
+gboolean
+cs_cuda_attention_call (CsCudaProgram *p, CsStmt *st, GError **error)
+{
+  const AttLayout *lay = layout_of (st);
+
+  g_return_val_if_fail (lay != NULL, FALSE);
+  if (!lay->backward && out_item (st, 0) == NULL)
+    return afail (error, st, "no output proxy for the attention's result");
+  return lay->backward ? run_backward (p, st, lay, error) : run_forward (p, st, lay, error);
+}

@@ -1,0 +1,591 @@
+/* test-kernels-attention.c: the CUDA executor's fused attention (kernels/cs-cuda-attention.c).
+ *
+ * Without a device: every case's program (the sdpa executor's statements from
+ * `ltorch.scaled_dot_product_attention` through the pipeline with executors=sdpa,nvfuser,torch,
+ * in bf16, f16, f32 and the f64 reference program) is generated and compiled by NVRTC to a
+ * CUBIN for sm_90; the source holds no proxy name; dropout_p != 0 is refused.
+ * With a device: each case runs forward and backward on the GPU and every output and gradient
+ * (out, logsumexp with its padding, dq, dk, dv, the mask's gradient) is compared with the CPU
+ * reference in f64 (core/cs-ref.c) by relative L2 error with a per-dtype bound; the GPU's f64
+ * program agrees with the CPU's f64 run to 1e-12; the LLaMA stack and the torch.compile
+ * sample pass PyTorch's accuracy verdict.  Without a device those cases skip.
+ */
+#include "cs-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cs-aten.h"
+#include "cs-compare.h"
+#include "cs-cuda-private.h"
+#include "cs-parse.h"
+#include "cs-pipeline.h"
+#include "cs-ref.h"
+#include "cs-tensor.h"
+
+static gboolean have_device;
+
+#define IMPORTS "import thunder\nimport thunder.core.dtypes as dtypes\n" \
+  "import thunder.core.prims as prims\nimport thunder.torch as ltorch\nimport torch\n\n"
+
+/* One attention problem: q [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev]. */
+typedef struct
+{
+  const char *dtype;     /* bf16, f16, f32 */
+  int         B, H, L, S, E, Ev;
+  gboolean    causal;
+  const char *mask;      /* NULL, or the mask's type: "f32[2, 2, 37, 37]", "b8[1, 1, 37, 50]" */
+  CsOpId      expect;    /* the forward statement the sdpa executor makes */
+} AttCase;
+
+#define FLASH CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
+#define MEMEF CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
+
+static const AttCase cases[] = {
+  /* flash attention: bf16/f16, no mask, head dims equal */
+  { "bf16", 2, 2, 37, 37, 64, 64, TRUE, NULL, FLASH },
+  { "bf16", 1, 3, 1, 1, 64, 64, TRUE, NULL, FLASH },
+  { "bf16", 1, 2, 130, 130, 128, 128, TRUE, NULL, FLASH },
+  { "bf16", 2, 1, 37, 130, 80, 80, FALSE, NULL, FLASH },
+  { "bf16", 1, 2, 130, 37, 64, 64, FALSE, NULL, FLASH },
+  { "bf16", 1, 1, 70, 70, 256, 256, TRUE, NULL, FLASH },
+  { "f16", 2, 2, 37, 37, 80, 80, FALSE, NULL, FLASH },
+  /* memory-efficient: f32, or a mask */
+  { "f32", 2, 2, 37, 130, 64, 64, FALSE, NULL, MEMEF },
+  { "f32", 1, 2, 130, 130, 128, 128, TRUE, NULL, MEMEF },
+  { "f32", 1, 1, 1, 1, 80, 80, FALSE, NULL, MEMEF },
+  { "f32", 2, 1, 37, 37, 64, 40, FALSE, NULL, MEMEF },
+  { "f32", 2, 2, 37, 37, 80, 80, FALSE, "f32[2, 2, 37, 37]", MEMEF },
+  { "f32", 1, 2, 37, 50, 64, 64, FALSE, "b8[1, 1, 37, 50]", MEMEF },
+  { "bf16", 2, 2, 37, 37, 64, 64, FALSE, "bf16[2, 2, 37, 37]", MEMEF },
+  { "f32", 1, 2, 37, 37, 64, 64, TRUE, "f32[1, 1, 37, 37]", MEMEF },
+};
+
+static char *
+case_name (const AttCase *c)
+{
+  return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
+                          c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "");
+}
+
+/* The initial trace of @c: attn_out = sdpa(query_in, key_in, value_in, mask_in, dropout,
+ * causal), returned (its cotangent drives the backward).  The names are words no kernel uses. */
+static char *
+case_text (const AttCase *c, double dropout)
+{
+  GString *s = g_string_new (IMPORTS);
+
+  g_string_append_printf (s, "def computation(query_in, key_in, value_in%s):\n", c->mask ? ", mask_in" : "");
+  g_string_append_printf (s, "  # query_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->L, c->E);
+  g_string_append_printf (s, "  # key_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->E);
+  g_string_append_printf (s, "  # value_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->Ev);
+  if (c->mask)
+    g_string_append_printf (s, "  # mask_in: \"cuda:0 %s\"\n", c->mask);
+  g_string_append_printf (s, "  attn_out = ltorch.scaled_dot_product_attention(query_in, key_in, value_in, %s, %g, %s, "
+                          "scale=None)  # attn_out: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->mask ? "mask_in" : "None",
+                          dropout, c->causal ? "True" : "False", c->dtype, c->B, c->H, c->L, c->Ev);
+  g_string_append (s, "  return (attn_out,)\n");
+  return g_string_free (s, FALSE);
+}
+
+static void
+sdpa_policy (CsPolicy *policy)
+{
+  cs_policy_init_default (policy);
+  cs_policy_set (policy, "executors", "sdpa,nvfuser,torch", NULL);
+}
+
+static CsPipeline *
+case_pipeline (const AttCase *c, double dropout)
+{
+  g_autofree char *text = case_text (c, dropout);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "test", &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  sdpa_policy (&policy);
+  pl = cs_pipeline_run (t, &policy, NULL, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+static guint
+count_op (const CsTrace *t, CsOpId id)
+{
+  guint n = 0;
+
+  for (guint i = 0; t && i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->op && cs_op_semantic (t->stmts[i]->op)->id == id)
+      n++;
+  return n;
+}
+
+static guint
+count_attention_steps (CsCudaProgram *p)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < p->steps->len; i++)
+    n += g_strcmp0 (((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind_name, "attention") == 0;
+  return n;
+}
+
+/* No proxy name of @t (its inputs and the statements' outputs) is a word of @src. */
+static void
+assert_no_names (const char *src, const CsTrace *t)
+{
+  g_autoptr(GPtrArray) leaves = cs_ref_dup_leaf_inputs (t);
+
+  for (guint i = 0; i < leaves->len; i++)
+    {
+      const char *n = ((CsProxy *) g_ptr_array_index (leaves, i))->name;
+      g_autofree char *pat = g_strdup_printf ("\\b%s\\b", n);
+
+      g_assert_false (g_regex_match_simple (pat, src, 0, 0));
+    }
+}
+
+/* ---- without a device: NVRTC ----------------------------------------------------------- */
+
+/* Every case, exact and f64, generates attention kernels that NVRTC compiles for sm_90. */
+static void
+test_compile (void)
+{
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(CsPipeline) pl = case_pipeline (&cases[c], 0.0);
+      CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *name = case_name (&cases[c]);
+      CsPolicy policy;
+      CsCudaProgram *p, *q;
+
+      g_test_message ("%s", name);
+      g_assert_cmpuint (count_op (fwd, cases[c].expect), ==, 1);
+      g_assert_nonnull (bwd);
+      sdpa_policy (&policy);
+      p = cs_cuda_program_build_full (fwd, bwd, &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (p);
+      /* forward, rowsum(dO*O), dq, dk/dv (+ zeroes and the mask gradient's) */
+      g_assert_cmpuint (count_attention_steps (p), >=, 4);
+      g_assert_cmpuint (p->cubins->len, >=, 1);
+      g_assert_nonnull (strstr (p->source->str, "__shfl_sync"));
+      assert_no_names (p->source->str, fwd);
+      cs_cuda_program_free (p);
+
+      {
+        g_autoptr(CsTrace) f = cs_cuda_trace_to_f64 (fwd);
+        g_autoptr(CsTrace) b = cs_cuda_trace_to_f64 (bwd);
+
+        q = cs_cuda_program_build_full (f, b, &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+        g_assert_no_error (error);
+        g_assert_nonnull (q);
+        g_assert_nonnull (strstr (q->source->str, "typedef double acc_t;"));
+        g_assert_null (strstr (q->source->str, "typedef float acc_t;"));
+        cs_cuda_program_free (q);
+      }
+    }
+}
+
+/* The shared LLaMA stack (8 blocks, bf16, causal flash attention) builds and compiles with the
+ * sdpa executor: one forward kernel shared by the 8 identical layers. */
+static void
+test_compile_llama (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+  guint n_fwd = 0;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  sdpa_policy (&policy);
+  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (count_op (cs_pipeline_get_forward (pl), FLASH), ==, 8);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                  CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      n_fwd += g_str_has_prefix (s->label, "attention forward");
+    }
+  g_assert_cmpuint (n_fwd, ==, 8);
+  cs_cuda_program_free (p);
+}
+
+/* torch.compile's graphs: aten._scaled_dot_product_cudnn_attention and its backward. */
+static CsPipeline *
+aten_pipeline (void)
+{
+  const char *dir = g_getenv ("CS_DATA_DIR");
+  g_autofree char *path = dir ? g_build_filename (dir, "aten", "attention_softmax_bf16.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+    return NULL;
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  sdpa_policy (&policy);
+  pl = cs_pipeline_run_pair (g_ptr_array_index (list->traces, 0), cs_aten_find_backward (list, 0), &policy,
+                             &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+static void
+test_compile_aten (void)
+{
+  g_autoptr(CsPipeline) pl = aten_pipeline ();
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  if (pl == NULL)
+    {
+      g_test_skip ("data/ not found");
+      return;
+    }
+  g_assert_cmpuint (count_op (cs_pipeline_get_forward (pl), CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION), ==, 1);
+  g_assert_cmpuint (count_op (cs_pipeline_get_backward (pl), CS_OP_ATEN__SCALED_DOT_PRODUCT_CUDNN_ATTENTION_BACKWARD),
+                    ==, 1);
+  sdpa_policy (&policy);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                  CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  g_assert_cmpuint (count_attention_steps (p), >=, 4);
+  cs_cuda_program_free (p);
+}
+
+/* dropout_p = 0.1: refused with the statement's line, never run without dropout. */
+static void
+test_dropout_refused (void)
+{
+  g_autoptr(CsPipeline) pl = case_pipeline (&cases[0], 0.1);
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  g_assert_cmpuint (count_op (cs_pipeline_get_forward (pl), FLASH), ==, 1);
+  sdpa_policy (&policy);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                  CS_CUDA_BUILD_DRY, &error);
+  g_assert_null (p);
+  g_assert_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "dropout_p = 0.1 is not supported"));
+  g_assert_true (g_str_has_prefix (error->message, "line "));
+}
+
+/* ---- with a device ----------------------------------------------------------------------- */
+
+static double
+bound (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return 2e-2;
+    case CS_DTYPE_F16: return 5e-3;
+    case CS_DTYPE_F32: return 1e-5;
+    default: return 1e-12;
+    }
+}
+
+static void
+fill_inputs (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd, GHashTable *env)
+{
+  g_autoptr(GPtrArray) fl = cs_ref_dup_leaf_inputs (fwd);
+  g_autoptr(GPtrArray) bl = bwd ? cs_ref_dup_leaf_inputs (bwd) : g_ptr_array_new ();
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      GPtrArray *leaves = in->backward ? bl : fl;
+      CsProxy *px = NULL;
+      g_autoptr(CsTensor) x = NULL;
+
+      if (g_hash_table_contains (env, in->name))
+        continue;
+      for (guint j = 0; j < leaves->len; j++)
+        if (g_strcmp0 (((CsProxy *) g_ptr_array_index (leaves, j))->name, in->name) == 0)
+          px = g_ptr_array_index (leaves, j);
+      g_assert_nonnull (px);
+      x = cs_ref_random_input (in->backward ? bwd : fwd, px, 700 + i, &error);
+      g_assert_no_error (error);
+      cs_ref_env_insert (env, in->name, x);
+    }
+}
+
+/* Poisons the arena (NaN bytes: an element nothing writes cannot pass), sets the inputs of
+ * @env (converted to @p's dtypes), runs. */
+static void
+set_and_run (CsCudaProgram *p, GHashTable *env)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) x = cs_tensor_convert (g_hash_table_lookup (env, in->name), in->dtype, &error);
+
+      g_assert_no_error (error);
+      g_assert_true (cs_cuda_program_set_input (p, i, x->data, cs_tensor_nbytes (x), &error));
+    }
+  g_assert_true (cs_cuda_program_run (p, FALSE, &error));
+  g_assert_no_error (error);
+}
+
+static void
+cpu_step (CsTrace *fwd, CsTrace *bwd, GHashTable *env, CsRefMode mode, GPtrArray **fo, GPtrArray **fn,
+          GPtrArray **bo, GPtrArray **bn)
+{
+  g_autoptr(GHashTable) returned = cs_ref_env_new ();
+  g_autoptr(GError) error = NULL;
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_assert_true (cs_ref_run_env (fwd, env, mode, 0, fo, fn, returned, &error));
+  g_assert_no_error (error);
+  g_hash_table_iter_init (&it, env);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    if (!g_hash_table_contains (returned, k))
+      cs_ref_env_insert (returned, k, v);
+  g_assert_true (cs_ref_run_env (bwd, returned, mode, 0, bo, bn, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static CsTensor *
+named (GPtrArray *outs, GPtrArray *names, const char *name)
+{
+  for (guint j = 0; outs && j < outs->len; j++)
+    if (g_strcmp0 (g_ptr_array_index (names, j), name) == 0)
+      return g_ptr_array_index (outs, j);
+  return NULL;
+}
+
+static CsTensor *
+get_output (CsCudaProgram *p, guint i)
+{
+  CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+  g_autoptr(GError) error = NULL;
+  CsTensor *t = cs_tensor_new (o->dtype, o->shape, o->rank, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (cs_cuda_program_get_output (p, i, t->data, cs_tensor_nbytes (t), &error));
+  return t;
+}
+
+/* Relative L2 error of @got against @ref (both finite everywhere). */
+static double
+rel_l2 (const CsTensor *got, const CsTensor *ref)
+{
+  double num = 0, den = 0;
+
+  g_assert_cmpint (ref->numel, ==, got->numel);
+  for (int64_t e = 0; e < got->numel; e++)
+    {
+      double a = cs_tensor_get_f64 (got, e), r = cs_tensor_get_f64 (ref, e);
+
+      g_assert_false (isnan (a));
+      g_assert_false (isnan (r));
+      num += (a - r) * (a - r);
+      den += r * r;
+    }
+  return den > 0 ? sqrt (num / den) : sqrt (num);
+}
+
+/* Runs @fwd + @bwd as @p (exact or f64) and compares every output with the CPU's f64 run;
+ * returns how many float outputs were compared and the worst error / bound (f64 programs:
+ * bound 1e-12). */
+static double
+compare_with_cpu (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd, GHashTable *env, const char *what, guint *n)
+{
+  g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+  double worst = 0;
+
+  fill_inputs (p, fwd, bwd, env);
+  set_and_run (p, env);
+  cpu_step (fwd, bwd, env, CS_REF_F64, &fo, &fn, &bo, &bn);
+  for (guint i = 0; i < p->outputs->len; i++)
+    {
+      CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) got = get_output (p, i);
+      CsTensor *ref = o->backward ? named (bo, bn, o->name) : named (fo, fn, o->name);
+      double rel;
+
+      g_assert_nonnull (ref);
+      if (!cs_dtype_is_float (o->dtype))
+        continue;
+      rel = rel_l2 (got, ref);
+      g_test_message ("%s %s %s (%s): rel.L2 %.3e (bound %.0e)", what, o->backward ? "grad" : "out", o->name,
+                      cs_dtype_short_name (o->dtype), rel, bound (o->dtype));
+      worst = MAX (worst, rel / bound (o->dtype));
+      (*n)++;
+    }
+  return worst;
+}
+
+/* Every case on the GPU: the exact program against the CPU's f64 run, then the f64 program
+ * against it to 1e-12. */
+static void
+test_gpu_cases (void)
+{
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(CsPipeline) pl = case_pipeline (&cases[c], 0.0);
+      CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
+      g_autoptr(GHashTable) env = cs_ref_env_new ();
+      g_autoptr(GError) error = NULL;
+      g_autofree char *name = case_name (&cases[c]);
+      CsPolicy policy;
+      CsCudaProgram *p;
+      guint n = 0, n64 = 0;
+      double worst;
+
+      sdpa_policy (&policy);
+      p = cs_cuda_program_build (fwd, bwd, &policy, &error);
+      g_assert_no_error (error);
+      worst = compare_with_cpu (p, fwd, bwd, env, name, &n);
+      cs_cuda_program_free (p);
+      /* out, logsumexp, dq, dk, dv (and the mask's gradient) */
+      g_assert_cmpuint (n, >=, 5);
+      g_assert_cmpfloat (worst, <=, 1.0);
+
+      p = cs_cuda_program_build_f64 (fwd, bwd, &policy, &error);
+      g_assert_no_error (error);
+      worst = compare_with_cpu (p, fwd, bwd, env, name, &n64);
+      cs_cuda_program_free (p);
+      g_assert_cmpuint (n64, ==, n);
+      g_assert_cmpfloat (worst, <=, 1.0);
+    }
+}
+
+/* PyTorch's verdict (cs_accuracy_judge, as `castscope-cli run --check`) on every output and
+ * gradient of @pl run on the GPU, the exact-dtype CPU run as the reference. */
+static void
+verdict (CsPipeline *pl, const char *what)
+{
+  CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+  g_autoptr(GPtrArray) eo = NULL, en = NULL, ebo = NULL, ebn = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  sdpa_policy (&policy);
+  p = cs_cuda_program_build (fwd, bwd, &policy, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (count_attention_steps (p), >=, 4);
+  fill_inputs (p, fwd, bwd, env);
+  set_and_run (p, env);
+  cpu_step (fwd, bwd, env, CS_REF_F64, &fo, &fn, &bo, &bn);
+  cpu_step (fwd, bwd, env, CS_REF_EXACT, &eo, &en, &ebo, &ebn);
+  for (guint i = 0; i < p->outputs->len; i++)
+    {
+      CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) got = get_output (p, i);
+      CsTensor *t = o->backward ? named (bo, bn, o->name) : named (fo, fn, o->name);
+      CsTensor *r = o->backward ? named (ebo, ebn, o->name) : named (eo, en, o->name);
+      CsAccuracy acc;
+
+      g_assert_nonnull (t);
+      g_assert_nonnull (r);
+      cs_accuracy_judge (got, r, t, NULL, &acc);
+      g_test_message ("%s %s: err %.3e ref_err %.3e ratio %.3g %s", what, o->name, acc.err, acc.ref_err, acc.ratio,
+                      acc.pass ? "ok" : "FAIL");
+      g_assert_true (acc.pass);
+    }
+  cs_cuda_program_free (p);
+}
+
+static void
+test_gpu_llama (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  sdpa_policy (&policy);
+  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  verdict (pl, "llama");
+}
+
+static void
+test_gpu_aten (void)
+{
+  g_autoptr(CsPipeline) pl = NULL;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  pl = aten_pipeline ();
+  if (pl == NULL)
+    {
+      g_test_skip ("data/ not found");
+      return;
+    }
+  verdict (pl, "aten cudnn attention");
+}
+
+int
+main (int argc, char **argv)
+{
+  int n = 0;
+  int sms, maj, min;
+
+  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  have_device = cudaGetDeviceCount (&n) == cudaSuccess && n > 0
+                && cs_cuda_init_device (&sms, &maj, &min, NULL);
+  g_test_add_func ("/kernels/attention/nvrtc/cases-exact-and-f64", test_compile);
+  g_test_add_func ("/kernels/attention/nvrtc/llama-stack", test_compile_llama);
+  g_test_add_func ("/kernels/attention/nvrtc/aten-cudnn", test_compile_aten);
+  g_test_add_func ("/kernels/attention/dropout-refused", test_dropout_refused);
+  g_test_add_func ("/kernels/attention/gpu/cases-vs-cpu-f64", test_gpu_cases);
+  g_test_add_func ("/kernels/attention/gpu/llama-stack-verdict", test_gpu_llama);
+  g_test_add_func ("/kernels/attention/gpu/aten-cudnn-verdict", test_gpu_aten);
+  return g_test_run ();
+}
