@@ -1036,7 +1036,7 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   gint qi = tensor_arg (p, st, 0, "query", error), ki, vi;
   AttOperand q, k, v;
   Att a;
-  const CsCudaSlot *qs;
+  CsCudaSlot qs;   /* a copy: new slots may move the slot array */
   int64_t oshape[CS_MAX_DIMS];
   guint out, lse;
   CsProxy *lp = out_item (st, 1);
@@ -1046,14 +1046,14 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
     return FALSE;
   if (!att_setup (p, st, lay, (guint) qi, (guint) ki, (guint) vi, &a, error))
     return FALSE;
-  qs = cs_cuda_program_slot (p, (guint) qi);
-  memcpy (oshape, qs->shape, sizeof (int64_t) * a.rank);
+  qs = *cs_cuda_program_slot (p, (guint) qi);
+  memcpy (oshape, qs.shape, sizeof (int64_t) * a.rank);
   oshape[a.rank - 1] = a.Ev;
-  if (!out_slot (p, st, out_item (st, 0), qs->dtype, oshape, a.rank, a.nb * a.L * a.Ev, &out, error))
+  if (!out_slot (p, st, out_item (st, 0), qs.dtype, oshape, a.rank, a.nb * a.L * a.Ev, &out, error))
     return FALSE;
   /* logsumexp: as the trace types it ([..., L] padded, [..., L, 1] for cuDNN, [..., 0] when not
      asked for), else [..., L] in the accumulator's dtype */
-  if (!out_slot (p, st, lp, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, qs->shape, a.rank - 1, -1, &lse, error))
+  if (!out_slot (p, st, lp, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, qs.shape, a.rank - 1, -1, &lse, error))
     return FALSE;
   if (!is_att_float (cs_cuda_program_slot (p, lse)->dtype))
     return afail (error, st, "logsumexp must be a float tensor");
@@ -1072,7 +1072,7 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   for (guint i = 2; i < lay->n_out; i++)
     {
       CsProxy *px = out_item (st, i);
-      int64_t cum[1] = { qs->shape[0] + 1 };
+      int64_t cum[1] = { qs.shape[0] + 1 };
       gboolean is_cum = lay->cum && (i == 2 || i == 3);
       guint z;
 
