@@ -36,6 +36,7 @@ typedef struct
   gboolean    causal;
   const char *mask;      /* NULL, or the mask's type: "f32[2, 2, 37, 37]", "b8[1, 1, 37, 50]" */
   CsOpId      expect;    /* the forward statement the sdpa executor makes */
+  gboolean    bshd;      /* inputs [B, L, H, E] transposed to [B, H, L, E] (strided views) */
 } AttCase;
 
 #define FLASH CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
@@ -59,6 +60,9 @@ static const AttCase cases[] = {
   { "f32", 1, 2, 37, 50, 64, 64, FALSE, "b8[1, 1, 37, 50]", MEMEF },
   { "bf16", 2, 2, 37, 37, 64, 64, FALSE, "bf16[2, 2, 37, 37]", MEMEF },
   { "f32", 1, 2, 37, 37, 64, 64, TRUE, "f32[1, 1, 37, 37]", MEMEF },
+  /* q, k, v as transposes of [B, L, H, E] tensors, as the LLaMA's attention makes them */
+  { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, TRUE },
+  { "f32", 2, 3, 37, 45, 64, 64, FALSE, NULL, MEMEF, TRUE },
 };
 
 /* Forward statements returning out and logsumexp as the user's outputs: the padded layouts
@@ -99,8 +103,9 @@ static const char * const lse_traces[] = {
 static char *
 case_name (const AttCase *c)
 {
-  return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
-                          c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "");
+  return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
+                          c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "",
+                          c->bshd ? " transposed" : "");
 }
 
 /* The initial trace of @c: attn_out = sdpa(query_in, key_in, value_in, mask_in, dropout,
@@ -111,14 +116,30 @@ case_text (const AttCase *c, double dropout)
   GString *s = g_string_new (IMPORTS);
 
   g_string_append_printf (s, "def computation(query_in, key_in, value_in%s):\n", c->mask ? ", mask_in" : "");
-  g_string_append_printf (s, "  # query_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->L, c->E);
-  g_string_append_printf (s, "  # key_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->E);
-  g_string_append_printf (s, "  # value_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->Ev);
+  if (c->bshd)
+    {
+      const char *nm[3] = { "query_in", "key_in", "value_in" };
+      const int len[3] = { c->L, c->S, c->S }, hd[3] = { c->E, c->E, c->Ev };
+
+      for (int i = 0; i < 3; i++)
+        g_string_append_printf (s, "  # %s: \"cuda:0 %s[%d, %d, %d, %d]\"\n", nm[i], c->dtype, c->B, len[i], c->H, hd[i]);
+      for (int i = 0; i < 3; i++)
+        g_string_append_printf (s, "  %c_t = ltorch.transpose(%s, 1, 2)  # %c_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
+                                nm[i][0], nm[i], nm[i][0], c->dtype, c->B, c->H, len[i], hd[i]);
+    }
+  else
+    {
+      g_string_append_printf (s, "  # query_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->L, c->E);
+      g_string_append_printf (s, "  # key_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->E);
+      g_string_append_printf (s, "  # value_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->S, c->Ev);
+    }
   if (c->mask)
     g_string_append_printf (s, "  # mask_in: \"cuda:0 %s\"\n", c->mask);
-  g_string_append_printf (s, "  attn_out = ltorch.scaled_dot_product_attention(query_in, key_in, value_in, %s, %g, %s, "
-                          "scale=None)  # attn_out: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->mask ? "mask_in" : "None",
-                          dropout, c->causal ? "True" : "False", c->dtype, c->B, c->H, c->L, c->Ev);
+  g_string_append_printf (s, "  attn_out = ltorch.scaled_dot_product_attention(%s, %s, %s, %s, %g, %s, "
+                          "scale=None)  # attn_out: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
+                          c->bshd ? "q_t" : "query_in", c->bshd ? "k_t" : "key_in", c->bshd ? "v_t" : "value_in",
+                          c->mask ? "mask_in" : "None", dropout, c->causal ? "True" : "False", c->dtype, c->B, c->H,
+                          c->L, c->Ev);
   g_string_append (s, "  return (attn_out,)\n");
   return g_string_free (s, FALSE);
 }
