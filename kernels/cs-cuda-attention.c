@@ -480,6 +480,7 @@ gen_batch_offset (AttGen *g, const char *name, const CsCudaSlot *s, const int64_
 typedef struct
 {
   const CsStmt *st;
+  const char *name;                /* the first output's proxy name, for step labels */
   guint   rank;                    /* of q, k, v */
   int64_t bshape[CS_MAX_DIMS];     /* the batch dims (all but the last two) */
   guint   nbd;                     /* their number */
@@ -534,6 +535,13 @@ att_setup (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, guint q, gu
 
   memset (a, 0, sizeof *a);
   a->st = st;
+  a->name = "_";
+  for (guint i = 0; i < 3; i++)
+    if (out_item (st, i) != NULL)
+      {
+        a->name = out_item (st, i)->name;
+        break;
+      }
   a->mask = -1;
   if (qs->rank < 2 || ks->rank != qs->rank || vs->rank != qs->rank)
     return afail (error, st, "query, key and value must be tensors of one rank >= 2");
@@ -750,7 +758,7 @@ gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOpera
     g_string_append (g.body,
                      "  if (lane == 0 && i < LSTRIDE)\n"
                      "    stl (b * LSTRIDE + i, row_ok ? m + lg (l) : (acc_t) 0);\n");
-  gen_finish (&g, g_strdup_printf ("attention forward %s x %" G_GINT64_FORMAT "%s%s", shp, a->S,
+  gen_finish (&g, g_strdup_printf ("attention forward %s %s x %" G_GINT64_FORMAT "%s%s", a->name, shp, a->S,
                                    a->causal ? " causal" : "", a->mask >= 0 ? " masked" : ""),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0));
@@ -780,8 +788,8 @@ gen_rowdot (CsCudaProgram *p, const Att *a, const AttOperand *go, const AttOpera
     "  for (int d = lane; d < EV; d += 32) s += ldg (go + d) * ldo (oo + d);\n"
     "  s = wsum (s);\n"
     "  if (lane == 0) a%u[b * L + i] = s;\n", tiles, pd);
-  gen_finish (&g, g_strdup_printf ("attention backward rowsum(dO*O) [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                                   a->nb, a->L),
+  gen_finish (&g, g_strdup_printf ("attention backward %s rowsum(dO*O) [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                                   a->name, a->nb, a->L),
               (guint64) (a->nb * tiles), 2.0 * (double) a->nb * (double) a->L * (double) a->Ev);
   gen_clear (&g);
 }
@@ -875,8 +883,8 @@ gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttO
     "      { const int e = lane + 32 * r; if (e < E) stq ((b * L + i) * E + e, dq[r] * scale); }\n",
     bn, tiles, mask_apply (a),
     gm_acc >= 0 ? "          atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
-  gen_finish (&g, g_strdup_printf ("attention backward dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
-                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->nb, a->L, a->E, a->S),
+  gen_finish (&g, g_strdup_printf ("attention backward %s dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->L, a->E, a->S),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
               * (a->causal ? 0.5 : 1.0));
@@ -969,8 +977,8 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
     "        { const int e = lane + 32 * r; if (e < EV) stv ((b * S + j) * EV + e, dv[r]); }\n"
     "    }\n",
     bm, tiles, mask_apply (a));
-  gen_finish (&g, g_strdup_printf ("attention backward dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
-                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->nb, a->S, a->E, a->L),
+  gen_finish (&g, g_strdup_printf ("attention backward %s dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+                                   G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->S, a->E, a->L),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + 2 * a->Ev)
               * (a->causal ? 0.5 : 1.0));
