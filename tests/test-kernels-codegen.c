@@ -1080,14 +1080,6 @@ test_aten_samples (void)
       g_assert_no_error (error);
       p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl),
                                       &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
-      if (strcmp (n, "attention_softmax_bf16.txt") == 0)
-        {
-          /* cuDNN attention has no CUDA path yet */
-          g_assert_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED);
-          g_assert_nonnull (strstr (error->message, "_scaled_dot_product_cudnn_attention"));
-          count++;
-          continue;
-        }
       g_assert_no_error (error);
       fin = cs_trace_dup_inputs (fw_in);
       for (guint i = 0; i < fin->len; i++)
