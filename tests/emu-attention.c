@@ -4,7 +4,7 @@
  *   build/tests/emu-attention [CASE]
  * CASE: an index into test-kernels-attention.c's cases (the default runs all of them, each as
  * the exact and the f64 program), 100 + N for its logsumexp layout N, 200 for torch.compile's
- * cuDNN attention pair.  Each program is built without a device (CS_CUDA_BUILD_DRY); its
+ * cuDNN attention pair, 300 + N for its ATen flash (0) and efficient (1) pairs.  Each program is built without a device (CS_CUDA_BUILD_DRY); its
  * generated CUDA source is compiled as C++17 by g++ with a small emulation of what the kernels
  * use (threadIdx/blockIdx, __shared__ as statics, __syncthreads() as a barrier of the block's
  * threads, warp shuffles through a per-warp exchange between two barriers of the warp's 32
@@ -280,6 +280,32 @@ main (int argc, char **argv)
       g_print ("  => worst ratio %.3g over %u outputs\n", worst, n);
       cs_cuda_program_free (p);
     }
+  for (guint c = 0; c < G_N_ELEMENTS (aten_pairs); c++)
+    for (int f64 = 0; f64 < 2; f64++)
+      {
+        g_autoptr(CsPipeline) pl = NULL;
+        g_autoptr(CsTrace) f = NULL, b = NULL;
+        g_autoptr(GHashTable) env = cs_ref_env_new ();
+        g_autoptr(GError) error = NULL;
+        g_autofree char *tag = g_strdup_printf ("a%u_%d", c, f64);
+        CsPolicy policy;
+        CsCudaProgram *p;
+        guint n = 0;
+        double worst;
+
+        if (only >= 0 && only != 300 + (int) c)
+          continue;
+        pl = aten_text_pipeline (aten_pairs[c]);
+        f = f64 ? cs_cuda_trace_to_f64 (cs_pipeline_get_forward (pl)) : cs_trace_ref (cs_pipeline_get_forward (pl));
+        b = f64 ? cs_cuda_trace_to_f64 (cs_pipeline_get_backward (pl)) : cs_trace_ref (cs_pipeline_get_backward (pl));
+        sdpa_policy (&policy);
+        p = cs_cuda_program_build_full (f, b, &policy, CS_CUDA_BUILD_DRY, &error);
+        g_assert_no_error (error);
+        g_print ("aten pair %u%s\n", c, f64 ? " [f64]" : "");
+        worst = emu_run (p, f, b, env, tag, &n, tag);
+        g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n >= 5 ? "OK" : "FAIL");
+        cs_cuda_program_free (p);
+      }
   for (guint c = 0; c < G_N_ELEMENTS (lse_traces); c++)
     for (int f64 = 0; f64 < 2; f64++)
       {

@@ -100,6 +100,79 @@ static const char * const lse_traces[] = {
   "  return (attn_out, attn_lse)\n",
 };
 
+static void
+sdpa_policy (CsPolicy *policy)
+{
+  cs_policy_init_default (policy);
+  cs_policy_set (policy, "executors", "sdpa,nvfuser,torch", NULL);
+}
+
+/* torch.compile graph pairs of the flash and efficient ATen ops (the cuDNN one is
+ * data/aten/attention_softmax_bf16.txt): flash, bf16, causal, L = 37, logsumexp [1, 2, 37];
+ * efficient, f32, with a float bias that gets a gradient, logsumexp padded to 64. */
+#define AT_BF "bf16[1, 2, 37, 64][4736, 2368, 64, 1]cuda:0"
+#define AT_F "f32[1, 2, 37, 64][4736, 2368, 64, 1]cuda:0"
+#define AT_FB "f32[1, 2, 37, 37][2738, 1369, 37, 1]cuda:0"
+#define AT_I "i64[][]cuda:0"
+static const char * const aten_pairs[] = {
+  " ===== Forward graph 0 =====\n"
+  " class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, primals_1: \"" AT_BF "\", primals_2: \"" AT_BF "\", primals_3: \"" AT_BF "\"):\n"
+  "        sdpa = torch.ops.aten._scaled_dot_product_flash_attention.default(primals_1, primals_2, primals_3, 0.0, True, scale = 0.125)\n"
+  "        getitem: \"" AT_BF "\" = sdpa[0]\n"
+  "        getitem_1: \"f32[1, 2, 37][74, 37, 1]cuda:0\" = sdpa[1]\n"
+  "        getitem_2: \"" AT_I "\" = sdpa[6]\n"
+  "        getitem_3: \"" AT_I "\" = sdpa[7];  sdpa = None\n"
+  "        return (getitem, primals_1, primals_2, primals_3, getitem, getitem_1, getitem_2, getitem_3)\n"
+  "\n"
+  " ===== Backward graph 0 =====\n"
+  " class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, primals_1: \"" AT_BF "\", primals_2: \"" AT_BF "\", primals_3: \"" AT_BF "\", getitem: \"" AT_BF "\", getitem_1: \"f32[1, 2, 37][74, 37, 1]cuda:0\", getitem_2: \"" AT_I "\", getitem_3: \"" AT_I "\", tangents_1: \"" AT_BF "\"):\n"
+  "        bw = torch.ops.aten._scaled_dot_product_flash_attention_backward.default(tangents_1, primals_1, primals_2, primals_3, getitem, getitem_1, None, None, 37, 37, 0.0, True, getitem_2, getitem_3, scale = 0.125)\n"
+  "        getitem_4: \"" AT_BF "\" = bw[0]\n"
+  "        getitem_5: \"" AT_BF "\" = bw[1]\n"
+  "        getitem_6: \"" AT_BF "\" = bw[2];  bw = None\n"
+  "        return (getitem_4, getitem_5, getitem_6)\n"
+  "\n",
+  " ===== Forward graph 0 =====\n"
+  " class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, primals_1: \"" AT_F "\", primals_2: \"" AT_F "\", primals_3: \"" AT_F "\", primals_4: \"" AT_FB "\"):\n"
+  "        sdpa = torch.ops.aten._scaled_dot_product_efficient_attention.default(primals_1, primals_2, primals_3, primals_4, True)\n"
+  "        getitem: \"" AT_F "\" = sdpa[0]\n"
+  "        getitem_1: \"f32[1, 2, 64][128, 64, 1]cuda:0\" = sdpa[1]\n"
+  "        getitem_2: \"" AT_I "\" = sdpa[2]\n"
+  "        getitem_3: \"" AT_I "\" = sdpa[3];  sdpa = None\n"
+  "        return (getitem, primals_1, primals_2, primals_3, primals_4, getitem, getitem_1, getitem_2, getitem_3)\n"
+  "\n"
+  " ===== Backward graph 0 =====\n"
+  " class GraphModule(torch.nn.Module):\n"
+  "    def forward(self, primals_1: \"" AT_F "\", primals_2: \"" AT_F "\", primals_3: \"" AT_F "\", primals_4: \"" AT_FB "\", getitem: \"" AT_F "\", getitem_1: \"f32[1, 2, 64][128, 64, 1]cuda:0\", getitem_2: \"" AT_I "\", getitem_3: \"" AT_I "\", tangents_1: \"" AT_F "\"):\n"
+  "        bw = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default(tangents_1, primals_1, primals_2, primals_3, primals_4, getitem, getitem_1, getitem_2, getitem_3, 0.0, [True, True, True, True])\n"
+  "        getitem_4: \"" AT_F "\" = bw[0]\n"
+  "        getitem_5: \"" AT_F "\" = bw[1]\n"
+  "        getitem_6: \"" AT_F "\" = bw[2]\n"
+  "        getitem_7: \"" AT_FB "\" = bw[3];  bw = None\n"
+  "        return (getitem_4, getitem_5, getitem_6, getitem_7)\n"
+  "\n",
+};
+
+/* @text (a torch.compile forward and backward graph) through the pipeline, sdpa policy. */
+static CsPipeline *
+aten_text_pipeline (const char *text)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (text, strlen (text), "attention-pair.txt", &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (cs_trace_aten_role (list->traces->pdata[0]), ==, CS_ATEN_GRAPH_FORWARD);
+  sdpa_policy (&policy);
+  pl = cs_pipeline_run_pair (list->traces->pdata[0], cs_aten_find_backward (list, 0), &policy, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
 static char *
 case_name (const AttCase *c)
 {
@@ -142,13 +215,6 @@ case_text (const AttCase *c, double dropout)
                           c->L, c->Ev);
   g_string_append (s, "  return (attn_out,)\n");
   return g_string_free (s, FALSE);
-}
-
-static void
-sdpa_policy (CsPolicy *policy)
-{
-  cs_policy_init_default (policy);
-  cs_policy_set (policy, "executors", "sdpa,nvfuser,torch", NULL);
 }
 
 static CsPipeline *
@@ -374,7 +440,8 @@ test_compile_thunder_final (void)
   cs_cuda_program_free (p);
 }
 
-/* torch.compile's graphs: aten._scaled_dot_product_cudnn_attention and its backward. */
+/* torch.compile's graphs: aten._scaled_dot_product_cudnn_attention and its backward (then the
+ * flash and efficient pairs above). */
 static CsPipeline *
 aten_pipeline (void)
 {
@@ -419,6 +486,16 @@ test_compile_aten (void)
   g_assert_nonnull (p);
   g_assert_cmpuint (count_attention_steps (p), >=, 4);
   cs_cuda_program_free (p);
+  for (guint c = 0; c < G_N_ELEMENTS (aten_pairs); c++)
+    {
+      g_autoptr(CsPipeline) ap = aten_text_pipeline (aten_pairs[c]);
+
+      p = cs_cuda_program_build_full (cs_pipeline_get_forward (ap), cs_pipeline_get_backward (ap), &policy,
+                                      CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (count_attention_steps (p), >=, 4);
+      cs_cuda_program_free (p);
+    }
 }
 
 /* dropout_p = 0.1: refused with the statement's line, never run without dropout. */
@@ -664,6 +741,39 @@ test_gpu_lse (void)
       }
 }
 
+/* The flash and efficient ATen pairs against the CPU's f64 run (out, logsumexp, gradients,
+ * the bias's gradient), exact and f64 programs. */
+static void
+test_gpu_aten_pairs (void)
+{
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (aten_pairs); c++)
+    for (int f64 = 0; f64 < 2; f64++)
+      {
+        g_autoptr(CsPipeline) pl = aten_text_pipeline (aten_pairs[c]);
+        CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
+        g_autoptr(GHashTable) env = cs_ref_env_new ();
+        g_autoptr(GError) error = NULL;
+        g_autofree char *what = g_strdup_printf ("aten pair %u%s", c, f64 ? " f64" : "");
+        CsPolicy policy;
+        CsCudaProgram *p;
+        guint n = 0;
+        double worst;
+
+        sdpa_policy (&policy);
+        p = f64 ? cs_cuda_program_build_f64 (fwd, bwd, &policy, &error) : cs_cuda_program_build (fwd, bwd, &policy, &error);
+        g_assert_no_error (error);
+        worst = compare_with_cpu (p, fwd, bwd, env, what, &n);
+        cs_cuda_program_free (p);
+        g_assert_cmpuint (n, >=, 5);
+        g_assert_cmpfloat (worst, <=, 1.0);
+      }
+}
+
 /* PyTorch's verdict (cs_accuracy_judge, as `castscope-cli run --check`) on every output and
  * gradient of @pl run on the GPU, the exact-dtype CPU run as the reference. */
 static void
@@ -804,6 +914,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/attention/gpu/logsumexp-layouts", test_gpu_lse);
   g_test_add_func ("/kernels/attention/gpu/llama-stack-verdict", test_gpu_llama);
   g_test_add_func ("/kernels/attention/gpu/aten-cudnn-verdict", test_gpu_aten);
+  g_test_add_func ("/kernels/attention/gpu/aten-flash-efficient-vs-cpu-f64", test_gpu_aten_pairs);
   g_test_add_func ("/kernels/attention/gpu/llama-thunder-final-verdict", test_gpu_thunder_final);
   return g_test_run ();
 }
