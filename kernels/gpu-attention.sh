@@ -12,7 +12,7 @@ export CASTSCOPE_CACHE_DIR="${TMPDIR:-/tmp}"/castscope-kernel-cache
 B=$R/.gpu/bin
 O=${OUT:-"${TMPDIR:-/tmp}"/castscope-gpu-out}; mkdir -p "$O"
 EX=${EXECUTORS:-sdpa,nvfuser,torch}
-timeout 300 $B/test-kernels-attention --verbose > $O/attention-tests.log 2>&1
+timeout 600 $B/test-kernels-attention --verbose > $O/attention-tests.log 2>&1
 echo "test-kernels-attention rc=$?" | tee -a $O/attention-tests.log
 grep -E "^(ok|not ok)|rel.L2|ratio|FAIL|ERROR" $O/attention-tests.log | tail -60
 for f in ${FILES:-.gpu/traces/thunder_llama_stack_initial.txt data/aten/attention_softmax_bf16.txt}; do
