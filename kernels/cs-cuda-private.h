@@ -5,6 +5,7 @@
  *   cs-cuda-jit.c      NVRTC -> CUBIN with an on-disk cache, the self-contained preamble
  *   cs-cuda-blas.c     cuBLASLt plans (operand swap for row-major tensors) and launches
  *   cs-cuda-codegen.c  fusion region (prims) -> CUDA C kernels
+ *   cs-cuda-xentropy.c TorchCompile (cross-entropy) regions -> fused kernels
  *   cs-cuda-program.c  traces -> steps, views, liveness arena, run, CUDA graph, timings
  */
 #pragma once
@@ -240,6 +241,10 @@ gboolean     cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, 
 gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, guint idx, int64_t padding_idx,
                                                  const CsProxy *y, const char *label, guint *out_slot,
                                                  GError **error);
+
+/* ---- fused cross-entropy (cs-cuda-xentropy.c) ---- */
+/* A torchcompile_xentropy region (TorchCompileN) as fused cross-entropy kernels; documented there. */
+gboolean     cs_cuda_xentropy_region    (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError **error);
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);

@@ -569,14 +569,12 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
         g_ptr_array_add (tensors, o);
     }
 
-  /* the executors that claim ops before fusion (issue 18) have no CUDA path here yet */
+  /* sdpa has no CUDA path here yet; TorchCompile regions run as fused cross-entropy kernels */
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_SDPA)
     return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
                  "sdpa executor not supported on --device cuda yet; use executors=nvfuser,torch");
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
-    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
-                 "torchcompile_xentropy executor not supported on --device cuda yet; use "
-                 "executors=nvfuser,torch");
+    return cs_cuda_xentropy_region (p, st, outs, error);
   if (cs_op_is_fusion (st->op))
     {
       g_autoptr(GPtrArray) prims = g_ptr_array_new ();
