@@ -114,9 +114,11 @@ unsupported (XCtx *c, const CsStmt *st, GError **error, const char *fmt, ...)
   va_end (ap);
   if (st != NULL && st->line)
     g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
-                 "line %u:%u: %s: %s: %s (the fused cross-entropy kernels of --device cuda run "
+                 "line %u:%u: %s%s%s: %s (the fused cross-entropy kernels of --device cuda run "
                  "log_softmax, nll_loss or cross_entropy with weight=None and label_smoothing=0, "
-                 "and their backward)", st->line, st->col, c->label, st->callee ? st->callee : "?", msg);
+                 "and their backward)", st->line, st->col, c->label,
+                 g_strcmp0 (st->callee, c->label) != 0 ? ": " : "",
+                 g_strcmp0 (st->callee, c->label) != 0 && st->callee ? st->callee : "", msg);
   else
     g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: %s%s%s", c->label,
                  st && st->callee ? st->callee : "", st && st->callee ? ": " : "", msg);
@@ -812,7 +814,7 @@ emit_row_loop (GString *o, gboolean quad, int64_t V, const XQuad *q, guint nq, c
         g_string_append_printf (o, "      %s.u = ((const %s *) (%s))[g_];\n", q[i].name, qt, q[i].ptr);
     }
   g_string_append (o, "#pragma unroll\n      for (int k = 0; k < 4; k++)\n        {\n"
-                      "          const ix_t j = g_ * 4 + k;\n");
+                      "          const ix_t j = g_ * 4 + k;\n          (void) j;\n");
   g_string_append (o, elem);
   g_string_append (o, "        }\n");
   for (guint i = 0; i < nq; i++)
@@ -1162,7 +1164,7 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     g_autofree char *gval = x_load (&ty, c->g->dtype, c->bred == XRED_NONE ? "a2[row]" : "a2[0]");
     g_autofree char *twv = tws ? x_load (&ty, c->tw->dtype, "a3[0]") : NULL;
     g_autofree char *gn = NULL, *gnr = NULL, *ld = x_load (&ty, ldt, quad ? "q0.e[k]" : "lp[j]");
-    g_autofree char *v = NULL, *vr = NULL, *vr2 = NULL, *sv = NULL;
+    g_autofree char *v = NULL, *vr = NULL, *sv = NULL;
     XQuad q[2] = { { "q0", "lp", ldt, FALSE }, { "q1", "y", odt, TRUE } };
 
     slots[n] = lps; is_out[n++] = FALSE;
@@ -1187,9 +1189,9 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
                             ty.A, c->bignore, ty.A, x_nan (&ty), gnr);
     /* grad - exp(logp) * rowsum(grad), rowsum(grad) = gn */
     v = g_strdup_printf ("(j == tg ? gn : (%s) 0) - %s (%s) * gn", ty.A, E, ld);
-    vr = x_round (&ty, ord, v);
-    vr2 = x_round (&ty, odt, vr);
-    sv = x_store (odt, vr2);
+    /* rounded to the narrowest dtype a convert took it through, stored in the output's */
+    vr = ord != odt ? x_round (&ty, ord, v) : g_strdup (v);
+    sv = x_store (odt, vr);
     if (quad)
       g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
     else
