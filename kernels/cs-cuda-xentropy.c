@@ -9,15 +9,17 @@
  * role (the logits, the targets, log-softmax, the row losses, their sum, the count of rows not
  * ignored, their mean, the logits' gradient) by checking each statement's arguments against what
  * the decomposition computes; a statement that fits no role, or a region output whose role the
- * kernels do not write, is an CS_CUDA_ERROR_UNSUPPORTED error naming the statement, never a
+ * kernels do not write, is a CS_CUDA_ERROR_UNSUPPORTED error naming the statement, never a
  * silently different result.  Then:
  *
- *  - forward, one block of 256 threads per row: the row of logits is read once (4-element
- *    vector loads when the row allows) with an online max / sum of exponentials in the
- *    accumulation type (f32, f64 when the tensors are f64), logsumexp = max + log(sum) as
- *    ltorch.logsumexp computes it (a row whose max is +-inf or NaN takes Thunder's shift of 0,
- *    in a second read), log-softmax written if the region outputs it, and the row loss
- *    -(x[t] - lse) (0 for rows whose target is ignore_index; NaN for a target out of range);
+ *  - forward, one block per row: the row of logits is read once (4-element vector loads when
+ *    V % 4 == 0) with an online max / sum of exponentials in the accumulation type (f32, f64
+ *    when the tensors are f64), logsumexp = max + log(sum) as ltorch.logsumexp computes it (a
+ *    row whose max is +-inf or NaN takes Thunder's shift of 0, in a second read), log-softmax
+ *    written if the region outputs it (from the row kept in registers when a thread's share
+ *    fits: 256 threads, or 1024 for long rows such as bf16 V = 50304; else a second read,
+ *    mostly from L2), and the row loss -(x[t] - lse) (0 for rows whose target is
+ *    ignore_index; NaN for a target out of range);
  *  - the reduction, one block: the row losses summed in a fixed order, the rows whose target is
  *    not ignore_index counted, sum / count for 'mean' (0 / 0 = NaN as in PyTorch);
  *  - backward, one block per row, one read of the saved log-softmax: nll_loss_backward's grad
@@ -38,7 +40,9 @@
 #include <math.h>
 #include <string.h>
 
-#define XENT_THREADS 256
+#define XENT_THREADS 256           /* threads per block, but for the rows kernel of a cached row */
+#define XENT_CACHE_REGS_256  64    /* registers a thread of a 256-thread block may hold of its row */
+#define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
 
 typedef enum
 {
@@ -55,6 +59,7 @@ typedef enum
   XR_MEAN,      /* SUM / COUNT */
   XR_GNLL,      /* nll_loss_backward's result */
   XR_GX,        /* log_softmax_backward (GNLL, logp), through reshapes and converts */
+  XR_EPI,       /* computed after the kernels from what they write (and region inputs) */
 } XRole;
 
 typedef struct
@@ -95,6 +100,11 @@ typedef struct
   int64_t     bR, bV;      /* rows, classes of the saved log-softmax */
   CsDtype     gnll_dtype;  /* dtype of nll_loss_backward's result */
   gboolean    gx_seen;     /* a log_softmax_backward consumed it */
+
+  /* elementwise statements around the cross-entropy, run by the region codegen */
+  GPtrArray  *pro;         /* element-type CsStmt*: on region inputs only, before the kernels */
+  GPtrArray  *epi;         /* element-type CsStmt*: on what the kernels write, after them */
+  GHashTable *used;        /* CsProxy*: read by a statement that is not in pro */
 } XCtx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -281,6 +291,76 @@ note_logsoftmax (XCtx *c, const CsStmt *st, const XVal *x, const CsProxy *xp, Cs
 
 static gboolean interp (XCtx *c, CsStmt *st, guint depth, GError **error);
 
+typedef enum { AROUND_NONE, AROUND_PRO, AROUND_EPI } XAround;
+
+/* Whether @st (no cross-entropy op) can run through the region codegen around the kernels: PRO
+ * when every tensor it reads is a region input (or made from them by PRO statements), EPI when
+ * it reads values the kernels write (log-softmax, row losses, sum, count, mean, gradient) and
+ * otherwise region inputs.  Values the kernels keep to themselves (the mask, -log-softmax, the
+ * gradient of nll_loss) cannot be read: NONE. */
+static XAround
+around (XCtx *c, const CsStmt *st)
+{
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  gboolean epi = FALSE;
+
+  cs_stmt_collect_inputs (st, ins);
+  cs_stmt_collect_outputs (st, outs);
+  if (outs->len == 0 || cs_op_is_fusion (st->op))
+    return AROUND_NONE;
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+
+      if (o->kind != CS_PROXY_TENSOR || !o->typed)
+        return AROUND_NONE;
+    }
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *x = g_ptr_array_index (ins, i);
+      XVal *v = g_hash_table_lookup (c->vals, x);
+
+      if (x->kind != CS_PROXY_TENSOR)
+        continue;
+      if (v == NULL)
+        return AROUND_NONE;
+      switch (v->role)
+        {
+        case XR_LEAF_F: case XR_T:
+          break;
+        case XR_LOGP: case XR_ROWLOSS: case XR_SUM: case XR_COUNT: case XR_MEAN: case XR_GX: case XR_EPI:
+          epi = TRUE;
+          break;
+        default:
+          return AROUND_NONE;
+        }
+    }
+  return epi ? AROUND_EPI : AROUND_PRO;
+}
+
+/* Records @st in @list (c->pro or c->epi) and gives its outputs their role: a PRO output is a
+ * value of its own (a region input to the kernels), an EPI output is EPI. */
+static gboolean
+add_around (XCtx *c, CsStmt *st, GPtrArray *list)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  g_ptr_array_add (list, st);
+  cs_stmt_collect_outputs (st, outs);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal v = { 0 };
+
+      v.leaf = o;
+      v.round = o->dtype;
+      v.role = list == c->epi ? XR_EPI : cs_dtype_is_float (o->dtype) ? XR_LEAF_F : XR_T;
+      set_val (c, o, &v);
+    }
+  return TRUE;
+}
+
 static gboolean
 interp_subs (XCtx *c, CsStmt *st, guint depth, GError **error)
 {
@@ -299,10 +379,11 @@ interp_subs (XCtx *c, CsStmt *st, guint depth, GError **error)
   return TRUE;
 }
 
-/* Gives the output of @st a role from its arguments' roles (the comment at the top), or falls
- * back on its subsymbols; errors name the statement. */
+/* Gives the output of @st a role from its arguments' roles (the comment at the top), or makes
+ * it a statement around the kernels, or falls back on its subsymbols; errors name the
+ * statement. */
 static gboolean
-interp (XCtx *c, CsStmt *st, guint depth, GError **error)
+interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
 {
   CsProxy *y;
   CsOpId id;
@@ -323,8 +404,7 @@ interp (XCtx *c, CsStmt *st, guint depth, GError **error)
       if (a->role == XR_LEAF_F && is_float_tensor (y))
         {
           if (!exact_convert (a->round, y->dtype))
-            return unsupported (c, st, error, "the logits are rounded to %s first",
-                                cs_dtype_short_name (y->dtype));
+            break;   /* a rounding of a region input: computed before the kernels */
         }
       else if (a->role == XR_GX && is_float_tensor (y))
         {
@@ -589,9 +669,38 @@ interp (XCtx *c, CsStmt *st, guint depth, GError **error)
     default:
       break;
     }
+  switch (around (c, st))
+    {
+    case AROUND_PRO:
+      return add_around (c, st, c->pro);
+    case AROUND_EPI:
+      return add_around (c, st, c->epi);
+    default:
+      break;
+    }
   if (st->n_subs > 0)
     return interp_subs (c, st, depth, error);
   return unsupported (c, st, error, "not an operation of a cross-entropy (or not on the values it computes)");
+}
+
+/* interp_one(), then what @st reads is marked used unless @st runs before the kernels (a PRO
+ * value only PRO statements read need not be stored). */
+static gboolean
+interp (XCtx *c, CsStmt *st, guint depth, GError **error)
+{
+  guint n_pro = c->pro->len;
+
+  if (!interp_one (c, st, depth, error))
+    return FALSE;
+  if (c->pro->len == n_pro || g_ptr_array_index (c->pro, c->pro->len - 1) != st)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      cs_stmt_collect_inputs (st, ins);
+      for (guint i = 0; i < ins->len; i++)
+        g_hash_table_add (c->used, g_ptr_array_index (ins, i));
+    }
+  return TRUE;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -694,12 +803,12 @@ quad_ok (CsCudaProgram *p, guint slot, int64_t V)
 }
 
 /* Adds kernel @body with parameters @slots (@is_out parallel) to the program, shared with an
- * identical kernel already there, and its step (grid @grid blocks of XENT_THREADS). */
+ * identical kernel already there, and its step (grid @grid blocks of @nt threads). */
 static CsCudaStep *
 add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboolean *is_out, guint n,
-            char *label, unsigned int grid)
+            char *label, unsigned int grid, guint nt)
 {
-  const char *attrs = "__launch_bounds__(256)";
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
   g_autoptr(GString) text = g_string_new ("(");
   g_autofree char *key = NULL;
   gpointer v;
@@ -732,7 +841,7 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   step->kernel = k;
   step->grid[0] = MAX (grid, 1);
   step->grid[1] = step->grid[2] = 1;
-  step->block[0] = XENT_THREADS;
+  step->block[0] = nt;
   step->block[1] = step->block[2] = 1;
   for (guint i = 0; i < n; i++)
     {
@@ -748,10 +857,10 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   return step;
 }
 
-/* Block-wide reduction of the accumulation-type variable @var (every thread gets the total):
- * warp shuffles, then the 8 warp totals in shared memory @sh. */
+/* Block-wide reduction of the accumulation-type variable @var over @nt threads (every thread
+ * gets the total): warp shuffles, then the nt / 32 warp totals in shared memory @sh. */
 static void
-emit_block_sum (GString *o, const XTypes *ty, const char *var, const char *sh)
+emit_block_sum (GString *o, const XTypes *ty, const char *var, const char *sh, guint nt)
 {
   g_string_append_printf (o,
     "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
@@ -763,7 +872,7 @@ emit_block_sum (GString *o, const XTypes *ty, const char *var, const char *sh)
     "  %s = (%s) 0;\n"
     "  for (int w_ = 0; w_ < %d; w_++)\n"
     "    %s += %s[w_];\n",
-    var, var, sh, var, var, ty->A, XENT_THREADS / 32, var, sh);
+    var, var, sh, var, var, ty->A, nt / 32, var, sh);
 }
 
 /* The online max / sum-exp update of (m, s, fl) by the accumulation-type expression @v. */
@@ -783,9 +892,7 @@ emit_online (GString *o, const XTypes *ty, const char *v, const char *ind)
     ind, ind, ty->A, v, ind, ind, ind, E, ty->A, ind, E, ind);
 }
 
-/* A loop over the row's elements j = 0..V-1 of the slots in @quads (all read or written
- * 4 at a time when @quad): @head declares per-group views, @elem is the per-element code with
- * `j`, `k` (0..3 within the group) and, for each quad slot, `qN.e[k]`. */
+/* One tensor of a row loop (emit_row_loop). */
 typedef struct
 {
   const char *name;   /* "q0": union variable */
@@ -794,23 +901,55 @@ typedef struct
   gboolean    out;
 } XQuad;
 
-static void
-emit_row_loop (GString *o, gboolean quad, int64_t V, const XQuad *q, guint nq, const char *elem)
+/* How a row loop reads the first (input) tensor of its XQuads. */
+typedef enum
 {
-  if (!quad)
+  XLOOP_SCALAR,   /* element j by element: `j`, loads written by the caller */
+  XLOOP_QUAD,     /* groups of 4 elements: `qN.e[k]`, global loads and stores */
+  XLOOP_FILL,     /* the groups of q0 loaded into rc[] (an unrolled count per thread), then CACHED */
+  XLOOP_CACHED,   /* the same groups, q0 taken from rc[] instead of memory */
+} XLoop;
+
+/* A loop of the block's @nt threads over the row's elements j = 0..V-1: @elem is the
+ * per-element code with `j` and, for QUAD / FILL / CACHED, `k` (0..3 within the group) and
+ * `qN.e[k]` for each tensor of @q (inputs loaded before, outputs stored after).  FILL and
+ * CACHED run @nc groups per thread (c_ = 0..nc-1, group threadIdx.x + c_ * nt) so that rc[c_]
+ * is a register. */
+static void
+emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, const XQuad *q, guint nq, const char *elem)
+{
+  if (mode == XLOOP_SCALAR)
     {
-      g_string_append (o, "  for (ix_t j = threadIdx.x; j < V; j += 256)\n    {\n");
+      g_string_append_printf (o, "  for (ix_t j = threadIdx.x; j < V; j += %u)\n    {\n", nt);
       g_string_append (o, elem);
       g_string_append (o, "    }\n");
       return;
     }
-  g_string_append (o, "  for (ix_t g_ = threadIdx.x; g_ < V / 4; g_ += 256)\n    {\n");
+  if (mode == XLOOP_FILL)
+    {
+      /* every load first (independent, in flight together), then the groups from rc[] */
+      g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                              "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                              "      if (g_ < V / 4)\n        rc[c_] = ((const %s *) (%s))[g_];\n    }\n",
+                              nc, nt, quad_type (cs_dtype_size_bytes (q[0].dtype)), q[0].ptr);
+      mode = XLOOP_CACHED;
+    }
+  if (mode == XLOOP_QUAD)
+    g_string_append_printf (o, "  for (ix_t g_ = threadIdx.x; g_ < V / 4; g_ += %u)\n    {\n", nt);
+  else
+    g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                            "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                            "      if (g_ >= V / 4)\n        break;\n", nc, nt);
   for (guint i = 0; i < nq; i++)
     {
       const char *qt = quad_type (cs_dtype_size_bytes (q[i].dtype));
 
       g_string_append_printf (o, "      union { %s u; %s e[4]; } %s;\n", qt, xstorage (q[i].dtype), q[i].name);
-      if (!q[i].out)
+      if (q[i].out)
+        continue;
+      if (i == 0 && mode == XLOOP_CACHED)
+        g_string_append_printf (o, "      %s.u = rc[c_];\n", q[i].name);
+      else
         g_string_append_printf (o, "      %s.u = ((const %s *) (%s))[g_];\n", q[i].name, qt, q[i].ptr);
     }
   g_string_append (o, "#pragma unroll\n      for (int k = 0; k < 4; k++)\n        {\n"
@@ -822,7 +961,6 @@ emit_row_loop (GString *o, gboolean quad, int64_t V, const XQuad *q, guint nq, c
       g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", quad_type (cs_dtype_size_bytes (q[i].dtype)),
                               q[i].ptr, q[i].name);
   g_string_append (o, "    }\n");
-  (void) V;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -855,6 +993,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 {
   XTypes ty;
   guint xs, ts = 0, lps = 0, rows = 0;
+  gboolean have_rows = FALSE;
   gboolean want_logp = FALSE, want_rows = FALSE, need_rows = FALSE;
   g_autoptr(GArray) scal = g_array_new (FALSE, FALSE, sizeof (XScalarOut));
   int64_t shape2[2] = { c->R, c->V }, shape1[1] = { c->R };
@@ -893,8 +1032,10 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     g_autoptr(GString) o = g_string_new ("");
     guint slots[4], n = 0, ax, at = 0, al = 0, ar = 0;
     gboolean is_out[4];
-    gboolean quad = quad_ok (p, xs, c->V);
+    gboolean quad = quad_ok (p, xs, c->V), q2 = FALSE;
     const char *E = dbl ? "exp" : "expf", *L = dbl ? "log" : "logf";
+    guint nt = XENT_THREADS, nw, nc = 0;
+    XLoop l1 = quad ? XLOOP_QUAD : XLOOP_SCALAR, l2 = XLOOP_SCALAR;
     g_autofree char *ld_q = x_load (&ty, xdt, "q0.e[k]");
     g_autofree char *ld_x = x_load (&ty, xdt, "x[j]");
     g_autofree char *st_r = NULL;
@@ -902,9 +1043,37 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     if (want_logp)
       lps = cs_cuda_program_new_slot (p, c->logp_dtype, shape2, 2);
     if (c->t && (want_rows || need_rows))
-      rows = cs_cuda_program_new_slot (p, c->row_dtype, shape1, 1);
+      {
+        rows = cs_cuda_program_new_slot (p, c->row_dtype, shape1, 1);
+        have_rows = TRUE;
+      }
+    /* With log-softmax written, the row is read twice: from registers when a thread's share of
+     * it fits (4-element groups, unrolled), at 1024 threads a block for long rows. */
+    q2 = quad && want_logp && quad_ok (p, lps, c->V);
+    if (q2)
+      {
+        int64_t G = c->V / 4;
+        guint qr = (guint) cs_dtype_size_bytes (xdt);   /* 32-bit registers per group */
+
+        l2 = XLOOP_QUAD;
+        if ((G + 255) / 256 * qr <= XENT_CACHE_REGS_256)
+          nc = (guint) ((G + 255) / 256);
+        else if ((G + 1023) / 1024 * qr <= XENT_CACHE_REGS_1024)
+          {
+            nt = 1024;
+            nc = (guint) ((G + 1023) / 1024);
+          }
+        if (nc > 0)
+          {
+            l1 = XLOOP_FILL;
+            l2 = XLOOP_CACHED;
+          }
+      }
+    else if (want_logp)
+      l2 = XLOOP_SCALAR;
+    nw = nt / 32;
     ax = n; slots[n] = xs; is_out[n++] = FALSE;
-    if (rows)
+    if (have_rows)
       {
         at = n; slots[n] = ts; is_out[n++] = FALSE;
       }
@@ -912,7 +1081,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       {
         al = n; slots[n] = lps; is_out[n++] = TRUE;
       }
-    if (rows)
+    if (have_rows)
       {
         ar = n; slots[n] = rows; is_out[n++] = TRUE;
       }
@@ -920,15 +1089,17 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     g_string_append_printf (o, "  const %s INF_ = %s;\n", ty.A, x_inf (&ty));
     g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
     g_string_append_printf (o, "  const %s *x = a%u + row * V;\n", xstorage (xdt), ax);
-    g_string_append_printf (o, "  __shared__ %s sh_m[8], sh_s[8];\n  __shared__ int sh_f[8];\n", ty.A);
+    g_string_append_printf (o, "  __shared__ %s sh_m[%u], sh_s[%u];\n  __shared__ int sh_f[%u];\n", ty.A, nw, nw, nw);
     g_string_append_printf (o, "  %s m = -INF_, s = (%s) 0;\n  int fl = 0;\n", ty.A, ty.A);
+    if (nc > 0)
+      g_string_append_printf (o, "  %s rc[%u];\n", quad_type (cs_dtype_size_bytes (xdt)), nc);
     /* pass 1: online max and sum of exponentials */
     {
       g_autoptr(GString) e = g_string_new ("");
       XQuad q = { "q0", "x", xdt, FALSE };
 
       emit_online (e, &ty, quad ? ld_q : ld_x, quad ? "          " : "      ");
-      emit_row_loop (o, quad, c->V, &q, 1, e->str);
+      emit_row_loop (o, l1, nt, nc, &q, 1, e->str);
     }
     /* merge (m, s, fl) over the block */
     g_string_append_printf (o,
@@ -948,27 +1119,27 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       "    }\n"
       "  __syncthreads ();\n"
       "  m = sh_m[0];\n"
-      "  for (int w_ = 1; w_ < 8; w_++)\n"
+      "  for (int w_ = 1; w_ < %u; w_++)\n"
       "    {\n"
       "      m = sh_m[w_] > m ? sh_m[w_] : m;\n"
       "      fl |= sh_f[w_];\n"
       "    }\n"
       "  fl |= sh_f[0];\n"
       "  s = (%s) 0;\n"
-      "  for (int w_ = 0; w_ < 8; w_++)\n"
+      "  for (int w_ = 0; w_ < %u; w_++)\n"
       "    if (sh_m[w_] > -INF_)\n"
       "      s += sh_s[w_] * %s (sh_m[w_] - m);\n",
-      ty.A, ty.A, E, ty.A, E, ty.A, ty.A, E);
+      ty.A, ty.A, E, ty.A, E, ty.A, nw, ty.A, nw, E);
     /* logsumexp: max + log(sum), or Thunder's shift of 0 (NaN with a NaN) for a row whose max
      * is not finite */
     g_string_append_printf (o, "  %s lse;\n  if (fl == 0 && m > -INF_)\n    lse = %s (s) + m;\n  else\n    {\n", ty.A, L);
     g_string_append_printf (o, "      const %s sh = (fl & 1) ? %s : (%s) 0;\n      %s s2 = (%s) 0;\n",
                             ty.A, x_nan (&ty), ty.A, ty.A, ty.A);
-    g_string_append_printf (o, "      for (ix_t j = threadIdx.x; j < V; j += 256)\n        s2 += %s (%s - sh);\n", E, ld_x);
+    g_string_append_printf (o, "      for (ix_t j = threadIdx.x; j < V; j += %u)\n        s2 += %s (%s - sh);\n", nt, E, ld_x);
     {
       g_autoptr(GString) bs = g_string_new ("");
 
-      emit_block_sum (bs, &ty, "s2", "sh_s");
+      emit_block_sum (bs, &ty, "s2", "sh_s", nt);
       g_string_append (o, bs->str);
     }
     g_string_append_printf (o, "      lse = %s (s2) + sh;\n    }\n", L);
@@ -976,9 +1147,8 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     if (want_logp)
       {
         g_autoptr(GString) e = g_string_new ("");
-        g_autofree char *diff = g_strdup_printf ("%s - lse", quad && quad_ok (p, lps, c->V) ? ld_q : ld_x);
+        g_autofree char *diff = g_strdup_printf ("%s - lse", q2 ? ld_q : ld_x);
         g_autofree char *sv = x_store (c->logp_dtype, diff);
-        gboolean q2 = quad && quad_ok (p, lps, c->V);
         XQuad q[2] = { { "q0", "x", xdt, FALSE }, { "q1", "y", c->logp_dtype, TRUE } };
 
         g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (c->logp_dtype), al);
@@ -986,10 +1156,10 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
           g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
         else
           g_string_append_printf (e, "      y[j] = %s;\n", sv);
-        emit_row_loop (o, q2, c->V, q, 2, e->str);
+        emit_row_loop (o, l2, nt, nc, q, 2, e->str);
       }
     /* the row loss */
-    if (rows)
+    if (have_rows)
       {
         g_autofree char *xt = x_load (&ty, xdt, "x[tg]");
         g_autofree char *lp = g_strdup_printf ("%s - lse", xt);
@@ -1015,7 +1185,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       }
     add_kernel (p, o->str, slots, is_out, n,
                 g_strdup_printf ("%s cross-entropy rows %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label, c->R, c->V),
-                (unsigned int) c->R);
+                (unsigned int) c->R, nt);
   }
 
   /* 2. outputs; the reduction kernel for the scalars */
@@ -1035,7 +1205,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
           cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, lps, o->shape, o->rank));
           break;
         case XR_ROWLOSS:
-          if (o->dtype != c->row_dtype || rows == 0)
+          if (o->dtype != c->row_dtype || !have_rows)
             return unsupported (c, NULL, error, "output %s: row losses in another dtype", o->name);
           cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, rows, o->shape, o->rank));
           break;
@@ -1065,12 +1235,12 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       if (!cs_dtype_is_float (sdt))
         sdt = c->row_dtype;
       sumr = x_round (&ty, sdt, "s");
-      slots[n] = rows ? rows : ts; is_out[n++] = FALSE;
+      slots[n] = have_rows ? rows : ts; is_out[n++] = FALSE;
       slots[n] = ts; is_out[n++] = FALSE;
       g_string_append_printf (o, "  __shared__ %s sh_s[8];\n  __shared__ long long sh_n[8];\n", ty.A);
       g_string_append_printf (o, "  %s s = (%s) 0;\n  long long n = 0;\n", ty.A, ty.A);
       g_string_append_printf (o, "  for (ix_t r = threadIdx.x; r < %" G_GINT64_FORMAT "LL; r += 256)\n    {\n", c->R);
-      if (rows)
+      if (have_rows)
         g_string_append_printf (o, "      s += %s;\n", ld_r);
       g_string_append_printf (o, "      n += (long long) a1[r] != %" G_GINT64_FORMAT "LL;\n    }\n", c->ignore);
       g_string_append (o,
@@ -1109,7 +1279,8 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
           is_out[n++] = TRUE;
         }
       add_kernel (p, o->str, slots, is_out, n,
-                  g_strdup_printf ("%s cross-entropy reduce %" G_GINT64_FORMAT " rows", c->label, c->R), 1);
+                  g_strdup_printf ("%s cross-entropy reduce %" G_GINT64_FORMAT " rows", c->label, c->R), 1,
+                  XENT_THREADS);
     }
   return TRUE;
 }
@@ -1122,6 +1293,7 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 {
   XTypes ty;
   guint lps, ts, gs, tws = 0, gxs;
+  gboolean have_tw = c->tw != NULL && c->bred == XRED_MEAN;
   CsDtype odt = CS_DTYPE_F32, ord = CS_DTYPE_F32;
   gboolean have_out = FALSE;
   int64_t shape2[2] = { c->bR, c->bV };
@@ -1151,7 +1323,7 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
   x_types (&ty, dbl);
   if (!contiguous_input (p, c, c->lp, &lps, error) || !contiguous_input (p, c, c->bt, &ts, error)
       || !contiguous_input (p, c, c->g, &gs, error)
-      || (c->tw && c->bred == XRED_MEAN && !contiguous_input (p, c, c->tw, &tws, error)))
+      || (have_tw && !contiguous_input (p, c, c->tw, &tws, error)))
     return FALSE;
   gxs = cs_cuda_program_new_slot (p, odt, shape2, 2);
   {
@@ -1162,7 +1334,7 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     gboolean quad = quad_ok (p, lps, c->bV) && quad_ok (p, gxs, c->bV);
     const char *E = dbl ? "exp" : "expf";
     g_autofree char *gval = x_load (&ty, c->g->dtype, c->bred == XRED_NONE ? "a2[row]" : "a2[0]");
-    g_autofree char *twv = tws ? x_load (&ty, c->tw->dtype, "a3[0]") : NULL;
+    g_autofree char *twv = have_tw ? x_load (&ty, c->tw->dtype, "a3[0]") : NULL;
     g_autofree char *gn = NULL, *gnr = NULL, *ld = x_load (&ty, ldt, quad ? "q0.e[k]" : "lp[j]");
     g_autofree char *v = NULL, *vr = NULL, *sv = NULL;
     XQuad q[2] = { { "q0", "lp", ldt, FALSE }, { "q1", "y", odt, TRUE } };
@@ -1170,12 +1342,12 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
     slots[n] = lps; is_out[n++] = FALSE;
     slots[n] = ts; is_out[n++] = FALSE;
     slots[n] = gs; is_out[n++] = FALSE;
-    if (tws)
+    if (have_tw)
       {
         slots[n] = tws; is_out[n++] = FALSE;
       }
     slots[n] = gxs; is_out[n++] = TRUE;
-    gn = tws ? g_strdup_printf ("-(%s) / %s", gval, twv) : g_strdup_printf ("-(%s)", gval);
+    gn = have_tw ? g_strdup_printf ("-(%s) / %s", gval, twv) : g_strdup_printf ("-(%s)", gval);
     gnr = x_round (&ty, c->gnll_dtype, gn);
     g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", c->bV);
     g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
@@ -1196,11 +1368,11 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
     else
       g_string_append_printf (e, "      y[j] = %s;\n", sv);
-    emit_row_loop (o, quad, c->bV, q, 2, e->str);
+    emit_row_loop (o, quad ? XLOOP_QUAD : XLOOP_SCALAR, XENT_THREADS, 0, q, 2, e->str);
     add_kernel (p, o->str, slots, is_out, n,
                 g_strdup_printf ("%s cross-entropy backward %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label,
                                  c->bR, c->bV),
-                (unsigned int) c->bR);
+                (unsigned int) c->bR, XENT_THREADS);
   }
   for (guint i = 0; i < outs->len; i++)
     {
@@ -1211,6 +1383,53 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
         cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, gxs, o->shape, o->rank));
     }
   return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statements around the kernels                                                               */
+
+static void
+flatten_prims (CsStmt *st, GPtrArray *out)
+{
+  if (st->kind != CS_STMT_CALL)
+    return;
+  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM)
+      || cs_op_has_tag (cs_op_semantic (st->op), CS_OP_TAG_PRIM))
+    {
+      g_ptr_array_add (out, st);
+      return;
+    }
+  for (guint i = 0; i < st->n_subs; i++)
+    flatten_prims (st->subs[i], out);
+}
+
+/* The statements @list (c->pro when @pro, else c->epi) as one region of the ordinary codegen
+ * (cs_cuda_codegen_region), its outputs: for PRO, the values the cross-entropy or a region
+ * output reads; for EPI, the region outputs among theirs. */
+static gboolean
+run_around (CsCudaProgram *p, XCtx *c, GPtrArray *list, gboolean pro, GPtrArray *outs, GError **error)
+{
+  g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+  g_autoptr(GPtrArray) want = g_ptr_array_new ();
+
+  for (guint i = 0; i < list->len; i++)
+    {
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+      flatten_prims (g_ptr_array_index (list, i), prims);
+      cs_stmt_collect_outputs (g_ptr_array_index (list, i), o);
+      for (guint j = 0; j < o->len; j++)
+        {
+          CsProxy *y = g_ptr_array_index (o, j);
+
+          if ((pro ? g_hash_table_contains (c->used, y) : FALSE) || g_ptr_array_find (outs, y, NULL))
+            g_ptr_array_add (want, y);
+        }
+    }
+  if (want->len == 0)
+    return TRUE;
+  return cs_cuda_codegen_region (p, (CsStmt **) prims->pdata, prims->len, (CsProxy **) want->pdata, want->len,
+                                 c->label, error);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1237,8 +1456,12 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
 {
   XCtx c = { 0 };
   gboolean ok = FALSE;
+  GPtrArray *need = NULL;
 
   c.vals = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  c.used = g_hash_table_new (NULL, NULL);
+  c.pro = g_ptr_array_new ();
+  c.epi = g_ptr_array_new ();
   c.label = st->callee ? st->callee : "TorchCompile";
   for (guint i = 0; i < st->n_args; i++)
     {
@@ -1274,7 +1497,8 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
       unsupported (&c, st, error, "nll_loss_backward without the log_softmax_backward that consumes it");
       goto out;
     }
-  /* every output must be something the kernels write or a view of an input */
+  /* every output must be something the kernels or the statements around them write, or a
+   * view of an input */
   for (guint i = 0; i < outs->len; i++)
     {
       CsProxy *o = g_ptr_array_index (outs, i);
@@ -1289,11 +1513,14 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
         }
       switch (v->role)
         {
-        case XR_LOGP: case XR_ROWLOSS: case XR_SUM: case XR_COUNT: case XR_MEAN: case XR_GX:
+        case XR_LOGP: case XR_ROWLOSS: case XR_SUM: case XR_COUNT: case XR_MEAN: case XR_GX: case XR_EPI:
           break;
         case XR_LEAF_F: case XR_T:
           if (o->dtype == v->leaf->dtype && (v->role == XR_T || v->round == v->leaf->dtype))
-            break;
+            {
+              g_hash_table_add (c.used, v->leaf);
+              break;
+            }
           /* fall through */
         default:
           unsupported (&c, st, error, "output %s is an intermediate of the cross-entropy that the "
@@ -1301,9 +1528,31 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
           goto out;
         }
     }
-  if (c.fwd && !gen_forward (p, &c, outs, error))
+  /* what the kernels must store: the region's outputs and what the statements after them read */
+  need = g_ptr_array_new ();
+  for (guint i = 0; i < outs->len; i++)
+    g_ptr_array_add (need, g_ptr_array_index (outs, i));
+  for (guint i = 0; i < c.epi->len; i++)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      cs_stmt_collect_inputs (g_ptr_array_index (c.epi, i), ins);
+      for (guint j = 0; j < ins->len; j++)
+        {
+          XVal *v = g_hash_table_lookup (c.vals, g_ptr_array_index (ins, j));
+
+          if (v != NULL && v->role != XR_LEAF_F && v->role != XR_T && v->role != XR_EPI
+              && !g_ptr_array_find (need, g_ptr_array_index (ins, j), NULL))
+            g_ptr_array_add (need, g_ptr_array_index (ins, j));
+        }
+    }
+  if (c.pro->len > 0 && !run_around (p, &c, c.pro, TRUE, outs, error))
     goto out;
-  if (c.bwd && !gen_backward (p, &c, outs, error))
+  if (c.fwd && !gen_forward (p, &c, need, error))
+    goto out;
+  if (c.bwd && !gen_backward (p, &c, need, error))
+    goto out;
+  if (c.epi->len > 0 && !run_around (p, &c, c.epi, FALSE, outs, error))
     goto out;
   for (guint i = 0; i < outs->len; i++)
     {
@@ -1311,7 +1560,8 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
       XVal *v = g_hash_table_lookup (c.vals, o);
       guint src;
 
-      if (o->kind != CS_PROXY_TENSOR || v == NULL || (v->role != XR_LEAF_F && v->role != XR_T))
+      if (o->kind != CS_PROXY_TENSOR || v == NULL || (v->role != XR_LEAF_F && v->role != XR_T)
+          || v->leaf == o)
         continue;
       if (!contiguous_input (p, &c, v->leaf, &src, error))
         goto out;
@@ -1320,5 +1570,9 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
   ok = TRUE;
 out:
   g_hash_table_unref (c.vals);
+  g_hash_table_unref (c.used);
+  g_ptr_array_unref (c.pro);
+  g_ptr_array_unref (c.epi);
+  g_clear_pointer (&need, g_ptr_array_unref);
   return ok;
 }
