@@ -448,8 +448,10 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       {
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
-        if (y == NULL || a == NULL || a->role != XR_LEAF_F || !last_dim_arg (st, 1, "dim", xp->rank))
-          return unsupported (c, st, error, "log_softmax of a value that is not the logits, or not along the last dim");
+        if (y != NULL && a != NULL && a->role == XR_LEAF_F && !last_dim_arg (st, 1, "dim", xp->rank))
+          break;   /* along another dim: the region codegen's (a statement before the kernels) */
+        if (y == NULL || a == NULL || a->role != XR_LEAF_F)
+          return unsupported (c, st, error, "log_softmax of a value that is not the logits");
         if (!note_logsoftmax (c, st, a, xp, y->dtype, error))
           return FALSE;
         nv.role = XR_LOGP;
@@ -654,6 +656,8 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
         XVal *ov = arg_val (c, st, 1, NULL);
         CsProxy *gp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
+        if (y != NULL && a != NULL && a->role != XR_GNLL)
+          break;   /* not of a cross-entropy: the region codegen's (before the kernels) */
         if (y == NULL || a == NULL || ov == NULL || a->role != XR_GNLL || ov->role != XR_LEAF_F
             || ov->leaf != c->lp || ov->round != c->lp->dtype || !last_dim_arg (st, 2, "dim", gp->rank))
           return unsupported (c, st, error, "not the backward of nll_loss_backward's result through the saved log-softmax");
@@ -1487,7 +1491,7 @@ cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError *
   for (guint i = 0; i < st->n_subs; i++)
     if (!interp (&c, st->subs[i], 0, error))
       goto out;
-  if (!c.fwd && !c.bwd)
+  if (!c.fwd && !c.bwd && c.pro->len == 0)
     {
       unsupported (&c, st, error, "no log_softmax, nll_loss, cross_entropy or nll_loss_backward among its subsymbols");
       goto out;

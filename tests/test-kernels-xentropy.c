@@ -238,7 +238,8 @@ test_unsupported (void)
             "    # t4 = ltorch.ne(t3, -100)  # t4: \"cuda:0 b8[4, 1]\"\n", "t4", "output t4" },
     { "t1", "    # t1 = ltorch.cross_entropy(logits, targets, logits, None, -100, None, 'mean', 0.0)  # t1: \"cuda:0 f32[]\"\n",
       "t1", "weight" },
-    { "t1", "    # t1 = ltorch.log_softmax(logits, 0, dtype=None)  # t1: \"cuda:0 f32[4, 10]\"\n", "t1", "last dim" },
+    { "t2", "    # t2 = ltorch.cross_entropy(logits, targets, None, None, -100, None, 'mean', 0.0)  # t2: \"cuda:0 f32[]\"\n"
+            "    # t1 = ltorch.log_softmax(t2, 0, dtype=None)  # t1: \"cuda:0 f32[]\"\n", "t2", "not the logits" },
     { "t2", "    # t1 = ltorch.log_softmax(logits, 1, dtype=None)  # t1: \"cuda:0 f32[4, 10]\"\n"
             "    # t2 = ltorch.neg(t1)  # t2: \"cuda:0 f32[4, 10]\"\n", "t2", "output t2" },
   };
@@ -756,6 +757,66 @@ test_around (void)
   cs_cuda_program_free (p);
 }
 
+/* log_softmax along dims 0 and 1 of one input, and their backward: the fused rows kernel for
+ * dim 1 (the last), the region codegen for dim 0 and for both backward statements (no
+ * nll_loss_backward feeds them). */
+static const char lsm_trace[] =
+  "def computation(x):\n"
+  "  # x: \"cuda:0 f32[5, 33]\"\n"
+  "  t1 = ltorch.log_softmax(x, 0, dtype=None)  # t1: \"cuda:0 f32[5, 33]\"\n"
+  "  t2 = ltorch.log_softmax(x, 1, dtype=None)  # t2: \"cuda:0 f32[5, 33]\"\n"
+  "  return (t1, t2)\n";
+
+static CsPipeline *
+lsm_pipeline (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (lsm_trace, "lsm", &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  xent_policy (&policy);
+  pl = cs_pipeline_run (t, &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (has_torchcompile (cs_pipeline_get_forward (pl)));
+  g_assert_true (has_torchcompile (cs_pipeline_get_backward (pl)));
+  return pl;
+}
+
+static void
+test_log_softmax_dims (void)
+{
+  g_autoptr(CsPipeline) pl = lsm_pipeline ();
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  xent_policy (&policy);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                  CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  g_assert_cmpuint (count_steps (p, "cross-entropy rows 5 x 33"), ==, 1);
+  g_assert_cmpuint (count_steps (p, "cross-entropy backward"), ==, 0);
+  cs_cuda_program_free (p);
+}
+
+static void
+test_gpu_log_softmax_dims (void)
+{
+  g_autoptr(CsPipeline) pl = NULL;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  pl = lsm_pipeline ();
+  g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 33, FALSE, "lsm"), ==, 3);
+  g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 33, TRUE, "lsm"), ==, 3);
+}
+
 /* around_trace on the GPU, and its f64 program. */
 static void
 test_gpu_around (void)
@@ -805,10 +866,12 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/xentropy/other-forms", test_other_forms);
   g_test_add_func ("/kernels/xentropy/thunder-llama-regions", test_thunder_regions);
   g_test_add_func ("/kernels/xentropy/around", test_around);
+  g_test_add_func ("/kernels/xentropy/log-softmax-dims", test_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/vs-cpu-f64", test_gpu_vs_cpu);
   g_test_add_func ("/kernels/xentropy/gpu/f64-program", test_gpu_f64);
   g_test_add_func ("/kernels/xentropy/gpu/non-finite", test_gpu_non_finite);
   g_test_add_func ("/kernels/xentropy/gpu/around", test_gpu_around);
+  g_test_add_func ("/kernels/xentropy/gpu/log-softmax-dims", test_gpu_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/thunder-llama-regions", test_gpu_thunder_regions);
   return g_test_run ();
 }
