@@ -8,9 +8,13 @@
  * log_softmax_backward.  This file reads a region symbolically: every value it holds gets a
  * role (the logits, the targets, log-softmax, the row losses, their sum, the count of rows not
  * ignored, their mean, the logits' gradient) by checking each statement's arguments against what
- * the decomposition computes; a statement that fits no role, or a region output whose role the
- * kernels do not write, is a CS_CUDA_ERROR_UNSUPPORTED error naming the statement, never a
- * silently different result.  Then:
+ * the decomposition computes.  Statements the executor swept in around the cross-entropy run
+ * through the ordinary region codegen (cs_cuda_codegen_region): those on region inputs alone
+ * before the kernels (a division or rounding of the logits or the cotangent, a log_softmax
+ * along another dim), those reading what the kernels write after them (a division of the loss,
+ * the gradient's converts).  A statement that fits neither, one reading values the kernels keep
+ * to themselves, or a region output of such a value, is a CS_CUDA_ERROR_UNSUPPORTED error
+ * naming the statement, never a silently different result.  Then:
  *
  *  - forward, one block per row: the row of logits is read once (4-element vector loads when
  *    V % 4 == 0) with an online max / sum of exponentials in the accumulation type (f32, f64
@@ -81,7 +85,6 @@ typedef struct
   /* forward */
   gboolean    fwd;         /* a log-softmax was found */
   CsProxy    *x;           /* logits (region input) */
-  CsDtype     x_round;     /* the narrowest dtype x went through before log_softmax */
   int64_t     R, V;        /* rows, vocabulary */
   CsDtype     logp_dtype;  /* log_softmax's output dtype */
   CsProxy    *t;           /* targets (region input), NULL when no loss reads them */
@@ -179,7 +182,7 @@ arg_int (const CsStmt *st, guint i, const char *kw, int64_t *out)
   return FALSE;
 }
 
-/* TRUE when argument @i is absent, None, or the number @zero_ok (0.0 for label_smoothing). */
+/* TRUE when argument @i (or keyword @kw) is absent or None. */
 static gboolean
 arg_none (const CsStmt *st, guint i, const char *kw)
 {
@@ -218,8 +221,7 @@ numel (const CsProxy *p)
   return cs_shape_numel (p->shape, p->rank);
 }
 
-/* A float dtype's precision rank: converting to a dtype of higher or equal rank and a superset
- * of values (bf16 and f16 are not nested) loses nothing. */
+/* TRUE when every value of float dtype @from is one of @to (bf16 and f16 are not nested). */
 static gboolean
 exact_convert (CsDtype from, CsDtype to)
 {
@@ -282,7 +284,6 @@ note_logsoftmax (XCtx *c, const CsStmt *st, const XVal *x, const CsProxy *xp, Cs
     return unsupported (c, st, error, "log-softmax of an empty tensor");
   c->fwd = TRUE;
   c->x = x->leaf;
-  c->x_round = x->round;
   c->V = V;
   c->R = numel (xp) / V;
   c->logp_dtype = ydt;
@@ -448,8 +449,9 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       {
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
-        if (y != NULL && a != NULL && a->role == XR_LEAF_F && !last_dim_arg (st, 1, "dim", xp->rank))
-          break;   /* along another dim: the region codegen's (a statement before the kernels) */
+        if (y != NULL && a != NULL && a->role == XR_LEAF_F
+            && (!last_dim_arg (st, 1, "dim", xp->rank) || (c->fwd && c->x != a->leaf)))
+          break;   /* along another dim, or of another tensor: the region codegen's (before the kernels) */
         if (y == NULL || a == NULL || a->role != XR_LEAF_F)
           return unsupported (c, st, error, "log_softmax of a value that is not the logits");
         if (!note_logsoftmax (c, st, a, xp, y->dtype, error))
@@ -599,7 +601,7 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
           return unsupported (c, st, error, "ignore_index is not an int literal");
         if (!parse_reduction (arg_string (st, ce ? 6 : 4, "reduction", "mean"), &red))
           return unsupported (c, st, error, "an unknown reduction");
-        if (ce && !note_logsoftmax (c, st, a, xp, y->dtype, error))
+        if (ce && !note_logsoftmax (c, st, a, xp, xp->dtype, error))
           return FALSE;
         if (!note_loss (c, st, b->leaf, ignore, error))
           return FALSE;
@@ -636,6 +638,8 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
           return unsupported (c, st, error, "a log-softmax of rank %u (2-D or 1-D only)", lp->rank);
         c->bR = lp->rank == 2 ? lp->shape[0] : 1;
         c->bV = lp->shape[lp->rank - 1];
+        if (c->bR < 1 || c->bV < 1)
+          return unsupported (c, st, error, "an empty log-softmax");
         if (numel (tv->leaf) != c->bR || numel (gv->leaf) != (red == XRED_NONE ? c->bR : 1)
             || numel (y) != c->bR * c->bV)
           return unsupported (c, st, error, "shapes of g, targets and log-softmax do not agree");

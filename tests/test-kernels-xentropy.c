@@ -117,6 +117,7 @@ static const Case compile_cases[] = {
   { 64, 50304, CS_DTYPE_BF16, "mean" },
   { 7, 37, CS_DTYPE_F32, "none" },
   { 1, 1, CS_DTYPE_F32, "mean" },
+  { 7, 1000, CS_DTYPE_F16, "mean" },
 };
 
 /* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and a
@@ -162,7 +163,7 @@ test_nvrtc (void)
       /* 4-element vector loads where V % 4 == 0; bf16 rows of 50304 kept in registers by
        * 1024-thread blocks (13 groups of 4 a thread) */
       if (c->V % 4 == 0)
-        g_assert_nonnull (strstr (p->source->str, c->dt == CS_DTYPE_BF16 ? "uint2" : "uint4"));
+        g_assert_nonnull (strstr (p->source->str, c->dt != CS_DTYPE_F32 ? "uint2" : "uint4"));
       if (c->V == 50304 && c->dt == CS_DTYPE_BF16)
         {
           g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
@@ -648,8 +649,8 @@ test_gpu_thunder_regions (void)
   g_assert_cmpuint (check_step (fwd, bwd, 512, TRUE, "llama TorchCompile0/1"), ==, 2);
 }
 
-/* Every V of {1, 37, 1000, 50304} x rows {1, 7, 64} x logits {bf16, f32} x {mean, sum}, and
- * 'none' at two sizes. */
+/* Every V of {1, 37, 1000, 50304} x rows {1, 7, 64} x logits {bf16, f32} x {mean, sum},
+ * 'none' at two sizes, f16 logits once. */
 static void
 test_gpu_vs_cpu (void)
 {
@@ -674,11 +675,13 @@ test_gpu_vs_cpu (void)
           }
   {
     Case c1 = { 7, 37, CS_DTYPE_BF16, "none" }, c2 = { 64, 50304, CS_DTYPE_F32, "none" };
+    Case c3 = { 64, 1000, CS_DTYPE_F16, "mean" };
 
     n += check_case (&c1, FALSE);
     n += check_case (&c2, FALSE);
+    n += check_case (&c3, FALSE);
   }
-  g_assert_cmpuint (n, ==, 48 * 2 + 4);   /* the loss and the logits' gradient of each */
+  g_assert_cmpuint (n, ==, 48 * 2 + 6);   /* the loss and the logits' gradient of each */
 }
 
 /* Rows whose max is +inf or NaN, rows of -inf only and -inf at the target take Thunder's
