@@ -118,6 +118,7 @@ static const Case compile_cases[] = {
   { 7, 37, CS_DTYPE_F32, "none" },
   { 1, 1, CS_DTYPE_F32, "mean" },
   { 7, 1000, CS_DTYPE_F16, "mean" },
+  { 2, 262144, CS_DTYPE_BF16, "mean" },
 };
 
 /* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and a
@@ -650,7 +651,8 @@ test_gpu_thunder_regions (void)
 }
 
 /* Every V of {1, 37, 1000, 50304} x rows {1, 7, 64} x logits {bf16, f32} x {mean, sum},
- * 'none' at two sizes, f16 logits once. */
+ * 'none' at two sizes, f16 logits once, V = 256k (4-element groups, not kept in registers) and
+ * 256k + 3 (element by element). */
 static void
 test_gpu_vs_cpu (void)
 {
@@ -676,12 +678,15 @@ test_gpu_vs_cpu (void)
   {
     Case c1 = { 7, 37, CS_DTYPE_BF16, "none" }, c2 = { 64, 50304, CS_DTYPE_F32, "none" };
     Case c3 = { 64, 1000, CS_DTYPE_F16, "mean" };
+    Case c4 = { 2, 262144, CS_DTYPE_BF16, "mean" }, c5 = { 3, 262147, CS_DTYPE_F32, "sum" };
 
     n += check_case (&c1, FALSE);
     n += check_case (&c2, FALSE);
     n += check_case (&c3, FALSE);
+    n += check_case (&c4, FALSE);
+    n += check_case (&c5, FALSE);
   }
-  g_assert_cmpuint (n, ==, 48 * 2 + 6);   /* the loss and the logits' gradient of each */
+  g_assert_cmpuint (n, ==, 48 * 2 + 10);   /* the loss and the logits' gradient of each */
 }
 
 /* Rows whose max is +inf or NaN, rows of -inf only and -inf at the target take Thunder's
