@@ -2006,6 +2006,26 @@ dispatch (Meta *m, GError **error)
         return FALSE;
       m->out[m->n_out - 1].dtype = a->dtype;
       return TRUE;
+    case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+    case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
+      {
+        /* thunder/executors/sdpaex.py, the backward metas: grad_query, grad_key, grad_value like
+         * query, key, value (arguments 1-3, after grad_out); the memory-efficient form also
+         * grad_attn_mask, like attn_mask (argument 4), or None without one */
+        CsProxy *qkv[3];
+        CsValue *mask;
+
+        for (guint i = 0; i < 3; i++)
+          if (!get_tensor (m, i + 1, NULL, &qkv[i], error) || !out_like (m, qkv[i], qkv[i]->dtype, error))
+            return FALSE;
+        if (op->id == CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD)
+          return TRUE;
+        mask = arg (m, 4, "attn_mask");
+        if (mask != NULL && mask->kind == CS_VALUE_PROXY && mask->u.proxy->kind == CS_PROXY_TENSOR
+            && mask->u.proxy->typed)
+          return out_like (m, mask->u.proxy, mask->u.proxy->dtype, error);
+        return out_number (m, CS_PYTYPE_NONE) || meta_fail (m, error, CS_META_ERROR_ARGS, "too many outputs");
+      }
     case CS_OP_PRIM_ARGMAX:
     case CS_OP_PRIM_ARGMIN:
       {

@@ -6,6 +6,7 @@
  *   cs-cuda-blas.c     cuBLASLt plans (operand swap for row-major tensors) and launches
  *   cs-cuda-codegen.c  fusion region (prims) -> CUDA C kernels
  *   cs-cuda-attention.c  scaled dot product attention kernels (forward, backward)
+ *   cs-cuda-xentropy.c TorchCompile (cross-entropy) regions -> fused kernels
  *   cs-cuda-program.c  traces -> steps, views, liveness arena, run, CUDA graph, timings
  */
 #pragma once
@@ -247,6 +248,9 @@ gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, g
 gboolean     cs_cuda_attention_handles  (const CsStmt *st);
 /* Their kernels (online-softmax forward; FlashAttention-2 backward); see the .c file. */
 gboolean     cs_cuda_attention_call     (CsCudaProgram *p, CsStmt *st, GError **error);
+/* ---- fused cross-entropy (cs-cuda-xentropy.c) ---- */
+/* A torchcompile_xentropy region (TorchCompileN) as fused cross-entropy kernels; documented there. */
+gboolean     cs_cuda_xentropy_region    (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError **error);
 
 /* ---- jit (cs-cuda-jit.c) ---- */
 const char  *cs_cuda_jit_preamble       (void);

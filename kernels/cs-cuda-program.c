@@ -14,6 +14,7 @@
 #include "cs-cuda-private.h"
 #include "cs-dist.h"
 #include "cs-executors.h"
+#include "cs-meta.h"
 
 #include <math.h>
 #include <string.h>
@@ -574,10 +575,9 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
     return cs_cuda_attention_call (p, st, error);
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_SDPA)
     return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: no CUDA attention kernel", st->callee);
+  /* TorchCompile regions: fused cross-entropy kernels */
   if (cs_executor_of_stmt (st) == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
-    return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st,
-                 "torchcompile_xentropy executor not supported on --device cuda yet; use "
-                 "executors=nvfuser,torch");
+    return cs_cuda_xentropy_region (p, st, outs, error);
   if (cs_op_is_fusion (st->op))
     {
       g_autoptr(GPtrArray) prims = g_ptr_array_new ();
@@ -718,6 +718,27 @@ dict_get (CsValue *dict, const char *key)
   return NULL;
 }
 
+/* Thunder prints no types for the tuple outputs of a bound symbol (the sdpa executor's
+ * backward `(t4889, t4890, t4891) = sdpafx_..._backward(...)` in a final trace): they get the
+ * types the op's meta gives (core/cs-meta.h, Thunder's meta functions), in place.  An op without
+ * meta leaves them untyped, and the statement that reads one says so. */
+static void
+type_tuple_outputs (CsTrace *t, CsStmt *st)
+{
+  g_autoptr(GPtrArray) outs = NULL;
+
+  if (st->out == NULL || (st->out->kind != CS_VALUE_TUPLE && st->out->kind != CS_VALUE_LIST))
+    return;
+  outs = g_ptr_array_new ();
+  cs_stmt_collect_outputs (st, outs);
+  for (guint i = 0; i < outs->len; i++)
+    if (((CsProxy *) g_ptr_array_index (outs, i))->kind == CS_PROXY_OTHER)
+      {
+        cs_meta_infer (t, st, NULL);
+        return;
+      }
+}
+
 static gboolean
 walk (CsCudaProgram *p, CsTrace *t, CsProxy *cotangents, CsValue **ret, GError **error)
 {
@@ -728,6 +749,7 @@ walk (CsCudaProgram *p, CsTrace *t, CsProxy *cotangents, CsValue **ret, GError *
       switch (st->kind)
         {
         case CS_STMT_CALL:
+          type_tuple_outputs (t, st);
           if (!handle_call (p, st, error))
             return FALSE;
           break;

@@ -14,7 +14,8 @@ for s in $SECTIONS; do
   case $s in
   tests)
     timeout 120 $B/test-kernels-cuda --verbose > $O/tests.log 2>&1; echo "test-kernels-cuda rc=$?" | tee -a $O/tests.log
-    [ -x $B/test-kernels-codegen ] && { timeout 120 $B/test-kernels-codegen >> $O/tests.log 2>&1; echo "test-kernels-codegen rc=$?" | tee -a $O/tests.log; } ;;
+    [ -x $B/test-kernels-codegen ] && { timeout 120 $B/test-kernels-codegen >> $O/tests.log 2>&1; echo "test-kernels-codegen rc=$?" | tee -a $O/tests.log; }
+    [ -x $B/test-kernels-xentropy ] && { timeout 300 $B/test-kernels-xentropy --verbose >> $O/tests.log 2>&1; echo "test-kernels-xentropy rc=$?" | tee -a $O/tests.log; } ;;
   check)
     for f in ${CHECK_FILES:-data/*.txt}; do for pol in ${CHECK_POLICIES:-native upcast-f32}; do
       echo "==== castscope-cli run $f --device cuda --policy matmul=$pol --check --iters 20" >> $O/check.log

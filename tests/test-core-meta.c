@@ -329,6 +329,24 @@ test_ltorch_nn (void)
   check ("q bf16[2, 4, 64, 32]; k bf16[2, 4, 80, 32]; v bf16[2, 4, 80, 16]",
          "y = ltorch.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=None)",
          "cuda:0 bf16[2, 4, 64, 16]");
+  /* the sdpa executor's backward as Thunder's final traces print it, outputs untyped: the
+   * gradients take the types of query, key, value (and the mask) */
+  check ("g bf16[2, 4, 64, 16]; q bf16[2, 4, 64, 32]; k bf16[2, 4, 80, 32]; v bf16[2, 4, 80, 16]; "
+         "o bf16[2, 4, 64, 16]; l f32[2, 4, 64]; cq i64[3]; ck i64[3]; ps i64[]; po i64[]",
+         "(gq, gk, gv) = sdpafx_scaled_dot_product_efficient_attention_backward(g, q, k, v, o, l, cq, "
+         "ck, 64, 80, 0.0, False, ps, po, scale=None)",
+         "cuda:0 bf16[2, 4, 64, 32]; cuda:0 bf16[2, 4, 80, 32]; cuda:0 bf16[2, 4, 80, 16]");
+  check ("g f32[2, 4, 64, 16]; q f32[2, 4, 64, 32]; k f32[2, 4, 80, 32]; v f32[2, 4, 80, 16]; "
+         "m f32[1, 1, 64, 80]; o f32[2, 4, 64, 16]; l f32[2, 4, 64]; ps i64[]; po i64[]",
+         "(gq, gk, gv, gm) = sdpaex_scaled_dot_product_efficient_attention_backward(g, q, k, v, m, o, "
+         "l, ps, po, 0.0, False, scale=None)",
+         "cuda:0 f32[2, 4, 64, 32]; cuda:0 f32[2, 4, 80, 32]; cuda:0 f32[2, 4, 80, 16]; "
+         "cuda:0 f32[1, 1, 64, 80]");
+  check ("g f32[2, 4, 64, 16]; q f32[2, 4, 64, 32]; k f32[2, 4, 80, 32]; v f32[2, 4, 80, 16]; "
+         "o f32[2, 4, 64, 16]; l f32[2, 4, 64]; ps i64[]; po i64[]",
+         "(gq, gk, gv, _) = sdpaex_scaled_dot_product_efficient_attention_backward(g, q, k, v, None, o, "
+         "l, ps, po, 0.0, False, scale=None)",
+         "cuda:0 f32[2, 4, 64, 32]; cuda:0 f32[2, 4, 80, 32]; cuda:0 f32[2, 4, 80, 16]");
   check ("a f32[128, 513]; i i64[128, 1]", "t0 = ltorch.take_along_dim(a, i, 1)", "cuda:0 f32[128, 1]");
   check ("", "t0 = ltorch.arange(64, None, 1, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 i64[64]");
   /* creation: dtype from the fill value's Python type, else float32 */

@@ -1,0 +1,1586 @@
+/* cs-cuda-xentropy.c: the torchcompile_xentropy executor's regions as fused cross-entropy kernels.
+ *
+ * Thunder's torchcompile_xentropy executor (thunder/executors/torch_compile.py) groups a
+ * cross-entropy and the statements around it into `TorchCompileN` regions (core/cs-fuse-regions.c
+ * forms them the same way).  Their subsymbols are the pieces of cross_entropy's decomposition
+ * (thunder/torch/__init__.py: log_softmax, then _nll_loss_helper's neg, unsqueeze, ne, where,
+ * pad, take_along_dim, sum, true_divide) or, in the backward, nll_loss_backward followed by
+ * log_softmax_backward.  This file reads a region symbolically: every value it holds gets a
+ * role (the logits, the targets, log-softmax, the row losses, their sum, the count of rows not
+ * ignored, their mean, the logits' gradient) by checking each statement's arguments against what
+ * the decomposition computes.  Statements the executor swept in around the cross-entropy run
+ * through the ordinary region codegen (cs_cuda_codegen_region): those on region inputs alone
+ * before the kernels (a division or rounding of the logits or the cotangent, a log_softmax
+ * along another dim), those reading what the kernels write after them (a division of the loss,
+ * the gradient's converts).  A statement that fits neither, one reading values the kernels keep
+ * to themselves, or a region output of such a value, is a CS_CUDA_ERROR_UNSUPPORTED error
+ * naming the statement, never a silently different result.  Then:
+ *
+ *  - forward, one block per row: the row of logits is read once (4-element vector loads when
+ *    V % 4 == 0) with an online max / sum of exponentials in the accumulation type (f32, f64
+ *    when the tensors are f64), logsumexp = max + log(sum) as ltorch.logsumexp computes it (a
+ *    row whose max is +-inf or NaN takes Thunder's shift of 0, in a second read), log-softmax
+ *    written if the region outputs it (from the row kept in registers when a thread's share
+ *    fits: 256 threads, or 1024 for long rows such as bf16 V = 50304; else a second read,
+ *    mostly from L2), and the row loss -(x[t] - lse) (0 for rows whose target is
+ *    ignore_index; NaN for a target out of range);
+ *  - the reduction, one block: the row losses summed in a fixed order, the rows whose target is
+ *    not ignore_index counted, sum / count for 'mean' (0 / 0 = NaN as in PyTorch);
+ *  - backward, one block per row, one read of the saved log-softmax: nll_loss_backward's grad
+ *    has one non-zero per row, gn = -g / count ('mean'), -g ('sum') or -g[r] ('none') at the
+ *    target and 0 on ignored rows, so log_softmax_backward's grad - exp(logp) * rowsum(grad) is
+ *    exp(logp[j]) * (-gn) + (j == t ? gn : 0), written in the dtype of the region's output.
+ *
+ * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it, the sum
+ * to its dtype before the mean divides it, the gradient at the target to nll_loss_backward's
+ * dtype and the result to every narrower dtype a convert in the region takes it through.
+ * Kernel text holds only numbers and dtypes chosen here (no trace text); equal structure gives
+ * byte-identical kernels, shared through the program's kernel table and the NVRTC disk cache.
+ */
+#include "cs-config.h"
+
+#include "cs-cuda-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define XENT_THREADS 256           /* threads per block, but for the rows kernel of a cached row */
+#define XENT_CACHE_REGS_256  64    /* registers a thread of a 256-thread block may hold of its row */
+#define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
+
+typedef enum
+{
+  XR_LEAF_F,    /* a float region input, through reshapes and exact converts */
+  XR_T,         /* an integer region input (targets, a count), through reshapes */
+  XR_VALID,     /* targets != ignore_index */
+  XR_TSAFE,     /* where (valid, targets, V) */
+  XR_LOGP,      /* log_softmax (logits) along the last dim */
+  XR_NEGLOGP,   /* -log_softmax */
+  XR_PADNEG,    /* pad (-log_softmax, 0.0) with one column after the last */
+  XR_ROWLOSS,   /* per-row loss: -logp[target], 0 for ignored rows */
+  XR_SUM,       /* sum of the row losses */
+  XR_COUNT,     /* number of rows whose target is not ignore_index */
+  XR_MEAN,      /* SUM / COUNT */
+  XR_GNLL,      /* nll_loss_backward's result */
+  XR_GX,        /* log_softmax_backward (GNLL, logp), through reshapes and converts */
+  XR_EPI,       /* computed after the kernels from what they write (and region inputs) */
+} XRole;
+
+typedef struct
+{
+  XRole    role;
+  CsProxy *leaf;     /* LEAF_F, T: the region input the value is */
+  CsDtype  round;    /* LEAF_F, GX: the narrowest float dtype the value went through */
+  int64_t  ignore;   /* VALID, TSAFE: the ignore_index compared with */
+  int64_t  fill;     /* TSAFE: the index ignored rows take (V for the pad column) */
+} XVal;
+
+typedef enum { XRED_NONE, XRED_SUM, XRED_MEAN } XRed;
+
+typedef struct
+{
+  GHashTable *vals;        /* CsProxy* -> XVal* */
+  const char *label;       /* the region's name, for errors */
+
+  /* forward */
+  gboolean    fwd;         /* a log-softmax was found */
+  CsProxy    *x;           /* logits (region input) */
+  int64_t     R, V;        /* rows, vocabulary */
+  CsDtype     logp_dtype;  /* log_softmax's output dtype */
+  CsProxy    *t;           /* targets (region input), NULL when no loss reads them */
+  int64_t     ignore;      /* ignore_index of the loss */
+  CsDtype     row_dtype;   /* dtype of the row losses */
+  CsDtype     sum_dtype;   /* dtype of their sum */
+
+  /* backward */
+  gboolean    bwd;         /* an nll_loss_backward was found */
+  CsProxy    *g;           /* its cotangent (region input) */
+  CsProxy    *lp;          /* the saved log-softmax (region input) */
+  CsProxy    *bt;          /* targets */
+  CsProxy    *tw;          /* total_weight (region input) or NULL */
+  XRed        bred;        /* its reduction */
+  int64_t     bignore;     /* its ignore_index */
+  int64_t     bR, bV;      /* rows, classes of the saved log-softmax */
+  CsDtype     gnll_dtype;  /* dtype of nll_loss_backward's result */
+  gboolean    gx_seen;     /* a log_softmax_backward consumed it */
+
+  /* elementwise statements around the cross-entropy, run by the region codegen */
+  GPtrArray  *pro;         /* element-type CsStmt*: on region inputs only, before the kernels */
+  GPtrArray  *epi;         /* element-type CsStmt*: on what the kernels write, after them */
+  GHashTable *used;        /* CsProxy*: read by a statement that is not in pro */
+} XCtx;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading the region                                                                          */
+
+static gboolean
+unsupported (XCtx *c, const CsStmt *st, GError **error, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+
+static gboolean
+unsupported (XCtx *c, const CsStmt *st, GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (st != NULL && st->line)
+    g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED,
+                 "line %u:%u: %s%s%s: %s (the fused cross-entropy kernels of --device cuda run "
+                 "log_softmax, nll_loss or cross_entropy with weight=None and label_smoothing=0, "
+                 "and their backward)", st->line, st->col, c->label,
+                 g_strcmp0 (st->callee, c->label) != 0 ? ": " : "",
+                 g_strcmp0 (st->callee, c->label) != 0 && st->callee ? st->callee : "", msg);
+  else
+    g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_UNSUPPORTED, "%s: %s%s%s", c->label,
+                 st && st->callee ? st->callee : "", st && st->callee ? ": " : "", msg);
+  return FALSE;
+}
+
+static XVal *
+val_of (XCtx *c, const CsValue *v)
+{
+  if (v == NULL || v->kind != CS_VALUE_PROXY)
+    return NULL;
+  return g_hash_table_lookup (c->vals, v->u.proxy);
+}
+
+static XVal *
+arg_val (XCtx *c, const CsStmt *st, guint i, const char *kw)
+{
+  return val_of (c, cs_stmt_get_arg (st, i, kw));
+}
+
+static void
+set_val (XCtx *c, CsProxy *y, const XVal *v)
+{
+  XVal *n = g_new (XVal, 1);
+
+  *n = *v;
+  g_hash_table_insert (c->vals, y, n);
+}
+
+static gboolean
+arg_int (const CsStmt *st, guint i, const char *kw, int64_t *out)
+{
+  const CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  if (v == NULL)
+    return FALSE;
+  if (v->kind == CS_VALUE_INT)
+    {
+      *out = v->u.i;
+      return TRUE;
+    }
+  if (v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_NUMBER && v->u.proxy->has_value
+      && v->u.proxy->value && v->u.proxy->value->kind == CS_VALUE_INT)
+    {
+      *out = v->u.proxy->value->u.i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* TRUE when argument @i (or keyword @kw) is absent or None. */
+static gboolean
+arg_none (const CsStmt *st, guint i, const char *kw)
+{
+  const CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  return v == NULL || v->kind == CS_VALUE_NONE;
+}
+
+static const char *
+arg_string (const CsStmt *st, guint i, const char *kw, const char *dflt)
+{
+  const CsValue *v = cs_stmt_get_arg (st, i, kw);
+
+  if (v == NULL)
+    return dflt;
+  return v->kind == CS_VALUE_STRING ? v->u.s : NULL;
+}
+
+static gboolean
+parse_reduction (const char *s, XRed *out)
+{
+  if (g_strcmp0 (s, "mean") == 0)
+    *out = XRED_MEAN;
+  else if (g_strcmp0 (s, "sum") == 0)
+    *out = XRED_SUM;
+  else if (g_strcmp0 (s, "none") == 0)
+    *out = XRED_NONE;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+static int64_t
+numel (const CsProxy *p)
+{
+  return cs_shape_numel (p->shape, p->rank);
+}
+
+/* TRUE when every value of float dtype @from is one of @to (bf16 and f16 are not nested). */
+static gboolean
+exact_convert (CsDtype from, CsDtype to)
+{
+  if (from == to || to == CS_DTYPE_F64)
+    return TRUE;
+  if (to == CS_DTYPE_F32)
+    return from == CS_DTYPE_BF16 || from == CS_DTYPE_F16;
+  return FALSE;
+}
+
+/* The dim argument @i of @st, normalised against @rank; FALSE when it is not the last dim. */
+static gboolean
+last_dim_arg (const CsStmt *st, guint i, const char *kw, guint rank)
+{
+  int64_t d;
+
+  if (!arg_int (st, i, kw, &d))
+    return FALSE;
+  if (d < 0)
+    d += rank;
+  return rank > 0 && d == (int64_t) rank - 1;
+}
+
+static gboolean
+is_float_tensor (const CsProxy *p)
+{
+  return p->kind == CS_PROXY_TENSOR && p->typed && cs_dtype_is_float (p->dtype);
+}
+
+static gboolean
+is_int_tensor (const CsProxy *p)
+{
+  return p->kind == CS_PROXY_TENSOR && p->typed
+         && (p->dtype == CS_DTYPE_I64 || p->dtype == CS_DTYPE_I32);
+}
+
+/* The forward's one loss: its targets and ignore_index agree with any seen before. */
+static gboolean
+note_loss (XCtx *c, const CsStmt *st, CsProxy *t, int64_t ignore, GError **error)
+{
+  if (c->t != NULL && (c->t != t || c->ignore != ignore))
+    return unsupported (c, st, error, "a second loss with other targets or another ignore_index");
+  if (numel (t) != c->R)
+    return unsupported (c, st, error, "targets of %" G_GINT64_FORMAT " elements for %" G_GINT64_FORMAT
+                        " rows", numel (t), c->R);
+  c->t = t;
+  c->ignore = ignore;
+  return TRUE;
+}
+
+/* Records the forward's log-softmax of @x (rank >= 1, along its last dim) with output @y. */
+static gboolean
+note_logsoftmax (XCtx *c, const CsStmt *st, const XVal *x, const CsProxy *xp, CsDtype ydt, GError **error)
+{
+  int64_t V = xp->rank ? xp->shape[xp->rank - 1] : 1;
+
+  if (c->fwd && (c->x != x->leaf || c->V != V))
+    return unsupported (c, st, error, "a second log-softmax in one region");
+  if (V < 1 || numel (xp) < 1)
+    return unsupported (c, st, error, "log-softmax of an empty tensor");
+  c->fwd = TRUE;
+  c->x = x->leaf;
+  c->V = V;
+  c->R = numel (xp) / V;
+  c->logp_dtype = ydt;
+  return TRUE;
+}
+
+static gboolean interp (XCtx *c, CsStmt *st, guint depth, GError **error);
+
+typedef enum { AROUND_NONE, AROUND_PRO, AROUND_EPI } XAround;
+
+/* Whether @st (no cross-entropy op) can run through the region codegen around the kernels: PRO
+ * when every tensor it reads is a region input (or made from them by PRO statements), EPI when
+ * it reads values the kernels write (log-softmax, row losses, sum, count, mean, gradient) and
+ * otherwise region inputs.  Values the kernels keep to themselves (the mask, -log-softmax, the
+ * gradient of nll_loss) cannot be read: NONE. */
+static XAround
+around (XCtx *c, const CsStmt *st)
+{
+  g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  gboolean epi = FALSE;
+
+  cs_stmt_collect_inputs (st, ins);
+  cs_stmt_collect_outputs (st, outs);
+  if (outs->len == 0 || cs_op_is_fusion (st->op))
+    return AROUND_NONE;
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+
+      if (o->kind != CS_PROXY_TENSOR || !o->typed)
+        return AROUND_NONE;
+    }
+  for (guint i = 0; i < ins->len; i++)
+    {
+      CsProxy *x = g_ptr_array_index (ins, i);
+      XVal *v = g_hash_table_lookup (c->vals, x);
+
+      if (x->kind != CS_PROXY_TENSOR)
+        continue;
+      if (v == NULL)
+        return AROUND_NONE;
+      switch (v->role)
+        {
+        case XR_LEAF_F: case XR_T:
+          break;
+        case XR_LOGP: case XR_ROWLOSS: case XR_SUM: case XR_COUNT: case XR_MEAN: case XR_GX: case XR_EPI:
+          epi = TRUE;
+          break;
+        default:
+          return AROUND_NONE;
+        }
+    }
+  return epi ? AROUND_EPI : AROUND_PRO;
+}
+
+/* Records @st in @list (c->pro or c->epi) and gives its outputs their role: a PRO output is a
+ * value of its own (a region input to the kernels), an EPI output is EPI. */
+static gboolean
+add_around (XCtx *c, CsStmt *st, GPtrArray *list)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  g_ptr_array_add (list, st);
+  cs_stmt_collect_outputs (st, outs);
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal v = { 0 };
+
+      v.leaf = o;
+      v.round = o->dtype;
+      v.role = list == c->epi ? XR_EPI : cs_dtype_is_float (o->dtype) ? XR_LEAF_F : XR_T;
+      set_val (c, o, &v);
+    }
+  return TRUE;
+}
+
+static gboolean
+interp_subs (XCtx *c, CsStmt *st, guint depth, GError **error)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  if (st->n_subs == 0 || depth > 32)
+    return unsupported (c, st, error, "not an operation of a cross-entropy");
+  for (guint i = 0; i < st->n_subs; i++)
+    if (!interp (c, st->subs[i], depth + 1, error))
+      return FALSE;
+  cs_stmt_collect_outputs (st, outs);
+  for (guint i = 0; i < outs->len; i++)
+    if (!g_hash_table_contains (c->vals, g_ptr_array_index (outs, i)))
+      return unsupported (c, st, error, "its decomposition does not compute %s",
+                          ((CsProxy *) g_ptr_array_index (outs, i))->name);
+  return TRUE;
+}
+
+/* Gives the output of @st a role from its arguments' roles (the comment at the top), or makes
+ * it a statement around the kernels, or falls back on its subsymbols; errors name the
+ * statement. */
+static gboolean
+interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
+{
+  CsProxy *y;
+  CsOpId id;
+  XVal *a, *b, nv = { 0 };
+
+  if (st->kind != CS_STMT_CALL)
+    return TRUE;
+  id = cs_op_semantic (st->op)->id;
+  y = cs_stmt_get_output (st);
+  a = arg_val (c, st, 0, NULL);
+  switch (id)
+    {
+    case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
+    case CS_OP_LTORCH_TO:
+      if (y == NULL || a == NULL || y->kind != CS_PROXY_TENSOR || !y->typed)
+        break;
+      nv = *a;
+      if (a->role == XR_LEAF_F && is_float_tensor (y))
+        {
+          if (!exact_convert (a->round, y->dtype))
+            break;   /* a rounding of a region input: computed before the kernels */
+        }
+      else if (a->role == XR_GX && is_float_tensor (y))
+        {
+          if (exact_convert (a->round, y->dtype))
+            ;
+          else if (a->round == CS_DTYPE_F32 || a->round == CS_DTYPE_F64)
+            nv.round = y->dtype;
+          else
+            return unsupported (c, st, error, "the gradient is rounded to two 16-bit dtypes");
+        }
+      else if ((a->role == XR_T || a->role == XR_VALID) && !cs_dtype_is_float (y->dtype))
+        ;   /* targets to another integer dtype; the mask as 0/1 integers (sum's decomposition) */
+      else if (a->role == XR_COUNT)
+        ;
+      else if ((a->role == XR_SUM || a->role == XR_MEAN)
+               && y->dtype == cs_stmt_get_arg (st, 0, NULL)->u.proxy->dtype)
+        ;
+      else
+        break;
+      set_val (c, y, &nv);
+      return TRUE;
+
+    case CS_OP_PRIM_SHALLOW_COPY: case CS_OP_LTORCH_CONTIGUOUS:
+    case CS_OP_PRIM_RESHAPE: case CS_OP_LTORCH_RESHAPE: case CS_OP_LTORCH_VIEW: case CS_OP_PRIM_VIEW:
+    case CS_OP_LTORCH_FLATTEN: case CS_OP_LTORCH_UNSQUEEZE: case CS_OP_LTORCH_SQUEEZE:
+    case CS_OP_PRIM_SQUEEZE: case CS_OP_PRIM_BROADCAST_IN_DIM:
+      {
+        CsValue *av = cs_stmt_get_arg (st, 0, NULL);
+
+        if (y == NULL || a == NULL || y->kind != CS_PROXY_TENSOR || av->kind != CS_VALUE_PROXY
+            || numel (y) != numel (av->u.proxy) || y->dtype != av->u.proxy->dtype)
+          break;
+        /* Every tensor the kernels write is contiguous and a reshape keeps the flat order. */
+        if (a->role == XR_NEGLOGP || a->role == XR_PADNEG || a->role == XR_GNLL)
+          break;
+        set_val (c, y, a);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_LOG_SOFTMAX:
+      {
+        CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
+
+        if (y != NULL && a != NULL && a->role == XR_LEAF_F
+            && (!last_dim_arg (st, 1, "dim", xp->rank) || (c->fwd && c->x != a->leaf)))
+          break;   /* along another dim, or of another tensor: the region codegen's (before the kernels) */
+        if (y == NULL || a == NULL || a->role != XR_LEAF_F)
+          return unsupported (c, st, error, "log_softmax of a value that is not the logits");
+        if (!note_logsoftmax (c, st, a, xp, y->dtype, error))
+          return FALSE;
+        nv.role = XR_LOGP;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_NEG: case CS_OP_PRIM_NEG:
+      if (y == NULL || a == NULL || a->role != XR_LOGP)
+        break;
+      nv.role = XR_NEGLOGP;
+      set_val (c, y, &nv);
+      return TRUE;
+
+    case CS_OP_LTORCH_NE: case CS_OP_PRIM_NE:
+      {
+        int64_t k;
+
+        if (y == NULL || a == NULL || a->role != XR_T || !arg_int (st, 1, NULL, &k))
+          break;
+        nv.role = XR_VALID;
+        nv.leaf = a->leaf;
+        nv.ignore = k;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_WHERE: case CS_OP_PRIM_WHERE:
+      {
+        int64_t k;
+
+        b = arg_val (c, st, 1, NULL);
+        if (y == NULL || a == NULL || b == NULL || a->role != XR_VALID || b->role != XR_T
+            || b->leaf != a->leaf || !arg_int (st, 2, NULL, &k))
+          break;
+        nv.role = XR_TSAFE;
+        nv.leaf = a->leaf;
+        nv.ignore = a->ignore;
+        nv.fill = k;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_PRIM_PAD:
+      {
+        CsValue *pv = cs_stmt_get_arg (st, 1, NULL), *cfg = cs_stmt_get_arg (st, 2, NULL);
+        CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
+        gboolean ok = a != NULL && a->role == XR_NEGLOGP && pv != NULL && cfg != NULL
+                      && (cfg->kind == CS_VALUE_LIST || cfg->kind == CS_VALUE_TUPLE) && cfg->u.seq.n == xp->rank
+                      && ((pv->kind == CS_VALUE_FLOAT && pv->u.f == 0.0) || (pv->kind == CS_VALUE_INT && pv->u.i == 0));
+
+        for (guint j = 0; ok && j < xp->rank; j++)
+          {
+            int64_t lhi[3];
+            guint n = 0;
+
+            ok = cs_value_get_int_seq (cfg->u.seq.items[j], lhi, 3, &n) && n == 3 && lhi[0] == 0 && lhi[2] == 0
+                 && lhi[1] == (j + 1 == xp->rank ? 1 : 0);
+          }
+        if (!ok || y == NULL)
+          break;
+        nv.role = XR_PADNEG;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_TAKE_ALONG_DIM: case CS_OP_PRIM_TAKE_ALONG_AXIS:
+      {
+        CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
+
+        b = arg_val (c, st, 1, NULL);
+        if (y == NULL || a == NULL || b == NULL || a->role != XR_PADNEG || b->role != XR_TSAFE
+            || !last_dim_arg (st, 2, "dim", xp->rank) || b->fill != c->V || numel (y) != c->R)
+          break;
+        if (!note_loss (c, st, b->leaf, b->ignore, error))
+          return FALSE;
+        c->row_dtype = y->dtype;
+        nv.role = XR_ROWLOSS;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_SUM: case CS_OP_PRIM_SUM:
+      {
+        CsProxy *xp;
+
+        if (y == NULL || a == NULL || y->kind != CS_PROXY_TENSOR)
+          break;
+        xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
+        if (numel (y) == numel (xp) && (a->role == XR_SUM || a->role == XR_COUNT || a->role == XR_MEAN
+                                        || (a->role == XR_ROWLOSS && numel (y) > 1)))
+          {
+            set_val (c, y, a);   /* a sum over size-1 dims only */
+            return TRUE;
+          }
+        if (numel (y) != 1)
+          break;
+        if (a->role == XR_ROWLOSS)
+          {
+            nv.role = XR_SUM;
+            c->sum_dtype = y->dtype;
+          }
+        else if (a->role == XR_VALID && c->fwd)
+          {
+            if (!note_loss (c, st, a->leaf, a->ignore, error))
+              return FALSE;
+            nv.role = XR_COUNT;
+          }
+        else
+          break;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_TRUE_DIVIDE: case CS_OP_PRIM_DIV: case CS_OP_LTORCH_DIV:
+      b = arg_val (c, st, 1, NULL);
+      if (y == NULL || a == NULL || b == NULL || a->role != XR_SUM || b->role != XR_COUNT
+          || (id == CS_OP_LTORCH_DIV && !arg_none (st, 2, "rounding_mode")))
+        break;
+      nv.role = XR_MEAN;
+      set_val (c, y, &nv);
+      return TRUE;
+
+    case CS_OP_LTORCH_NLL_LOSS:
+    case CS_OP_LTORCH_CROSS_ENTROPY:
+      {
+        gboolean ce = id == CS_OP_LTORCH_CROSS_ENTROPY;
+        CsProxy *xp = cs_stmt_get_arg (st, 0, NULL) ? cs_stmt_get_arg (st, 0, NULL)->u.proxy : NULL;
+        XRed red;
+        int64_t ignore = ce ? -100 : -1;   /* nll_loss's ignore_index=None is -1 in Thunder */
+        const CsValue *lsv = cs_stmt_get_arg (st, 7, "label_smoothing");
+
+        b = arg_val (c, st, 1, "target");
+        if (y == NULL || a == NULL || b == NULL || b->role != XR_T || xp == NULL || xp->rank != 2)
+          return unsupported (c, st, error, "operands other than 2-D logits and 1-D targets");
+        if (a->role != (ce ? XR_LEAF_F : XR_LOGP))
+          return unsupported (c, st, error, "an input that is not %s", ce ? "the logits" : "a log-softmax");
+        if (!arg_none (st, 2, "weight"))
+          return unsupported (c, st, error, "a class weight");
+        if (ce && (!arg_none (st, 3, "size_average") || !arg_none (st, 5, "reduce")))
+          return unsupported (c, st, error, "size_average or reduce (deprecated) set");
+        if (ce && lsv && !(lsv->kind == CS_VALUE_FLOAT && lsv->u.f == 0.0) && !(lsv->kind == CS_VALUE_INT && lsv->u.i == 0))
+          return unsupported (c, st, error, "label_smoothing other than 0");
+        if (!arg_none (st, ce ? 4 : 3, "ignore_index") && !arg_int (st, ce ? 4 : 3, "ignore_index", &ignore))
+          return unsupported (c, st, error, "ignore_index is not an int literal");
+        if (!parse_reduction (arg_string (st, ce ? 6 : 4, "reduction", "mean"), &red))
+          return unsupported (c, st, error, "an unknown reduction");
+        if (ce && !note_logsoftmax (c, st, a, xp, xp->dtype, error))
+          return FALSE;
+        if (!note_loss (c, st, b->leaf, ignore, error))
+          return FALSE;
+        c->row_dtype = c->sum_dtype = y->dtype;
+        nv.role = red == XRED_NONE ? XR_ROWLOSS : red == XRED_SUM ? XR_SUM : XR_MEAN;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
+      {
+        XVal *gv = a, *lv = arg_val (c, st, 1, NULL), *tv = arg_val (c, st, 2, "target");
+        const CsValue *twv = cs_stmt_get_arg (st, 6, "total_weight");
+        XVal *twval = val_of (c, twv);
+        CsProxy *lp;
+        XRed red;
+
+        if (y == NULL || gv == NULL || lv == NULL || tv == NULL || gv->role != XR_LEAF_F || lv->role != XR_LEAF_F
+            || tv->role != XR_T)
+          return unsupported (c, st, error, "operands that are not region inputs (g, log-softmax, targets)");
+        lp = lv->leaf;
+        if (c->bwd)
+          return unsupported (c, st, error, "a second nll_loss_backward in one region");
+        if (!arg_none (st, 3, "weight"))
+          return unsupported (c, st, error, "a class weight");
+        if (!parse_reduction (arg_string (st, 4, "reduction", NULL), &red))
+          return unsupported (c, st, error, "an unknown reduction");
+        if (!arg_int (st, 5, "ignore_index", &c->bignore))
+          return unsupported (c, st, error, "ignore_index is not an int literal");
+        if (twv != NULL && twv->kind != CS_VALUE_NONE
+            && (twval == NULL || (twval->role != XR_T && twval->role != XR_LEAF_F) || numel (twval->leaf) != 1))
+          return unsupported (c, st, error, "total_weight is not a one-element region input");
+        if (lp->rank != 2 && lp->rank != 1)
+          return unsupported (c, st, error, "a log-softmax of rank %u (2-D or 1-D only)", lp->rank);
+        c->bR = lp->rank == 2 ? lp->shape[0] : 1;
+        c->bV = lp->shape[lp->rank - 1];
+        if (c->bR < 1 || c->bV < 1)
+          return unsupported (c, st, error, "an empty log-softmax");
+        if (numel (tv->leaf) != c->bR || numel (gv->leaf) != (red == XRED_NONE ? c->bR : 1)
+            || numel (y) != c->bR * c->bV)
+          return unsupported (c, st, error, "shapes of g, targets and log-softmax do not agree");
+        c->bwd = TRUE;
+        c->g = gv->leaf;
+        c->lp = lp;
+        c->bt = tv->leaf;
+        c->tw = twval ? twval->leaf : NULL;
+        c->bred = red;
+        c->gnll_dtype = y->dtype;
+        nv.role = XR_GNLL;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
+      {
+        XVal *ov = arg_val (c, st, 1, NULL);
+        CsProxy *gp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
+
+        if (y != NULL && a != NULL && a->role != XR_GNLL)
+          break;   /* not of a cross-entropy: the region codegen's (before the kernels) */
+        if (y == NULL || a == NULL || ov == NULL || a->role != XR_GNLL || ov->role != XR_LEAF_F
+            || ov->leaf != c->lp || ov->round != c->lp->dtype || !last_dim_arg (st, 2, "dim", gp->rank))
+          return unsupported (c, st, error, "not the backward of nll_loss_backward's result through the saved log-softmax");
+        if (c->gx_seen)
+          return unsupported (c, st, error, "a second log_softmax_backward in one region");
+        c->gx_seen = TRUE;
+        nv.role = XR_GX;
+        nv.round = y->dtype;
+        set_val (c, y, &nv);
+        return TRUE;
+      }
+
+    default:
+      break;
+    }
+  switch (around (c, st))
+    {
+    case AROUND_PRO:
+      return add_around (c, st, c->pro);
+    case AROUND_EPI:
+      return add_around (c, st, c->epi);
+    default:
+      break;
+    }
+  if (st->n_subs > 0)
+    return interp_subs (c, st, depth, error);
+  return unsupported (c, st, error, "not an operation of a cross-entropy (or not on the values it computes)");
+}
+
+/* interp_one(), then what @st reads is marked used unless @st runs before the kernels (a PRO
+ * value only PRO statements read need not be stored). */
+static gboolean
+interp (XCtx *c, CsStmt *st, guint depth, GError **error)
+{
+  guint n_pro = c->pro->len;
+
+  if (!interp_one (c, st, depth, error))
+    return FALSE;
+  if (c->pro->len == n_pro || g_ptr_array_index (c->pro, c->pro->len - 1) != st)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      cs_stmt_collect_inputs (st, ins);
+      for (guint i = 0; i < ins->len; i++)
+        g_hash_table_add (c->used, g_ptr_array_index (ins, i));
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kernel text                                                                                 */
+
+static const char *
+xstorage (CsDtype dt)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "unsigned short";
+    case CS_DTYPE_F32: return "float";
+    case CS_DTYPE_F64: return "double";
+    case CS_DTYPE_I32: return "int";
+    case CS_DTYPE_I64: return "long long";
+    case CS_DTYPE_B8: return "unsigned char";
+    default: return NULL;
+    }
+}
+
+/* Element types of one kernel: the accumulation type and its spellings. */
+typedef struct
+{
+  gboolean    dbl;    /* accumulate in double */
+  const char *A;      /* "float" / "double" */
+} XTypes;
+
+/* An element of dtype @dt read into the accumulation type. */
+static char *
+x_load (const XTypes *ty, CsDtype dt, const char *e)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return g_strdup_printf ("((%s) cs_bf2f (%s))", ty->A, e);
+    case CS_DTYPE_F16: return g_strdup_printf ("((%s) cs_h2f (%s))", ty->A, e);
+    default: return g_strdup_printf ("((%s) (%s))", ty->A, e);
+    }
+}
+
+/* @e (accumulation type) rounded to dtype @dt, still in the accumulation type. */
+static char *
+x_round (const XTypes *ty, CsDtype dt, const char *e)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return g_strdup_printf ("((%s) cs_rbf ((float) (%s)))", ty->A, e);
+    case CS_DTYPE_F16: return g_strdup_printf ("((%s) cs_rh ((float) (%s)))", ty->A, e);
+    case CS_DTYPE_F32: return ty->dbl ? g_strdup_printf ("((double) (float) (%s))", e) : g_strdup (e);
+    default: return g_strdup (e);
+    }
+}
+
+/* @e stored as dtype @dt. */
+static char *
+x_store (CsDtype dt, const char *e)
+{
+  switch (dt)
+    {
+    case CS_DTYPE_BF16: return g_strdup_printf ("cs_f2bf ((float) (%s))", e);
+    case CS_DTYPE_F16: return g_strdup_printf ("cs_f2h ((float) (%s))", e);
+    default: return g_strdup_printf ("((%s) (%s))", xstorage (dt), e);
+    }
+}
+
+static void
+x_types (XTypes *ty, gboolean dbl)
+{
+  ty->dbl = dbl;
+  ty->A = dbl ? "double" : "float";
+}
+
+static const char *
+x_inf (const XTypes *ty)
+{
+  return ty->dbl ? "__longlong_as_double (0x7ff0000000000000LL)" : "__int_as_float (0x7f800000)";
+}
+
+static const char *
+x_nan (const XTypes *ty)
+{
+  return ty->dbl ? "__longlong_as_double (0x7ff8000000000000LL)" : "__int_as_float (0x7fc00000)";
+}
+
+/* The 4-element vector type for elements of @bytes bytes, or NULL. */
+static const char *
+quad_type (gsize bytes)
+{
+  return bytes == 2 ? "uint2" : bytes == 4 ? "uint4" : NULL;
+}
+
+/* Rows of @V elements of @slot can be read 4 at a time: 2- or 4-byte elements, V % 4 == 0 and
+ * a first element aligned to 4 elements (buffers are 256-byte aligned). */
+static gboolean
+quad_ok (CsCudaProgram *p, guint slot, int64_t V)
+{
+  CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+  gsize es = cs_dtype_size_bytes (s->dtype);
+
+  return quad_type (es) != NULL && V % 4 == 0 && (s->offset % 4) == 0;
+}
+
+/* Adds kernel @body with parameters @slots (@is_out parallel) to the program, shared with an
+ * identical kernel already there, and its step (grid @grid blocks of @nt threads). */
+static CsCudaStep *
+add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboolean *is_out, guint n,
+            char *label, unsigned int grid, guint nt)
+{
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
+  g_autoptr(GString) text = g_string_new ("(");
+  g_autofree char *key = NULL;
+  gpointer v;
+  guint k;
+  CsCudaStep *step;
+  double bytes = 0;
+
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "", is_out[i] ? "" : "const ",
+                            xstorage (cs_cuda_program_slot (p, slots[i])->dtype), i);
+  g_string_append (text, ")\n{\n  typedef long long ix_t;\n");
+  g_string_append (text, body);
+  g_string_append (text, "}\n");
+  key = g_strconcat (attrs, " @ ", text->str, NULL);
+  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
+    k = GPOINTER_TO_UINT (v);
+  else
+    {
+      CsCudaKernel *kk = g_new0 (CsCudaKernel, 1);
+
+      kk->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text->str);
+      g_ptr_array_add (p->kernels, kk);
+      g_string_append (p->source, kk->source);
+      p->n_kernels = p->kernels->len;
+      k = p->kernels->len - 1;
+      if (p->kernel_of != NULL)
+        g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
+    }
+  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
+  step->kernel = k;
+  step->grid[0] = MAX (grid, 1);
+  step->grid[1] = step->grid[2] = 1;
+  step->block[0] = nt;
+  step->block[1] = step->block[2] = 1;
+  for (guint i = 0; i < n; i++)
+    {
+      CsCudaKArg arg = { slots[i] };
+      CsCudaSlot *s = cs_cuda_program_slot (p, slots[i]);
+
+      g_array_append_val (step->args, arg);
+      g_array_append_val (is_out[i] ? step->writes : step->reads, slots[i]);
+      bytes += (double) cs_cuda_slot_numel (s) * (double) cs_dtype_size_bytes (s->dtype);
+    }
+  step->bytes = bytes;
+  step->floor_ms = bytes / (CS_CUDA_PEAK_TBPS * 1e12) * 1e3;
+  return step;
+}
+
+/* Block-wide reduction of the accumulation-type variable @var over @nt threads (every thread
+ * gets the total): warp shuffles, then the nt / 32 warp totals in shared memory @sh. */
+static void
+emit_block_sum (GString *o, const XTypes *ty, const char *var, const char *sh, guint nt)
+{
+  g_string_append_printf (o,
+    "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
+    "    %s += cs_shfl (%s, o_);\n"
+    "  __syncthreads ();\n"
+    "  if ((threadIdx.x & 31) == 0)\n"
+    "    %s[threadIdx.x >> 5] = %s;\n"
+    "  __syncthreads ();\n"
+    "  %s = (%s) 0;\n"
+    "  for (int w_ = 0; w_ < %d; w_++)\n"
+    "    %s += %s[w_];\n",
+    var, var, sh, var, var, ty->A, nt / 32, var, sh);
+}
+
+/* The online max / sum-exp update of (m, s, fl) by the accumulation-type expression @v. */
+static void
+emit_online (GString *o, const XTypes *ty, const char *v, const char *ind)
+{
+  const char *E = ty->dbl ? "exp" : "expf";
+
+  g_string_append_printf (o,
+    "%s{\n"
+    "%s  const %s v_ = %s;\n"
+    "%s  if (v_ != v_) fl |= 1;\n"
+    "%s  else if (v_ == INF_) fl |= 2;\n"
+    "%s  if (v_ > m) { s = s * %s (m - v_) + (%s) 1; m = v_; }\n"
+    "%s  else if (m > -INF_) s += %s (v_ - m);\n"
+    "%s}\n",
+    ind, ind, ty->A, v, ind, ind, ind, E, ty->A, ind, E, ind);
+}
+
+/* One tensor of a row loop (emit_row_loop). */
+typedef struct
+{
+  const char *name;   /* "q0": union variable */
+  const char *ptr;    /* row pointer expression */
+  CsDtype     dtype;
+  gboolean    out;
+} XQuad;
+
+/* How a row loop reads the first (input) tensor of its XQuads. */
+typedef enum
+{
+  XLOOP_SCALAR,   /* element j by element: `j`, loads written by the caller */
+  XLOOP_QUAD,     /* groups of 4 elements: `qN.e[k]`, global loads and stores */
+  XLOOP_FILL,     /* the groups of q0 loaded into rc[] (an unrolled count per thread), then CACHED */
+  XLOOP_CACHED,   /* the same groups, q0 taken from rc[] instead of memory */
+} XLoop;
+
+/* A loop of the block's @nt threads over the row's elements j = 0..V-1: @elem is the
+ * per-element code with `j` and, for QUAD / FILL / CACHED, `k` (0..3 within the group) and
+ * `qN.e[k]` for each tensor of @q (inputs loaded before, outputs stored after).  FILL and
+ * CACHED run @nc groups per thread (c_ = 0..nc-1, group threadIdx.x + c_ * nt) so that rc[c_]
+ * is a register. */
+static void
+emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, const XQuad *q, guint nq, const char *elem)
+{
+  if (mode == XLOOP_SCALAR)
+    {
+      g_string_append_printf (o, "  for (ix_t j = threadIdx.x; j < V; j += %u)\n    {\n", nt);
+      g_string_append (o, elem);
+      g_string_append (o, "    }\n");
+      return;
+    }
+  if (mode == XLOOP_FILL)
+    {
+      /* every load first (independent, in flight together), then the groups from rc[] */
+      g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                              "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                              "      if (g_ < V / 4)\n        rc[c_] = ((const %s *) (%s))[g_];\n    }\n",
+                              nc, nt, quad_type (cs_dtype_size_bytes (q[0].dtype)), q[0].ptr);
+      mode = XLOOP_CACHED;
+    }
+  if (mode == XLOOP_QUAD)
+    g_string_append_printf (o, "  for (ix_t g_ = threadIdx.x; g_ < V / 4; g_ += %u)\n    {\n", nt);
+  else
+    g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                            "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                            "      if (g_ >= V / 4)\n        break;\n", nc, nt);
+  for (guint i = 0; i < nq; i++)
+    {
+      const char *qt = quad_type (cs_dtype_size_bytes (q[i].dtype));
+
+      g_string_append_printf (o, "      union { %s u; %s e[4]; } %s;\n", qt, xstorage (q[i].dtype), q[i].name);
+      if (q[i].out)
+        continue;
+      if (i == 0 && mode == XLOOP_CACHED)
+        g_string_append_printf (o, "      %s.u = rc[c_];\n", q[i].name);
+      else
+        g_string_append_printf (o, "      %s.u = ((const %s *) (%s))[g_];\n", q[i].name, qt, q[i].ptr);
+    }
+  g_string_append (o, "#pragma unroll\n      for (int k = 0; k < 4; k++)\n        {\n"
+                      "          const ix_t j = g_ * 4 + k;\n          (void) j;\n");
+  g_string_append (o, elem);
+  g_string_append (o, "        }\n");
+  for (guint i = 0; i < nq; i++)
+    if (q[i].out)
+      g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", quad_type (cs_dtype_size_bytes (q[i].dtype)),
+                              q[i].ptr, q[i].name);
+  g_string_append (o, "    }\n");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Forward                                                                                     */
+
+/* A contiguous slot of @proxy's values (a copy when the bound slot is strided). */
+static gboolean
+contiguous_input (CsCudaProgram *p, XCtx *c, CsProxy *proxy, guint *out, GError **error)
+{
+  gint s = cs_cuda_program_lookup (p, proxy);
+
+  if (s < 0)
+    return unsupported (c, NULL, error, "input %s is not a known tensor", proxy->name);
+  if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) s))
+      && !cs_cuda_codegen_copy (p, (guint) s, c->label, (guint *) &s, error))
+    return FALSE;
+  *out = (guint) s;
+  return TRUE;
+}
+
+typedef struct
+{
+  CsProxy *proxy;   /* region output */
+  XRole    role;    /* SUM, COUNT or MEAN */
+  guint    slot;    /* its new slot */
+} XScalarOut;
+
+static gboolean
+gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
+{
+  XTypes ty;
+  guint xs, ts = 0, lps = 0, rows = 0;
+  gboolean have_rows = FALSE;
+  gboolean want_logp = FALSE, want_rows = FALSE, need_rows = FALSE;
+  g_autoptr(GArray) scal = g_array_new (FALSE, FALSE, sizeof (XScalarOut));
+  int64_t shape2[2] = { c->R, c->V }, shape1[1] = { c->R };
+  CsDtype xdt = c->x->dtype;
+  gboolean dbl;
+
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c->vals, o);
+
+      if (v == NULL)
+        continue;
+      if (v->role == XR_LOGP)
+        want_logp = TRUE;
+      else if (v->role == XR_ROWLOSS)
+        want_rows = TRUE;
+      else if (v->role == XR_SUM || v->role == XR_COUNT || v->role == XR_MEAN)
+        need_rows |= v->role != XR_COUNT;
+    }
+  dbl = xdt == CS_DTYPE_F64 || c->logp_dtype == CS_DTYPE_F64 || (c->t && c->row_dtype == CS_DTYPE_F64);
+  x_types (&ty, dbl);
+  if (!contiguous_input (p, c, c->x, &xs, error))
+    return FALSE;
+  if ((gint64) cs_cuda_slot_numel (cs_cuda_program_slot (p, xs)) != c->R * c->V)
+    return unsupported (c, NULL, error, "logits of %zu elements for %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT,
+                        cs_cuda_slot_numel (cs_cuda_program_slot (p, xs)), c->R, c->V);
+  if (c->t != NULL && !contiguous_input (p, c, c->t, &ts, error))
+    return FALSE;
+  if (!xstorage (xdt) || !cs_dtype_is_float (xdt) || !cs_dtype_is_float (c->logp_dtype)
+      || (c->t && (!xstorage (c->t->dtype) || !cs_dtype_is_float (c->row_dtype))))
+    return unsupported (c, NULL, error, "dtypes the kernels do not store");
+
+  /* 1. the rows kernel */
+  {
+    g_autoptr(GString) o = g_string_new ("");
+    guint slots[4], n = 0, ax, at = 0, al = 0, ar = 0;
+    gboolean is_out[4];
+    gboolean quad = quad_ok (p, xs, c->V), q2 = FALSE;
+    const char *E = dbl ? "exp" : "expf", *L = dbl ? "log" : "logf";
+    guint nt = XENT_THREADS, nw, nc = 0;
+    XLoop l1 = quad ? XLOOP_QUAD : XLOOP_SCALAR, l2 = XLOOP_SCALAR;
+    g_autofree char *ld_q = x_load (&ty, xdt, "q0.e[k]");
+    g_autofree char *ld_x = x_load (&ty, xdt, "x[j]");
+    g_autofree char *st_r = NULL;
+
+    if (want_logp)
+      lps = cs_cuda_program_new_slot (p, c->logp_dtype, shape2, 2);
+    if (c->t && (want_rows || need_rows))
+      {
+        rows = cs_cuda_program_new_slot (p, c->row_dtype, shape1, 1);
+        have_rows = TRUE;
+      }
+    /* With log-softmax written, the row is read twice: from registers when a thread's share of
+     * it fits (4-element groups, unrolled), at 1024 threads a block for long rows. */
+    q2 = quad && want_logp && quad_ok (p, lps, c->V);
+    if (q2)
+      {
+        int64_t G = c->V / 4;
+        guint qr = (guint) cs_dtype_size_bytes (xdt);   /* 32-bit registers per group */
+
+        l2 = XLOOP_QUAD;
+        if ((G + 255) / 256 * qr <= XENT_CACHE_REGS_256)
+          nc = (guint) ((G + 255) / 256);
+        else if ((G + 1023) / 1024 * qr <= XENT_CACHE_REGS_1024)
+          {
+            nt = 1024;
+            nc = (guint) ((G + 1023) / 1024);
+          }
+        if (nc > 0)
+          {
+            l1 = XLOOP_FILL;
+            l2 = XLOOP_CACHED;
+          }
+      }
+    else if (want_logp)
+      l2 = XLOOP_SCALAR;
+    nw = nt / 32;
+    ax = n; slots[n] = xs; is_out[n++] = FALSE;
+    if (have_rows)
+      {
+        at = n; slots[n] = ts; is_out[n++] = FALSE;
+      }
+    if (want_logp)
+      {
+        al = n; slots[n] = lps; is_out[n++] = TRUE;
+      }
+    if (have_rows)
+      {
+        ar = n; slots[n] = rows; is_out[n++] = TRUE;
+      }
+    g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", c->V);
+    g_string_append_printf (o, "  const %s INF_ = %s;\n", ty.A, x_inf (&ty));
+    g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
+    g_string_append_printf (o, "  const %s *x = a%u + row * V;\n", xstorage (xdt), ax);
+    g_string_append_printf (o, "  __shared__ %s sh_m[%u], sh_s[%u];\n  __shared__ int sh_f[%u];\n", ty.A, nw, nw, nw);
+    g_string_append_printf (o, "  %s m = -INF_, s = (%s) 0;\n  int fl = 0;\n", ty.A, ty.A);
+    if (nc > 0)
+      g_string_append_printf (o, "  %s rc[%u];\n", quad_type (cs_dtype_size_bytes (xdt)), nc);
+    /* pass 1: online max and sum of exponentials */
+    {
+      g_autoptr(GString) e = g_string_new ("");
+      XQuad q = { "q0", "x", xdt, FALSE };
+
+      emit_online (e, &ty, quad ? ld_q : ld_x, quad ? "          " : "      ");
+      emit_row_loop (o, l1, nt, nc, &q, 1, e->str);
+    }
+    /* merge (m, s, fl) over the block */
+    g_string_append_printf (o,
+      "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
+      "    {\n"
+      "      const %s m2 = cs_shfl (m, o_), s2 = cs_shfl (s, o_);\n"
+      "      const %s mn = m2 > m ? m2 : m;\n"
+      "      fl |= __shfl_xor_sync (0xffffffffu, fl, o_);\n"
+      "      s = (m > -INF_ ? s * %s (m - mn) : (%s) 0) + (m2 > -INF_ ? s2 * %s (m2 - mn) : (%s) 0);\n"
+      "      m = mn;\n"
+      "    }\n"
+      "  if ((threadIdx.x & 31) == 0)\n"
+      "    {\n"
+      "      sh_m[threadIdx.x >> 5] = m;\n"
+      "      sh_s[threadIdx.x >> 5] = s;\n"
+      "      sh_f[threadIdx.x >> 5] = fl;\n"
+      "    }\n"
+      "  __syncthreads ();\n"
+      "  m = sh_m[0];\n"
+      "  for (int w_ = 1; w_ < %u; w_++)\n"
+      "    {\n"
+      "      m = sh_m[w_] > m ? sh_m[w_] : m;\n"
+      "      fl |= sh_f[w_];\n"
+      "    }\n"
+      "  fl |= sh_f[0];\n"
+      "  s = (%s) 0;\n"
+      "  for (int w_ = 0; w_ < %u; w_++)\n"
+      "    if (sh_m[w_] > -INF_)\n"
+      "      s += sh_s[w_] * %s (sh_m[w_] - m);\n",
+      ty.A, ty.A, E, ty.A, E, ty.A, nw, ty.A, nw, E);
+    /* logsumexp: max + log(sum), or Thunder's shift of 0 (NaN with a NaN) for a row whose max
+     * is not finite */
+    g_string_append_printf (o, "  %s lse;\n  if (fl == 0 && m > -INF_)\n    lse = %s (s) + m;\n  else\n    {\n", ty.A, L);
+    g_string_append_printf (o, "      const %s sh = (fl & 1) ? %s : (%s) 0;\n      %s s2 = (%s) 0;\n",
+                            ty.A, x_nan (&ty), ty.A, ty.A, ty.A);
+    g_string_append_printf (o, "      for (ix_t j = threadIdx.x; j < V; j += %u)\n        s2 += %s (%s - sh);\n", nt, E, ld_x);
+    {
+      g_autoptr(GString) bs = g_string_new ("");
+
+      emit_block_sum (bs, &ty, "s2", "sh_s", nt);
+      g_string_append (o, bs->str);
+    }
+    g_string_append_printf (o, "      lse = %s (s2) + sh;\n    }\n", L);
+    /* pass 2: log-softmax */
+    if (want_logp)
+      {
+        g_autoptr(GString) e = g_string_new ("");
+        g_autofree char *diff = g_strdup_printf ("%s - lse", q2 ? ld_q : ld_x);
+        g_autofree char *sv = x_store (c->logp_dtype, diff);
+        XQuad q[2] = { { "q0", "x", xdt, FALSE }, { "q1", "y", c->logp_dtype, TRUE } };
+
+        g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (c->logp_dtype), al);
+        if (q2)
+          g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
+        else
+          g_string_append_printf (e, "      y[j] = %s;\n", sv);
+        emit_row_loop (o, l2, nt, nc, q, 2, e->str);
+      }
+    /* the row loss */
+    if (have_rows)
+      {
+        g_autofree char *xt = x_load (&ty, xdt, "x[tg]");
+        g_autofree char *lp = g_strdup_printf ("%s - lse", xt);
+        g_autofree char *lpr = x_round (&ty, c->logp_dtype, lp);
+        g_autofree char *neg = g_strdup_printf ("-(%s)", lpr);
+        g_autofree char *nr = x_round (&ty, c->row_dtype, neg);
+
+        st_r = x_store (c->row_dtype, "loss");
+        g_string_append_printf (o,
+          "  if (threadIdx.x == 0)\n"
+          "    {\n"
+          "      const long long tg = (long long) a%u[row];\n"
+          "      %s loss;\n"
+          "      if (tg == %" G_GINT64_FORMAT "LL)\n"
+          "        loss = (%s) 0;\n"
+          "      else if (tg < 0 || tg >= V)\n"
+          "        loss = %s;\n"
+          "      else\n"
+          "        loss = %s;\n"
+          "      a%u[row] = %s;\n"
+          "    }\n",
+          at, ty.A, c->ignore, ty.A, x_nan (&ty), nr, ar, st_r);
+      }
+    add_kernel (p, o->str, slots, is_out, n,
+                g_strdup_printf ("%s cross-entropy rows %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label, c->R, c->V),
+                (unsigned int) c->R, nt);
+  }
+
+  /* 2. outputs; the reduction kernel for the scalars */
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c->vals, o);
+      XScalarOut so = { o, 0, 0 };
+
+      if (v == NULL)
+        continue;
+      switch (v->role)
+        {
+        case XR_LOGP:
+          if (o->dtype != c->logp_dtype)
+            return unsupported (c, NULL, error, "output %s: log-softmax in another dtype", o->name);
+          cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, lps, o->shape, o->rank));
+          break;
+        case XR_ROWLOSS:
+          if (o->dtype != c->row_dtype || !have_rows)
+            return unsupported (c, NULL, error, "output %s: row losses in another dtype", o->name);
+          cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, rows, o->shape, o->rank));
+          break;
+        case XR_SUM: case XR_COUNT: case XR_MEAN:
+          if (c->t == NULL || !xstorage (o->dtype))
+            return unsupported (c, NULL, error, "output %s: a loss without targets", o->name);
+          so.role = v->role;
+          so.slot = cs_cuda_program_new_slot (p, o->dtype, o->shape, o->rank);
+          g_array_append_val (scal, so);
+          cs_cuda_program_bind (p, o, so.slot);
+          break;
+        default:
+          break;
+        }
+    }
+  if (scal->len > 0)
+    {
+      g_autoptr(GString) o = g_string_new ("");
+      guint slots[8], n = 0;
+      gboolean is_out[8];
+      g_autofree char *ld_r = x_load (&ty, c->row_dtype, "a0[r]");
+      g_autofree char *sumr = NULL;
+      CsDtype sdt = c->sum_dtype;
+
+      if (scal->len > 6)
+        return unsupported (c, NULL, error, "more than 6 scalar outputs");
+      if (!cs_dtype_is_float (sdt))
+        sdt = c->row_dtype;
+      sumr = x_round (&ty, sdt, "s");
+      slots[n] = have_rows ? rows : ts; is_out[n++] = FALSE;
+      slots[n] = ts; is_out[n++] = FALSE;
+      g_string_append_printf (o, "  __shared__ %s sh_s[8];\n  __shared__ long long sh_n[8];\n", ty.A);
+      g_string_append_printf (o, "  %s s = (%s) 0;\n  long long n = 0;\n", ty.A, ty.A);
+      g_string_append_printf (o, "  for (ix_t r = threadIdx.x; r < %" G_GINT64_FORMAT "LL; r += 256)\n    {\n", c->R);
+      if (have_rows)
+        g_string_append_printf (o, "      s += %s;\n", ld_r);
+      g_string_append_printf (o, "      n += (long long) a1[r] != %" G_GINT64_FORMAT "LL;\n    }\n", c->ignore);
+      g_string_append (o,
+        "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
+        "    {\n"
+        "      s += cs_shfl (s, o_);\n"
+        "      n += __shfl_xor_sync (0xffffffffu, n, o_);\n"
+        "    }\n"
+        "  if ((threadIdx.x & 31) == 0)\n"
+        "    {\n"
+        "      sh_s[threadIdx.x >> 5] = s;\n"
+        "      sh_n[threadIdx.x >> 5] = n;\n"
+        "    }\n"
+        "  __syncthreads ();\n"
+        "  if (threadIdx.x != 0)\n"
+        "    return;\n");
+      g_string_append_printf (o, "  s = (%s) 0;\n  n = 0;\n", ty.A);
+      g_string_append (o, "  for (int w_ = 0; w_ < 8; w_++)\n    {\n      s += sh_s[w_];\n      n += sh_n[w_];\n    }\n");
+      g_string_append_printf (o, "  const %s sum = %s;\n", ty.A, sumr);
+      for (guint i = 0; i < scal->len; i++)
+        {
+          XScalarOut *so = &g_array_index (scal, XScalarOut, i);
+          CsDtype dt = cs_cuda_program_slot (p, so->slot)->dtype;
+          g_autofree char *val = NULL;
+          g_autofree char *stv = NULL;
+
+          if (so->role == XR_SUM)
+            val = g_strdup ("sum");
+          else if (so->role == XR_COUNT)
+            val = cs_dtype_is_float (dt) ? g_strdup_printf ("(%s) n", ty.A) : g_strdup ("n");
+          else
+            val = g_strdup_printf ("sum / (%s) n", ty.A);
+          stv = dt == CS_DTYPE_B8 ? g_strdup_printf ("(%s) ? 1 : 0", val) : x_store (dt, val);
+          g_string_append_printf (o, "  a%u[0] = %s;\n", n, stv);
+          slots[n] = so->slot;
+          is_out[n++] = TRUE;
+        }
+      add_kernel (p, o->str, slots, is_out, n,
+                  g_strdup_printf ("%s cross-entropy reduce %" G_GINT64_FORMAT " rows", c->label, c->R), 1,
+                  XENT_THREADS);
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Backward                                                                                    */
+
+static gboolean
+gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
+{
+  XTypes ty;
+  guint lps, ts, gs, tws = 0, gxs;
+  gboolean have_tw = c->tw != NULL && c->bred == XRED_MEAN;
+  CsDtype odt = CS_DTYPE_F32, ord = CS_DTYPE_F32;
+  gboolean have_out = FALSE;
+  int64_t shape2[2] = { c->bR, c->bV };
+  CsDtype ldt = c->lp->dtype;
+  gboolean dbl;
+
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c->vals, o);
+
+      if (v == NULL || v->role != XR_GX)
+        continue;
+      if (have_out && (o->dtype != odt || v->round != ord))
+        return unsupported (c, NULL, error, "outputs %s: the gradient in two dtypes", o->name);
+      odt = o->dtype;
+      ord = v->round;
+      have_out = TRUE;
+    }
+  if (!have_out)
+    return TRUE;
+  if (!xstorage (ldt) || !cs_dtype_is_float (ldt) || !cs_dtype_is_float (odt) || !xstorage (odt)
+      || !xstorage (c->g->dtype) || !cs_dtype_is_float (c->g->dtype) || !xstorage (c->bt->dtype)
+      || (c->tw && !xstorage (c->tw->dtype)))
+    return unsupported (c, NULL, error, "dtypes the kernels do not store");
+  dbl = ldt == CS_DTYPE_F64 || odt == CS_DTYPE_F64 || c->gnll_dtype == CS_DTYPE_F64;
+  x_types (&ty, dbl);
+  if (!contiguous_input (p, c, c->lp, &lps, error) || !contiguous_input (p, c, c->bt, &ts, error)
+      || !contiguous_input (p, c, c->g, &gs, error)
+      || (have_tw && !contiguous_input (p, c, c->tw, &tws, error)))
+    return FALSE;
+  gxs = cs_cuda_program_new_slot (p, odt, shape2, 2);
+  {
+    g_autoptr(GString) o = g_string_new ("");
+    g_autoptr(GString) e = g_string_new ("");
+    guint slots[5], n = 0;
+    gboolean is_out[5];
+    gboolean quad = quad_ok (p, lps, c->bV) && quad_ok (p, gxs, c->bV);
+    const char *E = dbl ? "exp" : "expf";
+    g_autofree char *gval = x_load (&ty, c->g->dtype, c->bred == XRED_NONE ? "a2[row]" : "a2[0]");
+    g_autofree char *twv = have_tw ? x_load (&ty, c->tw->dtype, "a3[0]") : NULL;
+    g_autofree char *gn = NULL, *gnr = NULL, *ld = x_load (&ty, ldt, quad ? "q0.e[k]" : "lp[j]");
+    g_autofree char *v = NULL, *vr = NULL, *sv = NULL;
+    XQuad q[2] = { { "q0", "lp", ldt, FALSE }, { "q1", "y", odt, TRUE } };
+
+    slots[n] = lps; is_out[n++] = FALSE;
+    slots[n] = ts; is_out[n++] = FALSE;
+    slots[n] = gs; is_out[n++] = FALSE;
+    if (have_tw)
+      {
+        slots[n] = tws; is_out[n++] = FALSE;
+      }
+    slots[n] = gxs; is_out[n++] = TRUE;
+    gn = have_tw ? g_strdup_printf ("-(%s) / %s", gval, twv) : g_strdup_printf ("-(%s)", gval);
+    gnr = x_round (&ty, c->gnll_dtype, gn);
+    g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", c->bV);
+    g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
+    g_string_append_printf (o, "  const %s *lp = a0 + row * V;\n", xstorage (ldt));
+    g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (odt), n - 1);
+    g_string_append (o, "  const long long tg = (long long) a1[row];\n");
+    /* nll_loss_backward's value at the target (0 on an ignored row; NaN for a target out of
+     * range) */
+    g_string_append_printf (o, "  %s gn;\n  if (tg == %" G_GINT64_FORMAT "LL)\n    gn = (%s) 0;\n"
+                            "  else if (tg < 0 || tg >= V)\n    gn = %s;\n  else\n    gn = %s;\n",
+                            ty.A, c->bignore, ty.A, x_nan (&ty), gnr);
+    /* grad - exp(logp) * rowsum(grad), rowsum(grad) = gn */
+    v = g_strdup_printf ("(j == tg ? gn : (%s) 0) - %s (%s) * gn", ty.A, E, ld);
+    /* rounded to the narrowest dtype a convert took it through, stored in the output's */
+    vr = ord != odt ? x_round (&ty, ord, v) : g_strdup (v);
+    sv = x_store (odt, vr);
+    if (quad)
+      g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
+    else
+      g_string_append_printf (e, "      y[j] = %s;\n", sv);
+    emit_row_loop (o, quad ? XLOOP_QUAD : XLOOP_SCALAR, XENT_THREADS, 0, q, 2, e->str);
+    add_kernel (p, o->str, slots, is_out, n,
+                g_strdup_printf ("%s cross-entropy backward %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label,
+                                 c->bR, c->bV),
+                (unsigned int) c->bR, XENT_THREADS);
+  }
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c->vals, o);
+
+      if (v != NULL && v->role == XR_GX)
+        cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, gxs, o->shape, o->rank));
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statements around the kernels                                                               */
+
+static void
+flatten_prims (CsStmt *st, GPtrArray *out)
+{
+  if (st->kind != CS_STMT_CALL)
+    return;
+  if (st->n_subs == 0 || cs_op_has_tag (st->op, CS_OP_TAG_PRIM)
+      || cs_op_has_tag (cs_op_semantic (st->op), CS_OP_TAG_PRIM))
+    {
+      g_ptr_array_add (out, st);
+      return;
+    }
+  for (guint i = 0; i < st->n_subs; i++)
+    flatten_prims (st->subs[i], out);
+}
+
+/* The statements @list (c->pro when @pro, else c->epi) as one region of the ordinary codegen
+ * (cs_cuda_codegen_region), its outputs: for PRO, the values the cross-entropy or a region
+ * output reads; for EPI, the region outputs among theirs. */
+static gboolean
+run_around (CsCudaProgram *p, XCtx *c, GPtrArray *list, gboolean pro, GPtrArray *outs, GError **error)
+{
+  g_autoptr(GPtrArray) prims = g_ptr_array_new ();
+  g_autoptr(GPtrArray) want = g_ptr_array_new ();
+
+  for (guint i = 0; i < list->len; i++)
+    {
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+      flatten_prims (g_ptr_array_index (list, i), prims);
+      cs_stmt_collect_outputs (g_ptr_array_index (list, i), o);
+      for (guint j = 0; j < o->len; j++)
+        {
+          CsProxy *y = g_ptr_array_index (o, j);
+
+          if ((pro ? g_hash_table_contains (c->used, y) : FALSE) || g_ptr_array_find (outs, y, NULL))
+            g_ptr_array_add (want, y);
+        }
+    }
+  if (want->len == 0)
+    return TRUE;
+  return cs_cuda_codegen_region (p, (CsStmt **) prims->pdata, prims->len, (CsProxy **) want->pdata, want->len,
+                                 c->label, error);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * cs_cuda_xentropy_region:
+ * @p: the program being built
+ * @st: a `TorchCompileN` region call (cs_executor_of_stmt() is TORCHCOMPILE_XENTROPY)
+ * @outs: the region's output proxies
+ *
+ * Reads the region's subsymbols as a cross-entropy forward (log_softmax, nll_loss or
+ * cross_entropy with weight=None and label_smoothing=0, reductions mean, sum and none, any
+ * ignore_index; or Thunder's decomposition of them) or backward (nll_loss_backward then
+ * log_softmax_backward), then adds the fused kernels described at the top of this file and binds
+ * every output: log-softmax [R, V], row losses, their sum, the count of rows not ignored, the
+ * mean, the logits' gradient (and reshapes of them); an output that is a reshape of a region
+ * input becomes a view of it.  Shapes: logits [.., V] with the log-softmax along the last dim
+ * (R = numel / V rows), targets of R integers (i64 or i32).
+ * Errors: CS_CUDA_ERROR_UNSUPPORTED naming the statement or output the kernels do not compute.
+ * Returns: TRUE on success
+ */
+gboolean
+cs_cuda_xentropy_region (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError **error)
+{
+  XCtx c = { 0 };
+  gboolean ok = FALSE;
+  GPtrArray *need = NULL;
+
+  c.vals = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  c.used = g_hash_table_new (NULL, NULL);
+  c.pro = g_ptr_array_new ();
+  c.epi = g_ptr_array_new ();
+  c.label = st->callee ? st->callee : "TorchCompile";
+  for (guint i = 0; i < st->n_args; i++)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      cs_value_collect_proxies (st->args[i].value, ins);
+      for (guint j = 0; j < ins->len; j++)
+        {
+          CsProxy *x = g_ptr_array_index (ins, j);
+          XVal v = { 0 };
+
+          v.leaf = x;
+          v.round = x->dtype;
+          if (is_float_tensor (x))
+            v.role = XR_LEAF_F;
+          else if (is_int_tensor (x))
+            v.role = XR_T;
+          else
+            continue;
+          set_val (&c, x, &v);
+        }
+    }
+  for (guint i = 0; i < st->n_subs; i++)
+    if (!interp (&c, st->subs[i], 0, error))
+      goto out;
+  if (!c.fwd && !c.bwd && c.pro->len == 0)
+    {
+      unsupported (&c, st, error, "no log_softmax, nll_loss, cross_entropy or nll_loss_backward among its subsymbols");
+      goto out;
+    }
+  if (c.bwd && !c.gx_seen)
+    {
+      unsupported (&c, st, error, "nll_loss_backward without the log_softmax_backward that consumes it");
+      goto out;
+    }
+  /* every output must be something the kernels or the statements around them write, or a
+   * view of an input */
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c.vals, o);
+
+      if (o->kind != CS_PROXY_TENSOR)
+        continue;
+      if (v == NULL)
+        {
+          unsupported (&c, st, error, "output %s is not computed by its subsymbols", o->name);
+          goto out;
+        }
+      switch (v->role)
+        {
+        case XR_LOGP: case XR_ROWLOSS: case XR_SUM: case XR_COUNT: case XR_MEAN: case XR_GX: case XR_EPI:
+          break;
+        case XR_LEAF_F: case XR_T:
+          if (o->dtype == v->leaf->dtype && (v->role == XR_T || v->round == v->leaf->dtype))
+            {
+              g_hash_table_add (c.used, v->leaf);
+              break;
+            }
+          /* fall through */
+        default:
+          unsupported (&c, st, error, "output %s is an intermediate of the cross-entropy that the "
+                       "fused kernels do not write", o->name);
+          goto out;
+        }
+    }
+  /* what the kernels must store: the region's outputs and what the statements after them read */
+  need = g_ptr_array_new ();
+  for (guint i = 0; i < outs->len; i++)
+    g_ptr_array_add (need, g_ptr_array_index (outs, i));
+  for (guint i = 0; i < c.epi->len; i++)
+    {
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      cs_stmt_collect_inputs (g_ptr_array_index (c.epi, i), ins);
+      for (guint j = 0; j < ins->len; j++)
+        {
+          XVal *v = g_hash_table_lookup (c.vals, g_ptr_array_index (ins, j));
+
+          if (v != NULL && v->role != XR_LEAF_F && v->role != XR_T && v->role != XR_EPI
+              && !g_ptr_array_find (need, g_ptr_array_index (ins, j), NULL))
+            g_ptr_array_add (need, g_ptr_array_index (ins, j));
+        }
+    }
+  if (c.pro->len > 0 && !run_around (p, &c, c.pro, TRUE, outs, error))
+    goto out;
+  if (c.fwd && !gen_forward (p, &c, need, error))
+    goto out;
+  if (c.bwd && !gen_backward (p, &c, need, error))
+    goto out;
+  if (c.epi->len > 0 && !run_around (p, &c, c.epi, FALSE, outs, error))
+    goto out;
+  for (guint i = 0; i < outs->len; i++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, i);
+      XVal *v = g_hash_table_lookup (c.vals, o);
+      guint src;
+
+      if (o->kind != CS_PROXY_TENSOR || v == NULL || (v->role != XR_LEAF_F && v->role != XR_T)
+          || v->leaf == o)
+        continue;
+      if (!contiguous_input (p, &c, v->leaf, &src, error))
+        goto out;
+      cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, src, o->shape, o->rank));
+    }
+  ok = TRUE;
+out:
+  g_hash_table_unref (c.vals);
+  g_hash_table_unref (c.used);
+  g_ptr_array_unref (c.pro);
+  g_ptr_array_unref (c.epi);
+  g_clear_pointer (&need, g_ptr_array_unref);
+  return ok;
+}
