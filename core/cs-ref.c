@@ -571,8 +571,6 @@ canon_dim (Ctx *c, const CsStmt *s, int64_t d, guint rank, guint *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Elementwise prims                                                                           */
 
-static gboolean unsupported (Ctx *c, const CsStmt *s);
-
 static CsDtypeRef
 promo_arg (const Rv *v)
 {
