@@ -4,6 +4,8 @@
 
 #include "cs-ops.h"
 
+#include "cs-dtype.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +202,9 @@ static float ew_lerpf (float a, float b, float w) { return a + w * (b - a); }
 #define DIFF_VJP .diff = CS_OP_DIFF_VJP
 #define DIFF_CONST .diff = CS_OP_DIFF_CONST
 #define EXEC(bits) .exec = (bits)
+/* META (SAME), META_ARG (EW, CS_PROMO_INT_TO_FLOAT): the meta family (see CsMetaKind) */
+#define META(kind) .meta = CS_META_##kind
+#define META_ARG(kind, a) .meta = CS_META_##kind, .meta_arg = (a)
 #define CPU CS_OP_EXEC_CPU
 #define CUDA CS_OP_EXEC_CUDA
 
@@ -263,6 +268,19 @@ build_index (gpointer data)
             op_table[i].exec |= CS_OP_EXEC_CPU;
           if (f->cuda_f32 != NULL || f->cuda_int != NULL || f->cuda_bool != NULL)
             op_table[i].exec |= CS_OP_EXEC_CUDA;
+        }
+      /* elementwise rows: the meta family of their kind (cs-meta.c's generic elementwise
+       * rules), unless the row declares one */
+      if (op_table[i].meta == CS_META_NONE && op_table[i].category == CS_OP_CAT_ELEMENTWISE
+          && op_table[i].promo != CS_PROMO_NONE)
+        {
+          if (op_table[i].tags & CS_OP_TAG_PRIM)
+            op_table[i].meta = CS_META_EW_PRIM;
+          else if (op_table[i].tags & (CS_OP_TAG_UNARY | CS_OP_TAG_BINARY | CS_OP_TAG_TERNARY))
+            {
+              op_table[i].meta = CS_META_EW;
+              op_table[i].meta_arg = op_table[i].promo;
+            }
         }
       if (op_table[i].name[0] != '\0' && i != CS_OP_FUSION)
         g_hash_table_insert (h, (gpointer) op_table[i].name, &op_table[i]);

@@ -80,6 +80,46 @@ typedef enum
                              queries: Thunder's nondifferentiable symbols) */
 } CsOpDiff;
 
+/**
+ * CsMetaKind:
+ *
+ * The meta family of an op: which of core/cs-meta.c's factories infers its output shapes and
+ * dtypes (a table by kind there), with #CsOp.meta_arg its parameter.  Elementwise rows get
+ * theirs from their category, tags and promotion kind (a prim: CS_META_EW_PRIM; an ltorch op:
+ * CS_META_EW under its own kind); other rows declare one (META in cs-ops-list.h) or have a
+ * rule of their own in cs-meta.c (CS_META_NONE).
+ */
+typedef enum
+{
+  CS_META_NONE = 0,       /* no family: a rule of the op's own in cs-meta.c, or none */
+  CS_META_EW_PRIM,        /* prims.py's elementwise meta: tensor operands of one shape and dtype
+                             (numbers allowed), bool for ALWAYS_BOOL, real for COMPLEX_TO_FLOAT;
+                             a predicate (CS_EW_PREDICATE) must be bool */
+  CS_META_EW,             /* ltorch elementwise: broadcast operands, the dtype of type promotion
+                             under the kind in meta_arg (a CsPromoKind) */
+  CS_META_WHERE,          /* ltorch.where(pred, a, b): a bool predicate, all three broadcast,
+                             PRESERVE over a and b */
+  CS_META_SAME,           /* the first tensor's shape, dtype and device; meta_arg: the least rank
+                             it takes (tril: 2) */
+  CS_META_CAST,           /* the first tensor's shape and device, dtype meta_arg (a CsDtype) */
+  CS_META_REDUCTION_PRIM, /* prims.sum/amax/...(a, dims): a's dtype, the dims removed */
+  CS_META_REDUCTION,      /* ltorch reductions (a, dim, keepdim, dtype=), Thunder's `_reduction`
+                             dtype rule in meta_arg (a CsMetaReduce) */
+  CS_META_MATMUL,         /* matmul(a, b) with torch.matmul's broadcasting */
+  CS_META_LINEAR,         /* linear(a, w, bias) */
+  CS_N_META_KINDS
+} CsMetaKind;
+
+/** The dtype rules of the ltorch reductions (thunder/torch/__init__.py `_reduction`). */
+typedef enum
+{
+  CS_META_REDUCE_KEEP,    /* the input's dtype (amax, amin) */
+  CS_META_REDUCE_SUM,     /* dtype=, else int64 for exact inputs, else the input's */
+  CS_META_REDUCE_MEAN,    /* dtype=, else the input's; a float or complex dtype only */
+  CS_META_REDUCE_VAR,     /* (var, mean): the real dtype and the input's; keepdim keyword-only */
+  CS_META_REDUCE_FLOAT,   /* float32 for exact inputs, else the input's (logsumexp) */
+} CsMetaReduce;
+
 /** Executors that run an op (bit flags). */
 typedef enum
 {
@@ -239,6 +279,8 @@ struct _CsOp
                               kind (ltorch.exp -> prims.exp); CS_OP_OPAQUE otherwise */
   CsOpDiff      diff;
   guint         exec;      /* CsOpExec bits (derived for rows with a formula) */
+  CsMetaKind    meta;      /* its meta family (derived for elementwise rows), or CS_META_NONE */
+  guint         meta_arg;  /* the family's parameter (see CsMetaKind) */
 };
 
 /**

@@ -631,6 +631,73 @@ test_formula_coverage_n (void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Meta families                                                                               */
+
+/* Every elementwise prim with a promotion kind is in prims.py's elementwise family; an ltorch
+ * elementwise op in the broadcasting one under a real promotion kind; a cast names a dtype and
+ * a reduction one of Thunder's dtype rules.  Each family's factory then gives a call of a
+ * member its type: a one-op example per family, checked by hand. */
+static void
+test_meta_families (void)
+{
+  static const struct { const char *call; const char *type; } calls[] = {
+    { "ltorch.silu(x, False)", "f32[2, 3]" },            /* EW, INT_TO_FLOAT: i64 -> f32 */
+    { "ltorch.relu(x)", "i64[2, 3]" },                   /* SAME */
+    { "ltorch.tril(x)", "i64[2, 3]" },                   /* SAME, rank >= 2 */
+    { "ltorch.float(x)", "f32[2, 3]" },                  /* CAST */
+    { "ltorch.bfloat16(x)", "bf16[2, 3]" },              /* CAST */
+    { "ltorch.sum(x, 1, False, dtype=None)", "i64[2]" }, /* REDUCTION, SUM: exact stays int64 */
+    { "ltorch.logsumexp(x, 1, True)", "f32[2, 1]" },     /* REDUCTION, FLOAT: exact -> f32 */
+    { "ltorch.amax(x, 0, False)", "i64[3]" },            /* REDUCTION, KEEP */
+    { "prims.sum(x, (0, 1))", "i64[]" },                 /* REDUCTION_PRIM */
+    { "prims.eq(x, 2)", "b8[2, 3]" },                    /* EW_PRIM, ALWAYS_BOOL */
+    { "ltorch.where(c, x, 1.5)", "f32[2, 3]" },          /* WHERE: PRESERVE over (i64, float) */
+  };
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+
+      g_assert_cmpint (op->meta, <, CS_N_META_KINDS);
+      if (op->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (op, CS_OP_TAG_PRIM)
+          && op->promo != CS_PROMO_NONE && op->meta != CS_META_EW_PRIM)
+        g_error ("%s: an elementwise prim outside prims.py's elementwise meta family", op->name);
+      if (op->meta == CS_META_EW && (op->meta_arg == CS_PROMO_NONE || op->meta_arg > CS_PROMO_NUMBER_TO_INT))
+        g_error ("%s: the elementwise family needs a promotion kind", op->name);
+      if (op->meta == CS_META_CAST && !cs_dtype_is_float ((CsDtype) op->meta_arg))
+        g_error ("%s: a cast to a non-float dtype", op->name);
+      if (op->meta == CS_META_REDUCTION && op->meta_arg > CS_META_REDUCE_FLOAT)
+        g_error ("%s: no such reduction dtype rule", op->name);
+    }
+  for (gsize k = 0; k < G_N_ELEMENTS (calls); k++)
+    {
+      g_autofree char *text = g_strdup_printf ("def computation(x, c):\n  # x: \"cuda:0 i64[2, 3]\"\n"
+                                               "  # c: \"cuda:0 b8[2, 3]\"\n  t0 = %s\n  return (t0,)\n",
+                                               calls[k].call);
+      g_autoptr(CsTrace) t = fd_parse (text);
+      g_autoptr(GError) error = NULL;
+      CsMetaType mt[2];
+      guint n_out = 0;
+      CsStmt *call = NULL;
+      g_autofree char *got = NULL, *shape = NULL;
+
+      for (guint i = 0; i < t->n_stmts && call == NULL; i++)
+        if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->out != NULL)
+          call = t->stmts[i];
+      g_assert_nonnull (call);
+      g_assert_cmpint (cs_op_semantic (call->op)->meta, !=, CS_META_NONE);
+      g_assert_true (cs_meta_supports (call));
+      if (!cs_meta_compute (t, call, mt, 2, &n_out, &error))
+        g_error ("%s: %s", calls[k].call, error->message);
+      g_assert_cmpuint (n_out, ==, 1);
+      shape = cs_meta_format_shape (mt[0].shape, mt[0].rank);
+      got = g_strdup_printf ("%s%s", cs_dtype_short_name (mt[0].dtype), shape);
+      if (!g_str_equal (got, calls[k].type))
+        g_error ("%s: %s, want %s", calls[k].call, got, calls[k].type);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Lowerings                                                                                   */
 
 /* The prims of @s's decomposition, flattened. */
@@ -873,6 +940,7 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/formula-coverage", test_formula_coverage);
   g_test_add_func ("/registry/ref-formulas-n", test_ref_formulas_n);
   g_test_add_func ("/registry/formula-coverage-n", test_formula_coverage_n);
+  g_test_add_func ("/registry/meta-families", test_meta_families);
   g_test_add_func ("/registry/lowerings", test_lowerings);
   g_test_add_func ("/registry/new-ops/values", test_new_values);
   g_test_add_func ("/registry/new-ops/meta", test_new_meta);
