@@ -133,6 +133,8 @@ typedef enum
   X (BROADCAST_DIMENSIONS, "broadcast_dimensions") X (PERMUTATION, "permutation") \
   X (DIMS, "dims") X (DIM, "dim") X (DTYPE, "dtype") X (DEVICE, "device") \
   X (BETA, "beta") X (THRESHOLD, "threshold") X (START, "start") X (END, "end") X (WEIGHT, "weight") \
+  X (W, "w") X (BIAS, "bias") X (QUERY, "query") X (KEY, "key") X (VALUE, "value") \
+  X (ATTN_MASK, "attn_mask") X (DROPOUT_P, "dropout_p") X (IS_CAUSAL, "is_causal") X (SCALE, "scale") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
