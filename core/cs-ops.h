@@ -135,6 +135,11 @@ typedef enum
   X (BETA, "beta") X (THRESHOLD, "threshold") X (START, "start") X (END, "end") X (WEIGHT, "weight") \
   X (W, "w") X (BIAS, "bias") X (QUERY, "query") X (KEY, "key") X (VALUE, "value") \
   X (ATTN_MASK, "attn_mask") X (DROPOUT_P, "dropout_p") X (IS_CAUSAL, "is_causal") X (SCALE, "scale") \
+  X (GRAD_OUT, "grad_out") X (OUT, "out") X (LOGSUMEXP, "logsumexp") X (CUM_SEQ_Q, "cum_seq_q") \
+  X (CUM_SEQ_K, "cum_seq_k") X (MAX_Q, "max_q") X (MAX_K, "max_k") X (PHILOX_SEED, "philox_seed") \
+  X (PHILOX_OFFSET, "philox_offset") X (ORDER, "order") X (INDICES, "indices") \
+  X (NUM_WEIGHTS, "num_weights") X (PADDING_IDX, "padding_idx") \
+  X (SCALE_GRAD_BY_FREQ, "scale_grad_by_freq") X (SPARSE, "sparse") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
