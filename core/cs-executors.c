@@ -11,6 +11,7 @@
 
 #include "cs-decompose.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <math.h>
 #include <string.h>
@@ -19,9 +20,9 @@
 /* sdpa                                                                                        */
 
 static const CsProxy *
-tensor_arg (const CsStmt *s, guint i, const char *kw)
+tensor_arg (const CsStmt *s, CsArgName name)
 {
-  const CsValue *v = cs_stmt_get_arg (s, i, kw);
+  const CsValue *v = cs_stmt_arg (s, name);
 
   if (v == NULL || v->kind != CS_VALUE_PROXY)
     return NULL;
@@ -81,13 +82,13 @@ cs_executor_sdpa_backend (const CsStmt *stmt, const CsPolicy *policy)
       || stmt->op == NULL
       || cs_op_semantic (stmt->op)->id != CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION)
     return CS_SDPA_NONE;
-  q = tensor_arg (stmt, 0, "query");
-  k = tensor_arg (stmt, 1, "key");
-  v = tensor_arg (stmt, 2, "value");
-  mv = cs_stmt_get_arg (stmt, 3, "attn_mask");
-  dv = cs_stmt_get_arg (stmt, 4, "dropout_p");
-  cv = cs_stmt_get_arg (stmt, 5, "is_causal");
-  sv = cs_stmt_get_arg (stmt, 6, "scale");
+  q = tensor_arg (stmt, CS_ARG_QUERY);
+  k = tensor_arg (stmt, CS_ARG_KEY);
+  v = tensor_arg (stmt, CS_ARG_VALUE);
+  mv = cs_stmt_arg (stmt, CS_ARG_ATTN_MASK);
+  dv = cs_stmt_arg (stmt, CS_ARG_DROPOUT_P);
+  cv = cs_stmt_arg (stmt, CS_ARG_IS_CAUSAL);
+  sv = cs_stmt_arg (stmt, CS_ARG_SCALE);
   if (!cuda_4d (q) || !cuda_4d (k) || !cuda_4d (v))
     return CS_SDPA_NONE;
   if (!is_none_arg (mv))
@@ -158,7 +159,7 @@ cs_executor_sdpa_forward (CsTrace *trace, const CsStmt *sdpa, CsSdpaBackend back
   g_return_val_if_fail (trace != NULL && sdpa != NULL, NULL);
   g_return_val_if_fail (backend == CS_SDPA_FLASH || backend == CS_SDPA_MEM_EFFICIENT, NULL);
   a = trace->arena;
-  q = tensor_arg (sdpa, 0, "query");
+  q = tensor_arg (sdpa, CS_ARG_QUERY);
   orig_out = sdpa->out;
   g_return_val_if_fail (q != NULL && orig_out != NULL && orig_out->kind == CS_VALUE_PROXY, NULL);
   primal = orig_out->u.proxy;
@@ -190,16 +191,16 @@ cs_executor_sdpa_forward (CsTrace *trace, const CsStmt *sdpa, CsSdpaBackend back
     items[n_out++] = cs_value_new_proxy (a, new_tensor (trace, names_free_from, CS_DTYPE_I64,
                                                         NULL, 0, &q->device));
   for (guint i = 0; i < 3; i++)
-    args[n_args++] = (CsArg) { NULL, cs_stmt_get_arg (sdpa, i, i == 0 ? "query"
-                                                             : i == 1 ? "key" : "value") };
+    args[n_args++] = (CsArg) { NULL, cs_stmt_arg (sdpa, i == 0 ? CS_ARG_QUERY
+                                                     : i == 1 ? CS_ARG_KEY : CS_ARG_VALUE) };
   if (backend == CS_SDPA_MEM_EFFICIENT)
-    args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_get_arg (sdpa, 3, "attn_mask"),
+    args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_arg (sdpa, CS_ARG_ATTN_MASK),
                                               cs_value_new_none (a)) };
-  args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_get_arg (sdpa, 4, "dropout_p"),
+  args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_arg (sdpa, CS_ARG_DROPOUT_P),
                                             cs_value_new_float (a, 0.0)) };
-  args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_get_arg (sdpa, 5, "is_causal"),
+  args[n_args++] = (CsArg) { NULL, copy_or (trace, cs_stmt_arg (sdpa, CS_ARG_IS_CAUSAL),
                                             cs_value_new_bool (a, FALSE)) };
-  args[n_args++] = (CsArg) { "scale", copy_or (trace, cs_stmt_get_arg (sdpa, 6, "scale"),
+  args[n_args++] = (CsArg) { "scale", copy_or (trace, cs_stmt_arg (sdpa, CS_ARG_SCALE),
                                                cs_value_new_none (a)) };
   if (backend == CS_SDPA_FLASH)
     {

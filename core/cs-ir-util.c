@@ -6,6 +6,7 @@
 
 #include "cs-ir-util.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <string.h>
 
@@ -445,8 +446,8 @@ _cs_stmt_is_cast (const CsStmt *stmt, CsProxy **in, CsDtype *to)
   sem = cs_op_semantic (stmt->op);
   if (sem->id != CS_OP_PRIM_CONVERT_ELEMENT_TYPE)
     return FALSE;
-  a = cs_stmt_get_arg (stmt, 0, "a");
-  d = cs_stmt_get_arg (stmt, 1, "dtype");
+  a = cs_stmt_arg (stmt, CS_ARG_A);
+  d = cs_stmt_arg (stmt, CS_ARG_DTYPE);
   if (a == NULL || a->kind != CS_VALUE_PROXY || d == NULL || d->kind != CS_VALUE_DTYPE)
     return FALSE;
   if (in)

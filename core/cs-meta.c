@@ -532,7 +532,7 @@ meta_prim_elementwise (Meta *m, guint n_operands, GError **error)
   for (guint i = 0; i < n_operands; i++)
     if (!get_operand (m, i, NULL, &ops[i], error))
       return FALSE;
-  if (m->op->id == CS_OP_PRIM_WHERE)
+  if (m->op->ew3 != NULL && (m->op->ew3->flags & CS_EW_PREDICATE))
     {
       if (ops[0].tensor && ops[0].tensor->dtype != CS_DTYPE_B8)
         return meta_fail (m, error, CS_META_ERROR_DTYPE, "the predicate %s is %s, not bool",
@@ -673,7 +673,7 @@ meta_prim_reduction (Meta *m, CsDtype dtype, guint n_outputs, GError **error)
 
 /* ltorch reductions: (a, dim, keepdim, dtype=) with Thunder's `_reduction` dtype rules. */
 static gboolean
-meta_ltorch_reduction (Meta *m, guint n_outputs, GError **error)
+meta_ltorch_reduction (Meta *m, GError **error)
 {
   CsProxy *a;
   gboolean mask[CS_MAX_DIMS], keepdim = FALSE;
@@ -681,35 +681,36 @@ meta_ltorch_reduction (Meta *m, guint n_outputs, GError **error)
   guint rank;
   CsDtype dtype, req;
   gboolean has_req = cs_value_get_dtype (arg (m, 99, "dtype"), &req);
-  CsOpId id = m->op->id;
+  CsMetaReduce rule = (CsMetaReduce) m->op->meta_arg;
+  guint n_outputs = rule == CS_META_REDUCE_VAR ? 2 : 1;
 
   if (!get_tensor (m, 0, "a", &a, error))
     return FALSE;
   if (!reduction_dims (m, a, arg (m, 1, "dim"), mask, error))
     return FALSE;
-  get_bool_arg (m, id == CS_OP_LTORCH_VAR_MEAN ? 99 : 2, "keepdim", FALSE, &keepdim);
+  get_bool_arg (m, rule == CS_META_REDUCE_VAR ? 99 : 2, "keepdim", FALSE, &keepdim);
   reduced_shape (a, mask, keepdim, shape, &rank);
   dtype = a->dtype;
-  switch (id)
+  switch (rule)
     {
-    case CS_OP_LTORCH_SUM:
+    case CS_META_REDUCE_SUM:
       dtype = has_req ? req : (cs_dtype_is_exact (a->dtype) ? CS_DTYPE_I64 : a->dtype);
       break;
-    case CS_OP_LTORCH_MEAN:
+    case CS_META_REDUCE_MEAN:
       dtype = has_req ? req : a->dtype;
       if (cs_dtype_is_exact (dtype))
         return meta_fail (m, error, CS_META_ERROR_DTYPE,
                           "dtype=%s is not a floating point or complex dtype",
                           cs_dtype_long_name (dtype));
       break;
-    case CS_OP_LTORCH_VAR_MEAN:
+    case CS_META_REDUCE_VAR:
       dtype = real_dtype (a->dtype);
       break;
-    case CS_OP_LTORCH_LOGSUMEXP:
+    case CS_META_REDUCE_FLOAT:
       if (cs_dtype_is_exact (a->dtype))
         dtype = CS_DTYPE_F32;
       break;
-    default:
+    case CS_META_REDUCE_KEEP:
       break;
     }
   for (guint i = 0; i < n_outputs; i++)
@@ -1911,6 +1912,113 @@ is_uniform_like (const CsStmt *stmt)
   return g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The meta families (CsMetaKind): one factory each, parametrised by the row's meta_arg        */
+
+static gboolean
+meta_family_ew_prim (Meta *m, GError **error)
+{
+  const CsOp *op = m->op;
+  guint n = cs_op_has_tag (op, CS_OP_TAG_TERNARY) ? 3 : cs_op_has_tag (op, CS_OP_TAG_BINARY) ? 2 : 1;
+
+  return meta_prim_elementwise (m, n, error);
+}
+
+static gboolean
+meta_family_ew (Meta *m, GError **error)
+{
+  const CsOp *op = m->op;
+  guint n = cs_op_has_tag (op, CS_OP_TAG_TERNARY) ? 3 : cs_op_has_tag (op, CS_OP_TAG_BINARY) ? 2 : 1;
+
+  /* div(rounding_mode='trunc'/'floor') keeps integer results (DEFAULT) */
+  if (op->id == CS_OP_LTORCH_DIV)
+    {
+      CsValue *rm = arg (m, 99, "rounding_mode");
+      if (rm && rm->kind == CS_VALUE_STRING)
+        return meta_ltorch_elementwise (m, 2, CS_PROMO_DEFAULT, error);
+    }
+  return meta_ltorch_elementwise (m, n, (CsPromoKind) op->meta_arg, error);
+}
+
+static gboolean
+meta_family_where (Meta *m, GError **error)
+{
+  Operand ops[3];
+  CsDtypeRef refs[2], res;
+  int64_t shape[CS_MAX_DIMS];
+  guint rank;
+  CsDevice device = { CS_DEVICE_CUDA, 0 };
+  gboolean any;
+  GError *perr = NULL;
+
+  for (guint i = 0; i < 3; i++)
+    if (!get_operand (m, i, NULL, &ops[i], error))
+      return FALSE;
+  if (ops[0].tensor && ops[0].tensor->dtype != CS_DTYPE_B8)
+    return meta_fail (m, error, CS_META_ERROR_DTYPE, "the condition %s is %s, not bool",
+                      ops[0].tensor->name, cs_dtype_short_name (ops[0].tensor->dtype));
+  refs[0] = operand_ref (&ops[1]);
+  refs[1] = operand_ref (&ops[2]);
+  if (!broadcast_operands (m, ops, 3, shape, &rank, &device, &any, error))
+    return FALSE;
+  if (!cs_promote_elementwise (refs, 2, CS_PROMO_PRESERVE, NULL, &res, &perr))
+    {
+      meta_fail (m, error, CS_META_ERROR_DTYPE, "%s", perr->message);
+      g_error_free (perr);
+      return FALSE;
+    }
+  if (!any)
+    return out_number (m, res.pytype ? res.pytype : CS_PYTYPE_FLOAT);
+  return out_tensor (m, res.dtype, shape, rank, &device, error);
+}
+
+static gboolean
+meta_family_same (Meta *m, GError **error)
+{
+  CsProxy *a;
+
+  if (!get_tensor (m, 0, "a", &a, error))
+    return FALSE;
+  if (a->rank < m->op->meta_arg)
+    return meta_fail (m, error, CS_META_ERROR_SHAPE, "%s needs at least %u dims, got %u",
+                      m->op->short_name, m->op->meta_arg, a->rank);
+  return out_like (m, a, a->dtype, error);
+}
+
+static gboolean
+meta_family_cast (Meta *m, GError **error)
+{
+  CsProxy *a;
+
+  if (!get_tensor (m, 0, "a", &a, error))
+    return FALSE;
+  return out_like (m, a, (CsDtype) m->op->meta_arg, error);
+}
+
+static gboolean
+meta_family_reduction_prim (Meta *m, GError **error)
+{
+  CsProxy *a;
+
+  if (!get_tensor (m, 0, "a", &a, error))
+    return FALSE;
+  return meta_prim_reduction (m, a->dtype, 1, error);
+}
+
+typedef gboolean (*MetaFactory) (Meta *m, GError **error);
+
+static const MetaFactory meta_families[CS_N_META_KINDS] = {
+  [CS_META_EW_PRIM] = meta_family_ew_prim,
+  [CS_META_EW] = meta_family_ew,
+  [CS_META_WHERE] = meta_family_where,
+  [CS_META_SAME] = meta_family_same,
+  [CS_META_CAST] = meta_family_cast,
+  [CS_META_REDUCTION_PRIM] = meta_family_reduction_prim,
+  [CS_META_REDUCTION] = meta_ltorch_reduction,
+  [CS_META_MATMUL] = meta_matmul,
+  [CS_META_LINEAR] = meta_linear,
+};
+
 static gboolean
 dispatch (Meta *m, GError **error)
 {
@@ -1930,6 +2038,8 @@ dispatch (Meta *m, GError **error)
 
   if (op->category == CS_OP_CAT_DISTRIBUTED)
     return meta_dist (m, error);
+  if (op->meta != CS_META_NONE && meta_families[op->meta] != NULL)
+    return meta_families[op->meta] (m, error);
   switch (op->id)
     {
     /* ---- prims ---- */
@@ -1968,12 +2078,6 @@ dispatch (Meta *m, GError **error)
       return meta_cat (m, TRUE, error);
     case CS_OP_PRIM_PAD:
       return meta_pad (m, error);
-    case CS_OP_PRIM_SHALLOW_COPY:
-    case CS_OP_PRIM_CLONE:
-    case CS_OP_PRIM_STRIDE_ORDER:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      return out_like (m, a, a->dtype, error);
     case CS_OP_PRIM_DEVICE_PUT:
       {
         CsDevice dev;
@@ -1983,15 +2087,6 @@ dispatch (Meta *m, GError **error)
           return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument must be a device");
         return out_tensor (m, a->dtype, a->shape, a->rank, &dev, error);
       }
-    case CS_OP_PRIM_WHERE:
-      return meta_prim_elementwise (m, 3, error);
-    case CS_OP_PRIM_SUM:
-    case CS_OP_PRIM_AMAX:
-    case CS_OP_PRIM_AMIN:
-    case CS_OP_PRIM_PROD:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      return meta_prim_reduction (m, a->dtype, 1, error);
     case CS_OP_PRIM_VAR:
     case CS_OP_PRIM_VAR_MEAN:
       if (!get_tensor (m, 0, "a", &a, error))
@@ -2036,10 +2131,6 @@ dispatch (Meta *m, GError **error)
           return out_tensor (m, CS_DTYPE_I64, NULL, 0, &a->device, error);
         return meta_prim_reduction (m, CS_DTYPE_I64, 1, error);
       }
-    case CS_OP_PRIM_MATMUL:
-      return meta_matmul (m, error);
-    case CS_OP_PRIM_LINEAR:
-      return meta_linear (m, error);
     case CS_OP_PRIM_TAKE:
       return meta_take (m, error);
     case CS_OP_PRIM_TAKE_ALONG_AXIS:
@@ -2054,69 +2145,18 @@ dispatch (Meta *m, GError **error)
       return meta_iota (m, FALSE, error);
 
     /* ---- ltorch ---- */
-    case CS_OP_LTORCH_MATMUL:
-      return meta_matmul (m, error);
-    case CS_OP_LTORCH_LINEAR:
-      return meta_linear (m, error);
-    case CS_OP_LTORCH_SILU:
-    case CS_OP_LTORCH_GELU:
-    case CS_OP_LTORCH_SIGMOID:
-      return meta_ltorch_elementwise (m, 1, CS_PROMO_INT_TO_FLOAT, error);
-    case CS_OP_LTORCH_RELU:
     case CS_OP_LTORCH_DROPOUT:
-    case CS_OP_LTORCH_CONTIGUOUS:
-    case CS_OP_LTORCH_CLONE:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      if (op->id == CS_OP_LTORCH_DROPOUT)
-        {
-          CsPyType pt;
-          double p = 0.5;
-          CsValue *pv = arg (m, 1, "p");
-          if (pv && (!value_number (pv, &pt, &p) || p < 0 || p > 1))
-            return meta_fail (m, error, CS_META_ERROR_ARGS, "dropout probability must be in [0, 1]");
-        }
-      return out_like (m, a, a->dtype, error);
-    case CS_OP_LTORCH_TRIL:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      if (a->rank < 2)
-        return meta_fail (m, error, CS_META_ERROR_SHAPE, "tril needs at least 2 dims, got %u", a->rank);
-      return out_like (m, a, a->dtype, error);
-    case CS_OP_LTORCH_WHERE:
       {
-        Operand ops[3];
-        CsDtypeRef refs[2], res;
-        int64_t shape[CS_MAX_DIMS];
-        guint rank;
-        CsDevice device = { CS_DEVICE_CUDA, 0 };
-        gboolean any;
-        GError *perr = NULL;
+        CsPyType pt;
+        double p = 0.5;
+        CsValue *pv = arg (m, 1, "p");
 
-        for (guint i = 0; i < 3; i++)
-          if (!get_operand (m, i, NULL, &ops[i], error))
-            return FALSE;
-        if (ops[0].tensor && ops[0].tensor->dtype != CS_DTYPE_B8)
-          return meta_fail (m, error, CS_META_ERROR_DTYPE, "the condition %s is %s, not bool",
-                            ops[0].tensor->name, cs_dtype_short_name (ops[0].tensor->dtype));
-        refs[0] = operand_ref (&ops[1]);
-        refs[1] = operand_ref (&ops[2]);
-        if (!broadcast_operands (m, ops, 3, shape, &rank, &device, &any, error))
+        if (!get_tensor (m, 0, "a", &a, error))
           return FALSE;
-        if (!cs_promote_elementwise (refs, 2, CS_PROMO_PRESERVE, NULL, &res, &perr))
-          {
-            meta_fail (m, error, CS_META_ERROR_DTYPE, "%s", perr->message);
-            g_error_free (perr);
-            return FALSE;
-          }
-        if (!any)
-          return out_number (m, res.pytype ? res.pytype : CS_PYTYPE_FLOAT);
-        return out_tensor (m, res.dtype, shape, rank, &device, error);
+        if (pv && (!value_number (pv, &pt, &p) || p < 0 || p > 1))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "dropout probability must be in [0, 1]");
+        return out_like (m, a, a->dtype, error);
       }
-    case CS_OP_LTORCH_MASKED_FILL:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      return out_like (m, a, a->dtype, error);
     case CS_OP_LTORCH__SOFTMAX:
     case CS_OP_LTORCH_LOG_SOFTMAX:
       return meta_softmax (m, error);
@@ -2124,23 +2164,8 @@ dispatch (Meta *m, GError **error)
       return meta_norm (m, TRUE, error);
     case CS_OP_LTORCH_RMS_NORM:
       return meta_norm (m, FALSE, error);
-    case CS_OP_LTORCH_SUM:
-    case CS_OP_LTORCH_MEAN:
-    case CS_OP_LTORCH_AMAX:
-    case CS_OP_LTORCH_AMIN:
-    case CS_OP_LTORCH_LOGSUMEXP:
-      return meta_ltorch_reduction (m, 1, error);
-    case CS_OP_LTORCH_VAR_MEAN:
-      return meta_ltorch_reduction (m, 2, error);
     case CS_OP_LTORCH_TO:
       return meta_to (m, error);
-    case CS_OP_LTORCH_FLOAT:
-    case CS_OP_LTORCH_HALF:
-    case CS_OP_LTORCH_BFLOAT16:
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      return out_like (m, a, op->id == CS_OP_LTORCH_FLOAT ? CS_DTYPE_F32
-                             : op->id == CS_OP_LTORCH_HALF ? CS_DTYPE_F16 : CS_DTYPE_BF16, error);
     case CS_OP_LTORCH_TYPE_AS:
       {
         CsProxy *b;
@@ -2396,27 +2421,6 @@ dispatch (Meta *m, GError **error)
       break;
     }
 
-  /* Generic elementwise: prims by tag, ltorch by promotion kind. */
-  if (op->category == CS_OP_CAT_ELEMENTWISE && op->promo != CS_PROMO_NONE)
-    {
-      guint n = cs_op_has_tag (op, CS_OP_TAG_TERNARY) ? 3 : cs_op_has_tag (op, CS_OP_TAG_BINARY) ? 2 : 1;
-
-      if (cs_op_has_tag (op, CS_OP_TAG_PRIM))
-        return meta_prim_elementwise (m, n, error);
-      if (!cs_op_has_tag (op, CS_OP_TAG_UNARY) && !cs_op_has_tag (op, CS_OP_TAG_BINARY)
-          && !cs_op_has_tag (op, CS_OP_TAG_TERNARY))
-        goto unsupported;
-      /* div(rounding_mode='trunc'/'floor') keeps integer results (DEFAULT) */
-      if (op->id == CS_OP_LTORCH_DIV)
-        {
-          CsValue *rm = arg (m, 99, "rounding_mode");
-          if (rm && rm->kind == CS_VALUE_STRING)
-            return meta_ltorch_elementwise (m, 2, CS_PROMO_DEFAULT, error);
-        }
-      return meta_ltorch_elementwise (m, n, op->promo, error);
-    }
-
-unsupported:
   {
     CsProxy *o = cs_stmt_get_output (m->stmt);
 
@@ -2480,8 +2484,7 @@ cs_meta_supports (const CsStmt *stmt)
       break;
     }
   if (op->category == CS_OP_CAT_ELEMENTWISE)
-    return op->promo != CS_PROMO_NONE || op->id == CS_OP_LTORCH_SILU || op->id == CS_OP_LTORCH_RELU
-           || op->id == CS_OP_LTORCH_TRIL || op->id == CS_OP_LTORCH_MASKED_FILL;
+    return op->promo != CS_PROMO_NONE || op->meta != CS_META_NONE;
   return TRUE;
 }
 

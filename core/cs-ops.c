@@ -4,6 +4,8 @@
 
 #include "cs-ops.h"
 
+#include "cs-dtype.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,124 @@ static double ew_bitwise_not (double x) { return (double) ~(gint64) x; }
 static float ew_bitwise_notf (float x) { return (float) ~(gint64) x; }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Formulas of the binary and ternary elementwise prims (thunder/core/prims.py; the values
+ * torch computes).  Integer formulas take and give integer values held as doubles.            */
+
+static double ew_add (double a, double b) { return a + b; }
+static float ew_addf (float a, float b) { return a + b; }
+static double ew_sub (double a, double b) { return a - b; }
+static float ew_subf (float a, float b) { return a - b; }
+static double ew_mul (double a, double b) { return a * b; }
+static float ew_mulf (float a, float b) { return a * b; }
+static double ew_div (double a, double b) { return a / b; }
+static float ew_divf (float a, float b) { return a / b; }
+
+/* prims.div on integers truncates toward zero (C division, Thunder's prim; ltorch's
+ * floor_divide decomposes to it plus a correction) */
+static gboolean
+ew_div_int (double a, double b, double *out)
+{
+  if (b == 0)
+    return FALSE;
+  *out = (double) ((gint64) a / (gint64) b);
+  return TRUE;
+}
+
+/* torch.fmod: the sign of the dividend (C fmod) */
+static gboolean
+ew_fmod_int (double a, double b, double *out)
+{
+  if (b == 0)
+    return FALSE;
+  *out = fmod (a, b);
+  return TRUE;
+}
+
+/* torch.remainder (Python's %): the sign of the divisor */
+static double
+ew_remainder (double a, double b)
+{
+  double r = fmod (a, b);
+
+  if (r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
+}
+static float ew_remainderf (float a, float b) { return (float) ew_remainder (a, b); }
+
+static gboolean
+ew_remainder_int (double a, double b, double *out)
+{
+  if (b == 0)
+    return FALSE;
+  *out = ew_remainder (a, b);
+  return TRUE;
+}
+
+/* torch.maximum / torch.minimum propagate NaN */
+static double ew_maximum (double a, double b) { return isnan (a) || isnan (b) ? NAN : (a > b ? a : b); }
+static float ew_maximumf (float a, float b) { return (float) ew_maximum (a, b); }
+static double ew_minimum (double a, double b) { return isnan (a) || isnan (b) ? NAN : (a < b ? a : b); }
+static float ew_minimumf (float a, float b) { return (float) ew_minimum (a, b); }
+
+/* comparisons: 1 or 0, stored as bool (ALWAYS_BOOL) */
+static double ew_eq (double a, double b) { return a == b; }
+static float ew_eqf (float a, float b) { return a == b; }
+static double ew_ne (double a, double b) { return a != b; }
+static float ew_nef (float a, float b) { return a != b; }
+static double ew_lt (double a, double b) { return a < b; }
+static float ew_ltf (float a, float b) { return a < b; }
+static double ew_le (double a, double b) { return a <= b; }
+static float ew_lef (float a, float b) { return a <= b; }
+static double ew_gt (double a, double b) { return a > b; }
+static float ew_gtf (float a, float b) { return a > b; }
+static double ew_ge (double a, double b) { return a >= b; }
+static float ew_gef (float a, float b) { return a >= b; }
+
+/* bitwise ops on two's-complement int64 (bools as 0/1) */
+static gboolean
+ew_bitwise_and (double a, double b, double *out)
+{
+  *out = (double) ((gint64) a & (gint64) b);
+  return TRUE;
+}
+
+static gboolean
+ew_bitwise_or (double a, double b, double *out)
+{
+  *out = (double) ((gint64) a | (gint64) b);
+  return TRUE;
+}
+
+static gboolean
+ew_bitwise_xor (double a, double b, double *out)
+{
+  *out = (double) ((gint64) a ^ (gint64) b);
+  return TRUE;
+}
+
+/* a << b: 0 once every bit is shifted out (b < 0 or b >= 64), as torch's kernel */
+static gboolean
+ew_left_shift (double a, double b, double *out)
+{
+  *out = (b < 0 || b >= 64) ? 0.0 : (double) ((gint64) ((guint64) (gint64) a << (int) b));
+  return TRUE;
+}
+
+/* a >> b: arithmetic, the shift clamped to [0, 63] (the sign fills in) */
+static gboolean
+ew_right_shift (double a, double b, double *out)
+{
+  *out = (double) ((gint64) a >> (int) CLAMP (b, 0, 63));
+  return TRUE;
+}
+
+/* where(pred, a, b) selects; lerp(start, end, weight) = start + weight * (end - start) */
+static double ew_where (double p, double a, double b) { return p != 0 ? a : b; }
+static double ew_lerp (double a, double b, double w) { return a + w * (b - a); }
+static float ew_lerpf (float a, float b, float w) { return a + w * (b - a); }
+
+/* ------------------------------------------------------------------------------------------ */
 /* The DEF column's helper macros (see cs-ops-list.h)                                          */
 
 /* SCHEMA (ARG (A, TENSOR), ARG (SHAPE, INTS), OPT (BETA, NUMBER, "1.0"), KWOPT (DTYPE, ...)) */
@@ -54,11 +174,37 @@ static float ew_bitwise_notf (float x) { return (float) ~(gint64) x; }
 #define EW1(f64_, f32_, cf_, cd_, ci_, cb_, fl) \
   UNARY_SCHEMA, \
   .ew1 = &(const CsEwUnary) { f64_, f32_, cf_, cd_, ci_, cb_, (fl) }
+/* A binary prim: f64, f32 and integer functions, CUDA expressions over float, double, long
+ * long and bool (see CsEwBinary) */
+#define EW2(f64_, f32_, i64_, cf_, cd_, ci_, cb_, fl) \
+  BINARY_SCHEMA, \
+  .ew2 = &(const CsEwBinary) { f64_, f32_, i64_, cf_, cd_, ci_, cb_, (fl) }
+/* A C operator on every type: arithmetic in the result's C type, a bool result as is */
+#define EW2_OP(nm, op, i64_) \
+  EW2 (ew_##nm, ew_##nm##f, i64_, "(@t) (@0) " op " (@t) (@1)", "(@t) (@0) " op " (@t) (@1)", \
+       "(@t) (@0) " op " (@t) (@1)", "(@0) " op " (@1)", 0)
+/* A comparison: computed in the operands' C type, a bool result */
+#define EW2_CMP(nm, op) \
+  EW2 (ew_##nm, ew_##nm##f, NULL, "(@0) " op " (@1)", "(@0) " op " (@1)", "(@0) " op " (@1)", \
+       "(@0) " op " (@1)", CS_EW_OPERAND_CTYPE)
+/* A bitwise operator: integers and bools only */
+#define EW2_BITWISE(fn, op) \
+  EW2 (NULL, NULL, fn, NULL, NULL, "(@t) (@0) " op " (@t) (@1)", "(@0) " op " (@1)", CS_EW_INT_ONLY)
+/* A float function of libm and CUDA (fn, fnf), float values only in CUDA */
+#define EW2_LIBM(fn, i64_, fl) \
+  EW2 (fn, fn##f, i64_, #fn "f (@0, @1)", #fn " (@0, @1)", NULL, NULL, (fl))
+/* A ternary prim: f64 and f32 functions, CUDA expressions (see CsEwTernary) */
+#define EW3(args_, f64_, f32_, cf_, cd_, ci_, cb_, fl) \
+  args_, \
+  .ew3 = &(const CsEwTernary) { f64_, f32_, cf_, cd_, ci_, cb_, (fl) }
 /* An ltorch (or clang) op that decomposes to one prim under its own promotion kind */
 #define LOWERS_TO(prim) .lowers_to = CS_OP_##prim
 #define DIFF_VJP .diff = CS_OP_DIFF_VJP
 #define DIFF_CONST .diff = CS_OP_DIFF_CONST
 #define EXEC(bits) .exec = (bits)
+/* META (SAME), META_ARG (EW, CS_PROMO_INT_TO_FLOAT): the meta family (see CsMetaKind) */
+#define META(kind) .meta = CS_META_##kind
+#define META_ARG(kind, a) .meta = CS_META_##kind, .meta_arg = (a)
 #define CPU CS_OP_EXEC_CPU
 #define CUDA CS_OP_EXEC_CUDA
 
@@ -104,6 +250,37 @@ build_index (gpointer data)
             op_table[i].exec |= CS_OP_EXEC_CPU;
           if (f->cuda_f32 != NULL || f->cuda_int != NULL)
             op_table[i].exec |= CS_OP_EXEC_CUDA;
+        }
+      if (op_table[i].ew2 != NULL)
+        {
+          const CsEwBinary *f = op_table[i].ew2;
+
+          if (f->f64 != NULL || f->i64 != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CPU;
+          if (f->cuda_f32 != NULL || f->cuda_int != NULL || f->cuda_bool != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CUDA;
+        }
+      if (op_table[i].ew3 != NULL)
+        {
+          const CsEwTernary *f = op_table[i].ew3;
+
+          if (f->f64 != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CPU;
+          if (f->cuda_f32 != NULL || f->cuda_int != NULL || f->cuda_bool != NULL)
+            op_table[i].exec |= CS_OP_EXEC_CUDA;
+        }
+      /* elementwise rows: the meta family of their kind (cs-meta.c's generic elementwise
+       * rules), unless the row declares one */
+      if (op_table[i].meta == CS_META_NONE && op_table[i].category == CS_OP_CAT_ELEMENTWISE
+          && op_table[i].promo != CS_PROMO_NONE)
+        {
+          if (op_table[i].tags & CS_OP_TAG_PRIM)
+            op_table[i].meta = CS_META_EW_PRIM;
+          else if (op_table[i].tags & (CS_OP_TAG_UNARY | CS_OP_TAG_BINARY | CS_OP_TAG_TERNARY))
+            {
+              op_table[i].meta = CS_META_EW;
+              op_table[i].meta_arg = op_table[i].promo;
+            }
         }
       if (op_table[i].name[0] != '\0' && i != CS_OP_FUSION)
         g_hash_table_insert (h, (gpointer) op_table[i].name, &op_table[i]);

@@ -80,6 +80,46 @@ typedef enum
                              queries: Thunder's nondifferentiable symbols) */
 } CsOpDiff;
 
+/**
+ * CsMetaKind:
+ *
+ * The meta family of an op: which of core/cs-meta.c's factories infers its output shapes and
+ * dtypes (a table by kind there), with #CsOp.meta_arg its parameter.  Elementwise rows get
+ * theirs from their category, tags and promotion kind (a prim: CS_META_EW_PRIM; an ltorch op:
+ * CS_META_EW under its own kind); other rows declare one (META in cs-ops-list.h) or have a
+ * rule of their own in cs-meta.c (CS_META_NONE).
+ */
+typedef enum
+{
+  CS_META_NONE = 0,       /* no family: a rule of the op's own in cs-meta.c, or none */
+  CS_META_EW_PRIM,        /* prims.py's elementwise meta: tensor operands of one shape and dtype
+                             (numbers allowed), bool for ALWAYS_BOOL, real for COMPLEX_TO_FLOAT;
+                             a predicate (CS_EW_PREDICATE) must be bool */
+  CS_META_EW,             /* ltorch elementwise: broadcast operands, the dtype of type promotion
+                             under the kind in meta_arg (a CsPromoKind) */
+  CS_META_WHERE,          /* ltorch.where(pred, a, b): a bool predicate, all three broadcast,
+                             PRESERVE over a and b */
+  CS_META_SAME,           /* the first tensor's shape, dtype and device; meta_arg: the least rank
+                             it takes (tril: 2) */
+  CS_META_CAST,           /* the first tensor's shape and device, dtype meta_arg (a CsDtype) */
+  CS_META_REDUCTION_PRIM, /* prims.sum/amax/...(a, dims): a's dtype, the dims removed */
+  CS_META_REDUCTION,      /* ltorch reductions (a, dim, keepdim, dtype=), Thunder's `_reduction`
+                             dtype rule in meta_arg (a CsMetaReduce) */
+  CS_META_MATMUL,         /* matmul(a, b) with torch.matmul's broadcasting */
+  CS_META_LINEAR,         /* linear(a, w, bias) */
+  CS_N_META_KINDS
+} CsMetaKind;
+
+/** The dtype rules of the ltorch reductions (thunder/torch/__init__.py `_reduction`). */
+typedef enum
+{
+  CS_META_REDUCE_KEEP,    /* the input's dtype (amax, amin) */
+  CS_META_REDUCE_SUM,     /* dtype=, else int64 for exact inputs, else the input's */
+  CS_META_REDUCE_MEAN,    /* dtype=, else the input's; a float or complex dtype only */
+  CS_META_REDUCE_VAR,     /* (var, mean): the real dtype and the input's; keepdim keyword-only */
+  CS_META_REDUCE_FLOAT,   /* float32 for exact inputs, else the input's (logsumexp) */
+} CsMetaReduce;
+
 /** Executors that run an op (bit flags). */
 typedef enum
 {
@@ -92,7 +132,14 @@ typedef enum
   X (A, "a") X (B, "b") X (PRED, "pred") X (SHAPE, "shape") \
   X (BROADCAST_DIMENSIONS, "broadcast_dimensions") X (PERMUTATION, "permutation") \
   X (DIMS, "dims") X (DIM, "dim") X (DTYPE, "dtype") X (DEVICE, "device") \
-  X (BETA, "beta") X (THRESHOLD, "threshold") \
+  X (BETA, "beta") X (THRESHOLD, "threshold") X (START, "start") X (END, "end") X (WEIGHT, "weight") \
+  X (W, "w") X (BIAS, "bias") X (QUERY, "query") X (KEY, "key") X (VALUE, "value") \
+  X (ATTN_MASK, "attn_mask") X (DROPOUT_P, "dropout_p") X (IS_CAUSAL, "is_causal") X (SCALE, "scale") \
+  X (GRAD_OUT, "grad_out") X (OUT, "out") X (LOGSUMEXP, "logsumexp") X (CUM_SEQ_Q, "cum_seq_q") \
+  X (CUM_SEQ_K, "cum_seq_k") X (MAX_Q, "max_q") X (MAX_K, "max_k") X (PHILOX_SEED, "philox_seed") \
+  X (PHILOX_OFFSET, "philox_offset") X (ORDER, "order") X (INDICES, "indices") \
+  X (NUM_WEIGHTS, "num_weights") X (PADDING_IDX, "padding_idx") \
+  X (SCALE_GRAD_BY_FREQ, "scale_grad_by_freq") X (SPARSE, "sparse") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
@@ -143,6 +190,15 @@ typedef enum
   CS_EW_FLOAT_ONLY = 1 << 0, /* takes float dtypes only (transcendentals): an integer operand
                                 is an error, not integer math */
   CS_EW_INT_ONLY   = 1 << 1, /* takes integer and bool dtypes only (bitwise ops) */
+  CS_EW_OPERAND_CTYPE = 1 << 2, /* a bool result computed in its operands' C type (the
+                                   comparisons), not in the result's */
+  CS_EW_PREDICATE  = 1 << 3, /* the first operand is a bool predicate, outside type promotion
+                                (where: PRESERVE over the other two) */
+  CS_EW_SELECT     = 1 << 4, /* the result is one of the operands, rounded by nothing: the CPU
+                                reference selects in f64 in every mode, the CUDA emitter does not
+                                round it to the result's dtype (where) */
+  CS_EW_SMALL_POWERS = 1 << 5, /* pow: the CUDA emitter writes a float base raised to the
+                                  constant 2 or 3 as x*x or x*x*x, as PyTorch's pow kernel */
 } CsEwFlags;
 
 /**
@@ -164,6 +220,51 @@ typedef struct
   guint         flags;            /* CsEwFlags */
 } CsEwUnary;
 
+/**
+ * CsEwBinary:
+ *
+ * The formula of a binary elementwise prim (a, b), the one definition its executors derive
+ * from.  The CPU reference computes float values with @f64 (f64 mode, and f64 tensors in exact
+ * mode) or @f32 (exact mode, f32/bf16/f16 values: the operands are rounded to f32 first, the
+ * result is rounded as the dtype says), and integer and bool values with @i64 (the values held
+ * as doubles, as the reference holds every value), or @f64 where @i64 is NULL.  An integer-only
+ * formula (CS_EW_INT_ONLY) has @i64 alone, a float-only one (CS_EW_FLOAT_ONLY) no @i64.
+ *
+ * The CUDA expressions are chosen by the C type the value is computed in (the result's, or with
+ * CS_EW_OPERAND_CTYPE the operands'): `@0` and `@1` stand for the operands, `@t` for that C
+ * type.  A NULL expression: the CUDA emitter does not generate the prim for that type.
+ */
+typedef struct
+{
+  double      (*f64) (double a, double b);  /* float values in f64 */
+  float       (*f32) (float a, float b);    /* float values in f32 (exact mode) */
+  gboolean    (*i64) (double a, double b, double *out); /* integer and bool values; FALSE:
+                                                           integer division by zero */
+  const char   *cuda_f32;         /* over float ("(@t) (@0) + (@t) (@1)") */
+  const char   *cuda_f64;         /* over double */
+  const char   *cuda_int;         /* over long long */
+  const char   *cuda_bool;        /* over bool */
+  guint         flags;            /* CsEwFlags */
+} CsEwBinary;
+
+/**
+ * CsEwTernary:
+ *
+ * The formula of a ternary elementwise prim (where, lerp): as #CsEwBinary with three operands
+ * (`@0`, `@1`, `@2`).  Integer and bool values use @f64; @f32 is NULL for a selection
+ * (CS_EW_SELECT), which the reference computes in f64 in every mode.
+ */
+typedef struct
+{
+  double      (*f64) (double a, double b, double c);  /* f64, integer and bool values */
+  float       (*f32) (float a, float b, float c);     /* float values in f32 (exact mode) */
+  const char   *cuda_f32;         /* over float */
+  const char   *cuda_f64;         /* over double */
+  const char   *cuda_int;         /* over long long */
+  const char   *cuda_bool;        /* over bool */
+  guint         flags;            /* CsEwFlags */
+} CsEwTernary;
+
 struct _CsOp
 {
   CsOpId        id;        /* CS_OP_<NAME> */
@@ -179,10 +280,14 @@ struct _CsOp
                               declared (the passes read such an op's arguments themselves) */
   guint         n_args;
   const CsEwUnary *ew1;    /* formula of a unary elementwise prim, else NULL */
+  const CsEwBinary *ew2;   /* formula of a binary elementwise prim, else NULL */
+  const CsEwTernary *ew3;  /* formula of a ternary elementwise prim, else NULL */
   CsOpId        lowers_to; /* an ltorch op that decomposes to one prim under its promotion
                               kind (ltorch.exp -> prims.exp); CS_OP_OPAQUE otherwise */
   CsOpDiff      diff;
   guint         exec;      /* CsOpExec bits (derived for rows with a formula) */
+  CsMetaKind    meta;      /* its meta family (derived for elementwise rows), or CS_META_NONE */
+  guint         meta_arg;  /* the family's parameter (see CsMetaKind) */
 };
 
 /**

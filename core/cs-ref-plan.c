@@ -3,6 +3,7 @@
 
 #include "cs-ref-plan.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 #include "cs-tensor.h"
 
 #include <math.h>
@@ -195,17 +196,17 @@ run_kind (const CsStmt *s)
 }
 
 static const CsProxy *
-arg_proxy (const CsStmt *s, guint i, const char *kw)
+arg_proxy (const CsStmt *s, CsArgName name)
 {
-  const CsValue *v = cs_stmt_get_arg (s, i, kw);
+  const CsValue *v = cs_stmt_arg (s, name);
 
   return v && v->kind == CS_VALUE_PROXY ? v->u.proxy : NULL;
 }
 
 static double
-arg_numel (const CsStmt *s, guint i, const char *kw)
+arg_numel (const CsStmt *s, CsArgName name)
 {
-  return MAX (proxy_numel (arg_proxy (s, i, kw)), 1.0);
+  return MAX (proxy_numel (arg_proxy (s, name)), 1.0);
 }
 
 /* Whether the kernel computes in f32 (cs-ref.c's use_f32 on the first operand's dtype). */
@@ -235,33 +236,33 @@ kernel_scratch (const Sim *sim, const CsStmt *s, double out_numel)
   switch (cs_op_semantic (s->op)->id)
     {
     case CS_OP_PRIM_MATMUL:
-      a = arg_proxy (s, 0, "a");
+      a = arg_proxy (s, CS_ARG_A);
       /* f32: copies of a and b and one batch of the result; f64: one batch of the result */
       if (uses_f32 (sim, a))
-        return 4.0 * (arg_numel (s, 0, "a") + arg_numel (s, 1, "b") + MAX (out_numel, 1.0));
+        return 4.0 * (arg_numel (s, CS_ARG_A) + arg_numel (s, CS_ARG_B) + MAX (out_numel, 1.0));
       return 8.0 * MAX (out_numel, 1.0);
     case CS_OP_PRIM_LINEAR:
-      a = arg_proxy (s, 0, "a");
+      a = arg_proxy (s, CS_ARG_A);
       if (uses_f32 (sim, a))
-        return 4.0 * (arg_numel (s, 0, "a") + arg_numel (s, 1, "w") + MAX (out_numel, 1.0));
+        return 4.0 * (arg_numel (s, CS_ARG_A) + arg_numel (s, CS_ARG_W) + MAX (out_numel, 1.0));
       return 0;
     case CS_OP_PRIM_ARGMAX:
     case CS_OP_PRIM_ARGMIN:
       return 8.0 * MAX (out_numel, 1.0);
     case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
     case CS_OP_EX_SDPAEX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
-      return 8.0 * extent (arg_proxy (s, 1, "key"), 1);
+      return 8.0 * extent (arg_proxy (s, CS_ARG_KEY), 1);
     case CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
     case CS_OP_EX_SDPAEX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD:
       /* P and dS, L x S each */
-      return 2.0 * 8.0 * extent (arg_proxy (s, 1, "query"), 1) * extent (arg_proxy (s, 2, "key"), 1);
+      return 2.0 * 8.0 * extent (arg_proxy (s, CS_ARG_QUERY), 1) * extent (arg_proxy (s, CS_ARG_KEY), 1);
     case CS_OP_PRIM_EMBEDDING_BACKWARD:
     case CS_OP_LTORCH_EMBEDDING_BACKWARD:
       {
-        const CsValue *nw = cs_stmt_get_arg (s, 2, "num_weights");
+        const CsValue *nw = cs_stmt_arg (s, CS_ARG_NUM_WEIGHTS);
         double rows = nw && nw->kind == CS_VALUE_INT ? MAX ((double) nw->u.i, 1.0) : 1.0;
 
-        return (uses_f32 (sim, arg_proxy (s, 0, "grad")) ? 4.0 * MAX (out_numel, 1.0) : 0)
+        return (uses_f32 (sim, arg_proxy (s, CS_ARG_GRAD)) ? 4.0 * MAX (out_numel, 1.0) : 0)
                + 8.0 * rows;
       }
     default:
@@ -343,7 +344,7 @@ sim_call (Sim *sim, const CsStmt *s)
       return;
     case RUN_ALIAS:
       {
-        const CsProxy *a = arg_proxy (s, 0, "a");
+        const CsProxy *a = arg_proxy (s, CS_ARG_A);
         const CsProxy *o = cs_stmt_get_output (s);
         Node *n = a ? g_hash_table_lookup (sim->env, a->name) : NULL;
 

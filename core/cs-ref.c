@@ -571,8 +571,6 @@ canon_dim (Ctx *c, const CsStmt *s, int64_t d, guint rank, guint *out)
 /* ------------------------------------------------------------------------------------------ */
 /* Elementwise prims                                                                           */
 
-static gboolean unsupported (Ctx *c, const CsStmt *s);
-
 static CsDtypeRef
 promo_arg (const Rv *v)
 {
@@ -587,108 +585,6 @@ static gboolean
 use_f32 (Ctx *c, CsDtype cdtype)
 {
   return c->mode == CS_REF_EXACT && is_float (cdtype) && cdtype != CS_DTYPE_F64;
-}
-
-/* Binary prims that take float dtypes only, and those that take integer and bool dtypes only
- * (the unary prims say so in their registry formula, CsEwUnary.flags). */
-static gboolean
-binary_float_only (CsOpId id)
-{
-  return id == CS_OP_PRIM_ATAN2;
-}
-
-static gboolean
-binary_int_only (CsOpId id)
-{
-  return id == CS_OP_PRIM_BITWISE_AND || id == CS_OP_PRIM_BITWISE_OR
-         || id == CS_OP_PRIM_BITWISE_XOR || id == CS_OP_PRIM_BITWISE_LEFT_SHIFT
-         || id == CS_OP_PRIM_BITWISE_RIGHT_SHIFT;
-}
-
-static double
-py_mod (double a, double b)
-{
-  double r = fmod (a, b);
-  if (r != 0 && ((r < 0) != (b < 0)))
-    r += b;
-  return r;
-}
-
-/* Binary math in f64; @int_math for exact dtypes. */
-static gboolean
-binary_f64 (CsOpId id, double a, double b, gboolean int_math, double *out)
-{
-  switch (id)
-    {
-    case CS_OP_PRIM_ADD: *out = a + b; return TRUE;
-    case CS_OP_PRIM_SUB: *out = a - b; return TRUE;
-    case CS_OP_PRIM_MUL: *out = a * b; return TRUE;
-    case CS_OP_PRIM_DIV:
-      if (int_math)
-        {
-          if (b == 0)
-            return FALSE;
-          *out = (double) ((gint64) a / (gint64) b);   /* C-style truncation */
-        }
-      else
-        *out = a / b;
-      return TRUE;
-    case CS_OP_PRIM_POW: *out = pow (a, b); return TRUE;
-    case CS_OP_PRIM_MAXIMUM: *out = isnan (a) || isnan (b) ? NAN : (a > b ? a : b); return TRUE;
-    case CS_OP_PRIM_MINIMUM: *out = isnan (a) || isnan (b) ? NAN : (a < b ? a : b); return TRUE;
-    case CS_OP_PRIM_EQ: *out = a == b; return TRUE;
-    case CS_OP_PRIM_NE: *out = a != b; return TRUE;
-    case CS_OP_PRIM_LT: *out = a < b; return TRUE;
-    case CS_OP_PRIM_LE: *out = a <= b; return TRUE;
-    case CS_OP_PRIM_GT: *out = a > b; return TRUE;
-    case CS_OP_PRIM_GE: *out = a >= b; return TRUE;
-    case CS_OP_PRIM_ATAN2: *out = atan2 (a, b); return TRUE;
-    case CS_OP_PRIM_FMOD:
-      if (int_math && b == 0)
-        return FALSE;
-      *out = fmod (a, b);
-      return TRUE;
-    case CS_OP_PRIM_REMAINDER:
-      if (int_math && b == 0)
-        return FALSE;
-      *out = py_mod (a, b);
-      return TRUE;
-    case CS_OP_PRIM_NEXTAFTER: *out = nextafter (a, b); return TRUE;
-    case CS_OP_PRIM_BITWISE_AND: *out = (double) ((gint64) a & (gint64) b); return TRUE;
-    case CS_OP_PRIM_BITWISE_OR: *out = (double) ((gint64) a | (gint64) b); return TRUE;
-    case CS_OP_PRIM_BITWISE_XOR: *out = (double) ((gint64) a ^ (gint64) b); return TRUE;
-    case CS_OP_PRIM_BITWISE_LEFT_SHIFT:
-      *out = (b < 0 || b >= 64) ? 0.0 : (double) ((gint64) ((guint64) (gint64) a << (int) b));
-      return TRUE;
-    case CS_OP_PRIM_BITWISE_RIGHT_SHIFT:
-      *out = (double) ((gint64) a >> (int) CLAMP (b, 0, 63));
-      return TRUE;
-    default:
-      g_assert_not_reached ();
-      return FALSE;
-    }
-}
-
-static float
-binary_f32 (CsOpId id, float a, float b)
-{
-  switch (id)
-    {
-    case CS_OP_PRIM_ADD: return a + b;
-    case CS_OP_PRIM_SUB: return a - b;
-    case CS_OP_PRIM_MUL: return a * b;
-    case CS_OP_PRIM_DIV: return a / b;
-    case CS_OP_PRIM_POW: return powf (a, b);
-    case CS_OP_PRIM_ATAN2: return atan2f (a, b);
-    case CS_OP_PRIM_FMOD: return fmodf (a, b);
-    case CS_OP_PRIM_NEXTAFTER: return nextafterf (a, b);
-    default:
-      {
-        double r = 0;
-        binary_f64 (id, a, b, FALSE, &r);
-        return (float) r;
-      }
-    }
 }
 
 #define AT(v, i) ((v)->numel == 1 && (v)->rank == 0 ? (v)->data[0] : (v)->data[i])
@@ -725,20 +621,28 @@ ew_shape (Ctx *c, const CsStmt *s, Rv **args, guint n)
   return tpl ? tpl : args[0];
 }
 
+/* The elementwise prim @op (its registry formula: CsEwUnary, CsEwBinary or CsEwTernary) on
+ * the statement's operands: type promotion over the operands (without a predicate), float
+ * math in f64, or in f32 in exact mode for dtypes narrower than f64, integer math by the
+ * formula's integer function; the result rounded to its dtype. */
 static Rv *
-run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
+run_elementwise (Ctx *c, const CsStmt *s, const CsOp *op)
 {
-  const CsOp *op = cs_op_get (id);
-  guint n = cs_op_has_tag (op, CS_OP_TAG_TERNARY) ? 3 : cs_op_has_tag (op, CS_OP_TAG_BINARY) ? 2 : 1;
+  const CsEwUnary *f1 = op->ew1;
+  const CsEwBinary *f2 = op->ew2;
+  const CsEwTernary *f3 = op->ew3;
+  guint n = f3 ? 3 : f2 ? 2 : 1;
+  guint flags = f3 ? f3->flags : f2 ? f2->flags : f1 ? f1->flags : 0;
+  guint first = (flags & CS_EW_PREDICATE) ? 1 : 0;   /* the first promoted operand */
   Rv *args[3] = { NULL, NULL, NULL };
   Rv *out = NULL;
   const Rv *tpl;
   CsDtypeRef refs[3], p;
   CsDtype cdtype, odtype;
   gboolean any_tensor = FALSE, f32, int_math;
-  guint flags;
   g_autoptr (GError) perr = NULL;
 
+  g_assert (op->exec & CS_OP_EXEC_CPU);   /* exec_call runs the others' decompositions */
   for (guint i = 0; i < n; i++)
     {
       args[i] = arg_tensor (c, s, i, NULL);
@@ -750,26 +654,12 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   if (tpl == NULL)
     goto out;
 
-  if (id == CS_OP_PRIM_WHERE)
+  for (guint i = first; i < n; i++)
+    refs[i - first] = promo_arg (args[i]);
+  if (!cs_promote_dtypes (refs, n - first, &p, &perr))
     {
-      /* where(pred, a, b): PRESERVE over a and b */
-      refs[0] = promo_arg (args[1]);
-      refs[1] = promo_arg (args[2]);
-      if (!cs_promote_dtypes (refs, 2, &p, &perr))
-        {
-          fail (c, s, CS_REF_ERROR_DTYPE, "%s", perr->message);
-          goto out;
-        }
-    }
-  else
-    {
-      for (guint i = 0; i < n; i++)
-        refs[i] = promo_arg (args[i]);
-      if (!cs_promote_dtypes (refs, n, &p, &perr))
-        {
-          fail (c, s, CS_REF_ERROR_DTYPE, "%s", perr->message);
-          goto out;
-        }
+      fail (c, s, CS_REF_ERROR_DTYPE, "%s", perr->message);
+      goto out;
     }
   cdtype = p.dtype;
   if (p.pytype == CS_PYTYPE_FLOAT && !any_tensor)
@@ -781,19 +671,6 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
       goto out;
     }
   int_math = !is_float (cdtype);
-  if (n == 1 && (op->ew1 == NULL || op->ew1->f64 == NULL || op->ew1->f32 == NULL))
-    {
-      /* a unary prim whose registry row declares no CPU formula (digamma, erfinv, ndtri ...) */
-      unsupported (c, s);
-      goto out;
-    }
-  if (n == 2 && (id == CS_OP_PRIM_PY_FLOORDIV || id == CS_OP_PRIM_ZETA))
-    {
-      unsupported (c, s);
-      goto out;
-    }
-  flags = n == 1 ? op->ew1->flags : binary_float_only (id) ? CS_EW_FLOAT_ONLY
-          : binary_int_only (id) ? CS_EW_INT_ONLY : 0;
   if (int_math && (flags & CS_EW_FLOAT_ONLY))
     {
       fail (c, s, CS_REF_ERROR_DTYPE, "takes float tensors, got %s (the trace should convert "
@@ -821,10 +698,10 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
   if (n == 1)
     {
       const Rv *a = args[0];
-      float (*ff) (float) = op->ew1->f32;
-      double (*fd) (double) = op->ew1->f64;
+      float (*ff) (float) = f1->f32;
+      double (*fd) (double) = f1->f64;
 
-      if (id == CS_OP_PRIM_BITWISE_NOT && cdtype == CS_DTYPE_B8)
+      if (op->id == CS_OP_PRIM_BITWISE_NOT && cdtype == CS_DTYPE_B8)
         for (int64_t i = 0; i < out->numel; i++)
           out->data[i] = AT (a, i) == 0;   /* ~ on bools is logical not (torch.bitwise_not) */
       else if (f32)
@@ -834,51 +711,38 @@ run_elementwise (Ctx *c, const CsStmt *s, CsOpId id)
         for (int64_t i = 0; i < out->numel; i++)
           out->data[i] = fd (AT (a, i));
     }
-  else if (id == CS_OP_PRIM_WHERE)
+  else if (n == 2)
     {
-      const Rv *pr = args[0], *a = args[1], *b = args[2];
-      for (int64_t i = 0; i < out->numel; i++)
-        out->data[i] = AT (pr, i) != 0 ? AT (a, i) : AT (b, i);
-    }
-  else if (id == CS_OP_PRIM_LERP)
-    {
-      const Rv *a = args[0], *b = args[1], *w = args[2];
-      for (int64_t i = 0; i < out->numel; i++)
-        out->data[i] = f32 ? (double) ((float) AT (a, i)
-                                       + (float) AT (w, i) * ((float) AT (b, i) - (float) AT (a, i)))
-                           : AT (a, i) + AT (w, i) * (AT (b, i) - AT (a, i));
+      const Rv *a = args[0], *b = args[1];
+
+      if (int_math && f2->i64 != NULL)
+        {
+          for (int64_t i = 0; i < out->numel; i++)
+            if (!f2->i64 (AT (a, i), AT (b, i), &out->data[i]))
+              {
+                fail (c, s, CS_REF_ERROR_VALUE, "integer division by zero at element %"
+                      G_GINT64_FORMAT, i);
+                g_clear_pointer (&out, rv_unref);
+                goto out;
+              }
+        }
+      else if (f32)
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = f2->f32 ((float) AT (a, i), (float) AT (b, i));
+      else
+        for (int64_t i = 0; i < out->numel; i++)
+          out->data[i] = f2->f64 (AT (a, i), AT (b, i));
     }
   else
     {
-      const Rv *a = args[0], *b = args[1];
-      /* the arithmetic of every decomposition, with the op switch outside the loop */
-#define F32_LOOP(EXPR) \
-      for (int64_t i = 0; i < out->numel; i++) \
-        { \
-          float x = (float) AT (a, i), y = (float) AT (b, i); \
-          out->data[i] = (double) (EXPR); \
-        }
-      if (f32 && id == CS_OP_PRIM_ADD)
-        F32_LOOP (x + y)
-      else if (f32 && id == CS_OP_PRIM_SUB)
-        F32_LOOP (x - y)
-      else if (f32 && id == CS_OP_PRIM_MUL)
-        F32_LOOP (x * y)
-      else if (f32 && id == CS_OP_PRIM_DIV)
-        F32_LOOP (x / y)
-#undef F32_LOOP
-      else if (f32)
+      const Rv *a = args[0], *b = args[1], *w = args[2];
+
+      if (f32 && f3->f32 != NULL)
         for (int64_t i = 0; i < out->numel; i++)
-          out->data[i] = binary_f32 (id, (float) AT (a, i), (float) AT (b, i));
+          out->data[i] = f3->f32 ((float) AT (a, i), (float) AT (b, i), (float) AT (w, i));
       else
         for (int64_t i = 0; i < out->numel; i++)
-          if (!binary_f64 (id, AT (a, i), AT (b, i), int_math, &out->data[i]))
-            {
-              fail (c, s, CS_REF_ERROR_VALUE, "integer division by zero at element %"
-                    G_GINT64_FORMAT, i);
-              g_clear_pointer (&out, rv_unref);
-              goto out;
-            }
+          out->data[i] = f3->f64 (AT (a, i), AT (b, i), AT (w, i));
     }
   round_values (out->data, out->numel, out->dtype, c->mode);
 
@@ -3415,10 +3279,6 @@ exec_call (Ctx *c, const CsStmt *s)
     case CS_OP_PRIM_LINEAR:
       v = run_linear (c, s);
       break;
-    case CS_OP_PRIM_ERFCINV: case CS_OP_PRIM_ERFINV: case CS_OP_PRIM_NDTRI:
-    case CS_OP_PRIM_DIGAMMA: case CS_OP_PRIM_FREXP: case CS_OP_PRIM_IMAG:
-    case CS_OP_PRIM_ZETA: case CS_OP_PRIM_PY_FLOORDIV:
-      return s->n_subs ? exec_subs (c, s) : unsupported (c, s);
     case CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION:
       v = run_sdpa_forward (c, s, &sdpa_fw_flash);
       break;
@@ -3479,7 +3339,11 @@ exec_call (Ctx *c, const CsStmt *s)
         }
       if (sem->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (sem, CS_OP_TAG_PRIM))
         {
-          v = run_elementwise (c, s, id);
+          /* a prim without a CPU formula in its registry row runs its decomposition, if the
+           * trace gives one */
+          if (!(sem->exec & CS_OP_EXEC_CPU))
+            return s->n_subs ? exec_subs (c, s) : unsupported (c, s);
+          v = run_elementwise (c, s, sem);
           break;
         }
       if (s->n_subs > 0)

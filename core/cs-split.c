@@ -10,6 +10,7 @@
 
 #include "cs-ir-util.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <string.h>
 
@@ -289,7 +290,7 @@ cs_split_forward_backward (const CsTrace *joint, CsTrace **forward, CsTrace **ba
         }
       if (is_call_of (s, CS_OP_PRIM_GET_GRAD))
         {
-          CsValue *a = cs_stmt_get_arg (s, 0, "a");
+          CsValue *a = cs_stmt_arg (s, CS_ARG_A);
           CsProxy *g = cs_stmt_get_output (s);
           gboolean placed = FALSE;
           for (guint k = 0; k < n_fw && !placed && a && a->kind == CS_VALUE_PROXY; k++)

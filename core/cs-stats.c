@@ -111,7 +111,7 @@ cs_stats_stmt_flops (const CsStmt *stmt)
   if (is_matmul (stmt))
     {
       CsValue *a = cs_stmt_get_arg (stmt, 0, NULL);
-      CsValue *bias = cs_stmt_get_arg (stmt, 2, "bias");
+      CsValue *bias = cs_op_find_arg (sem, CS_ARG_BIAS, NULL) ? cs_stmt_arg (stmt, CS_ARG_BIAS) : NULL;
       CsProxy *o = cs_stmt_get_output (stmt);
       double k;
       if (a == NULL || a->kind != CS_VALUE_PROXY || o == NULL || a->u.proxy->rank == 0)

@@ -646,26 +646,51 @@ unary_expr (Gen *g, const CsEwUnary *f, const char *ct, const char *a)
   return t;
 }
 
-static const char *
-binary_op (CsOpId id)
+/* A binary or ternary formula (CsEwBinary, CsEwTernary) seen the same way by the emitter. */
+typedef struct
 {
-  switch (id)
-    {
-    case CS_OP_PRIM_ADD: return "+";
-    case CS_OP_PRIM_SUB: return "-";
-    case CS_OP_PRIM_MUL: return "*";
-    case CS_OP_PRIM_DIV: return "/";
-    case CS_OP_PRIM_EQ: return "==";
-    case CS_OP_PRIM_NE: return "!=";
-    case CS_OP_PRIM_GE: return ">=";
-    case CS_OP_PRIM_GT: return ">";
-    case CS_OP_PRIM_LE: return "<=";
-    case CS_OP_PRIM_LT: return "<";
-    case CS_OP_PRIM_BITWISE_AND: return "&";
-    case CS_OP_PRIM_BITWISE_OR: return "|";
-    case CS_OP_PRIM_BITWISE_XOR: return "^";
-    default: return NULL;
-    }
+  guint         n;          /* operands: 2 or 3 */
+  const char   *cuda[4];    /* expressions over float, double, long long, bool */
+  guint         flags;      /* CsEwFlags */
+} EwNary;
+
+static gboolean
+ew_nary (const CsOp *op, EwNary *f)
+{
+  if (op->ew2 != NULL)
+    *f = (EwNary) { 2, { op->ew2->cuda_f32, op->ew2->cuda_f64, op->ew2->cuda_int, op->ew2->cuda_bool },
+                    op->ew2->flags };
+  else if (op->ew3 != NULL)
+    *f = (EwNary) { 3, { op->ew3->cuda_f32, op->ew3->cuda_f64, op->ew3->cuda_int, op->ew3->cuda_bool },
+                    op->ew3->flags };
+  else
+    return FALSE;
+  return TRUE;
+}
+
+/* The formula's CUDA expression over C type @ct with `@<k>` replaced by operand @ops[k] and
+ * `@t` by @ct; NULL when the formula has none for that type. */
+static const char *
+nary_expr (Gen *g, const EwNary *f, const char *ct, const char * const *ops)
+{
+  const char *t = strcmp (ct, "double") == 0 ? f->cuda[1]
+                  : strcmp (ct, "long long") == 0 ? f->cuda[2]
+                  : strcmp (ct, "bool") == 0 ? f->cuda[3] : f->cuda[0];
+  GString *e;
+
+  if (t == NULL)
+    return NULL;
+  e = g_string_new ("");
+  for (const char *p = t; *p; p++)
+    if (p[0] == '@' && p[1] == 't')
+      g_string_append (e, ct), p++;
+    else if (p[0] == '@' && p[1] >= '0' && p[1] < (char) ('0' + f->n))
+      g_string_append (e, ops[p[1] - '0']), p++;
+    else
+      g_string_append_c (e, *p);
+  t = pool_printf (g, "%s", e->str);
+  g_string_free (e, TRUE);
+  return t;
 }
 
 /* Index contexts --------------------------------------------------------------------------- */
@@ -761,9 +786,8 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
 {
   CsOpId id = cs_op_semantic (st->op)->id;
   const char *ct = ctype (y->dtype);
-  gboolean dbl = strcmp (ct, "double") == 0;
-  const char *v = NULL, *a, *b, *w;
-  const char *fn;
+  const char *v = NULL, *a;
+  EwNary nf;
   CsProxy *x;
   Ctx xc;
 
@@ -788,93 +812,6 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
                                   round_wrap (g, to, pool_printf (g, "(%s) (%s)", ctype (to), a)));
         return v;
       }
-
-    case CS_OP_PRIM_POW:
-      {
-        /* A float raised to the constant 2 or 3 is x*x (x*x*x), as PyTorch's pow kernel does
-         * for these exponents: exact up to the products' rounding, and no powf call. */
-        double e;
-
-        if (strcmp (ct, "long long") != 0 && strcmp (ct, "bool") != 0
-            && value_number (cs_stmt_get_arg (st, 1, NULL), &e) && (e == 2.0 || e == 3.0))
-          {
-            a = emit_operand (g, st, 0, c, ct, error);
-            if (!a)
-              return NULL;
-            v = new_var (g);
-            g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                                    round_wrap (g, y->dtype, e == 2.0 ? pool_printf (g, "(%s) * (%s)", a, a)
-                                                : pool_printf (g, "(%s) * (%s) * (%s)", a, a, a)));
-            return v;
-          }
-      }
-      G_GNUC_FALLTHROUGH;
-    case CS_OP_PRIM_MAXIMUM:
-    case CS_OP_PRIM_MINIMUM:
-    case CS_OP_PRIM_ATAN2:
-    case CS_OP_PRIM_FMOD:
-    case CS_OP_PRIM_REMAINDER:
-    case CS_OP_PRIM_NEXTAFTER:
-      a = emit_operand (g, st, 0, c, ct, error);
-      b = a ? emit_operand (g, st, 1, c, ct, error) : NULL;
-      if (!b)
-        return NULL;
-      v = new_var (g);
-      {
-        const char *e;
-
-        if (strcmp (ct, "long long") == 0 && (id == CS_OP_PRIM_MAXIMUM || id == CS_OP_PRIM_MINIMUM))
-          e = pool_printf (g, "((%s) %s (%s) ? (%s) : (%s))", a, id == CS_OP_PRIM_MAXIMUM ? ">" : "<", b, a, b);
-        else if (strcmp (ct, "long long") == 0 || strcmp (ct, "bool") == 0)
-          return unsupported (error, st, "integer pow/fmod/remainder"), NULL;
-        else if (id == CS_OP_PRIM_MAXIMUM)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "cs_maxd" : "cs_maxf", a, b);
-        else if (id == CS_OP_PRIM_MINIMUM)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "cs_mind" : "cs_minf", a, b);
-        else if (id == CS_OP_PRIM_POW)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "pow" : "powf", a, b);
-        else if (id == CS_OP_PRIM_ATAN2)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "atan2" : "atan2f", a, b);
-        else if (id == CS_OP_PRIM_NEXTAFTER)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "nextafter" : "nextafterf", a, b);
-        else if (id == CS_OP_PRIM_FMOD)
-          e = pool_printf (g, "%s (%s, %s)", dbl ? "fmod" : "fmodf", a, b);
-        else
-          {
-            /* Python's remainder: the sign follows the divisor. */
-            const char *r = new_var (g);
-
-            g_string_append_printf (g->body, "      %s %s = %s (%s, %s);\n", ct, r,
-                                    dbl ? "fmod" : "fmodf", a, b);
-            g_string_append_printf (g->body, "      if (%s != 0 && ((%s < 0) != (%s < 0))) %s += %s;\n",
-                                    r, r, b, r, b);
-            e = r;
-          }
-        g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v, round_wrap (g, y->dtype, e));
-      }
-      return v;
-
-    case CS_OP_PRIM_WHERE:
-      w = emit_operand (g, st, 0, c, "bool", error);
-      a = w ? emit_operand (g, st, 1, c, ct, error) : NULL;
-      b = a ? emit_operand (g, st, 2, c, ct, error) : NULL;
-      if (!b)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = (%s) ? (%s) (%s) : (%s) (%s);\n", ct, v, w,
-                              ct, a, ct, b);
-      return v;
-
-    case CS_OP_PRIM_LERP:
-      a = emit_operand (g, st, 0, c, ct, error);
-      b = a ? emit_operand (g, st, 1, c, ct, error) : NULL;
-      w = b ? emit_operand (g, st, 2, c, ct, error) : NULL;
-      if (!w)
-        return NULL;
-      v = new_var (g);
-      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                              round_wrap (g, y->dtype, pool_printf (g, "%s + %s * (%s - %s)", a, w, b, a)));
-      return v;
 
     case CS_OP_PRIM_BROADCAST_IN_DIM:
       {
@@ -1220,23 +1157,40 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
                               round_wrap (g, y->dtype, e));
       return v;
     }
-  if ((fn = binary_op (id)) != NULL)
+  if (ew_nary (cs_op_semantic (st->op), &nf))
     {
-      /* Comparisons compute in the operands' type; arithmetic in the output's. */
-      const char *oct = y->dtype == CS_DTYPE_B8 && strcmp (fn, "&") && strcmp (fn, "|") && strcmp (fn, "^")
+      /* a binary or ternary prim: its registry formula, computed in the result's C type or,
+       * for a bool result of the comparisons, in the operands' */
+      const char *oct = (nf.flags & CS_EW_OPERAND_CTYPE) && y->dtype == CS_DTYPE_B8
                         ? operand_ctype (st, 0, operand_ctype (st, 1, "float")) : ct;
+      const char *ops[3] = { NULL, NULL, NULL };
+      const char *e;
+      double pw;
 
-      a = emit_operand (g, st, 0, c, oct, error);
-      b = a ? emit_operand (g, st, 1, c, oct, error) : NULL;
-      if (!b)
-        return NULL;
+      if ((nf.flags & CS_EW_SMALL_POWERS) && strcmp (oct, "long long") != 0
+          && strcmp (oct, "bool") != 0 && value_number (cs_stmt_get_arg (st, 1, NULL), &pw)
+          && (pw == 2.0 || pw == 3.0))
+        {
+          /* a float raised to the constant 2 or 3 is x*x (x*x*x), as PyTorch's pow kernel
+           * does for these exponents: exact up to the products' rounding, and no powf call */
+          a = emit_operand (g, st, 0, c, oct, error);
+          if (!a)
+            return NULL;
+          v = new_var (g);
+          g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                                  round_wrap (g, y->dtype, pw == 2.0 ? pool_printf (g, "(%s) * (%s)", a, a)
+                                              : pool_printf (g, "(%s) * (%s) * (%s)", a, a, a)));
+          return v;
+        }
+      for (guint i = 0; i < nf.n; i++)
+        if ((ops[i] = emit_operand (g, st, i, c, i == 0 && (nf.flags & CS_EW_PREDICATE) ? "bool" : oct,
+                                    error)) == NULL)
+          return NULL;
+      if ((e = nary_expr (g, &nf, oct, ops)) == NULL)
+        return unsupported (error, st, pool_printf (g, "%s on %s values", cs_op_semantic (st->op)->name, oct)), NULL;
       v = new_var (g);
-      if (y->dtype == CS_DTYPE_B8)
-        g_string_append_printf (g->body, "      const bool %s = (%s) %s (%s);\n", v, a, fn, b);
-      else
-        g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
-                                round_wrap (g, y->dtype, pool_printf (g, "(%s) (%s) %s (%s) (%s)",
-                                                                      ct, a, fn, ct, b)));
+      g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                              (nf.flags & CS_EW_SELECT) ? e : round_wrap (g, y->dtype, e));
       return v;
     }
   unsupported (error, st, "this prim");

@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 /* The preamble: bf16/f16 as 16-bit payloads with hardware round-to-nearest-even conversions
- * (cvt.rn.bf16.f32 on sm_80+), NaN-propagating min/max as torch.maximum, warp reductions. */
+ * (cvt.rn.bf16.f32 on sm_80+), NaN-propagating min/max as torch.maximum, Python's remainder
+ * (the sign of the divisor) as torch.remainder, warp reductions. */
 static const char preamble[] =
   "// castscope generated kernels: self-contained preamble (no CUDA headers)\n"
   "typedef unsigned short cs_bf16_t;\n"
@@ -44,6 +45,10 @@ static const char preamble[] =
   "{ return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : a); }\n"
   "static __device__ __forceinline__ double cs_signd (double a)\n"
   "{ return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a); }\n"
+  "static __device__ __forceinline__ float cs_remf (float a, float b)\n"
+  "{ float r = fmodf (a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
+  "static __device__ __forceinline__ double cs_remd (double a, double b)\n"
+  "{ double r = fmod (a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }\n"
   "static __device__ __forceinline__ float cs_shfl (float v, int m)\n"
   "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n"
   "static __device__ __forceinline__ double cs_shfl (double v, int m)\n"

@@ -8,6 +8,12 @@
  * - every unary elementwise prim with a CPU formula agrees with an independent libm formula
  *   (tests/test-op-formulas.h) in f64 mode exactly and in exact mode for f32 and bf16 tensors
  *   within their rounding; every fusible unary prim has a formula and a CUDA expression;
+ * - every binary and ternary prim with a formula agrees with an independent f64 formula
+ *   (test-op-formulas.h) on f64 tensors exactly, on f32 and bf16 tensors in exact mode within
+ *   their rounding, on integer and bool tensors exactly (truncating division, the remainder's
+ *   sign, bitwise ops, bool comparisons; an integer division by zero is an error), and is
+ *   refused on the dtypes its flags exclude; every
+ *   fusible one has a formula whose pieces agree with its flags;
  * - every op that LOWERS_TO a prim decomposes to exactly that prim, computing bf16 in f32;
  * - the five ltorch ops added with the registry (log1p, expm1, sinh, cosh, softplus) run end
  *   to end: meta, decomposition, VJP by finite differences, CPU values against hand values.
@@ -342,6 +348,208 @@ test_ref_formulas (void)
   g_assert_cmpuint (n, >=, 35);
 }
 
+/* Runs `t0 = NAME(x0, ..., x<n-1>)` on 1-d tensors of N_SAMPLES in @mode; returns the output
+ * tensor, or NULL with @error set when the reference refuses. */
+static CsTensor *
+run_nary (const char *name, CsTensor **xs, guint n, CsDtype out_dtype, CsRefMode mode,
+          GError **error)
+{
+  g_autoptr(GString) text = g_string_new ("def computation(");
+  g_autoptr(CsTrace) t = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GPtrArray) outs = NULL;
+
+  for (guint k = 0; k < n; k++)
+    g_string_append_printf (text, "%sx%u", k ? ", " : "", k);
+  g_string_append (text, "):\n");
+  for (guint k = 0; k < n; k++)
+    g_string_append_printf (text, "  # x%u: \"cuda:0 %s[%d]\"\n", k, cs_dtype_short_name (xs[k]->dtype),
+                            N_SAMPLES);
+  g_string_append_printf (text, "  t0 = %s(", name);
+  for (guint k = 0; k < n; k++)
+    g_string_append_printf (text, "%sx%u", k ? ", " : "", k);
+  g_string_append_printf (text, ")  # t0: \"cuda:0 %s[%d]\"\n  return (t0,)\n",
+                          cs_dtype_short_name (out_dtype), N_SAMPLES);
+  t = fd_parse (text->str);
+  for (guint k = 0; k < n; k++)
+    {
+      g_autofree char *nm = g_strdup_printf ("x%u", k);
+      cs_ref_env_insert (env, nm, xs[k]);
+    }
+  if (!cs_ref_run_env (t, env, mode, 0, &outs, NULL, NULL, error))
+    return NULL;
+  g_assert_cmpuint (outs->len, ==, 1);
+  return cs_tensor_ref (outs->pdata[0]);
+}
+
+/* TRUE when @got is @want: equal, both NaN, or within @tol of a finite @want. */
+static gboolean
+near (double got, double want, double tol)
+{
+  if (isnan (want))
+    return isnan (got);
+  if (isinf (want))
+    return got == want;
+  return fabs (got - want) <= tol;
+}
+
+/* One check of a binary/ternary prim: operands of @kind in @dtype, in @mode; every output
+ * within @rel * max(|want|, @floor) of the independent formula (0: exactly). */
+static void
+check_nary (const CsOp *op, const TestFormulaN *f, guint kind, CsDtype dtype, CsRefMode mode,
+            double rel, double floor_)
+{
+  CsTensor *xs[3] = { NULL, NULL, NULL };
+  g_autoptr(CsTensor) y = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean where = (op->ew3 && (op->ew3->flags & CS_EW_PREDICATE));
+  CsDtype odt = op->promo == CS_PROMO_ALWAYS_BOOL ? CS_DTYPE_B8 : dtype;
+  double (*fn) (const double *) = kind != TF_FLOAT && f->fi ? f->fi : f->f;
+
+  for (guint k = 0; k < f->n; k++)
+    {
+      int64_t n = N_SAMPLES;
+      xs[k] = cs_tensor_new (k == 0 && where ? CS_DTYPE_B8 : dtype, &n, 1, &error);
+      g_assert_no_error (error);
+      for (guint e = 0; e < N_SAMPLES; e++)
+        cs_tensor_set_f64 (xs[k], e, test_sample_n (f, k, e, N_SAMPLES, kind));
+    }
+  y = run_nary (op->name, xs, f->n, odt, mode, &error);
+  if (y == NULL)
+    g_error ("%s on %s: %s", op->name, cs_dtype_short_name (dtype), error->message);
+  g_assert_cmpint (y->dtype, ==, odt);
+  for (guint e = 0; e < N_SAMPLES; e++)
+    {
+      double x[3] = { 0, 0, 0 }, want, got = cs_tensor_get_f64 (y, e);
+
+      for (guint k = 0; k < f->n; k++)
+        x[k] = cs_tensor_get_f64 (xs[k], e);
+      want = fn (x);
+      if (odt == CS_DTYPE_B8)
+        want = want != 0;
+      if (!near (got, want, rel * MAX (fabs (want), floor_)))
+        g_error ("%s(%.9g, %.9g%s) = %.17g on %s (%s mode), the independent formula says %.17g",
+                 op->name, x[0], x[1], f->n == 3 ? ", ..." : "", got, cs_dtype_short_name (dtype),
+                 mode == CS_REF_F64 ? "f64" : "exact", want);
+    }
+  for (guint k = 0; k < f->n; k++)
+    cs_tensor_unref (xs[k]);
+}
+
+/* The CPU reference refuses @op on @dtype operands (a float-only prim on integers, an
+ * integer-only one on floats) with a dtype error. */
+static void
+check_refuses (const CsOp *op, const TestFormulaN *f, CsDtype dtype)
+{
+  CsTensor *xs[3] = { NULL, NULL, NULL };
+  g_autoptr(GError) error = NULL;
+  CsTensor *y;
+
+  for (guint k = 0; k < f->n; k++)
+    {
+      int64_t n = N_SAMPLES;
+      xs[k] = cs_tensor_new (dtype, &n, 1, &error);
+      g_assert_no_error (error);
+      for (guint e = 0; e < N_SAMPLES; e++)
+        cs_tensor_set_f64 (xs[k], e, 1.0);
+    }
+  y = run_nary (op->name, xs, f->n, op->promo == CS_PROMO_ALWAYS_BOOL ? CS_DTYPE_B8 : dtype,
+                CS_REF_F64, &error);
+  if (y != NULL)
+    g_error ("%s ran on %s operands; its formula's flags say it takes none", op->name,
+             cs_dtype_short_name (dtype));
+  g_assert_error (error, CS_REF_ERROR, CS_REF_ERROR_DTYPE);
+  for (guint k = 0; k < f->n; k++)
+    cs_tensor_unref (xs[k]);
+}
+
+/* An integer division by zero (div, fmod, remainder on integers: Python's ZeroDivisionError)
+ * is refused with a value error; @f says which prims divide (TestFormulaN.nonzero). */
+static void
+check_zero_divisor (const CsOp *op, const TestFormulaN *f)
+{
+  CsTensor *xs[2] = { NULL, NULL };
+  g_autoptr(GError) error = NULL;
+  CsTensor *y;
+
+  for (guint k = 0; k < 2; k++)
+    {
+      int64_t n = N_SAMPLES;
+      xs[k] = cs_tensor_new (CS_DTYPE_I64, &n, 1, &error);
+      g_assert_no_error (error);
+      for (guint e = 0; e < N_SAMPLES; e++)
+        cs_tensor_set_f64 (xs[k], e, k == 1 && e == 3 ? 0.0 : 5.0);
+    }
+  y = run_nary (op->name, xs, 2, CS_DTYPE_I64, CS_REF_F64, &error);
+  if (y != NULL)
+    g_error ("%s: an integer division by zero gave %g, not an error", op->name,
+             cs_tensor_get_f64 (y, 3));
+  g_assert_error (error, CS_REF_ERROR, CS_REF_ERROR_VALUE);
+  for (guint k = 0; k < 2; k++)
+    cs_tensor_unref (xs[k]);
+}
+
+/* Every binary and ternary prim with a formula against the independent formulas of
+ * test-op-formulas.h: f64 tensors in f64 mode exactly; f32 and bf16 tensors in exact mode
+ * (f32 math) within their rounding; integer and bool tensors exactly (integer division
+ * truncates, fmod has the dividend's sign, remainder the divisor's, comparisons give bool);
+ * and the dtypes a formula's flags exclude are refused. */
+static void
+test_ref_formulas_n (void)
+{
+  guint n = 0;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+      const TestFormulaN *f;
+      guint flags;
+
+      if (op->ew2 == NULL && op->ew3 == NULL)
+        continue;
+      flags = op->ew2 ? op->ew2->flags : op->ew3->flags;
+      f = test_formula_n (op->name);
+      if (f == NULL)
+        g_error ("%s has a formula but test-op-formulas.h has no independent one for it", op->name);
+      g_assert_cmpuint (f->n, ==, op->ew2 ? 2 : 3);
+      if (!(op->exec & CS_OP_EXEC_CPU))
+        g_error ("%s: its formula has no CPU side", op->name);
+      if ((flags & CS_EW_INT_ONLY) && (f->kinds & TF_FLOAT))
+        g_error ("%s: the registry says integers only, the independent formula takes floats", op->name);
+      if ((flags & CS_EW_FLOAT_ONLY) && (f->kinds & (TF_INT | TF_BOOL)))
+        g_error ("%s: the registry says floats only, the independent formula takes integers", op->name);
+      if (f->kinds & TF_FLOAT)
+        {
+          check_nary (op, f, TF_FLOAT, CS_DTYPE_F64, CS_REF_F64, 0, 0);
+          check_nary (op, f, TF_FLOAT, CS_DTYPE_F64, CS_REF_EXACT, 0, 0);
+          check_nary (op, f, TF_FLOAT, CS_DTYPE_F32, CS_REF_EXACT, 8 * FLT_EPSILON, 1.0);
+          check_nary (op, f, TF_FLOAT, CS_DTYPE_BF16, CS_REF_EXACT, ldexp (1.0, -8), 1e-3);
+        }
+      if (f->kinds & TF_INT)
+        {
+          check_nary (op, f, TF_INT, CS_DTYPE_I64, CS_REF_F64, 0, 0);
+          check_nary (op, f, TF_INT, CS_DTYPE_I32, CS_REF_EXACT, 0, 0);
+        }
+      if ((f->kinds & TF_INT) && f->nonzero)
+        check_zero_divisor (op, f);
+      if (f->kinds & TF_BOOL)
+        check_nary (op, f, TF_BOOL, CS_DTYPE_B8, CS_REF_F64, 0, 0);
+      if (flags & CS_EW_FLOAT_ONLY)
+        check_refuses (op, f, CS_DTYPE_I64);
+      if (flags & CS_EW_INT_ONLY)
+        check_refuses (op, f, CS_DTYPE_F32);
+      n++;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (test_formulas_n); i++)
+    {
+      const CsOp *op = cs_op_lookup (test_formulas_n[i].name);
+      if (op->ew2 == NULL && op->ew3 == NULL)
+        g_error ("test-op-formulas.h has %s, the registry no formula for it", test_formulas_n[i].name);
+    }
+  g_test_message ("%u binary and ternary prims checked against independent formulas", n);
+  g_assert_cmpuint (n, >=, 24);
+}
+
 /* Every fusible unary elementwise prim has a formula the CUDA emitter can use; every formula
  * with a CPU side has both precisions. */
 static void
@@ -359,6 +567,133 @@ test_formula_coverage (void)
         g_error ("%s is fusible but its row has no CUDA formula", op->name);
       if (op->ew1 && (op->ew1->f64 == NULL) != (op->ew1->f32 == NULL))
         g_error ("%s: its formula has one CPU precision but not the other", op->name);
+    }
+}
+
+/* Every fusible binary and ternary elementwise prim has a formula, with a CUDA side (the
+ * shifts: CPU only); its CPU side has what its flags say: both float precisions and no integer
+ * function (float only), the integer function alone (integers only), or both precisions with
+ * an optional integer function; a selection (where) has no f32 function, a comparison computes
+ * in its operands' C type.  The two non-fusible binary prims (py_floordiv, zeta) have none. */
+static void
+test_formula_coverage_n (void)
+{
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+      gboolean bin = cs_op_has_tag (op, CS_OP_TAG_BINARY), ter = cs_op_has_tag (op, CS_OP_TAG_TERNARY);
+
+      if (op->category != CS_OP_CAT_ELEMENTWISE || !cs_op_has_tag (op, CS_OP_TAG_PRIM) || !(bin || ter))
+        {
+          if (op->ew2 || op->ew3)
+            g_error ("%s has a binary/ternary formula but is no binary/ternary elementwise prim", op->name);
+          continue;
+        }
+      if ((bin && op->ew3) || (ter && op->ew2))
+        g_error ("%s: its formula has the wrong number of operands", op->name);
+      if (!cs_op_has_tag (op, CS_OP_TAG_FUSIBLE))
+        {
+          if (op->ew2 || op->ew3)
+            g_error ("%s has a formula but is not fusible (tag it)", op->name);
+          continue;
+        }
+      if (op->ew2 == NULL && op->ew3 == NULL)
+        g_error ("%s is fusible but its row has no formula", op->name);
+      if (!(op->exec & CS_OP_EXEC_CUDA) && id != CS_OP_PRIM_BITWISE_LEFT_SHIFT
+          && id != CS_OP_PRIM_BITWISE_RIGHT_SHIFT)
+        g_error ("%s is fusible but its formula has no CUDA expression", op->name);
+      if (op->ew2)
+        {
+          const CsEwBinary *f = op->ew2;
+
+          if (f->flags & CS_EW_INT_ONLY)
+            {
+              if (f->f64 || f->f32 || !f->i64 || f->cuda_f32 || f->cuda_f64)
+                g_error ("%s: integers only, but its formula has float functions (or no integer one)", op->name);
+            }
+          else if (!f->f64 || !f->f32)
+            g_error ("%s: its formula has one float precision but not the other", op->name);
+          if ((f->flags & CS_EW_FLOAT_ONLY) && (f->i64 || f->cuda_int || f->cuda_bool))
+            g_error ("%s: floats only, but its formula has integer functions", op->name);
+          if ((op->promo == CS_PROMO_ALWAYS_BOOL) != ((f->flags & CS_EW_OPERAND_CTYPE) != 0))
+            g_error ("%s: a bool result is computed in the operands' C type, and only that", op->name);
+        }
+      else
+        {
+          const CsEwTernary *f = op->ew3;
+
+          if (f->f64 == NULL)
+            g_error ("%s: its formula has no f64 function", op->name);
+          if (((f->flags & CS_EW_SELECT) != 0) != (f->f32 == NULL))
+            g_error ("%s: a selection (and only a selection) has no f32 function", op->name);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Meta families                                                                               */
+
+/* Every elementwise prim with a promotion kind is in prims.py's elementwise family; an ltorch
+ * elementwise op in the broadcasting one under a real promotion kind; a cast names a dtype and
+ * a reduction one of Thunder's dtype rules.  Each family's factory then gives a call of a
+ * member its type: a one-op example per family, checked by hand. */
+static void
+test_meta_families (void)
+{
+  static const struct { const char *call; const char *type; } calls[] = {
+    { "ltorch.silu(x, False)", "f32[2, 3]" },            /* EW, INT_TO_FLOAT: i64 -> f32 */
+    { "ltorch.relu(x)", "i64[2, 3]" },                   /* SAME */
+    { "ltorch.tril(x)", "i64[2, 3]" },                   /* SAME, rank >= 2 */
+    { "ltorch.float(x)", "f32[2, 3]" },                  /* CAST */
+    { "ltorch.bfloat16(x)", "bf16[2, 3]" },              /* CAST */
+    { "ltorch.sum(x, 1, False, dtype=None)", "i64[2]" }, /* REDUCTION, SUM: exact stays int64 */
+    { "ltorch.logsumexp(x, 1, True)", "f32[2, 1]" },     /* REDUCTION, FLOAT: exact -> f32 */
+    { "ltorch.amax(x, 0, False)", "i64[3]" },            /* REDUCTION, KEEP */
+    { "prims.sum(x, (0, 1))", "i64[]" },                 /* REDUCTION_PRIM */
+    { "prims.eq(x, 2)", "b8[2, 3]" },                    /* EW_PRIM, ALWAYS_BOOL */
+    { "ltorch.where(c, x, 1.5)", "f32[2, 3]" },          /* WHERE: PRESERVE over (i64, float) */
+  };
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get (id);
+
+      g_assert_cmpint (op->meta, <, CS_N_META_KINDS);
+      if (op->category == CS_OP_CAT_ELEMENTWISE && cs_op_has_tag (op, CS_OP_TAG_PRIM)
+          && op->promo != CS_PROMO_NONE && op->meta != CS_META_EW_PRIM)
+        g_error ("%s: an elementwise prim outside prims.py's elementwise meta family", op->name);
+      if (op->meta == CS_META_EW && (op->meta_arg == CS_PROMO_NONE || op->meta_arg > CS_PROMO_NUMBER_TO_INT))
+        g_error ("%s: the elementwise family needs a promotion kind", op->name);
+      if (op->meta == CS_META_CAST && !cs_dtype_is_float ((CsDtype) op->meta_arg))
+        g_error ("%s: a cast to a non-float dtype", op->name);
+      if (op->meta == CS_META_REDUCTION && op->meta_arg > CS_META_REDUCE_FLOAT)
+        g_error ("%s: no such reduction dtype rule", op->name);
+    }
+  for (gsize k = 0; k < G_N_ELEMENTS (calls); k++)
+    {
+      g_autofree char *text = g_strdup_printf ("def computation(x, c):\n  # x: \"cuda:0 i64[2, 3]\"\n"
+                                               "  # c: \"cuda:0 b8[2, 3]\"\n  t0 = %s\n  return (t0,)\n",
+                                               calls[k].call);
+      g_autoptr(CsTrace) t = fd_parse (text);
+      g_autoptr(GError) error = NULL;
+      CsMetaType mt[2];
+      guint n_out = 0;
+      CsStmt *call = NULL;
+      g_autofree char *got = NULL, *shape = NULL;
+
+      for (guint i = 0; i < t->n_stmts && call == NULL; i++)
+        if (t->stmts[i]->kind == CS_STMT_CALL && t->stmts[i]->out != NULL)
+          call = t->stmts[i];
+      g_assert_nonnull (call);
+      g_assert_cmpint (cs_op_semantic (call->op)->meta, !=, CS_META_NONE);
+      g_assert_true (cs_meta_supports (call));
+      if (!cs_meta_compute (t, call, mt, 2, &n_out, &error))
+        g_error ("%s: %s", calls[k].call, error->message);
+      g_assert_cmpuint (n_out, ==, 1);
+      shape = cs_meta_format_shape (mt[0].shape, mt[0].rank);
+      got = g_strdup_printf ("%s%s", cs_dtype_short_name (mt[0].dtype), shape);
+      if (!g_str_equal (got, calls[k].type))
+        g_error ("%s: %s, want %s", calls[k].call, got, calls[k].type);
     }
 }
 
@@ -603,6 +938,9 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/vjp-fd", test_vjp_fd);
   g_test_add_func ("/registry/ref-formulas", test_ref_formulas);
   g_test_add_func ("/registry/formula-coverage", test_formula_coverage);
+  g_test_add_func ("/registry/ref-formulas-n", test_ref_formulas_n);
+  g_test_add_func ("/registry/formula-coverage-n", test_formula_coverage_n);
+  g_test_add_func ("/registry/meta-families", test_meta_families);
   g_test_add_func ("/registry/lowerings", test_lowerings);
   g_test_add_func ("/registry/new-ops/values", test_new_values);
   g_test_add_func ("/registry/new-ops/meta", test_new_meta);

@@ -1,13 +1,14 @@
 /* test-kernels-registry.c: the CUDA side of the op registry's coverage test.
  *
- * For every dtype the emitter handles (f32, f64, bf16, i64), one fusion region holds every
- * unary elementwise prim whose registry formula has a CUDA expression for that type; the
+ * For every dtype the emitter handles (f32, f64, bf16, i64, and bool for the binary and
+ * ternary prims), one fusion region holds every elementwise prim whose registry formula has a
+ * CUDA expression for that type (unary, binary, and where/lerp; comparisons give bool); the
  * program is generated, each op's expression is looked for in the source, and the source is
  * compiled by NVRTC to a CUBIN (no GPU needed; an op whose expression does not compile is named
  * by compiling the ops one by one).  On a machine with a CUDA device the same programs run
- * against the f64 CPU reference, one sweep over every op (ggml's test-backend-ops idea);
- * without a device the sweep skips.  Inputs lie in each op's domain (tests/test-op-formulas.h).
- */
+ * against the independent f64 formulas of tests/test-op-formulas.h, one sweep over every op
+ * (ggml's test-backend-ops idea); without a device the sweep skips.  Inputs lie in each op's
+ * domain (test-op-formulas.h; binary operands on a grid exact in bf16). */
 #include "cs-config.h"
 
 #include <math.h>
@@ -25,16 +26,48 @@
 
 static gboolean have_device;
 
-static const CsDtype sweep_dtypes[] = { CS_DTYPE_F32, CS_DTYPE_F64, CS_DTYPE_BF16, CS_DTYPE_I64 };
+static const CsDtype sweep_dtypes[] = { CS_DTYPE_F32, CS_DTYPE_F64, CS_DTYPE_BF16, CS_DTYPE_I64,
+                                        CS_DTYPE_B8 };
 
-/* TRUE when the registry says the CUDA emitter generates @op on @dt operands. */
+/* The operands of @op: 1, 2 or 3. */
+static guint
+n_operands (const CsOp *op)
+{
+  return op->ew3 ? 3 : op->ew2 ? 2 : 1;
+}
+
+/* The registry formula's CUDA expression of a binary/ternary @op over @dt operands, or NULL. */
+static const char *
+nary_cuda (const CsOp *op, CsDtype dt)
+{
+  const char * const *e = op->ew2 ? &op->ew2->cuda_f32 : &op->ew3->cuda_f32;   /* f32 f64 int bool */
+
+  return e[dt == CS_DTYPE_F64 ? 1 : dt == CS_DTYPE_I64 ? 2 : dt == CS_DTYPE_B8 ? 3 : 0];
+}
+
+/* The TF_* kind of samples for @dt. */
+static guint
+sample_kind (CsDtype dt)
+{
+  return dt == CS_DTYPE_B8 ? TF_BOOL : dt == CS_DTYPE_I64 ? TF_INT : TF_FLOAT;
+}
+
+/* TRUE when the registry says the CUDA emitter generates @op on @dt operands (and, for a
+ * binary/ternary prim, the independent formula takes that kind of dtype). */
 static gboolean
 emits_on (const CsOp *op, CsDtype dt)
 {
   const CsEwUnary *f = op->ew1;
   gboolean is_int = dt == CS_DTYPE_I64;
 
-  if (f == NULL || !(op->exec & CS_OP_EXEC_CUDA) || !cs_op_has_tag (op, CS_OP_TAG_FUSIBLE))
+  if (!(op->exec & CS_OP_EXEC_CUDA) || !cs_op_has_tag (op, CS_OP_TAG_FUSIBLE))
+    return FALSE;
+  if (op->ew2 || op->ew3)
+    {
+      const TestFormulaN *tf = test_formula_n (op->name);
+      return tf != NULL && (tf->kinds & sample_kind (dt)) && nary_cuda (op, dt) != NULL;
+    }
+  if (f == NULL || dt == CS_DTYPE_B8)
     return FALSE;
   if (is_int)
     return f->cuda_int != NULL && !(f->flags & CS_EW_FLOAT_ONLY);
@@ -57,35 +90,61 @@ sweep_ops (CsDtype dt, guint only)
   return ops;
 }
 
-/* A trace whose one fusion region computes tK = op_K(xK) for every op of @ops on @dt. */
+/* Input @j of op @k: "x<k>" (the first operand), "x<k>_<j>". */
+static char *
+input_name (guint k, guint j)
+{
+  return j == 0 ? g_strdup_printf ("x%u", k) : g_strdup_printf ("x%u_%u", k, j);
+}
+
+/* A trace whose one fusion region computes tK = op_K(xK, xK_1, ...) for every op of @ops on
+ * @dt (where's predicate is bool). */
 static char *
 sweep_trace (GPtrArray *ops, CsDtype dt)
 {
   GString *s = g_string_new ("def computation(");
+  GString *args = g_string_new ("");
   const char *d = cs_dtype_short_name (dt);
 
   for (guint k = 0; k < ops->len; k++)
-    g_string_append_printf (s, "%sx%u", k ? ", " : "", k);
-  g_string_append (s, "):\n");
-  for (guint k = 0; k < ops->len; k++)
-    g_string_append_printf (s, "  # x%u: \"cuda:0 %s[%d]\"\n", k, d, N_ELEMS);
-  g_string_append (s, "  [");
-  for (guint k = 0; k < ops->len; k++)
-    g_string_append_printf (s, "%st%u", k ? ", " : "", k);
-  g_string_append (s, "] = nvFusion0(");
-  for (guint k = 0; k < ops->len; k++)
-    g_string_append_printf (s, "%sx%u", k ? ", " : "", k);
-  g_string_append (s, ")\n");
+    for (guint j = 0; j < n_operands (ops->pdata[k]); j++)
+      {
+        g_autofree char *nm = input_name (k, j);
+        g_string_append_printf (args, "%s%s", args->len ? ", " : "", nm);
+      }
+  g_string_append_printf (s, "%s):\n", args->str);
   for (guint k = 0; k < ops->len; k++)
     {
       const CsOp *op = ops->pdata[k];
-      g_string_append_printf (s, "    # t%u = %s(x%u)  # t%u: \"cuda:0 %s[%d]\"\n", k, op->name, k, k,
+
+      for (guint j = 0; j < n_operands (op); j++)
+        {
+          g_autofree char *nm = input_name (k, j);
+          gboolean pred = j == 0 && op->ew3 && (op->ew3->flags & CS_EW_PREDICATE);
+          g_string_append_printf (s, "  # %s: \"cuda:0 %s[%d]\"\n", nm, pred ? "b8" : d, N_ELEMS);
+        }
+    }
+  g_string_append (s, "  [");
+  for (guint k = 0; k < ops->len; k++)
+    g_string_append_printf (s, "%st%u", k ? ", " : "", k);
+  g_string_append_printf (s, "] = nvFusion0(%s)\n", args->str);
+  for (guint k = 0; k < ops->len; k++)
+    {
+      const CsOp *op = ops->pdata[k];
+      g_string_append_printf (s, "    # t%u = %s(", k, op->name);
+      for (guint j = 0; j < n_operands (op); j++)
+        {
+          g_autofree char *nm = input_name (k, j);
+          g_string_append_printf (s, "%s%s", j ? ", " : "", nm);
+        }
+      g_string_append_printf (s, ")  # t%u: \"cuda:0 %s[%d]\"\n", k,
                               op->promo == CS_PROMO_ALWAYS_BOOL ? "b8" : d, N_ELEMS);
     }
   g_string_append (s, "  return (");
   for (guint k = 0; k < ops->len; k++)
     g_string_append_printf (s, "t%u, ", k);
   g_string_append (s, ")\n");
+  g_string_free (args, TRUE);
   return g_string_free (s, FALSE);
 }
 
@@ -121,12 +180,14 @@ compiles (CsDtype dt, guint only, char **log)
   g_assert_no_error (error);
   g_assert_nonnull (p);
   /* every op's expression is in the kernel: its C function name, or for the operator-only
-   * formulas (neg, reciprocal, abs on integers, bitwise_not) at least one kernel */
+   * formulas (neg, reciprocal, abs on integers, bitwise_not, the C operators of the binary
+   * prims, where, lerp) at least one kernel */
   for (guint k = 0; k < ops->len; k++)
     {
       const CsOp *op = ops->pdata[k];
       const CsEwUnary *f = op->ew1;
-      const char *e = dt == CS_DTYPE_I64 ? f->cuda_int : dt == CS_DTYPE_F64 ? f->cuda_f64 : f->cuda_f32;
+      const char *e = f == NULL ? nary_cuda (op, dt)
+                      : dt == CS_DTYPE_I64 ? f->cuda_int : dt == CS_DTYPE_F64 ? f->cuda_f64 : f->cuda_f32;
       g_autofree char *fn = g_strndup (e, strcspn (e, " (@"));
 
       if (*fn && !strstr (p->source->str, fn))
@@ -153,7 +214,7 @@ test_nvrtc (gconstpointer data)
   g_autoptr(GPtrArray) ops = sweep_ops (dt, CS_N_OPS);
 
   g_test_message ("%u ops on %s", ops->len, cs_dtype_short_name (dt));
-  g_assert_cmpuint (ops->len, >=, dt == CS_DTYPE_I64 ? 3 : 30);
+  g_assert_cmpuint (ops->len, >=, dt == CS_DTYPE_B8 ? 10 : dt == CS_DTYPE_I64 ? 14 : 45);
   if (!compiles (dt, CS_N_OPS, NULL))
     for (guint k = 0; k < ops->len; k++)
       {
@@ -166,7 +227,8 @@ test_nvrtc (gconstpointer data)
       }
 }
 
-/* Every fusible unary prim is in at least one sweep (the registry gives it a CUDA formula). */
+/* Every fusible elementwise prim is in at least one sweep (the registry gives it a CUDA
+ * formula), but for the complex-only imag and the shifts (CPU only). */
 static void
 test_coverage (void)
 {
@@ -176,8 +238,9 @@ test_coverage (void)
       gboolean any = FALSE;
 
       if (op->category != CS_OP_CAT_ELEMENTWISE || !cs_op_has_tag (op, CS_OP_TAG_PRIM)
-          || !cs_op_has_tag (op, CS_OP_TAG_UNARY) || !cs_op_has_tag (op, CS_OP_TAG_FUSIBLE)
-          || id == CS_OP_PRIM_IMAG)   /* complex only: no real-valued kernel */
+          || !cs_op_has_tag (op, CS_OP_TAG_FUSIBLE)
+          || id == CS_OP_PRIM_IMAG   /* complex only: no real-valued kernel */
+          || id == CS_OP_PRIM_BITWISE_LEFT_SHIFT || id == CS_OP_PRIM_BITWISE_RIGHT_SHIFT)
         continue;
       for (gsize d = 0; d < G_N_ELEMENTS (sweep_dtypes); d++)
         any |= emits_on (op, sweep_dtypes[d]);
@@ -217,45 +280,83 @@ test_gpu_sweep (gconstpointer data)
   for (guint i = 0; i < p->inputs->len; i++)
     {
       CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
-      guint k = (guint) g_ascii_strtoull (in->name + 1, NULL, 10);   /* "x<k>" */
-      const TestFormula *f = test_formula (((const CsOp *) ops->pdata[k])->name);
+      char *end = NULL;
+      guint k = (guint) g_ascii_strtoull (in->name + 1, &end, 10);   /* "x<k>", "x<k>_<j>" */
+      guint j = end && *end == '_' ? (guint) g_ascii_strtoull (end + 1, NULL, 10) : 0;
+      const CsOp *op = ops->pdata[k];
       int64_t n = N_ELEMS;
-      g_autoptr(CsTensor) x = cs_tensor_new (dt, &n, 1, &error);
+      g_autoptr(CsTensor) x = cs_tensor_new (in->dtype, &n, 1, &error);
 
-      g_assert_nonnull (f);
-      for (int e = 0; e < N_ELEMS; e++)
+      if (op->ew1 != NULL)
         {
-          double v = f->lo + (f->hi - f->lo) * e / (N_ELEMS - 1);
-          cs_tensor_set_f64 (x, e, dt == CS_DTYPE_I64 ? nearbyint (v) : v);
+          const TestFormula *f = test_formula (op->name);
+
+          g_assert_nonnull (f);
+          for (int e = 0; e < N_ELEMS; e++)
+            {
+              double v = f->lo + (f->hi - f->lo) * e / (N_ELEMS - 1);
+              cs_tensor_set_f64 (x, e, dt == CS_DTYPE_I64 ? nearbyint (v) : v);
+            }
+        }
+      else
+        {
+          const TestFormulaN *f = test_formula_n (op->name);
+
+          g_assert_nonnull (f);
+          for (int e = 0; e < N_ELEMS; e++)
+            cs_tensor_set_f64 (x, e, test_sample_n (f, j, e, N_ELEMS, sample_kind (dt)));
         }
       g_assert_true (cs_cuda_program_set_input (p, i, x->data, cs_tensor_nbytes (x), &error));
       cs_ref_env_insert (env, in->name, x);
     }
   g_assert_true (cs_cuda_program_run (p, FALSE, &error));
   g_assert_no_error (error);
-  /* the CPU reference has no erfinv/erfcinv: their outputs are checked by the inverse */
+  /* against the independent formulas of test-op-formulas.h; there is no libm erfinv/erfcinv:
+   * their outputs are checked by the inverse */
   for (guint i = 0; i < p->outputs->len; i++)
     {
       CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
       guint k = (guint) g_ascii_strtoull (o->name + 1, NULL, 10);   /* "t<k>" */
       const CsOp *op = ops->pdata[k];
-      const TestFormula *f = test_formula (op->name);
       g_autoptr(CsTensor) got = cs_tensor_new (o->dtype, o->shape, o->rank, &error);
-      g_autofree char *xname = g_strdup_printf ("x%u", k);
-      CsTensor *x = g_hash_table_lookup (env, xname);
+      CsTensor *x[3] = { NULL, NULL, NULL };
       double num = 0, den = 0, rel;
 
+      for (guint j = 0; j < n_operands (op); j++)
+        {
+          g_autofree char *xname = input_name (k, j);
+          x[j] = g_hash_table_lookup (env, xname);
+          g_assert_nonnull (x[j]);
+        }
       g_assert_true (cs_cuda_program_get_output (p, i, got->data, cs_tensor_nbytes (got), &error));
       for (int e = 0; e < N_ELEMS; e++)
         {
-          double xv = cs_tensor_get_f64 (x, e), gv = cs_tensor_get_f64 (got, e), want;
+          double xv[3] = { 0, 0, 0 }, gv = cs_tensor_get_f64 (got, e), want;
 
-          if (f->f != NULL)
-            want = f->f (xv);
+          for (guint j = 0; j < n_operands (op); j++)
+            xv[j] = cs_tensor_get_f64 (x[j], e);
+          if (op->ew1 == NULL)
+            {
+              const TestFormulaN *f = test_formula_n (op->name);
+
+              want = dt != CS_DTYPE_I64 && dt != CS_DTYPE_B8 ? f->f (xv) : f->fi ? f->fi (xv) : f->f (xv);
+              if (o->dtype == CS_DTYPE_B8)
+                want = want != 0;
+              if (!isfinite (want))
+                {
+                  /* a float division by zero: the same infinity, or NaN */
+                  if (isnan (want) ? !isnan (gv) : gv != want)
+                    g_error ("%s on %s: element %d is %g, want %g", op->name, cs_dtype_short_name (dt), e,
+                             gv, want);
+                  continue;
+                }
+            }
+          else if (test_formula (op->name)->f != NULL)
+            want = test_formula (op->name)->f (xv[0]);
           else
             {
               /* erf(erfinv(y)) = y; erfc(erfcinv(y)) = y */
-              want = xv;
+              want = xv[0];
               gv = op->id == CS_OP_PRIM_ERFINV ? erf (gv) : erfc (gv);
             }
           g_assert_false (isnan (gv));
