@@ -4,8 +4,8 @@
  * benchmark size) is run fwd+bwd under the default policy and under matmul=upcast-f32 (the
  * seed's hazard), and reports GPU time (CUDA-graph replay) and latency (one launched and
  * synced step), medians of --iters samples after 5 warm-up steps
- * (reference/gpu-executor.md section 8, 6.3).  Unless --policy names the executors, both runs
- * use executors=nvfuser,torch: the GPU executor has no sdpa or TorchCompile kernels yet.
+ * (reference/gpu-executor.md section 8, 6.3).  Thunder's default executors, as everywhere: the
+ * sdpa statements and TorchCompile regions run as fused kernels of their own.
  */
 #include "cs-config.h"
 
@@ -105,9 +105,6 @@ cs_cli_cmd_bench (int argc, char **argv)
             cs_cli_error ("bench: %s", error->message);
             return CS_CLI_EXIT_USAGE;
           }
-        /* the GPU executor has no sdpa or xentropy kernels yet: unless --policy names the
-           executors, bench runs the list it can run (nvFuser regions and torch) */
-        cs_cli_policy_gpu_executors (policies, &policy);
         cs_cli_progress_set_now (progress, "bench %u of %u: %s [%s]: reading and running the "
                                  "passes", run_no, n_runs, path, pol ? "upcast-f32" : "default");
         if (!cs_cli_cuda_load_step (path, &policy, &fwd, &bwd, &error))

@@ -225,12 +225,3 @@ cs_cli_exit_for_error (const GError *error)
   return CS_CLI_EXIT_INPUT;
 }
 
-/** cs_cli_policy_gpu_executors: see cs-cli-policy.h. */
-void
-cs_cli_policy_gpu_executors (char **assignments, CsPolicy *policy)
-{
-  for (guint k = 0; assignments && assignments[k]; k++)
-    if (strstr (assignments[k], "executors=") != NULL)
-      return;
-  cs_policy_set (policy, "executors", "nvfuser,torch", NULL);
-}

@@ -24,16 +24,6 @@ G_BEGIN_DECLS
 gboolean  cs_cli_policy_from_strv (char **assignments, CsPolicy *policy, GError **error);
 
 /**
- * cs_cli_policy_gpu_executors:
- * @assignments: (nullable): the --policy strings @policy was made from
- * @policy: (inout): set to executors=nvfuser,torch unless @assignments name the executors
- *
- * The executor list the GPU executor can run (nvFuser regions and torch: it has no sdpa or
- * TorchCompile kernels yet), for `run --device cuda` and `bench`.
- */
-void      cs_cli_policy_gpu_executors (char **assignments, CsPolicy *policy);
-
-/**
  * cs_cli_policy_describe:
  *
  * Returns: (transfer full): text for GOptionContext's description listing every key, its

@@ -786,9 +786,6 @@ cs_cli_cmd_run (int argc, char **argv)
       cs_cli_error ("run: %s", error->message);
       return CS_CLI_EXIT_USAGE;
     }
-  /* --device cuda runs the executors the GPU executor has kernels for (README, Executors) */
-  if (device && strcmp (device, "cuda") == 0)
-    cs_cli_policy_gpu_executors (policy_args, &policy);
 #if !CS_HAVE_JSON
   if (json)
     {
