@@ -140,7 +140,14 @@ nv_executes_whole (const CsStmt *s)
 
 /* nvFuserExecutor.flatten: @stmt as the statements nvFuser executes, appended to @out -
  * @stmt itself when it is a prim or nvFuser executes it whole (nv_executes_whole), else its
- * subsymbols flattened in turn (with the tags they inherit, as _cs_stmt_flatten gives them). */
+ * subsymbols flattened in turn.  A subsymbol taken out of its statement gets castscope's origin
+ * and grad_sum marks of the statement, but no BACKWARD tag: Thunder's flatten copies the
+ * subsymbols as the grad transform made them, and only top-level bound symbols carry the tag
+ * (thunder/transforms/autodiff.py tags the joint's statements; the op-executor pass tags the
+ * subsymbols only of statements no executor claims, and nvFuser claims every composite it can
+ * fuse whole).  nvFuserExecutor.cse keys on the tag (BoundSymbolRHS.backward), so a backward
+ * prim of the joint's top level and an equal one from a backward composite's decomposition
+ * stay apart, as in Thunder. */
 static void
 nv_flatten (CsTrace *trace, CsStmt *stmt, CsStmtVec *out)
 {
@@ -153,11 +160,15 @@ nv_flatten (CsTrace *trace, CsStmt *stmt, CsStmtVec *out)
   for (guint i = 0; i < stmt->n_subs; i++)
     {
       CsStmt *sub = stmt->subs[i];
-      if (_cs_sub_needs_tags (sub, stmt))
+      if ((sub->origin == 0 && stmt->origin != 0) || (stmt->grad_sum && !sub->grad_sum)
+          || sub->backward)
         {
           /* the subsymbol may be shared with the input trace: edit a private copy */
           sub = cs_trace_own_stmt (trace, sub);
-          _cs_sub_take_tags (sub, stmt);
+          if (sub->origin == 0)
+            sub->origin = stmt->origin;
+          sub->grad_sum |= stmt->grad_sum;
+          sub->backward = 0;
         }
       nv_flatten (trace, sub, out);
     }

@@ -85,7 +85,8 @@ CsTrace    *cs_fuse_flatten_regions    (const CsTrace  *trace);
  * Checks: every proxy is produced at most once (a statement sits in at most one region);
  * every read proxy is produced earlier or is an input (trace order valid, hence the regions
  * are acyclic); a region's inputs are exactly the proxies its subsymbols read from outside
- * and its outputs are produced inside; no forward region holds a backward statement.
+ * and its outputs are produced inside or are inputs it passes through (an output
+ * remove_redundant_casts replaced by an input); no forward region holds a backward statement.
  * Returns: TRUE when every invariant holds
  */
 gboolean    cs_fuse_check_invariants   (const CsTrace  *trace,
