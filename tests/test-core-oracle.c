@@ -7,7 +7,8 @@
  * executors with nvFuser; ex_default: the same without nvFuser; ex_torch: executors=torch) and
  * the final traces are compared with Thunder's, up to names:
  * - the fusion regions in order, each by its signature (test-regions.h: the multiset of
- *   prims, the casts inside, the types of the inputs and outputs);
+ *   prims, the casts inside, the types of the inputs and outputs, an output that is an input
+ *   included) and by the order of its prims (every region runs them in Thunder's order);
  * - the prims.convert_element_type statements of the whole trace, at every level;
  * - saved_for_backward (the types of the saved tensors, as a multiset).
  * Every difference that remains is listed in `known` with the Thunder code path that causes
@@ -36,13 +37,20 @@ typedef struct
 static const Known known[] = {
   { "cross_entropy__ex_torch.txt", "saved",
     "thunder+[cuda:0 i64[128], cuda:0 i64[]] castscope+[cuda:0 f32[], cuda:0 i64[128, 1]]",
-    "decomposed cross-entropy (no torchcompile_xentropy): Thunder saves the flat targets and the "
-    "i64 count of valid targets, castscope the unsqueezed targets and the count converted to "
-    "f32 (the divisor of ltorch.true_divide); a difference of castscope's grad rules for the "
-    "cross-entropy decomposition, not of fusion (no nvFuser in this config)" },
+    "cross-entropy without torchcompile_xentropy (executors=torch): Thunder differentiates "
+    "ltorch.log_softmax and ltorch.nll_loss by their augmented forward/backward pairs under "
+    "every executor list (thunder/core/transforms.py: log_softmax_aug_fwd, nll_loss_aug_fwd "
+    "saving _nll_loss_helper's total_weight, nll_loss_backward -> ltorch.nll_loss_backward("
+    "g, log_probs, flat target, None, 'mean', -100, total_weight); cross_entropy__ex_torch's "
+    "GRAD JOINT, t88), so it saves the flat targets and the i64 count; castscope's grad pass "
+    "uses those pairs only when torchcompile_xentropy is in the list (cs-grad.c "
+    "xentropy_rules) and otherwise differentiates the written-out decomposition (the "
+    "clamped, unsqueezed targets of take_along_axis and the count converted to f32 for "
+    "prims.div are saved); not a fusion difference (no nvFuser in this config)" },
   { "block_with_buffers__ex_torch.txt", "saved",
     "thunder+[cuda:0 i64[64], cuda:0 i64[]] castscope+[cuda:0 f32[], cuda:0 i64[64, 1]]",
-    "the same cross-entropy grad difference as cross_entropy__ex_torch" },
+    "the same cross-entropy grad difference as cross_entropy__ex_torch (cs-grad.c "
+    "xentropy_rules against thunder/core/transforms.py nll_loss_aug_fwd / nll_loss_backward)" },
 };
 
 /* The policy of a config (the part of the file name after "__"). */
