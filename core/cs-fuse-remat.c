@@ -1041,6 +1041,11 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
         }
       if (g->modified)
         changed = TRUE;
+    }
+  /* freed after the loop above: a region's absorbed list names regions before and after it */
+  for (guint k = 0; k < r.n_regs; k++)
+    {
+      RReg *g = &r.regs[k];
       g_ptr_array_unref (g->ins);
       g_ptr_array_unref (g->outs);
       g_ptr_array_unref (g->subs);
