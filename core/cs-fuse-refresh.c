@@ -136,7 +136,8 @@ collect_pass_through (const CsStmt *s, CsProxyVec *pass)
 /* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
  * after it).  Outputs: the pass-through outputs @s lists (outputs that are inputs; Thunder
  * never drops a fusion's outputs after remove_redundant_casts) first, then the values its kept
- * subsymbols produce that are read later, in production order; inputs: what the kept
+ * subsymbols produce that are read later, in the order @s lists them when it lists every one
+ * (a rematerialized consumer keeps its order), else in production order; inputs: what the kept
  * subsymbols read from outside, in first appearance order, then any pass-through output none
  * of them reads.  Returns FALSE when no produced output is left (Thunder's dce keeps a
  * fusion only for an output it produces). */
@@ -149,7 +150,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   CsStmtVec *kept = &m->kept;
   CsValue **items;
   CsArg *args;
-  guint32 gen = ++st->gen, gen_in;
+  guint32 gen = ++st->gen, gen_in, gen_listed;
   guint n_outs_rev;
 
   outs->len = 0;
@@ -211,13 +212,38 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   if (outs->len == 0)
     return FALSE;
 
-  /* pass-through outputs first, then the produced ones in production order, each once */
+  /* pass-through outputs first, then the produced ones: in the order @s lists them when it
+   * lists all of them (Thunder's rematerialize keeps a consumer's outputs as they were while it
+   * toposorts its subsymbols), else in production order; each once */
   n_outs_rev = outs->len;
   for (guint i = 0; i < pass->len; i++)
     if (!mark_test (m, st->seen, pass->v[i], gen))
       {
         mark_set (m, st->seen, pass->v[i], gen);
         _cs_proxy_vec_push (outs, pass->v[i]);
+      }
+  tmp->len = 0;
+  gen_listed = ++st->gen;
+  if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+    for (guint i = 0; i < s->out->u.seq.n; i++)
+      {
+        const CsValue *it = s->out->u.seq.items[i];
+        CsProxy *p;
+        if (it->kind != CS_VALUE_PROXY)
+          continue;
+        p = it->u.proxy;
+        if (mark_test (m, st->produced, p, gen) && needed_test (m, p)
+            && !mark_test (m, st->seen, p, gen_listed))
+          {
+            mark_set (m, st->seen, p, gen_listed);
+            _cs_proxy_vec_push (tmp, p);
+          }
+      }
+  if (tmp->len == n_outs_rev)
+    for (guint i = 0; i < tmp->len; i++)
+      {
+        mark_set (m, st->seen, tmp->v[i], gen);
+        _cs_proxy_vec_push (outs, tmp->v[i]);
       }
   for (guint i = 0; i < n_outs_rev; i++)
     {

@@ -45,7 +45,9 @@ typedef enum
  * of the forward holds no backward (stmt->backward) statement; a backward region may hold
  * forward statements rematerialization recomputes there, tags kept as in Thunder.  Each
  * region is one CALL statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
- * the members flattened to prims; inputs/outputs are unique and ordered by first appearance;
+ * the members flattened as nvFuserExecutor.flatten does (to prims, ltorch.embedding kept
+ * whole); inputs/outputs are unique and ordered by first appearance (a rematerialized consumer
+ * keeps the order of its outputs, as Thunder's apply_rematerialization_for_consumer does);
  * stmt->why says why the region ended.  Comment lines inside a run move before the region.
  * Units: none.  Errors: CS_FUSE_ERROR_INPUT for a trace without a return.
  * Returns: (transfer full): the fused trace, or NULL with @error set
