@@ -8,7 +8,7 @@
  * the final traces are compared with Thunder's, up to names:
  * - the fusion regions in order, each by its signature (test-regions.h: the multiset of
  *   prims, the casts inside, the types of the inputs and outputs, an output that is an input
- *   included) and by the order of its prims (every region runs them in Thunder's order);
+ *   included) and by the order of its prims and of its outputs (every region as Thunder's);
  * - the prims.convert_element_type statements of the whole trace, at every level;
  * - saved_for_backward (the types of the saved tensors, as a multiset).
  * Every difference that remains is listed in `known` with the Thunder code path that causes
@@ -417,10 +417,10 @@ test_oracle_traces (void)
                   n_files, n_known, n_regions_same_order, n_regions_compared);
   /* the order of the prims inside a region and of its outputs: every one of the 108 regions
    * as Thunder's (the rematerialized consumers toposorted as Thunder does, their outputs in
-   * the order they had; the casts remove_redundant_casts
-   * leaves unread kept until nvFuserExecutor.cse, which keeps the first of two equal casts;
-   * the prims flattened out of a backward composite without the BACKWARD tag, so that CSE
-   * keeps them apart from the equal top-level prims, as Thunder's BoundSymbolRHS does) */
+   * the order they had; the casts remove_redundant_casts leaves unread kept until
+   * nvFuserExecutor.cse, which keeps the first of two equal casts; the prims flattened out of
+   * a backward composite without the BACKWARD tag, so that CSE keeps them apart from the
+   * equal top-level prims, as Thunder's BoundSymbolRHS does) */
   g_assert_cmpuint (n_regions_compared, ==, 108);
   g_assert_cmpuint (n_regions_same_order, ==, 108);
   g_assert_cmpuint (n_files, >, 0);
