@@ -123,6 +123,85 @@ rrc_stmt (CsTrace *t, CsStmt **sp, CastMaps *m)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* A region's signature after a substitution                                                   */
+
+/* TRUE when @v (a proxy value) names @p. */
+static gboolean
+value_is (const CsValue *v, const CsProxy *p)
+{
+  return v != NULL && v->kind == CS_VALUE_PROXY && v->u.proxy == p;
+}
+
+/* The region call @s with its outputs through @inner, then @outer (each output that @inner
+ * does not map), and its outputs and arguments each listed once, in their order: Thunder's
+ * remove_redundant_casts and nvFuserExecutor.cse rebuild a fusion's outputs so
+ * (from_bsym_swap_proxies with skip_output=False, then the dedup of bsym.output; cse also
+ * dedups bsym.args).  An output a removed cast made is replaced by the value the cast chain
+ * started from: an earlier value of the region, or one of its inputs, which stays listed as an
+ * output (`[t371, t349] = nvFusion2(t371)`; the later statements read that input).  Returns
+ * @s itself when nothing changes, else a copy @t owns. */
+static CsStmt *
+remap_region_signature (CsTrace *t, CsStmt *s, const CsProxyMap *inner,
+                        const CsProxyMap *outer)
+{
+  const CsValue *o = s->out;
+  gboolean change = FALSE;
+  guint n_out = 0, n_args = 0;
+  g_autofree CsValue **items = NULL;
+  g_autofree CsArg *args = NULL;
+
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return s;
+  items = g_new (CsValue *, MAX (o->u.seq.n, 1));
+  for (guint i = 0; i < o->u.seq.n; i++)
+    {
+      CsValue *it = o->u.seq.items[i];
+      gboolean dup = FALSE;
+      if (it->kind == CS_VALUE_PROXY)
+        {
+          CsProxy *q = _cs_proxy_map_lookup (inner, it->u.proxy);
+          if (q == NULL && outer != NULL)
+            q = _cs_proxy_map_lookup (outer, it->u.proxy);
+          if (q != NULL && q != it->u.proxy)
+            {
+              it = cs_value_new_proxy (t->arena, q);
+              change = TRUE;
+            }
+          for (guint k = 0; k < n_out && !dup; k++)
+            dup = value_is (items[k], it->u.proxy);
+        }
+      if (dup)
+        change = TRUE;
+      else
+        items[n_out++] = it;
+    }
+  args = g_new (CsArg, MAX (s->n_args, 1));
+  for (guint i = 0; i < s->n_args; i++)
+    {
+      const CsValue *v = s->args[i].value;
+      gboolean dup = FALSE;
+      for (guint k = 0; k < n_args && !dup && v->kind == CS_VALUE_PROXY; k++)
+        dup = value_is (args[k].value, v->u.proxy);
+      if (dup)
+        change = TRUE;
+      else
+        args[n_args++] = s->args[i];
+    }
+  if (!change)
+    return s;
+  s = cs_trace_own_stmt (t, s);
+  s->out = cs_value_new_seq (t->arena, o->kind,
+                             (CsValue **) cs_arena_dup_ptrs (t->arena, (gpointer const *) items,
+                                                             n_out),
+                             n_out);
+  s->args = CS_ARENA_NEW_N (t->arena, CsArg, MAX (n_args, 1));
+  memcpy (s->args, args, sizeof (CsArg) * n_args);
+  s->n_args = n_args;
+  s->region_fresh = 0;
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* remove_redundant_casts: the driver                                                          */
 
 /* A region's subsymbols through fresh inner maps (@inner emptied first; its repl then holds
@@ -172,6 +251,7 @@ cs_cse_remove_redundant_casts_rounding (const CsTrace *trace, CsRounding roundin
         {
           /* replaced region outputs: later statements read the original instead */
           s = rrc_region (t, _cs_stmt_remap_reads (t, s, outer.repl), &inner, &subs);
+          s = remap_region_signature (t, s, inner.repl, NULL);
           _cs_proxy_map_absorb (outer.repl, inner.repl);
           _cs_stmt_vec_push (&kept, s);
           continue;
@@ -182,7 +262,6 @@ cs_cse_remove_redundant_casts_rounding (const CsTrace *trace, CsRounding roundin
   cs_trace_set_stmts (t, kept.v, kept.len);
   cast_maps_free (&outer);
   cast_maps_free (&inner);
-  _cs_regions_refresh (t, FALSE);
   return g_steal_pointer (&t);
 }
 
@@ -520,6 +599,7 @@ cs_cse_trace (const CsTrace *trace)
       if (_cs_stmt_is_nvfusion (s))
         {
           s = cse_region (t, _cs_stmt_remap_reads (t, s, map), inner, &inner_seen, &subs);
+          s = remap_region_signature (t, s, inner, map);
           _cs_proxy_map_absorb (map, inner);
           _cs_stmt_vec_push (&kept, s);
           continue;

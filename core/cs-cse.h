@@ -26,8 +26,13 @@ G_BEGIN_DECLS
  * the bf16 rounding: a semantic change Thunder documents); any other cast is rewritten to read
  * the most original source.  Runs once over the top-level statements (casts outside regions)
  * and with fresh maps inside each region; replaced region outputs propagate to later
- * statements; regions are then refreshed (inputs/outputs, dead prims).  A cast chain that
- * crosses a region boundary is kept.
+ * statements.  A region's outputs are mapped onto what replaced them and listed once each; an
+ * output replaced by one of the region's inputs stays an output (`[t371, t349] =
+ * nvFusion2(t371)`, as Thunder prints it).  Nothing is dead-code eliminated here: prims left
+ * unread stay until cs_cse_trace() and its refresh (Thunder's remove_redundant_casts leaves
+ * them to nvFuserExecutor.cse, dce and update_fusion_call_ctx, so a cast made redundant here
+ * can still absorb a later duplicate in CSE).  A cast chain that crosses a region boundary is
+ * kept.
  * Returns: (transfer full): the new trace (pass "remove-redundant-casts")
  */
 CsTrace *cs_cse_remove_redundant_casts (const CsTrace *trace);
@@ -59,7 +64,9 @@ CsTrace *cs_cse_remove_redundant_casts_rounding (const CsTrace *trace, CsRoundin
  * Common subexpression elimination.  Key = (op, callee, arguments with proxies resolved,
  * BACKWARD flag).  A statement whose key was seen earlier is dropped and its outputs mapped to
  * the earlier outputs; later reads are rewritten (also inside subsymbols).  Top-level
- * statements share one map; each region's prims get their own.  Never merged: RANDOM ops,
+ * statements share one map; each region's prims get their own; a region's outputs are mapped
+ * as its readers are and listed once each.  Regions are then refreshed (inputs/outputs, dead
+ * prims; an output that is one of the region's inputs stays).  Never merged: RANDOM ops,
  * attention, get_grad, statements without outputs and DONT_DCE statements.
  * Returns: (transfer full): the new trace (pass "cse")
  */

@@ -79,6 +79,7 @@ typedef struct
   CsProxyVec tmp;       /* scratch proxy list */
   CsProxyVec outs;      /* scratch */
   CsProxyVec ins;       /* scratch */
+  CsProxyVec pass;      /* scratch: the pass-through outputs of the region being rebuilt */
   CsStmtVec kept;       /* scratch */
   CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
   guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
@@ -105,23 +106,58 @@ needed_test (const Marks *m, const CsProxy *p)
   return mark_test (m, m->st.needed, p, m->needed_gen);
 }
 
+/* Appends to @pass the outputs of the region call @s that are also its arguments (pass-through
+ * outputs: remove_redundant_casts replaced an output by one of the region's inputs). */
+static void
+collect_pass_through (const CsStmt *s, CsProxyVec *pass)
+{
+  const CsValue *o = s->out;
+
+  pass->len = 0;
+  if (o == NULL || (o->kind != CS_VALUE_LIST && o->kind != CS_VALUE_TUPLE))
+    return;
+  for (guint i = 0; i < o->u.seq.n; i++)
+    {
+      const CsValue *it = o->u.seq.items[i];
+      if (it->kind != CS_VALUE_PROXY)
+        continue;
+      for (guint j = 0; j < s->n_args; j++)
+        {
+          const CsValue *a = s->args[j].value;
+          if (a != NULL && a->kind == CS_VALUE_PROXY && a->u.proxy == it->u.proxy)
+            {
+              _cs_proxy_vec_push (pass, it->u.proxy);
+              break;
+            }
+        }
+    }
+}
+
 /* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
- * after it).  Returns FALSE when the region has no output left. */
+ * after it).  Outputs: the pass-through outputs @s lists (outputs that are inputs; Thunder
+ * never drops a fusion's outputs after remove_redundant_casts) first, then the values its kept
+ * subsymbols produce that are read later, in the order @s lists them when it lists every one
+ * (a rematerialized consumer keeps its order), else in production order; inputs: what the kept
+ * subsymbols read from outside, in first appearance order, then any pass-through output none
+ * of them reads.  Returns FALSE when no produced output is left (Thunder's dce keeps a
+ * fusion only for an output it produces). */
 static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
   MarkStore *st = &m->st;
   CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
+  CsProxyVec *pass = &m->pass;
   CsStmtVec *kept = &m->kept;
   CsValue **items;
   CsArg *args;
-  guint32 gen = ++st->gen, gen_in;
+  guint32 gen = ++st->gen, gen_in, gen_listed;
   guint n_outs_rev;
 
   outs->len = 0;
   ins->len = 0;
   reads->len = 0;
   kept->len = 0;
+  collect_pass_through (s, pass);
 
   /* One backward sweep over the subsymbols (each one's memory is touched once):
    * - DCE: a subsymbol is kept when one of its outputs is needed after the region
@@ -176,8 +212,39 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   if (outs->len == 0)
     return FALSE;
 
-  /* outputs in production order, each once */
+  /* pass-through outputs first, then the produced ones: in the order @s lists them when it
+   * lists all of them (Thunder's rematerialize keeps a consumer's outputs as they were while it
+   * toposorts its subsymbols), else in production order; each once */
   n_outs_rev = outs->len;
+  for (guint i = 0; i < pass->len; i++)
+    if (!mark_test (m, st->seen, pass->v[i], gen))
+      {
+        mark_set (m, st->seen, pass->v[i], gen);
+        _cs_proxy_vec_push (outs, pass->v[i]);
+      }
+  tmp->len = 0;
+  gen_listed = ++st->gen;
+  if (s->out != NULL && (s->out->kind == CS_VALUE_LIST || s->out->kind == CS_VALUE_TUPLE))
+    for (guint i = 0; i < s->out->u.seq.n; i++)
+      {
+        const CsValue *it = s->out->u.seq.items[i];
+        CsProxy *p;
+        if (it->kind != CS_VALUE_PROXY)
+          continue;
+        p = it->u.proxy;
+        if (mark_test (m, st->produced, p, gen) && needed_test (m, p)
+            && !mark_test (m, st->seen, p, gen_listed))
+          {
+            mark_set (m, st->seen, p, gen_listed);
+            _cs_proxy_vec_push (tmp, p);
+          }
+      }
+  if (tmp->len == n_outs_rev)
+    for (guint i = 0; i < tmp->len; i++)
+      {
+        mark_set (m, st->seen, tmp->v[i], gen);
+        _cs_proxy_vec_push (outs, tmp->v[i]);
+      }
   for (guint i = 0; i < n_outs_rev; i++)
     {
       CsProxy *p = outs->v[n_outs_rev - 1 - i];
@@ -207,6 +274,12 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
           _cs_proxy_vec_push (ins, p);
         }
     }
+  for (guint i = 0; i < pass->len; i++)
+    if (!mark_test (m, st->seen, pass->v[i], gen_in))
+      {
+        mark_set (m, st->seen, pass->v[i], gen_in);
+        _cs_proxy_vec_push (ins, pass->v[i]);
+      }
 
   cs_stmt_set_subs (trace, s, kept->v, kept->len);
   items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
@@ -382,6 +455,7 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
   _cs_proxy_vec_free (&m.tmp);
   _cs_proxy_vec_free (&m.outs);
   _cs_proxy_vec_free (&m.ins);
+  _cs_proxy_vec_free (&m.pass);
   _cs_proxy_vec_free (&m.reads);
   _cs_stmt_vec_free (&m.kept);
   g_free (m.read_pos);

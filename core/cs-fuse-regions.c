@@ -98,6 +98,82 @@ region_name (CsArena *arena, guint n)
   return cs_arena_strndup (arena, buf, len);
 }
 
+/* The first tensor argument of @s at position @i (or keyword @kw), else NULL. */
+static const CsProxy *
+tensor_arg (const CsStmt *s, guint i, const char *kw)
+{
+  const CsValue *v = cs_stmt_get_arg (s, i, kw);
+  return v != NULL && v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR
+           ? v->u.proxy : NULL;
+}
+
+/* nvFuser's is_supported_tensor: a CUDA tensor (untyped counts as one) of a dtype nvFuser
+ * has, rank 8 at most. */
+static gboolean
+nv_supported_tensor (const CsProxy *p)
+{
+  if (p == NULL)
+    return FALSE;
+  if (!p->typed)
+    return TRUE;
+  return p->device.type == CS_DEVICE_CUDA && p->rank <= 8 && p->dtype != CS_DTYPE_U8
+         && p->dtype != CS_DTYPE_I8 && p->dtype != CS_DTYPE_I16 && p->dtype != CS_DTYPE_C32
+         && p->dtype != CS_DTYPE_F8_E8M0FNU;
+}
+
+/* TRUE when nvFuser executes the composite @s itself instead of its subsymbols (its
+ * implmap holds the ltorch symbol): ltorch.embedding under _embedding_check (input and
+ * weight supported tensors, a 2-D weight; the stub's nvFuser 0.2.27 passes the version
+ * test).  Thunder's nvfuserex_impl.py register_supported(ltorch.embedding, embedding,
+ * _embedding_check); nvFuserExecutor.flatten stops at such a symbol. */
+static gboolean
+nv_executes_whole (const CsStmt *s)
+{
+  const CsProxy *idx, *w;
+
+  if (s->kind != CS_STMT_CALL || s->op == NULL || s->op->id != CS_OP_LTORCH_EMBEDDING)
+    return FALSE;
+  idx = tensor_arg (s, 0, "a");
+  w = tensor_arg (s, 1, "weight");
+  return nv_supported_tensor (idx) && nv_supported_tensor (w) && (!w->typed || w->rank == 2);
+}
+
+/* nvFuserExecutor.flatten: @stmt as the statements nvFuser executes, appended to @out -
+ * @stmt itself when it is a prim or nvFuser executes it whole (nv_executes_whole), else its
+ * subsymbols flattened in turn.  A subsymbol taken out of its statement gets castscope's origin
+ * and grad_sum marks of the statement, but no BACKWARD tag: Thunder's flatten copies the
+ * subsymbols as the grad transform made them, and only top-level bound symbols carry the tag
+ * (thunder/transforms/autodiff.py tags the joint's statements; the op-executor pass tags the
+ * subsymbols only of statements no executor claims, and nvFuser claims every composite it can
+ * fuse whole).  nvFuserExecutor.cse keys on the tag (BoundSymbolRHS.backward), so a backward
+ * prim of the joint's top level and an equal one from a backward composite's decomposition
+ * stay apart, as in Thunder. */
+static void
+nv_flatten (CsTrace *trace, CsStmt *stmt, CsStmtVec *out)
+{
+  if (stmt->kind != CS_STMT_CALL || stmt->n_subs == 0
+      || cs_op_has_tag (stmt->op, CS_OP_TAG_PRIM) || nv_executes_whole (stmt))
+    {
+      _cs_stmt_vec_push (out, stmt);
+      return;
+    }
+  for (guint i = 0; i < stmt->n_subs; i++)
+    {
+      CsStmt *sub = stmt->subs[i];
+      if ((sub->origin == 0 && stmt->origin != 0) || (stmt->grad_sum && !sub->grad_sum)
+          || sub->backward)
+        {
+          /* the subsymbol may be shared with the input trace: edit a private copy */
+          sub = cs_trace_own_stmt (trace, sub);
+          if (sub->origin == 0)
+            sub->origin = stmt->origin;
+          sub->grad_sum |= stmt->grad_sum;
+          sub->backward = 0;
+        }
+      nv_flatten (trace, sub, out);
+    }
+}
+
 /* Emits one group into @out: a region call, or the members as they are. */
 static void
 emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
@@ -117,7 +193,7 @@ emit_group (CsTrace *trace, Group *g, GPtrArray *out, guint *counter)
       return;
     }
   for (guint i = 0; i < g->members.len; i++)
-    _cs_stmt_flatten (trace, g->members.v[i], &flat);
+    nv_flatten (trace, g->members.v[i], &flat);
   name = region_name (trace->arena, (*counter)++);
   region = cs_stmt_new_call_static (trace, cs_op_get (CS_OP_FUSION), name, NULL, NULL, 0);
   region->type_comment = CS_TYPECOMMENT_NONE;

@@ -1039,8 +1039,25 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
           t->stmts[g->top] = s;
           changed = TRUE;
         }
-      if (g->modified)
-        changed = TRUE;
+      if (g->modified || g->subs_changed)
+        {
+          /* the outputs as Thunder's pass leaves them (a consumer keeps its order, a producer
+           * lists its own in production order): the refresh keeps that order for those that
+           * stay */
+          CsStmt *s = cs_trace_own_stmt (t, t->stmts[g->top]);
+          CsValue **items = CS_ARENA_NEW_N (t->arena, CsValue *, MAX (g->outs->len, 1));
+          for (guint j = 0; j < g->outs->len; j++)
+            items[j] = cs_value_new_proxy (t->arena, g->outs->pdata[j]);
+          s->out = cs_value_new_seq (t->arena, CS_VALUE_LIST, items, g->outs->len);
+          s->region_fresh = 0;
+          t->stmts[g->top] = s;
+          changed = TRUE;
+        }
+    }
+  /* freed after the loop above: a region's absorbed list names regions before and after it */
+  for (guint k = 0; k < r.n_regs; k++)
+    {
+      RReg *g = &r.regs[k];
       g_ptr_array_unref (g->ins);
       g_ptr_array_unref (g->outs);
       g_ptr_array_unref (g->subs);

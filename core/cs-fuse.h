@@ -45,7 +45,9 @@ typedef enum
  * of the forward holds no backward (stmt->backward) statement; a backward region may hold
  * forward statements rematerialization recomputes there, tags kept as in Thunder.  Each
  * region is one CALL statement `[outs] = nvFusionK(ins)` (k counts regions in order from 0), whose subsymbols are
- * the members flattened to prims; inputs/outputs are unique and ordered by first appearance;
+ * the members flattened as nvFuserExecutor.flatten does (to prims, ltorch.embedding kept
+ * whole); inputs/outputs are unique and ordered by first appearance (a rematerialized consumer
+ * keeps the order of its outputs, as Thunder's apply_rematerialization_for_consumer does);
  * stmt->why says why the region ended.  Comment lines inside a run move before the region.
  * Units: none.  Errors: CS_FUSE_ERROR_INPUT for a trace without a return.
  * Returns: (transfer full): the fused trace, or NULL with @error set
@@ -85,7 +87,8 @@ CsTrace    *cs_fuse_flatten_regions    (const CsTrace  *trace);
  * Checks: every proxy is produced at most once (a statement sits in at most one region);
  * every read proxy is produced earlier or is an input (trace order valid, hence the regions
  * are acyclic); a region's inputs are exactly the proxies its subsymbols read from outside
- * and its outputs are produced inside; no forward region holds a backward statement.
+ * and its outputs are produced inside or are inputs it passes through (an output
+ * remove_redundant_casts replaced by an input); no forward region holds a backward statement.
  * Returns: TRUE when every invariant holds
  */
 gboolean    cs_fuse_check_invariants   (const CsTrace  *trace,

@@ -155,10 +155,27 @@ collect_written (const CsStmt *s, GHashTable *names, guint depth)
     collect_written (s->subs[i], names, depth + 1);
 }
 
+/* Adds to @names every proxy name @s reads, at every level (its arguments, its subsymbols'). */
+static void
+collect_read (const CsStmt *s, GHashTable *names, guint depth)
+{
+  g_autoptr(GPtrArray) ins = NULL;
+
+  if (depth > 64)
+    return;
+  ins = g_ptr_array_new ();
+  cs_stmt_collect_inputs (s, ins);
+  for (guint i = 0; i < ins->len; i++)
+    g_hash_table_add (names, (gpointer) ((const CsProxy *) g_ptr_array_index (ins, i))->name);
+  for (guint i = 0; i < s->n_subs; i++)
+    collect_read (s->subs[i], names, depth + 1);
+}
+
 typedef struct
 {
   GHashTable *user;       /* initial stmt id -> const CsStmt* (the user's casts) */
-  GHashTable *after;      /* names written in the trace after the pass */
+  GHashTable *after;      /* names written and read in the trace after the pass (a cast the
+                             pass left unread goes in the passes after it) */
   GHashTable *readers;    /* name -> GPtrArray of const CsStmt* reading it (leaf statements of
                              the trace before, regions' prims included) */
   GPtrArray  *result;
@@ -291,6 +308,20 @@ cs_lens_removed_user_casts (const CsTrace *initial, const CsTrace *before, const
                                      (GDestroyNotify) g_ptr_array_unref);
   for (guint i = 0; i < after->n_stmts; i++)
     collect_written (after->stmts[i], w.after, 0);
+  {
+    /* remove_redundant_casts leaves the casts it makes unread in place (nvFuserExecutor.cse
+     * and dce remove them): what nothing reads is gone */
+    g_autoptr(GHashTable) read = g_hash_table_new (g_str_hash, g_str_equal);
+    GHashTableIter it;
+    gpointer key;
+
+    for (guint i = 0; i < after->n_stmts; i++)
+      collect_read (after->stmts[i], read, 0);
+    g_hash_table_iter_init (&it, w.after);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      if (!g_hash_table_contains (read, key))
+        g_hash_table_iter_remove (&it);
+  }
   for (guint i = 0; i < before->n_stmts; i++)
     index_readers (before->stmts[i], w.readers, 0);
   for (guint i = 0; i < before->n_stmts; i++)

@@ -82,7 +82,8 @@ typedef struct
  *
  * The casts of @before whose origin is a cast statement of @initial (a `.to(dtype)`,
  * `.float()` ... the user wrote) and that @after no longer has (no statement of @after, at any
- * level, writes their output).  Thunder's remove_redundant_casts (thunder/core/transform_common.py,
+ * level, writes their output, or nothing reads it: remove_redundant_casts leaves a cast whose
+ * readers it rewired in place, unread, for CSE and DCE to remove).  Thunder's remove_redundant_casts (thunder/core/transform_common.py,
  * nvFuser's pass in thunder/executors/nvfuserex_impl.py) drops a chain f32 -> bf16 -> f32
  * inside a region, so the rounding the user asked for does not happen: the readers take the
  * unrounded f32 value.  The gradient of such a cast (its VJP cast, same origin) is listed too,

@@ -114,10 +114,11 @@ cs_trace_is_final (const CsTrace *trace)
   return FALSE;
 }
 
-/* Gives the subsymbols @t owns the origin and BACKWARD tag of the statement they decompose,
- * in place, as _cs_stmt_flatten would give them when fusion takes them out of their statement
- * (it has to copy subsymbols it does not own: doing it here, where they are new, saves the
- * fusion pass a copy of nearly every subsymbol). */
+/* Gives the subsymbols @t owns the origin and grad_sum marks of the statement they decompose,
+ * in place, as the fusion pass gives them when nvFuser takes them out of their statement
+ * (cs-fuse-regions.c nv_flatten: it has to copy subsymbols it does not own; doing it here,
+ * where they are new, saves the fusion pass a copy of nearly every subsymbol).  The BACKWARD
+ * tag stays on the top-level statements, as in Thunder. */
 static void
 tag_subsymbols (CsTrace *t, CsStmt *stmt, guint depth)
 {
@@ -128,7 +129,9 @@ tag_subsymbols (CsTrace *t, CsStmt *stmt, guint depth)
       CsStmt *sub = stmt->subs[i];
       if (sub->owner != t->serial)
         continue;
-      _cs_sub_take_tags (sub, stmt);
+      if (sub->origin == 0)
+        sub->origin = stmt->origin;
+      sub->grad_sum |= stmt->grad_sum;
       tag_subsymbols (t, sub, depth + 1);
     }
 }

@@ -74,6 +74,19 @@ set_has (const CsProxyMap *set, const CsProxy *p)
   return _cs_proxy_map_lookup (set, p) != NULL;
 }
 
+/* TRUE when @s reads @p (one of its arguments, at the top level). */
+static gboolean
+reads_proxy (const CsStmt *s, const CsProxy *p)
+{
+  for (guint i = 0; i < s->n_args; i++)
+    {
+      const CsValue *a = s->args[i].value;
+      if (a != NULL && a->kind == CS_VALUE_PROXY && a->u.proxy == p)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 /* DCE of the backward part (walking backwards from the return). */
 static void
 dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
@@ -96,8 +109,10 @@ dce_backward (const CsTrace *joint, guint8 *side, const CsStmt *ret)
         continue;
       g_ptr_array_set_size (io, 0);
       cs_stmt_collect_outputs (s, io);
+      /* an output that is also an input (a region passing an input through) is not what the
+       * statement produces (Thunder's dce asks producers(), which skips those) */
       for (guint j = 0; j < io->len && !keep; j++)
-        keep = set_has (needed, io->pdata[j]);
+        keep = set_has (needed, io->pdata[j]) && !reads_proxy (s, io->pdata[j]);
       if (io->len == 0 && s->kind == CS_STMT_CALL)
         keep = cs_op_has_tag (s->op, CS_OP_TAG_DONT_DCE) && !is_call_of (s, CS_OP_PRIM_PUT_GRAD);
       if (!keep)

@@ -280,6 +280,16 @@ cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts)
       _cs_stmt_writes (s, wr);
       if (_cs_stmt_is_region (s))
         {
+          /* an output that is one of the region's inputs (`[t32, t10] = nvFusion1(t32)`:
+           * remove_redundant_casts folded a cast round trip back onto the input) is handed
+           * back as it is: no bytes written for it */
+          for (guint j = wr->len; j-- > 0;)
+            for (guint k = 0; k < rd->len; k++)
+              if (wr->pdata[j] == rd->pdata[k])
+                {
+                  g_ptr_array_remove_index (wr, j);
+                  break;
+                }
           for (guint j = 0; j < s->n_subs; j++)
             flatten_const (s->subs[j], flat, 0);
           e.name = s->callee;

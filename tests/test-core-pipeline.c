@@ -318,11 +318,15 @@ test_invariants (void)
               if (!cs_fuse_check_invariants (x, &error))
                 g_error ("%s, policy %u, pass %s: %s", samples[si], pi, names[k], error->message);
               check_no_straddle (x);
-              {
-                g_autofree char *what = g_strdup_printf ("%s, policy %u, pass %s", samples[si], pi,
-                                                         names[k]);
-                check_refresh_is_full (x, what);
-              }
+              /* remove-redundant-casts refreshes no region: it leaves the casts it rewired
+               * unread for cse (Thunder's remove_redundant_casts leaves them to
+               * nvFuserExecutor.cse, dce and update_fusion_call_ctx) */
+              if (k != 1)
+                {
+                  g_autofree char *what = g_strdup_printf ("%s, policy %u, pass %s", samples[si],
+                                                           pi, names[k]);
+                  check_refresh_is_full (x, what);
+                }
               if (p.fusion == CS_FUSION_OFF)
                 g_assert_cmpuint (cs_fuse_count_regions (x), ==, 0);
             }
