@@ -24,6 +24,7 @@
  *
  * Usage: bench-render [--repeat N] [--frames N] [--flat] [--big N] [FILE...]
  *        bench-render --write-chain N FILE   (the generated chain as a trace file, for the app)
+ *        bench-render --write-model N FILE   (the generated N-layer model as a trace file)
  */
 #include "cs-config.h"
 
@@ -321,7 +322,7 @@ main (int argc, char **argv)
 {
   gint repeat = 3, frames = 10, big = 50000;
   gboolean flat = FALSE;
-  gint write_n = 0;
+  gint write_n = 0, write_layers = 0;
   g_auto(GStrv) files = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new ("[FILE...] - render/ benchmark");
   g_autoptr(GError) error = NULL;
@@ -331,6 +332,7 @@ main (int argc, char **argv)
     { "flat", 0, 0, G_OPTION_ARG_NONE, &flat, "Draw flat (no groups), as before grouping", NULL },
     { "big", 0, 0, G_OPTION_ARG_INT, &big, "Statements of the largest generated chain (default 50000)", "N" },
     { "write-chain", 0, 0, G_OPTION_ARG_INT, &write_n, "Write the generated chain of about N statements to the FILE given and exit (to open it in the app)", "N" },
+    { "write-model", 0, 0, G_OPTION_ARG_INT, &write_layers, "Write the generated model of N layers to the FILE given and exit", "N" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE..." },
     { NULL },
   };
@@ -346,13 +348,14 @@ main (int argc, char **argv)
     }
   repeat = MAX (repeat, 1);
   frames = MAX (frames, 1);
-  if (write_n > 0)
+  if (write_n > 0 || write_layers > 0)
     {
-      g_autofree char *text = generate_chain (((guint) write_n - 1) / 5);
+      g_autofree char *text = write_n > 0 ? generate_chain (((guint) write_n - 1) / 5)
+                                          : generate_model ((guint) write_layers);
 
       if (files == NULL || files[0] == NULL || !g_file_set_contents (files[0], text, -1, &error))
         {
-          fprintf (stderr, "bench-render: --write-chain: %s\n",
+          fprintf (stderr, "bench-render: --write-chain / --write-model: %s\n",
                    error ? error->message : "give the file to write");
           return 2;
         }
