@@ -20,6 +20,15 @@ typedef struct
   CsGrouping *grouping; /* (owned) */
 } GroupingEntry;
 
+typedef struct
+{
+  CsTrace      *trace;  /* (owned) */
+  CsTraceIndex *index;  /* (owned) */
+} IndexEntry;
+
+/* Statement indexes kept (the traces shown last; a layout keeps its own as well). */
+#define CACHE_TRACE_INDEXES 2
+
 struct _CsLayoutCache
 {
   gint    ref_count;    /* atomic */
@@ -27,6 +36,7 @@ struct _CsLayoutCache
   guint   max_layouts;  /* layouts kept, most recently used first */
   GQueue  layouts;      /* LayoutEntry*, most recently used at the head */
   GQueue  groupings;    /* GroupingEntry*, most recently used at the head */
+  GQueue  indexes;      /* IndexEntry*, most recently used at the head */
   guint   n_hits;       /* lookups answered from the cache */
 };
 
@@ -51,6 +61,16 @@ grouping_entry_free (gpointer data)
   g_free (e);
 }
 
+static void
+index_entry_free (gpointer data)
+{
+  IndexEntry *e = data;
+
+  _cs_trace_index_unref (e->index);
+  cs_trace_unref (e->trace);
+  g_free (e);
+}
+
 /**
  * cs_layout_cache_new:
  * @max_layouts: finished layouts to keep (the least recently used is dropped first); 0 =
@@ -68,6 +88,7 @@ cs_layout_cache_new (guint max_layouts)
   cache->max_layouts = max_layouts ? max_layouts : CS_LAYOUT_CACHE_DEFAULT_SIZE;
   g_queue_init (&cache->layouts);
   g_queue_init (&cache->groupings);
+  g_queue_init (&cache->indexes);
   return cache;
 }
 
@@ -112,6 +133,7 @@ cs_layout_cache_clear (CsLayoutCache *cache)
   g_mutex_lock (&cache->lock);
   g_queue_clear_full (&cache->layouts, layout_entry_free);
   g_queue_clear_full (&cache->groupings, grouping_entry_free);
+  g_queue_clear_full (&cache->indexes, index_entry_free);
   g_mutex_unlock (&cache->lock);
 }
 
@@ -152,6 +174,47 @@ cs_layout_cache_dup_grouping (CsLayoutCache *cache, const CsTrace *trace)
   g_queue_push_head (&cache->groupings, e);
   while (cache->groupings.length > CS_LAYOUT_CACHE_GROUPINGS)
     grouping_entry_free (g_queue_pop_tail (&cache->groupings));
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/**
+ * _cs_layout_cache_dup_trace_index:
+ * @cache: a cache
+ * @trace: a trace
+ *
+ * The statement index of @trace that the overlays use (render/cs-layout.c), made once per
+ * trace and kept while @trace is one of the CACHE_TRACE_INDEXES most recently asked for.  Two
+ * threads asking for a new trace at once may both make it; one is kept.
+ * Returns: (transfer full): the index (_cs_trace_index_unref() it)
+ */
+CsTraceIndex *
+_cs_layout_cache_dup_trace_index (CsLayoutCache *cache, const CsTrace *trace)
+{
+  CsTraceIndex *found = NULL;
+  IndexEntry *e;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->indexes.head; l != NULL; l = l->next)
+    if (((IndexEntry *) l->data)->trace == trace)
+      {
+        g_queue_unlink (&cache->indexes, l);
+        g_queue_push_head_link (&cache->indexes, l);
+        found = _cs_trace_index_ref (((IndexEntry *) l->data)->index);
+        break;
+      }
+  g_mutex_unlock (&cache->lock);
+  if (found != NULL)
+    return found;
+  found = _cs_trace_index_new (trace);
+  e = g_new0 (IndexEntry, 1);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->index = _cs_trace_index_ref (found);
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (&cache->indexes, e);
+  while (cache->indexes.length > CACHE_TRACE_INDEXES)
+    index_entry_free (g_queue_pop_tail (&cache->indexes));
   g_mutex_unlock (&cache->lock);
   return found;
 }

@@ -6,6 +6,11 @@
 G_BEGIN_DECLS
 
 void      _cs_layout_run_layered   (CsLayout              *layout);
+CsTraceIndex *_cs_trace_index_new  (const CsTrace         *trace);
+CsTraceIndex *_cs_trace_index_ref  (CsTraceIndex          *index);
+void      _cs_trace_index_unref    (CsTraceIndex          *index);
+CsTraceIndex *_cs_layout_cache_dup_trace_index (CsLayoutCache *cache,
+                                    const CsTrace         *trace);
 gboolean *_cs_graph_collapsed_groups (const CsGrouping    *grouping,
                                     const CsRenderOptions *options,
                                     guint                 *n_collapsed);

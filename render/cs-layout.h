@@ -24,6 +24,9 @@
 
 G_BEGIN_DECLS
 
+/* The statement index of a trace that the overlays share (render/cs-layout.c). */
+typedef struct _CsTraceIndex CsTraceIndex;
+
 typedef enum
 {
   CS_LAYOUT_NODE_OP,       /* a bound symbol (ltorch / torch / prim / opaque call) */
@@ -250,6 +253,8 @@ typedef struct
   guint64           diff_serial;       /* the diff the marks come from */
   CsLayoutDiffStats diff_marked;       /* what that marking counted */
   guint64           user_casts_serial; /* the removed-user-casts list marked */
+  CsTraceIndex     *trace_index; /* (owned, nullable) the statement index of `trace` shared with
+                                    its other layouts (set on the layout worker; render/ only) */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
@@ -353,6 +358,58 @@ void      cs_layout_mark_diff_with (CsLayout         *layout,
                                    const CsTraceDiff *diff,
                                    CsLayoutDiffStats *stats);
 
+/* ---- overlays marked on the layout worker ---- */
+
+/* A diff of two traces (core's cs_trace_diff()), made once by whichever thread asks first
+ * (a layout worker, as a rule) and shared by every layout of the pair (render/cs-layout.c). */
+typedef struct _CsLayoutDiffSource CsLayoutDiffSource;
+
+CsLayoutDiffSource *cs_layout_diff_source_new     (CsTrace            *trace,
+                                                   CsTrace            *other,
+                                                   gboolean            trace_is_newer);
+CsLayoutDiffSource *cs_layout_diff_source_ref     (CsLayoutDiffSource *source);
+void                cs_layout_diff_source_unref   (CsLayoutDiffSource *source);
+gboolean            cs_layout_diff_source_matches (const CsLayoutDiffSource *source,
+                                                   const CsTrace      *trace,
+                                                   const CsTrace      *other,
+                                                   gboolean            trace_is_newer);
+const CsTraceDiff  *cs_layout_diff_source_get     (CsLayoutDiffSource *source);
+guint64             cs_layout_diff_source_serial  (const CsLayoutDiffSource *source);
+void                cs_layout_mark_diff_source    (CsLayout           *layout,
+                                                   CsLayoutDiffSource *source,
+                                                   CsLayoutDiffStats  *stats);
+
+/**
+ * CsLayoutMarks:
+ *
+ * The overlays cs_layout_new_async_marked() marks on a layout it builds, on the worker,
+ * before anyone else sees the layout: the diff (cs_layout_mark_diff_with()) and the user's
+ * removed casts (cs_layout_mark_user_casts()), with the serials the owner compares
+ * (CsLayout.diff_serial, .user_casts_serial) so that it need not mark them again.  Plain
+ * struct of references: cs_layout_marks_copy() / cs_layout_marks_clear().
+ */
+typedef struct
+{
+  CsLayoutDiffSource *diff;            /* (nullable, owned ref) the diff to mark; its trace
+                                          must be the trace laid out */
+  GPtrArray          *user_casts;      /* (nullable, owned ref) CsRemovedCast* to mark */
+  GPtrArray          *user_casts_keep; /* (nullable, owned ref) CsTrace* (owned refs) that
+                                          @user_casts borrows from, kept alive with it */
+  guint64             user_casts_serial; /* stored in CsLayout.user_casts_serial; 0 = do not
+                                          mark user casts */
+} CsLayoutMarks;
+
+void      cs_layout_marks_copy    (const CsLayoutMarks   *src,
+                                   CsLayoutMarks         *dst);
+void      cs_layout_marks_clear   (CsLayoutMarks         *marks);
+void      cs_layout_new_async_marked (CsTrace            *trace,
+                                   const CsRenderOptions *options,
+                                   const CsLayoutMarks   *marks,
+                                   GCancellable          *cancellable,
+                                   GAsyncReadyCallback    callback,
+                                   gpointer               user_data);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsLayout, cs_layout_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsLayoutDiffSource, cs_layout_diff_source_unref)
 
 G_END_DECLS
