@@ -6,7 +6,9 @@
 
 #include <string.h>
 
+#include "cs-lens.h"
 #include "cs-pipeline.h"
+#include "cs-stats.h"
 
 typedef struct
 {
@@ -22,6 +24,13 @@ struct _CsAnalysis
   CsPipeline  *backward_pipeline;      /* (nullable) pipeline over a backward_fn of the file */
   GArray      *passes[CS_N_FAMILIES];  /* element-type CsAnalysisPass, slider order */
   char        *warning;                /* (nullable) a non-fatal note for the info bar */
+  gboolean     prepared;               /* the fields below were made (analysis_prepare()) */
+  GPtrArray   *user_casts;             /* (nullable, owned) CsRemovedCast*: the user's casts
+                                          the forward's remove-redundant-casts dropped */
+  GPtrArray   *user_casts_keep;        /* (nullable, owned) CsTrace* (refs): the initial, fuse
+                                          and remove-redundant-casts traces they borrow from */
+  CsTraceStats *final_stats[CS_N_FAMILIES]; /* (nullable, owned) cs_stats_compute() of each
+                                          family's final trace */
 };
 
 static void
@@ -102,6 +111,47 @@ run_pipeline (const CsTrace *trace, const CsPolicy *policy, const CsInductorCode
   return cs_pipeline_run (trace, policy, NULL, error);
 }
 
+/* The index of pass @name in @family, or -1. */
+static gint
+pass_index (CsAnalysis *self, CsFamily family, const char *name)
+{
+  for (guint i = 0; i < self->passes[family]->len; i++)
+    if (g_strcmp0 (g_array_index (self->passes[family], CsAnalysisPass, i).name, name) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* What the window shows of every result besides its traces, made on the analysis's thread
+ * (for a 100,000-statement trace the removed user casts take about a second): the user's
+ * casts that remove-redundant-casts dropped (core/cs-lens.h) and the final traces' stats. */
+static void
+analysis_prepare (CsAnalysis *self)
+{
+  gint ii = pass_index (self, CS_FAMILY_FORWARD, "initial");
+  gint fi = pass_index (self, CS_FAMILY_FORWARD, "fuse");
+  gint ri = pass_index (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
+
+  if (ii >= 0 && fi >= 0 && ri >= 0)
+    {
+      CsTrace *t[3] = { cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ii),
+                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, fi),
+                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ri) };
+
+      self->user_casts = cs_lens_removed_user_casts (t[0], t[1], t[2]);
+      self->user_casts_keep = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+      for (guint k = 0; k < G_N_ELEMENTS (t); k++)
+        g_ptr_array_add (self->user_casts_keep, cs_trace_ref (t[k]));
+    }
+  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
+    {
+      CsTrace *final = cs_analysis_get_final (self, f);
+
+      if (final != NULL)
+        self->final_stats[f] = cs_stats_compute (final);
+    }
+  self->prepared = TRUE;
+}
+
 /**
  * cs_analysis_new_for_list:
  * @list: (transfer none): the traces of a file (the first is the one transformed)
@@ -111,7 +161,9 @@ run_pipeline (const CsTrace *trace, const CsPolicy *policy, const CsInductorCode
  * Runs cs_pipeline_run() on the file's first trace under @policy and sorts its passes into the
  * forward and backward families.  A file that already holds final traces (e.g. Thunder's
  * printed forward followed by its `backward_fn`) is shown as is: the backward family then
- * holds the file's `backward_fn`.  Thread-safe: reads @list only.
+ * holds the file's `backward_fn`.  Also makes what cs_analysis_get_user_casts() and
+ * cs_analysis_get_final_stats() return, so that the caller's thread need not.  Thread-safe:
+ * reads @list only.
  * Returns: (transfer full): the analysis, or NULL with @error set
  */
 CsAnalysis *
@@ -210,6 +262,7 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
     self->warning = g_strdup ("The trace is already final (fused or split): the cast policy "
                               "cannot change it.  Open an initial trace to explore policies.");
 
+  analysis_prepare (self);
   return g_steal_pointer (&self);
 }
 
@@ -272,6 +325,10 @@ cs_analysis_unref (CsAnalysis *analysis)
   g_clear_pointer (&analysis->forward_pipeline, cs_pipeline_unref);
   g_clear_pointer (&analysis->backward_pipeline, cs_pipeline_unref);
   g_free (analysis->warning);
+  g_clear_pointer (&analysis->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&analysis->user_casts_keep, g_ptr_array_unref);
+  for (guint f = 0; f < CS_N_FAMILIES; f++)
+    g_clear_pointer (&analysis->final_stats[f], cs_trace_stats_free);
   g_free (analysis);
 }
 
@@ -317,6 +374,36 @@ cs_analysis_get_final (CsAnalysis *analysis, CsFamily family)
   guint n = cs_analysis_n_passes (analysis, family);
 
   return n ? cs_analysis_get_trace (analysis, family, n - 1) : NULL;
+}
+
+/**
+ * cs_analysis_get_user_casts:
+ * @casts: (out) (transfer none) (nullable): CsRemovedCast*, cs_lens_removed_user_casts() of
+ *   the forward's initial, fuse and remove-redundant-casts traces; NULL when the family lacks
+ *   one of those passes
+ * @keep: (out) (transfer none) (nullable): CsTrace*: those three traces
+ *
+ * Returns: FALSE when @analysis did not make them (cs_analysis_new_as_read()): the caller
+ *   computes them itself
+ */
+gboolean
+cs_analysis_get_user_casts (CsAnalysis *analysis, GPtrArray **casts, GPtrArray **keep)
+{
+  *casts = analysis->user_casts;
+  *keep = analysis->user_casts_keep;
+  return analysis->prepared;
+}
+
+/**
+ * cs_analysis_get_final_stats:
+ * Returns: (transfer none) (nullable): cs_stats_compute() of @family's final trace, made with
+ *   the analysis (NULL for cs_analysis_new_as_read() or an empty family)
+ */
+const CsTraceStats *
+cs_analysis_get_final_stats (CsAnalysis *analysis, CsFamily family)
+{
+  g_return_val_if_fail (family < CS_N_FAMILIES, NULL);
+  return analysis->final_stats[family];
 }
 
 /** Returns: (transfer none) (nullable): a note for the info bar (e.g. "already final"). */

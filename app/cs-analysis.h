@@ -12,6 +12,7 @@
 
 #include "cs-ir.h"
 #include "cs-policy.h"
+#include "cs-stats.h"
 
 G_BEGIN_DECLS
 
@@ -52,6 +53,11 @@ CsTrace        *cs_analysis_get_trace    (CsAnalysis     *analysis,
 CsTrace        *cs_analysis_get_final    (CsAnalysis     *analysis,
                                           CsFamily        family);
 const char     *cs_analysis_get_warning  (CsAnalysis     *analysis);
+gboolean        cs_analysis_get_user_casts (CsAnalysis   *analysis,
+                                          GPtrArray     **casts,
+                                          GPtrArray     **keep);
+const CsTraceStats *cs_analysis_get_final_stats (CsAnalysis *analysis,
+                                          CsFamily        family);
 
 void            cs_analysis_new_async    (CsTraceList        *list,
                                           const CsPolicy     *policy,

@@ -52,13 +52,9 @@ struct _CsGraphView
   CsTrace         *diff_base;     /* (nullable, owned ref) older trace the diff compares with */
   CsLayout        *layout;        /* (nullable, owned ref) display list of @trace once laid out */
   CsLayoutDiffStats diff_stats;   /* marks found against @diff_base */
-  CsTraceDiff     *diff;          /* (nullable, owned) core's diff of @diff_trace against
-                                     @diff_base as apply_diff() last asked for it, kept while
-                                     only the layout changes (expand, collapse) */
-  CsTrace         *diff_trace;    /* (nullable, owned ref) the trace @diff was made for */
-  CsTrace         *diff_for_base; /* (nullable, owned ref) the base @diff was made against */
-  gboolean         diff_for_older;/* @diff_older when @diff was made */
-  guint64          diff_serial;   /* serial of @diff (CsLayout.diff_serial), new per diff */
+  CsLayoutDiffSource *diff;       /* (nullable, owned ref) core's diff of @trace against
+                                     @diff_base (made once, on the layout worker as a rule),
+                                     kept while only the layout changes (expand, collapse) */
   guint64          user_casts_serial; /* serial of @user_casts (CsLayout.user_casts_serial) */
   CsRenderOptions  options;       /* detail and per-statement expansion */
   GCancellable    *cancellable;   /* the layout in flight */
@@ -88,6 +84,8 @@ struct _CsGraphView
                                      are REMOVED, its regions that split SPLIT */
   GPtrArray       *user_casts;    /* (nullable, owned ref) CsRemovedCast*: casts the user wrote
                                      that a pass removed, marked on every layout */
+  GPtrArray       *user_casts_keep; /* (nullable, owned ref) CsTrace*: what @user_casts
+                                     borrows from (kept alive for the layout worker) */
   gboolean         keep_view;     /* the next layout keeps the anchor in place (no fit) */
   Anchor           anchor;        /* see Anchor */
   guint32          pending_center;/* stmt id to scroll to once laid out (Find's reveal), 0 */
@@ -122,6 +120,7 @@ static guint signals[N_SIGNALS];
 
 static void start_layout_full (CsGraphView *self, gboolean keep);
 static void set_selected (CsGraphView *self, guint32 stmt_id, gboolean emit);
+static gboolean set_user_casts (CsGraphView *self, GPtrArray *removed, GPtrArray *keep);
 #define start_layout(self) start_layout_full ((self), TRUE)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -142,51 +141,49 @@ apply_selection (CsGraphView *self)
   cs_layout_set_found (self->layout, self->found);
 }
 
-/* Serials of the diffs and user-cast lists a view marks with (CsLayout.diff_serial). */
+/* Serials of the user-cast lists a view marks with (CsLayout.user_casts_serial). */
 static guint64 overlay_serial;
+
+/* The diff source for the trace drawn against @diff_base (made when either changed), or NULL
+ * when no diff is shown. */
+static CsLayoutDiffSource *
+current_diff (CsGraphView *self)
+{
+  if (self->trace == NULL || self->diff_base == NULL || self->diff_base == self->trace)
+    {
+      g_clear_pointer (&self->diff, cs_layout_diff_source_unref);
+      return NULL;
+    }
+  if (!cs_layout_diff_source_matches (self->diff, self->trace, self->diff_base, !self->diff_older))
+    {
+      g_clear_pointer (&self->diff, cs_layout_diff_source_unref);
+      self->diff = cs_layout_diff_source_new (self->trace, self->diff_base, !self->diff_older);
+    }
+  return self->diff;
+}
 
 static void
 apply_diff (CsGraphView *self)
 {
+  CsLayoutDiffSource *src;
+
   memset (&self->diff_stats, 0, sizeof self->diff_stats);
   if (self->layout == NULL)
     return;
-  if (self->diff_base != NULL && self->diff_base != self->trace && self->layout->trace != NULL)
+  if (self->layout->trace == self->trace && (src = current_diff (self)) != NULL)
     {
-      CsTrace *t = self->layout->trace;
+      guint64 serial = cs_layout_diff_source_serial (src);
 
-      if (self->diff == NULL || self->diff_trace != t || self->diff_for_base != self->diff_base
-          || self->diff_for_older != self->diff_older)
-        {
-          g_clear_pointer (&self->diff, cs_trace_diff_free);
-          g_clear_pointer (&self->diff_trace, cs_trace_unref);
-          g_clear_pointer (&self->diff_for_base, cs_trace_unref);
-          self->diff = self->diff_older ? cs_trace_diff (t, self->diff_base)
-                                        : cs_trace_diff (self->diff_base, t);
-          self->diff_trace = cs_trace_ref (t);
-          self->diff_for_base = cs_trace_ref (self->diff_base);
-          self->diff_for_older = self->diff_older;
-          self->diff_serial = ++overlay_serial;
-        }
-      /* a layout kept in the cache and marked with this diff before keeps its marks */
-      if (self->layout->diff_serial == self->diff_serial)
+      /* marked on the layout worker, or a layout kept in the cache and marked before */
+      if (self->layout->diff_serial == serial)
         {
           self->diff_stats = self->layout->diff_marked;
           return;
         }
-      cs_layout_mark_diff_with (self->layout, self->diff_base, !self->diff_older, self->diff,
-                                &self->diff_stats);
-      self->layout->diff_serial = self->diff_serial;
-      self->layout->diff_marked = self->diff_stats;
+      cs_layout_mark_diff_source (self->layout, src, &self->diff_stats);
     }
   else
-    {
-      cs_layout_clear_marks (self->layout);
-      /* no diff shown: the traces it was made for need not stay alive */
-      g_clear_pointer (&self->diff, cs_trace_diff_free);
-      g_clear_pointer (&self->diff_trace, cs_trace_unref);
-      g_clear_pointer (&self->diff_for_base, cs_trace_unref);
-    }
+    cs_layout_clear_marks (self->layout);
 }
 
 static void
@@ -645,8 +642,15 @@ start_layout_full (CsGraphView *self, gboolean keep)
       self->busy_since = g_get_monotonic_time ();
       if (self->busy_tick == 0)
         self->busy_tick = g_timeout_add (BUSY_TICK_MS, busy_tick_cb, self);
-      cs_layout_new_async (self->trace, &self->options, self->cancellable, layout_ready_cb,
-                           g_object_ref (self));
+      CsLayoutMarks marks = { 0 };
+
+      /* the diff and the user's casts are marked on the worker, off this thread */
+      marks.diff = current_diff (self);
+      marks.user_casts = self->user_casts;
+      marks.user_casts_keep = self->user_casts_keep;
+      marks.user_casts_serial = self->user_casts_serial;
+      cs_layout_new_async_marked (self->trace, &self->options, &marks, self->cancellable,
+                                  layout_ready_cb, g_object_ref (self));
     }
   gtk_widget_queue_draw (GTK_WIDGET (self));
   if (was_busy != self->busy)
@@ -1143,6 +1147,27 @@ void
 cs_graph_view_set_trace (CsGraphView *self, CsTrace *trace, CsTrace *diff_base)
 {
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  cs_graph_view_set_trace_full (self, trace, diff_base, self->user_casts, self->user_casts_keep);
+}
+
+/**
+ * cs_graph_view_set_trace_full:
+ * @self: a #CsGraphView
+ * @trace: (nullable): the trace to draw (a reference is taken)
+ * @diff_base: (nullable): as for cs_graph_view_set_trace()
+ * @user_casts: (nullable): as for cs_graph_view_set_user_casts(), for @trace
+ * @keep: (nullable): as for cs_graph_view_set_user_casts()
+ *
+ * cs_graph_view_set_trace() with the user's removed casts of @trace: the diff against
+ * @diff_base and these casts are marked on the layout worker with the new layout, not on this
+ * thread.
+ */
+void
+cs_graph_view_set_trace_full (CsGraphView *self, CsTrace *trace, CsTrace *diff_base,
+                              GPtrArray *user_casts, GPtrArray *keep)
+{
+  g_return_if_fail (CS_IS_GRAPH_VIEW (self));
+  set_user_casts (self, user_casts, keep);
 
   if (trace != NULL)
     cs_trace_ref (trace);
@@ -2036,9 +2061,8 @@ cs_graph_view_finalize (GObject *object)
   g_clear_pointer (&self->minimap, cairo_surface_destroy);
   anchor_clear (&self->anchor);
   g_clear_handle_id (&self->busy_tick, g_source_remove);
-  g_clear_pointer (&self->diff, cs_trace_diff_free);
-  g_clear_pointer (&self->diff_trace, cs_trace_unref);
-  g_clear_pointer (&self->diff_for_base, cs_trace_unref);
+  g_clear_pointer (&self->diff, cs_layout_diff_source_unref);
+  g_clear_pointer (&self->user_casts_keep, g_ptr_array_unref);
   cs_render_options_clear (&self->options);
   G_OBJECT_CLASS (cs_graph_view_parent_class)->finalize (object);
 }
@@ -2197,24 +2221,41 @@ cs_graph_view_get_precision_lens (CsGraphView *self)
   return self->precision_lens;
 }
 
+/* Takes @removed and @keep without marking anything; TRUE when they changed. */
+static gboolean
+set_user_casts (CsGraphView *self, GPtrArray *removed, GPtrArray *keep)
+{
+  if (removed == self->user_casts)
+    return FALSE;
+  if (removed != NULL)
+    g_ptr_array_ref (removed);
+  if (keep != NULL)
+    g_ptr_array_ref (keep);
+  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+  g_clear_pointer (&self->user_casts_keep, g_ptr_array_unref);
+  self->user_casts = removed;
+  self->user_casts_keep = keep;
+  self->user_casts_serial = ++overlay_serial;
+  return TRUE;
+}
+
 /**
  * cs_graph_view_set_user_casts:
  * @removed: (nullable) (element-type CsRemovedCast): casts the user wrote that a pass removed
  *   (core/cs-lens.h); referenced, marked on this and every later layout
  *   (cs_layout_mark_user_casts()); NULL clears the marks
+ * @keep: (nullable) (element-type CsTrace): the traces @removed borrows from (referenced, so
+ *   that a layout worker marking them can rely on them)
  */
 void
-cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed)
+cs_graph_view_set_user_casts (CsGraphView *self, GPtrArray *removed, GPtrArray *keep)
 {
   g_return_if_fail (CS_IS_GRAPH_VIEW (self));
-  if (removed == self->user_casts)
+  if (!set_user_casts (self, removed, keep))
     return;
-  if (removed != NULL)
-    g_ptr_array_ref (removed);
-  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
-  self->user_casts = removed;
-  self->user_casts_serial = ++overlay_serial;
-  apply_lens (self);
+  /* the picture of another trace while the new one is laid out (which marks them) */
+  if (self->layout != NULL && self->layout->trace == self->trace)
+    apply_lens (self);
   gtk_widget_queue_draw (GTK_WIDGET (self));
 }
 

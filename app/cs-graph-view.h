@@ -23,6 +23,11 @@ GtkWidget  *cs_graph_view_new            (void);
 void        cs_graph_view_set_trace      (CsGraphView       *self,
                                           CsTrace           *trace,
                                           CsTrace           *diff_base);
+void        cs_graph_view_set_trace_full (CsGraphView       *self,
+                                          CsTrace           *trace,
+                                          CsTrace           *diff_base,
+                                          GPtrArray         *user_casts,
+                                          GPtrArray         *keep);
 CsTrace    *cs_graph_view_get_trace      (CsGraphView       *self);
 void        cs_graph_view_set_diff_base  (CsGraphView       *self,
                                           CsTrace           *diff_base);
@@ -45,7 +50,8 @@ void        cs_graph_view_set_precision_lens (CsGraphView   *self,
                                           gboolean          on);
 gboolean    cs_graph_view_get_precision_lens (CsGraphView   *self);
 void        cs_graph_view_set_user_casts (CsGraphView       *self,
-                                          GPtrArray         *removed);
+                                          GPtrArray         *removed,
+                                          GPtrArray         *keep);
 void        cs_graph_view_select         (CsGraphView       *self,
                                           guint32            stmt_id,
                                           gboolean           center);

@@ -31,28 +31,10 @@ typedef struct
 {
   char       *policy;      /* cs_policy_to_string() */
   CsAnalysis *analysis;    /* (owned) */
-  GPtrArray  *user_casts;  /* (nullable, owned) its removed user casts, once computed */
 } SeenPolicy;
 
 static void seen_policy_free (gpointer data);
 
-/* The removed user casts kept with @analysis's entry, a new reference, or NULL. */
-static GPtrArray *
-seen_user_casts (CsWindow *self, CsAnalysis *analysis)
-{
-  for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
-    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts)
-      return g_ptr_array_ref (((SeenPolicy *) l->data)->user_casts);
-  return NULL;
-}
-
-static void
-seen_set_user_casts (CsWindow *self, CsAnalysis *analysis, GPtrArray *user_casts)
-{
-  for (GList *l = self->seen_policies.head; l != NULL && user_casts != NULL; l = l->next)
-    if (((SeenPolicy *) l->data)->analysis == analysis && ((SeenPolicy *) l->data)->user_casts == NULL)
-      ((SeenPolicy *) l->data)->user_casts = g_ptr_array_ref (user_casts);
-}
 static void seen_policy_add (CsWindow *self, CsAnalysis *analysis);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -693,6 +675,16 @@ _cs_window_update_compare (CsWindow *self)
 /* ------------------------------------------------------------------------------------------ */
 /* Status bar: core/cs-stats.h on the shown trace                                             */
 
+/* The stats of @trace made with @analysis on its worker (a final trace), or NULL. */
+static const CsTraceStats *
+analysis_final_stats (CsAnalysis *analysis, const CsTrace *trace)
+{
+  for (CsFamily f = 0; analysis != NULL && f < CS_N_FAMILIES; f++)
+    if (trace == cs_analysis_get_final (analysis, f))
+      return cs_analysis_get_final_stats (analysis, f);
+  return NULL;
+}
+
 /**
  * _cs_window_format_ms:
  * @ms: a time in milliseconds
@@ -713,7 +705,8 @@ void
 _cs_window_update_status (CsWindow *self)
 {
   CsTrace *trace = _cs_window_get_shown_trace (self);
-  g_autoptr(CsTraceStats) stats = NULL;
+  g_autoptr(CsTraceStats) own = NULL;
+  const CsTraceStats *stats;
   g_autofree char *s_casts = NULL, *s_regions = NULL, *s_tc = NULL, *s_time = NULL;
 
   if (trace == NULL)
@@ -724,7 +717,8 @@ _cs_window_update_status (CsWindow *self)
       gtk_label_set_text (self->status_time, "");
       return;
     }
-  stats = cs_stats_compute (trace);
+  if ((stats = analysis_final_stats (self->analysis, trace)) == NULL)
+    stats = own = cs_stats_compute (trace);
   s_casts = g_strdup_printf ("Casts: %u (%u up, %u down)", stats->total.n_casts,
                              stats->total.n_upcasts, stats->total.n_downcasts);
   s_regions = g_strdup_printf ("Fusion regions: %u", stats->total.n_regions);
@@ -779,34 +773,25 @@ pass_index_of (CsWindow *self, CsFamily family, const char *name)
 }
 
 /* The casts the user wrote that remove-redundant-casts dropped in the current result
- * (core/cs-lens.h), computed once per result. */
+ * (core/cs-lens.h, made with the result on its worker: cs_analysis_get_user_casts()), and in
+ * @keep the traces they borrow from. */
 static GPtrArray *
-current_user_casts (CsWindow *self)
+current_user_casts (CsWindow *self, GPtrArray **keep)
 {
-  gint ii, fi, ri;
+  GPtrArray *casts = NULL;
 
+  *keep = NULL;
   if (self->analysis == NULL)
     return NULL;
-  if (self->user_casts_for == self->analysis)
-    return self->user_casts;
-  /* the views let go of the old list first: it borrows from the old result */
-  for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
-    cs_graph_view_set_user_casts (_cs_window_get_view (self, f), NULL);
-  g_clear_pointer (&self->user_casts, g_ptr_array_unref);
-  g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
-  self->user_casts_for = cs_analysis_ref (self->analysis);
-  /* a result kept for its policy keeps its list too */
-  if ((self->user_casts = seen_user_casts (self, self->analysis)) != NULL)
-    return self->user_casts;
-  ii = pass_index_of (self, CS_FAMILY_FORWARD, "initial");
-  fi = pass_index_of (self, CS_FAMILY_FORWARD, "fuse");
-  ri = pass_index_of (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
-  if (ii >= 0 && fi >= 0 && ri >= 0)
-    self->user_casts = cs_lens_removed_user_casts (
-      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ii),
-      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, fi),
-      cs_analysis_get_trace (self->analysis, CS_FAMILY_FORWARD, ri));
-  seen_set_user_casts (self, self->analysis, self->user_casts);
+  if (self->user_casts_for != self->analysis)
+    {
+      g_clear_pointer (&self->user_casts, g_ptr_array_unref);
+      g_clear_pointer (&self->user_casts_for, cs_analysis_unref);
+      self->user_casts_for = cs_analysis_ref (self->analysis);
+      if (cs_analysis_get_user_casts (self->analysis, &casts, keep) && casts != NULL)
+        self->user_casts = g_ptr_array_ref (casts);
+    }
+  cs_analysis_get_user_casts (self->analysis, &casts, keep);
   return self->user_casts;
 }
 
@@ -825,18 +810,21 @@ update_shown (CsWindow *self)
                                        ? "No backward trace: no input requires grad, or the "
                                          "file holds a forward trace only."
                                        : "No forward trace in this file.");
-      if (cs_graph_view_get_trace (view) != trace)
-        cs_graph_view_set_trace (view, trace, diff_base_for (self, f));
-      else
-        cs_graph_view_set_diff_base (view, diff_base_for (self, f));
-      /* the user's removed casts are marked from the pass that removed them on */
-      {
-        gint r = pass_index_of (self, f, "remove-redundant-casts");
-        guint n = self->analysis ? cs_analysis_n_passes (self->analysis, f) : 0;
-        gboolean after = r >= 0 && n > 0 && MIN (self->pass_index[f], n - 1) >= (guint) r;
+      /* the user's removed casts are marked from the pass that removed them on; with a new
+       * trace they are marked on the layout worker */
+      gint r = pass_index_of (self, f, "remove-redundant-casts");
+      guint n = self->analysis ? cs_analysis_n_passes (self->analysis, f) : 0;
+      gboolean after = r >= 0 && n > 0 && MIN (self->pass_index[f], n - 1) >= (guint) r;
+      GPtrArray *keep = NULL;
+      GPtrArray *casts = after ? current_user_casts (self, &keep) : NULL;
 
-        cs_graph_view_set_user_casts (view, after ? current_user_casts (self) : NULL);
-      }
+      if (cs_graph_view_get_trace (view) != trace)
+        cs_graph_view_set_trace_full (view, trace, diff_base_for (self, f), casts, keep);
+      else
+        {
+          cs_graph_view_set_diff_base (view, diff_base_for (self, f));
+          cs_graph_view_set_user_casts (view, casts, keep);
+        }
     }
   _cs_window_apply_run_overlay (self);
   _cs_window_update_compare (self);
@@ -907,8 +895,14 @@ final_stats (CsWindow *self, CsTrace *trace)
     self->final_stats = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) cs_trace_unref, g_free);
   if ((fs = g_hash_table_lookup (self->final_stats, trace)) == NULL)
     {
-      g_autoptr(CsTraceStats) s = cs_stats_compute (trace);
+      g_autoptr(CsTraceStats) own = NULL;
+      const CsTraceStats *s = analysis_final_stats (self->analysis, trace);
       GHashTableIter it;
+
+      if (s == NULL)
+        s = analysis_final_stats (self->previous, trace);
+      if (s == NULL)
+        s = own = cs_stats_compute (trace);
       gpointer k;
 
       /* drop the traces no longer shown */
@@ -1457,7 +1451,6 @@ seen_policy_free (gpointer data)
   SeenPolicy *p = data;
 
   g_free (p->policy);
-  g_clear_pointer (&p->user_casts, g_ptr_array_unref);
   cs_analysis_unref (p->analysis);
   g_free (p);
 }
@@ -1473,8 +1466,6 @@ seen_policy_add (CsWindow *self, CsAnalysis *analysis)
   for (GList *l = self->seen_policies.head; l != NULL; l = l->next)
     if (strcmp (((SeenPolicy *) l->data)->policy, p->policy) == 0)
       {
-        if (((SeenPolicy *) l->data)->analysis == analysis)
-          p->user_casts = g_steal_pointer (&((SeenPolicy *) l->data)->user_casts);
         seen_policy_free (l->data);
         g_queue_delete_link (&self->seen_policies, l);
         break;
