@@ -6,6 +6,11 @@
 G_BEGIN_DECLS
 
 void      _cs_layout_run_layered   (CsLayout              *layout);
+gboolean  _cs_layout_run_composed  (CsLayout              *layout,
+                                    GCancellable          *cancellable,
+                                    GError               **error,
+                                    gboolean              *ran);
+void      _cs_layout_pieces_clear  (void);
 CsTraceIndex *_cs_trace_index_new  (const CsTrace         *trace);
 CsTraceIndex *_cs_trace_index_ref  (CsTraceIndex          *index);
 void      _cs_trace_index_unref    (CsTraceIndex          *index);

@@ -283,20 +283,31 @@ out:
  * @cancellable: (nullable): a #GCancellable
  * @error: return location for a #CS_RENDER_ERROR or G_IO_ERROR_CANCELLED
  *
- * Lays @layout out: with Graphviz dot (cs_layout_run_graphviz()) up to
- * @layout->max_dot_nodes nodes, above that with castscope's layered layout
+ * Lays @layout out.  A picture with a large expanded group (a layer, module or chunk of
+ * COMPOSE_MIN_NODES nodes or more, drawn as a box of its statements) is laid out in pieces
+ * (render/cs-layout-compose.c): each such group on its own, the picture around them with one
+ * box per group, then put together; pieces laid out before with the same structure (a
+ * repeated layer, a state seen before) come from a cache.  Otherwise, or when a piece would
+ * exceed the limit where the whole would not: with Graphviz dot (cs_layout_run_graphviz()) up
+ * to @layout->max_dot_nodes nodes, above that with castscope's layered layout
  * (render/cs-layout-layered.c: longest-path ranks and barycentre sweeps, milliseconds for
- * thousands of nodes; dot took 6.6 s of CPU for 2,042 nodes here), so nothing freezes.  The
- * note about it is already in @layout->notes (cs_graph_build()).  Sets @layout->layered and
- * @layout->layout_ms.  Blocks; safe on any thread.
+ * thousands of nodes; dot took 6.6 s of CPU for 2,042 nodes here), so nothing freezes.  A
+ * composed picture uses dot for each piece up to that limit and the layered layout above it.
+ * The note about the layered layout is in @layout->notes (cs_graph_build()); composing
+ * replaces it with one that says how the picture was laid out.  Sets @layout->layered,
+ * ->composed, ->composed_reused and ->layout_ms.  Blocks; safe on any thread.
  * Returns: TRUE on success
  */
 gboolean
 cs_layout_run (CsLayout *layout, GCancellable *cancellable, GError **error)
 {
   gint64 t0;
+  gboolean ran, ok;
 
   g_return_val_if_fail (layout != NULL, FALSE);
+  ok = _cs_layout_run_composed (layout, cancellable, error, &ran);
+  if (ran)
+    return ok;
   if (layout->max_dot_nodes == 0 || layout->n_nodes <= layout->max_dot_nodes)
     return cs_layout_run_graphviz (layout, cancellable, error);
   if (g_cancellable_set_error_if_cancelled (cancellable, error))

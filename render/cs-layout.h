@@ -235,7 +235,13 @@ typedef struct
                                     the layered layout) */
   guint             max_dot_nodes; /* above this many nodes cs_layout_run() uses castscope's
                                     layered layout instead of dot */
-  gboolean          layered;     /* TRUE when the geometry comes from the layered layout */
+  gboolean          layered;     /* TRUE when the geometry comes from the layered layout (of
+                                    the whole, or of a piece when `composed`) */
+  guint             composed;    /* expanded groups laid out on their own and put into the
+                                    picture around them (0: laid out whole); see
+                                    cs_layout_run() */
+  guint             composed_reused; /* of which taken from the piece cache (a repeat of a
+                                    layer, a state seen before) */
   CsGrouping       *grouping;    /* (owned, nullable) the groups of `trace` (render/cs-group.h);
                                     NULL at CS_RENDER_COLLAPSE_FLAT */
   gboolean         *group_collapsed; /* per group of `grouping`: drawn as one node */
