@@ -241,6 +241,8 @@ bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean 
   double best_open = G_MAXDOUBLE, best_expand = -1, ms, fit_scale;
   guint64 rss0, rss1, hwm;
   const char *expanded = NULL;
+  guint expand_nodes = 0, expand_composed = 0, expand_reused = 0;
+  gboolean expand_layered = FALSE;
   CsView fit;
 
   cs_render_options_init (&o);
@@ -286,6 +288,13 @@ bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean 
               g_autoptr(CsLayout) l = open_layout (t, &e, &ms);
               if (l != NULL)
                 best_expand = best_expand < 0 ? ms : MIN (best_expand, ms);
+              if (l != NULL && i + 1 == repeat)
+                {
+                  expand_nodes = l->n_nodes;
+                  expand_composed = l->composed;
+                  expand_reused = l->composed_reused;
+                  expand_layered = l->layered;
+                }
             }
           cs_render_options_clear (&e);
         }
@@ -298,6 +307,15 @@ bench_trace (const char *name, CsTrace *t, guint repeat, guint frames, gboolean 
           paint_ms (keep, 2.0, frames), (rss1 > rss0 ? rss1 - rss0 : 0) / 1024.0, hwm / 1024.0,
           expanded ? "  expand: " : "", expanded ? expanded : "");
   (void) fit_scale;
+  if (expanded != NULL)
+    {
+      g_autofree char *how = expand_composed
+        ? g_strdup_printf ("%u group(s) laid out on their own (%u from the piece cache), composed, ",
+                           expand_composed, expand_reused)
+        : g_strdup ("");
+
+      printf ("  expanded: %u nodes, %s%s\n", expand_nodes, how, expand_layered ? "layered" : "dot");
+    }
   if (keep->grouping != NULL && expanded != NULL)
     bench_cycle (t, &o, expanded);
   cs_render_options_clear (&o);
