@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cs-lens.h"
+#include "cs-print.h"
 #include "cs-pipeline.h"
 #include "cs-stats.h"
 
@@ -31,6 +32,10 @@ struct _CsAnalysis
                                           and remove-redundant-casts traces they borrow from */
   CsTraceStats *final_stats[CS_N_FAMILIES]; /* (nullable, owned) cs_stats_compute() of each
                                           family's final trace */
+  char        *printed;                /* (nullable, owned) the forward's final trace printed
+                                          (cs_analysis_print_with_ranges()), what the window
+                                          shows first */
+  GArray      *printed_ranges;         /* (nullable, owned) CsStmtRange of @printed */
 };
 
 static void
@@ -111,6 +116,56 @@ run_pipeline (const CsTrace *trace, const CsPolicy *policy, const CsInductorCode
   return cs_pipeline_run (trace, policy, NULL, error);
 }
 
+/**
+ * cs_analysis_print_with_ranges:
+ * @trace: a trace
+ * @ranges: (element-type CsStmtRange): set to where each top-level statement lies in the text
+ *   (character offsets)
+ *
+ * Prints @trace (cs_print_trace(), CS_PRINT_DEFAULT) and records where each top-level
+ * statement lies in the text: each statement printed alone (cs_print_stmt_to at the body
+ * indent) is found, in order, in the whole text.  Thread-safe (reads @trace only).
+ * Returns: (transfer full): the text
+ */
+char *
+cs_analysis_print_with_ranges (const CsTrace *trace, GArray *ranges)
+{
+  g_autofree char *text = cs_print_trace (trace, CS_PRINT_DEFAULT);
+  const char *cursor = text;
+  const char *counted = text;  /* char offsets are counted incrementally: O(text) in all */
+  int counted_chars = 0;
+
+  g_array_set_size (ranges, 0);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *stmt = trace->stmts[i];
+      g_autoptr(GString) one = g_string_new (NULL);
+      const char *hit;
+      CsStmtRange range;
+
+      if (stmt->kind != CS_STMT_CALL && stmt->kind != CS_STMT_UNPACK
+          && stmt->kind != CS_STMT_RETURN && stmt->kind != CS_STMT_ANNASSIGN)
+        continue;
+      cs_print_stmt_to (one, stmt, 2, CS_PRINT_DEFAULT);
+      while (one->len > 0 && one->str[one->len - 1] == '\n')
+        g_string_truncate (one, one->len - 1);
+      if (one->len == 0)
+        continue;
+      hit = strstr (cursor, one->str);
+      if (hit == NULL)
+        continue;
+      range.stmt_id = stmt->id;
+      counted_chars += (int) g_utf8_pointer_to_offset (counted, hit);
+      range.start = counted_chars;
+      counted_chars += (int) g_utf8_pointer_to_offset (hit, hit + one->len);
+      range.end = counted_chars;
+      counted = hit + one->len;
+      g_array_append_val (ranges, range);
+      cursor = hit + one->len;
+    }
+  return g_steal_pointer (&text);
+}
+
 /* The index of pass @name in @family, or -1. */
 static gint
 pass_index (CsAnalysis *self, CsFamily family, const char *name)
@@ -149,6 +204,12 @@ analysis_prepare (CsAnalysis *self)
       if (final != NULL)
         self->final_stats[f] = cs_stats_compute (final);
     }
+  if (cs_analysis_get_final (self, CS_FAMILY_FORWARD) != NULL)
+    {
+      self->printed_ranges = g_array_new (FALSE, FALSE, sizeof (CsStmtRange));
+      self->printed = cs_analysis_print_with_ranges (cs_analysis_get_final (self, CS_FAMILY_FORWARD),
+                                                     self->printed_ranges);
+    }
   self->prepared = TRUE;
 }
 
@@ -161,8 +222,9 @@ analysis_prepare (CsAnalysis *self)
  * Runs cs_pipeline_run() on the file's first trace under @policy and sorts its passes into the
  * forward and backward families.  A file that already holds final traces (e.g. Thunder's
  * printed forward followed by its `backward_fn`) is shown as is: the backward family then
- * holds the file's `backward_fn`.  Also makes what cs_analysis_get_user_casts() and
- * cs_analysis_get_final_stats() return, so that the caller's thread need not.  Thread-safe:
+ * holds the file's `backward_fn`.  Also makes what cs_analysis_get_user_casts(),
+ * cs_analysis_get_final_stats() and cs_analysis_get_printed() return, so that the caller's
+ * thread need not.  Thread-safe:
  * reads @list only.
  * Returns: (transfer full): the analysis, or NULL with @error set
  */
@@ -327,6 +389,8 @@ cs_analysis_unref (CsAnalysis *analysis)
   g_free (analysis->warning);
   g_clear_pointer (&analysis->user_casts, g_ptr_array_unref);
   g_clear_pointer (&analysis->user_casts_keep, g_ptr_array_unref);
+  g_free (analysis->printed);
+  g_clear_pointer (&analysis->printed_ranges, g_array_unref);
   for (guint f = 0; f < CS_N_FAMILIES; f++)
     g_clear_pointer (&analysis->final_stats[f], cs_trace_stats_free);
   g_free (analysis);
@@ -404,6 +468,24 @@ cs_analysis_get_final_stats (CsAnalysis *analysis, CsFamily family)
 {
   g_return_val_if_fail (family < CS_N_FAMILIES, NULL);
   return analysis->final_stats[family];
+}
+
+/**
+ * cs_analysis_get_printed:
+ * @trace: a trace of @analysis
+ * @ranges: (out) (transfer none): where each top-level statement lies in the text
+ *
+ * Returns: (transfer none) (nullable): @trace printed with the analysis
+ *   (cs_analysis_print_with_ranges(): the forward's final trace), or NULL for another trace
+ */
+const char *
+cs_analysis_get_printed (CsAnalysis *analysis, const CsTrace *trace, const GArray **ranges)
+{
+  *ranges = NULL;
+  if (analysis->printed == NULL || trace != cs_analysis_get_final (analysis, CS_FAMILY_FORWARD))
+    return NULL;
+  *ranges = analysis->printed_ranges;
+  return analysis->printed;
 }
 
 /** Returns: (transfer none) (nullable): a note for the info bar (e.g. "already final"). */

@@ -25,6 +25,14 @@ typedef enum
 
 typedef struct _CsAnalysis CsAnalysis;
 
+/* A top-level statement's place in the trace text buffer (character offsets). */
+typedef struct
+{
+  guint32 stmt_id;     /* CsStmt.id of a top-level statement; never 0 */
+  int     start;       /* char offset of its first character */
+  int     end;         /* char offset one past its last line (subsymbol comments included) */
+} CsStmtRange;
+
 /**
  * cs_analysis_set_inductor:
  * @arg: (nullable): an output_code file, "auto" (the file beside each opened
@@ -58,6 +66,11 @@ gboolean        cs_analysis_get_user_casts (CsAnalysis   *analysis,
                                           GPtrArray     **keep);
 const CsTraceStats *cs_analysis_get_final_stats (CsAnalysis *analysis,
                                           CsFamily        family);
+const char     *cs_analysis_get_printed  (CsAnalysis     *analysis,
+                                          const CsTrace  *trace,
+                                          const GArray  **ranges);
+char           *cs_analysis_print_with_ranges (const CsTrace *trace,
+                                          GArray         *ranges);
 
 void            cs_analysis_new_async    (CsTraceList        *list,
                                           const CsPolicy     *policy,

@@ -12,13 +12,6 @@
 
 G_BEGIN_DECLS
 
-/* A top-level statement's place in the trace text buffer (character offsets). */
-typedef struct
-{
-  guint32 stmt_id;     /* CsStmt.id of a top-level statement; never 0 */
-  int     start;       /* char offset of its first character */
-  int     end;         /* char offset one past its last line (subsymbol comments included) */
-} CsStmtRange;
 
 /* What the node fill shows after a Run (the overlay dropdown, in this order).  The error
  * measures are the verdict's (core/cs-compare.h, CsAccuracy) under the CLI's names. */

@@ -166,47 +166,6 @@ _cs_window_is_busy (CsWindow *self)
 /* ------------------------------------------------------------------------------------------ */
 /* Trace text                                                                                  */
 
-/* Prints @trace and records where each top-level statement lies in the text: each statement
- * printed alone (cs_print_stmt_to at the body indent) is found, in order, in the whole text. */
-static char *
-print_with_ranges (const CsTrace *trace, GArray *ranges)
-{
-  g_autofree char *text = cs_print_trace (trace, CS_PRINT_DEFAULT);
-  const char *cursor = text;
-  const char *counted = text;  /* char offsets are counted incrementally: O(text) in all */
-  int counted_chars = 0;
-
-  g_array_set_size (ranges, 0);
-  for (guint i = 0; i < trace->n_stmts; i++)
-    {
-      const CsStmt *stmt = trace->stmts[i];
-      g_autoptr(GString) one = g_string_new (NULL);
-      const char *hit;
-      CsStmtRange range;
-
-      if (stmt->kind != CS_STMT_CALL && stmt->kind != CS_STMT_UNPACK
-          && stmt->kind != CS_STMT_RETURN && stmt->kind != CS_STMT_ANNASSIGN)
-        continue;
-      cs_print_stmt_to (one, stmt, 2, CS_PRINT_DEFAULT);
-      while (one->len > 0 && one->str[one->len - 1] == '\n')
-        g_string_truncate (one, one->len - 1);
-      if (one->len == 0)
-        continue;
-      hit = strstr (cursor, one->str);
-      if (hit == NULL)
-        continue;
-      range.stmt_id = stmt->id;
-      counted_chars += (int) g_utf8_pointer_to_offset (counted, hit);
-      range.start = counted_chars;
-      counted_chars += (int) g_utf8_pointer_to_offset (hit, hit + one->len);
-      range.end = counted_chars;
-      counted = hit + one->len;
-      g_array_append_val (ranges, range);
-      cursor = hit + one->len;
-    }
-  return g_steal_pointer (&text);
-}
-
 static void
 update_text (CsWindow *self, CsTrace *trace)
 {
@@ -219,7 +178,21 @@ update_text (CsWindow *self, CsTrace *trace)
       gtk_text_buffer_set_text (buffer, "", -1);
       return;
     }
-  text = print_with_ranges (trace, self->stmt_ranges);
+  {
+    /* the final forward trace was printed with the result, on its worker */
+    const GArray *ranges = NULL;
+    const char *ready = self->analysis
+                        ? cs_analysis_get_printed (self->analysis, trace, &ranges) : NULL;
+
+    if (ready != NULL)
+      {
+        g_array_set_size (self->stmt_ranges, 0);
+        g_array_append_vals (self->stmt_ranges, ranges->data, ranges->len);
+        gtk_text_buffer_set_text (buffer, ready, -1);
+        return;
+      }
+  }
+  text = cs_analysis_print_with_ranges (trace, self->stmt_ranges);
   gtk_text_buffer_set_text (buffer, text, -1);
 }
 
