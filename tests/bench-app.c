@@ -1,9 +1,10 @@
 /* bench-app.c: the app's own memory and times at model scale (a benchmark, not a test): a
  * CsWindow under Xvfb opens FILE, then changes the policy twice and goes back to the first
  * (a policy seen: kept), expands the middle top-level group and collapses it again.  After
- * each step it prints the wall time until the window is idle and drawn, the resident set
- * (VmRSS) and its peak so far (VmHWM) of this process, in MiB.  Numbers in
- * tests/BENCH-RESULTS.md.
+ * each step it prints the wall time until the window is idle and drawn, the longest time the
+ * GTK thread did not get back to its main loop during the step (a 5 ms timer's largest gap:
+ * how long the window froze), the resident set (VmRSS) and its peak so far (VmHWM) of this
+ * process, in MiB.  Numbers in tests/BENCH-RESULTS.md.
  *
  * Usage (GSK_RENDERER=cairo GTK_A11Y=none, as the GUI tests):
  *   xvfb-run -a -s '-screen 0 1600x1000x24' build/tests/bench-app FILE [STEP...]
@@ -20,6 +21,21 @@
 
 #include "cs-application.h"
 #include "cs-window-private.h"
+
+/* The main loop's responsiveness: the largest gap between two ticks of a 5 ms timer. */
+static gint64 last_tick;        /* µs, monotonic */
+static gint64 max_gap;          /* µs, since the last report() */
+
+static gboolean
+tick_cb (gpointer data)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  if (last_tick != 0 && now - last_tick > max_gap)
+    max_gap = now - last_tick;
+  last_tick = now;
+  return G_SOURCE_CONTINUE;
+}
 
 static gboolean
 flag_cb (gpointer data)
@@ -68,9 +84,11 @@ report (const char *step, gint64 t0)
         else if (g_str_has_prefix (line, "VmHWM:"))
           hwm = g_ascii_strtoull (line + 6, NULL, 10);
       }
-  printf ("%-34s %9.0f ms  RSS %6.0f MiB  peak %6.0f MiB\n", step,
-          (g_get_monotonic_time () - t0) / 1000.0, rss / 1024.0, hwm / 1024.0);
+  printf ("%-34s %9.0f ms  stall %6.0f ms  RSS %6.0f MiB  peak %6.0f MiB\n", step,
+          (g_get_monotonic_time () - t0) / 1000.0, max_gap / 1000.0, rss / 1024.0, hwm / 1024.0);
   fflush (stdout);
+  max_gap = 0;
+  last_tick = g_get_monotonic_time ();
 }
 
 static void
@@ -111,6 +129,7 @@ main (int argc, char **argv)
   gtk_window_set_default_size (GTK_WINDOW (win), 1600, 1000);
   gtk_window_present (GTK_WINDOW (win));
   spin_ms (200);
+  g_timeout_add (5, tick_cb, NULL);
   report ("window shown", g_get_monotonic_time ());
 
   file = g_file_new_for_path (argv[1]);
