@@ -575,7 +575,9 @@ layout_task_data_free (gpointer data)
 }
 
 /* Marks @marks on @layout, a layout nobody else holds yet; the statement index it needs comes
- * from @cache (nullable), shared with the trace's other layouts. */
+ * from @cache (nullable), shared with the trace's other layouts while they are marked (the
+ * layout lets go of it afterwards: the cache keeps the one of the trace shown last, and a
+ * layout kept in the cache must not keep another one alive). */
 static void
 apply_marks (CsLayout *layout, CsLayoutMarks *marks, CsLayoutCache *cache)
 {
@@ -592,6 +594,7 @@ apply_marks (CsLayout *layout, CsLayoutMarks *marks, CsLayoutCache *cache)
       cs_layout_mark_user_casts (layout, marks->user_casts);
       layout->user_casts_serial = marks->user_casts_serial;
     }
+  g_clear_pointer (&layout->trace_index, _cs_trace_index_unref);
 }
 
 static void

@@ -260,7 +260,8 @@ typedef struct
   CsLayoutDiffStats diff_marked;       /* what that marking counted */
   guint64           user_casts_serial; /* the removed-user-casts list marked */
   CsTraceIndex     *trace_index; /* (owned, nullable) the statement index of `trace` shared with
-                                    its other layouts (set on the layout worker; render/ only) */
+                                    its other layouts, set while the layout worker marks it
+                                    (render/ only; NULL otherwise) */
   /* value overlay scale */
   gboolean          has_scale;
   char             *scale_title; /* "time (ms)", "max |error|" */
