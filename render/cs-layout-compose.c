@@ -639,6 +639,33 @@ _cs_layout_run_composed (CsLayout *layout, GCancellable *cancellable, GError **e
   layout->composed = n_pieces;
   layout->laid_out = TRUE;
   ok = TRUE;
+  {
+    /* say how the picture was laid out (the side panel and exports show the notes) */
+    GString *what = g_string_new (NULL);
+    guint n = 0;
+
+    while (layout->notes != NULL && layout->notes[n] != NULL)
+      n++;
+    for (guint p = 0; p < n_pieces; p++)
+      {
+        const CsLayoutCluster *cl = &layout->clusters[g_array_index (piece_cluster, guint, p)];
+        const char *name = layout->grouping != NULL && cl->group >= 0
+                           && (guint) cl->group < layout->grouping->n_groups
+                           ? layout->grouping->groups[cl->group].name : cl->title;
+
+        g_string_append_printf (what, "%s%s (%u nodes)", p ? ", " : "", name ? name : "?",
+                                subs[p]->n_nodes);
+      }
+    layout->notes = g_renew (char *, layout->notes, n + 2);
+    layout->notes[n] = g_strdup_printf (
+      "Laid out in pieces: %s on %s own with Graphviz dot%s, then the picture around %s; "
+      "%u of the %u reused from layouts made before (the same structure: a repeated layer, or "
+      "a state seen before).", what->str, n_pieces == 1 ? "its" : "their",
+      outer->layered || layout->layered ? " (castscope's layered layout above the dot limit)" : "",
+      n_pieces == 1 ? "it" : "them", layout->composed_reused, n_pieces);
+    layout->notes[n + 1] = NULL;
+    g_string_free (what, TRUE);
+  }
   /* a picture too large for one dot run said the layered layout drew it: not so now */
   for (guint k = 0; layout->n_nodes > max_dot && layout->notes != NULL && layout->notes[k]; k++)
     if (strstr (layout->notes[k], "layered layout drew them") != NULL)

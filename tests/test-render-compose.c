@@ -133,6 +133,15 @@ check_geometry (const CsLayout *l, const char *name)
   return n_in;
 }
 
+static gboolean
+has_note (const CsLayout *l, const char *text)
+{
+  for (guint i = 0; l->notes != NULL && l->notes[i] != NULL; i++)
+    if (strstr (l->notes[i], text) != NULL)
+      return TRUE;
+  return FALSE;
+}
+
 static void
 test_chain_chunk (void)
 {
@@ -159,11 +168,14 @@ test_chain_chunk (void)
   g_assert_false (a->layered);
   /* 250 negs, each a node of the box */
   g_assert_cmpuint (check_geometry (a, "statements 251-500"), ==, 250);
+  g_assert_true (has_note (a, "Laid out in pieces: statements 251-500 (250 nodes) on its own"));
+  g_assert_true (has_note (a, "0 of the 1 reused"));
 
   b = layout_with (t, three);
   g_assert_cmpuint (b->composed, ==, 1);
   g_assert_cmpuint (b->composed_reused, ==, 1);
   g_assert_cmpuint (check_geometry (b, "statements 501-750"), ==, 250);
+  g_assert_true (has_note (b, "1 of the 1 reused"));
 
   /* the reused piece: the k-th neg of either chunk sits at the same place in its box */
   ba = group_box (a, "statements 251-500");
