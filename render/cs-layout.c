@@ -1312,6 +1312,19 @@ cs_layout_find_element (const CsLayout *layout, guint32 stmt_id, CsLayoutHit *hi
   hit->index = 0;
   if (stmt_id == 0)
     return FALSE;
+  /* drawn as itself (the usual case: a selection, an anchor): no need for the trace's index */
+  for (guint i = 0; i < layout->n_nodes; i++)
+    if (layout->nodes[i].stmt_id == stmt_id && layout->nodes[i].kind != CS_LAYOUT_NODE_GHOST)
+      {
+        *hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, i };
+        return TRUE;
+      }
+  for (guint c = 0; c < layout->n_clusters; c++)
+    if (layout->clusters[c].stmt_id == stmt_id)
+      {
+        *hit = (CsLayoutHit) { CS_LAYOUT_HIT_CLUSTER, c };
+        return TRUE;
+      }
   draw_index_init (&ix, layout);
   if ((v = g_hash_table_lookup (ix.node_of, GUINT_TO_POINTER (stmt_id))) != NULL)
     {
