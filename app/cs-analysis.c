@@ -176,27 +176,12 @@ pass_index (CsAnalysis *self, CsFamily family, const char *name)
   return -1;
 }
 
-/* What the window shows of every result besides its traces, made on the analysis's thread
- * (for a 100,000-statement trace the removed user casts take about a second): the user's
- * casts that remove-redundant-casts dropped (core/cs-lens.h) and the final traces' stats. */
-static void
-analysis_prepare (CsAnalysis *self)
+/* The final traces' stats and the printed final forward trace (analysis_prepare()). */
+static gpointer
+prepare_stats_and_text (gpointer data)
 {
-  gint ii = pass_index (self, CS_FAMILY_FORWARD, "initial");
-  gint fi = pass_index (self, CS_FAMILY_FORWARD, "fuse");
-  gint ri = pass_index (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
+  CsAnalysis *self = data;
 
-  if (ii >= 0 && fi >= 0 && ri >= 0)
-    {
-      CsTrace *t[3] = { cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ii),
-                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, fi),
-                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ri) };
-
-      self->user_casts = cs_lens_removed_user_casts (t[0], t[1], t[2]);
-      self->user_casts_keep = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
-      for (guint k = 0; k < G_N_ELEMENTS (t); k++)
-        g_ptr_array_add (self->user_casts_keep, cs_trace_ref (t[k]));
-    }
   for (CsFamily f = 0; f < CS_N_FAMILIES; f++)
     {
       CsTrace *final = cs_analysis_get_final (self, f);
@@ -210,6 +195,36 @@ analysis_prepare (CsAnalysis *self)
       self->printed = cs_analysis_print_with_ranges (cs_analysis_get_final (self, CS_FAMILY_FORWARD),
                                                      self->printed_ranges);
     }
+  return NULL;
+}
+
+/* What the window shows of every result besides its traces, made on the analysis's thread
+ * (for a 100,000-statement trace the removed user casts take about a second): the user's
+ * casts that remove-redundant-casts dropped (core/cs-lens.h), and on a second thread meanwhile
+ * (the traces are only read) the final traces' stats and the printed final forward trace. */
+static void
+analysis_prepare (CsAnalysis *self)
+{
+  gint ii = pass_index (self, CS_FAMILY_FORWARD, "initial");
+  gint fi = pass_index (self, CS_FAMILY_FORWARD, "fuse");
+  gint ri = pass_index (self, CS_FAMILY_FORWARD, "remove-redundant-casts");
+  GThread *other = g_thread_try_new ("cs-prepare", prepare_stats_and_text, self, NULL);
+
+  if (ii >= 0 && fi >= 0 && ri >= 0)
+    {
+      CsTrace *t[3] = { cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ii),
+                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, fi),
+                        cs_analysis_get_trace (self, CS_FAMILY_FORWARD, ri) };
+
+      self->user_casts = cs_lens_removed_user_casts (t[0], t[1], t[2]);
+      self->user_casts_keep = g_ptr_array_new_with_free_func ((GDestroyNotify) cs_trace_unref);
+      for (guint k = 0; k < G_N_ELEMENTS (t); k++)
+        g_ptr_array_add (self->user_casts_keep, cs_trace_ref (t[k]));
+    }
+  if (other != NULL)
+    g_thread_join (other);
+  else
+    prepare_stats_and_text (self);
   self->prepared = TRUE;
 }
 
