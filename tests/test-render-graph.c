@@ -555,6 +555,73 @@ test_diff_moved (void)
   g_assert_cmpuint (marked, ==, 2);
 }
 
+/* The same diff marked on the layout worker (cs_layout_new_async_marked() with a
+ * CsLayoutDiffSource): the two linears moved in as in test_diff_moved(), recorded with the
+ * source's serial; a second layout marked from the same source (its moves found once) marks
+ * the same. */
+static void
+marked_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  CsLayout **out = data;
+  g_autoptr(GError) error = NULL;
+
+  *out = cs_layout_new_finish (result, &error);
+  g_assert_no_error (error);
+}
+
+static void
+test_diff_marked_on_worker (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_file (path, &error);
+  g_autoptr(CsPipeline) off = NULL, on = NULL;
+  g_autoptr(CsLayout) l = NULL;
+  g_autoptr(CsLayout) again = NULL;
+  g_autoptr(CsLayoutDiffSource) src = NULL;
+  CsLayoutMarks marks = { 0 };
+  CsLayoutDiffStats st;
+  CsPolicy policy;
+  guint marked = 0;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  off = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_policy_set (&policy, "fuse-linear", "on", &error));
+  on = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  src = cs_layout_diff_source_new (cs_pipeline_get_forward (on), cs_pipeline_get_forward (off), TRUE);
+  g_assert_true (cs_layout_diff_source_matches (src, cs_pipeline_get_forward (on),
+                                                cs_pipeline_get_forward (off), TRUE));
+  g_assert_false (cs_layout_diff_source_matches (src, cs_pipeline_get_forward (on),
+                                                 cs_pipeline_get_forward (off), FALSE));
+  marks.diff = src;
+  marks.user_casts_serial = 7;
+  cs_layout_new_async_marked (cs_pipeline_get_forward (on), NULL, &marks, NULL, marked_done, &l);
+  while (l == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (l->diff_serial, ==, cs_layout_diff_source_serial (src));
+  g_assert_cmpuint (l->user_casts_serial, ==, 7);
+  g_assert_cmpuint (l->diff_marked.moved_in, ==, 2);
+  g_assert_cmpuint (l->diff_marked.moved_out, ==, 0);
+  for (guint i = 0; i < l->n_nodes; i++)
+    if (l->nodes[i].mark == CS_LAYOUT_MARK_MOVED_IN)
+      {
+        g_assert_cmpstr (l->nodes[i].label, ==, "linear");
+        marked += l->nodes[i].mark_count;
+      }
+  g_assert_cmpuint (marked, ==, 2);
+  g_assert_null (l->trace_index);
+
+  again = build (cs_pipeline_get_forward (on), CS_RENDER_DETAIL_AUTO);
+  cs_layout_mark_diff_source (again, src, &st);
+  g_assert_cmpuint (st.moved_in, ==, 2);
+  g_assert_cmpuint (st.casts_added, ==, l->diff_marked.casts_added);
+  g_assert_cmpuint (st.casts_removed, ==, l->diff_marked.casts_removed);
+  g_assert_cmpuint (again->diff_serial, ==, cs_layout_diff_source_serial (src));
+}
+
 /* ---- async ---- */
 
 typedef struct
@@ -1248,6 +1315,7 @@ main (int argc, char **argv)
   g_test_add_func ("/render/layout/values", test_values);
   g_test_add_func ("/render/layout/diff-marks", test_diff_marks);
   g_test_add_func ("/render/layout/diff-moved", test_diff_moved);
+  g_test_add_func ("/render/layout/diff-marked-on-worker", test_diff_marked_on_worker);
   g_test_add_func ("/render/layout/async", test_async);
   g_test_add_func ("/render/layout/async-cancel", test_async_cancel);
   g_test_add_func ("/render/layout/bad-dot", test_bad_dot);
