@@ -234,8 +234,10 @@ move_rect (CsRect *r, double dx, double dy)
   r->y1 += dy;
 }
 
-/* The edge @e's points from the parent's @pe, with a straight cubic from the box border to the
- * member node's top (@head_in: the head is inside a piece) and from its bottom (@tail_in). */
+/* The points of @e, an edge between a piece and the rest (or two pieces), from @pe, its edge
+ * in the outer picture: a straight cubic added from the tail's bottom (@tail_box, nullable:
+ * the tail is in the outer picture) to where @pe starts on the piece's border, and from where
+ * @pe ends to the head's top (@head_box, nullable likewise), with the arrow there. */
 static void
 splice_edge (CsLayoutEdge *e, const CsLayoutEdge *pe, const CsRect *tail_box, const CsRect *head_box)
 {
@@ -325,7 +327,8 @@ _cs_layout_run_composed (CsLayout *layout, GCancellable *cancellable, GError **e
   CsLayout *outer = NULL;
   g_autofree gint *sub_index = NULL;  /* per node: its index in its piece or the outer picture */
   g_autofree gint *csub_index = NULL; /* per cluster: its index in its piece or the outer one */
-  g_autofree gint *outer_edge = NULL; /* per edge: its index in the outer picture, -1 = inside */
+  g_autofree gint *outer_edge = NULL; /* per edge: its index in the outer picture (>= 0), or
+                                         -1 - its index in its piece */
   guint n_pieces, n_outer_nodes = 0, max_dot;
   gint64 t0 = g_get_monotonic_time ();
   gboolean ok = FALSE, too_big = FALSE;
