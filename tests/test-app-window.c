@@ -473,6 +473,28 @@ test_run_overlay (Fixture *fx, gconstpointer data)
   if (!gpu)
     g_assert_cmpfloat (ratio, >=, 1.0);
   g_assert_cmpfloat (ratio, <, 64.0);
+  /* the CPU run is `castscope-cli run` with its default seed: the same t5 err and ref_err */
+  if (!gpu && g_getenv ("CS_CLI") != NULL)
+    {
+      g_autofree char *seed = seed_path ();
+      const char *argv[] = { g_getenv ("CS_CLI"), "run", seed, NULL };
+      g_autofree char *out = NULL;
+      const char *line;
+      double cli_err = 0, cli_ref = 0;
+      gint status = 0;
+
+      g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                                   &out, NULL, &status, NULL));
+      g_assert_cmpint (status, ==, 0);
+      line = strstr (out, "  t5 ");
+      g_assert_nonnull (line);
+      g_assert_cmpint (sscanf (strstr (line, " err ") + 5, "%lf", &cli_err), ==, 1);
+      g_assert_cmpint (sscanf (strstr (line, "ref_err ") + 8, "%lf", &cli_ref), ==, 1);
+      g_test_message ("CLI t5: err %g, ref_err %g", cli_err, cli_ref);
+      /* the CLI prints four significant digits */
+      g_assert_cmpfloat_with_epsilon (err, cli_err, 6e-4 * cli_err);
+      g_assert_cmpfloat_with_epsilon (ref_err, cli_ref, 6e-4 * cli_ref);
+    }
 
   /* The default heat is the ratio, named as the CLI names it; t5's output node is filled with
    * it and its edges carry it, their colour still the dtype's. */
