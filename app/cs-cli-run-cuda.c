@@ -501,7 +501,8 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
     {
       g_string_append_printf (report,
                               "check: f64 run on the %s; reference error from %s (CPU reference %.3g GFLOP)\n"
-                              "  err: RMSE vs f64; ref_err: the same for the reference; pass: err <= k * ref_err + atol\n"
+                              "  err: RMSE vs f64; ref_err: the same for the reference; pass: err <= k * ref_err + atol,\n"
+                              "  or every element within allclose(tol) of the reference (tried first)\n"
                               "  (PyTorch's torch._dynamo.utils.same with fp64_ref)\n",
                               cpu_f64 ? "CPU" : "GPU",
                               cpu_exact ? "the exact-dtype CPU run (exact)" : "the rounding floor (floor: f64 rounded to the dtype)",
