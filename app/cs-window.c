@@ -387,7 +387,15 @@ update_details (CsWindow *self, guint32 stmt_id)
       const CsGroup *g = shown_group (self, stmt_id);
       CsLayout *l = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
       g_autofree char *sum = cs_group_summary_text (g);
-      g_autofree char *text = g_markup_printf_escaped (
+      g_autoptr(GString) same = g_string_new (NULL);
+      g_autofree char *text = NULL;
+      gint rep = g->repeat_of >= 0 ? g->repeat_of : (gint) (g - l->grouping->groups);
+
+      /* every layer of this structure: the first of its kind and its repeats */
+      for (guint i = 0; g->n_same > 1 && i < l->grouping->n_groups; i++)
+        if ((gint) i == rep || l->grouping->groups[i].repeat_of == rep)
+          g_string_append_printf (same, "%s%s", same->len ? ", " : "", l->grouping->groups[i].name);
+      text = g_markup_printf_escaped (
         "<b>%s</b>\n%s%s\n\n%s\n\nCasts: %u (%u up, %u down)\nMatmuls: %u, %u on tensor cores\n"
         "Bytes written: %" G_GUINT64_FORMAT "\nEst. %.3g µs (H200 roofline)%s%s",
         g->name, g->kind == CS_GROUP_LAYER ? "layer" : g->kind == CS_GROUP_MODULE ? "module"
@@ -397,7 +405,7 @@ update_details (CsWindow *self, guint32 stmt_id)
         g->summary.n_matmuls, g->summary.n_tensor_core_matmuls, g->summary.bytes,
         g->summary.est_ms * 1e3,
         g->n_same > 1 ? "\n\nLayers with this structure: " : "",
-        g->n_same > 1 ? (g->repeat_of >= 0 ? l->grouping->groups[g->repeat_of].name : g->name) : "");
+        same->str);
       gtk_label_set_markup (self->details_label, text);
       return;
     }

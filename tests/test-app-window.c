@@ -2244,6 +2244,11 @@ test_llama_fold (Fixture *fx, gconstpointer data)
   g_assert_true (cs_graph_view_get_group_expanded (view, "layers.3"));
   g_assert_cmpuint (cs_graph_view_get_selected (view), ==, CS_LAYOUT_GROUP_ID (g3));
   g_assert_cmpint (cs_layout_find_cluster (l, CS_LAYOUT_GROUP_ID (g3)), >=, 0);
+  /* its details name every layer of its structure, not only the first */
+  g_test_message ("details: %s", gtk_label_get_text (fx->win->details_label));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->details_label),
+                            "Layers with this structure: layers.0, layers.1, layers.2, layers.3, "
+                            "layers.4, layers.5, layers.6, layers.7"));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
                                    "layers 0-2: same structure, 1 shown\n"));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.4")].label,
