@@ -24,6 +24,7 @@
 #include "cs-print.h"
 #include "cs-ref.h"
 #include "cs-ref-plan.h"
+#include "cs-split.h"
 #include "cs-stats.h"
 
 #include <math.h>
@@ -443,6 +444,74 @@ print_comm_text (const CsTraceStats *st)
     }
 }
 
+/* "prims.convert_element_type(t3, dtypes.float32)": the statement that makes a duplicated
+ * saved value, without its targets and type comment. */
+static char *
+producer_text (const CsStmt *st)
+{
+  GString *s = g_string_new (NULL);
+
+  if (st == NULL)
+    return g_string_free (s, FALSE);
+  g_string_append_printf (s, "%s(", st->callee);
+  for (guint i = 0; i < st->n_args; i++)
+    {
+      if (i)
+        g_string_append (s, ", ");
+      if (st->args[i].name)
+        g_string_append_printf (s, "%s=", st->args[i].name);
+      cs_print_value_to (s, st->args[i].value);
+    }
+  g_string_append_c (s, ')');
+  return g_string_free (s, FALSE);
+}
+
+/* The forward's values saved for the backward more than once (text). */
+static void
+print_duplicate_saved_text (GPtrArray *dups)
+{
+  for (guint i = 0; i < dups->len; i++)
+    {
+      const CsSavedDuplicate *d = g_ptr_array_index (dups, i);
+      g_autoptr(GString) names = g_string_new (NULL);
+      g_autofree char *expr = producer_text (d->producer);
+      g_autofree char *size = cs_format_size ((double) d->extra_bytes);
+
+      for (guint k = 0; k < d->saved->len; k++)
+        g_string_append_printf (names, "%s%s", k ? ", " : "", ((CsProxy *) d->saved->pdata[k])->name);
+      printf ("  saved %u times (as Thunder does, lightning-thunder#1501): %s = %s; %s more than one copy\n",
+              d->saved->len, names->str, expr, size);
+    }
+}
+
+#if CS_HAVE_JSON
+/* `"duplicate_saved": [{"saved": [...], "expression": "...", "extra_bytes": N}]` */
+static void
+add_duplicate_saved_json (JsonBuilder *b, GPtrArray *dups)
+{
+  json_builder_set_member_name (b, "duplicate_saved");
+  json_builder_begin_array (b);
+  for (guint i = 0; dups && i < dups->len; i++)
+    {
+      const CsSavedDuplicate *d = g_ptr_array_index (dups, i);
+      g_autofree char *expr = producer_text (d->producer);
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "saved");
+      json_builder_begin_array (b);
+      for (guint k = 0; k < d->saved->len; k++)
+        json_builder_add_string_value (b, ((CsProxy *) d->saved->pdata[k])->name);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "expression");
+      json_builder_add_string_value (b, expr);
+      json_builder_set_member_name (b, "extra_bytes");
+      json_builder_add_int_value (b, (gint64) d->extra_bytes);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}
+#endif
+
 static void
 print_removed_text (GPtrArray *removed, GPtrArray *effects, const char *effect_error,
                     gboolean want_effect)
@@ -575,6 +644,7 @@ cs_cli_cmd_stats (int argc, char **argv)
   double bus_gbps = 0;
   CsStatsOptions sopts = { 0 };
   g_autoptr(GPtrArray) removed = NULL;
+  g_autoptr(GPtrArray) dups = NULL;      /* values saved for the backward more than once */
   g_autoptr(GPtrArray) effects = NULL;
   g_autofree char *effect_error = NULL;
   g_autoptr(GOptionContext) ctx = NULL;
@@ -656,6 +726,8 @@ cs_cli_cmd_stats (int argc, char **argv)
         }
     }
   removed = removed_user_casts (pl);
+  if (fw != NULL)
+    dups = cs_split_duplicate_saved (fw);
   if (want_effect && removed->len == 0)
     effect_error = g_strdup ("no user cast was removed");
   else if (want_effect)
@@ -700,6 +772,7 @@ cs_cli_cmd_stats (int argc, char **argv)
           json_builder_end_object (b);
         }
       add_removed_json (b, removed, effects, effect_error, want_effect);
+      add_duplicate_saved_json (b, dups);
       json_builder_end_object (b);
       root = json_builder_get_root (b);
       json_generator_set_root (gen, root);
@@ -718,6 +791,8 @@ cs_cli_cmd_stats (int argc, char **argv)
               cs_cli_inductor_path ());
   }
   print_trace_text ("forward", fw, &sopts);
+  if (dups != NULL)
+    print_duplicate_saved_text (dups);
   if (own != NULL && fw != NULL)
     print_own_fusion_text (cs_pipeline_get_forward (own), &sopts);
   if (bw == NULL && fw != NULL)

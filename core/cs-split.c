@@ -11,6 +11,7 @@
 #include "cs-ir-util.h"
 #include "cs-ops.h"
 #include "cs-ops-args.h"
+#include "cs-print.h"
 
 #include <string.h>
 
@@ -543,5 +544,164 @@ cs_split_dup_saved (const CsTrace *forward)
       if (pair->kind == CS_VALUE_TUPLE && pair->u.seq.n == 2)
         cs_value_collect_proxies (pair->u.seq.items[0], out);
     }
+  return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values saved more than once                                                                 */
+
+typedef struct
+{
+  GHashTable *vn_of;      /* CsProxy * -> value number (GUINT_TO_POINTER, from 1) */
+  GHashTable *by_key;     /* expression key (owned string) -> value number */
+  GHashTable *producer;   /* CsProxy * -> the statement that makes it */
+  guint       next;       /* the next value number */
+} ValueNumbers;
+
+/* The value number of @p: the one its producer gave it, else a number of its own (a trace
+ * input, or a value no statement of the forward makes). */
+static guint
+vn_of_proxy (ValueNumbers *v, const CsProxy *p)
+{
+  gpointer n = g_hash_table_lookup (v->vn_of, p);
+
+  if (n == NULL)
+    {
+      n = GUINT_TO_POINTER (v->next++);
+      g_hash_table_insert (v->vn_of, (gpointer) p, n);
+    }
+  return GPOINTER_TO_UINT (n);
+}
+
+/* @value's part of an expression key: proxies by value number, other values as printed. */
+static void
+key_value (ValueNumbers *v, GString *key, const CsValue *value)
+{
+  if (value->kind == CS_VALUE_PROXY)
+    g_string_append_printf (key, "%%%u", vn_of_proxy (v, value->u.proxy));
+  else if (value->kind == CS_VALUE_TUPLE || value->kind == CS_VALUE_LIST)
+    {
+      g_string_append_c (key, value->kind == CS_VALUE_TUPLE ? '(' : '[');
+      for (guint i = 0; i < value->u.seq.n; i++)
+        {
+          key_value (v, key, value->u.seq.items[i]);
+          g_string_append_c (key, ',');
+        }
+      g_string_append_c (key, value->kind == CS_VALUE_TUPLE ? ')' : ']');
+    }
+  else
+    cs_print_value_to (key, value);
+}
+
+/* Numbers @st's outputs: the k-th output of an expression seen before gets that expression's
+ * k-th number.  Region calls are numbered through their subsymbols; random ops never repeat. */
+static void
+number_stmt (ValueNumbers *v, const CsStmt *st)
+{
+  g_autoptr(GString) key = NULL;
+  g_autoptr(GPtrArray) outs = NULL;
+  const CsOp *sem;
+
+  if (st->kind != CS_STMT_CALL || st->op == NULL)
+    return;
+  if (_cs_stmt_is_region (st))
+    {
+      for (guint i = 0; i < st->n_subs; i++)
+        number_stmt (v, st->subs[i]);
+      return;
+    }
+  sem = cs_op_semantic (st->op);
+  outs = g_ptr_array_new ();
+  cs_stmt_collect_outputs (st, outs);
+  key = g_string_new (sem->name);
+  if ((st->op->tags | sem->tags) & CS_OP_TAG_RANDOM)
+    g_string_append_printf (key, "@%u", st->id);   /* every random draw is a value of its own */
+  g_string_append_c (key, '(');
+  for (guint i = 0; i < st->n_args; i++)
+    {
+      if (st->args[i].name)
+        g_string_append_printf (key, "%s=", st->args[i].name);
+      key_value (v, key, st->args[i].value);
+      g_string_append_c (key, ',');
+    }
+  g_string_append_c (key, ')');
+  for (guint k = 0; k < outs->len; k++)
+    {
+      CsProxy *o = g_ptr_array_index (outs, k);
+      g_autofree char *ok = g_strdup_printf ("%s#%u", key->str, k);
+      gpointer n = g_hash_table_lookup (v->by_key, ok);
+
+      if (n == NULL)
+        {
+          n = GUINT_TO_POINTER (v->next++);
+          g_hash_table_insert (v->by_key, g_steal_pointer (&ok), n);
+        }
+      g_hash_table_insert (v->vn_of, o, n);
+      g_hash_table_insert (v->producer, o, (gpointer) st);
+    }
+}
+
+static void
+saved_duplicate_free (gpointer data)
+{
+  CsSavedDuplicate *d = data;
+
+  g_ptr_array_unref (d->saved);
+  g_free (d);
+}
+
+/**
+ * cs_split_duplicate_saved: (see cs-split.h)
+ */
+GPtrArray *
+cs_split_duplicate_saved (const CsTrace *forward)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (saved_duplicate_free);
+  g_autoptr(GPtrArray) saved = NULL;
+  g_autoptr(GHashTable) group_of = g_hash_table_new (NULL, NULL);   /* vn -> CsSavedDuplicate */
+  g_autoptr(GHashTable) seen = g_hash_table_new (NULL, NULL);       /* proxies already listed */
+  ValueNumbers v = { g_hash_table_new (NULL, NULL),
+                     g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL),
+                     g_hash_table_new (NULL, NULL), 1 };
+
+  g_return_val_if_fail (forward != NULL, out);
+  for (guint i = 0; i < forward->n_stmts; i++)
+    number_stmt (&v, forward->stmts[i]);
+  saved = cs_split_dup_saved (forward);
+  for (guint i = 0; i < saved->len; i++)
+    {
+      CsProxy *p = g_ptr_array_index (saved, i);
+      gpointer vn;
+      CsSavedDuplicate *d;
+
+      if (p->kind != CS_PROXY_TENSOR || !g_hash_table_add (seen, p))
+        continue;
+      vn = GUINT_TO_POINTER (vn_of_proxy (&v, p));
+      d = g_hash_table_lookup (group_of, vn);
+      if (d == NULL)
+        {
+          d = g_new0 (CsSavedDuplicate, 1);
+          d->saved = g_ptr_array_new ();
+          d->producer = g_hash_table_lookup (v.producer, p);
+          g_hash_table_insert (group_of, vn, d);
+          g_ptr_array_add (out, d);
+        }
+      g_ptr_array_add (d->saved, p);
+      if (d->saved->len > 1)
+        {
+          guint64 n = cs_dtype_size_bytes (p->dtype);
+
+          for (guint r = 0; r < p->rank; r++)
+            n *= (guint64) MAX (p->shape[r], 0);
+          d->extra_bytes += n;
+        }
+    }
+  /* keep the values saved more than once */
+  for (guint i = out->len; i-- > 0;)
+    if (((CsSavedDuplicate *) g_ptr_array_index (out, i))->saved->len < 2)
+      g_ptr_array_remove_index (out, i);
+  g_hash_table_unref (v.vn_of);
+  g_hash_table_unref (v.by_key);
+  g_hash_table_unref (v.producer);
   return out;
 }

@@ -54,4 +54,31 @@ gboolean cs_split_forward_backward (const CsTrace *joint,
  */
 GPtrArray *cs_split_dup_saved (const CsTrace *forward);
 
+/** One value saved for the backward more than once (cs_split_duplicate_saved()). */
+typedef struct
+{
+  GPtrArray *saved;    /* element-type CsProxy (borrowed): the saved tensors that hold it, in
+                          saved order; at least 2 */
+  const CsStmt *producer; /* the statement (top-level or a region's subsymbol) that makes the
+                          first of them */
+  guint64    extra_bytes; /* bytes saved beyond one copy: (saved->len - 1) * its size */
+} CsSavedDuplicate;
+
+/**
+ * cs_split_duplicate_saved:
+ * @forward: (transfer none): a forward trace from cs_split_forward_backward() (or Thunder's
+ *   final forward)
+ *
+ * The values saved for the backward under several names: saved tensors whose producing
+ * expressions are equal, found by value numbering the forward (every statement and every
+ * region's subsymbols, in order: the same op on the same value-numbered arguments is the same
+ * value; trace inputs are themselves).  Thunder does this where CSE cannot merge the
+ * expressions, e.g. the same f32 cast of one bf16 tensor made in three regions and saved three
+ * times (lightning-thunder#1501); castscope reproduces it and reports it here rather than doing
+ * better.
+ * Returns: (transfer full) (element-type CsSavedDuplicate): one entry per duplicated value, in
+ *   the order of its first saved tensor (the array frees its entries)
+ */
+GPtrArray *cs_split_duplicate_saved (const CsTrace *forward);
+
 G_END_DECLS

@@ -6,6 +6,7 @@
 #include "cs-config.h"
 
 #include "cs-graph.h"
+#include "cs-split.h"
 #include "cs-dist.h"
 #include "cs-lens.h"
 #include "cs-layout-cache.h"
@@ -725,7 +726,17 @@ emit_return (Builder *b, const CsStmt *ret)
   g_autoptr(GPtrArray) proxies = g_ptr_array_new ();
   g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g_autoptr(GHashTable) counted = g_hash_table_new (NULL, NULL);
+  /* values saved under several names (lightning-thunder#1501): flagged on their output nodes */
+  g_autoptr(GPtrArray) dups = cs_split_duplicate_saved (b->trace);
+  g_autoptr(GHashTable) dup_of = g_hash_table_new (NULL, NULL);   /* CsProxy * -> CsSavedDuplicate * */
 
+  for (guint i = 0; i < dups->len; i++)
+    {
+      CsSavedDuplicate *d = g_ptr_array_index (dups, i);
+
+      for (guint k = 0; k < d->saved->len; k++)
+        g_hash_table_insert (dup_of, d->saved->pdata[k], d);
+    }
   collect_returned (ret->value, FALSE, proxies, saved);
   /* A collapsed group that returns several tensors (the blocks' saved_for_backward, the
    * parameter gradients) gets one output node for all of them. */
@@ -791,8 +802,26 @@ emit_return (Builder *b, const CsStmt *ret)
       n.label = g_strdup_printf ("%s%s%s%s", n.saved ? "saved " : "", p->name, ts[0] ? "\n" : "", ts);
       {
         g_autofree char *full = cs_proxy_type_string (p);
+        const CsSavedDuplicate *d = n.saved ? g_hash_table_lookup (dup_of, p) : NULL;
+
         n.detail = g_strdup_printf ("%s %s: %s", n.saved ? "saved for backward" : "output",
                                     p->name, full);
+        if (d != NULL)
+          {
+            g_autoptr(GString) others = g_string_new (NULL);
+            char *label = n.label, *detail = n.detail;
+
+            for (guint k = 0; k < d->saved->len; k++)
+              if (d->saved->pdata[k] != p)
+                g_string_append_printf (others, "%s%s", others->len ? ", " : "",
+                                        ((CsProxy *) d->saved->pdata[k])->name);
+            n.label = g_strdup_printf ("%s\nsaved %u times", label, d->saved->len);
+            n.detail = g_strdup_printf ("%s; the same value as %s, saved %u times (Thunder does "
+                                        "this: lightning-thunder#1501)", detail, others->str,
+                                        d->saved->len);
+            g_free (label);
+            g_free (detail);
+          }
       }
       n.has_dtype = p->kind == CS_PROXY_TENSOR;
       n.dtype = p->dtype;

@@ -467,11 +467,51 @@ test_number_saved (void)
   g_assert_nonnull (strstr (btext, ", None)\n"));   /* f gets no gradient */
 }
 
+/* lightning-thunder#1501: a value saved for the backward under several names.  nvFuser's CSE
+ * works per region, so the f32 cast of x made in both regions is saved twice (t0 and t3); t1
+ * and t4 are different values (neg and exp of it), and the bf16 weight w is saved once. */
+static void
+test_duplicate_saved (void)
+{
+  static const char text[] =
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(x, w):\n"
+    "  # x: \"cuda:0 bf16[4, 8]\"\n"
+    "  # w: \"cuda:0 bf16[8, 8]\"\n"
+    "  [t0, t1] = nvFusion0(x)\n"
+    "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[4, 8]\"\n"
+    "    # t1 = prims.neg(t0)  # t1: \"cuda:0 f32[4, 8]\"\n"
+    "  t2 = torch.matmul(x, w)  # t2: \"cuda:0 bf16[4, 8]\"\n"
+    "  [t3, t4] = nvFusion1(x, t2)\n"
+    "    # t3 = prims.convert_element_type(x, dtypes.float32)  # t3: \"cuda:0 f32[4, 8]\"\n"
+    "    # t5 = prims.convert_element_type(t2, dtypes.float32)  # t5: \"cuda:0 f32[4, 8]\"\n"
+    "    # t6 = prims.mul(t3, t5)  # t6: \"cuda:0 f32[4, 8]\"\n"
+    "    # t4 = prims.exp(t6)  # t4: \"cuda:0 f32[4, 8]\"\n"
+    "  return {'output': t4, 'flat_args': [x, w]}, ((t0, t1, t3, t4, w), ())\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) fw = cs_parse_trace (text, "dup", &error);
+  g_autoptr(GPtrArray) dups = NULL;
+  const CsSavedDuplicate *d;
+
+  g_assert_no_error (error);
+  dups = cs_split_duplicate_saved (fw);
+  g_assert_cmpuint (dups->len, ==, 1);
+  d = g_ptr_array_index (dups, 0);
+  g_assert_cmpuint (d->saved->len, ==, 2);
+  g_assert_cmpstr (((CsProxy *) d->saved->pdata[0])->name, ==, "t0");
+  g_assert_cmpstr (((CsProxy *) d->saved->pdata[1])->name, ==, "t3");
+  g_assert_nonnull (d->producer);
+  g_assert_cmpstr (d->producer->callee, ==, "prims.convert_element_type");
+  g_assert_cmpuint (d->extra_bytes, ==, 4 * 8 * 4);   /* one more f32[4, 8] */
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/core/split/seed", test_seed);
+  g_test_add_func ("/core/split/duplicate-saved", test_duplicate_saved);
   g_test_add_func ("/core/split/no-grad", test_no_grad);
   g_test_add_func ("/core/split/number-saved", test_number_saved);
   g_test_add_func ("/core/split/error/not-joint", test_not_joint);

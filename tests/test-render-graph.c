@@ -1296,11 +1296,45 @@ test_user_cast_marks (void)
   g_assert_null (l->nodes[mul].user_cast_note);
 }
 
+/* A value saved under two names (lightning-thunder#1501: the f32 cast of x made in both
+ * regions) is flagged on both saved nodes, with the other name in the detail; other saved
+ * tensors are not. */
+static void
+test_duplicate_saved_flag (void)
+{
+  static const char text[] =
+    "def computation(x, w):\n"
+    "  # x: \"cuda:0 bf16[4, 8]\"\n"
+    "  # w: \"cuda:0 bf16[8, 8]\"\n"
+    "  [t0, t1] = nvFusion0(x)\n"
+    "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[4, 8]\"\n"
+    "    # t1 = prims.neg(t0)  # t1: \"cuda:0 f32[4, 8]\"\n"
+    "  t2 = torch.matmul(x, w)  # t2: \"cuda:0 bf16[4, 8]\"\n"
+    "  [t3, t4] = nvFusion1(x, t2)\n"
+    "    # t3 = prims.convert_element_type(x, dtypes.float32)  # t3: \"cuda:0 f32[4, 8]\"\n"
+    "    # t5 = prims.convert_element_type(t2, dtypes.float32)  # t5: \"cuda:0 f32[4, 8]\"\n"
+    "    # t6 = prims.mul(t3, t5)  # t6: \"cuda:0 f32[4, 8]\"\n"
+    "    # t4 = prims.exp(t6)  # t4: \"cuda:0 f32[4, 8]\"\n"
+    "  return {'output': t4, 'flat_args': [x, w]}, ((t0, t1, t3, t4, w), ())\n";
+  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_STATEMENTS);
+  gint a = find_label (l, "saved t0\nf32[4, 8]\nsaved 2 times");
+  gint c = find_label (l, "saved t3\nf32[4, 8]\nsaved 2 times");
+
+  g_assert_cmpint (a, >=, 0);
+  g_assert_cmpint (c, >=, 0);
+  g_assert_nonnull (strstr (l->nodes[a].detail, "the same value as t3, saved 2 times"));
+  g_assert_nonnull (strstr (l->nodes[c].detail, "the same value as t0"));
+  g_assert_cmpint (find_label (l, "saved t1\nf32[4, 8]"), >=, 0);
+  g_assert_cmpint (find_label (l, "saved w\nbf16[8, 8]"), >=, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
   g_test_add_func ("/render/graph/seed-semantics", test_seed_semantics);
+  g_test_add_func ("/render/graph/duplicate-saved", test_duplicate_saved_flag);
   g_test_add_func ("/render/graph/precision-lens", test_precision_lens);
   g_test_add_func ("/render/graph/user-cast-marks", test_user_cast_marks);
   g_test_add_func ("/render/graph/f32-badge", test_f32_badge);
