@@ -56,8 +56,9 @@ inputs() {
 # what issue 18 added to them (the policy's " executors=nvfuser,torch", "regions_by_executor")
 # and the lens' "removed_user_casts".
 legacy=
-# The stats JSON less its last member "removed_user_casts" (added by the precision lens after
-# the legacy goldens were made); the rest of the text is left byte for byte.
+# The stats JSON less its members from "removed_user_casts" on (the precision lens' list and
+# "duplicate_saved", both added after the legacy goldens were made); the rest of the text is
+# left byte for byte.
 drop_removed_user_casts() {
   python3 -c '
 import sys
