@@ -665,6 +665,76 @@ test_attention_saves_k (void)
   }
 }
 
+/* The Thunder traces of ../shared/traces that have final counterparts: castscope's pipeline on
+ * the initial trace against Thunder's final forward and backward, under the executors Thunder
+ * ran (each file's header): regions with their prims, casts and saved_for_backward, as for the
+ * oracle files (differences listed in known[] under the final forward's name). */
+static void
+test_shared_traces (void)
+{
+  static const struct { const char *initial, *final, *policy; } cases[] = {
+    { "thunder_a_seed_matmul", "thunder_a_seed_matmul", "executors=torch" },
+    { "thunder_b_mlp_gelu", "thunder_b_mlp_gelu", "executors=torch" },
+    { "thunder_e_softmax_attention", "thunder_e_softmax_attention", "executors=torch" },
+    { "thunder_llama_stack", "thunder_llama_stack",
+      "executors=sdpa,torchcompile_xentropy,custom_op,torch,python" },
+    { "thunder_a_seed_matmul", "thunder_nvfuser_a_seed_matmul_default", NULL },
+    { "thunder_a_seed_matmul", "thunder_nvfuser_a_seed_matmul_linear_matmul", "fuse-matmul=on;fuse-linear=on" },
+    { "thunder_b_mlp_gelu", "thunder_nvfuser_b_mlp_gelu_default", NULL },
+    { "thunder_b_mlp_gelu", "thunder_nvfuser_b_mlp_gelu_linear_matmul", "fuse-matmul=on;fuse-linear=on" },
+  };
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  guint n_bad = 0, n_known = 0, n = 0;
+
+  for (gsize c = 0; dir != NULL && c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autofree char *ip = g_strdup_printf ("%s/%s_initial.txt", dir, cases[c].initial);
+      g_autofree char *fp = g_strdup_printf ("%s/%s_final_fwd.txt", dir, cases[c].final);
+      g_autofree char *bp = g_strdup_printf ("%s/%s_final_bwd.txt", dir, cases[c].final);
+      g_autofree char *file = g_strdup_printf ("%s_final_fwd.txt", cases[c].final);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTraceList) il = NULL, fl = NULL, bl = NULL;
+      g_autoptr(CsPipeline) pl = NULL;
+      g_autoptr(GPtrArray) sa = NULL, sb = NULL;
+      g_autofree char *sd = NULL;
+      CsPolicy p;
+
+      if (!g_file_test (ip, G_FILE_TEST_EXISTS) || !g_file_test (fp, G_FILE_TEST_EXISTS))
+        continue;
+      cs_policy_init_default (&p);
+      if (cases[c].policy)
+        {
+          g_auto(GStrv) kv = g_strsplit (cases[c].policy, ";", -1);
+
+          for (guint k = 0; kv[k]; k++)
+            g_assert_true (cs_policy_parse_assignment (&p, kv[k], NULL));
+        }
+      il = cs_parse_file (ip, &error);
+      g_assert_no_error (error);
+      fl = cs_parse_file (fp, &error);
+      g_assert_no_error (error);
+      bl = cs_parse_file (bp, &error);
+      g_assert_no_error (error);
+      pl = cs_pipeline_run (il->traces->pdata[0], &p, NULL, &error);
+      g_assert_no_error (error);
+      compare_side (file, "forward", cs_pipeline_get_forward (pl), fl->traces->pdata[0], &n_bad, &n_known);
+      compare_side (file, "backward", cs_pipeline_get_backward (pl), bl->traces->pdata[0], &n_bad, &n_known);
+      sa = saved_types (cs_pipeline_get_forward (pl));
+      sb = saved_types (fl->traces->pdata[0]);
+      sd = list_diff ("", sa, sb);
+      check (file, "saved", sd, &n_bad, &n_known);
+      n++;
+    }
+  if (n == 0)
+    {
+      g_test_skip ("../shared/traces not found");
+      return;
+    }
+  g_test_message ("%u shared trace pairs, %u known differences", n, n_known);
+  g_assert_cmpuint (n, ==, G_N_ELEMENTS (cases));
+  g_assert_cmpuint (n_bad, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -672,6 +742,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/oracle/traces", test_oracle_traces);
   g_test_add_func ("/core/oracle/saved-rsqrt", test_oracle_saved_rsqrt);
   g_test_add_func ("/core/oracle/pass-through", test_oracle_pass_through);
+  g_test_add_func ("/core/oracle/shared-traces", test_shared_traces);
   g_test_add_func ("/core/oracle/llama-torch-casts", test_llama_torch_casts);
   g_test_add_func ("/core/oracle/attention-saves-k", test_attention_saves_k);
   return g_test_run ();
