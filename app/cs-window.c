@@ -1631,6 +1631,33 @@ cs_window_finalize (GObject *object)
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
 
+/* Side panel widths at the first allocation, px: a fifth of the window for the policy panel
+ * and a little more for the details and run panel, each within [min, max]; the graph gets the
+ * rest (at 1280 px about 60 %).  Later the panes keep their widths and the graph takes what
+ * the window gains or loses (the side panels do not resize). */
+#define LEFT_PANEL_MIN_PX   230
+#define LEFT_PANEL_MAX_PX   300
+#define RIGHT_PANEL_MIN_PX  280
+#define RIGHT_PANEL_MAX_PX  360
+
+static void
+cs_window_size_allocate (GtkWidget *widget, int width, int height, int baseline)
+{
+  CsWindow *self = CS_WINDOW (widget);
+
+  /* placed before the children are allocated, so that the first frame has them */
+  if (!self->panes_placed && width > 0)
+    {
+      int left = CLAMP (width / 5, LEFT_PANEL_MIN_PX, LEFT_PANEL_MAX_PX);
+      int right = CLAMP (width * 9 / 40, RIGHT_PANEL_MIN_PX, RIGHT_PANEL_MAX_PX);
+
+      self->panes_placed = TRUE;
+      gtk_paned_set_position (self->outer_paned, left);
+      gtk_paned_set_position (self->main_paned, MAX (width - left - right, 200));
+    }
+  GTK_WIDGET_CLASS (cs_window_parent_class)->size_allocate (widget, width, height, baseline);
+}
+
 static void
 cs_window_class_init (CsWindowClass *klass)
 {
@@ -1639,6 +1666,7 @@ cs_window_class_init (CsWindowClass *klass)
 
   object_class->dispose = cs_window_dispose;
   object_class->finalize = cs_window_finalize;
+  widget_class->size_allocate = cs_window_size_allocate;
 
   g_type_ensure (CS_TYPE_GRAPH_VIEW);
   gtk_widget_class_set_template_from_resource (widget_class, "/org/castscope/Castscope/cs-window.ui");
@@ -1666,6 +1694,8 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, divergence_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, outer_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, main_paned);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_box);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_label);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_view);

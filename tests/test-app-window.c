@@ -2385,6 +2385,44 @@ test_minimap (Fixture *fx, gconstpointer data)
 /* The app's --inductor: the analysis of a torch.compile graph pair draws Inductor's kernels as
  * its regions (data/aten/inductor/mlp_gelu_bf16.output_code: one Triton kernel in the forward,
  * two in the backward), and castscope's nvFusion regions again once it is cleared. */
+/* The default 1280x800 window (the .ui's default size) on data/mlp_gelu.txt: the graph pane
+ * has most of the width (at least half the window), and the first frame shows the graph's top
+ * (its inputs) inside the canvas, near its top edge, not cut off above it (at a readable zoom
+ * the graph is taller than the canvas). */
+static void
+test_default_size (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l;
+  CsView v;
+  double x0, y0, x1, y1;
+  int vw, vh, ww;
+
+  gtk_window_set_default_size (GTK_WINDOW (fx->win), 1280, 800);
+  if (!open_path (fx, path))
+    return;
+  wait_frame ();
+  ww = gtk_widget_get_width (GTK_WIDGET (fx->win));
+  vw = gtk_widget_get_width (GTK_WIDGET (view));
+  vh = gtk_widget_get_height (GTK_WIDGET (view));
+  g_test_message ("window %d px wide, graph view %dx%d px", ww, vw, vh);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280.png");
+  /* the window manager's frame may take a few px off */
+  g_assert_cmpint (ww, >=, 1200);
+  g_assert_cmpint (ww, <=, 1280);
+  g_assert_cmpint (vw, >=, ww / 2);
+  /* the layout's top edge (bb.y1, y up) in widget px (y down) */
+  l = cs_graph_view_get_layout (view);
+  g_assert_nonnull (l);
+  cs_graph_view_get_view (view, &v);
+  cs_view_to_px (&v, l, l->bb.x0, l->bb.y1, &x0, &y0);
+  cs_view_to_px (&v, l, l->bb.x1, l->bb.y0, &x1, &y1);
+  g_test_message ("graph box on screen: (%.0f, %.0f)-(%.0f, %.0f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (y0, >=, 0);
+  g_assert_cmpfloat (y0, <, vh / 4.0);
+}
+
 static void
 test_analysis_inductor (void)
 {
@@ -2447,6 +2485,8 @@ main (int argc, char **argv)
   gtk_init ();
 
   g_test_add_func ("/app/analysis/inductor", test_analysis_inductor);
+  g_test_add ("/app/window/default-size", Fixture, NULL, fixture_setup, test_default_size,
+              fixture_teardown);
   g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
               fixture_teardown);
   g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
