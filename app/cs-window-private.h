@@ -67,6 +67,7 @@ struct _CsWindow
   GtkPaned          *outer_paned;       /* policy panel | the rest */
   GtkPaned          *main_paned;        /* graph and trace text | details and run panel */
   gboolean           panes_placed;      /* the side panels were sized from the first width */
+  guint              text_scroll_idle;  /* source: scrolls the trace text to the selection */
   GtkBox            *compare_box;       /* left side of a compare: its label and view */
   GtkLabel          *compare_label;     /* what the left side shows */
   CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the

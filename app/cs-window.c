@@ -222,6 +222,32 @@ find_range (CsWindow *self, guint32 stmt_id)
   return NULL;
 }
 
+/* Scrolls the trace text so that the selection's first line is in view, once the text view
+ * has laid out its (possibly new) text: the view drops a scroll asked for while it is still
+ * validating a text set a moment before. */
+static gboolean
+text_scroll_idle_cb (gpointer data)
+{
+  CsWindow *self = data;
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
+  GtkTextMark *mark = gtk_text_buffer_get_mark (buffer, "cs-selected");
+  GtkAdjustment *adj = gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (self->trace_view));
+  GdkRectangle loc, vis;
+  GtkTextIter iter;
+
+  self->text_scroll_idle = 0;
+  if (mark == NULL || adj == NULL)
+    return G_SOURCE_REMOVE;
+  gtk_text_buffer_get_iter_at_mark (buffer, &iter, mark);
+  gtk_text_view_get_iter_location (self->trace_view, &iter, &loc);
+  gtk_text_view_get_visible_rect (self->trace_view, &vis);
+  /* already in view: nothing moves (as gtk_text_view_scroll_to_mark() within 10 %) */
+  if (loc.y >= vis.y + vis.height / 10 && loc.y + loc.height <= vis.y + vis.height * 9 / 10)
+    return G_SOURCE_REMOVE;
+  gtk_adjustment_set_value (adj, MAX (0, loc.y - vis.height / 10));
+  return G_SOURCE_REMOVE;
+}
+
 static void
 highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
 {
@@ -257,6 +283,8 @@ highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
       else
         gtk_text_buffer_move_mark (buffer, mark, &start);
       gtk_text_view_scroll_to_mark (self->trace_view, mark, 0.1, FALSE, 0, 0);
+      if (self->text_scroll_idle == 0)
+        self->text_scroll_idle = g_idle_add_full (G_PRIORITY_LOW, text_scroll_idle_cb, self, NULL);
     }
 }
 
@@ -814,7 +842,8 @@ update_shown (CsWindow *self)
   _cs_window_update_status (self);
   {
     guint32 sel = cs_graph_view_get_selected (_cs_window_get_view (self, _cs_window_get_family (self)));
-    highlight_text (self, sel, FALSE);
+    /* the text was printed anew: scrolled to the selection, as a click does */
+    highlight_text (self, sel, TRUE);
     update_details (self, sel);
   }
 }
@@ -1092,8 +1121,9 @@ view_layout_changed_cb (CsWindow *self, CsGraphView *view)
   if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
     return;
   update_side_panel (self);
-  /* the selection may have been found again under another id (another pass or policy) */
-  highlight_text (self, cs_graph_view_get_selected (view), FALSE);
+  /* the selection may have been found again under another id (another pass or policy), or
+   * moved by the view itself (] and [ step layers): the text follows it */
+  highlight_text (self, cs_graph_view_get_selected (view), TRUE);
   update_details (self, cs_graph_view_get_selected (view));
 }
 
@@ -1588,6 +1618,7 @@ cs_window_dispose (GObject *object)
     g_cancellable_cancel (self->compare_cancellable);
   self->generation++;   /* results still in flight are stale now */
   self->compare_generation++;
+  g_clear_handle_id (&self->text_scroll_idle, g_source_remove);
   gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
   G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
 }

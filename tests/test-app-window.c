@@ -52,6 +52,8 @@ wait_frame (void)
     g_main_context_iteration (NULL, TRUE);
 }
 
+static gboolean text_selection_visible (CsWindow *win);
+
 static void
 wait_idle (CsWindow *win)
 {
@@ -1391,6 +1393,9 @@ test_llama_policy_anchor (Fixture *fx, gconstpointer data)
     g_assert_cmpint (l->nodes[hit.index].badge, ==, CS_LAYOUT_BADGE_F32);
   }
   g_test_message ("policy change: selection (%.1f, %.1f) -> (%.1f, %.1f)", x0, y0, x1, y1);
+  /* the trace text, printed anew, is scrolled to the selection (selected above without
+   * scrolling the text) */
+  g_assert_true (text_selection_visible (fx->win));
   g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
   g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
   g_assert_cmpfloat (cs_graph_view_get_zoom (view), ==, zoom);
@@ -2203,6 +2208,37 @@ structure_row (CsWindow *win, const char *name, const char *text_prefix)
   return NULL;
 }
 
+/* Whether the trace view now shows the start of the highlighted (selected) text. */
+static gboolean
+text_selection_in_view (CsWindow *win)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (win->trace_view);
+  GdkRectangle loc, vis;
+  GtkTextIter it;
+
+  gtk_text_buffer_get_start_iter (buffer, &it);
+  if (!gtk_text_iter_starts_tag (&it, win->selected_tag)
+      && !gtk_text_iter_forward_to_tag_toggle (&it, win->selected_tag))
+    return FALSE;
+  gtk_text_view_get_iter_location (win->trace_view, &it, &loc);
+  gtk_text_view_get_visible_rect (win->trace_view, &vis);
+  return loc.y >= vis.y && loc.y + loc.height <= vis.y + vis.height;
+}
+
+/* Whether the trace view shows the start of the highlighted (selected) text, after at most
+ * 100 frames (the text view validates lines and moves to a mark over a few frames). */
+static gboolean
+text_selection_visible (CsWindow *win)
+{
+  for (int frame = 0; frame < 100; frame++)
+    {
+      if (text_selection_in_view (win))
+        return TRUE;
+      wait_frame ();
+    }
+  return FALSE;
+}
+
 /* In the initial trace (the pass slider at parse) the 8 blocks of the LLaMA fold into one node,
  * "layers 0-7: same structure, 1 shown", and a Structure row for the fold with the 8 layers
  * under it.  Activating layers.3's row expands
@@ -2274,6 +2310,8 @@ test_llama_fold (Fixture *fx, gconstpointer data)
   g_assert_false (cs_graph_view_get_group_expanded (view, "layers.3"));
   g_assert_true (cs_graph_view_get_group_expanded (view, "layers.4"));
   g_assert_cmpuint (cs_graph_view_get_selected (view), ==, CS_LAYOUT_GROUP_ID (g4));
+  /* the trace text follows the selection to layers.4, as a click would */
+  g_assert_true (text_selection_visible (fx->win));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
                                    "layers 0-3: same structure, 1 shown\n"));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.5")].label,
