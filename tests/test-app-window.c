@@ -234,6 +234,7 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   g_autoptr(GVariant) state = NULL;
   guint casts_before, casts_after;
   CsLayoutDiffStats stats;
+  graphene_rect_t knob_before, knob_after, bar, canvas;
 
   if (!open_seed (fx))
     return;
@@ -259,6 +260,8 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   show_family (fx->win, "forward");
 
   /* The user picks "upcast-f32" in the Matmul precision dropdown. */
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
+                                            GTK_WIDGET (fx->win), &knob_before));
   gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"),
                               value_index ("matmul", "upcast-f32"));
   state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "policy-matmul");
@@ -278,6 +281,18 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
 
   /* The diff is shown until dismissed, and the graph marks the added casts. */
   g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  /* over the canvas: the knob just used has not moved, and the bar keeps clear of the
+   * canvas's centre */
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
+                                            GTK_WIDGET (fx->win), &knob_after));
+  g_assert_cmpfloat (knob_after.origin.y, ==, knob_before.origin.y);
+  g_assert_cmpfloat (knob_after.origin.x, ==, knob_before.origin.x);
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->diff_bar), GTK_WIDGET (fx->win), &bar));
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fwd), GTK_WIDGET (fx->win), &canvas));
+  g_test_message ("diff bar y %.0f-%.0f, canvas y %.0f-%.0f", bar.origin.y,
+                  bar.origin.y + bar.size.height, canvas.origin.y, canvas.origin.y + canvas.size.height);
+  g_assert_cmpfloat (bar.size.height, >, 0);
+  g_assert_cmpfloat (bar.origin.y, >, canvas.origin.y + canvas.size.height / 2);
   g_assert_true (cs_graph_view_get_diff_stats (fwd, &stats));
   g_assert_cmpuint (stats.casts_added, >=, 2);
   _cs_window_find_next (fx->win, "matmul", TRUE);
@@ -2459,6 +2474,30 @@ test_default_size (Fixture *fx, gconstpointer data)
   g_test_message ("graph box on screen: (%.0f, %.0f)-(%.0f, %.0f)", x0, y0, x1, y1);
   g_assert_cmpfloat (y0, >=, 0);
   g_assert_cmpfloat (y0, <, vh / 4.0);
+
+  /* Find (Ctrl+F) shows its bar over the canvas's top left: the knobs stay where they were and
+   * the bar keeps above the canvas's centre */
+  {
+    graphene_rect_t knob_before, knob_after, bar, canvas;
+    GtkWidget *knob = GTK_WIDGET (policy_dropdown (fx->win, "fusion"));
+
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_before));
+    g_action_group_activate_action (G_ACTION_GROUP (fx->win), "find", NULL);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_true (gtk_search_bar_get_search_mode (fx->win->search_bar));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_after));
+    g_assert_cmpfloat (knob_after.origin.y, ==, knob_before.origin.y);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar),
+                                              GTK_WIDGET (fx->win), &bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas));
+    g_test_message ("find bar y %.0f-%.0f, canvas y %.0f-%.0f", bar.origin.y,
+                    bar.origin.y + bar.size.height, canvas.origin.y,
+                    canvas.origin.y + canvas.size.height);
+    g_assert_cmpfloat (bar.size.height, >, 0);
+    g_assert_cmpfloat (bar.origin.y + bar.size.height, <, canvas.origin.y + canvas.size.height / 2);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-find.png");
+  }
 }
 
 static void
