@@ -2498,6 +2498,33 @@ test_default_size (Fixture *fx, gconstpointer data)
     g_assert_cmpfloat (bar.origin.y + bar.size.height, <, canvas.origin.y + canvas.size.height / 2);
     save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-find.png");
   }
+
+  /* Run fills the run table: the side panel keeps its width, the graph keeps at least half
+   * the window, and the Pass row's label is drawn whole inside the graph pane */
+  gtk_search_bar_set_search_mode (fx->win->search_bar, FALSE);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-run.png");
+  {
+    graphene_rect_t pass, row;
+    GtkWidget *pass_label = gtk_widget_get_prev_sibling (GTK_WIDGET (fx->win->pass_scale));
+    int min_w;
+
+    g_test_message ("after run: window %d px, graph view %d px", gtk_widget_get_width (GTK_WIDGET (fx->win)),
+                    gtk_widget_get_width (GTK_WIDGET (view)));
+    g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (fx->win)), ==, ww);
+    g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (view)), >=, ww / 2);
+    g_assert_true (GTK_IS_LABEL (pass_label));
+    g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (pass_label)), ==, "Pass");
+    gtk_widget_measure (pass_label, GTK_ORIENTATION_HORIZONTAL, -1, &min_w, NULL, NULL, NULL);
+    g_assert_true (gtk_widget_compute_bounds (pass_label, GTK_WIDGET (fx->win), &pass));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &row));
+    g_test_message ("Pass label x %.0f, %.0f px wide (needs %d); graph x %.0f", pass.origin.x,
+                    pass.size.width, min_w, row.origin.x);
+    g_assert_cmpfloat (pass.size.width, >=, min_w);
+    g_assert_cmpfloat (pass.origin.x, >=, row.origin.x);
+  }
 }
 
 static void
