@@ -178,6 +178,11 @@ cs_application_init (CsApplication *self)
   };
 
   g_application_add_main_option_entries (G_APPLICATION (self), entries);
+  /* the usage line of --help: castscope [OPTION…] [FILE…] */
+  g_application_set_option_context_parameter_string (G_APPLICATION (self), "[FILE…]");
+  g_application_set_option_context_summary (G_APPLICATION (self),
+                                             "Open Thunder traces (one window per FILE; "
+                                             "none: the bundled sample).");
 }
 
 /**

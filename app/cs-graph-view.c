@@ -679,14 +679,15 @@ draw_message (cairo_t *cr, GtkWidget *widget, const char *text, int width, int h
 /* Fits the layout into the widget.  @whole (Fit, Ctrl+0): all of it however small.  Else (a
  * new trace): fitted when that is readable (MIN_READABLE_SCALE), otherwise at that scale
  * centred on the middle one of the collapsed blocks (a model), else on the node nearest the
- * middle of the graph, so that the first frame shows the graph readable and never an empty
- * canvas. */
+ * middle of the graph with the graph's top (its inputs) kept in view, so that the first frame
+ * shows the graph readable and never an empty canvas. */
 static void
 fit_view (CsGraphView *self, int width, int height, gboolean whole)
 {
   const CsLayout *l = self->layout;
   double mx = (l->bb.x0 + l->bb.x1) / 2, my = (l->bb.y0 + l->bb.y1) / 2, best = G_MAXDOUBLE;
   CsRect box = { mx, my, mx, my };
+  gboolean on_block = FALSE;
 
   cs_view_init_fit (&self->view, l, width, height, FIT_MARGIN_PX, 1.5);
   if (whole || self->view.scale >= MIN_READABLE_SCALE)
@@ -702,6 +703,7 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
       {
         box = l->nodes[g_array_index (groups, guint, (groups->len - 1) / 2)].box;
         best = 0;
+        on_block = TRUE;
       }
   }
   for (guint i = 0; best > 0 && i < l->n_nodes; i++)
@@ -717,6 +719,10 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
     }
   self->view.scale = MIN_READABLE_SCALE;
   cs_view_center_on (&self->view, l, &box, width, height);
+  /* no blocks to centre on: the graph's top (its inputs, where a reader starts) stays in
+   * the widget, FIT_MARGIN_PX below its top edge, when the graph is too tall to show whole */
+  if (!on_block)
+    self->view.ty = MAX (self->view.ty, FIT_MARGIN_PX);
 }
 
 /* "Laying out… 1.2 s" in a pill at the top centre of the canvas. */

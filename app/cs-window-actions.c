@@ -122,6 +122,51 @@ policy_dropdown_notify_cb (GtkDropDown *dropdown, GParamSpec *pspec, CsWindow *s
                                       g_variant_new_string (values[selected]));
 }
 
+/* The dropdown's button shows its value ellipsized (a long executors list must not widen the
+ * policy panel); its popup list shows the values whole. */
+static void
+knob_button_setup_cb (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer data)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_ellipsize (GTK_LABEL (label), PANGO_ELLIPSIZE_END);
+  gtk_label_set_width_chars (GTK_LABEL (label), 10);
+  gtk_label_set_max_width_chars (GTK_LABEL (label), 14);
+  gtk_list_item_set_child (item, label);
+}
+
+static void
+knob_list_setup_cb (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer data)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_list_item_set_child (item, label);
+}
+
+static void
+knob_bind_cb (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer data)
+{
+  GtkStringObject *value = gtk_list_item_get_item (item);
+  GtkWidget *label = gtk_list_item_get_child (item);
+
+  gtk_label_set_text (GTK_LABEL (label), gtk_string_object_get_string (value));
+  gtk_widget_set_tooltip_text (label, gtk_string_object_get_string (value));
+}
+
+static GtkListItemFactory *
+knob_factory_new (gboolean button)
+{
+  GtkListItemFactory *factory = gtk_signal_list_item_factory_new ();
+
+  g_signal_connect (factory, "setup",
+                    button ? G_CALLBACK (knob_button_setup_cb) : G_CALLBACK (knob_list_setup_cb),
+                    NULL);
+  g_signal_connect (factory, "bind", G_CALLBACK (knob_bind_cb), NULL);
+  return factory;
+}
+
 /**
  * _cs_window_init_policy_panel:
  *
@@ -156,6 +201,13 @@ _cs_window_init_policy_panel (CsWindow *self)
       gtk_label_set_xalign (GTK_LABEL (label), 0);
       gtk_widget_set_hexpand (label, TRUE);
       dropdown = gtk_drop_down_new_from_strings ((const char * const *) values);
+      {
+        g_autoptr(GtkListItemFactory) button = knob_factory_new (TRUE);
+        g_autoptr(GtkListItemFactory) list = knob_factory_new (FALSE);
+
+        gtk_drop_down_set_factory (GTK_DROP_DOWN (dropdown), button);
+        gtk_drop_down_set_list_factory (GTK_DROP_DOWN (dropdown), list);
+      }
       gtk_widget_set_name (dropdown, key);
       g_object_set_data_full (G_OBJECT (dropdown), "cs-policy-key", g_strdup (key), g_free);
       if (kl != NULL)

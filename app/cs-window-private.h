@@ -64,6 +64,10 @@ struct _CsWindow
   GtkDrawingArea    *legend_area;       /* dtype legend and value key, beside the graph */
   GtkLabel          *notes_label;       /* the layout's notes, beside the graph */
   GtkPaned          *compare_paned;     /* the side-by-side compare | the graphs */
+  GtkPaned          *outer_paned;       /* policy panel | the rest */
+  GtkPaned          *main_paned;        /* graph and trace text | details and run panel */
+  gboolean           panes_placed;      /* the side panels were sized from the first width */
+  guint              text_scroll_idle;  /* source: scrolls the trace text to the selection */
   GtkBox            *compare_box;       /* left side of a compare: its label and view */
   GtkLabel          *compare_label;     /* what the left side shows */
   CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the

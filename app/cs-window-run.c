@@ -766,6 +766,11 @@ find_divergence (CsWindow *self, RunJob *job)
     }
   gtk_button_set_label (self->divergence_button,
                         label ? label : "No divergence: every tensor within its bound");
+  /* a long tensor name must not widen the side panel: the label ellipsizes, the tooltip
+   * keeps the whole text */
+  if (GTK_IS_LABEL (gtk_button_get_child (self->divergence_button)))
+    gtk_label_set_ellipsize (GTK_LABEL (gtk_button_get_child (self->divergence_button)),
+                             PANGO_ELLIPSIZE_END);
   gtk_widget_set_sensitive (GTK_WIDGET (self->divergence_button), self->run_divergence != NULL);
   gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), TRUE);
 }

@@ -222,6 +222,32 @@ find_range (CsWindow *self, guint32 stmt_id)
   return NULL;
 }
 
+/* Scrolls the trace text so that the selection's first line is in view, once the text view
+ * has laid out its (possibly new) text: the view drops a scroll asked for while it is still
+ * validating a text set a moment before. */
+static gboolean
+text_scroll_idle_cb (gpointer data)
+{
+  CsWindow *self = data;
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
+  GtkTextMark *mark = gtk_text_buffer_get_mark (buffer, "cs-selected");
+  GtkAdjustment *adj = gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (self->trace_view));
+  GdkRectangle loc, vis;
+  GtkTextIter iter;
+
+  self->text_scroll_idle = 0;
+  if (mark == NULL || adj == NULL)
+    return G_SOURCE_REMOVE;
+  gtk_text_buffer_get_iter_at_mark (buffer, &iter, mark);
+  gtk_text_view_get_iter_location (self->trace_view, &iter, &loc);
+  gtk_text_view_get_visible_rect (self->trace_view, &vis);
+  /* already in view: nothing moves (as gtk_text_view_scroll_to_mark() within 10 %) */
+  if (loc.y >= vis.y + vis.height / 10 && loc.y + loc.height <= vis.y + vis.height * 9 / 10)
+    return G_SOURCE_REMOVE;
+  gtk_adjustment_set_value (adj, MAX (0, loc.y - vis.height / 10));
+  return G_SOURCE_REMOVE;
+}
+
 static void
 highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
 {
@@ -257,6 +283,8 @@ highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
       else
         gtk_text_buffer_move_mark (buffer, mark, &start);
       gtk_text_view_scroll_to_mark (self->trace_view, mark, 0.1, FALSE, 0, 0);
+      if (self->text_scroll_idle == 0)
+        self->text_scroll_idle = g_idle_add_full (G_PRIORITY_LOW, text_scroll_idle_cb, self, NULL);
     }
 }
 
@@ -814,7 +842,8 @@ update_shown (CsWindow *self)
   _cs_window_update_status (self);
   {
     guint32 sel = cs_graph_view_get_selected (_cs_window_get_view (self, _cs_window_get_family (self)));
-    highlight_text (self, sel, FALSE);
+    /* the text was printed anew: scrolled to the selection, as a click does */
+    highlight_text (self, sel, TRUE);
     update_details (self, sel);
   }
 }
@@ -1092,8 +1121,9 @@ view_layout_changed_cb (CsWindow *self, CsGraphView *view)
   if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
     return;
   update_side_panel (self);
-  /* the selection may have been found again under another id (another pass or policy) */
-  highlight_text (self, cs_graph_view_get_selected (view), FALSE);
+  /* the selection may have been found again under another id (another pass or policy), or
+   * moved by the view itself (] and [ step layers): the text follows it */
+  highlight_text (self, cs_graph_view_get_selected (view), TRUE);
   update_details (self, cs_graph_view_get_selected (view));
 }
 
@@ -1588,6 +1618,7 @@ cs_window_dispose (GObject *object)
     g_cancellable_cancel (self->compare_cancellable);
   self->generation++;   /* results still in flight are stale now */
   self->compare_generation++;
+  g_clear_handle_id (&self->text_scroll_idle, g_source_remove);
   gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
   G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
 }
@@ -1631,6 +1662,33 @@ cs_window_finalize (GObject *object)
   G_OBJECT_CLASS (cs_window_parent_class)->finalize (object);
 }
 
+/* Side panel widths at the first allocation, px: a fifth of the window for the policy panel
+ * and a little more for the details and run panel, each within [min, max]; the graph gets the
+ * rest (at 1280 px about 60 %).  Later the panes keep their widths and the graph takes what
+ * the window gains or loses (the side panels do not resize). */
+#define LEFT_PANEL_MIN_PX   230
+#define LEFT_PANEL_MAX_PX   300
+#define RIGHT_PANEL_MIN_PX  280
+#define RIGHT_PANEL_MAX_PX  360
+
+static void
+cs_window_size_allocate (GtkWidget *widget, int width, int height, int baseline)
+{
+  CsWindow *self = CS_WINDOW (widget);
+
+  /* placed before the children are allocated, so that the first frame has them */
+  if (!self->panes_placed && width > 0)
+    {
+      int left = CLAMP (width / 5, LEFT_PANEL_MIN_PX, LEFT_PANEL_MAX_PX);
+      int right = CLAMP (width * 9 / 40, RIGHT_PANEL_MIN_PX, RIGHT_PANEL_MAX_PX);
+
+      self->panes_placed = TRUE;
+      gtk_paned_set_position (self->outer_paned, left);
+      gtk_paned_set_position (self->main_paned, MAX (width - left - right, 200));
+    }
+  GTK_WIDGET_CLASS (cs_window_parent_class)->size_allocate (widget, width, height, baseline);
+}
+
 static void
 cs_window_class_init (CsWindowClass *klass)
 {
@@ -1639,6 +1697,7 @@ cs_window_class_init (CsWindowClass *klass)
 
   object_class->dispose = cs_window_dispose;
   object_class->finalize = cs_window_finalize;
+  widget_class->size_allocate = cs_window_size_allocate;
 
   g_type_ensure (CS_TYPE_GRAPH_VIEW);
   gtk_widget_class_set_template_from_resource (widget_class, "/org/castscope/Castscope/cs-window.ui");
@@ -1666,6 +1725,8 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, overlay_dropdown);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, divergence_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, outer_paned);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, main_paned);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_box);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_label);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, compare_view);

@@ -52,6 +52,8 @@ wait_frame (void)
     g_main_context_iteration (NULL, TRUE);
 }
 
+static gboolean text_selection_visible (CsWindow *win);
+
 static void
 wait_idle (CsWindow *win)
 {
@@ -232,6 +234,7 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   g_autoptr(GVariant) state = NULL;
   guint casts_before, casts_after;
   CsLayoutDiffStats stats;
+  graphene_rect_t knob_before, knob_after, bar, canvas;
 
   if (!open_seed (fx))
     return;
@@ -257,6 +260,8 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   show_family (fx->win, "forward");
 
   /* The user picks "upcast-f32" in the Matmul precision dropdown. */
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
+                                            GTK_WIDGET (fx->win), &knob_before));
   gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"),
                               value_index ("matmul", "upcast-f32"));
   state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "policy-matmul");
@@ -276,6 +281,18 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
 
   /* The diff is shown until dismissed, and the graph marks the added casts. */
   g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  /* over the canvas: the knob just used has not moved, and the bar keeps clear of the
+   * canvas's centre */
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
+                                            GTK_WIDGET (fx->win), &knob_after));
+  g_assert_cmpfloat (knob_after.origin.y, ==, knob_before.origin.y);
+  g_assert_cmpfloat (knob_after.origin.x, ==, knob_before.origin.x);
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->diff_bar), GTK_WIDGET (fx->win), &bar));
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fwd), GTK_WIDGET (fx->win), &canvas));
+  g_test_message ("diff bar y %.0f-%.0f, canvas y %.0f-%.0f", bar.origin.y,
+                  bar.origin.y + bar.size.height, canvas.origin.y, canvas.origin.y + canvas.size.height);
+  g_assert_cmpfloat (bar.size.height, >, 0);
+  g_assert_cmpfloat (bar.origin.y, >, canvas.origin.y + canvas.size.height / 2);
   g_assert_true (cs_graph_view_get_diff_stats (fwd, &stats));
   g_assert_cmpuint (stats.casts_added, >=, 2);
   _cs_window_find_next (fx->win, "matmul", TRUE);
@@ -1391,6 +1408,9 @@ test_llama_policy_anchor (Fixture *fx, gconstpointer data)
     g_assert_cmpint (l->nodes[hit.index].badge, ==, CS_LAYOUT_BADGE_F32);
   }
   g_test_message ("policy change: selection (%.1f, %.1f) -> (%.1f, %.1f)", x0, y0, x1, y1);
+  /* the trace text, printed anew, is scrolled to the selection (selected above without
+   * scrolling the text) */
+  g_assert_true (text_selection_visible (fx->win));
   g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
   g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
   g_assert_cmpfloat (cs_graph_view_get_zoom (view), ==, zoom);
@@ -2203,6 +2223,37 @@ structure_row (CsWindow *win, const char *name, const char *text_prefix)
   return NULL;
 }
 
+/* Whether the trace view now shows the start of the highlighted (selected) text. */
+static gboolean
+text_selection_in_view (CsWindow *win)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (win->trace_view);
+  GdkRectangle loc, vis;
+  GtkTextIter it;
+
+  gtk_text_buffer_get_start_iter (buffer, &it);
+  if (!gtk_text_iter_starts_tag (&it, win->selected_tag)
+      && !gtk_text_iter_forward_to_tag_toggle (&it, win->selected_tag))
+    return FALSE;
+  gtk_text_view_get_iter_location (win->trace_view, &it, &loc);
+  gtk_text_view_get_visible_rect (win->trace_view, &vis);
+  return loc.y >= vis.y && loc.y + loc.height <= vis.y + vis.height;
+}
+
+/* Whether the trace view shows the start of the highlighted (selected) text, after at most
+ * 100 frames (the text view validates lines and moves to a mark over a few frames). */
+static gboolean
+text_selection_visible (CsWindow *win)
+{
+  for (int frame = 0; frame < 100; frame++)
+    {
+      if (text_selection_in_view (win))
+        return TRUE;
+      wait_frame ();
+    }
+  return FALSE;
+}
+
 /* In the initial trace (the pass slider at parse) the 8 blocks of the LLaMA fold into one node,
  * "layers 0-7: same structure, 1 shown", and a Structure row for the fold with the 8 layers
  * under it.  Activating layers.3's row expands
@@ -2274,6 +2325,8 @@ test_llama_fold (Fixture *fx, gconstpointer data)
   g_assert_false (cs_graph_view_get_group_expanded (view, "layers.3"));
   g_assert_true (cs_graph_view_get_group_expanded (view, "layers.4"));
   g_assert_cmpuint (cs_graph_view_get_selected (view), ==, CS_LAYOUT_GROUP_ID (g4));
+  /* the trace text follows the selection to layers.4, as a click would */
+  g_assert_true (text_selection_visible (fx->win));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
                                    "layers 0-3: same structure, 1 shown\n"));
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.5")].label,
@@ -2385,6 +2438,95 @@ test_minimap (Fixture *fx, gconstpointer data)
 /* The app's --inductor: the analysis of a torch.compile graph pair draws Inductor's kernels as
  * its regions (data/aten/inductor/mlp_gelu_bf16.output_code: one Triton kernel in the forward,
  * two in the backward), and castscope's nvFusion regions again once it is cleared. */
+/* The default 1280x800 window (the .ui's default size) on data/mlp_gelu.txt: the graph pane
+ * has most of the width (at least half the window), and the first frame shows the graph's top
+ * (its inputs) inside the canvas, near its top edge, not cut off above it (at a readable zoom
+ * the graph is taller than the canvas). */
+static void
+test_default_size (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  CsGraphView *view = fx->win->forward_view;
+  CsLayout *l;
+  CsView v;
+  double x0, y0, x1, y1;
+  int vw, vh, ww;
+
+  gtk_window_set_default_size (GTK_WINDOW (fx->win), 1280, 800);
+  if (!open_path (fx, path))
+    return;
+  wait_frame ();
+  ww = gtk_widget_get_width (GTK_WIDGET (fx->win));
+  vw = gtk_widget_get_width (GTK_WIDGET (view));
+  vh = gtk_widget_get_height (GTK_WIDGET (view));
+  g_test_message ("window %d px wide, graph view %dx%d px", ww, vw, vh);
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280.png");
+  /* the window manager's frame may take a few px off */
+  g_assert_cmpint (ww, >=, 1200);
+  g_assert_cmpint (ww, <=, 1280);
+  g_assert_cmpint (vw, >=, ww / 2);
+  /* the layout's top edge (bb.y1, y up) in widget px (y down) */
+  l = cs_graph_view_get_layout (view);
+  g_assert_nonnull (l);
+  cs_graph_view_get_view (view, &v);
+  cs_view_to_px (&v, l, l->bb.x0, l->bb.y1, &x0, &y0);
+  cs_view_to_px (&v, l, l->bb.x1, l->bb.y0, &x1, &y1);
+  g_test_message ("graph box on screen: (%.0f, %.0f)-(%.0f, %.0f)", x0, y0, x1, y1);
+  g_assert_cmpfloat (y0, >=, 0);
+  g_assert_cmpfloat (y0, <, vh / 4.0);
+
+  /* Find (Ctrl+F) shows its bar over the canvas's top left: the knobs stay where they were and
+   * the bar keeps above the canvas's centre */
+  {
+    graphene_rect_t knob_before, knob_after, bar, canvas;
+    GtkWidget *knob = GTK_WIDGET (policy_dropdown (fx->win, "fusion"));
+
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_before));
+    g_action_group_activate_action (G_ACTION_GROUP (fx->win), "find", NULL);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_true (gtk_search_bar_get_search_mode (fx->win->search_bar));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_after));
+    g_assert_cmpfloat (knob_after.origin.y, ==, knob_before.origin.y);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar),
+                                              GTK_WIDGET (fx->win), &bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas));
+    g_test_message ("find bar y %.0f-%.0f, canvas y %.0f-%.0f", bar.origin.y,
+                    bar.origin.y + bar.size.height, canvas.origin.y,
+                    canvas.origin.y + canvas.size.height);
+    g_assert_cmpfloat (bar.size.height, >, 0);
+    g_assert_cmpfloat (bar.origin.y + bar.size.height, <, canvas.origin.y + canvas.size.height / 2);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-find.png");
+  }
+
+  /* Run fills the run table: the side panel keeps its width, the graph keeps at least half
+   * the window, and the Pass row's label is drawn whole inside the graph pane */
+  gtk_search_bar_set_search_mode (fx->win->search_bar, FALSE);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-run.png");
+  {
+    graphene_rect_t pass, row;
+    GtkWidget *pass_label = gtk_widget_get_prev_sibling (GTK_WIDGET (fx->win->pass_scale));
+    int min_w;
+
+    g_test_message ("after run: window %d px, graph view %d px", gtk_widget_get_width (GTK_WIDGET (fx->win)),
+                    gtk_widget_get_width (GTK_WIDGET (view)));
+    g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (fx->win)), ==, ww);
+    g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (view)), >=, ww / 2);
+    g_assert_true (GTK_IS_LABEL (pass_label));
+    g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (pass_label)), ==, "Pass");
+    gtk_widget_measure (pass_label, GTK_ORIENTATION_HORIZONTAL, -1, &min_w, NULL, NULL, NULL);
+    g_assert_true (gtk_widget_compute_bounds (pass_label, GTK_WIDGET (fx->win), &pass));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &row));
+    g_test_message ("Pass label x %.0f, %.0f px wide (needs %d); graph x %.0f", pass.origin.x,
+                    pass.size.width, min_w, row.origin.x);
+    g_assert_cmpfloat (pass.size.width, >=, min_w);
+    g_assert_cmpfloat (pass.origin.x, >=, row.origin.x);
+  }
+}
+
 static void
 test_analysis_inductor (void)
 {
@@ -2447,6 +2589,8 @@ main (int argc, char **argv)
   gtk_init ();
 
   g_test_add_func ("/app/analysis/inductor", test_analysis_inductor);
+  g_test_add ("/app/window/default-size", Fixture, NULL, fixture_setup, test_default_size,
+              fixture_teardown);
   g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
               fixture_teardown);
   g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
