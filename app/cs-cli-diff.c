@@ -139,7 +139,12 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b)
   merged = d->n_groups_merged ? g_strdup_printf ("%u merged into %u", d->n_merged_from,
                                                  d->n_groups_merged)
                               : g_strdup ("0 merged");
-  regrouped = d->n_regrouped_a ? g_strdup_printf (", %u regrouped into %u", d->n_regrouped_a,
+  /* a group with several regions on both sides is neither one split nor one merge: its
+   * regions' statements moved among each other, and the per-region lines below list each
+   * region of it that spread over several (split) or gathered several (merged) */
+  regrouped = d->n_regrouped_a ? g_strdup_printf (", %u regrouped into %u: statements moved "
+                                                  "among them, each region split or merged is "
+                                                  "listed below", d->n_regrouped_a,
                                                   d->n_regrouped_b)
                                : g_strdup ("");
   printf ("%s: %u -> %u regions (%u kept, %u new, %u removed, %s, %s%s); casts: %s, %s\n",
