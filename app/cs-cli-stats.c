@@ -512,6 +512,41 @@ add_duplicate_saved_json (JsonBuilder *b, GPtrArray *dups)
 }
 #endif
 
+/* The ops castscope does not know in the input trace (CS_OP_CAT_OPAQUE), each with its count and
+ * first line: a typo in an op name would otherwise pass unnoticed where Thunder printed the
+ * statement's subsymbols (the passes and the CPU reference run through those). */
+static void
+print_unknown_ops_text (const CsTrace *initial)
+{
+  g_autoptr(GHashTable) count = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GPtrArray) order = g_ptr_array_new ();
+  g_autoptr(GHashTable) first = g_hash_table_new (g_str_hash, g_str_equal);
+
+  for (guint i = 0; initial != NULL && i < initial->n_stmts; i++)
+    {
+      const CsStmt *st = initial->stmts[i];
+
+      if (st->kind != CS_STMT_CALL || st->op == NULL || st->callee == NULL
+          || cs_op_semantic (st->op)->category != CS_OP_CAT_OPAQUE)
+        continue;
+      if (!g_hash_table_contains (count, st->callee))
+        {
+          g_ptr_array_add (order, (gpointer) st->callee);
+          g_hash_table_insert (first, (gpointer) st->callee, GUINT_TO_POINTER (st->line));
+        }
+      g_hash_table_insert (count, (gpointer) st->callee,
+                           GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (count, st->callee)) + 1));
+    }
+  if (order->len == 0)
+    return;
+  printf ("unknown ops (opaque nodes; castscope runs their printed subsymbols where Thunder printed them):");
+  for (guint i = 0; i < order->len; i++)
+    printf ("%s %s x%u (line %u)", i ? "," : "", (const char *) order->pdata[i],
+            GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[i])),
+            GPOINTER_TO_UINT (g_hash_table_lookup (first, order->pdata[i])));
+  printf ("\n");
+}
+
 static void
 print_removed_text (GPtrArray *removed, GPtrArray *effects, const char *effect_error,
                     gboolean want_effect)
@@ -789,6 +824,7 @@ cs_cli_cmd_stats (int argc, char **argv)
     if (cs_cli_inductor_path () != NULL)
       printf ("fusion: Inductor's kernels from %s (the policy's fusion knobs do not apply)\n",
               cs_cli_inductor_path ());
+    print_unknown_ops_text (cs_pipeline_get_trace (pl, 0));
   }
   print_trace_text ("forward", fw, &sopts);
   if (dups != NULL)
