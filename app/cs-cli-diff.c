@@ -26,16 +26,55 @@ print_regions (const char *verb, GPtrArray *arr)
     }
 }
 
+/* The input file's 1-based line of the initial statement whose id is @origin: a top-level
+ * statement of @initial or one of its subsymbols; 0 when @initial holds no such statement or
+ * it has no line. */
+static guint32
+origin_line (const CsTrace *initial, guint32 origin)
+{
+  GPtrArray *todo;
+  guint32 line = 0;
+
+  if (initial == NULL || origin == 0)
+    return 0;
+  todo = g_ptr_array_new ();
+  for (guint i = 0; i < initial->n_stmts; i++)
+    g_ptr_array_add (todo, initial->stmts[i]);
+  while (todo->len && line == 0)
+    {
+      const CsStmt *s = g_ptr_array_steal_index_fast (todo, todo->len - 1);
+
+      if (s->id == origin)
+        line = s->line;
+      for (guint j = 0; j < s->n_subs; j++)
+        g_ptr_array_add (todo, s->subs[j]);
+    }
+  g_ptr_array_free (todo, TRUE);
+  return line;
+}
+
+/* One line per cast added or removed: "+ cast f32 -> bf16 x2 (e.g. t7, from line 142, in
+ * nvFusion0)", the line being the input file's line of the statement the casts derive from
+ * (the initial statement of @initial that c->origin names). */
 static void
-print_casts (const char *sign, GPtrArray *arr)
+print_casts (const char *sign, GPtrArray *arr, const CsTrace *initial)
 {
   for (guint i = 0; i < arr->len; i++)
     {
       const CsDiffCast *c = arr->pdata[i];
       const CsProxy *out = cs_stmt_get_output (c->stmt);
-      printf ("  %s cast %s -> %s x%u (e.g. %s, from initial statement %u%s%s)\n", sign,
+      guint32 line = origin_line (initial, c->origin);
+      g_autofree char *from = NULL;
+
+      if (line)
+        from = g_strdup_printf ("from line %u", line);
+      else if (c->origin)
+        from = g_strdup_printf ("from initial statement %u, which has no line", c->origin);
+      else
+        from = g_strdup ("made by a pass, from no statement of the input");
+      printf ("  %s cast %s -> %s x%u (e.g. %s, %s%s%s)\n", sign,
               cs_dtype_short_name (c->from), cs_dtype_short_name (c->to), c->count,
-              out ? out->name : "?", c->origin, c->region ? ", in " : "",
+              out ? out->name : "?", from, c->region ? ", in " : "",
               c->region ? c->region : "");
     }
 }
@@ -115,8 +154,11 @@ cast_totals (const char *verb, GPtrArray *arr)
   return g_string_free (s, FALSE);
 }
 
+/* Prints the diff of @a and @b under @label ("forward", "backward"); @initial is the input
+ * trace both derive from, whose lines name the casts' statements.  Returns 0 when nothing
+ * differs. */
 static guint
-print_diff (const char *label, const CsTrace *a, const CsTrace *b)
+print_diff (const char *label, const CsTrace *a, const CsTrace *b, const CsTrace *initial)
 {
   guint comm_changes;
   g_autoptr(CsTraceDiff) d = NULL;
@@ -153,8 +195,8 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b)
   if (d->n_regions_unmatched)
     printf ("  (%u regions hold no statement the passes made, so they are compared with "
             "nothing and counted nowhere)\n", d->n_regions_unmatched);
-  print_casts ("+", d->casts_added);
-  print_casts ("-", d->casts_removed);
+  print_casts ("+", d->casts_added, initial);
+  print_casts ("-", d->casts_removed, initial);
   for (guint i = 0; i < d->regions_new->len; i++)
     printf ("  new region %s (under A its statements ran outside every region)\n",
             ((const CsDiffRegion *) d->regions_new->pdata[i])->region->callee);
@@ -189,6 +231,7 @@ cs_cli_cmd_diff (int argc, char **argv)
   g_autoptr(CsPipeline) pa = NULL;
   g_autoptr(CsPipeline) pb = NULL;
   CsPolicy a, b;
+  const CsTrace *initial;
   g_autofree char *sa = NULL;
   g_autofree char *sb = NULL;
   GOptionEntry entries[] = {
@@ -256,8 +299,10 @@ cs_cli_cmd_diff (int argc, char **argv)
   sa = cs_policy_to_string (&a);
   sb = cs_policy_to_string (&b);
   printf ("A: %s\nB: %s\n", sa, sb);
-  print_diff ("forward", cs_pipeline_get_forward (pa), cs_pipeline_get_forward (pb));
+  initial = cs_pipeline_find_trace (pa, "initial");
+  print_diff ("forward", cs_pipeline_get_forward (pa), cs_pipeline_get_forward (pb), initial);
   if (cs_pipeline_get_backward (pa) || cs_pipeline_get_backward (pb))
-    print_diff ("backward", cs_pipeline_get_backward (pa), cs_pipeline_get_backward (pb));
+    print_diff ("backward", cs_pipeline_get_backward (pa), cs_pipeline_get_backward (pb),
+                initial);
   return CS_CLI_EXIT_OK;
 }

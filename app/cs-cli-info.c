@@ -485,14 +485,14 @@ cs_cli_cmd_info (int argc, char **argv)
     return CS_CLI_EXIT_USAGE;
   if (files == NULL || files[0] == NULL || files[1] != NULL)
     {
-      fprintf (stderr, "castscope-cli info: expected exactly one FILE (or '-')\n"
+      fprintf (stderr, "castscope-cli: info: expected exactly one FILE (or '-')\n"
                        "Try 'castscope-cli info --help'.\n");
       return CS_CLI_EXIT_USAGE;
     }
 #if !CS_HAVE_JSON
   if (json)
     {
-      fprintf (stderr, "castscope-cli info: --json needs json-glib, which this build lacks\n");
+      fprintf (stderr, "castscope-cli: info: --json needs json-glib, which this build lacks\n");
       return CS_CLI_EXIT_USAGE;
     }
 #endif

@@ -51,7 +51,7 @@ cs_cli_cmd_print (int argc, char **argv)
   trace_given = trace_index != G_MININT;
   if (files == NULL || files[0] == NULL || files[1] != NULL)
     {
-      fprintf (stderr, "castscope-cli print: expected exactly one FILE (or '-')\n"
+      fprintf (stderr, "castscope-cli: print: expected exactly one FILE (or '-')\n"
                        "Try 'castscope-cli print --help'.\n");
       return CS_CLI_EXIT_USAGE;
     }
@@ -72,7 +72,7 @@ cs_cli_cmd_print (int argc, char **argv)
       gint k = trace_index < 0 ? n + trace_index : trace_index;
       if (k < 0 || k >= n)
         {
-          fprintf (stderr, "castscope-cli print: --trace %d: %s holds %d trace%s\n", trace_index,
+          fprintf (stderr, "castscope-cli: print: --trace %d: %s holds %d trace%s\n", trace_index,
                    files[0], n, n == 1 ? "" : "s");
           return CS_CLI_EXIT_USAGE;
         }

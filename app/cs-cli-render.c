@@ -277,7 +277,7 @@ cs_cli_cmd_render (int argc, char **argv)
       for (guint i = 0; i < trace->n_stmts && !any_subs; i++)
         any_subs = trace->stmts[i]->kind == CS_STMT_CALL && trace->stmts[i]->n_subs > 0;
       if (!any_subs)
-        fprintf (stderr, "castscope-cli render: note: --%s draws nothing more here: no statement "
+        fprintf (stderr, "castscope-cli: render: note: --%s draws nothing more here: no statement "
                  "of this trace carries its decomposition (a trace printed without subsymbol "
                  "comments, like Thunder's initial trace.python()); --pass decompose draws the "
                  "prims castscope derives\n", expand ? "expand" : "detail prims");
@@ -302,12 +302,12 @@ cs_cli_cmd_render (int argc, char **argv)
       return CS_CLI_EXIT_INPUT;
     }
   for (guint i = 0; layout->notes[i]; i++)
-    fprintf (stderr, "castscope-cli render: note: %s\n", layout->notes[i]);
+    fprintf (stderr, "castscope-cli: render: note: %s\n", layout->notes[i]);
   if (format == CS_EXPORT_PNG)
     {
       double used = cs_draw_export_png_scale (layout, scale, flags);
       if (used > 0 && used < scale)
-        fprintf (stderr, "castscope-cli render: note: --scale %g gives a PNG over 32,000 px a "
+        fprintf (stderr, "castscope-cli: render: note: --scale %g gives a PNG over 32,000 px a "
                  "side or 120 Mpixel; drawn at %.3g pixels per point (SVG keeps every detail)\n",
                  scale, used);
     }

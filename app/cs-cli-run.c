@@ -841,7 +841,7 @@ cs_cli_cmd_run (int argc, char **argv)
       g_autofree char *base = g_path_get_basename (sibling);
 
       cs_cli_progress_clear (progress);
-      fprintf (stderr, "castscope-cli run: backward: taken from %s beside it\n", base);
+      fprintf (stderr, "castscope-cli: run: backward: taken from %s beside it\n", base);
     }
 
   /* Cost check before anything is allocated: a trace sized for a GPU would run for hours or

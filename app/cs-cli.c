@@ -71,7 +71,7 @@ cs_cli_parse_options (GOptionContext *ctx, int *argc, char ***argv)
 
   if (!g_option_context_parse (ctx, argc, argv, &error))
     {
-      fprintf (stderr, "castscope-cli %s: %s\nTry 'castscope-cli %s --help'.\n",
+      fprintf (stderr, "castscope-cli: %s: %s\nTry 'castscope-cli %s --help'.\n",
                (*argv)[0], error->message, (*argv)[0]);
       return FALSE;
     }

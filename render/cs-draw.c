@@ -595,21 +595,13 @@ draw_edge (Painter *p, const CsLayout *l, const CsLayoutEdge *e, gboolean labels
     }
   if (labels && e->label != NULL && e->has_label_pos)
     draw_text (p, e->label, l->font_size_pt * 0.8, FALSE, e->label_pos.x, -e->label_pos.y, 0.5, &c);
-  if (labels && l->precision_lens && e->has_compute && e->has_dtype && e->compute_dtype != e->dtype
-      && e->has_label_pos)
-    {
-      g_autofree char *t = g_strdup_printf ("%s \u25b8 %s", cs_dtype_short_name (e->dtype),
-                                            cs_dtype_short_name (e->compute_dtype));
-
-      draw_text (p, t, l->font_size_pt * 0.7, TRUE, e->label_pos.x,
-                 -e->label_pos.y + l->font_size_pt * 0.9, 0.5, &c);
-    }
 }
 
 /* The lens's rounding point: a triangle pointing down at the middle of the node's bottom edge
- * (where its result leaves), in the storage dtype's colour, "round" beside it. */
+ * (where its result leaves), in the storage dtype's colour; its text "round f32\u2192bf16" is
+ * placed by draw_lens_texts(). */
 static void
-draw_rounding (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
+draw_rounding (Painter *p, const CsLayoutNode *n)
 {
   cairo_t *cr = p->cr;
   CsColor c;
@@ -625,12 +617,162 @@ draw_rounding (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean te
   cairo_set_source_rgb (cr, 1, 1, 1);
   cairo_set_line_width (cr, 0.8);
   cairo_stroke (cr);
-  if (text)
-    {
-      g_autofree char *t = g_strdup_printf ("round %s\u2192%s", cs_dtype_short_name (n->compute_dtype),
-                                            cs_dtype_short_name (n->dtype));
+}
 
-      draw_text (p, t, l->font_size_pt * 0.62, TRUE, cx + ROUND_MARK_PT + 2, y + 3, 0.0, &c);
+/* Rectangles (pt, y down as drawn) that the lens's texts must not cover. */
+static gboolean
+rect_free (const GArray *taken, const CsRect *r, const CsRect *page)
+{
+  if (r->x0 < page->x0 || r->x1 > page->x1 || r->y0 < page->y0 || r->y1 > page->y1)
+    return FALSE;
+  for (guint i = 0; i < taken->len; i++)
+    {
+      const CsRect *o = &g_array_index (taken, CsRect, i);
+
+      if (r->x0 < o->x1 && o->x0 < r->x1 && r->y0 < o->y1 && o->y0 < r->y1)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Draws the first of @texts (n_texts, longest first) that fits at one of the anchors
+ * (ax[k], ay[k]) (pt, y down; the text's left edge when align[k] is 0, its centre when 0.5,
+ * its right edge when 1; ay is its vertical centre) on no rectangle of @taken and inside
+ * @page, on a white ground, and adds its rectangle to @taken.  Every anchor is tried with one
+ * text before the next, shorter text.  Returns FALSE (drawing nothing) when none fits. */
+static gboolean
+place_text (Painter *p, GArray *taken, const CsRect *page, const char * const *texts,
+            guint n_texts, double size, const double *ax, const double *ay,
+            const double *align, guint n_anchors, const CsColor *c)
+{
+  for (guint t = 0; t < n_texts; t++)
+    {
+      double w, h;
+
+      text_size (p, texts[t], size, TRUE, &w, &h);
+      for (guint k = 0; k < n_anchors; k++)
+        {
+          /* a pt of white ground around the text, two between texts */
+          CsRect r = { ax[k] - align[k] * w - 1, ay[k] - h / 2, ax[k] - align[k] * w + w + 1,
+                       ay[k] + h / 2 };
+          CsRect room = { r.x0 - 1, r.y0, r.x1 + 1, r.y1 };
+
+          if (!rect_free (taken, &room, page))
+            continue;
+          cairo_set_source_rgba (p->cr, 1, 1, 1, 0.85);
+          cairo_rectangle (p->cr, r.x0, r.y0, r.x1 - r.x0, r.y1 - r.y0);
+          cairo_fill (p->cr);
+          draw_text (p, texts[t], size, TRUE, r.x0 + 1, ay[k], 0.0, c);
+          g_array_append_val (taken, room);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* The precision lens's texts, drawn over the finished graph where they cover no node, no
+ * shape label and no other lens text: "round f32\u2192bf16" right or left of each rounding
+ * point (else "round"), and "bf16 \u25b8 f32" below, above or beside the shape label of each
+ * labelled edge whose consumer computes wider (else "\u25b8 f32"); a text that fits nowhere is left
+ * out (the dashes and the marker still show it, the app's tooltips name it).  Only the
+ * elements inside the clip rectangle (cx0, cy0)-(cx1, cy1) (pt, y down) take part. */
+static void
+draw_lens_texts (Painter *p, const CsLayout *l, gboolean edge_labels, double cx0, double cy0,
+                 double cx1, double cy1)
+{
+  g_autoptr(GArray) taken = g_array_new (FALSE, FALSE, sizeof (CsRect));
+  double fs = l->font_size_pt * 0.7, lfs = l->font_size_pt * 0.8;
+  CsRect page = { l->bb.x0, -l->bb.y1, l->bb.x1, -l->bb.y0 };
+
+  /* what is there already: nodes with their rounding markers, and the shape labels */
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      CsRect r = { n->box.x0 - 1, -n->box.y1 - 1, n->box.x1 + 1, -n->box.y0 + 1 };
+
+      if (!visible (&n->box, cx0 - 60, cy0 - 20, cx1 + 60, cy1 + 20))
+        continue;
+      g_array_append_val (taken, r);
+      if (n->has_precision && n->rounds && n->has_dtype)
+        {
+          double cx = (n->box.x0 + n->box.x1) / 2;
+          CsRect m = { cx - ROUND_MARK_PT, -n->box.y0, cx + ROUND_MARK_PT,
+                       -n->box.y0 + ROUND_MARK_PT * 1.3 };
+          g_array_append_val (taken, m);
+        }
+    }
+  for (guint i = 0; edge_labels && i < l->n_edges; i++)
+    {
+      const CsLayoutEdge *e = &l->edges[i];
+      double w, h;
+
+      if (e->label == NULL || !e->has_label_pos)
+        continue;
+      text_size (p, e->label, lfs, FALSE, &w, &h);
+      {
+        CsRect r = { e->label_pos.x - w / 2, -e->label_pos.y - h / 2, e->label_pos.x + w / 2,
+                     -e->label_pos.y + h / 2 };
+        g_array_append_val (taken, r);
+      }
+    }
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      double cx = (n->box.x0 + n->box.x1) / 2, th, y;
+      double ax[] = { cx + ROUND_MARK_PT + 2, cx - ROUND_MARK_PT - 2 };
+      double ay[2];
+      double align[] = { 0.0, 1.0 };
+      g_autofree char *full = NULL;
+      const char *texts[2];
+      CsColor c;
+
+      if (!(n->has_precision && n->rounds && n->has_dtype)
+          || !visible (&n->box, cx0, cy0, cx1, cy1))
+        continue;
+      full = g_strdup_printf ("round %s\u2192%s", cs_dtype_short_name (n->compute_dtype),
+                              cs_dtype_short_name (n->dtype));
+      texts[0] = full;
+      texts[1] = "round";
+      /* just below the node, beside the marker */
+      text_size (p, full, fs, TRUE, NULL, &th);
+      y = -n->box.y0 + 2 + th / 2;
+      ay[0] = ay[1] = y;
+      cs_palette_class_color (cs_palette_class_for_dtype (n->dtype), &c);
+      place_text (p, taken, &page, texts, 2, fs, ax, ay, align, 2, &c);
+    }
+
+  for (guint i = 0; i < l->n_edges; i++)
+    {
+      const CsLayoutEdge *e = &l->edges[i];
+      g_autofree char *full = NULL, *brief = NULL;
+      const char *texts[2];
+      double ax[4], ay[4], align[4];
+      guint na = 0;
+      double mx, my, th, w, h;
+      CsColor c;
+
+      if (!(e->has_compute && e->has_dtype && e->compute_dtype != e->dtype)
+          || !edge_labels || e->label == NULL || !e->has_label_pos)
+        continue;
+      mx = e->label_pos.x;
+      my = -e->label_pos.y;
+      if (mx < cx0 || mx > cx1 || my < cy0 || my > cy1)
+        continue;
+      full = g_strdup_printf ("%s \u25b8 %s", cs_dtype_short_name (e->dtype),
+                              cs_dtype_short_name (e->compute_dtype));
+      brief = g_strdup_printf ("\u25b8 %s", cs_dtype_short_name (e->compute_dtype));
+      texts[0] = full;
+      texts[1] = brief;
+      text_size (p, full, fs, TRUE, NULL, &th);
+      text_size (p, e->label, lfs, FALSE, &w, &h);
+      /* below, above, right of and left of the shape label */
+      ax[na] = mx; ay[na] = my + h / 2 + th / 2; align[na++] = 0.5;
+      ax[na] = mx; ay[na] = my - h / 2 - th / 2; align[na++] = 0.5;
+      ax[na] = mx + w / 2 + 2; ay[na] = my; align[na++] = 0.0;
+      ax[na] = mx - w / 2 - 2; ay[na] = my; align[na++] = 1.0;
+      edge_color (l, e, &c);
+      place_text (p, taken, &page, texts, 2, fs, ax, ay, align, na, &c);
     }
 }
 
@@ -845,7 +987,7 @@ draw_node (Painter *p, const CsLayout *l, const CsLayoutNode *n, gboolean text)
   draw_mark (p, &n->box, n->mark, n->mark_count, n->diff_added, n->diff_removed, n->diff_moved,
              l->font_size_pt);
   if (l->precision_lens && n->has_precision && n->rounds && n->has_dtype)
-    draw_rounding (p, l, n, text);
+    draw_rounding (p, n);
   if (n->user_casts_removed > 0)
     draw_user_cast (p, l, n, text);
 }
@@ -1255,6 +1397,8 @@ cs_draw_layout (cairo_t *cr, const CsLayout *layout, const CsView *view, double 
       for (guint i = 0; i < layout->n_nodes; i++)
         if (visible (&layout->nodes[i].box, cx0 - 60, cy0 - 20, cx1 + 60, cy1 + 20))
           draw_node (&p, layout, &layout->nodes[i], text);
+      if (layout->precision_lens && text)
+        draw_lens_texts (&p, layout, (flags & CS_DRAW_EDGE_LABELS) != 0, cx0, cy0, cx1, cy1);
       cairo_restore (cr);
     }
 

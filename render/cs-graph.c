@@ -1598,10 +1598,13 @@ cs_graph_build (CsTrace *trace, const CsRenderOptions *options, GError **error)
     {
       for (guint i = 0; i < b.edges->len; i++)
         g_clear_pointer (&g_array_index (b.edges, CsLayoutEdge, i).label, g_free);
+      /* only the app shows an edge's shape on hover; castscope-cli's pictures have no
+       * tooltips */
       if (options->edge_labels)
         g_ptr_array_add (notes, g_strdup_printf (
-          "Tensor shapes are not drawn on edges: %u edges exceed %u (hover an edge for its shape).",
-          b.edges->len, max_labels));
+          "Tensor shapes are not drawn on edges: %u edges exceed %u%s.", b.edges->len,
+          max_labels, options->hints == CS_RENDER_HINTS_CLI ? ""
+                                                           : " (hover an edge for its shape)"));
     }
 
   layout = g_new0 (CsLayout, 1);

@@ -1435,10 +1435,10 @@ remove_ghosts (CsLayout *layout)
  * @on: draw the precision lens
  *
  * The precision lens: edges whose consumer computes in a wider dtype than the tensor is stored
- * in carry a second, dashed line in the compute dtype's colour (and "bf16 \u25b8 f32" under
- * their shape), and every rounding point (a statement computing wider than it stores: a
- * narrowing cast, a bf16 matmul accumulating in f32, a region upcasting its bf16 math) gets a
- * marker in its storage dtype's colour at its output side.  Values come from
+ * in carry a second, dashed line in the compute dtype's colour (and "bf16 \u25b8 f32" by
+ * their shape where it fits), and every rounding point (a statement computing wider than it
+ * stores: a narrowing cast, a bf16 matmul accumulating in f32, a region upcasting its bf16
+ * math) gets a marker in its storage dtype's colour at its output side.  Values come from
  * cs_lens_stmt_precision() (core/cs-lens.h) when the graph is built.
  */
 void

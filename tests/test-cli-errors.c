@@ -491,7 +491,7 @@ test_run_sibling_backward (void)
     Result r = run_args (args);
 
     g_assert_cmpint (r.status, ==, 0);
-    g_assert_cmpstr (r.err, ==, "castscope-cli run: backward: taken from sib_bwd.txt beside it\n");
+    g_assert_cmpstr (r.err, ==, "castscope-cli: run: backward: taken from sib_bwd.txt beside it\n");
     g_assert_nonnull (strstr (r.out, "\nbackward (backward_fn): "));
     g_assert_null (strstr (r.out, "forward only"));
     result_clear (&r);
@@ -656,9 +656,9 @@ test_msg_units (void)
     const char *g1[] = { "run", seed, "--max-gflop", "abc", NULL };
     const char *g2[] = { "run", seed, "--max-gflop=-1", NULL };
 
-    expect (g1, 2, "castscope-cli run: --max-gflop: cannot read 'abc' as a number of GFLOP (a "
+    expect (g1, 2, "castscope-cli: run: --max-gflop: cannot read 'abc' as a number of GFLOP (a "
                    "finite number >= 0: 200, 0.5, 1e3)\n");
-    expect (g2, 2, "castscope-cli run: --max-gflop: cannot read '-1' as a number of GFLOP");
+    expect (g2, 2, "castscope-cli: run: --max-gflop: cannot read '-1' as a number of GFLOP");
   }
   {
     /* an invalid CASTSCOPE_MAX_INPUT_BYTES is an error, not ignored */
@@ -750,7 +750,7 @@ test_msg_expand_note (void)
   Result r = run_args (args), r2 = run_args (with_subs);
 
   g_assert_cmpint (r.status, ==, 0);
-  g_assert_cmpstr (r.err, ==, "castscope-cli render: note: --expand draws nothing more here: no "
+  g_assert_cmpstr (r.err, ==, "castscope-cli: render: note: --expand draws nothing more here: no "
                    "statement of this trace carries its decomposition (a trace printed without "
                    "subsymbol comments, like Thunder's initial trace.python()); --pass decompose "
                    "draws the prims castscope derives\n");
@@ -809,7 +809,7 @@ test_render_groups (void)
     Result r = run_args (args);
 
     g_assert_cmpint (r.status, ==, 0);
-    g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: note: 8 of 8 layers drawn collapsed (all "
                      "with the same structure as layers.0); each run of consecutive layers with "
                      "the same structure is folded into one node (\"layers 0-7: same structure, "
                      "1 shown\"); --expand-group layers.1 draws that layer expanded, --no-fold "
@@ -822,7 +822,7 @@ test_render_groups (void)
     Result r = run_args (args);
 
     g_assert_cmpint (r.status, ==, 0);
-    g_assert_cmpstr (r.err, ==, "castscope-cli render: note: 8 of 8 layers drawn collapsed (all "
+    g_assert_cmpstr (r.err, ==, "castscope-cli: render: note: 8 of 8 layers drawn collapsed (all "
                      "with the same structure as layers.0); --expand-group layers.0 draws it "
                      "expanded, --collapse none draws every layer.\n");
     result_clear (&r);

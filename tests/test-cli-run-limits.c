@@ -288,7 +288,7 @@ test_max_memory_values (void)
 
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
     {
-      g_autofree char *want = g_strdup_printf ("castscope-cli run: --max-memory: cannot read "
+      g_autofree char *want = g_strdup_printf ("castscope-cli: run: --max-memory: cannot read "
                                                "'%s' as a size", bad[i]);
       Run r = run ((const char *[]) { "run", seed, "--max-memory", bad[i], NULL });
 

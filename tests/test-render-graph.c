@@ -285,9 +285,20 @@ test_auto_collapse (void)
   g_assert_nonnull (strstr (l->notes[0], "Collapsed"));
   g_assert_nonnull (l->notes[1]);
   g_assert_nonnull (strstr (l->notes[1], "shapes"));
+  /* the app shows an edge's shape on hover */
+  g_assert_nonnull (strstr (l->notes[1], "hover an edge"));
   for (guint j = 0; j < l->n_edges; j++)
     g_assert_null (l->edges[j].label);
   g_assert_cmpuint (cs_graph_count_nodes (t, CS_RENDER_DETAIL_STATEMENTS, FALSE), ==, 12);
+  /* castscope-cli's PNG, SVG and PDF have no tooltips: the note does not offer them */
+  g_clear_pointer (&l, cs_layout_unref);
+  o.hints = CS_RENDER_HINTS_CLI;
+  l = cs_graph_build (t, &o, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (l->notes[0]);
+  g_assert_nonnull (l->notes[1]);
+  g_assert_nonnull (strstr (l->notes[1], "Tensor shapes are not drawn on edges: "));
+  g_assert_null (strstr (l->notes[1], "hover"));
   cs_render_options_clear (&o);
 }
 
