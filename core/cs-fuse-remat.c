@@ -999,11 +999,16 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       RReg *p = &r.regs[pr[0]], *c = &r.regs[pr[1]];
       g_autoptr(GPtrArray) ext = g_ptr_array_new ();
       g_autoptr(GPtrArray) cut = g_ptr_array_new ();
-      g_autofree guint *next = g_new (guint, pairs->len - i);
+      g_autofree guint *next = NULL;
       guint n_next = 0;
 
-      for (guint j = i + 1; j < pairs->len && g_array_index (pairs, guint, 2 * j) == pr[0]; j++)
-        next[n_next++] = g_array_index (pairs, guint, 2 * j + 1);
+      /* the later pairs of this producer: a few, not the rest of the list */
+      while (i + 1 + n_next < pairs->len
+             && g_array_index (pairs, guint, 2 * (i + 1 + n_next)) == pr[0])
+        n_next++;
+      next = g_new (guint, n_next + 1);
+      for (guint j = 0; j < n_next; j++)
+        next[j] = g_array_index (pairs, guint, 2 * (i + 1 + j) + 1);
       external_producer_outputs (&r, p, c, pr[1], next, n_next, ext);
       find_cut (&r, ext, p, c, cut);
       if (cut->len == 0)
