@@ -214,7 +214,6 @@ typedef struct
   guint       cap_n;
   GHashTable *idx;     /* CsProxy * -> 1 + value index */
   GPtrArray  *vars;    /* value index -> CsProxy * */
-  GHashTable *edges;   /* (u << 32 | v) + 1 -> 1 + index in adj[u]: DiGraph edges are unique */
 } FGraph;
 
 #define FG_SOURCE 0u
@@ -226,7 +225,6 @@ fg_init (FGraph *g)
   memset (g, 0, sizeof *g);
   g->idx = g_hash_table_new (g_direct_hash, g_direct_equal);
   g->vars = g_ptr_array_new ();
-  g->edges = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   g->cap_n = 64;
   g->adj = g_new0 (GArray *, g->cap_n);
   g->n = 2;
@@ -242,7 +240,6 @@ fg_clear (FGraph *g)
   g_free (g->adj);
   g_hash_table_unref (g->idx);
   g_ptr_array_unref (g->vars);
-  g_hash_table_destroy (g->edges);
 }
 
 /* The `_in` node of @p (its `_out` node is the next one), created on first use. */
@@ -270,23 +267,24 @@ fg_var (FGraph *g, CsProxy *p)
 }
 
 /* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
- * self loops carry no flow and are left out. */
+ * self loops carry no flow and are left out.  DiGraph edges are unique: an existing one is
+ * found among @u's edges (a node has a few: the outputs of its value's readers). */
 static void
 fg_edge (FGraph *g, guint u, guint v, double cap)
 {
-  gint64 *key;
-  gpointer at;
+  GArray *au = g->adj[u];
   FEdge e = { 0 }, r = { 0 };
 
   if (u == v)
     return;
-  key = g_new (gint64, 1);
-  *key = ((gint64) u << 32) | v;
-  if ((at = g_hash_table_lookup (g->edges, key)) != NULL)
+  for (guint k = 0; k < au->len; k++)
     {
-      g_array_index (g->adj[u], FEdge, GPOINTER_TO_UINT (at) - 1).cap = cap;
-      g_free (key);
-      return;
+      FEdge *x = &g_array_index (au, FEdge, k);
+      if (x->real && x->to == v)
+        {
+          x->cap = cap;
+          return;
+        }
     }
   e.to = v;
   e.rev = g->adj[v]->len;
@@ -297,7 +295,6 @@ fg_edge (FGraph *g, guint u, guint v, double cap)
   r.cap = 0;
   g_array_append_val (g->adj[u], e);
   g_array_append_val (g->adj[v], r);
-  g_hash_table_insert (g->edges, key, GUINT_TO_POINTER (g->adj[u]->len));
 }
 
 /* Maximum flow from source to sink (Edmonds-Karp); FALSE when it is unbounded (a path of
