@@ -211,7 +211,7 @@ typedef struct
 {
   GArray    **adj;     /* FEdge per node */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
-  guint       cap_n;
+  guint       cap_n;   /* slots of adj; those not NULL are kept, emptied, by fg_reset() */
   GHashTable *idx;     /* CsProxy * -> 1 + value index */
   GPtrArray  *vars;    /* value index -> CsProxy * */
 } FGraph;
@@ -235,11 +235,23 @@ fg_init (FGraph *g)
 static void
 fg_clear (FGraph *g)
 {
-  for (guint i = 0; i < g->n; i++)
-    g_array_unref (g->adj[i]);
+  for (guint i = 0; i < g->cap_n; i++)
+    if (g->adj[i] != NULL)
+      g_array_unref (g->adj[i]);
   g_free (g->adj);
   g_hash_table_unref (g->idx);
   g_ptr_array_unref (g->vars);
+}
+
+/* Empties @g for the next pair, keeping its storage. */
+static void
+fg_reset (FGraph *g)
+{
+  for (guint i = 0; i < g->n; i++)
+    g_array_set_size (g->adj[i], 0);
+  g_hash_table_remove_all (g->idx);
+  g_ptr_array_set_size (g->vars, 0);
+  g->n = 2;
 }
 
 /* The `_in` node of @p (its `_out` node is the next one), created on first use. */
@@ -259,8 +271,9 @@ fg_var (FGraph *g, CsProxy *p)
           g->adj = g_renew (GArray *, g->adj, g->cap_n);
           memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
         }
-      g->adj[g->n] = g_array_new (FALSE, FALSE, sizeof (FEdge));
-      g->adj[g->n + 1] = g_array_new (FALSE, FALSE, sizeof (FEdge));
+      for (guint i = g->n; i < g->n + 2; i++)
+        if (g->adj[i] == NULL)
+          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
       g->n += 2;
     }
   return 2 + 2 * (k - 1);
@@ -361,6 +374,7 @@ typedef struct
   guint32        *rd_start;   /* CSR: static readers (top-level indices) of each proxy id */
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
+  FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
 } Remat;
 
 /* Thunder's find_external_producer_outputs: the outputs of @p that must stay outputs because
@@ -470,7 +484,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   g_autofree guint8 *reach = NULL;
   g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   gboolean differ = p->nvfusion != c->nvfusion;
-  FGraph g;
+  FGraph *g = &r->g;
 
   g_ptr_array_set_size (cut, 0);
   produced_vars (p->subs, p_made, NULL);
@@ -538,18 +552,18 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
         }
     }
 
-  fg_init (&g);
+  fg_reset (g);
   {
     GHashTableIter it;
     gpointer key;
     g_hash_table_iter_init (&it, req_c);
     while (g_hash_table_iter_next (&it, &key, NULL))
-      fg_edge (&g, fg_var (&g, key), FG_SINK, INFINITY);
+      fg_edge (g, fg_var (g, key), FG_SINK, INFINITY);
   }
   for (guint i = 0; i < req_p->len; i++)
     {
-      fg_edge (&g, FG_SOURCE, fg_var (&g, req_p->pdata[i]), INFINITY);
-      add_var_edges (&g, req_p->pdata[i], p, users);
+      fg_edge (g, FG_SOURCE, fg_var (g, req_p->pdata[i]), INFINITY);
+      add_var_edges (g, req_p->pdata[i], p, users);
     }
   for (guint pass = 0; pass < 2; pass++)
     {
@@ -559,25 +573,25 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
           g_auto(CsProxyVec) outs = CS_PROXY_VEC_INIT;
           _cs_stmt_writes_vec (subs->pdata[i], &outs);
           for (guint j = 0; j < outs.len; j++)
-            add_var_edges (&g, outs.v[j], p, users);
+            add_var_edges (g, outs.v[j], p, users);
         }
     }
 
-  if (fg_max_flow (&g))
+  if (fg_max_flow (g))
     {
       /* nodes that reach the sink in the residual graph: networkx's non-reachable side */
-      g_autofree guint *queue = g_new (guint, g.n);
+      g_autofree guint *queue = g_new (guint, g->n);
       guint head = 0, tail = 0;
-      reach = g_new0 (guint8, g.n);
+      reach = g_new0 (guint8, g->n);
       reach[FG_SINK] = 1;
       queue[tail++] = FG_SINK;
       while (head < tail)
         {
           guint w = queue[head++];
-          for (guint k = 0; k < g.adj[w]->len; k++)
+          for (guint k = 0; k < g->adj[w]->len; k++)
             {
-              FEdge *back = &g_array_index (g.adj[w], FEdge, k);
-              FEdge *e = &g_array_index (g.adj[back->to], FEdge, back->rev);
+              FEdge *back = &g_array_index (g->adj[w], FEdge, k);
+              FEdge *e = &g_array_index (g->adj[back->to], FEdge, back->rev);
               if (!reach[back->to] && e->cap - e->flow > 0)
                 {
                   reach[back->to] = 1;
@@ -585,14 +599,13 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
                 }
             }
         }
-      for (guint k = 0; k < g.vars->len; k++)
+      for (guint k = 0; k < g->vars->len; k++)
         {
           guint in = 2 + 2 * k;
           if (!reach[in] && reach[in + 1])
-            g_ptr_array_add (cut, g.vars->pdata[k]);
+            g_ptr_array_add (cut, g->vars->pdata[k]);
         }
     }
-  fg_clear (&g);
 }
 
 /* Thunder's bsym_list_to_dag + toposort_bsym_dag(leaves, BOTTOM_UP) with the default selector
@@ -990,6 +1003,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
     }
 
   r.map = _cs_proxy_map_new ();
+  fg_init (&r.g);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
@@ -1067,6 +1081,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g_ptr_array_unref (g->absorbed);
     }
   _cs_proxy_map_free (r.map);
+  fg_clear (&r.g);
   g_free (r.regs);
   g_free (r.reg_of_top);
   g_free (r.rd_start);
