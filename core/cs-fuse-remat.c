@@ -375,6 +375,9 @@ typedef struct
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
+  GHashTable     *users;      /* scratch: CsProxy * -> GPtrArray * of its readers (find_cut) */
+  GPtrArray      *user_lists; /* the GPtrArrays users has handed out; reused for each pair */
+  guint           n_user_lists; /* of user_lists, those in use by the current pair */
 } Remat;
 
 /* Thunder's find_external_producer_outputs: the outputs of @p that must stay outputs because
@@ -478,8 +481,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   g_autoptr(GHashTable) p_made = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
   g_autoptr(GHashTable) stop = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) users = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                                       (GDestroyNotify) g_ptr_array_unref);
+  GHashTable *users = r->users;
   g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
   g_autofree guint8 *reach = NULL;
   g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
@@ -531,7 +533,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   if (g_hash_table_size (req_c) == 0)
     return;
 
-  /* users of each value among the producer's and the consumer's subsymbols */
+  /* users of each value among the producer's and the consumer's subsymbols (the lists of
+   * the previous pair are emptied and handed out again) */
+  g_hash_table_remove_all (users);
+  r->n_user_lists = 0;
   for (guint pass = 0; pass < 2; pass++)
     {
       GPtrArray *subs = pass == 0 ? p->subs : c->subs;
@@ -544,7 +549,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
               GPtrArray *us = g_hash_table_lookup (users, ps.v[j]);
               if (us == NULL)
                 {
-                  us = g_ptr_array_new ();
+                  if (r->n_user_lists == r->user_lists->len)
+                    g_ptr_array_add (r->user_lists, g_ptr_array_new ());
+                  us = r->user_lists->pdata[r->n_user_lists++];
+                  g_ptr_array_set_size (us, 0);
                   g_hash_table_insert (users, ps.v[j], us);
                 }
               g_ptr_array_add (us, subs->pdata[i]);
@@ -1004,6 +1012,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
+  r.users = g_hash_table_new (g_direct_hash, g_direct_equal);
+  r.user_lists = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
@@ -1082,6 +1092,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
+  g_hash_table_unref (r.users);
+  g_ptr_array_unref (r.user_lists);
   g_free (r.regs);
   g_free (r.reg_of_top);
   g_free (r.rd_start);
