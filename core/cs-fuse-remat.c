@@ -211,10 +211,9 @@ typedef struct
 {
   GArray    **adj;     /* FEdge per node */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
-  guint       cap_n;
+  guint       cap_n;   /* slots of adj; those not NULL are kept, emptied, by fg_reset() */
   GHashTable *idx;     /* CsProxy * -> 1 + value index */
   GPtrArray  *vars;    /* value index -> CsProxy * */
-  GHashTable *edges;   /* (u << 32 | v) + 1 -> 1 + index in adj[u]: DiGraph edges are unique */
 } FGraph;
 
 #define FG_SOURCE 0u
@@ -226,7 +225,6 @@ fg_init (FGraph *g)
   memset (g, 0, sizeof *g);
   g->idx = g_hash_table_new (g_direct_hash, g_direct_equal);
   g->vars = g_ptr_array_new ();
-  g->edges = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   g->cap_n = 64;
   g->adj = g_new0 (GArray *, g->cap_n);
   g->n = 2;
@@ -237,12 +235,23 @@ fg_init (FGraph *g)
 static void
 fg_clear (FGraph *g)
 {
-  for (guint i = 0; i < g->n; i++)
-    g_array_unref (g->adj[i]);
+  for (guint i = 0; i < g->cap_n; i++)
+    if (g->adj[i] != NULL)
+      g_array_unref (g->adj[i]);
   g_free (g->adj);
   g_hash_table_unref (g->idx);
   g_ptr_array_unref (g->vars);
-  g_hash_table_destroy (g->edges);
+}
+
+/* Empties @g for the next pair, keeping its storage. */
+static void
+fg_reset (FGraph *g)
+{
+  for (guint i = 0; i < g->n; i++)
+    g_array_set_size (g->adj[i], 0);
+  g_hash_table_remove_all (g->idx);
+  g_ptr_array_set_size (g->vars, 0);
+  g->n = 2;
 }
 
 /* The `_in` node of @p (its `_out` node is the next one), created on first use. */
@@ -262,31 +271,33 @@ fg_var (FGraph *g, CsProxy *p)
           g->adj = g_renew (GArray *, g->adj, g->cap_n);
           memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
         }
-      g->adj[g->n] = g_array_new (FALSE, FALSE, sizeof (FEdge));
-      g->adj[g->n + 1] = g_array_new (FALSE, FALSE, sizeof (FEdge));
+      for (guint i = g->n; i < g->n + 2; i++)
+        if (g->adj[i] == NULL)
+          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
       g->n += 2;
     }
   return 2 + 2 * (k - 1);
 }
 
 /* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
- * self loops carry no flow and are left out. */
+ * self loops carry no flow and are left out.  DiGraph edges are unique: an existing one is
+ * found among @u's edges (a node has a few: the outputs of its value's readers). */
 static void
 fg_edge (FGraph *g, guint u, guint v, double cap)
 {
-  gint64 *key;
-  gpointer at;
+  GArray *au = g->adj[u];
   FEdge e = { 0 }, r = { 0 };
 
   if (u == v)
     return;
-  key = g_new (gint64, 1);
-  *key = ((gint64) u << 32) | v;
-  if ((at = g_hash_table_lookup (g->edges, key)) != NULL)
+  for (guint k = 0; k < au->len; k++)
     {
-      g_array_index (g->adj[u], FEdge, GPOINTER_TO_UINT (at) - 1).cap = cap;
-      g_free (key);
-      return;
+      FEdge *x = &g_array_index (au, FEdge, k);
+      if (x->real && x->to == v)
+        {
+          x->cap = cap;
+          return;
+        }
     }
   e.to = v;
   e.rev = g->adj[v]->len;
@@ -297,7 +308,6 @@ fg_edge (FGraph *g, guint u, guint v, double cap)
   r.cap = 0;
   g_array_append_val (g->adj[u], e);
   g_array_append_val (g->adj[v], r);
-  g_hash_table_insert (g->edges, key, GUINT_TO_POINTER (g->adj[u]->len));
 }
 
 /* Maximum flow from source to sink (Edmonds-Karp); FALSE when it is unbounded (a path of
@@ -364,6 +374,10 @@ typedef struct
   guint32        *rd_start;   /* CSR: static readers (top-level indices) of each proxy id */
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
+  FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
+  GHashTable     *users;      /* scratch: CsProxy * -> GPtrArray * of its readers (find_cut) */
+  GPtrArray      *user_lists; /* the GPtrArrays users has handed out; reused for each pair */
+  guint           n_user_lists; /* of user_lists, those in use by the current pair */
 } Remat;
 
 /* Thunder's find_external_producer_outputs: the outputs of @p that must stay outputs because
@@ -467,13 +481,12 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   g_autoptr(GHashTable) p_made = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
   g_autoptr(GHashTable) stop = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) users = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                                       (GDestroyNotify) g_ptr_array_unref);
+  GHashTable *users = r->users;
   g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
   g_autofree guint8 *reach = NULL;
   g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   gboolean differ = p->nvfusion != c->nvfusion;
-  FGraph g;
+  FGraph *g = &r->g;
 
   g_ptr_array_set_size (cut, 0);
   produced_vars (p->subs, p_made, NULL);
@@ -520,7 +533,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   if (g_hash_table_size (req_c) == 0)
     return;
 
-  /* users of each value among the producer's and the consumer's subsymbols */
+  /* users of each value among the producer's and the consumer's subsymbols (the lists of
+   * the previous pair are emptied and handed out again) */
+  g_hash_table_remove_all (users);
+  r->n_user_lists = 0;
   for (guint pass = 0; pass < 2; pass++)
     {
       GPtrArray *subs = pass == 0 ? p->subs : c->subs;
@@ -533,7 +549,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
               GPtrArray *us = g_hash_table_lookup (users, ps.v[j]);
               if (us == NULL)
                 {
-                  us = g_ptr_array_new ();
+                  if (r->n_user_lists == r->user_lists->len)
+                    g_ptr_array_add (r->user_lists, g_ptr_array_new ());
+                  us = r->user_lists->pdata[r->n_user_lists++];
+                  g_ptr_array_set_size (us, 0);
                   g_hash_table_insert (users, ps.v[j], us);
                 }
               g_ptr_array_add (us, subs->pdata[i]);
@@ -541,18 +560,18 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
         }
     }
 
-  fg_init (&g);
+  fg_reset (g);
   {
     GHashTableIter it;
     gpointer key;
     g_hash_table_iter_init (&it, req_c);
     while (g_hash_table_iter_next (&it, &key, NULL))
-      fg_edge (&g, fg_var (&g, key), FG_SINK, INFINITY);
+      fg_edge (g, fg_var (g, key), FG_SINK, INFINITY);
   }
   for (guint i = 0; i < req_p->len; i++)
     {
-      fg_edge (&g, FG_SOURCE, fg_var (&g, req_p->pdata[i]), INFINITY);
-      add_var_edges (&g, req_p->pdata[i], p, users);
+      fg_edge (g, FG_SOURCE, fg_var (g, req_p->pdata[i]), INFINITY);
+      add_var_edges (g, req_p->pdata[i], p, users);
     }
   for (guint pass = 0; pass < 2; pass++)
     {
@@ -562,25 +581,25 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
           g_auto(CsProxyVec) outs = CS_PROXY_VEC_INIT;
           _cs_stmt_writes_vec (subs->pdata[i], &outs);
           for (guint j = 0; j < outs.len; j++)
-            add_var_edges (&g, outs.v[j], p, users);
+            add_var_edges (g, outs.v[j], p, users);
         }
     }
 
-  if (fg_max_flow (&g))
+  if (fg_max_flow (g))
     {
       /* nodes that reach the sink in the residual graph: networkx's non-reachable side */
-      g_autofree guint *queue = g_new (guint, g.n);
+      g_autofree guint *queue = g_new (guint, g->n);
       guint head = 0, tail = 0;
-      reach = g_new0 (guint8, g.n);
+      reach = g_new0 (guint8, g->n);
       reach[FG_SINK] = 1;
       queue[tail++] = FG_SINK;
       while (head < tail)
         {
           guint w = queue[head++];
-          for (guint k = 0; k < g.adj[w]->len; k++)
+          for (guint k = 0; k < g->adj[w]->len; k++)
             {
-              FEdge *back = &g_array_index (g.adj[w], FEdge, k);
-              FEdge *e = &g_array_index (g.adj[back->to], FEdge, back->rev);
+              FEdge *back = &g_array_index (g->adj[w], FEdge, k);
+              FEdge *e = &g_array_index (g->adj[back->to], FEdge, back->rev);
               if (!reach[back->to] && e->cap - e->flow > 0)
                 {
                   reach[back->to] = 1;
@@ -588,14 +607,13 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
                 }
             }
         }
-      for (guint k = 0; k < g.vars->len; k++)
+      for (guint k = 0; k < g->vars->len; k++)
         {
           guint in = 2 + 2 * k;
           if (!reach[in] && reach[in + 1])
-            g_ptr_array_add (cut, g.vars->pdata[k]);
+            g_ptr_array_add (cut, g->vars->pdata[k]);
         }
     }
-  fg_clear (&g);
 }
 
 /* Thunder's bsym_list_to_dag + toposort_bsym_dag(leaves, BOTTOM_UP) with the default selector
@@ -993,17 +1011,25 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
     }
 
   r.map = _cs_proxy_map_new ();
+  fg_init (&r.g);
+  r.users = g_hash_table_new (g_direct_hash, g_direct_equal);
+  r.user_lists = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
       RReg *p = &r.regs[pr[0]], *c = &r.regs[pr[1]];
       g_autoptr(GPtrArray) ext = g_ptr_array_new ();
       g_autoptr(GPtrArray) cut = g_ptr_array_new ();
-      g_autofree guint *next = g_new (guint, pairs->len - i);
+      g_autofree guint *next = NULL;
       guint n_next = 0;
 
-      for (guint j = i + 1; j < pairs->len && g_array_index (pairs, guint, 2 * j) == pr[0]; j++)
-        next[n_next++] = g_array_index (pairs, guint, 2 * j + 1);
+      /* the later pairs of this producer: a few, not the rest of the list */
+      while (i + 1 + n_next < pairs->len
+             && g_array_index (pairs, guint, 2 * (i + 1 + n_next)) == pr[0])
+        n_next++;
+      next = g_new (guint, n_next + 1);
+      for (guint j = 0; j < n_next; j++)
+        next[j] = g_array_index (pairs, guint, 2 * (i + 1 + j) + 1);
       external_producer_outputs (&r, p, c, pr[1], next, n_next, ext);
       find_cut (&r, ext, p, c, cut);
       if (cut->len == 0)
@@ -1065,6 +1091,9 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g_ptr_array_unref (g->absorbed);
     }
   _cs_proxy_map_free (r.map);
+  fg_clear (&r.g);
+  g_hash_table_unref (r.users);
+  g_ptr_array_unref (r.user_lists);
   g_free (r.regs);
   g_free (r.reg_of_top);
   g_free (r.rd_start);
