@@ -512,6 +512,66 @@ add_duplicate_saved_json (JsonBuilder *b, GPtrArray *dups)
 }
 #endif
 
+/* Levenshtein distance of @a and @b, stopping at @cap (returns cap when it is reached). */
+static guint
+edit_distance (const char *a, const char *b, guint cap)
+{
+  gsize la = strlen (a), lb = strlen (b);
+  g_autofree guint *row = NULL;
+
+  if ((la > lb ? la - lb : lb - la) >= cap)
+    return cap;
+  row = g_new (guint, lb + 1);
+  for (gsize j = 0; j <= lb; j++)
+    row[j] = (guint) j;
+  for (gsize i = 1; i <= la; i++)
+    {
+      guint diag = row[0], best = cap;
+
+      row[0] = (guint) i;
+      for (gsize j = 1; j <= lb; j++)
+        {
+          guint up = row[j];
+          guint v = MIN (MIN (row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+
+          row[j] = v;
+          diag = up;
+          best = MIN (best, v);
+        }
+      if (best >= cap)
+        return cap;
+    }
+  return MIN (row[lb], cap);
+}
+
+/* The registry's op name nearest to @callee (at most 2 edits, the same namespace prefix), or
+ * NULL: a suggestion for a typo such as `ltorch.rsqrtt`. */
+static const char *
+closest_op_name (const char *callee)
+{
+  const char *dot = strrchr (callee, '.');
+  gsize prefix = dot ? (gsize) (dot - callee) + 1 : 0;
+  const char *best = NULL;
+  guint best_d = 3;
+
+  for (guint id = 0; id < CS_N_OPS; id++)
+    {
+      const CsOp *op = cs_op_get ((CsOpId) id);
+      guint d;
+
+      if (op == NULL || op->name == NULL || strncmp (op->name, callee, prefix) != 0
+          || cs_op_semantic (op)->category == CS_OP_CAT_OPAQUE)
+        continue;
+      d = edit_distance (callee, op->name, best_d);
+      if (d < best_d)
+        {
+          best_d = d;
+          best = op->name;
+        }
+    }
+  return best;
+}
+
 /* The ops castscope does not know in the input trace (CS_OP_CAT_OPAQUE), each with its count and
  * first line: a typo in an op name would otherwise pass unnoticed where Thunder printed the
  * statement's subsymbols (the passes and the CPU reference run through those). */
@@ -541,9 +601,14 @@ print_unknown_ops_text (const CsTrace *initial)
     return;
   printf ("unknown ops (opaque nodes; castscope runs their printed subsymbols where Thunder printed them):");
   for (guint i = 0; i < order->len; i++)
-    printf ("%s %s x%u (line %u)", i ? "," : "", (const char *) order->pdata[i],
-            GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[i])),
-            GPOINTER_TO_UINT (g_hash_table_lookup (first, order->pdata[i])));
+    {
+      const char *near = closest_op_name (order->pdata[i]);
+
+      printf ("%s %s x%u (line %u%s%s%s)", i ? "," : "", (const char *) order->pdata[i],
+              GPOINTER_TO_UINT (g_hash_table_lookup (count, order->pdata[i])),
+              GPOINTER_TO_UINT (g_hash_table_lookup (first, order->pdata[i])),
+              near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
   printf ("\n");
 }
 

@@ -518,9 +518,16 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
     }
   if (cs_trace_get_return (initial) == NULL)
     {
+      guint last = 0;
+
+      /* where the trace stops: a file cut short ends without its return */
+      for (guint i = initial->n_stmts; i-- > 0 && last == 0;)
+        last = initial->stmts[i]->line;
       g_set_error (error, CS_PIPELINE_ERROR, CS_PIPELINE_ERROR_INPUT,
-                   "%s: trace '%s' has no return statement",
-                   initial->file ? initial->file : "<trace>", initial->name ? initial->name : "?");
+                   "%s:%u: trace '%s' has no return statement (its last statement is on line %u: "
+                   "is the file cut short?)",
+                   initial->file ? initial->file : "<trace>", last,
+                   initial->name ? initial->name : "?", last);
       return NULL;
     }
 

@@ -400,6 +400,40 @@ test_msg_decompose_file (void)
 
 /* A trace printed without type strings (Thunder's docs): says so and what castscope needs,
  * instead of "operand 0 is neither a tensor nor a number". */
+/* A file cut short before its return names the line where the trace stops; stats names an op
+ * it does not know, with the nearest registry name (a typo of ltorch.rsqrt). */
+static void
+test_msg_cut_short_and_typo (void)
+{
+  static const char cut[] =
+    "def computation(a, b):\n"
+    "  # a: \"cuda:0 bf16[8, 16]\"\n"
+    "  # b: \"cuda:0 bf16[8, 16]\"\n"
+    "  t0 = ltorch.add(a, b, alpha=None)  # t0: \"cuda:0 bf16[8, 16]\"\n";
+  static const char typo[] =
+    "def computation(a):\n"
+    "  # a: \"cuda:0 f32[8, 16]\"\n"
+    "  t0 = ltorch.rsqrtt(a)  # t0: \"cuda:0 f32[8, 16]\"\n"
+    "    # t0 = prims.rsqrt(a)  # t0: \"cuda:0 f32[8, 16]\"\n"
+    "  return (t0,)\n";
+  g_autofree char *cpath = write_file ("cut.txt", cut, -1);
+  g_autofree char *tpath = write_file ("typo.txt", typo, -1);
+  g_autofree char *want = g_strdup_printf ("%s:4: trace 'computation' has no return statement (its "
+                                           "last statement is on line 4: is the file cut short?)",
+                                           cpath);
+  const char *args[] = { "stats", cpath, NULL };
+  const char *targs[] = { "stats", tpath, NULL };
+  Result r;
+
+  expect (args, 1, want);
+  r = run_args (targs);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "unknown ops (opaque nodes; castscope runs their printed "
+                                   "subsymbols where Thunder printed them): ltorch.rsqrtt x1 "
+                                   "(line 3; did you mean ltorch.rsqrt?)"));
+  result_clear (&r);
+}
+
 static void
 test_msg_untyped (void)
 {
@@ -966,6 +1000,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/no-driver", test_msg_no_driver);
   g_test_add_func ("/app/cli/errors/messages/decompose-file", test_msg_decompose_file);
   g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
+  g_test_add_func ("/app/cli/errors/messages/cut-short-and-typo", test_msg_cut_short_and_typo);
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
