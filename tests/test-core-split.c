@@ -20,6 +20,7 @@
 #include "cs-ref.h"
 #include "cs-split.h"
 #include "cs-tensor.h"
+#include "test-duplicate-saved-trace.h"
 
 static const char seed_text[] =
   "def computation(a, b, w):\n"
@@ -473,24 +474,8 @@ test_number_saved (void)
 static void
 test_duplicate_saved (void)
 {
-  static const char text[] =
-    "@torch.no_grad()\n"
-    "@no_autocast\n"
-    "def computation(x, w):\n"
-    "  # x: \"cuda:0 bf16[4, 8]\"\n"
-    "  # w: \"cuda:0 bf16[8, 8]\"\n"
-    "  [t0, t1] = nvFusion0(x)\n"
-    "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[4, 8]\"\n"
-    "    # t1 = prims.neg(t0)  # t1: \"cuda:0 f32[4, 8]\"\n"
-    "  t2 = torch.matmul(x, w)  # t2: \"cuda:0 bf16[4, 8]\"\n"
-    "  [t3, t4] = nvFusion1(x, t2)\n"
-    "    # t3 = prims.convert_element_type(x, dtypes.float32)  # t3: \"cuda:0 f32[4, 8]\"\n"
-    "    # t5 = prims.convert_element_type(t2, dtypes.float32)  # t5: \"cuda:0 f32[4, 8]\"\n"
-    "    # t6 = prims.mul(t3, t5)  # t6: \"cuda:0 f32[4, 8]\"\n"
-    "    # t4 = prims.exp(t6)  # t4: \"cuda:0 f32[4, 8]\"\n"
-    "  return {'output': t4, 'flat_args': [x, w]}, ((t0, t1, t3, t4, w), ())\n";
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTrace) fw = cs_parse_trace (text, "dup", &error);
+  g_autoptr(CsTrace) fw = cs_parse_trace (duplicate_saved_trace, "dup", &error);
   g_autoptr(GPtrArray) dups = NULL;
   const CsSavedDuplicate *d;
 

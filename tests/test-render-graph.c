@@ -15,6 +15,7 @@
 #include "cs-pipeline.h"
 #include "cs-policy.h"
 #include "cs-render.h"
+#include "test-duplicate-saved-trace.h"
 
 static const char seed_fwd[] =
   "import torch\n"
@@ -1313,21 +1314,7 @@ test_user_cast_marks (void)
 static void
 test_duplicate_saved_flag (void)
 {
-  static const char text[] =
-    "def computation(x, w):\n"
-    "  # x: \"cuda:0 bf16[4, 8]\"\n"
-    "  # w: \"cuda:0 bf16[8, 8]\"\n"
-    "  [t0, t1] = nvFusion0(x)\n"
-    "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[4, 8]\"\n"
-    "    # t1 = prims.neg(t0)  # t1: \"cuda:0 f32[4, 8]\"\n"
-    "  t2 = torch.matmul(x, w)  # t2: \"cuda:0 bf16[4, 8]\"\n"
-    "  [t3, t4] = nvFusion1(x, t2)\n"
-    "    # t3 = prims.convert_element_type(x, dtypes.float32)  # t3: \"cuda:0 f32[4, 8]\"\n"
-    "    # t5 = prims.convert_element_type(t2, dtypes.float32)  # t5: \"cuda:0 f32[4, 8]\"\n"
-    "    # t6 = prims.mul(t3, t5)  # t6: \"cuda:0 f32[4, 8]\"\n"
-    "    # t4 = prims.exp(t6)  # t4: \"cuda:0 f32[4, 8]\"\n"
-    "  return {'output': t4, 'flat_args': [x, w]}, ((t0, t1, t3, t4, w), ())\n";
-  g_autoptr(CsTrace) t = parse (text);
+  g_autoptr(CsTrace) t = parse (duplicate_saved_trace);
   g_autoptr(CsLayout) l = build (t, CS_RENDER_DETAIL_STATEMENTS);
   gint a = find_label (l, "saved t0\nf32[4, 8]\nsaved 2 times");
   gint c = find_label (l, "saved t3\nf32[4, 8]\nsaved 2 times");
