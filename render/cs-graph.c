@@ -720,6 +720,33 @@ group_producer (Builder *b, CsProxy *p)
   return prod != NULL && prod->kind == CS_LAYOUT_NODE_GROUP ? prod : NULL;
 }
 
+/* cs_split_duplicate_saved() of the last trace drawn, kept by its CsTrace.serial (unique per
+ * trace object): the graph of one trace is rebuilt for every expand, collapse and repaint, and
+ * value numbering a whole forward takes a few microseconds per statement (about 0.2 s at 30,000
+ * statements).  Layouts are built on worker threads, hence the lock. */
+static GMutex     dup_lock;
+static gboolean   dup_valid;
+static guint32    dup_serial;
+static GPtrArray *dup_last;
+
+static GPtrArray *
+duplicate_saved_of (const CsTrace *trace)
+{
+  GPtrArray *r;
+
+  g_mutex_lock (&dup_lock);
+  if (!dup_valid || dup_serial != trace->serial)
+    {
+      g_clear_pointer (&dup_last, g_ptr_array_unref);
+      dup_last = cs_split_duplicate_saved (trace);
+      dup_serial = trace->serial;
+      dup_valid = TRUE;
+    }
+  r = g_ptr_array_ref (dup_last);
+  g_mutex_unlock (&dup_lock);
+  return r;
+}
+
 static void
 emit_return (Builder *b, const CsStmt *ret)
 {
@@ -727,7 +754,7 @@ emit_return (Builder *b, const CsStmt *ret)
   g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g_autoptr(GHashTable) counted = g_hash_table_new (NULL, NULL);
   /* values saved under several names (lightning-thunder#1501): flagged on their output nodes */
-  g_autoptr(GPtrArray) dups = cs_split_duplicate_saved (b->trace);
+  g_autoptr(GPtrArray) dups = duplicate_saved_of (b->trace);
   g_autoptr(GHashTable) dup_of = g_hash_table_new (NULL, NULL);   /* CsProxy * -> CsSavedDuplicate * */
 
   for (guint i = 0; i < dups->len; i++)
