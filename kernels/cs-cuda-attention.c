@@ -182,24 +182,6 @@ out_item (const CsStmt *st, guint k)
   return NULL;
 }
 
-static const char *
-storage_of (CsDtype dt)
-{
-  switch (dt)
-    {
-    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "unsigned short";
-    case CS_DTYPE_F32: return "float";
-    case CS_DTYPE_F64: return "double";
-    case CS_DTYPE_B8: case CS_DTYPE_U8: return "unsigned char";
-    case CS_DTYPE_I8: return "signed char";
-    case CS_DTYPE_I16: return "short";
-    case CS_DTYPE_I32: return "int";
-    case CS_DTYPE_I64: return "long long";
-    case CS_DTYPE_U64: return "unsigned long long";
-    default: return NULL;
-    }
-}
-
 static gboolean
 is_att_float (CsDtype dt)
 {
@@ -289,7 +271,7 @@ gen_storer (AttGen *g, const char *name, guint param, CsDtype dt)
       break;
     default:
       g_string_append_printf (g->body, "  auto %s = [&] (long long i, acc_t v) { a%u[i] = (%s) v; };\n",
-                              name, param, storage_of (dt));
+                              name, param, cs_cuda_storage_type (dt));
       break;
     }
 }
@@ -325,9 +307,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
 {
   CsCudaProgram *p = g->p;
   g_autoptr(GString) text = g_string_new ("(");
-  g_autofree char *key = NULL;
   const char *attrs = "__launch_bounds__(256)";
-  gpointer v;
   guint k;
   CsCudaStep *step;
   double bytes = 0;
@@ -337,26 +317,12 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
       const CsCudaSlot *s = cs_cuda_program_slot (p, g_array_index (g->params, guint, i));
 
       g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "",
-                              g_array_index (g->is_out, gboolean, i) ? "" : "const ", storage_of (s->dtype), i);
+                              g_array_index (g->is_out, gboolean, i) ? "" : "const ", cs_cuda_storage_type (s->dtype), i);
     }
   g_string_append (text, ")\n{\n");
   g_string_append (text, g->body->str);
   g_string_append (text, "}\n");
-  key = g_strconcat (attrs, " @ ", text->str, NULL);
-  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
-    k = GPOINTER_TO_UINT (v);
-  else
-    {
-      CsCudaKernel *kk = g_new0 (CsCudaKernel, 1);
-
-      kk->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text->str);
-      g_ptr_array_add (p->kernels, kk);
-      g_string_append (p->source, kk->source);
-      p->n_kernels = p->kernels->len;
-      k = p->kernels->len - 1;
-      if (p->kernel_of != NULL)
-        g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
-    }
+  k = cs_cuda_intern_kernel (p, attrs, text->str);
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "attention", label);
   step->kernel = k;
   step->grid[0] = (unsigned int) MAX (grid_x, 1);
@@ -1016,7 +982,7 @@ out_slot (CsCudaProgram *p, const CsStmt *st, const CsProxy *px, CsDtype dt, con
       if (numel >= 0 && cs_shape_numel (px->shape, px->rank) != numel)
         return afail (error, st, "output %s has %" G_GINT64_FORMAT " elements, the attention gives %"
                       G_GINT64_FORMAT, px->name, cs_shape_numel (px->shape, px->rank), numel);
-      if (storage_of (px->dtype) == NULL)
+      if (cs_cuda_storage_type (px->dtype) == NULL)
         return afail (error, st, "output %s has dtype %s", px->name, cs_dtype_short_name (px->dtype));
       dt = px->dtype;
       shape = px->shape;

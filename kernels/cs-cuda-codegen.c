@@ -122,8 +122,9 @@ ctype (CsDtype dt)
     }
 }
 
-static const char *
-storage_type (CsDtype dt)
+/** cs_cuda_storage_type: see cs-cuda-private.h. */
+const char *
+cs_cuda_storage_type (CsDtype dt)
 {
   switch (dt)
     {
@@ -143,7 +144,7 @@ storage_type (CsDtype dt)
 static gboolean
 dtype_supported (CsDtype dt)
 {
-  return storage_type (dt) != NULL;
+  return cs_cuda_storage_type (dt) != NULL;
 }
 
 static const char *
@@ -1323,7 +1324,7 @@ store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val
       g_string_append_printf (out, "      a%u[%s] = (%s) ? 1 : 0;\n", a, index, val);
       break;
     default:
-      g_string_append_printf (out, "      a%u[%s] = (%s) (%s);\n", a, index, storage_type (s->dtype), val);
+      g_string_append_printf (out, "      a%u[%s] = (%s) (%s);\n", a, index, cs_cuda_storage_type (s->dtype), val);
       break;
     }
 }
@@ -1384,10 +1385,9 @@ append_canonical (GString *out, const char *code, gboolean strip_ll, GHashTable 
     }
 }
 
-/* Adds the kernel of @text (its parameters and body: everything after the name) to the program,
- * or finds the identical one already there; returns its index in p->kernels. */
-static guint
-intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
+/** cs_cuda_intern_kernel: see cs-cuda-private.h. */
+guint
+cs_cuda_intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
 {
   g_autofree char *key = g_strconcat (attrs, " @ ", text, NULL);
   gpointer v;
@@ -1432,7 +1432,7 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
       gboolean out = g_array_index (g->is_out, gboolean, i);
 
       g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "", out ? "" : "const ",
-                              storage_type (s->dtype), i);
+                              cs_cuda_storage_type (s->dtype), i);
     }
   g_string_append (text, ")\n{\n");
   for (guint i = 0; i < g->params->len; i++)
@@ -1447,7 +1447,7 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
   g_string_append (text, g->big ? "  typedef long long ix_t;\n" : "  typedef int ix_t;\n");
   append_canonical (text, code, !g->big, words, next);
   g_string_append (text, "}\n");
-  k = intern_kernel (p, attrs, text->str);
+  k = cs_cuda_intern_kernel (p, attrs, text->str);
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;
@@ -1593,7 +1593,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
           const char *vt = f32 ? "float4" : quads ? "uint2" : "uint4";
 
           g_string_append_printf (vpre, "      union { %s v[%d]; %s e[8]; } W%u;\n", vt,
-                                  (f32 || quads) ? 2 : 1, storage_type (so->dtype), a);
+                                  (f32 || quads) ? 2 : 1, cs_cuda_storage_type (so->dtype), a);
           g_string_append_printf (vstores, "      W%u.e[k_] = %s ((float) (%s));\n", a, cv, v);
           if (quads)
             g_string_append_printf (vpost, "      *(%s *) (a%u + base) = W%u.v[0];\n"
@@ -1617,7 +1617,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
       const char *vt = f32 ? "float4" : quads ? "uint2" : "uint4";
 
       g_string_append_printf (vpre, "      union { %s v[%d]; %s e[8]; } L%u;\n", vt, (f32 || quads) ? 2 : 1,
-                              storage_type (sl->dtype), a);
+                              cs_cuda_storage_type (sl->dtype), a);
       if (quads)
         g_string_append_printf (vpre, "      L%u.v[0] = *(const %s *) (a%u + base);\n"
                                 "      L%u.v[1] = *(const %s *) (a%u + base + 1024);\n", a, vt, a, a, vt, a);
@@ -2465,7 +2465,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
         g_string_append_printf (code, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
                                 "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
                                 "      const ix_t rv_ = (v_ * %d + lane) * 8;\n",
-                                f32 ? "float4" : "uint4", f32 ? rp->T / 4 : rp->T / 8, storage_type (sl->dtype),
+                                f32 ? "float4" : "uint4", f32 ? rp->T / 4 : rp->T / 8, cs_cuda_storage_type (sl->dtype),
                                 rp->T, name, rp->T / 8, G);
         if (f32)
           g_string_append_printf (code, "      %s.v[2 * v_] = *(const float4 *) (a%u + %s);\n"
@@ -2715,7 +2715,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           const char *cv = y->dtype == CS_DTYPE_BF16 ? "cs_f2bf" : y->dtype == CS_DTYPE_F16 ? "cs_f2h" : "";
 
           g_string_append_printf (row_decl, "  union { %s v[%d]; %s e[%d]; } VW%u;\n", f32 ? "float4" : "uint4",
-                                  f32 ? rp->T / 4 : rp->T / 8, storage_type (y->dtype), rp->T, a);
+                                  f32 ? rp->T / 4 : rp->T / 8, cs_cuda_storage_type (y->dtype), rp->T, a);
           g_string_append_printf (row_stores, "      VW%u.e[t_] = %s ((float) (%s));\n", a, cv,
                                   (const char *) g_ptr_array_index (row_vals, i));
           g_string_append_printf (row_post, "#pragma unroll\n  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
@@ -3241,7 +3241,7 @@ cs_cuda_codegen_scatter_add (CsCudaProgram *p, guint a, guint idx, guint val, in
     g_string_append_printf (code, "%s%s * %" G_GINT64_FORMAT "LL", j ? " + " : "", j == (guint) dim ? cl : c.ix[j], st[j]);
   if (ys.rank == 0)
     g_string_append (code, "0");
-  g_string_append_printf (code, "], (%s) %s);\n    }\n", storage_type (y->dtype), vv);
+  g_string_append_printf (code, "], (%s) %s);\n    }\n", cs_cuda_storage_type (y->dtype), vv);
   if (blocks > 65535LL * 64)
     blocks = 65535LL * 64;
   gen_finish (&g, code->str, g_strdup_printf ("%s scatter_add", label), (unsigned int) MAX (blocks, 1), 1, 256, 1);

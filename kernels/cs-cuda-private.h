@@ -243,6 +243,14 @@ gboolean     cs_cuda_codegen_embedding_backward (CsCudaProgram *p, guint grad, g
                                                  const CsProxy *y, const char *label, guint *out_slot,
                                                  GError **error);
 
+/* The C type a tensor of @dt is stored as in generated kernels ("unsigned short" for bf16/f16,
+ * "float", "long long"...), or NULL for a dtype the kernels do not store (cs-cuda-codegen.c). */
+const char  *cs_cuda_storage_type       (CsDtype dt);
+/* Adds the kernel of @text (its parameter list and body: everything after the name) with the
+ * launch attributes @attrs to @p, or finds the identical kernel already there (kernels keyed by
+ * their text, so identical layers share one); returns its index in p->kernels. */
+guint        cs_cuda_intern_kernel      (CsCudaProgram *p, const char *attrs, const char *text);
+
 /* ---- fused attention (cs-cuda-attention.c) ---- */
 /* TRUE for the sdpa executor's statements and ATen's SDPA backend ops (forward, backward). */
 gboolean     cs_cuda_attention_handles  (const CsStmt *st);

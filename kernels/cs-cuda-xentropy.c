@@ -719,13 +719,11 @@ xstorage (CsDtype dt)
 {
   switch (dt)
     {
-    case CS_DTYPE_BF16: case CS_DTYPE_F16: return "unsigned short";
-    case CS_DTYPE_F32: return "float";
-    case CS_DTYPE_F64: return "double";
-    case CS_DTYPE_I32: return "int";
-    case CS_DTYPE_I64: return "long long";
-    case CS_DTYPE_B8: return "unsigned char";
-    default: return NULL;
+    case CS_DTYPE_BF16: case CS_DTYPE_F16: case CS_DTYPE_F32: case CS_DTYPE_F64:
+    case CS_DTYPE_I32: case CS_DTYPE_I64: case CS_DTYPE_B8:
+      return cs_cuda_storage_type (dt);
+    default:
+      return NULL;
     }
 }
 
@@ -818,8 +816,6 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
 {
   g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
   g_autoptr(GString) text = g_string_new ("(");
-  g_autofree char *key = NULL;
-  gpointer v;
   guint k;
   CsCudaStep *step;
   double bytes = 0;
@@ -830,21 +826,7 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   g_string_append (text, ")\n{\n  typedef long long ix_t;\n");
   g_string_append (text, body);
   g_string_append (text, "}\n");
-  key = g_strconcat (attrs, " @ ", text->str, NULL);
-  if (p->kernel_of != NULL && g_hash_table_lookup_extended (p->kernel_of, key, NULL, &v))
-    k = GPOINTER_TO_UINT (v);
-  else
-    {
-      CsCudaKernel *kk = g_new0 (CsCudaKernel, 1);
-
-      kk->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text->str);
-      g_ptr_array_add (p->kernels, kk);
-      g_string_append (p->source, kk->source);
-      p->n_kernels = p->kernels->len;
-      k = p->kernels->len - 1;
-      if (p->kernel_of != NULL)
-        g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
-    }
+  k = cs_cuda_intern_kernel (p, attrs, text->str);
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;
   step->grid[0] = MAX (grid, 1);
