@@ -351,6 +351,20 @@ row_varying (Gen *g, const CsCudaSlot *s, const Ctx *c)
 
 #define CS_ROW_CACHE_REGS 64   /* registers per thread for row elements kept across passes */
 
+/* TRUE when index @ix is defined before the first pass of the row-fused kernel: a kept row
+ * index (g->row_ix) or a literal.  Indices computed in a pass's body (a view's unflattened
+ * index, say) are not, so a load that needs them cannot move to the kernel's head. */
+static gboolean
+row_header_index (Gen *g, const char *ix)
+{
+  if (g_ascii_isdigit (ix[0]))
+    return TRUE;
+  for (guint q = 0; q < g->row_nk; q++)
+    if (strcmp (ix, g->row_ix[q]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
 /* Offset of slot @s at @c with the row index replaced by a lane's group start `rv_`, when the
  * slot can be read there with 16-byte loads: bf16/f16/f32, unit stride along the row, every
  * other stride and the view offset keeping 16-byte alignment.  NULL otherwise. */
@@ -376,7 +390,7 @@ row_vec_offset (Gen *g, const CsCudaSlot *s, const Ctx *c)
           found = TRUE;
           c2.ix[j] = "rv_";
         }
-      else if ((s->strides[j] * (int64_t) es) % 16 != 0)
+      else if ((s->strides[j] * (int64_t) es) % 16 != 0 || !row_header_index (g, c->ix[j]))
         return NULL;
     }
   return found ? offset_expr (g, s, &c2) : NULL;

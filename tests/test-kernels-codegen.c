@@ -1098,6 +1098,36 @@ test_aten_samples (void)
   g_assert_cmpuint (count, >=, 16);
 }
 
+/* The GPT stack of tests/oracle/gpt_stack.py (4 blocks), Thunder's initial trace printed by
+ * thunder-kit on the H200, under the default policy (sdpa and TorchCompile cross-entropy as the
+ * GPU runs them): every kernel compiles.  Its layer norms read the three views of c_attn's
+ * split through index names made inside the row kernel's pass; the 16-byte loads at the
+ * kernel's head once named them before they were defined (NVRTC: "identifier i0 is
+ * undefined"). */
+static void
+test_gpt_stack (void)
+{
+  const char *srcdir = g_getenv ("G_TEST_SRCDIR");
+  g_autofree char *path = g_build_filename (srcdir ? srcdir : ".", "oracle", "gpt_stack4_initial.txt", NULL);
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl),
+                                  &policy, CS_CUDA_BUILD_DRY, &error);
+  g_assert_no_error (error);
+  assert_arena_disjoint (p);
+  compile_ok (p);
+  cs_cuda_program_free (p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1118,5 +1148,6 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/f64/samples", test_f64_samples);
   g_test_add_func ("/kernels/codegen/rounding-eager", test_rounding_eager);
   g_test_add_func ("/kernels/codegen/aten/samples", test_aten_samples);
+  g_test_add_func ("/kernels/codegen/gpt-stack", test_gpt_stack);
   return g_test_run ();
 }
