@@ -20,7 +20,7 @@
 gboolean
 cs_cli_cpu_affordable (double flops, double max_elems)
 {
-  return flops <= 5e9 && max_elems <= (double) (1 << 24);
+  return flops <= 2e10 && max_elems <= (double) (1 << 24);
 }
 
 gboolean
