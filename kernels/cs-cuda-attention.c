@@ -209,6 +209,7 @@ typedef struct
   GArray        *params;   /* element-type guint: slot ids */
   GArray        *is_out;   /* element-type gboolean */
   GString       *body;     /* the code between the braces */
+  guint          threads;  /* threads a block (a multiple of 32, at most 256) */
 } AttGen;
 
 static void
@@ -218,6 +219,7 @@ gen_init (AttGen *g, CsCudaProgram *p)
   g->params = g_array_new (FALSE, FALSE, sizeof (guint));
   g->is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g->body = g_string_new ("");
+  g->threads = ATT_WARPS * 32;
 }
 
 static void
@@ -307,7 +309,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
 {
   CsCudaProgram *p = g->p;
   g_autoptr(GString) text = g_string_new ("(");
-  const char *attrs = "__launch_bounds__(256)";
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", g->threads);
   guint k;
   CsCudaStep *step;
   double bytes = 0;
@@ -328,7 +330,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
   step->grid[0] = (unsigned int) MAX (grid_x, 1);
   step->grid[1] = 1;
   step->grid[2] = 1;
-  step->block[0] = ATT_WARPS * 32;
+  step->block[0] = g->threads;
   step->block[1] = 1;
   step->block[2] = 1;
   for (guint i = 0; i < g->params->len; i++)
@@ -349,6 +351,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
   g_array_set_size (g->params, 0);
   g_array_set_size (g->is_out, 0);
   g_string_truncate (g->body, 0);
+  g->threads = ATT_WARPS * 32;
   return step;
 }
 
@@ -455,6 +458,7 @@ typedef struct
   gboolean causal;                 /* top-left triangle masked */
   double  scale;                   /* score scale (default 1/sqrt(E)) */
   gboolean f64;                    /* f64 arithmetic (f64 tensors) */
+  CsDtype dtype;                   /* of q, k and v */
   gint    mask;                    /* slot of the mask, or -1 */
   CsDtype mask_dtype;              /* B8 (keep where true) or a float (added) */
   int64_t mask_si, mask_sj;        /* mask strides along L and S (0 where broadcast) */
@@ -538,6 +542,7 @@ att_setup (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, guint q, gu
     return afail (error, st, "empty or too large attention (%" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
                   " x %" G_GINT64_FORMAT ")", a->nb, a->L, a->S);
   a->f64 = qs->dtype == CS_DTYPE_F64;
+  a->dtype = qs->dtype;
   if (!flag_of (st, lay->dropout, "dropout_p", 0.0, &dropout, error)
       || !flag_of (st, lay->causal, "is_causal", 0.0, &causal, error)
       || !flag_of (st, lay->scale, "scale", 1.0 / sqrt ((double) a->E), &a->scale, error))
@@ -724,10 +729,217 @@ gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOpera
     g_string_append (g.body,
                      "  if (lane == 0 && i < LSTRIDE)\n"
                      "    stl (b * LSTRIDE + i, row_ok ? m + lg (l) : (acc_t) 0);\n");
-  gen_finish (&g, g_strdup_printf ("attention forward %s %s x %" G_GINT64_FORMAT "%s%s", a->name, shp, a->S,
+  gen_finish (&g, g_strdup_printf ("attention forward (CUDA cores) %s %s x %" G_GINT64_FORMAT "%s%s", a->name, shp, a->S,
                                    a->causal ? " causal" : "", a->mask >= 0 ? " masked" : ""),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* ---- tensor cores ------------------------------------------------------------------------- */
+
+#define ATT_TC_ROWS 64    /* query rows a block of the tensor-core kernels (16 a warp) */
+#define ATT_TC_KEYS 64    /* key and value rows a shared-memory tile */
+#define ATT_TC_MAX_HEAD 128
+
+/* Whether @a runs on the tensor-core kernels: bf16 or f16 tensors, both head dims multiples of
+ * 16 up to 128 (the m16n8k16 fragments tile them exactly, the tiles fit the shared budget). */
+static gboolean
+att_tensor_cores (const Att *a)
+{
+  return (a->dtype == CS_DTYPE_BF16 || a->dtype == CS_DTYPE_F16) && a->E % 16 == 0 && a->Ev % 16 == 0
+         && a->E <= ATT_TC_MAX_HEAD && a->Ev <= ATT_TC_MAX_HEAD;
+}
+
+/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
+ * offset `nameb`, row stride `NAMER`. */
+static void
+gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
+  guint pa = gen_param (g, op->slot, FALSE);
+  g_autofree char *bname = g_strconcat (name, "b", NULL);
+
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n",
+                          name, pa);
+  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
+ * 16 a warp, its q fragments held in registers for the whole key loop; key tiles of 64 rows
+ * (row-major) and value tiles (transposed, [Ev][keys]) go through shared memory as 16-bit
+ * payloads.  Per tile a warp computes its 16 x 64 scores with cs_mma_*_16816 (E / 16 k-steps
+ * for each of 8 n-tiles of 8 keys), scales and masks them on the f32 accumulator fragments
+ * (thread (g, t) of the warp, g = lane / 4, t = lane % 4, holds rows g and g + 8 and keys
+ * 2t, 2t + 1 of each n-tile), updates the row max (over the 4 threads of a row) and the
+ * thread's partial row sum, rescales the output fragments, and multiplies P (rounded to the
+ * tensor dtype, the score fragments re-packed as A fragments) by the value tile.  The row sums
+ * are reduced over the quad at the end; out = acc / l and logsumexp = m + log(l) as the CUDA-core
+ * kernel writes them (the padding rows of the logsumexp 0). */
+static void
+gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                guint out, gint lse, int64_t lstride)
+{
+  AttGen g;
+  int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
+  int64_t tiles = (rows + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint po, pl = 0;
+  gboolean has_lse = lse >= 0 && lstride >= a->L;
+  gboolean bf = a->dtype == CS_DTYPE_BF16;
+  g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
+  CsCudaStep *step;
+  double flops;
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_mask_decl (&g, p, a, -1);
+  po = gen_param (&g, out, TRUE);
+  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
+  if (has_lse)
+    {
+      pl = gen_param (&g, (guint) lse, TRUE);
+      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
+    }
+  g_string_append_printf (g.body,
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = BN + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
+    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
+    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
+    "  __shared__ unsigned short ks[BN * KP];\n"
+    "  __shared__ unsigned short vt[EV * VP];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
+    "  const int gq = lane >> 2, tq = lane & 3;\n"
+    "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b);\n"
+    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
+    "  unsigned qf[E / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
+    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
+    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
+    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
+    "    }\n"
+    "  float o[EV / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;\n"
+    "  acc_t mr[2] = { ninf, ninf }, lr[2] = { 0, 0 };\n"
+    "  const int last = L < i0 + BM ? L : i0 + BM;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BN * E; x += NT)\n"
+    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
+    "          ks[t * KP + e] = (unsigned short) (j < S ? rk (ko + (long long) j * KR + e) : 0u); }\n"
+    "      for (int x = threadIdx.x; x < BN * EV; x += NT)\n"
+    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
+    "          vt[e * VP + t] = (unsigned short) (j < S ? rv (vo + (long long) j * VR + e) : 0u); }\n"
+    "      __syncthreads ();\n"
+    "      float s[BN / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *kp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { (unsigned) kp[0] | ((unsigned) kp[1] << 16),\n"
+    "                                        (unsigned) kp[8] | ((unsigned) kp[9] << 16) };\n"
+    "              mma (s[n], qf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "      acc_t mt[2] = { ninf, ninf };\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int i = c < 2 ? r0 : r1, j = j0 + n * 8 + tq * 2 + (c & 1);\n"
+    "            acc_t sc = ninf;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "              }\n"
+    "            s[n][c] = sc;\n"
+    "            mt[c >> 1] = sc > mt[c >> 1] ? sc : mt[c >> 1];\n"
+    "          }\n"
+    "      acc_t alpha[2];\n"
+    "#pragma unroll\n"
+    "      for (int h = 0; h < 2; h++)\n"
+    "        {\n"
+    "          for (int o2 = 1; o2 < 4; o2 <<= 1) { const acc_t u = cs_shfl (mt[h], o2); mt[h] = u > mt[h] ? u : mt[h]; }\n"
+    "          const acc_t mn = mr[h] > mt[h] ? mr[h] : mt[h];\n"
+    "          alpha[h] = mn != ninf ? ex (mr[h] - mn) : (acc_t) 1;\n"
+    "          mr[h] = mn;\n"
+    "        }\n"
+    "      acc_t ps[2] = { 0, 0 };\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const acc_t mn = mr[c >> 1], sc = s[n][c];\n"
+    "            const acc_t pj = (mn == ninf || sc == ninf) ? (acc_t) 0 : ex (sc - mn);\n"
+    "            s[n][c] = pj;\n"
+    "            ps[c >> 1] += pj;\n"
+    "          }\n"
+    "      lr[0] = lr[0] * alpha[0] + ps[0];\n"
+    "      lr[1] = lr[1] * alpha[1] + ps[1];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < EV / 8; n++)\n"
+    "        { o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1]; }\n"
+    "#pragma unroll\n"
+    "      for (int kt = 0; kt < BN / 16; kt++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt][0], s[2 * kt][1]), pk (s[2 * kt][2], s[2 * kt][3]),\n"
+    "                                   pk (s[2 * kt + 1][0], s[2 * kt + 1][1]), pk (s[2 * kt + 1][2], s[2 * kt + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < EV / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *vp = &vt[(n * 8 + gq) * VP + kt * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { (unsigned) vp[0] | ((unsigned) vp[1] << 16),\n"
+    "                                        (unsigned) vp[8] | ((unsigned) vp[9] << 16) };\n"
+    "              mma (o[n], pa, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int h = 0; h < 2; h++)\n"
+    "    for (int o2 = 1; o2 < 4; o2 <<= 1) lr[h] += cs_shfl (lr[h], o2);\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++)\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < 4; c++)\n"
+    "      {\n"
+    "        const int i = c < 2 ? r0 : r1, d = n * 8 + tq * 2 + (c & 1);\n"
+    "        if (i < L) sto ((b * L + i) * EV + d, o[n][c] / lr[c >> 1]);\n"
+    "      }\n",
+    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
+    bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h", mask_apply (a));
+  if (has_lse)
+    g_string_append (g.body,
+                     "  if (tq == 0)\n"
+                     "    for (int h = 0; h < 2; h++)\n"
+                     "      { const int i = h ? r1 : r0;\n"
+                     "        if (i < LSTRIDE) stl (b * LSTRIDE + i, i < L ? mr[h] + lg (lr[h]) : (acc_t) 0); }\n");
+  flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0);
+  step = gen_finish (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
+                                          a->name, shp, a->S, a->causal ? " causal" : "",
+                                          a->mask >= 0 ? " masked" : ""),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
   gen_clear (&g);
 }
 
@@ -849,7 +1061,7 @@ gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttO
     "      { const int e = lane + 32 * r; if (e < E) stq ((b * L + i) * E + e, dq[r] * scale); }\n",
     bn, tiles, mask_apply (a),
     gm_acc >= 0 ? "          atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
-  gen_finish (&g, g_strdup_printf ("attention backward %s dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+  gen_finish (&g, g_strdup_printf ("attention backward (CUDA cores) %s dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
                                    G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->L, a->E, a->S),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
@@ -943,7 +1155,7 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
     "        { const int e = lane + 32 * r; if (e < EV) stv ((b * S + j) * EV + e, dv[r]); }\n"
     "    }\n",
     bm, tiles, mask_apply (a));
-  gen_finish (&g, g_strdup_printf ("attention backward %s dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+  gen_finish (&g, g_strdup_printf ("attention backward (CUDA cores) %s dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
                                    G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->S, a->E, a->L),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + 2 * a->Ev)
@@ -1038,7 +1250,10 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   if (!operand (p, (guint) qi, "attention", &q, error) || !operand (p, (guint) ki, "attention", &k, error)
       || !operand (p, (guint) vi, "attention", &v, error))
     return FALSE;
-  gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
+  if (att_tensor_cores (&a))
+    gen_forward_tc (p, &a, &q, &k, &v, out, (gint) lse, lstride);
+  else
+    gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
   cs_cuda_program_bind (p, out_item (st, 0), out);
   if (lp != NULL)
     cs_cuda_program_bind (p, lp, lse);
