@@ -1163,6 +1163,348 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
   gen_clear (&g);
 }
 
+/* The lambdas every tensor-core kernel of @a declares: `mma` (cs_mma_*_16816 of the dtype) and
+ * `pk` (two f32 values rounded to the dtype, packed as one fragment register). */
+static void
+gen_tc_helpers (AttGen *g, const Att *a)
+{
+  gboolean bf = a->dtype == CS_DTYPE_BF16;
+
+  g_string_append_printf (g->body,
+    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
+    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
+    "  auto u2 = [] (const unsigned short *s) -> unsigned { return (unsigned) s[0] | ((unsigned) s[1] << 16); };\n"
+    "  const int gq = lane >> 2, tq = lane & 3;\n",
+    bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816", bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+}
+
+/* Rows of the other operand's shared tile in the tensor-core backward kernels: 64 where four
+ * 16-bit tiles of @cols_a and @cols_b columns (each padded by 8) fit the shared budget, else 32. */
+static int
+tc_tile (int64_t cols_a, int64_t cols_b)
+{
+  for (int t = 64; t > 32; t /= 2)
+    if ((gsize) t * (gsize) (cols_a + 8 + cols_b + 8) * 2 + (gsize) (cols_a + cols_b) * (gsize) (t + 8) * 2 + 16 * (gsize) t
+        <= ATT_SMEM_BYTES)
+      return t;
+  return 32;
+}
+
+/* The tensor-core dQ kernel (FlashAttention-2, P recomputed from logsumexp): a block of 4 warps
+ * owns 64 query rows (16 a warp; q and dO fragments in registers), key tiles of BN rows go
+ * through shared memory row-major (keys for Q K^T, values for dO V^T) and transposed (keys for
+ * dS K).  dS = P (dP - D) is rounded to the dtype as the A fragments of dS K; the mask's
+ * gradient dS is added with atomics into the f32 accumulator (slot @gm_acc, -1: none). */
+static void
+gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                    const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dq, gint gm_acc)
+{
+  AttGen g;
+  int bn = tc_tile (a->E, a->Ev);
+  int64_t tiles = (a->L + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint pq;
+  CsCudaStep *step;
+  double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
+                 * (a->causal ? 0.5 : 1.0);
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_raw_operand (&g, p, a, "rg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, gm_acc);
+  pq = gen_param (&g, dq, TRUE);
+  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_tc_helpers (&g, a);
+  g_string_append_printf (g.body,
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, TP = BN + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ unsigned short ks[BN * KP];\n"
+    "  __shared__ unsigned short vs[BN * VP];\n"
+    "  __shared__ unsigned short kt[E * TP];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
+    "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
+    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
+    "  auto ge = [&] (int r, int e) -> unsigned { return r < L ? rg (gofs + (long long) r * GR + e) : 0u; };\n"
+    "  unsigned qf[E / 16][4], gf[EV / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
+    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
+    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
+    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < EV / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      gf[kk][0] = ge (r0, e) | (ge (r0, e + 1) << 16);\n"
+    "      gf[kk][1] = ge (r1, e) | (ge (r1, e + 1) << 16);\n"
+    "      gf[kk][2] = ge (r0, e + 8) | (ge (r0, e + 9) << 16);\n"
+    "      gf[kk][3] = ge (r1, e + 8) | (ge (r1, e + 9) << 16);\n"
+    "    }\n"
+    "  const acc_t lse_r[2] = { r0 < L ? ldl (b * LSTRIDE + r0) : (acc_t) 0, r1 < L ? ldl (b * LSTRIDE + r1) : (acc_t) 0 };\n"
+    "  const acc_t d_r[2] = { r0 < L ? ldd (b * L + r0) : (acc_t) 0, r1 < L ? ldd (b * L + r1) : (acc_t) 0 };\n"
+    "  float dqa[E / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;\n"
+    "  const int last = L < i0 + BM ? L : i0 + BM;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BN * E; x += NT)\n"
+    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
+    "          const unsigned short u = (unsigned short) (j < S ? rk (ko + (long long) j * KR + e) : 0u);\n"
+    "          ks[t * KP + e] = u; kt[e * TP + t] = u; }\n"
+    "      for (int x = threadIdx.x; x < BN * EV; x += NT)\n"
+    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
+    "          vs[t * VP + e] = (unsigned short) (j < S ? rv (vo + (long long) j * VR + e) : 0u); }\n"
+    "      __syncthreads ();\n"
+    "      float s[BN / 8][4], dp[BN / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (s[n], qf[kk], bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < EV / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &vs[(n * 8 + gq) * VP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dp[n], gf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int i = c < 2 ? r0 : r1, j = j0 + n * 8 + tq * 2 + (c & 1);\n"
+    "            acc_t ds = 0;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "                const acc_t pij = sc == ninf ? (acc_t) 0 : ex (sc - lse_r[c >> 1]);\n"
+    "                ds = pij * (dp[n][c] - d_r[c >> 1]);\n"
+    "%s"
+    "              }\n"
+    "            s[n][c] = ds;\n"
+    "          }\n"
+    "#pragma unroll\n"
+    "      for (int kt2 = 0; kt2 < BN / 16; kt2++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
+    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < E / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &kt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dqa[n], pa, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++)\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < 4; c++)\n"
+    "      {\n"
+    "        const int i = c < 2 ? r0 : r1, e = n * 8 + tq * 2 + (c & 1);\n"
+    "        if (i < L) stq ((b * L + i) * E + e, dqa[n][c] * scale);\n"
+    "      }\n",
+    ATT_TC_ROWS, bn, tiles, mask_apply (a),
+    gm_acc >= 0 ? "                atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
+  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
+                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                          a->nb, a->L, a->E, a->S),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_clear (&g);
+}
+
+/* The tensor-core dK, dV kernel: a block of 4 warps owns 64 keys (16 a warp; k and v fragments
+ * in registers), query tiles of BM rows go through shared memory row-major (q for K Q^T, dO
+ * for V dO^T) and transposed (dO for P^T dO, q for dS^T Q), with their logsumexp and D.  P^T
+ * and dS^T are rounded to the dtype as A fragments. */
+static void
+gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                      const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dk, guint dv)
+{
+  AttGen g;
+  int bm = tc_tile (a->E, a->Ev);
+  int64_t tiles = (a->S + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint pk, pv;
+  CsCudaStep *step;
+  double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + 2 * a->Ev)
+                 * (a->causal ? 0.5 : 1.0);
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_raw_operand (&g, p, a, "rg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, -1);
+  pk = gen_param (&g, dk, TRUE);
+  pv = gen_param (&g, dv, TRUE);
+  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
+  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_tc_helpers (&g, a);
+  g_string_append_printf (g.body,
+    "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, TP = BM + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ unsigned short qs[BM * QP];\n"
+    "  __shared__ unsigned short gs[BM * GP];\n"
+    "  __shared__ unsigned short qt[E * TP];\n"
+    "  __shared__ unsigned short gt[EV * TP];\n"
+    "  __shared__ acc_t ls[BM], dd[BM];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int j0 = (int) (blockIdx.x %% TILES) * BN;\n"
+    "  const int c0 = j0 + w * 16 + gq, c1 = c0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
+    "  auto ke = [&] (int r, int e) -> unsigned { return r < S ? rk (ko + (long long) r * KR + e) : 0u; };\n"
+    "  auto ve = [&] (int r, int e) -> unsigned { return r < S ? rv (vo + (long long) r * VR + e) : 0u; };\n"
+    "  unsigned kf[E / 16][4], vf[EV / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      kf[kk][0] = ke (c0, e) | (ke (c0, e + 1) << 16);\n"
+    "      kf[kk][1] = ke (c1, e) | (ke (c1, e + 1) << 16);\n"
+    "      kf[kk][2] = ke (c0, e + 8) | (ke (c0, e + 9) << 16);\n"
+    "      kf[kk][3] = ke (c1, e + 8) | (ke (c1, e + 9) << 16);\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < EV / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      vf[kk][0] = ve (c0, e) | (ve (c0, e + 1) << 16);\n"
+    "      vf[kk][1] = ve (c1, e) | (ve (c1, e + 1) << 16);\n"
+    "      vf[kk][2] = ve (c0, e + 8) | (ve (c0, e + 9) << 16);\n"
+    "      vf[kk][3] = ve (c1, e + 8) | (ve (c1, e + 9) << 16);\n"
+    "    }\n"
+    "  float dka[E / 8][4], dva[EV / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++) dka[n][0] = dka[n][1] = dka[n][2] = dka[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++) dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.0f;\n"
+    "  const int istart = CAUSAL ? (j0 / BM) * BM : 0;\n"
+    "  for (int i0 = j0 < S ? istart : L; i0 < L; i0 += BM)\n"
+    "    {\n"
+    "      __syncthreads ();\n"
+    "      for (int x = threadIdx.x; x < BM * E; x += NT)\n"
+    "        { const int t = x / E, e = x %% E, r = i0 + t;\n"
+    "          const unsigned short u = (unsigned short) (r < L ? rq (qo + (long long) r * QR + e) : 0u);\n"
+    "          qs[t * QP + e] = u; qt[e * TP + t] = u; }\n"
+    "      for (int x = threadIdx.x; x < BM * EV; x += NT)\n"
+    "        { const int t = x / EV, e = x %% EV, r = i0 + t;\n"
+    "          const unsigned short u = (unsigned short) (r < L ? rg (gofs + (long long) r * GR + e) : 0u);\n"
+    "          gs[t * GP + e] = u; gt[e * TP + t] = u; }\n"
+    "      for (int x = threadIdx.x; x < BM; x += NT)\n"
+    "        { const int r = i0 + x;\n"
+    "          ls[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
+    "          dd[x] = r < L ? ldd (b * L + r) : (acc_t) 0; }\n"
+    "      __syncthreads ();\n"
+    "      float s[BM / 8][4], dp[BM / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BM / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &qs[(n * 8 + gq) * QP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (s[n], kf[kk], bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < EV / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &gs[(n * 8 + gq) * GP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dp[n], vf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BM / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int j = c < 2 ? c0 : c1, t = n * 8 + tq * 2 + (c & 1), i = i0 + t;\n"
+    "            acc_t pij = 0, ds = 0;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "                pij = sc == ninf ? (acc_t) 0 : ex (sc - ls[t]);\n"
+    "                ds = pij * (dp[n][c] - dd[t]);\n"
+    "              }\n"
+    "            s[n][c] = pij;\n"
+    "            dp[n][c] = ds;\n"
+    "          }\n"
+    "#pragma unroll\n"
+    "      for (int kt2 = 0; kt2 < BM / 16; kt2++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
+    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
+    "          const unsigned da[4] = { pk (dp[2 * kt2][0], dp[2 * kt2][1]), pk (dp[2 * kt2][2], dp[2 * kt2][3]),\n"
+    "                                   pk (dp[2 * kt2 + 1][0], dp[2 * kt2 + 1][1]), pk (dp[2 * kt2 + 1][2], dp[2 * kt2 + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < EV / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &gt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dva[n], pa, bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < E / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &qt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dka[n], da, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int c = 0; c < 4; c++)\n"
+    "    {\n"
+    "      const int j = c < 2 ? c0 : c1;\n"
+    "      if (j >= S) continue;\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < E / 8; n++) stk ((b * S + j) * E + n * 8 + tq * 2 + (c & 1), dka[n][c] * scale);\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
+    "    }\n",
+    ATT_TC_ROWS, bm, tiles, mask_apply (a));
+  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
+                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                          a->nb, a->S, a->E, a->L),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_clear (&g);
+}
+
 /* Stores accumulator slot @acc into slot @dst of another dtype, element by element. */
 static void
 gen_convert (CsCudaProgram *p, guint acc, guint dst, const char *what)
@@ -1342,8 +1684,16 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
   dshape[0] = a.nb * a.L;
   dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
   gen_rowdot (p, &a, &go, &o, dbuf);
-  gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-  gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+  if (att_tensor_cores (&a))
+    {
+      gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+      gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+    }
+  else
+    {
+      gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+      gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+    }
   if (gm_acc >= 0)
     {
       gen_convert (p, (guint) gm_acc, gm, "attn_mask gradient");
