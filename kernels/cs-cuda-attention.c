@@ -26,7 +26,18 @@
  *
  * Arithmetic is f32 for bf16/f16/f32 tensors (values are rounded once, where a kernel stores
  * them) and f64 for f64 tensors, so the f64 reference program (cs-cuda-f64.c) runs the same
- * kernels in double.  CUDA cores only (no mma.sync).  Causal is PyTorch's is_causal: the top-left
+ * kernels in double.
+ *
+ * Tensor cores: bf16 and f16 tensors whose head dims E and Ev are multiples of 16 up to 128 run
+ * the same algorithms on mma.sync.aligned.m16n8k16 (cs_mma_{bf16,f16}_16816 of the jit
+ * preamble, f32 accumulators), FlashAttention-2 style: a block of 4 warps owns 64 query rows
+ * (forward, dQ) or 64 keys (dK/dV), 16 a warp, its own operand's fragments in registers, the
+ * other operands' tiles in shared memory as 16-bit payloads; softmax, masks and the
+ * logsumexp on the f32 accumulator fragments, as the CUDA-core kernels compute them.  The
+ * differences: P (forward), P^T and dS (backward) are rounded to the tensor dtype as mma
+ * operands (FlashAttention's own rounding), sums run in the tensor cores' order.  Everything
+ * else (f32, f64 and so the f64 reference program, other head dims) runs on CUDA cores; the
+ * step labels say "(tensor cores)" or "(CUDA cores)".  Causal is PyTorch's is_causal: the top-left
  * triangle (key j > query i masked), also when L != S.  A boolean mask keeps the scores where
  * it is true; a float mask is added.  dropout_p != 0 is refused (PyTorch's Philox stream is
  * not reproduced).
