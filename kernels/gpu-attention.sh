@@ -22,6 +22,8 @@ sdpa_trace () {
   local t="bf16[$2, $3, $4, $5]"
   cat > "$O/$1.txt" <<TRACE
 import thunder
+import thunder.core.dtypes as dtypes
+import thunder.core.prims as prims
 import thunder.torch as ltorch
 import torch
 
