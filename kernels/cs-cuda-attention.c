@@ -763,18 +763,62 @@ att_tensor_cores (const Att *a)
 }
 
 /* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
- * offset `nameb`, row stride `NAMER`. */
+ * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
+ * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
+ * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
+ * every 4th column of a row is 8-byte aligned. */
 static void
 gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
 {
   const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
   guint pa = gen_param (g, op->slot, FALSE);
   g_autofree char *bname = g_strconcat (name, "b", NULL);
+  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
 
-  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n",
-                          name, pa);
+  for (guint d = 0; d + 2 < s->rank; d++)
+    if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+      vec = FALSE;
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
+                          "  auto %s4 = [&] (long long i) -> unsigned long long"
+                          " { return *(const unsigned long long *) &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n",
+                          name, pa, name, pa, rs, vec ? "true" : "false");
   gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
   g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* A tile load of the tensor-core kernels: rows @r0 .. @r0 + @rows of raw operand @name (row
+ * stride @rs, batch offset @base, @limit rows valid, the rest 0) into shared memory, row-major
+ * at @dst (row pitch @pitch) and/or transposed at @dst_t (pitch @pitch_t); 8-byte loads where the
+ * operand allows them. */
+static void
+gen_tile_load (AttGen *g, const char *name, const char *rs, const char *base, const char *r0, const char *rows,
+               const char *cols, const char *limit, const char *dst, const char *pitch, const char *dst_t,
+               const char *pitch_t)
+{
+  g_string_append_printf (g->body,
+    "      if (%sV)\n"
+    "        for (int x = threadIdx.x; x < %s * (%s / 4); x += NT)\n"
+    "          { const int t = x / (%s / 4), e = (x %% (%s / 4)) * 4, r = %s + t;\n"
+    "            const unsigned long long u = r < %s ? %s4 (%s + (long long) r * %s + e) : 0ull;\n",
+    rs, rows, cols, cols, cols, r0, limit, name, base, rs);
+  if (dst)
+    g_string_append_printf (g->body, "            *(unsigned long long *) &%s[t * %s + e] = u;\n", dst, pitch);
+  if (dst_t)
+    g_string_append_printf (g->body, "            for (int h = 0; h < 4; h++) %s[(e + h) * %s + t] = (unsigned short) (u >> (16 * h));\n",
+                            dst_t, pitch_t);
+  g_string_append_printf (g->body,
+    "          }\n"
+    "      else\n"
+    "        for (int x = threadIdx.x; x < %s * %s; x += NT)\n"
+    "          { const int t = x / %s, e = x %% %s, r = %s + t;\n"
+    "            const unsigned short u = (unsigned short) (r < %s ? %s (%s + (long long) r * %s + e) : 0u);\n",
+    rows, cols, cols, cols, r0, limit, name, base, rs);
+  if (dst)
+    g_string_append_printf (g->body, "            %s[t * %s + e] = u;\n", dst, pitch);
+  if (dst_t)
+    g_string_append_printf (g->body, "            %s[e * %s + t] = u;\n", dst_t, pitch_t);
+  g_string_append (g->body, "          }\n");
 }
 
 /* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
@@ -821,8 +865,8 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
     "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
     "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
-    "  __shared__ unsigned short ks[BN * KP];\n"
-    "  __shared__ unsigned short vt[EV * VP];\n"
+    "  __shared__ unsigned long long ks_[BN * KP / 4], vt_[EV * VP / 4];\n"
+    "  unsigned short * const ks = (unsigned short *) ks_, * const vt = (unsigned short *) vt_;\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
     "  const int gq = lane >> 2, tq = lane & 3;\n"
@@ -847,13 +891,12 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
     "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
     "    {\n"
-    "      __syncthreads ();\n"
-    "      for (int x = threadIdx.x; x < BN * E; x += NT)\n"
-    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
-    "          ks[t * KP + e] = (unsigned short) (j < S ? rk (ko + (long long) j * KR + e) : 0u); }\n"
-    "      for (int x = threadIdx.x; x < BN * EV; x += NT)\n"
-    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
-    "          vt[e * VP + t] = (unsigned short) (j < S ? rv (vo + (long long) j * VR + e) : 0u); }\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
+    bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", NULL, NULL);
+  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", NULL, NULL, "vt", "VP");
+  g_string_append_printf (g.body,
     "      __syncthreads ();\n"
     "      float s[BN / 8][4];\n"
     "#pragma unroll\n"
@@ -937,8 +980,7 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "        const int i = c < 2 ? r0 : r1, d = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) sto ((b * L + i) * EV + d, o[n][c] / lr[c >> 1]);\n"
     "      }\n",
-    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
-    bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h", mask_apply (a));
+    mask_apply (a));
   if (has_lse)
     g_string_append (g.body,
                      "  if (tq == 0)\n"
@@ -1233,9 +1275,9 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
   g_string_append_printf (g.body,
     "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, TP = BN + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
-    "  __shared__ unsigned short ks[BN * KP];\n"
-    "  __shared__ unsigned short vs[BN * VP];\n"
-    "  __shared__ unsigned short kt[E * TP];\n"
+    "  __shared__ unsigned long long ks_[BN * KP / 4], vs_[BN * VP / 4], kt_[E * TP / 4];\n"
+    "  unsigned short * const ks = (unsigned short *) ks_, * const vs = (unsigned short *) vs_;\n"
+    "  unsigned short * const kt = (unsigned short *) kt_;\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
     "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
@@ -1270,14 +1312,11 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
     "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
     "    {\n"
-    "      __syncthreads ();\n"
-    "      for (int x = threadIdx.x; x < BN * E; x += NT)\n"
-    "        { const int t = x / E, e = x %% E, j = j0 + t;\n"
-    "          const unsigned short u = (unsigned short) (j < S ? rk (ko + (long long) j * KR + e) : 0u);\n"
-    "          ks[t * KP + e] = u; kt[e * TP + t] = u; }\n"
-    "      for (int x = threadIdx.x; x < BN * EV; x += NT)\n"
-    "        { const int t = x / EV, e = x %% EV, j = j0 + t;\n"
-    "          vs[t * VP + e] = (unsigned short) (j < S ? rv (vo + (long long) j * VR + e) : 0u); }\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, bn, tiles);
+  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", "kt", "TP");
+  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP", NULL, NULL);
+  g_string_append_printf (g.body,
     "      __syncthreads ();\n"
     "      float s[BN / 8][4], dp[BN / 8][4];\n"
     "#pragma unroll\n"
@@ -1340,7 +1379,7 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "        const int i = c < 2 ? r0 : r1, e = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) stq ((b * L + i) * E + e, dqa[n][c] * scale);\n"
     "      }\n",
-    ATT_TC_ROWS, bn, tiles, mask_apply (a),
+    mask_apply (a),
     gm_acc >= 0 ? "                atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
   step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
                                           G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
@@ -1383,10 +1422,9 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
   g_string_append_printf (g.body,
     "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, TP = BM + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
-    "  __shared__ unsigned short qs[BM * QP];\n"
-    "  __shared__ unsigned short gs[BM * GP];\n"
-    "  __shared__ unsigned short qt[E * TP];\n"
-    "  __shared__ unsigned short gt[EV * TP];\n"
+    "  __shared__ unsigned long long qs_[BM * QP / 4], gs_[BM * GP / 4], qt_[E * TP / 4], gt_[EV * TP / 4];\n"
+    "  unsigned short * const qs = (unsigned short *) qs_, * const gs = (unsigned short *) gs_;\n"
+    "  unsigned short * const qt = (unsigned short *) qt_, * const gt = (unsigned short *) gt_;\n"
     "  __shared__ acc_t ls[BM], dd[BM];\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int j0 = (int) (blockIdx.x %% TILES) * BN;\n"
@@ -1421,15 +1459,11 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
     "  const int istart = CAUSAL ? (j0 / BM) * BM : 0;\n"
     "  for (int i0 = j0 < S ? istart : L; i0 < L; i0 += BM)\n"
     "    {\n"
-    "      __syncthreads ();\n"
-    "      for (int x = threadIdx.x; x < BM * E; x += NT)\n"
-    "        { const int t = x / E, e = x %% E, r = i0 + t;\n"
-    "          const unsigned short u = (unsigned short) (r < L ? rq (qo + (long long) r * QR + e) : 0u);\n"
-    "          qs[t * QP + e] = u; qt[e * TP + t] = u; }\n"
-    "      for (int x = threadIdx.x; x < BM * EV; x += NT)\n"
-    "        { const int t = x / EV, e = x %% EV, r = i0 + t;\n"
-    "          const unsigned short u = (unsigned short) (r < L ? rg (gofs + (long long) r * GR + e) : 0u);\n"
-    "          gs[t * GP + e] = u; gt[e * TP + t] = u; }\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, bm, tiles);
+  gen_tile_load (&g, "rq", "QR", "qo", "i0", "BM", "E", "L", "qs", "QP", "qt", "TP");
+  gen_tile_load (&g, "rg", "GR", "gofs", "i0", "BM", "EV", "L", "gs", "GP", "gt", "TP");
+  g_string_append_printf (g.body,
     "      for (int x = threadIdx.x; x < BM; x += NT)\n"
     "        { const int r = i0 + x;\n"
     "          ls[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
@@ -1507,7 +1541,7 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
     "#pragma unroll\n"
     "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
     "    }\n",
-    ATT_TC_ROWS, bm, tiles, mask_apply (a));
+    mask_apply (a));
   step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
                                           G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
                                           a->nb, a->S, a->E, a->L),

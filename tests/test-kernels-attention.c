@@ -325,7 +325,9 @@ test_compile (void)
       /* forward, rowsum(dO*O), dq, dk/dv (+ zeroes and the mask gradient's) */
       g_assert_cmpuint (count_attention_steps (p), >=, 4);
       g_assert_cmpuint (p->cubins->len, >=, 1);
-      g_assert_nonnull (strstr (p->source->str, "__shfl_sync"));
+      /* warp shuffles: the CUDA-core kernels broadcast a lane's value, the tensor-core ones
+         reduce over the 4 threads of a row */
+      g_assert_nonnull (strstr (p->source->str, case_tensor_cores (&cases[c]) ? "cs_shfl (" : "__shfl_sync"));
       /* bf16/f16 with head dims multiples of 16 up to 128: the tensor-core forward, else CUDA cores */
       g_assert_cmpuint (count_steps_with (p, "attention forward", "(tensor cores)"), ==,
                         case_tensor_cores (&cases[c]) ? 1 : 0);
