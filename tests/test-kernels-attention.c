@@ -336,6 +336,9 @@ test_compile (void)
       g_assert_true ((strstr (p->source->str, g_str_equal (cases[c].dtype, "f16") ? "cs_mma_f16_16816 (d, x, y)"
                                                                                   : "cs_mma_bf16_16816 (d, x, y)")
                       != NULL) == case_tensor_cores (&cases[c]));
+      /* the cases' q, k, v views are aligned to 4 elements: 8-byte tile loads */
+      if (case_tensor_cores (&cases[c]))
+        g_assert_nonnull (strstr (p->source->str, "constexpr bool KRV = true;"));
       assert_no_names (p->source->str, fwd);
       cs_cuda_program_free (p);
 
