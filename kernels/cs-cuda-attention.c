@@ -26,7 +26,18 @@
  *
  * Arithmetic is f32 for bf16/f16/f32 tensors (values are rounded once, where a kernel stores
  * them) and f64 for f64 tensors, so the f64 reference program (cs-cuda-f64.c) runs the same
- * kernels in double.  CUDA cores only (no mma.sync).  Causal is PyTorch's is_causal: the top-left
+ * kernels in double.
+ *
+ * Tensor cores: bf16 and f16 tensors whose head dims E and Ev are multiples of 16 up to 128 run
+ * the same algorithms on mma.sync.aligned.m16n8k16 (cs_mma_{bf16,f16}_16816 of the jit
+ * preamble, f32 accumulators), FlashAttention-2 style: a block of 4 warps owns 64 query rows
+ * (forward, dQ) or 64 keys (dK/dV), 16 a warp, its own operand's fragments in registers, the
+ * other operands' tiles in shared memory as 16-bit payloads; softmax, masks and the
+ * logsumexp on the f32 accumulator fragments, as the CUDA-core kernels compute them.  The
+ * differences: P (forward), P^T and dS (backward) are rounded to the tensor dtype as mma
+ * operands (FlashAttention's own rounding), sums run in the tensor cores' order.  Everything
+ * else (f32, f64 and so the f64 reference program, other head dims) runs on CUDA cores; the
+ * step labels say "(tensor cores)" or "(CUDA cores)".  Causal is PyTorch's is_causal: the top-left
  * triangle (key j > query i masked), also when L != S.  A boolean mask keeps the scores where
  * it is true; a float mask is added.  dropout_p != 0 is refused (PyTorch's Philox stream is
  * not reproduced).
@@ -209,6 +220,7 @@ typedef struct
   GArray        *params;   /* element-type guint: slot ids */
   GArray        *is_out;   /* element-type gboolean */
   GString       *body;     /* the code between the braces */
+  guint          threads;  /* threads a block (a multiple of 32, at most 256) */
 } AttGen;
 
 static void
@@ -218,6 +230,7 @@ gen_init (AttGen *g, CsCudaProgram *p)
   g->params = g_array_new (FALSE, FALSE, sizeof (guint));
   g->is_out = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g->body = g_string_new ("");
+  g->threads = ATT_WARPS * 32;
 }
 
 static void
@@ -307,7 +320,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
 {
   CsCudaProgram *p = g->p;
   g_autoptr(GString) text = g_string_new ("(");
-  const char *attrs = "__launch_bounds__(256)";
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", g->threads);
   guint k;
   CsCudaStep *step;
   double bytes = 0;
@@ -328,7 +341,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
   step->grid[0] = (unsigned int) MAX (grid_x, 1);
   step->grid[1] = 1;
   step->grid[2] = 1;
-  step->block[0] = ATT_WARPS * 32;
+  step->block[0] = g->threads;
   step->block[1] = 1;
   step->block[2] = 1;
   for (guint i = 0; i < g->params->len; i++)
@@ -349,6 +362,7 @@ gen_finish (AttGen *g, char *label, guint64 grid_x, double flops)
   g_array_set_size (g->params, 0);
   g_array_set_size (g->is_out, 0);
   g_string_truncate (g->body, 0);
+  g->threads = ATT_WARPS * 32;
   return step;
 }
 
@@ -455,6 +469,7 @@ typedef struct
   gboolean causal;                 /* top-left triangle masked */
   double  scale;                   /* score scale (default 1/sqrt(E)) */
   gboolean f64;                    /* f64 arithmetic (f64 tensors) */
+  CsDtype dtype;                   /* of q, k and v */
   gint    mask;                    /* slot of the mask, or -1 */
   CsDtype mask_dtype;              /* B8 (keep where true) or a float (added) */
   int64_t mask_si, mask_sj;        /* mask strides along L and S (0 where broadcast) */
@@ -538,6 +553,7 @@ att_setup (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, guint q, gu
     return afail (error, st, "empty or too large attention (%" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
                   " x %" G_GINT64_FORMAT ")", a->nb, a->L, a->S);
   a->f64 = qs->dtype == CS_DTYPE_F64;
+  a->dtype = qs->dtype;
   if (!flag_of (st, lay->dropout, "dropout_p", 0.0, &dropout, error)
       || !flag_of (st, lay->causal, "is_causal", 0.0, &causal, error)
       || !flag_of (st, lay->scale, "scale", 1.0 / sqrt ((double) a->E), &a->scale, error))
@@ -724,10 +740,259 @@ gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOpera
     g_string_append (g.body,
                      "  if (lane == 0 && i < LSTRIDE)\n"
                      "    stl (b * LSTRIDE + i, row_ok ? m + lg (l) : (acc_t) 0);\n");
-  gen_finish (&g, g_strdup_printf ("attention forward %s %s x %" G_GINT64_FORMAT "%s%s", a->name, shp, a->S,
+  gen_finish (&g, g_strdup_printf ("attention forward (CUDA cores) %s %s x %" G_GINT64_FORMAT "%s%s", a->name, shp, a->S,
                                    a->causal ? " causal" : "", a->mask >= 0 ? " masked" : ""),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* ---- tensor cores ------------------------------------------------------------------------- */
+
+#define ATT_TC_ROWS 64    /* query rows a block of the tensor-core kernels (16 a warp) */
+#define ATT_TC_KEYS 64    /* key and value rows a shared-memory tile */
+#define ATT_TC_MAX_HEAD 128
+
+/* Whether @a runs on the tensor-core kernels: bf16 or f16 tensors, both head dims multiples of
+ * 16 up to 128 (the m16n8k16 fragments tile them exactly, the tiles fit the shared budget). */
+static gboolean
+att_tensor_cores (const Att *a)
+{
+  return (a->dtype == CS_DTYPE_BF16 || a->dtype == CS_DTYPE_F16) && a->E % 16 == 0 && a->Ev % 16 == 0
+         && a->E <= ATT_TC_MAX_HEAD && a->Ev <= ATT_TC_MAX_HEAD;
+}
+
+/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
+ * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
+ * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
+ * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
+ * every 4th column of a row is 8-byte aligned. */
+static void
+gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
+  guint pa = gen_param (g, op->slot, FALSE);
+  g_autofree char *bname = g_strconcat (name, "b", NULL);
+  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
+
+  for (guint d = 0; d + 2 < s->rank; d++)
+    if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+      vec = FALSE;
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
+                          "  auto %s4 = [&] (long long i) -> unsigned long long"
+                          " { return *(const unsigned long long *) &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n",
+                          name, pa, name, pa, rs, vec ? "true" : "false");
+  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* A tile load of the tensor-core kernels: rows @r0 .. @r0 + @rows of raw operand @name (row
+ * stride @rs, batch offset @base, @limit rows valid, the rest 0) into shared memory, row-major
+ * at @dst (row pitch @pitch) and/or transposed at @dst_t (pitch @pitch_t); 8-byte loads where the
+ * operand allows them. */
+static void
+gen_tile_load (AttGen *g, const char *name, const char *rs, const char *base, const char *r0, const char *rows,
+               const char *cols, const char *limit, const char *dst, const char *pitch, const char *dst_t,
+               const char *pitch_t)
+{
+  g_string_append_printf (g->body,
+    "      if (%sV)\n"
+    "        for (int x = threadIdx.x; x < %s * (%s / 4); x += NT)\n"
+    "          { const int t = x / (%s / 4), e = (x %% (%s / 4)) * 4, r = %s + t;\n"
+    "            const unsigned long long u = r < %s ? %s4 (%s + (long long) r * %s + e) : 0ull;\n",
+    rs, rows, cols, cols, cols, r0, limit, name, base, rs);
+  if (dst)
+    g_string_append_printf (g->body, "            *(unsigned long long *) &%s[t * %s + e] = u;\n", dst, pitch);
+  if (dst_t)
+    g_string_append_printf (g->body, "            for (int h = 0; h < 4; h++) %s[(e + h) * %s + t] = (unsigned short) (u >> (16 * h));\n",
+                            dst_t, pitch_t);
+  g_string_append_printf (g->body,
+    "          }\n"
+    "      else\n"
+    "        for (int x = threadIdx.x; x < %s * %s; x += NT)\n"
+    "          { const int t = x / %s, e = x %% %s, r = %s + t;\n"
+    "            const unsigned short u = (unsigned short) (r < %s ? %s (%s + (long long) r * %s + e) : 0u);\n",
+    rows, cols, cols, cols, r0, limit, name, base, rs);
+  if (dst)
+    g_string_append_printf (g->body, "            %s[t * %s + e] = u;\n", dst, pitch);
+  if (dst_t)
+    g_string_append_printf (g->body, "            %s[e * %s + t] = u;\n", dst_t, pitch_t);
+  g_string_append (g->body, "          }\n");
+}
+
+/* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
+ * 16 a warp, its q fragments held in registers for the whole key loop; key tiles of 64 rows
+ * (row-major) and value tiles (transposed, [Ev][keys]) go through shared memory as 16-bit
+ * payloads.  Per tile a warp computes its 16 x 64 scores with cs_mma_*_16816 (E / 16 k-steps
+ * for each of 8 n-tiles of 8 keys), scales and masks them on the f32 accumulator fragments
+ * (thread (g, t) of the warp, g = lane / 4, t = lane % 4, holds rows g and g + 8 and keys
+ * 2t, 2t + 1 of each n-tile), updates the row max (over the 4 threads of a row) and the
+ * thread's partial row sum, rescales the output fragments, and multiplies P (rounded to the
+ * tensor dtype, the score fragments re-packed as A fragments) by the value tile.  The row sums
+ * are reduced over the quad at the end; out = acc / l and logsumexp = m + log(l) as the CUDA-core
+ * kernel writes them (the padding rows of the logsumexp 0). */
+static void
+gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                guint out, gint lse, int64_t lstride)
+{
+  AttGen g;
+  int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
+  int64_t tiles = (rows + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint po, pl = 0;
+  gboolean has_lse = lse >= 0 && lstride >= a->L;
+  gboolean bf = a->dtype == CS_DTYPE_BF16;
+  g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
+  CsCudaStep *step;
+  double flops;
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_mask_decl (&g, p, a, -1);
+  po = gen_param (&g, out, TRUE);
+  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
+  if (has_lse)
+    {
+      pl = gen_param (&g, (guint) lse, TRUE);
+      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
+    }
+  g_string_append_printf (g.body,
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = BN + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
+    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
+    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
+    "  __shared__ unsigned long long ks_[BN * KP / 4], vt_[EV * VP / 4];\n"
+    "  unsigned short * const ks = (unsigned short *) ks_, * const vt = (unsigned short *) vt_;\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
+    "  const int gq = lane >> 2, tq = lane & 3;\n"
+    "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b);\n"
+    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
+    "  unsigned qf[E / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
+    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
+    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
+    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
+    "    }\n"
+    "  float o[EV / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;\n"
+    "  acc_t mr[2] = { ninf, ninf }, lr[2] = { 0, 0 };\n"
+    "  const int last = L < i0 + BM ? L : i0 + BM;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
+    bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", NULL, NULL);
+  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", NULL, NULL, "vt", "VP");
+  g_string_append_printf (g.body,
+    "      __syncthreads ();\n"
+    "      float s[BN / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *kp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { (unsigned) kp[0] | ((unsigned) kp[1] << 16),\n"
+    "                                        (unsigned) kp[8] | ((unsigned) kp[9] << 16) };\n"
+    "              mma (s[n], qf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "      acc_t mt[2] = { ninf, ninf };\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int i = c < 2 ? r0 : r1, j = j0 + n * 8 + tq * 2 + (c & 1);\n"
+    "            acc_t sc = ninf;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "              }\n"
+    "            s[n][c] = sc;\n"
+    "            mt[c >> 1] = sc > mt[c >> 1] ? sc : mt[c >> 1];\n"
+    "          }\n"
+    "      acc_t alpha[2];\n"
+    "#pragma unroll\n"
+    "      for (int h = 0; h < 2; h++)\n"
+    "        {\n"
+    "          for (int o2 = 1; o2 < 4; o2 <<= 1) { const acc_t u = cs_shfl (mt[h], o2); mt[h] = u > mt[h] ? u : mt[h]; }\n"
+    "          const acc_t mn = mr[h] > mt[h] ? mr[h] : mt[h];\n"
+    "          alpha[h] = mn != ninf ? ex (mr[h] - mn) : (acc_t) 1;\n"
+    "          mr[h] = mn;\n"
+    "        }\n"
+    "      acc_t ps[2] = { 0, 0 };\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const acc_t mn = mr[c >> 1], sc = s[n][c];\n"
+    "            const acc_t pj = (mn == ninf || sc == ninf) ? (acc_t) 0 : ex (sc - mn);\n"
+    "            s[n][c] = pj;\n"
+    "            ps[c >> 1] += pj;\n"
+    "          }\n"
+    "      lr[0] = lr[0] * alpha[0] + ps[0];\n"
+    "      lr[1] = lr[1] * alpha[1] + ps[1];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < EV / 8; n++)\n"
+    "        { o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1]; }\n"
+    "#pragma unroll\n"
+    "      for (int kt = 0; kt < BN / 16; kt++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt][0], s[2 * kt][1]), pk (s[2 * kt][2], s[2 * kt][3]),\n"
+    "                                   pk (s[2 * kt + 1][0], s[2 * kt + 1][1]), pk (s[2 * kt + 1][2], s[2 * kt + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < EV / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *vp = &vt[(n * 8 + gq) * VP + kt * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { (unsigned) vp[0] | ((unsigned) vp[1] << 16),\n"
+    "                                        (unsigned) vp[8] | ((unsigned) vp[9] << 16) };\n"
+    "              mma (o[n], pa, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int h = 0; h < 2; h++)\n"
+    "    for (int o2 = 1; o2 < 4; o2 <<= 1) lr[h] += cs_shfl (lr[h], o2);\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++)\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < 4; c++)\n"
+    "      {\n"
+    "        const int i = c < 2 ? r0 : r1, d = n * 8 + tq * 2 + (c & 1);\n"
+    "        if (i < L) sto ((b * L + i) * EV + d, o[n][c] / lr[c >> 1]);\n"
+    "      }\n",
+    mask_apply (a));
+  if (has_lse)
+    g_string_append (g.body,
+                     "  if (tq == 0)\n"
+                     "    for (int h = 0; h < 2; h++)\n"
+                     "      { const int i = h ? r1 : r0;\n"
+                     "        if (i < LSTRIDE) stl (b * LSTRIDE + i, i < L ? mr[h] + lg (lr[h]) : (acc_t) 0); }\n");
+  flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0);
+  step = gen_finish (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
+                                          a->name, shp, a->S, a->causal ? " causal" : "",
+                                          a->mask >= 0 ? " masked" : ""),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
   gen_clear (&g);
 }
 
@@ -849,7 +1114,7 @@ gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttO
     "      { const int e = lane + 32 * r; if (e < E) stq ((b * L + i) * E + e, dq[r] * scale); }\n",
     bn, tiles, mask_apply (a),
     gm_acc >= 0 ? "          atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
-  gen_finish (&g, g_strdup_printf ("attention backward %s dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+  gen_finish (&g, g_strdup_printf ("attention backward (CUDA cores) %s dq [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
                                    G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->L, a->E, a->S),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
@@ -943,11 +1208,345 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
     "        { const int e = lane + 32 * r; if (e < EV) stv ((b * S + j) * EV + e, dv[r]); }\n"
     "    }\n",
     bm, tiles, mask_apply (a));
-  gen_finish (&g, g_strdup_printf ("attention backward %s dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
+  gen_finish (&g, g_strdup_printf ("attention backward (CUDA cores) %s dk dv [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %"
                                    G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name, a->nb, a->S, a->E, a->L),
               (guint64) (a->nb * tiles),
               2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + 2 * a->Ev)
               * (a->causal ? 0.5 : 1.0));
+  gen_clear (&g);
+}
+
+/* The lambdas every tensor-core kernel of @a declares: `mma` (cs_mma_*_16816 of the dtype) and
+ * `pk` (two f32 values rounded to the dtype, packed as one fragment register). */
+static void
+gen_tc_helpers (AttGen *g, const Att *a)
+{
+  gboolean bf = a->dtype == CS_DTYPE_BF16;
+
+  g_string_append_printf (g->body,
+    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
+    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
+    "  auto u2 = [] (const unsigned short *s) -> unsigned { return (unsigned) s[0] | ((unsigned) s[1] << 16); };\n"
+    "  const int gq = lane >> 2, tq = lane & 3;\n",
+    bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816", bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+}
+
+/* Rows of the other operand's shared tile in the tensor-core backward kernels: 64 where four
+ * 16-bit tiles of @cols_a and @cols_b columns (each padded by 8) fit the shared budget, else 32. */
+static int
+tc_tile (int64_t cols_a, int64_t cols_b)
+{
+  for (int t = 64; t > 32; t /= 2)
+    if ((gsize) t * (gsize) (cols_a + 8 + cols_b + 8) * 2 + (gsize) (cols_a + cols_b) * (gsize) (t + 8) * 2 + 16 * (gsize) t
+        <= ATT_SMEM_BYTES)
+      return t;
+  return 32;
+}
+
+/* The tensor-core dQ kernel (FlashAttention-2, P recomputed from logsumexp): a block of 4 warps
+ * owns 64 query rows (16 a warp; q and dO fragments in registers), key tiles of BN rows go
+ * through shared memory row-major (keys for Q K^T, values for dO V^T) and transposed (keys for
+ * dS K).  dS = P (dP - D) is rounded to the dtype as the A fragments of dS K; the mask's
+ * gradient dS is added with atomics into the f32 accumulator (slot @gm_acc, -1: none). */
+static void
+gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                    const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dq, gint gm_acc)
+{
+  AttGen g;
+  int bn = tc_tile (a->E, a->Ev);
+  int64_t tiles = (a->L + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint pq;
+  CsCudaStep *step;
+  double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
+                 * (a->causal ? 0.5 : 1.0);
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_raw_operand (&g, p, a, "rg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, gm_acc);
+  pq = gen_param (&g, dq, TRUE);
+  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_tc_helpers (&g, a);
+  g_string_append_printf (g.body,
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, TP = BN + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ unsigned long long ks_[BN * KP / 4], vs_[BN * VP / 4], kt_[E * TP / 4];\n"
+    "  unsigned short * const ks = (unsigned short *) ks_, * const vs = (unsigned short *) vs_;\n"
+    "  unsigned short * const kt = (unsigned short *) kt_;\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
+    "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
+    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
+    "  auto ge = [&] (int r, int e) -> unsigned { return r < L ? rg (gofs + (long long) r * GR + e) : 0u; };\n"
+    "  unsigned qf[E / 16][4], gf[EV / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
+    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
+    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
+    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < EV / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      gf[kk][0] = ge (r0, e) | (ge (r0, e + 1) << 16);\n"
+    "      gf[kk][1] = ge (r1, e) | (ge (r1, e + 1) << 16);\n"
+    "      gf[kk][2] = ge (r0, e + 8) | (ge (r0, e + 9) << 16);\n"
+    "      gf[kk][3] = ge (r1, e + 8) | (ge (r1, e + 9) << 16);\n"
+    "    }\n"
+    "  const acc_t lse_r[2] = { r0 < L ? ldl (b * LSTRIDE + r0) : (acc_t) 0, r1 < L ? ldl (b * LSTRIDE + r1) : (acc_t) 0 };\n"
+    "  const acc_t d_r[2] = { r0 < L ? ldd (b * L + r0) : (acc_t) 0, r1 < L ? ldd (b * L + r1) : (acc_t) 0 };\n"
+    "  float dqa[E / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;\n"
+    "  const int last = L < i0 + BM ? L : i0 + BM;\n"
+    "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, bn, tiles);
+  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", "kt", "TP");
+  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP", NULL, NULL);
+  g_string_append_printf (g.body,
+    "      __syncthreads ();\n"
+    "      float s[BN / 8][4], dp[BN / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (s[n], qf[kk], bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < EV / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &vs[(n * 8 + gq) * VP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dp[n], gf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BN / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int i = c < 2 ? r0 : r1, j = j0 + n * 8 + tq * 2 + (c & 1);\n"
+    "            acc_t ds = 0;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "                const acc_t pij = sc == ninf ? (acc_t) 0 : ex (sc - lse_r[c >> 1]);\n"
+    "                ds = pij * (dp[n][c] - d_r[c >> 1]);\n"
+    "%s"
+    "              }\n"
+    "            s[n][c] = ds;\n"
+    "          }\n"
+    "#pragma unroll\n"
+    "      for (int kt2 = 0; kt2 < BN / 16; kt2++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
+    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < E / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &kt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dqa[n], pa, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++)\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < 4; c++)\n"
+    "      {\n"
+    "        const int i = c < 2 ? r0 : r1, e = n * 8 + tq * 2 + (c & 1);\n"
+    "        if (i < L) stq ((b * L + i) * E + e, dqa[n][c] * scale);\n"
+    "      }\n",
+    mask_apply (a),
+    gm_acc >= 0 ? "                atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
+  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
+                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                          a->nb, a->L, a->E, a->S),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_clear (&g);
+}
+
+/* The tensor-core dK, dV kernel: a block of 4 warps owns 64 keys (16 a warp; k and v fragments
+ * in registers), query tiles of BM rows go through shared memory row-major (q for K Q^T, dO
+ * for V dO^T) and transposed (dO for P^T dO, q for dS^T Q), with their logsumexp and D.  P^T
+ * and dS^T are rounded to the dtype as A fragments. */
+static void
+gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+                      const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dk, guint dv)
+{
+  AttGen g;
+  int bm = tc_tile (a->E, a->Ev);
+  int64_t tiles = (a->S + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
+  guint pk, pv;
+  CsCudaStep *step;
+  double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + 2 * a->Ev)
+                 * (a->causal ? 0.5 : 1.0);
+
+  gen_init (&g, p);
+  g.threads = 128;
+  gen_consts (&g, a);
+  gen_raw_operand (&g, p, a, "rq", "QR", q);
+  gen_raw_operand (&g, p, a, "rk", "KR", k);
+  gen_raw_operand (&g, p, a, "rv", "VR", v);
+  gen_raw_operand (&g, p, a, "rg", "GR", go);
+  gen_lse_d (&g, p, lse, lstride, dbuf);
+  gen_mask_decl (&g, p, a, -1);
+  pk = gen_param (&g, dk, TRUE);
+  pv = gen_param (&g, dv, TRUE);
+  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
+  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_tc_helpers (&g, a);
+  g_string_append_printf (g.body,
+    "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, TP = BM + 8, NT = 128;\n"
+    "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
+    "  __shared__ unsigned long long qs_[BM * QP / 4], gs_[BM * GP / 4], qt_[E * TP / 4], gt_[EV * TP / 4];\n"
+    "  unsigned short * const qs = (unsigned short *) qs_, * const gs = (unsigned short *) gs_;\n"
+    "  unsigned short * const qt = (unsigned short *) qt_, * const gt = (unsigned short *) gt_;\n"
+    "  __shared__ acc_t ls[BM], dd[BM];\n"
+    "  const long long b = blockIdx.x / TILES;\n"
+    "  const int j0 = (int) (blockIdx.x %% TILES) * BN;\n"
+    "  const int c0 = j0 + w * 16 + gq, c1 = c0 + 8;\n"
+    "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
+    "  auto ke = [&] (int r, int e) -> unsigned { return r < S ? rk (ko + (long long) r * KR + e) : 0u; };\n"
+    "  auto ve = [&] (int r, int e) -> unsigned { return r < S ? rv (vo + (long long) r * VR + e) : 0u; };\n"
+    "  unsigned kf[E / 16][4], vf[EV / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < E / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      kf[kk][0] = ke (c0, e) | (ke (c0, e + 1) << 16);\n"
+    "      kf[kk][1] = ke (c1, e) | (ke (c1, e + 1) << 16);\n"
+    "      kf[kk][2] = ke (c0, e + 8) | (ke (c0, e + 9) << 16);\n"
+    "      kf[kk][3] = ke (c1, e + 8) | (ke (c1, e + 9) << 16);\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < EV / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      vf[kk][0] = ve (c0, e) | (ve (c0, e + 1) << 16);\n"
+    "      vf[kk][1] = ve (c1, e) | (ve (c1, e + 1) << 16);\n"
+    "      vf[kk][2] = ve (c0, e + 8) | (ve (c0, e + 9) << 16);\n"
+    "      vf[kk][3] = ve (c1, e + 8) | (ve (c1, e + 9) << 16);\n"
+    "    }\n"
+    "  float dka[E / 8][4], dva[EV / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < E / 8; n++) dka[n][0] = dka[n][1] = dka[n][2] = dka[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "  for (int n = 0; n < EV / 8; n++) dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.0f;\n"
+    "  const int istart = CAUSAL ? (j0 / BM) * BM : 0;\n"
+    "  for (int i0 = j0 < S ? istart : L; i0 < L; i0 += BM)\n"
+    "    {\n"
+    "      __syncthreads ();\n",
+    ATT_TC_ROWS, bm, tiles);
+  gen_tile_load (&g, "rq", "QR", "qo", "i0", "BM", "E", "L", "qs", "QP", "qt", "TP");
+  gen_tile_load (&g, "rg", "GR", "gofs", "i0", "BM", "EV", "L", "gs", "GP", "gt", "TP");
+  g_string_append_printf (g.body,
+    "      for (int x = threadIdx.x; x < BM; x += NT)\n"
+    "        { const int r = i0 + x;\n"
+    "          ls[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
+    "          dd[x] = r < L ? ldd (b * L + r) : (acc_t) 0; }\n"
+    "      __syncthreads ();\n"
+    "      float s[BM / 8][4], dp[BM / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BM / 8; n++)\n"
+    "        {\n"
+    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < E / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &qs[(n * 8 + gq) * QP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (s[n], kf[kk], bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int kk = 0; kk < EV / 16; kk++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &gs[(n * 8 + gq) * GP + kk * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dp[n], vf[kk], bfr);\n"
+    "            }\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < BM / 8; n++)\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < 4; c++)\n"
+    "          {\n"
+    "            const int j = c < 2 ? c0 : c1, t = n * 8 + tq * 2 + (c & 1), i = i0 + t;\n"
+    "            acc_t pij = 0, ds = 0;\n"
+    "            if (i < L && j < S)\n"
+    "              {\n"
+    "                acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                if (CAUSAL && j > i) sc = ninf;\n"
+    "                pij = sc == ninf ? (acc_t) 0 : ex (sc - ls[t]);\n"
+    "                ds = pij * (dp[n][c] - dd[t]);\n"
+    "              }\n"
+    "            s[n][c] = pij;\n"
+    "            dp[n][c] = ds;\n"
+    "          }\n"
+    "#pragma unroll\n"
+    "      for (int kt2 = 0; kt2 < BM / 16; kt2++)\n"
+    "        {\n"
+    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
+    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
+    "          const unsigned da[4] = { pk (dp[2 * kt2][0], dp[2 * kt2][1]), pk (dp[2 * kt2][2], dp[2 * kt2][3]),\n"
+    "                                   pk (dp[2 * kt2 + 1][0], dp[2 * kt2 + 1][1]), pk (dp[2 * kt2 + 1][2], dp[2 * kt2 + 1][3]) };\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < EV / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &gt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dva[n], pa, bfr);\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "          for (int n = 0; n < E / 8; n++)\n"
+    "            {\n"
+    "              const unsigned short *sp = &qt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
+    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
+    "              mma (dka[n], da, bfr);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "  for (int c = 0; c < 4; c++)\n"
+    "    {\n"
+    "      const int j = c < 2 ? c0 : c1;\n"
+    "      if (j >= S) continue;\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < E / 8; n++) stk ((b * S + j) * E + n * 8 + tq * 2 + (c & 1), dka[n][c] * scale);\n"
+    "#pragma unroll\n"
+    "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
+    "    }\n",
+    mask_apply (a));
+  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
+                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                          a->nb, a->S, a->E, a->L),
+                     (guint64) (a->nb * tiles), flops);
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
   gen_clear (&g);
 }
 
@@ -1038,7 +1637,10 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   if (!operand (p, (guint) qi, "attention", &q, error) || !operand (p, (guint) ki, "attention", &k, error)
       || !operand (p, (guint) vi, "attention", &v, error))
     return FALSE;
-  gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
+  if (att_tensor_cores (&a))
+    gen_forward_tc (p, &a, &q, &k, &v, out, (gint) lse, lstride);
+  else
+    gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
   cs_cuda_program_bind (p, out_item (st, 0), out);
   if (lp != NULL)
     cs_cuda_program_bind (p, lp, lse);
@@ -1127,8 +1729,16 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
   dshape[0] = a.nb * a.L;
   dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
   gen_rowdot (p, &a, &go, &o, dbuf);
-  gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-  gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+  if (att_tensor_cores (&a))
+    {
+      gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+      gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+    }
+  else
+    {
+      gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+      gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+    }
   if (gm_acc >= 0)
     {
       gen_convert (p, (guint) gm_acc, gm, "attn_mask gradient");

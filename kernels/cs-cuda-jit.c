@@ -18,7 +18,10 @@
 
 /* The preamble: bf16/f16 as 16-bit payloads with hardware round-to-nearest-even conversions
  * (cvt.rn.bf16.f32 on sm_80+), NaN-propagating min/max as torch.maximum, Python's remainder
- * (the sign of the divisor) as torch.remainder, warp reductions. */
+ * (the sign of the divisor) as torch.remainder, warp reductions, and the warp's tensor-core
+ * multiply-accumulate cs_mma_{bf16,f16}_16816 (d[4] += A b, PTX mma.sync.aligned.m16n8k16.row.col
+ * with f32 accumulators: the fragments of the PTX ISA's m16n8k16 layout, a[4] and b[2] two
+ * 16-bit elements a register, the lower index in the low half). */
 static const char preamble[] =
   "// castscope generated kernels: self-contained preamble (no CUDA headers)\n"
   "typedef unsigned short cs_bf16_t;\n"
@@ -52,7 +55,13 @@ static const char preamble[] =
   "static __device__ __forceinline__ float cs_shfl (float v, int m)\n"
   "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n"
   "static __device__ __forceinline__ double cs_shfl (double v, int m)\n"
-  "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n";
+  "{ return __shfl_xor_sync (0xffffffffu, v, m); }\n"
+  "static __device__ __forceinline__ void cs_mma_bf16_16816 (float *d, const unsigned *a, const unsigned *b)\n"
+  "{ asm volatile (\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+  "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+  "static __device__ __forceinline__ void cs_mma_f16_16816 (float *d, const unsigned *a, const unsigned *b)\n"
+  "{ asm volatile (\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+  "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n";
 
 const char *
 cs_cuda_jit_preamble (void)

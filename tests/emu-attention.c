@@ -8,7 +8,9 @@
  * generated CUDA source is compiled as C++17 by g++ with a small emulation of what the kernels
  * use (threadIdx/blockIdx, __shared__ as statics, __syncthreads() as a barrier of the block's
  * threads, warp shuffles through a per-warp exchange between two barriers of the warp's 32
- * threads, the bf16/f16 conversions round-to-nearest-even, atomicAdd under a mutex), loaded
+ * threads, the bf16/f16 conversions round-to-nearest-even, atomicAdd under a mutex, the
+ * tensor-core mma.sync m16n8k16 as a gather of the warp's fragments by the PTX ISA's layout, an
+ * f32 multiply-accumulate and a scatter of the accumulator fragments), loaded
  * with dlopen, and every step runs as a POSIX thread per CUDA thread, one block at a time, on a
  * host arena laid out as the device's.  Outputs are compared with the CPU f64 reference as the
  * GPU test does.
@@ -62,7 +64,45 @@ static const char emu_header[] =
   "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n"
   "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n"
   "static inline float atomicAdd (float *p, float v) { std::lock_guard<std::mutex> g (emu_mu); float o = *p; *p = o + v; return o; }\n"
-  "static inline double atomicAdd (double *p, double v) { std::lock_guard<std::mutex> g (emu_mu); double o = *p; *p = o + v; return o; }\n";
+  "static inline double atomicAdd (double *p, double v) { std::lock_guard<std::mutex> g (emu_mu); double o = *p; *p = o + v; return o; }\n"
+  "// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: the warp's fragments gathered through a\n"
+  "// per-warp exchange, D = A B + C in f32 (exact products, summed in k order), scattered back.\n"
+  "// Layouts (PTX ISA, Matrix Fragments for mma.m16n8k16 with floating point type), g = lane >> 2,\n"
+  "// t = lane % 4: A a_i (i = 0..7, register i / 2, half i % 2): row g + 8 * ((i >> 1) & 1),\n"
+  "// col 2 t + (i & 1) + 8 * (i >> 2); B b_i (i = 0..3): row 2 t + (i & 1) + 8 * (i >> 1), col g;\n"
+  "// C/D c_i (i = 0..3): row g + 8 * (i >> 1), col 2 t + (i & 1).\n"
+  "static unsigned emu_mma_a[32][32][4], emu_mma_b[32][32][2];\n"
+  "static float emu_mma_c[32][32][4];\n"
+  "template <bool BF> static inline void emu_mma (float *d, const unsigned *a, const unsigned *b)\n"
+  "{\n"
+  "  int w = threadIdx.x / 32, l = threadIdx.x % 32;\n"
+  "  auto f = [] (unsigned h) -> float { return BF ? cs_bf2f ((unsigned short) h) : cs_h2f ((unsigned short) h); };\n"
+  "  for (int r = 0; r < 4; r++) { emu_mma_a[w][l][r] = a[r]; emu_mma_c[w][l][r] = d[r]; }\n"
+  "  emu_mma_b[w][l][0] = b[0]; emu_mma_b[w][l][1] = b[1];\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "  float A[16][16], B[16][8], C[16][8];\n"
+  "  for (int ln = 0; ln < 32; ln++)\n"
+  "    {\n"
+  "      int g = ln >> 2, t = ln & 3;\n"
+  "      for (int i = 0; i < 8; i++)\n"
+  "        A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = f ((emu_mma_a[w][ln][i >> 1] >> (16 * (i & 1))) & 0xffff);\n"
+  "      for (int i = 0; i < 4; i++)\n"
+  "        B[2 * t + (i & 1) + 8 * (i >> 1)][g] = f ((emu_mma_b[w][ln][i >> 1] >> (16 * (i & 1))) & 0xffff);\n"
+  "      for (int i = 0; i < 4; i++)\n"
+  "        C[g + 8 * (i >> 1)][2 * t + (i & 1)] = emu_mma_c[w][ln][i];\n"
+  "    }\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "  int g = l >> 2, t = l & 3;\n"
+  "  for (int i = 0; i < 4; i++)\n"
+  "    {\n"
+  "      int r = g + 8 * (i >> 1), c = 2 * t + (i & 1);\n"
+  "      float acc = C[r][c];\n"
+  "      for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];\n"
+  "      d[i] = acc;\n"
+  "    }\n"
+  "}\n"
+  "static inline void cs_mma_bf16_16816 (float *d, const unsigned *a, const unsigned *b) { emu_mma<true> (d, a, b); }\n"
+  "static inline void cs_mma_f16_16816 (float *d, const unsigned *a, const unsigned *b) { emu_mma<false> (d, a, b); }\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =

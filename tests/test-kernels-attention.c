@@ -63,7 +63,23 @@ static const AttCase cases[] = {
   /* q, k, v as transposes of [B, L, H, E] tensors, as the LLaMA's attention makes them */
   { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, TRUE },
   { "f32", 2, 3, 37, 45, 64, 64, FALSE, NULL, MEMEF, TRUE },
+  /* the tensor-core forward (bf16/f16, head dims multiples of 16 up to 128) at odd sizes: f16,
+     causal top-left with L < S and L > S, Ev != E, bool and float masks */
+  { "f16", 1, 2, 70, 70, 64, 64, TRUE, NULL, FLASH },
+  { "bf16", 1, 2, 37, 130, 64, 64, TRUE, NULL, MEMEF },
+  { "bf16", 1, 1, 130, 37, 128, 128, TRUE, NULL, MEMEF },
+  { "bf16", 2, 1, 37, 70, 64, 32, FALSE, NULL, MEMEF },
+  { "bf16", 1, 2, 70, 45, 128, 128, FALSE, "b8[1, 1, 70, 45]", MEMEF },
+  { "f16", 2, 1, 37, 70, 64, 64, TRUE, "f16[2, 1, 37, 70]", MEMEF },
 };
+
+/* Whether the forward of @c runs on the tensor-core kernel (kernels/cs-cuda-attention.c). */
+static gboolean
+case_tensor_cores (const AttCase *c)
+{
+  return (g_str_equal (c->dtype, "bf16") || g_str_equal (c->dtype, "f16")) && c->E % 16 == 0 && c->Ev % 16 == 0
+         && c->E <= 128 && c->Ev <= 128;
+}
 
 /* Forward statements returning out and logsumexp as the user's outputs: the padded layouts
  * of sdpaex.py's metas (flash: L rounded up to 16, memory-efficient: to 32; the padding must
@@ -244,6 +260,21 @@ count_op (const CsTrace *t, CsOpId id)
   return n;
 }
 
+/* The steps whose label starts with @prefix and holds @what. */
+static guint
+count_steps_with (CsCudaProgram *p, const char *prefix, const char *what)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      const char *l = ((CsCudaStep *) g_ptr_array_index (p->steps, i))->label;
+
+      n += g_str_has_prefix (l, prefix) && strstr (l, what) != NULL;
+    }
+  return n;
+}
+
 static guint
 count_attention_steps (CsCudaProgram *p)
 {
@@ -294,7 +325,20 @@ test_compile (void)
       /* forward, rowsum(dO*O), dq, dk/dv (+ zeroes and the mask gradient's) */
       g_assert_cmpuint (count_attention_steps (p), >=, 4);
       g_assert_cmpuint (p->cubins->len, >=, 1);
-      g_assert_nonnull (strstr (p->source->str, "__shfl_sync"));
+      /* warp shuffles: the CUDA-core kernels broadcast a lane's value, the tensor-core ones
+         reduce over the 4 threads of a row */
+      g_assert_nonnull (strstr (p->source->str, case_tensor_cores (&cases[c]) ? "cs_shfl (" : "__shfl_sync"));
+      /* bf16/f16 with head dims multiples of 16 up to 128: the tensor-core forward, else CUDA cores */
+      g_assert_cmpuint (count_steps_with (p, "attention forward", "(tensor cores)"), ==,
+                        case_tensor_cores (&cases[c]) ? 1 : 0);
+      g_assert_cmpuint (count_steps_with (p, "attention forward", "(CUDA cores)"), ==,
+                        case_tensor_cores (&cases[c]) ? 0 : 1);
+      g_assert_true ((strstr (p->source->str, g_str_equal (cases[c].dtype, "f16") ? "cs_mma_f16_16816 (d, x, y)"
+                                                                                  : "cs_mma_bf16_16816 (d, x, y)")
+                      != NULL) == case_tensor_cores (&cases[c]));
+      /* the cases' q, k, v views are aligned to 4 elements: 8-byte tile loads */
+      if (case_tensor_cores (&cases[c]))
+        g_assert_nonnull (strstr (p->source->str, "constexpr bool KRV = true;"));
       assert_no_names (p->source->str, fwd);
       cs_cuda_program_free (p);
 
@@ -307,6 +351,7 @@ test_compile (void)
         g_assert_nonnull (q);
         g_assert_nonnull (strstr (q->source->str, "typedef double acc_t;"));
         g_assert_null (strstr (q->source->str, "typedef float acc_t;"));
+        g_assert_null (strstr (q->source->str, "cs_mma_"));
         cs_cuda_program_free (q);
       }
     }
