@@ -2499,6 +2499,63 @@ test_default_size (Fixture *fx, gconstpointer data)
     save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-find.png");
   }
 
+  /* A file that fails to load shows the error bar over the canvas's top edge: the canvas keeps
+   * its allocation (position and size) and the knobs their place, the open Find bar moves
+   * below the bar instead of under it, the trace shown stays; closing the bar restores it all */
+  {
+    g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+    g_autofree char *bad = g_build_filename (dir, "bad.txt", NULL);
+    g_autoptr(GFile) file = NULL;
+    graphene_rect_t canvas_before, canvas_with, canvas_after, knob_before, knob_with, bar, find;
+    GtkWidget *knob = GTK_WIDGET (policy_dropdown (fx->win, "fusion"));
+    CsAnalysis *shown = fx->win->analysis;
+
+    g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_before));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_before));
+    g_assert_true (g_file_set_contents (bad, "def computation(a):\n  t0 = ltorch.add(a,\n", -1, NULL));
+    file = g_file_new_for_path (bad);
+    cs_window_open_file (fx->win, file);
+    wait_idle (fx->win);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_nonnull (strstr (gtk_label_get_text (fx->win->error_label), "bad.txt:"));
+    g_assert_true (fx->win->analysis == shown);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_with));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_with));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->error_bar), GTK_WIDGET (fx->win), &bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar), GTK_WIDGET (fx->win), &find));
+    g_test_message ("error bar y %.0f-%.0f, find bar y %.0f-%.0f, canvas y %.0f-%.0f (before %.0f-%.0f)",
+                    bar.origin.y, bar.origin.y + bar.size.height, find.origin.y,
+                    find.origin.y + find.size.height, canvas_with.origin.y,
+                    canvas_with.origin.y + canvas_with.size.height, canvas_before.origin.y,
+                    canvas_before.origin.y + canvas_before.size.height);
+    g_assert_cmpfloat (canvas_with.origin.x, ==, canvas_before.origin.x);
+    g_assert_cmpfloat (canvas_with.origin.y, ==, canvas_before.origin.y);
+    g_assert_cmpfloat (canvas_with.size.width, ==, canvas_before.size.width);
+    g_assert_cmpfloat (canvas_with.size.height, ==, canvas_before.size.height);
+    g_assert_cmpfloat (knob_with.origin.y, ==, knob_before.origin.y);
+    /* the bar lies over the canvas's top, above its centre, and the Find bar below it */
+    g_assert_cmpfloat (bar.size.height, >, 0);
+    g_assert_cmpfloat (bar.origin.y, >=, canvas_with.origin.y);
+    g_assert_cmpfloat (bar.origin.y + bar.size.height, <, canvas_with.origin.y + canvas_with.size.height / 2);
+    g_assert_cmpfloat (find.origin.y, >=, bar.origin.y + bar.size.height);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-error.png");
+    /* the bar's close button */
+    gtk_info_bar_response (fx->win->error_bar, GTK_RESPONSE_CLOSE);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_after));
+    g_assert_cmpfloat (canvas_after.origin.y, ==, canvas_before.origin.y);
+    g_assert_cmpfloat (canvas_after.size.height, ==, canvas_before.size.height);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar), GTK_WIDGET (fx->win), &find));
+    g_assert_cmpfloat (find.origin.y, <, bar.origin.y + bar.size.height);
+    g_unlink (bad);
+    g_rmdir (dir);
+  }
+
   /* Run fills the run table: the side panel keeps its width, the graph keeps at least half
    * the window, and the Pass row's label is drawn whole inside the graph pane */
   gtk_search_bar_set_search_mode (fx->win->search_bar, FALSE);
