@@ -19,6 +19,7 @@
 #include "cs-diff.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
+#include "cs-pipeline.h"
 #include "cs-print.h"
 #include "cs-stats.h"
 
@@ -1408,7 +1409,11 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   if (job->generation != self->generation)
     return;
 
-  if (job->list == NULL)
+  /* A file that does not parse, or whose statements' shapes do not fit (the trace is wrong,
+   * not castscope's passes): one message, and the window keeps what it showed. */
+  if (job->list == NULL
+      || (job->analysis == NULL && g_error_matches (job->error, CS_PIPELINE_ERROR,
+                                                    CS_PIPELINE_ERROR_TYPES)))
     {
       cs_window_show_error (self, job->error->message);
       return;
@@ -1465,8 +1470,9 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
  *
  * Parses @file and runs the pipeline under the window's policy on a worker thread; on success
  * the window shows it and adds it to the recent files.  Errors (unreadable file, parse error
- * with file:line:col, pipeline error) are shown in the window's info bar; a parse error keeps
- * the previous file on screen.
+ * with file:line:col, pipeline error) are shown in the window's info bar; a parse error and a
+ * statement whose shapes or dtypes do not fit (CS_PIPELINE_ERROR_TYPES, file:line:col) keep
+ * the previous file on screen; a file the passes cannot transform is shown as read.
  */
 void
 cs_window_open_file (CsWindow *self, GFile *file)

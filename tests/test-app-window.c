@@ -407,6 +407,51 @@ test_bad_file (Fixture *fx, gconstpointer data)
   g_rmdir (dir);
 }
 
+/* A trace whose shapes do not fit (data/mlp_gelu.txt with w2 declared [64, 128]: the second
+ * linear, line 17, reads t1 [32, 256]) is refused when it is loaded, before any pass: one
+ * message with file:17:3, once, and the window keeps the trace it showed (the same analysis,
+ * file and title). */
+static void
+test_bad_shapes (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "mlp_bad_w2.txt", NULL);
+  g_autofree char *text = NULL, *bad = NULL, *want = NULL, *title = NULL;
+  g_auto(GStrv) parts = NULL;
+  g_autoptr(GFile) file = NULL;
+  CsAnalysis *shown;
+  GFile *shown_file;
+  const char *msg;
+
+  if (!open_seed (fx))
+    return;
+  shown = fx->win->analysis;
+  shown_file = fx->win->file;
+  title = g_strdup (gtk_window_get_title (GTK_WINDOW (fx->win)));
+  g_assert_true (g_file_get_contents (src, &text, NULL, NULL));
+  parts = g_strsplit (text, "# w2: \"cuda:0 bf16[64, 256]\"", -1);
+  g_assert_cmpuint (g_strv_length (parts), ==, 2);
+  bad = g_strjoinv ("# w2: \"cuda:0 bf16[64, 128]\"", parts);
+  g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  msg = gtk_label_get_text (fx->win->error_label);
+  g_test_message ("error shown: %s", msg);
+  want = g_strdup_printf ("%s:17:3: ltorch.linear: shapes [32, 256] and [64, 128] cannot be "
+                          "multiplied (weight is [out, in]); its tensor arguments: t1 bf16[32, 256], "
+                          "w2 bf16[64, 128], b2 bf16[64]", path);
+  g_assert_cmpstr (msg, ==, want);
+  g_assert_cmpuint (count_substr (msg, "cannot be multiplied"), ==, 1);
+  g_assert_true (fx->win->analysis == shown);
+  g_assert_true (fx->win->file == shown_file);
+  g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (fx->win)), ==, title);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* Export writes the current view through render/'s painter. */
 static void
 test_export (Fixture *fx, gconstpointer data)
@@ -2653,6 +2698,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
               fixture_teardown);
   g_test_add ("/app/window/bad-file", Fixture, NULL, fixture_setup, test_bad_file,
+              fixture_teardown);
+  g_test_add ("/app/window/bad-shapes", Fixture, NULL, fixture_setup, test_bad_shapes,
               fixture_teardown);
   g_test_add ("/app/window/export", Fixture, NULL, fixture_setup, test_export,
               fixture_teardown);
