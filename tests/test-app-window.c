@@ -1929,7 +1929,6 @@ test_compare (Fixture *fx, gconstpointer data)
   g_test_message ("compare: %u casts removed marked on the left, %u ghosts on the right",
                   removed_left, st.casts_removed);
   g_assert_cmpuint (removed_left, ==, st.casts_removed);
-  save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
 
   /* pan and zoom follow */
   cs_graph_view_zoom_by (fx->win->forward_view, 1.5);
@@ -1959,6 +1958,25 @@ test_compare (Fixture *fx, gconstpointer data)
   g_signal_emit_by_name (fx->win->compare_view, "node-selected", (guint) left_id);
   wait_idle (fx->win);
   g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+
+  /* The screenshot: the matmuls (selected) in the middle of both sides, clear of the diff bar
+   * over the canvas's bottom; the left side follows the right side's pan. */
+  {
+    CsView v;
+
+    right = cs_graph_view_get_layout (fx->win->forward_view);
+    cs_graph_view_get_view (fx->win->forward_view, &v);
+    v.scale /= 1.5;     /* the fitted zoom again */
+    cs_view_center_on (&v, right, &right->nodes[mm].box,
+                       gtk_widget_get_width (GTK_WIDGET (fx->win->forward_view)),
+                       gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
+    cs_graph_view_set_view (fx->win->forward_view, &v);
+    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
+    wait_idle (fx->win);
+    cs_graph_view_get_view (fx->win->compare_view, &b);
+    g_assert_cmpfloat (b.ty, ==, v.ty);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
+  }
 
   /* dismissed diff: the compare falls back to the pass before the shown one */
   g_action_group_activate_action (G_ACTION_GROUP (fx->win), "dismiss-diff", NULL);
@@ -2203,8 +2221,29 @@ test_lens_mlp (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (n_linear_rounds, ==, 2);
   g_assert_cmpuint (n_region_rounds, >=, 1);
   g_assert_true (t2);
-  cs_graph_view_fit (fx->win->forward_view);
-  wait_frame ();
+  /* The screenshot: the first linear (the top tensor-core node: bf16 operands, f32
+   * accumulation, its rounding) selected and centred at 160 % so that the lens's texts are
+   * readable; fitted whole, the graph is too small for any text. */
+  {
+    gint top = -1;
+    CsView v;
+
+    for (guint i = 0; i < l->n_nodes; i++)
+      if (l->nodes[i].badge == CS_LAYOUT_BADGE_TENSOR_CORE
+          && (top < 0 || l->nodes[i].box.y1 > l->nodes[top].box.y1))
+        top = (gint) i;
+    g_assert_cmpint (top, >=, 0);
+    cs_graph_view_get_view (fx->win->forward_view, &v);
+    v.scale = 1.6;
+    cs_view_center_on (&v, l, &l->nodes[top].box, gtk_widget_get_width (GTK_WIDGET (fx->win->forward_view)),
+                       gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
+    cs_graph_view_set_view (fx->win->forward_view, &v);
+    cs_graph_view_select (fx->win->forward_view, l->nodes[top].stmt_id, FALSE);
+    /* as a pan does: the overview redraws its rectangle */
+    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
+    wait_idle (fx->win);
+    g_assert_cmpfloat (cs_graph_view_get_zoom (fx->win->forward_view), ==, 1.6);
+  }
   save_screenshot (GTK_WIDGET (fx->win), "castscope-mlp-lens-heat.png");
 }
 
