@@ -19,6 +19,7 @@
 #include "cs-diff.h"
 #include "cs-ops.h"
 #include "cs-parse.h"
+#include "cs-pipeline.h"
 #include "cs-print.h"
 #include "cs-stats.h"
 
@@ -63,8 +64,8 @@ _cs_window_job_end (CsWindow *self)
  * @self: a #CsWindow
  * @message: the message (plain text; file:line:col for parse errors)
  *
- * Shows @message in the error info bar at the top of the window until it is closed.  The
- * window keeps whatever it showed before.
+ * Shows @message in the error info bar over the top of the graph canvas until it is closed
+ * (nothing under it moves).  The window keeps whatever it showed before.
  */
 void
 cs_window_show_error (CsWindow *self, const char *message)
@@ -95,6 +96,61 @@ static void
 hide_error (CsWindow *self)
 {
   gtk_info_bar_set_revealed (self->error_bar, FALSE);
+}
+
+/* The canvas overlay's get-child-position: the error bar spans the canvas's top edge, and
+ * every other child aligned to the top (the Find bar, the busy spinner) is placed below the
+ * error bar while it shows (its height as it reveals and hides), so the two never cover each
+ * other; children aligned elsewhere (the diff bar) take GtkOverlay's own placement.  Nothing
+ * under the overlay moves.  Returns TRUE when it placed @child. */
+static gboolean
+canvas_overlay_child_position_cb (GtkOverlay   *overlay,
+                                  GtkWidget    *child,
+                                  GdkRectangle *alloc,
+                                  CsWindow     *self)
+{
+  GtkWidget *bar = GTK_WIDGET (self->error_bar);
+  int width = gtk_widget_get_width (GTK_WIDGET (overlay));
+  int height = gtk_widget_get_height (GTK_WIDGET (overlay));
+  int bar_h = 0;
+  GtkRequisition min, nat;
+
+  if (child == bar || gtk_widget_get_valign (child) != GTK_ALIGN_START)
+    return FALSE;
+  if (gtk_widget_get_visible (bar))
+    {
+      int bar_min_w, bar_nat_h;
+
+      gtk_widget_measure (bar, GTK_ORIENTATION_HORIZONTAL, -1, &bar_min_w, NULL, NULL, NULL);
+      gtk_widget_measure (bar, GTK_ORIENTATION_VERTICAL, MAX (width, bar_min_w), NULL, &bar_nat_h,
+                          NULL, NULL);
+      /* a hidden bar measures its margins only */
+      if (bar_nat_h > gtk_widget_get_margin_top (bar) + gtk_widget_get_margin_bottom (bar))
+        bar_h = bar_nat_h;
+    }
+  gtk_widget_get_preferred_size (child, &min, &nat);
+  alloc->width = MAX (min.width, MIN (width, nat.width));
+  alloc->height = MAX (min.height, MIN (height, nat.height));
+  alloc->y = bar_h;
+  switch (gtk_widget_get_halign (child))
+    {
+    case GTK_ALIGN_FILL:
+      alloc->width = MAX (alloc->width, width);
+      alloc->x = 0;
+      break;
+    case GTK_ALIGN_CENTER:
+      alloc->x = (width - alloc->width) / 2;
+      break;
+    case GTK_ALIGN_END:
+      alloc->x = gtk_widget_get_direction (child) == GTK_TEXT_DIR_RTL ? 0 : width - alloc->width;
+      break;
+    case GTK_ALIGN_START:
+    case GTK_ALIGN_BASELINE:
+    default:
+      alloc->x = gtk_widget_get_direction (child) == GTK_TEXT_DIR_RTL ? width - alloc->width : 0;
+      break;
+    }
+  return TRUE;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1353,7 +1409,11 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   if (job->generation != self->generation)
     return;
 
-  if (job->list == NULL)
+  /* A file that does not parse, or whose statements' shapes do not fit (the trace is wrong,
+   * not castscope's passes): one message, and the window keeps what it showed. */
+  if (job->list == NULL
+      || (job->analysis == NULL && g_error_matches (job->error, CS_PIPELINE_ERROR,
+                                                    CS_PIPELINE_ERROR_TYPES)))
     {
       cs_window_show_error (self, job->error->message);
       return;
@@ -1410,8 +1470,9 @@ load_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
  *
  * Parses @file and runs the pipeline under the window's policy on a worker thread; on success
  * the window shows it and adds it to the recent files.  Errors (unreadable file, parse error
- * with file:line:col, pipeline error) are shown in the window's info bar; a parse error keeps
- * the previous file on screen.
+ * with file:line:col, pipeline error) are shown in the window's info bar; a parse error and a
+ * statement whose shapes or dtypes do not fit (CS_PIPELINE_ERROR_TYPES, file:line:col) keep
+ * the previous file on screen; a file the passes cannot transform is shown as read.
  */
 void
 cs_window_open_file (CsWindow *self, GFile *file)
@@ -1748,6 +1809,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_callback_full (widget_class, "search_previous_cb",
                                                 G_CALLBACK (_cs_window_search_previous_cb));
   gtk_widget_class_bind_template_callback (widget_class, error_bar_response_cb);
+  gtk_widget_class_bind_template_callback (widget_class, canvas_overlay_child_position_cb);
   gtk_widget_class_bind_template_callback (widget_class, graph_stack_notify_cb);
   gtk_widget_class_bind_template_callback (widget_class, view_node_selected_cb);
   gtk_widget_class_bind_template_callback (widget_class, compare_node_selected_cb);

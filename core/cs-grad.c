@@ -2594,8 +2594,15 @@ decomposition (GradCtx *c, CsStmt *s, GPtrArray *out, GError **error)
                  "and the ltorch ops Thunder has rules for; other ops need a decomposition or "
                  "their printed subsymbols)", stmt_where (c, s), s->callee);
   else
-    g_propagate_prefixed_error (error, g_steal_pointer (&local), "%s: %s: decomposing for grad: ",
-                                stmt_where (c, s), s->callee);
+    {
+      /* the decomposition's error names the same statement ("line N: callee: ...") */
+      g_autofree char *same = s->line > 0 ? g_strdup_printf ("line %u: %s: ", s->line, s->callee)
+                                          : g_strdup_printf ("%s: ", s->callee);
+
+      g_set_error (error, local->domain, local->code, "%s: %s: decomposing for grad: %s",
+                   stmt_where (c, s), s->callee,
+                   local->message + (g_str_has_prefix (local->message, same) ? strlen (same) : 0));
+    }
   return FALSE;
 }
 

@@ -2530,8 +2530,10 @@ collect_leaves (CsValue *v, CsValue **out, guint max, guint *n)
   (*n)++;
 }
 
-gboolean
-cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
+/* cs_meta_infer() with @set_untyped; FALSE only compares the typed outputs and leaves @trace
+ * and @stmt as they were. */
+static gboolean
+infer_stmt (CsTrace *trace, const CsStmt *stmt, gboolean set_untyped, GError **error)
 {
   CsMetaType types_stack[MAX_OUT];
   guint n = 0;
@@ -2574,7 +2576,8 @@ cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
       p = lv->u.proxy;
       if (!p->typed || (p->kind == CS_PROXY_OTHER && p->type_raw == NULL))
         {
-          cs_proxy_set_tensor (trace, p, t->dtype, t->shape, t->rank, &t->device);
+          if (set_untyped)
+            cs_proxy_set_tensor (trace, p, t->dtype, t->shape, t->rank, &t->device);
           continue;
         }
       if (p->kind != CS_PROXY_TENSOR || p->dtype != t->dtype
@@ -2591,6 +2594,83 @@ cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
                             "output %s is typed \"%s %s\" but its arguments give \"%s %s\"", p->name,
                             dev_got, got, dev_want, want);
         }
+    }
+  return TRUE;
+}
+
+gboolean
+cs_meta_infer (CsTrace *trace, CsStmt *stmt, GError **error)
+{
+  return infer_stmt (trace, stmt, TRUE, error);
+}
+
+/* "t1 bf16[32, 256], w2 bf16[64, 128]": the typed tensors @s reads, the first 6. */
+static char *
+format_tensor_args (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) reads = g_ptr_array_new ();
+  GString *out = g_string_new (NULL);
+  guint n = 0;
+
+  cs_stmt_collect_inputs (s, reads);
+  for (guint k = 0; k < reads->len; k++)
+    {
+      const CsProxy *p = reads->pdata[k];
+      g_autofree char *type = NULL;
+      gboolean seen = FALSE;
+
+      if (p->kind != CS_PROXY_TENSOR || !p->typed)
+        continue;
+      for (guint j = 0; j < k && !seen; j++)
+        seen = reads->pdata[j] == p;
+      if (seen)
+        continue;
+      if (n++ == 6)
+        {
+          g_string_append (out, ", ...");
+          break;
+        }
+      type = format_type (p->dtype, p->shape, p->rank);
+      g_string_append_printf (out, "%s%s %s", out->len ? ", " : "", p->name, type);
+    }
+  return g_string_free (out, FALSE);
+}
+
+gboolean
+cs_meta_check_trace (const CsTrace *trace, GError **error)
+{
+  g_return_val_if_fail (trace != NULL, FALSE);
+
+  for (guint i = 0; i < trace->n_stmts; i++)
+    {
+      const CsStmt *s = trace->stmts[i];
+      g_autoptr(GError) local = NULL;
+      g_autofree char *prefix = NULL, *targs = NULL;
+      const char *msg;
+
+      if (s->kind != CS_STMT_CALL || !cs_meta_supports (s))
+        continue;
+      /* the meta functions read the trace only (a collective's group size) */
+      if (infer_stmt ((CsTrace *) trace, s, FALSE, &local))
+        continue;
+      /* an argument the meta cannot read (an untyped or opaque operand) is not a conflict */
+      if (local->code == CS_META_ERROR_ARGS || local->code == CS_META_ERROR_UNSUPPORTED)
+        continue;
+      msg = local->message;
+      prefix = s->line > 0 ? g_strdup_printf ("line %u: %s: ", s->line, s->callee)
+                           : g_strdup_printf ("%s: ", s->callee);
+      if (g_str_has_prefix (msg, prefix))
+        msg += strlen (prefix);
+      targs = format_tensor_args (s);
+      if (s->line > 0)
+        g_set_error (error, CS_META_ERROR, local->code, "%s:%u:%u: %s: %s%s%s",
+                     trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
+                     s->callee, msg, targs[0] ? "; its tensor arguments: " : "", targs);
+      else
+        g_set_error (error, CS_META_ERROR, local->code, "%s: %s: %s%s%s",
+                     trace->file ? trace->file : "<trace>", s->callee, msg,
+                     targs[0] ? "; its tensor arguments: " : "", targs);
+      return FALSE;
     }
   return TRUE;
 }

@@ -103,6 +103,31 @@ gboolean    cs_meta_infer_trace    (CsTrace  *trace,
                                     GError  **error);
 
 /**
+ * cs_meta_check_trace:
+ * @trace: (transfer none): a trace as parsed (read only: no output gets a type)
+ * @error: return location for a #CS_META_ERROR
+ *
+ * The shape and dtype check of a trace before any pass runs: every top-level CALL statement
+ * that has a meta function (cs_meta_supports()) is inferred from its arguments' types as
+ * cs_meta_infer() does, without typing untyped outputs.  A statement whose arguments do not
+ * fit (CS_META_ERROR_SHAPE, CS_META_ERROR_DTYPE: a linear whose weight's in-features differ
+ * from the input's last dim) or whose printed output type differs from the inferred one
+ * (CS_META_ERROR_MISMATCH) stops the check.  A statement the meta cannot read (an untyped or
+ * non-tensor operand, CS_META_ERROR_ARGS, e.g. the output of an op without meta) is skipped:
+ * that is not a conflict.
+ * Errors: the first conflict, in the error's code, as "file:line:col: <callee>: <reason>; its
+ * tensor arguments: <name> <type>, ..." (@trace's file, "<trace>" without one; the statement's
+ * line and column, 1-based; without a line "file: <callee>: ..."; the typed tensors it reads,
+ * at most 6), e.g. "mlp.txt:17:3: ltorch.linear: shapes [32, 256] and [64, 128] cannot be
+ * multiplied (weight is [out, in]); its tensor arguments: t1 bf16[32, 256], w2 bf16[64, 128],
+ * b2 bf16[64]".
+ * Cost: one meta inference per top-level statement.
+ * Returns: TRUE when no statement's types conflict
+ */
+gboolean    cs_meta_check_trace    (const CsTrace *trace,
+                                    GError       **error);
+
+/**
  * cs_meta_supports:
  * @stmt: a CALL statement
  *

@@ -16,6 +16,7 @@
 #include "cs-executors.h"
 #include "cs-fuse.h"
 #include "cs-ir-util.h"
+#include "cs-meta.h"
 #include "cs-grad.h"
 #include "cs-ops.h"
 #include "cs-aten.h"
@@ -533,6 +534,17 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
 
   if (!check_typed_inputs (initial, error))
     return NULL;
+  /* shapes and dtypes that do not fit are the input's fault: one error at the statement, before
+   * a pass meets them in its decomposition */
+  {
+    g_autoptr(GError) local = NULL;
+
+    if (!cs_meta_check_trace (initial, &local))
+      {
+        g_set_error_literal (error, CS_PIPELINE_ERROR, CS_PIPELINE_ERROR_TYPES, local->message);
+        return NULL;
+      }
+  }
 
   /* autocast */
   t0 = pass_clock_us ();

@@ -44,6 +44,8 @@ GQuark cs_pipeline_error_quark (void);
 typedef enum
 {
   CS_PIPELINE_ERROR_INPUT,   /* the input trace cannot be transformed (no return, ...) */
+  CS_PIPELINE_ERROR_TYPES,   /* a statement of the input whose shapes or dtypes do not fit
+                                (cs_meta_check_trace()): the trace itself is wrong */
   CS_PIPELINE_ERROR_PASS,    /* a pass failed; the message names the pass and the statement */
 } CsPipelineError;
 
@@ -55,8 +57,11 @@ typedef enum
  *   tensor input except module buffers (cs_grad_input_is_module_buffer()), see cs-grad.h
  * @error: return location for a #CS_PIPELINE_ERROR (or the failing pass's own domain)
  *
- * Runs every pass in order.  Units: none.  Errors: the first failing pass stops the pipeline;
- * its error is returned with the pass name prefixed ("decompose: ...").
+ * Runs every pass in order.  Units: none.  Before the first pass (a trace that is not final)
+ * the input is checked: no return statement or an untyped tensor input is CS_PIPELINE_ERROR_INPUT,
+ * a statement whose shapes or dtypes do not fit is CS_PIPELINE_ERROR_TYPES with
+ * cs_meta_check_trace()'s message ("file:line:col: <callee>: <reason>; ...", no pass name).  Then the first failing pass stops the
+ * pipeline; its error is returned with the pass name prefixed ("decompose: ...").
  * Source: thunder/__init__.py, thunder/executors/nvfuserex_impl.py (fusion pass order).
  * Returns: (transfer full): the pipeline, or NULL with @error set
  */

@@ -407,6 +407,51 @@ test_bad_file (Fixture *fx, gconstpointer data)
   g_rmdir (dir);
 }
 
+/* A trace whose shapes do not fit (data/mlp_gelu.txt with w2 declared [64, 128]: the second
+ * linear, line 17, reads t1 [32, 256]) is refused when it is loaded, before any pass: one
+ * message with file:17:3, once, and the window keeps the trace it showed (the same analysis,
+ * file and title). */
+static void
+test_bad_shapes (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "mlp_bad_w2.txt", NULL);
+  g_autofree char *text = NULL, *bad = NULL, *want = NULL, *title = NULL;
+  g_auto(GStrv) parts = NULL;
+  g_autoptr(GFile) file = NULL;
+  CsAnalysis *shown;
+  GFile *shown_file;
+  const char *msg;
+
+  if (!open_seed (fx))
+    return;
+  shown = fx->win->analysis;
+  shown_file = fx->win->file;
+  title = g_strdup (gtk_window_get_title (GTK_WINDOW (fx->win)));
+  g_assert_true (g_file_get_contents (src, &text, NULL, NULL));
+  parts = g_strsplit (text, "# w2: \"cuda:0 bf16[64, 256]\"", -1);
+  g_assert_cmpuint (g_strv_length (parts), ==, 2);
+  bad = g_strjoinv ("# w2: \"cuda:0 bf16[64, 128]\"", parts);
+  g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+  file = g_file_new_for_path (path);
+  cs_window_open_file (fx->win, file);
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  msg = gtk_label_get_text (fx->win->error_label);
+  g_test_message ("error shown: %s", msg);
+  want = g_strdup_printf ("%s:17:3: ltorch.linear: shapes [32, 256] and [64, 128] cannot be "
+                          "multiplied (weight is [out, in]); its tensor arguments: t1 bf16[32, 256], "
+                          "w2 bf16[64, 128], b2 bf16[64]", path);
+  g_assert_cmpstr (msg, ==, want);
+  g_assert_cmpuint (count_substr (msg, "cannot be multiplied"), ==, 1);
+  g_assert_true (fx->win->analysis == shown);
+  g_assert_true (fx->win->file == shown_file);
+  g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (fx->win)), ==, title);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* Export writes the current view through render/'s painter. */
 static void
 test_export (Fixture *fx, gconstpointer data)
@@ -1884,7 +1929,6 @@ test_compare (Fixture *fx, gconstpointer data)
   g_test_message ("compare: %u casts removed marked on the left, %u ghosts on the right",
                   removed_left, st.casts_removed);
   g_assert_cmpuint (removed_left, ==, st.casts_removed);
-  save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
 
   /* pan and zoom follow */
   cs_graph_view_zoom_by (fx->win->forward_view, 1.5);
@@ -1914,6 +1958,25 @@ test_compare (Fixture *fx, gconstpointer data)
   g_signal_emit_by_name (fx->win->compare_view, "node-selected", (guint) left_id);
   wait_idle (fx->win);
   g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+
+  /* The screenshot: the matmuls (selected) in the middle of both sides, clear of the diff bar
+   * over the canvas's bottom; the left side follows the right side's pan. */
+  {
+    CsView v;
+
+    right = cs_graph_view_get_layout (fx->win->forward_view);
+    cs_graph_view_get_view (fx->win->forward_view, &v);
+    v.scale /= 1.5;     /* the fitted zoom again */
+    cs_view_center_on (&v, right, &right->nodes[mm].box,
+                       gtk_widget_get_width (GTK_WIDGET (fx->win->forward_view)),
+                       gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
+    cs_graph_view_set_view (fx->win->forward_view, &v);
+    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
+    wait_idle (fx->win);
+    cs_graph_view_get_view (fx->win->compare_view, &b);
+    g_assert_cmpfloat (b.ty, ==, v.ty);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
+  }
 
   /* dismissed diff: the compare falls back to the pass before the shown one */
   g_action_group_activate_action (G_ACTION_GROUP (fx->win), "dismiss-diff", NULL);
@@ -2158,8 +2221,29 @@ test_lens_mlp (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (n_linear_rounds, ==, 2);
   g_assert_cmpuint (n_region_rounds, >=, 1);
   g_assert_true (t2);
-  cs_graph_view_fit (fx->win->forward_view);
-  wait_frame ();
+  /* The screenshot: the first linear (the top tensor-core node: bf16 operands, f32
+   * accumulation, its rounding) selected and centred at 160 % so that the lens's texts are
+   * readable; fitted whole, the graph is too small for any text. */
+  {
+    gint top = -1;
+    CsView v;
+
+    for (guint i = 0; i < l->n_nodes; i++)
+      if (l->nodes[i].badge == CS_LAYOUT_BADGE_TENSOR_CORE
+          && (top < 0 || l->nodes[i].box.y1 > l->nodes[top].box.y1))
+        top = (gint) i;
+    g_assert_cmpint (top, >=, 0);
+    cs_graph_view_get_view (fx->win->forward_view, &v);
+    v.scale = 1.6;
+    cs_view_center_on (&v, l, &l->nodes[top].box, gtk_widget_get_width (GTK_WIDGET (fx->win->forward_view)),
+                       gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
+    cs_graph_view_set_view (fx->win->forward_view, &v);
+    cs_graph_view_select (fx->win->forward_view, l->nodes[top].stmt_id, FALSE);
+    /* as a pan does: the overview redraws its rectangle */
+    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
+    wait_idle (fx->win);
+    g_assert_cmpfloat (cs_graph_view_get_zoom (fx->win->forward_view), ==, 1.6);
+  }
   save_screenshot (GTK_WIDGET (fx->win), "castscope-mlp-lens-heat.png");
 }
 
@@ -2499,6 +2583,63 @@ test_default_size (Fixture *fx, gconstpointer data)
     save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-find.png");
   }
 
+  /* A file that fails to load shows the error bar over the canvas's top edge: the canvas keeps
+   * its allocation (position and size) and the knobs their place, the open Find bar moves
+   * below the bar instead of under it, the trace shown stays; closing the bar restores it all */
+  {
+    g_autofree char *dir = g_dir_make_tmp ("cs-app-XXXXXX", NULL);
+    g_autofree char *bad = g_build_filename (dir, "bad.txt", NULL);
+    g_autoptr(GFile) file = NULL;
+    graphene_rect_t canvas_before, canvas_with, canvas_after, knob_before, knob_with, bar, find;
+    GtkWidget *knob = GTK_WIDGET (policy_dropdown (fx->win, "fusion"));
+    CsAnalysis *shown = fx->win->analysis;
+
+    g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_before));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_before));
+    g_assert_true (g_file_set_contents (bad, "def computation(a):\n  t0 = ltorch.add(a,\n", -1, NULL));
+    file = g_file_new_for_path (bad);
+    cs_window_open_file (fx->win, file);
+    wait_idle (fx->win);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_nonnull (strstr (gtk_label_get_text (fx->win->error_label), "bad.txt:"));
+    g_assert_true (fx->win->analysis == shown);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_with));
+    g_assert_true (gtk_widget_compute_bounds (knob, GTK_WIDGET (fx->win), &knob_with));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->error_bar), GTK_WIDGET (fx->win), &bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar), GTK_WIDGET (fx->win), &find));
+    g_test_message ("error bar y %.0f-%.0f, find bar y %.0f-%.0f, canvas y %.0f-%.0f (before %.0f-%.0f)",
+                    bar.origin.y, bar.origin.y + bar.size.height, find.origin.y,
+                    find.origin.y + find.size.height, canvas_with.origin.y,
+                    canvas_with.origin.y + canvas_with.size.height, canvas_before.origin.y,
+                    canvas_before.origin.y + canvas_before.size.height);
+    g_assert_cmpfloat (canvas_with.origin.x, ==, canvas_before.origin.x);
+    g_assert_cmpfloat (canvas_with.origin.y, ==, canvas_before.origin.y);
+    g_assert_cmpfloat (canvas_with.size.width, ==, canvas_before.size.width);
+    g_assert_cmpfloat (canvas_with.size.height, ==, canvas_before.size.height);
+    g_assert_cmpfloat (knob_with.origin.y, ==, knob_before.origin.y);
+    /* the bar lies over the canvas's top, above its centre, and the Find bar below it */
+    g_assert_cmpfloat (bar.size.height, >, 0);
+    g_assert_cmpfloat (bar.origin.y, >=, canvas_with.origin.y);
+    g_assert_cmpfloat (bar.origin.y + bar.size.height, <, canvas_with.origin.y + canvas_with.size.height / 2);
+    g_assert_cmpfloat (find.origin.y, >=, bar.origin.y + bar.size.height);
+    save_screenshot (GTK_WIDGET (fx->win), "castscope-default-1280-error.png");
+    /* the bar's close button */
+    gtk_info_bar_response (fx->win->error_bar, GTK_RESPONSE_CLOSE);
+    for (int i = 0; i < 10; i++)
+      wait_frame ();
+    g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (view), GTK_WIDGET (fx->win), &canvas_after));
+    g_assert_cmpfloat (canvas_after.origin.y, ==, canvas_before.origin.y);
+    g_assert_cmpfloat (canvas_after.size.height, ==, canvas_before.size.height);
+    g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->search_bar), GTK_WIDGET (fx->win), &find));
+    g_assert_cmpfloat (find.origin.y, <, bar.origin.y + bar.size.height);
+    g_unlink (bad);
+    g_rmdir (dir);
+  }
+
   /* Run fills the run table: the side panel keeps its width, the graph keeps at least half
    * the window, and the Pass row's label is drawn whole inside the graph pane */
   gtk_search_bar_set_search_mode (fx->win->search_bar, FALSE);
@@ -2596,6 +2737,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/selection-sync", Fixture, NULL, fixture_setup, test_selection_sync,
               fixture_teardown);
   g_test_add ("/app/window/bad-file", Fixture, NULL, fixture_setup, test_bad_file,
+              fixture_teardown);
+  g_test_add ("/app/window/bad-shapes", Fixture, NULL, fixture_setup, test_bad_shapes,
               fixture_teardown);
   g_test_add ("/app/window/export", Fixture, NULL, fixture_setup, test_export,
               fixture_teardown);

@@ -377,9 +377,12 @@ test_msg_no_driver (void)
   result_clear (&r);
 }
 
-/* A decompose error names the file and the line like every other pass error. */
+/* Shapes that do not fit are the input's fault: the check of the trace before any pass (the
+ * grad pass used to meet them in its decomposition, naming line and op twice) gives one error
+ * at the statement, file:line:col, the same for every command that transforms, with or
+ * without grad. */
 static void
-test_msg_decompose_file (void)
+test_msg_shapes_checked_first (void)
 {
   static const char text[] =
     "def computation(a, b):\n"
@@ -388,14 +391,71 @@ test_msg_decompose_file (void)
     "  t1 = ltorch.matmul(a, b)  # t1: \"cuda:0 bf16[8, 16]\"\n"
     "  return (t1,)\n";
   g_autofree char *path = write_file ("decomp.txt", text, -1);
-  g_autofree char *want = g_strdup_printf ("castscope-cli: decompose: %s:4: ltorch.matmul: shapes "
-                                           "[8, 16] and [15, 16] cannot be multiplied\n", path);
-  const char *args[] = { "transform", path, "--grad", "none", NULL };
-  Result r = run_args (args);
+  g_autofree char *want = g_strdup_printf ("castscope-cli: %s:4:3: ltorch.matmul: shapes "
+                                           "[8, 16] and [15, 16] cannot be multiplied; its "
+                                           "tensor arguments: a bf16[8, 16], b bf16[15, 16]\n",
+                                           path);
+  const char *cmds[][5] = {
+    { "transform", path, "--grad", "none", NULL },
+    { "transform", path, NULL },
+    { "transform", "--all-passes", path, NULL },
+    { "stats", path, NULL },
+    { "run", path, "--device", "cpu", NULL },
+  };
 
-  g_assert_cmpint (r.status, ==, 1);
-  g_assert_cmpstr (r.err, ==, want);
-  result_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (cmds); i++)
+    {
+      Result r = run_args (cmds[i]);
+
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpstr (r.err, ==, want);
+      result_clear (&r);
+    }
+}
+
+/* The new user's trial (issue 17): data/mlp_gelu.txt with w2 declared [64, 128] instead of
+ * [64, 256].  The second linear (line 17, t2 = ltorch.linear(t1, w2, b2)) reads t1 [32, 256]:
+ * one error, once, at 17:3, before any pass (no pass name), from stats and transform. */
+static void
+test_msg_bad_weight_shape (void)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+  g_autofree char *text = NULL;
+  g_autofree char *bad = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *want = NULL;
+  g_auto(GStrv) parts = NULL;
+  const char *decl = "# w2: \"cuda:0 bf16[64, 256]\"";
+
+  g_assert_true (g_file_get_contents (src, &text, NULL, NULL));
+  parts = g_strsplit (text, decl, -1);
+  g_assert_cmpuint (g_strv_length (parts), ==, 2);
+  bad = g_strjoinv ("# w2: \"cuda:0 bf16[64, 128]\"", parts);
+  path = write_file ("mlp_bad_w2.txt", bad, -1);
+  want = g_strdup_printf ("castscope-cli: %s:17:3: ltorch.linear: shapes [32, 256] and "
+                          "[64, 128] cannot be multiplied (weight is [out, in]); its tensor "
+                          "arguments: t1 bf16[32, 256], w2 bf16[64, 128], b2 bf16[64]\n", path);
+  {
+    const char *cmds[][4] = {
+      { "stats", path, NULL },
+      { "transform", "--all-passes", path, NULL },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS (cmds); i++)
+      {
+        Result r = run_args (cmds[i]);
+        guint n = 0;
+
+        g_assert_cmpint (r.status, ==, 1);
+        for (const char *p = strstr (r.err, "cannot be multiplied"); p; p = strstr (p + 1, "cannot be multiplied"))
+          n++;
+        g_assert_cmpuint (n, ==, 1);
+        g_assert_null (strstr (r.err, "grad:"));
+        g_assert_cmpstr (r.err, ==, want);
+        g_assert_cmpstr (r.out, ==, "");
+        result_clear (&r);
+      }
+  }
 }
 
 /* A trace printed without type strings (Thunder's docs): says so and what castscope needs,
@@ -998,7 +1058,8 @@ main (int argc, char **argv)
         g_test_add_data_func (name, td, test_case);
       }
   g_test_add_func ("/app/cli/errors/messages/no-driver", test_msg_no_driver);
-  g_test_add_func ("/app/cli/errors/messages/decompose-file", test_msg_decompose_file);
+  g_test_add_func ("/app/cli/errors/messages/shapes-checked-first", test_msg_shapes_checked_first);
+  g_test_add_func ("/app/cli/errors/messages/bad-weight-shape", test_msg_bad_weight_shape);
   g_test_add_func ("/app/cli/errors/messages/untyped", test_msg_untyped);
   g_test_add_func ("/app/cli/errors/messages/cut-short-and-typo", test_msg_cut_short_and_typo);
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
