@@ -10,6 +10,7 @@
 #include "cs-dist.h"
 #include "cs-lens.h"
 #include "cs-layout-cache.h"
+#include "cs-layout-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -63,6 +64,8 @@ typedef struct
    * top-level statement's tensors are asked for up to three times a pass) */
   GPtrArray            **top_ins;      /* (owned) stmt_tensor_inputs(), NULL before */
   GPtrArray            **top_outs;     /* (owned) stmt_tensor_outputs(), NULL before */
+  GPtrArray             *dups;         /* (owned) (nullable) cs_split_duplicate_saved() of the
+                                          trace, NULL before its first use */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -720,31 +723,38 @@ group_producer (Builder *b, CsProxy *p)
   return prod != NULL && prod->kind == CS_LAYOUT_NODE_GROUP ? prod : NULL;
 }
 
-/* cs_split_duplicate_saved() of the last trace drawn, kept by its CsTrace.serial (unique per
- * trace object): the graph of one trace is rebuilt for every expand, collapse and repaint, and
- * value numbering a whole forward takes a few microseconds per statement (about 0.2 s at 30,000
- * statements).  Layouts are built on worker threads, hence the lock. */
+/* cs_split_duplicate_saved() of the last trace drawn without a layout cache, kept by its
+ * CsTrace.serial (unique per trace object): value numbering a whole forward takes a few
+ * microseconds per statement.  Layouts are built on worker threads, hence the lock. */
 static GMutex     dup_lock;
 static gboolean   dup_valid;
 static guint32    dup_serial;
 static GPtrArray *dup_last;
 
+/* The builder's trace's duplicated saved values: from the layout cache when the options have
+ * one (kept per trace there, so that views drawing other traces do not push it out), else the
+ * last trace's; asked for once per build.  Returns: (transfer none) */
 static GPtrArray *
-duplicate_saved_of (const CsTrace *trace)
+duplicate_saved_of (Builder *b)
 {
-  GPtrArray *r;
-
+  if (b->dups != NULL)
+    return b->dups;
+  if (b->options->cache != NULL)
+    {
+      b->dups = _cs_layout_cache_dup_duplicate_saved (b->options->cache, b->trace);
+      return b->dups;
+    }
   g_mutex_lock (&dup_lock);
-  if (!dup_valid || dup_serial != trace->serial)
+  if (!dup_valid || dup_serial != b->trace->serial)
     {
       g_clear_pointer (&dup_last, g_ptr_array_unref);
-      dup_last = cs_split_duplicate_saved (trace);
-      dup_serial = trace->serial;
+      dup_last = cs_split_duplicate_saved (b->trace);
+      dup_serial = b->trace->serial;
       dup_valid = TRUE;
     }
-  r = g_ptr_array_ref (dup_last);
+  b->dups = g_ptr_array_ref (dup_last);
   g_mutex_unlock (&dup_lock);
-  return r;
+  return b->dups;
 }
 
 static void
@@ -754,7 +764,7 @@ emit_return (Builder *b, const CsStmt *ret)
   g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g_autoptr(GHashTable) counted = g_hash_table_new (NULL, NULL);
   /* values saved under several names (lightning-thunder#1501): flagged on their output nodes */
-  g_autoptr(GPtrArray) dups = duplicate_saved_of (b->trace);
+  GPtrArray *dups = duplicate_saved_of (b);
   g_autoptr(GHashTable) dup_of = g_hash_table_new (NULL, NULL);   /* CsProxy * -> CsSavedDuplicate * */
 
   for (guint i = 0; i < dups->len; i++)
@@ -1329,6 +1339,7 @@ builder_clear (Builder *b)
     }
   g_free (b->top_ins);
   g_free (b->top_outs);
+  g_clear_pointer (&b->dups, g_ptr_array_unref);
   g_clear_object (&b->measure);
   g_clear_pointer (&b->cr, cairo_destroy);
   g_clear_pointer (&b->surface, cairo_surface_destroy);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cs-layout-private.h"
+#include "cs-split.h"
 
 typedef struct
 {
@@ -26,6 +27,12 @@ typedef struct
   CsTraceIndex *index;  /* (owned) */
 } IndexEntry;
 
+typedef struct
+{
+  CsTrace   *trace;     /* (owned) */
+  GPtrArray *dups;      /* (owned) cs_split_duplicate_saved() of it */
+} DupsEntry;
+
 /* Statement indexes kept: the trace marked last (about 40 MB at 50,000 top-level statements,
  * so no more; another trace's is made again when it is marked). */
 #define CACHE_TRACE_INDEXES 1
@@ -38,6 +45,7 @@ struct _CsLayoutCache
   GQueue  layouts;      /* LayoutEntry*, most recently used at the head */
   GQueue  groupings;    /* GroupingEntry*, most recently used at the head */
   GQueue  indexes;      /* IndexEntry*, most recently used at the head */
+  GQueue  dups;         /* DupsEntry*, most recently used at the head */
   guint   n_hits;       /* lookups answered from the cache */
 };
 
@@ -72,6 +80,16 @@ index_entry_free (gpointer data)
   g_free (e);
 }
 
+static void
+dups_entry_free (gpointer data)
+{
+  DupsEntry *e = data;
+
+  g_ptr_array_unref (e->dups);
+  cs_trace_unref (e->trace);
+  g_free (e);
+}
+
 /**
  * cs_layout_cache_new:
  * @max_layouts: finished layouts to keep (the least recently used is dropped first); 0 =
@@ -90,6 +108,7 @@ cs_layout_cache_new (guint max_layouts)
   g_queue_init (&cache->layouts);
   g_queue_init (&cache->groupings);
   g_queue_init (&cache->indexes);
+  g_queue_init (&cache->dups);
   return cache;
 }
 
@@ -135,6 +154,7 @@ cs_layout_cache_clear (CsLayoutCache *cache)
   g_queue_clear_full (&cache->layouts, layout_entry_free);
   g_queue_clear_full (&cache->groupings, grouping_entry_free);
   g_queue_clear_full (&cache->indexes, index_entry_free);
+  g_queue_clear_full (&cache->dups, dups_entry_free);
   g_mutex_unlock (&cache->lock);
 }
 
@@ -216,6 +236,49 @@ _cs_layout_cache_dup_trace_index (CsLayoutCache *cache, const CsTrace *trace)
   g_queue_push_head (&cache->indexes, e);
   while (cache->indexes.length > CACHE_TRACE_INDEXES)
     index_entry_free (g_queue_pop_tail (&cache->indexes));
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/**
+ * _cs_layout_cache_dup_duplicate_saved:
+ * @cache: a cache
+ * @trace: a trace
+ *
+ * cs_split_duplicate_saved() of @trace (value numbering the whole trace), found once per trace
+ * and kept while @trace is one of the CS_LAYOUT_CACHE_GROUPINGS most recently asked for (each
+ * entry is a few pointers per duplicated value; the trace is kept alive by its grouping's
+ * entry as well).  Two threads asking for a new trace at once may both compute it; one is kept.
+ * Returns: (transfer full) (element-type CsSavedDuplicate): the duplicates (g_ptr_array_unref()
+ *   them); they borrow @trace's proxies and statements
+ */
+GPtrArray *
+_cs_layout_cache_dup_duplicate_saved (CsLayoutCache *cache, const CsTrace *trace)
+{
+  GPtrArray *found = NULL;
+  DupsEntry *e;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->dups.head; l != NULL; l = l->next)
+    if (((DupsEntry *) l->data)->trace == trace)
+      {
+        g_queue_unlink (&cache->dups, l);
+        g_queue_push_head_link (&cache->dups, l);
+        found = g_ptr_array_ref (((DupsEntry *) l->data)->dups);
+        break;
+      }
+  g_mutex_unlock (&cache->lock);
+  if (found != NULL)
+    return found;
+  found = cs_split_duplicate_saved (trace);
+  e = g_new0 (DupsEntry, 1);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->dups = g_ptr_array_ref (found);
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (&cache->dups, e);
+  while (cache->dups.length > CS_LAYOUT_CACHE_GROUPINGS)
+    dups_entry_free (g_queue_pop_tail (&cache->dups));
   g_mutex_unlock (&cache->lock);
   return found;
 }

@@ -16,6 +16,8 @@ CsTraceIndex *_cs_trace_index_ref  (CsTraceIndex          *index);
 void      _cs_trace_index_unref    (CsTraceIndex          *index);
 CsTraceIndex *_cs_layout_cache_dup_trace_index (CsLayoutCache *cache,
                                     const CsTrace         *trace);
+GPtrArray *_cs_layout_cache_dup_duplicate_saved (CsLayoutCache *cache,
+                                    const CsTrace         *trace);
 gboolean *_cs_graph_collapsed_groups (const CsGrouping    *grouping,
                                     const CsRenderOptions *options,
                                     guint                 *n_collapsed);
