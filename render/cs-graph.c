@@ -1043,15 +1043,21 @@ emit_into_group (Builder *b, guint si, gint g)
     g_hash_table_insert (b->producer, g_ptr_array_index (outs, i), GUINT_TO_POINTER (idx + 1));
 }
 
-/* Trace inputs whose every reader lies in one collapsed group are drawn as part of it. */
-static void
-find_folded_inputs (Builder *b)
+/* Every read of a trace input (a proxy no top-level call writes) by a drawn top-level
+ * statement, in trace order: the same for every build of the trace, so kept in the layout
+ * cache when there is one.  Returns: (transfer full) (element-type _CsInputRead) */
+static GArray *
+input_reads (Builder *b)
 {
-  g_autoptr(GHashTable) written = g_hash_table_new (NULL, NULL);
-  g_autoptr(GHashTable) owner = g_hash_table_new (NULL, NULL);   /* proxy -> owner + 2 */
-  GHashTableIter it;
-  gpointer k, v;
+  g_autoptr(GHashTable) written = NULL;
+  GArray *reads;
 
+  if (b->options->cache != NULL
+      && (reads = _cs_layout_cache_dup_input_reads (b->options->cache, b->trace,
+                                                    b->options->bookkeeping)) != NULL)
+    return reads;
+  written = g_hash_table_new (NULL, NULL);
+  reads = g_array_new (FALSE, FALSE, sizeof (_CsInputRead));
   for (guint i = 0; i < b->trace->n_stmts; i++)
     if (b->trace->stmts[i]->kind == CS_STMT_CALL)
       {
@@ -1063,24 +1069,44 @@ find_folded_inputs (Builder *b)
       }
   for (guint i = 0; i < b->trace->n_stmts; i++)
     {
-      gint g = b->grouping->stmt_group[i];
-      gint own = g >= 0 ? outer_collapsed (b, g) : -1;
       GPtrArray *ins, *outs;
 
       if (!top_is_drawn (b, i))
         continue;
       top_io (b, i, &ins, &outs);
-      for (guint k2 = 0; k2 < ins->len; k2++)
+      for (guint k = 0; k < ins->len; k++)
         {
-          CsProxy *p = g_ptr_array_index (ins, k2);
+          _CsInputRead r = { i, g_ptr_array_index (ins, k) };
 
-          if (g_hash_table_contains (written, p))
-            continue;
-          if (!g_hash_table_lookup_extended (owner, p, NULL, &v))
-            g_hash_table_insert (owner, p, GINT_TO_POINTER (own + 2));
-          else if (GPOINTER_TO_INT (v) != own + 2)
-            g_hash_table_insert (owner, p, GINT_TO_POINTER (0));
+          if (!g_hash_table_contains (written, r.proxy))
+            g_array_append_val (reads, r);
         }
+    }
+  if (b->options->cache != NULL)
+    _cs_layout_cache_put_input_reads (b->options->cache, b->trace, b->options->bookkeeping,
+                                      reads);
+  return reads;
+}
+
+/* Trace inputs whose every reader lies in one collapsed group are drawn as part of it. */
+static void
+find_folded_inputs (Builder *b)
+{
+  g_autoptr(GArray) reads = input_reads (b);
+  g_autoptr(GHashTable) owner = g_hash_table_new (NULL, NULL);   /* proxy -> owner + 2 */
+  GHashTableIter it;
+  gpointer k, v;
+
+  for (guint r = 0; r < reads->len; r++)
+    {
+      const _CsInputRead *rd = &g_array_index (reads, _CsInputRead, r);
+      gint g = b->grouping->stmt_group[rd->stmt];
+      gint own = g >= 0 ? outer_collapsed (b, g) : -1;
+
+      if (!g_hash_table_lookup_extended (owner, rd->proxy, NULL, &v))
+        g_hash_table_insert (owner, rd->proxy, GINT_TO_POINTER (own + 2));
+      else if (GPOINTER_TO_INT (v) != own + 2)
+        g_hash_table_insert (owner, rd->proxy, GINT_TO_POINTER (0));
     }
   g_hash_table_iter_init (&it, owner);
   while (g_hash_table_iter_next (&it, &k, &v))
