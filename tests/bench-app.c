@@ -12,7 +12,9 @@
  * Usage (GSK_RENDERER=cairo GTK_A11Y=none, as the GUI tests):
  *   xvfb-run -a -s '-screen 0 1600x1000x24' build/tests/bench-app FILE [STEP...]
  * STEP: KEY=VALUE (a policy knob, as the side panel sets it), expand (the middle top-level
- * group), collapse (it again); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
+ * group), collapse (it again), settle (until the GTK thread has nothing left to do, e.g. the
+ * trace text view laying out a newly printed trace in the background, which GTK does at a
+ * priority above G_PRIORITY_LOW after the window is no longer busy); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
  * matmul=native expand collapse.
  */
 #include "cs-config.h"
@@ -84,6 +86,21 @@ wait_idle (CsWindow *win)
   if (!timed_out)
     g_source_remove (id);
   spin_ms (50);
+}
+
+/* Until an idle of G_PRIORITY_LOW runs (at most 300 s): every source of a higher priority,
+ * the text view's background line validation among them, has had nothing to do. */
+static void
+wait_settled (void)
+{
+  gboolean done = FALSE, timed_out = FALSE;
+  guint id = g_timeout_add_seconds (300, flag_cb, &timed_out);
+
+  g_idle_add_full (G_PRIORITY_LOW, flag_cb, &done, NULL);
+  while (!done && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
 }
 
 static void
@@ -189,6 +206,13 @@ main (int argc, char **argv)
 
             what = g_strdup_printf ("policy %s", steps[i]);
             set_policy (win, action, eq + 1, what);
+            continue;
+          }
+        if (strcmp (steps[i], "settle") == 0)
+          {
+            t0 = g_get_monotonic_time ();
+            wait_settled ();
+            report ("settle", t0);
             continue;
           }
         if (mid == NULL)
