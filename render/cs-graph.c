@@ -10,6 +10,7 @@
 #include "cs-dist.h"
 #include "cs-lens.h"
 #include "cs-layout-cache.h"
+#include "cs-layout-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -63,6 +64,8 @@ typedef struct
    * top-level statement's tensors are asked for up to three times a pass) */
   GPtrArray            **top_ins;      /* (owned) stmt_tensor_inputs(), NULL before */
   GPtrArray            **top_outs;     /* (owned) stmt_tensor_outputs(), NULL before */
+  GPtrArray             *dups;         /* (owned) (nullable) cs_split_duplicate_saved() of the
+                                          trace, NULL before its first use */
 } Builder;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -720,31 +723,38 @@ group_producer (Builder *b, CsProxy *p)
   return prod != NULL && prod->kind == CS_LAYOUT_NODE_GROUP ? prod : NULL;
 }
 
-/* cs_split_duplicate_saved() of the last trace drawn, kept by its CsTrace.serial (unique per
- * trace object): the graph of one trace is rebuilt for every expand, collapse and repaint, and
- * value numbering a whole forward takes a few microseconds per statement (about 0.2 s at 30,000
- * statements).  Layouts are built on worker threads, hence the lock. */
+/* cs_split_duplicate_saved() of the last trace drawn without a layout cache, kept by its
+ * CsTrace.serial (unique per trace object): value numbering a whole forward takes a few
+ * microseconds per statement.  Layouts are built on worker threads, hence the lock. */
 static GMutex     dup_lock;
 static gboolean   dup_valid;
 static guint32    dup_serial;
 static GPtrArray *dup_last;
 
+/* The builder's trace's duplicated saved values: from the layout cache when the options have
+ * one (kept per trace there, so that views drawing other traces do not push it out), else the
+ * last trace's; asked for once per build.  Returns: (transfer none) */
 static GPtrArray *
-duplicate_saved_of (const CsTrace *trace)
+duplicate_saved_of (Builder *b)
 {
-  GPtrArray *r;
-
+  if (b->dups != NULL)
+    return b->dups;
+  if (b->options->cache != NULL)
+    {
+      b->dups = _cs_layout_cache_dup_duplicate_saved (b->options->cache, b->trace);
+      return b->dups;
+    }
   g_mutex_lock (&dup_lock);
-  if (!dup_valid || dup_serial != trace->serial)
+  if (!dup_valid || dup_serial != b->trace->serial)
     {
       g_clear_pointer (&dup_last, g_ptr_array_unref);
-      dup_last = cs_split_duplicate_saved (trace);
-      dup_serial = trace->serial;
+      dup_last = cs_split_duplicate_saved (b->trace);
+      dup_serial = b->trace->serial;
       dup_valid = TRUE;
     }
-  r = g_ptr_array_ref (dup_last);
+  b->dups = g_ptr_array_ref (dup_last);
   g_mutex_unlock (&dup_lock);
-  return r;
+  return b->dups;
 }
 
 static void
@@ -754,7 +764,7 @@ emit_return (Builder *b, const CsStmt *ret)
   g_autoptr(GArray) saved = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g_autoptr(GHashTable) counted = g_hash_table_new (NULL, NULL);
   /* values saved under several names (lightning-thunder#1501): flagged on their output nodes */
-  g_autoptr(GPtrArray) dups = duplicate_saved_of (b->trace);
+  GPtrArray *dups = duplicate_saved_of (b);
   g_autoptr(GHashTable) dup_of = g_hash_table_new (NULL, NULL);   /* CsProxy * -> CsSavedDuplicate * */
 
   for (guint i = 0; i < dups->len; i++)
@@ -1033,15 +1043,21 @@ emit_into_group (Builder *b, guint si, gint g)
     g_hash_table_insert (b->producer, g_ptr_array_index (outs, i), GUINT_TO_POINTER (idx + 1));
 }
 
-/* Trace inputs whose every reader lies in one collapsed group are drawn as part of it. */
-static void
-find_folded_inputs (Builder *b)
+/* Every read of a trace input (a proxy no top-level call writes) by a drawn top-level
+ * statement, in trace order: the same for every build of the trace, so kept in the layout
+ * cache when there is one.  Returns: (transfer full) (element-type _CsInputRead) */
+static GArray *
+input_reads (Builder *b)
 {
-  g_autoptr(GHashTable) written = g_hash_table_new (NULL, NULL);
-  g_autoptr(GHashTable) owner = g_hash_table_new (NULL, NULL);   /* proxy -> owner + 2 */
-  GHashTableIter it;
-  gpointer k, v;
+  g_autoptr(GHashTable) written = NULL;
+  GArray *reads;
 
+  if (b->options->cache != NULL
+      && (reads = _cs_layout_cache_dup_input_reads (b->options->cache, b->trace,
+                                                    b->options->bookkeeping)) != NULL)
+    return reads;
+  written = g_hash_table_new (NULL, NULL);
+  reads = g_array_new (FALSE, FALSE, sizeof (_CsInputRead));
   for (guint i = 0; i < b->trace->n_stmts; i++)
     if (b->trace->stmts[i]->kind == CS_STMT_CALL)
       {
@@ -1053,24 +1069,44 @@ find_folded_inputs (Builder *b)
       }
   for (guint i = 0; i < b->trace->n_stmts; i++)
     {
-      gint g = b->grouping->stmt_group[i];
-      gint own = g >= 0 ? outer_collapsed (b, g) : -1;
       GPtrArray *ins, *outs;
 
       if (!top_is_drawn (b, i))
         continue;
       top_io (b, i, &ins, &outs);
-      for (guint k2 = 0; k2 < ins->len; k2++)
+      for (guint k = 0; k < ins->len; k++)
         {
-          CsProxy *p = g_ptr_array_index (ins, k2);
+          _CsInputRead r = { i, g_ptr_array_index (ins, k) };
 
-          if (g_hash_table_contains (written, p))
-            continue;
-          if (!g_hash_table_lookup_extended (owner, p, NULL, &v))
-            g_hash_table_insert (owner, p, GINT_TO_POINTER (own + 2));
-          else if (GPOINTER_TO_INT (v) != own + 2)
-            g_hash_table_insert (owner, p, GINT_TO_POINTER (0));
+          if (!g_hash_table_contains (written, r.proxy))
+            g_array_append_val (reads, r);
         }
+    }
+  if (b->options->cache != NULL)
+    _cs_layout_cache_put_input_reads (b->options->cache, b->trace, b->options->bookkeeping,
+                                      reads);
+  return reads;
+}
+
+/* Trace inputs whose every reader lies in one collapsed group are drawn as part of it. */
+static void
+find_folded_inputs (Builder *b)
+{
+  g_autoptr(GArray) reads = input_reads (b);
+  g_autoptr(GHashTable) owner = g_hash_table_new (NULL, NULL);   /* proxy -> owner + 2 */
+  GHashTableIter it;
+  gpointer k, v;
+
+  for (guint r = 0; r < reads->len; r++)
+    {
+      const _CsInputRead *rd = &g_array_index (reads, _CsInputRead, r);
+      gint g = b->grouping->stmt_group[rd->stmt];
+      gint own = g >= 0 ? outer_collapsed (b, g) : -1;
+
+      if (!g_hash_table_lookup_extended (owner, rd->proxy, NULL, &v))
+        g_hash_table_insert (owner, rd->proxy, GINT_TO_POINTER (own + 2));
+      else if (GPOINTER_TO_INT (v) != own + 2)
+        g_hash_table_insert (owner, rd->proxy, GINT_TO_POINTER (0));
     }
   g_hash_table_iter_init (&it, owner);
   while (g_hash_table_iter_next (&it, &k, &v))
@@ -1329,6 +1365,7 @@ builder_clear (Builder *b)
     }
   g_free (b->top_ins);
   g_free (b->top_outs);
+  g_clear_pointer (&b->dups, g_ptr_array_unref);
   g_clear_object (&b->measure);
   g_clear_pointer (&b->cr, cairo_destroy);
   g_clear_pointer (&b->surface, cairo_surface_destroy);

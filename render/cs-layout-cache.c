@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cs-layout-private.h"
+#include "cs-split.h"
 
 typedef struct
 {
@@ -26,6 +27,19 @@ typedef struct
   CsTraceIndex *index;  /* (owned) */
 } IndexEntry;
 
+typedef struct
+{
+  CsTrace   *trace;     /* (owned) */
+  GPtrArray *dups;      /* (owned) cs_split_duplicate_saved() of it */
+} DupsEntry;
+
+typedef struct
+{
+  CsTrace  *trace;       /* (owned) */
+  gboolean  bookkeeping; /* the CsRenderOptions.bookkeeping it was found with */
+  GArray   *reads;       /* (owned) _CsInputRead */
+} ReadsEntry;
+
 /* Statement indexes kept: the trace marked last (about 40 MB at 50,000 top-level statements,
  * so no more; another trace's is made again when it is marked). */
 #define CACHE_TRACE_INDEXES 1
@@ -38,6 +52,8 @@ struct _CsLayoutCache
   GQueue  layouts;      /* LayoutEntry*, most recently used at the head */
   GQueue  groupings;    /* GroupingEntry*, most recently used at the head */
   GQueue  indexes;      /* IndexEntry*, most recently used at the head */
+  GQueue  dups;         /* DupsEntry*, most recently used at the head */
+  GQueue  reads;        /* ReadsEntry*, most recently used at the head */
   guint   n_hits;       /* lookups answered from the cache */
 };
 
@@ -72,6 +88,26 @@ index_entry_free (gpointer data)
   g_free (e);
 }
 
+static void
+dups_entry_free (gpointer data)
+{
+  DupsEntry *e = data;
+
+  g_ptr_array_unref (e->dups);
+  cs_trace_unref (e->trace);
+  g_free (e);
+}
+
+static void
+reads_entry_free (gpointer data)
+{
+  ReadsEntry *e = data;
+
+  g_array_unref (e->reads);
+  cs_trace_unref (e->trace);
+  g_free (e);
+}
+
 /**
  * cs_layout_cache_new:
  * @max_layouts: finished layouts to keep (the least recently used is dropped first); 0 =
@@ -90,6 +126,8 @@ cs_layout_cache_new (guint max_layouts)
   g_queue_init (&cache->layouts);
   g_queue_init (&cache->groupings);
   g_queue_init (&cache->indexes);
+  g_queue_init (&cache->dups);
+  g_queue_init (&cache->reads);
   return cache;
 }
 
@@ -135,6 +173,8 @@ cs_layout_cache_clear (CsLayoutCache *cache)
   g_queue_clear_full (&cache->layouts, layout_entry_free);
   g_queue_clear_full (&cache->groupings, grouping_entry_free);
   g_queue_clear_full (&cache->indexes, index_entry_free);
+  g_queue_clear_full (&cache->dups, dups_entry_free);
+  g_queue_clear_full (&cache->reads, reads_entry_free);
   g_mutex_unlock (&cache->lock);
 }
 
@@ -218,6 +258,112 @@ _cs_layout_cache_dup_trace_index (CsLayoutCache *cache, const CsTrace *trace)
     index_entry_free (g_queue_pop_tail (&cache->indexes));
   g_mutex_unlock (&cache->lock);
   return found;
+}
+
+/**
+ * _cs_layout_cache_dup_duplicate_saved:
+ * @cache: a cache
+ * @trace: a trace
+ *
+ * cs_split_duplicate_saved() of @trace (value numbering the whole trace), found once per trace
+ * and kept while @trace is one of the CS_LAYOUT_CACHE_GROUPINGS most recently asked for (each
+ * entry is a few pointers per duplicated value; the trace is kept alive by its grouping's
+ * entry as well).  Two threads asking for a new trace at once may both compute it; one is kept.
+ * Returns: (transfer full) (element-type CsSavedDuplicate): the duplicates (g_ptr_array_unref()
+ *   them); they borrow @trace's proxies and statements
+ */
+GPtrArray *
+_cs_layout_cache_dup_duplicate_saved (CsLayoutCache *cache, const CsTrace *trace)
+{
+  GPtrArray *found = NULL;
+  DupsEntry *e;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->dups.head; l != NULL; l = l->next)
+    if (((DupsEntry *) l->data)->trace == trace)
+      {
+        g_queue_unlink (&cache->dups, l);
+        g_queue_push_head_link (&cache->dups, l);
+        found = g_ptr_array_ref (((DupsEntry *) l->data)->dups);
+        break;
+      }
+  g_mutex_unlock (&cache->lock);
+  if (found != NULL)
+    return found;
+  found = cs_split_duplicate_saved (trace);
+  e = g_new0 (DupsEntry, 1);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->dups = g_ptr_array_ref (found);
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (&cache->dups, e);
+  while (cache->dups.length > CS_LAYOUT_CACHE_GROUPINGS)
+    dups_entry_free (g_queue_pop_tail (&cache->dups));
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/**
+ * _cs_layout_cache_dup_input_reads:
+ * @cache: a cache
+ * @trace: a trace
+ * @bookkeeping: CsRenderOptions.bookkeeping (which statements are drawn)
+ *
+ * The reads of @trace's inputs by its drawn top-level statements (render/cs-graph.c's
+ * find_folded_inputs()), when kept: put there by _cs_layout_cache_put_input_reads() and kept
+ * while @trace is one of the CS_LAYOUT_CACHE_GROUPINGS most recently asked for.
+ * Returns: (transfer full) (nullable) (element-type _CsInputRead): the reads, or NULL
+ */
+GArray *
+_cs_layout_cache_dup_input_reads (CsLayoutCache *cache, const CsTrace *trace,
+                                  gboolean bookkeeping)
+{
+  GArray *found = NULL;
+
+  g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->reads.head; l != NULL; l = l->next)
+    {
+      ReadsEntry *e = l->data;
+
+      if (e->trace == trace && e->bookkeeping == bookkeeping)
+        {
+          g_queue_unlink (&cache->reads, l);
+          g_queue_push_head_link (&cache->reads, l);
+          found = g_array_ref (e->reads);
+          break;
+        }
+    }
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/**
+ * _cs_layout_cache_put_input_reads:
+ * @cache: a cache
+ * @trace: a trace
+ * @bookkeeping: as for _cs_layout_cache_dup_input_reads()
+ * @reads: (element-type _CsInputRead): the reads of @trace's inputs (a reference is taken)
+ *
+ * Keeps @reads for _cs_layout_cache_dup_input_reads(); two threads putting the same trace's
+ * keep both until the older is pushed out (they are equal).
+ */
+void
+_cs_layout_cache_put_input_reads (CsLayoutCache *cache, const CsTrace *trace,
+                                  gboolean bookkeeping, GArray *reads)
+{
+  ReadsEntry *e;
+
+  g_return_if_fail (cache != NULL && trace != NULL && reads != NULL);
+  e = g_new0 (ReadsEntry, 1);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->bookkeeping = bookkeeping;
+  e->reads = g_array_ref (reads);
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (&cache->reads, e);
+  while (cache->reads.length > CS_LAYOUT_CACHE_GROUPINGS)
+    reads_entry_free (g_queue_pop_tail (&cache->reads));
+  g_mutex_unlock (&cache->lock);
 }
 
 static gint

@@ -1674,6 +1674,25 @@ ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
   return first >= 0 ? first : (layout->n_nodes > 0 ? 0 : -1);
 }
 
+/* The label and detail of each ghost that more casts were added up on (add_ghost() leaves
+ * its label NULL): the count of all of them. */
+static void
+finish_ghosts (CsLayout *layout)
+{
+  for (guint i = layout->n_nodes - layout->n_ghosts; i < layout->n_nodes; i++)
+    {
+      CsLayoutNode *o = &layout->nodes[i];
+
+      if (o->label != NULL)
+        continue;
+      o->label = g_strdup_printf ("\u2192 %s \u00d7%u", cs_dtype_short_name (o->dtype),
+                                  o->diff_removed);
+      g_free (o->detail);
+      o->detail = g_strdup_printf ("removed: %u casts \u2192 %s (in the other trace, here "
+                                   "no longer)", o->diff_removed, cs_dtype_short_name (o->dtype));
+    }
+}
+
 static void
 add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c, guint *n_removed)
 {
@@ -1693,14 +1712,10 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c, guint *n_remove
 
         if (o->dtype == c->to)
           {
+            /* its label and detail are written once all are added (finish_ghosts()) */
             o->mark_count += c->count;
             o->diff_removed += c->count;
-            g_free (o->label);
-            o->label = g_strdup_printf ("\u2192 %s \u00d7%u", cs_dtype_short_name (c->to),
-                                        o->diff_removed);
-            g_free (o->detail);
-            o->detail = g_strdup_printf ("removed: %u casts \u2192 %s (in the other trace, here "
-                                         "no longer)", o->diff_removed, cs_dtype_short_name (c->to));
+            g_clear_pointer (&o->label, g_free);
             *n_removed += c->count;
             return;
           }
@@ -1951,6 +1966,7 @@ mark_diff_full (CsLayout *layout, const CsTrace *other, gboolean this_is_newer,
           if (c->stmt != NULL)
             add_ghost (layout, &ix, c, &st.casts_removed);
         }
+      finish_ghosts (layout);
       for (guint i = 0; i < diff->regions_merged->len; i++)
         {
           const CsDiffRegion *r = g_ptr_array_index (diff->regions_merged, i);

@@ -3,19 +3,25 @@
  * (a policy seen: kept), expands the middle top-level group and collapses it again.  After
  * each step it prints the wall time until the window is idle and drawn, the longest time the
  * GTK thread did not get back to its main loop during the step (a 5 ms timer's largest gap:
- * how long the window froze), the resident set (VmRSS) and its peak so far (VmHWM) of this
- * process, in MiB.  Numbers in tests/BENCH-RESULTS.md.
+ * how long the window froze), the CPU time of all its threads during the step (user + system,
+ * which a loaded machine does not stretch as it does the wall time), the resident set (VmRSS)
+ * and its peak so far (VmHWM) of this process, in MiB, and the step's start on the monotonic
+ * clock (s; `perf record -k CLOCK_MONOTONIC` timestamps, to cut a profile to one step with
+ * `perf report --time`).  Numbers in tests/BENCH-RESULTS.md.
  *
  * Usage (GSK_RENDERER=cairo GTK_A11Y=none, as the GUI tests):
  *   xvfb-run -a -s '-screen 0 1600x1000x24' build/tests/bench-app FILE [STEP...]
  * STEP: KEY=VALUE (a policy knob, as the side panel sets it), expand (the middle top-level
- * group), collapse (it again); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
+ * group), collapse (it again), settle (until the GTK thread has nothing left to do, e.g. the
+ * trace text view laying out a newly printed trace in the background, which GTK does at a
+ * priority above G_PRIORITY_LOW after the window is no longer busy); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
  * matmul=native expand collapse.
  */
 #include "cs-config.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <gtk/gtk.h>
 
@@ -25,6 +31,18 @@
 /* The main loop's responsiveness: the largest gap between two ticks of a 5 ms timer. */
 static gint64 last_tick;        /* µs, monotonic */
 static gint64 max_gap;          /* µs, since the last report() */
+static gint64 cpu_at_start;     /* µs of CPU time (all threads) at the step's start */
+
+/* CPU time of the whole process so far (user + system, every thread), µs. */
+static gint64
+cpu_now (void)
+{
+  struct rusage ru;
+
+  getrusage (RUSAGE_SELF, &ru);
+  return (gint64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * G_USEC_PER_SEC
+         + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
 
 static gboolean
 tick_cb (gpointer data)
@@ -70,6 +88,21 @@ wait_idle (CsWindow *win)
   spin_ms (50);
 }
 
+/* Until an idle of G_PRIORITY_LOW runs (at most 300 s): every source of a higher priority,
+ * the text view's background line validation among them, has had nothing to do. */
+static void
+wait_settled (void)
+{
+  gboolean done = FALSE, timed_out = FALSE;
+  guint id = g_timeout_add_seconds (300, flag_cb, &timed_out);
+
+  g_idle_add_full (G_PRIORITY_LOW, flag_cb, &done, NULL);
+  while (!done && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+}
+
 static void
 report (const char *step, gint64 t0)
 {
@@ -84,11 +117,13 @@ report (const char *step, gint64 t0)
         else if (g_str_has_prefix (line, "VmHWM:"))
           hwm = g_ascii_strtoull (line + 6, NULL, 10);
       }
-  printf ("%-34s %9.0f ms  stall %6.0f ms  RSS %6.0f MiB  peak %6.0f MiB\n", step,
-          (g_get_monotonic_time () - t0) / 1000.0, max_gap / 1000.0, rss / 1024.0, hwm / 1024.0);
+  printf ("%-34s %9.0f ms  stall %6.0f ms  cpu %7.0f ms  RSS %6.0f MiB  peak %6.0f MiB"
+          "  at %.3f s\n", step, (g_get_monotonic_time () - t0) / 1000.0, max_gap / 1000.0,
+          (cpu_now () - cpu_at_start) / 1000.0, rss / 1024.0, hwm / 1024.0, t0 / 1e6);
   fflush (stdout);
   max_gap = 0;
   last_tick = g_get_monotonic_time ();
+  cpu_at_start = cpu_now ();
 }
 
 static void
@@ -171,6 +206,13 @@ main (int argc, char **argv)
 
             what = g_strdup_printf ("policy %s", steps[i]);
             set_policy (win, action, eq + 1, what);
+            continue;
+          }
+        if (strcmp (steps[i], "settle") == 0)
+          {
+            t0 = g_get_monotonic_time ();
+            wait_settled ();
+            report ("settle", t0);
             continue;
           }
         if (mid == NULL)

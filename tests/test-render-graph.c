@@ -1327,12 +1327,47 @@ test_duplicate_saved_flag (void)
   g_assert_cmpint (find_label (l, "saved w\nbf16[8, 8]"), >=, 0);
 }
 
+/* With a layout cache (as the app's views have), the duplicates are kept per trace: a build of
+ * another trace in between (the other view's) leaves the flags of the first the same, and a
+ * trace without duplicates gets none from the one built before it. */
+static void
+test_duplicate_saved_cached (void)
+{
+  g_autoptr(CsTrace) t = parse (duplicate_saved_trace);
+  g_autofree char *text = residual_chain (10);
+  g_autoptr(CsTrace) other = parse (text);
+  g_autoptr(CsLayoutCache) cache = cs_layout_cache_new (0);
+
+  for (guint round = 0; round < 2; round++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsLayout) l = NULL;
+      g_autoptr(CsLayout) lo = NULL;
+      CsRenderOptions o;
+
+      cs_render_options_init (&o);
+      o.detail = CS_RENDER_DETAIL_STATEMENTS;
+      o.cache = cs_layout_cache_ref (cache);
+      l = cs_graph_build (t, &o, &error);
+      g_assert_no_error (error);
+      lo = cs_graph_build (other, &o, &error);
+      g_assert_no_error (error);
+      cs_render_options_clear (&o);
+      g_assert_cmpint (find_label (l, "saved t0\nf32[4, 8]\nsaved 2 times"), >=, 0);
+      g_assert_cmpint (find_label (l, "saved t3\nf32[4, 8]\nsaved 2 times"), >=, 0);
+      for (guint i = 0; i < lo->n_nodes; i++)
+        g_assert_true (lo->nodes[i].label == NULL
+                       || strstr (lo->nodes[i].label, "saved 2 times") == NULL);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
   g_test_add_func ("/render/graph/seed-semantics", test_seed_semantics);
   g_test_add_func ("/render/graph/duplicate-saved", test_duplicate_saved_flag);
+  g_test_add_func ("/render/graph/duplicate-saved-cached", test_duplicate_saved_cached);
   g_test_add_func ("/render/graph/precision-lens", test_precision_lens);
   g_test_add_func ("/render/graph/user-cast-marks", test_user_cast_marks);
   g_test_add_func ("/render/graph/f32-badge", test_f32_badge);
