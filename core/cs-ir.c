@@ -1182,6 +1182,10 @@ cs_proxy_is_float_tensor (const CsProxy *proxy)
 G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
                  || G_STRUCT_OFFSET (CsStmt, callee) + sizeof (const char *) <= 64);
 
+/* a statement is two cache lines: the fields every pass reads, then the rest */
+G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
+                 || (G_STRUCT_OFFSET (CsStmt, id) == 64 && sizeof (CsStmt) == 128));
+
 /** cs_stmt_new: an empty statement of @kind with a fresh id, in @trace's arena. */
 CsStmt *
 cs_stmt_new (CsTrace *trace, CsStmtKind kind)
@@ -1463,7 +1467,11 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
     c->origin = s->origin ? s->origin : s->id;
   c->callee = cs_arena_strdup (a, s->callee);
   c->type_comment_raw = cs_arena_strdup (a, s->type_comment_raw);
-  c->text = cs_arena_strdup (a, s->text);
+  if (s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK)
+    {
+      c->text = cs_arena_strdup (a, s->text);
+      c->annotated = proxy_map_get (dst, map, s->annotated);
+    }
   c->why = cs_arena_strdup (a, s->why);
   if (s->n_args)
     {
@@ -1476,15 +1484,14 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
     }
   c->out = value_copy_full (a, dst, s->out, map);
   c->value = value_copy_full (a, dst, s->value, map);
-  if (s->n_targets)
+  if (s->kind == CS_STMT_UNPACK && s->n_targets)
     {
       c->targets = CS_ARENA_NEW_N (a, CsValue *, s->n_targets);
       for (guint i = 0; i < s->n_targets; i++)
         c->targets[i] = value_copy_full (a, dst, s->targets[i], map);
     }
   c->source = proxy_map_get (dst, map, s->source);
-  c->annotated = proxy_map_get (dst, map, s->annotated);
-  if (s->n_names)
+  if (s->kind == CS_STMT_DEL && s->n_names)
     {
       c->names = CS_ARENA_NEW_N (a, CsProxy *, s->n_names);
       for (guint i = 0; i < s->n_names; i++)
@@ -1597,9 +1604,9 @@ stmt_shallow (CsTrace *dst, const CsStmt *s)
       c->args = CS_ARENA_NEW_N (a, CsArg, s->n_args);
       memcpy (c->args, s->args, sizeof (CsArg) * s->n_args);
     }
-  if (s->n_targets)
+  if (s->kind == CS_STMT_UNPACK && s->n_targets)
     c->targets = (CsValue **) cs_arena_dup_ptrs (a, (gpointer const *) s->targets, s->n_targets);
-  if (s->n_names)
+  if (s->kind == CS_STMT_DEL && s->n_names)
     c->names = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) s->names, s->n_names);
   if (s->n_subs)
     c->subs = (CsStmt **) cs_arena_dup_ptrs (a, (gpointer const *) s->subs, s->n_subs);
