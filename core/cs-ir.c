@@ -122,6 +122,11 @@ cs_arena_alloc_line_uninit (CsArena *arena, gsize size)
 
   if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= rounded))
     {
+      if (at > arena->cur)
+        {
+          arena->hole = arena->cur;
+          arena->hole_end = at;
+        }
       arena->total += (gsize) (at - arena->cur) + rounded;
       arena->cur = at + rounded;
       return at;
@@ -955,6 +960,35 @@ cs_trace_n_proxies (const CsTrace *trace)
   return g_hash_table_size (all);
 }
 
+/* The bytes a proxy with its name inline takes: two cache lines. */
+#define PROXY_LINES 128
+
+/* A zeroed proxy as cs_proxy_alloc() makes one, with its name a copy of @name: in the bytes
+ * after the struct, up to the end of its second cache line, when it fits there (a separate
+ * string would start a gap before the next line-aligned object), else next to it. */
+static CsProxy *
+proxy_alloc_named (CsArena *arena, const char *name)
+{
+  gsize len = strlen (name);
+  CsProxy *p;
+  char *copy;
+
+  if (len + 1 <= PROXY_LINES - sizeof (CsProxy))
+    {
+      p = cs_arena_alloc_line (arena, PROXY_LINES);
+      copy = (char *) (p + 1);
+    }
+  else
+    {
+      p = cs_arena_alloc_line (arena, sizeof (CsProxy));
+      copy = cs_arena_alloc_small (arena, len + 1);
+    }
+  memcpy (copy, name, len + 1);
+  cs_proxy_init_self (p);
+  p->name = copy;
+  return p;
+}
+
 /** cs_trace_add_proxy: see cs-ir.h.  Returns: (transfer none) */
 CsProxy *
 cs_trace_add_proxy (CsTrace *trace, const char *name)
@@ -964,8 +998,11 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
 
   if (p != NULL)
     return p;
-  return _cs_trace_new_proxy (trace, cs_arena_strdup (trace->arena, name), hash,
-                              name_t_plus1 (name));
+  p = proxy_alloc_named (trace->arena, name);
+  p->kind = CS_PROXY_OTHER;
+  p->dtype = CS_DTYPE_F32;
+  _cs_trace_name_proxy (trace, p, p->name, hash, name_t_plus1 (name));
+  return p;
 }
 
 /** _cs_trace_new_proxy: see cs-ir.h. */
@@ -1407,11 +1444,12 @@ dup_strv (CsArena *arena, const char * const *v, guint n)
 static CsProxy *
 proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
 {
-  CsProxy *np = cs_proxy_alloc (dst->arena);
+  CsProxy *np = proxy_alloc_named (dst->arena, p->name);
+  const char *name = np->name;
 
   *np = *p;
   cs_proxy_init_self (np);
-  np->name = cs_arena_strdup (dst->arena, p->name);
+  np->name = name;
   np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
   if (p->rank)
     {

@@ -49,6 +49,9 @@ struct _CsArena
   guint8     *end;      /* end of the current block's data; cur <= end */
   gsize       total;    /* bytes handed out */
   gpointer    head;     /* private: the block list (current block first) */
+  guint8     *hole;     /* the bytes the last cs_arena_alloc_line() skipped to reach a line
+                           boundary, for cs_arena_alloc_small() (16-byte aligned); hole <= hole_end */
+  guint8     *hole_end; /* end of that gap */
 };
 
 /** _cs_arena_alloc_slow: (skip) cs_arena_alloc_uninit() when the current block is full;
@@ -82,6 +85,28 @@ cs_arena_alloc (CsArena *arena, gsize size)
 
   memset (p, 0, rounded);
   return p;
+}
+/**
+ * cs_arena_alloc_small:
+ * @size: bytes (rounded up to 16)
+ *
+ * Uninitialised memory as cs_arena_alloc_uninit() gives, taken from the gap the last
+ * cs_arena_alloc_line() skipped when it is large enough (argument arrays and short strings
+ * made between line-aligned statements and proxies fill it), else from the current block.
+ * Returns: memory owned by @arena, aligned to 16 bytes
+ */
+static inline gpointer
+cs_arena_alloc_small (CsArena *arena, gsize size)
+{
+  gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
+  guint8 *p = arena->hole;
+
+  if ((gsize) (arena->hole_end - p) >= rounded)
+    {
+      arena->hole = p + rounded;
+      return p;
+    }
+  return cs_arena_alloc_uninit (arena, size);
 }
 char       *cs_arena_strdup       (CsArena *arena, const char *s);
 char       *cs_arena_strndup      (CsArena *arena, const char *s, gsize len);

@@ -261,10 +261,29 @@ cur_skip_spaces (Cur *c)
     c->s++;
 }
 
+/* A NUL-terminated copy of the first @n bytes of @s in the trace's arena (in the gap before
+ * the last statement or proxy when it fits: cs_arena_alloc_small()). */
 static char *
 arena_ndup (Parser *p, const char *s, gsize n)
 {
-  return cs_arena_strndup (p->trace->arena, s, n);
+  char *d = cs_arena_alloc_small (p->trace->arena, n + 1);
+
+  memcpy (d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+/* A copy of the @n pointers at @ptrs in the trace's arena, as arena_ndup() places it. */
+static gpointer
+arena_dup_ptrs (Parser *p, gpointer const *ptrs, guint n)
+{
+  gpointer *d;
+
+  if (n == 0)
+    return NULL;
+  d = cs_arena_alloc_small (p->trace->arena, sizeof (gpointer) * n);
+  memcpy (d, ptrs, sizeof (gpointer) * n);
+  return d;
 }
 
 /* The arena copy of the first @n bytes of @s, one per distinct text in the trace: callees and
@@ -314,7 +333,9 @@ callee_intern (Parser *p, const char *s, gsize n, const CsOp **op_out)
 static CsValue *
 value_new (Parser *p, CsValueKind kind)
 {
-  CsValue *v = CS_ARENA_NEW (p->trace->arena, CsValue);
+  CsValue *v = cs_arena_alloc_small (p->trace->arena, sizeof (CsValue));
+
+  memset (v, 0, sizeof (CsValue));
   v->kind = kind;
   return v;
 }
@@ -547,7 +568,7 @@ finish_seq (Parser *p, CsValueKind kind, guint start)
 
   v->u.seq.n = n;
   if (n)
-    v->u.seq.items = (CsValue **) cs_arena_dup_ptrs (p->trace->arena,
+    v->u.seq.items = (CsValue **) arena_dup_ptrs (p,
                                                       (gpointer const *) p->scratch->pdata + start, n);
   g_ptr_array_set_size (p->scratch, start);
   return v;
@@ -912,7 +933,7 @@ read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out, GError **erro
   *args_out = NULL;
   if (*n_out)
     {
-      *args_out = CS_ARENA_NEW_N (p->trace->arena, CsArg, *n_out);
+      *args_out = cs_arena_alloc_small (p->trace->arena, sizeof (CsArg) * *n_out);
       memcpy (*args_out, &g_array_index (p->scratch_args, CsArg, start), sizeof (CsArg) * *n_out);
     }
   g_array_set_size (p->scratch_args, start);
@@ -1111,7 +1132,7 @@ parse_type_into (Parser *p, CsProxy *px, const char *s, gsize len, const Line *l
       px->rank = rank;
       if (rank)
         {
-          px->shape = CS_ARENA_NEW_N (arena, int64_t, rank);
+          px->shape = cs_arena_alloc_small (arena, sizeof (int64_t) * rank);
           memcpy (px->shape, dims, sizeof (int64_t) * rank);
         }
       return TRUE;
@@ -1492,7 +1513,7 @@ parse_unpack (Parser *p, guint *li, guint indent, gboolean commented, GError **e
 
 done:
   st->n_targets = p->scratch->len - start;
-  st->targets = (CsValue **) cs_arena_dup_ptrs (t->arena, (gpointer const *) p->scratch->pdata + start,
+  st->targets = (CsValue **) arena_dup_ptrs (p, (gpointer const *) p->scratch->pdata + start,
                                                 st->n_targets);
   g_ptr_array_set_size (p->scratch, start);
   st->unpack_style = (one_per_line && n_lines > 1) ? CS_UNPACK_ONE_PER_LINE : CS_UNPACK_WRAP80;
@@ -1533,7 +1554,7 @@ names_del (Cur *c, CsStmt *st, gboolean brackets, GError **error)
       goto fail;
     }
   st->n_names = p->scratch->len - start;
-  st->names = (CsProxy **) cs_arena_dup_ptrs (p->trace->arena, (gpointer const *) p->scratch->pdata + start,
+  st->names = (CsProxy **) arena_dup_ptrs (p, (gpointer const *) p->scratch->pdata + start,
                                               st->n_names);
   g_ptr_array_set_size (p->scratch, start);
   return TRUE;
@@ -1887,7 +1908,7 @@ close_open (Parser *p, Open *open, guint *n_open, guint keep)
       Open *o = &open[--(*n_open)];
       if (o->kids->len)
         {
-          o->stmt->subs = (CsStmt **) cs_arena_dup_ptrs (p->trace->arena,
+          o->stmt->subs = (CsStmt **) arena_dup_ptrs (p,
                                                          (gpointer const *) o->kids->pdata, o->kids->len);
           o->stmt->n_subs = o->kids->len;
         }
