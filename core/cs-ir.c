@@ -122,6 +122,11 @@ cs_arena_alloc_line_uninit (CsArena *arena, gsize size)
 
   if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= rounded))
     {
+      if (at > arena->cur)
+        {
+          arena->hole = arena->cur;
+          arena->hole_end = at;
+        }
       arena->total += (gsize) (at - arena->cur) + rounded;
       arena->cur = at + rounded;
       return at;
@@ -955,6 +960,35 @@ cs_trace_n_proxies (const CsTrace *trace)
   return g_hash_table_size (all);
 }
 
+/* The bytes a proxy with its name inline takes: two cache lines. */
+#define PROXY_LINES 128
+
+/* A zeroed proxy as cs_proxy_alloc() makes one, with its name a copy of @name: in the bytes
+ * after the struct, up to the end of its second cache line, when it fits there (a separate
+ * string would start a gap before the next line-aligned object), else next to it. */
+static CsProxy *
+proxy_alloc_named (CsArena *arena, const char *name)
+{
+  gsize len = strlen (name);
+  CsProxy *p;
+  char *copy;
+
+  if (len + 1 <= PROXY_LINES - sizeof (CsProxy))
+    {
+      p = cs_arena_alloc_line (arena, PROXY_LINES);
+      copy = (char *) (p + 1);
+    }
+  else
+    {
+      p = cs_arena_alloc_line (arena, sizeof (CsProxy));
+      copy = cs_arena_alloc_small (arena, len + 1);
+    }
+  memcpy (copy, name, len + 1);
+  cs_proxy_init_self (p);
+  p->name = copy;
+  return p;
+}
+
 /** cs_trace_add_proxy: see cs-ir.h.  Returns: (transfer none) */
 CsProxy *
 cs_trace_add_proxy (CsTrace *trace, const char *name)
@@ -964,8 +998,11 @@ cs_trace_add_proxy (CsTrace *trace, const char *name)
 
   if (p != NULL)
     return p;
-  return _cs_trace_new_proxy (trace, cs_arena_strdup (trace->arena, name), hash,
-                              name_t_plus1 (name));
+  p = proxy_alloc_named (trace->arena, name);
+  p->kind = CS_PROXY_OTHER;
+  p->dtype = CS_DTYPE_F32;
+  _cs_trace_name_proxy (trace, p, p->name, hash, name_t_plus1 (name));
+  return p;
 }
 
 /** _cs_trace_new_proxy: see cs-ir.h. */
@@ -1181,6 +1218,10 @@ cs_proxy_is_float_tensor (const CsProxy *proxy)
 /* the fields every pass reads for every statement fill its first cache line (cs-ir.h) */
 G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
                  || G_STRUCT_OFFSET (CsStmt, callee) + sizeof (const char *) <= 64);
+
+/* a statement is two cache lines: the fields every pass reads, then the rest */
+G_STATIC_ASSERT (GLIB_SIZEOF_VOID_P != 8
+                 || (G_STRUCT_OFFSET (CsStmt, id) == 64 && sizeof (CsStmt) == 128));
 
 /** cs_stmt_new: an empty statement of @kind with a fresh id, in @trace's arena. */
 CsStmt *
@@ -1403,11 +1444,12 @@ dup_strv (CsArena *arena, const char * const *v, guint n)
 static CsProxy *
 proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
 {
-  CsProxy *np = cs_proxy_alloc (dst->arena);
+  CsProxy *np = proxy_alloc_named (dst->arena, p->name);
+  const char *name = np->name;
 
   *np = *p;
   cs_proxy_init_self (np);
-  np->name = cs_arena_strdup (dst->arena, p->name);
+  np->name = name;
   np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
   if (p->rank)
     {
@@ -1463,7 +1505,11 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
     c->origin = s->origin ? s->origin : s->id;
   c->callee = cs_arena_strdup (a, s->callee);
   c->type_comment_raw = cs_arena_strdup (a, s->type_comment_raw);
-  c->text = cs_arena_strdup (a, s->text);
+  if (s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK)
+    {
+      c->text = cs_arena_strdup (a, s->text);
+      c->annotated = proxy_map_get (dst, map, s->annotated);
+    }
   c->why = cs_arena_strdup (a, s->why);
   if (s->n_args)
     {
@@ -1476,15 +1522,14 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
     }
   c->out = value_copy_full (a, dst, s->out, map);
   c->value = value_copy_full (a, dst, s->value, map);
-  if (s->n_targets)
+  if (s->kind == CS_STMT_UNPACK && s->n_targets)
     {
       c->targets = CS_ARENA_NEW_N (a, CsValue *, s->n_targets);
       for (guint i = 0; i < s->n_targets; i++)
         c->targets[i] = value_copy_full (a, dst, s->targets[i], map);
     }
   c->source = proxy_map_get (dst, map, s->source);
-  c->annotated = proxy_map_get (dst, map, s->annotated);
-  if (s->n_names)
+  if (s->kind == CS_STMT_DEL && s->n_names)
     {
       c->names = CS_ARENA_NEW_N (a, CsProxy *, s->n_names);
       for (guint i = 0; i < s->n_names; i++)
@@ -1597,9 +1642,9 @@ stmt_shallow (CsTrace *dst, const CsStmt *s)
       c->args = CS_ARENA_NEW_N (a, CsArg, s->n_args);
       memcpy (c->args, s->args, sizeof (CsArg) * s->n_args);
     }
-  if (s->n_targets)
+  if (s->kind == CS_STMT_UNPACK && s->n_targets)
     c->targets = (CsValue **) cs_arena_dup_ptrs (a, (gpointer const *) s->targets, s->n_targets);
-  if (s->n_names)
+  if (s->kind == CS_STMT_DEL && s->n_names)
     c->names = (CsProxy **) cs_arena_dup_ptrs (a, (gpointer const *) s->names, s->n_names);
   if (s->n_subs)
     c->subs = (CsStmt **) cs_arena_dup_ptrs (a, (gpointer const *) s->subs, s->n_subs);

@@ -49,6 +49,9 @@ struct _CsArena
   guint8     *end;      /* end of the current block's data; cur <= end */
   gsize       total;    /* bytes handed out */
   gpointer    head;     /* private: the block list (current block first) */
+  guint8     *hole;     /* the bytes the last cs_arena_alloc_line() skipped to reach a line
+                           boundary, for cs_arena_alloc_small() (16-byte aligned); hole <= hole_end */
+  guint8     *hole_end; /* end of that gap */
 };
 
 /** _cs_arena_alloc_slow: (skip) cs_arena_alloc_uninit() when the current block is full;
@@ -82,6 +85,28 @@ cs_arena_alloc (CsArena *arena, gsize size)
 
   memset (p, 0, rounded);
   return p;
+}
+/**
+ * cs_arena_alloc_small:
+ * @size: bytes (rounded up to 16)
+ *
+ * Uninitialised memory as cs_arena_alloc_uninit() gives, taken from the gap the last
+ * cs_arena_alloc_line() skipped when it is large enough (argument arrays and short strings
+ * made between line-aligned statements and proxies fill it), else from the current block.
+ * Returns: memory owned by @arena, aligned to 16 bytes
+ */
+static inline gpointer
+cs_arena_alloc_small (CsArena *arena, gsize size)
+{
+  gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
+  guint8 *p = arena->hole;
+
+  if ((gsize) (arena->hole_end - p) >= rounded)
+    {
+      arena->hole = p + rounded;
+      return p;
+    }
+  return cs_arena_alloc_uninit (arena, size);
 }
 char       *cs_arena_strdup       (CsArena *arena, const char *s);
 char       *cs_arena_strndup      (CsArena *arena, const char *s, gsize len);
@@ -275,38 +300,48 @@ struct _CsStmt
                                       two forward statements (autograd's gradient accumulation,
                                       an op of its own under rounding=eager) and for the
                                       statements it decomposes into */
+  guint               type_comment : 2; /* CALL: a CsTypeCommentStyle, how the trailing
+                                      `# name: "type"` is printed */
+  guint               unpack_style : 1; /* UNPACK: a CsUnpackStyle */
+  guint               comment_kind : 3; /* COMMENT: a CsCommentKind */
   guint32             origin;      /* id of the statement of the initial trace it derives from; 0 = none */
   const char         *callee;      /* CALL: callee as printed: "ltorch.add", "nvFusion0", "torch.matmul" */
 
+  /* Second cache line: the fields a pass reads for some statements only. */
   guint32             id;          /* unique within the trace, 1-based; stable under cs_trace_copy */
   guint32             line;        /* 1-based source line of the statement's first character; 0 = made by a pass */
   guint32             col;         /* 1-based column */
-  CsTypeCommentStyle  type_comment;/* CALL: how the trailing `# name: "type"` is printed */
   const char         *type_comment_raw; /* when the trailing type string differs from the proxy's, as read */
-
-  /* UNPACK: targets are PROXY or UNDERSCORE values; source is a proxy name */
-  CsValue           **targets;
-  guint               n_targets;
-  CsUnpackStyle       unpack_style;
+  CsValue            *value;       /* ANNASSIGN: out = PROXY value, type from the proxy; value = the
+                                      expression.  RETURN: the value (NULL for a bare return) */
   CsProxy            *source;      /* UNPACK: the collection unpacked */
-
-  /* ANNASSIGN: out = PROXY value, type from the proxy; value = the expression */
-  CsValue            *value;       /* ANNASSIGN expression; RETURN value (NULL for bare return) */
-
-  /* DEL */
-  CsProxy           **names;       /* DEL: deleted proxies (only DEL statements set names and
-                                      n_names) */
-  guint               n_names;
-
-  /* COMMENT: text after "# " (without the leading indentation and "# ") */
-  CsCommentKind       comment_kind;
-  const char         *text;
-  CsProxy            *annotated;   /* INPUT/DETAIL comments: the proxy they name, if any (only COMMENT
-                                      statements set it) */
 
   /* Pass annotations (not printed in Thunder text; shown by the GUI and stats) */
   const char         *why;         /* rule that made this statement (e.g. "autocast: downcast
                                       matmul operand") or, for a fusion call, why the region ended */
+
+  /* The fields of one kind each, sharing their storage: read them only for statements of
+   * that kind (the others' bytes are the other kinds' fields). */
+  union
+  {
+    struct
+    {
+      CsValue       **targets;     /* UNPACK: PROXY or UNDERSCORE values */
+      guint           n_targets;   /* UNPACK: number of targets */
+    };
+    struct
+    {
+      CsProxy       **names;       /* DEL: deleted proxies */
+      guint           n_names;     /* DEL: number of names */
+    };
+    struct
+    {
+      const char     *text;        /* COMMENT: text after "# " (without the leading indentation and
+                                      "# "), NULL when printed from annotated; BLANK: the line's
+                                      spaces, or NULL */
+      CsProxy        *annotated;   /* COMMENT (INPUT/DETAIL): the proxy it names, if any */
+    };
+  };
 };
 
 /* ------------------------------------------------------------------------------------------ */

@@ -67,6 +67,10 @@ typedef struct
   guint    dtype_pos;    /* 1 when it sits where Thunder puts a dtype */
 } Pending;
 
+/* The ints the parser keeps one node of per trace (dims, axes, alpha=1, small constants). */
+#define LIT_INT_MIN (-16)
+#define LIT_INT_MAX 255
+
 typedef struct
 {
   const char *name;      /* file name for messages */
@@ -77,6 +81,16 @@ typedef struct
   GArray     *scratch_args; /* stack of CsArg for argument lists being read */
   GString    *tmp;       /* scratch text */
   GHashTable *types;     /* type text -> first proxy typed with it (this trace; not numbers) */
+  GHashTable *strings;   /* callee and keyword texts of this trace -> their one arena copy */
+  /* literal values of this trace, one node each (value nodes are immutable and shared) */
+  struct
+  {
+    CsValue  *none;      /* None */
+    CsValue  *boolean[2];/* False, True */
+    CsValue  *underscore;/* `_` targets */
+    CsValue  *ints[LIT_INT_MAX - LIT_INT_MIN + 1]; /* canonically written ints in range */
+    CsValue  *dtypes[CS_N_DTYPES][2]; /* dtypes.X by dtype and weakness */
+  } lit;
   gsize       ir_done;   /* arena bytes of the traces already parsed (CS_PARSE_MAX_IR_BYTES) */
 } Parser;
 
@@ -247,18 +261,93 @@ cur_skip_spaces (Cur *c)
     c->s++;
 }
 
+/* A NUL-terminated copy of the first @n bytes of @s in the trace's arena (in the gap before
+ * the last statement or proxy when it fits: cs_arena_alloc_small()). */
 static char *
 arena_ndup (Parser *p, const char *s, gsize n)
 {
-  return cs_arena_strndup (p->trace->arena, s, n);
+  char *d = cs_arena_alloc_small (p->trace->arena, n + 1);
+
+  memcpy (d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+/* A copy of the @n pointers at @ptrs in the trace's arena, as arena_ndup() places it. */
+static gpointer
+arena_dup_ptrs (Parser *p, gpointer const *ptrs, guint n)
+{
+  gpointer *d;
+
+  if (n == 0)
+    return NULL;
+  d = cs_arena_alloc_small (p->trace->arena, sizeof (gpointer) * n);
+  memcpy (d, ptrs, sizeof (gpointer) * n);
+  return d;
+}
+
+/* The arena copy of the first @n bytes of @s, one per distinct text in the trace: callees and
+ * keyword names repeat on most statements. */
+static const char *
+arena_intern (Parser *p, const char *s, gsize n)
+{
+  char key[128];
+  char *copy;
+
+  if (n >= sizeof key)
+    return arena_ndup (p, s, n);
+  memcpy (key, s, n);
+  key[n] = '\0';
+  copy = g_hash_table_lookup (p->strings, key);
+  if (copy == NULL)
+    {
+      copy = arena_ndup (p, s, n);
+      g_hash_table_add (p->strings, copy);
+    }
+  return copy;
+}
+
+/* The callee text of a call: the op table's own name when it is the same text (no copy),
+ * else the trace's one copy of it. */
+static const char *
+callee_intern (Parser *p, const char *s, gsize n, const CsOp **op_out)
+{
+  char key[128];
+  const CsOp *op;
+
+  if (n >= sizeof key)
+    {
+      const char *callee = arena_ndup (p, s, n);
+      *op_out = cs_op_lookup (callee);
+      return callee;
+    }
+  memcpy (key, s, n);
+  key[n] = '\0';
+  op = cs_op_lookup (key);
+  *op_out = op;
+  if (op->name != NULL && strcmp (op->name, key) == 0)
+    return op->name;
+  return arena_intern (p, s, n);
 }
 
 static CsValue *
 value_new (Parser *p, CsValueKind kind)
 {
-  CsValue *v = CS_ARENA_NEW (p->trace->arena, CsValue);
+  CsValue *v = cs_arena_alloc_small (p->trace->arena, sizeof (CsValue));
+
+  memset (v, 0, sizeof (CsValue));
   v->kind = kind;
   return v;
+}
+
+/* The trace's one node for the literal kept in *@slot, of kind @kind: made (zeroed) on first
+ * use; the caller sets its payload, the same on every call. */
+static CsValue *
+lit_value (Parser *p, CsValue **slot, CsValueKind kind)
+{
+  if (*slot == NULL)
+    *slot = value_new (p, kind);
+  return *slot;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -331,13 +420,20 @@ read_number (Cur *c, GError **error)
           cur_fail (c, error, CS_PARSE_ERROR_LIMIT, "integer %s does not fit in 64 bits", buf);
           return NULL;
         }
-      v = value_new (c->p, CS_VALUE_INT);
-      v->u.i = i;
       /* canonical: no leading zeros, no "-0" */
       {
         const char *d = buf[0] == '-' ? buf + 1 : buf;
-        if ((d[0] == '0' && d[1] != '\0') || (buf[0] == '-' && i == 0))
-          v->raw = arena_ndup (c->p, buf, len);
+        gboolean canonical = !((d[0] == '0' && d[1] != '\0') || (buf[0] == '-' && i == 0));
+
+        if (canonical && i >= LIT_INT_MIN && i <= LIT_INT_MAX)
+          v = lit_value (c->p, &c->p->lit.ints[i - LIT_INT_MIN], CS_VALUE_INT);
+        else
+          {
+            v = value_new (c->p, CS_VALUE_INT);
+            if (!canonical)
+              v->raw = arena_ndup (c->p, buf, len);
+          }
+        v->u.i = i;
       }
     }
   c->s = q;
@@ -472,7 +568,7 @@ finish_seq (Parser *p, CsValueKind kind, guint start)
 
   v->u.seq.n = n;
   if (n)
-    v->u.seq.items = (CsValue **) cs_arena_dup_ptrs (p->trace->arena,
+    v->u.seq.items = (CsValue **) arena_dup_ptrs (p,
                                                       (gpointer const *) p->scratch->pdata + start, n);
   g_ptr_array_set_size (p->scratch, start);
   return v;
@@ -629,15 +725,15 @@ read_name_value (Cur *c, guint flags, GError **error)
 
   c->s += n;
   if (n == 4 && memcmp (start, "None", 4) == 0)
-    return value_new (p, CS_VALUE_NONE);
+    return lit_value (p, &p->lit.none, CS_VALUE_NONE);
   if (n == 4 && memcmp (start, "True", 4) == 0)
     {
-      v = value_new (p, CS_VALUE_BOOL);
+      v = lit_value (p, &p->lit.boolean[1], CS_VALUE_BOOL);
       v->u.b = TRUE;
       return v;
     }
   if (n == 5 && memcmp (start, "False", 5) == 0)
-    return value_new (p, CS_VALUE_BOOL);
+    return lit_value (p, &p->lit.boolean[0], CS_VALUE_BOOL);
   if (c->s < c->end && *c->s == '(')
     return read_call_value (c, start, n, error);
   if (n > 7 && memcmp (start, "dtypes.", 7) == 0)
@@ -646,7 +742,7 @@ read_name_value (Cur *c, guint flags, GError **error)
       gboolean weak = FALSE;
       if (cs_dtype_from_long (start + 7, n - 7, &dt, &weak))
         {
-          v = value_new (p, CS_VALUE_DTYPE);
+          v = lit_value (p, &p->lit.dtypes[dt][weak ? 1 : 0], CS_VALUE_DTYPE);
           v->u.dtype.dtype = dt;
           v->u.dtype.weak = weak ? 1 : 0;
           return v;
@@ -662,9 +758,7 @@ read_name_value (Cur *c, guint flags, GError **error)
       px = cs_name_table_lookup (p->trace->proxies, key, cs_name_hash (key));
       if (px != NULL)
         {
-          v = value_new (p, CS_VALUE_PROXY);
-          v->u.proxy = px;
-          return v;
+          return cs_value_new_proxy (p->trace->arena, px);
         }
     }
   /* bound later, or never (a context name): resolved when the trace is complete */
@@ -802,7 +896,7 @@ read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out, GError **erro
       if (n > 0 && c->s + n < c->end && c->s[n] == '='
           && !(c->s + n + 1 < c->end && c->s[n + 1] == '='))
         {
-          arg.name = arena_ndup (p, c->s, n);
+          arg.name = arena_intern (p, c->s, n);
           c->s += n + 1;
           if (n == 5 && memcmp (arg.name, "dtype", 5) == 0)
             flags |= VAL_DTYPE_POS;
@@ -839,7 +933,7 @@ read_args (Cur *c, const CsOp *op, CsArg **args_out, guint *n_out, GError **erro
   *args_out = NULL;
   if (*n_out)
     {
-      *args_out = CS_ARENA_NEW_N (p->trace->arena, CsArg, *n_out);
+      *args_out = cs_arena_alloc_small (p->trace->arena, sizeof (CsArg) * *n_out);
       memcpy (*args_out, &g_array_index (p->scratch_args, CsArg, start), sizeof (CsArg) * *n_out);
     }
   g_array_set_size (p->scratch_args, start);
@@ -1038,7 +1132,7 @@ parse_type_into (Parser *p, CsProxy *px, const char *s, gsize len, const Line *l
       px->rank = rank;
       if (rank)
         {
-          px->shape = CS_ARENA_NEW_N (arena, int64_t, rank);
+          px->shape = cs_arena_alloc_small (arena, sizeof (int64_t) * rank);
           memcpy (px->shape, dims, sizeof (int64_t) * rank);
         }
       return TRUE;
@@ -1135,12 +1229,7 @@ apply_type (Parser *p, CsProxy *px, const char *s, gsize len, const Line *line, 
           px->typed = 1;
           px->type_raw = tmpl->type_raw;
           px->rank = tmpl->rank;
-          px->shape = NULL;
-          if (tmpl->rank)
-            {
-              px->shape = CS_ARENA_NEW_N (p->trace->arena, int64_t, tmpl->rank);
-              memcpy (px->shape, tmpl->shape, sizeof (int64_t) * tmpl->rank);
-            }
+          px->shape = tmpl->shape; /* shapes are never edited in place: one array per type */
           return TRUE;
         }
       if (!parse_type_into (p, px, s, len, line, col, error))
@@ -1258,12 +1347,9 @@ read_target (Cur *c, GError **error)
           return NULL;
         }
       if (n == 1 && *c->s == '_')
-        v = value_new (p, CS_VALUE_UNDERSCORE);
+        v = lit_value (p, &p->lit.underscore, CS_VALUE_UNDERSCORE);
       else
-        {
-          v = value_new (p, CS_VALUE_PROXY);
-          v->u.proxy = bind_name (p, c->s, n);
-        }
+        v = cs_value_new_proxy (p->trace->arena, bind_name (p, c->s, n));
       c->s += n;
       return v;
     }
@@ -1382,12 +1468,9 @@ parse_unpack (Parser *p, guint *li, guint indent, gboolean commented, GError **e
           {
             CsValue *v;
             if (n == 1 && *c.s == '_')
-              v = value_new (p, CS_VALUE_UNDERSCORE);
+              v = lit_value (p, &p->lit.underscore, CS_VALUE_UNDERSCORE);
             else
-              {
-                v = value_new (p, CS_VALUE_PROXY);
-                v->u.proxy = bind_name (p, c.s, n);
-              }
+              v = cs_value_new_proxy (p->trace->arena, bind_name (p, c.s, n));
             g_ptr_array_add (p->scratch, v);
           }
           c.s += n;
@@ -1430,7 +1513,7 @@ parse_unpack (Parser *p, guint *li, guint indent, gboolean commented, GError **e
 
 done:
   st->n_targets = p->scratch->len - start;
-  st->targets = (CsValue **) cs_arena_dup_ptrs (t->arena, (gpointer const *) p->scratch->pdata + start,
+  st->targets = (CsValue **) arena_dup_ptrs (p, (gpointer const *) p->scratch->pdata + start,
                                                 st->n_targets);
   g_ptr_array_set_size (p->scratch, start);
   st->unpack_style = (one_per_line && n_lines > 1) ? CS_UNPACK_ONE_PER_LINE : CS_UNPACK_WRAP80;
@@ -1471,7 +1554,7 @@ names_del (Cur *c, CsStmt *st, gboolean brackets, GError **error)
       goto fail;
     }
   st->n_names = p->scratch->len - start;
-  st->names = (CsProxy **) cs_arena_dup_ptrs (p->trace->arena, (gpointer const *) p->scratch->pdata + start,
+  st->names = (CsProxy **) arena_dup_ptrs (p, (gpointer const *) p->scratch->pdata + start,
                                               st->n_names);
   g_ptr_array_set_size (p->scratch, start);
   return TRUE;
@@ -1609,8 +1692,7 @@ parse_statement (Parser *p, guint *li, guint indent, gboolean commented, GError 
       guint32 col;
       CsProxy *px = bind_name (p, c.s, n);
       st = cs_stmt_new (t, CS_STMT_ANNASSIGN);
-      st->out = value_new (p, CS_VALUE_PROXY);
-      st->out->u.proxy = px;
+      st->out = cs_value_new_proxy (p->trace->arena, px);
       c.s += n + 2;
       if (!read_quoted_type (&c, &ts, &tl, &col, error))
         return NULL;
@@ -1667,8 +1749,7 @@ parse_statement (Parser *p, guint *li, guint indent, gboolean commented, GError 
         return NULL;
       }
     st = cs_stmt_new (t, CS_STMT_CALL);
-    st->callee = arena_ndup (p, callee_s, dn);
-    st->op = cs_op_lookup (st->callee);
+    st->callee = callee_intern (p, callee_s, dn, &st->op);
     st->out = out;
     if (!read_args (&c, st->op, &st->args, &st->n_args, error))
       return NULL;
@@ -1827,7 +1908,7 @@ close_open (Parser *p, Open *open, guint *n_open, guint keep)
       Open *o = &open[--(*n_open)];
       if (o->kids->len)
         {
-          o->stmt->subs = (CsStmt **) cs_arena_dup_ptrs (p->trace->arena,
+          o->stmt->subs = (CsStmt **) arena_dup_ptrs (p,
                                                          (gpointer const *) o->kids->pdata, o->kids->len);
           o->stmt->n_subs = o->kids->len;
         }
@@ -2031,9 +2112,8 @@ resolve_pending (Parser *p)
           px = cs_name_table_lookup (t->proxies, base, cs_name_hash (base));
           if (px != NULL)
             {
-              CsValue *pv = value_new (p, CS_VALUE_PROXY);
+              CsValue *pv = cs_value_new_proxy (t->arena, px);
               const char *attr = dot + 1;
-              pv->u.proxy = px;
               v->kind = CS_VALUE_ATTR;
               v->u.seq.attr = attr;
               v->u.seq.items = CS_ARENA_NEW_N (t->arena, CsValue *, 1);
@@ -2184,6 +2264,8 @@ parse_one_trace (Parser *p, guint *li, gboolean list_mode, GError **error)
   t->has_signature = FALSE;
   p->trace = t;
   g_hash_table_remove_all (p->types);
+  g_hash_table_remove_all (p->strings);
+  memset (&p->lit, 0, sizeof p->lit);
   t->file = cs_arena_strdup (t->arena, p->name);
 
   /* leading non-Thunder comments (and blank lines among them) */
@@ -2473,6 +2555,7 @@ cs_parse_text (const char *text, gsize len, const char *name, GError **error)
   p.scratch_args = g_array_new (FALSE, FALSE, sizeof (CsArg));
   p.tmp = g_string_new (NULL);
   p.types = g_hash_table_new (g_str_hash, g_str_equal);
+  p.strings = g_hash_table_new (g_str_hash, g_str_equal);
   list = cs_trace_list_new (p.name);
 
   /* No copy of the input: every read is bounded by line lengths, and numbers are copied to a
@@ -2584,6 +2667,7 @@ out:
   g_array_free (p.scratch_args, TRUE);
   g_string_free (p.tmp, TRUE);
   g_hash_table_unref (p.types);
+  g_hash_table_unref (p.strings);
   return ret;
 }
 
