@@ -1132,7 +1132,7 @@ value_vec_to_array (CsStmt *s, gboolean reads, GPtrArray *out)
  * pass), sorted by producer then consumer; each pair sees the regions as the earlier pairs left
  * them.  Regions are refreshed after a change. */
 void
-_cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
+_cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *marks)
 {
   Remat r = { 0 };
   g_autoptr(GArray) pairs = g_array_new (FALSE, FALSE, sizeof (guint) * 2);
@@ -1345,6 +1345,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
   g_free (r.reg_of_top);
   g_free (r.rd_start);
   g_free (r.rd);
-  if (changed)
+  if (changed && marks != NULL)
+    _cs_regions_refresh_with (t, FALSE, marks);
+  else if (changed)
     _cs_regions_refresh (t, FALSE);
 }
