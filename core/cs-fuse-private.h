@@ -23,11 +23,26 @@ const char *_cs_fuse_why_not_fusible (const CsStmt *stmt, const CsPolicy *policy
  */
 void        _cs_regions_refresh      (CsTrace *trace, gboolean dce_top);
 
+/* The region refresh's per-proxy marks and scratch lists, kept between the refreshes of one
+ * pass (the fusion pass refreshes several times): the arrays grow with the traces' proxy ids
+ * and are never cleared (generation stamps).  Not shared between threads. */
+typedef struct _CsRefreshMarks CsRefreshMarks;
+
+/* An empty store; free with _cs_refresh_marks_free() (NULL is ignored). */
+CsRefreshMarks *_cs_refresh_marks_new  (void);
+void        _cs_refresh_marks_free   (CsRefreshMarks *marks);
+
+/* _cs_regions_refresh() with the marks of @marks (any trace; the result does not depend on
+ * what @marks saw before). */
+void        _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *marks);
+
 /* Within the fusion pass: Thunder's rematerialize (thunder/core/rematerialization.py) over
  * every producer -> consumer pair of fusion regions of @t, forward and backward alike
  * (cs-fuse-remat.c); @policy decides what an nvFusion consumer can run when the producer is
- * another executor's region.  Regions are refreshed after a change. */
-void        _cs_fuse_rematerialize   (CsTrace *t, const CsPolicy *policy);
+ * another executor's region.  Regions are refreshed after a change, with @marks (nullable:
+ * a store of its own). */
+void        _cs_fuse_rematerialize   (CsTrace *t, const CsPolicy *policy,
+                                      CsRefreshMarks *marks);
 
 /* Within the fusion pass (cs-fuse-regions.c): groups @items (top-level statements of @trace,
  * in order) into regions under @policy and appends the result to @out: region calls named

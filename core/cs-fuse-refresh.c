@@ -28,11 +28,12 @@ stmt_dont_dce (const CsStmt *s)
 
 /* Per-proxy marks indexed by CsProxy.id (ids are 1-based and below trace->next_proxy_id), so
  * the refresh needs no hash table per region.  A mark is "set" when it equals the generation
- * it was set for; generations only grow, so the arrays are never cleared between regions.
- * One store serves one refresh. */
+ * it was set for; generations only grow, so the arrays are never cleared between regions nor
+ * between refreshes that share the store (CsRefreshMarks). */
 typedef struct
 {
   guint32   gen;        /* last generation handed out */
+  guint32   cap;        /* entries of each array */
   guint32  *needed;     /* == Marks.needed_gen: read by a later top-level statement */
   guint32  *live;       /* == region gen: needed inside the region being refreshed */
   guint32  *produced;   /* == region gen: produced by a kept subsymbol so far */
@@ -43,32 +44,48 @@ typedef struct
   guint32  *hidden_at;  /* 1 + index of the fresh region writing it without listing it */
 } MarkStore;
 
-/* Zeroed arrays for ids below @n. */
-static void
-mark_store_init (MarkStore *st, guint32 n)
+#define MARK_STORE_N_ARRAYS 8
+
+static guint32 **
+mark_store_array (MarkStore *st, guint k)
 {
-  st->gen = 0;
-  st->needed = g_new0 (guint32, n);
-  st->live = g_new0 (guint32, n);
-  st->produced = g_new0 (guint32, n);
-  st->seen = g_new0 (guint32, n);
-  st->prod_at = g_new0 (guint32, n);
-  st->visible = g_new0 (guint32, n);
-  st->hidden_gen = g_new0 (guint32, n);
-  st->hidden_at = g_new0 (guint32, n);
+  guint32 **arrs[MARK_STORE_N_ARRAYS] = { &st->needed, &st->live, &st->produced, &st->seen,
+                                          &st->prod_at, &st->visible, &st->hidden_gen,
+                                          &st->hidden_at };
+  return arrs[k];
+}
+
+/* Makes room for ids below @n (new entries zeroed) and, when the generations could run out
+ * during a refresh of @n_stmts statements, starts them again from zeroed arrays. */
+static void
+mark_store_reserve (MarkStore *st, guint32 n, guint n_stmts)
+{
+  if (n > st->cap)
+    {
+      guint32 cap = MAX (n, st->cap + st->cap / 8);
+      for (guint k = 0; k < MARK_STORE_N_ARRAYS; k++)
+        {
+          guint32 **a = mark_store_array (st, k);
+          *a = g_renew (guint32, *a, cap);
+          memset (*a + st->cap, 0, (cap - st->cap) * sizeof (guint32));
+        }
+      st->cap = cap;
+    }
+  /* a refresh takes at most 3 generations per statement and 3 more */
+  if (st->gen > G_MAXUINT32 - 3 * (guint64) n_stmts - 16)
+    {
+      for (guint k = 0; k < MARK_STORE_N_ARRAYS; k++)
+        memset (*mark_store_array (st, k), 0, st->cap * sizeof (guint32));
+      st->gen = 0;
+    }
 }
 
 static void
 mark_store_clear (MarkStore *st)
 {
-  g_free (st->needed);
-  g_free (st->live);
-  g_free (st->produced);
-  g_free (st->seen);
-  g_free (st->prod_at);
-  g_free (st->visible);
-  g_free (st->hidden_gen);
-  g_free (st->hidden_at);
+  for (guint k = 0; k < MARK_STORE_N_ARRAYS; k++)
+    g_free (*mark_store_array (st, k));
+  memset (st, 0, sizeof *st);
 }
 
 typedef struct
@@ -85,6 +102,49 @@ typedef struct
   guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
   guint     read_pos_cap;
 } Marks;
+
+struct _CsRefreshMarks
+{
+  Marks     m;          /* the marks and scratch lists, kept between refreshes */
+  CsStmtVec top_kept;   /* scratch: the top-level statements kept */
+  CsProxyVec top_tmp;   /* scratch */
+  guint8   *stale;      /* statement index -> 1 when a later read needs a hidden value of it */
+  guint     stale_cap;  /* entries of stale */
+};
+
+/**
+ * _cs_refresh_marks_new: (see cs-fuse-private.h)
+ */
+CsRefreshMarks *
+_cs_refresh_marks_new (void)
+{
+  return g_new0 (CsRefreshMarks, 1);
+}
+
+/**
+ * _cs_refresh_marks_free: (see cs-fuse-private.h)
+ */
+void
+_cs_refresh_marks_free (CsRefreshMarks *marks)
+{
+  Marks *m;
+
+  if (marks == NULL)
+    return;
+  m = &marks->m;
+  mark_store_clear (&m->st);
+  _cs_proxy_vec_free (&m->tmp);
+  _cs_proxy_vec_free (&m->outs);
+  _cs_proxy_vec_free (&m->ins);
+  _cs_proxy_vec_free (&m->pass);
+  _cs_proxy_vec_free (&m->reads);
+  _cs_stmt_vec_free (&m->kept);
+  g_free (m->read_pos);
+  _cs_stmt_vec_free (&marks->top_kept);
+  _cs_proxy_vec_free (&marks->top_tmp);
+  g_free (marks->stale);
+  g_free (marks);
+}
 
 static inline gboolean
 mark_test (const Marks *m, const guint32 *arr, const CsProxy *p, guint32 v)
@@ -376,21 +436,32 @@ refresh_note_read (const CsTrace *trace, Marks *m, guint32 id, guint i, guint32 
     stale[st->hidden_at[id] - 1] = 1;
 }
 
+/**
+ * _cs_regions_refresh_with: (see cs-fuse-private.h)
+ */
 void
-_cs_regions_refresh (CsTrace *trace, gboolean dce_top)
+_cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *marks)
 {
-  Marks m = { 0 };
-  MarkStore *st = &m.st;
-  g_auto(CsStmtVec) kept = CS_STMT_VEC_INIT;
-  CsProxyVec tmp = CS_PROXY_VEC_INIT;
+  Marks *mp = &marks->m;
+  MarkStore *st = &mp->st;
+  CsStmtVec *kept = &marks->top_kept;
+  CsProxyVec *tmp = &marks->top_tmp;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
-  guint8 *stale;        /* statement index -> 1 when a later read needs a hidden value of it */
+  guint8 *stale;
 
-  m.n = trace->next_proxy_id + 1;
-  mark_store_init (st, m.n);
-  m.needed_gen = ++st->gen;
+  mp->n = trace->next_proxy_id + 1;
+  mark_store_reserve (st, mp->n, trace->n_stmts);
+  mp->needed_gen = ++st->gen;
   visible_gen = ++st->gen;
-  stale = g_new0 (guint8, trace->n_stmts + 1);
+  if (marks->stale_cap < trace->n_stmts + 1)
+    {
+      marks->stale_cap = MAX (trace->n_stmts + 1, 2 * marks->stale_cap);
+      g_free (marks->stale);
+      marks->stale = g_new (guint8, marks->stale_cap);
+    }
+  stale = marks->stale;
+  memset (stale, 0, trace->n_stmts + 1);
+  kept->len = 0;
 
   /* A fresh region (left as is by the previous refresh) is rebuilt only when one of its
    * outputs is no longer needed or a later statement now reads one of its internal values;
@@ -403,14 +474,14 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
       CsProxy *p = trace->params[i].name ? cs_trace_lookup_proxy (trace, trace->params[i].name)
                                          : NULL;
       if (p != NULL)
-        mark_set (&m, st->visible, p, visible_gen);
+        mark_set (mp, st->visible, p, visible_gen);
     }
   for (guint i = 0; i < trace->n_stmts; i++)
     {
-      tmp.len = 0;
-      _cs_stmt_writes_vec (trace->stmts[i], &tmp);
-      for (guint k = 0; k < tmp.len; k++)
-        mark_set (&m, st->visible, tmp.v[k], visible_gen);
+      tmp->len = 0;
+      _cs_stmt_writes_vec (trace->stmts[i], tmp);
+      for (guint k = 0; k < tmp->len; k++)
+        mark_set (mp, st->visible, tmp->v[k], visible_gen);
     }
 
   for (guint i = trace->n_stmts; i-- > 0;)
@@ -419,44 +490,44 @@ _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 
       if (_cs_stmt_is_region (s))
         {
-          if (!s->region_fresh || stale[i] || region_output_unneeded (s, &m))
+          if (!s->region_fresh || stale[i] || region_output_unneeded (s, mp))
             {
               /* rebuilt, in place when the trace owns it (it may be shared with the input) */
               s = cs_trace_own_stmt (trace, s);
-              if (!region_refresh_one (trace, s, &m))
+              if (!region_refresh_one (trace, s, mp))
                 continue;
             }
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
         {
           gboolean live = FALSE;
-          tmp.len = 0;
-          _cs_stmt_writes_vec (s, &tmp);
-          for (guint j = 0; j < tmp.len && !live; j++)
-            if (needed_test (&m, tmp.v[j]) || tmp.v[j]->id >= m.n)
+          tmp->len = 0;
+          _cs_stmt_writes_vec (s, tmp);
+          for (guint j = 0; j < tmp->len && !live; j++)
+            if (needed_test (mp, tmp->v[j]) || tmp->v[j]->id >= mp->n)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
-          if (!live && (tmp.len > 0 || s->out != NULL))
+          if (!live && (tmp->len > 0 || s->out != NULL))
             continue;
         }
-      _cs_stmt_vec_push (&kept, s);
-      tmp.len = 0;
-      _cs_stmt_reads_vec (s, &tmp);
-      for (guint j = 0; j < tmp.len; j++)
-        if (tmp.v[j]->id < m.n)
-          refresh_note_read (trace, &m, tmp.v[j]->id, i, visible_gen, &hidden_gen, stale);
+      _cs_stmt_vec_push (kept, s);
+      tmp->len = 0;
+      _cs_stmt_reads_vec (s, tmp);
+      for (guint j = 0; j < tmp->len; j++)
+        if (tmp->v[j]->id < mp->n)
+          refresh_note_read (trace, mp, tmp->v[j]->id, i, visible_gen, &hidden_gen, stale);
     }
-  _cs_stmt_vec_reverse (&kept);
-  cs_trace_set_stmts (trace, kept.v, kept.len);
-  g_free (stale);
-  mark_store_clear (st);
-  _cs_proxy_vec_free (&tmp);
-  _cs_proxy_vec_free (&m.tmp);
-  _cs_proxy_vec_free (&m.outs);
-  _cs_proxy_vec_free (&m.ins);
-  _cs_proxy_vec_free (&m.pass);
-  _cs_proxy_vec_free (&m.reads);
-  _cs_stmt_vec_free (&m.kept);
-  g_free (m.read_pos);
+  _cs_stmt_vec_reverse (kept);
+  cs_trace_set_stmts (trace, kept->v, kept->len);
+  kept->len = 0;
+}
+
+void
+_cs_regions_refresh (CsTrace *trace, gboolean dce_top)
+{
+  CsRefreshMarks *marks = _cs_refresh_marks_new ();
+
+  _cs_regions_refresh_with (trace, dce_top, marks);
+  _cs_refresh_marks_free (marks);
 }

@@ -120,7 +120,52 @@ typedef struct
                             lists that name orig do not name the current region */
   gboolean   subs_changed; /* subsymbols differ from orig's */
   gboolean   nvfusion;   /* an nvFusion region (else TorchCompile or another fusion) */
+  gboolean   rw_ok;      /* rw and rw_at describe the current subs */
+  CsProxyVec rw;         /* each subsymbol's reads, then its writes, concatenated */
+  guint     *rw_at;      /* 2 * subs->len + 1 offsets into rw: subsymbol i reads
+                            rw[rw_at[2i] .. rw_at[2i+1]) and writes rw[.. rw_at[2i+2]) */
 } RReg;
+
+/* Derives each subsymbol's reads and writes of @g once (after a change of its subsymbols:
+ * rw_ok cleared). */
+static void
+rreg_rw (RReg *g)
+{
+  guint n = g->subs->len;
+
+  if (g->rw_ok)
+    return;
+  if (g->rw.cap == 0)
+    _cs_proxy_vec_grow (&g->rw);
+  g->rw.len = 0;
+  g->rw_at = g_renew (guint, g->rw_at, 2 * n + 1);
+  for (guint i = 0; i < n; i++)
+    {
+      g->rw_at[2 * i] = g->rw.len;
+      _cs_stmt_reads_vec (g->subs->pdata[i], &g->rw);
+      g->rw_at[2 * i + 1] = g->rw.len;
+      _cs_stmt_writes_vec (g->subs->pdata[i], &g->rw);
+    }
+  g->rw_at[2 * n] = g->rw.len;
+  g->rw_ok = TRUE;
+}
+
+/* The proxies subsymbol @i of @g reads (as _cs_stmt_reads_vec lists them), @n of them;
+ * rreg_rw() first. */
+static inline CsProxy **
+sub_reads (const RReg *g, guint i, guint *n)
+{
+  *n = g->rw_at[2 * i + 1] - g->rw_at[2 * i];
+  return g->rw.v + g->rw_at[2 * i];
+}
+
+/* The proxies subsymbol @i of @g writes (as _cs_stmt_writes_vec lists them); rreg_rw() first. */
+static inline CsProxy **
+sub_writes (const RReg *g, guint i, guint *n)
+{
+  *n = g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
+  return g->rw.v + g->rw_at[2 * i + 1];
+}
 
 static gboolean
 ptr_in (GPtrArray *a, gconstpointer p)
@@ -136,63 +181,6 @@ push_unique (GPtrArray *a, gpointer p)
 {
   if (!ptr_in (a, p))
     g_ptr_array_add (a, p);
-}
-
-/* Outputs of @subs (flat_proxy_outs of each, in order), each once, into @set and @list. */
-static void
-produced_vars (GPtrArray *subs, GHashTable *set, GPtrArray *list)
-{
-  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
-  for (guint i = 0; i < subs->len; i++)
-    {
-      ps.len = 0;
-      _cs_stmt_writes_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        if (!g_hash_table_contains (set, ps.v[j]))
-          {
-            g_hash_table_add (set, ps.v[j]);
-            if (list)
-              g_ptr_array_add (list, ps.v[j]);
-          }
-    }
-}
-
-/* Thunder's utils.find_producer_symbols over @subs: the indices (marked in @mark) of the
- * subsymbols that produce @proxies, walking back through their arguments and stopping at
- * @stop. */
-static void
-find_producer_symbols (GPtrArray *subs, GPtrArray *proxies, GHashTable *stop, guint8 *mark)
-{
-  g_autoptr(GHashTable) producer = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GPtrArray) queue = g_ptr_array_new ();
-  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
-
-  for (guint i = 0; i < subs->len; i++)
-    {
-      ps.len = 0;
-      _cs_stmt_writes_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        if (!g_hash_table_contains (producer, ps.v[j]))
-          g_hash_table_insert (producer, ps.v[j], GUINT_TO_POINTER (i + 1));
-    }
-  g_ptr_array_extend (queue, proxies, NULL, NULL);
-  while (queue->len > 0)
-    {
-      CsProxy *p = g_ptr_array_steal_index (queue, queue->len - 1);
-      guint at = GPOINTER_TO_UINT (g_hash_table_lookup (producer, p));
-      if (at == 0)
-        continue;
-      mark[at - 1] = 1;
-      ps.len = 0;
-      _cs_stmt_reads_vec (subs->pdata[at - 1], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        if (!g_hash_table_contains (stop, ps.v[j]) && !g_hash_table_contains (seen, ps.v[j]))
-          {
-            g_hash_table_add (seen, ps.v[j]);
-            g_ptr_array_add (queue, ps.v[j]);
-          }
-    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -212,8 +200,9 @@ typedef struct
   GArray    **adj;     /* FEdge per node */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
   guint       cap_n;   /* slots of adj; those not NULL are kept, emptied, by fg_reset() */
-  GHashTable *idx;     /* CsProxy * -> 1 + value index */
-  GPtrArray  *vars;    /* value index -> CsProxy * */
+  GPtrArray  *vars;    /* value index -> CsProxy * (a value's index lives in its IdSlot) */
+  guint      *scratch; /* 4 * scratch_n: fg_max_flow's and find_cut's per-node arrays */
+  guint       scratch_n; /* nodes scratch has room for */
 } FGraph;
 
 #define FG_SOURCE 0u
@@ -223,7 +212,6 @@ static void
 fg_init (FGraph *g)
 {
   memset (g, 0, sizeof *g);
-  g->idx = g_hash_table_new (g_direct_hash, g_direct_equal);
   g->vars = g_ptr_array_new ();
   g->cap_n = 64;
   g->adj = g_new0 (GArray *, g->cap_n);
@@ -239,7 +227,7 @@ fg_clear (FGraph *g)
     if (g->adj[i] != NULL)
       g_array_unref (g->adj[i]);
   g_free (g->adj);
-  g_hash_table_unref (g->idx);
+  g_free (g->scratch);
   g_ptr_array_unref (g->vars);
 }
 
@@ -249,34 +237,8 @@ fg_reset (FGraph *g)
 {
   for (guint i = 0; i < g->n; i++)
     g_array_set_size (g->adj[i], 0);
-  g_hash_table_remove_all (g->idx);
   g_ptr_array_set_size (g->vars, 0);
   g->n = 2;
-}
-
-/* The `_in` node of @p (its `_out` node is the next one), created on first use. */
-static guint
-fg_var (FGraph *g, CsProxy *p)
-{
-  guint k = GPOINTER_TO_UINT (g_hash_table_lookup (g->idx, p));
-  if (k == 0)
-    {
-      g_ptr_array_add (g->vars, p);
-      k = g->vars->len;
-      g_hash_table_insert (g->idx, p, GUINT_TO_POINTER (k));
-      if (g->n + 2 > g->cap_n)
-        {
-          guint old = g->cap_n;
-          g->cap_n *= 2;
-          g->adj = g_renew (GArray *, g->adj, g->cap_n);
-          memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
-        }
-      for (guint i = g->n; i < g->n + 2; i++)
-        if (g->adj[i] == NULL)
-          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
-      g->n += 2;
-    }
-  return 2 + 2 * (k - 1);
 }
 
 /* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
@@ -310,14 +272,28 @@ fg_edge (FGraph *g, guint u, guint v, double cap)
   g_array_append_val (g->adj[v], r);
 }
 
+/* Makes g->scratch hold 4 arrays of g->n entries. */
+static void
+fg_scratch (FGraph *g)
+{
+  if (g->scratch_n < g->n)
+    {
+      g->scratch_n = MAX (g->n, 2 * g->scratch_n);
+      g->scratch = g_renew (guint, g->scratch, 4 * (gsize) g->scratch_n);
+    }
+}
+
 /* Maximum flow from source to sink (Edmonds-Karp); FALSE when it is unbounded (a path of
  * infinite capacities: Thunder's minimum_cut raises). */
 static gboolean
 fg_max_flow (FGraph *g)
 {
-  g_autofree guint *prev_node = g_new (guint, g->n);
-  g_autofree guint *prev_edge = g_new (guint, g->n);
-  g_autofree guint *queue = g_new (guint, g->n);
+  guint *prev_node, *prev_edge, *queue;
+
+  fg_scratch (g);
+  prev_node = g->scratch;
+  prev_edge = g->scratch + g->n;
+  queue = g->scratch + 2 * g->n;
 
   for (;;)
     {
@@ -363,6 +339,30 @@ fg_max_flow (FGraph *g)
 /* ------------------------------------------------------------------------------------------ */
 /* The pass                                                                                    */
 
+/* Per-proxy marks of the pass, one slot per CsProxy.id (ids are 1-based and below
+ * t->next_proxy_id): the sets and tables find_cut and the consumer's update build for each pair.
+ * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
+ * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
+ * holds, gets a slot of its own in Remat.other. */
+typedef struct
+{
+  CsProxy *who;        /* the proxy this slot belongs to (NULL: not yet claimed) */
+  guint32  made;       /* == epoch: written by the producer's subsymbols */
+  guint32  req;        /* == epoch: a required consumer value (find_cut), or read by the
+                          consumer's new subsymbols (apply_consumer) */
+  guint32  stop;       /* == epoch: find_producer_symbols stops at it */
+  guint32  seen;       /* == epoch: queued by find_producer_symbols */
+  guint32  prod;       /* == epoch: prod_at is valid */
+  guint32  prod_at;    /* 1 + index of the first subsymbol writing it */
+  guint32  user;       /* == epoch: user_first / user_last are valid */
+  guint32  user_first; /* first entry of its readers' list (Remat.ue_*) */
+  guint32  user_last;  /* last entry of that list */
+  guint32  var;        /* == epoch: var_idx is valid, or written by the consumer's new
+                          subsymbols (apply_consumer) */
+  guint32  var_idx;    /* 1 + its value index in the flow graph */
+  guint32  flag;       /* == epoch: an input of the producer (find_cut) */
+} IdSlot;
+
 typedef struct
 {
   CsTrace        *t;
@@ -375,10 +375,215 @@ typedef struct
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
-  GHashTable     *users;      /* scratch: CsProxy * -> GPtrArray * of its readers (find_cut) */
-  GPtrArray      *user_lists; /* the GPtrArrays users has handed out; reused for each pair */
-  guint           n_user_lists; /* of user_lists, those in use by the current pair */
+  IdSlot         *slots;      /* indexed by proxy id, n_slots of them */
+  guint32         n_slots;
+  GHashTable     *other;      /* CsProxy * -> IdSlot * (g_free'd) for proxies without a slot */
+  guint32         epoch;      /* last epoch handed out */
+  guint32        *ue_next;    /* readers' lists: entry -> next entry of the same list */
+  guint32        *ue_sub;     /* entry -> 2 * subsymbol index + (1 for the consumer's) */
+  guint           ue_len, ue_cap; /* entries in use / allocated */
+  CsProxyVec      vec_a;      /* scratch lists */
+  CsProxyVec      vec_b;
 } Remat;
+
+/* Makes room for a slot per proxy id below t->next_proxy_id (new proxies made since). */
+static void
+store_reserve (Remat *r)
+{
+  guint32 n = r->t->next_proxy_id + 1;
+
+  if (n <= r->n_slots)
+    return;
+  n = MAX (n, r->n_slots + r->n_slots / 8);
+  r->slots = g_renew (IdSlot, r->slots, n);
+  memset (r->slots + r->n_slots, 0, (n - r->n_slots) * sizeof (IdSlot));
+  r->n_slots = n;
+}
+
+/* A fresh epoch: every set marked with an older one is empty. */
+static guint32
+store_epoch (Remat *r)
+{
+  if (G_UNLIKELY (r->epoch == G_MAXUINT32))
+    {
+      GHashTableIter it;
+      gpointer v;
+      for (guint32 i = 0; i < r->n_slots; i++)
+        {
+          CsProxy *who = r->slots[i].who;
+          memset (&r->slots[i], 0, sizeof (IdSlot));
+          r->slots[i].who = who;
+        }
+      g_hash_table_iter_init (&it, r->other);
+      while (g_hash_table_iter_next (&it, NULL, &v))
+        {
+          CsProxy *who = ((IdSlot *) v)->who;
+          memset (v, 0, sizeof (IdSlot));
+          ((IdSlot *) v)->who = who;
+        }
+      r->epoch = 0;
+    }
+  return ++r->epoch;
+}
+
+static IdSlot *
+slot_other (Remat *r, CsProxy *p)
+{
+  IdSlot *s = g_hash_table_lookup (r->other, p);
+
+  if (s == NULL)
+    {
+      s = g_new0 (IdSlot, 1);
+      s->who = p;
+      g_hash_table_insert (r->other, p, s);
+    }
+  return s;
+}
+
+/* The slot of @p (stable until the pass ends: store_reserve() runs between pairs and before
+ * the consumer's new proxies are looked up, never while a slot pointer is held). */
+static inline IdSlot *
+slot_of (Remat *r, CsProxy *p)
+{
+  guint32 id = p->id;
+
+  if (G_LIKELY (id != 0 && id < r->n_slots))
+    {
+      IdSlot *s = &r->slots[id];
+      if (G_LIKELY (s->who == p))
+        return s;
+      if (s->who == NULL)
+        {
+          s->who = p;
+          return s;
+        }
+    }
+  return slot_other (r, p);
+}
+
+/* Appends subsymbol entry @sub to @s's readers' list of epoch @e (a new list when @s has
+ * none for @e). */
+static void
+user_add (Remat *r, IdSlot *s, guint32 e, guint32 sub)
+{
+  guint32 k = r->ue_len++;
+
+  if (G_UNLIKELY (r->ue_len > r->ue_cap))
+    {
+      r->ue_cap = MAX (256, 2 * r->ue_cap);
+      r->ue_next = g_renew (guint32, r->ue_next, r->ue_cap);
+      r->ue_sub = g_renew (guint32, r->ue_sub, r->ue_cap);
+    }
+  r->ue_sub[k] = sub;
+  r->ue_next[k] = G_MAXUINT32;
+  if (s->user != e)
+    {
+      s->user = e;
+      s->user_first = k;
+    }
+  else
+    r->ue_next[s->user_last] = k;
+  s->user_last = k;
+}
+
+/* Marks (made = @e) the outputs of @g's subsymbols; with @list, appends each once, in order. */
+static void
+produced_vars (Remat *r, RReg *g, guint32 e, GPtrArray *list)
+{
+  rreg_rw (g);
+  for (guint i = 0; i < g->subs->len; i++)
+    {
+      guint n;
+      CsProxy **ws = sub_writes (g, i, &n);
+      for (guint j = 0; j < n; j++)
+        {
+          IdSlot *s = slot_of (r, ws[j]);
+          if (s->made != e)
+            {
+              s->made = e;
+              if (list)
+                g_ptr_array_add (list, ws[j]);
+            }
+        }
+    }
+}
+
+/* Thunder's utils.find_producer_symbols over @g's subsymbols: the indices (marked in @mark) of
+ * the subsymbols that produce @proxies (@n_proxies), walking back through their arguments and
+ * stopping at the proxies whose slot has stop == @stop_e. */
+static void
+find_producer_symbols (Remat *r, RReg *g, CsProxy *const *proxies, guint n_proxies,
+                       guint32 stop_e, guint8 *mark)
+{
+  guint32 e = store_epoch (r);
+  CsProxyVec *queue = &r->vec_b;
+
+  rreg_rw (g);
+  for (guint i = 0; i < g->subs->len; i++)
+    {
+      guint n;
+      CsProxy **ws = sub_writes (g, i, &n);
+      for (guint j = 0; j < n; j++)
+        {
+          IdSlot *s = slot_of (r, ws[j]);
+          if (s->prod != e)
+            {
+              s->prod = e;
+              s->prod_at = i + 1;
+            }
+        }
+    }
+  queue->len = 0;
+  for (guint i = 0; i < n_proxies; i++)
+    _cs_proxy_vec_push (queue, proxies[i]);
+  while (queue->len > 0)
+    {
+      IdSlot *s = slot_of (r, queue->v[--queue->len]);
+      guint at = s->prod == e ? s->prod_at : 0, n;
+      CsProxy **rs;
+      if (at == 0)
+        continue;
+      mark[at - 1] = 1;
+      rs = sub_reads (g, at - 1, &n);
+      for (guint j = 0; j < n; j++)
+        {
+          IdSlot *q = slot_of (r, rs[j]);
+          if (q->stop != stop_e && q->seen != e)
+            {
+              q->seen = e;
+              _cs_proxy_vec_push (queue, rs[j]);
+            }
+        }
+    }
+}
+
+/* The `_in` node of @p (its `_out` node is the next one) in the graph of epoch @e, created on
+ * first use. */
+static guint
+fg_var (Remat *r, CsProxy *p, guint32 e)
+{
+  FGraph *g = &r->g;
+  IdSlot *s = slot_of (r, p);
+
+  if (s->var != e)
+    {
+      g_ptr_array_add (g->vars, p);
+      s->var = e;
+      s->var_idx = g->vars->len;
+      if (g->n + 2 > g->cap_n)
+        {
+          guint old = g->cap_n;
+          g->cap_n *= 2;
+          g->adj = g_renew (GArray *, g->adj, g->cap_n);
+          memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
+        }
+      for (guint i = g->n; i < g->n + 2; i++)
+        if (g->adj[i] == NULL)
+          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
+      g->n += 2;
+    }
+  return 2 + 2 * (s->var_idx - 1);
+}
 
 /* Thunder's find_external_producer_outputs: the outputs of @p that must stay outputs because
  * a statement other than @c reads them; @next are the consumers of the later pairs of the same
@@ -422,14 +627,14 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
 }
 
 /* Thunder's find_external_consumer_inputs: inputs of @c that @p neither outputs, reads nor
- * produces, in @c's input order. */
+ * produces (slots with made == @made_e), in @c's input order. */
 static void
-external_consumer_inputs (RReg *p, GHashTable *p_made, RReg *c, GPtrArray *out)
+external_consumer_inputs (Remat *r, RReg *p, guint32 made_e, RReg *c, GPtrArray *out)
 {
   for (guint i = 0; i < c->ins->len; i++)
     {
       CsProxy *x = c->ins->pdata[i];
-      if (!ptr_in (p->outs, x) && !ptr_in (p->ins, x) && !g_hash_table_contains (p_made, x))
+      if (!ptr_in (p->outs, x) && !ptr_in (p->ins, x) && slot_of (r, x)->made != made_e)
         push_unique (out, x);
     }
 }
@@ -443,29 +648,32 @@ consumer_can_fuse (Remat *r, RReg *c, const CsStmt *s)
 }
 
 /* find_cut's add_edges for @var: `_in -> _out` with its weight (halved for an input of the
- * producer), `_out -> _in` of every output of each subsymbol (of @all) that reads it. */
+ * producer: flag == @e), `_out -> _in` of every output of each subsymbol of @p and @c that
+ * reads it (readers' lists of epoch @e). */
 static void
-add_var_edges (FGraph *g, CsProxy *var, RReg *p, GHashTable *users)
+add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e)
 {
-  guint vi = fg_var (g, var);
+  FGraph *g = &r->g;
+  guint vi = fg_var (r, var, e);
   double w = proxy_cut_bytes (var);
-  GPtrArray *us;
+  IdSlot *s = slot_of (r, var);
 
-  if (ptr_in (p->ins, var))
+  if (s->flag == e)
     w /= 2.0;
   fg_edge (g, vi, vi + 1, w);
-  us = g_hash_table_lookup (users, var);
-  if (us == NULL)
+  if (s->user != e)
     return;
-  for (guint k = 0; k < us->len; k++)
+  for (guint32 k = s->user_first; k != G_MAXUINT32; k = r->ue_next[k])
     {
-      g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
-      const CsStmt *u = us->pdata[k];
+      RReg *ur = (r->ue_sub[k] & 1) ? c : p;
+      guint at = r->ue_sub[k] >> 1, n;
+      const CsStmt *u = ur->subs->pdata[at];
+      CsProxy **ws;
       if (u->kind == CS_STMT_RETURN || u->kind == CS_STMT_UNPACK)
         continue;
-      _cs_stmt_writes_vec (u, &ps);
-      for (guint j = 0; j < ps.len; j++)
-        fg_edge (g, vi + 1, fg_var (g, ps.v[j]), INFINITY);
+      ws = sub_writes (ur, at, &n);
+      for (guint j = 0; j < n; j++)
+        fg_edge (g, vi + 1, fg_var (r, ws[j], e), INFINITY);
     }
 }
 
@@ -476,121 +684,123 @@ add_var_edges (FGraph *g, CsProxy *var, RReg *p, GHashTable *users)
 static void
 find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
 {
-  g_autoptr(GPtrArray) req_p = g_ptr_array_new ();
-  g_autoptr(GHashTable) req_c = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) p_made = g_hash_table_new (g_direct_hash, g_direct_equal);
+  CsProxyVec *req_p = &r->vec_a;
+  g_autoptr(GPtrArray) req_c = g_ptr_array_new ();
   g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
-  g_autoptr(GHashTable) stop = g_hash_table_new (g_direct_hash, g_direct_equal);
-  GHashTable *users = r->users;
   g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
-  g_autofree guint8 *reach = NULL;
-  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   gboolean differ = p->nvfusion != c->nvfusion;
   FGraph *g = &r->g;
+  guint32 e;
 
   g_ptr_array_set_size (cut, 0);
-  produced_vars (p->subs, p_made, NULL);
+  store_reserve (r);
+  e = store_epoch (r);
+  rreg_rw (p);
+  rreg_rw (c);
+  produced_vars (r, p, e, NULL);
+  for (guint i = 0; i < p->ins->len; i++)
+    slot_of (r, p->ins->pdata[i])->flag = e;
 
   /* required producer values: its inputs, the outputs others read, tagged subsymbols' outputs
    * and (across executors) what the consumer's executor cannot run */
-  g_ptr_array_extend (req_p, p->ins, NULL, NULL);
-  g_ptr_array_extend (req_p, ext_out, NULL, NULL);
+  req_p->len = 0;
+  for (guint i = 0; i < p->ins->len; i++)
+    _cs_proxy_vec_push (req_p, p->ins->pdata[i]);
+  for (guint i = 0; i < ext_out->len; i++)
+    _cs_proxy_vec_push (req_p, ext_out->pdata[i]);
   for (guint i = 0; i < p->subs->len; i++)
     {
       const CsStmt *s = p->subs->pdata[i];
       gboolean tagged = must_output (s);
       if (tagged || (differ && !consumer_can_fuse (r, c, s)))
         {
-          ps.len = 0;
-          _cs_stmt_writes_vec (s, &ps);
-          for (guint j = 0; j < ps.len; j++)
-            g_ptr_array_add (req_p, ps.v[j]);
+          guint n;
+          CsProxy **ws = sub_writes (p, i, &n);
+          for (guint j = 0; j < n; j++)
+            _cs_proxy_vec_push (req_p, ws[j]);
         }
     }
 
-  /* required consumer values: its outputs, its external inputs and every value on the way from
-   * those inputs to the outputs */
+  /* required consumer values (req == e, listed once in req_c): its outputs, its external
+   * inputs and every value on the way from those inputs to the outputs */
+#define REQ_C_ADD(x)                                                                           \
+  G_STMT_START                                                                                 \
+  {                                                                                            \
+    IdSlot *rs_ = slot_of (r, (x));                                                            \
+    if (rs_->req != e)                                                                         \
+      {                                                                                        \
+        rs_->req = e;                                                                          \
+        g_ptr_array_add (req_c, (x));                                                          \
+      }                                                                                        \
+  }                                                                                            \
+  G_STMT_END
   for (guint i = 0; i < c->outs->len; i++)
-    g_hash_table_add (req_c, c->outs->pdata[i]);
-  external_consumer_inputs (p, p_made, c, ext_in);
+    REQ_C_ADD (c->outs->pdata[i]);
+  external_consumer_inputs (r, p, e, c, ext_in);
   for (guint i = 0; i < ext_in->len; i++)
     {
-      g_hash_table_add (req_c, ext_in->pdata[i]);
-      g_hash_table_add (stop, ext_in->pdata[i]);
+      REQ_C_ADD (ext_in->pdata[i]);
+      slot_of (r, ext_in->pdata[i])->stop = e;
     }
-  find_producer_symbols (c->subs, c->outs, stop, cmark);
+  find_producer_symbols (r, c, (CsProxy *const *) c->outs->pdata, c->outs->len, e, cmark);
   for (guint i = 0; i < c->subs->len; i++)
     if (cmark[i])
       {
-        ps.len = 0;
-        _cs_stmt_writes_vec (c->subs->pdata[i], &ps);
-        for (guint j = 0; j < ps.len; j++)
-          g_hash_table_add (req_c, ps.v[j]);
+        guint n;
+        CsProxy **ws = sub_writes (c, i, &n);
+        for (guint j = 0; j < n; j++)
+          REQ_C_ADD (ws[j]);
       }
+#undef REQ_C_ADD
   for (guint i = 0; i < req_p->len; i++)
-    if (g_hash_table_contains (req_c, req_p->pdata[i]))
+    if (slot_of (r, req_p->v[i])->req == e)
       return;
-  if (g_hash_table_size (req_c) == 0)
+  if (req_c->len == 0)
     return;
 
-  /* users of each value among the producer's and the consumer's subsymbols (the lists of
-   * the previous pair are emptied and handed out again) */
-  g_hash_table_remove_all (users);
-  r->n_user_lists = 0;
+  /* readers of each value among the producer's and the consumer's subsymbols, in order */
+  r->ue_len = 0;
   for (guint pass = 0; pass < 2; pass++)
     {
-      GPtrArray *subs = pass == 0 ? p->subs : c->subs;
-      for (guint i = 0; i < subs->len; i++)
+      RReg *gr = pass == 0 ? p : c;
+      for (guint i = 0; i < gr->subs->len; i++)
         {
-          ps.len = 0;
-          _cs_stmt_reads_vec (subs->pdata[i], &ps);
-          for (guint j = 0; j < ps.len; j++)
-            {
-              GPtrArray *us = g_hash_table_lookup (users, ps.v[j]);
-              if (us == NULL)
-                {
-                  if (r->n_user_lists == r->user_lists->len)
-                    g_ptr_array_add (r->user_lists, g_ptr_array_new ());
-                  us = r->user_lists->pdata[r->n_user_lists++];
-                  g_ptr_array_set_size (us, 0);
-                  g_hash_table_insert (users, ps.v[j], us);
-                }
-              g_ptr_array_add (us, subs->pdata[i]);
-            }
+          guint n;
+          CsProxy **rs = sub_reads (gr, i, &n);
+          for (guint j = 0; j < n; j++)
+            user_add (r, slot_of (r, rs[j]), e, 2 * i + pass);
         }
     }
 
   fg_reset (g);
-  {
-    GHashTableIter it;
-    gpointer key;
-    g_hash_table_iter_init (&it, req_c);
-    while (g_hash_table_iter_next (&it, &key, NULL))
-      fg_edge (g, fg_var (g, key), FG_SINK, INFINITY);
-  }
+  for (guint i = 0; i < req_c->len; i++)
+    fg_edge (g, fg_var (r, req_c->pdata[i], e), FG_SINK, INFINITY);
   for (guint i = 0; i < req_p->len; i++)
     {
-      fg_edge (g, FG_SOURCE, fg_var (g, req_p->pdata[i]), INFINITY);
-      add_var_edges (g, req_p->pdata[i], p, users);
+      fg_edge (g, FG_SOURCE, fg_var (r, req_p->v[i], e), INFINITY);
+      add_var_edges (r, req_p->v[i], p, c, e);
     }
   for (guint pass = 0; pass < 2; pass++)
     {
-      GPtrArray *subs = pass == 0 ? p->subs : c->subs;
-      for (guint i = 0; i < subs->len; i++)
+      RReg *gr = pass == 0 ? p : c;
+      for (guint i = 0; i < gr->subs->len; i++)
         {
-          g_auto(CsProxyVec) outs = CS_PROXY_VEC_INIT;
-          _cs_stmt_writes_vec (subs->pdata[i], &outs);
-          for (guint j = 0; j < outs.len; j++)
-            add_var_edges (g, outs.v[j], p, users);
+          guint n;
+          CsProxy **ws = sub_writes (gr, i, &n);
+          for (guint j = 0; j < n; j++)
+            add_var_edges (r, ws[j], p, c, e);
         }
     }
 
   if (fg_max_flow (g))
     {
       /* nodes that reach the sink in the residual graph: networkx's non-reachable side */
-      g_autofree guint *queue = g_new (guint, g->n);
+      guint *queue, *reach;
       guint head = 0, tail = 0;
-      reach = g_new0 (guint8, g->n);
+      fg_scratch (g);
+      queue = g->scratch;
+      reach = g->scratch + 3 * g->n;
+      memset (reach, 0, g->n * sizeof (guint));
       reach[FG_SINK] = 1;
       queue[tail++] = FG_SINK;
       while (head < tail)
@@ -599,8 +809,8 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
           for (guint k = 0; k < g->adj[w]->len; k++)
             {
               FEdge *back = &g_array_index (g->adj[w], FEdge, k);
-              FEdge *e = &g_array_index (g->adj[back->to], FEdge, back->rev);
-              if (!reach[back->to] && e->cap - e->flow > 0)
+              FEdge *fe = &g_array_index (g->adj[back->to], FEdge, back->rev);
+              if (!reach[back->to] && fe->cap - fe->flow > 0)
                 {
                   reach[back->to] = 1;
                   queue[tail++] = back->to;
@@ -620,110 +830,141 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
  * (thunder/core/transforms.py), as apply_rematerialization_for_consumer orders the consumer's
  * new subsymbols: parents in argument order, children in consumer order (each once), the leaves
  * (no children) in list order; the first eligible node is taken, a parent becomes eligible once
- * every child is taken, and the list is reversed.  Reorders @subs in place. */
+ * every child is taken, and the list is reversed.  Reorders @g's subsymbols (and their reads and
+ * writes) in place. */
 static void
-toposort_bottom_up (GPtrArray *subs)
+toposort_bottom_up (Remat *r, RReg *g)
 {
-  guint n = subs->len;
-  g_autoptr(GHashTable) producer = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) readers = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                                         (GDestroyNotify) g_array_unref);
-  g_autofree GArray **parents = g_new0 (GArray *, n + 1);
-  g_autofree GArray **children = g_new0 (GArray *, n + 1);
+  guint n = g->subs->len;
+  guint32 e = store_epoch (r);
+  g_autofree guint *par_at = g_new (guint, n + 1);  /* parents of i: par[par_at[i] ..] */
+  g_autofree guint *ch_at = g_new (guint, n + 1);   /* children of i: ch[ch_at[i] ..] */
   g_autofree guint8 *taken = g_new0 (guint8, n + 1);
-  g_autoptr(GArray) eligible = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr(GPtrArray) order = g_ptr_array_sized_new (n);
-  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
+  GArray *par = g_array_new (FALSE, FALSE, sizeof (guint));
+  GArray *ch = g_array_new (FALSE, FALSE, sizeof (guint));
+  GArray *elig = g_array_new (FALSE, FALSE, sizeof (guint));   /* a queue from elig_head */
+  GArray *order = g_array_sized_new (FALSE, FALSE, sizeof (guint), n + 1);
+  guint elig_head = 0;
+  CsProxy **rw;
+  guint *rw_at, rw_len = 0;
 
+  rreg_rw (g);
+  r->ue_len = 0;
   for (guint i = 0; i < n; i++)
     {
-      ps.len = 0;
-      _cs_stmt_writes_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        if (!g_hash_table_contains (producer, ps.v[j]))
-          g_hash_table_insert (producer, ps.v[j], GUINT_TO_POINTER (i + 1));
-      ps.len = 0;
-      _cs_stmt_reads_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
+      guint nw, nr;
+      CsProxy **ws = sub_writes (g, i, &nw), **rs = sub_reads (g, i, &nr);
+      for (guint j = 0; j < nw; j++)
         {
-          GArray *rs = g_hash_table_lookup (readers, ps.v[j]);
-          if (rs == NULL)
+          IdSlot *s = slot_of (r, ws[j]);
+          if (s->prod != e)
             {
-              rs = g_array_new (FALSE, FALSE, sizeof (guint));
-              g_hash_table_insert (readers, ps.v[j], rs);
+              s->prod = e;
+              s->prod_at = i + 1;
             }
-          g_array_append_val (rs, i);
         }
+      for (guint j = 0; j < nr; j++)
+        user_add (r, slot_of (r, rs[j]), e, i);
     }
   for (guint i = 0; i < n; i++)
     {
-      g_auto(CsProxyVec) ins = CS_PROXY_VEC_INIT;
-      parents[i] = g_array_new (FALSE, FALSE, sizeof (guint));
-      children[i] = g_array_new (FALSE, FALSE, sizeof (guint));
-      _cs_stmt_reads_vec (subs->pdata[i], &ins);
-      for (guint j = 0; j < ins.len; j++)
+      guint nr, nw;
+      CsProxy **ins = sub_reads (g, i, &nr), **ws = sub_writes (g, i, &nw);
+      par_at[i] = par->len;
+      for (guint j = 0; j < nr; j++)
         {
-          guint at = GPOINTER_TO_UINT (g_hash_table_lookup (producer, ins.v[j]));
+          IdSlot *s = slot_of (r, ins[j]);
+          guint at = s->prod == e ? s->prod_at : 0;
           gboolean dup = FALSE;
           if (at == 0)
             continue;
-          for (guint k = 0; k < parents[i]->len && !dup; k++)
-            dup = g_array_index (parents[i], guint, k) == at - 1;
+          for (guint k = par_at[i]; k < par->len && !dup; k++)
+            dup = g_array_index (par, guint, k) == at - 1;
           if (!dup)
-            g_array_append_val (parents[i], (guint) { at - 1 });
+            g_array_append_val (par, (guint) { at - 1 });
         }
-      ps.len = 0;
-      _cs_stmt_writes_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
+      ch_at[i] = ch->len;
+      for (guint j = 0; j < nw; j++)
         {
-          GArray *rs;
+          IdSlot *s;
           gboolean is_input = FALSE;
-          for (guint k = 0; k < ins.len && !is_input; k++)
-            is_input = ins.v[k] == ps.v[j];
-          if (is_input || (rs = g_hash_table_lookup (readers, ps.v[j])) == NULL)
+          for (guint k = 0; k < nr && !is_input; k++)
+            is_input = ins[k] == ws[j];
+          if (is_input || (s = slot_of (r, ws[j]))->user != e)
             continue;
-          for (guint k = 0; k < rs->len; k++)
+          for (guint32 k = s->user_first; k != G_MAXUINT32; k = r->ue_next[k])
             {
-              guint ch = g_array_index (rs, guint, k);
+              guint c = r->ue_sub[k];
               gboolean dup = FALSE;
-              for (guint m = 0; m < children[i]->len && !dup; m++)
-                dup = g_array_index (children[i], guint, m) == ch;
+              for (guint m = ch_at[i]; m < ch->len && !dup; m++)
+                dup = g_array_index (ch, guint, m) == c;
               if (!dup)
-                g_array_append_val (children[i], ch);
+                g_array_append_val (ch, c);
             }
         }
     }
+  par_at[n] = par->len;
+  ch_at[n] = ch->len;
   for (guint i = 0; i < n; i++)
-    if (children[i]->len == 0)
-      g_array_append_val (eligible, i);
-  while (eligible->len > 0)
+    if (ch_at[i + 1] == ch_at[i])
+      g_array_append_val (elig, i);
+  while (elig_head < elig->len)
     {
-      guint x = g_array_index (eligible, guint, 0);
-      g_array_remove_index (eligible, 0);
+      guint x = g_array_index (elig, guint, elig_head++);
       taken[x] = 1;
-      g_ptr_array_add (order, subs->pdata[x]);
-      for (guint k = 0; k < parents[x]->len; k++)
+      g_array_append_val (order, x);
+      for (guint k = par_at[x]; k < par_at[x + 1]; k++)
         {
-          guint pe = g_array_index (parents[x], guint, k);
+          guint pe = g_array_index (par, guint, k);
           gboolean ok = TRUE;
-          for (guint m = 0; m < children[pe]->len && ok; m++)
-            ok = taken[g_array_index (children[pe], guint, m)];
+          for (guint m = ch_at[pe]; m < ch_at[pe + 1] && ok; m++)
+            ok = taken[g_array_index (ch, guint, m)];
           if (ok)
-            g_array_append_val (eligible, pe);
+            g_array_append_val (elig, pe);
         }
     }
-  for (guint i = 0; i < n; i++)
-    {
-      g_array_unref (parents[i]);
-      g_array_unref (children[i]);
-    }
-  /* a statement the walk cannot reach (none in a valid region) keeps its place at the end */
-  for (guint i = 0; i < n; i++)
-    if (!taken[i])
-      g_ptr_array_insert (order, 0, subs->pdata[i]);
-  g_ptr_array_set_size (subs, 0);
-  for (guint i = order->len; i > 0; i--)
-    g_ptr_array_add (subs, order->pdata[i - 1]);
+
+  /* the order reversed, then any statement the walk cannot reach (none in a valid region) in
+   * its place at the end; the reads and writes follow their statements */
+  {
+    g_autoptr(GPtrArray) subs = g_ptr_array_sized_new (order->len + n);
+    g_autoptr(GArray) from = g_array_sized_new (FALSE, FALSE, sizeof (guint), order->len + n);
+    for (guint k = order->len; k > 0; k--)
+      g_array_append_val (from, g_array_index (order, guint, k - 1));
+    for (guint i = 0; i < n; i++)
+      if (!taken[i])
+        g_array_append_val (from, i);
+    rw_at = g_new (guint, 2 * from->len + 1);
+    for (guint k = 0; k < from->len; k++)
+      {
+        guint i = g_array_index (from, guint, k);
+        g_ptr_array_add (subs, g->subs->pdata[i]);
+        rw_at[2 * k] = rw_len;
+        rw_len += g->rw_at[2 * i + 1] - g->rw_at[2 * i];
+        rw_at[2 * k + 1] = rw_len;
+        rw_len += g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
+      }
+    rw_at[2 * from->len] = rw_len;
+    rw = g_new (CsProxy *, MAX (rw_len, 1));
+    for (guint k = 0; k < from->len; k++)
+      {
+        guint i = g_array_index (from, guint, k);
+        memcpy (rw + rw_at[2 * k], g->rw.v + g->rw_at[2 * i],
+                (g->rw_at[2 * i + 2] - g->rw_at[2 * i]) * sizeof (CsProxy *));
+      }
+    g->rw.len = 0;
+    for (guint k = 0; k < rw_len; k++)
+      _cs_proxy_vec_push (&g->rw, rw[k]);
+    g_free (g->rw_at);
+    g->rw_at = rw_at;
+    g_free (rw);
+    g_ptr_array_set_size (g->subs, 0);
+    g_ptr_array_extend (g->subs, subs, NULL, NULL);
+  }
+  g_array_unref (par);
+  g_array_unref (ch);
+  g_array_unref (elig);
+  g_array_unref (order);
 }
 
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
@@ -733,20 +974,18 @@ static void
 apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
 {
   CsTrace *t = r->t;
-  g_autoptr(GHashTable) p_made = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) p_made_list = g_ptr_array_new ();
   g_autoptr(GPtrArray) new_args = g_ptr_array_new ();
   g_autoptr(GPtrArray) remat_in = g_ptr_array_new ();
-  g_autoptr(GHashTable) stop = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) all_args = g_hash_table_new (g_direct_hash, g_direct_equal);
-  g_autoptr(GHashTable) all_outs = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) subs = NULL;
   g_autofree guint8 *mark = NULL;
-  g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   const char *prefix = c->orig->backward ? "bw_" : "fw_";
   gboolean same;
+  guint32 e, e_io;
 
-  produced_vars (p->subs, p_made, p_made_list);
+  store_reserve (r);
+  e = store_epoch (r);
+  produced_vars (r, p, e, p_made_list);
   for (guint i = 0; i < p_made_list->len; i++)
     if (ptr_in (cut, p_made_list->pdata[i]))
       push_unique (new_args, p_made_list->pdata[i]);
@@ -754,10 +993,10 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     if (ptr_in (cut, p->ins->pdata[i]))
       push_unique (new_args, p->ins->pdata[i]);
   for (guint i = 0; i < new_args->len; i++)
-    g_hash_table_add (stop, new_args->pdata[i]);
+    slot_of (r, new_args->pdata[i])->stop = e;
   {
     g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
-    external_consumer_inputs (p, p_made, c, ext_in);
+    external_consumer_inputs (r, p, e, c, ext_in);
     for (guint i = 0; i < ext_in->len; i++)
       push_unique (new_args, ext_in->pdata[i]);
   }
@@ -768,7 +1007,7 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     return;
 
   mark = g_new0 (guint8, p->subs->len + 1);
-  find_producer_symbols (p->subs, remat_in, stop, mark);
+  find_producer_symbols (r, p, (CsProxy *const *) remat_in->pdata, remat_in->len, e, mark);
 
   /* the recomputed subsymbols (in the producer's order), then the consumer's own with their
    * reads of the recomputed values renamed, toposorted as Thunder does */
@@ -777,13 +1016,14 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   for (guint i = 0; i < p->subs->len; i++)
     {
       CsStmt *s = p->subs->pdata[i], *cl;
+      CsProxy **ws;
+      guint nw;
       if (!mark[i])
         continue;
-      ps.len = 0;
-      _cs_stmt_writes_vec (s, &ps);
-      for (guint j = 0; j < ps.len; j++)
+      ws = sub_writes (p, i, &nw);
+      for (guint j = 0; j < nw; j++)
         {
-          CsProxy *o = ps.v[j], *n;
+          CsProxy *o = ws[j], *n;
           const char *name = _cs_arena_concat (t->arena, prefix, o->name, "");
           guint32 hash = cs_name_hash (name);
           if (_cs_proxy_map_lookup (r->map, o) != NULL)
@@ -814,24 +1054,30 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     }
   for (guint i = 0; i < c->subs->len; i++)
     g_ptr_array_add (subs, _cs_stmt_remap_reads (t, c->subs->pdata[i], r->map));
-  toposort_bottom_up (subs);
+  g_ptr_array_set_size (c->subs, 0);
+  g_ptr_array_extend (c->subs, subs, NULL, NULL);
+  c->subs_changed = TRUE;
+  c->rw_ok = FALSE;
+  store_reserve (r);
+  toposort_bottom_up (r, c);
 
-  /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads */
-  for (guint i = 0; i < subs->len; i++)
+  /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads
+   * (req == e_io: read by a new subsymbol; var == e_io: written by one) */
+  e_io = store_epoch (r);
+  for (guint i = 0; i < c->subs->len; i++)
     {
-      ps.len = 0;
-      _cs_stmt_reads_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        g_hash_table_add (all_args, ps.v[j]);
-      ps.len = 0;
-      _cs_stmt_writes_vec (subs->pdata[i], &ps);
-      for (guint j = 0; j < ps.len; j++)
-        g_hash_table_add (all_outs, ps.v[j]);
+      guint nr, nw;
+      CsProxy **rs = sub_reads (c, i, &nr), **ws = sub_writes (c, i, &nw);
+      for (guint j = 0; j < nr; j++)
+        slot_of (r, rs[j])->req = e_io;
+      for (guint j = 0; j < nw; j++)
+        slot_of (r, ws[j])->var = e_io;
     }
   for (guint i = 0; i < p->ins->len; i++)
     {
       CsProxy *x = p->ins->pdata[i];
-      if (g_hash_table_contains (all_args, x) && !g_hash_table_contains (all_outs, x))
+      IdSlot *s = slot_of (r, x);
+      if (s->req == e_io && s->var != e_io)
         push_unique (new_args, x);
     }
   same = new_args->len == c->ins->len;
@@ -841,23 +1087,19 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     c->modified = TRUE;
   g_ptr_array_set_size (c->ins, 0);
   g_ptr_array_extend (c->ins, new_args, NULL, NULL);
-  g_ptr_array_set_size (c->subs, 0);
-  g_ptr_array_extend (c->subs, subs, NULL, NULL);
-  c->subs_changed = TRUE;
   _cs_proxy_map_clear (r->map);
 }
 
 /* Thunder's apply_rematerialization_for_producer: @p outputs what others read (@ext, with the
  * earlier cuts of this producer) and the cut, less its own inputs, in production order. */
 static void
-apply_producer (RReg *p, GPtrArray *ext, GPtrArray *cut)
+apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
 {
-  g_autoptr(GHashTable) p_made = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) made = g_ptr_array_new ();
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   gboolean same;
 
-  produced_vars (p->subs, p_made, made);
+  produced_vars (r, p, store_epoch (r), made);
   for (guint i = 0; i < made->len; i++)
     {
       CsProxy *x = made->pdata[i];
@@ -890,7 +1132,7 @@ value_vec_to_array (CsStmt *s, gboolean reads, GPtrArray *out)
  * pass), sorted by producer then consumer; each pair sees the regions as the earlier pairs left
  * them.  Regions are refreshed after a change. */
 void
-_cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
+_cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *marks)
 {
   Remat r = { 0 };
   g_autoptr(GArray) pairs = g_array_new (FALSE, FALSE, sizeof (guint) * 2);
@@ -1012,8 +1254,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
-  r.users = g_hash_table_new (g_direct_hash, g_direct_equal);
-  r.user_lists = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+  r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
@@ -1037,7 +1278,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g_ptr_array_extend (ext, p->cuts, NULL, NULL);
       /* Thunder updates the consumer from the producer as it was before this pair */
       apply_consumer (&r, p, c, cut);
-      apply_producer (p, ext, cut);
+      apply_producer (&r, p, ext, cut);
       if (c->subs_changed)
         push_unique (c->absorbed, p);
       for (guint j = 0; j < cut->len; j++)
@@ -1089,15 +1330,23 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy)
       g_ptr_array_unref (g->subs);
       g_ptr_array_unref (g->cuts);
       g_ptr_array_unref (g->absorbed);
+      _cs_proxy_vec_free (&g->rw);
+      g_free (g->rw_at);
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
-  g_hash_table_unref (r.users);
-  g_ptr_array_unref (r.user_lists);
+  g_hash_table_unref (r.other);
+  g_free (r.slots);
+  g_free (r.ue_next);
+  g_free (r.ue_sub);
+  _cs_proxy_vec_free (&r.vec_a);
+  _cs_proxy_vec_free (&r.vec_b);
   g_free (r.regs);
   g_free (r.reg_of_top);
   g_free (r.rd_start);
   g_free (r.rd);
-  if (changed)
+  if (changed && marks != NULL)
+    _cs_regions_refresh_with (t, FALSE, marks);
+  else if (changed)
     _cs_regions_refresh (t, FALSE);
 }

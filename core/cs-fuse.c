@@ -232,6 +232,7 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   g_autoptr(CsTrace) t = NULL;
   g_autoptr(GPtrArray) items = g_ptr_array_sized_new (trace->n_stmts);
   g_autoptr(GPtrArray) out = g_ptr_array_sized_new (trace->n_stmts);
+  CsRefreshMarks *marks;      /* the refresh's marks, for every refresh of this pass */
   CsPolicy def;
   guint counter = 0;
 
@@ -250,6 +251,7 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
     }
 
   t = cs_trace_derive_shared (trace, "fuse");
+  marks = _cs_refresh_marks_new ();
   for (guint i = 0; i < t->n_stmts; i++)
     expand_cast_matmuls (t, t->stmts[i], items);
 
@@ -274,15 +276,16 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
       else
         continue;
       cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
-      _cs_regions_refresh (t, FALSE);
-      _cs_fuse_rematerialize (t, policy);
+      _cs_regions_refresh_with (t, FALSE, marks);
+      _cs_fuse_rematerialize (t, policy, marks);
       g_ptr_array_set_size (items, 0);
       g_ptr_array_set_size (out, 0);
       for (guint i = 0; i < t->n_stmts; i++)
         g_ptr_array_add (items, t->stmts[i]);
     }
   cs_trace_set_stmts (t, (CsStmt **) items->pdata, items->len);
-  _cs_regions_refresh (t, FALSE);
+  _cs_regions_refresh_with (t, FALSE, marks);
+  _cs_refresh_marks_free (marks);
   /* unused proxies the decomposition and grad passes left behind stay in the shared tables
    * (no later pass copies them); the dce pass drops them */
   return g_steal_pointer (&t);

@@ -603,6 +603,50 @@ test_refresh_hidden_value (void)
   g_assert_nonnull (strstr (text, "t4 = prims.neg(t1)"));
 }
 
+/* The same refreshes as test_refresh_hidden_value with one store of marks kept across them
+ * and across another trace refreshed in between (its marks are stale for the first trace):
+ * the same regions come out as with a store per refresh. */
+static void
+test_refresh_shared_marks (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (hidden_trace, "hidden", &error);
+  g_autoptr(CsTrace) other = NULL;
+  g_autoptr(CsProxyMap) map = _cs_proxy_map_new ();
+  g_autofree char *text = NULL, *other_text = NULL;
+  CsRefreshMarks *marks = _cs_refresh_marks_new ();
+
+  g_assert_no_error (error);
+  _cs_regions_refresh_with (t, FALSE, marks);
+  g_assert_true (t->stmts[1]->region_fresh);
+  g_assert_cmpuint (t->stmts[1]->out->u.seq.n, ==, 1);
+
+  /* another trace: the sin output is read after the region from the start */
+  other = cs_parse_trace ("def computation(a):\n"
+                          "  # a: \"cuda:0 f32[4, 4]\"\n"
+                          "  [t2] = nvFusion0(a)\n"
+                          "    # t1 = prims.sin(a)  # t1: \"cuda:0 f32[4, 4]\"\n"
+                          "    # t2 = prims.cos(t1)  # t2: \"cuda:0 f32[4, 4]\"\n"
+                          "    # t5 = prims.exp(t1)  # t5: \"cuda:0 f32[4, 4]\"\n"
+                          "  t4 = prims.neg(t1)  # t4: \"cuda:0 f32[4, 4]\"\n"
+                          "  return (t4,)\n", "other", &error);
+  g_assert_no_error (error);
+  _cs_regions_refresh_with (other, TRUE, marks);
+  other_text = cs_print_trace (other, 0);
+  /* t2 and t5 are read by nothing: only sin stays, as the region's one output */
+  g_assert_nonnull (strstr (other_text, "[t1] = nvFusion0(a)"));
+  g_assert_null (strstr (other_text, "prims.cos"));
+  g_assert_null (strstr (other_text, "prims.exp"));
+
+  _cs_proxy_map_insert (map, cs_trace_lookup_proxy (t, "t2"), cs_trace_lookup_proxy (t, "t1"));
+  t->stmts[3] = _cs_stmt_remap_reads (t, t->stmts[3], map);
+  _cs_regions_refresh_with (t, FALSE, marks);
+  text = cs_print_trace (t, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (text, "[t1, t2] = nvFusion0(a)"));
+  g_assert_nonnull (strstr (text, "t4 = prims.neg(t1)"));
+  _cs_refresh_marks_free (marks);
+}
+
 /* A chain of @n bf16 ops (add, mul, tanh, matmul repeated), the shape of bench-pipeline's
  * generated trace: after grad, about n/2 regions. */
 static char *
@@ -772,6 +816,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
   g_test_add_func ("/core/fuse/refresh/hidden-value-read-later", test_refresh_hidden_value);
+  g_test_add_func ("/core/fuse/refresh/shared-marks", test_refresh_shared_marks);
   g_test_add_func ("/core/fuse/consecutive/regions", test_consecutive_regions);
   g_test_add_func ("/core/fuse/dataflow/regions", test_dataflow_regions);
   g_test_add_func ("/core/fuse/shape-only", test_shape_only);
