@@ -33,6 +33,7 @@ struct _CsWindow
   GtkLabel          *error_label;
   GtkInfoBar        *diff_bar;
   GtkLabel          *diff_label;
+  GtkLabel          *diff_help_label; /* (transfer none) the "?" popover's legend of the diff marks */
   GtkSearchBar      *search_bar;
   GtkSearchEntry    *search_entry;
   GtkGrid           *policy_grid;

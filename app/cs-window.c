@@ -101,8 +101,9 @@ hide_error (CsWindow *self)
 /* The canvas overlay's get-child-position: the error bar spans the canvas's top edge, and
  * every other child aligned to the top (the Find bar, the busy spinner) is placed below the
  * error bar while it shows (its height as it reveals and hides), so the two never cover each
- * other; children aligned elsewhere (the diff bar) take GtkOverlay's own placement.  Nothing
- * under the overlay moves.  Returns TRUE when it placed @child. */
+ * other; children aligned elsewhere take GtkOverlay's own placement (the diff bar is not over
+ * the canvas: it heads the side panel).  Nothing under the overlay moves.  Returns TRUE when
+ * it placed @child. */
 static gboolean
 canvas_overlay_child_position_cb (GtkOverlay   *overlay,
                                   GtkWidget    *child,
@@ -998,7 +999,8 @@ final_stats (CsWindow *self, CsTrace *trace)
  * the new result against the same pass of the result before the policy change), so that its
  * numbers are the marks on the graph: casts added (green), removed (ghosts, pink), regions
  * split and merged, statements moved into or out of regions; plus tensor-core matmuls and the
- * estimated time of the two final traces.  Hidden when there is no diff.
+ * estimated time of the two final traces.  Hidden when there is no diff.  The bar sits at the
+ * top of the side panel, never over the graph; what the colours mean is in its "?" popover.
  */
 void
 _cs_window_update_diff_bar (CsWindow *self)
@@ -1029,26 +1031,26 @@ _cs_window_update_diff_bar (CsWindow *self)
       s1 = final_stats (self, after);
       t0 = _cs_window_format_ms (s0->est_ms);
       t1 = _cs_window_format_ms (s1->est_ms);
-      g_string_append_printf (out, "%s<b>%s</b>: ", out->len ? "\n" : "",
+      g_string_append_printf (out, "\n<b>%s</b>: ",
                               f == CS_FAMILY_FORWARD ? "Forward" : "Backward");
       if (shown)
         g_string_append_printf (out, "<span foreground=\"#009E73\">+%u casts</span>, "
-                                "<span foreground=\"#CC79A7\">−%u casts</span>, "
-                                "%u region%s split, %u merged, "
-                                "<span foreground=\"#1F78B4\">%u moved into regions, %u out</span>; ",
+                                "<span foreground=\"#CC79A7\">−%u casts</span>\n"
+                                "%u region%s split, %u merged\n"
+                                "<span foreground=\"#1F78B4\">%u moved into regions, %u out</span>\n",
                                 st.casts_added, st.casts_removed,
                                 st.regions_split, st.regions_split == 1 ? "" : "s",
                                 st.regions_merged, st.moved_in, st.moved_out);
       else
-        g_string_append (out, "laying out…; ");
-      g_string_append_printf (out, "tensor-core matmuls %u → %u; est. %s → %s",
+        g_string_append (out, "laying out…\n");
+      g_string_append_printf (out, "tensor-core matmuls %u → %u\nest. %s → %s",
                               s0->n_tensor_core_matmuls, s1->n_tensor_core_matmuls, t0, t1);
     }
-  g_string_append (out, "\n<small>Policy changed (shown pass against the same pass before): "
-                        "added casts green, removed casts as dashed ghosts where they were, split "
-                        "or merged regions orange, statements moved into or out of regions blue; "
-                        "collapsed nodes count what they hold.</small>");
+  /* the legend of the marks is in the "?" popover (diff_help_label) and the label's tooltip */
+  g_string_prepend (out, "<b>Policy changed</b> (vs. before)");
   gtk_label_set_markup (self->diff_label, out->str);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->diff_label),
+                               gtk_label_get_label (self->diff_help_label));
   gtk_info_bar_set_revealed (self->diff_bar, TRUE);
 }
 
@@ -1766,6 +1768,7 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, error_label);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, diff_bar);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, diff_label);
+  gtk_widget_class_bind_template_child (widget_class, CsWindow, diff_help_label);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, search_bar);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, search_entry);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, policy_grid);

@@ -234,7 +234,7 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   g_autoptr(GVariant) state = NULL;
   guint casts_before, casts_after;
   CsLayoutDiffStats stats;
-  graphene_rect_t knob_before, knob_after, bar, canvas;
+  graphene_rect_t knob_before, knob_after, bar, canvas, canvas_before;
 
   if (!open_seed (fx))
     return;
@@ -262,6 +262,7 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
   /* The user picks "upcast-f32" in the Matmul precision dropdown. */
   g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
                                             GTK_WIDGET (fx->win), &knob_before));
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fwd), GTK_WIDGET (fx->win), &canvas_before));
   gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"),
                               value_index ("matmul", "upcast-f32"));
   state = g_action_group_get_action_state (G_ACTION_GROUP (fx->win), "policy-matmul");
@@ -281,18 +282,26 @@ test_matmul_upcast (Fixture *fx, gconstpointer data)
 
   /* The diff is shown until dismissed, and the graph marks the added casts. */
   g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
-  /* over the canvas: the knob just used has not moved, and the bar keeps clear of the
-   * canvas's centre */
+  /* at the top of the side panel: the knob just used has not moved, the canvas keeps its
+   * size, and the bar does not cover any of the canvas (both in window coordinates) */
   g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (policy_dropdown (fx->win, "matmul")),
                                             GTK_WIDGET (fx->win), &knob_after));
   g_assert_cmpfloat (knob_after.origin.y, ==, knob_before.origin.y);
   g_assert_cmpfloat (knob_after.origin.x, ==, knob_before.origin.x);
   g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fx->win->diff_bar), GTK_WIDGET (fx->win), &bar));
   g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (fwd), GTK_WIDGET (fx->win), &canvas));
-  g_test_message ("diff bar y %.0f-%.0f, canvas y %.0f-%.0f", bar.origin.y,
-                  bar.origin.y + bar.size.height, canvas.origin.y, canvas.origin.y + canvas.size.height);
+  g_test_message ("diff bar %.0f,%.0f %.0fx%.0f; canvas %.0f,%.0f %.0fx%.0f (before %.0fx%.0f)",
+                  bar.origin.x, bar.origin.y, bar.size.width, bar.size.height,
+                  canvas.origin.x, canvas.origin.y, canvas.size.width, canvas.size.height,
+                  canvas_before.size.width, canvas_before.size.height);
   g_assert_cmpfloat (bar.size.height, >, 0);
-  g_assert_cmpfloat (bar.origin.y, >, canvas.origin.y + canvas.size.height / 2);
+  g_assert_cmpfloat (bar.size.width, >, 0);
+  g_assert_false (graphene_rect_intersection (&bar, &canvas, NULL));
+  g_assert_cmpfloat (bar.origin.x, >=, canvas.origin.x + canvas.size.width);
+  g_assert_cmpfloat (canvas.size.width, ==, canvas_before.size.width);
+  g_assert_cmpfloat (canvas.size.height, ==, canvas_before.size.height);
+  g_assert_cmpfloat (canvas.origin.x, ==, canvas_before.origin.x);
+  g_assert_cmpfloat (canvas.origin.y, ==, canvas_before.origin.y);
   g_assert_true (cs_graph_view_get_diff_stats (fwd, &stats));
   g_assert_cmpuint (stats.casts_added, >=, 2);
   _cs_window_find_next (fx->win, "matmul", TRUE);
@@ -1955,8 +1964,8 @@ test_compare (Fixture *fx, gconstpointer data)
   wait_idle (fx->win);
   g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
 
-  /* The screenshot: the matmuls (selected) in the middle of both sides, clear of the diff bar
-   * over the canvas's bottom; the left side follows the right side's pan. */
+  /* The screenshot: the matmuls (selected) in the middle of both sides (the diff bar is in
+   * the side panel, off the canvas); the left side follows the right side's pan. */
   {
     CsView v;
 
