@@ -766,7 +766,8 @@ att_tensor_cores (const Att *a)
  * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
  * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
  * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
- * every 4th column of a row is 8-byte aligned. */
+ * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
+ * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
 static void
 gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
 {
@@ -774,15 +775,22 @@ gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, co
   guint pa = gen_param (g, op->slot, FALSE);
   g_autofree char *bname = g_strconcat (name, "b", NULL);
   gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
+  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
 
   for (guint d = 0; d + 2 < s->rank; d++)
-    if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
-      vec = FALSE;
+    {
+      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+        vec = FALSE;
+      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
+        vec8 = FALSE;
+    }
   g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
                           "  auto %s4 = [&] (long long i) -> unsigned long long"
                           " { return *(const unsigned long long *) &a%u[i]; };\n"
-                          "  constexpr bool %sV = %s;\n",
-                          name, pa, name, pa, rs, vec ? "true" : "false");
+                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n"
+                          "  constexpr bool %sA = %s;\n",
+                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
   gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
   g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
 }
@@ -819,6 +827,31 @@ gen_tile_load (AttGen *g, const char *name, const char *rs, const char *base, co
   if (dst_t)
     g_string_append_printf (g->body, "            %s[e * %s + t] = u;\n", dst_t, pitch_t);
   g_string_append (g->body, "          }\n");
+}
+
+/* A tile load as gen_tile_load's row-major one (no transposed copy) that, where the operand's
+ * `NAMEA` holds, issues 16-byte cp.async copies (rows at or past @limit stored as zeros) and
+ * commits them as one group: the tile is complete once each thread has run cs_cp_async_wait0
+ * and then a block barrier.  @pitch must be a multiple of 8 elements, @cols of 8, @dst 16-byte
+ * aligned, and the kernel must declare the 16-byte type `v16_t`. */
+static void
+gen_tile_load_async (AttGen *g, const char *name, const char *rs, const char *base, const char *r0,
+                     const char *rows, const char *cols, const char *limit, const char *dst, const char *pitch)
+{
+  g_string_append_printf (g->body,
+    "      if (%sA)\n"
+    "        {\n"
+    "          for (int x = threadIdx.x; x < %s * (%s / 8); x += NT)\n"
+    "            { const int t = x / (%s / 8), e = (x %% (%s / 8)) * 8, r = %s + t;\n"
+    "              if (r < %s) cs_cp_async16 (&%s[t * %s + e], %sp (%s + (long long) r * %s + e));\n"
+    "              else *(v16_t *) &%s[t * %s + e] = v16_t { 0ull, 0ull }; }\n"
+    "          cs_cp_async_commit ();\n"
+    "        }\n"
+    "      else\n"
+    "        {\n",
+    rs, rows, cols, cols, cols, r0, limit, dst, pitch, name, base, rs, dst, pitch);
+  gen_tile_load (g, name, rs, base, r0, rows, cols, limit, dst, pitch, NULL, NULL);
+  g_string_append (g->body, "        }\n");
 }
 
 /* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
@@ -893,15 +926,20 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "  acc_t mr[2] = { ninf, ninf }, lr[2] = { 0, 0 };\n"
     "  const int last = L < i0 + BM ? L : i0 + BM;\n"
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
-    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "  if (jend > 0)\n"
     "    {\n"
-    "      __syncthreads ();\n",
+    "      const int j0 = 0;\n",
     ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
     bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
-  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", NULL, NULL);
-  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP", NULL, NULL);
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP");
+  g_string_append (g.body,
+    "    }\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      cs_cp_async_wait0 ();\n"
+    "      __syncthreads ();\n");
+  gen_tile_load_async (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP");
   g_string_append_printf (g.body,
-    "      __syncthreads ();\n"
     "      float s[BN / 8][4];\n"
     "#pragma unroll\n"
     "      for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
@@ -957,6 +995,15 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "#pragma unroll\n"
     "      for (int n = 0; n < EV / 8; n++)\n"
     "        { o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1]; }\n"
+    "      cs_cp_async_wait0 ();\n"
+    "      __syncthreads ();\n"
+    "      if (j0 + BN < jend)\n"
+    "        {\n"
+    "          const int j1 = j0 + BN;\n",
+    mask_apply (a));
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j1", "BN", "E", "S", "ks", "KP");
+  g_string_append (g.body,
+    "        }\n"
     "#pragma unroll\n"
     "      for (int kt = 0; kt < BN / 16; kt++)\n"
     "        {\n"
@@ -982,8 +1029,7 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "      {\n"
     "        const int i = c < 2 ? r0 : r1, d = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) sto ((b * L + i) * EV + d, o[n][c] / lr[c >> 1]);\n"
-    "      }\n",
-    mask_apply (a));
+    "      }\n");
   if (has_lse)
     g_string_append (g.body,
                      "  if (tq == 0)\n"

@@ -25,7 +25,10 @@
  * fragment loads cs_ldm_x4 / cs_ldm_x4_t (PTX ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16:
  * lane l gives the 16-byte-aligned address of row l % 8 of 8 x 8 matrix l / 8; register j of
  * lane l gets elements (l / 4, 2 (l % 4) + {0, 1}) of matrix j, with .trans (2 (l % 4) + {0, 1},
- * l / 4); r[4] of 16-bit pairs, the lower element in the low half). */
+ * l / 4); r[4] of 16-bit pairs, the lower element in the low half), and the thread's
+ * asynchronous 16-byte global-to-shared copies cs_cp_async16 (cp.async.cg.shared.global, both
+ * addresses 16-byte aligned), cs_cp_async_commit (commit_group) and cs_cp_async_wait0
+ * (wait_group 0: the thread's copies done; a barrier then shows them to the block). */
 static const char preamble[] =
   "// castscope generated kernels: self-contained preamble (no CUDA headers)\n"
   "typedef unsigned short cs_bf16_t;\n"
@@ -73,7 +76,13 @@ static const char preamble[] =
   "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(cs_smem_addr (p)) : \"memory\"); }\n"
   "static __device__ __forceinline__ void cs_ldm_x4_t (unsigned *r, const void *p)\n"
   "{ asm volatile (\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
-  "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(cs_smem_addr (p)) : \"memory\"); }\n";
+  "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(cs_smem_addr (p)) : \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async16 (void *s, const void *g)\n"
+  "{ asm volatile (\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(cs_smem_addr (s)), \"l\"(g) : \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async_commit (void)\n"
+  "{ asm volatile (\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async_wait0 (void)\n"
+  "{ asm volatile (\"cp.async.wait_group 0;\" ::: \"memory\"); }\n";
 
 const char *
 cs_cuda_jit_preamble (void)

@@ -11,7 +11,8 @@
  * threads, the bf16/f16 conversions round-to-nearest-even, atomicAdd under a mutex, the
  * tensor-core mma.sync m16n8k16 as a gather of the warp's fragments by the PTX ISA's layout, an
  * f32 multiply-accumulate and a scatter of the accumulator fragments, ldmatrix m8n8.x4 (plain
- * and .trans) as a gather of the warp's row addresses), loaded
+ * and .trans) as a gather of the warp's row addresses, cp.async as an immediate 16-byte copy),
+ * loaded
  * with dlopen, and every step runs as a POSIX thread per CUDA thread, one block at a time, on a
  * host arena laid out as the device's.  Outputs are compared with the CPU f64 reference as the
  * GPU test does.
@@ -127,7 +128,16 @@ static const char emu_header[] =
   "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
   "}\n"
   "static inline void cs_ldm_x4 (unsigned *r, const void *p) { emu_ldm<false> (r, p); }\n"
-  "static inline void cs_ldm_x4_t (unsigned *r, const void *p) { emu_ldm<true> (r, p); }\n";
+  "static inline void cs_ldm_x4_t (unsigned *r, const void *p) { emu_ldm<true> (r, p); }\n"
+  "// cp.async.cg.shared.global 16 bytes: copied at once (both addresses 16-byte aligned);\n"
+  "// commit_group and wait_group 0 have nothing left to do.\n"
+  "static inline void cs_cp_async16 (void *s, const void *g)\n"
+  "{\n"
+  "  if (((uintptr_t) s | (uintptr_t) g) % 16 != 0) { fprintf (stderr, \"cp.async: unaligned\\n\"); abort (); }\n"
+  "  memcpy (s, g, 16);\n"
+  "}\n"
+  "static inline void cs_cp_async_commit () {}\n"
+  "static inline void cs_cp_async_wait0 () {}\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =
