@@ -766,7 +766,8 @@ att_tensor_cores (const Att *a)
  * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
  * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
  * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
- * every 4th column of a row is 8-byte aligned. */
+ * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
+ * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
 static void
 gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
 {
@@ -774,15 +775,22 @@ gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, co
   guint pa = gen_param (g, op->slot, FALSE);
   g_autofree char *bname = g_strconcat (name, "b", NULL);
   gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
+  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
 
   for (guint d = 0; d + 2 < s->rank; d++)
-    if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
-      vec = FALSE;
+    {
+      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+        vec = FALSE;
+      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
+        vec8 = FALSE;
+    }
   g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
                           "  auto %s4 = [&] (long long i) -> unsigned long long"
                           " { return *(const unsigned long long *) &a%u[i]; };\n"
-                          "  constexpr bool %sV = %s;\n",
-                          name, pa, name, pa, rs, vec ? "true" : "false");
+                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n"
+                          "  constexpr bool %sA = %s;\n",
+                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
   gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
   g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
 }
@@ -821,11 +829,39 @@ gen_tile_load (AttGen *g, const char *name, const char *rs, const char *base, co
   g_string_append (g->body, "          }\n");
 }
 
+/* A tile load as gen_tile_load's row-major one (no transposed copy) that, where the operand's
+ * `NAMEA` holds, issues 16-byte cp.async copies (rows at or past @limit stored as zeros) and
+ * commits them as one group: the tile is complete once each thread has run cs_cp_async_wait0
+ * and then a block barrier.  @pitch must be a multiple of 8 elements, @cols of 8, @dst 16-byte
+ * aligned, and the kernel must declare the 16-byte type `v16_t`. */
+static void
+gen_tile_load_async (AttGen *g, const char *name, const char *rs, const char *base, const char *r0,
+                     const char *rows, const char *cols, const char *limit, const char *dst, const char *pitch)
+{
+  g_string_append_printf (g->body,
+    "      if (%sA)\n"
+    "        {\n"
+    "          for (int x = threadIdx.x; x < %s * (%s / 8); x += NT)\n"
+    "            { const int t = x / (%s / 8), e = (x %% (%s / 8)) * 8, r = %s + t;\n"
+    "              if (r < %s) cs_cp_async16 (&%s[t * %s + e], %sp (%s + (long long) r * %s + e));\n"
+    "              else *(v16_t *) &%s[t * %s + e] = v16_t { 0ull, 0ull }; }\n"
+    "          cs_cp_async_commit ();\n"
+    "        }\n"
+    "      else\n"
+    "        {\n",
+    rs, rows, cols, cols, cols, r0, limit, dst, pitch, name, base, rs, dst, pitch);
+  gen_tile_load (g, name, rs, base, r0, rows, cols, limit, dst, pitch, NULL, NULL);
+  g_string_append (g->body, "        }\n");
+}
+
 /* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
- * 16 a warp, its q fragments held in registers for the whole key loop; key tiles of 64 rows
- * (row-major) and value tiles (transposed, [Ev][keys]) go through shared memory as 16-bit
- * payloads.  Per tile a warp computes its 16 x 64 scores with cs_mma_*_16816 (E / 16 k-steps
- * for each of 8 n-tiles of 8 keys), scales and masks them on the f32 accumulator fragments
+ * 16 a warp, its q fragments held in registers for the whole key loop; key and value tiles of
+ * 64 rows go through shared memory row-major as 16-bit payloads, rows padded by 8 elements
+ * (16 bytes) so the 8 rows an ldmatrix phase reads fall in distinct banks.  The B fragments
+ * come from cs_ldm_x4 (keys: two n-tiles of 8 keys x 16 head elements a load) and cs_ldm_x4_t
+ * (values, transposed on the way: 16 keys x two n-tiles of 8 value elements a load).  Per tile
+ * a warp computes its 16 x 64 scores with cs_mma_*_16816 (E / 16 k-steps for each of 8 n-tiles
+ * of 8 keys), scales and masks them on the f32 accumulator fragments
  * (thread (g, t) of the warp, g = lane / 4, t = lane % 4, holds rows g and g + 8 and keys
  * 2t, 2t + 1 of each n-tile), updates the row max (over the 4 threads of a row) and the
  * thread's partial row sum, rescales the output fragments, and multiplies P (rounded to the
@@ -861,15 +897,16 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
       gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
     }
   g_string_append_printf (g.body,
-    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = BN + 8, NT = 128;\n"
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
     "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
     "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
-    "  __shared__ unsigned long long ks_[BN * KP / 4], vt_[EV * VP / 4];\n"
-    "  unsigned short * const ks = (unsigned short *) ks_, * const vt = (unsigned short *) vt_;\n"
+    "  struct alignas (16) v16_t { unsigned long long lo, hi; };\n"
+    "  __shared__ v16_t ks_[BN * KP / 8], vs_[BN * VP / 8];\n"
+    "  unsigned short * const ks = (unsigned short *) ks_, * const vs = (unsigned short *) vs_;\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
-    "  const int gq = lane >> 2, tq = lane & 3;\n"
+    "  const int gq = lane >> 2, tq = lane & 3, lm = lane >> 3, lr8 = lane & 7;\n"
     "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
     "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b);\n"
     "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
@@ -889,29 +926,33 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "  acc_t mr[2] = { ninf, ninf }, lr[2] = { 0, 0 };\n"
     "  const int last = L < i0 + BM ? L : i0 + BM;\n"
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
-    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "  if (jend > 0)\n"
     "    {\n"
-    "      __syncthreads ();\n",
+    "      const int j0 = 0;\n",
     ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
     bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
-  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", NULL, NULL);
-  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", NULL, NULL, "vt", "VP");
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP");
+  g_string_append (g.body,
+    "    }\n"
+    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "    {\n"
+    "      cs_cp_async_wait0 ();\n"
+    "      __syncthreads ();\n");
+  gen_tile_load_async (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP");
   g_string_append_printf (g.body,
-    "      __syncthreads ();\n"
     "      float s[BN / 8][4];\n"
     "#pragma unroll\n"
-    "      for (int n = 0; n < BN / 8; n++)\n"
-    "        {\n"
-    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
+    "      for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
     "#pragma unroll\n"
-    "          for (int kk = 0; kk < E / 16; kk++)\n"
-    "            {\n"
-    "              const unsigned short *kp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { (unsigned) kp[0] | ((unsigned) kp[1] << 16),\n"
-    "                                        (unsigned) kp[8] | ((unsigned) kp[9] << 16) };\n"
-    "              mma (s[n], qf[kk], bfr);\n"
-    "            }\n"
-    "        }\n"
+    "      for (int kk = 0; kk < E / 16; kk++)\n"
+    "#pragma unroll\n"
+    "        for (int np = 0; np < BN / 16; np++)\n"
+    "          {\n"
+    "            unsigned kb[4];\n"
+    "            cs_ldm_x4 (kb, &ks[(np * 16 + (lm >> 1) * 8 + lr8) * KP + kk * 16 + (lm & 1) * 8]);\n"
+    "            mma (s[2 * np], qf[kk], kb);\n"
+    "            mma (s[2 * np + 1], qf[kk], kb + 2);\n"
+    "          }\n"
     "      acc_t mt[2] = { ninf, ninf };\n"
     "#pragma unroll\n"
     "      for (int n = 0; n < BN / 8; n++)\n"
@@ -954,18 +995,27 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "#pragma unroll\n"
     "      for (int n = 0; n < EV / 8; n++)\n"
     "        { o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1]; }\n"
+    "      cs_cp_async_wait0 ();\n"
+    "      __syncthreads ();\n"
+    "      if (j0 + BN < jend)\n"
+    "        {\n"
+    "          const int j1 = j0 + BN;\n",
+    mask_apply (a));
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j1", "BN", "E", "S", "ks", "KP");
+  g_string_append (g.body,
+    "        }\n"
     "#pragma unroll\n"
     "      for (int kt = 0; kt < BN / 16; kt++)\n"
     "        {\n"
     "          const unsigned pa[4] = { pk (s[2 * kt][0], s[2 * kt][1]), pk (s[2 * kt][2], s[2 * kt][3]),\n"
     "                                   pk (s[2 * kt + 1][0], s[2 * kt + 1][1]), pk (s[2 * kt + 1][2], s[2 * kt + 1][3]) };\n"
     "#pragma unroll\n"
-    "          for (int n = 0; n < EV / 8; n++)\n"
+    "          for (int np = 0; np < EV / 16; np++)\n"
     "            {\n"
-    "              const unsigned short *vp = &vt[(n * 8 + gq) * VP + kt * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { (unsigned) vp[0] | ((unsigned) vp[1] << 16),\n"
-    "                                        (unsigned) vp[8] | ((unsigned) vp[9] << 16) };\n"
-    "              mma (o[n], pa, bfr);\n"
+    "              unsigned vb[4];\n"
+    "              cs_ldm_x4_t (vb, &vs[(kt * 16 + (lm & 1) * 8 + lr8) * VP + np * 16 + (lm >> 1) * 8]);\n"
+    "              mma (o[2 * np], pa, vb);\n"
+    "              mma (o[2 * np + 1], pa, vb + 2);\n"
     "            }\n"
     "        }\n"
     "    }\n"
@@ -979,8 +1029,7 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "      {\n"
     "        const int i = c < 2 ? r0 : r1, d = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) sto ((b * L + i) * EV + d, o[n][c] / lr[c >> 1]);\n"
-    "      }\n",
-    mask_apply (a));
+    "      }\n");
   if (has_lse)
     g_string_append (g.body,
                      "  if (tq == 0)\n"

@@ -21,7 +21,14 @@
  * (the sign of the divisor) as torch.remainder, warp reductions, and the warp's tensor-core
  * multiply-accumulate cs_mma_{bf16,f16}_16816 (d[4] += A b, PTX mma.sync.aligned.m16n8k16.row.col
  * with f32 accumulators: the fragments of the PTX ISA's m16n8k16 layout, a[4] and b[2] two
- * 16-bit elements a register, the lower index in the low half). */
+ * 16-bit elements a register, the lower index in the low half), and the warp's shared-memory
+ * fragment loads cs_ldm_x4 / cs_ldm_x4_t (PTX ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16:
+ * lane l gives the 16-byte-aligned address of row l % 8 of 8 x 8 matrix l / 8; register j of
+ * lane l gets elements (l / 4, 2 (l % 4) + {0, 1}) of matrix j, with .trans (2 (l % 4) + {0, 1},
+ * l / 4); r[4] of 16-bit pairs, the lower element in the low half), and the thread's
+ * asynchronous 16-byte global-to-shared copies cs_cp_async16 (cp.async.cg.shared.global, both
+ * addresses 16-byte aligned), cs_cp_async_commit (commit_group) and cs_cp_async_wait0
+ * (wait_group 0: the thread's copies done; a barrier then shows them to the block). */
 static const char preamble[] =
   "// castscope generated kernels: self-contained preamble (no CUDA headers)\n"
   "typedef unsigned short cs_bf16_t;\n"
@@ -61,7 +68,21 @@ static const char preamble[] =
   "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
   "static __device__ __forceinline__ void cs_mma_f16_16816 (float *d, const unsigned *a, const unsigned *b)\n"
   "{ asm volatile (\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
-  "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n";
+  "    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+  "static __device__ __forceinline__ unsigned cs_smem_addr (const void *p)\n"
+  "{ unsigned s; asm (\"{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\" : \"=r\"(s) : \"l\"(p)); return s; }\n"
+  "static __device__ __forceinline__ void cs_ldm_x4 (unsigned *r, const void *p)\n"
+  "{ asm volatile (\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+  "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(cs_smem_addr (p)) : \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_ldm_x4_t (unsigned *r, const void *p)\n"
+  "{ asm volatile (\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+  "    : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(cs_smem_addr (p)) : \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async16 (void *s, const void *g)\n"
+  "{ asm volatile (\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(cs_smem_addr (s)), \"l\"(g) : \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async_commit (void)\n"
+  "{ asm volatile (\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+  "static __device__ __forceinline__ void cs_cp_async_wait0 (void)\n"
+  "{ asm volatile (\"cp.async.wait_group 0;\" ::: \"memory\"); }\n";
 
 const char *
 cs_cuda_jit_preamble (void)

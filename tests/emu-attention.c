@@ -10,7 +10,9 @@
  * threads, warp shuffles through a per-warp exchange between two barriers of the warp's 32
  * threads, the bf16/f16 conversions round-to-nearest-even, atomicAdd under a mutex, the
  * tensor-core mma.sync m16n8k16 as a gather of the warp's fragments by the PTX ISA's layout, an
- * f32 multiply-accumulate and a scatter of the accumulator fragments), loaded
+ * f32 multiply-accumulate and a scatter of the accumulator fragments, ldmatrix m8n8.x4 (plain
+ * and .trans) as a gather of the warp's row addresses, cp.async as an immediate 16-byte copy),
+ * loaded
  * with dlopen, and every step runs as a POSIX thread per CUDA thread, one block at a time, on a
  * host arena laid out as the device's.  Outputs are compared with the CPU f64 reference as the
  * GPU test does.
@@ -33,6 +35,8 @@ static const char emu_header[] =
   "#include <math.h>\n"
   "#include <string.h>\n"
   "#include <stdint.h>\n"
+  "#include <stdio.h>\n"
+  "#include <stdlib.h>\n"
   "#include <mutex>\n"
   "struct emu_uint3 { unsigned x, y, z; };\n"
   "static thread_local emu_uint3 threadIdx, blockIdx;\n"
@@ -102,7 +106,38 @@ static const char emu_header[] =
   "    }\n"
   "}\n"
   "static inline void cs_mma_bf16_16816 (float *d, const unsigned *a, const unsigned *b) { emu_mma<true> (d, a, b); }\n"
-  "static inline void cs_mma_f16_16816 (float *d, const unsigned *a, const unsigned *b) { emu_mma<false> (d, a, b); }\n";
+  "static inline void cs_mma_f16_16816 (float *d, const unsigned *a, const unsigned *b) { emu_mma<false> (d, a, b); }\n"
+  "// ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16: the warp's row addresses gathered (lane\n"
+  "// 8 j + r: row r of matrix j, 8 consecutive 16-bit elements); PTX ISA layout: lane l's register\n"
+  "// j holds matrix j's elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1), with .trans\n"
+  "// (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4); the first in the low half.\n"
+  "static const unsigned short *emu_ldm_p[32][32];\n"
+  "template <bool TR> static inline void emu_ldm (unsigned *r, const void *p)\n"
+  "{\n"
+  "  int w = threadIdx.x / 32, l = threadIdx.x % 32;\n"
+  "  if (((uintptr_t) p) % 16 != 0) { fprintf (stderr, \"ldmatrix: unaligned row\\n\"); abort (); }\n"
+  "  emu_ldm_p[w][l] = (const unsigned short *) p;\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "  for (int j = 0; j < 4; j++)\n"
+  "    {\n"
+  "      unsigned lo, hi;\n"
+  "      if (TR) { lo = emu_ldm_p[w][8 * j + 2 * (l % 4)][l / 4]; hi = emu_ldm_p[w][8 * j + 2 * (l % 4) + 1][l / 4]; }\n"
+  "      else { lo = emu_ldm_p[w][8 * j + l / 4][2 * (l % 4)]; hi = emu_ldm_p[w][8 * j + l / 4][2 * (l % 4) + 1]; }\n"
+  "      r[j] = lo | (hi << 16);\n"
+  "    }\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "}\n"
+  "static inline void cs_ldm_x4 (unsigned *r, const void *p) { emu_ldm<false> (r, p); }\n"
+  "static inline void cs_ldm_x4_t (unsigned *r, const void *p) { emu_ldm<true> (r, p); }\n"
+  "// cp.async.cg.shared.global 16 bytes: copied at once (both addresses 16-byte aligned);\n"
+  "// commit_group and wait_group 0 have nothing left to do.\n"
+  "static inline void cs_cp_async16 (void *s, const void *g)\n"
+  "{\n"
+  "  if (((uintptr_t) s | (uintptr_t) g) % 16 != 0) { fprintf (stderr, \"cp.async: unaligned\\n\"); abort (); }\n"
+  "  memcpy (s, g, 16);\n"
+  "}\n"
+  "static inline void cs_cp_async_commit () {}\n"
+  "static inline void cs_cp_async_wait0 () {}\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =

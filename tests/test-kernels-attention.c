@@ -336,9 +336,16 @@ test_compile (void)
       g_assert_true ((strstr (p->source->str, g_str_equal (cases[c].dtype, "f16") ? "cs_mma_f16_16816 (d, x, y)"
                                                                                   : "cs_mma_bf16_16816 (d, x, y)")
                       != NULL) == case_tensor_cores (&cases[c]));
-      /* the cases' q, k, v views are aligned to 4 elements: 8-byte tile loads */
+      /* the cases' q, k, v views are aligned to 8 elements: 8-byte tile loads, and the forward's
+       * 16-byte cp.async ones with ldmatrix fragments */
       if (case_tensor_cores (&cases[c]))
-        g_assert_nonnull (strstr (p->source->str, "constexpr bool KRV = true;"));
+        {
+          g_assert_nonnull (strstr (p->source->str, "constexpr bool KRV = true;"));
+          g_assert_nonnull (strstr (p->source->str, "constexpr bool KRA = true;"));
+          g_assert_nonnull (strstr (p->source->str, "constexpr bool VRA = true;"));
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&ks["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (vb, &vs["));
+        }
       assert_no_names (p->source->str, fwd);
       cs_cuda_program_free (p);
 
