@@ -15,30 +15,15 @@ typedef struct
   CsLayout *layout;     /* (owned) */
 } LayoutEntry;
 
+/* One value kept per trace (and tag) in one of the cache's per-trace queues: a grouping, a
+ * statement index, duplicate-saved values or input reads. */
 typedef struct
 {
-  CsTrace    *trace;    /* (owned) */
-  CsGrouping *grouping; /* (owned) */
-} GroupingEntry;
-
-typedef struct
-{
-  CsTrace      *trace;  /* (owned) */
-  CsTraceIndex *index;  /* (owned) */
-} IndexEntry;
-
-typedef struct
-{
-  CsTrace   *trace;     /* (owned) */
-  GPtrArray *dups;      /* (owned) cs_split_duplicate_saved() of it */
-} DupsEntry;
-
-typedef struct
-{
-  CsTrace  *trace;       /* (owned) */
-  gboolean  bookkeeping; /* the CsRenderOptions.bookkeeping it was found with */
-  GArray   *reads;       /* (owned) _CsInputRead */
-} ReadsEntry;
+  CsTrace        *trace;  /* (owned) a reference: the key's pointer stays unique */
+  guint           tag;    /* the rest of the key (CsRenderOptions.bookkeeping for reads; else 0) */
+  gpointer        value;  /* (owned) one reference, released by @unref */
+  GDestroyNotify  unref;  /* releases @value */
+} TraceEntry;
 
 /* Statement indexes kept: the trace marked last (about 40 MB at 50,000 top-level statements,
  * so no more; another trace's is made again when it is marked). */
@@ -50,10 +35,10 @@ struct _CsLayoutCache
   GMutex  lock;         /* guards everything below */
   guint   max_layouts;  /* layouts kept, most recently used first */
   GQueue  layouts;      /* LayoutEntry*, most recently used at the head */
-  GQueue  groupings;    /* GroupingEntry*, most recently used at the head */
-  GQueue  indexes;      /* IndexEntry*, most recently used at the head */
-  GQueue  dups;         /* DupsEntry*, most recently used at the head */
-  GQueue  reads;        /* ReadsEntry*, most recently used at the head */
+  GQueue  groupings;    /* TraceEntry* of CsGrouping, most recently used at the head */
+  GQueue  indexes;      /* TraceEntry* of CsTraceIndex, most recently used at the head */
+  GQueue  dups;         /* TraceEntry* of cs_split_duplicate_saved() results, likewise */
+  GQueue  reads;        /* TraceEntry* of _CsInputRead arrays, likewise */
   guint   n_hits;       /* lookups answered from the cache */
 };
 
@@ -69,52 +54,69 @@ layout_entry_free (gpointer data)
 }
 
 static void
-grouping_entry_free (gpointer data)
+trace_entry_free (gpointer data)
 {
-  GroupingEntry *e = data;
+  TraceEntry *e = data;
 
+  e->unref (e->value);
   cs_trace_unref (e->trace);
-  cs_grouping_unref (e->grouping);
   g_free (e);
 }
 
+/* The value kept for (@trace, @tag) in @q, moved to the head and passed through @ref (called
+ * under the lock, so the entry cannot be freed meanwhile); NULL when there is none. */
+static gpointer
+trace_entry_find (CsLayoutCache *cache, GQueue *q, const CsTrace *trace, guint tag,
+                  gpointer (*ref) (gpointer))
+{
+  gpointer found = NULL;
+
+  g_mutex_lock (&cache->lock);
+  for (GList *l = q->head; l != NULL; l = l->next)
+    {
+      TraceEntry *e = l->data;
+
+      if (e->trace == trace && e->tag == tag)
+        {
+          g_queue_unlink (q, l);
+          g_queue_push_head_link (q, l);
+          found = ref (e->value);
+          break;
+        }
+    }
+  g_mutex_unlock (&cache->lock);
+  return found;
+}
+
+/* Keeps @value (one reference taken through @ref, released by @unref) for (@trace, @tag) at
+ * the head of @q, dropping the least recently used entries beyond @max. */
 static void
-index_entry_free (gpointer data)
+trace_entry_put (CsLayoutCache *cache, GQueue *q, const CsTrace *trace, guint tag,
+                 gpointer value, gpointer (*ref) (gpointer), GDestroyNotify unref, guint max)
 {
-  IndexEntry *e = data;
+  TraceEntry *e = g_new0 (TraceEntry, 1);
 
-  _cs_trace_index_unref (e->index);
-  cs_trace_unref (e->trace);
-  g_free (e);
+  e->trace = cs_trace_ref ((CsTrace *) trace);
+  e->tag = tag;
+  e->value = ref (value);
+  e->unref = unref;
+  g_mutex_lock (&cache->lock);
+  g_queue_push_head (q, e);
+  while (q->length > max)
+    trace_entry_free (g_queue_pop_tail (q));
+  g_mutex_unlock (&cache->lock);
 }
 
-static void
-dups_entry_free (gpointer data)
-{
-  DupsEntry *e = data;
+/* The reference functions of the kept values, with the signatures the entries use. */
+static gpointer grouping_ref (gpointer v) { return cs_grouping_ref (v); }
+static void grouping_unref (gpointer v) { cs_grouping_unref (v); }
+static gpointer index_ref (gpointer v) { return _cs_trace_index_ref (v); }
+static void index_unref (gpointer v) { _cs_trace_index_unref (v); }
+static gpointer ptr_array_ref (gpointer v) { return g_ptr_array_ref (v); }
+static void ptr_array_unref (gpointer v) { g_ptr_array_unref (v); }
+static gpointer array_ref (gpointer v) { return g_array_ref (v); }
+static void array_unref (gpointer v) { g_array_unref (v); }
 
-  g_ptr_array_unref (e->dups);
-  cs_trace_unref (e->trace);
-  g_free (e);
-}
-
-static void
-reads_entry_free (gpointer data)
-{
-  ReadsEntry *e = data;
-
-  g_array_unref (e->reads);
-  cs_trace_unref (e->trace);
-  g_free (e);
-}
-
-/**
- * cs_layout_cache_new:
- * @max_layouts: finished layouts to keep (the least recently used is dropped first); 0 =
- *   CS_LAYOUT_CACHE_DEFAULT_SIZE
- *
- * Returns: (transfer full): an empty cache
- */
 CsLayoutCache *
 cs_layout_cache_new (guint max_layouts)
 {
@@ -171,10 +173,10 @@ cs_layout_cache_clear (CsLayoutCache *cache)
   g_return_if_fail (cache != NULL);
   g_mutex_lock (&cache->lock);
   g_queue_clear_full (&cache->layouts, layout_entry_free);
-  g_queue_clear_full (&cache->groupings, grouping_entry_free);
-  g_queue_clear_full (&cache->indexes, index_entry_free);
-  g_queue_clear_full (&cache->dups, dups_entry_free);
-  g_queue_clear_full (&cache->reads, reads_entry_free);
+  g_queue_clear_full (&cache->groupings, trace_entry_free);
+  g_queue_clear_full (&cache->indexes, trace_entry_free);
+  g_queue_clear_full (&cache->dups, trace_entry_free);
+  g_queue_clear_full (&cache->reads, trace_entry_free);
   g_mutex_unlock (&cache->lock);
 }
 
@@ -191,31 +193,14 @@ cs_layout_cache_clear (CsLayoutCache *cache)
 CsGrouping *
 cs_layout_cache_dup_grouping (CsLayoutCache *cache, const CsTrace *trace)
 {
-  CsGrouping *found = NULL;
-  GroupingEntry *e;
+  CsGrouping *found;
 
   g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
-  g_mutex_lock (&cache->lock);
-  for (GList *l = cache->groupings.head; l != NULL; l = l->next)
-    if (((GroupingEntry *) l->data)->trace == trace)
-      {
-        g_queue_unlink (&cache->groupings, l);
-        g_queue_push_head_link (&cache->groupings, l);
-        found = cs_grouping_ref (((GroupingEntry *) l->data)->grouping);
-        break;
-      }
-  g_mutex_unlock (&cache->lock);
-  if (found != NULL)
+  if ((found = trace_entry_find (cache, &cache->groupings, trace, 0, grouping_ref)) != NULL)
     return found;
   found = cs_grouping_new (trace);
-  e = g_new0 (GroupingEntry, 1);
-  e->trace = cs_trace_ref ((CsTrace *) trace);
-  e->grouping = cs_grouping_ref (found);
-  g_mutex_lock (&cache->lock);
-  g_queue_push_head (&cache->groupings, e);
-  while (cache->groupings.length > CS_LAYOUT_CACHE_GROUPINGS)
-    grouping_entry_free (g_queue_pop_tail (&cache->groupings));
-  g_mutex_unlock (&cache->lock);
+  trace_entry_put (cache, &cache->groupings, trace, 0, found, grouping_ref, grouping_unref,
+                   CS_LAYOUT_CACHE_GROUPINGS);
   return found;
 }
 
@@ -232,31 +217,14 @@ cs_layout_cache_dup_grouping (CsLayoutCache *cache, const CsTrace *trace)
 CsTraceIndex *
 _cs_layout_cache_dup_trace_index (CsLayoutCache *cache, const CsTrace *trace)
 {
-  CsTraceIndex *found = NULL;
-  IndexEntry *e;
+  CsTraceIndex *found;
 
   g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
-  g_mutex_lock (&cache->lock);
-  for (GList *l = cache->indexes.head; l != NULL; l = l->next)
-    if (((IndexEntry *) l->data)->trace == trace)
-      {
-        g_queue_unlink (&cache->indexes, l);
-        g_queue_push_head_link (&cache->indexes, l);
-        found = _cs_trace_index_ref (((IndexEntry *) l->data)->index);
-        break;
-      }
-  g_mutex_unlock (&cache->lock);
-  if (found != NULL)
+  if ((found = trace_entry_find (cache, &cache->indexes, trace, 0, index_ref)) != NULL)
     return found;
   found = _cs_trace_index_new (trace);
-  e = g_new0 (IndexEntry, 1);
-  e->trace = cs_trace_ref ((CsTrace *) trace);
-  e->index = _cs_trace_index_ref (found);
-  g_mutex_lock (&cache->lock);
-  g_queue_push_head (&cache->indexes, e);
-  while (cache->indexes.length > CACHE_TRACE_INDEXES)
-    index_entry_free (g_queue_pop_tail (&cache->indexes));
-  g_mutex_unlock (&cache->lock);
+  trace_entry_put (cache, &cache->indexes, trace, 0, found, index_ref, index_unref,
+                   CACHE_TRACE_INDEXES);
   return found;
 }
 
@@ -275,31 +243,14 @@ _cs_layout_cache_dup_trace_index (CsLayoutCache *cache, const CsTrace *trace)
 GPtrArray *
 _cs_layout_cache_dup_duplicate_saved (CsLayoutCache *cache, const CsTrace *trace)
 {
-  GPtrArray *found = NULL;
-  DupsEntry *e;
+  GPtrArray *found;
 
   g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
-  g_mutex_lock (&cache->lock);
-  for (GList *l = cache->dups.head; l != NULL; l = l->next)
-    if (((DupsEntry *) l->data)->trace == trace)
-      {
-        g_queue_unlink (&cache->dups, l);
-        g_queue_push_head_link (&cache->dups, l);
-        found = g_ptr_array_ref (((DupsEntry *) l->data)->dups);
-        break;
-      }
-  g_mutex_unlock (&cache->lock);
-  if (found != NULL)
+  if ((found = trace_entry_find (cache, &cache->dups, trace, 0, ptr_array_ref)) != NULL)
     return found;
   found = cs_split_duplicate_saved (trace);
-  e = g_new0 (DupsEntry, 1);
-  e->trace = cs_trace_ref ((CsTrace *) trace);
-  e->dups = g_ptr_array_ref (found);
-  g_mutex_lock (&cache->lock);
-  g_queue_push_head (&cache->dups, e);
-  while (cache->dups.length > CS_LAYOUT_CACHE_GROUPINGS)
-    dups_entry_free (g_queue_pop_tail (&cache->dups));
-  g_mutex_unlock (&cache->lock);
+  trace_entry_put (cache, &cache->dups, trace, 0, found, ptr_array_ref, ptr_array_unref,
+                   CS_LAYOUT_CACHE_GROUPINGS);
   return found;
 }
 
@@ -318,24 +269,8 @@ GArray *
 _cs_layout_cache_dup_input_reads (CsLayoutCache *cache, const CsTrace *trace,
                                   gboolean bookkeeping)
 {
-  GArray *found = NULL;
-
   g_return_val_if_fail (cache != NULL && trace != NULL, NULL);
-  g_mutex_lock (&cache->lock);
-  for (GList *l = cache->reads.head; l != NULL; l = l->next)
-    {
-      ReadsEntry *e = l->data;
-
-      if (e->trace == trace && e->bookkeeping == bookkeeping)
-        {
-          g_queue_unlink (&cache->reads, l);
-          g_queue_push_head_link (&cache->reads, l);
-          found = g_array_ref (e->reads);
-          break;
-        }
-    }
-  g_mutex_unlock (&cache->lock);
-  return found;
+  return trace_entry_find (cache, &cache->reads, trace, bookkeeping != FALSE, array_ref);
 }
 
 /**
@@ -352,18 +287,9 @@ void
 _cs_layout_cache_put_input_reads (CsLayoutCache *cache, const CsTrace *trace,
                                   gboolean bookkeeping, GArray *reads)
 {
-  ReadsEntry *e;
-
   g_return_if_fail (cache != NULL && trace != NULL && reads != NULL);
-  e = g_new0 (ReadsEntry, 1);
-  e->trace = cs_trace_ref ((CsTrace *) trace);
-  e->bookkeeping = bookkeeping;
-  e->reads = g_array_ref (reads);
-  g_mutex_lock (&cache->lock);
-  g_queue_push_head (&cache->reads, e);
-  while (cache->reads.length > CS_LAYOUT_CACHE_GROUPINGS)
-    reads_entry_free (g_queue_pop_tail (&cache->reads));
-  g_mutex_unlock (&cache->lock);
+  trace_entry_put (cache, &cache->reads, trace, bookkeeping != FALSE, reads, array_ref,
+                   array_unref, CS_LAYOUT_CACHE_GROUPINGS);
 }
 
 static gint
