@@ -114,6 +114,7 @@ typedef struct
   GPtrArray *outs;       /* CsProxy *: current outputs (bsym.output) */
   GPtrArray *subs;       /* CsStmt *: current subsymbols */
   GPtrArray *cuts;       /* CsProxy *: computed_cuts_for_producers, when it is a producer */
+  GHashTable *cut_set;   /* the proxies of cuts (a set); NULL while cuts is empty */
   GPtrArray *absorbed;   /* RReg *: producers whose statements it now recomputes */
   gboolean   modified;   /* inputs or outputs differ from orig's: Thunder's BoundSymbol
                             equality (sym, args, output) no longer holds, so static consumer
@@ -174,6 +175,13 @@ ptr_in (GPtrArray *a, gconstpointer p)
     if (a->pdata[i] == p)
       return TRUE;
   return FALSE;
+}
+
+static gint
+cmp_guint (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+  return x < y ? -1 : x > y;
 }
 
 static void
@@ -361,6 +369,16 @@ typedef struct
                           subsymbols (apply_consumer) */
   guint32  var_idx;    /* 1 + its value index in the flow graph */
   guint32  flag;       /* == epoch: an input of the producer (find_cut) */
+  guint32  pout;       /* == epoch: an output of the producer (find_cut) */
+  guint32  ext;        /* == epoch: listed in find_cut's external consumer inputs */
+  guint32  loc;        /* == epoch: an output of the producer whose local readers are counted
+                          (external_producer_outputs) */
+  guint32  loc_n;      /* input lists of the pair's regions that name it (loc valid) */
+  guint32  loc_list;   /* 1 + index of the last list counted, so each list counts once */
+  guint32  in_c;       /* == epoch: an input of the consumer (external_producer_outputs) */
+  guint32  mem;        /* == epoch: a member of a list marked by mark_list() */
+  guint32  arg;        /* == epoch: listed in the new inputs being built (apply_consumer), or
+                          an input of the producer (apply_producer) */
 } IdSlot;
 
 typedef struct
@@ -381,6 +399,8 @@ typedef struct
   guint32         epoch;      /* last epoch handed out */
   guint32        *ue_next;    /* readers' lists: entry -> next entry of the same list */
   guint32        *ue_sub;     /* entry -> 2 * subsymbol index + (1 for the consumer's) */
+  guint32        *reg_mark;   /* per region: == epoch: a consumer of a later pair of the
+                                 producer, unmodified (external_producer_outputs) */
   guint           ue_len, ue_cap; /* entries in use / allocated */
   CsProxyVec      vec_a;      /* scratch lists */
   CsProxyVec      vec_b;
@@ -421,6 +441,8 @@ store_epoch (Remat *r)
           memset (v, 0, sizeof (IdSlot));
           ((IdSlot *) v)->who = who;
         }
+      if (r->reg_mark != NULL)
+        memset (r->reg_mark, 0, r->n_regs * sizeof (guint32));
       r->epoch = 0;
     }
   return ++r->epoch;
@@ -459,6 +481,17 @@ slot_of (Remat *r, CsProxy *p)
         }
     }
   return slot_other (r, p);
+}
+
+/* Marks every proxy of @a as a member (mem) of a fresh epoch, which it returns. */
+static guint32
+mark_list (Remat *r, GPtrArray *a)
+{
+  guint32 m = store_epoch (r);
+
+  for (guint i = 0; i < a->len; i++)
+    slot_of (r, a->pdata[i])->mem = m;
+  return m;
 }
 
 /* Appends subsymbol entry @sub to @s's readers' list of epoch @e (a new list when @s has
@@ -585,34 +618,69 @@ fg_var (Remat *r, CsProxy *p, guint32 e)
   return 2 + 2 * (s->var_idx - 1);
 }
 
+/* Counts, for every output of @p marked in epoch @e, the lists among @lists[0 .. @n) that
+ * name it (each list once, however often it names it), in the slots' loc_n. */
+static void
+count_in_lists (Remat *r, guint32 e, GPtrArray *const *lists, guint n)
+{
+  for (guint l = 0; l < n; l++)
+    for (guint i = 0; i < lists[l]->len; i++)
+      {
+        IdSlot *s = slot_of (r, lists[l]->pdata[i]);
+        if (s->loc == e && s->loc_list != l + 1)
+          {
+            s->loc_list = l + 1;
+            s->loc_n++;
+          }
+      }
+}
+
 /* Thunder's find_external_producer_outputs: the outputs of @p that must stay outputs because
  * a statement other than @c reads them; @next are the consumers of the later pairs of the same
- * producer (current versions), @c_reg / @next_regs their region indices. */
+ * producer (current versions), @c_reg / @next_regs their region indices.  An output's local
+ * readers are the input lists of @p, @c and @next that name it; its global ones the static
+ * readers outside @c and @next (those of them not modified yet). */
 static void
 external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint *next_regs,
                            guint n_next, GPtrArray *ext)
 {
+  g_autofree GPtrArray **lists = g_new (GPtrArray *, n_next + 2);
+  guint32 e;
+
+  store_reserve (r);
+  e = store_epoch (r);
+  for (guint i = 0; i < p->outs->len; i++)
+    {
+      IdSlot *s = slot_of (r, p->outs->pdata[i]);
+      s->loc = e;
+      s->loc_n = 0;
+      s->loc_list = 0;
+    }
+  lists[0] = p->ins;
+  lists[1] = c->ins;
+  for (guint k = 0; k < n_next; k++)
+    lists[2 + k] = r->regs[next_regs[k]].ins;
+  count_in_lists (r, e, lists, n_next + 2);
+  for (guint i = 0; i < c->ins->len; i++)
+    slot_of (r, c->ins->pdata[i])->in_c = e;
+  if (!c->modified)
+    r->reg_mark[c_reg] = e;
+  for (guint k = 0; k < n_next; k++)
+    if (!r->regs[next_regs[k]].modified)
+      r->reg_mark[next_regs[k]] = e;
+
   for (guint i = 0; i < p->outs->len; i++)
     {
       CsProxy *out = p->outs->pdata[i];
-      guint local = 0, global = 0;
+      IdSlot *s = slot_of (r, out);
+      guint local = s->loc_n, global = 0;
       gboolean remat;
 
-      local += ptr_in (p->ins, out);
-      local += ptr_in (c->ins, out);
-      for (guint k = 0; k < n_next; k++)
-        local += ptr_in (r->regs[next_regs[k]].ins, out);
       if (local <= 1 && out->id < r->n_ids)
         for (guint k = r->rd_start[out->id]; k < r->rd_start[out->id + 1]; k++)
           {
             gint rr = r->reg_of_top[r->rd[k]];
-            gboolean excluded = FALSE;
-            if (rr >= 0 && (guint) rr == c_reg && !c->modified)
-              excluded = TRUE;
-            for (guint m = 0; m < n_next && !excluded; m++)
-              if (rr >= 0 && (guint) rr == next_regs[m] && !r->regs[next_regs[m]].modified)
-                excluded = TRUE;
-            if (!excluded)
+            if (rr < 0 || r->reg_mark[rr] != e)
               global++;
           }
       if (local > 1 || global > 0)
@@ -620,22 +688,31 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
       else if (local == 0)
         remat = TRUE;
       else
-        remat = ptr_in (c->ins, out);
+        remat = s->in_c == e;
       if (!remat)
         g_ptr_array_add (ext, out);
     }
 }
 
 /* Thunder's find_external_consumer_inputs: inputs of @c that @p neither outputs, reads nor
- * produces (slots with made == @made_e), in @c's input order. */
+ * produces, in @c's input order, each once.  In epoch @e the slots mark what @p's subsymbols
+ * produce (made, set by the caller); this marks @p's inputs (flag) and outputs (pout). */
 static void
-external_consumer_inputs (Remat *r, RReg *p, guint32 made_e, RReg *c, GPtrArray *out)
+external_consumer_inputs (Remat *r, RReg *p, guint32 e, RReg *c, GPtrArray *out)
 {
+  for (guint i = 0; i < p->ins->len; i++)
+    slot_of (r, p->ins->pdata[i])->flag = e;
+  for (guint i = 0; i < p->outs->len; i++)
+    slot_of (r, p->outs->pdata[i])->pout = e;
   for (guint i = 0; i < c->ins->len; i++)
     {
       CsProxy *x = c->ins->pdata[i];
-      if (!ptr_in (p->outs, x) && !ptr_in (p->ins, x) && slot_of (r, x)->made != made_e)
-        push_unique (out, x);
+      IdSlot *s = slot_of (r, x);
+      if (s->pout != e && s->flag != e && s->made != e && s->ext != e)
+        {
+          s->ext = e;
+          g_ptr_array_add (out, x);
+        }
     }
 }
 
@@ -981,27 +1058,40 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   g_autofree guint8 *mark = NULL;
   const char *prefix = c->orig->backward ? "bw_" : "fw_";
   gboolean same;
-  guint32 e, e_io;
+  guint32 e, e_io, in_cut, in_args;
 
   store_reserve (r);
   e = store_epoch (r);
   produced_vars (r, p, e, p_made_list);
+  in_cut = mark_list (r, cut);
+  in_args = store_epoch (r);
+#define ARG_ADD(x)                                                                             \
+  G_STMT_START                                                                                 \
+  {                                                                                            \
+    IdSlot *as_ = slot_of (r, (x));                                                            \
+    if (as_->arg != in_args)                                                                   \
+      {                                                                                        \
+        as_->arg = in_args;                                                                    \
+        g_ptr_array_add (new_args, (x));                                                       \
+      }                                                                                        \
+  }                                                                                            \
+  G_STMT_END
   for (guint i = 0; i < p_made_list->len; i++)
-    if (ptr_in (cut, p_made_list->pdata[i]))
-      push_unique (new_args, p_made_list->pdata[i]);
+    if (slot_of (r, p_made_list->pdata[i])->mem == in_cut)
+      ARG_ADD (p_made_list->pdata[i]);
   for (guint i = 0; i < p->ins->len; i++)
-    if (ptr_in (cut, p->ins->pdata[i]))
-      push_unique (new_args, p->ins->pdata[i]);
+    if (slot_of (r, p->ins->pdata[i])->mem == in_cut)
+      ARG_ADD (p->ins->pdata[i]);
   for (guint i = 0; i < new_args->len; i++)
     slot_of (r, new_args->pdata[i])->stop = e;
   {
     g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
     external_consumer_inputs (r, p, e, c, ext_in);
     for (guint i = 0; i < ext_in->len; i++)
-      push_unique (new_args, ext_in->pdata[i]);
+      ARG_ADD (ext_in->pdata[i]);
   }
   for (guint i = 0; i < c->ins->len; i++)
-    if (!ptr_in (new_args, c->ins->pdata[i]))
+    if (slot_of (r, c->ins->pdata[i])->arg != in_args)
       g_ptr_array_add (remat_in, c->ins->pdata[i]);
   if (remat_in->len == 0)
     return;
@@ -1078,11 +1168,16 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
       CsProxy *x = p->ins->pdata[i];
       IdSlot *s = slot_of (r, x);
       if (s->req == e_io && s->var != e_io)
-        push_unique (new_args, x);
+        ARG_ADD (x);
     }
+#undef ARG_ADD
   same = new_args->len == c->ins->len;
-  for (guint i = 0; i < new_args->len && same; i++)
-    same = ptr_in (c->ins, new_args->pdata[i]);
+  if (same)
+    {
+      guint32 in_c = mark_list (r, c->ins);
+      for (guint i = 0; i < new_args->len && same; i++)
+        same = slot_of (r, new_args->pdata[i])->mem == in_c;
+    }
   if (!same)
     c->modified = TRUE;
   g_ptr_array_set_size (c->ins, 0);
@@ -1098,33 +1193,53 @@ apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
   g_autoptr(GPtrArray) made = g_ptr_array_new ();
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   gboolean same;
+  guint32 wanted, is_in;
 
   produced_vars (r, p, store_epoch (r), made);
+  wanted = mark_list (r, ext);
+  for (guint i = 0; i < cut->len; i++)
+    slot_of (r, cut->pdata[i])->mem = wanted;
+  is_in = store_epoch (r);
+  for (guint i = 0; i < p->ins->len; i++)
+    slot_of (r, p->ins->pdata[i])->arg = is_in;
   for (guint i = 0; i < made->len; i++)
     {
-      CsProxy *x = made->pdata[i];
-      if ((ptr_in (ext, x) || ptr_in (cut, x)) && !ptr_in (p->ins, x))
-        g_ptr_array_add (outs, x);
+      IdSlot *xs = slot_of (r, made->pdata[i]);
+      if (xs->mem == wanted && xs->arg != is_in)
+        g_ptr_array_add (outs, made->pdata[i]);
     }
   same = outs->len == p->outs->len;
-  for (guint i = 0; i < outs->len && same; i++)
-    same = ptr_in (p->outs, outs->pdata[i]);
+  if (same)
+    {
+      guint32 in_outs = mark_list (r, p->outs);
+      for (guint i = 0; i < outs->len && same; i++)
+        same = slot_of (r, outs->pdata[i])->mem == in_outs;
+    }
   if (!same)
     p->modified = TRUE;
   g_ptr_array_set_size (p->outs, 0);
   g_ptr_array_extend (p->outs, outs, NULL, NULL);
 }
 
+/* Appends @s's reads (or writes) to @out, each proxy once, in first-seen order. */
 static void
-value_vec_to_array (CsStmt *s, gboolean reads, GPtrArray *out)
+value_vec_to_array (Remat *r, CsStmt *s, gboolean reads, GPtrArray *out)
 {
   g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
+  guint32 m = store_epoch (r);
   if (reads)
     _cs_stmt_reads_vec (s, &ps);
   else
     _cs_stmt_writes_vec (s, &ps);
   for (guint i = 0; i < ps.len; i++)
-    push_unique (out, ps.v[i]);
+    {
+      IdSlot *sl = slot_of (r, ps.v[i]);
+      if (sl->mem != m)
+        {
+          sl->mem = m;
+          g_ptr_array_add (out, ps.v[i]);
+        }
+    }
 }
 
 /* Thunder's rematerialize over the fusion regions of @t: pairs (producer, consumer) of regions
@@ -1155,6 +1270,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       return;
     }
   r.regs = g_new0 (RReg, r.n_regs);
+  r.reg_mark = g_new0 (guint32, r.n_regs);
+  store_reserve (&r);
   for (guint i = 0, k = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -1170,8 +1287,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       g->subs = g_ptr_array_new ();
       g->cuts = g_ptr_array_new ();
       g->absorbed = g_ptr_array_new ();
-      value_vec_to_array (s, TRUE, g->ins);
-      value_vec_to_array (s, FALSE, g->outs);
+      value_vec_to_array (&r, s, TRUE, g->ins);
+      value_vec_to_array (&r, s, FALSE, g->outs);
       for (guint j = 0; j < s->n_subs; j++)
         g_ptr_array_add (g->subs, s->subs[j]);
       r.reg_of_top[i] = (gint) k++;
@@ -1216,7 +1333,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   g_free (count);
 
-  /* pairs (find_fusion_producer_consumer_pairs), sorted by producer, then consumer */
+  /* pairs (find_fusion_producer_consumer_pairs), sorted by producer, then consumer; the
+   * consumers of one producer are collected once each (reg_mark == k + 1) */
   for (guint k = 0; k < r.n_regs; k++)
     {
       RReg *g = &r.regs[k];
@@ -1229,28 +1347,21 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
           for (guint m = r.rd_start[o->id]; m < r.rd_start[o->id + 1]; m++)
             {
               gint c = r.reg_of_top[r.rd[m]];
-              gboolean dup = FALSE;
-              if (c < 0)
+              if (c < 0 || r.reg_mark[c] == k + 1)
                 continue;
-              for (guint q = 0; q < cons->len && !dup; q++)
-                dup = g_array_index (cons, guint, q) == (guint) c;
-              if (!dup)
-                g_array_append_val (cons, c);
+              r.reg_mark[c] = k + 1;
+              g_array_append_val (cons, c);
             }
         }
-      for (guint a = 1; a < cons->len; a++)
-        for (guint b = a; b > 0 && g_array_index (cons, guint, b - 1) > g_array_index (cons, guint, b); b--)
-          {
-            guint tmp = g_array_index (cons, guint, b);
-            g_array_index (cons, guint, b) = g_array_index (cons, guint, b - 1);
-            g_array_index (cons, guint, b - 1) = tmp;
-          }
+      g_array_sort (cons, cmp_guint);
       for (guint q = 0; q < cons->len; q++)
         {
           guint pr[2] = { k, g_array_index (cons, guint, q) };
           g_array_append_vals (pairs, pr, 1);
         }
     }
+  /* from here on reg_mark holds epochs (never 0) */
+  memset (r.reg_mark, 0, r.n_regs * sizeof (guint32));
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
@@ -1281,8 +1392,11 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       apply_producer (&r, p, ext, cut);
       if (c->subs_changed)
         push_unique (c->absorbed, p);
+      if (p->cut_set == NULL)
+        p->cut_set = g_hash_table_new (g_direct_hash, g_direct_equal);
       for (guint j = 0; j < cut->len; j++)
-        push_unique (p->cuts, cut->pdata[j]);
+        if (g_hash_table_add (p->cut_set, cut->pdata[j]))
+          g_ptr_array_add (p->cuts, cut->pdata[j]);
     }
 
   for (guint k = 0; k < r.n_regs; k++)
@@ -1329,6 +1443,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       g_ptr_array_unref (g->outs);
       g_ptr_array_unref (g->subs);
       g_ptr_array_unref (g->cuts);
+      if (g->cut_set != NULL)
+        g_hash_table_unref (g->cut_set);
       g_ptr_array_unref (g->absorbed);
       _cs_proxy_vec_free (&g->rw);
       g_free (g->rw_at);
@@ -1339,6 +1455,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   g_free (r.slots);
   g_free (r.ue_next);
   g_free (r.ue_sub);
+  g_free (r.reg_mark);
   _cs_proxy_vec_free (&r.vec_a);
   _cs_proxy_vec_free (&r.vec_b);
   g_free (r.regs);
