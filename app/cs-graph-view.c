@@ -1826,16 +1826,24 @@ cs_graph_view_get_view (CsGraphView *self, CsView *view)
  * cs_graph_view_set_view:
  * @view: the pan and zoom to show (another view's, for a side-by-side compare)
  *
- * Shows @view as it is (no fit on the next allocation); emits nothing, so two views can follow
- * each other.
+ * Shows @view as it is (no fit on the next allocation) and emits CsGraphView::view-changed
+ * (and notifies "zoom" when the scale differs), as a pan or zoom by the user does, so that the
+ * overview and any other listener follow.  Two views that follow each other through this
+ * (a side-by-side compare) guard against re-entry in their handler.
  */
 void
 cs_graph_view_set_view (CsGraphView *self, const CsView *view)
 {
+  gboolean zoomed;
+
   g_return_if_fail (CS_IS_GRAPH_VIEW (self) && view != NULL);
+  zoomed = self->view.scale != view->scale;
   self->view = *view;
   self->need_fit = FALSE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
+  if (zoomed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ZOOM]);
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
 }
 
 /**

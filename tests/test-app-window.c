@@ -786,6 +786,56 @@ test_run_refused (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+static void
+count_cb (GObject *object, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+static void
+count_notify_cb (GObject *object, GParamSpec *pspec, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+/* cs_graph_view_set_view() is a view change like a pan or zoom: it emits "view-changed" once
+ * (the overview redraws its rectangle) and notifies "zoom" when the scale changes, and only
+ * then; the view shown is the one set. */
+static void
+test_set_view_signal (Fixture *fx, gconstpointer data)
+{
+  CsGraphView *view = fx->win->forward_view;
+  guint changed = 0, zoomed = 0;
+  gulong h1, h2;
+  CsView v, got;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  h1 = g_signal_connect (view, "view-changed", G_CALLBACK (count_cb), &changed);
+  h2 = g_signal_connect (view, "notify::zoom", G_CALLBACK (count_notify_cb), &zoomed);
+  cs_graph_view_get_view (view, &v);
+  v.tx += 37;
+  cs_graph_view_set_view (view, &v);
+  g_assert_cmpuint (changed, ==, 1);
+  g_assert_cmpuint (zoomed, ==, 0);
+  v.scale *= 1.25;
+  cs_graph_view_set_view (view, &v);
+  g_assert_cmpuint (changed, ==, 2);
+  g_assert_cmpuint (zoomed, ==, 1);
+  cs_graph_view_get_view (view, &got);
+  g_assert_cmpfloat (got.scale, ==, v.scale);
+  g_assert_cmpfloat (got.tx, ==, v.tx);
+  g_assert_cmpfloat (got.ty, ==, v.ty);
+  /* the next frame draws it as set (no fit in between), without emitting again */
+  wait_frame ();
+  cs_graph_view_get_view (view, &got);
+  g_assert_cmpfloat (got.tx, ==, v.tx);
+  g_assert_cmpuint (changed, ==, 2);
+  g_signal_handler_disconnect (view, h1);
+  g_signal_handler_disconnect (view, h2);
+}
+
 /* View > Show Legend (Ctrl+L) hides the dtype legend on both graphs and gives the graph the
  * room: the next fit of a small graph moves it left by the legend's width. */
 static void
@@ -2244,8 +2294,6 @@ test_lens_mlp (Fixture *fx, gconstpointer data)
                        gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
     cs_graph_view_set_view (fx->win->forward_view, &v);
     cs_graph_view_select (fx->win->forward_view, l->nodes[top].stmt_id, FALSE);
-    /* as a pan does: the overview redraws its rectangle */
-    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
     wait_idle (fx->win);
     g_assert_cmpfloat (cs_graph_view_get_zoom (fx->win->forward_view), ==, 1.6);
   }
@@ -2760,6 +2808,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/close-while-busy", Fixture, NULL, fixture_setup,
               test_close_while_busy, fixture_teardown);
   g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
+              fixture_teardown);
+  g_test_add ("/app/window/set-view-signal", Fixture, NULL, fixture_setup, test_set_view_signal,
               fixture_teardown);
   g_test_add ("/app/window/legend-toggle", Fixture, NULL, fixture_setup, test_legend_toggle,
               fixture_teardown);
