@@ -1350,8 +1350,9 @@ group_node (CsLayout *l, const char *name)
 
 /* The 8-block LLaMA opens with its 8 blocks collapsed, at a readable zoom: in the forward
  * trace Thunder's fusion makes layers.0 differ from the others (its regions start at the
- * embedding), so it is one node and layers 1-7 are folded into another; and the first frame has the graph at the middle of the
- * canvas (not the white background); the notes are in the side panel, and the legend beside
+ * embedding), so it is one node and layers 1-7 are folded into another; and the first frame has
+ * the graph at the middle of the canvas (not the white background) and its start at the top (no
+ * empty band above it); the notes are in the side panel, and the legend beside
  * the graph, not on it. */
 static void
 test_llama_first_frame (Fixture *fx, gconstpointer data)
@@ -1379,6 +1380,24 @@ test_llama_first_frame (Fixture *fx, gconstpointer data)
   ink = ink_around (pixels, stride, w, h, w / 2, h / 2, 4);
   g_test_message ("ink in the 9x9 px at the canvas centre: %u", ink);
   g_assert_cmpuint (ink, >, 0);
+  /* the graph starts at the top of the canvas (no empty band above it): its bounding box's
+   * top is within 32 px of the canvas's top edge, and the top 80 px hold graph pixels */
+  {
+    CsView v;
+    double top_x, top_y;
+    guint band = 0;
+
+    cs_graph_view_get_view (view, &v);
+    cs_view_to_px (&v, l, l->bb.x0, l->bb.y1, &top_x, &top_y);
+    g_test_message ("graph top at y = %.1f px of %d", top_y, h);
+    g_assert_cmpfloat (top_y, >=, 0.0);
+    g_assert_cmpfloat (top_y, <=, 32.0);
+    for (int y = 4; y < MIN (h, 80); y += 9)
+      for (int x = 4; x < w; x += 9)
+        band += ink_around (pixels, stride, w, h, x, y, 4) > 0;
+    g_test_message ("9x9 squares with ink in the top 80 px: %u", band);
+    g_assert_cmpuint (band, >=, 10);
+  }
   /* notes and legend in the side panel, clear of the graph */
   g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->notes_label)));
   g_assert_nonnull (strstr (gtk_label_get_text (fx->win->notes_label), "8 of 8 layers drawn collapsed"));
