@@ -2319,6 +2319,74 @@ test_lens_mlp (Fixture *fx, gconstpointer data)
   save_screenshot (GTK_WIDGET (fx->win), "castscope-mlp-lens-heat.png");
 }
 
+/* The run table's columns: the last header cell (and so every column) lies within the grid's
+ * allocation (nothing is cut off by the panel), and where it is right of the scroller's page
+ * the horizontal scroller reaches it (its range spans the grid and its scrollbar is shown);
+ * the Tensor column stays narrow enough that err, ref_err and ratio show without scrolling. */
+static void
+assert_run_table_reachable (CsWindow *win)
+{
+  GtkWidget *grid = GTK_WIDGET (win->run_grid);
+  GtkWidget *sw = gtk_widget_get_ancestor (grid, GTK_TYPE_SCROLLED_WINDOW);
+  GtkAdjustment *adj;
+  GtkWidget *last = NULL, *ratio;
+  graphene_rect_t lb, rb;
+  int last_col = -1, gw = gtk_widget_get_width (grid);
+  double page, upper;
+
+  g_assert_nonnull (sw);
+  for (int col = 0; col < 16; col++)
+    if (gtk_grid_get_child_at (win->run_grid, col, 0) != NULL)
+      {
+        last = gtk_grid_get_child_at (win->run_grid, col, 0);
+        last_col = col;
+      }
+  g_assert_nonnull (last);
+  ratio = gtk_grid_get_child_at (win->run_grid, 3, 0);
+  g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (ratio)), ==, "ratio");
+  g_assert_true (gtk_widget_compute_bounds (last, grid, &lb));
+  g_assert_true (gtk_widget_compute_bounds (ratio, GTK_WIDGET (sw), &rb));
+  adj = gtk_scrolled_window_get_hadjustment (GTK_SCROLLED_WINDOW (sw));
+  page = gtk_adjustment_get_page_size (adj);
+  upper = gtk_adjustment_get_upper (adj);
+  g_test_message ("window %d px: run table %d px wide, column %d ends at %.0f px; scroller "
+                  "page %.0f of %.0f px; ratio column ends at %.0f px of the page",
+                  gtk_widget_get_width (GTK_WIDGET (win)), gw, last_col,
+                  lb.origin.x + lb.size.width, page, upper, rb.origin.x + rb.size.width);
+  g_assert_cmpfloat (lb.origin.x + lb.size.width, <=, gw + 0.5);
+  g_assert_cmpfloat (upper, >=, gw - 0.5);
+  if (lb.origin.x + lb.size.width > page + 0.5)
+    {
+      GtkPolicyType hp;
+
+      gtk_scrolled_window_get_policy (GTK_SCROLLED_WINDOW (sw), &hp, NULL);
+      g_assert_true (hp == GTK_POLICY_AUTOMATIC || hp == GTK_POLICY_ALWAYS);
+      g_assert_true (gtk_widget_get_visible (gtk_scrolled_window_get_hscrollbar (GTK_SCROLLED_WINDOW (sw))));
+    }
+  /* err, ref_err and ratio need no scrolling */
+  g_assert_cmpfloat (rb.origin.x + rb.size.width, <=, page + 0.5);
+}
+
+/* After a CPU run of the GELU MLP, every column of the run table is visible or reachable by
+ * its scroller in a 1440 x 880 window and a 1600 x 1000 one. */
+static void
+test_run_table_columns (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+
+  if (!open_path (fx, path))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  assert_run_table_reachable (fx->win);
+  gtk_window_set_default_size (GTK_WINDOW (fx->win), 1600, 1000);
+  wait_idle (fx->win);
+  g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (fx->win)), >=, 1590);
+  assert_run_table_reachable (fx->win);
+}
+
 /* The lens on the 8-block LLaMA: every removed user cast of the forward is marked on the
  * collapsed model (the marks add up to the forward's removed casts); expanded, layers.3's
  * RMSNorm `xf.to(x.dtype) * self.weight` shows the mark on the mul by the weight, the .to(bf16)
@@ -2843,6 +2911,8 @@ main (int argc, char **argv)
   g_test_add ("/app/window/compare-torch-compile", Fixture, NULL, fixture_setup,
               test_compare_torch_compile, fixture_teardown);
   g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
+              fixture_teardown);
+  g_test_add ("/app/window/run-table-columns", Fixture, NULL, fixture_setup, test_run_table_columns,
               fixture_teardown);
   g_test_add ("/app/lens/mlp-heat", Fixture, NULL, fixture_setup, test_lens_mlp,
               fixture_teardown);
