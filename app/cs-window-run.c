@@ -580,9 +580,9 @@ enum
 
 /* Width bounds of the cells of the text columns that can be long, in characters: a longer
  * text is ellipsized (in the middle for tensor names, whose ends tell them apart) and shown
- * whole in the cell's tooltip. */
-#define TENSOR_MIN_CHARS 8
-#define TENSOR_MAX_CHARS 16
+ * whole in the cell's tooltip (grid_add_bounded()). */
+#define TENSOR_MIN_CHARS 12
+#define TENSOR_MAX_CHARS 24
 #define RANGE_MAX_CHARS  24
 
 /* Tooltips of the ref_err cells: the reference the number comes from (CsAccuracyRefKind). */
@@ -615,8 +615,9 @@ grid_span (GtkWidget *label, int columns)
   return label;
 }
 
-/* grid_add() for a text that may be long: at most @max_chars wide (at least @min_chars),
- * ellipsized at @mode beyond, its whole text in the tooltip when it is cut. */
+/* grid_add() for a text that may be long: at least @min_chars wide (the width the table
+ * gets in the panel's scroller), at most @max_chars when there is room, ellipsized at @mode
+ * beyond, its whole text in the tooltip when it is longer than @min_chars. */
 static GtkWidget *
 grid_add_bounded (GtkGrid *grid, int col, int row, const char *text, gboolean header,
                   int min_chars, int max_chars, PangoEllipsizeMode mode)
@@ -626,8 +627,8 @@ grid_add_bounded (GtkGrid *grid, int col, int row, const char *text, gboolean he
   gtk_label_set_ellipsize (GTK_LABEL (label), mode);
   gtk_label_set_width_chars (GTK_LABEL (label), MIN (min_chars, (int) g_utf8_strlen (text, -1)));
   gtk_label_set_max_width_chars (GTK_LABEL (label), max_chars);
-  if (g_utf8_strlen (text, -1) > max_chars)
-    gtk_widget_set_tooltip_text (label, text);
+  if (g_utf8_strlen (text, -1) > min_chars)
+    gtk_widget_set_tooltip_text (label, text);   /* it may be drawn cut */
   return label;
 }
 

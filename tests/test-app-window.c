@@ -2387,6 +2387,58 @@ test_run_table_columns (Fixture *fx, gconstpointer data)
   assert_run_table_reachable (fx->win);
 }
 
+static const char long_name_trace[] =
+  "import thunder\n"
+  "import thunder.torch as ltorch\n"
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(x):\n"
+  "  # x: \"cuda:0 bf16[16, 16]\"\n"
+  "  t_layers_3_attention_output_scaled = ltorch.mul(x, 2.0)  # t_layers_3_attention_output_scaled: \"cuda:0 bf16[16, 16]\"\n"
+  "  return (t_layers_3_attention_output_scaled,)\n";
+
+/* A tensor name longer than the Tensor column's 16 characters is ellipsized in the middle
+ * (drawn narrower than its whole text), its whole name in the cell's tooltip, and the verdict's
+ * numbers still show without scrolling. */
+static void
+test_run_table_long_names (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "long.txt", long_name_trace);
+  GtkWidget *cell = NULL;
+  const char *tip;
+
+  g_assert_nonnull (path);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  for (int r = 1; r < 20 && cell == NULL; r++)
+    {
+      GtkWidget *c = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+
+      if (c != NULL && g_strcmp0 (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_PROXY),
+                                  "t_layers_3_attention_output_scaled") == 0)
+        cell = c;
+    }
+  g_assert_nonnull (cell);
+  g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (cell)), ==, "fwd t_layers_3_attention_output_scaled");
+  g_assert_cmpint (gtk_label_get_ellipsize (GTK_LABEL (cell)), ==, PANGO_ELLIPSIZE_MIDDLE);
+  {
+    PangoLayout *pl = gtk_widget_create_pango_layout (cell, gtk_label_get_text (GTK_LABEL (cell)));
+    int whole;
+
+    pango_layout_get_pixel_size (pl, &whole, NULL);
+    g_object_unref (pl);
+    g_test_message ("long name: drawn %d px wide, %d px whole", gtk_widget_get_width (cell), whole);
+    g_assert_cmpint (gtk_widget_get_width (cell), <, whole);
+  }
+  tip = gtk_widget_get_tooltip_text (cell);
+  g_assert_nonnull (strstr (tip, "fwd t_layers_3_attention_output_scaled"));
+  assert_run_table_reachable (fx->win);
+  remove_text (path);
+}
+
 /* The lens on the 8-block LLaMA: every removed user cast of the forward is marked on the
  * collapsed model (the marks add up to the forward's removed casts); expanded, layers.3's
  * RMSNorm `xf.to(x.dtype) * self.weight` shows the mark on the mul by the weight, the .to(bf16)
@@ -2914,6 +2966,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/window/run-table-columns", Fixture, NULL, fixture_setup, test_run_table_columns,
               fixture_teardown);
+  g_test_add ("/app/window/run-table-long-names", Fixture, NULL, fixture_setup,
+              test_run_table_long_names, fixture_teardown);
   g_test_add ("/app/lens/mlp-heat", Fixture, NULL, fixture_setup, test_lens_mlp,
               fixture_teardown);
   g_test_add ("/app/lens/llama", Fixture, NULL, fixture_setup, test_lens_llama,
