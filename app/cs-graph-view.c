@@ -677,17 +677,18 @@ draw_message (cairo_t *cr, GtkWidget *widget, const char *text, int width, int h
 }
 
 /* Fits the layout into the widget.  @whole (Fit, Ctrl+0): all of it however small.  Else (a
- * new trace): fitted when that is readable (MIN_READABLE_SCALE), otherwise at that scale
- * centred on the middle one of the collapsed blocks (a model), else on the node nearest the
- * middle of the graph with the graph's top (its inputs) kept in view, so that the first frame
- * shows the graph readable and never an empty canvas. */
+ * new trace): fitted when that is readable (MIN_READABLE_SCALE), otherwise at that scale with
+ * the graph's start (its top: the inputs, the first block) FIT_MARGIN_PX below the widget's top
+ * edge when the graph is taller than the widget (vertically centred when it is not), and,
+ * when it is wider, horizontally centred on the middle one of the collapsed blocks (a model),
+ * else on the node nearest the middle of the graph, so that the first frame shows the graph readable from where
+ * a reader starts, with no empty band above it. */
 static void
 fit_view (CsGraphView *self, int width, int height, gboolean whole)
 {
   const CsLayout *l = self->layout;
   double mx = (l->bb.x0 + l->bb.x1) / 2, my = (l->bb.y0 + l->bb.y1) / 2, best = G_MAXDOUBLE;
   CsRect box = { mx, my, mx, my };
-  gboolean on_block = FALSE;
 
   cs_view_init_fit (&self->view, l, width, height, FIT_MARGIN_PX, 1.5);
   if (whole || self->view.scale >= MIN_READABLE_SCALE)
@@ -703,7 +704,6 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
       {
         box = l->nodes[g_array_index (groups, guint, (groups->len - 1) / 2)].box;
         best = 0;
-        on_block = TRUE;
       }
   }
   for (guint i = 0; best > 0 && i < l->n_nodes; i++)
@@ -719,10 +719,13 @@ fit_view (CsGraphView *self, int width, int height, gboolean whole)
     }
   self->view.scale = MIN_READABLE_SCALE;
   cs_view_center_on (&self->view, l, &box, width, height);
-  /* no blocks to centre on: the graph's top (its inputs, where a reader starts) stays in
-   * the widget, FIT_MARGIN_PX below its top edge, when the graph is too tall to show whole */
-  if (!on_block)
-    self->view.ty = MAX (self->view.ty, FIT_MARGIN_PX);
+  /* view.tx, view.ty are where the graph's left and top edges land (cs_view_to_px) */
+  if ((l->bb.x1 - l->bb.x0) * self->view.scale <= width - 2 * FIT_MARGIN_PX)
+    self->view.tx = (width - (l->bb.x1 - l->bb.x0) * self->view.scale) / 2;
+  if ((l->bb.y1 - l->bb.y0) * self->view.scale > height - 2 * FIT_MARGIN_PX)
+    self->view.ty = FIT_MARGIN_PX;
+  else
+    self->view.ty = (height - (l->bb.y1 - l->bb.y0) * self->view.scale) / 2;
 }
 
 /* "Laying out… 1.2 s" in a pill at the top centre of the canvas. */
@@ -1826,16 +1829,24 @@ cs_graph_view_get_view (CsGraphView *self, CsView *view)
  * cs_graph_view_set_view:
  * @view: the pan and zoom to show (another view's, for a side-by-side compare)
  *
- * Shows @view as it is (no fit on the next allocation); emits nothing, so two views can follow
- * each other.
+ * Shows @view as it is (no fit on the next allocation) and emits CsGraphView::view-changed
+ * (and notifies "zoom" when the scale differs), as a pan or zoom by the user does, so that the
+ * overview and any other listener follow.  Two views that follow each other through this
+ * (a side-by-side compare) guard against re-entry in their handler.
  */
 void
 cs_graph_view_set_view (CsGraphView *self, const CsView *view)
 {
+  gboolean zoomed;
+
   g_return_if_fail (CS_IS_GRAPH_VIEW (self) && view != NULL);
+  zoomed = self->view.scale != view->scale;
   self->view = *view;
   self->need_fit = FALSE;
   gtk_widget_queue_draw (GTK_WIDGET (self));
+  if (zoomed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ZOOM]);
+  g_signal_emit (self, signals[VIEW_CHANGED], 0);
 }
 
 /**

@@ -16,8 +16,9 @@
  *   core/cs-stats.h, and the table says so.
  *
  * The run table shows what `castscope-cli run` prints, under the same names: err (RMSE vs
- * f64), ref_err (the exact-dtype run's for GPU rows, the rounding floor for CPU rows), ratio
- * and the verdict; worst first.
+ * f64), ref_err (the exact-dtype run's for GPU rows, the rounding floor for CPU rows: in the
+ * cell's tooltip), ratio and the verdict, worst first, right after the tensor's name, then its
+ * type and range check; long names are ellipsized and the table scrolls sideways.
  *
  * Before anything runs, the step's peak host memory and its work are estimated from the
  * traces (core/cs-ref-plan.h) and a step over the limits (75% of the memory available, the
@@ -562,7 +563,33 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
 /* ------------------------------------------------------------------------------------------ */
 /* Showing the results                                                                         */
 
-static void
+/* Run table columns (grid columns).  The verdict's numbers come first, right after the
+ * tensor, so that they show in the side panel's width without scrolling; the type and the
+ * range check follow, reached by the table's horizontal scrollbar. */
+enum
+{
+  COL_TENSOR,
+  COL_ERR,
+  COL_REF_ERR,
+  COL_RATIO,
+  COL_VERDICT,
+  COL_TYPE,
+  COL_AMAX,
+  COL_RANGE,
+};
+
+/* Width bounds of the cells of the text columns that can be long, in characters: a longer
+ * text is ellipsized (in the middle for tensor names, whose ends tell them apart) and shown
+ * whole in the cell's tooltip (grid_add_bounded()). */
+#define TENSOR_MIN_CHARS 12
+#define TENSOR_MAX_CHARS 24
+#define RANGE_MAX_CHARS  24
+
+/* Tooltips of the ref_err cells: the reference the number comes from (CsAccuracyRefKind). */
+#define REF_EXACT_TIP "exact: the error against f64 of the run that rounds as the trace says"
+#define REF_FLOOR_TIP "floor: the f64 values rounded once to the tensor's dtype, against f64"
+
+static GtkWidget *
 grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gboolean numeric)
 {
   GtkWidget *label = gtk_label_new (text);
@@ -574,6 +601,35 @@ grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gb
   if (numeric)
     gtk_widget_add_css_class (label, "status-number");
   gtk_grid_attach (grid, label, col, row, 1, 1);
+  return label;
+}
+
+/* Makes the cell @label, attached at one column, span @columns columns. */
+static GtkWidget *
+grid_span (GtkWidget *label, int columns)
+{
+  GtkLayoutManager *lm = gtk_widget_get_layout_manager (gtk_widget_get_parent (label));
+
+  gtk_grid_layout_child_set_column_span (GTK_GRID_LAYOUT_CHILD (gtk_layout_manager_get_layout_child (lm, label)),
+                                         columns);
+  return label;
+}
+
+/* grid_add() for a text that may be long: at least @min_chars wide (the width the table
+ * gets in the panel's scroller), at most @max_chars when there is room, ellipsized at @mode
+ * beyond, its whole text in the tooltip when it is longer than @min_chars. */
+static GtkWidget *
+grid_add_bounded (GtkGrid *grid, int col, int row, const char *text, gboolean header,
+                  int min_chars, int max_chars, PangoEllipsizeMode mode)
+{
+  GtkWidget *label = grid_add (grid, col, row, text, header, FALSE);
+
+  gtk_label_set_ellipsize (GTK_LABEL (label), mode);
+  gtk_label_set_width_chars (GTK_LABEL (label), MIN (min_chars, (int) g_utf8_strlen (text, -1)));
+  gtk_label_set_max_width_chars (GTK_LABEL (label), max_chars);
+  if (g_utf8_strlen (text, -1) > min_chars)
+    gtk_widget_set_tooltip_text (label, text);   /* it may be drawn cut */
+  return label;
 }
 
 /* Tags the first cell of table row @row with the node it is about (a click selects it:
@@ -588,7 +644,15 @@ link_row (GtkGrid *grid, int row, CsFamily family, guint32 stmt_id, const char *
   g_object_set_data (G_OBJECT (cell), CS_RUN_ROW_FAMILY, GINT_TO_POINTER ((gint) family + 1));
   g_object_set_data (G_OBJECT (cell), CS_RUN_ROW_STMT, GUINT_TO_POINTER (stmt_id));
   g_object_set_data_full (G_OBJECT (cell), CS_RUN_ROW_PROXY, g_strdup (proxy), g_free);
-  gtk_widget_set_tooltip_text (cell, "Click to select this tensor's node in the graph");
+  {
+    /* an ellipsized name keeps its whole text in the tooltip */
+    const char *name = gtk_label_get_text (GTK_LABEL (cell));
+    g_autofree char *tip = gtk_widget_get_tooltip_text (cell) != NULL
+      ? g_strdup_printf ("%s\nClick to select this tensor's node in the graph", name)
+      : g_strdup ("Click to select this tensor's node in the graph");
+
+    gtk_widget_set_tooltip_text (cell, tip);
+  }
 }
 
 static int
@@ -616,14 +680,19 @@ fill_table (CsWindow *self, RunJob *job)
   int r = 0;
 
   g_array_sort (job->rows, row_compare);
-  grid_add (self->run_grid, 0, r, job->gpu_ran ? "Tensor (GPU / CPU)" : "Tensor", TRUE, FALSE);
-  grid_add (self->run_grid, 1, r, "Type", TRUE, FALSE);
-  grid_add (self->run_grid, 2, r, "err", TRUE, TRUE);
-  grid_add (self->run_grid, 3, r, "ref_err", TRUE, TRUE);
-  grid_add (self->run_grid, 4, r, "ratio", TRUE, TRUE);
-  grid_add (self->run_grid, 5, r, "verdict", TRUE, FALSE);
-  grid_add (self->run_grid, 6, r, "amax", TRUE, TRUE);
-  grid_add (self->run_grid, 7, r, "range (f16, bf16, e4m3, e5m2)", TRUE, FALSE);
+  grid_add (self->run_grid, COL_TENSOR, r, "Tensor", TRUE, FALSE);
+  grid_add (self->run_grid, COL_ERR, r, "err", TRUE, TRUE);
+  gtk_widget_set_tooltip_text (grid_add (self->run_grid, COL_REF_ERR, r, "ref_err", TRUE, TRUE),
+                               "The reference error against f64 the verdict allows a multiple of: "
+                               "the exact-dtype run's (exact, GPU rows) or the rounding floor "
+                               "(floor, CPU rows)");
+  grid_add (self->run_grid, COL_RATIO, r, "ratio", TRUE, TRUE);
+  grid_add (self->run_grid, COL_VERDICT, r, "verdict", TRUE, FALSE);
+  grid_add (self->run_grid, COL_TYPE, r, "Type", TRUE, FALSE);
+  grid_add (self->run_grid, COL_AMAX, r, "amax", TRUE, TRUE);
+  gtk_widget_set_tooltip_text (grid_add (self->run_grid, COL_RANGE, r, "range", TRUE, FALSE),
+                               "The tensor's values against the ranges of f16, bf16, e4m3 and "
+                               "e5m2: elements that overflow, flush to zero or turn subnormal");
   r++;
   for (guint i = 0; i < job->rows->len; i++)
     {
@@ -635,36 +704,44 @@ fill_table (CsWindow *self, RunJob *job)
                                                row->name,
                                                job->gpu_ran ? (row->gpu ? " (GPU)" : " (CPU)") : "");
       g_autofree char *err = none && isfinite (a->err) ? g_strdup ("-") : g_strdup_printf ("%.3g", a->err);
-      g_autofree char *ref = none ? g_strdup ("-")
-                                  : g_strdup_printf ("%.3g (%s)", a->ref_err,
-                                                     cs_accuracy_ref_kind_name (a->ref_kind));
+      g_autofree char *ref = none ? g_strdup ("-") : g_strdup_printf ("%.3g", a->ref_err);
       g_autofree char *ratio = none && isfinite (a->ratio) ? g_strdup ("-") : g_strdup_printf ("%.3g", a->ratio);
       /* GPU rows: PyTorch's verdict; CPU rows: whether the error is within k roundings */
       const char *verdict = a->n_nonfinite_mismatch ? (row->gpu ? "FAIL (NaN/inf)" : "MISMATCH")
                             : a->pass ? "ok" : row->gpu ? "FAIL" : "above";
 
-      grid_add (self->run_grid, 0, r, name, FALSE, FALSE);
-      grid_add (self->run_grid, 1, r, row->type, FALSE, FALSE);
-      grid_add (self->run_grid, 2, r, err, FALSE, TRUE);
-      grid_add (self->run_grid, 3, r, ref, FALSE, TRUE);
-      grid_add (self->run_grid, 4, r, ratio, FALSE, TRUE);
-      grid_add (self->run_grid, 5, r, verdict, FALSE, FALSE);
+      grid_add_bounded (self->run_grid, COL_TENSOR, r, name, FALSE, TENSOR_MIN_CHARS,
+                        TENSOR_MAX_CHARS, PANGO_ELLIPSIZE_MIDDLE);
+      grid_add (self->run_grid, COL_ERR, r, err, FALSE, TRUE);
+      /* which reference, in the cell's tooltip (the column stays narrow; GPU rows are
+       * "exact", CPU rows "floor", as their names say) */
+      gtk_widget_set_tooltip_text (grid_add (self->run_grid, COL_REF_ERR, r, ref, FALSE, TRUE),
+                                   a->ref_kind == CS_ACCURACY_REF_EXACT ? REF_EXACT_TIP : REF_FLOOR_TIP);
+      grid_add (self->run_grid, COL_RATIO, r, ratio, FALSE, TRUE);
+      grid_add (self->run_grid, COL_VERDICT, r, verdict, FALSE, FALSE);
+      grid_add (self->run_grid, COL_TYPE, r, row->type, FALSE, FALSE);
       {
         g_autofree char *amax = g_strdup_printf ("%.3g", row->range.amax);
         g_autofree char *rs = cs_lens_range_summary (&row->range);
 
-        grid_add (self->run_grid, 6, r, amax, FALSE, TRUE);
-        grid_add (self->run_grid, 7, r, rs[0] ? rs : "fits all", FALSE, FALSE);
+        grid_add (self->run_grid, COL_AMAX, r, amax, FALSE, TRUE);
+        grid_add_bounded (self->run_grid, COL_RANGE, r, rs[0] ? rs : "fits all", FALSE,
+                          RANGE_MAX_CHARS, RANGE_MAX_CHARS, PANGO_ELLIPSIZE_END);
       }
       link_row (self->run_grid, r, row->family, row->stmt_id, row->name);
       r++;
     }
 
   r++;
-  grid_add (self->run_grid, 0, r, job->gpu_ran ? "GPU step" : "Region", TRUE, FALSE);
-  grid_add (self->run_grid, 1, r, job->gpu_ran ? "" : "ops", TRUE, FALSE);
-  grid_add (self->run_grid, 2, r, job->gpu_ran ? "median" : "est. (H200)", TRUE, TRUE);
-  grid_add (self->run_grid, 3, r, "KB moved", TRUE, TRUE);
+  /* the regions' (or GPU steps') table under it: the name spans the tensor and err columns,
+   * so that it shows whole without widening the tensor column */
+  grid_span (grid_add (self->run_grid, 0, r, job->gpu_ran ? "GPU step" : "Region", TRUE, FALSE), 2);
+  grid_add (self->run_grid, 2, r, job->gpu_ran ? "" : "ops", TRUE, TRUE);
+  gtk_widget_set_tooltip_text (grid_add (self->run_grid, 3, r, job->gpu_ran ? "median" : "est.",
+                                         TRUE, TRUE),
+                               job->gpu_ran ? "The step's median time on the GPU (CUDA events)"
+                                            : "The H200 roofline estimate (no GPU ran)");
+  grid_add (self->run_grid, 4, r, "KB moved", TRUE, TRUE);
   r++;
   for (guint i = 0; i < job->times->len; i++)
     {
@@ -676,10 +753,11 @@ fill_table (CsWindow *self, RunJob *job)
       g_autofree char *ms = _cs_window_format_ms (t->ms);
       g_autofree char *kb = g_strdup_printf ("%.3g", t->bytes / 1e3);
 
-      grid_add (self->run_grid, 0, r, name, FALSE, FALSE);
-      grid_add (self->run_grid, 1, r, ops, FALSE, FALSE);
-      grid_add (self->run_grid, 2, r, ms, FALSE, TRUE);
-      grid_add (self->run_grid, 3, r, kb, FALSE, TRUE);
+      grid_span (grid_add_bounded (self->run_grid, 0, r, name, FALSE, TENSOR_MIN_CHARS,
+                                   TENSOR_MAX_CHARS, PANGO_ELLIPSIZE_MIDDLE), 2);
+      grid_add (self->run_grid, 2, r, ops, FALSE, TRUE);
+      grid_add (self->run_grid, 3, r, ms, FALSE, TRUE);
+      grid_add (self->run_grid, 4, r, kb, FALSE, TRUE);
       link_row (self->run_grid, r, t->family, t->stmt_id, NULL);
       r++;
     }

@@ -398,16 +398,57 @@ visible (const CsRect *r, double cx0, double cy0, double cx1, double cy1)
 /* ---------------------------------------------------------------------------------------- */
 /* graph elements                                                                            */
 
+/* The colour a cluster's box is filled with (alpha < 1 for a value fill; alpha 0 for the
+ * unfilled box of an expanded statement). */
 static void
-draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean text)
+cluster_fill (const CsLayout *l, const CsLayoutCluster *c, CsColor *out)
+{
+  *out = (CsColor) { 0, 0, 0, 0 };
+  if (c->kind == CS_LAYOUT_CLUSTER_GROUP)
+    *out = (CsColor) { 0.969, 0.976, 0.988, 1 };
+  else if (c->kind == CS_LAYOUT_CLUSTER_BUCKET)
+    *out = (CsColor) { 1.0, 0.973, 0.910, 1 };
+  else if (c->kind == CS_LAYOUT_CLUSTER_REGION)
+    {
+      if (c->has_value)
+        {
+          cs_palette_scale_color (scale_t (l, c->value), out);
+          out->a = 0.35;
+        }
+      else if (c->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        *out = (CsColor) { 0.996, 0.941, 0.875, 1 };
+      else
+        *out = (CsColor) { 0.949, 0.949, 0.949, 1 };
+    }
+}
+
+/* The opaque colour a cluster's inside shows: its fill over its parents' over the white
+ * background (the colour of its title plate). */
+static void
+cluster_inside (const CsLayout *l, const CsLayoutCluster *c, CsColor *out)
+{
+  CsColor f, under = WHITE;
+
+  if (c->parent >= 0 && (guint) c->parent < l->n_clusters && &l->clusters[c->parent] != c)
+    cluster_inside (l, &l->clusters[c->parent], &under);
+  cluster_fill (l, c, &f);
+  out->r = f.r * f.a + under.r * (1 - f.a);
+  out->g = f.g * f.a + under.g * (1 - f.a);
+  out->b = f.b * f.a + under.b * (1 - f.a);
+  out->a = 1;
+}
+
+static void
+draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c)
 {
   cairo_t *cr = p->cr;
-  double fs = l->font_size_pt;
+  CsColor fill;
 
   rect_path (cr, &c->box, 6);
+  cluster_fill (l, c, &fill);
   if (c->kind == CS_LAYOUT_CLUSTER_GROUP)
     {
-      cairo_set_source_rgb (cr, 0.969, 0.976, 0.988);
+      set_color (cr, &fill);
       cairo_fill_preserve (cr);
       cairo_set_source_rgb (cr, 0.357, 0.490, 0.694);
       cairo_set_line_width (cr, 1.5);
@@ -415,7 +456,7 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
     }
   else if (c->kind == CS_LAYOUT_CLUSTER_BUCKET)
     {
-      cairo_set_source_rgb (cr, 1.0, 0.973, 0.910);
+      set_color (cr, &fill);
       cairo_fill_preserve (cr);
       cairo_set_source_rgb (cr, 0.753, 0.541, 0.180);
       cairo_set_line_width (cr, 1.5);
@@ -423,17 +464,7 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
     }
   else if (c->kind == CS_LAYOUT_CLUSTER_REGION)
     {
-      if (c->has_value)
-        {
-          CsColor v;
-          cs_palette_scale_color (scale_t (l, c->value), &v);
-          v.a = 0.35;
-          set_color (cr, &v);
-        }
-      else if (c->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
-        cairo_set_source_rgb (cr, 0.996, 0.941, 0.875);
-      else
-        cairo_set_source_rgb (cr, 0.949, 0.949, 0.949);
+      set_color (cr, &fill);
       cairo_fill_preserve (cr);
       if (c->executor == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
         {
@@ -463,33 +494,6 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
       cairo_stroke (cr);
       cairo_set_dash (cr, NULL, 0, 0);
     }
-  if (text)
-    {
-      double x = c->box.x0 + 6;
-      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP
-           || c->kind == CS_LAYOUT_CLUSTER_BUCKET) && c->subtitle != NULL)
-        {
-          double th, sh;
-          text_size (p, c->title, fs, TRUE, NULL, &th);
-          text_size (p, c->subtitle, fs * 0.85, FALSE, NULL, &sh);
-          {
-            double top = -c->title_pos.y - (th + sh) / 2;
-            draw_text (p, c->title, fs, TRUE, x, top + th / 2, 0.0, &DARK);
-            draw_text (p, c->subtitle, fs * 0.85, FALSE, x, top + th + sh / 2, 0.0, &GREY);
-          }
-        }
-      else
-        draw_text (p, c->title, c->kind == CS_LAYOUT_CLUSTER_REGION ? fs : fs * 0.85,
-                   c->kind == CS_LAYOUT_CLUSTER_REGION, x, -c->title_pos.y, 0.0,
-                   c->kind == CS_LAYOUT_CLUSTER_REGION ? &DARK : &GREY);
-    }
-  else if (c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
-    {
-      /* zoomed out: the box's name at a readable size inside its top edge, when it fits */
-      double size = p->scale > 0 ? LOD_LABEL_PX / p->scale : fs;
-      draw_lod_label (p, c->title, c->box.x0 + 6, -c->box.y1 + size * 0.8,
-                      c->box.x1 - c->box.x0 - 12, 0.0);
-    }
   if (c->selected)
     {
       CsColor s;
@@ -502,7 +506,80 @@ draw_cluster (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean 
     }
   if (c->found)
     draw_found (p, &c->box);
-  draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved, fs);
+  draw_mark (p, &c->box, c->mark, c->mark_count, c->diff_added, c->diff_removed, c->diff_moved,
+             l->font_size_pt);
+}
+
+/* Fills the title plate: the rectangle (x, y, w, h) in user space (y down), padded by
+ * TITLE_PLATE_PAD and kept inside the box, in the colour of the box's inside. */
+#define TITLE_PLATE_PAD 2.0
+
+static void
+title_plate (Painter *p, const CsLayout *l, const CsLayoutCluster *c, double x, double y,
+             double w, double h)
+{
+  CsColor inside;
+  double x0 = MAX (x - TITLE_PLATE_PAD, c->box.x0 + 1), x1 = MIN (x + w + TITLE_PLATE_PAD, c->box.x1 - 1);
+  double y0 = MAX (y - TITLE_PLATE_PAD, -c->box.y1 + 1), y1 = MIN (y + h + TITLE_PLATE_PAD, -c->box.y0 - 1);
+
+  if (x1 <= x0 || y1 <= y0)
+    return;
+  cluster_inside (l, c, &inside);
+  set_color (p->cr, &inside);
+  rounded_rect (p->cr, x0, y0, x1 - x0, y1 - y0, 3);
+  cairo_fill (p->cr);
+}
+
+/* A cluster's title (and subtitle), drawn after the edges on an opaque plate of the box's own
+ * colour, so that no edge crosses it at any zoom: an edge entering the box through its title
+ * band passes behind the title.  Zoomed out (@text FALSE), the box's name at a readable size
+ * inside its top edge, when it fits, on its plate the same way. */
+static void
+draw_cluster_title (Painter *p, const CsLayout *l, const CsLayoutCluster *c, gboolean text)
+{
+  double fs = l->font_size_pt;
+  double x = c->box.x0 + 6;
+
+  if (c->title == NULL)
+    return;
+  if (text)
+    {
+      if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP
+           || c->kind == CS_LAYOUT_CLUSTER_BUCKET) && c->subtitle != NULL)
+        {
+          double tw, th, sw, sh, top;
+
+          text_size (p, c->title, fs, TRUE, &tw, &th);
+          text_size (p, c->subtitle, fs * 0.85, FALSE, &sw, &sh);
+          top = -c->title_pos.y - (th + sh) / 2;
+          title_plate (p, l, c, x, top, MAX (tw, sw), th + sh);
+          draw_text (p, c->title, fs, TRUE, x, top + th / 2, 0.0, &DARK);
+          draw_text (p, c->subtitle, fs * 0.85, FALSE, x, top + th + sh / 2, 0.0, &GREY);
+        }
+      else
+        {
+          gboolean region = c->kind == CS_LAYOUT_CLUSTER_REGION;
+          double size = region ? fs : fs * 0.85, tw, th;
+
+          text_size (p, c->title, size, region, &tw, &th);
+          title_plate (p, l, c, x, -c->title_pos.y - th / 2, tw, th);
+          draw_text (p, c->title, size, region, x, -c->title_pos.y, 0.0, region ? &DARK : &GREY);
+        }
+    }
+  else if ((c->kind == CS_LAYOUT_CLUSTER_REGION || c->kind == CS_LAYOUT_CLUSTER_GROUP)
+           && p->scale > 0)
+    {
+      /* zoomed out: the box's name at a readable size inside its top edge, when it fits */
+      const char *nl = strchr (c->title, '\n');
+      g_autofree char *first = nl ? g_strndup (c->title, nl - c->title) : g_strdup (c->title);
+      double size = LOD_LABEL_PX / p->scale, y = -c->box.y1 + size * 0.8, tw, th;
+
+      text_size (p, first, size, TRUE, &tw, &th);
+      if (tw > c->box.x1 - c->box.x0 - 12)
+        return;
+      title_plate (p, l, c, x, y - th / 2, tw, th);
+      draw_lod_label (p, first, x, y, c->box.x1 - c->box.x0 - 12, 0.0);
+    }
 }
 
 /* An edge keeps its dtype colour under a value overlay: the value is a heat band beneath it. */
@@ -1343,9 +1420,10 @@ cs_draw_keys (cairo_t *cr, const CsLayout *layout, double x, double y, double *w
  * @height_px: height of the area
  * @flags: what to draw besides the graph
  *
- * Draws the graph: clusters (fusion regions filled grey with title and stats; expanded
- * statements dashed), edges as the layout's béziers coloured by dtype (or by the value scale)
- * with arrowheads and shape labels, nodes (op boxes; cast pills filled with the target dtype's
+ * Draws the graph: clusters (fusion regions filled grey; expanded statements dashed), edges
+ * as the layout's béziers coloured by dtype (or by the value scale) with arrowheads and shape
+ * labels, the clusters' titles and stats over the edges on plates of their box's colour (no
+ * edge crosses a title), nodes (op boxes; cast pills filled with the target dtype's
  * colour; inputs and outputs tinted with their dtype, outputs double-framed; collapsed regions
  * grey and bold; matmul badges "TC" / "f32"), value fills, diff marks and the selection; then,
  * in device space, the dtype legend (top-left), the value key (top-right) and the layout's
@@ -1377,7 +1455,7 @@ cs_draw_layout (cairo_t *cr, const CsLayout *layout, const CsView *view, double 
 
       for (guint i = 0; i < layout->n_clusters; i++)
         if (visible (&layout->clusters[i].box, cx0, cy0, cx1, cy1))
-          draw_cluster (&p, layout, &layout->clusters[i], text);
+          draw_cluster (&p, layout, &layout->clusters[i]);
       for (guint i = 0; i < layout->n_edges; i++)
         {
           const CsLayoutEdge *e = &layout->edges[i];
@@ -1394,6 +1472,10 @@ cs_draw_layout (cairo_t *cr, const CsLayout *layout, const CsView *view, double 
           if (visible (&r, cx0, cy0, cx1, cy1))
             draw_edge (&p, layout, e, text && (flags & CS_DRAW_EDGE_LABELS));
         }
+      /* titles over the edges (each on its plate), under the nodes */
+      for (guint i = 0; i < layout->n_clusters; i++)
+        if (visible (&layout->clusters[i].box, cx0, cy0, cx1, cy1))
+          draw_cluster_title (&p, layout, &layout->clusters[i], text);
       for (guint i = 0; i < layout->n_nodes; i++)
         if (visible (&layout->nodes[i].box, cx0 - 60, cy0 - 20, cx1 + 60, cy1 + 20))
           draw_node (&p, layout, &layout->nodes[i], text);

@@ -786,6 +786,56 @@ test_run_refused (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+static void
+count_cb (GObject *object, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+static void
+count_notify_cb (GObject *object, GParamSpec *pspec, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+/* cs_graph_view_set_view() is a view change like a pan or zoom: it emits "view-changed" once
+ * (the overview redraws its rectangle) and notifies "zoom" when the scale changes, and only
+ * then; the view shown is the one set. */
+static void
+test_set_view_signal (Fixture *fx, gconstpointer data)
+{
+  CsGraphView *view = fx->win->forward_view;
+  guint changed = 0, zoomed = 0;
+  gulong h1, h2;
+  CsView v, got;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  h1 = g_signal_connect (view, "view-changed", G_CALLBACK (count_cb), &changed);
+  h2 = g_signal_connect (view, "notify::zoom", G_CALLBACK (count_notify_cb), &zoomed);
+  cs_graph_view_get_view (view, &v);
+  v.tx += 37;
+  cs_graph_view_set_view (view, &v);
+  g_assert_cmpuint (changed, ==, 1);
+  g_assert_cmpuint (zoomed, ==, 0);
+  v.scale *= 1.25;
+  cs_graph_view_set_view (view, &v);
+  g_assert_cmpuint (changed, ==, 2);
+  g_assert_cmpuint (zoomed, ==, 1);
+  cs_graph_view_get_view (view, &got);
+  g_assert_cmpfloat (got.scale, ==, v.scale);
+  g_assert_cmpfloat (got.tx, ==, v.tx);
+  g_assert_cmpfloat (got.ty, ==, v.ty);
+  /* the next frame draws it as set (no fit in between), without emitting again */
+  wait_frame ();
+  cs_graph_view_get_view (view, &got);
+  g_assert_cmpfloat (got.tx, ==, v.tx);
+  g_assert_cmpuint (changed, ==, 2);
+  g_signal_handler_disconnect (view, h1);
+  g_signal_handler_disconnect (view, h2);
+}
+
 /* View > Show Legend (Ctrl+L) hides the dtype legend on both graphs and gives the graph the
  * room: the next fit of a small graph moves it left by the legend's width. */
 static void
@@ -1300,8 +1350,9 @@ group_node (CsLayout *l, const char *name)
 
 /* The 8-block LLaMA opens with its 8 blocks collapsed, at a readable zoom: in the forward
  * trace Thunder's fusion makes layers.0 differ from the others (its regions start at the
- * embedding), so it is one node and layers 1-7 are folded into another; and the first frame has the graph at the middle of the
- * canvas (not the white background); the notes are in the side panel, and the legend beside
+ * embedding), so it is one node and layers 1-7 are folded into another; and the first frame has
+ * the graph at the middle of the canvas (not the white background) and its start at the top (no
+ * empty band above it); the notes are in the side panel, and the legend beside
  * the graph, not on it. */
 static void
 test_llama_first_frame (Fixture *fx, gconstpointer data)
@@ -1329,6 +1380,24 @@ test_llama_first_frame (Fixture *fx, gconstpointer data)
   ink = ink_around (pixels, stride, w, h, w / 2, h / 2, 4);
   g_test_message ("ink in the 9x9 px at the canvas centre: %u", ink);
   g_assert_cmpuint (ink, >, 0);
+  /* the graph starts at the top of the canvas (no empty band above it): its bounding box's
+   * top is within 32 px of the canvas's top edge, and the top 80 px hold graph pixels */
+  {
+    CsView v;
+    double top_x, top_y;
+    guint band = 0;
+
+    cs_graph_view_get_view (view, &v);
+    cs_view_to_px (&v, l, l->bb.x0, l->bb.y1, &top_x, &top_y);
+    g_test_message ("graph top at y = %.1f px of %d", top_y, h);
+    g_assert_cmpfloat (top_y, >=, 0.0);
+    g_assert_cmpfloat (top_y, <=, 32.0);
+    for (int y = 4; y < MIN (h, 80); y += 9)
+      for (int x = 4; x < w; x += 9)
+        band += ink_around (pixels, stride, w, h, x, y, 4) > 0;
+    g_test_message ("9x9 squares with ink in the top 80 px: %u", band);
+    g_assert_cmpuint (band, >=, 10);
+  }
   /* notes and legend in the side panel, clear of the graph */
   g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->notes_label)));
   g_assert_nonnull (strstr (gtk_label_get_text (fx->win->notes_label), "8 of 8 layers drawn collapsed"));
@@ -2244,12 +2313,130 @@ test_lens_mlp (Fixture *fx, gconstpointer data)
                        gtk_widget_get_height (GTK_WIDGET (fx->win->forward_view)));
     cs_graph_view_set_view (fx->win->forward_view, &v);
     cs_graph_view_select (fx->win->forward_view, l->nodes[top].stmt_id, FALSE);
-    /* as a pan does: the overview redraws its rectangle */
-    g_signal_emit_by_name (fx->win->forward_view, "view-changed");
     wait_idle (fx->win);
     g_assert_cmpfloat (cs_graph_view_get_zoom (fx->win->forward_view), ==, 1.6);
   }
   save_screenshot (GTK_WIDGET (fx->win), "castscope-mlp-lens-heat.png");
+}
+
+/* The run table's columns: the last header cell (and so every column) lies within the grid's
+ * allocation (nothing is cut off by the panel), and where it is right of the scroller's page
+ * the horizontal scroller reaches it (its range spans the grid and its scrollbar is shown);
+ * the Tensor column stays narrow enough that err, ref_err and ratio show without scrolling. */
+static void
+assert_run_table_reachable (CsWindow *win)
+{
+  GtkWidget *grid = GTK_WIDGET (win->run_grid);
+  GtkWidget *sw = gtk_widget_get_ancestor (grid, GTK_TYPE_SCROLLED_WINDOW);
+  GtkAdjustment *adj;
+  GtkWidget *last = NULL, *ratio;
+  graphene_rect_t lb, rb;
+  int last_col = -1, gw = gtk_widget_get_width (grid);
+  double page, upper;
+
+  g_assert_nonnull (sw);
+  for (int col = 0; col < 16; col++)
+    if (gtk_grid_get_child_at (win->run_grid, col, 0) != NULL)
+      {
+        last = gtk_grid_get_child_at (win->run_grid, col, 0);
+        last_col = col;
+      }
+  g_assert_nonnull (last);
+  ratio = gtk_grid_get_child_at (win->run_grid, 3, 0);
+  g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (ratio)), ==, "ratio");
+  g_assert_true (gtk_widget_compute_bounds (last, grid, &lb));
+  g_assert_true (gtk_widget_compute_bounds (ratio, GTK_WIDGET (sw), &rb));
+  adj = gtk_scrolled_window_get_hadjustment (GTK_SCROLLED_WINDOW (sw));
+  page = gtk_adjustment_get_page_size (adj);
+  upper = gtk_adjustment_get_upper (adj);
+  g_test_message ("window %d px: run table %d px wide, column %d ends at %.0f px; scroller "
+                  "page %.0f of %.0f px; ratio column ends at %.0f px of the page",
+                  gtk_widget_get_width (GTK_WIDGET (win)), gw, last_col,
+                  lb.origin.x + lb.size.width, page, upper, rb.origin.x + rb.size.width);
+  g_assert_cmpfloat (lb.origin.x + lb.size.width, <=, gw + 0.5);
+  g_assert_cmpfloat (upper, >=, gw - 0.5);
+  if (lb.origin.x + lb.size.width > page + 0.5)
+    {
+      GtkPolicyType hp;
+
+      gtk_scrolled_window_get_policy (GTK_SCROLLED_WINDOW (sw), &hp, NULL);
+      g_assert_true (hp == GTK_POLICY_AUTOMATIC || hp == GTK_POLICY_ALWAYS);
+      g_assert_true (gtk_widget_get_visible (gtk_scrolled_window_get_hscrollbar (GTK_SCROLLED_WINDOW (sw))));
+    }
+  /* err, ref_err and ratio need no scrolling */
+  g_assert_cmpfloat (rb.origin.x + rb.size.width, <=, page + 0.5);
+}
+
+/* After a CPU run of the GELU MLP, every column of the run table is visible or reachable by
+ * its scroller in a 1440 x 880 window and a 1600 x 1000 one. */
+static void
+test_run_table_columns (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("CS_DATA_DIR"), "mlp_gelu.txt", NULL);
+
+  if (!open_path (fx, path))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  assert_run_table_reachable (fx->win);
+  gtk_window_set_default_size (GTK_WINDOW (fx->win), 1600, 1000);
+  wait_idle (fx->win);
+  g_assert_cmpint (gtk_widget_get_width (GTK_WIDGET (fx->win)), >=, 1590);
+  assert_run_table_reachable (fx->win);
+}
+
+static const char long_name_trace[] =
+  "import thunder\n"
+  "import thunder.torch as ltorch\n"
+  "import torch\n"
+  "from thunder.executors.torchex import no_autocast\n\n"
+  "@torch.no_grad()\n"
+  "@no_autocast\n"
+  "def computation(x):\n"
+  "  # x: \"cuda:0 bf16[16, 16]\"\n"
+  "  t_layers_3_attention_output_scaled = ltorch.mul(x, 2.0)  # t_layers_3_attention_output_scaled: \"cuda:0 bf16[16, 16]\"\n"
+  "  return (t_layers_3_attention_output_scaled,)\n";
+
+/* A tensor name longer than the Tensor column's 16 characters is ellipsized in the middle
+ * (drawn narrower than its whole text), its whole name in the cell's tooltip, and the verdict's
+ * numbers still show without scrolling. */
+static void
+test_run_table_long_names (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = open_text (fx, "long.txt", long_name_trace);
+  GtkWidget *cell = NULL;
+  const char *tip;
+
+  g_assert_nonnull (path);
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  for (int r = 1; r < 20 && cell == NULL; r++)
+    {
+      GtkWidget *c = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+
+      if (c != NULL && g_strcmp0 (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_PROXY),
+                                  "t_layers_3_attention_output_scaled") == 0)
+        cell = c;
+    }
+  g_assert_nonnull (cell);
+  g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (cell)), ==, "fwd t_layers_3_attention_output_scaled");
+  g_assert_cmpint (gtk_label_get_ellipsize (GTK_LABEL (cell)), ==, PANGO_ELLIPSIZE_MIDDLE);
+  {
+    PangoLayout *pl = gtk_widget_create_pango_layout (cell, gtk_label_get_text (GTK_LABEL (cell)));
+    int whole;
+
+    pango_layout_get_pixel_size (pl, &whole, NULL);
+    g_object_unref (pl);
+    g_test_message ("long name: drawn %d px wide, %d px whole", gtk_widget_get_width (cell), whole);
+    g_assert_cmpint (gtk_widget_get_width (cell), <, whole);
+  }
+  tip = gtk_widget_get_tooltip_text (cell);
+  g_assert_nonnull (strstr (tip, "fwd t_layers_3_attention_output_scaled"));
+  assert_run_table_reachable (fx->win);
+  remove_text (path);
 }
 
 /* The lens on the 8-block LLaMA: every removed user cast of the forward is marked on the
@@ -2761,6 +2948,8 @@ main (int argc, char **argv)
               test_close_while_busy, fixture_teardown);
   g_test_add ("/app/window/recent", Fixture, NULL, fixture_setup, test_recent,
               fixture_teardown);
+  g_test_add ("/app/window/set-view-signal", Fixture, NULL, fixture_setup, test_set_view_signal,
+              fixture_teardown);
   g_test_add ("/app/window/legend-toggle", Fixture, NULL, fixture_setup, test_legend_toggle,
               fixture_teardown);
   g_test_add ("/app/window/run-overlay", Fixture, NULL, fixture_setup, test_run_overlay,
@@ -2775,6 +2964,10 @@ main (int argc, char **argv)
               test_compare_torch_compile, fixture_teardown);
   g_test_add ("/app/window/compare", Fixture, NULL, fixture_setup, test_compare,
               fixture_teardown);
+  g_test_add ("/app/window/run-table-columns", Fixture, NULL, fixture_setup, test_run_table_columns,
+              fixture_teardown);
+  g_test_add ("/app/window/run-table-long-names", Fixture, NULL, fixture_setup,
+              test_run_table_long_names, fixture_teardown);
   g_test_add ("/app/lens/mlp-heat", Fixture, NULL, fixture_setup, test_lens_mlp,
               fixture_teardown);
   g_test_add ("/app/lens/llama", Fixture, NULL, fixture_setup, test_lens_llama,

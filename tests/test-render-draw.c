@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cairo.h>
+#include <pango/pangocairo.h>
 #include <glib/gstdio.h>
 
 #include "cs-parse.h"
@@ -546,6 +547,112 @@ test_level_of_detail (void)
   g_assert_cmpuint (dark_inside (chunks, &chunks->nodes[grp].box, 0.5), >, 0);
 }
 
+/* Point @t of cubic segment @k of @e's bézier. */
+static CsPoint
+bezier_at (const CsLayoutEdge *e, guint k, double t)
+{
+  const CsPoint *p = e->points + 3 * k;
+  double u = 1 - t, a = u * u * u, b = 3 * u * u * t, c = 3 * u * t * t, d = t * t * t;
+
+  return (CsPoint) { a * p[0].x + b * p[1].x + c * p[2].x + d * p[3].x,
+                     a * p[0].y + b * p[1].y + c * p[2].y + d * p[3].y };
+}
+
+/* Width and height in points of @text in @family at @size pt (bold or not), as cs-draw.c
+ * measures its labels. */
+static void
+text_extent (const char *family, const char *text, double size, gboolean bold, double *w,
+             double *h)
+{
+  cairo_surface_t *s = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, 1, 1);
+  cairo_t *cr = cairo_create (s);
+  PangoLayout *pl = pango_cairo_create_layout (cr);
+  PangoFontDescription *fd = pango_font_description_new ();
+  PangoRectangle logical;
+
+  pango_font_description_set_family (fd, family);
+  pango_font_description_set_absolute_size (fd, size * PANGO_SCALE);
+  pango_font_description_set_weight (fd, bold ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
+  pango_layout_set_font_description (pl, fd);
+  pango_layout_set_text (pl, text, -1);
+  pango_layout_get_extents (pl, NULL, &logical);
+  *w = (double) logical.width / PANGO_SCALE;
+  *h = (double) logical.height / PANGO_SCALE;
+  pango_font_description_free (fd);
+  g_object_unref (pl);
+  cairo_destroy (cr);
+  cairo_surface_destroy (s);
+}
+
+/* No edge crosses a region's title: a region of one small op is as wide as its title, so the
+ * edge from the input into the op enters through the title block (the bold name and the
+ * stats line under it, left-aligned 6 pt in, centred on title_pos); wherever its bézier lies
+ * inside that block the pixel is not the edge's colour (the title is drawn over the edges on
+ * an opaque plate), at 100 % and 300 %. */
+static void
+test_title_over_edges (void)
+{
+  static const char src[] =
+    "def computation(a):\n"
+    "  # a: \"cuda:0 bf16[8, 16]\"\n"
+    "  [t1] = nvFusion0(a)\n"
+    "    # t1 = prims.neg(a)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+    "  return t1\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (src, "title", &error);
+  g_autoptr(CsLayout) l = NULL;
+  const CsLayoutCluster *c = NULL;
+  const double scales[] = { 1.0, 3.0 };
+
+  g_assert_no_error (error);
+  l = cs_layout_new (t, NULL, NULL, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < l->n_clusters; i++)
+    if (l->clusters[i].kind == CS_LAYOUT_CLUSTER_REGION)
+      c = &l->clusters[i];
+  g_assert_nonnull (c);
+  for (guint si = 0; si < G_N_ELEMENTS (scales); si++)
+    {
+      double sc = scales[si], fs = l->font_size_pt;
+      CsView view = { sc, 20, 20 };
+      int w = (int) ((l->bb.x1 - l->bb.x0) * sc + 40), h = (int) ((l->bb.y1 - l->bb.y0) * sc + 40);
+      cairo_surface_t *s = paint (l, &view, w, h, 0);
+      double tw, th, sw, sh;
+      CsRect band;
+      guint checked = 0;
+
+      g_assert_nonnull (c->subtitle);
+      text_extent (l->font_family, c->title, fs, TRUE, &tw, &th);
+      text_extent (l->font_family, c->subtitle, fs * 0.85, FALSE, &sw, &sh);
+      band = (CsRect) { c->box.x0 + 6, c->title_pos.y - (th + sh) / 2,
+                        c->box.x0 + 6 + MAX (tw, sw), c->title_pos.y + (th + sh) / 2 };
+
+      for (guint j = 0; j < l->n_edges; j++)
+        {
+          const CsLayoutEdge *e = &l->edges[j];
+          const char *hex = cs_palette_class_hex (cs_palette_class_for_dtype (e->dtype));
+
+          for (guint k = 0; 3 * k + 3 < e->n_points; k++)
+            for (int q = 0; q <= 200; q++)
+              {
+                CsPoint m = bezier_at (e, k, q / 200.0);
+                double x, y;
+
+                if (m.x < band.x0 || m.x > band.x1 || m.y < band.y0 || m.y > band.y1)
+                  continue;
+                cs_view_to_px (&view, l, m.x, m.y, &x, &y);
+                if (near_pixel (s, x, y, 0, hex, 40))
+                  g_error ("at %.0f %%, the edge %u crosses the title '%s' at (%.1f, %.1f) px",
+                           sc * 100, j, c->title, x, y);
+                checked++;
+              }
+        }
+      g_test_message ("%.0f %%: %u points of edges on the title checked", sc * 100, checked);
+      g_assert_cmpuint (checked, >, 0);
+      cairo_surface_destroy (s);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -558,5 +665,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/draw/precision-lens", test_precision_lens);
   g_test_add_func ("/render/draw/exports", test_exports);
   g_test_add_func ("/render/draw/level-of-detail", test_level_of_detail);
+  g_test_add_func ("/render/draw/title-over-edges", test_title_over_edges);
   return g_test_run ();
 }
