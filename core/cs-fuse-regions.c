@@ -395,6 +395,8 @@ typedef struct
   gboolean  *fusible;
   guint     *parent;     /* union-find */
   guint     *gmax;       /* per root: largest member index */
+  guint     *next;       /* members of a group as a list: next member, or G_MAXUINT */
+  guint     *last;       /* per root: last member of its list (the root is the first) */
   guint     *visit;      /* DFS stamp per node */
   guint      stamp;
 } Dag;
@@ -406,14 +408,13 @@ merge_makes_cycle (Dag *d, guint ra, guint rb)
 {
   g_autoptr(GArray) stack = g_array_new (FALSE, FALSE, sizeof (guint));
   guint limit = MAX (d->gmax[ra], d->gmax[rb]);
+  guint roots[2] = { ra, rb };
 
   d->stamp++;
-  /* start from every successor of a member of either group that is outside both */
-  for (guint i = 0; i <= limit; i++)
-    {
-      guint r = uf_find (d->parent, i);
-      if (r != ra && r != rb)
-        continue;
+  /* start from every successor of a member of either group that is outside both (edges go
+   * forward in trace order, so nothing past @limit leads back into the union) */
+  for (guint q = 0; q < 2; q++)
+    for (guint i = roots[q]; i != G_MAXUINT; i = d->next[i])
       for (guint k = 0; k < d->succ[i]->len; k++)
         {
           guint s = g_array_index (d->succ[i], guint, k);
@@ -423,7 +424,6 @@ merge_makes_cycle (Dag *d, guint ra, guint rb)
           d->visit[s] = d->stamp;
           g_array_append_val (stack, s);
         }
-    }
   while (stack->len > 0)
     {
       guint x = g_array_index (stack, guint, stack->len - 1);
@@ -452,6 +452,65 @@ uf_union (Dag *d, guint a, guint b)
     return;
   d->parent[o] = r;
   d->gmax[r] = MAX (d->gmax[r], d->gmax[o]);
+  d->next[d->last[r]] = o;
+  d->last[r] = d->last[o];
+}
+
+/* Which ready heap root @r goes to: 0 not fusible, 1 fusible forward, 2 fusible backward. */
+static guint
+ready_kind (const Dag *d, guint r)
+{
+  if (!d->fusible[r])
+    return 0;
+  return d->stmts[r]->backward ? 2 : 1;
+}
+
+/* A binary min-heap of statement indices in a GArray of guint. */
+static void
+heap_push (GArray *h, guint x)
+{
+  guint i = h->len;
+
+  g_array_append_val (h, x);
+  while (i > 0 && g_array_index (h, guint, (i - 1) / 2) > x)
+    {
+      g_array_index (h, guint, i) = g_array_index (h, guint, (i - 1) / 2);
+      i = (i - 1) / 2;
+    }
+  g_array_index (h, guint, i) = x;
+}
+
+static guint
+heap_pop (GArray *h)
+{
+  guint top = g_array_index (h, guint, 0), x, i = 0, n;
+
+  x = g_array_index (h, guint, h->len - 1);
+  g_array_set_size (h, h->len - 1);
+  n = h->len;
+  if (n == 0)
+    return top;
+  for (;;)
+    {
+      guint c = 2 * i + 1;
+      if (c >= n)
+        break;
+      if (c + 1 < n && g_array_index (h, guint, c + 1) < g_array_index (h, guint, c))
+        c++;
+      if (g_array_index (h, guint, c) >= x)
+        break;
+      g_array_index (h, guint, i) = g_array_index (h, guint, c);
+      i = c;
+    }
+  g_array_index (h, guint, i) = x;
+  return top;
+}
+
+static gint
+cmp_guint (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+  return x < y ? -1 : x > y;
 }
 
 void
@@ -490,6 +549,8 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
   d.parent = g_new0 (guint, d.n);
   d.gmax = g_new0 (guint, d.n);
   d.visit = g_new0 (guint, d.n);
+  d.next = g_new (guint, d.n);
+  d.last = g_new (guint, d.n);
   before = g_new0 (GPtrArray *, d.n);
 
   {
@@ -526,6 +587,8 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
       d.pred[i] = g_array_new (FALSE, FALSE, sizeof (guint));
       d.parent[i] = i;
       d.gmax[i] = i;
+      d.next[i] = G_MAXUINT;
+      d.last[i] = i;
       d.fusible[i] = _cs_fuse_why_not_fusible (s, policy, buf, sizeof buf) == NULL;
       g_ptr_array_set_size (tmp, 0);
       _cs_stmt_reads (s, tmp);
@@ -579,6 +642,7 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
     guint *indeg = g_new0 (guint, d.n);      /* per root: edges from other groups */
     gboolean *done = g_new0 (gboolean, d.n); /* per root */
     g_autoptr(GPtrArray) groups = g_ptr_array_new ();
+    GArray *ready[3];
     GHashTable *root_members = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
                                                       (GDestroyNotify) g_array_unref);
 
@@ -597,43 +661,46 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
             indeg[r]++;
       }
 
+    /* ready roots (no edges left from other groups), by kind: not fusible, fusible forward,
+     * fusible backward; a root enters its heap once, when it becomes ready */
+    for (guint q = 0; q < 3; q++)
+      ready[q] = g_array_new (FALSE, FALSE, sizeof (guint));
+    for (guint r = 0; r < d.n; r++)
+      if (uf_find (d.parent, r) == r && indeg[r] == 0)
+        heap_push (ready[ready_kind (&d, r)], r);
+
     for (;;)
       {
-        guint best = G_MAXUINT;
+        guint best = G_MAXUINT, bq = 0;
         /* the ready root with the smallest first member (roots are their smallest index) */
-        for (guint r = 0; r < d.n; r++)
-          if (uf_find (d.parent, r) == r && !done[r] && indeg[r] == 0)
+        for (guint q = 0; q < 3; q++)
+          if (ready[q]->len > 0 && g_array_index (ready[q], guint, 0) < best)
             {
-              best = r;
-              break;
+              best = g_array_index (ready[q], guint, 0);
+              bq = q;
             }
         if (best == G_MAXUINT)
           break;
+        heap_pop (ready[bq]);
+        /* a fusible group takes every other ready fusible group of its side (independent:
+         * both ready) */
         if (d.fusible[best])
-          for (guint r = best + 1; r < d.n; r++)
-            if (uf_find (d.parent, r) == r && !done[r] && indeg[r] == 0 && d.fusible[r]
-                && !!d.stmts[r]->backward == !!d.stmts[best]->backward)
-              {
-                /* merge r into best (independent: both ready) */
-                GArray *mb = g_hash_table_lookup (root_members, GUINT_TO_POINTER (best));
-                GArray *mr = g_hash_table_lookup (root_members, GUINT_TO_POINTER (r));
-                g_array_append_vals (mb, mr->data, mr->len);
-                d.parent[r] = best;
-                done[r] = TRUE;
-              }
+          while (ready[bq]->len > 0)
+            {
+              guint r = heap_pop (ready[bq]);
+              GArray *mb = g_hash_table_lookup (root_members, GUINT_TO_POINTER (best));
+              GArray *mr = g_hash_table_lookup (root_members, GUINT_TO_POINTER (r));
+              g_array_append_vals (mb, mr->data, mr->len);
+              d.parent[r] = best;
+              done[r] = TRUE;
+            }
         done[best] = TRUE;
         {
           GArray *m = g_hash_table_lookup (root_members, GUINT_TO_POINTER (best));
           Group *g = group_new (d.fusible[best], d.stmts[best]->backward);
           /* members in trace order */
           guint *idx = (guint *) m->data;
-          for (guint a = 1; a < m->len; a++)
-            for (guint b = a; b > 0 && idx[b - 1] > idx[b]; b--)
-              {
-                guint t = idx[b];
-                idx[b] = idx[b - 1];
-                idx[b - 1] = t;
-              }
+          g_array_sort (m, cmp_guint);
           for (guint k = 0; k < m->len; k++)
             {
               guint x = idx[k];
@@ -653,8 +720,8 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
                 {
                   guint s = g_array_index (d.succ[x], guint, e);
                   guint rs = uf_find (d.parent, s);
-                  if (rs != best && indeg[rs] > 0)
-                    indeg[rs]--;
+                  if (rs != best && indeg[rs] > 0 && --indeg[rs] == 0)
+                    heap_push (ready[ready_kind (&d, rs)], rs);
                 }
             }
         }
@@ -665,6 +732,8 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
         group_free (groups->pdata[i]);
       }
     g_hash_table_unref (root_members);
+    for (guint q = 0; q < 3; q++)
+      g_array_unref (ready[q]);
     g_free (indeg);
     g_free (done);
   }
@@ -687,4 +756,6 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
   g_free (d.parent);
   g_free (d.gmax);
   g_free (d.visit);
+  g_free (d.next);
+  g_free (d.last);
 }
