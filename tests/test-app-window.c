@@ -352,16 +352,12 @@ test_selection_sync (Fixture *fx, gconstpointer data)
   }
   /* The highlighted text is the matmul's line. */
   {
-    GtkTextBuffer *buffer = gtk_text_view_get_buffer (fx->win->trace_view);
-    GtkTextIter it;
+    guint first, last;
     g_autofree char *line = NULL;
-    GtkTextIter end;
 
-    gtk_text_buffer_get_start_iter (buffer, &it);
-    g_assert_true (gtk_text_iter_forward_to_tag_toggle (&it, fx->win->selected_tag));
-    end = it;
-    gtk_text_iter_forward_to_line_end (&end);
-    line = gtk_text_iter_get_text (&it, &end);
+    g_assert_true (cs_line_view_get_highlight (fx->win->trace_view, &first, &last));
+    g_assert_cmpuint (first, ==, last);
+    line = cs_line_view_dup_line (fx->win->trace_view, first);
     g_assert_nonnull (strstr (line, "matmul("));
   }
   /* Keyboard: Shift+Tab from the matmul selects the statement before it in the trace (the
@@ -2316,17 +2312,11 @@ structure_row (CsWindow *win, const char *name, const char *text_prefix)
 static gboolean
 text_selection_in_view (CsWindow *win)
 {
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (win->trace_view);
-  GdkRectangle loc, vis;
-  GtkTextIter it;
+  guint first, top, bottom;
 
-  gtk_text_buffer_get_start_iter (buffer, &it);
-  if (!gtk_text_iter_starts_tag (&it, win->selected_tag)
-      && !gtk_text_iter_forward_to_tag_toggle (&it, win->selected_tag))
-    return FALSE;
-  gtk_text_view_get_iter_location (win->trace_view, &it, &loc);
-  gtk_text_view_get_visible_rect (win->trace_view, &vis);
-  return loc.y >= vis.y && loc.y + loc.height <= vis.y + vis.height;
+  return cs_line_view_get_highlight (win->trace_view, &first, NULL)
+         && cs_line_view_get_visible_lines (win->trace_view, &top, &bottom)
+         && first >= top && first <= bottom;
 }
 
 /* Whether the trace view shows the start of the highlighted (selected) text, after at most
