@@ -2321,7 +2321,7 @@ text_selection_in_view (CsWindow *win)
 }
 
 /* Whether the trace view shows the start of the highlighted (selected) text, after at most
- * 100 frames (the text view validates lines and moves to a mark over a few frames). */
+ * 100 frames (the pane scrolls once it has a size, a frame or more after a new text). */
 static gboolean
 text_selection_visible (CsWindow *win)
 {
