@@ -190,6 +190,17 @@ hscroll (CsLineView *self)
 
 /* ---- text -------------------------------------------------------------------------------- */
 
+/* Characters in @n bytes of UTF-8 at @p: the bytes that do not continue a character. */
+static gsize
+utf8_chars (const char *p, gsize n)
+{
+  gsize cont = 0;
+
+  for (gsize i = 0; i < n; i++)
+    cont += ((guchar) p[i] & 0xC0) == 0x80;
+  return n - cont;
+}
+
 static void
 index_text (CsLineView *self)
 {
@@ -211,7 +222,7 @@ index_text (CsLineView *self)
     {
       const char *nl = memchr (p, '\n', (gsize) (end - p));
       const char *stop = nl ? nl : end;
-      int c = (int) g_utf8_strlen (p, stop - p);
+      int c = (int) utf8_chars (p, (gsize) (stop - p));
 
       self->line_byte[i] = (gsize) (p - self->text);
       self->line_char[i] = chars;
@@ -226,7 +237,7 @@ index_text (CsLineView *self)
 /**
  * cs_line_view_set_text:
  * @self: a #CsLineView
- * @text: (nullable): the text (UTF-8; NULL: empty), copied
+ * @text: (nullable): the text (UTF-8, invalid bytes shown as U+FFFD; NULL: empty), copied
  *
  * Shows @text from its first line.  A text equal to the one shown changes nothing (the scroll
  * position, highlight and selection stay); another drops the highlight and the selection and
@@ -243,7 +254,8 @@ cs_line_view_set_text (CsLineView *self, const char *text)
   if (strcmp (text, self->text) == 0)
     return FALSE;
   g_free (self->text);
-  self->text = g_strdup (text);
+  /* invalid UTF-8 is shown with U+FFFD in its place */
+  self->text = g_utf8_validate (text, -1, NULL) ? g_strdup (text) : g_utf8_make_valid (text, -1);
   index_text (self);
   self->hl_start = self->hl_end = -1;
   self->sel_start = self->sel_end = self->sel_anchor = 0;
