@@ -8,6 +8,7 @@
 #include "cs-analysis.h"
 #include "cs-aten-match.h"
 #include "cs-graph-view.h"
+#include "cs-line-view.h"
 #include "cs-policy.h"
 
 G_BEGIN_DECLS
@@ -45,7 +46,7 @@ struct _CsWindow
   CsGraphView       *forward_view;
   CsGraphView       *backward_view;
   GtkSpinner        *busy_spinner;
-  GtkTextView       *trace_view;
+  CsLineView        *trace_view;
   GtkLabel          *details_label;
   GtkLabel          *run_heading;
   GtkProgressBar    *run_progress;
@@ -68,7 +69,6 @@ struct _CsWindow
   GtkPaned          *outer_paned;       /* policy panel | the rest */
   GtkPaned          *main_paned;        /* graph and trace text | details and run panel */
   gboolean           panes_placed;      /* the side panels were sized from the first width */
-  guint              text_scroll_idle;  /* source: scrolls the trace text to the selection */
   GtkBox            *compare_box;       /* left side of a compare: its label and view */
   GtkLabel          *compare_label;     /* what the left side shows */
   CsGraphView       *compare_view;      /* the older trace of a compare (previous policy at the
@@ -96,7 +96,6 @@ struct _CsWindow
   guint              pass_index[CS_N_FAMILIES]; /* slider position per family */
   gboolean           pass_at_end[CS_N_FAMILIES]; /* follow the last pass when results change */
   GArray            *stmt_ranges;       /* element-type CsStmtRange, for the shown trace */
-  GtkTextTag        *selected_tag;      /* highlight of the selected statement */
   GtkDropDown      **policy_dropdowns;  /* one per cs_policy_keys entry */
   guint              n_policy_keys;
   gboolean           syncing;           /* set while the window updates widgets itself */

@@ -223,16 +223,18 @@ _cs_window_is_busy (CsWindow *self)
 /* ------------------------------------------------------------------------------------------ */
 /* Trace text                                                                                  */
 
+/* Shows the text of @trace (the printed one the analysis holds, or printed here) with its
+ * statements' ranges.  The view keeps its scroll position, highlight and selection when the
+ * text is the one it shows already. */
 static void
 update_text (CsWindow *self, CsTrace *trace)
 {
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
   g_autofree char *text = NULL;
 
   if (trace == NULL)
     {
       g_array_set_size (self->stmt_ranges, 0);
-      gtk_text_buffer_set_text (buffer, "", -1);
+      cs_line_view_set_text (self->trace_view, "");
       return;
     }
   {
@@ -245,12 +247,12 @@ update_text (CsWindow *self, CsTrace *trace)
       {
         g_array_set_size (self->stmt_ranges, 0);
         g_array_append_vals (self->stmt_ranges, ranges->data, ranges->len);
-        gtk_text_buffer_set_text (buffer, ready, -1);
+        cs_line_view_set_text (self->trace_view, ready);
         return;
       }
   }
   text = cs_analysis_print_with_ranges (trace, self->stmt_ranges);
-  gtk_text_buffer_set_text (buffer, text, -1);
+  cs_line_view_set_text (self->trace_view, text);
 }
 
 /**
@@ -260,11 +262,7 @@ update_text (CsWindow *self, CsTrace *trace)
 char *
 _cs_window_dup_trace_text (CsWindow *self)
 {
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
-  GtkTextIter start, end;
-
-  gtk_text_buffer_get_bounds (buffer, &start, &end);
-  return gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  return g_strdup (cs_line_view_get_text (self->trace_view));
 }
 
 static const CsStmtRange *
@@ -279,40 +277,12 @@ find_range (CsWindow *self, guint32 stmt_id)
   return NULL;
 }
 
-/* Scrolls the trace text so that the selection's first line is in view, once the text view
- * has laid out its (possibly new) text: the view drops a scroll asked for while it is still
- * validating a text set a moment before. */
-static gboolean
-text_scroll_idle_cb (gpointer data)
-{
-  CsWindow *self = data;
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
-  GtkTextMark *mark = gtk_text_buffer_get_mark (buffer, "cs-selected");
-  GtkAdjustment *adj = gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (self->trace_view));
-  GdkRectangle loc, vis;
-  GtkTextIter iter;
-
-  self->text_scroll_idle = 0;
-  if (mark == NULL || adj == NULL)
-    return G_SOURCE_REMOVE;
-  gtk_text_buffer_get_iter_at_mark (buffer, &iter, mark);
-  gtk_text_view_get_iter_location (self->trace_view, &iter, &loc);
-  gtk_text_view_get_visible_rect (self->trace_view, &vis);
-  /* already in view: nothing moves (as gtk_text_view_scroll_to_mark() within 10 %) */
-  if (loc.y >= vis.y + vis.height / 10 && loc.y + loc.height <= vis.y + vis.height * 9 / 10)
-    return G_SOURCE_REMOVE;
-  gtk_adjustment_set_value (adj, MAX (0, loc.y - vis.height / 10));
-  return G_SOURCE_REMOVE;
-}
-
 static void
 highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
 {
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (self->trace_view);
   CsTrace *trace = _cs_window_get_shown_trace (self);
   const CsStmtRange *range = NULL, *last = NULL;
   const CsGroup *group = shown_group (self, stmt_id);
-  GtkTextIter start, end;
   guint top;
 
   /* a prim inside a region or decomposition: its top-level statement's text; a group: the
@@ -324,42 +294,20 @@ highlight_text (CsWindow *self, guint32 stmt_id, gboolean scroll)
     }
   else if (_cs_window_find_stmt_deep (trace, stmt_id, &top) != NULL)
     range = find_range (self, trace->stmts[top]->id);
-  gtk_text_buffer_get_bounds (buffer, &start, &end);
-  gtk_text_buffer_remove_tag (buffer, self->selected_tag, &start, &end);
   if (range == NULL)
-    return;
-  gtk_text_buffer_get_iter_at_offset (buffer, &start, range->start);
-  gtk_text_buffer_get_iter_at_offset (buffer, &end, last ? last->end : range->end);
-  gtk_text_buffer_apply_tag (buffer, self->selected_tag, &start, &end);
-  if (scroll)
     {
-      GtkTextMark *mark = gtk_text_buffer_get_mark (buffer, "cs-selected");
-
-      if (mark == NULL)
-        mark = gtk_text_buffer_create_mark (buffer, "cs-selected", &start, TRUE);
-      else
-        gtk_text_buffer_move_mark (buffer, mark, &start);
-      gtk_text_view_scroll_to_mark (self->trace_view, mark, 0.1, FALSE, 0, 0);
-      if (self->text_scroll_idle == 0)
-        self->text_scroll_idle = g_idle_add_full (G_PRIORITY_LOW, text_scroll_idle_cb, self, NULL);
+      cs_line_view_set_highlight (self->trace_view, -1, -1);
+      return;
     }
+  cs_line_view_set_highlight (self->trace_view, range->start, last ? last->end : range->end);
+  if (scroll)
+    cs_line_view_scroll_to_line (self->trace_view,
+                                 cs_line_view_line_at_offset (self->trace_view, range->start));
 }
 
 static void
-text_click_released_cb (GtkGestureClick *gesture,
-                        int              n_press,
-                        double           x,
-                        double           y,
-                        CsWindow        *self)
+text_offset_clicked_cb (CsWindow *self, int offset, CsLineView *view)
 {
-  GtkTextIter iter;
-  int bx, by, offset;
-
-  gtk_text_view_window_to_buffer_coords (self->trace_view, GTK_TEXT_WINDOW_WIDGET,
-                                         (int) x, (int) y, &bx, &by);
-  if (!gtk_text_view_get_iter_at_location (self->trace_view, &iter, bx, by))
-    return;
-  offset = gtk_text_iter_get_offset (&iter);
   _cs_window_select_text_offset (self, offset);
 }
 
@@ -1681,7 +1629,6 @@ cs_window_dispose (GObject *object)
     g_cancellable_cancel (self->compare_cancellable);
   self->generation++;   /* results still in flight are stale now */
   self->compare_generation++;
-  g_clear_handle_id (&self->text_scroll_idle, g_source_remove);
   gtk_widget_dispose_template (GTK_WIDGET (self), CS_TYPE_WINDOW);
   G_OBJECT_CLASS (cs_window_parent_class)->dispose (object);
 }
@@ -1763,6 +1710,7 @@ cs_window_class_init (CsWindowClass *klass)
   widget_class->size_allocate = cs_window_size_allocate;
 
   g_type_ensure (CS_TYPE_GRAPH_VIEW);
+  g_type_ensure (CS_TYPE_LINE_VIEW);
   gtk_widget_class_set_template_from_resource (widget_class, "/org/castscope/Castscope/cs-window.ui");
   gtk_widget_class_bind_template_child (widget_class, CsWindow, error_bar);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, error_label);
@@ -1831,8 +1779,6 @@ cs_window_class_init (CsWindowClass *klass)
 static void
 cs_window_init (CsWindow *self)
 {
-  GtkTextBuffer *buffer;
-  GtkGesture *click;
   GtkDropTarget *drop;
 
   self->stmt_ranges = g_array_new (FALSE, FALSE, sizeof (CsStmtRange));
@@ -1842,14 +1788,9 @@ cs_window_init (CsWindow *self)
 
   gtk_widget_init_template (GTK_WIDGET (self));
 
-  buffer = gtk_text_view_get_buffer (self->trace_view);
-  self->selected_tag = gtk_text_buffer_create_tag (buffer, "selected",
-                                                   "paragraph-background", "#fff0b3",
-                                                   NULL);
   gtk_widget_add_css_class (GTK_WIDGET (self->trace_view), "trace-text");
-  click = gtk_gesture_click_new ();
-  g_signal_connect (click, "released", G_CALLBACK (text_click_released_cb), self);
-  gtk_widget_add_controller (GTK_WIDGET (self->trace_view), GTK_EVENT_CONTROLLER (click));
+  g_signal_connect_object (self->trace_view, "offset-clicked",
+                           G_CALLBACK (text_offset_clicked_cb), self, G_CONNECT_SWAPPED);
 
   g_signal_connect (self->pass_adjustment, "value-changed", G_CALLBACK (pass_value_changed_cb), self);
 

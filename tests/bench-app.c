@@ -4,7 +4,8 @@
  * each step it prints the wall time until the window is idle and drawn, the longest time the
  * GTK thread did not get back to its main loop during the step (a 5 ms timer's largest gap:
  * how long the window froze), the CPU time of all its threads during the step (user + system,
- * which a loaded machine does not stretch as it does the wall time), the resident set (VmRSS)
+ * which a loaded machine does not stretch as it does the wall time) and of the GTK thread
+ * alone ("gtk": what the window's own work cost the main loop), the resident set (VmRSS)
  * and its peak so far (VmHWM) of this process, in MiB, and the step's start on the monotonic
  * clock (s; `perf record -k CLOCK_MONOTONIC` timestamps, to cut a profile to one step with
  * `perf report --time`).  Numbers in tests/BENCH-RESULTS.md.
@@ -12,9 +13,9 @@
  * Usage (GSK_RENDERER=cairo GTK_A11Y=none, as the GUI tests):
  *   xvfb-run -a -s '-screen 0 1600x1000x24' build/tests/bench-app FILE [STEP...]
  * STEP: KEY=VALUE (a policy knob, as the side panel sets it), expand (the middle top-level
- * group), collapse (it again), settle (until the GTK thread has nothing left to do, e.g. the
- * trace text view laying out a newly printed trace in the background, which GTK does at a
- * priority above G_PRIORITY_LOW after the window is no longer busy); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
+ * group), collapse (it again), settle (until the GTK thread has nothing left to do: idle work
+ * that GTK runs at a priority above G_PRIORITY_LOW after the window is no longer busy, such as
+ * a widget's background layout); default: matmul=upcast-f32 fusion=dataflow fusion=consecutive
  * matmul=native expand collapse.
  */
 #include "cs-config.h"
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <gtk/gtk.h>
 
@@ -32,6 +34,7 @@
 static gint64 last_tick;        /* µs, monotonic */
 static gint64 max_gap;          /* µs, since the last report() */
 static gint64 cpu_at_start;     /* µs of CPU time (all threads) at the step's start */
+static gint64 gtk_cpu_at_start; /* µs of CPU time of the GTK thread at the step's start */
 
 /* CPU time of the whole process so far (user + system, every thread), µs. */
 static gint64
@@ -42,6 +45,16 @@ cpu_now (void)
   getrusage (RUSAGE_SELF, &ru);
   return (gint64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * G_USEC_PER_SEC
          + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+/* CPU time of the calling thread (the GTK thread: main() runs the main loop), µs. */
+static gint64
+thread_cpu_now (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (gint64) ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
 }
 
 static gboolean
@@ -89,7 +102,7 @@ wait_idle (CsWindow *win)
 }
 
 /* Until an idle of G_PRIORITY_LOW runs (at most 300 s): every source of a higher priority,
- * the text view's background line validation among them, has had nothing to do. */
+ * widgets' background layout among them, has had nothing to do. */
 static void
 wait_settled (void)
 {
@@ -117,13 +130,15 @@ report (const char *step, gint64 t0)
         else if (g_str_has_prefix (line, "VmHWM:"))
           hwm = g_ascii_strtoull (line + 6, NULL, 10);
       }
-  printf ("%-34s %9.0f ms  stall %6.0f ms  cpu %7.0f ms  RSS %6.0f MiB  peak %6.0f MiB"
-          "  at %.3f s\n", step, (g_get_monotonic_time () - t0) / 1000.0, max_gap / 1000.0,
-          (cpu_now () - cpu_at_start) / 1000.0, rss / 1024.0, hwm / 1024.0, t0 / 1e6);
+  printf ("%-34s %9.0f ms  stall %6.0f ms  cpu %7.0f ms  gtk %7.0f ms  RSS %6.0f MiB"
+          "  peak %6.0f MiB  at %.3f s\n", step, (g_get_monotonic_time () - t0) / 1000.0,
+          max_gap / 1000.0, (cpu_now () - cpu_at_start) / 1000.0,
+          (thread_cpu_now () - gtk_cpu_at_start) / 1000.0, rss / 1024.0, hwm / 1024.0, t0 / 1e6);
   fflush (stdout);
   max_gap = 0;
   last_tick = g_get_monotonic_time ();
   cpu_at_start = cpu_now ();
+  gtk_cpu_at_start = thread_cpu_now ();
 }
 
 static void

@@ -24,6 +24,7 @@
 #include "cs-application.h"
 #include "cs-analysis.h"
 #include "cs-parse.h"
+#include "cs-print.h"
 #include "cs-window-private.h"
 #include "cs-diff.h"
 #include "cs-lens.h"
@@ -352,16 +353,12 @@ test_selection_sync (Fixture *fx, gconstpointer data)
   }
   /* The highlighted text is the matmul's line. */
   {
-    GtkTextBuffer *buffer = gtk_text_view_get_buffer (fx->win->trace_view);
-    GtkTextIter it;
+    guint first, last;
     g_autofree char *line = NULL;
-    GtkTextIter end;
 
-    gtk_text_buffer_get_start_iter (buffer, &it);
-    g_assert_true (gtk_text_iter_forward_to_tag_toggle (&it, fx->win->selected_tag));
-    end = it;
-    gtk_text_iter_forward_to_line_end (&end);
-    line = gtk_text_iter_get_text (&it, &end);
+    g_assert_true (cs_line_view_get_highlight (fx->win->trace_view, &first, &last));
+    g_assert_cmpuint (first, ==, last);
+    line = cs_line_view_dup_line (fx->win->trace_view, first);
     g_assert_nonnull (strstr (line, "matmul("));
   }
   /* Keyboard: Shift+Tab from the matmul selects the statement before it in the trace (the
@@ -2503,21 +2500,15 @@ structure_row (CsWindow *win, const char *name, const char *text_prefix)
 static gboolean
 text_selection_in_view (CsWindow *win)
 {
-  GtkTextBuffer *buffer = gtk_text_view_get_buffer (win->trace_view);
-  GdkRectangle loc, vis;
-  GtkTextIter it;
+  guint first, top, bottom;
 
-  gtk_text_buffer_get_start_iter (buffer, &it);
-  if (!gtk_text_iter_starts_tag (&it, win->selected_tag)
-      && !gtk_text_iter_forward_to_tag_toggle (&it, win->selected_tag))
-    return FALSE;
-  gtk_text_view_get_iter_location (win->trace_view, &it, &loc);
-  gtk_text_view_get_visible_rect (win->trace_view, &vis);
-  return loc.y >= vis.y && loc.y + loc.height <= vis.y + vis.height;
+  return cs_line_view_get_highlight (win->trace_view, &first, NULL)
+         && cs_line_view_get_visible_lines (win->trace_view, &top, &bottom)
+         && first >= top && first <= bottom;
 }
 
 /* Whether the trace view shows the start of the highlighted (selected) text, after at most
- * 100 frames (the text view validates lines and moves to a mark over a few frames). */
+ * 100 frames (the pane scrolls once it has a size, a frame or more after a new text). */
 static gboolean
 text_selection_visible (CsWindow *win)
 {
@@ -2617,6 +2608,106 @@ test_llama_fold (Fixture *fx, gconstpointer data)
   l = cs_graph_view_get_layout (view);
   g_assert_true (g_str_has_prefix (l->nodes[group_node (l, "layers.0")].label,
                                    "layers 0-7: same structure, 1 shown\n"));
+}
+
+/* The trace text pane at the LLaMA's final forward trace (about 1,000 lines): selecting a
+ * statement three quarters down scrolls the pane to it, and the highlighted line is that
+ * statement's text; the line selected with the pointer is what Copy puts on the clipboard;
+ * a click on another statement's line selects that one; setting the same text again keeps
+ * the scroll position and the highlight. */
+static void
+test_llama_text_pane (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsLineView *pane;
+  CsTrace *trace;
+  const CsStmt *stmt = NULL, *other = NULL;
+  g_autoptr(GString) printed = g_string_new (NULL);
+  g_autofree char *line = NULL, *selected = NULL, *copy = NULL;
+  guint first, last, top, bottom, n_lines;
+  double scrolled;
+  GValue value = G_VALUE_INIT;
+
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  pane = fx->win->trace_view;
+  trace = _cs_window_get_shown_trace (fx->win);
+  for (guint i = trace->n_stmts * 3 / 4; i < trace->n_stmts && stmt == NULL; i++)
+    if (trace->stmts[i]->kind == CS_STMT_CALL)
+      stmt = trace->stmts[i];
+  for (guint i = 0; i < trace->n_stmts / 4 && other == NULL; i++)
+    if (trace->stmts[i]->kind == CS_STMT_CALL)
+      other = trace->stmts[i];
+  g_assert_nonnull (stmt);
+  g_assert_nonnull (other);
+  n_lines = cs_line_view_get_n_lines (pane);
+  g_test_message ("%u lines; selecting %s (id %u)", n_lines, stmt->callee, stmt->id);
+  g_assert_cmpuint (n_lines, >, 500);
+
+  _cs_window_select_stmt (fx->win, stmt->id, TRUE);
+  wait_idle (fx->win);
+  g_assert_true (text_selection_visible (fx->win));
+  g_assert_true (cs_line_view_get_highlight (pane, &first, &last));
+  g_assert_true (cs_line_view_get_visible_lines (pane, &top, &bottom));
+  g_test_message ("highlight %u-%u, in view %u-%u", first, last, top, bottom);
+  g_assert_cmpuint (first, >, n_lines / 2);
+  g_assert_cmpuint (top, >, 0);
+  g_assert_cmpuint (first, >=, top);
+  g_assert_cmpuint (first, <=, bottom);
+  /* the highlighted line is the statement as printed at the body's indent */
+  cs_print_stmt_to (printed, stmt, 2, CS_PRINT_DEFAULT);
+  if (strchr (printed->str, '\n') != NULL)
+    g_string_truncate (printed, strchr (printed->str, '\n') - printed->str);
+  line = cs_line_view_dup_line (pane, first);
+  g_assert_cmpstr (line, ==, printed->str);
+
+  /* the line, selected with the pointer, is copied */
+  cs_line_view_select_range (pane, cs_line_view_line_offset (pane, first),
+                             cs_line_view_line_offset (pane, first) + (int) g_utf8_strlen (line, -1));
+  selected = cs_line_view_dup_selected_text (pane);
+  g_assert_cmpstr (selected, ==, line);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (pane), "clipboard.copy", NULL));
+  g_value_init (&value, G_TYPE_STRING);
+  g_assert_true (gdk_content_provider_get_value (
+                   gdk_clipboard_get_content (gtk_widget_get_clipboard (GTK_WIDGET (pane))),
+                   &value, NULL));
+  copy = g_value_dup_string (&value);
+  g_value_unset (&value);
+  g_assert_cmpstr (copy, ==, line);
+
+  /* the same text again: nothing moves, the highlight stays */
+  scrolled = gtk_adjustment_get_value (gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (pane)));
+  {
+    g_autofree char *same = _cs_window_dup_trace_text (fx->win);
+
+    g_assert_false (cs_line_view_set_text (pane, same));
+  }
+  g_assert_cmpfloat (gtk_adjustment_get_value (gtk_scrollable_get_vadjustment (GTK_SCROLLABLE (pane))),
+                     ==, scrolled);
+  g_assert_true (cs_line_view_get_highlight (pane, &top, NULL));
+  g_assert_cmpuint (top, ==, first);
+
+  /* a click on the line of a statement near the top selects it, and the pane goes there */
+  {
+    g_autoptr(GString) one = g_string_new (NULL);
+    g_autofree char *text = _cs_window_dup_trace_text (fx->win);
+    const char *hit;
+
+    cs_print_stmt_to (one, other, 2, CS_PRINT_DEFAULT);
+    if (strchr (one->str, '\n') != NULL)
+      g_string_truncate (one, strchr (one->str, '\n') - one->str);
+    hit = strstr (text, one->str);
+    g_assert_nonnull (hit);
+    g_signal_emit_by_name (pane, "offset-clicked", (int) g_utf8_pointer_to_offset (text, hit) + 4);
+    wait_idle (fx->win);
+    g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, other->id);
+    g_assert_true (text_selection_visible (fx->win));
+    g_assert_true (cs_line_view_get_highlight (pane, &first, NULL));
+    g_free (line);
+    line = cs_line_view_dup_line (pane, first);
+    g_assert_cmpstr (line, ==, one->str);
+  }
 }
 
 /* Layouts and results are kept: collapsing layers.3 again shows the layout drawn before (the
@@ -2989,6 +3080,8 @@ main (int argc, char **argv)
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
               fixture_teardown);
   g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
+              fixture_teardown);
+  g_test_add ("/app/scale/llama-text-pane", Fixture, NULL, fixture_setup, test_llama_text_pane,
               fixture_teardown);
   g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
