@@ -377,6 +377,9 @@ typedef struct
   guint32  loc_list;   /* 1 + index of the last list counted, so each list counts once */
   guint32  in_c;       /* == epoch: an input of the consumer (external_producer_outputs) */
   guint32  mem;        /* == epoch: a member of a list marked by mark_list() */
+  guint32  wr;         /* == epoch: wr_at is valid (find_cut) */
+  guint32  wr_at;      /* 2 * index of the subsymbol writing it + (1 in the consumer) */
+  guint32  live;       /* == epoch: may reach find_cut's sink (see sink_ancestors()) */
   guint32  arg;        /* == epoch: listed in the new inputs being built (apply_consumer), or
                           an input of the producer (apply_producer) */
 } IdSlot;
@@ -728,7 +731,7 @@ consumer_can_fuse (Remat *r, RReg *c, const CsStmt *s)
  * producer: flag == @e), `_out -> _in` of every output of each subsymbol of @p and @c that
  * reads it (readers' lists of epoch @e). */
 static void
-add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e)
+add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e, gboolean all)
 {
   FGraph *g = &r->g;
   guint vi = fg_var (r, var, e);
@@ -750,8 +753,69 @@ add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e)
         continue;
       ws = sub_writes (ur, at, &n);
       for (guint j = 0; j < n; j++)
-        fg_edge (g, vi + 1, fg_var (r, ws[j], e), INFINITY);
+        if (all || slot_of (r, ws[j])->live == e)
+          fg_edge (g, vi + 1, fg_var (r, ws[j], e), INFINITY);
     }
+}
+
+/* Marks (live == @e) the values of @p and @c that may reach find_cut's sink: the required
+ * consumer values @req_c and, backwards through the subsymbol writing each, everything it
+ * reads.  A value that cannot reach the sink carries no flow and stays off the sink's side of
+ * the residual graph, so the cut is the same without it.  Returns FALSE (nothing pruned) when
+ * some value has two writers. */
+static gboolean
+sink_ancestors (Remat *r, RReg *p, RReg *c, GPtrArray *req_c, guint32 e)
+{
+  CsProxyVec *stack = &r->vec_b;
+
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      RReg *gr = pass == 0 ? p : c;
+      for (guint i = 0; i < gr->subs->len; i++)
+        {
+          guint n;
+          CsProxy **ws = sub_writes (gr, i, &n);
+          for (guint j = 0; j < n; j++)
+            {
+              IdSlot *s = slot_of (r, ws[j]);
+              if (s->wr == e)
+                return FALSE;
+              s->wr = e;
+              s->wr_at = 2 * i + pass;
+            }
+        }
+    }
+  stack->len = 0;
+  for (guint i = 0; i < req_c->len; i++)
+    {
+      IdSlot *s = slot_of (r, req_c->pdata[i]);
+      if (s->live != e)
+        {
+          s->live = e;
+          _cs_proxy_vec_push (stack, req_c->pdata[i]);
+        }
+    }
+  while (stack->len > 0)
+    {
+      IdSlot *s = slot_of (r, stack->v[--stack->len]);
+      RReg *gr;
+      CsProxy **rs;
+      guint n;
+      if (s->wr != e)
+        continue;
+      gr = (s->wr_at & 1) ? c : p;
+      rs = sub_reads (gr, s->wr_at >> 1, &n);
+      for (guint j = 0; j < n; j++)
+        {
+          IdSlot *q = slot_of (r, rs[j]);
+          if (q->live != e)
+            {
+              q->live = e;
+              _cs_proxy_vec_push (stack, rs[j]);
+            }
+        }
+    }
+  return TRUE;
 }
 
 /* Thunder's find_cut: the values to pass from @p to @c so that @c recomputes the rest, as the
@@ -765,7 +829,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   g_autoptr(GPtrArray) req_c = g_ptr_array_new ();
   g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
   g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
-  gboolean differ = p->nvfusion != c->nvfusion;
+  gboolean differ = p->nvfusion != c->nvfusion, all;
   FGraph *g = &r->g;
   guint32 e;
 
@@ -849,14 +913,18 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
         }
     }
 
+  /* the graph of the values that may reach the sink (all of them when some value has two
+   * writers), built in the order of Thunder's add_edges calls */
+  all = !sink_ancestors (r, p, c, req_c, e);
   fg_reset (g);
   for (guint i = 0; i < req_c->len; i++)
     fg_edge (g, fg_var (r, req_c->pdata[i], e), FG_SINK, INFINITY);
   for (guint i = 0; i < req_p->len; i++)
-    {
-      fg_edge (g, FG_SOURCE, fg_var (r, req_p->v[i], e), INFINITY);
-      add_var_edges (r, req_p->v[i], p, c, e);
-    }
+    if (all || slot_of (r, req_p->v[i])->live == e)
+      {
+        fg_edge (g, FG_SOURCE, fg_var (r, req_p->v[i], e), INFINITY);
+        add_var_edges (r, req_p->v[i], p, c, e, all);
+      }
   for (guint pass = 0; pass < 2; pass++)
     {
       RReg *gr = pass == 0 ? p : c;
@@ -865,7 +933,8 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
           guint n;
           CsProxy **ws = sub_writes (gr, i, &n);
           for (guint j = 0; j < n; j++)
-            add_var_edges (r, ws[j], p, c, e);
+            if (all || slot_of (r, ws[j])->live == e)
+              add_var_edges (r, ws[j], p, c, e, all);
         }
     }
 
