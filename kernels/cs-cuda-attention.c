@@ -654,6 +654,104 @@ gen_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const 
   g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
 }
 
+/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
+ * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
+ * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
+ * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
+ * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
+ * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
+static void
+gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
+  guint pa = gen_param (g, op->slot, FALSE);
+  g_autofree char *bname = g_strconcat (name, "b", NULL);
+  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
+  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
+
+  for (guint d = 0; d + 2 < s->rank; d++)
+    {
+      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+        vec = FALSE;
+      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
+        vec8 = FALSE;
+    }
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
+                          "  auto %s4 = [&] (long long i) -> unsigned long long"
+                          " { return *(const unsigned long long *) &a%u[i]; };\n"
+                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n"
+                          "  constexpr bool %sA = %s;\n",
+                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
+  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* Declares `ldl` (logsumexp, contiguous, @lstride per batch) and `ldd` (D). */
+static void
+gen_lse_d (AttGen *g, CsCudaProgram *p, guint lse, int64_t lstride, guint dbuf)
+{
+  guint pl = gen_param (g, lse, FALSE), pd = gen_param (g, dbuf, FALSE);
+
+  gen_loader (g, "ldl", pl, cs_cuda_program_slot (p, lse)->dtype);
+  g_string_append_printf (g->body, "  auto ldd = [&] (long long i) -> acc_t { return a%u[i]; };\n"
+                          "  constexpr long long LSTRIDE = %" G_GINT64_FORMAT "LL;\n", pd, lstride);
+}
+
+/* The inputs of an attention kernel of @a, its first parameters in this order: the constants
+ * (gen_consts), q, k and v (row strides QR, KR, VR) as accumulator loaders `ldq`, `ldk`, `ldv`
+ * (gen_operand: the CUDA-core kernels) or, with @raw, as 16-bit payloads `rq`, `rk`, `rv`
+ * (gen_raw_operand: the tensor-core kernels); a backward kernel's (@go not NULL) dO as `ldg` /
+ * `rg` (GR), the logsumexp and D (gen_lse_d: slots @lse, @lstride values per batch, and
+ * @dbuf); then the mask (gen_mask_decl, with its gradient's accumulator @gm_acc, -1: none). */
+static void
+gen_inputs (AttGen *g, CsCudaProgram *p, const Att *a, gboolean raw, const AttOperand *q, const AttOperand *k,
+            const AttOperand *v, const AttOperand *go, guint lse, int64_t lstride, guint dbuf, gint gm_acc)
+{
+  void (*decl) (AttGen *, CsCudaProgram *, const Att *, const char *, const char *, const AttOperand *)
+    = raw ? gen_raw_operand : gen_operand;
+
+  gen_consts (g, a);
+  decl (g, p, a, raw ? "rq" : "ldq", "QR", q);
+  decl (g, p, a, raw ? "rk" : "ldk", "KR", k);
+  decl (g, p, a, raw ? "rv" : "ldv", "VR", v);
+  if (go != NULL)
+    {
+      decl (g, p, a, raw ? "rg" : "ldg", "GR", go);
+      gen_lse_d (g, p, lse, lstride, dbuf);
+    }
+  gen_mask_decl (g, p, a, gm_acc);
+}
+
+/* Output slot @slot as the next parameter, written through the storer `name (i, v)`
+ * (gen_storer, in the slot's dtype). */
+static void
+gen_output (AttGen *g, CsCudaProgram *p, const char *name, guint slot)
+{
+  guint pa = gen_param (g, slot, TRUE);
+
+  gen_storer (g, name, pa, cs_cuda_program_slot (p, slot)->dtype);
+}
+
+/* The forward's outputs: out (slot @out, storer `sto`) and, with @has_lse, the logsumexp (slot
+ * @lse, storer `stl`). */
+static void
+gen_forward_outputs (AttGen *g, CsCudaProgram *p, guint out, gint lse, gboolean has_lse)
+{
+  gen_output (g, p, "sto", out);
+  if (has_lse)
+    gen_output (g, p, "stl", (guint) lse);
+}
+
+/* gen_finish for a tensor-core kernel: its floor from the bf16/f16 tensor-core peak. */
+static void
+gen_finish_tc (AttGen *g, char *label, guint64 grid_x, double flops)
+{
+  CsCudaStep *step = gen_finish (g, label, grid_x, flops);
+
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+}
+
 /* The forward kernel: out [nb, L, Ev] (slot @out), logsumexp (slot @lse, -1: none) with
  * @lstride elements per batch (>= L: written at [b, i], the rest 0; else not written). */
 static void
@@ -665,23 +763,12 @@ gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOpera
   int bn = tile_rows (ATT_WARPS * a->E * acc, (a->E + 1 + a->Ev) * acc);
   int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
   int64_t tiles = (rows + ATT_WARPS - 1) / ATT_WARPS;
-  guint po, pl = 0;
   gboolean has_lse = lse >= 0 && lstride >= a->L;
   g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_mask_decl (&g, p, a, -1);
-  po = gen_param (&g, out, TRUE);
-  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
-  if (has_lse)
-    {
-      pl = gen_param (&g, (guint) lse, TRUE);
-      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
-    }
+  gen_inputs (&g, p, a, FALSE, q, k, v, NULL, 0, 0, 0, -1);
+  gen_forward_outputs (&g, p, out, lse, has_lse);
   g_string_append_printf (g.body,
     "  constexpr int BN = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
@@ -760,39 +847,6 @@ att_tensor_cores (const Att *a)
 {
   return (a->dtype == CS_DTYPE_BF16 || a->dtype == CS_DTYPE_F16) && a->E % 16 == 0 && a->Ev % 16 == 0
          && a->E <= ATT_TC_MAX_HEAD && a->Ev <= ATT_TC_MAX_HEAD;
-}
-
-/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
- * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
- * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
- * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
- * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
- * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
-static void
-gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
-{
-  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
-  guint pa = gen_param (g, op->slot, FALSE);
-  g_autofree char *bname = g_strconcat (name, "b", NULL);
-  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
-  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
-
-  for (guint d = 0; d + 2 < s->rank; d++)
-    {
-      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
-        vec = FALSE;
-      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
-        vec8 = FALSE;
-    }
-  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
-                          "  auto %s4 = [&] (long long i) -> unsigned long long"
-                          " { return *(const unsigned long long *) &a%u[i]; };\n"
-                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
-                          "  constexpr bool %sV = %s;\n"
-                          "  constexpr bool %sA = %s;\n",
-                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
-  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
-  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
 }
 
 /* A tile load of the tensor-core kernels: rows @r0 .. @r0 + @rows of raw operand @name (row
@@ -875,27 +929,15 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
   AttGen g;
   int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
   int64_t tiles = (rows + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint po, pl = 0;
   gboolean has_lse = lse >= 0 && lstride >= a->L;
   gboolean bf = a->dtype == CS_DTYPE_BF16;
   g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
-  CsCudaStep *step;
   double flops;
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_mask_decl (&g, p, a, -1);
-  po = gen_param (&g, out, TRUE);
-  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
-  if (has_lse)
-    {
-      pl = gen_param (&g, (guint) lse, TRUE);
-      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
-    }
+  gen_inputs (&g, p, a, TRUE, q, k, v, NULL, 0, 0, 0, -1);
+  gen_forward_outputs (&g, p, out, lse, has_lse);
   g_string_append_printf (g.body,
     "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
@@ -1037,11 +1079,10 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
                      "      { const int i = h ? r1 : r0;\n"
                      "        if (i < LSTRIDE) stl (b * LSTRIDE + i, i < L ? mr[h] + lg (lr[h]) : (acc_t) 0); }\n");
   flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0);
-  step = gen_finish (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
-                                          a->name, shp, a->S, a->causal ? " causal" : "",
-                                          a->mask >= 0 ? " masked" : ""),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_finish_tc (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
+                                      a->name, shp, a->S, a->causal ? " causal" : "",
+                                      a->mask >= 0 ? " masked" : ""),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 
@@ -1074,17 +1115,6 @@ gen_rowdot (CsCudaProgram *p, const Att *a, const AttOperand *go, const AttOpera
   gen_clear (&g);
 }
 
-/* Declares `ldl` (logsumexp, contiguous, @lstride per batch) and `ldd` (D). */
-static void
-gen_lse_d (AttGen *g, CsCudaProgram *p, guint lse, int64_t lstride, guint dbuf)
-{
-  guint pl = gen_param (g, lse, FALSE), pd = gen_param (g, dbuf, FALSE);
-
-  gen_loader (g, "ldl", pl, cs_cuda_program_slot (p, lse)->dtype);
-  g_string_append_printf (g->body, "  auto ldd = [&] (long long i) -> acc_t { return a%u[i]; };\n"
-                          "  constexpr long long LSTRIDE = %" G_GINT64_FORMAT "LL;\n", pd, lstride);
-}
-
 /* dQ (slot @dq) and the mask gradient's accumulation (slot @gm_acc, -1: none): a warp per
  * query row, a lane per key of each tile. */
 static void
@@ -1095,18 +1125,10 @@ gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttO
   gsize acc = a->f64 ? 8 : 4;
   int bn = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 2) * acc);
   int64_t tiles = (a->L + ATT_WARPS - 1) / ATT_WARPS;
-  guint pq;
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_operand (&g, p, a, "ldg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, gm_acc);
-  pq = gen_param (&g, dq, TRUE);
-  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_inputs (&g, p, a, FALSE, q, k, v, go, lse, lstride, dbuf, gm_acc);
+  gen_output (&g, p, "stq", dq);
   g_string_append_printf (g.body,
     "  constexpr int BN = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
@@ -1180,20 +1202,11 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
   gsize acc = a->f64 ? 8 : 4;
   int bm = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 4) * acc);
   int64_t tiles = (a->S + ATT_WARPS - 1) / ATT_WARPS;
-  guint pk, pv;
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_operand (&g, p, a, "ldg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, -1);
-  pk = gen_param (&g, dk, TRUE);
-  pv = gen_param (&g, dv, TRUE);
-  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
-  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_inputs (&g, p, a, FALSE, q, k, v, go, lse, lstride, dbuf, -1);
+  gen_output (&g, p, "stk", dk);
+  gen_output (&g, p, "stv", dv);
   g_string_append_printf (g.body,
     "  constexpr int BM = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
@@ -1304,22 +1317,13 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
   AttGen g;
   int bn = tc_tile (a->E, a->Ev);
   int64_t tiles = (a->L + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint pq;
-  CsCudaStep *step;
   double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
                  * (a->causal ? 0.5 : 1.0);
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_raw_operand (&g, p, a, "rg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, gm_acc);
-  pq = gen_param (&g, dq, TRUE);
-  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_inputs (&g, p, a, TRUE, q, k, v, go, lse, lstride, dbuf, gm_acc);
+  gen_output (&g, p, "stq", dq);
   gen_tc_helpers (&g, a);
   g_string_append_printf (g.body,
     "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, TP = BN + 8, NT = 128;\n"
@@ -1430,11 +1434,10 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "      }\n",
     mask_apply (a),
     gm_acc >= 0 ? "                atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
-  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
-                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                          a->nb, a->L, a->E, a->S),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
+                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                      a->nb, a->L, a->E, a->S),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 
@@ -1449,24 +1452,14 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
   AttGen g;
   int bm = tc_tile (a->E, a->Ev);
   int64_t tiles = (a->S + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint pk, pv;
-  CsCudaStep *step;
   double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + 2 * a->Ev)
                  * (a->causal ? 0.5 : 1.0);
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_raw_operand (&g, p, a, "rg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, -1);
-  pk = gen_param (&g, dk, TRUE);
-  pv = gen_param (&g, dv, TRUE);
-  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
-  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_inputs (&g, p, a, TRUE, q, k, v, go, lse, lstride, dbuf, -1);
+  gen_output (&g, p, "stk", dk);
+  gen_output (&g, p, "stv", dv);
   gen_tc_helpers (&g, a);
   g_string_append_printf (g.body,
     "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, TP = BM + 8, NT = 128;\n"
@@ -1591,11 +1584,10 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
     "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
     "    }\n",
     mask_apply (a));
-  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
-                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                          a->nb, a->S, a->E, a->L),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
+                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                      a->nb, a->S, a->E, a->L),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 
