@@ -71,6 +71,12 @@ static const AttCase cases[] = {
   { "bf16", 2, 1, 37, 70, 64, 32, FALSE, NULL, MEMEF },
   { "bf16", 1, 2, 70, 45, 128, 128, FALSE, "b8[1, 1, 70, 45]", MEMEF },
   { "f16", 2, 1, 37, 70, 64, 64, TRUE, "f16[2, 1, 37, 70]", MEMEF },
+  /* the tensor-core backward's two-stage tiles: several key and query tiles (64 rows at E = 64,
+     32 at E = 128) with odd tails, causal and not, bf16 and f16 */
+  { "f16", 1, 2, 150, 201, 128, 128, FALSE, NULL, FLASH },
+  { "bf16", 1, 1, 201, 201, 64, 64, TRUE, NULL, FLASH },
+  { "f16", 1, 1, 161, 97, 128, 128, TRUE, NULL, MEMEF },
+  { "bf16", 1, 2, 97, 161, 64, 64, FALSE, "b8[1, 1, 97, 161]", MEMEF },
 };
 
 /* Whether the forward of @c runs on the tensor-core kernel (kernels/cs-cuda-attention.c). */
