@@ -32,7 +32,10 @@
  * the same algorithms on mma.sync.aligned.m16n8k16 (cs_mma_{bf16,f16}_16816 of the jit
  * preamble, f32 accumulators), FlashAttention-2 style: a block of 4 warps owns 64 query rows
  * (forward, dQ) or 64 keys (dK/dV), 16 a warp, its own operand's fragments in registers, the
- * other operands' tiles in shared memory as 16-bit payloads; softmax, masks and the
+ * other operands' tiles in shared memory as 16-bit payloads, row-major with rows padded by 16
+ * bytes, copied by cp.async (the backward kernels in two stages: the next tile is copied while
+ * the current one is used), their B fragments read by ldmatrix (.trans where the product takes
+ * the tile untransposed: P V, dS K, P^T dO, dS^T Q); softmax, masks and the
  * logsumexp on the f32 accumulator fragments, as the CUDA-core kernels compute them.  The
  * differences: P (forward), P^T and dS (backward) are rounded to the tensor dtype as mma
  * operands (FlashAttention's own rounding), sums run in the tensor cores' order.  Everything
@@ -619,6 +622,20 @@ gen_mask_decl (AttGen *g, CsCudaProgram *p, const Att *a, gint gm_acc)
     }
 }
 
+/* mask_apply's statement at indentation @indent (a static buffer, valid until the next call). */
+static const char *
+mask_apply_in (const Att *a, const char *indent)
+{
+  static char buf[256];
+
+  if (a->mask < 0)
+    return "";
+  g_snprintf (buf, sizeof buf, "%s%s", indent,
+              a->mask_dtype == CS_DTYPE_B8 ? "if (!ldm (mb (b) + (long long) i * MI + (long long) j * MJ)) sc = ninf;\n"
+                                           : "sc += ldm (mb (b) + (long long) i * MI + (long long) j * MJ);\n");
+  return buf;
+}
+
 /* `sc` masked for key j of row i of batch b (valid stays as is; a masked score is ninf). */
 static const char *
 mask_apply (const Att *a)
@@ -654,6 +671,104 @@ gen_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const 
   g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
 }
 
+/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
+ * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
+ * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
+ * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
+ * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
+ * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
+static void
+gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
+  guint pa = gen_param (g, op->slot, FALSE);
+  g_autofree char *bname = g_strconcat (name, "b", NULL);
+  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
+  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
+
+  for (guint d = 0; d + 2 < s->rank; d++)
+    {
+      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
+        vec = FALSE;
+      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
+        vec8 = FALSE;
+    }
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
+                          "  auto %s4 = [&] (long long i) -> unsigned long long"
+                          " { return *(const unsigned long long *) &a%u[i]; };\n"
+                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
+                          "  constexpr bool %sV = %s;\n"
+                          "  constexpr bool %sA = %s;\n",
+                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
+  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
+  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
+}
+
+/* Declares `ldl` (logsumexp, contiguous, @lstride per batch) and `ldd` (D). */
+static void
+gen_lse_d (AttGen *g, CsCudaProgram *p, guint lse, int64_t lstride, guint dbuf)
+{
+  guint pl = gen_param (g, lse, FALSE), pd = gen_param (g, dbuf, FALSE);
+
+  gen_loader (g, "ldl", pl, cs_cuda_program_slot (p, lse)->dtype);
+  g_string_append_printf (g->body, "  auto ldd = [&] (long long i) -> acc_t { return a%u[i]; };\n"
+                          "  constexpr long long LSTRIDE = %" G_GINT64_FORMAT "LL;\n", pd, lstride);
+}
+
+/* The inputs of an attention kernel of @a, its first parameters in this order: the constants
+ * (gen_consts), q, k and v (row strides QR, KR, VR) as accumulator loaders `ldq`, `ldk`, `ldv`
+ * (gen_operand: the CUDA-core kernels) or, with @raw, as 16-bit payloads `rq`, `rk`, `rv`
+ * (gen_raw_operand: the tensor-core kernels); a backward kernel's (@go not NULL) dO as `ldg` /
+ * `rg` (GR), the logsumexp and D (gen_lse_d: slots @lse, @lstride values per batch, and
+ * @dbuf); then the mask (gen_mask_decl, with its gradient's accumulator @gm_acc, -1: none). */
+static void
+gen_inputs (AttGen *g, CsCudaProgram *p, const Att *a, gboolean raw, const AttOperand *q, const AttOperand *k,
+            const AttOperand *v, const AttOperand *go, guint lse, int64_t lstride, guint dbuf, gint gm_acc)
+{
+  void (*decl) (AttGen *, CsCudaProgram *, const Att *, const char *, const char *, const AttOperand *)
+    = raw ? gen_raw_operand : gen_operand;
+
+  gen_consts (g, a);
+  decl (g, p, a, raw ? "rq" : "ldq", "QR", q);
+  decl (g, p, a, raw ? "rk" : "ldk", "KR", k);
+  decl (g, p, a, raw ? "rv" : "ldv", "VR", v);
+  if (go != NULL)
+    {
+      decl (g, p, a, raw ? "rg" : "ldg", "GR", go);
+      gen_lse_d (g, p, lse, lstride, dbuf);
+    }
+  gen_mask_decl (g, p, a, gm_acc);
+}
+
+/* Output slot @slot as the next parameter, written through the storer `name (i, v)`
+ * (gen_storer, in the slot's dtype). */
+static void
+gen_output (AttGen *g, CsCudaProgram *p, const char *name, guint slot)
+{
+  guint pa = gen_param (g, slot, TRUE);
+
+  gen_storer (g, name, pa, cs_cuda_program_slot (p, slot)->dtype);
+}
+
+/* The forward's outputs: out (slot @out, storer `sto`) and, with @has_lse, the logsumexp (slot
+ * @lse, storer `stl`). */
+static void
+gen_forward_outputs (AttGen *g, CsCudaProgram *p, guint out, gint lse, gboolean has_lse)
+{
+  gen_output (g, p, "sto", out);
+  if (has_lse)
+    gen_output (g, p, "stl", (guint) lse);
+}
+
+/* gen_finish for a tensor-core kernel: its floor from the bf16/f16 tensor-core peak. */
+static void
+gen_finish_tc (AttGen *g, char *label, guint64 grid_x, double flops)
+{
+  CsCudaStep *step = gen_finish (g, label, grid_x, flops);
+
+  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+}
+
 /* The forward kernel: out [nb, L, Ev] (slot @out), logsumexp (slot @lse, -1: none) with
  * @lstride elements per batch (>= L: written at [b, i], the rest 0; else not written). */
 static void
@@ -665,23 +780,12 @@ gen_forward (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOpera
   int bn = tile_rows (ATT_WARPS * a->E * acc, (a->E + 1 + a->Ev) * acc);
   int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
   int64_t tiles = (rows + ATT_WARPS - 1) / ATT_WARPS;
-  guint po, pl = 0;
   gboolean has_lse = lse >= 0 && lstride >= a->L;
   g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_mask_decl (&g, p, a, -1);
-  po = gen_param (&g, out, TRUE);
-  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
-  if (has_lse)
-    {
-      pl = gen_param (&g, (guint) lse, TRUE);
-      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
-    }
+  gen_inputs (&g, p, a, FALSE, q, k, v, NULL, 0, 0, 0, -1);
+  gen_forward_outputs (&g, p, out, lse, has_lse);
   g_string_append_printf (g.body,
     "  constexpr int BN = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
@@ -762,74 +866,31 @@ att_tensor_cores (const Att *a)
          && a->E <= ATT_TC_MAX_HEAD && a->Ev <= ATT_TC_MAX_HEAD;
 }
 
-/* Declares a raw operand (its 16-bit payloads, no conversion): `name (i) -> unsigned`, batch
- * offset `nameb`, row stride `NAMER`, and `name4 (i)`: elements i .. i + 3 as one 8-byte load
- * (element i in the low bits), valid where `NAMEV` is true: the view's offset, row and batch
- * strides are multiples of 4 elements (its buffer is 256-byte aligned), so every row start and
- * every 4th column of a row is 8-byte aligned; `namep (i)`: the address of element i, 16-byte
- * aligned at every 8th column where `NAMEA` is true (the same with multiples of 8). */
-static void
-gen_raw_operand (AttGen *g, CsCudaProgram *p, const Att *a, const char *name, const char *rs, const AttOperand *op)
-{
-  const CsCudaSlot *s = cs_cuda_program_slot (p, op->slot);
-  guint pa = gen_param (g, op->slot, FALSE);
-  g_autofree char *bname = g_strconcat (name, "b", NULL);
-  gboolean vec = s->offset % 4 == 0 && op->row_stride % 4 == 0;
-  gboolean vec8 = s->offset % 8 == 0 && op->row_stride % 8 == 0;
-
-  for (guint d = 0; d + 2 < s->rank; d++)
-    {
-      if (s->shape[d] > 1 && s->strides[d] % 4 != 0)
-        vec = FALSE;
-      if (s->shape[d] > 1 && s->strides[d] % 8 != 0)
-        vec8 = FALSE;
-    }
-  g_string_append_printf (g->body, "  auto %s = [&] (long long i) -> unsigned { return (unsigned) a%u[i]; };\n"
-                          "  auto %s4 = [&] (long long i) -> unsigned long long"
-                          " { return *(const unsigned long long *) &a%u[i]; };\n"
-                          "  auto %sp = [&] (long long i) -> const void * { return &a%u[i]; };\n"
-                          "  constexpr bool %sV = %s;\n"
-                          "  constexpr bool %sA = %s;\n",
-                          name, pa, name, pa, name, pa, rs, vec ? "true" : "false", rs, vec8 ? "true" : "false");
-  gen_batch_offset (g, bname, s, a->bshape, a->nbd, FALSE);
-  g_string_append_printf (g->body, "  constexpr long long %s = %" G_GINT64_FORMAT "LL;\n", rs, op->row_stride);
-}
-
 /* A tile load of the tensor-core kernels: rows @r0 .. @r0 + @rows of raw operand @name (row
  * stride @rs, batch offset @base, @limit rows valid, the rest 0) into shared memory, row-major
- * at @dst (row pitch @pitch) and/or transposed at @dst_t (pitch @pitch_t); 8-byte loads where the
- * operand allows them. */
+ * at @dst (row pitch @pitch); 8-byte loads where the operand allows them. */
 static void
 gen_tile_load (AttGen *g, const char *name, const char *rs, const char *base, const char *r0, const char *rows,
-               const char *cols, const char *limit, const char *dst, const char *pitch, const char *dst_t,
-               const char *pitch_t)
+               const char *cols, const char *limit, const char *dst, const char *pitch)
 {
   g_string_append_printf (g->body,
     "      if (%sV)\n"
     "        for (int x = threadIdx.x; x < %s * (%s / 4); x += NT)\n"
     "          { const int t = x / (%s / 4), e = (x %% (%s / 4)) * 4, r = %s + t;\n"
-    "            const unsigned long long u = r < %s ? %s4 (%s + (long long) r * %s + e) : 0ull;\n",
-    rs, rows, cols, cols, cols, r0, limit, name, base, rs);
-  if (dst)
-    g_string_append_printf (g->body, "            *(unsigned long long *) &%s[t * %s + e] = u;\n", dst, pitch);
-  if (dst_t)
-    g_string_append_printf (g->body, "            for (int h = 0; h < 4; h++) %s[(e + h) * %s + t] = (unsigned short) (u >> (16 * h));\n",
-                            dst_t, pitch_t);
-  g_string_append_printf (g->body,
+    "            const unsigned long long u = r < %s ? %s4 (%s + (long long) r * %s + e) : 0ull;\n"
+    "            *(unsigned long long *) &%s[t * %s + e] = u;\n"
     "          }\n"
     "      else\n"
     "        for (int x = threadIdx.x; x < %s * %s; x += NT)\n"
     "          { const int t = x / %s, e = x %% %s, r = %s + t;\n"
-    "            const unsigned short u = (unsigned short) (r < %s ? %s (%s + (long long) r * %s + e) : 0u);\n",
-    rows, cols, cols, cols, r0, limit, name, base, rs);
-  if (dst)
-    g_string_append_printf (g->body, "            %s[t * %s + e] = u;\n", dst, pitch);
-  if (dst_t)
-    g_string_append_printf (g->body, "            %s[e * %s + t] = u;\n", dst_t, pitch_t);
-  g_string_append (g->body, "          }\n");
+    "            const unsigned short u = (unsigned short) (r < %s ? %s (%s + (long long) r * %s + e) : 0u);\n"
+    "            %s[t * %s + e] = u;\n"
+    "          }\n",
+    rs, rows, cols, cols, cols, r0, limit, name, base, rs, dst, pitch,
+    rows, cols, cols, cols, r0, limit, name, base, rs, dst, pitch);
 }
 
-/* A tile load as gen_tile_load's row-major one (no transposed copy) that, where the operand's
+/* A tile load as gen_tile_load's that, where the operand's
  * `NAMEA` holds, issues 16-byte cp.async copies (rows at or past @limit stored as zeros) and
  * commits them as one group: the tile is complete once each thread has run cs_cp_async_wait0
  * and then a block barrier.  @pitch must be a multiple of 8 elements, @cols of 8, @dst 16-byte
@@ -850,8 +911,101 @@ gen_tile_load_async (AttGen *g, const char *name, const char *rs, const char *ba
     "      else\n"
     "        {\n",
     rs, rows, cols, cols, cols, r0, limit, dst, pitch, name, base, rs, dst, pitch);
-  gen_tile_load (g, name, rs, base, r0, rows, cols, limit, dst, pitch, NULL, NULL);
+  gen_tile_load (g, name, rs, base, r0, rows, cols, limit, dst, pitch);
   g_string_append (g->body, "        }\n");
+}
+
+/* The lambdas every tensor-core kernel of @a declares: `mma` (cs_mma_*_16816 of the dtype),
+ * `pk` (two f32 values rounded to the dtype, packed as one fragment register), the 16-byte
+ * shared-memory type `v16_t`, and the lane's fragment coordinates: gq = lane / 4 and
+ * tq = lane % 4 (mma fragments), lm = lane / 8 and lr8 = lane % 8 (the matrix and row whose
+ * address the lane gives ldmatrix). */
+static void
+gen_tc_helpers (AttGen *g, const Att *a)
+{
+  gboolean bf = a->dtype == CS_DTYPE_BF16;
+
+  g_string_append_printf (g->body,
+    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
+    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
+    "  struct alignas (16) v16_t { unsigned long long lo, hi; };\n"
+    "  const int gq = lane >> 2, tq = lane & 3, lm = lane >> 3, lr8 = lane & 7;\n",
+    bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816", bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+}
+
+/* The A fragments `frag[cols / 16][4]` of a warp's 16 rows @r0 and @r1 (= @r0 + 8, as the
+ * m16n8k16 layout pairs them) of a raw operand, read from global memory through the element
+ * lambda `elem (row, col) -> unsigned` (0 past the valid rows). */
+static void
+gen_a_frags (AttGen *g, const char *frag, const char *elem, const char *cols, const char *r0, const char *r1)
+{
+  g_string_append_printf (g->body,
+    "  unsigned %s[%s / 16][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < %s / 16; kk++)\n"
+    "    {\n"
+    "      const int e = kk * 16 + tq * 2;\n"
+    "      %s[kk][0] = %s (%s, e) | (%s (%s, e + 1) << 16);\n"
+    "      %s[kk][1] = %s (%s, e) | (%s (%s, e + 1) << 16);\n"
+    "      %s[kk][2] = %s (%s, e + 8) | (%s (%s, e + 9) << 16);\n"
+    "      %s[kk][3] = %s (%s, e + 8) | (%s (%s, e + 9) << 16);\n"
+    "    }\n",
+    frag, cols, cols, frag, elem, r0, elem, r0, frag, elem, r1, elem, r1, frag, elem, r0, elem, r0,
+    frag, elem, r1, elem, r1);
+}
+
+/* `acc (x)` += A (the warp's 16 rows, A fragments `af[kk]`) times the transpose of rows @row0 ..
+ * @row0 + @rows of the shared row-major tile @tile (row pitch @pitch): D[16][rows] =
+ * A[16][cols] tile^T, the tile's rows the n dimension (n-tiles of 8: acc[n]) and its @cols
+ * columns the k dimension; the B fragments come from cs_ldm_x4, two n-tiles of 8 rows x 16
+ * columns a load. */
+static void
+gen_mma_nt (AttGen *g, const char *acc, const char *af, const char *tile, const char *pitch, const char *row0,
+            const char *rows, const char *cols)
+{
+  g_string_append_printf (g->body,
+    "#pragma unroll\n"
+    "      for (int kk = 0; kk < %s / 16; kk++)\n"
+    "#pragma unroll\n"
+    "        for (int np = 0; np < %s / 16; np++)\n"
+    "          {\n"
+    "            unsigned fb[4];\n"
+    "            cs_ldm_x4 (fb, &%s[(%s + np * 16 + (lm >> 1) * 8 + lr8) * %s + kk * 16 + (lm & 1) * 8]);\n"
+    "            mma (%s[2 * np], %s[kk], fb);\n"
+    "            mma (%s[2 * np + 1], %s[kk], fb + 2);\n"
+    "          }\n",
+    cols, rows, tile, row0, pitch, acc, af, acc, af);
+}
+
+/* `acc (x)` += A times the shared row-major tile @tile (row pitch @pitch) itself: the tile's
+ * rows the k dimension (16 a step, the A fragments `af[kt]`, one per 16 rows) and its @cols
+ * columns the n dimension (acc[n], 8 a tile); the B fragments come from cs_ldm_x4_t
+ * (transposed on the way: 16 rows x two n-tiles of 8 columns a load).  @kt names the k step
+ * of the enclosing loop. */
+static void
+gen_mma_nn (AttGen *g, const char *acc, const char *af, const char *tile, const char *pitch, const char *cols)
+{
+  g_string_append_printf (g->body,
+    "#pragma unroll\n"
+    "          for (int np = 0; np < %s / 16; np++)\n"
+    "            {\n"
+    "              unsigned fb[4];\n"
+    "              cs_ldm_x4_t (fb, &%s[(kt * 16 + (lm & 1) * 8 + lr8) * %s + np * 16 + (lm >> 1) * 8]);\n"
+    "              mma (%s[2 * np], %s, fb);\n"
+    "              mma (%s[2 * np + 1], %s, fb + 2);\n"
+    "            }\n",
+    cols, tile, pitch, acc, af, acc, af);
+}
+
+/* The A fragments `name[4]` of a 16-column k step from the f32 accumulator fragments of its
+ * two n-tiles `acc[n0]` and `acc[n0 + 1]` (@n0 an expression), rounded to the dtype. */
+static void
+gen_pack_a (AttGen *g, const char *name, const char *acc, const char *n0)
+{
+  g_string_append_printf (g->body,
+    "          const unsigned %s[4] = { pk (%s[%s][0], %s[%s][1]), pk (%s[%s][2], %s[%s][3]),\n"
+    "                                   pk (%s[%s + 1][0], %s[%s + 1][1]), pk (%s[%s + 1][2], %s[%s + 1][3]) };\n",
+    name, acc, n0, acc, n0, acc, n0, acc, n0, acc, n0, acc, n0, acc, n0, acc, n0);
 }
 
 /* The tensor-core forward kernel (FlashAttention-2): a block of 4 warps owns 64 query rows,
@@ -875,51 +1029,28 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
   AttGen g;
   int64_t rows = MAX (a->L, lse >= 0 && lstride >= a->L ? lstride : 0);
   int64_t tiles = (rows + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint po, pl = 0;
   gboolean has_lse = lse >= 0 && lstride >= a->L;
-  gboolean bf = a->dtype == CS_DTYPE_BF16;
   g_autofree char *shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
-  CsCudaStep *step;
   double flops;
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_mask_decl (&g, p, a, -1);
-  po = gen_param (&g, out, TRUE);
-  gen_storer (&g, "sto", po, cs_cuda_program_slot (p, out)->dtype);
-  if (has_lse)
-    {
-      pl = gen_param (&g, (guint) lse, TRUE);
-      gen_storer (&g, "stl", pl, cs_cuda_program_slot (p, (guint) lse)->dtype);
-    }
+  gen_inputs (&g, p, a, TRUE, q, k, v, NULL, 0, 0, 0, -1);
+  gen_forward_outputs (&g, p, out, lse, has_lse);
+  gen_tc_helpers (&g, a);
   g_string_append_printf (g.body,
     "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL, LSTRIDE = %" G_GINT64_FORMAT "LL;\n"
-    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
-    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
-    "  struct alignas (16) v16_t { unsigned long long lo, hi; };\n"
     "  __shared__ v16_t ks_[BN * KP / 8], vs_[BN * VP / 8];\n"
     "  unsigned short * const ks = (unsigned short *) ks_, * const vs = (unsigned short *) vs_;\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
-    "  const int gq = lane >> 2, tq = lane & 3, lm = lane >> 3, lr8 = lane & 7;\n"
     "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
     "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b);\n"
-    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
-    "  unsigned qf[E / 16][4];\n"
-    "#pragma unroll\n"
-    "  for (int kk = 0; kk < E / 16; kk++)\n"
-    "    {\n"
-    "      const int e = kk * 16 + tq * 2;\n"
-    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
-    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
-    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
-    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
-    "    }\n"
+    "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n",
+    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride);
+  gen_a_frags (&g, "qf", "qe", "E", "r0", "r1");
+  g_string_append (g.body,
     "  float o[EV / 8][4];\n"
     "#pragma unroll\n"
     "  for (int n = 0; n < EV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;\n"
@@ -928,9 +1059,7 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
     "  if (jend > 0)\n"
     "    {\n"
-    "      const int j0 = 0;\n",
-    ATT_TC_ROWS, ATT_TC_KEYS, tiles, lstride, bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816",
-    bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
+    "      const int j0 = 0;\n");
   gen_tile_load_async (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP");
   g_string_append (g.body,
     "    }\n"
@@ -942,17 +1071,9 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
   g_string_append_printf (g.body,
     "      float s[BN / 8][4];\n"
     "#pragma unroll\n"
-    "      for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
-    "#pragma unroll\n"
-    "      for (int kk = 0; kk < E / 16; kk++)\n"
-    "#pragma unroll\n"
-    "        for (int np = 0; np < BN / 16; np++)\n"
-    "          {\n"
-    "            unsigned kb[4];\n"
-    "            cs_ldm_x4 (kb, &ks[(np * 16 + (lm >> 1) * 8 + lr8) * KP + kk * 16 + (lm & 1) * 8]);\n"
-    "            mma (s[2 * np], qf[kk], kb);\n"
-    "            mma (s[2 * np + 1], qf[kk], kb + 2);\n"
-    "          }\n"
+    "      for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n");
+  gen_mma_nt (&g, "s", "qf", "ks", "KP", "0", "BN", "E");
+  g_string_append_printf (g.body,
     "      acc_t mt[2] = { ninf, ninf };\n"
     "#pragma unroll\n"
     "      for (int n = 0; n < BN / 8; n++)\n"
@@ -1006,17 +1127,10 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
     "        }\n"
     "#pragma unroll\n"
     "      for (int kt = 0; kt < BN / 16; kt++)\n"
-    "        {\n"
-    "          const unsigned pa[4] = { pk (s[2 * kt][0], s[2 * kt][1]), pk (s[2 * kt][2], s[2 * kt][3]),\n"
-    "                                   pk (s[2 * kt + 1][0], s[2 * kt + 1][1]), pk (s[2 * kt + 1][2], s[2 * kt + 1][3]) };\n"
-    "#pragma unroll\n"
-    "          for (int np = 0; np < EV / 16; np++)\n"
-    "            {\n"
-    "              unsigned vb[4];\n"
-    "              cs_ldm_x4_t (vb, &vs[(kt * 16 + (lm & 1) * 8 + lr8) * VP + np * 16 + (lm >> 1) * 8]);\n"
-    "              mma (o[2 * np], pa, vb);\n"
-    "              mma (o[2 * np + 1], pa, vb + 2);\n"
-    "            }\n"
+    "        {\n");
+  gen_pack_a (&g, "pa", "s", "2 * kt");
+  gen_mma_nn (&g, "o", "pa", "vs", "VP", "EV");
+  g_string_append (g.body,
     "        }\n"
     "    }\n"
     "#pragma unroll\n"
@@ -1037,11 +1151,10 @@ gen_forward_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOp
                      "      { const int i = h ? r1 : r0;\n"
                      "        if (i < LSTRIDE) stl (b * LSTRIDE + i, i < L ? mr[h] + lg (lr[h]) : (acc_t) 0); }\n");
   flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (a->E + a->Ev) * (a->causal ? 0.5 : 1.0);
-  step = gen_finish (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
-                                          a->name, shp, a->S, a->causal ? " causal" : "",
-                                          a->mask >= 0 ? " masked" : ""),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  gen_finish_tc (&g, g_strdup_printf ("attention forward (tensor cores) %s %s x %" G_GINT64_FORMAT "%s%s",
+                                      a->name, shp, a->S, a->causal ? " causal" : "",
+                                      a->mask >= 0 ? " masked" : ""),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 
@@ -1074,17 +1187,6 @@ gen_rowdot (CsCudaProgram *p, const Att *a, const AttOperand *go, const AttOpera
   gen_clear (&g);
 }
 
-/* Declares `ldl` (logsumexp, contiguous, @lstride per batch) and `ldd` (D). */
-static void
-gen_lse_d (AttGen *g, CsCudaProgram *p, guint lse, int64_t lstride, guint dbuf)
-{
-  guint pl = gen_param (g, lse, FALSE), pd = gen_param (g, dbuf, FALSE);
-
-  gen_loader (g, "ldl", pl, cs_cuda_program_slot (p, lse)->dtype);
-  g_string_append_printf (g->body, "  auto ldd = [&] (long long i) -> acc_t { return a%u[i]; };\n"
-                          "  constexpr long long LSTRIDE = %" G_GINT64_FORMAT "LL;\n", pd, lstride);
-}
-
 /* dQ (slot @dq) and the mask gradient's accumulation (slot @gm_acc, -1: none): a warp per
  * query row, a lane per key of each tile. */
 static void
@@ -1095,18 +1197,10 @@ gen_backward_dq (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttO
   gsize acc = a->f64 ? 8 : 4;
   int bn = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 2) * acc);
   int64_t tiles = (a->L + ATT_WARPS - 1) / ATT_WARPS;
-  guint pq;
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_operand (&g, p, a, "ldg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, gm_acc);
-  pq = gen_param (&g, dq, TRUE);
-  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_inputs (&g, p, a, FALSE, q, k, v, go, lse, lstride, dbuf, gm_acc);
+  gen_output (&g, p, "stq", dq);
   g_string_append_printf (g.body,
     "  constexpr int BN = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
@@ -1180,20 +1274,11 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
   gsize acc = a->f64 ? 8 : 4;
   int bm = tile_rows (ATT_WARPS * (a->E + a->Ev) * acc, (a->E + a->Ev + 4) * acc);
   int64_t tiles = (a->S + ATT_WARPS - 1) / ATT_WARPS;
-  guint pk, pv;
 
   gen_init (&g, p);
-  gen_consts (&g, a);
-  gen_operand (&g, p, a, "ldq", "QR", q);
-  gen_operand (&g, p, a, "ldk", "KR", k);
-  gen_operand (&g, p, a, "ldv", "VR", v);
-  gen_operand (&g, p, a, "ldg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, -1);
-  pk = gen_param (&g, dk, TRUE);
-  pv = gen_param (&g, dv, TRUE);
-  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
-  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_inputs (&g, p, a, FALSE, q, k, v, go, lse, lstride, dbuf, -1);
+  gen_output (&g, p, "stk", dk);
+  gen_output (&g, p, "stv", dv);
   g_string_append_printf (g.body,
     "  constexpr int BM = %d;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
@@ -1265,38 +1350,27 @@ gen_backward_dkdv (CsCudaProgram *p, const Att *a, const AttOperand *q, const At
   gen_clear (&g);
 }
 
-/* The lambdas every tensor-core kernel of @a declares: `mma` (cs_mma_*_16816 of the dtype) and
- * `pk` (two f32 values rounded to the dtype, packed as one fragment register). */
-static void
-gen_tc_helpers (AttGen *g, const Att *a)
-{
-  gboolean bf = a->dtype == CS_DTYPE_BF16;
-
-  g_string_append_printf (g->body,
-    "  auto mma = [] (float *d, const unsigned *x, const unsigned *y) { %s (d, x, y); };\n"
-    "  auto pk = [] (float x, float y) -> unsigned { return (unsigned) %s (x) | ((unsigned) %s (y) << 16); };\n"
-    "  auto u2 = [] (const unsigned short *s) -> unsigned { return (unsigned) s[0] | ((unsigned) s[1] << 16); };\n"
-    "  const int gq = lane >> 2, tq = lane & 3;\n",
-    bf ? "cs_mma_bf16_16816" : "cs_mma_f16_16816", bf ? "cs_f2bf" : "cs_f2h", bf ? "cs_f2bf" : "cs_f2h");
-}
-
-/* Rows of the other operand's shared tile in the tensor-core backward kernels: 64 where four
- * 16-bit tiles of @cols_a and @cols_b columns (each padded by 8) fit the shared budget, else 32. */
+/* Rows of the other operand's shared tiles in the tensor-core backward kernels: 64 where two
+ * stages (double buffering) of two row-major 16-bit tiles of @cols_a and @cols_b columns (each
+ * row padded by 8 elements) and two f32 values a row fit the shared budget, else 32. */
 static int
 tc_tile (int64_t cols_a, int64_t cols_b)
 {
   for (int t = 64; t > 32; t /= 2)
-    if ((gsize) t * (gsize) (cols_a + 8 + cols_b + 8) * 2 + (gsize) (cols_a + cols_b) * (gsize) (t + 8) * 2 + 16 * (gsize) t
-        <= ATT_SMEM_BYTES)
+    if (2 * ((gsize) t * (gsize) (cols_a + 8 + cols_b + 8) * 2 + 8 * (gsize) t) <= ATT_SMEM_BYTES)
       return t;
   return 32;
 }
 
 /* The tensor-core dQ kernel (FlashAttention-2, P recomputed from logsumexp): a block of 4 warps
- * owns 64 query rows (16 a warp; q and dO fragments in registers), key tiles of BN rows go
- * through shared memory row-major (keys for Q K^T, values for dO V^T) and transposed (keys for
- * dS K).  dS = P (dP - D) is rounded to the dtype as the A fragments of dS K; the mask's
- * gradient dS is added with atomics into the f32 accumulator (slot @gm_acc, -1: none). */
+ * owns 64 query rows (16 a warp; q and dO fragments in registers); key and value tiles of BN
+ * rows go through shared memory row-major, two stages: tile t + 1 is copied (cp.async) into one
+ * stage while tile t is used from the other, rows padded by 8 elements (16 bytes) so the 8 rows
+ * an ldmatrix phase reads fall in distinct banks.  S = Q K^T and dP = dO V^T take their B
+ * fragments from cs_ldm_x4 on the key and value tiles, dQ += dS K from cs_ldm_x4_t on the key
+ * tile (no transposed copy).  dS = P (dP - D) is rounded to the dtype as the A fragments of
+ * dS K; the mask's gradient dS is added with atomics into the f32 accumulator (slot @gm_acc,
+ * -1: none). */
 static void
 gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
                     const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dq, gint gm_acc)
@@ -1304,54 +1378,29 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
   AttGen g;
   int bn = tc_tile (a->E, a->Ev);
   int64_t tiles = (a->L + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint pq;
-  CsCudaStep *step;
   double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + a->Ev)
                  * (a->causal ? 0.5 : 1.0);
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_raw_operand (&g, p, a, "rg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, gm_acc);
-  pq = gen_param (&g, dq, TRUE);
-  gen_storer (&g, "stq", pq, cs_cuda_program_slot (p, dq)->dtype);
+  gen_inputs (&g, p, a, TRUE, q, k, v, go, lse, lstride, dbuf, gm_acc);
+  gen_output (&g, p, "stq", dq);
   gen_tc_helpers (&g, a);
   g_string_append_printf (g.body,
-    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, TP = BN + 8, NT = 128;\n"
+    "  constexpr int BM = %d, BN = %d, KP = E + 8, VP = EV + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
-    "  __shared__ unsigned long long ks_[BN * KP / 4], vs_[BN * VP / 4], kt_[E * TP / 4];\n"
-    "  unsigned short * const ks = (unsigned short *) ks_, * const vs = (unsigned short *) vs_;\n"
-    "  unsigned short * const kt = (unsigned short *) kt_;\n"
+    "  __shared__ v16_t ks_[2 * BN * KP / 8], vs_[2 * BN * VP / 8];\n"
+    "  unsigned short * const ks0 = (unsigned short *) ks_, * const vs0 = (unsigned short *) vs_;\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int i0 = (int) (blockIdx.x %% TILES) * BM;\n"
     "  const int r0 = i0 + w * 16 + gq, r1 = r0 + 8;\n"
     "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
     "  auto qe = [&] (int r, int e) -> unsigned { return r < L ? rq (qo + (long long) r * QR + e) : 0u; };\n"
-    "  auto ge = [&] (int r, int e) -> unsigned { return r < L ? rg (gofs + (long long) r * GR + e) : 0u; };\n"
-    "  unsigned qf[E / 16][4], gf[EV / 16][4];\n"
-    "#pragma unroll\n"
-    "  for (int kk = 0; kk < E / 16; kk++)\n"
-    "    {\n"
-    "      const int e = kk * 16 + tq * 2;\n"
-    "      qf[kk][0] = qe (r0, e) | (qe (r0, e + 1) << 16);\n"
-    "      qf[kk][1] = qe (r1, e) | (qe (r1, e + 1) << 16);\n"
-    "      qf[kk][2] = qe (r0, e + 8) | (qe (r0, e + 9) << 16);\n"
-    "      qf[kk][3] = qe (r1, e + 8) | (qe (r1, e + 9) << 16);\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "  for (int kk = 0; kk < EV / 16; kk++)\n"
-    "    {\n"
-    "      const int e = kk * 16 + tq * 2;\n"
-    "      gf[kk][0] = ge (r0, e) | (ge (r0, e + 1) << 16);\n"
-    "      gf[kk][1] = ge (r1, e) | (ge (r1, e + 1) << 16);\n"
-    "      gf[kk][2] = ge (r0, e + 8) | (ge (r0, e + 9) << 16);\n"
-    "      gf[kk][3] = ge (r1, e + 8) | (ge (r1, e + 9) << 16);\n"
-    "    }\n"
+    "  auto ge = [&] (int r, int e) -> unsigned { return r < L ? rg (gofs + (long long) r * GR + e) : 0u; };\n",
+    ATT_TC_ROWS, bn, tiles);
+  gen_a_frags (&g, "qf", "qe", "E", "r0", "r1");
+  gen_a_frags (&g, "gf", "ge", "EV", "r0", "r1");
+  g_string_append (g.body,
     "  const acc_t lse_r[2] = { r0 < L ? ldl (b * LSTRIDE + r0) : (acc_t) 0, r1 < L ? ldl (b * LSTRIDE + r1) : (acc_t) 0 };\n"
     "  const acc_t d_r[2] = { r0 < L ? ldd (b * L + r0) : (acc_t) 0, r1 < L ? ldd (b * L + r1) : (acc_t) 0 };\n"
     "  float dqa[E / 8][4];\n"
@@ -1359,65 +1408,58 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "  for (int n = 0; n < E / 8; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;\n"
     "  const int last = L < i0 + BM ? L : i0 + BM;\n"
     "  const int jend = last <= i0 ? 0 : (CAUSAL ? (S < last ? S : last) : S);\n"
-    "  for (int j0 = 0; j0 < jend; j0 += BN)\n"
+    "  if (jend > 0)\n"
     "    {\n"
-    "      __syncthreads ();\n",
-    ATT_TC_ROWS, bn, tiles);
-  gen_tile_load (&g, "rk", "KR", "ko", "j0", "BN", "E", "S", "ks", "KP", "kt", "TP");
-  gen_tile_load (&g, "rv", "VR", "vo", "j0", "BN", "EV", "S", "vs", "VP", NULL, NULL);
-  g_string_append_printf (g.body,
+    "      const int j1 = 0;\n"
+    "      unsigned short * const kn = ks0, * const vn = vs0;\n");
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j1", "BN", "E", "S", "kn", "KP");
+  gen_tile_load_async (&g, "rv", "VR", "vo", "j1", "BN", "EV", "S", "vn", "VP");
+  g_string_append (g.body,
+    "    }\n"
+    "  for (int j0 = 0, it = 0; j0 < jend; j0 += BN, it++)\n"
+    "    {\n"
+    "      cs_cp_async_wait0 ();\n"
     "      __syncthreads ();\n"
-    "      float s[BN / 8][4], dp[BN / 8][4];\n"
-    "#pragma unroll\n"
-    "      for (int n = 0; n < BN / 8; n++)\n"
+    "      const unsigned short * const ks = ks0 + (it & 1) * (BN * KP), * const vs = vs0 + (it & 1) * (BN * VP);\n"
+    "      if (j0 + BN < jend)\n"
     "        {\n"
-    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
-    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
-    "#pragma unroll\n"
-    "          for (int kk = 0; kk < E / 16; kk++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &ks[(n * 8 + gq) * KP + kk * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (s[n], qf[kk], bfr);\n"
-    "            }\n"
-    "#pragma unroll\n"
-    "          for (int kk = 0; kk < EV / 16; kk++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &vs[(n * 8 + gq) * VP + kk * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (dp[n], gf[kk], bfr);\n"
-    "            }\n"
+    "          const int j1 = j0 + BN;\n"
+    "          unsigned short * const kn = ks0 + ((it + 1) & 1) * (BN * KP), * const vn = vs0 + ((it + 1) & 1) * (BN * VP);\n");
+  gen_tile_load_async (&g, "rk", "KR", "ko", "j1", "BN", "E", "S", "kn", "KP");
+  gen_tile_load_async (&g, "rv", "VR", "vo", "j1", "BN", "EV", "S", "vn", "VP");
+  g_string_append (g.body,
     "        }\n"
-    "#pragma unroll\n"
-    "      for (int n = 0; n < BN / 8; n++)\n"
-    "#pragma unroll\n"
-    "        for (int c = 0; c < 4; c++)\n"
-    "          {\n"
-    "            const int i = c < 2 ? r0 : r1, j = j0 + n * 8 + tq * 2 + (c & 1);\n"
-    "            acc_t ds = 0;\n"
-    "            if (i < L && j < S)\n"
-    "              {\n"
-    "                acc_t sc = s[n][c] * scale;\n"
-    "%s"
-    "                if (CAUSAL && j > i) sc = ninf;\n"
-    "                const acc_t pij = sc == ninf ? (acc_t) 0 : ex (sc - lse_r[c >> 1]);\n"
-    "                ds = pij * (dp[n][c] - d_r[c >> 1]);\n"
-    "%s"
-    "              }\n"
-    "            s[n][c] = ds;\n"
-    "          }\n"
-    "#pragma unroll\n"
-    "      for (int kt2 = 0; kt2 < BN / 16; kt2++)\n"
+    "#pragma unroll 1\n"
+    "      for (int kt = 0; kt < BN / 16; kt++)\n"
     "        {\n"
-    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
-    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
+    "          float s[2][4] = { { 0.0f, 0.0f, 0.0f, 0.0f }, { 0.0f, 0.0f, 0.0f, 0.0f } };\n"
+    "          float dp[2][4] = { { 0.0f, 0.0f, 0.0f, 0.0f }, { 0.0f, 0.0f, 0.0f, 0.0f } };\n");
+  gen_mma_nt (&g, "s", "qf", "ks", "KP", "kt * 16", "16", "E");
+  gen_mma_nt (&g, "dp", "gf", "vs", "VP", "kt * 16", "16", "EV");
+  g_string_append_printf (g.body,
     "#pragma unroll\n"
-    "          for (int n = 0; n < E / 8; n++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &kt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (dqa[n], pa, bfr);\n"
-    "            }\n"
+    "          for (int n = 0; n < 2; n++)\n"
+    "#pragma unroll\n"
+    "            for (int c = 0; c < 4; c++)\n"
+    "              {\n"
+    "                const int i = c < 2 ? r0 : r1, j = j0 + kt * 16 + n * 8 + tq * 2 + (c & 1);\n"
+    "                acc_t ds = 0;\n"
+    "                if (i < L && j < S)\n"
+    "                  {\n"
+    "                    acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                    if (CAUSAL && j > i) sc = ninf;\n"
+    "                    const acc_t pij = sc == ninf ? (acc_t) 0 : ex (sc - lse_r[c >> 1]);\n"
+    "                    ds = pij * (dp[n][c] - d_r[c >> 1]);\n"
+    "%s"
+    "                  }\n"
+    "                s[n][c] = ds;\n"
+    "              }\n",
+    mask_apply_in (a, "                    "),
+    gm_acc >= 0 ? "                    atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
+  gen_pack_a (&g, "da", "s", "0");
+  gen_mma_nn (&g, "dqa", "da", "ks", "KP", "E");
+  g_string_append (g.body,
     "        }\n"
     "    }\n"
     "#pragma unroll\n"
@@ -1427,21 +1469,35 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "      {\n"
     "        const int i = c < 2 ? r0 : r1, e = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) stq ((b * L + i) * E + e, dqa[n][c] * scale);\n"
-    "      }\n",
-    mask_apply (a),
-    gm_acc >= 0 ? "                atomicAdd (&gacc[gmb (b) + (long long) i * GI + (long long) j * GJ], ds);\n" : "");
-  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
-                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                          a->nb, a->L, a->E, a->S),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+    "      }\n");
+  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
+                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                      a->nb, a->L, a->E, a->S),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 
-/* The tensor-core dK, dV kernel: a block of 4 warps owns 64 keys (16 a warp; k and v fragments
- * in registers), query tiles of BM rows go through shared memory row-major (q for K Q^T, dO
- * for V dO^T) and transposed (dO for P^T dO, q for dS^T Q), with their logsumexp and D.  P^T
- * and dS^T are rounded to the dtype as A fragments. */
+/* The loads of query tile i1 of the dK, dV kernel into the stage at qn, gn (q and dO, cp.async
+ * where aligned), ln and dn (its logsumexp and D, plain loads). */
+static void
+gen_dkdv_stage (AttGen *g)
+{
+  gen_tile_load_async (g, "rq", "QR", "qo", "i1", "BM", "E", "L", "qn", "QP");
+  gen_tile_load_async (g, "rg", "GR", "gofs", "i1", "BM", "EV", "L", "gn", "GP");
+  g_string_append (g->body,
+    "      for (int x = threadIdx.x; x < BM; x += NT)\n"
+    "        { const int r = i1 + x;\n"
+    "          ln[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
+    "          dn[x] = r < L ? ldd (b * L + r) : (acc_t) 0; }\n");
+}
+
+/* The tensor-core dK, dV kernel (FlashAttention-2: P recomputed from logsumexp, D read): a
+ * block of 4 warps owns 64 keys (16 a warp; k and v fragments in registers); query tiles of BM
+ * rows (q and dO, row-major, rows padded by 8 elements) with their logsumexp and D go through
+ * shared memory in two stages as the dQ kernel's key tiles do.  S^T = K Q^T and dP^T = V dO^T
+ * take their B fragments from cs_ldm_x4 on the q and dO tiles, dV += P^T dO and dK += dS^T Q
+ * from cs_ldm_x4_t on the same tiles (no transposed copies).  P^T and dS^T are rounded to the
+ * dtype as A fragments. */
 static void
 gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
                       const AttOperand *go, guint lse, int64_t lstride, guint dbuf, guint dk, guint dv)
@@ -1449,135 +1505,91 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
   AttGen g;
   int bm = tc_tile (a->E, a->Ev);
   int64_t tiles = (a->S + ATT_TC_ROWS - 1) / ATT_TC_ROWS;
-  guint pk, pv;
-  CsCudaStep *step;
   double flops = 2.0 * (double) a->nb * (double) a->L * (double) a->S * (double) (2 * a->E + 2 * a->Ev)
                  * (a->causal ? 0.5 : 1.0);
 
   gen_init (&g, p);
   g.threads = 128;
-  gen_consts (&g, a);
-  gen_raw_operand (&g, p, a, "rq", "QR", q);
-  gen_raw_operand (&g, p, a, "rk", "KR", k);
-  gen_raw_operand (&g, p, a, "rv", "VR", v);
-  gen_raw_operand (&g, p, a, "rg", "GR", go);
-  gen_lse_d (&g, p, lse, lstride, dbuf);
-  gen_mask_decl (&g, p, a, -1);
-  pk = gen_param (&g, dk, TRUE);
-  pv = gen_param (&g, dv, TRUE);
-  gen_storer (&g, "stk", pk, cs_cuda_program_slot (p, dk)->dtype);
-  gen_storer (&g, "stv", pv, cs_cuda_program_slot (p, dv)->dtype);
+  gen_inputs (&g, p, a, TRUE, q, k, v, go, lse, lstride, dbuf, -1);
+  gen_output (&g, p, "stk", dk);
+  gen_output (&g, p, "stv", dv);
   gen_tc_helpers (&g, a);
   g_string_append_printf (g.body,
-    "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, TP = BM + 8, NT = 128;\n"
+    "  constexpr int BN = %d, BM = %d, QP = E + 8, GP = EV + 8, NT = 128;\n"
     "  constexpr long long TILES = %" G_GINT64_FORMAT "LL;\n"
-    "  __shared__ unsigned long long qs_[BM * QP / 4], gs_[BM * GP / 4], qt_[E * TP / 4], gt_[EV * TP / 4];\n"
-    "  unsigned short * const qs = (unsigned short *) qs_, * const gs = (unsigned short *) gs_;\n"
-    "  unsigned short * const qt = (unsigned short *) qt_, * const gt = (unsigned short *) gt_;\n"
-    "  __shared__ acc_t ls[BM], dd[BM];\n"
+    "  __shared__ v16_t qs_[2 * BM * QP / 8], gs_[2 * BM * GP / 8];\n"
+    "  unsigned short * const qs0 = (unsigned short *) qs_, * const gs0 = (unsigned short *) gs_;\n"
+    "  __shared__ acc_t ls_[2][BM], dd_[2][BM];\n"
     "  const long long b = blockIdx.x / TILES;\n"
     "  const int j0 = (int) (blockIdx.x %% TILES) * BN;\n"
     "  const int c0 = j0 + w * 16 + gq, c1 = c0 + 8;\n"
     "  const long long qo = rqb (b), ko = rkb (b), vo = rvb (b), gofs = rgb (b);\n"
     "  auto ke = [&] (int r, int e) -> unsigned { return r < S ? rk (ko + (long long) r * KR + e) : 0u; };\n"
-    "  auto ve = [&] (int r, int e) -> unsigned { return r < S ? rv (vo + (long long) r * VR + e) : 0u; };\n"
-    "  unsigned kf[E / 16][4], vf[EV / 16][4];\n"
-    "#pragma unroll\n"
-    "  for (int kk = 0; kk < E / 16; kk++)\n"
-    "    {\n"
-    "      const int e = kk * 16 + tq * 2;\n"
-    "      kf[kk][0] = ke (c0, e) | (ke (c0, e + 1) << 16);\n"
-    "      kf[kk][1] = ke (c1, e) | (ke (c1, e + 1) << 16);\n"
-    "      kf[kk][2] = ke (c0, e + 8) | (ke (c0, e + 9) << 16);\n"
-    "      kf[kk][3] = ke (c1, e + 8) | (ke (c1, e + 9) << 16);\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "  for (int kk = 0; kk < EV / 16; kk++)\n"
-    "    {\n"
-    "      const int e = kk * 16 + tq * 2;\n"
-    "      vf[kk][0] = ve (c0, e) | (ve (c0, e + 1) << 16);\n"
-    "      vf[kk][1] = ve (c1, e) | (ve (c1, e + 1) << 16);\n"
-    "      vf[kk][2] = ve (c0, e + 8) | (ve (c0, e + 9) << 16);\n"
-    "      vf[kk][3] = ve (c1, e + 8) | (ve (c1, e + 9) << 16);\n"
-    "    }\n"
+    "  auto ve = [&] (int r, int e) -> unsigned { return r < S ? rv (vo + (long long) r * VR + e) : 0u; };\n",
+    ATT_TC_ROWS, bm, tiles);
+  gen_a_frags (&g, "kf", "ke", "E", "c0", "c1");
+  gen_a_frags (&g, "vf", "ve", "EV", "c0", "c1");
+  g_string_append (g.body,
     "  float dka[E / 8][4], dva[EV / 8][4];\n"
     "#pragma unroll\n"
     "  for (int n = 0; n < E / 8; n++) dka[n][0] = dka[n][1] = dka[n][2] = dka[n][3] = 0.0f;\n"
     "#pragma unroll\n"
     "  for (int n = 0; n < EV / 8; n++) dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.0f;\n"
-    "  const int istart = CAUSAL ? (j0 / BM) * BM : 0;\n"
-    "  for (int i0 = j0 < S ? istart : L; i0 < L; i0 += BM)\n"
+    "  const int ibeg = j0 < S ? (CAUSAL ? (j0 / BM) * BM : 0) : L;\n"
+    "  if (ibeg < L)\n"
     "    {\n"
-    "      __syncthreads ();\n",
-    ATT_TC_ROWS, bm, tiles);
-  gen_tile_load (&g, "rq", "QR", "qo", "i0", "BM", "E", "L", "qs", "QP", "qt", "TP");
-  gen_tile_load (&g, "rg", "GR", "gofs", "i0", "BM", "EV", "L", "gs", "GP", "gt", "TP");
-  g_string_append_printf (g.body,
-    "      for (int x = threadIdx.x; x < BM; x += NT)\n"
-    "        { const int r = i0 + x;\n"
-    "          ls[x] = r < L ? ldl (b * LSTRIDE + r) : (acc_t) 0;\n"
-    "          dd[x] = r < L ? ldd (b * L + r) : (acc_t) 0; }\n"
+    "      const int i1 = ibeg;\n"
+    "      unsigned short * const qn = qs0, * const gn = gs0;\n"
+    "      acc_t * const ln = ls_[0], * const dn = dd_[0];\n");
+  gen_dkdv_stage (&g);
+  g_string_append (g.body,
+    "    }\n"
+    "  for (int i0 = ibeg, it = 0; i0 < L; i0 += BM, it++)\n"
+    "    {\n"
+    "      cs_cp_async_wait0 ();\n"
     "      __syncthreads ();\n"
-    "      float s[BM / 8][4], dp[BM / 8][4];\n"
-    "#pragma unroll\n"
-    "      for (int n = 0; n < BM / 8; n++)\n"
+    "      const unsigned short * const qs = qs0 + (it & 1) * (BM * QP), * const gs = gs0 + (it & 1) * (BM * GP);\n"
+    "      const acc_t * const ls = ls_[it & 1], * const dd = dd_[it & 1];\n"
+    "      if (i0 + BM < L)\n"
     "        {\n"
-    "          s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;\n"
-    "          dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;\n"
-    "#pragma unroll\n"
-    "          for (int kk = 0; kk < E / 16; kk++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &qs[(n * 8 + gq) * QP + kk * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (s[n], kf[kk], bfr);\n"
-    "            }\n"
-    "#pragma unroll\n"
-    "          for (int kk = 0; kk < EV / 16; kk++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &gs[(n * 8 + gq) * GP + kk * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (dp[n], vf[kk], bfr);\n"
-    "            }\n"
+    "          const int i1 = i0 + BM;\n"
+    "          unsigned short * const qn = qs0 + ((it + 1) & 1) * (BM * QP), * const gn = gs0 + ((it + 1) & 1) * (BM * GP);\n"
+    "          acc_t * const ln = ls_[(it + 1) & 1], * const dn = dd_[(it + 1) & 1];\n");
+  gen_dkdv_stage (&g);
+  g_string_append (g.body,
     "        }\n"
-    "#pragma unroll\n"
-    "      for (int n = 0; n < BM / 8; n++)\n"
-    "#pragma unroll\n"
-    "        for (int c = 0; c < 4; c++)\n"
-    "          {\n"
-    "            const int j = c < 2 ? c0 : c1, t = n * 8 + tq * 2 + (c & 1), i = i0 + t;\n"
-    "            acc_t pij = 0, ds = 0;\n"
-    "            if (i < L && j < S)\n"
-    "              {\n"
-    "                acc_t sc = s[n][c] * scale;\n"
-    "%s"
-    "                if (CAUSAL && j > i) sc = ninf;\n"
-    "                pij = sc == ninf ? (acc_t) 0 : ex (sc - ls[t]);\n"
-    "                ds = pij * (dp[n][c] - dd[t]);\n"
-    "              }\n"
-    "            s[n][c] = pij;\n"
-    "            dp[n][c] = ds;\n"
-    "          }\n"
-    "#pragma unroll\n"
-    "      for (int kt2 = 0; kt2 < BM / 16; kt2++)\n"
+    "#pragma unroll 1\n"
+    "      for (int kt = 0; kt < BM / 16; kt++)\n"
     "        {\n"
-    "          const unsigned pa[4] = { pk (s[2 * kt2][0], s[2 * kt2][1]), pk (s[2 * kt2][2], s[2 * kt2][3]),\n"
-    "                                   pk (s[2 * kt2 + 1][0], s[2 * kt2 + 1][1]), pk (s[2 * kt2 + 1][2], s[2 * kt2 + 1][3]) };\n"
-    "          const unsigned da[4] = { pk (dp[2 * kt2][0], dp[2 * kt2][1]), pk (dp[2 * kt2][2], dp[2 * kt2][3]),\n"
-    "                                   pk (dp[2 * kt2 + 1][0], dp[2 * kt2 + 1][1]), pk (dp[2 * kt2 + 1][2], dp[2 * kt2 + 1][3]) };\n"
+    "          float s[2][4] = { { 0.0f, 0.0f, 0.0f, 0.0f }, { 0.0f, 0.0f, 0.0f, 0.0f } };\n"
+    "          float dp[2][4] = { { 0.0f, 0.0f, 0.0f, 0.0f }, { 0.0f, 0.0f, 0.0f, 0.0f } };\n");
+  gen_mma_nt (&g, "s", "kf", "qs", "QP", "kt * 16", "16", "E");
+  gen_mma_nt (&g, "dp", "vf", "gs", "GP", "kt * 16", "16", "EV");
+  g_string_append_printf (g.body,
     "#pragma unroll\n"
-    "          for (int n = 0; n < EV / 8; n++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &gt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (dva[n], pa, bfr);\n"
-    "            }\n"
+    "          for (int n = 0; n < 2; n++)\n"
     "#pragma unroll\n"
-    "          for (int n = 0; n < E / 8; n++)\n"
-    "            {\n"
-    "              const unsigned short *sp = &qt[(n * 8 + gq) * TP + kt2 * 16 + tq * 2];\n"
-    "              const unsigned bfr[2] = { u2 (sp), u2 (sp + 8) };\n"
-    "              mma (dka[n], da, bfr);\n"
-    "            }\n"
+    "            for (int c = 0; c < 4; c++)\n"
+    "              {\n"
+    "                const int j = c < 2 ? c0 : c1, t = kt * 16 + n * 8 + tq * 2 + (c & 1), i = i0 + t;\n"
+    "                acc_t pij = 0, ds = 0;\n"
+    "                if (i < L && j < S)\n"
+    "                  {\n"
+    "                    acc_t sc = s[n][c] * scale;\n"
+    "%s"
+    "                    if (CAUSAL && j > i) sc = ninf;\n"
+    "                    pij = sc == ninf ? (acc_t) 0 : ex (sc - ls[t]);\n"
+    "                    ds = pij * (dp[n][c] - dd[t]);\n"
+    "                  }\n"
+    "                s[n][c] = pij;\n"
+    "                dp[n][c] = ds;\n"
+    "              }\n",
+    mask_apply_in (a, "                    "));
+  gen_pack_a (&g, "pa", "s", "0");
+  gen_pack_a (&g, "da", "dp", "0");
+  gen_mma_nn (&g, "dva", "pa", "gs", "GP", "EV");
+  gen_mma_nn (&g, "dka", "da", "qs", "QP", "E");
+  g_string_append (g.body,
     "        }\n"
     "    }\n"
     "#pragma unroll\n"
@@ -1589,13 +1601,11 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
     "      for (int n = 0; n < E / 8; n++) stk ((b * S + j) * E + n * 8 + tq * 2 + (c & 1), dka[n][c] * scale);\n"
     "#pragma unroll\n"
     "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
-    "    }\n",
-    mask_apply (a));
-  step = gen_finish (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
-                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                          a->nb, a->S, a->E, a->L),
-                     (guint64) (a->nb * tiles), flops);
-  step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+    "    }\n");
+  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
+                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                      a->nb, a->S, a->E, a->L),
+                 (guint64) (a->nb * tiles), flops);
   gen_clear (&g);
 }
 

@@ -11,7 +11,8 @@
  * threads, the bf16/f16 conversions round-to-nearest-even, atomicAdd under a mutex, the
  * tensor-core mma.sync m16n8k16 as a gather of the warp's fragments by the PTX ISA's layout, an
  * f32 multiply-accumulate and a scatter of the accumulator fragments, ldmatrix m8n8.x4 (plain
- * and .trans) as a gather of the warp's row addresses, cp.async as an immediate 16-byte copy),
+ * and .trans) as a gather of the warp's row addresses, cp.async as a 16-byte copy that lands
+ * at the thread's wait_group 0, or at once with CS_EMU_CP_EAGER=1),
  * loaded
  * with dlopen, and every step runs as a POSIX thread per CUDA thread, one block at a time, on a
  * host arena laid out as the device's.  Outputs are compared with the CPU f64 reference as the
@@ -129,15 +130,30 @@ static const char emu_header[] =
   "}\n"
   "static inline void cs_ldm_x4 (unsigned *r, const void *p) { emu_ldm<false> (r, p); }\n"
   "static inline void cs_ldm_x4_t (unsigned *r, const void *p) { emu_ldm<true> (r, p); }\n"
-  "// cp.async.cg.shared.global 16 bytes: copied at once (both addresses 16-byte aligned);\n"
-  "// commit_group and wait_group 0 have nothing left to do.\n"
+  "// cp.async.cg.shared.global 16 bytes (both addresses 16-byte aligned): the source read at\n"
+  "// once, the shared destination written only when the thread waits (wait_group 0), the latest\n"
+  "// the PTX ISA allows, so a tile used before its wait and barrier reads stale data; with\n"
+  "// CS_EMU_CP_EAGER=1 in the environment written at once, the earliest, so a copy into a stage\n"
+  "// other warps still read races with them.  A thread that ends with copies pending aborts.\n"
+  "struct emu_cp_t { void *s; unsigned char d[16]; };\n"
+  "static thread_local emu_cp_t emu_cp_q[1024];\n"
+  "static thread_local int emu_cp_n;\n"
+  "static int emu_cp_eager = -1;\n"
   "static inline void cs_cp_async16 (void *s, const void *g)\n"
   "{\n"
   "  if (((uintptr_t) s | (uintptr_t) g) % 16 != 0) { fprintf (stderr, \"cp.async: unaligned\\n\"); abort (); }\n"
-  "  memcpy (s, g, 16);\n"
+  "  if (emu_cp_eager < 0) emu_cp_eager = getenv (\"CS_EMU_CP_EAGER\") != NULL && atoi (getenv (\"CS_EMU_CP_EAGER\")) != 0;\n"
+  "  if (emu_cp_eager) { memcpy (s, g, 16); return; }\n"
+  "  if (emu_cp_n == 1024) { fprintf (stderr, \"cp.async: too many pending copies\\n\"); abort (); }\n"
+  "  emu_cp_q[emu_cp_n].s = s;\n"
+  "  memcpy (emu_cp_q[emu_cp_n++].d, g, 16);\n"
   "}\n"
   "static inline void cs_cp_async_commit () {}\n"
-  "static inline void cs_cp_async_wait0 () {}\n";
+  "static inline void cs_cp_async_wait0 ()\n"
+  "{\n"
+  "  for (int i = 0; i < emu_cp_n; i++) memcpy (emu_cp_q[i].s, emu_cp_q[i].d, 16);\n"
+  "  emu_cp_n = 0;\n"
+  "}\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =
@@ -150,6 +166,7 @@ static const char emu_tail[] =
   "  blockIdx = { a->bid, 0, 0 };\n"
   "  void **v = a->args;\n"
   "  ((EmuFn12) a->fn) (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]);\n"
+  "  if (emu_cp_n != 0) { fprintf (stderr, \"cp.async: %d copies pending at the thread's end\\n\", emu_cp_n); abort (); }\n"
   "  return NULL;\n"
   "}\n"
   "extern \"C\" int emu_launch (unsigned k, unsigned grid, unsigned block, void **args12)\n"

@@ -71,6 +71,12 @@ static const AttCase cases[] = {
   { "bf16", 2, 1, 37, 70, 64, 32, FALSE, NULL, MEMEF },
   { "bf16", 1, 2, 70, 45, 128, 128, FALSE, "b8[1, 1, 70, 45]", MEMEF },
   { "f16", 2, 1, 37, 70, 64, 64, TRUE, "f16[2, 1, 37, 70]", MEMEF },
+  /* the tensor-core backward's two-stage tiles: several key and query tiles (64 rows at E = 64,
+     32 at E = 128) with odd tails, causal and not, bf16 and f16 */
+  { "f16", 1, 2, 150, 201, 128, 128, FALSE, NULL, FLASH },
+  { "bf16", 1, 1, 201, 201, 64, 64, TRUE, NULL, FLASH },
+  { "f16", 1, 1, 161, 97, 128, 128, TRUE, NULL, MEMEF },
+  { "bf16", 1, 2, 97, 161, 64, 64, FALSE, "b8[1, 1, 97, 161]", MEMEF },
 };
 
 /* Whether the forward of @c runs on the tensor-core kernel (kernels/cs-cuda-attention.c). */
@@ -336,15 +342,32 @@ test_compile (void)
       g_assert_true ((strstr (p->source->str, g_str_equal (cases[c].dtype, "f16") ? "cs_mma_f16_16816 (d, x, y)"
                                                                                   : "cs_mma_bf16_16816 (d, x, y)")
                       != NULL) == case_tensor_cores (&cases[c]));
-      /* the cases' q, k, v views are aligned to 8 elements: 8-byte tile loads, and the forward's
-       * 16-byte cp.async ones with ldmatrix fragments */
+      /* the cases' q, k, v views are aligned to 8 elements: 8-byte tile loads, and 16-byte
+       * cp.async ones with ldmatrix fragments: the forward's key and value tiles, the dQ
+       * kernel's two stages of key and value tiles (dS K from the key tile transposed by
+       * ldmatrix), the dK/dV kernel's two stages of q and dO tiles (P^T dO and dS^T Q
+       * likewise); no transposed copies in shared memory */
       if (case_tensor_cores (&cases[c]))
         {
           g_assert_nonnull (strstr (p->source->str, "constexpr bool KRV = true;"));
           g_assert_nonnull (strstr (p->source->str, "constexpr bool KRA = true;"));
           g_assert_nonnull (strstr (p->source->str, "constexpr bool VRA = true;"));
+          g_assert_nonnull (strstr (p->source->str, "constexpr bool QRA = true;"));
+          g_assert_nonnull (strstr (p->source->str, "constexpr bool GRA = true;"));
           g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&ks["));
-          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (vb, &vs["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (fb, &vs["));
+          g_assert_nonnull (strstr (p->source->str, "__shared__ v16_t ks_[2 * BN * KP / 8], vs_[2 * BN * VP / 8];"));
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&kn["));
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&vn["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4 (fb, &vs["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (fb, &ks["));
+          g_assert_nonnull (strstr (p->source->str, "__shared__ v16_t qs_[2 * BM * QP / 8], gs_[2 * BM * GP / 8];"));
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&qn["));
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&gn["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4 (fb, &qs["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (fb, &qs["));
+          g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (fb, &gs["));
+          g_assert_null (strstr (p->source->str, "TP = "));
         }
       assert_no_names (p->source->str, fwd);
       cs_cuda_program_free (p);
