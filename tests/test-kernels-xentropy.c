@@ -111,6 +111,15 @@ count_steps (CsCudaProgram *p, const char *what)
 
 /* ---- without a device ---- */
 
+static CsCudaStep *
+find_step (CsCudaProgram *p, const char *what)
+{
+  for (guint i = 0; i < p->steps->len; i++)
+    if (strstr (((CsCudaStep *) g_ptr_array_index (p->steps, i))->label, what))
+      return g_ptr_array_index (p->steps, i);
+  g_assert_not_reached ();
+}
+
 static const Case compile_cases[] = {
   { 7, 37, CS_DTYPE_BF16, "mean" },
   { 7, 1000, CS_DTYPE_F32, "sum" },
@@ -180,6 +189,82 @@ test_nvrtc (void)
       g_assert_true (cs_cuda_jit_compile (p->source->str, 9, 0, &cubin, NULL, &error));
       g_assert_no_error (error);
       g_assert_cmpmem (g_bytes_get_data (cubin, NULL), 4, "\177ELF", 4);
+      cs_cuda_program_free (p);
+    }
+}
+
+/* log_softmax(logits.float()) returned, in Thunder's initial-trace format: the rows kernel
+ * writes log-softmax (a forward output the backward reads too). */
+static char *
+logp_trace (int64_t R, int64_t V, CsDtype dt)
+{
+  const char *d = cs_dtype_short_name (dt);
+
+  return g_strdup_printf (
+    "import thunder\nimport thunder.core.dtypes as dtypes\nimport thunder.torch as ltorch\nimport torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n@torch.no_grad()\n@no_autocast\n"
+    "def computation(logits, targets):\n"
+    "  # logits: \"cuda:0 %s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  # targets: \"cuda:0 i64[%" G_GINT64_FORMAT "]\"\n"
+    "  t0 = ltorch.to(logits, dtypes.float32, None, device=None, dtype=None, copy=False, memory_format=None)"
+    "  # t0: \"cuda:0 f32[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  t1 = ltorch.log_softmax(t0, 1, dtype=None)  # t1: \"cuda:0 f32[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  return (t1,)\n", d, R, V, R, R, V, R, V);
+}
+
+static CsPipeline *
+logp_pipeline (int64_t R, int64_t V, CsDtype dt)
+{
+  g_autofree char *text = logp_trace (R, V, dt);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "logp", &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  xent_policy (&policy);
+  pl = cs_pipeline_run (t, &policy, NULL, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+/* log-softmax outputs: kept in registers at 256 and 1024 threads, 2-element groups, element by
+ * element (the reduction field is unused) */
+static const Case logp_cases[] = {
+  { 3, 1000, CS_DTYPE_F32, "" }, { 3, 50304, CS_DTYPE_BF16, "" }, { 4, 1002, CS_DTYPE_BF16, "" },
+  { 3, 37, CS_DTYPE_F32, "" },
+};
+
+/* The rows kernel still writes log-softmax when it is a forward output (the backward reads it
+ * through the region codegen): generated, NVRTC-compiled, the [R, V] f32 tensor written. */
+static void
+test_logp_output (void)
+{
+  for (gsize k = 0; k < G_N_ELEMENTS (logp_cases); k++)
+    {
+      const Case *c = &logp_cases[k];
+      g_autoptr(CsPipeline) pl = logp_pipeline (c->R, c->V, c->dt);
+      g_autoptr(GError) error = NULL;
+      CsPolicy policy;
+      CsCudaProgram *p;
+      CsCudaStep *rs;
+      gboolean logp = FALSE;
+
+      xent_policy (&policy);
+      p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                      CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (p);
+      rs = find_step (p, "cross-entropy rows");
+      for (guint i = 0; i < rs->writes->len; i++)
+        {
+          CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (rs->writes, guint, i));
+
+          logp |= sl->dtype == CS_DTYPE_F32 && (int64_t) cs_cuda_slot_numel (sl) == c->R * c->V;
+        }
+      g_assert_true (logp);
+      if (c->V == 50304)
+        g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
       cs_cuda_program_free (p);
     }
 }
@@ -825,6 +910,24 @@ test_gpu_log_softmax_dims (void)
   g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 33, TRUE, "lsm"), ==, 3);
 }
 
+/* logp_cases on the GPU: log-softmax and its gradient. */
+static void
+test_gpu_logp_output (void)
+{
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (gsize k = 0; k < G_N_ELEMENTS (logp_cases); k++)
+    {
+      g_autoptr(CsPipeline) pl = logp_pipeline (logp_cases[k].R, logp_cases[k].V, logp_cases[k].dt);
+
+      g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), logp_cases[k].V,
+                                    FALSE, "logp"), ==, 2);
+    }
+}
+
 /* around_trace on the GPU, and its f64 program. */
 static void
 test_gpu_around (void)
@@ -874,11 +977,13 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/xentropy/other-forms", test_other_forms);
   g_test_add_func ("/kernels/xentropy/thunder-llama-regions", test_thunder_regions);
   g_test_add_func ("/kernels/xentropy/around", test_around);
+  g_test_add_func ("/kernels/xentropy/logp-output", test_logp_output);
   g_test_add_func ("/kernels/xentropy/log-softmax-dims", test_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/vs-cpu-f64", test_gpu_vs_cpu);
   g_test_add_func ("/kernels/xentropy/gpu/f64-program", test_gpu_f64);
   g_test_add_func ("/kernels/xentropy/gpu/non-finite", test_gpu_non_finite);
   g_test_add_func ("/kernels/xentropy/gpu/around", test_gpu_around);
+  g_test_add_func ("/kernels/xentropy/gpu/logp-output", test_gpu_logp_output);
   g_test_add_func ("/kernels/xentropy/gpu/log-softmax-dims", test_gpu_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/thunder-llama-regions", test_gpu_thunder_regions);
   return g_test_run ();
