@@ -1165,7 +1165,6 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
   g_autoptr(GString) o = g_string_new ("");
   const XTypes *ty = &k->ty;
   guint n = 0, ax, at = 0, al = 0, ar = 0, alse = 0;
-  const char *E = ty->dbl ? "exp" : "expf";
   guint nt = XENT_THREADS, nw, nc = 0;
   g_autofree char *ld_x = x_load (ty, k->xdt, "x[j]");
 
@@ -1204,10 +1203,17 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
   if (!k->write_logp && k->ge1 > 1)
     {
       /* XENT_UNROLL groups of ge1 elements loaded together, then each group's max m_g taken
-       * first: s = s * exp(m - max(m, m_g)) + sum exp(v - max(m, m_g)) (one rescale a group) */
+       * first: s = s * e^(m - max(m, m_g)) + sum e^(v - max(m, m_g)), one rescale a group, e^x
+       * as exp2f (x * log2 e) in f32 (exp in f64).  NaN and +inf are found after the loop, not
+       * per element: a +inf element makes m +inf (flag 2: s is then NaN, e^(inf - inf)), a NaN
+       * one makes s NaN for good (NaN * 0 is NaN, so the rescale keeps it; the exponent is
+       * taken against 0 while m is -inf): flag 1 when m is not +inf.  A thread with both has
+       * flag 2 only; the shift of 0 then still gives NaN (the second read sums e^NaN). */
       guint ge = k->ge1;
       const char *vt = vec_type (ge * cs_dtype_size_bytes (k->xdt));
       g_autofree char *ld_g = x_load (ty, k->xdt, "q_[u_].e[k]");
+      const char *ex_r = ty->dbl ? "exp (m - mg)" : "exp2f ((m - mg) * 1.4426950408889634f)";
+      const char *ex_s = ty->dbl ? "exp (v_[k] - ms)" : "exp2f ((v_[k] - ms) * 1.4426950408889634f)";
 
       g_string_append_printf (o,
         "  for (ix_t g0 = threadIdx.x; g0 < V / %u; g0 += %u)\n"
@@ -1226,23 +1232,22 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
         "            for (int k = 0; k < %u; k++)\n"
         "              {\n"
         "                v_[k] = %s;\n"
-        "                if (v_[k] != v_[k]) fl |= 1;\n"
-        "                else if (v_[k] == INF_) fl |= 2;\n"
         "                mg = v_[k] > mg ? v_[k] : mg;\n"
         "              }\n"
         "            if (mg > m)\n"
         "              {\n"
-        "                s = m > -INF_ ? s * %s (m - mg) : (%s) 0;\n"
+        "                s = s * %s;\n"
         "                m = mg;\n"
         "              }\n"
-        "            if (m > -INF_)\n"
+        "            const %s ms = m == -INF_ ? (%s) 0 : m;\n"
         "#pragma unroll\n"
-        "              for (int k = 0; k < %u; k++)\n"
-        "                s += %s (v_[k] - m);\n"
+        "            for (int k = 0; k < %u; k++)\n"
+        "              s += %s;\n"
         "          }\n"
-        "    }\n",
+        "    }\n"
+        "  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n",
         ge, XENT_UNROLL * nt, vt, xstorage (k->xdt), ge, XENT_UNROLL, XENT_UNROLL, nt, ge, vt, nt,
-        XENT_UNROLL, nt, ge, ty->A, ge, ge, ld_g, E, ty->A, ge, E);
+        XENT_UNROLL, nt, ge, ty->A, ge, ge, ld_g, ex_r, ty->A, ty->A, ge, ex_s);
     }
   else
     {

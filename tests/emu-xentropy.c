@@ -316,6 +316,7 @@ static const EmuCase emu_cases[] = {
   { { 8, 37, CS_DTYPE_F32, "none" }, TRUE },
   { { 8, 1000, CS_DTYPE_BF16, "none" }, TRUE },
   { { 8, 40, CS_DTYPE_F32, "sum" }, TRUE },
+  { { 8, 1100, CS_DTYPE_F32, "none" }, TRUE },
 };
 
 int

@@ -582,14 +582,18 @@ make_input (const CsCudaTensorInfo *in, int64_t V, guint64 seed)
     {
       /* rows of logits [R >= 7, V >= 8], targets r (r % 3 != 1): row 0 holds +inf off its
        * target (loss +inf), row 1 (ignored) NaN (loss 0), row 2 only -inf (loss NaN), row 3
-       * -inf off its target (finite), row 5 NaN (loss NaN), row 6 -inf at its target (+inf) */
+       * -inf off its target (finite), row 5 NaN after three -inf (the first 4 elements: a
+       * vector group of NaN and -inf alone in f32, with finite values in bf16; loss NaN), row 6
+       * -inf at its target (+inf) */
       cs_tensor_set_f64 (x, 0 * V + 5, INFINITY);
       cs_tensor_set_f64 (x, 1 * V + 0, NAN);
       for (int64_t j = 0; j < V; j++)
         cs_tensor_set_f64 (x, 2 * V + j, -INFINITY);
       for (int64_t j = 0; j < 3; j++)
         cs_tensor_set_f64 (x, 3 * V + j, -INFINITY);
-      cs_tensor_set_f64 (x, 5 * V + 7, NAN);
+      for (int64_t j = 0; j < 3; j++)
+        cs_tensor_set_f64 (x, 5 * V + j, -INFINITY);
+      cs_tensor_set_f64 (x, 5 * V + 3, NAN);
       cs_tensor_set_f64 (x, 6 * V + 6, -INFINITY);
     }
   return x;
@@ -810,6 +814,7 @@ test_gpu_non_finite (void)
 {
   static const Case cases[] = {
     { 8, 37, CS_DTYPE_F32, "none" }, { 8, 1000, CS_DTYPE_BF16, "none" }, { 8, 40, CS_DTYPE_F32, "sum" },
+    { 8, 1100, CS_DTYPE_F32, "none" },   /* a thread's second group after its NaN one */
   };
 
   if (!have_device)
