@@ -58,6 +58,7 @@
 #define XENT_CACHE_REGS_256  64    /* registers a thread of a 256-thread block may hold of its row */
 #define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
 #define XENT_UNROLL 4              /* 16-byte groups a thread loads at once in the one-pass loop */
+#define XENT_QUAD_UNROLL 2         /* ... in the other row loops (emit_row_loop's QUAD) */
 
 typedef enum
 {
@@ -1041,11 +1042,50 @@ emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, guint ge, const XQuad
       mode = XLOOP_CACHED;
     }
   if (mode == XLOOP_QUAD)
-    g_string_append_printf (o, "  for (ix_t g_ = threadIdx.x; g_ < V / %u; g_ += %u)\n    {\n", ge, nt);
-  else
-    g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
-                            "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
-                            "      if (g_ >= V / 4)\n        break;\n", nc, nt);
+    {
+      /* XENT_QUAD_UNROLL groups a thread an iteration, every input's loads first (in flight
+       * together), then each group computed and stored */
+      g_string_append_printf (o, "  for (ix_t g0_ = threadIdx.x; g0_ < V / %u; g0_ += %u)\n    {\n", ge,
+                              XENT_QUAD_UNROLL * nt);
+      for (guint i = 0; i < nq; i++)
+        {
+          const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
+
+          if (q[i].out)
+            continue;
+          g_string_append_printf (o, "      union { %s u; %s e[%u]; } %s_[%u];\n", qt, xstorage (q[i].dtype), ge,
+                                  q[i].name, XENT_QUAD_UNROLL);
+          g_string_append_printf (o, "#pragma unroll\n      for (int u_ = 0; u_ < %u; u_++)\n"
+                                  "        if (g0_ + u_ * %u < V / %u)\n"
+                                  "          %s_[u_].u = ((const %s *) (%s))[g0_ + u_ * %u];\n",
+                                  XENT_QUAD_UNROLL, nt, ge, q[i].name, qt, q[i].ptr, nt);
+        }
+      g_string_append_printf (o, "#pragma unroll\n      for (int u_ = 0; u_ < %u; u_++)\n        {\n"
+                              "      const ix_t g_ = g0_ + u_ * %u;\n"
+                              "      if (g_ >= V / %u)\n        break;\n", XENT_QUAD_UNROLL, nt, ge);
+      for (guint i = 0; i < nq; i++)
+        {
+          const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
+
+          if (q[i].out)
+            g_string_append_printf (o, "      union { %s u; %s e[%u]; } %s;\n", qt, xstorage (q[i].dtype), ge, q[i].name);
+          else
+            g_string_append_printf (o, "      auto &%s = %s_[u_];\n", q[i].name, q[i].name);
+        }
+      g_string_append_printf (o, "#pragma unroll\n      for (int k = 0; k < %u; k++)\n        {\n"
+                              "          const ix_t j = g_ * %u + k;\n          (void) j;\n", ge, ge);
+      g_string_append (o, elem);
+      g_string_append (o, "        }\n");
+      for (guint i = 0; i < nq; i++)
+        if (q[i].out)
+          g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", vec_type (ge * cs_dtype_size_bytes (q[i].dtype)),
+                                  q[i].ptr, q[i].name);
+      g_string_append (o, "        }\n    }\n");
+      return;
+    }
+  g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                          "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                          "      if (g_ >= V / 4)\n        break;\n", nc, nt);
   for (guint i = 0; i < nq; i++)
     {
       const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
@@ -1324,8 +1364,8 @@ typedef struct
   char          *source;     /* its kernel's source when recorded */
   XRowsK         k;          /* the kernel's parameters */
   guint          slots[4];   /* the step's parameters */
-  gboolean       is_out[4];
-  guint          n;
+  gboolean       is_out[4];  /* which of them it writes */
+  guint          n;          /* their number */
   guint          lps;        /* of them, the log-softmax */
 } XRowsRec;
 
