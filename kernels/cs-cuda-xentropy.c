@@ -16,22 +16,32 @@
  * to themselves, or a region output of such a value, is a CS_CUDA_ERROR_UNSUPPORTED error
  * naming the statement, never a silently different result.  Then:
  *
- *  - forward, one block per row: the row of logits is read once (4-element vector loads when
- *    V % 4 == 0) with an online max / sum of exponentials in the accumulation type (f32, f64
- *    when the tensors are f64), logsumexp = max + log(sum) as ltorch.logsumexp computes it (a
- *    row whose max is +-inf or NaN takes Thunder's shift of 0, in a second read), log-softmax
- *    written if the region outputs it (from the row kept in registers when a thread's share
- *    fits: 256 threads, or 1024 for long rows such as bf16 V = 50304; else a second read,
- *    mostly from L2), and the row loss -(x[t] - lse) (0 for rows whose target is
- *    ignore_index; NaN for a target out of range);
+ *  - forward, one block per row: the row of logits is read once (vector loads of up to 16
+ *    bytes: 8 bf16 / f16, 4 f32 or 2 f64 elements a load when V allows) with an online max / sum
+ *    of exponentials in the accumulation type (f32, f64 when the tensors are f64),
+ *    logsumexp = max + log(sum) as ltorch.logsumexp computes it (a row whose max is +-inf or
+ *    NaN takes Thunder's shift of 0, in a second read), log-softmax written if the region
+ *    outputs it (from the row kept in registers when a thread's share fits: 256 threads, or
+ *    1024 for long rows such as bf16 V = 50304; else a second read, mostly from L2), and the
+ *    row loss -(x[t] - lse) (0 for rows whose target is ignore_index; NaN for a target out of
+ *    range);
  *  - the reduction, one block: the row losses summed in a fixed order, the rows whose target is
  *    not ignore_index counted, sum / count for 'mean' (0 / 0 = NaN as in PyTorch);
- *  - backward, one block per row, one read of the saved log-softmax: nll_loss_backward's grad
- *    has one non-zero per row, gn = -g / count ('mean'), -g ('sum') or -g[r] ('none') at the
- *    target and 0 on ignored rows, so log_softmax_backward's grad - exp(logp) * rowsum(grad) is
- *    exp(logp[j]) * (-gn) + (j == t ? gn : 0), written in the dtype of the region's output.
+ *  - backward, one block per row: nll_loss_backward's grad has one non-zero per row,
+ *    gn = -g / count ('mean'), -g ('sum') or -g[r] ('none') at the target and 0 on ignored
+ *    rows, so log_softmax_backward's grad - exp(logp) * rowsum(grad) is
+ *    exp(logp[j]) * (-gn) + (j == t ? gn : 0), written in the dtype of the region's output
+ *    (the converts after it folded in).  logp is one read of the saved log-softmax, or, when the
+ *    forward's rows kernel wrote it and nothing else touches it (no program output, no other
+ *    step, the logits not written since), recomputed from the logits and the logsumexp: that
+ *    rows kernel is then rewritten (take_rows_rec, drop_logp_pass) into its one-pass form
+ *    writing the logsumexp [R] instead of log-softmax [R, V], and the saved log-softmax's proxy
+ *    is unbound, so the step moves the logits three times (read forward, read backward, the
+ *    gradient written) and no [R, V] intermediate.
  *
- * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it, the sum
+ * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it (and when
+ * the backward recomputes it: x - lse in the forward's accumulation type, rounded the same way,
+ * so the values the saved tensor would hold), the sum
  * to its dtype before the mean divides it, the gradient at the target to nll_loss_backward's
  * dtype and the result to every narrower dtype a convert in the region takes it through.
  * Kernel text holds only numbers and dtypes chosen here (no trace text); equal structure gives
@@ -47,6 +57,8 @@
 #define XENT_THREADS 256           /* threads per block, but for the rows kernel of a cached row */
 #define XENT_CACHE_REGS_256  64    /* registers a thread of a 256-thread block may hold of its row */
 #define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
+#define XENT_UNROLL 4              /* 16-byte groups a thread loads at once in the one-pass loop */
+#define XENT_QUAD_UNROLL 2         /* ... in the other row loops (emit_row_loop's QUAD) */
 
 typedef enum
 {
@@ -797,6 +809,42 @@ quad_type (gsize bytes)
   return bytes == 2 ? "uint2" : bytes == 4 ? "uint4" : NULL;
 }
 
+/* The vector type of @bytes (4, 8 or 16) bytes, or NULL. */
+static const char *
+vec_type (gsize bytes)
+{
+  return bytes == 4 ? "unsigned int" : bytes == 8 ? "uint2" : bytes == 16 ? "uint4" : NULL;
+}
+
+/* Elements a group of the row loop (XLOOP_QUAD) takes for the rows of @V elements of the
+ * @n slots @slots: the most that keep every access at most 16 bytes (8 bf16, 4 f32, 2 f64 for
+ * the widest tensor), with V and every slot's first element a multiple of it (buffers are
+ * 256-byte aligned, so each row's group is aligned to its size); 1 when no group of 2 fits. */
+static guint
+group_elems (CsCudaProgram *p, const guint *slots, guint n, int64_t V)
+{
+  gsize es = 1;
+  guint ge;
+
+  for (guint i = 0; i < n; i++)
+    es = MAX (es, cs_dtype_size_bytes (cs_cuda_program_slot (p, slots[i])->dtype));
+  ge = (guint) (16 / es);
+  for (; ge > 1; ge /= 2)
+    {
+      gboolean ok = V % ge == 0;
+
+      for (guint i = 0; ok && i < n; i++)
+        {
+          CsCudaSlot *s = cs_cuda_program_slot (p, slots[i]);
+
+          ok = s->offset % ge == 0 && vec_type (ge * cs_dtype_size_bytes (s->dtype)) != NULL;
+        }
+      if (ok)
+        break;
+    }
+  return ge;
+}
+
 /* Rows of @V elements of @slot can be read 4 at a time: 2- or 4-byte elements, V % 4 == 0 and
  * a first element aligned to 4 elements (buffers are 256-byte aligned). */
 static gboolean
@@ -808,17 +856,11 @@ quad_ok (CsCudaProgram *p, guint slot, int64_t V)
   return quad_type (es) != NULL && V % 4 == 0 && (s->offset % 4) == 0;
 }
 
-/* Adds kernel @body with parameters @slots (@is_out parallel) to the program, shared with an
- * identical kernel already there, and its step (grid @grid blocks of @nt threads). */
-static CsCudaStep *
-add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboolean *is_out, guint n,
-            char *label, unsigned int grid, guint nt)
+/* The kernel text `(params)\n{ ... }` of @body with parameters @slots (@is_out parallel). */
+static char *
+kernel_text (CsCudaProgram *p, const char *body, const guint *slots, const gboolean *is_out, guint n)
 {
-  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
-  g_autoptr(GString) text = g_string_new ("(");
-  guint k;
-  CsCudaStep *step;
-  double bytes = 0;
+  GString *text = g_string_new ("(");
 
   for (guint i = 0; i < n; i++)
     g_string_append_printf (text, "%s%s%s * __restrict__ a%u", i ? ", " : "", is_out[i] ? "" : "const ",
@@ -826,13 +868,18 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   g_string_append (text, ")\n{\n  typedef long long ix_t;\n");
   g_string_append (text, body);
   g_string_append (text, "}\n");
-  k = cs_cuda_intern_kernel (p, attrs, text->str);
-  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
-  step->kernel = k;
-  step->grid[0] = MAX (grid, 1);
-  step->grid[1] = step->grid[2] = 1;
-  step->block[0] = nt;
-  step->block[1] = step->block[2] = 1;
+  return g_string_free (text, FALSE);
+}
+
+/* Sets @step's parameters to @slots (@is_out parallel), its reads, writes and byte count. */
+static void
+set_step_args (CsCudaProgram *p, CsCudaStep *step, const guint *slots, const gboolean *is_out, guint n)
+{
+  double bytes = 0;
+
+  g_array_set_size (step->args, 0);
+  g_array_set_size (step->reads, 0);
+  g_array_set_size (step->writes, 0);
   for (guint i = 0; i < n; i++)
     {
       CsCudaKArg arg = { slots[i] };
@@ -844,7 +891,75 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
     }
   step->bytes = bytes;
   step->floor_ms = bytes / (CS_CUDA_PEAK_TBPS * 1e12) * 1e3;
+}
+
+/* Adds kernel @body with parameters @slots (@is_out parallel) to the program, shared with an
+ * identical kernel already there, and its step (grid @grid blocks of @nt threads). */
+static CsCudaStep *
+add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboolean *is_out, guint n,
+            char *label, unsigned int grid, guint nt)
+{
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
+  g_autofree char *text = kernel_text (p, body, slots, is_out, n);
+  guint k;
+  CsCudaStep *step;
+
+  k = cs_cuda_intern_kernel (p, attrs, text);
+  step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
+  step->kernel = k;
+  step->grid[0] = MAX (grid, 1);
+  step->grid[1] = step->grid[2] = 1;
+  step->block[0] = nt;
+  step->block[1] = step->block[2] = 1;
+  set_step_args (p, step, slots, is_out, n);
   return step;
+}
+
+static gboolean
+kernel_index_is (gpointer key, gpointer value, gpointer data)
+{
+  return GPOINTER_TO_UINT (value) == GPOINTER_TO_UINT (data);
+}
+
+/* Gives @step the kernel @body (@nt threads a block) and parameters @slots: in place of its
+ * kernel when no other step runs that one (same kNN name, the program's source edited), else
+ * as a kernel of its own (or an identical one already there). */
+static void
+replace_kernel (CsCudaProgram *p, CsCudaStep *step, const char *body, const guint *slots, const gboolean *is_out,
+                guint n, guint nt)
+{
+  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
+  g_autofree char *text = kernel_text (p, body, slots, is_out, n);
+  g_autofree char *key = g_strconcat (attrs, " @ ", text, NULL);
+  guint users = 0, k = step->kernel;
+  CsCudaKernel *kk = g_ptr_array_index (p->kernels, k);
+  const char *at = strstr (p->source->str, kk->source);
+
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      users += s->kind == CS_CUDA_STEP_KERNEL && s->kernel == k;
+    }
+  if (users == 1 && at != NULL && (p->kernel_of == NULL || !g_hash_table_contains (p->kernel_of, key)))
+    {
+      char *src = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, k, text);
+      gssize pos = at - p->source->str;
+
+      g_string_erase (p->source, pos, (gssize) strlen (kk->source));
+      g_string_insert (p->source, pos, src);
+      g_free (kk->source);
+      kk->source = src;
+      if (p->kernel_of != NULL)
+        {
+          g_hash_table_foreach_remove (p->kernel_of, kernel_index_is, GUINT_TO_POINTER (k));
+          g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
+        }
+    }
+  else
+    step->kernel = cs_cuda_intern_kernel (p, attrs, text);
+  step->block[0] = nt;
+  set_step_args (p, step, slots, is_out, n);
 }
 
 /* Block-wide reduction of the accumulation-type variable @var over @nt threads (every thread
@@ -895,19 +1010,21 @@ typedef struct
 typedef enum
 {
   XLOOP_SCALAR,   /* element j by element: `j`, loads written by the caller */
-  XLOOP_QUAD,     /* groups of 4 elements: `qN.e[k]`, global loads and stores */
+  XLOOP_QUAD,     /* groups of @ge elements: `qN.e[k]`, global vector loads and stores */
   XLOOP_FILL,     /* the groups of q0 loaded into rc[] (an unrolled count per thread), then CACHED */
   XLOOP_CACHED,   /* the same groups, q0 taken from rc[] instead of memory */
 } XLoop;
 
 /* A loop of the block's @nt threads over the row's elements j = 0..V-1: @elem is the
- * per-element code with `j` and, for QUAD / FILL / CACHED, `k` (0..3 within the group) and
- * `qN.e[k]` for each tensor of @q (inputs loaded before, outputs stored after).  FILL and
- * CACHED run @nc groups per thread (c_ = 0..nc-1, group threadIdx.x + c_ * nt) so that rc[c_]
- * is a register. */
+ * per-element code with `j` and, for QUAD / FILL / CACHED, `k` (0..ge-1 within the group) and
+ * `qN.e[k]` for each tensor of @q (inputs loaded before, outputs stored after).  QUAD takes
+ * groups of @ge elements (group_elems()), FILL and CACHED groups of 4; FILL and CACHED run @nc
+ * groups per thread (c_ = 0..nc-1, group threadIdx.x + c_ * nt) so that rc[c_] is a register. */
 static void
-emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, const XQuad *q, guint nq, const char *elem)
+emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, guint ge, const XQuad *q, guint nq, const char *elem)
 {
+  if (mode != XLOOP_QUAD)
+    ge = 4;
   if (mode == XLOOP_SCALAR)
     {
       g_string_append_printf (o, "  for (ix_t j = threadIdx.x; j < V; j += %u)\n    {\n", nt);
@@ -925,16 +1042,55 @@ emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, const XQuad *q, guint
       mode = XLOOP_CACHED;
     }
   if (mode == XLOOP_QUAD)
-    g_string_append_printf (o, "  for (ix_t g_ = threadIdx.x; g_ < V / 4; g_ += %u)\n    {\n", nt);
-  else
-    g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
-                            "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
-                            "      if (g_ >= V / 4)\n        break;\n", nc, nt);
+    {
+      /* XENT_QUAD_UNROLL groups a thread an iteration, every input's loads first (in flight
+       * together), then each group computed and stored */
+      g_string_append_printf (o, "  for (ix_t g0_ = threadIdx.x; g0_ < V / %u; g0_ += %u)\n    {\n", ge,
+                              XENT_QUAD_UNROLL * nt);
+      for (guint i = 0; i < nq; i++)
+        {
+          const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
+
+          if (q[i].out)
+            continue;
+          g_string_append_printf (o, "      union { %s u; %s e[%u]; } %s_[%u];\n", qt, xstorage (q[i].dtype), ge,
+                                  q[i].name, XENT_QUAD_UNROLL);
+          g_string_append_printf (o, "#pragma unroll\n      for (int u_ = 0; u_ < %u; u_++)\n"
+                                  "        if (g0_ + u_ * %u < V / %u)\n"
+                                  "          %s_[u_].u = ((const %s *) (%s))[g0_ + u_ * %u];\n",
+                                  XENT_QUAD_UNROLL, nt, ge, q[i].name, qt, q[i].ptr, nt);
+        }
+      g_string_append_printf (o, "#pragma unroll\n      for (int u_ = 0; u_ < %u; u_++)\n        {\n"
+                              "      const ix_t g_ = g0_ + u_ * %u;\n"
+                              "      if (g_ >= V / %u)\n        break;\n", XENT_QUAD_UNROLL, nt, ge);
+      for (guint i = 0; i < nq; i++)
+        {
+          const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
+
+          if (q[i].out)
+            g_string_append_printf (o, "      union { %s u; %s e[%u]; } %s;\n", qt, xstorage (q[i].dtype), ge, q[i].name);
+          else
+            g_string_append_printf (o, "      auto &%s = %s_[u_];\n", q[i].name, q[i].name);
+        }
+      g_string_append_printf (o, "#pragma unroll\n      for (int k = 0; k < %u; k++)\n        {\n"
+                              "          const ix_t j = g_ * %u + k;\n          (void) j;\n", ge, ge);
+      g_string_append (o, elem);
+      g_string_append (o, "        }\n");
+      for (guint i = 0; i < nq; i++)
+        if (q[i].out)
+          g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", vec_type (ge * cs_dtype_size_bytes (q[i].dtype)),
+                                  q[i].ptr, q[i].name);
+      g_string_append (o, "        }\n    }\n");
+      return;
+    }
+  g_string_append_printf (o, "#pragma unroll\n  for (int c_ = 0; c_ < %u; c_++)\n    {\n"
+                          "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+                          "      if (g_ >= V / 4)\n        break;\n", nc, nt);
   for (guint i = 0; i < nq; i++)
     {
-      const char *qt = quad_type (cs_dtype_size_bytes (q[i].dtype));
+      const char *qt = vec_type (ge * cs_dtype_size_bytes (q[i].dtype));
 
-      g_string_append_printf (o, "      union { %s u; %s e[4]; } %s;\n", qt, xstorage (q[i].dtype), q[i].name);
+      g_string_append_printf (o, "      union { %s u; %s e[%u]; } %s;\n", qt, xstorage (q[i].dtype), ge, q[i].name);
       if (q[i].out)
         continue;
       if (i == 0 && mode == XLOOP_CACHED)
@@ -942,13 +1098,13 @@ emit_row_loop (GString *o, XLoop mode, guint nt, guint nc, const XQuad *q, guint
       else
         g_string_append_printf (o, "      %s.u = ((const %s *) (%s))[g_];\n", q[i].name, qt, q[i].ptr);
     }
-  g_string_append (o, "#pragma unroll\n      for (int k = 0; k < 4; k++)\n        {\n"
-                      "          const ix_t j = g_ * 4 + k;\n          (void) j;\n");
+  g_string_append_printf (o, "#pragma unroll\n      for (int k = 0; k < %u; k++)\n        {\n"
+                          "          const ix_t j = g_ * %u + k;\n          (void) j;\n", ge, ge);
   g_string_append (o, elem);
   g_string_append (o, "        }\n");
   for (guint i = 0; i < nq; i++)
     if (q[i].out)
-      g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", quad_type (cs_dtype_size_bytes (q[i].dtype)),
+      g_string_append_printf (o, "      ((%s *) (%s))[g_] = %s.u;\n", vec_type (ge * cs_dtype_size_bytes (q[i].dtype)),
                               q[i].ptr, q[i].name);
   g_string_append (o, "    }\n");
 }
@@ -978,6 +1134,378 @@ typedef struct
   guint    slot;    /* its new slot */
 } XScalarOut;
 
+/* The block merge of the threads' (m, s, fl) and the row's logsumexp `lse`: max + log(sum), or
+ * Thunder's shift of 0 (NaN with a NaN) for a row whose max is not finite, in a second read of
+ * the row through @ld_x (`x[j]`). */
+static void
+emit_merge_lse (GString *o, const XTypes *ty, guint nt, const char *ld_x)
+{
+  const char *E = ty->dbl ? "exp" : "expf", *L = ty->dbl ? "log" : "logf";
+  guint nw = nt / 32;
+
+  g_string_append_printf (o,
+    "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
+    "    {\n"
+    "      const %s m2 = cs_shfl (m, o_), s2 = cs_shfl (s, o_);\n"
+    "      const %s mn = m2 > m ? m2 : m;\n"
+    "      fl |= __shfl_xor_sync (0xffffffffu, fl, o_);\n"
+    "      s = (m > -INF_ ? s * %s (m - mn) : (%s) 0) + (m2 > -INF_ ? s2 * %s (m2 - mn) : (%s) 0);\n"
+    "      m = mn;\n"
+    "    }\n"
+    "  if ((threadIdx.x & 31) == 0)\n"
+    "    {\n"
+    "      sh_m[threadIdx.x >> 5] = m;\n"
+    "      sh_s[threadIdx.x >> 5] = s;\n"
+    "      sh_f[threadIdx.x >> 5] = fl;\n"
+    "    }\n"
+    "  __syncthreads ();\n"
+    "  m = sh_m[0];\n"
+    "  for (int w_ = 1; w_ < %u; w_++)\n"
+    "    {\n"
+    "      m = sh_m[w_] > m ? sh_m[w_] : m;\n"
+    "      fl |= sh_f[w_];\n"
+    "    }\n"
+    "  fl |= sh_f[0];\n"
+    "  s = (%s) 0;\n"
+    "  for (int w_ = 0; w_ < %u; w_++)\n"
+    "    if (sh_m[w_] > -INF_)\n"
+    "      s += sh_s[w_] * %s (sh_m[w_] - m);\n",
+    ty->A, ty->A, E, ty->A, E, ty->A, nw, ty->A, nw, E);
+  g_string_append_printf (o, "  %s lse;\n  if (fl == 0 && m > -INF_)\n    lse = %s (s) + m;\n  else\n    {\n", ty->A, L);
+  g_string_append_printf (o, "      const %s sh = (fl & 1) ? %s : (%s) 0;\n      %s s2 = (%s) 0;\n",
+                          ty->A, x_nan (ty), ty->A, ty->A, ty->A);
+  g_string_append_printf (o, "      for (ix_t j = threadIdx.x; j < V; j += %u)\n        s2 += %s (%s - sh);\n", nt, E, ld_x);
+  emit_block_sum (o, ty, "s2", "sh_s", nt);
+  g_string_append_printf (o, "      lse = %s (s2) + sh;\n    }\n", L);
+}
+
+/* The rows kernel's parameters (gen_forward): the same parameters give the same text. */
+typedef struct
+{
+  XTypes   ty;           /* accumulation type */
+  int64_t  V;            /* row length */
+  CsDtype  xdt;          /* logits */
+  CsDtype  logp_dtype;   /* log-softmax (written, or the dtype it is rounded to) */
+  CsDtype  row_dtype;    /* row losses */
+  int64_t  ignore;       /* ignore_index */
+  gboolean have_rows;    /* targets read, row losses written */
+  gboolean write_logp;   /* log-softmax written */
+  gboolean write_lse;    /* logsumexp written, [R] in the accumulation type */
+  guint    ge1;          /* elements a group of pass 1 (group_elems() of x), 1: element by element */
+  guint    ge2;          /* of the log-softmax pass when not cached (of x and log-softmax) */
+  gboolean cache_ok;     /* the 4-element groups of x (and log-softmax) may be kept in registers */
+} XRowsK;
+
+/* The body of the rows kernel for @k, its parameters a0 = logits, then (have_rows) targets,
+ * (write_logp) log-softmax, (have_rows) row losses, (write_lse) logsumexp; @nt_out: its threads
+ * a block (one block per row). */
+static char *
+rows_kernel_text (const XRowsK *k, guint *nt_out)
+{
+  g_autoptr(GString) o = g_string_new ("");
+  const XTypes *ty = &k->ty;
+  guint n = 0, ax, at = 0, al = 0, ar = 0, alse = 0;
+  guint nt = XENT_THREADS, nw, nc = 0;
+  g_autofree char *ld_x = x_load (ty, k->xdt, "x[j]");
+
+  ax = n++;
+  if (k->have_rows)
+    at = n++;
+  if (k->write_logp)
+    al = n++;
+  if (k->have_rows)
+    ar = n++;
+  if (k->write_lse)
+    alse = n++;
+  /* With log-softmax written, the row is read twice: from registers when a thread's share of
+   * it fits (4-element groups, unrolled), at 1024 threads a block for long rows. */
+  if (k->write_logp && k->cache_ok)
+    {
+      int64_t G = k->V / 4;
+      guint qr = (guint) cs_dtype_size_bytes (k->xdt);   /* 32-bit registers per group */
+
+      if ((G + 255) / 256 * qr <= XENT_CACHE_REGS_256)
+        nc = (guint) ((G + 255) / 256);
+      else if ((G + 1023) / 1024 * qr <= XENT_CACHE_REGS_1024)
+        {
+          nt = 1024;
+          nc = (guint) ((G + 1023) / 1024);
+        }
+    }
+  nw = nt / 32;
+  g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", k->V);
+  g_string_append_printf (o, "  const %s INF_ = %s;\n", ty->A, x_inf (ty));
+  g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
+  g_string_append_printf (o, "  const %s *x = a%u + row * V;\n", xstorage (k->xdt), ax);
+  g_string_append_printf (o, "  __shared__ %s sh_m[%u], sh_s[%u];\n  __shared__ int sh_f[%u];\n", ty->A, nw, nw, nw);
+  g_string_append_printf (o, "  %s m = -INF_, s = (%s) 0;\n  int fl = 0;\n", ty->A, ty->A);
+  /* pass 1: online max and sum of exponentials */
+  if (!k->write_logp && k->ge1 > 1)
+    {
+      /* XENT_UNROLL groups of ge1 elements loaded together, then each group's max m_g taken
+       * first: s = s * e^(m - max(m, m_g)) + sum e^(v - max(m, m_g)), one rescale a group, e^x
+       * as exp2f (x * log2 e) in f32 (exp in f64).  NaN and +inf are found after the loop, not
+       * per element: a +inf element makes m +inf (flag 2: s is then NaN, e^(inf - inf)), a NaN
+       * one makes s NaN for good (NaN * 0 is NaN, so the rescale keeps it; the exponent is
+       * taken against 0 while m is -inf): flag 1 when m is not +inf.  A thread with both has
+       * flag 2 only; the shift of 0 then still gives NaN (the second read sums e^NaN). */
+      guint ge = k->ge1;
+      const char *vt = vec_type (ge * cs_dtype_size_bytes (k->xdt));
+      g_autofree char *ld_g = x_load (ty, k->xdt, "q_[u_].e[k]");
+      const char *ex_r = ty->dbl ? "exp (m - mg)" : "exp2f ((m - mg) * 1.4426950408889634f)";
+      const char *ex_s = ty->dbl ? "exp (v_[k] - ms)" : "exp2f ((v_[k] - ms) * 1.4426950408889634f)";
+
+      g_string_append_printf (o,
+        "  for (ix_t g0 = threadIdx.x; g0 < V / %u; g0 += %u)\n"
+        "    {\n"
+        "      union { %s u; %s e[%u]; } q_[%u];\n"
+        "#pragma unroll\n"
+        "      for (int u_ = 0; u_ < %u; u_++)\n"
+        "        if (g0 + u_ * %u < V / %u)\n"
+        "          q_[u_].u = ((const %s *) x)[g0 + u_ * %u];\n"
+        "#pragma unroll\n"
+        "      for (int u_ = 0; u_ < %u; u_++)\n"
+        "        if (g0 + u_ * %u < V / %u)\n"
+        "          {\n"
+        "            %s v_[%u], mg = -INF_;\n"
+        "#pragma unroll\n"
+        "            for (int k = 0; k < %u; k++)\n"
+        "              {\n"
+        "                v_[k] = %s;\n"
+        "                mg = v_[k] > mg ? v_[k] : mg;\n"
+        "              }\n"
+        "            if (mg > m)\n"
+        "              {\n"
+        "                s = s * %s;\n"
+        "                m = mg;\n"
+        "              }\n"
+        "            const %s ms = m == -INF_ ? (%s) 0 : m;\n"
+        "#pragma unroll\n"
+        "            for (int k = 0; k < %u; k++)\n"
+        "              s += %s;\n"
+        "          }\n"
+        "    }\n"
+        "  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n",
+        ge, XENT_UNROLL * nt, vt, xstorage (k->xdt), ge, XENT_UNROLL, XENT_UNROLL, nt, ge, vt, nt,
+        XENT_UNROLL, nt, ge, ty->A, ge, ge, ld_g, ex_r, ty->A, ty->A, ge, ex_s);
+    }
+  else
+    {
+      g_autoptr(GString) e = g_string_new ("");
+      XQuad q = { "q0", "x", k->xdt, FALSE };
+      XLoop l1 = nc > 0 ? XLOOP_FILL : k->ge1 > 1 ? XLOOP_QUAD : XLOOP_SCALAR;
+      g_autofree char *ld_q = x_load (ty, k->xdt, "q0.e[k]");
+
+      if (nc > 0)
+        g_string_append_printf (o, "  %s rc[%u];\n", quad_type (cs_dtype_size_bytes (k->xdt)), nc);
+      emit_online (e, ty, l1 != XLOOP_SCALAR ? ld_q : ld_x, l1 != XLOOP_SCALAR ? "          " : "      ");
+      emit_row_loop (o, l1, nt, nc, k->ge1, &q, 1, e->str);
+    }
+  emit_merge_lse (o, ty, nt, ld_x);
+  if (k->write_lse)
+    g_string_append_printf (o, "  if (threadIdx.x == 0)\n    a%u[row] = lse;\n", alse);
+  /* pass 2: log-softmax */
+  if (k->write_logp)
+    {
+      g_autoptr(GString) e = g_string_new ("");
+      XLoop l2 = nc > 0 ? XLOOP_CACHED : k->ge2 > 1 ? XLOOP_QUAD : XLOOP_SCALAR;
+      g_autofree char *ld_q = x_load (ty, k->xdt, "q0.e[k]");
+      g_autofree char *diff = g_strdup_printf ("%s - lse", l2 != XLOOP_SCALAR ? ld_q : ld_x);
+      g_autofree char *sv = x_store (k->logp_dtype, diff);
+      XQuad q[2] = { { "q0", "x", k->xdt, FALSE }, { "q1", "y", k->logp_dtype, TRUE } };
+
+      g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (k->logp_dtype), al);
+      if (l2 != XLOOP_SCALAR)
+        g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
+      else
+        g_string_append_printf (e, "      y[j] = %s;\n", sv);
+      emit_row_loop (o, l2, nt, nc, k->ge2, q, 2, e->str);
+    }
+  /* the row loss -(logp[t]) with logp[t] = x[t] - lse rounded to log-softmax's dtype */
+  if (k->have_rows)
+    {
+      g_autofree char *xt = x_load (ty, k->xdt, "x[tg]");
+      g_autofree char *lp = g_strdup_printf ("%s - lse", xt);
+      g_autofree char *lpr = x_round (ty, k->logp_dtype, lp);
+      g_autofree char *neg = g_strdup_printf ("-(%s)", lpr);
+      g_autofree char *nr = x_round (ty, k->row_dtype, neg);
+      g_autofree char *st_r = x_store (k->row_dtype, "loss");
+
+      g_string_append_printf (o,
+        "  if (threadIdx.x == 0)\n"
+        "    {\n"
+        "      const long long tg = (long long) a%u[row];\n"
+        "      %s loss;\n"
+        "      if (tg == %" G_GINT64_FORMAT "LL)\n"
+        "        loss = (%s) 0;\n"
+        "      else if (tg < 0 || tg >= V)\n"
+        "        loss = %s;\n"
+        "      else\n"
+        "        loss = %s;\n"
+        "      a%u[row] = %s;\n"
+        "    }\n",
+        at, ty->A, k->ignore, ty->A, x_nan (ty), nr, ar, st_r);
+    }
+  *nt_out = nt;
+  return g_string_free (g_steal_pointer (&o), FALSE);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The forward's log-softmax, recomputed by the backward                                        */
+
+/* A rows step that writes log-softmax (gen_forward), and the kernel it becomes when the
+ * backward recomputes log-softmax from the logits and the logsumexp instead of reading it
+ * (gen_backward): the same kernel without the log-softmax pass, writing the logsumexp. */
+typedef struct
+{
+  CsCudaProgram *p;          /* its program: compared, dereferenced only once matched */
+  CsCudaStep    *step;       /* the step */
+  guint          index;      /* its index in p->steps */
+  char          *source;     /* its kernel's source when recorded */
+  XRowsK         k;          /* the kernel's parameters */
+  guint          slots[4];   /* the step's parameters */
+  gboolean       is_out[4];  /* which of them it writes */
+  guint          n;          /* their number */
+  guint          lps;        /* of them, the log-softmax */
+} XRowsRec;
+
+#define XENT_MAX_RECS 64     /* records kept (the newest): a backward follows its forward */
+
+static GMutex rows_mu;
+static GQueue rows_recs = G_QUEUE_INIT;   /* element-type XRowsRec*, newest last */
+
+static void
+rows_rec_free (XRowsRec *r)
+{
+  g_free (r->source);
+  g_free (r);
+}
+
+/* Records @step (the last of @p, rows kernel @k writing log-softmax, parameters @slots). */
+static void
+note_rows_step (CsCudaProgram *p, CsCudaStep *step, const XRowsK *k, const guint *slots, const gboolean *is_out,
+                guint n, guint lps)
+{
+  XRowsRec *r = g_new0 (XRowsRec, 1);
+
+  r->p = p;
+  r->step = step;
+  r->index = p->steps->len - 1;
+  r->source = g_strdup (((CsCudaKernel *) g_ptr_array_index (p->kernels, step->kernel))->source);
+  r->k = *k;
+  memcpy (r->slots, slots, n * sizeof (guint));
+  memcpy (r->is_out, is_out, n * sizeof (gboolean));
+  r->n = n;
+  r->lps = lps;
+  g_mutex_lock (&rows_mu);
+  g_queue_push_tail (&rows_recs, r);
+  while (rows_recs.length > XENT_MAX_RECS)
+    rows_rec_free (g_queue_pop_head (&rows_recs));
+  g_mutex_unlock (&rows_mu);
+}
+
+static guint
+slot_buffer (CsCudaProgram *p, guint slot)
+{
+  return cs_cuda_program_slot (p, slot)->buffer;
+}
+
+static gboolean
+step_touches (CsCudaProgram *p, const CsCudaStep *s, guint buffer, gboolean writes_only)
+{
+  for (guint l = writes_only ? 1 : 0; l < 2; l++)
+    {
+      GArray *a = l ? s->writes : s->reads;
+
+      for (guint j = 0; j < a->len; j++)
+        if (slot_buffer (p, g_array_index (a, guint, j)) == buffer)
+          return TRUE;
+    }
+  return FALSE;
+}
+
+/* The record of the forward rows step that wrote the log-softmax the backward reads through
+ * slot @lp (R x V rows), removed from the table, when the backward may recompute it instead:
+ * that step (of the forward) is the only one that touched the log-softmax's buffer, the
+ * buffer is no program output, @lp views it whole, and no step after it wrote the logits'
+ * buffer.  NULL otherwise. */
+static XRowsRec *
+take_rows_rec (CsCudaProgram *p, guint lp, int64_t R, int64_t V)
+{
+  CsCudaSlot *ls = cs_cuda_program_slot (p, lp);
+  guint b = ls->buffer;
+  gint writer = -1;
+  XRowsRec *rec = NULL;
+
+  if (!p->backward_active || !cs_cuda_slot_is_contiguous (ls) || (int64_t) cs_cuda_slot_numel (ls) != R * V)
+    return NULL;
+  for (guint i = 0; i < p->steps->len; i++)
+    if (step_touches (p, g_ptr_array_index (p->steps, i), b, FALSE))
+      {
+        if (writer >= 0)
+          return NULL;
+        writer = (gint) i;
+      }
+  if (writer < 0)
+    return NULL;
+  for (guint i = 0; i < p->output_slots->len; i++)
+    if (slot_buffer (p, g_array_index (p->output_slots, guint, i)) == b)
+      return NULL;
+  g_mutex_lock (&rows_mu);
+  for (GList *l = rows_recs.head; l != NULL; l = l->next)
+    {
+      XRowsRec *r = l->data;
+      CsCudaStep *s = g_ptr_array_index (p->steps, writer);
+
+      if (r->p == p && r->step == s && r->index == (guint) writer && !s->backward && s->kind == CS_CUDA_STEP_KERNEL
+          && strcmp (((CsCudaKernel *) g_ptr_array_index (p->kernels, s->kernel))->source, r->source) == 0)
+        {
+          rec = r;
+          g_queue_delete_link (&rows_recs, l);
+          break;
+        }
+    }
+  g_mutex_unlock (&rows_mu);
+  if (rec == NULL)
+    return NULL;
+  if (rec->k.V != V || slot_buffer (p, rec->lps) != b || cs_cuda_program_slot (p, rec->lps)->offset != ls->offset
+      || cs_cuda_program_slot (p, rec->lps)->dtype != ls->dtype)
+    goto no;
+  for (guint i = (guint) writer + 1; i < p->steps->len; i++)
+    if (step_touches (p, g_ptr_array_index (p->steps, i), slot_buffer (p, rec->slots[0]), TRUE))
+      goto no;
+  return rec;
+no:
+  rows_rec_free (rec);
+  return NULL;
+}
+
+/* Turns @rec's step into the rows kernel without the log-softmax pass, writing the logsumexp
+ * [R] to a new slot instead (the last parameter); returns that slot. */
+static guint
+drop_logp_pass (CsCudaProgram *p, XRowsRec *rec, int64_t R)
+{
+  XRowsK k = rec->k;
+  guint slots[4], n = 0, nt, lse;
+  gboolean is_out[4];
+  g_autofree char *body = NULL;
+
+  lse = cs_cuda_program_new_slot (p, k.ty.dbl ? CS_DTYPE_F64 : CS_DTYPE_F32, &R, 1);
+  for (guint i = 0; i < rec->n; i++)
+    if (rec->slots[i] != rec->lps)
+      {
+        slots[n] = rec->slots[i];
+        is_out[n++] = rec->is_out[i];
+      }
+  slots[n] = lse;
+  is_out[n++] = TRUE;
+  k.write_logp = FALSE;
+  k.write_lse = TRUE;
+  body = rows_kernel_text (&k, &nt);
+  replace_kernel (p, rec->step, body, slots, is_out, n, nt);
+  return lse;
+}
+
 static gboolean
 gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 {
@@ -989,6 +1517,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
   int64_t shape2[2] = { c->R, c->V }, shape1[1] = { c->R };
   CsDtype xdt = c->x->dtype;
   gboolean dbl;
+  CsCudaStep *step;
 
   for (guint i = 0; i < outs->len; i++)
     {
@@ -1019,16 +1548,11 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 
   /* 1. the rows kernel */
   {
-    g_autoptr(GString) o = g_string_new ("");
-    guint slots[4], n = 0, ax, at = 0, al = 0, ar = 0;
+    XRowsK k = { 0 };
+    guint slots[4], n = 0;
     gboolean is_out[4];
-    gboolean quad = quad_ok (p, xs, c->V), q2 = FALSE;
-    const char *E = dbl ? "exp" : "expf", *L = dbl ? "log" : "logf";
-    guint nt = XENT_THREADS, nw, nc = 0;
-    XLoop l1 = quad ? XLOOP_QUAD : XLOOP_SCALAR, l2 = XLOOP_SCALAR;
-    g_autofree char *ld_q = x_load (&ty, xdt, "q0.e[k]");
-    g_autofree char *ld_x = x_load (&ty, xdt, "x[j]");
-    g_autofree char *st_r = NULL;
+    guint nt;
+    g_autofree char *body = NULL;
 
     if (want_logp)
       lps = cs_cuda_program_new_slot (p, c->logp_dtype, shape2, 2);
@@ -1037,145 +1561,42 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
         rows = cs_cuda_program_new_slot (p, c->row_dtype, shape1, 1);
         have_rows = TRUE;
       }
-    /* With log-softmax written, the row is read twice: from registers when a thread's share of
-     * it fits (4-element groups, unrolled), at 1024 threads a block for long rows. */
-    q2 = quad && want_logp && quad_ok (p, lps, c->V);
-    if (q2)
+    k.ty = ty;
+    k.V = c->V;
+    k.xdt = xdt;
+    k.logp_dtype = c->logp_dtype;
+    k.row_dtype = have_rows ? c->row_dtype : CS_DTYPE_F32;
+    k.ignore = c->ignore;
+    k.have_rows = have_rows;
+    k.write_logp = want_logp;
+    k.ge1 = group_elems (p, &xs, 1, c->V);
+    if (want_logp)
       {
-        int64_t G = c->V / 4;
-        guint qr = (guint) cs_dtype_size_bytes (xdt);   /* 32-bit registers per group */
+        guint xl[2] = { xs, lps };
 
-        l2 = XLOOP_QUAD;
-        if ((G + 255) / 256 * qr <= XENT_CACHE_REGS_256)
-          nc = (guint) ((G + 255) / 256);
-        else if ((G + 1023) / 1024 * qr <= XENT_CACHE_REGS_1024)
-          {
-            nt = 1024;
-            nc = (guint) ((G + 1023) / 1024);
-          }
-        if (nc > 0)
-          {
-            l1 = XLOOP_FILL;
-            l2 = XLOOP_CACHED;
-          }
+        k.ge2 = group_elems (p, xl, 2, c->V);
+        k.cache_ok = quad_ok (p, xs, c->V) && quad_ok (p, lps, c->V);
       }
-    else if (want_logp)
-      l2 = XLOOP_SCALAR;
-    nw = nt / 32;
-    ax = n; slots[n] = xs; is_out[n++] = FALSE;
+    slots[n] = xs; is_out[n++] = FALSE;
     if (have_rows)
       {
-        at = n; slots[n] = ts; is_out[n++] = FALSE;
+        slots[n] = ts; is_out[n++] = FALSE;
       }
     if (want_logp)
       {
-        al = n; slots[n] = lps; is_out[n++] = TRUE;
+        slots[n] = lps; is_out[n++] = TRUE;
       }
     if (have_rows)
       {
-        ar = n; slots[n] = rows; is_out[n++] = TRUE;
+        slots[n] = rows; is_out[n++] = TRUE;
       }
-    g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", c->V);
-    g_string_append_printf (o, "  const %s INF_ = %s;\n", ty.A, x_inf (&ty));
-    g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
-    g_string_append_printf (o, "  const %s *x = a%u + row * V;\n", xstorage (xdt), ax);
-    g_string_append_printf (o, "  __shared__ %s sh_m[%u], sh_s[%u];\n  __shared__ int sh_f[%u];\n", ty.A, nw, nw, nw);
-    g_string_append_printf (o, "  %s m = -INF_, s = (%s) 0;\n  int fl = 0;\n", ty.A, ty.A);
-    if (nc > 0)
-      g_string_append_printf (o, "  %s rc[%u];\n", quad_type (cs_dtype_size_bytes (xdt)), nc);
-    /* pass 1: online max and sum of exponentials */
-    {
-      g_autoptr(GString) e = g_string_new ("");
-      XQuad q = { "q0", "x", xdt, FALSE };
-
-      emit_online (e, &ty, quad ? ld_q : ld_x, quad ? "          " : "      ");
-      emit_row_loop (o, l1, nt, nc, &q, 1, e->str);
-    }
-    /* merge (m, s, fl) over the block */
-    g_string_append_printf (o,
-      "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
-      "    {\n"
-      "      const %s m2 = cs_shfl (m, o_), s2 = cs_shfl (s, o_);\n"
-      "      const %s mn = m2 > m ? m2 : m;\n"
-      "      fl |= __shfl_xor_sync (0xffffffffu, fl, o_);\n"
-      "      s = (m > -INF_ ? s * %s (m - mn) : (%s) 0) + (m2 > -INF_ ? s2 * %s (m2 - mn) : (%s) 0);\n"
-      "      m = mn;\n"
-      "    }\n"
-      "  if ((threadIdx.x & 31) == 0)\n"
-      "    {\n"
-      "      sh_m[threadIdx.x >> 5] = m;\n"
-      "      sh_s[threadIdx.x >> 5] = s;\n"
-      "      sh_f[threadIdx.x >> 5] = fl;\n"
-      "    }\n"
-      "  __syncthreads ();\n"
-      "  m = sh_m[0];\n"
-      "  for (int w_ = 1; w_ < %u; w_++)\n"
-      "    {\n"
-      "      m = sh_m[w_] > m ? sh_m[w_] : m;\n"
-      "      fl |= sh_f[w_];\n"
-      "    }\n"
-      "  fl |= sh_f[0];\n"
-      "  s = (%s) 0;\n"
-      "  for (int w_ = 0; w_ < %u; w_++)\n"
-      "    if (sh_m[w_] > -INF_)\n"
-      "      s += sh_s[w_] * %s (sh_m[w_] - m);\n",
-      ty.A, ty.A, E, ty.A, E, ty.A, nw, ty.A, nw, E);
-    /* logsumexp: max + log(sum), or Thunder's shift of 0 (NaN with a NaN) for a row whose max
-     * is not finite */
-    g_string_append_printf (o, "  %s lse;\n  if (fl == 0 && m > -INF_)\n    lse = %s (s) + m;\n  else\n    {\n", ty.A, L);
-    g_string_append_printf (o, "      const %s sh = (fl & 1) ? %s : (%s) 0;\n      %s s2 = (%s) 0;\n",
-                            ty.A, x_nan (&ty), ty.A, ty.A, ty.A);
-    g_string_append_printf (o, "      for (ix_t j = threadIdx.x; j < V; j += %u)\n        s2 += %s (%s - sh);\n", nt, E, ld_x);
-    {
-      g_autoptr(GString) bs = g_string_new ("");
-
-      emit_block_sum (bs, &ty, "s2", "sh_s", nt);
-      g_string_append (o, bs->str);
-    }
-    g_string_append_printf (o, "      lse = %s (s2) + sh;\n    }\n", L);
-    /* pass 2: log-softmax */
+    body = rows_kernel_text (&k, &nt);
+    step = add_kernel (p, body, slots, is_out, n,
+                       g_strdup_printf ("%s cross-entropy rows %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label,
+                                        c->R, c->V),
+                       (unsigned int) c->R, nt);
     if (want_logp)
-      {
-        g_autoptr(GString) e = g_string_new ("");
-        g_autofree char *diff = g_strdup_printf ("%s - lse", q2 ? ld_q : ld_x);
-        g_autofree char *sv = x_store (c->logp_dtype, diff);
-        XQuad q[2] = { { "q0", "x", xdt, FALSE }, { "q1", "y", c->logp_dtype, TRUE } };
-
-        g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (c->logp_dtype), al);
-        if (q2)
-          g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
-        else
-          g_string_append_printf (e, "      y[j] = %s;\n", sv);
-        emit_row_loop (o, l2, nt, nc, q, 2, e->str);
-      }
-    /* the row loss */
-    if (have_rows)
-      {
-        g_autofree char *xt = x_load (&ty, xdt, "x[tg]");
-        g_autofree char *lp = g_strdup_printf ("%s - lse", xt);
-        g_autofree char *lpr = x_round (&ty, c->logp_dtype, lp);
-        g_autofree char *neg = g_strdup_printf ("-(%s)", lpr);
-        g_autofree char *nr = x_round (&ty, c->row_dtype, neg);
-
-        st_r = x_store (c->row_dtype, "loss");
-        g_string_append_printf (o,
-          "  if (threadIdx.x == 0)\n"
-          "    {\n"
-          "      const long long tg = (long long) a%u[row];\n"
-          "      %s loss;\n"
-          "      if (tg == %" G_GINT64_FORMAT "LL)\n"
-          "        loss = (%s) 0;\n"
-          "      else if (tg < 0 || tg >= V)\n"
-          "        loss = %s;\n"
-          "      else\n"
-          "        loss = %s;\n"
-          "      a%u[row] = %s;\n"
-          "    }\n",
-          at, ty.A, c->ignore, ty.A, x_nan (&ty), nr, ar, st_r);
-      }
-    add_kernel (p, o->str, slots, is_out, n,
-                g_strdup_printf ("%s cross-entropy rows %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label, c->R, c->V),
-                (unsigned int) c->R, nt);
+      note_rows_step (p, step, &k, slots, is_out, n, lps);
   }
 
   /* 2. outputs; the reduction kernel for the scalars */
@@ -1282,7 +1703,8 @@ static gboolean
 gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 {
   XTypes ty;
-  guint lps, ts, gs, tws = 0, gxs;
+  guint lps = 0, ts, gs, tws = 0, gxs, xs = 0, lses = 0;
+  XRowsRec *rec = NULL;
   gboolean have_tw = c->tw != NULL && c->bred == XRED_MEAN;
   CsDtype odt = CS_DTYPE_F32, ord = CS_DTYPE_F32;
   gboolean have_out = FALSE;
@@ -1310,60 +1732,109 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
       || (c->tw && !xstorage (c->tw->dtype)))
     return unsupported (c, NULL, error, "dtypes the kernels do not store");
   dbl = ldt == CS_DTYPE_F64 || odt == CS_DTYPE_F64 || c->gnll_dtype == CS_DTYPE_F64;
+  /* the log-softmax the forward's rows kernel would write, recomputed here from the logits and
+   * the logsumexp (that kernel then writes the logsumexp instead) */
+  {
+    gint ls = cs_cuda_program_lookup (p, c->lp);
+
+    rec = ls >= 0 ? take_rows_rec (p, (guint) ls, c->bR, c->bV) : NULL;
+  }
+  if (rec != NULL)
+    {
+      dbl |= rec->k.ty.dbl;
+      xs = rec->slots[0];
+      lses = drop_logp_pass (p, rec, c->bR);
+      /* what read it now reads the logits: a later statement reading it finds it unbound */
+      g_hash_table_remove (p->slot_of, c->lp);
+    }
   x_types (&ty, dbl);
-  if (!contiguous_input (p, c, c->lp, &lps, error) || !contiguous_input (p, c, c->bt, &ts, error)
+  if ((rec == NULL && !contiguous_input (p, c, c->lp, &lps, error)) || !contiguous_input (p, c, c->bt, &ts, error)
       || !contiguous_input (p, c, c->g, &gs, error)
       || (have_tw && !contiguous_input (p, c, c->tw, &tws, error)))
-    return FALSE;
+    {
+      g_clear_pointer (&rec, rows_rec_free);
+      return FALSE;
+    }
   gxs = cs_cuda_program_new_slot (p, odt, shape2, 2);
   {
     g_autoptr(GString) o = g_string_new ("");
     g_autoptr(GString) e = g_string_new ("");
-    guint slots[5], n = 0;
-    gboolean is_out[5];
-    gboolean quad = quad_ok (p, lps, c->bV) && quad_ok (p, gxs, c->bV);
+    guint slots[6], n = 0, ag, atw = 0, at, ge;
+    gboolean is_out[6];
     const char *E = dbl ? "exp" : "expf";
-    g_autofree char *gval = x_load (&ty, c->g->dtype, c->bred == XRED_NONE ? "a2[row]" : "a2[0]");
-    g_autofree char *twv = have_tw ? x_load (&ty, c->tw->dtype, "a3[0]") : NULL;
-    g_autofree char *gn = NULL, *gnr = NULL, *ld = x_load (&ty, ldt, quad ? "q0.e[k]" : "lp[j]");
+    CsDtype idt = rec ? rec->k.xdt : ldt;   /* the row read: logits or log-softmax */
+    g_autofree char *gval = NULL, *twv = NULL, *gn = NULL, *gnr = NULL, *ld = NULL, *lpv = NULL;
     g_autofree char *v = NULL, *vr = NULL, *sv = NULL;
-    XQuad q[2] = { { "q0", "lp", ldt, FALSE }, { "q1", "y", odt, TRUE } };
+    XQuad q[2] = { { "q0", "xr", idt, FALSE }, { "q1", "y", odt, TRUE } };
 
-    slots[n] = lps; is_out[n++] = FALSE;
-    slots[n] = ts; is_out[n++] = FALSE;
-    slots[n] = gs; is_out[n++] = FALSE;
+    if (rec)
+      {
+        slots[n] = xs; is_out[n++] = FALSE;
+        slots[n] = lses; is_out[n++] = FALSE;
+      }
+    else
+      {
+        slots[n] = lps; is_out[n++] = FALSE;
+      }
+    at = n; slots[n] = ts; is_out[n++] = FALSE;
+    ag = n; slots[n] = gs; is_out[n++] = FALSE;
     if (have_tw)
       {
-        slots[n] = tws; is_out[n++] = FALSE;
+        atw = n; slots[n] = tws; is_out[n++] = FALSE;
       }
     slots[n] = gxs; is_out[n++] = TRUE;
+    {
+      guint rw[2] = { slots[0], gxs };
+
+      ge = group_elems (p, rw, 2, c->bV);
+    }
+    {
+      g_autofree char *ga = g_strdup_printf (c->bred == XRED_NONE ? "a%u[row]" : "a%u[0]", ag);
+      g_autofree char *ta = g_strdup_printf ("a%u[0]", atw);
+
+      gval = x_load (&ty, c->g->dtype, ga);
+      twv = have_tw ? x_load (&ty, c->tw->dtype, ta) : NULL;
+    }
+    ld = x_load (&ty, idt, ge > 1 ? "q0.e[k]" : "xr[j]");
+    if (rec)
+      {
+        /* log-softmax as the forward would have stored it: x - lse in its dtype */
+        g_autofree char *diff = g_strdup_printf ("%s - lse", ld);
+
+        lpv = x_round (&ty, rec->k.logp_dtype, diff);
+      }
+    else
+      lpv = g_strdup (ld);
     gn = have_tw ? g_strdup_printf ("-(%s) / %s", gval, twv) : g_strdup_printf ("-(%s)", gval);
     gnr = x_round (&ty, c->gnll_dtype, gn);
     g_string_append_printf (o, "  const ix_t V = %" G_GINT64_FORMAT "LL;\n", c->bV);
     g_string_append (o, "  const ix_t row = (ix_t) blockIdx.x;\n");
-    g_string_append_printf (o, "  const %s *lp = a0 + row * V;\n", xstorage (ldt));
+    g_string_append_printf (o, "  const %s *xr = a0 + row * V;\n", xstorage (idt));
+    if (rec)
+      g_string_append_printf (o, "  const %s lse = (%s) a1[row];\n", ty.A, ty.A);
     g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (odt), n - 1);
-    g_string_append (o, "  const long long tg = (long long) a1[row];\n");
+    g_string_append_printf (o, "  const long long tg = (long long) a%u[row];\n", at);
     /* nll_loss_backward's value at the target (0 on an ignored row; NaN for a target out of
      * range) */
     g_string_append_printf (o, "  %s gn;\n  if (tg == %" G_GINT64_FORMAT "LL)\n    gn = (%s) 0;\n"
                             "  else if (tg < 0 || tg >= V)\n    gn = %s;\n  else\n    gn = %s;\n",
                             ty.A, c->bignore, ty.A, x_nan (&ty), gnr);
     /* grad - exp(logp) * rowsum(grad), rowsum(grad) = gn */
-    v = g_strdup_printf ("(j == tg ? gn : (%s) 0) - %s (%s) * gn", ty.A, E, ld);
+    v = g_strdup_printf ("(j == tg ? gn : (%s) 0) - %s (%s) * gn", ty.A, E, lpv);
     /* rounded to the narrowest dtype a convert took it through, stored in the output's */
     vr = ord != odt ? x_round (&ty, ord, v) : g_strdup (v);
     sv = x_store (odt, vr);
-    if (quad)
+    if (ge > 1)
       g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
     else
       g_string_append_printf (e, "      y[j] = %s;\n", sv);
-    emit_row_loop (o, quad ? XLOOP_QUAD : XLOOP_SCALAR, XENT_THREADS, 0, q, 2, e->str);
+    emit_row_loop (o, ge > 1 ? XLOOP_QUAD : XLOOP_SCALAR, XENT_THREADS, 0, ge, q, 2, e->str);
     add_kernel (p, o->str, slots, is_out, n,
                 g_strdup_printf ("%s cross-entropy backward %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT, c->label,
                                  c->bR, c->bV),
                 (unsigned int) c->bR, XENT_THREADS);
   }
+  g_clear_pointer (&rec, rows_rec_free);
   for (guint i = 0; i < outs->len; i++)
     {
       CsProxy *o = g_ptr_array_index (outs, i);

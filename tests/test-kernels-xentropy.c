@@ -111,6 +111,41 @@ count_steps (CsCudaProgram *p, const char *what)
 
 /* ---- without a device ---- */
 
+static CsCudaStep *
+find_step (CsCudaProgram *p, const char *what)
+{
+  for (guint i = 0; i < p->steps->len; i++)
+    if (strstr (((CsCudaStep *) g_ptr_array_index (p->steps, i))->label, what))
+      return g_ptr_array_index (p->steps, i);
+  g_assert_not_reached ();
+}
+
+/* The training step of @c moves the logits once forward and twice backward: the rows kernel
+ * reads the [R, V] logits and writes only per-row values (no log-softmax); the backward reads
+ * the logits and the per-row logsumexp and writes the gradient [R, V] in the logits' dtype. */
+static void
+check_step_bytes (CsCudaProgram *p, const Case *c)
+{
+  CsCudaStep *rs = find_step (p, "cross-entropy rows"), *bs = find_step (p, "cross-entropy backward");
+  double xb = (double) (c->R * c->V) * (double) cs_dtype_size_bytes (c->dt);
+  gboolean reads_x = FALSE;
+
+  for (guint i = 0; i < rs->writes->len; i++)
+    g_assert_cmpuint (cs_cuda_slot_numel (cs_cuda_program_slot (p, g_array_index (rs->writes, guint, i))), <=,
+                      (guint64) c->R);
+  g_assert_cmpfloat (rs->bytes, <=, xb + 32.0 * (double) c->R);
+  for (guint i = 0; i < bs->reads->len; i++)
+    {
+      CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (bs->reads, guint, i));
+
+      reads_x |= sl->dtype == c->dt && (int64_t) cs_cuda_slot_numel (sl) == c->R * c->V;
+    }
+  g_assert_true (reads_x);
+  g_assert_cmpuint (bs->writes->len, ==, 1);
+  g_assert_cmpint (cs_cuda_program_slot (p, g_array_index (bs->writes, guint, 0))->dtype, ==, c->dt);
+  g_assert_cmpfloat (bs->bytes, <=, 2 * xb + 32.0 * (double) c->R);
+}
+
 static const Case compile_cases[] = {
   { 7, 37, CS_DTYPE_BF16, "mean" },
   { 7, 1000, CS_DTYPE_F32, "sum" },
@@ -122,7 +157,8 @@ static const Case compile_cases[] = {
 };
 
 /* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and a
- * backward kernel, each once; the f64 reference's program compiles as well. */
+ * backward kernel, each once, moving the bytes check_step_bytes() expects; the f64
+ * reference's program compiles as well. */
 static void
 test_nvrtc (void)
 {
@@ -161,15 +197,16 @@ test_nvrtc (void)
 
         g_assert_nonnull (strstr (p->source->str, v));
       }
-      /* 4-element vector loads where V % 4 == 0; bf16 rows of 50304 kept in registers by
-       * 1024-thread blocks (13 groups of 4 a thread) */
-      if (c->V % 4 == 0)
-        g_assert_nonnull (strstr (p->source->str, c->dt != CS_DTYPE_F32 ? "uint2" : "uint4"));
+      /* 16-byte vector loads where the rows allow (V a multiple of 8 bf16/f16 or 4 f32
+       * elements); 8-byte ones for 16-bit rows of a multiple of 4 */
+      if (c->V % (c->dt == CS_DTYPE_F32 ? 4 : 8) == 0)
+        g_assert_nonnull (strstr (p->source->str, "uint4"));
       if (c->V == 50304 && c->dt == CS_DTYPE_BF16)
         {
-          g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
-          g_assert_nonnull (strstr (p->source->str, "uint2 rc[13];"));
+          g_assert_nonnull (strstr (p->source->str, "g0 < V / 8"));
+          g_assert_null (strstr (p->source->str, " rc["));   /* one pass: no row kept in registers */
         }
+      check_step_bytes (p, c);
       cs_cuda_program_free (p);
 
       p = cs_cuda_program_generate_f64 (fwd, bwd, &policy, &error);
@@ -180,6 +217,82 @@ test_nvrtc (void)
       g_assert_true (cs_cuda_jit_compile (p->source->str, 9, 0, &cubin, NULL, &error));
       g_assert_no_error (error);
       g_assert_cmpmem (g_bytes_get_data (cubin, NULL), 4, "\177ELF", 4);
+      cs_cuda_program_free (p);
+    }
+}
+
+/* log_softmax(logits.float()) returned, in Thunder's initial-trace format: the rows kernel
+ * writes log-softmax (a forward output the backward reads too). */
+static char *
+logp_trace (int64_t R, int64_t V, CsDtype dt)
+{
+  const char *d = cs_dtype_short_name (dt);
+
+  return g_strdup_printf (
+    "import thunder\nimport thunder.core.dtypes as dtypes\nimport thunder.torch as ltorch\nimport torch\n"
+    "from thunder.executors.torchex import no_autocast\n\n@torch.no_grad()\n@no_autocast\n"
+    "def computation(logits, targets):\n"
+    "  # logits: \"cuda:0 %s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  # targets: \"cuda:0 i64[%" G_GINT64_FORMAT "]\"\n"
+    "  t0 = ltorch.to(logits, dtypes.float32, None, device=None, dtype=None, copy=False, memory_format=None)"
+    "  # t0: \"cuda:0 f32[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  t1 = ltorch.log_softmax(t0, 1, dtype=None)  # t1: \"cuda:0 f32[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]\"\n"
+    "  return (t1,)\n", d, R, V, R, R, V, R, V);
+}
+
+static CsPipeline *
+logp_pipeline (int64_t R, int64_t V, CsDtype dt)
+{
+  g_autofree char *text = logp_trace (R, V, dt);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (text, "logp", &error);
+  CsPolicy policy;
+  CsPipeline *pl;
+
+  g_assert_no_error (error);
+  xent_policy (&policy);
+  pl = cs_pipeline_run (t, &policy, NULL, &error);
+  g_assert_no_error (error);
+  return pl;
+}
+
+/* log-softmax outputs: kept in registers at 256 and 1024 threads, 2-element groups, element by
+ * element (the reduction field is unused) */
+static const Case logp_cases[] = {
+  { 3, 1000, CS_DTYPE_F32, "" }, { 3, 50304, CS_DTYPE_BF16, "" }, { 4, 1002, CS_DTYPE_BF16, "" },
+  { 3, 37, CS_DTYPE_F32, "" },
+};
+
+/* The rows kernel still writes log-softmax when it is a forward output (the backward reads it
+ * through the region codegen): generated, NVRTC-compiled, the [R, V] f32 tensor written. */
+static void
+test_logp_output (void)
+{
+  for (gsize k = 0; k < G_N_ELEMENTS (logp_cases); k++)
+    {
+      const Case *c = &logp_cases[k];
+      g_autoptr(CsPipeline) pl = logp_pipeline (c->R, c->V, c->dt);
+      g_autoptr(GError) error = NULL;
+      CsPolicy policy;
+      CsCudaProgram *p;
+      CsCudaStep *rs;
+      gboolean logp = FALSE;
+
+      xent_policy (&policy);
+      p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                      CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (p);
+      rs = find_step (p, "cross-entropy rows");
+      for (guint i = 0; i < rs->writes->len; i++)
+        {
+          CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (rs->writes, guint, i));
+
+          logp |= sl->dtype == CS_DTYPE_F32 && (int64_t) cs_cuda_slot_numel (sl) == c->R * c->V;
+        }
+      g_assert_true (logp);
+      if (c->V == 50304)
+        g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
       cs_cuda_program_free (p);
     }
 }
@@ -469,14 +582,18 @@ make_input (const CsCudaTensorInfo *in, int64_t V, guint64 seed)
     {
       /* rows of logits [R >= 7, V >= 8], targets r (r % 3 != 1): row 0 holds +inf off its
        * target (loss +inf), row 1 (ignored) NaN (loss 0), row 2 only -inf (loss NaN), row 3
-       * -inf off its target (finite), row 5 NaN (loss NaN), row 6 -inf at its target (+inf) */
+       * -inf off its target (finite), row 5 NaN after three -inf (the first 4 elements: a
+       * vector group of NaN and -inf alone in f32, with finite values in bf16; loss NaN), row 6
+       * -inf at its target (+inf) */
       cs_tensor_set_f64 (x, 0 * V + 5, INFINITY);
       cs_tensor_set_f64 (x, 1 * V + 0, NAN);
       for (int64_t j = 0; j < V; j++)
         cs_tensor_set_f64 (x, 2 * V + j, -INFINITY);
       for (int64_t j = 0; j < 3; j++)
         cs_tensor_set_f64 (x, 3 * V + j, -INFINITY);
-      cs_tensor_set_f64 (x, 5 * V + 7, NAN);
+      for (int64_t j = 0; j < 3; j++)
+        cs_tensor_set_f64 (x, 5 * V + j, -INFINITY);
+      cs_tensor_set_f64 (x, 5 * V + 3, NAN);
       cs_tensor_set_f64 (x, 6 * V + 6, -INFINITY);
     }
   return x;
@@ -697,6 +814,7 @@ test_gpu_non_finite (void)
 {
   static const Case cases[] = {
     { 8, 37, CS_DTYPE_F32, "none" }, { 8, 1000, CS_DTYPE_BF16, "none" }, { 8, 40, CS_DTYPE_F32, "sum" },
+    { 8, 1100, CS_DTYPE_F32, "none" },   /* a thread's second group after its NaN one */
   };
 
   if (!have_device)
@@ -825,6 +943,24 @@ test_gpu_log_softmax_dims (void)
   g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 33, TRUE, "lsm"), ==, 3);
 }
 
+/* logp_cases on the GPU: log-softmax and its gradient. */
+static void
+test_gpu_logp_output (void)
+{
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (gsize k = 0; k < G_N_ELEMENTS (logp_cases); k++)
+    {
+      g_autoptr(CsPipeline) pl = logp_pipeline (logp_cases[k].R, logp_cases[k].V, logp_cases[k].dt);
+
+      g_assert_cmpuint (check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), logp_cases[k].V,
+                                    FALSE, "logp"), ==, 2);
+    }
+}
+
 /* around_trace on the GPU, and its f64 program. */
 static void
 test_gpu_around (void)
@@ -874,11 +1010,13 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/xentropy/other-forms", test_other_forms);
   g_test_add_func ("/kernels/xentropy/thunder-llama-regions", test_thunder_regions);
   g_test_add_func ("/kernels/xentropy/around", test_around);
+  g_test_add_func ("/kernels/xentropy/logp-output", test_logp_output);
   g_test_add_func ("/kernels/xentropy/log-softmax-dims", test_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/vs-cpu-f64", test_gpu_vs_cpu);
   g_test_add_func ("/kernels/xentropy/gpu/f64-program", test_gpu_f64);
   g_test_add_func ("/kernels/xentropy/gpu/non-finite", test_gpu_non_finite);
   g_test_add_func ("/kernels/xentropy/gpu/around", test_gpu_around);
+  g_test_add_func ("/kernels/xentropy/gpu/logp-output", test_gpu_logp_output);
   g_test_add_func ("/kernels/xentropy/gpu/log-softmax-dims", test_gpu_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/thunder-llama-regions", test_gpu_thunder_regions);
   return g_test_run ();

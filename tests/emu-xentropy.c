@@ -1,0 +1,426 @@
+/* emu-xentropy.c: the fused cross-entropy kernels run on the CPU, on a machine without a GPU.
+ *
+ * A developer check, built with the CUDA executor and run by hand (seconds to minutes):
+ *   build/tests/emu-xentropy [CASE]
+ * CASE: an index into emu_cases (the default runs all of them), each as the exact and the f64
+ * program; 100 around_trace, 101 lsm_trace, 102 Thunder's LLaMA loss regions (with
+ * CS_SHARED_TRACES), 110 + N log-softmax as an output.  Each program is built without a device (CS_CUDA_BUILD_DRY); its generated
+ * CUDA source is compiled as C++17 by g++ with a small emulation of what the kernels use
+ * (threadIdx/blockIdx in two dims, __shared__ as statics, __syncthreads() as a barrier of the block's
+ * threads, warp shuffles through a per-warp exchange between two barriers of the warp's 32
+ * threads, uint2/uint4 as plain structs, the bf16/f16 conversions round-to-nearest-even),
+ * loaded with dlopen, and every step runs as a POSIX thread per CUDA thread, one block at a
+ * time, on a host arena laid out as the device's (poisoned with 0xff bytes, NaN, first).
+ * Inputs and the comparison are test-kernels-xentropy.c's: every output and gradient against
+ * the CPU f64 reference (core/cs-ref.c), normwise relative error under the per-dtype bound,
+ * the same NaNs and infinities for the non-finite rows.
+ *
+ * Limits: kernel steps only; every shuffle and barrier must be reached by all threads of its
+ * warp or block (true of these kernels); kernels are called through a function type of twelve
+ * pointers (the x86-64 System V convention ignores the extra ones).  It checks the kernels'
+ * arithmetic and indexing, not the device's memory model or speed.
+ */
+#define main xent_test_main
+#include "test-kernels-xentropy.c"
+#undef main
+#include <dlfcn.h>
+#include <glib/gstdio.h>
+
+/* The emulation put in front of the generated kernels (it replaces the jit preamble). */
+static const char emu_header[] =
+  "// CPU emulation of the CUDA subset the generated cross-entropy kernels use (developer check only).\n"
+  "#include <pthread.h>\n"
+  "#include <math.h>\n"
+  "#include <string.h>\n"
+  "#include <stdint.h>\n"
+  "#include <stdio.h>\n"
+  "#include <stdlib.h>\n"
+  "struct emu_uint3 { unsigned x, y, z; };\n"
+  "struct uint2 { unsigned x, y; };\n"
+  "struct uint4 { unsigned x, y, z, w; };\n"
+  "struct float2 { float x, y; };\n"
+  "struct float4 { float x, y, z, w; };\n"
+  "struct double2 { double x, y; };\n"
+  "static inline float __uint_as_float (unsigned i) { float f; memcpy (&f, &i, 4); return f; }\n"
+  "static inline float cs_maxf (float a, float b) { return (a != a || a > b) ? a : b; }\n"
+  "static inline float cs_minf (float a, float b) { return (a != a || a < b) ? a : b; }\n"
+  "static inline double cs_maxd (double a, double b) { return (a != a || a > b) ? a : b; }\n"
+  "static inline double cs_mind (double a, double b) { return (a != a || a < b) ? a : b; }\n"
+  "static thread_local emu_uint3 threadIdx, blockIdx;\n"
+  "static thread_local unsigned emu_lin;   // the thread's linear index in its block\n"
+  "static emu_uint3 blockDim, gridDim;\n"
+  "static pthread_barrier_t emu_block_bar, emu_warp_bar[32];\n"
+  "static double emu_xch[32][32];\n"
+  "#define __global__\n"
+  "#define __launch_bounds__(...)\n"
+  "#define __restrict__ __restrict\n"
+  "#define __shared__ static\n"
+  "static inline void __syncthreads () { pthread_barrier_wait (&emu_block_bar); }\n"
+  "template <class T> static inline T emu_shfl (T v, int src)\n"
+  "{\n"
+  "  int w = emu_lin / 32, l = emu_lin % 32;\n"
+  "  emu_xch[w][l] = (double) v;\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "  T r = (T) emu_xch[w][src];\n"
+  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
+  "  return r;\n"
+  "}\n"
+  "template <class T> static inline T __shfl_sync (unsigned, T v, int src) { return emu_shfl (v, src); }\n"
+  "template <class T> static inline T __shfl_xor_sync (unsigned, T v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
+  "static inline float cs_shfl (float v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
+  "static inline double cs_shfl (double v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
+  "static inline float __int_as_float (int i) { float f; memcpy (&f, &i, 4); return f; }\n"
+  "static inline double __longlong_as_double (long long i) { double f; memcpy (&f, &i, 8); return f; }\n"
+  "typedef unsigned short cs_bf16_t;\n"
+  "typedef unsigned short cs_f16_t;\n"
+  "static inline float cs_bf2f (unsigned short h) { unsigned u = ((unsigned) h) << 16; float f; memcpy (&f, &u, 4); return f; }\n"
+  "static inline unsigned short cs_f2bf (float f) { unsigned u; memcpy (&u, &f, 4); if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0; u += 0x7fff + ((u >> 16) & 1); return (unsigned short) (u >> 16); }\n"
+  "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n"
+  "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n"
+  "static inline float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
+  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n";
+
+/* emu_launch(): one block at a time, a thread per CUDA thread. */
+static const char emu_tail[] =
+  "struct EmuArg { void (*fn) (); void **args; unsigned tid, bid; };\n"
+  "typedef void (*EmuFn12) (void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *);\n"
+  "static void *emu_thread (void *d)\n"
+  "{\n"
+  "  EmuArg *a = (EmuArg *) d;\n"
+  "  emu_lin = a->tid;\n"
+  "  threadIdx = { a->tid % blockDim.x, a->tid / blockDim.x, 0 };\n"
+  "  blockIdx = { a->bid % gridDim.x, a->bid / gridDim.x, 0 };\n"
+  "  void **v = a->args;\n"
+  "  ((EmuFn12) a->fn) (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]);\n"
+  "  return NULL;\n"
+  "}\n"
+  "extern \"C\" int emu_launch (unsigned k, unsigned gx, unsigned gy, unsigned bx, unsigned by, void **args12)\n"
+  "{\n"
+  "  if (k >= sizeof (emu_kernels) / sizeof (emu_kernels[0]) || bx * by > 1024) return -1;\n"
+  "  unsigned grid = gx * gy, block = bx * by;\n"
+  "  blockDim = { bx, by, 1 };\n"
+  "  gridDim = { gx, gy, 1 };\n"
+  "  for (unsigned b = 0; b < grid; b++)\n"
+  "    {\n"
+  "      static pthread_t th[1024];\n"
+  "      static EmuArg as[1024];\n"
+  "      pthread_barrier_init (&emu_block_bar, NULL, block);\n"
+  "      for (unsigned w = 0; w < (block + 31) / 32; w++)\n"
+  "        pthread_barrier_init (&emu_warp_bar[w], NULL, 32);\n"
+  "      for (unsigned t = 0; t < block; t++)\n"
+  "        {\n"
+  "          as[t] = { emu_kernels[k], args12, t, b };\n"
+  "          pthread_create (&th[t], NULL, emu_thread, &as[t]);\n"
+  "        }\n"
+  "      for (unsigned t = 0; t < block; t++)\n"
+  "        pthread_join (th[t], NULL);\n"
+  "      pthread_barrier_destroy (&emu_block_bar);\n"
+  "      for (unsigned w = 0; w < (block + 31) / 32; w++)\n"
+  "        pthread_barrier_destroy (&emu_warp_bar[w]);\n"
+  "    }\n"
+  "  return 0;\n"
+  "}\n";
+
+static char *emu_dir;
+
+typedef int (*EmuLaunch) (unsigned, unsigned, unsigned, unsigned, unsigned, void **);
+
+/* The values of output @i of @p from the host arena, contiguous, in @got. */
+static void
+emu_output (CsCudaProgram *p, guint i, CsTensor *got)
+{
+  guint slot = g_array_index (p->output_slots, guint, i);
+  CsCudaSlot *ss = cs_cuda_program_slot (p, slot);
+  gsize es = cs_dtype_size_bytes (ss->dtype);
+  int64_t idx[CS_MAX_DIMS] = { 0 };
+  char *base = cs_cuda_program_slot_ptr (p, slot);
+
+  for (gsize e = 0; e < cs_cuda_slot_numel (ss); e++)
+    {
+      int64_t off = 0;
+
+      for (guint j = 0; j < ss->rank; j++)
+        off += idx[j] * ss->strides[j];
+      memcpy ((char *) got->data + e * es, base + off * es, es);
+      for (guint j = ss->rank; j-- > 0;)
+        {
+          if (++idx[j] < ss->shape[j])
+            break;
+          idx[j] = 0;
+        }
+    }
+}
+
+/* check_step() of test-kernels-xentropy.c on the emulation: returns the number of outputs
+ * compared; *@worst the largest error / bound. */
+static guint
+emu_check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char *what, const char *tag, double *worst)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GHashTable) env = cs_ref_env_new ();
+  g_autoptr(GHashTable) returned = cs_ref_env_new ();
+  g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
+  g_autoptr(GPtrArray) fl = cs_ref_dup_leaf_inputs (fwd);
+  g_autoptr(GPtrArray) bl = bwd ? cs_ref_dup_leaf_inputs (bwd) : g_ptr_array_new ();
+  g_autoptr(GString) src = g_string_new ("");
+  g_autofree char *cpp = NULL, *so = NULL, *cmd = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+  EmuLaunch launch;
+  char *arena;
+  void *h;
+  guint n = 0;
+
+  xent_policy (&policy);
+  p = f64 ? cs_cuda_program_generate_f64 (fwd, bwd, &policy, &error) : cs_cuda_program_generate (fwd, bwd, &policy, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  g_print ("%s%s\n", what, f64 ? " [f64 program]" : "");
+  for (guint s = 0; s < p->steps->len; s++)
+    g_print ("   step %s: %s (%.3g MB)\n", ((CsCudaStep *) p->steps->pdata[s])->kind_name,
+             ((CsCudaStep *) p->steps->pdata[s])->label, ((CsCudaStep *) p->steps->pdata[s])->bytes / 1e6);
+
+  g_string_append (src, emu_header);
+  g_string_append (src, p->source->str);
+  g_string_append (src, "\nstatic void (*emu_kernels[]) () = {");
+  for (guint k = 0; k < p->n_kernels; k++)
+    g_string_append_printf (src, "%s(void (*) ()) k%u", k ? ", " : "", k);
+  g_string_append (src, "};\n");
+  g_string_append (src, emu_tail);
+  cpp = g_strdup_printf ("%s/%s.cpp", emu_dir, tag);
+  so = g_strdup_printf ("%s/%s.so", emu_dir, tag);
+  g_assert_true (g_file_set_contents (cpp, src->str, -1, NULL));
+  cmd = g_strdup_printf ("g++ -O1 -std=c++17 -shared -fPIC -pthread -w -o %s %s", so, cpp);
+  g_assert_cmpint (system (cmd), ==, 0);
+  h = dlopen (so, RTLD_NOW | RTLD_LOCAL);
+  g_assert_nonnull (h);
+  launch = (EmuLaunch) dlsym (h, "emu_launch");
+  g_assert_nonnull (launch);
+
+  arena = g_malloc (MAX (p->arena_bytes, 1));
+  memset (arena, 0xff, p->arena_bytes);   /* NaN poison */
+  p->arena = arena;
+  for (guint i = 0; i < p->inputs->len; i++)
+    {
+      CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
+      GPtrArray *leaves = in->backward ? bl : fl;
+      g_autoptr(CsTensor) x = make_input (in, V, 1000 + i);
+      g_autoptr(CsTensor) xr = NULL;
+
+      if (f64 && cs_dtype_is_float (in->dtype))
+        {
+          CsDtype tdt = CS_DTYPE_F32;
+
+          for (guint j = 0; j < leaves->len; j++)
+            if (g_strcmp0 (((CsProxy *) g_ptr_array_index (leaves, j))->name, in->name) == 0)
+              tdt = ((CsProxy *) g_ptr_array_index (leaves, j))->dtype;
+          xr = cs_tensor_new (tdt, in->shape, in->rank, &error);
+          g_assert_no_error (error);
+          for (int64_t e = 0; e < x->numel; e++)
+            cs_tensor_set_f64 (xr, e, cs_tensor_get_f64 (x, e));
+          for (int64_t e = 0; e < x->numel; e++)
+            cs_tensor_set_f64 (x, e, cs_tensor_get_f64 (xr, e));
+        }
+      memcpy (cs_cuda_program_slot_ptr (p, g_array_index (p->input_slots, guint, i)), x->data, cs_tensor_nbytes (x));
+      cs_ref_env_insert (env, in->name, xr ? xr : x);
+    }
+  for (guint s = 0; s < p->steps->len; s++)
+    {
+      CsCudaStep *st = g_ptr_array_index (p->steps, s);
+      void *args[12] = { 0 };
+
+      g_assert_cmpint (st->kind, ==, CS_CUDA_STEP_KERNEL);
+      g_assert_cmpuint (st->grid[2], ==, 1);
+      g_assert_cmpuint (st->block[2], ==, 1);
+      g_assert_cmpuint (st->args->len, <=, 12);
+      for (guint a = 0; a < st->args->len; a++)
+        args[a] = cs_cuda_program_slot_ptr (p, g_array_index (st->args, CsCudaKArg, a).slot);
+      g_assert_cmpint (launch (st->kernel, st->grid[0], st->grid[1], st->block[0], st->block[1], args), ==, 0);
+    }
+  cs_ref_run_env (fwd, env, CS_REF_F64, 0, &fo, &fn, returned, &error);
+  g_assert_no_error (error);
+  {
+    GHashTableIter it;
+    gpointer k, v;
+
+    g_hash_table_iter_init (&it, env);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      if (!g_hash_table_contains (returned, k))
+        cs_ref_env_insert (returned, k, v);
+  }
+  if (bwd)
+    cs_ref_run_env (bwd, returned, CS_REF_F64, 0, &bo, &bn, NULL, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < p->outputs->len; i++)
+    {
+      CsCudaTensorInfo *o = &g_array_index (p->outputs, CsCudaTensorInfo, i);
+      g_autoptr(CsTensor) got = cs_tensor_new (o->dtype, o->shape, o->rank, &error);
+      CsTensor *ref = o->backward ? named (bo, bn, o->name) : named (fo, fn, o->name);
+      double num = 0, den = 0, rel, b = rel_bound (o->dtype, f64);
+      guint bad = 0;
+
+      emu_output (p, i, got);
+      g_assert_nonnull (ref);
+      g_assert_cmpint (ref->numel, ==, got->numel);
+      for (int64_t e = 0; e < got->numel; e++)
+        {
+          double a = cs_tensor_get_f64 (got, e), r = cs_tensor_get_f64 (ref, e);
+
+          if (special_inputs && !isfinite (r))
+            {
+              if (isnan (r) ? !isnan (a) : a != r)
+                bad++;
+              continue;
+            }
+          if (isnan (a))
+            bad++;
+          num += (a - r) * (a - r);
+          den += r * r;
+        }
+      if (special_inputs && !o->backward && o->rank == 1)
+        bad += !(cs_tensor_get_f64 (got, 0) == INFINITY) + !(cs_tensor_get_f64 (got, 1) == 0.0)
+               + !isnan (cs_tensor_get_f64 (got, 2)) + !isfinite (cs_tensor_get_f64 (got, 3))
+               + !isnan (cs_tensor_get_f64 (got, 5)) + !(cs_tensor_get_f64 (got, 6) == INFINITY);
+      rel = den > 0 ? sqrt (num / den) : sqrt (num);
+      g_print ("  %s %s %s (%s): rel.L2 %.3e (bound %.0e)%s\n", what, o->backward ? "grad" : "out", o->name,
+               cs_dtype_short_name (o->dtype), rel, b, bad ? " WRONG NaN/inf" : "");
+      *worst = MAX (*worst, bad ? INFINITY : b > 0 ? rel / b : rel);
+      n++;
+    }
+  p->arena = NULL;
+  g_free (arena);
+  dlclose (h);
+  g_unlink (so);
+  g_unlink (cpp);
+  cs_cuda_program_free (p);
+  return n;
+}
+
+typedef struct
+{
+  Case     c;
+  gboolean special;   /* test_gpu_non_finite's inputs */
+} EmuCase;
+
+/* test_gpu_vs_cpu's shapes and dtypes, smaller where it does not change the kernel's path. */
+static const EmuCase emu_cases[] = {
+  { { 7, 37, CS_DTYPE_BF16, "mean" }, FALSE },      /* element by element */
+  { { 7, 1000, CS_DTYPE_BF16, "sum" }, FALSE },     /* 8-element groups */
+  { { 7, 1000, CS_DTYPE_F32, "mean" }, FALSE },     /* 4-element groups */
+  { { 3, 50304, CS_DTYPE_BF16, "mean" }, FALSE },   /* the benchmark's rows */
+  { { 2, 50304, CS_DTYPE_F32, "none" }, FALSE },
+  { { 5, 1000, CS_DTYPE_F16, "mean" }, FALSE },
+  { { 1, 1, CS_DTYPE_F32, "mean" }, FALSE },
+  { { 4, 1002, CS_DTYPE_BF16, "sum" }, FALSE },     /* 2-element groups */
+  { { 2, 2053, CS_DTYPE_F32, "sum" }, FALSE },      /* V odd, more than a block's loop */
+  { { 8, 37, CS_DTYPE_F32, "none" }, TRUE },
+  { { 8, 1000, CS_DTYPE_BF16, "none" }, TRUE },
+  { { 8, 40, CS_DTYPE_F32, "sum" }, TRUE },
+  { { 8, 1100, CS_DTYPE_F32, "none" }, TRUE },
+};
+
+int
+main (int argc, char **argv)
+{
+  int only = argc > 1 ? atoi (argv[1]) : -1;
+  g_autofree char *gxx = g_find_program_in_path ("g++");
+  g_autoptr(GError) derr = NULL;
+  guint n_fail = 0;
+
+  if (gxx == NULL)
+    {
+      g_printerr ("emu-xentropy: needs g++\n");
+      return 77;
+    }
+  emu_dir = g_dir_make_tmp ("castscope-emu-XXXXXX", &derr);
+  g_assert_no_error (derr);
+  for (guint k = 0; k < G_N_ELEMENTS (emu_cases); k++)
+    for (int f64 = 0; f64 < 2; f64++)
+      {
+        const Case *c = &emu_cases[k].c;
+        g_autoptr(CsPipeline) pl = NULL;
+        g_autofree char *what = NULL, *tag = g_strdup_printf ("x%u_%d", k, f64);
+        double worst = 0;
+        guint n;
+
+        if (only >= 0 && (int) k != only)
+          continue;
+        special_inputs = emu_cases[k].special;
+        if (special_inputs && f64)
+          continue;   /* the GPU test checks these on the exact program only */
+        pl = case_pipeline (c);
+        what = g_strdup_printf ("R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s %s%s", c->R, c->V,
+                                cs_dtype_short_name (c->dt), c->reduction, special_inputs ? " non-finite" : "");
+        n = emu_check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), c->V, f64, what, tag, &worst);
+        g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n >= 2 ? "OK" : "FAIL");
+        n_fail += !(worst <= 1.0 && n >= 2);
+      }
+  special_inputs = FALSE;
+  if (only < 0 || only == 100)
+    {
+      g_autoptr(CsPipeline) pl = around_pipeline ();
+      double worst = 0;
+      guint n;
+
+      rounds_inside = TRUE;
+      for (int f64 = 0; f64 < 2; f64++)
+        {
+          g_autofree char *tag = g_strdup_printf ("around_%d", f64);
+
+          worst = 0;
+          n = emu_check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 40, f64, "around", tag, &worst);
+          g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n == 2 ? "OK" : "FAIL");
+          n_fail += !(worst <= 1.0 && n == 2);
+        }
+      rounds_inside = FALSE;
+    }
+  if (only < 0 || only == 101)
+    {
+      g_autoptr(CsPipeline) pl = lsm_pipeline ();
+      double worst = 0;
+      guint n = emu_check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), 33, FALSE, "lsm", "lsm", &worst);
+
+      g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n == 3 ? "OK" : "FAIL");
+      n_fail += !(worst <= 1.0 && n == 3);
+    }
+  for (guint k = 0; k < G_N_ELEMENTS (logp_cases); k++)
+    {
+      /* cached in registers at 256 and 1024 threads; 2-element groups; element by element */
+      const Case *lc = logp_cases;
+      g_autofree char *what = NULL, *tag = g_strdup_printf ("logp%u", k);
+      g_autoptr(CsPipeline) pl = NULL;
+      double worst = 0;
+      guint n;
+
+      if (only >= 0 && only != 110 + (int) k)
+        continue;
+      pl = logp_pipeline (lc[k].R, lc[k].V, lc[k].dt);
+      what = g_strdup_printf ("log-softmax out R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s", lc[k].R, lc[k].V,
+                              cs_dtype_short_name (lc[k].dt));
+      n = emu_check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), lc[k].V, FALSE, what, tag, &worst);
+      g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n == 2 ? "OK" : "FAIL");
+      n_fail += !(worst <= 1.0 && n == 2);
+    }
+  if (only < 0 || only == 102)
+    {
+      g_autoptr(CsTrace) fwd = NULL;
+      g_autoptr(CsTrace) bwd = NULL;
+
+      if (thunder_llama_step (&fwd, &bwd))
+        for (int f64 = 0; f64 < 2; f64++)
+          {
+            g_autofree char *tag = g_strdup_printf ("llama_%d", f64);
+            double worst = 0;
+            guint n = emu_check_step (fwd, bwd, 512, f64, "llama TorchCompile0/1", tag, &worst);
+
+            g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n == 2 ? "OK" : "FAIL");
+            n_fail += !(worst <= 1.0 && n == 2);
+          }
+      else
+        g_print ("llama TorchCompile0/1: skipped (CS_SHARED_TRACES not set)\n");
+    }
+  g_rmdir (emu_dir);
+  g_free (emu_dir);
+  g_print ("%s\n", n_fail ? "FAILED" : "all OK");
+  return n_fail ? 1 : 0;
+}
