@@ -144,7 +144,10 @@ struct _CsCudaProgram
   CsPolicy       policy;         /* copy of the policy it was built with */
   GArray        *buffers;        /* element-type CsCudaBuffer */
   GArray        *slots;          /* element-type CsCudaSlot */
-  GPtrArray     *steps;          /* element-type CsCudaStep* */
+  GPtrArray     *steps;          /* element-type CsCudaStep*: what every training step runs */
+  GPtrArray     *setup_steps;    /* element-type CsCudaStep*: constant fills (kernels that read
+                                    nothing and write buffers no other step writes), run once
+                                    when the program is built; their buffers are pinned */
   GString       *source;         /* generated CUDA C: every unique kernel once, in order (no
                                     preamble) */
   guint          n_kernels;      /* unique kernels (= kernels->len) */

@@ -5,7 +5,8 @@
  * cotangents)` unpacks them and returns one gradient per flat arg).  Each fusion region becomes
  * generated kernels (cs-cuda-codegen.c), matmul/linear a cuBLASLt call (cs-cuda-blas.c); shape
  * ops outside regions are views (a permute feeding a matmul becomes a transpose flag), copied
- * only when a reshape needs contiguous memory.  Buffers are placed in one arena by a first-fit
+ * only when a reshape needs contiguous memory.  Constant fills (kernels that read nothing) run
+ * once when the program is built, not in every step.  Buffers are placed in one arena by a first-fit
  * plan over their live ranges (reference/gpu-executor.md 6.2): one cudaMalloc per program, none
  * on the hot path.  The whole step can be captured once into a CUDA graph and replayed (6.1).
  */
@@ -840,6 +841,76 @@ bind_saved_by_name (CsCudaProgram *p, CsValue *forward_return, GPtrArray *params
   return TRUE;
 }
 
+/* ---- constant fills ---- */
+
+/* Moves the constant fills out of the per-step list into p->setup_steps: kernel steps that read
+ * no slot (their result depends on nothing: the zeros the attention kernels give the sdpa
+ * outputs the executor does not model, RNG state and sequence lengths) and whose every written
+ * buffer no other step writes or reads before them and is no program input.  Such a buffer holds
+ * the same bytes after every step, so it is filled once when the program is built and pinned
+ * (the arena never lends its bytes to another buffer).  A buffer a later step writes too (the
+ * zeroed accumulator of a scatter) keeps its fill in every step.  Generated kernels draw no
+ * random numbers, so a step without inputs computes the same values each time. */
+static void
+hoist_constant_fills (CsCudaProgram *p)
+{
+  g_autofree guint *writers = g_new0 (guint, MAX (p->buffers->len, 1));
+  g_autofree gint *first_read = g_new (gint, MAX (p->buffers->len, 1));
+  g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func (NULL);
+  GPtrArray *old = p->steps;
+
+  for (guint b = 0; b < p->buffers->len; b++)
+    first_read[b] = -1;
+  for (guint i = 0; i < p->input_slots->len; i++)
+    writers[cs_cuda_program_slot (p, g_array_index (p->input_slots, guint, i))->buffer] += 2;
+  for (guint i = 0; i < old->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (old, i);
+
+      for (guint j = 0; j < s->writes->len; j++)
+        writers[cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer]++;
+      for (guint j = 0; j < s->reads->len; j++)
+        {
+          guint b = cs_cuda_program_slot (p, g_array_index (s->reads, guint, j))->buffer;
+
+          if (first_read[b] < 0)
+            first_read[b] = (gint) i;
+        }
+    }
+  for (guint i = 0; i < old->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (old, i);
+      gboolean hoist = s->kind == CS_CUDA_STEP_KERNEL && s->reads->len == 0 && s->writes->len > 0;
+
+      for (guint j = 0; hoist && j < s->writes->len; j++)
+        {
+          guint b = cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer;
+
+          /* a step writing one buffer through two slots counts it twice */
+          guint own = 0;
+
+          for (guint q = 0; q < s->writes->len; q++)
+            own += cs_cuda_program_slot (p, g_array_index (s->writes, guint, q))->buffer == b;
+          hoist = writers[b] == own && (first_read[b] < 0 || first_read[b] > (gint) i);
+        }
+      if (!hoist)
+        {
+          g_ptr_array_add (keep, s);
+          continue;
+        }
+      for (guint j = 0; j < s->writes->len; j++)
+        g_array_index (p->buffers, CsCudaBuffer,
+                       cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer).pinned = TRUE;
+      g_ptr_array_add (p->setup_steps, s);
+    }
+  /* the steps move, nothing is freed */
+  g_ptr_array_set_free_func (old, NULL);
+  g_ptr_array_set_size (old, 0);
+  for (guint i = 0; i < keep->len; i++)
+    g_ptr_array_add (old, g_ptr_array_index (keep, i));
+  g_ptr_array_set_free_func (old, step_free);
+}
+
 /* ---- memory plan ---- */
 
 static void
@@ -1018,6 +1089,7 @@ cs_cuda_program_free (CsCudaProgram *p)
   if (p->graph)
     cudaGraphExecDestroy (p->graph);
   g_clear_pointer (&p->steps, g_ptr_array_unref);
+  g_clear_pointer (&p->setup_steps, g_ptr_array_unref);
   for (guint i = 0; i < p->n_libraries; i++)
     if (p->libraries[i])
       cudaLibraryUnload ((cudaLibrary_t) p->libraries[i]);
@@ -1125,6 +1197,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
   p->steps = g_ptr_array_new_with_free_func (step_free);
+  p->setup_steps = g_ptr_array_new_with_free_func (step_free);
   p->source = g_string_new ("");
   p->kernels = g_ptr_array_new_with_free_func (kernel_free);
   if (!(flags & CS_CUDA_BUILD_NO_DEDUPE))
@@ -1283,7 +1356,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
         }
     }
 
-  /* Memory plan, one allocation. */
+  /* Constant fills run once, then the memory plan, one allocation. */
+  hoist_constant_fills (p);
   liveness (p);
   p->arena_bytes = plan_arena (p);
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
@@ -1323,6 +1397,29 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     if (((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind == CS_CUDA_STEP_KERNEL
         && !step_get_kernel (p, g_ptr_array_index (p->steps, i), error))
       goto out;
+  /* the constant fills, once: their pinned buffers keep the values for every step */
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
+      dim3 grid, block;
+
+      if (!step_get_kernel (p, s, error))
+        goto out;
+      grid = (dim3) { s->grid[0], s->grid[1], s->grid[2] };
+      block = (dim3) { s->block[0], s->block[1], s->block[2] };
+      CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+      /* the test hook of launch_steps: a wrong result in what the kernel writes, here once */
+      for (guint k = 0; p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && k < s->writes->len; k++)
+        {
+          guint w = g_array_index (s->writes, guint, k);
+          const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+          gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+
+          CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+        }
+    }
+  if (p->setup_steps->len > 0)
+    CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
   p->kernels_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
   {

@@ -9,8 +9,10 @@
  *   <index> <fwd|bwd> <kind> <label>
  *
  * where kind is "matmul" (one cublasLtMatmul), "fusion" (a generated region kernel), "finalize"
- * (a region kernel whose label says it adds up a column reduction's partials), or "copy" (a
- * contiguous copy for a view that needs one), then the totals.  LAYERS > 8 deepens the LLaMA
+ * (a region kernel whose label says it adds up a column reduction's partials), "copy" (a
+ * contiguous copy for a view that needs one) or "attention", then the totals; then the
+ * constant fills the program runs once when it is built ("setup ..." lines, not launched per
+ * step).  LAYERS > 8 deepens the LLaMA
  * stack first (tests/test-llama-layers.h).  The census in kernels/BENCH-RESULTS.md ("Launches
  * per block") was made with it.
  */
@@ -122,6 +124,12 @@ main (int argc, char **argv)
                            GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (totals, k)) + 1));
       n[s->kind == CS_CUDA_STEP_GEMM]++;
     }
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
+
+      printf ("setup %s %s %s\n", s->backward ? "bwd" : "fwd", census_kind (s), s->label);
+    }
   printf ("# launches %u: kernels %u, matmuls %u", p->steps->len, n[0], n[1]);
   {
     static const char *const kinds[] = { "fusion", "finalize", "copy", NULL };
@@ -129,7 +137,7 @@ main (int argc, char **argv)
     for (guint j = 0; kinds[j]; j++)
       printf (", %s %u", kinds[j], GPOINTER_TO_UINT (g_hash_table_lookup (totals, kinds[j])));
   }
-  printf ("\n");
+  printf ("; once per program: %u constant fills\n", p->setup_steps->len);
   cs_cuda_program_free (p);
   return 0;
 }

@@ -711,6 +711,20 @@ region_signature (CsStmt *region)
   return g_string_free (sig, FALSE);
 }
 
+/* The steps of @p as built: those of every training step, then the constant fills run once
+ * (p->setup_steps).  The array owns none of them. */
+static GPtrArray *
+all_steps (CsCudaProgram *p)
+{
+  GPtrArray *a = g_ptr_array_new ();
+
+  for (guint i = 0; i < p->steps->len; i++)
+    g_ptr_array_add (a, g_ptr_array_index (p->steps, i));
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    g_ptr_array_add (a, g_ptr_array_index (p->setup_steps, i));
+  return a;
+}
+
 /* The kernel numbers of the kernel steps a region made ("<region> ..." labels of its trace),
  * as text. */
 static char *
@@ -718,10 +732,11 @@ region_kernels (CsCudaProgram *p, const char *callee, gboolean backward)
 {
   GString *s = g_string_new (NULL);
   gsize n = strlen (callee);
+  g_autoptr(GPtrArray) steps = all_steps (p);
 
-  for (guint i = 0; i < p->steps->len; i++)
+  for (guint i = 0; i < steps->len; i++)
     {
-      CsCudaStep *st = g_ptr_array_index (p->steps, i);
+      CsCudaStep *st = g_ptr_array_index (steps, i);
 
       if (st->kind == CS_CUDA_STEP_KERNEL && st->backward == backward
           && strncmp (st->label, callee, n) == 0 && st->label[n] == ' ')
@@ -765,6 +780,8 @@ dedupe_case (CsTrace *init, gboolean compile, DedupeCounts *c)
   CsCudaProgram *p, *q;
   CsTrace *tr[2];
   guint n_global = 0;
+  g_autoptr(GPtrArray) ps = NULL, qs = NULL;
+  g_autofree gboolean *numbered = NULL;
 
   memset (c, 0, sizeof *c);
   cs_policy_init_default (&policy);
@@ -779,19 +796,26 @@ dedupe_case (CsTrace *init, gboolean compile, DedupeCounts *c)
   q = cs_cuda_program_build_full (tr[0], tr[1], &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_NO_DEDUPE, &error);
   g_assert_no_error (error);
 
-  /* Same steps; the one-kernel-per-step program has one kernel per kernel step. */
+  /* Same steps (and the same constant fills); the one-kernel-per-step program has one kernel
+   * per kernel step, numbered in the order the steps were made (the fills among them). */
   g_assert_cmpuint (p->steps->len, ==, q->steps->len);
-  for (guint i = 0; i < p->steps->len; i++)
+  g_assert_cmpuint (p->setup_steps->len, ==, q->setup_steps->len);
+  ps = all_steps (p);
+  qs = all_steps (q);
+  numbered = g_new0 (gboolean, q->n_kernels + 1);
+  for (guint i = 0; i < ps->len; i++)
     {
-      CsCudaStep *a = g_ptr_array_index (p->steps, i);
-      CsCudaStep *b = g_ptr_array_index (q->steps, i);
+      CsCudaStep *a = g_ptr_array_index (ps, i);
+      CsCudaStep *b = g_ptr_array_index (qs, i);
       g_autofree char *ta = NULL, *tb = NULL;
 
       g_assert_cmpint (a->kind, ==, b->kind);
       g_assert_cmpstr (a->label, ==, b->label);
       if (a->kind != CS_CUDA_STEP_KERNEL)
         continue;
-      g_assert_cmpuint (b->kernel, ==, c->kernel_steps);
+      g_assert_cmpuint (b->kernel, <, q->n_kernels);
+      g_assert_false (numbered[b->kernel]);
+      numbered[b->kernel] = TRUE;
       c->kernel_steps++;
       ta = kernel_text_unnamed (((CsCudaKernel *) g_ptr_array_index (p->kernels, a->kernel))->source);
       tb = kernel_text_unnamed (((CsCudaKernel *) g_ptr_array_index (q->kernels, b->kernel))->source);
@@ -864,9 +888,9 @@ dedupe_case (CsTrace *init, gboolean compile, DedupeCounts *c)
   {
     guint outside = 0;
 
-    for (guint i = 0; i < p->steps->len; i++)
+    for (guint i = 0; i < ps->len; i++)
       {
-        CsCudaStep *st = g_ptr_array_index (p->steps, i);
+        CsCudaStep *st = g_ptr_array_index (ps, i);
 
         if (st->kind == CS_CUDA_STEP_KERNEL && !g_str_has_prefix (st->label, "nvFusion"))
           outside++;
@@ -1128,6 +1152,110 @@ test_gpt_stack (void)
   cs_cuda_program_free (p);
 }
 
+/* ---- launches per step (issue 20) ---- */
+
+typedef struct
+{
+  guint steps;      /* launches per training step */
+  guint matmuls;    /* of which cublasLtMatmul calls */
+  guint finalize;   /* kernels adding up a column reduction's partials */
+  guint copies;     /* contiguous copies of views */
+  guint setup;      /* constant fills run once per program */
+} Launches;
+
+/* The launches of @init's training step under the default policy (attention and cross-entropy
+ * fused, as the GPU runs it), from a dry build. */
+static void
+count_launches (CsTrace *init, Launches *n)
+{
+  g_autoptr(CsPipeline) pl = NULL;
+  g_autoptr(GError) error = NULL;
+  CsPolicy policy;
+  CsCudaProgram *p;
+
+  memset (n, 0, sizeof *n);
+  cs_policy_init_default (&policy);
+  pl = cs_pipeline_run (init, &policy, NULL, &error);
+  g_assert_no_error (error);
+  p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
+                                  CS_CUDA_BUILD_DRY, &error);
+  g_assert_no_error (error);
+  n->steps = p->steps->len;
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      n->matmuls += s->kind == CS_CUDA_STEP_GEMM;
+      n->finalize += strstr (s->label, "finalize") != NULL;
+      n->copies += g_strcmp0 (s->kind_name, "copy") == 0;
+      /* the constant fills never run per step */
+      g_assert_null (strstr (s->label, "attention zero i64"));
+    }
+  n->setup = p->setup_steps->len;
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
+
+      /* a constant fill reads nothing and owns its pinned buffers */
+      g_assert_cmpuint (s->reads->len, ==, 0);
+      g_assert_cmpuint (s->writes->len, >, 0);
+      for (guint j = 0; j < s->writes->len; j++)
+        g_assert_true (g_array_index (p->buffers, CsCudaBuffer,
+                                      cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer).pinned);
+    }
+  assert_arena_disjoint (p);
+  cs_cuda_program_free (p);
+}
+
+/* The 8-block LLaMA step's launches against the census of kernels/BENCH-RESULTS.md ("Launches
+ * per block"): 47 per block + 13 outside them = 389 before issue 20's levers; the 5 constant
+ * fills of each block's sdpa outputs (RNG seed and offset, sequence lengths) run once per
+ * program: 42 per block, 8 x 42 + 13 = 349, and 40 fills at setup. */
+static void
+test_launches_llama (void)
+{
+  g_autoptr(CsTrace) init = load_shared ("thunder_llama_stack_initial.txt");
+  Launches n;
+
+  if (init == NULL)
+    {
+      g_test_skip ("../shared/traces not present");
+      return;
+    }
+  count_launches (init, &n);
+  g_test_message ("LLaMA 8 blocks: %u launches (%u matmuls, %u finalize, %u copies), %u fills once",
+                  n.steps, n.matmuls, n.finalize, n.copies, n.setup);
+  g_assert_cmpuint (n.matmuls, ==, 8 * 21 + 3);
+  g_assert_cmpuint (n.setup, ==, 8 * 5);
+  g_assert_cmpuint (n.finalize, ==, 8 * 2 + 1);
+  g_assert_cmpuint (n.copies, ==, 8 * 2);
+  g_assert_cmpuint (n.steps, ==, 8 * 42 + 13);
+}
+
+/* The 4-block GPT of tests/oracle: 222 launches before issue 20's levers (51 matmuls, 34
+ * finalizes, 16 copies, 20 constant fills of sdpa outputs and the iota of the positions); the
+ * 21 fills run once per program: 201. */
+static void
+test_launches_gpt (void)
+{
+  const char *srcdir = g_getenv ("G_TEST_SRCDIR");
+  g_autofree char *path = g_build_filename (srcdir ? srcdir : ".", "oracle", "gpt_stack4_initial.txt", NULL);
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  Launches n;
+
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  count_launches (g_ptr_array_index (list->traces, 0), &n);
+  g_test_message ("GPT 4 blocks: %u launches (%u matmuls, %u finalize, %u copies), %u fills once",
+                  n.steps, n.matmuls, n.finalize, n.copies, n.setup);
+  g_assert_cmpuint (n.matmuls, ==, 51);
+  g_assert_cmpuint (n.setup, ==, 4 * 5 + 1);
+  g_assert_cmpuint (n.finalize, ==, 34);
+  g_assert_cmpuint (n.copies, ==, 16);
+  g_assert_cmpuint (n.steps, ==, 222 - 21);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1149,5 +1277,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/rounding-eager", test_rounding_eager);
   g_test_add_func ("/kernels/codegen/aten/samples", test_aten_samples);
   g_test_add_func ("/kernels/codegen/gpt-stack", test_gpt_stack);
+  g_test_add_func ("/kernels/codegen/launches/llama", test_launches_llama);
+  g_test_add_func ("/kernels/codegen/launches/gpt", test_launches_gpt);
   return g_test_run ();
 }
