@@ -63,6 +63,8 @@ typedef struct
   gint     last;         /* last step touching it; -1 = none */
   gsize    offset;       /* bytes from the arena base, 256-aligned (valid after planning) */
   gboolean pinned;       /* program input or output: live for the whole step */
+  gboolean zeroed;       /* device builds set its bytes to 0 once, when the arena is made (a
+                            counter its kernels reset themselves; pinned) */
 } CsCudaBuffer;
 
 /* A tensor as the executor sees it: a strided view of one buffer. */

@@ -1376,6 +1376,13 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
   CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
+  for (guint i = 0; i < p->buffers->len; i++)
+    {
+      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
+
+      if (b->zeroed)
+        CS_CU_CHECK (cudaMemsetAsync ((char *) p->arena + b->offset, 0, b->size_bytes, p->stream), error);
+    }
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
   p->setup_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
