@@ -1412,6 +1412,8 @@ cs_cuda_intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
     return GPOINTER_TO_UINT (v);
   k = g_new0 (CsCudaKernel, 1);
   k->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text);
+  k->attrs = g_strdup (attrs);
+  k->text = g_strdup (text);
   k->library = 0;
   g_ptr_array_add (p->kernels, k);
   g_string_append (p->source, k->source);
@@ -1466,6 +1468,7 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;
+  step->mergeable = TRUE;
   step->grid[0] = grid_x;
   step->grid[1] = grid_y;
   step->grid[2] = 1;

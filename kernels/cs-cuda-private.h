@@ -92,6 +92,8 @@ typedef struct _CsCudaGemm CsCudaGemm;
 typedef struct
 {
   char  *source;         /* `extern "C" __global__ void ... k<N> (...) {...}`, N = its index */
+  char  *attrs;          /* its launch attributes (`__launch_bounds__(256)`) */
+  char  *text;           /* its parameter list and body: what follows the name */
   guint  library;        /* which NVRTC program (index into CsCudaProgram.libraries) holds it */
 } CsCudaKernel;
 
@@ -129,6 +131,8 @@ typedef struct
 
   /* KERNEL */
   guint          kernel;         /* kernel number (name "k<kernel>" in the program source) */
+  gboolean       mergeable;      /* a region kernel of the code generator (gen_finish): it may
+                                    share one launch with an adjacent independent one */
   GArray        *args;           /* element-type CsCudaKArg, in the kernel's parameter order */
   unsigned int   grid[3];        /* blocks */
   unsigned int   block[3];       /* threads per block */
