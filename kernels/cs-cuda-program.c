@@ -1709,8 +1709,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
           CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
         }
     }
-  if (p->setup_steps->len > 0)
-    CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+  /* the zeroed buffers and the fills are in place before the program is handed out */
+  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
   p->kernels_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
   {
