@@ -19,7 +19,8 @@
  *  - Other reductions (sum, prod, amax, amin, var, var_mean) become a kernel with their
  *    pointwise prologue inlined: row form (a warp or a 256-thread block per output row) or
  *    column form (a 32x8 tile per block, the reduction split over blockIdx.y into f32
- *    partials, then a finalize kernel).  var_mean there uses Welford's update and Chan's merge,
+ *    partials that the last split block to finish an output merges, counted per output by
+ *    atomics: no finalize kernel).  var_mean there uses Welford's update and Chan's merge,
  *    never E[x^2]-E[x]^2.  The result is stored (as the region output, or as f32 scratch) and
  *    read back by later stages as a leaf.  Sums and extrema over size-1 dims only are views.
  *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape, eight
@@ -1411,6 +1412,8 @@ cs_cuda_intern_kernel (CsCudaProgram *p, const char *attrs, const char *text)
     return GPOINTER_TO_UINT (v);
   k = g_new0 (CsCudaKernel, 1);
   k->source = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, p->kernels->len, text);
+  k->attrs = g_strdup (attrs);
+  k->text = g_strdup (text);
   k->library = 0;
   g_ptr_array_add (p->kernels, k);
   g_string_append (p->source, k->source);
@@ -1465,6 +1468,7 @@ gen_finish (Gen *g, const char *code, char *label, unsigned int grid_x, unsigned
 
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_KERNEL, "fusion", label);
   step->kernel = k;
+  step->mergeable = TRUE;
   step->grid[0] = grid_x;
   step->grid[1] = grid_y;
   step->grid[2] = 1;
@@ -2010,7 +2014,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
     int64_t bx = (O + 31) / 32;
     int64_t S = (8 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;   /* ~8 blocks per SM */
     int64_t max_s = (R + 63) / 64;
-    guint part = 0;
+    guint part = 0, cnt = 0;
     const char *v;
 
     if (S > max_s)
@@ -2023,7 +2027,15 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
       {
         int64_t pshape[1] = { (int64_t) nc * S * O };
 
+        int64_t cshape[1] = { O };
+        CsCudaBuffer *cb;
+
         part = cs_cuda_program_new_slot (p, strcmp (at, "double") == 0 ? CS_DTYPE_F64 : CS_DTYPE_F32, pshape, 1);
+        /* per output: how many splits have stored their partial (0 between launches) */
+        cnt = cs_cuda_program_new_slot (p, CS_DTYPE_I32, cshape, 1);
+        cb = &g_array_index (p->buffers, CsCudaBuffer, cs_cuda_program_slot (p, cnt)->buffer);
+        cb->pinned = TRUE;
+        cb->zeroed = TRUE;
       }
     decompose (g, "o", ks, nk, &oc);
     decompose (g, "r", rs, nr, &rc);
@@ -2057,41 +2069,31 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
         g_string_append (code, stores->str);
       }
     else
-      for (guint c = 0; c < nc; c++)
-        store_stmt (g, code, part, pool_printf (g, "%uLL * %" G_GINT64_FORMAT "LL + blockIdx.y * O + o", c, S * O),
-                    cn[c]);
+      {
+        guint pp = param_of (g, part, TRUE), pc = param_of (g, cnt, TRUE);
+
+        for (guint c = 0; c < nc; c++)
+          store_stmt (g, code, part, pool_printf (g, "%uLL * %" G_GINT64_FORMAT "LL + blockIdx.y * O + o", c, S * O),
+                      cn[c]);
+        /* The last split to store output o's partial merges the S partials, in split order
+         * (the same sum whichever split comes last), stores o and resets its counter: the
+         * partials are published by the fence before the count, read from L2 after it. */
+        g_string_append_printf (code, "  __threadfence ();\n  if (atomicAdd (&a%u[o], 1) != %" G_GINT64_FORMAT " - 1)\n"
+                                      "    return;\n  __threadfence ();\n  a%u[o] = 0;\n", pc, S, pc);
+        acc_init (code, k, at, "f");
+        g_string_append_printf (code, "  for (ix_t t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n    {\n", S);
+        for (guint c = 0; c < nc; c++)
+          g_string_append_printf (code, "      const %s o%s = __ldcg (&a%u[%uLL * %" G_GINT64_FORMAT "LL + t_ * O + o]);\n",
+                                  at, cn[c], pp, c, S * O);
+        acc_merge (code, k, at, "f", "o", "      ");
+        g_string_append (code, "    }\n");
+        red_store (g, stores, k, var_only, "f", slots, n_slots, correction, at, "o");
+        g_string_append (code, stores->str);
+      }
     gen_finish (g, code->str,
-                g_strdup_printf ("%s col-reduce %s (%" G_GINT64_FORMAT " cols over %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT " splits)",
-                                 g->label, xs, O, R, S),
+                g_strdup_printf ("%s col-reduce %s (%" G_GINT64_FORMAT " cols over %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT " splits%s)",
+                                 g->label, xs, O, R, S, S > 1 ? ", the last adds them" : ""),
                 (unsigned int) bx, (unsigned int) S, 32, 8);
-    if (S == 1)
-      return TRUE;
-
-    /* Finalize: one thread per output merges the S partial states. */
-    gen_begin (g);
-    g_string_truncate (code, 0);
-    g_string_truncate (stores, 0);
-    {
-      guint pa = param_of (g, part, FALSE);
-
-      g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL;\n", O);
-      g_string_append (code, "  const ix_t o = (ix_t) blockIdx.x * blockDim.x + threadIdx.x;\n"
-                             "  if (o >= O)\n    return;\n");
-      acc_init (code, k, at, "");
-      g_string_append_printf (code, "  for (ix_t t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n    {\n", S);
-      for (guint c = 0; c < nc; c++)
-        g_string_append_printf (code, "      const %s o%s = a%u[%uLL * %" G_GINT64_FORMAT "LL + t_ * O + o];\n",
-                                at, cn[c], pa, c, S * O);
-      if (k == RED_VAR_MEAN)
-        acc_merge (code, k, at, "", "o", "      ");
-      else
-        acc_merge (code, k, at, "", "o", "      ");
-      g_string_append (code, "    }\n");
-      red_store (g, stores, k, var_only, "", slots, n_slots, correction, at, "o");
-      g_string_append (code, stores->str);
-      gen_finish (g, code->str, g_strdup_printf ("%s col-reduce finalize (%" G_GINT64_FORMAT ")", g->label, O),
-                  (unsigned int) MAX ((O + 255) / 256, 1), 1, 256, 1);
-    }
   }
   return TRUE;
 }

@@ -63,6 +63,8 @@ typedef struct
   gint     last;         /* last step touching it; -1 = none */
   gsize    offset;       /* bytes from the arena base, 256-aligned (valid after planning) */
   gboolean pinned;       /* program input or output: live for the whole step */
+  gboolean zeroed;       /* device builds set its bytes to 0 once, when the arena is made (a
+                            counter its kernels reset themselves; pinned) */
 } CsCudaBuffer;
 
 /* A tensor as the executor sees it: a strided view of one buffer. */
@@ -90,6 +92,8 @@ typedef struct _CsCudaGemm CsCudaGemm;
 typedef struct
 {
   char  *source;         /* `extern "C" __global__ void ... k<N> (...) {...}`, N = its index */
+  char  *attrs;          /* its launch attributes (`__launch_bounds__(256)`) */
+  char  *text;           /* its parameter list and body: what follows the name */
   guint  library;        /* which NVRTC program (index into CsCudaProgram.libraries) holds it */
 } CsCudaKernel;
 
@@ -127,6 +131,8 @@ typedef struct
 
   /* KERNEL */
   guint          kernel;         /* kernel number (name "k<kernel>" in the program source) */
+  gboolean       mergeable;      /* a region kernel of the code generator (gen_finish): it may
+                                    share one launch with an adjacent independent one */
   GArray        *args;           /* element-type CsCudaKArg, in the kernel's parameter order */
   unsigned int   grid[3];        /* blocks */
   unsigned int   block[3];       /* threads per block */
@@ -144,7 +150,10 @@ struct _CsCudaProgram
   CsPolicy       policy;         /* copy of the policy it was built with */
   GArray        *buffers;        /* element-type CsCudaBuffer */
   GArray        *slots;          /* element-type CsCudaSlot */
-  GPtrArray     *steps;          /* element-type CsCudaStep* */
+  GPtrArray     *steps;          /* element-type CsCudaStep*: what every training step runs */
+  GPtrArray     *setup_steps;    /* element-type CsCudaStep*: constant fills (kernels that read
+                                    nothing and write buffers no other step writes), run once
+                                    when the program is built; their buffers are pinned */
   GString       *source;         /* generated CUDA C: every unique kernel once, in order (no
                                     preamble) */
   guint          n_kernels;      /* unique kernels (= kernels->len) */

@@ -5,7 +5,8 @@
  * cotangents)` unpacks them and returns one gradient per flat arg).  Each fusion region becomes
  * generated kernels (cs-cuda-codegen.c), matmul/linear a cuBLASLt call (cs-cuda-blas.c); shape
  * ops outside regions are views (a permute feeding a matmul becomes a transpose flag), copied
- * only when a reshape needs contiguous memory.  Buffers are placed in one arena by a first-fit
+ * only when a reshape needs contiguous memory.  Constant fills (kernels that read nothing) run
+ * once when the program is built, not in every step.  Buffers are placed in one arena by a first-fit
  * plan over their live ranges (reference/gpu-executor.md 6.2): one cudaMalloc per program, none
  * on the hot path.  The whole step can be captured once into a CUDA graph and replayed (6.1).
  */
@@ -840,6 +841,76 @@ bind_saved_by_name (CsCudaProgram *p, CsValue *forward_return, GPtrArray *params
   return TRUE;
 }
 
+/* ---- constant fills ---- */
+
+/* Moves the constant fills out of the per-step list into p->setup_steps: kernel steps that read
+ * no slot (their result depends on nothing: the zeros the attention kernels give the sdpa
+ * outputs the executor does not model, RNG state and sequence lengths) and whose every written
+ * buffer no other step writes or reads before them and is no program input.  Such a buffer holds
+ * the same bytes after every step, so it is filled once when the program is built and pinned
+ * (the arena never lends its bytes to another buffer).  A buffer a later step writes too (the
+ * zeroed accumulator of a scatter) keeps its fill in every step.  Generated kernels draw no
+ * random numbers, so a step without inputs computes the same values each time. */
+static void
+hoist_constant_fills (CsCudaProgram *p)
+{
+  g_autofree guint *writers = g_new0 (guint, MAX (p->buffers->len, 1));
+  g_autofree gint *first_read = g_new (gint, MAX (p->buffers->len, 1));
+  g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func (NULL);
+  GPtrArray *old = p->steps;
+
+  for (guint b = 0; b < p->buffers->len; b++)
+    first_read[b] = -1;
+  for (guint i = 0; i < p->input_slots->len; i++)
+    writers[cs_cuda_program_slot (p, g_array_index (p->input_slots, guint, i))->buffer] += 2;
+  for (guint i = 0; i < old->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (old, i);
+
+      for (guint j = 0; j < s->writes->len; j++)
+        writers[cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer]++;
+      for (guint j = 0; j < s->reads->len; j++)
+        {
+          guint b = cs_cuda_program_slot (p, g_array_index (s->reads, guint, j))->buffer;
+
+          if (first_read[b] < 0)
+            first_read[b] = (gint) i;
+        }
+    }
+  for (guint i = 0; i < old->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (old, i);
+      gboolean hoist = s->kind == CS_CUDA_STEP_KERNEL && s->reads->len == 0 && s->writes->len > 0;
+
+      for (guint j = 0; hoist && j < s->writes->len; j++)
+        {
+          guint b = cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer;
+
+          /* a step writing one buffer through two slots counts it twice */
+          guint own = 0;
+
+          for (guint q = 0; q < s->writes->len; q++)
+            own += cs_cuda_program_slot (p, g_array_index (s->writes, guint, q))->buffer == b;
+          hoist = writers[b] == own && (first_read[b] < 0 || first_read[b] > (gint) i);
+        }
+      if (!hoist)
+        {
+          g_ptr_array_add (keep, s);
+          continue;
+        }
+      for (guint j = 0; j < s->writes->len; j++)
+        g_array_index (p->buffers, CsCudaBuffer,
+                       cs_cuda_program_slot (p, g_array_index (s->writes, guint, j))->buffer).pinned = TRUE;
+      g_ptr_array_add (p->setup_steps, s);
+    }
+  /* the steps move, nothing is freed */
+  g_ptr_array_set_free_func (old, NULL);
+  g_ptr_array_set_size (old, 0);
+  for (guint i = 0; i < keep->len; i++)
+    g_ptr_array_add (old, g_ptr_array_index (keep, i));
+  g_ptr_array_set_free_func (old, step_free);
+}
+
 /* ---- memory plan ---- */
 
 static void
@@ -1018,6 +1089,7 @@ cs_cuda_program_free (CsCudaProgram *p)
   if (p->graph)
     cudaGraphExecDestroy (p->graph);
   g_clear_pointer (&p->steps, g_ptr_array_unref);
+  g_clear_pointer (&p->setup_steps, g_ptr_array_unref);
   for (guint i = 0; i < p->n_libraries; i++)
     if (p->libraries[i])
       cudaLibraryUnload ((cudaLibrary_t) p->libraries[i]);
@@ -1063,7 +1135,288 @@ kernel_free (gpointer data)
   CsCudaKernel *k = data;
 
   g_free (k->source);
+  g_free (k->attrs);
+  g_free (k->text);
   g_free (k);
+}
+
+/* ---- adjacent kernels in one launch ---- */
+
+/* TRUE when steps @a and @b touch a common buffer that one of them writes. */
+static gboolean
+steps_conflict (CsCudaProgram *p, const CsCudaStep *a, const CsCudaStep *b)
+{
+  const GArray *aw[2] = { a->writes, b->writes }, *other[2][2] = { { b->reads, b->writes }, { a->reads, a->writes } };
+
+  for (guint s = 0; s < 2; s++)
+    for (guint i = 0; i < aw[s]->len; i++)
+      {
+        guint wb = cs_cuda_program_slot (p, g_array_index (aw[s], guint, i))->buffer;
+
+        for (guint l = 0; l < 2; l++)
+          for (guint j = 0; j < other[s][l]->len; j++)
+            if (cs_cuda_program_slot (p, g_array_index (other[s][l], guint, j))->buffer == wb)
+              return TRUE;
+      }
+  return FALSE;
+}
+
+/* Appends @body (a kernel body of the code generator) to @out with its parameters a<N> renamed
+ * a<N + @shift> and the launch builtins it reads replaced by the names merged_text declares
+ * (cs_bx, cs_by, cs_tx, cs_ty) and by the literal grid and block extents of its own launch. */
+static void
+append_rebased (GString *out, const char *body, guint shift, const CsCudaStep *s)
+{
+  static const char *const builtin[] = { "blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y",
+                                         "gridDim.x", "gridDim.y", "blockDim.x", "blockDim.y" };
+  char lit[4][16];
+  const char *with[8] = { "cs_bx", "cs_by", "cs_tx", "cs_ty", lit[0], lit[1], lit[2], lit[3] };
+
+  g_snprintf (lit[0], sizeof lit[0], "(%uu)", s->grid[0]);
+  g_snprintf (lit[1], sizeof lit[1], "(%uu)", s->grid[1]);
+  g_snprintf (lit[2], sizeof lit[2], "(%uu)", s->block[0]);
+  g_snprintf (lit[3], sizeof lit[3], "(%uu)", s->block[1]);
+  for (const char *c = body; *c;)
+    {
+      gboolean left = c == body || !(g_ascii_isalnum (c[-1]) || c[-1] == '_' || c[-1] == '.');
+      guint b;
+
+      for (b = 0; b < G_N_ELEMENTS (builtin); b++)
+        if (left && strncmp (c, builtin[b], strlen (builtin[b])) == 0)
+          break;
+      if (b < G_N_ELEMENTS (builtin))
+        {
+          g_string_append (out, with[b]);
+          c += strlen (builtin[b]);
+          continue;
+        }
+      if (left && *c == 'a' && g_ascii_isdigit (c[1]))
+        {
+          const char *e = c + 1;
+
+          while (g_ascii_isdigit (*e))
+            e++;
+          if (!(g_ascii_isalnum (*e) || *e == '_'))
+            {
+              g_string_append_printf (out, "a%u", (guint) g_ascii_strtoull (c + 1, NULL, 10) + shift);
+              c = e;
+              continue;
+            }
+        }
+      g_string_append_c (out, *c++);
+    }
+}
+
+/* Bytes of static shared memory @text declares (`__shared__ T name[N]...` with literal
+ * extents), or G_MAXSIZE when a declaration is not of that form. */
+static gsize
+shared_bytes (const char *text)
+{
+  gsize total = 0;
+
+  for (const char *c = strstr (text, "__shared__ "); c; c = strstr (c + 1, "__shared__ "))
+    {
+      const char *t = c + strlen ("__shared__ ");
+      const char *br = strchr (t, '[');
+      const char *semi = strchr (t, ';');
+      gsize el, n = 1;
+
+      if (br == NULL || semi == NULL || br > semi)
+        return G_MAXSIZE;
+      if (g_str_has_prefix (t, "double ") || g_str_has_prefix (t, "long long ")
+          || g_str_has_prefix (t, "unsigned long long "))
+        el = 8;
+      else if (g_str_has_prefix (t, "float ") || g_str_has_prefix (t, "int ") || g_str_has_prefix (t, "unsigned int "))
+        el = 4;
+      else
+        return G_MAXSIZE;
+      for (const char *d = br; d < semi && *d == '[';)
+        {
+          char *end = NULL;
+          guint64 v = g_ascii_strtoull (d + 1, &end, 10);
+
+          if (end == d + 1 || *end != ']' || v == 0)
+            return G_MAXSIZE;
+          n *= v;
+          d = end + 1;
+        }
+      if (strchr (br, ',') && strchr (br, ',') < semi)
+        return G_MAXSIZE;   /* several arrays in one declaration */
+      total += n * el;
+    }
+  return total;
+}
+
+/* The text (parameters and body) of one kernel that runs kernel @ka's body in the first
+ * grid[0] * grid[1] blocks of step @a and @kb's in the next ones of step @b, each with the
+ * block and thread indices of its own launch; or NULL when a text is not of the generator's
+ * form.  Every block runs one of the two bodies whole, so their barriers and returns stay
+ * theirs. */
+static char *
+merged_text (const CsCudaKernel *ka, const CsCudaStep *a, const CsCudaKernel *kb, const CsCudaStep *b)
+{
+  const CsCudaKernel *ks[2] = { ka, kb };
+  const CsCudaStep *ss[2] = { a, b };
+  const char *body[2];
+  gsize plen[2];
+  GString *t = g_string_new ("(");
+  guint na = a->args->len, ga = a->grid[0] * a->grid[1];
+
+  for (guint i = 0; i < 2; i++)
+    {
+      const char *x = ks[i]->text;
+      const char *close = x ? strstr (x, ")\n{\n") : NULL;
+
+      if (x == NULL || x[0] != '(' || close == NULL || !g_str_has_suffix (x, "}\n")
+          || strstr (x, "blockIdx.z") || strstr (x, "threadIdx.z") || strstr (x, "gridDim.z")
+          || strstr (x, "blockDim.z") || strstr (x, "cs_bx") || strstr (x, "cs_tx"))
+        {
+          g_string_free (t, TRUE);
+          return NULL;
+        }
+      plen[i] = (gsize) (close - x) - 1;
+      body[i] = close + 4;
+    }
+  g_string_append_len (t, ka->text + 1, (gssize) plen[0]);
+  if (plen[0] > 0 && plen[1] > 0)
+    g_string_append (t, ", ");
+  {
+    g_autofree char *pb = g_strndup (kb->text + 1, plen[1]);
+
+    append_rebased (t, pb, na, b);
+  }
+  g_string_append (t, ")\n{\n");
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *bd = g_strndup (body[i], strlen (body[i]) - 2);   /* without the final "}\n" */
+      const CsCudaStep *s = ss[i];
+
+      g_string_append (t, i == 0 ? "  if (blockIdx.x < " : "  else\n");
+      if (i == 0)
+        g_string_append_printf (t, "%uu)\n", ga);
+      if (i == 0)
+        g_string_append (t, "  {\n  const unsigned int cs_b = blockIdx.x;\n");
+      else
+        g_string_append_printf (t, "  {\n  const unsigned int cs_b = blockIdx.x - %uu;\n", ga);
+      g_string_append_printf (t, "  const unsigned int cs_bx = cs_b %% %uu, cs_by = cs_b / %uu;\n", s->grid[0], s->grid[0]);
+      g_string_append_printf (t, "  const unsigned int cs_tx = threadIdx.x %% %uu, cs_ty = threadIdx.x / %uu;\n",
+                              s->block[0], s->block[0]);
+      g_string_append (t, "  (void) cs_bx; (void) cs_by; (void) cs_tx; (void) cs_ty;\n");
+      append_rebased (t, bd, i == 0 ? 0 : na, s);
+      g_string_append (t, "  }\n");
+    }
+  g_string_append (t, "}\n");
+  return g_string_free (t, FALSE);
+}
+
+/* Puts adjacent independent region kernels in one launch: step i and step i + 1, both
+ * generated region kernels (CsCudaStep.mergeable) of the same trace with 256 threads a block
+ * and the same launch attributes (or one that adds a minimum of blocks per SM), where neither writes a buffer the other reads or writes,
+ * become one step whose kernel runs the first's blocks then the second's (merged_text).  A
+ * merged step is not merged again.  Unused kernels are dropped afterwards (renumber_kernels). */
+static void
+merge_adjacent_kernels (CsCudaProgram *p)
+{
+  GPtrArray *old = p->steps;
+  g_autoptr(GPtrArray) out = g_ptr_array_new ();
+
+  for (guint i = 0; i < old->len; i++)
+    {
+      CsCudaStep *a = g_ptr_array_index (old, i);
+      CsCudaStep *b = i + 1 < old->len ? g_ptr_array_index (old, i + 1) : NULL;
+      CsCudaKernel *ka, *kb;
+      g_autofree char *text = NULL;
+      const char *attrs;
+      CsCudaStep *m;
+
+      if (b == NULL || a->kind != CS_CUDA_STEP_KERNEL || b->kind != CS_CUDA_STEP_KERNEL || !a->mergeable
+          || !b->mergeable || a->backward != b->backward || a->block[0] * a->block[1] * a->block[2] != 256
+          || b->block[0] * b->block[1] * b->block[2] != 256 || a->block[2] != 1 || b->block[2] != 1
+          || a->grid[2] != 1 || b->grid[2] != 1
+          || (guint64) a->grid[0] * a->grid[1] + (guint64) b->grid[0] * b->grid[1] > G_MAXINT32
+          || steps_conflict (p, a, b))
+        {
+          g_ptr_array_add (out, a);
+          continue;
+        }
+      ka = g_ptr_array_index (p->kernels, a->kernel);
+      kb = g_ptr_array_index (p->kernels, b->kernel);
+      /* launch bounds: the same, or one that only adds a minimum of blocks per SM (the row
+         kernels' occupancy floor), which the merged kernel keeps */
+      if (g_strcmp0 (ka->attrs, kb->attrs) == 0 || g_strcmp0 (kb->attrs, "__launch_bounds__(256)") == 0)
+        attrs = ka->attrs;
+      else if (g_strcmp0 (ka->attrs, "__launch_bounds__(256)") == 0)
+        attrs = kb->attrs;
+      else
+        attrs = NULL;
+      /* both bodies' shared arrays live in the merged kernel: keep them small */
+      if (attrs != NULL && (shared_bytes (ka->text) > 12288 || shared_bytes (kb->text) > 12288))
+        attrs = NULL;
+      if (attrs == NULL || (text = merged_text (ka, a, kb, b)) == NULL)
+        {
+          g_ptr_array_add (out, a);
+          continue;
+        }
+      m = g_new0 (CsCudaStep, 1);
+      m->kind = CS_CUDA_STEP_KERNEL;
+      m->kind_name = a->kind_name;
+      m->label = g_strdup_printf ("%s + %s", a->label, b->label);
+      m->backward = a->backward;
+      m->bytes = a->bytes + b->bytes;
+      m->floor_ms = a->floor_ms + b->floor_ms;
+      m->reads = g_array_new (FALSE, FALSE, sizeof (guint));
+      m->writes = g_array_new (FALSE, FALSE, sizeof (guint));
+      m->args = g_array_new (FALSE, FALSE, sizeof (CsCudaKArg));
+      g_array_append_vals (m->reads, a->reads->data, a->reads->len);
+      g_array_append_vals (m->reads, b->reads->data, b->reads->len);
+      g_array_append_vals (m->writes, a->writes->data, a->writes->len);
+      g_array_append_vals (m->writes, b->writes->data, b->writes->len);
+      g_array_append_vals (m->args, a->args->data, a->args->len);
+      g_array_append_vals (m->args, b->args->data, b->args->len);
+      m->grid[0] = a->grid[0] * a->grid[1] + b->grid[0] * b->grid[1];
+      m->grid[1] = m->grid[2] = 1;
+      m->block[0] = 256;
+      m->block[1] = m->block[2] = 1;
+      m->kernel = cs_cuda_intern_kernel (p, attrs, text);
+      g_ptr_array_add (out, m);
+      step_free (a);
+      step_free (b);
+      i++;
+    }
+  g_ptr_array_set_free_func (old, NULL);
+  g_ptr_array_set_size (old, 0);
+  for (guint i = 0; i < out->len; i++)
+    g_ptr_array_add (old, g_ptr_array_index (out, i));
+  g_ptr_array_set_free_func (old, step_free);
+}
+
+/* Rebuilds p->kernels and p->source from the kernels the steps (then the constant fills) run,
+ * in that order, each interned again (so one kernel per step under CS_CUDA_BUILD_NO_DEDUPE):
+ * kernels no step runs any more (the halves of merged launches) are dropped. */
+static void
+renumber_kernels (CsCudaProgram *p, gboolean dedupe)
+{
+  GPtrArray *old = p->kernels;
+  GPtrArray *lists[2] = { p->steps, p->setup_steps };
+
+  p->kernels = g_ptr_array_new_with_free_func (kernel_free);
+  g_string_truncate (p->source, 0);
+  g_clear_pointer (&p->kernel_of, g_hash_table_unref);
+  if (dedupe)
+    p->kernel_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (guint l = 0; l < 2; l++)
+    for (guint i = 0; i < lists[l]->len; i++)
+      {
+        CsCudaStep *s = g_ptr_array_index (lists[l], i);
+        CsCudaKernel *k;
+
+        if (s->kind != CS_CUDA_STEP_KERNEL)
+          continue;
+        k = g_ptr_array_index (old, s->kernel);
+        s->kernel = cs_cuda_intern_kernel (p, k->attrs, k->text);
+      }
+  p->n_kernels = p->kernels->len;
+  g_ptr_array_unref (old);
 }
 
 /* The unique kernels to CUBINs: cs_cuda_jit_compile_kernels() split over
@@ -1125,6 +1478,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
   p->steps = g_ptr_array_new_with_free_func (step_free);
+  p->setup_steps = g_ptr_array_new_with_free_func (step_free);
   p->source = g_string_new ("");
   p->kernels = g_ptr_array_new_with_free_func (kernel_free);
   if (!(flags & CS_CUDA_BUILD_NO_DEDUPE))
@@ -1283,7 +1637,11 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
         }
     }
 
-  /* Memory plan, one allocation. */
+  /* Constant fills run once, adjacent independent kernels share a launch, then the memory
+   * plan, one allocation. */
+  hoist_constant_fills (p);
+  merge_adjacent_kernels (p);
+  renumber_kernels (p, !(flags & CS_CUDA_BUILD_NO_DEDUPE));
   liveness (p);
   p->arena_bytes = plan_arena (p);
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
@@ -1302,6 +1660,13 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
   CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
+  for (guint i = 0; i < p->buffers->len; i++)
+    {
+      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
+
+      if (b->zeroed)
+        CS_CU_CHECK (cudaMemsetAsync ((char *) p->arena + b->offset, 0, b->size_bytes, p->stream), error);
+    }
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
   p->setup_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
@@ -1323,6 +1688,29 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     if (((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind == CS_CUDA_STEP_KERNEL
         && !step_get_kernel (p, g_ptr_array_index (p->steps, i), error))
       goto out;
+  /* the constant fills, once: their pinned buffers keep the values for every step */
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
+      dim3 grid, block;
+
+      if (!step_get_kernel (p, s, error))
+        goto out;
+      grid = (dim3) { s->grid[0], s->grid[1], s->grid[2] };
+      block = (dim3) { s->block[0], s->block[1], s->block[2] };
+      CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+      /* the test hook of launch_steps: a wrong result in what the kernel writes, here once */
+      for (guint k = 0; p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && k < s->writes->len; k++)
+        {
+          guint w = g_array_index (s->writes, guint, k);
+          const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+          gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+
+          CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+        }
+    }
+  /* the zeroed buffers and the fills are in place before the program is handed out */
+  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
   p->kernels_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
   {
