@@ -915,49 +915,18 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   return step;
 }
 
-static gboolean
-kernel_index_is (gpointer key, gpointer value, gpointer data)
-{
-  return GPOINTER_TO_UINT (value) == GPOINTER_TO_UINT (data);
-}
-
-/* Gives @step the kernel @body (@nt threads a block) and parameters @slots: in place of its
- * kernel when no other step runs that one (same kNN name, the program's source edited), else
- * as a kernel of its own (or an identical one already there). */
+/* Gives @step the kernel @body (@nt threads a block) and parameters @slots: a kernel of its own
+ * (or an identical one already there). */
 static void
 replace_kernel (CsCudaProgram *p, CsCudaStep *step, const char *body, const guint *slots, const gboolean *is_out,
                 guint n, guint nt)
 {
   g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
   g_autofree char *text = kernel_text (p, body, slots, is_out, n);
-  g_autofree char *key = g_strconcat (attrs, " @ ", text, NULL);
-  guint users = 0, k = step->kernel;
-  CsCudaKernel *kk = g_ptr_array_index (p->kernels, k);
-  const char *at = strstr (p->source->str, kk->source);
 
-  for (guint i = 0; i < p->steps->len; i++)
-    {
-      CsCudaStep *s = g_ptr_array_index (p->steps, i);
-
-      users += s->kind == CS_CUDA_STEP_KERNEL && s->kernel == k;
-    }
-  if (users == 1 && at != NULL && (p->kernel_of == NULL || !g_hash_table_contains (p->kernel_of, key)))
-    {
-      char *src = g_strdup_printf ("\nextern \"C\" __global__ void %s k%u %s", attrs, k, text);
-      gssize pos = at - p->source->str;
-
-      g_string_erase (p->source, pos, (gssize) strlen (kk->source));
-      g_string_insert (p->source, pos, src);
-      g_free (kk->source);
-      kk->source = src;
-      if (p->kernel_of != NULL)
-        {
-          g_hash_table_foreach_remove (p->kernel_of, kernel_index_is, GUINT_TO_POINTER (k));
-          g_hash_table_insert (p->kernel_of, g_steal_pointer (&key), GUINT_TO_POINTER (k));
-        }
-    }
-  else
-    step->kernel = cs_cuda_intern_kernel (p, attrs, text);
+  /* the kernel it ran before stays in the list until the build renumbers the kernels the
+   * steps run (renumber_kernels), which leaves it out */
+  step->kernel = cs_cuda_intern_kernel (p, attrs, text);
   step->block[0] = nt;
   set_step_args (p, step, slots, is_out, n);
 }
