@@ -319,6 +319,7 @@ CsCudaProgram *cs_cuda_program_build_f64    (CsTrace *fwd, CsTrace *bwd, const C
 CsCudaProgram *cs_cuda_program_generate_f64 (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                              GError **error);
 gboolean     cs_cuda_program_run        (CsCudaProgram *p, gboolean use_graph, GError **error);
+gboolean     cs_cuda_program_reset_state (CsCudaProgram *p, GError **error);
 gboolean     cs_cuda_program_set_input  (CsCudaProgram *p, guint index, const void *host, gsize n_bytes,
                                          GError **error);
 gboolean     cs_cuda_program_get_output (CsCudaProgram *p, guint index, void *host, gsize n_bytes,

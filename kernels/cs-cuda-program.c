@@ -1419,6 +1419,53 @@ renumber_kernels (CsCudaProgram *p, gboolean dedupe)
   g_ptr_array_unref (old);
 }
 
+/**
+ * cs_cuda_program_reset_state:
+ * @p: a built device program
+ * @error: a CUDA error
+ *
+ * Writes the state a program keeps from step to step, as its build does: the zeroed buffers
+ * (scatter accumulators, the split column sums' arrival counters) set to 0 and the constant
+ * fills (kernels that read nothing, p->setup_steps) run once into their pinned buffers.  A
+ * step leaves that state as it found it, so this is needed only after something else wrote
+ * the arena (a test's NaN poison).  Synchronises the program's stream.
+ *
+ * Returns: FALSE with @error set on a CUDA failure
+ */
+gboolean
+cs_cuda_program_reset_state (CsCudaProgram *p, GError **error)
+{
+  gboolean ok = FALSE;
+
+  for (guint i = 0; i < p->buffers->len; i++)
+    {
+      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
+
+      if (b->zeroed)
+        CS_CU_CHECK (cudaMemsetAsync ((char *) p->arena + b->offset, 0, b->size_bytes, p->stream), error);
+    }
+  for (guint i = 0; i < p->setup_steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
+      dim3 grid = { s->grid[0], s->grid[1], s->grid[2] }, block = { s->block[0], s->block[1], s->block[2] };
+
+      CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+      /* the test hook of launch_steps: a wrong result in what the kernel writes */
+      for (guint k = 0; p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && k < s->writes->len; k++)
+        {
+          guint w = g_array_index (s->writes, guint, k);
+          const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+          gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+
+          CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+        }
+    }
+  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+  ok = TRUE;
+out:
+  return ok;
+}
+
 /* The unique kernels to CUBINs: cs_cuda_jit_compile_kernels() split over
  * cs_cuda_jit_n_programs() NVRTC programs. */
 static gboolean
@@ -1660,13 +1707,6 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
   CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
-  for (guint i = 0; i < p->buffers->len; i++)
-    {
-      CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
-
-      if (b->zeroed)
-        CS_CU_CHECK (cudaMemsetAsync ((char *) p->arena + b->offset, 0, b->size_bytes, p->stream), error);
-    }
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
   p->setup_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
@@ -1688,29 +1728,11 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     if (((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind == CS_CUDA_STEP_KERNEL
         && !step_get_kernel (p, g_ptr_array_index (p->steps, i), error))
       goto out;
-  /* the constant fills, once: their pinned buffers keep the values for every step */
   for (guint i = 0; i < p->setup_steps->len; i++)
-    {
-      CsCudaStep *s = g_ptr_array_index (p->setup_steps, i);
-      dim3 grid, block;
-
-      if (!step_get_kernel (p, s, error))
-        goto out;
-      grid = (dim3) { s->grid[0], s->grid[1], s->grid[2] };
-      block = (dim3) { s->block[0], s->block[1], s->block[2] };
-      CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
-      /* the test hook of launch_steps: a wrong result in what the kernel writes, here once */
-      for (guint k = 0; p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && k < s->writes->len; k++)
-        {
-          guint w = g_array_index (s->writes, guint, k);
-          const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
-          gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
-
-          CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
-        }
-    }
-  /* the zeroed buffers and the fills are in place before the program is handed out */
-  CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
+    if (!step_get_kernel (p, g_ptr_array_index (p->setup_steps, i), error))
+      goto out;
+  if (!cs_cuda_program_reset_state (p, error))
+    goto out;
   p->kernels_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
   {

@@ -640,6 +640,7 @@ set_and_run (CsCudaProgram *p, GHashTable *env)
   g_autoptr(GError) error = NULL;
 
   g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+  g_assert_true (cs_cuda_program_reset_state (p, NULL));   /* what the poison overwrote */
   for (guint i = 0; i < p->inputs->len; i++)
     {
       CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);

@@ -85,12 +85,18 @@ check_step (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, gboolean graph, 
       g_assert_no_error (error);
       /* Poison first so that every element must be written by the step. */
       if (i == 0)
-        g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+        {
+          g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+          g_assert_true (cs_cuda_program_reset_state (p, NULL));   /* what the poison overwrote */
+        }
       g_assert_true (cs_cuda_program_set_input (p, i, x->data, cs_tensor_nbytes (x), &error));
       cs_ref_env_insert (env, in->name, x);
     }
   if (p->inputs->len == 0)
-    g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+    {
+      g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+      g_assert_true (cs_cuda_program_reset_state (p, NULL));   /* what the poison overwrote */
+    }
   g_assert_true (cs_cuda_program_run (p, graph, &error));
   g_assert_no_error (error);
 
@@ -385,6 +391,7 @@ set_and_run (CsCudaProgram *p, GHashTable *env)
   g_autoptr(GError) error = NULL;
 
   g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);
+  g_assert_true (cs_cuda_program_reset_state (p, NULL));   /* what the poison overwrote */
   for (guint i = 0; i < p->inputs->len; i++)
     {
       CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);

@@ -645,6 +645,7 @@ check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char *wha
   g_assert_nonnull (p);
   g_assert_cmpuint (count_steps (p, "cross-entropy rows"), <=, 1);
   g_assert_cmpint (cudaMemset (p->arena, 0xff, p->arena_bytes), ==, cudaSuccess);   /* NaN poison */
+  g_assert_true (cs_cuda_program_reset_state (p, NULL));   /* what the poison overwrote */
   for (guint i = 0; i < p->inputs->len; i++)
     {
       CsCudaTensorInfo *in = &g_array_index (p->inputs, CsCudaTensorInfo, i);
