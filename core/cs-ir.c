@@ -1129,42 +1129,75 @@ append_py_float (GString *out, double f)
     g_string_append (out, ebuf);
 }
 
+/* Appends the decimal digits of @v (with a leading '-' when negative) to @s, as
+ * printf's "%" G_GINT64_FORMAT writes them. */
+static void
+type_append_int (GString *s, int64_t v)
+{
+  char buf[24];
+  guint n = 0;
+  uint64_t u = v < 0 ? (uint64_t) 0 - (uint64_t) v : (uint64_t) v;
+
+  do
+    {
+      buf[sizeof buf - 1 - n++] = (char) ('0' + u % 10);
+      u /= 10;
+    }
+  while (u != 0);
+  if (v < 0)
+    buf[sizeof buf - 1 - n++] = '-';
+  g_string_append_len (s, buf + sizeof buf - n, n);
+}
+
 /**
- * cs_proxy_type_string:
+ * cs_proxy_type_append:
+ * @s: string to append to
  * @proxy: a proxy
  *
- * The type string as Thunder prints it between quotes: "cuda:0 bf16[8, 16]", "cpu f32[]",
- * "int 3", "float ?", "Collection".  Uses type_raw verbatim when set.
+ * Appends the type string cs_proxy_type_string() returns (type_raw verbatim when set), without
+ * allocating anything but @s's growth (the printer calls it for every typed output).
  * Source: thunder/core/proxies.py `type_string`.
- * Returns: (transfer full): the type string
  */
-char *
-cs_proxy_type_string (const CsProxy *proxy)
+void
+cs_proxy_type_append (GString *s, const CsProxy *proxy)
 {
-  GString *s;
-
   if (proxy->type_raw != NULL)
-    return g_strdup (proxy->type_raw);
-  s = g_string_new (NULL);
+    {
+      g_string_append (s, proxy->type_raw);
+      return;
+    }
   switch (proxy->kind)
     {
     case CS_PROXY_TENSOR:
-      {
-        g_autofree char *dev = cs_device_to_string (&proxy->device);
-        if (proxy->future)
-          g_string_append (s, "FUTURE ");
-        g_string_append_printf (s, "%s %s[", dev, cs_dtype_short_name (proxy->dtype));
-        for (guint i = 0; i < proxy->rank; i++)
-          {
-            if (i)
-              g_string_append (s, ", ");
-            if (proxy->shape[i] < 0)
-              g_string_append (s, "?");
-            else
-              g_string_append_printf (s, "%" G_GINT64_FORMAT, proxy->shape[i]);
-          }
-        g_string_append_c (s, ']');
-      }
+      if (proxy->future)
+        g_string_append_len (s, "FUTURE ", 7);
+      switch (proxy->device.type)
+        {
+        case CS_DEVICE_CPU:
+          g_string_append_len (s, "cpu", 3);
+          break;
+        case CS_DEVICE_META:
+          g_string_append_len (s, "meta", 4);
+          break;
+        case CS_DEVICE_CUDA:
+        default:
+          g_string_append_len (s, "cuda:", 5);
+          type_append_int (s, proxy->device.index);
+          break;
+        }
+      g_string_append_c (s, ' ');
+      g_string_append (s, cs_dtype_short_name (proxy->dtype));
+      g_string_append_c (s, '[');
+      for (guint i = 0; i < proxy->rank; i++)
+        {
+          if (i)
+            g_string_append_len (s, ", ", 2);
+          if (proxy->shape[i] < 0)
+            g_string_append_c (s, '?');
+          else
+            type_append_int (s, proxy->shape[i]);
+        }
+      g_string_append_c (s, ']');
       break;
     case CS_PROXY_NUMBER:
       {
@@ -1175,13 +1208,14 @@ cs_proxy_type_string (const CsProxy *proxy)
           tn = "float";
         else if (cs_dtype_kind (proxy->dtype) == CS_DTYPE_KIND_COMPLEX)
           tn = "complex";
-        g_string_append_printf (s, "%s ", tn);
+        g_string_append (s, tn);
+        g_string_append_c (s, ' ');
         if (!proxy->has_value || proxy->value == NULL)
           g_string_append_c (s, '?');
         else if (proxy->value->kind == CS_VALUE_BOOL)
           g_string_append (s, proxy->value->u.b ? "True" : "False");
         else if (proxy->value->kind == CS_VALUE_INT)
-          g_string_append_printf (s, "%" G_GINT64_FORMAT, proxy->value->u.i);
+          type_append_int (s, proxy->value->u.i);
         else if (proxy->value->kind == CS_VALUE_FLOAT)
           {
             if (proxy->value->raw)
@@ -1201,6 +1235,26 @@ cs_proxy_type_string (const CsProxy *proxy)
       g_string_append (s, "Any");
       break;
     }
+}
+
+/**
+ * cs_proxy_type_string:
+ * @proxy: a proxy
+ *
+ * The type string as Thunder prints it between quotes: "cuda:0 bf16[8, 16]", "cpu f32[]",
+ * "int 3", "float ?", "Collection".  Uses type_raw verbatim when set.
+ * Source: thunder/core/proxies.py `type_string`.
+ * Returns: (transfer full): the type string
+ */
+char *
+cs_proxy_type_string (const CsProxy *proxy)
+{
+  GString *s;
+
+  if (proxy->type_raw != NULL)
+    return g_strdup (proxy->type_raw);
+  s = g_string_sized_new (32);
+  cs_proxy_type_append (s, proxy);
   return g_string_free (s, FALSE);
 }
 

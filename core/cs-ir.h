@@ -581,6 +581,8 @@ void        cs_proxy_set_tensor   (CsTrace *trace, CsProxy *proxy, CsDtype dtype
 const char *cs_trace_fresh_name   (CsTrace *trace, const char *prefix);
 /** Formats a proxy's type string as Thunder prints it: "cuda:0 bf16[8, 16]", "int 3", "Collection". */
 char       *cs_proxy_type_string  (const CsProxy *proxy);
+/** cs_proxy_type_append: appends cs_proxy_type_string()'s text to @s (no other allocation). */
+void        cs_proxy_type_append  (GString *s, const CsProxy *proxy);
 gboolean    cs_proxy_is_float_tensor (const CsProxy *proxy);
 
 /* ---- statements ---- */

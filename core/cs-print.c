@@ -159,15 +159,7 @@ cs_print_py_string_to (GString *out, const char *s)
 void
 cs_print_type_to (GString *out, const CsProxy *proxy)
 {
-  g_autofree char *s = NULL;
-
-  if (proxy->type_raw != NULL)
-    {
-      g_string_append (out, proxy->type_raw);
-      return;
-    }
-  s = cs_proxy_type_string (proxy);
-  g_string_append (out, s);
+  cs_proxy_type_append (out, proxy);
 }
 
 /* ------------------------------------------------------------------------------------------ */
