@@ -19,6 +19,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* g_string_append_len() / g_string_append() with the common case inline: when @s has room,
+ * the bytes are copied in place (the printer appends a few bytes at a time, millions of
+ * times for a large trace). */
+static inline void
+put_len (GString *s, const char *p, gsize n)
+{
+  if (G_LIKELY (s->len + n < s->allocated_len))
+    {
+      memcpy (s->str + s->len, p, n);
+      s->len += n;
+      s->str[s->len] = '\0';
+    }
+  else
+    g_string_append_len (s, p, (gssize) n);
+}
+
+static inline void
+put_str (GString *s, const char *p)
+{
+  put_len (s, p, strlen (p));
+}
+
 /* Width at which the unpack_sequence printer wraps (prims.py _make_parts_into_line_or_lines). */
 #define CS_PRINT_UNPACK_WRAP 80
 
@@ -45,12 +67,12 @@ cs_print_float_to (GString *out, double f)
 
   if (isnan (f))
     {
-      g_string_append (out, "float('NaN')");
+      put_str (out, "float('NaN')");
       return;
     }
   if (isinf (f))
     {
-      g_string_append (out, f > 0 ? "float('inf')" : "-float('inf')");
+      put_str (out, f > 0 ? "float('inf')" : "-float('inf')");
       return;
     }
   /* If any string of at most 15 significant digits reads back as f, the correctly rounded
@@ -84,12 +106,12 @@ cs_print_float_to (GString *out, double f)
       if (decimals < 0)
         decimals = 0;
       g_snprintf (fbuf, sizeof fbuf, "%.*f", decimals, f);
-      g_string_append (out, fbuf);
+      put_str (out, fbuf);
       if (decimals == 0)
-        g_string_append (out, ".0");
+        put_str (out, ".0");
     }
   else
-    g_string_append (out, ebuf);
+    put_str (out, ebuf);
 }
 
 /**
@@ -134,11 +156,11 @@ cs_print_py_string_to (GString *out, const char *s)
           g_string_append_c (out, (char) *c);
         }
       else if (*c == '\n')
-        g_string_append (out, "\\n");
+        put_str (out, "\\n");
       else if (*c == '\r')
-        g_string_append (out, "\\r");
+        put_str (out, "\\r");
       else if (*c == '\t')
-        g_string_append (out, "\\t");
+        put_str (out, "\\t");
       else if (*c < 0x20 || *c == 0x7f)
         g_string_append_printf (out, "\\x%02x", *c);
       else
@@ -189,11 +211,11 @@ print_dtype (GString *out, const CsDtypeRef *d)
 {
   if (d->pytype != CS_PYTYPE_NONE)
     {
-      g_string_append (out, cs_pytype_name ((CsPyType) d->pytype));
+      put_str (out, cs_pytype_name ((CsPyType) d->pytype));
       return;
     }
-  g_string_append (out, "dtypes.");
-  g_string_append (out, cs_dtype_long_name (d->dtype));
+  put_str (out, "dtypes.");
+  put_str (out, cs_dtype_long_name (d->dtype));
   if (d->weak)
     g_string_append_c (out, '_');
 }
@@ -205,15 +227,15 @@ print_call_value (GString *out, const CsValue *v)
    * calls (devices.Device("cuda:0"), torch.device(...)) have a single argument. */
   const char *sep = strcmp (v->u.call.callee, "slice") == 0 ? "," : ", ";
 
-  g_string_append (out, v->u.call.callee);
+  put_str (out, v->u.call.callee);
   g_string_append_c (out, '(');
   for (guint i = 0; i < v->u.call.n_args; i++)
     {
       if (i)
-        g_string_append (out, sep);
+        put_str (out, sep);
       if (v->u.call.args[i].name)
         {
-          g_string_append (out, v->u.call.args[i].name);
+          put_str (out, v->u.call.args[i].name);
           g_string_append_c (out, '=');
         }
       cs_print_value_to (out, v->u.call.args[i].value);
@@ -236,21 +258,21 @@ cs_print_value_to (GString *out, const CsValue *v)
 {
   if (v == NULL)
     {
-      g_string_append (out, "None");
+      put_str (out, "None");
       return;
     }
   if (v->raw != NULL)
     {
-      g_string_append (out, v->raw);
+      put_str (out, v->raw);
       return;
     }
   switch (v->kind)
     {
     case CS_VALUE_NONE:
-      g_string_append (out, "None");
+      put_str (out, "None");
       break;
     case CS_VALUE_BOOL:
-      g_string_append (out, v->u.b ? "True" : "False");
+      put_str (out, v->u.b ? "True" : "False");
       break;
     case CS_VALUE_INT:
       append_int (out, v->u.i);
@@ -259,9 +281,9 @@ cs_print_value_to (GString *out, const CsValue *v)
       cs_print_float_to (out, v->u.f);
       break;
     case CS_VALUE_COMPLEX:
-      g_string_append (out, "complex(");
+      put_str (out, "complex(");
       cs_print_float_to (out, v->u.c.re);
-      g_string_append (out, ", ");
+      put_str (out, ", ");
       cs_print_float_to (out, v->u.c.im);
       g_string_append_c (out, ')');
       break;
@@ -269,26 +291,26 @@ cs_print_value_to (GString *out, const CsValue *v)
       cs_print_py_string_to (out, v->u.s ? v->u.s : "");
       break;
     case CS_VALUE_PROXY:
-      g_string_append (out, v->u.proxy->name);
+      put_str (out, v->u.proxy->name);
       break;
     case CS_VALUE_UNDERSCORE:
       g_string_append_c (out, '_');
       break;
     case CS_VALUE_NAME:
-      g_string_append (out, v->u.s);
+      put_str (out, v->u.s);
       break;
     case CS_VALUE_DTYPE:
       print_dtype (out, &v->u.dtype);
       break;
     case CS_VALUE_ELLIPSIS:
-      g_string_append (out, "...");
+      put_str (out, "...");
       break;
     case CS_VALUE_TUPLE:
       g_string_append_c (out, '(');
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            g_string_append (out, ", ");
+            put_str (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
         }
       if (v->u.seq.n == 1)
@@ -300,7 +322,7 @@ cs_print_value_to (GString *out, const CsValue *v)
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            g_string_append (out, ", ");
+            put_str (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
         }
       g_string_append_c (out, ']');
@@ -310,9 +332,9 @@ cs_print_value_to (GString *out, const CsValue *v)
       for (guint i = 0; i + 1 < v->u.seq.n; i += 2)
         {
           if (i)
-            g_string_append (out, ", ");
+            put_str (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
-          g_string_append (out, ": ");
+          put_str (out, ": ");
           cs_print_value_to (out, v->u.seq.items[i + 1]);
         }
       g_string_append_c (out, '}');
@@ -332,10 +354,10 @@ cs_print_value_to (GString *out, const CsValue *v)
       if (v->u.seq.n >= 1)
         cs_print_value_to (out, v->u.seq.items[0]);
       g_string_append_c (out, '.');
-      g_string_append (out, v->u.seq.attr ? v->u.seq.attr : "");
+      put_str (out, v->u.seq.attr ? v->u.seq.attr : "");
       break;
     default:
-      g_string_append (out, "<?>");
+      put_str (out, "<?>");
       break;
     }
 }
@@ -347,7 +369,7 @@ print_target (GString *out, const CsValue *v)
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      g_string_append (out, v->u.proxy->name);
+      put_str (out, v->u.proxy->name);
       break;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
@@ -355,7 +377,7 @@ print_target (GString *out, const CsValue *v)
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            g_string_append (out, ", ");
+            put_str (out, ", ");
           print_target (out, v->u.seq.items[i]);
         }
       if (v->kind == CS_VALUE_TUPLE && v->u.seq.n == 1)
@@ -363,7 +385,7 @@ print_target (GString *out, const CsValue *v)
       g_string_append_c (out, v->kind == CS_VALUE_TUPLE ? ')' : ']');
       break;
     case CS_VALUE_NAME:
-      g_string_append (out, v->u.s);
+      put_str (out, v->u.s);
       break;
     default:
       g_string_append_c (out, '_');
@@ -380,7 +402,7 @@ begin_line (GString *out, guint indent, gboolean commented)
   for (guint i = 0; i < indent; i++)
     g_string_append_c (out, ' ');
   if (commented)
-    g_string_append (out, "# ");
+    put_str (out, "# ");
 }
 
 static void
@@ -395,23 +417,23 @@ print_call (GString *out, const CsStmt *s)
     {
       /* made by a pass: Thunder prints fusion outputs as a list, even one: `[t6] = nvFusion1(...)` */
       g_string_append_c (out, '[');
-      g_string_append (out, s->out->u.proxy->name);
-      g_string_append (out, "] = ");
+      put_str (out, s->out->u.proxy->name);
+      put_str (out, "] = ");
     }
   else if (s->out != NULL && !(s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n == 0))
     {
       print_target (out, s->out);
-      g_string_append (out, " = ");
+      put_str (out, " = ");
     }
-  g_string_append (out, s->callee ? s->callee : s->op->name);
+  put_str (out, s->callee ? s->callee : s->op->name);
   g_string_append_c (out, '(');
   for (guint i = 0; i < s->n_args; i++)
     {
       if (i)
-        g_string_append (out, ", ");
+        put_str (out, ", ");
       if (s->args[i].name)
         {
-          g_string_append (out, s->args[i].name);
+          put_str (out, s->args[i].name);
           g_string_append_c (out, '=');
         }
       cs_print_value_to (out, s->args[i].value);
@@ -425,19 +447,19 @@ print_call (GString *out, const CsStmt *s)
   typecomment = s->line == 0 ? single != NULL : s->type_comment != CS_TYPECOMMENT_NONE;
   if (typecomment && single != NULL)
     {
-      g_string_append (out, "  # ");
-      g_string_append (out, single->name);
+      put_str (out, "  # ");
+      put_str (out, single->name);
       if (s->type_comment == CS_TYPECOMMENT_NAME && s->line != 0)
         return;
       if (s->type_comment_raw != NULL)
         {
-          g_string_append (out, ": \"");
-          g_string_append (out, s->type_comment_raw);
+          put_str (out, ": \"");
+          put_str (out, s->type_comment_raw);
           g_string_append_c (out, '"');
         }
       else if (single->typed)
         {
-          g_string_append (out, ": \"");
+          put_str (out, ": \"");
           cs_print_type_to (out, single);
           g_string_append_c (out, '"');
         }
@@ -466,17 +488,17 @@ print_unpack (GString *out, const CsStmt *s, guint indent, gboolean commented)
       if (i < s->n_targets)
         {
           print_target (part, s->targets[i]);
-          g_string_append (part, ", ");
+          put_str (part, ", ");
         }
       else
         {
-          g_string_append (part, "= ");
-          g_string_append (part, src);
+          put_str (part, "= ");
+          put_str (part, src);
         }
       if (pos > 0 && (s->unpack_style == CS_UNPACK_ONE_PER_LINE
                       || pos + part->len > CS_PRINT_UNPACK_WRAP))
         {
-          g_string_append (out, "\\\n");
+          put_str (out, "\\\n");
           begin_line (out, indent, commented);
           pos = 0;
         }
@@ -493,27 +515,27 @@ static void
 print_comment (GString *out, const CsStmt *s, gboolean commented)
 {
   if (!commented)
-    g_string_append (out, "# ");
+    put_str (out, "# ");
   if (s->text != NULL)
     {
-      g_string_append (out, s->text);
+      put_str (out, s->text);
       return;
     }
   if (s->annotated != NULL)
     {
-      g_string_append (out, s->annotated->name);
+      put_str (out, s->annotated->name);
       if (s->annotated->typed)
         {
-          g_string_append (out, ": \"");
+          put_str (out, ": \"");
           cs_print_type_to (out, s->annotated);
           g_string_append_c (out, '"');
         }
       return;
     }
   if (s->comment_kind == CS_COMMENT_DETAIL)
-    g_string_append (out, "None");
+    put_str (out, "None");
   else if (s->comment_kind == CS_COMMENT_INPUT)
-    g_string_append (out, "_ (unused)");
+    put_str (out, "_ (unused)");
 }
 
 static void
@@ -526,7 +548,7 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
       return;
     case CS_STMT_BLANK:
       if (s->text != NULL)
-        g_string_append (out, s->text);
+        put_str (out, s->text);
       g_string_append_c (out, '\n');
       return;
     default:
@@ -542,29 +564,29 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
     case CS_STMT_ANNASSIGN:
       {
         CsProxy *p = s->out && s->out->kind == CS_VALUE_PROXY ? s->out->u.proxy : NULL;
-        g_string_append (out, p ? p->name : "_");
-        g_string_append (out, ": \"");
+        put_str (out, p ? p->name : "_");
+        put_str (out, ": \"");
         if (s->type_comment_raw)
-          g_string_append (out, s->type_comment_raw);
+          put_str (out, s->type_comment_raw);
         else if (p)
           cs_print_type_to (out, p);
-        g_string_append (out, "\" = ");
+        put_str (out, "\" = ");
         cs_print_value_to (out, s->value);
       }
       break;
     case CS_STMT_DEL:
-      g_string_append (out, s->del_brackets ? "del [" : "del ");
+      put_str (out, s->del_brackets ? "del [" : "del ");
       for (guint i = 0; i < s->n_names; i++)
         {
           if (i)
-            g_string_append (out, ", ");
-          g_string_append (out, s->names[i]->name);
+            put_str (out, ", ");
+          put_str (out, s->names[i]->name);
         }
       if (s->del_brackets)
         g_string_append_c (out, ']');
       break;
     case CS_STMT_RETURN:
-      g_string_append (out, "return");
+      put_str (out, "return");
       if (s->value != NULL)
         {
           g_string_append_c (out, ' ');
@@ -572,7 +594,7 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
             for (guint i = 0; i < s->value->u.seq.n; i++)
               {
                 if (i)
-                  g_string_append (out, ", ");
+                  put_str (out, ", ");
                 cs_print_value_to (out, s->value->u.seq.items[i]);
               }
           else
@@ -625,30 +647,30 @@ print_signature (GString *out, const CsTrace *t)
 {
   if (!t->has_signature)
     {
-      g_string_append (out, "# No signature available\n");
+      put_str (out, "# No signature available\n");
       return;
     }
-  g_string_append (out, "def ");
-  g_string_append (out, t->name ? t->name : "computation");
+  put_str (out, "def ");
+  put_str (out, t->name ? t->name : "computation");
   g_string_append_c (out, '(');
   for (guint i = 0; i < t->n_params; i++)
     {
       const CsParam *p = &t->params[i];
       if (i)
-        g_string_append (out, ", ");
+        put_str (out, ", ");
       if (p->kind == CS_PARAM_STAR)
         g_string_append_c (out, '*');
       else if (p->kind == CS_PARAM_DSTAR)
-        g_string_append (out, "**");
+        put_str (out, "**");
       if (p->name)
-        g_string_append (out, p->name);
+        put_str (out, p->name);
       if (p->dflt)
         {
           g_string_append_c (out, '=');
           cs_print_value_to (out, p->dflt);
         }
     }
-  g_string_append (out, "):\n");
+  put_str (out, "):\n");
 }
 
 /**
@@ -677,25 +699,25 @@ cs_print_trace_to (GString *out, const CsTrace *trace, CsPrintFlags flags)
   if (!(flags & CS_PRINT_NO_LEADING))
     for (guint i = 0; i < trace->n_leading; i++)
       {
-        g_string_append (out, trace->leading[i]);
+        put_str (out, trace->leading[i]);
         g_string_append_c (out, '\n');
       }
   if (trace->provenance != NULL)
     {
-      g_string_append (out, "# Constructed by ");
-      g_string_append (out, trace->provenance);
+      put_str (out, "# Constructed by ");
+      put_str (out, trace->provenance);
       g_string_append_c (out, '\n');
     }
   for (guint i = 0; i < trace->n_imports; i++)
     {
-      g_string_append (out, trace->imports[i]);
+      put_str (out, trace->imports[i]);
       g_string_append_c (out, '\n');
     }
   if (trace->blank_after_imports)
     g_string_append_c (out, '\n');
   for (guint i = 0; i < trace->n_decorators; i++)
     {
-      g_string_append (out, trace->decorators[i]);
+      put_str (out, trace->decorators[i]);
       g_string_append_c (out, '\n');
     }
   print_signature (out, trace);
@@ -750,12 +772,12 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
               const char *sep = NULL;
               if (list->separators && i - 1 < list->separators->len)
                 sep = g_ptr_array_index (list->separators, i - 1);
-              g_string_append (out, sep ? sep : "\n");
+              put_str (out, sep ? sep : "\n");
             }
           cs_print_trace_to (out, g_ptr_array_index (list->traces, i), flags);
         }
       if (list->trailer)
-        g_string_append (out, list->trailer);
+        put_str (out, list->trailer);
       return g_string_free (out, FALSE);
     }
 
@@ -766,7 +788,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
     if (first && !(flags & CS_PRINT_NO_LEADING))
       for (guint i = 0; i < first->n_leading; i++)
         {
-          g_string_append (out, first->leading[i]);
+          put_str (out, first->leading[i]);
           g_string_append_c (out, '\n');
         }
     for (guint i = 0; i < list->traces->len; i++)
@@ -776,7 +798,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
             const char *sep = NULL;
             if (list->separators && i - 1 < list->separators->len)
               sep = g_ptr_array_index (list->separators, i - 1);
-            g_string_append (inner, sep ? sep : ",\n");
+            put_str (inner, sep ? sep : ",\n");
           }
         cs_print_trace_to (inner, g_ptr_array_index (list->traces, i),
                            i == 0 ? (flags | CS_PRINT_NO_LEADING) : flags);
@@ -790,7 +812,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
         if (inner->str[k] == '\n')
           g_string_append_c (out, ' ');
       }
-    g_string_append (out, list->trailer ? list->trailer : "]\n");
+    put_str (out, list->trailer ? list->trailer : "]\n");
     g_string_free (inner, TRUE);
   }
   return g_string_free (out, FALSE);
