@@ -38,7 +38,8 @@ put_len (GString *s, const char *p, gsize n)
 static inline void
 put_str (GString *s, const char *p)
 {
-  put_len (s, p, strlen (p));
+  if (G_LIKELY (p != NULL))   /* g_string_append() ignores NULL as well */
+    put_len (s, p, strlen (p));
 }
 
 /* Width at which the unpack_sequence printer wraps (prims.py _make_parts_into_line_or_lines). */
