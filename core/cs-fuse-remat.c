@@ -486,6 +486,17 @@ slot_of (Remat *r, CsProxy *p)
   return slot_other (r, p);
 }
 
+/* Appends @x to @list unless its mark (a field of its slot) already equals epoch @e; marks it. */
+static inline void
+add_once (GPtrArray *list, guint32 *mark, guint32 e, CsProxy *x)
+{
+  if (*mark != e)
+    {
+      *mark = e;
+      g_ptr_array_add (list, x);
+    }
+}
+
 /* Marks every proxy of @a as a member (mem) of a fresh epoch, which it returns. */
 static guint32
 mark_list (Remat *r, GPtrArray *a)
@@ -711,11 +722,8 @@ external_consumer_inputs (Remat *r, RReg *p, guint32 e, RReg *c, GPtrArray *out)
     {
       CsProxy *x = c->ins->pdata[i];
       IdSlot *s = slot_of (r, x);
-      if (s->pout != e && s->flag != e && s->made != e && s->ext != e)
-        {
-          s->ext = e;
-          g_ptr_array_add (out, x);
-        }
+      if (s->pout != e && s->flag != e && s->made != e)
+        add_once (out, &s->ext, e, x);
     }
 }
 
@@ -864,17 +872,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
 
   /* required consumer values (req == e, listed once in req_c): its outputs, its external
    * inputs and every value on the way from those inputs to the outputs */
-#define REQ_C_ADD(x)                                                                           \
-  G_STMT_START                                                                                 \
-  {                                                                                            \
-    IdSlot *rs_ = slot_of (r, (x));                                                            \
-    if (rs_->req != e)                                                                         \
-      {                                                                                        \
-        rs_->req = e;                                                                          \
-        g_ptr_array_add (req_c, (x));                                                          \
-      }                                                                                        \
-  }                                                                                            \
-  G_STMT_END
+#define REQ_C_ADD(x) add_once (req_c, &slot_of (r, (x))->req, e, (x))
   for (guint i = 0; i < c->outs->len; i++)
     REQ_C_ADD (c->outs->pdata[i]);
   external_consumer_inputs (r, p, e, c, ext_in);
@@ -1134,17 +1132,7 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   produced_vars (r, p, e, p_made_list);
   in_cut = mark_list (r, cut);
   in_args = store_epoch (r);
-#define ARG_ADD(x)                                                                             \
-  G_STMT_START                                                                                 \
-  {                                                                                            \
-    IdSlot *as_ = slot_of (r, (x));                                                            \
-    if (as_->arg != in_args)                                                                   \
-      {                                                                                        \
-        as_->arg = in_args;                                                                    \
-        g_ptr_array_add (new_args, (x));                                                       \
-      }                                                                                        \
-  }                                                                                            \
-  G_STMT_END
+#define ARG_ADD(x) add_once (new_args, &slot_of (r, (x))->arg, in_args, (x))
   for (guint i = 0; i < p_made_list->len; i++)
     if (slot_of (r, p_made_list->pdata[i])->mem == in_cut)
       ARG_ADD (p_made_list->pdata[i]);
@@ -1301,14 +1289,7 @@ value_vec_to_array (Remat *r, CsStmt *s, gboolean reads, GPtrArray *out)
   else
     _cs_stmt_writes_vec (s, &ps);
   for (guint i = 0; i < ps.len; i++)
-    {
-      IdSlot *sl = slot_of (r, ps.v[i]);
-      if (sl->mem != m)
-        {
-          sl->mem = m;
-          g_ptr_array_add (out, ps.v[i]);
-        }
-    }
+    add_once (out, &slot_of (r, ps.v[i])->mem, m, ps.v[i]);
 }
 
 /* Thunder's rematerialize over the fusion regions of @t: pairs (producer, consumer) of regions
