@@ -13,6 +13,7 @@
 
 #include "cs-cli.h"
 #include "cs-lens.h"
+#include "cs-meta.h"
 #include "cs-cli-policy.h"
 #include "cs-parse.h"
 #include "cs-render.h"
@@ -255,6 +256,14 @@ cs_cli_cmd_render (int argc, char **argv)
           return CS_CLI_EXIT_USAGE;
         }
       trace = g_ptr_array_index (list->traces, index);
+      /* the trace as printed is drawn even when its types conflict (that is what there is to
+       * look at), with the conflict the other commands refuse it for */
+      if (!cs_meta_check_trace (trace, &error))
+        {
+          fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, "
+                   "transform and run refuse it)\n", error->message);
+          g_clear_error (&error);
+        }
     }
 
   for (guint i = 0; expand_groups && expand_groups[i]; i++)

@@ -456,6 +456,21 @@ test_msg_bad_weight_shape (void)
         result_clear (&r);
       }
   }
+  /* render draws the trace as printed, with the same conflict as a warning */
+  {
+    g_autofree char *svg = g_build_filename (g_get_tmp_dir (), "cs-mlp-bad-w2.svg", NULL);
+    const char *cmd[] = { "render", path, "-o", svg, NULL };
+    g_autofree char *warn = g_strdup_printf ("castscope-cli: render: warning: %s:17:3: "
+                                             "ltorch.linear: shapes [32, 256] and [64, 128] "
+                                             "cannot be multiplied", path);
+    Result r = run_args (cmd);
+
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_str_has_prefix (r.err, warn));
+    g_assert_true (g_file_test (svg, G_FILE_TEST_EXISTS));
+    g_unlink (svg);
+    result_clear (&r);
+  }
 }
 
 /* A trace printed without type strings (Thunder's docs): says so and what castscope needs,
