@@ -197,6 +197,9 @@ struct _CsCudaProgram
   char          *full_source;    /* preamble + kernels, as compiled */
   GArray        *timings;        /* element-type CsCudaStepTiming (for program_time) */
   gboolean       backward_active;/* building the backward trace now */
+  GPtrArray     *xent_rows;      /* cs-cuda-xentropy.c's records of the forward's cross-entropy
+                                    rows steps that write log-softmax, for the backward to
+                                    recompute it instead (freed with the program); or NULL */
   CsTrace       *f64_traces[2];  /* f64 programs (cs-cuda-f64.c): the retyped forward and
                                     backward the tensor infos point into; else NULL */
   gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN

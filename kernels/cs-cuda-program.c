@@ -1090,6 +1090,7 @@ cs_cuda_program_free (CsCudaProgram *p)
     cudaGraphExecDestroy (p->graph);
   g_clear_pointer (&p->steps, g_ptr_array_unref);
   g_clear_pointer (&p->setup_steps, g_ptr_array_unref);
+  g_clear_pointer (&p->xent_rows, g_ptr_array_unref);
   for (guint i = 0; i < p->n_libraries; i++)
     if (p->libraries[i])
       cudaLibraryUnload ((cudaLibrary_t) p->libraries[i]);

@@ -1327,7 +1327,6 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
  * (gen_backward): the same kernel without the log-softmax pass, writing the logsumexp. */
 typedef struct
 {
-  CsCudaProgram *p;          /* its program: compared, dereferenced only once matched */
   CsCudaStep    *step;       /* the step */
   guint          index;      /* its index in p->steps */
   char          *source;     /* its kernel's source when recorded */
@@ -1338,11 +1337,6 @@ typedef struct
   guint          lps;        /* of them, the log-softmax */
 } XRowsRec;
 
-#define XENT_MAX_RECS 64     /* records kept (the newest): a backward follows its forward */
-
-static GMutex rows_mu;
-static GQueue rows_recs = G_QUEUE_INIT;   /* element-type XRowsRec*, newest last */
-
 static void
 rows_rec_free (XRowsRec *r)
 {
@@ -1350,14 +1344,13 @@ rows_rec_free (XRowsRec *r)
   g_free (r);
 }
 
-/* Records @step (the last of @p, rows kernel @k writing log-softmax, parameters @slots). */
+/* Records in p->xent_rows @step (the last of @p, rows kernel @k writing log-softmax, parameters @slots). */
 static void
 note_rows_step (CsCudaProgram *p, CsCudaStep *step, const XRowsK *k, const guint *slots, const gboolean *is_out,
                 guint n, guint lps)
 {
   XRowsRec *r = g_new0 (XRowsRec, 1);
 
-  r->p = p;
   r->step = step;
   r->index = p->steps->len - 1;
   r->source = g_strdup (((CsCudaKernel *) g_ptr_array_index (p->kernels, step->kernel))->source);
@@ -1366,11 +1359,9 @@ note_rows_step (CsCudaProgram *p, CsCudaStep *step, const XRowsK *k, const guint
   memcpy (r->is_out, is_out, n * sizeof (gboolean));
   r->n = n;
   r->lps = lps;
-  g_mutex_lock (&rows_mu);
-  g_queue_push_tail (&rows_recs, r);
-  while (rows_recs.length > XENT_MAX_RECS)
-    rows_rec_free (g_queue_pop_head (&rows_recs));
-  g_mutex_unlock (&rows_mu);
+  if (p->xent_rows == NULL)
+    p->xent_rows = g_ptr_array_new_with_free_func ((GDestroyNotify) rows_rec_free);
+  g_ptr_array_add (p->xent_rows, r);
 }
 
 static guint
@@ -1420,21 +1411,18 @@ take_rows_rec (CsCudaProgram *p, guint lp, int64_t R, int64_t V)
   for (guint i = 0; i < p->output_slots->len; i++)
     if (slot_buffer (p, g_array_index (p->output_slots, guint, i)) == b)
       return NULL;
-  g_mutex_lock (&rows_mu);
-  for (GList *l = rows_recs.head; l != NULL; l = l->next)
+  for (guint i = 0; p->xent_rows != NULL && i < p->xent_rows->len; i++)
     {
-      XRowsRec *r = l->data;
+      XRowsRec *r = g_ptr_array_index (p->xent_rows, i);
       CsCudaStep *s = g_ptr_array_index (p->steps, writer);
 
-      if (r->p == p && r->step == s && r->index == (guint) writer && !s->backward && s->kind == CS_CUDA_STEP_KERNEL
+      if (r->step == s && r->index == (guint) writer && !s->backward && s->kind == CS_CUDA_STEP_KERNEL
           && strcmp (((CsCudaKernel *) g_ptr_array_index (p->kernels, s->kernel))->source, r->source) == 0)
         {
-          rec = r;
-          g_queue_delete_link (&rows_recs, l);
+          rec = g_ptr_array_steal_index (p->xent_rows, i);
           break;
         }
     }
-  g_mutex_unlock (&rows_mu);
   if (rec == NULL)
     return NULL;
   if (rec->k.V != V || slot_buffer (p, rec->lps) != b || cs_cuda_program_slot (p, rec->lps)->offset != ls->offset
