@@ -1516,13 +1516,17 @@ seen_policy_find (CsWindow *self, const CsPolicy *policy)
   return NULL;
 }
 
-/* Shows the result of a policy change (computed or kept) with the diff against what was shown
- * before the first undismissed change. */
+/* Shows the result of a policy change (computed or kept) with the diff against the result
+ * shown before this change, the previous policy (README: the diff and Side by Side compare
+ * with "the previous policy"; after A -> B -> A that is B). */
 static void
 show_recomputed (CsWindow *self, CsAnalysis *analysis)
 {
-  if (self->previous == NULL && self->analysis != NULL)
-    self->previous = cs_analysis_ref (self->analysis);
+  if (self->analysis != NULL && self->analysis != analysis)
+    {
+      g_clear_pointer (&self->previous, cs_analysis_unref);
+      self->previous = cs_analysis_ref (self->analysis);
+    }
   _cs_window_clear_run (self);
   set_analysis (self, analysis);
   update_diff_bar (self);

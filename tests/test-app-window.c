@@ -2057,6 +2057,44 @@ test_compare (Fixture *fx, gconstpointer data)
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
 }
 
+/* native -> upcast-f32 -> native: the diff (banner and Side by Side) is against upcast-f32,
+ * the previous policy (README: "shows the previous policy"), and counts the removed casts. */
+static void
+test_diff_previous_policy (Fixture *fx, gconstpointer data)
+{
+  CsLayoutDiffStats st;
+  const char *text;
+  g_autofree char *minus = NULL;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->previous);
+  {
+    g_autofree char *was = cs_policy_to_string (cs_analysis_get_policy (fx->win->previous));
+    g_assert_nonnull (strstr (was, "matmul=upcast-f32"));
+  }
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  g_assert_true (cs_graph_view_get_diff_stats (fx->win->forward_view, &st));
+  g_test_message ("back to native: +%u -%u casts", st.casts_added, st.casts_removed);
+  g_assert_cmpuint (st.casts_removed, >, 0);
+  minus = g_strdup_printf ("−%u casts", st.casts_removed);
+  text = gtk_label_get_text (fx->win->diff_label);
+  g_assert_nonnull (strstr (text, minus));
+  g_assert_null (strstr (text, "−0 casts"));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "matmul=upcast-f32"));
+  g_assert_true (cs_graph_view_get_trace (fx->win->compare_view)
+                 == cs_analysis_get_final (fx->win->previous, CS_FAMILY_FORWARD));
+}
+
 /* The layout node of @view drawing the statement that writes @name, or -1. */
 static gint
 node_writing (CsGraphView *view, const char *name)
@@ -3085,6 +3123,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
+  g_test_add ("/app/window/diff-previous-policy", Fixture, NULL, fixture_setup,
+              test_diff_previous_policy, fixture_teardown);
   g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
               fixture_teardown);
   return g_test_run ();
