@@ -2057,6 +2057,27 @@ test_compare (Fixture *fx, gconstpointer data)
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
 }
 
+/* ---- side by side on the 8-block LLaMA (the new-user trial) ---- */
+
+/* The statement (any level) of @t with op short name @op writing tensor @name, or NULL. */
+static const CsStmt *
+stmt_op_writing (const CsStmt *const *stmts, guint n, const char *op, const char *name)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i], *r;
+      const CsProxy *p = s->kind == CS_STMT_CALL ? cs_stmt_get_output (s) : NULL;
+
+      if (p != NULL && g_strcmp0 (p->name, name) == 0
+          && g_strcmp0 (cs_op_semantic (s->op)->short_name, op) == 0)
+        return s;
+      if (s->n_subs > 0
+          && (r = stmt_op_writing ((const CsStmt *const *) s->subs, s->n_subs, op, name)) != NULL)
+        return r;
+    }
+  return NULL;
+}
+
 /* native -> upcast-f32 -> native: the diff (banner and Side by Side) is against upcast-f32,
  * the previous policy (README: "shows the previous policy"), and counts the removed casts. */
 static void
@@ -2093,6 +2114,47 @@ test_diff_previous_policy (Fixture *fx, gconstpointer data)
   g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "matmul=upcast-f32"));
   g_assert_true (cs_graph_view_get_trace (fx->win->compare_view)
                  == cs_analysis_get_final (fx->win->previous, CS_FAMILY_FORWARD));
+}
+
+/* A selection survives a policy flip by what it is, not by its tensor's name: under
+ * upcast-f32 the LLaMA's `t12 = convert_element_type(...)` f32[2, 64, 128]; back under
+ * native `t12` is a prims.mul of another shape, which must not be selected. */
+static void
+test_policy_flip_selection (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsTrace *t;
+  const CsStmt *s;
+  guint32 origin;
+
+  if (!open_path (fx, path))
+    return;
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  t = cs_graph_view_get_trace (view);
+  s = stmt_op_writing ((const CsStmt *const *) t->stmts, t->n_stmts, "convert_element_type", "t12");
+  g_assert_nonnull (s);
+  origin = s->origin;
+  _cs_window_select_stmt (fx->win, s->id, FALSE);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), !=, 0);
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "native"));
+  wait_idle (fx->win);
+  t = cs_graph_view_get_trace (view);
+  s = _cs_window_find_stmt_deep (t, cs_graph_view_get_selected (view), NULL);
+  g_test_message ("after the flip: %s -> %s (origin %u, was %u)",
+                  s ? cs_op_semantic (s->op)->short_name : "(none)",
+                  s && cs_stmt_get_output (s) ? cs_stmt_get_output (s)->name : "-",
+                  s ? s->origin : 0, origin);
+  if (s != NULL && s->kind == CS_STMT_CALL)
+    {
+      const CsProxy *p = cs_stmt_get_output (s);
+
+      g_assert_false (p != NULL && g_strcmp0 (p->name, "t12") == 0
+                      && g_strcmp0 (cs_op_semantic (s->op)->short_name, "mul") == 0);
+      g_assert_cmpuint (s->origin, ==, origin);
+    }
 }
 
 /* The layout node of @view drawing the statement that writes @name, or -1. */
@@ -3123,6 +3185,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
+  g_test_add ("/app/scale/policy-flip-selection", Fixture, NULL, fixture_setup,
+              test_policy_flip_selection, fixture_teardown);
   g_test_add ("/app/window/diff-previous-policy", Fixture, NULL, fixture_setup,
               test_diff_previous_policy, fixture_teardown);
   g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
