@@ -127,6 +127,9 @@ struct _CsWindow
   guint32            compare_pair[2];   /* the elements the two sides of a compare are aligned
                                            on: [0] of the left (compare_view), [1] of the right
                                            (its match); 0 = none yet (cs-window.c) */
+  guint              compare_mirrors;   /* times the left side was laid out anew to draw the
+                                           right side's expanded layers since the right
+                                           side's last layout (at most 2) */
   gboolean           compare_recentre;  /* the compare just opened: once the right side has
                                            its narrower width, put compare_centre_pt back in
                                            its middle (cs_window_size_allocate()) */

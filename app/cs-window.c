@@ -643,6 +643,36 @@ compare_pick_pair (CsWindow *self, CsGraphView *from)
   return FALSE;
 }
 
+/* The left side of a previous-policy or pass compare draws the layers (groups) the right side
+ * draws expanded expanded, and the others collapsed, so that both sides show the same
+ * structure.  Returns: TRUE when the left side is being laid out anew for it. */
+static gboolean
+compare_mirror_groups (CsWindow *self)
+{
+  CsLayout *r = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
+  CsLayout *l = cs_graph_view_get_layout (self->compare_view);
+  gboolean changed = FALSE;
+
+  /* at most twice per layout of the right side: a group the left cannot draw so is left */
+  if (!self->comparing || self->compare_analysis != NULL || r == NULL || l == NULL
+      || !r->laid_out || !l->laid_out || r->grouping == NULL || l->grouping == NULL
+      || self->compare_mirrors >= 2)
+    return FALSE;
+  for (guint g = 0; g < r->grouping->n_groups; g++)
+    {
+      const char *name = r->grouping->groups[g].name;
+      gint k = cs_grouping_find (l->grouping, name);
+
+      if (k >= 0 && l->group_collapsed[k] != r->group_collapsed[g])
+        {
+          cs_graph_view_set_group_expanded (self->compare_view, name, !r->group_collapsed[g]);
+          changed = TRUE;
+        }
+    }
+  self->compare_mirrors += changed;
+  return changed;
+}
+
 /* One side of a compare pans or zooms (or is laid out anew): the other follows, aligned on
  * the pair (picked anew from @from when either element of it is not drawn); with no pair,
  * the same zoom and offsets. */
@@ -747,7 +777,8 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
       self->compare_syncing = FALSE;
     }
   self->compare_pair[0] = self->compare_pair[1] = 0;
-  compare_follow (self, view, compare);
+  if (!compare_mirror_groups (self))
+    compare_follow (self, view, compare);
 }
 
 /* The compare box is about to show (the right side narrows to half): the right side's middle
@@ -762,6 +793,7 @@ compare_opening (CsWindow *self)
   CsView v;
 
   self->compare_recentre = FALSE;
+  self->compare_mirrors = 0;
   if (l == NULL || !l->laid_out || w <= 0 || h <= 0)
     return;
   cs_graph_view_get_view (view, &v);
@@ -1336,7 +1368,8 @@ view_layout_changed_cb (CsWindow *self, CsGraphView *view)
   if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
     return;
   update_side_panel (self);
-  if (self->comparing)
+  self->compare_mirrors = 0;
+  if (self->comparing && !compare_mirror_groups (self))
     {
       /* a new right side: the left is aligned on the selection (or the middle) anew */
       self->compare_pair[0] = self->compare_pair[1] = 0;

@@ -2135,15 +2135,38 @@ llama_side_by_side (Fixture *fx, gboolean scroll)
 }
 
 /* Side by Side opens with both panes drawing their graph at the same zoom: graph pixels in
- * the 41x41 px at the centre of each pane (the trial found the left pane blank). */
+ * the 41x41 px at the centre of each pane (the trial found the left pane blank), scrolled to
+ * the output projection or (@data non-NULL) with layers.0 expanded and an op in it selected
+ * (the left side draws its layers collapsed unless told). */
 static void
 test_sbs_first_frame (Fixture *fx, gconstpointer data)
 {
   CsGraphView *panes[2];
   CsView a, b;
 
-  if (!llama_side_by_side (fx, TRUE))
+  if (!llama_side_by_side (fx, data == NULL))
     return;
+  if (data != NULL)
+    {
+      CsGraphView *view = fx->win->forward_view;
+      CsLayout *l;
+      gint op = -1;
+
+      g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (FALSE));
+      wait_idle (fx->win);
+      cs_graph_view_set_group_expanded (view, "layers.0", TRUE);
+      wait_idle (fx->win);
+      l = cs_graph_view_get_layout (view);
+      for (guint i = 0; i < l->n_nodes && op < 0; i++)
+        if (l->nodes[i].kind == CS_LAYOUT_NODE_OP && l->nodes[i].group >= 0
+            && g_str_has_prefix (l->grouping->groups[l->nodes[i].group].name, "layers.0"))
+          op = (gint) i;
+      g_assert_cmpint (op, >=, 0);
+      cs_graph_view_select (view, l->nodes[op].stmt_id, TRUE);
+      wait_idle (fx->win);
+      g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+      wait_idle (fx->win);
+    }
   panes[0] = fx->win->compare_view;
   panes[1] = fx->win->forward_view;
   for (guint k = 0; k < 2; k++)
@@ -2160,10 +2183,16 @@ test_sbs_first_frame (Fixture *fx, gconstpointer data)
       g_assert_cmpint (w, >, 100);
       g_assert_cmpuint (ink, >, 0);
     }
-  save_screenshot (GTK_WIDGET (fx->win), "sbs-first-frame.png");
+  save_screenshot (GTK_WIDGET (fx->win), data ? "sbs-first-frame-expanded.png" : "sbs-first-frame.png");
   cs_graph_view_get_view (panes[0], &a);
   cs_graph_view_get_view (panes[1], &b);
   g_assert_cmpfloat (a.scale, ==, b.scale);
+  /* both sides draw layers.0 the same way (expanded when the right side expanded it) */
+  g_assert_true (cs_graph_view_get_group_expanded (panes[0], "layers.0")
+                 == cs_graph_view_get_group_expanded (panes[1], "layers.0"));
+  g_assert_true (cs_graph_view_get_group_expanded (panes[1], "layers.0") == (data != NULL));
+  if (data != NULL)
+    assert_compare_aligned (fx->win);
 }
 
 /* The node of @view's layout nearest the middle of the widget that has a match on the other
@@ -3348,6 +3377,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/sbs-first-frame", Fixture, NULL, fixture_setup, test_sbs_first_frame,
               fixture_teardown);
+  g_test_add ("/app/scale/sbs-first-frame-expanded", Fixture, "expanded", fixture_setup,
+              test_sbs_first_frame, fixture_teardown);
   g_test_add ("/app/scale/sbs-click-keeps-node", Fixture, NULL, fixture_setup,
               test_sbs_click_keeps_node, fixture_teardown);
   g_test_add ("/app/scale/policy-flip-selection", Fixture, NULL, fixture_setup,
