@@ -23,7 +23,7 @@
 
 /* Where the element the view is anchored on was on screen before a new layout, and what it is,
  * so that it can be found in the new layout (same trace: by id; another pass or policy: by
- * group name, the tensor it writes, or its origin). */
+ * group name, or its statement in @trace found again by find_stmt_like()). */
 /* Finished layouts each view keeps (render/cs-layout-cache.h): the expand / collapse states
  * and passes seen last. */
 #define VIEW_CACHE_LAYOUTS 12
@@ -37,7 +37,6 @@ typedef struct
   gboolean  selection;     /* the anchor is the selected element */
   guint32   stmt_id;       /* its id in the old layout (a statement or a group id) */
   char     *group;         /* (nullable) name of its group, or of the group it lies in */
-  char     *proxy;         /* (nullable) the first tensor its statement writes */
   guint32   origin;        /* its statement's origin (initial-trace id), 0 = none */
   const char *op;          /* its statement's op, short name (static op-table string) */
   CsTrace  *trace;         /* (owned) the trace it was found in */
@@ -259,7 +258,6 @@ static void
 anchor_clear (Anchor *a)
 {
   g_clear_pointer (&a->group, g_free);
-  g_clear_pointer (&a->proxy, g_free);
   g_clear_pointer (&a->trace, cs_trace_unref);
   memset (a, 0, sizeof *a);
 }
@@ -364,11 +362,6 @@ anchor_capture (CsGraphView *self)
 
     if (s != NULL)
       {
-        g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-
-        cs_stmt_collect_outputs (s, outs);
-        if (outs->len > 0)
-          self->anchor.proxy = g_strdup (((CsProxy *) g_ptr_array_index (outs, 0))->name);
         self->anchor.origin = s->origin;
         self->anchor.op = s->kind == CS_STMT_CALL ? cs_op_semantic (s->op)->short_name : NULL;
       }

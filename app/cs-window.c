@@ -844,8 +844,10 @@ compare_recentre (CsWindow *self)
  * win.compare: shows (or hides) the side-by-side compare of the visible family.  The left side
  * is the previous policy's trace at the same pass when a policy changed (the diff bar is up),
  * else the trace of the pass before the shown one; it is drawn as the older side of the diff
- * (its casts the right side lacks marked removed).  Pan and zoom follow each other, and
- * selecting a node on either side selects its match on the other (cs_graph_view_match()).
+ * (its casts the right side lacks marked removed), with the layers the right side expands
+ * expanded.  Both sides are at the same zoom, aligned on a pair of matched elements (see
+ * compare_align_on()); pan and zoom follow each other about it, and selecting a node on
+ * either side selects its match on the other (cs_graph_view_match()) and pans that side to it.
  * With a file to compare with (cs_window_compare_with_file()) the left side is that file's
  * trace instead, matched cast for cast and region for region (cs-window-compare.c).
  */
