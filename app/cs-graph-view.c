@@ -23,7 +23,7 @@
 
 /* Where the element the view is anchored on was on screen before a new layout, and what it is,
  * so that it can be found in the new layout (same trace: by id; another pass or policy: by
- * group name, the tensor it writes, or its origin). */
+ * group name, or its statement in @trace found again by find_stmt_like()). */
 /* Finished layouts each view keeps (render/cs-layout-cache.h): the expand / collapse states
  * and passes seen last. */
 #define VIEW_CACHE_LAYOUTS 12
@@ -37,7 +37,6 @@ typedef struct
   gboolean  selection;     /* the anchor is the selected element */
   guint32   stmt_id;       /* its id in the old layout (a statement or a group id) */
   char     *group;         /* (nullable) name of its group, or of the group it lies in */
-  char     *proxy;         /* (nullable) the first tensor its statement writes */
   guint32   origin;        /* its statement's origin (initial-trace id), 0 = none */
   const char *op;          /* its statement's op, short name (static op-table string) */
   CsTrace  *trace;         /* (owned) the trace it was found in */
@@ -259,7 +258,6 @@ static void
 anchor_clear (Anchor *a)
 {
   g_clear_pointer (&a->group, g_free);
-  g_clear_pointer (&a->proxy, g_free);
   g_clear_pointer (&a->trace, cs_trace_unref);
   memset (a, 0, sizeof *a);
 }
@@ -364,11 +362,6 @@ anchor_capture (CsGraphView *self)
 
     if (s != NULL)
       {
-        g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-
-        cs_stmt_collect_outputs (s, outs);
-        if (outs->len > 0)
-          self->anchor.proxy = g_strdup (((CsProxy *) g_ptr_array_index (outs, 0))->name);
         self->anchor.origin = s->origin;
         self->anchor.op = s->kind == CS_STMT_CALL ? cs_op_semantic (s->op)->short_name : NULL;
       }
@@ -376,33 +369,59 @@ anchor_capture (CsGraphView *self)
   cs_view_to_px (&self->view, l, c.x, c.y, &self->anchor.px, &self->anchor.py);
 }
 
-/* Statement of @trace (any level) writing the tensor @name first, or 0. */
+/* TRUE when @p and @like are tensors of the same shape (or both not tensors: rank 0). */
+static gboolean
+proxy_same_shape (const CsProxy *p, const CsProxy *like)
+{
+  return p->rank == like->rank
+         && (p->rank == 0 || memcmp (p->shape, like->shape, p->rank * sizeof *p->shape) == 0);
+}
+
+/* The first output tensor of @s, or NULL. */
+static const CsProxy *
+first_output (const CsStmt *s)
+{
+  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+
+  cs_stmt_collect_outputs (s, outs);
+  return outs->len > 0 ? g_ptr_array_index (outs, 0) : NULL;
+}
+
+/* The first statement of @trace (any level) with op @op writing a tensor named @like->name of
+ * @like's shape, or 0 (tensor names are reused across policies and passes: the name alone may
+ * be another op's). */
 static guint32
-stmt_writing (const CsStmt *const *stmts, guint n, const char *name)
+stmt_writing (const CsStmt *const *stmts, guint n, const CsProxy *like, const char *op)
 {
   for (guint i = 0; i < n; i++)
     {
       const CsStmt *s = stmts[i];
       guint32 r;
 
-      if (s->kind == CS_STMT_CALL)
+      if (s->kind == CS_STMT_CALL && g_strcmp0 (cs_op_semantic (s->op)->short_name, op) == 0)
         {
           g_autoptr(GPtrArray) outs = g_ptr_array_new ();
 
           cs_stmt_collect_outputs (s, outs);
           for (guint k = 0; k < outs->len; k++)
-            if (strcmp (((CsProxy *) g_ptr_array_index (outs, k))->name, name) == 0)
-              return s->id;
+            {
+              const CsProxy *p = g_ptr_array_index (outs, k);
+
+              if (strcmp (p->name, like->name) == 0 && proxy_same_shape (p, like))
+                return s->id;
+            }
         }
-      if (s->n_subs > 0 && (r = stmt_writing ((const CsStmt *const *) s->subs, s->n_subs, name)) != 0)
+      if (s->n_subs > 0 && (r = stmt_writing ((const CsStmt *const *) s->subs, s->n_subs, like, op)) != 0)
         return r;
     }
   return 0;
 }
 
-/* The first statement (any level) with @origin and, when @op is not NULL, that op. */
+/* The first statement (any level) with @origin and, when @op is not NULL, that op and, when
+ * @like is not NULL, a first output of @like's shape. */
 static guint32
-stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin, const char *op)
+stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin, const char *op,
+                  const CsProxy *like)
 {
   for (guint i = 0; i < n; i++)
     {
@@ -410,12 +429,45 @@ stmt_with_origin (const CsStmt *const *stmts, guint n, guint32 origin, const cha
 
       if (stmts[i]->kind == CS_STMT_CALL && stmts[i]->origin == origin
           && (op == NULL || g_strcmp0 (cs_op_semantic (stmts[i]->op)->short_name, op) == 0))
-        return stmts[i]->id;
+        {
+          const CsProxy *p = like ? first_output (stmts[i]) : NULL;
+
+          if (like == NULL || (p != NULL && proxy_same_shape (p, like)))
+            return stmts[i]->id;
+        }
       if (stmts[i]->n_subs > 0
-          && (r = stmt_with_origin ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs, origin, op)) != 0)
+          && (r = stmt_with_origin ((const CsStmt *const *) stmts[i]->subs, stmts[i]->n_subs,
+                                    origin, op, like)) != 0)
         return r;
     }
   return 0;
+}
+
+/* The statement of @trace that is @s of another trace of the same initial trace (another pass
+ * or policy), by what survives re-running the passes: the same op of the same initial-trace
+ * statement (origin) writing the same shape, else of any shape; else the same op writing a
+ * tensor of the same name and shape; else any statement of the same origin.  Returns: its id,
+ * 0 when none. */
+static guint32
+find_stmt_like (const CsTrace *trace, const CsStmt *s)
+{
+  const CsStmt *const *stmts = (const CsStmt *const *) trace->stmts;
+  const char *op = s->kind == CS_STMT_CALL ? cs_op_semantic (s->op)->short_name : NULL;
+  const CsProxy *out = first_output (s);
+  guint32 id = 0;
+
+  if (s->origin != 0 && op != NULL)
+    {
+      if (out != NULL)
+        id = stmt_with_origin (stmts, trace->n_stmts, s->origin, op, out);
+      if (id == 0)
+        id = stmt_with_origin (stmts, trace->n_stmts, s->origin, op, NULL);
+    }
+  if (id == 0 && out != NULL && op != NULL)
+    id = stmt_writing (stmts, trace->n_stmts, out, op);
+  if (id == 0 && s->origin != 0)
+    id = stmt_with_origin (stmts, trace->n_stmts, s->origin, NULL, NULL);
+  return id;
 }
 
 /* The group node or cluster of @l named @name or holding it ("layers.3" for
@@ -479,18 +531,19 @@ anchor_match (CsGraphView *self, CsLayoutHit *hit, guint32 *new_id)
           return TRUE;
         }
     }
-  else
+  else if (l->trace != NULL)
     {
       /* the same op of the same initial statement (a policy may rename its output: the
-       * upcast matmul writes a new tensor, the cast back takes the old name), else the
-       * statement writing the same tensor */
-      if (a->origin != 0 && a->op != NULL)
-        id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, a->op);
-      if (id == 0 && a->proxy != NULL)
-        id = stmt_writing ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->proxy);
+       * upcast matmul writes a new tensor, the cast back takes the old name), else the same
+       * op writing the same tensor (name and shape), else the same initial statement */
+      const CsStmt *old = trace_find_stmt (a->trace, a->stmt_id);
+
+      if (old != NULL)
+        id = find_stmt_like (l->trace, old);
+      else if (a->origin != 0)
+        id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts,
+                               a->origin, a->op, NULL);
     }
-  if (id == 0 && a->origin != 0 && l->trace != NULL)
-    id = stmt_with_origin ((const CsStmt *const *) l->trace->stmts, l->trace->n_stmts, a->origin, NULL);
   if (id != 0 && cs_layout_find_element (l, id, hit))
     {
       *new_id = id;
@@ -1872,14 +1925,14 @@ cs_graph_view_set_diff_older (CsGraphView *self, gboolean older)
  *
  * The element of this view's trace that matches @other_id, found as the view finds its anchor
  * across policies and passes: the same group by name; the same op of the same initial-trace
- * statement (origin); the statement writing the same tensor; the same origin.
+ * statement (origin), of the same shape first; the same op writing a tensor of the same name
+ * and shape; the same origin.
  * Returns: the id here, 0 when nothing matches
  */
 guint32
 cs_graph_view_match (CsGraphView *self, CsGraphView *other, guint32 other_id)
 {
   const CsStmt *s;
-  guint32 id = 0;
 
   g_return_val_if_fail (CS_IS_GRAPH_VIEW (self) && CS_IS_GRAPH_VIEW (other), 0);
   if (self->trace == NULL || other->trace == NULL || other_id == 0)
@@ -1899,24 +1952,7 @@ cs_graph_view_match (CsGraphView *self, CsGraphView *other, guint32 other_id)
                                             : self->layout->clusters[hit.index].stmt_id;
     }
   s = trace_find_stmt (other->trace, other_id);
-  if (s == NULL)
-    return 0;
-  if (s->origin != 0 && s->kind == CS_STMT_CALL)
-    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
-                           s->origin, cs_op_semantic (s->op)->short_name);
-  if (id == 0)
-    {
-      g_autoptr(GPtrArray) outs = g_ptr_array_new ();
-
-      cs_stmt_collect_outputs (s, outs);
-      if (outs->len > 0)
-        id = stmt_writing ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
-                           ((CsProxy *) g_ptr_array_index (outs, 0))->name);
-    }
-  if (id == 0 && s->origin != 0)
-    id = stmt_with_origin ((const CsStmt *const *) self->trace->stmts, self->trace->n_stmts,
-                           s->origin, NULL);
-  return id;
+  return s != NULL ? find_stmt_like (self->trace, s) : 0;
 }
 
 /**

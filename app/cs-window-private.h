@@ -124,6 +124,17 @@ struct _CsWindow
   GCancellable      *run_cancellable;   /* (nullable) the run in flight */
   gboolean           comparing;         /* win.compare: the side-by-side compare is shown */
   gboolean           compare_syncing;   /* set while one side of a compare follows the other */
+  guint32            compare_pair[2];   /* the elements the two sides of a compare are aligned
+                                           on: [0] of the left (compare_view), [1] of the right
+                                           (its match); 0 = none yet (cs-window.c) */
+  guint              compare_mirrors;   /* times the left side was laid out anew to draw the
+                                           right side's expanded layers since the right
+                                           side's last layout (at most 2) */
+  gboolean           compare_recentre;  /* the compare just opened: once the right side has
+                                           its narrower width, put compare_centre_pt back in
+                                           its middle (cs_window_size_allocate()) */
+  int                compare_old_width; /* px: the right side's width before it opened */
+  double             compare_centre_pt[2]; /* layout pt (y up) at the right side's middle then */
   GPtrArray         *user_casts;        /* (nullable) CsRemovedCast*: casts the user wrote that
                                            remove-redundant-casts dropped in `user_casts_for` */
   CsAnalysis        *user_casts_for;    /* (nullable, owned ref) the result they borrow from */

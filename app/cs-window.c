@@ -531,6 +531,207 @@ _cs_window_select_stmt (CsWindow *self, guint32 stmt_id, gboolean scroll)
   update_details (self, stmt_id);
 }
 
+/* ---- side-by-side compare ---- */
+
+/* The two sides of a previous-policy or pass compare are aligned on a pair of matched
+ * elements (self->compare_pair): both sides at the same zoom, the pair's two elements at the
+ * same widget position in their panes.  A click makes the clicked node and its match the pair
+ * (the clicked pane stays as it is, the other pans); panning or zooming either side moves the
+ * other by the same amount about the pair.  The layouts of two policies differ, so copying
+ * one side's offsets to the other would show another part of the other graph (or none). */
+
+/* g_array_sort() on pairs of doubles: by the first. */
+static gint
+compare_doubles (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Moves @to to @from's zoom with @to_id where @from_id is in @from (the same x in its pane,
+ * the same height in the window); FALSE (nothing moved) when either element is not drawn. */
+static gboolean
+compare_align_on (CsWindow *self, CsGraphView *from, guint32 from_id, CsGraphView *to,
+                  guint32 to_id)
+{
+  CsLayout *lf = cs_graph_view_get_layout (from), *lt = cs_graph_view_get_layout (to);
+  CsLayoutHit hf, ht;
+  CsPoint cf, ct;
+  CsView vf, vt;
+  double fx, fy, tx, ty;
+
+  if (lf == NULL || lt == NULL || !lf->laid_out || !lt->laid_out || from_id == 0 || to_id == 0
+      || !cs_layout_find_element (lf, from_id, &hf) || !cs_layout_find_element (lt, to_id, &ht))
+    return FALSE;
+  cs_graph_view_get_view (from, &vf);
+  vt = vf;
+  cs_layout_element_center (lf, &hf, &cf);
+  cs_layout_element_center (lt, &ht, &ct);
+  cs_view_to_px (&vf, lf, cf.x, cf.y, &fx, &fy);
+  cs_view_to_px (&vt, lt, ct.x, ct.y, &tx, &ty);
+  vt.tx += fx - tx;
+  vt.ty += fy - ty;
+  {
+    /* the same height in the window (the left side's label sits above its view) */
+    graphene_point_t p0 = GRAPHENE_POINT_INIT (0, 0), pf, pt;
+
+    if (gtk_widget_compute_point (GTK_WIDGET (from), GTK_WIDGET (self), &p0, &pf)
+        && gtk_widget_compute_point (GTK_WIDGET (to), GTK_WIDGET (self), &p0, &pt))
+      vt.ty += pf.y - pt.y;
+  }
+  self->compare_syncing = TRUE;
+  cs_graph_view_set_view (to, &vt);
+  self->compare_syncing = FALSE;
+  return TRUE;
+}
+
+/* Picks the pair to align on from @from's side: its selection when it is drawn and has a
+ * match, else, of the nodes nearest the middle of @from's widget (the first 16), the first
+ * with a match drawn on the other side.  FALSE when none. */
+static gboolean
+compare_pick_pair (CsWindow *self, CsGraphView *from)
+{
+  gboolean from_left = from == self->compare_view;
+  CsGraphView *to = from_left ? _cs_window_get_view (self, _cs_window_get_family (self))
+                              : self->compare_view;
+  CsLayout *l = cs_graph_view_get_layout (from), *lt = cs_graph_view_get_layout (to);
+  guint32 sel = cs_graph_view_get_selected (from), m;
+  CsLayoutHit hit;
+  int w = gtk_widget_get_width (GTK_WIDGET (from)), h = gtk_widget_get_height (GTK_WIDGET (from));
+  g_autoptr(GArray) order = NULL;
+  CsView v;
+
+  if (l == NULL || lt == NULL || !l->laid_out || !lt->laid_out)
+    return FALSE;
+  if (sel != 0 && cs_layout_find_element (l, sel, &hit)
+      && (m = _cs_window_compare_match (self, !from_left, sel)) != 0
+      && cs_layout_find_element (lt, m, &hit))
+    {
+      self->compare_pair[from_left ? 0 : 1] = sel;
+      self->compare_pair[from_left ? 1 : 0] = m;
+      return TRUE;
+    }
+  /* (distance², node index) of the drawn statement nodes, nearest first */
+  order = g_array_new (FALSE, FALSE, sizeof (double) * 2);
+  cs_graph_view_get_view (from, &v);
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      const CsLayoutNode *n = &l->nodes[i];
+      double x, y, e[2];
+
+      if (n->stmt_id == 0 || n->kind == CS_LAYOUT_NODE_GHOST)
+        continue;
+      cs_view_to_px (&v, l, (n->box.x0 + n->box.x1) / 2, (n->box.y0 + n->box.y1) / 2, &x, &y);
+      e[0] = (x - w / 2.0) * (x - w / 2.0) + (y - h / 2.0) * (y - h / 2.0);
+      e[1] = i;
+      g_array_append_vals (order, e, 1);
+    }
+  g_array_sort (order, compare_doubles);
+  for (guint k = 0; k < MIN (order->len, 16); k++)
+    {
+      guint32 id = l->nodes[(guint) ((double *) order->data)[2 * k + 1]].stmt_id;
+
+      if ((m = _cs_window_compare_match (self, !from_left, id)) != 0
+          && cs_layout_find_element (lt, m, &hit))
+        {
+          self->compare_pair[from_left ? 0 : 1] = id;
+          self->compare_pair[from_left ? 1 : 0] = m;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* The left side of a previous-policy or pass compare draws the layers (groups) the right side
+ * draws expanded expanded, and the others collapsed, so that both sides show the same
+ * structure.  Returns: TRUE when the left side is being laid out anew for it. */
+static gboolean
+compare_mirror_groups (CsWindow *self)
+{
+  CsLayout *r = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
+  CsLayout *l = cs_graph_view_get_layout (self->compare_view);
+  gboolean changed = FALSE;
+
+  /* at most twice per layout of the right side: a group the left cannot draw so is left */
+  if (!self->comparing || self->compare_analysis != NULL || r == NULL || l == NULL
+      || !r->laid_out || !l->laid_out || r->grouping == NULL || l->grouping == NULL
+      || self->compare_mirrors >= 2)
+    return FALSE;
+  for (guint g = 0; g < r->grouping->n_groups; g++)
+    {
+      const char *name = r->grouping->groups[g].name;
+      gint k = cs_grouping_find (l->grouping, name);
+
+      if (k >= 0 && l->group_collapsed[k] != r->group_collapsed[g])
+        {
+          cs_graph_view_set_group_expanded (self->compare_view, name, !r->group_collapsed[g]);
+          changed = TRUE;
+        }
+    }
+  self->compare_mirrors += changed;
+  return changed;
+}
+
+/* One side of a compare pans or zooms (or is laid out anew): the other follows, aligned on
+ * the pair (picked anew from @from when either element of it is not drawn); with no pair,
+ * the same zoom and offsets. */
+static void
+compare_follow (CsWindow *self, CsGraphView *from, CsGraphView *to)
+{
+  gboolean from_left = from == self->compare_view;
+  CsView v;
+
+  if (!self->comparing || self->compare_syncing || self->compare_analysis != NULL)
+    return;   /* another file's layout is not this one's: each side pans on its own */
+  if (compare_align_on (self, from, self->compare_pair[from_left ? 0 : 1], to,
+                        self->compare_pair[from_left ? 1 : 0]))
+    return;
+  if (compare_pick_pair (self, from)
+      && compare_align_on (self, from, self->compare_pair[from_left ? 0 : 1], to,
+                           self->compare_pair[from_left ? 1 : 0]))
+    return;
+  self->compare_syncing = TRUE;
+  cs_graph_view_get_view (from, &v);
+  cs_graph_view_set_view (to, &v);
+  self->compare_syncing = FALSE;
+}
+
+/* A node of either side was selected: its match is selected on the other side, which pans to
+ * put the match where the selected node is (the selected side does not move).  Another file
+ * compared: the other side scrolls the match into view. */
+static void
+compare_select_other (CsWindow *self, CsGraphView *from, guint32 stmt_id)
+{
+  gboolean from_left = from == self->compare_view;
+  CsGraphView *to = from_left ? _cs_window_get_view (self, _cs_window_get_family (self))
+                              : self->compare_view;
+  guint32 m = stmt_id ? _cs_window_compare_match (self, !from_left, stmt_id) : 0;
+
+  self->compare_syncing = TRUE;
+  if (from_left)
+    {
+      if (m != 0)
+        _cs_window_select_stmt (self, m, TRUE);
+      else
+        cs_graph_view_select (to, 0, FALSE);
+    }
+  else
+    cs_graph_view_select (to, m, FALSE);
+  self->compare_syncing = FALSE;
+  if (m == 0)
+    return;
+  if (self->compare_analysis != NULL)
+    {
+      if (!from_left)
+        cs_graph_view_select (to, m, TRUE);
+      return;
+    }
+  self->compare_pair[from_left ? 0 : 1] = stmt_id;
+  self->compare_pair[from_left ? 1 : 0] = m;
+  compare_align_on (self, from, stmt_id, to, m);
+}
+
 static void
 view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
 {
@@ -540,40 +741,15 @@ view_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *view)
   update_details (self, stmt_id);
   /* a compare selects the match on the other side */
   if (self->comparing && !self->compare_syncing)
-    cs_graph_view_select (self->compare_view, _cs_window_compare_match (self, TRUE, stmt_id), TRUE);
+    compare_select_other (self, view, stmt_id);
 }
-
-/* ---- side-by-side compare ---- */
 
 static void
 compare_node_selected_cb (CsWindow *self, guint stmt_id, CsGraphView *compare)
 {
-  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
-  guint32 id;
-
   if (!self->comparing || self->compare_syncing)
     return;
-  id = _cs_window_compare_match (self, FALSE, stmt_id);
-  self->compare_syncing = TRUE;
-  if (id != 0)
-    _cs_window_select_stmt (self, id, TRUE);
-  else
-    cs_graph_view_select (view, 0, FALSE);
-  self->compare_syncing = FALSE;
-}
-
-/* One side of a compare pans or zooms: the other follows (the same scale and offsets). */
-static void
-compare_follow (CsWindow *self, CsGraphView *from, CsGraphView *to)
-{
-  CsView v;
-
-  if (!self->comparing || self->compare_syncing || self->compare_analysis != NULL)
-    return;   /* another file's layout is not this one's: each side pans on its own */
-  self->compare_syncing = TRUE;
-  cs_graph_view_get_view (from, &v);
-  cs_graph_view_set_view (to, &v);
-  self->compare_syncing = FALSE;
+  compare_select_other (self, compare, stmt_id);
 }
 
 static void
@@ -592,11 +768,74 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
    * its selection */
   if (self->compare_analysis != NULL)
     cs_graph_view_fit (compare);
-  compare_follow (self, view, compare);
   if (self->comparing)
-    cs_graph_view_select (compare,
-                          _cs_window_compare_match (self, TRUE, cs_graph_view_get_selected (view)),
-                          FALSE);
+    {
+      self->compare_syncing = TRUE;
+      cs_graph_view_select (compare,
+                            _cs_window_compare_match (self, TRUE, cs_graph_view_get_selected (view)),
+                            FALSE);
+      self->compare_syncing = FALSE;
+    }
+  self->compare_pair[0] = self->compare_pair[1] = 0;
+  if (!compare_mirror_groups (self))
+    compare_follow (self, view, compare);
+}
+
+/* The compare box is about to show (the right side narrows to half): the right side's middle
+ * (its selection when drawn) is kept in its middle once it has the new width. */
+static void
+compare_opening (CsWindow *self)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  CsLayout *l = cs_graph_view_get_layout (view);
+  int w = gtk_widget_get_width (GTK_WIDGET (view)), h = gtk_widget_get_height (GTK_WIDGET (view));
+  CsLayoutHit hit;
+  CsView v;
+
+  self->compare_recentre = FALSE;
+  self->compare_mirrors = 0;
+  if (l == NULL || !l->laid_out || w <= 0 || h <= 0)
+    return;
+  cs_graph_view_get_view (view, &v);
+  if (cs_graph_view_get_selected (view) != 0
+      && cs_layout_find_element (l, cs_graph_view_get_selected (view), &hit))
+    {
+      CsPoint c;
+
+      cs_layout_element_center (l, &hit, &c);
+      self->compare_centre_pt[0] = c.x;
+      self->compare_centre_pt[1] = c.y;
+    }
+  else
+    cs_view_to_pt (&v, l, w / 2.0, h / 2.0, &self->compare_centre_pt[0], &self->compare_centre_pt[1]);
+  self->compare_old_width = w;
+  self->compare_recentre = TRUE;
+}
+
+/* After an allocation: the right side of a compare that just opened puts the point kept by
+ * compare_opening() in its middle, and the left follows (before the first frame draws). */
+static void
+compare_recentre (CsWindow *self)
+{
+  CsGraphView *view = _cs_window_get_view (self, _cs_window_get_family (self));
+  CsLayout *l = cs_graph_view_get_layout (view);
+  int w = gtk_widget_get_width (GTK_WIDGET (view)), h = gtk_widget_get_height (GTK_WIDGET (view));
+  CsRect box = { self->compare_centre_pt[0], self->compare_centre_pt[1],
+                 self->compare_centre_pt[0], self->compare_centre_pt[1] };
+  CsView v;
+
+  if (!self->compare_recentre || w == self->compare_old_width)
+    return;
+  self->compare_recentre = FALSE;
+  if (!self->comparing || l == NULL || !l->laid_out || w <= 0 || h <= 0)
+    return;
+  cs_graph_view_get_view (view, &v);
+  cs_view_center_on (&v, l, &box, w, h);
+  self->compare_syncing = TRUE;
+  cs_graph_view_set_view (view, &v);
+  self->compare_syncing = FALSE;
+  self->compare_pair[0] = self->compare_pair[1] = 0;
+  compare_follow (self, view, self->compare_view);
 }
 
 /**
@@ -605,8 +844,10 @@ compare_layout_changed_cb (CsWindow *self, CsGraphView *compare)
  * win.compare: shows (or hides) the side-by-side compare of the visible family.  The left side
  * is the previous policy's trace at the same pass when a policy changed (the diff bar is up),
  * else the trace of the pass before the shown one; it is drawn as the older side of the diff
- * (its casts the right side lacks marked removed).  Pan and zoom follow each other, and
- * selecting a node on either side selects its match on the other (cs_graph_view_match()).
+ * (its casts the right side lacks marked removed), with the layers the right side expands
+ * expanded.  Both sides are at the same zoom, aligned on a pair of matched elements (see
+ * compare_align_on()); pan and zoom follow each other about it, and selecting a node on
+ * either side selects its match on the other (cs_graph_view_match()) and pans that side to it.
  * With a file to compare with (cs_window_compare_with_file()) the left side is that file's
  * trace instead, matched cast for cast and region for region (cs-window-compare.c).
  */
@@ -640,6 +881,7 @@ _cs_window_update_compare (CsWindow *self)
         {
           int w = gtk_widget_get_width (GTK_WIDGET (self->compare_paned));
 
+          compare_opening (self);
           gtk_widget_set_visible (GTK_WIDGET (self->compare_box), TRUE);
           gtk_paned_set_position (self->compare_paned, w > 0 ? w / 2 : 400);
         }
@@ -681,6 +923,7 @@ _cs_window_update_compare (CsWindow *self)
     {
       int w = gtk_widget_get_width (GTK_WIDGET (self->compare_paned));
 
+      compare_opening (self);
       gtk_widget_set_visible (GTK_WIDGET (self->compare_box), TRUE);
       gtk_paned_set_position (self->compare_paned, w > 0 ? w / 2 : 400);
     }
@@ -1127,6 +1370,13 @@ view_layout_changed_cb (CsWindow *self, CsGraphView *view)
   if (view != _cs_window_get_view (self, _cs_window_get_family (self)))
     return;
   update_side_panel (self);
+  self->compare_mirrors = 0;
+  if (self->comparing && !compare_mirror_groups (self))
+    {
+      /* a new right side: the left is aligned on the selection (or the middle) anew */
+      self->compare_pair[0] = self->compare_pair[1] = 0;
+      compare_follow (self, view, self->compare_view);
+    }
   /* the selection may have been found again under another id (another pass or policy), or
    * moved by the view itself (] and [ step layers): the text follows it */
   highlight_text (self, cs_graph_view_get_selected (view), TRUE);
@@ -1516,13 +1766,17 @@ seen_policy_find (CsWindow *self, const CsPolicy *policy)
   return NULL;
 }
 
-/* Shows the result of a policy change (computed or kept) with the diff against what was shown
- * before the first undismissed change. */
+/* Shows the result of a policy change (computed or kept) with the diff against the result
+ * shown before this change, the previous policy (README: the diff and Side by Side compare
+ * with "the previous policy"; after A -> B -> A that is B). */
 static void
 show_recomputed (CsWindow *self, CsAnalysis *analysis)
 {
-  if (self->previous == NULL && self->analysis != NULL)
-    self->previous = cs_analysis_ref (self->analysis);
+  if (self->analysis != NULL && self->analysis != analysis)
+    {
+      g_clear_pointer (&self->previous, cs_analysis_unref);
+      self->previous = cs_analysis_ref (self->analysis);
+    }
   _cs_window_clear_run (self);
   set_analysis (self, analysis);
   update_diff_bar (self);
@@ -1697,6 +1951,7 @@ cs_window_size_allocate (GtkWidget *widget, int width, int height, int baseline)
       gtk_paned_set_position (self->main_paned, MAX (width - left - right, 200));
     }
   GTK_WIDGET_CLASS (cs_window_parent_class)->size_allocate (widget, width, height, baseline);
+  compare_recentre (self);
 }
 
 static void

@@ -1955,10 +1955,35 @@ test_precision_lens (Fixture *fx, gconstpointer data)
   remove_text (path);
 }
 
+/* The two elements a compare's sides are aligned on (CsWindow.compare_pair) are drawn at the
+ * same x in their panes and the same height in the window. */
+static void
+assert_compare_aligned (CsWindow *win)
+{
+  CsLayoutHit hl, hr;
+  double lx, ly, rx, ry;
+  graphene_point_t p0 = GRAPHENE_POINT_INIT (0, 0), pl, pr;
+
+  g_assert_cmpuint (win->compare_pair[0], !=, 0);
+  g_assert_true (cs_layout_find_element (cs_graph_view_get_layout (win->compare_view),
+                                         win->compare_pair[0], &hl));
+  g_assert_true (cs_layout_find_element (cs_graph_view_get_layout (win->forward_view),
+                                         win->compare_pair[1], &hr));
+  element_px (win->compare_view, &hl, &lx, &ly);
+  element_px (win->forward_view, &hr, &rx, &ry);
+  g_assert_true (gtk_widget_compute_point (GTK_WIDGET (win->compare_view), GTK_WIDGET (win), &p0, &pl));
+  g_assert_true (gtk_widget_compute_point (GTK_WIDGET (win->forward_view), GTK_WIDGET (win), &p0, &pr));
+  g_test_message ("compare aligned on (%.1f, %.1f) | (%.1f, %.1f) (window y)", lx, ly + pl.y, rx,
+                  ry + pr.y);
+  g_assert_cmpfloat (fabs (lx - rx), <, 0.5);
+  g_assert_cmpfloat (fabs (ly + pl.y - ry - pr.y), <, 0.5);
+}
+
 /* The side-by-side compare after matmul=upcast-f32 on the seed: the left side draws the
  * previous (native) forward at the same pass, as the older side of the diff: it marks removed
  * the casts the right side's ghosts stand for (the same count, by the same diff), and never
- * marks a cast added.  Zooming the right side zooms the left; selecting the matmul on the right
+ * marks a cast added.  Zooming the right side zooms the left (aligned on a matched pair of
+ * elements); selecting the matmul on the right
  * selects the native matmul (same origin, same op) on the left, and back. */
 static void
 test_compare (Fixture *fx, gconstpointer data)
@@ -2001,14 +2026,14 @@ test_compare (Fixture *fx, gconstpointer data)
                   removed_left, st.casts_removed);
   g_assert_cmpuint (removed_left, ==, st.casts_removed);
 
-  /* pan and zoom follow */
+  /* pan and zoom follow: the same zoom, the pair of matched elements the sides are aligned
+   * on at the same place */
   cs_graph_view_zoom_by (fx->win->forward_view, 1.5);
   wait_frame ();
   cs_graph_view_get_view (fx->win->forward_view, &a);
   cs_graph_view_get_view (fx->win->compare_view, &b);
   g_assert_cmpfloat (a.scale, ==, b.scale);
-  g_assert_cmpfloat (a.tx, ==, b.tx);
-  g_assert_cmpfloat (a.ty, ==, b.ty);
+  assert_compare_aligned (fx->win);
 
   /* matched selection: the right side's matmul selects the left side's matmul */
   for (guint i = 0; i < right->n_nodes; i++)
@@ -2045,7 +2070,8 @@ test_compare (Fixture *fx, gconstpointer data)
     g_signal_emit_by_name (fx->win->forward_view, "view-changed");
     wait_idle (fx->win);
     cs_graph_view_get_view (fx->win->compare_view, &b);
-    g_assert_cmpfloat (b.ty, ==, v.ty);
+    g_assert_cmpfloat (b.scale, ==, v.scale);
+    assert_compare_aligned (fx->win);
     save_screenshot (GTK_WIDGET (fx->win), "castscope-compare.png");
   }
 
@@ -2055,6 +2081,270 @@ test_compare (Fixture *fx, gconstpointer data)
   g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "(left) before delete-last-used"));
   g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (FALSE));
   g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+}
+
+/* ---- side by side on the 8-block LLaMA (the new-user trial) ---- */
+
+/* The statement (any level) of @t with op short name @op writing tensor @name, or NULL. */
+static const CsStmt *
+stmt_op_writing (const CsStmt *const *stmts, guint n, const char *op, const char *name)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const CsStmt *s = stmts[i], *r;
+      const CsProxy *p = s->kind == CS_STMT_CALL ? cs_stmt_get_output (s) : NULL;
+
+      if (p != NULL && g_strcmp0 (p->name, name) == 0
+          && g_strcmp0 (cs_op_semantic (s->op)->short_name, op) == 0)
+        return s;
+      if (s->n_subs > 0
+          && (r = stmt_op_writing ((const CsStmt *const *) s->subs, s->n_subs, op, name)) != NULL)
+        return r;
+    }
+  return NULL;
+}
+
+/* Opens the LLaMA, sets matmul=upcast-f32, scrolls to the output projection (the last
+ * matmul, outside the blocks) when @scroll, and turns Side by Side on. */
+static gboolean
+llama_side_by_side (Fixture *fx, gboolean scroll)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+
+  if (!open_path (fx, path))
+    return FALSE;
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  if (scroll)
+    {
+      CsLayout *l = cs_graph_view_get_layout (fx->win->forward_view);
+      gint lin = -1;
+
+      for (guint i = 0; i < l->n_nodes; i++)
+        if (l->nodes[i].badge != CS_LAYOUT_BADGE_NONE && l->nodes[i].group < 0)
+          lin = (gint) i;
+      g_assert_cmpint (lin, >=, 0);
+      cs_graph_view_select (fx->win->forward_view, l->nodes[lin].stmt_id, TRUE);
+      wait_idle (fx->win);
+    }
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->compare_box)));
+  g_assert_nonnull (cs_graph_view_get_layout (fx->win->compare_view));
+  return TRUE;
+}
+
+/* Side by Side opens with both panes drawing their graph at the same zoom: graph pixels in
+ * the 41x41 px at the centre of each pane (the trial found the left pane blank), scrolled to
+ * the output projection or (@data non-NULL) with layers.0 expanded and an op in it selected
+ * (the left side draws its layers collapsed unless told). */
+static void
+test_sbs_first_frame (Fixture *fx, gconstpointer data)
+{
+  CsGraphView *panes[2];
+  CsView a, b;
+
+  if (!llama_side_by_side (fx, data == NULL))
+    return;
+  if (data != NULL)
+    {
+      CsGraphView *view = fx->win->forward_view;
+      CsLayout *l;
+      gint op = -1;
+
+      g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (FALSE));
+      wait_idle (fx->win);
+      cs_graph_view_set_group_expanded (view, "layers.0", TRUE);
+      wait_idle (fx->win);
+      l = cs_graph_view_get_layout (view);
+      for (guint i = 0; i < l->n_nodes && op < 0; i++)
+        if (l->nodes[i].kind == CS_LAYOUT_NODE_OP && l->nodes[i].group >= 0
+            && g_str_has_prefix (l->grouping->groups[l->nodes[i].group].name, "layers.0"))
+          op = (gint) i;
+      g_assert_cmpint (op, >=, 0);
+      cs_graph_view_select (view, l->nodes[op].stmt_id, TRUE);
+      wait_idle (fx->win);
+      g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+      wait_idle (fx->win);
+    }
+  panes[0] = fx->win->compare_view;
+  panes[1] = fx->win->forward_view;
+  for (guint k = 0; k < 2; k++)
+    {
+      g_autofree guchar *pixels = NULL;
+      int w, h;
+      gsize stride;
+      guint ink;
+
+      pixels = widget_pixels (GTK_WIDGET (panes[k]), &w, &h, &stride);
+      ink = ink_around (pixels, stride, w, h, w / 2, h / 2, 20);
+      g_test_message ("%s pane %dx%d: %u graph px in the 41x41 at its centre", k ? "right" : "left",
+                      w, h, ink);
+      g_assert_cmpint (w, >, 100);
+      g_assert_cmpuint (ink, >, 0);
+    }
+  save_screenshot (GTK_WIDGET (fx->win), data ? "sbs-first-frame-expanded.png" : "sbs-first-frame.png");
+  cs_graph_view_get_view (panes[0], &a);
+  cs_graph_view_get_view (panes[1], &b);
+  g_assert_cmpfloat (a.scale, ==, b.scale);
+  /* both sides draw layers.0 the same way (expanded when the right side expanded it) */
+  g_assert_true (cs_graph_view_get_group_expanded (panes[0], "layers.0")
+                 == cs_graph_view_get_group_expanded (panes[1], "layers.0"));
+  g_assert_true (cs_graph_view_get_group_expanded (panes[1], "layers.0") == (data != NULL));
+  if (data != NULL)
+    assert_compare_aligned (fx->win);
+}
+
+/* The node of @view's layout nearest the middle of the widget that has a match on the other
+ * side, or -1. */
+static gint
+matched_node_near_centre (CsWindow *win, CsGraphView *view, gboolean to_left)
+{
+  CsLayout *l = cs_graph_view_get_layout (view);
+  int w = gtk_widget_get_width (GTK_WIDGET (view)), h = gtk_widget_get_height (GTK_WIDGET (view));
+  double best = G_MAXDOUBLE;
+  gint best_i = -1;
+
+  for (guint i = 0; i < l->n_nodes; i++)
+    {
+      CsLayoutHit hit = { CS_LAYOUT_HIT_NODE, i };
+      double x, y;
+
+      if ((l->nodes[i].kind != CS_LAYOUT_NODE_OP && l->nodes[i].kind != CS_LAYOUT_NODE_CAST
+           && l->nodes[i].kind != CS_LAYOUT_NODE_REGION) || l->nodes[i].stmt_id == 0
+          || _cs_window_compare_match (win, to_left, l->nodes[i].stmt_id) == 0)
+        continue;
+      element_px (view, &hit, &x, &y);
+      if (x < 0 || y < 0 || x > w || y > h)
+        continue;
+      if ((x - w / 2.0) * (x - w / 2.0) + (y - h / 2.0) * (y - h / 2.0) < best)
+        {
+          best = (x - w / 2.0) * (x - w / 2.0) + (y - h / 2.0) * (y - h / 2.0);
+          best_i = (gint) i;
+        }
+    }
+  return best_i;
+}
+
+/* A click on either pane keeps the clicked node where it is in its pane and pans the other
+ * pane to its match (the trial found a click on the right scrolling the right away). */
+static void
+test_sbs_click_keeps_node (Fixture *fx, gconstpointer data)
+{
+  if (!llama_side_by_side (fx, FALSE))
+    return;
+  for (guint side = 0; side < 2; side++)
+    {
+      gboolean right = side == 0;
+      CsGraphView *from = right ? fx->win->forward_view : fx->win->compare_view;
+      CsGraphView *to = right ? fx->win->compare_view : fx->win->forward_view;
+      gint n = matched_node_near_centre (fx->win, from, right);
+      CsLayoutHit hit;
+      guint32 id, match;
+      double x0, y0, x1, y1, mx, my;
+      int w = gtk_widget_get_width (GTK_WIDGET (to)), h = gtk_widget_get_height (GTK_WIDGET (to));
+
+      g_assert_cmpint (n, >=, 0);
+      hit = (CsLayoutHit) { CS_LAYOUT_HIT_NODE, (guint) n };
+      id = cs_graph_view_get_layout (from)->nodes[n].stmt_id;
+      match = _cs_window_compare_match (fx->win, right, id);
+      element_px (from, &hit, &x0, &y0);
+      /* as a click does: select, then ::node-selected */
+      cs_graph_view_select (from, id, FALSE);
+      g_signal_emit_by_name (from, "node-selected", (guint) id);
+      wait_idle (fx->win);
+      g_assert_cmpuint (cs_graph_view_get_selected (from), ==, id);
+      element_px (from, &hit, &x1, &y1);
+      g_assert_cmpuint (cs_graph_view_get_selected (to), ==, match);
+      g_assert_true (find_selected_px (to, &mx, &my));
+      g_test_message ("%s click: node (%.1f, %.1f) -> (%.1f, %.1f); match at (%.1f, %.1f)",
+                      right ? "right" : "left", x0, y0, x1, y1, mx, my);
+      g_assert_cmpfloat (fabs (x1 - x0), <, 1.0);
+      g_assert_cmpfloat (fabs (y1 - y0), <, 1.0);
+      g_assert_cmpfloat (mx, >=, 0);
+      g_assert_cmpfloat (mx, <=, w);
+      g_assert_cmpfloat (my, >=, 0);
+      g_assert_cmpfloat (my, <=, h);
+    }
+}
+
+/* native -> upcast-f32 -> native: the diff (banner and Side by Side) is against upcast-f32,
+ * the previous policy (README: "shows the previous policy"), and counts the removed casts. */
+static void
+test_diff_previous_policy (Fixture *fx, gconstpointer data)
+{
+  CsLayoutDiffStats st;
+  const char *text;
+  g_autofree char *minus = NULL;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("upcast-f32"));
+  wait_idle (fx->win);
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-matmul",
+                                      g_variant_new_string ("native"));
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->previous);
+  {
+    g_autofree char *was = cs_policy_to_string (cs_analysis_get_policy (fx->win->previous));
+    g_assert_nonnull (strstr (was, "matmul=upcast-f32"));
+  }
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  g_assert_true (cs_graph_view_get_diff_stats (fx->win->forward_view, &st));
+  g_test_message ("back to native: +%u -%u casts", st.casts_added, st.casts_removed);
+  g_assert_cmpuint (st.casts_removed, >, 0);
+  minus = g_strdup_printf ("−%u casts", st.casts_removed);
+  text = gtk_label_get_text (fx->win->diff_label);
+  g_assert_nonnull (strstr (text, minus));
+  g_assert_null (strstr (text, "−0 casts"));
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "compare", g_variant_new_boolean (TRUE));
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->compare_label), "matmul=upcast-f32"));
+  g_assert_true (cs_graph_view_get_trace (fx->win->compare_view)
+                 == cs_analysis_get_final (fx->win->previous, CS_FAMILY_FORWARD));
+}
+
+/* A selection survives a policy flip by what it is, not by its tensor's name: under
+ * upcast-f32 the LLaMA's `t12 = convert_element_type(...)` f32[2, 64, 128]; back under
+ * native `t12` is a prims.mul of another shape, which must not be selected. */
+static void
+test_policy_flip_selection (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  CsTrace *t;
+  const CsStmt *s;
+  guint32 origin;
+
+  if (!open_path (fx, path))
+    return;
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  t = cs_graph_view_get_trace (view);
+  s = stmt_op_writing ((const CsStmt *const *) t->stmts, t->n_stmts, "convert_element_type", "t12");
+  g_assert_nonnull (s);
+  origin = s->origin;
+  _cs_window_select_stmt (fx->win, s->id, FALSE);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), !=, 0);
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "native"));
+  wait_idle (fx->win);
+  t = cs_graph_view_get_trace (view);
+  s = _cs_window_find_stmt_deep (t, cs_graph_view_get_selected (view), NULL);
+  g_test_message ("after the flip: %s -> %s (origin %u, was %u)",
+                  s ? cs_op_semantic (s->op)->short_name : "(none)",
+                  s && cs_stmt_get_output (s) ? cs_stmt_get_output (s)->name : "-",
+                  s ? s->origin : 0, origin);
+  if (s != NULL && s->kind == CS_STMT_CALL)
+    {
+      const CsProxy *p = cs_stmt_get_output (s);
+
+      g_assert_false (p != NULL && g_strcmp0 (p->name, "t12") == 0
+                      && g_strcmp0 (cs_op_semantic (s->op)->short_name, "mul") == 0);
+      g_assert_cmpuint (s->origin, ==, origin);
+    }
 }
 
 /* The layout node of @view drawing the statement that writes @name, or -1. */
@@ -3085,6 +3375,16 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/llama-cache", Fixture, NULL, fixture_setup, test_llama_cache,
               fixture_teardown);
+  g_test_add ("/app/scale/sbs-first-frame", Fixture, NULL, fixture_setup, test_sbs_first_frame,
+              fixture_teardown);
+  g_test_add ("/app/scale/sbs-first-frame-expanded", Fixture, "expanded", fixture_setup,
+              test_sbs_first_frame, fixture_teardown);
+  g_test_add ("/app/scale/sbs-click-keeps-node", Fixture, NULL, fixture_setup,
+              test_sbs_click_keeps_node, fixture_teardown);
+  g_test_add ("/app/scale/policy-flip-selection", Fixture, NULL, fixture_setup,
+              test_policy_flip_selection, fixture_teardown);
+  g_test_add ("/app/window/diff-previous-policy", Fixture, NULL, fixture_setup,
+              test_diff_previous_policy, fixture_teardown);
   g_test_add ("/app/scale/minimap", Fixture, NULL, fixture_setup, test_minimap,
               fixture_teardown);
   return g_test_run ();
