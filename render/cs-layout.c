@@ -1811,7 +1811,7 @@ finish_ghosts (CsLayout *layout)
       /* wide enough for its own label ("\u2192 bf16 \u00d721", regular weight, 0.85 of the font
        * size: about 0.6 em a character) */
       double w = MAX (52, g_utf8_strlen (g->label, -1) * 0.6 * 0.85 * fs + 12);
-      CsRect probe = { 0, 0, w, h }, lab;
+      CsRect probe = { 0, 0, w, h }, lab, anchor_lab;
       double lab_w, lab_h, pitch;
       gboolean placed = FALSE;
 
@@ -1819,17 +1819,21 @@ finish_ghosts (CsLayout *layout)
       lab_w = lab.x1 - lab.x0;
       lab_h = lab.y1 - lab.y0;
       pitch = h + lab_h + 8;
+      anchor_lab = mark_label_bound (layout, &layout->nodes[g->target], &a);
       for (guint side = 0; side < 2 && !placed; side++)
-        {
-          double x0 = side == 0 ? a.x1 + 10 : a.x0 - 10 - 4 - lab_w - 4 - w;
-
-          for (gint r = 0; r < 13 && !placed; r++)
+        for (gint r = 0; r < 13 && !placed; r++)
+          for (guint k = 0; k < 2 && !placed; k++)
             {
-              /* rows 0, -1, +1, -2, +2, ...: below (y down) first */
+              /* rows 0, -1, +1, -2, +2, ...: below (y down) first; on the right, each row
+               * next to the anchor, else past the anchor's own mark label */
               gint row = (r + 1) / 2 * (r % 2 ? -1 : 1);
               double yc = ac + row * pitch;
+              double x0 = side == 1 ? a.x0 - 10 - 4 - lab_w - 4 - w
+                        : k == 0 ? a.x1 + 10 : MAX (a.x1, anchor_lab.x1) + 10;
               CsRect box = { x0, yc - h / 2, x0 + w, yc + h / 2 };
 
+              if (k == 1 && (side == 1 || anchor_lab.x1 <= a.x1))
+                continue;
               lab = mark_label_bound (layout, g, &box);
               if (ghost_place_free (layout, &box, &lab, obst))
                 {
@@ -1837,7 +1841,6 @@ finish_ghosts (CsLayout *layout)
                   placed = TRUE;
                 }
             }
-        }
       if (layout->laid_out)
         ac = MIN (ac, layout->bb.y1 - 4 - lab_h - h / 2 - 4);
       for (guint k = 1; !placed; k++)
