@@ -1718,8 +1718,10 @@ cs_layout_mark_label (CsLayoutMark mark, guint added, guint removed, guint moved
   return g_string_free (t, FALSE);
 }
 
-/* Text width in points of @text at @size pt, bold, from above: 0.8 em a character (wider than
- * any character of DejaVu Sans Bold but the minus sign's 0.84), so a box this wide holds it. */
+/* Text width in points of @text at @size pt, bold, from above: 0.8 em a character, more than
+ * the mean width of the mark labels' characters in DejaVu Sans Bold (digits 0.70 em, most
+ * lower-case letters 0.6-0.7, "m" 1.04), so a box this wide holds such a label
+ * (cs_draw_mark_label_box() measures it; /render/draw/ghosts-apart checks). */
 static double
 text_width_bound (const char *text, double size)
 {
@@ -1780,6 +1782,7 @@ static void
 finish_ghosts (CsLayout *layout)
 {
   g_autoptr(GArray) obst = g_array_new (FALSE, FALSE, sizeof (CsRect));
+  g_autoptr(GArray) near = g_array_new (FALSE, FALSE, sizeof (CsRect));
   guint first = layout->n_nodes - layout->n_ghosts;
   double h = 15, fs = layout->font_size_pt;
 
@@ -1812,13 +1815,30 @@ finish_ghosts (CsLayout *layout)
        * size: about 0.6 em a character) */
       double w = MAX (52, g_utf8_strlen (g->label, -1) * 0.6 * 0.85 * fs + 12);
       CsRect probe = { 0, 0, w, h }, lab, anchor_lab;
-      double lab_w, lab_h, pitch;
+      double lab_w, lab_h, pitch, ac_fb;
       gboolean placed = FALSE;
 
       lab = mark_label_bound (layout, g, &probe);
       lab_w = lab.x1 - lab.x0;
       lab_h = lab.y1 - lab.y0;
       pitch = h + lab_h + 8;
+      /* the fallback row: the anchor's, low enough that the label stays under bb.y1 */
+      ac_fb = layout->laid_out ? MIN (ac, layout->bb.y1 - 4 - lab_h - h / 2 - 4) : ac;
+      /* the obstacles any candidate below can meet: those within the rows tried, right of
+       * the leftmost candidate */
+      {
+        double ylo = ac_fb - 7 * pitch - 20, yhi = ac + 7 * pitch + 20;
+        double xlo = a.x0 - 10 - 4 - lab_w - 4 - w - 20;
+
+        g_array_set_size (near, 0);
+        for (guint k = 0; k < obst->len; k++)
+          {
+            const CsRect *o = &g_array_index (obst, CsRect, k);
+
+            if (o->y1 >= ylo && o->y0 <= yhi && o->x1 >= xlo)
+              g_array_append_val (near, *o);
+          }
+      }
       anchor_lab = mark_label_bound (layout, &layout->nodes[g->target], &a);
       for (guint side = 0; side < 2 && !placed; side++)
         for (gint r = 0; r < 13 && !placed; r++)
@@ -1835,21 +1855,19 @@ finish_ghosts (CsLayout *layout)
               if (k == 1 && (side == 1 || anchor_lab.x1 <= a.x1))
                 continue;
               lab = mark_label_bound (layout, g, &box);
-              if (ghost_place_free (layout, &box, &lab, obst))
+              if (ghost_place_free (layout, &box, &lab, near))
                 {
                   g->box = box;
                   placed = TRUE;
                 }
             }
-      if (layout->laid_out)
-        ac = MIN (ac, layout->bb.y1 - 4 - lab_h - h / 2 - 4);
       for (guint k = 1; !placed; k++)
         {
           double x0 = a.x1 + 10 + k * (w + lab_w + 14);
-          CsRect box = { x0, ac - h / 2, x0 + w, ac + h / 2 };
+          CsRect box = { x0, ac_fb - h / 2, x0 + w, ac_fb + h / 2 };
 
           lab = mark_label_bound (layout, g, &box);
-          if (ghost_place_free (layout, &box, &lab, obst) || k > 100000)
+          if (ghost_place_free (layout, &box, &lab, near) || k > 100000)
             {
               g->box = box;
               placed = TRUE;
