@@ -13,15 +13,26 @@
 #include "cs-parse.h"
 #include "cs-stats.h"
 
+/* One line per region of @arr that maps onto two or more of the other trace: "region
+ * A:nvFusion4 split into B:nvFusion7, B:nvFusion8" (@own "A", @other "B") or
+ * "regions A:nvFusion1, A:nvFusion2 merged into B:nvFusion3" (@own "B", @other "A", @merged
+ * TRUE): both traces number their regions nvFusion0, 1, ... on their own, so each name says
+ * whose region it is. */
 static void
-print_regions (const char *verb, GPtrArray *arr)
+print_regions (GPtrArray *arr, const char *own, const char *other, gboolean merged)
 {
   for (guint i = 0; i < arr->len; i++)
     {
       const CsDiffRegion *r = arr->pdata[i];
-      printf ("  region %s %s into", r->region->callee, verb);
+
+      if (!merged)
+        printf ("  region %s:%s split into", own, r->region->callee);
+      else
+        printf ("  regions");
       for (guint j = 0; j < r->others->len; j++)
-        printf ("%s %s", j ? "," : "", ((const CsStmt *) r->others->pdata[j])->callee);
+        printf ("%s %s:%s", j ? "," : "", other, ((const CsStmt *) r->others->pdata[j])->callee);
+      if (merged)
+        printf (" merged into %s:%s", own, r->region->callee);
       printf ("\n");
     }
 }
@@ -54,10 +65,11 @@ origin_line (const CsTrace *initial, guint32 origin)
 }
 
 /* One line per cast added or removed: "+ cast f32 -> bf16 x2 (e.g. t7, from line 142, in
- * nvFusion0)", the line being the input file's line of the statement the casts derive from
- * (the initial statement of @initial that c->origin names). */
+ * B:nvFusion0)", the line being the input file's line of the statement the casts derive from
+ * (the initial statement of @initial that c->origin names), and the region the trace of @side
+ * ("A" for removed casts, "B" for added ones) holds it in. */
 static void
-print_casts (const char *sign, GPtrArray *arr, const CsTrace *initial)
+print_casts (const char *sign, GPtrArray *arr, const CsTrace *initial, const char *side)
 {
   for (guint i = 0; i < arr->len; i++)
     {
@@ -72,10 +84,10 @@ print_casts (const char *sign, GPtrArray *arr, const CsTrace *initial)
         from = g_strdup_printf ("from initial statement %u, which has no line", c->origin);
       else
         from = g_strdup ("made by a pass, from no statement of the input");
-      printf ("  %s cast %s -> %s x%u (e.g. %s, %s%s%s)\n", sign,
+      printf ("  %s cast %s -> %s x%u (e.g. %s, %s%s%s%s%s)\n", sign,
               cs_dtype_short_name (c->from), cs_dtype_short_name (c->to), c->count,
-              out ? out->name : "?", from, c->region ? ", in " : "",
-              c->region ? c->region : "");
+              out ? out->name : "?", from, c->region ? ", in " : "", c->region ? side : "",
+              c->region ? ":" : "", c->region ? c->region : "");
     }
 }
 
@@ -173,20 +185,16 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b, const CsTrace
   d = cs_trace_diff (a, b);
   added = cast_totals ("added", d->casts_added);
   removed = cast_totals ("removed", d->casts_removed);
-  /* "1 split into 2": the groups of regions that share origins (core/cs-diff.h), so that the
-   * counts add up to both sides' region numbers */
-  split = d->n_groups_split ? g_strdup_printf ("%u split into %u", d->n_groups_split,
-                                               d->n_split_into)
-                            : g_strdup ("0 split");
-  merged = d->n_groups_merged ? g_strdup_printf ("%u merged into %u", d->n_merged_from,
-                                                 d->n_groups_merged)
-                              : g_strdup ("0 merged");
-  /* a group with several regions on both sides is neither one split nor one merge: its
-   * regions' statements moved among each other, and the per-region lines below list each
-   * region of it that spread over several (split) or gathered several (merged) */
-  regrouped = d->n_regrouped_a ? g_strdup_printf (", %u regrouped into %u: statements moved "
-                                                  "among them, each region split or merged is "
-                                                  "listed below", d->n_regrouped_a,
+  /* "32 split, 41 merged": the regions of A that spread over several of B, and the regions of
+   * B that gather several of A: one line each below (the app's banner counts the same).  The
+   * groups that the maps connect (core/cs-diff.h) say how they relate: a group of several
+   * regions on both sides is neither one split nor one merge, its statements moved among its
+   * regions. */
+  split = g_strdup_printf ("%u split", d->regions_split->len);
+  merged = g_strdup_printf ("%u merged", d->regions_merged->len);
+  regrouped = d->n_regrouped_a ? g_strdup_printf ("; %u of A regrouped into %u of B: statements "
+                                                  "moved among them, the split and merged "
+                                                  "ones are listed below", d->n_regrouped_a,
                                                   d->n_regrouped_b)
                                : g_strdup ("");
   printf ("%s: %u -> %u regions (%u kept, %u new, %u removed, %s, %s%s); casts: %s, %s\n",
@@ -195,24 +203,17 @@ print_diff (const char *label, const CsTrace *a, const CsTrace *b, const CsTrace
   if (d->n_regions_unmatched)
     printf ("  (%u regions hold no statement the passes made, so they are compared with "
             "nothing and counted nowhere)\n", d->n_regions_unmatched);
-  print_casts ("+", d->casts_added, initial);
-  print_casts ("-", d->casts_removed, initial);
+  print_casts ("+", d->casts_added, initial, "B");
+  print_casts ("-", d->casts_removed, initial, "A");
   for (guint i = 0; i < d->regions_new->len; i++)
-    printf ("  new region %s (under A its statements ran outside every region)\n",
+    printf ("  new region B:%s (under A its statements ran outside every region)\n",
             ((const CsDiffRegion *) d->regions_new->pdata[i])->region->callee);
   for (guint i = 0; i < d->regions_removed->len; i++)
-    printf ("  region %s removed (under B its statements run outside every region)\n",
+    printf ("  region A:%s removed (under B its statements run outside every region)\n",
             ((const CsDiffRegion *) d->regions_removed->pdata[i])->region->callee);
   /* split: a region of A spread over several regions of B; merged: the converse */
-  print_regions ("split", d->regions_split);
-  for (guint i = 0; i < d->regions_merged->len; i++)
-    {
-      const CsDiffRegion *r = d->regions_merged->pdata[i];
-      printf ("  regions");
-      for (guint j = 0; j < r->others->len; j++)
-        printf ("%s %s", j ? "," : "", ((const CsStmt *) r->others->pdata[j])->callee);
-      printf (" merged into %s\n", r->region->callee);
-    }
+  print_regions (d->regions_split, "A", "B", FALSE);
+  print_regions (d->regions_merged, "B", "A", TRUE);
   comm_changes = print_comm_diff (a, b);
   return (cs_trace_diff_is_empty (d) && comm_changes == 0) ? 0 : 1;
 }

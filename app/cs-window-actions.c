@@ -269,19 +269,133 @@ stmt_matches (const CsStmt *stmt, const char *needle)
   return FALSE;
 }
 
-/* Every statement matching, at every level (a region's prims, a decomposition's), in trace
- * order; a wrapper whose own prim matches too counts once, as the prim (the op itself). */
+/* What Find matches besides the shown statements themselves: the statements derived from an
+ * op of the initial trace that matches (ltorch.silu, which the passes decomposed into
+ * neg/exp/reciprocal inside a region), counted once per such op. */
+typedef struct
+{
+  GHashTable *origin_hits; /* initial-trace statement id -> id of the outermost initial op
+                              that matches and encloses it (itself, or the op whose
+                              decomposition holds it): the op it counts for */
+  GHashTable *excluded;    /* such ops that a direct match derives from or lies in: ops
+                              still shown as themselves */
+  GHashTable *seen;        /* such ops already matched by an earlier statement */
+} FindOrigins;
+
+/* Maps in @hits the ids of @s and its subs (at every level) to the outermost op matching
+ * @needle that encloses them: @root when not 0, else @s when its own op matches. */
 static void
-collect_matches (const CsStmt *s, const char *needle, GArray *out)
+origin_hits_add (const CsStmt *s, const char *needle, guint32 root, GHashTable *hits)
+{
+  if (root == 0 && s->kind == CS_STMT_CALL && s->callee != NULL && !cs_op_is_fusion (s->op)
+      && contains_ci (s->callee, needle))
+    root = s->id;
+  if (root != 0)
+    g_hash_table_insert (hits, GUINT_TO_POINTER (s->id), GUINT_TO_POINTER (root));
+  for (guint i = 0; i < s->n_subs; i++)
+    origin_hits_add (s->subs[i], needle, root, hits);
+}
+
+/* Adds to fo->excluded the op (fo->origin_hits) that @s, or anything inside it, is or
+ * derives from. */
+static void
+exclude_subtree (const CsStmt *s, FindOrigins *fo)
+{
+  guint32 keys[2] = { s->id, s->origin };
+
+  for (guint k = 0; k < 2; k++)
+    {
+      gpointer root = g_hash_table_lookup (fo->origin_hits, GUINT_TO_POINTER (keys[k]));
+
+      if (keys[k] != 0 && root != NULL)
+        g_hash_table_add (fo->excluded, root);
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    exclude_subtree (s->subs[i], fo);
+}
+
+/* Every statement matching, at every level (a region's prims, a decomposition's), in trace
+ * order; a wrapper whose own prim matches too counts once, as the prim (the op itself).
+ * With @fo, a statement that does not match itself but derives from an initial op that does
+ * (fo->origin_hits, not fo->excluded) matches too: the first such statement of each such op
+ * only, so a decomposed op counts once.  @direct (nullable) gets each direct match's
+ * statement. */
+static void
+collect_matches (const CsStmt *s, const char *needle, GArray *out, FindOrigins *fo,
+                 GPtrArray *direct)
 {
   guint before = out->len;
 
   for (guint i = 0; i < s->n_subs; i++)
-    collect_matches (s->subs[i], needle, out);
+    collect_matches (s->subs[i], needle, out, fo, direct);
   if (out->len == before && stmt_matches (s, needle))
-    g_array_append_val (out, s->id);
+    {
+      g_array_append_val (out, s->id);
+      if (direct != NULL)
+        g_ptr_array_add (direct, (gpointer) s);
+    }
   else if (out->len > before && cs_op_is_fusion (s->op) && contains_ci (s->callee, needle))
     g_array_insert_val (out, before, s->id);
+  else if (out->len == before && fo != NULL && s->kind == CS_STMT_CALL && s->origin != 0
+           && !cs_op_is_fusion (s->op))
+    {
+      gpointer root = g_hash_table_lookup (fo->origin_hits, GUINT_TO_POINTER (s->origin));
+
+      if (root != NULL && !g_hash_table_contains (fo->excluded, root)
+          && !g_hash_table_contains (fo->seen, root))
+        {
+          g_hash_table_add (fo->seen, root);
+          g_array_append_val (out, s->id);
+        }
+    }
+}
+
+/* The shown family's initial trace (pass "initial", else its first pass), or NULL. */
+static CsTrace *
+initial_trace (CsWindow *self)
+{
+  CsFamily family = _cs_window_get_family (self);
+  guint n;
+
+  if (self->analysis == NULL || (n = cs_analysis_n_passes (self->analysis, family)) == 0)
+    return NULL;
+  for (guint i = 0; i < n; i++)
+    if (g_strcmp0 (cs_analysis_pass_name (self->analysis, family, i), "initial") == 0)
+      return cs_analysis_get_trace (self->analysis, family, i);
+  return cs_analysis_get_trace (self->analysis, family, 0);
+}
+
+/* Appends to @out the matches of @needle in @trace (collect_matches()), those by origin
+ * (against @initial, nullable) included. */
+static void
+collect_trace_matches (const CsTrace *trace, const CsTrace *initial, const char *needle,
+                       GArray *out)
+{
+  g_autoptr(GArray) scratch = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr(GPtrArray) direct = g_ptr_array_new ();
+  FindOrigins fo;
+
+  if (initial == NULL)
+    {
+      for (guint i = 0; i < trace->n_stmts; i++)
+        collect_matches (trace->stmts[i], needle, out, NULL, NULL);
+      return;
+    }
+  fo.origin_hits = g_hash_table_new (NULL, NULL);
+  fo.excluded = g_hash_table_new (NULL, NULL);
+  fo.seen = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < initial->n_stmts; i++)
+    origin_hits_add (initial->stmts[i], needle, 0, fo.origin_hits);
+  /* the ops shown as themselves first: what derives from them needs no second match */
+  for (guint i = 0; i < trace->n_stmts; i++)
+    collect_matches (trace->stmts[i], needle, scratch, NULL, direct);
+  for (guint i = 0; i < direct->len; i++)
+    exclude_subtree (direct->pdata[i], &fo);
+  for (guint i = 0; i < trace->n_stmts; i++)
+    collect_matches (trace->stmts[i], needle, out, &fo, NULL);
+  g_hash_table_unref (fo.origin_hits);
+  g_hash_table_unref (fo.excluded);
+  g_hash_table_unref (fo.seen);
 }
 
 static void
@@ -316,8 +430,7 @@ find_step (CsWindow *self, const char *needle, gboolean restart, gboolean backwa
             guint32 gid = CS_LAYOUT_GROUP_ID (g);
             g_array_append_val (self->search_matches, gid);
           }
-      for (guint i = 0; i < trace->n_stmts; i++)
-        collect_matches (trace->stmts[i], needle, self->search_matches);
+      collect_trace_matches (trace, initial_trace (self), needle, self->search_matches);
       restart = TRUE;
     }
   matches = self->search_matches;
@@ -353,7 +466,9 @@ find_step (CsWindow *self, const char *needle, gboolean restart, gboolean backwa
  * _cs_window_find_next:
  * @needle: an op name part ("matmul", "tanh", "prims.add"), a tensor name ("t5"), a region
  *   ("nvFusion2") or a group ("layers.3"); ops, regions and groups match case-insensitively
- *   by part, tensors by whole name
+ *   by part, tensors by whole name; an op of the initial trace that the passes decomposed
+ *   ("silu", now neg/exp/reciprocal in a region) matches the statements derived from it
+ *   (CsStmt.origin), once per initial op: the first of them in trace order
  * @restart: search from the first match instead of after the last one
  *
  * Finds every statement at every level of the shown trace (inside fusion regions, inside

@@ -295,23 +295,6 @@ mark_hex (CsLayoutMark m)
     }
 }
 
-static const char *
-mark_text (CsLayoutMark m)
-{
-  switch (m)
-    {
-    case CS_LAYOUT_MARK_ADDED:   return "+ added";
-    case CS_LAYOUT_MARK_REMOVED: return "\u2212 removed";
-    case CS_LAYOUT_MARK_SPLIT:   return "split";
-    case CS_LAYOUT_MARK_MERGED:  return "merged";
-    case CS_LAYOUT_MARK_NEW:     return "new region";
-    case CS_LAYOUT_MARK_MOVED_IN:  return "\u2192 into region";
-    case CS_LAYOUT_MARK_MOVED_OUT: return "\u2190 out of region";
-    case CS_LAYOUT_MARK_NONE:
-    default:                     return NULL;
-    }
-}
-
 static void
 draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, guint added, guint removed,
            guint moved, double fs)
@@ -334,23 +317,46 @@ draw_mark (Painter *p, const CsRect *r, CsLayoutMark m, guint count, guint added
   }
   cairo_stroke (p->cr);
   cairo_set_dash (p->cr, NULL, 0, 0);
-  if (added + removed + moved > 1 || (added > 0 && removed > 0))
-    {
-      /* a node standing for several changes (a collapsed layer): all of them */
-      g_autoptr(GString) t = g_string_new (NULL);
+  {
+    g_autofree char *t = cs_layout_mark_label (m, added, removed, moved);
 
-      if (added > 0)
-        g_string_append_printf (t, "+%u", added);
-      if (removed > 0)
-        g_string_append_printf (t, "%s\u2212%u", t->len ? " " : "", removed);
-      if (added + removed > 0)
-        g_string_append (t, added + removed == 1 ? " cast" : " casts");
-      if (moved > 0)
-        g_string_append_printf (t, "%s%u moved", t->len ? ", " : "", moved);
-      draw_text (p, t->str, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
-    }
-  else
-    draw_text (p, mark_text (m), fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+    draw_text (p, t, fs * 0.8, TRUE, r->x1 + 4, -(r->y1 + 2), 0.0, &c);
+  }
+}
+
+/**
+ * cs_draw_mark_label_box:
+ * @layout: the layout @n belongs to (its font family and size)
+ * @n: a node with a diff mark
+ * @box: (out): where the painter draws the mark's label (cs_layout_mark_label(): "−21
+ *   casts", "+ added"): its text's logical extents, in layout points (y up), left edge 4 pt
+ *   right of the node's box, vertical centre 2 pt above its top
+ *
+ * Measures the label with PangoCairo as cs_draw_layout() draws it (bold, 0.8 of the layout's
+ * font size).
+ * Returns: FALSE (and @box untouched) when @n has no mark
+ */
+gboolean
+cs_draw_mark_label_box (const CsLayout *layout, const CsLayoutNode *n, CsRect *box)
+{
+  g_autofree char *t = NULL;
+  cairo_surface_t *surface;
+  cairo_t *cr;
+  Painter p;
+  double w, h;
+
+  if (mark_hex (n->mark) == NULL)
+    return FALSE;
+  t = cs_layout_mark_label (n->mark, n->diff_added, n->diff_removed, n->diff_moved);
+  surface = cairo_recording_surface_create (CAIRO_CONTENT_COLOR_ALPHA, NULL);
+  cr = cairo_create (surface);
+  painter_init (&p, cr, layout->font_family);
+  text_size (&p, t, layout->font_size_pt * 0.8, TRUE, &w, &h);
+  painter_clear (&p);
+  cairo_destroy (cr);
+  cairo_surface_destroy (surface);
+  *box = (CsRect) { n->box.x1 + 4, n->box.y1 + 2 - h / 2, n->box.x1 + 4 + w, n->box.y1 + 2 + h / 2 };
+  return TRUE;
 }
 
 /* Low zoom: the first line of @label at LOD_LABEL_PX on screen, centred at (x, y) user

@@ -67,6 +67,9 @@ void      cs_view_center_on     (CsView         *view,
                                  double          width_px,
                                  double          height_px);
 
+gboolean  cs_draw_mark_label_box (const CsLayout *layout,
+                                 const CsLayoutNode *n,
+                                 CsRect         *box);
 void      cs_draw_layout        (cairo_t        *cr,
                                  const CsLayout *layout,
                                  const CsView   *view,

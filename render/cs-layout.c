@@ -1674,12 +1674,119 @@ ghost_anchor (CsLayout *layout, DrawIndex *ix, const CsStmt *cast)
   return first >= 0 ? first : (layout->n_nodes > 0 ? 0 : -1);
 }
 
+/**
+ * cs_layout_mark_label:
+ * @mark: the mark (CS_LAYOUT_MARK_NONE: none)
+ * @added: casts added the element stands for
+ * @removed: casts removed it stands for
+ * @moved: statements moved into or out of regions it stands for
+ *
+ * The text drawn beside a marked element (right of its top-right corner): all its changes
+ * when it stands for several ("+3 \u22121 casts, 2 moved", a collapsed layer), else the
+ * mark's name ("\u2212 removed", "split").
+ * Returns: (transfer full) (nullable): the label, NULL for CS_LAYOUT_MARK_NONE
+ */
+char *
+cs_layout_mark_label (CsLayoutMark mark, guint added, guint removed, guint moved)
+{
+  GString *t;
+
+  if (mark == CS_LAYOUT_MARK_NONE)
+    return NULL;
+  if (!(added + removed + moved > 1 || (added > 0 && removed > 0)))
+    switch (mark)
+      {
+      case CS_LAYOUT_MARK_ADDED:     return g_strdup ("+ added");
+      case CS_LAYOUT_MARK_REMOVED:   return g_strdup ("\u2212 removed");
+      case CS_LAYOUT_MARK_SPLIT:     return g_strdup ("split");
+      case CS_LAYOUT_MARK_MERGED:    return g_strdup ("merged");
+      case CS_LAYOUT_MARK_NEW:       return g_strdup ("new region");
+      case CS_LAYOUT_MARK_MOVED_IN:  return g_strdup ("\u2192 into region");
+      case CS_LAYOUT_MARK_MOVED_OUT: return g_strdup ("\u2190 out of region");
+      case CS_LAYOUT_MARK_NONE:
+      default:                       return NULL;
+      }
+  t = g_string_new (NULL);
+  if (added > 0)
+    g_string_append_printf (t, "+%u", added);
+  if (removed > 0)
+    g_string_append_printf (t, "%s\u2212%u", t->len ? " " : "", removed);
+  if (added + removed > 0)
+    g_string_append (t, added + removed == 1 ? " cast" : " casts");
+  if (moved > 0)
+    g_string_append_printf (t, "%s%u moved", t->len ? ", " : "", moved);
+  return g_string_free (t, FALSE);
+}
+
+/* Text width in points of @text at @size pt, bold, from above: 0.8 em a character, more than
+ * the mean width of the mark labels' characters in DejaVu Sans Bold (digits 0.70 em, most
+ * lower-case letters 0.6-0.7, "m" 1.04), so a box this wide holds such a label
+ * (cs_draw_mark_label_box() measures it; /render/draw/ghosts-apart checks). */
+static double
+text_width_bound (const char *text, double size)
+{
+  return text != NULL ? (double) g_utf8_strlen (text, -1) * 0.8 * size + 2 : 0;
+}
+
+/* Where @n's mark label is drawn (cs_draw_mark_label_box(), bounded by text_width_bound()
+ * and 1.4 lines high) for a node whose box is @box; a zero rectangle for no mark. */
+static CsRect
+mark_label_bound (const CsLayout *layout, const CsLayoutNode *n, const CsRect *box)
+{
+  g_autofree char *t = cs_layout_mark_label (n->mark, n->diff_added, n->diff_removed, n->diff_moved);
+  double fs = layout->font_size_pt * 0.8, lh = fs * 1.4;
+
+  if (t == NULL)
+    return (CsRect) { 0, 0, 0, 0 };
+  return (CsRect) { box->x1 + 4, box->y1 + 2 - lh / 2, box->x1 + 4 + text_width_bound (t, fs),
+                    box->y1 + 2 + lh / 2 };
+}
+
+static gboolean
+rects_meet (const CsRect *a, const CsRect *b, double gap)
+{
+  if (a->x1 <= a->x0 || b->x1 <= b->x0)
+    return FALSE;
+  return !(a->x1 + gap <= b->x0 || b->x1 + gap <= a->x0 || a->y1 + gap <= b->y0
+           || b->y1 + gap <= a->y0);
+}
+
+/* TRUE when @box (a ghost's, with its mark outline) and @label meet none of @obst (n_obst
+ * rectangles), and stay right of bb.x0 and below bb.y1 (the view is anchored there). */
+static gboolean
+ghost_place_free (const CsLayout *layout, const CsRect *box, const CsRect *label,
+                  const GArray *obst)
+{
+  CsRect outline = { box->x0 - 4, box->y0 - 4, box->x1 + 4, box->y1 + 4 };
+
+  if (layout->laid_out
+      && (outline.x0 < layout->bb.x0 || MAX (outline.y1, label->y1) > layout->bb.y1))
+    return FALSE;
+  for (guint i = 0; i < obst->len; i++)
+    {
+      const CsRect *o = &g_array_index (obst, CsRect, i);
+
+      if (rects_meet (o, &outline, 2) || rects_meet (o, label, 2))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* The label and detail of each ghost that more casts were added up on (add_ghost() leaves
- * its label NULL): the count of all of them. */
+ * its label NULL): the count of all of them.  Then places every ghost, in order, where
+ * neither it (with its dashed mark outline) nor its mark label ("\u221221 casts", drawn right
+ * of its top-right corner) meets a node, a node's mark label or a ghost placed before: right
+ * of its anchor, else stacked below or above that place, else the same on the left of the
+ * anchor, else further right on the anchor's row (always free eventually: bb.x1 grows). */
 static void
 finish_ghosts (CsLayout *layout)
 {
-  for (guint i = layout->n_nodes - layout->n_ghosts; i < layout->n_nodes; i++)
+  g_autoptr(GArray) obst = g_array_new (FALSE, FALSE, sizeof (CsRect));
+  g_autoptr(GArray) near = g_array_new (FALSE, FALSE, sizeof (CsRect));
+  guint first = layout->n_nodes - layout->n_ghosts;
+  double h = 15, fs = layout->font_size_pt;
+
+  for (guint i = first; i < layout->n_nodes; i++)
     {
       CsLayoutNode *o = &layout->nodes[i];
 
@@ -1690,6 +1797,96 @@ finish_ghosts (CsLayout *layout)
       g_free (o->detail);
       o->detail = g_strdup_printf ("removed: %u casts \u2192 %s (in the other trace, here "
                                    "no longer)", o->diff_removed, cs_dtype_short_name (o->dtype));
+    }
+  for (guint i = 0; i < first; i++)
+    {
+      CsRect lab = mark_label_bound (layout, &layout->nodes[i], &layout->nodes[i].box);
+
+      g_array_append_val (obst, layout->nodes[i].box);
+      if (lab.x1 > lab.x0)
+        g_array_append_val (obst, lab);
+    }
+  for (guint i = first; i < layout->n_nodes; i++)
+    {
+      CsLayoutNode *g = &layout->nodes[i];
+      const CsRect a = layout->nodes[g->target].box;
+      double ac = (a.y0 + a.y1) / 2;
+      /* wide enough for its own label ("\u2192 bf16 \u00d721", regular weight, 0.85 of the font
+       * size: about 0.6 em a character) */
+      double w = MAX (52, g_utf8_strlen (g->label, -1) * 0.6 * 0.85 * fs + 12);
+      CsRect probe = { 0, 0, w, h }, lab, anchor_lab;
+      double lab_w, lab_h, pitch, ac_fb;
+      gboolean placed = FALSE;
+
+      lab = mark_label_bound (layout, g, &probe);
+      lab_w = lab.x1 - lab.x0;
+      lab_h = lab.y1 - lab.y0;
+      pitch = h + lab_h + 8;
+      /* the fallback row: the anchor's, low enough that the label stays under bb.y1 */
+      ac_fb = layout->laid_out ? MIN (ac, layout->bb.y1 - 4 - lab_h - h / 2 - 4) : ac;
+      /* the obstacles any candidate below can meet: those within the rows tried, right of
+       * the leftmost candidate */
+      {
+        double ylo = ac_fb - 7 * pitch - 20, yhi = ac + 7 * pitch + 20;
+        double xlo = a.x0 - 10 - 4 - lab_w - 4 - w - 20;
+
+        g_array_set_size (near, 0);
+        for (guint k = 0; k < obst->len; k++)
+          {
+            const CsRect *o = &g_array_index (obst, CsRect, k);
+
+            if (o->y1 >= ylo && o->y0 <= yhi && o->x1 >= xlo)
+              g_array_append_val (near, *o);
+          }
+      }
+      anchor_lab = mark_label_bound (layout, &layout->nodes[g->target], &a);
+      for (guint side = 0; side < 2 && !placed; side++)
+        for (gint r = 0; r < 13 && !placed; r++)
+          for (guint k = 0; k < 2 && !placed; k++)
+            {
+              /* rows 0, -1, +1, -2, +2, ...: below (y down) first; on the right, each row
+               * next to the anchor, else past the anchor's own mark label */
+              gint row = (r + 1) / 2 * (r % 2 ? -1 : 1);
+              double yc = ac + row * pitch;
+              double x0 = side == 1 ? a.x0 - 10 - 4 - lab_w - 4 - w
+                        : k == 0 ? a.x1 + 10 : MAX (a.x1, anchor_lab.x1) + 10;
+              CsRect box = { x0, yc - h / 2, x0 + w, yc + h / 2 };
+
+              if (k == 1 && (side == 1 || anchor_lab.x1 <= a.x1))
+                continue;
+              lab = mark_label_bound (layout, g, &box);
+              if (ghost_place_free (layout, &box, &lab, near))
+                {
+                  g->box = box;
+                  placed = TRUE;
+                }
+            }
+      for (guint k = 1; !placed; k++)
+        {
+          double x0 = a.x1 + 10 + k * (w + lab_w + 14);
+          CsRect box = { x0, ac_fb - h / 2, x0 + w, ac_fb + h / 2 };
+
+          lab = mark_label_bound (layout, g, &box);
+          if (ghost_place_free (layout, &box, &lab, near) || k > 100000)
+            {
+              g->box = box;
+              placed = TRUE;
+            }
+        }
+      lab = mark_label_bound (layout, g, &g->box);
+      g->label_pos = (CsPoint) { (g->box.x0 + g->box.x1) / 2, (g->box.y0 + g->box.y1) / 2 };
+      {
+        CsRect outline = { g->box.x0 - 4, g->box.y0 - 4, g->box.x1 + 4, g->box.y1 + 4 };
+
+        g_array_append_val (obst, outline);
+        g_array_append_val (obst, lab);
+        /* only x1 and y0 may grow: the view transform is anchored at (bb.x0, bb.y1) */
+        if (layout->laid_out)
+          {
+            layout->bb.x1 = MAX (layout->bb.x1, MAX (outline.x1, lab.x1) + 4);
+            layout->bb.y0 = MIN (layout->bb.y0, MIN (outline.y0, lab.y0) - 4);
+          }
+      }
     }
 }
 
@@ -1734,36 +1931,13 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c, guint *n_remove
                               "longer)", c->count, c->count == 1 ? "" : "s",
                               cs_dtype_short_name (c->from), cs_dtype_short_name (c->to),
                               c->region ? " in " : "", c->region ? c->region : "");
-  /* right of the anchor, else left of it, else above or below: the first place no other node
-   * covers (else the first) */
+  /* provisional: right of the anchor; finish_ghosts() places it once its label is known */
   {
     const CsRect *a = &layout->nodes[anchor].box;
     double ac = (a->y0 + a->y1) / 2;
-    CsRect cand[4] = {
-      { a->x1 + 10 + beside * (w + 6), ac - h / 2, a->x1 + 10 + beside * (w + 6) + w, ac + h / 2 },
-      { a->x0 - 10 - w - beside * (w + 6), ac - h / 2, a->x0 - 10 - beside * (w + 6), ac + h / 2 },
-      { a->x1 + 4, a->y1 + 4 + beside * (h + 4), a->x1 + 4 + w, a->y1 + 4 + beside * (h + 4) + h },
-      { a->x1 + 4, a->y0 - 4 - h - beside * (h + 4), a->x1 + 4 + w, a->y0 - 4 - beside * (h + 4) },
-    };
-    guint pick = 0;
 
-    for (guint k = 0; k < G_N_ELEMENTS (cand); k++)
-      {
-        gboolean free = cand[k].x0 >= layout->bb.x0 && cand[k].y1 <= layout->bb.y1;
-
-        for (guint i = 0; i < layout->n_nodes && free; i++)
-          {
-            const CsRect *b = &layout->nodes[i].box;
-            free = b->x1 < cand[k].x0 - 2 || b->x0 > cand[k].x1 + 2 || b->y1 < cand[k].y0 - 2
-                   || b->y0 > cand[k].y1 + 2;
-          }
-        if (free)
-          {
-            pick = k;
-            break;
-          }
-      }
-    g.box = cand[pick];
+    g.box = (CsRect) { a->x1 + 10 + beside * (w + 6), ac - h / 2, a->x1 + 10 + beside * (w + 6) + w,
+                       ac + h / 2 };
   }
   x0 = g.box.x0;
   yc = (g.box.y0 + g.box.y1) / 2;
@@ -1775,12 +1949,6 @@ add_ghost (CsLayout *layout, DrawIndex *ix, const CsDiffCast *c, guint *n_remove
   layout->nodes[layout->n_nodes++] = g;
   layout->n_ghosts++;
   *n_removed += c->count;
-  /* only x1 and y0 may grow: the view transform is anchored at (bb.x0, bb.y1) */
-  if (layout->laid_out)
-    {
-      layout->bb.x1 = MAX (layout->bb.x1, g.box.x1 + 4);
-      layout->bb.y0 = MIN (layout->bb.y0, g.box.y0 - 4);
-    }
 }
 
 /* Statements that moved into or out of fusion regions: leaf statements keyed by (origin,

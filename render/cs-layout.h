@@ -355,6 +355,10 @@ void      cs_layout_set_precision_lens (CsLayout     *layout,
 guint     cs_layout_mark_user_casts (CsLayout        *layout,
                                    const GPtrArray   *removed);
 void      cs_layout_clear_marks   (CsLayout          *layout);
+char     *cs_layout_mark_label    (CsLayoutMark       mark,
+                                   guint              added,
+                                   guint              removed,
+                                   guint              moved);
 void      cs_layout_mark_diff     (CsLayout          *layout,
                                    const CsTrace     *other,
                                    gboolean           this_is_newer,

@@ -1695,6 +1695,105 @@ test_find_tanh (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (l->nodes[hit.index].label, ==, "tanh");
 }
 
+/* How many statements of @s (at every level) have a callee containing @part; @first gets the
+ * first one (pre-order). */
+static guint
+count_callee (const CsStmt *s, const char *part, const CsStmt **first)
+{
+  guint n = s->callee != NULL && strstr (s->callee, part) != NULL;
+
+  if (n && *first == NULL)
+    *first = s;
+  for (guint i = 0; i < s->n_subs; i++)
+    n += count_callee (s->subs[i], part, first);
+  return n;
+}
+
+/* The first statement of @s (at every level, subs before their wrapper, as Find orders them)
+ * whose origin is @origin, or NULL. */
+static const CsStmt *
+first_with_origin (const CsStmt *s, guint32 origin)
+{
+  for (guint i = 0; i < s->n_subs; i++)
+    {
+      const CsStmt *r = first_with_origin (s->subs[i], origin);
+      if (r != NULL)
+        return r;
+    }
+  return s->origin == origin && !cs_op_is_fusion (s->op) ? s : NULL;
+}
+
+/* On the 8-block LLaMA's final forward trace SiLU is no op of its own (the passes decomposed
+ * ltorch.silu into neg/exp/reciprocal inside the feed-forward regions), yet Find "silu" finds
+ * the statements derived from each of the initial trace's 8 silu calls (CsStmt.origin), one
+ * match per call, and selects the first statement derived from the first one. */
+static void
+test_find_silu_origin (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  CsGraphView *view = fx->win->forward_view;
+  const CsTrace *initial, *final;
+  const CsStmt *silu = NULL, *want = NULL, *sel;
+  guint n_silu = 0, n_final = 0;
+
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  initial = cs_analysis_get_trace (fx->win->analysis, CS_FAMILY_FORWARD, 0);
+  g_assert_cmpstr (cs_analysis_pass_name (fx->win->analysis, CS_FAMILY_FORWARD, 0), ==, "initial");
+  final = _cs_window_get_shown_trace (fx->win);
+  g_assert_true (final == cs_analysis_get_final (fx->win->analysis, CS_FAMILY_FORWARD));
+  for (guint i = 0; i < initial->n_stmts; i++)
+    if (initial->stmts[i]->callee != NULL && strcmp (initial->stmts[i]->callee, "ltorch.silu") == 0)
+      {
+        if (silu == NULL)
+          silu = initial->stmts[i];
+        n_silu++;
+      }
+  g_assert_cmpuint (n_silu, ==, 8);
+  {
+    const CsStmt *dummy = NULL;
+
+    for (guint i = 0; i < final->n_stmts; i++)
+      n_final += count_callee (final->stmts[i], "silu", &dummy);
+  }
+  g_assert_cmpuint (n_final, ==, 0);
+  for (guint i = 0; i < final->n_stmts && want == NULL; i++)
+    want = first_with_origin (final->stmts[i], silu->id);
+  g_assert_nonnull (want);
+
+  _cs_window_find_next (fx->win, "silu", TRUE);
+  wait_idle (fx->win);
+  g_assert_nonnull (fx->win->search_matches);
+  g_assert_cmpuint (fx->win->search_matches->len, ==, n_silu);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, want->id);
+  sel = _cs_window_find_stmt_deep (final, cs_graph_view_get_selected (view), NULL);
+  g_assert_nonnull (sel);
+  g_assert_cmpuint (sel->origin, ==, silu->id);
+  g_assert_null (strstr (sel->callee, "silu"));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "match 1 of 8"));
+  /* each match derives from a different silu call */
+  {
+    g_autoptr(GHashTable) origins = g_hash_table_new (NULL, NULL);
+
+    for (guint i = 0; i < fx->win->search_matches->len; i++)
+      {
+        const CsStmt *m = _cs_window_find_stmt_deep (final, g_array_index (fx->win->search_matches, guint32, i), NULL);
+
+        g_assert_nonnull (m);
+        g_hash_table_add (origins, GUINT_TO_POINTER (m->origin));
+      }
+    g_assert_cmpuint (g_hash_table_size (origins), ==, n_silu);
+  }
+  /* the initial pass still finds the silu calls themselves */
+  gtk_adjustment_set_value (fx->win->pass_adjustment, 0);
+  wait_idle (fx->win);
+  _cs_window_find_next (fx->win, "silu", TRUE);
+  wait_idle (fx->win);
+  g_assert_cmpuint (cs_graph_view_get_selected (view), ==, silu->id);
+  g_assert_cmpuint (fx->win->search_matches->len, ==, n_silu);
+}
+
 /* fuse-linear=on takes both linears of the GELU MLP into regions: the diff bar counts the two
  * moves and the graph marks both. */
 static void
@@ -3364,6 +3463,8 @@ main (int argc, char **argv)
   g_test_add ("/app/scale/llama-policy-anchor", Fixture, NULL, fixture_setup, test_llama_policy_anchor,
               fixture_teardown);
   g_test_add ("/app/scale/find-tanh", Fixture, NULL, fixture_setup, test_find_tanh,
+              fixture_teardown);
+  g_test_add ("/app/scale/find-silu-origin", Fixture, NULL, fixture_setup, test_find_silu_origin,
               fixture_teardown);
   g_test_add ("/app/scale/fuse-linear-moves", Fixture, NULL, fixture_setup, test_fuse_linear_moves,
               fixture_teardown);

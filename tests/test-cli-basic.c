@@ -759,8 +759,8 @@ test_diff_stdin (void)
   /* the casts name the input's line of the statement they derive from: matmul=upcast-f32
    * adds the matmul's (line 14 of seed_foo.txt) input upcast, and the add's (line 13) output
    * downcast is no longer needed */
-  g_assert_nonnull (strstr (r.out, "  + cast bf16 -> f32 x1 (e.g. t7, from line 14, in nvFusion0)\n"));
-  g_assert_nonnull (strstr (r.out, "  - cast f32 -> bf16 x1 (e.g. t4, from line 13, in nvFusion0)\n"));
+  g_assert_nonnull (strstr (r.out, "  + cast bf16 -> f32 x1 (e.g. t7, from line 14, in B:nvFusion0)\n"));
+  g_assert_nonnull (strstr (r.out, "  - cast f32 -> bf16 x1 (e.g. t4, from line 13, in A:nvFusion0)\n"));
   g_assert_null (strstr (r.out, "initial statement"));
   run_clear (&r);
 }

@@ -680,7 +680,7 @@ test_diff_summary (void)
   g_assert_cmpint (r.status, ==, 0);
   if (!strstr (r.out, "\nforward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 merged); "
                "casts: 2 added (1 bf16 -> f32, 1 f32 -> bf16), 1 removed (1 f32 -> bf16)\n")
-      || !strstr (r.out, "\n  new region nvFusion1 (under A its statements ran outside every "
+      || !strstr (r.out, "\n  new region B:nvFusion1 (under A its statements ran outside every "
                   "region)\n")
       || !strstr (r.out, "\nbackward: 1 -> 2 regions (1 kept, 1 new, 0 removed, 0 split, 0 "
                   "merged); casts: 3 added (1 bf16 -> f32, 2 f32 -> bf16), 1 removed (1 bf16 -> "
@@ -690,6 +690,87 @@ test_diff_summary (void)
   result_clear (&r);
   expect (novs, 2, "diff: --vs KEY=VALUE is required");
   expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
+}
+
+/* The "N split, M merged" of each summary line (forward, backward) of diff on the 8-block LLaMA
+ * under matmul=upcast-f32 count the "region A:X split into B:Y, B:Z" and "regions A:X, A:Y
+ * merged into B:Z" lines that follow it (the backward regroups its 50 regions into 66, 32 of A
+ * spreading over several of B and 41 of B gathering several of A), and every region name says
+ * whose region it is (A:, B:), both traces numbering theirs from nvFusion0. */
+static void
+test_diff_llama_counts (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *llama = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL)
+                               : NULL;
+  g_auto(GStrv) lines = NULL;
+  guint sections = 0, want_split = 0, want_merged = 0, n_split = 0, n_merged = 0;
+  guint backward_split = 0, backward_merged = 0;
+  Result r;
+
+  if (llama == NULL || !g_file_test (llama, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("../shared/traces absent: the LLaMA diff is not checked");
+      return;
+    }
+  {
+    const char *args[] = { "diff", llama, "--vs", "matmul=upcast-f32", NULL };
+    r = run_args (args);
+  }
+  g_assert_cmpint (r.status, ==, 0);
+  lines = g_strsplit (r.out, "\n", -1);
+  for (guint i = 0; ; i++)
+    {
+      const char *l = lines[i];
+      const char *p;
+
+      if (l == NULL || g_str_has_prefix (l, "forward: ") || g_str_has_prefix (l, "backward: "))
+        {
+          /* close the section before */
+          if (sections > 0)
+            {
+              g_assert_cmpuint (n_split, ==, want_split);
+              g_assert_cmpuint (n_merged, ==, want_merged);
+            }
+          if (l == NULL)
+            break;
+          p = strstr (l, " removed, ");
+          g_assert_nonnull (p);
+          g_assert_cmpint (sscanf (p, " removed, %u split, %u merged", &want_split,
+                                   &want_merged), ==, 2);
+          if (g_str_has_prefix (l, "backward: "))
+            {
+              backward_split = want_split;
+              backward_merged = want_merged;
+            }
+          n_split = n_merged = 0;
+          sections++;
+          continue;
+        }
+      if (g_str_has_prefix (l, "  region ") && strstr (l, " split into "))
+        {
+          g_autofree char *rest = NULL;
+
+          g_assert_true (g_str_has_prefix (l, "  region A:nvFusion"));
+          rest = g_strdup (strstr (l, " split into ") + strlen (" split into "));
+          g_assert_true (g_str_has_prefix (rest, "B:nvFusion"));
+          g_assert_null (strstr (rest, "A:"));
+          n_split++;
+        }
+      else if (g_str_has_prefix (l, "  regions ") && strstr (l, " merged into "))
+        {
+          g_assert_true (g_str_has_prefix (l, "  regions A:nvFusion"));
+          g_assert_true (g_str_has_prefix (strstr (l, " merged into "), " merged into B:nvFusion"));
+          g_assert_null (strstr (strstr (l, " merged into "), "A:"));
+          n_merged++;
+        }
+      else if (strstr (l, " cast ") && strstr (l, ", in "))
+        g_assert_nonnull (strstr (l, l[2] == '+' ? ", in B:" : ", in A:"));
+    }
+  g_assert_cmpuint (sections, ==, 2);
+  g_assert_cmpuint (backward_split, ==, 32);
+  g_assert_cmpuint (backward_merged, ==, 41);
+  result_clear (&r);
 }
 
 /* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
@@ -1080,6 +1161,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
+  g_test_add_func ("/app/cli/errors/messages/diff-llama-counts", test_diff_llama_counts);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/units", test_msg_units);

@@ -14,6 +14,8 @@
 #include <glib/gstdio.h>
 
 #include "cs-parse.h"
+#include "cs-pipeline.h"
+#include "cs-policy.h"
 #include "cs-render.h"
 
 static const char seed_fwd[] =
@@ -653,6 +655,89 @@ test_title_over_edges (void)
     }
 }
 
+static gboolean
+rects_overlap (const CsRect *a, const CsRect *b)
+{
+  return a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1;
+}
+
+/* The 8-block LLaMA under matmul=upcast-f32, marked with its diff to matmul=native as the app
+ * draws it (layers folded): the casts removed are ghosts beside the nodes they were made for,
+ * several on the folded layers' node (one per dtype, "\u221221 casts" on the \u2192 f32 one).
+ * No ghost meets a node or another ghost, and no ghost's mark label (as the painter measures
+ * it) meets another's, a node or a ghost: the label of one ghost used to sit under the next
+ * ghost, and a ghost on the saved t_norm_weight output node. */
+static void
+test_ghosts_apart (void)
+{
+  const char *dir = g_getenv ("CS_SHARED_TRACES");
+  g_autofree char *path = dir ? g_build_filename (dir, "thunder_llama_stack_initial.txt", NULL) : NULL;
+  g_autoptr(CsTraceList) list = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) native = NULL;
+  g_autoptr(CsPipeline) upcast = NULL;
+  CsPolicy policy;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("thunder_llama_stack_initial.txt not found");
+      return;
+    }
+  list = cs_parse_file (path, &error);
+  g_assert_no_error (error);
+  cs_policy_init_default (&policy);
+  native = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_policy_set (&policy, "matmul", "upcast-f32", &error));
+  upcast = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  g_assert_no_error (error);
+  for (guint fam = 0; fam < 2; fam++)
+    {
+      CsTrace *newer = fam == 0 ? cs_pipeline_get_forward (upcast) : cs_pipeline_get_backward (upcast);
+      CsTrace *older = fam == 0 ? cs_pipeline_get_forward (native) : cs_pipeline_get_backward (native);
+      g_autoptr(CsLayout) l = NULL;
+      g_autofree CsRect *labels = NULL;
+      CsRenderOptions o;
+      CsLayoutDiffStats st;
+      guint first, on_fold = 0;
+
+      cs_render_options_init (&o);
+      l = cs_layout_new (newer, &o, NULL, &error);
+      cs_render_options_clear (&o);
+      g_assert_no_error (error);
+      cs_layout_mark_diff (l, older, TRUE, &st);
+      g_test_message ("%s: %u ghosts, %u casts removed", fam ? "backward" : "forward",
+                      l->n_ghosts, st.casts_removed);
+      g_assert_cmpuint (l->n_ghosts, >=, 2);
+      first = l->n_nodes - l->n_ghosts;
+      labels = g_new0 (CsRect, l->n_nodes);
+      for (guint i = first; i < l->n_nodes; i++)
+        {
+          g_assert_cmpint (l->nodes[i].kind, ==, CS_LAYOUT_NODE_GHOST);
+          g_assert_true (cs_draw_mark_label_box (l, &l->nodes[i], &labels[i]));
+          g_assert_cmpfloat (labels[i].x1, >, labels[i].x0);
+          on_fold += l->nodes[l->nodes[i].target].kind == CS_LAYOUT_NODE_GROUP;
+        }
+      if (fam == 0)
+        g_assert_cmpuint (on_fold, >=, 2);
+      for (guint i = first; i < l->n_nodes; i++)
+        for (guint j = 0; j < l->n_nodes; j++)
+          {
+            if (j == i)
+              continue;
+            if (rects_overlap (&l->nodes[i].box, &l->nodes[j].box))
+              g_error ("%s: ghost %u (%s) meets node %u (%s)", fam ? "backward" : "forward", i,
+                       l->nodes[i].label, j, l->nodes[j].label);
+            if (rects_overlap (&labels[i], &l->nodes[j].box))
+              g_error ("%s: the mark label of ghost %u (%s) meets node %u (%s)",
+                       fam ? "backward" : "forward", i, l->nodes[i].label, j, l->nodes[j].label);
+            if (j >= first && rects_overlap (&labels[i], &labels[j]))
+              g_error ("%s: the mark labels of ghosts %u (%s) and %u (%s) meet",
+                       fam ? "backward" : "forward", i, l->nodes[i].label, j, l->nodes[j].label);
+          }
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -666,5 +751,6 @@ main (int argc, char **argv)
   g_test_add_func ("/render/draw/exports", test_exports);
   g_test_add_func ("/render/draw/level-of-detail", test_level_of_detail);
   g_test_add_func ("/render/draw/title-over-edges", test_title_over_edges);
+  g_test_add_func ("/render/draw/ghosts-apart", test_ghosts_apart);
   return g_test_run ();
 }
