@@ -1757,6 +1757,72 @@ test_run_row_click (Fixture *fx, gconstpointer data)
   }
 }
 
+/* The controller of @type attached to @widget, or NULL. */
+static GtkEventController *
+find_controller (GtkWidget *widget, GType type)
+{
+  g_autoptr(GListModel) list = gtk_widget_observe_controllers (widget);
+  GtkEventController *found = NULL;
+
+  for (guint i = 0; found == NULL && i < g_list_model_get_n_items (list); i++)
+    {
+      g_autoptr(GtkEventController) c = g_list_model_get_item (list, i);
+
+      if (G_TYPE_CHECK_INSTANCE_TYPE (c, type))
+        found = c;
+    }
+  return found;   /* the widget holds a reference */
+}
+
+/* Panning the canvas with a drag that starts on empty space keeps the selection; a click
+ * (press and release without moving) there clears it.  The view's own click and drag
+ * gestures get the signals GTK emits for a press, a motion and a release. */
+static void
+test_pan_keeps_selection (Fixture *fx, gconstpointer data)
+{
+  GtkWidget *view;
+  GtkEventController *click, *drag;
+  CsLayout *l;
+  guint32 id = 0;
+  CsView v0, v1;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  view = GTK_WIDGET (fx->win->forward_view);
+  l = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (l);
+  for (guint i = 0; i < l->n_nodes && id == 0; i++)
+    id = l->nodes[i].top_stmt_id;
+  g_assert_cmpuint (id, !=, 0);
+  /* (2, 2) is empty canvas: activating there selects nothing */
+  cs_graph_view_select (fx->win->forward_view, id, FALSE);
+  g_assert_cmpuint (cs_graph_view_activate_at (fx->win->forward_view, 2, 2, 1), ==, 0);
+  click = find_controller (view, GTK_TYPE_GESTURE_CLICK);
+  drag = find_controller (view, GTK_TYPE_GESTURE_DRAG);
+  g_assert_nonnull (click);
+  g_assert_nonnull (drag);
+
+  cs_graph_view_select (fx->win->forward_view, id, FALSE);
+  cs_graph_view_get_view (fx->win->forward_view, &v0);
+  g_signal_emit_by_name (click, "pressed", 1, 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-begin", 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-update", 40.0, 30.0);
+  g_signal_emit_by_name (drag, "drag-update", 80.0, 60.0);
+  g_signal_emit_by_name (drag, "drag-end", 80.0, 60.0);
+  wait_idle (fx->win);
+  cs_graph_view_get_view (fx->win->forward_view, &v1);
+  g_assert_cmpfloat (v1.tx - v0.tx, ==, 80.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+
+  /* a click on empty canvas still clears it */
+  g_signal_emit_by_name (click, "pressed", 1, 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-begin", 2.0, 2.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+  g_signal_emit_by_name (drag, "drag-end", 0.0, 0.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, 0);
+}
+
 /* (x + 1000) - 1000 in bf16 with redundant-casts=keep: every op of the region rounds to bf16,
  * so t1 = x + 1000 is stored with bf16's ulp of 4 at 1000 and t2 = t1 - 1000 keeps that error,
  * while t2's truth is x itself, a bf16 value (rounding floor 0: ratio inf); t3 = 2 t2 fails
@@ -3079,6 +3145,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
               fixture_teardown);
+  g_test_add ("/app/window/pan-keeps-selection", Fixture, NULL, fixture_setup,
+              test_pan_keeps_selection, fixture_teardown);
   g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
               fixture_teardown);
   g_test_add ("/app/scale/llama-text-pane", Fixture, NULL, fixture_setup, test_llama_text_pane,
