@@ -594,8 +594,10 @@ grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gb
 {
   GtkWidget *label = gtk_label_new (text);
 
+  /* not selectable: a selectable label takes the press, and a click on a row must reach
+   * the grid's gesture (it selects the row's node); a right click copies the row instead
+   * (_cs_window_run_row_text()) */
   gtk_label_set_xalign (GTK_LABEL (label), numeric ? 1.0 : 0.0);
-  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
   if (header)
     gtk_widget_add_css_class (label, "run-table-header");
   if (numeric)
@@ -648,8 +650,10 @@ link_row (GtkGrid *grid, int row, CsFamily family, guint32 stmt_id, const char *
     /* an ellipsized name keeps its whole text in the tooltip */
     const char *name = gtk_label_get_text (GTK_LABEL (cell));
     g_autofree char *tip = gtk_widget_get_tooltip_text (cell) != NULL
-      ? g_strdup_printf ("%s\nClick to select this tensor's node in the graph", name)
-      : g_strdup ("Click to select this tensor's node in the graph");
+      ? g_strdup_printf ("%s\nClick to select this tensor's node in the graph; right-click "
+                         "to copy the row", name)
+      : g_strdup ("Click to select this tensor's node in the graph; right-click to copy the "
+                  "row");
 
     gtk_widget_set_tooltip_text (cell, tip);
   }

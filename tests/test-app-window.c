@@ -1774,6 +1774,80 @@ find_controller (GtkWidget *widget, GType type)
   return found;   /* the widget holds a reference */
 }
 
+/* A click on a run-table row reaches the grid's gesture as GTK delivers it: the widget that
+ * gtk_widget_pick() finds at the row's position (the press's target) has no gesture of its
+ * own to take the press (a selectable label has two), the grid's click gesture runs in the
+ * capture phase (before any cell), and its "pressed" at that position selects the node that
+ * writes the row's tensor.  A right click's text, the row's cells tab-separated, starts with
+ * the tensor's name. */
+static void
+test_run_row_pick (Fixture *fx, gconstpointer data)
+{
+  GtkWidget *grid, *cell = NULL, *picked;
+  GtkEventController *gesture;
+  graphene_point_t p;
+  int row = -1;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  grid = GTK_WIDGET (fx->win->run_grid);
+  for (int r = 1; r < 200 && row < 0; r++)
+    {
+      GtkWidget *c = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+      if (c != NULL && g_strcmp0 (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_PROXY), "t5") == 0
+          && GPOINTER_TO_INT (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_FAMILY)) == CS_FAMILY_FORWARD + 1)
+        {
+          row = r;
+          cell = c;
+        }
+    }
+  g_assert_cmpint (row, >, 0);
+  /* the middle of the row's err cell: a click anywhere on the row counts */
+  g_assert_true (gtk_widget_compute_point (gtk_grid_get_child_at (fx->win->run_grid, 1, row), grid,
+                                           &GRAPHENE_POINT_INIT (2, 4), &p));
+  picked = gtk_widget_pick (grid, p.x, p.y, GTK_PICK_DEFAULT);
+  g_assert_nonnull (picked);
+  g_assert_true (picked == gtk_grid_get_child_at (fx->win->run_grid, 1, row)
+                 || gtk_widget_is_ancestor (picked, gtk_grid_get_child_at (fx->win->run_grid, 1, row)));
+  for (GtkWidget *w = picked; w != grid; w = gtk_widget_get_parent (w))
+    {
+      g_assert_null (find_controller (w, GTK_TYPE_GESTURE_CLICK));
+      g_assert_null (find_controller (w, GTK_TYPE_GESTURE_DRAG));
+      if (GTK_IS_LABEL (w))
+        g_assert_false (gtk_label_get_selectable (GTK_LABEL (w)));
+    }
+  gesture = find_controller (grid, GTK_TYPE_GESTURE_CLICK);
+  g_assert_nonnull (gesture);
+  g_assert_cmpint (gtk_event_controller_get_propagation_phase (gesture), ==, GTK_PHASE_CAPTURE);
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, 0);
+  g_signal_emit_by_name (gesture, "pressed", 1, p.x, p.y);
+  wait_idle (fx->win);
+  {
+    CsTrace *trace = _cs_window_get_shown_trace (fx->win);
+    const CsStmt *s = _cs_window_find_stmt_deep (trace, cs_graph_view_get_selected (fx->win->forward_view), NULL);
+    g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+    gboolean writes_t5 = FALSE;
+
+    g_assert_nonnull (s);
+    cs_stmt_collect_outputs (s, outs);
+    for (guint i = 0; i < outs->len; i++)
+      writes_t5 |= g_strcmp0 (((CsProxy *) g_ptr_array_index (outs, i))->name, "t5") == 0;
+    g_assert_true (writes_t5);
+  }
+  {
+    g_autofree char *text = _cs_window_run_row_text (fx->win, row);
+    g_auto(GStrv) fields = g_strsplit (text, "\t", -1);
+
+    g_assert_cmpstr (fields[0], ==, gtk_label_get_text (GTK_LABEL (cell)));
+    g_assert_cmpuint (g_strv_length (fields), ==, 8);
+    g_assert_cmpstr (fields[3], ==, gtk_label_get_text (GTK_LABEL (gtk_grid_get_child_at (fx->win->run_grid, 3, row))));
+  }
+}
+
 /* Panning the canvas with a drag that starts on empty space keeps the selection; a click
  * (press and release without moving) there clears it.  The view's own click and drag
  * gestures get the signals GTK emits for a press, a motion and a release. */
@@ -3144,6 +3218,8 @@ main (int argc, char **argv)
   g_test_add ("/app/scale/fuse-linear-moves", Fixture, NULL, fixture_setup, test_fuse_linear_moves,
               fixture_teardown);
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
+              fixture_teardown);
+  g_test_add ("/app/window/run-row-pick", Fixture, NULL, fixture_setup, test_run_row_pick,
               fixture_teardown);
   g_test_add ("/app/window/pan-keeps-selection", Fixture, NULL, fixture_setup,
               test_pan_keeps_selection, fixture_teardown);
