@@ -985,6 +985,7 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   _cs_window_apply_run_overlay (self);
   find_divergence (self, job);
   fill_table (self, job);
+  gtk_widget_set_visible (GTK_WIDGET (self->run_progress), TRUE);
   gtk_progress_bar_set_fraction (self->run_progress, 1.0);
   gtk_progress_bar_set_text (self->run_progress, self->last_run_summary);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->run_progress), job->gpu_note);
@@ -1019,6 +1020,17 @@ _cs_window_clear_run (CsWindow *self)
   g_clear_pointer (&self->run_divergence, g_free);
   if (self->divergence_button != NULL)
     gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), FALSE);
+  /* the run's summary goes with its table: the status line says so once, the progress bar
+   * that showed it is hidden */
+  if (self->last_run_summary != NULL)
+    {
+      if (g_strcmp0 (gtk_label_get_text (self->status_message), self->last_run_summary) == 0)
+        gtk_label_set_text (self->status_message,
+                            "Run results cleared: the traces changed (Run again, F5)");
+      gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+      gtk_progress_bar_set_text (self->run_progress, NULL);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->run_progress), NULL);
+    }
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);

@@ -1848,6 +1848,31 @@ test_run_row_pick (Fixture *fx, gconstpointer data)
   }
 }
 
+/* After a policy change drops the run table, the run's summary ("N tensors checked against
+ * f64 ...") no longer shows: not in the status line, not in the run panel's progress bar. */
+static void
+test_run_summary_cleared (Fixture *fx, gconstpointer data)
+{
+  if (!open_seed (fx))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_null (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  g_test_message ("status after the policy change: %s", gtk_label_get_text (fx->win->status_message));
+  g_assert_null (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+  /* a new run shows its summary again */
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+}
+
 /* Panning the canvas with a drag that starts on empty space keeps the selection; a click
  * (press and release without moving) there clears it.  The view's own click and drag
  * gestures get the signals GTK emits for a press, a motion and a release. */
@@ -3221,6 +3246,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/window/run-row-pick", Fixture, NULL, fixture_setup, test_run_row_pick,
               fixture_teardown);
+  g_test_add ("/app/window/run-summary-cleared", Fixture, NULL, fixture_setup,
+              test_run_summary_cleared, fixture_teardown);
   g_test_add ("/app/window/pan-keeps-selection", Fixture, NULL, fixture_setup,
               test_pan_keeps_selection, fixture_teardown);
   g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
