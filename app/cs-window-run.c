@@ -678,6 +678,49 @@ row_compare (gconstpointer a, gconstpointer b)
   }
 }
 
+/* Makes the run table's scroller at least as wide as the verdict's columns (tensor through
+ * ratio) as they are drawn, so that they show whole without scrolling, left of the always-drawn
+ * vertical scrollbar (its width is added to the minimum); the side panel widens when it needs
+ * to.  @reserve FALSE lifts the minimum (no table). */
+static void
+reserve_verdict_columns (CsWindow *self, gboolean reserve)
+{
+  GtkWidget *sw = gtk_widget_get_ancestor (GTK_WIDGET (self->run_grid), GTK_TYPE_SCROLLED_WINDOW);
+  int width = 0;
+
+  if (sw == NULL)
+    return;
+  for (int col = 0; reserve && col <= COL_RATIO; col++)
+    {
+      int widest = 0;
+
+      for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid)); c != NULL;
+           c = gtk_widget_get_next_sibling (c))
+        {
+          int at, row, span, height, nat;
+
+          gtk_grid_query_child (self->run_grid, c, &at, &row, &span, &height);
+          if (at != col || span != 1)
+            continue;   /* a spanning cell (a region's name) widens no single column */
+          gtk_widget_measure (c, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &nat, NULL, NULL);
+          widest = MAX (widest, nat);
+        }
+      width += widest + (col > 0 ? (int) gtk_grid_get_column_spacing (self->run_grid) : 0);
+    }
+  if (reserve)
+    {
+      /* the minimum counts the scroller whole: the vertical scrollbar's width comes on top */
+      GtkWidget *vbar = gtk_scrolled_window_get_vscrollbar (GTK_SCROLLED_WINDOW (sw));
+      int bar = 0;
+
+      if (vbar != NULL)
+        gtk_widget_measure (vbar, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &bar, NULL, NULL);
+      /* and a column gap, so that the ratios do not touch the scrollbar */
+      width += bar + (int) gtk_grid_get_column_spacing (self->run_grid);
+    }
+  gtk_scrolled_window_set_min_content_width (GTK_SCROLLED_WINDOW (sw), reserve ? width : -1);
+}
+
 static void
 fill_table (CsWindow *self, RunJob *job)
 {
@@ -765,6 +808,7 @@ fill_table (CsWindow *self, RunJob *job)
       link_row (self->run_grid, r, t->family, t->stmt_id, NULL);
       r++;
     }
+  reserve_verdict_columns (self, TRUE);
 }
 
 /**
@@ -1034,6 +1078,7 @@ _cs_window_clear_run (CsWindow *self)
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);
+  reserve_verdict_columns (self, FALSE);
   gtk_widget_set_visible (GTK_WIDGET (self->overlay_dropdown), FALSE);
 }
 

@@ -2549,6 +2549,79 @@ test_run_table_columns (Fixture *fx, gconstpointer data)
   assert_run_table_reachable (fx->win);
 }
 
+/* Every cell of the verdict's columns (tensor, err, ref_err, ratio) of the run table's tensor
+ * rows lies inside the scroller's page, left of its vertical scrollbar, and is drawn at least
+ * as wide as its text (nothing cut); returns the widest overflow seen, px (0 when none). */
+static double
+run_table_cut_px (CsWindow *win)
+{
+  GtkWidget *grid = GTK_WIDGET (win->run_grid);
+  GtkWidget *sw = gtk_widget_get_ancestor (grid, GTK_TYPE_SCROLLED_WINDOW);
+  GtkAdjustment *adj = gtk_scrolled_window_get_hadjustment (GTK_SCROLLED_WINDOW (sw));
+  GtkWidget *vbar = gtk_scrolled_window_get_vscrollbar (GTK_SCROLLED_WINDOW (sw));
+  double page = gtk_adjustment_get_page_size (adj), worst = 0;
+  graphene_rect_t vb;
+  int n = 0;
+
+  g_assert_true (gtk_widget_compute_bounds (vbar, sw, &vb));
+  for (int r = 1; r < 400; r++)
+    {
+      GtkWidget *first = gtk_grid_get_child_at (win->run_grid, 0, r);
+
+      if (first == NULL || g_object_get_data (G_OBJECT (first), CS_RUN_ROW_PROXY) == NULL)
+        continue;   /* blank, header or region rows */
+      for (int col = 0; col <= 3; col++)
+        {
+          GtkWidget *cell = gtk_grid_get_child_at (win->run_grid, col, r);
+          graphene_rect_t b;
+          int nat;
+
+          g_assert_nonnull (cell);
+          g_assert_true (gtk_widget_compute_bounds (cell, sw, &b));
+          worst = MAX (worst, b.origin.x + b.size.width - page);
+          if (gtk_widget_get_visible (vbar))
+            worst = MAX (worst, b.origin.x + b.size.width - vb.origin.x);
+          if (gtk_label_get_ellipsize (GTK_LABEL (cell)) == PANGO_ELLIPSIZE_NONE)
+            {
+              gtk_widget_measure (cell, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &nat, NULL, NULL);
+              worst = MAX (worst, nat - b.size.width);
+            }
+          n++;
+        }
+    }
+  g_assert_cmpint (n, >, 0);
+  g_test_message ("window %d px: %d cells, page %.0f px, vertical scrollbar at %.0f px, worst "
+                  "overflow %.1f px", gtk_widget_get_width (GTK_WIDGET (win)), n, page,
+                  vb.origin.x, worst);
+  return worst;
+}
+
+/* After a CPU run of the 8-block LLaMA, whose ratios are long ("5.06e+04"), the tensor, err,
+ * ref_err and ratio columns show whole, clear of the always-drawn vertical scrollbar, in a
+ * window of 1430 px and one of 1600 px (side panels placed from that width, as at start). */
+static void
+test_run_table_llama_fits (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  const int widths[] = { 1430, 1600 };
+
+  if (!open_path (fx, path))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  for (guint i = 0; i < G_N_ELEMENTS (widths); i++)
+    {
+      fx->win->panes_placed = FALSE;
+      gtk_window_set_default_size (GTK_WINDOW (fx->win), widths[i], 900);
+      wait_idle (fx->win);
+      g_assert_cmpint (abs (gtk_widget_get_width (GTK_WIDGET (fx->win)) - widths[i]), <=, 10);
+      g_assert_cmpfloat (run_table_cut_px (fx->win), <=, 0.5);
+      assert_run_table_reachable (fx->win);
+    }
+}
+
 static const char long_name_trace[] =
   "import thunder\n"
   "import thunder.torch as ltorch\n"
@@ -3244,6 +3317,8 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
               fixture_teardown);
+  g_test_add ("/app/scale/run-table-llama-fits", Fixture, NULL, fixture_setup,
+              test_run_table_llama_fits, fixture_teardown);
   g_test_add ("/app/window/run-row-pick", Fixture, NULL, fixture_setup, test_run_row_pick,
               fixture_teardown);
   g_test_add ("/app/window/run-summary-cleared", Fixture, NULL, fixture_setup,
