@@ -68,6 +68,8 @@ struct _CsGraphView
   gboolean         fit_whole;     /* that fit shows the whole graph even when unreadable */
   double           drag_tx;       /* px: view.tx at drag begin */
   double           drag_ty;       /* px: view.ty at drag begin */
+  gboolean         clear_pending; /* a press on empty space: clear the selection on release,
+                                   * unless the pointer moved past the drag threshold (a pan) */
   double           pointer_x;     /* px: last pointer position (zoom centre) */
   double           pointer_y;
   double           pinch_scale;   /* view.scale at pinch begin */
@@ -940,10 +942,21 @@ cs_graph_view_activate_at (CsGraphView *self, double x, double y, int n_press)
   return id;
 }
 
+/* A press on an element acts at once (cs_graph_view_activate_at()); a press on empty space
+ * (or an edge) only marks the selection to be cleared when the button is released without
+ * a pan in between (drag_end_cb()), so that dragging the canvas keeps the selection. */
 static void
 click_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsGraphView *self)
 {
+  CsLayoutHit hit;
+
   gtk_widget_grab_focus (GTK_WIDGET (self));
+  self->clear_pending = FALSE;
+  if (!hit_at (self, x, y, &hit) || hit_stmt (self, &hit) == 0)
+    {
+      self->clear_pending = TRUE;
+      return;
+    }
   cs_graph_view_activate_at (self, x, y, n_press);
 }
 
@@ -954,9 +967,27 @@ drag_begin_cb (GtkGestureDrag *gesture, double x, double y, CsGraphView *self)
   self->drag_ty = self->view.ty;
 }
 
+/* Whether a pointer offset of (@dx, @dy) px from the press is a drag, not a click (GTK's
+ * drag threshold, gtk-dnd-drag-threshold). */
+static gboolean
+past_drag_threshold (CsGraphView *self, double dx, double dy)
+{
+  return gtk_drag_check_threshold (GTK_WIDGET (self), 0, 0, (int) round (dx), (int) round (dy));
+}
+
+static void
+drag_end_cb (GtkGestureDrag *gesture, double dx, double dy, CsGraphView *self)
+{
+  if (self->clear_pending && !past_drag_threshold (self, dx, dy))
+    set_selected (self, 0, TRUE);
+  self->clear_pending = FALSE;
+}
+
 static void
 drag_update_cb (GtkGestureDrag *gesture, double dx, double dy, CsGraphView *self)
 {
+  if (past_drag_threshold (self, dx, dy))
+    self->clear_pending = FALSE;   /* a pan, not a click */
   self->view.tx = self->drag_tx + dx;
   self->view.ty = self->drag_ty + dy;
   self->need_fit = FALSE;
@@ -2188,6 +2219,7 @@ cs_graph_view_init (CsGraphView *self)
   drag = gtk_gesture_drag_new ();
   g_signal_connect (drag, "drag-begin", G_CALLBACK (drag_begin_cb), self);
   g_signal_connect (drag, "drag-update", G_CALLBACK (drag_update_cb), self);
+  g_signal_connect (drag, "drag-end", G_CALLBACK (drag_end_cb), self);
   gtk_widget_add_controller (GTK_WIDGET (self), GTK_EVENT_CONTROLLER (drag));
 
   pinch = gtk_gesture_zoom_new ();

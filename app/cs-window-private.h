@@ -230,5 +230,7 @@ gboolean     _cs_window_jump_to_divergence (CsWindow  *self);
 #define CS_RUN_ROW_PROXY  "cs-run-row-proxy"   /* char*: the tensor, or NULL (a region row) */
 gboolean     _cs_window_run_row_activate  (CsWindow   *self,
                                            int         row);
+char        *_cs_window_run_row_text      (CsWindow   *self,
+                                           int         row);
 
 G_END_DECLS

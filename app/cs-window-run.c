@@ -594,8 +594,10 @@ grid_add (GtkGrid *grid, int col, int row, const char *text, gboolean header, gb
 {
   GtkWidget *label = gtk_label_new (text);
 
+  /* not selectable: a selectable label takes the press, and a click on a row must reach
+   * the grid's gesture (it selects the row's node); a right click copies the row instead
+   * (_cs_window_run_row_text()) */
   gtk_label_set_xalign (GTK_LABEL (label), numeric ? 1.0 : 0.0);
-  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
   if (header)
     gtk_widget_add_css_class (label, "run-table-header");
   if (numeric)
@@ -648,8 +650,10 @@ link_row (GtkGrid *grid, int row, CsFamily family, guint32 stmt_id, const char *
     /* an ellipsized name keeps its whole text in the tooltip */
     const char *name = gtk_label_get_text (GTK_LABEL (cell));
     g_autofree char *tip = gtk_widget_get_tooltip_text (cell) != NULL
-      ? g_strdup_printf ("%s\nClick to select this tensor's node in the graph", name)
-      : g_strdup ("Click to select this tensor's node in the graph");
+      ? g_strdup_printf ("%s\nClick to select this tensor's node in the graph; right-click "
+                         "to copy the row", name)
+      : g_strdup ("Click to select this tensor's node in the graph; right-click to copy the "
+                  "row");
 
     gtk_widget_set_tooltip_text (cell, tip);
   }
@@ -672,6 +676,49 @@ row_compare (gconstpointer a, gconstpointer b)
       return isnan (mx) ? -1 : 1;
     return mx < my ? 1 : mx > my ? -1 : 0;
   }
+}
+
+/* Makes the run table's scroller at least as wide as the verdict's columns (tensor through
+ * ratio) as they are drawn, so that they show whole without scrolling, left of the always-drawn
+ * vertical scrollbar (its width is added to the minimum); the side panel widens when it needs
+ * to.  @reserve FALSE lifts the minimum (no table). */
+static void
+reserve_verdict_columns (CsWindow *self, gboolean reserve)
+{
+  GtkWidget *sw = gtk_widget_get_ancestor (GTK_WIDGET (self->run_grid), GTK_TYPE_SCROLLED_WINDOW);
+  int width = 0;
+
+  if (sw == NULL)
+    return;
+  for (int col = 0; reserve && col <= COL_RATIO; col++)
+    {
+      int widest = 0;
+
+      for (GtkWidget *c = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid)); c != NULL;
+           c = gtk_widget_get_next_sibling (c))
+        {
+          int at, row, span, height, nat;
+
+          gtk_grid_query_child (self->run_grid, c, &at, &row, &span, &height);
+          if (at != col || span != 1)
+            continue;   /* a spanning cell (a region's name) widens no single column */
+          gtk_widget_measure (c, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &nat, NULL, NULL);
+          widest = MAX (widest, nat);
+        }
+      width += widest + (col > 0 ? (int) gtk_grid_get_column_spacing (self->run_grid) : 0);
+    }
+  if (reserve)
+    {
+      /* the minimum counts the scroller whole: the vertical scrollbar's width comes on top */
+      GtkWidget *vbar = gtk_scrolled_window_get_vscrollbar (GTK_SCROLLED_WINDOW (sw));
+      int bar = 0;
+
+      if (vbar != NULL)
+        gtk_widget_measure (vbar, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &bar, NULL, NULL);
+      /* and a column gap, so that the ratios do not touch the scrollbar */
+      width += bar + (int) gtk_grid_get_column_spacing (self->run_grid);
+    }
+  gtk_scrolled_window_set_min_content_width (GTK_SCROLLED_WINDOW (sw), reserve ? width : -1);
 }
 
 static void
@@ -761,6 +808,7 @@ fill_table (CsWindow *self, RunJob *job)
       link_row (self->run_grid, r, t->family, t->stmt_id, NULL);
       r++;
     }
+  reserve_verdict_columns (self, TRUE);
 }
 
 /**
@@ -981,6 +1029,7 @@ run_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   _cs_window_apply_run_overlay (self);
   find_divergence (self, job);
   fill_table (self, job);
+  gtk_widget_set_visible (GTK_WIDGET (self->run_progress), TRUE);
   gtk_progress_bar_set_fraction (self->run_progress, 1.0);
   gtk_progress_bar_set_text (self->run_progress, self->last_run_summary);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->run_progress), job->gpu_note);
@@ -1015,9 +1064,21 @@ _cs_window_clear_run (CsWindow *self)
   g_clear_pointer (&self->run_divergence, g_free);
   if (self->divergence_button != NULL)
     gtk_widget_set_visible (GTK_WIDGET (self->divergence_button), FALSE);
+  /* the run's summary goes with its table: the status line says so once, the progress bar
+   * that showed it is hidden */
+  if (self->last_run_summary != NULL)
+    {
+      if (g_strcmp0 (gtk_label_get_text (self->status_message), self->last_run_summary) == 0)
+        gtk_label_set_text (self->status_message,
+                            "Run results cleared: the traces changed (Run again, F5)");
+      gtk_widget_set_visible (GTK_WIDGET (self->run_progress), FALSE);
+      gtk_progress_bar_set_text (self->run_progress, NULL);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->run_progress), NULL);
+    }
   g_clear_pointer (&self->last_run_summary, g_free);
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->run_grid))) != NULL)
     gtk_grid_remove (self->run_grid, child);
+  reserve_verdict_columns (self, FALSE);
   gtk_widget_set_visible (GTK_WIDGET (self->overlay_dropdown), FALSE);
 }
 

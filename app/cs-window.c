@@ -1524,6 +1524,46 @@ _cs_window_select_tensor (CsWindow *self, CsFamily family, const char *proxy, gu
   return TRUE;
 }
 
+/**
+ * _cs_window_run_row_text:
+ * @row: a row of the run table (0 = its header)
+ *
+ * The texts of the row's cells, left to right, joined by tabs (empty cells give empty
+ * fields, trailing ones are left out): what a right click on the row copies.
+ * Returns: (transfer full) (nullable): the row's text, NULL when the row has no cell
+ */
+char *
+_cs_window_run_row_text (CsWindow *self, int row)
+{
+  GString *text = g_string_new (NULL);
+  int last = -1;   /* the column of the last cell written */
+
+  for (int col = 0; col < 64; col++)
+    {
+      GtkWidget *cell = gtk_grid_get_child_at (self->run_grid, col, row);
+      int c, r, w, h;
+
+      if (cell == NULL || !GTK_IS_LABEL (cell))
+        continue;
+      gtk_grid_query_child (self->run_grid, cell, &c, &r, &w, &h);
+      if (c != col)
+        continue;   /* a cell spanning several columns counts once */
+      for (int k = last; last >= 0 && k < col; k++)
+        g_string_append_c (text, '\t');
+      g_string_append (text, gtk_label_get_text (GTK_LABEL (cell)));
+      last = col;
+    }
+  if (last < 0)
+    {
+      g_string_free (text, TRUE);
+      return NULL;
+    }
+  return g_string_free (text, FALSE);
+}
+
+/* The run table's click: the row under the pointer selects its node (primary button) or is
+ * copied to the clipboard as tab-separated text (secondary button).  The gesture runs in the
+ * capture phase, so that it sees the press before any cell does. */
 static void
 run_grid_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, CsWindow *self)
 {
@@ -1535,6 +1575,17 @@ run_grid_pressed_cb (GtkGestureClick *gesture, int n_press, double x, double y, 
   if (w == NULL)
     return;
   gtk_grid_query_child (self->run_grid, w, &col, &row, &width, &height);
+  if (gtk_gesture_single_get_current_button (GTK_GESTURE_SINGLE (gesture)) == GDK_BUTTON_SECONDARY)
+    {
+      g_autofree char *text = _cs_window_run_row_text (self, row);
+
+      if (text != NULL)
+        {
+          gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self->run_grid)), text);
+          gtk_label_set_text (self->status_message, "Copied the run-table row");
+        }
+      return;
+    }
   _cs_window_run_row_activate (self, row);
 }
 
@@ -2071,6 +2122,8 @@ cs_window_init (CsWindow *self)
   {
     GtkGesture *rc = gtk_gesture_click_new ();
 
+    gtk_gesture_single_set_button (GTK_GESTURE_SINGLE (rc), 0);   /* primary and secondary */
+    gtk_event_controller_set_propagation_phase (GTK_EVENT_CONTROLLER (rc), GTK_PHASE_CAPTURE);
     g_signal_connect (rc, "pressed", G_CALLBACK (run_grid_pressed_cb), self);
     gtk_widget_add_controller (GTK_WIDGET (self->run_grid), GTK_EVENT_CONTROLLER (rc));
   }

@@ -1856,6 +1856,171 @@ test_run_row_click (Fixture *fx, gconstpointer data)
   }
 }
 
+/* The controller of @type attached to @widget, or NULL. */
+static GtkEventController *
+find_controller (GtkWidget *widget, GType type)
+{
+  g_autoptr(GListModel) list = gtk_widget_observe_controllers (widget);
+  GtkEventController *found = NULL;
+
+  for (guint i = 0; found == NULL && i < g_list_model_get_n_items (list); i++)
+    {
+      g_autoptr(GtkEventController) c = g_list_model_get_item (list, i);
+
+      if (G_TYPE_CHECK_INSTANCE_TYPE (c, type))
+        found = c;
+    }
+  return found;   /* the widget holds a reference */
+}
+
+/* A click on a run-table row reaches the grid's gesture as GTK delivers it: the widget that
+ * gtk_widget_pick() finds at the row's position (the press's target) has no gesture of its
+ * own to take the press (a selectable label has two), the grid's click gesture runs in the
+ * capture phase (before any cell), and its "pressed" at that position selects the node that
+ * writes the row's tensor.  A right click's text, the row's cells tab-separated, starts with
+ * the tensor's name. */
+static void
+test_run_row_pick (Fixture *fx, gconstpointer data)
+{
+  GtkWidget *grid, *cell = NULL, *picked;
+  GtkEventController *gesture;
+  graphene_point_t p;
+  int row = -1;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  grid = GTK_WIDGET (fx->win->run_grid);
+  for (int r = 1; r < 200 && row < 0; r++)
+    {
+      GtkWidget *c = gtk_grid_get_child_at (fx->win->run_grid, 0, r);
+      if (c != NULL && g_strcmp0 (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_PROXY), "t5") == 0
+          && GPOINTER_TO_INT (g_object_get_data (G_OBJECT (c), CS_RUN_ROW_FAMILY)) == CS_FAMILY_FORWARD + 1)
+        {
+          row = r;
+          cell = c;
+        }
+    }
+  g_assert_cmpint (row, >, 0);
+  /* the middle of the row's err cell: a click anywhere on the row counts */
+  g_assert_true (gtk_widget_compute_point (gtk_grid_get_child_at (fx->win->run_grid, 1, row), grid,
+                                           &GRAPHENE_POINT_INIT (2, 4), &p));
+  picked = gtk_widget_pick (grid, p.x, p.y, GTK_PICK_DEFAULT);
+  g_assert_nonnull (picked);
+  g_assert_true (picked == gtk_grid_get_child_at (fx->win->run_grid, 1, row)
+                 || gtk_widget_is_ancestor (picked, gtk_grid_get_child_at (fx->win->run_grid, 1, row)));
+  for (GtkWidget *w = picked; w != grid; w = gtk_widget_get_parent (w))
+    {
+      g_assert_null (find_controller (w, GTK_TYPE_GESTURE_CLICK));
+      g_assert_null (find_controller (w, GTK_TYPE_GESTURE_DRAG));
+      if (GTK_IS_LABEL (w))
+        g_assert_false (gtk_label_get_selectable (GTK_LABEL (w)));
+    }
+  gesture = find_controller (grid, GTK_TYPE_GESTURE_CLICK);
+  g_assert_nonnull (gesture);
+  g_assert_cmpint (gtk_event_controller_get_propagation_phase (gesture), ==, GTK_PHASE_CAPTURE);
+  cs_graph_view_select (fx->win->forward_view, 0, FALSE);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, 0);
+  g_signal_emit_by_name (gesture, "pressed", 1, p.x, p.y);
+  wait_idle (fx->win);
+  {
+    CsTrace *trace = _cs_window_get_shown_trace (fx->win);
+    const CsStmt *s = _cs_window_find_stmt_deep (trace, cs_graph_view_get_selected (fx->win->forward_view), NULL);
+    g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+    gboolean writes_t5 = FALSE;
+
+    g_assert_nonnull (s);
+    cs_stmt_collect_outputs (s, outs);
+    for (guint i = 0; i < outs->len; i++)
+      writes_t5 |= g_strcmp0 (((CsProxy *) g_ptr_array_index (outs, i))->name, "t5") == 0;
+    g_assert_true (writes_t5);
+  }
+  {
+    g_autofree char *text = _cs_window_run_row_text (fx->win, row);
+    g_auto(GStrv) fields = g_strsplit (text, "\t", -1);
+
+    g_assert_cmpstr (fields[0], ==, gtk_label_get_text (GTK_LABEL (cell)));
+    g_assert_cmpuint (g_strv_length (fields), ==, 8);
+    g_assert_cmpstr (fields[3], ==, gtk_label_get_text (GTK_LABEL (gtk_grid_get_child_at (fx->win->run_grid, 3, row))));
+  }
+}
+
+/* After a policy change drops the run table, the run's summary ("N tensors checked against
+ * f64 ...") no longer shows: not in the status line, not in the run panel's progress bar. */
+static void
+test_run_summary_cleared (Fixture *fx, gconstpointer data)
+{
+  if (!open_seed (fx))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  gtk_drop_down_set_selected (policy_dropdown (fx->win, "matmul"), value_index ("matmul", "upcast-f32"));
+  wait_idle (fx->win);
+  g_assert_null (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  g_test_message ("status after the policy change: %s", gtk_label_get_text (fx->win->status_message));
+  g_assert_null (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+  /* a new run shows its summary again */
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->status_message), "tensors checked"));
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (fx->win->run_progress)));
+}
+
+/* Panning the canvas with a drag that starts on empty space keeps the selection; a click
+ * (press and release without moving) there clears it.  The view's own click and drag
+ * gestures get the signals GTK emits for a press, a motion and a release. */
+static void
+test_pan_keeps_selection (Fixture *fx, gconstpointer data)
+{
+  GtkWidget *view;
+  GtkEventController *click, *drag;
+  CsLayout *l;
+  guint32 id = 0;
+  CsView v0, v1;
+
+  if (!open_seed (fx))
+    return;
+  show_family (fx->win, "forward");
+  view = GTK_WIDGET (fx->win->forward_view);
+  l = cs_graph_view_get_layout (fx->win->forward_view);
+  g_assert_nonnull (l);
+  for (guint i = 0; i < l->n_nodes && id == 0; i++)
+    id = l->nodes[i].top_stmt_id;
+  g_assert_cmpuint (id, !=, 0);
+  /* (2, 2) is empty canvas: activating there selects nothing */
+  cs_graph_view_select (fx->win->forward_view, id, FALSE);
+  g_assert_cmpuint (cs_graph_view_activate_at (fx->win->forward_view, 2, 2, 1), ==, 0);
+  click = find_controller (view, GTK_TYPE_GESTURE_CLICK);
+  drag = find_controller (view, GTK_TYPE_GESTURE_DRAG);
+  g_assert_nonnull (click);
+  g_assert_nonnull (drag);
+
+  cs_graph_view_select (fx->win->forward_view, id, FALSE);
+  cs_graph_view_get_view (fx->win->forward_view, &v0);
+  g_signal_emit_by_name (click, "pressed", 1, 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-begin", 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-update", 40.0, 30.0);
+  g_signal_emit_by_name (drag, "drag-update", 80.0, 60.0);
+  g_signal_emit_by_name (drag, "drag-end", 80.0, 60.0);
+  wait_idle (fx->win);
+  cs_graph_view_get_view (fx->win->forward_view, &v1);
+  g_assert_cmpfloat (v1.tx - v0.tx, ==, 80.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+
+  /* a click on empty canvas still clears it */
+  g_signal_emit_by_name (click, "pressed", 1, 2.0, 2.0);
+  g_signal_emit_by_name (drag, "drag-begin", 2.0, 2.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, id);
+  g_signal_emit_by_name (drag, "drag-end", 0.0, 0.0);
+  g_assert_cmpuint (cs_graph_view_get_selected (fx->win->forward_view), ==, 0);
+}
+
 /* (x + 1000) - 1000 in bf16 with redundant-casts=keep: every op of the region rounds to bf16,
  * so t1 = x + 1000 is stored with bf16's ulp of 4 at 1000 and t2 = t1 - 1000 keeps that error,
  * while t2's truth is x itself, a bf16 value (rounding floor 0: ratio inf); t3 = 2 t2 fails
@@ -2773,6 +2938,79 @@ test_run_table_columns (Fixture *fx, gconstpointer data)
   assert_run_table_reachable (fx->win);
 }
 
+/* Every cell of the verdict's columns (tensor, err, ref_err, ratio) of the run table's tensor
+ * rows lies inside the scroller's page, left of its vertical scrollbar, and is drawn at least
+ * as wide as its text (nothing cut); returns the widest overflow seen, px (0 when none). */
+static double
+run_table_cut_px (CsWindow *win)
+{
+  GtkWidget *grid = GTK_WIDGET (win->run_grid);
+  GtkWidget *sw = gtk_widget_get_ancestor (grid, GTK_TYPE_SCROLLED_WINDOW);
+  GtkAdjustment *adj = gtk_scrolled_window_get_hadjustment (GTK_SCROLLED_WINDOW (sw));
+  GtkWidget *vbar = gtk_scrolled_window_get_vscrollbar (GTK_SCROLLED_WINDOW (sw));
+  double page = gtk_adjustment_get_page_size (adj), worst = 0;
+  graphene_rect_t vb;
+  int n = 0;
+
+  g_assert_true (gtk_widget_compute_bounds (vbar, sw, &vb));
+  for (int r = 1; r < 400; r++)
+    {
+      GtkWidget *first = gtk_grid_get_child_at (win->run_grid, 0, r);
+
+      if (first == NULL || g_object_get_data (G_OBJECT (first), CS_RUN_ROW_PROXY) == NULL)
+        continue;   /* blank, header or region rows */
+      for (int col = 0; col <= 3; col++)
+        {
+          GtkWidget *cell = gtk_grid_get_child_at (win->run_grid, col, r);
+          graphene_rect_t b;
+          int nat;
+
+          g_assert_nonnull (cell);
+          g_assert_true (gtk_widget_compute_bounds (cell, sw, &b));
+          worst = MAX (worst, b.origin.x + b.size.width - page);
+          if (gtk_widget_get_visible (vbar))
+            worst = MAX (worst, b.origin.x + b.size.width - vb.origin.x);
+          if (gtk_label_get_ellipsize (GTK_LABEL (cell)) == PANGO_ELLIPSIZE_NONE)
+            {
+              gtk_widget_measure (cell, GTK_ORIENTATION_HORIZONTAL, -1, NULL, &nat, NULL, NULL);
+              worst = MAX (worst, nat - b.size.width);
+            }
+          n++;
+        }
+    }
+  g_assert_cmpint (n, >, 0);
+  g_test_message ("window %d px: %d cells, page %.0f px, vertical scrollbar at %.0f px, worst "
+                  "overflow %.1f px", gtk_widget_get_width (GTK_WIDGET (win)), n, page,
+                  vb.origin.x, worst);
+  return worst;
+}
+
+/* After a CPU run of the 8-block LLaMA, whose ratios are long ("5.06e+04"), the tensor, err,
+ * ref_err and ratio columns show whole, clear of the always-drawn vertical scrollbar, in a
+ * window of 1430 px and one of 1600 px (side panels placed from that width, as at start). */
+static void
+test_run_table_llama_fits (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *path = shared_trace ("thunder_llama_stack_initial.txt");
+  const int widths[] = { 1430, 1600 };
+
+  if (!open_path (fx, path))
+    return;
+  g_action_group_activate_action (G_ACTION_GROUP (fx->win), "run", NULL);
+  wait_idle (fx->win);
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (gtk_grid_get_child_at (fx->win->run_grid, 0, 1));
+  for (guint i = 0; i < G_N_ELEMENTS (widths); i++)
+    {
+      fx->win->panes_placed = FALSE;
+      gtk_window_set_default_size (GTK_WINDOW (fx->win), widths[i], 900);
+      wait_idle (fx->win);
+      g_assert_cmpint (abs (gtk_widget_get_width (GTK_WIDGET (fx->win)) - widths[i]), <=, 10);
+      g_assert_cmpfloat (run_table_cut_px (fx->win), <=, 0.5);
+      assert_run_table_reachable (fx->win);
+    }
+}
+
 static const char long_name_trace[] =
   "import thunder\n"
   "import thunder.torch as ltorch\n"
@@ -3470,6 +3708,14 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/app/scale/run-row-click", Fixture, NULL, fixture_setup, test_run_row_click,
               fixture_teardown);
+  g_test_add ("/app/scale/run-table-llama-fits", Fixture, NULL, fixture_setup,
+              test_run_table_llama_fits, fixture_teardown);
+  g_test_add ("/app/window/run-row-pick", Fixture, NULL, fixture_setup, test_run_row_pick,
+              fixture_teardown);
+  g_test_add ("/app/window/run-summary-cleared", Fixture, NULL, fixture_setup,
+              test_run_summary_cleared, fixture_teardown);
+  g_test_add ("/app/window/pan-keeps-selection", Fixture, NULL, fixture_setup,
+              test_pan_keeps_selection, fixture_teardown);
   g_test_add ("/app/scale/llama-fold", Fixture, NULL, fixture_setup, test_llama_fold,
               fixture_teardown);
   g_test_add ("/app/scale/llama-text-pane", Fixture, NULL, fixture_setup, test_llama_text_pane,
