@@ -405,6 +405,16 @@ shown_group (CsWindow *self, guint32 stmt_id)
   return (guint) g < l->grouping->n_groups ? &l->grouping->groups[g] : NULL;
 }
 
+/* "N (U up, D down)", with ", O other" when some casts are neither (integer and bool ones:
+ * cs_stats counts those as casts but neither up nor down). */
+static char *
+cast_counts (guint n, guint up, guint down)
+{
+  if (n > up + down)
+    return g_strdup_printf ("%u (%u up, %u down, %u other)", n, up, down, n - up - down);
+  return g_strdup_printf ("%u (%u up, %u down)", n, up, down);
+}
+
 static void
 update_details (CsWindow *self, guint32 stmt_id)
 {
@@ -420,6 +430,8 @@ update_details (CsWindow *self, guint32 stmt_id)
       const CsGroup *g = shown_group (self, stmt_id);
       CsLayout *l = cs_graph_view_get_layout (_cs_window_get_view (self, _cs_window_get_family (self)));
       g_autofree char *sum = cs_group_summary_text (g);
+      g_autofree char *casts = cast_counts (g->summary.n_casts, g->summary.n_upcasts,
+                                            g->summary.n_downcasts);
       g_autoptr(GString) same = g_string_new (NULL);
       g_autofree char *text = NULL;
       gint rep = g->repeat_of >= 0 ? g->repeat_of : (gint) (g - l->grouping->groups);
@@ -429,13 +441,12 @@ update_details (CsWindow *self, guint32 stmt_id)
         if ((gint) i == rep || l->grouping->groups[i].repeat_of == rep)
           g_string_append_printf (same, "%s%s", same->len ? ", " : "", l->grouping->groups[i].name);
       text = g_markup_printf_escaped (
-        "<b>%s</b>\n%s%s\n\n%s\n\nCasts: %u (%u up, %u down)\nMatmuls: %u, %u on tensor cores\n"
+        "<b>%s</b>\n%s%s\n\n%s\n\nCasts: %s\nMatmuls: %u, %u on tensor cores\n"
         "Bytes written: %" G_GUINT64_FORMAT "\nEst. %.3g µs (H200 roofline)%s%s",
         g->name, g->kind == CS_GROUP_LAYER ? "layer" : g->kind == CS_GROUP_MODULE ? "module"
                                                      : "chunk of consecutive statements",
         g->repeat_of >= 0 ? " — same structure as the first of its kind" : "",
-        sum, g->summary.n_casts, g->summary.n_upcasts, g->summary.n_downcasts,
-        g->summary.n_matmuls, g->summary.n_tensor_core_matmuls, g->summary.bytes,
+        sum, casts, g->summary.n_matmuls, g->summary.n_tensor_core_matmuls, g->summary.bytes,
         g->summary.est_ms * 1e3,
         g->n_same > 1 ? "\n\nLayers with this structure: " : "",
         same->str);
@@ -976,8 +987,11 @@ _cs_window_update_status (CsWindow *self)
     }
   if ((stats = analysis_final_stats (self->analysis, trace)) == NULL)
     stats = own = cs_stats_compute (trace);
-  s_casts = g_strdup_printf ("Casts: %u (%u up, %u down)", stats->total.n_casts,
-                             stats->total.n_upcasts, stats->total.n_downcasts);
+  {
+    g_autofree char *c = cast_counts (stats->total.n_casts, stats->total.n_upcasts,
+                                      stats->total.n_downcasts);
+    s_casts = g_strconcat ("Casts: ", c, NULL);
+  }
   s_regions = g_strdup_printf ("Fusion regions: %u", stats->total.n_regions);
   s_tc = g_strdup_printf ("Tensor-core matmuls: %u of %u", stats->total.n_tensor_core_matmuls,
                           stats->total.n_matmuls);

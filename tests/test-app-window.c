@@ -1413,6 +1413,17 @@ test_llama_first_frame (Fixture *fx, gconstpointer data)
     g_assert_nonnull (row);
     g_assert_cmpstr (g_object_get_data (G_OBJECT (row), "cs-group-name"), ==, "layers.0");
   }
+  /* the status bar's casts add up: the LLaMA's forward has two casts that are neither up nor
+   * down, in its cross-entropy: the ignore-index mask b8 -> i64 and the count of the rows kept
+   * i64 -> f32 */
+  {
+    guint n = 0, up = 0, down = 0, other = 0;
+
+    g_assert_cmpint (sscanf (gtk_label_get_text (fx->win->status_casts),
+                             "Casts: %u (%u up, %u down, %u other)", &n, &up, &down, &other), ==, 4);
+    g_assert_cmpuint (other, ==, 2);
+    g_assert_cmpuint (n, ==, up + down + other);
+  }
   save_screenshot (GTK_WIDGET (fx->win), "castscope-llama-collapsed.png");
 }
 
