@@ -379,14 +379,14 @@ gemm_autotune (CsCudaProgram *p, CsCudaGemm *g, const char *key,
       if (heur[i].state != CUBLAS_STATUS_SUCCESS)
         continue;
       g->algo = heur[i].algo;
-      if (!cs_cuda_gemm_run (p, g, NULL))
+      if (!cs_cuda_gemm_run (p, g, 0, NULL))
         continue;
       for (int r = 0; r < 3; r++)
         {
           float ms = 0;
 
           CS_CU_CHECK (cudaEventRecord (e0, p->stream), error);
-          if (!cs_cuda_gemm_run (p, g, error))
+          if (!cs_cuda_gemm_run (p, g, 0, error))
             goto out;
           CS_CU_CHECK (cudaEventRecord (e1, p->stream), error);
           CS_CU_CHECK (cudaEventSynchronize (e1), error);
@@ -538,8 +538,9 @@ out:
 }
 
 gboolean
-cs_cuda_gemm_run (CsCudaProgram *p, CsCudaGemm *g, GError **error)
+cs_cuda_gemm_run (CsCudaProgram *p, CsCudaGemm *g, guint stream, GError **error)
 {
+  void *ws = stream == 0 ? p->workspace : p->side_workspaces[stream - 1];
   float alpha = 1.0f, beta = 0.0f;
   double alpha_d = 1.0, beta_d = 0.0;
   const void *pa = &alpha, *pb = &beta;
@@ -554,7 +555,7 @@ cs_cuda_gemm_run (CsCudaProgram *p, CsCudaGemm *g, GError **error)
       pb = &beta_d;
     }
   CS_CUBLAS_CHECK (cublasLtMatmul (p->lt, g->op, pa, A, g->la, B, g->lb, pb, D, g->ld, D, g->ld,
-                                   &g->algo, p->workspace, p->workspace_bytes, p->stream), error);
+                                   &g->algo, ws, p->workspace_bytes, cs_cuda_program_stream (p, stream)), error);
   ok = TRUE;
 out:
   return ok;

@@ -111,6 +111,12 @@ typedef enum
   CS_CUDA_BUILD_NO_DEDUPE    = 1 << 2,   /* tests: one kernel per step, identical ones included */
 } CsCudaBuildFlags;
 
+/* Alignment of every buffer in the arena, bytes. */
+#define CS_CUDA_ALIGN 256
+
+/* Streams a captured step may spread over (cs-cuda-streams.c). */
+#define CS_CUDA_MAX_STREAMS 4
+
 /* One kernel argument: a slot's data pointer. */
 typedef struct
 {
@@ -142,6 +148,12 @@ typedef struct
 
   /* GEMM */
   CsCudaGemm    *gemm;
+
+  /* Where it runs in the captured graph (cs_cuda_program_schedule) */
+  guint          stream;         /* 0 = the program's stream, else side_streams[stream - 1] */
+  guint          n_waits;        /* entries of waits */
+  guint          waits[CS_CUDA_MAX_STREAMS - 1]; /* earlier steps on other streams it waits for */
+  gboolean       signals;        /* a later step waits for it: an event is recorded after it */
 } CsCudaStep;
 
 /* Everything a program owns.  Built by cs_cuda_program_build(). */
@@ -179,7 +191,13 @@ struct _CsCudaProgram
   gsize          arena_bytes;    /* planned size */
   gsize          arena_alloc_bytes; /* size of the pool block holding the arena (>= arena_bytes) */
   gsize          naive_bytes;    /* sum of buffer sizes */
-  cudaStream_t   stream;         /* all work runs here */
+  cudaStream_t   stream;         /* all work runs here, except graph steps on side streams */
+  cudaStream_t   side_streams[CS_CUDA_MAX_STREAMS - 1]; /* streams 1.. of the schedule (device
+                                    builds with n_streams > 1), or NULL */
+  void          *side_workspaces[CS_CUDA_MAX_STREAMS - 1]; /* their cuBLASLt workspaces
+                                    (workspace_bytes each), or NULL */
+  guint          n_streams;      /* streams the schedule uses, >= 1 */
+  guint          critical_path;  /* longest chain of steps that must run in order, in steps */
   cublasLtHandle_t lt;           /* cuBLASLt handle */
   void          *workspace;      /* cuBLASLt workspace */
   gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
@@ -302,7 +320,9 @@ CsCudaGemm  *cs_cuda_gemm_new           (CsCudaProgram *p, guint a, guint b, gui
 /* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
 gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans,
                                          GError **error);
-gboolean     cs_cuda_gemm_run           (CsCudaProgram *p, CsCudaGemm *g, GError **error);
+/* Runs the GEMM on stream @stream of the schedule (0: the program's stream), with that stream's
+ * cuBLASLt workspace. */
+gboolean     cs_cuda_gemm_run           (CsCudaProgram *p, CsCudaGemm *g, guint stream, GError **error);
 void         cs_cuda_gemm_free          (CsCudaGemm *g);
 char        *cs_cuda_gemm_describe      (CsCudaGemm *g);
 
@@ -328,6 +348,11 @@ gboolean     cs_cuda_program_set_input  (CsCudaProgram *p, guint index, const vo
 gboolean     cs_cuda_program_get_output (CsCudaProgram *p, guint index, void *host, gsize n_bytes,
                                          GError **error);
 gboolean     cs_cuda_program_time       (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **error);
+
+/* ---- streams (cs-cuda-streams.c) ---- */
+void         cs_cuda_program_schedule   (CsCudaProgram *p, guint n_streams);
+/* The stream of schedule index @i (0: p->stream). */
+cudaStream_t cs_cuda_program_stream     (CsCudaProgram *p, guint i);
 
 /* Device pointer of a slot's first element (after planning). */
 void        *cs_cuda_program_slot_ptr   (CsCudaProgram *p, guint slot);

@@ -20,8 +20,6 @@
 #include <math.h>
 #include <string.h>
 
-#define CS_CUDA_ALIGN 256
-
 /* ---- slots and buffers ---- */
 
 guint
@@ -1081,6 +1079,20 @@ pool_release (void *ptr, gsize bytes)
 
 /* ---- building ---- */
 
+/* Streams for the captured step: CASTSCOPE_STREAMS (1 .. CS_CUDA_MAX_STREAMS; 1 = one stream,
+ * the launches in trace order), by default CS_CUDA_MAX_STREAMS. */
+static guint
+graph_streams (void)
+{
+  const char *env = g_getenv ("CASTSCOPE_STREAMS");
+  guint64 v = CS_CUDA_MAX_STREAMS;
+
+  if (env && *env && g_ascii_string_to_unsigned (env, 10, 1, CS_CUDA_MAX_STREAMS, &v, NULL))
+    return (guint) v;
+  return CS_CUDA_MAX_STREAMS;
+}
+
+
 void
 cs_cuda_program_free (CsCudaProgram *p)
 {
@@ -1100,6 +1112,12 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_clear_pointer (&p->cubins, g_ptr_array_unref);
   pool_release (p->arena, p->arena_alloc_bytes);
   pool_release (p->workspace, p->workspace_bytes);
+  for (guint i = 0; i + 1 < CS_CUDA_MAX_STREAMS; i++)
+    {
+      pool_release (p->side_workspaces[i], p->workspace_bytes);
+      if (p->side_streams[i])
+        cudaStreamDestroy (p->side_streams[i]);
+    }
   if (p->lt)
     cublasLtDestroy (p->lt);
   if (p->stream)
@@ -1692,6 +1710,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   renumber_kernels (p, !(flags & CS_CUDA_BUILD_NO_DEDUPE));
   liveness (p);
   p->arena_bytes = plan_arena (p);
+  cs_cuda_program_schedule (p, graph_streams ());
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
   p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
   p->codegen_ms = ms_since (t_phase);
@@ -1708,6 +1727,13 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   CS_CU_CHECK (cudaStreamCreateWithFlags (&p->stream, cudaStreamNonBlocking), error);
   CS_CU_CHECK (pool_alloc (&p->arena, p->arena_bytes, &p->arena_alloc_bytes), error);
   CS_CU_CHECK (pool_alloc (&p->workspace, 32u << 20, &p->workspace_bytes), error);
+  for (guint i = 1; i < p->n_streams; i++)
+    {
+      gsize got = 0;
+
+      CS_CU_CHECK (cudaStreamCreateWithFlags (&p->side_streams[i - 1], cudaStreamNonBlocking), error);
+      CS_CU_CHECK (pool_alloc (&p->side_workspaces[i - 1], p->workspace_bytes, &got), error);
+    }
   CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
   p->setup_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
@@ -1803,23 +1829,49 @@ cs_cuda_program_build_full (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, 
 
 /* ---- running ---- */
 
-static gboolean
-launch_steps (CsCudaProgram *p, cudaEvent_t *events, GError **error)
+cudaStream_t
+cs_cuda_program_stream (CsCudaProgram *p, guint i)
 {
+  return i == 0 ? p->stream : p->side_streams[i - 1];
+}
+
+/* Launches every step.  @events (may be NULL): one recorded before each step and one after the
+ * last, for per-step timing.  @spread (NULL, or n_steps + CS_CUDA_MAX_STREAMS zeroed entries
+ * the caller destroys with destroy_events() once the capture has ended): the steps on the
+ * schedule's streams (cs_cuda_program_schedule), forked from p->stream and joined back into it,
+ * for the graph capture; NULL: every step on p->stream in order.  Errors: the CUDA or cuBLASLt
+ * error of a launch. */
+static gboolean
+launch_steps (CsCudaProgram *p, cudaEvent_t *events, cudaEvent_t *spread, GError **error)
+{
+  guint n = p->steps->len;
   gboolean ok = FALSE;
 
-  for (guint i = 0; i < p->steps->len; i++)
+  if (spread)
+    {
+      cudaEvent_t *fork = &spread[n];
+
+      CS_CU_CHECK (cudaEventCreateWithFlags (fork, cudaEventDisableTiming), error);
+      CS_CU_CHECK (cudaEventRecord (*fork, p->stream), error);
+      for (guint k = 1; k < p->n_streams; k++)
+        CS_CU_CHECK (cudaStreamWaitEvent (p->side_streams[k - 1], *fork, 0), error);
+    }
+  for (guint i = 0; i < n; i++)
     {
       CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      guint si = spread ? s->stream : 0;
+      cudaStream_t stream = cs_cuda_program_stream (p, si);
 
       if (events)
         CS_CU_CHECK (cudaEventRecord (events[i], p->stream), error);
+      for (guint w = 0; spread && w < s->n_waits; w++)
+        CS_CU_CHECK (cudaStreamWaitEvent (stream, spread[s->waits[w]], 0), error);
       if (s->kind == CS_CUDA_STEP_KERNEL)
         {
           dim3 grid = { s->grid[0], s->grid[1], s->grid[2] };
           dim3 block = { s->block[0], s->block[1], s->block[2] };
 
-          CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, p->stream), error);
+          CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, stream), error);
           if (p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && s->writes->len > 0)
             {
               /* test hook: a wrong result in every tensor the kernel writes (the first 64
@@ -1828,35 +1880,62 @@ launch_steps (CsCudaProgram *p, cudaEvent_t *events, GError **error)
                 {
                   guint w = g_array_index (s->writes, guint, k);
                   const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
-                  gsize n = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+                  gsize nb = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
 
-                  CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, n, p->stream), error);
+                  CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, nb, stream), error);
                 }
             }
         }
-      else if (!cs_cuda_gemm_run (p, s->gemm, error))
+      else if (!cs_cuda_gemm_run (p, s->gemm, si, error))
         {
           g_prefix_error (error, "%s: ", s->label);
           goto out;
         }
+      if (spread && s->signals)
+        {
+          CS_CU_CHECK (cudaEventCreateWithFlags (&spread[i], cudaEventDisableTiming), error);
+          CS_CU_CHECK (cudaEventRecord (spread[i], stream), error);
+        }
+    }
+  for (guint k = 1; spread && k < p->n_streams; k++)
+    {
+      cudaEvent_t *join = &spread[n + k];
+
+      CS_CU_CHECK (cudaEventCreateWithFlags (join, cudaEventDisableTiming), error);
+      CS_CU_CHECK (cudaEventRecord (*join, p->side_streams[k - 1]), error);
+      CS_CU_CHECK (cudaStreamWaitEvent (p->stream, *join, 0), error);
     }
   if (events)
-    CS_CU_CHECK (cudaEventRecord (events[p->steps->len], p->stream), error);
+    CS_CU_CHECK (cudaEventRecord (events[n], p->stream), error);
   ok = TRUE;
 out:
   return ok;
+}
+
+static void
+destroy_events (cudaEvent_t *ev, guint n)
+{
+  for (guint i = 0; ev && i < n; i++)
+    if (ev[i])
+      cudaEventDestroy (ev[i]);
+  g_free (ev);
 }
 
 static gboolean
 ensure_graph (CsCudaProgram *p, GError **error)
 {
   cudaGraph_t graph = NULL;
+  guint n_ev = p->steps->len + CS_CUDA_MAX_STREAMS;
+  cudaEvent_t *ev = p->n_streams > 1 ? g_new0 (cudaEvent_t, n_ev) : NULL;
   gboolean ok = FALSE;
 
   if (p->graph)
-    return TRUE;
+    {
+      g_free (ev);
+      return TRUE;
+    }
   CS_CU_CHECK (cudaStreamBeginCapture (p->stream, cudaStreamCaptureModeThreadLocal), error);
-  if (!launch_steps (p, NULL, error))
+  if (!launch_steps (p, NULL, ev, error))
     {
       cudaStreamEndCapture (p->stream, &graph);
       goto out;
@@ -1867,6 +1946,7 @@ ensure_graph (CsCudaProgram *p, GError **error)
 out:
   if (graph)
     cudaGraphDestroy (graph);
+  destroy_events (ev, n_ev);
   return ok;
 }
 
@@ -1881,7 +1961,7 @@ cs_cuda_program_run (CsCudaProgram *p, gboolean use_graph, GError **error)
         return FALSE;
       CS_CU_CHECK (cudaGraphLaunch (p->graph, p->stream), error);
     }
-  else if (!launch_steps (p, NULL, error))
+  else if (!launch_steps (p, NULL, NULL, error))
     return FALSE;
   CS_CU_CHECK (cudaStreamSynchronize (p->stream), error);
   CS_CU_CHECK (cudaGetLastError (), error);
@@ -2004,7 +2084,7 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
     {
       float ms = 0;
 
-      if (!launch_steps (p, ev, error))
+      if (!launch_steps (p, ev, NULL, error))
         goto out;
       CS_CU_CHECK (cudaEventSynchronize (ev[n]), error);
       for (guint i = 0; i < n; i++)
@@ -2069,6 +2149,8 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   t->latency_ms = median (samples, iters);
   CS_CU_CHECK (cudaGetLastError (), error);
   t->n_samples = iters;
+  t->n_streams = p->n_streams;
+  t->critical_path = p->critical_path;
   t->compile_ms = p->compile_ms;
   t->device_ms = p->device_ms;
   t->codegen_ms = p->codegen_ms;

@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 3
+#define CS_CUDA_BACKEND_ABI 4
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -105,6 +105,8 @@ typedef struct
   size_t      arena_bytes;     /* device arena planned from liveness */
   size_t      naive_bytes;     /* sum of all buffer sizes (what no reuse would need) */
   GArray     *steps;           /* element-type CsCudaStepTiming; owned by the program */
+  guint       n_streams;       /* streams the graph's launches run on (CASTSCOPE_STREAMS) */
+  guint       critical_path;   /* launches on the longest chain that must run in order */
 } CsCudaTimes;
 
 /**
