@@ -116,6 +116,9 @@ typedef enum
 
 /* Streams a captured step may spread over (cs-cuda-streams.c). */
 #define CS_CUDA_MAX_STREAMS 4
+/* A step whose roofline floor is at least this (ms) fills the GPU on its own: such steps stay in
+ * trace order among themselves (5 us: a few replayed launches' worth). */
+#define CS_CUDA_SATURATING_MS 0.005
 
 /* One kernel argument: a slot's data pointer. */
 typedef struct

@@ -11,6 +11,12 @@
  * not on tensors, because the memory plan lends one buffer's bytes to another whose lifetime
  * follows it: the second's writer then waits for the first's last readers.
  *
+ * Steps that fill the GPU on their own (a roofline floor of CS_CUDA_SATURATING_MS or more: the
+ * large GEMMs and memory-bound kernels of a single wide layer) gain nothing from running beside
+ * each other and lose some to shared caches, so they stay in trace order among themselves (as
+ * if each wrote one extra cell, "the GPU"); the small launches of a model at small dims, which
+ * leave most SMs idle, spread.
+ *
  * The arena is cut into cells at every buffer boundary; each cell keeps its last writer and, per
  * stream, its latest reader since that write.  A step goes on the stream whose last step it
  * depends on (a chain continues without a wait), else on an unused stream, else on the stream
@@ -63,6 +69,23 @@ buffer_end (const CsCudaBuffer *b)
   return b->offset + (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
 }
 
+/* The cells [*c0, *c1) that slot @slot's buffer covers; G_MAXUINT: the GPU cell (index nc). */
+static void
+cells_of (CsCudaProgram *p, const gsize *edges, guint nc, guint slot, guint *c0, guint *c1)
+{
+  const CsCudaBuffer *b;
+
+  if (slot == G_MAXUINT)
+    {
+      *c0 = nc;
+      *c1 = nc + 1;
+      return;
+    }
+  b = &g_array_index (p->buffers, CsCudaBuffer, cs_cuda_program_slot (p, slot)->buffer);
+  *c0 = edge_index (edges, nc, b->offset);
+  *c1 = edge_index (edges, nc, buffer_end (b));
+}
+
 /**
  * cs_cuda_program_schedule:
  * @p: a planned program (steps, liveness and arena offsets: after plan_arena)
@@ -100,12 +123,12 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
   for (guint i = 0; i < ne; i++)
     if (nc == 0 || edges[i] != edges[nc - 1])
       edges[nc++] = edges[i];
-  /* nc edges: cells 0..nc-2 */
-  writer = g_new (gint, MAX (nc, 1));
-  reader = g_new (gint, (gsize) MAX (nc, 1) * CS_CUDA_MAX_STREAMS);
-  for (guint c = 0; c < nc; c++)
+  /* nc edges: cells 0..nc-2 of the arena, and cell nc: the saturating steps' "GPU" */
+  writer = g_new (gint, nc + 1);
+  reader = g_new (gint, (gsize) (nc + 1) * CS_CUDA_MAX_STREAMS);
+  for (guint c = 0; c <= nc; c++)
     writer[c] = -1;
-  for (guint c = 0; c < (gsize) nc * CS_CUDA_MAX_STREAMS; c++)
+  for (guint c = 0; c < (gsize) (nc + 1) * CS_CUDA_MAX_STREAMS; c++)
     reader[c] = -1;
   clock = g_new (gint, (gsize) MAX (n, 1) * CS_CUDA_MAX_STREAMS);
   depth = g_new0 (gint, MAX (n, 1));
@@ -123,16 +146,17 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
       gint dep[CS_CUDA_MAX_STREAMS];
       gint chosen = -1, d = 0;
 
+      gboolean saturating = st->floor_ms >= CS_CUDA_SATURATING_MS;
+
       for (guint s = 0; s < CS_CUDA_MAX_STREAMS; s++)
         dep[s] = -1;
-      /* the latest conflicting step on each stream */
-      for (guint l = 0; l < 2; l++)
-        for (guint k = 0; k < lists[l]->len; k++)
+      /* the latest conflicting step on each stream (list 2: the GPU cell of a saturating step) */
+      for (guint l = 0; l < 3; l++)
+        for (guint k = 0; k < (l < 2 ? lists[l]->len : saturating ? 1u : 0u); k++)
           {
-            const CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (lists[l], guint, k));
-            const CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, sl->buffer);
-            guint c0 = edge_index (edges, nc, b->offset), c1 = edge_index (edges, nc, buffer_end (b));
+            guint c0, c1;
 
+            cells_of (p, edges, nc, l < 2 ? g_array_index (lists[l], guint, k) : G_MAXUINT, &c0, &c1);
             for (guint c = c0; c < c1; c++)
               {
                 gint w = writer[c];
@@ -143,7 +167,7 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
 
                     dep[ws->stream] = MAX (dep[ws->stream], w);
                   }
-                if (l == 1)
+                if (l >= 1)
                   for (guint s = 0; s < n_streams; s++)
                     dep[s] = MAX (dep[s], reader[(gsize) c * CS_CUDA_MAX_STREAMS + s]);
               }
@@ -193,13 +217,12 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
 
       /* its accesses, for the steps after it: reads first, so that a step reading and
          writing one cell leaves itself as that cell's writer */
-      for (guint l = 0; l < 2; l++)
-        for (guint k = 0; k < lists[l]->len; k++)
+      for (guint l = 0; l < 3; l++)
+        for (guint k = 0; k < (l < 2 ? lists[l]->len : saturating ? 1u : 0u); k++)
           {
-            const CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (lists[l], guint, k));
-            const CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, sl->buffer);
-            guint c0 = edge_index (edges, nc, b->offset), c1 = edge_index (edges, nc, buffer_end (b));
+            guint c0, c1;
 
+            cells_of (p, edges, nc, l < 2 ? g_array_index (lists[l], guint, k) : G_MAXUINT, &c0, &c1);
             for (guint c = c0; c < c1; c++)
               if (l == 0)
                 reader[(gsize) c * CS_CUDA_MAX_STREAMS + chosen] = (gint) j;
