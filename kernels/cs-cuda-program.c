@@ -944,6 +944,27 @@ by_size_desc (gconstpointer a, gconstpointer b, gpointer data)
   return x->size_bytes < y->size_bytes ? 1 : x->size_bytes > y->size_bytes ? -1 : 0;
 }
 
+/* Streams for the captured step: CASTSCOPE_STREAMS (1 .. CS_CUDA_MAX_STREAMS; 1 = one stream,
+ * the launches in trace order), by default CS_CUDA_MAX_STREAMS. */
+static guint
+graph_streams (void)
+{
+  const char *env = g_getenv ("CASTSCOPE_STREAMS");
+  guint64 v = CS_CUDA_MAX_STREAMS;
+
+  if (env && *env && g_ascii_string_to_unsigned (env, 10, 1, CS_CUDA_MAX_STREAMS, &v, NULL))
+    return (guint) v;
+  return CS_CUDA_MAX_STREAMS;
+}
+
+/* A buffer smaller than CS_CUDA_LEND_GAP_BYTES takes no bytes of a buffer used fewer than
+ * CS_CUDA_LEND_GAP steps before its first use (or after its last): reused at once, they would
+ * make its first writer wait for the other buffer's last readers, a wait the graph's streams
+ * (cs-cuda-streams.c) need not otherwise make.  Large buffers belong to steps that fill the GPU,
+ * which keep their order anyway, and are lent at once. */
+#define CS_CUDA_LEND_GAP 4
+#define CS_CUDA_LEND_GAP_BYTES ((gsize) 16 << 20)
+
 /* First fit over the live intervals, biggest buffers first; returns the arena size.  The placed
  * buffers are kept sorted by offset, so each placement is one pass over them. */
 static gsize
@@ -973,6 +994,7 @@ plan_arena (CsCudaProgram *p)
       CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
       gsize size = (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
       gsize off = 0;
+      gint gap = size < CS_CUDA_LEND_GAP_BYTES && graph_streams () > 1 ? CS_CUDA_LEND_GAP : 0;
       guint at;
       Placed me;
 
@@ -986,7 +1008,7 @@ plan_arena (CsCudaProgram *p)
         {
           Placed *q = &g_array_index (placed, Placed, j);
 
-          if (!(q->first <= b->last && b->first <= q->last))
+          if (!(q->first <= b->last + gap && b->first <= q->last + gap))
             continue;
           if (off + size <= q->off)
             break;
@@ -1079,18 +1101,6 @@ pool_release (void *ptr, gsize bytes)
 
 /* ---- building ---- */
 
-/* Streams for the captured step: CASTSCOPE_STREAMS (1 .. CS_CUDA_MAX_STREAMS; 1 = one stream,
- * the launches in trace order), by default CS_CUDA_MAX_STREAMS. */
-static guint
-graph_streams (void)
-{
-  const char *env = g_getenv ("CASTSCOPE_STREAMS");
-  guint64 v = CS_CUDA_MAX_STREAMS;
-
-  if (env && *env && g_ascii_string_to_unsigned (env, 10, 1, CS_CUDA_MAX_STREAMS, &v, NULL))
-    return (guint) v;
-  return CS_CUDA_MAX_STREAMS;
-}
 
 
 void
