@@ -157,6 +157,7 @@ typedef struct
   guint          n_waits;        /* entries of waits */
   guint          waits[CS_CUDA_MAX_STREAMS - 1]; /* earlier steps on other streams it waits for */
   gboolean       signals;        /* a later step waits for it: an event is recorded after it */
+  guint          depth;          /* steps on the longest chain that ends with it, itself included */
 } CsCudaStep;
 
 /* Everything a program owns.  Built by cs_cuda_program_build(). */

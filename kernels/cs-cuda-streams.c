@@ -208,6 +208,7 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
           known[chosen][s] = MAX (known[chosen][s], dep[s]);
         }
       depth[j] = d + 1;
+      st->depth = (guint) depth[j];
       longest = MAX (longest, (guint) depth[j]);
       tail[chosen] = (gint) j;
       known[chosen][chosen] = (gint) j;

@@ -12,7 +12,9 @@
  * (a region kernel whose label says it adds up a column reduction's partials), "copy" (a
  * contiguous copy for a view that needs one) or "attention", then the totals; then the
  * constant fills the program runs once when it is built ("setup ..." lines, not launched per
- * step).  LAYERS > 8 deepens the LLaMA
+ * step).  --streams adds, after the kind, the launch's stream in the captured graph
+ * (kernels/cs-cuda-streams.c: `s0`..`s3`), the launches it waits for (`w12,40`) and `*` when
+ * it is on one longest chain, then that chain's length.  LAYERS > 8 deepens the LLaMA
  * stack first (tests/test-llama-layers.h).  The census in kernels/BENCH-RESULTS.md ("Launches
  * per block") was made with it.
  */
@@ -52,12 +54,16 @@ main (int argc, char **argv)
   CsCudaProgram *p;
   const char *path = NULL;
   guint layers = 0, n[2] = { 0, 0 };
+  gboolean streams = FALSE;
+  g_autofree gboolean *on_chain = NULL;
   gsize len = 0;
 
   cs_policy_init_default (&policy);
   for (int i = 1; i < argc; i++)
     {
-      if (strcmp (argv[i], "--policy") == 0 && i + 1 < argc)
+      if (strcmp (argv[i], "--streams") == 0)
+        streams = TRUE;
+      else if (strcmp (argv[i], "--policy") == 0 && i + 1 < argc)
         {
           g_auto(GStrv) kv = g_strsplit (argv[++i], "=", 2);
 
@@ -74,7 +80,7 @@ main (int argc, char **argv)
     }
   if (path == NULL)
     {
-      fprintf (stderr, "usage: launch-plan [--policy KEY=VALUE]... TRACE [LAYERS]\n");
+      fprintf (stderr, "usage: launch-plan [--streams] [--policy KEY=VALUE]... TRACE [LAYERS]\n");
       return 2;
     }
   if (!g_file_get_contents (path, &text, &len, &error))
@@ -114,12 +120,51 @@ main (int argc, char **argv)
       fprintf (stderr, "launch-plan: %s\n", error->message);
       return 1;
     }
+  on_chain = g_new0 (gboolean, p->steps->len + 1);
+  if (streams)
+    {
+      /* one longest chain, walked back from its last step through predecessors one shorter */
+      gint at = -1;
+
+      for (guint i = 0; i < p->steps->len; i++)
+        if (at < 0 || ((CsCudaStep *) g_ptr_array_index (p->steps, i))->depth
+                      > ((CsCudaStep *) g_ptr_array_index (p->steps, at))->depth)
+          at = (gint) i;
+      while (at >= 0)
+        {
+          CsCudaStep *s = g_ptr_array_index (p->steps, at);
+          gint next = -1;
+
+          on_chain[at] = TRUE;
+          for (gint j = at - 1; j >= 0 && next < 0 && s->depth > 1; j--)
+            {
+              CsCudaStep *q = g_ptr_array_index (p->steps, j);
+              gboolean pred = q->stream == s->stream;
+
+              for (guint w = 0; w < s->n_waits; w++)
+                pred |= s->waits[w] == (guint) j;
+              if (pred && q->depth == s->depth - 1)
+                next = j;
+            }
+          at = next;
+        }
+    }
   for (guint i = 0; i < p->steps->len; i++)
     {
       CsCudaStep *s = g_ptr_array_index (p->steps, i);
       const char *k = census_kind (s);
 
-      printf ("%u %s %s %s\n", i, s->backward ? "bwd" : "fwd", k, s->label);
+      if (streams)
+        {
+          g_autoptr(GString) w = g_string_new ("");
+
+          for (guint j = 0; j < s->n_waits; j++)
+            g_string_append_printf (w, "%s%u", j ? "," : " w", s->waits[j]);
+          printf ("%u %s %s s%u%s%s %s\n", i, s->backward ? "bwd" : "fwd", k, s->stream, w->str,
+                  on_chain[i] ? " *" : "", s->label);
+        }
+      else
+        printf ("%u %s %s %s\n", i, s->backward ? "bwd" : "fwd", k, s->label);
       g_hash_table_insert (totals, (gpointer) k,
                            GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (totals, k)) + 1));
       n[s->kind == CS_CUDA_STEP_GEMM]++;
@@ -138,6 +183,8 @@ main (int argc, char **argv)
       printf (", %s %u", kinds[j], GPOINTER_TO_UINT (g_hash_table_lookup (totals, kinds[j])));
   }
   printf ("; once per program: %u constant fills\n", p->setup_steps->len);
+  if (streams)
+    printf ("# graph: %u streams, the longest chain of launches %u\n", p->n_streams, p->critical_path);
   cs_cuda_program_free (p);
   return 0;
 }
