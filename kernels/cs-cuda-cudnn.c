@@ -746,6 +746,15 @@ cs_cuda_cudnn_sdpa_step (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, ch
       *why = g_strdup_printf ("head dims %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " or 1 x 1 scores", d->d, d->dv);
       return FALSE;
     }
+  /* the releases cudnn-frontend's sdpa nodes refuse or work around (known bugs): 9.10.0 and
+     9.10.1 altogether, and up to 9.15 a backward whose key count is not a multiple of 128
+     (the frontend adds a padding mask there; we run the kernels instead) */
+  if (api_version == 91000 || api_version == 91001 || (d->backward && api_version <= 91500 && d->skv % 128 != 0))
+    {
+      *why = g_strdup_printf ("cuDNN %zu with %s S = %" G_GINT64_FORMAT " (a known bug of that release)", api_version,
+                              d->backward ? "backward" : "forward", d->skv);
+      return FALSE;
+    }
   key = plan_key (d);
   g_mutex_lock (&cudnn_lock);
   if (handle == NULL)

@@ -9,7 +9,7 @@ torch's cuDNN version.
 
     python3 kernels/bench/torch_sdpa.py [B H T D] [--iters N]
 """
-import sys
+import argparse
 
 import torch
 import torch.nn.functional as F
@@ -49,20 +49,23 @@ def step_time(q, k, v, g, causal, backend, iters):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    iters = 20
-    if "--iters" in sys.argv:
-        iters = int(sys.argv[sys.argv.index("--iters") + 1])
-        args = [a for a in args if a != str(iters)]
-    B, H, T, D = (int(x) for x in args[:4]) if len(args) >= 4 else (4, 32, 2048, 128)
-    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shape", nargs="*", type=int, default=[4, 32, 2048, 128], help="B H T D")
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args()
+    B, H, T, D = a.shape
+    try:
+        cudnn = torch.backends.cudnn.version()
+    except RuntimeError as e:  # a libcudnn other than torch's own on the library path
+        cudnn = f"unavailable ({e})"
+    print(f"torch {torch.__version__}, cuDNN {cudnn}, {torch.cuda.get_device_name()}")
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     g = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16)
     for causal in (True, False):
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
-                ms = step_time(q, k, v, g, causal, backend, iters)
+                ms = step_time(q, k, v, g, causal, backend, a.iters)
                 print(f"sdpa [{B},{H},{T},{D}] bf16 {'causal' if causal else 'non-causal'} {name}: fwd+bwd {ms:.3f} ms")
             except Exception as e:  # a backend that refuses the case
                 print(f"sdpa {name} {'causal' if causal else 'non-causal'}: {type(e).__name__}: {e}")
