@@ -44,6 +44,11 @@
  * triangle (key j > query i masked), also when L != S.  A boolean mask keeps the scores where
  * it is true; a float mask is added.  dropout_p != 0 is refused (PyTorch's Philox stream is
  * not reproduced).
+ *
+ * cuDNN: in device programs where libcudnn.so.9 loads (cs-cuda-cudnn.c), bf16/f16 attention
+ * without a mask whose operands cuDNN can view as [b, h, rows, cols] runs as one cuDNN fused
+ * flash-attention step a direction instead (labels "(cuDNN)"), what Thunder's cudnn executor
+ * runs; the kernels above remain for everything else and with CASTSCOPE_CUDNN=0.
  */
 #include "cs-config.h"
 
@@ -1942,23 +1947,22 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
       gm_acc = (gint) cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, msh, mr);
       gen_zero (p, (guint) gm_acc, "attn_mask gradient");
     }
-  if (gm_acc < 0 && try_cudnn (p, &a, &q, &k, &v, &o, &go, dq, dk, dv, (gint) lse, lstride))
-    ;
-  else
+  /* cuDNN's fused backward where it takes the case (no mask gradient), else the kernels */
+  if (gm_acc >= 0 || !try_cudnn (p, &a, &q, &k, &v, &o, &go, dq, dk, dv, (gint) lse, lstride))
     {
-  dshape[0] = a.nb * a.L;
-  dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
-  gen_rowdot (p, &a, &go, &o, dbuf);
-  if (att_tensor_cores (&a))
-    {
-      gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-      gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
-    }
-  else
-    {
-      gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-      gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
-    }
+      dshape[0] = a.nb * a.L;
+      dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
+      gen_rowdot (p, &a, &go, &o, dbuf);
+      if (att_tensor_cores (&a))
+        {
+          gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+          gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+        }
+      else
+        {
+          gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+          gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+        }
     }
   if (gm_acc >= 0)
     {
@@ -1986,7 +1990,8 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
  * log of the row sums of exp(scale q k^T + mask), f32, its last extent padded by the executors:
  * sdpaex.py's meta) and zeros for the outputs the executor does not model (cumulative sequence
  * lengths, Philox seed and offset, debug mask), as the CPU reference (core/cs-ref.c) gives them.
- * Backward: (dq, dk, dv[, d attn_mask]) from grad_out, q, k, v, out and logsumexp.
+ * Backward: (dq, dk, dv[, d attn_mask]) from grad_out, q, k, v, out and logsumexp.  Through
+ * cuDNN's fused attention where it takes the case (try_cudnn), else the generated kernels.
  * Errors: CS_CUDA_ERROR_UNSUPPORTED, with the statement's line: dropout_p != 0, head dims
  * over 256, shapes that do not match, a mask that does not broadcast.
  * Returns: TRUE on success

@@ -977,15 +977,3 @@ cs_cuda_cudnn_free (CsCudaCudnn *c)
     api.destroy_desc (c->pack);
   g_free (c);
 }
-
-/**
- * cs_cuda_cudnn_plan_engine:
- * @c: a cuDNN step
- *
- * Returns: the global index of the cuDNN engine its plan runs (-1: unknown)
- */
-int64_t
-cs_cuda_cudnn_plan_engine (const CsCudaCudnn *c)
-{
-  return c->plan->engine;
-}

@@ -309,7 +309,6 @@ gboolean     cs_cuda_cudnn_sdpa_step    (CsCudaProgram *p, const CsCudnnSdpa *d,
 gboolean     cs_cuda_cudnn_bind         (CsCudaProgram *p, CsCudaCudnn *c, GError **error);
 gboolean     cs_cuda_cudnn_run          (CsCudaProgram *p, CsCudaCudnn *c, GError **error);
 void         cs_cuda_cudnn_free         (CsCudaCudnn *c);
-int64_t      cs_cuda_cudnn_plan_engine  (const CsCudaCudnn *c);
 /* ---- fused cross-entropy (cs-cuda-xentropy.c) ---- */
 /* A torchcompile_xentropy region (TorchCompileN) as fused cross-entropy kernels; documented there. */
 gboolean     cs_cuda_xentropy_region    (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError **error);
