@@ -227,8 +227,8 @@ struct _CsCudaProgram
                                     recompute it instead (freed with the program); or NULL */
   CsTrace       *f64_traces[2];  /* f64 programs (cs-cuda-f64.c): the retyped forward and
                                     backward the tensor infos point into; else NULL */
-  gboolean       use_cudnn;      /* attention through cuDNN where it fits (device builds with
-                                    cs_cuda_cudnn_enabled()) */
+  gboolean       use_cudnn;      /* device builds: attention may go through cuDNN (where
+                                    cs_cuda_cudnn_enabled() and the case fits) */
   GHashTable    *cudnn_plans;    /* problem key -> cuDNN plan (cs-cuda-cudnn.c), or NULL */
   guint          n_cudnn_plans;  /* distinct cuDNN problems planned */
   double         cudnn_ms;       /* time spent building cuDNN plans, ms (within codegen_ms) */

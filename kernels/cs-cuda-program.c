@@ -1563,7 +1563,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   if (!dry)
     {
       CS_CU_CHECK (cudaGetDevice (&p->device), error);
-      p->use_cudnn = cs_cuda_cudnn_enabled ();
+      p->use_cudnn = TRUE;   /* cs-cuda-cudnn.c loads the library at the first attention */
     }
 
   /* Forward: tensor parameters are the inputs. */
