@@ -44,6 +44,11 @@
  * triangle (key j > query i masked), also when L != S.  A boolean mask keeps the scores where
  * it is true; a float mask is added.  dropout_p != 0 is refused (PyTorch's Philox stream is
  * not reproduced).
+ *
+ * cuDNN: in device programs where libcudnn.so.9 loads (cs-cuda-cudnn.c), bf16/f16 attention
+ * without a mask whose operands cuDNN can view as [b, h, rows, cols] runs as one cuDNN fused
+ * flash-attention step a direction instead (labels "(cuDNN)"), what Thunder's cudnn executor
+ * runs; the kernels above remain for everything else and with CASTSCOPE_CUDNN=0.
  */
 #include "cs-config.h"
 
@@ -1609,6 +1614,150 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
   gen_clear (&g);
 }
 
+/* ---- cuDNN (cs-cuda-cudnn.c) --------------------------------------------------------------- */
+
+/* The batch dims of @a as cuDNN's (b, h): all but the last folded into b, the last h. */
+static void
+cudnn_bh (const Att *a, int64_t *b, int64_t *h)
+{
+  *b = 1;
+  *h = a->nbd >= 1 ? a->bshape[a->nbd - 1] : 1;
+  for (guint d = 0; d + 1 < a->nbd; d++)
+    *b *= a->bshape[d];
+}
+
+/* The [b, h, rows, cols] strides of input slot @slot (batch dims those of @a) into @st: FALSE
+ * when the outer batch dims do not fold into one stride, a dim of extent > 1 broadcasts
+ * (stride 0), the last dim is not unit-stride or a stride or the start is not 16-byte aligned
+ * (cuDNN's tensors are). */
+static gboolean
+cudnn_view (CsCudaProgram *p, const Att *a, guint slot, int64_t *st)
+{
+  const CsCudaSlot *s = cs_cuda_program_slot (p, slot);
+  gsize es = cs_dtype_size_bytes (s->dtype);
+  int64_t b, h, rows = s->shape[s->rank - 2], cols = s->shape[s->rank - 1];
+  gint inner = -1, prev = -1;   /* the innermost outer batch dim of extent > 1; the last seen */
+
+  if (s->rank != a->rank || (cols > 1 && s->strides[s->rank - 1] != 1) || ((gsize) s->offset * es) % 16 != 0)
+    return FALSE;
+  cudnn_bh (a, &b, &h);
+  st[3] = 1;
+  st[2] = rows > 1 ? s->strides[s->rank - 2] : cols;
+  st[1] = h > 1 ? s->strides[a->nbd - 1] : st[2] * rows;
+  /* the outer batch dims fold into b when each (of extent > 1) steps over the next inner one */
+  for (gint d = (gint) a->nbd - 2; d >= 0; d--)
+    {
+      if (s->shape[d] == 1)
+        continue;
+      if (prev >= 0 && s->strides[d] != s->strides[prev] * s->shape[prev])
+        return FALSE;
+      if (inner < 0)
+        inner = d;
+      prev = d;
+    }
+  st[0] = inner >= 0 ? s->strides[inner] : st[1] * h;
+  for (int i = 0; i < 3; i++)
+    {
+      int64_t ext = i == 0 ? b : i == 1 ? h : rows;
+
+      if (ext > 1 && (st[i] <= 0 || ((gsize) st[i] * es) % 16 != 0))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Packed [b, h, rows, cols] strides (a contiguous output slot of @a's batch). */
+static void
+cudnn_packed (const Att *a, int64_t rows, int64_t cols, int64_t *st)
+{
+  int64_t b, h;
+
+  cudnn_bh (a, &b, &h);
+  st[3] = 1;
+  st[2] = cols;
+  st[1] = rows * cols;
+  st[0] = h * rows * cols;
+}
+
+/* The attention of @a through cuDNN (cs_cuda_cudnn_sdpa_step) when the program uses it and the
+ * case fits: bf16/f16, no mask, every operand a [b, h, rows, cols] view cuDNN takes, the
+ * outputs contiguous, the logsumexp f32 with @lstride values a batch (forward 0: not kept).
+ * Forward: @o NULL, @out0 the output; backward: @o and @go given, @out0..2 dq, dk, dv, @lse
+ * read.  TRUE when the step was added (its label says "(cuDNN)"); else the kernels run. */
+static gboolean
+try_cudnn (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand *k, const AttOperand *v,
+           const AttOperand *o, const AttOperand *go, guint out0, guint out1, guint out2, gint lse,
+           int64_t lstride)
+{
+  CsCudnnSdpa d;
+  g_autofree char *why = NULL;
+  g_autofree char *shp = NULL;
+  gboolean backward = go != NULL;
+  char *label;
+
+  if (!p->use_cudnn || a->mask >= 0 || (a->dtype != CS_DTYPE_BF16 && a->dtype != CS_DTYPE_F16))
+    return FALSE;
+  memset (&d, 0, sizeof d);
+  d.backward = backward;
+  d.dtype = a->dtype;
+  cudnn_bh (a, &d.b, &d.h);
+  d.sq = a->L;
+  d.skv = a->S;
+  d.d = a->E;
+  d.dv = a->Ev;
+  d.causal = a->causal;
+  d.scale = a->scale;
+  d.q = (gint) q->slot;
+  d.k = (gint) k->slot;
+  d.v = (gint) v->slot;
+  d.dO = d.dQ = d.dK = d.dV = -1;
+  if (!cudnn_view (p, a, q->slot, d.q_st) || !cudnn_view (p, a, k->slot, d.k_st) || !cudnn_view (p, a, v->slot, d.v_st))
+    {
+      g_debug ("cuDNN attention %s: q, k or v is a view cuDNN does not take", a->name);
+      return FALSE;
+    }
+  if (lse >= 0 && (cs_cuda_program_slot (p, (guint) lse)->dtype != CS_DTYPE_F32
+                   || !cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) lse))))
+    return FALSE;
+  d.stats = lse >= 0 && lstride >= a->L ? lse : -1;
+  d.stats_st[3] = 1;
+  d.stats_st[2] = 1;
+  d.stats_st[1] = d.stats >= 0 ? lstride : a->L;
+  d.stats_st[0] = d.stats_st[1] * d.h;
+  if (!backward)
+    {
+      if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, out0)))
+        return FALSE;
+      d.o = (gint) out0;
+      cudnn_packed (a, a->L, a->Ev, d.o_st);
+    }
+  else
+    {
+      if (d.stats < 0 || !cudnn_view (p, a, o->slot, d.o_st) || !cudnn_view (p, a, go->slot, d.do_st))
+        return FALSE;
+      for (guint i = 0; i < 3; i++)
+        if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, i == 0 ? out0 : i == 1 ? out1 : out2)))
+          return FALSE;
+      d.o = (gint) o->slot;
+      d.dO = (gint) go->slot;
+      d.dQ = (gint) out0;
+      d.dK = (gint) out1;
+      d.dV = (gint) out2;
+      cudnn_packed (a, a->L, a->E, d.dq_st);
+      cudnn_packed (a, a->S, a->E, d.dk_st);
+      cudnn_packed (a, a->S, a->Ev, d.dv_st);
+    }
+  shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
+  label = g_strdup_printf ("attention %s (cuDNN) %s %s x %" G_GINT64_FORMAT "%s", backward ? "backward" : "forward",
+                           a->name, shp, a->S, a->causal ? " causal" : "");
+  if (!cs_cuda_cudnn_sdpa_step (p, &d, label, &why))
+    {
+      g_debug ("cuDNN attention %s: %s", a->name, why);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* Stores accumulator slot @acc into slot @dst of another dtype, element by element. */
 static void
 gen_convert (CsCudaProgram *p, guint acc, guint dst, const char *what)
@@ -1696,7 +1845,20 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   if (!operand (p, (guint) qi, "attention", &q, error) || !operand (p, (guint) ki, "attention", &k, error)
       || !operand (p, (guint) vi, "attention", &v, error))
     return FALSE;
-  if (att_tensor_cores (&a))
+  if (try_cudnn (p, &a, &q, &k, &v, NULL, NULL, out, 0, 0, lstride >= a.L ? (gint) lse : -1, lstride))
+    {
+      if (lstride > a.L)
+        {
+          /* cuDNN writes [b, i < L] only: the padding 0 first, as the kernels and the CPU leave
+             it (the zero step goes before the cuDNN step) */
+          CsCudaStep *zero;
+
+          gen_zero (p, lse, "logsumexp padding");
+          zero = g_ptr_array_steal_index (p->steps, p->steps->len - 1);
+          g_ptr_array_insert (p->steps, (gint) p->steps->len - 1, zero);
+        }
+    }
+  else if (att_tensor_cores (&a))
     gen_forward_tc (p, &a, &q, &k, &v, out, (gint) lse, lstride);
   else
     gen_forward (p, &a, &q, &k, &v, out, (gint) lse, lstride);
@@ -1785,18 +1947,22 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
       gm_acc = (gint) cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, msh, mr);
       gen_zero (p, (guint) gm_acc, "attn_mask gradient");
     }
-  dshape[0] = a.nb * a.L;
-  dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
-  gen_rowdot (p, &a, &go, &o, dbuf);
-  if (att_tensor_cores (&a))
+  /* cuDNN's fused backward where it takes the case (no mask gradient), else the kernels */
+  if (gm_acc >= 0 || !try_cudnn (p, &a, &q, &k, &v, &o, &go, dq, dk, dv, (gint) lse, lstride))
     {
-      gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-      gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
-    }
-  else
-    {
-      gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
-      gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+      dshape[0] = a.nb * a.L;
+      dbuf = cs_cuda_program_new_slot (p, a.f64 ? CS_DTYPE_F64 : CS_DTYPE_F32, dshape, 1);
+      gen_rowdot (p, &a, &go, &o, dbuf);
+      if (att_tensor_cores (&a))
+        {
+          gen_backward_dq_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+          gen_backward_dkdv_tc (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+        }
+      else
+        {
+          gen_backward_dq (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dq, gm_acc);
+          gen_backward_dkdv (p, &a, &q, &k, &v, &go, lse, lstride, dbuf, dk, dv);
+        }
     }
   if (gm_acc >= 0)
     {
@@ -1824,7 +1990,8 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
  * log of the row sums of exp(scale q k^T + mask), f32, its last extent padded by the executors:
  * sdpaex.py's meta) and zeros for the outputs the executor does not model (cumulative sequence
  * lengths, Philox seed and offset, debug mask), as the CPU reference (core/cs-ref.c) gives them.
- * Backward: (dq, dk, dv[, d attn_mask]) from grad_out, q, k, v, out and logsumexp.
+ * Backward: (dq, dk, dv[, d attn_mask]) from grad_out, q, k, v, out and logsumexp.  Through
+ * cuDNN's fused attention where it takes the case (try_cudnn), else the generated kernels.
  * Errors: CS_CUDA_ERROR_UNSUPPORTED, with the statement's line: dropout_p != 0, head dims
  * over 256, shapes that do not match, a mask that does not broadcast.
  * Returns: TRUE on success

@@ -6,6 +6,7 @@
  *   cs-cuda-blas.c     cuBLASLt plans (operand swap for row-major tensors) and launches
  *   cs-cuda-codegen.c  fusion region (prims) -> CUDA C kernels
  *   cs-cuda-attention.c  scaled dot product attention kernels (forward, backward)
+ *   cs-cuda-cudnn.c    the same attention through cuDNN 9's fused flash attention (run-time loaded)
  *   cs-cuda-xentropy.c TorchCompile (cross-entropy) regions -> fused kernels
  *   cs-cuda-program.c  traces -> steps, views, liveness arena, run, CUDA graph, timings
  */
@@ -82,9 +83,30 @@ typedef enum
 {
   CS_CUDA_STEP_KERNEL,   /* a generated kernel */
   CS_CUDA_STEP_GEMM,     /* one cublasLtMatmul */
+  CS_CUDA_STEP_CUDNN,    /* one cudnnBackendExecute (cs-cuda-cudnn.c) */
 } CsCudaStepKind;
 
 typedef struct _CsCudaGemm CsCudaGemm;
+typedef struct _CsCudaCudnn CsCudaCudnn;
+
+/* Bytes rounded up to the arena's 256-byte alignment. */
+#define CS_CUDA_ALIGN_UP(n) (((gsize) (n) + 255) & ~(gsize) 255)
+
+/* One scaled dot product attention for cuDNN (cs-cuda-cudnn.c), every tensor seen as a 4-d
+ * [b, h, rows, cols] view of its slot (strides in elements, the last 1). */
+typedef struct
+{
+  gboolean backward;               /* dQ, dK, dV from q, k, v, o, dO, stats */
+  CsDtype  dtype;                  /* bf16 or f16 (q, k, v, o and the gradients) */
+  int64_t  b, h, sq, skv, d, dv;   /* batch, heads, queries, keys, head dims of q/k and v */
+  gboolean causal;                 /* top-left: key j > query i masked (PyTorch's is_causal) */
+  double   scale;                  /* score scale */
+  gint     q, k, v, o, stats;      /* slots; stats f32 [b, h, sq] (forward -1: not kept) */
+  gint     dO, dQ, dK, dV;         /* backward slots, else -1 */
+  int64_t  q_st[4], k_st[4], v_st[4], o_st[4];        /* strides of the views */
+  int64_t  stats_st[4];                               /* [b, h, sq, 1] */
+  int64_t  do_st[4], dq_st[4], dk_st[4], dv_st[4];
+} CsCudnnSdpa;
 
 /* One unique generated kernel of a program.  Steps whose regions have the same structure (ops,
  * dtypes, shapes, strides, constants: identical layers) generate byte-identical text and share
@@ -151,6 +173,9 @@ typedef struct
 
   /* GEMM */
   CsCudaGemm    *gemm;
+
+  /* CUDNN */
+  CsCudaCudnn   *cudnn;          /* the plan's problem, pointers, variant pack */
 
   /* Where it runs in the captured graph (cs_cuda_program_schedule) */
   guint          stream;         /* 0 = the program's stream, else side_streams[stream - 1] */
@@ -224,6 +249,14 @@ struct _CsCudaProgram
                                     recompute it instead (freed with the program); or NULL */
   CsTrace       *f64_traces[2];  /* f64 programs (cs-cuda-f64.c): the retyped forward and
                                     backward the tensor infos point into; else NULL */
+  gboolean       use_cudnn;      /* device builds: attention may go through cuDNN (where
+                                    cs_cuda_cudnn_enabled() and the case fits) */
+  GHashTable    *cudnn_plans;    /* problem key -> cuDNN plan (cs-cuda-cudnn.c), or NULL */
+  guint          n_cudnn_plans;  /* distinct cuDNN problems planned */
+  double         cudnn_ms;       /* time spent building cuDNN plans, ms (within codegen_ms) */
+  void          *cudnn_workspace;        /* device bytes shared by the cuDNN steps */
+  gsize          cudnn_workspace_bytes;  /* their size (max over the steps) */
+  gsize          cudnn_workspace_alloc;  /* the pool block's size */
   gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN
                                     runs, the first bytes of every tensor it writes are overwritten
                                     (a deliberately wrong result); -1 = off */
@@ -290,6 +323,14 @@ guint        cs_cuda_intern_kernel      (CsCudaProgram *p, const char *attrs, co
 gboolean     cs_cuda_attention_handles  (const CsStmt *st);
 /* Their kernels (online-softmax forward; FlashAttention-2 backward); see the .c file. */
 gboolean     cs_cuda_attention_call     (CsCudaProgram *p, CsStmt *st, GError **error);
+/* ---- cuDNN attention (cs-cuda-cudnn.c) ---- */
+gboolean     cs_cuda_cudnn_enabled      (void);
+const char  *cs_cuda_cudnn_describe     (void);
+/* Adds the cuDNN step of @d (FALSE, *@why set: not taken, run the kernels); see the .c file. */
+gboolean     cs_cuda_cudnn_sdpa_step    (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, char **why);
+gboolean     cs_cuda_cudnn_bind         (CsCudaProgram *p, CsCudaCudnn *c, GError **error);
+gboolean     cs_cuda_cudnn_run          (CsCudaProgram *p, CsCudaCudnn *c, GError **error);
+void         cs_cuda_cudnn_free         (CsCudaCudnn *c);
 /* ---- fused cross-entropy (cs-cuda-xentropy.c) ---- */
 /* A torchcompile_xentropy region (TorchCompileN) as fused cross-entropy kernels; documented there. */
 gboolean     cs_cuda_xentropy_region    (CsCudaProgram *p, CsStmt *st, GPtrArray *outs, GError **error);

@@ -134,6 +134,7 @@ step_free (gpointer data)
   g_free (s->arg_ptrs);
   g_free (s->arg_vals);
   cs_cuda_gemm_free (s->gemm);
+  cs_cuda_cudnn_free (s->cudnn);
   g_free (s);
 }
 
@@ -1128,6 +1129,8 @@ cs_cuda_program_free (CsCudaProgram *p)
       if (p->side_streams[i])
         cudaStreamDestroy (p->side_streams[i]);
     }
+  pool_release (p->cudnn_workspace, p->cudnn_workspace_alloc);
+  g_clear_pointer (&p->cudnn_plans, g_hash_table_unref);
   if (p->lt)
     cublasLtDestroy (p->lt);
   if (p->stream)
@@ -1585,6 +1588,11 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     }
   p->device_ms = ms_since (t0);
   t_phase = g_get_monotonic_time ();
+  if (!dry)
+    {
+      CS_CU_CHECK (cudaGetDevice (&p->device), error);
+      p->use_cudnn = TRUE;   /* cs-cuda-cudnn.c loads the library at the first attention */
+    }
 
   /* Forward: tensor parameters are the inputs. */
   fin = cs_trace_dup_inputs (fwd);
@@ -1788,6 +1796,16 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       }
     p->n_gemm_plans = g_hash_table_size (plans);
   }
+  /* cuDNN steps: their plans were built with the steps; one workspace, then the pointers */
+  if (p->cudnn_workspace_bytes > 0)
+    CS_CU_CHECK (pool_alloc (&p->cudnn_workspace, p->cudnn_workspace_bytes, &p->cudnn_workspace_alloc), error);
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+      if (s->kind == CS_CUDA_STEP_CUDNN && !cs_cuda_cudnn_bind (p, s->cudnn, error))
+        goto out;
+    }
   p->plans_ms = ms_since (t_phase);
   p->compile_ms = ms_since (t0);
   ok = TRUE;
@@ -1894,6 +1912,14 @@ launch_steps (CsCudaProgram *p, cudaEvent_t *events, cudaEvent_t *spread, GError
 
                   CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, nb, stream), error);
                 }
+            }
+        }
+      else if (s->kind == CS_CUDA_STEP_CUDNN)
+        {
+          if (!cs_cuda_cudnn_run (p, s->cudnn, error))
+            {
+              g_prefix_error (error, "%s: ", s->label);
+              goto out;
             }
         }
       else if (!cs_cuda_gemm_run (p, s->gemm, si, error))
@@ -2123,10 +2149,10 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
       st.floor_ms = s->floor_ms;
       g_array_append_val (p->timings, st);
       t->floor_ms += s->floor_ms;
-      if (s->kind == CS_CUDA_STEP_KERNEL)
-        t->n_kernels++;
-      else
+      if (s->kind == CS_CUDA_STEP_GEMM)
         t->n_matmuls++;
+      else
+        t->n_kernels++;   /* generated kernels and cuDNN's attention */
     }
   t->steps = p->timings;
 

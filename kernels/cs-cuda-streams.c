@@ -24,7 +24,8 @@
  * stream s is left out when the step's stream already waited for d or a later step of s,
  * directly or through another wait.  The capture (cs-cuda-program.c ensure_graph) forks the
  * streams from the program's stream, records an event after every step another one waits for,
- * and joins them back at the end.  GEMMs on different streams use different cuBLASLt workspaces.
+ * and joins them back at the end.  GEMMs on different streams use different cuBLASLt workspaces;
+ * cuDNN attention steps, which share one cuDNN handle and workspace, all run on stream 0.
  *
  * This is how CUDA graphs express concurrency (the CUDA Programming Guide, "CUDA Graphs: stream
  * capture across streams"); PyTorch's autograd engine likewise runs independent backward work on
@@ -173,10 +174,13 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
               }
           }
 
-      /* its stream: continue a chain it depends on, else an unused stream, else the oldest */
+      /* its stream: continue a chain it depends on, else an unused stream, else the oldest;
+         cuDNN steps share one handle and workspace, so they all run on stream 0 */
       for (guint s = 0; s < n_streams; s++)
         if (dep[s] >= 0 && dep[s] == tail[s] && (chosen < 0 || dep[s] > dep[chosen]))
           chosen = (gint) s;
+      if (st->kind == CS_CUDA_STEP_CUDNN)
+        chosen = 0;
       for (guint s = 0; chosen < 0 && s < n_streams; s++)
         if (tail[s] < 0)
           chosen = (gint) s;
