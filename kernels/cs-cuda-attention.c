@@ -746,13 +746,33 @@ gen_inputs (AttGen *g, CsCudaProgram *p, const Att *a, gboolean raw, const AttOp
 }
 
 /* Output slot @slot as the next parameter, written through the storer `name (i, v)`
- * (gen_storer, in the slot's dtype). */
+ * (gen_storer, in the slot's dtype), where i is the element's row-major index in the slot's
+ * shape: a slot that is not contiguous (an output laid out for the transpose that reads it,
+ * cs_cuda_program_new_output_slot) is written at that element's strided offset. */
 static void
 gen_output (AttGen *g, CsCudaProgram *p, const char *name, guint slot)
 {
+  const CsCudaSlot *s = cs_cuda_program_slot (p, slot);
   guint pa = gen_param (g, slot, TRUE);
+  g_autofree char *raw = NULL;
+  int64_t inner = 1;
 
-  gen_storer (g, name, pa, cs_cuda_program_slot (p, slot)->dtype);
+  if (cs_cuda_slot_is_contiguous (s))
+    {
+      gen_storer (g, name, pa, s->dtype);
+      return;
+    }
+  raw = g_strdup_printf ("%s_at", name);
+  gen_storer (g, raw, pa, s->dtype);
+  g_string_append_printf (g->body, "  auto %s = [&] (long long i, acc_t v) { %s (0", name, raw);
+  for (gint d = (gint) s->rank - 1; d >= 0; d--)
+    {
+      if (s->shape[d] > 1)
+        g_string_append_printf (g->body, " + (i / %" G_GINT64_FORMAT "LL %% %" G_GINT64_FORMAT "LL) * %"
+                                G_GINT64_FORMAT "LL", inner, s->shape[d], s->strides[d]);
+      inner *= s->shape[d];
+    }
+  g_string_append (g->body, ", v); };\n");
 }
 
 /* The forward's outputs: out (slot @out, storer `sto`) and, with @has_lse, the logsumexp (slot
@@ -1778,8 +1798,9 @@ gen_convert (CsCudaProgram *p, guint acc, guint dst, const char *what)
   gen_clear (&g);
 }
 
-/* A new contiguous slot for output @px (typed: its dtype and shape, which must hold @numel
- * elements when @numel >= 0), else @dt and @shape. */
+/* A new slot for output @px (typed: its dtype and shape, which must hold @numel elements when
+ * @numel >= 0; contiguous, or in the layout its transpose's reshape wants:
+ * cs_cuda_program_new_output_slot), else a contiguous one of @dt and @shape. */
 static gboolean
 out_slot (CsCudaProgram *p, const CsStmt *st, const CsProxy *px, CsDtype dt, const int64_t *shape, guint rank,
           int64_t numel, guint *slot, GError **error)
@@ -1791,9 +1812,8 @@ out_slot (CsCudaProgram *p, const CsStmt *st, const CsProxy *px, CsDtype dt, con
                       G_GINT64_FORMAT, px->name, cs_shape_numel (px->shape, px->rank), numel);
       if (cs_cuda_storage_type (px->dtype) == NULL)
         return afail (error, st, "output %s has dtype %s", px->name, cs_dtype_short_name (px->dtype));
-      dt = px->dtype;
-      shape = px->shape;
-      rank = px->rank;
+      *slot = cs_cuda_program_new_output_slot (p, px);
+      return TRUE;
     }
   *slot = cs_cuda_program_new_slot (p, dt, shape, rank);
   return TRUE;

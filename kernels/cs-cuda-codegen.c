@@ -1559,7 +1559,8 @@ slot_vec_ok (const CsCudaSlot *s, const Ctx *c)
          && (s->offset * (int64_t) cs_dtype_size_bytes (s->dtype)) % 16 == 0;
 }
 
-/* One pointwise kernel writing @outs (slots), all of @shape. */
+/* One pointwise kernel writing @outs (slots), all of @shape; an output slot that is not
+ * contiguous (laid out for the transpose that reads it) is stored at its strided offset. */
 static gboolean
 gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *shape, guint rank,
                GError **error)
@@ -1623,7 +1624,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
             g_string_append_printf (vpost, "      *(uint4 *) (a%u + base) = W%u.v[0];\n", a, a);
         }
       else
-        store_stmt (g, vstores, slots[k], "i", v);
+        store_stmt (g, vstores, slots[k], offset_expr (g, so, &c), v);
     }
   g->vec = FALSE;
   g_string_append (vbody, g->body->str);
@@ -1657,7 +1658,7 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
 
       if (!v)
         return FALSE;
-      store_stmt (g, stores, slots[k], "i", v);
+      store_stmt (g, stores, slots[k], offset_expr (g, cs_cuda_program_slot (g->p, slots[k]), &c), v);
     }
   g->big |= N >= ((int64_t) 1 << 31) - 4096;
   if (!vec)
@@ -3101,7 +3102,7 @@ mark_done:
                 goto out;
               }
             group[n] = outs[j];
-            slots[n] = cs_cuda_program_new_slot (p, outs[j]->dtype, outs[j]->shape, outs[j]->rank);
+            slots[n] = cs_cuda_program_new_output_slot (p, outs[j]);
             n++;
           }
       if (!gen_pointwise (&g, group, slots, n, outs[i]->shape, outs[i]->rank, error))

@@ -208,6 +208,10 @@ struct _CsCudaProgram
   double         nvrtc_ms;       /* wall time of the kernel compile (NVRTC or disk cache), ms */
   GHashTable    *slot_of;        /* CsProxy* -> slot index + 1 */
   GHashTable    *collection_of;  /* CsProxy* -> CsValue* (a bound tuple/list tree) */
+  GHashTable    *want_perm;      /* CsProxy* -> int64_t[CS_MAX_DIMS] (g_new): the permutation
+                                    of the one top-level transpose of that tensor whose result a
+                                    reshape reads (plan_layouts); its producer lays it out so
+                                    that the transpose is contiguous and the reshape a view */
   GArray        *inputs;         /* element-type CsCudaTensorInfo */
   GArray        *input_slots;    /* element-type guint */
   GArray        *outputs;        /* element-type CsCudaTensorInfo */
@@ -277,6 +281,19 @@ void         cs_cuda_program_bind       (CsCudaProgram *p, const CsProxy *proxy,
 CsCudaStep  *cs_cuda_program_add_step   (CsCudaProgram *p, CsCudaStepKind kind, const char *kind_name,
                                          char *label /* transfer full */);
 gboolean     cs_cuda_slot_is_contiguous (const CsCudaSlot *s);
+/**
+ * cs_cuda_program_new_output_slot:
+ * @y: a typed tensor a kernel is about to write (a region's pointwise output, an attention
+ *   output)
+ *
+ * A fresh slot (and buffer) for @y: contiguous, unless the trace transposes @y and reshapes the
+ * transpose (p->want_perm, planned before the walk: the attention output going to [B, T, H*D],
+ * a gradient of K after the RoPE backward): then @y's dims are laid out in the transpose's
+ * order, dense, so that the transpose is a contiguous view and the reshape after it costs no
+ * copy.  The kernel writing @y must address it through the slot's strides.
+ * Returns: the slot
+ */
+guint        cs_cuda_program_new_output_slot (CsCudaProgram *p, const CsProxy *y);
 guint        cs_cuda_program_reshape_view (CsCudaProgram *p, guint src, const int64_t *shape, guint rank);
 gsize        cs_cuda_slot_numel         (const CsCudaSlot *s);
 

@@ -240,6 +240,53 @@ reshape_view (CsCudaProgram *p, guint src, const CsProxy *y, const char *label, 
   return TRUE;
 }
 
+/* How transpose_perm() read a transpose or permute. */
+typedef enum
+{
+  PERM_OK,
+  PERM_OUT_OF_RANGE,     /* transpose(x, d0, d1) with a dim outside the rank */
+  PERM_NOT_UNDERSTOOD,   /* arguments that are neither two dims nor a permutation */
+} PermRead;
+
+/* The permutation (as written: entries may be negative) of transpose/permute @st of a tensor of
+ * @rank dims: `prims.transpose(x, (0, 2, 1, 3))`, `ltorch.permute(x, 1, 0)`, `ltorch.transpose(x,
+ * d0, d1)`; @np gets its length. */
+static PermRead
+transpose_perm (const CsStmt *st, guint rank, int64_t *perm, guint *np)
+{
+  CsValue *a1 = cs_stmt_get_arg (st, 1, NULL);
+  CsValue *a2 = cs_stmt_get_arg (st, 2, NULL);
+
+  *np = 0;
+  if (a1 && a1->kind == CS_VALUE_INT && a2 && a2->kind == CS_VALUE_INT)
+    {
+      int64_t d0 = a1->u.i < 0 ? a1->u.i + rank : a1->u.i;
+      int64_t d1 = a2->u.i < 0 ? a2->u.i + rank : a2->u.i;
+
+      if (d0 < 0 || d1 < 0 || d0 >= rank || d1 >= rank)
+        return PERM_OUT_OF_RANGE;
+      for (guint j = 0; j < rank; j++)
+        perm[j] = j;
+      perm[d0] = d1;
+      perm[d1] = d0;
+      *np = rank;
+      return PERM_OK;
+    }
+  if (a1 != NULL && cs_value_get_int_seq (a1, perm, CS_MAX_DIMS, np) && *np == rank)
+    return PERM_OK;
+  /* ltorch.permute(x, 1, 0) spelled with positional ints */
+  *np = 0;
+  for (guint j = 1; j <= rank; j++)
+    {
+      CsValue *v = cs_stmt_get_arg (st, j, NULL);
+
+      if (!v || v->kind != CS_VALUE_INT)
+        return PERM_NOT_UNDERSTOOD;
+      perm[(*np)++] = v->u.i;
+    }
+  return PERM_OK;
+}
+
 static gboolean
 handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error)
 {
@@ -259,34 +306,15 @@ handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error
       {
         int64_t perm[CS_MAX_DIMS];
         guint np = 0;
-        CsValue *a1 = cs_stmt_get_arg (st, 1, NULL);
-        CsValue *a2 = cs_stmt_get_arg (st, 2, NULL);
 
-        if (a1 && a1->kind == CS_VALUE_INT && a2 && a2->kind == CS_VALUE_INT)
+        switch (transpose_perm (st, s.rank, perm, &np))
           {
-            int64_t d0 = a1->u.i < 0 ? a1->u.i + s.rank : a1->u.i;
-            int64_t d1 = a2->u.i < 0 ? a2->u.i + s.rank : a2->u.i;
-
-            if (d0 < 0 || d1 < 0 || d0 >= s.rank || d1 >= s.rank)
-              return fail (error, CS_CUDA_ERROR_INPUT, st, "transpose dims out of range");
-            for (guint j = 0; j < s.rank; j++)
-              perm[j] = j;
-            perm[d0] = d1;
-            perm[d1] = d0;
-            np = s.rank;
-          }
-        else if (a1 == NULL || !cs_value_get_int_seq (a1, perm, CS_MAX_DIMS, &np) || np != s.rank)
-          {
-            /* ltorch.permute(x, 1, 0) spelled with positional ints */
-            np = 0;
-            for (guint j = 1; j <= s.rank; j++)
-              {
-                CsValue *v = cs_stmt_get_arg (st, j, NULL);
-
-                if (!v || v->kind != CS_VALUE_INT)
-                  return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: permutation not understood", st->callee);
-                perm[np++] = v->u.i;
-              }
+          case PERM_OUT_OF_RANGE:
+            return fail (error, CS_CUDA_ERROR_INPUT, st, "transpose dims out of range");
+          case PERM_NOT_UNDERSTOOD:
+            return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s: permutation not understood", st->callee);
+          default:
+            break;
           }
         for (guint k = 0; k < np; k++)
           {
@@ -840,6 +868,192 @@ bind_saved_by_name (CsCudaProgram *p, CsValue *forward_return, GPtrArray *params
   return TRUE;
 }
 
+/* ---- layouts chosen for a transpose's reshape ---- */
+
+/* Whether @st reads a tensor through its strides as it comes: a fusion region (strided loads),
+ * an attention statement (operands whose last dim has unit stride), a return (a program output
+ * is gathered on the host; a saved tensor's readers in the backward are checked by name). */
+static gboolean
+reads_any_layout (const CsStmt *st)
+{
+  if (st->kind == CS_STMT_RETURN)
+    return TRUE;
+  if (st->kind != CS_STMT_CALL || st->op == NULL)
+    return FALSE;
+  return cs_cuda_attention_handles (st)
+         || (cs_op_is_fusion (st->op) && cs_executor_of_stmt (st) != CS_EXECUTOR_TORCHCOMPILE_XENTROPY);
+}
+
+/* Whether @st is a reshape-like view that copies a tensor that is not contiguous. */
+static gboolean
+reshapes (const CsStmt *st)
+{
+  if (st->kind != CS_STMT_CALL || st->op == NULL)
+    return FALSE;
+  switch (cs_op_semantic (st->op)->id)
+    {
+    case CS_OP_LTORCH_RESHAPE: case CS_OP_LTORCH_VIEW: case CS_OP_LTORCH_FLATTEN:
+    case CS_OP_PRIM_RESHAPE: case CS_OP_LTORCH_CONTIGUOUS:
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+/* @t's statements reading each proxy: CsProxy* (or, with @by_name, its name) -> GPtrArray of
+ * CsStmt*, the proxy once per statement. */
+static GHashTable *
+uses_of (CsTrace *t, gboolean by_name)
+{
+  GHashTable *uses = by_name ? g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) g_ptr_array_unref)
+                             : g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_ptr_array_unref);
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *st = t->stmts[i];
+      g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+
+      if (st->kind != CS_STMT_CALL && st->kind != CS_STMT_RETURN)
+        continue;
+      cs_stmt_collect_inputs (st, ins);
+      for (guint j = 0; j < ins->len; j++)
+        {
+          CsProxy *x = g_ptr_array_index (ins, j);
+          gpointer key = by_name ? (gpointer) x->name : (gpointer) x;
+          GPtrArray *u;
+
+          if (key == NULL)
+            continue;
+          u = g_hash_table_lookup (uses, key);
+          if (u == NULL)
+            {
+              u = g_ptr_array_new ();
+              g_hash_table_insert (uses, key, u);
+            }
+          if (u->len == 0 || g_ptr_array_index (u, u->len - 1) != st)
+            g_ptr_array_add (u, st);
+        }
+    }
+  return uses;
+}
+
+/* Whether every statement of @u but @except reads any layout; where one is the forward's
+ * return @fwd_ret, the backward's readers of @name (@bwd_uses) must too. */
+static gboolean
+uses_read_any_layout (GPtrArray *u, const CsStmt *except, const CsStmt *fwd_ret, const char *name,
+                      GHashTable *bwd_uses)
+{
+  for (guint k = 0; u && k < u->len; k++)
+    {
+      const CsStmt *c = g_ptr_array_index (u, k);
+      GPtrArray *bu;
+
+      if (c == except)
+        continue;
+      if (!reads_any_layout (c))
+        return FALSE;
+      if (c != fwd_ret || bwd_uses == NULL || name == NULL)
+        continue;
+      bu = g_hash_table_lookup (bwd_uses, name);
+      for (guint q = 0; bu && q < bu->len; q++)
+        if (!reads_any_layout (g_ptr_array_index (bu, q)))
+          return FALSE;
+    }
+  return TRUE;
+}
+
+/* Fills p->want_perm for trace @t (@bwd_uses: the backward's uses by name when @t is the
+ * forward, else NULL): a tensor x whose top-level transpose y = transpose(x, perm) (the last
+ * dim kept) a reshape reads, and whose other readers take any layout, is to be laid out in
+ * perm's order by the kernel that writes it (cs_cuda_program_new_output_slot): y is then
+ * contiguous, the reshape a view, and the copy it made is gone.  Readers in the backward of a
+ * saved x count too (by name: Thunder's backward unpacks the saved tensors under the forward's
+ * names). */
+static void
+plan_layouts_of (CsCudaProgram *p, CsTrace *t, GHashTable *bwd_uses)
+{
+  g_autoptr(GHashTable) uses = uses_of (t, FALSE);
+  const CsStmt *ret = NULL;
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_RETURN)
+      ret = t->stmts[i];
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *st = t->stmts[i];
+      CsValue *a0;
+      CsProxy *x, *y;
+      int64_t perm[CS_MAX_DIMS];
+      guint np = 0;
+      GPtrArray *yu;
+      gboolean reshaped = FALSE;
+
+      if (st->kind != CS_STMT_CALL || st->op == NULL)
+        continue;
+      switch (cs_op_semantic (st->op)->id)
+        {
+        case CS_OP_LTORCH_PERMUTE: case CS_OP_LTORCH_TRANSPOSE: case CS_OP_PRIM_TRANSPOSE:
+          break;
+        default:
+          continue;
+        }
+      a0 = cs_stmt_get_arg (st, 0, NULL);
+      y = cs_stmt_get_output (st);
+      if (a0 == NULL || a0->kind != CS_VALUE_PROXY || y == NULL || y->kind != CS_PROXY_TENSOR)
+        continue;
+      x = a0->u.proxy;
+      if (x->kind != CS_PROXY_TENSOR || !x->typed || x->rank < 2 || y->rank != x->rank
+          || g_hash_table_contains (p->want_perm, x)
+          || transpose_perm (st, x->rank, perm, &np) != PERM_OK || np != x->rank)
+        continue;
+      for (guint k = 0; k < np; k++)
+        if (perm[k] < 0)
+          perm[k] += x->rank;
+      if (perm[np - 1] != (int64_t) np - 1)
+        continue;
+      yu = g_hash_table_lookup (uses, y);
+      for (guint k = 0; yu && k < yu->len; k++)
+        reshaped |= reshapes (g_ptr_array_index (yu, k));
+      if (!reshaped || !uses_read_any_layout (g_hash_table_lookup (uses, x), st, ret, x->name, bwd_uses))
+        continue;
+      g_hash_table_insert (p->want_perm, x, g_memdup2 (perm, sizeof perm));
+    }
+}
+
+/* p->want_perm for the forward @fwd and the backward @bwd (nullable). */
+static void
+plan_layouts (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd)
+{
+  g_autoptr(GHashTable) bwd_uses = bwd ? uses_of (bwd, TRUE) : NULL;
+
+  plan_layouts_of (p, fwd, bwd_uses);
+  if (bwd)
+    plan_layouts_of (p, bwd, NULL);
+}
+
+guint
+cs_cuda_program_new_output_slot (CsCudaProgram *p, const CsProxy *y)
+{
+  const int64_t *perm = g_hash_table_lookup (p->want_perm, y);
+  int64_t pshape[CS_MAX_DIMS], pst[CS_MAX_DIMS];
+  CsCudaSlot s = { 0 };
+
+  if (perm == NULL)
+    return cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
+  /* the transpose's shape, contiguous; dim perm[k] of y gets stride k of it */
+  for (guint k = 0; k < y->rank; k++)
+    pshape[k] = y->shape[perm[k]];
+  contiguous_strides (pshape, y->rank, pst);
+  s.dtype = y->dtype;
+  s.rank = y->rank;
+  memcpy (s.shape, y->shape, sizeof (int64_t) * y->rank);
+  for (guint k = 0; k < y->rank; k++)
+    s.strides[perm[k]] = pst[k];
+  s.buffer = cs_cuda_program_new_buffer (p, (gsize) MAX (cs_shape_numel (y->shape, y->rank), 1)
+                                         * cs_dtype_size_bytes (y->dtype));
+  return add_slot (p, &s);
+}
+
 /* ---- constant fills ---- */
 
 /* Moves the constant fills out of the per-step list into p->setup_steps: kernel steps that read
@@ -1141,6 +1355,7 @@ cs_cuda_program_free (CsCudaProgram *p)
     g_string_free (p->source, TRUE);
   g_hash_table_unref (p->slot_of);
   g_hash_table_unref (p->collection_of);
+  g_clear_pointer (&p->want_perm, g_hash_table_unref);
   g_array_unref (p->inputs);
   g_array_unref (p->input_slots);
   g_array_unref (p->outputs);
@@ -1564,6 +1779,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     p->kernel_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   p->slot_of = g_hash_table_new (NULL, NULL);
   p->collection_of = g_hash_table_new (NULL, NULL);
+  p->want_perm = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   p->inputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
   p->input_slots = g_array_new (FALSE, FALSE, sizeof (guint));
   p->outputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
@@ -1612,6 +1828,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       cs_cuda_program_bind (p, x, slot);
       add_io (p, p->inputs, p->input_slots, x, slot, FALSE, -1);
     }
+  plan_layouts (p, fwd, bwd);
   p->backward_active = FALSE;
   if (!walk (p, fwd, NULL, &fret, error))
     goto out;

@@ -1,6 +1,6 @@
 /* launch-plan.c: the launch plan of a training step, without a GPU (a tool, not a test).
  *
- *   launch-plan [--policy KEY=VALUE]... TRACE [LAYERS]
+ *   launch-plan [--streams] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]
  *
  * Parses TRACE (a Thunder initial trace), runs the pipeline under the default policy (plus the
  * given settings, e.g. --policy executors=nvfuser,torch), builds the CUDA program as a dry build
@@ -14,7 +14,8 @@
  * constant fills the program runs once when it is built ("setup ..." lines, not launched per
  * step).  --streams adds, after the kind, the launch's stream in the captured graph
  * (kernels/cs-cuda-streams.c: `s0`..`s3`), the launches it waits for (`w12,40`) and `*` when
- * it is on one longest chain, then that chain's length.  LAYERS > 8 deepens the LLaMA
+ * it is on one longest chain, then that chain's length.  --source writes the program's
+ * generated kernels (p->source) to FILE.  LAYERS > 8 deepens the LLaMA
  * stack first (tests/test-llama-layers.h).  The census in kernels/BENCH-RESULTS.md ("Launches
  * per block") was made with it.
  */
@@ -52,7 +53,7 @@ main (int argc, char **argv)
   g_autoptr(GHashTable) totals = g_hash_table_new (g_str_hash, g_str_equal);
   CsPolicy policy;
   CsCudaProgram *p;
-  const char *path = NULL;
+  const char *path = NULL, *source = NULL;
   guint layers = 0, n[2] = { 0, 0 };
   gboolean streams = FALSE;
   g_autofree gboolean *on_chain = NULL;
@@ -73,6 +74,8 @@ main (int argc, char **argv)
               return 2;
             }
         }
+      else if (strcmp (argv[i], "--source") == 0 && i + 1 < argc)
+        source = argv[++i];
       else if (path == NULL)
         path = argv[i];
       else
@@ -80,7 +83,7 @@ main (int argc, char **argv)
     }
   if (path == NULL)
     {
-      fprintf (stderr, "usage: launch-plan [--streams] [--policy KEY=VALUE]... TRACE [LAYERS]\n");
+      fprintf (stderr, "usage: launch-plan [--streams] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]\n");
       return 2;
     }
   if (!g_file_get_contents (path, &text, &len, &error))
@@ -118,6 +121,12 @@ main (int argc, char **argv)
   if (p == NULL)
     {
       fprintf (stderr, "launch-plan: %s\n", error->message);
+      return 1;
+    }
+  if (source != NULL && !g_file_set_contents (source, p->source->str, -1, &error))
+    {
+      fprintf (stderr, "launch-plan: %s\n", error->message);
+      cs_cuda_program_free (p);
       return 1;
     }
   on_chain = g_new0 (gboolean, p->steps->len + 1);
