@@ -39,6 +39,10 @@ typedef struct
   const char *mask;      /* NULL, or the mask's type: "f32[2, 2, 37, 37]", "b8[1, 1, 37, 50]" */
   CsOpId      expect;    /* the forward statement the sdpa executor makes */
   gboolean    bshd;      /* inputs [B, L, H, E] transposed to [B, H, L, E] (strided views) */
+  gboolean    merged;    /* as the LLaMA's and GPT's attention: inputs [B, L, H*E] reshaped to
+                            [B, L, H, E] and transposed; the output transposed back and reshaped
+                            to [B, L, H*Ev], so the kernels write out, dq, dk and dv laid out as
+                            [B, L, H, E] (cs_cuda_program_new_output_slot) and no copy runs */
 } AttCase;
 
 #define FLASH CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
@@ -79,6 +83,11 @@ static const AttCase cases[] = {
   { "bf16", 1, 1, 201, 201, 64, 64, TRUE, NULL, FLASH },
   { "f16", 1, 1, 161, 97, 128, 128, TRUE, NULL, MEMEF },
   { "bf16", 1, 2, 97, 161, 64, 64, FALSE, "b8[1, 1, 97, 161]", MEMEF },
+  /* heads merged in the inputs and the output: the outputs written as [B, L, H, E], on tensor
+     cores (bf16, causal; f16, L != S) and CUDA cores (f32, Ev != E) */
+  { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE },
+  { "f16", 1, 2, 70, 45, 64, 64, FALSE, NULL, FLASH, FALSE, TRUE },
+  { "f32", 2, 3, 37, 45, 64, 40, FALSE, NULL, MEMEF, FALSE, TRUE },
 };
 
 /* Whether the forward of @c runs on the tensor-core kernel (kernels/cs-cuda-attention.c). */
@@ -200,9 +209,9 @@ aten_text_pipeline (const char *text)
 static char *
 case_name (const AttCase *c)
 {
-  return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
+  return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
                           c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "",
-                          c->bshd ? " transposed" : "");
+                          c->bshd ? " transposed" : "", c->merged ? " heads merged" : "");
 }
 
 /* The initial trace of @c: attn_out = sdpa(query_in, key_in, value_in, mask_in, dropout,
@@ -224,6 +233,19 @@ case_text (const AttCase *c, double dropout)
         g_string_append_printf (s, "  %c_t = ltorch.transpose(%s, 1, 2)  # %c_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
                                 nm[i][0], nm[i], nm[i][0], c->dtype, c->B, c->H, len[i], hd[i]);
     }
+  else if (c->merged)
+    {
+      const char *nm[3] = { "query_in", "key_in", "value_in" };
+      const int len[3] = { c->L, c->S, c->S }, hd[3] = { c->E, c->E, c->Ev };
+
+      for (int i = 0; i < 3; i++)
+        g_string_append_printf (s, "  # %s: \"cuda:0 %s[%d, %d, %d]\"\n", nm[i], c->dtype, c->B, len[i], c->H * hd[i]);
+      for (int i = 0; i < 3; i++)
+        g_string_append_printf (s, "  %c_r = ltorch.reshape(%s, (%d, %d, %d, %d))  # %c_r: \"cuda:0 %s[%d, %d, %d, %d]\"\n"
+                                "  %c_t = ltorch.transpose(%c_r, 1, 2)  # %c_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
+                                nm[i][0], nm[i], c->B, len[i], c->H, hd[i], nm[i][0], c->dtype, c->B, len[i], c->H,
+                                hd[i], nm[i][0], nm[i][0], nm[i][0], c->dtype, c->B, c->H, len[i], hd[i]);
+    }
   else
     {
       g_string_append_printf (s, "  # query_in: \"cuda:0 %s[%d, %d, %d, %d]\"\n", c->dtype, c->B, c->H, c->L, c->E);
@@ -234,9 +256,18 @@ case_text (const AttCase *c, double dropout)
     g_string_append_printf (s, "  # mask_in: \"cuda:0 %s\"\n", c->mask);
   g_string_append_printf (s, "  attn_out = ltorch.scaled_dot_product_attention(%s, %s, %s, %s, %g, %s, "
                           "scale=None)  # attn_out: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
-                          c->bshd ? "q_t" : "query_in", c->bshd ? "k_t" : "key_in", c->bshd ? "v_t" : "value_in",
+                          c->bshd || c->merged ? "q_t" : "query_in", c->bshd || c->merged ? "k_t" : "key_in",
+                          c->bshd || c->merged ? "v_t" : "value_in",
                           c->mask ? "mask_in" : "None", dropout, c->causal ? "True" : "False", c->dtype, c->B, c->H,
                           c->L, c->Ev);
+  if (c->merged)
+    {
+      g_string_append_printf (s, "  o_t = ltorch.transpose(attn_out, 1, 2)  # o_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n"
+                              "  o_r = ltorch.reshape(o_t, (%d, %d, %d))  # o_r: \"cuda:0 %s[%d, %d, %d]\"\n"
+                              "  return (o_r,)\n", c->dtype, c->B, c->L, c->H, c->Ev, c->B, c->L, c->H * c->Ev,
+                              c->dtype, c->B, c->L, c->H * c->Ev);
+      return g_string_free (s, FALSE);
+    }
   g_string_append (s, "  return (attn_out,)\n");
   return g_string_free (s, FALSE);
 }
@@ -371,6 +402,18 @@ test_compile (void)
           g_assert_nonnull (strstr (p->source->str, "cs_ldm_x4_t (fb, &gs["));
           g_assert_null (strstr (p->source->str, "TP = "));
         }
+      /* heads merged: out, dq, dk and dv are written as [B, L, H, E] through their strides, and
+       * every transpose + reshape around the attention is a view */
+      if (cases[c].merged)
+        {
+          g_assert_cmpuint (count_steps_with (p, "", "copy"), ==, 0);
+          g_assert_nonnull (strstr (p->source->str, "auto sto = [&] (long long i, acc_t v) { sto_at (0 + "));
+          g_assert_nonnull (strstr (p->source->str, "auto stq = [&] (long long i, acc_t v) { stq_at (0 + "));
+          g_assert_nonnull (strstr (p->source->str, "auto stk = [&] (long long i, acc_t v) { stk_at (0 + "));
+          g_assert_nonnull (strstr (p->source->str, "auto stv = [&] (long long i, acc_t v) { stv_at (0 + "));
+        }
+      else
+        g_assert_null (strstr (p->source->str, "sto_at"));
       assert_no_names (p->source->str, fwd);
       cs_cuda_program_free (p);
 

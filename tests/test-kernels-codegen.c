@@ -426,6 +426,60 @@ test_reshape_view (void)
   cs_cuda_program_free (p);
 }
 
+#include "test-transposed-output-trace.h"
+
+/* A region output that a transpose + reshape reads is written in the transpose's layout: the
+ * reshape is a view of its buffer (no copy step), the store goes through its strides, the
+ * region's other output of the same shape stays contiguous (vector stores). */
+static void
+test_transposed_output (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (transposed_output_trace, "transposed", &t, &error);
+  CsCudaSlot *o8, *o3;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (p->steps->len, ==, 1);
+  g_assert_cmpuint (count_label (p, "nvFusion0 pointwise [2, 3, 37, 64] (2 out)", NULL), ==, 1);
+  g_assert_cmpuint (count_label (p, "copy", NULL), ==, 0);
+  g_assert_cmpuint (p->outputs->len, ==, 2);
+  o8 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 0));
+  o3 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 1));
+  /* t8 [2, 37, 192] is a contiguous view of t2's buffer, which the kernel writes */
+  g_assert_true (cs_cuda_slot_is_contiguous (o8));
+  g_assert_cmpuint (o8->rank, ==, 3);
+  g_assert_cmpint (o8->shape[2], ==, 192);
+  g_assert_true (cs_cuda_slot_is_contiguous (o3));
+  g_assert_cmpuint (o3->buffer, !=, o8->buffer);
+  {
+    gboolean writes_t2 = FALSE;
+    CsCudaStep *s = p->steps->pdata[0];
+
+    for (guint i = 0; i < s->writes->len; i++)
+      {
+        CsCudaSlot *w = cs_cuda_program_slot (p, g_array_index (s->writes, guint, i));
+
+        if (w->buffer == o8->buffer)
+          {
+            /* t2 [B, H, T, D] with the strides of [B, T, H, D] */
+            g_assert_false (cs_cuda_slot_is_contiguous (w));
+            g_assert_cmpint (w->strides[0], ==, 37 * 3 * 64);
+            g_assert_cmpint (w->strides[1], ==, 64);
+            g_assert_cmpint (w->strides[2], ==, 3 * 64);
+            g_assert_cmpint (w->strides[3], ==, 1);
+            writes_t2 = TRUE;
+          }
+      }
+    g_assert_true (writes_t2);
+  }
+  /* the strided store (index names canonical: i0..i3 over [2, 3, 37, 64]), and t3's quads */
+  g_assert_nonnull (strstr (p->source->str, "* 7104 + i1 * 64 + i2 * 192 + i3] = cs_f2bf ((float) ("));
+  g_assert_nonnull (strstr (p->source->str, "*(float4 *) (a"));
+  compile_ok (p);
+  cs_cuda_program_free (p);
+}
+
 static void
 test_unsupported (void)
 {
@@ -1334,6 +1388,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/reductions", test_small);
   g_test_add_func ("/kernels/codegen/row-fused", test_row_fused);
   g_test_add_func ("/kernels/codegen/reshape-view", test_reshape_view);
+  g_test_add_func ("/kernels/codegen/transposed-output", test_transposed_output);
   g_test_add_func ("/kernels/codegen/unsupported", test_unsupported);
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);

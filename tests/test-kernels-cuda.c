@@ -307,6 +307,16 @@ test_shapes (void)
   run_case (shapes, FALSE, NULL, FALSE);
 }
 
+#include "test-transposed-output-trace.h"
+
+/* A region output laid out for the transpose + reshape that read it (strided stores, no copy:
+ * test-kernels-codegen's /kernels/codegen/transposed-output), beside a contiguous f32 one. */
+static void
+test_transposed_output (void)
+{
+  run_case (transposed_output_trace, FALSE, NULL, FALSE);
+}
+
 /* The CUDA graph replays exactly what the stream launches do: identical bits. */
 static void
 test_graph_same_bits (void)
@@ -659,6 +669,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/matmul/f32-bf16-f16-batched-bias", test_matmuls);
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
+  g_test_add_func ("/kernels/cuda/pointwise/transposed-output", test_transposed_output);
   g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
   g_test_add_func ("/kernels/cuda/graph/streams-llama", test_graph_streams_llama);
   g_test_add_func ("/kernels/cuda/f64/agrees-with-cpu-f64", test_f64_vs_cpu);
