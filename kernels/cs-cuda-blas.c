@@ -19,7 +19,8 @@ struct _CsCudaGemm
   guint              slot_a;       /* cuBLAS "A" = our right operand B [.., K, N] */
   guint              slot_b;       /* cuBLAS "B" = our left operand A [.., M, K] */
   guint              slot_d;       /* D [.., M, N], contiguous */
-  gint               slot_bias;    /* bias [N] or -1 */
+  gint               slot_bias;    /* bias [N] or -1 (with bgrad: the bias gradient [M] written) */
+  gboolean           bgrad;        /* epilogue BGRADB: slot_bias receives sum_k A[i, k] */
   CsDtype            dtype;        /* operand and output dtype */
   int64_t            m, n, k;      /* col-major problem: m = N, n = M, k = K */
   cublasOperation_t  ta, tb;       /* transpose flags of cuBLAS A and B */
@@ -208,6 +209,19 @@ bad_layout:
   return NULL;
 }
 
+gboolean
+cs_cuda_gemm_set_bias_grad (CsCudaGemm *g, guint bgrad)
+{
+  /* our A [M, K] is cuBLAS's B (transposed): its sum over k is the bias gradient, one value per
+     column of cuBLAS's D (n = M) */
+  if (g->slot_bias >= 0 || g->batch != 1 || g->ta != CUBLAS_OP_N || g->tb != CUBLAS_OP_T
+      || (g->dtype != CS_DTYPE_BF16 && g->dtype != CS_DTYPE_F16))
+    return FALSE;
+  g->slot_bias = (gint) bgrad;
+  g->bgrad = TRUE;
+  return TRUE;
+}
+
 static gboolean
 set_batch (cublasLtMatrixLayout_t l, int batch, int64_t stride, GError **error)
 {
@@ -349,7 +363,7 @@ gemm_key (CsCudaGemm *g)
                           G_GINT64_FORMAT " %" G_GINT64_FORMAT " %d %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
                           " %" G_GINT64_FORMAT " %d %d", (int) g->dtype, g->m, g->n, g->k, (int) g->ta,
                           (int) g->tb, g->lda, g->ldb, g->batch, g->stride_a, g->stride_b, g->stride_d,
-                          g->slot_bias >= 0, g->tf32);
+                          g->slot_bias < 0 ? 0 : g->bgrad ? 2 : 1, g->tf32);
 }
 
 /* Times the heuristic's top algorithms on the program's own buffers (before any input is set,
@@ -484,7 +498,7 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans, GError **
                                                    sizeof g->tb), error);
   if (g->slot_bias >= 0)
     {
-      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      cublasLtEpilogue_t epi = g->bgrad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
       void *bias = cs_cuda_program_slot_ptr (p, (guint) g->slot_bias);
 
       CS_CUBLAS_CHECK (cublasLtMatmulDescSetAttribute (g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
@@ -591,5 +605,5 @@ cs_cuda_gemm_describe (CsCudaGemm *g)
                           g->dtype == CS_DTYPE_F32 ? (g->tf32 ? "/tf32" : "/true-f32") : "",
                           g->n, g->m, g->k,
                           g->ta == CUBLAS_OP_T ? " B^T" : "", g->tb == CUBLAS_OP_T ? " A^T" : "",
-                          g->slot_bias >= 0 ? " +bias" : "");
+                          g->slot_bias < 0 ? "" : g->bgrad ? " +bias grad" : " +bias");
 }

@@ -185,6 +185,14 @@ typedef struct
   guint          depth;          /* steps on the longest chain that ends with it, itself included */
 } CsCudaStep;
 
+/* A bias gradient @o = convert(sum(convert(@g, f32), rows), @g's dtype) of a fusion region, @g
+ * [..., N] a region input (the output gradient of a linear), @o [N]. */
+typedef struct
+{
+  CsProxy *g;            /* the summed tensor (bf16/f16) */
+  CsProxy *o;            /* the region's output: the bias gradient, in g's dtype */
+} CsCudaBiasGrad;
+
 /* Everything a program owns.  Built by cs_cuda_program_build(). */
 struct _CsCudaProgram
 {
@@ -212,6 +220,10 @@ struct _CsCudaProgram
                                     of the one top-level transpose of that tensor whose result a
                                     reshape reads (plan_layouts); its producer lays it out so
                                     that the transpose is contiguous and the reshape a view */
+  GPtrArray     *bias_grads;     /* element-type CsCudaBiasGrad* (g_free): the bias gradients
+                                    regions compute as column sums that a dW matmul's epilogue
+                                    may compute instead (plan_bias_grads) */
+  GHashTable    *epilogue_outs;  /* CsProxy* set: region outputs a matmul epilogue bound */
   GArray        *inputs;         /* element-type CsCudaTensorInfo */
   GArray        *input_slots;    /* element-type guint */
   GArray        *outputs;        /* element-type CsCudaTensorInfo */
@@ -379,6 +391,18 @@ gboolean     cs_cuda_jit_compile_kernels (GPtrArray *kernels, guint n_programs, 
  */
 CsCudaGemm  *cs_cuda_gemm_new           (CsCudaProgram *p, guint a, guint b, guint d, gint bias,
                                          double *flops, GError **error);
+/**
+ * cs_cuda_gemm_set_bias_grad:
+ * @bgrad: slot of a contiguous [M] tensor of @g's dtype
+ *
+ * Makes @g also write the bias gradient of the linear whose weight gradient it is: @bgrad[i] =
+ * sum over k of A[i, k] for D = A @ B with A [M, K] (the output gradient transposed), summed in
+ * f32 and rounded once to @g's dtype (cuBLASLt's CUBLASLT_EPILOGUE_BGRADB on the swapped
+ * operands).  Only for what that epilogue is used with elsewhere (Transformer Engine's weight
+ * gradient): bf16/f16, no batch, no bias, cuBLAS A untransposed and B transposed.
+ * Returns: FALSE (and @g unchanged) when @g is not of that form
+ */
+gboolean     cs_cuda_gemm_set_bias_grad (CsCudaGemm *g, guint bgrad);
 /* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
 gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans,
                                          GError **error);

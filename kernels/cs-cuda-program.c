@@ -374,6 +374,39 @@ handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error
   return TRUE;
 }
 
+/* When @g (D = A @ B, A in slot @a) is the weight gradient of a linear whose bias gradient a
+ * later region computes (p->bias_grads: o from the output gradient g), and A is that g as [N, M]
+ * (reshaped to [M, N] and transposed: the same bytes), @g computes o as its epilogue
+ * (cs_cuda_gemm_set_bias_grad): o gets a slot and joins p->epilogue_outs, the region skips it.
+ * Returns: o's slot, or -1 */
+static gint
+claim_bias_grad (CsCudaProgram *p, guint a, CsCudaGemm *g, const CsProxy *y)
+{
+  for (guint i = 0; i < p->bias_grads->len; i++)
+    {
+      CsCudaBiasGrad *bg = g_ptr_array_index (p->bias_grads, i);
+      gint gs = cs_cuda_program_lookup (p, bg->g);
+      CsCudaSlot *sa = cs_cuda_program_slot (p, a), *sg;
+      int64_t n = bg->g->shape[bg->g->rank - 1];
+      guint o;
+
+      if (gs < 0 || cs_cuda_program_lookup (p, bg->o) >= 0 || y->dtype != bg->o->dtype)
+        continue;
+      sg = cs_cuda_program_slot (p, (guint) gs);
+      if (!cs_cuda_slot_is_contiguous (sg) || sa->rank != 2 || sa->buffer != sg->buffer || sa->offset != sg->offset
+          || sa->shape[0] != n || sa->shape[0] * sa->shape[1] != (int64_t) cs_cuda_slot_numel (sg)
+          || sa->strides[0] != 1 || (sa->shape[1] > 1 && sa->strides[1] != n))
+        continue;
+      o = cs_cuda_program_new_slot (p, bg->o->dtype, bg->o->shape, 1);
+      if (!cs_cuda_gemm_set_bias_grad (g, o))
+        return -1;
+      cs_cuda_program_bind (p, bg->o, o);
+      g_hash_table_add (p->epilogue_outs, bg->o);
+      return (gint) o;
+    }
+  return -1;
+}
+
 static gboolean
 handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error)
 {
@@ -386,6 +419,7 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
   CsCudaStep *step;
   g_autofree char *desc = NULL;
   double bytes;
+  gint bgrad;
 
   if (linear)
     {
@@ -443,6 +477,7 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
       g_prefix_error (error, "line %u: %s: ", st->line, st->callee);
       return FALSE;
     }
+  bgrad = linear ? -1 : claim_bias_grad (p, (guint) a, g, y);
   desc = cs_cuda_gemm_describe (g);
   step = cs_cuda_program_add_step (p, CS_CUDA_STEP_GEMM, "matmul",
                                    g_strdup_printf ("%s -> %s %s", linear ? "linear" : "matmul", y->name, desc));
@@ -453,6 +488,8 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
   if (bias >= 0)
     g_array_append_val (step->reads, bias);
   g_array_append_val (step->writes, d);
+  if (bgrad >= 0)
+    g_array_append_val (step->writes, bgrad);
   bytes = 0;
   for (guint i = 0; i < step->reads->len; i++)
     bytes += (double) cs_cuda_slot_numel (cs_cuda_program_slot (p, g_array_index (step->reads, guint, i)))
@@ -512,6 +549,7 @@ is_view_op (CsOpId id)
 }
 
 static gboolean handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error);
+static GPtrArray *live_prims (GPtrArray *prims, GPtrArray *outs);
 
 static gboolean
 is_matmul_prim (const CsStmt *st)
@@ -615,6 +653,23 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
       if (prims->len == 0)
         return fail (error, CS_CUDA_ERROR_UNSUPPORTED, st, "%s has no subsymbols (its prims were not printed)",
                      st->callee);
+      /* outputs a matmul epilogue computed already (bias gradients): not again, nor what only
+         they need */
+      if (g_hash_table_size (p->epilogue_outs) > 0)
+        {
+          guint n = outs->len;
+
+          for (guint i = outs->len; i-- > 0;)
+            if (g_hash_table_contains (p->epilogue_outs, outs->pdata[i]))
+              g_ptr_array_remove_index (outs, i);
+          if (outs->len < n)
+            {
+              GPtrArray *live = live_prims (prims, outs);
+
+              g_ptr_array_unref (prims);
+              prims = live;
+            }
+        }
       /* Every output, typed or not: multi-output prims (var_mean) print no types. */
       if (!run_region (p, prims, outs, st->callee, error))
         {
@@ -1020,7 +1075,136 @@ plan_layouts_of (CsCudaProgram *p, CsTrace *t, GHashTable *bwd_uses)
     }
 }
 
-/* p->want_perm for the forward @fwd and the backward @bwd (nullable). */
+/* ---- bias gradients a dW matmul's epilogue computes ---- */
+
+/* The prim of @def defining @x when it is a convert_element_type, else NULL. */
+static CsStmt *
+def_convert (GHashTable *def, CsProxy *x)
+{
+  CsStmt *d = x ? g_hash_table_lookup (def, x) : NULL;
+
+  return d && cs_op_semantic (d->op)->id == CS_OP_PRIM_CONVERT_ELEMENT_TYPE ? d : NULL;
+}
+
+/* The tensor proxy argument @i of @st, or NULL. */
+static CsProxy *
+tensor_arg0 (const CsStmt *st)
+{
+  CsValue *v = st ? cs_stmt_get_arg (st, 0, NULL) : NULL;
+
+  return v && v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR && v->u.proxy->typed ? v->u.proxy : NULL;
+}
+
+/* Fills p->bias_grads from the fusion regions of @t: an output o [N] of a region defined as
+ * convert_element_type(sum(convert_element_type(g, f32), (0, ..., r-2)), d) with g [..., N] a
+ * region input of dtype d (bf16 or f16) and o read by no prim of the region: a linear's bias
+ * gradient, which handle_matmul() lets the weight gradient's matmul compute (its A operand being
+ * g reshaped to [M, N] and transposed) when that matmul comes first.  Summing the same d values
+ * in f32 and rounding once to d, the epilogue computes what the region would, in another
+ * order. */
+static void
+plan_bias_grads (CsCudaProgram *p, CsTrace *t)
+{
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *st = t->stmts[i];
+      g_autoptr(GPtrArray) prims = NULL;
+      g_autoptr(GPtrArray) outs = NULL;
+      g_autoptr(GHashTable) def = NULL;
+      g_autoptr(GHashTable) read = NULL;
+
+      if (st->kind != CS_STMT_CALL || st->op == NULL || !cs_op_is_fusion (st->op)
+          || cs_executor_of_stmt (st) == CS_EXECUTOR_TORCHCOMPILE_XENTROPY)
+        continue;
+      prims = g_ptr_array_new ();
+      for (guint j = 0; j < st->n_subs; j++)
+        flatten_prims (st->subs[j], prims);
+      def = g_hash_table_new (NULL, NULL);
+      read = g_hash_table_new (NULL, NULL);
+      for (guint j = 0; j < prims->len; j++)
+        {
+          g_autoptr(GPtrArray) o = g_ptr_array_new ();
+          g_autoptr(GPtrArray) in = g_ptr_array_new ();
+
+          if (((CsStmt *) prims->pdata[j])->kind != CS_STMT_CALL)
+            continue;
+          cs_stmt_collect_outputs (prims->pdata[j], o);
+          for (guint q = 0; q < o->len; q++)
+            g_hash_table_insert (def, o->pdata[q], prims->pdata[j]);
+          cs_stmt_collect_inputs (prims->pdata[j], in);
+          for (guint q = 0; q < in->len; q++)
+            g_hash_table_add (read, in->pdata[q]);
+        }
+      outs = g_ptr_array_new ();
+      cs_stmt_collect_outputs (st, outs);
+      for (guint j = 0; j < outs->len; j++)
+        {
+          CsProxy *o = outs->pdata[j], *sm, *c, *g;
+          CsStmt *d0 = def_convert (def, o), *d1, *d2;
+          int64_t dims[CS_MAX_DIMS];
+          guint nd = 0;
+          gboolean rows = TRUE;
+          CsCudaBiasGrad *bg;
+
+          if (o->kind != CS_PROXY_TENSOR || !o->typed || o->rank != 1 || g_hash_table_contains (read, o)
+              || (o->dtype != CS_DTYPE_BF16 && o->dtype != CS_DTYPE_F16)
+              || (sm = tensor_arg0 (d0)) == NULL || sm->dtype != CS_DTYPE_F32)
+            continue;
+          d1 = g_hash_table_lookup (def, sm);
+          if (d1 == NULL || cs_op_semantic (d1->op)->id != CS_OP_PRIM_SUM || (c = tensor_arg0 (d1)) == NULL
+              || c->dtype != CS_DTYPE_F32 || c->rank < 2
+              || !cs_value_get_int_seq (cs_stmt_get_arg (d1, 1, "dims"), dims, CS_MAX_DIMS, &nd)
+              || nd != c->rank - 1)
+            continue;
+          for (guint k = 0; k < nd; k++)
+            rows &= (dims[k] < 0 ? dims[k] + c->rank : dims[k]) == (int64_t) k;
+          d2 = def_convert (def, c);
+          g = tensor_arg0 (d2);
+          if (!rows || g == NULL || g_hash_table_contains (def, g) || g->dtype != o->dtype || g->rank != c->rank
+              || memcmp (g->shape, c->shape, sizeof (int64_t) * c->rank) != 0
+              || o->shape[0] != g->shape[g->rank - 1])
+            continue;
+          bg = g_new0 (CsCudaBiasGrad, 1);
+          bg->g = g;
+          bg->o = o;
+          g_ptr_array_add (p->bias_grads, bg);
+        }
+    }
+}
+
+/* The prims of a region that its outputs @outs need: the others (the prims of a bias gradient
+ * a matmul epilogue computed instead) dropped, order kept. */
+static GPtrArray *
+live_prims (GPtrArray *prims, GPtrArray *outs)
+{
+  g_autoptr(GHashTable) live = g_hash_table_new (NULL, NULL);
+  GPtrArray *keep = g_ptr_array_new ();
+  g_autofree gboolean *kept = g_new0 (gboolean, MAX (prims->len, 1));
+
+  for (guint i = 0; i < outs->len; i++)
+    g_hash_table_add (live, outs->pdata[i]);
+  for (guint i = prims->len; i-- > 0;)
+    {
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+      g_autoptr(GPtrArray) in = g_ptr_array_new ();
+
+      cs_stmt_collect_outputs (prims->pdata[i], o);
+      for (guint q = 0; q < o->len && !kept[i]; q++)
+        kept[i] = g_hash_table_contains (live, o->pdata[q]);
+      if (!kept[i])
+        continue;
+      cs_stmt_collect_inputs (prims->pdata[i], in);
+      for (guint q = 0; q < in->len; q++)
+        g_hash_table_add (live, in->pdata[q]);
+    }
+  for (guint i = 0; i < prims->len; i++)
+    if (kept[i])
+      g_ptr_array_add (keep, prims->pdata[i]);
+  return keep;
+}
+
+/* p->want_perm for the forward @fwd and the backward @bwd (nullable), and p->bias_grads
+ * (unless CASTSCOPE_GEMM_BGRAD=0: the regions keep their column sums). */
 static void
 plan_layouts (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd)
 {
@@ -1029,6 +1213,12 @@ plan_layouts (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd)
   plan_layouts_of (p, fwd, bwd_uses);
   if (bwd)
     plan_layouts_of (p, bwd, NULL);
+  if (g_strcmp0 (g_getenv ("CASTSCOPE_GEMM_BGRAD"), "0") != 0)
+    {
+      plan_bias_grads (p, fwd);
+      if (bwd)
+        plan_bias_grads (p, bwd);
+    }
 }
 
 guint
@@ -1356,6 +1546,8 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_hash_table_unref (p->slot_of);
   g_hash_table_unref (p->collection_of);
   g_clear_pointer (&p->want_perm, g_hash_table_unref);
+  g_clear_pointer (&p->bias_grads, g_ptr_array_unref);
+  g_clear_pointer (&p->epilogue_outs, g_hash_table_unref);
   g_array_unref (p->inputs);
   g_array_unref (p->input_slots);
   g_array_unref (p->outputs);
@@ -1780,6 +1972,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   p->slot_of = g_hash_table_new (NULL, NULL);
   p->collection_of = g_hash_table_new (NULL, NULL);
   p->want_perm = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  p->bias_grads = g_ptr_array_new_with_free_func (g_free);
+  p->epilogue_outs = g_hash_table_new (NULL, NULL);
   p->inputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
   p->input_slots = g_array_new (FALSE, FALSE, sizeof (guint));
   p->outputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));

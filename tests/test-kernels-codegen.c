@@ -196,7 +196,7 @@ test_mlp (void)
   g_autoptr(GError) error = NULL;
   CsPolicy policy;
   CsCudaProgram *p;
-  guint bias = 0;
+  guint bias = 0, bias_grad = 0;
 
   if (!fwd || !bwd)
     {
@@ -216,11 +216,19 @@ test_mlp (void)
     {
       CsCudaStep *s = g_ptr_array_index (p->steps, i);
 
-      if (s->kind == CS_CUDA_STEP_GEMM && strstr (s->label, "+bias"))
+      if (s->kind == CS_CUDA_STEP_GEMM && strstr (s->label, "+bias grad"))
+        {
+          g_assert_true (s->backward);
+          bias_grad++;
+        }
+      else if (s->kind == CS_CUDA_STEP_GEMM && strstr (s->label, "+bias"))
         bias++;
       g_assert_cmpstr (s->kind_name, !=, "copy");
     }
   g_assert_cmpuint (bias, ==, 2);   /* both linears use the cuBLASLt BIAS epilogue */
+  /* and both weight gradients' matmuls write the bias gradients (BGRADB) that the backward's
+   * regions would sum over rows of the output gradients */
+  g_assert_cmpuint (bias_grad, ==, 2);
   /* nvFusion1 returns t171 and t35 = reshape(t171): one kernel writes t171 once, t35 is a view
    * of its buffer (the kernel may share its launch with an adjacent one: labels "A + B"). */
   {
@@ -478,6 +486,53 @@ test_transposed_output (void)
   g_assert_nonnull (strstr (p->source->str, "*(float4 *) (a"));
   compile_ok (p);
   cs_cuda_program_free (p);
+}
+
+#include "test-bias-grad-trace.h"
+
+/* A bias gradient (a region's sum over rows of the output gradient) after the weight
+ * gradient's matmul that reads that gradient transposed: the matmul's epilogue writes it, the
+ * region keeps its other output only; with CASTSCOPE_GEMM_BGRAD=0 the region sums the columns
+ * itself. */
+static void
+test_bias_grad_epilogue (void)
+{
+  for (int off = 0; off < 2; off++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTrace) t = NULL;
+      CsCudaProgram *p;
+      CsCudaStep *mm;
+      guint o5;
+
+      if (off)
+        g_setenv ("CASTSCOPE_GEMM_BGRAD", "0", TRUE);
+      p = generate (bias_grad_trace, "bias-grad", &t, &error);
+      g_unsetenv ("CASTSCOPE_GEMM_BGRAD");
+      g_assert_no_error (error);
+      g_assert_cmpuint (p->outputs->len, ==, 3);
+      g_assert_cmpuint (p->steps->len, ==, 2);
+      mm = p->steps->pdata[0];
+      g_assert_cmpint (mm->kind, ==, CS_CUDA_STEP_GEMM);
+      o5 = g_array_index (p->output_slots, guint, 1);
+      if (off)
+        {
+          g_assert_null (strstr (mm->label, "+bias grad"));
+          g_assert_cmpuint (mm->writes->len, ==, 1);
+          g_assert_cmpuint (count_label (p, "nvFusion0 col-reduce [4, 64, 96]", NULL), ==, 1);
+        }
+      else
+        {
+          /* t2 [96, 80] and the bias gradient t5 [96] from one cublasLtMatmul */
+          g_assert_nonnull (strstr (mm->label, "96x80x256 A^T (M x N x K) +bias grad"));
+          g_assert_cmpuint (mm->writes->len, ==, 2);
+          g_assert_cmpuint (g_array_index (mm->writes, guint, 1), ==, o5);
+          g_assert_cmpuint (count_label (p, "nvFusion0 col-reduce", NULL), ==, 0);
+          g_assert_cmpuint (count_label (p, "nvFusion0 pointwise [4, 64, 96] (1 out)", NULL), ==, 1);
+        }
+      compile_ok (p);
+      cs_cuda_program_free (p);
+    }
 }
 
 static void
@@ -1241,6 +1296,7 @@ typedef struct
   guint split_sums; /* column reductions split over blocks, the last block merging the splits */
   guint counters;   /* buffers zeroed once per program (those reductions' split counters) */
   guint merged;     /* region kernels that share a launch with the one before them */
+  guint bias_grads; /* matmuls that also write a bias gradient (CUBLASLT_EPILOGUE_BGRADB) */
 } Launches;
 
 /* The launches of @init's training step under the default policy (attention and cross-entropy
@@ -1266,6 +1322,7 @@ count_launches (CsTrace *init, Launches *n)
       CsCudaStep *s = g_ptr_array_index (p->steps, i);
 
       n->matmuls += s->kind == CS_CUDA_STEP_GEMM;
+      n->bias_grads += strstr (s->label, "+bias grad") != NULL;
       n->finalize += strstr (s->label, "finalize") != NULL;
       /* a merged launch "A + B" counts the copies among its parts */
       for (const char *c = strstr (s->label, "reshape copy"); c; c = strstr (c + 1, "reshape copy"))
@@ -1342,6 +1399,7 @@ test_launches_llama (void)
   g_assert_cmpuint (n.split_sums, ==, 8 * 2 + 1);
   g_assert_cmpuint (n.counters, ==, 8 * 2 + 1);
   g_assert_cmpuint (n.copies, ==, 0);
+  g_assert_cmpuint (n.bias_grads, ==, 0);
   g_assert_cmpuint (n.merged, ==, 8 * 3 + 1);
   g_assert_cmpuint (n.steps, ==, 8 * 35 + 11);
 }
@@ -1354,7 +1412,10 @@ test_launches_llama (void)
  * column sums of the blocks' two norms.  The 16 copies (per block the attention output for
  * c_proj, and dQ, dK, dV transposed and reshaped for the `cat` of c_attn's backward) go: the
  * attention kernels write those tensors as [B, T, H, D] (cs_cuda_program_new_output_slot),
- * so each transpose + reshape is a view: 222 - 21 - 34 - 16 - merged. */
+ * so each transpose + reshape is a view: 222 - 21 - 34 - 16 - merged.  The 16 bias gradients
+ * (4 linears a block) are computed by their weight gradient's matmul (CUBLASLT_EPILOGUE_BGRADB):
+ * 16 of the 34 column sums leave their regions, each of them a part of a merged launch, so the
+ * launches stay (16 fewer kernel parts, 16 fewer merges): 222 - 21 - 34 - 16 - 16 - merged. */
 static void
 test_launches_gpt (void)
 {
@@ -1372,11 +1433,13 @@ test_launches_gpt (void)
   g_assert_cmpuint (n.matmuls, ==, 51);
   g_assert_cmpuint (n.setup, ==, 4 * 5 + 1);
   g_assert_cmpuint (n.finalize, ==, 0);
-  g_assert_cmpuint (n.split_sums, ==, 34);
-  g_assert_cmpuint (n.counters, ==, 34);
+  g_assert_cmpuint (n.bias_grads, ==, 4 * 4);
+  g_assert_cmpuint (n.split_sums, ==, 34 - 16);
+  g_assert_cmpuint (n.counters, ==, 34 - 16);
   g_assert_cmpuint (n.copies, ==, 0);
   g_assert_cmpuint (n.merged, >=, 4 * 2);
-  g_assert_cmpuint (n.steps, ==, 222 - 21 - 34 - 16 - n.merged);
+  g_assert_cmpuint (n.steps, ==, 222 - 21 - 34 - 16 - 16 - n.merged);
+  g_assert_cmpuint (n.steps, ==, 123);
 }
 
 int
@@ -1389,6 +1452,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/row-fused", test_row_fused);
   g_test_add_func ("/kernels/codegen/reshape-view", test_reshape_view);
   g_test_add_func ("/kernels/codegen/transposed-output", test_transposed_output);
+  g_test_add_func ("/kernels/codegen/bias-grad-epilogue", test_bias_grad_epilogue);
   g_test_add_func ("/kernels/codegen/unsupported", test_unsupported);
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);

@@ -317,6 +317,23 @@ test_transposed_output (void)
   run_case (transposed_output_trace, FALSE, NULL, FALSE);
 }
 
+#include "test-bias-grad-trace.h"
+
+/* A bias gradient from the weight gradient's cuBLASLt epilogue (CUBLASLT_EPILOGUE_BGRADB:
+ * test-kernels-codegen's /kernels/codegen/bias-grad-epilogue), beside the matmul's own output
+ * and the region's remaining output; then the same with CASTSCOPE_GEMM_BGRAD=0 (the region's
+ * column sum). */
+static void
+test_bias_grad_epilogue (void)
+{
+  run_case (bias_grad_trace, FALSE, NULL, FALSE);
+  if (!have_device)
+    return;
+  g_setenv ("CASTSCOPE_GEMM_BGRAD", "0", TRUE);
+  run_case (bias_grad_trace, FALSE, NULL, FALSE);
+  g_unsetenv ("CASTSCOPE_GEMM_BGRAD");
+}
+
 /* The CUDA graph replays exactly what the stream launches do: identical bits. */
 static void
 test_graph_same_bits (void)
@@ -670,6 +687,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
   g_test_add_func ("/kernels/cuda/pointwise/transposed-output", test_transposed_output);
+  g_test_add_func ("/kernels/cuda/matmul/bias-grad-epilogue", test_bias_grad_epilogue);
   g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
   g_test_add_func ("/kernels/cuda/graph/streams-llama", test_graph_streams_llama);
   g_test_add_func ("/kernels/cuda/f64/agrees-with-cpu-f64", test_f64_vs_cpu);
