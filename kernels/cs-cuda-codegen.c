@@ -3039,6 +3039,46 @@ mark_done:
       done[i] = TRUE;
     }
 
+  /* 3c. An output that is a slice of a region input is a view of that input (ltorch.split's
+   *     pieces): its offset moves to the slice's start, its strides scale by the steps. */
+  for (guint i = 0; i < n_outs; i++)
+    {
+      CsStmt *d = done[i] ? NULL : g_hash_table_lookup (g.def, outs[i]);
+      CsProxy *x = d && cs_op_semantic (d->op)->id == CS_OP_PRIM_SLICE_PRIM ? arg_proxy (d, 0, "a") : NULL;
+      int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS];
+      guint n1 = 0, n2 = 0, n3 = 0;
+      gint ss;
+      CsCudaSlot v;
+      gboolean ok_view = TRUE;
+
+      if (x == NULL || g_hash_table_contains (g.def, x) || outs[i]->kind != CS_PROXY_TENSOR
+          || x->dtype != outs[i]->dtype || x->rank != outs[i]->rank || (ss = cs_cuda_program_lookup (p, x)) < 0
+          || !arg_ints (d, 1, "start_indices", start, &n1) || !arg_ints (d, 2, "end_indices", end, &n2)
+          || n1 != x->rank)
+        continue;
+      if (!arg_ints (d, 3, "strides", step, &n3))
+        for (guint j = 0; j < x->rank; j++)
+          step[j] = 1;
+      else if (n3 != x->rank)
+        continue;
+      v = *cs_cuda_program_slot (p, (guint) ss);
+      if (v.rank != x->rank)
+        continue;
+      for (guint j = 0; j < v.rank; j++)
+        {
+          if (step[j] < 1 || start[j] < 0 || (outs[i]->shape[j] > 0 && start[j] + (outs[i]->shape[j] - 1) * step[j] >= v.shape[j]))
+            ok_view = FALSE;
+          v.offset += start[j] * v.strides[j];
+          v.strides[j] *= step[j];
+          v.shape[j] = outs[i]->shape[j];
+        }
+      if (!ok_view)
+        continue;
+      g_array_append_val (p->slots, v);
+      cs_cuda_program_bind (p, outs[i], p->slots->len - 1);
+      done[i] = TRUE;
+    }
+
   if (fuse_rows)
     {
       g_autofree CsProxy **todo = g_new0 (CsProxy *, MAX (n_outs, 1));

@@ -193,6 +193,18 @@ typedef struct
   CsProxy *o;            /* the region's output: the bias gradient, in g's dtype */
 } CsCudaBiasGrad;
 
+/* Where a tensor z goes when the trace only transposes it, reshapes that, and concatenates the
+ * result x with others (the GPT backward's dQ, dK, dV before the cat of c_attn's gradient). */
+typedef struct
+{
+  CsProxy *cat;                  /* the cat's output */
+  CsProxy *x;                    /* the cat's input: reshape (y) */
+  CsProxy *y;                    /* transpose (z, perm) */
+  int64_t  perm[CS_MAX_DIMS];    /* that transpose's permutation */
+  int64_t  off;                  /* x's first index along the cat dim */
+  guint    dim;                  /* the cat dim */
+} CsCudaCatPlace;
+
 /* Everything a program owns.  Built by cs_cuda_program_build(). */
 struct _CsCudaProgram
 {
@@ -224,6 +236,10 @@ struct _CsCudaProgram
                                     regions compute as column sums that a dW matmul's epilogue
                                     may compute instead (plan_bias_grads) */
   GHashTable    *epilogue_outs;  /* CsProxy* set: region outputs a matmul epilogue bound */
+  GHashTable    *place_of;       /* CsProxy* z -> CsCudaCatPlace* (g_free): z is written into its
+                                    piece of a cat's output (plan_cats) */
+  GHashTable    *cat_slot;       /* CsProxy* (a cat's output) -> slot + 1, made by the first
+                                    producer of one of its pieces */
   GArray        *inputs;         /* element-type CsCudaTensorInfo */
   GArray        *input_slots;    /* element-type guint */
   GArray        *outputs;        /* element-type CsCudaTensorInfo */

@@ -220,7 +220,47 @@ cs_cuda_program_reshape_view (CsCudaProgram *p, guint src, const int64_t *shape,
   return view_of (p, src, shape, rank, st);
 }
 
-/* Reshape-like: a view if the source is contiguous, else a copy then a view. */
+/* The strides of a view of @shape (rank @rank) over a tensor of @old_shape and @old_strides
+ * (rank @old_rank, the same elements in row-major order) without moving any element, when one
+ * exists: runs of old dims that are contiguous with each other split or merge freely, others
+ * must map dim for dim.  PyTorch's computeStride (aten/src/ATen/TensorUtils.cpp).  FALSE when
+ * the reshape needs a copy. */
+static gboolean
+view_strides (const int64_t *old_shape, const int64_t *old_strides, guint old_rank, const int64_t *shape,
+              guint rank, int64_t *strides)
+{
+  int64_t chunk, tensor_numel = 1, view_numel = 1;
+  gint view_d = (gint) rank - 1;
+
+  if (old_rank == 0 || cs_shape_numel (old_shape, old_rank) == 0)
+    return FALSE;
+  chunk = old_strides[old_rank - 1];
+  for (gint d = (gint) old_rank - 1; d >= 0; d--)
+    {
+      tensor_numel *= old_shape[d];
+      if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk))
+        {
+          while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1))
+            {
+              strides[view_d] = view_numel * chunk;
+              view_numel *= shape[view_d];
+              view_d--;
+            }
+          if (view_numel != tensor_numel)
+            return FALSE;
+          if (d > 0)
+            {
+              chunk = old_strides[d - 1];
+              tensor_numel = 1;
+              view_numel = 1;
+            }
+        }
+    }
+  return view_d == -1;
+}
+
+/* Reshape-like: a view when one exists (a contiguous source, or strides that split or merge
+ * as the reshape does: view_strides), else a copy then a view. */
 static gboolean
 reshape_view (CsCudaProgram *p, guint src, const CsProxy *y, const char *label, guint *out, GError **error)
 {
@@ -232,6 +272,11 @@ reshape_view (CsCudaProgram *p, guint src, const CsProxy *y, const char *label, 
                  cs_cuda_slot_numel (s), y->name);
   if (!cs_cuda_slot_is_contiguous (s))
     {
+      if (view_strides (s->shape, s->strides, s->rank, y->shape, y->rank, st))
+        {
+          *out = view_of (p, src, y->shape, y->rank, st);
+          return TRUE;
+        }
       if (!cs_cuda_codegen_copy (p, src, label, &src, error))
         return FALSE;
     }
@@ -550,6 +595,9 @@ is_view_op (CsOpId id)
 
 static gboolean handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error);
 static GPtrArray *live_prims (GPtrArray *prims, GPtrArray *outs);
+static gboolean is_cat (const CsStmt *st);
+static gboolean cat_args (const CsStmt *st, guint rank, CsValue **list, guint *dim);
+static CsProxy *tensor_arg0 (const CsStmt *st);
 
 static gboolean
 is_matmul_prim (const CsStmt *st)
@@ -619,6 +667,42 @@ run_region (CsCudaProgram *p, GPtrArray *prims, GPtrArray *outs, const char *lab
   return TRUE;
 }
 
+/* Whether every piece of cat @st is bound to its place in the slot planned for the cat's
+ * output @c (plan_cats): then @c is bound to that slot.  FALSE (nothing bound) otherwise. */
+static gboolean
+cat_in_place (CsCudaProgram *p, const CsStmt *st, CsProxy *c)
+{
+  guint cs = GPOINTER_TO_UINT (g_hash_table_lookup (p->cat_slot, c)) - 1;
+  CsCudaSlot *cat = cs_cuda_program_slot (p, cs);
+  CsValue *list;
+  guint dim;
+  int64_t off = 0;
+
+  if (!cat_args (st, c->rank, &list, &dim))
+    return FALSE;
+  for (guint j = 0; j < list->u.seq.n; j++)
+    {
+      CsValue *iv = list->u.seq.items[j];
+      gint xs = iv->kind == CS_VALUE_PROXY ? cs_cuda_program_lookup (p, iv->u.proxy) : -1;
+      CsCudaSlot *x;
+
+      if (xs < 0)
+        return FALSE;
+      cat = cs_cuda_program_slot (p, cs);
+      x = cs_cuda_program_slot (p, (guint) xs);
+      if (x->buffer != cat->buffer || x->rank != cat->rank || x->offset != cat->offset + off * cat->strides[dim])
+        return FALSE;
+      for (guint k = 0; k < x->rank; k++)
+        if ((k == dim ? FALSE : x->shape[k] != cat->shape[k]) || (x->shape[k] > 1 && x->strides[k] != cat->strides[k]))
+          return FALSE;
+      off += x->shape[dim];
+    }
+  if (off != cat->shape[dim])
+    return FALSE;
+  cs_cuda_program_bind (p, c, cs);
+  return TRUE;
+}
+
 static gboolean
 handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
 {
@@ -636,6 +720,10 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
         g_ptr_array_add (tensors, o);
     }
 
+  /* a cat whose pieces their producers wrote in place (plan_cats): its output, no kernel */
+  if (is_cat (st) && tensors->len == 1 && g_hash_table_contains (p->cat_slot, tensors->pdata[0])
+      && cat_in_place (p, st, tensors->pdata[0]))
+    return TRUE;
   /* the sdpa executor's statements and ATen's SDPA ops: fused attention kernels */
   if (cs_cuda_attention_handles (st))
     return cs_cuda_attention_call (p, st, error);
@@ -1075,6 +1163,122 @@ plan_layouts_of (CsCudaProgram *p, CsTrace *t, GHashTable *bwd_uses)
     }
 }
 
+/* ---- cats of transposed pieces written in place ---- */
+
+static gboolean
+is_cat (const CsStmt *st)
+{
+  CsOpId id = st->kind == CS_STMT_CALL && st->op ? cs_op_semantic (st->op)->id : CS_OP_OPAQUE;
+
+  return id == CS_OP_LTORCH_CAT || id == CS_OP_PRIM_CAT;
+}
+
+/* The tensor list and the (non-negative) dim of cat @st, output rank @rank; FALSE if unread. */
+static gboolean
+cat_args (const CsStmt *st, guint rank, CsValue **list, guint *dim)
+{
+  CsValue *l = cs_stmt_get_arg (st, 0, "tensors");
+  CsValue *d = cs_stmt_get_arg (st, 1, "dim");
+  int64_t dv;
+
+  if (l == NULL || (l->kind != CS_VALUE_LIST && l->kind != CS_VALUE_TUPLE) || d == NULL || d->kind != CS_VALUE_INT)
+    return FALSE;
+  dv = d->u.i < 0 ? d->u.i + rank : d->u.i;
+  if (dv < 0 || dv >= rank)
+    return FALSE;
+  *list = l;
+  *dim = (guint) dv;
+  return TRUE;
+}
+
+/* Fills p->place_of from the top-level cats of @t whose every piece x is reshape(transpose(z))
+ * with x, the transpose's result y and z each read by the next statement of that chain only:
+ * the kernel writing z (cs_cuda_program_new_output_slot) writes it into x's place in the cat's
+ * output, so the transpose and the reshape are views of it and the cat is that output
+ * (handle_call), no copy and no cat kernel. */
+static void
+plan_cats (CsCudaProgram *p, CsTrace *t)
+{
+  g_autoptr(GHashTable) uses = uses_of (t, FALSE);
+  g_autoptr(GHashTable) def = g_hash_table_new (NULL, NULL);
+
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      g_autoptr(GPtrArray) o = g_ptr_array_new ();
+
+      if (t->stmts[i]->kind != CS_STMT_CALL)
+        continue;
+      cs_stmt_collect_outputs (t->stmts[i], o);
+      for (guint q = 0; q < o->len; q++)
+        g_hash_table_insert (def, o->pdata[q], t->stmts[i]);
+    }
+  for (guint i = 0; i < t->n_stmts; i++)
+    {
+      CsStmt *st = t->stmts[i];
+      CsProxy *c = st->kind == CS_STMT_CALL ? cs_stmt_get_output (st) : NULL;
+      CsValue *list;
+      guint dim;
+      int64_t off = 0;
+      g_autoptr(GPtrArray) places = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr(GPtrArray) zs = g_ptr_array_new ();
+
+      if (!is_cat (st) || c == NULL || c->kind != CS_PROXY_TENSOR || !c->typed || !cat_args (st, c->rank, &list, &dim))
+        continue;
+      for (guint j = 0; j < list->u.seq.n; j++)
+        {
+          CsValue *iv = list->u.seq.items[j];
+          CsProxy *x = iv->kind == CS_VALUE_PROXY ? iv->u.proxy : NULL;
+          CsStmt *dx = x ? g_hash_table_lookup (def, x) : NULL, *dy;
+          CsProxy *y = dx ? tensor_arg0 (dx) : NULL, *z;
+          GPtrArray *xu = x ? g_hash_table_lookup (uses, x) : NULL, *yu, *zu;
+          CsCudaCatPlace *pl;
+          guint np = 0;
+
+          if (x == NULL || x->kind != CS_PROXY_TENSOR || !x->typed || x->dtype != c->dtype || x->rank != c->rank
+              || !xu || xu->len != 1 || !reshapes (dx) || y == NULL
+              || (yu = g_hash_table_lookup (uses, y)) == NULL || yu->len != 1
+              || (dy = g_hash_table_lookup (def, y)) == NULL)
+            break;
+          switch (cs_op_semantic (dy->op)->id)
+            {
+            case CS_OP_LTORCH_PERMUTE: case CS_OP_LTORCH_TRANSPOSE: case CS_OP_PRIM_TRANSPOSE:
+              break;
+            default:
+              dy = NULL;
+              break;
+            }
+          z = dy ? tensor_arg0 (dy) : NULL;
+          if (z == NULL || z->rank != y->rank || z->dtype != c->dtype || g_hash_table_contains (p->place_of, z)
+              || (zu = g_hash_table_lookup (uses, z)) == NULL || zu->len != 1)
+            break;
+          pl = g_new0 (CsCudaCatPlace, 1);
+          if (transpose_perm (dy, z->rank, pl->perm, &np) != PERM_OK || np != z->rank)
+            {
+              g_free (pl);
+              break;
+            }
+          for (guint k = 0; k < np; k++)
+            if (pl->perm[k] < 0)
+              pl->perm[k] += z->rank;
+          pl->cat = c;
+          pl->x = x;
+          pl->y = y;
+          pl->off = off;
+          pl->dim = dim;
+          off += x->shape[dim];
+          g_ptr_array_add (places, pl);
+          g_ptr_array_add (zs, z);
+        }
+      if (places->len != list->u.seq.n || off != c->shape[dim])
+        continue;
+      for (guint j = 0; j < places->len; j++)
+        {
+          g_hash_table_insert (p->place_of, zs->pdata[j], places->pdata[j]);
+          places->pdata[j] = NULL;   /* owned by place_of now */
+        }
+    }
+}
+
 /* ---- bias gradients a dW matmul's epilogue computes ---- */
 
 /* The prim of @def defining @x when it is a convert_element_type, else NULL. */
@@ -1211,8 +1415,12 @@ plan_layouts (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd)
   g_autoptr(GHashTable) bwd_uses = bwd ? uses_of (bwd, TRUE) : NULL;
 
   plan_layouts_of (p, fwd, bwd_uses);
+  plan_cats (p, fwd);
   if (bwd)
-    plan_layouts_of (p, bwd, NULL);
+    {
+      plan_layouts_of (p, bwd, NULL);
+      plan_cats (p, bwd);
+    }
   if (g_strcmp0 (g_getenv ("CASTSCOPE_GEMM_BGRAD"), "0") != 0)
     {
       plan_bias_grads (p, fwd);
@@ -1221,13 +1429,46 @@ plan_layouts (CsCudaProgram *p, CsTrace *fwd, CsTrace *bwd)
     }
 }
 
+/* A slot for @z in its piece of the cat's output (p->place_of, plan_cats): that output's slot
+ * (made contiguous by the first piece), x the piece's view of it, y = x viewed as y's shape
+ * (view_strides), z = y's dims put back by the transpose's permutation.  -1 when y is not a
+ * view of x's strides (then z gets a slot of its own). */
+static gint
+placed_slot (CsCudaProgram *p, const CsProxy *z, const CsCudaCatPlace *pl)
+{
+  gpointer cv = g_hash_table_lookup (p->cat_slot, pl->cat);
+  CsCudaSlot c, s = { 0 };
+  int64_t ys[CS_MAX_DIMS];
+
+  if (cv == NULL)
+    {
+      cv = GUINT_TO_POINTER (cs_cuda_program_new_slot (p, pl->cat->dtype, pl->cat->shape, pl->cat->rank) + 1);
+      g_hash_table_insert (p->cat_slot, pl->cat, cv);
+    }
+  c = *cs_cuda_program_slot (p, GPOINTER_TO_UINT (cv) - 1);
+  if (!view_strides (pl->x->shape, c.strides, c.rank, pl->y->shape, pl->y->rank, ys))
+    return -1;
+  s.dtype = z->dtype;
+  s.rank = z->rank;
+  memcpy (s.shape, z->shape, sizeof (int64_t) * z->rank);
+  for (guint k = 0; k < z->rank; k++)
+    s.strides[pl->perm[k]] = ys[k];
+  s.offset = c.offset + pl->off * c.strides[pl->dim];
+  s.buffer = c.buffer;
+  return (gint) add_slot (p, &s);
+}
+
 guint
 cs_cuda_program_new_output_slot (CsCudaProgram *p, const CsProxy *y)
 {
   const int64_t *perm = g_hash_table_lookup (p->want_perm, y);
+  const CsCudaCatPlace *pl = g_hash_table_lookup (p->place_of, y);
   int64_t pshape[CS_MAX_DIMS], pst[CS_MAX_DIMS];
   CsCudaSlot s = { 0 };
+  gint placed;
 
+  if (pl != NULL && (placed = placed_slot (p, y, pl)) >= 0)
+    return (guint) placed;
   if (perm == NULL)
     return cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
   /* the transpose's shape, contiguous; dim perm[k] of y gets stride k of it */
@@ -1548,6 +1789,8 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_clear_pointer (&p->want_perm, g_hash_table_unref);
   g_clear_pointer (&p->bias_grads, g_ptr_array_unref);
   g_clear_pointer (&p->epilogue_outs, g_hash_table_unref);
+  g_clear_pointer (&p->place_of, g_hash_table_unref);
+  g_clear_pointer (&p->cat_slot, g_hash_table_unref);
   g_array_unref (p->inputs);
   g_array_unref (p->input_slots);
   g_array_unref (p->outputs);
@@ -1973,6 +2216,8 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   p->collection_of = g_hash_table_new (NULL, NULL);
   p->want_perm = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   p->bias_grads = g_ptr_array_new_with_free_func (g_free);
+  p->place_of = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  p->cat_slot = g_hash_table_new (NULL, NULL);
   p->epilogue_outs = g_hash_table_new (NULL, NULL);
   p->inputs = g_array_new (FALSE, FALSE, sizeof (CsCudaTensorInfo));
   p->input_slots = g_array_new (FALSE, FALSE, sizeof (guint));

@@ -43,6 +43,10 @@ typedef struct
                             [B, L, H, E] and transposed; the output transposed back and reshaped
                             to [B, L, H*Ev], so the kernels write out, dq, dk and dv laid out as
                             [B, L, H, E] (cs_cuda_program_new_output_slot) and no copy runs */
+  gboolean    packed;    /* merged, and q, k, v split from one [B, L, 3*H*E] input (L = S, E = Ev:
+                            the GPT's c_attn): the pieces are views, the backward's cat of dq, dk,
+                            dv is written in place by the attention kernels; no split, copy or
+                            cat kernel runs */
 } AttCase;
 
 #define FLASH CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION
@@ -88,6 +92,8 @@ static const AttCase cases[] = {
   { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE },
   { "f16", 1, 2, 70, 45, 64, 64, FALSE, NULL, FLASH, FALSE, TRUE },
   { "f32", 2, 3, 37, 45, 64, 40, FALSE, NULL, MEMEF, FALSE, TRUE },
+  { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE, TRUE },
+  { "f32", 1, 2, 45, 45, 40, 40, FALSE, NULL, MEMEF, FALSE, TRUE, TRUE },
 };
 
 /* Whether the forward of @c runs on the tensor-core kernel (kernels/cs-cuda-attention.c). */
@@ -211,7 +217,7 @@ case_name (const AttCase *c)
 {
   return g_strdup_printf ("%s B%d H%d L%d S%d E%d Ev%d%s%s%s%s%s", c->dtype, c->B, c->H, c->L, c->S, c->E, c->Ev,
                           c->causal ? " causal" : "", c->mask ? " mask " : "", c->mask ? c->mask : "",
-                          c->bshd ? " transposed" : "", c->merged ? " heads merged" : "");
+                          c->bshd ? " transposed" : "", c->packed ? " qkv packed" : c->merged ? " heads merged" : "");
 }
 
 /* The initial trace of @c: attn_out = sdpa(query_in, key_in, value_in, mask_in, dropout,
@@ -221,7 +227,10 @@ case_text (const AttCase *c, double dropout)
 {
   GString *s = g_string_new (IMPORTS);
 
-  g_string_append_printf (s, "def computation(query_in, key_in, value_in%s):\n", c->mask ? ", mask_in" : "");
+  if (c->packed)
+    g_string_append (s, "def computation(qkv_in):\n");
+  else
+    g_string_append_printf (s, "def computation(query_in, key_in, value_in%s):\n", c->mask ? ", mask_in" : "");
   if (c->bshd)
     {
       const char *nm[3] = { "query_in", "key_in", "value_in" };
@@ -232,6 +241,18 @@ case_text (const AttCase *c, double dropout)
       for (int i = 0; i < 3; i++)
         g_string_append_printf (s, "  %c_t = ltorch.transpose(%s, 1, 2)  # %c_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
                                 nm[i][0], nm[i], nm[i][0], c->dtype, c->B, c->H, len[i], hd[i]);
+    }
+  else if (c->packed)
+    {
+      const char *nm[3] = { "q_s", "k_s", "v_s" };
+
+      g_string_append_printf (s, "  # qkv_in: \"cuda:0 %s[%d, %d, %d]\"\n", c->dtype, c->B, c->L, 3 * c->H * c->E);
+      g_string_append_printf (s, "  (q_s, k_s, v_s) = ltorch.split(qkv_in, %d, 2)\n", c->H * c->E);
+      for (int i = 0; i < 3; i++)
+        g_string_append_printf (s, "  %c_r = ltorch.reshape(%s, (%d, %d, %d, %d))  # %c_r: \"cuda:0 %s[%d, %d, %d, %d]\"\n"
+                                "  %c_t = ltorch.transpose(%c_r, 1, 2)  # %c_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
+                                nm[i][0], nm[i], c->B, c->L, c->H, c->E, nm[i][0], c->dtype, c->B, c->L, c->H, c->E,
+                                nm[i][0], nm[i][0], nm[i][0], c->dtype, c->B, c->H, c->L, c->E);
     }
   else if (c->merged)
     {
@@ -256,11 +277,12 @@ case_text (const AttCase *c, double dropout)
     g_string_append_printf (s, "  # mask_in: \"cuda:0 %s\"\n", c->mask);
   g_string_append_printf (s, "  attn_out = ltorch.scaled_dot_product_attention(%s, %s, %s, %s, %g, %s, "
                           "scale=None)  # attn_out: \"cuda:0 %s[%d, %d, %d, %d]\"\n",
-                          c->bshd || c->merged ? "q_t" : "query_in", c->bshd || c->merged ? "k_t" : "key_in",
-                          c->bshd || c->merged ? "v_t" : "value_in",
+                          c->bshd || c->merged || c->packed ? "q_t" : "query_in",
+                          c->bshd || c->merged || c->packed ? "k_t" : "key_in",
+                          c->bshd || c->merged || c->packed ? "v_t" : "value_in",
                           c->mask ? "mask_in" : "None", dropout, c->causal ? "True" : "False", c->dtype, c->B, c->H,
                           c->L, c->Ev);
-  if (c->merged)
+  if (c->merged || c->packed)
     {
       g_string_append_printf (s, "  o_t = ltorch.transpose(attn_out, 1, 2)  # o_t: \"cuda:0 %s[%d, %d, %d, %d]\"\n"
                               "  o_r = ltorch.reshape(o_t, (%d, %d, %d))  # o_r: \"cuda:0 %s[%d, %d, %d]\"\n"
@@ -404,7 +426,11 @@ test_compile (void)
         }
       /* heads merged: out, dq, dk and dv are written as [B, L, H, E] through their strides, and
        * every transpose + reshape around the attention is a view */
-      if (cases[c].merged)
+      /* qkv packed: only the attention kernels run (the split pieces are views, the cat of the
+       * gradients is written in place) */
+      if (cases[c].packed)
+        g_assert_cmpuint (count_attention_steps (p), ==, p->steps->len);
+      if (cases[c].merged || cases[c].packed)
         {
           g_assert_cmpuint (count_steps_with (p, "", "copy"), ==, 0);
           g_assert_nonnull (strstr (p->source->str, "auto sto = [&] (long long i, acc_t v) { sto_at (0 + "));

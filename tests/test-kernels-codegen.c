@@ -489,6 +489,51 @@ test_transposed_output (void)
 }
 
 #include "test-bias-grad-trace.h"
+#include "test-strided-view-trace.h"
+
+/* Reshapes of strided tensors are views where the strides allow (view_strides), slices of a
+ * region input are views: one copy step in all (t1), the other outputs share their inputs'
+ * buffers. */
+static void
+test_strided_views (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = NULL;
+  CsCudaProgram *p = generate (strided_view_trace, "views", &t, &error);
+  CsCudaSlot *in_b, *in_c, *o3, *o5, *o7, *o8;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (p->steps->len, ==, 1);
+  g_assert_cmpstr (((CsCudaStep *) p->steps->pdata[0])->kind_name, ==, "copy");
+  g_assert_cmpuint (p->outputs->len, ==, 6);
+  in_b = cs_cuda_program_slot (p, g_array_index (p->input_slots, guint, 1));
+  in_c = cs_cuda_program_slot (p, g_array_index (p->input_slots, guint, 2));
+  o3 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 1));
+  o5 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 2));
+  o7 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 3));
+  o8 = cs_cuda_program_slot (p, g_array_index (p->output_slots, guint, 4));
+  g_assert_cmpuint (o3->buffer, ==, in_b->buffer);
+  g_assert_cmpint (o3->strides[0], ==, 8);
+  g_assert_cmpint (o3->strides[1], ==, 48);
+  g_assert_cmpint (o3->strides[2], ==, 4);
+  g_assert_cmpint (o3->strides[3], ==, 1);
+  g_assert_cmpuint (o5->buffer, ==, in_c->buffer);
+  g_assert_cmpint (o5->offset, ==, 0);
+  g_assert_cmpint (o5->strides[1], ==, 24);
+  /* t9 = xc[:, 1::2, 16:24] */
+  g_assert_cmpuint (o7->buffer, ==, in_c->buffer);
+  g_assert_cmpint (o7->offset, ==, 24 + 16);
+  g_assert_cmpint (o7->strides[0], ==, 120);
+  g_assert_cmpint (o7->strides[1], ==, 48);
+  g_assert_cmpint (o7->strides[2], ==, 1);
+  /* t8 = t6 [3, 5, 8] (offset 8, row stride 24) as [3, 5, 2, 4] */
+  g_assert_cmpuint (o8->buffer, ==, in_c->buffer);
+  g_assert_cmpint (o8->offset, ==, 8);
+  g_assert_cmpint (o8->strides[1], ==, 24);
+  g_assert_cmpint (o8->strides[2], ==, 4);
+  compile_ok (p);
+  cs_cuda_program_free (p);
+}
 
 /* A bias gradient (a region's sum over rows of the output gradient) after the weight
  * gradient's matmul that reads that gradient transposed: the matmul's epilogue writes it, the
@@ -1297,6 +1342,7 @@ typedef struct
   guint counters;   /* buffers zeroed once per program (those reductions' split counters) */
   guint merged;     /* region kernels that share a launch with the one before them */
   guint bias_grads; /* matmuls that also write a bias gradient (CUBLASLT_EPILOGUE_BGRADB) */
+  guint splits_cats;/* kernels of ltorch.split and ltorch.cat statements */
 } Launches;
 
 /* The launches of @init's training step under the default policy (attention and cross-entropy
@@ -1323,6 +1369,10 @@ count_launches (CsTrace *init, Launches *n)
 
       n->matmuls += s->kind == CS_CUDA_STEP_GEMM;
       n->bias_grads += strstr (s->label, "+bias grad") != NULL;
+      for (const char *c = strstr (s->label, "ltorch.split"); c; c = strstr (c + 1, "ltorch.split"))
+        n->splits_cats++;
+      for (const char *c = strstr (s->label, "ltorch.cat"); c; c = strstr (c + 1, "ltorch.cat"))
+        n->splits_cats++;
       n->finalize += strstr (s->label, "finalize") != NULL;
       /* a merged launch "A + B" counts the copies among its parts */
       for (const char *c = strstr (s->label, "reshape copy"); c; c = strstr (c + 1, "reshape copy"))
@@ -1400,6 +1450,7 @@ test_launches_llama (void)
   g_assert_cmpuint (n.counters, ==, 8 * 2 + 1);
   g_assert_cmpuint (n.copies, ==, 0);
   g_assert_cmpuint (n.bias_grads, ==, 0);
+  g_assert_cmpuint (n.splits_cats, ==, 0);
   g_assert_cmpuint (n.merged, ==, 8 * 3 + 1);
   g_assert_cmpuint (n.steps, ==, 8 * 35 + 11);
 }
@@ -1415,7 +1466,11 @@ test_launches_llama (void)
  * so each transpose + reshape is a view: 222 - 21 - 34 - 16 - merged.  The 16 bias gradients
  * (4 linears a block) are computed by their weight gradient's matmul (CUBLASLT_EPILOGUE_BGRADB):
  * 16 of the 34 column sums leave their regions, each of them a part of a merged launch, so the
- * launches stay (16 fewer kernel parts, 16 fewer merges): 222 - 21 - 34 - 16 - 16 - merged. */
+ * launches stay (16 fewer kernel parts, 16 fewer merges): 222 - 21 - 34 - 16 - 16 - merged.
+ * Each block's forward `ltorch.split` of c_attn's output into q, k, v is three views (slices of
+ * its input: no kernel; the reshapes after them are strided views), and its backward `cat` of
+ * dQ, dK, dV for c_attn's gradients is written in place by the attention kernels (each piece
+ * laid out in the cat's output): 8 kernels fewer, 222 - 21 - 34 - 16 - 16 - 8 - merged = 115. */
 static void
 test_launches_gpt (void)
 {
@@ -1438,8 +1493,9 @@ test_launches_gpt (void)
   g_assert_cmpuint (n.counters, ==, 34 - 16);
   g_assert_cmpuint (n.copies, ==, 0);
   g_assert_cmpuint (n.merged, >=, 4 * 2);
-  g_assert_cmpuint (n.steps, ==, 222 - 21 - 34 - 16 - 16 - n.merged);
-  g_assert_cmpuint (n.steps, ==, 123);
+  g_assert_cmpuint (n.splits_cats, ==, 0);
+  g_assert_cmpuint (n.steps, ==, 222 - 21 - 34 - 16 - 16 - 8 - n.merged);
+  g_assert_cmpuint (n.steps, ==, 115);
 }
 
 int
@@ -1453,6 +1509,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/reshape-view", test_reshape_view);
   g_test_add_func ("/kernels/codegen/transposed-output", test_transposed_output);
   g_test_add_func ("/kernels/codegen/bias-grad-epilogue", test_bias_grad_epilogue);
+  g_test_add_func ("/kernels/codegen/strided-views", test_strided_views);
   g_test_add_func ("/kernels/codegen/unsupported", test_unsupported);
   g_test_add_func ("/kernels/codegen/pipeline/seed", test_pipeline_seed);
   g_test_add_func ("/kernels/codegen/pipeline/mlp", test_pipeline_mlp);

@@ -334,6 +334,16 @@ test_bias_grad_epilogue (void)
   g_unsetenv ("CASTSCOPE_GEMM_BGRAD");
 }
 
+#include "test-strided-view-trace.h"
+
+/* Strided reshape views and split slices as views (test-kernels-codegen's
+ * /kernels/codegen/strided-views) read back through their strides. */
+static void
+test_strided_views (void)
+{
+  run_case (strided_view_trace, FALSE, NULL, FALSE);
+}
+
 /* The CUDA graph replays exactly what the stream launches do: identical bits. */
 static void
 test_graph_same_bits (void)
@@ -688,6 +698,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
   g_test_add_func ("/kernels/cuda/pointwise/transposed-output", test_transposed_output);
   g_test_add_func ("/kernels/cuda/matmul/bias-grad-epilogue", test_bias_grad_epilogue);
+  g_test_add_func ("/kernels/cuda/views/strided-reshape-split", test_strided_views);
   g_test_add_func ("/kernels/cuda/graph/same-bits", test_graph_same_bits);
   g_test_add_func ("/kernels/cuda/graph/streams-llama", test_graph_streams_llama);
   g_test_add_func ("/kernels/cuda/f64/agrees-with-cpu-f64", test_f64_vs_cpu);
