@@ -3012,7 +3012,9 @@ mark_done:
           || src->kind != CS_VALUE_PROXY)
         continue;
       for (guint j = 0; j < n_outs; j++)
-        if (j != i && outs[j] == src->u.proxy && !alias[j])
+        if (j != i && outs[j] == src->u.proxy && !alias[j]
+            /* its source stays contiguous (not laid out for a transpose or in a cat) */
+            && !g_hash_table_contains (p->want_perm, outs[j]) && !g_hash_table_contains (p->place_of, outs[j]))
           {
             alias[i] = outs[j];
             done[i] = TRUE;

@@ -1235,7 +1235,8 @@ plan_cats (CsCudaProgram *p, CsTrace *t)
           guint np = 0;
 
           if (x == NULL || x->kind != CS_PROXY_TENSOR || !x->typed || x->dtype != c->dtype || x->rank != c->rank
-              || !xu || xu->len != 1 || !reshapes (dx) || y == NULL
+              || !xu || xu->len != 1 || !reshapes (dx) || cs_op_semantic (dx->op)->id == CS_OP_LTORCH_CONTIGUOUS
+              || y == NULL
               || (yu = g_hash_table_lookup (uses, y)) == NULL || yu->len != 1
               || (dy = g_hash_table_lookup (def, y)) == NULL)
             break;
