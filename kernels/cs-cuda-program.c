@@ -5,7 +5,11 @@
  * cotangents)` unpacks them and returns one gradient per flat arg).  Each fusion region becomes
  * generated kernels (cs-cuda-codegen.c), matmul/linear a cuBLASLt call (cs-cuda-blas.c); shape
  * ops outside regions are views (a permute feeding a matmul becomes a transpose flag), copied
- * only when a reshape needs contiguous memory.  Constant fills (kernels that read nothing) run
+ * only when a reshape's strides cannot be viewed.  Before the walk the build plans layouts: a
+ * tensor that a transpose and a reshape read is written in the transpose's order, the pieces of
+ * a cat of such chains straight into the cat's output (plan_layouts, plan_cats), and a bias
+ * gradient a region would sum goes to the weight gradient's matmul epilogue (plan_bias_grads).
+ * Constant fills (kernels that read nothing) run
  * once when the program is built, not in every step.  Buffers are placed in one arena by a first-fit
  * plan over their live ranges (reference/gpu-executor.md 6.2): one cudaMalloc per program, none
  * on the hot path.  The whole step can be captured once into a CUDA graph and replayed (6.1).
