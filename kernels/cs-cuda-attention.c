@@ -1646,10 +1646,10 @@ cudnn_bh (const Att *a, int64_t *b, int64_t *h)
     *b *= a->bshape[d];
 }
 
-/* The [b, h, rows, cols] strides of input slot @slot (batch dims those of @a) into @st: FALSE
- * when the outer batch dims do not fold into one stride, a dim of extent > 1 broadcasts
- * (stride 0), the last dim is not unit-stride or a stride or the start is not 16-byte aligned
- * (cuDNN's tensors are). */
+/* The [b, h, rows, cols] strides of slot @slot (an operand or an output; batch dims those of
+ * @a) into @st: FALSE when the outer batch dims do not fold into one stride, a dim of extent > 1
+ * broadcasts (stride 0), the last dim is not unit-stride or a stride or the start is not
+ * 16-byte aligned (cuDNN's tensors are). */
 static gboolean
 cudnn_view (CsCudaProgram *p, const Att *a, guint slot, int64_t *st)
 {
@@ -1686,22 +1686,9 @@ cudnn_view (CsCudaProgram *p, const Att *a, guint slot, int64_t *st)
   return TRUE;
 }
 
-/* Packed [b, h, rows, cols] strides (a contiguous output slot of @a's batch). */
-static void
-cudnn_packed (const Att *a, int64_t rows, int64_t cols, int64_t *st)
-{
-  int64_t b, h;
-
-  cudnn_bh (a, &b, &h);
-  st[3] = 1;
-  st[2] = cols;
-  st[1] = rows * cols;
-  st[0] = h * rows * cols;
-}
-
 /* The attention of @a through cuDNN (cs_cuda_cudnn_sdpa_step) when the program uses it and the
- * case fits: bf16/f16, no mask, every operand a [b, h, rows, cols] view cuDNN takes, the
- * outputs contiguous, the logsumexp f32 with @lstride values a batch (forward 0: not kept).
+ * case fits: bf16/f16, no mask, every operand and output a [b, h, rows, cols] view cuDNN takes
+ * (outputs as cs_cuda_program_new_output_slot laid them out), the logsumexp f32 with @lstride values a batch (forward 0: not kept).
  * Forward: @o NULL, @out0 the output; backward: @o and @go given, @out0..2 dq, dk, dv, @lse
  * read.  TRUE when the step was added (its label says "(cuDNN)"); else the kernels run. */
 static gboolean
@@ -1744,28 +1731,25 @@ try_cudnn (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand
   d.stats_st[2] = 1;
   d.stats_st[1] = d.stats >= 0 ? lstride : a->L;
   d.stats_st[0] = d.stats_st[1] * d.h;
+  /* the outputs as their slots lay them out: packed, or in the order of the transpose that
+     reads them, or in place in a cat (cs_cuda_program_new_output_slot) */
   if (!backward)
     {
-      if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, out0)))
+      if (!cudnn_view (p, a, out0, d.o_st))
         return FALSE;
       d.o = (gint) out0;
-      cudnn_packed (a, a->L, a->Ev, d.o_st);
     }
   else
     {
-      if (d.stats < 0 || !cudnn_view (p, a, o->slot, d.o_st) || !cudnn_view (p, a, go->slot, d.do_st))
+      if (d.stats < 0 || !cudnn_view (p, a, o->slot, d.o_st) || !cudnn_view (p, a, go->slot, d.do_st)
+          || !cudnn_view (p, a, out0, d.dq_st) || !cudnn_view (p, a, out1, d.dk_st)
+          || !cudnn_view (p, a, out2, d.dv_st))
         return FALSE;
-      for (guint i = 0; i < 3; i++)
-        if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, i == 0 ? out0 : i == 1 ? out1 : out2)))
-          return FALSE;
       d.o = (gint) o->slot;
       d.dO = (gint) go->slot;
       d.dQ = (gint) out0;
       d.dK = (gint) out1;
       d.dV = (gint) out2;
-      cudnn_packed (a, a->L, a->E, d.dq_st);
-      cudnn_packed (a, a->S, a->E, d.dk_st);
-      cudnn_packed (a, a->S, a->Ev, d.dv_st);
     }
   shp = shape_text (cs_cuda_program_slot (p, q->slot)->shape, a->rank);
   label = g_strdup_printf ("attention %s (cuDNN) %s %s x %" G_GINT64_FORMAT "%s", backward ? "backward" : "forward",

@@ -860,7 +860,8 @@ test_gpu_cases (void)
  * causal and not, odd sizes, transposed views; each case's labels say which path ran (cuDNN
  * for the first, 128 x 128 causal, which every cuDNN 9.6+ takes on sm_90; older releases run
  * the kernels for a backward whose key count is not a multiple of 128), and every
- * output and gradient agrees with the CPU's f64 run within the dtype's bound.  With
+ * output and gradient agrees with the CPU's f64 run within the dtype's bound (the last two: the
+ * heads-merged and qkv-packed layouts, whose outputs are strided).  With
  * CASTSCOPE_CUDNN=0 the same program runs the kernels.  Skips without a device or cuDNN. */
 static const AttCase cudnn_cases[] = {
   { "bf16", 2, 2, 128, 128, 64, 64, TRUE, NULL, FLASH },
@@ -870,6 +871,10 @@ static const AttCase cudnn_cases[] = {
   { "f16", 1, 2, 130, 201, 128, 128, FALSE, NULL, FLASH },
   { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, TRUE },
   { "bf16", 1, 2, 37, 130, 64, 64, TRUE, NULL, MEMEF },
+  /* outputs laid out for the transposes that read them ([B, L, H, E] strides), and written in
+     place into the backward's cat (qkv packed): cuDNN takes the outputs' strides */
+  { "bf16", 2, 2, 128, 128, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE },
+  { "bf16", 2, 2, 128, 128, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE, TRUE },
 };
 
 static void
