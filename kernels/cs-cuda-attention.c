@@ -1686,6 +1686,22 @@ cudnn_view (CsCudaProgram *p, const Att *a, guint slot, int64_t *st)
   return TRUE;
 }
 
+/* Attention with fewer scores (b * h * L * S) than this runs on the kernels even where cuDNN
+ * loads: on the H200 the 8-block LLaMA's [2, 4, 64, 64] (32,768 scores) took 0.625 ms a step
+ * through cuDNN against 0.520 on the kernels, the 4-block GPT's [4, 4, 128, 128] (262,144)
+ * 0.342 against 0.404 (kernels/BENCH-RESULTS.md, run 39); the default lies between.
+ * CASTSCOPE_CUDNN_MIN_SCORES=N sets it (0: cuDNN for every case it can express). */
+static double
+cudnn_min_scores (void)
+{
+  const char *env = g_getenv ("CASTSCOPE_CUDNN_MIN_SCORES");
+  guint64 v = 0;
+
+  if (env && *env && g_ascii_string_to_unsigned (env, 10, 0, G_MAXUINT64, &v, NULL))
+    return (double) v;
+  return 131072.0;
+}
+
 /* The attention of @a through cuDNN (cs_cuda_cudnn_sdpa_step) when the program uses it and the
  * case fits: bf16/f16, no mask, every operand and output a [b, h, rows, cols] view cuDNN takes
  * (outputs as cs_cuda_program_new_output_slot laid them out), the logsumexp f32 with @lstride values a batch (forward 0: not kept).
@@ -1710,6 +1726,8 @@ try_cudnn (CsCudaProgram *p, const Att *a, const AttOperand *q, const AttOperand
   cudnn_bh (a, &d.b, &d.h);
   d.sq = a->L;
   d.skv = a->S;
+  if ((double) d.b * (double) d.h * (double) d.sq * (double) d.skv < cudnn_min_scores ())
+    return FALSE;
   d.d = a->E;
   d.dv = a->Ev;
   d.causal = a->causal;
