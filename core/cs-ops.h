@@ -149,7 +149,8 @@ typedef enum
   X (TOTAL_WEIGHT, "total_weight") X (ATTN_BIAS, "attn_bias") \
   X (COMPUTE_LOG_SUMEXP, "compute_log_sumexp") X (RETURN_DEBUG_MASK, "return_debug_mask") \
   X (GRAD_INPUT_MASK, "grad_input_mask") X (GRAD_OUT_, "grad_out_") X (KEEPDIM, "keepdim") \
-  X (INPLACE, "inplace") X (SIZE_OR_SECTIONS, "size_or_sections") \
+  X (INPLACE, "inplace") X (SIZE_OR_SECTIONS, "size_or_sections") X (MASK, "mask") \
+  X (DIAGONAL, "diagonal") X (MEMORY_FORMAT, "memory_format") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
