@@ -1307,12 +1307,12 @@ static gboolean
 meta_split (Meta *m, GError **error)
 {
   CsProxy *a;
-  CsValue *sz = arg (m, 1, "size_or_sections");
+  CsValue *sz = sarg (m, CS_ARG_SIZE_OR_SECTIONS);
   int64_t dim, size, secs[256];
   guint d, n = 0;
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 2, "dim", 0, &dim, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_DIM, 0, &dim, error))
     return FALSE;
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
@@ -1656,17 +1656,17 @@ meta_softmax (Meta *m, GError **error)
 /* cross_entropy(a, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
  * and nll_loss(a, target, weight, ignore_index, reduction). */
 static gboolean
-meta_loss (Meta *m, guint reduction_pos, GError **error)
+meta_loss (Meta *m, GError **error)
 {
   CsProxy *a, *t, *w;
-  CsValue *rv = arg (m, reduction_pos, "reduction");
+  CsValue *rv = sarg (m, CS_ARG_REDUCTION);
   const char *red = (rv && rv->kind == CS_VALUE_STRING) ? rv->u.s : "mean";
   guint class_dim;
   int64_t shape[CS_MAX_DIMS];
   guint r = 0;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "target", &t, error)
-      || !get_opt_tensor (m, 2, "weight", &w, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_TARGET, &t, error)
+      || !get_opt_arg_tensor (m, CS_ARG_WEIGHT, &w, error))
     return FALSE;
   if (strcmp (red, "none") != 0 && strcmp (red, "sum") != 0 && strcmp (red, "mean") != 0)
     return meta_fail (m, error, CS_META_ERROR_ARGS, "reduction must be 'none', 'sum' or 'mean', not '%s'", red);
@@ -1719,8 +1719,8 @@ meta_sdpa (Meta *m, GError **error)
   CsProxy *q, *k, *v, *mask;
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "query", &q, error) || !get_tensor (m, 1, "key", &k, error)
-      || !get_tensor (m, 2, "value", &v, error) || !get_opt_tensor (m, 3, "attn_mask", &mask, error))
+  if (!get_arg_tensor (m, CS_ARG_QUERY, &q, error) || !get_arg_tensor (m, CS_ARG_KEY, &k, error)
+      || !get_arg_tensor (m, CS_ARG_VALUE, &v, error) || !get_opt_arg_tensor (m, CS_ARG_ATTN_MASK, &mask, error))
     return FALSE;
   if (q->rank < 2 || k->rank < 2 || v->rank < 2)
     return meta_fail (m, error, CS_META_ERROR_SHAPE, "query, key and value need at least 2 dims");
@@ -2375,9 +2375,9 @@ dispatch (Meta *m, GError **error)
     case CS_OP_LTORCH_TAKE_ALONG_DIM:
       return meta_take_along (m, TRUE, error);
     case CS_OP_LTORCH_CROSS_ENTROPY:
-      return meta_loss (m, 6, error);
+      return meta_loss (m, error);
     case CS_OP_LTORCH_NLL_LOSS:
-      return meta_loss (m, 4, error);
+      return meta_loss (m, error);
     case CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION:
       return meta_sdpa (m, error);
     case CS_OP_LTORCH_ARANGE:

@@ -150,7 +150,8 @@ typedef enum
   X (COMPUTE_LOG_SUMEXP, "compute_log_sumexp") X (RETURN_DEBUG_MASK, "return_debug_mask") \
   X (GRAD_INPUT_MASK, "grad_input_mask") X (GRAD_OUT_, "grad_out_") X (KEEPDIM, "keepdim") \
   X (INPLACE, "inplace") X (SIZE_OR_SECTIONS, "size_or_sections") X (MASK, "mask") \
-  X (DIAGONAL, "diagonal") X (MEMORY_FORMAT, "memory_format") \
+  X (DIAGONAL, "diagonal") X (MEMORY_FORMAT, "memory_format") X (SIZE_AVERAGE, "size_average") \
+  X (REDUCE, "reduce") X (LABEL_SMOOTHING, "label_smoothing") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
