@@ -850,10 +850,23 @@ cs_grad_has_rule (const CsOp *op)
   return rule_exists (cs_op_semantic (op)->id);
 }
 
+/* Argument @name of @s's schema (cs-ops-list.h). */
 static CsValue *
-arg (const CsStmt *s, guint i, const char *kw)
+arg (const CsStmt *s, CsArgName name)
 {
-  return cs_stmt_get_arg (s, i, kw);
+  return cs_stmt_arg (s, name);
+}
+
+/* The argument of @s at schema position @k (its first two for the elementwise rules), read
+ * by the schema's name; positional argument @k when the schema has no argument there. */
+static CsValue *
+nth_arg (const CsStmt *s, guint k)
+{
+  const CsOp *sem = cs_op_semantic (s->op);
+
+  if (k < sem->n_args && !sem->args[k].kw_only)
+    return cs_stmt_arg (s, sem->args[k].name);
+  return cs_stmt_get_arg (s, k, NULL);
 }
 
 /* Fails for a tensor operand that is missing or has no tensor type, naming it. */
@@ -881,7 +894,7 @@ argsort (const int64_t *perm, guint n, int64_t *out)
 static void
 vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
   int64_t bd[CS_MAX_DIMS];
   guint nb = 0;
@@ -923,19 +936,19 @@ vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
   int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], sd[CS_MAX_DIMS];
   guint n1 = 0, n2 = 0, n3 = 0;
   CsValue *cfg[CS_MAX_DIMS];
-  CsValue *sv = arg (s, 3, "strides");
+  CsValue *sv = arg (s, CS_ARG_STRIDES);
   CsArg args[3];
   CsProxy *ga;
 
   if (a == NULL)
     return;
-  if (!cs_value_get_int_seq (arg (s, 1, "start_indices"), st, CS_MAX_DIMS, &n1)
-      || !cs_value_get_int_seq (arg (s, 2, "end_indices"), en, CS_MAX_DIMS, &n2)
+  if (!cs_value_get_int_seq (arg (s, CS_ARG_START_INDICES), st, CS_MAX_DIMS, &n1)
+      || !cs_value_get_int_seq (arg (s, CS_ARG_END_INDICES), en, CS_MAX_DIMS, &n2)
       || n1 != a->rank || n2 != a->rank || g->rank != a->rank)
     {
       rule_fail (c, s, "bad slice indices");
@@ -968,9 +981,9 @@ vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
-  CsValue *cfg = arg (s, 2, "padding_config");
+  CsValue *cfg = arg (s, CS_ARG_PADDING_CONFIG);
   int64_t lo[CS_MAX_DIMS], hi[CS_MAX_DIMS], in[CS_MAX_DIMS];
   int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], sd[CS_MAX_DIMS];
   gboolean crop = FALSE;
@@ -1030,8 +1043,8 @@ vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_cat (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *tv = arg (s, 0, "tensors");
-  CsValue *dv = arg (s, 1, "dim");
+  CsValue *tv = arg (s, CS_ARG_TENSORS);
+  CsValue *dv = arg (s, CS_ARG_DIM);
   int64_t dim, start = 0;
 
   if (tv == NULL || (tv->kind != CS_VALUE_LIST && tv->kind != CS_VALUE_TUPLE) || dv == NULL
@@ -1073,10 +1086,10 @@ vjp_cat (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_take (GradCtx *c, CsStmt *s, CsProxy *g, CsOpId scatter)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
-  CsValue *idx = arg (s, 1, "index");
-  CsValue *dim = arg (s, 2, "dim");
+  CsValue *idx = arg (s, CS_ARG_INDEX);
+  CsValue *dim = arg (s, CS_ARG_DIM);
   CsProxy *z;
   CsArg args[4];
 
@@ -1098,7 +1111,7 @@ vjp_take (GradCtx *c, CsStmt *s, CsProxy *g, CsOpId scatter)
 static void
 vjp_var_mean (GradCtx *c, CsStmt *s)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   CsProxy *v, *m, *gv, *gm, *total = NULL;
@@ -1107,12 +1120,12 @@ vjp_var_mean (GradCtx *c, CsStmt *s)
   int64_t numel_m;
 
   cs_stmt_collect_outputs (s, outs);
-  if (a == NULL || outs->len != 2 || !read_dims (arg (s, 1, "dims"), a->rank, TRUE, dims))
+  if (a == NULL || outs->len != 2 || !read_dims (arg (s, CS_ARG_DIMS), a->rank, TRUE, dims))
     {
       rule_fail (c, s, "bad var_mean arguments");
       return;
     }
-  value_number (arg (s, 2, "correction"), &corr);
+  value_number (arg (s, CS_ARG_CORRECTION), &corr);
   v = outs->pdata[0];
   m = outs->pdata[1];
   /* a missing gradient is zero (Thunder writes ltorch.zeros; the term is dropped here) */
@@ -1149,7 +1162,7 @@ vjp_var_mean (GradCtx *c, CsStmt *s)
 static void
 vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a"), *bv = arg (s, 1, "b");
+  CsValue *av = arg (s, CS_ARG_A), *bv = arg (s, CS_ARG_B);
   CsProxy *a = value_tensor (av), *b = value_tensor (bv);
   gboolean d[CS_MAX_DIMS];
 
@@ -1222,7 +1235,7 @@ vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a"), *wv = arg (s, 1, "w"), *biasv = arg (s, 2, "bias");
+  CsValue *av = arg (s, CS_ARG_A), *wv = arg (s, CS_ARG_W), *biasv = arg (s, CS_ARG_BIAS);
   CsProxy *a = value_tensor (av), *w = value_tensor (wv), *bias = value_tensor (biasv);
   int64_t N, K, M, sh[2];
   CsProxy *ga, *gw;
@@ -1270,9 +1283,9 @@ vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
-  CsValue *dv = arg (s, 1, "dim"), *kv = arg (s, 2, "keepdim");
+  CsValue *dv = arg (s, CS_ARG_DIM), *kv = arg (s, CS_ARG_KEEPDIM);
   gboolean keep = kv != NULL && kv->kind == CS_VALUE_BOOL && kv->u.b;
   gboolean dims[CS_MAX_DIMS];
   int64_t all[CS_MAX_DIMS];
@@ -1305,7 +1318,7 @@ vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_silu (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
   CsProxy *sig, *t;
 
@@ -1340,13 +1353,13 @@ vjp_silu (GradCtx *c, CsStmt *s, CsProxy *g)
 static void
 vjp_softmax (GradCtx *c, CsStmt *s, CsProxy *g, gboolean log)
 {
-  CsValue *av = arg (s, 0, "a");
+  CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
   CsProxy *out = cs_stmt_get_output (s);
   gboolean dims[CS_MAX_DIMS];
   CsProxy *t, *gi;
 
-  if (a == NULL || out == NULL || !read_dims (arg (s, 1, "dim"), a->rank, FALSE, dims))
+  if (a == NULL || out == NULL || !read_dims (arg (s, CS_ARG_DIM), a->rank, FALSE, dims))
     {
       rule_fail (c, s, "bad softmax arguments");
       return;
@@ -1378,9 +1391,9 @@ vjp_softmax (GradCtx *c, CsStmt *s, CsProxy *g, gboolean log)
 static void
 vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
 {
-  CsValue *iv = arg (s, 0, "a"), *wv = arg (s, 1, "weight");
-  CsValue *pv = arg (s, 2, "padding_idx"), *scv = arg (s, 5, "scale_grad_by_freq");
-  CsValue *spv = arg (s, 6, "sparse");
+  CsValue *iv = arg (s, CS_ARG_A), *wv = arg (s, CS_ARG_WEIGHT);
+  CsValue *pv = arg (s, CS_ARG_PADDING_IDX), *scv = arg (s, CS_ARG_SCALE_GRAD_BY_FREQ);
+  CsValue *spv = arg (s, CS_ARG_SPARSE);
   CsProxy *w = value_tensor (wv);
   CsArg args[6];
 
@@ -1475,7 +1488,7 @@ rule_prim_squeeze (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0,
   gboolean dims[CS_MAX_DIMS];
   int64_t kept[CS_MAX_DIMS];
   guint nk;
-  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+  if (a == NULL || !read_dims (arg (s, CS_ARG_DIMS), a->rank, FALSE, dims))
     {
       rule_fail (c, s, "bad squeeze dims");
       return;
@@ -1679,7 +1692,7 @@ rule_prim_pow (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsV
 static void
 rule_prim_where (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
-  CsValue *pred = arg (s, 0, "pred"), *x = arg (s, 1, "a"), *y = arg (s, 2, "b");
+  CsValue *pred = arg (s, CS_ARG_PRED), *x = arg (s, CS_ARG_A), *y = arg (s, CS_ARG_B);
   if (is_diff (value_tensor (x)))
     put_grad (c, x, where (c, pred, v_p (c, g), v_i (c, 0), g));
   if (is_diff (value_tensor (y)))
@@ -1692,7 +1705,7 @@ rule_prim_sum (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsV
 {
   CsProxy *a = value_tensor (a0);
   gboolean dims[CS_MAX_DIMS];
-  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+  if (a == NULL || !read_dims (arg (s, CS_ARG_DIMS), a->rank, FALSE, dims))
     {
       rule_fail (c, s, "bad sum dims");
       return;
@@ -1708,7 +1721,7 @@ rule_prim_amax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, Cs
   CsProxy *a = value_tensor (a0);
   gboolean dims[CS_MAX_DIMS];
   CsProxy *gr, *pr, *loc, *cnt, *t;
-  if (a == NULL || !read_dims (arg (s, 1, "dims"), a->rank, FALSE, dims))
+  if (a == NULL || !read_dims (arg (s, CS_ARG_DIMS), a->rank, FALSE, dims))
     {
       rule_fail (c, s, "bad amax dims");
       return;
@@ -2103,7 +2116,7 @@ fsdp_bucket_world_of_one (GradCtx *c, CsStmt *s)
 static void
 rule_dist_pack (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
-  CsValue *tv = arg (s, 0, "tensors");
+  CsValue *tv = arg (s, CS_ARG_TENSORS);
   int64_t off = 0;
 
   if (cs_op_semantic (s->op)->id == CS_OP_DIST_PACK_FOR_FSDP && !fsdp_bucket_world_of_one (c, s))
@@ -2135,7 +2148,7 @@ rule_dist_pack (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, Cs
 static void
 vjp_dist_unpack (GradCtx *c, CsStmt *s)
 {
-  CsValue *bv = arg (s, 0, "buffer");
+  CsValue *bv = arg (s, CS_ARG_BUFFER);
   CsProxy *b = value_tensor (bv);
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   CsValue **items;
@@ -2350,7 +2363,7 @@ rule_exists (CsOpId id)
 static void
 vjp_split (GradCtx *c, CsStmt *s)
 {
-  CsValue *av = arg (s, 0, "a"), *dv = arg (s, 2, "dim");
+  CsValue *av = arg (s, CS_ARG_A), *dv = arg (s, CS_ARG_DIM);
   CsProxy *a = value_tensor (av);
   g_autoptr(GPtrArray) outs = g_ptr_array_new ();
   CsValue **items;
@@ -2414,8 +2427,8 @@ static void
 vjp_nll_loss (GradCtx *c, const VjpRecord *r)
 {
   CsStmt *s = r->stmt;
-  CsValue *av = arg (s, 0, "a"), *tv = arg (s, 1, "target"), *wv = arg (s, 2, "weight");
-  CsValue *iv = arg (s, 3, "ignore_index"), *rv = arg (s, 4, "reduction");
+  CsValue *av = arg (s, CS_ARG_A), *tv = arg (s, CS_ARG_TARGET), *wv = arg (s, CS_ARG_WEIGHT);
+  CsValue *iv = arg (s, CS_ARG_IGNORE_INDEX), *rv = arg (s, CS_ARG_REDUCTION);
   CsProxy *a = value_tensor (av), *out = cs_stmt_get_output (s), *g;
 
   if (a == NULL || out == NULL || tv == NULL)
@@ -2488,7 +2501,7 @@ run_rule (GradCtx *c, const VjpRecord *r)
 {
   CsStmt *s = r->stmt;
   CsProxy *out, *g;
-  CsValue *a0 = arg (s, 0, "a"), *a1 = arg (s, 1, "b");
+  CsValue *a0 = nth_arg (s, 0), *a1 = nth_arg (s, 1);
 
   if (r->rule == CS_OP_PRIM_VAR_MEAN)
     {
@@ -2732,7 +2745,7 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
       if (sem == CS_OP_LTORCH_NLL_LOSS && xentropy_rules (c))
         {
           VjpRecord r = { sem, s, NULL };
-          CsValue *red = arg (s, 4, "reduction");
+          CsValue *red = arg (s, CS_ARG_REDUCTION);
 
           if (!outputs_typed (c, s, error))
             return FALSE;
@@ -2745,7 +2758,7 @@ forward_walk (GradCtx *c, GPtrArray *work, GError **error)
                                                 && g_strcmp0 (red->u.s, "mean") == 0)))
             {
               CsStmt *last = subs->pdata[subs->len - 1];
-              r.aux = value_tensor (arg (last, 1, "b"));
+              r.aux = value_tensor (nth_arg (last, 1));
             }
           g_array_append_val (c->records, r);
           continue;

@@ -264,11 +264,11 @@ value_int (const CsValue *v, int64_t *out)
 }
 
 
+/* @v, argument @i (keyword @kw, or none), as a typed tensor; fails naming it. */
 static gboolean
-get_tensor (const Meta *m, guint i, const char *kw, CsProxy **out, GError **error)
+check_tensor (const Meta *m, const CsValue *v, guint i, const char *kw, CsProxy **out,
+              GError **error)
 {
-  CsValue *v = arg (m, i, kw);
-
   if (v == NULL)
     return meta_fail (m, error, CS_META_ERROR_ARGS, "missing tensor argument %u%s%s", i,
                       kw ? " / " : "", kw ? kw : "");
@@ -279,6 +279,39 @@ get_tensor (const Meta *m, guint i, const char *kw, CsProxy **out, GError **erro
     return meta_fail (m, error, CS_META_ERROR_ARGS, "input %s has no type", v->u.proxy->name);
   *out = v->u.proxy;
   return TRUE;
+}
+
+static gboolean
+get_tensor (const Meta *m, guint i, const char *kw, CsProxy **out, GError **error)
+{
+  return check_tensor (m, arg (m, i, kw), i, kw, out, error);
+}
+
+/* Argument @name of the statement's schema (cs-ops-list.h). */
+static CsValue *
+sarg (const Meta *m, CsArgName name)
+{
+  return cs_stmt_arg (m->stmt, name);
+}
+
+/* The schema's tensor argument @name (its position and keyword name it in errors). */
+static gboolean
+get_arg_tensor (const Meta *m, CsArgName name, CsProxy **out, GError **error)
+{
+  guint pos = G_MAXUINT;
+
+  cs_op_find_arg (m->op, name, &pos);
+  return check_tensor (m, sarg (m, name), pos, cs_arg_name (name), out, error);
+}
+
+/* The schema's argument @name: a tensor or None. */
+static gboolean
+get_opt_arg_tensor (const Meta *m, CsArgName name, CsProxy **out, GError **error)
+{
+  *out = NULL;
+  if (value_is_none (sarg (m, name)))
+    return TRUE;
+  return get_arg_tensor (m, name, out, error);
 }
 
 /* A tensor or None (optional weight/bias/mask). */
@@ -306,6 +339,22 @@ get_int_arg (const Meta *m, guint i, const char *kw, int64_t dflt, int64_t *out,
   if (!value_int (v, out))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "argument %s must be an int",
                       kw ? kw : "(positional)");
+  return TRUE;
+}
+
+/* The schema's int argument @name, @dflt when absent. */
+static gboolean
+get_int_named (const Meta *m, CsArgName name, int64_t dflt, int64_t *out, GError **error)
+{
+  CsValue *v = sarg (m, name);
+
+  if (v == NULL)
+    {
+      *out = dflt;
+      return TRUE;
+    }
+  if (!value_int (v, out))
+    return meta_fail (m, error, CS_META_ERROR_ARGS, "argument %s must be an int", cs_arg_name (name));
   return TRUE;
 }
 
@@ -651,18 +700,19 @@ reduced_shape (const CsProxy *a, const gboolean *mask, gboolean keepdim, int64_t
     }
 }
 
-/* prims.sum/amax/amin/prod/var/var_mean/argmax(a, dims): dims removed. */
+/* prims.sum/amax/amin/prod/var/var_mean(a, dims), argmax/argmin(a, dim): the schema's
+ * @dims_name removed. */
 static gboolean
-meta_prim_reduction (Meta *m, CsDtype dtype, guint n_outputs, GError **error)
+meta_prim_reduction (Meta *m, CsArgName dims_name, CsDtype dtype, guint n_outputs, GError **error)
 {
   CsProxy *a;
   gboolean mask[CS_MAX_DIMS];
   int64_t shape[CS_MAX_DIMS];
   guint rank;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
-  if (!reduction_dims (m, a, arg (m, 1, "dims"), mask, error))
+  if (!reduction_dims (m, a, sarg (m, dims_name), mask, error))
     return FALSE;
   reduced_shape (a, mask, FALSE, shape, &rank);
   for (guint i = 0; i < n_outputs; i++)
@@ -800,7 +850,7 @@ meta_matmul (Meta *m, GError **error)
   int64_t shape[CS_MAX_DIMS];
   guint rank = 0;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "b", &b, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_B, &b, error))
     return FALSE;
   if (!matmul_shape (m, a, b, shape, &rank, error))
     return FALSE;
@@ -816,8 +866,8 @@ meta_linear (Meta *m, GError **error)
   guint rank;
   g_autofree char *sa = NULL, *sw = NULL;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "w", &w, error)
-      || !get_opt_tensor (m, 2, "bias", &bias, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_W, &w, error)
+      || !get_opt_arg_tensor (m, CS_ARG_BIAS, &bias, error))
     return FALSE;
   if (a->rank == 0 || w->rank == 0 || w->rank > 2)
     {
@@ -909,7 +959,7 @@ meta_broadcast_in_dim (Meta *m, GError **error)
   int64_t shape[CS_MAX_DIMS], bdims[CS_MAX_DIMS];
   guint n, nb;
 
-  if (!get_tensor (m, 0, "a", &a, error)
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error)
       || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_SHAPE), "shape", shape, &n, error)
       || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_BROADCAST_DIMENSIONS), "broadcast_dimensions",
                        bdims, &nb, error))
@@ -970,11 +1020,11 @@ meta_slice (Meta *m, GError **error)
   CsProxy *a;
   int64_t st[CS_MAX_DIMS], en[CS_MAX_DIMS], str[CS_MAX_DIMS], shape[CS_MAX_DIMS];
   guint n1, n2, n3 = 0;
-  CsValue *sv = arg (m, 3, "strides");
+  CsValue *sv = sarg (m, CS_ARG_STRIDES);
 
-  if (!get_tensor (m, 0, "a", &a, error)
-      || !get_int_seq (m, arg (m, 1, "start_indices"), "start_indices", st, &n1, error)
-      || !get_int_seq (m, arg (m, 2, "end_indices"), "end_indices", en, &n2, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error)
+      || !get_int_seq (m, sarg (m, CS_ARG_START_INDICES), "start_indices", st, &n1, error)
+      || !get_int_seq (m, sarg (m, CS_ARG_END_INDICES), "end_indices", en, &n2, error))
     return FALSE;
   if (!value_is_none (sv) && !get_int_seq (m, sv, "strides", str, &n3, error))
     return FALSE;
@@ -1008,7 +1058,7 @@ meta_prim_squeeze (Meta *m, GError **error)
   gboolean mask[CS_MAX_DIMS] = { 0 };
   guint n, rank = 0;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_int_seq (m, arg (m, 1, "dims"), "dims", dims, &n, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_seq (m, sarg (m, CS_ARG_DIMS), "dims", dims, &n, error))
     return FALSE;
   for (guint i = 0; i < n; i++)
     {
@@ -1055,8 +1105,8 @@ meta_cat (Meta *m, gboolean is_prim, GError **error)
   CsDtypeRef refs[256], res;
   GError *perr = NULL;
 
-  if (!tensor_list (m, arg (m, 0, "tensors"), ts, G_N_ELEMENTS (ts), &n, error)
-      || !get_int_arg (m, 1, "dim", 0, &dim, error))
+  if (!tensor_list (m, sarg (m, CS_ARG_TENSORS), ts, G_N_ELEMENTS (ts), &n, error)
+      || !get_int_named (m, CS_ARG_DIM, 0, &dim, error))
     return FALSE;
   if (ts[0]->rank == 0)
     return meta_fail (m, error, CS_META_ERROR_SHAPE, "cannot concatenate 0-d tensors");
@@ -1099,10 +1149,10 @@ static gboolean
 meta_pad (Meta *m, GError **error)
 {
   CsProxy *a;
-  CsValue *cfg = arg (m, 2, "padding_config");
+  CsValue *cfg = sarg (m, CS_ARG_PADDING_CONFIG);
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   if (cfg == NULL || (cfg->kind != CS_VALUE_LIST && cfg->kind != CS_VALUE_TUPLE) || cfg->u.seq.n != a->rank)
     return meta_fail (m, error, CS_META_ERROR_ARGS, "padding_config needs one (lo, hi, interior) per dim");
@@ -1174,13 +1224,13 @@ static gboolean
 meta_getitem (Meta *m, GError **error)
 {
   CsProxy *a;
-  CsValue *key = arg (m, 1, "key");
+  CsValue *key = sarg (m, CS_ARG_KEY);
   const CsValue *items[CS_MAX_DIMS * 2];
   guint n_items = 0, in_dim = 0, rank = 0, n_index = 0;
   gboolean seen_ellipsis = FALSE;
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   if (key == NULL)
     return meta_fail (m, error, CS_META_ERROR_ARGS, "missing index");
@@ -1257,12 +1307,12 @@ static gboolean
 meta_split (Meta *m, GError **error)
 {
   CsProxy *a;
-  CsValue *sz = arg (m, 1, "size_or_sections");
+  CsValue *sz = sarg (m, CS_ARG_SIZE_OR_SECTIONS);
   int64_t dim, size, secs[256];
   guint d, n = 0;
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 2, "dim", 0, &dim, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_DIM, 0, &dim, error))
     return FALSE;
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
@@ -1347,22 +1397,22 @@ meta_to (Meta *m, GError **error)
 static gboolean
 meta_convert (Meta *m, GError **error)
 {
-  CsValue *v = arg (m, 0, "a");
+  CsValue *v = sarg (m, CS_ARG_A);
   CsDtype dtype;
   CsPyType pt;
 
-  if (!cs_value_get_dtype (arg (m, 1, "dtype"), &dtype))
+  if (!cs_value_get_dtype (sarg (m, CS_ARG_DTYPE), &dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument must be a dtype");
   if (value_number (v, &pt, NULL))
     {
-      CsValue *dv = arg (m, 1, "dtype");
+      CsValue *dv = sarg (m, CS_ARG_DTYPE);
       return out_number (m, dv->kind == CS_VALUE_DTYPE && dv->u.dtype.pytype ? dv->u.dtype.pytype
                                                                              : CS_PYTYPE_FLOAT);
     }
   {
     CsProxy *a;
 
-    if (!get_tensor (m, 0, "a", &a, error))
+    if (!get_arg_tensor (m, CS_ARG_A, &a, error))
       return FALSE;
     return out_like (m, a, dtype, error);
   }
@@ -1471,8 +1521,8 @@ meta_take (Meta *m, GError **error)
   int64_t dim, shape[CS_MAX_DIMS];
   guint d, r = 0;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "index", &idx, error)
-      || !get_int_arg (m, 2, "dim", 0, &dim, error) || !check_index_dtype (m, idx, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_INDEX, &idx, error)
+      || !get_int_named (m, CS_ARG_DIM, 0, &dim, error) || !check_index_dtype (m, idx, error))
     return FALSE;
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
@@ -1530,7 +1580,7 @@ meta_embedding (Meta *m, GError **error)
   int64_t shape[CS_MAX_DIMS];
   guint r;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "weight", &w, error)
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_WEIGHT, &w, error)
       || !check_index_dtype (m, a, error))
     return FALSE;
   if (w->rank != 2)
@@ -1606,17 +1656,17 @@ meta_softmax (Meta *m, GError **error)
 /* cross_entropy(a, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
  * and nll_loss(a, target, weight, ignore_index, reduction). */
 static gboolean
-meta_loss (Meta *m, guint reduction_pos, GError **error)
+meta_loss (Meta *m, GError **error)
 {
   CsProxy *a, *t, *w;
-  CsValue *rv = arg (m, reduction_pos, "reduction");
+  CsValue *rv = sarg (m, CS_ARG_REDUCTION);
   const char *red = (rv && rv->kind == CS_VALUE_STRING) ? rv->u.s : "mean";
   guint class_dim;
   int64_t shape[CS_MAX_DIMS];
   guint r = 0;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "target", &t, error)
-      || !get_opt_tensor (m, 2, "weight", &w, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_TARGET, &t, error)
+      || !get_opt_arg_tensor (m, CS_ARG_WEIGHT, &w, error))
     return FALSE;
   if (strcmp (red, "none") != 0 && strcmp (red, "sum") != 0 && strcmp (red, "mean") != 0)
     return meta_fail (m, error, CS_META_ERROR_ARGS, "reduction must be 'none', 'sum' or 'mean', not '%s'", red);
@@ -1669,8 +1719,8 @@ meta_sdpa (Meta *m, GError **error)
   CsProxy *q, *k, *v, *mask;
   int64_t shape[CS_MAX_DIMS];
 
-  if (!get_tensor (m, 0, "query", &q, error) || !get_tensor (m, 1, "key", &k, error)
-      || !get_tensor (m, 2, "value", &v, error) || !get_opt_tensor (m, 3, "attn_mask", &mask, error))
+  if (!get_arg_tensor (m, CS_ARG_QUERY, &q, error) || !get_arg_tensor (m, CS_ARG_KEY, &k, error)
+      || !get_arg_tensor (m, CS_ARG_VALUE, &v, error) || !get_opt_arg_tensor (m, CS_ARG_ATTN_MASK, &mask, error))
     return FALSE;
   if (q->rank < 2 || k->rank < 2 || v->rank < 2)
     return meta_fail (m, error, CS_META_ERROR_SHAPE, "query, key and value need at least 2 dims");
@@ -1717,7 +1767,7 @@ meta_dist_gather_scatter (Meta *m, gboolean gather, GError **error)
   int64_t shape[CS_MAX_DIMS], d = 0;
   guint n, dim;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   if (dv != NULL && !value_is_none (dv) && !value_int (dv, &d))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "dim is not an int or None");
@@ -1788,7 +1838,7 @@ meta_dist (Meta *m, GError **error)
       /* fall through */
     case CS_OP_DIST_BROADCAST:
     case CS_OP_DIST_WAIT:
-      if (!get_tensor (m, 0, "a", &a, error))
+      if (!get_arg_tensor (m, CS_ARG_A, &a, error))
         return FALSE;
       return out_like (m, a, a->dtype, error);
     case CS_OP_DIST_SYNCHRONIZE:
@@ -1796,7 +1846,7 @@ meta_dist (Meta *m, GError **error)
         CsDistParallelType pt;
         int64_t shape[CS_MAX_DIMS];
 
-        if (!get_tensor (m, 0, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         if (!cs_dist_parallel_type (cs_stmt_arg (m->stmt, CS_ARG_DISTPARALLEL_TYPE), &pt))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "distparallel_type is not a DistParallelType member");
@@ -1832,7 +1882,7 @@ meta_dist (Meta *m, GError **error)
         int64_t total = 0, world = 1;
         gboolean gather = TRUE, fsdp = m->op->id == CS_OP_DIST_UNPACK_FOR_FSDP;
 
-        if (!get_tensor (m, 0, "buffer", &a, error)
+        if (!get_arg_tensor (m, CS_ARG_BUFFER, &a, error)
             || !meta_dist_tensors (m, CS_ARG_TENSORS, &ts, &n, error))
           return FALSE;
         if (fsdp)
@@ -1877,7 +1927,7 @@ meta_dist (Meta *m, GError **error)
         gboolean out = m->op->id == CS_OP_DIST_SYNCHRONIZE_TENSOR_PARALLEL_OUTPUT;
         guint n;
 
-        if (!get_tensor (m, 0, "t", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_T, &a, error))
           return FALSE;
         if (!cs_dist_tp_layer_type (cs_stmt_arg (m->stmt, CS_ARG_LAYER_TYPE), &lt))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "layer_type is not a TensorParallelLayerType member");
@@ -1977,7 +2027,7 @@ meta_family_same (Meta *m, GError **error)
 {
   CsProxy *a;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   if (a->rank < m->op->meta_arg)
     return meta_fail (m, error, CS_META_ERROR_SHAPE, "%s needs at least %u dims, got %u",
@@ -1990,7 +2040,7 @@ meta_family_cast (Meta *m, GError **error)
 {
   CsProxy *a;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   return out_like (m, a, (CsDtype) m->op->meta_arg, error);
 }
@@ -2000,9 +2050,9 @@ meta_family_reduction_prim (Meta *m, GError **error)
 {
   CsProxy *a;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
-  return meta_prim_reduction (m, a->dtype, 1, error);
+  return meta_prim_reduction (m, CS_ARG_DIMS, a->dtype, 1, error);
 }
 
 typedef gboolean (*MetaFactory) (Meta *m, GError **error);
@@ -2053,7 +2103,7 @@ dispatch (Meta *m, GError **error)
         int64_t shape[CS_MAX_DIMS];
         guint n;
 
-        if (!get_tensor (m, 0, "a", &a, error)
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error)
             || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_SHAPE), "shape", shape, &n, error)
             || !resolve_reshape (m, a, shape, n, FALSE, error))
           return FALSE;
@@ -2064,7 +2114,7 @@ dispatch (Meta *m, GError **error)
         int64_t perm[CS_MAX_DIMS];
         guint n;
 
-        if (!get_tensor (m, 0, "a", &a, error)
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error)
             || !get_int_seq (m, cs_stmt_arg (m->stmt, CS_ARG_PERMUTATION), "permutation", perm, &n, error)
             || !check_permutation (m, a->rank, perm, n, error))
           return FALSE;
@@ -2081,23 +2131,23 @@ dispatch (Meta *m, GError **error)
     case CS_OP_PRIM_DEVICE_PUT:
       {
         CsDevice dev;
-        if (!get_tensor (m, 0, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
-        if (!cs_value_get_device (arg (m, 1, "device"), &dev))
+        if (!cs_value_get_device (sarg (m, CS_ARG_DEVICE), &dev))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "the second argument must be a device");
         return out_tensor (m, a->dtype, a->shape, a->rank, &dev, error);
       }
     case CS_OP_PRIM_VAR:
     case CS_OP_PRIM_VAR_MEAN:
-      if (!get_tensor (m, 0, "a", &a, error))
+      if (!get_arg_tensor (m, CS_ARG_A, &a, error))
         return FALSE;
       if (!cs_dtype_is_inexact (a->dtype))
         return meta_fail (m, error, CS_META_ERROR_DTYPE, "variance needs a float input, not %s",
                           cs_dtype_short_name (a->dtype));
       if (op->id == CS_OP_PRIM_VAR)
-        return meta_prim_reduction (m, real_dtype (a->dtype), 1, error);
+        return meta_prim_reduction (m, CS_ARG_DIMS, real_dtype (a->dtype), 1, error);
       /* (var, mean): var is real, mean keeps the dtype */
-      if (!meta_prim_reduction (m, real_dtype (a->dtype), 2, error))
+      if (!meta_prim_reduction (m, CS_ARG_DIMS, real_dtype (a->dtype), 2, error))
         return FALSE;
       m->out[m->n_out - 1].dtype = a->dtype;
       return TRUE;
@@ -2115,7 +2165,7 @@ dispatch (Meta *m, GError **error)
             return FALSE;
         if (op->id == CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD)
           return TRUE;
-        mask = arg (m, 4, "attn_mask");
+        mask = sarg (m, CS_ARG_ATTN_MASK);
         if (mask != NULL && mask->kind == CS_VALUE_PROXY && mask->u.proxy->kind == CS_PROXY_TENSOR
             && mask->u.proxy->typed)
           return out_like (m, mask->u.proxy, mask->u.proxy->dtype, error);
@@ -2124,12 +2174,12 @@ dispatch (Meta *m, GError **error)
     case CS_OP_PRIM_ARGMAX:
     case CS_OP_PRIM_ARGMIN:
       {
-        CsValue *dv = arg (m, 1, "dim");
-        if (!get_tensor (m, 0, "a", &a, error))
+        CsValue *dv = sarg (m, CS_ARG_DIM);
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         if (value_is_none (dv))
           return out_tensor (m, CS_DTYPE_I64, NULL, 0, &a->device, error);
-        return meta_prim_reduction (m, CS_DTYPE_I64, 1, error);
+        return meta_prim_reduction (m, CS_ARG_DIM, CS_DTYPE_I64, 1, error);
       }
     case CS_OP_PRIM_TAKE:
       return meta_take (m, error);
@@ -2325,9 +2375,9 @@ dispatch (Meta *m, GError **error)
     case CS_OP_LTORCH_TAKE_ALONG_DIM:
       return meta_take_along (m, TRUE, error);
     case CS_OP_LTORCH_CROSS_ENTROPY:
-      return meta_loss (m, 6, error);
+      return meta_loss (m, error);
     case CS_OP_LTORCH_NLL_LOSS:
-      return meta_loss (m, 4, error);
+      return meta_loss (m, error);
     case CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION:
       return meta_sdpa (m, error);
     case CS_OP_LTORCH_ARANGE:
@@ -2371,7 +2421,7 @@ dispatch (Meta *m, GError **error)
         /* nll_loss_backward(g, a, target, weight, reduction, ignore_index, total_weight):
          * a's shape, g's dtype (thunder/torch/__init__.py: TensorProxy(like=g, shape=a.shape)) */
         CsProxy *g;
-        if (!get_tensor (m, 0, "g", &g, error) || !get_tensor (m, 1, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_G, &g, error) || !get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         return out_tensor (m, g->dtype, a->shape, a->rank, &g->device, error);
       }
@@ -2392,7 +2442,7 @@ dispatch (Meta *m, GError **error)
         /* embedding_backward(grad, indices, num_weights, ...): [num_weights, grad.shape[-1]] */
         CsProxy *g;
         int64_t shape[2];
-        if (!get_tensor (m, 0, "grad", &g, error) || !get_int_arg (m, 2, "num_weights", -1, &shape[0], error))
+        if (!get_arg_tensor (m, CS_ARG_GRAD, &g, error) || !get_int_named (m, CS_ARG_NUM_WEIGHTS, -1, &shape[0], error))
           return FALSE;
         if (g->rank == 0 || shape[0] < 0)
           return meta_fail (m, error, CS_META_ERROR_SHAPE, "needs a grad with dims and num_weights >= 0");

@@ -161,6 +161,7 @@ static float ew_lerpf (float a, float b, float w) { return a + w * (b - a); }
 #define ARG(nm, kind) { CS_ARG_##nm, CS_ARG_KIND_##kind, FALSE, NULL }
 #define OPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, FALSE, d }
 #define KWOPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, TRUE, d }
+#define KWARG(nm, kind) { CS_ARG_##nm, CS_ARG_KIND_##kind, TRUE, NULL }
 #define UNARY_SCHEMA SCHEMA (ARG (A, OPERAND))
 #define BINARY_SCHEMA SCHEMA (ARG (A, OPERAND), ARG (B, OPERAND))
 

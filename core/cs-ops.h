@@ -140,6 +140,18 @@ typedef enum
   X (PHILOX_OFFSET, "philox_offset") X (ORDER, "order") X (INDICES, "indices") \
   X (NUM_WEIGHTS, "num_weights") X (PADDING_IDX, "padding_idx") \
   X (SCALE_GRAD_BY_FREQ, "scale_grad_by_freq") X (SPARSE, "sparse") \
+  X (START_INDICES, "start_indices") X (END_INDICES, "end_indices") X (STRIDES, "strides") \
+  X (PADDING_VALUE, "padding_value") X (PADDING_CONFIG, "padding_config") \
+  X (CORRECTION, "correction") X (INDEX, "index") X (SRC, "src") X (MAX_NORM, "max_norm") \
+  X (NORM_TYPE, "norm_type") X (FILL_VALUE, "fill_value") X (LENGTH, "length") X (STEP, "step") \
+  X (MINVAL, "minval") X (MAXVAL, "maxval") X (SEED, "seed") X (OFFSET, "offset") \
+  X (G, "g") X (TARGET, "target") X (REDUCTION, "reduction") X (IGNORE_INDEX, "ignore_index") \
+  X (TOTAL_WEIGHT, "total_weight") X (ATTN_BIAS, "attn_bias") \
+  X (COMPUTE_LOG_SUMEXP, "compute_log_sumexp") X (RETURN_DEBUG_MASK, "return_debug_mask") \
+  X (GRAD_INPUT_MASK, "grad_input_mask") X (GRAD_OUT_, "grad_out_") X (KEEPDIM, "keepdim") \
+  X (INPLACE, "inplace") X (SIZE_OR_SECTIONS, "size_or_sections") X (MASK, "mask") \
+  X (DIAGONAL, "diagonal") X (MEMORY_FORMAT, "memory_format") X (SIZE_AVERAGE, "size_average") \
+  X (REDUCE, "reduce") X (LABEL_SMOOTHING, "label_smoothing") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
@@ -166,6 +178,7 @@ typedef enum
   CS_ARG_KIND_OPERAND,    /* a tensor or a number (elementwise operands) */
   CS_ARG_KIND_NUMBER,     /* a Python number */
   CS_ARG_KIND_INTS,       /* a sequence of ints */
+  CS_ARG_KIND_INT_TUPLES, /* a sequence of int tuples (pad's (lo, hi, interior) per dim) */
   CS_ARG_KIND_DTYPE,      /* a dtype */
   CS_ARG_KIND_DEVICE,     /* a device */
   CS_ARG_KIND_OBJECT,     /* a context object Thunder prints by name: a ProcessGroup, an enum

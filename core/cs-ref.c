@@ -526,10 +526,11 @@ eval_value (Ctx *c, const CsStmt *s, const CsValue *val)
     }
 }
 
+/* The tensor or number @val, argument @i (keyword @kw, or none) of @s, evaluated; fails naming
+ * it when it is missing or unbound. */
 static Rv *
-arg_tensor (Ctx *c, const CsStmt *s, guint i, const char *kw)
+eval_tensor_arg (Ctx *c, const CsStmt *s, const CsValue *val, guint i, const char *kw)
 {
-  const CsValue *val = cs_stmt_get_arg (s, i, kw);
   Rv *v;
 
   if (val == NULL)
@@ -552,6 +553,23 @@ arg_tensor (Ctx *c, const CsStmt *s, guint i, const char *kw)
       return NULL;
     }
   return v;
+}
+
+/* Positional argument @i of @s (an elementwise operand, a collective's input), evaluated. */
+static Rv *
+arg_tensor_at (Ctx *c, const CsStmt *s, guint i)
+{
+  return eval_tensor_arg (c, s, cs_stmt_get_arg (s, i, NULL), i, NULL);
+}
+
+/* Argument @name of @s's schema (cs-ops-list.h), a tensor or a number, evaluated. */
+static Rv *
+arg_tensor (Ctx *c, const CsStmt *s, CsArgName name)
+{
+  guint pos = 0;
+
+  cs_op_find_arg (cs_op_semantic (s->op), name, &pos);
+  return eval_tensor_arg (c, s, cs_stmt_arg (s, name), pos, cs_arg_name (name));
 }
 
 /* Canonical dim in [0, rank) (rank 0 accepts -1 and 0 as 0). */
@@ -645,7 +663,7 @@ run_elementwise (Ctx *c, const CsStmt *s, const CsOp *op)
   g_assert (op->exec & CS_OP_EXEC_CPU);   /* exec_call runs the others' decompositions */
   for (guint i = 0; i < n; i++)
     {
-      args[i] = arg_tensor (c, s, i, NULL);
+      args[i] = arg_tensor_at (c, s, i);
       if (args[i] == NULL)
         goto out;
       any_tensor |= args[i]->kind == RV_TENSOR;
@@ -778,10 +796,11 @@ unflatten (int64_t o, const int64_t *shape, guint rank, int64_t *idx)
     }
 }
 
+/* Argument @name of @s's schema, which must be a tensor (the first argument of most prims). */
 static Rv *
-tensor_arg0 (Ctx *c, const CsStmt *s)
+tensor_arg (Ctx *c, const CsStmt *s, CsArgName name)
 {
-  Rv *a = arg_tensor (c, s, 0, "a");
+  Rv *a = arg_tensor (c, s, name);
 
   if (a && a->kind != RV_TENSOR)
     {
@@ -795,7 +814,7 @@ tensor_arg0 (Ctx *c, const CsStmt *s)
 static Rv *
 run_broadcast_in_dim (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t shape[CS_MAX_DIMS], bd[CS_MAX_DIMS], astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
   guint rank, nbd;
   Rv *out;
@@ -876,7 +895,7 @@ rv_reshaped (Ctx *c, const CsStmt *s, const Rv *a, const int64_t *shape_in, guin
 static Rv *
 run_reshape (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t shape[CS_MAX_DIMS];
   guint rank;
 
@@ -893,7 +912,7 @@ run_reshape (Ctx *c, const CsStmt *s)
 static Rv *
 run_transpose (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t perm[CS_MAX_DIMS], shape[CS_MAX_DIMS], astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
   guint n;
   guint seen = 0;
@@ -935,14 +954,14 @@ run_transpose (Ctx *c, const CsStmt *s)
 static Rv *
 run_squeeze (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t dims[CS_MAX_DIMS], shape[CS_MAX_DIMS];
   guint nd, rank = 0;
   gboolean drop[CS_MAX_DIMS] = { FALSE };
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "dims"), dims, CS_MAX_DIMS, &nd))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_DIMS), dims, CS_MAX_DIMS, &nd))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dims)");
       return NULL;
@@ -969,7 +988,7 @@ run_squeeze (Ctx *c, const CsStmt *s)
 static Rv *
 run_slice (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS], shape[CS_MAX_DIMS];
   int64_t astr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
   guint ns, ne, nst = 0;
@@ -978,14 +997,14 @@ run_slice (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "start_indices"), start, CS_MAX_DIMS, &ns)
-      || !int_seq_of (c, s, cs_stmt_get_arg (s, 2, "end_indices"), end, CS_MAX_DIMS, &ne)
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_START_INDICES), start, CS_MAX_DIMS, &ns)
+      || !int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_END_INDICES), end, CS_MAX_DIMS, &ne)
       || ns != a->rank || ne != a->rank)
     {
       fail (c, s, CS_REF_ERROR_SHAPE, "expects start and end indices for all %u dims", a->rank);
       return NULL;
     }
-  sv = cs_stmt_get_arg (s, 3, "strides");
+  sv = cs_stmt_arg (s, CS_ARG_STRIDES);
   if (sv && sv->kind != CS_VALUE_NONE)
     {
       if (!int_seq_of (c, s, sv, step, CS_MAX_DIMS, &nst) || nst != a->rank)
@@ -1026,7 +1045,7 @@ run_slice (Ctx *c, const CsStmt *s)
 static Rv *
 run_cat (Ctx *c, const CsStmt *s)
 {
-  const CsValue *lv = cs_stmt_get_arg (s, 0, "tensors");
+  const CsValue *lv = cs_stmt_arg (s, CS_ARG_TENSORS);
   g_autoptr (Rv) list = NULL;
   int64_t dim_i = 0, shape[CS_MAX_DIMS];
   guint dim = 0, rank;
@@ -1043,7 +1062,7 @@ run_cat (Ctx *c, const CsStmt *s)
     }
   {
     double d = 0;
-    if (!number_of (c, s, cs_stmt_get_arg (s, 1, "dim"), &d))
+    if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_DIM), &d))
       {
         fail (c, s, CS_REF_ERROR_INPUT, "expects (tensors, dim)");
         return NULL;
@@ -1100,9 +1119,9 @@ run_cat (Ctx *c, const CsStmt *s)
 static Rv *
 run_pad (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   g_autoptr (Rv) cfg = NULL;
-  const CsValue *cv = cs_stmt_get_arg (s, 2, "padding_config");
+  const CsValue *cv = cs_stmt_arg (s, CS_ARG_PADDING_CONFIG);
   int64_t lo[CS_MAX_DIMS], hi[CS_MAX_DIMS], in[CS_MAX_DIMS], shape[CS_MAX_DIMS];
   int64_t idx[CS_MAX_DIMS], ostr[CS_MAX_DIMS];
   double fill;
@@ -1110,7 +1129,7 @@ run_pad (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 1, "padding_value"), &fill) || cv == NULL
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_PADDING_VALUE), &fill) || cv == NULL
       || !(cfg = eval_value (c, s, cv)) || cfg->kind != RV_SEQ || cfg->items->len != a->rank)
     {
       if (c->error && *c->error)
@@ -1172,7 +1191,7 @@ run_pad (Ctx *c, const CsStmt *s)
 static Rv *
 run_flip (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   int64_t dims[CS_MAX_DIMS], idx[CS_MAX_DIMS], astr[CS_MAX_DIMS];
   gboolean flip[CS_MAX_DIMS] = { FALSE };
   guint nd;
@@ -1180,7 +1199,7 @@ run_flip (Ctx *c, const CsStmt *s)
 
   if (a == NULL)
     return NULL;
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 1, "dims"), dims, CS_MAX_DIMS, &nd))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_DIMS), dims, CS_MAX_DIMS, &nd))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dims)");
       return NULL;
@@ -1212,13 +1231,13 @@ run_flip (Ctx *c, const CsStmt *s)
 static Rv *
 run_convert (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
+  g_autoptr (Rv) a = arg_tensor (c, s, CS_ARG_A);
   CsDtype d;
   Rv *out;
 
   if (a == NULL)
     return NULL;
-  if (!dtype_from_value (cs_stmt_get_arg (s, 1, "dtype"), &d))
+  if (!dtype_from_value (cs_stmt_arg (s, CS_ARG_DTYPE), &d))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, dtype)");
       return NULL;
@@ -1296,7 +1315,7 @@ reduced_index (int64_t e, const Rv *a, const gboolean *mask, const int64_t *osha
 static Rv *
 run_reduction (Ctx *c, const CsStmt *s, CsOpId id)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   gboolean mask[CS_MAX_DIMS];
   int64_t oshape[CS_MAX_DIMS];
   guint orank;
@@ -1305,7 +1324,7 @@ run_reduction (Ctx *c, const CsStmt *s, CsOpId id)
 
   if (a == NULL)
     return NULL;
-  if (!reduction_dims (c, s, a, cs_stmt_get_arg (s, 1, "dims"), mask, oshape, &orank))
+  if (!reduction_dims (c, s, a, cs_stmt_arg (s, CS_ARG_DIMS), mask, oshape, &orank))
     return NULL;
   od = a->dtype;
   out = rv_new_tensor (c, s, od, oshape, orank);
@@ -1347,7 +1366,7 @@ run_reduction (Ctx *c, const CsStmt *s, CsOpId id)
 static Rv *
 run_var (Ctx *c, const CsStmt *s, gboolean with_mean)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
   gboolean mask[CS_MAX_DIMS];
   int64_t oshape[CS_MAX_DIMS], n;
   guint orank;
@@ -1357,9 +1376,9 @@ run_var (Ctx *c, const CsStmt *s, gboolean with_mean)
 
   if (a == NULL)
     return NULL;
-  if (!reduction_dims (c, s, a, cs_stmt_get_arg (s, 1, "dims"), mask, oshape, &orank))
+  if (!reduction_dims (c, s, a, cs_stmt_arg (s, CS_ARG_DIMS), mask, oshape, &orank))
     return NULL;
-  cv = cs_stmt_get_arg (s, 2, "correction");
+  cv = cs_stmt_arg (s, CS_ARG_CORRECTION);
   if (cv && !number_of (c, s, cv, &corr))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "correction must be a number");
@@ -1410,8 +1429,8 @@ run_var (Ctx *c, const CsStmt *s, gboolean with_mean)
 static Rv *
 run_argext (Ctx *c, const CsStmt *s, gboolean is_max)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
-  const CsValue *dv = cs_stmt_get_arg (s, 1, "dim");
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
+  const CsValue *dv = cs_stmt_arg (s, CS_ARG_DIM);
   gboolean mask[CS_MAX_DIMS];
   int64_t oshape[CS_MAX_DIMS];
   guint orank = 0, dim = 0;
@@ -1510,8 +1529,8 @@ check_index (Ctx *c, const CsStmt *s, double v, int64_t extent, int64_t *out)
 static Rv *
 run_take (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
-  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
+  g_autoptr (Rv) index = arg_tensor (c, s, CS_ARG_INDEX);
   int64_t shape[CS_MAX_DIMS], outer = 1, inner = 1;
   guint dim = 0, rank = 0;
   double d = 0;
@@ -1519,7 +1538,7 @@ run_take (Ctx *c, const CsStmt *s)
 
   if (a == NULL || index == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_DIM), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
     {
       if (!(c->error && *c->error))
         fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, dim)");
@@ -1571,8 +1590,8 @@ run_take (Ctx *c, const CsStmt *s)
 static Rv *
 run_gather (Ctx *c, const CsStmt *s, gboolean along_axis)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
-  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
+  g_autoptr (Rv) index = arg_tensor (c, s, CS_ARG_INDEX);
   int64_t astr[CS_MAX_DIMS], idx[CS_MAX_DIMS], shape[CS_MAX_DIMS];
   guint dim = 0;
   double d = 0;
@@ -1580,7 +1599,7 @@ run_gather (Ctx *c, const CsStmt *s, gboolean along_axis)
 
   if (a == NULL || index == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_DIM), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
     {
       if (!(c->error && *c->error))
         fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, dim)");
@@ -1641,9 +1660,9 @@ run_gather (Ctx *c, const CsStmt *s, gboolean along_axis)
 static Rv *
 run_embedding (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
-  g_autoptr (Rv) w = arg_tensor (c, s, 1, "weight");
-  const CsValue *mn = cs_stmt_get_arg (s, 3, "max_norm");
+  g_autoptr (Rv) a = arg_tensor (c, s, CS_ARG_A);
+  g_autoptr (Rv) w = arg_tensor (c, s, CS_ARG_WEIGHT);
+  const CsValue *mn = cs_stmt_arg (s, CS_ARG_MAX_NORM);
   int64_t shape[CS_MAX_DIMS], dimw;
   Rv *out;
 
@@ -1683,9 +1702,9 @@ run_embedding (Ctx *c, const CsStmt *s)
 /* Creation                                                                                    */
 
 static gboolean
-creation_dtype (Ctx *c, const CsStmt *s, guint pos, CsDtype *d)
+creation_dtype (Ctx *c, const CsStmt *s, CsDtype *d)
 {
-  const CsValue *dv = cs_stmt_get_arg (s, pos, "dtype");
+  const CsValue *dv = cs_stmt_arg (s, CS_ARG_DTYPE);
 
   if (!dtype_from_value (dv, d))
     return fail (c, s, CS_REF_ERROR_INPUT, "missing or unknown dtype argument");
@@ -1703,13 +1722,13 @@ run_full (Ctx *c, const CsStmt *s)
   CsDtype d;
   Rv *out;
 
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 0, "shape"), shape, CS_MAX_DIMS, &rank)
-      || !number_of (c, s, cs_stmt_get_arg (s, 1, "fill_value"), &v))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank)
+      || !number_of (c, s, cs_stmt_arg (s, CS_ARG_FILL_VALUE), &v))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (shape, fill_value, device=, dtype=)");
       return NULL;
     }
-  if (!creation_dtype (c, s, 3, &d))
+  if (!creation_dtype (c, s, &d))
     return NULL;
   out = rv_new_tensor (c, s, d, shape, rank);
   if (out == NULL)
@@ -1724,18 +1743,18 @@ static Rv *
 run_iota (Ctx *c, const CsStmt *s)
 {
   double len, start = 0, step = 1;
-  const CsValue *sv = cs_stmt_get_arg (s, 1, "start"), *tv = cs_stmt_get_arg (s, 2, "step");
+  const CsValue *sv = cs_stmt_arg (s, CS_ARG_START), *tv = cs_stmt_arg (s, CS_ARG_STEP);
   CsDtype d;
   int64_t shape[1];
   Rv *out;
 
-  if (!number_of (c, s, cs_stmt_get_arg (s, 0, "length"), &len) || len < 0
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_LENGTH), &len) || len < 0
       || (sv && !number_of (c, s, sv, &start)) || (tv && !number_of (c, s, tv, &step)))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (length, start=, step=, device=, dtype=)");
       return NULL;
     }
-  if (!creation_dtype (c, s, 4, &d))
+  if (!creation_dtype (c, s, &d))
     return NULL;
   shape[0] = (int64_t) len;
   out = rv_new_tensor (c, s, d, shape, 1);
@@ -1760,14 +1779,14 @@ run_uniform (Ctx *c, const CsStmt *s)
   guint32 words[2];
   guint64 seed = c->seed + c->n_random++;
 
-  if (!int_seq_of (c, s, cs_stmt_get_arg (s, 0, "shape"), shape, CS_MAX_DIMS, &rank)
-      || !number_of (c, s, cs_stmt_get_arg (s, 1, "minval"), &lo)
-      || !number_of (c, s, cs_stmt_get_arg (s, 2, "maxval"), &hi))
+  if (!int_seq_of (c, s, cs_stmt_arg (s, CS_ARG_SHAPE), shape, CS_MAX_DIMS, &rank)
+      || !number_of (c, s, cs_stmt_arg (s, CS_ARG_MINVAL), &lo)
+      || !number_of (c, s, cs_stmt_arg (s, CS_ARG_MAXVAL), &hi))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (shape, minval, maxval, device=, dtype=)");
       return NULL;
     }
-  if (!creation_dtype (c, s, 4, &d))
+  if (!creation_dtype (c, s, &d))
     return NULL;
   out = rv_new_tensor (c, s, d, shape, rank);
   if (out == NULL)
@@ -1907,8 +1926,8 @@ same_dtype_operands (Ctx *c, const CsStmt *s, const Rv *a, const Rv *b, const Rv
 static Rv *
 run_matmul (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
-  g_autoptr (Rv) b = arg_tensor (c, s, 1, "b");
+  g_autoptr (Rv) a = arg_tensor (c, s, CS_ARG_A);
+  g_autoptr (Rv) b = arg_tensor (c, s, CS_ARG_B);
   int64_t as[CS_MAX_DIMS + 1], bs[CS_MAX_DIMS + 1], os[CS_MAX_DIMS + 1], ob[CS_MAX_DIMS];
   int64_t M, K, N, nbatch = 1, fshape[CS_MAX_DIMS];
   guint ar, br, nb, frank = 0;
@@ -2046,9 +2065,9 @@ run_matmul (Ctx *c, const CsStmt *s)
 static Rv *
 run_linear (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = arg_tensor (c, s, 0, "a");
-  g_autoptr (Rv) w = arg_tensor (c, s, 1, "w");
-  const CsValue *bv = cs_stmt_get_arg (s, 2, "bias");
+  g_autoptr (Rv) a = arg_tensor (c, s, CS_ARG_A);
+  g_autoptr (Rv) w = arg_tensor (c, s, CS_ARG_W);
+  const CsValue *bv = cs_stmt_arg (s, CS_ARG_BIAS);
   g_autoptr (Rv) bias = NULL;
   int64_t shape[CS_MAX_DIMS], K, N, M;
   guint rank;
@@ -2131,16 +2150,16 @@ run_linear (Ctx *c, const CsStmt *s)
   return out;
 }
 
-/* scatter_add(a, index, value, dim) / scatter(a, index, value, dim): a copy of a with, for
+/* scatter_add(a, index, value, dim) / scatter(a, index, src, dim): a copy of a with, for
  * every position p of index, out[p with p[dim] = index[p]] += value[p] (scatter: =).  value is
  * a tensor indexed like index (torch.scatter's src) or a number.  Accumulates in f64 and rounds
  * once; repeated indices in scatter keep the last write. */
 static Rv *
 run_scatter (Ctx *c, const CsStmt *s, gboolean add)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
-  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
-  g_autoptr (Rv) val = arg_tensor (c, s, 2, "value");
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
+  g_autoptr (Rv) index = arg_tensor (c, s, CS_ARG_INDEX);
+  g_autoptr (Rv) val = arg_tensor (c, s, add ? CS_ARG_VALUE : CS_ARG_SRC);
   int64_t astr[CS_MAX_DIMS], vstr[CS_MAX_DIMS], idx[CS_MAX_DIMS];
   guint dim = 0;
   double d = 0;
@@ -2148,7 +2167,7 @@ run_scatter (Ctx *c, const CsStmt *s, gboolean add)
 
   if (a == NULL || index == NULL || val == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 3, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_DIM), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
     {
       if (!(c->error && *c->error))
         fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, value, dim)");
@@ -2205,9 +2224,9 @@ run_scatter (Ctx *c, const CsStmt *s, gboolean add)
 static Rv *
 run_index_add (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
-  g_autoptr (Rv) index = arg_tensor (c, s, 1, "index");
-  g_autoptr (Rv) val = arg_tensor (c, s, 2, "value");
+  g_autoptr (Rv) a = tensor_arg (c, s, CS_ARG_A);
+  g_autoptr (Rv) index = arg_tensor (c, s, CS_ARG_INDEX);
+  g_autoptr (Rv) val = arg_tensor (c, s, CS_ARG_VALUE);
   int64_t outer = 1, inner = 1;
   guint dim = 0;
   double d = 0;
@@ -2215,7 +2234,7 @@ run_index_add (Ctx *c, const CsStmt *s)
 
   if (a == NULL || index == NULL || val == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 3, "dim"), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_DIM), &d) || !canon_dim (c, s, (int64_t) d, a->rank, &dim))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (a, index, value, dim)");
       return NULL;
@@ -2288,16 +2307,17 @@ sdpa_shapes (Ctx *c, const CsStmt *s, const Rv *q, const Rv *k, const Rv *v, int
   return TRUE;
 }
 
+/* Number argument @name of @s's schema, @dflt when absent or None. */
 static gboolean
-sdpa_flag (Ctx *c, const CsStmt *s, guint pos, const char *kw, double dflt, double *out)
+sdpa_flag (Ctx *c, const CsStmt *s, CsArgName name, double dflt, double *out)
 {
-  const CsValue *v = cs_stmt_get_arg (s, pos, kw);
+  const CsValue *v = cs_stmt_arg (s, name);
 
   *out = dflt;
   if (v == NULL || v->kind == CS_VALUE_NONE)
     return TRUE;
   if (!number_of (c, s, v, out))
-    return fail (c, s, CS_REF_ERROR_INPUT, "argument %s must be a number", kw);
+    return fail (c, s, CS_REF_ERROR_INPUT, "argument %s must be a number", cs_arg_name (name));
   return TRUE;
 }
 
@@ -2334,22 +2354,22 @@ sdpa_placeholder (Ctx *c, const CsStmt *s, guint k, const int64_t *dshape, guint
 /* Where the arguments and outputs of one SDPA call sit: the positional index of each
  * argument (-1: keyword only or absent) and the outputs' count.  The Thunder executor's names
  * (thunder/executors/sdpaex.py) and ATen's backend ops (native_functions.yaml). */
+/* What the schemas (cs-ops-list.h) do not say of an SDPA op: the arguments themselves
+ * (dropout_p, is_causal, scale, out, logsumexp ...) are read through its schema. */
 typedef struct
 {
-  int   mask;      /* attn_mask / attn_bias, -1 when the op has none */
-  int   dropout;   /* dropout_p */
-  int   causal;    /* is_causal */
-  int   scale;     /* scale, -1: keyword only */
-  int   out;       /* backward: the forward's out (logsumexp follows it) */
-  guint n_out;     /* forward: outputs; backward: 3, or 4 with grad_attn_mask */
-  gboolean cum;    /* forward: outputs 2 and 3 are cum_seq_q / cum_seq_k (i64[batch + 1]) */
+  gboolean has_mask;  /* the op takes a mask */
+  CsArgName mask;     /* attn_mask / attn_bias (when has_mask) */
+  CsArgName grad_out; /* backward: grad_out, or aten's efficient grad_out_ */
+  guint n_out;        /* forward: outputs; backward: 3, or 4 with grad_attn_mask */
+  gboolean cum;       /* forward: outputs 2 and 3 are cum_seq_q / cum_seq_k (i64[batch + 1]) */
 } SdpaLayout;
 
 /* sdpafx_grad_forward_scaled_dot_product_efficient_attention(q, k, v, dropout_p, is_causal,
  * scale=) -> 9 outputs; sdpaex_grad_forward_...(q, k, v, attn_mask, dropout_p, is_causal,
  * scale) -> (out, logsumexp, philox_seed, philox_offset) */
-static const SdpaLayout sdpa_fw_flash = { -1, 3, 4, 5, 0, 9, TRUE };
-static const SdpaLayout sdpa_fw_mem = { 3, 4, 5, 6, 0, 4, FALSE };
+static const SdpaLayout sdpa_fw_flash = { FALSE, 0, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_mem = { TRUE, CS_ARG_ATTN_MASK, 0, 4, FALSE };
 /* aten::_scaled_dot_product_cudnn_attention(query, key, value, attn_bias, compute_log_sumexp,
  *   dropout_p=0., is_causal=False, return_debug_mask=False, *, scale=None) -> (output,
  *   logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug_attn_mask)
@@ -2359,15 +2379,15 @@ static const SdpaLayout sdpa_fw_mem = { 3, 4, 5, 6, 0, 4, FALSE };
  * aten::_scaled_dot_product_efficient_attention(query, key, value, attn_bias,
  *   compute_log_sumexp, dropout_p=0., is_causal=False, *, scale=None) -> (output, log_sumexp,
  *   philox_seed, philox_offset) */
-static const SdpaLayout sdpa_fw_aten_cudnn = { 3, 5, 6, -1, 0, 9, TRUE };
-static const SdpaLayout sdpa_fw_aten_flash = { -1, 3, 4, -1, 0, 9, TRUE };
-static const SdpaLayout sdpa_fw_aten_mem = { 3, 5, 6, -1, 0, 4, FALSE };
+static const SdpaLayout sdpa_fw_aten_cudnn = { TRUE, CS_ARG_ATTN_BIAS, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_aten_flash = { FALSE, 0, 0, 9, TRUE };
+static const SdpaLayout sdpa_fw_aten_mem = { TRUE, CS_ARG_ATTN_BIAS, 0, 4, FALSE };
 /* sdpafx_scaled_dot_product_efficient_attention_backward(grad_out, q, k, v, out, logsumexp,
  * cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset,
  * scale=); sdpaex_..._backward(grad_out, q, k, v, attn_mask, out, logsumexp, philox_seed,
  * philox_offset, dropout_p, is_causal, scale=) */
-static const SdpaLayout sdpa_bw_flash = { -1, 10, 11, 14, 4, 3, FALSE };
-static const SdpaLayout sdpa_bw_mem = { 4, 9, 10, 11, 5, 4, FALSE };
+static const SdpaLayout sdpa_bw_flash = { FALSE, 0, CS_ARG_GRAD_OUT, 3, FALSE };
+static const SdpaLayout sdpa_bw_mem = { TRUE, CS_ARG_ATTN_MASK, CS_ARG_GRAD_OUT, 4, FALSE };
 /* aten::_scaled_dot_product_cudnn_attention_backward(grad_out, query, key, value, out,
  *   logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
  *   dropout_p, is_causal, *, scale=None) -> (Tensor, Tensor, Tensor)
@@ -2377,9 +2397,9 @@ static const SdpaLayout sdpa_bw_mem = { 4, 9, 10, 11, 5, 4, FALSE };
  * aten::_scaled_dot_product_efficient_attention_backward(grad_out_, query, key, value,
  *   attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, bool[4] grad_input_mask,
  *   is_causal=False, *, scale=None) -> (Tensor, Tensor, Tensor, Tensor) */
-static const SdpaLayout sdpa_bw_aten_cudnn = { 8, 13, 14, -1, 4, 3, FALSE };
-static const SdpaLayout sdpa_bw_aten_flash = { -1, 10, 11, -1, 4, 3, FALSE };
-static const SdpaLayout sdpa_bw_aten_mem = { 4, 9, 11, -1, 5, 4, FALSE };
+static const SdpaLayout sdpa_bw_aten_cudnn = { TRUE, CS_ARG_ATTN_BIAS, CS_ARG_GRAD_OUT, 3, FALSE };
+static const SdpaLayout sdpa_bw_aten_flash = { FALSE, 0, CS_ARG_GRAD_OUT, 3, FALSE };
+static const SdpaLayout sdpa_bw_aten_mem = { TRUE, CS_ARG_ATTN_BIAS, CS_ARG_GRAD_OUT_, 4, FALSE };
 
 /* @seq cut to the outputs @s names: torch.compile's graphs fold the `getitem` reads of a
  * multi-output node into its targets, up to the last one read. */
@@ -2394,11 +2414,12 @@ sdpa_trim (const CsStmt *s, Rv *seq)
   return seq;
 }
 
-/* The attention mask at position @pos of @s (NULL without error when it is None or absent). */
+/* The attention mask of @s as @lay names it (NULL without error when it is None or absent,
+ * or the op takes none). */
 static gboolean
-sdpa_mask (Ctx *c, const CsStmt *s, int pos, const char *kw, Rv **mask)
+sdpa_mask (Ctx *c, const CsStmt *s, const SdpaLayout *lay, Rv **mask)
 {
-  const CsValue *mv = pos >= 0 ? cs_stmt_get_arg (s, (guint) pos, kw) : NULL;
+  const CsValue *mv = lay->has_mask ? cs_stmt_arg (s, lay->mask) : NULL;
 
   *mask = NULL;
   if (mv == NULL || mv->kind == CS_VALUE_NONE)
@@ -2415,9 +2436,9 @@ sdpa_mask (Ctx *c, const CsStmt *s, int pos, const char *kw, Rv **mask)
 static Rv *
 run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 {
-  g_autoptr (Rv) q = arg_tensor (c, s, 0, "query");
-  g_autoptr (Rv) k = arg_tensor (c, s, 1, "key");
-  g_autoptr (Rv) v = arg_tensor (c, s, 2, "value");
+  g_autoptr (Rv) q = arg_tensor (c, s, CS_ARG_QUERY);
+  g_autoptr (Rv) k = arg_tensor (c, s, CS_ARG_KEY);
+  g_autoptr (Rv) v = arg_tensor (c, s, CS_ARG_VALUE);
   g_autoptr (Rv) mask = NULL;
   int64_t nb, L, S, E, Ev, oshape[CS_MAX_DIMS], lstride;
   double dropout, causal, scale;
@@ -2429,7 +2450,7 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 
   if (q == NULL || k == NULL || v == NULL || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
     return NULL;
-  if (!sdpa_mask (c, s, lay->mask, lay == &sdpa_fw_mem ? "attn_mask" : "attn_bias", &mask))
+  if (!sdpa_mask (c, s, lay, &mask))
     return NULL;
   if (mask != NULL
       && (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
@@ -2439,10 +2460,9 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
       fail (c, s, CS_REF_ERROR_SHAPE, "attn_mask must broadcast to [..., L, S]");
       return NULL;
     }
-  if (!sdpa_flag (c, s, (guint) lay->dropout, "dropout_p", 0.0, &dropout)
-      || !sdpa_flag (c, s, (guint) lay->causal, "is_causal", 0.0, &causal)
-      || !sdpa_flag (c, s, lay->scale >= 0 ? (guint) lay->scale : G_MAXUINT, "scale",
-                     1.0 / sqrt ((double) E), &scale))
+  if (!sdpa_flag (c, s, CS_ARG_DROPOUT_P, 0.0, &dropout)
+      || !sdpa_flag (c, s, CS_ARG_IS_CAUSAL, 0.0, &causal)
+      || !sdpa_flag (c, s, CS_ARG_SCALE, 1.0 / sqrt ((double) E), &scale))
     return NULL;
   if (dropout != 0.0)
     {
@@ -2579,13 +2599,12 @@ run_sdpa_forward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 static Rv *
 run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 {
-  guint o_pos = (guint) lay->out;
-  g_autoptr (Rv) go = arg_tensor (c, s, 0, "grad_out");
-  g_autoptr (Rv) q = arg_tensor (c, s, 1, "query");
-  g_autoptr (Rv) k = arg_tensor (c, s, 2, "key");
-  g_autoptr (Rv) v = arg_tensor (c, s, 3, "value");
-  g_autoptr (Rv) o = arg_tensor (c, s, o_pos, "out");
-  g_autoptr (Rv) lse = arg_tensor (c, s, o_pos + 1, "logsumexp");
+  g_autoptr (Rv) go = arg_tensor (c, s, lay->grad_out);
+  g_autoptr (Rv) q = arg_tensor (c, s, CS_ARG_QUERY);
+  g_autoptr (Rv) k = arg_tensor (c, s, CS_ARG_KEY);
+  g_autoptr (Rv) v = arg_tensor (c, s, CS_ARG_VALUE);
+  g_autoptr (Rv) o = arg_tensor (c, s, CS_ARG_OUT);
+  g_autoptr (Rv) lse = arg_tensor (c, s, CS_ARG_LOGSUMEXP);
   g_autoptr (Rv) mask = NULL;
   int64_t nb, L, S, E, Ev, lstride;
   double dropout, causal, scale;
@@ -2596,7 +2615,7 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
   if (go == NULL || q == NULL || k == NULL || v == NULL || o == NULL || lse == NULL
       || !sdpa_shapes (c, s, q, k, v, &nb, &L, &S, &E, &Ev))
     return NULL;
-  if (!sdpa_mask (c, s, lay->mask, lay == &sdpa_bw_mem ? "attn_mask" : "attn_bias", &mask))
+  if (!sdpa_mask (c, s, lay, &mask))
     return NULL;
   if (mask != NULL
       && (mask->kind != RV_TENSOR || mask->rank < 2 || mask->shape[mask->rank - 1] != S
@@ -2612,10 +2631,9 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
       return NULL;
     }
   lstride = lse->numel / nb;
-  if (!sdpa_flag (c, s, (guint) lay->dropout, "dropout_p", 0.0, &dropout)
-      || !sdpa_flag (c, s, (guint) lay->causal, "is_causal", 0.0, &causal)
-      || !sdpa_flag (c, s, lay->scale >= 0 ? (guint) lay->scale : G_MAXUINT, "scale",
-                     1.0 / sqrt ((double) E), &scale))
+  if (!sdpa_flag (c, s, CS_ARG_DROPOUT_P, 0.0, &dropout)
+      || !sdpa_flag (c, s, CS_ARG_IS_CAUSAL, 0.0, &causal)
+      || !sdpa_flag (c, s, CS_ARG_SCALE, 1.0 / sqrt ((double) E), &scale))
     return NULL;
   if (dropout != 0.0)
     {
@@ -2739,11 +2757,11 @@ run_sdpa_backward (Ctx *c, const CsStmt *s, const SdpaLayout *lay)
 static Rv *
 run_nll_loss_backward (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) g = arg_tensor (c, s, 0, "g");
-  g_autoptr (Rv) a = arg_tensor (c, s, 1, "a");
-  g_autoptr (Rv) target = arg_tensor (c, s, 2, "target");
-  const CsValue *wv = cs_stmt_get_arg (s, 3, "weight");
-  const CsValue *rv = cs_stmt_get_arg (s, 4, "reduction");
+  g_autoptr (Rv) g = arg_tensor (c, s, CS_ARG_G);
+  g_autoptr (Rv) a = arg_tensor (c, s, CS_ARG_A);
+  g_autoptr (Rv) target = arg_tensor (c, s, CS_ARG_TARGET);
+  const CsValue *wv = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  const CsValue *rv = cs_stmt_arg (s, CS_ARG_REDUCTION);
   g_autoptr (Rv) w = NULL;
   g_autoptr (Rv) tw = NULL;
   double ignore = -100;
@@ -2757,14 +2775,14 @@ run_nll_loss_backward (Ctx *c, const CsStmt *s)
     return NULL;
   if (rv && rv->kind == CS_VALUE_STRING && rv->u.s)
     reduction = rv->u.s;
-  if (cs_stmt_get_arg (s, 5, "ignore_index") && !number_of (c, s, cs_stmt_get_arg (s, 5, "ignore_index"), &ignore))
+  if (cs_stmt_arg (s, CS_ARG_IGNORE_INDEX) && !number_of (c, s, cs_stmt_arg (s, CS_ARG_IGNORE_INDEX), &ignore))
     {
       fail (c, s, CS_REF_ERROR_INPUT, "ignore_index must be an int");
       return NULL;
     }
-  if (cs_stmt_get_arg (s, 6, "total_weight"))
+  if (cs_stmt_arg (s, CS_ARG_TOTAL_WEIGHT))
     {
-      tw = eval_value (c, s, cs_stmt_get_arg (s, 6, "total_weight"));
+      tw = eval_value (c, s, cs_stmt_arg (s, CS_ARG_TOTAL_WEIGHT));
       if (tw == NULL)
         return NULL;
     }
@@ -2821,8 +2839,8 @@ run_nll_loss_backward (Ctx *c, const CsStmt *s)
 static Rv *
 run_embedding_backward (Ctx *c, const CsStmt *s)
 {
-  g_autoptr (Rv) g = arg_tensor (c, s, 0, "grad");
-  g_autoptr (Rv) idx = arg_tensor (c, s, 1, "indices");
+  g_autoptr (Rv) g = arg_tensor (c, s, CS_ARG_GRAD);
+  g_autoptr (Rv) idx = arg_tensor (c, s, CS_ARG_INDICES);
   double nw, pad = -1, freq = 0;
   int64_t shape[2], D;
   g_autofree float *acc32 = NULL;
@@ -2832,16 +2850,16 @@ run_embedding_backward (Ctx *c, const CsStmt *s)
 
   if (g == NULL || idx == NULL)
     return NULL;
-  if (!number_of (c, s, cs_stmt_get_arg (s, 2, "num_weights"), &nw) || nw < 0)
+  if (!number_of (c, s, cs_stmt_arg (s, CS_ARG_NUM_WEIGHTS), &nw) || nw < 0)
     {
       fail (c, s, CS_REF_ERROR_INPUT, "expects (grad, indices, num_weights, padding_idx, "
             "scale_grad_by_freq, sparse)");
       return NULL;
     }
-  if (cs_stmt_get_arg (s, 3, "padding_idx"))
-    number_of (c, s, cs_stmt_get_arg (s, 3, "padding_idx"), &pad);
-  if (cs_stmt_get_arg (s, 4, "scale_grad_by_freq"))
-    number_of (c, s, cs_stmt_get_arg (s, 4, "scale_grad_by_freq"), &freq);
+  if (cs_stmt_arg (s, CS_ARG_PADDING_IDX))
+    number_of (c, s, cs_stmt_arg (s, CS_ARG_PADDING_IDX), &pad);
+  if (cs_stmt_arg (s, CS_ARG_SCALE_GRAD_BY_FREQ))
+    number_of (c, s, cs_stmt_arg (s, CS_ARG_SCALE_GRAD_BY_FREQ), &freq);
   if (g->kind != RV_TENSOR || g->rank != idx->rank + 1)
     {
       fail (c, s, CS_REF_ERROR_SHAPE, "grad must have the indices' shape plus one dimension");
@@ -3023,13 +3041,13 @@ exec_subs (Ctx *c, const CsStmt *s)
 static Rv *
 run_shape_query (Ctx *c, const CsStmt *s, gboolean size)
 {
-  g_autoptr (Rv) a = tensor_arg0 (c, s);
+  g_autoptr (Rv) a = tensor_arg (c, s, size ? CS_ARG_A : CS_ARG_T);   /* prims.shape(t) */
   const CsValue *dv;
   Rv *seq;
 
   if (a == NULL)
     return NULL;
-  dv = size ? cs_stmt_get_arg (s, 1, "dim") : NULL;
+  dv = size ? cs_stmt_arg (s, CS_ARG_DIM) : NULL;
   if (dv && dv->kind != CS_VALUE_NONE)
     {
       double d = 0;
@@ -3048,7 +3066,7 @@ run_shape_query (Ctx *c, const CsStmt *s, gboolean size)
 static Rv *
 run_identity (Ctx *c, const CsStmt *s)
 {
-  return arg_tensor (c, s, 0, "a");
+  return arg_tensor (c, s, CS_ARG_A);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -3113,7 +3131,7 @@ static Rv *
 run_dist_unpack (Ctx *c, const CsStmt *s)
 {
   const CsValue *tv = cs_stmt_arg (s, CS_ARG_TENSORS);
-  g_autoptr (Rv) buf = arg_tensor (c, s, 0, "buffer");
+  g_autoptr (Rv) buf = arg_tensor (c, s, CS_ARG_BUFFER);
   g_autoptr (Rv) seq = NULL;
   Rv *out;
   int64_t total = 0, off = 0;
@@ -3174,7 +3192,7 @@ run_dist (Ctx *c, const CsStmt *s, CsOpId id)
     default:
       /* all_reduce, all_gather, reduce_scatter, broadcast of one rank; wait; synchronize;
        * update_bucket_view; stash_grad_for_fsdp; the tensor-parallel synchronizes */
-      return arg_tensor (c, s, 0, NULL);
+      return arg_tensor_at (c, s, 0);
     }
 }
 
@@ -3520,7 +3538,7 @@ estimate_walk (CsStmt * const *stmts, guint n, double *flops, double *max_elems)
         *max_elems = MAX (*max_elems, proxy_numel (g_ptr_array_index (outs, k)));
       if (id == CS_OP_PRIM_MATMUL || id == CS_OP_PRIM_LINEAR)
         {
-          const CsValue *a = cs_stmt_get_arg (s, 0, "a");
+          const CsValue *a = cs_stmt_arg (s, CS_ARG_A);
           const CsProxy *o = cs_stmt_get_output (s);
 
           if (a && a->kind == CS_VALUE_PROXY && a->u.proxy->typed && a->u.proxy->rank > 0 && o)
@@ -3577,14 +3595,14 @@ index_bound_walk (CsStmt * const *stmts, guint n, const CsProxy *p, int64_t *bou
           switch (id)
             {
             case CS_OP_PRIM_TAKE: case CS_OP_PRIM_TAKE_ALONG_AXIS: case CS_OP_PRIM_GATHER:
-              a = cs_stmt_get_arg (s, 0, "a");
-              idx = cs_stmt_get_arg (s, 1, "index");
-              dim = cs_stmt_get_arg (s, 2, "dim");
+              a = cs_stmt_arg (s, CS_ARG_A);
+              idx = cs_stmt_arg (s, CS_ARG_INDEX);
+              dim = cs_stmt_arg (s, CS_ARG_DIM);
               break;
             case CS_OP_PRIM_EMBEDDING:
             case CS_OP_LTORCH_EMBEDDING:
-              idx = cs_stmt_get_arg (s, 0, "a");
-              a = cs_stmt_get_arg (s, 1, "weight");
+              idx = cs_stmt_arg (s, CS_ARG_A);
+              a = cs_stmt_arg (s, CS_ARG_WEIGHT);
               break;
             default:
               break;

@@ -17,6 +17,10 @@
  * - every op that LOWERS_TO a prim decomposes to exactly that prim, computing bf16 in f32;
  * - the five ltorch ops added with the registry (log1p, expm1, sinh, cosh, softplus) run end
  *   to end: meta, decomposition, VJP by finite differences, CPU values against hand values.
+ * - every argument schema names CS_ARG_NAMES entries (a keyword of Python identifier form,
+ *   each keyword once in the list), no schema names an argument twice, a positional argument
+ *   without a default follows no positional one with a default (Python's rule), and every
+ *   CS_ARG_NAMES entry is an argument of some schema (no stale names).
  * The CUDA side (every fusible op's emitter compiled by NVRTC, the GPU sweep) is
  * tests/test-kernels-registry.c.
  */
@@ -930,6 +934,78 @@ test_new_vjps (void)
             "  return (t0,)\n", -3.0, 3.0);
 }
 
+/* Every schema argument is a CS_ARG_NAMES entry and every entry is used by some schema. */
+static void
+test_schemas (void)
+{
+  gboolean used[CS_N_ARG_NAMES] = { FALSE };
+  guint n_schemas = 0;
+
+  for (guint n = 0; n < CS_N_ARG_NAMES; n++)
+    {
+      const char *kw = cs_arg_name ((CsArgName) n);
+
+      g_assert_nonnull (kw);
+      g_assert_true (g_ascii_islower (kw[0]));
+      for (const char *p = kw; *p; p++)
+        g_assert_true (g_ascii_islower (*p) || g_ascii_isdigit (*p) || *p == '_');
+      for (guint m = 0; m < n; m++)
+        if (strcmp (kw, cs_arg_name ((CsArgName) m)) == 0)
+          g_error ("CS_ARG_NAMES lists '%s' twice", kw);
+    }
+  for (guint i = 0; i < CS_N_OPS; i++)
+    {
+      const CsOp *op = cs_op_get ((CsOpId) i);
+      gboolean seen_default = FALSE;
+
+      g_assert_true ((op->args == NULL) == (op->n_args == 0));
+      if (op->n_args > 0)
+        n_schemas++;
+      for (guint k = 0; k < op->n_args; k++)
+        {
+          const CsOpArg *a = &op->args[k];
+          guint pos = 0;
+
+          if ((guint) a->name >= CS_N_ARG_NAMES)
+            g_error ("%s: argument %u is not a CS_ARG_NAMES entry", op->name, k);
+          used[a->name] = TRUE;
+          /* the first entry of that name is this one */
+          g_assert_true (cs_op_find_arg (op, a->name, &pos) == a);
+          g_assert_cmpuint (pos, ==, a->kw_only ? G_MAXUINT : k);
+          if (!a->kw_only && a->dflt != NULL)
+            seen_default = TRUE;
+          else if (!a->kw_only && seen_default)
+            g_error ("%s: required positional '%s' after one with a default", op->name,
+                     cs_arg_name (a->name));
+        }
+    }
+  g_assert_cmpuint (n_schemas, >, 100);
+  for (guint n = 0; n < CS_N_ARG_NAMES; n++)
+    if (!used[n])
+      g_error ("CS_ARG_NAMES entry '%s' is in no op's schema", cs_arg_name ((CsArgName) n));
+  /* spot checks against Thunder's signatures (thunder/core/prims.py) */
+  {
+    const CsOp *slice = cs_op_get (CS_OP_PRIM_SLICE_PRIM), *var = cs_op_get (CS_OP_PRIM_VAR);
+    const CsOp *iota = cs_op_get (CS_OP_PRIM_IOTA);
+    const CsOpArg *st;
+    guint pos = 0;
+
+    g_assert_nonnull (cs_op_find_arg (slice, CS_ARG_END_INDICES, &pos));
+    g_assert_cmpuint (pos, ==, 2);
+    st = cs_op_find_arg (slice, CS_ARG_STRIDES, &pos);
+    g_assert_nonnull (st);
+    g_assert_cmpuint (pos, ==, 3);
+    g_assert_cmpstr (st->dflt, ==, "None");
+    g_assert_nonnull (cs_op_find_arg (var, CS_ARG_CORRECTION, &pos));
+    g_assert_cmpuint (pos, ==, G_MAXUINT);
+    g_assert_nonnull (cs_op_find_arg (iota, CS_ARG_STEP, &pos));
+    g_assert_cmpuint (pos, ==, G_MAXUINT);
+    g_assert_null (cs_op_find_arg (iota, CS_ARG_DIMS, NULL));
+    /* executor names read the schema of the op they implement */
+    g_assert_true (cs_op_semantic (cs_op_lookup ("torch_slice_prim_impl"))->args == slice->args);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -942,6 +1018,7 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/formula-coverage-n", test_formula_coverage_n);
   g_test_add_func ("/registry/meta-families", test_meta_families);
   g_test_add_func ("/registry/lowerings", test_lowerings);
+  g_test_add_func ("/registry/schemas", test_schemas);
   g_test_add_func ("/registry/new-ops/values", test_new_values);
   g_test_add_func ("/registry/new-ops/meta", test_new_meta);
   g_test_add_func ("/registry/new-ops/pipeline", test_new_pipeline);
