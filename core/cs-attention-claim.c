@@ -14,6 +14,7 @@
 #include "cs-ops.h"
 #include "cs-ops-args.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Per-proxy facts of the trace: the top-level statement that writes it, and how many
@@ -149,10 +150,36 @@ args_within (const CsStmt *s, guint n_pos, const char * const *kws)
 typedef struct
 {
   int      transpose, mm1, scale, softmax, mm2;
+  int      tril;          /* the causal mask's ltorch.tril, -1 for none (is_causal=False) */
   CsProxy *q, *k, *v;
   CsValue *scale_value;   /* the literal to pass as scale= (NULL: build one from @scale_num) */
   double   scale_num;
 } Match;
+
+/* When @x is written by `ltorch.tril(y, 0, fill_value=-float('inf'))` (the causal mask:
+ * torch's is_causal keeps the lower triangle, diagonal included, top-left aligned) that only
+ * the next statement reads, records it in @m and returns y; else returns @x. */
+static CsProxy *
+tril_input (const CsTrace *t, const UseInfo *u, CsProxy *x, Match *m)
+{
+  static const char * const kw[] = { "a", "diagonal", "fill_value", NULL };
+  const CsStmt *s;
+  const CsValue *diag, *fill;
+  int64_t d = 0;
+  double f = 0;
+  guint idx;
+
+  if (x == NULL || (s = sole_use_def (t, u, x, CS_OP_LTORCH_TRIL, &idx)) == NULL
+      || !args_within (s, 2, kw))
+    return x;
+  diag = arg (s, 1, "diagonal");
+  fill = arg (s, 2, "fill_value");
+  if ((diag != NULL && (!int_literal (diag, &d) || d != 0)) || !number_literal (fill, &f)
+      || !(isinf (f) && f < 0) || proxy_of (arg (s, 0, "a")) == NULL)
+    return x;
+  m->tril = (int) idx;
+  return proxy_of (arg (s, 0, "a"));
+}
 
 /* Whether top-level statement @i of @t is the final matmul of a pattern; fills @m. */
 static gboolean
@@ -191,9 +218,11 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
       || (dtype != NULL && dtype->kind != CS_VALUE_NONE))
     return FALSE;
 
-  /* the scale: mul by a literal (either side), div by a literal, or none */
+  /* the causal mask (tril with -inf above the diagonal) and the scale, in either order */
   m->scale = -1;
+  m->tril = -1;
   m->scale_num = 1.0;
+  x = tril_input (t, u, x, m);
   if ((sc = sole_use_def (t, u, x, CS_OP_LTORCH_MUL, &idx)) != NULL
       || (sc = sole_use_def (t, u, x, CS_OP_LTORCH_DIV, &idx)) != NULL)
     {
@@ -221,9 +250,16 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
       else
         return FALSE;
       m->scale_num = c;
+      if (m->tril < 0)
+        p1 = tril_input (t, u, p1, m);
     }
   else
     p1 = x;
+  if (p1 == NULL)
+    return FALSE;
+  /* -inf times a scale that is not positive is no longer a mask */
+  if (m->tril >= 0 && !(m->scale_num > 0))
+    return FALSE;
 
   /* q @ k.transpose(-2, -1) */
   mm1 = sole_use_def (t, u, p1, CS_OP_LTORCH_MATMUL, &idx);
@@ -276,7 +312,7 @@ build_sdpa (CsTrace *t, const CsStmt *mm2, const Match *m)
   args[2] = (CsArg) { NULL, cs_value_new_proxy (a, m->v) };
   args[3] = (CsArg) { NULL, cs_value_new_none (a) };
   args[4] = (CsArg) { NULL, cs_value_new_float (a, 0.0) };
-  args[5] = (CsArg) { NULL, cs_value_new_bool (a, FALSE) };
+  args[5] = (CsArg) { NULL, cs_value_new_bool (a, m->tril >= 0) };
   args[6] = (CsArg) { "scale", m->scale_value ? m->scale_value
                                               : cs_value_new_float (a, m->scale_num) };
   s = cs_stmt_new_call_static (t, cs_op_get (CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION), NULL,
@@ -321,13 +357,15 @@ cs_attention_claim_trace (const CsTrace *trace, const CsPolicy *policy, guint *n
       CsStmt *s;
 
       if (!match_at (t, &u, i, &m) || drop[m.transpose] || drop[m.mm1] || drop[m.softmax]
-          || (m.scale >= 0 && drop[m.scale]))
+          || (m.scale >= 0 && drop[m.scale]) || (m.tril >= 0 && drop[m.tril]))
         continue;
       if ((s = build_sdpa (t, t->stmts[i], &m)) == NULL)
         continue;
       drop[m.transpose] = drop[m.mm1] = drop[m.softmax] = TRUE;
       if (m.scale >= 0)
         drop[m.scale] = TRUE;
+      if (m.tril >= 0)
+        drop[m.tril] = TRUE;
       t->stmts[i] = s;
       n++;
     }

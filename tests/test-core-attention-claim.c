@@ -3,8 +3,9 @@
  * - the rewrite of data/attention_softmax.txt (and its benchmark-size twin): one
  *   ltorch.scaled_dot_product_attention with q, k, v, None, 0.0, False and scale= the mul's
  *   literal, t0..t3 gone, t4's statement id kept as origin; no rewrite under attention=pattern;
- * - the variants: a div or a mul with the literal first, no scale (scale 1.0) claim; a second
- *   reader of t1 or t3, a softmax over another dim, CPU tensors do not;
+ * - the variants: a div or a mul with the literal first, no scale (scale 1.0), the causal
+ *   mask (tril with -inf, before or after the scale: is_causal=True) claim; a second reader of
+ *   t1 or t3, a softmax over another dim or with a dtype, another tril, CPU tensors do not;
  * - the pipeline: the sdpa executor's flash statements forward and backward;
  * - the CPU reference: the forward output of attention=fused within bf16 rounding of the
  *   pattern's (trace dtypes), and in f64 the outputs and every gradient equal to the
@@ -114,7 +115,7 @@ claim (const char *text, CsTrace **out)
 
 /* The one sdpa statement of @t, checked against the pattern's q, k, v; returns its scale. */
 static double
-check_sdpa (const CsTrace *t, guint32 t4_id)
+check_sdpa_causal (const CsTrace *t, guint32 t4_id, gboolean causal)
 {
   const CsStmt *s = find_call (t, CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION);
   const CsValue *sc;
@@ -133,8 +134,9 @@ check_sdpa (const CsTrace *t, guint32 t4_id)
   g_assert_cmpint (s->args[3].value->kind, ==, CS_VALUE_NONE);
   g_assert_cmpint (s->args[4].value->kind, ==, CS_VALUE_FLOAT);
   g_assert_cmpfloat (s->args[4].value->u.f, ==, 0.0);
+  g_assert_cmpuint (count_calls (t, CS_OP_LTORCH_TRIL), ==, 0);
   g_assert_cmpint (s->args[5].value->kind, ==, CS_VALUE_BOOL);
-  g_assert_false (s->args[5].value->u.b);
+  g_assert_cmpint (s->args[5].value->u.b, ==, causal);
   g_assert_cmpstr (s->args[6].name, ==, "scale");
   g_assert_cmpstr (cs_stmt_get_output (s)->name, ==, "t4");
   g_assert_cmpstr (s->why, ==, CS_ATTENTION_CLAIM_WHY);
@@ -143,6 +145,12 @@ check_sdpa (const CsTrace *t, guint32 t4_id)
   sc = s->args[6].value;
   g_assert_cmpint (sc->kind, ==, CS_VALUE_FLOAT);
   return sc->u.f;
+}
+
+static double
+check_sdpa (const CsTrace *t, guint32 t4_id)
+{
+  return check_sdpa_causal (t, t4_id, FALSE);
 }
 
 /* The id of the statement writing t4 in @text as parsed. */
@@ -187,6 +195,26 @@ test_rewrite_sample (void)
 }
 
 static const char mul_line[] = "t2 = ltorch.mul(t1, 0.25)";
+static const char sm_line[] = "t3 = ltorch._softmax(t2, -1, dtype=None)";
+#define BF16_SCORES "  # t5: \"cuda:0 bf16[2, 4, 32, 32]\"\n  "
+
+/* The sample with the causal mask after the scale (as Thunder's sdpa decomposition writes it)
+ * or, @before, between the scores and the scale; @tril is the tril call's argument tail. */
+static char *
+causal_text (const char *text, gboolean before, const char *tril)
+{
+  g_autofree char *line = NULL;
+
+  if (!before)
+    {
+      line = g_strdup_printf ("t5 = ltorch.tril(t2, %s)" BF16_SCORES
+                              "t3 = ltorch._softmax(t5, -1, dtype=None)", tril);
+      return replace_once (text, sm_line, line);
+    }
+  line = g_strdup_printf ("t5 = ltorch.tril(t1, %s)" BF16_SCORES
+                          "t2 = ltorch.mul(t5, 0.25)", tril);
+  return replace_once (text, mul_line, line);
+}
 
 /* The forms that claim: div by a literal (scale 1/d), the literal first, no scale. */
 static void
@@ -209,6 +237,15 @@ test_variants_claim (void)
   g_assert_cmpfloat (check_sdpa (c, t4_stmt_id (none)), ==, 1.0);
   g_assert_cmpuint (claim (pub, &d), ==, 1);
   g_assert_cmpfloat (check_sdpa (d, id), ==, 0.25);
+  /* the causal mask, after or before the scale: is_causal=True */
+  for (int before = 0; before < 2; before++)
+    {
+      g_autofree char *causal = causal_text (text, before, "0, fill_value=-float('inf')");
+      g_autoptr(CsTrace) e = NULL;
+
+      g_assert_cmpuint (claim (causal, &e), ==, 1);
+      g_assert_cmpfloat (check_sdpa_causal (e, t4_stmt_id (causal), TRUE), ==, 0.25);
+    }
 }
 
 /* The forms that do not: t3 or t1 read again (returned, or by another statement), the softmax
@@ -246,6 +283,27 @@ test_variants_refused (void)
       g_assert_cmpuint (claim (v, &out), ==, want);
       g_assert_cmpuint (count_calls (out, CS_OP_LTORCH_SCALED_DOT_PRODUCT_ATTENTION), ==, want);
     }
+  /* a tril that is not the causal mask: another diagonal, another fill value; a negative
+   * scale after the mask (-inf * -0.25 is +inf) */
+  {
+    const char *trils[] = { "1, fill_value=-float('inf')", "0, fill_value=0.0", "0" };
+
+    for (guint i = 0; i < G_N_ELEMENTS (trils); i++)
+      {
+        g_autofree char *v = causal_text (text, FALSE, trils[i]);
+        g_autoptr(CsTrace) out = NULL;
+
+        g_test_message ("tril %s", trils[i]);
+        g_assert_cmpuint (claim (v, &out), ==, 0);
+      }
+  }
+  {
+    g_autofree char *v0 = causal_text (text, TRUE, "0, fill_value=-float('inf')");
+    g_autofree char *v = replace_once (v0, "ltorch.mul(t5, 0.25)", "ltorch.mul(t5, -0.25)");
+    g_autoptr(CsTrace) out = NULL;
+
+    g_assert_cmpuint (claim (v, &out), ==, 0);
+  }
   /* CPU tensors: the sdpa executor would refuse them */
   {
     g_autoptr(CsTrace) out = NULL;
@@ -430,9 +488,8 @@ compare (const CsTrace *t, CsPipeline *a, CsPipeline *b, CsRefMode mode, double 
  * pattern's roundings of the scores and probabilities, within a few bf16 ulps of the largest
  * value (bf16's unit roundoff is 2^-8 = 3.9e-3). */
 static void
-test_ref (void)
+check_ref (const char *text)
 {
-  g_autofree char *text = sample_text ("attention_softmax.txt");
   g_autoptr(CsTrace) t = parse_text (text);
   g_autoptr(CsPipeline) fused = run_policy (t, "fused");
   g_autoptr(CsPipeline) pattern = run_policy (t, "pattern");
@@ -444,6 +501,31 @@ test_ref (void)
   g_assert_cmpfloat (exact, >, 0);
 }
 
+static void
+test_ref (void)
+{
+  g_autofree char *text = sample_text ("attention_softmax.txt");
+
+  check_ref (text);
+}
+
+/* The causal variant: the sdpa statement with is_causal=True computes what the tril does */
+static void
+test_ref_causal (void)
+{
+  g_autofree char *text = sample_text ("attention_softmax.txt");
+  g_autofree char *causal = causal_text (text, FALSE, "0, fill_value=-float('inf')");
+  g_autoptr(CsTrace) t = parse_text (causal);
+  g_autoptr(CsPipeline) fused = run_policy (t, "fused");
+  const CsStmt *fs = find_call (cs_pipeline_get_forward (fused),
+                                CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION);
+
+  g_assert_nonnull (fs);
+  g_assert_cmpint (fs->args[4].value->kind, ==, CS_VALUE_BOOL);   /* is_causal */
+  g_assert_true (fs->args[4].value->u.b);
+  check_ref (causal);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -453,5 +535,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/attention-claim/variants-refused", test_variants_refused);
   g_test_add_func ("/core/attention-claim/pipeline", test_pipeline);
   g_test_add_func ("/core/attention-claim/ref", test_ref);
+  g_test_add_func ("/core/attention-claim/ref-causal", test_ref_causal);
   return g_test_run ();
 }
