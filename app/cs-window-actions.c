@@ -45,6 +45,11 @@ static const KnobLabel knob_labels[] = {
     "dtype, as PyTorch eager does (a composite such as gelu still rounds once).  Run under each "
     "to compare their error against f64" },
   { "tf32", "TF32", "f32 matmuls may use TF32 tensor cores (GPU run only)" },
+  { "attention", "Attention",
+    "pattern: keep a hand-written matmul, softmax, matmul as the trace says (Thunder); fused: "
+    "castscope claims it as one scaled_dot_product_attention, which the sdpa executor runs "
+    "fused forward and backward.  The scores are then not rounded to bf16: the numerics "
+    "change" },
 };
 
 static const KnobLabel *

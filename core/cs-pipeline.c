@@ -8,6 +8,7 @@
 #include "cs-config.h"
 
 #include "cs-pipeline.h"
+#include "cs-attention-claim.h"
 #include "cs-autocast.h"
 #include "cs-cse.h"
 #include "cs-decompose.h"
@@ -546,9 +547,29 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
       }
   }
 
+  cur = p->traces->pdata[0];
+  /* attention=fused: castscope's attention claim (issue 20), before autocast and grad so that
+   * both see the one sdpa call; a pass of its own only when it claimed something, so that
+   * the pass list of every other trace is as it was */
+  if (policy->attention == CS_ATTENTION_FUSED)
+    {
+      guint n_claimed = 0;
+      CsTrace *claimed;
+
+      t0 = pass_clock_us ();
+      claimed = cs_attention_claim_trace (cur, policy, &n_claimed);
+      if (n_claimed > 0)
+        {
+          add_pass (p, "claim-attention", claimed, t0);
+          cur = claimed;
+        }
+      else
+        cs_trace_unref (claimed);
+    }
+
   /* autocast */
   t0 = pass_clock_us ();
-  cur = cs_autocast_trace (p->traces->pdata[0], policy, error);
+  cur = cs_autocast_trace (cur, policy, error);
   if (cur == NULL)
     {
       pass_error (error, "autocast", initial);

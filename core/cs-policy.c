@@ -15,6 +15,7 @@ const char * const cs_policy_keys[] = {
   "matmul", "elementwise", "autocast", "fusion", "fuse-matmul", "fuse-linear",
   "redundant-casts", "rounding", "tf32", "grad-reduce", "ddp-bucket-mb",
   "executors",   /* issue 18: the list-valued key (its own block below) */
+  "attention",   /* issue 20: castscope's attention claim */
   NULL,
 };
 
@@ -27,6 +28,7 @@ static const char * const redundant_values[] = { "remove", "keep", NULL };
 static const char * const rounding_values[] = { "fused", "eager", NULL };
 static const char * const grad_reduce_values[] = { "native", "f32", "bf16", NULL };
 static const char * const ddp_bucket_values[] = { "off", "25", "1", "0", NULL };
+static const char * const attention_values[] = { "pattern", "fused", NULL };
 
 /* Each key maps to a value table and an int-sized field of CsPolicy (enums and gbooleans are
  * both stored as int: the value index is the enum value, and for on/off 0 = off, 1 = on). */
@@ -49,6 +51,7 @@ static const PolicyKnob knobs[] = {
   { "tf32",            onoff_values,       G_STRUCT_OFFSET (CsPolicy, allow_tf32) },
   { "grad-reduce",     grad_reduce_values, G_STRUCT_OFFSET (CsPolicy, grad_reduce) },
   { "ddp-bucket-mb",   ddp_bucket_values,  G_STRUCT_OFFSET (CsPolicy, ddp_bucket) },
+  { "attention",       attention_values,   G_STRUCT_OFFSET (CsPolicy, attention) },
 };
 
 G_STATIC_ASSERT (sizeof (CsMatmulPrecision) == sizeof (int));
@@ -59,6 +62,7 @@ G_STATIC_ASSERT (sizeof (CsRedundantCasts) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsGradReduce) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsDdpBucket) == sizeof (int));
 G_STATIC_ASSERT (sizeof (CsRounding) == sizeof (int));
+G_STATIC_ASSERT (sizeof (CsAttention) == sizeof (int));
 G_STATIC_ASSERT (sizeof (gboolean) == sizeof (int));
 
 static const PolicyKnob *
@@ -204,7 +208,8 @@ get_executors (const CsPolicy *policy)
  * ddp-bucket-mb=off (what Thunder 1e22aacb1's jit leaves: its bucketing pass finds nothing,
  * see cs_dist_bucket_grad_allreduce()),
  * executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python (Thunder's default
- * executors, thunder/extend/__init__.py and thunder/__init__.py; cuDNN treated as not installed).
+ * executors, thunder/extend/__init__.py and thunder/__init__.py; cuDNN treated as not installed),
+ * attention=pattern (Thunder never claims a hand-written matmul-softmax-matmul).
  */
 void
 cs_policy_init_default (CsPolicy *policy)
@@ -224,6 +229,7 @@ cs_policy_init_default (CsPolicy *policy)
   policy->grad_reduce = CS_GRAD_REDUCE_NATIVE;
   policy->ddp_bucket = CS_DDP_BUCKET_OFF;
   set_executors (policy, CS_POLICY_DEFAULT_EXECUTORS, NULL);
+  policy->attention = CS_ATTENTION_PATTERN;
 }
 
 /**
@@ -393,8 +399,9 @@ cs_policy_ddp_bucket_mb (const CsPolicy *policy)
  * fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off executors=sdpa,...,python"
  * (every key, in #cs_policy_keys order; grad-reduce only when it is not native and
  * ddp-bucket-mb only when it is not off, so that the policy of a trace without collectives
- * reads as before the keys existed, and rounding only when it is not fused, so that every
- * default policy reads as before issue 19)
+ * reads as before the keys existed, rounding only when it is not fused, so that every
+ * default policy reads as before issue 19, and attention only when it is not pattern, as
+ * before issue 20)
  */
 char *
 cs_policy_to_string (const CsPolicy *policy)
@@ -412,6 +419,8 @@ cs_policy_to_string (const CsPolicy *policy)
       if (strcmp (cs_policy_keys[i], "ddp-bucket-mb") == 0 && policy->ddp_bucket == CS_DDP_BUCKET_OFF)
         continue;
       if (strcmp (cs_policy_keys[i], "rounding") == 0 && policy->rounding == CS_ROUNDING_FUSED)
+        continue;
+      if (strcmp (cs_policy_keys[i], "attention") == 0 && policy->attention == CS_ATTENTION_PATTERN)
         continue;
       g_string_append_printf (s, "%s%s=%s", i ? " " : "", cs_policy_keys[i], v ? v : "?");
     }
@@ -441,6 +450,7 @@ cs_policy_equal (const CsPolicy *a, const CsPolicy *b)
          && !a->allow_tf32 == !b->allow_tf32
          && a->grad_reduce == b->grad_reduce
          && a->ddp_bucket == b->ddp_bucket
+         && a->attention == b->attention
          && a->n_executors == b->n_executors
          && memcmp (a->executors, b->executors, MIN (a->n_executors, CS_N_EXECUTORS)) == 0;
 }

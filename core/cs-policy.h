@@ -83,6 +83,23 @@ typedef enum
   CS_DDP_BUCKET_1,       /* "1": buckets of 1 MiB */
   CS_DDP_BUCKET_0,       /* "0": bucket_size_in_mb=0: no buckets, each all_reduce in place */
 } CsDdpBucket;
+/**
+ * CsAttention:
+ *
+ * Whether castscope's own attention claim (issue 20, cs_attention_claim_trace() in
+ * cs-attention-claim.h) rewrites a hand-written `softmax(q @ k.transpose(-2, -1) * scale, -1)
+ * @ v` of the initial trace into one `ltorch.scaled_dot_product_attention`, which the sdpa
+ * executor then claims (fused attention forward and backward).  A policy choice of castscope:
+ * Thunder never claims the pattern.  The numerics change: the fused kernel keeps the scores and
+ * the probabilities in f32 (flash attention's online softmax) where the pattern rounds the
+ * scores, the scaled scores and the probabilities to the operands' dtype (bf16/f16).
+ */
+typedef enum
+{
+  CS_ATTENTION_PATTERN,  /* "pattern": keep what the trace says (Thunder's behaviour) */
+  CS_ATTENTION_FUSED,    /* "fused": claim matmul, softmax, matmul as one fused attention */
+} CsAttention;
+
 /* ---- executors (issue 18) ------------------------------------------------------------------ */
 
 /**
@@ -123,13 +140,15 @@ typedef struct
   guint8               executors[CS_N_EXECUTORS]; /* CsExecutor ids in priority order, no
                                                      repeats; n_executors of them are used */
   guint                n_executors;      /* 1..CS_N_EXECUTORS */
+  CsAttention          attention;        /* key "attention" (issue 20): pattern or fused */
 } CsPolicy;
 
 /** The policy keys, in display order (NULL-terminated). */
 extern const char * const cs_policy_keys[];
 
 /** Thunder's defaults: native, f32, off, consecutive, off, off, remove, rounding fused, tf32 off,
- *  grad-reduce native, executors sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python. */
+ *  grad-reduce native, executors sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python,
+ *  attention pattern. */
 void      cs_policy_init_default (CsPolicy *policy);
 /**
  * cs_policy_set:
@@ -146,9 +165,9 @@ const char *cs_policy_get        (const CsPolicy *policy, const char *key);
 /** The accepted values of @key (NULL-terminated, static), or NULL for an unknown key. */
 const char * const *cs_policy_values (const char *key);
 /** "matmul=native elementwise=f32 ..." (caller frees): every key but grad-reduce,
- *  ddp-bucket-mb and rounding, which are written only when they are not native / off /
- *  fused (the first two matter to distributed traces alone; all three keep default
- *  policies printing as before the keys existed). */
+ *  ddp-bucket-mb, rounding and attention, which are written only when they are not native /
+ *  off / fused / pattern (the first two matter to distributed traces alone; all four keep
+ *  default policies printing as before the keys existed). */
 char     *cs_policy_to_string    (const CsPolicy *policy);
 gboolean  cs_policy_equal        (const CsPolicy *a, const CsPolicy *b);
 /** cs_policy_ddp_bucket_mb: Thunder's bucket_size_in_mb that key "ddp-bucket-mb" stands for

@@ -22,6 +22,8 @@ test_defaults (void)
   g_assert_cmpint (p.redundant_casts, ==, CS_REDUNDANT_CASTS_REMOVE);
   g_assert_cmpint (p.rounding, ==, CS_ROUNDING_FUSED);
   g_assert_cmpstr (cs_policy_get (&p, "rounding"), ==, "fused");
+  g_assert_cmpint (p.attention, ==, CS_ATTENTION_PATTERN);
+  g_assert_cmpstr (cs_policy_get (&p, "attention"), ==, "pattern");
   g_assert_false (p.allow_tf32);
   /* Thunder's default executors (thunder/__init__.py at 1e22aacb1), cuDNN not installed */
   g_assert_cmpuint (p.n_executors, ==, 6);
@@ -238,6 +240,38 @@ test_rounding_string (void)
   g_assert_cmpint (q.rounding, ==, CS_ROUNDING_EAGER);
 }
 
+/* attention (issue 20) is written only when fused, round-trips, and refuses other values. */
+static void
+test_attention_string (void)
+{
+  CsPolicy p, q;
+  g_autofree char *def = NULL;
+  g_autofree char *s = NULL;
+  g_auto(GStrv) parts = NULL;
+  g_autoptr(GError) error = NULL;
+
+  cs_policy_init_default (&p);
+  def = cs_policy_to_string (&p);
+  g_assert_null (strstr (def, "attention"));
+  g_assert_true (cs_policy_parse_assignment (&p, "attention=fused", NULL));
+  g_assert_cmpint (p.attention, ==, CS_ATTENTION_FUSED);
+  s = cs_policy_to_string (&p);
+  g_assert_cmpstr (s, ==, "matmul=native elementwise=f32 autocast=off fusion=consecutive "
+                          "fuse-matmul=off fuse-linear=off redundant-casts=remove tf32=off "
+                          "executors=sdpa,torchcompile_xentropy,nvfuser,custom_op,torch,python "
+                          "attention=fused");
+  cs_policy_init_default (&q);
+  g_assert_false (cs_policy_equal (&p, &q));
+  parts = g_strsplit (s, " ", -1);
+  for (guint i = 0; parts[i]; i++)
+    g_assert_true (cs_policy_parse_assignment (&q, parts[i], NULL));
+  g_assert_true (cs_policy_equal (&p, &q));
+  g_assert_false (cs_policy_set (&q, "attention", "flash", &error));
+  g_assert_error (error, CS_POLICY_ERROR, CS_POLICY_ERROR_VALUE);
+  g_assert_nonnull (strstr (error->message, "pattern, fused"));
+  g_assert_cmpint (q.attention, ==, CS_ATTENTION_FUSED);
+}
+
 static void
 test_keys_values (void)
 {
@@ -257,8 +291,8 @@ test_keys_values (void)
         }
     }
   /* matmul elementwise autocast fusion fuse-matmul fuse-linear redundant-casts rounding tf32
-   * grad-reduce ddp-bucket-mb executors */
-  g_assert_cmpuint (n, ==, 12);
+   * grad-reduce ddp-bucket-mb executors attention */
+  g_assert_cmpuint (n, ==, 13);
   g_assert_null (cs_policy_values ("nope"));
 }
 
@@ -275,5 +309,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/policy/grad-reduce-string", test_grad_reduce_string);
   g_test_add_func ("/core/policy/executors", test_executors);
   g_test_add_func ("/core/policy/rounding-string", test_rounding_string);
+  g_test_add_func ("/core/policy/attention-string", test_attention_string);
   return g_test_run ();
 }
