@@ -348,7 +348,8 @@ fg_max_flow (FGraph *g)
 /* The pass                                                                                    */
 
 /* Per-proxy marks of the pass, one slot per CsProxy.id (ids are 1-based and below
- * t->next_proxy_id): the sets and tables find_cut and the consumer's update build for each pair.
+ * t->next_proxy_id), kept in chunks of ID_CHUNK made on first use: the sets and tables find_cut
+ * and the consumer's update build for each pair.
  * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
  * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
  * holds, gets a slot of its own in Remat.other. */
@@ -384,6 +385,9 @@ typedef struct
                           an input of the producer (apply_producer) */
 } IdSlot;
 
+#define ID_CHUNK_BITS 10u
+#define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
+
 typedef struct
 {
   CsTrace        *t;
@@ -396,8 +400,9 @@ typedef struct
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
-  IdSlot         *slots;      /* indexed by proxy id, n_slots of them */
-  guint32         n_slots;
+  IdSlot        **chunks;     /* slots by proxy id: chunk id >> ID_CHUNK_BITS, made on first
+                                 use (zeroed), never moved */
+  guint32         n_chunks;   /* entries of chunks */
   GHashTable     *other;      /* CsProxy * -> IdSlot * (g_free'd) for proxies without a slot */
   guint32         epoch;      /* last epoch handed out */
   guint32        *ue_next;    /* readers' lists: entry -> next entry of the same list */
@@ -409,20 +414,6 @@ typedef struct
   CsProxyVec      vec_b;
 } Remat;
 
-/* Makes room for a slot per proxy id below t->next_proxy_id (new proxies made since). */
-static void
-store_reserve (Remat *r)
-{
-  guint32 n = r->t->next_proxy_id + 1;
-
-  if (n <= r->n_slots)
-    return;
-  n = MAX (n, r->n_slots + r->n_slots / 8);
-  r->slots = g_renew (IdSlot, r->slots, n);
-  memset (r->slots + r->n_slots, 0, (n - r->n_slots) * sizeof (IdSlot));
-  r->n_slots = n;
-}
-
 /* A fresh epoch: every set marked with an older one is empty. */
 static guint32
 store_epoch (Remat *r)
@@ -431,12 +422,14 @@ store_epoch (Remat *r)
     {
       GHashTableIter it;
       gpointer v;
-      for (guint32 i = 0; i < r->n_slots; i++)
-        {
-          CsProxy *who = r->slots[i].who;
-          memset (&r->slots[i], 0, sizeof (IdSlot));
-          r->slots[i].who = who;
-        }
+      for (guint32 c = 0; c < r->n_chunks; c++)
+        for (guint32 i = 0; r->chunks[c] != NULL && i < ID_CHUNK; i++)
+          {
+            IdSlot *s = &r->chunks[c][i];
+            CsProxy *who = s->who;
+            memset (s, 0, sizeof (IdSlot));
+            s->who = who;
+          }
       g_hash_table_iter_init (&it, r->other);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
@@ -465,16 +458,35 @@ slot_other (Remat *r, CsProxy *p)
   return s;
 }
 
-/* The slot of @p (stable until the pass ends: store_reserve() runs between pairs and before
- * the consumer's new proxies are looked up, never while a slot pointer is held). */
+/* The chunk of slots that holds id @id (made, zeroed, on first use). */
+G_NO_INLINE static IdSlot *
+slot_chunk_new (Remat *r, guint32 id)
+{
+  guint32 c = id >> ID_CHUNK_BITS;
+
+  if (c >= r->n_chunks)
+    {
+      guint32 n = MAX (c + 1, 2 * r->n_chunks);
+      r->chunks = g_renew (IdSlot *, r->chunks, n);
+      memset (r->chunks + r->n_chunks, 0, (n - r->n_chunks) * sizeof (IdSlot *));
+      r->n_chunks = n;
+    }
+  if (r->chunks[c] == NULL)
+    r->chunks[c] = g_new0 (IdSlot, ID_CHUNK);
+  return r->chunks[c];
+}
+
+/* The slot of @p (stable until the pass ends). */
 static inline IdSlot *
 slot_of (Remat *r, CsProxy *p)
 {
-  guint32 id = p->id;
+  guint32 id = p->id, c = id >> ID_CHUNK_BITS;
 
-  if (G_LIKELY (id != 0 && id < r->n_slots))
+  if (G_LIKELY (id != 0))
     {
-      IdSlot *s = &r->slots[id];
+      IdSlot *chunk = G_LIKELY (c < r->n_chunks && r->chunks[c] != NULL)
+                        ? r->chunks[c] : slot_chunk_new (r, id);
+      IdSlot *s = &chunk[id & (ID_CHUNK - 1)];
       if (G_LIKELY (s->who == p))
         return s;
       if (s->who == NULL)
@@ -661,7 +673,6 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
   g_autofree GPtrArray **lists = g_new (GPtrArray *, n_next + 2);
   guint32 e;
 
-  store_reserve (r);
   e = store_epoch (r);
   for (guint i = 0; i < p->outs->len; i++)
     {
@@ -842,7 +853,6 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
   guint32 e;
 
   g_ptr_array_set_size (cut, 0);
-  store_reserve (r);
   e = store_epoch (r);
   rreg_rw (p);
   rreg_rw (c);
@@ -1127,7 +1137,6 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   gboolean same;
   guint32 e, e_io, in_cut, in_args;
 
-  store_reserve (r);
   e = store_epoch (r);
   produced_vars (r, p, e, p_made_list);
   in_cut = mark_list (r, cut);
@@ -1205,7 +1214,6 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   g_ptr_array_extend (c->subs, subs, NULL, NULL);
   c->subs_changed = TRUE;
   c->rw_ok = FALSE;
-  store_reserve (r);
   toposort_bottom_up (r, c);
 
   /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads
@@ -1321,7 +1329,6 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   r.regs = g_new0 (RReg, r.n_regs);
   r.reg_mark = g_new0 (guint32, r.n_regs);
-  store_reserve (&r);
   for (guint i = 0, k = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -1502,7 +1509,9 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
   g_hash_table_unref (r.other);
-  g_free (r.slots);
+  for (guint32 k = 0; k < r.n_chunks; k++)
+    g_free (r.chunks[k]);
+  g_free (r.chunks);
   g_free (r.ue_next);
   g_free (r.ue_sub);
   g_free (r.reg_mark);
