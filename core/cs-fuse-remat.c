@@ -194,20 +194,25 @@ push_unique (GPtrArray *a, gpointer p)
 /* ------------------------------------------------------------------------------------------ */
 /* Minimum cut                                                                                 */
 
+/* An edge of the flow graph; edges come in pairs, 2k the edge of Thunder's graph and 2k + 1 its
+ * residual pair (capacity 0), so the pair of edge k is k ^ 1. */
 typedef struct
 {
   guint  to;    /* head node */
-  guint  rev;   /* index of the paired edge in adj[to] */
+  guint  next;  /* next edge out of the same tail node, in insertion order (FG_NONE: last) */
   double cap;   /* capacity (INFINITY for Thunder's float("inf")) */
   double flow;  /* current flow; the paired edge holds -flow */
-  gboolean real; /* an edge of Thunder's graph (not the residual pair) */
 } FEdge;
 
 typedef struct
 {
-  GArray    **adj;     /* FEdge per node */
+  FEdge      *edges;   /* every edge, n_edges of them (cap_edges allocated) */
+  guint       n_edges;
+  guint       cap_edges;
+  guint      *first;   /* per node: its first outgoing edge (FG_NONE: none) */
+  guint      *last;    /* per node: its last outgoing edge */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
-  guint       cap_n;   /* slots of adj; those not NULL are kept, emptied, by fg_reset() */
+  guint       cap_n;   /* entries of first and last */
   GPtrArray  *vars;    /* value index -> CsProxy * (a value's index lives in its IdSlot) */
   guint      *scratch; /* 4 * scratch_n: fg_max_flow's and find_cut's per-node arrays */
   guint       scratch_n; /* nodes scratch has room for */
@@ -215,6 +220,7 @@ typedef struct
 
 #define FG_SOURCE 0u
 #define FG_SINK   1u
+#define FG_NONE   G_MAXUINT
 
 static void
 fg_init (FGraph *g)
@@ -222,19 +228,18 @@ fg_init (FGraph *g)
   memset (g, 0, sizeof *g);
   g->vars = g_ptr_array_new ();
   g->cap_n = 64;
-  g->adj = g_new0 (GArray *, g->cap_n);
+  g->first = g_new (guint, g->cap_n);
+  g->last = g_new (guint, g->cap_n);
   g->n = 2;
-  for (guint i = 0; i < 2; i++)
-    g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
+  g->first[FG_SOURCE] = g->first[FG_SINK] = FG_NONE;
 }
 
 static void
 fg_clear (FGraph *g)
 {
-  for (guint i = 0; i < g->cap_n; i++)
-    if (g->adj[i] != NULL)
-      g_array_unref (g->adj[i]);
-  g_free (g->adj);
+  g_free (g->edges);
+  g_free (g->first);
+  g_free (g->last);
   g_free (g->scratch);
   g_ptr_array_unref (g->vars);
 }
@@ -243,10 +248,39 @@ fg_clear (FGraph *g)
 static void
 fg_reset (FGraph *g)
 {
-  for (guint i = 0; i < g->n; i++)
-    g_array_set_size (g->adj[i], 0);
+  g->n_edges = 0;
   g_ptr_array_set_size (g->vars, 0);
   g->n = 2;
+  g->first[FG_SOURCE] = g->first[FG_SINK] = FG_NONE;
+}
+
+/* Adds two nodes (a value's _in and _out) with no edges; returns the first. */
+static guint
+fg_add_nodes (FGraph *g)
+{
+  guint at = g->n;
+
+  if (g->n + 2 > g->cap_n)
+    {
+      g->cap_n *= 2;
+      g->first = g_renew (guint, g->first, g->cap_n);
+      g->last = g_renew (guint, g->last, g->cap_n);
+    }
+  g->first[at] = g->first[at + 1] = FG_NONE;
+  g->n += 2;
+  return at;
+}
+
+/* Appends edge @k to @u's list of outgoing edges. */
+static inline void
+fg_link (FGraph *g, guint u, guint k)
+{
+  g->edges[k].next = FG_NONE;
+  if (g->first[u] == FG_NONE)
+    g->first[u] = k;
+  else
+    g->edges[g->last[u]].next = k;
+  g->last[u] = k;
 }
 
 /* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
@@ -255,29 +289,31 @@ fg_reset (FGraph *g)
 static void
 fg_edge (FGraph *g, guint u, guint v, double cap)
 {
-  GArray *au = g->adj[u];
-  FEdge e = { 0 }, r = { 0 };
+  guint k;
 
   if (u == v)
     return;
-  for (guint k = 0; k < au->len; k++)
+  for (k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
+    if (!(k & 1) && g->edges[k].to == v)
+      {
+        g->edges[k].cap = cap;
+        return;
+      }
+  if (G_UNLIKELY (g->n_edges + 2 > g->cap_edges))
     {
-      FEdge *x = &g_array_index (au, FEdge, k);
-      if (x->real && x->to == v)
-        {
-          x->cap = cap;
-          return;
-        }
+      g->cap_edges = MAX (256, 2 * g->cap_edges);
+      g->edges = g_renew (FEdge, g->edges, g->cap_edges);
     }
-  e.to = v;
-  e.rev = g->adj[v]->len;
-  e.cap = cap;
-  e.real = TRUE;
-  r.to = u;
-  r.rev = g->adj[u]->len;
-  r.cap = 0;
-  g_array_append_val (g->adj[u], e);
-  g_array_append_val (g->adj[v], r);
+  k = g->n_edges;
+  g->n_edges += 2;
+  g->edges[k].to = v;
+  g->edges[k].cap = cap;
+  g->edges[k].flow = 0;
+  g->edges[k + 1].to = u;
+  g->edges[k + 1].cap = 0;
+  g->edges[k + 1].flow = 0;
+  fg_link (g, u, k);
+  fg_link (g, v, k + 1);
 }
 
 /* Makes g->scratch hold 4 arrays of g->n entries. */
@@ -315,9 +351,9 @@ fg_max_flow (FGraph *g)
       while (head < tail && prev_node[FG_SINK] == G_MAXUINT)
         {
           guint u = queue[head++];
-          for (guint k = 0; k < g->adj[u]->len; k++)
+          for (guint k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
             {
-              FEdge *e = &g_array_index (g->adj[u], FEdge, k);
+              FEdge *e = &g->edges[k];
               if (prev_node[e->to] == G_MAXUINT && e->cap - e->flow > 0)
                 {
                   prev_node[e->to] = u;
@@ -330,16 +366,15 @@ fg_max_flow (FGraph *g)
         return TRUE;
       for (guint v = FG_SINK; v != FG_SOURCE; v = prev_node[v])
         {
-          FEdge *e = &g_array_index (g->adj[prev_node[v]], FEdge, prev_edge[v]);
+          FEdge *e = &g->edges[prev_edge[v]];
           push = MIN (push, e->cap - e->flow);
         }
       if (isinf (push))
         return FALSE;
       for (guint v = FG_SINK; v != FG_SOURCE; v = prev_node[v])
         {
-          FEdge *e = &g_array_index (g->adj[prev_node[v]], FEdge, prev_edge[v]);
-          e->flow += push;
-          g_array_index (g->adj[v], FEdge, e->rev).flow -= push;
+          g->edges[prev_edge[v]].flow += push;
+          g->edges[prev_edge[v] ^ 1].flow -= push;
         }
     }
 }
@@ -629,17 +664,7 @@ fg_var (Remat *r, CsProxy *p, guint32 e)
       g_ptr_array_add (g->vars, p);
       s->var = e;
       s->var_idx = g->vars->len;
-      if (g->n + 2 > g->cap_n)
-        {
-          guint old = g->cap_n;
-          g->cap_n *= 2;
-          g->adj = g_renew (GArray *, g->adj, g->cap_n);
-          memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
-        }
-      for (guint i = g->n; i < g->n + 2; i++)
-        if (g->adj[i] == NULL)
-          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
-      g->n += 2;
+      fg_add_nodes (g);
     }
   return 2 + 2 * (s->var_idx - 1);
 }
@@ -960,10 +985,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
       while (head < tail)
         {
           guint w = queue[head++];
-          for (guint k = 0; k < g->adj[w]->len; k++)
+          for (guint k = g->first[w]; k != FG_NONE; k = g->edges[k].next)
             {
-              FEdge *back = &g_array_index (g->adj[w], FEdge, k);
-              FEdge *fe = &g_array_index (g->adj[back->to], FEdge, back->rev);
+              FEdge *back = &g->edges[k];
+              FEdge *fe = &g->edges[k ^ 1];
               if (!reach[back->to] && fe->cap - fe->flow > 0)
                 {
                   reach[back->to] = 1;
