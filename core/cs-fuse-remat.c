@@ -423,6 +423,43 @@ typedef struct
 #define ID_CHUNK_BITS 10u
 #define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
 
+/* A growable array of indices. */
+typedef struct
+{
+  guint *v;
+  guint  len, cap;
+} UVec;
+
+static void
+uvec_reserve (UVec *a, guint n)
+{
+  if (n > a->cap)
+    {
+      a->cap = MAX (n, 2 * a->cap);
+      a->v = g_renew (guint, a->v, a->cap);
+    }
+}
+
+static inline void
+uvec_push (UVec *a, guint x)
+{
+  if (G_UNLIKELY (a->len == a->cap))
+    uvec_reserve (a, MAX (64, a->len + 1));
+  a->v[a->len++] = x;
+}
+
+/* toposort_bottom_up's scratch, kept for the pass. */
+typedef struct
+{
+  UVec       at;     /* per-subsymbol arrays: parents' and children's offsets, taken */
+  UVec       par;    /* parents, by subsymbol */
+  UVec       ch;     /* children, by subsymbol */
+  UVec       elig;   /* the eligible subsymbols, in the order they became so */
+  UVec       from;   /* the new order: subsymbol indices */
+  CsProxyVec rw;     /* the reordered reads and writes (swapped with the region's) */
+  GPtrArray *subs;   /* the reordered subsymbols (swapped with the region's) */
+} Topo;
+
 typedef struct
 {
   CsTrace        *t;
@@ -447,6 +484,7 @@ typedef struct
   guint           ue_len, ue_cap; /* entries in use / allocated */
   CsProxyVec      vec_a;      /* scratch lists */
   CsProxyVec      vec_b;
+  Topo            topo;       /* scratch of toposort_bottom_up */
 } Remat;
 
 /* A fresh epoch: every set marked with an older one is empty. */
@@ -1016,18 +1054,21 @@ toposort_bottom_up (Remat *r, RReg *g)
 {
   guint n = g->subs->len;
   guint32 e = store_epoch (r);
-  g_autofree guint *par_at = g_new (guint, n + 1);  /* parents of i: par[par_at[i] ..] */
-  g_autofree guint *ch_at = g_new (guint, n + 1);   /* children of i: ch[ch_at[i] ..] */
-  g_autofree guint8 *taken = g_new0 (guint8, n + 1);
-  GArray *par = g_array_new (FALSE, FALSE, sizeof (guint));
-  GArray *ch = g_array_new (FALSE, FALSE, sizeof (guint));
-  GArray *elig = g_array_new (FALSE, FALSE, sizeof (guint));   /* a queue from elig_head */
-  GArray *order = g_array_sized_new (FALSE, FALSE, sizeof (guint), n + 1);
+  Topo *tp = &r->topo;
+  guint *par_at, *ch_at, *taken;   /* parents of i: par[par_at[i] ..], children alike */
+  UVec *par = &tp->par, *ch = &tp->ch, *elig = &tp->elig; /* elig: a queue from elig_head */
+  UVec *from = &tp->from;
   guint elig_head = 0;
-  CsProxy **rw;
-  guint *rw_at, rw_len = 0;
+  CsProxyVec *rw = &tp->rw;
+  guint *rw_at;
 
   rreg_rw (g);
+  uvec_reserve (&tp->at, 3 * (n + 1));
+  par_at = tp->at.v;
+  ch_at = par_at + n + 1;
+  taken = ch_at + n + 1;
+  memset (taken, 0, (n + 1) * sizeof (guint));
+  par->len = ch->len = elig->len = from->len = 0;
   r->ue_len = 0;
   for (guint i = 0; i < n; i++)
     {
@@ -1058,9 +1099,9 @@ toposort_bottom_up (Remat *r, RReg *g)
           if (at == 0)
             continue;
           for (guint k = par_at[i]; k < par->len && !dup; k++)
-            dup = g_array_index (par, guint, k) == at - 1;
+            dup = par->v[k] == at - 1;
           if (!dup)
-            g_array_append_val (par, (guint) { at - 1 });
+            uvec_push (par, at - 1);
         }
       ch_at[i] = ch->len;
       for (guint j = 0; j < nw; j++)
@@ -1076,9 +1117,9 @@ toposort_bottom_up (Remat *r, RReg *g)
               guint c = r->ue_sub[k];
               gboolean dup = FALSE;
               for (guint m = ch_at[i]; m < ch->len && !dup; m++)
-                dup = g_array_index (ch, guint, m) == c;
+                dup = ch->v[m] == c;
               if (!dup)
-                g_array_append_val (ch, c);
+                uvec_push (ch, c);
             }
         }
     }
@@ -1086,64 +1127,74 @@ toposort_bottom_up (Remat *r, RReg *g)
   ch_at[n] = ch->len;
   for (guint i = 0; i < n; i++)
     if (ch_at[i + 1] == ch_at[i])
-      g_array_append_val (elig, i);
+      uvec_push (elig, i);
   while (elig_head < elig->len)
     {
-      guint x = g_array_index (elig, guint, elig_head++);
+      guint x = elig->v[elig_head++];
       taken[x] = 1;
-      g_array_append_val (order, x);
+      uvec_push (from, x);
       for (guint k = par_at[x]; k < par_at[x + 1]; k++)
         {
-          guint pe = g_array_index (par, guint, k);
+          guint pe = par->v[k];
           gboolean ok = TRUE;
           for (guint m = ch_at[pe]; m < ch_at[pe + 1] && ok; m++)
-            ok = taken[g_array_index (ch, guint, m)];
+            ok = taken[ch->v[m]];
           if (ok)
-            g_array_append_val (elig, pe);
+            uvec_push (elig, pe);
         }
     }
 
   /* the order reversed, then any statement the walk cannot reach (none in a valid region) in
    * its place at the end; the reads and writes follow their statements */
+  for (guint k = 0; k < from->len / 2; k++)
+    {
+      guint x = from->v[k];
+      from->v[k] = from->v[from->len - 1 - k];
+      from->v[from->len - 1 - k] = x;
+    }
+  for (guint i = 0; i < n; i++)
+    if (!taken[i])
+      uvec_push (from, i);
+  g_ptr_array_set_size (tp->subs, 0);
+  rw->len = 0;
+  rw_at = g_new (guint, 2 * from->len + 1);
+  for (guint k = 0; k < from->len; k++)
+    {
+      guint i = from->v[k];
+      g_ptr_array_add (tp->subs, g->subs->pdata[i]);
+      rw_at[2 * k] = rw->len;
+      for (guint q = g->rw_at[2 * i]; q < g->rw_at[2 * i + 1]; q++)
+        _cs_proxy_vec_push (rw, g->rw.v[q]);
+      rw_at[2 * k + 1] = rw->len;
+      for (guint q = g->rw_at[2 * i + 1]; q < g->rw_at[2 * i + 2]; q++)
+        _cs_proxy_vec_push (rw, g->rw.v[q]);
+    }
+  rw_at[2 * from->len] = rw->len;
+  if (rw->v != rw->inl && g->rw.v != g->rw.inl)
+    {
+      /* both on the heap: swap the storage (a list in its inline slots cannot move) */
+      CsProxy **v = g->rw.v;
+      guint len = g->rw.len, cap = g->rw.cap;
+      g->rw.v = rw->v;
+      g->rw.len = rw->len;
+      g->rw.cap = rw->cap;
+      rw->v = v;
+      rw->len = len;
+      rw->cap = cap;
+    }
+  else
+    {
+      g->rw.len = 0;
+      for (guint k = 0; k < rw->len; k++)
+        _cs_proxy_vec_push (&g->rw, rw->v[k]);
+    }
   {
-    g_autoptr(GPtrArray) subs = g_ptr_array_sized_new (order->len + n);
-    g_autoptr(GArray) from = g_array_sized_new (FALSE, FALSE, sizeof (guint), order->len + n);
-    for (guint k = order->len; k > 0; k--)
-      g_array_append_val (from, g_array_index (order, guint, k - 1));
-    for (guint i = 0; i < n; i++)
-      if (!taken[i])
-        g_array_append_val (from, i);
-    rw_at = g_new (guint, 2 * from->len + 1);
-    for (guint k = 0; k < from->len; k++)
-      {
-        guint i = g_array_index (from, guint, k);
-        g_ptr_array_add (subs, g->subs->pdata[i]);
-        rw_at[2 * k] = rw_len;
-        rw_len += g->rw_at[2 * i + 1] - g->rw_at[2 * i];
-        rw_at[2 * k + 1] = rw_len;
-        rw_len += g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
-      }
-    rw_at[2 * from->len] = rw_len;
-    rw = g_new (CsProxy *, MAX (rw_len, 1));
-    for (guint k = 0; k < from->len; k++)
-      {
-        guint i = g_array_index (from, guint, k);
-        memcpy (rw + rw_at[2 * k], g->rw.v + g->rw_at[2 * i],
-                (g->rw_at[2 * i + 2] - g->rw_at[2 * i]) * sizeof (CsProxy *));
-      }
-    g->rw.len = 0;
-    for (guint k = 0; k < rw_len; k++)
-      _cs_proxy_vec_push (&g->rw, rw[k]);
-    g_free (g->rw_at);
-    g->rw_at = rw_at;
-    g_free (rw);
-    g_ptr_array_set_size (g->subs, 0);
-    g_ptr_array_extend (g->subs, subs, NULL, NULL);
+    GPtrArray *subs = g->subs;
+    g->subs = tp->subs;
+    tp->subs = subs;
   }
-  g_array_unref (par);
-  g_array_unref (ch);
-  g_array_unref (elig);
-  g_array_unref (order);
+  g_free (g->rw_at);
+  g->rw_at = rw_at;
 }
 
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
@@ -1447,6 +1498,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
+  r.topo.subs = g_ptr_array_new ();
   r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
@@ -1533,6 +1585,13 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
+  g_free (r.topo.at.v);
+  g_free (r.topo.par.v);
+  g_free (r.topo.ch.v);
+  g_free (r.topo.elig.v);
+  g_free (r.topo.from.v);
+  _cs_proxy_vec_free (&r.topo.rw);
+  g_ptr_array_unref (r.topo.subs);
   g_hash_table_unref (r.other);
   for (guint32 k = 0; k < r.n_chunks; k++)
     g_free (r.chunks[k]);
