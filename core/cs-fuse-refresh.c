@@ -448,6 +448,13 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
   CsProxyVec *tmp = &marks->top_tmp;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;
+  gboolean any_region = FALSE;
+
+  /* without regions and without top-level DCE every statement stays as it is */
+  for (guint i = 0; i < trace->n_stmts && !any_region && !dce_top; i++)
+    any_region = _cs_stmt_is_region (trace->stmts[i]);
+  if (!any_region && !dce_top)
+    return;
 
   mp->n = trace->next_proxy_id + 1;
   mark_store_reserve (st, mp->n, trace->n_stmts);
