@@ -420,7 +420,7 @@ typedef struct
                           an input of the producer (apply_producer) */
 } IdSlot;
 
-#define ID_CHUNK_BITS 10u
+#define ID_CHUNK_BITS 16u
 #define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
 
 /* A growable array of indices. */
