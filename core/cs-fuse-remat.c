@@ -485,7 +485,35 @@ typedef struct
   CsProxyVec      vec_a;      /* scratch lists */
   CsProxyVec      vec_b;
   Topo            topo;       /* scratch of toposort_bottom_up */
+  /* scratch lists of one pair, emptied where they are used */
+  GPtrArray      *ext;        /* the pair's external producer outputs, then the earlier cuts */
+  GPtrArray      *cut;        /* the pair's cut */
+  GPtrArray      *lists;      /* GPtrArray *: external_producer_outputs' input lists */
+  GPtrArray      *req_c;      /* find_cut's required consumer values */
+  GPtrArray      *ext_in;     /* external consumer inputs (find_cut, then apply_consumer) */
+  GPtrArray      *made;       /* the producer's outputs (apply_consumer, then apply_producer) */
+  GPtrArray      *new_args;   /* apply_consumer's new inputs */
+  GPtrArray      *remat_in;   /* apply_consumer's values to recompute */
+  GPtrArray      *new_subs;   /* apply_consumer's new subsymbols */
+  GPtrArray      *new_outs;   /* apply_producer's new outputs */
+  UVec            next;       /* consumers of the producer's later pairs */
+  guint8         *sub_mark;   /* per-subsymbol marks (find_producer_symbols) */
+  guint           sub_mark_cap; /* entries of sub_mark */
 } Remat;
+
+/* Remat.sub_mark with @n entries, all 0. */
+static guint8 *
+sub_marks (Remat *r, guint n)
+{
+  if (n > r->sub_mark_cap)
+    {
+      r->sub_mark_cap = MAX (n, 2 * r->sub_mark_cap);
+      g_free (r->sub_mark);
+      r->sub_mark = g_new (guint8, r->sub_mark_cap);
+    }
+  memset (r->sub_mark, 0, n);
+  return r->sub_mark;
+}
 
 /* A fresh epoch: every set marked with an older one is empty. */
 static guint32
@@ -733,7 +761,7 @@ static void
 external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint *next_regs,
                            guint n_next, GPtrArray *ext)
 {
-  g_autofree GPtrArray **lists = g_new (GPtrArray *, n_next + 2);
+  GPtrArray **lists;
   guint32 e;
 
   e = store_epoch (r);
@@ -744,6 +772,8 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
       s->loc_n = 0;
       s->loc_list = 0;
     }
+  g_ptr_array_set_size (r->lists, n_next + 2);
+  lists = (GPtrArray **) r->lists->pdata;
   lists[0] = p->ins;
   lists[1] = c->ins;
   for (guint k = 0; k < n_next; k++)
@@ -908,14 +938,15 @@ static void
 find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
 {
   CsProxyVec *req_p = &r->vec_a;
-  g_autoptr(GPtrArray) req_c = g_ptr_array_new ();
-  g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
-  g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
+  GPtrArray *req_c = r->req_c, *ext_in = r->ext_in;
+  guint8 *cmark = sub_marks (r, c->subs->len + 1);
   gboolean differ = p->nvfusion != c->nvfusion, all;
   FGraph *g = &r->g;
   guint32 e;
 
   g_ptr_array_set_size (cut, 0);
+  g_ptr_array_set_size (req_c, 0);
+  g_ptr_array_set_size (ext_in, 0);
   e = store_epoch (r);
   rreg_rw (p);
   rreg_rw (c);
@@ -1204,15 +1235,16 @@ static void
 apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
 {
   CsTrace *t = r->t;
-  g_autoptr(GPtrArray) p_made_list = g_ptr_array_new ();
-  g_autoptr(GPtrArray) new_args = g_ptr_array_new ();
-  g_autoptr(GPtrArray) remat_in = g_ptr_array_new ();
-  g_autoptr(GPtrArray) subs = NULL;
-  g_autofree guint8 *mark = NULL;
+  GPtrArray *p_made_list = r->made, *new_args = r->new_args, *remat_in = r->remat_in;
+  GPtrArray *subs = r->new_subs;
+  guint8 *mark;
   const char *prefix = c->orig->backward ? "bw_" : "fw_";
   gboolean same;
   guint32 e, e_io, in_cut, in_args;
 
+  g_ptr_array_set_size (p_made_list, 0);
+  g_ptr_array_set_size (new_args, 0);
+  g_ptr_array_set_size (remat_in, 0);
   e = store_epoch (r);
   produced_vars (r, p, e, p_made_list);
   in_cut = mark_list (r, cut);
@@ -1227,7 +1259,8 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   for (guint i = 0; i < new_args->len; i++)
     slot_of (r, new_args->pdata[i])->stop = e;
   {
-    g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
+    GPtrArray *ext_in = r->ext_in;
+    g_ptr_array_set_size (ext_in, 0);
     external_consumer_inputs (r, p, e, c, ext_in);
     for (guint i = 0; i < ext_in->len; i++)
       ARG_ADD (ext_in->pdata[i]);
@@ -1238,13 +1271,13 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   if (remat_in->len == 0)
     return;
 
-  mark = g_new0 (guint8, p->subs->len + 1);
+  mark = sub_marks (r, p->subs->len + 1);
   find_producer_symbols (r, p, (CsProxy *const *) remat_in->pdata, remat_in->len, e, mark);
 
   /* the recomputed subsymbols (in the producer's order), then the consumer's own with their
    * reads of the recomputed values renamed, toposorted as Thunder does */
   _cs_proxy_map_clear (r->map);
-  subs = g_ptr_array_new ();
+  g_ptr_array_set_size (subs, 0);
   for (guint i = 0; i < p->subs->len; i++)
     {
       CsStmt *s = p->subs->pdata[i], *cl;
@@ -1331,11 +1364,12 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
 static void
 apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
 {
-  g_autoptr(GPtrArray) made = g_ptr_array_new ();
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  GPtrArray *made = r->made, *outs = r->new_outs;
   gboolean same;
   guint32 wanted, is_in;
 
+  g_ptr_array_set_size (made, 0);
+  g_ptr_array_set_size (outs, 0);
   produced_vars (r, p, store_epoch (r), made);
   wanted = mark_list (r, ext);
   for (guint i = 0; i < cut->len; i++)
@@ -1499,21 +1533,33 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
   r.topo.subs = g_ptr_array_new ();
+  r.ext = g_ptr_array_new ();
+  r.cut = g_ptr_array_new ();
+  r.lists = g_ptr_array_new ();
+  r.req_c = g_ptr_array_new ();
+  r.ext_in = g_ptr_array_new ();
+  r.made = g_ptr_array_new ();
+  r.new_args = g_ptr_array_new ();
+  r.remat_in = g_ptr_array_new ();
+  r.new_subs = g_ptr_array_new ();
+  r.new_outs = g_ptr_array_new ();
   r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
       RReg *p = &r.regs[pr[0]], *c = &r.regs[pr[1]];
-      g_autoptr(GPtrArray) ext = g_ptr_array_new ();
-      g_autoptr(GPtrArray) cut = g_ptr_array_new ();
-      g_autofree guint *next = NULL;
+      GPtrArray *ext = r.ext, *cut = r.cut;
+      guint *next;
       guint n_next = 0;
 
+      g_ptr_array_set_size (ext, 0);
+      g_ptr_array_set_size (cut, 0);
       /* the later pairs of this producer: a few, not the rest of the list */
       while (i + 1 + n_next < pairs->len
              && g_array_index (pairs, guint, 2 * (i + 1 + n_next)) == pr[0])
         n_next++;
-      next = g_new (guint, n_next + 1);
+      uvec_reserve (&r.next, n_next + 1);
+      next = r.next.v;
       for (guint j = 0; j < n_next; j++)
         next[j] = g_array_index (pairs, guint, 2 * (i + 1 + j) + 1);
       external_producer_outputs (&r, p, c, pr[1], next, n_next, ext);
@@ -1592,6 +1638,18 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   g_free (r.topo.from.v);
   _cs_proxy_vec_free (&r.topo.rw);
   g_ptr_array_unref (r.topo.subs);
+  g_ptr_array_unref (r.ext);
+  g_ptr_array_unref (r.cut);
+  g_ptr_array_unref (r.lists);
+  g_ptr_array_unref (r.req_c);
+  g_ptr_array_unref (r.ext_in);
+  g_ptr_array_unref (r.made);
+  g_ptr_array_unref (r.new_args);
+  g_ptr_array_unref (r.remat_in);
+  g_ptr_array_unref (r.new_subs);
+  g_ptr_array_unref (r.new_outs);
+  g_free (r.next.v);
+  g_free (r.sub_mark);
   g_hash_table_unref (r.other);
   for (guint32 k = 0; k < r.n_chunks; k++)
     g_free (r.chunks[k]);
