@@ -232,8 +232,18 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       CsStmt *sub = s->subs[i];
       gboolean keep;
 
+      /* the statements, their argument arrays and argument values of the next iterations */
+      if (i >= 4)
+        __builtin_prefetch (s->subs[i - 4]);
+      if (i >= 3)
+        __builtin_prefetch (s->subs[i - 3]->args);
       if (i >= 2)
-        __builtin_prefetch (s->subs[i - 2]);
+        {
+          const CsStmt *ahead = s->subs[i - 2];
+          for (guint j = 0; j < ahead->n_args && j < 4; j++)
+            __builtin_prefetch (ahead->args[j].value);
+          __builtin_prefetch (ahead->out);
+        }
       keep = stmt_dont_dce (sub) && sub->kind == CS_STMT_CALL;
       tmp->len = 0;
       _cs_stmt_writes_vec (sub, tmp);
@@ -448,6 +458,13 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
   CsProxyVec *tmp = &marks->top_tmp;
   guint32 visible_gen, hidden_gen = 0; /* hidden marks are built on first need */
   guint8 *stale;
+  gboolean any_region = FALSE;
+
+  /* without regions and without top-level DCE every statement stays as it is */
+  for (guint i = 0; i < trace->n_stmts && !any_region && !dce_top; i++)
+    any_region = _cs_stmt_is_region (trace->stmts[i]);
+  if (!any_region && !dce_top)
+    return;
 
   mp->n = trace->next_proxy_id + 1;
   mark_store_reserve (st, mp->n, trace->n_stmts);
@@ -478,6 +495,10 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
     }
   for (guint i = 0; i < trace->n_stmts; i++)
     {
+      if (i + 4 < trace->n_stmts)
+        __builtin_prefetch (trace->stmts[i + 4]);
+      if (i + 2 < trace->n_stmts)
+        __builtin_prefetch (trace->stmts[i + 2]->out);
       tmp->len = 0;
       _cs_stmt_writes_vec (trace->stmts[i], tmp);
       for (guint k = 0; k < tmp->len; k++)
@@ -487,6 +508,17 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
   for (guint i = trace->n_stmts; i-- > 0;)
     {
       CsStmt *s = trace->stmts[i];
+
+      if (i >= 4)
+        __builtin_prefetch (trace->stmts[i - 4]);
+      if (i >= 3)
+        __builtin_prefetch (trace->stmts[i - 3]->args);
+      if (i >= 2)
+        {
+          const CsStmt *ahead = trace->stmts[i - 2];
+          for (guint j = 0; j < ahead->n_args && j < 4; j++)
+            __builtin_prefetch (ahead->args[j].value);
+        }
 
       if (_cs_stmt_is_region (s))
         {

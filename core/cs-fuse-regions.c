@@ -321,7 +321,30 @@ void
 _cs_fuse_group_xentropy (CsTrace *trace, GPtrArray *items, GPtrArray *out, guint *counter)
 {
   Group *run = NULL;
-  g_autoptr(GPtrArray) pending = g_ptr_array_new ();
+  g_autoptr(GPtrArray) pending = NULL;
+  CsStmt *prev = NULL;   /* the last statement before items[i] that is not a comment */
+  gboolean plain = TRUE;
+
+  /* without a required op no run becomes a region, and without a comment inside a run (one
+   * after a statement it can fuse; the run would move it ahead of its members) every
+   * statement stays where it is */
+  for (guint i = 0; i < items->len && plain; i++)
+    {
+      CsStmt *s = items->pdata[i];
+      if (is_comment_like (s))
+        plain = prev == NULL || !cs_executor_xentropy_can_fuse (prev);
+      else
+        {
+          plain = !cs_executor_xentropy_required (s);
+          prev = s;
+        }
+    }
+  if (plain)
+    {
+      g_ptr_array_extend (out, items, NULL, NULL);
+      return;
+    }
+  pending = g_ptr_array_new ();
 
 #define CLOSE_XRUN(reason) \
   G_STMT_START { \

@@ -194,20 +194,25 @@ push_unique (GPtrArray *a, gpointer p)
 /* ------------------------------------------------------------------------------------------ */
 /* Minimum cut                                                                                 */
 
+/* An edge of the flow graph; edges come in pairs, 2k the edge of Thunder's graph and 2k + 1 its
+ * residual pair (capacity 0), so the pair of edge k is k ^ 1. */
 typedef struct
 {
   guint  to;    /* head node */
-  guint  rev;   /* index of the paired edge in adj[to] */
+  guint  next;  /* next edge out of the same tail node, in insertion order (FG_NONE: last) */
   double cap;   /* capacity (INFINITY for Thunder's float("inf")) */
   double flow;  /* current flow; the paired edge holds -flow */
-  gboolean real; /* an edge of Thunder's graph (not the residual pair) */
 } FEdge;
 
 typedef struct
 {
-  GArray    **adj;     /* FEdge per node */
+  FEdge      *edges;   /* every edge, n_edges of them (cap_edges allocated) */
+  guint       n_edges;
+  guint       cap_edges;
+  guint      *first;   /* per node: its first outgoing edge (FG_NONE: none) */
+  guint      *last;    /* per node: its last outgoing edge */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
-  guint       cap_n;   /* slots of adj; those not NULL are kept, emptied, by fg_reset() */
+  guint       cap_n;   /* entries of first and last */
   GPtrArray  *vars;    /* value index -> CsProxy * (a value's index lives in its IdSlot) */
   guint      *scratch; /* 4 * scratch_n: fg_max_flow's and find_cut's per-node arrays */
   guint       scratch_n; /* nodes scratch has room for */
@@ -215,6 +220,7 @@ typedef struct
 
 #define FG_SOURCE 0u
 #define FG_SINK   1u
+#define FG_NONE   G_MAXUINT
 
 static void
 fg_init (FGraph *g)
@@ -222,19 +228,18 @@ fg_init (FGraph *g)
   memset (g, 0, sizeof *g);
   g->vars = g_ptr_array_new ();
   g->cap_n = 64;
-  g->adj = g_new0 (GArray *, g->cap_n);
+  g->first = g_new (guint, g->cap_n);
+  g->last = g_new (guint, g->cap_n);
   g->n = 2;
-  for (guint i = 0; i < 2; i++)
-    g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
+  g->first[FG_SOURCE] = g->first[FG_SINK] = FG_NONE;
 }
 
 static void
 fg_clear (FGraph *g)
 {
-  for (guint i = 0; i < g->cap_n; i++)
-    if (g->adj[i] != NULL)
-      g_array_unref (g->adj[i]);
-  g_free (g->adj);
+  g_free (g->edges);
+  g_free (g->first);
+  g_free (g->last);
   g_free (g->scratch);
   g_ptr_array_unref (g->vars);
 }
@@ -243,10 +248,39 @@ fg_clear (FGraph *g)
 static void
 fg_reset (FGraph *g)
 {
-  for (guint i = 0; i < g->n; i++)
-    g_array_set_size (g->adj[i], 0);
+  g->n_edges = 0;
   g_ptr_array_set_size (g->vars, 0);
   g->n = 2;
+  g->first[FG_SOURCE] = g->first[FG_SINK] = FG_NONE;
+}
+
+/* Adds two nodes (a value's _in and _out) with no edges; returns the first. */
+static guint
+fg_add_nodes (FGraph *g)
+{
+  guint at = g->n;
+
+  if (g->n + 2 > g->cap_n)
+    {
+      g->cap_n *= 2;
+      g->first = g_renew (guint, g->first, g->cap_n);
+      g->last = g_renew (guint, g->last, g->cap_n);
+    }
+  g->first[at] = g->first[at + 1] = FG_NONE;
+  g->n += 2;
+  return at;
+}
+
+/* Appends edge @k to @u's list of outgoing edges. */
+static inline void
+fg_link (FGraph *g, guint u, guint k)
+{
+  g->edges[k].next = FG_NONE;
+  if (g->first[u] == FG_NONE)
+    g->first[u] = k;
+  else
+    g->edges[g->last[u]].next = k;
+  g->last[u] = k;
 }
 
 /* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
@@ -255,29 +289,31 @@ fg_reset (FGraph *g)
 static void
 fg_edge (FGraph *g, guint u, guint v, double cap)
 {
-  GArray *au = g->adj[u];
-  FEdge e = { 0 }, r = { 0 };
+  guint k;
 
   if (u == v)
     return;
-  for (guint k = 0; k < au->len; k++)
+  for (k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
+    if (!(k & 1) && g->edges[k].to == v)
+      {
+        g->edges[k].cap = cap;
+        return;
+      }
+  if (G_UNLIKELY (g->n_edges + 2 > g->cap_edges))
     {
-      FEdge *x = &g_array_index (au, FEdge, k);
-      if (x->real && x->to == v)
-        {
-          x->cap = cap;
-          return;
-        }
+      g->cap_edges = MAX (256, 2 * g->cap_edges);
+      g->edges = g_renew (FEdge, g->edges, g->cap_edges);
     }
-  e.to = v;
-  e.rev = g->adj[v]->len;
-  e.cap = cap;
-  e.real = TRUE;
-  r.to = u;
-  r.rev = g->adj[u]->len;
-  r.cap = 0;
-  g_array_append_val (g->adj[u], e);
-  g_array_append_val (g->adj[v], r);
+  k = g->n_edges;
+  g->n_edges += 2;
+  g->edges[k].to = v;
+  g->edges[k].cap = cap;
+  g->edges[k].flow = 0;
+  g->edges[k + 1].to = u;
+  g->edges[k + 1].cap = 0;
+  g->edges[k + 1].flow = 0;
+  fg_link (g, u, k);
+  fg_link (g, v, k + 1);
 }
 
 /* Makes g->scratch hold 4 arrays of g->n entries. */
@@ -315,9 +351,9 @@ fg_max_flow (FGraph *g)
       while (head < tail && prev_node[FG_SINK] == G_MAXUINT)
         {
           guint u = queue[head++];
-          for (guint k = 0; k < g->adj[u]->len; k++)
+          for (guint k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
             {
-              FEdge *e = &g_array_index (g->adj[u], FEdge, k);
+              FEdge *e = &g->edges[k];
               if (prev_node[e->to] == G_MAXUINT && e->cap - e->flow > 0)
                 {
                   prev_node[e->to] = u;
@@ -330,16 +366,15 @@ fg_max_flow (FGraph *g)
         return TRUE;
       for (guint v = FG_SINK; v != FG_SOURCE; v = prev_node[v])
         {
-          FEdge *e = &g_array_index (g->adj[prev_node[v]], FEdge, prev_edge[v]);
+          FEdge *e = &g->edges[prev_edge[v]];
           push = MIN (push, e->cap - e->flow);
         }
       if (isinf (push))
         return FALSE;
       for (guint v = FG_SINK; v != FG_SOURCE; v = prev_node[v])
         {
-          FEdge *e = &g_array_index (g->adj[prev_node[v]], FEdge, prev_edge[v]);
-          e->flow += push;
-          g_array_index (g->adj[v], FEdge, e->rev).flow -= push;
+          g->edges[prev_edge[v]].flow += push;
+          g->edges[prev_edge[v] ^ 1].flow -= push;
         }
     }
 }
@@ -348,7 +383,8 @@ fg_max_flow (FGraph *g)
 /* The pass                                                                                    */
 
 /* Per-proxy marks of the pass, one slot per CsProxy.id (ids are 1-based and below
- * t->next_proxy_id): the sets and tables find_cut and the consumer's update build for each pair.
+ * t->next_proxy_id), kept in chunks of ID_CHUNK made on first use: the sets and tables find_cut
+ * and the consumer's update build for each pair.
  * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
  * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
  * holds, gets a slot of its own in Remat.other. */
@@ -384,6 +420,46 @@ typedef struct
                           an input of the producer (apply_producer) */
 } IdSlot;
 
+#define ID_CHUNK_BITS 16u
+#define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
+
+/* A growable array of indices. */
+typedef struct
+{
+  guint *v;
+  guint  len, cap;
+} UVec;
+
+static void
+uvec_reserve (UVec *a, guint n)
+{
+  if (n > a->cap)
+    {
+      a->cap = MAX (n, 2 * a->cap);
+      a->v = g_renew (guint, a->v, a->cap);
+    }
+}
+
+static inline void
+uvec_push (UVec *a, guint x)
+{
+  if (G_UNLIKELY (a->len == a->cap))
+    uvec_reserve (a, MAX (64, a->len + 1));
+  a->v[a->len++] = x;
+}
+
+/* toposort_bottom_up's scratch, kept for the pass. */
+typedef struct
+{
+  UVec       at;     /* per-subsymbol arrays: parents' and children's offsets, taken */
+  UVec       par;    /* parents, by subsymbol */
+  UVec       ch;     /* children, by subsymbol */
+  UVec       elig;   /* the eligible subsymbols, in the order they became so */
+  UVec       from;   /* the new order: subsymbol indices */
+  CsProxyVec rw;     /* the reordered reads and writes (swapped with the region's) */
+  GPtrArray *subs;   /* the reordered subsymbols (swapped with the region's) */
+} Topo;
+
 typedef struct
 {
   CsTrace        *t;
@@ -396,8 +472,9 @@ typedef struct
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
-  IdSlot         *slots;      /* indexed by proxy id, n_slots of them */
-  guint32         n_slots;
+  IdSlot        **chunks;     /* slots by proxy id: chunk id >> ID_CHUNK_BITS, made on first
+                                 use (zeroed), never moved */
+  guint32         n_chunks;   /* entries of chunks */
   GHashTable     *other;      /* CsProxy * -> IdSlot * (g_free'd) for proxies without a slot */
   guint32         epoch;      /* last epoch handed out */
   guint32        *ue_next;    /* readers' lists: entry -> next entry of the same list */
@@ -407,20 +484,35 @@ typedef struct
   guint           ue_len, ue_cap; /* entries in use / allocated */
   CsProxyVec      vec_a;      /* scratch lists */
   CsProxyVec      vec_b;
+  Topo            topo;       /* scratch of toposort_bottom_up */
+  /* scratch lists of one pair, emptied where they are used */
+  GPtrArray      *ext;        /* the pair's external producer outputs, then the earlier cuts */
+  GPtrArray      *cut;        /* the pair's cut */
+  GPtrArray      *lists;      /* GPtrArray *: external_producer_outputs' input lists */
+  GPtrArray      *req_c;      /* find_cut's required consumer values */
+  GPtrArray      *ext_in;     /* external consumer inputs (find_cut, then apply_consumer) */
+  GPtrArray      *made;       /* the producer's outputs (apply_consumer, then apply_producer) */
+  GPtrArray      *new_args;   /* apply_consumer's new inputs */
+  GPtrArray      *remat_in;   /* apply_consumer's values to recompute */
+  GPtrArray      *new_subs;   /* apply_consumer's new subsymbols */
+  GPtrArray      *new_outs;   /* apply_producer's new outputs */
+  UVec            next;       /* consumers of the producer's later pairs */
+  guint8         *sub_mark;   /* per-subsymbol marks (find_producer_symbols) */
+  guint           sub_mark_cap; /* entries of sub_mark */
 } Remat;
 
-/* Makes room for a slot per proxy id below t->next_proxy_id (new proxies made since). */
-static void
-store_reserve (Remat *r)
+/* Remat.sub_mark with @n entries, all 0. */
+static guint8 *
+sub_marks (Remat *r, guint n)
 {
-  guint32 n = r->t->next_proxy_id + 1;
-
-  if (n <= r->n_slots)
-    return;
-  n = MAX (n, r->n_slots + r->n_slots / 8);
-  r->slots = g_renew (IdSlot, r->slots, n);
-  memset (r->slots + r->n_slots, 0, (n - r->n_slots) * sizeof (IdSlot));
-  r->n_slots = n;
+  if (n > r->sub_mark_cap)
+    {
+      r->sub_mark_cap = MAX (n, 2 * r->sub_mark_cap);
+      g_free (r->sub_mark);
+      r->sub_mark = g_new (guint8, r->sub_mark_cap);
+    }
+  memset (r->sub_mark, 0, n);
+  return r->sub_mark;
 }
 
 /* A fresh epoch: every set marked with an older one is empty. */
@@ -431,12 +523,14 @@ store_epoch (Remat *r)
     {
       GHashTableIter it;
       gpointer v;
-      for (guint32 i = 0; i < r->n_slots; i++)
-        {
-          CsProxy *who = r->slots[i].who;
-          memset (&r->slots[i], 0, sizeof (IdSlot));
-          r->slots[i].who = who;
-        }
+      for (guint32 c = 0; c < r->n_chunks; c++)
+        for (guint32 i = 0; r->chunks[c] != NULL && i < ID_CHUNK; i++)
+          {
+            IdSlot *s = &r->chunks[c][i];
+            CsProxy *who = s->who;
+            memset (s, 0, sizeof (IdSlot));
+            s->who = who;
+          }
       g_hash_table_iter_init (&it, r->other);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
@@ -465,16 +559,35 @@ slot_other (Remat *r, CsProxy *p)
   return s;
 }
 
-/* The slot of @p (stable until the pass ends: store_reserve() runs between pairs and before
- * the consumer's new proxies are looked up, never while a slot pointer is held). */
+/* The chunk of slots that holds id @id (made, zeroed, on first use). */
+G_NO_INLINE static IdSlot *
+slot_chunk_new (Remat *r, guint32 id)
+{
+  guint32 c = id >> ID_CHUNK_BITS;
+
+  if (c >= r->n_chunks)
+    {
+      guint32 n = MAX (c + 1, 2 * r->n_chunks);
+      r->chunks = g_renew (IdSlot *, r->chunks, n);
+      memset (r->chunks + r->n_chunks, 0, (n - r->n_chunks) * sizeof (IdSlot *));
+      r->n_chunks = n;
+    }
+  if (r->chunks[c] == NULL)
+    r->chunks[c] = g_new0 (IdSlot, ID_CHUNK);
+  return r->chunks[c];
+}
+
+/* The slot of @p (stable until the pass ends). */
 static inline IdSlot *
 slot_of (Remat *r, CsProxy *p)
 {
-  guint32 id = p->id;
+  guint32 id = p->id, c = id >> ID_CHUNK_BITS;
 
-  if (G_LIKELY (id != 0 && id < r->n_slots))
+  if (G_LIKELY (id != 0))
     {
-      IdSlot *s = &r->slots[id];
+      IdSlot *chunk = G_LIKELY (c < r->n_chunks && r->chunks[c] != NULL)
+                        ? r->chunks[c] : slot_chunk_new (r, id);
+      IdSlot *s = &chunk[id & (ID_CHUNK - 1)];
       if (G_LIKELY (s->who == p))
         return s;
       if (s->who == NULL)
@@ -617,17 +730,7 @@ fg_var (Remat *r, CsProxy *p, guint32 e)
       g_ptr_array_add (g->vars, p);
       s->var = e;
       s->var_idx = g->vars->len;
-      if (g->n + 2 > g->cap_n)
-        {
-          guint old = g->cap_n;
-          g->cap_n *= 2;
-          g->adj = g_renew (GArray *, g->adj, g->cap_n);
-          memset (g->adj + old, 0, (g->cap_n - old) * sizeof (GArray *));
-        }
-      for (guint i = g->n; i < g->n + 2; i++)
-        if (g->adj[i] == NULL)
-          g->adj[i] = g_array_new (FALSE, FALSE, sizeof (FEdge));
-      g->n += 2;
+      fg_add_nodes (g);
     }
   return 2 + 2 * (s->var_idx - 1);
 }
@@ -658,10 +761,9 @@ static void
 external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint *next_regs,
                            guint n_next, GPtrArray *ext)
 {
-  g_autofree GPtrArray **lists = g_new (GPtrArray *, n_next + 2);
+  GPtrArray **lists;
   guint32 e;
 
-  store_reserve (r);
   e = store_epoch (r);
   for (guint i = 0; i < p->outs->len; i++)
     {
@@ -670,6 +772,8 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
       s->loc_n = 0;
       s->loc_list = 0;
     }
+  g_ptr_array_set_size (r->lists, n_next + 2);
+  lists = (GPtrArray **) r->lists->pdata;
   lists[0] = p->ins;
   lists[1] = c->ins;
   for (guint k = 0; k < n_next; k++)
@@ -834,15 +938,15 @@ static void
 find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
 {
   CsProxyVec *req_p = &r->vec_a;
-  g_autoptr(GPtrArray) req_c = g_ptr_array_new ();
-  g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
-  g_autofree guint8 *cmark = g_new0 (guint8, c->subs->len + 1);
+  GPtrArray *req_c = r->req_c, *ext_in = r->ext_in;
+  guint8 *cmark = sub_marks (r, c->subs->len + 1);
   gboolean differ = p->nvfusion != c->nvfusion, all;
   FGraph *g = &r->g;
   guint32 e;
 
   g_ptr_array_set_size (cut, 0);
-  store_reserve (r);
+  g_ptr_array_set_size (req_c, 0);
+  g_ptr_array_set_size (ext_in, 0);
   e = store_epoch (r);
   rreg_rw (p);
   rreg_rw (c);
@@ -950,10 +1054,10 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
       while (head < tail)
         {
           guint w = queue[head++];
-          for (guint k = 0; k < g->adj[w]->len; k++)
+          for (guint k = g->first[w]; k != FG_NONE; k = g->edges[k].next)
             {
-              FEdge *back = &g_array_index (g->adj[w], FEdge, k);
-              FEdge *fe = &g_array_index (g->adj[back->to], FEdge, back->rev);
+              FEdge *back = &g->edges[k];
+              FEdge *fe = &g->edges[k ^ 1];
               if (!reach[back->to] && fe->cap - fe->flow > 0)
                 {
                   reach[back->to] = 1;
@@ -981,18 +1085,21 @@ toposort_bottom_up (Remat *r, RReg *g)
 {
   guint n = g->subs->len;
   guint32 e = store_epoch (r);
-  g_autofree guint *par_at = g_new (guint, n + 1);  /* parents of i: par[par_at[i] ..] */
-  g_autofree guint *ch_at = g_new (guint, n + 1);   /* children of i: ch[ch_at[i] ..] */
-  g_autofree guint8 *taken = g_new0 (guint8, n + 1);
-  GArray *par = g_array_new (FALSE, FALSE, sizeof (guint));
-  GArray *ch = g_array_new (FALSE, FALSE, sizeof (guint));
-  GArray *elig = g_array_new (FALSE, FALSE, sizeof (guint));   /* a queue from elig_head */
-  GArray *order = g_array_sized_new (FALSE, FALSE, sizeof (guint), n + 1);
+  Topo *tp = &r->topo;
+  guint *par_at, *ch_at, *taken;   /* parents of i: par[par_at[i] ..], children alike */
+  UVec *par = &tp->par, *ch = &tp->ch, *elig = &tp->elig; /* elig: a queue from elig_head */
+  UVec *from = &tp->from;
   guint elig_head = 0;
-  CsProxy **rw;
-  guint *rw_at, rw_len = 0;
+  CsProxyVec *rw = &tp->rw;
+  guint *rw_at;
 
   rreg_rw (g);
+  uvec_reserve (&tp->at, 3 * (n + 1));
+  par_at = tp->at.v;
+  ch_at = par_at + n + 1;
+  taken = ch_at + n + 1;
+  memset (taken, 0, (n + 1) * sizeof (guint));
+  par->len = ch->len = elig->len = from->len = 0;
   r->ue_len = 0;
   for (guint i = 0; i < n; i++)
     {
@@ -1023,9 +1130,9 @@ toposort_bottom_up (Remat *r, RReg *g)
           if (at == 0)
             continue;
           for (guint k = par_at[i]; k < par->len && !dup; k++)
-            dup = g_array_index (par, guint, k) == at - 1;
+            dup = par->v[k] == at - 1;
           if (!dup)
-            g_array_append_val (par, (guint) { at - 1 });
+            uvec_push (par, at - 1);
         }
       ch_at[i] = ch->len;
       for (guint j = 0; j < nw; j++)
@@ -1041,9 +1148,9 @@ toposort_bottom_up (Remat *r, RReg *g)
               guint c = r->ue_sub[k];
               gboolean dup = FALSE;
               for (guint m = ch_at[i]; m < ch->len && !dup; m++)
-                dup = g_array_index (ch, guint, m) == c;
+                dup = ch->v[m] == c;
               if (!dup)
-                g_array_append_val (ch, c);
+                uvec_push (ch, c);
             }
         }
     }
@@ -1051,64 +1158,74 @@ toposort_bottom_up (Remat *r, RReg *g)
   ch_at[n] = ch->len;
   for (guint i = 0; i < n; i++)
     if (ch_at[i + 1] == ch_at[i])
-      g_array_append_val (elig, i);
+      uvec_push (elig, i);
   while (elig_head < elig->len)
     {
-      guint x = g_array_index (elig, guint, elig_head++);
+      guint x = elig->v[elig_head++];
       taken[x] = 1;
-      g_array_append_val (order, x);
+      uvec_push (from, x);
       for (guint k = par_at[x]; k < par_at[x + 1]; k++)
         {
-          guint pe = g_array_index (par, guint, k);
+          guint pe = par->v[k];
           gboolean ok = TRUE;
           for (guint m = ch_at[pe]; m < ch_at[pe + 1] && ok; m++)
-            ok = taken[g_array_index (ch, guint, m)];
+            ok = taken[ch->v[m]];
           if (ok)
-            g_array_append_val (elig, pe);
+            uvec_push (elig, pe);
         }
     }
 
   /* the order reversed, then any statement the walk cannot reach (none in a valid region) in
    * its place at the end; the reads and writes follow their statements */
+  for (guint k = 0; k < from->len / 2; k++)
+    {
+      guint x = from->v[k];
+      from->v[k] = from->v[from->len - 1 - k];
+      from->v[from->len - 1 - k] = x;
+    }
+  for (guint i = 0; i < n; i++)
+    if (!taken[i])
+      uvec_push (from, i);
+  g_ptr_array_set_size (tp->subs, 0);
+  rw->len = 0;
+  rw_at = g_new (guint, 2 * from->len + 1);
+  for (guint k = 0; k < from->len; k++)
+    {
+      guint i = from->v[k];
+      g_ptr_array_add (tp->subs, g->subs->pdata[i]);
+      rw_at[2 * k] = rw->len;
+      for (guint q = g->rw_at[2 * i]; q < g->rw_at[2 * i + 1]; q++)
+        _cs_proxy_vec_push (rw, g->rw.v[q]);
+      rw_at[2 * k + 1] = rw->len;
+      for (guint q = g->rw_at[2 * i + 1]; q < g->rw_at[2 * i + 2]; q++)
+        _cs_proxy_vec_push (rw, g->rw.v[q]);
+    }
+  rw_at[2 * from->len] = rw->len;
+  if (rw->v != rw->inl && g->rw.v != g->rw.inl)
+    {
+      /* both on the heap: swap the storage (a list in its inline slots cannot move) */
+      CsProxy **v = g->rw.v;
+      guint len = g->rw.len, cap = g->rw.cap;
+      g->rw.v = rw->v;
+      g->rw.len = rw->len;
+      g->rw.cap = rw->cap;
+      rw->v = v;
+      rw->len = len;
+      rw->cap = cap;
+    }
+  else
+    {
+      g->rw.len = 0;
+      for (guint k = 0; k < rw->len; k++)
+        _cs_proxy_vec_push (&g->rw, rw->v[k]);
+    }
   {
-    g_autoptr(GPtrArray) subs = g_ptr_array_sized_new (order->len + n);
-    g_autoptr(GArray) from = g_array_sized_new (FALSE, FALSE, sizeof (guint), order->len + n);
-    for (guint k = order->len; k > 0; k--)
-      g_array_append_val (from, g_array_index (order, guint, k - 1));
-    for (guint i = 0; i < n; i++)
-      if (!taken[i])
-        g_array_append_val (from, i);
-    rw_at = g_new (guint, 2 * from->len + 1);
-    for (guint k = 0; k < from->len; k++)
-      {
-        guint i = g_array_index (from, guint, k);
-        g_ptr_array_add (subs, g->subs->pdata[i]);
-        rw_at[2 * k] = rw_len;
-        rw_len += g->rw_at[2 * i + 1] - g->rw_at[2 * i];
-        rw_at[2 * k + 1] = rw_len;
-        rw_len += g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
-      }
-    rw_at[2 * from->len] = rw_len;
-    rw = g_new (CsProxy *, MAX (rw_len, 1));
-    for (guint k = 0; k < from->len; k++)
-      {
-        guint i = g_array_index (from, guint, k);
-        memcpy (rw + rw_at[2 * k], g->rw.v + g->rw_at[2 * i],
-                (g->rw_at[2 * i + 2] - g->rw_at[2 * i]) * sizeof (CsProxy *));
-      }
-    g->rw.len = 0;
-    for (guint k = 0; k < rw_len; k++)
-      _cs_proxy_vec_push (&g->rw, rw[k]);
-    g_free (g->rw_at);
-    g->rw_at = rw_at;
-    g_free (rw);
-    g_ptr_array_set_size (g->subs, 0);
-    g_ptr_array_extend (g->subs, subs, NULL, NULL);
+    GPtrArray *subs = g->subs;
+    g->subs = tp->subs;
+    tp->subs = subs;
   }
-  g_array_unref (par);
-  g_array_unref (ch);
-  g_array_unref (elig);
-  g_array_unref (order);
+  g_free (g->rw_at);
+  g->rw_at = rw_at;
 }
 
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
@@ -1118,16 +1235,16 @@ static void
 apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
 {
   CsTrace *t = r->t;
-  g_autoptr(GPtrArray) p_made_list = g_ptr_array_new ();
-  g_autoptr(GPtrArray) new_args = g_ptr_array_new ();
-  g_autoptr(GPtrArray) remat_in = g_ptr_array_new ();
-  g_autoptr(GPtrArray) subs = NULL;
-  g_autofree guint8 *mark = NULL;
+  GPtrArray *p_made_list = r->made, *new_args = r->new_args, *remat_in = r->remat_in;
+  GPtrArray *subs = r->new_subs;
+  guint8 *mark;
   const char *prefix = c->orig->backward ? "bw_" : "fw_";
   gboolean same;
   guint32 e, e_io, in_cut, in_args;
 
-  store_reserve (r);
+  g_ptr_array_set_size (p_made_list, 0);
+  g_ptr_array_set_size (new_args, 0);
+  g_ptr_array_set_size (remat_in, 0);
   e = store_epoch (r);
   produced_vars (r, p, e, p_made_list);
   in_cut = mark_list (r, cut);
@@ -1142,7 +1259,8 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   for (guint i = 0; i < new_args->len; i++)
     slot_of (r, new_args->pdata[i])->stop = e;
   {
-    g_autoptr(GPtrArray) ext_in = g_ptr_array_new ();
+    GPtrArray *ext_in = r->ext_in;
+    g_ptr_array_set_size (ext_in, 0);
     external_consumer_inputs (r, p, e, c, ext_in);
     for (guint i = 0; i < ext_in->len; i++)
       ARG_ADD (ext_in->pdata[i]);
@@ -1153,13 +1271,13 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   if (remat_in->len == 0)
     return;
 
-  mark = g_new0 (guint8, p->subs->len + 1);
+  mark = sub_marks (r, p->subs->len + 1);
   find_producer_symbols (r, p, (CsProxy *const *) remat_in->pdata, remat_in->len, e, mark);
 
   /* the recomputed subsymbols (in the producer's order), then the consumer's own with their
    * reads of the recomputed values renamed, toposorted as Thunder does */
   _cs_proxy_map_clear (r->map);
-  subs = g_ptr_array_new ();
+  g_ptr_array_set_size (subs, 0);
   for (guint i = 0; i < p->subs->len; i++)
     {
       CsStmt *s = p->subs->pdata[i], *cl;
@@ -1205,7 +1323,6 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   g_ptr_array_extend (c->subs, subs, NULL, NULL);
   c->subs_changed = TRUE;
   c->rw_ok = FALSE;
-  store_reserve (r);
   toposort_bottom_up (r, c);
 
   /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads
@@ -1247,11 +1364,12 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
 static void
 apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
 {
-  g_autoptr(GPtrArray) made = g_ptr_array_new ();
-  g_autoptr(GPtrArray) outs = g_ptr_array_new ();
+  GPtrArray *made = r->made, *outs = r->new_outs;
   gboolean same;
   guint32 wanted, is_in;
 
+  g_ptr_array_set_size (made, 0);
+  g_ptr_array_set_size (outs, 0);
   produced_vars (r, p, store_epoch (r), made);
   wanted = mark_list (r, ext);
   for (guint i = 0; i < cut->len; i++)
@@ -1321,7 +1439,6 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   r.regs = g_new0 (RReg, r.n_regs);
   r.reg_mark = g_new0 (guint32, r.n_regs);
-  store_reserve (&r);
   for (guint i = 0, k = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -1415,21 +1532,34 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
+  r.topo.subs = g_ptr_array_new ();
+  r.ext = g_ptr_array_new ();
+  r.cut = g_ptr_array_new ();
+  r.lists = g_ptr_array_new ();
+  r.req_c = g_ptr_array_new ();
+  r.ext_in = g_ptr_array_new ();
+  r.made = g_ptr_array_new ();
+  r.new_args = g_ptr_array_new ();
+  r.remat_in = g_ptr_array_new ();
+  r.new_subs = g_ptr_array_new ();
+  r.new_outs = g_ptr_array_new ();
   r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
       RReg *p = &r.regs[pr[0]], *c = &r.regs[pr[1]];
-      g_autoptr(GPtrArray) ext = g_ptr_array_new ();
-      g_autoptr(GPtrArray) cut = g_ptr_array_new ();
-      g_autofree guint *next = NULL;
+      GPtrArray *ext = r.ext, *cut = r.cut;
+      guint *next;
       guint n_next = 0;
 
+      g_ptr_array_set_size (ext, 0);
+      g_ptr_array_set_size (cut, 0);
       /* the later pairs of this producer: a few, not the rest of the list */
       while (i + 1 + n_next < pairs->len
              && g_array_index (pairs, guint, 2 * (i + 1 + n_next)) == pr[0])
         n_next++;
-      next = g_new (guint, n_next + 1);
+      uvec_reserve (&r.next, n_next + 1);
+      next = r.next.v;
       for (guint j = 0; j < n_next; j++)
         next[j] = g_array_index (pairs, guint, 2 * (i + 1 + j) + 1);
       external_producer_outputs (&r, p, c, pr[1], next, n_next, ext);
@@ -1501,8 +1631,29 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
+  g_free (r.topo.at.v);
+  g_free (r.topo.par.v);
+  g_free (r.topo.ch.v);
+  g_free (r.topo.elig.v);
+  g_free (r.topo.from.v);
+  _cs_proxy_vec_free (&r.topo.rw);
+  g_ptr_array_unref (r.topo.subs);
+  g_ptr_array_unref (r.ext);
+  g_ptr_array_unref (r.cut);
+  g_ptr_array_unref (r.lists);
+  g_ptr_array_unref (r.req_c);
+  g_ptr_array_unref (r.ext_in);
+  g_ptr_array_unref (r.made);
+  g_ptr_array_unref (r.new_args);
+  g_ptr_array_unref (r.remat_in);
+  g_ptr_array_unref (r.new_subs);
+  g_ptr_array_unref (r.new_outs);
+  g_free (r.next.v);
+  g_free (r.sub_mark);
   g_hash_table_unref (r.other);
-  g_free (r.slots);
+  for (guint32 k = 0; k < r.n_chunks; k++)
+    g_free (r.chunks[k]);
+  g_free (r.chunks);
   g_free (r.ue_next);
   g_free (r.ue_sub);
   g_free (r.reg_mark);

@@ -235,6 +235,7 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
   CsRefreshMarks *marks;      /* the refresh's marks, for every refresh of this pass */
   CsPolicy def;
   guint counter = 0;
+  gboolean refreshed = FALSE; /* the trace is as a refresh left it */
 
   g_return_val_if_fail (trace != NULL, NULL);
   if (policy == NULL)
@@ -277,14 +278,19 @@ cs_fuse_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
         continue;
       cs_trace_set_stmts (t, (CsStmt **) out->pdata, out->len);
       _cs_regions_refresh_with (t, FALSE, marks);
+      /* leaves the trace refreshed (it refreshes after any change) */
       _cs_fuse_rematerialize (t, policy, marks);
+      refreshed = TRUE;
       g_ptr_array_set_size (items, 0);
       g_ptr_array_set_size (out, 0);
       for (guint i = 0; i < t->n_stmts; i++)
         g_ptr_array_add (items, t->stmts[i]);
     }
-  cs_trace_set_stmts (t, (CsStmt **) items->pdata, items->len);
-  _cs_regions_refresh_with (t, FALSE, marks);
+  if (!refreshed)
+    {
+      cs_trace_set_stmts (t, (CsStmt **) items->pdata, items->len);
+      _cs_regions_refresh_with (t, FALSE, marks);
+    }
   _cs_refresh_marks_free (marks);
   /* unused proxies the decomposition and grad passes left behind stay in the shared tables
    * (no later pass copies them); the dce pass drops them */
