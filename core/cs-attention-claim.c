@@ -257,8 +257,9 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
     p1 = x;
   if (p1 == NULL)
     return FALSE;
-  /* -inf times a scale that is not positive is no longer a mask */
-  if (m->tril >= 0 && !(m->scale_num > 0))
+  /* the sdpa decomposition scales q and k by sqrt(scale), which a negative (or NaN) scale
+   * makes NaN; -inf times a scale that is not positive is no longer a mask */
+  if (!(m->scale_num >= 0) || (m->tril >= 0 && !(m->scale_num > 0)))
     return FALSE;
 
   /* q @ k.transpose(-2, -1) */

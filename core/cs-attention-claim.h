@@ -37,7 +37,8 @@ G_BEGIN_DECLS
  * optionally with a causal mask `tm = ltorch.tril(x, 0, fill_value=-float('inf'))` just before
  * or just after the scale (then a positive one), which gives is_causal=True (torch's causal
  * mask is the lower triangle, diagonal included, aligned at the top left, as tril's),
- * where c and d are number literals, each of t0..t3 is read by the next statement alone (not
+ * where c and d are number literals and the scale is not negative (the sdpa decomposition
+ * multiplies q and k by sqrt(scale): a negative one would make them NaN), each of t0..t3 is read by the next statement alone (not
  * by any other statement, the return included), q, k and v are typed 4-D CUDA tensors of one
  * floating dtype, q [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev], and no `dtype` is given to
  * the softmax.  Each such pattern becomes, at t4's place,

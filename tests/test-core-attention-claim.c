@@ -5,7 +5,8 @@
  *   literal, t0..t3 gone, t4's statement id kept as origin; no rewrite under attention=pattern;
  * - the variants: a div or a mul with the literal first, no scale (scale 1.0), the causal
  *   mask (tril with -inf, before or after the scale: is_causal=True) claim; a second reader of
- *   t1 or t3, a softmax over another dim or with a dtype, another tril, CPU tensors do not;
+ *   t1 or t3, a softmax over another dim or with a dtype, a negative scale, another tril, CPU
+ *   tensors do not;
  * - the pipeline: the sdpa executor's flash statements forward and backward;
  * - the CPU reference: the forward output of attention=fused within bf16 rounding of the
  *   pattern's (trace dtypes), and in f64 the outputs and every gradient equal to the
@@ -249,7 +250,8 @@ test_variants_claim (void)
 }
 
 /* The forms that do not: t3 or t1 read again (returned, or by another statement), the softmax
- * over dim 2, CPU tensors, a scale that is not a literal. */
+ * over dim 2, a negative scale (its sqrt in the sdpa decomposition is NaN), CPU tensors, a
+ * scale that is not a literal. */
 static void
 test_variants_refused (void)
 {
@@ -261,6 +263,8 @@ test_variants_refused (void)
     { "return (t4,)", "return (t4, t1)" },
     { "return (t4,)", "t5 = ltorch.add(t1, t2)  # t5: \"cuda:0 bf16[2, 4, 32, 32]\"\n  return (t4, t5)" },
     { "return (t4,)", "t5 = ltorch.exp(t3)  # t5: \"cuda:0 bf16[2, 4, 32, 32]\"\n  return (t4, t5)" },
+    { "ltorch.mul(t1, 0.25)", "ltorch.mul(t1, -0.25)" },
+    { "ltorch.mul(t1, 0.25)", "ltorch.div(t1, -4)" },
     { "ltorch._softmax(t2, -1, dtype=None)", "ltorch._softmax(t2, 2, dtype=None)" },
     { "ltorch._softmax(t2, -1, dtype=None)", "ltorch._softmax(t2, -1, dtype=dtypes.float32)" },
     { "ltorch.transpose(k, -2, -1)  # t0: \"cuda:0 bf16[2, 4, 16, 32]\"",
