@@ -2194,6 +2194,11 @@ b_sdpa (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     scale = 1.0 / pow ((double) tq->shape[tq->rank - 1], 0.5);
   else if (!number_of (sc, &pt, &scale))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "scale must be a number");
+  /* q and k are each scaled by sqrt(scale): a negative (or NaN) scale has none */
+  if (!(scale >= 0))
+    return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS,
+                    "scale=%g is negative: the decomposition multiplies q and k by sqrt(scale)",
+                    scale);
   scale = pow (scale, 0.5);
   if (!(q = lt_binary (dx, out, "ltorch.mul", q, vfloat (dx, scale), error)))
     return NULL;

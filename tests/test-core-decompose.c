@@ -561,6 +561,30 @@ test_errors (void)
   g_assert_cmpuint (out->len, ==, 0);
 }
 
+/* A negative sdpa scale: the decomposition multiplies q and k by sqrt(scale), which would be
+ * NaN, so it is refused (a zero scale is not). */
+static void
+test_errors_sdpa_scale (void)
+{
+  g_autoptr (CsTrace) t = parse_text (
+    "def computation(q):\n"
+    "  # q: \"cuda:0 bf16[1, 2, 4, 8]\"\n"
+    "  t0 = ltorch.scaled_dot_product_attention(q, q, q, None, 0.0, False, scale=-0.25)  # t0: \"cuda:0 bf16[1, 2, 4, 8]\"\n"
+    "  t1 = ltorch.scaled_dot_product_attention(q, q, q, None, 0.0, False, scale=0.0)  # t1: \"cuda:0 bf16[1, 2, 4, 8]\"\n"
+    "  return (t0, t1)\n");
+  g_autoptr (GPtrArray) out = g_ptr_array_new ();
+  GError *error = NULL;
+
+  g_assert_false (cs_decompose_stmt (t, nth_call (t, 0), NULL, out, &error));
+  g_assert_error (error, CS_DECOMPOSE_ERROR, CS_DECOMPOSE_ERROR_ARGS);
+  g_assert_nonnull (strstr (error->message, "scale=-0.25 is negative"));
+  g_clear_error (&error);
+  g_assert_cmpuint (out->len, ==, 0);
+  g_assert_true (cs_decompose_stmt (t, nth_call (t, 1), NULL, out, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (out->len, >, 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Oracle: Thunder's printed subsymbols                                                        */
 
@@ -1284,6 +1308,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/decompose/policy/matmul-upcast", test_policy_matmul);
   g_test_add_func ("/core/decompose/structure", test_structures);
   g_test_add_func ("/core/decompose/errors", test_errors);
+  g_test_add_func ("/core/decompose/errors/sdpa-scale", test_errors_sdpa_scale);
   g_test_add_func ("/core/decompose/creation", test_creation);
   g_test_add_data_func ("/core/decompose/oracle/thunder-initial", current_files, test_oracle);
   g_test_add_func ("/core/decompose/oracle/all-shared", test_oracle_all);
