@@ -193,7 +193,8 @@ main (int argc, char **argv)
   }
   printf ("; once per program: %u constant fills\n", p->setup_steps->len);
   if (streams)
-    printf ("# graph: %u streams, the longest chain of launches %u\n", p->n_streams, p->critical_path);
+    printf ("# graph: %u stream%s, the longest chain of launches %u\n", p->n_streams, p->n_streams == 1 ? "" : "s",
+            p->critical_path);
   cs_cuda_program_free (p);
   return 0;
 }
