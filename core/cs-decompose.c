@@ -1097,7 +1097,8 @@ b_softplus (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *dim = sarg (s, 1, "dim"), *dt = sarg (s, 2, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *dim = cs_stmt_arg (s, CS_ARG_DIM);
+  CsValue *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsProxy *ta = tensor_of (a);
   CsDtype rd, cd;
   CsValue *x, *m, *e, *sm;
@@ -1166,7 +1167,8 @@ logsumexp (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *a, CsValue *dim, gb
 static CsValue *
 b_log_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *dim = sarg (s, 1, "dim"), *dt = sarg (s, 2, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *dim = cs_stmt_arg (s, CS_ARG_DIM);
+  CsValue *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsProxy *ta = tensor_of (a);
   CsDtype rd;
   CsValue *x, *l;
@@ -1439,7 +1441,7 @@ clang_unsqueeze (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *a, int64_t di
 static CsValue *
 b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *key = sarg (s, 1, "key");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *key = cs_stmt_arg (s, CS_ARG_KEY);
   CsProxy *ta = tensor_of (a);
   const CsValue *items[CS_MAX_DIMS * 2];
   const CsValue *k2[CS_MAX_DIMS * 2];
@@ -1566,7 +1568,7 @@ b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_cat (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *ts = sarg (s, 0, "tensors"), *dim = sarg (s, 1, "dim");
+  CsValue *ts = cs_stmt_arg (s, CS_ARG_TENSORS), *dim = cs_stmt_arg (s, CS_ARG_DIM);
   CsValue *items[256];
   guint n;
   Args al = { 0 };
@@ -1618,7 +1620,7 @@ slice_in_dim (Dx *dx, GPtrArray *out, CsValue *a, int64_t start, int64_t stop, g
 static CsValue *
 b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *sz = sarg (s, 1, "size_or_sections");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *sz = cs_stmt_arg (s, CS_ARG_SIZE_OR_SECTIONS);
   CsProxy *ta = tensor_of (a);
   int64_t dim = 0, size, secs[256];
   guint d, n = 0;
@@ -1627,7 +1629,7 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (!ta || !sz)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and sizes");
-  if (sarg (s, 2, "dim") && !int_of (sarg (s, 2, "dim"), &dim))
+  if (cs_stmt_arg (s, CS_ARG_DIM) && !int_of (cs_stmt_arg (s, CS_ARG_DIM), &dim))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dim must be an int");
   if (!cs_meta_canonicalize_dim (ta->rank, dim, &d) || ta->rank == 0)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "bad dim");
@@ -1669,7 +1671,7 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_matmul (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *b = sarg (s, 1, "b");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *b = cs_stmt_arg (s, CS_ARG_B);
   CsProxy *ta = tensor_of (a), *tb = tensor_of (b);
   CsValue *ops[2];
 
@@ -1827,8 +1829,8 @@ b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 1, "weight");
-  CsValue *pad = sarg (s, 2, "padding_idx"), *maxn = sarg (s, 3, "max_norm");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *pad = cs_stmt_arg (s, CS_ARG_PADDING_IDX), *maxn = cs_stmt_arg (s, CS_ARG_MAX_NORM);
   CsProxy *ta = tensor_of (a), *tw = tensor_of (w);
   Args al = { 0 };
   CsValue *flat, *r;
@@ -1970,7 +1972,8 @@ b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_tril (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *diag = sarg (s, 1, "diagonal"), *fill = sarg (s, 99, "fill_value");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *diag = cs_stmt_arg (s, CS_ARG_DIAGONAL);
+  CsValue *fill = cs_stmt_arg (s, CS_ARG_FILL_VALUE);
   CsProxy *ta = tensor_of (a);
   CsValue *rows, *cols, *mask;
   Args al = { 0 };
@@ -2109,12 +2112,12 @@ static CsValue *
 b_nll_loss (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
   int64_t ii = -1;
-  CsValue *iv = sarg (s, 3, "ignore_index");
+  CsValue *iv = cs_stmt_arg (s, CS_ARG_IGNORE_INDEX);
 
   if (!is_none (iv) && !int_of (iv, &ii))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "ignore_index must be an int");
-  return nll_loss (dx, s, out, sarg (s, 0, "a"), sarg (s, 1, "target"), sarg (s, 2, "weight"), ii,
-                   str_arg (sarg (s, 4, "reduction"), "mean"), error);
+  return nll_loss (dx, s, out, cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_TARGET),
+                   cs_stmt_arg (s, CS_ARG_WEIGHT), ii, str_arg (cs_stmt_arg (s, CS_ARG_REDUCTION), "mean"), error);
 }
 
 /* log_softmax_backward(g, output, dim, dtype) (thunder/torch/__init__.py):
@@ -2144,8 +2147,9 @@ b_log_softmax_backward (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *t = sarg (s, 1, "target"), *w = sarg (s, 2, "weight");
-  CsValue *iv = sarg (s, 4, "ignore_index"), *ls = sarg (s, 7, "label_smoothing");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *t = cs_stmt_arg (s, CS_ARG_TARGET);
+  CsValue *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *iv = cs_stmt_arg (s, CS_ARG_IGNORE_INDEX), *ls = cs_stmt_arg (s, CS_ARG_LABEL_SMOOTHING);
   CsProxy *ta = tensor_of (a), *tt = tensor_of (t);
   CsPyType pt;
   double lsv = 0;
@@ -2171,7 +2175,7 @@ b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   ap (&al, t);
   ap (&al, is_none (w) ? vnone (dx) : w);
   ap (&al, vint (dx, ii));
-  ap (&al, cs_value_new_string (arena (dx), str_arg (sarg (s, 6, "reduction"), "mean")));
+  ap (&al, cs_value_new_string (arena (dx), str_arg (cs_stmt_arg (s, CS_ARG_REDUCTION), "mean")));
   return call_ltorch (dx, out, "ltorch.nll_loss", &al, error);
 }
 
@@ -2179,9 +2183,10 @@ b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_sdpa (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *q = sarg (s, 0, "query"), *k = sarg (s, 1, "key"), *v = sarg (s, 2, "value");
-  CsValue *mask = sarg (s, 3, "attn_mask"), *dp = sarg (s, 4, "dropout_p");
-  CsValue *causal = sarg (s, 5, "is_causal"), *sc = sarg (s, 99, "scale");
+  CsValue *q = cs_stmt_arg (s, CS_ARG_QUERY), *k = cs_stmt_arg (s, CS_ARG_KEY);
+  CsValue *v = cs_stmt_arg (s, CS_ARG_VALUE);
+  CsValue *mask = cs_stmt_arg (s, CS_ARG_ATTN_MASK), *dp = cs_stmt_arg (s, CS_ARG_DROPOUT_P);
+  CsValue *causal = cs_stmt_arg (s, CS_ARG_IS_CAUSAL), *sc = cs_stmt_arg (s, CS_ARG_SCALE);
   CsProxy *tq = tensor_of (q);
   double scale;
   CsPyType pt;
@@ -2397,7 +2402,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       return clang_where (dx, s, out, sarg (s, 0, NULL), sarg (s, 1, NULL), sarg (s, 2, NULL), error);
     case CS_OP_LTORCH_LINEAR:
       {
-        CsValue *ops[3] = { sarg (s, 0, "a"), sarg (s, 1, "w"), sarg (s, 2, "bias") };
+        CsValue *ops[3] = { cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_W),
+                            cs_stmt_arg (s, CS_ARG_BIAS) };
 
         if (!ops[0] || !ops[1])
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs an input and a weight");
@@ -2542,7 +2548,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     case CS_OP_LTORCH_CONTIGUOUS:
       {
         /* default contiguous_format: clang.stride_order(a) with the row-major order */
-        CsValue *mf = sarg (s, 99, "memory_format");
+        CsValue *mf = cs_stmt_arg (s, CS_ARG_MEMORY_FORMAT);
         CsProxy *ta = tensor_of (a);
         int64_t order[CS_MAX_DIMS];
         Args al = { 0 };
@@ -2620,7 +2626,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       {
         /* where(mask, value, a), a number value taking a's Python type when promotion would
          * otherwise pick the value's type */
-        CsValue *mask = sarg (s, 1, "mask"), *val = sarg (s, 2, "value");
+        CsValue *mask = cs_stmt_arg (s, CS_ARG_MASK), *val = cs_stmt_arg (s, CS_ARG_VALUE);
         CsProxy *ta = tensor_of (a);
         CsPyType pt;
         double v;
