@@ -1025,7 +1025,7 @@ clang_where (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *pred, CsValue *a,
 static CsValue *
 b_gelu (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *approx = sarg (s, 99, "approximate");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *approx = cs_stmt_arg (s, CS_ARG_APPROXIMATE);
   const char *mode = (approx && approx->kind == CS_VALUE_STRING) ? approx->u.s : "none";
   CsValue *t, *u;
 
@@ -1197,9 +1197,9 @@ b_log_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_logsumexp (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *kd = sarg (s, 2, "keepdim");
+  CsValue *kd = cs_stmt_arg (s, CS_ARG_KEEPDIM);
 
-  return logsumexp (dx, s, out, sarg (s, 0, "a"), sarg (s, 1, "dim"),
+  return logsumexp (dx, s, out, cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_DIM),
                     kd && kd->kind == CS_VALUE_BOOL && kd->u.b, error);
 }
 
@@ -1731,8 +1731,9 @@ b_matmul (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 2, "weight"), *b = sarg (s, 3, "bias");
-  CsValue *eps = sarg (s, 4, "eps");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *b = cs_stmt_arg (s, CS_ARG_BIAS);
+  CsValue *eps = cs_stmt_arg (s, CS_ARG_EPS);
   CsProxy *ta = tensor_of (a);
   int64_t ns[CS_MAX_DIMS];
   guint nn = 0;
@@ -1744,7 +1745,7 @@ b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     nn = tensor_of (w)->rank;
   else if (tensor_of (b))
     nn = tensor_of (b)->rank;
-  else if (!cs_value_get_int_seq (sarg (s, 1, "normalized_shape"), ns, CS_MAX_DIMS, &nn))
+  else if (!cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_NORMALIZED_SHAPE), ns, CS_MAX_DIMS, &nn))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape must be ints");
   if (nn == 0 || nn > ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape does not fit the input");
@@ -1782,7 +1783,8 @@ b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 2, "weight"), *eps = sarg (s, 3, "eps");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *eps = cs_stmt_arg (s, CS_ARG_EPS);
   CsProxy *ta = tensor_of (a);
   int64_t ns[CS_MAX_DIMS];
   guint nn = 0;
@@ -1791,7 +1793,7 @@ b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (!ta)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
-  if (!cs_value_get_int_seq (sarg (s, 1, "normalized_shape"), ns, CS_MAX_DIMS, &nn) || nn == 0 || nn > ta->rank)
+  if (!cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_NORMALIZED_SHAPE), ns, CS_MAX_DIMS, &nn) || nn == 0 || nn > ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape does not fit the input");
   in_dt = ta->dtype;
   x = a;
@@ -1877,7 +1879,8 @@ b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_dropout (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *pv = sarg (s, 1, "p"), *tr = sarg (s, 2, "training");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *pv = cs_stmt_arg (s, CS_ARG_P);
+  CsValue *tr = cs_stmt_arg (s, CS_ARG_TRAINING);
   CsProxy *ta = tensor_of (a);
   double p = 0.5;
   CsPyType pt;
@@ -2125,8 +2128,8 @@ b_nll_loss (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_log_softmax_backward (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *g = sarg (s, 0, "g"), *o = sarg (s, 1, "output"), *dim = sarg (s, 2, "dim");
-  CsValue *dv = sarg (s, 3, "dtype");
+  CsValue *g = cs_stmt_arg (s, CS_ARG_G), *o = cs_stmt_arg (s, CS_ARG_OUTPUT);
+  CsValue *dim = cs_stmt_arg (s, CS_ARG_DIM), *dv = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsValue *e, *sg, *m, *r;
   CsDtype d;
 
@@ -2258,13 +2261,13 @@ b_sdpa (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_take_along_dim (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *idx = sarg (s, 1, "indices");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *idx = cs_stmt_arg (s, CS_ARG_INDICES);
   CsProxy *ta = tensor_of (a), *ti = tensor_of (idx);
   int64_t dim;
   guint d;
   Args al = { 0 };
 
-  if (!ta || !ti || !int_of (sarg (s, 2, "dim"), &dim) || !cs_meta_canonicalize_dim (ta->rank, dim, &d)
+  if (!ta || !ti || !int_of (cs_stmt_arg (s, CS_ARG_DIM), &dim) || !cs_meta_canonicalize_dim (ta->rank, dim, &d)
       || ti->rank != ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor, same-rank indices and a dim");
   {
@@ -2448,7 +2451,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         int64_t d0, d1, perm[CS_MAX_DIMS];
         guint c0, c1;
 
-        if (!ta || !int_of (sarg (s, 1, "dim0"), &d0) || !int_of (sarg (s, 2, "dim1"), &d1)
+        if (!ta || !int_of (cs_stmt_arg (s, CS_ARG_DIM0), &d0) || !int_of (cs_stmt_arg (s, CS_ARG_DIM1), &d1)
             || !cs_meta_canonicalize_dim (ta->rank, d0, &c0) || !cs_meta_canonicalize_dim (ta->rank, d1, &c1))
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor and two dims");
         for (guint i = 0; i < ta->rank; i++)
@@ -2486,14 +2489,14 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       {
         int64_t d;
 
-        if (!int_of (sarg (s, 1, "dim"), &d))
+        if (!int_of (cs_stmt_arg (s, CS_ARG_DIM), &d))
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dim must be an int");
         return clang_unsqueeze (dx, s, out, a, d, error);
       }
     case CS_OP_LTORCH_SQUEEZE:
       {
         CsProxy *ta = tensor_of (a);
-        CsValue *dv = sarg (s, 1, "dim");
+        CsValue *dv = cs_stmt_arg (s, CS_ARG_DIM);
         int64_t dims[CS_MAX_DIMS], keep[CS_MAX_DIMS];
         guint n = 0, nk = 0;
         Args al = { 0 };
@@ -2585,7 +2588,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     case CS_OP_LTORCH_TYPE_AS:
       {
         /* to(a, b.true_dtype, device=b.device) */
-        CsProxy *tb = tensor_of (sarg (s, 1, "b"));
+        CsProxy *tb = tensor_of (cs_stmt_arg (s, CS_ARG_B));
         Args al = { 0 };
 
         if (!tensor_of (a) || !tb)
@@ -2605,9 +2608,9 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         CsProxy *ta = tensor_of (a);
         int64_t sd = 0, ed = -1, shape[CS_MAX_DIMS];
         guint cs, ce, r = 0;
+        CsValue *sdv = cs_stmt_arg (s, CS_ARG_START_DIM), *edv = cs_stmt_arg (s, CS_ARG_END_DIM);
 
-        if (!ta || (sarg (s, 1, "start_dim") && !int_of (sarg (s, 1, "start_dim"), &sd))
-            || (sarg (s, 2, "end_dim") && !int_of (sarg (s, 2, "end_dim"), &ed))
+        if (!ta || (sdv && !int_of (sdv, &sd)) || (edv && !int_of (edv, &ed))
             || !cs_meta_canonicalize_dim (ta->rank, sd, &cs) || !cs_meta_canonicalize_dim (ta->rank, ed, &ce)
             || ce < cs)
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor and start_dim <= end_dim");
