@@ -965,7 +965,8 @@ alpha_is_one (const CsValue *alpha)
 static CsValue *
 b_add_sub (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId prim, GError **error)
 {
-  CsValue *a = sarg (s, 0, NULL), *b = sarg (s, 1, NULL), *alpha = sarg (s, 2, "alpha");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *b = cs_stmt_arg (s, CS_ARG_B);
+  CsValue *alpha = cs_stmt_arg (s, CS_ARG_ALPHA);
 
   if (!a || !b)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs two operands");
@@ -1938,8 +1939,9 @@ b_uniform_like (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *sv = sarg (s, 0, "start"), *ev = sarg (s, 1, "end"), *stv = sarg (s, 2, "step");
-  CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+  CsValue *sv = cs_stmt_arg (s, CS_ARG_START), *ev = cs_stmt_arg (s, CS_ARG_END);
+  CsValue *stv = cs_stmt_arg (s, CS_ARG_STEP);
+  CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE), *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   int64_t start = 0, end, step = 1, len;
   CsDtype d = CS_DTYPE_I64;
   CsDevice dev = { CS_DEVICE_CUDA, 0 };
@@ -2371,7 +2373,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       return b_add_sub (dx, s, out, CS_OP_PRIM_SUB, error);
     case CS_OP_LTORCH_DIV:
       {
-        CsValue *rm = sarg (s, 99, "rounding_mode");
+        CsValue *rm = cs_stmt_arg (s, CS_ARG_ROUNDING_MODE);
         Args al = { 0 };
 
         if (!is_none (rm))
@@ -2661,7 +2663,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         if (!cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
           return NULL;
         ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
-        ap (&al, sarg (s, 1, "fill_value"));
+        ap (&al, cs_stmt_arg (s, CS_ARG_FILL_VALUE));
         ak (&al, "device", vdevice (dx, &mt[0].device));
         ak (&al, "dtype", vdtype (dx, mt[0].dtype, FALSE));
         return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
@@ -2694,15 +2696,15 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         if (!ta || !cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
           return ta ? NULL : dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
         ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
-        ap (&al, sarg (s, 1, "fill_value"));
+        ap (&al, cs_stmt_arg (s, CS_ARG_FILL_VALUE));
         ak (&al, "device", vdevice (dx, &mt[0].device));
-        ak (&al, "dtype", vdtype (dx, mt[0].dtype, ta->rank == 0 && is_none (sarg (s, 99, "dtype"))));
+        ak (&al, "dtype", vdtype (dx, mt[0].dtype, ta->rank == 0 && is_none (cs_stmt_arg (s, CS_ARG_DTYPE))));
         return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
       }
     case CS_OP_LTORCH_ZEROS_LIKE:
     case CS_OP_LTORCH_ONES_LIKE:
       {
-        CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+        CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE), *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
         Args al = { 0 };
 
         ap (&al, a);

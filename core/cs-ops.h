@@ -154,7 +154,8 @@ typedef enum
   X (REDUCE, "reduce") X (LABEL_SMOOTHING, "label_smoothing") \
   X (DIM0, "dim0") X (DIM1, "dim1") X (START_DIM, "start_dim") X (END_DIM, "end_dim") \
   X (NORMALIZED_SHAPE, "normalized_shape") X (EPS, "eps") X (P, "p") X (TRAINING, "training") \
-  X (OUTPUT, "output") X (APPROXIMATE, "approximate") \
+  X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
+  X (ROUNDING_MODE, "rounding_mode") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
