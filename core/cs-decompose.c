@@ -965,7 +965,8 @@ alpha_is_one (const CsValue *alpha)
 static CsValue *
 b_add_sub (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId prim, GError **error)
 {
-  CsValue *a = sarg (s, 0, NULL), *b = sarg (s, 1, NULL), *alpha = sarg (s, 2, "alpha");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *b = cs_stmt_arg (s, CS_ARG_B);
+  CsValue *alpha = cs_stmt_arg (s, CS_ARG_ALPHA);
 
   if (!a || !b)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs two operands");
@@ -1025,7 +1026,7 @@ clang_where (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *pred, CsValue *a,
 static CsValue *
 b_gelu (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *approx = sarg (s, 99, "approximate");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *approx = cs_stmt_arg (s, CS_ARG_APPROXIMATE);
   const char *mode = (approx && approx->kind == CS_VALUE_STRING) ? approx->u.s : "none";
   CsValue *t, *u;
 
@@ -1097,7 +1098,8 @@ b_softplus (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *dim = sarg (s, 1, "dim"), *dt = sarg (s, 2, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *dim = cs_stmt_arg (s, CS_ARG_DIM);
+  CsValue *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsProxy *ta = tensor_of (a);
   CsDtype rd, cd;
   CsValue *x, *m, *e, *sm;
@@ -1166,7 +1168,8 @@ logsumexp (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *a, CsValue *dim, gb
 static CsValue *
 b_log_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *dim = sarg (s, 1, "dim"), *dt = sarg (s, 2, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *dim = cs_stmt_arg (s, CS_ARG_DIM);
+  CsValue *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsProxy *ta = tensor_of (a);
   CsDtype rd;
   CsValue *x, *l;
@@ -1195,9 +1198,9 @@ b_log_softmax (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_logsumexp (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *kd = sarg (s, 2, "keepdim");
+  CsValue *kd = cs_stmt_arg (s, CS_ARG_KEEPDIM);
 
-  return logsumexp (dx, s, out, sarg (s, 0, "a"), sarg (s, 1, "dim"),
+  return logsumexp (dx, s, out, cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_DIM),
                     kd && kd->kind == CS_VALUE_BOOL && kd->u.b, error);
 }
 
@@ -1439,7 +1442,7 @@ clang_unsqueeze (Dx *dx, const CsStmt *s, GPtrArray *out, CsValue *a, int64_t di
 static CsValue *
 b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *key = sarg (s, 1, "key");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *key = cs_stmt_arg (s, CS_ARG_KEY);
   CsProxy *ta = tensor_of (a);
   const CsValue *items[CS_MAX_DIMS * 2];
   const CsValue *k2[CS_MAX_DIMS * 2];
@@ -1566,7 +1569,7 @@ b_getitem (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_cat (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *ts = sarg (s, 0, "tensors"), *dim = sarg (s, 1, "dim");
+  CsValue *ts = cs_stmt_arg (s, CS_ARG_TENSORS), *dim = cs_stmt_arg (s, CS_ARG_DIM);
   CsValue *items[256];
   guint n;
   Args al = { 0 };
@@ -1618,7 +1621,7 @@ slice_in_dim (Dx *dx, GPtrArray *out, CsValue *a, int64_t start, int64_t stop, g
 static CsValue *
 b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *sz = sarg (s, 1, "size_or_sections");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *sz = cs_stmt_arg (s, CS_ARG_SIZE_OR_SECTIONS);
   CsProxy *ta = tensor_of (a);
   int64_t dim = 0, size, secs[256];
   guint d, n = 0;
@@ -1627,7 +1630,7 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (!ta || !sz)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and sizes");
-  if (sarg (s, 2, "dim") && !int_of (sarg (s, 2, "dim"), &dim))
+  if (cs_stmt_arg (s, CS_ARG_DIM) && !int_of (cs_stmt_arg (s, CS_ARG_DIM), &dim))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dim must be an int");
   if (!cs_meta_canonicalize_dim (ta->rank, dim, &d) || ta->rank == 0)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "bad dim");
@@ -1669,7 +1672,7 @@ b_split (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_matmul (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *b = sarg (s, 1, "b");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *b = cs_stmt_arg (s, CS_ARG_B);
   CsProxy *ta = tensor_of (a), *tb = tensor_of (b);
   CsValue *ops[2];
 
@@ -1729,8 +1732,9 @@ b_matmul (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 2, "weight"), *b = sarg (s, 3, "bias");
-  CsValue *eps = sarg (s, 4, "eps");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *b = cs_stmt_arg (s, CS_ARG_BIAS);
+  CsValue *eps = cs_stmt_arg (s, CS_ARG_EPS);
   CsProxy *ta = tensor_of (a);
   int64_t ns[CS_MAX_DIMS];
   guint nn = 0;
@@ -1742,7 +1746,7 @@ b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     nn = tensor_of (w)->rank;
   else if (tensor_of (b))
     nn = tensor_of (b)->rank;
-  else if (!cs_value_get_int_seq (sarg (s, 1, "normalized_shape"), ns, CS_MAX_DIMS, &nn))
+  else if (!cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_NORMALIZED_SHAPE), ns, CS_MAX_DIMS, &nn))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape must be ints");
   if (nn == 0 || nn > ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape does not fit the input");
@@ -1780,7 +1784,8 @@ b_layer_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 2, "weight"), *eps = sarg (s, 3, "eps");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *eps = cs_stmt_arg (s, CS_ARG_EPS);
   CsProxy *ta = tensor_of (a);
   int64_t ns[CS_MAX_DIMS];
   guint nn = 0;
@@ -1789,7 +1794,7 @@ b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
   if (!ta)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
-  if (!cs_value_get_int_seq (sarg (s, 1, "normalized_shape"), ns, CS_MAX_DIMS, &nn) || nn == 0 || nn > ta->rank)
+  if (!cs_value_get_int_seq (cs_stmt_arg (s, CS_ARG_NORMALIZED_SHAPE), ns, CS_MAX_DIMS, &nn) || nn == 0 || nn > ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "normalized_shape does not fit the input");
   in_dt = ta->dtype;
   x = a;
@@ -1827,8 +1832,8 @@ b_rms_norm (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *w = sarg (s, 1, "weight");
-  CsValue *pad = sarg (s, 2, "padding_idx"), *maxn = sarg (s, 3, "max_norm");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *pad = cs_stmt_arg (s, CS_ARG_PADDING_IDX), *maxn = cs_stmt_arg (s, CS_ARG_MAX_NORM);
   CsProxy *ta = tensor_of (a), *tw = tensor_of (w);
   Args al = { 0 };
   CsValue *flat, *r;
@@ -1875,7 +1880,8 @@ b_embedding (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_dropout (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *pv = sarg (s, 1, "p"), *tr = sarg (s, 2, "training");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *pv = cs_stmt_arg (s, CS_ARG_P);
+  CsValue *tr = cs_stmt_arg (s, CS_ARG_TRAINING);
   CsProxy *ta = tensor_of (a);
   double p = 0.5;
   CsPyType pt;
@@ -1933,8 +1939,9 @@ b_uniform_like (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *sv = sarg (s, 0, "start"), *ev = sarg (s, 1, "end"), *stv = sarg (s, 2, "step");
-  CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+  CsValue *sv = cs_stmt_arg (s, CS_ARG_START), *ev = cs_stmt_arg (s, CS_ARG_END);
+  CsValue *stv = cs_stmt_arg (s, CS_ARG_STEP);
+  CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE), *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   int64_t start = 0, end, step = 1, len;
   CsDtype d = CS_DTYPE_I64;
   CsDevice dev = { CS_DEVICE_CUDA, 0 };
@@ -1970,7 +1977,8 @@ b_arange (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_tril (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *diag = sarg (s, 1, "diagonal"), *fill = sarg (s, 99, "fill_value");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *diag = cs_stmt_arg (s, CS_ARG_DIAGONAL);
+  CsValue *fill = cs_stmt_arg (s, CS_ARG_FILL_VALUE);
   CsProxy *ta = tensor_of (a);
   CsValue *rows, *cols, *mask;
   Args al = { 0 };
@@ -2109,12 +2117,12 @@ static CsValue *
 b_nll_loss (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
   int64_t ii = -1;
-  CsValue *iv = sarg (s, 3, "ignore_index");
+  CsValue *iv = cs_stmt_arg (s, CS_ARG_IGNORE_INDEX);
 
   if (!is_none (iv) && !int_of (iv, &ii))
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "ignore_index must be an int");
-  return nll_loss (dx, s, out, sarg (s, 0, "a"), sarg (s, 1, "target"), sarg (s, 2, "weight"), ii,
-                   str_arg (sarg (s, 4, "reduction"), "mean"), error);
+  return nll_loss (dx, s, out, cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_TARGET),
+                   cs_stmt_arg (s, CS_ARG_WEIGHT), ii, str_arg (cs_stmt_arg (s, CS_ARG_REDUCTION), "mean"), error);
 }
 
 /* log_softmax_backward(g, output, dim, dtype) (thunder/torch/__init__.py):
@@ -2122,8 +2130,8 @@ b_nll_loss (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_log_softmax_backward (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *g = sarg (s, 0, "g"), *o = sarg (s, 1, "output"), *dim = sarg (s, 2, "dim");
-  CsValue *dv = sarg (s, 3, "dtype");
+  CsValue *g = cs_stmt_arg (s, CS_ARG_G), *o = cs_stmt_arg (s, CS_ARG_OUTPUT);
+  CsValue *dim = cs_stmt_arg (s, CS_ARG_DIM), *dv = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsValue *e, *sg, *m, *r;
   CsDtype d;
 
@@ -2144,8 +2152,9 @@ b_log_softmax_backward (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *t = sarg (s, 1, "target"), *w = sarg (s, 2, "weight");
-  CsValue *iv = sarg (s, 4, "ignore_index"), *ls = sarg (s, 7, "label_smoothing");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *t = cs_stmt_arg (s, CS_ARG_TARGET);
+  CsValue *w = cs_stmt_arg (s, CS_ARG_WEIGHT);
+  CsValue *iv = cs_stmt_arg (s, CS_ARG_IGNORE_INDEX), *ls = cs_stmt_arg (s, CS_ARG_LABEL_SMOOTHING);
   CsProxy *ta = tensor_of (a), *tt = tensor_of (t);
   CsPyType pt;
   double lsv = 0;
@@ -2171,7 +2180,7 @@ b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
   ap (&al, t);
   ap (&al, is_none (w) ? vnone (dx) : w);
   ap (&al, vint (dx, ii));
-  ap (&al, cs_value_new_string (arena (dx), str_arg (sarg (s, 6, "reduction"), "mean")));
+  ap (&al, cs_value_new_string (arena (dx), str_arg (cs_stmt_arg (s, CS_ARG_REDUCTION), "mean")));
   return call_ltorch (dx, out, "ltorch.nll_loss", &al, error);
 }
 
@@ -2179,9 +2188,10 @@ b_cross_entropy (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_sdpa (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *q = sarg (s, 0, "query"), *k = sarg (s, 1, "key"), *v = sarg (s, 2, "value");
-  CsValue *mask = sarg (s, 3, "attn_mask"), *dp = sarg (s, 4, "dropout_p");
-  CsValue *causal = sarg (s, 5, "is_causal"), *sc = sarg (s, 99, "scale");
+  CsValue *q = cs_stmt_arg (s, CS_ARG_QUERY), *k = cs_stmt_arg (s, CS_ARG_KEY);
+  CsValue *v = cs_stmt_arg (s, CS_ARG_VALUE);
+  CsValue *mask = cs_stmt_arg (s, CS_ARG_ATTN_MASK), *dp = cs_stmt_arg (s, CS_ARG_DROPOUT_P);
+  CsValue *causal = cs_stmt_arg (s, CS_ARG_IS_CAUSAL), *sc = cs_stmt_arg (s, CS_ARG_SCALE);
   CsProxy *tq = tensor_of (q);
   double scale;
   CsPyType pt;
@@ -2258,13 +2268,13 @@ b_sdpa (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_take_along_dim (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *idx = sarg (s, 1, "indices");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *idx = cs_stmt_arg (s, CS_ARG_INDICES);
   CsProxy *ta = tensor_of (a), *ti = tensor_of (idx);
   int64_t dim;
   guint d;
   Args al = { 0 };
 
-  if (!ta || !ti || !int_of (sarg (s, 2, "dim"), &dim) || !cs_meta_canonicalize_dim (ta->rank, dim, &d)
+  if (!ta || !ti || !int_of (cs_stmt_arg (s, CS_ARG_DIM), &dim) || !cs_meta_canonicalize_dim (ta->rank, dim, &d)
       || ti->rank != ta->rank)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor, same-rank indices and a dim");
   {
@@ -2368,7 +2378,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       return b_add_sub (dx, s, out, CS_OP_PRIM_SUB, error);
     case CS_OP_LTORCH_DIV:
       {
-        CsValue *rm = sarg (s, 99, "rounding_mode");
+        CsValue *rm = cs_stmt_arg (s, CS_ARG_ROUNDING_MODE);
         Args al = { 0 };
 
         if (!is_none (rm))
@@ -2402,7 +2412,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       return clang_where (dx, s, out, sarg (s, 0, NULL), sarg (s, 1, NULL), sarg (s, 2, NULL), error);
     case CS_OP_LTORCH_LINEAR:
       {
-        CsValue *ops[3] = { sarg (s, 0, "a"), sarg (s, 1, "w"), sarg (s, 2, "bias") };
+        CsValue *ops[3] = { cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_W),
+                            cs_stmt_arg (s, CS_ARG_BIAS) };
 
         if (!ops[0] || !ops[1])
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs an input and a weight");
@@ -2447,7 +2458,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         int64_t d0, d1, perm[CS_MAX_DIMS];
         guint c0, c1;
 
-        if (!ta || !int_of (sarg (s, 1, "dim0"), &d0) || !int_of (sarg (s, 2, "dim1"), &d1)
+        if (!ta || !int_of (cs_stmt_arg (s, CS_ARG_DIM0), &d0) || !int_of (cs_stmt_arg (s, CS_ARG_DIM1), &d1)
             || !cs_meta_canonicalize_dim (ta->rank, d0, &c0) || !cs_meta_canonicalize_dim (ta->rank, d1, &c1))
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor and two dims");
         for (guint i = 0; i < ta->rank; i++)
@@ -2485,14 +2496,14 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       {
         int64_t d;
 
-        if (!int_of (sarg (s, 1, "dim"), &d))
+        if (!int_of (cs_stmt_arg (s, CS_ARG_DIM), &d))
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "dim must be an int");
         return clang_unsqueeze (dx, s, out, a, d, error);
       }
     case CS_OP_LTORCH_SQUEEZE:
       {
         CsProxy *ta = tensor_of (a);
-        CsValue *dv = sarg (s, 1, "dim");
+        CsValue *dv = cs_stmt_arg (s, CS_ARG_DIM);
         int64_t dims[CS_MAX_DIMS], keep[CS_MAX_DIMS];
         guint n = 0, nk = 0;
         Args al = { 0 };
@@ -2547,7 +2558,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     case CS_OP_LTORCH_CONTIGUOUS:
       {
         /* default contiguous_format: clang.stride_order(a) with the row-major order */
-        CsValue *mf = sarg (s, 99, "memory_format");
+        CsValue *mf = cs_stmt_arg (s, CS_ARG_MEMORY_FORMAT);
         CsProxy *ta = tensor_of (a);
         int64_t order[CS_MAX_DIMS];
         Args al = { 0 };
@@ -2584,7 +2595,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
     case CS_OP_LTORCH_TYPE_AS:
       {
         /* to(a, b.true_dtype, device=b.device) */
-        CsProxy *tb = tensor_of (sarg (s, 1, "b"));
+        CsProxy *tb = tensor_of (cs_stmt_arg (s, CS_ARG_B));
         Args al = { 0 };
 
         if (!tensor_of (a) || !tb)
@@ -2604,9 +2615,9 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         CsProxy *ta = tensor_of (a);
         int64_t sd = 0, ed = -1, shape[CS_MAX_DIMS];
         guint cs, ce, r = 0;
+        CsValue *sdv = cs_stmt_arg (s, CS_ARG_START_DIM), *edv = cs_stmt_arg (s, CS_ARG_END_DIM);
 
-        if (!ta || (sarg (s, 1, "start_dim") && !int_of (sarg (s, 1, "start_dim"), &sd))
-            || (sarg (s, 2, "end_dim") && !int_of (sarg (s, 2, "end_dim"), &ed))
+        if (!ta || (sdv && !int_of (sdv, &sd)) || (edv && !int_of (edv, &ed))
             || !cs_meta_canonicalize_dim (ta->rank, sd, &cs) || !cs_meta_canonicalize_dim (ta->rank, ed, &ce)
             || ce < cs)
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a tensor and start_dim <= end_dim");
@@ -2625,7 +2636,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
       {
         /* where(mask, value, a), a number value taking a's Python type when promotion would
          * otherwise pick the value's type */
-        CsValue *mask = sarg (s, 1, "mask"), *val = sarg (s, 2, "value");
+        CsValue *mask = cs_stmt_arg (s, CS_ARG_MASK), *val = cs_stmt_arg (s, CS_ARG_VALUE);
         CsProxy *ta = tensor_of (a);
         CsPyType pt;
         double v;
@@ -2657,7 +2668,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         if (!cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
           return NULL;
         ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
-        ap (&al, sarg (s, 1, "fill_value"));
+        ap (&al, cs_stmt_arg (s, CS_ARG_FILL_VALUE));
         ak (&al, "device", vdevice (dx, &mt[0].device));
         ak (&al, "dtype", vdtype (dx, mt[0].dtype, FALSE));
         return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
@@ -2690,15 +2701,15 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         if (!ta || !cs_meta_compute (dx->trace, s, mt, 1, &nm, error))
           return ta ? NULL : dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");
         ap (&al, vints (dx, CS_VALUE_TUPLE, mt[0].shape, mt[0].rank));
-        ap (&al, sarg (s, 1, "fill_value"));
+        ap (&al, cs_stmt_arg (s, CS_ARG_FILL_VALUE));
         ak (&al, "device", vdevice (dx, &mt[0].device));
-        ak (&al, "dtype", vdtype (dx, mt[0].dtype, ta->rank == 0 && is_none (sarg (s, 99, "dtype"))));
+        ak (&al, "dtype", vdtype (dx, mt[0].dtype, ta->rank == 0 && is_none (cs_stmt_arg (s, CS_ARG_DTYPE))));
         return emit (dx, out, CS_OP_PRIM_FULL, &al, error);
       }
     case CS_OP_LTORCH_ZEROS_LIKE:
     case CS_OP_LTORCH_ONES_LIKE:
       {
-        CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+        CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE), *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
         Args al = { 0 };
 
         ap (&al, a);

@@ -5,6 +5,17 @@
 
 #include <stdlib.h>
 
+/* The op whose schema @stmt's arguments follow: its own entry's when that declares one (an
+ * alias with a signature of its own: ltorch.softmax passes dtype by position, the
+ * ltorch._softmax it aliases takes it keyword-only), else the entry it implements. */
+static const CsOp *
+schema_op (const CsStmt *stmt)
+{
+  const CsOp *op = stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : "");
+
+  return op->n_args > 0 ? op : cs_op_semantic (op);
+}
+
 /** cs_stmt_arg: see cs-ops-args.h. */
 CsValue *
 cs_stmt_arg (const CsStmt *stmt, CsArgName name)
@@ -13,7 +24,7 @@ cs_stmt_arg (const CsStmt *stmt, CsArgName name)
   guint pos;
 
   g_return_val_if_fail (stmt != NULL, NULL);
-  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  op = schema_op (stmt);
   if (cs_op_find_arg (op, name, &pos) == NULL)
     {
       g_critical ("cs_stmt_arg: %s has no argument '%s' in its schema", op->name, cs_arg_name (name));
@@ -32,7 +43,7 @@ cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)
   char *end;
 
   g_return_val_if_fail (stmt != NULL && out != NULL, FALSE);
-  op = cs_op_semantic (stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : ""));
+  op = schema_op (stmt);
   a = cs_op_find_arg (op, name, NULL);
   g_return_val_if_fail (a != NULL, FALSE);
   v = cs_stmt_arg (stmt, name);

@@ -12,7 +12,8 @@ G_BEGIN_DECLS
  * cs_stmt_arg:
  * @stmt: a call statement
  * @name: an argument of the schema of @stmt's semantic op (executor names read the schema of
- *   the op they implement: torch_broadcast_in_dim_prim_impl reads prims.broadcast_in_dim's)
+ *   the op they implement: torch_broadcast_in_dim_prim_impl reads prims.broadcast_in_dim's;
+ *   an alias with a schema of its own reads that: ltorch.softmax's, not ltorch._softmax's)
  *
  * Reads an argument through the op's schema: by its position, or by its keyword.  Asking for
  * an argument the schema does not declare is a programming error (g_critical, NULL).

@@ -152,6 +152,10 @@ typedef enum
   X (INPLACE, "inplace") X (SIZE_OR_SECTIONS, "size_or_sections") X (MASK, "mask") \
   X (DIAGONAL, "diagonal") X (MEMORY_FORMAT, "memory_format") X (SIZE_AVERAGE, "size_average") \
   X (REDUCE, "reduce") X (LABEL_SMOOTHING, "label_smoothing") \
+  X (DIM0, "dim0") X (DIM1, "dim1") X (START_DIM, "start_dim") X (END_DIM, "end_dim") \
+  X (NORMALIZED_SHAPE, "normalized_shape") X (EPS, "eps") X (P, "p") X (TRAINING, "training") \
+  X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
+  X (ROUNDING_MODE, "rounding_mode") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
