@@ -1625,6 +1625,7 @@ plan_arena (CsCudaProgram *p)
   g_autoptr(GArray) placed = g_array_new (FALSE, FALSE, sizeof (Placed));
   gsize total = 0;
   gint n = (gint) p->steps->len;
+  gboolean spread = graph_streams () > 1;   /* the graph will use several streams */
 
   for (guint i = 0; i < p->buffers->len; i++)
     {
@@ -1645,7 +1646,7 @@ plan_arena (CsCudaProgram *p)
       CsCudaBuffer *b = &g_array_index (p->buffers, CsCudaBuffer, i);
       gsize size = (b->size_bytes + CS_CUDA_ALIGN - 1) / CS_CUDA_ALIGN * CS_CUDA_ALIGN;
       gsize off = 0;
-      gint gap = size < CS_CUDA_LEND_GAP_BYTES && graph_streams () > 1 ? CS_CUDA_LEND_GAP : 0;
+      gint gap = size < CS_CUDA_LEND_GAP_BYTES && spread ? CS_CUDA_LEND_GAP : 0;
       guint at;
       Placed me;
 

@@ -104,7 +104,7 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
 {
   guint n = p->steps->len, nb = p->buffers->len, ne = 0, nc;
   g_autofree gsize *edges = g_new (gsize, 2 * (gsize) nb + 1);
-  g_autofree gint *writer = NULL, *reader = NULL, *clock = NULL, *depth = NULL;
+  g_autofree gint *writer = NULL, *reader = NULL, *clock = NULL;
   gint tail[CS_CUDA_MAX_STREAMS];
   gint known[CS_CUDA_MAX_STREAMS][CS_CUDA_MAX_STREAMS];   /* known[a][s]: latest step of s that a waits for */
   guint used = 0, longest = 0;
@@ -132,7 +132,6 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
   for (guint c = 0; c < (gsize) (nc + 1) * CS_CUDA_MAX_STREAMS; c++)
     reader[c] = -1;
   clock = g_new (gint, (gsize) MAX (n, 1) * CS_CUDA_MAX_STREAMS);
-  depth = g_new0 (gint, MAX (n, 1));
   for (guint s = 0; s < CS_CUDA_MAX_STREAMS; s++)
     {
       tail[s] = -1;
@@ -194,12 +193,12 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
       st->stream = (guint) chosen;
       st->n_waits = 0;
       if (tail[chosen] >= 0)
-        d = depth[tail[chosen]];
+        d = (gint) ((CsCudaStep *) g_ptr_array_index (p->steps, tail[chosen]))->depth;
       for (guint s = 0; s < n_streams; s++)
         {
           if (s == (guint) chosen || dep[s] < 0)
             continue;
-          d = MAX (d, depth[dep[s]]);
+          d = MAX (d, (gint) ((CsCudaStep *) g_ptr_array_index (p->steps, dep[s]))->depth);
           if (dep[s] <= known[chosen][s])
             continue;
           CsCudaStep *ds = g_ptr_array_index (p->steps, dep[s]);
@@ -211,9 +210,8 @@ cs_cuda_program_schedule (CsCudaProgram *p, guint n_streams)
             known[chosen][t] = MAX (known[chosen][t], clock[(gsize) dep[s] * CS_CUDA_MAX_STREAMS + t]);
           known[chosen][s] = MAX (known[chosen][s], dep[s]);
         }
-      depth[j] = d + 1;
-      st->depth = (guint) depth[j];
-      longest = MAX (longest, (guint) depth[j]);
+      st->depth = (guint) d + 1;
+      longest = MAX (longest, st->depth);
       tail[chosen] = (gint) j;
       known[chosen][chosen] = (gint) j;
       for (guint t = 0; t < CS_CUDA_MAX_STREAMS; t++)
