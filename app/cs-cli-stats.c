@@ -215,6 +215,12 @@ entry_members (JsonBuilder *b, const CsStatsEntry *e, gboolean region)
   json_builder_add_int_value (b, e->n_matmuls);
   json_builder_set_member_name (b, "tensor_core_matmuls");
   json_builder_add_int_value (b, e->n_tensor_core_matmuls);
+  if (e->n_attention > 0)
+    {
+      /* only where there is one, so the output of traces without attention is unchanged */
+      json_builder_set_member_name (b, "attention");
+      json_builder_add_int_value (b, e->n_attention);
+    }
   json_builder_set_member_name (b, "flops");
   json_builder_add_double_value (b, e->flops);
   json_builder_set_member_name (b, "bytes");
@@ -678,12 +684,15 @@ print_trace_text (const char *label, const CsTrace *t, const CsStatsOptions *opt
     g_autofree char *flops = cs_format_flops (e->flops);
     g_autofree char *bytes = cs_format_size (e->bytes_read + e->bytes_written);
 
+    g_autofree char *attn = e->n_attention > 0
+                            ? g_strdup_printf (", %u fused attention", e->n_attention)
+                            : g_strdup ("");
     printf ("%s (%s): %u statement%s, %u region%s, %u cast%s (%u up, %u down), %u matmul%s "
-            "(%u tensor-core), %s, %s, est %s on H200\n",
+            "(%u tensor-core)%s, %s, %s, est %s on H200\n",
             label, t->name ? t->name : "?", e->n_statements, PLURAL (e->n_statements),
             e->n_regions, PLURAL (e->n_regions), e->n_casts, PLURAL (e->n_casts), e->n_upcasts,
             e->n_downcasts, e->n_matmuls, PLURAL (e->n_matmuls), e->n_tensor_core_matmuls,
-            flops, bytes, est);
+            attn, flops, bytes, est);
   }
   printf ("  by executor:");
   {
@@ -886,6 +895,9 @@ cs_cli_cmd_stats (int argc, char **argv)
     g_autofree char *pol = cs_policy_to_string (cs_pipeline_get_policy (pl));
     printf ("policy: %s%s\n", pol, cs_pipeline_input_was_final (pl) ? " (input already final: "
                                                                        "no pass ran)" : "");
+    if (cs_pipeline_attention_claimed_nothing (pl))
+      printf ("attention=fused claimed nothing: no softmax(q @ k^T * scale) @ v pattern and no "
+              "scaled_dot_product_attention call in this trace\n");
     if (cs_cli_inductor_path () != NULL)
       printf ("fusion: Inductor's kernels from %s (the policy's fusion knobs do not apply)\n",
               cs_cli_inductor_path ());

@@ -787,6 +787,30 @@ cs_pipeline_input_was_final (CsPipeline *pipeline)
   return pipeline->input_final;
 }
 
+static gboolean
+holds_attention (const CsStmt *s)
+{
+  if (s->kind == CS_STMT_CALL && s->op != NULL
+      && cs_op_semantic (s->op)->category == CS_OP_CAT_ATTENTION)
+    return TRUE;
+  for (guint j = 0; j < s->n_subs; j++)
+    if (holds_attention (s->subs[j]))
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
+cs_pipeline_attention_claimed_nothing (CsPipeline *pipeline)
+{
+  g_return_val_if_fail (pipeline != NULL, FALSE);
+  if (pipeline->policy.attention != CS_ATTENTION_FUSED || pipeline->forward == NULL)
+    return FALSE;
+  for (guint i = 0; i < pipeline->forward->n_stmts; i++)
+    if (holds_attention (pipeline->forward->stmts[i]))
+      return FALSE;
+  return TRUE;
+}
+
 gint64
 cs_pipeline_pass_time_ns (CsPipeline *pipeline, guint i)
 {

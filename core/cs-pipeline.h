@@ -156,6 +156,15 @@ CsTrace     *cs_pipeline_get_joint    (CsPipeline        *pipeline);
 const CsPolicy *cs_pipeline_get_policy (CsPipeline       *pipeline);
 /** TRUE when the input was already final and no pass ran. */
 gboolean     cs_pipeline_input_was_final (CsPipeline     *pipeline);
+/**
+ * cs_pipeline_attention_claimed_nothing:
+ * @pipeline: a pipeline
+ *
+ * TRUE when the policy asked for attention=fused and the final forward holds no fused
+ * attention: castscope's claim (cs_attention_claim_trace()) matched no pattern and the trace
+ * had no scaled_dot_product_attention call of its own, so the policy changed nothing.
+ */
+gboolean     cs_pipeline_attention_claimed_nothing (CsPipeline *pipeline);
 /** Wall time of pass @i in nanoseconds (0 for "initial"). */
 gint64       cs_pipeline_pass_time_ns (CsPipeline        *pipeline,
                                        guint              i);

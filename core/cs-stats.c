@@ -85,13 +85,50 @@ matmul_is_tensor_core (const CsStmt *s)
   return ok;
 }
 
+/* The FLOPs of a scaled-dot-product attention call, as torch.utils.flop_counter counts
+ * them (sdpa_flop_count, sdpa_backward_flop_count): query [..., L, E], key [..., S, E],
+ * value [..., S, Ev] with the leading dims B; the forward is the two batched matmuls
+ * 2*B*L*S*E + 2*B*L*S*Ev, the backward (a call with a grad_out argument) the five of the
+ * recomputed scores and the gradients, 2*B*L*S*(3E + 2Ev).  A causal mask does not halve the
+ * count (neither does PyTorch's).  Returns -1 when an operand is not a ranked tensor of known
+ * shape. */
+static double
+attention_flops (const CsStmt *stmt, const CsOp *sem)
+{
+  CsValue *v[3] = { cs_stmt_arg (stmt, CS_ARG_QUERY), cs_stmt_arg (stmt, CS_ARG_KEY),
+                    cs_stmt_arg (stmt, CS_ARG_VALUE) };
+  const CsProxy *q, *k, *val;
+  double b, l, s, e, ev;
+  gboolean backward = cs_op_find_arg (sem, CS_ARG_GRAD_OUT, NULL) != NULL
+                      || cs_op_find_arg (sem, CS_ARG_GRAD_OUT_, NULL) != NULL;
+
+  for (int i = 0; i < 3; i++)
+    if (v[i] == NULL || v[i]->kind != CS_VALUE_PROXY || v[i]->u.proxy->kind != CS_PROXY_TENSOR
+        || v[i]->u.proxy->rank < 2)
+      return -1;
+  q = v[0]->u.proxy;
+  k = v[1]->u.proxy;
+  val = v[2]->u.proxy;
+  l = (double) q->shape[q->rank - 2];
+  e = (double) q->shape[q->rank - 1];
+  s = (double) k->shape[k->rank - 2];
+  ev = (double) val->shape[val->rank - 1];
+  if (l <= 0 || e <= 0 || s <= 0 || ev <= 0)
+    return -1;
+  b = proxy_numel (q) / (l * e);
+  return backward ? 2.0 * b * l * s * (3.0 * e + 2.0 * ev) : 2.0 * b * l * s * (e + ev);
+}
+
 /**
  * cs_stats_stmt_flops:
  * @stmt: a statement
  *
  * matmul: 2 * numel(out) * K with K = the last dim of the first operand; linear the same
- * (plus numel(out) for a bias); every other call: numel of its largest tensor input or output
- * (one operation per element); bookkeeping, shape ops and casts-free calls of no tensor: 0.
+ * (plus numel(out) for a bias); scaled-dot-product attention (every op of the attention
+ * category, forward and backward): its batched matmuls as torch.utils.flop_counter counts them
+ * (2*B*L*S*(E + Ev) forward, 2*B*L*S*(3E + 2Ev) backward, no causal halving); every other
+ * call: numel of its largest tensor input or output (one operation per element); bookkeeping,
+ * shape ops and casts-free calls of no tensor: 0.
  * Returns: FLOP count
  */
 double
@@ -121,6 +158,12 @@ cs_stats_stmt_flops (const CsStmt *stmt)
         return 0;
       return 2.0 * proxy_numel (o) * k
              + ((bias && bias->kind == CS_VALUE_PROXY) ? proxy_numel (o) : 0);
+    }
+  if (sem->category == CS_OP_CAT_ATTENTION)
+    {
+      double f = attention_flops (stmt, sem);
+      if (f >= 0)
+        return f;
     }
   ps = g_ptr_array_new ();
   _cs_stmt_reads (stmt, ps);
@@ -161,6 +204,16 @@ add_prims (CsStatsEntry *e, GPtrArray *flat)
           e->n_matmuls++;
           if (tc)
             e->n_tensor_core_matmuls++;
+          secs += f / (tc ? CS_STATS_TC_FLOPS_PER_S : CS_STATS_F32_FLOPS_PER_S);
+        }
+      else if (p->kind == CS_STMT_CALL && p->op != NULL
+               && cs_op_semantic (p->op)->category == CS_OP_CAT_ATTENTION)
+        {
+          /* a fused attention runs its matmuls on tensor cores for bf16/f16 operands */
+          CsValue *q = cs_stmt_arg (p, CS_ARG_QUERY);
+          gboolean tc = q != NULL && q->kind == CS_VALUE_PROXY
+                        && (q->u.proxy->dtype == CS_DTYPE_BF16 || q->u.proxy->dtype == CS_DTYPE_F16);
+          e->n_attention++;
           secs += f / (tc ? CS_STATS_TC_FLOPS_PER_S : CS_STATS_F32_FLOPS_PER_S);
         }
       else
@@ -317,6 +370,7 @@ cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts)
       st->total.n_downcasts += e.n_downcasts;
       st->total.n_matmuls += e.n_matmuls;
       st->total.n_tensor_core_matmuls += e.n_tensor_core_matmuls;
+      st->total.n_attention += e.n_attention;
       st->total.flops += e.flops;
       st->total.bytes_read += e.bytes_read;
       st->total.bytes_written += e.bytes_written;

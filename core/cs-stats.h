@@ -30,7 +30,9 @@ typedef struct
   guint       n_regions;          /* fusion regions (0 for a region entry) */
   guint       n_matmuls;          /* prims.matmul / prims.linear (and their wrappers) */
   guint       n_tensor_core_matmuls; /* of which with bf16/f16 operands */
-  double      flops;              /* FLOP: 2*M*N*K per matmul, 1 per output element otherwise */
+  guint       n_attention;        /* fused scaled-dot-product attention calls, fwd and bwd */
+  double      flops;              /* FLOP: 2*M*N*K per matmul, the batched matmuls of an
+                                     attention call, 1 per output element otherwise */
   double      bytes_read;         /* bytes read from memory (region inputs; views count 0) */
   double      bytes_written;      /* bytes written (region outputs) */
   double      est_ms;             /* roofline estimate on an H200, milliseconds */

@@ -339,6 +339,20 @@ has_pass (CsPipeline *pl, const char *name)
   return FALSE;
 }
 
+/* The FLOPs of the prims.matmul calls in @s and its subsymbols (the innermost level). */
+static double
+matmul_flops (const CsStmt *s)
+{
+  double f = 0;
+
+  if (s->n_subs == 0)
+    return (s->kind == CS_STMT_CALL && s->op != NULL
+            && cs_op_semantic (s->op)->id == CS_OP_PRIM_MATMUL) ? cs_stats_stmt_flops (s) : 0;
+  for (guint j = 0; j < s->n_subs; j++)
+    f += matmul_flops (s->subs[j]);
+  return f;
+}
+
 /* attention=fused: the sdpa executor's flash statements, one forward and one backward, and no
  * matmul left; attention=pattern: no claim-attention pass, 2 forward matmuls. */
 static void
@@ -352,6 +366,17 @@ test_pipeline (void)
   const CsStmt *fs;
 
   g_assert_true (has_pass (fused, "claim-attention"));
+  g_assert_false (cs_pipeline_attention_claimed_nothing (fused));
+  g_assert_false (cs_pipeline_attention_claimed_nothing (pattern));
+  {
+    /* a matmul and no softmax: nothing to claim, and the pipeline says so */
+    g_autofree char *seed = sample_text ("seed_foo.txt");
+    g_autoptr(CsTrace) st = parse_text (seed);
+    g_autoptr(CsPipeline) none = run_policy (st, "fused");
+
+    g_assert_false (has_pass (none, "claim-attention"));
+    g_assert_true (cs_pipeline_attention_claimed_nothing (none));
+  }
   g_assert_false (has_pass (pattern, "claim-attention"));
   g_assert_nonnull (b);
   fs = find_call (f, CS_OP_EX_SDPAFX_GRAD_FORWARD_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION);
@@ -368,6 +393,24 @@ test_pipeline (void)
     g_assert_cmpuint (pf->by_executor[CS_EXECUTOR_SDPA], ==, 0);
     g_assert_cmpuint (sf->total.n_matmuls, ==, 0);
     g_assert_cmpuint (pf->total.n_matmuls, ==, 2);
+    /* torch.utils.flop_counter's sdpa counts, q/k/v [2, 4, 32, 16]: B = 8, L = S = 32,
+     * E = Ev = 16; forward 2*B*L*S*(E + Ev) = 524288, the pattern's two matmuls' FLOPs;
+     * backward 2*B*L*S*(3E + 2Ev) = 1310720 (the scores recomputed and four gradient
+     * matmuls) */
+    g_assert_cmpfloat (cs_stats_stmt_flops (fs), ==, 524288.0);
+    g_assert_cmpfloat (cs_stats_stmt_flops (find_call (b, CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD)),
+                       ==, 1310720.0);
+    g_assert_cmpuint (sf->total.n_attention, ==, 1);
+    g_assert_cmpuint (sb->total.n_attention, ==, 1);
+    g_assert_cmpuint (pf->total.n_attention, ==, 0);
+    {
+      CsTrace *pt = cs_pipeline_get_forward (pattern);
+      double mm = 0;
+
+      for (guint i = 0; i < pt->n_stmts; i++)
+        mm += matmul_flops (pt->stmts[i]);
+      g_assert_cmpfloat (mm, ==, 524288.0);
+    }
   }
 }
 
