@@ -334,6 +334,11 @@ cs_analysis_new_for_list (CsTraceList *list, const CsPolicy *policy, GError **er
         }
     }
 
+  if (self->forward_pipeline != NULL && self->warning == NULL
+      && cs_pipeline_attention_claimed_nothing (self->forward_pipeline))
+    self->warning = g_strdup ("Attention “fused” claimed nothing: this trace has no "
+                              "softmax(q @ kᵀ · scale) @ v pattern and no "
+                              "scaled_dot_product_attention call, so it runs as before.");
   if (self->forward_pipeline != NULL && cs_pipeline_input_was_final (self->forward_pipeline)
       && self->warning == NULL)
     self->warning = g_strdup ("The trace is already final (fused or split): the cast policy "

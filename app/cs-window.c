@@ -1153,6 +1153,8 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 typedef struct
 {
   guint  n_tensor_core_matmuls;
+  guint  n_attention;           /* fused scaled-dot-product attention calls */
+  guint  n_regions;             /* fusion regions of the final trace */
   double est_ms;                /* ms, the H200 roofline estimate */
 } FinalStats;
 
@@ -1191,6 +1193,8 @@ final_stats (CsWindow *self, CsTrace *trace)
         }
       fs = g_new0 (FinalStats, 1);
       fs->n_tensor_core_matmuls = s->total.n_tensor_core_matmuls;
+      fs->n_attention = s->total.n_attention;
+      fs->n_regions = s->total.n_regions;
       fs->est_ms = s->total.est_ms;
       g_hash_table_insert (self->final_stats, cs_trace_ref (trace), fs);
     }
@@ -1203,8 +1207,9 @@ final_stats (CsWindow *self, CsTrace *trace)
  * The diff bar, from what each graph marks (cs_graph_view_get_diff_stats(): the shown pass of
  * the new result against the same pass of the result before the policy change), so that its
  * numbers are the marks on the graph: casts added (green), removed (ghosts, pink), regions
- * split and merged, statements moved into or out of regions; plus tensor-core matmuls and the
- * estimated time of the two final traces.  Hidden when there is no diff.  The bar sits at the
+ * split and merged, statements moved into or out of regions; plus the regions, tensor-core
+ * matmuls, fused attention calls (when either side has one) and the estimated time of the two
+ * final traces.  Hidden when there is no diff.  The bar sits at the
  * top of the side panel, never over the graph; what the colours mean is in its "?" popover.
  */
 void
@@ -1248,8 +1253,14 @@ _cs_window_update_diff_bar (CsWindow *self)
                                 st.regions_merged, st.moved_in, st.moved_out);
       else
         g_string_append (out, "laying out…\n");
-      g_string_append_printf (out, "tensor-core matmuls %u → %u\nest. %s → %s",
-                              s0->n_tensor_core_matmuls, s1->n_tensor_core_matmuls, t0, t1);
+      g_string_append_printf (out, "regions %u → %u\ntensor-core matmuls %u → %u\n",
+                              s0->n_regions, s1->n_regions,
+                              s0->n_tensor_core_matmuls, s1->n_tensor_core_matmuls);
+      /* a fused attention runs its matmuls on tensor cores too: say where they went */
+      if (s0->n_attention > 0 || s1->n_attention > 0)
+        g_string_append_printf (out, "fused attention (tensor cores) %u → %u\n",
+                                s0->n_attention, s1->n_attention);
+      g_string_append_printf (out, "est. %s → %s", t0, t1);
     }
   /* the legend of the marks is in the "?" popover (diff_help_label) and the label's tooltip */
   g_string_prepend (out, "<b>Policy changed</b> (vs. before)");

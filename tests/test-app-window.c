@@ -3628,6 +3628,80 @@ test_analysis_inductor (void)
     }
 }
 
+/* attention=fused on the softmax attention sample: the diff bar says where the two matmuls
+ * went (one fused attention on tensor cores) and what happened to the regions; on the seed,
+ * which has nothing to claim, the info bar says the policy changed nothing. */
+static void
+test_attention_fused (Fixture *fx, gconstpointer data)
+{
+  g_autofree char *seed = seed_path ();
+  g_autofree char *dir = seed ? g_path_get_dirname (seed) : NULL;
+  g_autofree char *path = dir ? g_build_filename (dir, "attention_softmax.txt", NULL) : NULL;
+  const char *text;
+
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("data/attention_softmax.txt not found");
+      return;
+    }
+  if (!open_path (fx, path))
+    return;
+  show_family (fx->win, "forward");
+  g_action_group_change_action_state (G_ACTION_GROUP (fx->win), "policy-attention",
+                                      g_variant_new_string ("fused"));
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->diff_bar));
+  text = gtk_label_get_text (fx->win->diff_label);
+  g_test_message ("diff bar: %s", text);
+  /* forward: matmul, softmax and matmul (2 tensor-core matmuls) become one sdpa call */
+  g_assert_nonnull (strstr (text, "tensor-core matmuls 2 → 0"));
+  g_assert_nonnull (strstr (text, "fused attention (tensor cores) 0 → 1"));
+  g_assert_nonnull (strstr (text, "regions "));
+  g_assert_false (gtk_info_bar_get_revealed (fx->win->error_bar));
+
+  /* the backward sdpa call's details list all ten of its tensor inputs (grad_out, q, k, v,
+   * out, logsumexp, cum_seq_q, cum_seq_k, philox seed and offset) */
+  {
+    CsGraphView *bv = fx->win->backward_view;
+    CsTrace *bt;
+    const CsStmt *bs = NULL;
+    g_autoptr(GPtrArray) ins = g_ptr_array_new ();
+    const char *det, *in_at, *out_at;
+
+    show_family (fx->win, "backward");
+    wait_idle (fx->win);
+    bt = cs_graph_view_get_trace (bv);
+    for (guint i = 0; bt != NULL && i < bt->n_stmts; i++)
+      if (bt->stmts[i]->kind == CS_STMT_CALL && bt->stmts[i]->op != NULL
+          && bt->stmts[i]->op->id == CS_OP_EX_SDPAFX_SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION_BACKWARD)
+        bs = bt->stmts[i];
+    g_assert_nonnull (bs);
+    cs_stmt_collect_inputs (bs, ins);
+    g_assert_cmpuint (ins->len, ==, 10);
+    _cs_window_find_next (fx->win, "attention_backward", TRUE);
+    wait_idle (fx->win);
+    g_assert_cmpuint (cs_graph_view_get_selected (bv), ==, bs->id);
+    det = gtk_label_get_text (fx->win->details_label);
+    g_test_message ("details: %s", det);
+    in_at = strstr (det, "Inputs");
+    out_at = strstr (det, "Outputs");
+    g_assert_nonnull (in_at);
+    g_assert_nonnull (out_at);
+    for (guint i = 0; i < ins->len; i++)
+      {
+        g_autofree char *line = g_strdup_printf ("  %s  ", ((CsProxy *) ins->pdata[i])->name);
+        const char *at = strstr (in_at, line);
+        g_assert_true (at != NULL && at < out_at);
+      }
+  }
+
+  if (!open_seed (fx))
+    return;
+  wait_idle (fx->win);
+  g_assert_true (gtk_info_bar_get_revealed (fx->win->error_bar));
+  g_assert_nonnull (strstr (gtk_label_get_text (fx->win->error_label), "claimed nothing"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -3652,6 +3726,8 @@ main (int argc, char **argv)
 
   g_test_add_func ("/app/analysis/inductor", test_analysis_inductor);
   g_test_add ("/app/window/default-size", Fixture, NULL, fixture_setup, test_default_size,
+              fixture_teardown);
+  g_test_add ("/app/window/attention-fused", Fixture, NULL, fixture_setup, test_attention_fused,
               fixture_teardown);
   g_test_add ("/app/window/matmul-upcast", Fixture, NULL, fixture_setup, test_matmul_upcast,
               fixture_teardown);
