@@ -1694,12 +1694,7 @@ cudnn_view (CsCudaProgram *p, const Att *a, guint slot, int64_t *st)
 static double
 cudnn_min_scores (void)
 {
-  const char *env = g_getenv ("CASTSCOPE_CUDNN_MIN_SCORES");
-  guint64 v = 0;
-
-  if (env && *env && g_ascii_string_to_unsigned (env, 10, 0, G_MAXUINT64, &v, NULL))
-    return (double) v;
-  return 131072.0;
+  return (double) cs_cuda_env_uint ("CASTSCOPE_CUDNN_MIN_SCORES", 0, G_MAXUINT64, 131072);
 }
 
 /* The attention of @a through cuDNN (cs_cuda_cudnn_sdpa_step) when the program uses it and the

@@ -14,6 +14,41 @@
 G_DEFINE_QUARK (cs-cuda-error-quark, cs_cuda_error)
 
 /**
+ * cs_cuda_env_uint:
+ * @name: the environment variable (CASTSCOPE_STREAMS, ...)
+ * @min: smallest accepted value
+ * @max: largest accepted value
+ * @fallback: the value when the variable is unset, empty or not accepted
+ *
+ * Reads a setting from the environment.  A value that is not a decimal number in [@min, @max]
+ * ("four", "-1", "9" for 1..4) is not taken silently: the first time per variable the process
+ * prints "castscope: NAME=VALUE ignored: not a whole number in MIN..MAX; using FALLBACK".
+ * Returns: the setting
+ */
+guint64
+cs_cuda_env_uint (const char *name, guint64 min, guint64 max, guint64 fallback)
+{
+  static GHashTable *warned;   /* variable names already reported (under the lock) */
+  G_LOCK_DEFINE_STATIC (warned);
+  const char *env = g_getenv (name);
+  guint64 v;
+
+  if (env == NULL || *env == '\0')
+    return fallback;
+  if (g_ascii_string_to_unsigned (env, 10, min, max, &v, NULL))
+    return v;
+  G_LOCK (warned);
+  if (warned == NULL)
+    warned = g_hash_table_new (g_str_hash, g_str_equal);
+  if (g_hash_table_add (warned, (gpointer) name))
+    g_printerr ("castscope: %s=%s ignored: not a whole number in %" G_GUINT64_FORMAT "..%"
+                G_GUINT64_FORMAT "; using %" G_GUINT64_FORMAT "\n",
+                name, env, min, max, fallback);
+  G_UNLOCK (warned);
+  return fallback;
+}
+
+/**
  * cs_cuda_init_device:
  *
  * Selects device 0 and reads its SM count and compute capability.

@@ -227,11 +227,8 @@ out:
 guint
 cs_cuda_jit_n_programs (guint n_kernels)
 {
-  const char *env = g_getenv ("CASTSCOPE_JIT_PROGRAMS");
-  guint n = g_get_num_processors ();
+  guint n = (guint) cs_cuda_env_uint ("CASTSCOPE_JIT_PROGRAMS", 1, 4096, g_get_num_processors ());
 
-  if (env != NULL && g_ascii_isdigit (env[0]))
-    n = (guint) g_ascii_strtoull (env, NULL, 10);
   return CLAMP (n, 1, MAX (n_kernels, 1));
 }
 

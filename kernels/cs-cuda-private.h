@@ -456,6 +456,13 @@ void         cs_cuda_program_schedule   (CsCudaProgram *p, guint n_streams);
 /* The stream of schedule index @i (0: p->stream). */
 cudaStream_t cs_cuda_program_stream     (CsCudaProgram *p, guint i);
 
+/* ---- settings from the environment (cs-cuda-backend.c) ---- */
+/* A whole number in [@min, @max] from the environment variable @name; unset or empty gives
+ * @fallback; any other value that is not a decimal number in range also gives @fallback, with
+ * one line on stderr per variable and process naming the variable, its value and the range. */
+guint64      cs_cuda_env_uint           (const char *name, guint64 min, guint64 max,
+                                         guint64 fallback);
+
 /* Device pointer of a slot's first element (after planning). */
 void        *cs_cuda_program_slot_ptr   (CsCudaProgram *p, guint slot);
 

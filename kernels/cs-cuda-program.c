@@ -1600,12 +1600,7 @@ by_size_desc (gconstpointer a, gconstpointer b, gpointer data)
 static guint
 graph_streams (void)
 {
-  const char *env = g_getenv ("CASTSCOPE_STREAMS");
-  guint64 v = CS_CUDA_MAX_STREAMS;
-
-  if (env && *env && g_ascii_string_to_unsigned (env, 10, 1, CS_CUDA_MAX_STREAMS, &v, NULL))
-    return (guint) v;
-  return CS_CUDA_MAX_STREAMS;
+  return (guint) cs_cuda_env_uint ("CASTSCOPE_STREAMS", 1, CS_CUDA_MAX_STREAMS, CS_CUDA_MAX_STREAMS);
 }
 
 /* A buffer smaller than CS_CUDA_LEND_GAP_BYTES takes no bytes of a buffer used fewer than

@@ -1498,6 +1498,35 @@ test_launches_gpt (void)
   g_assert_cmpuint (n.steps, ==, 115);
 }
 
+/* Settings from the environment: a value in range is taken, an unset or empty one gives the
+ * default silently, any other one gives the default and one line on stderr naming it. */
+static void
+test_env_uint (void)
+{
+  if (g_test_subprocess ())
+    {
+      g_setenv ("CS_TEST_ENV_UINT", "3", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_UINT", 1, 4, 4), ==, 3);
+      g_setenv ("CS_TEST_ENV_UINT", "", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_UINT", 1, 4, 4), ==, 4);
+      g_setenv ("CS_TEST_ENV_UINT", "9", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_UINT", 1, 4, 4), ==, 4);
+      g_setenv ("CS_TEST_ENV_UINT", "four", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_UINT", 1, 4, 4), ==, 4);
+      g_setenv ("CS_TEST_ENV_MIN", "1e5", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_MIN", 0, G_MAXUINT64, 131072), ==, 131072);
+      g_setenv ("CS_TEST_ENV_MIN", "0", TRUE);
+      g_assert_cmpuint (cs_cuda_env_uint ("CS_TEST_ENV_MIN", 0, G_MAXUINT64, 131072), ==, 0);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  /* once per variable: "9" is reported, "four" (the same variable) is not */
+  g_test_trap_assert_stderr ("*castscope: CS_TEST_ENV_UINT=9 ignored: not a whole number in 1..4; using 4*");
+  g_test_trap_assert_stderr_unmatched ("*CS_TEST_ENV_UINT=four*");
+  g_test_trap_assert_stderr ("*castscope: CS_TEST_ENV_MIN=1e5 ignored*using 131072*");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1524,5 +1553,6 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/gpt-stack", test_gpt_stack);
   g_test_add_func ("/kernels/codegen/launches/llama", test_launches_llama);
   g_test_add_func ("/kernels/codegen/launches/gpt", test_launches_gpt);
+  g_test_add_func ("/kernels/codegen/env-uint", test_env_uint);
   return g_test_run ();
 }
