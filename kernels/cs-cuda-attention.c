@@ -786,12 +786,38 @@ gen_forward_outputs (AttGen *g, CsCudaProgram *p, guint out, gint lse, gboolean 
 }
 
 /* gen_finish for a tensor-core kernel: its floor from the bf16/f16 tensor-core peak. */
-static void
+static CsCudaStep *
 gen_finish_tc (AttGen *g, char *label, guint64 grid_x, double flops)
 {
   CsCudaStep *step = gen_finish (g, label, grid_x, flops);
 
   step->floor_ms = MAX (step->bytes / (CS_CUDA_PEAK_TBPS * 1e12), flops / (CS_CUDA_PEAK_BF16_TFLOPS * 1e12)) * 1e3;
+  return step;
+}
+
+/* Occurrences of @needle in @hay. */
+static guint
+count_of (const char *hay, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *c = strstr (hay, needle); c; c = strstr (c + 1, needle))
+    n++;
+  return n;
+}
+
+/* Marks a backward tensor-core kernel (dQ, or dK/dV) as one that may share a launch with the
+ * other (merge_adjacent_kernels: the two read the same operands and write different
+ * gradients), with its static shared memory: @bytes, for the @n_decls `__shared__`
+ * declarations its generator wrote into @body; a body with other declarations (a mask's) is
+ * left alone. */
+static void
+mark_mergeable (CsCudaStep *step, const char *body, guint n_decls, gsize bytes)
+{
+  if (count_of (body, "__shared__") != n_decls)
+    return;
+  step->mergeable = TRUE;
+  step->shared_bytes = bytes;
 }
 
 /* The forward kernel: out [nb, L, Ev] (slot @out), logsumexp (slot @lse, -1: none) with
@@ -1495,10 +1521,16 @@ gen_backward_dq_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const A
     "        const int i = c < 2 ? r0 : r1, e = n * 8 + tq * 2 + (c & 1);\n"
     "        if (i < L) stq ((b * L + i) * E + e, dqa[n][c] * scale);\n"
     "      }\n");
-  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
-                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                      a->nb, a->L, a->E, a->S),
-                 (guint64) (a->nb * tiles), flops);
+  {
+    /* ks_ and vs_: two stages of BN rows of E + 8 and Ev + 8 16-bit values */
+    g_autofree char *body = g_strdup (g.body->str);
+    CsCudaStep *step = gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dq [%" G_GINT64_FORMAT ", %"
+                                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                                          a->nb, a->L, a->E, a->S),
+                                      (guint64) (a->nb * tiles), flops);
+
+    mark_mergeable (step, body, 1, (gsize) 2 * (gsize) bn * (gsize) (a->E + 8 + a->Ev + 8) * 2);
+  }
   gen_clear (&g);
 }
 
@@ -1627,10 +1659,18 @@ gen_backward_dkdv_tc (CsCudaProgram *p, const Att *a, const AttOperand *q, const
     "#pragma unroll\n"
     "      for (int n = 0; n < EV / 8; n++) stv ((b * S + j) * EV + n * 8 + tq * 2 + (c & 1), dva[n][c]);\n"
     "    }\n");
-  gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
-                                      G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
-                                      a->nb, a->S, a->E, a->L),
-                 (guint64) (a->nb * tiles), flops);
+  {
+    /* qs_ and gs_: two stages of BM rows of E + 8 and Ev + 8 16-bit values; ls_ and dd_: two
+     * stages of BM accumulators each (counted as 8 bytes, an upper bound) */
+    g_autofree char *body = g_strdup (g.body->str);
+    CsCudaStep *step = gen_finish_tc (&g, g_strdup_printf ("attention backward (tensor cores) %s dk dv [%" G_GINT64_FORMAT ", %"
+                                                          G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] x %" G_GINT64_FORMAT, a->name,
+                                                          a->nb, a->S, a->E, a->L),
+                                      (guint64) (a->nb * tiles), flops);
+
+    mark_mergeable (step, body, 2, (gsize) 2 * (gsize) bm * (gsize) (a->E + 8 + a->Ev + 8) * 2
+                                   + (gsize) 2 * 2 * (gsize) bm * sizeof (double));
+  }
   gen_clear (&g);
 }
 

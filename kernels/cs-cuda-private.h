@@ -162,8 +162,11 @@ typedef struct
 
   /* KERNEL */
   guint          kernel;         /* kernel number (name "k<kernel>" in the program source) */
-  gboolean       mergeable;      /* a region kernel of the code generator (gen_finish): it may
-                                    share one launch with an adjacent independent one */
+  gboolean       mergeable;      /* a region kernel of the code generator (gen_finish), or a
+                                    backward attention kernel: it may share one launch with an
+                                    adjacent independent one */
+  gsize          shared_bytes;   /* static shared memory of its kernel, bytes, where its
+                                    generator states it (the attention kernels); 0: not stated */
   GArray        *args;           /* element-type CsCudaKArg, in the kernel's parameter order */
   unsigned int   grid[3];        /* blocks */
   unsigned int   block[3];       /* threads per block */

@@ -1992,11 +1992,50 @@ merged_text (const CsCudaKernel *ka, const CsCudaStep *a, const CsCudaKernel *kb
   return g_string_free (t, FALSE);
 }
 
-/* Puts adjacent independent region kernels in one launch: step i and step i + 1, both
- * generated region kernels (CsCudaStep.mergeable) of the same trace with 256 threads a block
- * and the same launch attributes (or one that adds a minimum of blocks per SM), where neither writes a buffer the other reads or writes,
- * become one step whose kernel runs the first's blocks then the second's (merged_text).  A
- * merged step is not merged again.  Unused kernels are dropped afterwards (renumber_kernels). */
+/* The static shared memory one kernel may declare (CUDA's limit without opting in), bytes. */
+#define CS_CUDA_STATIC_SMEM_BYTES 49152
+
+/* Whether mergeable steps @a and @b (their kernels @ka, @kb) may run in one launch as far as
+ * their blocks go; sets @attrs to the merged kernel's launch attributes.  Region kernels: 256
+ * threads a block, the same launch attributes (or one that adds a minimum of blocks per SM,
+ * the row kernels' occupancy floor, which the merged kernel keeps) and at most 12 KiB of
+ * shared arrays each (both live in the merged kernel).  Kernels that state their shared
+ * memory (the backward attention kernels): the same threads a block and attributes, and
+ * both shared footprints together within the static limit. */
+static gboolean
+blocks_mergeable (const CsCudaStep *a, const CsCudaKernel *ka, const CsCudaStep *b,
+                  const CsCudaKernel *kb, const char **attrs)
+{
+  guint ta = a->block[0] * a->block[1] * a->block[2], tb = b->block[0] * b->block[1] * b->block[2];
+
+  *attrs = NULL;
+  if (ta != tb)
+    return FALSE;
+  if (a->shared_bytes > 0 || b->shared_bytes > 0)
+    {
+      if (a->shared_bytes == 0 || b->shared_bytes == 0 || g_strcmp0 (ka->attrs, kb->attrs) != 0
+          || a->shared_bytes + b->shared_bytes > CS_CUDA_STATIC_SMEM_BYTES)
+        return FALSE;
+      *attrs = ka->attrs;
+      return TRUE;
+    }
+  if (ta != 256)
+    return FALSE;
+  if (g_strcmp0 (ka->attrs, kb->attrs) == 0 || g_strcmp0 (kb->attrs, "__launch_bounds__(256)") == 0)
+    *attrs = ka->attrs;
+  else if (g_strcmp0 (ka->attrs, "__launch_bounds__(256)") == 0)
+    *attrs = kb->attrs;
+  if (*attrs != NULL && (shared_bytes (ka->text) > 12288 || shared_bytes (kb->text) > 12288))
+    *attrs = NULL;
+  return *attrs != NULL;
+}
+
+/* Puts adjacent independent kernels in one launch: step i and step i + 1, both mergeable
+ * kernels (CsCudaStep.mergeable: generated region kernels, the backward attention kernels) of
+ * the same trace whose blocks fit together (blocks_mergeable), where neither writes a buffer
+ * the other reads or writes, become one step whose kernel runs the first's blocks then the
+ * second's (merged_text).  A merged step is not merged again.  Unused kernels are dropped
+ * afterwards (renumber_kernels). */
 static void
 merge_adjacent_kernels (CsCudaProgram *p)
 {
@@ -2013,8 +2052,7 @@ merge_adjacent_kernels (CsCudaProgram *p)
       CsCudaStep *m;
 
       if (b == NULL || a->kind != CS_CUDA_STEP_KERNEL || b->kind != CS_CUDA_STEP_KERNEL || !a->mergeable
-          || !b->mergeable || a->backward != b->backward || a->block[0] * a->block[1] * a->block[2] != 256
-          || b->block[0] * b->block[1] * b->block[2] != 256 || a->block[2] != 1 || b->block[2] != 1
+          || !b->mergeable || a->backward != b->backward || a->block[2] != 1 || b->block[2] != 1
           || a->grid[2] != 1 || b->grid[2] != 1
           || (guint64) a->grid[0] * a->grid[1] + (guint64) b->grid[0] * b->grid[1] > G_MAXINT32
           || steps_conflict (p, a, b))
@@ -2024,18 +2062,7 @@ merge_adjacent_kernels (CsCudaProgram *p)
         }
       ka = g_ptr_array_index (p->kernels, a->kernel);
       kb = g_ptr_array_index (p->kernels, b->kernel);
-      /* launch bounds: the same, or one that only adds a minimum of blocks per SM (the row
-         kernels' occupancy floor), which the merged kernel keeps */
-      if (g_strcmp0 (ka->attrs, kb->attrs) == 0 || g_strcmp0 (kb->attrs, "__launch_bounds__(256)") == 0)
-        attrs = ka->attrs;
-      else if (g_strcmp0 (ka->attrs, "__launch_bounds__(256)") == 0)
-        attrs = kb->attrs;
-      else
-        attrs = NULL;
-      /* both bodies' shared arrays live in the merged kernel: keep them small */
-      if (attrs != NULL && (shared_bytes (ka->text) > 12288 || shared_bytes (kb->text) > 12288))
-        attrs = NULL;
-      if (attrs == NULL || (text = merged_text (ka, a, kb, b)) == NULL)
+      if (!blocks_mergeable (a, ka, b, kb, &attrs) || (text = merged_text (ka, a, kb, b)) == NULL)
         {
           g_ptr_array_add (out, a);
           continue;
@@ -2058,8 +2085,9 @@ merge_adjacent_kernels (CsCudaProgram *p)
       g_array_append_vals (m->args, b->args->data, b->args->len);
       m->grid[0] = a->grid[0] * a->grid[1] + b->grid[0] * b->grid[1];
       m->grid[1] = m->grid[2] = 1;
-      m->block[0] = 256;
+      m->block[0] = a->block[0] * a->block[1];
       m->block[1] = m->block[2] = 1;
+      m->shared_bytes = a->shared_bytes + b->shared_bytes;
       m->kernel = cs_cuda_intern_kernel (p, attrs, text);
       g_ptr_array_add (out, m);
       step_free (a);
