@@ -18,9 +18,11 @@
  *    the region's column sums over the rows (weight gradients).  See "Row-fused kernels".
  *  - Other reductions (sum, prod, amax, amin, var, var_mean) become a kernel with their
  *    pointwise prologue inlined: row form (a warp or a 256-thread block per output row) or
- *    column form (a 32x8 tile per block, the reduction split over blockIdx.y into f32
- *    partials that the last split block to finish an output merges, counted per output by
- *    atomics: no finalize kernel).  var_mean there uses Welford's update and Chan's merge,
+ *    column form (the reduction split over blockIdx.y into f32 partials that the last split
+ *    block to finish merges, counted by atomics: no finalize kernel).  The column form reads 8
+ *    consecutive columns a thread by 16-byte loads (8 rows x 256 columns a block, the last
+ *    block of a tile merging its partials with all its threads) when the reduced dims lead and
+ *    the columns are a multiple of 8, else a 32x8 tile of scalar loads counted per output.  var_mean there uses Welford's update and Chan's merge,
  *    never E[x^2]-E[x]^2.  The result is stored (as the region output, or as f32 scratch) and
  *    read back by later stages as a leaf.  Sums and extrema over size-1 dims only are views.
  *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape, eight
@@ -2021,7 +2023,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
     }
   g_array_set_size (g->vec_loads, 0);
 
-  /* Splits: about bps blocks per SM, at least 64 rows a split. */
+  /* Splits: about bps blocks per SM (3; CASTSCOPE_COLRED_BPS=N sets N, for tuning on a GPU),
+   * at least 64 rows a split. */
   if (env != NULL && g_ascii_strtoll (env, NULL, 10) > 0)
     bps = g_ascii_strtoll (env, NULL, 10);
   bx = (O + 255) / 256;
