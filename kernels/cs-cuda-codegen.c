@@ -3066,14 +3066,15 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
 
   if (ncols)
     {
-      /* The column sums: one thread per column adds the blocks' partials in order and stores
-       * the output (cast to its dtype when the sum's only use was that cast). */
+      /* The column sums: a block is 32 columns x 8 lanes of blocks' partials; lane y adds the
+       * partials of blocks y, y + 8, ... in order, the 8 lane sums are added in order through
+       * shared memory (a fixed order: the same sum every launch), and the first lane stores the
+       * output (cast to its dtype when the sum's only use was that cast). */
       g_autoptr(GString) fin = g_string_new ("");
 
       gen_begin (g);
       g_string_append_printf (fin, "  const ix_t R = %" G_GINT64_FORMAT "LL;\n"
-                              "  const ix_t c_ = (ix_t) blockIdx.x * 256 + threadIdx.x;\n"
-                              "  if (c_ >= R)\n    return;\n", R);
+                              "  const ix_t c_ = (ix_t) blockIdx.x * 32 + threadIdx.x;\n", R);
       for (guint c = 0; c < ncols; c++)
         {
           CsProxy *y = g_ptr_array_index (rp->col_out, c);
@@ -3081,15 +3082,20 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           guint pa = param_of (g, part, FALSE);
 
           slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    for (ix_t t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n"
-                                  "      s_ += a%u[t_ * R + c_];\n", P, pa);
-          store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "s_"));
-          g_string_append (fin, "  }\n");
+          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    if (c_ < R)\n#pragma unroll 4\n"
+                                  "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
+                                  "        s_ += a%u[t_ * R + c_];\n"
+                                  "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
+                                  "    __syncthreads ();\n    if (threadIdx.y == 0 && c_ < R)\n      {\n"
+                                  "        float f_ = 0.0f;\n        for (int y_ = 0; y_ < 8; y_++)\n"
+                                  "          f_ += fsh%u[y_][threadIdx.x];\n", P, pa, c, c, c);
+          store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "f_"));
+          g_string_append (fin, "      }\n  }\n");
           cs_cuda_program_bind (p, y, slot);
         }
       gen_finish (g, fin->str, g_strdup_printf ("%s col sums finalize (%u x %" G_GINT64_FORMAT " over %" G_GINT64_FORMAT " blocks)",
                                                 g->label, ncols, R, P),
-                  (unsigned int) MAX ((R + 255) / 256, 1), 1, 256, 1);
+                  (unsigned int) MAX ((R + 31) / 32, 1), 1, 32, 8);
     }
   return TRUE;
 }

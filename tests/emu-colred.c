@@ -6,7 +6,8 @@
  * Each case is a small region trace whose reductions take the column form (the 16-byte form:
  * the reduced dims leading, the columns a multiple of 8, split over several blocks, the last
  * block of a tile merging; and the scalar 32 x 8 tile), plus test-kernels-cuda's reductions
- * trace.  The program is built without a device (cs_cuda_program_generate: the dry build, 132
+ * trace and its row-fused trace (case 8: LayerNorm, RMSNorm and softmax rows, a weight
+ * gradient's column sums and their finalize kernel).  The program is built without a device (cs_cuda_program_generate: the dry build, 132
  * SMs); its generated CUDA source is compiled as C++17 by g++ with the emulation of
  * tests/emu-xentropy.c (threadIdx/blockIdx in two dims, __shared__ as statics, barriers of the
  * block's POSIX threads, shuffles through a per-warp exchange) plus atomicAdd, __threadfence
@@ -33,6 +34,7 @@
 #include "cs-policy.h"
 #include "cs-ref.h"
 #include "cs-tensor.h"
+#include "test-row-fused-trace.h"
 
 static const char emu_header[] =
   "// CPU emulation of the CUDA subset the generated region kernels use (developer check only).\n"
@@ -323,7 +325,7 @@ emu_check (const char *text, const char *what, const char *tag)
 
 /* Column sums in the 16-byte form: split (bf16, cast back to bf16), Welford var_mean with a
  * partial last tile (264 columns), amax, two reduced dims, two kept dims with a broadcast
- * factor, f16, prod; and the scalar tile (70 columns). */
+ * factor, f16, prod; the scalar tile (70 columns); the row-fused kernels' column sums. */
 static const char *const emu_cases[] = {
   "def computation(x):\n"
   "  # x: \"cuda:0 bf16[2000, 512]\"\n"
@@ -390,6 +392,7 @@ static const char *const emu_cases[] = {
   "    # t11 = prims.sum(t10, (0,))  # t11: \"cuda:0 f32[70]\"\n"
   "    # (t12, t13) = prims.var_mean(y, (1,), correction=0)\n"
   "  return (t1, t2, t3, t5, t9, t11, t12)\n",
+  row_fused_trace,
 };
 
 int
