@@ -1967,8 +1967,7 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   g_autoptr(GString) vpre = g_string_new ("");
   Ctx oc = { 0 }, rc = { 0 }, xc = { 0 };
   gboolean seen_kept = FALSE;
-  int64_t bx, S, max_s, bps = 3;
-  const char *env = g_getenv ("CASTSCOPE_COLRED_BPS");
+  int64_t bx, S, max_s;
   guint part = 0, cnt = 0;
   const char *v;
 
@@ -2023,12 +2022,9 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
     }
   g_array_set_size (g->vec_loads, 0);
 
-  /* Splits: about bps blocks per SM (3; CASTSCOPE_COLRED_BPS=N sets N, for tuning on a GPU),
-   * at least 64 rows a split. */
-  if (env != NULL && g_ascii_strtoll (env, NULL, 10) > 0)
-    bps = g_ascii_strtoll (env, NULL, 10);
+  /* Splits: about 3 blocks per SM (not tuned), at least 64 rows a split. */
   bx = (O + 255) / 256;
-  S = (bps * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
+  S = (3 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
   max_s = (R + 63) / 64;
   S = MAX (MIN (MIN (S, max_s), 1024), 1);
   if (S > 1)
