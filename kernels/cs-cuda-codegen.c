@@ -18,9 +18,11 @@
  *    the region's column sums over the rows (weight gradients).  See "Row-fused kernels".
  *  - Other reductions (sum, prod, amax, amin, var, var_mean) become a kernel with their
  *    pointwise prologue inlined: row form (a warp or a 256-thread block per output row) or
- *    column form (a 32x8 tile per block, the reduction split over blockIdx.y into f32
- *    partials that the last split block to finish an output merges, counted per output by
- *    atomics: no finalize kernel).  var_mean there uses Welford's update and Chan's merge,
+ *    column form (the reduction split over blockIdx.y into f32 partials that the last split
+ *    block to finish merges, counted by atomics: no finalize kernel).  The column form reads 8
+ *    consecutive columns a thread by 16-byte loads (8 rows x 256 columns a block, the last
+ *    block of a tile merging its partials with all its threads) when the reduced dims lead and
+ *    the columns are a multiple of 8, else a 32x8 tile of scalar loads counted per output.  var_mean there uses Welford's update and Chan's merge,
  *    never E[x^2]-E[x]^2.  The result is stored (as the region output, or as f32 scratch) and
  *    read back by later stages as a leaf.  Sums and extrema over size-1 dims only are views.
  *  - The remaining region outputs are grouped by shape: one pointwise kernel per shape, eight
@@ -1198,6 +1200,22 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
                                               : pool_printf (g, "(%s) * (%s) * (%s)", a, a, a)));
           return v;
         }
+      if (id == CS_OP_PRIM_DIV && strcmp (oct, "float") == 0
+          && value_number (cs_stmt_get_arg (st, 1, NULL), &pw) && isfinite ((float) pw) && (float) pw != 0.0f
+          && isnormal ((float) (1.0 / (double) (float) pw)))
+        {
+          /* an f32 quotient by a constant is the product with its reciprocal rounded to f32
+           * (within 1.5 ulp of the quotient, exact for powers of two), as PyTorch's GELU
+           * multiplies by M_SQRT1_2: a multiply instead of IEEE division's iteration */
+          a = emit_operand (g, st, 0, c, oct, error);
+          if (!a)
+            return NULL;
+          v = new_var (g);
+          g_string_append_printf (g->body, "      const %s %s = %s;\n", ct, v,
+                                  round_wrap (g, y->dtype, pool_printf (g, "(float) (%s) * %s", a,
+                                              float_literal (g, 1.0 / (double) (float) pw, "float"))));
+          return v;
+        }
       for (guint i = 0; i < nf.n; i++)
         if ((ops[i] = emit_operand (g, st, i, c, i == 0 && (nf.flags & CS_EW_PREDICATE) ? "bool" : oct,
                                     error)) == NULL)
@@ -1321,6 +1339,19 @@ gen_begin (Gen *g)
   g->big = FALSE;
 }
 
+/* The bf16 bits of f32 value @val: its upper half when the kernel's body defines @val as a
+ * rounding to bf16 (`cs_rbf`: exactly representable, so the conversion would be the identity),
+ * else the round-to-nearest-even conversion. */
+static const char *
+bf_store (Gen *g, const char *val)
+{
+  g_autofree char *def = g_strdup_printf ("const float %s = cs_rbf (", val);
+
+  if (strstr (g->body->str, def) != NULL)
+    return pool_printf (g, "cs_bfbits (%s)", val);
+  return pool_printf (g, "cs_f2bf ((float) (%s))", val);
+}
+
 static void
 store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val)
 {
@@ -1330,7 +1361,7 @@ store_stmt (Gen *g, GString *out, guint slot, const char *index, const char *val
   switch (s->dtype)
     {
     case CS_DTYPE_BF16:
-      g_string_append_printf (out, "      a%u[%s] = cs_f2bf ((float) (%s));\n", a, index, val);
+      g_string_append_printf (out, "      a%u[%s] = %s;\n", a, index, bf_store (g, val));
       break;
     case CS_DTYPE_F16:
       g_string_append_printf (out, "      a%u[%s] = cs_f2h ((float) (%s));\n", a, index, val);
@@ -1613,7 +1644,10 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
 
           g_string_append_printf (vpre, "      union { %s v[%d]; %s e[8]; } W%u;\n", vt,
                                   (f32 || quads) ? 2 : 1, cs_cuda_storage_type (so->dtype), a);
-          g_string_append_printf (vstores, "      W%u.e[k_] = %s ((float) (%s));\n", a, cv, v);
+          if (so->dtype == CS_DTYPE_BF16)
+            g_string_append_printf (vstores, "      W%u.e[k_] = %s;\n", a, bf_store (g, v));
+          else
+            g_string_append_printf (vstores, "      W%u.e[k_] = %s ((float) (%s));\n", a, cv, v);
           if (quads)
             g_string_append_printf (vpost, "      *(%s *) (a%u + base) = W%u.v[0];\n"
                                     "      *(%s *) (a%u + base + 1024) = W%u.v[1];\n", vt, a, a, vt, a, a);
@@ -1876,6 +1910,198 @@ shfl_merge (GString *o, RedKind k, const char *at, const char *pfx, const char *
   g_string_append_printf (o, "%s  }\n", ind);
 }
 
+/* Declares @name[8], one accumulator state of kind @k a column (fields s, or n, m, q). */
+static void
+acc_decl8 (GString *o, RedKind k, const char *at, const char *name)
+{
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+
+  g_string_append_printf (o, "  struct { %s %s; } %s[8];\n#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n",
+                          at, k == RED_VAR_MEAN ? "n, m, q" : "s", name);
+  acc_init (o, k, at, "z_");
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (o, "      %s[k_].%s = z_%s;\n", name, cn[c], cn[c]);
+  g_string_append (o, "    }\n");
+}
+
+/* The block's 8 x 256 states @name[8] (thread (y, x) holding columns 8x..8x+7 of row y) merged
+ * over y in order through shared memory into state @pfx of column t_ (thread y * 32 + x). */
+static void
+col_merge_rows (GString *o, RedKind k, const char *at, const char *name, const char *pfx)
+{
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+
+  g_string_append (o, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n");
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (o, "      sh_%s[threadIdx.y][threadIdx.x * 8 + k_] = %s[k_].%s;\n", cn[c], name, cn[c]);
+  g_string_append (o, "    }\n  __syncthreads ();\n");
+  acc_init (o, k, at, pfx);
+  g_string_append (o, "  for (int y_ = 0; y_ < 8; y_++)\n    {\n");
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (o, "      const %s o%s = sh_%s[y_][t_];\n", at, cn[c], cn[c]);
+  acc_merge (o, k, at, pfx, "o", "      ");
+  g_string_append (o, "    }\n");
+}
+
+/* Column form with 16-byte loads: a block is 8 rows x 256 columns, a thread 8 consecutive
+ * columns of a row (one 16-byte load per contiguous bf16/f16 tensor, two for f32), the
+ * reduction split over blockIdx.y into f32 partials; the last split block of a tile (an atomic
+ * count per tile) merges the tile's partials with all its threads, in split order.  Needs the
+ * reduced dims before the kept ones (x's flat index is r * O + o), O a multiple of 8, f32
+ * accumulation and some contiguous tensor of x's shape to load as vectors.  Returns 1 when it
+ * generated the kernel, 0 when the form does not apply (nothing emitted: the caller takes the
+ * scalar column form), -1 on an error. */
+static int
+gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const gboolean *red,
+             int64_t O, int64_t R, const int64_t *ks, guint nk, const int64_t *rs, guint nr,
+             guint *slots, guint n_slots, double correction, const char *xs, GError **error)
+{
+  CsCudaProgram *p = g->p;
+  const char **cn = k == RED_VAR_MEAN ? comp_names_wf : comp_names_s;
+  guint nc = k == RED_VAR_MEAN ? 3 : 1;
+  const char *at = "float";
+  g_autoptr(GString) code = g_string_new ("");
+  g_autoptr(GString) stores = g_string_new ("");
+  g_autoptr(GString) vpre = g_string_new ("");
+  Ctx oc = { 0 }, rc = { 0 }, xc = { 0 };
+  gboolean seen_kept = FALSE;
+  int64_t bx, S, max_s;
+  guint part = 0, cnt = 0;
+  const char *v;
+
+  if (O % 8 != 0 || O < 8 || !cs_dtype_is_float (x->dtype) || x->dtype == CS_DTYPE_F64)
+    return 0;
+  for (guint j = 0; j < x->rank; j++)
+    {
+      if (x->shape[j] == 1)
+        continue;
+      if (!red[j])
+        seen_kept = TRUE;
+      else if (seen_kept)
+        return 0;
+    }
+
+  gen_begin (g);
+  g->vec = TRUE;
+  g->vec_bad = FALSE;
+  g->vec_n = O * R;
+  g_array_set_size (g->vec_loads, 0);
+  decompose (g, "o", ks, nk, &oc);
+  decompose (g, "r", rs, nr, &rc);
+  xc.rank = x->rank;
+  xc.flat = "i";
+  memcpy (xc.shape, x->shape, sizeof (int64_t) * x->rank);
+  for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
+    xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
+  g->big |= O * R >= ((int64_t) 1 << 31) - 1024;
+  v = emit_value (g, x, &xc, error);
+  g->vec = FALSE;
+  if (!v)
+    return -1;
+  if (g->vec_bad || g->vec_loads->len == 0)
+    {
+      g_array_set_size (g->vec_loads, 0);
+      gen_begin (g);
+      return 0;
+    }
+  for (guint q = 0; q < g->vec_loads->len; q++)
+    {
+      guint a = g_array_index (g->vec_loads, guint, q);
+      CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (g->params, guint, a));
+
+      if (sl->dtype == CS_DTYPE_F32)
+        g_string_append_printf (vpre, "      union { float4 v[2]; float e[8]; } L%u;\n"
+                                "      L%u.v[0] = ((const float4 *) (a%u + base))[0];\n"
+                                "      L%u.v[1] = ((const float4 *) (a%u + base))[1];\n", a, a, a, a, a);
+      else
+        g_string_append_printf (vpre, "      union { uint4 v[1]; %s e[8]; } L%u;\n"
+                                "      L%u.v[0] = *(const uint4 *) (a%u + base);\n",
+                                cs_cuda_storage_type (sl->dtype), a, a, a);
+    }
+  g_array_set_size (g->vec_loads, 0);
+
+  /* Splits: about 3 blocks per SM (not tuned), at least 64 rows a split. */
+  bx = (O + 255) / 256;
+  S = (3 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
+  max_s = (R + 63) / 64;
+  S = MAX (MIN (MIN (S, max_s), 1024), 1);
+  if (S > 1)
+    {
+      int64_t pshape[1] = { (int64_t) nc * S * O };
+      int64_t cshape[1] = { bx };
+      CsCudaBuffer *cb;
+
+      part = cs_cuda_program_new_slot (p, CS_DTYPE_F32, pshape, 1);
+      /* per tile: how many splits have stored their partials (0 between launches) */
+      cnt = cs_cuda_program_new_slot (p, CS_DTYPE_I32, cshape, 1);
+      cb = &g_array_index (p->buffers, CsCudaBuffer, cs_cuda_program_slot (p, cnt)->buffer);
+      cb->pinned = TRUE;
+      cb->zeroed = TRUE;
+    }
+
+  g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
+  g_string_append (code, "  const ix_t o8 = ((ix_t) blockIdx.x * 32 + threadIdx.x) * 8;\n");
+  acc_decl8 (code, k, at, "A_");
+  g_string_append (code, "  if (o8 < O)\n#pragma unroll 4\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
+                         " r += (ix_t) gridDim.y * 8)\n    {\n      const ix_t base = r * O + o8;\n");
+  g_string_append (code, vpre->str);
+  g_string_append (code, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                         "      const ix_t o = o8 + k_;\n      const ix_t i = base + k_;\n");
+  g_string_append (code, g->body->str);
+  acc_add (code, k, at, "A_[k_].", v);
+  g_string_append (code, "    }\n    }\n");
+  for (guint c = 0; c < nc; c++)
+    g_string_append_printf (code, "  __shared__ float sh_%s[8][256];\n", cn[c]);
+  g_string_append (code, "  const int t_ = threadIdx.y * 32 + threadIdx.x;\n"
+                         "  const ix_t o = (ix_t) blockIdx.x * 256 + t_;\n");
+  col_merge_rows (code, k, at, "A_", "b_");
+  if (S == 1)
+    {
+      red_store (g, stores, k, var_only, "b_", slots, n_slots, correction, at, "o");
+      g_string_append_printf (code, "  if (o < O)\n    {\n%s    }\n", stores->str);
+    }
+  else
+    {
+      guint pp = param_of (g, part, TRUE), pc = param_of (g, cnt, TRUE);
+
+      g_string_append (code, "  if (o < O)\n    {\n");
+      for (guint c = 0; c < nc; c++)
+        store_stmt (g, code, part, pool_printf (g, "%uLL * %" G_GINT64_FORMAT "LL + blockIdx.y * O + o", c, S * O),
+                    pool_printf (g, "b_%s", cn[c]));
+      /* The last split block of the tile merges its S partials: the partials are published by
+       * each thread's fence before the barrier and the count, read from L2 after it; split s
+       * goes to row s % 8 in split order, the rows then merge in order (the same result
+       * whichever split comes last); the count goes back to 0 for the next launch. */
+      g_string_append_printf (code, "    }\n  __shared__ int sh_last[1];\n  __threadfence ();\n  __syncthreads ();\n"
+                                    "  if (t_ == 0)\n    sh_last[0] = atomicAdd (&a%u[blockIdx.x], 1) == %" G_GINT64_FORMAT " - 1;\n"
+                                    "  __syncthreads ();\n  if (sh_last[0] == 0)\n    return;\n  __threadfence ();\n"
+                                    "  if (t_ == 0)\n    a%u[blockIdx.x] = 0;\n", pc, S, pc);
+      acc_decl8 (code, k, at, "F_");
+      g_string_append_printf (code, "  if (o8 < O)\n    for (ix_t s_ = threadIdx.y; s_ < %" G_GINT64_FORMAT "LL; s_ += 8)\n    {\n", S);
+      for (guint c = 0; c < nc; c++)
+        g_string_append_printf (code, "      const float4 *p%s_ = (const float4 *) (a%u + %uLL * %" G_GINT64_FORMAT "LL + s_ * O + o8);\n"
+                                      "      const float4 l%s_ = __ldcg (p%s_), h%s_ = __ldcg (p%s_ + 1);\n"
+                                      "      const float e%s_[8] = { l%s_.x, l%s_.y, l%s_.z, l%s_.w, h%s_.x, h%s_.y, h%s_.z, h%s_.w };\n",
+                                cn[c], pp, c, S * O, cn[c], cn[c], cn[c], cn[c],
+                                cn[c], cn[c], cn[c], cn[c], cn[c], cn[c], cn[c], cn[c], cn[c]);
+      g_string_append (code, "#pragma unroll\n      for (int k_ = 0; k_ < 8; k_++)\n        {\n");
+      for (guint c = 0; c < nc; c++)
+        g_string_append_printf (code, "          const float o%s = e%s_[k_];\n", cn[c], cn[c]);
+      acc_merge (code, k, at, "F_[k_].", "o", "          ");
+      g_string_append (code, "        }\n    }\n");
+      col_merge_rows (code, k, at, "F_", "f_");
+      red_store (g, stores, k, var_only, "f_", slots, n_slots, correction, at, "o");
+      g_string_append_printf (code, "  if (o < O)\n    {\n%s    }\n", stores->str);
+    }
+  gen_finish (g, code->str,
+              g_strdup_printf ("%s col-reduce %s (%" G_GINT64_FORMAT " cols over %" G_GINT64_FORMAT ", 8 a thread, %"
+                               G_GINT64_FORMAT " splits%s)", g->label, xs, O, R, S, S > 1 ? ", the last adds them" : ""),
+              (unsigned int) bx, (unsigned int) S, 32, 8);
+  return 1;
+}
+
 static gboolean
 gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, GError **error)
 {
@@ -2010,7 +2236,16 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
       return TRUE;
     }
 
+  if (strcmp (at, "float") == 0)
+    {
+      int rv = gen_col_vec (g, st, x, k, var_only, red, O, R, ks, nk, rs, nr, slots, n_slots, correction, xs,
+                            error);
+
+      if (rv != 0)
+        return rv > 0;
+    }
   /* Column form: a 32 x 8 tile; the reduction split over blockIdx.y into partials. */
+  gen_begin (g);
   {
     int64_t bx = (O + 31) / 32;
     int64_t S = (8 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;   /* ~8 blocks per SM */
@@ -2733,8 +2968,12 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
 
           g_string_append_printf (row_decl, "  union { %s v[%d]; %s e[%d]; } VW%u;\n", f32 ? "float4" : "uint4",
                                   f32 ? rp->T / 4 : rp->T / 8, cs_cuda_storage_type (y->dtype), rp->T, a);
-          g_string_append_printf (row_stores, "      VW%u.e[t_] = %s ((float) (%s));\n", a, cv,
-                                  (const char *) g_ptr_array_index (row_vals, i));
+          if (y->dtype == CS_DTYPE_BF16)
+            g_string_append_printf (row_stores, "      VW%u.e[t_] = %s;\n", a,
+                                    bf_store (g, g_ptr_array_index (row_vals, i)));
+          else
+            g_string_append_printf (row_stores, "      VW%u.e[t_] = %s ((float) (%s));\n", a, cv,
+                                    (const char *) g_ptr_array_index (row_vals, i));
           g_string_append_printf (row_post, "#pragma unroll\n  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
                                   "      const ix_t rv_ = (v_ * %d + lane) * 8;\n", rp->T / 8, G);
           if (f32)
@@ -2823,14 +3062,15 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
 
   if (ncols)
     {
-      /* The column sums: one thread per column adds the blocks' partials in order and stores
-       * the output (cast to its dtype when the sum's only use was that cast). */
+      /* The column sums: a block is 32 columns x 8 lanes of blocks' partials; lane y adds the
+       * partials of blocks y, y + 8, ... in order, the 8 lane sums are added in order through
+       * shared memory (a fixed order: the same sum every launch), and the first lane stores the
+       * output (cast to its dtype when the sum's only use was that cast). */
       g_autoptr(GString) fin = g_string_new ("");
 
       gen_begin (g);
       g_string_append_printf (fin, "  const ix_t R = %" G_GINT64_FORMAT "LL;\n"
-                              "  const ix_t c_ = (ix_t) blockIdx.x * 256 + threadIdx.x;\n"
-                              "  if (c_ >= R)\n    return;\n", R);
+                              "  const ix_t c_ = (ix_t) blockIdx.x * 32 + threadIdx.x;\n", R);
       for (guint c = 0; c < ncols; c++)
         {
           CsProxy *y = g_ptr_array_index (rp->col_out, c);
@@ -2838,15 +3078,20 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           guint pa = param_of (g, part, FALSE);
 
           slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    for (ix_t t_ = 0; t_ < %" G_GINT64_FORMAT "LL; t_++)\n"
-                                  "      s_ += a%u[t_ * R + c_];\n", P, pa);
-          store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "s_"));
-          g_string_append (fin, "  }\n");
+          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    if (c_ < R)\n#pragma unroll 4\n"
+                                  "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
+                                  "        s_ += a%u[t_ * R + c_];\n"
+                                  "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
+                                  "    __syncthreads ();\n    if (threadIdx.y == 0 && c_ < R)\n      {\n"
+                                  "        float f_ = 0.0f;\n        for (int y_ = 0; y_ < 8; y_++)\n"
+                                  "          f_ += fsh%u[y_][threadIdx.x];\n", P, pa, c, c, c);
+          store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "f_"));
+          g_string_append (fin, "      }\n  }\n");
           cs_cuda_program_bind (p, y, slot);
         }
       gen_finish (g, fin->str, g_strdup_printf ("%s col sums finalize (%u x %" G_GINT64_FORMAT " over %" G_GINT64_FORMAT " blocks)",
                                                 g->label, ncols, R, P),
-                  (unsigned int) MAX ((R + 255) / 256, 1), 1, 256, 1);
+                  (unsigned int) MAX ((R + 31) / 32, 1), 1, 32, 8);
     }
   return TRUE;
 }

@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 /* The preamble: bf16/f16 as 16-bit payloads with hardware round-to-nearest-even conversions
- * (cvt.rn.bf16.f32 on sm_80+), NaN-propagating min/max as torch.maximum, Python's remainder
+ * (cvt.rn.bf16.f32 on sm_80+; cs_bfbits stores a value already rounded to bf16 by its upper
+ * half, no second conversion), NaN-propagating min/max as torch.maximum, Python's remainder
  * (the sign of the divisor) as torch.remainder, warp reductions, and the warp's tensor-core
  * multiply-accumulate cs_mma_{bf16,f16}_16816 (d[4] += A b, PTX mma.sync.aligned.m16n8k16.row.col
  * with f32 accumulators: the fragments of the PTX ISA's m16n8k16 layout, a[4] and b[2] two
@@ -42,6 +43,8 @@ static const char preamble[] =
   "static __device__ __forceinline__ cs_f16_t cs_f2h (float f)\n"
   "{ cs_f16_t r; asm (\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
   "static __device__ __forceinline__ float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
+  "static __device__ __forceinline__ cs_bf16_t cs_bfbits (float f)\n"
+  "{ return (cs_bf16_t) (__float_as_uint (f) >> 16); }\n"
   "static __device__ __forceinline__ float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
   "static __device__ __forceinline__ float cs_maxf (float a, float b)\n"
   "{ return (a != a || a > b) ? a : b; }\n"
