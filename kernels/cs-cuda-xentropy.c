@@ -37,7 +37,15 @@
  *    rows kernel is then rewritten (take_rows_rec, drop_logp_pass) into its one-pass form
  *    writing the logsumexp [R] instead of log-softmax [R, V], and the saved log-softmax's proxy
  *    is unbound, so the step moves the logits three times (read forward, read backward, the
- *    gradient written) and no [R, V] intermediate.
+ *    gradient written) and no [R, V] intermediate;
+ *  - the backward fused into that rows kernel (fuse_backward, the default; CASTSCOPE_XENT_FUSED=0
+ *    keeps the three passes): when the cotangent, the targets and total_weight are known when
+ *    the forward's rows kernel runs (program inputs or values written before it; 'mean''s
+ *    total_weight the forward's count of the same targets, then counted by a one-block kernel
+ *    inserted before it), the rows kernel computes the gradient above in a second pass over
+ *    its row, from registers where the thread's share of the row fits (kept from pass 1), else
+ *    reading the row again (the block read it in pass 1: mostly from L2), and no backward
+ *    kernel is left: the step reads the logits once and writes the gradient once.
  *
  * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it (and when
  * the backward recomputes it: x - lse in the forward's accumulation type, rounded the same way,
