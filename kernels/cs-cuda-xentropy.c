@@ -67,6 +67,8 @@
 #define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
 #define XENT_UNROLL 4              /* 16-byte groups a thread loads at once in the one-pass loop */
 #define XENT_QUAD_UNROLL 2         /* ... in the other row loops (emit_row_loop's QUAD) */
+#define XENT_SPLIT_SMEM 45056      /* bytes of a row a 512-thread block keeps in shared memory (SPLIT) */
+#define XENT_SPLIT_REGS 28         /* registers a thread of it keeps of the rest (SPLIT) */
 
 typedef enum
 {
@@ -923,13 +925,14 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   return step;
 }
 
-/* Gives @step the kernel @body (@nt threads a block) and parameters @slots: a kernel of its own
- * (or an identical one already there). */
+/* Gives @step the kernel @body (@nt threads a block, at least @minb blocks an SM when not 0) and
+ * parameters @slots: a kernel of its own (or an identical one already there). */
 static void
 replace_kernel (CsCudaProgram *p, CsCudaStep *step, const char *body, const guint *slots, const gboolean *is_out,
-                guint n, guint nt)
+                guint n, guint nt, guint minb)
 {
-  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
+  g_autofree char *attrs = minb ? g_strdup_printf ("__launch_bounds__(%u, %u)", nt, minb)
+                                : g_strdup_printf ("__launch_bounds__(%u)", nt);
   g_autofree char *text = kernel_text (p, body, slots, is_out, n);
 
   /* the kernel it ran before stays in the list until the build renumbers the kernels the
@@ -1219,6 +1222,8 @@ typedef struct
                             for the gradient (0: the gradient pass reads the row again) */
   guint    geg;          /* elements a group of that second read (group_elems() of x and the
                             gradient), 1: element by element */
+  guint    gsmem;        /* with gcache: the row's first groups (16 bytes each) kept in shared
+                            memory instead, the registers holding groups gsmem.. (0: none) */
 } XRowsK;
 
 /* The body of the rows kernel for @k, its parameters a0 = logits, then (have_rows) targets,
@@ -1283,19 +1288,45 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
       const char *vt = vec_type (ge * cs_dtype_size_bytes (k->xdt));
       g_autofree char *ld_g = x_load (ty, k->xdt, "rc[c_].e[k]");
 
+      g_autofree char *base = k->gsmem ? g_strdup_printf ("%uLL + ", k->gsmem) : g_strdup ("");
+
+      if (k->gsmem)
+        {
+          /* groups 0..gsmem-1 copied to shared memory asynchronously, each thread its own (so
+           * it waits for its copies only) */
+          g_string_append_printf (o,
+            "  __shared__ %s sx[%u];\n"
+            "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+            "    cs_cp_async16 (&sx[i_], (const %s *) x + i_);\n"
+            "  cs_cp_async_commit ();\n", vt, k->gsmem, k->gsmem, nt, vt);
+        }
       g_string_append_printf (o,
         "  union { %s u; %s e[%u]; } rc[%u];\n"
         "#pragma unroll\n"
         "  for (int c_ = 0; c_ < %u; c_++)\n"
-        "    if (threadIdx.x + (ix_t) c_ * %u < V / %u)\n"
-        "      rc[c_].u = ((const %s *) x)[threadIdx.x + (ix_t) c_ * %u];\n"
+        "    if (%sthreadIdx.x + (ix_t) c_ * %u < V / %u)\n"
+        "      rc[c_].u = ((const %s *) x)[%sthreadIdx.x + (ix_t) c_ * %u];\n"
         "#pragma unroll\n"
         "  for (int c_ = 0; c_ < %u; c_++)\n"
-        "    if (threadIdx.x + (ix_t) c_ * %u < V / %u)\n"
+        "    if (%sthreadIdx.x + (ix_t) c_ * %u < V / %u)\n"
         "      {\n",
-        vt, xstorage (k->xdt), ge, k->gcache, k->gcache, nt, ge, vt, nt, k->gcache, nt, ge);
+        vt, xstorage (k->xdt), ge, k->gcache, k->gcache, base, nt, ge, vt, base, nt, k->gcache, base, nt, ge);
       emit_group_update (o, ty, ge, ld_g, "        ");
-      g_string_append (o, "      }\n  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n");
+      g_string_append (o, "      }\n");
+      if (k->gsmem)
+        {
+          g_autofree char *ld_s = x_load (ty, k->xdt, "q_.e[k]");
+
+          g_string_append_printf (o,
+            "  cs_cp_async_wait0 ();\n"
+            "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+            "    {\n"
+            "      union { %s u; %s e[%u]; } q_;\n"
+            "      q_.u = sx[i_];\n", k->gsmem, nt, vt, xstorage (k->xdt), ge);
+          emit_group_update (o, ty, ge, ld_s, "      ");
+          g_string_append (o, "    }\n");
+        }
+      g_string_append (o, "  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n");
     }
   else if (!k->write_logp && k->ge1 > 1)
     {
@@ -1421,11 +1452,45 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
           guint np = ob > 16 ? (guint) (ob / 16) : 1;
           const char *ot = ob > 16 ? "uint4" : vec_type (ob);
 
+          g_autofree char *base = k->gsmem ? g_strdup_printf ("%uLL + ", k->gsmem) : g_strdup ("");
+
+          if (k->gsmem)
+            {
+              /* the groups in shared memory (rc[] below: those in registers) */
+              g_autofree char *ld_s = x_load (ty, k->xdt, "rs_.e[k]");
+              g_autofree char *diff_s = g_strdup_printf ("%s - lse", ld_s);
+              g_autofree char *lpv_s = x_round (ty, k->logp_dtype, diff_s);
+              g_autofree char *ex_s = ty->dbl ? g_strdup_printf ("exp (%s)", lpv_s)
+                                              : g_strdup_printf ("exp2f ((%s) * 1.4426950408889634f)", lpv_s);
+              g_autofree char *v_s = g_strdup_printf ("(j == tb ? gn : (%s) 0) - %s * gn", ty->A, ex_s);
+              g_autofree char *vr_s = k->ord != k->odt ? x_round (ty, k->ord, v_s) : g_strdup (v_s);
+              g_autofree char *sv_s = x_store (k->odt, vr_s);
+
+              g_string_append_printf (o,
+                "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+                "    {\n"
+                "      const ix_t g_ = i_;\n"
+                "      union { %s u; %s e[%u]; } rs_;\n"
+                "      rs_.u = sx[i_];\n"
+                "      union { %s u[%u]; %s e[%u]; } q1;\n"
+                "#pragma unroll\n"
+                "      for (int k = 0; k < %u; k++)\n"
+                "        {\n"
+                "          const ix_t j = g_ * %u + k;\n"
+                "          q1.e[k] = %s;\n"
+                "        }\n"
+                "#pragma unroll\n"
+                "      for (int h_ = 0; h_ < %u; h_++)\n"
+                "        ((%s *) y)[g_ * %u + h_] = q1.u[h_];\n"
+                "    }\n",
+                k->gsmem, nt, vec_type (ge * cs_dtype_size_bytes (k->xdt)), xstorage (k->xdt), ge, ot, np,
+                xstorage (k->odt), ge, ge, ge, sv_s, np, ot, np);
+            }
           g_string_append_printf (o,
             "#pragma unroll\n"
             "  for (int c_ = 0; c_ < %u; c_++)\n"
             "    {\n"
-            "      const ix_t g_ = threadIdx.x + (ix_t) c_ * %u;\n"
+            "      const ix_t g_ = %sthreadIdx.x + (ix_t) c_ * %u;\n"
             "      if (g_ >= V / %u)\n"
             "        break;\n"
             "      union { %s u[%u]; %s e[%u]; } q1;\n"
@@ -1439,7 +1504,7 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
             "      for (int h_ = 0; h_ < %u; h_++)\n"
             "        ((%s *) y)[g_ * %u + h_] = q1.u[h_];\n"
             "    }\n",
-            k->gcache, nt, ge, ot, np, xstorage (k->odt), ge, ge, ge, sv, np, ot, np);
+            k->gcache, base, nt, ge, ot, np, xstorage (k->odt), ge, ge, ge, sv, np, ot, np);
         }
       else
         {
@@ -1600,15 +1665,17 @@ drop_logp_pass (CsCudaProgram *p, XRowsRec *rec, int64_t R)
   k.write_logp = FALSE;
   k.write_lse = TRUE;
   body = rows_kernel_text (&k, &nt);
-  replace_kernel (p, rec->step, body, slots, is_out, n, nt);
+  replace_kernel (p, rec->step, body, slots, is_out, n, nt, 0);
   return lse;
 }
 
 /* How fuse_backward fuses (CASTSCOPE_XENT_FUSED): unset or "1", AUTO: the gradient from the row
  * kept in registers when a thread's share fits, else from a second read at XENT_THREADS
  * threads; "0", OFF: the three-pass form (rows, reduction, backward); "reread", "reread512",
- * "reread1024": always the second read, at 256, 512 or 1024 threads a block. */
-typedef enum { XFUSE_OFF, XFUSE_AUTO, XFUSE_REREAD } XFuse;
+ * "reread1024": always the second read, at 256, 512 or 1024 threads a block; "split", SPLIT:
+ * rows of 16-byte groups that fit XENT_SPLIT_SMEM + XENT_SPLIT_REGS kept in shared memory and
+ * registers at two blocks of 512 an SM (else as AUTO). */
+typedef enum { XFUSE_OFF, XFUSE_AUTO, XFUSE_REREAD, XFUSE_SPLIT } XFuse;
 
 static XFuse
 fuse_mode (guint *nt)
@@ -1618,6 +1685,8 @@ fuse_mode (guint *nt)
   *nt = XENT_THREADS;
   if (g_strcmp0 (env, "0") == 0)
     return XFUSE_OFF;
+  if (g_strcmp0 (env, "split") == 0)
+    return XFUSE_SPLIT;
   if (env != NULL && g_str_has_prefix (env, "reread"))
     {
       guint64 v = g_ascii_strtoull (env + 6, NULL, 10);
@@ -1797,8 +1866,22 @@ fuse_backward (CsCudaProgram *p, XCtx *c, XRowsRec *rec, gboolean dbl, CsDtype o
           k.gcache = (guint) ((G + 1023) / 1024);
         }
     }
+  if (mode == XFUSE_SPLIT && k.ge1 * cs_dtype_size_bytes (k.xdt) == 16)
+    {
+      /* two blocks of 512 an SM, each with its row's first groups in shared memory (up to
+       * XENT_SPLIT_SMEM bytes) and the rest in registers (up to XENT_SPLIT_REGS) */
+      int64_t G = c->bV / k.ge1, S = MIN (G, XENT_SPLIT_SMEM / 16);
+      guint nr = (guint) ((G - S + 511) / 512);
+
+      if (nr * 4 <= XENT_SPLIT_REGS)
+        {
+          k.nt = 512;
+          k.gcache = MAX (nr, 1);
+          k.gsmem = (guint) S;
+        }
+    }
   body = rows_kernel_text (&k, &nt);
-  replace_kernel (p, rec->step, body, slots, is_out, n, nt);
+  replace_kernel (p, rec->step, body, slots, is_out, n, nt, k.gsmem > 0 ? 2 : 0);
   {
     char *label = g_strdup_printf ("%s and %s gradient", rec->step->label, c->label);
 

@@ -78,7 +78,10 @@ static const char emu_header[] =
   "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n"
   "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n"
   "static inline float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
-  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n";
+  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
+  "static inline void cs_cp_async16 (void *s, const void *g) { memcpy (s, g, 16); }\n"
+  "static inline void cs_cp_async_commit (void) {}\n"
+  "static inline void cs_cp_async_wait0 (void) {}\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =
@@ -321,8 +324,8 @@ static const EmuCase emu_cases[] = {
 
 /* The forms of the backward each case runs in (CASTSCOPE_XENT_FUSED, cs-cuda-xentropy.c): fused
  * into the rows kernel with the row in registers where it fits, fused with a second read of the
- * row at 512 threads, the three passes. */
-static const char *emu_modes[] = { "1", "reread512", "0" };
+ * row at 512 threads, the three passes, fused with the row in shared memory and registers. */
+static const char *emu_modes[] = { "1", "reread512", "0", "split" };
 
 int
 main (int argc, char **argv)

@@ -214,18 +214,18 @@ static const Case compile_cases[] = {
 };
 
 /* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and the
- * backward (fused into the rows kernel; with CASTSCOPE_XENT_FUSED=0 and =reread1024 too), each
+ * backward (fused into the rows kernel; with CASTSCOPE_XENT_FUSED=0, reread1024 and split too), each
  * once, moving the bytes check_step_bytes() expects; the f64 reference's program compiles as
  * well. */
 static void
 test_nvrtc (void)
 {
-  static const char *modes[] = { NULL, "0", "reread1024" };   /* NULL: "1", the default */
+  static const char *modes[] = { NULL, "0", "reread1024", "split" };   /* NULL: "1", the default */
 
   for (gsize k = 0; k < G_N_ELEMENTS (compile_cases) * G_N_ELEMENTS (modes); k++)
     {
       const char *mode = modes[k / G_N_ELEMENTS (compile_cases)];
-      gboolean fused = g_strcmp0 (mode, "0") != 0, regs = mode == NULL;
+      gboolean fused = g_strcmp0 (mode, "0") != 0, regs = mode == NULL || g_strcmp0 (mode, "split") == 0;
       const Case *c = &compile_cases[k % G_N_ELEMENTS (compile_cases)];
       g_autoptr(CsPipeline) pl = case_pipeline (c);
       CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
@@ -278,7 +278,7 @@ test_nvrtc (void)
           g_assert_nonnull (strstr (p->source->str, "g0 < V / 8"));
           g_assert_null (strstr (p->source->str, " rc["));   /* one pass: no row kept in registers */
         }
-      if (c->V == 50304 && c->dt == CS_DTYPE_BF16 && regs)
+      if (c->V == 50304 && c->dt == CS_DTYPE_BF16 && mode == NULL)
         {
           /* the row's 6288 groups of 8 bf16 kept in registers, 7 a thread of 1024, for the
            * gradient */
@@ -289,6 +289,13 @@ test_nvrtc (void)
         g_assert_null (strstr (p->source->str, " rc["));
       if (g_strcmp0 (mode, "reread1024") == 0)
         g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
+      if (g_strcmp0 (mode, "split") == 0 && c->V == 50304 && c->dt == CS_DTYPE_BF16)
+        {
+          /* 2816 groups of 8 in shared memory, the other 3472 in registers, 7 a thread of 512 */
+          g_assert_nonnull (strstr (p->source->str, "sx[2816]"));
+          g_assert_nonnull (strstr (p->source->str, "rc[7]"));
+          g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(512, 2)"));
+        }
       check_step_bytes (p, c, fused);
       cs_cuda_program_free (p);
 
@@ -1085,13 +1092,14 @@ test_gpu_f64 (void)
 
 /* The forms CASTSCOPE_XENT_FUSED picks on the GPU against the CPU: the three-pass one ("0"), the
  * fused one with the gradient pass reading the row again at 256 and 1024 threads ("reread",
- * "reread1024"; unset or "1" keeps it in registers where it fits, as the other GPU tests run): V a
+ * "reread1024"; unset or "1" keeps it in registers where it fits, as the other GPU tests run),
+ * or keeping it in shared memory and registers ("split"): V a
  * multiple of the groups and not (element by element), ignored rows, mean / sum / none, bf16
  * / f16 / f32, non-finite rows. */
 static void
 test_gpu_fused_modes (void)
 {
-  static const char *modes[] = { "0", "reread", "reread1024" };
+  static const char *modes[] = { "0", "reread", "reread1024", "split" };
   static const Case cases[] = {
     { 64, 50304, CS_DTYPE_BF16, "mean" }, { 7, 1000, CS_DTYPE_F32, "sum" }, { 7, 37, CS_DTYPE_BF16, "none" },
     { 5, 1002, CS_DTYPE_F16, "mean" }, { 3, 2053, CS_DTYPE_F32, "mean" },
