@@ -43,9 +43,11 @@
  *    the forward's rows kernel runs (program inputs or values written before it; 'mean''s
  *    total_weight the forward's count of the same targets, then counted by a one-block kernel
  *    inserted before it), the rows kernel computes the gradient above in a second pass over
- *    its row, from registers where the thread's share of the row fits (kept from pass 1), else
- *    reading the row again (the block read it in pass 1: mostly from L2), and no backward
- *    kernel is left: the step reads the logits once and writes the gradient once.
+ *    its row, from registers where a 256-thread block's share of the row fits (kept from pass
+ *    1), else from shared memory and registers (two 512-thread blocks an SM, up to 44 KB +
+ *    28 registers a thread: bf16 rows up to V = 51200, f32 up to 25600), else reading the row again (the block
+ *    read it in pass 1: mostly from L2), and no backward kernel is left: the step reads the
+ *    logits once and writes the gradient once.
  *
  * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it (and when
  * the backward recomputes it: x - lse in the forward's accumulation type, rounded the same way,
@@ -1670,11 +1672,12 @@ drop_logp_pass (CsCudaProgram *p, XRowsRec *rec, int64_t R)
 }
 
 /* How fuse_backward fuses (CASTSCOPE_XENT_FUSED): unset or "1", AUTO: the gradient from the row
- * kept in registers when a thread's share fits, else from a second read at XENT_THREADS
- * threads; "0", OFF: the three-pass form (rows, reduction, backward); "reread", "reread512",
- * "reread1024": always the second read, at 256, 512 or 1024 threads a block; "split", SPLIT:
- * rows of 16-byte groups that fit XENT_SPLIT_SMEM + XENT_SPLIT_REGS kept in shared memory and
- * registers at two blocks of 512 an SM (else as AUTO). */
+ * kept in registers at 256 threads when a thread's share fits, else as SPLIT where the row fits
+ * that, else from a second read at 512 threads; "0", OFF: the three-pass form (rows,
+ * reduction, backward); "reread", "reread512", "reread1024": always the second read, at 256,
+ * 512 or 1024 threads a block; "split", SPLIT: rows of 16-byte groups that fit XENT_SPLIT_SMEM
+ * + XENT_SPLIT_REGS kept in shared memory and registers at two blocks of 512 an SM (else a
+ * second read at 256 threads). */
 typedef enum { XFUSE_OFF, XFUSE_AUTO, XFUSE_REREAD, XFUSE_SPLIT } XFuse;
 
 static XFuse
@@ -1847,11 +1850,13 @@ fuse_backward (CsCudaProgram *p, XCtx *c, XRowsRec *rec, gboolean dbl, CsDtype o
   }
   k.nt = mode_nt;
   k.gcache = 0;
+  k.gsmem = 0;
   if (mode == XFUSE_AUTO && k.ge1 > 1)
     {
       /* the thread's groups of ge1 elements (16 bytes, or 8 / 4 for rows that need narrower
-       * groups) in registers: 256 threads a block, or 1024 for long rows (bf16 V = 50304: 7
-       * groups of 8, 28 registers) */
+       * groups) in registers at 256 threads a block; longer rows: as SPLIT below, else read
+       * again at 512 threads (one 1024-thread block an SM holding the row in registers leaves
+       * no other block to overlap its loads: run 42) */
       int64_t G = c->bV / k.ge1;
       guint rpg = (guint) (k.ge1 * cs_dtype_size_bytes (k.xdt) / 4);
 
@@ -1860,16 +1865,17 @@ fuse_backward (CsCudaProgram *p, XCtx *c, XRowsRec *rec, gboolean dbl, CsDtype o
           k.nt = 256;
           k.gcache = (guint) ((G + 255) / 256);
         }
-      else if ((G + 1023) / 1024 * rpg <= XENT_CACHE_REGS_1024)
+      else
         {
-          k.nt = 1024;
-          k.gcache = (guint) ((G + 1023) / 1024);
+          mode = XFUSE_SPLIT;
+          k.nt = 512;
         }
     }
   if (mode == XFUSE_SPLIT && k.ge1 * cs_dtype_size_bytes (k.xdt) == 16)
     {
       /* two blocks of 512 an SM, each with its row's first groups in shared memory (up to
-       * XENT_SPLIT_SMEM bytes) and the rest in registers (up to XENT_SPLIT_REGS) */
+       * XENT_SPLIT_SMEM bytes) and the rest in registers (up to XENT_SPLIT_REGS): one block
+       * loads while the other computes */
       int64_t G = c->bV / k.ge1, S = MIN (G, XENT_SPLIT_SMEM / 16);
       guint nr = (guint) ((G - S + 511) / 512);
 
