@@ -37,7 +37,17 @@
  *    rows kernel is then rewritten (take_rows_rec, drop_logp_pass) into its one-pass form
  *    writing the logsumexp [R] instead of log-softmax [R, V], and the saved log-softmax's proxy
  *    is unbound, so the step moves the logits three times (read forward, read backward, the
- *    gradient written) and no [R, V] intermediate.
+ *    gradient written) and no [R, V] intermediate;
+ *  - the backward fused into that rows kernel (fuse_backward, the default; CASTSCOPE_XENT_FUSED=0
+ *    keeps the three passes): when the cotangent, the targets and total_weight are known when
+ *    the forward's rows kernel runs (program inputs or values written before it; 'mean''s
+ *    total_weight the forward's count of the same targets, then counted by a one-block kernel
+ *    inserted before it), the rows kernel computes the gradient above in a second pass over
+ *    its row, from registers where a 256-thread block's share of the row fits (kept from pass
+ *    1), else from shared memory and registers (two 512-thread blocks an SM, up to 44 KB +
+ *    28 registers a thread: bf16 rows up to V = 51200, f32 up to 25600), else reading the row again (the block
+ *    read it in pass 1: mostly from L2), and no backward kernel is left: the step reads the
+ *    logits once and writes the gradient once.
  *
  * Roundings: log-softmax is rounded to its trace dtype before the row loss reads it (and when
  * the backward recomputes it: x - lse in the forward's accumulation type, rounded the same way,
@@ -59,6 +69,8 @@
 #define XENT_CACHE_REGS_1024 32    /* ... of a 1024-thread block (64 registers a thread at most) */
 #define XENT_UNROLL 4              /* 16-byte groups a thread loads at once in the one-pass loop */
 #define XENT_QUAD_UNROLL 2         /* ... in the other row loops (emit_row_loop's QUAD) */
+#define XENT_SPLIT_SMEM 45056      /* bytes of a row a 512-thread block keeps in shared memory (SPLIT) */
+#define XENT_SPLIT_REGS 28         /* registers a thread of it keeps of the rest (SPLIT) */
 
 typedef enum
 {
@@ -915,13 +927,14 @@ add_kernel (CsCudaProgram *p, const char *body, const guint *slots, const gboole
   return step;
 }
 
-/* Gives @step the kernel @body (@nt threads a block) and parameters @slots: a kernel of its own
- * (or an identical one already there). */
+/* Gives @step the kernel @body (@nt threads a block, at least @minb blocks an SM when not 0) and
+ * parameters @slots: a kernel of its own (or an identical one already there). */
 static void
 replace_kernel (CsCudaProgram *p, CsCudaStep *step, const char *body, const guint *slots, const gboolean *is_out,
-                guint n, guint nt)
+                guint n, guint nt, guint minb)
 {
-  g_autofree char *attrs = g_strdup_printf ("__launch_bounds__(%u)", nt);
+  g_autofree char *attrs = minb ? g_strdup_printf ("__launch_bounds__(%u, %u)", nt, minb)
+                                : g_strdup_printf ("__launch_bounds__(%u)", nt);
   g_autofree char *text = kernel_text (p, body, slots, is_out, n);
 
   /* the kernel it ran before stays in the list until the build renumbers the kernels the
@@ -964,6 +977,37 @@ emit_online (GString *o, const XTypes *ty, const char *v, const char *ind)
     "%s  else if (m > -INF_) s += %s (v_ - m);\n"
     "%s}\n",
     ind, ind, ty->A, v, ind, ind, ind, E, ty->A, ind, E, ind);
+}
+
+/* The update of (m, s) by one group of @ge elements, element k read by @ld (accumulation
+ * type): the group's max m_g first, s = s * e^(m - max(m, m_g)) + sum e^(v - max(m, m_g)), one
+ * rescale a group, e^x as exp2f (x * log2 e) in f32 (exp in f64); NaN and +inf are found after
+ * the loop (the flag of the one-pass loop in rows_kernel_text). */
+static void
+emit_group_update (GString *o, const XTypes *ty, guint ge, const char *ld, const char *ind)
+{
+  const char *ex_r = ty->dbl ? "exp (m - mg)" : "exp2f ((m - mg) * 1.4426950408889634f)";
+  const char *ex_s = ty->dbl ? "exp (v_[k] - ms)" : "exp2f ((v_[k] - ms) * 1.4426950408889634f)";
+
+  g_string_append_printf (o,
+    "%s%s v_[%u], mg = -INF_;\n"
+    "#pragma unroll\n"
+    "%sfor (int k = 0; k < %u; k++)\n"
+    "%s  {\n"
+    "%s    v_[k] = %s;\n"
+    "%s    mg = v_[k] > mg ? v_[k] : mg;\n"
+    "%s  }\n"
+    "%sif (mg > m)\n"
+    "%s  {\n"
+    "%s    s = s * %s;\n"
+    "%s    m = mg;\n"
+    "%s  }\n"
+    "%sconst %s ms = m == -INF_ ? (%s) 0 : m;\n"
+    "#pragma unroll\n"
+    "%sfor (int k = 0; k < %u; k++)\n"
+    "%s  s += %s;\n",
+    ind, ty->A, ge, ind, ge, ind, ind, ld, ind, ind, ind, ind, ind, ex_r, ind, ind, ind, ty->A, ty->A,
+    ind, ge, ind, ex_s);
 }
 
 /* One tensor of a row loop (emit_row_loop). */
@@ -1163,6 +1207,25 @@ typedef struct
   guint    ge1;          /* elements a group of pass 1 (group_elems() of x), 1: element by element */
   guint    ge2;          /* of the log-softmax pass when not cached (of x and log-softmax) */
   gboolean cache_ok;     /* the 4-element groups of x (and log-softmax) may be kept in registers */
+
+  /* the backward fused in (fuse_backward): the gradient written from the row as pass 2 */
+  gboolean write_grad;   /* the logits' gradient written; write_logp and write_lse are then FALSE */
+  CsDtype  g_dtype;      /* the cotangent */
+  gboolean g_rows;       /* the cotangent has one value a row ('none'), else one */
+  gboolean have_tw;      /* the cotangent divided by total_weight (a parameter) */
+  CsDtype  tw_dtype;     /* total_weight */
+  gboolean own_bt;       /* the gradient's targets are a parameter of their own (else the loss's) */
+  int64_t  bignore;      /* nll_loss_backward's ignore_index */
+  CsDtype  gnll_dtype;   /* nll_loss_backward's result */
+  CsDtype  odt;          /* the gradient as stored */
+  CsDtype  ord;          /* the narrowest dtype the gradient is rounded to */
+  guint    nt;           /* threads a block */
+  guint    gcache;       /* groups of ge1 elements of x a thread keeps in registers from pass 1
+                            for the gradient (0: the gradient pass reads the row again) */
+  guint    geg;          /* elements a group of that second read (group_elems() of x and the
+                            gradient), 1: element by element */
+  guint    gsmem;        /* with gcache: the row's first groups (16 bytes each) kept in shared
+                            memory instead, the registers holding groups gsmem.. (0: none) */
 } XRowsK;
 
 /* The body of the rows kernel for @k, its parameters a0 = logits, then (have_rows) targets,
@@ -1173,7 +1236,7 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
 {
   g_autoptr(GString) o = g_string_new ("");
   const XTypes *ty = &k->ty;
-  guint n = 0, ax, at = 0, al = 0, ar = 0, alse = 0;
+  guint n = 0, ax, at = 0, al = 0, ar = 0, alse = 0, ag = 0, atw = 0, abt = 0, agx = 0;
   guint nt = XENT_THREADS, nw, nc = 0;
   g_autofree char *ld_x = x_load (ty, k->xdt, "x[j]");
 
@@ -1186,6 +1249,16 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
     ar = n++;
   if (k->write_lse)
     alse = n++;
+  if (k->write_grad)
+    {
+      ag = n++;
+      if (k->have_tw)
+        atw = n++;
+      if (k->own_bt)
+        abt = n++;
+      agx = n++;
+      nt = k->nt;
+    }
   /* With log-softmax written, the row is read twice: from registers when a thread's share of
    * it fits (4-element groups, unrolled), at 1024 threads a block for long rows. */
   if (k->write_logp && k->cache_ok)
@@ -1209,7 +1282,55 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
   g_string_append_printf (o, "  __shared__ %s sh_m[%u], sh_s[%u];\n  __shared__ int sh_f[%u];\n", ty->A, nw, nw, nw);
   g_string_append_printf (o, "  %s m = -INF_, s = (%s) 0;\n  int fl = 0;\n", ty->A, ty->A);
   /* pass 1: online max and sum of exponentials */
-  if (!k->write_logp && k->ge1 > 1)
+  if (k->write_grad && k->gcache > 0)
+    {
+      /* every group of the thread's share loaded into rc[] first (in flight together), then
+       * each group's update as in the loop below; rc[] stays for the gradient pass */
+      guint ge = k->ge1;
+      const char *vt = vec_type (ge * cs_dtype_size_bytes (k->xdt));
+      g_autofree char *ld_g = x_load (ty, k->xdt, "rc[c_].e[k]");
+
+      g_autofree char *base = k->gsmem ? g_strdup_printf ("%uLL + ", k->gsmem) : g_strdup ("");
+
+      if (k->gsmem)
+        {
+          /* groups 0..gsmem-1 copied to shared memory asynchronously, each thread its own (so
+           * it waits for its copies only) */
+          g_string_append_printf (o,
+            "  __shared__ %s sx[%u];\n"
+            "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+            "    cs_cp_async16 (&sx[i_], (const %s *) x + i_);\n"
+            "  cs_cp_async_commit ();\n", vt, k->gsmem, k->gsmem, nt, vt);
+        }
+      g_string_append_printf (o,
+        "  union { %s u; %s e[%u]; } rc[%u];\n"
+        "#pragma unroll\n"
+        "  for (int c_ = 0; c_ < %u; c_++)\n"
+        "    if (%sthreadIdx.x + (ix_t) c_ * %u < V / %u)\n"
+        "      rc[c_].u = ((const %s *) x)[%sthreadIdx.x + (ix_t) c_ * %u];\n"
+        "#pragma unroll\n"
+        "  for (int c_ = 0; c_ < %u; c_++)\n"
+        "    if (%sthreadIdx.x + (ix_t) c_ * %u < V / %u)\n"
+        "      {\n",
+        vt, xstorage (k->xdt), ge, k->gcache, k->gcache, base, nt, ge, vt, base, nt, k->gcache, base, nt, ge);
+      emit_group_update (o, ty, ge, ld_g, "        ");
+      g_string_append (o, "      }\n");
+      if (k->gsmem)
+        {
+          g_autofree char *ld_s = x_load (ty, k->xdt, "q_.e[k]");
+
+          g_string_append_printf (o,
+            "  cs_cp_async_wait0 ();\n"
+            "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+            "    {\n"
+            "      union { %s u; %s e[%u]; } q_;\n"
+            "      q_.u = sx[i_];\n", k->gsmem, nt, vt, xstorage (k->xdt), ge);
+          emit_group_update (o, ty, ge, ld_s, "      ");
+          g_string_append (o, "    }\n");
+        }
+      g_string_append (o, "  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n");
+    }
+  else if (!k->write_logp && k->ge1 > 1)
     {
       /* XENT_UNROLL groups of ge1 elements loaded together, then each group's max m_g taken
        * first: s = s * e^(m - max(m, m_g)) + sum e^(v - max(m, m_g)), one rescale a group, e^x
@@ -1221,8 +1342,6 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
       guint ge = k->ge1;
       const char *vt = vec_type (ge * cs_dtype_size_bytes (k->xdt));
       g_autofree char *ld_g = x_load (ty, k->xdt, "q_[u_].e[k]");
-      const char *ex_r = ty->dbl ? "exp (m - mg)" : "exp2f ((m - mg) * 1.4426950408889634f)";
-      const char *ex_s = ty->dbl ? "exp (v_[k] - ms)" : "exp2f ((v_[k] - ms) * 1.4426950408889634f)";
 
       g_string_append_printf (o,
         "  for (ix_t g0 = threadIdx.x; g0 < V / %u; g0 += %u)\n"
@@ -1235,28 +1354,11 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
         "#pragma unroll\n"
         "      for (int u_ = 0; u_ < %u; u_++)\n"
         "        if (g0 + u_ * %u < V / %u)\n"
-        "          {\n"
-        "            %s v_[%u], mg = -INF_;\n"
-        "#pragma unroll\n"
-        "            for (int k = 0; k < %u; k++)\n"
-        "              {\n"
-        "                v_[k] = %s;\n"
-        "                mg = v_[k] > mg ? v_[k] : mg;\n"
-        "              }\n"
-        "            if (mg > m)\n"
-        "              {\n"
-        "                s = s * %s;\n"
-        "                m = mg;\n"
-        "              }\n"
-        "            const %s ms = m == -INF_ ? (%s) 0 : m;\n"
-        "#pragma unroll\n"
-        "            for (int k = 0; k < %u; k++)\n"
-        "              s += %s;\n"
-        "          }\n"
-        "    }\n"
-        "  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n",
+        "          {\n",
         ge, XENT_UNROLL * nt, vt, xstorage (k->xdt), ge, XENT_UNROLL, XENT_UNROLL, nt, ge, vt, nt,
-        XENT_UNROLL, nt, ge, ty->A, ge, ge, ld_g, ex_r, ty->A, ty->A, ge, ex_s);
+        XENT_UNROLL, nt, ge);
+      emit_group_update (o, ty, ge, ld_g, "            ");
+      g_string_append (o, "          }\n    }\n  fl = m == INF_ ? 2 : s != s ? 1 : 0;\n");
     }
   else
     {
@@ -1315,6 +1417,108 @@ rows_kernel_text (const XRowsK *k, guint *nt_out)
         "    }\n",
         at, ty->A, k->ignore, ty->A, x_nan (ty), nr, ar, st_r);
     }
+  /* pass 2 (the backward fused in): nll_loss_backward's value gn at the target (0 on an ignored
+   * row, NaN for a target out of range), then log_softmax_backward's
+   * (j == t ? gn : 0) - exp (logp[j]) * gn with logp[j] = x[j] - lse rounded as the forward
+   * would have stored it, from rc[] or a second read of the row (from L2: the block read it
+   * in pass 1) */
+  if (k->write_grad)
+    {
+      g_autoptr(GString) e = g_string_new ("");
+      gboolean cached = k->gcache > 0;
+      guint ge = cached ? k->ge1 : k->geg;
+      g_autofree char *ga = g_strdup_printf (k->g_rows ? "a%u[row]" : "a%u[0]", ag);
+      g_autofree char *ta = g_strdup_printf ("a%u[0]", atw);
+      g_autofree char *gval = x_load (ty, k->g_dtype, ga);
+      g_autofree char *twv = k->have_tw ? x_load (ty, k->tw_dtype, ta) : NULL;
+      g_autofree char *gn = k->have_tw ? g_strdup_printf ("-(%s) / %s", gval, twv) : g_strdup_printf ("-(%s)", gval);
+      g_autofree char *gnr = x_round (ty, k->gnll_dtype, gn);
+      g_autofree char *ld = x_load (ty, k->xdt, cached ? "rc[c_].e[k]" : ge > 1 ? "q0.e[k]" : "x[j]");
+      g_autofree char *diff = g_strdup_printf ("%s - lse", ld);
+      g_autofree char *lpv = x_round (ty, k->logp_dtype, diff);
+      g_autofree char *ex = ty->dbl ? g_strdup_printf ("exp (%s)", lpv)
+                                    : g_strdup_printf ("exp2f ((%s) * 1.4426950408889634f)", lpv);
+      g_autofree char *v = g_strdup_printf ("(j == tb ? gn : (%s) 0) - %s * gn", ty->A, ex);
+      g_autofree char *vr = k->ord != k->odt ? x_round (ty, k->ord, v) : g_strdup (v);
+      g_autofree char *sv = x_store (k->odt, vr);
+
+      g_string_append_printf (o, "  %s *y = a%u + row * V;\n", xstorage (k->odt), agx);
+      g_string_append_printf (o, "  const long long tb = (long long) a%u[row];\n", k->own_bt ? abt : at);
+      g_string_append_printf (o, "  %s gn;\n  if (tb == %" G_GINT64_FORMAT "LL)\n    gn = (%s) 0;\n"
+                              "  else if (tb < 0 || tb >= V)\n    gn = %s;\n  else\n    gn = %s;\n",
+                              ty->A, k->bignore, ty->A, x_nan (ty), gnr);
+      if (cached)
+        {
+          /* the group's gradient stored in 16-byte pieces (one or two), or one narrower store */
+          gsize ob = ge * cs_dtype_size_bytes (k->odt);
+          guint np = ob > 16 ? (guint) (ob / 16) : 1;
+          const char *ot = ob > 16 ? "uint4" : vec_type (ob);
+
+          g_autofree char *base = k->gsmem ? g_strdup_printf ("%uLL + ", k->gsmem) : g_strdup ("");
+
+          if (k->gsmem)
+            {
+              /* the groups in shared memory (rc[] below: those in registers) */
+              g_autofree char *ld_s = x_load (ty, k->xdt, "rs_.e[k]");
+              g_autofree char *diff_s = g_strdup_printf ("%s - lse", ld_s);
+              g_autofree char *lpv_s = x_round (ty, k->logp_dtype, diff_s);
+              g_autofree char *ex_s = ty->dbl ? g_strdup_printf ("exp (%s)", lpv_s)
+                                              : g_strdup_printf ("exp2f ((%s) * 1.4426950408889634f)", lpv_s);
+              g_autofree char *v_s = g_strdup_printf ("(j == tb ? gn : (%s) 0) - %s * gn", ty->A, ex_s);
+              g_autofree char *vr_s = k->ord != k->odt ? x_round (ty, k->ord, v_s) : g_strdup (v_s);
+              g_autofree char *sv_s = x_store (k->odt, vr_s);
+
+              g_string_append_printf (o,
+                "  for (int i_ = threadIdx.x; i_ < %u; i_ += %u)\n"
+                "    {\n"
+                "      const ix_t g_ = i_;\n"
+                "      union { %s u; %s e[%u]; } rs_;\n"
+                "      rs_.u = sx[i_];\n"
+                "      union { %s u[%u]; %s e[%u]; } q1;\n"
+                "#pragma unroll\n"
+                "      for (int k = 0; k < %u; k++)\n"
+                "        {\n"
+                "          const ix_t j = g_ * %u + k;\n"
+                "          q1.e[k] = %s;\n"
+                "        }\n"
+                "#pragma unroll\n"
+                "      for (int h_ = 0; h_ < %u; h_++)\n"
+                "        ((%s *) y)[g_ * %u + h_] = q1.u[h_];\n"
+                "    }\n",
+                k->gsmem, nt, vec_type (ge * cs_dtype_size_bytes (k->xdt)), xstorage (k->xdt), ge, ot, np,
+                xstorage (k->odt), ge, ge, ge, sv_s, np, ot, np);
+            }
+          g_string_append_printf (o,
+            "#pragma unroll\n"
+            "  for (int c_ = 0; c_ < %u; c_++)\n"
+            "    {\n"
+            "      const ix_t g_ = %sthreadIdx.x + (ix_t) c_ * %u;\n"
+            "      if (g_ >= V / %u)\n"
+            "        break;\n"
+            "      union { %s u[%u]; %s e[%u]; } q1;\n"
+            "#pragma unroll\n"
+            "      for (int k = 0; k < %u; k++)\n"
+            "        {\n"
+            "          const ix_t j = g_ * %u + k;\n"
+            "          q1.e[k] = %s;\n"
+            "        }\n"
+            "#pragma unroll\n"
+            "      for (int h_ = 0; h_ < %u; h_++)\n"
+            "        ((%s *) y)[g_ * %u + h_] = q1.u[h_];\n"
+            "    }\n",
+            k->gcache, base, nt, ge, ot, np, xstorage (k->odt), ge, ge, ge, sv, np, ot, np);
+        }
+      else
+        {
+          XQuad q[2] = { { "q0", "x", k->xdt, FALSE }, { "q1", "y", k->odt, TRUE } };
+
+          if (ge > 1)
+            g_string_append_printf (e, "          q1.e[k] = %s;\n", sv);
+          else
+            g_string_append_printf (e, "      y[j] = %s;\n", sv);
+          emit_row_loop (o, ge > 1 ? XLOOP_QUAD : XLOOP_SCALAR, nt, 0, ge, q, 2, e->str);
+        }
+    }
   *nt_out = nt;
   return g_string_free (g_steal_pointer (&o), FALSE);
 }
@@ -1335,6 +1539,9 @@ typedef struct
   gboolean       is_out[4];  /* which of them it writes */
   guint          n;          /* their number */
   guint          lps;        /* of them, the log-softmax */
+  gint           ts;         /* the forward's targets slot, or -1 */
+  gint           count;      /* the slot of the region's count of rows not ignored (the
+                                reduction kernel's output, counting ts), or -1 */
 } XRowsRec;
 
 static void
@@ -1359,6 +1566,7 @@ note_rows_step (CsCudaProgram *p, CsCudaStep *step, const XRowsK *k, const guint
   memcpy (r->is_out, is_out, n * sizeof (gboolean));
   r->n = n;
   r->lps = lps;
+  r->ts = r->count = -1;
   if (p->xent_rows == NULL)
     p->xent_rows = g_ptr_array_new_with_free_func ((GDestroyNotify) rows_rec_free);
   g_ptr_array_add (p->xent_rows, r);
@@ -1459,8 +1667,235 @@ drop_logp_pass (CsCudaProgram *p, XRowsRec *rec, int64_t R)
   k.write_logp = FALSE;
   k.write_lse = TRUE;
   body = rows_kernel_text (&k, &nt);
-  replace_kernel (p, rec->step, body, slots, is_out, n, nt);
+  replace_kernel (p, rec->step, body, slots, is_out, n, nt, 0);
   return lse;
+}
+
+/* How fuse_backward fuses (CASTSCOPE_XENT_FUSED): unset or "1", AUTO: the gradient from the row
+ * kept in registers at 256 threads when a thread's share fits, else as SPLIT where the row fits
+ * that, else from a second read at 512 threads; "0", OFF: the three-pass form (rows,
+ * reduction, backward); "reread", "reread512", "reread1024": always the second read, at 256,
+ * 512 or 1024 threads a block; "split", SPLIT: rows of 16-byte groups that fit XENT_SPLIT_SMEM
+ * + XENT_SPLIT_REGS kept in shared memory and registers at two blocks of 512 an SM (else a
+ * second read at 256 threads). */
+typedef enum { XFUSE_OFF, XFUSE_AUTO, XFUSE_REREAD, XFUSE_SPLIT } XFuse;
+
+static XFuse
+fuse_mode (guint *nt)
+{
+  const char *env = g_getenv ("CASTSCOPE_XENT_FUSED");
+
+  *nt = XENT_THREADS;
+  if (g_strcmp0 (env, "0") == 0)
+    return XFUSE_OFF;
+  if (g_strcmp0 (env, "split") == 0)
+    return XFUSE_SPLIT;
+  if (env != NULL && g_str_has_prefix (env, "reread"))
+    {
+      guint64 v = g_ascii_strtoull (env + 6, NULL, 10);
+
+      if (v == 512 || v == 1024)
+        *nt = (guint) v;
+      return XFUSE_REREAD;
+    }
+  return XFUSE_AUTO;
+}
+
+/* TRUE when a step from index @from on writes @buffer. */
+static gboolean
+written_from (CsCudaProgram *p, guint buffer, guint from)
+{
+  for (guint i = from; i < p->steps->len; i++)
+    if (step_touches (p, g_ptr_array_index (p->steps, i), buffer, TRUE))
+      return TRUE;
+  return FALSE;
+}
+
+/* TRUE when slots @a and @b view the same elements (buffer, offset, dtype, size). */
+static gboolean
+same_view (CsCudaProgram *p, guint a, guint b)
+{
+  CsCudaSlot *x = cs_cuda_program_slot (p, a), *y = cs_cuda_program_slot (p, b);
+
+  return x->buffer == y->buffer && x->offset == y->offset && x->dtype == y->dtype
+         && cs_cuda_slot_numel (x) == cs_cuda_slot_numel (y);
+}
+
+/* A one-block kernel counting the targets of slot @ts (@R of them) that are not @ignore, into a
+ * new slot shaped as @like in its dtype (the value the reduction kernel writes for the count),
+ * labelled with region @label, inserted before step @rec (whose index and that of every later record move up by one);
+ * returns the new slot. */
+static guint
+insert_count_step (CsCudaProgram *p, XRowsRec *rec, guint ts, int64_t R, int64_t ignore, guint like, const char *label)
+{
+  CsCudaSlot *ls = cs_cuda_program_slot (p, like);
+  CsDtype dt = ls->dtype;
+  guint nv = cs_cuda_program_new_slot (p, dt, ls->shape, ls->rank);
+  guint slots[2] = { ts, nv };
+  gboolean is_out[2] = { FALSE, TRUE };
+  g_autoptr(GString) o = g_string_new ("");
+  g_autofree char *val = g_strdup_printf (cs_dtype_is_float (dt) ? "(%s) n" : "n", rec->k.ty.A);
+  g_autofree char *stv = dt == CS_DTYPE_B8 ? g_strdup_printf ("(%s) ? 1 : 0", val) : x_store (dt, val);
+  CsCudaStep *step;
+  guint at = rec->index;
+
+  /* 1024 threads, each one's loads unrolled (in flight together) */
+  g_string_append (o, "  __shared__ long long sh_n[32];\n  long long n = 0;\n");
+  g_string_append_printf (o, "#pragma unroll 8\n  for (ix_t r = threadIdx.x; r < %" G_GINT64_FORMAT "LL; r += 1024)\n"
+                          "    n += (long long) a0[r] != %" G_GINT64_FORMAT "LL;\n", R, ignore);
+  g_string_append (o,
+    "  for (int o_ = 16; o_ > 0; o_ >>= 1)\n"
+    "    n += __shfl_xor_sync (0xffffffffu, n, o_);\n"
+    "  if ((threadIdx.x & 31) == 0)\n"
+    "    sh_n[threadIdx.x >> 5] = n;\n"
+    "  __syncthreads ();\n"
+    "  if (threadIdx.x != 0)\n"
+    "    return;\n"
+    "  n = 0;\n"
+    "  for (int w_ = 0; w_ < 32; w_++)\n"
+    "    n += sh_n[w_];\n");
+  g_string_append_printf (o, "  a1[0] = %s;\n", stv);
+  step = add_kernel (p, o->str, slots, is_out, 2, g_strdup_printf ("%s cross-entropy count %" G_GINT64_FORMAT " rows",
+                                                                   label, R), 1, 1024);
+  step->backward = FALSE;
+  g_ptr_array_steal_index (p->steps, p->steps->len - 1);
+  g_ptr_array_insert (p->steps, (gint) at, step);
+  for (guint i = 0; p->xent_rows != NULL && i < p->xent_rows->len; i++)
+    {
+      XRowsRec *r = g_ptr_array_index (p->xent_rows, i);
+
+      if (r->index >= at)
+        r->index++;
+    }
+  rec->index++;
+  return nv;
+}
+
+/* The backward of @c fused into @rec's forward rows step, when everything the gradient needs is
+ * known when that step runs: the cotangent and the targets are written by no step from it on
+ * (program inputs, or values of the forward before it), and 'mean''s total_weight either too or
+ * it is the forward's count of the same targets (then counted by a kernel inserted before the
+ * step: insert_count_step).  The step becomes the rows kernel with a second pass over the row
+ * writing the gradient (dtype @odt, rounded to @ord) to a new slot *@gx, instead of the
+ * log-softmax: the logits are read from DRAM once for both.  FALSE (nothing changed) when it
+ * does not fit or CASTSCOPE_XENT_FUSED=0; @dbl: the backward accumulates in f64. */
+static gboolean
+fuse_backward (CsCudaProgram *p, XCtx *c, XRowsRec *rec, gboolean dbl, CsDtype odt, CsDtype ord, gboolean have_tw,
+               guint *gx)
+{
+  XRowsK k = rec->k;
+  guint mode_nt, slots[10], n = 0, nt, xs = rec->slots[0], gxs, tv = 0;
+  gboolean is_out[10];
+  gint gs = cs_cuda_program_lookup (p, c->g), bts = cs_cuda_program_lookup (p, c->bt);
+  gint tws = have_tw ? cs_cuda_program_lookup (p, c->tw) : -1;
+  gboolean count_here = FALSE;
+  int64_t shape2[2] = { c->bR, c->bV };
+  XFuse mode = fuse_mode (&mode_nt);
+  g_autofree char *body = NULL;
+
+  if (mode == XFUSE_OFF || (dbl && !k.ty.dbl) || gs < 0 || bts < 0 || (have_tw && tws < 0))
+    return FALSE;
+  if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) gs))
+      || !cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) bts))
+      || written_from (p, slot_buffer (p, (guint) gs), rec->index)
+      || written_from (p, slot_buffer (p, (guint) bts), rec->index))
+    return FALSE;
+  if (have_tw)
+    {
+      if (!cs_cuda_slot_is_contiguous (cs_cuda_program_slot (p, (guint) tws)))
+        return FALSE;
+      if (!written_from (p, slot_buffer (p, (guint) tws), rec->index))
+        tv = (guint) tws;
+      else if (rec->count >= 0 && rec->ts >= 0 && same_view (p, (guint) tws, (guint) rec->count)
+               && same_view (p, (guint) bts, (guint) rec->ts) && k.ignore == c->bignore)
+        count_here = TRUE;
+      else
+        return FALSE;
+    }
+  if (count_here)
+    tv = insert_count_step (p, rec, (guint) rec->ts, c->bR, c->bignore, (guint) tws, c->label);
+  gxs = cs_cuda_program_new_slot (p, odt, shape2, 2);
+  for (guint i = 0; i < rec->n; i++)
+    if (rec->slots[i] != rec->lps)
+      {
+        slots[n] = rec->slots[i];
+        is_out[n++] = rec->is_out[i];
+      }
+  k.write_logp = FALSE;
+  k.write_lse = FALSE;
+  k.write_grad = TRUE;
+  k.g_dtype = c->g->dtype;
+  k.g_rows = c->bred == XRED_NONE;
+  k.have_tw = have_tw;
+  k.tw_dtype = have_tw ? cs_cuda_program_slot (p, tv)->dtype : CS_DTYPE_F32;
+  k.own_bt = !(k.have_rows && same_view (p, (guint) bts, rec->slots[1]));
+  k.bignore = c->bignore;
+  k.gnll_dtype = c->gnll_dtype;
+  k.odt = odt;
+  k.ord = ord;
+  slots[n] = (guint) gs; is_out[n++] = FALSE;
+  if (have_tw)
+    {
+      slots[n] = tv; is_out[n++] = FALSE;
+    }
+  if (k.own_bt)
+    {
+      slots[n] = (guint) bts; is_out[n++] = FALSE;
+    }
+  slots[n] = gxs; is_out[n++] = TRUE;
+  {
+    guint xg[2] = { xs, gxs };
+
+    k.geg = group_elems (p, xg, 2, c->bV);
+  }
+  k.nt = mode_nt;
+  k.gcache = 0;
+  k.gsmem = 0;
+  if (mode == XFUSE_AUTO && k.ge1 > 1)
+    {
+      /* the thread's groups of ge1 elements (16 bytes, or 8 / 4 for rows that need narrower
+       * groups) in registers at 256 threads a block; longer rows: as SPLIT below, else read
+       * again at 512 threads (one 1024-thread block an SM holding the row in registers leaves
+       * no other block to overlap its loads: run 42) */
+      int64_t G = c->bV / k.ge1;
+      guint rpg = (guint) (k.ge1 * cs_dtype_size_bytes (k.xdt) / 4);
+
+      if ((G + 255) / 256 * rpg <= XENT_CACHE_REGS_256)
+        {
+          k.nt = 256;
+          k.gcache = (guint) ((G + 255) / 256);
+        }
+      else
+        {
+          mode = XFUSE_SPLIT;
+          k.nt = 512;
+        }
+    }
+  if (mode == XFUSE_SPLIT && k.ge1 * cs_dtype_size_bytes (k.xdt) == 16)
+    {
+      /* two blocks of 512 an SM, each with its row's first groups in shared memory (up to
+       * XENT_SPLIT_SMEM bytes) and the rest in registers (up to XENT_SPLIT_REGS): one block
+       * loads while the other computes */
+      int64_t G = c->bV / k.ge1, S = MIN (G, XENT_SPLIT_SMEM / 16);
+      guint nr = (guint) ((G - S + 511) / 512);
+
+      if (nr * 4 <= XENT_SPLIT_REGS)
+        {
+          k.nt = 512;
+          k.gcache = MAX (nr, 1);
+          k.gsmem = (guint) S;
+        }
+    }
+  body = rows_kernel_text (&k, &nt);
+  replace_kernel (p, rec->step, body, slots, is_out, n, nt, k.gsmem > 0 ? 2 : 0);
+  {
+    char *label = g_strdup_printf ("%s and %s gradient", rec->step->label, c->label);
+
+    g_free (rec->step->label);
+    rec->step->label = label;
+  }
+  *gx = gxs;
+  return TRUE;
 }
 
 static gboolean
@@ -1475,6 +1910,7 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
   CsDtype xdt = c->x->dtype;
   gboolean dbl;
   CsCudaStep *step;
+  XRowsRec *rec = NULL;
 
   for (guint i = 0; i < outs->len; i++)
     {
@@ -1553,7 +1989,12 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
                                         c->R, c->V),
                        (unsigned int) c->R, nt);
     if (want_logp)
-      note_rows_step (p, step, &k, slots, is_out, n, lps);
+      {
+        note_rows_step (p, step, &k, slots, is_out, n, lps);
+        rec = g_ptr_array_index (p->xent_rows, p->xent_rows->len - 1);
+        if (c->t != NULL)
+          rec->ts = (gint) ts;
+      }
   }
 
   /* 2. outputs; the reduction kernel for the scalars */
@@ -1582,6 +2023,8 @@ gen_forward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
             return unsupported (c, NULL, error, "output %s: a loss without targets", o->name);
           so.role = v->role;
           so.slot = cs_cuda_program_new_slot (p, o->dtype, o->shape, o->rank);
+          if (v->role == XR_COUNT && rec != NULL && rec->count < 0)
+            rec->count = (gint) so.slot;
           g_array_append_val (scal, so);
           cs_cuda_program_bind (p, o, so.slot);
           break;
@@ -1696,6 +2139,20 @@ gen_backward (CsCudaProgram *p, XCtx *c, GPtrArray *outs, GError **error)
 
     rec = ls >= 0 ? take_rows_rec (p, (guint) ls, c->bR, c->bV) : NULL;
   }
+  if (rec != NULL && fuse_backward (p, c, rec, dbl, odt, ord, have_tw, &gxs))
+    {
+      g_hash_table_remove (p->slot_of, c->lp);
+      rows_rec_free (rec);
+      for (guint i = 0; i < outs->len; i++)
+        {
+          CsProxy *o = g_ptr_array_index (outs, i);
+          XVal *v = g_hash_table_lookup (c->vals, o);
+
+          if (v != NULL && v->role == XR_GX)
+            cs_cuda_program_bind (p, o, cs_cuda_program_reshape_view (p, gxs, o->shape, o->rank));
+        }
+      return TRUE;
+    }
   if (rec != NULL)
     {
       dbl |= rec->k.ty.dbl;

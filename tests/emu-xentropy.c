@@ -3,7 +3,7 @@
  * A developer check, built with the CUDA executor and run by hand (seconds to minutes):
  *   build/tests/emu-xentropy [CASE]
  * CASE: an index into emu_cases (the default runs all of them), each as the exact and the f64
- * program; 100 around_trace, 101 lsm_trace, 102 Thunder's LLaMA loss regions (with
+ * program, then the exact one in the other forms of the backward (emu_modes); 100 around_trace, 101 lsm_trace, 102 Thunder's LLaMA loss regions (with
  * CS_SHARED_TRACES), 110 + N log-softmax as an output.  Each program is built without a device (CS_CUDA_BUILD_DRY); its generated
  * CUDA source is compiled as C++17 by g++ with a small emulation of what the kernels use
  * (threadIdx/blockIdx in two dims, __shared__ as statics, __syncthreads() as a barrier of the block's
@@ -78,7 +78,10 @@ static const char emu_header[] =
   "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n"
   "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n"
   "static inline float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
-  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n";
+  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
+  "static inline void cs_cp_async16 (void *s, const void *g) { memcpy (s, g, 16); }\n"
+  "static inline void cs_cp_async_commit (void) {}\n"
+  "static inline void cs_cp_async_wait0 (void) {}\n";
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
 static const char emu_tail[] =
@@ -319,6 +322,11 @@ static const EmuCase emu_cases[] = {
   { { 8, 1100, CS_DTYPE_F32, "none" }, TRUE },
 };
 
+/* The forms of the backward each case runs in (CASTSCOPE_XENT_FUSED, cs-cuda-xentropy.c): fused
+ * into the rows kernel with the row in registers where it fits, fused with a second read of the
+ * row at 512 threads, the three passes, fused with the row in shared memory and registers. */
+static const char *emu_modes[] = { "1", "reread512", "0", "split" };
+
 int
 main (int argc, char **argv)
 {
@@ -334,12 +342,13 @@ main (int argc, char **argv)
     }
   emu_dir = g_dir_make_tmp ("castscope-emu-XXXXXX", &derr);
   g_assert_no_error (derr);
+  for (guint md = 0; md < G_N_ELEMENTS (emu_modes); md++)
   for (guint k = 0; k < G_N_ELEMENTS (emu_cases); k++)
     for (int f64 = 0; f64 < 2; f64++)
       {
         const Case *c = &emu_cases[k].c;
         g_autoptr(CsPipeline) pl = NULL;
-        g_autofree char *what = NULL, *tag = g_strdup_printf ("x%u_%d", k, f64);
+        g_autofree char *what = NULL, *tag = g_strdup_printf ("x%u_%u_%d", md, k, f64);
         double worst = 0;
         guint n;
 
@@ -348,13 +357,18 @@ main (int argc, char **argv)
         special_inputs = emu_cases[k].special;
         if (special_inputs && f64)
           continue;   /* the GPU test checks these on the exact program only */
+        if (md > 0 && f64)
+          continue;   /* the other forms: the exact program */
+        g_setenv ("CASTSCOPE_XENT_FUSED", emu_modes[md], TRUE);
         pl = case_pipeline (c);
-        what = g_strdup_printf ("R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s %s%s", c->R, c->V,
-                                cs_dtype_short_name (c->dt), c->reduction, special_inputs ? " non-finite" : "");
+        what = g_strdup_printf ("R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s %s%s (CASTSCOPE_XENT_FUSED=%s)",
+                                c->R, c->V, cs_dtype_short_name (c->dt), c->reduction,
+                                special_inputs ? " non-finite" : "", emu_modes[md]);
         n = emu_check_step (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), c->V, f64, what, tag, &worst);
         g_print ("  => worst ratio %.3g over %u outputs %s\n", worst, n, worst <= 1.0 && n >= 2 ? "OK" : "FAIL");
         n_fail += !(worst <= 1.0 && n >= 2);
       }
+  g_setenv ("CASTSCOPE_XENT_FUSED", "1", TRUE);
   special_inputs = FALSE;
   if (only < 0 || only == 100)
     {

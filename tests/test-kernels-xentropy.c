@@ -120,16 +120,73 @@ find_step (CsCudaProgram *p, const char *what)
   g_assert_not_reached ();
 }
 
-/* The training step of @c moves the logits once forward and twice backward: the rows kernel
- * reads the [R, V] logits and writes only per-row values (no log-softmax); the backward reads
- * the logits and the per-row logsumexp and writes the gradient [R, V] in the logits' dtype. */
-static void
-check_step_bytes (CsCudaProgram *p, const Case *c)
+static guint
+step_index (CsCudaProgram *p, const char *what)
 {
-  CsCudaStep *rs = find_step (p, "cross-entropy rows"), *bs = find_step (p, "cross-entropy backward");
+  for (guint i = 0; i < p->steps->len; i++)
+    if (strstr (((CsCudaStep *) g_ptr_array_index (p->steps, i))->label, what))
+      return i;
+  g_assert_not_reached ();
+}
+
+/* The training step of @c moves the logits once from DRAM, the gradient written once (@fused,
+ * the default): the rows step, the backward fused in, reads the [R, V] logits and writes the
+ * per-row values and the gradient [R, V] in the logits' dtype, and no backward step is left;
+ * 'mean' counts the rows not ignored before it, in a step of its own.  Without (@fused FALSE,
+ * CASTSCOPE_XENT_FUSED=0) the logits move once forward and twice backward: the rows kernel
+ * reads them and writes only per-row values (no log-softmax); the backward reads the logits
+ * and the per-row logsumexp and writes the gradient. */
+static void
+check_step_bytes (CsCudaProgram *p, const Case *c, gboolean fused)
+{
+  CsCudaStep *rs = find_step (p, "cross-entropy rows"), *bs;
   double xb = (double) (c->R * c->V) * (double) cs_dtype_size_bytes (c->dt);
   gboolean reads_x = FALSE;
+  guint big = 0;
 
+  if (fused)
+    {
+      g_assert_nonnull (strstr (rs->label, "gradient"));
+      g_assert_cmpfloat (rs->bytes, <=, 2 * xb + 32.0 * (double) c->R);
+      if (c->V == 1)
+        return;   /* [R, V] is [R]: nothing to tell the gradient from the row losses */
+      g_assert_cmpuint (count_steps (p, "cross-entropy backward"), ==, 0);
+      g_assert_cmpuint (count_steps (p, "cross-entropy count"), ==, strcmp (c->reduction, "mean") == 0 ? 1 : 0);
+      if (strcmp (c->reduction, "mean") == 0)
+        g_assert_cmpuint (step_index (p, "cross-entropy count"), <, step_index (p, "cross-entropy rows"));
+      for (guint i = 0; i < rs->reads->len; i++)
+        {
+          CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (rs->reads, guint, i));
+
+          if ((int64_t) cs_cuda_slot_numel (sl) == c->R * c->V)
+            {
+              g_assert_cmpint (sl->dtype, ==, c->dt);
+              reads_x = TRUE;
+              big++;
+            }
+          else
+            g_assert_cmpuint (cs_cuda_slot_numel (sl), <=, (guint64) c->R);
+        }
+      g_assert_true (reads_x);
+      g_assert_cmpuint (big, ==, 1);   /* the logits, and nothing else of [R, V] */
+      big = 0;
+      for (guint i = 0; i < rs->writes->len; i++)
+        {
+          CsCudaSlot *sl = cs_cuda_program_slot (p, g_array_index (rs->writes, guint, i));
+
+          if ((int64_t) cs_cuda_slot_numel (sl) == c->R * c->V)
+            {
+              g_assert_cmpint (sl->dtype, ==, c->dt);
+              big++;
+            }
+          else
+            g_assert_cmpuint (cs_cuda_slot_numel (sl), <=, (guint64) c->R);
+        }
+      g_assert_cmpuint (big, ==, 1);   /* the gradient */
+      return;
+    }
+  bs = find_step (p, "cross-entropy backward");
+  g_assert_null (strstr (rs->label, "gradient"));
   for (guint i = 0; i < rs->writes->len; i++)
     g_assert_cmpuint (cs_cuda_slot_numel (cs_cuda_program_slot (p, g_array_index (rs->writes, guint, i))), <=,
                       (guint64) c->R);
@@ -156,15 +213,20 @@ static const Case compile_cases[] = {
   { 2, 262144, CS_DTYPE_BF16, "mean" },
 };
 
-/* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and a
- * backward kernel, each once, moving the bytes check_step_bytes() expects; the f64
- * reference's program compiles as well. */
+/* Generated, NVRTC-compiled (sm_90), with a rows kernel, a reduction (mean, sum) and the
+ * backward (fused into the rows kernel; with CASTSCOPE_XENT_FUSED=0, reread1024 and split too), each
+ * once, moving the bytes check_step_bytes() expects; the f64 reference's program compiles as
+ * well. */
 static void
 test_nvrtc (void)
 {
-  for (gsize k = 0; k < G_N_ELEMENTS (compile_cases); k++)
+  static const char *modes[] = { NULL, "0", "reread1024", "split" };   /* NULL: "1", the default */
+
+  for (gsize k = 0; k < G_N_ELEMENTS (compile_cases) * G_N_ELEMENTS (modes); k++)
     {
-      const Case *c = &compile_cases[k];
+      const char *mode = modes[k / G_N_ELEMENTS (compile_cases)];
+      gboolean fused = g_strcmp0 (mode, "0") != 0, regs = mode == NULL || g_strcmp0 (mode, "split") == 0;
+      const Case *c = &compile_cases[k % G_N_ELEMENTS (compile_cases)];
       g_autoptr(CsPipeline) pl = case_pipeline (c);
       CsTrace *fwd = cs_pipeline_get_forward (pl), *bwd = cs_pipeline_get_backward (pl);
       g_autoptr(GError) error = NULL;
@@ -176,14 +238,24 @@ test_nvrtc (void)
       g_assert_true (has_torchcompile (fwd));
       g_assert_true (has_torchcompile (bwd));
       xent_policy (&policy);
+      g_setenv ("CASTSCOPE_XENT_FUSED", mode ? mode : "1", TRUE);
       p = cs_cuda_program_build_full (fwd, bwd, &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_COMPILE, &error);
       g_assert_no_error (error);
       g_assert_nonnull (p);
-      g_test_message ("R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s %s: %u kernels, %u steps", c->R, c->V,
-                      cs_dtype_short_name (c->dt), c->reduction, p->n_kernels, p->steps->len);
+      if (g_getenv ("CS_DUMP_SOURCE") && c->V == 50304)
+        {
+          /* a developer hook: the benchmark's program source, one file a mode */
+          g_autofree char *path = g_strdup_printf ("%s.%s.cu", g_getenv ("CS_DUMP_SOURCE"), mode ? mode : "1");
+
+          g_file_set_contents (path, p->full_source, -1, NULL);
+        }
+      g_test_message ("R %" G_GINT64_FORMAT " V %" G_GINT64_FORMAT " %s %s (CASTSCOPE_XENT_FUSED %s): %u kernels, "
+                      "%u steps", c->R, c->V, cs_dtype_short_name (c->dt), c->reduction, mode ? mode : "1",
+                      p->n_kernels, p->steps->len);
       g_assert_cmpuint (count_steps (p, "cross-entropy rows"), ==, 1);
       g_assert_cmpuint (count_steps (p, "cross-entropy reduce"), ==, none ? 0 : 1);
-      g_assert_cmpuint (count_steps (p, "cross-entropy backward"), ==, 1);
+      g_assert_cmpuint (count_steps (p, "cross-entropy backward"), ==, fused ? 0 : 1);
+      g_assert_cmpuint (p->steps->len, ==, (none ? 1u : 2u) + (fused ? strcmp (c->reduction, "mean") == 0 : 1));
       g_assert_nonnull (p->cubins);
       g_assert_cmpuint (p->cubins->len, >=, 1);
       /* no trace text in the source */
@@ -201,12 +273,24 @@ test_nvrtc (void)
        * elements); 8-byte ones for 16-bit rows of a multiple of 4 */
       if (c->V % (c->dt == CS_DTYPE_F32 ? 4 : 8) == 0)
         g_assert_nonnull (strstr (p->source->str, "uint4"));
-      if (c->V == 50304 && c->dt == CS_DTYPE_BF16)
+      if (c->V == 50304 && c->dt == CS_DTYPE_BF16 && !regs)
         {
           g_assert_nonnull (strstr (p->source->str, "g0 < V / 8"));
           g_assert_null (strstr (p->source->str, " rc["));   /* one pass: no row kept in registers */
         }
-      check_step_bytes (p, c);
+
+      if (c->V == 262144 && fused)   /* too long for registers: the gradient pass reads it again */
+        g_assert_null (strstr (p->source->str, " rc["));
+      if (g_strcmp0 (mode, "reread1024") == 0)
+        g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(1024)"));
+      if (regs && c->V == 50304 && c->dt == CS_DTYPE_BF16)
+        {
+          /* 2816 groups of 8 in shared memory, the other 3472 in registers, 7 a thread of 512 */
+          g_assert_nonnull (strstr (p->source->str, "sx[2816]"));
+          g_assert_nonnull (strstr (p->source->str, "rc[7]"));
+          g_assert_nonnull (strstr (p->source->str, "__launch_bounds__(512, 2)"));
+        }
+      check_step_bytes (p, c, fused);
       cs_cuda_program_free (p);
 
       p = cs_cuda_program_generate_f64 (fwd, bwd, &policy, &error);
@@ -219,6 +303,7 @@ test_nvrtc (void)
       g_assert_cmpmem (g_bytes_get_data (cubin, NULL), 4, "\177ELF", 4);
       cs_cuda_program_free (p);
     }
+  g_setenv ("CASTSCOPE_XENT_FUSED", "1", TRUE);
 }
 
 /* log_softmax(logits.float()) returned, in Thunder's initial-trace format: the rows kernel
@@ -513,7 +598,8 @@ thunder_llama_step (CsTrace **fwd, CsTrace **bwd)
 
 /* Thunder's own TorchCompile regions of the LLaMA stack (forward: log-softmax, count and mean
  * of bf16 logits [2, 64, 512]; backward: the bf16 gradient and its [128, 512] reshape):
- * generated and NVRTC-compiled, two kernels forward, one backward. */
+ * generated and NVRTC-compiled, the backward fused into the forward's rows kernel (the count of
+ * rows not ignored first, then rows and gradient, then the reduction), no backward kernel. */
 static void
 test_thunder_regions (void)
 {
@@ -533,9 +619,10 @@ test_thunder_regions (void)
   g_assert_no_error (error);
   g_assert_nonnull (p);
   g_test_message ("%u kernels, %u outputs", p->n_kernels, p->outputs->len);
-  g_assert_cmpuint (count_steps (p, "cross-entropy rows 128 x 512"), ==, 1);
+  g_assert_cmpuint (count_steps (p, "cross-entropy rows 128 x 512 and TorchCompile1 gradient"), ==, 1);
+  g_assert_cmpuint (count_steps (p, "cross-entropy count 128 rows"), ==, 1);
   g_assert_cmpuint (count_steps (p, "cross-entropy reduce 128 rows"), ==, 1);
-  g_assert_cmpuint (count_steps (p, "cross-entropy backward 128 x 512"), ==, 1);
+  g_assert_cmpuint (count_steps (p, "cross-entropy backward"), ==, 0);
   g_assert_cmpuint (p->outputs->len, ==, 2);   /* the loss, the logits' gradient */
   g_assert_cmpint (g_array_index (p->outputs, CsCudaTensorInfo, 1).dtype, ==, CS_DTYPE_BF16);
   cs_cuda_program_free (p);
@@ -997,6 +1084,40 @@ test_gpu_f64 (void)
     g_assert_cmpuint (check_case (&cases[k], TRUE), >=, 2);
 }
 
+/* The forms CASTSCOPE_XENT_FUSED picks on the GPU against the CPU: the three-pass one ("0"), the
+ * fused one with the gradient pass reading the row again at 256 and 1024 threads ("reread",
+ * "reread1024"; unset or "1" keeps it in registers where it fits, as the other GPU tests run),
+ * or keeping it in shared memory and registers ("split"): V a
+ * multiple of the groups and not (element by element), ignored rows, mean / sum / none, bf16
+ * / f16 / f32, non-finite rows. */
+static void
+test_gpu_fused_modes (void)
+{
+  static const char *modes[] = { "0", "reread", "reread1024", "split" };
+  static const Case cases[] = {
+    { 64, 50304, CS_DTYPE_BF16, "mean" }, { 7, 1000, CS_DTYPE_F32, "sum" }, { 7, 37, CS_DTYPE_BF16, "none" },
+    { 5, 1002, CS_DTYPE_F16, "mean" }, { 3, 2053, CS_DTYPE_F32, "mean" },
+  };
+  static const Case special[] = { { 8, 1100, CS_DTYPE_F32, "none" }, { 8, 1000, CS_DTYPE_BF16, "none" } };
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  for (gsize m = 0; m < G_N_ELEMENTS (modes); m++)
+    {
+      g_setenv ("CASTSCOPE_XENT_FUSED", modes[m], TRUE);
+      for (gsize k = 0; k < G_N_ELEMENTS (cases); k++)
+        g_assert_cmpuint (check_case (&cases[k], FALSE), ==, 2);
+      special_inputs = TRUE;
+      for (gsize k = 0; k < G_N_ELEMENTS (special); k++)
+        g_assert_cmpuint (check_case (&special[k], FALSE), ==, 2);
+      special_inputs = FALSE;
+    }
+  g_setenv ("CASTSCOPE_XENT_FUSED", "1", TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1020,5 +1141,6 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/xentropy/gpu/logp-output", test_gpu_logp_output);
   g_test_add_func ("/kernels/xentropy/gpu/log-softmax-dims", test_gpu_log_softmax_dims);
   g_test_add_func ("/kernels/xentropy/gpu/thunder-llama-regions", test_gpu_thunder_regions);
+  g_test_add_func ("/kernels/xentropy/gpu/fused-modes", test_gpu_fused_modes);
   return g_test_run ();
 }
