@@ -1683,6 +1683,7 @@ typedef enum { XFUSE_OFF, XFUSE_AUTO, XFUSE_REREAD, XFUSE_SPLIT } XFuse;
 static XFuse
 fuse_mode (guint *nt)
 {
+  static gsize warned;   /* a value not understood is reported once a process */
   const char *env = g_getenv ("CASTSCOPE_XENT_FUSED");
 
   *nt = XENT_THREADS;
@@ -1690,13 +1691,20 @@ fuse_mode (guint *nt)
     return XFUSE_OFF;
   if (g_strcmp0 (env, "split") == 0)
     return XFUSE_SPLIT;
-  if (env != NULL && g_str_has_prefix (env, "reread"))
+  if (g_strcmp0 (env, "reread") == 0 || g_strcmp0 (env, "reread512") == 0
+      || g_strcmp0 (env, "reread1024") == 0)
     {
       guint64 v = g_ascii_strtoull (env + 6, NULL, 10);
 
       if (v == 512 || v == 1024)
         *nt = (guint) v;
       return XFUSE_REREAD;
+    }
+  if (env != NULL && *env != '\0' && strcmp (env, "1") != 0 && g_once_init_enter (&warned))
+    {
+      g_printerr ("castscope: CASTSCOPE_XENT_FUSED=%s ignored: not 0, 1, split, reread, "
+                  "reread512 or reread1024; using 1\n", env);
+      g_once_init_leave (&warned, 1);
     }
   return XFUSE_AUTO;
 }
