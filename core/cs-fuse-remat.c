@@ -168,6 +168,8 @@ ptr_vec_extend (PtrVec *a, const PtrVec *src)
 /* ------------------------------------------------------------------------------------------ */
 /* The regions as rematerialization edits them                                                 */
 
+typedef struct _IdSlot IdSlot;
+
 /* One fusion region while the pass runs: Thunder replaces the region's BoundSymbol by an
  * updated one after every pair (new_bsyms); these are the fields it reads. */
 typedef struct
@@ -189,6 +191,10 @@ typedef struct
   CsProxyVec rw;         /* each subsymbol's reads, then its writes, concatenated */
   guint     *rw_at;      /* 2 * subs->len + 1 offsets into rw: subsymbol i reads
                             rw[rw_at[2i] .. rw_at[2i+1]) and writes rw[.. rw_at[2i+2]) */
+  gboolean   rws_ok;     /* rws holds the slots of rw (rreg_rw_slots()) */
+  IdSlot   **rws;        /* rw.len entries: the slot of each proxy of rw (slot_of()), so the
+                            marks of a subsymbol's reads and writes need no proxy's id */
+  guint      rws_cap;    /* entries allocated in rws */
 } RReg;
 
 /* Derives each subsymbol's reads and writes of @g once (after a change of its subsymbols:
@@ -213,6 +219,7 @@ rreg_rw (RReg *g)
     }
   g->rw_at[2 * n] = g->rw.len;
   g->rw_ok = TRUE;
+  g->rws_ok = FALSE;
 }
 
 /* The proxies subsymbol @i of @g reads (as _cs_stmt_reads_vec lists them), @n of them;
@@ -230,6 +237,20 @@ sub_writes (const RReg *g, guint i, guint *n)
 {
   *n = g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
   return g->rw.v + g->rw_at[2 * i + 1];
+}
+
+/* The slots of sub_reads (@g, @i); rreg_rw_slots() first. */
+static inline IdSlot **
+sub_read_slots (const RReg *g, guint i)
+{
+  return g->rws + g->rw_at[2 * i];
+}
+
+/* The slots of sub_writes (@g, @i); rreg_rw_slots() first. */
+static inline IdSlot **
+sub_write_slots (const RReg *g, guint i)
+{
+  return g->rws + g->rw_at[2 * i + 1];
 }
 
 static gboolean
@@ -452,7 +473,7 @@ fg_max_flow (FGraph *g)
  * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
  * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
  * holds, gets a slot of its own in Remat.other. */
-typedef struct
+struct _IdSlot
 {
   CsProxy *who;        /* the proxy this slot belongs to (NULL: not yet claimed) */
   guint32  made;       /* == epoch: written by the producer's subsymbols */
@@ -482,7 +503,7 @@ typedef struct
   guint32  live;       /* == epoch: may reach find_cut's sink (see sink_ancestors()) */
   guint32  arg;        /* == epoch: listed in the new inputs being built (apply_consumer), or
                           an input of the producer (apply_producer) */
-} IdSlot;
+};
 
 #define ID_CHUNK_BITS 16u
 #define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
@@ -663,6 +684,23 @@ slot_of (Remat *r, CsProxy *p)
   return slot_other (r, p);
 }
 
+/* rreg_rw (@g), and the slots of its proxies in g->rws. */
+static void
+rreg_rw_slots (Remat *r, RReg *g)
+{
+  rreg_rw (g);
+  if (g->rws_ok)
+    return;
+  if (g->rw.len > g->rws_cap)
+    {
+      g->rws_cap = MAX (g->rw.len, 2 * g->rws_cap);
+      g->rws = g_renew (IdSlot *, g->rws, g->rws_cap);
+    }
+  for (guint k = 0; k < g->rw.len; k++)
+    g->rws[k] = slot_of (r, g->rw.v[k]);
+  g->rws_ok = TRUE;
+}
+
 /* Appends @x to @list unless its mark (a field of its slot) already equals epoch @e; marks it. */
 static inline void
 add_once (PtrVec *list, guint32 *mark, guint32 e, CsProxy *x)
@@ -714,14 +752,14 @@ user_add (Remat *r, IdSlot *s, guint32 e, guint32 sub)
 static void
 produced_vars (Remat *r, RReg *g, guint32 e, PtrVec *list)
 {
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   for (guint i = 0; i < g->subs->len; i++)
     {
       guint n;
       CsProxy **ws = sub_writes (g, i, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->made != e)
             {
               s->made = e;
@@ -742,14 +780,14 @@ find_producer_symbols (Remat *r, RReg *g, CsProxy *const *proxies, guint n_proxi
   guint32 e = store_epoch (r);
   CsProxyVec *queue = &r->vec_b;
 
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   for (guint i = 0; i < g->subs->len; i++)
     {
       guint n;
-      CsProxy **ws = sub_writes (g, i, &n);
+      sub_writes (g, i, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->prod != e)
             {
               s->prod = e;
@@ -771,7 +809,7 @@ find_producer_symbols (Remat *r, RReg *g, CsProxy *const *proxies, guint n_proxi
       rs = sub_reads (g, at - 1, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *q = slot_of (r, rs[j]);
+          IdSlot *q = sub_read_slots (g, at - 1)[j];
           if (q->stop != stop_e && q->seen != e)
             {
               q->seen = e;
@@ -929,7 +967,7 @@ add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e, gboolean all
         continue;
       ws = sub_writes (ur, at, &n);
       for (guint j = 0; j < n; j++)
-        if (all || slot_of (r, ws[j])->live == e)
+        if (all || sub_write_slots (ur, at)[j]->live == e)
           fg_edge (g, vi + 1, fg_var (r, ws[j], e), INFINITY);
     }
 }
@@ -950,10 +988,10 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, PtrVec *req_c, guint32 e)
       for (guint i = 0; i < gr->subs->len; i++)
         {
           guint n;
-          CsProxy **ws = sub_writes (gr, i, &n);
+          sub_writes (gr, i, &n);
           for (guint j = 0; j < n; j++)
             {
-              IdSlot *s = slot_of (r, ws[j]);
+              IdSlot *s = sub_write_slots (gr, i)[j];
               if (s->wr == e)
                 return FALSE;
               s->wr = e;
@@ -983,7 +1021,7 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, PtrVec *req_c, guint32 e)
       rs = sub_reads (gr, s->wr_at >> 1, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *q = slot_of (r, rs[j]);
+          IdSlot *q = sub_read_slots (gr, s->wr_at >> 1)[j];
           if (q->live != e)
             {
               q->live = e;
@@ -1012,8 +1050,8 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
   req_c->len = 0;
   ext_in->len = 0;
   e = store_epoch (r);
-  rreg_rw (p);
-  rreg_rw (c);
+  rreg_rw_slots (r, p);
+  rreg_rw_slots (r, c);
   produced_vars (r, p, e, NULL);
   for (guint i = 0; i < p->ins->len; i++)
     slot_of (r, p->ins->pdata[i])->flag = e;
@@ -1073,9 +1111,9 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
       for (guint i = 0; i < gr->subs->len; i++)
         {
           guint n;
-          CsProxy **rs = sub_reads (gr, i, &n);
+          sub_reads (gr, i, &n);
           for (guint j = 0; j < n; j++)
-            user_add (r, slot_of (r, rs[j]), e, 2 * i + pass);
+            user_add (r, sub_read_slots (gr, i)[j], e, 2 * i + pass);
         }
     }
 
@@ -1099,7 +1137,7 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
           guint n;
           CsProxy **ws = sub_writes (gr, i, &n);
           for (guint j = 0; j < n; j++)
-            if (all || slot_of (r, ws[j])->live == e)
+            if (all || sub_write_slots (gr, i)[j]->live == e)
               add_var_edges (r, ws[j], p, c, e, all);
         }
     }
@@ -1157,7 +1195,7 @@ toposort_bottom_up (Remat *r, RReg *g)
   CsProxyVec *rw = &tp->rw;
   guint *rw_at;
 
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   uvec_reserve (&tp->at, 3 * (n + 1));
   par_at = tp->at.v;
   ch_at = par_at + n + 1;
@@ -1168,10 +1206,11 @@ toposort_bottom_up (Remat *r, RReg *g)
   for (guint i = 0; i < n; i++)
     {
       guint nw, nr;
-      CsProxy **ws = sub_writes (g, i, &nw), **rs = sub_reads (g, i, &nr);
+      sub_writes (g, i, &nw);
+      sub_reads (g, i, &nr);
       for (guint j = 0; j < nw; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->prod != e)
             {
               s->prod = e;
@@ -1179,7 +1218,7 @@ toposort_bottom_up (Remat *r, RReg *g)
             }
         }
       for (guint j = 0; j < nr; j++)
-        user_add (r, slot_of (r, rs[j]), e, i);
+        user_add (r, sub_read_slots (g, i)[j], e, i);
     }
   for (guint i = 0; i < n; i++)
     {
@@ -1188,7 +1227,7 @@ toposort_bottom_up (Remat *r, RReg *g)
       par_at[i] = par->len;
       for (guint j = 0; j < nr; j++)
         {
-          IdSlot *s = slot_of (r, ins[j]);
+          IdSlot *s = sub_read_slots (g, i)[j];
           guint at = s->prod == e ? s->prod_at : 0;
           gboolean dup = FALSE;
           if (at == 0)
@@ -1205,7 +1244,7 @@ toposort_bottom_up (Remat *r, RReg *g)
           gboolean is_input = FALSE;
           for (guint k = 0; k < nr && !is_input; k++)
             is_input = ins[k] == ws[j];
-          if (is_input || (s = slot_of (r, ws[j]))->user != e)
+          if (is_input || (s = sub_write_slots (g, i)[j])->user != e)
             continue;
           for (guint32 k = s->user_first; k != G_MAXUINT32; k = r->ue_next[k])
             {
@@ -1290,6 +1329,8 @@ toposort_bottom_up (Remat *r, RReg *g)
   }
   g_free (g->rw_at);
   g->rw_at = rw_at;
+  g->rws_ok = FALSE;
+  rreg_rw_slots (r, g);
 }
 
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
@@ -1395,11 +1436,12 @@ apply_consumer (Remat *r, RReg *p, RReg *c, PtrVec *cut)
   for (guint i = 0; i < c->subs->len; i++)
     {
       guint nr, nw;
-      CsProxy **rs = sub_reads (c, i, &nr), **ws = sub_writes (c, i, &nw);
+      sub_reads (c, i, &nr);
+      sub_writes (c, i, &nw);
       for (guint j = 0; j < nr; j++)
-        slot_of (r, rs[j])->req = e_io;
+        sub_read_slots (c, i)[j]->req = e_io;
       for (guint j = 0; j < nw; j++)
-        slot_of (r, ws[j])->var = e_io;
+        sub_write_slots (c, i)[j]->var = e_io;
     }
   for (guint i = 0; i < p->ins->len; i++)
     {
@@ -1692,6 +1734,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       ptr_vec_free (g->absorbed);
       _cs_proxy_vec_free (&g->rw);
       g_free (g->rw_at);
+      g_free (g->rws);
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
