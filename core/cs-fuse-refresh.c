@@ -555,20 +555,11 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
   kept->len = 0;
 }
 
-/* The calling thread's store for _cs_regions_refresh() (made on first use, freed when the
- * thread ends): the refreshes of cse, dce and rematerialize reuse its arrays instead of
- * allocating and zeroing 8 arrays of one entry per proxy each. */
-static GPrivate thread_marks = G_PRIVATE_INIT ((GDestroyNotify) _cs_refresh_marks_free);
-
 void
 _cs_regions_refresh (CsTrace *trace, gboolean dce_top)
 {
-  CsRefreshMarks *marks = g_private_get (&thread_marks);
+  CsRefreshMarks *marks = _cs_refresh_marks_new ();
 
-  if (marks == NULL)
-    {
-      marks = _cs_refresh_marks_new ();
-      g_private_set (&thread_marks, marks);
-    }
   _cs_regions_refresh_with (trace, dce_top, marks);
+  _cs_refresh_marks_free (marks);
 }
