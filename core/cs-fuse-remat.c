@@ -102,7 +102,73 @@ remat_clone (CsTrace *t, const CsStmt *s, const CsProxyMap *map)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Pointer lists                                                                               */
+
+/* The pass's lists of proxies, statements and regions: GPtrArray's fields (pdata, len) with an
+ * inline append, for the millions of appends of a pass over every pair of regions.  Made by
+ * ptr_vec_new(), freed by ptr_vec_free(). */
+typedef struct
+{
+  gpointer *pdata;   /* elements 0 .. len-1 */
+  guint     len;     /* number of elements */
+  guint     cap;     /* slots allocated in pdata */
+} PtrVec;
+
+static PtrVec *
+ptr_vec_new (void)
+{
+  return g_new0 (PtrVec, 1);
+}
+
+static void
+ptr_vec_free (PtrVec *a)
+{
+  g_free (a->pdata);
+  g_free (a);
+}
+
+/* Makes room for @n elements of @a (at least doubling). */
+G_NO_INLINE static void
+ptr_vec_reserve (PtrVec *a, guint n)
+{
+  if (n <= a->cap)
+    return;
+  a->cap = MAX (n, MAX (16, 2 * a->cap));
+  a->pdata = g_renew (gpointer, a->pdata, a->cap);
+}
+
+static inline void
+ptr_vec_add (PtrVec *a, gpointer p)
+{
+  if (G_UNLIKELY (a->len == a->cap))
+    ptr_vec_reserve (a, a->len + 1);
+  a->pdata[a->len++] = p;
+}
+
+/* Sets the length of @a to @n; new elements are NULL. */
+static void
+ptr_vec_set_size (PtrVec *a, guint n)
+{
+  ptr_vec_reserve (a, n);
+  for (guint i = a->len; i < n; i++)
+    a->pdata[i] = NULL;
+  a->len = n;
+}
+
+/* Appends the elements of @src to @a. */
+static void
+ptr_vec_extend (PtrVec *a, const PtrVec *src)
+{
+  ptr_vec_reserve (a, a->len + src->len);
+  if (src->len > 0)
+    memcpy (a->pdata + a->len, src->pdata, src->len * sizeof (gpointer));
+  a->len += src->len;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* The regions as rematerialization edits them                                                 */
+
+typedef struct _IdSlot IdSlot;
 
 /* One fusion region while the pass runs: Thunder replaces the region's BoundSymbol by an
  * updated one after every pair (new_bsyms); these are the fields it reads. */
@@ -110,12 +176,12 @@ typedef struct
 {
   CsStmt    *orig;       /* the region call before the pass */
   guint      top;        /* its index in the trace's statements */
-  GPtrArray *ins;        /* CsProxy *: current inputs (bsym.args) */
-  GPtrArray *outs;       /* CsProxy *: current outputs (bsym.output) */
-  GPtrArray *subs;       /* CsStmt *: current subsymbols */
-  GPtrArray *cuts;       /* CsProxy *: computed_cuts_for_producers, when it is a producer */
+  PtrVec *ins;        /* CsProxy *: current inputs (bsym.args) */
+  PtrVec *outs;       /* CsProxy *: current outputs (bsym.output) */
+  PtrVec *subs;       /* CsStmt *: current subsymbols */
+  PtrVec *cuts;       /* CsProxy *: computed_cuts_for_producers, when it is a producer */
   GHashTable *cut_set;   /* the proxies of cuts (a set); NULL while cuts is empty */
-  GPtrArray *absorbed;   /* RReg *: producers whose statements it now recomputes */
+  PtrVec *absorbed;   /* RReg *: producers whose statements it now recomputes */
   gboolean   modified;   /* inputs or outputs differ from orig's: Thunder's BoundSymbol
                             equality (sym, args, output) no longer holds, so static consumer
                             lists that name orig do not name the current region */
@@ -125,6 +191,10 @@ typedef struct
   CsProxyVec rw;         /* each subsymbol's reads, then its writes, concatenated */
   guint     *rw_at;      /* 2 * subs->len + 1 offsets into rw: subsymbol i reads
                             rw[rw_at[2i] .. rw_at[2i+1]) and writes rw[.. rw_at[2i+2]) */
+  gboolean   rws_ok;     /* rws holds the slots of rw (rreg_rw_slots()) */
+  IdSlot   **rws;        /* rw.len entries: the slot of each proxy of rw (slot_of()), so the
+                            marks of a subsymbol's reads and writes need no proxy's id */
+  guint      rws_cap;    /* entries allocated in rws */
 } RReg;
 
 /* Derives each subsymbol's reads and writes of @g once (after a change of its subsymbols:
@@ -149,6 +219,7 @@ rreg_rw (RReg *g)
     }
   g->rw_at[2 * n] = g->rw.len;
   g->rw_ok = TRUE;
+  g->rws_ok = FALSE;
 }
 
 /* The proxies subsymbol @i of @g reads (as _cs_stmt_reads_vec lists them), @n of them;
@@ -168,8 +239,22 @@ sub_writes (const RReg *g, guint i, guint *n)
   return g->rw.v + g->rw_at[2 * i + 1];
 }
 
+/* The slots of sub_reads (@g, @i); rreg_rw_slots() first. */
+static inline IdSlot **
+sub_read_slots (const RReg *g, guint i)
+{
+  return g->rws + g->rw_at[2 * i];
+}
+
+/* The slots of sub_writes (@g, @i); rreg_rw_slots() first. */
+static inline IdSlot **
+sub_write_slots (const RReg *g, guint i)
+{
+  return g->rws + g->rw_at[2 * i + 1];
+}
+
 static gboolean
-ptr_in (GPtrArray *a, gconstpointer p)
+ptr_in (PtrVec *a, gconstpointer p)
 {
   for (guint i = 0; i < a->len; i++)
     if (a->pdata[i] == p)
@@ -185,10 +270,10 @@ cmp_guint (gconstpointer a, gconstpointer b)
 }
 
 static void
-push_unique (GPtrArray *a, gpointer p)
+push_unique (PtrVec *a, gpointer p)
 {
   if (!ptr_in (a, p))
-    g_ptr_array_add (a, p);
+    ptr_vec_add (a, p);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -213,7 +298,7 @@ typedef struct
   guint      *last;    /* per node: its last outgoing edge */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
   guint       cap_n;   /* entries of first and last */
-  GPtrArray  *vars;    /* value index -> CsProxy * (a value's index lives in its IdSlot) */
+  PtrVec  *vars;    /* value index -> CsProxy * (a value's index lives in its IdSlot) */
   guint      *scratch; /* 4 * scratch_n: fg_max_flow's and find_cut's per-node arrays */
   guint       scratch_n; /* nodes scratch has room for */
 } FGraph;
@@ -226,7 +311,7 @@ static void
 fg_init (FGraph *g)
 {
   memset (g, 0, sizeof *g);
-  g->vars = g_ptr_array_new ();
+  g->vars = ptr_vec_new ();
   g->cap_n = 64;
   g->first = g_new (guint, g->cap_n);
   g->last = g_new (guint, g->cap_n);
@@ -241,7 +326,7 @@ fg_clear (FGraph *g)
   g_free (g->first);
   g_free (g->last);
   g_free (g->scratch);
-  g_ptr_array_unref (g->vars);
+  ptr_vec_free (g->vars);
 }
 
 /* Empties @g for the next pair, keeping its storage. */
@@ -249,7 +334,7 @@ static void
 fg_reset (FGraph *g)
 {
   g->n_edges = 0;
-  g_ptr_array_set_size (g->vars, 0);
+  g->vars->len = 0;
   g->n = 2;
   g->first[FG_SOURCE] = g->first[FG_SINK] = FG_NONE;
 }
@@ -388,7 +473,7 @@ fg_max_flow (FGraph *g)
  * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
  * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
  * holds, gets a slot of its own in Remat.other. */
-typedef struct
+struct _IdSlot
 {
   CsProxy *who;        /* the proxy this slot belongs to (NULL: not yet claimed) */
   guint32  made;       /* == epoch: written by the producer's subsymbols */
@@ -418,7 +503,7 @@ typedef struct
   guint32  live;       /* == epoch: may reach find_cut's sink (see sink_ancestors()) */
   guint32  arg;        /* == epoch: listed in the new inputs being built (apply_consumer), or
                           an input of the producer (apply_producer) */
-} IdSlot;
+};
 
 #define ID_CHUNK_BITS 16u
 #define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
@@ -457,7 +542,7 @@ typedef struct
   UVec       elig;   /* the eligible subsymbols, in the order they became so */
   UVec       from;   /* the new order: subsymbol indices */
   CsProxyVec rw;     /* the reordered reads and writes (swapped with the region's) */
-  GPtrArray *subs;   /* the reordered subsymbols (swapped with the region's) */
+  PtrVec *subs;   /* the reordered subsymbols (swapped with the region's) */
 } Topo;
 
 typedef struct
@@ -486,16 +571,16 @@ typedef struct
   CsProxyVec      vec_b;
   Topo            topo;       /* scratch of toposort_bottom_up */
   /* scratch lists of one pair, emptied where they are used */
-  GPtrArray      *ext;        /* the pair's external producer outputs, then the earlier cuts */
-  GPtrArray      *cut;        /* the pair's cut */
-  GPtrArray      *lists;      /* GPtrArray *: external_producer_outputs' input lists */
-  GPtrArray      *req_c;      /* find_cut's required consumer values */
-  GPtrArray      *ext_in;     /* external consumer inputs (find_cut, then apply_consumer) */
-  GPtrArray      *made;       /* the producer's outputs (apply_consumer, then apply_producer) */
-  GPtrArray      *new_args;   /* apply_consumer's new inputs */
-  GPtrArray      *remat_in;   /* apply_consumer's values to recompute */
-  GPtrArray      *new_subs;   /* apply_consumer's new subsymbols */
-  GPtrArray      *new_outs;   /* apply_producer's new outputs */
+  PtrVec      *ext;        /* the pair's external producer outputs, then the earlier cuts */
+  PtrVec      *cut;        /* the pair's cut */
+  PtrVec      *lists;      /* PtrVec *: external_producer_outputs' input lists */
+  PtrVec      *req_c;      /* find_cut's required consumer values */
+  PtrVec      *ext_in;     /* external consumer inputs (find_cut, then apply_consumer) */
+  PtrVec      *made;       /* the producer's outputs (apply_consumer, then apply_producer) */
+  PtrVec      *new_args;   /* apply_consumer's new inputs */
+  PtrVec      *remat_in;   /* apply_consumer's values to recompute */
+  PtrVec      *new_subs;   /* apply_consumer's new subsymbols */
+  PtrVec      *new_outs;   /* apply_producer's new outputs */
   UVec            next;       /* consumers of the producer's later pairs */
   guint8         *sub_mark;   /* per-subsymbol marks (find_producer_symbols) */
   guint           sub_mark_cap; /* entries of sub_mark */
@@ -599,20 +684,37 @@ slot_of (Remat *r, CsProxy *p)
   return slot_other (r, p);
 }
 
+/* rreg_rw (@g), and the slots of its proxies in g->rws. */
+static void
+rreg_rw_slots (Remat *r, RReg *g)
+{
+  rreg_rw (g);
+  if (g->rws_ok)
+    return;
+  if (g->rw.len > g->rws_cap)
+    {
+      g->rws_cap = MAX (g->rw.len, 2 * g->rws_cap);
+      g->rws = g_renew (IdSlot *, g->rws, g->rws_cap);
+    }
+  for (guint k = 0; k < g->rw.len; k++)
+    g->rws[k] = slot_of (r, g->rw.v[k]);
+  g->rws_ok = TRUE;
+}
+
 /* Appends @x to @list unless its mark (a field of its slot) already equals epoch @e; marks it. */
 static inline void
-add_once (GPtrArray *list, guint32 *mark, guint32 e, CsProxy *x)
+add_once (PtrVec *list, guint32 *mark, guint32 e, CsProxy *x)
 {
   if (*mark != e)
     {
       *mark = e;
-      g_ptr_array_add (list, x);
+      ptr_vec_add (list, x);
     }
 }
 
 /* Marks every proxy of @a as a member (mem) of a fresh epoch, which it returns. */
 static guint32
-mark_list (Remat *r, GPtrArray *a)
+mark_list (Remat *r, PtrVec *a)
 {
   guint32 m = store_epoch (r);
 
@@ -648,21 +750,21 @@ user_add (Remat *r, IdSlot *s, guint32 e, guint32 sub)
 
 /* Marks (made = @e) the outputs of @g's subsymbols; with @list, appends each once, in order. */
 static void
-produced_vars (Remat *r, RReg *g, guint32 e, GPtrArray *list)
+produced_vars (Remat *r, RReg *g, guint32 e, PtrVec *list)
 {
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   for (guint i = 0; i < g->subs->len; i++)
     {
       guint n;
       CsProxy **ws = sub_writes (g, i, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->made != e)
             {
               s->made = e;
               if (list)
-                g_ptr_array_add (list, ws[j]);
+                ptr_vec_add (list, ws[j]);
             }
         }
     }
@@ -678,14 +780,14 @@ find_producer_symbols (Remat *r, RReg *g, CsProxy *const *proxies, guint n_proxi
   guint32 e = store_epoch (r);
   CsProxyVec *queue = &r->vec_b;
 
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   for (guint i = 0; i < g->subs->len; i++)
     {
       guint n;
-      CsProxy **ws = sub_writes (g, i, &n);
+      sub_writes (g, i, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->prod != e)
             {
               s->prod = e;
@@ -707,7 +809,7 @@ find_producer_symbols (Remat *r, RReg *g, CsProxy *const *proxies, guint n_proxi
       rs = sub_reads (g, at - 1, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *q = slot_of (r, rs[j]);
+          IdSlot *q = sub_read_slots (g, at - 1)[j];
           if (q->stop != stop_e && q->seen != e)
             {
               q->seen = e;
@@ -727,7 +829,7 @@ fg_var (Remat *r, CsProxy *p, guint32 e)
 
   if (s->var != e)
     {
-      g_ptr_array_add (g->vars, p);
+      ptr_vec_add (g->vars, p);
       s->var = e;
       s->var_idx = g->vars->len;
       fg_add_nodes (g);
@@ -738,7 +840,7 @@ fg_var (Remat *r, CsProxy *p, guint32 e)
 /* Counts, for every output of @p marked in epoch @e, the lists among @lists[0 .. @n) that
  * name it (each list once, however often it names it), in the slots' loc_n. */
 static void
-count_in_lists (Remat *r, guint32 e, GPtrArray *const *lists, guint n)
+count_in_lists (Remat *r, guint32 e, PtrVec *const *lists, guint n)
 {
   for (guint l = 0; l < n; l++)
     for (guint i = 0; i < lists[l]->len; i++)
@@ -759,9 +861,9 @@ count_in_lists (Remat *r, guint32 e, GPtrArray *const *lists, guint n)
  * readers outside @c and @next (those of them not modified yet). */
 static void
 external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint *next_regs,
-                           guint n_next, GPtrArray *ext)
+                           guint n_next, PtrVec *ext)
 {
-  GPtrArray **lists;
+  PtrVec **lists;
   guint32 e;
 
   e = store_epoch (r);
@@ -772,8 +874,8 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
       s->loc_n = 0;
       s->loc_list = 0;
     }
-  g_ptr_array_set_size (r->lists, n_next + 2);
-  lists = (GPtrArray **) r->lists->pdata;
+  ptr_vec_set_size (r->lists, n_next + 2);
+  lists = (PtrVec **) r->lists->pdata;
   lists[0] = p->ins;
   lists[1] = c->ins;
   for (guint k = 0; k < n_next; k++)
@@ -808,7 +910,7 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
       else
         remat = s->in_c == e;
       if (!remat)
-        g_ptr_array_add (ext, out);
+        ptr_vec_add (ext, out);
     }
 }
 
@@ -816,7 +918,7 @@ external_producer_outputs (Remat *r, RReg *p, RReg *c, guint c_reg, const guint 
  * produces, in @c's input order, each once.  In epoch @e the slots mark what @p's subsymbols
  * produce (made, set by the caller); this marks @p's inputs (flag) and outputs (pout). */
 static void
-external_consumer_inputs (Remat *r, RReg *p, guint32 e, RReg *c, GPtrArray *out)
+external_consumer_inputs (Remat *r, RReg *p, guint32 e, RReg *c, PtrVec *out)
 {
   for (guint i = 0; i < p->ins->len; i++)
     slot_of (r, p->ins->pdata[i])->flag = e;
@@ -865,7 +967,7 @@ add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e, gboolean all
         continue;
       ws = sub_writes (ur, at, &n);
       for (guint j = 0; j < n; j++)
-        if (all || slot_of (r, ws[j])->live == e)
+        if (all || sub_write_slots (ur, at)[j]->live == e)
           fg_edge (g, vi + 1, fg_var (r, ws[j], e), INFINITY);
     }
 }
@@ -876,7 +978,7 @@ add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e, gboolean all
  * the residual graph, so the cut is the same without it.  Returns FALSE (nothing pruned) when
  * some value has two writers. */
 static gboolean
-sink_ancestors (Remat *r, RReg *p, RReg *c, GPtrArray *req_c, guint32 e)
+sink_ancestors (Remat *r, RReg *p, RReg *c, PtrVec *req_c, guint32 e)
 {
   CsProxyVec *stack = &r->vec_b;
 
@@ -886,10 +988,10 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, GPtrArray *req_c, guint32 e)
       for (guint i = 0; i < gr->subs->len; i++)
         {
           guint n;
-          CsProxy **ws = sub_writes (gr, i, &n);
+          sub_writes (gr, i, &n);
           for (guint j = 0; j < n; j++)
             {
-              IdSlot *s = slot_of (r, ws[j]);
+              IdSlot *s = sub_write_slots (gr, i)[j];
               if (s->wr == e)
                 return FALSE;
               s->wr = e;
@@ -919,7 +1021,7 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, GPtrArray *req_c, guint32 e)
       rs = sub_reads (gr, s->wr_at >> 1, &n);
       for (guint j = 0; j < n; j++)
         {
-          IdSlot *q = slot_of (r, rs[j]);
+          IdSlot *q = sub_read_slots (gr, s->wr_at >> 1)[j];
           if (q->live != e)
             {
               q->live = e;
@@ -935,21 +1037,21 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, GPtrArray *req_c, guint32 e)
  * required ones; ties go to the cut nearest the sink (networkx's partition: the nodes that
  * still reach the sink in the residual graph).  Leaves the cut in @cut (empty: no change). */
 static void
-find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
+find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
 {
   CsProxyVec *req_p = &r->vec_a;
-  GPtrArray *req_c = r->req_c, *ext_in = r->ext_in;
+  PtrVec *req_c = r->req_c, *ext_in = r->ext_in;
   guint8 *cmark = sub_marks (r, c->subs->len + 1);
   gboolean differ = p->nvfusion != c->nvfusion, all;
   FGraph *g = &r->g;
   guint32 e;
 
-  g_ptr_array_set_size (cut, 0);
-  g_ptr_array_set_size (req_c, 0);
-  g_ptr_array_set_size (ext_in, 0);
+  cut->len = 0;
+  req_c->len = 0;
+  ext_in->len = 0;
   e = store_epoch (r);
-  rreg_rw (p);
-  rreg_rw (c);
+  rreg_rw_slots (r, p);
+  rreg_rw_slots (r, c);
   produced_vars (r, p, e, NULL);
   for (guint i = 0; i < p->ins->len; i++)
     slot_of (r, p->ins->pdata[i])->flag = e;
@@ -1009,9 +1111,9 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
       for (guint i = 0; i < gr->subs->len; i++)
         {
           guint n;
-          CsProxy **rs = sub_reads (gr, i, &n);
+          sub_reads (gr, i, &n);
           for (guint j = 0; j < n; j++)
-            user_add (r, slot_of (r, rs[j]), e, 2 * i + pass);
+            user_add (r, sub_read_slots (gr, i)[j], e, 2 * i + pass);
         }
     }
 
@@ -1035,7 +1137,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
           guint n;
           CsProxy **ws = sub_writes (gr, i, &n);
           for (guint j = 0; j < n; j++)
-            if (all || slot_of (r, ws[j])->live == e)
+            if (all || sub_write_slots (gr, i)[j]->live == e)
               add_var_edges (r, ws[j], p, c, e, all);
         }
     }
@@ -1069,7 +1171,7 @@ find_cut (Remat *r, GPtrArray *ext_out, RReg *p, RReg *c, GPtrArray *cut)
         {
           guint in = 2 + 2 * k;
           if (!reach[in] && reach[in + 1])
-            g_ptr_array_add (cut, g->vars->pdata[k]);
+            ptr_vec_add (cut, g->vars->pdata[k]);
         }
     }
 }
@@ -1093,7 +1195,7 @@ toposort_bottom_up (Remat *r, RReg *g)
   CsProxyVec *rw = &tp->rw;
   guint *rw_at;
 
-  rreg_rw (g);
+  rreg_rw_slots (r, g);
   uvec_reserve (&tp->at, 3 * (n + 1));
   par_at = tp->at.v;
   ch_at = par_at + n + 1;
@@ -1104,10 +1206,11 @@ toposort_bottom_up (Remat *r, RReg *g)
   for (guint i = 0; i < n; i++)
     {
       guint nw, nr;
-      CsProxy **ws = sub_writes (g, i, &nw), **rs = sub_reads (g, i, &nr);
+      sub_writes (g, i, &nw);
+      sub_reads (g, i, &nr);
       for (guint j = 0; j < nw; j++)
         {
-          IdSlot *s = slot_of (r, ws[j]);
+          IdSlot *s = sub_write_slots (g, i)[j];
           if (s->prod != e)
             {
               s->prod = e;
@@ -1115,7 +1218,7 @@ toposort_bottom_up (Remat *r, RReg *g)
             }
         }
       for (guint j = 0; j < nr; j++)
-        user_add (r, slot_of (r, rs[j]), e, i);
+        user_add (r, sub_read_slots (g, i)[j], e, i);
     }
   for (guint i = 0; i < n; i++)
     {
@@ -1124,7 +1227,7 @@ toposort_bottom_up (Remat *r, RReg *g)
       par_at[i] = par->len;
       for (guint j = 0; j < nr; j++)
         {
-          IdSlot *s = slot_of (r, ins[j]);
+          IdSlot *s = sub_read_slots (g, i)[j];
           guint at = s->prod == e ? s->prod_at : 0;
           gboolean dup = FALSE;
           if (at == 0)
@@ -1141,7 +1244,7 @@ toposort_bottom_up (Remat *r, RReg *g)
           gboolean is_input = FALSE;
           for (guint k = 0; k < nr && !is_input; k++)
             is_input = ins[k] == ws[j];
-          if (is_input || (s = slot_of (r, ws[j]))->user != e)
+          if (is_input || (s = sub_write_slots (g, i)[j])->user != e)
             continue;
           for (guint32 k = s->user_first; k != G_MAXUINT32; k = r->ue_next[k])
             {
@@ -1186,13 +1289,13 @@ toposort_bottom_up (Remat *r, RReg *g)
   for (guint i = 0; i < n; i++)
     if (!taken[i])
       uvec_push (from, i);
-  g_ptr_array_set_size (tp->subs, 0);
+  tp->subs->len = 0;
   rw->len = 0;
   rw_at = g_new (guint, 2 * from->len + 1);
   for (guint k = 0; k < from->len; k++)
     {
       guint i = from->v[k];
-      g_ptr_array_add (tp->subs, g->subs->pdata[i]);
+      ptr_vec_add (tp->subs, g->subs->pdata[i]);
       rw_at[2 * k] = rw->len;
       for (guint q = g->rw_at[2 * i]; q < g->rw_at[2 * i + 1]; q++)
         _cs_proxy_vec_push (rw, g->rw.v[q]);
@@ -1220,31 +1323,33 @@ toposort_bottom_up (Remat *r, RReg *g)
         _cs_proxy_vec_push (&g->rw, rw->v[k]);
     }
   {
-    GPtrArray *subs = g->subs;
+    PtrVec *subs = g->subs;
     g->subs = tp->subs;
     tp->subs = subs;
   }
   g_free (g->rw_at);
   g->rw_at = rw_at;
+  g->rws_ok = FALSE;
+  rreg_rw_slots (r, g);
 }
 
 /* Thunder's apply_rematerialization_for_consumer: @c recomputes what it read from @p and the
  * cut does not pass, from the cut and @p's inputs (clones of @p's subsymbols with fresh names,
  * "bw_" before a backward consumer's, "fw_" before a forward one's). */
 static void
-apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
+apply_consumer (Remat *r, RReg *p, RReg *c, PtrVec *cut)
 {
   CsTrace *t = r->t;
-  GPtrArray *p_made_list = r->made, *new_args = r->new_args, *remat_in = r->remat_in;
-  GPtrArray *subs = r->new_subs;
+  PtrVec *p_made_list = r->made, *new_args = r->new_args, *remat_in = r->remat_in;
+  PtrVec *subs = r->new_subs;
   guint8 *mark;
   const char *prefix = c->orig->backward ? "bw_" : "fw_";
   gboolean same;
   guint32 e, e_io, in_cut, in_args;
 
-  g_ptr_array_set_size (p_made_list, 0);
-  g_ptr_array_set_size (new_args, 0);
-  g_ptr_array_set_size (remat_in, 0);
+  p_made_list->len = 0;
+  new_args->len = 0;
+  remat_in->len = 0;
   e = store_epoch (r);
   produced_vars (r, p, e, p_made_list);
   in_cut = mark_list (r, cut);
@@ -1259,15 +1364,15 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   for (guint i = 0; i < new_args->len; i++)
     slot_of (r, new_args->pdata[i])->stop = e;
   {
-    GPtrArray *ext_in = r->ext_in;
-    g_ptr_array_set_size (ext_in, 0);
+    PtrVec *ext_in = r->ext_in;
+    ext_in->len = 0;
     external_consumer_inputs (r, p, e, c, ext_in);
     for (guint i = 0; i < ext_in->len; i++)
       ARG_ADD (ext_in->pdata[i]);
   }
   for (guint i = 0; i < c->ins->len; i++)
     if (slot_of (r, c->ins->pdata[i])->arg != in_args)
-      g_ptr_array_add (remat_in, c->ins->pdata[i]);
+      ptr_vec_add (remat_in, c->ins->pdata[i]);
   if (remat_in->len == 0)
     return;
 
@@ -1277,7 +1382,7 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   /* the recomputed subsymbols (in the producer's order), then the consumer's own with their
    * reads of the recomputed values renamed, toposorted as Thunder does */
   _cs_proxy_map_clear (r->map);
-  g_ptr_array_set_size (subs, 0);
+  subs->len = 0;
   for (guint i = 0; i < p->subs->len; i++)
     {
       CsStmt *s = p->subs->pdata[i], *cl;
@@ -1315,12 +1420,12 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
        * from an equal statement of the backward's own */
       cl->backward = s->backward;
       cl->why = "rematerialized: recomputed in the consumer region instead of passed";
-      g_ptr_array_add (subs, cl);
+      ptr_vec_add (subs, cl);
     }
   for (guint i = 0; i < c->subs->len; i++)
-    g_ptr_array_add (subs, _cs_stmt_remap_reads (t, c->subs->pdata[i], r->map));
-  g_ptr_array_set_size (c->subs, 0);
-  g_ptr_array_extend (c->subs, subs, NULL, NULL);
+    ptr_vec_add (subs, _cs_stmt_remap_reads (t, c->subs->pdata[i], r->map));
+  c->subs->len = 0;
+  ptr_vec_extend (c->subs, subs);
   c->subs_changed = TRUE;
   c->rw_ok = FALSE;
   toposort_bottom_up (r, c);
@@ -1331,11 +1436,12 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
   for (guint i = 0; i < c->subs->len; i++)
     {
       guint nr, nw;
-      CsProxy **rs = sub_reads (c, i, &nr), **ws = sub_writes (c, i, &nw);
+      sub_reads (c, i, &nr);
+      sub_writes (c, i, &nw);
       for (guint j = 0; j < nr; j++)
-        slot_of (r, rs[j])->req = e_io;
+        sub_read_slots (c, i)[j]->req = e_io;
       for (guint j = 0; j < nw; j++)
-        slot_of (r, ws[j])->var = e_io;
+        sub_write_slots (c, i)[j]->var = e_io;
     }
   for (guint i = 0; i < p->ins->len; i++)
     {
@@ -1354,22 +1460,22 @@ apply_consumer (Remat *r, RReg *p, RReg *c, GPtrArray *cut)
     }
   if (!same)
     c->modified = TRUE;
-  g_ptr_array_set_size (c->ins, 0);
-  g_ptr_array_extend (c->ins, new_args, NULL, NULL);
+  c->ins->len = 0;
+  ptr_vec_extend (c->ins, new_args);
   _cs_proxy_map_clear (r->map);
 }
 
 /* Thunder's apply_rematerialization_for_producer: @p outputs what others read (@ext, with the
  * earlier cuts of this producer) and the cut, less its own inputs, in production order. */
 static void
-apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
+apply_producer (Remat *r, RReg *p, PtrVec *ext, PtrVec *cut)
 {
-  GPtrArray *made = r->made, *outs = r->new_outs;
+  PtrVec *made = r->made, *outs = r->new_outs;
   gboolean same;
   guint32 wanted, is_in;
 
-  g_ptr_array_set_size (made, 0);
-  g_ptr_array_set_size (outs, 0);
+  made->len = 0;
+  outs->len = 0;
   produced_vars (r, p, store_epoch (r), made);
   wanted = mark_list (r, ext);
   for (guint i = 0; i < cut->len; i++)
@@ -1381,7 +1487,7 @@ apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
     {
       IdSlot *xs = slot_of (r, made->pdata[i]);
       if (xs->mem == wanted && xs->arg != is_in)
-        g_ptr_array_add (outs, made->pdata[i]);
+        ptr_vec_add (outs, made->pdata[i]);
     }
   same = outs->len == p->outs->len;
   if (same)
@@ -1392,13 +1498,13 @@ apply_producer (Remat *r, RReg *p, GPtrArray *ext, GPtrArray *cut)
     }
   if (!same)
     p->modified = TRUE;
-  g_ptr_array_set_size (p->outs, 0);
-  g_ptr_array_extend (p->outs, outs, NULL, NULL);
+  p->outs->len = 0;
+  ptr_vec_extend (p->outs, outs);
 }
 
 /* Appends @s's reads (or writes) to @out, each proxy once, in first-seen order. */
 static void
-value_vec_to_array (Remat *r, CsStmt *s, gboolean reads, GPtrArray *out)
+value_vec_to_array (Remat *r, CsStmt *s, gboolean reads, PtrVec *out)
 {
   g_auto(CsProxyVec) ps = CS_PROXY_VEC_INIT;
   guint32 m = store_epoch (r);
@@ -1449,15 +1555,15 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       g->orig = s;
       g->top = i;
       g->nvfusion = _cs_stmt_is_nvfusion (s);
-      g->ins = g_ptr_array_new ();
-      g->outs = g_ptr_array_new ();
-      g->subs = g_ptr_array_new ();
-      g->cuts = g_ptr_array_new ();
-      g->absorbed = g_ptr_array_new ();
+      g->ins = ptr_vec_new ();
+      g->outs = ptr_vec_new ();
+      g->subs = ptr_vec_new ();
+      g->cuts = ptr_vec_new ();
+      g->absorbed = ptr_vec_new ();
       value_vec_to_array (&r, s, TRUE, g->ins);
       value_vec_to_array (&r, s, FALSE, g->outs);
       for (guint j = 0; j < s->n_subs; j++)
-        g_ptr_array_add (g->subs, s->subs[j]);
+        ptr_vec_add (g->subs, s->subs[j]);
       r.reg_of_top[i] = (gint) k++;
     }
 
@@ -1532,28 +1638,28 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
 
   r.map = _cs_proxy_map_new ();
   fg_init (&r.g);
-  r.topo.subs = g_ptr_array_new ();
-  r.ext = g_ptr_array_new ();
-  r.cut = g_ptr_array_new ();
-  r.lists = g_ptr_array_new ();
-  r.req_c = g_ptr_array_new ();
-  r.ext_in = g_ptr_array_new ();
-  r.made = g_ptr_array_new ();
-  r.new_args = g_ptr_array_new ();
-  r.remat_in = g_ptr_array_new ();
-  r.new_subs = g_ptr_array_new ();
-  r.new_outs = g_ptr_array_new ();
+  r.topo.subs = ptr_vec_new ();
+  r.ext = ptr_vec_new ();
+  r.cut = ptr_vec_new ();
+  r.lists = ptr_vec_new ();
+  r.req_c = ptr_vec_new ();
+  r.ext_in = ptr_vec_new ();
+  r.made = ptr_vec_new ();
+  r.new_args = ptr_vec_new ();
+  r.remat_in = ptr_vec_new ();
+  r.new_subs = ptr_vec_new ();
+  r.new_outs = ptr_vec_new ();
   r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
       RReg *p = &r.regs[pr[0]], *c = &r.regs[pr[1]];
-      GPtrArray *ext = r.ext, *cut = r.cut;
+      PtrVec *ext = r.ext, *cut = r.cut;
       guint *next;
       guint n_next = 0;
 
-      g_ptr_array_set_size (ext, 0);
-      g_ptr_array_set_size (cut, 0);
+      ext->len = 0;
+      cut->len = 0;
       /* the later pairs of this producer: a few, not the rest of the list */
       while (i + 1 + n_next < pairs->len
              && g_array_index (pairs, guint, 2 * (i + 1 + n_next)) == pr[0])
@@ -1566,7 +1672,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       find_cut (&r, ext, p, c, cut);
       if (cut->len == 0)
         continue;
-      g_ptr_array_extend (ext, p->cuts, NULL, NULL);
+      ptr_vec_extend (ext, p->cuts);
       /* Thunder updates the consumer from the producer as it was before this pair */
       apply_consumer (&r, p, c, cut);
       apply_producer (&r, p, ext, cut);
@@ -1576,7 +1682,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
         p->cut_set = g_hash_table_new (g_direct_hash, g_direct_equal);
       for (guint j = 0; j < cut->len; j++)
         if (g_hash_table_add (p->cut_set, cut->pdata[j]))
-          g_ptr_array_add (p->cuts, cut->pdata[j]);
+          ptr_vec_add (p->cuts, cut->pdata[j]);
     }
 
   for (guint k = 0; k < r.n_regs; k++)
@@ -1619,15 +1725,16 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   for (guint k = 0; k < r.n_regs; k++)
     {
       RReg *g = &r.regs[k];
-      g_ptr_array_unref (g->ins);
-      g_ptr_array_unref (g->outs);
-      g_ptr_array_unref (g->subs);
-      g_ptr_array_unref (g->cuts);
+      ptr_vec_free (g->ins);
+      ptr_vec_free (g->outs);
+      ptr_vec_free (g->subs);
+      ptr_vec_free (g->cuts);
       if (g->cut_set != NULL)
         g_hash_table_unref (g->cut_set);
-      g_ptr_array_unref (g->absorbed);
+      ptr_vec_free (g->absorbed);
       _cs_proxy_vec_free (&g->rw);
       g_free (g->rw_at);
+      g_free (g->rws);
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
@@ -1637,17 +1744,17 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   g_free (r.topo.elig.v);
   g_free (r.topo.from.v);
   _cs_proxy_vec_free (&r.topo.rw);
-  g_ptr_array_unref (r.topo.subs);
-  g_ptr_array_unref (r.ext);
-  g_ptr_array_unref (r.cut);
-  g_ptr_array_unref (r.lists);
-  g_ptr_array_unref (r.req_c);
-  g_ptr_array_unref (r.ext_in);
-  g_ptr_array_unref (r.made);
-  g_ptr_array_unref (r.new_args);
-  g_ptr_array_unref (r.remat_in);
-  g_ptr_array_unref (r.new_subs);
-  g_ptr_array_unref (r.new_outs);
+  ptr_vec_free (r.topo.subs);
+  ptr_vec_free (r.ext);
+  ptr_vec_free (r.cut);
+  ptr_vec_free (r.lists);
+  ptr_vec_free (r.req_c);
+  ptr_vec_free (r.ext_in);
+  ptr_vec_free (r.made);
+  ptr_vec_free (r.new_args);
+  ptr_vec_free (r.remat_in);
+  ptr_vec_free (r.new_subs);
+  ptr_vec_free (r.new_outs);
   g_free (r.next.v);
   g_free (r.sub_mark);
   g_hash_table_unref (r.other);

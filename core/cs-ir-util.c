@@ -27,25 +27,21 @@ _cs_arena_concat (CsArena *arena, const char *a, const char *b, const char *c)
 
 #define MAP_WORDS(cap) (((gsize) (cap) + 63) / 64)
 
-static inline guint64 *
-map_bits (const CsProxyMap *m)
-{
-  return _cs_proxy_map_bits (m);
-}
-
-/* Grows @m to @cap slots (new slots and bits zero). */
+/* Makes room for ids below @cap (rounded up to whole chunks): new bits clear, new chunk
+ * pointers NULL. */
 static void
 map_grow (CsProxyMap *m, guint32 cap)
 {
-  gsize old_words = m->slots ? MAP_WORDS (m->cap) : 0;
-  g_autofree guint64 *bits = old_words ? g_memdup2 (map_bits (m), old_words * sizeof (guint64)) : NULL;
+  guint32 old_chunks = m->cap / CS_PROXY_MAP_CHUNK, n_chunks;
 
-  m->slots = g_realloc (m->slots, sizeof (CsProxyMapSlot) * cap + sizeof (guint64) * MAP_WORDS (cap));
-  memset (m->slots + m->cap, 0, sizeof (CsProxyMapSlot) * (cap - m->cap));
+  cap = (cap + CS_PROXY_MAP_CHUNK - 1) & ~(CS_PROXY_MAP_CHUNK - 1);
+  n_chunks = cap / CS_PROXY_MAP_CHUNK;
+  m->chunks = g_renew (CsProxyMapSlot *, m->chunks, n_chunks);
+  memset (m->chunks + old_chunks, 0, (n_chunks - old_chunks) * sizeof (CsProxyMapSlot *));
+  m->bits = g_renew (guint64, m->bits, MAP_WORDS (cap));
+  memset (m->bits + MAP_WORDS (m->cap), 0,
+          (MAP_WORDS (cap) - MAP_WORDS (m->cap)) * sizeof (guint64));
   m->cap = cap;
-  memset (map_bits (m), 0, sizeof (guint64) * MAP_WORDS (cap));
-  if (bits)
-    memcpy (map_bits (m), bits, old_words * sizeof (guint64));
 }
 
 CsProxyMap *
@@ -59,7 +55,10 @@ _cs_proxy_map_free (CsProxyMap *map)
 {
   if (map == NULL)
     return;
-  g_free (map->slots);
+  for (guint32 c = 0; c < map->cap / CS_PROXY_MAP_CHUNK; c++)
+    g_free (map->chunks[c]);
+  g_free (map->chunks);
+  g_free (map->bits);
   _cs_proxy_vec_free (&map->keys);
   if (map->other)
     g_hash_table_unref (map->other);
@@ -72,10 +71,12 @@ _cs_proxy_map_clear (CsProxyMap *map)
   for (guint i = 0; i < map->keys.len; i++)
     {
       const CsProxy *k = map->keys.v[i];
-      if (k->id < map->cap && map->slots[k->id].from == k)
+      if (k->id < map->cap && (map->bits[k->id / 64] & ((guint64) 1 << (k->id % 64)))
+          && _cs_proxy_map_slot (map, k->id)->from == k)
         {
-          map->slots[k->id].from = map->slots[k->id].to = NULL;
-          map_bits (map)[k->id / 64] &= ~((guint64) 1 << (k->id % 64));
+          CsProxyMapSlot *slot = _cs_proxy_map_slot (map, k->id);
+          slot->from = slot->to = NULL;
+          map->bits[k->id / 64] &= ~((guint64) 1 << (k->id % 64));
         }
     }
   map->keys.len = 0;
@@ -107,19 +108,25 @@ _cs_proxy_map_insert (CsProxyMap *map, CsProxy *from, CsProxy *to)
   guint32 id = from->id;
 
   if (id != 0 && id >= map->cap)
+    map_grow (map, MAX (id + 1, MAX (map->cap * 2, CS_PROXY_MAP_CHUNK)));
+  if (id != 0)
     {
-      map_grow (map, MAX (id + 1, MAX (map->cap * 2, 256)));
-    }
-  if (id != 0 && (map->slots[id].from == NULL || map->slots[id].from == from))
-    {
-      if (map->slots[id].from == NULL)
+      CsProxyMapSlot **chunk = &map->chunks[id >> CS_PROXY_MAP_CHUNK_BITS];
+      CsProxyMapSlot *slot;
+      if (*chunk == NULL)
+        *chunk = g_new0 (CsProxyMapSlot, CS_PROXY_MAP_CHUNK);
+      slot = &(*chunk)[id & (CS_PROXY_MAP_CHUNK - 1)];
+      if (slot->from == NULL || slot->from == from)
         {
-          _cs_proxy_vec_push (&map->keys, from);
-          map_bits (map)[id / 64] |= (guint64) 1 << (id % 64);
+          if (slot->from == NULL)
+            {
+              _cs_proxy_vec_push (&map->keys, from);
+              map->bits[id / 64] |= (guint64) 1 << (id % 64);
+            }
+          slot->from = from;
+          slot->to = to;
+          return;
         }
-      map->slots[id].from = from;
-      map->slots[id].to = to;
-      return;
     }
   if (map->other == NULL)
     map->other = g_hash_table_new (g_direct_hash, g_direct_equal);

@@ -96,20 +96,36 @@ typedef struct
   CsProxy *to;     /* value */
 } CsProxyMapSlot;
 
+/* Slots per chunk of a CsProxyMap (a power of two). */
+#define CS_PROXY_MAP_CHUNK_BITS 12u
+#define CS_PROXY_MAP_CHUNK      (1u << CS_PROXY_MAP_CHUNK_BITS)
+
 struct _CsProxyMap
 {
-  CsProxyMapSlot *slots; /* indexed by CsProxy.id; followed by the presence bitmap */
-  guint32     cap;     /* slots allocated */
+  CsProxyMapSlot **chunks; /* cap / CS_PROXY_MAP_CHUNK pointers: chunk c holds the slots of ids
+                              c * CS_PROXY_MAP_CHUNK and up, indexed by id; NULL until a key
+                              falls in it (a map of a few keys with large ids zeroes a few
+                              chunks, not one slot per id) */
+  guint64    *bits;    /* cap bits, one per id: set while its slot is in use */
+  guint32     cap;     /* ids below cap have a bit and a chunk pointer (a multiple of
+                          CS_PROXY_MAP_CHUNK; 0 for an empty map) */
   CsProxyVec  keys;    /* every key in insertion order */
   GHashTable *other;   /* keys whose slot holds another proxy (or id 0), or NULL */
 };
 
 /* One bit per slot, set while the slot is in use: a lookup of an unmapped proxy (most of
- * them) reads this small bitmap instead of the slot array, which spans megabytes. */
+ * them) reads this small bitmap instead of the slots. */
 static inline guint64 *
 _cs_proxy_map_bits (const CsProxyMap *m)
 {
-  return (guint64 *) (m->slots + m->cap);
+  return m->bits;
+}
+
+/* The slot of id @id (< m->cap) in its chunk, which must exist (its bit is set). */
+static inline CsProxyMapSlot *
+_cs_proxy_map_slot (const CsProxyMap *m, guint32 id)
+{
+  return &m->chunks[id >> CS_PROXY_MAP_CHUNK_BITS][id & (CS_PROXY_MAP_CHUNK - 1)];
 }
 
 /* The entry for a key kept outside the slots (the `other` table), or NULL. */
@@ -121,9 +137,9 @@ _cs_proxy_map_lookup (const CsProxyMap *map, const CsProxy *from)
 {
   guint32 id = from->id;
 
-  if (id < map->cap && (_cs_proxy_map_bits (map)[id / 64] & ((guint64) 1 << (id % 64)))
-      && map->slots[id].from == from)
-    return map->slots[id].to;
+  if (id < map->cap && (map->bits[id / 64] & ((guint64) 1 << (id % 64)))
+      && _cs_proxy_map_slot (map, id)->from == from)
+    return _cs_proxy_map_slot (map, id)->to;
   return map->other ? _cs_proxy_map_lookup_other (map, from) : NULL;
 }
 
