@@ -155,7 +155,8 @@ typedef enum
   X (DIM0, "dim0") X (DIM1, "dim1") X (START_DIM, "start_dim") X (END_DIM, "end_dim") \
   X (NORMALIZED_SHAPE, "normalized_shape") X (EPS, "eps") X (P, "p") X (TRAINING, "training") \
   X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
-  X (ROUNDING_MODE, "rounding_mode") \
+  X (ROUNDING_MODE, "rounding_mode") X (TENSOR_DTYPE_OR_DEVICE, "tensor_dtype_or_device") \
+  X (OPTIONAL_POSITIONAL_DTYPE, "optional_positional_dtype") X (COPY, "copy") \
   CS_ARG_NAMES_DIST (X)
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
