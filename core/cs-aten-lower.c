@@ -16,6 +16,7 @@
 
 #include "cs-decompose.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <math.h>
 #include <string.h>
@@ -46,6 +47,13 @@ static CsValue *
 arg (L *l, guint i, const char *kw)
 {
   return cs_stmt_get_arg (l->s, i, kw);
+}
+
+/* Argument @name of the statement's schema (the aten row's, from native_functions.yaml). */
+static CsValue *
+sa (L *l, CsArgName name)
+{
+  return cs_stmt_arg (l->s, name);
 }
 
 static CsProxy *
@@ -233,14 +241,14 @@ norm_dims (guint rank, guint k, int64_t *inner, int64_t *outer, guint *n_outer)
 static CsValue *
 lower_addmm (L *l)
 {
-  CsValue *bias = arg (l, 0, "self"), *m1 = arg (l, 1, "mat1"), *m2 = arg (l, 2, "mat2");
+  CsValue *bias = sa (l, CS_ARG_SELF), *m1 = sa (l, CS_ARG_MAT1), *m2 = sa (l, CS_ARG_MAT2);
   double beta = 1, alpha = 1;
   CsValue *mm;
 
   if (!tensor (m1) || !tensor (m2) || bias == NULL)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a bias and two typed matrices");
-  if ((arg (l, 99, "beta") && !number (arg (l, 99, "beta"), &beta))
-      || (arg (l, 99, "alpha") && !number (arg (l, 99, "alpha"), &alpha)))
+  if ((sa (l, CS_ARG_BETA) && !number (sa (l, CS_ARG_BETA), &beta))
+      || (sa (l, CS_ARG_ALPHA) && !number (sa (l, CS_ARG_ALPHA), &alpha)))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "beta and alpha must be numbers");
   mm = call (l, "ltorch.matmul", m1, m2, NULL);
   if (alpha != 1)
@@ -255,7 +263,7 @@ lower_addmm (L *l)
 static CsValue *
 lower_t (L *l)
 {
-  CsValue *a = arg (l, 0, "self");
+  CsValue *a = sa (l, CS_ARG_SELF);
   CsProxy *ta = tensor (a);
 
   if (!ta || ta->rank > 2)
@@ -268,7 +276,7 @@ lower_t (L *l)
 static CsValue *
 lower_softmax (L *l, gboolean log)
 {
-  CsValue *a = arg (l, 0, "self"), *dim = arg (l, 1, "dim"), *h2f = arg (l, 2, "half_to_float");
+  CsValue *a = sa (l, CS_ARG_SELF), *dim = sa (l, CS_ARG_DIM), *h2f = sa (l, CS_ARG_HALF_TO_FLOAT);
   CsArg args[3] = { { NULL, a }, { NULL, dim }, { "dtype", NULL } };
 
   if (!tensor (a) || dim == NULL || dim->kind != CS_VALUE_INT)
@@ -285,9 +293,9 @@ lower_softmax (L *l, gboolean log)
 static CsValue *
 lower_softmax_backward (L *l, gboolean log)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *y = up (l, arg (l, 1, "output"));
-  CsValue *dim = arg (l, 2, "dim");
-  CsProxy *ty = tensor (arg (l, 1, "output"));
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT)), *y = up (l, sa (l, CS_ARG_OUTPUT));
+  CsValue *dim = sa (l, CS_ARG_DIM);
+  CsProxy *ty = tensor (sa (l, CS_ARG_OUTPUT));
   int64_t d;
   CsValue *r;
 
@@ -543,7 +551,7 @@ lower_split (L *l)
 static CsValue *
 lower_gather (L *l)
 {
-  CsValue *a = arg (l, 0, "self"), *dim = arg (l, 1, "dim"), *idx = arg (l, 2, "index");
+  CsValue *a = sa (l, CS_ARG_SELF), *dim = sa (l, CS_ARG_DIM), *idx = sa (l, CS_ARG_INDEX);
   CsProxy *ti = tensor (idx);
 
   if (!tensor (a) || ti == NULL || dim == NULL || dim->kind != CS_VALUE_INT)

@@ -157,7 +157,13 @@ typedef enum
   X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
   X (ROUNDING_MODE, "rounding_mode") X (TENSOR_DTYPE_OR_DEVICE, "tensor_dtype_or_device") \
   X (OPTIONAL_POSITIONAL_DTYPE, "optional_positional_dtype") X (COPY, "copy") \
+  CS_ARG_NAMES_ATEN (X) \
   CS_ARG_NAMES_DIST (X)
+
+/* The arguments of torch.compile's aten ops (native_functions.yaml) no ltorch op names */
+#define CS_ARG_NAMES_ATEN(X) \
+  X (SELF, "self") X (MAT1, "mat1") X (MAT2, "mat2") X (HALF_TO_FLOAT, "half_to_float") \
+  X (GRAD_OUTPUT, "grad_output") X (INPUT_DTYPE, "input_dtype") X (SPARSE_GRAD, "sparse_grad")
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
 #define CS_ARG_NAMES_DIST(X) \
