@@ -328,7 +328,7 @@ normalized_k (L *l, const CsValue *ns, guint rank, guint *k)
 static CsValue *
 lower_layer_norm (L *l)
 {
-  CsValue *x0 = arg (l, 0, "input"), *w = arg (l, 2, "weight"), *b = arg (l, 3, "bias");
+  CsValue *x0 = sa (l, CS_ARG_INPUT), *w = sa (l, CS_ARG_WEIGHT), *b = sa (l, CS_ARG_BIAS);
   CsProxy *tx = tensor (x0);
   double eps;
   guint k, n_outer;
@@ -336,9 +336,9 @@ lower_layer_norm (L *l)
   CsValue *x, *vm, *var, *mean, *rstd, *y, *vals[3];
   CsArg vargs[4];
 
-  if (!tx || !number (arg (l, 4, "eps"), &eps))
+  if (!tx || !number (sa (l, CS_ARG_EPS), &eps))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed input and a number eps");
-  if (!normalized_k (l, arg (l, 1, "normalized_shape"), tx->rank, &k))
+  if (!normalized_k (l, sa (l, CS_ARG_NORMALIZED_SHAPE), tx->rank, &k))
     return NULL;
   norm_dims (tx->rank, k, inner, outer, &n_outer);
   x = up (l, x0);
@@ -372,16 +372,16 @@ lower_layer_norm (L *l)
 static CsValue *
 lower_layer_norm_backward (L *l)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_out")), *x = up (l, arg (l, 1, "input"));
-  CsValue *mean = arg (l, 3, "mean"), *rstd = arg (l, 4, "rstd"), *w = arg (l, 5, "weight");
-  CsProxy *tx = tensor (arg (l, 1, "input"));
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUT)), *x = up (l, sa (l, CS_ARG_INPUT));
+  CsValue *mean = sa (l, CS_ARG_MEAN), *rstd = sa (l, CS_ARG_RSTD), *w = sa (l, CS_ARG_WEIGHT);
+  CsProxy *tx = tensor (sa (l, CS_ARG_INPUT));
   guint k, n_outer;
   int64_t inner[CS_MAX_DIMS], outer[CS_MAX_DIMS], nelem = 1;
   CsValue *xhat, *vals[3] = { NULL, NULL, NULL };
 
   if (!tx || !tensor (g) || !tensor (mean) || !tensor (rstd))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs typed grad, input, mean and rstd");
-  if (!normalized_k (l, arg (l, 2, "normalized_shape"), tx->rank, &k))
+  if (!normalized_k (l, sa (l, CS_ARG_NORMALIZED_SHAPE), tx->rank, &k))
     return NULL;
   norm_dims (tx->rank, k, inner, outer, &n_outer);
   for (guint i = 0; i < k; i++)
@@ -415,8 +415,8 @@ lower_layer_norm_backward (L *l)
 static CsValue *
 lower_gelu_backward (L *l)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *x = up (l, arg (l, 1, "self"));
-  CsValue *ap = arg (l, 99, "approximate");
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT)), *x = up (l, sa (l, CS_ARG_SELF));
+  CsValue *ap = sa (l, CS_ARG_APPROXIMATE);
   const char *mode = ap && ap->kind == CS_VALUE_STRING ? ap->u.s : "none";
   CsValue *r;
 
@@ -458,7 +458,7 @@ lower_gelu_backward (L *l)
 static CsValue *
 lower_threshold_backward (L *l)
 {
-  CsValue *g = arg (l, 0, "grad_output"), *x = arg (l, 1, "self"), *th = arg (l, 2, "threshold");
+  CsValue *g = sa (l, CS_ARG_GRAD_OUTPUT), *x = sa (l, CS_ARG_SELF), *th = sa (l, CS_ARG_THRESHOLD);
   CsValue *m;
 
   if (!tensor (g) || !tensor (x) || th == NULL)
@@ -471,7 +471,9 @@ lower_threshold_backward (L *l)
 static CsValue *
 lower_act_backward (L *l, CsOpId id)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *y = up (l, arg (l, 1, "output"));
+  /* sigmoid_backward and tanh_backward(grad_output, output), silu_backward(grad_output, self) */
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT));
+  CsValue *y = up (l, sa (l, id == CS_OP_ATEN_SILU_BACKWARD ? CS_ARG_SELF : CS_ARG_OUTPUT));
   CsValue *one = vfloat (l, 1.0), *r;
 
   if (!tensor (g) || !tensor (y))

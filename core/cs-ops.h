@@ -163,7 +163,8 @@ typedef enum
 /* The arguments of torch.compile's aten ops (native_functions.yaml) no ltorch op names */
 #define CS_ARG_NAMES_ATEN(X) \
   X (SELF, "self") X (MAT1, "mat1") X (MAT2, "mat2") X (HALF_TO_FLOAT, "half_to_float") \
-  X (GRAD_OUTPUT, "grad_output") X (INPUT_DTYPE, "input_dtype") X (SPARSE_GRAD, "sparse_grad")
+  X (GRAD_OUTPUT, "grad_output") X (INPUT_DTYPE, "input_dtype") X (SPARSE_GRAD, "sparse_grad") \
+  X (INPUT, "input") X (MEAN, "mean") X (RSTD, "rstd") X (OUTPUT_MASK, "output_mask")
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
 #define CS_ARG_NAMES_DIST(X) \
