@@ -43,12 +43,6 @@ lfail (L *l, CsDecomposeError code, const char *fmt, ...)
   return NULL;
 }
 
-static CsValue *
-arg (L *l, guint i, const char *kw)
-{
-  return cs_stmt_get_arg (l->s, i, kw);
-}
-
 /* Argument @name of the statement's schema (the aten row's, from native_functions.yaml). */
 static CsValue *
 sa (L *l, CsArgName name)
@@ -533,11 +527,12 @@ expand_to_out (L *l, CsValue *v)
 static CsValue *
 lower_split (L *l)
 {
-  CsValue *a = arg (l, 0, "self"), *sz = arg (l, 1, "split_size");
-  CsValue *dim = arg (l, 2, "dim"), *pieces;
+  /* split(self, split_size, dim=0), split_with_sizes(self, split_sizes, dim=0) */
+  CsValue *a = sa (l, CS_ARG_SELF), *sz = cs_stmt_arg_if_declared (l->s, CS_ARG_SPLIT_SIZE);
+  CsValue *dim = sa (l, CS_ARG_DIM), *pieces;
 
   if (sz == NULL)
-    sz = arg (l, 1, "split_sizes");
+    sz = cs_stmt_arg_if_declared (l->s, CS_ARG_SPLIT_SIZES);
   if (!tensor (a) || sz == NULL)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and the split sizes");
   pieces = call (l, "ltorch.split", a, sz, dim ? dim : vint (l, 0), NULL);
@@ -568,7 +563,7 @@ lower_gather (L *l)
 static CsValue *
 lower_logical (L *l, CsOpId id)
 {
-  CsValue *a = arg (l, 0, "self"), *b = arg (l, 1, "other");
+  CsValue *a = sa (l, CS_ARG_SELF), *b = cs_stmt_arg_if_declared (l->s, CS_ARG_OTHER);
   CsProxy *ta = tensor (a);
 
   if (a == NULL)
@@ -648,7 +643,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
         /* fma(a, b, c) = a * b + c, broadcast.  Inductor's kernel rounds once; the lowering
          * rounds the product to the operands' dtype before the add (ltorch.mul, ltorch.add:
          * at most half an ulp of the product more, f32 in the graphs Inductor prints) */
-        CsValue *a = arg (&l, 0, "a"), *b = arg (&l, 1, "b"), *c = arg (&l, 2, "c");
+        CsValue *a = sa (&l, CS_ARG_A), *b = sa (&l, CS_ARG_B), *c = sa (&l, CS_ARG_C);
 
         if (a == NULL || b == NULL || c == NULL || (!tensor (a) && !tensor (b) && !tensor (c)))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs three operands, one a typed tensor");
@@ -657,7 +652,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_RSUB:
       {
         /* rsub(a, b, alpha=1) = b - alpha * a */
-        CsValue *a = arg (&l, 0, "self"), *b = arg (&l, 1, "other"), *al = arg (&l, 99, "alpha");
+        CsValue *a = sa (&l, CS_ARG_SELF), *b = sa (&l, CS_ARG_OTHER), *al = sa (&l, CS_ARG_ALPHA);
         double alpha = 1;
 
         if (a == NULL || b == NULL || (al && !number (al, &alpha)))
@@ -670,7 +665,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
       {
         /* scalar_tensor(s, dtype=, device=): full((), s) */
         CsProxy *to = tensor (stmt->out);
-        CsValue *s = arg (&l, 0, "s");
+        CsValue *s = sa (&l, CS_ARG_S);
         CsArg args[4];
         char *dev;
 
@@ -687,7 +682,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_EMBEDDING:
       {
         /* embedding(weight, indices, padding_idx=-1, ...): ltorch.embedding(indices, weight) */
-        CsValue *w = arg (&l, 0, "weight"), *i = arg (&l, 1, "indices");
+        CsValue *w = sa (&l, CS_ARG_WEIGHT), *i = sa (&l, CS_ARG_INDICES);
 
         if (!tensor (w) || !tensor (i))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed weight and typed indices");
@@ -697,7 +692,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_ALIAS:
     case CS_OP_ATEN_LIFT_FRESH_COPY:
       {
-        CsValue *a = arg (&l, 0, "self");
+        CsValue *a = sa (&l, CS_ARG_SELF);
 
         if (!tensor (a))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");

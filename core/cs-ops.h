@@ -164,7 +164,9 @@ typedef enum
 #define CS_ARG_NAMES_ATEN(X) \
   X (SELF, "self") X (MAT1, "mat1") X (MAT2, "mat2") X (HALF_TO_FLOAT, "half_to_float") \
   X (GRAD_OUTPUT, "grad_output") X (INPUT_DTYPE, "input_dtype") X (SPARSE_GRAD, "sparse_grad") \
-  X (INPUT, "input") X (MEAN, "mean") X (RSTD, "rstd") X (OUTPUT_MASK, "output_mask")
+  X (INPUT, "input") X (MEAN, "mean") X (RSTD, "rstd") X (OUTPUT_MASK, "output_mask") \
+  X (SPLIT_SIZE, "split_size") X (SPLIT_SIZES, "split_sizes") X (OTHER, "other") X (C, "c") \
+  X (S, "s") X (LAYOUT, "layout") X (PIN_MEMORY, "pin_memory")
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
 #define CS_ARG_NAMES_DIST(X) \
