@@ -16,6 +16,7 @@
 
 #include "cs-decompose.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,10 +43,11 @@ lfail (L *l, CsDecomposeError code, const char *fmt, ...)
   return NULL;
 }
 
+/* Argument @name of the statement's schema (the aten row's, from native_functions.yaml). */
 static CsValue *
-arg (L *l, guint i, const char *kw)
+sa (L *l, CsArgName name)
 {
-  return cs_stmt_get_arg (l->s, i, kw);
+  return cs_stmt_arg (l->s, name);
 }
 
 static CsProxy *
@@ -233,14 +235,14 @@ norm_dims (guint rank, guint k, int64_t *inner, int64_t *outer, guint *n_outer)
 static CsValue *
 lower_addmm (L *l)
 {
-  CsValue *bias = arg (l, 0, "self"), *m1 = arg (l, 1, "mat1"), *m2 = arg (l, 2, "mat2");
+  CsValue *bias = sa (l, CS_ARG_SELF), *m1 = sa (l, CS_ARG_MAT1), *m2 = sa (l, CS_ARG_MAT2);
   double beta = 1, alpha = 1;
   CsValue *mm;
 
   if (!tensor (m1) || !tensor (m2) || bias == NULL)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a bias and two typed matrices");
-  if ((arg (l, 99, "beta") && !number (arg (l, 99, "beta"), &beta))
-      || (arg (l, 99, "alpha") && !number (arg (l, 99, "alpha"), &alpha)))
+  if ((sa (l, CS_ARG_BETA) && !number (sa (l, CS_ARG_BETA), &beta))
+      || (sa (l, CS_ARG_ALPHA) && !number (sa (l, CS_ARG_ALPHA), &alpha)))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "beta and alpha must be numbers");
   mm = call (l, "ltorch.matmul", m1, m2, NULL);
   if (alpha != 1)
@@ -255,7 +257,7 @@ lower_addmm (L *l)
 static CsValue *
 lower_t (L *l)
 {
-  CsValue *a = arg (l, 0, "self");
+  CsValue *a = sa (l, CS_ARG_SELF);
   CsProxy *ta = tensor (a);
 
   if (!ta || ta->rank > 2)
@@ -268,7 +270,7 @@ lower_t (L *l)
 static CsValue *
 lower_softmax (L *l, gboolean log)
 {
-  CsValue *a = arg (l, 0, "self"), *dim = arg (l, 1, "dim"), *h2f = arg (l, 2, "half_to_float");
+  CsValue *a = sa (l, CS_ARG_SELF), *dim = sa (l, CS_ARG_DIM), *h2f = sa (l, CS_ARG_HALF_TO_FLOAT);
   CsArg args[3] = { { NULL, a }, { NULL, dim }, { "dtype", NULL } };
 
   if (!tensor (a) || dim == NULL || dim->kind != CS_VALUE_INT)
@@ -285,9 +287,9 @@ lower_softmax (L *l, gboolean log)
 static CsValue *
 lower_softmax_backward (L *l, gboolean log)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *y = up (l, arg (l, 1, "output"));
-  CsValue *dim = arg (l, 2, "dim");
-  CsProxy *ty = tensor (arg (l, 1, "output"));
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT)), *y = up (l, sa (l, CS_ARG_OUTPUT));
+  CsValue *dim = sa (l, CS_ARG_DIM);
+  CsProxy *ty = tensor (sa (l, CS_ARG_OUTPUT));
   int64_t d;
   CsValue *r;
 
@@ -320,7 +322,7 @@ normalized_k (L *l, const CsValue *ns, guint rank, guint *k)
 static CsValue *
 lower_layer_norm (L *l)
 {
-  CsValue *x0 = arg (l, 0, "input"), *w = arg (l, 2, "weight"), *b = arg (l, 3, "bias");
+  CsValue *x0 = sa (l, CS_ARG_INPUT), *w = sa (l, CS_ARG_WEIGHT), *b = sa (l, CS_ARG_BIAS);
   CsProxy *tx = tensor (x0);
   double eps;
   guint k, n_outer;
@@ -328,9 +330,9 @@ lower_layer_norm (L *l)
   CsValue *x, *vm, *var, *mean, *rstd, *y, *vals[3];
   CsArg vargs[4];
 
-  if (!tx || !number (arg (l, 4, "eps"), &eps))
+  if (!tx || !number (sa (l, CS_ARG_EPS), &eps))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed input and a number eps");
-  if (!normalized_k (l, arg (l, 1, "normalized_shape"), tx->rank, &k))
+  if (!normalized_k (l, sa (l, CS_ARG_NORMALIZED_SHAPE), tx->rank, &k))
     return NULL;
   norm_dims (tx->rank, k, inner, outer, &n_outer);
   x = up (l, x0);
@@ -364,16 +366,16 @@ lower_layer_norm (L *l)
 static CsValue *
 lower_layer_norm_backward (L *l)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_out")), *x = up (l, arg (l, 1, "input"));
-  CsValue *mean = arg (l, 3, "mean"), *rstd = arg (l, 4, "rstd"), *w = arg (l, 5, "weight");
-  CsProxy *tx = tensor (arg (l, 1, "input"));
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUT)), *x = up (l, sa (l, CS_ARG_INPUT));
+  CsValue *mean = sa (l, CS_ARG_MEAN), *rstd = sa (l, CS_ARG_RSTD), *w = sa (l, CS_ARG_WEIGHT);
+  CsProxy *tx = tensor (sa (l, CS_ARG_INPUT));
   guint k, n_outer;
   int64_t inner[CS_MAX_DIMS], outer[CS_MAX_DIMS], nelem = 1;
   CsValue *xhat, *vals[3] = { NULL, NULL, NULL };
 
   if (!tx || !tensor (g) || !tensor (mean) || !tensor (rstd))
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs typed grad, input, mean and rstd");
-  if (!normalized_k (l, arg (l, 2, "normalized_shape"), tx->rank, &k))
+  if (!normalized_k (l, sa (l, CS_ARG_NORMALIZED_SHAPE), tx->rank, &k))
     return NULL;
   norm_dims (tx->rank, k, inner, outer, &n_outer);
   for (guint i = 0; i < k; i++)
@@ -407,8 +409,8 @@ lower_layer_norm_backward (L *l)
 static CsValue *
 lower_gelu_backward (L *l)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *x = up (l, arg (l, 1, "self"));
-  CsValue *ap = arg (l, 99, "approximate");
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT)), *x = up (l, sa (l, CS_ARG_SELF));
+  CsValue *ap = sa (l, CS_ARG_APPROXIMATE);
   const char *mode = ap && ap->kind == CS_VALUE_STRING ? ap->u.s : "none";
   CsValue *r;
 
@@ -450,7 +452,7 @@ lower_gelu_backward (L *l)
 static CsValue *
 lower_threshold_backward (L *l)
 {
-  CsValue *g = arg (l, 0, "grad_output"), *x = arg (l, 1, "self"), *th = arg (l, 2, "threshold");
+  CsValue *g = sa (l, CS_ARG_GRAD_OUTPUT), *x = sa (l, CS_ARG_SELF), *th = sa (l, CS_ARG_THRESHOLD);
   CsValue *m;
 
   if (!tensor (g) || !tensor (x) || th == NULL)
@@ -463,7 +465,9 @@ lower_threshold_backward (L *l)
 static CsValue *
 lower_act_backward (L *l, CsOpId id)
 {
-  CsValue *g = up (l, arg (l, 0, "grad_output")), *y = up (l, arg (l, 1, "output"));
+  /* sigmoid_backward and tanh_backward(grad_output, output), silu_backward(grad_output, self) */
+  CsValue *g = up (l, sa (l, CS_ARG_GRAD_OUTPUT));
+  CsValue *y = up (l, sa (l, id == CS_OP_ATEN_SILU_BACKWARD ? CS_ARG_SELF : CS_ARG_OUTPUT));
   CsValue *one = vfloat (l, 1.0), *r;
 
   if (!tensor (g) || !tensor (y))
@@ -523,11 +527,12 @@ expand_to_out (L *l, CsValue *v)
 static CsValue *
 lower_split (L *l)
 {
-  CsValue *a = arg (l, 0, "self"), *sz = arg (l, 1, "split_size");
-  CsValue *dim = arg (l, 2, "dim"), *pieces;
+  /* split(self, split_size, dim=0), split_with_sizes(self, split_sizes, dim=0) */
+  CsValue *a = sa (l, CS_ARG_SELF), *sz = cs_stmt_arg_if_declared (l->s, CS_ARG_SPLIT_SIZE);
+  CsValue *dim = sa (l, CS_ARG_DIM), *pieces;
 
   if (sz == NULL)
-    sz = arg (l, 1, "split_sizes");
+    sz = cs_stmt_arg_if_declared (l->s, CS_ARG_SPLIT_SIZES);
   if (!tensor (a) || sz == NULL)
     return lfail (l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor and the split sizes");
   pieces = call (l, "ltorch.split", a, sz, dim ? dim : vint (l, 0), NULL);
@@ -543,7 +548,7 @@ lower_split (L *l)
 static CsValue *
 lower_gather (L *l)
 {
-  CsValue *a = arg (l, 0, "self"), *dim = arg (l, 1, "dim"), *idx = arg (l, 2, "index");
+  CsValue *a = sa (l, CS_ARG_SELF), *dim = sa (l, CS_ARG_DIM), *idx = sa (l, CS_ARG_INDEX);
   CsProxy *ti = tensor (idx);
 
   if (!tensor (a) || ti == NULL || dim == NULL || dim->kind != CS_VALUE_INT)
@@ -558,7 +563,7 @@ lower_gather (L *l)
 static CsValue *
 lower_logical (L *l, CsOpId id)
 {
-  CsValue *a = arg (l, 0, "self"), *b = arg (l, 1, "other");
+  CsValue *a = sa (l, CS_ARG_SELF), *b = cs_stmt_arg_if_declared (l->s, CS_ARG_OTHER);
   CsProxy *ta = tensor (a);
 
   if (a == NULL)
@@ -638,7 +643,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
         /* fma(a, b, c) = a * b + c, broadcast.  Inductor's kernel rounds once; the lowering
          * rounds the product to the operands' dtype before the add (ltorch.mul, ltorch.add:
          * at most half an ulp of the product more, f32 in the graphs Inductor prints) */
-        CsValue *a = arg (&l, 0, "a"), *b = arg (&l, 1, "b"), *c = arg (&l, 2, "c");
+        CsValue *a = sa (&l, CS_ARG_A), *b = sa (&l, CS_ARG_B), *c = sa (&l, CS_ARG_C);
 
         if (a == NULL || b == NULL || c == NULL || (!tensor (a) && !tensor (b) && !tensor (c)))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs three operands, one a typed tensor");
@@ -647,7 +652,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_RSUB:
       {
         /* rsub(a, b, alpha=1) = b - alpha * a */
-        CsValue *a = arg (&l, 0, "self"), *b = arg (&l, 1, "other"), *al = arg (&l, 99, "alpha");
+        CsValue *a = sa (&l, CS_ARG_SELF), *b = sa (&l, CS_ARG_OTHER), *al = sa (&l, CS_ARG_ALPHA);
         double alpha = 1;
 
         if (a == NULL || b == NULL || (al && !number (al, &alpha)))
@@ -660,7 +665,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
       {
         /* scalar_tensor(s, dtype=, device=): full((), s) */
         CsProxy *to = tensor (stmt->out);
-        CsValue *s = arg (&l, 0, "s");
+        CsValue *s = sa (&l, CS_ARG_S);
         CsArg args[4];
         char *dev;
 
@@ -677,7 +682,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_EMBEDDING:
       {
         /* embedding(weight, indices, padding_idx=-1, ...): ltorch.embedding(indices, weight) */
-        CsValue *w = arg (&l, 0, "weight"), *i = arg (&l, 1, "indices");
+        CsValue *w = sa (&l, CS_ARG_WEIGHT), *i = sa (&l, CS_ARG_INDICES);
 
         if (!tensor (w) || !tensor (i))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed weight and typed indices");
@@ -687,7 +692,7 @@ _cs_aten_lower (const CsAtenLowerCtx *ctx, const CsStmt *stmt, GError **error)
     case CS_OP_ATEN_ALIAS:
     case CS_OP_ATEN_LIFT_FRESH_COPY:
       {
-        CsValue *a = arg (&l, 0, "self");
+        CsValue *a = sa (&l, CS_ARG_SELF);
 
         if (!tensor (a))
           return lfail (&l, CS_DECOMPOSE_ERROR_ARGS, "needs a typed tensor");

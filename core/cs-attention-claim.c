@@ -109,13 +109,6 @@ int_literal (const CsValue *v, int64_t *out)
   return TRUE;
 }
 
-/* Positional argument @i or keyword @kw, NULL when absent. */
-static const CsValue *
-arg (const CsStmt *s, guint i, const char *kw)
-{
-  return cs_stmt_get_arg (s, i, kw);
-}
-
 static gboolean
 cuda_4d_float (const CsProxy *p)
 {
@@ -172,13 +165,13 @@ tril_input (const CsTrace *t, const UseInfo *u, CsProxy *x, Match *m)
   if (x == NULL || (s = sole_use_def (t, u, x, CS_OP_LTORCH_TRIL, &idx)) == NULL
       || !args_within (s, 2, kw))
     return x;
-  diag = arg (s, 1, "diagonal");
-  fill = arg (s, 2, "fill_value");
+  diag = cs_stmt_arg (s, CS_ARG_DIAGONAL);
+  fill = cs_stmt_arg (s, CS_ARG_FILL_VALUE);
   if ((diag != NULL && (!int_literal (diag, &d) || d != 0)) || !number_literal (fill, &f)
-      || !(isinf (f) && f < 0) || proxy_of (arg (s, 0, "a")) == NULL)
+      || !(isinf (f) && f < 0) || proxy_of (cs_stmt_arg (s, CS_ARG_A)) == NULL)
     return x;
   m->tril = (int) idx;
-  return proxy_of (arg (s, 0, "a"));
+  return proxy_of (cs_stmt_arg (s, CS_ARG_A));
 }
 
 /* Whether top-level statement @i of @t is the final matmul of a pattern; fills @m. */
@@ -204,16 +197,17 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
   if (p3 == NULL || m->v == NULL)
     return FALSE;
 
-  /* softmax over the last dim, no dtype */
+  /* softmax over the last dim, no dtype (ltorch._softmax takes it keyword-only, ltorch.softmax
+   * at position 2 too) */
   sm = sole_use_def (t, u, p3, CS_OP_LTORCH__SOFTMAX, &idx);
   if (sm == NULL)
     sm = sole_use_def (t, u, p3, CS_OP_LTORCH_SOFTMAX, &idx);
-  if (sm == NULL || !args_within (sm, 3, sm_kw))
+  if (sm == NULL || !args_within (sm, sm->op->id == CS_OP_LTORCH_SOFTMAX ? 3 : 2, sm_kw))
     return FALSE;
   m->softmax = (int) idx;
-  x = proxy_of (arg (sm, 0, "a"));
-  dim = arg (sm, 1, "dim");
-  dtype = arg (sm, 2, "dtype");
+  x = proxy_of (cs_stmt_arg (sm, CS_ARG_A));
+  dim = cs_stmt_arg (sm, CS_ARG_DIM);
+  dtype = cs_stmt_arg (sm, CS_ARG_DTYPE);
   if (x == NULL || !int_literal (dim, &d) || (d != -1 && d != 3)
       || (dtype != NULL && dtype->kind != CS_VALUE_NONE))
     return FALSE;
@@ -226,7 +220,7 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
   if ((sc = sole_use_def (t, u, x, CS_OP_LTORCH_MUL, &idx)) != NULL
       || (sc = sole_use_def (t, u, x, CS_OP_LTORCH_DIV, &idx)) != NULL)
     {
-      const CsValue *a = arg (sc, 0, "a"), *b = arg (sc, 1, "b");
+      const CsValue *a = cs_stmt_arg (sc, CS_ARG_A), *b = cs_stmt_arg (sc, CS_ARG_B);
       double c;
 
       if (sc->n_args != 2 || !args_within (sc, 2, bin_kw))
@@ -275,8 +269,8 @@ match_at (CsTrace *t, const UseInfo *u, guint i, Match *m)
   if (tr == NULL || tr->n_args != 3 || !args_within (tr, 3, tr_kw))
     return FALSE;
   m->transpose = (int) idx;
-  m->k = proxy_of (arg (tr, 0, "a"));
-  if (m->k == NULL || !int_literal (arg (tr, 1, "dim0"), &d0) || !int_literal (arg (tr, 2, "dim1"), &d1))
+  m->k = proxy_of (cs_stmt_arg (tr, CS_ARG_A));
+  if (m->k == NULL || !int_literal (cs_stmt_arg (tr, CS_ARG_DIM0), &d0) || !int_literal (cs_stmt_arg (tr, CS_ARG_DIM1), &d1))
     return FALSE;
   d0 = d0 < 0 ? d0 + 4 : d0;
   d1 = d1 < 0 ? d1 + 4 : d1;

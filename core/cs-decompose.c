@@ -989,7 +989,7 @@ b_binary (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId prim, CsPromoKind kind
 static CsValue *
 b_unary (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId prim, CsPromoKind kind, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A);
 
   if (!a)
     return dx_fail (s, error, CS_DECOMPOSE_ERROR_ARGS, "needs an operand");
@@ -1208,9 +1208,9 @@ b_logsumexp (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_reduction (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId id, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *dim = sarg (s, 1, "dim");
-  CsValue *kdv = sarg (s, id == CS_OP_LTORCH_VAR_MEAN ? 99 : 2, "keepdim");
-  CsValue *dtv = sarg (s, 99, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *dim = cs_stmt_arg (s, CS_ARG_DIM);
+  CsValue *kdv = cs_stmt_arg (s, CS_ARG_KEEPDIM);
+  CsValue *dtv = cs_stmt_arg_if_declared (s, CS_ARG_DTYPE);   /* amax, amin: none */
   gboolean keepdim = kdv && kdv->kind == CS_VALUE_BOOL && kdv->u.b;
   CsProxy *ta = tensor_of (a);
   CsDtype dt = 0;
@@ -1236,7 +1236,7 @@ b_reduction (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId id, GError **error)
                         keepdim, FALSE, 0, RED_SAME, NULL, error);
     case CS_OP_LTORCH_VAR_MEAN:
       {
-        CsValue *corr = sarg (s, 99, "correction");
+        CsValue *corr = cs_stmt_arg (s, CS_ARG_CORRECTION);
         return reduction (dx, s, out, a, CS_OP_PRIM_VAR_MEAN, dim, keepdim, FALSE, 0,
                           RED_COMPLEX_TO_FLOAT, corr ? corr : vint (dx, 1), error);
       }
@@ -1278,8 +1278,10 @@ b_reduction (Dx *dx, const CsStmt *s, GPtrArray *out, CsOpId id, GError **error)
 static CsValue *
 b_to (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *p1 = sarg (s, 1, NULL), *p2 = sarg (s, 2, NULL);
-  CsValue *kdev = sarg (s, 99, "device"), *kdt = sarg (s, 99, "dtype"), *cp = sarg (s, 99, "copy");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *p1 = cs_stmt_arg (s, CS_ARG_TENSOR_DTYPE_OR_DEVICE);
+  CsValue *p2 = cs_stmt_arg (s, CS_ARG_OPTIONAL_POSITIONAL_DTYPE);
+  CsValue *kdev = cs_stmt_arg (s, CS_ARG_DEVICE), *kdt = cs_stmt_arg (s, CS_ARG_DTYPE);
+  CsValue *cp = cs_stmt_arg (s, CS_ARG_COPY);
   CsProxy *ta = tensor_of (a);
   CsDtype dtype;
   CsDevice dev;
@@ -2346,7 +2348,7 @@ static CsValue *
 decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
   const CsOp *op = semantic (s);
-  CsValue *a = sarg (s, 0, "a");
+  CsValue *a = cs_stmt_arg_if_declared (s, CS_ARG_A);   /* the cases below that read it */
 
   if (cs_op_has_tag (op, CS_OP_TAG_ATEN))
     {
@@ -2383,8 +2385,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
         if (!is_none (rm))
           return dx_fail (s, error, CS_DECOMPOSE_ERROR_UNSUPPORTED, "rounding_mode is not decomposed");
-        ap (&al, sarg (s, 0, NULL));
-        ap (&al, sarg (s, 1, NULL));
+        ap (&al, cs_stmt_arg (s, CS_ARG_A));
+        ap (&al, cs_stmt_arg (s, CS_ARG_B));
         return call_ltorch (dx, out, "ltorch.true_divide", &al, error);
       }
     case CS_OP_LTORCH_SIGMOID:
@@ -2409,7 +2411,8 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         return call_ltorch (dx, out, "ltorch.where", &al, error);
       }
     case CS_OP_LTORCH_WHERE:
-      return clang_where (dx, s, out, sarg (s, 0, NULL), sarg (s, 1, NULL), sarg (s, 2, NULL), error);
+      return clang_where (dx, s, out, cs_stmt_arg (s, CS_ARG_PRED), cs_stmt_arg (s, CS_ARG_A),
+                          cs_stmt_arg (s, CS_ARG_B), error);
     case CS_OP_LTORCH_LINEAR:
       {
         CsValue *ops[3] = { cs_stmt_arg (s, CS_ARG_A), cs_stmt_arg (s, CS_ARG_W),
@@ -2679,7 +2682,7 @@ decompose_impl (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
         /* full(shape, 0 or 1, device=device, dtype=default dtype) */
         CsMetaType mt[1];
         guint nm;
-        CsValue *dv = sarg (s, 99, "device");
+        CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE);
         Args al = { 0 };
 
         if (!cs_meta_compute (dx->trace, s, mt, 1, &nm, error))

@@ -12,6 +12,7 @@
 #include "cs-fuse-private.h"
 #include "cs-ir-util.h"
 #include "cs-ops.h"
+#include "cs-ops-args.h"
 
 #include <string.h>
 
@@ -98,11 +99,11 @@ region_name (CsArena *arena, guint n)
   return cs_arena_strndup (arena, buf, len);
 }
 
-/* The first tensor argument of @s at position @i (or keyword @kw), else NULL. */
+/* The tensor argument @name of @s (read through its op's schema), else NULL. */
 static const CsProxy *
-tensor_arg (const CsStmt *s, guint i, const char *kw)
+tensor_arg (const CsStmt *s, CsArgName name)
 {
-  const CsValue *v = cs_stmt_get_arg (s, i, kw);
+  const CsValue *v = cs_stmt_arg (s, name);
   return v != NULL && v->kind == CS_VALUE_PROXY && v->u.proxy->kind == CS_PROXY_TENSOR
            ? v->u.proxy : NULL;
 }
@@ -133,8 +134,8 @@ nv_executes_whole (const CsStmt *s)
 
   if (s->kind != CS_STMT_CALL || s->op == NULL || s->op->id != CS_OP_LTORCH_EMBEDDING)
     return FALSE;
-  idx = tensor_arg (s, 0, "a");
-  w = tensor_arg (s, 1, "weight");
+  idx = tensor_arg (s, CS_ARG_A);
+  w = tensor_arg (s, CS_ARG_WEIGHT);
   return nv_supported_tensor (idx) && nv_supported_tensor (w) && (!w->typed || w->rank == 2);
 }
 

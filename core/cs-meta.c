@@ -314,34 +314,6 @@ get_opt_arg_tensor (const Meta *m, CsArgName name, CsProxy **out, GError **error
   return get_arg_tensor (m, name, out, error);
 }
 
-/* A tensor or None (optional weight/bias/mask). */
-static gboolean
-get_opt_tensor (const Meta *m, guint i, const char *kw, CsProxy **out, GError **error)
-{
-  CsValue *v = arg (m, i, kw);
-
-  *out = NULL;
-  if (value_is_none (v))
-    return TRUE;
-  return get_tensor (m, i, kw, out, error);
-}
-
-static gboolean
-get_int_arg (const Meta *m, guint i, const char *kw, int64_t dflt, int64_t *out, GError **error)
-{
-  CsValue *v = arg (m, i, kw);
-
-  if (v == NULL)
-    {
-      *out = dflt;
-      return TRUE;
-    }
-  if (!value_int (v, out))
-    return meta_fail (m, error, CS_META_ERROR_ARGS, "argument %s must be an int",
-                      kw ? kw : "(positional)");
-  return TRUE;
-}
-
 /* The schema's int argument @name, @dflt when absent. */
 static gboolean
 get_int_named (const Meta *m, CsArgName name, int64_t dflt, int64_t *out, GError **error)
@@ -358,10 +330,11 @@ get_int_named (const Meta *m, CsArgName name, int64_t dflt, int64_t *out, GError
   return TRUE;
 }
 
+/* The schema's bool argument @name (an int counts), @dflt when absent or neither. */
 static gboolean
-get_bool_arg (const Meta *m, guint i, const char *kw, gboolean dflt, gboolean *out)
+get_bool_named (const Meta *m, CsArgName name, gboolean dflt, gboolean *out)
 {
-  CsValue *v = arg (m, i, kw);
+  CsValue *v = sarg (m, name);
 
   if (v != NULL && v->kind == CS_VALUE_BOOL)
     *out = v->u.b;
@@ -730,15 +703,15 @@ meta_ltorch_reduction (Meta *m, GError **error)
   int64_t shape[CS_MAX_DIMS];
   guint rank;
   CsDtype dtype, req;
-  gboolean has_req = cs_value_get_dtype (arg (m, 99, "dtype"), &req);
+  gboolean has_req = cs_value_get_dtype (cs_stmt_arg_if_declared (m->stmt, CS_ARG_DTYPE), &req);
   CsMetaReduce rule = (CsMetaReduce) m->op->meta_arg;
   guint n_outputs = rule == CS_META_REDUCE_VAR ? 2 : 1;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
-  if (!reduction_dims (m, a, arg (m, 1, "dim"), mask, error))
+  if (!reduction_dims (m, a, sarg (m, CS_ARG_DIM), mask, error))
     return FALSE;
-  get_bool_arg (m, rule == CS_META_REDUCE_VAR ? 99 : 2, "keepdim", FALSE, &keepdim);
+  get_bool_named (m, CS_ARG_KEEPDIM, FALSE, &keepdim);   /* var_mean: keyword-only */
   reduced_shape (a, mask, keepdim, shape, &rank);
   dtype = a->dtype;
   switch (rule)
@@ -1364,12 +1337,13 @@ static gboolean
 meta_to (Meta *m, GError **error)
 {
   CsProxy *a;
-  CsValue *p1 = arg (m, 1, NULL), *p2 = arg (m, 2, NULL);
-  CsValue *kdev = arg (m, 99, "device"), *kdt = arg (m, 99, "dtype");
+  CsValue *p1 = sarg (m, CS_ARG_TENSOR_DTYPE_OR_DEVICE);
+  CsValue *p2 = sarg (m, CS_ARG_OPTIONAL_POSITIONAL_DTYPE);
+  CsValue *kdev = sarg (m, CS_ARG_DEVICE), *kdt = sarg (m, CS_ARG_DTYPE);
   CsDtype dtype;
   CsDevice device;
 
-  if (!get_tensor (m, 0, "a", &a, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error))
     return FALSE;
   dtype = a->dtype;
   device = a->device;
@@ -1424,7 +1398,7 @@ meta_convert (Meta *m, GError **error)
 static gboolean
 creation_dtype_device (const Meta *m, CsDtype dflt, CsDtype *dtype, CsDevice *device, GError **error)
 {
-  CsValue *dv = arg (m, 99, "dtype"), *devv = arg (m, 99, "device");
+  CsValue *dv = sarg (m, CS_ARG_DTYPE), *devv = sarg (m, CS_ARG_DEVICE);
 
   *dtype = dflt;
   *device = (CsDevice) { CS_DEVICE_CUDA, 0 };
@@ -1444,7 +1418,7 @@ meta_full_like_shape (Meta *m, GError **error)
   CsDtype dtype;
   CsDevice device;
 
-  if (!get_int_seq (m, arg (m, 0, "shape"), "shape", shape, &n, error))
+  if (!get_int_seq (m, sarg (m, CS_ARG_SHAPE), "shape", shape, &n, error))
     return FALSE;
   for (guint i = 0; i < n; i++)
     if (shape[i] < 0)
@@ -1464,7 +1438,7 @@ meta_iota (Meta *m, gboolean is_arange, GError **error)
 
   if (!is_arange)
     {
-      if (!get_int_arg (m, 0, "length", 0, &len, error))
+      if (!get_int_named (m, CS_ARG_LENGTH, 0, &len, error))
         return FALSE;
       if (!creation_dtype_device (m, CS_DTYPE_I64, &dtype, &device, error))
         return FALSE;
@@ -1475,16 +1449,16 @@ meta_iota (Meta *m, gboolean is_arange, GError **error)
       CsPyType pt[3] = { CS_PYTYPE_INT, CS_PYTYPE_NONE, CS_PYTYPE_INT };
       gboolean any_float = FALSE;
 
-      if (!value_number (arg (m, 0, "start"), &pt[0], &v[0]))
+      if (!value_number (sarg (m, CS_ARG_START), &pt[0], &v[0]))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "start must be a number");
-      if (value_is_none (arg (m, 1, "end")))
+      if (value_is_none (sarg (m, CS_ARG_END)))
         {
           v[1] = v[0];
           v[0] = 0;
         }
-      else if (!value_number (arg (m, 1, "end"), &pt[1], &v[1]))
+      else if (!value_number (sarg (m, CS_ARG_END), &pt[1], &v[1]))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "end must be a number");
-      if (arg (m, 2, "step") && !value_number (arg (m, 2, "step"), &pt[2], &v[2]))
+      if (sarg (m, CS_ARG_STEP) && !value_number (sarg (m, CS_ARG_STEP), &pt[2], &v[2]))
         return meta_fail (m, error, CS_META_ERROR_ARGS, "step must be a number");
       for (guint i = 0; i < 3; i++)
         any_float |= pt[i] == CS_PYTYPE_FLOAT;
@@ -1546,8 +1520,10 @@ meta_take_along (Meta *m, gboolean expand_like_a, GError **error)
   int64_t dim, shape[CS_MAX_DIMS];
   guint d;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "index", &idx, error)
-      || !get_int_arg (m, 2, "dim", 0, &dim, error) || !check_index_dtype (m, idx, error))
+  /* prims.take_along_axis/gather(a, index, dim), ltorch.take_along_dim(a, indices, dim) */
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error)
+      || !get_arg_tensor (m, expand_like_a ? CS_ARG_INDICES : CS_ARG_INDEX, &idx, error)
+      || !get_int_named (m, CS_ARG_DIM, 0, &dim, error) || !check_index_dtype (m, idx, error))
     return FALSE;
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
@@ -1604,10 +1580,10 @@ meta_norm (Meta *m, gboolean has_bias, GError **error)
   int64_t ns[CS_MAX_DIMS];
   guint n;
 
-  if (!get_tensor (m, 0, "a", &a, error)
-      || !get_int_seq (m, arg (m, 1, "normalized_shape"), "normalized_shape", ns, &n, error)
-      || !get_opt_tensor (m, 2, "weight", &w, error)
-      || (has_bias && !get_opt_tensor (m, 3, "bias", &b, error)))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error)
+      || !get_int_seq (m, sarg (m, CS_ARG_NORMALIZED_SHAPE), "normalized_shape", ns, &n, error)
+      || !get_opt_arg_tensor (m, CS_ARG_WEIGHT, &w, error)
+      || (has_bias && !get_opt_arg_tensor (m, CS_ARG_BIAS, &b, error)))
     return FALSE;
   if (n == 0 || n > a->rank)
     return meta_fail (m, error, CS_META_ERROR_SHAPE, "normalized_shape of length %u does not fit rank %u",
@@ -1643,12 +1619,13 @@ meta_softmax (Meta *m, GError **error)
   guint d;
   CsDtype dtype;
 
-  if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 1, "dim", 0, &dim, error))
+  if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_DIM, 0, &dim, error))
     return FALSE;
   if (!canon_dim (m, a->rank, dim, &d, error))
     return FALSE;
   dtype = a->dtype;
-  if (!value_is_none (arg (m, 2, "dtype")) && !cs_value_get_dtype (arg (m, 2, "dtype"), &dtype))
+  /* _softmax and log_softmax take dtype keyword-only, ltorch.softmax at position 2 too */
+  if (!value_is_none (sarg (m, CS_ARG_DTYPE)) && !cs_value_get_dtype (sarg (m, CS_ARG_DTYPE), &dtype))
     return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
   return out_like (m, a, dtype, error);
 }
@@ -1983,7 +1960,7 @@ meta_family_ew (Meta *m, GError **error)
   /* div(rounding_mode='trunc'/'floor') keeps integer results (DEFAULT) */
   if (op->id == CS_OP_LTORCH_DIV)
     {
-      CsValue *rm = arg (m, 99, "rounding_mode");
+      CsValue *rm = sarg (m, CS_ARG_ROUNDING_MODE);
       if (rm && rm->kind == CS_VALUE_STRING)
         return meta_ltorch_elementwise (m, 2, CS_PROMO_DEFAULT, error);
     }
@@ -2199,9 +2176,9 @@ dispatch (Meta *m, GError **error)
       {
         CsPyType pt;
         double p = 0.5;
-        CsValue *pv = arg (m, 1, "p");
+        CsValue *pv = sarg (m, CS_ARG_P);
 
-        if (!get_tensor (m, 0, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         if (pv && (!value_number (pv, &pt, &p) || p < 0 || p > 1))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "dropout probability must be in [0, 1]");
@@ -2219,7 +2196,7 @@ dispatch (Meta *m, GError **error)
     case CS_OP_LTORCH_TYPE_AS:
       {
         CsProxy *b;
-        if (!get_tensor (m, 0, "a", &a, error) || !get_tensor (m, 1, "b", &b, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_arg_tensor (m, CS_ARG_B, &b, error))
           return FALSE;
         return out_like (m, a, b->dtype, error);
       }
@@ -2229,7 +2206,7 @@ dispatch (Meta *m, GError **error)
         int64_t shape[CS_MAX_DIMS];
         guint n;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_varargs_shape (m, 1, shape, &n, error)
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_varargs_shape (m, 1, shape, &n, error)
             || !resolve_reshape (m, a, shape, n, TRUE, error))
           return FALSE;
         return out_tensor (m, a->dtype, shape, n, &a->device, error);
@@ -2239,8 +2216,8 @@ dispatch (Meta *m, GError **error)
         int64_t s, e, shape[CS_MAX_DIMS];
         guint ds, de, r = 0;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 1, "start_dim", 0, &s, error)
-            || !get_int_arg (m, 2, "end_dim", -1, &e, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_START_DIM, 0, &s, error)
+            || !get_int_named (m, CS_ARG_END_DIM, -1, &e, error))
           return FALSE;
         if (a->rank == 0)
           {
@@ -2263,8 +2240,8 @@ dispatch (Meta *m, GError **error)
         int64_t d0, d1, perm[CS_MAX_DIMS];
         guint c0, c1;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 1, "dim0", 0, &d0, error)
-            || !get_int_arg (m, 2, "dim1", 0, &d1, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_DIM0, 0, &d0, error)
+            || !get_int_named (m, CS_ARG_DIM1, 0, &d1, error))
           return FALSE;
         if (!canon_dim (m, a->rank, d0, &c0, error) || !canon_dim (m, a->rank, d1, &c1, error))
           return FALSE;
@@ -2281,7 +2258,7 @@ dispatch (Meta *m, GError **error)
         int64_t perm[CS_MAX_DIMS];
         guint n;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_varargs_shape (m, 1, perm, &n, error)
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_varargs_shape (m, 1, perm, &n, error)
             || !check_permutation (m, a->rank, perm, n, error))
           return FALSE;
         return out_permuted (m, a, perm, error);
@@ -2291,7 +2268,7 @@ dispatch (Meta *m, GError **error)
         int64_t shape[CS_MAX_DIMS];
         guint n;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_varargs_shape (m, 1, shape, &n, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_varargs_shape (m, 1, shape, &n, error))
           return FALSE;
         if (n < a->rank)
           return meta_fail (m, error, CS_META_ERROR_SHAPE, "the requested shape has too few dims");
@@ -2317,7 +2294,7 @@ dispatch (Meta *m, GError **error)
         int64_t dim, shape[CS_MAX_DIMS];
         guint d, r = 0;
 
-        if (!get_tensor (m, 0, "a", &a, error) || !get_int_arg (m, 1, "dim", 0, &dim, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error) || !get_int_named (m, CS_ARG_DIM, 0, &dim, error))
           return FALSE;
         if (a->rank + 1 > CS_MAX_DIMS)
           return meta_fail (m, error, CS_META_ERROR_SHAPE, "too many dims");
@@ -2334,12 +2311,12 @@ dispatch (Meta *m, GError **error)
       }
     case CS_OP_LTORCH_SQUEEZE:
       {
-        CsValue *dv = arg (m, 1, "dim");
+        CsValue *dv = sarg (m, CS_ARG_DIM);
         int64_t dims[CS_MAX_DIMS], shape[CS_MAX_DIMS];
         gboolean mask[CS_MAX_DIMS] = { 0 };
         guint n = 0, r = 0;
 
-        if (!get_tensor (m, 0, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         if (value_is_none (dv))
           {
@@ -2392,15 +2369,15 @@ dispatch (Meta *m, GError **error)
         guint n;
         CsDtype dtype = CS_DTYPE_F32;
         CsDevice dev = { CS_DEVICE_CPU, 0 };
-        CsValue *dv = arg (m, 99, "dtype"), *devv = arg (m, 99, "device");
+        CsValue *dv = sarg (m, CS_ARG_DTYPE), *devv = sarg (m, CS_ARG_DEVICE);
 
         if (op->id == CS_OP_LTORCH_FULL)
           {
             CsPyType pt;
 
-            if (!get_int_seq (m, arg (m, 0, "shape"), "shape", shape, &n, error))
+            if (!get_int_seq (m, sarg (m, CS_ARG_SHAPE), "shape", shape, &n, error))
               return FALSE;
-            if (!value_number (arg (m, 1, "fill_value"), &pt, NULL))
+            if (!value_number (sarg (m, CS_ARG_FILL_VALUE), &pt, NULL))
               return meta_fail (m, error, CS_META_ERROR_UNSUPPORTED, "only a number fill_value is supported");
             dtype = pt == CS_PYTYPE_BOOL ? CS_DTYPE_B8 : pt == CS_PYTYPE_INT ? CS_DTYPE_I64
                     : pt == CS_PYTYPE_COMPLEX ? CS_DTYPE_C64 : CS_DTYPE_F32;
@@ -2430,10 +2407,10 @@ dispatch (Meta *m, GError **error)
         /* log_softmax_backward(g, output, dim, dtype): g's shape, dtype */
         CsProxy *g;
         CsDtype dtype;
-        if (!get_tensor (m, 0, "g", &g, error))
+        if (!get_arg_tensor (m, CS_ARG_G, &g, error))
           return FALSE;
         dtype = g->dtype;
-        if (!value_is_none (arg (m, 3, "dtype")) && !cs_value_get_dtype (arg (m, 3, "dtype"), &dtype))
+        if (!value_is_none (sarg (m, CS_ARG_DTYPE)) && !cs_value_get_dtype (sarg (m, CS_ARG_DTYPE), &dtype))
           return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype is not a dtype");
         return out_like (m, g, dtype, error);
       }
@@ -2455,9 +2432,9 @@ dispatch (Meta *m, GError **error)
       {
         CsDtype dtype;
         CsDevice dev;
-        CsValue *dv = arg (m, 99, "dtype"), *devv = arg (m, 99, "device");
+        CsValue *dv = sarg (m, CS_ARG_DTYPE), *devv = sarg (m, CS_ARG_DEVICE);
 
-        if (!get_tensor (m, 0, "a", &a, error))
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
           return FALSE;
         dtype = a->dtype;
         dev = a->device;

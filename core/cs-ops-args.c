@@ -33,6 +33,16 @@ cs_stmt_arg (const CsStmt *stmt, CsArgName name)
   return cs_stmt_get_arg (stmt, pos, cs_arg_name (name));
 }
 
+/** cs_stmt_arg_if_declared: see cs-ops-args.h. */
+CsValue *
+cs_stmt_arg_if_declared (const CsStmt *stmt, CsArgName name)
+{
+  g_return_val_if_fail (stmt != NULL, NULL);
+  if (cs_op_find_arg (schema_op (stmt), name, NULL) == NULL)
+    return NULL;
+  return cs_stmt_arg (stmt, name);
+}
+
 /** cs_stmt_arg_number: see cs-ops-args.h. */
 gboolean
 cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)

@@ -22,6 +22,17 @@ G_BEGIN_DECLS
  */
 CsValue      *cs_stmt_arg        (const CsStmt *stmt, CsArgName name);
 /**
+ * cs_stmt_arg_if_declared:
+ * @stmt: a call statement
+ * @name: an argument name
+ *
+ * cs_stmt_arg() for code shared by ops whose schemas differ (a builder for sum and amax, of
+ * which only sum takes dtype=): an argument the schema does not declare reads as absent.
+ * Returns: (transfer none) (nullable): the argument's value; NULL when the schema does not
+ * declare @name or the statement does not pass it
+ */
+CsValue      *cs_stmt_arg_if_declared (const CsStmt *stmt, CsArgName name);
+/**
  * cs_stmt_arg_number:
  * @stmt: a call statement
  * @name: a number argument of the schema, with a numeric default

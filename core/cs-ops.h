@@ -155,8 +155,18 @@ typedef enum
   X (DIM0, "dim0") X (DIM1, "dim1") X (START_DIM, "start_dim") X (END_DIM, "end_dim") \
   X (NORMALIZED_SHAPE, "normalized_shape") X (EPS, "eps") X (P, "p") X (TRAINING, "training") \
   X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
-  X (ROUNDING_MODE, "rounding_mode") \
+  X (ROUNDING_MODE, "rounding_mode") X (TENSOR_DTYPE_OR_DEVICE, "tensor_dtype_or_device") \
+  X (OPTIONAL_POSITIONAL_DTYPE, "optional_positional_dtype") X (COPY, "copy") \
+  CS_ARG_NAMES_ATEN (X) \
   CS_ARG_NAMES_DIST (X)
+
+/* The arguments of torch.compile's aten ops (native_functions.yaml) no ltorch op names */
+#define CS_ARG_NAMES_ATEN(X) \
+  X (SELF, "self") X (MAT1, "mat1") X (MAT2, "mat2") X (HALF_TO_FLOAT, "half_to_float") \
+  X (GRAD_OUTPUT, "grad_output") X (INPUT_DTYPE, "input_dtype") X (SPARSE_GRAD, "sparse_grad") \
+  X (INPUT, "input") X (MEAN, "mean") X (RSTD, "rstd") X (OUTPUT_MASK, "output_mask") \
+  X (SPLIT_SIZE, "split_size") X (SPLIT_SIZES, "split_sizes") X (OTHER, "other") X (C, "c") \
+  X (S, "s") X (LAYOUT, "layout") X (PIN_MEMORY, "pin_memory")
 
 /* The arguments of the distributed prims (thunder/distributed/prims.py), a block of their own */
 #define CS_ARG_NAMES_DIST(X) \
