@@ -87,6 +87,10 @@ static const AttCase cases[] = {
   { "bf16", 1, 1, 201, 201, 64, 64, TRUE, NULL, FLASH },
   { "f16", 1, 1, 161, 97, 128, 128, TRUE, NULL, MEMEF },
   { "bf16", 1, 2, 97, 161, 64, 64, FALSE, "b8[1, 1, 97, 161]", MEMEF },
+  /* head dims up to 32 without a mask: the backward's dQ and dK/dV kernels fit one launch
+     (merge_adjacent_kernels), causal and not, L != S, several tiles */
+  { "bf16", 2, 2, 37, 70, 32, 32, TRUE, NULL, MEMEF },
+  { "f16", 1, 3, 97, 150, 16, 16, FALSE, NULL, FLASH },
   /* heads merged in the inputs and the output: the outputs written as [B, L, H, E], on tensor
      cores (bf16, causal; f16, L != S) and CUDA cores (f32, Ev != E) */
   { "bf16", 2, 3, 37, 37, 64, 64, TRUE, NULL, FLASH, FALSE, TRUE },
@@ -402,6 +406,14 @@ test_compile (void)
       /* bf16/f16 with head dims multiples of 16 up to 128: the tensor-core forward, else CUDA cores */
       g_assert_cmpuint (count_steps_with (p, "attention forward", "(tensor cores)"), ==,
                         case_tensor_cores (&cases[c]) ? 1 : 0);
+      /* tensor cores, no mask, head dims up to 32: dQ and dK/dV in one launch (their two-stage
+         tiles take 48 KiB of shared memory or less together) */
+      g_assert_cmpuint (count_steps_with (p, "attention backward (tensor cores)", "dq"), ==,
+                        case_tensor_cores (&cases[c]) ? 1 : 0);
+      g_assert_cmpuint (count_steps_with (p, "attention backward (tensor cores)", "dq [") == 1
+                        && count_steps_with (p, "attention backward (tensor cores)", "+ attention backward (tensor cores)") == 1,
+                        ==, case_tensor_cores (&cases[c]) && cases[c].mask == NULL
+                            && cases[c].E <= 32 && cases[c].Ev <= 32);
       g_assert_cmpuint (count_steps_with (p, "attention forward", "(CUDA cores)"), ==,
                         case_tensor_cores (&cases[c]) ? 0 : 1);
       g_assert_true ((strstr (p->source->str, g_str_equal (cases[c].dtype, "f16") ? "cs_mma_f16_16816 (d, x, y)"
