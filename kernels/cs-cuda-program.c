@@ -172,10 +172,23 @@ fail (GError **error, CsCudaError code, const CsStmt *st, const char *fmt, ...)
   return FALSE;
 }
 
+/* The slot of @st's first positional argument when it is a tensor, -1 if not: the source of
+ * the view and shape ops, which all take it first whatever their schemas call it. */
 static gint
-slot_of_arg (CsCudaProgram *p, const CsStmt *st, guint i, const char *kw)
+slot_of_first (CsCudaProgram *p, const CsStmt *st)
 {
-  CsValue *v = cs_stmt_get_arg (st, i, kw);
+  CsValue *v = cs_stmt_get_arg (st, 0, NULL);
+
+  if (v == NULL || v->kind != CS_VALUE_PROXY)
+    return -1;
+  return cs_cuda_program_lookup (p, v->u.proxy);
+}
+
+/* The slot of @st's tensor argument @name (read through the op's schema), -1 if none. */
+static gint
+slot_of_arg (CsCudaProgram *p, const CsStmt *st, CsArgName name)
+{
+  CsValue *v = cs_stmt_arg (st, name);
 
   if (v == NULL || v->kind != CS_VALUE_PROXY)
     return -1;
@@ -339,7 +352,7 @@ transpose_perm (const CsStmt *st, guint rank, int64_t *perm, guint *np)
 static gboolean
 handle_view (CsCudaProgram *p, CsStmt *st, CsOpId id, CsProxy *y, GError **error)
 {
-  gint src = slot_of_arg (p, st, 0, NULL);
+  gint src = slot_of_first (p, st);
   CsCudaSlot s;
   guint out = 0;
   int64_t strides[CS_MAX_DIMS];
@@ -459,8 +472,8 @@ claim_bias_grad (CsCudaProgram *p, guint a, CsCudaGemm *g, const CsProxy *y)
 static gboolean
 handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError **error)
 {
-  gint a = slot_of_arg (p, st, 0, "a");
-  gint b = slot_of_arg (p, st, 1, linear ? "w" : "b");
+  gint a = slot_of_arg (p, st, CS_ARG_A);
+  gint b = slot_of_arg (p, st, linear ? CS_ARG_W : CS_ARG_B);
   gint bias = -1;
   guint d;
   double flops = 0;
@@ -472,7 +485,7 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
 
   if (linear)
     {
-      CsValue *bv = cs_stmt_get_arg (st, 2, "bias");
+      CsValue *bv = cs_stmt_arg (st, CS_ARG_BIAS);
 
       if (bv && bv->kind == CS_VALUE_PROXY)
         {
@@ -564,7 +577,7 @@ handle_matmul (CsCudaProgram *p, CsStmt *st, gboolean linear, CsProxy *y, GError
 static gboolean
 handle_dist_world_of_one (CsCudaProgram *p, CsStmt *st, CsOpId id, GPtrArray *tensors, GError **error)
 {
-  gint src = slot_of_arg (p, st, 0, NULL);
+  gint src = slot_of_first (p, st);
   guint n = cs_dist_stmt_group_size (st);
 
   if (n > 1)
@@ -786,8 +799,9 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
     return handle_matmul (p, st, TRUE, g_ptr_array_index (tensors, 0), error);
   if (id == CS_OP_PRIM_SCATTER_ADD && tensors->len == 1)
     {
-      gint a = slot_of_arg (p, st, 0, "a"), ix = slot_of_arg (p, st, 1, "index"), v = slot_of_arg (p, st, 2, "value");
-      CsValue *dv = cs_stmt_get_arg (st, 3, "dim");
+      gint a = slot_of_arg (p, st, CS_ARG_A), ix = slot_of_arg (p, st, CS_ARG_INDEX);
+      gint v = slot_of_arg (p, st, CS_ARG_VALUE);
+      CsValue *dv = cs_stmt_arg (st, CS_ARG_DIM);
       guint out;
 
       if (a < 0 || ix < 0 || v < 0 || !dv || dv->kind != CS_VALUE_INT)
@@ -800,9 +814,9 @@ handle_call (CsCudaProgram *p, CsStmt *st, GError **error)
     }
   if ((id == CS_OP_LTORCH_EMBEDDING_BACKWARD || id == CS_OP_PRIM_EMBEDDING_BACKWARD) && tensors->len == 1)
     {
-      gint gr = slot_of_arg (p, st, 0, "grad"), ix = slot_of_arg (p, st, 1, "indices");
-      CsValue *pv = cs_stmt_get_arg (st, 3, "padding_idx");
-      CsValue *sv = cs_stmt_get_arg (st, 4, "scale_grad_by_freq");
+      gint gr = slot_of_arg (p, st, CS_ARG_GRAD), ix = slot_of_arg (p, st, CS_ARG_INDICES);
+      CsValue *pv = cs_stmt_arg (st, CS_ARG_PADDING_IDX);
+      CsValue *sv = cs_stmt_arg (st, CS_ARG_SCALE_GRAD_BY_FREQ);
       guint out;
 
       if (gr < 0 || ix < 0)
@@ -1181,8 +1195,8 @@ is_cat (const CsStmt *st)
 static gboolean
 cat_args (const CsStmt *st, guint rank, CsValue **list, guint *dim)
 {
-  CsValue *l = cs_stmt_get_arg (st, 0, "tensors");
-  CsValue *d = cs_stmt_get_arg (st, 1, "dim");
+  CsValue *l = cs_stmt_arg (st, CS_ARG_TENSORS);
+  CsValue *d = cs_stmt_arg (st, CS_ARG_DIM);
   int64_t dv;
 
   if (l == NULL || (l->kind != CS_VALUE_LIST && l->kind != CS_VALUE_TUPLE) || d == NULL || d->kind != CS_VALUE_INT)
@@ -1362,7 +1376,7 @@ plan_bias_grads (CsCudaProgram *p, CsTrace *t)
           d1 = g_hash_table_lookup (def, sm);
           if (d1 == NULL || cs_op_semantic (d1->op)->id != CS_OP_PRIM_SUM || (c = tensor_arg0 (d1)) == NULL
               || c->dtype != CS_DTYPE_F32 || c->rank < 2
-              || !cs_value_get_int_seq (cs_stmt_get_arg (d1, 1, "dims"), dims, CS_MAX_DIMS, &nd)
+              || !cs_value_get_int_seq (cs_stmt_arg (d1, CS_ARG_DIMS), dims, CS_MAX_DIMS, &nd)
               || nd != c->rank - 1)
             continue;
           for (guint k = 0; k < nd; k++)
