@@ -26,64 +26,15 @@
 #include <dlfcn.h>
 #include <glib/gstdio.h>
 
+#include "emu-launch.h"
+
 /* The emulation put in front of the generated kernels (it replaces the jit preamble). */
 static const char emu_header[] =
   "// CPU emulation of the CUDA subset the generated cross-entropy kernels use (developer check only).\n"
-  "#include <pthread.h>\n"
-  "#include <math.h>\n"
-  "#include <string.h>\n"
-  "#include <stdint.h>\n"
-  "#include <stdio.h>\n"
-  "#include <stdlib.h>\n"
-  "struct emu_uint3 { unsigned x, y, z; };\n"
-  "struct uint2 { unsigned x, y; };\n"
-  "struct uint4 { unsigned x, y, z, w; };\n"
-  "struct float2 { float x, y; };\n"
-  "struct float4 { float x, y, z, w; };\n"
-  "struct double2 { double x, y; };\n"
-  "static inline float __uint_as_float (unsigned i) { float f; memcpy (&f, &i, 4); return f; }\n"
-  "static inline float cs_maxf (float a, float b) { return (a != a || a > b) ? a : b; }\n"
-  "static inline float cs_minf (float a, float b) { return (a != a || a < b) ? a : b; }\n"
-  "static inline double cs_maxd (double a, double b) { return (a != a || a > b) ? a : b; }\n"
-  "static inline double cs_mind (double a, double b) { return (a != a || a < b) ? a : b; }\n"
-  "static thread_local emu_uint3 threadIdx, blockIdx;\n"
-  "static thread_local unsigned emu_lin;   // the thread's linear index in its block\n"
-  "static emu_uint3 blockDim, gridDim;\n"
-  "static pthread_barrier_t emu_block_bar, emu_warp_bar[32];\n"
-  "static double emu_xch[32][32];\n"
-  "#define __global__\n"
-  "#define __launch_bounds__(...)\n"
-  "#define __restrict__ __restrict\n"
-  "#define __shared__ static\n"
-  "static inline void __syncthreads () { pthread_barrier_wait (&emu_block_bar); }\n"
-  "template <class T> static inline T emu_shfl (T v, int src)\n"
-  "{\n"
-  "  int w = emu_lin / 32, l = emu_lin % 32;\n"
-  "  emu_xch[w][l] = (double) v;\n"
-  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
-  "  T r = (T) emu_xch[w][src];\n"
-  "  pthread_barrier_wait (&emu_warp_bar[w]);\n"
-  "  return r;\n"
-  "}\n"
-  "template <class T> static inline T __shfl_sync (unsigned, T v, int src) { return emu_shfl (v, src); }\n"
-  "template <class T> static inline T __shfl_xor_sync (unsigned, T v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
-  "static inline float cs_shfl (float v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
-  "static inline double cs_shfl (double v, int m) { return emu_shfl (v, (int) (emu_lin % 32) ^ m); }\n"
-  "static inline float __int_as_float (int i) { float f; memcpy (&f, &i, 4); return f; }\n"
-  "static inline double __longlong_as_double (long long i) { double f; memcpy (&f, &i, 8); return f; }\n"
-  "typedef unsigned short cs_bf16_t;\n"
-  "typedef unsigned short cs_f16_t;\n"
-  "static inline float cs_bf2f (unsigned short h) { unsigned u = ((unsigned) h) << 16; float f; memcpy (&f, &u, 4); return f; }\n"
-  "static inline unsigned short cs_f2bf (float f) { unsigned u; memcpy (&u, &f, 4); if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0; u += 0x7fff + ((u >> 16) & 1); return (unsigned short) (u >> 16); }\n"
-  "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n"
-  "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n"
-  "static inline float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n"
-  "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
+  EMU_HEADER_COMMON
   "static inline void cs_cp_async16 (void *s, const void *g) { memcpy (s, g, 16); }\n"
   "static inline void cs_cp_async_commit (void) {}\n"
   "static inline void cs_cp_async_wait0 (void) {}\n";
-
-#include "emu-launch.h"
 
 /* check_step() of test-kernels-xentropy.c on the emulation: returns the number of outputs
  * compared; *@worst the largest error / bound. */
