@@ -43,13 +43,13 @@ static const Known known[] = {
     "saving _nll_loss_helper's total_weight, nll_loss_backward -> ltorch.nll_loss_backward("
     "g, log_probs, flat target, None, 'mean', -100, total_weight); cross_entropy__ex_torch's "
     "GRAD JOINT, t88), so it saves the flat targets and the i64 count; castscope's grad pass "
-    "uses those pairs only when torchcompile_xentropy is in the list (cs-grad.c "
+    "uses those pairs only when torchcompile_xentropy is in the list (cs-grad-private.h "
     "xentropy_rules) and otherwise differentiates the written-out decomposition (the "
     "clamped, unsqueezed targets of take_along_axis and the count converted to f32 for "
     "prims.div are saved); not a fusion difference (no nvFuser in this config)" },
   { "block_with_buffers__ex_torch.txt", "saved",
     "thunder+[cuda:0 i64[64], cuda:0 i64[]] castscope+[cuda:0 f32[], cuda:0 i64[64, 1]]",
-    "the same cross-entropy grad difference as cross_entropy__ex_torch (cs-grad.c "
+    "the same cross-entropy grad difference as cross_entropy__ex_torch (cs-grad-private.h "
     "xentropy_rules against thunder/core/transforms.py nll_loss_aug_fwd / nll_loss_backward)" },
 };
 
