@@ -1,7 +1,7 @@
 /* cs-aten-private.h: the lowering of the aten ops that no ltorch op matches (core only).
  *
- * core/cs-decompose.c decomposes a statement whose op carries CS_OP_TAG_ATEN by handing it to
- * _cs_aten_lower() with a callback that emits ltorch calls (with their own decompositions) and
+ * core/cs-decompositions.c decomposes a statement whose op carries CS_OP_TAG_ATEN by handing it
+ * to _cs_aten_lower() with a callback that emits ltorch calls (with their own decompositions) and
  * prims; the lowering composes the op from them as PyTorch's kernels compute it.
  */
 #pragma once

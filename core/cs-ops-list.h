@@ -12,7 +12,7 @@
  * shape/dtype factory of core/cs-meta.c; elementwise rows get theirs from their promotion
  * kind).  Only cs-ops.c expands DEF; every other
  * user of the list sees the identity columns alone.  Adding an op is adding its row here (plus
- * its VJP in cs-vjp.c's rule table when it has one, and its builder in cs-decompose.c when it
+ * its VJP in cs-vjp.c's rule table when it has one, and its builder in cs-decompositions.c when it
  * is a composite); tests/test-core-registry.c checks every piece a row declares.
  *
  * torch.compile's ops (`aten.*`, looked up from `torch.ops.aten.<op>.<overload>`, and the

@@ -4,7 +4,7 @@
  * schema the passes read arguments through, the elementwise formula of a prim (from which the
  * CPU reference's f32/f64 paths and the CUDA emitter are derived), the prim an ltorch op lowers
  * to, how it is differentiated and which executors run it.  Meta and composite decompositions
- * live in core/cs-meta.c and core/cs-decompose.c, VJP rules in core/cs-vjp.c's rule table;
+ * live in core/cs-meta.c and core/cs-decompositions.c, VJP rules in core/cs-vjp.c's rule table;
  * tests/test-core-registry.c walks the registry and checks every piece an entry declares.
  *
  * Source: thunder/core/prims.py (PrimIDs and tags), thunder/torch/__init__.py (ltorch symbols),

@@ -1,4 +1,4 @@
-/* test-core-decompose.c: ltorch -> prims decompositions (core/cs-decompose.c).
+/* test-core-decompose.c: ltorch -> prims decompositions (core/cs-decompositions.c, core/cs-decompose.c).
  *
  * Oracle: the decomposition comments Thunder printed in ../shared/traces.  Decomposing a
  * top-level ltorch statement must reproduce its printed subsymbols up to proxy names: same
