@@ -242,10 +242,11 @@ ak (Args *al, const char *name, CsValue *v)
 }
 
 /* A new CALL of @op (printed as @callee, a string literal, or as the op's name when NULL) with
- * fresh nodes for the arguments of @al.  Keyword names are not copied: they are string
- * literals or already in the trace's arena. */
+ * fresh nodes for the arguments of @al and the target @out (NULL when the caller sets it
+ * later with cs_stmt_set_out()).  Keyword names are not copied: they are string literals or
+ * already in the trace's arena. */
 static CsStmt *
-new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
+new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al, CsValue *out)
 {
   CsArg args[G_N_ELEMENTS (al->a)];
   CsStmt *st;
@@ -255,7 +256,7 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
       args[i].name = al->a[i].name;
       args[i].value = use (dx, al->a[i].value);
     }
-  st = cs_stmt_new_call_static (dx->trace, op, callee, NULL, args, al->n);
+  st = cs_stmt_new_call_static (dx->trace, op, callee, out, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
   st->grad_sum = dx->origin->grad_sum;
@@ -362,13 +363,6 @@ fresh (Dx *dx)
   return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
 }
 
-static void
-set_out (CsStmt *st, CsValue *out)
-{
-  st->out = out;
-  st->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
-                                                                  : CS_TYPECOMMENT_NONE;
-}
 
 static gboolean
 type_stmt (Dx *dx, CsStmt *st, GError **error)
@@ -388,9 +382,11 @@ type_stmt (Dx *dx, CsStmt *st, GError **error)
 static CsValue *
 emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError **error)
 {
-  CsStmt *st = new_call (dx, cs_op_get (id), NULL, al);
+  CsStmt *st;
   CsValue *ov;
 
+  /* the outputs are named first: new_call makes no proxy, so the names are those Thunder
+     gives (arguments, then outputs) */
   if (n_out == 1)
     ov = cs_value_new_proxy (arena (dx), fresh (dx));
   else
@@ -402,7 +398,7 @@ emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError *
         items[i] = cs_value_new_proxy (arena (dx), fresh (dx));
       ov = cs_value_new_seq (arena (dx), CS_VALUE_TUPLE, items, n_out);
     }
-  set_out (st, ov);
+  st = new_call (dx, cs_op_get (id), NULL, al, ov);
   if (!type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
@@ -493,7 +489,7 @@ static CsValue *
 call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError **error)
 {
   const CsOp *op = cs_op_lookup (callee);
-  CsStmt *st = new_call (dx, op, callee, al);
+  CsStmt *st = new_call (dx, op, callee, al, NULL);
   guint start = out->len;
   CsValue *res;
 
@@ -502,7 +498,7 @@ call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError 
     res = ensure_produced (dx, out, start, res, error);
   if (res != NULL)
     {
-      set_out (st, use (dx, res));
+      cs_stmt_set_out (dx->trace, st, use (dx, res));
       cs_stmt_set_subs (dx->trace, st, (CsStmt **) out->pdata + start, out->len - start);
     }
   g_ptr_array_set_size (out, start);
@@ -2846,15 +2842,24 @@ subst_value (CsArena *a, CsValue *v, const CsProxy *from, CsProxy *to)
 }
 
 /* Renames @from to @to in a statement the decomposition built (it owns its argument array and
- * its subsymbols). */
+ * its subsymbols); the renamed arguments and target go through the IR mutator. */
 static void
-subst_stmt (CsArena *a, CsStmt *st, const CsProxy *from, CsProxy *to)
+subst_stmt (CsTrace *trace, CsStmt *st, const CsProxy *from, CsProxy *to)
 {
+  CsArena *a = trace->arena;
+  CsValue *out = subst_value (a, st->out, from, to);
+  gboolean changed = out != st->out;
+
   for (guint i = 0; i < st->n_args; i++)
-    st->args[i].value = subst_value (a, st->args[i].value, from, to);
-  st->out = subst_value (a, st->out, from, to);
+    {
+      CsValue *v = subst_value (a, st->args[i].value, from, to);
+      changed |= v != st->args[i].value;
+      st->args[i].value = v;
+    }
+  if (changed)
+    cs_stmt_set_call (trace, st, st->args, st->n_args, out);
   for (guint i = 0; i < st->n_subs; i++)
-    subst_stmt (a, st->subs[i], from, to);
+    subst_stmt (trace, st->subs[i], from, to);
 }
 
 static void
@@ -2913,7 +2918,7 @@ adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy 
   if (!w->typed)
     cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
   for (guint k = start; k < subs->len; k++)
-    subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
+    subst_stmt (trace, g_ptr_array_index (subs, k), g, w);
   give_back_name (trace, g);
   return TRUE;
 }

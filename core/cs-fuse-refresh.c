@@ -355,15 +355,14 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
     items[i] = cs_value_new_proxy (trace->arena, outs->v[i]);
-  s->out = cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len);
   args = CS_ARENA_NEW_N (trace->arena, CsArg, MAX (ins->len, 1));
   for (guint i = 0; i < ins->len; i++)
     {
       args[i].name = NULL;
       args[i].value = cs_value_new_proxy (trace->arena, ins->v[i]);
     }
-  s->args = args;
-  s->n_args = ins->len;
+  cs_stmt_set_call (trace, s, args, ins->len,
+                    cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len));
   s->type_comment = CS_TYPECOMMENT_NONE;
   s->type_comment_raw = NULL;
   s->region_fresh = 1;

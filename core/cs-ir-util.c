@@ -304,7 +304,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   own = cs_trace_own_stmt (trace, stmt);
   own->region_fresh = 0;
   if (args)
-    own->args = args;
+    cs_stmt_set_args (trace, own, args, own->n_args);
   if (new_value)
     own->value = value;
   if (new_source)
