@@ -1373,12 +1373,22 @@ cs_stmt_index (CsTrace *trace, CsStmt *stmt)
 
   if (stmt->kind != CS_STMT_CALL)
     return;
-  /* the common case, plain proxy arguments and a proxy or flat list target, without a GArray */
+  /* the common case without a GArray: arguments that are proxies, literals, or tuples and
+   * lists of those (shapes, dims, lists of tensors), and a proxy or flat list target */
   for (guint i = 0; i < stmt->n_args && simple; i++)
     {
       const CsValue *v = stmt->args[i].value;
       if (v->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
         buf[n++] = v->u.proxy->id;
+      else if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+        for (guint k = 0; k < v->u.seq.n && simple; k++)
+          {
+            const CsValue *it = v->u.seq.items[k];
+            if (it->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+              buf[n++] = it->u.proxy->id;
+            else if (it->kind == CS_VALUE_PROXY || it->kind >= CS_VALUE_TUPLE)
+              simple = FALSE;
+          }
       else if (v->kind == CS_VALUE_PROXY || v->kind >= CS_VALUE_TUPLE)
         simple = FALSE;
     }
