@@ -1894,8 +1894,8 @@ b_dropout (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 static CsValue *
 b_uniform_like (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 {
-  CsValue *a = sarg (s, 0, "a"), *mn = sarg (s, 1, "minval"), *mx = sarg (s, 2, "maxval");
-  CsValue *dv = sarg (s, 99, "device"), *dt = sarg (s, 99, "dtype");
+  CsValue *a = cs_stmt_arg (s, CS_ARG_A), *mn = cs_stmt_arg (s, CS_ARG_MINVAL), *mx = cs_stmt_arg (s, CS_ARG_MAXVAL);
+  CsValue *dv = cs_stmt_arg (s, CS_ARG_DEVICE), *dt = cs_stmt_arg (s, CS_ARG_DTYPE);
   CsProxy *ta = tensor_of (a);
   CsDtype d;
   CsDevice dev;
@@ -2289,6 +2289,7 @@ typedef CsValue *(*CompositeBuilder) (Dx *dx, const CsStmt *s, GPtrArray *out, G
 
 static const CompositeBuilder composite_builders[CS_N_OPS] = {
   [CS_OP_LTORCH_GELU] = b_gelu,
+  [CS_OP_LTORCH_UNIFORM_LIKE] = b_uniform_like,
   [CS_OP_LTORCH_SOFTPLUS] = b_softplus,
   [CS_OP_LTORCH_TRIL] = b_tril,
   [CS_OP_LTORCH__SOFTMAX] = b_softmax,
@@ -2338,8 +2339,6 @@ _cs_decompose_build (Dx *dx, const CsStmt *s, GPtrArray *out, GError **error)
 
       return _cs_aten_lower (&ctx, s, error);
     }
-  if (g_strcmp0 (s->callee, "ltorch.uniform_like") == 0)
-    return b_uniform_like (dx, s, out, error);
   if (composite_builders[op->id] != NULL)
     return composite_builders[op->id] (dx, s, out, error);
   /* an op whose registry row names the one prim it lowers to, under its promotion kind */
@@ -2731,8 +2730,6 @@ cs_decompose_supports (const CsStmt *stmt)
   g_return_val_if_fail (stmt != NULL, FALSE);
   if (stmt->kind != CS_STMT_CALL)
     return FALSE;
-  if (g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0)
-    return TRUE;
   op = semantic (stmt);
   if (op->lowers_to != CS_OP_OPAQUE || composite_builders[op->id] != NULL
       || cs_op_has_tag (op, CS_OP_TAG_ATEN))

@@ -1932,13 +1932,6 @@ semantic_op (const CsStmt *stmt)
   return cs_op_semantic (op);
 }
 
-/* Ops missing from the op table that decompositions emit. */
-static gboolean
-is_uniform_like (const CsStmt *stmt)
-{
-  return g_strcmp0 (stmt->callee, "ltorch.uniform_like") == 0;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* The meta families (CsMetaKind): one factory each, parametrised by the row's meta_arg        */
 
@@ -2051,17 +2044,6 @@ dispatch (Meta *m, GError **error)
 {
   const CsOp *op = m->op;
   CsProxy *a;
-
-  if (is_uniform_like (m->stmt))
-    {
-      CsDtype dt;
-      if (!get_tensor (m, 0, "a", &a, error))
-        return FALSE;
-      dt = a->dtype;
-      if (!value_is_none (arg (m, 99, "dtype")) && !cs_value_get_dtype (arg (m, 99, "dtype"), &dt))
-        return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
-      return out_like (m, a, dt, error);
-    }
 
   if (op->category == CS_OP_CAT_DISTRIBUTED)
     return meta_dist (m, error);
@@ -2426,6 +2408,19 @@ dispatch (Meta *m, GError **error)
         shape[1] = g->shape[g->rank - 1];
         return out_tensor (m, g->dtype, shape, 2, &g->device, error);
       }
+    case CS_OP_LTORCH_UNIFORM_LIKE:
+      {
+        /* uniform_like(a, minval, maxval, *, device=, dtype=): a's shape, dtype= or a's */
+        CsDtype dt;
+        CsValue *dv = sarg (m, CS_ARG_DTYPE);
+
+        if (!get_arg_tensor (m, CS_ARG_A, &a, error))
+          return FALSE;
+        dt = a->dtype;
+        if (!value_is_none (dv) && !cs_value_get_dtype (dv, &dt))
+          return meta_fail (m, error, CS_META_ERROR_ARGS, "dtype= is not a dtype");
+        return out_like (m, a, dt, error);
+      }
     case CS_OP_LTORCH_FULL_LIKE:
     case CS_OP_LTORCH_ZEROS_LIKE:
     case CS_OP_LTORCH_ONES_LIKE:
@@ -2464,8 +2459,6 @@ cs_meta_supports (const CsStmt *stmt)
   g_return_val_if_fail (stmt != NULL, FALSE);
   if (stmt->kind != CS_STMT_CALL)
     return FALSE;
-  if (is_uniform_like (stmt))
-    return TRUE;
   op = semantic_op (stmt);
   /* executor-only symbols (sdpafx_*, apex_*, nv_cross_entropy_*) have no ltorch/prim meaning */
   if (cs_op_has_tag (op, CS_OP_TAG_EXECUTOR))

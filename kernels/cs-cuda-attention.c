@@ -61,32 +61,30 @@
 #define ATT_SMEM_BYTES 46080         /* static shared memory a kernel may take (48 KiB - 3 KiB) */
 #define ATT_MAX_HEAD 256             /* largest head dim (E and Ev) */
 
-/* Where the arguments and outputs of one attention statement sit: positional indices (-1:
- * keyword only or absent).  The same table as the CPU reference's (core/cs-ref.c), from
- * thunder/executors/sdpaex.py and ATen's native_functions.yaml. */
+/* What the schemas (core/cs-ops-list.h) do not say of one attention op: its arguments
+ * (query, dropout_p, is_causal, scale, out, logsumexp ...) are read through its schema.  The same
+ * table as the CPU reference's (core/cs-ref.c), from thunder/executors/sdpaex.py and ATen's
+ * native_functions.yaml. */
 typedef struct
 {
   gboolean    backward;  /* a `_backward` statement */
-  int         mask;      /* attn_mask / attn_bias; -1: the op has none */
-  const char *mask_kw;   /* its keyword */
-  int         dropout;   /* dropout_p */
-  int         causal;    /* is_causal */
-  int         scale;     /* scale; -1: keyword only */
-  int         out;       /* backward: position of the forward's out (logsumexp follows) */
+  gboolean    has_mask;  /* the op takes a mask */
+  CsArgName   mask;      /* attn_mask / attn_bias (when has_mask) */
+  CsArgName   grad_out;  /* backward: grad_out, or ATen's efficient backward's grad_out_ */
   guint       n_out;     /* forward: outputs; backward: 3, or 4 with grad_attn_mask */
   gboolean    cum;       /* forward: outputs 2 and 3 are cum_seq_q / cum_seq_k */
 } AttLayout;
 
-static const AttLayout fw_flash = { FALSE, -1, "attn_bias", 3, 4, 5, 0, 9, TRUE };
-static const AttLayout fw_mem = { FALSE, 3, "attn_mask", 4, 5, 6, 0, 4, FALSE };
-static const AttLayout fw_aten_cudnn = { FALSE, 3, "attn_bias", 5, 6, -1, 0, 9, TRUE };
-static const AttLayout fw_aten_flash = { FALSE, -1, "attn_bias", 3, 4, -1, 0, 9, TRUE };
-static const AttLayout fw_aten_mem = { FALSE, 3, "attn_bias", 5, 6, -1, 0, 4, FALSE };
-static const AttLayout bw_flash = { TRUE, -1, "attn_bias", 10, 11, 14, 4, 3, FALSE };
-static const AttLayout bw_mem = { TRUE, 4, "attn_mask", 9, 10, 11, 5, 4, FALSE };
-static const AttLayout bw_aten_cudnn = { TRUE, 8, "attn_bias", 13, 14, -1, 4, 3, FALSE };
-static const AttLayout bw_aten_flash = { TRUE, -1, "attn_bias", 10, 11, -1, 4, 3, FALSE };
-static const AttLayout bw_aten_mem = { TRUE, 4, "attn_bias", 9, 11, -1, 5, 4, FALSE };
+static const AttLayout fw_flash = { FALSE, FALSE, 0, 0, 9, TRUE };
+static const AttLayout fw_mem = { FALSE, TRUE, CS_ARG_ATTN_MASK, 0, 4, FALSE };
+static const AttLayout fw_aten_cudnn = { FALSE, TRUE, CS_ARG_ATTN_BIAS, 0, 9, TRUE };
+static const AttLayout fw_aten_flash = { FALSE, FALSE, 0, 0, 9, TRUE };
+static const AttLayout fw_aten_mem = { FALSE, TRUE, CS_ARG_ATTN_BIAS, 0, 4, FALSE };
+static const AttLayout bw_flash = { TRUE, FALSE, 0, CS_ARG_GRAD_OUT, 3, FALSE };
+static const AttLayout bw_mem = { TRUE, TRUE, CS_ARG_ATTN_MASK, CS_ARG_GRAD_OUT, 4, FALSE };
+static const AttLayout bw_aten_cudnn = { TRUE, TRUE, CS_ARG_ATTN_BIAS, CS_ARG_GRAD_OUT, 3, FALSE };
+static const AttLayout bw_aten_flash = { TRUE, FALSE, 0, CS_ARG_GRAD_OUT, 3, FALSE };
+static const AttLayout bw_aten_mem = { TRUE, TRUE, CS_ARG_ATTN_BIAS, CS_ARG_GRAD_OUT_, 4, FALSE };
 
 static const AttLayout *
 layout_of (const CsStmt *st)
@@ -159,29 +157,30 @@ number_of (const CsValue *v, double *f)
     }
 }
 
-/* A literal argument (None or absent: @dflt). */
+/* A literal argument @name, read through the op's schema (None or absent: @dflt). */
 static gboolean
-flag_of (const CsStmt *st, int pos, const char *kw, double dflt, double *out, GError **error)
+flag_of (const CsStmt *st, CsArgName name, double dflt, double *out, GError **error)
 {
-  const CsValue *v = cs_stmt_get_arg (st, pos >= 0 ? (guint) pos : G_MAXUINT, kw);
+  const CsValue *v = cs_stmt_arg (st, name);
 
   *out = dflt;
   if (v == NULL || v->kind == CS_VALUE_NONE)
     return TRUE;
   if (!number_of (v, out) || !isfinite (*out))
-    return afail (error, st, "%s must be a finite number literal", kw);
+    return afail (error, st, "%s must be a finite number literal", cs_arg_name (name));
   return TRUE;
 }
 
-/* The slot of tensor argument @pos / @kw, or -1 (an error set) when it is not a known tensor. */
+/* The slot of tensor argument @name (read through the op's schema), or -1 (an error set) when
+ * it is not a known tensor. */
 static gint
-tensor_arg (CsCudaProgram *p, const CsStmt *st, int pos, const char *kw, GError **error)
+tensor_arg (CsCudaProgram *p, const CsStmt *st, CsArgName name, GError **error)
 {
-  CsValue *v = cs_stmt_get_arg (st, (guint) pos, kw);
+  CsValue *v = cs_stmt_arg (st, name);
   gint s = v && v->kind == CS_VALUE_PROXY ? cs_cuda_program_lookup (p, v->u.proxy) : -1;
 
   if (s < 0)
-    afail (error, st, "argument %s is not a tensor the CUDA executor holds", kw);
+    afail (error, st, "argument %s is not a tensor the CUDA executor holds", cs_arg_name (name));
   return s;
 }
 
@@ -562,21 +561,21 @@ att_setup (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, guint q, gu
                   " x %" G_GINT64_FORMAT ")", a->nb, a->L, a->S);
   a->f64 = qs->dtype == CS_DTYPE_F64;
   a->dtype = qs->dtype;
-  if (!flag_of (st, lay->dropout, "dropout_p", 0.0, &dropout, error)
-      || !flag_of (st, lay->causal, "is_causal", 0.0, &causal, error)
-      || !flag_of (st, lay->scale, "scale", 1.0 / sqrt ((double) a->E), &a->scale, error))
+  if (!flag_of (st, CS_ARG_DROPOUT_P, 0.0, &dropout, error)
+      || !flag_of (st, CS_ARG_IS_CAUSAL, 0.0, &causal, error)
+      || !flag_of (st, CS_ARG_SCALE, 1.0 / sqrt ((double) a->E), &a->scale, error))
     return FALSE;
   if (dropout != 0.0)
     return afail (error, st, "dropout_p = %g is not supported on --device cuda (the attention kernels "
                   "have no dropout: PyTorch's Philox stream is not reproduced)", dropout);
   a->causal = causal != 0.0;
-  if (lay->mask >= 0)
+  if (lay->has_mask)
     {
-      CsValue *mv = cs_stmt_get_arg (st, (guint) lay->mask, lay->mask_kw);
+      CsValue *mv = cs_stmt_arg (st, lay->mask);
 
       if (mv != NULL && mv->kind != CS_VALUE_NONE)
         {
-          a->mask = tensor_arg (p, st, lay->mask, lay->mask_kw, error);
+          a->mask = tensor_arg (p, st, lay->mask, error);
           if (a->mask < 0 || !att_mask (p, a, error))
             return FALSE;
         }
@@ -1871,7 +1870,7 @@ contiguous (CsCudaProgram *p, guint slot, const char *label, guint *out, GError 
 static gboolean
 run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **error)
 {
-  gint qi = tensor_arg (p, st, 0, "query", error), ki, vi;
+  gint qi = tensor_arg (p, st, CS_ARG_QUERY, error), ki, vi;
   AttOperand q, k, v;
   Att a;
   CsCudaSlot qs;   /* a copy: new slots may move the slot array */
@@ -1880,7 +1879,8 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
   CsProxy *lp = out_item (st, 1);
   int64_t lstride;
 
-  if (qi < 0 || (ki = tensor_arg (p, st, 1, "key", error)) < 0 || (vi = tensor_arg (p, st, 2, "value", error)) < 0)
+  if (qi < 0 || (ki = tensor_arg (p, st, CS_ARG_KEY, error)) < 0
+      || (vi = tensor_arg (p, st, CS_ARG_VALUE, error)) < 0)
     return FALSE;
   if (!att_setup (p, st, lay, (guint) qi, (guint) ki, (guint) vi, &a, error))
     return FALSE;
@@ -1945,7 +1945,7 @@ run_forward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **
 static gboolean
 run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError **error)
 {
-  gint gi = tensor_arg (p, st, 0, "grad_out", error), qi = -1, ki = -1, vi = -1, oi = -1, li = -1;
+  gint gi = tensor_arg (p, st, lay->grad_out, error), qi = -1, ki = -1, vi = -1, oi = -1, li = -1;
   AttOperand go, q, k, v, o;
   Att a;
   guint dq, dk, dv, dbuf, lse;
@@ -1955,9 +1955,9 @@ run_backward (CsCudaProgram *p, const CsStmt *st, const AttLayout *lay, GError *
   int64_t lstride, dshape[1];
   const CsCudaSlot *qs, *ks, *vs;
 
-  if (gi < 0 || (qi = tensor_arg (p, st, 1, "query", error)) < 0 || (ki = tensor_arg (p, st, 2, "key", error)) < 0
-      || (vi = tensor_arg (p, st, 3, "value", error)) < 0 || (oi = tensor_arg (p, st, lay->out, "out", error)) < 0
-      || (li = tensor_arg (p, st, lay->out + 1, "logsumexp", error)) < 0)
+  if (gi < 0 || (qi = tensor_arg (p, st, CS_ARG_QUERY, error)) < 0 || (ki = tensor_arg (p, st, CS_ARG_KEY, error)) < 0
+      || (vi = tensor_arg (p, st, CS_ARG_VALUE, error)) < 0 || (oi = tensor_arg (p, st, CS_ARG_OUT, error)) < 0
+      || (li = tensor_arg (p, st, CS_ARG_LOGSUMEXP, error)) < 0)
     return FALSE;
   if (!att_setup (p, st, lay, (guint) qi, (guint) ki, (guint) vi, &a, error))
     return FALSE;

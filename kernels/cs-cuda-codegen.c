@@ -541,10 +541,11 @@ unsupported (GError **error, const CsStmt *st, const char *why)
   return FALSE;
 }
 
+/* @st's argument @name (read through the op's schema) when it is a proxy, else NULL. */
 static CsProxy *
-arg_proxy (const CsStmt *st, guint i, const char *kw)
+arg_proxy (const CsStmt *st, CsArgName name)
 {
-  CsValue *v = cs_stmt_get_arg (st, i, kw);
+  CsValue *v = cs_stmt_arg (st, name);
 
   if (v && v->kind == CS_VALUE_PROXY)
     return v->u.proxy;
@@ -563,12 +564,6 @@ ints_of (CsValue *v, int64_t *out, guint *n)
       return TRUE;
     }
   return cs_value_get_int_seq (v, out, CS_MAX_DIMS, n);
-}
-
-static gboolean
-arg_ints (const CsStmt *st, guint i, const char *kw, int64_t *out, guint *n)
-{
-  return ints_of (cs_stmt_get_arg (st, i, kw), out, n);
 }
 
 /* An int sequence argument read through the op's schema. */
@@ -814,7 +809,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
     {
     case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
       {
-        CsValue *dv = cs_stmt_get_arg (st, 1, "dtype");
+        CsValue *dv = cs_stmt_arg (st, CS_ARG_DTYPE);
         CsDtype to = y->dtype;
 
         if (dv && dv->kind == CS_VALUE_DTYPE)
@@ -841,7 +836,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         gpointer sv;
         RowReg *rr;
 
-        x = arg_proxy (st, 0, "a");
+        x = arg_proxy (st, CS_ARG_A);
         if (!x || !schema_ints (st, CS_ARG_BROADCAST_DIMENSIONS, bdims, &nb))
           return unsupported (error, st, "this broadcast_in_dim form"), NULL;
         xshape = x->shape;
@@ -879,7 +874,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
     case CS_OP_PRIM_SHALLOW_COPY:
     case CS_OP_PRIM_STRIDE_ORDER:
     case CS_OP_PRIM_CLONE:
-      x = arg_proxy (st, 0, "a");
+      x = arg_proxy (st, CS_ARG_A);
       if (!x || x->kind != CS_PROXY_TENSOR)
         return unsupported (error, st, "a reshape of a non-tensor"), NULL;
       ctx_reshape (g, c, y->shape, y->rank, x->shape, x->rank, &xc);
@@ -890,8 +885,8 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         int64_t dims[CS_MAX_DIMS];
         guint nd = 0, k = 0;
 
-        x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 1, "dims", dims, &nd))
+        x = arg_proxy (st, CS_ARG_A);
+        if (!x || !schema_ints (st, CS_ARG_DIMS, dims, &nd))
           return unsupported (error, st, "this squeeze form"), NULL;
         xc.rank = x->rank;
         for (guint j = 0; j < x->rank; j++)
@@ -911,7 +906,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         int64_t perm[CS_MAX_DIMS];
         guint np = 0;
 
-        x = arg_proxy (st, 0, "a");
+        x = arg_proxy (st, CS_ARG_A);
         if (!x || !schema_ints (st, CS_ARG_PERMUTATION, perm, &np) || np != x->rank || np != c->rank)
           return unsupported (error, st, "this transpose form"), NULL;
         xc.rank = x->rank;
@@ -929,11 +924,11 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS];
         guint n1 = 0, n2 = 0, n3 = 0;
 
-        x = arg_proxy (st, 0, "a");
-        if (!x || !arg_ints (st, 1, "start_indices", start, &n1) || !arg_ints (st, 2, "end_indices", end, &n2)
+        x = arg_proxy (st, CS_ARG_A);
+        if (!x || !schema_ints (st, CS_ARG_START_INDICES, start, &n1) || !schema_ints (st, CS_ARG_END_INDICES, end, &n2)
             || n1 != x->rank)
           return unsupported (error, st, "this slice form"), NULL;
-        if (!arg_ints (st, 3, "strides", step, &n3))
+        if (!schema_ints (st, CS_ARG_STRIDES, step, &n3))
           for (guint j = 0; j < x->rank; j++)
             step[j] = 1;
         xc.rank = x->rank;
@@ -949,10 +944,10 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         /* prims.pad(a, padding_value, ((lo, hi, interior), ...)): y[j] = x[(j - lo) / (interior + 1)]
          * where that is a whole in-range index, else the padding value.  The load uses a
          * clamped index, so it never reads outside x. */
-        CsValue *cfg = cs_stmt_get_arg (st, 2, "padding_config");
+        CsValue *cfg = cs_stmt_arg (st, CS_ARG_PADDING_CONFIG);
         const char *pv, *xv, *cond = "true";
 
-        x = arg_proxy (st, 0, "a");
+        x = arg_proxy (st, CS_ARG_A);
         if (!x || !cfg || (cfg->kind != CS_VALUE_LIST && cfg->kind != CS_VALUE_TUPLE) || cfg->u.seq.n != x->rank)
           return unsupported (error, st, "this pad form"), NULL;
         pv = emit_operand (g, st, 1, c, ct, error);
@@ -986,14 +981,14 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       {
         /* prims.cat(tensors, dim): every input is read at a clamped index and the one whose
          * range holds the output index is selected (no branch, no read out of bounds). */
-        CsValue *lst = cs_stmt_get_arg (st, 0, "tensors");
+        CsValue *lst = cs_stmt_arg (st, CS_ARG_TENSORS);
         int64_t dim[1];
         guint nd = 0;
         int64_t off = 0;
         const char *acc = NULL;
 
         if (!lst || (lst->kind != CS_VALUE_LIST && lst->kind != CS_VALUE_TUPLE) || lst->u.seq.n == 0
-            || !arg_ints (st, 1, "dim", dim, &nd) || nd != 1)
+            || !schema_ints (st, CS_ARG_DIM, dim, &nd) || nd != 1)
           return unsupported (error, st, "this cat form"), NULL;
         if (dim[0] < 0)
           dim[0] += y->rank;
@@ -1032,7 +1027,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       {
         double f;
 
-        if (!value_number (cs_stmt_get_arg (st, 1, "fill_value"), &f))
+        if (!value_number (cs_stmt_arg (st, CS_ARG_FILL_VALUE), &f))
           return unsupported (error, st, "a fill value that is not a number"), NULL;
         return float_literal (g, f, ct);
       }
@@ -1041,8 +1036,8 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
       {
         double start = 0, stepv = 1;
 
-        (void) value_number (cs_stmt_get_arg (st, 99, "start"), &start);
-        (void) value_number (cs_stmt_get_arg (st, 99, "step"), &stepv);
+        (void) value_number (cs_stmt_arg (st, CS_ARG_START), &start);
+        (void) value_number (cs_stmt_arg (st, CS_ARG_STEP), &stepv);
         v = new_var (g);
         g_string_append_printf (g->body, "      const %s %s = (%s) (%s + %s * (%s));\n", ct, v, ct,
                                 float_literal (g, start, ct), float_literal (g, stepv, ct),
@@ -1061,9 +1056,9 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         guint nd = 0;
         const char *iv, *cl;
 
-        x = arg_proxy (st, 0, "a");
-        ix = arg_proxy (st, 1, "indices");
-        if (!x || !ix || !arg_ints (st, 2, "dim", dim, &nd) || nd != 1)
+        x = arg_proxy (st, CS_ARG_A);
+        ix = arg_proxy (st, CS_ARG_INDEX);
+        if (!x || !ix || !schema_ints (st, CS_ARG_DIM, dim, &nd) || nd != 1)
           return unsupported (error, st, "this take_along_axis form"), NULL;
         if (dim[0] < 0)
           dim[0] += x->rank;
@@ -1087,9 +1082,9 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         const char *iv, *cl;
         Ctx ic = { 0 };
 
-        x = arg_proxy (st, 0, "a");
-        ix = arg_proxy (st, 1, "indices");
-        if (!x || !ix || ix->rank != 1 || !arg_ints (st, 2, "dim", dim, &nd) || nd != 1)
+        x = arg_proxy (st, CS_ARG_A);
+        ix = arg_proxy (st, CS_ARG_INDEX);
+        if (!x || !ix || ix->rank != 1 || !schema_ints (st, CS_ARG_DIM, dim, &nd) || nd != 1)
           return unsupported (error, st, "this take form"), NULL;
         if (dim[0] < 0)
           dim[0] += x->rank;
@@ -1111,8 +1106,8 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         const char *iv, *cl;
         Ctx ic = { 0 };
 
-        ix = arg_proxy (st, 0, "a");
-        wt = arg_proxy (st, 1, "weight");
+        ix = arg_proxy (st, CS_ARG_A);
+        wt = arg_proxy (st, CS_ARG_WEIGHT);
         if (!ix || !wt || wt->rank != 2 || c->rank != ix->rank + 1)
           return unsupported (error, st, "this embedding form"), NULL;
         ic.rank = ix->rank;
@@ -1138,7 +1133,7 @@ emit_prim (Gen *g, const CsStmt *st, CsProxy *y, const Ctx *c, GError **error)
         const char *xv;
         guint k = 0;
 
-        x = arg_proxy (st, 0, "a");
+        x = arg_proxy (st, CS_ARG_A);
         if (!reduction_is_trivial (st) || !reduction_dims (st, red))
           break;
         xc.rank = x->rank;
@@ -1767,12 +1762,12 @@ reduction_is_row (const CsProxy *x, const gboolean *red)
 static gboolean
 reduction_dims (const CsStmt *st, gboolean *red)
 {
-  CsProxy *x = arg_proxy (st, 0, "a");
+  CsProxy *x = arg_proxy (st, CS_ARG_A);
   int64_t dims[CS_MAX_DIMS];
   guint nd = 0;
 
   memset (red, 0, sizeof (gboolean) * CS_MAX_DIMS);
-  if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 1, "dims", dims, &nd))
+  if (!x || x->kind != CS_PROXY_TENSOR || !schema_ints (st, CS_ARG_DIMS, dims, &nd))
     return FALSE;
   for (guint i = 0; i < nd; i++)
     {
@@ -1790,11 +1785,12 @@ static gboolean
 reduction_is_trivial (const CsStmt *st)
 {
   CsOpId id = cs_op_semantic (st->op)->id;
-  CsProxy *x = arg_proxy (st, 0, "a");
+  CsProxy *x;
   gboolean red[CS_MAX_DIMS];
 
   if (id != CS_OP_PRIM_SUM && id != CS_OP_PRIM_PROD && id != CS_OP_PRIM_AMAX && id != CS_OP_PRIM_AMIN)
     return FALSE;
+  x = arg_proxy (st, CS_ARG_A);
   if (!reduction_dims (st, red))
     return FALSE;
   for (guint j = 0; j < x->rank; j++)
@@ -2109,7 +2105,7 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
   CsOpId id = cs_op_semantic (st->op)->id;
   gboolean var_only;
   RedKind k = red_kind (id, &var_only);
-  CsProxy *x = arg_proxy (st, 0, "a");
+  CsProxy *x = arg_proxy (st, CS_ARG_A);
   int64_t dims[CS_MAX_DIMS];
   guint nd = 0;
   gboolean red[CS_MAX_DIMS] = { 0 };
@@ -2129,9 +2125,9 @@ gen_reduction (Gen *g, CsStmt *st, CsProxy **outs, guint n_outs, CsProxy *epi, G
   guint nc = k == RED_VAR_MEAN ? 3 : 1;
   Ctx oc = { 0 }, rc = { 0 }, xc = { 0 };
 
-  if (!x || x->kind != CS_PROXY_TENSOR || !arg_ints (st, 1, "dims", dims, &nd))
+  if (!x || x->kind != CS_PROXY_TENSOR || !schema_ints (st, CS_ARG_DIMS, dims, &nd))
     return unsupported (error, st, "this reduction form");
-  if (k == RED_VAR_MEAN && !value_number (cs_stmt_get_arg (st, 2, "correction"), &correction))
+  if (k == RED_VAR_MEAN && !value_number (cs_stmt_arg (st, CS_ARG_CORRECTION), &correction))
     correction = 1.0;
   for (guint i = 0; i < nd; i++)
     {
@@ -2418,7 +2414,7 @@ static CsProxy *reduction_epilogue (CsStmt *st, GHashTable *uses, GHashTable *us
 static CsProxy *
 row_col_sum (const RowPlan *rp, CsStmt *st, GHashTable *uses, GHashTable *user_of, GHashTable *is_out)
 {
-  CsProxy *x = arg_proxy (st, 0, "a");
+  CsProxy *x = arg_proxy (st, CS_ARG_A);
   CsProxy *y = cs_stmt_get_output (st);
   gboolean red[CS_MAX_DIMS];
   int64_t n1[CS_MAX_DIMS];
@@ -2468,7 +2464,7 @@ row_plan (Gen *g, CsStmt **prims, guint n_prims, RowPlan *rp, GHashTable *uses, 
 
       if (st->kind != CS_STMT_CALL || !is_reduction (st))
         continue;
-      x = arg_proxy (st, 0, "a");
+      x = arg_proxy (st, CS_ARG_A);
       if (!x || !reduction_dims (st, red))
         return FALSE;
       if (!reduction_is_row (x, red))
@@ -2510,7 +2506,7 @@ row_plan (Gen *g, CsStmt **prims, guint n_prims, RowPlan *rp, GHashTable *uses, 
       guint ph;
 
       g_hash_table_remove_all (seen);
-      ph = 1 + row_dep_phase (g, arg_proxy (st, 0, "a"), red_phase, seen);
+      ph = 1 + row_dep_phase (g, arg_proxy (st, CS_ARG_A), red_phase, seen);
       g_array_append_val (rp->phase, ph);
       rp->n_phases = MAX (rp->n_phases, ph);
       cs_stmt_collect_outputs (st, ys);
@@ -2529,7 +2525,7 @@ row_plan (Gen *g, CsStmt **prims, guint n_prims, RowPlan *rp, GHashTable *uses, 
           continue;
         }
       g_hash_table_remove_all (seen);
-      if (row_dep_phase (g, arg_proxy (st, 0, "a"), red_phase, seen) > 0)
+      if (row_dep_phase (g, arg_proxy (st, CS_ARG_A), red_phase, seen) > 0)
         return FALSE;
     }
   return TRUE;
@@ -2756,7 +2752,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           for (guint i = 0; i < rp->reds->len; i++)
             {
               CsStmt *st = g_ptr_array_index (rp->reds, i);
-              CsProxy *x = arg_proxy (st, 0, "a");
+              CsProxy *x = arg_proxy (st, CS_ARG_A);
               gboolean var_only;
               RedKind k = red_kind (cs_op_semantic (st->op)->id, &var_only);
               const char *at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
@@ -2806,7 +2802,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
       for (guint i = 0; i < rp->reds->len; i++)
         {
           CsStmt *st = g_ptr_array_index (rp->reds, i);
-          CsProxy *x = arg_proxy (st, 0, "a");
+          CsProxy *x = arg_proxy (st, CS_ARG_A);
           gboolean var_only;
           RedKind k = red_kind (cs_op_semantic (st->op)->id, &var_only);
           const char *at = (x->dtype == CS_DTYPE_F64 || !cs_dtype_is_float (x->dtype)) ? "double" : "float";
@@ -2820,7 +2816,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
             continue;
           if (!reduction_dims (st, red))
             return unsupported (error, st, "this reduction form");
-          if (k == RED_VAR_MEAN && !value_number (cs_stmt_get_arg (st, 2, "correction"), &correction))
+          if (k == RED_VAR_MEAN && !value_number (cs_stmt_arg (st, CS_ARG_CORRECTION), &correction))
             correction = 1.0;
           for (guint j = 0; j < x->rank; j++)
             if (!red[j])
@@ -2913,7 +2909,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   for (guint c = 0; c < ncols; c++)
     {
       CsStmt *st = g_ptr_array_index (rp->cols, c);
-      CsProxy *x = arg_proxy (st, 0, "a");
+      CsProxy *x = arg_proxy (st, CS_ARG_A);
       const char *v;
       Ctx xc;
 
@@ -3050,7 +3046,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
    * a block per row is best left alone: RMSNorm d=4096 45.5 -> 57.8 us). */
   g->min_blocks = G == 32 ? 4 : 0;
   {
-    CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), 0, "a");
+    CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), CS_ARG_A);
 
     xs = shape_str (x0->shape, x0->rank);
   }
@@ -3251,7 +3247,7 @@ mark_done:
     {
       CsStmt *d = done[i] ? NULL : g_hash_table_lookup (g.def, outs[i]);
       CsOpId id = d ? cs_op_semantic (d->op)->id : CS_OP_OPAQUE;
-      CsValue *src = d ? cs_stmt_get_arg (d, 0, "a") : NULL;
+      CsValue *src = id == CS_OP_PRIM_RESHAPE || id == CS_OP_PRIM_SHALLOW_COPY ? cs_stmt_arg (d, CS_ARG_A) : NULL;
 
       if (!d || (id != CS_OP_PRIM_RESHAPE && id != CS_OP_PRIM_SHALLOW_COPY) || !src
           || src->kind != CS_VALUE_PROXY)
@@ -3272,7 +3268,7 @@ mark_done:
     {
       CsStmt *d = done[i] ? NULL : g_hash_table_lookup (g.def, outs[i]);
       CsOpId id = d ? cs_op_semantic (d->op)->id : CS_OP_OPAQUE;
-      CsValue *src = d ? cs_stmt_get_arg (d, 0, "a") : NULL;
+      CsValue *src = id == CS_OP_PRIM_RESHAPE || id == CS_OP_PRIM_SHALLOW_COPY ? cs_stmt_arg (d, CS_ARG_A) : NULL;
       gint ss;
 
       if (!d || (id != CS_OP_PRIM_RESHAPE && id != CS_OP_PRIM_SHALLOW_COPY) || !src
@@ -3291,7 +3287,7 @@ mark_done:
   for (guint i = 0; i < n_outs; i++)
     {
       CsStmt *d = done[i] ? NULL : g_hash_table_lookup (g.def, outs[i]);
-      CsProxy *x = d && cs_op_semantic (d->op)->id == CS_OP_PRIM_SLICE_PRIM ? arg_proxy (d, 0, "a") : NULL;
+      CsProxy *x = d && cs_op_semantic (d->op)->id == CS_OP_PRIM_SLICE_PRIM ? arg_proxy (d, CS_ARG_A) : NULL;
       int64_t start[CS_MAX_DIMS], end[CS_MAX_DIMS], step[CS_MAX_DIMS];
       guint n1 = 0, n2 = 0, n3 = 0;
       gint ss;
@@ -3300,10 +3296,10 @@ mark_done:
 
       if (x == NULL || g_hash_table_contains (g.def, x) || outs[i]->kind != CS_PROXY_TENSOR
           || x->dtype != outs[i]->dtype || x->rank != outs[i]->rank || (ss = cs_cuda_program_lookup (p, x)) < 0
-          || !arg_ints (d, 1, "start_indices", start, &n1) || !arg_ints (d, 2, "end_indices", end, &n2)
+          || !schema_ints (d, CS_ARG_START_INDICES, start, &n1) || !schema_ints (d, CS_ARG_END_INDICES, end, &n2)
           || n1 != x->rank)
         continue;
-      if (!arg_ints (d, 3, "strides", step, &n3))
+      if (!schema_ints (d, CS_ARG_STRIDES, step, &n3))
         for (guint j = 0; j < x->rank; j++)
           step[j] = 1;
       else if (n3 != x->rank)

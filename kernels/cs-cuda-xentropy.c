@@ -170,10 +170,19 @@ val_of (XCtx *c, const CsValue *v)
   return g_hash_table_lookup (c->vals, v->u.proxy);
 }
 
+/* The role of @st's positional operand @i (the first operand, or the second of an elementwise
+ * op: the ops of one case differ in their schemas' names for it). */
 static XVal *
-arg_val (XCtx *c, const CsStmt *st, guint i, const char *kw)
+operand_val (XCtx *c, const CsStmt *st, guint i)
 {
-  return val_of (c, cs_stmt_get_arg (st, i, kw));
+  return val_of (c, cs_stmt_get_arg (st, i, NULL));
+}
+
+/* The role of @st's argument @name, read through the op's schema. */
+static XVal *
+arg_val (XCtx *c, const CsStmt *st, CsArgName name)
+{
+  return val_of (c, cs_stmt_arg (st, name));
 }
 
 static void
@@ -185,11 +194,10 @@ set_val (XCtx *c, CsProxy *y, const XVal *v)
   g_hash_table_insert (c->vals, y, n);
 }
 
+/* @v as an int: a literal, or a number proxy with a known int value. */
 static gboolean
-arg_int (const CsStmt *st, guint i, const char *kw, int64_t *out)
+value_int (const CsValue *v, int64_t *out)
 {
-  const CsValue *v = cs_stmt_get_arg (st, i, kw);
-
   if (v == NULL)
     return FALSE;
   if (v->kind == CS_VALUE_INT)
@@ -206,19 +214,28 @@ arg_int (const CsStmt *st, guint i, const char *kw, int64_t *out)
   return FALSE;
 }
 
-/* TRUE when argument @i (or keyword @kw) is absent or None. */
+/* @st's argument @name (through the op's schema) as an int; FALSE when absent or not an int. */
 static gboolean
-arg_none (const CsStmt *st, guint i, const char *kw)
+arg_int (const CsStmt *st, CsArgName name, int64_t *out)
 {
-  const CsValue *v = cs_stmt_get_arg (st, i, kw);
+  return value_int (cs_stmt_arg (st, name), out);
+}
+
+/* TRUE when @st's argument @name (through the op's schema) is absent or None. */
+static gboolean
+arg_none (const CsStmt *st, CsArgName name)
+{
+  const CsValue *v = cs_stmt_arg (st, name);
 
   return v == NULL || v->kind == CS_VALUE_NONE;
 }
 
+/* @st's string argument @name (through the op's schema); @dflt when absent, NULL when it is
+ * not a string. */
 static const char *
-arg_string (const CsStmt *st, guint i, const char *kw, const char *dflt)
+arg_string (const CsStmt *st, CsArgName name, const char *dflt)
 {
-  const CsValue *v = cs_stmt_get_arg (st, i, kw);
+  const CsValue *v = cs_stmt_arg (st, name);
 
   if (v == NULL)
     return dflt;
@@ -256,13 +273,14 @@ exact_convert (CsDtype from, CsDtype to)
   return FALSE;
 }
 
-/* The dim argument @i of @st, normalised against @rank; FALSE when it is not the last dim. */
+/* The dim argument @name of @st (through the op's schema), normalised against @rank; FALSE when
+ * it is not the last dim. */
 static gboolean
-last_dim_arg (const CsStmt *st, guint i, const char *kw, guint rank)
+last_dim_arg (const CsStmt *st, CsArgName name, guint rank)
 {
   int64_t d;
 
-  if (!arg_int (st, i, kw, &d))
+  if (!arg_int (st, name, &d))
     return FALSE;
   if (d < 0)
     d += rank;
@@ -418,7 +436,7 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
     return TRUE;
   id = cs_op_semantic (st->op)->id;
   y = cs_stmt_get_output (st);
-  a = arg_val (c, st, 0, NULL);
+  a = operand_val (c, st, 0);
   switch (id)
     {
     case CS_OP_PRIM_CONVERT_ELEMENT_TYPE:
@@ -474,7 +492,7 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
         if (y != NULL && a != NULL && a->role == XR_LEAF_F
-            && (!last_dim_arg (st, 1, "dim", xp->rank) || (c->fwd && c->x != a->leaf)))
+            && (!last_dim_arg (st, CS_ARG_DIM, xp->rank) || (c->fwd && c->x != a->leaf)))
           break;   /* along another dim, or of another tensor: the region codegen's (before the kernels) */
         if (y == NULL || a == NULL || a->role != XR_LEAF_F)
           return unsupported (c, st, error, "log_softmax of a value that is not the logits");
@@ -496,7 +514,7 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       {
         int64_t k;
 
-        if (y == NULL || a == NULL || a->role != XR_T || !arg_int (st, 1, NULL, &k))
+        if (y == NULL || a == NULL || a->role != XR_T || !value_int (cs_stmt_get_arg (st, 1, NULL), &k))
           break;
         nv.role = XR_VALID;
         nv.leaf = a->leaf;
@@ -509,9 +527,9 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       {
         int64_t k;
 
-        b = arg_val (c, st, 1, NULL);
+        b = operand_val (c, st, 1);
         if (y == NULL || a == NULL || b == NULL || a->role != XR_VALID || b->role != XR_T
-            || b->leaf != a->leaf || !arg_int (st, 2, NULL, &k))
+            || b->leaf != a->leaf || !value_int (cs_stmt_get_arg (st, 2, NULL), &k))
           break;
         nv.role = XR_TSAFE;
         nv.leaf = a->leaf;
@@ -523,7 +541,7 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
 
     case CS_OP_PRIM_PAD:
       {
-        CsValue *pv = cs_stmt_get_arg (st, 1, NULL), *cfg = cs_stmt_get_arg (st, 2, NULL);
+        CsValue *pv = cs_stmt_arg (st, CS_ARG_PADDING_VALUE), *cfg = cs_stmt_arg (st, CS_ARG_PADDING_CONFIG);
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
         gboolean ok = a != NULL && a->role == XR_NEGLOGP && pv != NULL && cfg != NULL
                       && (cfg->kind == CS_VALUE_LIST || cfg->kind == CS_VALUE_TUPLE) && cfg->u.seq.n == xp->rank
@@ -548,9 +566,9 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       {
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
-        b = arg_val (c, st, 1, NULL);
+        b = operand_val (c, st, 1);
         if (y == NULL || a == NULL || b == NULL || a->role != XR_PADNEG || b->role != XR_TSAFE
-            || !last_dim_arg (st, 2, "dim", xp->rank) || b->fill != c->V || numel (y) != c->R)
+            || !last_dim_arg (st, CS_ARG_DIM, xp->rank) || b->fill != c->V || numel (y) != c->R)
           break;
         if (!note_loss (c, st, b->leaf, b->ignore, error))
           return FALSE;
@@ -593,9 +611,9 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
       }
 
     case CS_OP_LTORCH_TRUE_DIVIDE: case CS_OP_PRIM_DIV: case CS_OP_LTORCH_DIV:
-      b = arg_val (c, st, 1, NULL);
+      b = operand_val (c, st, 1);
       if (y == NULL || a == NULL || b == NULL || a->role != XR_SUM || b->role != XR_COUNT
-          || (id == CS_OP_LTORCH_DIV && !arg_none (st, 2, "rounding_mode")))
+          || (id == CS_OP_LTORCH_DIV && !arg_none (st, CS_ARG_ROUNDING_MODE)))
         break;
       nv.role = XR_MEAN;
       set_val (c, y, &nv);
@@ -608,22 +626,22 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
         CsProxy *xp = cs_stmt_get_arg (st, 0, NULL) ? cs_stmt_get_arg (st, 0, NULL)->u.proxy : NULL;
         XRed red;
         int64_t ignore = ce ? -100 : -1;   /* nll_loss's ignore_index=None is -1 in Thunder */
-        const CsValue *lsv = cs_stmt_get_arg (st, 7, "label_smoothing");
+        const CsValue *lsv = cs_stmt_arg_if_declared (st, CS_ARG_LABEL_SMOOTHING);
 
-        b = arg_val (c, st, 1, "target");
+        b = arg_val (c, st, CS_ARG_TARGET);
         if (y == NULL || a == NULL || b == NULL || b->role != XR_T || xp == NULL || xp->rank != 2)
           return unsupported (c, st, error, "operands other than 2-D logits and 1-D targets");
         if (a->role != (ce ? XR_LEAF_F : XR_LOGP))
           return unsupported (c, st, error, "an input that is not %s", ce ? "the logits" : "a log-softmax");
-        if (!arg_none (st, 2, "weight"))
+        if (!arg_none (st, CS_ARG_WEIGHT))
           return unsupported (c, st, error, "a class weight");
-        if (ce && (!arg_none (st, 3, "size_average") || !arg_none (st, 5, "reduce")))
+        if (ce && (!arg_none (st, CS_ARG_SIZE_AVERAGE) || !arg_none (st, CS_ARG_REDUCE)))
           return unsupported (c, st, error, "size_average or reduce (deprecated) set");
         if (ce && lsv && !(lsv->kind == CS_VALUE_FLOAT && lsv->u.f == 0.0) && !(lsv->kind == CS_VALUE_INT && lsv->u.i == 0))
           return unsupported (c, st, error, "label_smoothing other than 0");
-        if (!arg_none (st, ce ? 4 : 3, "ignore_index") && !arg_int (st, ce ? 4 : 3, "ignore_index", &ignore))
+        if (!arg_none (st, CS_ARG_IGNORE_INDEX) && !arg_int (st, CS_ARG_IGNORE_INDEX, &ignore))
           return unsupported (c, st, error, "ignore_index is not an int literal");
-        if (!parse_reduction (arg_string (st, ce ? 6 : 4, "reduction", "mean"), &red))
+        if (!parse_reduction (arg_string (st, CS_ARG_REDUCTION, "mean"), &red))
           return unsupported (c, st, error, "an unknown reduction");
         if (ce && !note_logsoftmax (c, st, a, xp, xp->dtype, error))
           return FALSE;
@@ -637,8 +655,8 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
 
     case CS_OP_LTORCH_NLL_LOSS_BACKWARD:
       {
-        XVal *gv = a, *lv = arg_val (c, st, 1, NULL), *tv = arg_val (c, st, 2, "target");
-        const CsValue *twv = cs_stmt_get_arg (st, 6, "total_weight");
+        XVal *gv = a, *lv = arg_val (c, st, CS_ARG_A), *tv = arg_val (c, st, CS_ARG_TARGET);
+        const CsValue *twv = cs_stmt_arg (st, CS_ARG_TOTAL_WEIGHT);
         XVal *twval = val_of (c, twv);
         CsProxy *lp;
         XRed red;
@@ -649,11 +667,11 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
         lp = lv->leaf;
         if (c->bwd)
           return unsupported (c, st, error, "a second nll_loss_backward in one region");
-        if (!arg_none (st, 3, "weight"))
+        if (!arg_none (st, CS_ARG_WEIGHT))
           return unsupported (c, st, error, "a class weight");
-        if (!parse_reduction (arg_string (st, 4, "reduction", NULL), &red))
+        if (!parse_reduction (arg_string (st, CS_ARG_REDUCTION, NULL), &red))
           return unsupported (c, st, error, "an unknown reduction");
-        if (!arg_int (st, 5, "ignore_index", &c->bignore))
+        if (!arg_int (st, CS_ARG_IGNORE_INDEX, &c->bignore))
           return unsupported (c, st, error, "ignore_index is not an int literal");
         if (twv != NULL && twv->kind != CS_VALUE_NONE
             && (twval == NULL || (twval->role != XR_T && twval->role != XR_LEAF_F) || numel (twval->leaf) != 1))
@@ -681,13 +699,13 @@ interp_one (XCtx *c, CsStmt *st, guint depth, GError **error)
 
     case CS_OP_LTORCH_LOG_SOFTMAX_BACKWARD:
       {
-        XVal *ov = arg_val (c, st, 1, NULL);
+        XVal *ov = arg_val (c, st, CS_ARG_OUTPUT);
         CsProxy *gp = cs_stmt_get_arg (st, 0, NULL)->u.proxy;
 
         if (y != NULL && a != NULL && a->role != XR_GNLL)
           break;   /* not of a cross-entropy: the region codegen's (before the kernels) */
         if (y == NULL || a == NULL || ov == NULL || a->role != XR_GNLL || ov->role != XR_LEAF_F
-            || ov->leaf != c->lp || ov->round != c->lp->dtype || !last_dim_arg (st, 2, "dim", gp->rank))
+            || ov->leaf != c->lp || ov->round != c->lp->dtype || !last_dim_arg (st, CS_ARG_DIM, gp->rank))
           return unsupported (c, st, error, "not the backward of nll_loss_backward's result through the saved log-softmax");
         if (c->gx_seen)
           return unsupported (c, st, error, "a second log_softmax_backward in one region");

@@ -416,6 +416,7 @@ test_structures (void)
     "  t14 = ltorch.masked_fill(x, t13, 0)  # t14: \"cuda:0 bf16[8, 32]\"\n"
     "  t15 = ltorch.type_as(x, lg)  # t15: \"cuda:0 f32[8, 32]\"\n"
     "  t16 = ltorch.float(x)  # t16: \"cuda:0 f32[8, 32]\"\n"
+    "  t17 = ltorch.uniform_like(x, maxval=2.0, minval=-1.0, dtype=dtypes.float32)  # t17: \"cuda:0 f32[8, 32]\"\n"
     "  return (t0,)\n");
   g_autoptr (GPtrArray) relu = decompose (t, nth_call (t, 0), NULL, FALSE);
   g_autoptr (GPtrArray) ln = decompose (t, nth_call (t, 1), NULL, FALSE);
@@ -431,6 +432,7 @@ test_structures (void)
   g_autoptr (GPtrArray) mfill = decompose (t, nth_call (t, 12), NULL, TRUE);
   g_autoptr (GPtrArray) tyas = decompose (t, nth_call (t, 13), NULL, FALSE);
   g_autoptr (GPtrArray) flt = decompose (t, nth_call (t, 14), NULL, FALSE);
+  g_autoptr (GPtrArray) unif = decompose (t, nth_call (t, 15), NULL, FALSE);
   char *s;
   GString *buf = g_string_new (NULL);
 
@@ -463,12 +465,18 @@ test_structures (void)
   s = callees (drop);
   g_assert_cmpstr (s, ==, "uniform_like lt mul mul");
   g_free (s);
+  g_assert_cmpint (((CsStmt *) g_ptr_array_index (drop, 0))->op->id, ==, CS_OP_LTORCH_UNIFORM_LIKE);
   cs_print_stmt_to (buf, g_ptr_array_index (drop, 3), 0, CS_PRINT_NO_SUBS);
   g_assert_nonnull (strstr (buf->str, ", 1.3333333333333333)"));
   g_string_truncate (buf, 0);
   /* the uniform draws bf16 in x's shape on x's device, printed as Thunder prints devices */
   cs_print_stmt_to (buf, ((CsStmt *) g_ptr_array_index (drop, 0))->subs[0], 0, CS_PRINT_NO_SUBS);
   g_assert_nonnull (strstr (buf->str, "prims.uniform((8, 32), 0.0, 1.0, device=devices.Device(\"cuda:0\"), dtype=dtypes.bfloat16)"));
+  g_string_truncate (buf, 0);
+  /* uniform_like's minval and maxval by keyword (its schema names them), dtype= kept */
+  g_assert_cmpuint (unif->len, ==, 1);
+  cs_print_stmt_to (buf, g_ptr_array_index (unif, 0), 0, CS_PRINT_NO_SUBS);
+  g_assert_nonnull (strstr (buf->str, "prims.uniform((8, 32), -1.0, 2.0, device=devices.Device(\"cuda:0\"), dtype=dtypes.float32)"));
   /* cross_entropy with ignore_index 3 inside [0, 10): take_along_axis then mask with where,
    * reduction 'sum': one prims.sum over the selected values, no division */
   g_assert_cmpuint (count_callee (xe, "prims.take_along_axis"), ==, 1);

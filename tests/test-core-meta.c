@@ -357,6 +357,9 @@ test_ltorch_nn (void)
   check ("", "t0 = ltorch.ones((3,), device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 f32[3]");
   check ("a i64[3]", "t0 = ltorch.ones_like(a, device=None, dtype=None)", "cuda:0 i64[3]");
   check ("a bf16[3, 2]", "t0 = ltorch.full_like(a, 0.5, device=None, dtype=dtypes.float32)", "cuda:0 f32[3, 2]");
+  /* uniform_like (dropout's draw): a's shape, dtype= when given, else a's */
+  check ("a bf16[3, 2]", "t0 = ltorch.uniform_like(a, 0.0, 1.0, device=None, dtype=dtypes.float32)", "cuda:0 f32[3, 2]");
+  check ("a bf16[3, 2]", "t0 = ltorch.uniform_like(a, maxval=2.0)", "cuda:0 bf16[3, 2]");
   /* ceil((10 - 1) / 4) = 3; a float start gives float32 */
   check ("", "t0 = ltorch.arange(1.0, 10, 4, device=devices.Device(\"cuda:0\"), dtype=None)", "cuda:0 f32[3]");
 }
