@@ -2055,6 +2055,9 @@ merge_adjacent_kernels (CsCudaProgram *p)
 {
   GPtrArray *old = p->steps;
   g_autoptr(GPtrArray) out = g_ptr_array_new ();
+  /* what merging two kernels with the same launches gave before (identical layers): "ka kb
+   * grids blocks args shared" -> merged kernel + 1, or 0 when they did not fit */
+  g_autoptr(GHashTable) merged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
   for (guint i = 0; i < old->len; i++)
     {
@@ -2062,7 +2065,10 @@ merge_adjacent_kernels (CsCudaProgram *p)
       CsCudaStep *b = i + 1 < old->len ? g_ptr_array_index (old, i + 1) : NULL;
       CsCudaKernel *ka, *kb;
       g_autofree char *text = NULL;
+      g_autofree char *mkey = NULL;
       const char *attrs;
+      gpointer known;
+      guint mk;
       CsCudaStep *m;
 
       if (b == NULL || a->kind != CS_CUDA_STEP_KERNEL || b->kind != CS_CUDA_STEP_KERNEL || !a->mergeable
@@ -2076,7 +2082,19 @@ merge_adjacent_kernels (CsCudaProgram *p)
         }
       ka = g_ptr_array_index (p->kernels, a->kernel);
       kb = g_ptr_array_index (p->kernels, b->kernel);
-      if (!blocks_mergeable (a, ka, b, kb, &attrs) || (text = merged_text (ka, a, kb, b)) == NULL)
+      mkey = g_strdup_printf ("%u %u %u %u %u %u %u %u %u %u %u %" G_GSIZE_FORMAT " %" G_GSIZE_FORMAT, a->kernel,
+                              b->kernel, a->grid[0], a->grid[1], a->block[0], a->block[1], b->grid[0], b->grid[1],
+                              b->block[0], b->block[1], a->args->len, a->shared_bytes, b->shared_bytes);
+      if (g_hash_table_lookup_extended (merged, mkey, NULL, &known))
+        mk = GPOINTER_TO_UINT (known);
+      else
+        {
+          mk = 0;
+          if (blocks_mergeable (a, ka, b, kb, &attrs) && (text = merged_text (ka, a, kb, b)) != NULL)
+            mk = cs_cuda_intern_kernel (p, attrs, text) + 1;
+          g_hash_table_insert (merged, g_steal_pointer (&mkey), GUINT_TO_POINTER (mk));
+        }
+      if (mk == 0)
         {
           g_ptr_array_add (out, a);
           continue;
@@ -2102,7 +2120,7 @@ merge_adjacent_kernels (CsCudaProgram *p)
       m->block[0] = a->block[0] * a->block[1];
       m->block[1] = m->block[2] = 1;
       m->shared_bytes = a->shared_bytes + b->shared_bytes;
-      m->kernel = cs_cuda_intern_kernel (p, attrs, text);
+      m->kernel = mk - 1;
       g_ptr_array_add (out, m);
       step_free (a);
       step_free (b);
