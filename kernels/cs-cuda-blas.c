@@ -30,6 +30,7 @@ struct _CsCudaGemm
   int                batch;        /* batch count, 1 = plain */
   int64_t            stride_a, stride_b, stride_d; /* batch strides, elements (0 = broadcast) */
   gboolean           tf32;         /* f32 operands may use TF32 */
+  /* the fields above are the problem (CsCudaGemmProblem); the rest is the plan */
 
   cublasLtMatmulDesc_t    op;      /* built by cs_cuda_gemm_plan */
   cublasLtMatrixLayout_t  la, lb, ld;
@@ -549,6 +550,51 @@ out:
   if (pref)
     cublasLtMatmulPreferenceDestroy (pref);
   return ok;
+}
+
+/** cs_cuda_gemm_get_problem: see cs-cuda-private.h. */
+void
+cs_cuda_gemm_get_problem (const CsCudaGemm *g, CsCudaGemmProblem *pr)
+{
+  *pr = (CsCudaGemmProblem) {
+    .slot_a = g->slot_a, .slot_b = g->slot_b, .slot_d = g->slot_d, .slot_bias = g->slot_bias,
+    .bgrad = g->bgrad, .dtype = g->dtype, .m = g->m, .n = g->n, .k = g->k, .ta = g->ta, .tb = g->tb,
+    .a_rows = g->a_rows, .a_cols = g->a_cols, .lda = g->lda, .b_rows = g->b_rows, .b_cols = g->b_cols,
+    .ldb = g->ldb, .ldd = g->ldd, .batch = g->batch, .stride_a = g->stride_a, .stride_b = g->stride_b,
+    .stride_d = g->stride_d, .tf32 = g->tf32,
+  };
+}
+
+/** cs_cuda_gemm_new_from_problem: see cs-cuda-private.h. */
+CsCudaGemm *
+cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr)
+{
+  CsCudaGemm *g = g_new0 (CsCudaGemm, 1);
+
+  g->slot_a = pr->slot_a;
+  g->slot_b = pr->slot_b;
+  g->slot_d = pr->slot_d;
+  g->slot_bias = pr->slot_bias;
+  g->bgrad = pr->bgrad;
+  g->dtype = pr->dtype;
+  g->m = pr->m;
+  g->n = pr->n;
+  g->k = pr->k;
+  g->ta = pr->ta;
+  g->tb = pr->tb;
+  g->a_rows = pr->a_rows;
+  g->a_cols = pr->a_cols;
+  g->lda = pr->lda;
+  g->b_rows = pr->b_rows;
+  g->b_cols = pr->b_cols;
+  g->ldb = pr->ldb;
+  g->ldd = pr->ldd;
+  g->batch = pr->batch;
+  g->stride_a = pr->stride_a;
+  g->stride_b = pr->stride_b;
+  g->stride_d = pr->stride_d;
+  g->tf32 = pr->tf32;
+  return g;
 }
 
 gboolean

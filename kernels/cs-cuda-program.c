@@ -21,6 +21,7 @@
 #include "cs-executors.h"
 #include "cs-meta.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -126,8 +127,9 @@ cs_cuda_program_add_step (CsCudaProgram *p, CsCudaStepKind kind, const char *kin
   return s;
 }
 
-static void
-step_free (gpointer data)
+/** cs_cuda_program_step_free: see cs-cuda-private.h. */
+void
+cs_cuda_program_step_free (gpointer data)
 {
   CsCudaStep *s = data;
 
@@ -1571,7 +1573,7 @@ hoist_constant_fills (CsCudaProgram *p)
   g_ptr_array_set_size (old, 0);
   for (guint i = 0; i < keep->len; i++)
     g_ptr_array_add (old, g_ptr_array_index (keep, i));
-  g_ptr_array_set_free_func (old, step_free);
+  g_ptr_array_set_free_func (old, cs_cuda_program_step_free);
 }
 
 /* ---- memory plan ---- */
@@ -1814,6 +1816,9 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_free (p->full_source);
   g_clear_pointer (&p->f64_traces[0], cs_trace_unref);
   g_clear_pointer (&p->f64_traces[1], cs_trace_unref);
+  g_free (p->cudnn_consulted);
+  if (p->names)
+    g_string_chunk_free (p->names);
   g_free (p);
 }
 
@@ -2122,15 +2127,15 @@ merge_adjacent_kernels (CsCudaProgram *p)
       m->shared_bytes = a->shared_bytes + b->shared_bytes;
       m->kernel = mk - 1;
       g_ptr_array_add (out, m);
-      step_free (a);
-      step_free (b);
+      cs_cuda_program_step_free (a);
+      cs_cuda_program_step_free (b);
       i++;
     }
   g_ptr_array_set_free_func (old, NULL);
   g_ptr_array_set_size (old, 0);
   for (guint i = 0; i < out->len; i++)
     g_ptr_array_add (old, g_ptr_array_index (out, i));
-  g_ptr_array_set_free_func (old, step_free);
+  g_ptr_array_set_free_func (old, cs_cuda_program_step_free);
 }
 
 /* Rebuilds p->kernels and p->source from the kernels the steps (then the constant fills) run,
@@ -2254,21 +2259,17 @@ out:
   return ok;
 }
 
+/* A program with its containers made and nothing else: what program_build fills. */
 static CsCudaProgram *
-program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
+program_alloc (const CsPolicy *policy, CsCudaBuildFlags flags)
 {
-  gboolean dry = (flags & CS_CUDA_BUILD_DRY) != 0;
   CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
-  g_autoptr(GPtrArray) fin = NULL;
-  CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
-  gint64 t0 = g_get_monotonic_time (), t_phase = t0;
-  gboolean ok = FALSE;
 
   p->policy = *policy;
   p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
-  p->steps = g_ptr_array_new_with_free_func (step_free);
-  p->setup_steps = g_ptr_array_new_with_free_func (step_free);
+  p->steps = g_ptr_array_new_with_free_func (cs_cuda_program_step_free);
+  p->setup_steps = g_ptr_array_new_with_free_func (cs_cuda_program_step_free);
   p->source = g_string_new ("");
   p->kernels = g_ptr_array_new_with_free_func (kernel_free);
   if (!(flags & CS_CUDA_BUILD_NO_DEDUPE))
@@ -2289,6 +2290,64 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
 
     p->break_kernel = brk != NULL && g_ascii_isdigit (brk[0]) ? (gint) g_ascii_strtoll (brk, NULL, 10) : -1;
   }
+  return p;
+}
+
+/* Reads the plan of @key from @path into @p (cs_cuda_plan_restore).  On a refused file, one
+ * line on stderr, and @p is replaced by a fresh program with the same device fields. */
+static gboolean
+plan_load (CsCudaProgram **pp, const char *path, const char *key, const CsPolicy *policy,
+           CsCudaBuildFlags flags)
+{
+  CsCudaProgram *p = *pp, *q;
+  g_autofree char *why = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  char *contents = NULL;
+  gsize len = 0;
+
+  if (!g_file_get_contents (path, &contents, &len, NULL))
+    return FALSE;   /* none yet */
+  bytes = g_bytes_new_take (contents, len);
+  if (cs_cuda_plan_restore (p, bytes, key, &why))
+    return TRUE;
+  g_printerr ("castscope: ignoring the cached plan %s: %s\n", path, why ? why : "refused");
+  q = program_alloc (policy, flags);
+  q->n_sms = p->n_sms;
+  q->cc_major = p->cc_major;
+  q->cc_minor = p->cc_minor;
+  q->device = p->device;
+  q->use_cudnn = p->use_cudnn;
+  cs_cuda_program_free (p);
+  *pp = q;
+  return FALSE;
+}
+
+/* Writes @p's plan for @key to @path (atomically); a failure is one line on stderr. */
+static void
+plan_save (CsCudaProgram *p, const char *path, const char *key)
+{
+  g_autoptr(GBytes) bytes = cs_cuda_plan_serialize (p, key);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr(GError) err = NULL;
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+
+  if (g_mkdir_with_parents (dir, 0755) != 0
+      || !g_file_set_contents (path, data, (gssize) len, &err))
+    g_printerr ("castscope: cannot write the plan cache %s: %s\n", path, err ? err->message : g_strerror (errno));
+}
+
+static CsCudaProgram *
+program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
+{
+  gboolean dry = (flags & CS_CUDA_BUILD_DRY) != 0;
+  CsCudaProgram *p = program_alloc (policy, flags);
+  g_autoptr(GPtrArray) fin = NULL;
+  CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
+  gint64 t0 = g_get_monotonic_time (), t_phase = t0;
+  gboolean ok = FALSE;
+  g_autofree char *plan_key = NULL;
+  g_autofree char *plan_path = NULL;
 
   if (dry)
     {
@@ -2308,6 +2367,19 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     {
       CS_CU_CHECK (cudaGetDevice (&p->device), error);
       p->use_cudnn = TRUE;   /* cs-cuda-cudnn.c loads the library at the first attention */
+    }
+
+  /* The whole plan from the disk cache when an earlier build made it (device builds; dry
+   * ones when asked). */
+  if (!(flags & CS_CUDA_BUILD_NO_DEDUPE) && (!dry || (flags & CS_CUDA_BUILD_PLAN_CACHE)))
+    {
+      plan_key = cs_cuda_plan_key (fwd, bwd, policy, p, flags);
+      plan_path = cs_cuda_plan_path (plan_key);
+    }
+  if (plan_path != NULL && plan_load (&p, plan_path, plan_key, policy, flags))
+    {
+      p->plan_cached = TRUE;
+      goto planned;
     }
 
   /* Forward: tensor parameters are the inputs. */
@@ -2446,6 +2518,9 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   liveness (p);
   p->arena_bytes = plan_arena (p);
   cs_cuda_program_schedule (p, graph_streams ());
+  if (plan_path != NULL)
+    plan_save (p, plan_path, plan_key);
+planned:
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
   p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
   p->codegen_ms = ms_since (t_phase);
