@@ -2987,6 +2987,7 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   t->plans_ms = p->plans_ms;
   t->n_gemm_plans = p->n_gemm_plans;
   t->first_plan_ms = p->first_plan_ms;
+  t->plan_cached = p->plan_cached;
   t->cache_hits = p->cache_hits;
   t->arena_bytes = p->arena_bytes;
   t->naive_bytes = p->naive_bytes;

@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 4
+#define CS_CUDA_BACKEND_ABI 5
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -95,7 +95,8 @@ typedef struct
   double      compile_ms;      /* program_new wall time (NVRTC or disk cache, plans), ms; the
                                   sum of the five phases below */
   double      device_ms;       /* of which: selecting the device and creating its context, ms */
-  double      codegen_ms;      /* the traces to steps, generated source and memory plan, ms */
+  double      codegen_ms;      /* the traces to steps, generated source and memory plan, ms (or
+                                  reading them from the plan cache: plan_cached) */
   double      setup_ms;        /* stream, arena and workspace allocation, cuBLASLt handle, ms */
   double      kernels_ms;      /* NVRTC (or the disk cache) and loading the libraries, ms */
   double      plans_ms;        /* cuBLASLt matmul descriptors and algorithm heuristics, ms */
@@ -107,6 +108,8 @@ typedef struct
   GArray     *steps;           /* element-type CsCudaStepTiming; owned by the program */
   guint       n_streams;       /* streams the graph's launches run on (CASTSCOPE_STREAMS) */
   guint       critical_path;   /* launches on the longest chain that must run in order */
+  gboolean    plan_cached;     /* the plan was read from the disk cache: codegen_ms is the time
+                                  to read it (kernels/cs-cuda-plan.c) */
 } CsCudaTimes;
 
 /**
