@@ -9,7 +9,7 @@
  * by the build from what was read.
  *
  * File: the magic "CSPLAN1\n", the format version (u32), the key (string), the payload's
- * length (u64) and SHA-256 (32 bytes), then the payload: little-endian fixed-width numbers,
+ * length (u64) and 128-bit MurmurHash3 (16 bytes), then the payload: little-endian fixed-width numbers,
  * strings as a u32 length and bytes, every field written one by one (no struct padding), so
  * that the same program always gives the same bytes.  A file that fails any check (magic,
  * version, key, length, digest, a number out of range) is ignored with one line on stderr and
@@ -29,7 +29,7 @@
 
 #define PLAN_MAGIC "CSPLAN1\n"
 /* Bumped whenever the payload's layout changes. */
-#define PLAN_FORMAT 1u
+#define PLAN_FORMAT 2u
 
 /* ---- writing ---- */
 
@@ -179,25 +179,108 @@ get_uints (Reader *r, GArray *a, guint64 limit)
     }
 }
 
+/* ---- hashing: MurmurHash3 x64_128 (Austin Appleby, public domain), seed 0 ---- */
+
+static inline guint64
+rotl64 (guint64 x, int r)
+{
+  return (x << r) | (x >> (64 - r));
+}
+
+static inline guint64
+fmix64 (guint64 k)
+{
+  k ^= k >> 33;
+  k *= G_GUINT64_CONSTANT (0xff51afd7ed558ccd);
+  k ^= k >> 33;
+  k *= G_GUINT64_CONSTANT (0xc4ceb9fe1a85ec53);
+  k ^= k >> 33;
+  return k;
+}
+
+static inline guint64
+load64 (const guint8 *p)
+{
+  guint64 v;
+
+  memcpy (&v, p, sizeof v);
+  return GUINT64_FROM_LE (v);
+}
+
+/** cs_cuda_plan_hash128: see cs-cuda-private.h. */
+void
+cs_cuda_plan_hash128 (const guint8 *d, gsize n, guint8 out[16])
+{
+  const guint64 c1 = G_GUINT64_CONSTANT (0x87c37b91114253d5), c2 = G_GUINT64_CONSTANT (0x4cf5ad432745937f);
+  guint64 h1 = 0, h2 = 0, k1 = 0, k2 = 0;
+  gsize nblocks = n / 16;
+  const guint8 *tail = d + nblocks * 16;
+
+  for (gsize i = 0; i < nblocks; i++)
+    {
+      k1 = load64 (d + i * 16);
+      k2 = load64 (d + i * 16 + 8);
+      k1 *= c1; k1 = rotl64 (k1, 31); k1 *= c2; h1 ^= k1;
+      h1 = rotl64 (h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+      k2 *= c2; k2 = rotl64 (k2, 33); k2 *= c1; h2 ^= k2;
+      h2 = rotl64 (h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+  k1 = k2 = 0;
+  switch (n & 15)
+    {
+    case 15: k2 ^= (guint64) tail[14] << 48; /* fall through */
+    case 14: k2 ^= (guint64) tail[13] << 40; /* fall through */
+    case 13: k2 ^= (guint64) tail[12] << 32; /* fall through */
+    case 12: k2 ^= (guint64) tail[11] << 24; /* fall through */
+    case 11: k2 ^= (guint64) tail[10] << 16; /* fall through */
+    case 10: k2 ^= (guint64) tail[9] << 8;   /* fall through */
+    case 9:  k2 ^= (guint64) tail[8];
+             k2 *= c2; k2 = rotl64 (k2, 33); k2 *= c1; h2 ^= k2;
+             /* fall through */
+    case 8:  k1 ^= (guint64) tail[7] << 56;  /* fall through */
+    case 7:  k1 ^= (guint64) tail[6] << 48;  /* fall through */
+    case 6:  k1 ^= (guint64) tail[5] << 40;  /* fall through */
+    case 5:  k1 ^= (guint64) tail[4] << 32;  /* fall through */
+    case 4:  k1 ^= (guint64) tail[3] << 24;  /* fall through */
+    case 3:  k1 ^= (guint64) tail[2] << 16;  /* fall through */
+    case 2:  k1 ^= (guint64) tail[1] << 8;   /* fall through */
+    case 1:  k1 ^= (guint64) tail[0];
+             k1 *= c1; k1 = rotl64 (k1, 31); k1 *= c2; h1 ^= k1;
+             break;
+    default: break;
+    }
+  h1 ^= (guint64) n;
+  h2 ^= (guint64) n;
+  h1 += h2;
+  h2 += h1;
+  h1 = fmix64 (h1);
+  h2 = fmix64 (h2);
+  h1 += h2;
+  h2 += h1;
+  for (int i = 0; i < 8; i++)
+    {
+      out[i] = (guint8) (h1 >> (8 * i));
+      out[8 + i] = (guint8) (h2 >> (8 * i));
+    }
+}
+
 /* ---- the key ---- */
 
 /* The file and its size and modification time of the module this code is in (the kernels
  * module, or a test binary linking it statically): a rebuilt executor gives another key. */
 static void
-module_identity (GChecksum *sum)
+module_identity (GString *s)
 {
   Dl_info info;
   GStatBuf st;
-  g_autofree char *id = NULL;
 
   if (dladdr ((void *) module_identity, &info) == 0 || info.dli_fname == NULL || g_stat (info.dli_fname, &st) != 0)
     {
-      g_checksum_update (sum, (const guchar *) "module ?", -1);
+      g_string_append (s, "module ?\n");
       return;
     }
-  id = g_strdup_printf ("module %s %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %ld", info.dli_fname,
-                        (gint64) st.st_size, (gint64) st.st_mtim.tv_sec, (long) st.st_mtim.tv_nsec);
-  g_checksum_update (sum, (const guchar *) id, -1);
+  g_string_append_printf (s, "module %s %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %ld\n", info.dli_fname,
+                          (gint64) st.st_size, (gint64) st.st_mtim.tv_sec, (long) st.st_mtim.tv_nsec);
 }
 
 static int
@@ -213,8 +296,9 @@ char *
 cs_cuda_plan_key (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCudaProgram *p,
                   CsCudaBuildFlags flags)
 {
-  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   g_autoptr(GString) s = g_string_new (NULL);
+  guint8 h[16];
+  char hex[33];
   g_autofree char *pol = cs_policy_to_string (policy);
   g_auto(GStrv) env = g_get_environ ();
   int rt = 0, drv = 0;
@@ -235,18 +319,27 @@ cs_cuda_plan_key (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCu
     if (g_str_has_prefix (env[i], "CASTSCOPE_") && !g_str_has_prefix (env[i], "CASTSCOPE_CACHE_DIR=")
         && !g_str_has_prefix (env[i], "CASTSCOPE_TEST_BREAK_KERNEL="))
       g_string_append_printf (s, "env %s\n", env[i]);
-  g_checksum_update (sum, (const guchar *) s->str, (gssize) s->len);
-  module_identity (sum);
-  g_string_truncate (s, 0);
-  g_string_append (s, "\nforward\n");
-  cs_print_trace_to (s, fwd, CS_PRINT_DEFAULT);
-  if (bwd)
+  module_identity (s);
+  for (guint i = 0; i < 2; i++)
     {
-      g_string_append (s, "\nbackward\n");
-      cs_print_trace_to (s, bwd, CS_PRINT_DEFAULT);
+      CsTrace *t = i == 0 ? fwd : bwd;
+      gsize at = s->len;
+      const char *nl;
+
+      if (t == NULL)
+        continue;
+      g_string_append (s, i == 0 ? "forward\n" : "backward\n");
+      at = s->len;
+      cs_print_trace_to (s, t, CS_PRINT_NO_LEADING);
+      /* without the provenance line `# Constructed by ... (took N milliseconds)`, the first */
+      if (t->provenance != NULL && g_str_has_prefix (s->str + at, "# Constructed by ")
+          && (nl = strchr (s->str + at, '\n')) != NULL)
+        g_string_erase (s, (gssize) at, (gssize) (nl + 1 - (s->str + at)));
     }
-  g_checksum_update (sum, (const guchar *) s->str, (gssize) s->len);
-  return g_strdup (g_checksum_get_string (sum));
+  cs_cuda_plan_hash128 ((const guint8 *) s->str, s->len, h);
+  for (guint i = 0; i < 16; i++)
+    g_snprintf (hex + 2 * i, 3, "%02x", h[i]);
+  return g_strdup (hex);
 }
 
 /**
@@ -379,9 +472,7 @@ cs_cuda_plan_serialize (const CsCudaProgram *p, const char *key)
   GByteArray *pay = g_byte_array_new ();
   GByteArray *out = g_byte_array_new ();
   const GPtrArray *lists[2] = { p->steps, p->setup_steps };
-  guint8 digest[32];
-  gsize dlen = sizeof digest;
-  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  guint8 digest[16];
 
   put_u32 (pay, (guint32) p->n_sms);
   put_u32 (pay, (guint32) p->cc_major);
@@ -435,13 +526,12 @@ cs_cuda_plan_serialize (const CsCudaProgram *p, const char *key)
   put_infos (pay, p->inputs, p->input_slots);
   put_infos (pay, p->outputs, p->output_slots);
 
-  g_checksum_update (sum, pay->data, pay->len);
-  g_checksum_get_digest (sum, digest, &dlen);
+  cs_cuda_plan_hash128 (pay->data, pay->len, digest);
   g_byte_array_append (out, (const guint8 *) PLAN_MAGIC, 8);
   put_u32 (out, PLAN_FORMAT);
   put_str (out, key);
   put_u64 (out, pay->len);
-  g_byte_array_append (out, digest, 32);
+  g_byte_array_append (out, digest, 16);
   g_byte_array_append (out, pay->data, pay->len);
   g_byte_array_unref (pay);
   return g_byte_array_free_to_bytes (out);
@@ -638,9 +728,7 @@ cs_cuda_plan_restore (CsCudaProgram *p, GBytes *data, const char *key, char **wh
   Reader h = { d, n, 0, FALSE }, r;
   g_autofree char *fkey = NULL;
   guint64 plen;
-  guint8 digest[32];
-  gsize dlen = sizeof digest;
-  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  guint8 digest[16];
   GPtrArray *lists[2] = { p->steps, p->setup_steps };
   guint nk;
 
@@ -663,19 +751,18 @@ cs_cuda_plan_restore (CsCudaProgram *p, GBytes *data, const char *key, char **wh
       return FALSE;
     }
   plen = get_u64 (&h);
-  if (h.bad || n - h.at < 32 || plen != n - h.at - 32)
+  if (h.bad || n - h.at < 16 || plen != n - h.at - 16)
     {
       *why = g_strdup ("truncated or the wrong length");
       return FALSE;
     }
-  g_checksum_update (sum, d + h.at + 32, (gssize) plen);
-  g_checksum_get_digest (sum, digest, &dlen);
-  if (memcmp (digest, d + h.at, 32) != 0)
+  cs_cuda_plan_hash128 (d + h.at + 16, plen, digest);
+  if (memcmp (digest, d + h.at, 16) != 0)
     {
       *why = g_strdup ("its checksum does not match (a corrupt file)");
       return FALSE;
     }
-  r = (Reader) { d + h.at + 32, plen, 0, FALSE };
+  r = (Reader) { d + h.at + 16, plen, 0, FALSE };
   if (p->names == NULL)
     p->names = g_string_chunk_new (1024);
 

@@ -479,14 +479,19 @@ void         cs_cuda_program_step_free  (gpointer step);
  * cs_cuda_plan_key:
  * @p: the program being built, after its device phase (n_sms, compute capability, use_cudnn)
  *
- * The plan's cache key: the SHA-256 (hex) of the format version, @flags, the device, the CUDA
+ * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device, the CUDA
  * runtime, driver and cuBLASLt versions, @policy, every CASTSCOPE_* environment variable but
  * CASTSCOPE_CACHE_DIR and CASTSCOPE_TEST_BREAK_KERNEL, this module's file (path, size,
- * modification time) and the printed @fwd and @bwd (every subsymbol level).
- * Returns: (transfer full): 64 hex digits
+ * modification time) and the printed @fwd and @bwd (every subsymbol level, without the leading
+ * comments and the provenance line `# Constructed by ... (took N milliseconds)`).
+ * Returns: (transfer full): 32 hex digits
  */
 char        *cs_cuda_plan_key           (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                          const CsCudaProgram *p, CsCudaBuildFlags flags);
+/* The 128-bit MurmurHash3 (x64_128, seed 0) of @n bytes at @d into @out (16 bytes: h1 then h2,
+ * little-endian): not a cryptographic digest but a fast one (about a byte a cycle), the plan
+ * file's check against damage and its key. */
+void         cs_cuda_plan_hash128       (const guint8 *d, gsize n, guint8 out[16]);
 /* The cache file of @key (`plan-<key>.bin` in cs_cuda_jit_cache_dir()), or NULL when
  * CASTSCOPE_NO_CACHE=1 or CASTSCOPE_PLAN_CACHE=0. */
 char        *cs_cuda_plan_path          (const char *key);
@@ -508,7 +513,7 @@ GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key
  * Fills @p as its codegen phase would: buffers with their offsets, slots, the unique kernels
  * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; a
  * cuDNN step is planned again through cs_cuda_cudnn_sdpa_step.  Checks the magic, format,
- * @key, length, SHA-256 and every index and extent (a slot inside its buffer, a buffer inside
+ * @key, length, hash and every index and extent (a slot inside its buffer, a buffer inside
  * the arena, waits on earlier steps); on any failure returns FALSE, @p then only fit to be
  * freed.
  * Returns: TRUE when @p holds the plan
