@@ -267,15 +267,20 @@ struct _CsCudaProgram
   guint          n_streams;      /* streams the schedule uses, >= 1 */
   guint          critical_path;  /* longest chain of steps that must run in order, in steps */
   cublasLtHandle_t lt;           /* cuBLASLt handle */
+  gboolean       lt_shared;      /* lt is the process's handle (cs_cuda_lt_startup_join): not
+                                    destroyed with the program */
+  double         lt_startup_ms;  /* cuBLASLt's start-up on its thread (CsCudaTimes), ms */
+  double         lt_wait_ms;     /* of plans_ms, the wait for it, ms */
+  double         lt_lead_ms;     /* how long before this build it began, ms (0: not before) */
   void          *workspace;      /* cuBLASLt workspace */
   gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
   cudaGraphExec_t graph;         /* instantiated whole-step graph, or NULL */
   double         compile_ms;     /* program build time, ms (the phases below summed) */
   double         device_ms;      /* device selection and context creation, ms */
   double         codegen_ms;     /* steps, source, memory plan, ms */
-  double         setup_ms;       /* stream, arena, workspace, cuBLASLt handle, ms */
+  double         setup_ms;       /* stream, arena, workspaces, ms */
   double         kernels_ms;     /* compile (or disk cache) and library loads, ms */
-  double         plans_ms;       /* cuBLASLt plans, ms */
+  double         plans_ms;       /* cuBLASLt plans (with the wait for its start-up), ms */
   double         first_plan_ms;  /* of plans_ms, the first GEMM's plan (cuBLASLt's start-up) */
   guint          n_gemm_plans;   /* distinct cuBLASLt problems planned (GEMMs without bias that
                                     share a problem share one plan) */
@@ -455,6 +460,27 @@ typedef struct
 void         cs_cuda_gemm_get_problem   (const CsCudaGemm *g, CsCudaGemmProblem *pr);
 /* A GEMM of problem @pr, not planned yet (cs_cuda_gemm_plan makes its plan). */
 CsCudaGemm  *cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr);
+/**
+ * cs_cuda_lt_startup_begin:
+ * @device: the CUDA ordinal programs will run on
+ *
+ * Starts cuBLASLt's start-up on a thread of its own (once per process; later calls return at
+ * once): the device's primary context, a cuBLASLt handle, one heuristic query and one
+ * algorithm check of a 64 x 64 bf16 GEMM, which pay cuBLASLt's first-use cost (about 80 ms on
+ * the H200, kernels/BENCH-RESULTS.md run 26).
+ */
+void         cs_cuda_lt_startup_begin   (int device);
+/**
+ * cs_cuda_lt_startup_join:
+ * @ms: (out): the start-up's duration, ms, for the first join; 0 for later ones
+ * @waited_ms: (out): how long this call waited for it, ms
+ * @t_begin: (out): when it began (g_get_monotonic_time())
+ *
+ * Begins the start-up if nothing did and waits for it.
+ * Returns: (transfer none): the process's shared handle for @device (never destroyed), or NULL
+ *   when the start-up failed or ran for another device (the caller makes its own)
+ */
+cublasLtHandle_t cs_cuda_lt_startup_join (int device, double *ms, double *waited_ms, gint64 *t_begin);
 /* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
 gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans,
                                          GError **error);
