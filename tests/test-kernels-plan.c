@@ -270,7 +270,7 @@ test_round_trip (gconstpointer data)
 
       if (sh == NULL)
         {
-          g_test_skip ("CS_SHARED_TRACES is not set");
+          g_test_skip ("CS_SHARED_TRACES is not set: the shared traces are not present");
           rm_rf (dir);
           return;
         }
@@ -280,7 +280,8 @@ test_round_trip (gconstpointer data)
     path = g_test_build_filename (G_TEST_DIST, name, NULL);
   if (!step_load (&s, path))
     {
-      g_test_skip ("trace not found");
+      g_test_skip (g_str_has_prefix (name, "shared:") ? "the shared traces (CS_SHARED_TRACES) are not present"
+                                                      : "trace not found");
       rm_rf (dir);
       return;
     }
