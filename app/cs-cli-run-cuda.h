@@ -77,6 +77,16 @@ int       cs_cli_run_cuda            (CsTrace                *fwd,
                                       const CsCliCudaOptions *opts);
 
 /**
+ * cs_cli_cuda_start_up:
+ *
+ * Begins the CUDA executor's cuBLASLt start-up on a thread of its own (the backend's
+ * start_up), for a command about to read a trace and run it on the GPU: the start-up then
+ * runs beside the parsing and the passes, and cs_cli_run_cuda() reports it.  Does nothing when
+ * the executor cannot be loaded.
+ */
+void      cs_cli_cuda_start_up       (void);
+
+/**
  * cs_cli_cuda_check_device:
  * @error: return location for the reason (no kernels module, no driver, no device)
  *

@@ -802,6 +802,8 @@ cs_cli_cmd_run (int argc, char **argv)
 
   progress = cs_cli_progress_new_stderr ();
   run_progress = progress;
+  if (device && strcmp (device, "cuda") == 0)
+    cs_cli_cuda_start_up ();   /* cuBLASLt's start-up beside the reading and the passes */
   cs_cli_progress_set_now (progress, "run: reading %s and running the passes", argv[1]);
   pl = cs_cli_run_pipeline (argv[1], (guint) index, &policy, grad, &error);
   cs_cli_progress_clear (progress);

@@ -146,6 +146,18 @@ source (CsCudaProgram *p)
   return p->full_source ? p->full_source : "";
 }
 
+/* The vtable's start_up: cuBLASLt's start-up on device 0 (the device cs_cuda_init_device
+ * selects), on its own thread. */
+static void
+start_up (void)
+{
+  int count = 0;
+
+  if (cudaGetDeviceCount (&count) == cudaSuccess && count > 0)
+    cs_cuda_lt_startup_begin (0);
+  cudaGetLastError ();
+}
+
 static const CsCudaBackend backend = {
   .abi = CS_CUDA_BACKEND_ABI,
   .device_info = device_info,
@@ -161,6 +173,7 @@ static const CsCudaBackend backend = {
   .program_time = cs_cuda_program_time,
   .program_source = source,
   .program_new_f64 = cs_cuda_program_build_f64,
+  .start_up = start_up,
 };
 
 const CsCudaBackend *

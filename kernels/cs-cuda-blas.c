@@ -30,6 +30,7 @@ struct _CsCudaGemm
   int                batch;        /* batch count, 1 = plain */
   int64_t            stride_a, stride_b, stride_d; /* batch strides, elements (0 = broadcast) */
   gboolean           tf32;         /* f32 operands may use TF32 */
+  /* the fields above are the problem (CsCudaGemmProblem); the rest is the plan */
 
   cublasLtMatmulDesc_t    op;      /* built by cs_cuda_gemm_plan */
   cublasLtMatrixLayout_t  la, lb, ld;
@@ -549,6 +550,152 @@ out:
   if (pref)
     cublasLtMatmulPreferenceDestroy (pref);
   return ok;
+}
+
+/* ---- cuBLASLt's start-up on a thread of its own ---- */
+
+typedef struct
+{
+  GThread          *thread;    /* running or joined start-up, NULL before the first begin */
+  int               device;    /* the device it started on */
+  cublasLtHandle_t  lt;        /* the handle it made (programs on that device share it) */
+  gint64            t_begin;   /* g_get_monotonic_time() at the begin */
+  double            ms;        /* its duration */
+  gboolean          joined;    /* the first join happened */
+  char             *error;     /* what failed, or NULL */
+} LtStartup;
+
+static LtStartup lt_startup;
+G_LOCK_DEFINE_STATIC (lt_startup);
+
+/* The start-up's work: the device's primary context, a handle, then one heuristic query and
+ * one algorithm check of a small bf16 GEMM, which is where cuBLASLt's first-use cost lies
+ * (kernels/BENCH-RESULTS.md, run 26). */
+static gpointer
+lt_startup_run (gpointer data)
+{
+  cublasLtMatmulDesc_t op = NULL;
+  cublasLtMatrixLayout_t l = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t heur;
+  cublasLtMatmulHeuristicResult_t check;
+  int found = 0;
+  uint64_t ws = 32u << 20;
+  const char *failed = NULL;
+
+  if (cudaSetDevice (lt_startup.device) != cudaSuccess || cudaFree (NULL) != cudaSuccess)
+    failed = "the device context";
+  else if (cublasLtCreate (&lt_startup.lt) != CUBLAS_STATUS_SUCCESS)
+    {
+      lt_startup.lt = NULL;
+      failed = "cublasLtCreate";
+    }
+  else if (cublasLtMatmulDescCreate (&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS
+           || cublasLtMatrixLayoutCreate (&l, CUDA_R_16BF, 64, 64, 64) != CUBLAS_STATUS_SUCCESS
+           || cublasLtMatmulPreferenceCreate (&pref) != CUBLAS_STATUS_SUCCESS
+           || cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                    sizeof ws) != CUBLAS_STATUS_SUCCESS
+           || cublasLtMatmulAlgoGetHeuristic (lt_startup.lt, op, l, l, l, l, pref, 1, &heur, &found)
+                != CUBLAS_STATUS_SUCCESS || found < 1
+           || cublasLtMatmulAlgoCheck (lt_startup.lt, op, l, l, l, l, &heur.algo, &check) != CUBLAS_STATUS_SUCCESS)
+    failed = "the first heuristic query and algorithm check";
+  if (pref)
+    cublasLtMatmulPreferenceDestroy (pref);
+  if (l)
+    cublasLtMatrixLayoutDestroy (l);
+  if (op)
+    cublasLtMatmulDescDestroy (op);
+  cudaGetLastError ();
+  if (failed)
+    lt_startup.error = g_strdup (failed);
+  lt_startup.ms = (double) (g_get_monotonic_time () - lt_startup.t_begin) / 1000.0;
+  return data;
+}
+
+/** cs_cuda_lt_startup_begin: see cs-cuda-private.h. */
+void
+cs_cuda_lt_startup_begin (int device)
+{
+  G_LOCK (lt_startup);
+  if (lt_startup.thread == NULL)
+    {
+      lt_startup.device = device;
+      lt_startup.t_begin = g_get_monotonic_time ();
+      lt_startup.thread = g_thread_new ("cs-cublaslt-startup", lt_startup_run, NULL);
+    }
+  G_UNLOCK (lt_startup);
+}
+
+/** cs_cuda_lt_startup_join: see cs-cuda-private.h. */
+cublasLtHandle_t
+cs_cuda_lt_startup_join (int device, double *ms, double *waited_ms, gint64 *t_begin)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  cublasLtHandle_t lt = NULL;
+
+  cs_cuda_lt_startup_begin (device);
+  G_LOCK (lt_startup);
+  if (!lt_startup.joined)
+    {
+      g_thread_join (lt_startup.thread);
+      lt_startup.joined = TRUE;
+      *ms = lt_startup.ms;
+      if (lt_startup.error)
+        g_debug ("cuBLASLt start-up: %s failed", lt_startup.error);
+    }
+  else
+    *ms = 0;   /* an earlier program waited for it */
+  *t_begin = lt_startup.t_begin;
+  if (lt_startup.device == device && lt_startup.error == NULL)
+    lt = lt_startup.lt;
+  G_UNLOCK (lt_startup);
+  *waited_ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+  return lt;
+}
+
+/** cs_cuda_gemm_get_problem: see cs-cuda-private.h. */
+void
+cs_cuda_gemm_get_problem (const CsCudaGemm *g, CsCudaGemmProblem *pr)
+{
+  *pr = (CsCudaGemmProblem) {
+    .slot_a = g->slot_a, .slot_b = g->slot_b, .slot_d = g->slot_d, .slot_bias = g->slot_bias,
+    .bgrad = g->bgrad, .dtype = g->dtype, .m = g->m, .n = g->n, .k = g->k, .ta = g->ta, .tb = g->tb,
+    .a_rows = g->a_rows, .a_cols = g->a_cols, .lda = g->lda, .b_rows = g->b_rows, .b_cols = g->b_cols,
+    .ldb = g->ldb, .ldd = g->ldd, .batch = g->batch, .stride_a = g->stride_a, .stride_b = g->stride_b,
+    .stride_d = g->stride_d, .tf32 = g->tf32,
+  };
+}
+
+/** cs_cuda_gemm_new_from_problem: see cs-cuda-private.h. */
+CsCudaGemm *
+cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr)
+{
+  CsCudaGemm *g = g_new0 (CsCudaGemm, 1);
+
+  g->slot_a = pr->slot_a;
+  g->slot_b = pr->slot_b;
+  g->slot_d = pr->slot_d;
+  g->slot_bias = pr->slot_bias;
+  g->bgrad = pr->bgrad;
+  g->dtype = pr->dtype;
+  g->m = pr->m;
+  g->n = pr->n;
+  g->k = pr->k;
+  g->ta = pr->ta;
+  g->tb = pr->tb;
+  g->a_rows = pr->a_rows;
+  g->a_cols = pr->a_cols;
+  g->lda = pr->lda;
+  g->b_rows = pr->b_rows;
+  g->b_cols = pr->b_cols;
+  g->ldb = pr->ldb;
+  g->ldd = pr->ldd;
+  g->batch = pr->batch;
+  g->stride_a = pr->stride_a;
+  g->stride_b = pr->stride_b;
+  g->stride_d = pr->stride_d;
+  g->tf32 = pr->tf32;
+  return g;
 }
 
 gboolean

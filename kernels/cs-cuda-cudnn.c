@@ -596,6 +596,13 @@ struct _CsCudaCudnn
   CudnnDesc   pack;        /* the variant pack, once bound */
 };
 
+/** cs_cuda_cudnn_problem: see cs-cuda-private.h. */
+const CsCudnnSdpa *
+cs_cuda_cudnn_problem (const CsCudaCudnn *c)
+{
+  return &c->desc;
+}
+
 /* The problem's key: everything the graph is specialised on. */
 static char *
 plan_key (const CsCudnnSdpa *d)
@@ -731,6 +738,8 @@ cs_cuda_cudnn_sdpa_step (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, ch
   guint reads[6], writes[3], nr = 0, nw = 0;
 
   *why = NULL;
+  if (p->cudnn_consulted == NULL && g_strcmp0 (g_getenv ("CASTSCOPE_CUDNN"), "0") != 0)
+    p->cudnn_consulted = g_strdup (cs_cuda_cudnn_describe ());
   if (!cs_cuda_cudnn_enabled ())
     {
       *why = g_strdup (cs_cuda_cudnn_describe ());

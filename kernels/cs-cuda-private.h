@@ -122,6 +122,8 @@ typedef struct
 /* cs_cuda_program_build_full() and CsCudaBuildFlags exist (tests/bench-compile.c also builds
  * against the executor before them). */
 #define CS_CUDA_BUILD_FULL_API 1
+/* CS_CUDA_BUILD_PLAN_CACHE and cs-cuda-plan.c exist (tests/bench-compile.c builds without). */
+#define CS_CUDA_PLAN_CACHE_API 1
 
 /* How cs_cuda_program_build_full() builds. */
 typedef enum
@@ -131,6 +133,8 @@ typedef enum
   CS_CUDA_BUILD_COMPILE      = 1 << 1,   /* with DRY: also compile the kernels to CUBINs (NVRTC
                                             needs no device), as a device build would */
   CS_CUDA_BUILD_NO_DEDUPE    = 1 << 2,   /* tests: one kernel per step, identical ones included */
+  CS_CUDA_BUILD_PLAN_CACHE   = 1 << 3,   /* with DRY: read and write the whole-plan cache as a
+                                            device build does (cs-cuda-plan.c) */
 } CsCudaBuildFlags;
 
 /* Alignment of every buffer in the arena, bytes. */
@@ -263,15 +267,20 @@ struct _CsCudaProgram
   guint          n_streams;      /* streams the schedule uses, >= 1 */
   guint          critical_path;  /* longest chain of steps that must run in order, in steps */
   cublasLtHandle_t lt;           /* cuBLASLt handle */
+  gboolean       lt_shared;      /* lt is the process's handle (cs_cuda_lt_startup_join): not
+                                    destroyed with the program */
+  double         lt_startup_ms;  /* cuBLASLt's start-up on its thread (CsCudaTimes), ms */
+  double         lt_wait_ms;     /* of plans_ms, the wait for it, ms */
+  double         lt_lead_ms;     /* how long before this build it began, ms (0: not before) */
   void          *workspace;      /* cuBLASLt workspace */
   gsize          workspace_bytes;/* 32 MiB (Hopper recommendation) */
   cudaGraphExec_t graph;         /* instantiated whole-step graph, or NULL */
   double         compile_ms;     /* program build time, ms (the phases below summed) */
   double         device_ms;      /* device selection and context creation, ms */
   double         codegen_ms;     /* steps, source, memory plan, ms */
-  double         setup_ms;       /* stream, arena, workspace, cuBLASLt handle, ms */
+  double         setup_ms;       /* stream, arena, workspaces, ms */
   double         kernels_ms;     /* compile (or disk cache) and library loads, ms */
-  double         plans_ms;       /* cuBLASLt plans, ms */
+  double         plans_ms;       /* cuBLASLt plans (with the wait for its start-up), ms */
   double         first_plan_ms;  /* of plans_ms, the first GEMM's plan (cuBLASLt's start-up) */
   guint          n_gemm_plans;   /* distinct cuBLASLt problems planned (GEMMs without bias that
                                     share a problem share one plan) */
@@ -292,6 +301,12 @@ struct _CsCudaProgram
   void          *cudnn_workspace;        /* device bytes shared by the cuDNN steps */
   gsize          cudnn_workspace_bytes;  /* their size (max over the steps) */
   gsize          cudnn_workspace_alloc;  /* the pool block's size */
+  char          *cudnn_consulted;/* cs_cuda_cudnn_describe() when the build asked cuDNN to take
+                                    an attention (its answer shaped the plan), else NULL */
+  gboolean       plan_cached;    /* the plan (steps, slots, memory plan, kernels' text) was
+                                    read from the disk cache, not generated (cs-cuda-plan.c) */
+  GStringChunk  *names;          /* tensor names of a plan read from the cache (the infos'
+                                    `name`), or NULL */
   gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN
                                     runs, the first bytes of every tensor it writes are overwritten
                                     (a deliberately wrong result); -1 = off */
@@ -372,6 +387,8 @@ gboolean     cs_cuda_attention_handles  (const CsStmt *st);
 /* Their kernels (online-softmax forward; FlashAttention-2 backward); see the .c file. */
 gboolean     cs_cuda_attention_call     (CsCudaProgram *p, CsStmt *st, GError **error);
 /* ---- cuDNN attention (cs-cuda-cudnn.c) ---- */
+/* The problem of a cuDNN step (what cs_cuda_cudnn_sdpa_step was given). */
+const CsCudnnSdpa *cs_cuda_cudnn_problem (const CsCudaCudnn *c);
 gboolean     cs_cuda_cudnn_enabled      (void);
 const char  *cs_cuda_cudnn_describe     (void);
 /* Adds the cuDNN step of @d (FALSE, *@why set: not taken, run the kernels); see the .c file. */
@@ -422,6 +439,48 @@ CsCudaGemm  *cs_cuda_gemm_new           (CsCudaProgram *p, guint a, guint b, gui
  * Returns: FALSE (and @g unchanged) when @g is not of that form
  */
 gboolean     cs_cuda_gemm_set_bias_grad (CsCudaGemm *g, guint bgrad);
+/* What a GEMM computes, without its plan: the first fields of CsCudaGemm (cs-cuda-blas.c has
+ * their meaning), as the whole-plan cache keeps them. */
+typedef struct
+{
+  guint              slot_a, slot_b, slot_d;   /* cuBLAS A (our B), cuBLAS B (our A), D */
+  gint               slot_bias;                /* bias or bias gradient, or -1 */
+  gboolean           bgrad;                    /* BGRADB epilogue */
+  CsDtype            dtype;                    /* operand and output dtype */
+  int64_t            m, n, k;                  /* col-major problem */
+  cublasOperation_t  ta, tb;                   /* transposes of cuBLAS A and B */
+  int64_t            a_rows, a_cols, lda;      /* stored layout of cuBLAS A */
+  int64_t            b_rows, b_cols, ldb;      /* stored layout of cuBLAS B */
+  int64_t            ldd;                      /* leading dim of D */
+  int                batch;                    /* batch count */
+  int64_t            stride_a, stride_b, stride_d; /* batch strides, elements */
+  gboolean           tf32;                     /* TF32 allowed */
+} CsCudaGemmProblem;
+/* Copies @g's problem into @pr. */
+void         cs_cuda_gemm_get_problem   (const CsCudaGemm *g, CsCudaGemmProblem *pr);
+/* A GEMM of problem @pr, not planned yet (cs_cuda_gemm_plan makes its plan). */
+CsCudaGemm  *cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr);
+/**
+ * cs_cuda_lt_startup_begin:
+ * @device: the CUDA ordinal programs will run on
+ *
+ * Starts cuBLASLt's start-up on a thread of its own (once per process; later calls return at
+ * once): the device's primary context, a cuBLASLt handle, one heuristic query and one
+ * algorithm check of a 64 x 64 bf16 GEMM, which pay cuBLASLt's first-use cost (about 80 ms on
+ * the H200, kernels/BENCH-RESULTS.md run 26).
+ */
+void         cs_cuda_lt_startup_begin   (int device);
+/**
+ * cs_cuda_lt_startup_join:
+ * @ms: (out): the start-up's duration, ms, for the first join; 0 for later ones
+ * @waited_ms: (out): how long this call waited for it, ms
+ * @t_begin: (out): when it began (g_get_monotonic_time())
+ *
+ * Begins the start-up if nothing did and waits for it.
+ * Returns: (transfer none): the process's shared handle for @device (never destroyed), or NULL
+ *   when the start-up failed or ran for another device (the caller makes its own)
+ */
+cublasLtHandle_t cs_cuda_lt_startup_join (int device, double *ms, double *waited_ms, gint64 *t_begin);
 /* Builds the plan (descriptors, heuristic algorithm); needs the arena (bias pointer). */
 gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans,
                                          GError **error);
@@ -437,6 +496,55 @@ CsCudaProgram *cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPol
 CsCudaProgram *cs_cuda_program_build_full (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                            CsCudaBuildFlags flags, GError **error);
 void         cs_cuda_program_free       (CsCudaProgram *p);
+
+/* Frees a step (its label, lists, GEMM or cuDNN step). */
+void         cs_cuda_program_step_free  (gpointer step);
+
+/* ---- the whole-plan cache (cs-cuda-plan.c) ---- */
+/**
+ * cs_cuda_plan_key:
+ * @p: the program being built, after its device phase (n_sms, compute capability, use_cudnn)
+ *
+ * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device, the CUDA
+ * runtime, driver and cuBLASLt versions, @policy, every CASTSCOPE_* environment variable but
+ * CASTSCOPE_CACHE_DIR and CASTSCOPE_TEST_BREAK_KERNEL, this module's file (path, size,
+ * modification time) and the printed @fwd and @bwd (every subsymbol level, without the leading
+ * comments and the provenance line `# Constructed by ... (took N milliseconds)`).
+ * Returns: (transfer full): 32 hex digits
+ */
+char        *cs_cuda_plan_key           (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
+                                         const CsCudaProgram *p, CsCudaBuildFlags flags);
+/* The 128-bit MurmurHash3 (x64_128, seed 0) of @n bytes at @d into @out (16 bytes: h1 then h2,
+ * little-endian): not a cryptographic digest but a fast one (about a byte a cycle), the plan
+ * file's check against damage and its key. */
+void         cs_cuda_plan_hash128       (const guint8 *d, gsize n, guint8 out[16]);
+/* The cache file of @key (`plan-<key>.bin` in cs_cuda_jit_cache_dir()), or NULL when
+ * CASTSCOPE_NO_CACHE=1 or CASTSCOPE_PLAN_CACHE=0. */
+char        *cs_cuda_plan_path          (const char *key);
+/**
+ * cs_cuda_plan_serialize:
+ * @p: a program after its codegen phase (steps, slots, buffers planned, schedule, kernels)
+ *
+ * The plan file's bytes (format in cs-cuda-plan.c): what the codegen phase made, for @key.
+ * The same program always gives the same bytes.
+ * Returns: (transfer full): the file's contents
+ */
+GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key);
+/**
+ * cs_cuda_plan_restore:
+ * @p: a fresh program (program_build's containers, empty) with its device fields set
+ * @data: a plan file's contents
+ * @why: (out) (transfer full): on failure, why the file was refused (one phrase)
+ *
+ * Fills @p as its codegen phase would: buffers with their offsets, slots, the unique kernels
+ * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; a
+ * cuDNN step is planned again through cs_cuda_cudnn_sdpa_step.  Checks the magic, format,
+ * @key, length, hash and every index and extent (a slot inside its buffer, a buffer inside
+ * the arena, waits on earlier steps); on any failure returns FALSE, @p then only fit to be
+ * freed.
+ * Returns: TRUE when @p holds the plan
+ */
+gboolean     cs_cuda_plan_restore       (CsCudaProgram *p, GBytes *data, const char *key, char **why);
 
 /* ---- the f64 reference (cs-cuda-f64.c) ---- */
 /* The deep copy of a final trace with every float tensor and float dtype argument in f64. */

@@ -21,6 +21,7 @@
 #include "cs-executors.h"
 #include "cs-meta.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -126,8 +127,9 @@ cs_cuda_program_add_step (CsCudaProgram *p, CsCudaStepKind kind, const char *kin
   return s;
 }
 
-static void
-step_free (gpointer data)
+/** cs_cuda_program_step_free: see cs-cuda-private.h. */
+void
+cs_cuda_program_step_free (gpointer data)
 {
   CsCudaStep *s = data;
 
@@ -1571,7 +1573,7 @@ hoist_constant_fills (CsCudaProgram *p)
   g_ptr_array_set_size (old, 0);
   for (guint i = 0; i < keep->len; i++)
     g_ptr_array_add (old, g_ptr_array_index (keep, i));
-  g_ptr_array_set_free_func (old, step_free);
+  g_ptr_array_set_free_func (old, cs_cuda_program_step_free);
 }
 
 /* ---- memory plan ---- */
@@ -1791,7 +1793,7 @@ cs_cuda_program_free (CsCudaProgram *p)
     }
   pool_release (p->cudnn_workspace, p->cudnn_workspace_alloc);
   g_clear_pointer (&p->cudnn_plans, g_hash_table_unref);
-  if (p->lt)
+  if (p->lt && !p->lt_shared)
     cublasLtDestroy (p->lt);
   if (p->stream)
     cudaStreamDestroy (p->stream);
@@ -1814,6 +1816,9 @@ cs_cuda_program_free (CsCudaProgram *p)
   g_free (p->full_source);
   g_clear_pointer (&p->f64_traces[0], cs_trace_unref);
   g_clear_pointer (&p->f64_traces[1], cs_trace_unref);
+  g_free (p->cudnn_consulted);
+  if (p->names)
+    g_string_chunk_free (p->names);
   g_free (p);
 }
 
@@ -2055,6 +2060,9 @@ merge_adjacent_kernels (CsCudaProgram *p)
 {
   GPtrArray *old = p->steps;
   g_autoptr(GPtrArray) out = g_ptr_array_new ();
+  /* what merging two kernels with the same launches gave before (identical layers): "ka kb
+   * grids blocks args shared" -> merged kernel + 1, or 0 when they did not fit */
+  g_autoptr(GHashTable) merged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
   for (guint i = 0; i < old->len; i++)
     {
@@ -2062,7 +2070,10 @@ merge_adjacent_kernels (CsCudaProgram *p)
       CsCudaStep *b = i + 1 < old->len ? g_ptr_array_index (old, i + 1) : NULL;
       CsCudaKernel *ka, *kb;
       g_autofree char *text = NULL;
+      g_autofree char *mkey = NULL;
       const char *attrs;
+      gpointer known;
+      guint mk;
       CsCudaStep *m;
 
       if (b == NULL || a->kind != CS_CUDA_STEP_KERNEL || b->kind != CS_CUDA_STEP_KERNEL || !a->mergeable
@@ -2076,7 +2087,19 @@ merge_adjacent_kernels (CsCudaProgram *p)
         }
       ka = g_ptr_array_index (p->kernels, a->kernel);
       kb = g_ptr_array_index (p->kernels, b->kernel);
-      if (!blocks_mergeable (a, ka, b, kb, &attrs) || (text = merged_text (ka, a, kb, b)) == NULL)
+      mkey = g_strdup_printf ("%u %u %u %u %u %u %u %u %u %u %u %" G_GSIZE_FORMAT " %" G_GSIZE_FORMAT, a->kernel,
+                              b->kernel, a->grid[0], a->grid[1], a->block[0], a->block[1], b->grid[0], b->grid[1],
+                              b->block[0], b->block[1], a->args->len, a->shared_bytes, b->shared_bytes);
+      if (g_hash_table_lookup_extended (merged, mkey, NULL, &known))
+        mk = GPOINTER_TO_UINT (known);
+      else
+        {
+          mk = 0;
+          if (blocks_mergeable (a, ka, b, kb, &attrs) && (text = merged_text (ka, a, kb, b)) != NULL)
+            mk = cs_cuda_intern_kernel (p, attrs, text) + 1;
+          g_hash_table_insert (merged, g_steal_pointer (&mkey), GUINT_TO_POINTER (mk));
+        }
+      if (mk == 0)
         {
           g_ptr_array_add (out, a);
           continue;
@@ -2102,17 +2125,17 @@ merge_adjacent_kernels (CsCudaProgram *p)
       m->block[0] = a->block[0] * a->block[1];
       m->block[1] = m->block[2] = 1;
       m->shared_bytes = a->shared_bytes + b->shared_bytes;
-      m->kernel = cs_cuda_intern_kernel (p, attrs, text);
+      m->kernel = mk - 1;
       g_ptr_array_add (out, m);
-      step_free (a);
-      step_free (b);
+      cs_cuda_program_step_free (a);
+      cs_cuda_program_step_free (b);
       i++;
     }
   g_ptr_array_set_free_func (old, NULL);
   g_ptr_array_set_size (old, 0);
   for (guint i = 0; i < out->len; i++)
     g_ptr_array_add (old, g_ptr_array_index (out, i));
-  g_ptr_array_set_free_func (old, step_free);
+  g_ptr_array_set_free_func (old, cs_cuda_program_step_free);
 }
 
 /* Rebuilds p->kernels and p->source from the kernels the steps (then the constant fills) run,
@@ -2236,21 +2259,17 @@ out:
   return ok;
 }
 
+/* A program with its containers made and nothing else: what program_build fills. */
 static CsCudaProgram *
-program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
+program_alloc (const CsPolicy *policy, CsCudaBuildFlags flags)
 {
-  gboolean dry = (flags & CS_CUDA_BUILD_DRY) != 0;
   CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
-  g_autoptr(GPtrArray) fin = NULL;
-  CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
-  gint64 t0 = g_get_monotonic_time (), t_phase = t0;
-  gboolean ok = FALSE;
 
   p->policy = *policy;
   p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
-  p->steps = g_ptr_array_new_with_free_func (step_free);
-  p->setup_steps = g_ptr_array_new_with_free_func (step_free);
+  p->steps = g_ptr_array_new_with_free_func (cs_cuda_program_step_free);
+  p->setup_steps = g_ptr_array_new_with_free_func (cs_cuda_program_step_free);
   p->source = g_string_new ("");
   p->kernels = g_ptr_array_new_with_free_func (kernel_free);
   if (!(flags & CS_CUDA_BUILD_NO_DEDUPE))
@@ -2271,6 +2290,64 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
 
     p->break_kernel = brk != NULL && g_ascii_isdigit (brk[0]) ? (gint) g_ascii_strtoll (brk, NULL, 10) : -1;
   }
+  return p;
+}
+
+/* Reads the plan of @key from @path into @p (cs_cuda_plan_restore).  On a refused file, one
+ * line on stderr, and @p is replaced by a fresh program with the same device fields. */
+static gboolean
+plan_load (CsCudaProgram **pp, const char *path, const char *key, const CsPolicy *policy,
+           CsCudaBuildFlags flags)
+{
+  CsCudaProgram *p = *pp, *q;
+  g_autofree char *why = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  char *contents = NULL;
+  gsize len = 0;
+
+  if (!g_file_get_contents (path, &contents, &len, NULL))
+    return FALSE;   /* none yet */
+  bytes = g_bytes_new_take (contents, len);
+  if (cs_cuda_plan_restore (p, bytes, key, &why))
+    return TRUE;
+  g_printerr ("castscope: ignoring the cached plan %s: %s\n", path, why ? why : "refused");
+  q = program_alloc (policy, flags);
+  q->n_sms = p->n_sms;
+  q->cc_major = p->cc_major;
+  q->cc_minor = p->cc_minor;
+  q->device = p->device;
+  q->use_cudnn = p->use_cudnn;
+  cs_cuda_program_free (p);
+  *pp = q;
+  return FALSE;
+}
+
+/* Writes @p's plan for @key to @path (atomically); a failure is one line on stderr. */
+static void
+plan_save (CsCudaProgram *p, const char *path, const char *key)
+{
+  g_autoptr(GBytes) bytes = cs_cuda_plan_serialize (p, key);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr(GError) err = NULL;
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+
+  if (g_mkdir_with_parents (dir, 0755) != 0
+      || !g_file_set_contents (path, data, (gssize) len, &err))
+    g_printerr ("castscope: cannot write the plan cache %s: %s\n", path, err ? err->message : g_strerror (errno));
+}
+
+static CsCudaProgram *
+program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFlags flags, GError **error)
+{
+  gboolean dry = (flags & CS_CUDA_BUILD_DRY) != 0;
+  CsCudaProgram *p = program_alloc (policy, flags);
+  g_autoptr(GPtrArray) fin = NULL;
+  CsValue *fret = NULL, *bret = NULL, *saved = NULL, *flat_out = NULL, *flat_args = NULL;
+  gint64 t0 = g_get_monotonic_time (), t_phase = t0;
+  gboolean ok = FALSE;
+  g_autofree char *plan_key = NULL;
+  g_autofree char *plan_path = NULL;
 
   if (dry)
     {
@@ -2290,6 +2367,22 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     {
       CS_CU_CHECK (cudaGetDevice (&p->device), error);
       p->use_cudnn = TRUE;   /* cs-cuda-cudnn.c loads the library at the first attention */
+      /* cuBLASLt's start-up beside the codegen, setup and kernels phases (unless start_up
+       * began it before the build); the matmul plans wait for it */
+      cs_cuda_lt_startup_begin (p->device);
+    }
+
+  /* The whole plan from the disk cache when an earlier build made it (device builds; dry
+   * ones when asked). */
+  if (!(flags & CS_CUDA_BUILD_NO_DEDUPE) && (!dry || (flags & CS_CUDA_BUILD_PLAN_CACHE)))
+    {
+      plan_key = cs_cuda_plan_key (fwd, bwd, policy, p, flags);
+      plan_path = cs_cuda_plan_path (plan_key);
+    }
+  if (plan_path != NULL && plan_load (&p, plan_path, plan_key, policy, flags))
+    {
+      p->plan_cached = TRUE;
+      goto planned;
     }
 
   /* Forward: tensor parameters are the inputs. */
@@ -2428,6 +2521,9 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   liveness (p);
   p->arena_bytes = plan_arena (p);
   cs_cuda_program_schedule (p, graph_streams ());
+  if (plan_path != NULL)
+    plan_save (p, plan_path, plan_key);
+planned:
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
   p->full_source = g_strconcat (cs_cuda_jit_preamble (), p->source->str, NULL);
   p->codegen_ms = ms_since (t_phase);
@@ -2451,7 +2547,6 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       CS_CU_CHECK (cudaStreamCreateWithFlags (&p->side_streams[i - 1], cudaStreamNonBlocking), error);
       CS_CU_CHECK (pool_alloc (&p->side_workspaces[i - 1], p->workspace_bytes, &got), error);
     }
-  CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
   p->setup_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
 
@@ -2479,6 +2574,15 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
     goto out;
   p->kernels_ms = ms_since (t_phase);
   t_phase = g_get_monotonic_time ();
+  {
+    gint64 lt_begin = 0;
+
+    p->lt = cs_cuda_lt_startup_join (p->device, &p->lt_startup_ms, &p->lt_wait_ms, &lt_begin);
+    p->lt_shared = p->lt != NULL;
+    p->lt_lead_ms = lt_begin < t0 ? (double) (t0 - lt_begin) / 1000.0 : 0.0;
+    if (p->lt == NULL)
+      CS_CUBLAS_CHECK (cublasLtCreate (&p->lt), error);
+  }
   {
     g_autoptr(GHashTable) plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
@@ -2894,6 +2998,10 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   t->plans_ms = p->plans_ms;
   t->n_gemm_plans = p->n_gemm_plans;
   t->first_plan_ms = p->first_plan_ms;
+  t->plan_cached = p->plan_cached;
+  t->lt_startup_ms = p->lt_startup_ms;
+  t->lt_wait_ms = p->lt_wait_ms;
+  t->lt_lead_ms = p->lt_lead_ms;
   t->cache_hits = p->cache_hits;
   t->arena_bytes = p->arena_bytes;
   t->naive_bytes = p->naive_bytes;

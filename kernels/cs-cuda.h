@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 4
+#define CS_CUDA_BACKEND_ABI 5
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -95,10 +95,12 @@ typedef struct
   double      compile_ms;      /* program_new wall time (NVRTC or disk cache, plans), ms; the
                                   sum of the five phases below */
   double      device_ms;       /* of which: selecting the device and creating its context, ms */
-  double      codegen_ms;      /* the traces to steps, generated source and memory plan, ms */
-  double      setup_ms;        /* stream, arena and workspace allocation, cuBLASLt handle, ms */
+  double      codegen_ms;      /* the traces to steps, generated source and memory plan, ms (or
+                                  reading them from the plan cache: plan_cached) */
+  double      setup_ms;        /* stream, arena and workspace allocation, ms */
   double      kernels_ms;      /* NVRTC (or the disk cache) and loading the libraries, ms */
-  double      plans_ms;        /* cuBLASLt matmul descriptors and algorithm heuristics, ms */
+  double      plans_ms;        /* cuBLASLt matmul descriptors and algorithm heuristics, ms (with
+                                  the wait for cuBLASLt's start-up, lt_wait_ms) */
   guint       n_gemm_plans;    /* distinct cuBLASLt plans (identical GEMMs share one) */
   double      first_plan_ms;   /* of plans_ms, the first GEMM's plan (cuBLASLt's start-up), ms */
   guint       cache_hits;      /* NVRTC programs served from the disk cache */
@@ -107,6 +109,14 @@ typedef struct
   GArray     *steps;           /* element-type CsCudaStepTiming; owned by the program */
   guint       n_streams;       /* streams the graph's launches run on (CASTSCOPE_STREAMS) */
   guint       critical_path;   /* launches on the longest chain that must run in order */
+  gboolean    plan_cached;     /* the plan was read from the disk cache: codegen_ms is the time
+                                  to read it (kernels/cs-cuda-plan.c) */
+  double      lt_startup_ms;   /* cuBLASLt's start-up on its own thread (context, handle, first
+                                  heuristic and check), ms: not a phase of the build, which only
+                                  waits for it (lt_wait_ms) */
+  double      lt_wait_ms;      /* of plans_ms, the time the build waited for that start-up, ms */
+  double      lt_lead_ms;      /* how long before the build the start-up began (start_up called
+                                  early), ms; 0 when the build began it */
 } CsCudaTimes;
 
 /**
@@ -157,6 +167,12 @@ typedef struct
    * order, float ones as f64 (give inputs as f64: cs_tensor_convert). */
   CsCudaProgram *(*program_new_f64)    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                         GError **error);
+  /* Begins cuBLASLt's start-up (its first calls on device 0: the context, the handle, one
+   * heuristic query and algorithm check, about 80 ms on the H200) on a thread of its own, so
+   * that it runs beside whatever the caller does next (reading the trace, the passes); the
+   * next program_new waits for it and reports it (CsCudaTimes.lt_startup_ms).  Returns at once;
+   * later calls do nothing. */
+  void           (*start_up)           (void);
 } CsCudaBackend;
 
 typedef const CsCudaBackend *(*CsCudaBackendGetFunc) (void);

@@ -9,7 +9,9 @@
  * ($CS_SHARED_TRACES), made deeper by tests/test-llama-layers.h beyond 8 layers, goes through
  * the pipeline (default policy); then the executor builds it as a device build would, minus
  * the device: steps, memory plan, generated source (best of 3 "generate" runs), and the NVRTC
- * compile for sm_90 into an empty disk cache ("cold") and again from that cache ("warm").
+ * compile for sm_90 into an empty disk cache ("cold") and again from that cache ("warm"); and
+ * three dry builds with the whole-plan cache (kernels/cs-cuda-plan.c): the first generates and
+ * writes the plan ("plan-cold"), the next read it ("plan-warm").
  * Printed: kernel steps, unique kernels, NVRTC programs, milliseconds (wall) and the process's
  * CPU milliseconds (every thread).  NVRTC needs no device, so this runs on the CPU machines;
  * a device build adds cudaLibraryLoadData per program and the cuBLASLt plans.
@@ -176,6 +178,28 @@ bench_depth (const char *text, guint layers)
   printf ("generate layers=%u wall_ms=%.1f (best of 3: steps, plan, source; no NVRTC)\n", layers,
           generate_best (fwd, bwd, &policy));
 
+#ifdef CS_CUDA_PLAN_CACHE_API
+  {
+    /* the whole-plan cache: written by the first dry build, read by the next two */
+    g_autofree char *dir = g_dir_make_tmp ("cs-bench-compile-XXXXXX", NULL);
+
+    g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
+    for (guint i = 0; i < 3; i++)
+      {
+        double t = wall_ms ();
+        CsCudaProgram *p = cs_cuda_program_build_full (fwd, bwd, &policy, CS_CUDA_BUILD_DRY | CS_CUDA_BUILD_PLAN_CACHE,
+                                                       &error);
+
+        if (p == NULL)
+          goto fail;
+        printf ("plan-%s layers=%u wall_ms=%.1f (dry build with the whole-plan cache, %s)\n",
+                p->plan_cached ? "warm" : "cold", layers, wall_ms () - t,
+                p->plan_cached ? "read" : "generated and written");
+        cs_cuda_program_free (p);
+      }
+    rm_rf (dir);
+  }
+#endif
   {
     g_autofree char *dir = g_dir_make_tmp ("cs-bench-compile-XXXXXX", NULL);
 

@@ -1,6 +1,6 @@
 /* launch-plan.c: the launch plan of a training step, without a GPU (a tool, not a test).
  *
- *   launch-plan [--streams] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]
+ *   launch-plan [--streams] [--plan-cache] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]
  *
  * Parses TRACE (a Thunder initial trace), runs the pipeline under the default policy (plus the
  * given settings, e.g. --policy executors=nvfuser,torch), builds the CUDA program as a dry build
@@ -15,7 +15,8 @@
  * step).  --streams adds, after the kind, the launch's stream in the captured graph
  * (kernels/cs-cuda-streams.c: `s0`..`s3`), the launches it waits for (`w12,40`) and `*` when
  * it is on one longest chain, then that chain's length.  --source writes the program's
- * generated kernels (p->source) to FILE.  LAYERS > 8 deepens the LLaMA
+ * generated kernels (p->source) to FILE.  --plan-cache builds through the whole-plan cache
+ * (CS_CUDA_BUILD_PLAN_CACHE: read when there, else generated and written).  LAYERS > 8 deepens the LLaMA
  * stack first (tests/test-llama-layers.h).  The census in kernels/BENCH-RESULTS.md ("Launches
  * per block") was made with it.
  */
@@ -56,6 +57,7 @@ main (int argc, char **argv)
   const char *path = NULL, *source = NULL;
   guint layers = 0, n[2] = { 0, 0 };
   gboolean streams = FALSE;
+  CsCudaBuildFlags flags = CS_CUDA_BUILD_DRY;
   g_autofree gboolean *on_chain = NULL;
   gsize len = 0;
 
@@ -64,6 +66,8 @@ main (int argc, char **argv)
     {
       if (strcmp (argv[i], "--streams") == 0)
         streams = TRUE;
+      else if (strcmp (argv[i], "--plan-cache") == 0)
+        flags |= CS_CUDA_BUILD_PLAN_CACHE;
       else if (strcmp (argv[i], "--policy") == 0 && i + 1 < argc)
         {
           g_auto(GStrv) kv = g_strsplit (argv[++i], "=", 2);
@@ -83,7 +87,7 @@ main (int argc, char **argv)
     }
   if (path == NULL)
     {
-      fprintf (stderr, "usage: launch-plan [--streams] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]\n");
+      fprintf (stderr, "usage: launch-plan [--streams] [--plan-cache] [--policy KEY=VALUE]... [--source FILE] TRACE [LAYERS]\n");
       return 2;
     }
   if (!g_file_get_contents (path, &text, &len, &error))
@@ -117,7 +121,7 @@ main (int argc, char **argv)
       return 1;
     }
   p = cs_cuda_program_build_full (cs_pipeline_get_forward (pl), cs_pipeline_get_backward (pl), &policy,
-                                  CS_CUDA_BUILD_DRY, &error);
+                                  flags, &error);
   if (p == NULL)
     {
       fprintf (stderr, "launch-plan: %s\n", error->message);

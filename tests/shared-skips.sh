@@ -18,7 +18,7 @@ absent="$tmp/shared/traces"
 programs=()
 for t in test-core-meta test-core-decompose test-core-fuse test-core-parse test-core-parse-errors \
          test-core-ref test-core-grad test-core-split test-core-pipeline test-core-executors test-render-files \
-         test-cli-basic test-kernels-codegen; do
+         test-cli-basic test-kernels-codegen test-kernels-plan; do
   [ -x "$build/tests/$t" ] && programs+=("$t")
 done
 
