@@ -1593,12 +1593,15 @@ slot_vec_ok (const CsCudaSlot *s, const Ctx *c)
 }
 
 /* Tiles of 2048 elements a block of gen_pointwise's vector form (U): each thread loads its
- * element groups of all U tiles before it computes any (U x 16 bytes a tensor in flight). */
+ * element groups of all U tiles before it computes any (U x 16 bytes a tensor in flight).
+ * CASTSCOPE_PW_TILES (1-8) overrides the default: 4 from 2^27 elements, else 1 (measured on the
+ * H200, kernels/BENCH-RESULTS.md run 45: 4 tiles took the GELU kernels at [8192, 16384] from
+ * 3.3 to 3.4 TB/s and slowed those at [8192, 3072] by 3-8 %). */
 static int
 pointwise_tiles (Gen *g, int64_t N)
 {
   const char *e = g_getenv ("CASTSCOPE_PW_TILES");
-  int u = e ? atoi (e) : 1;
+  int u = e ? atoi (e) : N >= ((int64_t) 1 << 27) ? 4 : 1;
 
   if (u < 1 || u > 8)
     u = 1;
@@ -1692,7 +1695,8 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
    * partial tile reads and writes element by element.  Eight consecutive elements (one 16-byte
    * access for bf16/f16), or, when an f32 output is written, two groups of four 1024 apart so
    * that each store instruction of a warp fills whole 32-byte sectors (two 16-byte halves of a
-   * sector written by two instructions cost twice the DRAM time). */
+   * sector written by two instructions cost twice the DRAM time).  With U tiles a block
+   * (pointwise_tiles) each thread takes eight elements of each of U tiles 2048 apart. */
   for (guint k = 0; k < n; k++)
     if (cs_cuda_program_slot (g->p, slots[k])->dtype == CS_DTYPE_F32)
       quads = TRUE;
@@ -2036,7 +2040,8 @@ col_merge_rows (GString *o, RedKind k, const char *at, const char *name, const c
   g_string_append (o, "    }\n");
 }
 
-/* Blocks an SM the column form's split aims at. */
+/* Blocks an SM the column form's split aims at: 3, or CASTSCOPE_COL_BPS (1-16); 6 and 8 were
+ * slower at [8192, 4096] and no faster at [8192, 768] (kernels/BENCH-RESULTS.md run 45). */
 static int
 col_blocks_an_sm (void)
 {
@@ -2733,7 +2738,9 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
 }
 
 /* Rows a warp of the row-fused kernel: 1, or (a warp a row, G = 32, with the row tensors in
- * 16-byte groups and no column sums) the rows a warp loads before its first row's passes. */
+ * 16-byte groups and no column sums) the rows a warp loads before its first row's passes, as
+ * CASTSCOPE_ROW_RPW (2-4) asks.  Not the default: 2 and 3 rows a warp did not speed up the
+ * LayerNorm forward at [8192, 768] (kernels/BENCH-RESULTS.md run 45). */
 static int
 row_rows_a_warp (Gen *g, const RowPlan *rp, int64_t O, int64_t R, int G, gboolean probe)
 {

@@ -406,7 +406,8 @@ test_row_fused (void)
 /* The memory-bound forms of tests/test-membound-trace.h under their environment overrides:
  * rows a warp (CASTSCOPE_ROW_RPW: the rows staged in shared memory by cp.async, the f32 RMSNorm
  * too), pointwise tiles a block (CASTSCOPE_PW_TILES, 4 falling back to 2 for 529 blocks) and the
- * column split (CASTSCOPE_COL_BPS: 68 splits, capped by 64 rows a split); each compiles. */
+ * column split (CASTSCOPE_COL_BPS: 68 splits, capped by 64 rows a split); each compiles.  Then
+ * the defaults. */
 static void
 test_membound_forms (void)
 {
@@ -450,6 +451,36 @@ test_membound_forms (void)
   g_unsetenv ("CASTSCOPE_ROW_RPW");
   g_unsetenv ("CASTSCOPE_PW_TILES");
   g_unsetenv ("CASTSCOPE_COL_BPS");
+  {
+    /* the defaults: 4 tiles a block from 2^27 elements (the first region), 1 below (the
+     * second); one row a warp (the membound trace's LayerNorm) */
+    static const char big[] =
+      "def computation(x, y):\n"
+      "  # x: \"cuda:0 bf16[8192, 16384]\"\n"
+      "  # y: \"cuda:0 bf16[8192, 16383]\"\n"
+      "  [t1] = nvFusion0(x)\n"
+      "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[8192, 16384]\"\n"
+      "    # t2 = prims.mul(t0, 2.0)  # t2: \"cuda:0 f32[8192, 16384]\"\n"
+      "    # t1 = prims.convert_element_type(t2, dtypes.bfloat16)  # t1: \"cuda:0 bf16[8192, 16384]\"\n"
+      "  [t4] = nvFusion1(y)\n"
+      "    # t3 = prims.convert_element_type(y, dtypes.float32)  # t3: \"cuda:0 f32[8192, 16383]\"\n"
+      "    # t5 = prims.mul(t3, 2.0)  # t5: \"cuda:0 f32[8192, 16383]\"\n"
+      "    # t4 = prims.convert_element_type(t5, dtypes.bfloat16)  # t4: \"cuda:0 bf16[8192, 16383]\"\n"
+      "  return (t1, t4)\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CsTrace) t = NULL, t2 = NULL;
+    CsCudaProgram *p = generate (big, "big", &t, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (count_label (p, "nvFusion0 pointwise [8192, 16384] (1 out, 4 tiles a block)", NULL), ==, 1);
+    g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [8192, 16383] (1 out)", NULL), ==, 1);
+    cs_cuda_program_free (p);
+    p = generate (membound_trace, "membound", &t2, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [4225, 256]", "0 col sums)"), ==, 1);
+    g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [1001, 2161] (1 out)", NULL), ==, 1);
+    cs_cuda_program_free (p);
+  }
 }
 
 /* A region that only reshapes (or shallow-copies) its contiguous input is a view: no kernel,
