@@ -95,6 +95,7 @@ typedef struct
 {
   guint       slot;
   const char *off;
+  gboolean    varying;  /* varies with the row (not a weight vector read by every row) */
 } RowVec;
 
 /* A row statistic of the row-fused kernel (Gen.reg). */
@@ -428,6 +429,7 @@ emit_load (Gen *g, guint slot, const Ctx *c)
 
               rv->slot = slot;
               rv->off = voff;
+              rv->varying = row_varying (g, s, c);
               g_ptr_array_add (g->row_vkeys, g_strdup (key));
               g_hash_table_insert (g->row_vcand, g_strdup (key), rv);
             }
@@ -1585,6 +1587,80 @@ slot_vec_ok (const CsCudaSlot *s, const Ctx *c)
          && (s->offset * (int64_t) cs_dtype_size_bytes (s->dtype)) % 16 == 0;
 }
 
+/* Tiles of 2048 elements a block of gen_pointwise's vector form (U): each thread loads its
+ * element groups of all U tiles before it computes any (U x 16 bytes a tensor in flight).
+ * CASTSCOPE_PW_TILES (1-8) overrides the default: 4 from 2^27 elements, else 1 (measured on the
+ * H200, kernels/BENCH-RESULTS.md run 45: 4 tiles took the GELU kernels at [8192, 16384] from
+ * 3.3 to 3.4 TB/s and slowed those at [8192, 3072] by 3-8 %). */
+static int
+pointwise_tiles (Gen *g, int64_t N)
+{
+  const char *e = g_getenv ("CASTSCOPE_PW_TILES");
+  int u = e ? atoi (e) : N >= ((int64_t) 1 << 27) ? 4 : 1;
+
+  if (u < 1 || u > 8)
+    u = 1;
+  /* no more tiles a thread than keep every SM busy with some blocks */
+  while (u > 1 && (N + 2048 * u - 1) / (2048 * u) < 4 * (int64_t) MAX (g->p->n_sms, 1))
+    u /= 2;
+  return u;
+}
+
+/* gen_pointwise's vector form over @U tiles a block: the loads of the tiles (@ldecl, @lloads,
+ * tile u_ at base0 + u_ * 2048), then per tile its body (@vbody, the outputs' unions in @vpre
+ * without the loads, @vstores, @vpost) reading tile u_'s loads through references (@lrefs);
+ * a block with a partial tile takes the element-by-element path (@stores) for all its tiles. */
+static gboolean
+pointwise_tiled (Gen *g, GString *code, GString *vbody, GString *vstores, GString *vpost, GString *stores,
+                 GString *ldecl, GString *lloads, GString *lrefs, GString *vpre, gboolean quads, const char *ixe,
+                 int64_t N, int U, guint n, const char *ss)
+{
+  g_auto(GStrv) lines = g_strsplit (vpre->str, "\n", -1);
+  g_autoptr(GString) wdecl = g_string_new ("");
+  int64_t blocks;
+
+  /* the output unions of vpre (its loads are in lloads) */
+  for (guint q = 0; lines[q]; q++)
+    if (g_str_has_prefix (lines[q], "      union {") && strstr (lines[q], "} W"))
+      g_string_append_printf (wdecl, "    %s\n", lines[q]);
+  g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
+  if (quads)
+    g_string_append_printf (code, "  const ix_t base0 = (ix_t) blockIdx.x * %d + threadIdx.x * 4;\n"
+                            "  if ((ix_t) blockIdx.x * %d + %d <= n)\n    {\n", 2048 * U, 2048 * U, 2048 * U);
+  else
+    g_string_append_printf (code, "  const ix_t base0 = ((ix_t) blockIdx.x * %d + threadIdx.x) * 8;\n"
+                            "  if (base0 + %d < n)\n    {\n", 256 * U, 2048 * (U - 1) + 7);
+  g_string_append (code, ldecl->str);
+  g_string_append_printf (code, "#pragma unroll\n      for (int u_ = 0; u_ < %d; u_++)\n        {\n"
+                          "          const ix_t base = base0 + u_ * 2048;\n", U);
+  g_string_append (code, lloads->str);
+  g_string_append (code, "        }\n");
+  g_string_append_printf (code, "#pragma unroll\n      for (int u_ = 0; u_ < %d; u_++)\n        {\n"
+                          "          const ix_t base = base0 + u_ * 2048;\n", U);
+  g_string_append (code, lrefs->str);
+  g_string_append (code, wdecl->str);
+  g_string_append_printf (code, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                          "      const ix_t i = %s;\n", ixe);
+  g_string_append (code, vbody->str);
+  g_string_append (code, vstores->str);
+  g_string_append (code, "    }\n");
+  g_string_append (code, vpost->str);
+  g_string_append (code, "        }\n    }\n  else\n");
+  g_string_append_printf (code, "    for (int u_ = 0; u_ < %d; u_++)\n    {\n"
+                          "  const ix_t base = base0 + u_ * 2048;\n"
+                          "  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
+                          "      const ix_t i = %s;\n      if (i >= n)\n        break;\n", U, ixe);
+  g_string_append (code, g->body->str);
+  g_string_append (code, stores->str);
+  g_string_append (code, "    }\n    }\n");
+  blocks = (N + 2048 * U - 1) / (2048 * U);
+  if (blocks < 1)
+    blocks = 1;
+  gen_finish (g, code->str, g_strdup_printf ("%s pointwise %s (%u out, %d tiles a block)", g->label, ss, n, U),
+              (unsigned int) blocks, 1, 256, 1);
+  return TRUE;
+}
+
 /* One pointwise kernel writing @outs (slots), all of @shape; an output slot that is not
  * contiguous (laid out for the transpose that reads it) is stored at its strided offset. */
 static gboolean
@@ -1597,10 +1673,14 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
   g_autoptr(GString) vpre = g_string_new ("");
   g_autoptr(GString) vpost = g_string_new ("");
   g_autoptr(GString) stores = g_string_new ("");
+  g_autoptr(GString) ldecl = g_string_new ("");
+  g_autoptr(GString) lloads = g_string_new ("");
+  g_autoptr(GString) lrefs = g_string_new ("");
   g_autofree char *ss = shape_str (shape, rank);
   int64_t N = cs_shape_numel (shape, rank);
   int64_t blocks;
   gboolean vec, quads = FALSE;
+  int U = pointwise_tiles (g, N);
   const char *ixe;
   Ctx c = { 0 };
 
@@ -1610,7 +1690,8 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
    * partial tile reads and writes element by element.  Eight consecutive elements (one 16-byte
    * access for bf16/f16), or, when an f32 output is written, two groups of four 1024 apart so
    * that each store instruction of a warp fills whole 32-byte sectors (two 16-byte halves of a
-   * sector written by two instructions cost twice the DRAM time). */
+   * sector written by two instructions cost twice the DRAM time).  With U tiles a block
+   * (pointwise_tiles) each thread takes eight elements of each of U tiles 2048 apart. */
   for (guint k = 0; k < n; k++)
     if (cs_cuda_program_slot (g->p, slots[k])->dtype == CS_DTYPE_F32)
       quads = TRUE;
@@ -1666,6 +1747,18 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
 
       g_string_append_printf (vpre, "      union { %s v[%d]; %s e[8]; } L%u;\n", vt, (f32 || quads) ? 2 : 1,
                               cs_cuda_storage_type (sl->dtype), a);
+      /* the multi-tile form: L%u_[u_] holds tile u_'s elements, all tiles loaded first */
+      g_string_append_printf (ldecl, "      union { %s v[%d]; %s e[8]; } L%u_[%d];\n", vt, (f32 || quads) ? 2 : 1,
+                              cs_cuda_storage_type (sl->dtype), a, U);
+      g_string_append_printf (lrefs, "          auto &L%u = L%u_[u_];\n", a, a);
+      if (quads)
+        g_string_append_printf (lloads, "          L%u_[u_].v[0] = *(const %s *) (a%u + base);\n"
+                                "          L%u_[u_].v[1] = *(const %s *) (a%u + base + 1024);\n", a, vt, a, a, vt, a);
+      else if (f32)
+        g_string_append_printf (lloads, "          L%u_[u_].v[0] = ((const float4 *) (a%u + base))[0];\n"
+                                "          L%u_[u_].v[1] = ((const float4 *) (a%u + base))[1];\n", a, a, a, a);
+      else
+        g_string_append_printf (lloads, "          L%u_[u_].v[0] = *(const uint4 *) (a%u + base);\n", a, a);
       if (quads)
         g_string_append_printf (vpre, "      L%u.v[0] = *(const %s *) (a%u + base);\n"
                                 "      L%u.v[1] = *(const %s *) (a%u + base + 1024);\n", a, vt, a, a, vt, a);
@@ -1711,6 +1804,8 @@ gen_pointwise (Gen *g, CsProxy **outs, guint *slots, guint n, const int64_t *sha
                   (unsigned int) MAX ((N + 2047) / 2048, 1), 1, 256, 1);
       return TRUE;
     }
+  if (U > 1)
+    return pointwise_tiled (g, code, vbody, vstores, vpost, stores, ldecl, lloads, lrefs, vpre, quads, ixe, N, U, n, ss);
   g_string_append_printf (code, "  const ix_t n = %" G_GINT64_FORMAT "LL;\n", N);
   if (quads)
     g_string_append (code, "  const ix_t base = (ix_t) blockIdx.x * 2048 + threadIdx.x * 4;\n"
@@ -1941,6 +2036,17 @@ col_merge_rows (GString *o, RedKind k, const char *at, const char *name, const c
   g_string_append (o, "    }\n");
 }
 
+/* Blocks an SM the column form's split aims at: 3, or CASTSCOPE_COL_BPS (1-16); 6 and 8 were
+ * slower at [8192, 4096] and no faster at [8192, 768] (kernels/BENCH-RESULTS.md run 45). */
+static int
+col_blocks_an_sm (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_COL_BPS");
+  int b = e ? atoi (e) : 3;
+
+  return b >= 1 && b <= 16 ? b : 3;
+}
+
 /* Column form with 16-byte loads: a block is 8 rows x 256 columns, a thread 8 consecutive
  * columns of a row (one 16-byte load per contiguous bf16/f16 tensor, two for f32), the
  * reduction split over blockIdx.y into f32 partials; the last split block of a tile (an atomic
@@ -2020,7 +2126,7 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
 
   /* Splits: about 3 blocks per SM (not tuned), at least 64 rows a split. */
   bx = (O + 255) / 256;
-  S = (3 * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
+  S = (col_blocks_an_sm () * (int64_t) MAX (p->n_sms, 1) + bx - 1) / bx;
   max_s = (R + 63) / 64;
   S = MAX (MIN (MIN (S, max_s), 1024), 1);
   if (S > 1)
@@ -2627,6 +2733,37 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
   g_string_append (reads, "    }\n");
 }
 
+/* Rows a warp of the row-fused kernel: 1, or (a warp a row, G = 32, with the row tensors in
+ * 16-byte groups and no column sums) the rows a warp loads before its first row's passes, as
+ * CASTSCOPE_ROW_RPW (2-4) asks.  Not the default: 2 and 3 rows a warp did not speed up the
+ * LayerNorm forward at [8192, 768] (kernels/BENCH-RESULTS.md run 45). */
+static int
+row_rows_a_warp (Gen *g, const RowPlan *rp, int64_t O, int64_t R, int G, gboolean probe)
+{
+  const char *e = g_getenv ("CASTSCOPE_ROW_RPW");
+  int rpw = e ? atoi (e) : 1;
+
+  int64_t row_bytes = 0;
+
+  (void) R;
+  if (G != 32 || rp->T <= 0 || rp->nr != 1 || rp->T % 8 != 0 || rpw < 2 || probe)
+    return 1;
+  /* the bytes of a row of the row tensors read by 16-byte loads (the probe's candidates) */
+  for (guint q = 0; q < g->row_vkeys->len; q++)
+    {
+      RowVec *rv = g_hash_table_lookup (g->row_vcand, g_ptr_array_index (g->row_vkeys, q));
+
+      if (rv->varying)
+        row_bytes += (int64_t) rp->T * 32 * (int64_t) cs_dtype_size_bytes (cs_cuda_program_slot (g->p, rv->slot)->dtype);
+    }
+  rpw = MIN (rpw, 4);
+  /* no fewer blocks than 2 an SM; the rows staged in at most 48 KB of shared memory a block */
+  while (rpw > 1 && ((O + 8 * rpw - 1) / (8 * rpw) < 2 * (int64_t) MAX (g->p->n_sms, 1)
+                     || 8 * rpw * row_bytes > 48 * 1024))
+    rpw--;
+  return rpw;
+}
+
 /* Generates the row-fused kernel for @outs; sets @handled[i] for the outputs it stores (an
  * output of another shape that reads no row statistic is left to a pointwise kernel). */
 static gboolean
@@ -2657,6 +2794,12 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   gsize header_len;
   int64_t blocks = G == 32 ? (O + 7) / 8 : O;
   int64_t P = 0;
+  int rpw = 1;
+  g_autoptr(GString) odecl = g_string_new ("");
+  g_autoptr(GString) vinv = g_string_new ("");
+  g_autoptr(GString) vvar = g_string_new ("");
+  g_autoptr(GString) vrefs = g_string_new ("");
+  g_autoptr(GString) vpre_rows = g_string_new ("");
 
   gen_begin (g);
   g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
@@ -2664,8 +2807,18 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   g_string_append_printf (code, "  const int lane = threadIdx.x %% %d;\n", G);
   if (ncols == 0)
     {
-      g_string_append_printf (code, "  const ix_t o = (ix_t) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
-      g_string_append (code, "  if (o >= O)\n    return;\n");
+      rpw = row_rows_a_warp (g, rp, O, R, G, probe);
+      if (rpw > 1)
+        {
+          blocks = (O + 8 * rpw - 1) / (8 * rpw);
+          g_string_append_printf (code, "  const ix_t o_0 = ((ix_t) blockIdx.x * 8 + threadIdx.x / 32) * %d;\n", rpw);
+          g_string_append (code, "  if (o_0 >= O)\n    return;\n");
+        }
+      else
+        {
+          g_string_append_printf (code, "  const ix_t o = (ix_t) blockIdx.x * %d + threadIdx.x / %d;\n", 256 / G, G);
+          g_string_append (code, "  if (o >= O)\n    return;\n");
+        }
     }
   else
     {
@@ -2679,7 +2832,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
       g_string_append_printf (code, "  for (ix_t o = (ix_t) blockIdx.x * %d + threadIdx.x / %d; o < O;"
                               " o += (ix_t) gridDim.x * %d)\n  {\n", 256 / G, G, 256 / G);
     }
-  row_names (g, "o", "ko", rp->kept, rp->nk, oix, code, "  ");
+  row_names (g, "o", "ko", rp->kept, rp->nk, oix, rpw > 1 ? odecl : code, "  ");
   row_names (g, "r", "kr", rp->red, rp->nr, rix, rdec, "      ");
   header_len = code->len;
   g->row_ix = oix;
@@ -2710,18 +2863,62 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
         a = param_of (g, rv->slot, FALSE);
         name = pool_printf (g, "VL%u", g->n_vars++);
         g_hash_table_insert (g->row_vname, g_strdup (key), (gpointer) name);
-        g_string_append_printf (code, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
-                                "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
-                                "      const ix_t rv_ = (v_ * %d + lane) * 8;\n",
-                                f32 ? "float4" : "uint4", f32 ? rp->T / 4 : rp->T / 8, cs_cuda_storage_type (sl->dtype),
-                                rp->T, name, rp->T / 8, G);
-        if (f32)
-          g_string_append_printf (code, "      %s.v[2 * v_] = *(const float4 *) (a%u + %s);\n"
-                                  "      %s.v[2 * v_ + 1] = *(const float4 *) (a%u + %s + 4);\n    }\n",
-                                  name, a, rv->off, name, a, rv->off);
-        else
-          g_string_append_printf (code, "      %s.v[v_] = *(const uint4 *) (a%u + %s);\n    }\n", name, a, rv->off);
+        if (rpw > 1 && rv->varying)
+          {
+            /* the warp's rows by cp.async to shared memory (VSn[warp][q_], a lane's own 16-byte
+             * chunks), each read back to VLn before its passes (vrefs) */
+            guint nch = f32 ? (guint) rp->T / 4 : (guint) rp->T / 8;
+
+            g_string_append_printf (vvar, "  union { %s v[%d]; %s e[%d]; } %s;\n",
+                                    f32 ? "float4" : "uint4", nch, cs_cuda_storage_type (sl->dtype), rp->T, name);
+            g_string_append_printf (vvar, "  __shared__ uint4 VS%s[8][%d][%u];\n", name, rpw, nch * 32);
+            g_string_append_printf (vpre_rows, "#pragma unroll\n  for (int q_ = 0; q_ < %d; q_++)\n  {\n"
+                                    "  const ix_t o = o_0 + q_;\n  if (o < O)\n  {\n%s#pragma unroll\n"
+                                    "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
+                                    "      const ix_t rv_ = (v_ * %d + lane) * 8;\n", rpw, odecl->str, rp->T / 8, G);
+            if (f32)
+              g_string_append_printf (vpre_rows, "      cs_cp_async16 (&VS%s[threadIdx.x / 32][q_][(2 * v_) * 32 + lane], a%u + %s);\n"
+                                      "      cs_cp_async16 (&VS%s[threadIdx.x / 32][q_][(2 * v_ + 1) * 32 + lane], a%u + %s + 4);\n"
+                                      "    }\n  }\n  }\n", name, a, rv->off, name, a, rv->off);
+            else
+              g_string_append_printf (vpre_rows, "      cs_cp_async16 (&VS%s[threadIdx.x / 32][q_][v_ * 32 + lane], a%u + %s);\n"
+                                      "    }\n  }\n  }\n", name, a, rv->off);
+            g_string_append_printf (vrefs, "#pragma unroll\n      for (int c_ = 0; c_ < %u; c_++)\n"
+                                    "        *(uint4 *) &%s.v[c_] = VS%s[threadIdx.x / 32][q_][c_ * 32 + lane];\n",
+                                    nch, name, name);
+            continue;
+          }
+        {
+          GString *d = rpw > 1 ? vinv : code;
+
+          g_string_append_printf (d, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
+                                  "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
+                                  "      const ix_t rv_ = (v_ * %d + lane) * 8;\n",
+                                  f32 ? "float4" : "uint4", f32 ? rp->T / 4 : rp->T / 8, cs_cuda_storage_type (sl->dtype),
+                                  rp->T, name, rp->T / 8, G);
+          if (f32)
+            g_string_append_printf (d, "      %s.v[2 * v_] = *(const float4 *) (a%u + %s);\n"
+                                    "      %s.v[2 * v_ + 1] = *(const float4 *) (a%u + %s + 4);\n    }\n",
+                                    name, a, rv->off, name, a, rv->off);
+          else
+            g_string_append_printf (d, "      %s.v[v_] = *(const uint4 *) (a%u + %s);\n    }\n", name, a, rv->off);
+        }
       }
+  if (rpw > 1)
+    {
+      /* The warp's rows o_0 .. o_0 + rpw - 1: all their row tensors' copies to shared memory
+       * (vpre_rows) issued at once; then each row's elements from there (vrefs), its weight
+       * vector loads (vinv, from L1 after the first row: kept as 16-bit pairs in the loop
+       * instead of floats hoisted out of it) and its passes. */
+      g_string_append (code, vvar->str);
+      g_string_append (code, vpre_rows->str);
+      g_string_append (code, "  cs_cp_async_commit ();\n  cs_cp_async_wait0 ();\n");
+      g_string_append_printf (code, "#pragma unroll 1\n  for (int q_ = 0; q_ < %d; q_++)\n  {\n"
+                              "  const ix_t o = o_0 + q_;\n  if (o >= O)\n    break;\n", rpw);
+      g_string_append (code, odecl->str);
+      g_string_append (code, vrefs->str);
+      g_string_append (code, vinv->str);
+    }
   header_len = code->len;
 
   /* One pass over the row per group of independent reductions (var_mean: a sum, then the
@@ -3013,6 +3210,8 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
       g_string_append (code, kept_stores->str);
       g_string_append (code, "    }\n");
     }
+  if (rpw > 1)
+    g_string_append (code, "  }\n");
   if (ncols)
     {
       /* End of the row loop; then each block's column sums (a warp per row: the 8 warps'
@@ -3051,8 +3250,9 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
     xs = shape_str (x0->shape, x0->rank);
   }
   gen_finish (g, code->str,
-              g_strdup_printf ("%s row-fused %s (%" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT ", %u reductions in %u passes, %u+%u out, %u col sums)",
-                               g->label, xs, O, R, rp->reds->len, n_passes, row_outs->len, kept_outs->len, ncols),
+              g_strdup_printf ("%s row-fused %s (%" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT ", %u reductions in %u passes, %u+%u out, %u col sums%s)",
+                               g->label, xs, O, R, rp->reds->len, n_passes, row_outs->len, kept_outs->len, ncols,
+                               rpw > 1 ? pool_printf (g, ", %d rows a warp", rpw) : ""),
               (unsigned int) blocks, 1, 256, 1);
   g->min_blocks = 0;
 

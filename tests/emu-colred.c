@@ -7,7 +7,9 @@
  * the reduced dims leading, the columns a multiple of 8, split over several blocks, the last
  * block of a tile merging; and the scalar 32 x 8 tile), plus test-kernels-cuda's reductions
  * trace and its row-fused trace (case 8: LayerNorm, RMSNorm and softmax rows, a weight
- * gradient's column sums and their finalize kernel).  The program is built without a device (cs_cuda_program_generate: the dry build, 132
+ * gradient's column sums and their finalize kernel) and tests/test-membound-trace.h (case 9:
+ * run it with CASTSCOPE_ROW_RPW=2 CASTSCOPE_PW_TILES=2 for the rows staged by cp.async and the
+ * multi-tile pointwise form).  The program is built without a device (cs_cuda_program_generate: the dry build, 132
  * SMs); its generated CUDA source is compiled as C++17 by g++ with the emulation of
  * tests/emu-xentropy.c (threadIdx/blockIdx in two dims, __shared__ as statics, barriers of the
  * block's POSIX threads, shuffles through a per-warp exchange) plus atomicAdd, __threadfence
@@ -34,6 +36,7 @@
 #include "cs-policy.h"
 #include "cs-ref.h"
 #include "cs-tensor.h"
+#include "test-membound-trace.h"
 #include "test-row-fused-trace.h"
 #include "emu-launch.h"
 
@@ -44,7 +47,10 @@ static const char emu_header[] =
   "static inline void __threadfence () { __atomic_thread_fence (__ATOMIC_SEQ_CST); }\n"
   "static inline int atomicAdd (int *p, int v) { return __atomic_fetch_add (p, v, __ATOMIC_SEQ_CST); }\n"
   "template <class T> static inline T __ldcg (const T *p) { return *p; }\n"
-  "static inline float rsqrtf (float x) { return 1.0f / sqrtf (x); }\n";
+  "static inline float rsqrtf (float x) { return 1.0f / sqrtf (x); }\n"
+  "static inline void cs_cp_async16 (void *s, const void *g) { memcpy (s, g, 16); }\n"
+  "static inline void cs_cp_async_commit (void) {}\n"
+  "static inline void cs_cp_async_wait0 (void) {}\n";
 
 static double
 bound (CsDtype dt)
@@ -206,7 +212,8 @@ emu_check (const char *text, const char *what, const char *tag)
 
 /* Column sums in the 16-byte form: split (bf16, cast back to bf16), Welford var_mean with a
  * partial last tile (264 columns), amax, two reduced dims, two kept dims with a broadcast
- * factor, f16, prod; the scalar tile (70 columns); the row-fused kernels' column sums. */
+ * factor, f16, prod; the scalar tile (70 columns); the row-fused kernels' column sums; the
+ * memory-bound forms' trace. */
 static const char *const emu_cases[] = {
   "def computation(x):\n"
   "  # x: \"cuda:0 bf16[2000, 512]\"\n"
@@ -274,6 +281,7 @@ static const char *const emu_cases[] = {
   "    # (t12, t13) = prims.var_mean(y, (1,), correction=0)\n"
   "  return (t1, t2, t3, t5, t9, t11, t12)\n",
   row_fused_trace,
+  membound_trace,
 };
 
 int

@@ -401,6 +401,88 @@ test_row_fused (void)
 }
 
 
+#include "test-membound-trace.h"
+
+/* The memory-bound forms of tests/test-membound-trace.h under their environment overrides:
+ * rows a warp (CASTSCOPE_ROW_RPW: the rows staged in shared memory by cp.async, the f32 RMSNorm
+ * too), pointwise tiles a block (CASTSCOPE_PW_TILES, 4 falling back to 2 for 529 blocks) and the
+ * column split (CASTSCOPE_COL_BPS: 68 splits, capped by 64 rows a split); each compiles.  Then
+ * the defaults. */
+static void
+test_membound_forms (void)
+{
+  static const struct { const char *rpw, *tiles, *bps, *row_label, *pw_label, *col_label; } forms[] = {
+    { "1", "1", "3", "0 col sums)", "(1 out)", "68 splits" },
+    { "2", "2", "6", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
+    { "4", "4", "1", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
+  };
+
+  for (guint f = 0; f < G_N_ELEMENTS (forms); f++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(CsTrace) t = NULL;
+      CsCudaProgram *p;
+
+      g_setenv ("CASTSCOPE_ROW_RPW", forms[f].rpw, TRUE);
+      g_setenv ("CASTSCOPE_PW_TILES", forms[f].tiles, TRUE);
+      g_setenv ("CASTSCOPE_COL_BPS", forms[f].bps, TRUE);
+      p = generate (membound_trace, "membound", &t, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (p->outputs->len, ==, 7);
+      g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [4225, 256]", forms[f].row_label), ==, 1);
+      g_assert_cmpuint (count_label (p, "nvFusion2 row-fused [4300, 256]", forms[f].row_label), ==, 1);
+      g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [1001, 2161]", forms[f].pw_label), ==, 1);
+      g_assert_cmpuint (count_label (p, "nvFusion4 col-reduce [4300, 256]", forms[f].col_label), ==, 1);
+      if (f > 0)
+        {
+          /* the rows by cp.async to shared memory, read back a row at a time; a thread's tiles
+           * loaded before any is computed */
+          g_assert_nonnull (strstr (p->source->str, "cs_cp_async16 (&VSVL"));
+          g_assert_nonnull (strstr (p->source->str, "  cs_cp_async_commit ();\n  cs_cp_async_wait0 ();\n"));
+          g_assert_nonnull (strstr (p->source->str, "union { uint2 v[2]; unsigned short e[8]; } L0_[2];"));
+          g_assert_nonnull (strstr (p->source->str, "union { uint4 v[1]; unsigned short e[8]; } L0_[2];"));
+          g_assert_nonnull (strstr (p->source->str, "          auto &L0 = L0_[u_];\n"));
+        }
+      assert_no_trace_names (t, p->source->str);
+      assert_arena_disjoint (p);
+      compile_ok (p);
+      cs_cuda_program_free (p);
+    }
+  g_unsetenv ("CASTSCOPE_ROW_RPW");
+  g_unsetenv ("CASTSCOPE_PW_TILES");
+  g_unsetenv ("CASTSCOPE_COL_BPS");
+  {
+    /* the defaults: 4 tiles a block from 2^27 elements (the first region), 1 below (the
+     * second); one row a warp (the membound trace's LayerNorm) */
+    static const char big[] =
+      "def computation(x, y):\n"
+      "  # x: \"cuda:0 bf16[8192, 16384]\"\n"
+      "  # y: \"cuda:0 bf16[8192, 16383]\"\n"
+      "  [t1] = nvFusion0(x)\n"
+      "    # t0 = prims.convert_element_type(x, dtypes.float32)  # t0: \"cuda:0 f32[8192, 16384]\"\n"
+      "    # t2 = prims.mul(t0, 2.0)  # t2: \"cuda:0 f32[8192, 16384]\"\n"
+      "    # t1 = prims.convert_element_type(t2, dtypes.bfloat16)  # t1: \"cuda:0 bf16[8192, 16384]\"\n"
+      "  [t4] = nvFusion1(y)\n"
+      "    # t3 = prims.convert_element_type(y, dtypes.float32)  # t3: \"cuda:0 f32[8192, 16383]\"\n"
+      "    # t5 = prims.mul(t3, 2.0)  # t5: \"cuda:0 f32[8192, 16383]\"\n"
+      "    # t4 = prims.convert_element_type(t5, dtypes.bfloat16)  # t4: \"cuda:0 bf16[8192, 16383]\"\n"
+      "  return (t1, t4)\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CsTrace) t = NULL, t2 = NULL;
+    CsCudaProgram *p = generate (big, "big", &t, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (count_label (p, "nvFusion0 pointwise [8192, 16384] (1 out, 4 tiles a block)", NULL), ==, 1);
+    g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [8192, 16383] (1 out)", NULL), ==, 1);
+    cs_cuda_program_free (p);
+    p = generate (membound_trace, "membound", &t2, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [4225, 256]", "0 col sums)"), ==, 1);
+    g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [1001, 2161] (1 out)", NULL), ==, 1);
+    cs_cuda_program_free (p);
+  }
+}
+
 /* A region that only reshapes (or shallow-copies) its contiguous input is a view: no kernel,
  * the output shares the input's buffer. */
 static void
@@ -1541,6 +1623,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/codegen/mlp", test_mlp);
   g_test_add_func ("/kernels/codegen/reductions", test_small);
   g_test_add_func ("/kernels/codegen/row-fused", test_row_fused);
+  g_test_add_func ("/kernels/codegen/membound-forms", test_membound_forms);
   g_test_add_func ("/kernels/codegen/reshape-view", test_reshape_view);
   g_test_add_func ("/kernels/codegen/transposed-output", test_transposed_output);
   g_test_add_func ("/kernels/codegen/bias-grad-epilogue", test_bias_grad_epilogue);

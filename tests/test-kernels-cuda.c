@@ -243,6 +243,50 @@ test_row_fused (void)
   run_case (row_fused_trace, FALSE, NULL, FALSE);
 }
 
+#include "test-membound-trace.h"
+
+/* The memory-bound kernel forms (tests/test-membound-trace.h) under each setting of their
+ * environment overrides (CASTSCOPE_ROW_RPW, CASTSCOPE_PW_TILES, CASTSCOPE_COL_BPS; unset: the
+ * defaults): within bound of the f64 reference, and the same bits from two builds and runs. */
+static void
+test_membound_forms (void)
+{
+  static const char *const forms[][3] = {
+    { NULL, NULL, NULL }, { "1", "1", "3" }, { "2", "2", "6" }, { "4", "4", "8" },
+  };
+  static const char *const names[3] = { "CASTSCOPE_ROW_RPW", "CASTSCOPE_PW_TILES", "CASTSCOPE_COL_BPS" };
+  g_autoptr(CsTrace) fwd = NULL;
+  CsPolicy policy;
+
+  if (!have_device)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  fwd = parse_or_load (membound_trace, FALSE);
+  cs_policy_init_default (&policy);
+  cs_policy_set (&policy, "executors", "nvfuser,torch", NULL);
+  for (guint f = 0; f < G_N_ELEMENTS (forms); f++)
+    {
+      g_autoptr(GArray) a = g_array_new (FALSE, FALSE, 1);
+      g_autoptr(GArray) b = g_array_new (FALSE, FALSE, 1);
+
+      for (guint k = 0; k < 3; k++)
+        if (forms[f][k])
+          g_setenv (names[k], forms[f][k], TRUE);
+        else
+          g_unsetenv (names[k]);
+      g_test_message ("form %u: rows a warp %s, tiles %s, col blocks an SM %s", f, forms[f][0] ? forms[f][0] : "default",
+                      forms[f][1] ? forms[f][1] : "default", forms[f][2] ? forms[f][2] : "default");
+      g_assert_cmpfloat (check_step (fwd, NULL, &policy, FALSE, a), <=, 1.0);
+      g_assert_cmpfloat (check_step (fwd, NULL, &policy, TRUE, b), <=, 1.0);
+      g_assert_cmpuint (a->len, ==, b->len);
+      g_assert_cmpmem (a->data, a->len, b->data, b->len);
+    }
+  for (guint k = 0; k < 3; k++)
+    g_unsetenv (names[k]);
+}
+
 /* cuBLASLt: true f32, a transposed operand from a permute, batched matmul, linear with bias. */
 static const char matmuls[] =
   "def computation(a, b, c, d, w, bias, e, f):\n"
@@ -693,6 +737,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda/mlp/linear-in-fusion", test_mlp_linear_fused);
   g_test_add_func ("/kernels/cuda/reduce/row-col-varmean-amax", test_reductions);
   g_test_add_func ("/kernels/cuda/reduce/row-fused", test_row_fused);
+  g_test_add_func ("/kernels/cuda/membound/forms", test_membound_forms);
   g_test_add_func ("/kernels/cuda/matmul/f32-bf16-f16-batched-bias", test_matmuls);
   g_test_add_func ("/kernels/cuda/matmul/tf32", test_matmuls_tf32);
   g_test_add_func ("/kernels/cuda/pointwise/cat-pad-slice-take", test_shapes);
