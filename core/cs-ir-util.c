@@ -244,14 +244,6 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   switch (stmt->kind)
     {
     case CS_STMT_CALL:
-      {
-        /* the stored read ids first: the arguments are walked only when one may be mapped */
-        gboolean any = FALSE;
-        for (guint i = 0; i < stmt->n_in && !any; i++)
-          any = _cs_proxy_map_may_hold_id (map, stmt->io[i]);
-        if (!any)
-          break;
-      }
       for (guint i = 0; i < stmt->n_args; i++)
         {
           CsValue *v = stmt->args[i].value, *ni = v;
@@ -312,7 +304,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   own = cs_trace_own_stmt (trace, stmt);
   own->region_fresh = 0;
   if (args)
-    cs_stmt_set_args (trace, own, args, own->n_args);
+    own->args = args;
   if (new_value)
     own->value = value;
   if (new_source)
@@ -496,21 +488,11 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
 {
   if (depth > 64)
     return;
-  if (s->kind == CS_STMT_CALL)
-    {
-      /* a call's reads and writes are its stored ids */
-      for (guint i = 0; i < s->n_in + s->n_out; i++)
-        if (s->io[i] < n)
-          keep[s->io[i]] = 1;
-    }
-  else
-    {
-      tmp->len = 0;
-      _cs_stmt_reads_vec (s, tmp);
-      _cs_stmt_writes_vec (s, tmp);
-      for (guint i = 0; i < tmp->len; i++)
-        keep_mark (keep, n, tmp->v[i]);
-    }
+  tmp->len = 0;
+  _cs_stmt_reads_vec (s, tmp);
+  _cs_stmt_writes_vec (s, tmp);
+  for (guint i = 0; i < tmp->len; i++)
+    keep_mark (keep, n, tmp->v[i]);
   /* annotated (comments) and names (del) lie outside the first cache line: read them only
    * for the kinds that set them */
   if (s->kind == CS_STMT_COMMENT)
