@@ -668,7 +668,7 @@ argsort (const int64_t *perm, guint n, int64_t *out)
 /* broadcast_in_dim(a, shape, bdims): sum g over the broadcast dims, then unsqueeze a's size-1
  * dims back (Thunder's _broadcast_in_dim_prim_grad). */
 static void
-vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
@@ -709,8 +709,10 @@ vjp_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g)
   put_grad (c, av, g);
 }
 
+/* slice_prim(a, start, end, strides): pad g back to a's shape, zeros outside the slice and
+ * between its strided elements (Thunder's _slice_prim_grad) */
 static void
-vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_slice_prim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
@@ -755,7 +757,7 @@ vjp_slice (GradCtx *c, CsStmt *s, CsProxy *g)
  * then take every (interior + 1)-th element from lo on (Thunder's pad_backward: un-pad, then
  * un-dilate with a strided slice). */
 static void
-vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_pad (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
@@ -816,8 +818,10 @@ vjp_pad (GradCtx *c, CsStmt *s, CsProxy *g)
                                args, 4));
 }
 
+/* cat(tensors, dim): each input's gradient is its slice of g along dim (Thunder's
+ * _cat_prim_grad) */
 static void
-vjp_cat (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_cat (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *tv = arg (s, CS_ARG_TENSORS);
   CsValue *dv = arg (s, CS_ARG_DIM);
@@ -935,8 +939,10 @@ vjp_var_mean (GradCtx *c, CsStmt *s)
   put_grad (c, av, total);
 }
 
+/* matmul(a, b): g @ b^T and a^T @ g, with the 1-D operands unsqueezed and the broadcast batch
+ * dims summed back (Thunder's _matmul_prim_grad) */
 static void
-vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_matmul (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A), *bv = arg (s, CS_ARG_B);
   CsProxy *a = value_tensor (av), *b = value_tensor (bv);
@@ -1009,7 +1015,7 @@ vjp_matmul (GradCtx *c, CsStmt *s, CsProxy *g)
 
 /* linear(a, w, bias): Thunder's _linear_prim_grad */
 static void
-vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_prim_linear (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A), *wv = arg (s, CS_ARG_W), *biasv = arg (s, CS_ARG_BIAS);
   CsProxy *a = value_tensor (av), *w = value_tensor (wv), *bias = value_tensor (biasv);
@@ -1057,7 +1063,7 @@ vjp_linear (GradCtx *c, CsStmt *s, CsProxy *g)
 
 /* ltorch.sum(a, dim, keepdim, dtype=): Thunder's _sum_grad */
 static void
-vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
@@ -1092,7 +1098,7 @@ vjp_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g)
 
 /* silu: g * s * (1 + a * (1 - s)), s = 1 / (1 + exp(-a)) (Thunder's _silu_grad) */
 static void
-vjp_silu (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_ltorch_silu (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *av = arg (s, CS_ARG_A);
   CsProxy *a = value_tensor (av);
@@ -1165,7 +1171,7 @@ vjp_softmax (GradCtx *c, CsStmt *s, CsProxy *g, gboolean log)
 /* embedding(idx, weight, ...): ltorch.embedding_backward(g, idx, num_weights, padding_idx,
  * scale_grad_by_freq, sparse) (Thunder's _embedding_grad) */
 static void
-vjp_embedding (GradCtx *c, CsStmt *s, CsProxy *g)
+rule_ltorch_embedding (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
 {
   CsValue *iv = arg (s, CS_ARG_A), *wv = arg (s, CS_ARG_WEIGHT);
   CsValue *pv = arg (s, CS_ARG_PADDING_IDX), *scv = arg (s, CS_ARG_SCALE_GRAD_BY_FREQ);
@@ -1216,13 +1222,6 @@ rule_prim_convert_element_type (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out,
     put_grad (c, a0, convert (c, g, value_tensor (a0)->dtype));
 }
 
-/* VJP of prims.broadcast_in_dim */
-static void
-rule_prim_broadcast_in_dim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_broadcast_in_dim (c, s, g);
-}
-
 /* VJP of prims.reshape */
 static void
 rule_prim_reshape (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
@@ -1271,27 +1270,6 @@ rule_prim_squeeze (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0,
     }
   nk = kept_dims (dims, a->rank, kept);
   put_grad (c, a0, bcast (c, g, a->shape, a->rank, kept, nk));
-}
-
-/* VJP of prims.slice_prim */
-static void
-rule_prim_slice_prim (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_slice (c, s, g);
-}
-
-/* VJP of prims.pad */
-static void
-rule_prim_pad (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_pad (c, s, g);
-}
-
-/* VJP of prims.cat */
-static void
-rule_prim_cat (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_cat (c, s, g);
 }
 
 /* VJP of prims.take */
@@ -1515,34 +1493,6 @@ rule_prim_amax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, Cs
   put_grad (c, a0, t);
 }
 
-/* VJP of prims.matmul */
-static void
-rule_prim_matmul (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_matmul (c, s, g);
-}
-
-/* VJP of prims.linear */
-static void
-rule_prim_linear (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_linear (c, s, g);
-}
-
-/* VJP of ltorch.sum */
-static void
-rule_ltorch_sum (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_ltorch_sum (c, s, g);
-}
-
-/* VJP of ltorch.silu */
-static void
-rule_ltorch_silu (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_silu (c, s, g);
-}
-
 /* VJP of ltorch._softmax */
 static void
 rule_ltorch__softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
@@ -1568,13 +1518,6 @@ rule_ltorch_log_softmax (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValu
                                &g->device,
                                ARGS (POS (v_p (c, g)), POS (v_p (c, out)), POS (a1),
                                      POS (cs_value_new_dtype (c->a, a->dtype, FALSE))), 4));
-}
-
-/* VJP of ltorch.embedding */
-static void
-rule_ltorch_embedding (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0, CsValue *a1)
-{
-  vjp_embedding (c, s, g);
 }
 
 /* VJP of prims.log1p: g / (a + 1) (Thunder: _log1p_prim_grad in thunder/core/transforms.py) */
