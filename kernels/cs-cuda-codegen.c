@@ -2047,6 +2047,18 @@ col_blocks_an_sm (void)
   return b >= 1 && b <= 16 ? b : 3;
 }
 
+/* The unroll of the 16-byte column form's two loops (the split's rows, the last block's
+ * partials): CASTSCOPE_COL_UNROLL (2-32); unset or 0: 4 for the rows, the compiler's choice for
+ * the partials.  The sums' order is the same at every unroll. */
+static int
+col_unroll (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_COL_UNROLL");
+  int u = e ? atoi (e) : 0;
+
+  return u >= 2 && u <= 32 ? u : 0;
+}
+
 /* Column form with 16-byte loads: a block is 8 rows x 256 columns, a thread 8 consecutive
  * columns of a row (one 16-byte load per contiguous bf16/f16 tensor, two for f32), the
  * reduction split over blockIdx.y into f32 partials; the last split block of a tile (an atomic
@@ -2072,6 +2084,7 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   int64_t bx, S, max_s;
   guint part = 0, cnt = 0;
   const char *v;
+  const int unroll = col_unroll ();
 
   if (O % 8 != 0 || O < 8 || !cs_dtype_is_float (x->dtype) || x->dtype == CS_DTYPE_F64)
     return 0;
@@ -2146,8 +2159,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
   g_string_append (code, "  const ix_t o8 = ((ix_t) blockIdx.x * 32 + threadIdx.x) * 8;\n");
   acc_decl8 (code, k, at, "A_");
-  g_string_append (code, "  if (o8 < O)\n#pragma unroll 4\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
-                         " r += (ix_t) gridDim.y * 8)\n    {\n      const ix_t base = r * O + o8;\n");
+  g_string_append_printf (code, "  if (o8 < O)\n#pragma unroll %d\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
+                          " r += (ix_t) gridDim.y * 8)\n    {\n      const ix_t base = r * O + o8;\n", unroll ? unroll : 4);
   g_string_append (code, vpre->str);
   g_string_append (code, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
                          "      const ix_t o = o8 + k_;\n      const ix_t i = base + k_;\n");
@@ -2181,7 +2194,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
                                     "  __syncthreads ();\n  if (sh_last[0] == 0)\n    return;\n  __threadfence ();\n"
                                     "  if (t_ == 0)\n    a%u[blockIdx.x] = 0;\n", pc, S, pc);
       acc_decl8 (code, k, at, "F_");
-      g_string_append_printf (code, "  if (o8 < O)\n    for (ix_t s_ = threadIdx.y; s_ < %" G_GINT64_FORMAT "LL; s_ += 8)\n    {\n", S);
+      g_string_append_printf (code, "  if (o8 < O)\n%s    for (ix_t s_ = threadIdx.y; s_ < %" G_GINT64_FORMAT "LL; s_ += 8)\n    {\n",
+                              unroll ? pool_printf (g, "#pragma unroll %d\n", unroll) : "", S);
       for (guint c = 0; c < nc; c++)
         g_string_append_printf (code, "      const float4 *p%s_ = (const float4 *) (a%u + %uLL * %" G_GINT64_FORMAT "LL + s_ * O + o8);\n"
                                       "      const float4 l%s_ = __ldcg (p%s_), h%s_ = __ldcg (p%s_ + 1);\n"
@@ -3259,10 +3273,12 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   if (ncols)
     {
       /* The column sums: a block is 32 columns x 8 lanes of blocks' partials; lane y adds the
-       * partials of blocks y, y + 8, ... in order, the 8 lane sums are added in order through
-       * shared memory (a fixed order: the same sum every launch), and the first lane stores the
-       * output (cast to its dtype when the sum's only use was that cast). */
+       * partials of blocks y, y + 8, ... in order (the loop unrolled whole up to 64 partials a
+       * lane, so that its loads are all in flight before the first add), the 8 lane sums are
+       * added in order through shared memory (a fixed order: the same sum every launch), and the
+       * first lane stores the output (cast to its dtype when the sum's only use was that cast). */
       g_autoptr(GString) fin = g_string_new ("");
+      const int64_t nj = (P + 7) / 8;
 
       gen_begin (g);
       g_string_append_printf (fin, "  const ix_t R = %" G_GINT64_FORMAT "LL;\n"
@@ -3274,13 +3290,21 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           guint pa = param_of (g, part, FALSE);
 
           slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    if (c_ < R)\n#pragma unroll 4\n"
-                                  "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
-                                  "        s_ += a%u[t_ * R + c_];\n"
-                                  "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
+          g_string_append (fin, "  {\n    float s_ = 0.0f;\n");
+          if (nj <= 64)
+            g_string_append_printf (fin, "    if (c_ < R)\n#pragma unroll\n"
+                                    "      for (int j_ = 0; j_ < %" G_GINT64_FORMAT "; j_++)\n        {\n"
+                                    "          const ix_t t_ = threadIdx.y + j_ * 8;\n%s"
+                                    "          s_ += a%u[t_ * R + c_];\n        }\n",
+                                    nj, P % 8 ? pool_printf (g, "          if (t_ >= %" G_GINT64_FORMAT ")\n            break;\n", P) : "", pa);
+          else
+            g_string_append_printf (fin, "    if (c_ < R)\n#pragma unroll 16\n"
+                                    "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
+                                    "        s_ += a%u[t_ * R + c_];\n", P, pa);
+          g_string_append_printf (fin, "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
                                   "    __syncthreads ();\n    if (threadIdx.y == 0 && c_ < R)\n      {\n"
                                   "        float f_ = 0.0f;\n        for (int y_ = 0; y_ < 8; y_++)\n"
-                                  "          f_ += fsh%u[y_][threadIdx.x];\n", P, pa, c, c, c);
+                                  "          f_ += fsh%u[y_][threadIdx.x];\n", c, c, c);
           store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "f_"));
           g_string_append (fin, "      }\n  }\n");
           cs_cuda_program_bind (p, y, slot);
