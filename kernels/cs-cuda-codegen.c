@@ -65,6 +65,7 @@ typedef struct
   guint          row_nr;    /* their number */
   int            row_T;     /* elements per lane when the row loops are fully unrolled, else 0 */
   guint          row_pass;  /* the pass being emitted, from 1 */
+  guint          row_out_pass; /* the row-fused kernel's output pass, as the probe numbered it */
   gboolean       row_probe; /* first emission: only records which row loads recur */
   GHashTable    *row_seen;  /* "slot@ctx" -> pass that first loaded it (probe) */
   GHashTable    *row_reused;/* "slot@ctx" loaded in more than one pass */
@@ -96,6 +97,7 @@ typedef struct
   guint       slot;
   const char *off;
   gboolean    varying;  /* varies with the row (not a weight vector read by every row) */
+  guint       pass;     /* the pass that reads it first (Gen.row_pass) */
 } RowVec;
 
 /* A row statistic of the row-fused kernel (Gen.reg). */
@@ -430,6 +432,7 @@ emit_load (Gen *g, guint slot, const Ctx *c)
               rv->slot = slot;
               rv->off = voff;
               rv->varying = row_varying (g, s, c);
+              rv->pass = g->row_pass;
               g_ptr_array_add (g->row_vkeys, g_strdup (key));
               g_hash_table_insert (g->row_vcand, g_strdup (key), rv);
             }
@@ -2747,6 +2750,26 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
   g_string_append (reads, "    }\n");
 }
 
+/* CASTSCOPE_ROW_LATEW=1: a one-row-a-warp kernel loads the weight vectors (row tensors the same
+ * for every row) first read in its output pass at the start of that pass instead of before the
+ * first, so that they do not hold registers through the reductions.  Off by default. */
+static gboolean
+row_late_weights (void)
+{
+  return g_strcmp0 (g_getenv ("CASTSCOPE_ROW_LATEW"), "1") == 0;
+}
+
+/* The minimum blocks an SM of the warp-per-row kernels' launch bounds (what caps their
+ * registers): 4, or CASTSCOPE_ROW_MINB (1-8). */
+static int
+row_min_blocks (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_ROW_MINB");
+  int b = e ? atoi (e) : 4;
+
+  return b >= 1 && b <= 8 ? b : 4;
+}
+
 /* Rows a warp of the row-fused kernel: 1, or (a warp a row, G = 32, with the row tensors in
  * 16-byte groups and no column sums) the rows a warp loads before its first row's passes, as
  * CASTSCOPE_ROW_RPW (2-4) asks.  Not the default: 2 and 3 rows a warp did not speed up the
@@ -2814,6 +2837,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   g_autoptr(GString) vvar = g_string_new ("");
   g_autoptr(GString) vrefs = g_string_new ("");
   g_autoptr(GString) vpre_rows = g_string_new ("");
+  g_autoptr(GString) vlate = g_string_new ("");
 
   gen_begin (g);
   g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
@@ -2903,7 +2927,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
             continue;
           }
         {
-          GString *d = rpw > 1 ? vinv : code;
+          GString *d = rpw > 1 ? vinv : !rv->varying && rv->pass == g->row_out_pass && row_late_weights () ? vlate : code;
 
           g_string_append_printf (d, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
                                   "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
@@ -3077,6 +3101,9 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
 
   /* The outputs: row-shaped ones in a last pass, per-row ones from lane 0. */
   g->row_pass = n_passes + 1;
+  if (probe)
+    g->row_out_pass = g->row_pass;
+  g_string_append (code, vlate->str);
   g_hash_table_remove_all (g->memo);
   g_string_truncate (g->body, 0);
   for (guint i = 0; i < n_outs; i++)
@@ -3257,7 +3284,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   /* A warp per row: at least 4 blocks (32 warps) per SM, so that rows overlap each other's
    * passes (measured, run 11: LayerNorm d=768 forward 16.8 -> 14.4 us, backward 39.1 -> 29.6 us;
    * a block per row is best left alone: RMSNorm d=4096 45.5 -> 57.8 us). */
-  g->min_blocks = G == 32 ? 4 : 0;
+  g->min_blocks = G == 32 ? row_min_blocks () : 0;
   {
     CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), CS_ARG_A);
 

@@ -428,9 +428,21 @@ test_membound_forms (void)
       g_setenv ("CASTSCOPE_PW_TILES", forms[f].tiles, TRUE);
       g_setenv ("CASTSCOPE_COL_BPS", forms[f].bps, TRUE);
       g_setenv ("CASTSCOPE_COL_UNROLL", forms[f].unroll, TRUE);
+      g_setenv ("CASTSCOPE_ROW_LATEW", f == 0 ? "1" : "0", TRUE);
       p = generate (membound_trace, "membound", &t, &error);
       g_assert_no_error (error);
       g_assert_cmpuint (p->outputs->len, ==, 11);
+      /* one row a warp with CASTSCOPE_ROW_LATEW=1: the LayerNorm's weight and bias loaded after
+         the variance's shuffles */
+      if (f == 0)
+        {
+          const char *wl = strstr (p->source->str, "VL22.v[v_] = *(const uint4 *) (a1 + rv_);");
+          const char *sh = strstr (p->source->str, "cs_shfl (p0cs, m_)");
+
+          g_assert_nonnull (wl);
+          g_assert_nonnull (sh);
+          g_assert_true (wl > sh);
+        }
       /* the finalize kernels: 33 and 5 partials a lane (the last lanes 4) in loops unrolled whole */
       g_assert_cmpuint (count_label (p, "nvFusion5 col sums finalize (1 x 2048 over 264 blocks)", NULL), ==, 1);
       g_assert_cmpuint (count_label (p, "nvFusion6 col sums finalize (1 x 2048 over 37 blocks)", NULL), ==, 1);
@@ -470,6 +482,7 @@ test_membound_forms (void)
   g_unsetenv ("CASTSCOPE_PW_TILES");
   g_unsetenv ("CASTSCOPE_COL_BPS");
   g_unsetenv ("CASTSCOPE_COL_UNROLL");
+  g_unsetenv ("CASTSCOPE_ROW_LATEW");
   {
     /* the defaults: 4 tiles a block from 2^27 elements (the first region), 1 below (the
      * second); one row a warp (the membound trace's LayerNorm) */
