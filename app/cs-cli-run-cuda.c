@@ -674,6 +674,23 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                                   s->median_ms, s->floor_ms, s->flops, s->bytes);
         }
       g_string_append (json, "]");
+      if (times.step_reps > 0)
+        {
+          /* CASTSCOPE_STEP_REPS: each step alone in a CUDA graph, no event between launches */
+          g_string_append_printf (report, "\nper step alone in a CUDA graph of %u repeats (CASTSCOPE_STEP_REPS):"
+                                  " after an L2 flush / back to back\n%-4s %-62s %10s %6s %10s %6s\n",
+                                  times.step_reps, "", "step", "alone ms", "rate", "warm ms", "rate");
+          for (guint i = 0; i < times.steps->len; i++)
+            {
+              CsCudaStepTiming *s = &g_array_index (times.steps, CsCudaStepTiming, i);
+              double w = s->flops > 0 ? s->flops : s->bytes;
+
+              g_string_append_printf (report, "%-4s %-62.62s %10.4f %6.1f %10.4f %6.1f %s\n", s->backward ? "bwd" : "fwd",
+                                      s->label, s->alone_ms, s->alone_ms > 0 ? w / (s->alone_ms * 1e-3) / 1e12 : 0.0,
+                                      s->warm_ms, s->warm_ms > 0 ? w / (s->warm_ms * 1e-3) / 1e12 : 0.0,
+                                      s->flops > 0 ? "TF" : "TB");
+            }
+        }
       g_string_append_printf (report,
                               "\nstep: GPU time (graph replay) %.4f ms (min %.4f), latency (launch+sync) %.4f ms,"
                               " stream launches %.4f ms; floor %.4f ms; %u kernels + %u matmuls; median of %u\n"

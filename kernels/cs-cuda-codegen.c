@@ -65,6 +65,7 @@ typedef struct
   guint          row_nr;    /* their number */
   int            row_T;     /* elements per lane when the row loops are fully unrolled, else 0 */
   guint          row_pass;  /* the pass being emitted, from 1 */
+  guint          row_out_pass; /* the row-fused kernel's output pass, as the probe numbered it */
   gboolean       row_probe; /* first emission: only records which row loads recur */
   GHashTable    *row_seen;  /* "slot@ctx" -> pass that first loaded it (probe) */
   GHashTable    *row_reused;/* "slot@ctx" loaded in more than one pass */
@@ -96,6 +97,7 @@ typedef struct
   guint       slot;
   const char *off;
   gboolean    varying;  /* varies with the row (not a weight vector read by every row) */
+  guint       pass;     /* the pass that reads it first (Gen.row_pass) */
 } RowVec;
 
 /* A row statistic of the row-fused kernel (Gen.reg). */
@@ -430,6 +432,7 @@ emit_load (Gen *g, guint slot, const Ctx *c)
               rv->slot = slot;
               rv->off = voff;
               rv->varying = row_varying (g, s, c);
+              rv->pass = g->row_pass;
               g_ptr_array_add (g->row_vkeys, g_strdup (key));
               g_hash_table_insert (g->row_vcand, g_strdup (key), rv);
             }
@@ -2047,6 +2050,18 @@ col_blocks_an_sm (void)
   return b >= 1 && b <= 16 ? b : 3;
 }
 
+/* The unroll of the 16-byte column form's two loops (the split's rows, the last block's
+ * partials): CASTSCOPE_COL_UNROLL (2-32); unset or 0: 4 for the rows, the compiler's choice for
+ * the partials.  The sums' order is the same at every unroll. */
+static int
+col_unroll (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_COL_UNROLL");
+  int u = e ? atoi (e) : 0;
+
+  return u >= 2 && u <= 32 ? u : 0;
+}
+
 /* Column form with 16-byte loads: a block is 8 rows x 256 columns, a thread 8 consecutive
  * columns of a row (one 16-byte load per contiguous bf16/f16 tensor, two for f32), the
  * reduction split over blockIdx.y into f32 partials; the last split block of a tile (an atomic
@@ -2072,6 +2087,7 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   int64_t bx, S, max_s;
   guint part = 0, cnt = 0;
   const char *v;
+  const int unroll = col_unroll ();
 
   if (O % 8 != 0 || O < 8 || !cs_dtype_is_float (x->dtype) || x->dtype == CS_DTYPE_F64)
     return 0;
@@ -2146,8 +2162,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   g_string_append_printf (code, "  const ix_t O = %" G_GINT64_FORMAT "LL, R = %" G_GINT64_FORMAT "LL;\n", O, R);
   g_string_append (code, "  const ix_t o8 = ((ix_t) blockIdx.x * 32 + threadIdx.x) * 8;\n");
   acc_decl8 (code, k, at, "A_");
-  g_string_append (code, "  if (o8 < O)\n#pragma unroll 4\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
-                         " r += (ix_t) gridDim.y * 8)\n    {\n      const ix_t base = r * O + o8;\n");
+  g_string_append_printf (code, "  if (o8 < O)\n#pragma unroll %d\n    for (ix_t r = (ix_t) blockIdx.y * 8 + threadIdx.y; r < R;"
+                          " r += (ix_t) gridDim.y * 8)\n    {\n      const ix_t base = r * O + o8;\n", unroll ? unroll : 4);
   g_string_append (code, vpre->str);
   g_string_append (code, "#pragma unroll\n  for (int k_ = 0; k_ < 8; k_++)\n    {\n"
                          "      const ix_t o = o8 + k_;\n      const ix_t i = base + k_;\n");
@@ -2181,7 +2197,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
                                     "  __syncthreads ();\n  if (sh_last[0] == 0)\n    return;\n  __threadfence ();\n"
                                     "  if (t_ == 0)\n    a%u[blockIdx.x] = 0;\n", pc, S, pc);
       acc_decl8 (code, k, at, "F_");
-      g_string_append_printf (code, "  if (o8 < O)\n    for (ix_t s_ = threadIdx.y; s_ < %" G_GINT64_FORMAT "LL; s_ += 8)\n    {\n", S);
+      g_string_append_printf (code, "  if (o8 < O)\n%s    for (ix_t s_ = threadIdx.y; s_ < %" G_GINT64_FORMAT "LL; s_ += 8)\n    {\n",
+                              unroll ? pool_printf (g, "#pragma unroll %d\n", unroll) : "", S);
       for (guint c = 0; c < nc; c++)
         g_string_append_printf (code, "      const float4 *p%s_ = (const float4 *) (a%u + %uLL * %" G_GINT64_FORMAT "LL + s_ * O + o8);\n"
                                       "      const float4 l%s_ = __ldcg (p%s_), h%s_ = __ldcg (p%s_ + 1);\n"
@@ -2733,6 +2750,26 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
   g_string_append (reads, "    }\n");
 }
 
+/* CASTSCOPE_ROW_LATEW=1: a one-row-a-warp kernel loads the weight vectors (row tensors the same
+ * for every row) first read in its output pass at the start of that pass instead of before the
+ * first, so that they do not hold registers through the reductions.  Off by default. */
+static gboolean
+row_late_weights (void)
+{
+  return g_strcmp0 (g_getenv ("CASTSCOPE_ROW_LATEW"), "1") == 0;
+}
+
+/* The minimum blocks an SM of the warp-per-row kernels' launch bounds (what caps their
+ * registers): 4, or CASTSCOPE_ROW_MINB (1-8). */
+static int
+row_min_blocks (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_ROW_MINB");
+  int b = e ? atoi (e) : 4;
+
+  return b >= 1 && b <= 8 ? b : 4;
+}
+
 /* Rows a warp of the row-fused kernel: 1, or (a warp a row, G = 32, with the row tensors in
  * 16-byte groups and no column sums) the rows a warp loads before its first row's passes, as
  * CASTSCOPE_ROW_RPW (2-4) asks.  Not the default: 2 and 3 rows a warp did not speed up the
@@ -2800,6 +2837,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   g_autoptr(GString) vvar = g_string_new ("");
   g_autoptr(GString) vrefs = g_string_new ("");
   g_autoptr(GString) vpre_rows = g_string_new ("");
+  g_autoptr(GString) vlate = g_string_new ("");
 
   gen_begin (g);
   g->big |= O * R >= ((int64_t) 1 << 31) - 4096;
@@ -2889,7 +2927,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
             continue;
           }
         {
-          GString *d = rpw > 1 ? vinv : code;
+          GString *d = rpw > 1 ? vinv : !rv->varying && rv->pass == g->row_out_pass && row_late_weights () ? vlate : code;
 
           g_string_append_printf (d, "  union { %s v[%d]; %s e[%d]; } %s;\n#pragma unroll\n"
                                   "  for (int v_ = 0; v_ < %d; v_++)\n    {\n"
@@ -3063,6 +3101,9 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
 
   /* The outputs: row-shaped ones in a last pass, per-row ones from lane 0. */
   g->row_pass = n_passes + 1;
+  if (probe)
+    g->row_out_pass = g->row_pass;
+  g_string_append (code, vlate->str);
   g_hash_table_remove_all (g->memo);
   g_string_truncate (g->body, 0);
   for (guint i = 0; i < n_outs; i++)
@@ -3243,7 +3284,7 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   /* A warp per row: at least 4 blocks (32 warps) per SM, so that rows overlap each other's
    * passes (measured, run 11: LayerNorm d=768 forward 16.8 -> 14.4 us, backward 39.1 -> 29.6 us;
    * a block per row is best left alone: RMSNorm d=4096 45.5 -> 57.8 us). */
-  g->min_blocks = G == 32 ? 4 : 0;
+  g->min_blocks = G == 32 ? row_min_blocks () : 0;
   {
     CsProxy *x0 = arg_proxy (g_ptr_array_index (rp->reds, 0), CS_ARG_A);
 
@@ -3259,10 +3300,12 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
   if (ncols)
     {
       /* The column sums: a block is 32 columns x 8 lanes of blocks' partials; lane y adds the
-       * partials of blocks y, y + 8, ... in order, the 8 lane sums are added in order through
-       * shared memory (a fixed order: the same sum every launch), and the first lane stores the
-       * output (cast to its dtype when the sum's only use was that cast). */
+       * partials of blocks y, y + 8, ... in order (the loop unrolled whole up to 64 partials a
+       * lane, so that its loads are all in flight before the first add), the 8 lane sums are
+       * added in order through shared memory (a fixed order: the same sum every launch), and the
+       * first lane stores the output (cast to its dtype when the sum's only use was that cast). */
       g_autoptr(GString) fin = g_string_new ("");
+      const int64_t nj = (P + 7) / 8;
 
       gen_begin (g);
       g_string_append_printf (fin, "  const ix_t R = %" G_GINT64_FORMAT "LL;\n"
@@ -3274,13 +3317,21 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
           guint pa = param_of (g, part, FALSE);
 
           slot = cs_cuda_program_new_slot (p, y->dtype, y->shape, y->rank);
-          g_string_append_printf (fin, "  {\n    float s_ = 0.0f;\n    if (c_ < R)\n#pragma unroll 4\n"
-                                  "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
-                                  "        s_ += a%u[t_ * R + c_];\n"
-                                  "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
+          g_string_append (fin, "  {\n    float s_ = 0.0f;\n");
+          if (nj <= 64)
+            g_string_append_printf (fin, "    if (c_ < R)\n#pragma unroll\n"
+                                    "      for (int j_ = 0; j_ < %" G_GINT64_FORMAT "; j_++)\n        {\n"
+                                    "          const ix_t t_ = threadIdx.y + j_ * 8;\n%s"
+                                    "          s_ += a%u[t_ * R + c_];\n        }\n",
+                                    nj, P % 8 ? pool_printf (g, "          if (t_ >= %" G_GINT64_FORMAT ")\n            break;\n", P) : "", pa);
+          else
+            g_string_append_printf (fin, "    if (c_ < R)\n#pragma unroll 16\n"
+                                    "      for (ix_t t_ = threadIdx.y; t_ < %" G_GINT64_FORMAT "LL; t_ += 8)\n"
+                                    "        s_ += a%u[t_ * R + c_];\n", P, pa);
+          g_string_append_printf (fin, "    __shared__ float fsh%u[8][33];\n    fsh%u[threadIdx.y][threadIdx.x] = s_;\n"
                                   "    __syncthreads ();\n    if (threadIdx.y == 0 && c_ < R)\n      {\n"
                                   "        float f_ = 0.0f;\n        for (int y_ = 0; y_ < 8; y_++)\n"
-                                  "          f_ += fsh%u[y_][threadIdx.x];\n", P, pa, c, c, c);
+                                  "          f_ += fsh%u[y_][threadIdx.x];\n", c, c, c);
           store_stmt (g, fin, slot, "c_", round_wrap (g, y->dtype, "f_"));
           g_string_append (fin, "      }\n  }\n");
           cs_cuda_program_bind (p, y, slot);

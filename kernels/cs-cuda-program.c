@@ -2666,6 +2666,53 @@ cs_cuda_program_stream (CsCudaProgram *p, guint i)
   return i == 0 ? p->stream : p->side_streams[i - 1];
 }
 
+/* Launches step @s on stream @si (0: p->stream; a kernel, a cuDNN call or a cuBLASLt matmul).
+ * Errors: the CUDA or cuBLASLt error of the launch, prefixed with the step's label for the
+ * libraries' steps. */
+static gboolean
+launch_step (CsCudaProgram *p, CsCudaStep *s, guint si, GError **error)
+{
+  cudaStream_t stream = cs_cuda_program_stream (p, si);
+  gboolean ok = FALSE;
+
+  if (s->kind == CS_CUDA_STEP_KERNEL)
+    {
+      dim3 grid = { s->grid[0], s->grid[1], s->grid[2] };
+      dim3 block = { s->block[0], s->block[1], s->block[2] };
+
+      CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, stream), error);
+      if (p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && s->writes->len > 0)
+        {
+          /* test hook: a wrong result in every tensor the kernel writes (the first 64
+             bytes set to 0x40: 3.0 in bf16 and f16, 3.004 in f32) */
+          for (guint k = 0; k < s->writes->len; k++)
+            {
+              guint w = g_array_index (s->writes, guint, k);
+              const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
+              gsize nb = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
+
+              CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, nb, stream), error);
+            }
+        }
+    }
+  else if (s->kind == CS_CUDA_STEP_CUDNN)
+    {
+      if (!cs_cuda_cudnn_run (p, s->cudnn, error))
+        {
+          g_prefix_error (error, "%s: ", s->label);
+          return FALSE;
+        }
+    }
+  else if (!cs_cuda_gemm_run (p, s->gemm, si, error))
+    {
+      g_prefix_error (error, "%s: ", s->label);
+      return FALSE;
+    }
+  ok = TRUE;
+out:
+  return ok;
+}
+
 /* Launches every step.  @events (may be NULL): one recorded before each step and one after the
  * last, for per-step timing.  @spread (NULL, or n_steps + CS_CUDA_MAX_STREAMS zeroed entries
  * the caller destroys with destroy_events() once the capture has ended): the steps on the
@@ -2697,39 +2744,8 @@ launch_steps (CsCudaProgram *p, cudaEvent_t *events, cudaEvent_t *spread, GError
         CS_CU_CHECK (cudaEventRecord (events[i], p->stream), error);
       for (guint w = 0; spread && w < s->n_waits; w++)
         CS_CU_CHECK (cudaStreamWaitEvent (stream, spread[s->waits[w]], 0), error);
-      if (s->kind == CS_CUDA_STEP_KERNEL)
-        {
-          dim3 grid = { s->grid[0], s->grid[1], s->grid[2] };
-          dim3 block = { s->block[0], s->block[1], s->block[2] };
-
-          CS_CU_CHECK (cudaLaunchKernel (s->func, grid, block, s->arg_ptrs, 0, stream), error);
-          if (p->break_kernel >= 0 && s->kernel == (guint) p->break_kernel && s->writes->len > 0)
-            {
-              /* test hook: a wrong result in every tensor the kernel writes (the first 64
-                 bytes set to 0x40: 3.0 in bf16 and f16, 3.004 in f32) */
-              for (guint k = 0; k < s->writes->len; k++)
-                {
-                  guint w = g_array_index (s->writes, guint, k);
-                  const CsCudaSlot *ws = cs_cuda_program_slot (p, w);
-                  gsize nb = MIN ((gsize) 64, (gsize) cs_cuda_slot_numel (ws) * cs_dtype_size_bytes (ws->dtype));
-
-                  CS_CU_CHECK (cudaMemsetAsync (cs_cuda_program_slot_ptr (p, w), 0x40, nb, stream), error);
-                }
-            }
-        }
-      else if (s->kind == CS_CUDA_STEP_CUDNN)
-        {
-          if (!cs_cuda_cudnn_run (p, s->cudnn, error))
-            {
-              g_prefix_error (error, "%s: ", s->label);
-              goto out;
-            }
-        }
-      else if (!cs_cuda_gemm_run (p, s->gemm, si, error))
-        {
-          g_prefix_error (error, "%s: ", s->label);
-          goto out;
-        }
+      if (!launch_step (p, s, si, error))
+        goto out;
       if (spread && s->signals)
         {
           CS_CU_CHECK (cudaEventCreateWithFlags (&spread[i], cudaEventDisableTiming), error);
@@ -2896,6 +2912,137 @@ median (double *v, guint n)
   return n ? v[n / 2] : 0.0;
 }
 
+/* CASTSCOPE_STEP_REPS (1-1000; unset or 0: off): how many repeats of each step the per-step
+ * graph timing (time_alone) captures. */
+static guint
+step_reps (void)
+{
+  const char *e = g_getenv ("CASTSCOPE_STEP_REPS");
+  int r = e ? atoi (e) : 0;
+
+  return r >= 1 && r <= 1000 ? (guint) r : 0;
+}
+
+/* Captures into @exec a graph of @reps repeats of: a memset of @flush_bytes at @flush (when
+ * @flush_bytes > 0), then step @s (when non-NULL).  Errors: the CUDA error of the capture. */
+static gboolean
+capture_reps (CsCudaProgram *p, CsCudaStep *s, guint reps, void *flush, size_t flush_bytes,
+              cudaGraphExec_t *exec, GError **error)
+{
+  cudaGraph_t graph = NULL;
+  gboolean ok = FALSE;
+
+  *exec = NULL;
+  CS_CU_CHECK (cudaStreamBeginCapture (p->stream, cudaStreamCaptureModeThreadLocal), error);
+  for (guint r = 0; r < reps; r++)
+    {
+      cudaError_t e = flush_bytes > 0 ? cudaMemsetAsync (flush, (int) (r & 0xff), flush_bytes, p->stream) : cudaSuccess;
+
+      if (e != cudaSuccess)
+        g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_RUNTIME, "cudaMemsetAsync failed: %s (%s)",
+                     cudaGetErrorString (e), cudaGetErrorName (e));
+      if (e != cudaSuccess || (s && !launch_step (p, s, 0, error)))
+        {
+          cudaStreamEndCapture (p->stream, &graph);
+          goto out;
+        }
+    }
+  CS_CU_CHECK (cudaStreamEndCapture (p->stream, &graph), error);
+  CS_CU_CHECK (cudaGetLastError (), error);
+  CS_CU_CHECK (cudaGraphInstantiate (exec, graph, 0), error);
+  ok = TRUE;
+out:
+  if (graph)
+    cudaGraphDestroy (graph);
+  return ok;
+}
+
+/* The median over @iters replays (after one untimed replay) of @exec, ms.  Errors: CUDA's. */
+static gboolean
+replay_median (CsCudaProgram *p, cudaGraphExec_t exec, guint iters, double *ms_out, GError **error)
+{
+  g_autofree double *v = g_new0 (double, iters);
+  cudaEvent_t a = NULL, b = NULL;
+  gboolean ok = FALSE;
+
+  CS_CU_CHECK (cudaEventCreate (&a), error);
+  CS_CU_CHECK (cudaEventCreate (&b), error);
+  CS_CU_CHECK (cudaGraphLaunch (exec, p->stream), error);
+  for (guint it = 0; it < iters; it++)
+    {
+      float ms = 0;
+
+      CS_CU_CHECK (cudaEventRecord (a, p->stream), error);
+      CS_CU_CHECK (cudaGraphLaunch (exec, p->stream), error);
+      CS_CU_CHECK (cudaEventRecord (b, p->stream), error);
+      CS_CU_CHECK (cudaEventSynchronize (b), error);
+      CS_CU_CHECK (cudaEventElapsedTime (&ms, a, b), error);
+      v[it] = ms;
+    }
+  *ms_out = median (v, iters);
+  ok = TRUE;
+out:
+  if (a)
+    cudaEventDestroy (a);
+  if (b)
+    cudaEventDestroy (b);
+  return ok;
+}
+
+/* The per-step graph timing CASTSCOPE_STEP_REPS=@reps asks for: for each step alone, a graph of
+ * @reps back-to-back repeats (its warm_ms: the median replay over @reps, inputs left in L2 by
+ * the repeat before when they fit), and a graph of @reps repeats each after a memset of twice
+ * the L2 (its alone_ms: that replay less a graph of the memsets alone, over @reps; the memset
+ * leaves L2 full of dirty lines, as a producer's output would).  Both without the event between
+ * steps of the step table; the gap between a graph's launches stays in.  Fills the fields of
+ * p->timings, then runs the program once more so that its outputs are a step's again (a step
+ * repeated alone may have overwritten a buffer another step reads).  Errors: CUDA's, or a step's
+ * launch error. */
+static gboolean
+time_alone (CsCudaProgram *p, guint reps, guint iters, GError **error)
+{
+  int dev = 0, l2 = 0;
+  void *flush = NULL;
+  size_t fb;
+  cudaGraphExec_t fx = NULL, ex = NULL;
+  double f_ms = 0, ms = 0;
+  gboolean ok = FALSE;
+
+  CS_CU_CHECK (cudaGetDevice (&dev), error);
+  CS_CU_CHECK (cudaDeviceGetAttribute (&l2, cudaDevAttrL2CacheSize, dev), error);
+  fb = (size_t) MAX (l2, 1 << 20) * 2;
+  CS_CU_CHECK (cudaMalloc (&flush, fb), error);
+  if (!capture_reps (p, NULL, reps, flush, fb, &fx, error) || !replay_median (p, fx, iters, &f_ms, error))
+    goto out;
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      CsCudaStepTiming *st = &g_array_index (p->timings, CsCudaStepTiming, i);
+
+      if (!capture_reps (p, s, reps, NULL, 0, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+        goto out;
+      st->warm_ms = ms / reps;
+      cudaGraphExecDestroy (ex);
+      ex = NULL;
+      if (!capture_reps (p, s, reps, flush, fb, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+        goto out;
+      st->alone_ms = MAX (ms - f_ms, 0.0) / reps;
+      cudaGraphExecDestroy (ex);
+      ex = NULL;
+    }
+  if (!cs_cuda_program_run (p, FALSE, error))
+    goto out;
+  ok = TRUE;
+out:
+  if (ex)
+    cudaGraphExecDestroy (ex);
+  if (fx)
+    cudaGraphExecDestroy (fx);
+  if (flush)
+    cudaFree (flush);
+  return ok;
+}
+
 gboolean
 cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **error)
 {
@@ -2987,6 +3134,9 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
     }
   t->latency_ms = median (samples, iters);
   CS_CU_CHECK (cudaGetLastError (), error);
+  if (step_reps () > 0 && !time_alone (p, step_reps (), iters, error))
+    goto out;
+  t->step_reps = step_reps ();
   t->n_samples = iters;
   t->n_streams = p->n_streams;
   t->critical_path = p->critical_path;

@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 5
+#define CS_CUDA_BACKEND_ABI 6
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -79,6 +79,11 @@ typedef struct
   double      flops;           /* floating-point operations (matmuls: 2*M*N*K*batch), 0 for kernels */
   double      bytes;           /* minimal bytes read + written */
   double      floor_ms;        /* max(flops / peak, bytes / bandwidth), ceilings in the doc comment */
+  double      alone_ms;        /* CASTSCOPE_STEP_REPS=N only (else 0): the step alone, N repeats in
+                                  a CUDA graph, each after a memset of twice the L2 (the memsets'
+                                  own graph subtracted), ms a repeat */
+  double      warm_ms;         /* CASTSCOPE_STEP_REPS=N only (else 0): N back-to-back repeats in a
+                                  graph, ms a repeat (inputs that fit stay in L2) */
 } CsCudaStepTiming;
 
 /** CsCudaTimes: what program_time() measures. */
@@ -117,6 +122,8 @@ typedef struct
   double      lt_wait_ms;      /* of plans_ms, the time the build waited for that start-up, ms */
   double      lt_lead_ms;      /* how long before the build the start-up began (start_up called
                                   early), ms; 0 when the build began it */
+  guint       step_reps;       /* CASTSCOPE_STEP_REPS: the repeats behind each step's alone_ms and
+                                  warm_ms; 0 when off */
 } CsCudaTimes;
 
 /**

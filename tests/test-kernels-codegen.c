@@ -406,15 +406,16 @@ test_row_fused (void)
 /* The memory-bound forms of tests/test-membound-trace.h under their environment overrides:
  * rows a warp (CASTSCOPE_ROW_RPW: the rows staged in shared memory by cp.async, the f32 RMSNorm
  * too), pointwise tiles a block (CASTSCOPE_PW_TILES, 4 falling back to 2 for 529 blocks) and the
- * column split (CASTSCOPE_COL_BPS: 68 splits, capped by 64 rows a split); each compiles.  Then
- * the defaults. */
+ * column split (CASTSCOPE_COL_BPS: 68 splits, capped by 64 rows a split) and its unroll
+ * (CASTSCOPE_COL_UNROLL); the column sums' finalize kernels past and within the whole unroll;
+ * each compiles.  Then the defaults. */
 static void
 test_membound_forms (void)
 {
-  static const struct { const char *rpw, *tiles, *bps, *row_label, *pw_label, *col_label; } forms[] = {
-    { "1", "1", "3", "0 col sums)", "(1 out)", "68 splits" },
-    { "2", "2", "6", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
-    { "4", "4", "1", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
+  static const struct { const char *rpw, *tiles, *bps, *unroll, *row_label, *pw_label, *col_label; } forms[] = {
+    { "1", "1", "3", "0", "0 col sums)", "(1 out)", "68 splits" },
+    { "2", "2", "6", "8", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
+    { "4", "4", "1", "16", "0 col sums, 2 rows a warp)", "(1 out, 2 tiles a block)", "68 splits" },
   };
 
   for (guint f = 0; f < G_N_ELEMENTS (forms); f++)
@@ -426,9 +427,38 @@ test_membound_forms (void)
       g_setenv ("CASTSCOPE_ROW_RPW", forms[f].rpw, TRUE);
       g_setenv ("CASTSCOPE_PW_TILES", forms[f].tiles, TRUE);
       g_setenv ("CASTSCOPE_COL_BPS", forms[f].bps, TRUE);
+      g_setenv ("CASTSCOPE_COL_UNROLL", forms[f].unroll, TRUE);
+      g_setenv ("CASTSCOPE_ROW_LATEW", f == 0 ? "1" : "0", TRUE);
       p = generate (membound_trace, "membound", &t, &error);
       g_assert_no_error (error);
-      g_assert_cmpuint (p->outputs->len, ==, 7);
+      g_assert_cmpuint (p->outputs->len, ==, 11);
+      /* one row a warp with CASTSCOPE_ROW_LATEW=1: the LayerNorm's weight and bias loaded after
+         the variance's shuffles */
+      if (f == 0)
+        {
+          const char *wl = strstr (p->source->str, "VL22.v[v_] = *(const uint4 *) (a1 + rv_);");
+          const char *sh = strstr (p->source->str, "cs_shfl (p0cs, m_)");
+
+          g_assert_nonnull (wl);
+          g_assert_nonnull (sh);
+          g_assert_true (wl > sh);
+        }
+      /* the finalize kernels: 33 and 5 partials a lane (the last lanes 4) in loops unrolled whole */
+      g_assert_cmpuint (count_label (p, "nvFusion5 col sums finalize (1 x 2048 over 264 blocks)", NULL), ==, 1);
+      g_assert_cmpuint (count_label (p, "nvFusion6 col sums finalize (1 x 2048 over 37 blocks)", NULL), ==, 1);
+      g_assert_nonnull (strstr (p->source->str, "#pragma unroll\n      for (int j_ = 0; j_ < 33; j_++)\n        {\n"
+                                                "          const ix_t t_ = cs_ty + j_ * 8;\n          s_ += "));
+      g_assert_nonnull (strstr (p->source->str, "#pragma unroll\n      for (int j_ = 0; j_ < 5; j_++)\n        {\n"
+                                                "          const ix_t t_ = threadIdx.y + j_ * 8;\n"
+                                                "          if (t_ >= 37)\n            break;\n"));
+      /* the column form's unroll: its rows' loop, and the partials' loop when set */
+      g_assert_nonnull (strstr (p->source->str, f == 0 ? "#pragma unroll 4\n    for (ix_t r = " : f == 1 ? "#pragma unroll 8\n    for (ix_t r = "
+                                                                                       : "#pragma unroll 16\n    for (ix_t r = "));
+      if (f > 0)
+        g_assert_nonnull (strstr (p->source->str, f == 1 ? "#pragma unroll 8\n    for (ix_t s_ = "
+                                                         : "#pragma unroll 16\n    for (ix_t s_ = "));
+      else
+        g_assert_null (strstr (p->source->str, "#pragma unroll 4\n    for (ix_t s_ = "));
       g_assert_cmpuint (count_label (p, "nvFusion0 row-fused [4225, 256]", forms[f].row_label), ==, 1);
       g_assert_cmpuint (count_label (p, "nvFusion2 row-fused [4300, 256]", forms[f].row_label), ==, 1);
       g_assert_cmpuint (count_label (p, "nvFusion1 pointwise [1001, 2161]", forms[f].pw_label), ==, 1);
@@ -451,6 +481,8 @@ test_membound_forms (void)
   g_unsetenv ("CASTSCOPE_ROW_RPW");
   g_unsetenv ("CASTSCOPE_PW_TILES");
   g_unsetenv ("CASTSCOPE_COL_BPS");
+  g_unsetenv ("CASTSCOPE_COL_UNROLL");
+  g_unsetenv ("CASTSCOPE_ROW_LATEW");
   {
     /* the defaults: 4 tiles a block from 2^27 elements (the first region), 1 below (the
      * second); one row a warp (the membound trace's LayerNorm) */

@@ -246,15 +246,16 @@ test_row_fused (void)
 #include "test-membound-trace.h"
 
 /* The memory-bound kernel forms (tests/test-membound-trace.h) under each setting of their
- * environment overrides (CASTSCOPE_ROW_RPW, CASTSCOPE_PW_TILES, CASTSCOPE_COL_BPS; unset: the
- * defaults): within bound of the f64 reference, and the same bits from two builds and runs. */
+ * environment overrides (CASTSCOPE_ROW_RPW, CASTSCOPE_PW_TILES, CASTSCOPE_COL_BPS,
+ * CASTSCOPE_COL_UNROLL, CASTSCOPE_ROW_LATEW; unset: the defaults): within bound of the f64 reference, and the same bits from two builds and runs. */
 static void
 test_membound_forms (void)
 {
-  static const char *const forms[][3] = {
-    { NULL, NULL, NULL }, { "1", "1", "3" }, { "2", "2", "6" }, { "4", "4", "8" },
+  static const char *const forms[][5] = {
+    { NULL, NULL, NULL, NULL, NULL }, { "1", "1", "3", "0", "1" }, { "2", "2", "6", "8", "0" }, { "4", "4", "8", "16", "1" },
   };
-  static const char *const names[3] = { "CASTSCOPE_ROW_RPW", "CASTSCOPE_PW_TILES", "CASTSCOPE_COL_BPS" };
+  static const char *const names[5] = { "CASTSCOPE_ROW_RPW", "CASTSCOPE_PW_TILES", "CASTSCOPE_COL_BPS", "CASTSCOPE_COL_UNROLL",
+                                        "CASTSCOPE_ROW_LATEW" };
   g_autoptr(CsTrace) fwd = NULL;
   CsPolicy policy;
 
@@ -271,19 +272,21 @@ test_membound_forms (void)
       g_autoptr(GArray) a = g_array_new (FALSE, FALSE, 1);
       g_autoptr(GArray) b = g_array_new (FALSE, FALSE, 1);
 
-      for (guint k = 0; k < 3; k++)
+      for (guint k = 0; k < 5; k++)
         if (forms[f][k])
           g_setenv (names[k], forms[f][k], TRUE);
         else
           g_unsetenv (names[k]);
-      g_test_message ("form %u: rows a warp %s, tiles %s, col blocks an SM %s", f, forms[f][0] ? forms[f][0] : "default",
-                      forms[f][1] ? forms[f][1] : "default", forms[f][2] ? forms[f][2] : "default");
+      g_test_message ("form %u: rows a warp %s, tiles %s, col blocks an SM %s, col unroll %s, late weights %s", f,
+                      forms[f][0] ? forms[f][0] : "default", forms[f][1] ? forms[f][1] : "default",
+                      forms[f][2] ? forms[f][2] : "default", forms[f][3] ? forms[f][3] : "default",
+                      forms[f][4] ? forms[f][4] : "default");
       g_assert_cmpfloat (check_step (fwd, NULL, &policy, FALSE, a), <=, 1.0);
       g_assert_cmpfloat (check_step (fwd, NULL, &policy, TRUE, b), <=, 1.0);
       g_assert_cmpuint (a->len, ==, b->len);
       g_assert_cmpmem (a->data, a->len, b->data, b->len);
     }
-  for (guint k = 0; k < 3; k++)
+  for (guint k = 0; k < 5; k++)
     g_unsetenv (names[k]);
 }
 
