@@ -1329,7 +1329,157 @@ cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char *callee, CsV
     }
   s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
                                                                  : CS_TYPECOMMENT_NONE;
+  cs_stmt_index (trace, s);
   return s;
+}
+
+/* The ids cs_stmt_index() stores, appended to @ids: a CALL's argument reads in
+ * _cs_stmt_reads() order (plain proxies directly, nested values depth first), then the proxies
+ * its target writes.  Returns the number of reads. */
+static gboolean
+io_push_id (CsProxy *p, gpointer data)
+{
+  g_array_append_val ((GArray *) data, p->id);
+  return FALSE;
+}
+
+static guint32
+io_collect (const CsStmt *s, GArray *ids)
+{
+  guint32 n_in;
+
+  for (guint i = 0; i < s->n_args; i++)
+    {
+      const CsValue *v = s->args[i].value;
+      if (v->kind == CS_VALUE_PROXY)
+        g_array_append_val (ids, v->u.proxy->id);
+      else if (v->kind >= CS_VALUE_TUPLE)
+        cs_value_any_proxy (v, io_push_id, ids);
+    }
+  n_in = ids->len;
+  if (s->out != NULL && s->out->kind == CS_VALUE_PROXY)
+    g_array_append_val (ids, s->out->u.proxy->id);
+  else if (s->out != NULL)
+    cs_value_any_proxy (s->out, io_push_id, ids);
+  return n_in;
+}
+
+/** cs_stmt_index: see cs-ir.h. */
+void
+cs_stmt_index (CsTrace *trace, CsStmt *stmt)
+{
+  guint32 buf[32], n = 0, n_in = 0, *io;
+  gboolean simple = TRUE;
+
+  if (stmt->kind != CS_STMT_CALL)
+    return;
+  /* the common case without a GArray: arguments that are proxies, literals, or tuples and
+   * lists of those (shapes, dims, lists of tensors), and a proxy or flat list target */
+  for (guint i = 0; i < stmt->n_args && simple; i++)
+    {
+      const CsValue *v = stmt->args[i].value;
+      if (v->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+        buf[n++] = v->u.proxy->id;
+      else if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+        for (guint k = 0; k < v->u.seq.n && simple; k++)
+          {
+            const CsValue *it = v->u.seq.items[k];
+            if (it->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+              buf[n++] = it->u.proxy->id;
+            else if (it->kind == CS_VALUE_PROXY || it->kind >= CS_VALUE_TUPLE)
+              simple = FALSE;
+          }
+      else if (v->kind == CS_VALUE_PROXY || v->kind >= CS_VALUE_TUPLE)
+        simple = FALSE;
+    }
+  n_in = n;
+  if (simple && stmt->out != NULL)
+    {
+      const CsValue *o = stmt->out;
+      if (o->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+        buf[n++] = o->u.proxy->id;
+      else if (o->kind == CS_VALUE_PROXY)
+        simple = FALSE;
+      else if (o->kind == CS_VALUE_TUPLE || o->kind == CS_VALUE_LIST)
+        {
+          for (guint i = 0; i < o->u.seq.n && simple; i++)
+            {
+              const CsValue *it = o->u.seq.items[i];
+              if (it->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+                buf[n++] = it->u.proxy->id;
+              else if (it->kind == CS_VALUE_PROXY || it->kind >= CS_VALUE_TUPLE)
+                simple = FALSE;
+            }
+        }
+      else if (o->kind >= CS_VALUE_TUPLE)
+        simple = FALSE;
+    }
+  if (!simple)
+    {
+      GArray *ids = g_array_sized_new (FALSE, FALSE, sizeof (guint32), 64);
+      n_in = io_collect (stmt, ids);
+      n = ids->len;
+      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
+      if (n)
+        memcpy (io, ids->data, n * sizeof (guint32));
+      g_array_free (ids, TRUE);
+    }
+  else
+    {
+      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
+      if (n)
+        memcpy (io, buf, n * sizeof (guint32));
+    }
+  stmt->io = io;
+  stmt->n_in = n_in;
+  stmt->n_out = n - n_in;
+}
+
+/** cs_stmt_set_args: see cs-ir.h. */
+void
+cs_stmt_set_args (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args)
+{
+  stmt->args = args;
+  stmt->n_args = n_args;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_set_out: see cs-ir.h. */
+void
+cs_stmt_set_out (CsTrace *trace, CsStmt *stmt, CsValue *out)
+{
+  stmt->out = out;
+  stmt->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
+                                                                    : CS_TYPECOMMENT_NONE;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_set_call: see cs-ir.h. */
+void
+cs_stmt_set_call (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args, CsValue *out)
+{
+  stmt->args = args;
+  stmt->n_args = n_args;
+  stmt->out = out;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_io_matches: see cs-ir.h. */
+gboolean
+cs_stmt_io_matches (const CsStmt *stmt)
+{
+  GArray *ids;
+  guint32 n_in;
+  gboolean ok;
+
+  if (stmt->kind != CS_STMT_CALL)
+    return TRUE;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  n_in = io_collect (stmt, ids);
+  ok = n_in == stmt->n_in && ids->len == stmt->n_in + stmt->n_out
+       && (ids->len == 0 || memcmp (ids->data, stmt->io, ids->len * sizeof (guint32)) == 0);
+  g_array_free (ids, TRUE);
+  return ok;
 }
 
 /** cs_stmt_get_output: the single output proxy of a CALL/ANNASSIGN, else NULL. */
@@ -1595,6 +1745,7 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
       for (guint i = 0; i < s->n_subs; i++)
         c->subs[i] = stmt_copy (dst, s->subs[i], map, keep_id);
     }
+  cs_stmt_index (dst, c);
   return c;
 }
 

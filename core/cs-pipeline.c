@@ -82,12 +82,38 @@ pass_clock_us (void)
   return g_get_monotonic_time () + 1;
 }
 
+/* CASTSCOPE_CHECK_IO=1: aborts when a statement of @trace (at any level) holds def-use ids
+ * that differ from its arguments and target (cs_stmt_io_matches()), naming the pass. */
+static void
+check_io_tree (const CsStmt *s, const char *pass)
+{
+  if (!cs_stmt_io_matches (s))
+    g_error ("after %s: statement %u (%s, line %u) holds stale def-use ids", pass, s->id,
+             s->callee ? s->callee : "?", s->line);
+  for (guint i = 0; i < s->n_subs; i++)
+    check_io_tree (s->subs[i], pass);
+}
+
+static void
+check_io (const CsTrace *trace, const char *pass)
+{
+  static int enabled = -1;
+
+  if (enabled < 0)
+    enabled = g_strcmp0 (g_getenv ("CASTSCOPE_CHECK_IO"), "1") == 0;
+  if (!enabled)
+    return;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    check_io_tree (trace->stmts[i], pass);
+}
+
 static void
 add_pass (CsPipeline *p, const char *name, CsTrace *trace, gint64 t0)
 {
   gint64 dt = t0 ? (pass_clock_us () - t0) * 1000 : 0;
   const char *thunder = thunder_pass_name (name);
 
+  check_io (trace, name);
   if (trace->pass == NULL || strcmp (trace->pass, name) != 0)
     trace->pass = cs_arena_strdup (trace->arena, name);
   if (thunder != NULL)
