@@ -1482,6 +1482,64 @@ cs_stmt_io_matches (const CsStmt *stmt)
   return ok;
 }
 
+/* Appends @p to the GPtrArray @data (cs_value_any_proxy() callback). */
+static gboolean
+io_push_proxy (CsProxy *p, gpointer data)
+{
+  g_ptr_array_add (data, p);
+  return FALSE;
+}
+
+/** cs_stmt_io_mismatch: see cs-ir.h. */
+char *
+cs_stmt_io_mismatch (const CsStmt *stmt)
+{
+  g_autoptr(GPtrArray) ps = NULL;
+  GString *msg;
+  guint n_in = 0, n_all;
+
+  if (cs_stmt_io_matches (stmt))
+    return NULL;
+  /* the proxies in io_collect() order: the reads, then the writes */
+  ps = g_ptr_array_new ();
+  for (guint i = 0; i < stmt->n_args; i++)
+    {
+      CsValue *v = stmt->args[i].value;
+      if (v->kind == CS_VALUE_PROXY)
+        g_ptr_array_add (ps, v->u.proxy);
+      else if (v->kind >= CS_VALUE_TUPLE)
+        cs_value_any_proxy (v, io_push_proxy, ps);
+    }
+  n_in = ps->len;
+  if (stmt->out != NULL)
+    cs_value_any_proxy (stmt->out, io_push_proxy, ps);
+  n_all = ps->len;
+  msg = g_string_new (NULL);
+  g_string_append_printf (msg, "stored %u reads and %u writes, the values hold %u and %u",
+                          stmt->n_in, stmt->n_out, n_in, n_all - n_in);
+  for (guint k = 0; k < MAX (n_all, stmt->n_in + stmt->n_out); k++)
+    {
+      gboolean in_now = k < n_in, in_stored = k < stmt->n_in;
+      const CsProxy *p = k < n_all ? ps->pdata[k] : NULL;
+      gboolean have_stored = k < stmt->n_in + stmt->n_out;
+      if (have_stored && p != NULL && in_now == in_stored && stmt->io[k] == p->id)
+        continue;
+      g_string_append_printf (msg, "; first difference at position %u (%s %u): stored ", k,
+                              in_now ? "read" : "write", in_now ? k : k - n_in);
+      if (have_stored)
+        g_string_append_printf (msg, "id %u", stmt->io[k]);
+      else
+        g_string_append (msg, "nothing");
+      if (p != NULL)
+        g_string_append_printf (msg, ", the value holds %s (id %u)", p->name ? p->name : "?",
+                                p->id);
+      else
+        g_string_append (msg, ", the value holds nothing");
+      break;
+    }
+  return g_string_free (msg, FALSE);
+}
+
 /** cs_stmt_get_output: the single output proxy of a CALL/ANNASSIGN, else NULL. */
 CsProxy *
 cs_stmt_get_output (const CsStmt *stmt)

@@ -650,6 +650,14 @@ void        cs_stmt_set_call      (CsTrace *trace, CsStmt *stmt, CsArg *args, gu
  * pipeline pass, to every statement at every level.
  */
 gboolean    cs_stmt_io_matches    (const CsStmt *stmt);
+/**
+ * cs_stmt_io_mismatch:
+ * What cs_stmt_io_matches() found wrong, for the failure message of a check: the stored and
+ * the present counts of reads and writes and the first position whose id differs (the stored
+ * id, the proxy the values hold there, its name and id).
+ * Returns: (transfer full) (nullable): the description, NULL when the ids match
+ */
+char       *cs_stmt_io_mismatch   (const CsStmt *stmt);
 /** The single output proxy of a CALL whose target is one proxy, else NULL. */
 CsProxy    *cs_stmt_get_output    (const CsStmt *stmt);
 /** Appends every output proxy of a CALL/UNPACK/ANNASSIGN to @out. */

@@ -922,10 +922,31 @@ test_def_use_ids (void)
   args[2] = add->args[2];
   add->args = args;
   g_assert_false (cs_stmt_io_matches (add));
+  {
+    /* the check's message names the first stale position, its stored id and the proxy now */
+    g_autofree char *why = cs_stmt_io_mismatch (add);
+    g_autofree char *want = g_strdup_printf ("stored 2 reads and 1 writes, the values hold 2 "
+                                             "and 1; first difference at position 0 (read 0): "
+                                             "stored id %u, the value holds b (id %u)",
+                                             a->id, b->id);
+    g_assert_cmpstr (why, ==, want);
+  }
   cs_stmt_set_args (t, add, args, 3);
   g_assert_true (cs_stmt_io_matches (add));
+  g_assert_null (cs_stmt_io_mismatch (add));
   g_assert_cmpuint (add->io[0], ==, b->id);
   g_assert_cmpuint (add->io[1], ==, a->id);
+  {
+    /* a target replaced behind the mutators' back: the stored write has no proxy now */
+    CsValue *out = add->out;
+    g_autofree char *why = NULL;
+    add->out = cs_value_new_underscore (t->arena);
+    why = cs_stmt_io_mismatch (add);
+    g_assert_nonnull (strstr (why, "the values hold 2 and 0; first difference at position 2 "
+                                   "(write 0): stored id"));
+    g_assert_nonnull (strstr (why, ", the value holds nothing"));
+    add->out = out;
+  }
   cs_stmt_set_out (t, add, cs_value_new_underscore (t->arena));
   g_assert_cmpuint (add->n_in, ==, 2);
   g_assert_cmpuint (add->n_out, ==, 0);
