@@ -99,12 +99,33 @@ _cs_arena_alloc_slow (CsArena *arena, gsize rounded)
   return BLOCK_DATA (nb);
 }
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+gpointer
+_cs_arena_alloc_debug (CsArena *arena, gsize size)
+{
+  ArenaBlock *head = arena->head;
+  ArenaBlock *b = g_malloc (BLOCK_HEADER + (size ? size : 1));
+  guint8 *data = BLOCK_DATA (b);
+
+  b->size = size;
+  b->next = head->next;
+  head->next = b;
+  arena->total += size;
+  /* garbage, as a reused arena block would hold */
+  memset (data, 0xa5, size ? size : 1);
+  return data;
+}
+#endif
+
 /** cs_arena_alloc_line: see cs-ir.h. */
 gpointer
 cs_arena_alloc_line (CsArena *arena, gsize size)
 {
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   gpointer p = cs_arena_alloc_line_uninit (arena, size);
+#ifdef CS_ARENA_DEBUG_MALLOC
+  rounded = size == 0 ? 1 : size;
+#endif
 
   memset (p, 0, rounded);
   return p;
@@ -120,6 +141,9 @@ cs_arena_alloc_line_uninit (CsArena *arena, gsize size)
   guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
   guint8 *raw;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= rounded))
     {
       if (at > arena->cur)

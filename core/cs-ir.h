@@ -57,6 +57,11 @@ struct _CsArena
 /** _cs_arena_alloc_slow: (skip) cs_arena_alloc_uninit() when the current block is full;
  * @rounded is the request rounded up to 16 bytes.  The memory is not zeroed. */
 gpointer    _cs_arena_alloc_slow  (CsArena *arena, gsize rounded);
+#ifdef CS_ARENA_DEBUG_MALLOC
+/* debugging builds only (-DCS_ARENA_DEBUG_MALLOC): every allocation is its own malloc block
+ * of exactly @size bytes, so AddressSanitizer sees overflows between arena objects */
+gpointer    _cs_arena_alloc_debug (CsArena *arena, gsize size);
+#endif
 
 /**
  * cs_arena_alloc:
@@ -70,6 +75,9 @@ cs_arena_alloc_uninit (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   guint8 *p = arena->cur;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if (G_UNLIKELY ((gsize) (arena->end - p) < rounded))
     return _cs_arena_alloc_slow (arena, rounded);
   arena->cur = p + rounded;
@@ -83,6 +91,9 @@ cs_arena_alloc (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   gpointer p = cs_arena_alloc_uninit (arena, size);
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  rounded = size == 0 ? 1 : size;
+#endif
   memset (p, 0, rounded);
   return p;
 }
@@ -101,6 +112,9 @@ cs_arena_alloc_small (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   guint8 *p = arena->hole;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if ((gsize) (arena->hole_end - p) >= rounded)
     {
       arena->hole = p + rounded;
