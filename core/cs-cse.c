@@ -190,13 +190,16 @@ remap_region_signature (CsTrace *t, CsStmt *s, const CsProxyMap *inner,
   if (!change)
     return s;
   s = cs_trace_own_stmt (t, s);
-  s->out = cs_value_new_seq (t->arena, o->kind,
-                             (CsValue **) cs_arena_dup_ptrs (t->arena, (gpointer const *) items,
-                                                             n_out),
-                             n_out);
-  s->args = CS_ARENA_NEW_N (t->arena, CsArg, MAX (n_args, 1));
-  memcpy (s->args, args, sizeof (CsArg) * n_args);
-  s->n_args = n_args;
+  {
+    CsArg *own_args = CS_ARENA_NEW_N (t->arena, CsArg, MAX (n_args, 1));
+    memcpy (own_args, args, sizeof (CsArg) * n_args);
+    cs_stmt_set_call (t, s, own_args, n_args,
+                      cs_value_new_seq (t->arena, o->kind,
+                                        (CsValue **) cs_arena_dup_ptrs (t->arena,
+                                                                        (gpointer const *) items,
+                                                                        n_out),
+                                        n_out));
+  }
   s->region_fresh = 0;
   return s;
 }

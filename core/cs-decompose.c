@@ -77,15 +77,24 @@ subst_value (CsArena *a, CsValue *v, const CsProxy *from, CsProxy *to)
 }
 
 /* Renames @from to @to in a statement the decomposition built (it owns its argument array and
- * its subsymbols). */
+ * its subsymbols); the renamed arguments and target go through the IR mutator. */
 static void
-subst_stmt (CsArena *a, CsStmt *st, const CsProxy *from, CsProxy *to)
+subst_stmt (CsTrace *trace, CsStmt *st, const CsProxy *from, CsProxy *to)
 {
+  CsArena *a = trace->arena;
+  CsValue *out = subst_value (a, st->out, from, to);
+  gboolean changed = out != st->out;
+
   for (guint i = 0; i < st->n_args; i++)
-    st->args[i].value = subst_value (a, st->args[i].value, from, to);
-  st->out = subst_value (a, st->out, from, to);
+    {
+      CsValue *v = subst_value (a, st->args[i].value, from, to);
+      changed |= v != st->args[i].value;
+      st->args[i].value = v;
+    }
+  if (changed)
+    cs_stmt_set_call (trace, st, st->args, st->n_args, out);
   for (guint i = 0; i < st->n_subs; i++)
-    subst_stmt (a, st->subs[i], from, to);
+    subst_stmt (trace, st->subs[i], from, to);
 }
 
 static void
@@ -144,7 +153,7 @@ adopt_output (Dx *dx, const CsStmt *stmt, GPtrArray *subs, guint start, CsProxy 
   if (!w->typed)
     cs_proxy_set_tensor (trace, w, g->dtype, g->shape, g->rank, &g->device);
   for (guint k = start; k < subs->len; k++)
-    subst_stmt (trace->arena, g_ptr_array_index (subs, k), g, w);
+    subst_stmt (trace, g_ptr_array_index (subs, k), g, w);
   give_back_name (trace, g);
   return TRUE;
 }

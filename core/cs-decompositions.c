@@ -232,10 +232,11 @@ ak (Args *al, const char *name, CsValue *v)
 }
 
 /* A new CALL of @op (printed as @callee, a string literal, or as the op's name when NULL) with
- * fresh nodes for the arguments of @al.  Keyword names are not copied: they are string
- * literals or already in the trace's arena. */
+ * fresh nodes for the arguments of @al and the target @out (NULL when the caller sets it
+ * later with cs_stmt_set_out()).  Keyword names are not copied: they are string literals or
+ * already in the trace's arena. */
 static CsStmt *
-new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
+new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al, CsValue *out)
 {
   CsArg args[G_N_ELEMENTS (al->a)];
   CsStmt *st;
@@ -245,7 +246,7 @@ new_call (Dx *dx, const CsOp *op, const char *callee, const Args *al)
       args[i].name = al->a[i].name;
       args[i].value = use (dx, al->a[i].value);
     }
-  st = cs_stmt_new_call_static (dx->trace, op, callee, NULL, args, al->n);
+  st = cs_stmt_new_call_static (dx->trace, op, callee, out, args, al->n);
   st->line = 0;
   st->origin = dx->origin->origin ? dx->origin->origin : dx->origin->id;
   st->grad_sum = dx->origin->grad_sum;
@@ -352,13 +353,6 @@ fresh (Dx *dx)
   return _cs_decompose_fresh_proxy (dx->trace, dx->names_free_from);
 }
 
-static void
-set_out (CsStmt *st, CsValue *out)
-{
-  st->out = out;
-  st->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
-                                                                  : CS_TYPECOMMENT_NONE;
-}
 
 static gboolean
 type_stmt (Dx *dx, CsStmt *st, GError **error)
@@ -378,9 +372,11 @@ type_stmt (Dx *dx, CsStmt *st, GError **error)
 static CsValue *
 emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError **error)
 {
-  CsStmt *st = new_call (dx, cs_op_get (id), NULL, al);
+  CsStmt *st;
   CsValue *ov;
 
+  /* the outputs are named first: new_call makes no proxy, so the names are those Thunder
+     gives (arguments, then outputs) */
   if (n_out == 1)
     ov = cs_value_new_proxy (arena (dx), fresh (dx));
   else
@@ -392,7 +388,7 @@ emit_n (Dx *dx, GPtrArray *out, CsOpId id, const Args *al, guint n_out, GError *
         items[i] = cs_value_new_proxy (arena (dx), fresh (dx));
       ov = cs_value_new_seq (arena (dx), CS_VALUE_TUPLE, items, n_out);
     }
-  set_out (st, ov);
+  st = new_call (dx, cs_op_get (id), NULL, al, ov);
   if (!type_stmt (dx, st, error))
     return NULL;
   g_ptr_array_add (out, st);
@@ -483,7 +479,7 @@ static CsValue *
 call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError **error)
 {
   const CsOp *op = cs_op_lookup (callee);
-  CsStmt *st = new_call (dx, op, callee, al);
+  CsStmt *st = new_call (dx, op, callee, al, NULL);
   guint start = out->len;
   CsValue *res;
 
@@ -492,7 +488,7 @@ call_ltorch (Dx *dx, GPtrArray *out, const char *callee, const Args *al, GError 
     res = _cs_decompose_ensure_produced (dx, out, start, res, error);
   if (res != NULL)
     {
-      set_out (st, use (dx, res));
+      cs_stmt_set_out (dx->trace, st, use (dx, res));
       cs_stmt_set_subs (dx->trace, st, (CsStmt **) out->pdata + start, out->len - start);
     }
   g_ptr_array_set_size (out, start);

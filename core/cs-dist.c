@@ -757,8 +757,7 @@ cs_dist_bucket_grad_allreduce (const CsTrace *trace, double bucket_cap_mb, const
                   && !(s->args[k].name == NULL && k == 4))
                 args[n++] = s->args[k];
             args[n++] = (CsArg) { "skip_clone", cs_value_new_bool (t->arena, TRUE) };
-            s->args = args;
-            s->n_args = n;
+            cs_stmt_set_args (t, s, args, n);
             t->stmts[i] = s;
           }
       return g_steal_pointer (&t);

@@ -98,8 +98,11 @@ typedef struct
   CsProxyVec ins;       /* scratch */
   CsProxyVec pass;      /* scratch: the pass-through outputs of the region being rebuilt */
   CsStmtVec kept;       /* scratch */
-  CsProxyVec reads;     /* scratch: proxies read by kept subsymbols, backward order */
-  guint    *read_pos;   /* subsymbol index of each entry of reads (read_pos_cap slots) */
+  guint32  *read_id;    /* scratch: ids read by kept subsymbols, backward order (n_reads of
+                           read_pos_cap slots) */
+  guint    *read_pos;   /* subsymbol index of each entry of read_id */
+  guint    *read_j;     /* its position among that subsymbol's reads (_cs_stmt_reads order) */
+  guint     n_reads;    /* entries of read_id, read_pos and read_j */
   guint     read_pos_cap;
 } Marks;
 
@@ -137,9 +140,10 @@ _cs_refresh_marks_free (CsRefreshMarks *marks)
   _cs_proxy_vec_free (&m->outs);
   _cs_proxy_vec_free (&m->ins);
   _cs_proxy_vec_free (&m->pass);
-  _cs_proxy_vec_free (&m->reads);
   _cs_stmt_vec_free (&m->kept);
+  g_free (m->read_id);
   g_free (m->read_pos);
+  g_free (m->read_j);
   _cs_stmt_vec_free (&marks->top_kept);
   _cs_proxy_vec_free (&marks->top_tmp);
   g_free (marks->stale);
@@ -193,6 +197,82 @@ collect_pass_through (const CsStmt *s, CsProxyVec *pass)
     }
 }
 
+/* Notes that the kept subsymbol @i of the region being refreshed reads id @id as its @j-th
+ * read: live within the region (generation @gen) and listed for the inputs. */
+static inline void
+note_sub_read (Marks *m, guint32 id, guint i, guint j, guint32 gen)
+{
+  if (id < m->n)
+    m->st.live[id] = gen;
+  if (G_UNLIKELY (m->n_reads == m->read_pos_cap))
+    {
+      m->read_pos_cap = MAX (64, 2 * m->read_pos_cap);
+      m->read_id = g_renew (guint32, m->read_id, m->read_pos_cap);
+      m->read_pos = g_renew (guint, m->read_pos, m->read_pos_cap);
+      m->read_j = g_renew (guint, m->read_j, m->read_pos_cap);
+    }
+  m->read_id[m->n_reads] = id;
+  m->read_pos[m->n_reads] = i;
+  m->read_j[m->n_reads] = j;
+  m->n_reads++;
+}
+
+/* The backward sweep of region_refresh_one() for subsymbol @i of @s when it is not a CALL
+ * (no stored ids): kept when a write is needed or live (Thunder's dce); then its outputs,
+ * productions and reads are noted as for a call.  Returns whether it is kept. */
+static gboolean
+sub_refresh_other (const CsStmt *s, guint i, Marks *m, guint32 gen)
+{
+  MarkStore *st = &m->st;
+  CsProxyVec *tmp = &m->tmp;
+  const CsStmt *sub = s->subs[i];
+  gboolean keep = FALSE;
+
+  tmp->len = 0;
+  _cs_stmt_writes_vec (sub, tmp);
+  for (guint j = 0; j < tmp->len && !keep; j++)
+    if (needed_test (m, tmp->v[j]) || mark_test (m, st->live, tmp->v[j], gen))
+      keep = TRUE;
+  if (!keep)
+    return FALSE;
+  for (guint j = 0; j < tmp->len; j++)
+    {
+      CsProxy *p = tmp->v[j];
+      if (needed_test (m, p))
+        _cs_proxy_vec_push (&m->outs, p);
+      if (p->id < m->n)
+        {
+          st->produced[p->id] = gen;
+          st->prod_at[p->id] = i;
+        }
+    }
+  tmp->len = 0;
+  _cs_stmt_reads_vec (sub, tmp);
+  for (guint j = 0; j < tmp->len; j++)
+    note_sub_read (m, tmp->v[j]->id, i, j, gen);
+  return TRUE;
+}
+
+/* The @j-th proxy @s reads (_cs_stmt_reads_vec order), through @tmp. */
+static CsProxy *
+nth_read (const CsStmt *s, guint j, CsProxyVec *tmp)
+{
+  tmp->len = 0;
+  _cs_stmt_reads_vec (s, tmp);
+  return tmp->v[j];
+}
+
+/* The @j-th proxy @s writes (_cs_stmt_writes_vec order), through @tmp. */
+static CsProxy *
+nth_write (const CsStmt *s, guint j, CsProxyVec *tmp)
+{
+  if (j == 0 && s->out != NULL && s->out->kind == CS_VALUE_PROXY)
+    return s->out->u.proxy;
+  tmp->len = 0;
+  _cs_stmt_writes_vec (s, tmp);
+  return tmp->v[j];
+}
+
 /* Rebuilds the region call @s from its subsymbols against the needed marks (proxies read
  * after it).  Outputs: the pass-through outputs @s lists (outputs that are inputs; Thunder
  * never drops a fusion's outputs after remove_redundant_casts) first, then the values its kept
@@ -205,7 +285,7 @@ static gboolean
 region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 {
   MarkStore *st = &m->st;
-  CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins, *reads = &m->reads;
+  CsProxyVec *tmp = &m->tmp, *outs = &m->outs, *ins = &m->ins;
   CsProxyVec *pass = &m->pass;
   CsStmtVec *kept = &m->kept;
   CsValue **items;
@@ -215,7 +295,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
 
   outs->len = 0;
   ins->len = 0;
-  reads->len = 0;
+  m->n_reads = 0;
   kept->len = 0;
   collect_pass_through (s, pass);
 
@@ -232,52 +312,41 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       CsStmt *sub = s->subs[i];
       gboolean keep;
 
-      /* the statements, their argument arrays and argument values of the next iterations */
+      /* the statements and their id arrays of the next iterations */
       if (i >= 4)
         __builtin_prefetch (s->subs[i - 4]);
-      if (i >= 3)
-        __builtin_prefetch (s->subs[i - 3]->args);
-      if (i >= 2)
+      if (i >= 2 && s->subs[i - 2]->kind == CS_STMT_CALL)
+        __builtin_prefetch (s->subs[i - 2]->io);
+      if (sub->kind != CS_STMT_CALL)
         {
-          const CsStmt *ahead = s->subs[i - 2];
-          for (guint j = 0; j < ahead->n_args && j < 4; j++)
-            __builtin_prefetch (ahead->args[j].value);
-          __builtin_prefetch (ahead->out);
+          /* no stored ids: the other kinds list theirs (none is a fusible prim) */
+          if (!sub_refresh_other (s, i, m, gen))
+            continue;
+          _cs_stmt_vec_push (kept, sub);
+          continue;
         }
-      keep = stmt_dont_dce (sub) && sub->kind == CS_STMT_CALL;
-      tmp->len = 0;
-      _cs_stmt_writes_vec (sub, tmp);
-      for (guint j = 0; j < tmp->len && !keep; j++)
-        if (needed_test (m, tmp->v[j])
-            || mark_test (m, st->live, tmp->v[j], gen))
-          keep = TRUE;
+      keep = stmt_dont_dce (sub);
+      for (guint j = sub->n_in; j < sub->n_in + sub->n_out && !keep; j++)
+        {
+          guint32 id = sub->io[j];
+          if (id < m->n && (st->needed[id] == m->needed_gen || st->live[id] == gen))
+            keep = TRUE;
+        }
       if (!keep)
         continue;
       _cs_stmt_vec_push (kept, sub);
-      for (guint j = 0; j < tmp->len; j++)
+      for (guint j = sub->n_in; j < sub->n_in + sub->n_out; j++)
         {
-          CsProxy *p = tmp->v[j];
-          if (needed_test (m, p))
-            _cs_proxy_vec_push (outs, p);
-          if (p->id < m->n)
-            {
-              st->produced[p->id] = gen;
-              st->prod_at[p->id] = i;
-            }
+          guint32 id = sub->io[j];
+          if (id >= m->n)
+            continue;
+          if (st->needed[id] == m->needed_gen)
+            _cs_proxy_vec_push (outs, nth_write (sub, j - sub->n_in, tmp));
+          st->produced[id] = gen;
+          st->prod_at[id] = i;
         }
-      tmp->len = 0;
-      _cs_stmt_reads_vec (sub, tmp);
-      for (guint j = 0; j < tmp->len; j++)
-        {
-          mark_set (m, st->live, tmp->v[j], gen);
-          _cs_proxy_vec_push (reads, tmp->v[j]);
-          if (G_UNLIKELY (reads->len > m->read_pos_cap))
-            {
-              m->read_pos_cap = MAX (64, 2 * reads->len);
-              m->read_pos = g_renew (guint, m->read_pos, m->read_pos_cap);
-            }
-          m->read_pos[reads->len - 1] = i;
-        }
+      for (guint j = 0; j < sub->n_in; j++)
+        note_sub_read (m, sub->io[j], i, j, gen);
     }
   if (outs->len == 0)
     return FALSE;
@@ -333,15 +402,16 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   /* inputs: values read before any kept subsymbol produced them, in first appearance order
    * (the reads were collected backward; a fresh generation for the "seen" marks) */
   gen_in = ++st->gen;
-  for (guint r = reads->len; r-- > 0;)
+  for (guint r = m->n_reads; r-- > 0;)
     {
-      CsProxy *p = reads->v[r];
+      guint32 id = m->read_id[r];
       guint at = m->read_pos[r];
-      gboolean inside = p->id < m->n && st->produced[p->id] == gen && st->prod_at[p->id] < at;
-      if (!inside && !mark_test (m, st->seen, p, gen_in))
+      gboolean inside = id < m->n && st->produced[id] == gen && st->prod_at[id] < at;
+      if (!inside && !(id < m->n && st->seen[id] == gen_in))
         {
-          mark_set (m, st->seen, p, gen_in);
-          _cs_proxy_vec_push (ins, p);
+          if (id < m->n)
+            st->seen[id] = gen_in;
+          _cs_proxy_vec_push (ins, nth_read (s->subs[at], m->read_j[r], tmp));
         }
     }
   for (guint i = 0; i < pass->len; i++)
@@ -355,15 +425,14 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   items = CS_ARENA_NEW_N (trace->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
     items[i] = cs_value_new_proxy (trace->arena, outs->v[i]);
-  s->out = cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len);
   args = CS_ARENA_NEW_N (trace->arena, CsArg, MAX (ins->len, 1));
   for (guint i = 0; i < ins->len; i++)
     {
       args[i].name = NULL;
       args[i].value = cs_value_new_proxy (trace->arena, ins->v[i]);
     }
-  s->args = args;
-  s->n_args = ins->len;
+  cs_stmt_set_call (trace, s, args, ins->len,
+                    cs_value_new_seq (trace->arena, CS_VALUE_LIST, items, outs->len));
   s->type_comment = CS_TYPECOMMENT_NONE;
   s->type_comment_raw = NULL;
   s->region_fresh = 1;
@@ -402,8 +471,19 @@ build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
         continue;
       for (guint j = 0; j < s->n_subs; j++)
         {
+          const CsStmt *sub = s->subs[j];
+          if (sub->kind == CS_STMT_CALL)
+            {
+              for (guint k = sub->n_in; k < sub->n_in + sub->n_out; k++)
+                if (sub->io[k] < m->n)
+                  {
+                    st->hidden_gen[sub->io[k]] = gen;
+                    st->hidden_at[sub->io[k]] = i + 1;
+                  }
+              continue;
+            }
           tmp.len = 0;
-          _cs_stmt_writes_vec (s->subs[j], &tmp);
+          _cs_stmt_writes_vec (sub, &tmp);
           for (guint k = 0; k < tmp.len; k++)
             {
               const CsProxy *p = tmp.v[k];
@@ -495,12 +575,21 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
     }
   for (guint i = 0; i < trace->n_stmts; i++)
     {
+      const CsStmt *s = trace->stmts[i];
+
       if (i + 4 < trace->n_stmts)
         __builtin_prefetch (trace->stmts[i + 4]);
-      if (i + 2 < trace->n_stmts)
-        __builtin_prefetch (trace->stmts[i + 2]->out);
+      if (i + 2 < trace->n_stmts && trace->stmts[i + 2]->kind == CS_STMT_CALL)
+        __builtin_prefetch (trace->stmts[i + 2]->io);
+      if (s->kind == CS_STMT_CALL)
+        {
+          for (guint k = s->n_in; k < s->n_in + s->n_out; k++)
+            if (s->io[k] < mp->n)
+              st->visible[s->io[k]] = visible_gen;
+          continue;
+        }
       tmp->len = 0;
-      _cs_stmt_writes_vec (trace->stmts[i], tmp);
+      _cs_stmt_writes_vec (s, tmp);
       for (guint k = 0; k < tmp->len; k++)
         mark_set (mp, st->visible, tmp->v[k], visible_gen);
     }
@@ -511,14 +600,8 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
 
       if (i >= 4)
         __builtin_prefetch (trace->stmts[i - 4]);
-      if (i >= 3)
-        __builtin_prefetch (trace->stmts[i - 3]->args);
-      if (i >= 2)
-        {
-          const CsStmt *ahead = trace->stmts[i - 2];
-          for (guint j = 0; j < ahead->n_args && j < 4; j++)
-            __builtin_prefetch (ahead->args[j].value);
-        }
+      if (i >= 2 && trace->stmts[i - 2]->kind == CS_STMT_CALL)
+        __builtin_prefetch (trace->stmts[i - 2]->io);
 
       if (_cs_stmt_is_region (s))
         {
@@ -533,17 +616,22 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
         {
           gboolean live = FALSE;
-          tmp->len = 0;
-          _cs_stmt_writes_vec (s, tmp);
-          for (guint j = 0; j < tmp->len && !live; j++)
-            if (needed_test (mp, tmp->v[j]) || tmp->v[j]->id >= mp->n)
+          for (guint j = s->n_in; j < s->n_in + s->n_out && !live; j++)
+            if (s->io[j] >= mp->n || st->needed[s->io[j]] == mp->needed_gen)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
-          if (!live && (tmp->len > 0 || s->out != NULL))
+          if (!live && (s->n_out > 0 || s->out != NULL))
             continue;
         }
       _cs_stmt_vec_push (kept, s);
+      if (s->kind == CS_STMT_CALL)
+        {
+          for (guint j = 0; j < s->n_in; j++)
+            if (s->io[j] < mp->n)
+              refresh_note_read (trace, mp, s->io[j], i, visible_gen, &hidden_gen, stale);
+          continue;
+        }
       tmp->len = 0;
       _cs_stmt_reads_vec (s, tmp);
       for (guint j = 0; j < tmp->len; j++)

@@ -98,6 +98,7 @@ remat_clone (CsTrace *t, const CsStmt *s, const CsProxyMap *map)
         }
     }
   c->out = _cs_value_remap (t->arena, s->out, map);
+  cs_stmt_index (t, c);
   return c;
 }
 
@@ -1715,7 +1716,8 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
           CsValue **items = CS_ARENA_NEW_N (t->arena, CsValue *, MAX (g->outs->len, 1));
           for (guint j = 0; j < g->outs->len; j++)
             items[j] = cs_value_new_proxy (t->arena, g->outs->pdata[j]);
-          s->out = cs_value_new_seq (t->arena, CS_VALUE_LIST, items, g->outs->len);
+          cs_stmt_set_call (t, s, s->args, s->n_args,
+                            cs_value_new_seq (t->arena, CS_VALUE_LIST, items, g->outs->len));
           s->region_fresh = 0;
           t->stmts[g->top] = s;
           changed = TRUE;

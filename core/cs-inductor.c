@@ -1320,15 +1320,14 @@ f_region (F *f, const CsInductorLaunch *l, GArray *members, GArray *copies, cons
   items = CS_ARENA_NEW_N (t->arena, CsValue *, MAX (outs->len, 1));
   for (guint i = 0; i < outs->len; i++)
     items[i] = cs_value_new_proxy (t->arena, outs->pdata[i]);
-  region->out = cs_value_new_seq (t->arena, CS_VALUE_LIST, items, outs->len);
   args = CS_ARENA_NEW_N (t->arena, CsArg, MAX (ins->len, 1));
   for (guint i = 0; i < ins->len; i++)
     {
       args[i].name = NULL;
       args[i].value = cs_value_new_proxy (t->arena, ins->pdata[i]);
     }
-  region->args = args;
-  region->n_args = ins->len;
+  cs_stmt_set_call (t, region, args, ins->len,
+                    cs_value_new_seq (t->arena, CS_VALUE_LIST, items, outs->len));
   return region;
 }
 

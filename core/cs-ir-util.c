@@ -244,6 +244,14 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   switch (stmt->kind)
     {
     case CS_STMT_CALL:
+      {
+        /* the stored read ids first: the arguments are walked only when one may be mapped */
+        gboolean any = FALSE;
+        for (guint i = 0; i < stmt->n_in && !any; i++)
+          any = _cs_proxy_map_may_hold_id (map, stmt->io[i]);
+        if (!any)
+          break;
+      }
       for (guint i = 0; i < stmt->n_args; i++)
         {
           CsValue *v = stmt->args[i].value, *ni = v;
@@ -304,7 +312,7 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
   own = cs_trace_own_stmt (trace, stmt);
   own->region_fresh = 0;
   if (args)
-    own->args = args;
+    cs_stmt_set_args (trace, own, args, own->n_args);
   if (new_value)
     own->value = value;
   if (new_source)
@@ -488,11 +496,21 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
 {
   if (depth > 64)
     return;
-  tmp->len = 0;
-  _cs_stmt_reads_vec (s, tmp);
-  _cs_stmt_writes_vec (s, tmp);
-  for (guint i = 0; i < tmp->len; i++)
-    keep_mark (keep, n, tmp->v[i]);
+  if (s->kind == CS_STMT_CALL)
+    {
+      /* a call's reads and writes are its stored ids */
+      for (guint i = 0; i < s->n_in + s->n_out; i++)
+        if (s->io[i] < n)
+          keep[s->io[i]] = 1;
+    }
+  else
+    {
+      tmp->len = 0;
+      _cs_stmt_reads_vec (s, tmp);
+      _cs_stmt_writes_vec (s, tmp);
+      for (guint i = 0; i < tmp->len; i++)
+        keep_mark (keep, n, tmp->v[i]);
+    }
   /* annotated (comments) and names (del) lie outside the first cache line: read them only
    * for the kinds that set them */
   if (s->kind == CS_STMT_COMMENT)

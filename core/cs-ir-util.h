@@ -128,6 +128,15 @@ _cs_proxy_map_slot (const CsProxyMap *m, guint32 id)
   return &m->chunks[id >> CS_PROXY_MAP_CHUNK_BITS][id & (CS_PROXY_MAP_CHUNK - 1)];
 }
 
+/* FALSE when no key of @map can be a proxy with id @id: its slot bit is clear and no key is
+ * kept outside the slots (a test on ids alone, for the statements' stored def-use ids). */
+static inline gboolean
+_cs_proxy_map_may_hold_id (const CsProxyMap *map, guint32 id)
+{
+  return map->other != NULL
+         || (id < map->cap && (map->bits[id / 64] & ((guint64) 1 << (id % 64))));
+}
+
 /* The entry for a key kept outside the slots (the `other` table), or NULL. */
 CsProxy    *_cs_proxy_map_lookup_other (const CsProxyMap *map, const CsProxy *from);
 

@@ -99,12 +99,33 @@ _cs_arena_alloc_slow (CsArena *arena, gsize rounded)
   return BLOCK_DATA (nb);
 }
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+gpointer
+_cs_arena_alloc_debug (CsArena *arena, gsize size)
+{
+  ArenaBlock *head = arena->head;
+  ArenaBlock *b = g_malloc (BLOCK_HEADER + (size ? size : 1));
+  guint8 *data = BLOCK_DATA (b);
+
+  b->size = size;
+  b->next = head->next;
+  head->next = b;
+  arena->total += size;
+  /* garbage, as a reused arena block would hold */
+  memset (data, 0xa5, size ? size : 1);
+  return data;
+}
+#endif
+
 /** cs_arena_alloc_line: see cs-ir.h. */
 gpointer
 cs_arena_alloc_line (CsArena *arena, gsize size)
 {
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   gpointer p = cs_arena_alloc_line_uninit (arena, size);
+#ifdef CS_ARENA_DEBUG_MALLOC
+  rounded = size == 0 ? 1 : size;
+#endif
 
   memset (p, 0, rounded);
   return p;
@@ -120,6 +141,9 @@ cs_arena_alloc_line_uninit (CsArena *arena, gsize size)
   guint8 *at = (guint8 *) (((guintptr) arena->cur + 63) & ~(guintptr) 63);
   guint8 *raw;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if (G_LIKELY (at <= arena->end && (gsize) (arena->end - at) >= rounded))
     {
       if (at > arena->cur)
@@ -1329,7 +1353,215 @@ cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char *callee, CsV
     }
   s->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
                                                                  : CS_TYPECOMMENT_NONE;
+  cs_stmt_index (trace, s);
   return s;
+}
+
+/* The ids cs_stmt_index() stores, appended to @ids: a CALL's argument reads in
+ * _cs_stmt_reads() order (plain proxies directly, nested values depth first), then the proxies
+ * its target writes.  Returns the number of reads. */
+static gboolean
+io_push_id (CsProxy *p, gpointer data)
+{
+  g_array_append_val ((GArray *) data, p->id);
+  return FALSE;
+}
+
+static guint32
+io_collect (const CsStmt *s, GArray *ids)
+{
+  guint32 n_in;
+
+  for (guint i = 0; i < s->n_args; i++)
+    {
+      const CsValue *v = s->args[i].value;
+      if (v->kind == CS_VALUE_PROXY)
+        g_array_append_val (ids, v->u.proxy->id);
+      else if (v->kind >= CS_VALUE_TUPLE)
+        cs_value_any_proxy (v, io_push_id, ids);
+    }
+  n_in = ids->len;
+  if (s->out != NULL && s->out->kind == CS_VALUE_PROXY)
+    g_array_append_val (ids, s->out->u.proxy->id);
+  else if (s->out != NULL)
+    cs_value_any_proxy (s->out, io_push_id, ids);
+  return n_in;
+}
+
+/** cs_stmt_index: see cs-ir.h. */
+void
+cs_stmt_index (CsTrace *trace, CsStmt *stmt)
+{
+  guint32 buf[32], n = 0, n_in = 0, *io;
+  gboolean simple = TRUE;
+
+  if (stmt->kind != CS_STMT_CALL)
+    return;
+  /* the common case without a GArray: arguments that are proxies, literals, or tuples and
+   * lists of those (shapes, dims, lists of tensors), and a proxy or flat list target */
+  for (guint i = 0; i < stmt->n_args && simple; i++)
+    {
+      const CsValue *v = stmt->args[i].value;
+      if (v->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+        buf[n++] = v->u.proxy->id;
+      else if (v->kind == CS_VALUE_TUPLE || v->kind == CS_VALUE_LIST)
+        for (guint k = 0; k < v->u.seq.n && simple; k++)
+          {
+            const CsValue *it = v->u.seq.items[k];
+            if (it->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+              buf[n++] = it->u.proxy->id;
+            else if (it->kind == CS_VALUE_PROXY || it->kind >= CS_VALUE_TUPLE)
+              simple = FALSE;
+          }
+      else if (v->kind == CS_VALUE_PROXY || v->kind >= CS_VALUE_TUPLE)
+        simple = FALSE;
+    }
+  n_in = n;
+  if (simple && stmt->out != NULL)
+    {
+      const CsValue *o = stmt->out;
+      if (o->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+        buf[n++] = o->u.proxy->id;
+      else if (o->kind == CS_VALUE_PROXY)
+        simple = FALSE;
+      else if (o->kind == CS_VALUE_TUPLE || o->kind == CS_VALUE_LIST)
+        {
+          for (guint i = 0; i < o->u.seq.n && simple; i++)
+            {
+              const CsValue *it = o->u.seq.items[i];
+              if (it->kind == CS_VALUE_PROXY && n < G_N_ELEMENTS (buf))
+                buf[n++] = it->u.proxy->id;
+              else if (it->kind == CS_VALUE_PROXY || it->kind >= CS_VALUE_TUPLE)
+                simple = FALSE;
+            }
+        }
+      else if (o->kind >= CS_VALUE_TUPLE)
+        simple = FALSE;
+    }
+  if (!simple)
+    {
+      GArray *ids = g_array_sized_new (FALSE, FALSE, sizeof (guint32), 64);
+      n_in = io_collect (stmt, ids);
+      n = ids->len;
+      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
+      if (n)
+        memcpy (io, ids->data, n * sizeof (guint32));
+      g_array_free (ids, TRUE);
+    }
+  else
+    {
+      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
+      if (n)
+        memcpy (io, buf, n * sizeof (guint32));
+    }
+  stmt->io = io;
+  stmt->n_in = n_in;
+  stmt->n_out = n - n_in;
+}
+
+/** cs_stmt_set_args: see cs-ir.h. */
+void
+cs_stmt_set_args (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args)
+{
+  stmt->args = args;
+  stmt->n_args = n_args;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_set_out: see cs-ir.h. */
+void
+cs_stmt_set_out (CsTrace *trace, CsStmt *stmt, CsValue *out)
+{
+  stmt->out = out;
+  stmt->type_comment = (out != NULL && out->kind == CS_VALUE_PROXY) ? CS_TYPECOMMENT_FULL
+                                                                    : CS_TYPECOMMENT_NONE;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_set_call: see cs-ir.h. */
+void
+cs_stmt_set_call (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args, CsValue *out)
+{
+  stmt->args = args;
+  stmt->n_args = n_args;
+  stmt->out = out;
+  cs_stmt_index (trace, stmt);
+}
+
+/** cs_stmt_io_matches: see cs-ir.h. */
+gboolean
+cs_stmt_io_matches (const CsStmt *stmt)
+{
+  GArray *ids;
+  guint32 n_in;
+  gboolean ok;
+
+  if (stmt->kind != CS_STMT_CALL)
+    return TRUE;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  n_in = io_collect (stmt, ids);
+  ok = n_in == stmt->n_in && ids->len == stmt->n_in + stmt->n_out
+       && (ids->len == 0 || memcmp (ids->data, stmt->io, ids->len * sizeof (guint32)) == 0);
+  g_array_free (ids, TRUE);
+  return ok;
+}
+
+/* Appends @p to the GPtrArray @data (cs_value_any_proxy() callback). */
+static gboolean
+io_push_proxy (CsProxy *p, gpointer data)
+{
+  g_ptr_array_add (data, p);
+  return FALSE;
+}
+
+/** cs_stmt_io_mismatch: see cs-ir.h. */
+char *
+cs_stmt_io_mismatch (const CsStmt *stmt)
+{
+  g_autoptr(GPtrArray) ps = NULL;
+  GString *msg;
+  guint n_in = 0, n_all;
+
+  if (cs_stmt_io_matches (stmt))
+    return NULL;
+  /* the proxies in io_collect() order: the reads, then the writes */
+  ps = g_ptr_array_new ();
+  for (guint i = 0; i < stmt->n_args; i++)
+    {
+      CsValue *v = stmt->args[i].value;
+      if (v->kind == CS_VALUE_PROXY)
+        g_ptr_array_add (ps, v->u.proxy);
+      else if (v->kind >= CS_VALUE_TUPLE)
+        cs_value_any_proxy (v, io_push_proxy, ps);
+    }
+  n_in = ps->len;
+  if (stmt->out != NULL)
+    cs_value_any_proxy (stmt->out, io_push_proxy, ps);
+  n_all = ps->len;
+  msg = g_string_new (NULL);
+  g_string_append_printf (msg, "stored %u reads and %u writes, the values hold %u and %u",
+                          stmt->n_in, stmt->n_out, n_in, n_all - n_in);
+  for (guint k = 0; k < MAX (n_all, stmt->n_in + stmt->n_out); k++)
+    {
+      gboolean in_now = k < n_in, in_stored = k < stmt->n_in;
+      const CsProxy *p = k < n_all ? ps->pdata[k] : NULL;
+      gboolean have_stored = k < stmt->n_in + stmt->n_out;
+      if (have_stored && p != NULL && in_now == in_stored && stmt->io[k] == p->id)
+        continue;
+      g_string_append_printf (msg, "; first difference at position %u (%s %u): stored ", k,
+                              in_now ? "read" : "write", in_now ? k : k - n_in);
+      if (have_stored)
+        g_string_append_printf (msg, "id %u", stmt->io[k]);
+      else
+        g_string_append (msg, "nothing");
+      if (p != NULL)
+        g_string_append_printf (msg, ", the value holds %s (id %u)", p->name ? p->name : "?",
+                                p->id);
+      else
+        g_string_append (msg, ", the value holds nothing");
+      break;
+    }
+  return g_string_free (msg, FALSE);
 }
 
 /** cs_stmt_get_output: the single output proxy of a CALL/ANNASSIGN, else NULL. */
@@ -1595,6 +1827,7 @@ stmt_copy (CsTrace *dst, const CsStmt *s, GHashTable *map, gboolean keep_id)
       for (guint i = 0; i < s->n_subs; i++)
         c->subs[i] = stmt_copy (dst, s->subs[i], map, keep_id);
     }
+  cs_stmt_index (dst, c);
   return c;
 }
 

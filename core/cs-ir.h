@@ -57,6 +57,11 @@ struct _CsArena
 /** _cs_arena_alloc_slow: (skip) cs_arena_alloc_uninit() when the current block is full;
  * @rounded is the request rounded up to 16 bytes.  The memory is not zeroed. */
 gpointer    _cs_arena_alloc_slow  (CsArena *arena, gsize rounded);
+#ifdef CS_ARENA_DEBUG_MALLOC
+/* debugging builds only (-DCS_ARENA_DEBUG_MALLOC): every allocation is its own malloc block
+ * of exactly @size bytes, so AddressSanitizer sees overflows between arena objects */
+gpointer    _cs_arena_alloc_debug (CsArena *arena, gsize size);
+#endif
 
 /**
  * cs_arena_alloc:
@@ -70,6 +75,9 @@ cs_arena_alloc_uninit (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   guint8 *p = arena->cur;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if (G_UNLIKELY ((gsize) (arena->end - p) < rounded))
     return _cs_arena_alloc_slow (arena, rounded);
   arena->cur = p + rounded;
@@ -83,6 +91,9 @@ cs_arena_alloc (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   gpointer p = cs_arena_alloc_uninit (arena, size);
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  rounded = size == 0 ? 1 : size;
+#endif
   memset (p, 0, rounded);
   return p;
 }
@@ -101,6 +112,9 @@ cs_arena_alloc_small (CsArena *arena, gsize size)
   gsize rounded = size == 0 ? 16 : (size + 15) & ~(gsize) 15;
   guint8 *p = arena->hole;
 
+#ifdef CS_ARENA_DEBUG_MALLOC
+  return _cs_arena_alloc_debug (arena, size);
+#endif
   if ((gsize) (arena->hole_end - p) >= rounded)
     {
       arena->hole = p + rounded;
@@ -340,6 +354,17 @@ struct _CsStmt
                                       "# "), NULL when printed from annotated; BLANK: the line's
                                       spaces, or NULL */
       CsProxy        *annotated;   /* COMMENT (INPUT/DETAIL): the proxy it names, if any */
+    };
+    struct
+    {
+      const guint32  *io;          /* CALL: the def-use of the statement itself (not of its
+                                      subsymbols): the ids (CsProxy.id) of the proxies its
+                                      arguments read, in _cs_stmt_reads() order with
+                                      duplicates, then n_out ids of those its target writes;
+                                      set by the constructors and mutators (cs_stmt_index());
+                                      NULL when both counts are 0 */
+      guint32         n_in;        /* CALL: read ids at the start of io */
+      guint32         n_out;       /* CALL: written ids after them */
     };
   };
 };
@@ -596,6 +621,57 @@ CsStmt     *cs_stmt_new_call      (CsTrace *trace, const CsOp *op, const char *c
  * NULL for the op's name): the string is not copied (the passes make tens of thousands). */
 CsStmt     *cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char *callee,
                                      CsValue *out, const CsArg *args, guint n_args);
+/**
+ * cs_stmt_index:
+ * @trace: the trace whose arena receives the id array
+ * @stmt: a CALL statement (other kinds are left as they are)
+ *
+ * Fills @stmt's def-use ids (CsStmt.io, n_in, n_out) from its arguments and target: the
+ * constructors (cs_stmt_new_call(), the parser, the copies) and the mutators below call it,
+ * so a pass reads a statement's reads and writes as integer arrays instead of walking its
+ * value trees.  The proxies must have their ids (every proxy gets one when it is made).
+ */
+void        cs_stmt_index         (CsTrace *trace, CsStmt *stmt);
+/**
+ * cs_stmt_set_args:
+ * @args: (array length=n_args): the new arguments; the array is adopted (it must live as
+ *   long as @trace: its arena, or the array of a statement @trace shares)
+ *
+ * The IR mutator for a CALL's arguments: replaces them and re-indexes (cs_stmt_index()).
+ * @stmt must be one @trace may edit (cs_trace_own_stmt()).
+ */
+void        cs_stmt_set_args      (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args);
+/**
+ * cs_stmt_set_out:
+ * @out: (nullable): the new target tree
+ *
+ * The IR mutator for a CALL's target: replaces it and re-indexes (cs_stmt_index()); the
+ * trailing type comment becomes FULL for a single proxy, else NONE, as cs_stmt_new_call()
+ * sets it.  @stmt must be one @trace may edit.
+ */
+void        cs_stmt_set_out       (CsTrace *trace, CsStmt *stmt, CsValue *out);
+/**
+ * cs_stmt_set_call:
+ * cs_stmt_set_args() and cs_stmt_set_out() in one step (one re-indexing); the type comment
+ * is left as it is.
+ */
+void        cs_stmt_set_call      (CsTrace *trace, CsStmt *stmt, CsArg *args, guint n_args,
+                                   CsValue *out);
+/**
+ * cs_stmt_io_matches:
+ * Whether @stmt's stored def-use ids equal those cs_stmt_index() would store now (TRUE for
+ * the kinds without them): the check the tests and CASTSCOPE_CHECK_IO=1 apply after each
+ * pipeline pass, to every statement at every level.
+ */
+gboolean    cs_stmt_io_matches    (const CsStmt *stmt);
+/**
+ * cs_stmt_io_mismatch:
+ * What cs_stmt_io_matches() found wrong, for the failure message of a check: the stored and
+ * the present counts of reads and writes and the first position whose id differs (the stored
+ * id, the proxy the values hold there, its name and id).
+ * Returns: (transfer full) (nullable): the description, NULL when the ids match
+ */
+char       *cs_stmt_io_mismatch   (const CsStmt *stmt);
 /** The single output proxy of a CALL whose target is one proxy, else NULL. */
 CsProxy    *cs_stmt_get_output    (const CsStmt *stmt);
 /** Appends every output proxy of a CALL/UNPACK/ANNASSIGN to @out. */

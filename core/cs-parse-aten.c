@@ -1412,8 +1412,7 @@ fold_getitems (Ap *p, GError **error)
           items[g->index] = cs_value_new_proxy (t->arena, g->target);
           g_ptr_array_remove (p->body, g->stmt);
         }
-      prod->out = cs_value_new_seq (t->arena, CS_VALUE_TUPLE, items, (guint) n);
-      prod->type_comment = CS_TYPECOMMENT_NONE;
+      cs_stmt_set_out (t, prod, cs_value_new_seq (t->arena, CS_VALUE_TUPLE, items, (guint) n));
       g_hash_table_insert (p->info->collections, GUINT_TO_POINTER (prod->id), g_strdup (coll));
     }
   /* a collection read by anything but getitem is not supported */

@@ -1753,6 +1753,7 @@ parse_statement (Parser *p, guint *li, guint indent, gboolean commented, GError 
     st->out = out;
     if (!read_args (&c, st->op, &st->args, &st->n_args, error))
       return NULL;
+    cs_stmt_index (t, st);
     if (c.s != c.end)
       {
         if (!cur_lit (&c, "  # "))
@@ -2068,11 +2069,22 @@ out:
   return ok;
 }
 
-/* Identifiers become proxies when the trace binds them anywhere (reference 1.4, 1.6.17). */
+/* cs_stmt_index() for @s and its subsymbols. */
+static void
+index_stmt_tree (CsTrace *t, CsStmt *s)
+{
+  cs_stmt_index (t, s);
+  for (guint i = 0; i < s->n_subs; i++)
+    index_stmt_tree (t, s->subs[i]);
+}
+
+/* Identifiers become proxies when the trace binds them anywhere (reference 1.4, 1.6.17); the
+ * statements read them as proxies from then on, so they are indexed again when one did. */
 static void
 resolve_pending (Parser *p)
 {
   CsTrace *t = p->trace;
+  gboolean resolved = FALSE;
 
   for (guint i = 0; i < p->pending->len; i++)
     {
@@ -2088,6 +2100,7 @@ resolve_pending (Parser *p)
             {
               v->kind = CS_VALUE_PROXY;
               v->u.proxy = px;
+              resolved = TRUE;
             }
           else if (pe->dtype_pos)
             {
@@ -2119,10 +2132,14 @@ resolve_pending (Parser *p)
               v->u.seq.items = CS_ARENA_NEW_N (t->arena, CsValue *, 1);
               v->u.seq.items[0] = pv;
               v->u.seq.n = 1;
+              resolved = TRUE;
             }
         }
     }
   g_array_set_size (p->pending, 0);
+  if (resolved)
+    for (guint i = 0; i < t->n_stmts; i++)
+      index_stmt_tree (t, t->stmts[i]);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -82,12 +82,51 @@ pass_clock_us (void)
   return g_get_monotonic_time () + 1;
 }
 
+/* CASTSCOPE_CHECK_IO=1: aborts when a statement of @trace (at any level) holds def-use ids
+ * that differ from its arguments and target (cs_stmt_io_matches()), naming the pass, the
+ * trace, the statement (and the region or call whose subsymbol it is) and the first id that
+ * differs (cs_stmt_io_mismatch()). */
+static void
+check_io_tree (const CsTrace *trace, const CsStmt *s, const CsStmt *parent, guint depth,
+               const char *pass)
+{
+  g_autofree char *why = cs_stmt_io_mismatch (s);
+
+  if (why != NULL)
+    {
+      g_autofree char *under = parent == NULL
+        ? g_strdup ("")
+        : g_strdup_printf (", a subsymbol (depth %u) of statement %u (%s)", depth, parent->id,
+                           parent->callee ? parent->callee : "?");
+      g_error ("CASTSCOPE_CHECK_IO: after pass %s, trace %s: statement %u (%s, line %u, "
+               "origin %u%s) holds stale def-use ids: %s",
+               pass, trace->name ? trace->name : "?", s->id, s->callee ? s->callee : "?",
+               s->line, s->origin, under, why);
+    }
+  for (guint i = 0; i < s->n_subs; i++)
+    check_io_tree (trace, s->subs[i], s, depth + 1, pass);
+}
+
+static void
+check_io (const CsTrace *trace, const char *pass)
+{
+  static int enabled = -1;
+
+  if (enabled < 0)
+    enabled = g_strcmp0 (g_getenv ("CASTSCOPE_CHECK_IO"), "1") == 0;
+  if (!enabled)
+    return;
+  for (guint i = 0; i < trace->n_stmts; i++)
+    check_io_tree (trace, trace->stmts[i], NULL, 0, pass);
+}
+
 static void
 add_pass (CsPipeline *p, const char *name, CsTrace *trace, gint64 t0)
 {
   gint64 dt = t0 ? (pass_clock_us () - t0) * 1000 : 0;
   const char *thunder = thunder_pass_name (name);
 
+  check_io (trace, name);
   if (trace->pass == NULL || strcmp (trace->pass, name) != 0)
     trace->pass = cs_arena_strdup (trace->arena, name);
   if (thunder != NULL)

@@ -1975,8 +1975,7 @@ rule_dist_tp_input (GradCtx *c, CsStmt *s, CsProxy *g, CsProxy *out, CsValue *a0
           CsArg *args = CS_ARENA_NEW_N (c->a, CsArg, ar->n_args + 1);
           memcpy (args, ar->args, sizeof (CsArg) * ar->n_args);
           args[ar->n_args] = (CsArg) KW ("skip_clone", cs_value_new_bool (c->a, TRUE));
-          ar->args = args;
-          ar->n_args++;
+          cs_stmt_set_args (c->t, ar, args, ar->n_args + 1);
         }
       put_grad (c, a0, t);
       return;

@@ -850,6 +850,109 @@ test_wrap80_unpack (void)
   g_string_free (in, TRUE);
 }
 
+/* The def-use ids a parsed call holds (CsStmt.io), and the mutators' re-indexing. */
+static void
+test_def_use_ids (void)
+{
+  static const char text[] =
+    "import torch\n"
+    "from thunder.executors.torchex import no_autocast\n"
+    "\n"
+    "@torch.no_grad()\n"
+    "@no_autocast\n"
+    "def computation(a, b):\n"
+    "  # a: \"cpu f32[4]\"\n"
+    "  # b: \"cpu f32[4]\"\n"
+    "  t0 = ltorch.add(a, b, alpha=None)  # t0: \"cpu f32[4]\"\n"
+    "  t1 = ltorch.cat([t0, a, t0], 0)  # t1: \"cpu f32[12]\"\n"
+    "  (t2, t3) = ltorch.split(t1, 6, 0)\n"
+    "  return t2\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (text, strlen (text), "def-use", &error);
+  CsTrace *t;
+  CsProxy *a, *b, *t0, *t1, *t2, *t3;
+  CsStmt *add = NULL, *cat = NULL, *split = NULL;
+  CsArg *args;
+
+  g_assert_no_error (error);
+  t = g_ptr_array_index (list->traces, 0);
+  a = cs_trace_lookup_proxy (t, "a");
+  b = cs_trace_lookup_proxy (t, "b");
+  t0 = cs_trace_lookup_proxy (t, "t0");
+  t1 = cs_trace_lookup_proxy (t, "t1");
+  t2 = cs_trace_lookup_proxy (t, "t2");
+  t3 = cs_trace_lookup_proxy (t, "t3");
+  g_assert_nonnull (t3);
+  for (guint i = 0; i < t->n_stmts; i++)
+    if (t->stmts[i]->kind == CS_STMT_CALL)
+      {
+        if (add == NULL)
+          add = t->stmts[i];
+        else if (cat == NULL)
+          cat = t->stmts[i];
+        else
+          split = t->stmts[i];
+      }
+  g_assert_nonnull (split);
+  /* ids are distinct and nonzero */
+  g_assert_cmpuint (a->id, !=, 0);
+  g_assert_cmpuint (a->id, !=, b->id);
+  g_assert_cmpuint (add->n_in, ==, 2);
+  g_assert_cmpuint (add->n_out, ==, 1);
+  g_assert_cmpuint (add->io[0], ==, a->id);
+  g_assert_cmpuint (add->io[1], ==, b->id);
+  g_assert_cmpuint (add->io[2], ==, t0->id);
+  /* a list argument's proxies in order, duplicates kept */
+  g_assert_cmpuint (cat->n_in, ==, 3);
+  g_assert_cmpuint (cat->io[0], ==, t0->id);
+  g_assert_cmpuint (cat->io[1], ==, a->id);
+  g_assert_cmpuint (cat->io[2], ==, t0->id);
+  g_assert_cmpuint (cat->io[3], ==, t1->id);
+  g_assert_cmpuint (split->n_in, ==, 1);
+  g_assert_cmpuint (split->n_out, ==, 2);
+  g_assert_cmpuint (split->io[1], ==, t2->id);
+  g_assert_cmpuint (split->io[2], ==, t3->id);
+  g_assert_true (cs_stmt_io_matches (split));
+
+  /* an edit behind the mutators' back is seen; the mutators re-index */
+  g_assert_cmpuint (add->n_args, ==, 3);
+  args = CS_ARENA_NEW_N (t->arena, CsArg, 3);
+  args[0] = add->args[1];
+  args[1] = add->args[0];
+  args[2] = add->args[2];
+  add->args = args;
+  g_assert_false (cs_stmt_io_matches (add));
+  {
+    /* the check's message names the first stale position, its stored id and the proxy now */
+    g_autofree char *why = cs_stmt_io_mismatch (add);
+    g_autofree char *want = g_strdup_printf ("stored 2 reads and 1 writes, the values hold 2 "
+                                             "and 1; first difference at position 0 (read 0): "
+                                             "stored id %u, the value holds b (id %u)",
+                                             a->id, b->id);
+    g_assert_cmpstr (why, ==, want);
+  }
+  cs_stmt_set_args (t, add, args, 3);
+  g_assert_true (cs_stmt_io_matches (add));
+  g_assert_null (cs_stmt_io_mismatch (add));
+  g_assert_cmpuint (add->io[0], ==, b->id);
+  g_assert_cmpuint (add->io[1], ==, a->id);
+  {
+    /* a target replaced behind the mutators' back: the stored write has no proxy now */
+    CsValue *out = add->out;
+    g_autofree char *why = NULL;
+    add->out = cs_value_new_underscore (t->arena);
+    why = cs_stmt_io_mismatch (add);
+    g_assert_nonnull (strstr (why, "the values hold 2 and 0; first difference at position 2 "
+                                   "(write 0): stored id"));
+    g_assert_nonnull (strstr (why, ", the value holds nothing"));
+    add->out = out;
+  }
+  cs_stmt_set_out (t, add, cs_value_new_underscore (t->arena));
+  g_assert_cmpuint (add->n_in, ==, 2);
+  g_assert_cmpuint (add->n_out, ==, 0);
+  g_assert_cmpint (add->type_comment, ==, CS_TYPECOMMENT_NONE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -870,5 +973,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/print/unpack-wrap80", test_wrap80_unpack);
   g_test_add_func ("/core/print/float-repr", test_float_repr);
   g_test_add_func ("/core/print/pass-built", test_printer_pass_built);
+  g_test_add_func ("/core/ir/def-use-ids", test_def_use_ids);
   return g_test_run ();
 }

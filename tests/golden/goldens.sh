@@ -3,7 +3,8 @@
 # and `stats --json` of every trace in ../shared/traces, data/ and data/bench/ under the nine
 # policies test-core-pipeline uses.  Each golden file holds the command's stdout and then a line
 # `rc=N` with its exit status (stderr is left out: messages may improve without the passes'
-# output changing); the pass times in the trace headers ("took N milliseconds") are masked.
+# output changing; a failed check prints it); the pass times in the trace headers ("took N
+# milliseconds") are masked.
 #
 #   goldens.sh make  CLI OUTDIR    write every golden into OUTDIR
 #   goldens.sh check CLI           compare against tests/golden/SHA256SUMS; TAP, one subtest per
@@ -69,8 +70,11 @@ if i >= 0:
     t = t[:i] + t[j:]
 sys.stdout.write(t)'
 }
+# $errs set (check, legacy): each command's stderr goes to $errs/<output name>, which a failed
+# subtest prints (the abort message of a sanitizer or of CASTSCOPE_CHECK_IO); else it is dropped.
+errs=
 golden() {
-  local cli=$1 path=$2 name=$3 out=$4 p args kv x pn dir base
+  local cli=$1 path=$2 name=$3 out=$4 p args kv x pn dir base e
   dir=$(dirname "$path")
   base=$(basename "$path")
   for p in "${policies[@]}"; do
@@ -81,17 +85,31 @@ golden() {
     fi
     [ -n "$legacy" ] && args+=(--policy executors=nvfuser,torch --grad all)
     pn=${p//[=,]/_}
-    { (cd "$dir" && "$cli" transform "$base" "${args[@]}" --all-passes 2>/dev/null); echo "rc=$?"; } \
+    e=/dev/null
+    [ -n "$errs" ] && e=$errs/$name.$pn.transform
+    { (cd "$dir" && "$cli" transform "$base" "${args[@]}" --all-passes 2>"$e"); echo "rc=$?"; } \
       | sed 's/(took [0-9]* milliseconds)/(took N milliseconds)/' > "$out/$name.$pn.transform"
+    [ -n "$errs" ] && e=$errs/$name.$pn.stats
     if [ -n "$legacy" ]; then
-      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
+      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>"$e"); echo "rc=$?"; } \
         | sed -e 's/ executors=nvfuser,torch"/"/' -e '/"regions_by_executor" : {/,/}/d' \
         | drop_removed_user_casts > "$out/$name.$pn.stats"
     else
-      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>/dev/null); echo "rc=$?"; } \
+      { (cd "$dir" && "$cli" stats "$base" "${args[@]}" --json 2>"$e"); echo "rc=$?"; } \
         > "$out/$name.$pn.stats"
     fi
   done
+}
+
+# explain OUTPUT...: for each output that differs, its exit status line and the first 20 lines
+# of the command's stderr, as TAP comments (CI logs keep them; the outputs are removed).
+explain() {
+  local o
+  for o in "$@"; do
+    echo "# $o: $(tail -n 1 "$tmp/$o" 2>/dev/null)"
+    [ -s "$errs/$o" ] && head -n 20 "$errs/$o" | sed "s/^/#   /"
+  done
+  return 0
 }
 
 cmd=${1:-}
@@ -133,7 +151,8 @@ case "$cmd" in
     # except those LEGACY-CHANGES lists, which must differ
     legacy=1
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
+    errs=$(mktemp -d)
+    trap 'rm -rf "$tmp" "$errs"' EXIT
     mapfile -t rows < <(inputs)
     if [ ! -d "$shared" ]; then
       rows=()
@@ -151,24 +170,27 @@ case "$cmd" in
       want=$(grep "  $name\.[^.]*\.[a-z]*$" "$here/SHA256SUMS.legacy")
       if [ -z "$want" ]; then
         echo "ok $i - $rel # SKIP no legacy golden (an input added after issue 18)"
-        rm -f "$tmp"/*
+        rm -f "$tmp"/* "$errs"/*
         continue
       fi
       bad=$(cd "$tmp" && sha256sum --quiet -c - <<< "$want" 2>&1 | sed -n 's/: FAILED.*//p' | sort)
       expect=$(grep "^$name\.[^.]*\.[a-z]*$" <<< "$changes" | sort)
       if [ "$bad" != "$expect" ]; then
         echo "not ok $i - $rel: differs from its pre-issue-18 golden: [$(tr '\n' ' ' <<< "$bad")]; LEGACY-CHANGES expects [$(tr '\n' ' ' <<< "$expect")]"
+        # shellcheck disable=SC2086  # one word per output name
+        explain $bad
         failed=$((failed + 1))
       else
         echo "ok $i - $rel ($(wc -l <<< "$want") outputs as before$([ -n "$expect" ] && echo ", $(wc -l <<< "$expect") changed as LEGACY-CHANGES says"))"
       fi
-      rm -f "$tmp"/*
+      rm -f "$tmp"/* "$errs"/*
     done
     [ "$failed" -eq 0 ]
     ;;
   check)
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
+    errs=$(mktemp -d)
+    trap 'rm -rf "$tmp" "$errs"' EXIT
     mapfile -t rows < <(inputs)
     # the shared traces SHA256SUMS has goldens for: one subtest each, skipped when absent
     mapfile -t shared_names < <(sed -n 's/^[0-9a-f]*  shared__\(.*\)\.[^.]*\.[a-z]*$/\1/p' \
@@ -197,11 +219,13 @@ case "$cmd" in
       bad=$(cd "$tmp" && sha256sum --quiet -c - <<< "$want" 2>&1 | sed -n 's/: FAILED.*//p' | tr '\n' ' ')
       if [ -n "$bad" ]; then
         echo "not ok $i - $rel: differs from the golden: $bad"
+        # shellcheck disable=SC2086  # one word per output name
+        explain $bad
         failed=$((failed + 1))
       else
         echo "ok $i - $rel ($(wc -l <<< "$want") outputs)"
       fi
-      rm -f "$tmp"/*
+      rm -f "$tmp"/* "$errs"/*
     done
     [ "$failed" -eq 0 ]
     ;;
