@@ -43,7 +43,6 @@
 static const char emu_header[] =
   "// CPU emulation of the CUDA subset the generated region kernels use (developer check only).\n"
   EMU_HEADER_COMMON
-  "static inline unsigned short cs_bfbits (float f) { unsigned u; memcpy (&u, &f, 4); return (unsigned short) (u >> 16); }\n"
   "static inline void __threadfence () { __atomic_thread_fence (__ATOMIC_SEQ_CST); }\n"
   "static inline int atomicAdd (int *p, int v) { return __atomic_fetch_add (p, v, __ATOMIC_SEQ_CST); }\n"
   "template <class T> static inline T __ldcg (const T *p) { return *p; }\n"

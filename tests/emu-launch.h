@@ -57,6 +57,7 @@
   "static inline float cs_h2f (unsigned short h) { _Float16 x; memcpy (&x, &h, 2); return (float) x; }\n" \
   "static inline unsigned short cs_f2h (float f) { _Float16 x = (_Float16) f; unsigned short h; memcpy (&h, &x, 2); return h; }\n" \
   "static inline float cs_rbf (float f) { return cs_bf2f (cs_f2bf (f)); }\n" \
+  "static inline unsigned short cs_bfbits (float f) { unsigned u; memcpy (&u, &f, 4); return (unsigned short) (u >> 16); }\n" \
   "static inline float cs_rh (float f) { return cs_h2f (cs_f2h (f)); }\n"
 
 /* emu_launch(): one block at a time, a thread per CUDA thread. */
