@@ -733,7 +733,7 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
   GString *flat;
   const char *fv;
 
-  if (yr == xr && memcmp (ys, xs, sizeof (int64_t) * yr) == 0)
+  if (yr == xr && (yr == 0 || memcmp (ys, xs, sizeof (int64_t) * yr) == 0))
     {
       *out = *c;
       return;
@@ -1549,7 +1549,8 @@ decompose (Gen *g, const char *flat, const int64_t *shape, guint rank, Ctx *c)
   memset (c, 0, sizeof *c);
   c->rank = rank;
   c->flat = flat;
-  memcpy (c->shape, shape, sizeof (int64_t) * rank);
+  if (rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (c->shape, shape, sizeof (int64_t) * rank);
   for (guint j = 0; j < rank; j++)
     {
       if (shape[j] == 1)
@@ -2470,7 +2471,7 @@ is_reduction (const CsStmt *st)
 static gboolean
 same_shape (const CsProxy *a, const CsProxy *b)
 {
-  return a->rank == b->rank && memcmp (a->shape, b->shape, sizeof (int64_t) * a->rank) == 0;
+  return a->rank == b->rank && (a->rank == 0 || memcmp (a->shape, b->shape, sizeof (int64_t) * a->rank) == 0);
 }
 
 /* Row-fused kernels ------------------------------------------------------------------------

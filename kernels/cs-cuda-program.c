@@ -73,7 +73,8 @@ cs_cuda_program_new_slot (CsCudaProgram *p, CsDtype dtype, const int64_t *shape,
 
   s.dtype = dtype;
   s.rank = rank;
-  memcpy (s.shape, shape, sizeof (int64_t) * rank);
+  if (rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (s.shape, shape, sizeof (int64_t) * rank);
   contiguous_strides (shape, rank, s.strides);
   s.buffer = cs_cuda_program_new_buffer (p, (gsize) MAX (n, 1) * cs_dtype_size_bytes (dtype));
   return add_slot (p, &s);
@@ -219,8 +220,11 @@ view_of (CsCudaProgram *p, guint src, const int64_t *shape, guint rank, const in
   CsCudaSlot s = *cs_cuda_program_slot (p, src);
 
   s.rank = rank;
-  memcpy (s.shape, shape, sizeof (int64_t) * rank);
-  memcpy (s.strides, strides, sizeof (int64_t) * rank);
+  if (rank > 0)   /* a rank-0 proxy's shape is NULL */
+    {
+      memcpy (s.shape, shape, sizeof (int64_t) * rank);
+      memcpy (s.strides, strides, sizeof (int64_t) * rank);
+    }
   return add_slot (p, &s);
 }
 

@@ -30,9 +30,8 @@
 #include <glib/gstdio.h>
 
 #include "cs-cuda-private.h"
-#include "cs-parse.h"
-#include "cs-pipeline.h"
 #include "test-llama-layers.h"
+#include "test-trace-step.h"
 
 static double
 cpu_ms (void)
@@ -47,21 +46,6 @@ static double
 wall_ms (void)
 {
   return (double) g_get_monotonic_time () / 1e3;
-}
-
-static void
-rm_rf (const char *dir)
-{
-  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
-  const char *n;
-
-  while (d && (n = g_dir_read_name (d)))
-    {
-      g_autofree char *f = g_build_filename (dir, n, NULL);
-
-      g_unlink (f);
-    }
-  g_rmdir (dir);
 }
 
 typedef struct
@@ -143,7 +127,6 @@ static int
 bench_depth (const char *text, guint layers)
 {
   g_autofree char *src = layers == 8 ? g_strdup (text) : llama_stack_layers (text, layers);
-  g_autoptr(CsTraceList) list = NULL;
   g_autoptr(CsPipeline) pl = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *tmpl = NULL;
@@ -159,14 +142,8 @@ bench_depth (const char *text, guint layers)
       return 1;
     }
   w0 = wall_ms ();
-  list = cs_parse_text (src, strlen (src), "llama", &error);
-  if (list == NULL)
-    {
-      fprintf (stderr, "bench-compile: %s\n", error->message);
-      return 1;
-    }
   cs_policy_init_default (&policy);
-  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  pl = trace_step_pipeline (src, -1, "llama", &policy, &error);
   if (pl == NULL)
     {
       fprintf (stderr, "bench-compile: %s\n", error->message);
@@ -197,7 +174,7 @@ bench_depth (const char *text, guint layers)
                 p->plan_cached ? "read" : "generated and written");
         cs_cuda_program_free (p);
       }
-    rm_rf (dir);
+    trace_step_rm_dir (dir);
   }
 #endif
   {
@@ -210,7 +187,7 @@ bench_depth (const char *text, guint layers)
     if (!build_once (fwd, bwd, &policy, &r, &error))
       goto fail;
     report ("warm", layers, &r);
-    rm_rf (dir);
+    trace_step_rm_dir (dir);
   }
   if (splits != NULL)
     {
@@ -231,7 +208,7 @@ bench_depth (const char *text, guint layers)
             goto fail;
           what = g_strdup_printf ("split=%s", ns[i]);
           report (what, layers, &r);
-          rm_rf (dir);
+          trace_step_rm_dir (dir);
         }
       if (keep)
         g_setenv ("CASTSCOPE_JIT_PROGRAMS", keep, TRUE);

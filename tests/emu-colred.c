@@ -11,7 +11,7 @@
  * run it with CASTSCOPE_ROW_RPW=2 CASTSCOPE_PW_TILES=2 for the rows staged by cp.async and the
  * multi-tile pointwise form).  The program is built without a device (cs_cuda_program_generate: the dry build, 132
  * SMs); its generated CUDA source is compiled as C++17 by g++ with the emulation of
- * tests/emu-xentropy.c (threadIdx/blockIdx in two dims, __shared__ as statics, barriers of the
+ * tests/emu-launch.h (threadIdx/blockIdx in two dims, __shared__ as statics, barriers of the
  * block's POSIX threads, shuffles through a per-warp exchange) plus atomicAdd, __threadfence
  * and __ldcg, loaded with dlopen; every step runs as a POSIX thread per CUDA thread, one block at
  * a time, on a host arena laid out as the device's (poisoned with 0xff bytes, NaN, first; the
@@ -43,7 +43,6 @@
 static const char emu_header[] =
   "// CPU emulation of the CUDA subset the generated region kernels use (developer check only).\n"
   EMU_HEADER_COMMON
-  "static inline unsigned short cs_bfbits (float f) { unsigned u; memcpy (&u, &f, 4); return (unsigned short) (u >> 16); }\n"
   "static inline void __threadfence () { __atomic_thread_fence (__ATOMIC_SEQ_CST); }\n"
   "static inline int atomicAdd (int *p, int v) { return __atomic_fetch_add (p, v, __ATOMIC_SEQ_CST); }\n"
   "template <class T> static inline T __ldcg (const T *p) { return *p; }\n"
@@ -64,21 +63,6 @@ bound (CsDtype dt)
     }
 }
 
-/* Launches @s (a kernel step of @p) on the emulation. */
-static void
-emu_step (CsCudaProgram *p, CsCudaStep *s, EmuLaunch launch)
-{
-  void *args[12] = { 0 };
-
-  g_assert_cmpint (s->kind, ==, CS_CUDA_STEP_KERNEL);
-  g_assert_cmpuint (s->grid[2], ==, 1);
-  g_assert_cmpuint (s->block[2], ==, 1);
-  g_assert_cmpuint (s->args->len, <=, 12);
-  for (guint a = 0; a < s->args->len; a++)
-    args[a] = cs_cuda_program_slot_ptr (p, g_array_index (s->args, CsCudaKArg, a).slot);
-  g_assert_cmpint (launch (s->kernel, s->grid[0], s->grid[1], s->block[0], s->block[1], args), ==, 0);
-}
-
 /* Builds @text's program, runs it twice on the emulation and compares its outputs with the
  * CPU f64 reference; returns the largest error / bound (infinity for a NaN). */
 static double
@@ -89,8 +73,6 @@ emu_check (const char *text, const char *what, const char *tag)
   g_autoptr(GHashTable) env = cs_ref_env_new ();
   g_autoptr(GPtrArray) fo = NULL, fn = NULL;
   g_autoptr(GPtrArray) fl = NULL;
-  g_autoptr(GString) src = g_string_new ("");
-  g_autofree char *cpp = NULL, *so = NULL, *cmd = NULL;
   CsPolicy policy;
   CsCudaProgram *p;
   EmuLaunch launch;
@@ -110,22 +92,7 @@ emu_check (const char *text, const char *what, const char *tag)
     g_print ("   step %s: %s\n", ((CsCudaStep *) p->steps->pdata[s])->kind_name,
              ((CsCudaStep *) p->steps->pdata[s])->label);
 
-  g_string_append (src, emu_header);
-  g_string_append (src, p->source->str);
-  g_string_append (src, "\nstatic void (*emu_kernels[]) () = {");
-  for (guint k = 0; k < p->n_kernels; k++)
-    g_string_append_printf (src, "%s(void (*) ()) k%u", k ? ", " : "", k);
-  g_string_append (src, "};\n");
-  g_string_append (src, emu_tail);
-  cpp = g_strdup_printf ("%s/%s.cpp", emu_dir, tag);
-  so = g_strdup_printf ("%s/%s.so", emu_dir, tag);
-  g_assert_true (g_file_set_contents (cpp, src->str, -1, NULL));
-  cmd = g_strdup_printf ("g++ -O1 -std=c++17 -shared -fPIC -pthread -w -o %s %s", so, cpp);
-  g_assert_cmpint (system (cmd), ==, 0);
-  h = dlopen (so, RTLD_NOW | RTLD_LOCAL);
-  g_assert_nonnull (h);
-  launch = (EmuLaunch) dlsym (h, "emu_launch");
-  g_assert_nonnull (launch);
+  launch = emu_load (emu_header, p, tag, &h);
 
   arena = g_malloc (MAX (p->arena_bytes, 1));
   memset (arena, 0xff, p->arena_bytes);   /* NaN poison */
@@ -204,8 +171,6 @@ emu_check (const char *text, const char *what, const char *tag)
   p->arena = NULL;
   g_free (arena);
   dlclose (h);
-  g_unlink (so);
-  g_unlink (cpp);
   cs_cuda_program_free (p);
   return worst;
 }

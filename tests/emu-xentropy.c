@@ -16,16 +16,12 @@
  * the same NaNs and infinities for the non-finite rows.
  *
  * Limits: kernel steps only; every shuffle and barrier must be reached by all threads of its
- * warp or block (true of these kernels); kernels are called through a function type of twelve
- * pointers (the x86-64 System V convention ignores the extra ones).  It checks the kernels'
- * arithmetic and indexing, not the device's memory model or speed.
+ * warp or block (true of these kernels).  It checks the kernels' arithmetic and indexing, not
+ * the device's memory model or speed.
  */
 #define main xent_test_main
 #include "test-kernels-xentropy.c"
 #undef main
-#include <dlfcn.h>
-#include <glib/gstdio.h>
-
 #include "emu-launch.h"
 
 /* The emulation put in front of the generated kernels (it replaces the jit preamble). */
@@ -47,8 +43,6 @@ emu_check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char 
   g_autoptr(GPtrArray) fo = NULL, fn = NULL, bo = NULL, bn = NULL;
   g_autoptr(GPtrArray) fl = cs_ref_dup_leaf_inputs (fwd);
   g_autoptr(GPtrArray) bl = bwd ? cs_ref_dup_leaf_inputs (bwd) : g_ptr_array_new ();
-  g_autoptr(GString) src = g_string_new ("");
-  g_autofree char *cpp = NULL, *so = NULL, *cmd = NULL;
   CsPolicy policy;
   CsCudaProgram *p;
   EmuLaunch launch;
@@ -65,22 +59,7 @@ emu_check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char 
     g_print ("   step %s: %s (%.3g MB)\n", ((CsCudaStep *) p->steps->pdata[s])->kind_name,
              ((CsCudaStep *) p->steps->pdata[s])->label, ((CsCudaStep *) p->steps->pdata[s])->bytes / 1e6);
 
-  g_string_append (src, emu_header);
-  g_string_append (src, p->source->str);
-  g_string_append (src, "\nstatic void (*emu_kernels[]) () = {");
-  for (guint k = 0; k < p->n_kernels; k++)
-    g_string_append_printf (src, "%s(void (*) ()) k%u", k ? ", " : "", k);
-  g_string_append (src, "};\n");
-  g_string_append (src, emu_tail);
-  cpp = g_strdup_printf ("%s/%s.cpp", emu_dir, tag);
-  so = g_strdup_printf ("%s/%s.so", emu_dir, tag);
-  g_assert_true (g_file_set_contents (cpp, src->str, -1, NULL));
-  cmd = g_strdup_printf ("g++ -O1 -std=c++17 -shared -fPIC -pthread -w -o %s %s", so, cpp);
-  g_assert_cmpint (system (cmd), ==, 0);
-  h = dlopen (so, RTLD_NOW | RTLD_LOCAL);
-  g_assert_nonnull (h);
-  launch = (EmuLaunch) dlsym (h, "emu_launch");
-  g_assert_nonnull (launch);
+  launch = emu_load (emu_header, p, tag, &h);
 
   arena = g_malloc (MAX (p->arena_bytes, 1));
   memset (arena, 0xff, p->arena_bytes);   /* NaN poison */
@@ -110,18 +89,7 @@ emu_check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char 
       cs_ref_env_insert (env, in->name, xr ? xr : x);
     }
   for (guint s = 0; s < p->steps->len; s++)
-    {
-      CsCudaStep *st = g_ptr_array_index (p->steps, s);
-      void *args[12] = { 0 };
-
-      g_assert_cmpint (st->kind, ==, CS_CUDA_STEP_KERNEL);
-      g_assert_cmpuint (st->grid[2], ==, 1);
-      g_assert_cmpuint (st->block[2], ==, 1);
-      g_assert_cmpuint (st->args->len, <=, 12);
-      for (guint a = 0; a < st->args->len; a++)
-        args[a] = cs_cuda_program_slot_ptr (p, g_array_index (st->args, CsCudaKArg, a).slot);
-      g_assert_cmpint (launch (st->kernel, st->grid[0], st->grid[1], st->block[0], st->block[1], args), ==, 0);
-    }
+    emu_step (p, g_ptr_array_index (p->steps, s), launch);
   cs_ref_run_env (fwd, env, CS_REF_F64, 0, &fo, &fn, returned, &error);
   g_assert_no_error (error);
   {
@@ -175,8 +143,6 @@ emu_check_step (CsTrace *fwd, CsTrace *bwd, int64_t V, gboolean f64, const char 
   p->arena = NULL;
   g_free (arena);
   dlclose (h);
-  g_unlink (so);
-  g_unlink (cpp);
   cs_cuda_program_free (p);
   return n;
 }

@@ -27,9 +27,8 @@
 #include <string.h>
 
 #include "cs-cuda-private.h"
-#include "cs-parse.h"
-#include "cs-pipeline.h"
 #include "test-llama-layers.h"
+#include "test-trace-step.h"
 
 /* The census kind of @s: matmul, finalize, copy or fusion (as launch-plan's header says). */
 static const char *
@@ -48,7 +47,6 @@ int
 main (int argc, char **argv)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CsTraceList) list = NULL;
   g_autoptr(CsPipeline) pl = NULL;
   g_autofree char *text = NULL;
   g_autoptr(GHashTable) totals = g_hash_table_new (g_str_hash, g_str_equal);
@@ -108,13 +106,7 @@ main (int argc, char **argv)
       text = deep;
       len = strlen (text);
     }
-  list = cs_parse_text (text, len, path, &error);
-  if (list == NULL)
-    {
-      fprintf (stderr, "launch-plan: %s\n", error->message);
-      return 1;
-    }
-  pl = cs_pipeline_run (g_ptr_array_index (list->traces, 0), &policy, NULL, &error);
+  pl = trace_step_pipeline (text, (gssize) len, path, &policy, &error);
   if (pl == NULL)
     {
       fprintf (stderr, "launch-plan: %s\n", error->message);

@@ -16,16 +16,15 @@
 #include <glib/gstdio.h>
 
 #include "cs-cuda-private.h"
-#include "cs-parse.h"
-#include "cs-pipeline.h"
+#include "test-trace-step.h"
 
 typedef struct
 {
-  CsTraceList *list;
-  CsPipeline  *pl;
-  CsPolicy     policy;
+  CsPipeline  *pl;       /* the step of the trace */
+  CsPolicy     policy;   /* the default, executors nvfuser,torch */
 } Step;
 
+/* Loads the trace file @path into @s; FALSE when it cannot be read. */
 static gboolean
 step_load (Step *s, const char *path)
 {
@@ -35,11 +34,9 @@ step_load (Step *s, const char *path)
 
   if (!g_file_get_contents (path, &text, &len, NULL))
     return FALSE;
-  s->list = cs_parse_text (text, len, path, &error);
-  g_assert_no_error (error);
   cs_policy_init_default (&s->policy);
   g_assert_true (cs_policy_set (&s->policy, "executors", "nvfuser,torch", NULL));
-  s->pl = cs_pipeline_run (g_ptr_array_index (s->list->traces, 0), &s->policy, NULL, &error);
+  s->pl = trace_step_pipeline (text, (gssize) len, path, &s->policy, &error);
   g_assert_no_error (error);
   return TRUE;
 }
@@ -48,7 +45,6 @@ static void
 step_clear (Step *s)
 {
   g_clear_pointer (&s->pl, cs_pipeline_unref);
-  g_clear_pointer (&s->list, cs_trace_list_unref);
 }
 
 static CsCudaProgram *
@@ -206,21 +202,6 @@ plan_file (const char *dir)
   return found;
 }
 
-static void
-rm_rf (const char *dir)
-{
-  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
-  const char *n;
-
-  while (d && (n = g_dir_read_name (d)))
-    {
-      g_autofree char *f = g_build_filename (dir, n, NULL);
-
-      g_unlink (f);
-    }
-  g_rmdir (dir);
-}
-
 /* The 72 bytes before the payload: magic 8, format 4, key length 4 + 32, payload length 8,
  * hash 16. */
 #define HEADER 72
@@ -271,7 +252,7 @@ test_round_trip (gconstpointer data)
       if (sh == NULL)
         {
           g_test_skip ("CS_SHARED_TRACES is not set: the shared traces are not present");
-          rm_rf (dir);
+          trace_step_rm_dir (dir);
           return;
         }
       path = g_build_filename (sh, name + strlen ("shared:"), NULL);
@@ -282,7 +263,7 @@ test_round_trip (gconstpointer data)
     {
       g_test_skip (g_str_has_prefix (name, "shared:") ? "the shared traces (CS_SHARED_TRACES) are not present"
                                                       : "trace not found");
-      rm_rf (dir);
+      trace_step_rm_dir (dir);
       return;
     }
   g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
@@ -333,7 +314,7 @@ test_round_trip (gconstpointer data)
   cs_cuda_program_free (gen);
   step_clear (&s);
   g_unsetenv ("CASTSCOPE_CACHE_DIR");
-  rm_rf (dir);
+  trace_step_rm_dir (dir);
 }
 
 /* Payload bytes changed under a recomputed checksum, at many places: each file is either
@@ -378,7 +359,7 @@ test_damaged_payloads (void)
   cs_cuda_program_free (gen);
   step_clear (&s);
   g_unsetenv ("CASTSCOPE_CACHE_DIR");
-  rm_rf (dir);
+  trace_step_rm_dir (dir);
 }
 
 int
