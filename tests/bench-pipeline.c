@@ -8,7 +8,7 @@
  * the best wall time of REPEATS runs and the time of each pass.  Target: under 100 ms for
  * 10,000 statements.  Also times the fusion passes alone on the decomposed joint trace and
  * copies of it; the peak resident set right after the pipeline rounds is printed before those,
- * so it counts the pipeline and not the bench's extra parts.
+ * so it counts the pipelines and not the bench's extra parts (REPEATS=1: one pipeline's peak).
  */
 #include "cs-config.h"
 
@@ -144,8 +144,9 @@ main (int argc, char **argv)
     }
   printf ("pipeline (all passes, default policy): best of %u = %.2f ms wall, %.2f ms CPU for %u "
           "statements (target < 100 ms)\n", repeats, best / 1e3, best_cpu / 1e3, n);
-  printf ("peak RSS after the pipeline rounds (the trace text, the parsed trace, one pipeline "
-          "kept): %.1f MiB\n", peak_rss_kib () / 1024.0);
+  printf ("peak RSS after the pipeline rounds (the trace text, the parsed trace and %s): %.1f "
+          "MiB\n", repeats > 1 ? "two pipelines, the best round's kept while the next runs"
+                                : "one pipeline", peak_rss_kib () / 1024.0);
   printf ("  per pass, best of %u (the machine is shared: the best run shows the cost)\n", repeats);
   for (guint i = 0; i < cs_pipeline_n_passes (best_pl); i++)
     printf ("  %-26s %8.2f ms  %6u statements\n", cs_pipeline_pass_name (best_pl, i),
