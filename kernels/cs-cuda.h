@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 5
+#define CS_CUDA_BACKEND_ABI 6
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -117,6 +117,11 @@ typedef struct
   double      lt_wait_ms;      /* of plans_ms, the time the build waited for that start-up, ms */
   double      lt_lead_ms;      /* how long before the build the start-up began (start_up called
                                   early), ms; 0 when the build began it */
+  guint       n_gemm_algos_cached; /* matmul steps whose cuBLASLt algorithm came from the plan
+                                  cache (planned without a heuristic query) */
+  guint       n_cudnn_plans;   /* distinct cuDNN attention plans */
+  guint       n_cudnn_loaded;  /* of which loaded from their serialised form in the plan cache */
+  double      cudnn_ms;        /* building or loading them, ms (within codegen_ms) */
 } CsCudaTimes;
 
 /**
