@@ -719,17 +719,20 @@ cs_cuda_gemm_has_stored_algo (const CsCudaGemm *g)
   return g->stored;
 }
 
+/* The fields CsCudaGemm shares with CsCudaGemmProblem: one list drives both copies. */
+#define GEMM_PROBLEM_FIELDS(X)                                                               \
+  X (slot_a) X (slot_b) X (slot_d) X (slot_bias) X (bgrad) X (dtype) X (m) X (n) X (k) X (ta)  \
+  X (tb) X (a_rows) X (a_cols) X (lda) X (b_rows) X (b_cols) X (ldb) X (ldd) X (batch)          \
+  X (stride_a) X (stride_b) X (stride_d) X (tf32)
+
 /** cs_cuda_gemm_get_problem: see cs-cuda-private.h. */
 void
 cs_cuda_gemm_get_problem (const CsCudaGemm *g, CsCudaGemmProblem *pr)
 {
-  *pr = (CsCudaGemmProblem) {
-    .slot_a = g->slot_a, .slot_b = g->slot_b, .slot_d = g->slot_d, .slot_bias = g->slot_bias,
-    .bgrad = g->bgrad, .dtype = g->dtype, .m = g->m, .n = g->n, .k = g->k, .ta = g->ta, .tb = g->tb,
-    .a_rows = g->a_rows, .a_cols = g->a_cols, .lda = g->lda, .b_rows = g->b_rows, .b_cols = g->b_cols,
-    .ldb = g->ldb, .ldd = g->ldd, .batch = g->batch, .stride_a = g->stride_a, .stride_b = g->stride_b,
-    .stride_d = g->stride_d, .tf32 = g->tf32,
-  };
+#define TO_PROBLEM(f) pr->f = g->f;
+  memset (pr, 0, sizeof *pr);
+  GEMM_PROBLEM_FIELDS (TO_PROBLEM)
+#undef TO_PROBLEM
 }
 
 /** cs_cuda_gemm_new_from_problem: see cs-cuda-private.h. */
@@ -738,29 +741,9 @@ cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr)
 {
   CsCudaGemm *g = g_new0 (CsCudaGemm, 1);
 
-  g->slot_a = pr->slot_a;
-  g->slot_b = pr->slot_b;
-  g->slot_d = pr->slot_d;
-  g->slot_bias = pr->slot_bias;
-  g->bgrad = pr->bgrad;
-  g->dtype = pr->dtype;
-  g->m = pr->m;
-  g->n = pr->n;
-  g->k = pr->k;
-  g->ta = pr->ta;
-  g->tb = pr->tb;
-  g->a_rows = pr->a_rows;
-  g->a_cols = pr->a_cols;
-  g->lda = pr->lda;
-  g->b_rows = pr->b_rows;
-  g->b_cols = pr->b_cols;
-  g->ldb = pr->ldb;
-  g->ldd = pr->ldd;
-  g->batch = pr->batch;
-  g->stride_a = pr->stride_a;
-  g->stride_b = pr->stride_b;
-  g->stride_d = pr->stride_d;
-  g->tf32 = pr->tf32;
+#define FROM_PROBLEM(f) g->f = pr->f;
+  GEMM_PROBLEM_FIELDS (FROM_PROBLEM)
+#undef FROM_PROBLEM
   return g;
 }
 

@@ -4,16 +4,24 @@
  * the unique kernels' text (program_build's codegen phase).  All of that is a function of the
  * traces, the policy, the device, the libraries and this module's code, so it is written once
  * to the disk cache (cs_cuda_jit_cache_dir, `plan-<key>.bin`) and read back by a later build
- * with the same key instead of being generated again.  What needs the device (the arena, the
- * libraries loaded from the NVRTC cache, the cuBLASLt descriptors, cuDNN's plans) is still made
- * by the build from what was read.
+ * with the same key instead of being generated again.  A device build also writes what the
+ * device's libraries chose: every GEMM's cuBLASLt algorithm and the finalized cuDNN attention
+ * plans in the form cuDNN serialises them, so that a warm build asks cuBLASLt's heuristics
+ * nothing (their first query costs 100-140 ms a process) and builds no cuDNN plan.  What needs
+ * the device (the arena, the libraries loaded from the NVRTC cache, the cuBLASLt descriptors,
+ * the cuDNN plans made from their JSON) is still made by the build from what was read.
  *
  * File: the magic "CSPLAN1\n", the format version (u32), the key (string), the payload's
- * length (u64) and 128-bit MurmurHash3 (16 bytes), then the payload: little-endian fixed-width numbers,
- * strings as a u32 length and bytes, every field written one by one (no struct padding), so
- * that the same program always gives the same bytes.  A file that fails any check (magic,
- * version, key, length, digest, a number out of range) is ignored with one line on stderr and
- * the plan is built as if there were none (then written anew).
+ * length (u64) and 128-bit MurmurHash3 (16 bytes), then the payload: little-endian
+ * fixed-width numbers, strings as a u32 length and bytes, every field written one by one (no
+ * struct padding), so that the same program always gives the same bytes.  The payload, in
+ * order (io_payload): the device check, the memory plan, buffers, slots, kernels, steps,
+ * constant fills, inputs, outputs; then the GEMM algorithms and the cuDNN plans, each part
+ * after the identity (library version, device name, compute capability) it was made with.  A
+ * file that fails any check (magic, version, key, length, digest, a number out of range) is
+ * ignored with one line on stderr and the plan is built as if there were none (then written
+ * anew); a library part of another identity is dropped alone (those GEMMs ask the heuristic,
+ * those cuDNN plans are built) and the file is written again after the build.
  */
 #define _GNU_SOURCE 1   /* dladdr */
 #include "cs-config.h"

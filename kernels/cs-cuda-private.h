@@ -554,7 +554,8 @@ void         cs_cuda_program_step_free  (gpointer step);
  * cs_cuda_plan_key:
  * @p: the program being built, after its device phase (n_sms, compute capability, use_cudnn)
  *
- * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device, the CUDA
+ * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device (name,
+ * compute capability, SMs), the CUDA
  * runtime, driver and cuBLASLt versions, @policy, every CASTSCOPE_* environment variable but
  * CASTSCOPE_CACHE_DIR and CASTSCOPE_TEST_BREAK_KERNEL, this module's file (path, size,
  * modification time) and the printed @fwd and @bwd (every subsymbol level, without the leading
@@ -572,10 +573,13 @@ void         cs_cuda_plan_hash128       (const guint8 *d, gsize n, guint8 out[16
 char        *cs_cuda_plan_path          (const char *key);
 /**
  * cs_cuda_plan_serialize:
- * @p: a program after its codegen phase (steps, slots, buffers planned, schedule, kernels)
+ * @p: a program after its codegen phase (steps, slots, buffers planned, schedule, kernels),
+ *   or after a whole device build (then with its GEMMs' algorithms and p->cudnn_saved)
  *
- * The plan file's bytes (format in cs-cuda-plan.c): what the codegen phase made, for @key.
- * The same program always gives the same bytes.
+ * The plan file's bytes (format in cs-cuda-plan.c): what the codegen phase made, for @key,
+ * with the algorithms of the GEMMs that have one and the serialised cuDNN plans, each part
+ * after @p's cuBLASLt or cuDNN version, device name and compute capability.  The same
+ * program always gives the same bytes.
  * Returns: (transfer full): the file's contents
  */
 GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key);
@@ -586,8 +590,11 @@ GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key
  * @why: (out) (transfer full): on failure, why the file was refused (one phrase)
  *
  * Fills @p as its codegen phase would: buffers with their offsets, slots, the unique kernels
- * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; a
- * cuDNN step is planned again through cs_cuda_cudnn_sdpa_step.  Checks the magic, format,
+ * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; the
+ * GEMMs get their stored algorithms (cs_cuda_gemm_set_stored_algo) and p->cudnn_saved the
+ * serialised cuDNN plans, when their part's identity is this process's (else p->plan_stale);
+ * a cuDNN step is planned again through cs_cuda_cudnn_sdpa_step (from its serialised plan
+ * where there is one).  Checks the magic, format,
  * @key, length, hash and every index and extent (a slot inside its buffer, a buffer inside
  * the arena, waits on earlier steps); on any failure returns FALSE, @p then only fit to be
  * freed.

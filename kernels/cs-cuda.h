@@ -172,11 +172,12 @@ typedef struct
    * order, float ones as f64 (give inputs as f64: cs_tensor_convert). */
   CsCudaProgram *(*program_new_f64)    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                         GError **error);
-  /* Begins cuBLASLt's start-up (its first calls on device 0: the context, the handle, one
-   * heuristic query and algorithm check, about 80 ms on the H200) on a thread of its own, so
-   * that it runs beside whatever the caller does next (reading the trace, the passes); the
-   * next program_new waits for it and reports it (CsCudaTimes.lt_startup_ms).  Returns at once;
-   * later calls do nothing. */
+  /* Begins cuBLASLt's start-up (its first calls on device 0: the context, the handle, then,
+   * unless the next program_new finds every matmul algorithm in the plan cache, one heuristic
+   * query and algorithm check, 100-140 ms on the H200) on a thread of its own, so that it runs
+   * beside whatever the caller does next (reading the trace, the passes); the next program_new
+   * waits for it and reports it (CsCudaTimes.lt_startup_ms).  Returns at once; later calls do
+   * nothing. */
   void           (*start_up)           (void);
 } CsCudaBackend;
 
