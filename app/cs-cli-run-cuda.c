@@ -698,13 +698,17 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
                               "build %.1f ms (%u NVRTC cache hits): device %.1f, %s %.1f, setup %.1f,"
                               " kernels %.1f, matmul plans %.1f ms (%u distinct, the first %.1f ms; of the plans, %.1f ms"
                               " waiting for cuBLASLt's start-up); arena %.1f MiB (no reuse: %.1f MiB)\n"
-                              "cuBLASLt start-up %.1f ms on its own thread, begun %.1f ms before the build\n",
+                              "cuBLASLt start-up %.1f ms on its own thread, begun %.1f ms before the build\n"
+                              "from the plan cache: %u of %u matmul algorithms, %u of %u cuDNN plans"
+                              " (cuDNN plans %.1f ms)\n",
                               times.graph_ms, times.graph_min_ms, times.latency_ms, times.stream_ms, times.floor_ms,
                               times.n_kernels, times.n_matmuls, times.n_samples, times.n_streams, times.n_streams == 1 ? "" : "s", times.critical_path,
                               times.compile_ms, times.cache_hits, times.device_ms,
                               times.plan_cached ? "plan from the cache" : "codegen", times.codegen_ms, times.setup_ms, times.kernels_ms, times.plans_ms,
                               times.n_gemm_plans, times.first_plan_ms, times.lt_wait_ms, times.arena_bytes / 1048576.0,
-                              times.naive_bytes / 1048576.0, times.lt_startup_ms, times.lt_lead_ms);
+                              times.naive_bytes / 1048576.0, times.lt_startup_ms, times.lt_lead_ms,
+                              times.n_gemm_algos_cached, times.n_matmuls, times.n_cudnn_loaded, times.n_cudnn_plans,
+                              times.cudnn_ms);
       g_string_append_printf (json, ", \"graph_ms\": %.6f, \"graph_min_ms\": %.6f, \"latency_ms\": %.6f,"
                               " \"stream_ms\": %.6f, \"floor_ms\": %.6f, \"kernels\": %u, \"matmuls\": %u,"
                               " \"samples\": %u, \"build_ms\": %.3f, \"build_phases_ms\": {\"device\": %.3f,"

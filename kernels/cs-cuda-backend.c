@@ -95,6 +95,28 @@ out:
   return ok;
 }
 
+/** cs_cuda_device_name: see cs-cuda-private.h. */
+char *
+cs_cuda_device_name (int device)
+{
+  typedef int (*GetName) (char *name, int len, int dev);   /* cuDeviceGetName (CUresult) */
+  GetName get_name = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  char name[256] = "";
+  struct cudaDeviceProp prop;
+
+  if (cudaGetDriverEntryPointByVersion ("cuDeviceGetName", (void **) &get_name, 12000, cudaEnableDefault, &q)
+        == cudaSuccess
+      && q == cudaDriverEntryPointSuccess && get_name != NULL && get_name (name, sizeof name, device) == 0
+      && name[0] != '\0')
+    return g_strdup (name);
+  cudaGetLastError ();
+  if (cudaGetDeviceProperties (&prop, device) == cudaSuccess)
+    return g_strndup (prop.name, sizeof prop.name);
+  cudaGetLastError ();
+  return g_strdup ("?");
+}
+
 static gboolean
 device_info (CsCudaDeviceInfo *info, GError **error)
 {

@@ -36,6 +36,8 @@ struct _CsCudaGemm
   cublasLtMatrixLayout_t  la, lb, ld;
   cublasLtMatmulAlgo_t    algo;
   gboolean                planned;
+  gboolean                stored;   /* algo came from the plan file (cs_cuda_gemm_set_stored_algo):
+                                       planning takes it without a query or check */
   gboolean                borrowed; /* op, la, lb, ld belong to an identical GEMM of the same
                                        program (cs_cuda_gemm_plan's @plans); not destroyed here */
 };
@@ -442,7 +444,9 @@ out:
  * found there is only checked (cublasLtMatmulAlgoCheck) instead of queried and timed.
  * CASTSCOPE_GEMM_AUTOTUNE=0 keeps the heuristic's first choice and bypasses the table;
  * CASTSCOPE_NO_CACHE=1 keeps the table in memory only; CASTSCOPE_GEMM_CHECK_CACHED=0 trusts a
- * cached algorithm without cublasLtMatmulAlgoCheck (whose first call pays cuBLASLt's start-up).  @plans (may be NULL): gemm_key ->
+ * cached algorithm without cublasLtMatmulAlgoCheck (whose first call pays cuBLASLt's start-up).
+ * A GEMM given its algorithm from the plan file (cs_cuda_gemm_set_stored_algo) takes it as it
+ * is: descriptors only.  @plans (may be NULL): gemm_key ->
  * CsCudaGemm of the GEMMs this program planned so far; a GEMM without bias whose problem is
  * there borrows that one's descriptors and algorithm, and a new one is added.
  */
@@ -517,10 +521,19 @@ cs_cuda_gemm_plan (CsCudaProgram *p, CsCudaGemm *g, GHashTable *plans, GError **
       || !set_batch (g->ld, g->batch, g->stride_d, error))
     goto out;
 
-  /* A problem tuned before (an identical layer, or an earlier run on this device) needs no
-   * heuristic query and no timing. */
+  /* An algorithm from the plan file (chosen by this cuBLASLt on this device, checked by the
+   * file's identity and digest) needs no query and no check: those are what pay cuBLASLt's
+   * first-use cost of its heuristics. */
   if (key == NULL)
     key = gemm_key (g);
+  if (g->stored)
+    {
+      g->planned = TRUE;
+      ok = TRUE;
+      goto out;
+    }
+  /* A problem tuned before (an identical layer, or an earlier run on this device) needs no
+   * heuristic query and no timing. */
   if (autotune && tuned_lookup (p, g, key))
     {
       g->planned = TRUE;
@@ -563,17 +576,37 @@ typedef struct
   double            ms;        /* its duration */
   gboolean          joined;    /* the first join happened */
   char             *error;     /* what failed, or NULL */
+  gboolean          decided;   /* cs_cuda_lt_startup_want_heuristics was called */
+  gboolean          want;      /* its answer: warm the heuristics up */
+  gboolean          warmed;    /* the thread ran (or tried) the heuristic query and check */
 } LtStartup;
 
 static LtStartup lt_startup;
 G_LOCK_DEFINE_STATIC (lt_startup);
+static GMutex lt_decide_lock;   /* decided, want */
+static GCond  lt_decide_cond;
 
-/* The start-up's work: the device's primary context, a handle, then one heuristic query and
- * one algorithm check of a small bf16 GEMM, which is where cuBLASLt's first-use cost lies
- * (kernels/BENCH-RESULTS.md, run 26). */
+/** cs_cuda_lt_startup_want_heuristics: see cs-cuda-private.h. */
+void
+cs_cuda_lt_startup_want_heuristics (gboolean want)
+{
+  g_mutex_lock (&lt_decide_lock);
+  if (!lt_startup.decided)
+    {
+      lt_startup.decided = TRUE;
+      lt_startup.want = want;
+      g_cond_broadcast (&lt_decide_cond);
+    }
+  g_mutex_unlock (&lt_decide_lock);
+}
+
+/* The start-up's work: the device's primary context and a handle; then, when the first build
+ * wants cuBLASLt's heuristics, one heuristic query and one algorithm check of a small bf16
+ * GEMM, which is where cuBLASLt's first-use cost lies (kernels/BENCH-RESULTS.md, run 46). */
 static gpointer
 lt_startup_run (gpointer data)
 {
+  gboolean want;
   cublasLtMatmulDesc_t op = NULL;
   cublasLtMatrixLayout_t l = NULL;
   cublasLtMatmulPreference_t pref = NULL;
@@ -590,14 +623,21 @@ lt_startup_run (gpointer data)
       lt_startup.lt = NULL;
       failed = "cublasLtCreate";
     }
-  else if (cublasLtMatmulDescCreate (&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS
+  g_mutex_lock (&lt_decide_lock);
+  while (!lt_startup.decided)
+    g_cond_wait (&lt_decide_cond, &lt_decide_lock);
+  want = lt_startup.want;
+  g_mutex_unlock (&lt_decide_lock);
+  lt_startup.warmed = failed == NULL && want;
+  if (lt_startup.warmed
+      && (cublasLtMatmulDescCreate (&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS
            || cublasLtMatrixLayoutCreate (&l, CUDA_R_16BF, 64, 64, 64) != CUBLAS_STATUS_SUCCESS
            || cublasLtMatmulPreferenceCreate (&pref) != CUBLAS_STATUS_SUCCESS
            || cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                     sizeof ws) != CUBLAS_STATUS_SUCCESS
            || cublasLtMatmulAlgoGetHeuristic (lt_startup.lt, op, l, l, l, l, pref, 1, &heur, &found)
                 != CUBLAS_STATUS_SUCCESS || found < 1
-           || cublasLtMatmulAlgoCheck (lt_startup.lt, op, l, l, l, l, &heur.algo, &check) != CUBLAS_STATUS_SUCCESS)
+           || cublasLtMatmulAlgoCheck (lt_startup.lt, op, l, l, l, l, &heur.algo, &check) != CUBLAS_STATUS_SUCCESS))
     failed = "the first heuristic query and algorithm check";
   if (pref)
     cublasLtMatmulPreferenceDestroy (pref);
@@ -634,6 +674,7 @@ cs_cuda_lt_startup_join (int device, double *ms, double *waited_ms, gint64 *t_be
   cublasLtHandle_t lt = NULL;
 
   cs_cuda_lt_startup_begin (device);
+  cs_cuda_lt_startup_want_heuristics (TRUE);   /* no build said: warm them up */
   G_LOCK (lt_startup);
   if (!lt_startup.joined)
     {
@@ -653,17 +694,45 @@ cs_cuda_lt_startup_join (int device, double *ms, double *waited_ms, gint64 *t_be
   return lt;
 }
 
+/** cs_cuda_gemm_get_algo: see cs-cuda-private.h. */
+gboolean
+cs_cuda_gemm_get_algo (const CsCudaGemm *g, cublasLtMatmulAlgo_t *algo)
+{
+  if (!g->planned && !g->stored)
+    return FALSE;
+  *algo = g->algo;
+  return TRUE;
+}
+
+/** cs_cuda_gemm_set_stored_algo: see cs-cuda-private.h. */
+void
+cs_cuda_gemm_set_stored_algo (CsCudaGemm *g, const cublasLtMatmulAlgo_t *algo)
+{
+  g->algo = *algo;
+  g->stored = TRUE;
+}
+
+/** cs_cuda_gemm_has_stored_algo: see cs-cuda-private.h. */
+gboolean
+cs_cuda_gemm_has_stored_algo (const CsCudaGemm *g)
+{
+  return g->stored;
+}
+
+/* The fields CsCudaGemm shares with CsCudaGemmProblem: one list drives both copies. */
+#define GEMM_PROBLEM_FIELDS(X)                                                               \
+  X (slot_a) X (slot_b) X (slot_d) X (slot_bias) X (bgrad) X (dtype) X (m) X (n) X (k) X (ta)  \
+  X (tb) X (a_rows) X (a_cols) X (lda) X (b_rows) X (b_cols) X (ldb) X (ldd) X (batch)          \
+  X (stride_a) X (stride_b) X (stride_d) X (tf32)
+
 /** cs_cuda_gemm_get_problem: see cs-cuda-private.h. */
 void
 cs_cuda_gemm_get_problem (const CsCudaGemm *g, CsCudaGemmProblem *pr)
 {
-  *pr = (CsCudaGemmProblem) {
-    .slot_a = g->slot_a, .slot_b = g->slot_b, .slot_d = g->slot_d, .slot_bias = g->slot_bias,
-    .bgrad = g->bgrad, .dtype = g->dtype, .m = g->m, .n = g->n, .k = g->k, .ta = g->ta, .tb = g->tb,
-    .a_rows = g->a_rows, .a_cols = g->a_cols, .lda = g->lda, .b_rows = g->b_rows, .b_cols = g->b_cols,
-    .ldb = g->ldb, .ldd = g->ldd, .batch = g->batch, .stride_a = g->stride_a, .stride_b = g->stride_b,
-    .stride_d = g->stride_d, .tf32 = g->tf32,
-  };
+#define TO_PROBLEM(f) pr->f = g->f;
+  memset (pr, 0, sizeof *pr);
+  GEMM_PROBLEM_FIELDS (TO_PROBLEM)
+#undef TO_PROBLEM
 }
 
 /** cs_cuda_gemm_new_from_problem: see cs-cuda-private.h. */
@@ -672,29 +741,9 @@ cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr)
 {
   CsCudaGemm *g = g_new0 (CsCudaGemm, 1);
 
-  g->slot_a = pr->slot_a;
-  g->slot_b = pr->slot_b;
-  g->slot_d = pr->slot_d;
-  g->slot_bias = pr->slot_bias;
-  g->bgrad = pr->bgrad;
-  g->dtype = pr->dtype;
-  g->m = pr->m;
-  g->n = pr->n;
-  g->k = pr->k;
-  g->ta = pr->ta;
-  g->tb = pr->tb;
-  g->a_rows = pr->a_rows;
-  g->a_cols = pr->a_cols;
-  g->lda = pr->lda;
-  g->b_rows = pr->b_rows;
-  g->b_cols = pr->b_cols;
-  g->ldb = pr->ldb;
-  g->ldd = pr->ldd;
-  g->batch = pr->batch;
-  g->stride_a = pr->stride_a;
-  g->stride_b = pr->stride_b;
-  g->stride_d = pr->stride_d;
-  g->tf32 = pr->tf32;
+#define FROM_PROBLEM(f) g->f = pr->f;
+  GEMM_PROBLEM_FIELDS (FROM_PROBLEM)
+#undef FROM_PROBLEM
   return g;
 }
 

@@ -199,6 +199,26 @@ cs_cuda_cudnn_enabled (void)
   return g_strcmp0 (g_getenv ("CASTSCOPE_CUDNN"), "0") != 0 && loaded ();
 }
 
+/** cs_cuda_cudnn_version: see cs-cuda-private.h. */
+gsize
+cs_cuda_cudnn_version (void)
+{
+  return loaded () ? api_version : 0;
+}
+
+/** cs_cuda_cudnn_saved_free: see cs-cuda-private.h. */
+void
+cs_cuda_cudnn_saved_free (gpointer saved)
+{
+  CsCudnnSaved *sv = saved;
+
+  if (sv == NULL)
+    return;
+  g_free (sv->key);
+  g_free (sv->json);
+  g_free (sv);
+}
+
 /**
  * cs_cuda_cudnn_describe:
  *
@@ -712,6 +732,88 @@ plan_build (const CsCudnnSdpa *d, char **why)
   return pl;
 }
 
+/* The finalized @plan as cuDNN serialises it (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+ * what cudnn-frontend's ExecutionPlan getJsonRepresentation reads), or NULL when cuDNN does not
+ * serialise this plan's engine. */
+static char *
+plan_json (CudnnDesc plan)
+{
+  int64_t n = 0;
+  char *text;
+
+  if (api.get_attr (plan, A_PLAN_JSON, T_CHAR, 0, &n, NULL) != 0 || n <= 0 || n > (G_GINT64_CONSTANT (1) << 30))
+    return NULL;
+  text = g_malloc0 ((gsize) n + 1);
+  if (api.get_attr (plan, A_PLAN_JSON, T_CHAR, n, &n, text) != 0 || text[0] == '\0')
+    {
+      g_free (text);
+      return NULL;
+    }
+  return text;
+}
+
+/* A plan made again from its serialised form @sv (on a new plan descriptor: the JSON, the
+ * handle, finalize; cudnn-frontend's ExecutionPlanBuilder loadFromJson), or NULL with *@why
+ * set when cuDNN refuses it.  Holds cudnn_lock. */
+static CudnnPlan *
+plan_load (const CsCudnnSaved *sv, char **why)
+{
+  gsize len = strlen (sv->json);
+  CudnnStatus st = 0;
+  CudnnPlan *pl;
+
+  /* the text without its NUL, as written; then with it, in case a release counts it */
+  for (guint attempt = 0; attempt < 2; attempt++)
+    {
+      CudnnDesc plan = NULL;
+      int64_t got = 0, ws = 0;
+
+      if ((st = api.create_desc (D_PLAN, &plan)) != 0)
+        break;
+      st = api.set_attr (plan, A_PLAN_JSON, T_CHAR, (int64_t) (len + attempt), sv->json);
+      if (st == 0)
+        st = api.set_attr (plan, A_PLAN_HANDLE, T_HANDLE, 1, &handle);
+      if (st == 0)
+        st = api.finalize (plan);
+      if (st == 0)
+        st = api.get_attr (plan, A_PLAN_WORKSPACE_SIZE, T_INT64, 1, &got, &ws);
+      if (st != 0)
+        {
+          api.destroy_desc (plan);
+          continue;
+        }
+      pl = g_new0 (CudnnPlan, 1);
+      pl->plan = plan;
+      pl->workspace = ws;
+      pl->engine = sv->engine;
+      return pl;
+    }
+  {
+    char last[256] = "";
+
+    api.get_last_error_string (last, sizeof last);
+    *why = g_strdup_printf ("loading the serialised plan: %s %s", api.get_error_string (st), last);
+  }
+  return NULL;
+}
+
+/* The serialised plan of problem @key in @p, or NULL. */
+static CsCudnnSaved *
+saved_find (CsCudaProgram *p, const char *key, guint *index)
+{
+  for (guint i = 0; p->cudnn_saved != NULL && i < p->cudnn_saved->len; i++)
+    {
+      CsCudnnSaved *sv = g_ptr_array_index (p->cudnn_saved, i);
+
+      if (strcmp (sv->key, key) == 0)
+        {
+          *index = i;
+          return sv;
+        }
+    }
+  return NULL;
+}
+
 /**
  * cs_cuda_cudnn_sdpa_step:
  * @p: a device program being built (cs_cuda_cudnn_enabled() was TRUE for it)
@@ -720,7 +822,9 @@ plan_build (const CsCudnnSdpa *d, char **why)
  * @label: (transfer full): the step's label
  * @why: (out): on FALSE, why cuDNN does not take the problem
  *
- * Finds or builds the plan of @d (cached in the program by the problem's key) and adds one
+ * Finds the plan of @d (cached in the program by the problem's key), else loads it from its
+ * serialised form in p->cudnn_saved (the plan file's, cs-cuda-plan.c), else builds it (and
+ * keeps its serialised form there, for the plan file), and adds one
  * CS_CUDA_STEP_CUDNN step reading q, k, v (and backward o, dO, stats) and writing o and stats
  * (backward dQ, dK, dV).  The pointers are bound by cs_cuda_cudnn_bind() once the arena
  * exists.  Errors: none; FALSE means "run the attention kernels instead".
@@ -791,8 +895,47 @@ cs_cuda_cudnn_sdpa_step (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, ch
   if (pl == NULL)
     {
       gint64 t0 = g_get_monotonic_time ();
+      guint at = 0;
+      CsCudnnSaved *sv = saved_find (p, key, &at);
+      gboolean from_saved = FALSE;
 
-      pl = plan_build (d, why);
+      if (sv != NULL)
+        {
+          g_autofree char *no = NULL;
+
+          pl = plan_load (sv, &no);
+          from_saved = pl != NULL;
+          if (pl != NULL)
+            p->n_cudnn_loaded++;
+          else
+            {
+              g_debug ("cuDNN sdpa %s: %s; building it", key, no);
+              g_ptr_array_remove_index (p->cudnn_saved, at);
+              p->plan_stale = TRUE;   /* the file is written again with the new plan */
+            }
+        }
+      if (pl == NULL)
+        {
+          pl = plan_build (d, why);
+          if (pl != NULL)
+            {
+              CsCudnnSaved *nsv = g_new0 (CsCudnnSaved, 1);
+
+              nsv->json = plan_json (pl->plan);
+              if (nsv->json != NULL)
+                {
+                  nsv->key = g_strdup (key);
+                  nsv->workspace = pl->workspace;
+                  nsv->engine = pl->engine;
+                  if (p->cudnn_saved == NULL)
+                    p->cudnn_saved = g_ptr_array_new_with_free_func (cs_cuda_cudnn_saved_free);
+                  g_ptr_array_add (p->cudnn_saved, nsv);
+                  p->cudnn_version = api_version;
+                }
+              else
+                cs_cuda_cudnn_saved_free (nsv);
+            }
+        }
       p->cudnn_ms += (double) (g_get_monotonic_time () - t0) / 1000.0;
       if (pl == NULL)
         {
@@ -800,8 +943,9 @@ cs_cuda_cudnn_sdpa_step (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, ch
           g_debug ("cuDNN sdpa %s: %s", key, *why);
           return FALSE;
         }
-      g_debug ("cuDNN sdpa %s: engine %" G_GINT64_FORMAT ", workspace %" G_GINT64_FORMAT " bytes, %.1f ms", key,
-               pl->engine, pl->workspace, (double) (g_get_monotonic_time () - t0) / 1000.0);
+      g_debug ("cuDNN sdpa %s: engine %" G_GINT64_FORMAT ", workspace %" G_GINT64_FORMAT " bytes, %s in %.1f ms", key,
+               pl->engine, pl->workspace, from_saved ? "loaded" : "built",
+               (double) (g_get_monotonic_time () - t0) / 1000.0);
       g_hash_table_insert (p->cudnn_plans, g_strdup (key), pl);
       p->n_cudnn_plans++;
     }

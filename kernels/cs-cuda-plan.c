@@ -4,16 +4,24 @@
  * the unique kernels' text (program_build's codegen phase).  All of that is a function of the
  * traces, the policy, the device, the libraries and this module's code, so it is written once
  * to the disk cache (cs_cuda_jit_cache_dir, `plan-<key>.bin`) and read back by a later build
- * with the same key instead of being generated again.  What needs the device (the arena, the
- * libraries loaded from the NVRTC cache, the cuBLASLt descriptors, cuDNN's plans) is still made
- * by the build from what was read.
+ * with the same key instead of being generated again.  A device build also writes what the
+ * device's libraries chose: every GEMM's cuBLASLt algorithm and the finalized cuDNN attention
+ * plans in the form cuDNN serialises them, so that a warm build asks cuBLASLt's heuristics
+ * nothing (their first query costs 100-140 ms a process) and builds no cuDNN plan.  What needs
+ * the device (the arena, the libraries loaded from the NVRTC cache, the cuBLASLt descriptors,
+ * the cuDNN plans made from their JSON) is still made by the build from what was read.
  *
  * File: the magic "CSPLAN1\n", the format version (u32), the key (string), the payload's
- * length (u64) and 128-bit MurmurHash3 (16 bytes), then the payload: little-endian fixed-width numbers,
- * strings as a u32 length and bytes, every field written one by one (no struct padding), so
- * that the same program always gives the same bytes.  A file that fails any check (magic,
- * version, key, length, digest, a number out of range) is ignored with one line on stderr and
- * the plan is built as if there were none (then written anew).
+ * length (u64) and 128-bit MurmurHash3 (16 bytes), then the payload: little-endian
+ * fixed-width numbers, strings as a u32 length and bytes, every field written one by one (no
+ * struct padding), so that the same program always gives the same bytes.  The payload, in
+ * order (io_payload): the device check, the memory plan, buffers, slots, kernels, steps,
+ * constant fills, inputs, outputs; then the GEMM algorithms and the cuDNN plans, each part
+ * after the identity (library version, device name, compute capability) it was made with.  A
+ * file that fails any check (magic, version, key, length, digest, a number out of range) is
+ * ignored with one line on stderr and the plan is built as if there were none (then written
+ * anew); a library part of another identity is dropped alone (those GEMMs ask the heuristic,
+ * those cuDNN plans are built) and the file is written again after the build.
  */
 #define _GNU_SOURCE 1   /* dladdr */
 #include "cs-config.h"
@@ -29,153 +37,195 @@
 
 #define PLAN_MAGIC "CSPLAN1\n"
 /* Bumped whenever the payload's layout changes. */
-#define PLAN_FORMAT 2u
+#define PLAN_FORMAT 3u
 
-/* ---- writing ---- */
-
-static void
-put_u32 (GByteArray *b, guint32 v)
-{
-  guint8 x[4] = { (guint8) v, (guint8) (v >> 8), (guint8) (v >> 16), (guint8) (v >> 24) };
-
-  g_byte_array_append (b, x, 4);
-}
-
-static void
-put_u64 (GByteArray *b, guint64 v)
-{
-  put_u32 (b, (guint32) v);
-  put_u32 (b, (guint32) (v >> 32));
-}
-
-static void
-put_i64 (GByteArray *b, gint64 v)
-{
-  put_u64 (b, (guint64) v);
-}
-
-static void
-put_f64 (GByteArray *b, double v)
-{
-  guint64 bits;
-
-  memcpy (&bits, &v, sizeof bits);
-  put_u64 (b, bits);
-}
-
-static void
-put_str (GByteArray *b, const char *s)
-{
-  gsize n = s ? strlen (s) : 0;
-
-  put_u32 (b, s ? (guint32) n : G_MAXUINT32);
-  if (n)
-    g_byte_array_append (b, (const guint8 *) s, (guint) n);
-}
-
-static void
-put_uints (GByteArray *b, const GArray *a)
-{
-  put_u32 (b, a->len);
-  for (guint i = 0; i < a->len; i++)
-    put_u32 (b, g_array_index (a, guint, i));
-}
-
-/* ---- reading: every get_ checks the bounds; a failure sets r->bad and returns 0 ---- */
+/* ---- one description for both directions ----
+ *
+ * Each part of the payload is described once, by an io_* function that walks its fields in
+ * file order; the same function writes them (Io.out set) or reads them back into the program
+ * (Io.reading).  Reading checks every bound (a failure sets Io.bad, reads as 0 from then on);
+ * the range checks that need what was read before (a slot below the slot count) are written
+ * next to the field. */
 
 typedef struct
 {
-  const guint8 *d;      /* payload */
-  gsize         n;      /* its bytes */
-  gsize         at;     /* read position */
-  gboolean      bad;    /* a read ran past the end or a value was out of range */
-} Reader;
+  gboolean      reading;  /* TRUE: fill the fields from d; FALSE: append them to out */
+  GByteArray   *out;      /* writing: the payload */
+  const guint8 *d;        /* reading: the payload */
+  gsize         n;        /* its bytes */
+  gsize         at;       /* read position */
+  gboolean      bad;      /* a read ran past the end or a value was out of range */
+} Io;
 
-static guint32
-get_u32 (Reader *r)
-{
-  const guint8 *x;
-
-  if (r->bad || r->n - r->at < 4)
-    {
-      r->bad = TRUE;
-      return 0;
-    }
-  x = r->d + r->at;
-  r->at += 4;
-  return (guint32) x[0] | (guint32) x[1] << 8 | (guint32) x[2] << 16 | (guint32) x[3] << 24;
-}
-
-static guint64
-get_u64 (Reader *r)
-{
-  guint64 lo = get_u32 (r);
-
-  return lo | (guint64) get_u32 (r) << 32;
-}
-
-static gint64
-get_i64 (Reader *r)
-{
-  return (gint64) get_u64 (r);
-}
-
-static double
-get_f64 (Reader *r)
-{
-  guint64 bits = get_u64 (r);
-  double v;
-
-  memcpy (&v, &bits, sizeof v);
-  return v;
-}
-
-/* A value below @limit, else r->bad. */
-static guint32
-get_below (Reader *r, guint64 limit)
-{
-  guint32 v = get_u32 (r);
-
-  if ((guint64) v >= limit)
-    r->bad = TRUE;
-  return r->bad ? 0 : v;
-}
-
-/* (transfer full): a string, or NULL (written as NULL, or on a failure). */
-static char *
-get_str (Reader *r)
-{
-  guint32 n = get_u32 (r);
-  char *s;
-
-  if (r->bad || n == G_MAXUINT32)
-    return NULL;
-  if (r->n - r->at < n || memchr (r->d + r->at, '\0', n) != NULL)
-    {
-      r->bad = TRUE;
-      return NULL;
-    }
-  s = g_strndup ((const char *) r->d + r->at, n);
-  r->at += n;
-  return s;
-}
-
-/* Appends to @a (guint) a list written by put_uints, each value below @limit. */
 static void
-get_uints (Reader *r, GArray *a, guint64 limit)
+io_u32 (Io *io, guint32 *v)
 {
-  guint32 n = get_u32 (r);
-
-  if (r->bad || (guint64) n * 4 > r->n - r->at)
+  if (!io->reading)
     {
-      r->bad = TRUE;
+      guint8 x[4] = { (guint8) *v, (guint8) (*v >> 8), (guint8) (*v >> 16), (guint8) (*v >> 24) };
+
+      g_byte_array_append (io->out, x, 4);
       return;
     }
-  for (guint32 i = 0; i < n && !r->bad; i++)
+  if (io->bad || io->n - io->at < 4)
     {
-      guint v = get_below (r, limit);
+      io->bad = TRUE;
+      *v = 0;
+      return;
+    }
+  {
+    const guint8 *x = io->d + io->at;
 
-      g_array_append_val (a, v);
+    io->at += 4;
+    *v = (guint32) x[0] | (guint32) x[1] << 8 | (guint32) x[2] << 16 | (guint32) x[3] << 24;
+  }
+}
+
+static void
+io_u64 (Io *io, guint64 *v)
+{
+  guint32 lo = (guint32) *v, hi = (guint32) (*v >> 32);
+
+  io_u32 (io, &lo);
+  io_u32 (io, &hi);
+  *v = (guint64) lo | (guint64) hi << 32;
+}
+
+/* @n raw bytes (a library's opaque record). */
+static void
+io_bytes (Io *io, void *p, gsize n)
+{
+  if (!io->reading)
+    {
+      g_byte_array_append (io->out, p, (guint) n);
+      return;
+    }
+  if (io->bad || io->n - io->at < n)
+    {
+      io->bad = TRUE;
+      memset (p, 0, n);
+      return;
+    }
+  memcpy (p, io->d + io->at, n);
+  io->at += n;
+}
+
+/* A string (u32 length, G_MAXUINT32 for NULL, then the bytes, no NUL inside).  Reading
+ * replaces *@s by a new string (g_free) or NULL; writing leaves it. */
+static void
+io_str (Io *io, char **s)
+{
+  guint32 n = *s ? (guint32) strlen (*s) : G_MAXUINT32;
+
+  io_u32 (io, &n);
+  if (!io->reading)
+    {
+      if (n != G_MAXUINT32 && n > 0)
+        g_byte_array_append (io->out, (const guint8 *) *s, n);
+      return;
+    }
+  *s = NULL;
+  if (io->bad || n == G_MAXUINT32)
+    return;
+  if (io->n - io->at < n || memchr (io->d + io->at, '\0', n) != NULL)
+    {
+      io->bad = TRUE;
+      return;
+    }
+  *s = g_strndup ((const char *) io->d + io->at, n);
+  io->at += n;
+}
+
+/* A count of items that take at least @min_bytes each: reading refuses one the rest of the
+ * payload cannot hold (before anything is allocated for them). */
+static guint
+io_count (Io *io, guint n, gsize min_bytes)
+{
+  guint32 v = n;
+
+  io_u32 (io, &v);
+  if (io->reading && !io->bad && (guint64) v * min_bytes > io->n - io->at)
+    io->bad = TRUE;
+  return io->bad ? 0 : v;
+}
+
+/* The typed fields, any lvalue: written as it is, read back with a conversion. */
+#define IO_U32(io, lv)                                                  \
+  G_STMT_START {                                                        \
+    guint32 v_ = (guint32) (lv);                                        \
+    io_u32 ((io), &v_);                                                 \
+    if ((io)->reading)                                                  \
+      (lv) = v_;                                                        \
+  } G_STMT_END
+/* An unsigned value below @limit (evaluated when reading). */
+#define IO_BELOW(io, lv, limit)                                         \
+  G_STMT_START {                                                        \
+    guint32 v_ = (guint32) (lv);                                        \
+    io_u32 ((io), &v_);                                                 \
+    if ((io)->reading)                                                  \
+      {                                                                 \
+        if ((guint64) v_ >= (guint64) (limit))                          \
+          (io)->bad = TRUE;                                             \
+        (lv) = (io)->bad ? 0 : v_;                                      \
+      }                                                                 \
+  } G_STMT_END
+#define IO_BOOL(io, lv) IO_BELOW (io, lv, 2)
+#define IO_DTYPE(io, lv) IO_BELOW (io, lv, CS_DTYPE_C128 + 1)
+/* A signed 32-bit value (two's complement in the file). */
+#define IO_I32(io, lv)                                                  \
+  G_STMT_START {                                                        \
+    gint32 v_ = (gint32) (lv);                                          \
+    io_u32 ((io), (guint32 *) &v_);                                     \
+    if ((io)->reading)                                                  \
+      (lv) = v_;                                                        \
+  } G_STMT_END
+/* A slot index or -1 (none), the slot below @nslots. */
+#define IO_SLOT_OR_NONE(io, lv, nslots)                                 \
+  G_STMT_START {                                                        \
+    IO_I32 (io, lv);                                                    \
+    if ((io)->reading && ((lv) < -1 || ((lv) >= 0 && (guint64) (lv) >= (guint64) (nslots)))) \
+      (io)->bad = TRUE;                                                 \
+  } G_STMT_END
+#define IO_U64(io, lv)                                                  \
+  G_STMT_START {                                                        \
+    guint64 v_ = (guint64) (lv);                                        \
+    io_u64 ((io), &v_);                                                 \
+    if ((io)->reading)                                                  \
+      (lv) = v_;                                                        \
+  } G_STMT_END
+#define IO_I64(io, lv)                                                  \
+  G_STMT_START {                                                        \
+    guint64 v_ = (guint64) (lv);                                        \
+    io_u64 ((io), &v_);                                                 \
+    if ((io)->reading)                                                  \
+      (lv) = (gint64) v_;                                               \
+  } G_STMT_END
+#define IO_F64(io, lv)                                                  \
+  G_STMT_START {                                                        \
+    double d_ = (lv);                                                   \
+    guint64 v_;                                                         \
+    memcpy (&v_, &d_, sizeof v_);                                       \
+    io_u64 ((io), &v_);                                                 \
+    if ((io)->reading)                                                  \
+      {                                                                 \
+        memcpy (&d_, &v_, sizeof d_);                                   \
+        (lv) = d_;                                                      \
+      }                                                                 \
+  } G_STMT_END
+
+/* A guint list (GArray), each value below @limit. */
+static void
+io_uints (Io *io, GArray *a, guint64 limit)
+{
+  guint n = io_count (io, a->len, 4);
+
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      guint v = io->reading ? 0 : g_array_index (a, guint, i);
+
+      IO_BELOW (io, v, limit);
+      if (io->reading)
+        g_array_append_val (a, v);
     }
 }
 
@@ -310,8 +360,9 @@ cs_cuda_plan_key (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCu
       cudaRuntimeGetVersion (&rt);
       cudaDriverGetVersion (&drv);
     }
-  g_string_append_printf (s, "device sm_%d%d %d SMs cudnn %d runtime %d driver %d cublasLt %zu\n", p->cc_major,
-                          p->cc_minor, p->n_sms, p->use_cudnn, rt, drv, (size_t) cublasLtGetVersion ());
+  g_string_append_printf (s, "device %s sm_%d%d %d SMs cudnn %d runtime %d driver %d cublasLt %zu\n",
+                          p->device_name ? p->device_name : "?", p->cc_major, p->cc_minor, p->n_sms, p->use_cudnn,
+                          rt, drv, (size_t) cublasLtGetVersion ());
   g_string_append_printf (s, "policy %s\n", pol);
   /* the executor's settings: every CASTSCOPE_* variable but the cache's own */
   qsort (env, g_strv_length (env), sizeof (char *), cmp_str);
@@ -360,107 +411,419 @@ cs_cuda_plan_path (const char *key)
 }
 
 /* ---- the payload ---- */
+/* What a part of the payload was made with: the library's version, the device's name and its
+ * compute capability.  Writing writes the arguments; reading replaces them by the file's. */
+static void
+io_identity (Io *io, guint64 *version, char **device, guint32 *cc_major, guint32 *cc_minor)
+{
+  io_u64 (io, version);
+  io_str (io, device);
+  io_u32 (io, cc_major);
+  io_u32 (io, cc_minor);
+}
 
 static void
-put_step (GByteArray *b, const CsCudaStep *s)
+io_buffer (Io *io, CsCudaBuffer *b, gsize arena_bytes)
 {
-  put_u32 (b, s->kind);
-  put_str (b, s->label);
-  put_str (b, s->kind_name);
-  put_u32 (b, s->backward);
-  put_f64 (b, s->flops);
-  put_f64 (b, s->bytes);
-  put_f64 (b, s->floor_ms);
-  put_uints (b, s->reads);
-  put_uints (b, s->writes);
-  put_u32 (b, s->kernel);
-  put_u32 (b, s->mergeable);
-  put_u64 (b, s->shared_bytes);
-  put_u32 (b, s->args->len);
-  for (guint i = 0; i < s->args->len; i++)
-    put_u32 (b, g_array_index (s->args, CsCudaKArg, i).slot);
+  IO_U64 (io, b->size_bytes);
+  IO_I32 (io, b->first);
+  IO_I32 (io, b->last);
+  IO_U64 (io, b->offset);
+  IO_BOOL (io, b->pinned);
+  IO_BOOL (io, b->zeroed);
+  if (io->reading && (b->offset % CS_CUDA_ALIGN != 0 || b->size_bytes > arena_bytes
+                      || b->offset > arena_bytes - b->size_bytes))
+    io->bad = TRUE;
+}
+
+static void
+io_slot (Io *io, CsCudaSlot *s, const GArray *buffers)
+{
+  gsize numel = 1, last = 0;
+  const CsCudaBuffer *b;
+
+  IO_DTYPE (io, s->dtype);
+  IO_BELOW (io, s->rank, CS_MAX_DIMS + 1);
+  for (guint j = 0; j < s->rank; j++)
+    {
+      IO_I64 (io, s->shape[j]);
+      IO_I64 (io, s->strides[j]);
+    }
+  IO_I64 (io, s->offset);
+  IO_BELOW (io, s->buffer, buffers->len);
+  if (!io->reading || io->bad)
+    return;
+  /* the last element a view addresses lies inside its buffer */
+  for (guint j = 0; j < s->rank; j++)
+    {
+      if (s->shape[j] < 0 || s->strides[j] < 0 || s->shape[j] > G_MAXINT32 * (gint64) 64)
+        io->bad = TRUE;
+      else if (s->shape[j] > 0)
+        last += (gsize) (s->shape[j] - 1) * (gsize) s->strides[j];
+      numel *= (gsize) MAX (s->shape[j], 0);
+    }
+  b = &g_array_index (buffers, CsCudaBuffer, s->buffer);
+  if (s->offset < 0 || (numel > 0 && ((gsize) s->offset + last + 1) * cs_dtype_size_bytes (s->dtype) > b->size_bytes))
+    io->bad = TRUE;
+}
+
+static void
+io_gemm (Io *io, CsCudaGemmProblem *g, guint nslots)
+{
+  IO_BELOW (io, g->slot_a, nslots);
+  IO_BELOW (io, g->slot_b, nslots);
+  IO_BELOW (io, g->slot_d, nslots);
+  IO_SLOT_OR_NONE (io, g->slot_bias, nslots);
+  IO_BOOL (io, g->bgrad);
+  IO_DTYPE (io, g->dtype);
+  IO_I64 (io, g->m);
+  IO_I64 (io, g->n);
+  IO_I64 (io, g->k);
+  IO_BELOW (io, g->ta, CUBLAS_OP_C + 1);
+  IO_BELOW (io, g->tb, CUBLAS_OP_C + 1);
+  IO_I64 (io, g->a_rows);
+  IO_I64 (io, g->a_cols);
+  IO_I64 (io, g->lda);
+  IO_I64 (io, g->b_rows);
+  IO_I64 (io, g->b_cols);
+  IO_I64 (io, g->ldb);
+  IO_I64 (io, g->ldd);
+  IO_I32 (io, g->batch);
+  IO_I64 (io, g->stride_a);
+  IO_I64 (io, g->stride_b);
+  IO_I64 (io, g->stride_d);
+  IO_BOOL (io, g->tf32);
+}
+
+static void
+io_sdpa (Io *io, CsCudnnSdpa *d, guint nslots)
+{
+  gint *sl[] = { &d->q, &d->k, &d->v, &d->o, &d->stats, &d->dO, &d->dQ, &d->dK, &d->dV };
+  int64_t *st[] = { d->q_st, d->k_st, d->v_st, d->o_st, d->stats_st, d->do_st, d->dq_st, d->dk_st, d->dv_st };
+
+  IO_BOOL (io, d->backward);
+  IO_DTYPE (io, d->dtype);
+  IO_I64 (io, d->b);
+  IO_I64 (io, d->h);
+  IO_I64 (io, d->sq);
+  IO_I64 (io, d->skv);
+  IO_I64 (io, d->d);
+  IO_I64 (io, d->dv);
+  IO_BOOL (io, d->causal);
+  IO_F64 (io, d->scale);
+  for (guint i = 0; i < G_N_ELEMENTS (sl); i++)
+    IO_SLOT_OR_NONE (io, *sl[i], nslots);
+  for (guint i = 0; i < G_N_ELEMENTS (st); i++)
+    for (guint j = 0; j < 4; j++)
+      IO_I64 (io, st[i][j]);
+}
+
+/* One step.  Reading: @s is a fresh step (its lists made, in its list already), @index its
+ * place in that list, @n_kernels the unique kernels read.  A cuDNN step reads into a
+ * placeholder: its problem kept in arg_vals until restore_cudnn_steps makes the real step (its
+ * plan needs the device); step_free frees it either way. */
+static void
+io_step (Io *io, CsCudaStep *s, guint nslots, guint index, guint n_kernels)
+{
+  char *kind_name = (char *) s->kind_name;
+  guint n;
+
+  IO_BELOW (io, s->kind, CS_CUDA_STEP_CUDNN + 1);
+  io_str (io, &s->label);
+  io_str (io, &kind_name);
+  if (io->reading)
+    {
+      s->kind_name = kind_name ? g_intern_string (kind_name) : NULL;
+      g_free (kind_name);
+      if (s->label == NULL)
+        io->bad = TRUE;
+    }
+  IO_BOOL (io, s->backward);
+  IO_F64 (io, s->flops);
+  IO_F64 (io, s->bytes);
+  IO_F64 (io, s->floor_ms);
+  io_uints (io, s->reads, nslots);
+  io_uints (io, s->writes, nslots);
+  IO_U32 (io, s->kernel);
+  if (io->reading && s->kind == CS_CUDA_STEP_KERNEL && s->kernel >= n_kernels)
+    io->bad = TRUE;
+  IO_BOOL (io, s->mergeable);
+  IO_U64 (io, s->shared_bytes);
+  n = io_count (io, s->args->len, 4);
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudaKArg a = { io->reading ? 0 : g_array_index (s->args, CsCudaKArg, i).slot };
+
+      IO_BELOW (io, a.slot, nslots);
+      if (io->reading)
+        g_array_append_val (s->args, a);
+    }
   for (guint i = 0; i < 3; i++)
-    put_u32 (b, s->grid[i]);
+    IO_U32 (io, s->grid[i]);
   for (guint i = 0; i < 3; i++)
-    put_u32 (b, s->block[i]);
-  put_u32 (b, s->stream);
-  put_u32 (b, s->n_waits);
+    IO_U32 (io, s->block[i]);
+  IO_BELOW (io, s->stream, CS_CUDA_MAX_STREAMS);
+  IO_BELOW (io, s->n_waits, CS_CUDA_MAX_STREAMS);
   for (guint i = 0; i < s->n_waits; i++)
-    put_u32 (b, s->waits[i]);
-  put_u32 (b, s->signals);
-  put_u32 (b, s->depth);
+    IO_BELOW (io, s->waits[i], index);   /* earlier steps only */
+  IO_BOOL (io, s->signals);
+  IO_U32 (io, s->depth);
+  if (io->bad)
+    return;
   if (s->kind == CS_CUDA_STEP_GEMM)
     {
-      CsCudaGemmProblem pr;
-      const CsCudaGemmProblem *g = &pr;
+      CsCudaGemmProblem g = { 0 };
 
-      cs_cuda_gemm_get_problem (s->gemm, &pr);
-
-      put_u32 (b, g->slot_a);
-      put_u32 (b, g->slot_b);
-      put_u32 (b, g->slot_d);
-      put_u32 (b, (guint32) g->slot_bias);
-      put_u32 (b, g->bgrad);
-      put_u32 (b, g->dtype);
-      put_i64 (b, g->m);
-      put_i64 (b, g->n);
-      put_i64 (b, g->k);
-      put_u32 (b, g->ta);
-      put_u32 (b, g->tb);
-      put_i64 (b, g->a_rows);
-      put_i64 (b, g->a_cols);
-      put_i64 (b, g->lda);
-      put_i64 (b, g->b_rows);
-      put_i64 (b, g->b_cols);
-      put_i64 (b, g->ldb);
-      put_i64 (b, g->ldd);
-      put_u32 (b, (guint32) g->batch);
-      put_i64 (b, g->stride_a);
-      put_i64 (b, g->stride_b);
-      put_i64 (b, g->stride_d);
-      put_u32 (b, g->tf32);
+      if (!io->reading)
+        cs_cuda_gemm_get_problem (s->gemm, &g);
+      io_gemm (io, &g, nslots);
+      if (io->reading && !io->bad)
+        s->gemm = cs_cuda_gemm_new_from_problem (&g);
     }
   else if (s->kind == CS_CUDA_STEP_CUDNN)
     {
-      const CsCudnnSdpa *d = cs_cuda_cudnn_problem (s->cudnn);
-      const gint sl[] = { d->q, d->k, d->v, d->o, d->stats, d->dO, d->dQ, d->dK, d->dV };
-      const int64_t *st[] = { d->q_st, d->k_st, d->v_st, d->o_st, d->stats_st, d->do_st, d->dq_st, d->dk_st, d->dv_st };
+      CsCudnnSdpa d = { 0 };
 
-      put_u32 (b, d->backward);
-      put_u32 (b, d->dtype);
-      put_i64 (b, d->b);
-      put_i64 (b, d->h);
-      put_i64 (b, d->sq);
-      put_i64 (b, d->skv);
-      put_i64 (b, d->d);
-      put_i64 (b, d->dv);
-      put_u32 (b, d->causal);
-      put_f64 (b, d->scale);
-      for (guint i = 0; i < G_N_ELEMENTS (sl); i++)
-        put_u32 (b, (guint32) sl[i]);
-      for (guint i = 0; i < G_N_ELEMENTS (st); i++)
-        for (guint j = 0; j < 4; j++)
-          put_i64 (b, st[i][j]);
+      if (!io->reading)
+        d = *cs_cuda_cudnn_problem (s->cudnn);
+      io_sdpa (io, &d, nslots);
+      if (io->reading && !io->bad)
+        s->arg_vals = (void **) g_memdup2 (&d, sizeof d);
     }
 }
 
 static void
-put_infos (GByteArray *b, const GArray *infos, const GArray *slots)
+io_infos (Io *io, CsCudaProgram *p, GArray *infos, GArray *slots)
 {
-  put_u32 (b, infos->len);
-  for (guint i = 0; i < infos->len; i++)
-    {
-      const CsCudaTensorInfo *t = &g_array_index (infos, CsCudaTensorInfo, i);
+  guint n = io_count (io, infos->len, 16);
 
-      put_str (b, t->name);
-      put_u32 (b, t->dtype);
-      put_u32 (b, t->rank);
-      for (guint j = 0; j < t->rank; j++)
-        put_i64 (b, t->shape[j]);
-      put_u32 (b, t->backward);
-      put_u32 (b, (guint32) t->grad_of);
-      put_u32 (b, g_array_index (slots, guint, i));
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudaTensorInfo t = { 0 };
+      guint slot = 0;
+      char *name;
+
+      if (!io->reading)
+        {
+          t = g_array_index (infos, CsCudaTensorInfo, i);
+          slot = g_array_index (slots, guint, i);
+        }
+      name = (char *) t.name;
+      io_str (io, &name);
+      if (io->reading)
+        {
+          t.name = name ? g_string_chunk_insert (p->names, name) : NULL;
+          g_free (name);
+        }
+      IO_DTYPE (io, t.dtype);
+      IO_BELOW (io, t.rank, CS_MAX_DIMS + 1);
+      for (guint j = 0; j < t.rank; j++)
+        IO_I64 (io, t.shape[j]);
+      IO_BOOL (io, t.backward);
+      IO_I32 (io, t.grad_of);
+      IO_BELOW (io, slot, p->slots->len);
+      if (io->reading)
+        {
+          g_array_append_val (infos, t);
+          g_array_append_val (slots, slot);
+        }
     }
+}
+
+G_STATIC_ASSERT (sizeof (cublasLtMatmulAlgo_t) % 8 == 0);
+
+/* The algorithm each GEMM step runs with (the one its plan chose: tuned or the heuristic's),
+ * after the identity of the cuBLASLt and device that chose it.  Read back only when that
+ * identity is this process's (an algorithm is valid for the cuBLASLt version that made it:
+ * cublasLtMatmulAlgo_t "can be trivially serialized and later restored for use with the same
+ * version of cuBLAS library", NVIDIA's cuBLASLt documentation); then the build plans those
+ * GEMMs without a heuristic query or check (cs_cuda_gemm_set_stored_algo).  A GEMM without one
+ * (a dry build's plan), or another identity, is planned as without the file, and the file is
+ * written again after the build (plan_stale). */
+static void
+io_gemm_algos (Io *io, CsCudaProgram *p)
+{
+  guint64 version = p->lt_version;
+  char *device = p->device_name;
+  guint32 maj = (guint32) p->cc_major, min = (guint32) p->cc_minor;
+  gboolean same;
+  guint n_gemm = 0, n, k = 0;
+
+  io_identity (io, &version, &device, &maj, &min);
+  same = !io->reading || (version == p->lt_version && g_strcmp0 (device, p->device_name) == 0
+                          && maj == (guint32) p->cc_major && min == (guint32) p->cc_minor);
+  if (io->reading)
+    g_free (device);
+  for (guint i = 0; i < p->steps->len; i++)
+    n_gemm += ((CsCudaStep *) g_ptr_array_index (p->steps, i))->kind == CS_CUDA_STEP_GEMM;
+  n = io_count (io, n_gemm, 4);
+  if (io->reading && n != n_gemm)
+    io->bad = TRUE;
+  for (guint i = 0; i < p->steps->len && k < n && !io->bad; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      cublasLtMatmulAlgo_t algo;
+      guint64 *w = (guint64 *) &algo;
+      gboolean has = FALSE;
+
+      if (s->kind != CS_CUDA_STEP_GEMM)
+        continue;
+      k++;
+      memset (&algo, 0, sizeof algo);
+      if (!io->reading)
+        has = cs_cuda_gemm_get_algo (s->gemm, &algo);
+      IO_BOOL (io, has);
+      for (guint j = 0; has && j < sizeof algo / 8; j++)
+        IO_U64 (io, w[j]);
+      if (!io->reading || io->bad)
+        continue;
+      if (has && same)
+        {
+          cs_cuda_gemm_set_stored_algo (s->gemm, &algo);
+          p->n_gemm_algos_cached++;
+        }
+      else
+        p->plan_stale = TRUE;
+    }
+}
+
+/* The finalized cuDNN execution plans of the program's problems as cuDNN serialises them
+ * (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION; cs-cuda-cudnn.c), after the identity of the
+ * cuDNN and device that made them.  Read into p->cudnn_saved, where cs_cuda_cudnn_sdpa_step
+ * finds them; plans of another identity are dropped (then built again, and the file written
+ * again after the build). */
+static void
+io_cudnn_plans (Io *io, CsCudaProgram *p)
+{
+  guint64 version = p->cudnn_version;
+  char *device = p->device_name;
+  guint32 maj = (guint32) p->cc_major, min = (guint32) p->cc_minor;
+  guint n;
+
+  io_identity (io, &version, &device, &maj, &min);
+  n = io_count (io, p->cudnn_saved->len, 28);
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudnnSaved sv = { 0 };
+
+      if (!io->reading)
+        sv = *(CsCudnnSaved *) g_ptr_array_index (p->cudnn_saved, i);
+      io_str (io, &sv.key);
+      IO_I64 (io, sv.workspace);
+      IO_I64 (io, sv.engine);
+      io_str (io, &sv.json);
+      if (!io->reading)
+        continue;
+      if (sv.key == NULL || sv.json == NULL || sv.workspace < 0)
+        io->bad = TRUE;
+      g_ptr_array_add (p->cudnn_saved, g_memdup2 (&sv, sizeof sv));   /* freed with the list */
+    }
+  if (io->reading && !io->bad && n > 0)
+    {
+      /* cuDNN is loaded only for a program with cuDNN steps, which these plans are for */
+      guint64 now = p->use_cudnn ? cs_cuda_cudnn_version () : 0;
+
+      if (version != now || g_strcmp0 (device, p->device_name) != 0 || maj != (guint32) p->cc_major
+          || min != (guint32) p->cc_minor)
+        {
+          g_ptr_array_set_size (p->cudnn_saved, 0);
+          p->plan_stale = TRUE;
+        }
+      else
+        p->cudnn_version = version;
+    }
+  if (io->reading)
+    g_free (device);
+}
+
+/* The whole payload, in file order. */
+static void
+io_payload (Io *io, CsCudaProgram *p)
+{
+  GPtrArray *lists[2] = { p->steps, p->setup_steps };
+  guint32 sms = (guint32) p->n_sms, maj = (guint32) p->cc_major, min = (guint32) p->cc_minor;
+  guint n;
+
+  IO_U32 (io, sms);
+  IO_U32 (io, maj);
+  IO_U32 (io, min);
+  if (io->reading && (sms != (guint32) p->n_sms || maj != (guint32) p->cc_major || min != (guint32) p->cc_minor))
+    io->bad = TRUE;
+  IO_U64 (io, p->arena_bytes);
+  IO_U64 (io, p->naive_bytes);
+  IO_BELOW (io, p->n_streams, CS_CUDA_MAX_STREAMS + 1);
+  if (io->reading && p->n_streams == 0)
+    io->bad = TRUE;
+  IO_U32 (io, p->critical_path);
+  io_str (io, &p->cudnn_consulted);
+
+  n = io_count (io, p->buffers->len, 32);
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudaBuffer b = { 0 };
+
+      if (!io->reading)
+        b = g_array_index (p->buffers, CsCudaBuffer, i);
+      io_buffer (io, &b, p->arena_bytes);
+      if (io->reading)
+        g_array_append_val (p->buffers, b);
+    }
+  n = io_count (io, p->slots->len, 20);
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudaSlot s = { 0 };
+
+      if (!io->reading)
+        s = g_array_index (p->slots, CsCudaSlot, i);
+      io_slot (io, &s, p->buffers);
+      if (io->reading)
+        g_array_append_val (p->slots, s);
+    }
+  n = io_count (io, p->kernels->len, 8);
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      CsCudaKernel *k = io->reading ? NULL : g_ptr_array_index (p->kernels, i);
+      char *attrs = k ? k->attrs : NULL, *text = k ? k->text : NULL;
+
+      io_str (io, &attrs);
+      io_str (io, &text);
+      if (io->reading && (attrs == NULL || text == NULL || cs_cuda_intern_kernel (p, attrs, text) != i))
+        io->bad = TRUE;   /* NULL, or a kernel twice */
+      if (io->reading)
+        {
+          g_free (attrs);
+          g_free (text);
+        }
+    }
+  for (guint l = 0; l < 2 && !io->bad; l++)
+    {
+      guint nsteps = io_count (io, lists[l]->len, 64);
+
+      for (guint i = 0; i < nsteps && !io->bad; i++)
+        {
+          CsCudaStep *s;
+
+          if (io->reading)
+            {
+              s = g_new0 (CsCudaStep, 1);
+              s->reads = g_array_new (FALSE, FALSE, sizeof (guint));
+              s->writes = g_array_new (FALSE, FALSE, sizeof (guint));
+              s->args = g_array_new (FALSE, FALSE, sizeof (CsCudaKArg));
+              g_ptr_array_add (lists[l], s);   /* freed with the list from here on */
+            }
+          else
+            s = g_ptr_array_index (lists[l], i);
+          io_step (io, s, p->slots->len, i, p->kernels->len);
+          if (io->reading && l == 1 && s->kind != CS_CUDA_STEP_KERNEL)
+            io->bad = TRUE;   /* constant fills are kernels */
+        }
+    }
+  io_infos (io, p, p->inputs, p->input_slots);
+  io_infos (io, p, p->outputs, p->output_slots);
+  if (!io->bad)
+    io_gemm_algos (io, p);
+  if (!io->bad)
+    io_cudnn_plans (io, p);
 }
 
 /**
@@ -469,221 +832,30 @@ put_infos (GByteArray *b, const GArray *infos, const GArray *slots)
 GBytes *
 cs_cuda_plan_serialize (const CsCudaProgram *p, const char *key)
 {
-  GByteArray *pay = g_byte_array_new ();
+  Io io = { .reading = FALSE, .out = g_byte_array_new () };
   GByteArray *out = g_byte_array_new ();
-  const GPtrArray *lists[2] = { p->steps, p->setup_steps };
+  Io head = { .reading = FALSE, .out = out };
+  guint32 format = PLAN_FORMAT;
+  char *k = (char *) key;
+  guint64 len;
   guint8 digest[16];
 
-  put_u32 (pay, (guint32) p->n_sms);
-  put_u32 (pay, (guint32) p->cc_major);
-  put_u32 (pay, (guint32) p->cc_minor);
-  put_u64 (pay, p->arena_bytes);
-  put_u64 (pay, p->naive_bytes);
-  put_u32 (pay, p->n_streams);
-  put_u32 (pay, p->critical_path);
-  put_str (pay, p->cudnn_consulted);
-  put_u32 (pay, p->buffers->len);
-  for (guint i = 0; i < p->buffers->len; i++)
-    {
-      const CsCudaBuffer *bf = &g_array_index (p->buffers, CsCudaBuffer, i);
-
-      put_u64 (pay, bf->size_bytes);
-      put_u32 (pay, (guint32) bf->first);
-      put_u32 (pay, (guint32) bf->last);
-      put_u64 (pay, bf->offset);
-      put_u32 (pay, bf->pinned);
-      put_u32 (pay, bf->zeroed);
-    }
-  put_u32 (pay, p->slots->len);
-  for (guint i = 0; i < p->slots->len; i++)
-    {
-      const CsCudaSlot *sl = &g_array_index (p->slots, CsCudaSlot, i);
-
-      put_u32 (pay, sl->dtype);
-      put_u32 (pay, sl->rank);
-      for (guint j = 0; j < sl->rank; j++)
-        {
-          put_i64 (pay, sl->shape[j]);
-          put_i64 (pay, sl->strides[j]);
-        }
-      put_i64 (pay, sl->offset);
-      put_u32 (pay, sl->buffer);
-    }
-  put_u32 (pay, p->kernels->len);
-  for (guint i = 0; i < p->kernels->len; i++)
-    {
-      const CsCudaKernel *k = g_ptr_array_index (p->kernels, i);
-
-      put_str (pay, k->attrs);
-      put_str (pay, k->text);
-    }
-  for (guint l = 0; l < 2; l++)
-    {
-      put_u32 (pay, lists[l]->len);
-      for (guint i = 0; i < lists[l]->len; i++)
-        put_step (pay, g_ptr_array_index (lists[l], i));
-    }
-  put_infos (pay, p->inputs, p->input_slots);
-  put_infos (pay, p->outputs, p->output_slots);
-
-  cs_cuda_plan_hash128 (pay->data, pay->len, digest);
+  io_payload (&io, (CsCudaProgram *) p);   /* writing only reads the program */
+  len = io.out->len;
+  cs_cuda_plan_hash128 (io.out->data, io.out->len, digest);
   g_byte_array_append (out, (const guint8 *) PLAN_MAGIC, 8);
-  put_u32 (out, PLAN_FORMAT);
-  put_str (out, key);
-  put_u64 (out, pay->len);
+  io_u32 (&head, &format);
+  io_str (&head, &k);
+  io_u64 (&head, &len);
   g_byte_array_append (out, digest, 16);
-  g_byte_array_append (out, pay->data, pay->len);
-  g_byte_array_unref (pay);
+  g_byte_array_append (out, io.out->data, io.out->len);
+  g_byte_array_unref (io.out);
   return g_byte_array_free_to_bytes (out);
 }
 
-static void
-get_step (Reader *r, CsCudaProgram *p, GPtrArray *list, guint index, guint n_kernels)
-{
-  guint64 nslots = p->slots->len;
-  CsCudaStepKind kind = (CsCudaStepKind) get_below (r, CS_CUDA_STEP_CUDNN + 1);
-  char *label = get_str (r);
-  g_autofree char *kind_name = get_str (r);
-  CsCudaStep *s;
-  guint n;
-
-  if (r->bad || label == NULL)
-    {
-      g_free (label);
-      r->bad = TRUE;
-      return;
-    }
-  s = g_new0 (CsCudaStep, 1);
-  s->kind = kind;
-  s->label = label;
-  s->kind_name = kind_name ? g_intern_string (kind_name) : NULL;
-  s->reads = g_array_new (FALSE, FALSE, sizeof (guint));
-  s->writes = g_array_new (FALSE, FALSE, sizeof (guint));
-  s->args = g_array_new (FALSE, FALSE, sizeof (CsCudaKArg));
-  g_ptr_array_add (list, s);   /* freed with the list from here on */
-  s->backward = get_below (r, 2);
-  s->flops = get_f64 (r);
-  s->bytes = get_f64 (r);
-  s->floor_ms = get_f64 (r);
-  get_uints (r, s->reads, nslots);
-  get_uints (r, s->writes, nslots);
-  s->kernel = get_u32 (r);
-  if (kind == CS_CUDA_STEP_KERNEL && s->kernel >= n_kernels)
-    r->bad = TRUE;
-  s->mergeable = get_below (r, 2);
-  s->shared_bytes = get_u64 (r);
-  n = get_u32 (r);
-  if ((guint64) n * 4 > r->n - r->at)
-    r->bad = TRUE;
-  for (guint i = 0; i < n && !r->bad; i++)
-    {
-      CsCudaKArg a = { get_below (r, nslots) };
-
-      g_array_append_val (s->args, a);
-    }
-  for (guint i = 0; i < 3; i++)
-    s->grid[i] = get_u32 (r);
-  for (guint i = 0; i < 3; i++)
-    s->block[i] = get_u32 (r);
-  s->stream = get_below (r, CS_CUDA_MAX_STREAMS);
-  s->n_waits = get_below (r, CS_CUDA_MAX_STREAMS);
-  for (guint i = 0; i < s->n_waits; i++)
-    s->waits[i] = get_below (r, index);   /* earlier steps only */
-  s->signals = get_below (r, 2);
-  s->depth = get_u32 (r);
-  if (kind == CS_CUDA_STEP_GEMM && !r->bad)
-    {
-      CsCudaGemmProblem pr = { 0 };
-      CsCudaGemmProblem *g = &pr;
-
-      g->slot_a = get_below (r, nslots);
-      g->slot_b = get_below (r, nslots);
-      g->slot_d = get_below (r, nslots);
-      g->slot_bias = (gint) get_u32 (r);
-      if (g->slot_bias < -1 || (g->slot_bias >= 0 && (guint64) g->slot_bias >= nslots))
-        r->bad = TRUE;
-      g->bgrad = get_below (r, 2);
-      g->dtype = (CsDtype) get_below (r, CS_DTYPE_C128 + 1);
-      g->m = get_i64 (r);
-      g->n = get_i64 (r);
-      g->k = get_i64 (r);
-      g->ta = (cublasOperation_t) get_u32 (r);
-      g->tb = (cublasOperation_t) get_u32 (r);
-      g->a_rows = get_i64 (r);
-      g->a_cols = get_i64 (r);
-      g->lda = get_i64 (r);
-      g->b_rows = get_i64 (r);
-      g->b_cols = get_i64 (r);
-      g->ldb = get_i64 (r);
-      g->ldd = get_i64 (r);
-      g->batch = (int) get_u32 (r);
-      g->stride_a = get_i64 (r);
-      g->stride_b = get_i64 (r);
-      g->stride_d = get_i64 (r);
-      g->tf32 = get_below (r, 2);
-      s->gemm = cs_cuda_gemm_new_from_problem (&pr);
-    }
-  else if (kind == CS_CUDA_STEP_CUDNN && !r->bad)
-    {
-      /* read here; the step is made again by cs_cuda_plan_restore (cuDNN's plan needs the
-       * device), so only the problem is kept in the placeholder */
-      CsCudnnSdpa *d = g_new0 (CsCudnnSdpa, 1);
-      gint *sl[] = { &d->q, &d->k, &d->v, &d->o, &d->stats, &d->dO, &d->dQ, &d->dK, &d->dV };
-      int64_t *st[] = { d->q_st, d->k_st, d->v_st, d->o_st, d->stats_st, d->do_st, d->dq_st, d->dk_st, d->dv_st };
-
-      d->backward = get_below (r, 2);
-      d->dtype = (CsDtype) get_below (r, CS_DTYPE_C128 + 1);
-      d->b = get_i64 (r);
-      d->h = get_i64 (r);
-      d->sq = get_i64 (r);
-      d->skv = get_i64 (r);
-      d->d = get_i64 (r);
-      d->dv = get_i64 (r);
-      d->causal = get_below (r, 2);
-      d->scale = get_f64 (r);
-      for (guint i = 0; i < G_N_ELEMENTS (sl); i++)
-        {
-          *sl[i] = (gint) get_u32 (r);
-          if (*sl[i] < -1 || (*sl[i] >= 0 && (guint64) *sl[i] >= nslots))
-            r->bad = TRUE;
-        }
-      for (guint i = 0; i < G_N_ELEMENTS (st); i++)
-        for (guint j = 0; j < 4; j++)
-          st[i][j] = get_i64 (r);
-      s->arg_vals = (void **) d;   /* the problem, until restore_cudnn_steps replaces the
-                                      placeholder (step_free frees it either way) */
-    }
-}
-
-static void
-get_infos (Reader *r, CsCudaProgram *p, GArray *infos, GArray *slots)
-{
-  guint n = get_u32 (r);
-
-  if ((guint64) n * 16 > r->n - r->at)
-    r->bad = TRUE;
-  for (guint i = 0; i < n && !r->bad; i++)
-    {
-      CsCudaTensorInfo t = { 0 };
-      g_autofree char *name = get_str (r);
-      guint slot;
-
-      t.name = name ? g_string_chunk_insert (p->names, name) : NULL;
-      t.dtype = (CsDtype) get_below (r, CS_DTYPE_C128 + 1);
-      t.rank = get_below (r, CS_MAX_DIMS + 1);
-      for (guint j = 0; j < t.rank; j++)
-        t.shape[j] = get_i64 (r);
-      t.backward = get_below (r, 2);
-      t.grad_of = (int) get_u32 (r);
-      slot = get_below (r, p->slots->len);
-      g_array_append_val (infos, t);
-      g_array_append_val (slots, slot);
-    }
-}
-
-/* Turns the placeholder cuDNN steps of @p->steps (get_step) into real ones: each is made again
- * by cs_cuda_cudnn_sdpa_step (which plans it) and given the schedule the file holds.  FALSE
- * with *@why set when cuDNN refuses one. */
+/* Turns the placeholder cuDNN steps of @p->steps (io_step) into real ones: each is made again
+ * by cs_cuda_cudnn_sdpa_step (which loads its plan from p->cudnn_saved, or builds it) and
+ * given the schedule the file holds.  FALSE with *@why set when cuDNN refuses one. */
 static gboolean
 restore_cudnn_steps (CsCudaProgram *p, char **why)
 {
@@ -725,12 +897,11 @@ cs_cuda_plan_restore (CsCudaProgram *p, GBytes *data, const char *key, char **wh
 {
   gsize n = 0;
   const guint8 *d = g_bytes_get_data (data, &n);
-  Reader h = { d, n, 0, FALSE }, r;
+  Io h = { .reading = TRUE, .d = d, .n = n, .at = 8 }, io;
   g_autofree char *fkey = NULL;
-  guint64 plen;
+  guint32 format = 0;
+  guint64 plen = 0;
   guint8 digest[16];
-  GPtrArray *lists[2] = { p->steps, p->setup_steps };
-  guint nk;
 
   *why = NULL;
   if (n < 8 || memcmp (d, PLAN_MAGIC, 8) != 0)
@@ -738,19 +909,19 @@ cs_cuda_plan_restore (CsCudaProgram *p, GBytes *data, const char *key, char **wh
       *why = g_strdup ("not a plan file");
       return FALSE;
     }
-  h.at = 8;
-  if (get_u32 (&h) != PLAN_FORMAT || h.bad)
+  io_u32 (&h, &format);
+  if (format != PLAN_FORMAT || h.bad)
     {
       *why = g_strdup ("another format version");
       return FALSE;
     }
-  fkey = get_str (&h);
+  io_str (&h, &fkey);
   if (g_strcmp0 (fkey, key) != 0)
     {
       *why = g_strdup ("made for another key");
       return FALSE;
     }
-  plen = get_u64 (&h);
+  io_u64 (&h, &plen);
   if (h.bad || n - h.at < 16 || plen != n - h.at - 16)
     {
       *why = g_strdup ("truncated or the wrong length");
@@ -762,104 +933,13 @@ cs_cuda_plan_restore (CsCudaProgram *p, GBytes *data, const char *key, char **wh
       *why = g_strdup ("its checksum does not match (a corrupt file)");
       return FALSE;
     }
-  r = (Reader) { d + h.at + 16, plen, 0, FALSE };
+  io = (Io) { .reading = TRUE, .d = d + h.at + 16, .n = plen };
   if (p->names == NULL)
     p->names = g_string_chunk_new (1024);
-
-  if ((int) get_u32 (&r) != p->n_sms || (int) get_u32 (&r) != p->cc_major || (int) get_u32 (&r) != p->cc_minor)
-    r.bad = TRUE;
-  p->arena_bytes = get_u64 (&r);
-  p->naive_bytes = get_u64 (&r);
-  p->n_streams = get_below (&r, CS_CUDA_MAX_STREAMS + 1);
-  if (p->n_streams == 0)
-    r.bad = TRUE;
-  p->critical_path = get_u32 (&r);
-  p->cudnn_consulted = get_str (&r);
-  {
-    guint nb = get_u32 (&r);
-
-    if ((guint64) nb * 32 > r.n - r.at)
-      r.bad = TRUE;
-    for (guint i = 0; i < nb && !r.bad; i++)
-      {
-        CsCudaBuffer b = { 0 };
-
-        b.size_bytes = get_u64 (&r);
-        b.first = (gint) get_u32 (&r);
-        b.last = (gint) get_u32 (&r);
-        b.offset = get_u64 (&r);
-        b.pinned = get_below (&r, 2);
-        b.zeroed = get_below (&r, 2);
-        if (b.offset % CS_CUDA_ALIGN != 0 || b.size_bytes > p->arena_bytes || b.offset > p->arena_bytes - b.size_bytes)
-          r.bad = TRUE;
-        g_array_append_val (p->buffers, b);
-      }
-  }
-  {
-    guint ns = get_u32 (&r);
-
-    if ((guint64) ns * 20 > r.n - r.at)
-      r.bad = TRUE;
-    for (guint i = 0; i < ns && !r.bad; i++)
-      {
-        CsCudaSlot s = { 0 };
-        gsize numel = 1, last = 0;
-        const CsCudaBuffer *b;
-
-        s.dtype = (CsDtype) get_below (&r, CS_DTYPE_C128 + 1);
-        s.rank = get_below (&r, CS_MAX_DIMS + 1);
-        for (guint j = 0; j < s.rank; j++)
-          {
-            s.shape[j] = get_i64 (&r);
-            s.strides[j] = get_i64 (&r);
-          }
-        s.offset = get_i64 (&r);
-        s.buffer = get_below (&r, p->buffers->len);
-        if (r.bad)
-          break;
-        /* the last element a view addresses lies inside its buffer */
-        for (guint j = 0; j < s.rank; j++)
-          {
-            if (s.shape[j] < 0 || s.strides[j] < 0 || s.shape[j] > G_MAXINT32 * (gint64) 64)
-              r.bad = TRUE;
-            else if (s.shape[j] > 0)
-              last += (gsize) (s.shape[j] - 1) * (gsize) s.strides[j];
-            numel *= (gsize) MAX (s.shape[j], 0);
-          }
-        b = &g_array_index (p->buffers, CsCudaBuffer, s.buffer);
-        if (s.offset < 0 || (numel > 0 && ((gsize) s.offset + last + 1) * cs_dtype_size_bytes (s.dtype) > b->size_bytes))
-          r.bad = TRUE;
-        g_array_append_val (p->slots, s);
-      }
-  }
-  nk = get_u32 (&r);
-  if ((guint64) nk * 8 > r.n - r.at)
-    r.bad = TRUE;
-  for (guint i = 0; i < nk && !r.bad; i++)
-    {
-      g_autofree char *attrs = get_str (&r);
-      g_autofree char *text = get_str (&r);
-
-      if (attrs == NULL || text == NULL || cs_cuda_intern_kernel (p, attrs, text) != i)
-        r.bad = TRUE;   /* NULL, or a kernel twice */
-    }
-  for (guint l = 0; l < 2 && !r.bad; l++)
-    {
-      guint nsteps = get_u32 (&r);
-
-      if ((guint64) nsteps * 64 > r.n - r.at)
-        r.bad = TRUE;
-      for (guint i = 0; i < nsteps && !r.bad; i++)
-        get_step (&r, p, lists[l], i, nk);
-      for (guint i = 0; l == 1 && i < lists[l]->len && !r.bad; i++)
-        if (((CsCudaStep *) g_ptr_array_index (lists[l], i))->kind != CS_CUDA_STEP_KERNEL)
-          r.bad = TRUE;   /* constant fills are kernels */
-    }
-  get_infos (&r, p, p->inputs, p->input_slots);
-  get_infos (&r, p, p->outputs, p->output_slots);
-  if (!r.bad && r.at != r.n)
-    r.bad = TRUE;
-  if (r.bad)
+  io_payload (&io, p);
+  if (!io.bad && io.at != io.n)
+    io.bad = TRUE;
+  if (io.bad)
     {
       *why = g_strdup ("a value out of range (a damaged or foreign file)");
       return FALSE;

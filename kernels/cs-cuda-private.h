@@ -108,6 +108,16 @@ typedef struct
   int64_t  do_st[4], dq_st[4], dk_st[4], dv_st[4];
 } CsCudnnSdpa;
 
+/* A finalized cuDNN execution plan as cuDNN serialises it, for the plan file (cs-cuda-plan.c)
+ * and read back from it (cs-cuda-cudnn.c). */
+typedef struct
+{
+  char    *key;          /* the problem's key (cs-cuda-cudnn.c's plan_key) */
+  char    *json;         /* CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION */
+  gint64   workspace;    /* the plan's workspace, bytes */
+  gint64   engine;       /* its engine's global index (-1: unknown) */
+} CsCudnnSaved;
+
 /* One unique generated kernel of a program.  Steps whose regions have the same structure (ops,
  * dtypes, shapes, strides, constants: identical layers) generate byte-identical text and share
  * one CsCudaKernel. */
@@ -305,6 +315,16 @@ struct _CsCudaProgram
                                     an attention (its answer shaped the plan), else NULL */
   gboolean       plan_cached;    /* the plan (steps, slots, memory plan, kernels' text) was
                                     read from the disk cache, not generated (cs-cuda-plan.c) */
+  gboolean       plan_stale;     /* it was, but a part of it could not be used (a GEMM without
+                                    its algorithm, a cuDNN plan of another cuDNN or that failed
+                                    to load): written again after the build */
+  char          *device_name;    /* the device's name (cs_cuda_device_name); dry builds "dry" */
+  gsize          lt_version;     /* cublasLtGetVersion() */
+  gsize          cudnn_version;  /* the cuDNN version its cuDNN plans were made with, 0: none */
+  GPtrArray     *cudnn_saved;    /* element-type CsCudnnSaved*: the serialised plans of its
+                                    cuDNN problems (made or read from the plan file) */
+  guint          n_gemm_algos_cached; /* GEMM steps whose algorithm came from the plan file */
+  guint          n_cudnn_loaded; /* cuDNN plans loaded from their serialised form */
   GStringChunk  *names;          /* tensor names of a plan read from the cache (the infos'
                                     `name`), or NULL */
   gint           break_kernel;   /* test hook CASTSCOPE_TEST_BREAK_KERNEL=N: after kernel kN
@@ -314,6 +334,10 @@ struct _CsCudaProgram
 
 /* ---- backend ---- */
 gboolean     cs_cuda_init_device      (int *n_sms, int *cc_major, int *cc_minor, GError **error);
+/* The name of CUDA device @device ("NVIDIA H200"): cuDeviceGetName through the runtime's
+ * driver entry point (no context needed), else cudaGetDeviceProperties; "?" when both fail.
+ * Returns: (transfer full): the name */
+char        *cs_cuda_device_name      (int device);
 
 /* ---- program building (cs-cuda-program.c) ---- */
 guint        cs_cuda_program_new_buffer (CsCudaProgram *p, gsize size_bytes);
@@ -390,6 +414,11 @@ gboolean     cs_cuda_attention_call     (CsCudaProgram *p, CsStmt *st, GError **
 /* The problem of a cuDNN step (what cs_cuda_cudnn_sdpa_step was given). */
 const CsCudnnSdpa *cs_cuda_cudnn_problem (const CsCudaCudnn *c);
 gboolean     cs_cuda_cudnn_enabled      (void);
+/* cudnnGetVersion() of the loaded cuDNN (major * 10000 + minor * 100 + patch), loading it if
+ * that was not tried yet; 0 when none is loaded. */
+gsize        cs_cuda_cudnn_version      (void);
+/* Frees a CsCudnnSaved. */
+void         cs_cuda_cudnn_saved_free   (gpointer saved);
 const char  *cs_cuda_cudnn_describe     (void);
 /* Adds the cuDNN step of @d (FALSE, *@why set: not taken, run the kernels); see the .c file. */
 gboolean     cs_cuda_cudnn_sdpa_step    (CsCudaProgram *p, const CsCudnnSdpa *d, char *label, char **why);
@@ -460,16 +489,36 @@ typedef struct
 void         cs_cuda_gemm_get_problem   (const CsCudaGemm *g, CsCudaGemmProblem *pr);
 /* A GEMM of problem @pr, not planned yet (cs_cuda_gemm_plan makes its plan). */
 CsCudaGemm  *cs_cuda_gemm_new_from_problem (const CsCudaGemmProblem *pr);
+/* The algorithm @g runs with into @algo: TRUE once planned or given one by
+ * cs_cuda_gemm_set_stored_algo, else FALSE (@algo untouched). */
+gboolean     cs_cuda_gemm_get_algo      (const CsCudaGemm *g, cublasLtMatmulAlgo_t *algo);
+/* Gives @g (not planned yet) the algorithm an earlier build chose for its problem with this
+ * cuBLASLt on this device (the plan file): cs_cuda_gemm_plan then makes its descriptors and
+ * takes @algo without a heuristic query, tuning or cublasLtMatmulAlgoCheck. */
+void         cs_cuda_gemm_set_stored_algo (CsCudaGemm *g, const cublasLtMatmulAlgo_t *algo);
+/* Whether @g holds an algorithm from cs_cuda_gemm_set_stored_algo. */
+gboolean     cs_cuda_gemm_has_stored_algo (const CsCudaGemm *g);
 /**
  * cs_cuda_lt_startup_begin:
  * @device: the CUDA ordinal programs will run on
  *
  * Starts cuBLASLt's start-up on a thread of its own (once per process; later calls return at
- * once): the device's primary context, a cuBLASLt handle, one heuristic query and one
- * algorithm check of a 64 x 64 bf16 GEMM, which pay cuBLASLt's first-use cost (about 80 ms on
- * the H200, kernels/BENCH-RESULTS.md run 26).
+ * once): the device's primary context and a cuBLASLt handle; then, unless the first build
+ * says it needs none (cs_cuda_lt_startup_want_heuristics), one heuristic query and one
+ * algorithm check of a 64 x 64 bf16 GEMM, which pay cuBLASLt's first-use cost of its
+ * heuristics (100-140 ms on the H200, kernels/BENCH-RESULTS.md run 46).
  */
 void         cs_cuda_lt_startup_begin   (int device);
+/**
+ * cs_cuda_lt_startup_want_heuristics:
+ * @want: whether the build will ask cuBLASLt's heuristics (a GEMM without an algorithm from
+ *   the plan file)
+ *
+ * Tells the start-up thread, which waits for this after making the handle, whether to pay the
+ * heuristics' first-use cost now.  Only the first call counts; cs_cuda_lt_startup_join calls
+ * it with TRUE when no build did.
+ */
+void         cs_cuda_lt_startup_want_heuristics (gboolean want);
 /**
  * cs_cuda_lt_startup_join:
  * @ms: (out): the start-up's duration, ms, for the first join; 0 for later ones
@@ -505,7 +554,8 @@ void         cs_cuda_program_step_free  (gpointer step);
  * cs_cuda_plan_key:
  * @p: the program being built, after its device phase (n_sms, compute capability, use_cudnn)
  *
- * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device, the CUDA
+ * The plan's cache key: the 128-bit MurmurHash3 (32 hex digits) of the format version, @flags, the device (name,
+ * compute capability, SMs), the CUDA
  * runtime, driver and cuBLASLt versions, @policy, every CASTSCOPE_* environment variable but
  * CASTSCOPE_CACHE_DIR and CASTSCOPE_TEST_BREAK_KERNEL, this module's file (path, size,
  * modification time) and the printed @fwd and @bwd (every subsymbol level, without the leading
@@ -523,10 +573,13 @@ void         cs_cuda_plan_hash128       (const guint8 *d, gsize n, guint8 out[16
 char        *cs_cuda_plan_path          (const char *key);
 /**
  * cs_cuda_plan_serialize:
- * @p: a program after its codegen phase (steps, slots, buffers planned, schedule, kernels)
+ * @p: a program after its codegen phase (steps, slots, buffers planned, schedule, kernels),
+ *   or after a whole device build (then with its GEMMs' algorithms and p->cudnn_saved)
  *
- * The plan file's bytes (format in cs-cuda-plan.c): what the codegen phase made, for @key.
- * The same program always gives the same bytes.
+ * The plan file's bytes (format in cs-cuda-plan.c): what the codegen phase made, for @key,
+ * with the algorithms of the GEMMs that have one and the serialised cuDNN plans, each part
+ * after @p's cuBLASLt or cuDNN version, device name and compute capability.  The same
+ * program always gives the same bytes.
  * Returns: (transfer full): the file's contents
  */
 GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key);
@@ -537,8 +590,11 @@ GBytes      *cs_cuda_plan_serialize     (const CsCudaProgram *p, const char *key
  * @why: (out) (transfer full): on failure, why the file was refused (one phrase)
  *
  * Fills @p as its codegen phase would: buffers with their offsets, slots, the unique kernels
- * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; a
- * cuDNN step is planned again through cs_cuda_cudnn_sdpa_step.  Checks the magic, format,
+ * (p->kernels, p->source), steps with their schedule, constant fills, inputs and outputs; the
+ * GEMMs get their stored algorithms (cs_cuda_gemm_set_stored_algo) and p->cudnn_saved the
+ * serialised cuDNN plans, when their part's identity is this process's (else p->plan_stale);
+ * a cuDNN step is planned again through cs_cuda_cudnn_sdpa_step (from its serialised plan
+ * where there is one).  Checks the magic, format,
  * @key, length, hash and every index and extent (a slot inside its buffer, a buffer inside
  * the arena, waits on earlier steps); on any failure returns FALSE, @p then only fit to be
  * freed.

@@ -1797,6 +1797,8 @@ cs_cuda_program_free (CsCudaProgram *p)
     }
   pool_release (p->cudnn_workspace, p->cudnn_workspace_alloc);
   g_clear_pointer (&p->cudnn_plans, g_hash_table_unref);
+  g_clear_pointer (&p->cudnn_saved, g_ptr_array_unref);
+  g_free (p->device_name);
   if (p->lt && !p->lt_shared)
     cublasLtDestroy (p->lt);
   if (p->stream)
@@ -2270,6 +2272,8 @@ program_alloc (const CsPolicy *policy, CsCudaBuildFlags flags)
   CsCudaProgram *p = g_new0 (CsCudaProgram, 1);
 
   p->policy = *policy;
+  p->lt_version = cublasLtGetVersion ();
+  p->cudnn_saved = g_ptr_array_new_with_free_func (cs_cuda_cudnn_saved_free);
   p->buffers = g_array_new (FALSE, FALSE, sizeof (CsCudaBuffer));
   p->slots = g_array_new (FALSE, FALSE, sizeof (CsCudaSlot));
   p->steps = g_ptr_array_new_with_free_func (cs_cuda_program_step_free);
@@ -2321,12 +2325,15 @@ plan_load (CsCudaProgram **pp, const char *path, const char *key, const CsPolicy
   q->cc_minor = p->cc_minor;
   q->device = p->device;
   q->use_cudnn = p->use_cudnn;
+  q->device_name = g_strdup (p->device_name);
   cs_cuda_program_free (p);
   *pp = q;
   return FALSE;
 }
 
-/* Writes @p's plan for @key to @path (atomically); a failure is one line on stderr. */
+/* Writes @p's plan for @key to @path (atomically); a failure is one line on stderr.  Dry
+ * builds write it after their codegen phase, device builds at their end (with the matmul
+ * algorithms and cuDNN plans chosen). */
 static void
 plan_save (CsCudaProgram *p, const char *path, const char *key)
 {
@@ -2358,6 +2365,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
       p->n_sms = 132;
       p->cc_major = 9;
       p->cc_minor = 0;
+      p->device_name = g_strdup ("dry");
     }
   else
     {
@@ -2370,6 +2378,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   if (!dry)
     {
       CS_CU_CHECK (cudaGetDevice (&p->device), error);
+      p->device_name = cs_cuda_device_name (p->device);
       p->use_cudnn = TRUE;   /* cs-cuda-cudnn.c loads the library at the first attention */
       /* cuBLASLt's start-up beside the codegen, setup and kernels phases (unless start_up
        * began it before the build); the matmul plans wait for it */
@@ -2386,8 +2395,23 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   if (plan_path != NULL && plan_load (&p, plan_path, plan_key, policy, flags))
     {
       p->plan_cached = TRUE;
+      if (!dry)
+        {
+          /* the start-up thread warms cuBLASLt's heuristics up only when a GEMM will ask them */
+          gboolean need = FALSE;
+
+          for (guint i = 0; i < p->steps->len && !need; i++)
+            {
+              CsCudaStep *s = g_ptr_array_index (p->steps, i);
+
+              need = s->kind == CS_CUDA_STEP_GEMM && !cs_cuda_gemm_has_stored_algo (s->gemm);
+            }
+          cs_cuda_lt_startup_want_heuristics (need);
+        }
       goto planned;
     }
+  if (!dry)
+    cs_cuda_lt_startup_want_heuristics (TRUE);
 
   /* Forward: tensor parameters are the inputs. */
   fin = cs_trace_dup_inputs (fwd);
@@ -2525,7 +2549,7 @@ program_build (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, CsCudaBuildFl
   liveness (p);
   p->arena_bytes = plan_arena (p);
   cs_cuda_program_schedule (p, graph_streams ());
-  if (plan_path != NULL)
+  if (plan_path != NULL && dry)
     plan_save (p, plan_path, plan_key);
 planned:
   g_clear_pointer (&p->kernel_of, g_hash_table_unref);   /* the build's lookup table only */
@@ -2615,6 +2639,10 @@ planned:
     }
   p->plans_ms = ms_since (t_phase);
   p->compile_ms = ms_since (t0);
+  /* the plan with what the device chose (matmul algorithms, cuDNN plans), when it was made
+   * now or a part of the file could not be used; not timed as a phase of the build */
+  if (plan_path != NULL && (!p->plan_cached || p->plan_stale))
+    plan_save (p, plan_path, plan_key);
   ok = TRUE;
 
 out:
@@ -3153,6 +3181,10 @@ cs_cuda_program_time (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **er
   t->n_gemm_plans = p->n_gemm_plans;
   t->first_plan_ms = p->first_plan_ms;
   t->plan_cached = p->plan_cached;
+  t->n_gemm_algos_cached = p->n_gemm_algos_cached;
+  t->n_cudnn_plans = p->n_cudnn_plans;
+  t->n_cudnn_loaded = p->n_cudnn_loaded;
+  t->cudnn_ms = p->cudnn_ms;
   t->lt_startup_ms = p->lt_startup_ms;
   t->lt_wait_ms = p->lt_wait_ms;
   t->lt_lead_ms = p->lt_lead_ms;

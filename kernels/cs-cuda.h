@@ -124,6 +124,11 @@ typedef struct
                                   early), ms; 0 when the build began it */
   guint       step_reps;       /* CASTSCOPE_STEP_REPS: the repeats behind each step's alone_ms and
                                   warm_ms; 0 when off */
+  guint       n_gemm_algos_cached; /* matmul steps whose cuBLASLt algorithm came from the plan
+                                  cache (planned without a heuristic query) */
+  guint       n_cudnn_plans;   /* distinct cuDNN attention plans */
+  guint       n_cudnn_loaded;  /* of which loaded from their serialised form in the plan cache */
+  double      cudnn_ms;        /* building or loading them, ms (within codegen_ms) */
 } CsCudaTimes;
 
 /**
@@ -174,11 +179,12 @@ typedef struct
    * order, float ones as f64 (give inputs as f64: cs_tensor_convert). */
   CsCudaProgram *(*program_new_f64)    (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                         GError **error);
-  /* Begins cuBLASLt's start-up (its first calls on device 0: the context, the handle, one
-   * heuristic query and algorithm check, about 80 ms on the H200) on a thread of its own, so
-   * that it runs beside whatever the caller does next (reading the trace, the passes); the
-   * next program_new waits for it and reports it (CsCudaTimes.lt_startup_ms).  Returns at once;
-   * later calls do nothing. */
+  /* Begins cuBLASLt's start-up (its first calls on device 0: the context, the handle, then,
+   * unless the next program_new finds every matmul algorithm in the plan cache, one heuristic
+   * query and algorithm check, 100-140 ms on the H200) on a thread of its own, so that it runs
+   * beside whatever the caller does next (reading the trace, the passes); the next program_new
+   * waits for it and reports it (CsCudaTimes.lt_startup_ms).  Returns at once; later calls do
+   * nothing. */
   void           (*start_up)           (void);
 } CsCudaBackend;
 

@@ -1,6 +1,6 @@
 /* bench-cublaslt.c: where cuBLASLt's start-up goes (a benchmark, not a test; needs a GPU).
  *
- *   bench-cublaslt
+ *   bench-cublaslt [--algo FILE [--concurrent]]
  *
  * Times, in one process and in this order, each call a device build makes first: the device
  * count, the primary context (cudaFree(0)), cublasLtCreate, the descriptors of a bf16 GEMM
@@ -8,11 +8,22 @@
  * the first and second cublasLtMatmulAlgoCheck, a second handle and its first query, then the
  * first and second cublasLtMatmul (each synchronised).  One line per call: `name ms`.  Run it
  * with CUDA_MODULE_LOADING=EAGER too to see what lazy loading defers.
+ *
+ * --algo FILE: when FILE does not exist, the run above, then the heuristic's first algorithm
+ * of the 4096^3 GEMM written to FILE (its 64 bytes).  When it exists, what a warm build does
+ * instead (the algorithm read back, as from the plan file): context, handle, descriptors, the
+ * device's name (cuDeviceGetName through the runtime's driver entry point, then
+ * cudaGetDeviceProperties), one attribute of the read algorithm, the first and second
+ * cublasLtMatmul with it (no heuristic query, no check before), and only then the first
+ * heuristic query and algorithm check.  --concurrent: that heuristic query runs on a second
+ * thread begun right after cublasLtCreate (as the start-up thread would), its time printed
+ * when it ends.
  */
 #include "cs-config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <glib.h>
 #include <cuda_runtime.h>
@@ -41,9 +52,110 @@ descs (int64_t m, int64_t n, int64_t k, cublasLtMatmulDesc_t *op, cublasLtMatrix
   cublasLtMatrixLayoutCreate (ld, CUDA_R_16BF, m, n, m);
 }
 
-int
-main (void)
+/* The warm-build order: see the file's comment.  @algo: read from the file. */
+static cublasLtMatmulHeuristicResult_t conc_heur[8];
+static cublasLtHandle_t conc_lt;
+static cublasLtMatmulDesc_t conc_op;
+static cublasLtMatrixLayout_t conc_la, conc_lb, conc_ld;
+static cublasLtMatmulPreference_t conc_pref;
+
+static gpointer
+concurrent_query (gpointer data)
 {
+  gint64 t = g_get_monotonic_time ();
+  int found = 0;
+  int st = cublasLtMatmulAlgoGetHeuristic (conc_lt, conc_op, conc_la, conc_lb, conc_ld, conc_ld, conc_pref, 8,
+                                           conc_heur, &found);
+
+  printf ("%-40s %9.2f ms%s\n", "[thread] first heuristic query", (double) (g_get_monotonic_time () - t) / 1000.0,
+          st || found < 1 ? "  (failed)" : "");
+  fflush (stdout);
+  return data;
+}
+
+typedef int (*GetNameFunc) (char *name, int len, int dev);
+
+static int
+restored (const cublasLtMatmulAlgo_t *algo, gboolean concurrent)
+{
+  int count = 0, found = 0;
+  cublasLtHandle_t lt = NULL;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulHeuristicResult_t heur[8], check;
+  uint64_t ws_bytes = 32u << 20;
+  void *a = NULL, *b = NULL, *d = NULL, *ws = NULL;
+  const int64_t n = 4096;
+  float alpha = 1.0f, beta = 0.0f;
+  gint64 t0 = g_get_monotonic_time ();
+  GetNameFunc get_name = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  char name[256] = "";
+  struct cudaDeviceProp prop;
+  int id = -1;
+  size_t got = 0;
+  GThread *th = NULL;
+
+  t_last = t0;
+  mark ("cudaGetDeviceCount", cudaGetDeviceCount (&count) != cudaSuccess || count < 1);
+  if (count < 1)
+    return 77;
+  mark ("cudaFree(0) (primary context)", cudaFree (NULL));
+  mark ("cublasLtCreate", cublasLtCreate (&lt));
+  descs (n, n, n, &op, &la, &lb, &ld);
+  cublasLtMatmulPreferenceCreate (&pref);
+  cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+  mark ("descriptors (4096^3 bf16)", 0);
+  if (concurrent)
+    {
+      conc_lt = lt;
+      descs (n, n, n, &conc_op, &conc_la, &conc_lb, &conc_ld);
+      conc_pref = pref;
+      th = g_thread_new ("query", concurrent_query, NULL);
+      mark ("[main] second thread begun", 0);
+    }
+  mark ("cuDeviceGetName (driver entry point)",
+        cudaGetDriverEntryPointByVersion ("cuDeviceGetName", (void **) &get_name, 12000, cudaEnableDefault, &q)
+        || get_name == NULL || get_name (name, sizeof name, 0) != 0);
+  mark ("cudaGetDeviceProperties", cudaGetDeviceProperties (&prop, 0));
+  mark ("read algorithm: its CUBLASLT_ALGO_CONFIG_ID",
+        cublasLtMatmulAlgoConfigGetAttribute (algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got));
+  cudaMalloc (&a, (size_t) n * n * 2);
+  cudaMalloc (&b, (size_t) n * n * 2);
+  cudaMalloc (&d, (size_t) n * n * 2);
+  cudaMalloc (&ws, ws_bytes);
+  cudaMemset (a, 0, (size_t) n * n * 2);
+  cudaMemset (b, 0, (size_t) n * n * 2);
+  cudaDeviceSynchronize ();
+  mark ("buffers (cudaMalloc, cudaMemset)", 0);
+  mark ("first cublasLtMatmul + sync (read algorithm)",
+        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, algo, ws, ws_bytes, 0)
+        || cudaDeviceSynchronize ());
+  mark ("second cublasLtMatmul + sync",
+        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, algo, ws, ws_bytes, 0)
+        || cudaDeviceSynchronize ());
+  if (th != NULL)
+    {
+      g_thread_join (th);
+      mark ("[main] joined the second thread", 0);
+    }
+  mark ("heuristic query after the matmuls",
+        cublasLtMatmulAlgoGetHeuristic (lt, op, la, lb, ld, ld, pref, 8, heur, &found) || found < 1);
+  mark ("first cublasLtMatmulAlgoCheck", cublasLtMatmulAlgoCheck (lt, op, la, lb, ld, ld, algo, &check));
+  printf ("%-40s %9.2f ms\n", "total", (double) (g_get_monotonic_time () - t0) / 1000.0);
+  printf ("device %s, algorithm id %d, same as the new query's first: %s\n", name, id,
+          found > 0 && memcmp (&heur[0].algo, algo, sizeof *algo) == 0 ? "yes" : "no");
+  return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *algo_file = NULL;
+  gboolean concurrent = FALSE;
+  g_autofree char *saved = NULL;
+  gsize saved_len = 0;
   int count = 0, found = 0, found2 = 0;
   cublasLtHandle_t lt = NULL, lt2 = NULL;
   cublasLtMatmulDesc_t op, op2;
@@ -56,6 +168,23 @@ main (void)
   float alpha = 1.0f, beta = 0.0f;
   gint64 t0 = g_get_monotonic_time ();
 
+  for (int i = 1; i < argc; i++)
+    if (strcmp (argv[i], "--algo") == 0 && i + 1 < argc)
+      algo_file = argv[++i];
+    else if (strcmp (argv[i], "--concurrent") == 0)
+      concurrent = TRUE;
+  if (algo_file != NULL && g_file_get_contents (algo_file, &saved, &saved_len, NULL))
+    {
+      cublasLtMatmulAlgo_t algo;
+
+      if (saved_len != sizeof algo)
+        {
+          fprintf (stderr, "%s: not an algorithm (%zu bytes)\n", algo_file, saved_len);
+          return 1;
+        }
+      memcpy (&algo, saved, sizeof algo);
+      return restored (&algo, concurrent);
+    }
   t_last = t0;
   mark ("cudaGetDeviceCount", cudaGetDeviceCount (&count) != cudaSuccess || count < 1);
   if (count < 1)
@@ -91,5 +220,10 @@ main (void)
         cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur[0].algo, ws, ws_bytes, 0)
         || cudaDeviceSynchronize ());
   printf ("%-40s %9.2f ms\n", "total", (double) (g_get_monotonic_time () - t0) / 1000.0);
+  if (algo_file != NULL && !g_file_set_contents (algo_file, (const char *) &heur[0].algo, sizeof heur[0].algo, NULL))
+    {
+      fprintf (stderr, "cannot write %s\n", algo_file);
+      return 1;
+    }
   return 0;
 }

@@ -8,7 +8,15 @@
  * same bytes.  A damaged file (one flipped byte, a truncated file, a payload changed under a
  * recomputed checksum, another key) is refused: the build generates the plan again, with the
  * same result, and rewrites the file.
+ *
+ * The parts a device build adds (every GEMM's cuBLASLt algorithm, the serialised cuDNN plans,
+ * each after the library version, device name and compute capability that made it) are given
+ * to a dry program by hand: they must come back bit for bit; a part of another cuBLASLt or
+ * cuDNN version, or another device, is dropped (the rest of the plan is used, the file marked
+ * for rewriting); a part that is damaged (a flag out of range, a wrong count, a truncated
+ * string) under a consistent checksum refuses the whole file.
  */
+#define _GNU_SOURCE 1   /* memmem */
 #include "cs-config.h"
 
 #include <string.h>
@@ -230,6 +238,8 @@ assert_refused (Step *s, const char *path, const guint8 *bytes, gsize len, const
   cs_cuda_program_free (p);
 }
 
+static gsize gemm_part_at (const guint8 *d, gsize n);
+
 static void
 test_round_trip (gconstpointer data)
 {
@@ -301,9 +311,10 @@ test_round_trip (gconstpointer data)
     bad[HEADER] ^= 1;
     fix_digest (bad, len);
     assert_refused (&s, file, bad, len, gen);
-    /* a consistent file whose last output names a slot that does not exist */
+    /* a consistent file whose last output names a slot that does not exist (the last field
+       before the GEMM part and its identity) */
     memcpy (bad, orig, len);
-    memset (bad + len - 4, 0xff, 4);
+    memset (bad + gemm_part_at (bad, len) - (8 + 4 + 3 + 8) - 4, 0xff, 4);
     fix_digest (bad, len);
     assert_refused (&s, file, bad, len, gen);
   }
@@ -316,6 +327,9 @@ test_round_trip (gconstpointer data)
   g_unsetenv ("CASTSCOPE_CACHE_DIR");
   trace_step_rm_dir (dir);
 }
+
+static char *file_key (const char *file);
+static guint give_device_parts (CsCudaProgram *p);
 
 /* Payload bytes changed under a recomputed checksum, at many places: each file is either
  * refused or read into a program that passes the build's own checks; none crashes (the
@@ -338,6 +352,15 @@ test_damaged_payloads (void)
   g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
   gen = build (&s);
   file = plan_file (dir);
+  {
+    /* with the parts a device build adds, so that the damage reaches them too */
+    g_autofree char *key = file_key (file);
+    g_autoptr(GBytes) b = NULL;
+
+    give_device_parts (gen);
+    b = cs_cuda_plan_serialize (gen, key);
+    g_assert_true (g_file_set_contents (file, g_bytes_get_data (b, NULL), (gssize) g_bytes_get_size (b), NULL));
+  }
   g_assert_true (g_file_get_contents (file, &orig, &len, NULL));
   bad = g_memdup2 (orig, len);
   for (gsize at = HEADER; at < len; at += 1 + g_rand_int_range (rand, 0, 23), n++)
@@ -362,6 +385,241 @@ test_damaged_payloads (void)
   trace_step_rm_dir (dir);
 }
 
+/* The key of the plan file @file (plan-<key>.bin). */
+static char *
+file_key (const char *file)
+{
+  g_autofree char *base = g_path_get_basename (file);
+
+  g_assert_true (g_str_has_prefix (base, "plan-") && g_str_has_suffix (base, ".bin"));
+  return g_strndup (base + 5, strlen (base) - 5 - 4);
+}
+
+/* A made-up algorithm for GEMM step @i: 8 words no two steps share. */
+static void
+fake_algo (guint i, cublasLtMatmulAlgo_t *algo)
+{
+  guint64 *w = (guint64 *) algo;
+
+  for (guint j = 0; j < sizeof *algo / 8; j++)
+    w[j] = G_GUINT64_CONSTANT (0x9e3779b97f4a7c15) * (i + 1) + j;
+}
+
+/* Gives every GEMM step of @p an algorithm (fake_algo) and @p two serialised cuDNN plans, as a
+ * device build would have; returns the GEMM steps. */
+static guint
+give_device_parts (CsCudaProgram *p)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      cublasLtMatmulAlgo_t algo;
+
+      if (s->kind != CS_CUDA_STEP_GEMM)
+        continue;
+      fake_algo (i, &algo);
+      cs_cuda_gemm_set_stored_algo (s->gemm, &algo);
+      n++;
+    }
+  for (guint i = 0; i < 2; i++)
+    {
+      CsCudnnSaved *sv = g_new0 (CsCudnnSaved, 1);
+
+      sv->key = g_strdup_printf ("fwd problem %u", i);
+      sv->json = g_strdup_printf ("{\"engine\": %u, \"knobs\": [1, 2, 3]}", 8 + i);
+      sv->workspace = 4096 * (i + 1);
+      sv->engine = 8 + i;
+      g_ptr_array_add (p->cudnn_saved, sv);
+    }
+  return n;
+}
+
+/* @p's GEMM steps hold the algorithms give_device_parts gave (@want) or none from the file. */
+static void
+assert_algos (const CsCudaProgram *p, gboolean want)
+{
+  for (guint i = 0; i < p->steps->len; i++)
+    {
+      CsCudaStep *s = g_ptr_array_index (p->steps, i);
+      cublasLtMatmulAlgo_t a, b;
+
+      if (s->kind != CS_CUDA_STEP_GEMM)
+        continue;
+      g_assert_cmpint (cs_cuda_gemm_has_stored_algo (s->gemm), ==, want);
+      if (!want)
+        {
+          g_assert_false (cs_cuda_gemm_get_algo (s->gemm, &a));   /* a dry build plans none */
+          continue;
+        }
+      fake_algo (i, &a);
+      g_assert_true (cs_cuda_gemm_get_algo (s->gemm, &b));
+      g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+    }
+}
+
+static void
+assert_saved_equal (const GPtrArray *a, const GPtrArray *b)
+{
+  g_assert_cmpuint (a->len, ==, b->len);
+  for (guint i = 0; i < a->len; i++)
+    {
+      const CsCudnnSaved *x = g_ptr_array_index (a, i), *y = g_ptr_array_index (b, i);
+
+      g_assert_cmpstr (x->key, ==, y->key);
+      g_assert_cmpstr (x->json, ==, y->json);
+      g_assert_cmpint (x->workspace, ==, y->workspace);
+      g_assert_cmpint (x->engine, ==, y->engine);
+    }
+}
+
+/* Writes @p's plan for @key to @file, builds from it; the program must come from the file. */
+static CsCudaProgram *
+build_from (Step *s, const CsCudaProgram *p, const char *key, const char *file)
+{
+  g_autoptr(GBytes) b = cs_cuda_plan_serialize (p, key);
+  CsCudaProgram *got;
+
+  g_assert_true (g_file_set_contents (file, g_bytes_get_data (b, NULL), (gssize) g_bytes_get_size (b), NULL));
+  got = build (s);
+  g_assert_true (got->plan_cached);
+  return got;
+}
+
+/* The offset in @d (@n bytes) of the GEMM part: its identity (cuBLASLt version, "dry", 9, 0). */
+static gsize
+gemm_part_at (const guint8 *d, gsize n)
+{
+  guint8 id[8 + 4 + 3 + 8];
+  guint64 v = cublasLtGetVersion ();
+  const guint8 *hit;
+
+  for (guint i = 0; i < 8; i++)
+    id[i] = (guint8) (v >> (8 * i));
+  memcpy (id + 8, "\3\0\0\0dry\11\0\0\0\0\0\0\0", 4 + 3 + 8);
+  hit = memmem (d, n, id, sizeof id);
+  g_assert_nonnull (hit);
+  g_assert_null (memmem (hit + 1, n - (gsize) (hit + 1 - d), id, sizeof id));   /* once */
+  return (gsize) (hit - d) + sizeof id;
+}
+
+static void
+test_device_parts (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "..", "data", "mlp_gelu.txt", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("cs-plan-XXXXXX", NULL);
+  g_autofree char *file = NULL;
+  g_autofree char *key = NULL;
+  Step s = { 0 };
+  CsCudaProgram *gen, *got;
+  guint n_gemm;
+
+  g_assert_true (step_load (&s, path));
+  g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
+  gen = build (&s);
+  file = plan_file (dir);
+  key = file_key (file);
+
+  /* a dry build's own file: no algorithm, no cuDNN plan */
+  got = build (&s);
+  g_assert_true (got->plan_cached);
+  g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
+  g_assert_cmpuint (got->cudnn_saved->len, ==, 0);
+  assert_algos (got, FALSE);
+  cs_cuda_program_free (got);
+
+  /* with a device build's parts: read back as written, and written again to the same bytes */
+  n_gemm = give_device_parts (gen);
+  g_assert_cmpuint (n_gemm, >, 0);
+  got = build_from (&s, gen, key, file);
+  g_assert_cmpuint (got->n_gemm_algos_cached, ==, n_gemm);
+  g_assert_false (got->plan_stale);
+  assert_algos (got, TRUE);
+  assert_saved_equal (gen->cudnn_saved, got->cudnn_saved);
+  assert_programs_equal (gen, got);
+  {
+    g_autoptr(GBytes) b1 = cs_cuda_plan_serialize (gen, key);
+    g_autoptr(GBytes) b2 = cs_cuda_plan_serialize (got, key);
+
+    g_assert_true (g_bytes_equal (b1, b2));
+  }
+  cs_cuda_program_free (got);
+
+  /* another cuBLASLt: the algorithms are dropped, the cuDNN plans kept */
+  gen->lt_version++;
+  got = build_from (&s, gen, key, file);
+  gen->lt_version--;
+  g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
+  g_assert_true (got->plan_stale);
+  assert_algos (got, FALSE);
+  assert_saved_equal (gen->cudnn_saved, got->cudnn_saved);
+  assert_programs_equal (gen, got);
+  cs_cuda_program_free (got);
+
+  /* another cuDNN: its plans are dropped, the algorithms kept */
+  gen->cudnn_version = 91900;
+  got = build_from (&s, gen, key, file);
+  gen->cudnn_version = 0;
+  g_assert_cmpuint (got->n_gemm_algos_cached, ==, n_gemm);
+  g_assert_true (got->plan_stale);
+  g_assert_cmpuint (got->cudnn_saved->len, ==, 0);
+  cs_cuda_program_free (got);
+
+  /* another device (same compute capability and SM count): both dropped */
+  g_free (gen->device_name);
+  gen->device_name = g_strdup ("NVIDIA H100");
+  got = build_from (&s, gen, key, file);
+  g_free (gen->device_name);
+  gen->device_name = g_strdup ("dry");
+  g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
+  g_assert_cmpuint (got->cudnn_saved->len, ==, 0);
+  g_assert_true (got->plan_stale);
+  cs_cuda_program_free (got);
+
+  /* damaged parts under a consistent checksum: the whole file refused */
+  {
+    g_autoptr(GBytes) good = cs_cuda_plan_serialize (gen, key);
+    gsize len = g_bytes_get_size (good);
+    g_autofree guint8 *bad = g_memdup2 (g_bytes_get_data (good, NULL), len);
+    gsize at = gemm_part_at (bad, len);
+    guint32 count;
+
+    memcpy (&count, bad + at, 4);
+    g_assert_cmpuint (GUINT32_FROM_LE (count), ==, n_gemm);
+    /* the first GEMM's flag "has an algorithm" out of range */
+    g_assert_cmpuint (bad[at + 4], ==, 1);
+    bad[at + 4] = 2;
+    fix_digest (bad, len);
+    assert_refused (&s, file, bad, len, gen);
+    /* one GEMM more than the steps have */
+    memcpy (bad, g_bytes_get_data (good, NULL), len);
+    bad[at] += 1;
+    fix_digest (bad, len);
+    assert_refused (&s, file, bad, len, gen);
+    /* the payload cut inside the last cuDNN plan's JSON (the length field and checksum made to
+       agree) */
+    for (gsize cut = 1; cut <= 9; cut += 8)
+      {
+        guint64 plen = len - cut - HEADER;
+
+        memcpy (bad, g_bytes_get_data (good, NULL), len);
+        for (guint i = 0; i < 8; i++)
+          bad[HEADER - 24 + i] = (guint8) (plen >> (8 * i));
+        fix_digest (bad, len - cut);
+        assert_refused (&s, file, bad, len - cut, gen);
+      }
+    /* a wrong digest over the new parts alone */
+    memcpy (bad, g_bytes_get_data (good, NULL), len);
+    bad[at + 9] ^= 0x10;
+    assert_refused (&s, file, bad, len, gen);
+  }
+  cs_cuda_program_free (gen);
+  step_clear (&s);
+  g_unsetenv ("CASTSCOPE_CACHE_DIR");
+  trace_step_rm_dir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -375,5 +633,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/kernels/plan/gpt4", "oracle/gpt_stack4_initial.txt", test_round_trip);
   g_test_add_data_func ("/kernels/plan/llama8", "shared:thunder_llama_stack_initial.txt", test_round_trip);
   g_test_add_func ("/kernels/plan/damaged-payloads", test_damaged_payloads);
+  g_test_add_func ("/kernels/plan/device-parts", test_device_parts);
   return g_test_run ();
 }
