@@ -678,17 +678,23 @@ cs_cli_run_cuda (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, const CsCli
         {
           /* CASTSCOPE_STEP_REPS: each step alone in a CUDA graph, no event between launches */
           g_string_append_printf (report, "\nper step alone in a CUDA graph of %u repeats (CASTSCOPE_STEP_REPS):"
-                                  " after an L2 flush / back to back\n%-4s %-62s %10s %6s %10s %6s\n",
-                                  times.step_reps, "", "step", "alone ms", "rate", "warm ms", "rate");
+                                  " after an L2 flush / back to back; for memory-bound steps the rates of a"
+                                  " device-to-device copy of the same bytes timed the same two ways\n"
+                                  "%-4s %-62s %10s %6s %10s %6s    %11s %10s\n", times.step_reps, "", "step",
+                                  "alone ms", "rate", "warm ms", "rate", "copy alone", "copy warm");
           for (guint i = 0; i < times.steps->len; i++)
             {
               CsCudaStepTiming *s = &g_array_index (times.steps, CsCudaStepTiming, i);
               double w = s->flops > 0 ? s->flops : s->bytes;
 
-              g_string_append_printf (report, "%-4s %-62.62s %10.4f %6.1f %10.4f %6.1f %s\n", s->backward ? "bwd" : "fwd",
+              g_string_append_printf (report, "%-4s %-62.62s %10.4f %6.1f %10.4f %6.1f %s", s->backward ? "bwd" : "fwd",
                                       s->label, s->alone_ms, s->alone_ms > 0 ? w / (s->alone_ms * 1e-3) / 1e12 : 0.0,
                                       s->warm_ms, s->warm_ms > 0 ? w / (s->warm_ms * 1e-3) / 1e12 : 0.0,
                                       s->flops > 0 ? "TF" : "TB");
+              if (s->copy_alone_ms > 0 && s->copy_warm_ms > 0)
+                g_string_append_printf (report, " %11.1f %10.1f TB", s->bytes / (s->copy_alone_ms * 1e-3) / 1e12,
+                                        s->bytes / (s->copy_warm_ms * 1e-3) / 1e12);
+              g_string_append_c (report, '\n');
             }
         }
       g_string_append_printf (report,

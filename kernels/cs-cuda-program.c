@@ -2955,10 +2955,21 @@ step_reps (void)
   return r >= 1 && r <= 1000 ? (guint) r : 0;
 }
 
+/* What one repeat of a capture_reps() graph runs after its flush: step @step when non-NULL,
+ * else a device-to-device copy of @copy_bytes from @copy_src to @copy_dst when @copy_bytes > 0,
+ * else nothing. */
+typedef struct
+{
+  CsCudaStep *step;            /* the step to repeat, or NULL */
+  void       *copy_dst;        /* device buffer of at least copy_bytes; used when step is NULL */
+  const void *copy_src;        /* device buffer of at least copy_bytes */
+  size_t      copy_bytes;      /* bytes a copy repeat moves each way (reads and writes as many) */
+} RepWork;
+
 /* Captures into @exec a graph of @reps repeats of: a memset of @flush_bytes at @flush (when
- * @flush_bytes > 0), then step @s (when non-NULL).  Errors: the CUDA error of the capture. */
+ * @flush_bytes > 0), then @w's step or copy.  Errors: the CUDA error of the capture. */
 static gboolean
-capture_reps (CsCudaProgram *p, CsCudaStep *s, guint reps, void *flush, size_t flush_bytes,
+capture_reps (CsCudaProgram *p, const RepWork *w, guint reps, void *flush, size_t flush_bytes,
               cudaGraphExec_t *exec, GError **error)
 {
   cudaGraph_t graph = NULL;
@@ -2970,10 +2981,13 @@ capture_reps (CsCudaProgram *p, CsCudaStep *s, guint reps, void *flush, size_t f
     {
       cudaError_t e = flush_bytes > 0 ? cudaMemsetAsync (flush, (int) (r & 0xff), flush_bytes, p->stream) : cudaSuccess;
 
+      if (e == cudaSuccess && w->step == NULL && w->copy_bytes > 0)
+        e = cudaMemcpyAsync (w->copy_dst, w->copy_src, w->copy_bytes, cudaMemcpyDeviceToDevice, p->stream);
       if (e != cudaSuccess)
-        g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_RUNTIME, "cudaMemsetAsync failed: %s (%s)",
+        g_set_error (error, CS_CUDA_ERROR, CS_CUDA_ERROR_RUNTIME, "%s failed: %s (%s)",
+                     flush_bytes > 0 ? "cudaMemsetAsync or cudaMemcpyAsync" : "cudaMemcpyAsync",
                      cudaGetErrorString (e), cudaGetErrorName (e));
-      if (e != cudaSuccess || (s && !launch_step (p, s, 0, error)))
+      if (e != cudaSuccess || (w->step && !launch_step (p, w->step, 0, error)))
         {
           cudaStreamEndCapture (p->stream, &graph);
           goto out;
@@ -3021,57 +3035,95 @@ out:
   return ok;
 }
 
+/* Times @w alone and warm as time_alone() describes: *@alone_ms and *@warm_ms, ms a repeat;
+ * @flush_ms is the replay of the @flush memsets' own graph.  Errors: CUDA's. */
+static gboolean
+time_work (CsCudaProgram *p, const RepWork *w, guint reps, guint iters, void *flush, size_t flush_bytes,
+           double flush_ms, double *alone_ms, double *warm_ms, GError **error)
+{
+  cudaGraphExec_t ex = NULL;
+  double ms = 0;
+
+  if (!capture_reps (p, w, reps, NULL, 0, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+    goto fail;
+  *warm_ms = ms / reps;
+  cudaGraphExecDestroy (ex);
+  if (!capture_reps (p, w, reps, flush, flush_bytes, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+    goto fail;
+  *alone_ms = MAX (ms - flush_ms, 0.0) / reps;
+  cudaGraphExecDestroy (ex);
+  return TRUE;
+fail:
+  if (ex)
+    cudaGraphExecDestroy (ex);
+  return FALSE;
+}
+
 /* The per-step graph timing CASTSCOPE_STEP_REPS=@reps asks for: for each step alone, a graph of
  * @reps back-to-back repeats (its warm_ms: the median replay over @reps, inputs left in L2 by
  * the repeat before when they fit), and a graph of @reps repeats each after a memset of twice
  * the L2 (its alone_ms: that replay less a graph of the memsets alone, over @reps; the memset
  * leaves L2 full of dirty lines, as a producer's output would).  Both without the event between
- * steps of the step table; the gap between a graph's launches stays in.  Fills the fields of
- * p->timings, then runs the program once more so that its outputs are a step's again (a step
- * repeated alone may have overwritten a buffer another step reads).  Errors: CUDA's, or a step's
- * launch error. */
+ * steps of the step table; the gap between a graph's launches stays in.  For each memory-bound
+ * step (no flops, some bytes) the same two graphs of a cudaMemcpyAsync device-to-device copy
+ * that reads and writes half the step's bytes each (copy_alone_ms, copy_warm_ms): the copy
+ * ceiling at that size under the same protocol.  Fills the fields of p->timings, then runs the
+ * program once more so that its outputs are a step's again (a step repeated alone may have
+ * overwritten a buffer another step reads).  Errors: CUDA's, or a step's launch error. */
 static gboolean
 time_alone (CsCudaProgram *p, guint reps, guint iters, GError **error)
 {
   int dev = 0, l2 = 0;
-  void *flush = NULL;
-  size_t fb;
-  cudaGraphExec_t fx = NULL, ex = NULL;
-  double f_ms = 0, ms = 0;
+  void *flush = NULL, *copy_a = NULL, *copy_b = NULL;
+  size_t fb, copy_max = 0;
+  cudaGraphExec_t fx = NULL;
+  double f_ms = 0;
+  RepWork none = { 0 };
   gboolean ok = FALSE;
 
   CS_CU_CHECK (cudaGetDevice (&dev), error);
   CS_CU_CHECK (cudaDeviceGetAttribute (&l2, cudaDevAttrL2CacheSize, dev), error);
   fb = (size_t) MAX (l2, 1 << 20) * 2;
   CS_CU_CHECK (cudaMalloc (&flush, fb), error);
-  if (!capture_reps (p, NULL, reps, flush, fb, &fx, error) || !replay_median (p, fx, iters, &f_ms, error))
+  for (guint i = 0; i < p->timings->len; i++)
+    {
+      CsCudaStepTiming *st = &g_array_index (p->timings, CsCudaStepTiming, i);
+
+      if (st->flops == 0 && st->bytes > 0)
+        copy_max = MAX (copy_max, (size_t) (st->bytes / 2));
+    }
+  if (copy_max > 0)
+    {
+      CS_CU_CHECK (cudaMalloc (&copy_a, copy_max), error);
+      CS_CU_CHECK (cudaMalloc (&copy_b, copy_max), error);
+      CS_CU_CHECK (cudaMemset (copy_a, 0, copy_max), error);
+    }
+  if (!capture_reps (p, &none, reps, flush, fb, &fx, error) || !replay_median (p, fx, iters, &f_ms, error))
     goto out;
   for (guint i = 0; i < p->steps->len; i++)
     {
-      CsCudaStep *s = g_ptr_array_index (p->steps, i);
       CsCudaStepTiming *st = &g_array_index (p->timings, CsCudaStepTiming, i);
+      RepWork w = { .step = g_ptr_array_index (p->steps, i) };
+      RepWork copy = { .copy_dst = copy_b, .copy_src = copy_a, .copy_bytes = (size_t) (st->bytes / 2) };
 
-      if (!capture_reps (p, s, reps, NULL, 0, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+      if (!time_work (p, &w, reps, iters, flush, fb, f_ms, &st->alone_ms, &st->warm_ms, error))
         goto out;
-      st->warm_ms = ms / reps;
-      cudaGraphExecDestroy (ex);
-      ex = NULL;
-      if (!capture_reps (p, s, reps, flush, fb, &ex, error) || !replay_median (p, ex, iters, &ms, error))
+      if (st->flops == 0 && copy.copy_bytes > 0
+          && !time_work (p, &copy, reps, iters, flush, fb, f_ms, &st->copy_alone_ms, &st->copy_warm_ms, error))
         goto out;
-      st->alone_ms = MAX (ms - f_ms, 0.0) / reps;
-      cudaGraphExecDestroy (ex);
-      ex = NULL;
     }
   if (!cs_cuda_program_run (p, FALSE, error))
     goto out;
   ok = TRUE;
 out:
-  if (ex)
-    cudaGraphExecDestroy (ex);
   if (fx)
     cudaGraphExecDestroy (fx);
   if (flush)
     cudaFree (flush);
+  if (copy_a)
+    cudaFree (copy_a);
+  if (copy_b)
+    cudaFree (copy_b);
   return ok;
 }
 

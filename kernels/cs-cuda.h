@@ -23,7 +23,7 @@
 G_BEGIN_DECLS
 
 /* Bumped whenever CsCudaBackend changes; the loader refuses a module of another version. */
-#define CS_CUDA_BACKEND_ABI 6
+#define CS_CUDA_BACKEND_ABI 7
 
 /* The symbol the loader looks up in the module. */
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
@@ -84,6 +84,10 @@ typedef struct
                                   own graph subtracted), ms a repeat */
   double      warm_ms;         /* CASTSCOPE_STEP_REPS=N only (else 0): N back-to-back repeats in a
                                   graph, ms a repeat (inputs that fit stay in L2) */
+  double      copy_alone_ms;   /* CASTSCOPE_STEP_REPS=N, memory-bound steps only (else 0): a
+                                  device-to-device cudaMemcpyAsync of bytes / 2 (so bytes moved in
+                                  all) timed as alone_ms is, ms a repeat: the copy ceiling there */
+  double      copy_warm_ms;    /* the same copy timed as warm_ms is, ms a repeat */
 } CsCudaStepTiming;
 
 /** CsCudaTimes: what program_time() measures. */
