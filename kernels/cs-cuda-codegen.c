@@ -776,13 +776,14 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
       if (c->flat)
         {
           out->flat = c->flat;
-          memcpy (out->shape, xs, sizeof (int64_t) * xr);
+          if (xr > 0)   /* a rank-0 proxy's shape is NULL */
+            memcpy (out->shape, xs, sizeof (int64_t) * xr);
         }
       return;
     }
   contig_strides (ys, yr, yst);
   contig_strides (xs, xr, xst);
-  if (c->flat && c->rank == yr && memcmp (c->shape, ys, sizeof (int64_t) * yr) == 0)
+  if (c->flat && c->rank == yr && (yr == 0 || memcmp (c->shape, ys, sizeof (int64_t) * yr) == 0))
     fv = c->flat;
   else
     {
@@ -811,7 +812,8 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
                                               fv, xst[j], xs[j]));
     }
   out->flat = fv;
-  memcpy (out->shape, xs, sizeof (int64_t) * xr);
+  if (xr > 0)
+    memcpy (out->shape, xs, sizeof (int64_t) * xr);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2121,7 +2123,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   decompose (g, "r", rs, nr, &rc);
   xc.rank = x->rank;
   xc.flat = "i";
-  memcpy (xc.shape, x->shape, sizeof (int64_t) * x->rank);
+  if (x->rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (xc.shape, x->shape, sizeof (int64_t) * x->rank);
   for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
     xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
   g->big |= O * R >= ((int64_t) 1 << 31) - 1024;
@@ -3087,7 +3090,8 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
               if (y->kind == CS_PROXY_TENSOR && y->typed)
                 {
                   rr->rank = y->rank;
-                  memcpy (rr->shape, y->shape, sizeof (int64_t) * y->rank);
+                  if (y->rank > 0)   /* a rank-0 proxy's shape is NULL */
+                    memcpy (rr->shape, y->shape, sizeof (int64_t) * y->rank);
                 }
               else
                 {
