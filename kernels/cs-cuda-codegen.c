@@ -109,6 +109,23 @@ typedef struct
   int64_t     shape[CS_MAX_DIMS];  /* elements: the reduction's kept dims */
 } RowReg;
 
+/* The measurement knob @name (a CASTSCOPE_* environment variable that picks among forms of a
+ * generated kernel, for the sweeps of kernels/BENCH-RESULTS.md): its value read as a decimal
+ * integer the way atoi reads one (leading blanks and a sign taken, anything after the digits
+ * ignored, no digits: 0) when that is within [@lo, @hi]; @dflt when the variable is unset or
+ * its value is outside that range. */
+static int
+env_knob (const char *name, int lo, int hi, int dflt)
+{
+  const char *e = g_getenv (name);
+  gint64 v;
+
+  if (e == NULL)
+    return dflt;
+  v = g_ascii_strtoll (e, NULL, 10);
+  return v >= lo && v <= hi ? (int) v : dflt;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static const char *
@@ -759,13 +776,14 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
       if (c->flat)
         {
           out->flat = c->flat;
-          memcpy (out->shape, xs, sizeof (int64_t) * xr);
+          if (xr > 0)   /* a rank-0 proxy's shape is NULL */
+            memcpy (out->shape, xs, sizeof (int64_t) * xr);
         }
       return;
     }
   contig_strides (ys, yr, yst);
   contig_strides (xs, xr, xst);
-  if (c->flat && c->rank == yr && memcmp (c->shape, ys, sizeof (int64_t) * yr) == 0)
+  if (c->flat && c->rank == yr && (yr == 0 || memcmp (c->shape, ys, sizeof (int64_t) * yr) == 0))
     fv = c->flat;
   else
     {
@@ -794,7 +812,8 @@ ctx_reshape (Gen *g, const Ctx *c, const int64_t *ys, guint yr, const int64_t *x
                                               fv, xst[j], xs[j]));
     }
   out->flat = fv;
-  memcpy (out->shape, xs, sizeof (int64_t) * xr);
+  if (xr > 0)
+    memcpy (out->shape, xs, sizeof (int64_t) * xr);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1599,11 +1618,10 @@ slot_vec_ok (const CsCudaSlot *s, const Ctx *c)
 static int
 pointwise_tiles (Gen *g, int64_t N)
 {
-  const char *e = g_getenv ("CASTSCOPE_PW_TILES");
-  int u = e ? atoi (e) : N >= ((int64_t) 1 << 27) ? 4 : 1;
+  /* set to a value outside 1-8: 1 */
+  int dflt = g_getenv ("CASTSCOPE_PW_TILES") == NULL && N >= ((int64_t) 1 << 27) ? 4 : 1;
+  int u = env_knob ("CASTSCOPE_PW_TILES", 1, 8, dflt);
 
-  if (u < 1 || u > 8)
-    u = 1;
   /* no more tiles a thread than keep every SM busy with some blocks */
   while (u > 1 && (N + 2048 * u - 1) / (2048 * u) < 4 * (int64_t) MAX (g->p->n_sms, 1))
     u /= 2;
@@ -2045,10 +2063,7 @@ col_merge_rows (GString *o, RedKind k, const char *at, const char *name, const c
 static int
 col_blocks_an_sm (void)
 {
-  const char *e = g_getenv ("CASTSCOPE_COL_BPS");
-  int b = e ? atoi (e) : 3;
-
-  return b >= 1 && b <= 16 ? b : 3;
+  return env_knob ("CASTSCOPE_COL_BPS", 1, 16, 3);
 }
 
 /* The unroll of the 16-byte column form's two loops (the split's rows, the last block's
@@ -2057,10 +2072,7 @@ col_blocks_an_sm (void)
 static int
 col_unroll (void)
 {
-  const char *e = g_getenv ("CASTSCOPE_COL_UNROLL");
-  int u = e ? atoi (e) : 0;
-
-  return u >= 2 && u <= 32 ? u : 0;
+  return env_knob ("CASTSCOPE_COL_UNROLL", 2, 32, 0);
 }
 
 /* Column form with 16-byte loads: a block is 8 rows x 256 columns, a thread 8 consecutive
@@ -2111,7 +2123,8 @@ gen_col_vec (Gen *g, CsStmt *st, CsProxy *x, RedKind k, gboolean var_only, const
   decompose (g, "r", rs, nr, &rc);
   xc.rank = x->rank;
   xc.flat = "i";
-  memcpy (xc.shape, x->shape, sizeof (int64_t) * x->rank);
+  if (x->rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (xc.shape, x->shape, sizeof (int64_t) * x->rank);
   for (guint j = 0, a = 0, b = 0; j < x->rank; j++)
     xc.ix[j] = red[j] ? rc.ix[b++] : oc.ix[a++];
   g->big |= O * R >= ((int64_t) 1 << 31) - 1024;
@@ -2757,7 +2770,7 @@ row_merge (Gen *g, GString *merges, GString *reads, RedKind k, const char *at, c
 static gboolean
 row_late_weights (void)
 {
-  return g_strcmp0 (g_getenv ("CASTSCOPE_ROW_LATEW"), "1") == 0;
+  return env_knob ("CASTSCOPE_ROW_LATEW", 0, 1, 0) == 1;
 }
 
 /* The minimum blocks an SM of the warp-per-row kernels' launch bounds (what caps their
@@ -2765,10 +2778,7 @@ row_late_weights (void)
 static int
 row_min_blocks (void)
 {
-  const char *e = g_getenv ("CASTSCOPE_ROW_MINB");
-  int b = e ? atoi (e) : 4;
-
-  return b >= 1 && b <= 8 ? b : 4;
+  return env_knob ("CASTSCOPE_ROW_MINB", 1, 8, 4);
 }
 
 /* Rows a warp of the row-fused kernel: 1, or (a warp a row, G = 32, with the row tensors in
@@ -2778,9 +2788,8 @@ row_min_blocks (void)
 static int
 row_rows_a_warp (Gen *g, const RowPlan *rp, int64_t O, int64_t R, int G, gboolean probe)
 {
-  const char *e = g_getenv ("CASTSCOPE_ROW_RPW");
-  int rpw = e ? atoi (e) : 1;
-
+  /* a value above 4 asks for 4 */
+  int rpw = MIN (env_knob ("CASTSCOPE_ROW_RPW", 1, G_MAXINT, 1), 4);
   int64_t row_bytes = 0;
 
   (void) R;
@@ -2794,7 +2803,6 @@ row_rows_a_warp (Gen *g, const RowPlan *rp, int64_t O, int64_t R, int G, gboolea
       if (rv->varying)
         row_bytes += (int64_t) rp->T * 32 * (int64_t) cs_dtype_size_bytes (cs_cuda_program_slot (g->p, rv->slot)->dtype);
     }
-  rpw = MIN (rpw, 4);
   /* no fewer blocks than 2 an SM; the rows staged in at most 48 KB of shared memory a block */
   while (rpw > 1 && ((O + 8 * rpw - 1) / (8 * rpw) < 2 * (int64_t) MAX (g->p->n_sms, 1)
                      || 8 * rpw * row_bytes > 48 * 1024))
@@ -3082,7 +3090,8 @@ gen_row_fused_emit (Gen *g, const RowPlan *rp, CsProxy **outs, guint n_outs, gbo
               if (y->kind == CS_PROXY_TENSOR && y->typed)
                 {
                   rr->rank = y->rank;
-                  memcpy (rr->shape, y->shape, sizeof (int64_t) * y->rank);
+                  if (y->rank > 0)   /* a rank-0 proxy's shape is NULL */
+                    memcpy (rr->shape, y->shape, sizeof (int64_t) * y->rank);
                 }
               else
                 {

@@ -213,20 +213,47 @@ io_count (Io *io, guint n, gsize min_bytes)
       }                                                                 \
   } G_STMT_END
 
+/* The fields of one element of an io_array list, in file order: @e the element (writing: the
+ * list's own; reading: a zeroed one to fill, appended after), @i its index, @data the caller's
+ * (what its range checks need). */
+typedef void (*IoElemFunc) (Io *io, void *e, guint i, gconstpointer data);
+
+/* A GArray of elements that take at least @min_bytes each in the file: their count
+ * (io_count), then each element's fields by @elem.  Reading appends the elements to @a (an
+ * empty list) and stops after the first that sets Io.bad. */
+static void
+io_array (Io *io, GArray *a, gsize min_bytes, IoElemFunc elem, gconstpointer data)
+{
+  guint size = g_array_get_element_size (a);
+  guint n = io_count (io, a->len, min_bytes);
+  g_autofree void *e = io->reading && n > 0 ? g_malloc (size) : NULL;
+
+  for (guint i = 0; i < n && !io->bad; i++)
+    {
+      if (!io->reading)
+        {
+          elem (io, a->data + (gsize) i * size, i, data);
+          continue;
+        }
+      memset (e, 0, size);
+      elem (io, e, i, data);
+      g_array_append_vals (a, e, 1);
+    }
+}
+
+/* A guint below *@data (a guint64). */
+static void
+io_uint_below (Io *io, void *e, guint i, gconstpointer data)
+{
+  (void) i;
+  IO_BELOW (io, *(guint *) e, *(const guint64 *) data);
+}
+
 /* A guint list (GArray), each value below @limit. */
 static void
 io_uints (Io *io, GArray *a, guint64 limit)
 {
-  guint n = io_count (io, a->len, 4);
-
-  for (guint i = 0; i < n && !io->bad; i++)
-    {
-      guint v = io->reading ? 0 : g_array_index (a, guint, i);
-
-      IO_BELOW (io, v, limit);
-      if (io->reading)
-        g_array_append_val (a, v);
-    }
+  io_array (io, a, 4, io_uint_below, &limit);
 }
 
 /* ---- hashing: MurmurHash3 x64_128 (Austin Appleby, public domain), seed 0 ---- */
@@ -422,9 +449,14 @@ io_identity (Io *io, guint64 *version, char **device, guint32 *cc_major, guint32
   io_u32 (io, cc_minor);
 }
 
+/* A buffer of p->buffers, inside the arena of @data (the CsCudaProgram). */
 static void
-io_buffer (Io *io, CsCudaBuffer *b, gsize arena_bytes)
+io_buffer (Io *io, void *e, guint i, gconstpointer data)
 {
+  CsCudaBuffer *b = e;
+  gsize arena_bytes = ((const CsCudaProgram *) data)->arena_bytes;
+
+  (void) i;
   IO_U64 (io, b->size_bytes);
   IO_I32 (io, b->first);
   IO_I32 (io, b->last);
@@ -436,11 +468,16 @@ io_buffer (Io *io, CsCudaBuffer *b, gsize arena_bytes)
     io->bad = TRUE;
 }
 
+/* A slot of p->slots, a view inside a buffer of @data (the CsCudaProgram, its buffers read). */
 static void
-io_slot (Io *io, CsCudaSlot *s, const GArray *buffers)
+io_slot (Io *io, void *e, guint i, gconstpointer data)
 {
+  CsCudaSlot *s = e;
+  const GArray *buffers = ((const CsCudaProgram *) data)->buffers;
   gsize numel = 1, last = 0;
   const CsCudaBuffer *b;
+
+  (void) i;
 
   IO_DTYPE (io, s->dtype);
   IO_BELOW (io, s->rank, CS_MAX_DIMS + 1);
@@ -518,6 +555,14 @@ io_sdpa (Io *io, CsCudnnSdpa *d, guint nslots)
       IO_I64 (io, st[i][j]);
 }
 
+/* A kernel argument of a step, its slot below *@data (a guint64). */
+static void
+io_karg (Io *io, void *e, guint i, gconstpointer data)
+{
+  (void) i;
+  IO_BELOW (io, ((CsCudaKArg *) e)->slot, *(const guint64 *) data);
+}
+
 /* One step.  Reading: @s is a fresh step (its lists made, in its list already), @index its
  * place in that list, @n_kernels the unique kernels read.  A cuDNN step reads into a
  * placeholder: its problem kept in arg_vals until restore_cudnn_steps makes the real step (its
@@ -526,7 +571,7 @@ static void
 io_step (Io *io, CsCudaStep *s, guint nslots, guint index, guint n_kernels)
 {
   char *kind_name = (char *) s->kind_name;
-  guint n;
+  guint64 slot_limit = nslots;
 
   IO_BELOW (io, s->kind, CS_CUDA_STEP_CUDNN + 1);
   io_str (io, &s->label);
@@ -549,15 +594,7 @@ io_step (Io *io, CsCudaStep *s, guint nslots, guint index, guint n_kernels)
     io->bad = TRUE;
   IO_BOOL (io, s->mergeable);
   IO_U64 (io, s->shared_bytes);
-  n = io_count (io, s->args->len, 4);
-  for (guint i = 0; i < n && !io->bad; i++)
-    {
-      CsCudaKArg a = { io->reading ? 0 : g_array_index (s->args, CsCudaKArg, i).slot };
-
-      IO_BELOW (io, a.slot, nslots);
-      if (io->reading)
-        g_array_append_val (s->args, a);
-    }
+  io_array (io, s->args, 4, io_karg, &slot_limit);
   for (guint i = 0; i < 3; i++)
     IO_U32 (io, s->grid[i]);
   for (guint i = 0; i < 3; i++)
@@ -592,42 +629,46 @@ io_step (Io *io, CsCudaStep *s, guint nslots, guint index, guint n_kernels)
     }
 }
 
+/* io_info's data: the program and the slot list parallel to the infos. */
+typedef struct
+{
+  CsCudaProgram *p;      /* names interned in p->names, slots below p->slots->len */
+  GArray        *slots;  /* guint: the slot of each info (reading appends to it) */
+} IoInfos;
+
+/* An input or output of the program and its slot (@data an IoInfos). */
+static void
+io_info (Io *io, void *e, guint i, gconstpointer data)
+{
+  const IoInfos *x = data;
+  CsCudaTensorInfo *t = e;
+  guint slot = io->reading ? 0 : g_array_index (x->slots, guint, i);
+  char *name = (char *) t->name;
+
+  io_str (io, &name);
+  if (io->reading)
+    {
+      t->name = name ? g_string_chunk_insert (x->p->names, name) : NULL;
+      g_free (name);
+    }
+  IO_DTYPE (io, t->dtype);
+  IO_BELOW (io, t->rank, CS_MAX_DIMS + 1);
+  for (guint j = 0; j < t->rank; j++)
+    IO_I64 (io, t->shape[j]);
+  IO_BOOL (io, t->backward);
+  IO_I32 (io, t->grad_of);
+  IO_BELOW (io, slot, x->p->slots->len);
+  if (io->reading)
+    g_array_append_val (x->slots, slot);
+}
+
+/* The inputs or outputs (@infos) and their slots (@slots, parallel). */
 static void
 io_infos (Io *io, CsCudaProgram *p, GArray *infos, GArray *slots)
 {
-  guint n = io_count (io, infos->len, 16);
+  IoInfos x = { p, slots };
 
-  for (guint i = 0; i < n && !io->bad; i++)
-    {
-      CsCudaTensorInfo t = { 0 };
-      guint slot = 0;
-      char *name;
-
-      if (!io->reading)
-        {
-          t = g_array_index (infos, CsCudaTensorInfo, i);
-          slot = g_array_index (slots, guint, i);
-        }
-      name = (char *) t.name;
-      io_str (io, &name);
-      if (io->reading)
-        {
-          t.name = name ? g_string_chunk_insert (p->names, name) : NULL;
-          g_free (name);
-        }
-      IO_DTYPE (io, t.dtype);
-      IO_BELOW (io, t.rank, CS_MAX_DIMS + 1);
-      for (guint j = 0; j < t.rank; j++)
-        IO_I64 (io, t.shape[j]);
-      IO_BOOL (io, t.backward);
-      IO_I32 (io, t.grad_of);
-      IO_BELOW (io, slot, p->slots->len);
-      if (io->reading)
-        {
-          g_array_append_val (infos, t);
-          g_array_append_val (slots, slot);
-        }
-    }
+  io_array (io, infos, 16, io_info, &x);
 }
 
 G_STATIC_ASSERT (sizeof (cublasLtMatmulAlgo_t) % 8 == 0);
@@ -757,28 +798,8 @@ io_payload (Io *io, CsCudaProgram *p)
   IO_U32 (io, p->critical_path);
   io_str (io, &p->cudnn_consulted);
 
-  n = io_count (io, p->buffers->len, 32);
-  for (guint i = 0; i < n && !io->bad; i++)
-    {
-      CsCudaBuffer b = { 0 };
-
-      if (!io->reading)
-        b = g_array_index (p->buffers, CsCudaBuffer, i);
-      io_buffer (io, &b, p->arena_bytes);
-      if (io->reading)
-        g_array_append_val (p->buffers, b);
-    }
-  n = io_count (io, p->slots->len, 20);
-  for (guint i = 0; i < n && !io->bad; i++)
-    {
-      CsCudaSlot s = { 0 };
-
-      if (!io->reading)
-        s = g_array_index (p->slots, CsCudaSlot, i);
-      io_slot (io, &s, p->buffers);
-      if (io->reading)
-        g_array_append_val (p->slots, s);
-    }
+  io_array (io, p->buffers, 32, io_buffer, p);
+  io_array (io, p->slots, 20, io_slot, p);
   n = io_count (io, p->kernels->len, 8);
   for (guint i = 0; i < n && !io->bad; i++)
     {

@@ -1475,7 +1475,8 @@ placed_slot (CsCudaProgram *p, const CsProxy *z, const CsCudaCatPlace *pl)
     return -1;
   s.dtype = z->dtype;
   s.rank = z->rank;
-  memcpy (s.shape, z->shape, sizeof (int64_t) * z->rank);
+  if (z->rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (s.shape, z->shape, sizeof (int64_t) * z->rank);
   for (guint k = 0; k < z->rank; k++)
     s.strides[pl->perm[k]] = ys[k];
   s.offset = c.offset + pl->off * c.strides[pl->dim];
@@ -1502,7 +1503,8 @@ cs_cuda_program_new_output_slot (CsCudaProgram *p, const CsProxy *y)
   contiguous_strides (pshape, y->rank, pst);
   s.dtype = y->dtype;
   s.rank = y->rank;
-  memcpy (s.shape, y->shape, sizeof (int64_t) * y->rank);
+  if (y->rank > 0)   /* a rank-0 proxy's shape is NULL */
+    memcpy (s.shape, y->shape, sizeof (int64_t) * y->rank);
   for (guint k = 0; k < y->rank; k++)
     s.strides[perm[k]] = pst[k];
   s.buffer = cs_cuda_program_new_buffer (p, (gsize) MAX (cs_shape_numel (y->shape, y->rank), 1)

@@ -52,6 +52,69 @@ descs (int64_t m, int64_t n, int64_t k, cublasLtMatmulDesc_t *op, cublasLtMatrix
   cublasLtMatrixLayoutCreate (ld, CUDA_R_16BF, m, n, m);
 }
 
+/* The 4096^3 bf16 GEMM both orders time, and what running it takes. */
+typedef struct
+{
+  int64_t                    n;         /* m = n = k */
+  cublasLtHandle_t           lt;        /* the first handle */
+  cublasLtMatmulDesc_t       op;        /* descs (n, n, n) */
+  cublasLtMatrixLayout_t     la, lb, ld;
+  cublasLtMatmulPreference_t pref;      /* a workspace of ws_bytes at the most */
+  uint64_t                   ws_bytes;  /* 32 MiB */
+  void                      *a, *b, *d, *ws;  /* device buffers: A, B (zeroed), D, the workspace */
+} Gemm;
+
+/* The calls both orders begin with, each timed by mark: the device count, the primary
+ * context, cublasLtCreate, then the descriptors and the preference of @g's GEMM (one mark).
+ * FALSE when there is no device (then nothing after the count is made). */
+static gboolean
+gemm_start (Gemm *g)
+{
+  int count = 0;
+
+  g->n = 4096;
+  g->ws_bytes = 32u << 20;
+  mark ("cudaGetDeviceCount", cudaGetDeviceCount (&count) != cudaSuccess || count < 1);
+  if (count < 1)
+    return FALSE;
+  mark ("cudaFree(0) (primary context)", cudaFree (NULL));
+  mark ("cublasLtCreate", cublasLtCreate (&g->lt));
+  descs (g->n, g->n, g->n, &g->op, &g->la, &g->lb, &g->ld);
+  cublasLtMatmulPreferenceCreate (&g->pref);
+  cublasLtMatmulPreferenceSetAttribute (g->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes,
+                                        sizeof g->ws_bytes);
+  mark ("descriptors (4096^3 bf16)", 0);
+  return TRUE;
+}
+
+/* @g's device buffers (cudaMalloc, A and B zeroed), timed as one mark. */
+static void
+gemm_buffers (Gemm *g)
+{
+  size_t bytes = (size_t) g->n * (size_t) g->n * 2;
+
+  cudaMalloc (&g->a, bytes);
+  cudaMalloc (&g->b, bytes);
+  cudaMalloc (&g->d, bytes);
+  cudaMalloc (&g->ws, g->ws_bytes);
+  cudaMemset (g->a, 0, bytes);
+  cudaMemset (g->b, 0, bytes);
+  cudaDeviceSynchronize ();
+  mark ("buffers (cudaMalloc, cudaMemset)", 0);
+}
+
+/* One cublasLtMatmul of @g with @algo on the default stream, then a device synchronisation;
+ * non-zero when either fails. */
+static int
+gemm_run (const Gemm *g, const cublasLtMatmulAlgo_t *algo)
+{
+  float alpha = 1.0f, beta = 0.0f;
+
+  return cublasLtMatmul (g->lt, g->op, &alpha, g->a, g->la, g->b, g->lb, &beta, g->d, g->ld, g->d, g->ld, algo,
+                         g->ws, g->ws_bytes, 0)
+         || cudaDeviceSynchronize ();
+}
+
 /* The warm-build order: see the file's comment.  @algo: read from the file. */
 static cublasLtMatmulHeuristicResult_t conc_heur[8];
 static cublasLtHandle_t conc_lt;
@@ -78,16 +141,9 @@ typedef int (*GetNameFunc) (char *name, int len, int dev);
 static int
 restored (const cublasLtMatmulAlgo_t *algo, gboolean concurrent)
 {
-  int count = 0, found = 0;
-  cublasLtHandle_t lt = NULL;
-  cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t la, lb, ld;
-  cublasLtMatmulPreference_t pref;
+  int found = 0;
+  Gemm g = { 0 };
   cublasLtMatmulHeuristicResult_t heur[8], check;
-  uint64_t ws_bytes = 32u << 20;
-  void *a = NULL, *b = NULL, *d = NULL, *ws = NULL;
-  const int64_t n = 4096;
-  float alpha = 1.0f, beta = 0.0f;
   gint64 t0 = g_get_monotonic_time ();
   GetNameFunc get_name = NULL;
   enum cudaDriverEntryPointQueryResult q;
@@ -98,20 +154,13 @@ restored (const cublasLtMatmulAlgo_t *algo, gboolean concurrent)
   GThread *th = NULL;
 
   t_last = t0;
-  mark ("cudaGetDeviceCount", cudaGetDeviceCount (&count) != cudaSuccess || count < 1);
-  if (count < 1)
+  if (!gemm_start (&g))
     return 77;
-  mark ("cudaFree(0) (primary context)", cudaFree (NULL));
-  mark ("cublasLtCreate", cublasLtCreate (&lt));
-  descs (n, n, n, &op, &la, &lb, &ld);
-  cublasLtMatmulPreferenceCreate (&pref);
-  cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
-  mark ("descriptors (4096^3 bf16)", 0);
   if (concurrent)
     {
-      conc_lt = lt;
-      descs (n, n, n, &conc_op, &conc_la, &conc_lb, &conc_ld);
-      conc_pref = pref;
+      conc_lt = g.lt;
+      descs (g.n, g.n, g.n, &conc_op, &conc_la, &conc_lb, &conc_ld);
+      conc_pref = g.pref;
       th = g_thread_new ("query", concurrent_query, NULL);
       mark ("[main] second thread begun", 0);
     }
@@ -121,28 +170,17 @@ restored (const cublasLtMatmulAlgo_t *algo, gboolean concurrent)
   mark ("cudaGetDeviceProperties", cudaGetDeviceProperties (&prop, 0));
   mark ("read algorithm: its CUBLASLT_ALGO_CONFIG_ID",
         cublasLtMatmulAlgoConfigGetAttribute (algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got));
-  cudaMalloc (&a, (size_t) n * n * 2);
-  cudaMalloc (&b, (size_t) n * n * 2);
-  cudaMalloc (&d, (size_t) n * n * 2);
-  cudaMalloc (&ws, ws_bytes);
-  cudaMemset (a, 0, (size_t) n * n * 2);
-  cudaMemset (b, 0, (size_t) n * n * 2);
-  cudaDeviceSynchronize ();
-  mark ("buffers (cudaMalloc, cudaMemset)", 0);
-  mark ("first cublasLtMatmul + sync (read algorithm)",
-        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, algo, ws, ws_bytes, 0)
-        || cudaDeviceSynchronize ());
-  mark ("second cublasLtMatmul + sync",
-        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, algo, ws, ws_bytes, 0)
-        || cudaDeviceSynchronize ());
+  gemm_buffers (&g);
+  mark ("first cublasLtMatmul + sync (read algorithm)", gemm_run (&g, algo));
+  mark ("second cublasLtMatmul + sync", gemm_run (&g, algo));
   if (th != NULL)
     {
       g_thread_join (th);
       mark ("[main] joined the second thread", 0);
     }
   mark ("heuristic query after the matmuls",
-        cublasLtMatmulAlgoGetHeuristic (lt, op, la, lb, ld, ld, pref, 8, heur, &found) || found < 1);
-  mark ("first cublasLtMatmulAlgoCheck", cublasLtMatmulAlgoCheck (lt, op, la, lb, ld, ld, algo, &check));
+        cublasLtMatmulAlgoGetHeuristic (g.lt, g.op, g.la, g.lb, g.ld, g.ld, g.pref, 8, heur, &found) || found < 1);
+  mark ("first cublasLtMatmulAlgoCheck", cublasLtMatmulAlgoCheck (g.lt, g.op, g.la, g.lb, g.ld, g.ld, algo, &check));
   printf ("%-40s %9.2f ms\n", "total", (double) (g_get_monotonic_time () - t0) / 1000.0);
   printf ("device %s, algorithm id %d, same as the new query's first: %s\n", name, id,
           found > 0 && memcmp (&heur[0].algo, algo, sizeof *algo) == 0 ? "yes" : "no");
@@ -156,16 +194,12 @@ main (int argc, char **argv)
   gboolean concurrent = FALSE;
   g_autofree char *saved = NULL;
   gsize saved_len = 0;
-  int count = 0, found = 0, found2 = 0;
-  cublasLtHandle_t lt = NULL, lt2 = NULL;
-  cublasLtMatmulDesc_t op, op2;
-  cublasLtMatrixLayout_t la, lb, ld, la2, lb2, ld2;
-  cublasLtMatmulPreference_t pref;
+  int found = 0, found2 = 0;
+  Gemm g = { 0 };
+  cublasLtHandle_t lt2 = NULL;
+  cublasLtMatmulDesc_t op2;
+  cublasLtMatrixLayout_t la2, lb2, ld2;
   cublasLtMatmulHeuristicResult_t heur[8], heur2[8], check;
-  uint64_t ws_bytes = 32u << 20;
-  void *a = NULL, *b = NULL, *d = NULL, *ws = NULL;
-  const int64_t n = 4096;
-  float alpha = 1.0f, beta = 0.0f;
   gint64 t0 = g_get_monotonic_time ();
 
   for (int i = 1; i < argc; i++)
@@ -186,39 +220,23 @@ main (int argc, char **argv)
       return restored (&algo, concurrent);
     }
   t_last = t0;
-  mark ("cudaGetDeviceCount", cudaGetDeviceCount (&count) != cudaSuccess || count < 1);
-  if (count < 1)
+  if (!gemm_start (&g))
     return 77;
-  mark ("cudaFree(0) (primary context)", cudaFree (NULL));
-  mark ("cublasLtCreate", cublasLtCreate (&lt));
-  descs (n, n, n, &op, &la, &lb, &ld);
-  cublasLtMatmulPreferenceCreate (&pref);
-  cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
-  mark ("descriptors (4096^3 bf16)", 0);
   mark ("first heuristic query (top 8)",
-        cublasLtMatmulAlgoGetHeuristic (lt, op, la, lb, ld, ld, pref, 8, heur, &found) || found < 1);
-  descs (n, 1024, 11008, &op2, &la2, &lb2, &ld2);
+        cublasLtMatmulAlgoGetHeuristic (g.lt, g.op, g.la, g.lb, g.ld, g.ld, g.pref, 8, heur, &found) || found < 1);
+  descs (g.n, 1024, 11008, &op2, &la2, &lb2, &ld2);
   mark ("second heuristic query (another shape)",
-        cublasLtMatmulAlgoGetHeuristic (lt, op2, la2, lb2, ld2, ld2, pref, 8, heur2, &found2) || found2 < 1);
-  mark ("first cublasLtMatmulAlgoCheck", cublasLtMatmulAlgoCheck (lt, op, la, lb, ld, ld, &heur[0].algo, &check));
-  mark ("second cublasLtMatmulAlgoCheck", cublasLtMatmulAlgoCheck (lt, op2, la2, lb2, ld2, ld2, &heur2[0].algo, &check));
+        cublasLtMatmulAlgoGetHeuristic (g.lt, op2, la2, lb2, ld2, ld2, g.pref, 8, heur2, &found2) || found2 < 1);
+  mark ("first cublasLtMatmulAlgoCheck",
+        cublasLtMatmulAlgoCheck (g.lt, g.op, g.la, g.lb, g.ld, g.ld, &heur[0].algo, &check));
+  mark ("second cublasLtMatmulAlgoCheck",
+        cublasLtMatmulAlgoCheck (g.lt, op2, la2, lb2, ld2, ld2, &heur2[0].algo, &check));
   mark ("second handle: cublasLtCreate", cublasLtCreate (&lt2));
   mark ("second handle: first heuristic query",
-        cublasLtMatmulAlgoGetHeuristic (lt2, op, la, lb, ld, ld, pref, 8, heur, &found) || found < 1);
-  cudaMalloc (&a, (size_t) n * n * 2);
-  cudaMalloc (&b, (size_t) n * n * 2);
-  cudaMalloc (&d, (size_t) n * n * 2);
-  cudaMalloc (&ws, ws_bytes);
-  cudaMemset (a, 0, (size_t) n * n * 2);
-  cudaMemset (b, 0, (size_t) n * n * 2);
-  cudaDeviceSynchronize ();
-  mark ("buffers (cudaMalloc, cudaMemset)", 0);
-  mark ("first cublasLtMatmul + sync",
-        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur[0].algo, ws, ws_bytes, 0)
-        || cudaDeviceSynchronize ());
-  mark ("second cublasLtMatmul + sync",
-        cublasLtMatmul (lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur[0].algo, ws, ws_bytes, 0)
-        || cudaDeviceSynchronize ());
+        cublasLtMatmulAlgoGetHeuristic (lt2, g.op, g.la, g.lb, g.ld, g.ld, g.pref, 8, heur, &found) || found < 1);
+  gemm_buffers (&g);
+  mark ("first cublasLtMatmul + sync", gemm_run (&g, &heur[0].algo));
+  mark ("second cublasLtMatmul + sync", gemm_run (&g, &heur[0].algo));
   printf ("%-40s %9.2f ms\n", "total", (double) (g_get_monotonic_time () - t0) / 1000.0);
   if (algo_file != NULL && !g_file_set_contents (algo_file, (const char *) &heur[0].algo, sizeof heur[0].algo, NULL))
     {

@@ -240,15 +240,51 @@ assert_refused (Step *s, const char *path, const guint8 *bytes, gsize len, const
 
 static gsize gemm_part_at (const guint8 *d, gsize n);
 
+/* A test's step and the plan file its first build wrote. */
+typedef struct
+{
+  Step           s;     /* the trace's step */
+  char          *dir;   /* the cache directory (CASTSCOPE_CACHE_DIR), made empty */
+  char          *file;  /* the plan file the first build wrote in it */
+  CsCudaProgram *gen;   /* that build's program (generated, not read) */
+} Planned;
+
+/* Loads the trace @path into @c->s and builds it once into a new, empty cache directory; FALSE
+ * (nothing made) when the trace cannot be read. */
+static gboolean
+planned_begin (Planned *c, const char *path)
+{
+  memset (c, 0, sizeof *c);
+  if (!step_load (&c->s, path))
+    return FALSE;
+  c->dir = g_dir_make_tmp ("cs-plan-XXXXXX", NULL);
+  g_assert_nonnull (c->dir);
+  g_setenv ("CASTSCOPE_CACHE_DIR", c->dir, TRUE);
+  c->gen = build (&c->s);
+  g_assert_false (c->gen->plan_cached);
+  c->file = plan_file (c->dir);
+  return TRUE;
+}
+
+/* Frees what planned_begin made and removes its cache directory. */
+static void
+planned_end (Planned *c)
+{
+  cs_cuda_program_free (c->gen);
+  step_clear (&c->s);
+  g_unsetenv ("CASTSCOPE_CACHE_DIR");
+  trace_step_rm_dir (c->dir);
+  g_free (c->dir);
+  g_free (c->file);
+}
+
 static void
 test_round_trip (gconstpointer data)
 {
   const char *name = data;
   g_autofree char *path = NULL;
-  g_autofree char *dir = g_dir_make_tmp ("cs-plan-XXXXXX", NULL);
-  g_autofree char *file = NULL;
   g_autofree char *orig = NULL;
-  Step s = { 0 };
+  Planned c;
   CsCudaProgram *gen, *got;
   g_autoptr(GBytes) b1 = NULL;
   g_autoptr(GBytes) b2 = NULL;
@@ -262,26 +298,20 @@ test_round_trip (gconstpointer data)
       if (sh == NULL)
         {
           g_test_skip ("CS_SHARED_TRACES is not set: the shared traces are not present");
-          trace_step_rm_dir (dir);
           return;
         }
       path = g_build_filename (sh, name + strlen ("shared:"), NULL);
     }
   else
     path = g_test_build_filename (G_TEST_DIST, name, NULL);
-  if (!step_load (&s, path))
+  if (!planned_begin (&c, path))
     {
       g_test_skip (g_str_has_prefix (name, "shared:") ? "the shared traces (CS_SHARED_TRACES) are not present"
                                                       : "trace not found");
-      trace_step_rm_dir (dir);
       return;
     }
-  g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
-
-  gen = build (&s);
-  g_assert_false (gen->plan_cached);
-  file = plan_file (dir);
-  got = build (&s);
+  gen = c.gen;
+  got = build (&c.s);
   g_assert_true (got->plan_cached);
   assert_programs_equal (gen, got);
   /* deterministic: the generated and the read program serialise to the file's bytes */
@@ -290,7 +320,7 @@ test_round_trip (gconstpointer data)
   g_assert_true (g_bytes_equal (b1, b2));
   cs_cuda_program_free (got);
 
-  g_assert_true (g_file_get_contents (file, &orig, &len, NULL));
+  g_assert_true (g_file_get_contents (c.file, &orig, &len, NULL));
   g_assert_cmpuint (len, >, HEADER + 64);
   {
     g_autofree guint8 *bad = g_memdup2 (orig, len);
@@ -301,31 +331,28 @@ test_round_trip (gconstpointer data)
       {
         memcpy (bad, orig, len);
         bad[at[i]] ^= 0x5a;
-        assert_refused (&s, file, bad, len, gen);
+        assert_refused (&c.s, c.file, bad, len, gen);
       }
     /* truncated, and a header alone */
-    assert_refused (&s, file, (const guint8 *) orig, len - 7, gen);
-    assert_refused (&s, file, (const guint8 *) orig, 12, gen);
+    assert_refused (&c.s, c.file, (const guint8 *) orig, len - 7, gen);
+    assert_refused (&c.s, c.file, (const guint8 *) orig, 12, gen);
     /* a consistent file whose payload says another device (132 -> 131 SMs) */
     memcpy (bad, orig, len);
     bad[HEADER] ^= 1;
     fix_digest (bad, len);
-    assert_refused (&s, file, bad, len, gen);
+    assert_refused (&c.s, c.file, bad, len, gen);
     /* a consistent file whose last output names a slot that does not exist (the last field
        before the GEMM part and its identity) */
     memcpy (bad, orig, len);
     memset (bad + gemm_part_at (bad, len) - (8 + 4 + 3 + 8) - 4, 0xff, 4);
     fix_digest (bad, len);
-    assert_refused (&s, file, bad, len, gen);
+    assert_refused (&c.s, c.file, bad, len, gen);
   }
   /* another key: the bytes of a plan made for "k" */
   b3 = cs_cuda_plan_serialize (gen, "0000");
-  assert_refused (&s, file, g_bytes_get_data (b3, NULL), g_bytes_get_size (b3), gen);
+  assert_refused (&c.s, c.file, g_bytes_get_data (b3, NULL), g_bytes_get_size (b3), gen);
 
-  cs_cuda_program_free (gen);
-  step_clear (&s);
-  g_unsetenv ("CASTSCOPE_CACHE_DIR");
-  trace_step_rm_dir (dir);
+  planned_end (&c);
 }
 
 static char *file_key (const char *file);
@@ -338,30 +365,24 @@ static void
 test_damaged_payloads (void)
 {
   g_autofree char *path = g_test_build_filename (G_TEST_DIST, "..", "data", "mlp_gelu.txt", NULL);
-  g_autofree char *dir = g_dir_make_tmp ("cs-plan-XXXXXX", NULL);
-  g_autofree char *file = NULL;
   g_autofree char *orig = NULL;
   g_autofree guint8 *bad = NULL;
-  Step s = { 0 };
-  CsCudaProgram *gen;
+  Planned c;
   gsize len = 0;
   guint refused = 0, n = 0;
   GRand *rand = g_rand_new_with_seed (20);
 
-  g_assert_true (step_load (&s, path));
-  g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
-  gen = build (&s);
-  file = plan_file (dir);
+  g_assert_true (planned_begin (&c, path));
   {
     /* with the parts a device build adds, so that the damage reaches them too */
-    g_autofree char *key = file_key (file);
+    g_autofree char *key = file_key (c.file);
     g_autoptr(GBytes) b = NULL;
 
-    give_device_parts (gen);
-    b = cs_cuda_plan_serialize (gen, key);
-    g_assert_true (g_file_set_contents (file, g_bytes_get_data (b, NULL), (gssize) g_bytes_get_size (b), NULL));
+    give_device_parts (c.gen);
+    b = cs_cuda_plan_serialize (c.gen, key);
+    g_assert_true (g_file_set_contents (c.file, g_bytes_get_data (b, NULL), (gssize) g_bytes_get_size (b), NULL));
   }
-  g_assert_true (g_file_get_contents (file, &orig, &len, NULL));
+  g_assert_true (g_file_get_contents (c.file, &orig, &len, NULL));
   bad = g_memdup2 (orig, len);
   for (gsize at = HEADER; at < len; at += 1 + g_rand_int_range (rand, 0, 23), n++)
     {
@@ -370,8 +391,8 @@ test_damaged_payloads (void)
       memcpy (bad, orig, len);
       bad[at] ^= (guint8) g_rand_int_range (rand, 1, 256);
       fix_digest (bad, len);
-      g_assert_true (g_file_set_contents (file, (const char *) bad, (gssize) len, NULL));
-      p = build (&s);
+      g_assert_true (g_file_set_contents (c.file, (const char *) bad, (gssize) len, NULL));
+      p = build (&c.s);
       refused += !p->plan_cached;
       cs_cuda_program_free (p);
     }
@@ -379,10 +400,7 @@ test_damaged_payloads (void)
   g_assert_cmpuint (n, >, 50);
   g_assert_cmpuint (refused, >, n / 10);   /* labels, kernel text, floats: read as written */
   g_rand_free (rand);
-  cs_cuda_program_free (gen);
-  step_clear (&s);
-  g_unsetenv ("CASTSCOPE_CACHE_DIR");
-  trace_step_rm_dir (dir);
+  planned_end (&c);
 }
 
 /* The key of the plan file @file (plan-<key>.bin). */
@@ -508,21 +526,17 @@ static void
 test_device_parts (void)
 {
   g_autofree char *path = g_test_build_filename (G_TEST_DIST, "..", "data", "mlp_gelu.txt", NULL);
-  g_autofree char *dir = g_dir_make_tmp ("cs-plan-XXXXXX", NULL);
-  g_autofree char *file = NULL;
   g_autofree char *key = NULL;
-  Step s = { 0 };
+  Planned c;
   CsCudaProgram *gen, *got;
   guint n_gemm;
 
-  g_assert_true (step_load (&s, path));
-  g_setenv ("CASTSCOPE_CACHE_DIR", dir, TRUE);
-  gen = build (&s);
-  file = plan_file (dir);
-  key = file_key (file);
+  g_assert_true (planned_begin (&c, path));
+  gen = c.gen;
+  key = file_key (c.file);
 
   /* a dry build's own file: no algorithm, no cuDNN plan */
-  got = build (&s);
+  got = build (&c.s);
   g_assert_true (got->plan_cached);
   g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
   g_assert_cmpuint (got->cudnn_saved->len, ==, 0);
@@ -532,7 +546,7 @@ test_device_parts (void)
   /* with a device build's parts: read back as written, and written again to the same bytes */
   n_gemm = give_device_parts (gen);
   g_assert_cmpuint (n_gemm, >, 0);
-  got = build_from (&s, gen, key, file);
+  got = build_from (&c.s, gen, key, c.file);
   g_assert_cmpuint (got->n_gemm_algos_cached, ==, n_gemm);
   g_assert_false (got->plan_stale);
   assert_algos (got, TRUE);
@@ -548,7 +562,7 @@ test_device_parts (void)
 
   /* another cuBLASLt: the algorithms are dropped, the cuDNN plans kept */
   gen->lt_version++;
-  got = build_from (&s, gen, key, file);
+  got = build_from (&c.s, gen, key, c.file);
   gen->lt_version--;
   g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
   g_assert_true (got->plan_stale);
@@ -559,7 +573,7 @@ test_device_parts (void)
 
   /* another cuDNN: its plans are dropped, the algorithms kept */
   gen->cudnn_version = 91900;
-  got = build_from (&s, gen, key, file);
+  got = build_from (&c.s, gen, key, c.file);
   gen->cudnn_version = 0;
   g_assert_cmpuint (got->n_gemm_algos_cached, ==, n_gemm);
   g_assert_true (got->plan_stale);
@@ -569,7 +583,7 @@ test_device_parts (void)
   /* another device (same compute capability and SM count): both dropped */
   g_free (gen->device_name);
   gen->device_name = g_strdup ("NVIDIA H100");
-  got = build_from (&s, gen, key, file);
+  got = build_from (&c.s, gen, key, c.file);
   g_free (gen->device_name);
   gen->device_name = g_strdup ("dry");
   g_assert_cmpuint (got->n_gemm_algos_cached, ==, 0);
@@ -591,12 +605,12 @@ test_device_parts (void)
     g_assert_cmpuint (bad[at + 4], ==, 1);
     bad[at + 4] = 2;
     fix_digest (bad, len);
-    assert_refused (&s, file, bad, len, gen);
+    assert_refused (&c.s, c.file, bad, len, gen);
     /* one GEMM more than the steps have */
     memcpy (bad, g_bytes_get_data (good, NULL), len);
     bad[at] += 1;
     fix_digest (bad, len);
-    assert_refused (&s, file, bad, len, gen);
+    assert_refused (&c.s, c.file, bad, len, gen);
     /* the payload cut inside the last cuDNN plan's JSON (the length field and checksum made to
        agree) */
     for (gsize cut = 1; cut <= 9; cut += 8)
@@ -607,17 +621,14 @@ test_device_parts (void)
         for (guint i = 0; i < 8; i++)
           bad[HEADER - 24 + i] = (guint8) (plen >> (8 * i));
         fix_digest (bad, len - cut);
-        assert_refused (&s, file, bad, len - cut, gen);
+        assert_refused (&c.s, c.file, bad, len - cut, gen);
       }
     /* a wrong digest over the new parts alone */
     memcpy (bad, g_bytes_get_data (good, NULL), len);
     bad[at + 9] ^= 0x10;
-    assert_refused (&s, file, bad, len, gen);
+    assert_refused (&c.s, c.file, bad, len, gen);
   }
-  cs_cuda_program_free (gen);
-  step_clear (&s);
-  g_unsetenv ("CASTSCOPE_CACHE_DIR");
-  trace_step_rm_dir (dir);
+  planned_end (&c);
 }
 
 int
