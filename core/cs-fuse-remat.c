@@ -181,7 +181,6 @@ typedef struct
   PtrVec *outs;       /* CsProxy *: current outputs (bsym.output) */
   PtrVec *subs;       /* CsStmt *: current subsymbols */
   PtrVec *cuts;       /* CsProxy *: computed_cuts_for_producers, when it is a producer */
-  GHashTable *cut_set;   /* the proxies of cuts (a set); NULL while cuts is empty */
   PtrVec *absorbed;   /* RReg *: producers whose statements it now recomputes */
   gboolean   modified;   /* inputs or outputs differ from orig's: Thunder's BoundSymbol
                             equality (sym, args, output) no longer holds, so static consumer
@@ -192,10 +191,14 @@ typedef struct
   CsProxyVec rw;         /* each subsymbol's reads, then its writes, concatenated */
   guint     *rw_at;      /* 2 * subs->len + 1 offsets into rw: subsymbol i reads
                             rw[rw_at[2i] .. rw_at[2i+1]) and writes rw[.. rw_at[2i+2]) */
+  guint8    *kind;       /* subs->len entries: each subsymbol's CsStmtKind (with rw) */
   gboolean   rws_ok;     /* rws holds the slots of rw (rreg_rw_slots()) */
   IdSlot   **rws;        /* rw.len entries: the slot of each proxy of rw (slot_of()), so the
                             marks of a subsymbol's reads and writes need no proxy's id */
   guint      rws_cap;    /* entries allocated in rws */
+  gboolean   must_ok;    /* must holds must_output() of the current subs */
+  guint8    *must;       /* subs->len entries: must_output() of each subsymbol */
+  guint      must_cap;   /* entries allocated in must */
 } RReg;
 
 /* Derives each subsymbol's reads and writes of @g once (after a change of its subsymbols:
@@ -211,8 +214,10 @@ rreg_rw (RReg *g)
     _cs_proxy_vec_grow (&g->rw);
   g->rw.len = 0;
   g->rw_at = g_renew (guint, g->rw_at, 2 * n + 1);
+  g->kind = g_renew (guint8, g->kind, MAX (n, 1));
   for (guint i = 0; i < n; i++)
     {
+      g->kind[i] = ((const CsStmt *) g->subs->pdata[i])->kind;
       g->rw_at[2 * i] = g->rw.len;
       _cs_stmt_reads_vec (g->subs->pdata[i], &g->rw);
       g->rw_at[2 * i + 1] = g->rw.len;
@@ -221,6 +226,26 @@ rreg_rw (RReg *g)
   g->rw_at[2 * n] = g->rw.len;
   g->rw_ok = TRUE;
   g->rws_ok = FALSE;
+  g->must_ok = FALSE;
+}
+
+/* must_output() of each subsymbol of @g, derived once per change of its subsymbols. */
+static const guint8 *
+rreg_must (RReg *g)
+{
+  guint n = g->subs->len;
+
+  if (g->must_ok)
+    return g->must;
+  if (n > g->must_cap)
+    {
+      g->must_cap = MAX (n, 2 * g->must_cap);
+      g->must = g_renew (guint8, g->must, g->must_cap);
+    }
+  for (guint i = 0; i < n; i++)
+    g->must[i] = must_output (g->subs->pdata[i]) ? 1 : 0;
+  g->must_ok = TRUE;
+  return g->must;
 }
 
 /* The proxies subsymbol @i of @g reads (as _cs_stmt_reads_vec lists them), @n of them;
@@ -369,22 +394,12 @@ fg_link (FGraph *g, guint u, guint k)
   g->last[u] = k;
 }
 
-/* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
- * self loops carry no flow and are left out.  DiGraph edges are unique: an existing one is
- * found among @u's edges (a node has a few: the outputs of its value's readers). */
+/* Adds edge @u -> @v, which @g does not have yet (u != v). */
 static void
-fg_edge (FGraph *g, guint u, guint v, double cap)
+fg_edge_new (FGraph *g, guint u, guint v, double cap)
 {
   guint k;
 
-  if (u == v)
-    return;
-  for (k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
-    if (!(k & 1) && g->edges[k].to == v)
-      {
-        g->edges[k].cap = cap;
-        return;
-      }
   if (G_UNLIKELY (g->n_edges + 2 > g->cap_edges))
     {
       g->cap_edges = MAX (256, 2 * g->cap_edges);
@@ -400,6 +415,23 @@ fg_edge (FGraph *g, guint u, guint v, double cap)
   g->edges[k + 1].flow = 0;
   fg_link (g, u, k);
   fg_link (g, v, k + 1);
+}
+
+/* Adds edge @u -> @v (networkx add_edge: a second add of the same edge sets its capacity);
+ * self loops carry no flow and are left out.  DiGraph edges are unique: an existing one is
+ * found among @u's edges (a node has a few: the outputs of its value's readers). */
+static void
+fg_edge (FGraph *g, guint u, guint v, double cap)
+{
+  if (u == v)
+    return;
+  for (guint k = g->first[u]; k != FG_NONE; k = g->edges[k].next)
+    if (!(k & 1) && g->edges[k].to == v)
+      {
+        g->edges[k].cap = cap;
+        return;
+      }
+  fg_edge_new (g, u, v, cap);
 }
 
 /* Makes g->scratch hold 4 arrays of g->n entries. */
@@ -468,9 +500,10 @@ fg_max_flow (FGraph *g)
 /* ------------------------------------------------------------------------------------------ */
 /* The pass                                                                                    */
 
-/* Per-proxy marks of the pass, one slot per CsProxy.id (ids are 1-based and below
- * t->next_proxy_id), kept in chunks of ID_CHUNK made on first use: the sets and tables find_cut
- * and the consumer's update build for each pair.
+/* Per-proxy marks of the pass, one slot per CsProxy.id (ids are 1-based): an array made once
+ * for the ids below t->next_proxy_id + 1 as the pass starts, and chunks of ID_CHUNK, made on
+ * first use, for the proxies the pass creates: the sets and tables find_cut and the consumer's
+ * update build for each pair.
  * A field is "set" when it equals the epoch (Remat.epoch) of the set it belongs to; epochs only
  * grow, so no slot is cleared between sets.  A proxy whose id is 0, or whose slot another proxy
  * holds, gets a slot of its own in Remat.other. */
@@ -504,6 +537,11 @@ struct _IdSlot
   guint32  live;       /* == epoch: may reach find_cut's sink (see sink_ancestors()) */
   guint32  arg;        /* == epoch: listed in the new inputs being built (apply_consumer), or
                           an input of the producer (apply_producer) */
+  guint32  edges;      /* == epoch: add_var_edges added its edges to find_cut's graph */
+  guint32  src;        /* == epoch: find_cut's graph has the edge source -> its `_in` */
+  guint32  cut_of;     /* 1 + index of the producer region whose cuts list it (the pairs of
+                          one producer are consecutive, so only the current producer's
+                          mark is read); kept when the epochs start again */
 };
 
 #define ID_CHUNK_BITS 16u
@@ -558,8 +596,10 @@ typedef struct
   guint          *rd;
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
-  IdSlot        **chunks;     /* slots by proxy id: chunk id >> ID_CHUNK_BITS, made on first
-                                 use (zeroed), never moved */
+  IdSlot         *base;       /* slots of the ids below n_base (zeroed), never moved */
+  guint32         n_base;     /* entries of base: t->next_proxy_id + 1 as the pass starts */
+  IdSlot        **chunks;     /* slots of the ids from n_base on: chunk (id - n_base) >>
+                                 ID_CHUNK_BITS, made on first use (zeroed), never moved */
   guint32         n_chunks;   /* entries of chunks */
   GHashTable     *other;      /* CsProxy * -> IdSlot * (g_free'd) for proxies without a slot */
   guint32         epoch;      /* last epoch handed out */
@@ -601,6 +641,18 @@ sub_marks (Remat *r, guint n)
   return r->sub_mark;
 }
 
+/* Clears the epoch marks of @s, keeping its proxy and its cut_of mark. */
+static void
+slot_restart (IdSlot *s)
+{
+  CsProxy *who = s->who;
+  guint32 cut_of = s->cut_of;
+
+  memset (s, 0, sizeof (IdSlot));
+  s->who = who;
+  s->cut_of = cut_of;
+}
+
 /* A fresh epoch: every set marked with an older one is empty. */
 static guint32
 store_epoch (Remat *r)
@@ -609,21 +661,14 @@ store_epoch (Remat *r)
     {
       GHashTableIter it;
       gpointer v;
+      for (guint32 i = 0; i < r->n_base; i++)
+        slot_restart (&r->base[i]);
       for (guint32 c = 0; c < r->n_chunks; c++)
         for (guint32 i = 0; r->chunks[c] != NULL && i < ID_CHUNK; i++)
-          {
-            IdSlot *s = &r->chunks[c][i];
-            CsProxy *who = s->who;
-            memset (s, 0, sizeof (IdSlot));
-            s->who = who;
-          }
+          slot_restart (&r->chunks[c][i]);
       g_hash_table_iter_init (&it, r->other);
       while (g_hash_table_iter_next (&it, NULL, &v))
-        {
-          CsProxy *who = ((IdSlot *) v)->who;
-          memset (v, 0, sizeof (IdSlot));
-          ((IdSlot *) v)->who = who;
-        }
+        slot_restart (v);
       if (r->reg_mark != NULL)
         memset (r->reg_mark, 0, r->n_regs * sizeof (guint32));
       r->epoch = 0;
@@ -645,44 +690,61 @@ slot_other (Remat *r, CsProxy *p)
   return s;
 }
 
-/* The chunk of slots that holds id @id (made, zeroed, on first use). */
+/* The slot of @p when slot_of's fast path misses: its base slot claimed on first use, the
+ * slot of an id from n_base on in its chunk (made, zeroed, on first use), else a slot of its
+ * own in Remat.other. */
 G_NO_INLINE static IdSlot *
-slot_chunk_new (Remat *r, guint32 id)
+slot_slow (Remat *r, CsProxy *p)
 {
-  guint32 c = id >> ID_CHUNK_BITS;
+  guint32 id = p->id;
+  IdSlot *s = NULL;
 
-  if (c >= r->n_chunks)
+  if (id != 0 && id < r->n_base)
+    s = &r->base[id];
+  else if (id != 0)
     {
-      guint32 n = MAX (c + 1, 2 * r->n_chunks);
-      r->chunks = g_renew (IdSlot *, r->chunks, n);
-      memset (r->chunks + r->n_chunks, 0, (n - r->n_chunks) * sizeof (IdSlot *));
-      r->n_chunks = n;
+      guint32 k = id - r->n_base, c = k >> ID_CHUNK_BITS;
+      if (c >= r->n_chunks)
+        {
+          guint32 n = MAX (c + 1, 2 * r->n_chunks);
+          r->chunks = g_renew (IdSlot *, r->chunks, n);
+          memset (r->chunks + r->n_chunks, 0, (n - r->n_chunks) * sizeof (IdSlot *));
+          r->n_chunks = n;
+        }
+      if (r->chunks[c] == NULL)
+        r->chunks[c] = g_new0 (IdSlot, ID_CHUNK);
+      s = &r->chunks[c][k & (ID_CHUNK - 1)];
     }
-  if (r->chunks[c] == NULL)
-    r->chunks[c] = g_new0 (IdSlot, ID_CHUNK);
-  return r->chunks[c];
+  if (s != NULL && s->who == p)
+    return s;
+  if (s != NULL && s->who == NULL)
+    {
+      s->who = p;
+      return s;
+    }
+  return slot_other (r, p);
 }
 
 /* The slot of @p (stable until the pass ends). */
 static inline IdSlot *
 slot_of (Remat *r, CsProxy *p)
 {
-  guint32 id = p->id, c = id >> ID_CHUNK_BITS;
+  guint32 id = p->id;
 
-  if (G_LIKELY (id != 0))
+  IdSlot *s;
+
+  if (G_LIKELY (id < r->n_base))
+    s = &r->base[id];
+  else
     {
-      IdSlot *chunk = G_LIKELY (c < r->n_chunks && r->chunks[c] != NULL)
-                        ? r->chunks[c] : slot_chunk_new (r, id);
-      IdSlot *s = &chunk[id & (ID_CHUNK - 1)];
-      if (G_LIKELY (s->who == p))
-        return s;
-      if (s->who == NULL)
-        {
-          s->who = p;
-          return s;
-        }
+      guint32 k = id - r->n_base, c = k >> ID_CHUNK_BITS;
+      if (c >= r->n_chunks || r->chunks[c] == NULL)
+        return slot_slow (r, p);
+      s = &r->chunks[c][k & (ID_CHUNK - 1)];
     }
-  return slot_other (r, p);
+  if (G_LIKELY (s->who == p))
+    return s;
+  return slot_slow (r, p);
 }
 
 /* rreg_rw (@g), and the slots of its proxies in g->rws. */
@@ -944,27 +1006,34 @@ consumer_can_fuse (Remat *r, RReg *c, const CsStmt *s)
 
 /* find_cut's add_edges for @var: `_in -> _out` with its weight (halved for an input of the
  * producer: flag == @e), `_out -> _in` of every output of each subsymbol of @p and @c that
- * reads it (readers' lists of epoch @e). */
+ * reads it (readers' lists of epoch @e).  A second call for the same @var adds the same edges
+ * with the same capacities again (networkx keeps the graph as it is), so it returns at once
+ * (edges == @e). */
 static void
 add_var_edges (Remat *r, CsProxy *var, RReg *p, RReg *c, guint32 e, gboolean all)
 {
   FGraph *g = &r->g;
-  guint vi = fg_var (r, var, e);
-  double w = proxy_cut_bytes (var);
   IdSlot *s = slot_of (r, var);
+  guint vi;
+  double w;
 
+  if (s->edges == e)
+    return;
+  s->edges = e;
+  vi = fg_var (r, var, e);
+  w = proxy_cut_bytes (var);
   if (s->flag == e)
     w /= 2.0;
-  fg_edge (g, vi, vi + 1, w);
+  /* the first edge out of `_in` but its edge to the sink (find_cut adds those first) */
+  fg_edge_new (g, vi, vi + 1, w);
   if (s->user != e)
     return;
   for (guint32 k = s->user_first; k != G_MAXUINT32; k = r->ue_next[k])
     {
       RReg *ur = (r->ue_sub[k] & 1) ? c : p;
       guint at = r->ue_sub[k] >> 1, n;
-      const CsStmt *u = ur->subs->pdata[at];
       CsProxy **ws;
-      if (u->kind == CS_STMT_RETURN || u->kind == CS_STMT_UNPACK)
+      if (ur->kind[at] == CS_STMT_RETURN || ur->kind[at] == CS_STMT_UNPACK)
         continue;
       ws = sub_writes (ur, at, &n);
       for (guint j = 0; j < n; j++)
@@ -1045,6 +1114,7 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
   guint8 *cmark = sub_marks (r, c->subs->len + 1);
   gboolean differ = p->nvfusion != c->nvfusion, all;
   FGraph *g = &r->g;
+  const guint8 *p_must;
   guint32 e;
 
   cut->len = 0;
@@ -1064,10 +1134,11 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
     _cs_proxy_vec_push (req_p, p->ins->pdata[i]);
   for (guint i = 0; i < ext_out->len; i++)
     _cs_proxy_vec_push (req_p, ext_out->pdata[i]);
+  p_must = rreg_must (p);
   for (guint i = 0; i < p->subs->len; i++)
     {
       const CsStmt *s = p->subs->pdata[i];
-      gboolean tagged = must_output (s);
+      gboolean tagged = p_must[i];
       if (tagged || (differ && !consumer_can_fuse (r, c, s)))
         {
           guint n;
@@ -1122,14 +1193,22 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
    * writers), built in the order of Thunder's add_edges calls */
   all = !sink_ancestors (r, p, c, req_c, e);
   fg_reset (g);
+  /* req_c lists each value once: every edge to the sink is new, and so is each value's
+   * first edge from the source (src == e once it is there) */
   for (guint i = 0; i < req_c->len; i++)
-    fg_edge (g, fg_var (r, req_c->pdata[i], e), FG_SINK, INFINITY);
+    fg_edge_new (g, fg_var (r, req_c->pdata[i], e), FG_SINK, INFINITY);
   for (guint i = 0; i < req_p->len; i++)
-    if (all || slot_of (r, req_p->v[i])->live == e)
-      {
-        fg_edge (g, FG_SOURCE, fg_var (r, req_p->v[i], e), INFINITY);
-        add_var_edges (r, req_p->v[i], p, c, e, all);
-      }
+    {
+      IdSlot *s = slot_of (r, req_p->v[i]);
+      if (!all && s->live != e)
+        continue;
+      if (s->src != e)
+        {
+          s->src = e;
+          fg_edge_new (g, FG_SOURCE, fg_var (r, req_p->v[i], e), INFINITY);
+        }
+      add_var_edges (r, req_p->v[i], p, c, e, all);
+    }
   for (guint pass = 0; pass < 2; pass++)
     {
       RReg *gr = pass == 0 ? p : c;
@@ -1195,6 +1274,7 @@ toposort_bottom_up (Remat *r, RReg *g)
   guint elig_head = 0;
   CsProxyVec *rw = &tp->rw;
   guint *rw_at;
+  guint8 *kind;
 
   rreg_rw_slots (r, g);
   uvec_reserve (&tp->at, 3 * (n + 1));
@@ -1293,10 +1373,12 @@ toposort_bottom_up (Remat *r, RReg *g)
   tp->subs->len = 0;
   rw->len = 0;
   rw_at = g_new (guint, 2 * from->len + 1);
+  kind = g_new (guint8, MAX (from->len, 1));
   for (guint k = 0; k < from->len; k++)
     {
       guint i = from->v[k];
       ptr_vec_add (tp->subs, g->subs->pdata[i]);
+      kind[k] = g->kind[i];
       rw_at[2 * k] = rw->len;
       for (guint q = g->rw_at[2 * i]; q < g->rw_at[2 * i + 1]; q++)
         _cs_proxy_vec_push (rw, g->rw.v[q]);
@@ -1330,7 +1412,10 @@ toposort_bottom_up (Remat *r, RReg *g)
   }
   g_free (g->rw_at);
   g->rw_at = rw_at;
+  g_free (g->kind);
+  g->kind = kind;
   g->rws_ok = FALSE;
+  g->must_ok = FALSE;
   rreg_rw_slots (r, g);
 }
 
@@ -1429,6 +1514,7 @@ apply_consumer (Remat *r, RReg *p, RReg *c, PtrVec *cut)
   ptr_vec_extend (c->subs, subs);
   c->subs_changed = TRUE;
   c->rw_ok = FALSE;
+  c->must_ok = FALSE;
   toposort_bottom_up (r, c);
 
   /* inputs: the cut, the external inputs, then the producer's inputs the recomputation reads
@@ -1546,6 +1632,9 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
     }
   r.regs = g_new0 (RReg, r.n_regs);
   r.reg_mark = g_new0 (guint32, r.n_regs);
+  r.n_base = t->next_proxy_id + 1;
+  r.base = g_new0 (IdSlot, r.n_base);
+  r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0, k = 0; i < t->n_stmts; i++)
     {
       CsStmt *s = t->stmts[i];
@@ -1589,13 +1678,18 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       for (guint i = 0; i < t->n_stmts; i++)
         {
           CsStmt *s = t->stmts[i];
+          guint n_read;
           if (s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK || s->kind == CS_STMT_DEL)
             continue;
+          /* a call's read ids are stored (CsStmt.io, _cs_stmt_reads order); the other kinds'
+           * come from their values */
           ps.len = 0;
-          _cs_stmt_reads_vec (s, &ps);
-          for (guint j = 0; j < ps.len; j++)
+          if (s->kind != CS_STMT_CALL)
+            _cs_stmt_reads_vec (s, &ps);
+          n_read = s->kind == CS_STMT_CALL ? s->n_in : ps.len;
+          for (guint j = 0; j < n_read; j++)
             {
-              guint32 id = ps.v[j]->id;
+              guint32 id = s->kind == CS_STMT_CALL ? s->io[j] : ps.v[j]->id;
               if (id >= r.n_ids)
                 continue;
               if (pass == 0)
@@ -1650,7 +1744,6 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   r.remat_in = ptr_vec_new ();
   r.new_subs = ptr_vec_new ();
   r.new_outs = ptr_vec_new ();
-  r.other = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
@@ -1679,11 +1772,15 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       apply_producer (&r, p, ext, cut);
       if (c->subs_changed)
         push_unique (c->absorbed, p);
-      if (p->cut_set == NULL)
-        p->cut_set = g_hash_table_new (g_direct_hash, g_direct_equal);
       for (guint j = 0; j < cut->len; j++)
-        if (g_hash_table_add (p->cut_set, cut->pdata[j]))
-          ptr_vec_add (p->cuts, cut->pdata[j]);
+        {
+          IdSlot *s = slot_of (&r, cut->pdata[j]);
+          if (s->cut_of != pr[0] + 1)
+            {
+              s->cut_of = pr[0] + 1;
+              ptr_vec_add (p->cuts, cut->pdata[j]);
+            }
+        }
     }
 
   for (guint k = 0; k < r.n_regs; k++)
@@ -1731,12 +1828,12 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       ptr_vec_free (g->outs);
       ptr_vec_free (g->subs);
       ptr_vec_free (g->cuts);
-      if (g->cut_set != NULL)
-        g_hash_table_unref (g->cut_set);
       ptr_vec_free (g->absorbed);
       _cs_proxy_vec_free (&g->rw);
       g_free (g->rw_at);
+      g_free (g->kind);
       g_free (g->rws);
+      g_free (g->must);
     }
   _cs_proxy_map_free (r.map);
   fg_clear (&r.g);
@@ -1763,6 +1860,7 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   for (guint32 k = 0; k < r.n_chunks; k++)
     g_free (r.chunks[k]);
   g_free (r.chunks);
+  g_free (r.base);
   g_free (r.ue_next);
   g_free (r.ue_sub);
   g_free (r.reg_mark);
