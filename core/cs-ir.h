@@ -456,6 +456,13 @@ CsValue    *cs_value_new_string   (CsArena *arena, const char *s);
 CsValue    *cs_value_new_name     (CsArena *arena, const char *name);
 CsValue    *cs_value_new_proxy    (CsArena *arena, CsProxy *proxy);
 CsValue    *cs_value_new_underscore (CsArena *arena);
+/**
+ * cs_value_new_dtype:
+ * `dtypes.<long name>`, with a trailing `_` when @weak.  For a valid @dtype the node is one
+ * shared by every trace of the process (not in @arena): like every value node it must not be
+ * edited; a caller that needs other fields (raw) makes its own node.
+ * Returns: (transfer none): the value
+ */
 CsValue    *cs_value_new_dtype    (CsArena *arena, CsDtype dtype, gboolean weak);
 CsValue    *cs_value_new_seq      (CsArena *arena, CsValueKind kind, CsValue **items, guint n);
 /** A tuple or list of ints, e.g. a shape `(8, 16)` or dims `(0,)`. */
@@ -485,8 +492,9 @@ gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer da
 /* ---- proxy name tables ---- */
 
 /*
- * CsNameTable: a trace's proxies by name (open addressing with triangular probing, the names'
- * hashes stored, tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
+ * CsNameTable: a trace's proxies by name (open addressing with triangular probing, one word
+ * a slot: the proxy's address with low bits of its name's hash in the address's unused top
+ * bits, at most 3/4 of the slots used; tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
  * trace's layers hashes the name once (cs_name_hash()) and probes each layer's table with it;
  * GHashTable would hash it again per layer.  Not thread-safe; owned by its trace.
  */
