@@ -1167,7 +1167,34 @@ cs_trace_fresh_name (CsTrace *trace, const char *prefix)
     }
 }
 
-/** cs_proxy_set_tensor: makes @proxy a typed tensor (shape copied; type_raw cleared). */
+/* An array in @trace's arena holding the @rank extents @shape (@rank > 0): one a proxy of
+ * @trace already has when CsTrace.shape_cache holds it, else a new one, remembered there. */
+static int64_t *
+trace_shape (CsTrace *trace, const int64_t *shape, guint rank)
+{
+  guint64 h = rank;
+  guint slot;
+  int64_t *c;
+
+  for (guint i = 0; i < rank; i++)
+    h = h * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15) + (guint64) shape[i];
+  slot = (guint) (h >> 61) & (G_N_ELEMENTS (trace->shape_cache) - 1);
+  c = trace->shape_cache[slot];
+  if (c != NULL && trace->shape_cache_rank[slot] == rank
+      && memcmp (c, shape, sizeof (int64_t) * rank) == 0)
+    return c;
+  c = CS_ARENA_NEW_N (trace->arena, int64_t, rank);
+  memcpy (c, shape, sizeof (int64_t) * rank);
+  if (rank <= G_MAXUINT8)
+    {
+      trace->shape_cache[slot] = c;
+      trace->shape_cache_rank[slot] = (guint8) rank;
+    }
+  return c;
+}
+
+/** cs_proxy_set_tensor: makes @proxy a typed tensor (shape copied or shared within @trace;
+ * type_raw cleared). */
 void
 cs_proxy_set_tensor (CsTrace *trace, CsProxy *proxy, CsDtype dtype, const int64_t *shape,
                      guint rank, const CsDevice *device)
@@ -1176,9 +1203,7 @@ cs_proxy_set_tensor (CsTrace *trace, CsProxy *proxy, CsDtype dtype, const int64_
   proxy->kind = CS_PROXY_TENSOR;
   proxy->dtype = dtype;
   proxy->rank = rank;
-  proxy->shape = rank ? CS_ARENA_NEW_N (trace->arena, int64_t, rank) : NULL;
-  if (rank)
-    memcpy (proxy->shape, shape, sizeof (int64_t) * rank);
+  proxy->shape = rank ? trace_shape (trace, shape, rank) : NULL;
   proxy->device = device ? *device : (CsDevice) { CS_DEVICE_CUDA, 0 };
   proxy->typed = 1;
   proxy->type_raw = NULL;
@@ -1826,10 +1851,7 @@ proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
   np->name = name;
   np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
   if (p->rank)
-    {
-      np->shape = CS_ARENA_NEW_N (dst->arena, int64_t, p->rank);
-      memcpy (np->shape, p->shape, sizeof (int64_t) * p->rank);
-    }
+    np->shape = trace_shape (dst, p->shape, p->rank);
   np->value = value_copy_full (dst->arena, NULL, p->value, NULL);
   cs_name_table_insert (dst->proxies, np, cs_name_hash (np->name));
   if (map)

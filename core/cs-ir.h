@@ -433,6 +433,11 @@ struct _CsTrace
   guint32       proxy_keep_n;  /* entries in proxy_keep */
   struct _CsAtenInfo *aten;    /* (nullable) a torch.compile graph as read (cs-aten.h): one
                                   reference, shared by cs_trace_copy(), not by cs_trace_derive() */
+  int64_t      *shape_cache[8]; /* shape arrays in this trace's arena that cs_proxy_set_tensor()
+                                  and cs_trace_copy() hand to further proxies of the same
+                                  extents (shapes are never edited in place); direct-mapped by
+                                  a hash of the extents, NULL = empty */
+  guint8        shape_cache_rank[8]; /* rank of each shape_cache entry */
 };
 
 /** A file may hold several traces (concatenated, or a printed Python list of traces). */
@@ -607,7 +612,8 @@ void        _cs_trace_name_proxy  (CsTrace *trace, CsProxy *proxy, const char *n
 /** Creates a new tensor proxy with a fresh name from @prefix (e.g. "t"). */
 CsProxy    *cs_trace_new_tensor   (CsTrace *trace, const char *prefix, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);
-/** Sets the tensor type of @proxy (clears type_raw). */
+/** Sets the tensor type of @proxy (clears type_raw); its shape array may be one that other
+ * proxies of @trace share (CsTrace.shape_cache): never edit it in place. */
 void        cs_proxy_set_tensor   (CsTrace *trace, CsProxy *proxy, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);
 /** A name not used in @trace, "<prefix><n>" with the smallest free n from the trace counter. */
