@@ -233,7 +233,7 @@ struct _CsNameTable
   NameSlot *slots;      /* mask + 1 slots (a power of two, at least 16) */
   guint32   mask;       /* capacity - 1 */
   guint32   n;          /* live entries */
-  guint32   used;       /* live entries + tombstones; kept at most 3/4 of the capacity */
+  guint32   used;       /* live entries + tombstones; kept at most half the capacity */
   guint32   t_bound;    /* every "t<n>" entry has n < t_bound (saturating at G_MAXUINT32) */
   gboolean  untagged;   /* slots hold plain addresses (see NameSlot) */
   guint64   first[4];   /* bit c: some name ever inserted starts with byte c (never cleared);
@@ -381,7 +381,7 @@ cs_name_table_lookup (const CsNameTable *table, const char *name, guint32 hash)
   return i == G_MAXUINT32 ? NULL : name_slot_proxy (table, table->slots[i]);
 }
 
-/* Rebuilds the table with at most half its slots live (tombstones dropped), untagged when
+/* Rebuilds the table with at most a quarter of its slots live (tombstones dropped), untagged when
  * @untag.  A tagged slot keeps the hash's low NAME_TAG_BITS bits, enough for the home slot
  * of a table up to that size; a larger table hashes the names again. */
 static void
@@ -391,7 +391,7 @@ name_table_rehash (CsNameTable *t, gboolean untag)
   guint32 old_cap = t->mask + 1, cap = 16;
   gboolean old_untagged = t->untagged;
 
-  while (cap < 2 * (t->n + 1))
+  while (cap < 4 * (t->n + 1))
     cap *= 2;
   t->mask = cap - 1;
   t->slots = g_new0 (NameSlot, cap);
@@ -447,7 +447,7 @@ _cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash, guint
   if (G_UNLIKELY (!table->untagged && ((guintptr) proxy & ~NAME_ADDR_MASK) != 0))
     name_table_rehash (table, TRUE);
 #endif
-  if (4 * (gsize) (table->used + 1) > 3 * (gsize) (table->mask + 1))
+  if (2 * (table->used + 1) > table->mask + 1)
     name_table_rehash (table, FALSE);
   i = name_slot_find (table, proxy->name, hash, &at);
   if (i != G_MAXUINT32)

@@ -499,7 +499,7 @@ gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer da
 /*
  * CsNameTable: a trace's proxies by name (open addressing with triangular probing, one word
  * a slot: the proxy's address with low bits of its name's hash in the address's unused top
- * bits, at most 3/4 of the slots used; tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
+ * bits, at most half of the slots used; tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
  * trace's layers hashes the name once (cs_name_hash()) and probes each layer's table with it;
  * GHashTable would hash it again per layer.  Not thread-safe; owned by its trace.
  */
