@@ -214,15 +214,19 @@ cs_arena_size_bytes (CsArena *arena)
 /* ------------------------------------------------------------------------------------------ */
 /* Proxy name tables                                                                           */
 
-typedef struct
-{
-  guint32  hash;        /* cs_name_hash (proxy->name); meaningful only for a live entry */
-  CsProxy *proxy;       /* NULL: empty; NAME_TOMBSTONE: removed entry (probing goes on) */
-} NameSlot;
+/* A slot is one word: 0 for empty, NAME_TOMBSTONE for a removed entry (probing goes on), else
+ * the proxy's address with, on 64-bit machines, the low NAME_TAG_BITS bits of its name's hash
+ * in the address's unused top bits (NAME_TAG_SHIFT up): a probe compares the tag before it
+ * reads the proxy's name.  A table that meets an address using those bits (or any table on a
+ * 32-bit machine) is untagged: its slots are plain addresses and every probe compares names. */
+typedef guintptr NameSlot;
 
-/* a removed entry: lookups probe past it, insertions may reuse it */
-#define NAME_TOMBSTONE ((CsProxy *) &name_tombstone)
-static const char name_tombstone;
+#define NAME_TOMBSTONE ((NameSlot) 1)
+#if GLIB_SIZEOF_VOID_P == 8
+#define NAME_TAG_SHIFT 48
+#define NAME_TAG_BITS 16
+#define NAME_ADDR_MASK ((((guintptr) 1) << NAME_TAG_SHIFT) - 1)
+#endif
 
 struct _CsNameTable
 {
@@ -231,6 +235,7 @@ struct _CsNameTable
   guint32   n;          /* live entries */
   guint32   used;       /* live entries + tombstones; kept at most half the capacity */
   guint32   t_bound;    /* every "t<n>" entry has n < t_bound (saturating at G_MAXUINT32) */
+  gboolean  untagged;   /* slots hold plain addresses (see NameSlot) */
   guint64   first[4];   /* bit c: some name ever inserted starts with byte c (never cleared);
                            a lookup of a name whose first byte is unset probes nothing: a
                            derived trace's lookup of a new "bw_" name passes through every
@@ -239,6 +244,39 @@ struct _CsNameTable
 
 #define FIRST_BYTE_SEEN(t, name) \
   (((t)->first[(guchar) (name)[0] >> 6] >> ((guchar) (name)[0] & 63)) & 1)
+
+/* The proxy of a live slot. */
+static inline CsProxy *
+name_slot_proxy (const CsNameTable *t, NameSlot sl)
+{
+#ifdef NAME_TAG_SHIFT
+  if (!t->untagged)
+    return (CsProxy *) (sl & NAME_ADDR_MASK);
+#endif
+  return (CsProxy *) sl;
+}
+
+/* Whether a live slot's tag allows its name to be @hash's (always TRUE untagged). */
+static inline gboolean
+name_slot_tag_ok (const CsNameTable *t, NameSlot sl, guint32 hash)
+{
+#ifdef NAME_TAG_SHIFT
+  if (!t->untagged)
+    return (sl >> NAME_TAG_SHIFT) == (hash & ((1u << NAME_TAG_BITS) - 1));
+#endif
+  return TRUE;
+}
+
+/* The slot word for @proxy named with @hash. */
+static inline NameSlot
+name_slot_make (const CsNameTable *t, CsProxy *proxy, guint32 hash)
+{
+#ifdef NAME_TAG_SHIFT
+  if (!t->untagged)
+    return (guintptr) proxy | ((guintptr) (hash & ((1u << NAME_TAG_BITS) - 1)) << NAME_TAG_SHIFT);
+#endif
+  return (guintptr) proxy;
+}
 
 gboolean
 _cs_parse_t_name (const char *name, guint64 *n)
@@ -289,6 +327,9 @@ cs_name_table_new (void)
 
   t->mask = 15;
   t->slots = g_new0 (NameSlot, t->mask + 1);
+#ifndef NAME_TAG_SHIFT
+  t->untagged = TRUE;
+#endif
   return t;
 }
 
@@ -310,19 +351,19 @@ name_slot_find (const CsNameTable *t, const char *name, guint32 hash, guint32 *f
 
   for (;;)
     {
-      const NameSlot *sl = &t->slots[i];
-      if (sl->proxy == NULL)
+      NameSlot sl = t->slots[i];
+      if (sl == 0)
         {
           if (free_at != NULL)
             *free_at = first_free != G_MAXUINT32 ? first_free : i;
           return G_MAXUINT32;
         }
-      if (sl->proxy == NAME_TOMBSTONE)
+      if (sl == NAME_TOMBSTONE)
         {
           if (first_free == G_MAXUINT32)
             first_free = i;
         }
-      else if (sl->hash == hash && strcmp (sl->proxy->name, name) == 0)
+      else if (name_slot_tag_ok (t, sl, hash) && strcmp (name_slot_proxy (t, sl)->name, name) == 0)
         return i;
       i = (i + ++step) & t->mask;
     }
@@ -337,28 +378,46 @@ cs_name_table_lookup (const CsNameTable *table, const char *name, guint32 hash)
     return NULL;
   i = name_slot_find (table, name, hash, NULL);
 
-  return i == G_MAXUINT32 ? NULL : table->slots[i].proxy;
+  return i == G_MAXUINT32 ? NULL : name_slot_proxy (table, table->slots[i]);
 }
 
-/* Rebuilds the table with room for twice its live entries (tombstones dropped). */
+/* Rebuilds the table with at most a quarter of its slots live (tombstones dropped), untagged when
+ * @untag.  A tagged slot keeps the hash's low NAME_TAG_BITS bits, enough for the home slot
+ * of a table up to that size; a larger table hashes the names again. */
 static void
-name_table_rehash (CsNameTable *t)
+name_table_rehash (CsNameTable *t, gboolean untag)
 {
   NameSlot *old = t->slots;
   guint32 old_cap = t->mask + 1, cap = 16;
+  gboolean old_untagged = t->untagged;
 
   while (cap < 4 * (t->n + 1))
     cap *= 2;
   t->mask = cap - 1;
   t->slots = g_new0 (NameSlot, cap);
   t->used = t->n;
+  t->untagged = old_untagged || untag;
   for (guint32 i = 0; i < old_cap; i++)
-    if (old[i].proxy != NULL && old[i].proxy != NAME_TOMBSTONE)
+    if (old[i] != 0 && old[i] != NAME_TOMBSTONE)
       {
-        guint32 j = old[i].hash & t->mask, step = 0;
-        while (t->slots[j].proxy != NULL)
+        CsProxy *p = (CsProxy *) old[i];
+        guint32 hash, j, step = 0;
+
+#ifdef NAME_TAG_SHIFT
+        if (!old_untagged)
+          p = (CsProxy *) (old[i] & NAME_ADDR_MASK);
+#endif
+
+#ifdef NAME_TAG_SHIFT
+        if (!old_untagged && cap <= (1u << NAME_TAG_BITS))
+          hash = (guint32) (old[i] >> NAME_TAG_SHIFT);
+        else
+#endif
+          hash = cs_name_hash (p->name);
+        j = hash & t->mask;
+        while (t->slots[j] != 0)
           j = (j + ++step) & t->mask;
-        t->slots[j] = old[i];
+        t->slots[j] = name_slot_make (t, p, hash);
       }
   g_free (old);
 }
@@ -384,18 +443,21 @@ _cs_name_table_insert_t (CsNameTable *table, CsProxy *proxy, guint32 hash, guint
   guint32 i, at = 0;
 
   g_return_if_fail (proxy != NULL && proxy->name != NULL);
+#ifdef NAME_TAG_SHIFT
+  if (G_UNLIKELY (!table->untagged && ((guintptr) proxy & ~NAME_ADDR_MASK) != 0))
+    name_table_rehash (table, TRUE);
+#endif
   if (2 * (table->used + 1) > table->mask + 1)
-    name_table_rehash (table);
+    name_table_rehash (table, FALSE);
   i = name_slot_find (table, proxy->name, hash, &at);
   if (i != G_MAXUINT32)
     {
-      table->slots[i].proxy = proxy;
+      table->slots[i] = name_slot_make (table, proxy, hash);
       return;
     }
-  if (table->slots[at].proxy == NULL)
+  if (table->slots[at] == 0)
     table->used++;
-  table->slots[at].hash = hash;
-  table->slots[at].proxy = proxy;
+  table->slots[at] = name_slot_make (table, proxy, hash);
   table->n++;
   table->first[(guchar) proxy->name[0] >> 6] |= G_GUINT64_CONSTANT (1) << ((guchar) proxy->name[0] & 63);
   if (t_plus1 > table->t_bound)
@@ -413,7 +475,7 @@ cs_name_table_remove (CsNameTable *table, const char *name)
 
   if (i == G_MAXUINT32)
     return FALSE;
-  table->slots[i].proxy = NAME_TOMBSTONE;
+  table->slots[i] = NAME_TOMBSTONE;
   table->n--;
   /* removing the entry that set the bound lowers it by one: every other "t<m>" has m < n */
   if (name[0] == 't')
@@ -436,9 +498,9 @@ cs_name_table_next (const CsNameTable *table, guint *pos)
 {
   while (*pos <= table->mask)
     {
-      CsProxy *p = table->slots[(*pos)++].proxy;
-      if (p != NULL && p != NAME_TOMBSTONE)
-        return p;
+      NameSlot sl = table->slots[(*pos)++];
+      if (sl != 0 && sl != NAME_TOMBSTONE)
+        return name_slot_proxy (table, sl);
     }
   return NULL;
 }
@@ -527,11 +589,37 @@ cs_value_new_underscore (CsArena *arena)
   return value_new (arena, CS_VALUE_UNDERSCORE);
 }
 
-/** cs_value_new_dtype: `dtypes.<long name>`, with a trailing `_` when @weak. */
+/* One node per dtype and weakness for the whole process (cs_value_new_dtype()): value nodes
+ * are never edited in place, and the passes make one dtype argument per conversion. */
+#define DTYPE_NODES(d) \
+  { { .kind = CS_VALUE_DTYPE, .u.dtype = { (d), 0, CS_PYTYPE_NONE } }, \
+    { .kind = CS_VALUE_DTYPE, .u.dtype = { (d), 1, CS_PYTYPE_NONE } } }
+static CsValue dtype_nodes[][2] = {
+  DTYPE_NODES (CS_DTYPE_B8), DTYPE_NODES (CS_DTYPE_U8), DTYPE_NODES (CS_DTYPE_U64),
+  DTYPE_NODES (CS_DTYPE_I8), DTYPE_NODES (CS_DTYPE_I16), DTYPE_NODES (CS_DTYPE_I32),
+  DTYPE_NODES (CS_DTYPE_I64), DTYPE_NODES (CS_DTYPE_BF16), DTYPE_NODES (CS_DTYPE_F16),
+  DTYPE_NODES (CS_DTYPE_F32), DTYPE_NODES (CS_DTYPE_F64), DTYPE_NODES (CS_DTYPE_F8_E5M2),
+  DTYPE_NODES (CS_DTYPE_F8_E5M2FNUZ), DTYPE_NODES (CS_DTYPE_F8_E4M3FN),
+  DTYPE_NODES (CS_DTYPE_F8_E4M3FNUZ), DTYPE_NODES (CS_DTYPE_F8_E8M0FNU),
+  DTYPE_NODES (CS_DTYPE_F4_E2M1FN_X2), DTYPE_NODES (CS_DTYPE_C32), DTYPE_NODES (CS_DTYPE_C64),
+  DTYPE_NODES (CS_DTYPE_C128),
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (dtype_nodes) == CS_N_DTYPES);
+
+/** cs_value_new_dtype: `dtypes.<long name>`, with a trailing `_` when @weak (see cs-ir.h:
+ * a node shared by every trace). */
 CsValue *
 cs_value_new_dtype (CsArena *arena, CsDtype dtype, gboolean weak)
 {
-  CsValue *v = value_new (arena, CS_VALUE_DTYPE);
+  CsValue *v;
+
+  if (G_LIKELY ((guint) dtype < CS_N_DTYPES))
+    {
+      v = &dtype_nodes[dtype][weak ? 1 : 0];
+      g_assert (v->u.dtype.dtype == dtype);
+      return v;
+    }
+  v = value_new (arena, CS_VALUE_DTYPE);
   v->u.dtype.dtype = dtype;
   v->u.dtype.weak = weak ? 1 : 0;
   v->u.dtype.pytype = CS_PYTYPE_NONE;
@@ -1079,7 +1167,34 @@ cs_trace_fresh_name (CsTrace *trace, const char *prefix)
     }
 }
 
-/** cs_proxy_set_tensor: makes @proxy a typed tensor (shape copied; type_raw cleared). */
+/* An array in @trace's arena holding the @rank extents @shape (@rank > 0): one a proxy of
+ * @trace already has when CsTrace.shape_cache holds it, else a new one, remembered there. */
+static int64_t *
+trace_shape (CsTrace *trace, const int64_t *shape, guint rank)
+{
+  guint64 h = rank;
+  guint slot;
+  int64_t *c;
+
+  for (guint i = 0; i < rank; i++)
+    h = h * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15) + (guint64) shape[i];
+  slot = (guint) (h >> 61) & (G_N_ELEMENTS (trace->shape_cache) - 1);
+  c = trace->shape_cache[slot];
+  if (c != NULL && trace->shape_cache_rank[slot] == rank
+      && memcmp (c, shape, sizeof (int64_t) * rank) == 0)
+    return c;
+  c = CS_ARENA_NEW_N (trace->arena, int64_t, rank);
+  memcpy (c, shape, sizeof (int64_t) * rank);
+  if (rank <= G_MAXUINT8)
+    {
+      trace->shape_cache[slot] = c;
+      trace->shape_cache_rank[slot] = (guint8) rank;
+    }
+  return c;
+}
+
+/** cs_proxy_set_tensor: makes @proxy a typed tensor (shape copied or shared within @trace;
+ * type_raw cleared). */
 void
 cs_proxy_set_tensor (CsTrace *trace, CsProxy *proxy, CsDtype dtype, const int64_t *shape,
                      guint rank, const CsDevice *device)
@@ -1088,9 +1203,7 @@ cs_proxy_set_tensor (CsTrace *trace, CsProxy *proxy, CsDtype dtype, const int64_
   proxy->kind = CS_PROXY_TENSOR;
   proxy->dtype = dtype;
   proxy->rank = rank;
-  proxy->shape = rank ? CS_ARENA_NEW_N (trace->arena, int64_t, rank) : NULL;
-  if (rank)
-    memcpy (proxy->shape, shape, sizeof (int64_t) * rank);
+  proxy->shape = rank ? trace_shape (trace, shape, rank) : NULL;
   proxy->device = device ? *device : (CsDevice) { CS_DEVICE_CUDA, 0 };
   proxy->typed = 1;
   proxy->type_raw = NULL;
@@ -1738,10 +1851,7 @@ proxy_clone (CsTrace *dst, const CsProxy *p, GHashTable *map)
   np->name = name;
   np->type_raw = cs_arena_strdup (dst->arena, p->type_raw);
   if (p->rank)
-    {
-      np->shape = CS_ARENA_NEW_N (dst->arena, int64_t, p->rank);
-      memcpy (np->shape, p->shape, sizeof (int64_t) * p->rank);
-    }
+    np->shape = trace_shape (dst, p->shape, p->rank);
   np->value = value_copy_full (dst->arena, NULL, p->value, NULL);
   cs_name_table_insert (dst->proxies, np, cs_name_hash (np->name));
   if (map)

@@ -433,6 +433,11 @@ struct _CsTrace
   guint32       proxy_keep_n;  /* entries in proxy_keep */
   struct _CsAtenInfo *aten;    /* (nullable) a torch.compile graph as read (cs-aten.h): one
                                   reference, shared by cs_trace_copy(), not by cs_trace_derive() */
+  int64_t      *shape_cache[8]; /* shape arrays in this trace's arena that cs_proxy_set_tensor()
+                                  and cs_trace_copy() hand to further proxies of the same
+                                  extents (shapes are never edited in place); direct-mapped by
+                                  a hash of the extents, NULL = empty */
+  guint8        shape_cache_rank[8]; /* rank of each shape_cache entry */
 };
 
 /** A file may hold several traces (concatenated, or a printed Python list of traces). */
@@ -456,6 +461,13 @@ CsValue    *cs_value_new_string   (CsArena *arena, const char *s);
 CsValue    *cs_value_new_name     (CsArena *arena, const char *name);
 CsValue    *cs_value_new_proxy    (CsArena *arena, CsProxy *proxy);
 CsValue    *cs_value_new_underscore (CsArena *arena);
+/**
+ * cs_value_new_dtype:
+ * `dtypes.<long name>`, with a trailing `_` when @weak.  For a valid @dtype the node is one
+ * shared by every trace of the process (not in @arena): like every value node it must not be
+ * edited; a caller that needs other fields (raw) makes its own node.
+ * Returns: (transfer none): the value
+ */
 CsValue    *cs_value_new_dtype    (CsArena *arena, CsDtype dtype, gboolean weak);
 CsValue    *cs_value_new_seq      (CsArena *arena, CsValueKind kind, CsValue **items, guint n);
 /** A tuple or list of ints, e.g. a shape `(8, 16)` or dims `(0,)`. */
@@ -485,8 +497,9 @@ gboolean    cs_value_any_proxy    (const CsValue *v, CsProxyFunc fn, gpointer da
 /* ---- proxy name tables ---- */
 
 /*
- * CsNameTable: a trace's proxies by name (open addressing with triangular probing, the names'
- * hashes stored, tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
+ * CsNameTable: a trace's proxies by name (open addressing with triangular probing, one word
+ * a slot: the proxy's address with low bits of its name's hash in the address's unused top
+ * bits, at most half of the slots used; tombstones for removals), keyed by CsProxy.name.  A lookup through a derived
  * trace's layers hashes the name once (cs_name_hash()) and probes each layer's table with it;
  * GHashTable would hash it again per layer.  Not thread-safe; owned by its trace.
  */
@@ -599,7 +612,8 @@ void        _cs_trace_name_proxy  (CsTrace *trace, CsProxy *proxy, const char *n
 /** Creates a new tensor proxy with a fresh name from @prefix (e.g. "t"). */
 CsProxy    *cs_trace_new_tensor   (CsTrace *trace, const char *prefix, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);
-/** Sets the tensor type of @proxy (clears type_raw). */
+/** Sets the tensor type of @proxy (clears type_raw); its shape array may be one that other
+ * proxies of @trace share (CsTrace.shape_cache): never edit it in place. */
 void        cs_proxy_set_tensor   (CsTrace *trace, CsProxy *proxy, CsDtype dtype,
                                    const int64_t *shape, guint rank, const CsDevice *device);
 /** A name not used in @trace, "<prefix><n>" with the smallest free n from the trace counter. */

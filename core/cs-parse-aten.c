@@ -589,7 +589,11 @@ dtype_value (Cur *c, const char *dotted)
   for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
     if (strcmp (dotted + 6, names[i].name) == 0)
       {
-        CsValue *v = cs_value_new_dtype (arena (c), names[i].dtype, FALSE);
+        /* a node of its own: cs_value_new_dtype()'s are shared, and this one has its text */
+        CsValue *v = CS_ARENA_NEW (arena (c), CsValue);
+        v->kind = CS_VALUE_DTYPE;
+        v->u.dtype.dtype = names[i].dtype;
+        v->u.dtype.pytype = CS_PYTYPE_NONE;
         v->raw = cs_arena_strdup (arena (c), dotted);
         return v;
       }
