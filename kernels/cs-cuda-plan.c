@@ -149,14 +149,20 @@ io_count (Io *io, guint n, gsize min_bytes)
   return io->bad ? 0 : v;
 }
 
-/* The typed fields, any lvalue: written as it is, read back with a conversion. */
-#define IO_U32(io, lv)                                                  \
+/* The typed fields, any lvalue: the value converted to field type @T, written as a @W word by
+ * @fn, and read back as a @T. */
+#define IO_WORD(io, lv, fn, W, T)                                       \
   G_STMT_START {                                                        \
-    guint32 v_ = (guint32) (lv);                                        \
-    io_u32 ((io), &v_);                                                 \
+    W v_ = (W) (T) (lv);                                                \
+    fn ((io), &v_);                                                     \
     if ((io)->reading)                                                  \
-      (lv) = v_;                                                        \
+      (lv) = (T) v_;                                                    \
   } G_STMT_END
+#define IO_U32(io, lv) IO_WORD (io, lv, io_u32, guint32, guint32)
+/* A signed 32-bit value (two's complement in the file). */
+#define IO_I32(io, lv) IO_WORD (io, lv, io_u32, guint32, gint32)
+#define IO_U64(io, lv) IO_WORD (io, lv, io_u64, guint64, guint64)
+#define IO_I64(io, lv) IO_WORD (io, lv, io_u64, guint64, gint64)
 /* An unsigned value below @limit (evaluated when reading). */
 #define IO_BELOW(io, lv, limit)                                         \
   G_STMT_START {                                                        \
@@ -171,34 +177,12 @@ io_count (Io *io, guint n, gsize min_bytes)
   } G_STMT_END
 #define IO_BOOL(io, lv) IO_BELOW (io, lv, 2)
 #define IO_DTYPE(io, lv) IO_BELOW (io, lv, CS_DTYPE_C128 + 1)
-/* A signed 32-bit value (two's complement in the file). */
-#define IO_I32(io, lv)                                                  \
-  G_STMT_START {                                                        \
-    gint32 v_ = (gint32) (lv);                                          \
-    io_u32 ((io), (guint32 *) &v_);                                     \
-    if ((io)->reading)                                                  \
-      (lv) = v_;                                                        \
-  } G_STMT_END
 /* A slot index or -1 (none), the slot below @nslots. */
 #define IO_SLOT_OR_NONE(io, lv, nslots)                                 \
   G_STMT_START {                                                        \
     IO_I32 (io, lv);                                                    \
     if ((io)->reading && ((lv) < -1 || ((lv) >= 0 && (guint64) (lv) >= (guint64) (nslots)))) \
       (io)->bad = TRUE;                                                 \
-  } G_STMT_END
-#define IO_U64(io, lv)                                                  \
-  G_STMT_START {                                                        \
-    guint64 v_ = (guint64) (lv);                                        \
-    io_u64 ((io), &v_);                                                 \
-    if ((io)->reading)                                                  \
-      (lv) = v_;                                                        \
-  } G_STMT_END
-#define IO_I64(io, lv)                                                  \
-  G_STMT_START {                                                        \
-    guint64 v_ = (guint64) (lv);                                        \
-    io_u64 ((io), &v_);                                                 \
-    if ((io)->reading)                                                  \
-      (lv) = (gint64) v_;                                               \
   } G_STMT_END
 #define IO_F64(io, lv)                                                  \
   G_STMT_START {                                                        \
