@@ -123,9 +123,9 @@ log_prefix_len (const char *s, gsize len)
   return i;
 }
 
-/* Splits @text into cleaned lines. */
+/* Splits @text into cleaned lines, at most @max_lines of them (0: all). */
 static GArray *
-split_clean (const char *text, gsize len)
+split_clean (const char *text, gsize len, guint max_lines)
 {
   GArray *lines = g_array_new (FALSE, TRUE, sizeof (Ln));
   gsize pos = 0;
@@ -174,7 +174,7 @@ split_clean (const char *text, gsize len)
       g_array_append_val (lines, l);
       g_string_free (buf, TRUE);
       g_array_free (cols, TRUE);
-      if (nl == NULL)
+      if (nl == NULL || lines->len == max_lines)
         break;
       pos = end + 1;
       if (pos == len)
@@ -245,8 +245,8 @@ cs_parse_detect_format (const char *text, gsize len)
 
   g_return_val_if_fail (text != NULL || len == 0, CS_PARSE_FORMAT_THUNDER);
   /* the first 2000 lines decide (a graph starts near the top of what users paste) */
-  lines = split_clean (text, MIN (len, (gsize) 1 << 20));
-  n = MIN (lines->len, 2000u);
+  lines = split_clean (text, MIN (len, (gsize) 1 << 20), 2000);
+  n = lines->len;
   for (guint i = 0; i < n; i++)
     {
       const Ln *l = &g_array_index (lines, Ln, i);
@@ -1645,7 +1645,7 @@ cs_parse_aten_text (const char *text, gsize len, const char *name, GError **erro
                    p.name, CS_PARSE_MAX_FILE_BYTES);
       return NULL;
     }
-  p.lines = split_clean (text ? text : "", len);
+  p.lines = split_clean (text ? text : "", len, 0);
   if (p.lines->len > CS_PARSE_MAX_LINES)
     {
       g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_LIMIT, "%s:%d:1: more than %d lines",
