@@ -4,6 +4,7 @@
 #include "cs-ir.h"
 #include "cs-ops.h"
 #include "cs-aten.h"
+#include "cs-str-private.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1283,7 +1284,7 @@ type_append_int (GString *s, int64_t v)
   while (u != 0);
   if (v < 0)
     buf[sizeof buf - 1 - n++] = '-';
-  g_string_append_len (s, buf + sizeof buf - n, n);
+  _cs_str_put_len (s, buf + sizeof buf - n, n);
 }
 
 /**
@@ -1300,35 +1301,35 @@ cs_proxy_type_append (GString *s, const CsProxy *proxy)
 {
   if (proxy->type_raw != NULL)
     {
-      g_string_append (s, proxy->type_raw);
+      _cs_str_put (s, proxy->type_raw);
       return;
     }
   switch (proxy->kind)
     {
     case CS_PROXY_TENSOR:
       if (proxy->future)
-        g_string_append_len (s, "FUTURE ", 7);
+        _cs_str_put_len (s, "FUTURE ", 7);
       switch (proxy->device.type)
         {
         case CS_DEVICE_CPU:
-          g_string_append_len (s, "cpu", 3);
+          _cs_str_put_len (s, "cpu", 3);
           break;
         case CS_DEVICE_META:
-          g_string_append_len (s, "meta", 4);
+          _cs_str_put_len (s, "meta", 4);
           break;
         case CS_DEVICE_CUDA:
         default:
-          g_string_append_len (s, "cuda:", 5);
+          _cs_str_put_len (s, "cuda:", 5);
           type_append_int (s, proxy->device.index);
           break;
         }
       g_string_append_c (s, ' ');
-      g_string_append (s, cs_dtype_short_name (proxy->dtype));
+      _cs_str_put (s, cs_dtype_short_name (proxy->dtype));
       g_string_append_c (s, '[');
       for (guint i = 0; i < proxy->rank; i++)
         {
           if (i)
-            g_string_append_len (s, ", ", 2);
+            _cs_str_put_len (s, ", ", 2);
           if (proxy->shape[i] < 0)
             g_string_append_c (s, '?');
           else
@@ -1345,18 +1346,18 @@ cs_proxy_type_append (GString *s, const CsProxy *proxy)
           tn = "float";
         else if (cs_dtype_kind (proxy->dtype) == CS_DTYPE_KIND_COMPLEX)
           tn = "complex";
-        g_string_append (s, tn);
+        _cs_str_put (s, tn);
         g_string_append_c (s, ' ');
         if (!proxy->has_value || proxy->value == NULL)
           g_string_append_c (s, '?');
         else if (proxy->value->kind == CS_VALUE_BOOL)
-          g_string_append (s, proxy->value->u.b ? "True" : "False");
+          _cs_str_put (s, proxy->value->u.b ? "True" : "False");
         else if (proxy->value->kind == CS_VALUE_INT)
           type_append_int (s, proxy->value->u.i);
         else if (proxy->value->kind == CS_VALUE_FLOAT)
           {
             if (proxy->value->raw)
-              g_string_append (s, proxy->value->raw);
+              _cs_str_put (s, proxy->value->raw);
             else
               append_py_float (s, proxy->value->u.f);
           }
@@ -1365,11 +1366,11 @@ cs_proxy_type_append (GString *s, const CsProxy *proxy)
       }
       break;
     case CS_PROXY_COLLECTION:
-      g_string_append (s, "Collection");
+      _cs_str_put (s, "Collection");
       break;
     case CS_PROXY_OTHER:
     default:
-      g_string_append (s, "Any");
+      _cs_str_put (s, "Any");
       break;
     }
 }

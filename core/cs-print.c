@@ -14,33 +14,11 @@
 #include "cs-aten.h"
 #include "cs-dtype.h"
 #include "cs-ops.h"
+#include "cs-str-private.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* g_string_append_len() / g_string_append() with the common case inline: when @s has room,
- * the bytes are copied in place (the printer appends a few bytes at a time, millions of
- * times for a large trace). */
-static inline void
-put_len (GString *s, const char *p, gsize n)
-{
-  if (G_LIKELY (s->len + n < s->allocated_len))
-    {
-      memcpy (s->str + s->len, p, n);
-      s->len += n;
-      s->str[s->len] = '\0';
-    }
-  else
-    g_string_append_len (s, p, (gssize) n);
-}
-
-static inline void
-put_str (GString *s, const char *p)
-{
-  if (G_LIKELY (p != NULL))   /* g_string_append() ignores NULL as well */
-    put_len (s, p, strlen (p));
-}
 
 /* Width at which the unpack_sequence printer wraps (prims.py _make_parts_into_line_or_lines). */
 #define CS_PRINT_UNPACK_WRAP 80
@@ -68,12 +46,12 @@ cs_print_float_to (GString *out, double f)
 
   if (isnan (f))
     {
-      put_str (out, "float('NaN')");
+      _cs_str_put (out, "float('NaN')");
       return;
     }
   if (isinf (f))
     {
-      put_str (out, f > 0 ? "float('inf')" : "-float('inf')");
+      _cs_str_put (out, f > 0 ? "float('inf')" : "-float('inf')");
       return;
     }
   /* If any string of at most 15 significant digits reads back as f, the correctly rounded
@@ -107,12 +85,12 @@ cs_print_float_to (GString *out, double f)
       if (decimals < 0)
         decimals = 0;
       g_snprintf (fbuf, sizeof fbuf, "%.*f", decimals, f);
-      put_str (out, fbuf);
+      _cs_str_put (out, fbuf);
       if (decimals == 0)
-        put_str (out, ".0");
+        _cs_str_put (out, ".0");
     }
   else
-    put_str (out, ebuf);
+    _cs_str_put (out, ebuf);
 }
 
 /**
@@ -157,11 +135,11 @@ cs_print_py_string_to (GString *out, const char *s)
           g_string_append_c (out, (char) *c);
         }
       else if (*c == '\n')
-        put_str (out, "\\n");
+        _cs_str_put (out, "\\n");
       else if (*c == '\r')
-        put_str (out, "\\r");
+        _cs_str_put (out, "\\r");
       else if (*c == '\t')
-        put_str (out, "\\t");
+        _cs_str_put (out, "\\t");
       else if (*c < 0x20 || *c == 0x7f)
         g_string_append_printf (out, "\\x%02x", *c);
       else
@@ -212,11 +190,11 @@ print_dtype (GString *out, const CsDtypeRef *d)
 {
   if (d->pytype != CS_PYTYPE_NONE)
     {
-      put_str (out, cs_pytype_name ((CsPyType) d->pytype));
+      _cs_str_put (out, cs_pytype_name ((CsPyType) d->pytype));
       return;
     }
-  put_str (out, "dtypes.");
-  put_str (out, cs_dtype_long_name (d->dtype));
+  _cs_str_put (out, "dtypes.");
+  _cs_str_put (out, cs_dtype_long_name (d->dtype));
   if (d->weak)
     g_string_append_c (out, '_');
 }
@@ -228,15 +206,15 @@ print_call_value (GString *out, const CsValue *v)
    * calls (devices.Device("cuda:0"), torch.device(...)) have a single argument. */
   const char *sep = strcmp (v->u.call.callee, "slice") == 0 ? "," : ", ";
 
-  put_str (out, v->u.call.callee);
+  _cs_str_put (out, v->u.call.callee);
   g_string_append_c (out, '(');
   for (guint i = 0; i < v->u.call.n_args; i++)
     {
       if (i)
-        put_str (out, sep);
+        _cs_str_put (out, sep);
       if (v->u.call.args[i].name)
         {
-          put_str (out, v->u.call.args[i].name);
+          _cs_str_put (out, v->u.call.args[i].name);
           g_string_append_c (out, '=');
         }
       cs_print_value_to (out, v->u.call.args[i].value);
@@ -259,21 +237,21 @@ cs_print_value_to (GString *out, const CsValue *v)
 {
   if (v == NULL)
     {
-      put_str (out, "None");
+      _cs_str_put (out, "None");
       return;
     }
   if (v->raw != NULL)
     {
-      put_str (out, v->raw);
+      _cs_str_put (out, v->raw);
       return;
     }
   switch (v->kind)
     {
     case CS_VALUE_NONE:
-      put_str (out, "None");
+      _cs_str_put (out, "None");
       break;
     case CS_VALUE_BOOL:
-      put_str (out, v->u.b ? "True" : "False");
+      _cs_str_put (out, v->u.b ? "True" : "False");
       break;
     case CS_VALUE_INT:
       append_int (out, v->u.i);
@@ -282,9 +260,9 @@ cs_print_value_to (GString *out, const CsValue *v)
       cs_print_float_to (out, v->u.f);
       break;
     case CS_VALUE_COMPLEX:
-      put_str (out, "complex(");
+      _cs_str_put (out, "complex(");
       cs_print_float_to (out, v->u.c.re);
-      put_str (out, ", ");
+      _cs_str_put (out, ", ");
       cs_print_float_to (out, v->u.c.im);
       g_string_append_c (out, ')');
       break;
@@ -292,26 +270,26 @@ cs_print_value_to (GString *out, const CsValue *v)
       cs_print_py_string_to (out, v->u.s ? v->u.s : "");
       break;
     case CS_VALUE_PROXY:
-      put_str (out, v->u.proxy->name);
+      _cs_str_put (out, v->u.proxy->name);
       break;
     case CS_VALUE_UNDERSCORE:
       g_string_append_c (out, '_');
       break;
     case CS_VALUE_NAME:
-      put_str (out, v->u.s);
+      _cs_str_put (out, v->u.s);
       break;
     case CS_VALUE_DTYPE:
       print_dtype (out, &v->u.dtype);
       break;
     case CS_VALUE_ELLIPSIS:
-      put_str (out, "...");
+      _cs_str_put (out, "...");
       break;
     case CS_VALUE_TUPLE:
       g_string_append_c (out, '(');
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            put_str (out, ", ");
+            _cs_str_put (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
         }
       if (v->u.seq.n == 1)
@@ -323,7 +301,7 @@ cs_print_value_to (GString *out, const CsValue *v)
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            put_str (out, ", ");
+            _cs_str_put (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
         }
       g_string_append_c (out, ']');
@@ -333,9 +311,9 @@ cs_print_value_to (GString *out, const CsValue *v)
       for (guint i = 0; i + 1 < v->u.seq.n; i += 2)
         {
           if (i)
-            put_str (out, ", ");
+            _cs_str_put (out, ", ");
           cs_print_value_to (out, v->u.seq.items[i]);
-          put_str (out, ": ");
+          _cs_str_put (out, ": ");
           cs_print_value_to (out, v->u.seq.items[i + 1]);
         }
       g_string_append_c (out, '}');
@@ -355,10 +333,10 @@ cs_print_value_to (GString *out, const CsValue *v)
       if (v->u.seq.n >= 1)
         cs_print_value_to (out, v->u.seq.items[0]);
       g_string_append_c (out, '.');
-      put_str (out, v->u.seq.attr ? v->u.seq.attr : "");
+      _cs_str_put (out, v->u.seq.attr ? v->u.seq.attr : "");
       break;
     default:
-      put_str (out, "<?>");
+      _cs_str_put (out, "<?>");
       break;
     }
 }
@@ -370,7 +348,7 @@ print_target (GString *out, const CsValue *v)
   switch (v->kind)
     {
     case CS_VALUE_PROXY:
-      put_str (out, v->u.proxy->name);
+      _cs_str_put (out, v->u.proxy->name);
       break;
     case CS_VALUE_TUPLE:
     case CS_VALUE_LIST:
@@ -378,7 +356,7 @@ print_target (GString *out, const CsValue *v)
       for (guint i = 0; i < v->u.seq.n; i++)
         {
           if (i)
-            put_str (out, ", ");
+            _cs_str_put (out, ", ");
           print_target (out, v->u.seq.items[i]);
         }
       if (v->kind == CS_VALUE_TUPLE && v->u.seq.n == 1)
@@ -386,7 +364,7 @@ print_target (GString *out, const CsValue *v)
       g_string_append_c (out, v->kind == CS_VALUE_TUPLE ? ')' : ']');
       break;
     case CS_VALUE_NAME:
-      put_str (out, v->u.s);
+      _cs_str_put (out, v->u.s);
       break;
     default:
       g_string_append_c (out, '_');
@@ -403,7 +381,7 @@ begin_line (GString *out, guint indent, gboolean commented)
   for (guint i = 0; i < indent; i++)
     g_string_append_c (out, ' ');
   if (commented)
-    put_str (out, "# ");
+    _cs_str_put (out, "# ");
 }
 
 static void
@@ -418,23 +396,23 @@ print_call (GString *out, const CsStmt *s)
     {
       /* made by a pass: Thunder prints fusion outputs as a list, even one: `[t6] = nvFusion1(...)` */
       g_string_append_c (out, '[');
-      put_str (out, s->out->u.proxy->name);
-      put_str (out, "] = ");
+      _cs_str_put (out, s->out->u.proxy->name);
+      _cs_str_put (out, "] = ");
     }
   else if (s->out != NULL && !(s->out->kind == CS_VALUE_TUPLE && s->out->u.seq.n == 0))
     {
       print_target (out, s->out);
-      put_str (out, " = ");
+      _cs_str_put (out, " = ");
     }
-  put_str (out, s->callee ? s->callee : s->op->name);
+  _cs_str_put (out, s->callee ? s->callee : s->op->name);
   g_string_append_c (out, '(');
   for (guint i = 0; i < s->n_args; i++)
     {
       if (i)
-        put_str (out, ", ");
+        _cs_str_put (out, ", ");
       if (s->args[i].name)
         {
-          put_str (out, s->args[i].name);
+          _cs_str_put (out, s->args[i].name);
           g_string_append_c (out, '=');
         }
       cs_print_value_to (out, s->args[i].value);
@@ -448,19 +426,19 @@ print_call (GString *out, const CsStmt *s)
   typecomment = s->line == 0 ? single != NULL : s->type_comment != CS_TYPECOMMENT_NONE;
   if (typecomment && single != NULL)
     {
-      put_str (out, "  # ");
-      put_str (out, single->name);
+      _cs_str_put (out, "  # ");
+      _cs_str_put (out, single->name);
       if (s->type_comment == CS_TYPECOMMENT_NAME && s->line != 0)
         return;
       if (s->type_comment_raw != NULL)
         {
-          put_str (out, ": \"");
-          put_str (out, s->type_comment_raw);
+          _cs_str_put (out, ": \"");
+          _cs_str_put (out, s->type_comment_raw);
           g_string_append_c (out, '"');
         }
       else if (single->typed)
         {
-          put_str (out, ": \"");
+          _cs_str_put (out, ": \"");
           cs_print_type_to (out, single);
           g_string_append_c (out, '"');
         }
@@ -489,17 +467,17 @@ print_unpack (GString *out, const CsStmt *s, guint indent, gboolean commented)
       if (i < s->n_targets)
         {
           print_target (part, s->targets[i]);
-          put_str (part, ", ");
+          _cs_str_put (part, ", ");
         }
       else
         {
-          put_str (part, "= ");
-          put_str (part, src);
+          _cs_str_put (part, "= ");
+          _cs_str_put (part, src);
         }
       if (pos > 0 && (s->unpack_style == CS_UNPACK_ONE_PER_LINE
                       || pos + part->len > CS_PRINT_UNPACK_WRAP))
         {
-          put_str (out, "\\\n");
+          _cs_str_put (out, "\\\n");
           begin_line (out, indent, commented);
           pos = 0;
         }
@@ -516,27 +494,27 @@ static void
 print_comment (GString *out, const CsStmt *s, gboolean commented)
 {
   if (!commented)
-    put_str (out, "# ");
+    _cs_str_put (out, "# ");
   if (s->text != NULL)
     {
-      put_str (out, s->text);
+      _cs_str_put (out, s->text);
       return;
     }
   if (s->annotated != NULL)
     {
-      put_str (out, s->annotated->name);
+      _cs_str_put (out, s->annotated->name);
       if (s->annotated->typed)
         {
-          put_str (out, ": \"");
+          _cs_str_put (out, ": \"");
           cs_print_type_to (out, s->annotated);
           g_string_append_c (out, '"');
         }
       return;
     }
   if (s->comment_kind == CS_COMMENT_DETAIL)
-    put_str (out, "None");
+    _cs_str_put (out, "None");
   else if (s->comment_kind == CS_COMMENT_INPUT)
-    put_str (out, "_ (unused)");
+    _cs_str_put (out, "_ (unused)");
 }
 
 static void
@@ -549,7 +527,7 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
       return;
     case CS_STMT_BLANK:
       if (s->text != NULL)
-        put_str (out, s->text);
+        _cs_str_put (out, s->text);
       g_string_append_c (out, '\n');
       return;
     default:
@@ -565,29 +543,29 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
     case CS_STMT_ANNASSIGN:
       {
         CsProxy *p = s->out && s->out->kind == CS_VALUE_PROXY ? s->out->u.proxy : NULL;
-        put_str (out, p ? p->name : "_");
-        put_str (out, ": \"");
+        _cs_str_put (out, p ? p->name : "_");
+        _cs_str_put (out, ": \"");
         if (s->type_comment_raw)
-          put_str (out, s->type_comment_raw);
+          _cs_str_put (out, s->type_comment_raw);
         else if (p)
           cs_print_type_to (out, p);
-        put_str (out, "\" = ");
+        _cs_str_put (out, "\" = ");
         cs_print_value_to (out, s->value);
       }
       break;
     case CS_STMT_DEL:
-      put_str (out, s->del_brackets ? "del [" : "del ");
+      _cs_str_put (out, s->del_brackets ? "del [" : "del ");
       for (guint i = 0; i < s->n_names; i++)
         {
           if (i)
-            put_str (out, ", ");
-          put_str (out, s->names[i]->name);
+            _cs_str_put (out, ", ");
+          _cs_str_put (out, s->names[i]->name);
         }
       if (s->del_brackets)
         g_string_append_c (out, ']');
       break;
     case CS_STMT_RETURN:
-      put_str (out, "return");
+      _cs_str_put (out, "return");
       if (s->value != NULL)
         {
           g_string_append_c (out, ' ');
@@ -595,7 +573,7 @@ print_stmt_line (GString *out, const CsStmt *s, guint indent, gboolean commented
             for (guint i = 0; i < s->value->u.seq.n; i++)
               {
                 if (i)
-                  put_str (out, ", ");
+                  _cs_str_put (out, ", ");
                 cs_print_value_to (out, s->value->u.seq.items[i]);
               }
           else
@@ -648,30 +626,30 @@ print_signature (GString *out, const CsTrace *t)
 {
   if (!t->has_signature)
     {
-      put_str (out, "# No signature available\n");
+      _cs_str_put (out, "# No signature available\n");
       return;
     }
-  put_str (out, "def ");
-  put_str (out, t->name ? t->name : "computation");
+  _cs_str_put (out, "def ");
+  _cs_str_put (out, t->name ? t->name : "computation");
   g_string_append_c (out, '(');
   for (guint i = 0; i < t->n_params; i++)
     {
       const CsParam *p = &t->params[i];
       if (i)
-        put_str (out, ", ");
+        _cs_str_put (out, ", ");
       if (p->kind == CS_PARAM_STAR)
         g_string_append_c (out, '*');
       else if (p->kind == CS_PARAM_DSTAR)
-        put_str (out, "**");
+        _cs_str_put (out, "**");
       if (p->name)
-        put_str (out, p->name);
+        _cs_str_put (out, p->name);
       if (p->dflt)
         {
           g_string_append_c (out, '=');
           cs_print_value_to (out, p->dflt);
         }
     }
-  put_str (out, "):\n");
+  _cs_str_put (out, "):\n");
 }
 
 /**
@@ -700,25 +678,25 @@ cs_print_trace_to (GString *out, const CsTrace *trace, CsPrintFlags flags)
   if (!(flags & CS_PRINT_NO_LEADING))
     for (guint i = 0; i < trace->n_leading; i++)
       {
-        put_str (out, trace->leading[i]);
+        _cs_str_put (out, trace->leading[i]);
         g_string_append_c (out, '\n');
       }
   if (trace->provenance != NULL)
     {
-      put_str (out, "# Constructed by ");
-      put_str (out, trace->provenance);
+      _cs_str_put (out, "# Constructed by ");
+      _cs_str_put (out, trace->provenance);
       g_string_append_c (out, '\n');
     }
   for (guint i = 0; i < trace->n_imports; i++)
     {
-      put_str (out, trace->imports[i]);
+      _cs_str_put (out, trace->imports[i]);
       g_string_append_c (out, '\n');
     }
   if (trace->blank_after_imports)
     g_string_append_c (out, '\n');
   for (guint i = 0; i < trace->n_decorators; i++)
     {
-      put_str (out, trace->decorators[i]);
+      _cs_str_put (out, trace->decorators[i]);
       g_string_append_c (out, '\n');
     }
   print_signature (out, trace);
@@ -773,12 +751,12 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
               const char *sep = NULL;
               if (list->separators && i - 1 < list->separators->len)
                 sep = g_ptr_array_index (list->separators, i - 1);
-              put_str (out, sep ? sep : "\n");
+              _cs_str_put (out, sep ? sep : "\n");
             }
           cs_print_trace_to (out, g_ptr_array_index (list->traces, i), flags);
         }
       if (list->trailer)
-        put_str (out, list->trailer);
+        _cs_str_put (out, list->trailer);
       return g_string_free (out, FALSE);
     }
 
@@ -789,7 +767,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
     if (first && !(flags & CS_PRINT_NO_LEADING))
       for (guint i = 0; i < first->n_leading; i++)
         {
-          put_str (out, first->leading[i]);
+          _cs_str_put (out, first->leading[i]);
           g_string_append_c (out, '\n');
         }
     for (guint i = 0; i < list->traces->len; i++)
@@ -799,7 +777,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
             const char *sep = NULL;
             if (list->separators && i - 1 < list->separators->len)
               sep = g_ptr_array_index (list->separators, i - 1);
-            put_str (inner, sep ? sep : ",\n");
+            _cs_str_put (inner, sep ? sep : ",\n");
           }
         cs_print_trace_to (inner, g_ptr_array_index (list->traces, i),
                            i == 0 ? (flags | CS_PRINT_NO_LEADING) : flags);
@@ -813,7 +791,7 @@ cs_print_trace_list (const CsTraceList *list, CsPrintFlags flags)
         if (inner->str[k] == '\n')
           g_string_append_c (out, ' ');
       }
-    put_str (out, list->trailer ? list->trailer : "]\n");
+    _cs_str_put (out, list->trailer ? list->trailer : "]\n");
     g_string_free (inner, TRUE);
   }
   return g_string_free (out, FALSE);
