@@ -539,6 +539,9 @@ struct _IdSlot
                           an input of the producer (apply_producer) */
   guint32  edges;      /* == epoch: add_var_edges added its edges to find_cut's graph */
   guint32  src;        /* == epoch: find_cut's graph has the edge source -> its `_in` */
+  guint32  canon;      /* == epoch: canon_idx is valid (cut_key) */
+  guint32  canon_idx;  /* its number in the pair's canonical form: the order of first
+                          appearance (cut_key) */
   guint32  cut_of;     /* 1 + index of the producer region whose cuts list it (the pairs of
                           one producer are consecutive, so only the current producer's
                           mark is read); kept when the epochs start again */
@@ -625,7 +628,45 @@ typedef struct
   UVec            next;       /* consumers of the producer's later pairs */
   guint8         *sub_mark;   /* per-subsymbol marks (find_producer_symbols) */
   guint           sub_mark_cap; /* entries of sub_mark */
+  GHashTable     *cuts;       /* CutMemo * (owned) -> itself: find_cut's answer per canonical
+                                 form of a pair */
+  UVec            key;        /* scratch: the current pair's canonical form (cut_key) */
+  PtrVec         *canon;      /* scratch: canonical number -> CsProxy * of the current pair */
+  gboolean        check;      /* CASTSCOPE_CHECK_IO=1: every remembered cut is recomputed and
+                                 compared */
 } Remat;
+
+/* A pair's canonical form and the cut find_cut found for it, as canonical numbers. */
+typedef struct
+{
+  guint32  hash;     /* of key */
+  guint    n_key;    /* entries of key */
+  guint    n_cut;    /* entries of cut */
+  guint   *key;      /* the canonical form (cut_key) */
+  guint   *cut;      /* the cut's values, in find_cut's order */
+} CutMemo;
+
+static guint
+cut_memo_hash (gconstpointer a)
+{
+  return ((const CutMemo *) a)->hash;
+}
+
+static gboolean
+cut_memo_equal (gconstpointer a, gconstpointer b)
+{
+  const CutMemo *x = a, *y = b;
+  return x->n_key == y->n_key && memcmp (x->key, y->key, x->n_key * sizeof (guint)) == 0;
+}
+
+static void
+cut_memo_free (gpointer a)
+{
+  CutMemo *m = a;
+  g_free (m->key);
+  g_free (m->cut);
+  g_free (m);
+}
 
 /* Remat.sub_mark with @n entries, all 0. */
 static guint8 *
@@ -1107,7 +1148,7 @@ sink_ancestors (Remat *r, RReg *p, RReg *c, PtrVec *req_c, guint32 e)
  * required ones; ties go to the cut nearest the sink (networkx's partition: the nodes that
  * still reach the sink in the residual graph).  Leaves the cut in @cut (empty: no change). */
 static void
-find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
+find_cut_graph (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
 {
   CsProxyVec *req_p = &r->vec_a;
   PtrVec *req_c = r->req_c, *ext_in = r->ext_in;
@@ -1254,6 +1295,155 @@ find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
             ptr_vec_add (cut, g->vars->pdata[k]);
         }
     }
+}
+
+/* Appends the value @x (its slot @s) to the canonical form being built in epoch @e: its
+ * number, and the first time also its edge weight (two words of the double's bits).  r->key
+ * has room for the three words (key_reserve()). */
+static inline void
+key_value (Remat *r, IdSlot *s, CsProxy *x, guint32 e)
+{
+  double w;
+  guint64 bits;
+
+  if (s->canon == e)
+    {
+      r->key.v[r->key.len++] = s->canon_idx;
+      return;
+    }
+  s->canon = e;
+  s->canon_idx = r->canon->len;
+  ptr_vec_add (r->canon, x);
+  w = proxy_cut_bytes (x);
+  memcpy (&bits, &w, sizeof bits);
+  r->key.v[r->key.len++] = s->canon_idx;
+  r->key.v[r->key.len++] = (guint) bits;
+  r->key.v[r->key.len++] = (guint) (bits >> 32);
+}
+
+/* Makes room in r->key for @n more words. */
+static void
+key_reserve (Remat *r, guint n)
+{
+  uvec_reserve (&r->key, r->key.len + n);
+}
+
+static void
+key_list (Remat *r, const PtrVec *a, guint32 e)
+{
+  key_reserve (r, 1 + 3 * a->len);
+  r->key.v[r->key.len++] = a->len;
+  for (guint i = 0; i < a->len; i++)
+    key_value (r, slot_of (r, a->pdata[i]), a->pdata[i], e);
+}
+
+/* Appends region @g to the canonical form: its executor, inputs, outputs and, per subsymbol,
+ * its kind, must_output(), whether @c's executor can run it (@c non-NULL: the producer of a
+ * pair across executors), its reads and its writes. */
+static void
+key_region (Remat *r, RReg *g, RReg *c, guint32 e)
+{
+  const guint8 *must;
+
+  rreg_rw_slots (r, g);
+  must = rreg_must (g);
+  key_reserve (r, 2);
+  r->key.v[r->key.len++] = g->subs->len;
+  r->key.v[r->key.len++] = g->nvfusion;
+  key_list (r, g->ins, e);
+  key_list (r, g->outs, e);
+  key_reserve (r, 5 * g->subs->len + 3 * g->rw.len);
+  for (guint i = 0; i < g->subs->len; i++)
+    {
+      guint *v = r->key.v + r->key.len;
+      v[0] = g->kind[i];
+      v[1] = must[i];
+      v[2] = c != NULL && consumer_can_fuse (r, c, g->subs->pdata[i]);
+      v[3] = g->rw_at[2 * i + 1] - g->rw_at[2 * i];
+      v[4] = g->rw_at[2 * i + 2] - g->rw_at[2 * i + 1];
+      r->key.len += 5;
+      /* the reads, then the writes */
+      for (guint k = g->rw_at[2 * i]; k < g->rw_at[2 * i + 2]; k++)
+        key_value (r, g->rws[k], g->rw.v[k], e);
+    }
+}
+
+/* The canonical form of the pair (@p, @c) with the external producer outputs @ext_out in
+ * r->key (r->canon: number -> proxy), made of everything find_cut_graph reads: the regions'
+ * executors, inputs, outputs and subsymbols (kind, must_output(), the consumer executor's
+ * fusibility across executors, reads, writes), @ext_out, and each value's edge weight, the
+ * values numbered in order of first appearance.  Two pairs have equal forms exactly when one
+ * is the other with its values renamed, so find_cut_graph's cut of one, renamed, is the
+ * other's.  Returns the form's hash (FNV-1a over its words). */
+static guint32
+cut_key (Remat *r, PtrVec *ext_out, RReg *p, RReg *c)
+{
+  guint32 e = store_epoch (r), h = 2166136261u;
+
+  r->key.len = 0;
+  r->canon->len = 0;
+  key_region (r, p, p->nvfusion != c->nvfusion ? c : NULL, e);
+  key_region (r, c, NULL, e);
+  key_list (r, ext_out, e);
+  for (guint i = 0; i < r->key.len; i++)
+    {
+      h ^= r->key.v[i];
+      h *= 16777619u;
+    }
+  return h;
+}
+
+/* find_cut_graph's cut for the pair, computed once per canonical form (cut_key): the layers of
+ * a model repeat, and so do their pairs.  With CASTSCOPE_CHECK_IO=1 a remembered cut is
+ * computed again and compared (an abort names the pair when they differ). */
+static void
+find_cut (Remat *r, PtrVec *ext_out, RReg *p, RReg *c, PtrVec *cut)
+{
+  CutMemo probe = { 0 }, *m;
+  guint32 e;
+
+  probe.hash = cut_key (r, ext_out, p, c);
+  probe.n_key = r->key.len;
+  probe.key = r->key.v;
+  e = r->epoch;
+  m = g_hash_table_lookup (r->cuts, &probe);
+  if (m != NULL && !r->check)
+    {
+      cut->len = 0;
+      for (guint i = 0; i < m->n_cut; i++)
+        ptr_vec_add (cut, r->canon->pdata[m->cut[i]]);
+      return;
+    }
+  find_cut_graph (r, ext_out, p, c, cut);
+  if (m != NULL)
+    {
+      gboolean same = m->n_cut == cut->len;
+      for (guint i = 0; same && i < cut->len; i++)
+        same = cut->pdata[i] == r->canon->pdata[m->cut[i]];
+      if (!same)
+        g_error ("CASTSCOPE_CHECK_IO: rematerialization of %s -> %s: the cut of an earlier pair "
+                 "of the same canonical form is not this pair's", p->orig->callee,
+                 c->orig->callee);
+      return;
+    }
+  m = g_new0 (CutMemo, 1);
+  m->hash = probe.hash;
+  m->n_key = probe.n_key;
+  m->key = g_memdup2 (probe.key, probe.n_key * sizeof (guint));
+  m->n_cut = cut->len;
+  m->cut = g_new (guint, MAX (cut->len, 1));
+  for (guint i = 0; i < cut->len; i++)
+    {
+      IdSlot *s = slot_of (r, cut->pdata[i]);
+      if (s->canon != e)
+        {
+          /* a cut value outside the form (not expected): nothing is remembered */
+          cut_memo_free (m);
+          return;
+        }
+      m->cut[i] = s->canon_idx;
+    }
+  g_hash_table_add (r->cuts, m);
 }
 
 /* Thunder's bsym_list_to_dag + toposort_bsym_dag(leaves, BOTTOM_UP) with the default selector
@@ -1744,6 +1934,9 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   r.remat_in = ptr_vec_new ();
   r.new_subs = ptr_vec_new ();
   r.new_outs = ptr_vec_new ();
+  r.cuts = g_hash_table_new_full (cut_memo_hash, cut_memo_equal, cut_memo_free, NULL);
+  r.canon = ptr_vec_new ();
+  r.check = g_strcmp0 (g_getenv ("CASTSCOPE_CHECK_IO"), "1") == 0;
   for (guint i = 0; i < pairs->len; i++)
     {
       guint *pr = &g_array_index (pairs, guint, 2 * i);
@@ -1854,6 +2047,9 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
   ptr_vec_free (r.remat_in);
   ptr_vec_free (r.new_subs);
   ptr_vec_free (r.new_outs);
+  g_hash_table_unref (r.cuts);
+  ptr_vec_free (r.canon);
+  g_free (r.key.v);
   g_free (r.next.v);
   g_free (r.sub_mark);
   g_hash_table_unref (r.other);
