@@ -547,7 +547,7 @@ struct _IdSlot
                           mark is read); kept when the epochs start again */
 };
 
-#define ID_CHUNK_BITS 16u
+#define ID_CHUNK_BITS 12u
 #define ID_CHUNK      (1u << ID_CHUNK_BITS)   /* slots per chunk of the store */
 
 /* A growable array of indices. */
