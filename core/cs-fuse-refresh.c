@@ -310,13 +310,14 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
   for (guint i = s->n_subs; i-- > 0;)
     {
       CsStmt *sub = s->subs[i];
+      const guint32 *io;
       gboolean keep;
 
       /* the statements and their id arrays of the next iterations */
       if (i >= 4)
         __builtin_prefetch (s->subs[i - 4]);
       if (i >= 2 && s->subs[i - 2]->kind == CS_STMT_CALL)
-        __builtin_prefetch (s->subs[i - 2]->io);
+        __builtin_prefetch (cs_stmt_io (s->subs[i - 2]));
       if (sub->kind != CS_STMT_CALL)
         {
           /* no stored ids: the other kinds list theirs (none is a fusible prim) */
@@ -325,10 +326,11 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
           _cs_stmt_vec_push (kept, sub);
           continue;
         }
+      io = cs_stmt_io (sub);
       keep = stmt_dont_dce (sub);
       for (guint j = sub->n_in; j < sub->n_in + sub->n_out && !keep; j++)
         {
-          guint32 id = sub->io[j];
+          guint32 id = io[j];
           if (id < m->n && (st->needed[id] == m->needed_gen || st->live[id] == gen))
             keep = TRUE;
         }
@@ -337,7 +339,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
       _cs_stmt_vec_push (kept, sub);
       for (guint j = sub->n_in; j < sub->n_in + sub->n_out; j++)
         {
-          guint32 id = sub->io[j];
+          guint32 id = io[j];
           if (id >= m->n)
             continue;
           if (st->needed[id] == m->needed_gen)
@@ -346,7 +348,7 @@ region_refresh_one (CsTrace *trace, CsStmt *s, Marks *m)
           st->prod_at[id] = i;
         }
       for (guint j = 0; j < sub->n_in; j++)
-        note_sub_read (m, sub->io[j], i, j, gen);
+        note_sub_read (m, io[j], i, j, gen);
     }
   if (outs->len == 0)
     return FALSE;
@@ -474,11 +476,12 @@ build_hidden (const CsTrace *trace, Marks *m, guint32 gen)
           const CsStmt *sub = s->subs[j];
           if (sub->kind == CS_STMT_CALL)
             {
+              const guint32 *io = cs_stmt_io (sub);
               for (guint k = sub->n_in; k < sub->n_in + sub->n_out; k++)
-                if (sub->io[k] < m->n)
+                if (io[k] < m->n)
                   {
-                    st->hidden_gen[sub->io[k]] = gen;
-                    st->hidden_at[sub->io[k]] = i + 1;
+                    st->hidden_gen[io[k]] = gen;
+                    st->hidden_at[io[k]] = i + 1;
                   }
               continue;
             }
@@ -580,12 +583,13 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
       if (i + 4 < trace->n_stmts)
         __builtin_prefetch (trace->stmts[i + 4]);
       if (i + 2 < trace->n_stmts && trace->stmts[i + 2]->kind == CS_STMT_CALL)
-        __builtin_prefetch (trace->stmts[i + 2]->io);
+        __builtin_prefetch (cs_stmt_io (trace->stmts[i + 2]));
       if (s->kind == CS_STMT_CALL)
         {
+          const guint32 *io = cs_stmt_io (s);
           for (guint k = s->n_in; k < s->n_in + s->n_out; k++)
-            if (s->io[k] < mp->n)
-              st->visible[s->io[k]] = visible_gen;
+            if (io[k] < mp->n)
+              st->visible[io[k]] = visible_gen;
           continue;
         }
       tmp->len = 0;
@@ -601,7 +605,7 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
       if (i >= 4)
         __builtin_prefetch (trace->stmts[i - 4]);
       if (i >= 2 && trace->stmts[i - 2]->kind == CS_STMT_CALL)
-        __builtin_prefetch (trace->stmts[i - 2]->io);
+        __builtin_prefetch (cs_stmt_io (trace->stmts[i - 2]));
 
       if (_cs_stmt_is_region (s))
         {
@@ -615,9 +619,10 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
         }
       else if (dce_top && s->kind == CS_STMT_CALL && !stmt_dont_dce (s))
         {
+          const guint32 *io = cs_stmt_io (s);
           gboolean live = FALSE;
           for (guint j = s->n_in; j < s->n_in + s->n_out && !live; j++)
-            if (s->io[j] >= mp->n || st->needed[s->io[j]] == mp->needed_gen)
+            if (io[j] >= mp->n || st->needed[io[j]] == mp->needed_gen)
               live = TRUE;
           /* a bare call (no outputs) without DONT_DCE is kept: it may have effects we do
            * not model */
@@ -627,9 +632,10 @@ _cs_regions_refresh_with (CsTrace *trace, gboolean dce_top, CsRefreshMarks *mark
       _cs_stmt_vec_push (kept, s);
       if (s->kind == CS_STMT_CALL)
         {
+          const guint32 *io = cs_stmt_io (s);
           for (guint j = 0; j < s->n_in; j++)
-            if (s->io[j] < mp->n)
-              refresh_note_read (trace, mp, s->io[j], i, visible_gen, &hidden_gen, stale);
+            if (io[j] < mp->n)
+              refresh_note_read (trace, mp, io[j], i, visible_gen, &hidden_gen, stale);
           continue;
         }
       tmp->len = 0;

@@ -1868,18 +1868,21 @@ _cs_fuse_rematerialize (CsTrace *t, const CsPolicy *policy, CsRefreshMarks *mark
       for (guint i = 0; i < t->n_stmts; i++)
         {
           CsStmt *s = t->stmts[i];
+          const guint32 *io = NULL;
           guint n_read;
           if (s->kind == CS_STMT_COMMENT || s->kind == CS_STMT_BLANK || s->kind == CS_STMT_DEL)
             continue;
-          /* a call's read ids are stored (CsStmt.io, _cs_stmt_reads order); the other kinds'
-           * come from their values */
+          /* a call's read ids are stored (cs_stmt_io(), _cs_stmt_reads order); the other
+           * kinds' come from their values */
           ps.len = 0;
-          if (s->kind != CS_STMT_CALL)
+          if (s->kind == CS_STMT_CALL)
+            io = cs_stmt_io (s);
+          else
             _cs_stmt_reads_vec (s, &ps);
-          n_read = s->kind == CS_STMT_CALL ? s->n_in : ps.len;
+          n_read = io != NULL ? s->n_in : ps.len;
           for (guint j = 0; j < n_read; j++)
             {
-              guint32 id = s->kind == CS_STMT_CALL ? s->io[j] : ps.v[j]->id;
+              guint32 id = io != NULL ? io[j] : ps.v[j]->id;
               if (id >= r.n_ids)
                 continue;
               if (pass == 0)

@@ -246,9 +246,10 @@ _cs_stmt_remap_reads (CsTrace *trace, CsStmt *stmt, const CsProxyMap *map)
     case CS_STMT_CALL:
       {
         /* the stored read ids first: the arguments are walked only when one may be mapped */
+        const guint32 *io = cs_stmt_io (stmt);
         gboolean any = FALSE;
         for (guint i = 0; i < stmt->n_in && !any; i++)
-          any = _cs_proxy_map_may_hold_id (map, stmt->io[i]);
+          any = _cs_proxy_map_may_hold_id (map, io[i]);
         if (!any)
           break;
       }
@@ -499,9 +500,10 @@ collect_all_proxies (const CsStmt *s, guint8 *keep, guint n, CsProxyVec *tmp, gu
   if (s->kind == CS_STMT_CALL)
     {
       /* a call's reads and writes are its stored ids */
+      const guint32 *io = cs_stmt_io (s);
       for (guint i = 0; i < s->n_in + s->n_out; i++)
-        if (s->io[i] < n)
-          keep[s->io[i]] = 1;
+        if (io[i] < n)
+          keep[io[i]] = 1;
     }
   else
     {

@@ -1502,11 +1502,30 @@ io_collect (const CsStmt *s, GArray *ids)
   return n_in;
 }
 
+G_STATIC_ASSERT (sizeof (const guint32 *) <= sizeof (((CsStmt *) NULL)->io_words));
+
+/* Stores the @n def-use ids @ids (@n_in read ids first) in @stmt: in CsStmt.io_words when
+ * they fit there, else in an array of @trace's arena whose address io_words holds. */
+static void
+stmt_store_io (CsTrace *trace, CsStmt *stmt, const guint32 *ids, guint n_in, guint n)
+{
+  stmt->n_in = n_in;
+  stmt->n_out = n - n_in;
+  if (n <= CS_STMT_IO_INLINE)
+    memcpy (stmt->io_words, ids, n * sizeof (guint32));
+  else
+    {
+      guint32 *heap = cs_arena_alloc_small (trace->arena, n * sizeof (guint32));
+      memcpy (heap, ids, n * sizeof (guint32));
+      memcpy (stmt->io_words, &heap, sizeof heap);
+    }
+}
+
 /** cs_stmt_index: see cs-ir.h. */
 void
 cs_stmt_index (CsTrace *trace, CsStmt *stmt)
 {
-  guint32 buf[32], n = 0, n_in = 0, *io;
+  guint32 buf[32], n = 0, n_in = 0;
   gboolean simple = TRUE;
 
   if (stmt->kind != CS_STMT_CALL)
@@ -1556,21 +1575,11 @@ cs_stmt_index (CsTrace *trace, CsStmt *stmt)
     {
       GArray *ids = g_array_sized_new (FALSE, FALSE, sizeof (guint32), 64);
       n_in = io_collect (stmt, ids);
-      n = ids->len;
-      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
-      if (n)
-        memcpy (io, ids->data, n * sizeof (guint32));
+      stmt_store_io (trace, stmt, (const guint32 *) ids->data, n_in, ids->len);
       g_array_free (ids, TRUE);
     }
   else
-    {
-      io = n ? cs_arena_alloc_small (trace->arena, n * sizeof (guint32)) : NULL;
-      if (n)
-        memcpy (io, buf, n * sizeof (guint32));
-    }
-  stmt->io = io;
-  stmt->n_in = n_in;
-  stmt->n_out = n - n_in;
+    stmt_store_io (trace, stmt, buf, n_in, n);
 }
 
 /** cs_stmt_set_args: see cs-ir.h. */
@@ -1615,7 +1624,7 @@ cs_stmt_io_matches (const CsStmt *stmt)
   ids = g_array_new (FALSE, FALSE, sizeof (guint32));
   n_in = io_collect (stmt, ids);
   ok = n_in == stmt->n_in && ids->len == stmt->n_in + stmt->n_out
-       && (ids->len == 0 || memcmp (ids->data, stmt->io, ids->len * sizeof (guint32)) == 0);
+       && (ids->len == 0 || memcmp (ids->data, cs_stmt_io (stmt), ids->len * sizeof (guint32)) == 0);
   g_array_free (ids, TRUE);
   return ok;
 }
@@ -1660,12 +1669,12 @@ cs_stmt_io_mismatch (const CsStmt *stmt)
       gboolean in_now = k < n_in, in_stored = k < stmt->n_in;
       const CsProxy *p = k < n_all ? ps->pdata[k] : NULL;
       gboolean have_stored = k < stmt->n_in + stmt->n_out;
-      if (have_stored && p != NULL && in_now == in_stored && stmt->io[k] == p->id)
+      if (have_stored && p != NULL && in_now == in_stored && cs_stmt_io (stmt)[k] == p->id)
         continue;
       g_string_append_printf (msg, "; first difference at position %u (%s %u): stored ", k,
                               in_now ? "read" : "write", in_now ? k : k - n_in);
       if (have_stored)
-        g_string_append_printf (msg, "id %u", stmt->io[k]);
+        g_string_append_printf (msg, "id %u", cs_stmt_io (stmt)[k]);
       else
         g_string_append (msg, "nothing");
       if (p != NULL)

@@ -286,6 +286,10 @@ typedef enum
   CS_UNPACK_ONE_PER_LINE,/* pre-2024 printer: `a, \` one element per line */
 } CsUnpackStyle;
 
+/* How many def-use ids a CALL statement holds in itself (CsStmt.io_words); a statement with
+ * more holds them in an arena array. */
+#define CS_STMT_IO_INLINE 3
+
 struct _CsStmt
 {
   /* The fields every pass reads for every statement come first and fill one 64-byte cache line
@@ -325,6 +329,7 @@ struct _CsStmt
   guint32             id;          /* unique within the trace, 1-based; stable under cs_trace_copy */
   guint32             line;        /* 1-based source line of the statement's first character; 0 = made by a pass */
   guint32             col;         /* 1-based column */
+  guint32             n_in;        /* CALL: how many of its def-use ids (cs_stmt_io()) are read ids */
   const char         *type_comment_raw; /* when the trailing type string differs from the proxy's, as read */
   CsValue            *value;       /* ANNASSIGN: out = PROXY value, type from the proxy; value = the
                                       expression.  RETURN: the value (NULL for a bare return) */
@@ -357,14 +362,15 @@ struct _CsStmt
     };
     struct
     {
-      const guint32  *io;          /* CALL: the def-use of the statement itself (not of its
-                                      subsymbols): the ids (CsProxy.id) of the proxies its
-                                      arguments read, in _cs_stmt_reads() order with
-                                      duplicates, then n_out ids of those its target writes;
-                                      set by the constructors and mutators (cs_stmt_index());
-                                      NULL when both counts are 0 */
-      guint32         n_in;        /* CALL: read ids at the start of io */
-      guint32         n_out;       /* CALL: written ids after them */
+      guint32         io_words[CS_STMT_IO_INLINE]; /* CALL: the def-use of the statement
+                                      itself (not of its subsymbols): the ids (CsProxy.id) of
+                                      the proxies its arguments read, in _cs_stmt_reads()
+                                      order with duplicates, then n_out ids of those its target
+                                      writes, here when n_in + n_out <= CS_STMT_IO_INLINE, else
+                                      the address of an arena array holding them; read them
+                                      through cs_stmt_io(); set by the constructors and
+                                      mutators (cs_stmt_index()) */
+      guint32         n_out;       /* CALL: written ids after the n_in read ids */
     };
   };
 };
@@ -640,12 +646,30 @@ CsStmt     *cs_stmt_new_call_static (CsTrace *trace, const CsOp *op, const char 
  * @trace: the trace whose arena receives the id array
  * @stmt: a CALL statement (other kinds are left as they are)
  *
- * Fills @stmt's def-use ids (CsStmt.io, n_in, n_out) from its arguments and target: the
+ * Fills @stmt's def-use ids (cs_stmt_io(), CsStmt.n_in, n_out) from its arguments and target: the
  * constructors (cs_stmt_new_call(), the parser, the copies) and the mutators below call it,
  * so a pass reads a statement's reads and writes as integer arrays instead of walking its
  * value trees.  The proxies must have their ids (every proxy gets one when it is made).
  */
 void        cs_stmt_index         (CsTrace *trace, CsStmt *stmt);
+/**
+ * cs_stmt_io:
+ * @stmt: a CALL statement
+ *
+ * @stmt's def-use ids as cs_stmt_index() stored them: n_in read ids, then n_out written ids
+ * (in @stmt itself when there are at most CS_STMT_IO_INLINE, else in its trace's arena).
+ * Returns: (array) (transfer none): n_in + n_out ids, valid while @stmt is unchanged
+ */
+static inline const guint32 *
+cs_stmt_io (const CsStmt *stmt)
+{
+  const guint32 *ids;
+
+  if (stmt->n_in + stmt->n_out <= CS_STMT_IO_INLINE)
+    return stmt->io_words;
+  memcpy (&ids, stmt->io_words, sizeof ids);
+  return ids;
+}
 /**
  * cs_stmt_set_args:
  * @args: (array length=n_args): the new arguments; the array is adopted (it must live as

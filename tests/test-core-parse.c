@@ -850,7 +850,7 @@ test_wrap80_unpack (void)
   g_string_free (in, TRUE);
 }
 
-/* The def-use ids a parsed call holds (CsStmt.io), and the mutators' re-indexing. */
+/* The def-use ids a parsed call holds (cs_stmt_io()), and the mutators' re-indexing. */
 static void
 test_def_use_ids (void)
 {
@@ -899,19 +899,22 @@ test_def_use_ids (void)
   g_assert_cmpuint (a->id, !=, b->id);
   g_assert_cmpuint (add->n_in, ==, 2);
   g_assert_cmpuint (add->n_out, ==, 1);
-  g_assert_cmpuint (add->io[0], ==, a->id);
-  g_assert_cmpuint (add->io[1], ==, b->id);
-  g_assert_cmpuint (add->io[2], ==, t0->id);
+  g_assert_cmpuint (cs_stmt_io (add)[0], ==, a->id);
+  g_assert_cmpuint (cs_stmt_io (add)[1], ==, b->id);
+  g_assert_cmpuint (cs_stmt_io (add)[2], ==, t0->id);
   /* a list argument's proxies in order, duplicates kept */
   g_assert_cmpuint (cat->n_in, ==, 3);
-  g_assert_cmpuint (cat->io[0], ==, t0->id);
-  g_assert_cmpuint (cat->io[1], ==, a->id);
-  g_assert_cmpuint (cat->io[2], ==, t0->id);
-  g_assert_cmpuint (cat->io[3], ==, t1->id);
+  g_assert_cmpuint (cs_stmt_io (cat)[0], ==, t0->id);
+  g_assert_cmpuint (cs_stmt_io (cat)[1], ==, a->id);
+  g_assert_cmpuint (cs_stmt_io (cat)[2], ==, t0->id);
+  g_assert_cmpuint (cs_stmt_io (cat)[3], ==, t1->id);
+  /* three ids are held in the statement, four in an arena array */
+  g_assert_true (cs_stmt_io (add) == add->io_words);
+  g_assert_true (cs_stmt_io (cat) != cat->io_words);
   g_assert_cmpuint (split->n_in, ==, 1);
   g_assert_cmpuint (split->n_out, ==, 2);
-  g_assert_cmpuint (split->io[1], ==, t2->id);
-  g_assert_cmpuint (split->io[2], ==, t3->id);
+  g_assert_cmpuint (cs_stmt_io (split)[1], ==, t2->id);
+  g_assert_cmpuint (cs_stmt_io (split)[2], ==, t3->id);
   g_assert_true (cs_stmt_io_matches (split));
 
   /* an edit behind the mutators' back is seen; the mutators re-index */
@@ -934,8 +937,8 @@ test_def_use_ids (void)
   cs_stmt_set_args (t, add, args, 3);
   g_assert_true (cs_stmt_io_matches (add));
   g_assert_null (cs_stmt_io_mismatch (add));
-  g_assert_cmpuint (add->io[0], ==, b->id);
-  g_assert_cmpuint (add->io[1], ==, a->id);
+  g_assert_cmpuint (cs_stmt_io (add)[0], ==, b->id);
+  g_assert_cmpuint (cs_stmt_io (add)[1], ==, a->id);
   {
     /* a target replaced behind the mutators' back: the stored write has no proxy now */
     CsValue *out = add->out;
