@@ -12,6 +12,7 @@
 
 #include "cs-ops.h"
 #include "cs-ops-args.h"
+#include "cs-print.h"
 #include "cs-promote.h"
 
 #include <math.h>
@@ -2668,7 +2669,22 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
       g_autofree char *prefix = NULL, *targs = NULL;
       const char *msg;
 
-      if (s->kind != CS_STMT_CALL || !cs_meta_supports (s))
+      const CsOpArg *bad;
+      const CsValue *bad_value = NULL;
+
+      if (s->kind != CS_STMT_CALL)
+        continue;
+      if ((bad = cs_stmt_find_non_string_arg (s, &bad_value)) != NULL)
+        {
+          g_autoptr(GString) shown = g_string_new (NULL);
+          cs_print_value_to (shown, bad_value);
+          g_set_error (error, CS_META_ERROR, CS_META_ERROR_ARGS,
+                       "%s:%u:%u: %s: argument '%s' takes a string or None, not %s",
+                       trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
+                       s->callee, cs_arg_name (bad->name), shown->str);
+          return FALSE;
+        }
+      if (!cs_meta_supports (s))
         continue;
       /* the meta functions read the trace only (a collective's group size) */
       if (infer_stmt ((CsTrace *) trace, s, FALSE, &local))

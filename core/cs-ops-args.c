@@ -72,3 +72,29 @@ cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)
     default: return FALSE;
     }
 }
+
+/** cs_stmt_find_non_string_arg: see cs-ops-args.h. */
+const CsOpArg *
+cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out)
+{
+  const CsOp *op;
+
+  g_return_val_if_fail (stmt != NULL, NULL);
+  if (stmt->kind != CS_STMT_CALL)
+    return NULL;
+  op = schema_op (stmt);
+  for (guint i = 0; i < op->n_args; i++)
+    {
+      const CsOpArg *a = &op->args[i];
+      const CsValue *v;
+      if (a->kind != CS_ARG_KIND_STRING)
+        continue;
+      v = cs_stmt_get_arg (stmt, i, cs_arg_name (a->name));
+      if (v == NULL || v->kind == CS_VALUE_STRING || v->kind == CS_VALUE_NONE)
+        continue;
+      if (value_out != NULL)
+        *value_out = v;
+      return a;
+    }
+  return NULL;
+}

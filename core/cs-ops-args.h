@@ -42,5 +42,19 @@ CsValue      *cs_stmt_arg_if_declared (const CsStmt *stmt, CsArgName name);
  * argument without a default is missing)
  */
 gboolean      cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out);
+/**
+ * cs_stmt_find_non_string_arg:
+ * @stmt: a call statement
+ * @value_out: (out) (optional): the value passed for the argument returned
+ *
+ * The string arguments of a schema (CS_ARG_KIND_STRING: gelu's approximate, div's
+ * rounding_mode, a loss's reduction) take a string literal or None, as PyTorch's functions
+ * demand; the readers of such an argument take anything else for absent (the schema's
+ * default), which would compute another function than the one printed.  Ops without a
+ * schema have none.  cs_meta_check_trace() refuses a statement this finds.
+ * Returns: (nullable): the schema row of the first string argument @stmt passes something
+ * else for, NULL when there is none
+ */
+const CsOpArg *cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out);
 
 G_END_DECLS

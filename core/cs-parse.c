@@ -2177,6 +2177,7 @@ parse_signature (Parser *p, const Line *l, GError **error)
   Cur c;
   gsize n;
   GArray *params = g_array_new (FALSE, TRUE, sizeof (CsParam));
+  g_autoptr(GHashTable) seen = g_hash_table_new (NULL, NULL); /* the parameters' proxies */
   gboolean ok = FALSE;
 
   cur_init (&c, p, l, 4);
@@ -2209,6 +2210,14 @@ parse_signature (Parser *p, const Line *l, GError **error)
       if (n > 0)
         {
           CsProxy *px = bind_name (p, c.s, n);
+          /* Python refuses the function: "duplicate argument 'x' in function definition" */
+          if (!g_hash_table_add (seen, px))
+            {
+              cur_fail (&c, error, CS_PARSE_ERROR_SYNTAX,
+                        "parameter '%s' appears twice in the signature of %s()", px->name,
+                        t->name);
+              goto out;
+            }
           prm.name = px->name;
           c.s += n;
         }

@@ -23,6 +23,7 @@
 #include "cs-aten.h"
 #include "cs-inductor.h"
 #include "cs-split.h"
+#include "cs-validate.h"
 
 #include <string.h>
 
@@ -572,6 +573,15 @@ cs_pipeline_run (const CsTrace *initial, const CsPolicy *policy, const CsGradSpe
       return NULL;
     }
 
+  {
+    g_autoptr(GError) local = NULL;
+
+    if (!cs_validate_return (initial, &local))
+      {
+        g_set_error_literal (error, CS_PIPELINE_ERROR, CS_PIPELINE_ERROR_INPUT, local->message);
+        return NULL;
+      }
+  }
   if (!check_typed_inputs (initial, error))
     return NULL;
   /* shapes and dtypes that do not fit are the input's fault: one error at the statement, before

@@ -313,3 +313,61 @@ cs_validate_trace (const CsTrace *trace, const char *name, const char *text, gsi
   g_free (c.sub_line);
   return ok;
 }
+
+/* The first bare name @v returns (through tuples, lists, dicts, calls, subscripts,
+ * attributes) that is not a constant, or NULL. */
+static const char *
+first_returned_name (const CsValue *v, guint depth)
+{
+  if (v == NULL || depth > 64)
+    return NULL;
+  switch (v->kind)
+    {
+    case CS_VALUE_NAME:
+      {
+        const char *id = v->u.s;
+        if (id == NULL || id[0] == '_' || strchr (id, '.') != NULL || is_builtin (id))
+          return NULL;
+        return id;
+      }
+    case CS_VALUE_TUPLE:
+    case CS_VALUE_LIST:
+    case CS_VALUE_DICT:
+    case CS_VALUE_SUBSCRIPT:
+    case CS_VALUE_ATTR:
+      for (guint i = 0; i < v->u.seq.n; i++)
+        {
+          const char *id = first_returned_name (v->u.seq.items[i], depth + 1);
+          if (id != NULL)
+            return id;
+        }
+      return NULL;
+    case CS_VALUE_CALL:
+      for (guint i = 0; i < v->u.call.n_args; i++)
+        {
+          const char *id = first_returned_name (v->u.call.args[i].value, depth + 1);
+          if (id != NULL)
+            return id;
+        }
+      return NULL;
+    default:
+      return NULL;
+    }
+}
+
+gboolean
+cs_validate_return (const CsTrace *trace, GError **error)
+{
+  const CsStmt *ret;
+  const char *id;
+
+  g_return_val_if_fail (trace != NULL, FALSE);
+  ret = cs_trace_get_return (trace);
+  if (ret == NULL || (id = first_returned_name (ret->value, 0)) == NULL)
+    return TRUE;
+  g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
+               "%s:%u:%u: '%s' is returned but not defined: not a parameter of %s() and not "
+               "made by any statement of the trace", trace->file ? trace->file : "<trace>",
+               ret->line, ret->col ? ret->col : 1, id, trace->name ? trace->name : "the trace");
+  return FALSE;
+}

@@ -45,4 +45,22 @@ gboolean cs_validate_trace (const CsTrace *trace,
                             gsize          len,
                             GError       **error);
 
+/**
+ * cs_validate_return:
+ * @trace: a parsed trace with a return statement
+ * @error: return location for a #CS_PARSE_ERROR (CS_PARSE_ERROR_NAME)
+ *
+ * The check cs_validate_trace() leaves out for excerpts, for a trace that is to be
+ * transformed: every bare name its return statement returns is bound (a parameter or a
+ * statement's target; dotted names, names starting with '_' and Python builtins are
+ * constants, as there).  A returned name nothing defines would make every pass work on a
+ * program with no outputs (dead-code elimination keeps nothing), so the pipeline refuses it
+ * (cs_pipeline_run(), for traces that are not final) and `render` warns.  The error is
+ * "file:line:col: 'NAME' is returned but not defined: ..." at the return statement.
+ * Cost: O(size of the returned value).
+ * Returns: TRUE when every returned name is bound, and for a trace without a return
+ */
+gboolean cs_validate_return (const CsTrace *trace,
+                             GError       **error);
+
 G_END_DECLS

@@ -407,6 +407,44 @@ test_errors (void)
   check_error ("a bf16[4, 5]", "t0 = ltorch.split(a, (2, 1), 0)", CS_META_ERROR_SHAPE, "sum to 3");
 }
 
+/* A string argument of the schema (gelu's approximate, div's rounding_mode) passed something
+ * else is refused by cs_meta_check_trace at the statement, as torch.nn.functional.gelu
+ * refuses approximate=5 (its readers would take it for absent: approximate='none'). */
+static void
+test_string_args (void)
+{
+  static const struct { const char *stmt; const char *error; } cases[] = {
+    { "t0 = ltorch.gelu(a, approximate=5)", "ltorch.gelu: argument 'approximate' takes a string or None, not 5" },
+    { "t0 = ltorch.div(a, a, rounding_mode=1.5)", "ltorch.div: argument 'rounding_mode' takes a string or None, not 1.5" },
+    { "t0 = ltorch.gelu(a, approximate='tanh')", NULL },
+    { "t0 = ltorch.div(a, a, rounding_mode=None)", NULL },
+    { "t0 = ltorch.div(a, a, rounding_mode='floor')", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *where = NULL;
+      guint line;
+      CsTrace *trace = make_trace ("a f32[4]", cases[i].stmt, &line);
+
+      if (cases[i].error == NULL)
+        {
+          g_assert_true (cs_meta_check_trace (trace, &error));
+          g_assert_no_error (error);
+        }
+      else
+        {
+          g_assert_false (cs_meta_check_trace (trace, &error));
+          g_assert_error (error, CS_META_ERROR, CS_META_ERROR_ARGS);
+          where = g_strdup_printf (":%u:3: ", line);
+          g_assert_nonnull (strstr (error->message, where));
+          g_assert_nonnull (strstr (error->message, cases[i].error));
+        }
+      cs_trace_unref (trace);
+    }
+}
+
 /* Every bundled sample parses and every statement's printed type agrees with the inference. */
 static void
 check_sample_dir (const char *dir, guint *n_files)
@@ -599,6 +637,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/meta/ltorch/nn", test_ltorch_nn);
   g_test_add_func ("/core/meta/typed-outputs", test_typed_outputs);
   g_test_add_func ("/core/meta/errors", test_errors);
+  g_test_add_func ("/core/meta/string-args", test_string_args);
   g_test_add_func ("/core/meta/samples", test_samples);
   g_test_add_func ("/core/meta/shared-traces", test_shared_traces);
   g_test_add_func ("/core/meta/shared-traces-all-levels", test_shared_all);

@@ -10,6 +10,7 @@
 #include "cs-compare.h"
 #include "cs-parse.h"
 #include "cs-print.h"
+#include "cs-validate.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -126,6 +127,9 @@ static const ErrorCase cases[] = {
   { "sub-use-before-def", "def f(a):\n  t1 = ltorch.neg(a)\n    # t1 = prims.neg(t2)\n"
     "    # t2 = prims.neg(a)\n  return t1\n", CS_PARSE_ERROR_NAME, "t:3:22: ",
     "'t2' is used before it is defined (on line 4)" },
+  /* Python's "duplicate argument 'a' in function definition": "def f(a, b, " is 12 bytes */
+  { "duplicate-parameter", "def f(a, b, a):\n  return a\n", CS_PARSE_ERROR_SYNTAX, "t:1:13: ",
+    "parameter 'a' appears twice in the signature of f()" },
   /* the second trace of a printed list: the column counts the list's one-space indent
    * (" t1 = prims.neg(" after the indent: "   t1 = prims.neg(" is 18 bytes) */
   { "list-use-before-def", "[def f(a):\n   return a,\n def g(a):\n   t1 = prims.neg(t0)\n"
@@ -450,6 +454,34 @@ test_names_accepted (void)
     }
 }
 
+/* The return statement's names, which cs_validate_trace() lets through for excerpts, are
+ * checked by cs_validate_return() before a transform (cs_pipeline_run() refuses them). */
+static void
+test_return_names (void)
+{
+  static const char excerpt[] =
+    "def f(a):\n  t0 = prims.neg(a)\n  return {'output': t0, 'flat_args': [a, t1866]}\n";
+  static const char bound[] =
+    "def f(a):\n  t0 = prims.neg(a)\n  return {'output': t0, 'flat_args': [a, float, _ctx_0]}\n";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTraceList) list = cs_parse_text (excerpt, strlen (excerpt), "t", &error);
+  g_autoptr(CsTraceList) list2 = NULL;
+
+  g_assert_no_error (error);
+  g_assert_false (cs_validate_return (list->traces->pdata[0], &error));
+  g_assert_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME);
+  /* at the return statement: line 3, column 3 */
+  g_assert_true (g_str_has_suffix (error->message, ":3:3: 't1866' is returned but not defined: "
+                                   "not a parameter of f() and not made by any statement of "
+                                   "the trace"));
+  g_clear_error (&error);
+  /* builtins and context names are constants, as in cs_validate_trace() */
+  list2 = cs_parse_text (bound, strlen (bound), "t", &error);
+  g_assert_no_error (error);
+  g_assert_true (cs_validate_return (list2->traces->pdata[0], &error));
+  g_assert_no_error (error);
+}
+
 static void
 test_input_cap (void)
 {
@@ -566,5 +598,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/parse/errors/mutations", test_mutations);
   g_test_add_func ("/core/parse/errors/input-cap", test_input_cap);
   g_test_add_func ("/core/parse/errors/names-accepted", test_names_accepted);
+  g_test_add_func ("/core/parse/errors/return-names", test_return_names);
   return g_test_run ();
 }
