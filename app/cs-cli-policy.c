@@ -88,7 +88,9 @@ cs_cli_grad_spec_parse (const char *text, CsGradSpec *spec, char ***names_out)
       spec->module_rule = TRUE;
       return TRUE;
     }
-  *names_out = g_strsplit (text, ",", -1);
+  /* an empty text names one empty input (refused as "," is), not an empty list ("none") */
+  *names_out = text[0] == '\0' ? g_strdupv ((char *[]) { (char *) "", NULL })
+                               : g_strsplit (text, ",", -1);
   for (guint i = 0; (*names_out)[i]; i++)
     g_strstrip ((*names_out)[i]);
   spec->names = (const char * const *) *names_out;

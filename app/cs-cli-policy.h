@@ -35,7 +35,8 @@ char     *cs_cli_policy_describe  (void);
  * cs_cli_grad_spec_parse:
  * @text: (nullable): the --grad argument: NULL (default: the pipeline's rule, every floating
  *   input but module buffers), "auto" (the same), "all" (every floating input), "none", or
- *   comma-separated input names
+ *   comma-separated input names (an empty @text names one empty input, which the grad pass
+ *   refuses as it refuses ",": it does not mean "none")
  * @spec: (out caller-allocates): the spec; its names point into @names_out
  * @names_out: (out) (transfer full): the split names (free with g_strfreev) or NULL
  *

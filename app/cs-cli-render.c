@@ -17,6 +17,7 @@
 #include "cs-cli-policy.h"
 #include "cs-parse.h"
 #include "cs-render.h"
+#include "cs-validate.h"
 
 static gboolean
 parse_detail (const char *text, CsRenderDetail *out)
@@ -259,6 +260,17 @@ cs_cli_cmd_render (int argc, char **argv)
       /* the trace as printed is drawn even when its types conflict (that is what there is to
        * look at), with the conflict the other commands refuse it for */
       if (!cs_meta_check_trace (trace, &error))
+        {
+          fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, "
+                   "transform and run refuse it)\n", error->message);
+          g_clear_error (&error);
+        }
+      /* the input checks of cs_pipeline_run() that the drawing does not need */
+      if (!cs_trace_is_final (trace) && cs_trace_get_return (trace) == NULL)
+        fprintf (stderr, "castscope-cli: render: warning: %s: trace '%s' has no return "
+                 "statement: is the file cut short? (drawn as printed; stats, transform and "
+                 "run refuse it)\n", argv[1], trace->name ? trace->name : "?");
+      else if (!cs_trace_is_final (trace) && !cs_validate_return (trace, &error))
         {
           fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, "
                    "transform and run refuse it)\n", error->message);

@@ -749,8 +749,8 @@ cs_cli_cmd_stats (int argc, char **argv)
   g_autofree char *grad = NULL;
   g_autofree char *desc = NULL;
   gboolean json = FALSE, want_effect = FALSE;
-  gint index = 0, world = 0;
-  double bus_gbps = 0;
+  gint index = 0;
+  g_autofree char *world_text = NULL, *bus_text = NULL;
   CsStatsOptions sopts = { 0 };
   g_autoptr(GPtrArray) removed = NULL;
   g_autoptr(GPtrArray) dups = NULL;      /* values saved for the backward more than once */
@@ -769,8 +769,8 @@ cs_cli_cmd_stats (int argc, char **argv)
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "Print JSON: {policy, forward, backward}, each with totals and a regions array", NULL },
     { "index", 'i', 0, G_OPTION_ARG_INT, &index, "Which trace of the file (default 0)", "N" },
     { "inductor", 0, 0, G_OPTION_ARG_STRING, &inductor, CS_CLI_INDUCTOR_HELP, "FILE|auto" },
-    { "world-size", 0, 0, G_OPTION_ARG_INT, &world, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
-    { "bus-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &bus_gbps, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
+    { "world-size", 0, 0, G_OPTION_ARG_STRING, &world_text, "Ranks of the process group for the communication estimate (default: what the trace's shapes say, else 1)", "N" },
+    { "bus-gbps", 0, 0, G_OPTION_ARG_STRING, &bus_text, "Bus bandwidth for the communication estimate, GB/s (default 450: H200 NVLink, each direction)", "G" },
     { "cast-effect", 0, 0, G_OPTION_ARG_NONE, &want_effect, "Run the forward on the CPU reference with and without the removed user casts (redundant-casts=keep vs the policy) and report each output's error against f64", NULL },
     { NULL },
   };
@@ -788,13 +788,29 @@ cs_cli_cmd_stats (int argc, char **argv)
       cs_cli_error ("stats: --index must be >= 0");
       return CS_CLI_EXIT_USAGE;
     }
-  if (world < 0 || world > 65536 || bus_gbps < 0 || !(bus_gbps < 1e6))
+  /* unset, both are 0: CsStatsOptions' defaults */
+  if (world_text != NULL)
     {
-      cs_cli_error ("stats: --world-size takes 1 to 65536 ranks and --bus-gbps a positive bandwidth");
-      return CS_CLI_EXIT_USAGE;
+      guint64 world;
+      if (!g_ascii_string_to_unsigned (world_text, 10, 1, 65536, &world, NULL))
+        {
+          cs_cli_error ("stats: --world-size takes 1 to 65536 ranks, not '%s'", world_text);
+          return CS_CLI_EXIT_USAGE;
+        }
+      sopts.group_size = (guint) world;
     }
-  sopts.group_size = (guint) world;
-  sopts.bus_bytes_per_s = bus_gbps * 1e9;
+  if (bus_text != NULL)
+    {
+      char *end = NULL;
+      double bus_gbps = g_ascii_strtod (bus_text, &end);
+      if (end == bus_text || *end != '\0' || !(bus_gbps > 0) || !(bus_gbps < 1e6))
+        {
+          cs_cli_error ("stats: --bus-gbps takes a bandwidth in GB/s above 0 and below "
+                        "1,000,000, not '%s'", bus_text);
+          return CS_CLI_EXIT_USAGE;
+        }
+      sopts.bus_bytes_per_s = bus_gbps * 1e9;
+    }
   if (argc != 2)
     {
       cs_cli_error ("stats: expected one FILE (try --help)");

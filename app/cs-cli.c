@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <locale.h>
 #include <unistd.h>
@@ -37,9 +38,7 @@ print_usage (FILE *out)
                 "draw and run them.\n\nCommands:\n");
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out, "\nEvery command takes --format auto|thunder|aten: the text format of FILE\n"
-                "(default auto: torch.compile's printed graphs are told from Thunder's traces\n"
-                "by their content).\n"
+  fprintf (out, "\n" CS_CLI_HELP_FORMAT "\n"
                 "\nRun 'castscope-cli COMMAND --help' for the options of a command.\n"
                 CS_CLI_HELP_STDIN "\n" CS_CLI_HELP_EXIT "\n");
 }
@@ -60,7 +59,7 @@ cs_cli_set_help (GOptionContext *ctx, const char *description, CsCliHelpInput in
   text = g_strconcat (description ? description : "",
                       description && description[0] ? "\n" : "",
                       input == CS_CLI_HELP_TRACE ? CS_CLI_HELP_STDIN "\n" : "",
-                      CS_CLI_HELP_EXIT, NULL);
+                      CS_CLI_HELP_FORMAT "\n", CS_CLI_HELP_EXIT, NULL);
   g_option_context_set_description (ctx, text);
 }
 
@@ -117,12 +116,15 @@ cs_cli_error (const char *fmt, ...)
  * /dev/full or a closed descriptor turns the exit status @rc into CS_CLI_EXIT_INPUT (unless
  * it already is a failure) with "cannot write standard output: <reason>" on stderr; the
  * reason of a write that failed before the last one comes from one more write. */
+static gboolean stdout_finished; /* finish_stdout() has run */
+
 static int
 finish_stdout (int rc)
 {
   int err = 0;
   gboolean failed = ferror (stdout) != 0;
 
+  stdout_finished = TRUE;
   errno = 0;
   if (fflush (stdout) != 0)
     {
@@ -154,9 +156,25 @@ finish_stdout (int rc)
   return rc != CS_CLI_EXIT_OK ? rc : CS_CLI_EXIT_INPUT;
 }
 
+/* finish_stdout() for the paths that end in exit() inside a library instead of returning
+ * from main(): GOption prints a command's --help and exits 0.  _exit() is the way out of an
+ * atexit handler (gnulib's close_stdout does the same). */
+static void
+finish_stdout_at_exit (void)
+{
+  int rc;
+
+  if (stdout_finished)
+    return;
+  rc = finish_stdout (CS_CLI_EXIT_OK);
+  if (rc != CS_CLI_EXIT_OK)
+    _exit (rc);
+}
+
 int
 main (int argc, char **argv)
 {
+  atexit (finish_stdout_at_exit);
   setlocale (LC_ALL, "");
   /* Numbers in traces are always printed the Python way. */
   setlocale (LC_NUMERIC, "C");

@@ -33,6 +33,9 @@ int cs_cli_cmd_bench     (int argc, char **argv);   /* kernels */
 #define CS_CLI_HELP_STDIN \
   "FILE '-' reads standard input.  Any input is read up to 1 GiB and refused past it\n" \
   "(CASTSCOPE_MAX_INPUT_BYTES=N lowers the cap)."
+#define CS_CLI_HELP_FORMAT \
+  "--format auto|thunder|aten (every command): the text format of FILE (default auto:\n" \
+  "torch.compile's printed graphs are told from Thunder's traces by their content)."
 
 /* What a command reads, for cs_cli_set_help(). */
 typedef enum

@@ -501,6 +501,19 @@ test_msg_cut_short_and_typo (void)
   Result r;
 
   expect (args, 1, want);
+#if CS_HAVE_RENDER
+  {
+    /* the drawing of the trace as printed warns, and draws */
+    const char *rargs[] = { "render", cpath, "-o", "cut.svg", NULL };
+    g_autofree char *rwant = g_strdup_printf ("castscope-cli: render: warning: %s: trace "
+                                              "'computation' has no return statement: is the "
+                                              "file cut short?", cpath);
+    r = run_args (rargs);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_nonnull (strstr (r.err, rwant));
+    result_clear (&r);
+  }
+#endif
   r = run_args (targs);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_nonnull (strstr (r.out, "unknown ops (opaque nodes; castscope runs their printed "
@@ -775,6 +788,42 @@ test_diff_llama_counts (void)
 
 /* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
  * its arguments once, and the same text on standard input and exit codes (one helper). */
+/* A name the return statement returns that nothing defines: the passes would work on a
+ * program without outputs.  The commands that transform refuse it at the return (line 4,
+ * column 3); render draws it as printed, with a warning. */
+static void
+test_msg_undefined_return (void)
+{
+  static const char text[] =
+    "def computation(a):\n"
+    "  # a: \"cuda:0 f32[8, 16]\"\n"
+    "  t0 = ltorch.neg(a)  # t0: \"cuda:0 f32[8, 16]\"\n"
+    "  return (t0, t9)\n";
+  g_autofree char *path = write_file ("undef-return.txt", text, -1);
+  g_autofree char *want = g_strdup_printf ("%s:4:3: 't9' is returned but not defined: not a "
+                                           "parameter of computation() and not made by any "
+                                           "statement of the trace", path);
+  const char *cmds[][6] = {
+    { "stats", path, NULL },
+    { "transform", path, NULL },
+    { "run", path, "--device", "cpu", NULL },
+    { "diff", path, "--vs", "matmul=upcast-f32", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cmds); i++)
+    expect (cmds[i], 1, want);
+#if CS_HAVE_RENDER
+  {
+    const char *rargs[] = { "render", path, "-o", "undef-return.svg", NULL };
+    Result r = run_args (rargs);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_nonnull (strstr (r.err, "castscope-cli: render: warning: "));
+    g_assert_nonnull (strstr (r.err, want));
+    result_clear (&r);
+  }
+#endif
+}
+
 static void
 test_help (void)
 {
@@ -814,6 +863,8 @@ test_help (void)
                                        "missing or unreadable file, a trace\n"));
       g_assert_nonnull (strstr (r.out, "2 usage error (a bad option or value, or an option "
                                        "naming something the\ninput lacks"));
+      g_assert_nonnull (strstr (r.out, "\n--format auto|thunder|aten (every command): the text "
+                                       "format of FILE (default auto:\n"));
       if (cases[i].stdin_ok)
         g_assert_nonnull (strstr (r.out, "\nFILE '-' reads standard input.  Any input is read "
                                          "up to 1 GiB and refused past it\n"
@@ -1103,8 +1154,21 @@ test_msg_exit_codes (void)
     const char *ref[] = { "run", seed, "--reference", "gpu", NULL };
     const char *ref_cuda[] = { "run", seed, "--device", "cuda", "--reference", "cpu", NULL };
 
+    const char *grad_empty[] = { "stats", seed, "--grad", "", NULL };
+    const char *world0[] = { "stats", seed, "--world-size", "0", NULL };
+    const char *world_x[] = { "stats", seed, "--world-size", "8x", NULL };
+    const char *bus0[] = { "stats", seed, "--bus-gbps", "0", NULL };
+    const char *bus_nan[] = { "stats", seed, "--bus-gbps", "nan", NULL };
+
     expect (grad, 2, "castscope-cli: grad: input 'nosuch' requested for grad is not a parameter "
                      "of computation");
+    /* an empty --grad is not "none" */
+    expect (grad_empty, 2, "castscope-cli: grad: input '' requested for grad is not a parameter");
+    expect (world0, 2, "castscope-cli: stats: --world-size takes 1 to 65536 ranks, not '0'");
+    expect (world_x, 2, "castscope-cli: stats: --world-size takes 1 to 65536 ranks, not '8x'");
+    expect (bus0, 2, "castscope-cli: stats: --bus-gbps takes a bandwidth in GB/s above 0 and "
+                     "below 1,000,000, not '0'");
+    expect (bus_nan, 2, "--bus-gbps takes a bandwidth in GB/s above 0");
     expect (grad_int, 2, "'nosuch' requested for grad is not a parameter");
     expect (inputs, 1, "castscope-cli: run: --inputs /nonexist is not a directory");
     expect (ref, 2, "castscope-cli: run: --reference needs --device cuda --check");
@@ -1163,6 +1227,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
   g_test_add_func ("/app/cli/errors/messages/diff-llama-counts", test_diff_llama_counts);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
+  g_test_add_func ("/app/cli/errors/messages/undefined-return", test_msg_undefined_return);
   g_test_add_func ("/app/cli/errors/messages/time-units", test_msg_time_units);
   g_test_add_func ("/app/cli/errors/messages/units", test_msg_units);
   g_test_add_func ("/app/cli/errors/messages/expand-note", test_msg_expand_note);

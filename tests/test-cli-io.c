@@ -168,6 +168,9 @@ test_stdout_full (void)
     { "diff", seed, "--vs", "matmul=upcast-f32", NULL },
     { "run", seed, "--device", "cpu", NULL },
     { "--help", NULL },
+    /* a command's --help, which GOption prints before it exits */
+    { "stats", "--help", NULL },
+    { "run", "--help", NULL },
 #if CS_HAVE_RENDER
     { "render", seed, "-o", "ok.svg", "--verbose", NULL },
 #endif
