@@ -1552,17 +1552,25 @@ page_notes_height (const CsLayout *layout, double width)
   return h;
 }
 
-/* Checks, without creating or changing anything, that @path can be written: its folder exists
- * and takes new files, and @path itself (if it exists) is writable.  FALSE with "cannot write
- * PATH: <reason>" when not. */
+/* Checks, without creating or changing anything, that @path can be written: its folder exists,
+ * is a folder and takes new files, and @path itself (if it exists) is a writable file.  FALSE
+ * with "cannot write PATH: <reason>" when not ("Not a directory" for a folder part that is a
+ * file, "Is a directory" for a folder at @path). */
 static gboolean
 probe_writable (const char *path, GError **error)
 {
   g_autofree char *dir = g_path_get_dirname (path);
+  GStatBuf st;
   int saved = 0;
 
-  if (g_access (dir, W_OK | X_OK) != 0)
+  if (g_stat (dir, &st) != 0)
     saved = errno;
+  else if (!S_ISDIR (st.st_mode))
+    saved = ENOTDIR;
+  else if (g_access (dir, W_OK | X_OK) != 0)
+    saved = errno;
+  else if (g_stat (path, &st) == 0 && S_ISDIR (st.st_mode))
+    saved = EISDIR;
   else if (g_access (path, F_OK) == 0 && g_access (path, W_OK) != 0)
     saved = errno;
   if (saved != 0)

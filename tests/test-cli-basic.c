@@ -822,6 +822,31 @@ test_render_unwritable (void)
       g_assert_cmpstr (r.err, ==, want);
       run_clear (&r);
     }
+  /* a folder part that is a file, and a folder where the picture would go */
+  {
+    g_autofree char *dir = g_dir_make_tmp ("castscope-render-XXXXXX", NULL);
+    g_autofree char *file = g_build_filename (dir, "plain.bin", NULL);
+    g_autofree char *under = g_build_filename (file, "x.svg", NULL);
+    g_autofree char *folder = g_build_filename (dir, "folder.svg", NULL);
+    const char *paths[] = { under, folder };
+    const int codes[] = { ENOTDIR, EISDIR };
+
+    g_assert_true (g_file_set_contents (file, "x", 1, NULL));
+    g_assert_cmpint (g_mkdir (folder, 0755), ==, 0);
+    for (gsize i = 0; i < G_N_ELEMENTS (paths); i++)
+      {
+        g_autofree char *want = g_strdup_printf ("castscope-cli: render: cannot write %s: %s\n",
+                                                 paths[i], g_strerror (codes[i]));
+        Run r = run (NULL, "render", seed, "-o", paths[i], NULL);
+
+        g_assert_cmpint (r.status, ==, 1);
+        g_assert_cmpstr (r.err, ==, want);
+        run_clear (&r);
+      }
+    g_rmdir (folder);
+    g_unlink (file);
+    g_rmdir (dir);
+  }
 #else
   g_test_skip ("built without render/");
 #endif
