@@ -2671,6 +2671,7 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
 
       const CsOpArg *bad;
       const CsValue *bad_value = NULL;
+      const char *kw;
 
       if (s->kind != CS_STMT_CALL)
         continue;
@@ -2682,6 +2683,18 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
                        "%s:%u:%u: %s: argument '%s' takes a string or None, not %s",
                        trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
                        s->callee, cs_arg_name (bad->name), shown->str);
+          return FALSE;
+        }
+      if ((kw = cs_stmt_find_unknown_keyword (s)) != NULL)
+        {
+          const CsOp *op = s->op->n_args > 0 ? s->op : cs_op_semantic (s->op);
+          g_autoptr(GString) known = g_string_new (NULL);
+          for (guint k = 0; k < op->n_args; k++)
+            g_string_append_printf (known, "%s%s", k ? ", " : "", cs_arg_name (op->args[k].name));
+          g_set_error (error, CS_META_ERROR, CS_META_ERROR_ARGS,
+                       "%s:%u:%u: %s: unexpected keyword argument '%s' (its arguments: %s)",
+                       trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
+                       s->callee, kw, known->str);
           return FALSE;
         }
       if (!cs_meta_supports (s))

@@ -4,6 +4,7 @@
 #include "cs-ops-args.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The op whose schema @stmt's arguments follow: its own entry's when that declares one (an
  * alias with a signature of its own: ltorch.softmax passes dtype by position, the
@@ -95,6 +96,33 @@ cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out)
       if (value_out != NULL)
         *value_out = v;
       return a;
+    }
+  return NULL;
+}
+
+/** cs_stmt_find_unknown_keyword: see cs-ops-args.h. */
+const char *
+cs_stmt_find_unknown_keyword (const CsStmt *stmt)
+{
+  const CsOp *op;
+
+  g_return_val_if_fail (stmt != NULL, NULL);
+  if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
+      || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
+    return NULL;
+  op = schema_op (stmt);
+  if (op->n_args == 0)
+    return NULL;
+  for (guint i = 0; i < stmt->n_args; i++)
+    {
+      const char *kw = stmt->args[i].name;
+      gboolean declared = FALSE;
+      if (kw == NULL)
+        continue;
+      for (guint k = 0; k < op->n_args && !declared; k++)
+        declared = strcmp (cs_arg_name (op->args[k].name), kw) == 0;
+      if (!declared)
+        return kw;
     }
   return NULL;
 }

@@ -57,4 +57,18 @@ gboolean      cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *ou
  */
 const CsOpArg *cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out);
 
+/**
+ * cs_stmt_find_unknown_keyword:
+ * @stmt: a call statement
+ *
+ * A keyword argument @stmt passes that its op's schema does not declare, for Thunder's own
+ * symbols (callees `ltorch.*` and `prims.*`, whose schemas follow thunder/torch/__init__.py
+ * and thunder/core/prims.py): Python would raise "got an unexpected keyword argument", and
+ * castscope would ignore it.  Executor and torch.compile names are not checked (their
+ * schemas are their semantic op's, and aten's carry only the arguments castscope reads), nor
+ * ops without a schema.  cs_meta_check_trace() refuses a statement this finds.
+ * Returns: (nullable): the first such keyword (owned by @stmt), NULL when there is none
+ */
+const char   *cs_stmt_find_unknown_keyword (const CsStmt *stmt);
+
 G_END_DECLS

@@ -409,7 +409,8 @@ test_errors (void)
 
 /* A string argument of the schema (gelu's approximate, div's rounding_mode) passed something
  * else is refused by cs_meta_check_trace at the statement, as torch.nn.functional.gelu
- * refuses approximate=5 (its readers would take it for absent: approximate='none'). */
+ * refuses approximate=5 (its readers would take it for absent: approximate='none'), and so
+ * is a keyword a Thunder symbol's schema does not declare. */
 static void
 test_string_args (void)
 {
@@ -417,6 +418,11 @@ test_string_args (void)
     { "t0 = ltorch.gelu(a, approximate=5)", "ltorch.gelu: argument 'approximate' takes a string or None, not 5" },
     { "t0 = ltorch.div(a, a, rounding_mode=1.5)", "ltorch.div: argument 'rounding_mode' takes a string or None, not 1.5" },
     { "t0 = ltorch.gelu(a, approximate='tanh')", NULL },
+    /* Python's "got an unexpected keyword argument", for Thunder's own symbols */
+    { "t0 = ltorch.gelu(a, approximate='tanh', bogus=3)", "ltorch.gelu: unexpected keyword argument 'bogus' (its arguments: a, approximate)" },
+    { "t0 = prims.neg(a, bogus=3)", "prims.neg: unexpected keyword argument 'bogus' (its arguments: a)" },
+    /* executor names read their semantic op's schema, whose keywords may be spelt otherwise */
+    { "t0 = torch.nn.functional.gelu(a, approximate='tanh', bogus=3)", NULL },
     { "t0 = ltorch.div(a, a, rounding_mode=None)", NULL },
     { "t0 = ltorch.div(a, a, rounding_mode='floor')", NULL },
   };
