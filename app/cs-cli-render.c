@@ -77,6 +77,14 @@ group_names (const CsGrouping *grouping)
   return g_string_free (s, FALSE);
 }
 
+/* A problem of the trace that render draws through and the commands that transform refuse. */
+static void
+warn_drawn_as_printed (const char *problem)
+{
+  fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, transform and "
+           "run refuse it)\n", problem);
+}
+
 int
 cs_cli_cmd_render (int argc, char **argv)
 {
@@ -261,19 +269,20 @@ cs_cli_cmd_render (int argc, char **argv)
        * look at), with the conflict the other commands refuse it for */
       if (!cs_meta_check_trace (trace, &error))
         {
-          fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, "
-                   "transform and run refuse it)\n", error->message);
+          warn_drawn_as_printed (error->message);
           g_clear_error (&error);
         }
       /* the input checks of cs_pipeline_run() that the drawing does not need */
       if (!cs_trace_is_final (trace) && cs_trace_get_return (trace) == NULL)
-        fprintf (stderr, "castscope-cli: render: warning: %s: trace '%s' has no return "
-                 "statement: is the file cut short? (drawn as printed; stats, transform and "
-                 "run refuse it)\n", argv[1], trace->name ? trace->name : "?");
+        {
+          g_autofree char *problem = g_strdup_printf ("%s: trace '%s' has no return statement: "
+                                                      "is the file cut short?", argv[1],
+                                                      trace->name ? trace->name : "?");
+          warn_drawn_as_printed (problem);
+        }
       else if (!cs_trace_is_final (trace) && !cs_validate_return (trace, &error))
         {
-          fprintf (stderr, "castscope-cli: render: warning: %s (drawn as printed; stats, "
-                   "transform and run refuse it)\n", error->message);
+          warn_drawn_as_printed (error->message);
           g_clear_error (&error);
         }
     }

@@ -2687,7 +2687,7 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
         }
       if ((kw = cs_stmt_find_unknown_keyword (s)) != NULL)
         {
-          const CsOp *op = s->op->n_args > 0 ? s->op : cs_op_semantic (s->op);
+          const CsOp *op = cs_stmt_schema_op (s);
           g_autoptr(GString) known = g_string_new (NULL);
           for (guint k = 0; k < op->n_args; k++)
             g_string_append_printf (known, "%s%s", k ? ", " : "", cs_arg_name (op->args[k].name));

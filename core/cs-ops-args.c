@@ -6,11 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The op whose schema @stmt's arguments follow: its own entry's when that declares one (an
- * alias with a signature of its own: ltorch.softmax passes dtype by position, the
- * ltorch._softmax it aliases takes it keyword-only), else the entry it implements. */
-static const CsOp *
-schema_op (const CsStmt *stmt)
+/** cs_stmt_schema_op: see cs-ops-args.h. */
+const CsOp *
+cs_stmt_schema_op (const CsStmt *stmt)
 {
   const CsOp *op = stmt->op ? stmt->op : cs_op_lookup (stmt->callee ? stmt->callee : "");
 
@@ -25,7 +23,7 @@ cs_stmt_arg (const CsStmt *stmt, CsArgName name)
   guint pos;
 
   g_return_val_if_fail (stmt != NULL, NULL);
-  op = schema_op (stmt);
+  op = cs_stmt_schema_op (stmt);
   if (cs_op_find_arg (op, name, &pos) == NULL)
     {
       g_critical ("cs_stmt_arg: %s has no argument '%s' in its schema", op->name, cs_arg_name (name));
@@ -39,7 +37,7 @@ CsValue *
 cs_stmt_arg_if_declared (const CsStmt *stmt, CsArgName name)
 {
   g_return_val_if_fail (stmt != NULL, NULL);
-  if (cs_op_find_arg (schema_op (stmt), name, NULL) == NULL)
+  if (cs_op_find_arg (cs_stmt_schema_op (stmt), name, NULL) == NULL)
     return NULL;
   return cs_stmt_arg (stmt, name);
 }
@@ -54,7 +52,7 @@ cs_stmt_arg_number (const CsStmt *stmt, CsArgName name, double *out)
   char *end;
 
   g_return_val_if_fail (stmt != NULL && out != NULL, FALSE);
-  op = schema_op (stmt);
+  op = cs_stmt_schema_op (stmt);
   a = cs_op_find_arg (op, name, NULL);
   g_return_val_if_fail (a != NULL, FALSE);
   v = cs_stmt_arg (stmt, name);
@@ -83,7 +81,7 @@ cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out)
   g_return_val_if_fail (stmt != NULL, NULL);
   if (stmt->kind != CS_STMT_CALL)
     return NULL;
-  op = schema_op (stmt);
+  op = cs_stmt_schema_op (stmt);
   for (guint i = 0; i < op->n_args; i++)
     {
       const CsOpArg *a = &op->args[i];
@@ -110,7 +108,7 @@ cs_stmt_find_unknown_keyword (const CsStmt *stmt)
   if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
       || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
     return NULL;
-  op = schema_op (stmt);
+  op = cs_stmt_schema_op (stmt);
   if (op->n_args == 0)
     return NULL;
   for (guint i = 0; i < stmt->n_args; i++)

@@ -9,6 +9,16 @@
 G_BEGIN_DECLS
 
 /**
+ * cs_stmt_schema_op:
+ * @stmt: a call statement
+ *
+ * The op whose schema @stmt's arguments follow: its own entry's when that declares one (an
+ * alias with a signature of its own: ltorch.softmax passes dtype by position, the
+ * ltorch._softmax it aliases takes it keyword-only), else the entry it implements.
+ * Returns: (transfer none): the op (n_args 0 for an op without a schema)
+ */
+const CsOp   *cs_stmt_schema_op  (const CsStmt *stmt);
+/**
  * cs_stmt_arg:
  * @stmt: a call statement
  * @name: an argument of the schema of @stmt's semantic op (executor names read the schema of

@@ -19,6 +19,8 @@ typedef struct
                                every level: the text defines it before the use) */
   guint32       *top_line;  /* [id] line of the top-level statement that defines it, 0 = none */
   guint32       *sub_line;  /* [id] line of the first subsymbol that defines it, 0 = none */
+  const char    *unbound;   /* what a bare name nothing binds "is": "not defined", or for the
+                               return statement (cs_validate_return) "returned but not defined" */
 } Check;
 
 /* Python's builtins that a trace may name as values (types as dtypes or arguments). */
@@ -202,8 +204,8 @@ check_value (const Check *c, const CsStmt *s, const CsValue *v, gboolean in_sub,
           return TRUE;
         locate_use (c, s, id, &line, &col);
         g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
-                     "%s:%u:%u: '%s' is not defined: not a parameter of %s() and not made by "
-                     "any statement of the trace", c->name, line, col, id,
+                     "%s:%u:%u: '%s' is %s: not a parameter of %s() and not made by any "
+                     "statement of the trace", c->name, line, col, id, c->unbound,
                      c->trace->name ? c->trace->name : "the trace");
         return FALSE;
       }
@@ -289,6 +291,7 @@ cs_validate_trace (const CsTrace *trace, const char *name, const char *text, gsi
   g_return_val_if_fail (trace != NULL, FALSE);
   c.trace = trace;
   c.name = name ? name : "<input>";
+  c.unbound = "not defined";
   c.text = text;
   c.len = text ? len : 0;
   c.n = trace->next_proxy_id + 1;
@@ -314,60 +317,20 @@ cs_validate_trace (const CsTrace *trace, const char *name, const char *text, gsi
   return ok;
 }
 
-/* The first bare name @v returns (through tuples, lists, dicts, calls, subscripts,
- * attributes) that is not a constant, or NULL. */
-static const char *
-first_returned_name (const CsValue *v, guint depth)
-{
-  if (v == NULL || depth > 64)
-    return NULL;
-  switch (v->kind)
-    {
-    case CS_VALUE_NAME:
-      {
-        const char *id = v->u.s;
-        if (id == NULL || id[0] == '_' || strchr (id, '.') != NULL || is_builtin (id))
-          return NULL;
-        return id;
-      }
-    case CS_VALUE_TUPLE:
-    case CS_VALUE_LIST:
-    case CS_VALUE_DICT:
-    case CS_VALUE_SUBSCRIPT:
-    case CS_VALUE_ATTR:
-      for (guint i = 0; i < v->u.seq.n; i++)
-        {
-          const char *id = first_returned_name (v->u.seq.items[i], depth + 1);
-          if (id != NULL)
-            return id;
-        }
-      return NULL;
-    case CS_VALUE_CALL:
-      for (guint i = 0; i < v->u.call.n_args; i++)
-        {
-          const char *id = first_returned_name (v->u.call.args[i].value, depth + 1);
-          if (id != NULL)
-            return id;
-        }
-      return NULL;
-    default:
-      return NULL;
-    }
-}
-
 gboolean
 cs_validate_return (const CsTrace *trace, GError **error)
 {
+  /* no proxy arrays (n = 0): the proxies were checked when the trace was parsed, and no
+   * text: the error points at the return statement */
+  Check c = { 0 };
   const CsStmt *ret;
-  const char *id;
 
   g_return_val_if_fail (trace != NULL, FALSE);
   ret = cs_trace_get_return (trace);
-  if (ret == NULL || (id = first_returned_name (ret->value, 0)) == NULL)
+  if (ret == NULL)
     return TRUE;
-  g_set_error (error, CS_PARSE_ERROR, CS_PARSE_ERROR_NAME,
-               "%s:%u:%u: '%s' is returned but not defined: not a parameter of %s() and not "
-               "made by any statement of the trace", trace->file ? trace->file : "<trace>",
-               ret->line, ret->col ? ret->col : 1, id, trace->name ? trace->name : "the trace");
-  return FALSE;
+  c.trace = trace;
+  c.name = trace->file ? trace->file : "<trace>";
+  c.unbound = "returned but not defined";
+  return check_value (&c, ret, ret->value, FALSE, TRUE, error);
 }

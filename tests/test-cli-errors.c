@@ -786,8 +786,6 @@ test_diff_llama_counts (void)
   result_clear (&r);
 }
 
-/* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
- * its arguments once, and the same text on standard input and exit codes (one helper). */
 /* A name the return statement returns that nothing defines: the passes would work on a
  * program without outputs.  The commands that transform refuse it at the return (line 4,
  * column 3); render draws it as printed, with a warning. */
@@ -824,6 +822,8 @@ test_msg_undefined_return (void)
 #endif
 }
 
+/* Every command's --help: a usage line that starts with "castscope-cli COMMAND" and names
+ * its arguments once, and the same text on standard input and exit codes (one helper). */
 static void
 test_help (void)
 {
