@@ -2672,6 +2672,7 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
       const CsOpArg *bad;
       const CsValue *bad_value = NULL;
       const char *kw;
+      guint n_extra, n_declared = 0;
 
       if (s->kind != CS_STMT_CALL)
         continue;
@@ -2695,6 +2696,14 @@ cs_meta_check_trace (const CsTrace *trace, GError **error)
                        "%s:%u:%u: %s: unexpected keyword argument '%s' (its arguments: %s)",
                        trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
                        s->callee, kw, known->str);
+          return FALSE;
+        }
+      if ((n_extra = cs_stmt_count_extra_positional (s, &n_declared)) > 0)
+        {
+          g_set_error (error, CS_META_ERROR, CS_META_ERROR_ARGS,
+                       "%s:%u:%u: %s: takes %u positional argument%s but %u were given",
+                       trace->file ? trace->file : "<trace>", s->line, s->col ? s->col : 1,
+                       s->callee, n_declared, n_declared == 1 ? "" : "s", n_declared + n_extra);
           return FALSE;
         }
       if (!cs_meta_supports (s))

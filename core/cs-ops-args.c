@@ -124,3 +124,26 @@ cs_stmt_find_unknown_keyword (const CsStmt *stmt)
     }
   return NULL;
 }
+
+/** cs_stmt_count_extra_positional: see cs-ops-args.h. */
+guint
+cs_stmt_count_extra_positional (const CsStmt *stmt, guint *n_declared)
+{
+  const CsOp *op;
+  guint n_pos = 0, n_given = 0;
+
+  g_return_val_if_fail (stmt != NULL, 0);
+  if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
+      || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
+    return 0;
+  op = cs_stmt_schema_op (stmt);
+  if (op->n_args == 0 || op->variadic)
+    return 0;
+  for (guint k = 0; k < op->n_args; k++)
+    n_pos += !op->args[k].kw_only;
+  for (guint i = 0; i < stmt->n_args; i++)
+    n_given += stmt->args[i].name == NULL;
+  if (n_declared != NULL)
+    *n_declared = n_pos;
+  return n_given > n_pos ? n_given - n_pos : 0;
+}

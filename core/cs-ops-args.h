@@ -81,4 +81,21 @@ const CsOpArg *cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **
  */
 const char   *cs_stmt_find_unknown_keyword (const CsStmt *stmt);
 
+/**
+ * cs_stmt_count_extra_positional:
+ * @stmt: a call statement
+ * @n_declared: (out) (optional): the positional parameters of its op's schema
+ *
+ * The positional arguments @stmt passes beyond its op's positional parameters, for Thunder's
+ * own symbols (callees `ltorch.*` and `prims.*`; thunder/torch/__init__.py and
+ * thunder/core/prims.py): Python would raise "takes N positional arguments but M were given",
+ * and castscope would ignore the extra ones.  Ops whose signature ends in `*args` (reshape's
+ * `*shape`; CsOp.variadic) and ops without a schema are not checked, nor executor and
+ * torch.compile names (as cs_stmt_find_unknown_keyword()).  cs_meta_check_trace() refuses a
+ * statement this counts any for.
+ * Returns: the number of extra positional arguments (0: none; @n_declared is then unset when
+ * the op is not checked)
+ */
+guint         cs_stmt_count_extra_positional (const CsStmt *stmt, guint *n_declared);
+
 G_END_DECLS

@@ -5,12 +5,13 @@
  *
  * ID, name, category, tags, promotion kind and alias are the op's identity (cs-ops.h).  DEF, in
  * parentheses, is the rest of its meaning as designated initialisers of #CsOp, with the helper
- * macros of cs-ops.c: its argument schema (SCHEMA), the elementwise formula of a prim (EW1_...)
- * from which the CPU reference and the CUDA emitter are derived, the prim an ltorch op lowers to
- * (LOWERS_TO), how it is differentiated (DIFF_VJP: grad's rule table has its VJP; DIFF_CONST: no
- * gradient flows), the executors that run it (EXEC) and its meta family (META, META_ARG: the
- * shape/dtype factory of core/cs-meta.c; elementwise rows get theirs from their promotion
- * kind).  Only cs-ops.c expands DEF; every other
+ * macros of cs-ops.c: its argument schema (SCHEMA; VARIADIC where Thunder's signature ends in
+ * *args, reshape's *shape, so more positional arguments than the schema names are allowed), the
+ * elementwise formula of a prim (EW1_...) from which the CPU reference and the CUDA emitter are
+ * derived, the prim an ltorch op lowers to (LOWERS_TO), how it is differentiated (DIFF_VJP:
+ * grad's rule table has its VJP; DIFF_CONST: no gradient flows), the executors that run it
+ * (EXEC) and its meta family (META, META_ARG: the shape/dtype factory of core/cs-meta.c;
+ * elementwise rows get theirs from their promotion kind).  Only cs-ops.c expands DEF; every other
  * user of the list sees the identity columns alone.  Adding an op is adding its row here (plus
  * its VJP in cs-vjp.c's rule table when it has one, and its builder in cs-decompositions.c when it
  * is a composite); tests/test-core-registry.c checks every piece a row declares.
@@ -221,7 +222,7 @@
   X (LTORCH_TRIL, "ltorch.tril", ELEMENTWISE, CS_OP_TAG_FUSIBLE, NONE, LTORCH_TRIL, (SCHEMA (ARG (A, TENSOR), OPT (DIAGONAL, NUMBER, "0"), KWOPT (FILL_VALUE, NUMBER, "None")), META_ARG (SAME, 2))) \
   X (LTORCH_MASKED_FILL, "ltorch.masked_fill", ELEMENTWISE, CS_OP_TAG_FUSIBLE, NONE, LTORCH_MASKED_FILL, (SCHEMA (ARG (A, TENSOR), ARG (MASK, TENSOR), ARG (VALUE, OPERAND)), META (SAME))) \
   X (LTORCH__SOFTMAX, "ltorch._softmax", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH__SOFTMAX, (SCHEMA (ARG (A, TENSOR), ARG (DIM, NUMBER), KWOPT (DTYPE, DTYPE, "None")), DIFF_VJP)) \
-  X (LTORCH_SOFTMAX, "ltorch.softmax", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH__SOFTMAX, (SCHEMA (ARG (A, TENSOR), ARG (DIM, NUMBER), OPT (DTYPE, DTYPE, "None")))) \
+  X (LTORCH_SOFTMAX, "ltorch.softmax", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH__SOFTMAX, (SCHEMA (ARG (A, TENSOR), ARG (DIM, NUMBER), OPT (DTYPE, DTYPE, "None"), OPT (STACKLEVEL, NUMBER, "3")))) \
   X (LTORCH_LOG_SOFTMAX, "ltorch.log_softmax", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH_LOG_SOFTMAX, (SCHEMA (ARG (A, TENSOR), ARG (DIM, NUMBER), KWOPT (DTYPE, DTYPE, "None")), DIFF_VJP)) \
   X (LTORCH_LOGSUMEXP, "ltorch.logsumexp", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH_LOGSUMEXP, (SCHEMA (ARG (A, TENSOR), ARG (DIM, INTS), OPT (KEEPDIM, NUMBER, "False")), META_ARG (REDUCTION, CS_META_REDUCE_FLOAT))) \
   X (LTORCH_LAYER_NORM, "ltorch.layer_norm", COMPOSITE, CS_OP_TAG_FUSIBLE, NONE, LTORCH_LAYER_NORM, (SCHEMA (ARG (A, TENSOR), ARG (NORMALIZED_SHAPE, INTS), OPT (WEIGHT, TENSOR, "None"), OPT (BIAS, TENSOR, "None"), OPT (EPS, NUMBER, "1e-05")))) \
@@ -243,12 +244,12 @@
   X (LTORCH_HALF, "ltorch.half", CAST, CS_OP_TAG_FUSIBLE, NONE, LTORCH_HALF, (UNARY_SCHEMA, META_ARG (CAST, CS_DTYPE_F16))) \
   X (LTORCH_BFLOAT16, "ltorch.bfloat16", CAST, CS_OP_TAG_FUSIBLE, NONE, LTORCH_BFLOAT16, (UNARY_SCHEMA, META_ARG (CAST, CS_DTYPE_BF16))) \
   X (LTORCH_TYPE_AS, "ltorch.type_as", CAST, CS_OP_TAG_FUSIBLE, NONE, LTORCH_TYPE_AS, (SCHEMA (ARG (A, TENSOR), ARG (B, TENSOR)))) \
-  X (LTORCH_RESHAPE, "ltorch.reshape", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_RESHAPE, (SCHEMA (ARG (A, TENSOR)))) \
-  X (LTORCH_VIEW, "ltorch.view", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_VIEW, (SCHEMA (ARG (A, TENSOR)))) \
+  X (LTORCH_RESHAPE, "ltorch.reshape", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_RESHAPE, (SCHEMA (ARG (A, TENSOR)), VARIADIC)) \
+  X (LTORCH_VIEW, "ltorch.view", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_VIEW, (SCHEMA (ARG (A, TENSOR)), VARIADIC)) \
   X (LTORCH_FLATTEN, "ltorch.flatten", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_FLATTEN, (SCHEMA (ARG (A, TENSOR), OPT (START_DIM, NUMBER, "0"), OPT (END_DIM, NUMBER, "-1")))) \
   X (LTORCH_TRANSPOSE, "ltorch.transpose", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_TRANSPOSE, (SCHEMA (ARG (A, TENSOR), ARG (DIM0, NUMBER), ARG (DIM1, NUMBER)))) \
-  X (LTORCH_PERMUTE, "ltorch.permute", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_PERMUTE, (SCHEMA (ARG (A, TENSOR)))) \
-  X (LTORCH_EXPAND, "ltorch.expand", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_EXPAND, (SCHEMA (ARG (A, TENSOR)))) \
+  X (LTORCH_PERMUTE, "ltorch.permute", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_PERMUTE, (SCHEMA (ARG (A, TENSOR)), VARIADIC)) \
+  X (LTORCH_EXPAND, "ltorch.expand", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_EXPAND, (SCHEMA (ARG (A, TENSOR)), VARIADIC)) \
   X (LTORCH_UNSQUEEZE, "ltorch.unsqueeze", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_UNSQUEEZE, (SCHEMA (ARG (A, TENSOR), ARG (DIM, NUMBER)))) \
   X (LTORCH_SQUEEZE, "ltorch.squeeze", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_SQUEEZE, (SCHEMA (ARG (A, TENSOR), OPT (DIM, INTS, "None")))) \
   X (LTORCH_CONTIGUOUS, "ltorch.contiguous", SHAPE, CS_OP_TAG_SHAPE_OP|CS_OP_TAG_FUSIBLE, NONE, LTORCH_CONTIGUOUS, (SCHEMA (ARG (A, TENSOR), KWOPT (MEMORY_FORMAT, OBJECT, "torch.contiguous_format")), META (SAME))) \
@@ -262,8 +263,8 @@
   X (LTORCH_SCALED_DOT_PRODUCT_ATTENTION, "ltorch.scaled_dot_product_attention", ATTENTION, 0, NONE, LTORCH_SCALED_DOT_PRODUCT_ATTENTION, (SCHEMA (ARG (QUERY, TENSOR), ARG (KEY, TENSOR), ARG (VALUE, TENSOR), OPT (ATTN_MASK, TENSOR, "None"), OPT (DROPOUT_P, NUMBER, "0.0"), OPT (IS_CAUSAL, NUMBER, "False"), KWOPT (SCALE, NUMBER, "None")))) \
   X (LTORCH_SIZE, "ltorch.size", BOOKKEEPING, 0, NONE, LTORCH_SIZE, (SCHEMA (ARG (A, TENSOR), OPT (DIM, NUMBER, "None")), DIFF_CONST)) \
   X (LTORCH_ARANGE, "ltorch.arange", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ARANGE, (SCHEMA (ARG (START, NUMBER), OPT (END, NUMBER, "None"), OPT (STEP, NUMBER, "1"), KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \
-  X (LTORCH_ZEROS, "ltorch.zeros", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ZEROS, (SCHEMA (KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \
-  X (LTORCH_ONES, "ltorch.ones", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ONES, (SCHEMA (KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \
+  X (LTORCH_ZEROS, "ltorch.zeros", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ZEROS, (SCHEMA (KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST, VARIADIC)) \
+  X (LTORCH_ONES, "ltorch.ones", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ONES, (SCHEMA (KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST, VARIADIC)) \
   X (LTORCH_FULL, "ltorch.full", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_FULL, (SCHEMA (ARG (SHAPE, INTS), ARG (FILL_VALUE, NUMBER), KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \
   X (LTORCH_ZEROS_LIKE, "ltorch.zeros_like", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ZEROS_LIKE, (SCHEMA (ARG (A, TENSOR), KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \
   X (LTORCH_ONES_LIKE, "ltorch.ones_like", CREATION, CS_OP_TAG_FUSIBLE, NONE, LTORCH_ONES_LIKE, (SCHEMA (ARG (A, TENSOR), KWOPT (DEVICE, DEVICE, "None"), KWOPT (DTYPE, DTYPE, "None")), DIFF_CONST)) \

@@ -162,6 +162,8 @@ static float ew_lerpf (float a, float b, float w) { return a + w * (b - a); }
 #define OPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, FALSE, d }
 #define KWOPT(nm, kind, d) { CS_ARG_##nm, CS_ARG_KIND_##kind, TRUE, d }
 #define KWARG(nm, kind) { CS_ARG_##nm, CS_ARG_KIND_##kind, TRUE, NULL }
+/* the signature ends in *args: more positional arguments than the schema names */
+#define VARIADIC .variadic = TRUE
 #define UNARY_SCHEMA SCHEMA (ARG (A, OPERAND))
 #define BINARY_SCHEMA SCHEMA (ARG (A, OPERAND), ARG (B, OPERAND))
 

@@ -157,6 +157,7 @@ typedef enum
   X (OUTPUT, "output") X (APPROXIMATE, "approximate") X (ALPHA, "alpha") \
   X (ROUNDING_MODE, "rounding_mode") X (TENSOR_DTYPE_OR_DEVICE, "tensor_dtype_or_device") \
   X (OPTIONAL_POSITIONAL_DTYPE, "optional_positional_dtype") X (COPY, "copy") \
+  X (STACKLEVEL, "_stacklevel") \
   CS_ARG_NAMES_ATEN (X) \
   CS_ARG_NAMES_DIST (X)
 
@@ -306,6 +307,8 @@ struct _CsOp
   const CsOpArg *args;     /* argument schema, n_args entries in positional order; NULL: none
                               declared (the passes read such an op's arguments themselves) */
   guint         n_args;
+  gboolean      variadic;  /* the signature ends in *args (reshape's *shape): positional
+                              arguments past the schema's are allowed */
   const CsEwUnary *ew1;    /* formula of a unary elementwise prim, else NULL */
   const CsEwBinary *ew2;   /* formula of a binary elementwise prim, else NULL */
   const CsEwTernary *ew3;  /* formula of a ternary elementwise prim, else NULL */

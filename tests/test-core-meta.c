@@ -410,7 +410,8 @@ test_errors (void)
 /* A string argument of the schema (gelu's approximate, div's rounding_mode) passed something
  * else is refused by cs_meta_check_trace at the statement, as torch.nn.functional.gelu
  * refuses approximate=5 (its readers would take it for absent: approximate='none'), and so
- * is a keyword a Thunder symbol's schema does not declare. */
+ * are a keyword a Thunder symbol's schema does not declare and positional arguments past its
+ * signature's. */
 static void
 test_string_args (void)
 {
@@ -423,6 +424,11 @@ test_string_args (void)
     { "t0 = prims.neg(a, bogus=3)", "prims.neg: unexpected keyword argument 'bogus' (its arguments: a)" },
     /* executor names read their semantic op's schema, whose keywords may be spelt otherwise */
     { "t0 = torch.nn.functional.gelu(a, approximate='tanh', bogus=3)", NULL },
+    /* Python's "takes N positional arguments but M were given"; not for *args signatures */
+    { "t0 = prims.neg(a, a)", "prims.neg: takes 1 positional argument but 2 were given" },
+    { "t0 = ltorch.linear(a, a, None, a)", "ltorch.linear: takes 3 positional arguments but 4 were given" },
+    { "t0 = ltorch.reshape(a, 2, 2)", NULL },
+    { "t0 = ltorch.softmax(a, 0, None, 3)", NULL },
     { "t0 = ltorch.div(a, a, rounding_mode=None)", NULL },
     { "t0 = ltorch.div(a, a, rounding_mode='floor')", NULL },
   };
