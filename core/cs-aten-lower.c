@@ -23,9 +23,9 @@
 
 typedef struct
 {
-  const CsAtenLowerCtx *ctx;
-  const CsStmt         *s;
-  GError              **error;
+  const CsAtenLowerCtx *ctx;   /* the arena and the emitter of the lowered calls */
+  const CsStmt         *s;     /* the aten statement being lowered */
+  GError              **error; /* lfail()'s; an emitted call's error stands */
 } L;
 
 static gpointer G_GNUC_PRINTF (3, 4)

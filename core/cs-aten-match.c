@@ -12,18 +12,18 @@
 /* One cast of a trace in order: its id, its key, the region holding it (0: none). */
 typedef struct
 {
-  guint32     id;
-  CsDtype     from;
-  CsDtype     to;
-  double      numel;
-  guint32     region;
+  guint32     id;         /* CsStmt.id of the cast */
+  CsDtype     from;       /* the converted tensor's dtype */
+  CsDtype     to;         /* the target dtype */
+  double      numel;      /* elements converted (an unknown extent counts 0) */
+  guint32     region;     /* CsStmt.id of the region holding it, 0: none */
   const char *producer;   /* what made the converted tensor ("matmul", "mul", ...), or "" */
 } Cast;
 
 /* One region: its id, the matmuls before it, its place after the last of them. */
 typedef struct
 {
-  guint32 id;
+  guint32 id;        /* CsStmt.id of the region call */
   guint   segment;   /* matmuls (outside regions) before it in the trace */
   guint   ordinal;   /* regions before it since that matmul */
 } Region;

@@ -13,6 +13,7 @@
 G_BEGIN_DECLS
 
 #define CS_AUTOCAST_ERROR (cs_autocast_error_quark ())
+/** cs_autocast_error_quark: the #GQuark of #CS_AUTOCAST_ERROR (codes: #CsAutocastError). */
 GQuark cs_autocast_error_quark (void);
 
 typedef enum

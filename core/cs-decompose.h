@@ -23,6 +23,7 @@
 G_BEGIN_DECLS
 
 #define CS_DECOMPOSE_ERROR (cs_decompose_error_quark ())
+/** cs_decompose_error_quark: the #GQuark of #CS_DECOMPOSE_ERROR (codes: #CsDecomposeError). */
 GQuark cs_decompose_error_quark (void);
 
 typedef enum

@@ -2302,8 +2302,8 @@ static const CompositeBuilder composite_builders[CS_N_OPS] = {
 /* The emitter _cs_aten_lower() calls: ltorch symbols with their decompositions, prims. */
 typedef struct
 {
-  Dx        *dx;
-  GPtrArray *out;
+  Dx        *dx;  /* the decomposition the calls are made in */
+  GPtrArray *out; /* CsStmt*: where they are appended, in order */
 } AtenEmit;
 
 static CsValue *

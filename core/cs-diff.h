@@ -82,6 +82,8 @@ typedef struct
  */
 CsTraceDiff *cs_trace_diff      (const CsTrace *a,
                                  const CsTrace *b);
+/** cs_trace_diff_free: frees @diff and its arrays (not the statements they borrow); NULL is
+ * allowed. */
 void         cs_trace_diff_free (CsTraceDiff   *diff);
 /** TRUE when nothing changed. */
 gboolean     cs_trace_diff_is_empty (const CsTraceDiff *diff);

@@ -51,6 +51,12 @@ void        _cs_fuse_rematerialize   (CsTrace *t, const CsPolicy *policy,
  * producer -> consumer edges that make no cycle. */
 void        _cs_fuse_group_consecutive (CsTrace *trace, const CsPolicy *policy,
                                         GPtrArray *items, GPtrArray *out, guint *counter);
+/* _cs_fuse_group_dataflow: merges each fusible statement with its fusible producers of the same
+ * side (forward or BACKWARD) wherever the merge makes no cycle, then emits the groups in
+ * topological order, the group with the earliest first statement first; a fusible group takes
+ * every other ready fusible group of its side (horizontal merge).  Comments stay before the
+ * statement they preceded; the comments after the last statement, then the final return, come
+ * last.  A group of statements that are not fusible, or only shape ops, is emitted as it is. */
 void        _cs_fuse_group_dataflow    (CsTrace *trace, const CsPolicy *policy,
                                         GPtrArray *items, GPtrArray *out, guint *counter);
 

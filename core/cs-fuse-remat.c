@@ -318,8 +318,8 @@ typedef struct
 typedef struct
 {
   FEdge      *edges;   /* every edge, n_edges of them (cap_edges allocated) */
-  guint       n_edges;
-  guint       cap_edges;
+  guint       n_edges; /* edges in use */
+  guint       cap_edges; /* entries allocated */
   guint      *first;   /* per node: its first outgoing edge (FG_NONE: none) */
   guint      *last;    /* per node: its last outgoing edge */
   guint       n;       /* nodes: 0 source, 1 sink, then 2 per value (_in, _out) */
@@ -553,8 +553,8 @@ struct _IdSlot
 /* A growable array of indices. */
 typedef struct
 {
-  guint *v;
-  guint  len, cap;
+  guint *v;          /* the indices */
+  guint  len, cap;   /* entries in use / allocated */
 } UVec;
 
 static void
@@ -589,14 +589,14 @@ typedef struct
 
 typedef struct
 {
-  CsTrace        *t;
-  const CsPolicy *policy;
+  CsTrace        *t;          /* the trace the pass rewrites */
+  const CsPolicy *policy;     /* what is fusible (cs_fuse_stmt_is_fusible) */
   RReg           *regs;       /* fusion regions in trace order */
-  guint           n_regs;
+  guint           n_regs;     /* entries of regs */
   gint           *reg_of_top; /* top-level index -> region index, or -1 */
   guint32         n_ids;      /* proxy ids below it have static reader lists */
   guint32        *rd_start;   /* CSR: static readers (top-level indices) of each proxy id */
-  guint          *rd;
+  guint          *rd;         /* CSR: the reader indices rd_start points into */
   CsProxyMap     *map;        /* scratch: recomputed values -> their fresh proxies */
   FGraph          g;          /* scratch: find_cut's graph, emptied for each pair */
   IdSlot         *base;       /* slots of the ids below n_base (zeroed), never moved */

@@ -14,6 +14,7 @@
 G_BEGIN_DECLS
 
 #define CS_FUSE_ERROR (cs_fuse_error_quark ())
+/** cs_fuse_error_quark: the #GQuark of #CS_FUSE_ERROR (codes: #CsFuseError). */
 GQuark cs_fuse_error_quark (void);
 
 typedef enum

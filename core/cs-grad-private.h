@@ -28,14 +28,14 @@ typedef struct
  * both; entries are never removed. */
 typedef struct
 {
-  CsProxy  *key;
-  gpointer  value;
+  CsProxy  *key;               /* the proxy whose id is the slot's index, NULL: free */
+  gpointer  value;             /* its value */
 } ProxySlot;
 
 typedef struct
 {
-  ProxySlot  *slots;
-  guint       n;
+  ProxySlot  *slots;           /* indexed by CsProxy.id, @n of them */
+  guint       n;               /* ids below it have a slot */
   GHashTable *rest;            /* CsProxy* -> gpointer, created when first needed */
 } ProxyMap;
 

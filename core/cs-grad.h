@@ -15,6 +15,7 @@
 G_BEGIN_DECLS
 
 #define CS_GRAD_ERROR (cs_grad_error_quark ())
+/** cs_grad_error_quark: the #GQuark of #CS_GRAD_ERROR (codes: #CsGradError). */
 GQuark cs_grad_error_quark (void);
 
 typedef enum

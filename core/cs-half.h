@@ -59,9 +59,13 @@ guint8   cs_half_fp8_from_f64    (CsDtype dtype, double x);
 double   cs_half_fp8_to_f64      (CsDtype dtype, guint8 bits);
 
 /* Bulk forms (n elements; src and dst must not overlap). */
+/** cs_half_bf16_from_f32_n: @n f32 at @src -> bf16 bits at @dst, as cs_half_bf16_from_f32(). */
 void     cs_half_bf16_from_f32_n (const float *src, guint16 *dst, gsize n);
+/** cs_half_bf16_to_f32_n: @n bf16 bits at @src -> f32 at @dst, as cs_half_bf16_to_f32(). */
 void     cs_half_bf16_to_f32_n   (const guint16 *src, float *dst, gsize n);
+/** cs_half_f16_from_f32_n: @n f32 at @src -> binary16 bits at @dst, as cs_half_f16_from_f32(). */
 void     cs_half_f16_from_f32_n  (const float *src, guint16 *dst, gsize n);
+/** cs_half_f16_to_f32_n: @n binary16 bits at @src -> f32 at @dst, as cs_half_f16_to_f32(). */
 void     cs_half_f16_to_f32_n    (const guint16 *src, float *dst, gsize n);
 
 G_END_DECLS

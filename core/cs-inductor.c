@@ -898,8 +898,8 @@ type_fits (const CsInductorNode *n, const CsProxy *p)
 
 typedef struct
 {
-  F                       *f;
-  const CsInductorKernel  *k;
+  F                       *f;       /* the output code being read (graph, indexes) */
+  const CsInductorKernel  *k;       /* the kernel whose fragment is matched */
   GHashTable              *bound;   /* fragment name -> graph name */
   GPtrArray               *pick;    /* per fragment node: the CsStmt* matched, or NULL */
   gboolean                 any;     /* nodes a region holds already may match */

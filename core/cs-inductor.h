@@ -48,6 +48,7 @@
 G_BEGIN_DECLS
 
 #define CS_INDUCTOR_ERROR (cs_inductor_error_quark ())
+/** cs_inductor_error_quark: the #GQuark of #CS_INDUCTOR_ERROR (codes: #CsInductorError). */
 GQuark cs_inductor_error_quark (void);
 
 typedef enum
@@ -95,7 +96,7 @@ typedef enum
 /** One kernel run by `call(self, args)`, in call order. */
 typedef struct
 {
-  CsInductorLaunchKind kind;
+  CsInductorLaunchKind kind; /* a Triton kernel's run, or an extern call */
   char        *callee;     /* the kernel name, "extern_kernels.mm" or
                               "torch.ops.aten._scaled_dot_product_cudnn_attention.default" */
   const CsInductorKernel *kernel; /* TRITON: its definition (owned by the graph); else NULL */
@@ -157,7 +158,11 @@ CsInductorCode *cs_inductor_parse_text  (const char *text,
 CsInductorCode *cs_inductor_parse_file  (const char *path,
                                          GError    **error);
 
+/** cs_inductor_code_ref: takes a reference (atomic; @code must not be NULL).
+ * Returns: (transfer full): @code */
 CsInductorCode *cs_inductor_code_ref    (CsInductorCode *code);
+/** cs_inductor_code_unref: drops a reference (atomic); frees @code, its path and graphs at
+ * zero; NULL is allowed. */
 void            cs_inductor_code_unref  (CsInductorCode *code);
 
 /**

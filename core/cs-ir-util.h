@@ -26,7 +26,9 @@ const char *_cs_arena_concat         (CsArena *arena, const char *a, const char 
  * Keys keep their insertion order (for iteration). */
 typedef struct _CsProxyMap CsProxyMap;
 
+/* An empty map (no storage until the first insertion); free with _cs_proxy_map_free(). */
 CsProxyMap *_cs_proxy_map_new        (void);
+/* Frees @map and its storage, not the proxies it maps; NULL is allowed. */
 void        _cs_proxy_map_free       (CsProxyMap *map);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CsProxyMap, _cs_proxy_map_free)
 /* Empties @map, keeping its storage (O(number of entries)). */
@@ -275,6 +277,8 @@ gboolean    _cs_stmt_is_cast_like    (const CsStmt *stmt);
  * @stmt, the statement it decomposes; _cs_sub_take_tags gives them (to a statement the caller
  * owns). */
 gboolean    _cs_sub_needs_tags       (const CsStmt *sub, const CsStmt *stmt);
+/* Gives @sub @stmt's tags: its origin when @sub has none (0), its BACKWARD flag (replacing
+ * @sub's) and its grad_sum (or-ed in). */
 void        _cs_sub_take_tags        (CsStmt *sub, const CsStmt *stmt);
 
 /* TRUE when @stmt is a region call (nvFusionK ...). */

@@ -193,7 +193,7 @@ struct _CsArg
 
 struct _CsValue
 {
-  CsValueKind kind;
+  CsValueKind kind;      /* which member of u holds the value */
   union
   {
     gboolean     b;      /* BOOL */
@@ -295,7 +295,7 @@ struct _CsStmt
   /* The fields every pass reads for every statement come first and fill one 64-byte cache line
    * (kind, op, args, out, subsymbols, flags): the passes are bound by memory latency. */
   CsStmtKind          kind;
-  guint               n_args;
+  guint               n_args;      /* entries of args */
   const CsOp         *op;          /* CALL: op-table entry; never NULL (unknown names get the opaque op) */
   CsArg              *args;        /* CALL: arguments in printed order (positional, then keyword) */
   CsValue            *out;         /* CALL: target tree (PROXY / UNDERSCORE / TUPLE / LIST), NULL for a
@@ -303,7 +303,7 @@ struct _CsStmt
   /* Decomposition (subsymbols), printed as comments one level deeper.  For a fusion call these
    * are the region's prims. */
   CsStmt            **subs;
-  guint               n_subs;
+  guint               n_subs;      /* entries of subs */
   guint32             owner;       /* serial of the trace whose arena holds it (CsTrace.serial);
                                       a trace may edit in place only statements it owns */
   guint               backward : 1;/* 1 if the grad pass tagged it BACKWARD */
@@ -387,7 +387,7 @@ typedef enum
 
 typedef struct
 {
-  CsParamKind  kind;
+  CsParamKind  kind;     /* plain, *name or **name */
   const char  *name;     /* NULL only for a bare `*` */
   CsValue     *dflt;     /* default value or NULL */
 } CsParam;
@@ -410,8 +410,8 @@ struct _CsTrace
 
   gboolean      has_signature; /* FALSE: "# No signature available" */
   const char   *name;          /* function name: computation, backward_fn, prologue ... */
-  CsParam      *params;
-  guint         n_params;
+  CsParam      *params;        /* the signature's parameters, in order */
+  guint         n_params;      /* entries of params */
 
   CsStmt      **stmts;         /* body, in order; the last CS_STMT_RETURN ends it */
   guint         n_stmts;

@@ -17,6 +17,7 @@
 G_BEGIN_DECLS
 
 #define CS_META_ERROR (cs_meta_error_quark ())
+/** cs_meta_error_quark: the #GQuark of #CS_META_ERROR (codes: #CsMetaError). */
 GQuark cs_meta_error_quark (void);
 
 typedef enum

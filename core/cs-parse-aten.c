@@ -290,8 +290,8 @@ typedef struct
 {
   CsStmt  *stmt;           /* the placeholder getitem statement */
   char    *coll;           /* collection name */
-  int64_t  index;
-  CsProxy *target;
+  int64_t  index;          /* which item of coll the target is */
+  CsProxy *target;         /* the proxy the getitem writes */
 } GetItem;
 
 static void
@@ -304,11 +304,11 @@ getitem_free (gpointer p)
 
 typedef struct
 {
-  Ap         *p;
-  const Ln   *line;
+  Ap         *p;           /* the graph being parsed */
+  const Ln   *line;        /* the line being read */
   const char *s;           /* read position in line->s */
-  const char *end;
-  guint       depth;
+  const char *end;         /* end of line->s */
+  guint       depth;       /* bracket nesting (CS_PARSE_MAX_DEPTH) */
 } Cur;
 
 static guint32

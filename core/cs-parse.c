@@ -96,8 +96,8 @@ typedef struct
 
 typedef struct
 {
-  Parser     *p;
-  const Line *line;
+  Parser     *p;         /* the parser (literals, errors) */
+  const Line *line;      /* the line being read */
   const char *s;         /* read position */
   const char *end;       /* end of the line content */
   guint       depth;     /* bracket nesting */

@@ -11,6 +11,7 @@
 G_BEGIN_DECLS
 
 #define CS_PARSE_ERROR (cs_parse_error_quark ())
+/** cs_parse_error_quark: the #GQuark of #CS_PARSE_ERROR (codes: #CsParseError). */
 GQuark cs_parse_error_quark (void);
 
 typedef enum

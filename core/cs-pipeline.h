@@ -39,6 +39,7 @@ typedef struct _CsPipeline CsPipeline;
 typedef struct _CsGradSpec CsGradSpec;
 
 #define CS_PIPELINE_ERROR (cs_pipeline_error_quark ())
+/** cs_pipeline_error_quark: the #GQuark of #CS_PIPELINE_ERROR (codes: #CsPipelineError). */
 GQuark cs_pipeline_error_quark (void);
 
 typedef enum

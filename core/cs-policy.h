@@ -195,6 +195,7 @@ int       cs_policy_executor_rank (const CsPolicy *policy, CsExecutor ex);
 gboolean  cs_policy_has_executor  (const CsPolicy *policy, CsExecutor ex);
 
 #define CS_POLICY_ERROR (cs_policy_error_quark ())
+/** cs_policy_error_quark: the #GQuark of #CS_POLICY_ERROR (codes: #CsPolicyError). */
 GQuark    cs_policy_error_quark  (void);
 typedef enum
 {

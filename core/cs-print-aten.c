@@ -15,8 +15,8 @@
 
 typedef struct
 {
-  const CsTrace *trace;
-  const CsAtenInfo *info;
+  const CsTrace *trace;   /* the trace printed */
+  const CsAtenInfo *info; /* the graph's node names and collections */
 } Pr;
 
 /* The name the body uses for @px (Dynamo's renamed placeholders differ from the proxy's). */
@@ -209,9 +209,9 @@ typedef struct
 {
   const char *name;        /* node name */
   GPtrArray  *inputs;      /* const char*: input node names, first appearance order, no repeats */
-  gboolean    placeholder;
-  gboolean    output;
-  gboolean    has_users;
+  gboolean    placeholder; /* a graph input */
+  gboolean    output;      /* the output node (the return) */
+  gboolean    has_users;   /* a later node reads it */
   GPtrArray  *frees;       /* const char*: what this node frees, in FX's order */
 } Node;
 

@@ -22,6 +22,7 @@
 G_BEGIN_DECLS
 
 #define CS_PROMOTE_ERROR (cs_promote_error_quark ())
+/** cs_promote_error_quark: the #GQuark of #CS_PROMOTE_ERROR (codes: #CsPromoteError). */
 GQuark cs_promote_error_quark (void);
 
 typedef enum

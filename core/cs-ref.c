@@ -133,12 +133,12 @@ rv_new_seq (void)
 
 typedef struct
 {
-  const CsTrace *trace;
+  const CsTrace *trace;     /* the trace run */
   GHashTable    *env;       /* name -> Rv* (owned) */
-  CsRefMode      mode;
-  guint64        seed;
+  CsRefMode      mode;      /* EXACT (trace dtypes) or F64 */
+  guint64        seed;      /* random statement k uses seed + k */
   guint          n_random;  /* random statements run so far */
-  GError       **error;
+  GError       **error;     /* the run's error */
   const CsStmt  *top;       /* top-level statement being run (for line numbers) */
   const gint    *cancel;    /* (nullable) nonzero: stop (CsRefRunOptions.cancel) */
 } Ctx;

@@ -51,6 +51,7 @@
 G_BEGIN_DECLS
 
 #define CS_REF_ERROR (cs_ref_error_quark ())
+/** cs_ref_error_quark: the #GQuark of #CS_REF_ERROR (codes: #CsRefError). */
 GQuark cs_ref_error_quark (void);
 
 typedef enum

@@ -13,6 +13,7 @@
 G_BEGIN_DECLS
 
 #define CS_SPLIT_ERROR (cs_split_error_quark ())
+/** cs_split_error_quark: the #GQuark of #CS_SPLIT_ERROR (codes: #CsSplitError). */
 GQuark cs_split_error_quark (void);
 
 typedef enum

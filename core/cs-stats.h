@@ -100,6 +100,7 @@ CsTraceStats *cs_stats_compute     (const CsTrace *trace);
  * Returns: (transfer full): the stats
  */
 CsTraceStats *cs_stats_compute_full (const CsTrace *trace, const CsStatsOptions *opts);
+/** cs_trace_stats_free: frees @stats with its regions and comms arrays; NULL is allowed. */
 void          cs_trace_stats_free  (CsTraceStats  *stats);
 
 /** FLOPs of one statement (prim or wrapper), the rule used by cs_stats_compute(). */

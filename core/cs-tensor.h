@@ -16,6 +16,7 @@
 G_BEGIN_DECLS
 
 #define CS_TENSOR_ERROR (cs_tensor_error_quark ())
+/** cs_tensor_error_quark: the #GQuark of #CS_TENSOR_ERROR (codes: #CsTensorError). */
 GQuark cs_tensor_error_quark (void);
 
 typedef enum
@@ -60,7 +61,10 @@ CsTensor   *cs_tensor_new            (CsDtype        dtype,
                                       const int64_t *shape,
                                       guint          rank,
                                       GError       **error);
+/** cs_tensor_ref: takes a reference (atomic; @t must not be NULL).
+ * Returns: (transfer full): @t */
 CsTensor   *cs_tensor_ref            (CsTensor      *t);
+/** cs_tensor_unref: drops a reference (atomic); frees @t and its data at zero; NULL is allowed. */
 void        cs_tensor_unref          (CsTensor      *t);
 /** cs_tensor_copy: a deep copy.  Returns: (transfer full): never NULL */
 CsTensor   *cs_tensor_copy           (const CsTensor *t);

@@ -9,7 +9,7 @@
 
 typedef struct
 {
-  const CsTrace *trace;
+  const CsTrace *trace;     /* the trace checked */
   const char    *name;      /* input name for messages */
   const char    *text;      /* source text or NULL */
   gsize          len;       /* bytes of text */

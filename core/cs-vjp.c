@@ -142,9 +142,9 @@ typedef struct
 {
   gboolean       tensor;       /* a tensor proxy */
   CsDtype        dtype;        /* tensor dtype; numbers: B8, I64 or F64 */
-  guint          rank;
-  const int64_t *shape;
-  CsDevice       device;
+  guint          rank;         /* tensor: dims of shape; else 0 */
+  const int64_t *shape;        /* tensor: extents (the proxy's) */
+  CsDevice       device;       /* tensor: its device */
 } OpInfo;
 
 static gboolean
