@@ -149,9 +149,9 @@ cs_view_center_on (CsView *view, const CsLayout *layout, const CsRect *box, doub
 
 typedef struct
 {
-  cairo_t     *cr;
-  PangoLayout *pl;
-  const char  *family;
+  cairo_t     *cr;        /* the target */
+  PangoLayout *pl;        /* (owned) the layout every text is set in */
+  const char  *family;    /* font family ("DejaVu Sans" by default) */
   double       scale;     /* px per pt of the graph being drawn (0: unknown) */
 } Painter;
 

@@ -32,8 +32,8 @@
 
 typedef struct
 {
-  CsTrace               *trace;
-  const CsRenderOptions *options;
+  CsTrace               *trace;        /* the trace drawn */
+  const CsRenderOptions *options;      /* the caller's options (borrowed) */
   CsRenderDetail         detail;       /* never AUTO */
   GArray                *nodes;        /* CsLayoutNode */
   GArray                *edges;        /* CsLayoutEdge */
@@ -41,12 +41,12 @@ typedef struct
   GHashTable            *producer;     /* CsProxy* -> node index + 1 */
   GHashTable            *outputs;      /* CsProxy* of OUTPUT nodes made */
   PangoLayout           *measure;      /* NULL when only counting */
-  cairo_surface_t       *surface;
-  cairo_t               *cr;
+  cairo_surface_t       *surface;      /* 1 x 1 image under cr (NULL when only counting) */
+  cairo_t               *cr;           /* measure's context */
   gboolean               counting;     /* only count nodes (cs_graph_count_nodes) */
   guint                  force;        /* > 0 inside a statement expanded by an override: its
                                           subsymbols expand down to the prims */
-  guint                  n_counted;
+  guint                  n_counted;    /* nodes made so far */
   /* groups (render/cs-group.h) */
   const CsGrouping      *grouping;     /* (nullable) borrowed */
   const gboolean        *collapsed;    /* per group: drawn as one node */

@@ -14,7 +14,7 @@
 
 typedef struct
 {
-  const CsTrace *trace;
+  const CsTrace *trace;      /* the trace grouped */
   guint          n;          /* trace->n_stmts */
   gboolean      *member;     /* per index: a CALL that can belong to a group */
   const char   **srcloc;     /* per index: "models.py:147" of the last source comment, or NULL */

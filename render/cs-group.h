@@ -79,7 +79,7 @@ typedef struct
 /** CsGroup: one group of top-level statements. */
 typedef struct
 {
-  CsGroupKind    kind;
+  CsGroupKind    kind;          /* LAYER, MODULE or CHUNK */
   char          *name;          /* full name: "layers.3", "layers.3.attention", "statements 1-250" */
   char          *label;         /* short name drawn: "layers.3", "attention", "statements 1-250" */
   gint           parent;        /* index of the enclosing group, -1 = top level; parents come
@@ -91,7 +91,7 @@ typedef struct
   gint           repeat_of;     /* LAYER: index of the first layer with the same structure,
                                    -1 when this is the first (or unique) */
   guint          n_same;        /* LAYER: layers with this layer's structure, itself included */
-  CsGroupSummary summary;
+  CsGroupSummary summary;       /* what it stands for when collapsed */
 } CsGroup;
 
 /** CsGrouping: the groups of one trace. */
@@ -100,7 +100,7 @@ typedef struct
   gint           ref_count;     /* atomic; cs_grouping_ref() / cs_grouping_unref() */
   const CsTrace *trace;         /* the trace grouped (borrowed: keep it alive) */
   CsGroup       *groups;        /* n_groups of them, parents first */
-  guint          n_groups;
+  guint          n_groups;      /* entries of groups */
   gint          *stmt_group;    /* per trace->stmts index: innermost group, -1 = none */
   guint          n_layers;      /* groups of kind LAYER */
   guint          n_chunks;      /* groups of kind CHUNK */

@@ -31,6 +31,12 @@ G_BEGIN_DECLS
 /* Groupings kept (one per trace; a window shows about 10 passes per family). */
 #define CS_LAYOUT_CACHE_GROUPINGS    48
 
+/**
+ * cs_layout_cache_new:
+ * @max_layouts: finished layouts to keep, most recently used; 0 for
+ *   #CS_LAYOUT_CACHE_DEFAULT_SIZE (groupings: always #CS_LAYOUT_CACHE_GROUPINGS)
+ * Returns: (transfer full): an empty cache; release with cs_layout_cache_unref()
+ */
 CsLayoutCache *cs_layout_cache_new          (guint                  max_layouts);
 CsLayoutCache *cs_layout_cache_ref          (CsLayoutCache         *cache);
 void           cs_layout_cache_unref        (CsLayoutCache         *cache);

@@ -27,7 +27,7 @@
 
 typedef struct
 {
-  const CsLayout *layout;
+  const CsLayout *layout;   /* the layout whose nodes are sorted */
   double         *key;      /* sort key per node */
   gint           *cluster;  /* top-level cluster of each node (-1) for grouping */
 } SortCtx;

@@ -558,9 +558,9 @@ cs_layout_marks_clear (CsLayoutMarks *marks)
 
 typedef struct
 {
-  CsTrace         *trace;
-  CsRenderOptions  options;
-  CsLayoutMarks    marks;
+  CsTrace         *trace;   /* (owned ref) the trace to lay out */
+  CsRenderOptions  options; /* (owned) a copy of the caller's */
+  CsLayoutMarks    marks;   /* (owned) overlays to mark on the result */
 } LayoutTaskData;
 
 static void

@@ -92,7 +92,7 @@ typedef enum
 /** CsLayoutNode: one node of the display list. */
 typedef struct
 {
-  CsLayoutNodeKind  kind;
+  CsLayoutNodeKind  kind;        /* what the node is drawn for */
   guint32           stmt_id;     /* CsStmt.id it came from (a subsymbol's own id when expanded);
                                     0 for INPUT / OUTPUT nodes */
   guint32           top_stmt_id; /* id of the top-level statement holding it (== stmt_id at top
@@ -117,13 +117,13 @@ typedef struct
   /* overlays */
   gboolean          selected;
   gboolean          found;       /* a match of the current Find (drawn with a halo) */
-  CsLayoutMark      mark;
+  CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
   guint             mark_count;  /* how many changes of kind `mark` it stands for (casts inside
                                     a collapsed node or group are counted on it); 0 = none */
   guint             diff_added;  /* casts added that it stands for (whatever `mark` shows) */
   guint             diff_removed;/* casts removed that it stands for (GHOST: its own) */
   guint             diff_moved;  /* statements moved into or out of regions it stands for */
-  gboolean          has_value;
+  gboolean          has_value;   /* value below is set */
   double            value;       /* in the value scale's unit */
   /* precision lens (core/cs-lens.h, cs_lens_stmt_precision()): set by cs_graph_build() */
   gboolean          has_precision; /* compute_dtype / rounds below are meaningful */
@@ -141,7 +141,7 @@ typedef struct
   guint             tail;        /* index of the producing node */
   guint             head;        /* index of the consuming node */
   char             *proxy;       /* tensor name */
-  gboolean          has_dtype;
+  gboolean          has_dtype;   /* dtype below is meaningful */
   CsDtype           dtype;       /* the tensor's dtype (colour) */
   char             *label;       /* shape text "[8, 16]", or NULL */
   gboolean          future;      /* the tensor is a FUTURE (an async collective's output): the
@@ -149,26 +149,26 @@ typedef struct
                                     drawn dashed */
   CsPoint          *points;      /* pt: cubic bézier control points, 3k+1 of them; NULL before
                                     layout */
-  guint             n_points;
+  guint             n_points;    /* entries of points */
   gboolean          has_arrow;   /* an arrowhead from points[n_points-1] to arrow_tip */
   CsPoint           arrow_tip;   /* pt */
-  gboolean          has_label_pos;
+  gboolean          has_label_pos; /* label_pos below is set */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
   gboolean          selected;
-  CsLayoutMark      mark;
-  gboolean          has_value;
-  double            value;
+  CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
+  gboolean          has_value;   /* value below is set */
+  double            value;       /* in the value scale's unit */
   /* precision lens: the dtype the consuming statement computes this tensor in (set by
    * cs_graph_build() where the head is an op or region with a known compute dtype) */
   gboolean          has_compute;
-  CsDtype           compute_dtype;
+  CsDtype           compute_dtype; /* meaningful when has_compute */
 } CsLayoutEdge;
 
 /** CsLayoutCluster: an expanded fusion region or an expanded statement. */
 typedef struct
 {
-  CsLayoutClusterKind kind;
+  CsLayoutClusterKind kind;      /* what the box encloses */
   guint32           stmt_id;     /* the nvFusionK call's / expanded statement's CsStmt.id */
   char             *title;       /* "nvFusion0" or the callee */
   char             *subtitle;    /* key stats: "5 ops · 1.0 KiB", or NULL */
@@ -182,13 +182,13 @@ typedef struct
   /* overlays */
   gboolean          selected;
   gboolean          found;       /* a match of the current Find */
-  CsLayoutMark      mark;
+  CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
   guint             mark_count;  /* as CsLayoutNode.mark_count */
   guint             diff_added;  /* as CsLayoutNode */
-  guint             diff_removed;
-  guint             diff_moved;
-  gboolean          has_value;
-  double            value;
+  guint             diff_removed; /* as CsLayoutNode */
+  guint             diff_moved;   /* as CsLayoutNode */
+  gboolean          has_value;   /* value below is set */
+  double            value;       /* in the value scale's unit */
 } CsLayoutCluster;
 
 /** CsLayoutDiffStats: what cs_layout_mark_diff() found and marked.  The cast counts are the
@@ -216,12 +216,12 @@ typedef struct
   gint              ref_count;   /* atomic */
   CsTrace          *trace;       /* the trace drawn (a reference), or NULL */
   char             *title;       /* "computation (pass: parse)" */
-  CsLayoutNode     *nodes;
-  guint             n_nodes;
-  CsLayoutEdge     *edges;
-  guint             n_edges;
-  CsLayoutCluster  *clusters;
-  guint             n_clusters;
+  CsLayoutNode     *nodes;       /* n_nodes of them */
+  guint             n_nodes;     /* entries of nodes */
+  CsLayoutEdge     *edges;       /* n_edges of them */
+  guint             n_edges;     /* entries of edges */
+  CsLayoutCluster  *clusters;    /* n_clusters of them */
+  guint             n_clusters;  /* entries of clusters */
   gboolean          laid_out;    /* geometry below is valid */
   CsRect            bb;          /* pt, the whole drawing */
   char            **notes;       /* NULL-terminated; messages for the user ("collapsed to regions
@@ -304,7 +304,7 @@ typedef enum
 
 typedef struct
 {
-  CsLayoutHitKind   kind;
+  CsLayoutHitKind   kind;        /* what was hit, NONE: nothing */
   guint             index;       /* into nodes, edges or clusters */
 } CsLayoutHit;
 

@@ -27,6 +27,7 @@ typedef struct
 } CsRect;
 
 #define CS_RENDER_ERROR (cs_render_error_quark ())
+/** cs_render_error_quark: the #GQuark of #CS_RENDER_ERROR (codes: #CsRenderError). */
 GQuark cs_render_error_quark (void);
 
 typedef enum
