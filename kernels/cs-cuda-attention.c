@@ -223,7 +223,7 @@ shape_text (const int64_t *shape, guint rank)
 /* One generated kernel being written: its parameters (slots, in order) and body. */
 typedef struct
 {
-  CsCudaProgram *p;
+  CsCudaProgram *p;        /* the program it is added to */
   GArray        *params;   /* element-type guint: slot ids */
   GArray        *is_out;   /* element-type gboolean */
   GString       *body;     /* the code between the braces */
@@ -466,7 +466,7 @@ gen_batch_offset (AttGen *g, const char *name, const CsCudaSlot *s, const int64_
 /* Everything a statement's kernels are specialised on. */
 typedef struct
 {
-  const CsStmt *st;
+  const CsStmt *st;                /* the attention statement */
   const char *name;                /* the first output's proxy name, for step labels */
   guint   rank;                    /* of q, k, v */
   int64_t bshape[CS_MAX_DIMS];     /* the batch dims (all but the last two) */

@@ -33,9 +33,9 @@ struct _CsCudaGemm
   /* the fields above are the problem (CsCudaGemmProblem); the rest is the plan */
 
   cublasLtMatmulDesc_t    op;      /* built by cs_cuda_gemm_plan */
-  cublasLtMatrixLayout_t  la, lb, ld;
-  cublasLtMatmulAlgo_t    algo;
-  gboolean                planned;
+  cublasLtMatrixLayout_t  la, lb, ld; /* layouts of cuBLAS A, B and D */
+  cublasLtMatmulAlgo_t    algo;       /* the algorithm run (heuristic or stored) */
+  gboolean                planned;    /* op, la, lb, ld and algo are set */
   gboolean                stored;   /* algo came from the plan file (cs_cuda_gemm_set_stored_algo):
                                        planning takes it without a query or check */
   gboolean                borrowed; /* op, la, lb, ld belong to an identical GEMM of the same

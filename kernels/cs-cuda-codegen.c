@@ -41,7 +41,7 @@
 
 typedef struct
 {
-  guint        rank;
+  guint        rank;              /* dims of ix */
   const char  *ix[CS_MAX_DIMS];   /* C index expression per dim (pool strings) */
   const char  *flat;              /* when set: the ix are the row-major decomposition of this
                                    * flat index over the context's shape (a contiguous tensor
@@ -51,7 +51,7 @@ typedef struct
 
 typedef struct
 {
-  CsCudaProgram *p;
+  CsCudaProgram *p;         /* the program being built */
   GHashTable    *def;       /* CsProxy* -> CsStmt* defining it inside the region */
   GHashTable    *mat;       /* CsProxy* -> slot + 1, values stored inside the region */
   GStringChunk  *pool;      /* strings of the kernel being generated */
@@ -94,8 +94,8 @@ typedef struct
  * first element of a lane's group (`rv_`). */
 typedef struct
 {
-  guint       slot;
-  const char *off;
+  guint       slot;     /* the tensor's slot */
+  const char *off;      /* C expression of that offset */
   gboolean    varying;  /* varies with the row (not a weight vector read by every row) */
   guint       pass;     /* the pass that reads it first (Gen.row_pass) */
 } RowVec;

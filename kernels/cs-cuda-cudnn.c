@@ -609,8 +609,8 @@ struct _CsCudaCudnn
   CsCudnnSdpa desc;        /* the problem (its slots) */
   CudnnPlan  *plan;        /* owned by the program's plan table */
   float       scale;       /* by-value scalars: their host copies */
-  float       neginf;
-  float       one;
+  float       neginf;      /* the causal mask's fill: -inf (-FLT_MAX before cuDNN 9.10) */
+  float       one;         /* 1.0f */
   gsize       extra;       /* bytes of the workspace's front this step uses itself (Dsum, the
                               dQ accumulator, or the statistics nobody asked for) */
   CudnnDesc   pack;        /* the variant pack, once bound */

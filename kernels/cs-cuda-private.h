@@ -164,7 +164,7 @@ typedef struct
 
 typedef struct
 {
-  CsCudaStepKind kind;
+  CsCudaStepKind kind;           /* KERNEL, GEMM or CUDNN: which part below is set */
   char          *label;          /* human-readable, no trace text beyond proxy names */
   const char    *kind_name;      /* "fusion", "matmul", "copy" */
   gboolean       backward;       /* from the backward trace */
@@ -344,12 +344,18 @@ guint        cs_cuda_program_new_buffer (CsCudaProgram *p, gsize size_bytes);
 /* A fresh contiguous slot (and buffer) for a tensor of @dtype and @shape. */
 guint        cs_cuda_program_new_slot   (CsCudaProgram *p, CsDtype dtype, const int64_t *shape,
                                          guint rank);
+/* Slot @slot of @p (asserted to exist); the pointer is valid until the next slot is added. */
 CsCudaSlot  *cs_cuda_program_slot       (CsCudaProgram *p, guint slot);
 /* The slot bound to @proxy, or -1. */
 gint         cs_cuda_program_lookup     (CsCudaProgram *p, const CsProxy *proxy);
+/* Binds @proxy to slot @slot (replacing an earlier binding): cs_cuda_program_lookup()'s answer. */
 void         cs_cuda_program_bind       (CsCudaProgram *p, const CsProxy *proxy, guint slot);
+/* Appends a new step of @kind to p->steps, marked backward while p->backward_active, with empty
+ * reads, writes and args; @kind_name is kept as is (a static string), @label is taken.
+ * Returns: (transfer none): the step, owned by @p */
 CsCudaStep  *cs_cuda_program_add_step   (CsCudaProgram *p, CsCudaStepKind kind, const char *kind_name,
                                          char *label /* transfer full */);
+/* TRUE when @s has the row-major contiguous strides of its shape (extent-1 dims: any stride). */
 gboolean     cs_cuda_slot_is_contiguous (const CsCudaSlot *s);
 /**
  * cs_cuda_program_new_output_slot:
@@ -365,6 +371,7 @@ gboolean     cs_cuda_slot_is_contiguous (const CsCudaSlot *s);
  */
 guint        cs_cuda_program_new_output_slot (CsCudaProgram *p, const CsProxy *y);
 guint        cs_cuda_program_reshape_view (CsCudaProgram *p, guint src, const int64_t *shape, guint rank);
+/* Elements of @s: the product of its shape (1 for rank 0). */
 gsize        cs_cuda_slot_numel         (const CsCudaSlot *s);
 
 /* ---- codegen (cs-cuda-codegen.c) ---- */
@@ -536,7 +543,12 @@ gboolean     cs_cuda_gemm_plan          (CsCudaProgram *p, CsCudaGemm *g, GHashT
 /* Runs the GEMM on stream @stream of the schedule (0: the program's stream), with that stream's
  * cuBLASLt workspace. */
 gboolean     cs_cuda_gemm_run           (CsCudaProgram *p, CsCudaGemm *g, guint stream, GError **error);
+/* Frees @g and its cuBLASLt descriptors (not a borrowed plan's: they are an identical GEMM's);
+ * NULL is allowed. */
 void         cs_cuda_gemm_free          (CsCudaGemm *g);
+/* One line for logs: the dtype (f32: "/tf32" or "/true-f32"), M x N x K of the row-major
+ * problem, " B^T" / " A^T" for an operand read transposed, " +bias" or " +bias grad".
+ * Returns: (transfer full): the line */
 char        *cs_cuda_gemm_describe      (CsCudaGemm *g);
 
 /* ---- program (cs-cuda-program.c) ---- */
@@ -544,6 +556,8 @@ CsCudaProgram *cs_cuda_program_build    (CsTrace *fwd, CsTrace *bwd, const CsPol
 CsCudaProgram *cs_cuda_program_generate (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy, GError **error);
 CsCudaProgram *cs_cuda_program_build_full (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                            CsCudaBuildFlags flags, GError **error);
+/* Frees @p and all it owns: its graph, libraries, steps, streams, cuDNN plans, its cuBLASLt handle
+ * unless shared, and its arena and workspaces (back to the memory pool); NULL is allowed. */
 void         cs_cuda_program_free       (CsCudaProgram *p);
 
 /* Frees a step (its label, lists, GEMM or cuDNN step). */
@@ -610,12 +624,27 @@ CsCudaProgram *cs_cuda_program_build_f64    (CsTrace *fwd, CsTrace *bwd, const C
                                              GError **error);
 CsCudaProgram *cs_cuda_program_generate_f64 (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                              GError **error);
+/* Runs one training step of @p and waits for it: as the whole-step CUDA graph when @use_graph
+ * (captured on first use, steps spread over the schedule's streams), else as plain launches in
+ * order on p->stream.  Returns: FALSE with @error set (CS_CUDA_ERROR_RUNTIME, or a launch's) */
 gboolean     cs_cuda_program_run        (CsCudaProgram *p, gboolean use_graph, GError **error);
 gboolean     cs_cuda_program_reset_state (CsCudaProgram *p, GError **error);
+/* Copies @n_bytes from @host into input @index's slot (blocking cudaMemcpy).  Errors:
+ * CS_CUDA_ERROR_INPUT for an index out of range or @n_bytes other than the slot's numel times
+ * its element size; CS_CUDA_ERROR_RUNTIME. */
 gboolean     cs_cuda_program_set_input  (CsCudaProgram *p, guint index, const void *host, gsize n_bytes,
                                          GError **error);
+/* Copies output @index into @host, dense and row-major (a strided output view is gathered on
+ * the host); @n_bytes must be its numel times its element size.  Errors: CS_CUDA_ERROR_INPUT
+ * (index out of range, wrong byte count), CS_CUDA_ERROR_RUNTIME. */
 gboolean     cs_cuda_program_get_output (CsCudaProgram *p, guint index, void *host, gsize n_bytes,
                                          GError **error);
+/* Times @p after 5 warm-up runs, @iters samples (at least 1) each, medians in ms: each of
+ * p->steps between events on plain launches (p->timings, which t->steps points to until the
+ * next call or the free), whole-step graph replays (graph_ms; graph_min_ms the fastest),
+ * launch-and-wait latency on the host clock; each step alone with CASTSCOPE_STEP_REPS.  Fills
+ * @t with those and with the build's phase times and counts.
+ * Returns: FALSE with @error set on a CUDA failure */
 gboolean     cs_cuda_program_time       (CsCudaProgram *p, guint iters, CsCudaTimes *t, GError **error);
 
 /* ---- streams (cs-cuda-streams.c) ---- */

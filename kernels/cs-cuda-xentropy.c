@@ -92,7 +92,7 @@ typedef enum
 
 typedef struct
 {
-  XRole    role;
+  XRole    role;     /* what the value is; the fields below by role */
   CsProxy *leaf;     /* LEAF_F, T: the region input the value is */
   CsDtype  round;    /* LEAF_F, GX: the narrowest float dtype the value went through */
   int64_t  ignore;   /* VALID, TSAFE: the ignore_index compared with */
@@ -1033,8 +1033,8 @@ typedef struct
 {
   const char *name;   /* "q0": union variable */
   const char *ptr;    /* row pointer expression */
-  CsDtype     dtype;
-  gboolean    out;
+  CsDtype     dtype;  /* element dtype */
+  gboolean    out;    /* written by the loop (else read) */
 } XQuad;
 
 /* How a row loop reads the first (input) tensor of its XQuads. */

@@ -29,6 +29,7 @@ G_BEGIN_DECLS
 #define CS_CUDA_BACKEND_SYMBOL "cs_cuda_backend_get"
 
 #define CS_CUDA_ERROR (cs_cuda_error_quark ())
+/** cs_cuda_error_quark: the #GQuark of #CS_CUDA_ERROR (codes: #CsCudaError). */
 GQuark cs_cuda_error_quark (void);
 
 typedef enum
