@@ -47,7 +47,10 @@ CsAnalysis     *cs_analysis_new_for_list (CsTraceList    *list,
                                           GError        **error);
 CsAnalysis     *cs_analysis_new_as_read  (CsTraceList    *list,
                                           const CsPolicy *policy);
+/** cs_analysis_ref: takes a reference (atomic: any thread).  Returns: (transfer full): @analysis */
 CsAnalysis     *cs_analysis_ref          (CsAnalysis     *analysis);
+/** cs_analysis_unref: drops a reference (atomic); the last frees @analysis with its pass traces,
+ * pipelines and stats.  @analysis must not be NULL. */
 void            cs_analysis_unref        (CsAnalysis     *analysis);
 const CsPolicy *cs_analysis_get_policy   (CsAnalysis     *analysis);
 guint           cs_analysis_n_passes     (CsAnalysis     *analysis,

@@ -162,7 +162,7 @@ cs_cli_cuda_check_device (GError **error)
 /* --check's reference runs, statement by statement on the progress line. */
 typedef struct
 {
-  const CsCliCudaOptions *opts;
+  const CsCliCudaOptions *opts;    /* the run's options (progress_label) */
   const char             *mode;    /* "f64" / "exact-dtype" */
   const char             *trace;   /* "forward" / "backward" */
 } CheckProgress;

@@ -33,7 +33,7 @@
 
 typedef struct
 {
-  gboolean  valid;
+  gboolean  valid;         /* an anchor was recorded: the fields below are set */
   gboolean  selection;     /* the anchor is the selected element */
   guint32   stmt_id;       /* its id in the old layout (a statement or a group id) */
   char     *group;         /* (nullable) name of its group, or of the group it lies in */

@@ -31,38 +31,38 @@ struct _CsWindow
 
   /* template children */
   GtkInfoBar        *error_bar;
-  GtkLabel          *error_label;
-  GtkInfoBar        *diff_bar;
-  GtkLabel          *diff_label;
+  GtkLabel          *error_label;     /* the error bar's message */
+  GtkInfoBar        *diff_bar;        /* what the last policy change changed */
+  GtkLabel          *diff_label;      /* its summary (markup; details in the tooltip) */
   GtkLabel          *diff_help_label; /* (transfer none) the "?" popover's legend of the diff marks */
-  GtkSearchBar      *search_bar;
-  GtkSearchEntry    *search_entry;
-  GtkGrid           *policy_grid;
-  GtkLabel          *policy_label;
-  GtkAdjustment     *pass_adjustment;
-  GtkScale          *pass_scale;
-  GtkLabel          *pass_label;
-  GtkStack          *graph_stack;
-  CsGraphView       *forward_view;
-  CsGraphView       *backward_view;
-  GtkSpinner        *busy_spinner;
-  CsLineView        *trace_view;
-  GtkLabel          *details_label;
-  GtkLabel          *run_heading;
-  GtkProgressBar    *run_progress;
+  GtkSearchBar      *search_bar;      /* the find bar */
+  GtkSearchEntry    *search_entry;    /* its entry (_cs_window_search_*_cb) */
+  GtkGrid           *policy_grid;     /* policy panel: a label and a dropdown per key */
+  GtkLabel          *policy_label;    /* the policy as cs_policy_to_string() writes it */
+  GtkAdjustment     *pass_adjustment; /* the pass slider's range and position */
+  GtkScale          *pass_scale;      /* the pass slider */
+  GtkLabel          *pass_label;      /* the shown pass's name */
+  GtkStack          *graph_stack;     /* pages "forward" and "backward" (_cs_window_get_family) */
+  CsGraphView       *forward_view;    /* the forward family's graph */
+  CsGraphView       *backward_view;   /* the backward family's graph */
+  GtkSpinner        *busy_spinner;    /* spins while n_jobs > 0; NULL after dispose */
+  CsLineView        *trace_view;      /* the shown trace's text */
+  GtkLabel          *details_label;   /* the selection's details (markup) */
+  GtkLabel          *run_heading;     /* the run panel's "Run" heading */
+  GtkProgressBar    *run_progress;    /* a run's progress, shown while it is in flight */
   GtkButton         *run_cancel_button; /* shown while a run is in flight */
-  GtkGrid           *run_grid;
-  GtkLabel          *status_casts;
-  GtkLabel          *status_regions;
-  GtkLabel          *status_matmuls;
-  GtkLabel          *status_time;
-  GtkLabel          *status_message;
-  GMenu             *policy_submenu;
-  GMenu             *recent_submenu;
+  GtkGrid           *run_grid;          /* the run table: a row per tensor or region */
+  GtkLabel          *status_casts;      /* status bar: cast counts of the shown trace */
+  GtkLabel          *status_regions;    /* status bar: its fusion regions */
+  GtkLabel          *status_matmuls;    /* status bar: tensor-core matmuls of all matmuls */
+  GtkLabel          *status_time;       /* status bar: its H200 roofline estimate */
+  GtkLabel          *status_message;    /* status bar: the last message (find results, ...) */
+  GMenu             *policy_submenu;    /* the menu's policy keys, a section each */
+  GMenu             *recent_submenu;    /* the menu's recent files */
   GtkDrawingArea    *minimap_area;      /* the whole graph and the view's rectangle */
   GtkListBox        *structure_list;    /* one row per layer / module / chunk */
   GtkLabel          *structure_empty;   /* shown when the trace has no groups */
-  GtkLabel          *legend_heading;
+  GtkLabel          *legend_heading;    /* "Legend", shown with legend_area */
   GtkDrawingArea    *legend_area;       /* dtype legend and value key, beside the graph */
   GtkLabel          *notes_label;       /* the layout's notes, beside the graph */
   GtkPaned          *compare_paned;     /* the side-by-side compare | the graphs */
@@ -97,7 +97,7 @@ struct _CsWindow
   gboolean           pass_at_end[CS_N_FAMILIES]; /* follow the last pass when results change */
   GArray            *stmt_ranges;       /* element-type CsStmtRange, for the shown trace */
   GtkDropDown      **policy_dropdowns;  /* one per cs_policy_keys entry */
-  guint              n_policy_keys;
+  guint              n_policy_keys;     /* entries of policy_dropdowns */
   gboolean           syncing;           /* set while the window updates widgets itself */
   guint32            search_last;       /* stmt id of the last find match */
   GArray            *search_matches;    /* (nullable) guint32 ids matching the current Find, in
@@ -156,12 +156,19 @@ const CsStmt *_cs_window_find_stmt_deep   (const CsTrace *trace,
                                            guint32        stmt_id,
                                            guint         *top_index);
 void         _cs_window_update_diff_bar   (CsWindow   *self);
+/** _cs_window_get_family: the family shown: BACKWARD when the graph stack shows "backward". */
 CsFamily     _cs_window_get_family        (CsWindow   *self);
+/** _cs_window_get_view: Returns: (transfer none): the graph view of @family */
 CsGraphView *_cs_window_get_view          (CsWindow   *self,
                                            CsFamily    family);
 CsTrace     *_cs_window_get_shown_trace   (CsWindow   *self);
+/** _cs_window_is_busy: TRUE while a worker job runs or a graph view (forward, backward, the
+ * compare view while comparing) has a layout in flight. */
 gboolean     _cs_window_is_busy           (CsWindow   *self);
 void         _cs_window_recompute         (CsWindow   *self);
+/** _cs_window_update_status: fills the status bar (casts, fusion regions, tensor-core matmuls,
+ * estimated time on the H200 roofline) from the shown trace's stats: the analysis's for a final
+ * trace, else computed now; empty labels when no trace is shown. */
 void         _cs_window_update_status     (CsWindow   *self);
 char        *_cs_window_format_ms         (double      ms);
 void         _cs_window_select_stmt       (CsWindow   *self,
@@ -186,6 +193,8 @@ typedef struct
 void         _cs_window_file_job_free     (gpointer data);
 void         _cs_window_file_job_thread   (GTask *task, gpointer source, gpointer task_data,
                                            GCancellable *cancellable);
+/** _cs_window_job_begin: counts a worker job in; the first starts the busy spinner.  Pair with
+ * _cs_window_job_end(). */
 void         _cs_window_job_begin         (CsWindow   *self);
 void         _cs_window_job_end           (CsWindow   *self);
 void         _cs_window_update_compare    (CsWindow   *self);
@@ -209,10 +218,15 @@ void         _cs_window_sync_policy       (CsWindow   *self);
 void         _cs_window_find_next         (CsWindow   *self,
                                            const char *needle,
                                            gboolean    restart);
+/** _cs_window_search_changed_cb: the search entry's "search-changed": _cs_window_find_next()
+ * with restart (the first match). */
 void         _cs_window_search_changed_cb (CsWindow       *self,
                                            GtkSearchEntry *entry);
+/** _cs_window_search_activate_cb: "activate" (Enter) and "next-match" (Ctrl+G):
+ * _cs_window_find_next() after the last match. */
 void         _cs_window_search_activate_cb (CsWindow       *self,
                                             GtkSearchEntry *entry);
+/** _cs_window_search_previous_cb: "previous-match" (Ctrl+Shift+G): _cs_window_find_previous(). */
 void         _cs_window_search_previous_cb (CsWindow       *self,
                                             GtkSearchEntry *entry);
 void         _cs_window_find_previous     (CsWindow   *self,

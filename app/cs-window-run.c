@@ -50,7 +50,7 @@
 
 typedef struct
 {
-  CsFamily  family;
+  CsFamily  family;        /* the trace it belongs to: forward or backward */
   gboolean  gpu;           /* measured on the GPU (else the CPU reference in trace dtypes) */
   char     *name;          /* tensor (proxy) name */
   char     *type;          /* "bf16[8, 16]" */
@@ -63,7 +63,7 @@ typedef struct
 
 typedef struct
 {
-  CsFamily  family;
+  CsFamily  family;        /* the trace the step or region belongs to */
   char     *name;          /* region callee ("nvFusion0") or step label */
   guint32   stmt_id;       /* top-level statement it times, 0 = none */
   guint     n_ops;         /* prims in the region (0 for matmul steps) */
@@ -273,7 +273,7 @@ compare_outputs (RunJob *job, CsFamily family, GHashTable *exact, GHashTable *re
 /* Statement progress of one CPU reference run: what runs, and its share of the bar. */
 typedef struct
 {
-  RunJob     *job;
+  RunJob     *job;          /* the run it reports for (its progress throttle) */
   const char *what;         /* "forward" / "backward" */
   const char *mode;         /* "trace dtypes" / "f64" */
   double      p0;           /* fraction at its first statement */

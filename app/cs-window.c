@@ -1152,7 +1152,7 @@ set_analysis (CsWindow *self, CsAnalysis *analysis)
 
 typedef struct
 {
-  guint  n_tensor_core_matmuls;
+  guint  n_tensor_core_matmuls; /* matmuls on tensor cores, final trace */
   guint  n_attention;           /* fused scaled-dot-product attention calls */
   guint  n_regions;             /* fusion regions of the final trace */
   double est_ms;                /* ms, the H200 roofline estimate */
