@@ -48,7 +48,6 @@ struct _CsWindow
   GtkSpinner        *busy_spinner;    /* spins while n_jobs > 0; NULL after dispose */
   CsLineView        *trace_view;      /* the shown trace's text */
   GtkLabel          *details_label;   /* the selection's details (markup) */
-  GtkLabel          *run_heading;     /* the run panel's "Run" heading */
   GtkProgressBar    *run_progress;    /* a run's progress, shown while it is in flight */
   GtkButton         *run_cancel_button; /* shown while a run is in flight */
   GtkGrid           *run_grid;          /* the run table: a row per tensor or region */

@@ -2061,7 +2061,6 @@ cs_window_class_init (CsWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, CsWindow, busy_spinner);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, trace_view);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, details_label);
-  gtk_widget_class_bind_template_child (widget_class, CsWindow, run_heading);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_progress);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_cancel_button);
   gtk_widget_class_bind_template_child (widget_class, CsWindow, run_grid);

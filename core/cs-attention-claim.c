@@ -142,8 +142,8 @@ args_within (const CsStmt *s, guint n_pos, const char * const *kws)
 /* The matched pattern (indices into the trace's statements, -1 for an absent scale). */
 typedef struct
 {
-  int      transpose, mm1, scale, softmax, mm2; /* k's transpose, q @ k^T, scale, softmax;
-                                                   mm2 is never set (match_at's @i) */
+  int      transpose, mm1, scale, softmax; /* k's transpose, q @ k^T, scale, softmax (the
+                                              final matmul is match_at's @i) */
   int      tril;          /* the causal mask's ltorch.tril, -1 for none (is_causal=False) */
   CsProxy *q, *k, *v;     /* the attention's operands */
   CsValue *scale_value;   /* the literal to pass as scale= (NULL: build one from @scale_num) */

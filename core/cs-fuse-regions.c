@@ -545,7 +545,6 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
   g_autoptr(GHashTable) producer = g_hash_table_new (g_direct_hash, g_direct_equal);
   g_autoptr(GPtrArray) tmp = g_ptr_array_new ();
   g_autoptr(GPtrArray) nodes = g_ptr_array_new ();
-  g_autoptr(GPtrArray) head = g_ptr_array_new ();     /* comments before the first statement */
   GPtrArray **before;                                  /* comments attached to each node */
   CsStmt *ret = NULL;
   g_autoptr(GPtrArray) tail = g_ptr_array_new ();
@@ -664,7 +663,6 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
   /* topological emission with horizontal merges of ready fusible groups */
   {
     guint *indeg = g_new0 (guint, d.n);      /* per root: edges from other groups */
-    gboolean *done = g_new0 (gboolean, d.n); /* per root */
     g_autoptr(GPtrArray) groups = g_ptr_array_new ();
     GArray *ready[3];
     GHashTable *root_members = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
@@ -716,9 +714,7 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
               GArray *mr = g_hash_table_lookup (root_members, GUINT_TO_POINTER (r));
               g_array_append_vals (mb, mr->data, mr->len);
               d.parent[r] = best;
-              done[r] = TRUE;
             }
-        done[best] = TRUE;
         {
           GArray *m = g_hash_table_lookup (root_members, GUINT_TO_POINTER (best));
           Group *g = group_new (d.fusible[best], d.stmts[best]->backward);
@@ -759,7 +755,6 @@ _cs_fuse_group_dataflow (CsTrace *trace, const CsPolicy *policy, GPtrArray *item
     for (guint q = 0; q < 3; q++)
       g_array_unref (ready[q]);
     g_free (indeg);
-    g_free (done);
   }
 
   for (guint j = 0; j < tail->len; j++)

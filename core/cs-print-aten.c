@@ -269,7 +269,7 @@ add_inputs (const Pr *pr, Node *n, const CsValue *v)
 }
 
 /* One node per placeholder, call (a multi-output call: the tuple node and a node per read
- * output) and the return, in order; @frees_of maps a statement to its last node. */
+ * output) and the return, in order. */
 static GPtrArray *
 build_nodes (const Pr *pr)
 {

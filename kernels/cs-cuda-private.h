@@ -76,7 +76,7 @@ typedef struct
   int64_t  shape[CS_MAX_DIMS];     /* elements, outermost first */
   int64_t  strides[CS_MAX_DIMS];   /* elements; 0 for expanded dims */
   int64_t  offset;                 /* elements from the buffer start */
-  guint    buffer;                 /* index into CsCudaBuild.buffers */
+  guint    buffer;                 /* index into CsCudaProgram.buffers */
 } CsCudaSlot;
 
 typedef enum
@@ -159,7 +159,7 @@ typedef enum
 /* One kernel argument: a slot's data pointer. */
 typedef struct
 {
-  guint slot;            /* index into CsCudaBuild.slots */
+  guint slot;            /* index into CsCudaProgram.slots */
 } CsCudaKArg;
 
 typedef struct
