@@ -518,7 +518,7 @@ cs_analysis_get_warning (CsAnalysis *analysis)
 typedef struct
 {
   CsTraceList *list;    /* (owned ref) */
-  CsPolicy     policy;
+  CsPolicy     policy;  /* the policy to run the pipeline under (a copy) */
 } AnalysisJob;
 
 static void

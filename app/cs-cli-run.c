@@ -212,7 +212,7 @@ typedef struct
   GPtrArray  *outputs;      /* RunOutput* */
   GHashTable *primary;      /* names under 'output' (forward), or NULL = all primary */
   double      exact_ms;     /* wall time of the exact-mode run */
-  double      f64_ms;
+  double      f64_ms;       /* wall time of the f64 run */
   const RunOutput *first_divergence; /* the output made earliest in the trace whose error is
                                         past k * ref_err + atol (verdict "above"), or NULL */
   guint       first_line;   /* its producing statement's source line (0 = unknown) */

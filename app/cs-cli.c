@@ -15,7 +15,7 @@
 typedef struct
 {
   const char       *name;    /* subcommand */
-  CsCliCommandFunc  func;
+  CsCliCommandFunc  func;    /* runs it (argv[0]: the subcommand); returns a CS_CLI_EXIT_* */
   const char       *summary; /* one line for --help */
 } CsCliCommand;
 

@@ -71,7 +71,7 @@ struct _CsGraphView
   gboolean         clear_pending; /* a press on empty space: clear the selection on release,
                                    * unless the pointer moved past the drag threshold (a pan) */
   double           pointer_x;     /* px: last pointer position (zoom centre) */
-  double           pointer_y;
+  double           pointer_y;     /* px: with pointer_x */
   double           pinch_scale;   /* view.scale at pinch begin */
 
   guint32          selected;      /* top-level CsStmt.id, 0 = none */
@@ -95,7 +95,7 @@ struct _CsGraphView
   CsLayout        *minimap_layout;/* (unowned, compared only) the layout it shows */
   CsView           minimap_view;  /* the minimap's transform */
   int              minimap_w;     /* px: size it was drawn for */
-  int              minimap_h;
+  int              minimap_h;     /* px: with minimap_w */
 };
 
 G_DEFINE_FINAL_TYPE (CsGraphView, cs_graph_view, GTK_TYPE_WIDGET)

@@ -43,12 +43,12 @@ struct _CsLineView
   double         char_w;        /* px: width of one column ("0") */
 
   int            hl_start;      /* highlighted range (char offsets, end exclusive), -1: none */
-  int            hl_end;
+  int            hl_end;        /* char offset one past the highlight */
   int            sel_anchor;    /* where the pointer selection began (char offset) */
   int            sel_start;     /* the text selection, [sel_start, sel_end); empty: none */
-  int            sel_end;
+  int            sel_end;       /* char offset, exclusive; >= sel_start */
   double         press_x;       /* widget coordinates of the primary button's press */
-  double         press_y;
+  double         press_y;       /* with press_x */
   gboolean       dragging;      /* the press has moved into a text selection */
   int            pending_line;  /* line to scroll to once allocated, -1: none */
 

@@ -30,7 +30,7 @@ struct _CsWindow
   GtkApplicationWindow parent_instance;
 
   /* template children */
-  GtkInfoBar        *error_bar;
+  GtkInfoBar        *error_bar;       /* shows errors and warnings over the graph */
   GtkLabel          *error_label;     /* the error bar's message */
   GtkInfoBar        *diff_bar;        /* what the last policy change changed */
   GtkLabel          *diff_label;      /* its summary (markup; details in the tooltip) */

@@ -96,7 +96,7 @@ typedef struct
 {
   CsWindow *self;           /* (owned) */
   double    fraction;       /* 0..1 */
-  char     *text;
+  char     *text;           /* (owned) the progress bar's text */
 } RunProgress;
 
 static void

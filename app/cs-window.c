@@ -1861,7 +1861,7 @@ show_recomputed (CsWindow *self, CsAnalysis *analysis)
 typedef struct
 {
   CsWindow *self;        /* (owned) */
-  guint     generation;
+  guint     generation;  /* the window's generation when asked (stale once bumped) */
 } RecomputeData;
 
 static void

@@ -87,8 +87,8 @@ cs_aten_role_name (CsAtenRole role)
 /* torch/utils/_dtype_abbrs.py */
 static const struct
 {
-  CsDtype     dtype;
-  const char *abbr;
+  CsDtype     dtype; /* the dtype abbreviated */
+  const char *abbr;  /* its abbreviation in aten type strings */
 } abbrs[] = {
   { CS_DTYPE_BF16, "bf16" },
   { CS_DTYPE_F64, "f64" },

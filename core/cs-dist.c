@@ -546,7 +546,7 @@ typedef struct
   GPtrArray   *grads;     /* CsProxy*: the pre-averaged gradients (Bucket.orig_tensors) */
   GPtrArray   *waits;     /* CsProxy*: the output of each gradient's own wait, replaced */
   CsProxy    **views;     /* update_bucket_view outputs, NULL until told */
-  guint        n_told;
+  guint        n_told;    /* entries of views set; == grads->len: packed */
   const char  *name;      /* Bucket.bucket_name (name_bucket) */
   CsProxy     *future;    /* the bucket's all_reduce, once packed */
   const CsStmt *like;     /* one replaced all_reduce: its op and group */

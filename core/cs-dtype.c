@@ -11,7 +11,7 @@ typedef struct
   const char  *short_name;  /* as printed in type strings: "bf16" */
   const char  *long_name;   /* as printed as a value: dtypes.<long_name> */
   guint        bits;        /* storage bits per element (fp4 x2 packs two values in 8 bits) */
-  CsDtypeKind  kind;
+  CsDtypeKind  kind;        /* bool, int, float or complex */
 } DtypeInfo;
 
 static const DtypeInfo dtype_info[CS_N_DTYPES] = {

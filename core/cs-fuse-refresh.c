@@ -103,7 +103,7 @@ typedef struct
   guint    *read_pos;   /* subsymbol index of each entry of read_id */
   guint    *read_j;     /* its position among that subsymbol's reads (_cs_stmt_reads order) */
   guint     n_reads;    /* entries of read_id, read_pos and read_j */
-  guint     read_pos_cap;
+  guint     read_pos_cap; /* slots of read_id, read_pos, read_j (>= n_reads) */
 } Marks;
 
 struct _CsRefreshMarks

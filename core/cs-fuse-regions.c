@@ -416,13 +416,13 @@ typedef struct
   CsStmt   **stmts;      /* in trace order */
   GArray   **succ;       /* guint successor indices per node */
   GArray   **pred;       /* guint predecessor indices per node */
-  gboolean  *fusible;
+  gboolean  *fusible;    /* per node: _cs_fuse_why_not_fusible() == NULL */
   guint     *parent;     /* union-find */
   guint     *gmax;       /* per root: largest member index */
   guint     *next;       /* members of a group as a list: next member, or G_MAXUINT */
   guint     *last;       /* per root: last member of its list (the root is the first) */
   guint     *visit;      /* DFS stamp per node */
-  guint      stamp;
+  guint      stamp;      /* current DFS: visit[s] == stamp: seen */
 } Dag;
 
 /* TRUE when merging the groups of @a and @b (a's group has an edge into b's group) would

@@ -612,7 +612,7 @@ typedef struct
                                  producer, unmodified (external_producer_outputs) */
   guint           ue_len, ue_cap; /* entries in use / allocated */
   CsProxyVec      vec_a;      /* scratch lists */
-  CsProxyVec      vec_b;
+  CsProxyVec      vec_b;      /* scratch queue / stack (find_producer_symbols, sink_ancestors) */
   Topo            topo;       /* scratch of toposort_bottom_up */
   /* scratch lists of one pair, emptied where they are used */
   PtrVec      *ext;        /* the pair's external producer outputs, then the earlier cuts */

@@ -81,7 +81,7 @@ typedef struct
   const char *name;     /* display name */
   guint       line;     /* current line, 1-based */
   guint       off;      /* bytes of log prefix removed from the current line */
-  GError    **error;
+  GError    **error;    /* (nullable) the caller's; set by pfail() */
 } P;
 
 static gboolean G_GNUC_PRINTF (4, 5)
@@ -672,7 +672,7 @@ typedef struct
   GHashTable  *index;      /* CsStmt* -> its index in t->stmts, + 1 */
   GHashTable  *by_op;      /* op_key() of the callee -> GPtrArray of CsStmt*, graph order */
   guint       *owner;      /* per statement index: region number + 1, 0 = outside regions */
-  GError     **error;
+  GError     **error;      /* (nullable) the caller's; set by ffail() */
   GPtrArray   *recomp;     /* per region: GArray of the statement indices its fragment names
                               that an earlier region holds (Inductor recomputes or reads them) */
 } F;

@@ -213,7 +213,7 @@ struct _CsValue
     {
       const char *callee; /* CALL: dotted callee text */
       CsArg      *args;   /* CALL: arguments in printed order */
-      guint       n_args;
+      guint       n_args; /* entries of args */
     } call;
   } u;
   const char *raw;       /* as written, for INT/FLOAT/STRING/COMPLEX/CALL(slice) when the canonical
@@ -294,7 +294,7 @@ struct _CsStmt
 {
   /* The fields every pass reads for every statement come first and fill one 64-byte cache line
    * (kind, op, args, out, subsymbols, flags): the passes are bound by memory latency. */
-  CsStmtKind          kind;
+  CsStmtKind          kind;        /* what the statement is; says which fields apply */
   guint               n_args;      /* entries of args */
   const CsOp         *op;          /* CALL: op-table entry; never NULL (unknown names get the opaque op) */
   CsArg              *args;        /* CALL: arguments in printed order (positional, then keyword) */
@@ -400,13 +400,13 @@ struct _CsTrace
   const char   *file;          /* file the trace was read from, or NULL */
   const char  **leading;       /* comment lines before the trace that are not Thunder's
                                   (e.g. "# source: ..."), full text including "# " */
-  guint         n_leading;
+  guint         n_leading;     /* entries of leading */
   const char   *provenance;    /* text after "# Constructed by ", or NULL */
   const char  **imports;       /* import lines, verbatim ("import torch") */
-  guint         n_imports;
+  guint         n_imports;     /* entries of imports */
   gboolean      blank_after_imports; /* the empty line between imports and decorators */
   const char  **decorators;    /* "@torch.no_grad()", "@no_autocast" ... verbatim */
-  guint         n_decorators;
+  guint         n_decorators;  /* entries of decorators */
 
   gboolean      has_signature; /* FALSE: "# No signature available" */
   const char   *name;          /* function name: computation, backward_fn, prologue ... */
@@ -414,7 +414,7 @@ struct _CsTrace
   guint         n_params;      /* entries of params */
 
   CsStmt      **stmts;         /* body, in order; the last CS_STMT_RETURN ends it */
-  guint         n_stmts;
+  guint         n_stmts;       /* entries of stmts */
 
   CsNameTable  *proxies;       /* name -> CsProxy *: every proxy of a parsed or copied trace; for
                                   a derived trace, those it added (the traces under proxy_base

@@ -178,7 +178,7 @@ typedef struct
                              pass left unread goes in the passes after it) */
   GHashTable *readers;    /* name -> GPtrArray of const CsStmt* reading it (leaf statements of
                              the trace before, regions' prims included) */
-  GPtrArray  *result;
+  GPtrArray  *result;     /* CsRemovedCast* (g_free): the casts found, returned */
 } RemovedWalk;
 
 static void

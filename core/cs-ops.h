@@ -206,7 +206,7 @@ typedef enum
 typedef struct
 {
   CsArgName    name;      /* its keyword (cs_arg_name()) */
-  CsArgKind    kind;
+  CsArgKind    kind;      /* what the argument holds */
   gboolean     kw_only;   /* keyword-only (no position) */
   const char  *dflt;      /* default as Thunder's signature writes it ("1.0", "None"); NULL:
                              required */
@@ -298,7 +298,7 @@ struct _CsOp
   CsOpId        id;        /* CS_OP_<NAME> */
   const char   *name;      /* as printed: "prims.add", "ltorch.add", "torch.matmul" */
   const char   *short_name;/* name without module: "add" */
-  CsOpCategory  category;
+  CsOpCategory  category;  /* coarse class (cs_op_category_name()) */
   guint         tags;      /* CsOpTag bits */
   CsPromoKind   promo;     /* type-promotion kind for elementwise ops */
   CsOpId        alias_of;  /* executor names and aten/operator aliases: the ltorch/prim op they
@@ -306,7 +306,7 @@ struct _CsOp
   /* meaning (DEF column of cs-ops-list.h; zero where the row declares nothing) */
   const CsOpArg *args;     /* argument schema, n_args entries in positional order; NULL: none
                               declared (the passes read such an op's arguments themselves) */
-  guint         n_args;
+  guint         n_args;    /* entries of args */
   gboolean      variadic;  /* the signature ends in *args (reshape's *shape): positional
                               arguments past the schema's are allowed */
   const CsEwUnary *ew1;    /* formula of a unary elementwise prim, else NULL */
@@ -314,7 +314,7 @@ struct _CsOp
   const CsEwTernary *ew3;  /* formula of a ternary elementwise prim, else NULL */
   CsOpId        lowers_to; /* an ltorch op that decomposes to one prim under its promotion
                               kind (ltorch.exp -> prims.exp); CS_OP_OPAQUE otherwise */
-  CsOpDiff      diff;
+  CsOpDiff      diff;      /* how gradients flow through it */
   guint         exec;      /* CsOpExec bits (derived for rows with a formula) */
   CsMetaKind    meta;      /* its meta family (derived for elementwise rows), or CS_META_NONE */
   guint         meta_arg;  /* the family's parameter (see CsMetaKind) */

@@ -78,7 +78,7 @@ cs_parse_format_from_string (const char *s, CsParseFormat *out)
 typedef struct
 {
   char     *s;           /* cleaned text, NUL-terminated */
-  guint32   len;
+  guint32   len;         /* bytes of s, without the NUL */
   guint32   lineno;      /* 1-based */
   guint32  *col;         /* col[i]: 1-based original column of byte i of s (len + 1 entries) */
 } Ln;
@@ -981,7 +981,7 @@ parse_params (Ap *p, const Ln *l, const char *text, GPtrArray *params, GError **
 static const struct
 {
   const char *op;        /* operator as FX prints it (torch/fx/graph.py magic_methods) */
-  const char *callee;
+  const char *callee;    /* the call it parses to: "operator.<name>" */
 } binops[] = {
   { "**", "operator.pow" }, { "//", "operator.floordiv" }, { "==", "operator.eq" },
   { "!=", "operator.ne" }, { "<=", "operator.le" }, { ">=", "operator.ge" },

@@ -141,8 +141,8 @@ print_value (GString *out, const Pr *pr, const CsValue *v)
 
 static const struct
 {
-  const char *callee;
-  const char *op;
+  const char *callee; /* a binary call printed infix: "operator.<name>" */
+  const char *op;     /* the operator printed between its two arguments */
 } binops[] = {
   { "operator.add", "+" }, { "operator.sub", "-" }, { "operator.mul", "*" },
   { "operator.truediv", "/" }, { "operator.floordiv", "//" }, { "operator.matmul", "@" },

@@ -88,7 +88,7 @@ typedef struct
 typedef struct
 {
   GHashTable *env;       /* name (borrowed from the trace) -> Node* (one reference) */
-  CsRefMode   mode;
+  CsRefMode   mode;      /* the run replayed (value sizes, f32 kernels) */
   double      live;      /* bytes of values alive now */
   double      peak;      /* largest live (plus scratch) seen */
 } Sim;

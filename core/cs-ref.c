@@ -39,7 +39,7 @@ typedef struct _Rv Rv;
 struct _Rv
 {
   gint       ref;                 /* plain refcount (single thread) */
-  RvKind     kind;
+  RvKind     kind;                /* which fields below apply */
   CsDtype    dtype;               /* tensors: logical dtype; numbers: B8, I64 or F64 */
   guint      rank;                /* tensors: dims */
   int64_t    shape[CS_MAX_DIMS];  /* tensors: extents, outermost first */

@@ -84,10 +84,10 @@ typedef struct
   GArray        *vec_loads; /* element-type guint: parameters read through a vector load */
   GArray        *params;    /* element-type guint: slot per kernel parameter */
   GArray        *is_out;    /* element-type gboolean, parallel to params */
-  guint          n_vars;
+  guint          n_vars;    /* counter of the var names (v<n>, i<n>, c<n> ...) */
   guint          depth;     /* recursion guard */
   gboolean       big;       /* some index may reach 2^31: 64-bit index math */
-  const char    *label;
+  const char    *label;     /* the caller's name (region callee): prefix of errors, step labels */
 } Gen;
 
 /* A row tensor the row-fused kernel reads with vector loads: its slot and its offset at the
@@ -2500,12 +2500,12 @@ same_shape (const CsProxy *a, const CsProxy *b)
 typedef struct
 {
   int64_t    kept[CS_MAX_DIMS];   /* kept extents other than 1, outermost first */
-  guint      nk;
+  guint      nk;                  /* entries of kept */
   int64_t    red[CS_MAX_DIMS];    /* reduced extents other than 1 */
-  guint      nr;
+  guint      nr;                  /* entries of red */
   GPtrArray *reds;                /* CsStmt*: the row reductions, in trace order */
   GArray    *phase;               /* guint per reduction: its pass, 1 + the latest pass it reads */
-  guint      n_phases;
+  guint      n_phases;            /* passes over the row: the largest entry of phase */
   GHashTable *red_phase;          /* CsProxy* (a row reduction's output) -> its pass */
   GPtrArray  *cols;               /* CsStmt*: column sums over the rows, accumulated by the
                                    * kernel (weight and bias gradients of a normalisation) */

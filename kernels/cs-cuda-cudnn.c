@@ -242,9 +242,9 @@ cs_cuda_cudnn_describe (void)
 typedef struct
 {
   CudnnDesc   descs[MAX_DESCS];   /* tensors and ops, destroyed once the plan is final */
-  guint       n_descs;
+  guint       n_descs;            /* entries of descs, <= MAX_DESCS */
   CudnnDesc   ops[40];            /* the operations, in order */
-  guint       n_ops;
+  guint       n_ops;              /* entries of ops, <= G_N_ELEMENTS (ops) */
   int64_t     next_uid;           /* virtual tensors' ids */
   CudnnStatus status;             /* first failure, CUDNN_STATUS_SUCCESS (0) if none */
   char        where[96];          /* the call that failed */

@@ -238,7 +238,7 @@ cs_cuda_jit_n_programs (guint n_kernels)
 typedef struct
 {
   const char *source;    /* the program's kernels, without the preamble */
-  int         cc_major, cc_minor;
+  int         cc_major, cc_minor; /* target: sm_<major><minor> */
   GBytes     *cubin;     /* out */
   gboolean    hit;       /* out: from the disk cache */
   GError     *error;     /* out */

@@ -105,7 +105,7 @@ typedef struct
   gint     dO, dQ, dK, dV;         /* backward slots, else -1 */
   int64_t  q_st[4], k_st[4], v_st[4], o_st[4];        /* strides of the views */
   int64_t  stats_st[4];                               /* [b, h, sq, 1] */
-  int64_t  do_st[4], dq_st[4], dk_st[4], dv_st[4];
+  int64_t  do_st[4], dq_st[4], dk_st[4], dv_st[4];    /* strides of the backward views */
 } CsCudnnSdpa;
 
 /* A finalized cuDNN execution plan as cuDNN serialises it, for the plan file (cs-cuda-plan.c)
@@ -189,7 +189,7 @@ typedef struct
   void         **arg_vals;       /* device pointers */
 
   /* GEMM */
-  CsCudaGemm    *gemm;
+  CsCudaGemm    *gemm;           /* (owned) the cuBLASLt matmul (cs-cuda-blas.c) */
 
   /* CUDNN */
   CsCudaCudnn   *cudnn;          /* the plan's problem, pointers, variant pack */
@@ -263,7 +263,7 @@ struct _CsCudaProgram
   GArray        *output_slots;   /* element-type guint */
   int            device;         /* CUDA ordinal */
   int            n_sms;          /* for grid sizing */
-  int            cc_major, cc_minor;
+  int            cc_major, cc_minor; /* the device's compute capability */
 
   void          *arena;          /* device memory, one cudaMalloc */
   gsize          arena_bytes;    /* planned size */

@@ -55,7 +55,7 @@ typedef struct
   int      runtime_version;    /* CUDART_VERSION style, e.g. 13000 */
   int      driver_version;     /* e.g. 13000 */
   int      nvrtc_major;        /* NVRTC version */
-  int      nvrtc_minor;
+  int      nvrtc_minor;        /* e.g. 0 */
   size_t   cublaslt_version;   /* cublasLtGetVersion() */
 } CsCudaDeviceInfo;
 
@@ -155,7 +155,7 @@ typedef struct
    * picks TF32 for f32 matmuls. */
   CsCudaProgram *(*program_new)        (CsTrace *fwd, CsTrace *bwd, const CsPolicy *policy,
                                         GError **error);
-  void           (*program_free)       (CsCudaProgram *program);
+  void           (*program_free)       (CsCudaProgram *program); /* frees it; NULL: no-op */
 
   /* Inputs: the forward's tensor parameters in signature order, then the cotangents. */
   guint          (*program_n_inputs)   (CsCudaProgram *program);

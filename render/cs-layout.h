@@ -115,7 +115,7 @@ typedef struct
   CsRect            box;         /* pt, y up; node outline */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
-  gboolean          selected;
+  gboolean          selected;    /* the selection (cs_layout_set_selection()) */
   gboolean          found;       /* a match of the current Find (drawn with a halo) */
   CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
   guint             mark_count;  /* how many changes of kind `mark` it stands for (casts inside
@@ -155,13 +155,13 @@ typedef struct
   gboolean          has_label_pos; /* label_pos below is set */
   CsPoint           label_pos;   /* pt: centre of the label */
   /* overlays */
-  gboolean          selected;
+  gboolean          selected;    /* the selection (cs_layout_set_selection()) */
   CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
   gboolean          has_value;   /* value below is set */
   double            value;       /* in the value scale's unit */
   /* precision lens: the dtype the consuming statement computes this tensor in (set by
    * cs_graph_build() where the head is an op or region with a known compute dtype) */
-  gboolean          has_compute;
+  gboolean          has_compute;   /* compute_dtype below is meaningful */
   CsDtype           compute_dtype; /* meaningful when has_compute */
 } CsLayoutEdge;
 
@@ -180,7 +180,7 @@ typedef struct
   CsRect            box;         /* pt, y up */
   CsPoint           title_pos;   /* pt: centre of the title line(s) */
   /* overlays */
-  gboolean          selected;
+  gboolean          selected;    /* the selection (cs_layout_set_selection()) */
   gboolean          found;       /* a match of the current Find */
   CsLayoutMark      mark;        /* the diff mark drawn, NONE: none */
   guint             mark_count;  /* as CsLayoutNode.mark_count */
@@ -263,7 +263,7 @@ typedef struct
                                     its other layouts, set while the layout worker marks it
                                     (render/ only; NULL otherwise) */
   /* value overlay scale */
-  gboolean          has_scale;
+  gboolean          has_scale;   /* scale_* below are set (cs_layout_set_value_scale()) */
   char             *scale_title; /* "time (ms)", "max |error|" */
   double            scale_min;   /* value drawn with cs_palette_scale_color (0) */
   double            scale_max;   /* value drawn with cs_palette_scale_color (1) */
