@@ -146,15 +146,26 @@ cs_autocast_trace (const CsTrace *trace, const CsPolicy *policy, GError **error)
         {
           CsMetaType types[16];
           guint n_types = 0;
+          gboolean writes_tensor = FALSE;
           g_autoptr(GPtrArray) outs = g_ptr_array_new ();
 
+          /* a statement that writes no tensor (prims.shape, a size) keeps its outputs: the
+           * downcast changes dtypes only */
+          _cs_stmt_writes (s, outs);
+          for (guint j = 0; j < outs->len && !writes_tensor; j++)
+            writes_tensor = ((CsProxy *) outs->pdata[j])->kind == CS_PROXY_TENSOR;
+          if (!writes_tensor)
+            {
+              g_ptr_array_add (out, s);
+              continue;
+            }
           if (!cs_meta_compute (t, s, types, G_N_ELEMENTS (types), &n_types, error))
             {
-              g_prefix_error (error, "re-typing %s after an autocast downcast: ",
-                              s->callee ? s->callee : "statement");
+              g_prefix_error (error, "%s:%u:%u: re-typing %s after an autocast downcast: ",
+                              trace->file ? trace->file : "<trace>", s->line,
+                              s->col ? s->col : 1, s->callee ? s->callee : "statement");
               return NULL;
             }
-          _cs_stmt_writes (s, outs);
           for (guint j = 0; j < outs->len && j < n_types; j++)
             {
               CsProxy *o = outs->pdata[j];

@@ -705,6 +705,44 @@ test_autocast_issue283 (void)
   assert_same_regions (cs_pipeline_get_forward (pl), thunder);
 }
 
+/* A statement downstream of an autocast downcast that writes no tensor keeps its outputs: a
+ * prims.shape read of the matmul's result (Thunder's rotate_half reads x.size(-1)) under
+ * autocast=f16 on bf16 inputs, which downcasts both matmul operands to f16. */
+static const char shape_after_downcast[] =
+  "def computation(a, w):\n"
+  "  # a: \"cuda:0 bf16[8, 16]\"\n"
+  "  # w: \"cuda:0 bf16[16, 16]\"\n"
+  "  t0 = ltorch.matmul(a, w)  # t0: \"cuda:0 bf16[8, 16]\"\n"
+  "  (n0, n1) = prims.shape(t0)\n"
+  "  t1 = ltorch.add(t0, a, alpha=None)  # t1: \"cuda:0 bf16[8, 16]\"\n"
+  "  return t1\n";
+
+static void
+test_autocast_shape_read (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsTrace) t = cs_parse_trace (shape_after_downcast, "shape", &error);
+  g_autoptr(CsPipeline) pl = NULL;
+  CsPolicy p;
+  CsTrace *ac;
+
+  g_assert_no_error (error);
+  cs_policy_init_default (&p);
+  p.autocast = CS_AUTOCAST_F16;
+  pl = cs_pipeline_run (t, &p, NULL, &error);
+  g_assert_no_error (error);
+  ac = cs_pipeline_find_trace (pl, "autocast");
+  /* the input comments, two downcasts, the matmul (f16), the shape read, the add, return */
+  g_assert_cmpuint (ac->n_stmts, ==, 8);
+  g_assert_true (_cs_stmt_is_cast (ac->stmts[2], NULL, NULL));
+  g_assert_true (_cs_stmt_is_cast (ac->stmts[3], NULL, NULL));
+  g_assert_cmpint (cs_trace_lookup_proxy (ac, "t0")->dtype, ==, CS_DTYPE_F16);
+  g_assert_cmpstr (ac->stmts[5]->callee, ==, "prims.shape");
+  g_assert_cmpint (cs_trace_lookup_proxy (ac, "n0")->kind, !=, CS_PROXY_TENSOR);
+  /* the add promotes f16 and bf16 to f32 */
+  g_assert_cmpint (cs_trace_lookup_proxy (ac, "t1")->dtype, ==, CS_DTYPE_F32);
+}
+
 /* ---- pass list, final input ------------------------------------------------------------ */
 
 static void
@@ -1228,6 +1266,7 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/thunder/mlp-linear-matmul", test_thunder_mlp_linear_matmul);
   g_test_add_func ("/core/pipeline/cli", test_cli);
   g_test_add_func ("/core/pipeline/autocast/issue283", test_autocast_issue283);
+  g_test_add_func ("/core/pipeline/autocast/shape-read", test_autocast_shape_read);
   g_test_add_func ("/core/pipeline/thunder/joint-seed", test_thunder_joint_seed);
   g_test_add_func ("/core/pipeline/thunder/joint-mlp-linear-matmul", test_thunder_joint_mlp);
   g_test_add_func ("/core/pipeline/diff/counts", test_diff_counts);
