@@ -126,6 +126,13 @@ print_value (GString *out, const Pr *pr, const CsValue *v)
       else
         g_string_append_printf (out, "torch.%s", cs_dtype_long_name (v->u.dtype.dtype));
       return;
+    case CS_VALUE_FLOAT:
+      /* torch.fx prints non-finite floats as inf, -inf and nan */
+      if (v->raw)
+        g_string_append (out, v->raw);
+      else
+        cs_print_value_to (out, v);
+      return;
     case CS_VALUE_ELLIPSIS:
       g_string_append (out, "...");
       return;

@@ -240,7 +240,10 @@ cs_print_value_to (GString *out, const CsValue *v)
       _cs_str_put (out, "None");
       return;
     }
-  if (v->raw != NULL)
+  /* a non-finite float keeps its spelling only when it is Python's (float('inf')): a
+   * torch.compile graph's `-inf` is not a Python expression */
+  if (v->raw != NULL
+      && !(v->kind == CS_VALUE_FLOAT && !isfinite (v->u.f) && strstr (v->raw, "float(") == NULL))
     {
       _cs_str_put (out, v->raw);
       return;

@@ -538,6 +538,31 @@ test_pair_run (void)
   }
 }
 
+/* The passes' traces of a torch.compile graph print as Thunder text that loads back: the
+ * graph's `-inf` (torch.fx's spelling of masked_fill's float('-inf')) prints as Python's
+ * -float('inf') there, and as -inf again in the graph's own format. */
+static void
+test_nonfinite_print (void)
+{
+  g_autoptr(CsTraceList) list = load ("gpt_block_bf16.txt");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CsPipeline) pl = cs_pipeline_run_pair (list->traces->pdata[0],
+                                                   cs_aten_find_backward (list, 0), NULL, &error);
+  g_autofree char *graph = cs_print_trace_list (list, CS_PRINT_DEFAULT);
+  g_autofree char *fwd = NULL, *again = NULL;
+  g_autoptr(CsTrace) back = NULL;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (graph, "torch.ops.aten.full.default([], -inf, "));
+  fwd = cs_print_trace (cs_pipeline_get_forward (pl), CS_PRINT_DEFAULT);
+  g_assert_nonnull (strstr (fwd, "prims.full((), -float('inf'), "));
+  g_assert_null (strstr (fwd, ", -inf,"));
+  back = cs_parse_trace (fwd, "forward", &error);
+  g_assert_no_error (error);
+  again = cs_print_trace (back, CS_PRINT_DEFAULT);
+  g_assert_cmpstr (again, ==, fwd);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -554,5 +579,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/aten/stats", test_stats);
   g_test_add_func ("/core/aten/ref-values", test_ref_values);
   g_test_add_func ("/core/aten/pair-run", test_pair_run);
+  g_test_add_func ("/core/aten/nonfinite-print", test_nonfinite_print);
   return g_test_run ();
 }
