@@ -306,6 +306,35 @@ region_groups (const CsTrace *a, const CsTrace *b, GHashTable *ra, GHashTable *r
         }
       /* 1:0 and 0:1 are the removed and new regions (regions_removed, regions_new) */
     }
+  /* a split group's region of a (a merged group's of b) whose origins all map onto one region
+   * of the other trace (an origin whose statements the policy put in several regions, as the
+   * casts before and after a reduction in f32) is listed too, with the group's regions of the
+   * other trace, so that the lists name every region a split or merge changed */
+  for (guint t = 0; t < 2; t++)
+    {
+      GPtrArray *list = t == 0 ? d->regions_split : d->regions_merged;
+      g_autoptr(GHashTable) listed = g_hash_table_new (g_direct_hash, g_direct_equal);
+      guint from = t == 0 ? 0 : n_a, to = t == 0 ? n_a : regions->len;
+
+      for (guint i = 0; i < list->len; i++)
+        g_hash_table_add (listed, (gpointer) ((const CsDiffRegion *) list->pdata[i])->region);
+      for (guint i = from; i < to; i++)
+        {
+          guint r = uf_find (parent, i);
+          CsDiffRegion *e;
+          gboolean one_to_many = t == 0 ? (na[r] == 1 && nb[r] >= 2) : (nb[r] == 1 && na[r] >= 2);
+
+          if (!one_to_many || g_hash_table_contains (listed, regions->pdata[i]))
+            continue;
+          e = g_new0 (CsDiffRegion, 1);
+          e->region = regions->pdata[i];
+          e->others = g_ptr_array_new ();
+          for (guint j = t == 0 ? n_a : 0; j < (t == 0 ? regions->len : n_a); j++)
+            if (uf_find (parent, j) == r)
+              g_ptr_array_add (e->others, regions->pdata[j]);
+          g_ptr_array_add (list, e);
+        }
+    }
 }
 
 static void

@@ -33,9 +33,9 @@ typedef struct
   GPtrArray *casts_added;    /* CsDiffCast*: in b, not in a */
   GPtrArray *casts_removed;  /* CsDiffCast*: in a, not in b */
   GPtrArray *regions_split;  /* CsDiffRegion*: a region of a whose origins spread over >= 2
-                                regions of b */
+                                regions of b, or the one region of a of a split group */
   GPtrArray *regions_merged; /* CsDiffRegion*: a region of b covering origins of >= 2 regions
-                                of a */
+                                of a, or the one region of b of a merged group */
   GPtrArray *regions_new;    /* CsDiffRegion*: a region of b none of whose origins is in a
                                 region of a (its statements ran outside every region, or
                                 are new) */
@@ -73,7 +73,8 @@ typedef struct
  * a region of @a maps onto the region of @b that holds the first statement of each of its
  * origins (an origin's statements can be in several regions: rematerialized copies, or the
  * backward statements of one forward statement's VJP), and the other way round.
- * regions_split and regions_merged list each region that maps onto two or more; the n_ counts
+ * regions_split and regions_merged list each region that maps onto two or more, and the one
+ * region of a split (merged) group when its origins map onto one region; the n_ counts
  * classify the groups that these maps connect, and add up to n_regions_a and n_regions_b.
  * Statements whose origin is 0 are ignored for regions (a region of only such statements is
  * counted in n_regions_unmatched).  The result borrows statements from

@@ -1247,6 +1247,36 @@ test_diff_counts (void)
     }
 }
 
+/* grad-reduce=f32 puts the cast before each all_reduce and the cast back after its wait in
+ * regions of their own: each backward region of A holding a gradient's statements (one origin)
+ * splits into two regions of B.  The split groups' regions of A are listed with both regions
+ * of B, though every origin's first statement is in one of them, and the counts add up. */
+static void
+test_diff_split_one_origin (void)
+{
+  g_autoptr(CsTrace) t = load_sample ("data/distributed/handmade_ddp_initial.txt");
+  g_autoptr(CsPipeline) pa = NULL, pb = NULL;
+  g_autoptr(CsTraceDiff) d = NULL;
+  CsPolicy a, b;
+
+  g_assert_nonnull (t);
+  policy_from (&a, (const char *[]) { "grad-reduce=native", NULL });
+  policy_from (&b, (const char *[]) { "grad-reduce=f32", NULL });
+  pa = run (t, &a);
+  pb = run (t, &b);
+  d = cs_trace_diff (cs_pipeline_get_backward (pa), cs_pipeline_get_backward (pb));
+  g_assert_cmpuint (d->n_regions_a, ==, 3);
+  g_assert_cmpuint (d->n_regions_b, ==, 5);
+  g_assert_cmpuint (d->n_regions_kept, ==, 1);
+  g_assert_cmpuint (d->n_groups_split, ==, 2);
+  g_assert_cmpuint (d->n_split_into, ==, 4);
+  g_assert_cmpuint (d->regions_split->len, ==, 2);
+  for (guint i = 0; i < d->regions_split->len; i++)
+    g_assert_cmpuint (((CsDiffRegion *) d->regions_split->pdata[i])->others->len, ==, 2);
+  g_assert_cmpuint (d->regions_merged->len + d->regions_new->len + d->regions_removed->len, ==, 0);
+  g_assert_false (cs_trace_diff_is_empty (d));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1270,5 +1300,6 @@ main (int argc, char **argv)
   g_test_add_func ("/core/pipeline/thunder/joint-seed", test_thunder_joint_seed);
   g_test_add_func ("/core/pipeline/thunder/joint-mlp-linear-matmul", test_thunder_joint_mlp);
   g_test_add_func ("/core/pipeline/diff/counts", test_diff_counts);
+  g_test_add_func ("/core/pipeline/diff/split-one-origin", test_diff_split_one_origin);
   return g_test_run ();
 }
