@@ -300,6 +300,9 @@ cs_cli_cmd_diff (int argc, char **argv)
   sa = cs_policy_to_string (&a);
   sb = cs_policy_to_string (&b);
   printf ("A: %s\nB: %s\n", sa, sb);
+  if (cs_pipeline_input_was_final (pa))
+    printf ("note: the input is already final (fused or split): no pass ran under either "
+            "policy, so nothing below can differ; diff the program's initial trace\n");
   initial = cs_pipeline_find_trace (pa, "initial");
   print_diff ("forward", cs_pipeline_get_forward (pa), cs_pipeline_get_forward (pb), initial);
   if (cs_pipeline_get_backward (pa) || cs_pipeline_get_backward (pb))

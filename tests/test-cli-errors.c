@@ -705,6 +705,29 @@ test_diff_summary (void)
   expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
 }
 
+/* diff on a trace that is already final (no pass runs under either policy) says so before
+ * its summary of no change; on an initial trace it does not. */
+static void
+test_diff_final_note (void)
+{
+  g_autofree char *final = g_build_filename (g_getenv ("CS_DATA_DIR"), "distributed",
+                                             "ddp_final_fwd.txt", NULL);
+  g_autofree char *seed = seed_path ();
+  const char *args[] = { "diff", final, "--vs", "matmul=upcast-f32", NULL };
+  const char *initial[] = { "diff", seed, "--vs", "matmul=upcast-f32", NULL };
+  Result r = run_args (args);
+
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\nnote: the input is already final (fused or split): no "
+                                   "pass ran under either policy"));
+  g_assert_nonnull (strstr (r.out, "casts: 0 added, 0 removed\n"));
+  result_clear (&r);
+  r = run_args (initial);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strstr (r.out, "already final"));
+  result_clear (&r);
+}
+
 /* The "N split, M merged" of each summary line (forward, backward) of diff on the 8-block LLaMA
  * under matmul=upcast-f32 count the "region A:X split into B:Y, B:Z" and "regions A:X, A:Y
  * merged into B:Z" lines that follow it (the backward regroups its 50 regions into 66, 32 of A
@@ -1225,6 +1248,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/final-no-backward", test_msg_final_no_backward);
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
+  g_test_add_func ("/app/cli/errors/messages/diff-final-note", test_diff_final_note);
   g_test_add_func ("/app/cli/errors/messages/diff-llama-counts", test_diff_llama_counts);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/undefined-return", test_msg_undefined_return);
