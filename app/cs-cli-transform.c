@@ -57,11 +57,26 @@ cs_cli_cmd_transform (int argc, char **argv)
       cs_cli_error ("transform: --trace must be 'forward' or 'backward', not '%s'", which);
       return CS_CLI_EXIT_USAGE;
     }
-  if (pass && all_passes)
-    {
-      cs_cli_error ("transform: --pass and --all-passes exclude each other");
-      return CS_CLI_EXIT_USAGE;
-    }
+  /* one of: the final forward or backward (--trace), one pass's trace (--pass), every pass's
+   * (--all-passes) or the list of passes (--list-passes) */
+  {
+    const char *given[4];
+    guint n = 0;
+    if (which)
+      given[n++] = "--trace";
+    if (pass)
+      given[n++] = "--pass";
+    if (all_passes)
+      given[n++] = "--all-passes";
+    if (list_passes)
+      given[n++] = "--list-passes";
+    if (n >= 2)
+      {
+        cs_cli_error ("transform: %s and %s exclude each other (each picks what to print)",
+                      given[0], given[1]);
+        return CS_CLI_EXIT_USAGE;
+      }
+  }
   if (index < 0)
     {
       cs_cli_error ("transform: --index must be >= 0");

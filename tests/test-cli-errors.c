@@ -705,6 +705,23 @@ test_diff_summary (void)
   expect (pol_only, 2, "diff: --vs KEY=VALUE is required");
 }
 
+/* transform prints one thing: --trace, --pass, --all-passes and --list-passes exclude each
+ * other (--pass fuse -t backward printed the fuse trace, ignoring -t). */
+static void
+test_transform_one_output (void)
+{
+  g_autofree char *seed = seed_path ();
+  const char *pass_trace[] = { "transform", seed, "--pass", "fuse", "-t", "backward", NULL };
+  const char *pass_list[] = { "transform", seed, "--pass", "fuse", "--list-passes", NULL };
+  const char *all_list[] = { "transform", seed, "-a", "-l", NULL };
+  const char *pass_all[] = { "transform", seed, "--pass", "fuse", "--all-passes", NULL };
+
+  expect (pass_trace, 2, "transform: --trace and --pass exclude each other");
+  expect (pass_list, 2, "transform: --pass and --list-passes exclude each other");
+  expect (all_list, 2, "transform: --all-passes and --list-passes exclude each other");
+  expect (pass_all, 2, "transform: --pass and --all-passes exclude each other");
+}
+
 /* diff on a trace that is already final (no pass runs under either policy) says so before
  * its summary of no change; on an initial trace it does not. */
 static void
@@ -1249,6 +1266,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
   g_test_add_func ("/app/cli/errors/messages/diff-final-note", test_diff_final_note);
+  g_test_add_func ("/app/cli/errors/messages/transform-one-output", test_transform_one_output);
   g_test_add_func ("/app/cli/errors/messages/diff-llama-counts", test_diff_llama_counts);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
   g_test_add_func ("/app/cli/errors/messages/undefined-return", test_msg_undefined_return);
