@@ -792,6 +792,12 @@ cs_parse_size (const char *text, guint64 *out, GError **error)
                          "size '%s' is too large", text);
             return FALSE;
           }
+        if (units[i].shift == 0 && v != floor (v))
+          {
+            g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "size '%s' is not a whole number of bytes (use a unit: 1.5G)", text);
+            return FALSE;
+          }
         *out = (guint64) v;
         return TRUE;
       }

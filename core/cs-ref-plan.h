@@ -218,8 +218,8 @@ CsRefMemoryVerdict cs_ref_check_step_memory (const CsRefStepCost      *cost,
  * @out: (out): the size in bytes (rounded down)
  * @error: return location for a G_OPTION_ERROR_BAD_VALUE message
  *
- * Returns: TRUE on success; FALSE for an empty or malformed size, a negative one, or one over
- *   2^63 bytes
+ * Returns: TRUE on success; FALSE for an empty or malformed size, a negative one, a fraction
+ *   of a byte ("1.5" without a unit) or one over 2^63 bytes
  */
 gboolean    cs_parse_size              (const char *text,
                                         guint64    *out,

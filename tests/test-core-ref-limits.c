@@ -312,10 +312,12 @@ test_parse_size (void)
   static const struct { const char *text; guint64 want; } good[] = {
     { "0", 0 }, { "1048576", 1048576 }, { "512M", (guint64) 512 << 20 }, { "8G", (guint64) 8 << 30 },
     { "1.5GiB", (guint64) 3 << 29 }, { "2k", 2048 }, { "3 MB", (guint64) 3 << 20 },
-    { "1T", (guint64) 1 << 40 }, { "10b", 10 }, { "0.5K", 512 }, { "1.9", 1 },
+    { "1T", (guint64) 1 << 40 }, { "10b", 10 }, { "0.5K", 512 }, { "1.0", 1 },
   };
   static const char * const bad[] = { "", "G", "-1", "1.5.5G", "12Q", "8 GiBs", "0x10", "nan",
-                                      "inf", "1e9", "99999999999T" };
+                                      "inf", "1e9", "99999999999T",
+                                      /* a fraction of a byte: 1.5 meant 1.5G, not 1 byte */
+                                      "1.5", "2.5b" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
     {
