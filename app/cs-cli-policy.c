@@ -170,14 +170,39 @@ cs_cli_run_pipeline_on_list (const CsTraceList *list, const char *path, guint in
                    list->traces->len, index);
       return NULL;
     }
+  have_spec = cs_cli_grad_spec_parse (grad_text, &spec, &names);
+  /* a torch.compile forward graph runs with its backward graph (already differentiated):
+   * which inputs require grad is AOT autograd's, so inputs named by --grad are refused (the
+   * keywords all, auto and none are taken as they are) */
+  if (names != NULL && cs_trace_aten_role (list->traces->pdata[index]) >= 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--grad %s: trace %u of %s is a torch.compile graph, whose inputs that "
+                   "require grad AOT autograd chose (its backward graph's outputs)",
+                   grad_text, index, path);
+      return NULL;
+    }
   if (inductor_arg != NULL)
     return run_inductor (list, path, index, policy, error);
-  /* a torch.compile forward graph runs with its backward graph (already differentiated) */
   if (cs_trace_aten_role (list->traces->pdata[index]) == CS_ATEN_GRAPH_FORWARD)
     return cs_pipeline_run_pair (list->traces->pdata[index], cs_aten_find_backward (list, index),
                                  policy, error);
-  have_spec = cs_cli_grad_spec_parse (grad_text, &spec, &names);
-  return cs_pipeline_run (list->traces->pdata[index], policy, have_spec ? &spec : NULL, error);
+  {
+    CsPipeline *pl = cs_pipeline_run (list->traces->pdata[index], policy,
+                                      have_spec ? &spec : NULL, error);
+    /* a final trace is not differentiated again: inputs named by --grad would change
+     * nothing (refused, as a name the trace lacks is) */
+    if (pl != NULL && names != NULL && cs_pipeline_input_was_final (pl))
+      {
+        cs_pipeline_unref (pl);
+        g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                     "--grad %s: trace %u of %s is already final (what Thunder runs): which "
+                     "inputs require grad was decided when it was made, and its backward is a "
+                     "trace of its own", grad_text, index, path);
+        return NULL;
+      }
+    return pl;
+  }
 }
 
 CsPipeline *

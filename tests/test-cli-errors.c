@@ -722,6 +722,29 @@ test_transform_one_output (void)
   expect (pass_all, 2, "transform: --pass and --all-passes exclude each other");
 }
 
+/* --grad naming inputs is refused where it cannot apply: a final trace (not differentiated
+ * again) and a torch.compile graph (AOT autograd chose what requires grad); --grad all is
+ * taken as it is there. */
+static void
+test_grad_names_not_applicable (void)
+{
+  const char *data = g_getenv ("CS_DATA_DIR");
+  g_autofree char *final = g_build_filename (data, "distributed", "ddp_final_fwd.txt", NULL);
+  g_autofree char *aten = g_build_filename (data, "aten", "seed_foo_bf16.txt", NULL);
+  const char *on_final[] = { "stats", final, "--grad", "bogus", NULL };
+  const char *on_aten[] = { "stats", aten, "--grad", "primals_1", NULL };
+  const char *all_aten[] = { "stats", aten, "--grad", "all", NULL };
+  Result r;
+
+  expect (on_final, 2, "--grad bogus: trace 0 of ");
+  expect (on_final, 2, "is already final (what Thunder runs)");
+  expect (on_aten, 2, "--grad primals_1: trace 0 of ");
+  expect (on_aten, 2, "is a torch.compile graph");
+  r = run_args (all_aten);
+  g_assert_cmpint (r.status, ==, 0);
+  result_clear (&r);
+}
+
 /* diff on a trace that is already final (no pass runs under either policy) says so before
  * its summary of no change; on an initial trace it does not. */
 static void
@@ -1266,6 +1289,8 @@ main (int argc, char **argv)
   g_test_add_func ("/app/cli/errors/messages/run-sibling-backward", test_run_sibling_backward);
   g_test_add_func ("/app/cli/errors/messages/diff-summary", test_diff_summary);
   g_test_add_func ("/app/cli/errors/messages/diff-final-note", test_diff_final_note);
+  g_test_add_func ("/app/cli/errors/messages/grad-names-not-applicable",
+                   test_grad_names_not_applicable);
   g_test_add_func ("/app/cli/errors/messages/transform-one-output", test_transform_one_output);
   g_test_add_func ("/app/cli/errors/messages/diff-llama-counts", test_diff_llama_counts);
   g_test_add_func ("/app/cli/errors/messages/help", test_help);
