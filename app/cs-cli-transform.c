@@ -97,8 +97,11 @@ cs_cli_cmd_transform (int argc, char **argv)
 
   if (list_passes)
     {
+      int width = 28;   /* the longest pass name sets the column ("-backward" passes) */
       for (guint i = 0; i < cs_pipeline_n_passes (pl); i++)
-        printf ("%-28s %8.3f ms  %u statements\n", cs_pipeline_pass_name (pl, i),
+        width = MAX (width, (int) strlen (cs_pipeline_pass_name (pl, i)));
+      for (guint i = 0; i < cs_pipeline_n_passes (pl); i++)
+        printf ("%-*s %8.3f ms  %u statements\n", width, cs_pipeline_pass_name (pl, i),
                 cs_pipeline_pass_time_ns (pl, i) / 1e6, cs_pipeline_get_trace (pl, i)->n_stmts);
       return CS_CLI_EXIT_OK;
     }
