@@ -98,6 +98,21 @@ cs_stmt_find_non_string_arg (const CsStmt *stmt, const CsValue **value_out)
   return NULL;
 }
 
+/* The schema of a call of one of Thunder's own symbols (callee ltorch.* or prims.*, whose
+ * schemas follow thunder/torch/__init__.py and thunder/core/prims.py), NULL for any other
+ * statement or an op without a schema: what the keyword and positional checks apply to. */
+static const CsOp *
+thunder_schema_op (const CsStmt *stmt)
+{
+  const CsOp *op;
+
+  if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
+      || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
+    return NULL;
+  op = cs_stmt_schema_op (stmt);
+  return op->n_args > 0 ? op : NULL;
+}
+
 /** cs_stmt_find_unknown_keyword: see cs-ops-args.h. */
 const char *
 cs_stmt_find_unknown_keyword (const CsStmt *stmt)
@@ -105,11 +120,7 @@ cs_stmt_find_unknown_keyword (const CsStmt *stmt)
   const CsOp *op;
 
   g_return_val_if_fail (stmt != NULL, NULL);
-  if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
-      || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
-    return NULL;
-  op = cs_stmt_schema_op (stmt);
-  if (op->n_args == 0)
+  if ((op = thunder_schema_op (stmt)) == NULL)
     return NULL;
   for (guint i = 0; i < stmt->n_args; i++)
     {
@@ -133,11 +144,7 @@ cs_stmt_count_extra_positional (const CsStmt *stmt, guint *n_declared)
   guint n_pos = 0, n_given = 0;
 
   g_return_val_if_fail (stmt != NULL, 0);
-  if (stmt->kind != CS_STMT_CALL || stmt->callee == NULL
-      || !(g_str_has_prefix (stmt->callee, "ltorch.") || g_str_has_prefix (stmt->callee, "prims.")))
-    return 0;
-  op = cs_stmt_schema_op (stmt);
-  if (op->n_args == 0 || op->variadic)
+  if ((op = thunder_schema_op (stmt)) == NULL || op->variadic)
     return 0;
   for (guint k = 0; k < op->n_args; k++)
     n_pos += !op->args[k].kw_only;
